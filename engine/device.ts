@@ -1,0 +1,120 @@
+// The only module that talks to the WebGPU adapter: finds one (Node via the `webgpu` package, a browser via
+// navigator.gpu), asks for the adapter's own limits and optional features, and records what it got.
+import { readKnobs, type EngineKnobs } from './knobs.ts';
+
+const OPTIONAL_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
+
+export interface DeviceCapabilities {
+  description: string;
+  /** A CPU implementation (lavapipe, SwiftShader): kernels prefer fewer loads and fewer dispatches. */
+  isSoftware: boolean;
+  shaderF16: boolean;
+  subgroups: boolean;
+  timestampQuery: boolean;
+  maxBufferSize: number;
+  maxStorageBufferBindingSize: number;
+  maxStorageBuffersPerShaderStage: number;
+  maxComputeWorkgroupStorageSize: number;
+  maxComputeInvocationsPerWorkgroup: number;
+  maxComputeWorkgroupsPerDimension: number;
+  minStorageBufferOffsetAlignment: number;
+  minUniformBufferOffsetAlignment: number;
+}
+
+export interface Gpu {
+  device: GPUDevice;
+  caps: DeviceCapabilities;
+  knobs: EngineKnobs;
+  /** Set once the device is lost; every later submission throws this instead of hanging. */
+  lostReason: string | null;
+  destroy(): void;
+}
+
+// Dawn's node binding segfaults when the object returned by create() is garbage-collected while a device
+// lives, so it is pinned here for the life of the process.
+let nodeGpuInstance: GPU | null = null;
+
+async function findGpu(): Promise<GPU> {
+  const browserGpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
+  if (browserGpu) return browserGpu;
+  if (nodeGpuInstance) return nodeGpuInstance;
+  const nodeWebgpu = 'webgpu';
+  const { create, globals } = (await import(/* @vite-ignore */ nodeWebgpu)) as {
+    create: (flags: string[]) => GPU;
+    globals: Record<string, unknown>;
+  };
+  Object.assign(globalThis, globals);
+  nodeGpuInstance = create([]);
+  return nodeGpuInstance;
+}
+
+const NO_ADAPTER_HELP =
+  'No WebGPU adapter found. On a machine without a GPU run `bash tools/setup.sh`: it installs Mesa >= 24 ' +
+  'lavapipe (software Vulkan). Debian 12\'s own Mesa 22.3 is rejected by Dawn.';
+
+export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> {
+  const gpu = await findGpu();
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new Error(NO_ADAPTER_HELP);
+
+  const wanted = OPTIONAL_FEATURES.filter(
+    (f) => adapter.features.has(f) && !knobs.disabledFeatures.includes(f),
+  );
+  const requiredLimits: Record<string, number> = {};
+  for (const key of [
+    'maxBufferSize',
+    'maxStorageBufferBindingSize',
+    'maxStorageBuffersPerShaderStage',
+    'maxComputeWorkgroupStorageSize',
+    'maxComputeInvocationsPerWorkgroup',
+    'maxComputeWorkgroupSizeX',
+    'maxComputeWorkgroupSizeY',
+    'maxComputeWorkgroupsPerDimension',
+  ] as const) {
+    requiredLimits[key] = adapter.limits[key];
+  }
+  const device = await adapter.requestDevice({ requiredFeatures: wanted as GPUFeatureName[], requiredLimits });
+
+  const info = adapter.info;
+  const description = [info.vendor, info.architecture, info.device, info.description]
+    .filter((s) => s && s.length > 0)
+    .join(' ')
+    .replace(/\s+/g, ' ');
+  const isSoftware = /llvmpipe|lavapipe|swiftshader|software/i.test(description) || info.architecture === 'cpu';
+  const limits = device.limits;
+  const caps: DeviceCapabilities = {
+    description,
+    isSoftware,
+    shaderF16: device.features.has('shader-f16'),
+    subgroups: device.features.has('subgroups'),
+    timestampQuery: device.features.has('timestamp-query'),
+    maxBufferSize: limits.maxBufferSize,
+    maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
+    maxStorageBuffersPerShaderStage: limits.maxStorageBuffersPerShaderStage,
+    maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupsPerDimension: limits.maxComputeWorkgroupsPerDimension,
+    minStorageBufferOffsetAlignment: limits.minStorageBufferOffsetAlignment,
+    minUniformBufferOffsetAlignment: limits.minUniformBufferOffsetAlignment,
+  };
+
+  const result: Gpu = {
+    device,
+    caps,
+    knobs,
+    lostReason: null,
+    destroy: () => device.destroy(),
+  };
+  device.lost.then((lost) => {
+    if (lost.reason !== 'destroyed') result.lostReason = `WebGPU device lost (${lost.reason}): ${lost.message}`;
+  });
+  device.addEventListener('uncapturederror', (event) => {
+    const error = (event as GPUUncapturedErrorEvent).error;
+    console.error(`WebGPU error: ${error.message}`);
+  });
+  if (knobs.debug >= 1) {
+    console.error(`webgpu: ${description}; features ${wanted.join(',') || 'none'}; ` +
+      `maxStorageBufferBindingSize ${caps.maxStorageBufferBindingSize}`);
+  }
+  return result;
+}

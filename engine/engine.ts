@@ -1,0 +1,316 @@
+// The runtime every kernel launches through: pipeline and bind-group caches, one command encoder that collects
+// a whole phase of dispatches (one compute pass, submitted once), a uniform ring written once per submit, and
+// readback only when asked for numbers.
+import { createGpu, type DeviceCapabilities, type Gpu } from './device.ts';
+import { readKnobs, type EngineKnobs } from './knobs.ts';
+import { generateDeclarations, packUniforms, uniformByteSize, type KernelSpec } from './kernel.ts';
+import { Tensor, shapeString, BYTES_PER_ELEMENT, elementCount, type DType, type TypedArrayOf } from './tensor.ts';
+import { Profiler } from './profiler.ts';
+
+const UNIFORM_RING_BYTES = 1 << 18;
+
+export interface DispatchArgs {
+  bindings: Readonly<Record<string, Tensor>>;
+  uniforms?: Readonly<Record<string, number>>;
+  workgroups: readonly [number, number?, number?];
+}
+
+interface CompiledKernel {
+  pipeline: GPUComputePipeline;
+  layout: GPUBindGroupLayout;
+  uniformBytes: number;
+  id: number;
+}
+
+export class Engine {
+  readonly device: GPUDevice;
+  readonly caps: DeviceCapabilities;
+  readonly knobs: EngineKnobs;
+  readonly profiler: Profiler | null;
+
+  private readonly kernels = new Map<KernelSpec, CompiledKernel>();
+  private readonly modules = new Map<string, GPUShaderModule>();
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextId = 1;
+
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private readonly uniformBuffer: GPUBuffer;
+  private readonly uniformStaging = new ArrayBuffer(UNIFORM_RING_BYTES);
+  private readonly uniformView = new DataView(this.uniformStaging);
+  private uniformCursor = 0;
+  private readonly errors: string[] = [];
+  private readonly uniformAlign: number;
+  /** Dispatches recorded since the engine was created (for tests and benchmarks). */
+  dispatchCount = 0;
+
+  static async create(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
+    return new Engine(await createGpu(knobs));
+  }
+
+  constructor(readonly gpu: Gpu) {
+    this.device = gpu.device;
+    this.caps = gpu.caps;
+    this.knobs = gpu.knobs;
+    this.uniformAlign = Math.max(16, this.caps.minUniformBufferOffsetAlignment);
+    this.uniformBuffer = this.device.createBuffer({
+      label: 'uniform-ring',
+      size: UNIFORM_RING_BYTES,
+      usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+    });
+    this.device.addEventListener('uncapturederror', (event) => {
+      this.errors.push((event as GPUUncapturedErrorEvent).error.message);
+    });
+    this.profiler = this.knobs.profile && this.caps.timestampQuery ? new Profiler(this.device) : null;
+  }
+
+  // ---- memory -------------------------------------------------------------------------------------------
+
+  /** Checks a tensor against the device's binding limit, naming it when it cannot be bound. */
+  checkBindable(name: string, byteLength: number): void {
+    const limit = Math.min(this.caps.maxStorageBufferBindingSize, this.caps.maxBufferSize);
+    if (byteLength > limit) {
+      throw new Error(`tensor ${name} needs ${byteLength} bytes but this device binds at most ${limit} bytes ` +
+        `per buffer (maxStorageBufferBindingSize ${this.caps.maxStorageBufferBindingSize})`);
+    }
+  }
+
+  createBuffer(label: string, byteLength: number, extraUsage = 0): GPUBuffer {
+    this.checkBindable(label, byteLength);
+    return this.device.createBuffer({
+      label,
+      size: Math.max(16, Math.ceil(byteLength / 16) * 16),
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST | extraUsage,
+    });
+  }
+
+  /** A zero-filled tensor in its own buffer. */
+  tensor<D extends DType = 'f32'>(name: string, shape: readonly number[], dtype: D = 'f32' as D): Tensor<D> {
+    const buffer = this.createBuffer(name, elementCount(shape) * BYTES_PER_ELEMENT);
+    return new Tensor(name, buffer, 0, shape, dtype);
+  }
+
+  /** A tensor holding `data`. */
+  tensorFrom<D extends DType = 'f32'>(name: string, shape: readonly number[], data: ArrayLike<number>, dtype: D = 'f32' as D): Tensor<D> {
+    const t = this.tensor(name, shape, dtype);
+    this.upload(t, data);
+    return t;
+  }
+
+  /** Writes host data into a tensor, after every dispatch recorded so far (queue order is kept). */
+  upload(tensor: Tensor, data: ArrayLike<number>): void {
+    if (data.length !== tensor.size) {
+      throw new Error(`upload to ${tensor.name}: got ${data.length} values for shape ${shapeString(tensor.shape)} (${tensor.size})`);
+    }
+    const typed = toTyped(tensor.dtype, data);
+    if (this.encoder) this.flush();
+    this.device.queue.writeBuffer(tensor.buffer, tensor.byteOffset, typed.buffer, typed.byteOffset, typed.byteLength);
+  }
+
+  destroyTensor(tensor: Tensor): void {
+    const id = this.bufferIds.get(tensor.buffer);
+    if (id !== undefined) {
+      for (const key of [...this.bindGroups.keys()]) if (key.includes(`|${id}@`)) this.bindGroups.delete(key);
+    }
+    if (this.encoder) this.flush();
+    tensor.buffer.destroy();
+  }
+
+  // ---- recording ----------------------------------------------------------------------------------------
+
+  private compile(spec: KernelSpec): CompiledKernel {
+    const cached = this.kernels.get(spec);
+    if (cached) return cached;
+    for (const feature of spec.features ?? []) {
+      if (!this.device.features.has(feature)) {
+        throw new Error(`kernel ${spec.name} needs device feature ${feature}, which this device lacks; choose another variant`);
+      }
+    }
+    if (spec.bindings.length > this.caps.maxStorageBuffersPerShaderStage) {
+      throw new Error(`kernel ${spec.name}: ${spec.bindings.length} storage bindings exceed the device's ${this.caps.maxStorageBuffersPerShaderStage}`);
+    }
+    const code = generateDeclarations(spec) + spec.source;
+    let module = this.modules.get(code);
+    if (!module) {
+      module = this.device.createShaderModule({ label: spec.name, code });
+      this.modules.set(code, module);
+    }
+    const uniformBytes = uniformByteSize(spec);
+    const layout = this.device.createBindGroupLayout({
+      label: spec.name,
+      entries: [
+        { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: uniformBytes } },
+        ...spec.bindings.map((b, i) => ({
+          binding: i + 1,
+          visibility: GPUShaderStage.COMPUTE,
+          buffer: { type: b.access === 'read' ? ('read-only-storage' as const) : ('storage' as const) },
+        })),
+      ],
+    });
+    const pipeline = this.device.createComputePipeline({
+      label: spec.name,
+      layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+      compute: { module, entryPoint: spec.entryPoint ?? 'main', constants: spec.constants as Record<string, number> | undefined },
+    });
+    const compiled = { pipeline, layout, uniformBytes, id: this.nextId++ };
+    this.kernels.set(spec, compiled);
+    return compiled;
+  }
+
+  private bufferId(buffer: GPUBuffer): number {
+    let id = this.bufferIds.get(buffer);
+    if (id === undefined) {
+      id = this.nextId++;
+      this.bufferIds.set(buffer, id);
+    }
+    return id;
+  }
+
+  private bindGroup(spec: KernelSpec, kernel: CompiledKernel, bindings: Readonly<Record<string, Tensor>>): GPUBindGroup {
+    let key = `${kernel.id}`;
+    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniformBuffer, size: kernel.uniformBytes } }];
+    spec.bindings.forEach((b, i) => {
+      const t = bindings[b.name];
+      if (!t) throw new Error(`kernel ${spec.name}: binding ${b.name} is missing`);
+      if (t.byteOffset % this.caps.minStorageBufferOffsetAlignment !== 0) {
+        throw new Error(`kernel ${spec.name}: binding ${b.name} (tensor ${t.name}) starts at byte ${t.byteOffset}, ` +
+          `not a multiple of ${this.caps.minStorageBufferOffsetAlignment}; pass an element offset instead`);
+      }
+      const size = Math.max(4, t.byteLength);
+      key += `|${this.bufferId(t.buffer)}@${t.byteOffset}+${size}`;
+      entries.push({ binding: i + 1, resource: { buffer: t.buffer, offset: t.byteOffset, size } });
+    });
+    let group = this.bindGroups.get(key);
+    if (!group) {
+      group = this.device.createBindGroup({ label: spec.name, layout: kernel.layout, entries });
+      this.bindGroups.set(key, group);
+    }
+    return group;
+  }
+
+  private ensureEncoder(): GPUCommandEncoder {
+    if (this.gpu.lostReason) throw new Error(this.gpu.lostReason);
+    if (!this.encoder) this.encoder = this.device.createCommandEncoder();
+    return this.encoder;
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+
+  /** Records one dispatch into the current phase; nothing runs until flush() or a read. */
+  dispatch(spec: KernelSpec, args: DispatchArgs): void {
+    const kernel = this.compile(spec);
+    const slot = Math.ceil(kernel.uniformBytes / this.uniformAlign) * this.uniformAlign;
+    if (this.uniformCursor + slot > UNIFORM_RING_BYTES) this.flush();
+    const uniformOffset = this.uniformCursor;
+    packUniforms(spec, args.uniforms ?? {}, this.uniformView, uniformOffset);
+    this.uniformCursor += slot;
+
+    const group = this.bindGroup(spec, kernel, args.bindings);
+    const [x, y = 1, z = 1] = args.workgroups;
+    const max = this.caps.maxComputeWorkgroupsPerDimension;
+    if (x > max || y > max || z > max) {
+      throw new Error(`kernel ${spec.name}: ${x}x${y}x${z} workgroups exceed ${max} per dimension (fold with foldWorkgroups)`);
+    }
+    if (x === 0 || y === 0 || z === 0) return;
+    const encoder = this.ensureEncoder();
+    if (this.profiler) {
+      this.endPass();
+      this.pass = encoder.beginComputePass({ timestampWrites: this.profiler.nextWrites(spec.name) });
+    } else if (!this.pass) {
+      this.pass = encoder.beginComputePass();
+    }
+    this.pass.setPipeline(kernel.pipeline);
+    this.pass.setBindGroup(0, group, [uniformOffset]);
+    this.pass.dispatchWorkgroups(x, y, z);
+    if (this.profiler) this.endPass();
+    this.dispatchCount++;
+    if (this.knobs.debug >= 2) console.error(`dispatch ${spec.name} ${x}x${y}x${z}`);
+  }
+
+  /** Zero-fills a tensor (in queue order with the dispatches around it). */
+  clear(tensor: Tensor): void {
+    this.endPass();
+    this.ensureEncoder().clearBuffer(tensor.buffer, tensor.byteOffset, Math.ceil(tensor.byteLength / 4) * 4);
+  }
+
+  copy(source: Tensor, target: Tensor): void {
+    if (source.size !== target.size) {
+      throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} vs ${target.size} elements`);
+    }
+    this.endPass();
+    this.ensureEncoder().copyBufferToBuffer(source.buffer, source.byteOffset, target.buffer, target.byteOffset, source.byteLength);
+  }
+
+  /** Submits everything recorded so far as one command buffer. */
+  flush(): void {
+    if (!this.encoder) return;
+    this.endPass();
+    if (this.profiler) this.profiler.resolve(this.encoder);
+    if (this.uniformCursor > 0) this.device.queue.writeBuffer(this.uniformBuffer, 0, this.uniformStaging, 0, this.uniformCursor);
+    this.device.queue.submit([this.encoder.finish()]);
+    this.encoder = null;
+    this.uniformCursor = 0;
+    this.throwIfFailed();
+  }
+
+  private throwIfFailed(): void {
+    if (this.gpu.lostReason) throw new Error(this.gpu.lostReason);
+    if (this.errors.length > 0) {
+      const message = this.errors.splice(0).join('\n');
+      throw new Error(`WebGPU reported errors:\n${message}`);
+    }
+  }
+
+  /** Waits until the GPU has finished everything submitted. */
+  async sync(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    if (this.profiler) await this.profiler.collect();
+    this.throwIfFailed();
+  }
+
+  /** Copies a tensor back to the host. This is the only way numbers leave the GPU. */
+  async read<D extends DType>(tensor: Tensor<D>): Promise<TypedArrayOf<D>> {
+    const staging = this.device.createBuffer({
+      label: `read ${tensor.name}`,
+      size: Math.ceil(tensor.byteLength / 4) * 4 || 4,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    this.endPass();
+    if (tensor.byteLength > 0) {
+      this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, tensor.byteLength);
+    }
+    this.flush();
+    await staging.mapAsync(GPUMapMode.READ);
+    const bytes = staging.getMappedRange().slice(0);
+    staging.unmap();
+    staging.destroy();
+    this.throwIfFailed();
+    if (this.profiler) await this.profiler.collect();
+    return fromBytes(tensor.dtype, bytes) as TypedArrayOf<D>;
+  }
+
+  destroy(): void {
+    this.encoder = null;
+    this.pass = null;
+    this.gpu.destroy();
+  }
+}
+
+function toTyped(dtype: DType, data: ArrayLike<number>): Float32Array | Uint32Array | Int32Array {
+  if (dtype === 'f32') return data instanceof Float32Array ? data : Float32Array.from(data);
+  if (dtype === 'u32') return data instanceof Uint32Array ? data : Uint32Array.from(data);
+  return data instanceof Int32Array ? data : Int32Array.from(data);
+}
+
+function fromBytes(dtype: DType, bytes: ArrayBuffer): Float32Array | Uint32Array | Int32Array {
+  if (dtype === 'f32') return new Float32Array(bytes);
+  if (dtype === 'u32') return new Uint32Array(bytes);
+  return new Int32Array(bytes);
+}

@@ -1,0 +1,7 @@
+export { Engine, type DispatchArgs } from './engine.ts';
+export { Tensor, type DType, elementCount, shapeString } from './tensor.ts';
+export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
+export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts';
+export { type DeviceCapabilities } from './device.ts';
+export { readKnobs, type EngineKnobs } from './knobs.ts';
+export { chooseVariant } from './variants.ts';

@@ -1,0 +1,44 @@
+// Every environment switch of the engine, typed, in one place. Browser-safe: without `process`
+// (a browser tab) every knob takes its default.
+
+type Env = Record<string, string | undefined>;
+
+function environment(): Env {
+  const maybeProcess = (globalThis as { process?: { env?: Env } }).process;
+  return maybeProcess?.env ?? {};
+}
+
+function list(value: string | undefined): string[] {
+  return (value ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+export interface EngineKnobs {
+  /** WEBGPU_DEBUG: 1 = log adapter and limits, 2 = also every dispatch. */
+  debug: number;
+  /** WEBGPU_PROFILE=1: time every kernel with timestamp queries (when the device has them). */
+  profile: boolean;
+  /** WEBGPU_DISABLE_FEATURES=shader-f16,subgroups: pretend the device lacks these (to test fallbacks). */
+  disabledFeatures: string[];
+  /** WEBGPU_KERNEL_VARIANTS=matmul:naive,attention:v1: force a kernel variant instead of the automatic choice. */
+  kernelVariants: Record<string, string>;
+  /** VALIDATE_WITH_CPU=1: kernels with a validator re-check their output against kernels/ref/. */
+  validateWithCpu: boolean;
+}
+
+export function readKnobs(env: Env = environment()): EngineKnobs {
+  const kernelVariants: Record<string, string> = {};
+  for (const entry of list(env.WEBGPU_KERNEL_VARIANTS)) {
+    const [kernel, variant] = entry.split(':');
+    if (!kernel || !variant) {
+      throw new Error(`WEBGPU_KERNEL_VARIANTS: entry "${entry}" must look like kernel:variant (e.g. matmul:naive)`);
+    }
+    kernelVariants[kernel] = variant;
+  }
+  return {
+    debug: Number(env.WEBGPU_DEBUG ?? 0) || 0,
+    profile: env.WEBGPU_PROFILE === '1',
+    disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
+    kernelVariants,
+    validateWithCpu: env.VALIDATE_WITH_CPU === '1',
+  };
+}

@@ -1,0 +1,56 @@
+// A typed, shaped view of a GPU buffer. Tensors never own layout tricks: a view is (buffer, byte offset,
+// shape); kernels index row-major.
+
+export type DType = 'f32' | 'u32' | 'i32';
+
+export const BYTES_PER_ELEMENT = 4;
+
+export function elementCount(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export type TypedArrayOf<D extends DType> = D extends 'f32' ? Float32Array : D extends 'u32' ? Uint32Array : Int32Array;
+
+export class Tensor<D extends DType = DType> {
+  constructor(
+    readonly name: string,
+    readonly buffer: GPUBuffer,
+    readonly byteOffset: number,
+    readonly shape: readonly number[],
+    readonly dtype: D,
+  ) {
+    for (const d of shape) {
+      if (!Number.isInteger(d) || d < 0) throw new Error(`tensor ${name}: bad shape [${shape.join(', ')}]`);
+    }
+    if (byteOffset + this.byteLength > buffer.size) {
+      throw new Error(`tensor ${name}: ${this.byteLength} bytes at offset ${byteOffset} overrun its buffer of ${buffer.size} bytes`);
+    }
+  }
+
+  get size(): number {
+    return elementCount(this.shape);
+  }
+
+  get byteLength(): number {
+    return this.size * BYTES_PER_ELEMENT;
+  }
+
+  /** A sub-tensor starting `elementOffset` elements in; binding it needs a device-aligned byte offset. */
+  view(name: string, elementOffset: number, shape: readonly number[]): Tensor<D> {
+    return new Tensor(name, this.buffer, this.byteOffset + elementOffset * BYTES_PER_ELEMENT, shape, this.dtype);
+  }
+
+  /** The same memory with another shape of the same element count. */
+  reshape(shape: readonly number[]): Tensor<D> {
+    if (elementCount(shape) !== this.size) {
+      throw new Error(`tensor ${this.name}: cannot reshape [${this.shape.join(', ')}] to [${shape.join(', ')}]`);
+    }
+    return new Tensor(this.name, this.buffer, this.byteOffset, shape, this.dtype);
+  }
+}
+
+export function shapeString(shape: readonly number[]): string {
+  return `[${shape.join(', ')}]`;
+}
