@@ -1,0 +1,98 @@
+// rmsnorm: HF LlamaRMSNorm / Qwen2RMSNorm over the rows of x (rows, cols), rows = B*T, cols = C.
+//   forward:  rstd[r] = 1 / sqrt(mean_c x[r, c]^2 + eps); out[r, c] = x[r, c] * rstd[r] * weight[c]
+//   backward: dx[r, c] (+)= rstd * weight[c] * dOut[r, c] - rstd^3 / cols * x[r, c] * sum_c' weight*dOut*x
+//             dWeight[c] (+)= sum_r dOut[r, c] * x[r, c] * rstd[r]
+// v1 forward: one 64-lane workgroup per row, vecN strided loads (vec4 when cols % 4 == 0), fixed-order tree sum
+//    in shared memory.
+// v1 backward, one dispatch with two kinds of workgroup: the first ceil(cols / VW / 16) each own 16 vecN columns
+//    of dWeight and sum them over all rows in 4 row slices, reduced in a fixed order (deterministic, no atomics);
+//    the rest handle one row of dx each, like the forward.
+
+const WG = 64u;
+
+var<workgroup> partial: array<f32, WG>;
+
+// Tree sum of one value per lane in a fixed order; every lane gets the total.
+fn workgroupSum(lane: u32, value: f32) -> f32 {
+  partial[lane] = value;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (lane < stride) { partial[lane] += partial[lane + stride]; }
+    workgroupBarrier();
+  }
+  return partial[0];
+}
+
+//// forward
+@compute @workgroup_size(WG)
+fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= params.rows) { return; }
+  let n = params.cols / VW;
+  let base = row * n;
+  var sumSq = 0.0;
+  for (var j = lane; j < n; j += WG) {
+    let v = x[base + j];
+    sumSq += hsum(v * v);
+  }
+  let r = inverseSqrt(workgroupSum(lane, sumSq) / f32(params.cols) + params.eps);
+  for (var j = lane; j < n; j += WG) {
+    out[base + j] = x[base + j] * r * weight[j];
+  }
+  if (lane == 0u) { rstd[row] = r; }
+}
+
+//// backward
+const TILE_COLS = 16u;
+const SLICES = WG / TILE_COLS;
+
+var<workgroup> columnPartial: array<vecN, WG>;
+
+fn weightGradTile(tile: u32, lane: u32) {
+  let n = params.cols / VW;
+  let col = tile * TILE_COLS + lane % TILE_COLS;
+  let slice = lane / TILE_COLS;
+  var acc = vecN(0.0);
+  if (col < n) {
+    for (var row = slice; row < params.rows; row += SLICES) {
+      acc += dOut[row * n + col] * x[row * n + col] * rstd[row];
+    }
+  }
+  columnPartial[lane] = acc;
+  workgroupBarrier();
+  if (slice == 0u && col < n) {
+    var sum = columnPartial[lane];
+    for (var s = 1u; s < SLICES; s++) { sum += columnPartial[lane + s * TILE_COLS]; }
+    if (params.accumulateDWeight != 0u) { sum += dWeight[col]; }
+    dWeight[col] = sum;
+  }
+}
+
+fn inputGradRow(row: u32, lane: u32) {
+  let n = params.cols / VW;
+  let base = row * n;
+  var dotSum = 0.0;
+  for (var j = lane; j < n; j += WG) {
+    dotSum += hsum(weight[j] * dOut[base + j] * x[base + j]);
+  }
+  let r = rstd[row];
+  let coef = r * r * r * workgroupSum(lane, dotSum) / f32(params.cols);
+  for (var j = lane; j < n; j += WG) {
+    var g = r * weight[j] * dOut[base + j] - coef * x[base + j];
+    if (params.accumulateDx != 0u) { g += dx[base + j]; }
+    dx[base + j] = g;
+  }
+}
+
+@compute @workgroup_size(WG)
+fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lane: u32) {
+  let id = wid.x + wid.y * nwg.x;
+  let tiles = (params.cols / VW + TILE_COLS - 1u) / TILE_COLS;
+  if (id < tiles) {
+    weightGradTile(id, lane);
+  } else if (id < tiles + params.rows) {
+    inputGradRow(id - tiles, lane);
+  }
+}
