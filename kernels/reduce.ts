@@ -1,0 +1,77 @@
+// Deterministic reductions: lane-strided partial sums, then a fixed tree (reduce.wgsl), never float atomics.
+import workgroupSumSource from './reduce.wgsl';
+import weightedSumSource from './weighted-sum.wgsl';
+import sumSquaresSource from './sum-squares.wgsl';
+import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
+import { scratchTensor } from './scratch.ts';
+
+const LANES = 256;
+/** Partial sums per tensor: enough workgroups to fill a GPU, few enough for one workgroup to add them up. */
+const MAX_PARTIALS_PER_TENSOR = 256;
+
+export const weightedSumSpec: KernelSpec = {
+  name: 'weighted-sum',
+  source: workgroupSumSource + weightedSumSource,
+  bindings: [
+    { name: 'values', access: 'read' },
+    { name: 'weights', access: 'read' },
+    { name: 'out', access: 'read_write' },
+  ],
+  uniforms: [{ name: 'n', type: 'u32' }],
+};
+
+export const sumSquaresSpec: KernelSpec = {
+  name: 'sum-squares',
+  source: workgroupSumSource + sumSquaresSource,
+  bindings: [
+    { name: 'x', access: 'read', type: 'vec4<f32>' },
+    { name: 'out', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'n4', type: 'u32' },
+    { name: 'workgroups', type: 'u32' },
+    { name: 'outOffset', type: 'u32' },
+    { name: 'square', type: 'u32' },
+  ],
+};
+
+/** A deterministic weighted sum, for losses: out[0] = Σ values[i]·weights[i] over i < n (single workgroup, fixed order). */
+export function weightedSum(engine: Engine, a: { values: Tensor; weights: Tensor; out: Tensor; n: number }): void {
+  const { values, weights, out, n } = a;
+  if (values.size < n) throw new Error(`weightedSum: values ${values.name} has ${values.size} elements, expected at least n=${n}`);
+  if (weights.size < n) throw new Error(`weightedSum: weights ${weights.name} has ${weights.size} elements, expected at least n=${n}`);
+  if (out.size < 1) throw new Error(`weightedSum: out ${out.name} is empty, expected [1]`);
+  engine.dispatch(weightedSumSpec, { bindings: { values, weights, out }, uniforms: { n }, workgroups: [1] });
+}
+
+/** out[0] = Σ over all tensors of Σ x², in a fixed order; each tensor's size must be a multiple of 4. */
+export function sumOfSquares(engine: Engine, a: { tensors: readonly Tensor[]; out: Tensor }): void {
+  const { tensors, out } = a;
+  if (out.size < 1) throw new Error(`sumOfSquares: out ${out.name} is empty, expected [1]`);
+  const workgroupCounts = tensors.map((t) => {
+    if (t.size % 4 !== 0) {
+      throw new Error(`sumOfSquares: ${t.name} has ${t.size} elements, expected a multiple of 4 (arena segments are padded to 64)`);
+    }
+    return Math.max(1, Math.min(MAX_PARTIALS_PER_TENSOR, Math.ceil(t.size / 4 / LANES)));
+  });
+  const used = workgroupCounts.reduce((s, c) => s + c, 0);
+  // Padded to whole vec4s for stage 2. The key names `used` so no call with another split ever writes the
+  // padding, which therefore stays zero.
+  const count = Math.ceil(used / 4) * 4;
+  const partials = scratchTensor(engine, `sum-squares/partials-of-${used}`, [count]);
+  let outOffset = 0;
+  tensors.forEach((x, i) => {
+    const workgroups = workgroupCounts[i];
+    engine.dispatch(sumSquaresSpec, {
+      bindings: { x, out: partials },
+      uniforms: { n4: x.size / 4, workgroups, outOffset, square: 1 },
+      workgroups: [workgroups],
+    });
+    outOffset += workgroups;
+  });
+  engine.dispatch(sumSquaresSpec, {
+    bindings: { x: partials, out },
+    uniforms: { n4: count / 4, workgroups: 1, outOffset: 0, square: 0 },
+    workgroups: [1],
+  });
+}

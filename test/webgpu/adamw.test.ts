@@ -1,0 +1,48 @@
+import { describe, it } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
+import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
+import { randomArray, expectClose } from '../helpers.ts';
+
+describe('AdamW with global-norm clipping', () => {
+  const segmentSizes = [1000, 68];
+  const hyper = { lr: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
+
+  const cases = [
+    { what: 'clipping active', maxNorm: 0.5, gradScale: 1 },
+    { what: 'clipping inactive', maxNorm: 1e6, gradScale: 1 },
+    { what: 'clipping disabled, scaled grads', maxNorm: 0, gradScale: 0.25 },
+    { what: 'clipping active, scaled grads', maxNorm: 1, gradScale: 0.5 },
+  ];
+  for (const { what, maxNorm, gradScale } of cases) {
+    it(`matches torch.optim.AdamW over several steps (${what})`, async () => {
+      const engine = await gpuEngine();
+      const params = segmentSizes.map((n, s) => Float64Array.from(randomArray(n, 100 + s)));
+      const m = segmentSizes.map((n) => new Float64Array(n));
+      const v = segmentSizes.map((n) => new Float64Array(n));
+      const gpuParams = segmentSizes.map((n, s) => engine.tensorFrom(`params#${s}`, [n], params[s]));
+      const gpuGrads = segmentSizes.map((n, s) => engine.tensor(`grads#${s}`, [n]));
+      const gpuM = segmentSizes.map((n, s) => engine.tensor(`m#${s}`, [n]));
+      const gpuV = segmentSizes.map((n, s) => engine.tensor(`v#${s}`, [n]));
+      const normSquared = engine.tensor('normSquared', [1]);
+      for (let step = 1; step <= 4; step++) {
+        const grads = segmentSizes.map((n, s) => randomArray(n, 1000 * step + s, 0.2));
+        grads.forEach((g, s) => engine.upload(gpuGrads[s], g));
+        gradNormSquared(engine, { grads: gpuGrads, normSquared });
+        for (let s = 0; s < segmentSizes.length; s++) {
+          adamwStep(engine, { params: gpuParams[s], grads: gpuGrads[s], m: gpuM[s], v: gpuV[s], normSquared, maxNorm, ...hyper, step, gradScale });
+        }
+        const expectedNormSquared = gradNormSquaredRef(grads);
+        expectClose(await engine.read(normSquared), [expectedNormSquared], 0, 1e-5, `normSquared at step ${step}`);
+        for (let s = 0; s < segmentSizes.length; s++) {
+          adamwStepRef({ params: params[s], grads: grads[s], m: m[s], v: v[s], normSquared: expectedNormSquared, maxNorm, ...hyper, step, gradScale });
+        }
+      }
+      for (let s = 0; s < segmentSizes.length; s++) {
+        expectClose(await engine.read(gpuParams[s]), params[s], 1e-6, 1e-5, `params#${s}`);
+        expectClose(await engine.read(gpuM[s]), m[s], 1e-7, 1e-4, `m#${s}`);
+        expectClose(await engine.read(gpuV[s]), v[s], 1e-9, 1e-4, `v#${s}`);
+      }
+    });
+  }
+});
