@@ -1,8 +1,6 @@
-// Deterministic reductions: lane-strided partial sums, then a fixed tree (reduce.wgsl), never float atomics.
-import workgroupSumSource from './reduce.wgsl';
-import weightedSumSource from './weighted-sum.wgsl';
-import sumSquaresSource from './sum-squares.wgsl';
+import reduceSource from './reduce.wgsl';
 import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
+import { shaderSource } from './rowwise.ts';
 import { scratchTensor } from './scratch.ts';
 
 const LANES = 256;
@@ -10,8 +8,9 @@ const LANES = 256;
 const MAX_PARTIALS_PER_TENSOR = 256;
 
 export const weightedSumSpec: KernelSpec = {
-  name: 'weighted-sum',
-  source: workgroupSumSource + weightedSumSource,
+  name: 'reduce/weighted-sum',
+  source: shaderSource('reduce', reduceSource, 'weighted_sum', 1),
+  entryPoint: 'weighted_sum',
   bindings: [
     { name: 'values', access: 'read' },
     { name: 'weights', access: 'read' },
@@ -21,8 +20,9 @@ export const weightedSumSpec: KernelSpec = {
 };
 
 export const sumSquaresSpec: KernelSpec = {
-  name: 'sum-squares',
-  source: workgroupSumSource + sumSquaresSource,
+  name: 'reduce/sum-squares',
+  source: shaderSource('reduce', reduceSource, 'sum_squares', 1),
+  entryPoint: 'sum_squares',
   bindings: [
     { name: 'x', access: 'read', type: 'vec4<f32>' },
     { name: 'out', access: 'read_write' },

@@ -1,6 +1,10 @@
-// workgroupSum: the fixed-shape tree sum of one value per lane over a 256-lane workgroup, prepended by reduce.ts
-// to the reduction kernels (weighted-sum.wgsl, sum-squares.wgsl). Same inputs, same bits: the order of the
-// additions never depends on timing, and no float atomics are needed.
+// Deterministic reductions: lane-strided partial sums, then workgroupSum's fixed tree, so the same inputs give
+// the same bits on every run (no float atomics).
+// weighted_sum: out[0] = Σ_i values[i]·weights[i] over i < n (values, weights: (≥ n), out: (1)); one workgroup.
+// sum_squares:  out[outOffset + w] = Σ x[i]² (square = 1) or Σ x[i] (square = 0) over workgroup w's grid-stride
+//               share of x, (n4) vec4s. The gradient norm runs it twice: per-workgroup partials of every
+//               tensor into one scratch, then one workgroup adding those partials (square = 0).
+// v1: 256 lanes; vec4 loads in sum_squares.
 
 const LANES = 256u;
 var<workgroup> laneSums: array<f32, 256>;
@@ -9,9 +13,30 @@ var<workgroup> laneSums: array<f32, 256>;
 fn workgroupSum(lane: u32, value: f32) -> f32 {
   laneSums[lane] = value;
   workgroupBarrier();
-  for (var stride = LANES / 2u; stride > 0u; stride = stride / 2u) {
-    if (lane < stride) { laneSums[lane] = laneSums[lane] + laneSums[lane + stride]; }
+  for (var stride = LANES / 2u; stride > 0u; stride /= 2u) {
+    if (lane < stride) { laneSums[lane] += laneSums[lane + stride]; }
     workgroupBarrier();
   }
   return laneSums[0];
+}
+
+//// weighted_sum
+@compute @workgroup_size(LANES)
+fn weighted_sum(@builtin(local_invocation_index) lane: u32) {
+  var sum = 0.0;
+  for (var i = lane; i < params.n; i += LANES) { sum += values[i] * weights[i]; }
+  let total = workgroupSum(lane, sum);
+  if (lane == 0u) { out[0] = total; }
+}
+
+//// sum_squares
+@compute @workgroup_size(LANES)
+fn sum_squares(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  var sum = vec4<f32>(0.0);
+  for (var i = wid.x * LANES + lane; i < params.n4; i += params.workgroups * LANES) {
+    let value = x[i];
+    sum += select(value, value * value, params.square == 1u);
+  }
+  let total = workgroupSum(lane, (sum.x + sum.y) + (sum.z + sum.w));
+  if (lane == 0u) { out[params.outOffset + wid.x] = total; }
 }
