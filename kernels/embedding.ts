@@ -1,0 +1,79 @@
+import embeddingSource from './embedding.wgsl';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+
+const uniforms = [
+  { name: 'N', type: 'u32' },
+  { name: 'V', type: 'u32' },
+  { name: 'C', type: 'u32' },
+] as const;
+
+const forwardSpecs = specsByWidth((width): KernelSpec => ({
+  name: `embedding/forward-vec${width}`,
+  source: shaderSource('embedding', embeddingSource, 'forward', width),
+  entryPoint: 'forward',
+  bindings: [
+    { name: 'ids', access: 'read', type: 'u32' },
+    { name: 'table', access: 'read', type: vectorElementType(width) },
+    { name: 'out', access: 'read_write', type: vectorElementType(width) },
+  ],
+  uniforms,
+}));
+
+const backwardSpecs = specsByWidth((width): KernelSpec => ({
+  name: `embedding/backward-vec${width}`,
+  source: shaderSource('embedding', embeddingSource, 'backward', width),
+  entryPoint: 'backward',
+  bindings: [
+    { name: 'tokenOffsets', access: 'read', type: 'u32' },
+    { name: 'tokenPositions', access: 'read', type: 'u32' },
+    { name: 'dOut', access: 'read', type: vectorElementType(width) },
+    { name: 'dTable', access: 'read_write', type: vectorElementType(width) },
+  ],
+  uniforms: [...uniforms, { name: 'accumulate', type: 'u32' }],
+}));
+
+/** out (N, C) = rows of table (V, C) picked by ids (N); an id >= V reads row V - 1 (ids may come from GPU sampling). */
+export function embeddingForward(engine: Engine, a: { ids: Tensor<'u32'>; table: Tensor; out: Tensor; N: number; V: number; C: number }): void {
+  const { ids, table, out, N, V, C } = a;
+  expectSize('embeddingForward', 'ids', ids, N, `[N=${N}]`);
+  expectSize('embeddingForward', 'table', table, V * C, `[V=${V}, C=${C}]`);
+  expectSize('embeddingForward', 'out', out, N * C, `[N=${N}, C=${C}]`);
+  engine.dispatch(forwardSpecs[widestVector(C)], { bindings: { ids, table, out }, uniforms: { N, V, C }, workgroups: foldWorkgroups(N) });
+}
+
+/** CSR index of token positions grouped by id, built on the CPU (ids are known on the host); makes the backward
+ *  deterministic without atomics. Positions of one id are in increasing order. Throws on an id outside [0, V). */
+export function buildTokenIndex(ids: ArrayLike<number>, V: number): { offsets: Uint32Array; positions: Uint32Array } {
+  const offsets = new Uint32Array(V + 1);
+  for (let n = 0; n < ids.length; n++) {
+    const id = ids[n];
+    if (!Number.isInteger(id) || id < 0 || id >= V) {
+      throw new Error(`buildTokenIndex: ids[${n}] = ${id} is outside the vocabulary [0, ${V})`);
+    }
+    offsets[id + 1]++;
+  }
+  for (let v = 0; v < V; v++) offsets[v + 1] += offsets[v];
+  const next = offsets.slice(0, V);
+  const positions = new Uint32Array(ids.length);
+  for (let n = 0; n < ids.length; n++) positions[next[ids[n]]++] = n;
+  return { offsets, positions };
+}
+
+/** dTable (V, C) of embeddingForward from dOut (N, C): overwritten, or added to when `accumulate` is set. */
+export function embeddingBackward(engine: Engine, a: {
+  tokenOffsets: Tensor<'u32'>; tokenPositions: Tensor<'u32'>; dOut: Tensor; dTable: Tensor; N: number; V: number; C: number; accumulate: boolean;
+}): void {
+  const { tokenOffsets, tokenPositions, dOut, dTable, N, V, C } = a;
+  expectSize('embeddingBackward', 'tokenOffsets', tokenOffsets, V + 1, `[V + 1=${V + 1}]`);
+  expectSize('embeddingBackward', 'tokenPositions', tokenPositions, N, `[N=${N}]`);
+  expectSize('embeddingBackward', 'dOut', dOut, N * C, `[N=${N}, C=${C}]`);
+  expectSize('embeddingBackward', 'dTable', dTable, V * C, `[V=${V}, C=${C}]`);
+  // The kernel only visits tokens that occur, so an overwrite starts from zeros.
+  if (!a.accumulate) engine.clear(dTable);
+  engine.dispatch(backwardSpecs[widestVector(C)], {
+    bindings: { tokenOffsets, tokenPositions, dOut, dTable },
+    uniforms: { N, V, C, accumulate: Number(a.accumulate) },
+    workgroups: foldWorkgroups(N),
+  });
+}

@@ -1,0 +1,53 @@
+// embedding: token embedding lookup, N = B*T rows, table (V, C).
+//   forward:  out[n, c] = table[min(ids[n], V - 1), c]        ids (N) u32, out (N, C); ids >= V are clamped
+//   backward: dTable[v, c] (+)= sum over positions n with ids[n] == v of dOut[n, c], from the CSR token index
+//             (tokenOffsets (V + 1), tokenPositions (N), built on the host) so every row is summed by one
+//             workgroup in a fixed order, without atomics
+// v1 forward: one 64-lane workgroup per row, vecN copies along C (vec4 when C % 4 == 0).
+// v1 backward: one 64-lane workgroup per entry k of tokenPositions; the workgroup holding the first entry of a
+//    token's run sums the whole run, the others exit. Rows of absent tokens are left alone (cleared by the
+//    launcher when not accumulating), so the cost follows N, not V.
+
+const WG = 64u;
+
+//// forward
+@compute @workgroup_size(WG)
+fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= params.N) { return; }
+  // Sampled ids come straight from the GPU, so a bad one is clamped here rather than read out of bounds.
+  let id = min(ids[row], params.V - 1u);
+  let n = params.C / VW;
+  for (var j = lane; j < n; j += WG) { out[row * n + j] = table[id * n + j]; }
+}
+
+//// backward
+// The token whose run in tokenPositions holds entry k: the last v with tokenOffsets[v] <= k.
+fn tokenOfEntry(k: u32) -> u32 {
+  var lo = 0u;
+  var hi = params.V;
+  while (hi - lo > 1u) {
+    let mid = (lo + hi) / 2u;
+    if (tokenOffsets[mid] <= k) { lo = mid; } else { hi = mid; }
+  }
+  return lo;
+}
+
+@compute @workgroup_size(WG)
+fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) lane: u32) {
+  let k = wid.x + wid.y * nwg.x;
+  if (k >= params.N) { return; }
+  let v = tokenOfEntry(k);
+  let first = tokenOffsets[v];
+  if (first != k) { return; }
+  let last = tokenOffsets[v + 1u];
+  let n = params.C / VW;
+  for (var j = lane; j < n; j += WG) {
+    var sum = vecN(0.0);
+    for (var e = first; e < last; e++) { sum += dOut[tokenPositions[e] * n + j]; }
+    if (params.accumulate != 0u) { sum += dTable[v * n + j]; }
+    dTable[v * n + j] = sum;
+  }
+}
