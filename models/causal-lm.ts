@@ -1,0 +1,86 @@
+// A causal language model: the decoder trunk plus the fused LM head. Produces per-token log-probs of given
+// targets (and entropy) without materialising B×T×V probabilities, and back-propagates d(loss)/d(log-prob) and
+// d(loss)/d(entropy) into parameter gradients.
+import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { DecoderConfig } from './hf-config.ts';
+import { DecoderTrunk } from './decoder.ts';
+import { lmHeadWeightName } from './parameter-layout.ts';
+import type { TokenBatch } from './token-batch.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../kernels/lm-head.ts';
+
+export interface TokenLogprobs {
+  logprobs: Tensor; // (R) log p(target[r] | tokens ≤ r)
+  entropy: Tensor; //  (R)
+  lse: Tensor; //      (R)
+}
+
+interface HeadWorkspace extends TokenLogprobs {
+  dHidden: Tensor; // (R, C)
+}
+
+export class CausalLm {
+  readonly trunk: DecoderTrunk;
+  private readonly workspaces = new Map<number, HeadWorkspace>();
+  private last: { rows: number; hidden: Tensor; targets: Tensor<'u32'>; temperature: number } | null = null;
+
+  constructor(
+    readonly engine: Engine,
+    readonly config: DecoderConfig,
+    readonly params: Arena,
+  ) {
+    if (config.head !== 'causal-lm') throw new Error(`CausalLm needs a causal-lm config, got ${config.head}`);
+    this.trunk = new DecoderTrunk(engine, config, params);
+  }
+
+  private workspace(rows: number): HeadWorkspace {
+    let ws = this.workspaces.get(rows);
+    if (!ws) {
+      const e = this.engine;
+      ws = {
+        logprobs: e.tensor(`lm.logprobs.${rows}`, [rows]),
+        entropy: e.tensor(`lm.entropy.${rows}`, [rows]),
+        lse: e.tensor(`lm.lse.${rows}`, [rows]),
+        dHidden: e.tensor(`lm.dHidden.${rows}`, [rows, this.config.hiddenSize]),
+      };
+      this.workspaces.set(rows, ws);
+    }
+    return ws;
+  }
+
+  /** Teacher-forced log-probs of `targets` (R = B·T, usually the ids shifted left by one) at `temperature`. */
+  tokenLogprobs(batch: TokenBatch, targets: Tensor<'u32'>, options: { temperature?: number; saveForBackward: boolean }): TokenLogprobs {
+    const c = this.config;
+    const rows = batch.B * batch.T;
+    const temperature = options.temperature ?? 1;
+    const hidden = this.trunk.forward(batch, { saveForBackward: options.saveForBackward });
+    const ws = this.workspace(rows);
+    lmHeadForward(this.engine, {
+      hidden, weight: this.params.get(lmHeadWeightName(c)), targets, N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
+      logprobs: ws.logprobs, entropy: ws.entropy, lse: ws.lse,
+    });
+    this.last = { rows, hidden, targets, temperature };
+    return ws;
+  }
+
+  /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call. */
+  backward(dLogprobs: Tensor, dEntropy: Tensor | null, grads: Arena): void {
+    if (!this.last) throw new Error('CausalLm.backward: call tokenLogprobs(..., {saveForBackward: true}) first');
+    const c = this.config;
+    const { rows, hidden, targets, temperature } = this.last;
+    const ws = this.workspace(rows);
+    const weightName = lmHeadWeightName(c);
+    lmHeadBackward(this.engine, {
+      hidden, weight: this.params.get(weightName), targets, lse: ws.lse, dLogprobs, dEntropy,
+      dHidden: ws.dHidden, dWeight: grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
+    });
+    this.trunk.backward(ws.dHidden, grads);
+  }
+
+  /** Full logits (R, V) — for parity checks, the forward tool and sampling; not for training. */
+  logits(batch: TokenBatch, out: Tensor): Tensor {
+    const c = this.config;
+    const hidden = this.trunk.forward(batch, { saveForBackward: false });
+    lmHeadLogits(this.engine, { hidden, weight: this.params.get(lmHeadWeightName(c)), out, N: batch.B * batch.T, C: c.hiddenSize, V: c.vocabSize });
+    return out;
+  }
+}

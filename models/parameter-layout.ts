@@ -1,0 +1,92 @@
+// The parameter table of a Llama/Qwen2/Qwen3 decoder: which tensors exist, their shapes, and how the engine's
+// fused tensors map to Hugging Face names. q/k/v projections live in one [(NH+2·NKV)·HS, C] tensor and gate/up
+// in one [2·I, C] tensor so each needs a single matmul; loading and saving split them back into HF's names.
+import type { ArenaEntry } from '../engine/index.ts';
+import type { DecoderConfig } from './hf-config.ts';
+
+export interface HfSlice {
+  /** Hugging Face tensor name. */
+  hfName: string;
+  /** Engine tensor it lives in, and the row range inside it (rows of the leading dimension). */
+  tensor: string;
+  rowStart: number;
+  shape: readonly number[];
+}
+
+export function qkvWidth(c: DecoderConfig): number {
+  return (c.numHeads + 2 * c.numKvHeads) * c.headDim;
+}
+
+export function layerPrefix(layer: number): string {
+  return `model.layers.${layer}`;
+}
+
+/** Engine tensors of the trunk (embedding, layers, final norm), plus the head the config asks for. */
+export function parameterEntries(c: DecoderConfig): ArenaEntry[] {
+  const C = c.hiddenSize;
+  const entries: ArenaEntry[] = [{ name: 'model.embed_tokens.weight', shape: [c.vocabSize, C] }];
+  for (let l = 0; l < c.numLayers; l++) {
+    const p = layerPrefix(l);
+    entries.push({ name: `${p}.input_layernorm.weight`, shape: [C] });
+    entries.push({ name: `${p}.self_attn.qkv_proj.weight`, shape: [qkvWidth(c), C] });
+    if (c.attentionBias) entries.push({ name: `${p}.self_attn.qkv_proj.bias`, shape: [qkvWidth(c)] });
+    if (c.qkNorm) {
+      entries.push({ name: `${p}.self_attn.q_norm.weight`, shape: [c.headDim] });
+      entries.push({ name: `${p}.self_attn.k_norm.weight`, shape: [c.headDim] });
+    }
+    entries.push({ name: `${p}.self_attn.o_proj.weight`, shape: [C, c.numHeads * c.headDim] });
+    if (c.outputBias) entries.push({ name: `${p}.self_attn.o_proj.bias`, shape: [C] });
+    entries.push({ name: `${p}.post_attention_layernorm.weight`, shape: [C] });
+    entries.push({ name: `${p}.mlp.gate_up_proj.weight`, shape: [2 * c.intermediateSize, C] });
+    entries.push({ name: `${p}.mlp.down_proj.weight`, shape: [C, c.intermediateSize] });
+  }
+  entries.push({ name: 'model.norm.weight', shape: [C] });
+  entries.push(...headEntries(c));
+  return entries;
+}
+
+function headEntries(c: DecoderConfig): ArenaEntry[] {
+  switch (c.head) {
+    case 'causal-lm':
+      return c.tieWordEmbeddings ? [] : [{ name: 'lm_head.weight', shape: [c.vocabSize, c.hiddenSize] }];
+    case 'token-classification':
+      return [
+        { name: 'score.weight', shape: [1, c.hiddenSize] },
+        { name: 'score.bias', shape: [1] },
+      ];
+    case 'sequence-classification':
+      return [{ name: 'score.weight', shape: [1, c.hiddenSize] }];
+  }
+}
+
+/** Name of the tensor holding the LM head weight (the embedding when tied). */
+export function lmHeadWeightName(c: DecoderConfig): string {
+  return c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+}
+
+/** Every Hugging Face tensor of this config and where it lives in the engine's tensors. */
+export function hfSlices(c: DecoderConfig): HfSlice[] {
+  const C = c.hiddenSize;
+  const HS = c.headDim;
+  const slices: HfSlice[] = [];
+  const whole = (name: string, shape: readonly number[]) => slices.push({ hfName: name, tensor: name, rowStart: 0, shape });
+  for (const entry of parameterEntries(c)) {
+    const name = entry.name;
+    if (name.endsWith('.qkv_proj.weight') || name.endsWith('.qkv_proj.bias')) {
+      const base = name.replace('.qkv_proj.', '.');
+      const kind = name.endsWith('weight') ? 'weight' : 'bias';
+      const tail = (rows: number) => (kind === 'weight' ? [rows, C] : [rows]);
+      const attn = base.slice(0, base.lastIndexOf(`.${kind}`));
+      slices.push({ hfName: `${attn}.q_proj.${kind}`, tensor: name, rowStart: 0, shape: tail(c.numHeads * HS) });
+      slices.push({ hfName: `${attn}.k_proj.${kind}`, tensor: name, rowStart: c.numHeads * HS, shape: tail(c.numKvHeads * HS) });
+      slices.push({ hfName: `${attn}.v_proj.${kind}`, tensor: name, rowStart: (c.numHeads + c.numKvHeads) * HS, shape: tail(c.numKvHeads * HS) });
+    } else if (name.endsWith('.gate_up_proj.weight')) {
+      const mlp = name.slice(0, -'.gate_up_proj.weight'.length);
+      slices.push({ hfName: `${mlp}.gate_proj.weight`, tensor: name, rowStart: 0, shape: [c.intermediateSize, C] });
+      slices.push({ hfName: `${mlp}.up_proj.weight`, tensor: name, rowStart: c.intermediateSize, shape: [c.intermediateSize, C] });
+    } else {
+      whole(name, entry.shape);
+    }
+  }
+  return slices;
+}

@@ -1,0 +1,51 @@
+// Moves parameters between Hugging Face tensors (by HF name) and the engine's arena (fused tensors).
+import { Arena, elementCount, type Engine } from '../engine/index.ts';
+import type { DecoderConfig } from './hf-config.ts';
+import { hfSlices, parameterEntries } from './parameter-layout.ts';
+
+export interface NamedTensor {
+  shape: readonly number[];
+  data: Float32Array;
+}
+
+export function createParameterArena(engine: Engine, config: DecoderConfig, label: string): Arena {
+  return new Arena(engine, label, Arena.plan(engine, parameterEntries(config)));
+}
+
+/** Fills the arena from HF-named tensors; `lookup` returns undefined for a missing name (an error here). */
+export function uploadHfTensors(engine: Engine, arena: Arena, config: DecoderConfig, lookup: (hfName: string) => NamedTensor | undefined, source: string): void {
+  const fused = new Map<string, Float32Array>();
+  for (const entry of parameterEntries(config)) fused.set(entry.name, new Float32Array(elementCount(entry.shape)));
+  for (const slice of hfSlices(config)) {
+    const tensor = lookup(slice.hfName);
+    if (!tensor) throw new Error(`${source}: missing tensor ${slice.hfName} (shape [${slice.shape.join(', ')}])`);
+    if (tensor.shape.length !== slice.shape.length || tensor.shape.some((d, i) => d !== slice.shape[i])) {
+      throw new Error(`${source}: tensor ${slice.hfName} has shape [${tensor.shape.join(', ')}], expected [${slice.shape.join(', ')}]`);
+    }
+    const rowSize = slice.shape.slice(1).reduce((a, b) => a * b, 1);
+    fused.get(slice.tensor)!.set(tensor.data, slice.rowStart * rowSize);
+  }
+  uploadArenaTensors(engine, arena, fused);
+}
+
+/** Fills the arena from tensors named as the arena names them (fused q/k/v, gate/up). */
+export function uploadArenaTensors(engine: Engine, arena: Arena, values: ReadonlyMap<string, Float32Array>): void {
+  for (const name of arena.names()) {
+    const data = values.get(name);
+    if (!data) throw new Error(`parameters: no values for ${name}`);
+    engine.upload(arena.get(name), data);
+  }
+}
+
+/** Reads the arena back as HF-named tensors (fused tensors split again). */
+export async function readHfTensors(engine: Engine, arena: Arena, config: DecoderConfig): Promise<Map<string, NamedTensor>> {
+  const fused = new Map<string, Float32Array>();
+  for (const entry of parameterEntries(config)) fused.set(entry.name, await engine.read(arena.get(entry.name)));
+  const out = new Map<string, NamedTensor>();
+  for (const slice of hfSlices(config)) {
+    const rowSize = slice.shape.slice(1).reduce((a, b) => a * b, 1);
+    const start = slice.rowStart * rowSize;
+    out.set(slice.hfName, { shape: slice.shape, data: fused.get(slice.tensor)!.slice(start, start + elementCount(slice.shape)) });
+  }
+  return out;
+}

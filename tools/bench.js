@@ -1,0 +1,6 @@
+#!/usr/bin/env node
+// `node tools/bench.js kernels|train|rollout [--json]`: benchmarks on this machine's WebGPU device.
+import './node-loader.js';
+
+const { runBenchmarks } = await import('./bench/cli.ts');
+process.exitCode = await runBenchmarks(process.argv.slice(2));

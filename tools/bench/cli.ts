@@ -1,0 +1,39 @@
+// Dispatches `node tools/bench.js <suite>` and prints a table or, with --json, a JSON array of rows.
+import { Engine } from '../../engine/index.ts';
+
+type Row = Record<string, string | number>;
+
+const SUITES: Record<string, (engine: Engine) => Promise<Row[]>> = {
+  kernels: async (engine) => (await import('./kernels.ts')).benchmarkKernels(engine) as unknown as Promise<Row[]>,
+  train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
+  rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
+};
+
+function formatTable(rows: Row[]): string {
+  if (rows.length === 0) return '(no rows)';
+  const keys = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cell = (v: string | number | undefined) =>
+    v === undefined ? '' : typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v >= 100 ? v.toFixed(0) : v.toPrecision(4)) : v;
+  const widths = keys.map((k) => Math.max(k.length, ...rows.map((r) => cell(r[k]).length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i])).join('  ');
+  return [line(keys), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(keys.map((k) => cell(r[k]))))].join('\n');
+}
+
+export async function runBenchmarks(argv: string[]): Promise<number> {
+  const json = argv.includes('--json');
+  const suite = argv.find((a) => !a.startsWith('--'));
+  if (!suite || !SUITES[suite]) {
+    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json]`);
+    return 2;
+  }
+  const engine = await Engine.create();
+  try {
+    if (!json) console.log(`device: ${engine.caps.description}`);
+    const rows = await SUITES[suite](engine);
+    console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
+    return 0;
+  } finally {
+    await engine.sync();
+    engine.destroy();
+  }
+}
