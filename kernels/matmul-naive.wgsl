@@ -1,0 +1,23 @@
+// matmul (naive): one output per lane, every operand element loaded from global memory (the baseline the
+// benchmark compares against, and the fallback). Shapes and layouts as in matmul.wgsl.
+
+// nn, nt: A is [M, K]; tn: A is [K, M].
+override A_K_CONTIGUOUS: bool;
+// nt: B is [N, K]; nn, tn: B is [K, N].
+override B_K_CONTIGUOUS: bool;
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let m = gid.y;
+  let n = gid.x;
+  if (m >= params.M || n >= params.N) { return; }
+  var sum = 0.0;
+  for (var k = 0u; k < params.K; k++) {
+    var x: f32;
+    var y: f32;
+    if (A_K_CONTIGUOUS) { x = a[m * params.K + k]; } else { x = a[k * params.M + m]; }
+    if (B_K_CONTIGUOUS) { y = b[n * params.K + k]; } else { y = b[k * params.N + n]; }
+    sum += x * y;
+  }
+  storeOutput(m, n, sum);
+}

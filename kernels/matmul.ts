@@ -1,0 +1,138 @@
+import tiledSource from './matmul.wgsl';
+import naiveSource from './matmul-naive.wgsl';
+import epilogueSource from './matmul-epilogue.wgsl';
+import { type Engine, type KernelSpec, Tensor, chooseVariant, shapeString } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
+
+export type MatmulLayout = 'nn' | 'nt' | 'tn';
+
+export interface MatmulArgs {
+  a: Tensor;
+  b: Tensor;
+  out: Tensor;
+  M: number;
+  N: number;
+  K: number;
+  /** nn: out[M,N] = A[M,K]·B[K,N]; nt: A[M,K]·B[N,K]ᵀ (linear forward, HF weight [N,K]); tn: A[K,M]ᵀ·B[K,N] (weight gradient). */
+  layout: MatmulLayout;
+  /** [N], added to every row after the alpha scaling. */
+  bias?: Tensor;
+  /** out += alpha·A·B (+ bias) instead of out = alpha·A·B (+ bias). */
+  accumulate?: boolean;
+  alpha?: number;
+}
+
+interface MatmulKernel {
+  /** Output tile of one workgroup (rows, columns). */
+  tile: readonly [number, number];
+  /** a and b bound as vec4 arrays (the vec4 fast path) rather than f32 arrays. */
+  vec4Operands: boolean;
+  spec: (layout: MatmulLayout, aVec4: boolean, bVec4: boolean) => KernelSpec;
+}
+
+const UNIFORMS = [
+  { name: 'M', type: 'u32' },
+  { name: 'N', type: 'u32' },
+  { name: 'K', type: 'u32' },
+  { name: 'alpha', type: 'f32' },
+  { name: 'hasBias', type: 'u32' },
+  { name: 'accumulate', type: 'u32' },
+] as const;
+
+/** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds. */
+function specFamily(variant: string, source: string, operandType: 'f32' | 'vec4<f32>'): MatmulKernel['spec'] {
+  const specs = new Map<string, KernelSpec>();
+  return (layout, aVec4, bVec4) => {
+    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}`;
+    let spec = specs.get(key);
+    if (!spec) {
+      spec = {
+        name: `matmul/${variant}-${layout}`,
+        source: source + epilogueSource,
+        bindings: [
+          { name: 'a', access: 'read', type: operandType },
+          { name: 'b', access: 'read', type: operandType },
+          { name: 'bias', access: 'read' },
+          { name: 'out', access: 'read_write' },
+        ],
+        uniforms: UNIFORMS,
+        constants: {
+          A_K_CONTIGUOUS: layout === 'tn' ? 0 : 1,
+          B_K_CONTIGUOUS: layout === 'nt' ? 1 : 0,
+          ...(operandType === 'vec4<f32>' ? { A_VEC4: aVec4 ? 1 : 0, B_VEC4: bVec4 ? 1 : 0 } : {}),
+        },
+      };
+      specs.set(key, spec);
+    }
+    return spec;
+  };
+}
+
+export const matmulVariants: readonly Variant<MatmulKernel>[] = [
+  {
+    name: 'tiled',
+    supported: () => true,
+    value: { tile: [64, 64], vec4Operands: true, spec: specFamily('tiled', tiledSource, 'vec4<f32>') },
+  },
+  {
+    name: 'naive',
+    supported: () => true,
+    value: { tile: [16, 16], vec4Operands: false, spec: specFamily('naive', naiveSource, 'f32') },
+  },
+];
+
+function checkSize(tensor: Tensor, role: string, expected: number, what: string): void {
+  if (tensor.size < expected) {
+    throw new Error(`matmul: ${role} (tensor ${tensor.name}, shape ${shapeString(tensor.shape)}) has ${tensor.size} elements, ` +
+      `needs ${expected} for ${what}`);
+  }
+}
+
+function overlaps(x: Tensor, y: Tensor): boolean {
+  return x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+}
+
+/** The same memory seen as whole vec4s: a binding of array<vec4<f32>> drops a trailing partial vec4. Engine
+ *  buffers are 16-byte multiples and bindings start 256-byte aligned, so the padding always exists. */
+function paddedToVec4(tensor: Tensor): Tensor {
+  const padded = Math.ceil(tensor.size / 4) * 4;
+  return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
+}
+
+/** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
+export function matmul(engine: Engine, args: MatmulArgs): void {
+  const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1 } = args;
+  for (const [name, value] of [['M', M], ['N', N], ['K', K]] as const) {
+    if (!Number.isInteger(value) || value < 1) throw new Error(`matmul: ${name}=${value} must be a positive integer`);
+  }
+  const aShape = layout === 'tn' ? `[K=${K}, M=${M}]` : `[M=${M}, K=${K}]`;
+  const bShape = layout === 'nt' ? `[N=${N}, K=${K}]` : `[K=${K}, N=${N}]`;
+  checkSize(a, 'a', M * K, `${layout} A ${aShape}`);
+  checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
+  checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
+  if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
+  for (const [role, input] of [['a', a], ['b', b], ['bias', bias]] as const) {
+    if (input && overlaps(out, input)) {
+      throw new Error(`matmul: out (tensor ${out.name}) overlaps ${role} (tensor ${input.name}); inputs are read while out is written`);
+    }
+  }
+
+  const kernel = chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value;
+  // The contiguous dimension of each operand decides whether its rows split into whole vec4s.
+  const aRow = layout === 'tn' ? M : K;
+  const bRow = layout === 'nt' ? K : N;
+  const spec = kernel.spec(layout, aRow % 4 === 0, bRow % 4 === 0);
+  const [tileM, tileN] = kernel.tile;
+  const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
+  const max = engine.caps.maxComputeWorkgroupsPerDimension;
+  if (workgroups[0] > max || workgroups[1] > max) {
+    throw new Error(`matmul: M=${M}, N=${N} need ${workgroups[1]}x${workgroups[0]} tiles of ${tileM}x${tileN}, above ${max} per dimension`);
+  }
+  const operand = kernel.vec4Operands ? paddedToVec4 : (t: Tensor) => t;
+  engine.dispatch(spec, {
+    // Without a bias, `a` fills the binding slot; hasBias = 0 keeps the kernel from reading it.
+    bindings: { a: operand(a), b: operand(b), bias: bias ?? a, out },
+    uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0 },
+    workgroups,
+  });
+}

@@ -1,0 +1,75 @@
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
+import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
+import { chooseVariant, readKnobs } from '../../engine/index.ts';
+import { randomArray, expectClose } from '../helpers.ts';
+
+// [M, N, K]: single elements, odd sizes below and across the 64x64x32 tile, a whole tile, N and K not
+// multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A rows of length M).
+const SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [33, 65, 17], [64, 64, 64], [130, 3, 257], [6, 8, 36]];
+const LAYOUTS: MatmulLayout[] = ['nn', 'nt', 'tn'];
+const OPTIONS = [
+  { label: 'plain' },
+  { label: 'bias', bias: true },
+  { label: 'accumulate, alpha', accumulate: true, alpha: -0.5 },
+  { label: 'bias, accumulate, alpha', bias: true, accumulate: true, alpha: 2 },
+];
+
+for (const variant of matmulVariants) {
+  describe(`matmul/${variant.name}`, () => {
+    for (const layout of LAYOUTS) {
+      it(`matches the reference for ${layout} on odd shapes with bias, accumulate and alpha`, async () => {
+        const engine = await gpuEngine();
+        engine.knobs.kernelVariants.matmul = variant.name;
+        try {
+          let seed = 1;
+          for (const [M, N, K] of SHAPES) {
+            for (const option of OPTIONS) {
+              const what = `${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
+              const aData = randomArray(M * K, seed++);
+              const bData = randomArray(K * N, seed++);
+              const biasData = randomArray(N, seed++);
+              const outData = randomArray(M * N, seed++);
+              const out = engine.tensorFrom('out', [M, N], outData);
+              const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
+              matmul(engine, {
+                a: engine.tensorFrom('a', [M * K], aData),
+                b: engine.tensorFrom('b', [K * N], bData),
+                out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha,
+              });
+              const expected = matmulForwardRef({
+                a: aData, b: bData, M, N, K, layout, bias: bias && biasData, out: outData,
+                accumulate: option.accumulate, alpha: option.alpha,
+              });
+              expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
+            }
+          }
+        } finally {
+          delete engine.knobs.kernelVariants.matmul;
+        }
+      });
+    }
+  });
+}
+
+describe('matmul launcher', () => {
+  it('records one dispatch per call and picks the tiled variant by default', async () => {
+    const engine = await gpuEngine();
+    expect(chooseVariant('matmul', matmulVariants, engine.caps, readKnobs({})).name).toBe('tiled');
+    const a = engine.tensor('a', [8, 4]);
+    const b = engine.tensor('b', [4, 8]);
+    const before = engine.dispatchCount;
+    matmul(engine, { a, b, out: engine.tensor('out', [8, 8]), M: 8, N: 8, K: 4, layout: 'nn', bias: engine.tensor('bias', [8]), accumulate: true });
+    expect(engine.dispatchCount - before).toBe(1);
+  });
+
+  it('names the tensor whose size does not fit', async () => {
+    const engine = await gpuEngine();
+    const a = engine.tensor('x', [8, 4]);
+    const b = engine.tensor('w', [6, 4]);
+    expect(() => matmul(engine, { a, b, out: engine.tensor('y', [8, 8]), M: 8, N: 8, K: 4, layout: 'nt' }))
+      .toThrow(/b \(tensor w, shape \[6, 4\]\) has 24 elements, needs 32 for nt B \[N=8, K=4\]/);
+    expect(() => matmul(engine, { a, b: a, out: a, M: 8, N: 4, K: 4, layout: 'nn' })).toThrow(/overlaps a/);
+  });
+});
