@@ -1,4 +1,4 @@
-// The run's seeded random source: small (one 32-bit state word), fast, and serialisable, so a checkpoint can
+// The run's seeded random source (shared by models/ and ppo/): small (one 32-bit state word), fast, and
 // store it and a resumed run draws exactly the numbers an uninterrupted one would.
 
 export class SeededRng {

@@ -1,0 +1,58 @@
+// Hugging Face model directories ⇄ parameter arenas on the GPU (Node). A critic opened from a causal-LM
+// checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (normal(0, 0.02)
+// weight, zero bias, as transformers initialises it); the causal LM's lm_head is then not loaded.
+import type { Arena, Engine } from '../engine/index.ts';
+import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
+import type { DecoderConfig } from './hf-config.ts';
+import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
+import { hfSlices } from './parameter-layout.ts';
+import { seededRandom } from '../engine/rng.ts';
+
+export interface LoadedModel {
+  checkpoint: HfCheckpoint;
+  config: DecoderConfig;
+  params: Arena;
+}
+
+function freshHeadTensor(name: string, shape: readonly number[], seed: number): NamedTensor | undefined {
+  if (!name.startsWith('score.')) return undefined;
+  const size = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(size);
+  if (name === 'score.weight') {
+    const random = seededRandom(seed);
+    for (let i = 0; i < size; i++) data[i] = 0.02 * Math.sqrt(-2 * Math.log(random() + 1e-12)) * Math.cos(2 * Math.PI * random());
+  }
+  return { shape, data };
+}
+
+export async function loadModel(engine: Engine, dir: string, options: { as?: DecoderConfig['head']; label?: string; seed?: number } = {}): Promise<LoadedModel> {
+  const checkpoint = await openHfCheckpoint(dir, { as: options.as });
+  const { config, tensors } = checkpoint;
+  try {
+    const values = new Map<string, NamedTensor>();
+    for (const slice of hfSlices(config)) {
+      const info = tensors.info(slice.hfName);
+      if (info) values.set(slice.hfName, { shape: info.shape, data: Float32Array.from(await tensors.read(slice.hfName)) });
+      else {
+        const fresh = freshHeadTensor(slice.hfName, slice.shape, options.seed ?? 0);
+        if (fresh) values.set(slice.hfName, fresh);
+      }
+    }
+    const params = createParameterArena(engine, config, options.label ?? config.head);
+    uploadHfTensors(engine, params, config, (name) => values.get(name), dir);
+    return { checkpoint, config, params };
+  } finally {
+    await tensors.close();
+  }
+}
+
+/** Saves the arena as a complete HF directory (atomically: temp directory, then rename). */
+export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: { tokenizerFrom?: string; generationConfig?: Record<string, unknown> } = {}): Promise<void> {
+  const tensors = await readHfTensors(engine, params, config);
+  await saveHfCheckpoint(dir, {
+    config,
+    tensors: [...tensors].map(([name, t]) => ({ name, shape: t.shape, data: t.data })),
+    tokenizerFrom: options.tokenizerFrom,
+    generationConfig: options.generationConfig,
+  });
+}
