@@ -2,7 +2,7 @@
 // WGSL one spec compiles from an op's .wgsl file, which has two needs:
 // - Sections. The engine declares only the bindings of the spec being compiled, and WGSL resolves every
 //   function of a module, so a forward and a backward with different bindings cannot share one module. A .wgsl
-//   file therefore holds a shared part, then sections that each start with a line `//// <name>`.
+//   file with both therefore holds a shared part, then sections that each start with a line `//// <name>`.
 // - Vector width. Each shader is written once against `vecN`; on lavapipe every storage load costs about a
 //   dozen instructions whatever its width, so rows whose length allows it move as vec4, and other lengths run
 //   the same code on scalars.
@@ -26,8 +26,9 @@ const PRELUDES: Record<VectorWidth, string> = {
   1: 'alias vecN = f32;\nconst VW = 1u;\nfn hsum(v: vecN) -> f32 { return v; }\n',
 };
 
-/** The shared part of `source` plus its section `section`, after the vecN prelude of `width`. */
-export function shaderSource(op: string, source: string, section: string, width: VectorWidth): string {
+/** The vecN prelude of `width`, then the shared part of `source` and its section `section` (null: all of it). */
+export function shaderSource(op: string, source: string, section: string | null, width: VectorWidth): string {
+  if (section === null) return PRELUDES[width] + source;
   const parts = source.split(/^\/\/\/\/ +(\S+).*$/m);
   const index = parts.findIndex((part, i) => i % 2 === 1 && part === section);
   if (index < 0) throw new Error(`${op}.wgsl has no section "//// ${section}"`);
