@@ -1,0 +1,189 @@
+// The fused LM head: log-probabilities of the targets, entropies and their gradients from hidden states and the
+// unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
+import lmHeadSource from './lm-head.wgsl';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
+import { matmul } from './matmul.ts';
+import { scratchTensor } from './scratch.ts';
+
+export { weightedSum } from './reduce.ts';
+
+/** Chunk boundaries are multiples of this many vocabulary rows, so every weight chunk starts 256-byte aligned. */
+const CHUNK_ALIGN = 64;
+/** Upper bound on the (N, chunk) logits scratch: large chunks mean few dispatches, but it is pure scratch. */
+const SCRATCH_BYTES = 32 << 20;
+
+// vecU and COMPONENT for the one-hot of the target column inside a vecN (see lm-head.wgsl).
+const COLUMN_PRELUDES: Record<VectorWidth, string> = {
+  4: 'alias vecU = vec4<u32>;\nconst COMPONENT = vecU(0u, 1u, 2u, 3u);\n',
+  1: 'alias vecU = u32;\nconst COMPONENT = 0u;\n',
+};
+
+const statsSpecs = specsByWidth((width): KernelSpec => ({
+  name: `lm-head/stats-vec${width}`,
+  source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'stats', width),
+  entryPoint: 'stats',
+  bindings: [
+    { name: 'logits', access: 'read', type: vectorElementType(width) },
+    { name: 'targets', access: 'read', type: 'u32' },
+    { name: 'rowStats', access: 'read_write', type: 'vec4<f32>' },
+    { name: 'logprobs', access: 'read_write' },
+    { name: 'entropy', access: 'read_write' },
+    { name: 'lse', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'rows', type: 'u32' },
+    { name: 'width', type: 'u32' },
+    { name: 'v0', type: 'u32' },
+    { name: 'invTemperature', type: 'f32' },
+    { name: 'first', type: 'u32' },
+    { name: 'last', type: 'u32' },
+  ],
+}));
+
+const dlogitsSpecs = specsByWidth((width): KernelSpec => ({
+  name: `lm-head/dlogits-vec${width}`,
+  source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'dlogits', width),
+  entryPoint: 'dlogits',
+  bindings: [
+    { name: 'logits', access: 'read_write', type: vectorElementType(width) },
+    { name: 'targets', access: 'read', type: 'u32' },
+    { name: 'lse', access: 'read' },
+    { name: 'entropy', access: 'read' },
+    { name: 'dLogprobs', access: 'read' },
+    { name: 'dEntropy', access: 'read' },
+  ],
+  uniforms: [
+    { name: 'rows', type: 'u32' },
+    { name: 'width', type: 'u32' },
+    { name: 'v0', type: 'u32' },
+    { name: 'invTemperature', type: 'f32' },
+    { name: 'useEntropy', type: 'u32' },
+  ],
+}));
+
+interface LmHeadShape {
+  hidden: Tensor; // (N, C)
+  weight: Tensor; // (V, C)
+  targets: Tensor; // (N) u32
+  N: number;
+  C: number;
+  V: number;
+  temperature: number;
+  /** Vocabulary rows per chunk (a multiple of 64, or ≥ V); by default as many as fit the scratch budget. */
+  chunkSize?: number;
+}
+
+function checkShape(launcher: string, a: LmHeadShape): void {
+  const { N, C, V } = a;
+  expectSize(launcher, 'hidden', a.hidden, N * C, `[N=${N}, C=${C}]`);
+  expectSize(launcher, 'weight', a.weight, V * C, `[V=${V}, C=${C}]`);
+  expectSize(launcher, 'targets', a.targets, N, `[N=${N}]`);
+  if (a.targets.dtype !== 'u32') throw new Error(`${launcher}: targets (tensor ${a.targets.name}) is ${a.targets.dtype}, expected u32`);
+  if (!(a.temperature > 0)) throw new Error(`${launcher}: temperature is ${a.temperature}, expected > 0`);
+}
+
+/** Vocabulary rows per chunk: all of V when the (N, V) logits fit the scratch budget, else the most that do. */
+function chunkWidth(engine: Engine, launcher: string, N: number, V: number, chunkSize?: number): number {
+  if (chunkSize !== undefined) {
+    if (!Number.isInteger(chunkSize) || chunkSize <= 0 || (chunkSize < V && chunkSize % CHUNK_ALIGN !== 0)) {
+      throw new Error(`${launcher}: chunkSize is ${chunkSize}, expected a multiple of ${CHUNK_ALIGN} (or ≥ V=${V})`);
+    }
+    return Math.min(chunkSize, V);
+  }
+  const budget = Math.min(SCRATCH_BYTES, engine.caps.maxStorageBufferBindingSize / 4);
+  const fit = Math.max(CHUNK_ALIGN, Math.floor(budget / (4 * N) / CHUNK_ALIGN) * CHUNK_ALIGN);
+  return Math.min(fit, V);
+}
+
+/** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width). */
+function forEachChunk(engine: Engine, N: number, V: number, chunk: number, body: (v0: number, width: number, logits: Tensor) => void): void {
+  const scratch = scratchTensor(engine, 'lm-head/logits', [N * chunk]);
+  for (let v0 = 0; v0 < V; v0 += chunk) {
+    const width = Math.min(chunk, V - v0);
+    body(v0, width, scratch.view(`lm-head/logits[${v0}:${v0 + width}]`, 0, [N, width]));
+  }
+}
+
+/** The weight rows [v0, v0 + width) as a (width, C) tensor. */
+function weightRows(weight: Tensor, v0: number, width: number, C: number): Tensor {
+  return weight.view(`${weight.name}[${v0}:${v0 + width}]`, v0 * C, [width, C]);
+}
+
+/**
+ * Per row n of z = hidden·weightᵀ / temperature: lse[n] = logsumexp(z[n, :]), logprobs[n] = z[n, targets[n]] − lse[n],
+ * entropy[n] = lse[n] − Σ softmax(z[n, :])·z[n, :]. hidden (N, C), weight (V, C), targets (N) u32, outputs (N).
+ */
+export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tensor; entropy: Tensor; lse: Tensor }): void {
+  const { hidden, weight, targets, logprobs, entropy, lse, N, C, V } = a;
+  checkShape('lmHeadForward', a);
+  expectSize('lmHeadForward', 'logprobs', logprobs, N, `[N=${N}]`);
+  expectSize('lmHeadForward', 'entropy', entropy, N, `[N=${N}]`);
+  expectSize('lmHeadForward', 'lse', lse, N, `[N=${N}]`);
+  const chunk = chunkWidth(engine, 'lmHeadForward', N, V, a.chunkSize);
+  const rowStats = scratchTensor(engine, 'lm-head/row-stats', [N * 4]);
+  forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
+    matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
+    engine.dispatch(statsSpecs[widestVector(width)], {
+      bindings: { logits, targets, rowStats, logprobs, entropy, lse },
+      uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, first: Number(v0 === 0), last: Number(v0 + width === V) },
+      workgroups: foldWorkgroups(N),
+    });
+  });
+}
+
+/**
+ * Gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy (dEntropy null: no entropy term) through lmHeadForward.
+ * dHidden (N, C) is overwritten unless accumulateDHidden; dWeight (V, C) is always added to (tied embeddings add
+ * there too). With dEntropy, pass the forward's `entropy` to save recomputing it (one more pass over the logits).
+ * Rows whose upstream gradients are both 0 (padding) contribute nothing.
+ */
+export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
+  lse: Tensor; dLogprobs: Tensor; dEntropy: Tensor | null; dHidden: Tensor; dWeight: Tensor;
+  accumulateDHidden?: boolean; entropy?: Tensor;
+}): void {
+  const { hidden, weight, targets, lse, dLogprobs, dEntropy, dHidden, dWeight, N, C, V } = a;
+  checkShape('lmHeadBackward', a);
+  expectSize('lmHeadBackward', 'lse', lse, N, `[N=${N}]`);
+  expectSize('lmHeadBackward', 'dLogprobs', dLogprobs, N, `[N=${N}]`);
+  if (dEntropy) expectSize('lmHeadBackward', 'dEntropy', dEntropy, N, `[N=${N}]`);
+  expectSize('lmHeadBackward', 'dHidden', dHidden, N * C, `[N=${N}, C=${C}]`);
+  expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
+  const chunk = chunkWidth(engine, 'lmHeadBackward', N, V, a.chunkSize);
+
+  // Unused bindings take a stand-in that is read-only here; useEntropy = 0 keeps the kernel from reading them.
+  let entropy = a.entropy ?? lse;
+  if (dEntropy && !a.entropy) {
+    entropy = scratchTensor(engine, 'lm-head/entropy', [N]);
+    lmHeadForward(engine, {
+      ...a, chunkSize: chunk, entropy,
+      logprobs: scratchTensor(engine, 'lm-head/logprobs', [N]),
+      lse: scratchTensor(engine, 'lm-head/lse', [N]),
+    });
+  } else if (a.entropy) {
+    expectSize('lmHeadBackward', 'entropy', a.entropy, N, `[N=${N}]`);
+  }
+
+  forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
+    const weightChunk = weightRows(weight, v0, width, C);
+    matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
+    engine.dispatch(dlogitsSpecs[widestVector(width)], {
+      bindings: { logits, targets, lse, entropy, dLogprobs, dEntropy: dEntropy ?? dLogprobs },
+      uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
+      workgroups: foldWorkgroups(N),
+    });
+    matmul(engine, { a: logits, b: weightChunk, out: dHidden, M: N, N: C, K: width, layout: 'nn', accumulate: v0 > 0 || !!a.accumulateDHidden });
+    matmul(engine, {
+      a: logits, b: hidden, out: weightRows(dWeight, v0, width, C), M: width, N: C, K: N, layout: 'tn', accumulate: true,
+    });
+  });
+}
+
+/** Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature. */
+export function lmHeadLogits(engine: Engine, a: { hidden: Tensor; weight: Tensor; out: Tensor; N: number; C: number; V: number }): void {
+  const { hidden, weight, out, N, C, V } = a;
+  expectSize('lmHeadLogits', 'hidden', hidden, N * C, `[N=${N}, C=${C}]`);
+  expectSize('lmHeadLogits', 'weight', weight, V * C, `[V=${V}, C=${C}]`);
+  expectSize('lmHeadLogits', 'out', out, N * V, `[N=${N}, V=${V}]`);
+  matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
+}

@@ -1,0 +1,90 @@
+// lm-head: the fused classifier's per-chunk kernels. Logits come in vocabulary chunks, logits (N, width) =
+// hidden (N, C) · weight[v0 : v0 + width]ᵀ, written by matmul into a reused scratch; z = logits / temperature.
+//   stats:   online log-sum-exp over the chunks. Per row it carries (m, s, a, zt) in rowStats (N) between chunks:
+//            m the running max, s = Σ exp(z − m), a = Σ exp(z − m)·(z − m), zt = z[target]. After the last chunk:
+//            lse = m + log s, logprobs = zt − lse, entropy = lse − Σ p·z = log s − a / s.
+//            Keeping a relative to m (not Σ e·z) avoids cancelling large logits in the entropy.
+//   dlogits: in place, logits ← dz / temperature with p = exp(z − lse),
+//            dz = dLogprobs·(onehot − p) − dEntropy·p·(z − Σ p·z), Σ p·z = lse − entropy.
+// v1: one 64-lane workgroup per row, vecN loads (vec4 when width % 4 == 0), fixed-order merge tree.
+// The launcher prepends `vecU` (u32 vector of vecN's width) and COMPONENT (each component's column offset).
+
+const WG = 64u;
+
+// (m, s, a, zt) of two disjoint column sets combined into those of their union.
+fn mergeStats(x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {
+  let m = max(x.x, y.x);
+  let rx = exp(x.x - m);
+  let ry = exp(y.x - m);
+  return vec4<f32>(m, x.y * rx + y.y * ry, rx * (x.z + x.y * (x.x - m)) + ry * (y.z + y.y * (y.x - m)), x.w + y.w);
+}
+
+// 1.0 in the component holding column `column` of the vecN starting at column `first`, else 0.0.
+fn oneHot(first: u32, column: u32) -> vecN {
+  return select(vecN(0.0), vecN(1.0), vecU(first) + COMPONENT == vecU(column));
+}
+
+//// stats
+var<workgroup> laneStats: array<vec4<f32>, WG>;
+
+@compute @workgroup_size(WG)
+fn stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= params.rows) { return; }
+  let n = params.width / VW;
+  // Relative to this chunk; out of range (a huge u32) when the target lies in another chunk.
+  let targetColumn = targets[row] - params.v0;
+  // A finite stand-in for −∞ (WGSL has no infinity literal): exp(m − z) underflows to 0 on the first element.
+  var state = vec4<f32>(-3.0e38, 0.0, 0.0, 0.0);
+  for (var j = lane; j < n; j += WG) {
+    let z = logits[row * n + j] * params.invTemperature;
+    let z4 = vec4<f32>(z);
+    let zMax = max(max(z4.x, z4.y), max(z4.z, z4.w));
+    if (zMax > state.x) {
+      let r = exp(state.x - zMax);
+      state = vec4<f32>(zMax, state.y * r, r * (state.z + state.y * (state.x - zMax)), state.w);
+    }
+    let e = exp(z - state.x);
+    state += vec4<f32>(0.0, hsum(e), hsum(e * (z - state.x)), hsum(z * oneHot(j * VW, targetColumn)));
+  }
+  laneStats[lane] = state;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (lane < stride) { laneStats[lane] = mergeStats(laneStats[lane], laneStats[lane + stride]); }
+    workgroupBarrier();
+  }
+  if (lane != 0u) { return; }
+  var total = laneStats[0];
+  if (params.first == 0u) { total = mergeStats(rowStats[row], total); }
+  if (params.last == 0u) {
+    rowStats[row] = total;
+  } else {
+    let logS = log(total.y);
+    lse[row] = total.x + logS;
+    logprobs[row] = total.w - (total.x + logS);
+    entropy[row] = logS - total.z / total.y;
+  }
+}
+
+//// dlogits
+@compute @workgroup_size(WG)
+fn dlogits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= params.rows) { return; }
+  let n = params.width / VW;
+  let targetColumn = targets[row] - params.v0;
+  let dLogprob = dLogprobs[row];
+  let dEntropyRow = select(0.0, dEntropy[row], params.useEntropy == 1u);
+  let rowLse = lse[row];
+  let expectedZ = rowLse - entropy[row];
+  // Padding rows carry no gradient; writing zeros keeps whatever their lse holds from leaking in as NaN.
+  let hasGradient = dLogprob != 0.0 || dEntropyRow != 0.0;
+  for (var j = lane; j < n; j += WG) {
+    let z = logits[row * n + j] * params.invTemperature;
+    let p = exp(z - rowLse);
+    let dz = dLogprob * (oneHot(j * VW, targetColumn) - p) - dEntropyRow * p * (z - expectedZ);
+    logits[row * n + j] = select(vecN(0.0), dz * params.invTemperature, hasGradient);
+  }
+}

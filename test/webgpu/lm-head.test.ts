@@ -1,0 +1,104 @@
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../../kernels/lm-head.ts';
+import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/ref/lm-head.ts';
+import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+
+interface Case {
+  N: number;
+  C: number;
+  V: number;
+  temperature: number;
+  chunkSize?: number;
+  /** Backward with the entropy term; 'recompute' leaves the forward's entropy out so the backward rebuilds it. */
+  entropyTerm: 'none' | 'given' | 'recompute';
+  accumulateDHidden?: boolean;
+}
+
+const cases: Case[] = [
+  { N: 1, C: 8, V: 7, temperature: 1, entropyTerm: 'given' },
+  { N: 5, C: 12, V: 256, temperature: 0.7, entropyTerm: 'none' },
+  { N: 37, C: 64, V: 1000, temperature: 1, entropyTerm: 'given', accumulateDHidden: true },
+  { N: 37, C: 12, V: 1000, temperature: 0.7, chunkSize: 128, entropyTerm: 'recompute' },
+  // Last chunks of width 44 (vec4) and 1 (scalar), a target in each.
+  { N: 5, C: 8, V: 300, temperature: 0.7, chunkSize: 64, entropyTerm: 'given' },
+  { N: 1, C: 64, V: 257, temperature: 1.3, chunkSize: 64, entropyTerm: 'recompute' },
+];
+
+describe('fused LM head', () => {
+  for (const c of cases) {
+    const { N, C, V, temperature, chunkSize, entropyTerm } = c;
+    it(`matches the reference (N=${N}, C=${C}, V=${V}, T=${temperature}, chunk ${chunkSize ?? 'auto'}, entropy ${entropyTerm})`, async () => {
+      const engine = await gpuEngine();
+      const random = seededRandom(N * 7919 + V);
+      const hidden = randomArray(N * C, N + C + V);
+      const weight = randomArray(V * C, V);
+      const targets = Array.from({ length: N }, (_, n) => (n === 0 ? V - 1 : Math.floor(random() * V)));
+      // Row 1 is padding: no upstream gradient at all.
+      const dLogprobs = randomArray(N, 5).map((g, n) => (n === 1 ? 0 : g));
+      const dEntropy = entropyTerm === 'none' ? null : randomArray(N, 6).map((g, n) => (n === 1 ? 0 : g));
+      const args = { N, C, V, temperature, chunkSize };
+
+      const gpuHidden = engine.tensorFrom('hidden', [N, C], hidden);
+      const gpuWeight = engine.tensorFrom('weight', [V, C], weight);
+      const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
+      const logprobs = engine.tensor('logprobs', [N]);
+      const entropy = engine.tensor('entropy', [N]);
+      const lse = engine.tensor('lse', [N]);
+      lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
+      const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
+      expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, 'lse');
+      expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, 'logprobs');
+      expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, 'entropy');
+
+      const dHiddenBefore = randomArray(N * C, 7);
+      const dWeightBefore = randomArray(V * C, 8);
+      const dHidden = engine.tensorFrom('dHidden', [N, C], dHiddenBefore);
+      const dWeight = engine.tensorFrom('dWeight', [V, C], dWeightBefore);
+      lmHeadBackward(engine, {
+        ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, lse,
+        dLogprobs: engine.tensorFrom('dLogprobs', [N], dLogprobs),
+        dEntropy: dEntropy && engine.tensorFrom('dEntropy', [N], dEntropy),
+        entropy: entropyTerm === 'given' ? entropy : undefined,
+        dHidden, dWeight, accumulateDHidden: c.accumulateDHidden,
+      });
+      const grads = lmHeadBackwardRef({ ...args, hidden, weight, targets, dLogprobs, dEntropy });
+      const expectedDHidden = c.accumulateDHidden ? grads.dHidden.map((g, i) => g + dHiddenBefore[i]) : grads.dHidden;
+      expectClose(await engine.read(dHidden), expectedDHidden, 1e-5, 1e-4, 'dHidden');
+      expectClose(await engine.read(dWeight), grads.dWeight.map((g, i) => g + dWeightBefore[i]), 1e-5, 1e-4, 'dWeight');
+    });
+  }
+
+  it('gives finite statistics and gradients for large logits at a low temperature', async () => {
+    const engine = await gpuEngine();
+    const [N, C, V, temperature] = [3, 8, 200, 0.05];
+    const hidden = randomArray(N * C, 1, 20);
+    const weight = randomArray(V * C, 2, 20);
+    const targets = [0, 199, 64];
+    const args = { N, C, V, temperature, chunkSize: 64 };
+    const [gpuHidden, gpuWeight] = [engine.tensorFrom('hidden', [N, C], hidden), engine.tensorFrom('weight', [V, C], weight)];
+    const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
+    const [logprobs, entropy, lse] = [engine.tensor('logprobs', [N]), engine.tensor('entropy', [N]), engine.tensor('lse', [N])];
+    lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
+    const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
+    expectClose(await engine.read(lse), expected.lse, 1e-3, 1e-5, 'lse');
+    expectClose(await engine.read(logprobs), expected.logprobs, 1e-2, 1e-5, 'logprobs');
+    expectClose(await engine.read(entropy), expected.entropy, 1e-4, 1e-3, 'entropy');
+    const [dHidden, dWeight] = [engine.tensor('dHidden', [N, C]), engine.tensor('dWeight', [V, C])];
+    const upstream = engine.tensorFrom('upstream', [N], [1, -0.5, 2]);
+    lmHeadBackward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, lse, entropy, dLogprobs: upstream, dEntropy: upstream, dHidden, dWeight });
+    for (const g of [...await engine.read(dHidden), ...await engine.read(dWeight)]) expect(Number.isFinite(g)).toBe(true);
+  });
+
+  it('lmHeadLogits writes the full logits without temperature', async () => {
+    const engine = await gpuEngine();
+    const [N, C, V] = [3, 12, 50];
+    const hidden = randomArray(N * C, 1);
+    const weight = randomArray(V * C, 2);
+    const out = engine.tensor('logits', [N, V]);
+    lmHeadLogits(engine, { hidden: engine.tensorFrom('hidden', [N, C], hidden), weight: engine.tensorFrom('weight', [V, C], weight), out, N, C, V });
+    const expected = new Float64Array(N * V);
+    for (let n = 0; n < N; n++) for (let v = 0; v < V; v++) for (let c = 0; c < C; c++) expected[n * V + v] += hidden[n * C + c] * weight[v * C + c];
+    expectClose(await engine.read(out), expected, 1e-5, 1e-5, 'logits');
+  });
+});
