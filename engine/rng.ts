@@ -1,5 +1,5 @@
 // The run's seeded random source (shared by models/ and ppo/): small (one 32-bit state word), fast, and
-// store it and a resumed run draws exactly the numbers an uninterrupted one would.
+// serialisable, so a checkpoint can store it and a resumed run draws exactly the numbers an uninterrupted one would.
 
 export class SeededRng {
   private state: number;

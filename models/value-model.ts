@@ -1,0 +1,71 @@
+// Scalar heads on the decoder trunk. A critic (HF *ForTokenClassification, num_labels=1) predicts a value per
+// token: score.weight [1, C] and score.bias [1] on the final hidden state. A reward model (HF
+// *ForSequenceClassification) has a bias-free score and is read at each row's rightmost non-pad token.
+import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { DecoderConfig } from './hf-config.ts';
+import { DecoderTrunk } from './decoder.ts';
+import type { TokenBatch } from './token-batch.ts';
+import { valueHeadForward, valueHeadBackward } from '../kernels/value-head.ts';
+
+export class ValueModel {
+  readonly trunk: DecoderTrunk;
+  private readonly valuesByRows = new Map<number, { values: Tensor; dHidden: Tensor }>();
+  private readonly zeroBias: Tensor;
+  private last: { rows: number; hidden: Tensor } | null = null;
+
+  constructor(
+    readonly engine: Engine,
+    readonly config: DecoderConfig,
+    readonly params: Arena,
+  ) {
+    if (config.head === 'causal-lm') throw new Error(`ValueModel needs a classification head, got ${config.architecture}`);
+    this.trunk = new DecoderTrunk(engine, config, params);
+    this.zeroBias = engine.tensor('reward.score.zero-bias', [1]);
+  }
+
+  private buffers(rows: number) {
+    let b = this.valuesByRows.get(rows);
+    if (!b) {
+      b = { values: this.engine.tensor(`values.${rows}`, [rows]), dHidden: this.engine.tensor(`values.dHidden.${rows}`, [rows, this.config.hiddenSize]) };
+      this.valuesByRows.set(rows, b);
+    }
+    return b;
+  }
+
+  private get bias(): Tensor {
+    return this.config.head === 'token-classification' ? this.params.get('score.bias') : this.zeroBias;
+  }
+
+  /** Per-token scores (R = B·T): the critic's values, or the reward model's score at every position. */
+  tokenValues(batch: TokenBatch, options: { saveForBackward: boolean }): Tensor {
+    const rows = batch.B * batch.T;
+    const hidden = this.trunk.forward(batch, options);
+    const { values } = this.buffers(rows);
+    valueHeadForward(this.engine, { hidden, weight: this.params.get('score.weight'), bias: this.bias, values, N: rows, C: this.config.hiddenSize });
+    this.last = { rows, hidden };
+    return values;
+  }
+
+  /** Accumulates parameter gradients of Σ dValues·values for the last tokenValues call (critic training). */
+  backward(dValues: Tensor, grads: Arena): void {
+    if (!this.last) throw new Error('ValueModel.backward: call tokenValues(..., {saveForBackward: true}) first');
+    if (this.config.head !== 'token-classification') throw new Error('ValueModel.backward: only a critic (token-classification) trains');
+    const { rows, hidden } = this.last;
+    const { dHidden } = this.buffers(rows);
+    valueHeadBackward(this.engine, {
+      hidden, weight: this.params.get('score.weight'), dValues, dHidden, dWeight: grads.get('score.weight'), dBias: grads.get('score.bias'),
+      N: rows, C: this.config.hiddenSize,
+    });
+    this.trunk.backward(dHidden, grads);
+  }
+
+  /** Reward model: one score per row, read at its rightmost non-pad token (HF's sequence classifier). */
+  async sequenceScores(batch: TokenBatch, attentionMask: readonly (readonly number[])[]): Promise<number[]> {
+    const values = await this.engine.read(this.tokenValues(batch, { saveForBackward: false }));
+    return attentionMask.map((mask, b) => {
+      const last = mask.lastIndexOf(1);
+      if (last < 0) throw new Error(`reward model: row ${b} has no real token`);
+      return values[b * batch.T + last];
+    });
+  }
+}

@@ -1,0 +1,6 @@
+#!/usr/bin/env node
+// `node tools/forward.js --model DIR --input FILE.json`: one forward pass, printed as JSON.
+import './node-loader.js';
+
+const { runForward } = await import('./forward-cli.ts');
+process.exitCode = await runForward(process.argv.slice(2));
