@@ -1,7 +1,8 @@
 // The fused LM head: log-probabilities of the targets, entropies and their gradients from hidden states and the
 // unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
 import lmHeadSource from './lm-head.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
 import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 import { matmul } from './matmul.ts';
 import { scratchTensor } from './scratch.ts';
@@ -19,10 +20,12 @@ const COLUMN_PRELUDES: Record<VectorWidth, string> = {
   1: 'alias vecU = u32;\nconst COMPONENT = 0u;\n',
 };
 
-const statsSpecs = specsByWidth((width): KernelSpec => ({
-  name: `lm-head/stats-vec${width}`,
+type StatsVariant = 'row-per-workgroup' | 'row-per-lane';
+
+const statsSpecs = (variant: StatsVariant) => specsByWidth((width): KernelSpec => ({
+  name: `lm-head/stats-${variant}-vec${width}`,
   source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'stats', width),
-  entryPoint: 'stats',
+  entryPoint: `stats_${variant.replaceAll('-', '_')}`,
   bindings: [
     { name: 'logits', access: 'read', type: vectorElementType(width) },
     { name: 'targets', access: 'read', type: 'u32' },
@@ -40,6 +43,12 @@ const statsSpecs = specsByWidth((width): KernelSpec => ({
     { name: 'last', type: 'u32' },
   ],
 }));
+
+/** Rows per stats workgroup of each variant (WG in lm-head.wgsl for row-per-lane). */
+export const lmHeadStatsVariants: readonly Variant<{ specs: ReturnType<typeof statsSpecs>; rowsPerWorkgroup: number }>[] = [
+  { name: 'row-per-lane', supported: (caps) => caps.isSoftware, value: { specs: statsSpecs('row-per-lane'), rowsPerWorkgroup: 64 } },
+  { name: 'row-per-workgroup', supported: () => true, value: { specs: statsSpecs('row-per-workgroup'), rowsPerWorkgroup: 1 } },
+];
 
 const dlogitsSpecs = specsByWidth((width): KernelSpec => ({
   name: `lm-head/dlogits-vec${width}`,
@@ -122,12 +131,13 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
   expectSize('lmHeadForward', 'lse', lse, N, `[N=${N}]`);
   const chunk = chunkWidth(engine, 'lmHeadForward', N, V, a.chunkSize);
   const rowStats = scratchTensor(engine, 'lm-head/row-stats', [N * 4]);
+  const stats = chooseVariant('lm-head', lmHeadStatsVariants, engine.caps, engine.knobs).value;
   forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
-    engine.dispatch(statsSpecs[widestVector(width)], {
+    engine.dispatch(stats.specs[widestVector(width)], {
       bindings: { logits, targets, rowStats, logprobs, entropy, lse },
       uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, first: Number(v0 === 0), last: Number(v0 + width === V) },
-      workgroups: foldWorkgroups(N),
+      workgroups: foldWorkgroups(Math.ceil(N / stats.rowsPerWorkgroup)),
     });
   });
 }

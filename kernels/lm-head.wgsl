@@ -6,7 +6,9 @@
 //            Keeping a relative to m (not Σ e·z) avoids cancelling large logits in the entropy.
 //   dlogits: in place, logits ← dz / temperature with p = exp(z − lse),
 //            dz = dLogprobs·(onehot − p) − dEntropy·p·(z − Σ p·z), Σ p·z = lse − entropy.
-// v1: one 64-lane workgroup per row, vecN loads (vec4 when width % 4 == 0), fixed-order merge tree.
+// Both: vecN loads (vec4 when width % 4 == 0). dlogits: one 64-lane workgroup per row. stats, two variants:
+//   row-per-workgroup: 64 lanes per row, fixed-order merge tree (GPUs: coalesced loads, enough workgroups);
+//   row-per-lane: one lane per row, no barriers (CPU implementations such as lavapipe, where barriers are dear).
 // The launcher prepends `vecU` (u32 vector of vecN's width) and COMPONENT (each component's column offset).
 
 const WG = 64u;
@@ -25,37 +27,25 @@ fn oneHot(first: u32, column: u32) -> vecN {
 }
 
 //// stats
-var<workgroup> laneStats: array<vec4<f32>, WG>;
+// (m, s, a, zt) after adding the columns [firstColumn, firstColumn + VW) with values z to `state`.
+fn addColumns(state: vec4<f32>, z: vecN, firstColumn: u32, targetColumn: u32) -> vec4<f32> {
+  let z4 = vec4<f32>(z);
+  let zMax = max(max(z4.x, z4.y), max(z4.z, z4.w));
+  var rescaled = state;
+  if (zMax > state.x) {
+    let r = exp(state.x - zMax);
+    rescaled = vec4<f32>(zMax, state.y * r, r * (state.z + state.y * (state.x - zMax)), state.w);
+  }
+  let e = exp(z - rescaled.x);
+  return rescaled + vec4<f32>(0.0, hsum(e), hsum(e * (z - rescaled.x)), hsum(z * oneHot(firstColumn, targetColumn)));
+}
 
-@compute @workgroup_size(WG)
-fn stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-         @builtin(local_invocation_index) lane: u32) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= params.rows) { return; }
-  let n = params.width / VW;
-  // Relative to this chunk; out of range (a huge u32) when the target lies in another chunk.
-  let targetColumn = targets[row] - params.v0;
-  // A finite stand-in for −∞ (WGSL has no infinity literal): exp(m − z) underflows to 0 on the first element.
-  var state = vec4<f32>(-3.0e38, 0.0, 0.0, 0.0);
-  for (var j = lane; j < n; j += WG) {
-    let z = logits[row * n + j] * params.invTemperature;
-    let z4 = vec4<f32>(z);
-    let zMax = max(max(z4.x, z4.y), max(z4.z, z4.w));
-    if (zMax > state.x) {
-      let r = exp(state.x - zMax);
-      state = vec4<f32>(zMax, state.y * r, r * (state.z + state.y * (state.x - zMax)), state.w);
-    }
-    let e = exp(z - state.x);
-    state += vec4<f32>(0.0, hsum(e), hsum(e * (z - state.x)), hsum(z * oneHot(j * VW, targetColumn)));
-  }
-  laneStats[lane] = state;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (lane < stride) { laneStats[lane] = mergeStats(laneStats[lane], laneStats[lane + stride]); }
-    workgroupBarrier();
-  }
-  if (lane != 0u) { return; }
-  var total = laneStats[0];
+// A finite stand-in for −∞ (WGSL has no infinity literal): exp(m − z) underflows to 0 on the first column.
+const EMPTY_STATS = vec4<f32>(-3.0e38, 0.0, 0.0, 0.0);
+
+// Folds this chunk's statistics of `row` into those carried from earlier chunks; finishes the row after the last.
+fn finishChunk(row: u32, chunkStats: vec4<f32>) {
+  var total = chunkStats;
   if (params.first == 0u) { total = mergeStats(rowStats[row], total); }
   if (params.last == 0u) {
     rowStats[row] = total;
@@ -65,6 +55,41 @@ fn stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     logprobs[row] = total.w - (total.x + logS);
     entropy[row] = logS - total.z / total.y;
   }
+}
+
+var<workgroup> laneStats: array<vec4<f32>, WG>;
+
+// Variant row-per-workgroup: 64 lanes stride over one row, then a fixed merge tree.
+@compute @workgroup_size(WG)
+fn stats_row_per_workgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= params.rows) { return; }
+  let n = params.width / VW;
+  // Relative to this chunk; out of range (a huge u32) when the target lies in another chunk.
+  let targetColumn = targets[row] - params.v0;
+  var state = EMPTY_STATS;
+  for (var j = lane; j < n; j += WG) { state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn); }
+  laneStats[lane] = state;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (lane < stride) { laneStats[lane] = mergeStats(laneStats[lane], laneStats[lane + stride]); }
+    workgroupBarrier();
+  }
+  if (lane == 0u) { finishChunk(row, laneStats[0]); }
+}
+
+// Variant row-per-lane: each lane walks a whole row; no tree, no barriers (cheapest on CPU implementations).
+@compute @workgroup_size(WG)
+fn stats_row_per_lane(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lane: u32) {
+  let row = (wid.x + wid.y * nwg.x) * WG + lane;
+  if (row >= params.rows) { return; }
+  let n = params.width / VW;
+  let targetColumn = targets[row] - params.v0;
+  var state = EMPTY_STATS;
+  for (var j = 0u; j < n; j++) { state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn); }
+  finishChunk(row, state);
 }
 
 //// dlogits

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../../kernels/lm-head.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/ref/lm-head.ts';
 import { randomArray, expectClose, seededRandom } from '../helpers.ts';
 
@@ -45,11 +45,15 @@ describe('fused LM head', () => {
       const logprobs = engine.tensor('logprobs', [N]);
       const entropy = engine.tensor('entropy', [N]);
       const lse = engine.tensor('lse', [N]);
-      lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
       const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
-      expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, 'lse');
-      expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, 'logprobs');
-      expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, 'entropy');
+      for (const variant of lmHeadStatsVariants.map((v) => v.name)) {
+        engine.knobs.kernelVariants['lm-head'] = variant;
+        lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
+        delete engine.knobs.kernelVariants['lm-head'];
+        expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, `lse (${variant})`);
+        expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, `logprobs (${variant})`);
+        expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, `entropy (${variant})`);
+      }
 
       const dHiddenBefore = randomArray(N * C, 7);
       const dWeightBefore = randomArray(V * C, 8);

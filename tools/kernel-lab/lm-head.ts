@@ -1,0 +1,74 @@
+// Kernel lab for the fused LM head: `node --import ./tools/node-loader.js tools/kernel-lab/lm-head.ts [N C V]`.
+// Times lmHeadForward / lmHeadBackward against the naive route this op replaces: full (N, V) logits, then a
+// log-softmax that writes all N·V log-probabilities (one lane per row: max, sum, write passes) and gathers
+// the target's log-probability and the entropy from them.
+import { Engine, type KernelSpec } from '../../engine/index.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../../kernels/lm-head.ts';
+import { timeKernel } from '../bench/harness.ts';
+
+const naiveLogSoftmaxSpec: KernelSpec = {
+  name: 'lab/naive-log-softmax',
+  source: /* wgsl */ `
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let row = gid.x;
+  if (row >= params.rows) { return; }
+  let base = row * params.V;
+  var m = -3.0e38;
+  for (var v = 0u; v < params.V; v++) { m = max(m, logits[base + v] * params.invTemperature); }
+  var s = 0.0;
+  for (var v = 0u; v < params.V; v++) { s += exp(logits[base + v] * params.invTemperature - m); }
+  let lse = m + log(s);
+  var h = 0.0;
+  for (var v = 0u; v < params.V; v++) {
+    let lp = logits[base + v] * params.invTemperature - lse;
+    logSoftmax[base + v] = lp;
+    h -= exp(lp) * lp;
+  }
+  logprobs[row] = logSoftmax[base + targets[row]];
+  entropy[row] = h;
+}`,
+  bindings: [
+    { name: 'logits', access: 'read' },
+    { name: 'targets', access: 'read', type: 'u32' },
+    { name: 'logSoftmax', access: 'read_write' },
+    { name: 'logprobs', access: 'read_write' },
+    { name: 'entropy', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'rows', type: 'u32' },
+    { name: 'V', type: 'u32' },
+    { name: 'invTemperature', type: 'f32' },
+  ],
+};
+
+const [N, C, V] = process.argv.slice(2).map(Number).concat([1024, 128, 512].slice(process.argv.length - 2));
+const engine = await Engine.create();
+const shape = `N=${N} C=${C} V=${V}`;
+const random = (n: number, scale: number) => Float32Array.from({ length: n }, () => (Math.random() * 2 - 1) * scale);
+const hidden = engine.tensorFrom('hidden', [N, C], random(N * C, 1));
+const weight = engine.tensorFrom('weight', [V, C], random(V * C, 0.2));
+const targets = engine.tensorFrom('targets', [N], Array.from({ length: N }, () => Math.floor(Math.random() * V)), 'u32');
+const [logprobs, entropy, lse] = [engine.tensor('logprobs', [N]), engine.tensor('entropy', [N]), engine.tensor('lse', [N])];
+const [dHidden, dWeight] = [engine.tensor('dHidden', [N, C]), engine.tensor('dWeight', [V, C])];
+const dLogprobs = engine.tensorFrom('dLogprobs', [N], random(N, 1));
+const logits = engine.tensor('logits', [N, V]);
+const logSoftmax = engine.tensor('logSoftmax', [N, V]);
+const common = { hidden, weight, targets, N, C, V, temperature: 0.7 };
+
+const rows = [
+  await timeKernel(engine, 'lm-head forward (fused)', shape, () => lmHeadForward(engine, { ...common, logprobs, entropy, lse }), { flops: 2 * N * C * V }),
+  await timeKernel(engine, 'naive: logits + log-softmax', shape, () => {
+    lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V });
+    engine.dispatch(naiveLogSoftmaxSpec, {
+      bindings: { logits, targets, logSoftmax, logprobs, entropy },
+      uniforms: { rows: N, V, invTemperature: 1 / 0.7 },
+      workgroups: [Math.ceil(N / 64)],
+    });
+  }, { flops: 2 * N * C * V }),
+  await timeKernel(engine, 'logits matmul alone', shape, () => lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V }), { flops: 2 * N * C * V }),
+  await timeKernel(engine, 'lm-head backward (fused)', shape, () => lmHeadBackward(engine, { ...common, lse, dLogprobs, dEntropy: null, dHidden, dWeight }), { flops: 6 * N * C * V }),
+  await timeKernel(engine, 'lm-head backward, entropy term', shape, () => lmHeadBackward(engine, { ...common, lse, entropy, dLogprobs, dEntropy: dLogprobs, dHidden, dWeight }), { flops: 6 * N * C * V }),
+];
+console.table(rows.map((r) => ({ kernel: r.kernel, shape: r.shape, ms: r.ms.toFixed(3), gflops: r.gflops?.toFixed(2) })));
+engine.destroy();
