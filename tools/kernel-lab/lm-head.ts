@@ -2,8 +2,8 @@
 // Times lmHeadForward / lmHeadBackward against the naive route this op replaces: full (N, V) logits, then a
 // log-softmax that writes all N·V log-probabilities (one lane per row: max, sum, write passes) and gathers
 // the target's log-probability and the entropy from them.
-import { Engine, type KernelSpec } from '../../engine/index.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../../kernels/lm-head.ts';
+import { Engine, type KernelSpec, foldWorkgroups } from '../../engine/index.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
 import { timeKernel } from '../bench/harness.ts';
 
 const naiveLogSoftmaxSpec: KernelSpec = {
@@ -56,19 +56,33 @@ const logits = engine.tensor('logits', [N, V]);
 const logSoftmax = engine.tensor('logSoftmax', [N, V]);
 const common = { hidden, weight, targets, N, C, V, temperature: 0.7 };
 
+const naiveLogSoftmax = () => engine.dispatch(naiveLogSoftmaxSpec, {
+  bindings: { logits, targets, logSoftmax, logprobs, entropy },
+  uniforms: { rows: N, V, invTemperature: 1 / 0.7 },
+  workgroups: [Math.ceil(N / 64)],
+});
+// The fused forward's own kernel on the same (N, V) logits, as one chunk (width V, vec4 when V % 4 == 0).
+const rowStats = engine.tensor('rowStats', [N * 4]);
+const statsRows = [];
+for (const variant of lmHeadStatsVariants) {
+  statsRows.push(await timeKernel(engine, `stats kernel alone (${variant.name})`, shape, () => engine.dispatch(variant.value.specs[V % 4 === 0 ? 4 : 1], {
+    bindings: { logits, targets, rowStats, logprobs, entropy, lse },
+    uniforms: { rows: N, width: V, v0: 0, invTemperature: 1 / 0.7, first: 1, last: 1 },
+    workgroups: foldWorkgroups(Math.ceil(N / variant.value.rowsPerWorkgroup)),
+  }), { bytes: 4 * N * V }));
+}
+
 const rows = [
   await timeKernel(engine, 'lm-head forward (fused)', shape, () => lmHeadForward(engine, { ...common, logprobs, entropy, lse }), { flops: 2 * N * C * V }),
   await timeKernel(engine, 'naive: logits + log-softmax', shape, () => {
     lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V });
-    engine.dispatch(naiveLogSoftmaxSpec, {
-      bindings: { logits, targets, logSoftmax, logprobs, entropy },
-      uniforms: { rows: N, V, invTemperature: 1 / 0.7 },
-      workgroups: [Math.ceil(N / 64)],
-    });
+    naiveLogSoftmax();
   }, { flops: 2 * N * C * V }),
   await timeKernel(engine, 'logits matmul alone', shape, () => lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V }), { flops: 2 * N * C * V }),
+  ...statsRows,
+  await timeKernel(engine, 'naive log-softmax kernel alone', shape, naiveLogSoftmax, { bytes: 4 * N * V }),
   await timeKernel(engine, 'lm-head backward (fused)', shape, () => lmHeadBackward(engine, { ...common, lse, dLogprobs, dEntropy: null, dHidden, dWeight }), { flops: 6 * N * C * V }),
   await timeKernel(engine, 'lm-head backward, entropy term', shape, () => lmHeadBackward(engine, { ...common, lse, entropy, dLogprobs, dEntropy: dLogprobs, dHidden, dWeight }), { flops: 6 * N * C * V }),
 ];
-console.table(rows.map((r) => ({ kernel: r.kernel, shape: r.shape, ms: r.ms.toFixed(3), gflops: r.gflops?.toFixed(2) })));
+console.table(rows.map((r) => ({ kernel: r.kernel, shape: r.shape, ms: r.ms.toFixed(3), gflops: r.gflops?.toFixed(2), gbps: r.gbps?.toFixed(2) })));
 engine.destroy();
