@@ -184,7 +184,7 @@ export async function writeCheckpointTensors(dir: string, tensors: readonly Tens
   for (const shard of plan.shards) {
     const handle = await open(join(dir, shard.file), 'w');
     try {
-      await writeAll(handle, encodeHeader(shard.tensors, options.metadata === undefined ? { format: 'pt' } : options.metadata));
+      await writeAll(handle, encodeHeader(shard.tensors, options.metadata));
       for (const layout of shard.tensors) {
         const source = byName.get(layout.name)!;
         const data = typeof source.data === 'function' ? await source.data() : source.data;

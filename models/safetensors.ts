@@ -200,7 +200,10 @@ export interface TensorLayout {
   dtype: SafetensorsDtype;
 }
 
-/** The 8-byte length plus the JSON header, padded with spaces to a multiple of 8 as the reference writer does. */
+/**
+ * The 8-byte length plus the JSON header, padded with spaces to a multiple of 8 as the reference writer does.
+ * transformers refuses files whose __metadata__ lacks a known "format", hence the default.
+ */
 export function encodeHeader(tensors: readonly TensorLayout[], metadata: Record<string, string> | null = { format: 'pt' }): Uint8Array {
   const header: Record<string, unknown> = {};
   if (metadata) header.__metadata__ = metadata;
