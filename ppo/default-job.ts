@@ -12,7 +12,7 @@ import { SftTrainer, type SftExample, type SftStepResult } from './sft-trainer.t
 import {
   arithmeticTokenizer, arithmeticPromptText, arithmeticResponseText, sampleArithmeticProblem, type ArithmeticTaskConfig,
 } from './tasks/arithmetic.ts';
-import { seededRandom } from './rng.ts';
+import { seededRandom } from '../engine/rng.ts';
 
 export interface SftWarmStartConfig {
   seed: number;

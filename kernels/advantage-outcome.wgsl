@@ -1,0 +1,93 @@
+// advantage-outcome: verl's group-baseline outcome estimators over rewards/mask [B, T] with G groups given as
+// CSR (groupStart [G+1], groupMembers [B]) and groupOf [B]. Needs workgroup-reduce.wgsl prepended.
+//   rowStats:  one 64-lane workgroup per row: rowStats[2b] = Σ_t rewards (unmasked, as verl), [2b+1] = Σ_t mask.
+//   broadcast: one 64-lane workgroup per row: lane 0 computes the row's scalar from its group, every lane
+//              writes advantages[b,t] = scalar·mask[b,t].
+// estimator: 0 grpo, 1 rloo, 2 opo, 3 reinforce_plus_plus_baseline (group mean only; whitened afterwards),
+//            4 grpo_passk (only the group's first best sequence gets (max − second)/(std + ε)).
+
+var<workgroup> rowScalar: f32;
+
+@compute @workgroup_size(64)
+fn rowStatsMain(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = wid.x;
+  var acc = vec4<f32>(0.0);
+  for (var t = lid; t < params.T; t = t + 64u) {
+    acc.x = acc.x + rewards[row * params.T + t];
+    acc.y = acc.y + mask[row * params.T + t];
+  }
+  let total = workgroupSum4(lid, 64u, acc);
+  if (lid == 0u) {
+    rowStats[2u * row] = total.x;
+    rowStats[2u * row + 1u] = total.y;
+  }
+}
+
+fn groupScalar(row: u32) -> f32 {
+  let g = groupOf[row];
+  let start = groupStart[g];
+  let n = groupStart[g + 1u] - start;
+  let nf = f32(n);
+  let score = rowStats[2u * row];
+  var mean = 0.0;
+  var deviation = 1.0;
+  if (n > 1u) {
+    var sum = 0.0;
+    for (var k = 0u; k < n; k = k + 1u) { sum = sum + rowStats[2u * groupMembers[start + k]]; }
+    mean = sum / nf;
+    var squares = 0.0;
+    for (var k = 0u; k < n; k = k + 1u) {
+      let d = rowStats[2u * groupMembers[start + k]] - mean;
+      squares = squares + d * d;
+    }
+    deviation = sqrt(squares / (nf - 1.0));
+  }
+  switch params.estimator {
+    case 0u: {
+      if (params.normByStd != 0u) { return (score - mean) / (deviation + params.epsilon); }
+      return score - mean;
+    }
+    case 1u: {
+      if (n > 1u) { return score * nf / (nf - 1.0) - mean * nf / (nf - 1.0); }
+      return score;
+    }
+    case 2u: {
+      if (n < 2u) { return score; }
+      var weighted = 0.0;
+      var lengths = 0.0;
+      for (var k = 0u; k < n; k = k + 1u) {
+        let member = groupMembers[start + k];
+        weighted = weighted + rowStats[2u * member + 1u] * rowStats[2u * member];
+        lengths = lengths + rowStats[2u * member + 1u];
+      }
+      return score - weighted / lengths;
+    }
+    case 3u: { return score - mean; }
+    default: {
+      var best = groupMembers[start];
+      for (var k = 1u; k < n; k = k + 1u) {
+        let member = groupMembers[start + k];
+        if (rowStats[2u * member] > rowStats[2u * best]) { best = member; }
+      }
+      if (best != row) { return 0.0; }
+      var second = -3.4e38;
+      for (var k = 0u; k < n; k = k + 1u) {
+        let member = groupMembers[start + k];
+        if (member != best) { second = max(second, rowStats[2u * member]); }
+      }
+      if (params.normByStd != 0u) { return (score - second) / (deviation + params.epsilon); }
+      return score - second;
+    }
+  }
+}
+
+@compute @workgroup_size(64)
+fn broadcast(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = wid.x;
+  if (lid == 0u) { rowScalar = groupScalar(row); }
+  workgroupBarrier();
+  let scalar = rowScalar;
+  for (var t = lid; t < params.T; t = t + 64u) {
+    advantages[row * params.T + t] = scalar * mask[row * params.T + t];
+  }
+}

@@ -1,0 +1,71 @@
+import source from './kl-penalty.wgsl';
+import applySource from './apply-kl-penalty.wgsl';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { expectRows, expectSize, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
+import { parseKlEstimator } from './ref/kl-penalty.ts';
+
+export const klPenaltySpec: KernelSpec = {
+  name: 'kl-penalty',
+  source: withKlEstimators(source),
+  bindings: [
+    { name: 'logprob', access: 'read' },
+    { name: 'refLogprob', access: 'read' },
+    { name: 'kl', access: 'read_write' },
+    { name: 'grad', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'n', type: 'u32' },
+    { name: 'code', type: 'u32' },
+    { name: 'straightThrough', type: 'u32' },
+  ],
+};
+
+export const applyKlPenaltySpec: KernelSpec = {
+  name: 'apply-kl-penalty',
+  source: withWorkgroupReduce(withKlEstimators(applySource)),
+  bindings: [
+    { name: 'scores', access: 'read' },
+    { name: 'oldLogProbs', access: 'read' },
+    { name: 'refLogProb', access: 'read' },
+    { name: 'mask', access: 'read' },
+    { name: 'rewards', access: 'read_write' },
+    { name: 'rowKl', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'T', type: 'u32' },
+    { name: 'beta', type: 'f32' },
+    { name: 'code', type: 'u32' },
+    { name: 'straightThrough', type: 'u32' },
+  ],
+};
+
+/** kl = kl_penalty(logprob, refLogprob, klPenalty) and grad = d kl / d logprob, elementwise (no mask). */
+export function klPenaltyGpu(engine: Engine, args: { logprob: Tensor; refLogprob: Tensor; kl: Tensor; grad: Tensor; klPenalty: string }): void {
+  const n = args.logprob.size;
+  for (const [t, what] of [[args.refLogprob, 'refLogprob'], [args.kl, 'kl'], [args.grad, 'grad']] as const) expectSize('kl-penalty', t, n, `${what}, like logprob`);
+  const estimator = parseKlEstimator(args.klPenalty);
+  engine.dispatch(klPenaltySpec, {
+    bindings: { logprob: args.logprob, refLogprob: args.refLogprob, kl: args.kl, grad: args.grad },
+    uniforms: { n, code: estimator.code, straightThrough: estimator.straightThrough ? 1 : 0 },
+    workgroups: foldWorkgroups(Math.ceil(n / 256)),
+  });
+}
+
+/** verl's apply_kl_penalty on the GPU: tokenLevelRewards [B, T] and rowKl [B] (current_kl = mean of rowKl). */
+export function applyKlPenaltyGpu(engine: Engine, args: {
+  tokenLevelScores: Tensor; oldLogProbs: Tensor; refLogProb: Tensor; responseMask: Tensor;
+  tokenLevelRewards: Tensor; rowKl: Tensor; beta: number; klPenalty: string; B: number; T: number;
+}): void {
+  const { B, T } = args;
+  expectRows('apply-kl-penalty', B, T);
+  for (const [t, what] of [[args.tokenLevelScores, 'tokenLevelScores'], [args.oldLogProbs, 'oldLogProbs'], [args.refLogProb, 'refLogProb'],
+    [args.responseMask, 'responseMask'], [args.tokenLevelRewards, 'tokenLevelRewards']] as const) expectSize('apply-kl-penalty', t, B * T, `${what} [B, T]`);
+  expectSize('apply-kl-penalty', args.rowKl, B, 'rowKl [B]');
+  const estimator = parseKlEstimator(args.klPenalty);
+  engine.dispatch(applyKlPenaltySpec, {
+    bindings: { scores: args.tokenLevelScores, oldLogProbs: args.oldLogProbs, refLogProb: args.refLogProb, mask: args.responseMask,
+      rewards: args.tokenLevelRewards, rowKl: args.rowKl },
+    uniforms: { T, beta: args.beta, code: estimator.code, straightThrough: estimator.straightThrough ? 1 : 0 },
+    workgroups: [B],
+  });
+}

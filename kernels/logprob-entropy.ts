@@ -1,0 +1,61 @@
+import forwardSource from './logprob-entropy.wgsl';
+import backwardSource from './logprob-entropy-backward.wgsl';
+import softmaxStatsSource from './softmax-stats.wgsl';
+import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from '../engine/index.ts';
+import { expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+
+const inputs: BindingSpec[] = [
+  { name: 'logits', access: 'read' },
+  { name: 'labels', access: 'read', type: 'u32' },
+];
+const uniforms: UniformSpec[] = [
+  { name: 'N', type: 'u32' },
+  { name: 'V', type: 'u32' },
+];
+
+export const logprobEntropyForwardSpec: KernelSpec = {
+  name: 'logprob-entropy/forward',
+  source: withWorkgroupReduce(`${softmaxStatsSource}\n${forwardSource}`),
+  entryPoint: 'forward',
+  bindings: [...inputs, { name: 'logProb', access: 'read_write' }, { name: 'entropy', access: 'read_write' }],
+  uniforms,
+};
+
+export const logprobEntropyBackwardSpec: KernelSpec = {
+  name: 'logprob-entropy/backward',
+  source: withWorkgroupReduce(`${softmaxStatsSource}\n${backwardSource}`),
+  entryPoint: 'backward',
+  bindings: [...inputs, { name: 'coefficients', access: 'read', type: 'vec2<f32>' }, { name: 'gradLogits', access: 'read_write' }],
+  uniforms,
+};
+
+function check(op: string, logits: Tensor, labels: Tensor, N: number, V: number): void {
+  expectSize(op, logits, N * V, `logits [N=${N}, V=${V}]`);
+  expectSize(op, labels, N, 'labels [N]');
+}
+
+/** logProb [N] = log softmax(logits)[label], entropy [N] = logsumexp − Σ p·z. */
+export function logprobEntropyGpu(engine: Engine, args: { logits: Tensor; labels: Tensor; logProb: Tensor; entropy: Tensor; N: number; V: number }): void {
+  const { N, V } = args;
+  check('logprob-entropy', args.logits, args.labels, N, V);
+  expectSize('logprob-entropy', args.logProb, N, 'logProb [N]');
+  expectSize('logprob-entropy', args.entropy, N, 'entropy [N]');
+  engine.dispatch(logprobEntropyForwardSpec, {
+    bindings: { logits: args.logits, labels: args.labels, logProb: args.logProb, entropy: args.entropy },
+    uniforms: { N, V },
+    workgroups: foldWorkgroups(N),
+  });
+}
+
+/** gradLogits [N, V] from coefficients [N, 2] = (d loss/d logProb, d loss/d entropy) — policy-loss's `grads`. */
+export function logprobEntropyBackwardGpu(engine: Engine, args: { logits: Tensor; labels: Tensor; coefficients: Tensor; gradLogits: Tensor; N: number; V: number }): void {
+  const { N, V } = args;
+  check('logprob-entropy', args.logits, args.labels, N, V);
+  expectSize('logprob-entropy', args.coefficients, 2 * N, 'coefficients [N, 2]');
+  expectSize('logprob-entropy', args.gradLogits, N * V, 'gradLogits [N, V]');
+  engine.dispatch(logprobEntropyBackwardSpec, {
+    bindings: { logits: args.logits, labels: args.labels, coefficients: args.coefficients, gradLogits: args.gradLogits },
+    uniforms: { N, V },
+    workgroups: foldWorkgroups(N),
+  });
+}

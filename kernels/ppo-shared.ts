@@ -1,0 +1,37 @@
+// Launcher helpers shared by the PPO math kernels: size checks that name the tensor, the loss-aggregation
+// uniforms, and source assembly for kernels that prepend the shared WGSL snippets.
+import type { Tensor } from '../engine/index.ts';
+import type { LossAggregation } from './ref/agg-loss.ts';
+import workgroupReduceSource from './workgroup-reduce.wgsl';
+import klEstimatorsSource from './kl-estimators.wgsl';
+
+export function withWorkgroupReduce(source: string): string {
+  return `${workgroupReduceSource}\n${source}`;
+}
+
+export function withKlEstimators(source: string): string {
+  return `${klEstimatorsSource}\n${source}`;
+}
+
+export function expectSize(op: string, tensor: Tensor, size: number, what: string): void {
+  if (tensor.size !== size) {
+    throw new Error(`${op}: tensor ${tensor.name} has ${tensor.size} elements, expected ${size} (${what})`);
+  }
+}
+
+/** Row kernels launch one workgroup per sequence along x only. */
+export function expectRows(op: string, B: number, T: number): void {
+  if (!Number.isInteger(B) || !Number.isInteger(T) || B < 1 || T < 1 || B > 65535) {
+    throw new Error(`${op}: B=${B}, T=${T}; expected integers with 1 ≤ B ≤ 65535 and T ≥ 1`);
+  }
+}
+
+const AGG_MODE_CODES = { 'token-mean': 0, 'seq-mean-token-sum': 1, 'seq-mean-token-mean': 2, 'seq-mean-token-sum-norm': 3 } as const;
+
+/** aggWeight's (mode, scale): scale folds dp_size and the global denominator of the mode. */
+export function aggregationUniforms(agg: LossAggregation): { mode: number; scale: number } {
+  const denominator = agg.mode === 'token-mean' ? agg.batchNumTokens
+    : agg.mode === 'seq-mean-token-sum-norm' ? agg.lossScaleFactor : agg.globalBatchSize;
+  const scale = agg.mode === 'seq-mean-token-sum-norm' ? 1 / denominator : agg.dpSize / denominator;
+  return { mode: AGG_MODE_CODES[agg.mode], scale: Number.isFinite(scale) ? scale : 0 };
+}

@@ -1,0 +1,34 @@
+// Critic-side glue. The value for response token t is the value head's output at the position before t
+// (verl: values[:, -T-1:-1]); the ppo side does this shift, so the model returns values for every position and
+// the backward scatters d loss / d values back to those positions (kernels/response-values).
+// critic.freeze: values are still computed (GAE needs them) but nothing trains: no optimizer state, no update,
+// and no critic/vf_loss metric that would read as if the critic had learned.
+import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../kernels/response-values.ts';
+
+export { gatherResponseValuesGpu, scatterResponseValueGradsGpu };
+
+export interface CriticPlan {
+  /** Run the critic forward to get values for GAE. */
+  computeValues: boolean;
+  /** Allocate AdamW moments for the critic's parameters. */
+  allocateOptimizerState: boolean;
+  /** Run the critic's loss, backward and optimizer step. */
+  update: boolean;
+}
+
+export function planCritic(config: { advEstimator: string; freeze: boolean }): CriticPlan {
+  const computeValues = config.advEstimator === 'gae';
+  if (!computeValues && config.freeze) throw new Error(`critic.freeze is set but algorithm.adv_estimator=${config.advEstimator} uses no critic`);
+  const trains = computeValues && !config.freeze;
+  return { computeValues, allocateOptimizerState: trains, update: trains };
+}
+
+/** The critic metrics of one step: the update's metrics when it trained, a frozen marker otherwise. */
+export function criticMetrics(plan: CriticPlan, update: { vfLoss: number; vfClipfrac: number } | null): Record<string, number> {
+  if (!plan.update) {
+    if (update) throw new Error('critic metrics: the critic is frozen but an update result was given');
+    return plan.computeValues ? { 'critic/frozen': 1 } : {};
+  }
+  if (!update) throw new Error('critic metrics: the critic trains this step but no update result was given');
+  return { 'critic/vf_loss': update.vfLoss, 'critic/vf_clipfrac': update.vfClipfrac };
+}

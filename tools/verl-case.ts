@@ -1,0 +1,223 @@
+// Runs one recorded verl case (the format of ../shared/fixtures/verl/sample.json: function, kwargs, inputs)
+// through this engine's kernels and returns {outputs} under verl's output names. `node tools/verl-case.js
+// CASE.json` prints that object; a case verl refused (`raises`) prints {"outputs": {}, "raises": message}.
+import { readFile } from 'node:fs/promises';
+import { Engine } from '../engine/index.ts';
+import {
+  aggLoss, applyKlPenalty, computeActorLossFromLogits, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
+  computePolicyLoss, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
+  maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, AdaptiveKLController, FixedKLController,
+  type AggOptions, type KLController, type Matrix, type PolicyLossOptions,
+} from '../ppo/index.ts';
+import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
+
+export interface VerlCase {
+  id?: string;
+  function: string;
+  kwargs: Record<string, unknown>;
+  inputs: Record<string, unknown>;
+}
+
+type Outputs = Record<string, unknown>;
+
+/** kwargs with verl's dotted config keys ("config.clip_ratio") and plain keys looked up alike. */
+function kwarg<V>(c: VerlCase, name: string, fallback: V): V {
+  const value = c.kwargs[name] ?? c.kwargs[`config.${name}`];
+  return value === undefined || value === null ? fallback : (value as V);
+}
+
+function input<V>(c: VerlCase, ...names: string[]): V {
+  for (const name of names) if (c.inputs[name] !== undefined) return c.inputs[name] as V;
+  throw new Error(`case ${c.id ?? c.function}: input ${names.join(' / ')} is missing`);
+}
+
+function aggOptions(c: VerlCase, defaultMode = 'token-mean'): AggOptions {
+  const info = kwarg<Record<string, number>>(c, 'global_batch_info', {});
+  const pick = (key: string): number | undefined => (c.kwargs[key] ?? info[key]) as number | undefined;
+  return {
+    lossAggMode: kwarg(c, 'loss_agg_mode', defaultMode),
+    dpSize: pick('dp_size'),
+    batchNumTokens: pick('batch_num_tokens'),
+    globalBatchSize: pick('global_batch_size'),
+    lossScaleFactor: pick('loss_scale_factor'),
+  };
+}
+
+function policyOptions(c: VerlCase, lossMode: 'vanilla' | 'gspo'): PolicyLossOptions {
+  const clipRatio = kwarg(c, 'clip_ratio', kwarg(c, 'cliprange', 0.2));
+  return {
+    lossMode,
+    clipRatio,
+    clipRatioLow: kwarg(c, 'clip_ratio_low', kwarg(c, 'cliprange_low', clipRatio)),
+    clipRatioHigh: kwarg(c, 'clip_ratio_high', kwarg(c, 'cliprange_high', clipRatio)),
+    clipRatioC: kwarg(c, 'clip_ratio_c', 3.0),
+  };
+}
+
+function controllerFrom(config: Record<string, unknown>): KLController {
+  return getKlController({
+    type: String(config.type), kl_coef: Number(config.kl_coef), target_kl: config.target_kl as number | undefined, horizon: config.horizon as number | undefined,
+  });
+}
+
+const OUTCOME_FUNCTIONS: Record<string, string> = {
+  compute_grpo_outcome_advantage: 'grpo',
+  compute_rloo_outcome_advantage: 'rloo',
+  compute_opo_outcome_advantage: 'opo',
+  compute_reinforce_plus_plus_baseline_outcome_advantage: 'reinforce_plus_plus_baseline',
+  compute_grpo_passk_outcome_advantage: 'grpo_passk',
+  compute_reinforce_plus_plus_outcome_advantage: 'reinforce_plus_plus',
+  compute_remax_outcome_advantage: 'remax',
+};
+
+async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
+  const mask = input<Matrix>(c, 'response_mask');
+  const kl = await applyKlPenalty(engine, {
+    tokenLevelScores: input(c, 'token_level_scores'), oldLogProbs: input(c, 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'), responseMask: mask,
+    klCtrl: controllerFrom({ type: kwarg(c, 'kl_ctrl_type', 'fixed'), kl_coef: kwarg(c, 'kl_coef', 0.001), target_kl: kwarg(c, 'target_kl', undefined), horizon: kwarg(c, 'horizon', undefined) }),
+    klPenalty: kwarg(c, 'kl_penalty', 'kl'),
+  });
+  const gae = await computeGaeAdvantageReturn(engine, {
+    tokenLevelRewards: kl.tokenLevelRewards, values: input(c, 'values'), responseMask: mask, gamma: kwarg(c, 'gamma', 1), lam: kwarg(c, 'lam', 1),
+  });
+  const agg = aggOptions(c);
+  const actor = await computeActorLossFromLogits(engine, {
+    logits: input(c, 'logits'), responses: input(c, 'responses'), oldLogProb: input(c, 'old_log_probs'), advantages: gae.advantages, responseMask: mask,
+    entropyCoeff: kwarg(c, 'entropy_coeff', 0), refLogProb: kwarg(c, 'use_kl_loss', true) ? input(c, 'ref_log_prob') : undefined,
+    klLossCoef: kwarg(c, 'kl_loss_coef', 0.001), klLossType: kwarg(c, 'kl_loss_type', 'low_var_kl'),
+    ...policyOptions(c, kwarg(c, 'loss_mode', 'vanilla')), ...agg,
+  });
+  const critic = await computeValueLoss(engine, {
+    vpreds: input(c, 'vpreds'), returns: gae.returns, values: input(c, 'values'), responseMask: mask, cliprangeValue: kwarg(c, 'cliprange_value', 0.5), ...agg,
+  });
+  return {
+    token_level_rewards: kl.tokenLevelRewards, kl_metrics: kl.metrics, advantages: gae.advantages, returns: gae.returns,
+    log_prob: actor.logProb, entropy: actor.entropy, pg_loss: actor.pgLoss, pg_metrics: actor.metrics, entropy_agg: actor.entropyAgg,
+    kl_loss: actor.klLoss, policy_loss: actor.policyLoss, grad_logits_of_policy_loss: actor.gradLogits,
+    vf_loss: critic.vfLoss, vf_clipfrac: critic.vfClipfrac, grad_vpreds_of_vf_loss: critic.gradVpreds,
+  };
+}
+
+export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs> {
+  const fn = c.function;
+  const name = fn.split('.').pop()!;
+  if (fn.includes(' -> ')) return runPipeline(engine, c);
+  if (fn.startsWith('verl.utils.torch_functional.masked_')) {
+    const values = input<Matrix>(c, 'values');
+    const mask = input<Matrix>(c, 'mask');
+    const rows = await maskedRowSums(engine, values, mask);
+    return {
+      masked_sum_all: await maskedSum(engine, values, mask),
+      masked_mean_all: await maskedMean(engine, values, mask),
+      'masked_mean_axis_-1': rows.mean,
+      'masked_sum_axis_-1': rows.sum,
+      masked_var_unbiased: await maskedVar(engine, values, mask, true),
+      masked_var_biased: await maskedVar(engine, values, mask, false),
+      masked_whiten_shift_mean_true: await maskedWhiten(engine, values, mask, true),
+      masked_whiten_shift_mean_false: await maskedWhiten(engine, values, mask, false),
+    };
+  }
+  switch (name) {
+    case 'entropy_from_logits': {
+      const logits = input<number[][][]>(c, 'logits');
+      const ones = logits.map((row) => row.map(() => 1));
+      return { entropy: (await logprobsAndEntropyFromLogits(engine, logits, null)).entropy, grad_logits_of_sum_entropy: await logitsBackward(engine, logits, null, null, ones) };
+    }
+    case 'logprobs_from_logits':
+    case 'logprobs_from_logits_naive':
+    case 'logprobs_from_logits_v2': {
+      const logits = input<number[][][]>(c, 'logits');
+      const labels = input<Matrix>(c, 'labels');
+      const ones = labels.map((row) => row.map(() => 1));
+      return { logprobs: (await logprobsAndEntropyFromLogits(engine, logits, labels)).logProb, grad_logits_of_sum_logprobs: await logitsBackward(engine, logits, labels, ones, null) };
+    }
+    case 'kl_penalty': {
+      const { kl, grad } = await klPenalty(engine, input(c, 'logprob'), input(c, 'ref_logprob'), kwarg(c, 'kl_penalty', 'kl'));
+      return { kl, grad_logprob_of_sum: grad };
+    }
+    case 'update': {
+      const controller: KLController = fn.includes('Adaptive')
+        ? new AdaptiveKLController(kwarg(c, 'init_kl_coef', 0), kwarg(c, 'target_kl', 0), kwarg(c, 'horizon', 0))
+        : new FixedKLController(kwarg(c, 'kl_coef', 0));
+      const kls = input<number[]>(c, 'current_kl_seq');
+      const steps = input<number[]>(c, 'n_steps_seq');
+      return { value_after_each_update: kls.map((kl, i) => (controller.update(kl, steps[i]), controller.value)) };
+    }
+    case 'apply_kl_penalty': {
+      const klCtrl = controllerFrom(kwarg(c, 'kl_ctrl', {}));
+      const r = await applyKlPenalty(engine, {
+        tokenLevelScores: input(c, 'token_level_scores'), oldLogProbs: input(c, 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
+        responseMask: input(c, 'response_mask', 'attention_mask'), klCtrl, klPenalty: kwarg(c, 'kl_penalty', 'kl'),
+      });
+      return { token_level_rewards: r.tokenLevelRewards, metrics: r.metrics, kl_ctrl_value_after: klCtrl.value };
+    }
+    case 'compute_gae_advantage_return': {
+      const r = await computeGaeAdvantageReturn(engine, {
+        tokenLevelRewards: input(c, 'token_level_rewards'), values: input(c, 'values'), responseMask: input(c, 'response_mask', 'eos_mask'),
+        gamma: kwarg(c, 'gamma', 1), lam: kwarg(c, 'lam', 1),
+      });
+      return { advantages: r.advantages, returns: r.returns };
+    }
+    case 'agg_loss': {
+      const r = await aggLoss(engine, input(c, 'loss_mat'), input(c, 'loss_mask'), aggOptions(c));
+      return { loss: r.loss };
+    }
+    case 'compute_policy_loss':
+    case 'compute_policy_loss_vanilla':
+    case 'compute_policy_loss_gspo': {
+      const gspo = name === 'compute_policy_loss_gspo';
+      const r = await computePolicyLoss(engine, {
+        oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
+        ...policyOptions(c, gspo ? 'gspo' : 'vanilla'), ...aggOptions(c, gspo ? 'seq-mean-token-mean' : 'token-mean'),
+      });
+      return { pg_loss: r.pgLoss, metrics: gspo ? { ...r.metrics, 'actor/pg_clipfrac_lower': 0 } : r.metrics, grad_log_prob: r.gradLogProb };
+    }
+    case 'compute_value_loss': {
+      const r = await computeValueLoss(engine, {
+        vpreds: input(c, 'vpreds'), returns: input(c, 'returns'), values: input(c, 'values'), responseMask: input(c, 'response_mask', 'eos_mask'),
+        cliprangeValue: kwarg(c, 'cliprange_value', 0.5), ...aggOptions(c),
+      });
+      return { vf_loss: r.vfLoss, vf_clipfrac: r.vfClipfrac, grad_vpreds: r.gradVpreds };
+    }
+    case 'compute_entropy_loss': {
+      const r = await computeEntropyLoss(engine, input(c, 'logits'), input(c, 'response_mask', 'eos_mask'), aggOptions(c));
+      return { entropy_loss: r.entropyLoss, grad_logits: r.gradLogits };
+    }
+    case 'compute_score': {
+      const solutions = input<string[]>(c, 'solution_str');
+      const truths = input<string[]>(c, 'ground_truth');
+      const method = kwarg<Gsm8kMethod>(c, 'method', 'strict');
+      return { score: solutions.map((s, i) => gsm8k.computeScore(s, truths[i], method, kwarg(c, 'format_score', 0), kwarg(c, 'score', 1))) };
+    }
+  }
+  const estimator = OUTCOME_FUNCTIONS[name];
+  if (estimator) {
+    const r = await computeAdvantage(engine, estimator, {
+      tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask', 'eos_mask'),
+      index: estimator === 'reinforce_plus_plus' || estimator === 'remax' ? [] : input(c, 'index'),
+      epsilon: kwarg(c, 'epsilon', 1e-6), normAdvByStdInGrpo: kwarg(c, 'norm_adv_by_std_in_grpo', true),
+      gamma: kwarg(c, 'gamma', 1), rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined,
+    });
+    return { advantages: r.advantages, returns: r.returns };
+  }
+  throw new Error(`verl-case: no implementation of ${fn}`);
+}
+
+export async function main(path: string | undefined): Promise<number> {
+  if (!path) {
+    console.error('usage: node tools/verl-case.js CASE.json');
+    return 2;
+  }
+  const c = JSON.parse(await readFile(path, 'utf8')) as VerlCase;
+  const engine = await Engine.create();
+  try {
+    console.log(JSON.stringify({ outputs: await runVerlCase(engine, c) }));
+    return 0;
+  } catch (error) {
+    console.log(JSON.stringify({ outputs: {}, raises: (error as Error).message }));
+    return 1;
+  } finally {
+    await engine.sync();
+    engine.destroy();
+  }
+}
