@@ -1,0 +1,189 @@
+// sample: draws one next token per row from its logits, entirely on the GPU, and advances the decode state.
+//   logits (rows·rowStride, V): row r reads logits row r·rowStride + rowOffset (1, 0 for a decode step's (B, V))
+//   sampleKeys (B) stable id of each row's sample, so the random stream survives batch compaction
+//   ids (B) ← sampled token (padId once finished); positions (B) += 1; finished (B) ← sampled ∈ eosIds
+//   tokens, logprobs (B, outStride) ← token and log_softmax(logits / temperature)[token] at column `step`
+// temperature 0 is greedy (argmax, lowest index on ties; log-prob at temperature 1). Otherwise the kept set is
+// the HF warper chain: top-k (topK = 0 off) keeps logits ≥ the k-th largest, ties included; top-p (topP = 1 off)
+// then keeps the largest logits whose mass, renormalised over the top-k set, first reaches topP. Both are value
+// thresholds, found by building the threshold's order-preserving u32 key bit by bit (32 counting passes each),
+// which needs no sort and no float atomics. The token is the Gumbel-max argmax of (logit − max) / temperature + g,
+// g = −log(−log(u)), u from a pcg4d hash of (vocab index, sample key, step, seed): an exact draw from the
+// renormalised kept distribution, in one pass, reproducible for a given seed. The log-prob is over the full
+// temperature-scaled distribution, the one PPO's teacher-forced old_log_prob recomputes.
+// v1: one workgroup of WG lanes per row (wg8 on software rasterisers, wg256 elsewhere), strided scalar loops over V,
+//     tree reductions; finished rows return at once.
+
+override WG: u32 = 256u;
+
+var<workgroup> reduceValue: array<f32, WG>;
+var<workgroup> reduceIndex: array<u32, WG>;
+var<workgroup> rowFinished: u32;
+
+// The lowest finite f32: WGSL has no infinity literal (and fast-math may assume none).
+const LOWEST: f32 = -3.4028234e38;
+
+// Monotone map of f32 onto u32 (a < b ⇔ key(a) < key(b)), so a value threshold can be searched bit by bit.
+fn orderedKey(x: f32) -> u32 {
+  let bits = bitcast<u32>(x);
+  return select(bits | 0x80000000u, ~bits, (bits & 0x80000000u) != 0u);
+}
+
+// Jarzynski & Olano, "Hash Functions for GPU Rendering" (JCGT 2020): a counter-based generator, so any
+// (token, row, step) draws its number independently of every other.
+fn pcg4d(input: vec4<u32>) -> vec4<u32> {
+  var v = input * 1664525u + vec4<u32>(1013904223u);
+  v.x += v.y * v.w; v.y += v.z * v.x; v.z += v.x * v.y; v.w += v.y * v.z;
+  v ^= v >> vec4<u32>(16u);
+  v.x += v.y * v.w; v.y += v.z * v.x; v.z += v.x * v.y; v.w += v.y * v.z;
+  return v;
+}
+
+fn gumbel(token: u32, sampleKey: u32) -> f32 {
+  let bits = pcg4d(vec4<u32>(token, sampleKey, params.step, params.seed)).x;
+  // 24 bits centred in their interval: u ∈ (0, 1) strictly, so both logs stay finite.
+  let u = (f32(bits >> 8u) + 0.5) * (1.0 / 16777216.0);
+  return -log(-log(u));
+}
+
+// The reductions return a workgroup-uniform value (loop bounds and branches downstream depend on it).
+fn workgroupSum(lid: u32, value: f32) -> f32 {
+  reduceValue[lid] = value;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) { reduceValue[lid] += reduceValue[lid + stride]; }
+    workgroupBarrier();
+  }
+  let total = workgroupUniformLoad(&reduceValue[0]);
+  workgroupBarrier();
+  return total;
+}
+
+fn workgroupCount(lid: u32, value: u32) -> u32 {
+  reduceIndex[lid] = value;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) { reduceIndex[lid] += reduceIndex[lid + stride]; }
+    workgroupBarrier();
+  }
+  let total = workgroupUniformLoad(&reduceIndex[0]);
+  workgroupBarrier();
+  return total;
+}
+
+// Index of the largest value, the lowest index among equals (torch.argmax's choice).
+fn workgroupArgmax(lid: u32, value: f32, index: u32) -> u32 {
+  reduceValue[lid] = value;
+  reduceIndex[lid] = index;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+    if (lid < stride) {
+      let other = reduceValue[lid + stride];
+      let otherIndex = reduceIndex[lid + stride];
+      if (other > reduceValue[lid] || (other == reduceValue[lid] && otherIndex < reduceIndex[lid])) {
+        reduceValue[lid] = other;
+        reduceIndex[lid] = otherIndex;
+      }
+    }
+    workgroupBarrier();
+  }
+  let best = workgroupUniformLoad(&reduceIndex[0]);
+  workgroupBarrier();
+  return best;
+}
+
+// Unnormalised probability mass exp((logit − maxLogit) / T) of the logits whose key is ≥ floorKey.
+fn massAtOrAbove(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u32) -> f32 {
+  var partial = 0.0;
+  for (var v = lid; v < params.V; v += WG) {
+    let x = logits[base + v];
+    if (orderedKey(x) >= floorKey) { partial += exp((x - maxLogit) * invTemperature); }
+  }
+  return workgroupSum(lid, partial);
+}
+
+// Key of the k-th largest logit: the largest key t with #{key ≥ t} ≥ k.
+fn topKKey(lid: u32, base: u32) -> u32 {
+  var answer = 0u;
+  for (var bit = 32u; bit > 0u; bit--) {
+    let candidate = answer | (1u << (bit - 1u));
+    var count = 0u;
+    for (var v = lid; v < params.V; v += WG) {
+      count += select(0u, 1u, orderedKey(logits[base + v]) >= candidate);
+    }
+    if (workgroupCount(lid, count) >= params.topK) { answer = candidate; }
+  }
+  return answer;
+}
+
+// Largest key t ≥ floorKey whose mass at or above it still reaches topP of the mass at or above floorKey.
+// mass(t ≤ floorKey) is the same sum in the same order as the target's, so the search starts from a true
+// predicate and always keeps the largest logit.
+fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u32) -> u32 {
+  let wanted = params.topP * massAtOrAbove(lid, base, maxLogit, invTemperature, floorKey);
+  var answer = 0u;
+  for (var bit = 32u; bit > 0u; bit--) {
+    let candidate = answer | (1u << (bit - 1u));
+    if (massAtOrAbove(lid, base, maxLogit, invTemperature, max(candidate, floorKey)) >= wanted) { answer = candidate; }
+  }
+  return max(answer, floorKey);
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = wid.x;
+  let out = row * params.outStride + params.step;
+  if (lid == 0u) { rowFinished = finished[row]; }
+  if (workgroupUniformLoad(&rowFinished) != 0u) {
+    if (lid == 0u) {
+      ids[row] = params.padId;
+      tokens[out] = params.padId;
+      logprobs[out] = 0.0;
+    }
+    return;
+  }
+  let base = (row * params.rowStride + params.rowOffset) * params.V;
+
+  var best = LOWEST;
+  var bestIndex = 0u;
+  for (var v = lid; v < params.V; v += WG) {
+    let x = logits[base + v];
+    if (x > best) { best = x; bestIndex = v; }
+  }
+  let argmax = workgroupArgmax(lid, best, bestIndex);
+  let maxLogit = logits[base + argmax];
+
+  let greedy = params.temperature <= 0.0;
+  let invTemperature = select(1.0 / params.temperature, 1.0, greedy);
+  let logNormalizer = log(massAtOrAbove(lid, base, maxLogit, invTemperature, 0u));
+
+  var chosen = argmax;
+  if (!greedy) {
+    var floorKey = 0u;
+    if (params.topK > 0u && params.topK < params.V) { floorKey = topKKey(lid, base); }
+    if (params.topP < 1.0) { floorKey = topPKey(lid, base, maxLogit, invTemperature, floorKey); }
+    let sampleKey = sampleKeys[row];
+    var bestScore = LOWEST;
+    var bestToken = 0u;
+    for (var v = lid; v < params.V; v += WG) {
+      let x = logits[base + v];
+      if (orderedKey(x) >= floorKey) {
+        let score = (x - maxLogit) * invTemperature + gumbel(v, sampleKey);
+        if (score > bestScore) { bestScore = score; bestToken = v; }
+      }
+    }
+    chosen = workgroupArgmax(lid, bestScore, bestToken);
+  }
+
+  if (lid == 0u) {
+    var isEos = false;
+    for (var i = 0u; i < params.numEos; i++) {
+      if (eosIds[i] == chosen) { isEos = true; }
+    }
+    ids[row] = chosen;
+    tokens[out] = chosen;
+    logprobs[out] = (logits[base + chosen] - maxLogit) * invTemperature - logNormalizer;
+    finished[row] = select(0u, 1u, isEos);
+    positions[row] += 1;
+  }
+}

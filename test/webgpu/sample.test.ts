@@ -1,0 +1,150 @@
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import type { Engine } from '../../engine/index.ts';
+import { sampleTokens, sampleVariants, type SamplingParams } from '../../kernels/sample.ts';
+import { sampleRef, keptTokens } from '../../kernels/ref/sample.ts';
+import { randomArray, expectClose } from '../helpers.ts';
+
+interface Case extends SamplingParams {
+  logits: Float32Array;
+  V: number;
+  rows: number;
+  rowStride?: number;
+  rowOffset?: number;
+  eosIds?: number[];
+  finished?: number[];
+  sampleKeys?: number[];
+  step?: number;
+  outStride?: number;
+}
+
+async function runGpu(engine: Engine, c: Case) {
+  const { V, rows } = c;
+  const outStride = c.outStride ?? 4;
+  const step = c.step ?? 1;
+  const eos = c.eosIds ?? [];
+  const finishedIn = c.finished ?? new Array<number>(rows).fill(0);
+  const t = {
+    logits: engine.tensorFrom('logits', [c.logits.length], c.logits),
+    eosIds: engine.tensorFrom('eos', [Math.max(1, eos.length)], eos.length ? eos : [0], 'u32'),
+    sampleKeys: engine.tensorFrom('keys', [rows], c.sampleKeys ?? Array.from({ length: rows }, (_, r) => r), 'u32'),
+    ids: engine.tensor('ids', [rows], 'u32'),
+    positions: engine.tensorFrom('positions', [rows], Array.from({ length: rows }, (_, r) => 10 + r), 'i32'),
+    finished: engine.tensorFrom('finished', [rows], finishedIn, 'u32'),
+    tokens: engine.tensor('tokens', [rows, outStride], 'u32'),
+    logprobs: engine.tensor('logprobs', [rows, outStride]),
+  };
+  sampleTokens(engine, { ...c, ...t, numEos: eos.length, outStride, step, padId: 3 });
+  const out = {
+    ids: await engine.read(t.ids),
+    positions: await engine.read(t.positions),
+    finished: await engine.read(t.finished),
+    tokens: await engine.read(t.tokens),
+    logprobs: await engine.read(t.logprobs),
+  };
+  for (const tensor of Object.values(t)) engine.destroyTensor(tensor);
+  return out;
+}
+
+function reference(c: Case) {
+  return sampleRef({
+    ...c, eosIds: c.eosIds ?? [], step: c.step ?? 1, padId: 3,
+    finished: c.finished ?? new Array<number>(c.rows).fill(0),
+    sampleKeys: c.sampleKeys ?? Array.from({ length: c.rows }, (_, r) => r),
+  });
+}
+
+/** Same token as the reference, or (f32 vs f64 rounding) one whose reference score ties the best within 1e-4. */
+function expectSameDraw(got: ArrayLike<number>, ref: ReturnType<typeof reference>): void {
+  for (let r = 0; r < got.length; r++) {
+    if (got[r] === ref.ids[r]) continue;
+    const s = ref.scores[r];
+    expect(s.length, `row ${r}: greedy token ${got[r]} vs ${ref.ids[r]}`).toBeGreaterThan(0);
+    expect(s[ref.ids[r]] - s[got[r]], `row ${r}: token ${got[r]} vs reference ${ref.ids[r]}`).toBeLessThan(1e-4);
+  }
+}
+
+describe('sample kernel', () => {
+  it.each(sampleVariants.map((v) => v.name))('%s matches the reference: greedy, temperature, top-k, top-p; odd V, strided rows, eos, finished rows', async (variant) => {
+    const engine = await gpuEngine();
+    engine.knobs.kernelVariants.sample = variant;
+    const cases: Case[] = [];
+    for (const V of [37, 1000]) {
+      const rows = 5;
+      const base = { V, rows, seed: 1234, eosIds: [2, 7], finished: [0, 0, 1, 0, 0] };
+      const logits = randomArray(rows * V, V, 3);
+      cases.push({ ...base, logits, temperature: 0, topK: -1, topP: 1 });
+      cases.push({ ...base, logits, temperature: 1, topK: -1, topP: 1 });
+      cases.push({ ...base, logits, temperature: 0.6, topK: 5, topP: 1 });
+      cases.push({ ...base, logits, temperature: 1.3, topK: -1, topP: 0.7 });
+      cases.push({ ...base, logits, temperature: 0.9, topK: 12, topP: 0.8 });
+      cases.push({ ...base, logits, temperature: 1, topK: 1, topP: 1 });
+    }
+    // rows of a (B, T, V) batch: each row samples at its last position (the no-cache path)
+    cases.push({ V: 50, rows: 3, rowStride: 4, rowOffset: 3, logits: randomArray(3 * 4 * 50, 9, 2), temperature: 0.8, topK: -1, topP: 0.95, seed: 5 });
+    cases.push({ V: 50, rows: 3, rowStride: 4, rowOffset: 3, logits: randomArray(3 * 4 * 50, 9, 2), temperature: 0, topK: -1, topP: 1, seed: 5 });
+    for (const c of cases) {
+      const got = await runGpu(engine, c);
+      const ref = reference(c);
+      const what = `V=${c.V} T=${c.temperature} k=${c.topK} p=${c.topP}`;
+      expectSameDraw(got.ids, ref);
+      const outStride = c.outStride ?? 4;
+      for (let r = 0; r < c.rows; r++) {
+        expect(got.tokens[r * outStride + 1], what).toBe(got.ids[r]);
+        const done = ref.finished[r] === 1 && (c.finished?.[r] ?? 0) === 1;
+        expect(got.positions[r], what).toBe(10 + r + (done ? 0 : 1));
+        if (got.ids[r] === ref.ids[r]) {
+          expect(got.finished[r], what).toBe(ref.finished[r]);
+          expectClose([got.logprobs[r * outStride + 1]], [ref.logprobs[r]], 1e-5, 1e-5, `${what} logprob row ${r}`);
+        }
+      }
+    }
+    delete engine.knobs.kernelVariants.sample;
+  });
+
+  it('draws at temperature 1 follow the softmax (χ² test) and are reproducible from the seed', async () => {
+    const engine = await gpuEngine();
+    const V = 10;
+    const rows = 2048;
+    const row = randomArray(V, 17, 1.5);
+    const logits = new Float32Array(rows * V);
+    for (let r = 0; r < rows; r++) logits.set(row, r * V);
+    const c: Case = { V, rows, logits, temperature: 1, topK: -1, topP: 1, seed: 77 };
+    const counts = new Array<number>(V).fill(0);
+    const first = await runGpu(engine, c);
+    for (const id of first.ids) counts[id]++;
+    const second = await runGpu(engine, { ...c, step: 2 });
+    for (const id of second.ids) counts[id]++;
+    const max = Math.max(...row);
+    const w = Array.from(row, (x) => Math.exp(x - max));
+    const total = w.reduce((s, x) => s + x, 0);
+    let chi = 0;
+    w.forEach((x, v) => {
+      const expected = (x / total) * 2 * rows;
+      chi += (counts[v] - expected) ** 2 / expected;
+    });
+    // 9 degrees of freedom: 27.9 is the 0.999 quantile.
+    expect(chi).toBeLessThan(27.9);
+    expect(Array.from((await runGpu(engine, c)).ids)).toEqual(Array.from(first.ids));
+    const reseeded = await runGpu(engine, { ...c, seed: 78 });
+    expect(Array.from(reseeded.ids)).not.toEqual(Array.from(first.ids));
+  });
+
+  it('top-k and top-p never emit an excluded token', async () => {
+    const engine = await gpuEngine();
+    const V = 300;
+    const rows = 512;
+    const row = randomArray(V, 23, 2);
+    row[17] = row[40]; // a tie, to exercise the tie rule at the thresholds
+    const logits = new Float32Array(rows * V);
+    for (let r = 0; r < rows; r++) logits.set(row, r * V);
+    for (const [temperature, topK, topP] of [[1, 10, 1], [0.7, -1, 0.5], [1.5, 40, 0.9], [1, 3, 0.3]]) {
+      const kept = keptTokens(row, temperature, topK, topP);
+      const got = await runGpu(engine, { V, rows, logits, temperature, topK, topP, seed: 3 });
+      const seen = new Set(got.ids);
+      for (const id of seen) expect(kept[id], `T=${temperature} k=${topK} p=${topP}: token ${id} excluded`).toBe(1);
+      // and the kept set is used, not just its top token
+      if (kept.reduce((n, k) => n + k, 0) > 1) expect(seen.size).toBeGreaterThan(1);
+    }
+  });
+});
