@@ -1,0 +1,247 @@
+// The PPO kernels against their float64 references on odd shapes: rows longer than a workgroup (T = 70),
+// interior observation gaps, empty rows, T = 1, singleton groups; and the micro-batch property on the GPU.
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { expectClose, seededRandom } from '../helpers.ts';
+import type { Engine } from '../../engine/index.ts';
+import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
+import { computeGaeAdvantageReturnRef } from '../../kernels/ref/gae.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageRef, computeRemaxOutcomeAdvantageRef } from '../../kernels/ref/reverse-returns.ts';
+import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/advantage-outcome.ts';
+import { computeOutcomeAdvantageRef, type OutcomeEstimator } from '../../kernels/ref/advantage-outcome.ts';
+import { computeActorLossGpu } from '../../kernels/policy-loss.ts';
+import { computeActorLossRef, type PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
+import { computeValueLossGpu } from '../../kernels/value-loss.ts';
+import { computeValueLossRef } from '../../kernels/ref/value-loss.ts';
+import { applyKlPenaltyGpu } from '../../kernels/kl-penalty.ts';
+import { applyKlPenaltyRef } from '../../kernels/ref/kl-penalty.ts';
+import { localAggregation, LOSS_AGG_MODES, type LossAggregation } from '../../kernels/ref/agg-loss.ts';
+import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/logprob-entropy.ts';
+import { logprobEntropyBackwardRef, logprobEntropyRef } from '../../kernels/ref/logprob-entropy.ts';
+import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
+import { gatherResponseValuesRef, scatterResponseValueGradsRef } from '../../kernels/ref/response-values.ts';
+import { applyRewardMaskGpu, sampleRewardMask } from '../../ppo/reward-mask.ts';
+import { rowScaleRef } from '../../kernels/ref/row-scale.ts';
+import { Rng } from '../../ppo/rng.ts';
+
+const B = 7;
+const T = 70;
+// Lengths with interior gaps (multi-turn observations) in rows 1 and 4, an empty row 5, a one-token row 6.
+function mask(): Float32Array {
+  const m = new Float32Array(B * T);
+  const lengths = [70, 55, 64, 3, 69, 0, 1];
+  lengths.forEach((n, b) => { for (let t = 0; t < n; t++) m[b * T + t] = 1; });
+  for (let t = 10; t < 25; t++) m[1 * T + t] = 0;
+  for (let t = 30; t < 33; t++) m[4 * T + t] = 0;
+  return m;
+}
+const MASK = mask();
+
+function random(seed: number, n = B * T, scale = 1, offset = 0): Float32Array {
+  const r = seededRandom(seed);
+  return Float32Array.from({ length: n }, () => offset + (r() * 2 - 1) * scale);
+}
+
+const up = (engine: Engine, name: string, data: ArrayLike<number>) => engine.tensorFrom(name, [data.length], data);
+
+describe('advantage kernels', () => {
+  it('GAE carries values and advantages across interior gaps, then whitens', async () => {
+    const engine = await gpuEngine();
+    const rewards = random(1, B * T, 0.1);
+    const values = random(2).map((v, i) => v * MASK[i]);
+    const advantages = engine.tensor('advantages', [B * T]);
+    const returns = engine.tensor('returns', [B * T]);
+    computeGaeAdvantageReturnGpu(engine, {
+      tokenLevelRewards: up(engine, 'r', rewards), values: up(engine, 'v', values), responseMask: up(engine, 'm', MASK),
+      advantages, returns, stats: engine.tensor('stats', [4]), gamma: 0.99, lam: 0.95, B, T,
+    });
+    const ref = computeGaeAdvantageReturnRef({ tokenLevelRewards: rewards, values, responseMask: MASK, gamma: 0.99, lam: 0.95, B, T });
+    expectClose(await engine.read(returns), ref.returns, 1e-5, 1e-5, 'returns');
+    expectClose(await engine.read(advantages), ref.advantages, 1e-5, 1e-5, 'advantages');
+  });
+
+  it('REINFORCE++ and ReMax return-to-go', async () => {
+    const engine = await gpuEngine();
+    const rewards = random(3, B * T, 0.2);
+    const t = { tokenLevelRewards: up(engine, 'r', rewards), responseMask: up(engine, 'm', MASK), advantages: engine.tensor('a', [B * T]), returns: engine.tensor('ret', [B * T]), B, T };
+    computeReinforcePlusPlusOutcomeAdvantageGpu(engine, { ...t, gamma: 0.97, stats: engine.tensor('stats', [4]) });
+    const rpp = computeReinforcePlusPlusOutcomeAdvantageRef(rewards, MASK, 0.97, B, T);
+    expectClose(await engine.read(t.returns), rpp.returns, 1e-5, 1e-5, 'rf++ returns');
+    expectClose(await engine.read(t.advantages), rpp.advantages, 1e-5, 1e-5, 'rf++ advantages');
+    const baselines = random(4, B);
+    computeRemaxOutcomeAdvantageGpu(engine, { ...t, rewardBaselines: up(engine, 'baselines', baselines) });
+    const remax = computeRemaxOutcomeAdvantageRef(rewards, baselines, MASK, B, T);
+    expectClose(await engine.read(t.returns), remax.returns, 1e-5, 1e-5, 'remax returns');
+    expectClose(await engine.read(t.advantages), remax.advantages, 1e-5, 1e-5, 'remax advantages');
+  });
+
+  const estimators: OutcomeEstimator[] = ['grpo', 'rloo', 'opo', 'reinforce_plus_plus_baseline', 'grpo_passk'];
+  for (const estimator of estimators) {
+    for (const normAdvByStd of estimator === 'grpo' || estimator === 'grpo_passk' ? [true, false] : [true]) {
+      it(`${estimator}${normAdvByStd ? '' : ' without std'}: groups in any order, ties and singletons`, async () => {
+        const engine = await gpuEngine();
+        // grpo_passk needs two per group; the others also get a singleton group.
+        const index = estimator === 'grpo_passk' ? ['a', 'b', 'a', 'c', 'b', 'c', 'a'] : ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
+        const rewards = random(5, B * T, 0.05);
+        rewards[3 * T] = rewards[0];
+        const layout = groupLayout(index);
+        const advantages = engine.tensor('a', [B * T]);
+        computeOutcomeAdvantageGpu(engine, estimator, {
+          tokenLevelRewards: up(engine, 'r', rewards), responseMask: up(engine, 'm', MASK), ...groupTensors(engine, layout),
+          rowStats: engine.tensor('rowStats', [2 * B]), stats: engine.tensor('stats', [4]), advantages, epsilon: 1e-6, normAdvByStd, B, T,
+        });
+        const ref = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, epsilon: 1e-6, normAdvByStd, B, T });
+        expectClose(await engine.read(advantages), ref, 1e-5, 1e-4, estimator);
+      });
+    }
+  }
+});
+
+describe('loss kernels', () => {
+  const configs: PolicyLossConfig[] = [
+    { lossMode: 'vanilla', clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 },
+    { lossMode: 'gspo', clipRatioLow: 3e-4, clipRatioHigh: 4e-4, clipRatioC: 3 },
+  ];
+  for (const config of configs) {
+    for (const mode of LOSS_AGG_MODES) {
+      it(`actor loss ${config.lossMode} ${mode} with entropy bonus and ${config.lossMode === 'vanilla' ? 'k3' : 'k1+'} KL loss`, async () => {
+        const engine = await gpuEngine();
+        const old = random(6, B * T, 0.4, -1);
+        const lp = random(7, B * T, 0.4, -1);
+        lp[5] = old[5] + 25;
+        const adv = random(8, B * T, 2);
+        const entropy = random(9, B * T, 1, 2);
+        const ref = random(10, B * T, 0.4, -1);
+        const klLossType = config.lossMode === 'vanilla' ? 'low_var_kl' : 'k1+';
+        const aggregation = localAggregation(mode, MASK, B, T);
+        const grads = engine.tensor('grads', [B * T * 2]);
+        const out = engine.tensor('out', [8]);
+        computeActorLossGpu(engine, {
+          oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
+          entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
+        }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType, B, T });
+        const expected = computeActorLossRef({
+          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation,
+          terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType, refLogProb: ref },
+        });
+        const o = await engine.read(out);
+        expectClose([o[0], o[1], o[2], o[3], o[5], o[6], o[7]], [expected.pgLoss, expected.pgClipfrac, expected.ppoKl, expected.pgClipfracLower,
+          expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
+        const g = await engine.read(grads);
+        expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
+        expectClose(g.filter((_, i) => i % 2 === 1), expected.gradEntropy, 1e-7, 1e-5, 'd loss / d entropy');
+      });
+    }
+  }
+
+  it('token-mean over micro-batches sums to the mini-batch loss and gradients', async () => {
+    const engine = await gpuEngine();
+    const old = random(11, B * T, 0.3, -1);
+    const lp = random(12, B * T, 0.3, -1);
+    const adv = random(13, B * T, 1);
+    const config: PolicyLossConfig = { lossMode: 'vanilla', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3 };
+    const whole: LossAggregation = localAggregation('token-mean', MASK, B, T);
+    const run = async (start: number, rows: number) => {
+      const slice = (a: Float32Array) => a.slice(start * T, (start + rows) * T);
+      const grads = engine.tensor('grads', [rows * T * 2]);
+      const out = engine.tensor('out', [8]);
+      computeActorLossGpu(engine, {
+        oldLogProb: up(engine, 'old', slice(old)), logProb: up(engine, 'lp', slice(lp)), advantages: up(engine, 'adv', slice(adv)),
+        responseMask: up(engine, 'm', slice(MASK)), grads, rowPartials: engine.tensor('partials', [8 * rows]), out,
+      }, { config, aggregation: whole, entropyCoeff: 0, klLossCoef: 0, klLossType: 'kl', B: rows, T });
+      return { loss: (await engine.read(out))[0], grads: await engine.read(grads) };
+    };
+    const full = await run(0, B);
+    const parts = [await run(0, 3), await run(3, 2), await run(5, 2)];
+    expect(Math.abs(parts.reduce((a, p) => a + p.loss, 0) - full.loss)).toBeLessThan(1e-6);
+    expectClose(Float32Array.from(parts.flatMap((p) => Array.from(p.grads))), full.grads, 1e-7, 1e-6, 'micro-batch gradients');
+  });
+
+  for (const mode of ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']) {
+    it(`value loss ${mode}`, async () => {
+      const engine = await gpuEngine();
+      const vpreds = random(14);
+      const returns = random(15);
+      const values = random(16);
+      vpreds[7] = values[7] + 0.3;
+      const aggregation = localAggregation(mode, MASK, B, T);
+      const gradVpreds = engine.tensor('g', [B * T]);
+      const out = engine.tensor('out', [3]);
+      computeValueLossGpu(engine, {
+        vpreds: up(engine, 'vp', vpreds), returns: up(engine, 'ret', returns), values: up(engine, 'v', values), responseMask: up(engine, 'm', MASK),
+        gradVpreds, rowPartials: engine.tensor('partials', [3 * B]), out, cliprangeValue: 0.3, aggregation, B, T,
+      });
+      const ref = computeValueLossRef({ vpreds, returns, values, responseMask: MASK, cliprangeValue: 0.3, B, T, aggregation });
+      const o = await engine.read(out);
+      expectClose([o[0], o[1]], [ref.vfLoss, ref.vfClipfrac], 1e-5, 1e-5, 'vf_loss, vf_clipfrac');
+      expectClose(await engine.read(gradVpreds), ref.gradVpreds, 1e-6, 1e-4, 'd vf_loss / d vpreds');
+    });
+  }
+
+  it('in-reward KL penalty (k3) with rows longer than a workgroup', async () => {
+    const engine = await gpuEngine();
+    const scores = random(17, B * T, 0.1);
+    const old = random(18, B * T, 0.5, -1);
+    const ref = random(19, B * T, 0.5, -1);
+    const rewards = engine.tensor('rewards', [B * T]);
+    const rowKl = engine.tensor('rowKl', [B]);
+    applyKlPenaltyGpu(engine, {
+      tokenLevelScores: up(engine, 's', scores), oldLogProbs: up(engine, 'old', old), refLogProb: up(engine, 'ref', ref), responseMask: up(engine, 'm', MASK),
+      tokenLevelRewards: rewards, rowKl, beta: 0.05, klPenalty: 'low_var_kl', B, T,
+    });
+    const expected = applyKlPenaltyRef({ tokenLevelScores: scores, oldLogProbs: old, refLogProb: ref, responseMask: MASK, beta: 0.05, klPenalty: 'low_var_kl', B, T });
+    expectClose(await engine.read(rewards), expected.tokenLevelRewards, 1e-6, 1e-5, 'token_level_rewards');
+    expectClose(await engine.read(rowKl), expected.rowKl, 1e-6, 1e-5, 'row kl');
+  });
+
+  it('log-probs, entropy and their backward for a vocabulary wider than a workgroup', async () => {
+    const engine = await gpuEngine();
+    const N = 5;
+    const V = 131;
+    const logits = random(20, N * V, 4);
+    const labels = Uint32Array.from({ length: N }, (_, n) => (n * 37) % V);
+    const coefficients = random(21, 2 * N);
+    const logProb = engine.tensor('lp', [N]);
+    const entropy = engine.tensor('h', [N]);
+    const gradLogits = engine.tensor('g', [N * V]);
+    const logitsT = up(engine, 'logits', logits);
+    const labelsT = engine.tensorFrom('labels', [N], labels, 'u32');
+    logprobEntropyGpu(engine, { logits: logitsT, labels: labelsT, logProb, entropy, N, V });
+    logprobEntropyBackwardGpu(engine, { logits: logitsT, labels: labelsT, coefficients: up(engine, 'c', coefficients), gradLogits, N, V });
+    const ref = logprobEntropyRef(logits, labels, N, V);
+    expectClose(await engine.read(logProb), ref.logProb, 1e-5, 1e-5, 'log-probs');
+    expectClose(await engine.read(entropy), ref.entropy, 1e-5, 1e-5, 'entropy');
+    const gl = coefficients.filter((_, i) => i % 2 === 0);
+    const ge = coefficients.filter((_, i) => i % 2 === 1);
+    expectClose(await engine.read(gradLogits), logprobEntropyBackwardRef(logits, labels, gl, ge, N, V), 1e-6, 1e-4, 'd/d logits');
+  });
+});
+
+describe('critic values and reward mask', () => {
+  it('reads the value of response token t at position t − 1 and scatters its gradient back', async () => {
+    const engine = await gpuEngine();
+    const S = 12;
+    const Tr = 5;
+    const sequence = random(22, 3 * S);
+    const response = engine.tensor('response', [3 * Tr]);
+    const seqT = up(engine, 'sequence', sequence);
+    gatherResponseValuesGpu(engine, seqT, response, 3, S, Tr);
+    expect(Array.from(await engine.read(response))).toEqual(Array.from(gatherResponseValuesRef(sequence, 3, S, Tr)));
+    const grad = random(23, 3 * Tr);
+    scatterResponseValueGradsGpu(engine, seqT, up(engine, 'grad', grad), 3, S, Tr);
+    expect(Array.from(await engine.read(seqT))).toEqual(Array.from(scatterResponseValueGradsRef(grad, 3, S, Tr)));
+  });
+
+  it('zeroes whole trajectories of the scores and keeps the batch shape', async () => {
+    const engine = await gpuEngine();
+    const scores = random(24, B * T);
+    const { keep } = sampleRewardMask(new Rng(5), B, 0.5);
+    const scoresT = up(engine, 'scores', scores);
+    applyRewardMaskGpu(engine, scoresT, up(engine, 'keep', keep), B, T);
+    const got = await engine.read(scoresT);
+    expect(got.length).toBe(B * T);
+    expect(Array.from(got)).toEqual(Array.from(rowScaleRef(scores, keep, B, T)));
+    expect(keep.some((k) => k === 0) && keep.some((k) => k === 1)).toBe(true);
+  });
+});
