@@ -1,6 +1,6 @@
 // KL controllers, the seeded RNG, the reward mask draw, the critic plan and the GSM8K rule reward.
 import { describe, it, expect } from 'vitest';
-import { AdaptiveKLController, FixedKLController, getKlController } from '../../ppo/kl-controller.ts';
+import { AdaptiveKLController, FixedKLController, getKlController, type KLController } from '../../ppo/kl-controller.ts';
 import { Rng } from '../../ppo/rng.ts';
 import { sampleRewardMask } from '../../ppo/reward-mask.ts';
 import { criticMetrics, planCritic } from '../../ppo/critic.ts';
@@ -17,7 +17,7 @@ describe('KL controllers', () => {
   });
 
   it('fixed keeps β; the factory checks its config', () => {
-    const ctrl = new FixedKLController(0.001);
+    const ctrl: KLController = new FixedKLController(0.001);
     ctrl.update(5, 100);
     expect(ctrl.value).toBe(0.001);
     expect(() => getKlController({ type: 'adaptive', kl_coef: 0.1, target_kl: 0.1, horizon: 0 })).toThrow(/horizon/);
