@@ -1,0 +1,93 @@
+// attention backward, pass 2: per key j of group g, dv_j = Σ P dOut and dk_j = scale · Σ P∘(dP − D) q over the
+// queries of ALL NH/NKV heads that read group g (so each dk/dv element has one writer: no atomics), written with
+// k's and v's strides/offsets. Masked keys and keys past Tk get zero gradients.
+// Workgroup (key block, g, b), BLOCK lanes = keys; query tiles of TILE rows (q, dOut, stats) staged in
+// workgroup memory (broadcast reads), starting at the first query that can see the block's first key.
+// storeDk/storeDv come from attention-backward-dkdv-store.wgsl, or -store-fused.wgsl when dk and dv are one
+// buffer (WebGPU forbids two writable bindings of the same buffer in one dispatch).
+
+override BLOCK: u32;
+
+// q rows then dOut rows of the current query tile.
+var<workgroup> rowTile: array<vec4<f32>, 2u * TILE * HS4>;
+var<workgroup> statsTile: array<vec2<f32>, TILE>;
+
+fn loadDOut(base: u32, d4: u32) -> vec4<f32> {
+  let d = base + 4u * d4;
+  if (4u * d4 + 4u <= HS) { return vec4<f32>(dOut[d], dOut[d + 1u], dOut[d + 2u], dOut[d + 3u]); }
+  let n = HS - 4u * d4;
+  return vec4<f32>(dOut[d], select(0.0, dOut[d + 1u], n > 1u), select(0.0, dOut[d + 2u], n > 2u), 0.0);
+}
+
+@compute @workgroup_size(BLOCK)
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let b = wid.z;
+  let g = wid.y;
+  let heads = params.NH / params.NKV;
+  let j = wid.x * BLOCK + lane;
+  let jc = min(j, params.Tk - 1u);
+  let live = j < params.Tk && keyVisible(b, jc);
+  // Query t sees key j iff queryStart + t >= j: earlier query tiles see nothing of this key block.
+  let firstKey = wid.x * BLOCK;
+  let tStart = select(0u, firstKey - params.queryStart, firstKey > params.queryStart);
+
+  var ks: array<vec4<f32>, HS4>;
+  var vs: array<vec4<f32>, HS4>;
+  var dkAcc: array<vec4<f32>, HS4>;
+  var dvAcc: array<vec4<f32>, HS4>;
+  let kScale = params.scale * LOG2E;
+  for (var d4 = 0u; d4 < HS4; d4++) {
+    ks[d4] = loadK(kBase(b, jc, g), d4) * kScale;
+    vs[d4] = loadV(vBase(b, jc, g), d4);
+    dkAcc[d4] = vec4<f32>(0.0);
+    dvAcc[d4] = vec4<f32>(0.0);
+  }
+
+  for (var h = g * heads; h < (g + 1u) * heads; h++) {
+    for (var t0 = tStart; t0 < params.Tq; t0 += TILE) {
+      workgroupBarrier();
+      for (var i = lane; i < TILE * HS4; i += BLOCK) {
+        let t = t0 + i / HS4;
+        let d4 = i % HS4;
+        var qx = vec4<f32>(0.0);
+        var ox = vec4<f32>(0.0);
+        if (t < params.Tq) {
+          qx = loadQ(qBase(b, t, h), d4);
+          ox = loadDOut((b * params.Tq + t) * params.NH * HS + h * HS, d4);
+        }
+        rowTile[i] = qx;
+        rowTile[TILE * HS4 + i] = ox;
+      }
+      for (var rr = lane; rr < TILE; rr += BLOCK) {
+        let t = t0 + rr;
+        statsTile[rr] = select(vec2<f32>(0.0), stats[(b * params.NH + h) * params.Tq + min(t, params.Tq - 1u)], t < params.Tq);
+      }
+      workgroupBarrier();
+      let rows = min(TILE, params.Tq - t0);
+      for (var rr = 0u; rr < rows; rr++) {
+        if (live && j <= params.queryStart + t0 + rr) {
+          var score = vec4<f32>(0.0);
+          var dp = vec4<f32>(0.0);
+          for (var d4 = 0u; d4 < HS4; d4++) {
+            score = fma(rowTile[rr * HS4 + d4], ks[d4], score);
+            dp = fma(rowTile[(TILE + rr) * HS4 + d4], vs[d4], dp);
+          }
+          let rowStats = statsTile[rr];
+          let p = exp2(sum4(score) - rowStats.x);
+          let dScore = p * (sum4(dp) - rowStats.y);
+          for (var d4 = 0u; d4 < HS4; d4++) {
+            dvAcc[d4] = fma(vec4<f32>(p), rowTile[(TILE + rr) * HS4 + d4], dvAcc[d4]);
+            dkAcc[d4] = fma(vec4<f32>(dScore), rowTile[rr * HS4 + d4], dkAcc[d4]);
+          }
+        }
+      }
+    }
+  }
+
+  if (j < params.Tk) {
+    for (var d4 = 0u; d4 < HS4; d4++) {
+      storeDk(kBase(b, j, g), d4, dkAcc[d4] * params.scale);
+      storeDv(vBase(b, j, g), d4, dvAcc[d4]);
+    }
+  }
+}

@@ -1,0 +1,86 @@
+// The reference backward of attention against central finite differences of f(q, k, v) = Σ dOut∘out, in float64.
+import { describe, it, expect } from 'vitest';
+import { attentionForwardRef, attentionBackwardRef, type AttentionRefArgs } from '../../kernels/ref/attention.ts';
+import type { AttentionDims } from '../../kernels/attention.ts';
+import { seededRandom } from '../helpers.ts';
+
+function random64(n: number, seed: number): Float64Array {
+  const random = seededRandom(seed);
+  return Float64Array.from({ length: n }, () => random() * 2 - 1);
+}
+
+function objective(args: AttentionRefArgs, dOut: Float64Array): number {
+  const { out } = attentionForwardRef(args);
+  let sum = 0;
+  for (let i = 0; i < out.length; i++) sum += dOut[i] * out[i];
+  return sum;
+}
+
+/** Largest relative error of `analytic` against central differences of the objective in `param`. */
+function finiteDifferenceError(args: AttentionRefArgs, dOut: Float64Array, param: Float64Array, analytic: Float64Array): number {
+  const h = 1e-5;
+  let worst = 0;
+  for (let i = 0; i < param.length; i++) {
+    const saved = param[i];
+    param[i] = saved + h;
+    const up = objective(args, dOut);
+    param[i] = saved - h;
+    const down = objective(args, dOut);
+    param[i] = saved;
+    const numeric = (up - down) / (2 * h);
+    worst = Math.max(worst, Math.abs(numeric - analytic[i]) / Math.max(1, Math.abs(numeric)));
+  }
+  return worst;
+}
+
+/** Row 1 left-padded by `pad` keys. */
+function leftPaddedMask(B: number, Tk: number, pad: number, stride = Tk): Float64Array {
+  const mask = new Float64Array(B * stride);
+  for (let b = 0; b < B; b++) for (let j = 0; j < Tk; j++) mask[b * stride + j] = b === 1 && j < pad ? 0 : 1;
+  return mask;
+}
+
+describe('attention reference backward', () => {
+  it('matches finite differences on a fused qkv buffer with GQA and left padding', () => {
+    const [B, T, NH, NKV, HS] = [2, 5, 4, 2, 3];
+    const W = (NH + 2 * NKV) * HS;
+    const dims: AttentionDims = {
+      B, Tq: T, Tk: T, NH, NKV, HS,
+      qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
+      kvBatchStride: T * W, queryStart: 0, scale: 0.8,
+    };
+    const qkv = random64(B * T * W, 1);
+    const args: AttentionRefArgs = { ...dims, q: qkv, k: qkv, v: qkv, keyMask: leftPaddedMask(B, T, 2) };
+    const dOut = random64(B * T * NH * HS, 2);
+    const { dq, dk, dv } = attentionBackwardRef({ ...args, dOut });
+    const dqkv = dq.map((x, i) => x + dk[i] + dv[i]);
+    expect(finiteDifferenceError(args, dOut, qkv, dqkv)).toBeLessThan(1e-6);
+    // Pad queries (row 1, t < 2) see no key: zero output, zero lse, zero gradient.
+    const { out, lse } = attentionForwardRef(args);
+    for (const t of [0, 1]) {
+      for (let h = 0; h < NH; h++) {
+        expect(lse[(NH + h) * T + t]).toBe(0);
+        for (let d = 0; d < HS; d++) expect(out[((T + t) * NH + h) * HS + d]).toBe(0);
+      }
+      for (let c = 0; c < NH * HS; c++) expect(dqkv[(T + t) * W + c]).toBe(0);
+    }
+  });
+
+  it('matches finite differences for queries against a KV cache (queryStart > 0, capacity > Tk)', () => {
+    const [B, Tq, Tk, NH, NKV, HS, capacity] = [2, 2, 5, 6, 1, 4, 7];
+    const dims: AttentionDims = {
+      B, Tq, Tk, NH, NKV, HS,
+      qRowStride: NH * HS, qColOffset: 0, kRowStride: NKV * HS, kColOffset: 0, vRowStride: NKV * HS, vColOffset: 0,
+      kvBatchStride: capacity * NKV * HS, queryStart: Tk - Tq, scale: 0.5, maskBatchStride: capacity,
+    };
+    const q = random64(B * Tq * NH * HS, 3);
+    const k = random64(B * capacity * NKV * HS, 4);
+    const v = random64(B * capacity * NKV * HS, 5);
+    const args: AttentionRefArgs = { ...dims, q, k, v, keyMask: leftPaddedMask(B, Tk, 3, capacity) };
+    const dOut = random64(B * Tq * NH * HS, 6);
+    const grads = attentionBackwardRef({ ...args, dOut });
+    expect(finiteDifferenceError(args, dOut, q, grads.dq)).toBeLessThan(1e-6);
+    expect(finiteDifferenceError(args, dOut, k, grads.dk)).toBeLessThan(1e-6);
+    expect(finiteDifferenceError(args, dOut, v, grads.dv)).toBeLessThan(1e-6);
+  });
+});

@@ -1,0 +1,143 @@
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
+import { randomArray, expectClose } from '../helpers.ts';
+import type { Engine } from '../../engine/index.ts';
+
+/** Row 1 left-padded by `pad` keys (a pad longer than the row pads all of it). */
+function leftPaddedMask(B: number, Tk: number, pad: number, stride = Tk): Uint32Array {
+  const mask = new Uint32Array(B * stride);
+  for (let b = 0; b < B; b++) for (let j = 0; j < Tk; j++) mask[b * stride + j] = b === 1 && j < pad ? 0 : 1;
+  return mask;
+}
+
+function fusedDims(B: number, T: number, NH: number, NKV: number, HS: number): AttentionDims {
+  const W = (NH + 2 * NKV) * HS;
+  return {
+    B, Tq: T, Tk: T, NH, NKV, HS,
+    qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
+    kvBatchStride: T * W, queryStart: 0, scale: 1 / Math.sqrt(HS),
+  };
+}
+
+/** Forward (and optionally backward) on the GPU against the float64 reference; q, k, v in one fused buffer. */
+async function checkFused(engine: Engine, dims: AttentionDims, mask: Uint32Array, backward: boolean): Promise<void> {
+  const { B, Tq, NH, HS } = dims;
+  const W = dims.qRowStride;
+  const qkvData = randomArray(B * Tq * W, 11 * Tq + HS, 2);
+  const dOutData = randomArray(B * Tq * NH * HS, 13 * Tq + NH);
+  const qkv = engine.tensorFrom('qkv', [B * Tq, W], qkvData);
+  const keyMask = engine.tensorFrom('keyMask', [mask.length], mask, 'u32');
+  const out = engine.tensor('out', [B * Tq, NH * HS]);
+  const lse = engine.tensor('lse', [B, NH, Tq]);
+  const before = engine.dispatchCount;
+  attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse });
+  expect(engine.dispatchCount - before).toBe(1);
+  const ref = attentionForwardRef({ ...dims, q: qkvData, k: qkvData, v: qkvData, keyMask: mask });
+  expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
+  expectClose(await engine.read(lse), ref.lse, 1e-5, 1e-5, 'lse');
+  if (!backward) return;
+
+  const dOut = engine.tensorFrom('dOut', [B * Tq, NH * HS], dOutData);
+  // Poisoned, to see that every q, k and v element is overwritten.
+  const dqkv = engine.tensorFrom('dqkv', [B * Tq, W], new Float32Array(B * Tq * W).fill(7));
+  const args = { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse, dOut, dq: dqkv, dk: dqkv, dv: dqkv };
+  const mid = engine.dispatchCount;
+  attentionBackward(engine, args);
+  expect(engine.dispatchCount - mid).toBe(3);
+  const got = await engine.read(dqkv);
+  const grads = attentionBackwardRef({ ...dims, q: qkvData, k: qkvData, v: qkvData, keyMask: mask, dOut: dOutData });
+  expectClose(got, grads.dq.map((x, i) => x + grads.dk[i] + grads.dv[i]), 1e-5, 1e-4, 'dqkv');
+  attentionBackward(engine, args);
+  expect(Array.from(await engine.read(dqkv))).toEqual(Array.from(got));
+}
+
+describe('attention kernel', () => {
+  const cases: [T: number, NH: number, NKV: number, HS: number][] = [
+    [1, 4, 2, 8],
+    [5, 6, 1, 12],
+    [37, 4, 4, 32],
+    [70, 4, 2, 32],
+    [70, 6, 1, 8],
+    [37, 4, 2, 12],
+    [20, 4, 2, 6],
+    [20, 2, 1, 128],
+  ];
+  for (const [T, NH, NKV, HS] of cases) {
+    it(`forward and backward match the reference: B=2 T=${T} NH/NKV=${NH}/${NKV} HS=${HS}, row 1 left-padded by 3`, async () => {
+      const engine = await gpuEngine();
+      await checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true);
+    });
+  }
+
+  it('reads q, k and v from separate tensors with their own strides', async () => {
+    const engine = await gpuEngine();
+    const [B, T, NH, NKV, HS] = [3, 9, 4, 2, 8];
+    const dims: AttentionDims = {
+      B, Tq: T, Tk: T, NH, NKV, HS,
+      qRowStride: NH * HS + 4, qColOffset: 4, kRowStride: NKV * HS + 8, kColOffset: 0, vRowStride: NKV * HS + 8, vColOffset: 8,
+      kvBatchStride: T * (NKV * HS + 8), queryStart: 0, scale: 0.3,
+    };
+    const mask = leftPaddedMask(B, T, 4);
+    const qData = randomArray(B * T * dims.qRowStride, 1);
+    const kData = randomArray(B * T * dims.kRowStride, 2);
+    const vData = randomArray(B * T * dims.vRowStride, 3);
+    const dOutData = randomArray(B * T * NH * HS, 4);
+    const q = engine.tensorFrom('q', [qData.length], qData);
+    const k = engine.tensorFrom('k', [kData.length], kData);
+    const v = engine.tensorFrom('v', [vData.length], vData);
+    const keyMask = engine.tensorFrom('keyMask', [B, T], mask, 'u32');
+    const out = engine.tensor('out', [B * T, NH * HS]);
+    const lse = engine.tensor('lse', [B, NH, T]);
+    const dOut = engine.tensorFrom('dOut', [B * T, NH * HS], dOutData);
+    const dq = engine.tensor('dq', [qData.length]);
+    const dk = engine.tensor('dk', [kData.length]);
+    const dv = engine.tensor('dv', [vData.length]);
+    attentionForward(engine, { ...dims, q, k, v, keyMask, out, lse });
+    attentionBackward(engine, { ...dims, q, k, v, keyMask, out, lse, dOut, dq, dk, dv });
+    const refArgs = { ...dims, q: qData, k: kData, v: vData, keyMask: mask };
+    expectClose(await engine.read(out), attentionForwardRef(refArgs).out, 1e-5, 1e-4, 'out');
+    const grads = attentionBackwardRef({ ...refArgs, dOut: dOutData });
+    expectClose(await engine.read(dq), grads.dq, 1e-5, 1e-4, 'dq');
+    expectClose(await engine.read(dk), grads.dk, 1e-5, 1e-4, 'dk');
+    expectClose(await engine.read(dv), grads.dv, 1e-5, 1e-4, 'dv');
+  });
+
+  for (const Tq of [1, 3]) {
+    it(`decodes Tq=${Tq} new queries against a KV cache with capacity > Tk`, async () => {
+      const engine = await gpuEngine();
+      const [B, Tk, NH, NKV, HS, capacity] = [2, 45, 4, 2, 32, 52];
+      const rowStride = NKV * HS;
+      const dims: AttentionDims = {
+        B, Tq, Tk, NH, NKV, HS,
+        qRowStride: NH * HS, qColOffset: 0, kRowStride: rowStride, kColOffset: 0, vRowStride: rowStride, vColOffset: 0,
+        kvBatchStride: capacity * rowStride, queryStart: Tk - Tq, scale: 1 / Math.sqrt(HS), maskBatchStride: capacity,
+      };
+      const mask = leftPaddedMask(B, Tk, 3, capacity);
+      const qData = randomArray(B * Tq * NH * HS, 5, 2);
+      const kData = randomArray(B * capacity * rowStride, 6, 2);
+      const vData = randomArray(B * capacity * rowStride, 7);
+      const q = engine.tensorFrom('q', [qData.length], qData);
+      const k = engine.tensorFrom('kCache', [kData.length], kData);
+      const v = engine.tensorFrom('vCache', [vData.length], vData);
+      const keyMask = engine.tensorFrom('keyMask', [B, capacity], mask, 'u32');
+      const out = engine.tensor('out', [B * Tq, NH * HS]);
+      const lse = engine.tensor('lse', [B, NH, Tq]);
+      attentionForward(engine, { ...dims, q, k, v, keyMask, out, lse });
+      const ref = attentionForwardRef({ ...dims, q: qData, k: kData, v: vData, keyMask: mask });
+      expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
+      expectClose(await engine.read(lse), ref.lse, 1e-5, 1e-5, 'lse');
+    });
+  }
+
+  it('names the tensor and the expected size when a buffer is too small', async () => {
+    const engine = await gpuEngine();
+    const dims = fusedDims(2, 4, 4, 2, 8);
+    const qkv = engine.tensor('qkv', [2 * 4, dims.qRowStride - 1]);
+    const keyMask = engine.tensor('keyMask', [2, 4], 'u32');
+    const out = engine.tensor('out', [8, 32]);
+    const lse = engine.tensor('lse', [2, 4, 4]);
+    expect(() => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse })).toThrow(/tensor qkv .* needs at least/);
+  });
+});
