@@ -1,0 +1,190 @@
+import { describe, it, expect } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { computeScore, toRewardScore, RULE_DATA_SOURCES } from '../../ppo/rewards/index.ts';
+import * as gsm8k from '../../ppo/rewards/gsm8k.ts';
+import * as math from '../../ppo/rewards/math.ts';
+import * as qaEm from '../../ppo/rewards/qa-em.ts';
+import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
+
+const VERL_SAMPLE = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
+const CUSTOM_REWARD = fileURLToPath(new URL('./fixtures/custom-reward.ts', import.meta.url));
+
+interface VerlCase {
+  function: string;
+  kwargs: { method: gsm8k.Gsm8kMethod; format_score: number; score: number };
+  inputs: { solution_str: string[]; ground_truth: string[] };
+  outputs: { score: number[] };
+}
+
+// Expected scores recorded by running verl's reward_score.math and search_r1_like_qa_em logic (transcribed to
+// Python, upstream semantics) on these inputs; they cover the normalisations and the exception fall-backs.
+const MATH_CASES: [string, string, number][] = [
+  ["The answer is \\boxed{\\frac12}.", "\\frac{1}{2}", 1],
+  ["so \\boxed{0.5}", "\\frac{1}{2}", 1],
+  ["so \\boxed{1/2}", "\\dfrac{1}{2}", 1],
+  ["\\boxed{3/04}", "\\frac{3}{04}", 0],
+  ["first \\boxed{2} then \\boxed{3}", "3", 1],
+  ["first \\boxed{2} then \\boxed{3}", "2", 0],
+  ["\\boxed{\\left( 3, 4 \\right)}", "(3,4)", 1],
+  ["\\boxed{x = 5}", "5", 1],
+  ["\\boxed{10\\text{ inches}}", "10", 1],
+  ["\\boxed{90^\\circ}", "90", 1],
+  ["\\boxed{\\sqrt2}", "\\sqrt{2}", 1],
+  ["\\boxed{\\$5}", "5", 1],
+  ["\\boxed{50\\%}", "50", 1],
+  ["\\boxed{.5}", "0.5", 1],
+  ["\\boxed{\\frac{a}{b}}", "\\frac{a}{b}", 1],
+  ["$\\boxed 7$ done", "7", 1],
+  ["\\fbox{7}", "7", 0],
+  ["no box, 7", "7", 0],
+  ["\\boxed{7", "7", 0],
+  ["\\boxed{\\frac}", "\\frac", 1],
+  ["\\boxed{\\frac}", "x", 0],
+  ["\\boxed{\\sqrt}", "\\sqrt", 1],
+  ["\\boxed{1\\text{ a}\\text{ b}}", "1\\text{ a}\\text{ b}", 1],
+  ["\\boxed{\\{1,2\\}}", "\\{1,2\\}", 1],
+  ["\\boxed{-0/1}", "\\frac{-0}{1}", 0],
+  ["\\boxed{\\tfrac{3}{4}}", "3/4", 1],
+  ["\\boxed{ab = 5}", "5", 0],
+  ["\\boxed{abc = 5}", "5", 0],
+  ["\\boxed{1 \\! 000}", "1000", 1],
+];
+const QA_CASES: [string, string | string[], number][] = [
+  ["<answer>The Eiffel Tower</answer>", ["eiffel tower"], 1.0],
+  ["<answer> Paris. </answer>", ["paris"], 1.0],
+  ["<answer>An apple</answer>", ["apple"], 1.0],
+  ["<answer>Anne</answer>", ["nne"], 0.0],
+  ["<answer>London</answer>", ["Paris", "london"], 1.0],
+  ["<answer>London</answer>", "London", 1.0],
+  ["<answer>Rome</answer>", ["Paris"], 0.0],
+  ["no tags", ["Paris"], 0],
+  ["<answer>x</answer><answer>Paris</answer>", ["paris"], 1.0],
+  ["<answer>a\nb</answer>", ["a b"], 1.0],
+  ["<answer>théâtre</answer>", ["théâtre"], 1.0],
+  ["<answer>éthe x</answer>", ["éthe x"], 1.0],
+  ["<answer>the_best</answer>", ["the_best"], 1.0],
+  ['<answer>Paris</answer>'.repeat(11), ["paris"], 0.25],
+  ["<answer>U.S.A.</answer>", ["usa"], 1.0],
+  ["<answer>it's</answer>", ["its"], 1.0],
+  ["<answer>a　b</answer>", ["a b"], 1.0],
+];
+const NORMALIZED: [string, string][] = [
+  ["The  Quick, brown fox!", "quick brown fox"],
+  ["An  ant ate THE apple", "ant ate apple"],
+  ["héllo—world", "héllo—world"],
+  ["a_b the_c", "ab thec"],
+  ["Ω the ω", "ω ω"],
+  ["x y z", "x y z"],
+];
+
+describe('gsm8k (verl fixtures)', () => {
+  const cases = (JSON.parse(readFileSync(VERL_SAMPLE, 'utf8')).cases as VerlCase[]).filter((c) => c.function === 'verl.utils.reward_score.gsm8k.compute_score');
+
+  it('has the strict and flexible fixtures', () => {
+    expect(cases.map((c) => c.kwargs.method).sort()).toEqual(['flexible', 'strict']);
+  });
+
+  for (const c of cases) {
+    it(`${c.kwargs.method} extraction scores as verl`, () => {
+      const scores = c.inputs.solution_str.map((s, i) => gsm8k.computeScore(s, c.inputs.ground_truth[i], c.kwargs.method, c.kwargs.format_score, c.kwargs.score));
+      expect(scores).toEqual(c.outputs.score);
+      if (c.kwargs.method === 'strict') {
+        // default_compute_score('openai/gsm8k', ...) is the strict method.
+        expect(c.inputs.solution_str.map((s, i) => computeScore('openai/gsm8k', s, c.inputs.ground_truth[i]))).toEqual(c.outputs.score);
+      }
+    });
+  }
+});
+
+describe('math (\\boxed{} and is_equiv)', () => {
+  it.each(MATH_CASES)('%s vs %s → %d', (solution, truth, expected) => {
+    expect(math.computeScore(solution, truth)).toBe(expected);
+    expect(computeScore('lighteval/MATH', solution, truth)).toBe(expected);
+  });
+
+  it('extracts the last box with balanced braces', () => {
+    expect(math.lastBoxedOnlyString('a \\boxed{\\frac{1}{2}} b \\boxed{x^{2}} c')).toBe('\\boxed{x^{2}}');
+    expect(math.lastBoxedOnlyString('no box')).toBeNull();
+    expect(math.removeBoxed('\\boxed{x^{2}}')).toBe('x^{2}');
+    expect(math.stripString('\\dfrac12')).toBe('\\frac{1}{2}');
+  });
+
+  it('serves every MATH data source', () => {
+    for (const source of ['lighteval/MATH', 'DigitalLearningGmbH/MATH-lighteval', 'HuggingFaceH4/MATH-500']) {
+      expect(computeScore(source, '\\boxed{\\frac{1}{2}}', '0.5')).toBe(1);
+    }
+  });
+});
+
+describe('QA exact match (Search-R1)', () => {
+  it.each(QA_CASES)('%s vs %s → %d', (solution, target, expected) => {
+    expect(qaEm.computeScore(solution, { target })).toBe(expected);
+    expect(computeScore('searchR1_nq', solution, { target })).toBe(expected);
+  });
+
+  it.each(NORMALIZED)('normalizes %s', (text, expected) => {
+    expect(qaEm.normalizeAnswer(text)).toBe(expected);
+  });
+
+  it('serves verl\'s and Search-R1\'s dataset names', () => {
+    for (const name of ['nq', 'triviaqa', 'popqa', 'hotpotqa', '2wikimultihopqa', 'musique', 'bamboogle']) {
+      expect(computeScore(name, '<answer>The Beatles</answer>', { target: ['beatles'] })).toBe(1);
+      expect(computeScore(`searchR1_${name}`, '<answer>Beatles</answer>', { target: ['the beatles'] })).toBe(1);
+    }
+  });
+
+  it('rejects a ground truth without answers', () => {
+    expect(() => computeScore('nq', '<answer>x</answer>', { answers: ['x'] })).toThrow(/ground_truth must be \{target: \[answers\]\}/);
+  });
+});
+
+describe('arithmetic (built-in task)', () => {
+  it('is exact integer match before the end token', () => {
+    expect(computeScore('arithmetic', '46</s>', '46')).toBe(1);
+    expect(computeScore('arithmetic', '46', '46')).toBe(1);
+    expect(computeScore('arithmetic', '46</s><pad><pad>', '46')).toBe(1);
+    expect(computeScore('arithmetic', '47</s>', '46')).toBe(0);
+    expect(computeScore('arithmetic', '4</s>6', '46')).toBe(0);
+    expect(computeScore('arithmetic', ' 46</s>', '46')).toBe(0);
+    expect(computeScore('arithmetic', '</s>', '46')).toBe(0);
+    expect(computeScore('arithmetic', '46+0</s>', '46')).toBe(0);
+    expect(computeScore('arithmetic', '-5</s>', '-5')).toBe(1);
+    expect(computeScore('arithmetic', '12345678901234567891</s>', '12345678901234567890')).toBe(0);
+  });
+
+  it('requires an integer ground truth', () => {
+    expect(() => computeScore('arithmetic', '1', 'one')).toThrow(/ground truth must be an integer/);
+    expect(() => computeScore('arithmetic', '1', 1)).toThrow(/must be a string/);
+  });
+});
+
+describe('reward registry', () => {
+  it('names the known data sources when one is unknown', () => {
+    expect(() => computeScore('openai/gsm8k_v2', 'x', '1')).toThrow(/no rule reward for data_source "openai\/gsm8k_v2" \(known: openai\/gsm8k, .*custom_reward_function.path/);
+    expect(RULE_DATA_SOURCES).toContain('arithmetic');
+  });
+
+  it('splits {score, ...extra} and rejects non-numbers', () => {
+    expect(toRewardScore(0.5, 'f')).toEqual({ score: 0.5, extra: {} });
+    expect(toRewardScore(true, 'f')).toEqual({ score: 1, extra: {} });
+    expect(toRewardScore({ score: 1, acc: true }, 'f')).toEqual({ score: 1, extra: { acc: true } });
+    expect(() => toRewardScore(NaN, 'my_reward')).toThrow(/my_reward returned NaN/);
+    expect(() => toRewardScore({ acc: 1 }, 'f')).toThrow(/expected a number or \{score/);
+    expect(() => toRewardScore({ score: '1' }, 'f')).toThrow(/score must be a finite number/);
+  });
+});
+
+describe('custom reward function', () => {
+  it('loads the named export of a TS module and calls it as verl does', async () => {
+    const fn = await loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'compute_score' });
+    const result = toRewardScore(await fn('my_source', '42', '42', { penalty: 0.1 }), 'compute_score');
+    expect(result.score).toBeCloseTo(0.8, 12);
+    expect(result.extra).toEqual({ correct: true, source: 'my_source' });
+  });
+
+  it('errors clearly on a missing file or function', async () => {
+    await expect(loadCustomRewardFunction({ path: '/nonexistent/reward.ts', name: 'compute_score' })).rejects.toThrow(/custom_reward_function.path: \/nonexistent\/reward.ts does not exist/);
+    await expect(loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'notAFunction' })).rejects.toThrow(/exports no function "notAFunction" \(its functions: compute_score\)/);
+  });
+});
