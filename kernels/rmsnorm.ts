@@ -1,46 +1,68 @@
 import rmsnormSource from './rmsnorm.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
+import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 
-// Must match TILE_COLS in rmsnorm.wgsl: dWeight columns (in vectors) per backward workgroup.
+// Must match WG and TILE_COLS in rmsnorm.wgsl.
+const WG = 64;
 const TILE_COLS = 16;
 
-const forwardSpecs = specsByWidth((width): KernelSpec => ({
-  name: `rmsnorm/forward-vec${width}`,
-  source: shaderSource('rmsnorm', rmsnormSource, 'forward', width),
-  entryPoint: 'forward',
-  bindings: [
-    { name: 'x', access: 'read', type: vectorElementType(width) },
-    { name: 'weight', access: 'read', type: vectorElementType(width) },
-    { name: 'out', access: 'read_write', type: vectorElementType(width) },
-    { name: 'rstd', access: 'read_write' },
-  ],
-  uniforms: [
-    { name: 'rows', type: 'u32' },
-    { name: 'cols', type: 'u32' },
-    { name: 'eps', type: 'f32' },
-  ],
-}));
+interface RmsnormKernels {
+  forward: Record<VectorWidth, KernelSpec>;
+  backward: Record<VectorWidth, KernelSpec>;
+  /** Rows each workgroup of dx (and of the forward) covers. */
+  rowsPerWorkgroup: number;
+}
 
-const backwardSpecs = specsByWidth((width): KernelSpec => ({
-  name: `rmsnorm/backward-vec${width}`,
-  source: shaderSource('rmsnorm', rmsnormSource, 'backward', width),
-  entryPoint: 'backward',
-  bindings: [
-    { name: 'x', access: 'read', type: vectorElementType(width) },
-    { name: 'weight', access: 'read', type: vectorElementType(width) },
-    { name: 'rstd', access: 'read' },
-    { name: 'dOut', access: 'read', type: vectorElementType(width) },
-    { name: 'dx', access: 'read_write', type: vectorElementType(width) },
-    { name: 'dWeight', access: 'read_write', type: vectorElementType(width) },
-  ],
-  uniforms: [
-    { name: 'rows', type: 'u32' },
-    { name: 'cols', type: 'u32' },
-    { name: 'accumulateDx', type: 'u32' },
-    { name: 'accumulateDWeight', type: 'u32' },
-  ],
-}));
+function kernels(variant: 'workgroup-per-row' | 'lane-per-row'): RmsnormKernels {
+  return {
+    forward: specsByWidth((width) => ({
+      name: `rmsnorm/forward-${variant}-vec${width}`,
+      source: shaderSource('rmsnorm', rmsnormSource, `forward-${variant}`, width),
+      entryPoint: 'forward',
+      bindings: [
+        { name: 'x', access: 'read', type: vectorElementType(width) },
+        { name: 'weight', access: 'read', type: vectorElementType(width) },
+        { name: 'out', access: 'read_write', type: vectorElementType(width) },
+        { name: 'rstd', access: 'read_write' },
+      ],
+      uniforms: [
+        { name: 'rows', type: 'u32' },
+        { name: 'cols', type: 'u32' },
+        { name: 'eps', type: 'f32' },
+      ],
+    })),
+    backward: specsByWidth((width) => ({
+      name: `rmsnorm/backward-${variant}-vec${width}`,
+      source: shaderSource('rmsnorm', rmsnormSource, ['backward', `backward-${variant}`], width),
+      entryPoint: 'backward',
+      bindings: [
+        { name: 'x', access: 'read', type: vectorElementType(width) },
+        { name: 'weight', access: 'read', type: vectorElementType(width) },
+        { name: 'rstd', access: 'read' },
+        { name: 'dOut', access: 'read', type: vectorElementType(width) },
+        { name: 'dx', access: 'read_write', type: vectorElementType(width) },
+        { name: 'dWeight', access: 'read_write', type: vectorElementType(width) },
+      ],
+      uniforms: [
+        { name: 'rows', type: 'u32' },
+        { name: 'cols', type: 'u32' },
+        { name: 'accumulateDx', type: 'u32' },
+        { name: 'accumulateDWeight', type: 'u32' },
+      ],
+    })),
+    rowsPerWorkgroup: variant === 'lane-per-row' ? WG : 1,
+  };
+}
+
+const variants: Variant<RmsnormKernels>[] = [
+  { name: 'lane-per-row', supported: (caps) => caps.isSoftware, value: kernels('lane-per-row') },
+  { name: 'workgroup-per-row', supported: () => true, value: kernels('workgroup-per-row') },
+];
+
+function chosen(engine: Engine): RmsnormKernels {
+  return chooseVariant('rmsnorm', variants, engine.caps, engine.knobs).value;
+}
 
 /** out = x * rsqrt(mean(x²) + eps) * weight per row of x (rows, cols); rstd (rows) keeps the scale for the backward. */
 export function rmsnormForward(engine: Engine, a: { x: Tensor; weight: Tensor; out: Tensor; rstd: Tensor; rows: number; cols: number; eps: number }): void {
@@ -50,10 +72,11 @@ export function rmsnormForward(engine: Engine, a: { x: Tensor; weight: Tensor; o
   expectSize('rmsnormForward', 'weight', weight, cols, `[cols=${cols}]`);
   expectSize('rmsnormForward', 'out', out, rows * cols, shape);
   expectSize('rmsnormForward', 'rstd', rstd, rows, `[rows=${rows}]`);
-  engine.dispatch(forwardSpecs[widestVector(cols)], {
+  const variant = chosen(engine);
+  engine.dispatch(variant.forward[widestVector(cols)], {
     bindings: { x, weight, out, rstd },
     uniforms: { rows, cols, eps },
-    workgroups: foldWorkgroups(rows),
+    workgroups: foldWorkgroups(Math.ceil(rows / variant.rowsPerWorkgroup)),
   });
 }
 
@@ -70,11 +93,12 @@ export function rmsnormBackward(engine: Engine, a: {
   expectSize('rmsnormBackward', 'dOut', dOut, rows * cols, shape);
   expectSize('rmsnormBackward', 'dx', dx, rows * cols, shape);
   expectSize('rmsnormBackward', 'dWeight', dWeight, cols, `[cols=${cols}]`);
+  const variant = chosen(engine);
   const width = widestVector(cols);
   const tiles = Math.ceil(cols / width / TILE_COLS);
-  engine.dispatch(backwardSpecs[width], {
+  engine.dispatch(variant.backward[width], {
     bindings: { x, weight, rstd, dOut, dx, dWeight },
     uniforms: { rows, cols, accumulateDx: Number(a.accumulateDx), accumulateDWeight: Number(a.accumulateDWeight) },
-    workgroups: foldWorkgroups(tiles + rows),
+    workgroups: foldWorkgroups(tiles + Math.ceil(rows / variant.rowsPerWorkgroup)),
   });
 }

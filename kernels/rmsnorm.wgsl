@@ -2,11 +2,13 @@
 //   forward:  rstd[r] = 1 / sqrt(mean_c x[r, c]^2 + eps); out[r, c] = x[r, c] * rstd[r] * weight[c]
 //   backward: dx[r, c] (+)= rstd * weight[c] * dOut[r, c] - rstd^3 / cols * x[r, c] * sum_c' weight*dOut*x
 //             dWeight[c] (+)= sum_r dOut[r, c] * x[r, c] * rstd[r]
-// v1 forward: one 64-lane workgroup per row, vecN strided loads (vec4 when cols % 4 == 0), fixed-order tree sum
-//    in shared memory.
-// v1 backward, one dispatch with two kinds of workgroup: the first ceil(cols / VW / 16) each own 16 vecN columns
-//    of dWeight and sum them over all rows in 4 row slices, reduced in a fixed order (deterministic, no atomics);
-//    the rest handle one row of dx each, like the forward.
+// Loads are vecN along cols (vec4 when cols % 4 == 0). Two variants, differing in who reduces a row:
+// v1 workgroup-per-row (GPUs): a 64-lane workgroup per row, strided loads, fixed-order tree sum in shared memory.
+// v2 lane-per-row (lavapipe, where each workgroup and each barrier is costly: ~9x faster there at 1024 x 128):
+//    one lane walks a whole row, 64 rows per workgroup, no barriers.
+// Backward, one dispatch: the first ceil(cols / VW / 16) workgroups each own 16 vecN columns of dWeight and sum
+//    them over all rows in 4 row slices, reduced in a fixed order (deterministic, no atomics); the other
+//    workgroups compute dx as their variant computes the forward.
 
 const WG = 64u;
 
@@ -23,7 +25,7 @@ fn workgroupSum(lane: u32, value: f32) -> f32 {
   return partial[0];
 }
 
-//// forward
+//// forward-workgroup-per-row
 @compute @workgroup_size(WG)
 fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lane: u32) {
@@ -41,6 +43,25 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     out[base + j] = x[base + j] * r * weight[j];
   }
   if (lane == 0u) { rstd[row] = r; }
+}
+
+//// forward-lane-per-row
+@compute @workgroup_size(WG)
+fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = gid.x + gid.y * nwg.x * WG;
+  if (row >= params.rows) { return; }
+  let n = params.cols / VW;
+  let base = row * n;
+  var sumSq = 0.0;
+  for (var j = 0u; j < n; j++) {
+    let v = x[base + j];
+    sumSq += hsum(v * v);
+  }
+  let r = inverseSqrt(sumSq / f32(params.cols) + params.eps);
+  for (var j = 0u; j < n; j++) {
+    out[base + j] = x[base + j] * r * weight[j];
+  }
+  rstd[row] = r;
 }
 
 //// backward
@@ -69,19 +90,11 @@ fn weightGradTile(tile: u32, lane: u32) {
   }
 }
 
-fn inputGradRow(row: u32, lane: u32) {
-  let n = params.cols / VW;
-  let base = row * n;
-  var dotSum = 0.0;
-  for (var j = lane; j < n; j += WG) {
-    dotSum += hsum(weight[j] * dOut[base + j] * x[base + j]);
-  }
-  let r = rstd[row];
-  let coef = r * r * r * workgroupSum(lane, dotSum) / f32(params.cols);
-  for (var j = lane; j < n; j += WG) {
-    var g = r * weight[j] * dOut[base + j] - coef * x[base + j];
-    if (params.accumulateDx != 0u) { g += dx[base + j]; }
-    dx[base + j] = g;
+fn writeInputGrad(at: u32, g: vecN) {
+  if (params.accumulateDx != 0u) {
+    dx[at] += g;
+  } else {
+    dx[at] = g;
   }
 }
 
@@ -92,7 +105,40 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   let tiles = (params.cols / VW + TILE_COLS - 1u) / TILE_COLS;
   if (id < tiles) {
     weightGradTile(id, lane);
-  } else if (id < tiles + params.rows) {
-    inputGradRow(id - tiles, lane);
+  } else {
+    inputGrad(id - tiles, lane);
+  }
+}
+
+//// backward-workgroup-per-row
+fn inputGrad(row: u32, lane: u32) {
+  if (row >= params.rows) { return; }
+  let n = params.cols / VW;
+  let base = row * n;
+  var dotSum = 0.0;
+  for (var j = lane; j < n; j += WG) {
+    dotSum += hsum(weight[j] * dOut[base + j] * x[base + j]);
+  }
+  let r = rstd[row];
+  let coef = r * r * r * workgroupSum(lane, dotSum) / f32(params.cols);
+  for (var j = lane; j < n; j += WG) {
+    writeInputGrad(base + j, r * weight[j] * dOut[base + j] - coef * x[base + j]);
+  }
+}
+
+//// backward-lane-per-row
+fn inputGrad(group: u32, lane: u32) {
+  let row = group * WG + lane;
+  if (row >= params.rows) { return; }
+  let n = params.cols / VW;
+  let base = row * n;
+  var dotSum = 0.0;
+  for (var j = 0u; j < n; j++) {
+    dotSum += hsum(weight[j] * dOut[base + j] * x[base + j]);
+  }
+  let r = rstd[row];
+  let coef = r * r * r * dotSum / f32(params.cols);
+  for (var j = 0u; j < n; j++) {
+    writeInputGrad(base + j, r * weight[j] * dOut[base + j] - coef * x[base + j]);
   }
 }

@@ -26,13 +26,17 @@ const PRELUDES: Record<VectorWidth, string> = {
   1: 'alias vecN = f32;\nconst VW = 1u;\nfn hsum(v: vecN) -> f32 { return v; }\n',
 };
 
-/** The vecN prelude of `width`, then the shared part of `source` and its section `section` (null: all of it). */
-export function shaderSource(op: string, source: string, section: string | null, width: VectorWidth): string {
+/** The vecN prelude of `width`, then the shared part of `source` and its section `section`, or several sections
+ *  in the order given (null: the whole file). */
+export function shaderSource(op: string, source: string, section: string | readonly string[] | null, width: VectorWidth): string {
   if (section === null) return PRELUDES[width] + source;
   const parts = source.split(/^\/\/\/\/ +(\S+).*$/m);
-  const index = parts.findIndex((part, i) => i % 2 === 1 && part === section);
-  if (index < 0) throw new Error(`${op}.wgsl has no section "//// ${section}"`);
-  return PRELUDES[width] + parts[0] + parts[index + 1];
+  const bodies = (typeof section === 'string' ? [section] : section).map((name) => {
+    const index = parts.findIndex((part, i) => i % 2 === 1 && part === name);
+    if (index < 0) throw new Error(`${op}.wgsl has no section "//// ${name}"`);
+    return parts[index + 1];
+  });
+  return PRELUDES[width] + parts[0] + bodies.join('');
 }
 
 /** One spec per width, built once so the engine's pipeline cache (keyed by spec identity) hits. */

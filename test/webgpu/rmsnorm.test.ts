@@ -1,10 +1,20 @@
-import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { describe, it, beforeAll, afterAll } from 'vitest';
+import { Engine, readKnobs } from '../../engine/index.ts';
 import { rmsnormForward, rmsnormBackward } from '../../kernels/rmsnorm.ts';
 import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
 import { randomArray, expectClose } from '../helpers.ts';
 
-describe('rmsnorm kernel', () => {
+describe.each(['workgroup-per-row', 'lane-per-row'])('rmsnorm kernel, variant %s', (variant) => {
+  let engine: Engine;
+  beforeAll(async () => {
+    const knobs = readKnobs();
+    engine = await Engine.create({ ...knobs, kernelVariants: { ...knobs.kernelVariants, rmsnorm: variant } });
+  });
+  afterAll(async () => {
+    await engine.sync();
+    engine.destroy();
+  });
+
   const cases = [
     { rows: 1, cols: 4, accumulate: false },
     { rows: 7, cols: 12, accumulate: true },
@@ -13,7 +23,6 @@ describe('rmsnorm kernel', () => {
   ];
   for (const { rows, cols, accumulate } of cases) {
     it(`forward and backward match the reference for rows=${rows}, cols=${cols}, accumulate=${accumulate}`, async () => {
-      const engine = await gpuEngine();
       const eps = 1e-6;
       const xData = randomArray(rows * cols, rows + cols, 3);
       const weightData = randomArray(cols, cols);
