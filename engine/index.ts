@@ -5,4 +5,4 @@ export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts'
 export { type DeviceCapabilities } from './device.ts';
 export { readKnobs, type EngineKnobs } from './knobs.ts';
 export { chooseVariant } from './variants.ts';
-export { SeededRng, seededRandom } from './rng.ts';
+export { Rng, seededRandom, type RngState } from './rng.ts';

@@ -6,7 +6,7 @@ export * from './kl-controller.ts';
 export * from './masked-stats.ts';
 export * from './advantages.ts';
 export * from './losses.ts';
-export * from './rng.ts';
+export { Rng, type RngState } from '../engine/rng.ts';
 export * from './reward-mask.ts';
 export * from './critic.ts';
 export * as gsm8k from './rewards/gsm8k.ts';

@@ -3,7 +3,7 @@
 // a resumed run masks the same trajectories. The batch keeps its shape; the realised ratio is logged.
 import type { Engine, Tensor } from '../engine/index.ts';
 import { rowScaleGpu } from '../kernels/row-scale.ts';
-import type { Rng } from './rng.ts';
+import type { Rng } from '../engine/rng.ts';
 
 export interface RewardMask {
   /** 1 keeps trajectory b's scores, 0 zeroes them. */

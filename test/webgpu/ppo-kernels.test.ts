@@ -23,7 +23,7 @@ import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../ker
 import { gatherResponseValuesRef, scatterResponseValueGradsRef } from '../../kernels/ref/response-values.ts';
 import { applyRewardMaskGpu, sampleRewardMask } from '../../ppo/reward-mask.ts';
 import { rowScaleRef } from '../../kernels/ref/row-scale.ts';
-import { Rng } from '../../ppo/rng.ts';
+import { Rng } from '../../engine/rng.ts';
 
 const B = 7;
 const T = 70;
