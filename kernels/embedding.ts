@@ -39,7 +39,7 @@ export function embeddingForward(engine: Engine, a: { ids: Tensor<'u32'>; table:
   expectSize('embeddingForward', 'ids', ids, N, `[N=${N}]`);
   expectSize('embeddingForward', 'table', table, V * C, `[V=${V}, C=${C}]`);
   expectSize('embeddingForward', 'out', out, N * C, `[N=${N}, C=${C}]`);
-  engine.dispatch(forwardSpecs[widestVector(C)], { bindings: { ids, table, out }, uniforms: { N, V, C }, workgroups: foldWorkgroups(N) });
+  engine.dispatch(forwardSpecs[widestVector(C)], { bindings: { ids, table, out }, uniforms: { N, V, C }, workgroups: foldWorkgroups(Math.ceil((N * C) / widestVector(C) / 256)) });
 }
 
 /** CSR index of token positions grouped by id, built on the CPU (ids are known on the host); makes the backward

@@ -3,26 +3,26 @@
 //   backward: dTable[v, c] (+)= sum over positions n with ids[n] == v of dOut[n, c], from the CSR token index
 //             (tokenOffsets (V + 1), tokenPositions (N), built on the host) so every row is summed by one
 //             workgroup in a fixed order, without atomics
-// v1 forward: one 64-lane workgroup per row, vecN copies along C (vec4 when C % 4 == 0).
+// v1 forward: one lane per vecN of out (vec4 when C % 4 == 0), 256 lanes per workgroup (on lavapipe ~1.5x faster
+//    than a workgroup per row, which pays a fixed cost per workgroup).
 // v1 backward: one 64-lane workgroup per entry k of tokenPositions; the workgroup holding the first entry of a
 //    token's run sums the whole run, the others exit. Rows of absent tokens are left alone (cleared by the
 //    launcher when not accumulating), so the cost follows N, not V.
 
-const WG = 64u;
-
 //// forward
-@compute @workgroup_size(WG)
-fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) lane: u32) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= params.N) { return; }
-  // Sampled ids come straight from the GPU, so a bad one is clamped here rather than read out of bounds.
-  let id = min(ids[row], params.V - 1u);
+@compute @workgroup_size(256)
+fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * 256u;
   let n = params.C / VW;
-  for (var j = lane; j < n; j += WG) { out[row * n + j] = table[id * n + j]; }
+  if (idx >= params.N * n) { return; }
+  // Sampled ids come straight from the GPU, so a bad one is clamped here rather than read out of bounds.
+  let id = min(ids[idx / n], params.V - 1u);
+  out[idx] = table[id * n + idx % n];
 }
 
 //// backward
+const WG = 64u;
+
 // The token whose run in tokenPositions holds entry k: the last v with tokenOffsets[v] <= k.
 fn tokenOfEntry(k: u32) -> u32 {
   var lo = 0u;
