@@ -19,38 +19,40 @@ const TILE_M = 64u;
 const TILE_N = 64u;
 const TILE_K = 32u;
 const LANES = 64u;
-// Vec4 loads per lane to fill one operand tile (TILE_K x 64 floats).
-const LOADS_PER_LANE = TILE_K * 64u / 4u / LANES;
 
 // [k][m] and [k][n], 16 vec4s per k.
 var<workgroup> tileA: array<vec4<f32>, TILE_K * TILE_M / 4u>;
 var<workgroup> tileB: array<vec4<f32>, TILE_K * TILE_N / 4u>;
 
 // Four consecutive floats of a row-major [rows, cols] operand starting at (row, col), zero outside it.
+// Branch-free (out-of-range lanes read element 0 and discard it): lavapipe runs divergent branches masked,
+// paying for both sides.
 fn loadA(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
-  if (row >= rows) { return vec4<f32>(0.0); }
   let start = row * cols + col;
   if (A_VEC4) {
-    if (col >= cols) { return vec4<f32>(0.0); }
-    return a[start / 4u];
+    let inside = row < rows && col < cols;
+    return select(vec4<f32>(0.0), a[select(0u, start / 4u, inside)], inside);
   }
-  var v = vec4<f32>(0.0);
+  var v: vec4<f32>;
   for (var j = 0u; j < 4u; j++) {
-    if (col + j < cols) { v[j] = a[(start + j) / 4u][(start + j) % 4u]; }
+    let inside = row < rows && col + j < cols;
+    let at = select(0u, start + j, inside);
+    v[j] = select(0.0, a[at / 4u][at % 4u], inside);
   }
   return v;
 }
 
 fn loadB(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
-  if (row >= rows) { return vec4<f32>(0.0); }
   let start = row * cols + col;
   if (B_VEC4) {
-    if (col >= cols) { return vec4<f32>(0.0); }
-    return b[start / 4u];
+    let inside = row < rows && col < cols;
+    return select(vec4<f32>(0.0), b[select(0u, start / 4u, inside)], inside);
   }
-  var v = vec4<f32>(0.0);
+  var v: vec4<f32>;
   for (var j = 0u; j < 4u; j++) {
-    if (col + j < cols) { v[j] = b[(start + j) / 4u][(start + j) % 4u]; }
+    let inside = row < rows && col + j < cols;
+    let at = select(0u, start + j, inside);
+    v[j] = select(0.0, b[at / 4u][at % 4u], inside);
   }
   return v;
 }
@@ -62,6 +64,15 @@ fn scatterA(k: u32, i: u32, v: vec4<f32>) {
 
 fn scatterB(k: u32, i: u32, v: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) { tileB[(k + j) * (TILE_N / 4u) + i / 4u][i % 4u] = v[j]; }
+}
+
+// Eight outputs of row m from column n on: lo holds columns n..n+3, hi n+4..n+7.
+fn storeRow(m: u32, n: u32, lo: vec4<f32>, hi: vec4<f32>) {
+  if (m >= params.M) { return; }
+  for (var j = 0u; j < 4u; j++) {
+    if (n + j < params.N) { storeOutput(m, n + j, lo[j]); }
+    if (n + 4u + j < params.N) { storeOutput(m, n + 4u + j, hi[j]); }
+  }
 }
 
 @compute @workgroup_size(LANES)
@@ -77,8 +88,9 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   var acc: array<vec4<f32>, 16>;
 
   for (var k0 = 0u; k0 < K; k0 += TILE_K) {
-    for (var t = 0u; t < LOADS_PER_LANE; t++) {
-      let slot = lane + t * LANES;
+    // A loop the compiler cannot unroll (it starts at the lane index): unrolled, lavapipe's code for the
+    // loads spills the accumulators.
+    for (var slot = lane; slot < TILE_K * 64u / 4u; slot += LANES) {
       if (A_K_CONTIGUOUS) {
         let m = slot / (TILE_K / 4u);
         let k = (slot % (TILE_K / 4u)) * 4u;
@@ -104,23 +116,28 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let a1 = tileA[k * (TILE_M / 4u) + laneRow * 2u + 1u];
       let b0 = tileB[k * (TILE_N / 4u) + laneCol * 2u];
       let b1 = tileB[k * (TILE_N / 4u) + laneCol * 2u + 1u];
-      for (var i = 0u; i < 4u; i++) {
-        acc[2u * i] += a0[i] * b0;
-        acc[2u * i + 1u] += a0[i] * b1;
-        acc[2u * i + 8u] += a1[i] * b0;
-        acc[2u * i + 9u] += a1[i] * b1;
-      }
+      // Written out: lavapipe keeps acc in registers only when every index is a literal constant.
+      acc[0] += a0.x * b0; acc[1] += a0.x * b1;
+      acc[2] += a0.y * b0; acc[3] += a0.y * b1;
+      acc[4] += a0.z * b0; acc[5] += a0.z * b1;
+      acc[6] += a0.w * b0; acc[7] += a0.w * b1;
+      acc[8] += a1.x * b0; acc[9] += a1.x * b1;
+      acc[10] += a1.y * b0; acc[11] += a1.y * b1;
+      acc[12] += a1.z * b0; acc[13] += a1.z * b1;
+      acc[14] += a1.w * b0; acc[15] += a1.w * b1;
     }
     workgroupBarrier();
   }
 
-  for (var i = 0u; i < 8u; i++) {
-    let m = m0 + laneRow * 8u + i;
-    if (m >= M) { break; }
-    for (var j = 0u; j < 8u; j++) {
-      let n = n0 + laneCol * 8u + j;
-      if (n >= N) { break; }
-      storeOutput(m, n, acc[2u * i + j / 4u][j % 4u]);
-    }
-  }
+  // Literal indices again: one dynamic index would move all of acc from registers to memory.
+  let m = m0 + laneRow * 8u;
+  let n = n0 + laneCol * 8u;
+  storeRow(m, n, acc[0], acc[1]);
+  storeRow(m + 1u, n, acc[2], acc[3]);
+  storeRow(m + 2u, n, acc[4], acc[5]);
+  storeRow(m + 3u, n, acc[6], acc[7]);
+  storeRow(m + 4u, n, acc[8], acc[9]);
+  storeRow(m + 5u, n, acc[10], acc[11]);
+  storeRow(m + 6u, n, acc[12], acc[13]);
+  storeRow(m + 7u, n, acc[14], acc[15]);
 }

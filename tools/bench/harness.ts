@@ -1,0 +1,66 @@
+// Kernel timing on any WebGPU device, timestamp queries or not: many dispatches recorded into one submit, one
+// sync, divided by the count; the first run (pipeline compile, lazy allocation) is excluded; the median of
+// several samples is reported so a busy machine skews one sample, not the result.
+import type { Engine } from '../../engine/index.ts';
+
+export interface KernelBenchRow {
+  kernel: string;
+  /** Problem size as the kernel names its dims, e.g. "1024x1024x1024" for M x N x K. */
+  shape: string;
+  ms: number;
+  gflops?: number;
+  gbps?: number;
+  /** Naive variant's ms over this row's ms, where the kernel keeps a naive baseline. */
+  vs_naive?: number;
+}
+
+export interface TimingOptions {
+  /** Floating-point operations of one run, for GFLOP/s. */
+  flops?: number;
+  /** Bytes one run must move at least, for GB/s. */
+  bytes?: number;
+  /** Runs per sample; by default enough for a sample of about `targetMs`. */
+  reps?: number;
+  /** Samples whose median is reported. */
+  samples?: number;
+  targetMs?: number;
+}
+
+async function timeRuns(engine: Engine, run: () => void, reps: number): Promise<number> {
+  const start = performance.now();
+  for (let i = 0; i < reps; i++) run();
+  await engine.sync();
+  return (performance.now() - start) / reps;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Times `run` (which records dispatches and must not read back). */
+export async function timeKernel(engine: Engine, kernel: string, shape: string, run: () => void, options: TimingOptions = {}): Promise<KernelBenchRow> {
+  const { flops, bytes, samples = 5, targetMs = 200 } = options;
+  await timeRuns(engine, run, 1);
+  const reps = options.reps ?? Math.max(1, Math.min(1000, Math.round(targetMs / (await timeRuns(engine, run, 1)))));
+  const times: number[] = [];
+  for (let i = 0; i < samples; i++) times.push(await timeRuns(engine, run, reps));
+  const ms = median(times);
+  const row: KernelBenchRow = { kernel, shape, ms };
+  if (flops !== undefined) row.gflops = flops / ms / 1e6;
+  if (bytes !== undefined) row.gbps = bytes / ms / 1e6;
+  return row;
+}
+
+/** Runs `body` with WEBGPU_KERNEL_VARIANTS forcing `variant` of `op`, restoring the previous choice after. */
+export async function withVariant<T>(engine: Engine, op: string, variant: string, body: () => Promise<T>): Promise<T> {
+  const previous = engine.knobs.kernelVariants[op];
+  engine.knobs.kernelVariants[op] = variant;
+  try {
+    return await body();
+  } finally {
+    if (previous === undefined) delete engine.knobs.kernelVariants[op];
+    else engine.knobs.kernelVariants[op] = previous;
+  }
+}
