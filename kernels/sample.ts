@@ -10,7 +10,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
   bindings: [
     { name: 'logits', access: 'read' },
     { name: 'eosIds', access: 'read', type: 'u32' },
-    { name: 'sampleKeys', access: 'read', type: 'u32' },
+    { name: 'sampleIds', access: 'read', type: 'u32' },
     { name: 'ids', access: 'read_write', type: 'u32' },
     { name: 'positions', access: 'read_write', type: 'i32' },
     { name: 'finished', access: 'read_write', type: 'u32' },
@@ -62,15 +62,15 @@ export interface SampleArgs extends SamplingParams {
   /** (numEos ≥ 1 elements; only the first numEos are read) */
   eosIds: Tensor<'u32'>;
   numEos: number;
-  /** (B) stable id of each row's sample: the random stream is a function of (seed, key, step, token). */
-  sampleKeys: Tensor<'u32'>;
+  /** (B) the sample each row holds, < samples: its output row, and its random stream (seed, sample, step, token). */
+  sampleIds: Tensor<'u32'>;
   /** (B) receives the sampled token, the next step's input. */
   ids: Tensor<'u32'>;
   /** (B) incremented for rows still generating. */
   positions: Tensor<'i32'>;
   /** (B) read: finished rows emit padId; written: 1 when the sampled token is an eos id. */
   finished: Tensor<'u32'>;
-  /** (B, outStride) token and its log-prob written at column `step`. */
+  /** (samples, outStride) token and its log-prob written at (sampleIds[b], step). */
   tokens: Tensor<'u32'>;
   logprobs: Tensor;
   outStride: number;
@@ -80,7 +80,7 @@ export interface SampleArgs extends SamplingParams {
 
 /** Records one sampling step; see sample.wgsl for the exact semantics of temperature, top-k and top-p. */
 export function sampleTokens(engine: Engine, a: SampleArgs): void {
-  const { logits, V, rows, eosIds, numEos, sampleKeys, ids, positions, finished, tokens, logprobs, outStride, step } = a;
+  const { logits, V, rows, eosIds, numEos, sampleIds, ids, positions, finished, tokens, logprobs, outStride, step } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const launcher = 'sampleTokens';
@@ -94,13 +94,16 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
   if (!(a.temperature >= 0)) throw new Error(`${launcher}: temperature ${a.temperature} must be ≥ 0 (0 = greedy)`);
   if (!(a.topP > 0 && a.topP <= 1)) throw new Error(`${launcher}: topP ${a.topP} must be in (0, 1]`);
   if (!Number.isInteger(a.topK) || a.topK < -1) throw new Error(`${launcher}: topK ${a.topK} must be -1 (off) or a non-negative integer`);
-  for (const [what, t] of [['sampleKeys', sampleKeys], ['ids', ids], ['positions', positions], ['finished', finished]] as const) {
+  for (const [what, t] of [['sampleIds', sampleIds], ['ids', ids], ['positions', positions], ['finished', finished]] as const) {
     expectSize(launcher, what, t, rows, `[B=${rows}]`);
   }
-  expectSize(launcher, 'tokens', tokens, rows * outStride, `[B=${rows}, outStride=${outStride}]`);
-  expectSize(launcher, 'logprobs', logprobs, rows * outStride, `[B=${rows}, outStride=${outStride}]`);
+  for (const [what, t] of [['tokens', tokens], ['logprobs', logprobs]] as const) {
+    if (t.size % outStride !== 0 || t.size < rows * outStride) {
+      throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected [samples ≥ B=${rows}, outStride=${outStride}]`);
+    }
+  }
   engine.dispatch(chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, eosIds, sampleKeys, ids, positions, finished, tokens, logprobs },
+    bindings: { logits, eosIds, sampleIds, ids, positions, finished, tokens, logprobs },
     uniforms: {
       V, rowStride, rowOffset, outStride, step, seed: a.seed >>> 0, temperature: a.temperature,
       topK: Math.max(0, a.topK), topP: a.topP, numEos, padId: a.padId,

@@ -12,7 +12,7 @@ export interface SampleRefArgs extends SamplingParams {
   rowStride?: number;
   rowOffset?: number;
   eosIds: readonly number[];
-  sampleKeys: ArrayLike<number>;
+  sampleIds: ArrayLike<number>;
   finished: ArrayLike<number>;
   step: number;
   padId: number;
@@ -47,8 +47,8 @@ export function pcg4d(x: number, y: number, z: number, w: number): [number, numb
   return [a >>> 0, b >>> 0, c >>> 0, d >>> 0];
 }
 
-export function gumbelNoise(token: number, sampleKey: number, step: number, seed: number): number {
-  const bits = pcg4d(token, sampleKey, step, seed >>> 0)[0];
+export function gumbelNoise(token: number, sampleId: number, step: number, seed: number): number {
+  const bits = pcg4d(token, sampleId, step, seed >>> 0)[0];
   const u = ((bits >>> 8) + 0.5) / 16777216;
   return -Math.log(-Math.log(u));
 }
@@ -84,7 +84,7 @@ export function keptTokens(logits: ArrayLike<number>, temperature: number, topK:
 }
 
 export function sampleRef(a: SampleRefArgs): SampleRefResult {
-  const { logits, V, rows, eosIds, sampleKeys, step, seed, temperature, topK, topP, padId } = a;
+  const { logits, V, rows, eosIds, sampleIds, step, seed, temperature, topK, topP, padId } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const ids = new Uint32Array(rows);
@@ -110,7 +110,7 @@ export function sampleRef(a: SampleRefArgs): SampleRefResult {
     if (!greedy) {
       const kept = keptTokens(row, temperature, topK, topP);
       const s = new Float64Array(V).fill(-Infinity);
-      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, sampleKeys[r], step, seed);
+      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, sampleIds[r], step, seed);
       chosen = 0;
       for (let v = 1; v < V; v++) if (s[v] > s[chosen]) chosen = v;
       scores[r] = s;

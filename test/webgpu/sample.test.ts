@@ -13,7 +13,7 @@ interface Case extends SamplingParams {
   rowOffset?: number;
   eosIds?: number[];
   finished?: number[];
-  sampleKeys?: number[];
+  sampleIds?: number[];
   step?: number;
   outStride?: number;
 }
@@ -27,7 +27,7 @@ async function runGpu(engine: Engine, c: Case) {
   const t = {
     logits: engine.tensorFrom('logits', [c.logits.length], c.logits),
     eosIds: engine.tensorFrom('eos', [Math.max(1, eos.length)], eos.length ? eos : [0], 'u32'),
-    sampleKeys: engine.tensorFrom('keys', [rows], c.sampleKeys ?? Array.from({ length: rows }, (_, r) => r), 'u32'),
+    sampleIds: engine.tensorFrom('sampleIds', [rows], c.sampleIds ?? Array.from({ length: rows }, (_, r) => r), 'u32'),
     ids: engine.tensor('ids', [rows], 'u32'),
     positions: engine.tensorFrom('positions', [rows], Array.from({ length: rows }, (_, r) => 10 + r), 'i32'),
     finished: engine.tensorFrom('finished', [rows], finishedIn, 'u32'),
@@ -50,7 +50,7 @@ function reference(c: Case) {
   return sampleRef({
     ...c, eosIds: c.eosIds ?? [], step: c.step ?? 1, padId: 3,
     finished: c.finished ?? new Array<number>(c.rows).fill(0),
-    sampleKeys: c.sampleKeys ?? Array.from({ length: c.rows }, (_, r) => r),
+    sampleIds: c.sampleIds ?? Array.from({ length: c.rows }, (_, r) => r),
   });
 }
 
@@ -71,7 +71,8 @@ describe('sample kernel', () => {
     const cases: Case[] = [];
     for (const V of [37, 1000]) {
       const rows = 5;
-      const base = { V, rows, seed: 1234, eosIds: [2, 7], finished: [0, 0, 1, 0, 0] };
+      // permuted sample ids: rows of a compacted batch write to their own samples' output rows
+      const base = { V, rows, seed: 1234, eosIds: [2, 7], finished: [0, 0, 1, 0, 0], sampleIds: V > 100 ? [3, 0, 4, 1, 2] : undefined };
       const logits = randomArray(rows * V, V, 3);
       cases.push({ ...base, logits, temperature: 0, topK: -1, topP: 1 });
       cases.push({ ...base, logits, temperature: 1, topK: -1, topP: 1 });
@@ -90,12 +91,13 @@ describe('sample kernel', () => {
       expectSameDraw(got.ids, ref);
       const outStride = c.outStride ?? 4;
       for (let r = 0; r < c.rows; r++) {
-        expect(got.tokens[r * outStride + 1], what).toBe(got.ids[r]);
+        const at = (c.sampleIds?.[r] ?? r) * outStride + 1;
+        expect(got.tokens[at], what).toBe(got.ids[r]);
         const done = ref.finished[r] === 1 && (c.finished?.[r] ?? 0) === 1;
         expect(got.positions[r], what).toBe(10 + r + (done ? 0 : 1));
         if (got.ids[r] === ref.ids[r]) {
           expect(got.finished[r], what).toBe(ref.finished[r]);
-          expectClose([got.logprobs[r * outStride + 1]], [ref.logprobs[r]], 1e-5, 1e-5, `${what} logprob row ${r}`);
+          expectClose([got.logprobs[at]], [ref.logprobs[r]], 1e-5, 1e-5, `${what} logprob row ${r}`);
         }
       }
     }

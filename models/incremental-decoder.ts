@@ -1,0 +1,198 @@
+// The decoder of models/decoder.ts run incrementally over a KV cache, for generation: each call takes T new
+// tokens per sequence (T = prompt length for the prefill, 1 per decode step, the observation's length when a
+// multi-turn rollout appends tool output), appends their keys and values to the cache, attends them against
+// every cached slot, and returns the logits of each sequence's last new token.
+// It uses the same kernels and the same parameter arena as DecoderTrunk, but not its schedule: inference keeps
+// no activations, so the residual stream is one buffer that o_proj and down_proj accumulate into (no copies),
+// and attention reads keys and values from the cache instead of the fused qkv buffer.
+import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { DecoderConfig } from './hf-config.ts';
+import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
+import { KvCache } from './kv-cache.ts';
+import { matmul } from '../kernels/matmul.ts';
+import { embeddingForward } from '../kernels/embedding.ts';
+import { rmsnormForward } from '../kernels/rmsnorm.ts';
+import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
+import { ropeForward } from '../kernels/rope.ts';
+import { attentionForward } from '../kernels/attention.ts';
+import { swigluForward } from '../kernels/swiglu.ts';
+import { lmHeadLogits } from '../kernels/lm-head.ts';
+
+/** Activations of one call shape; R = rows·T. */
+interface StepBuffers {
+  x: Tensor; //        (R, C) residual stream
+  normed: Tensor; //   (R, C)
+  rstd: Tensor; //     (R)
+  qkvRaw: Tensor; //   (R, W) before Qwen3's q/k norm (the same tensor as qkv otherwise)
+  qkvRstd: Tensor; //  (R·(NH+NKV)) Qwen3 only
+  qkv: Tensor; //      (R, W)
+  attnOut: Tensor; //  (R, NH·HS)
+  lse: Tensor; //      (rows, NH, T)
+  gateUp: Tensor; //   (R, 2I)
+  act: Tensor; //      (R, I)
+}
+
+/** The LM-head end of a call, per row count: each sequence's last hidden state and its logits. */
+interface HeadBuffers {
+  last: Tensor; //       (rows, C) residual at each sequence's last new token
+  lastNormed: Tensor; // (rows, C)
+  lastRstd: Tensor; //   (rows)
+  logits: Tensor; //     (rows, V)
+}
+
+export interface ExtendInput {
+  /** (rows·T) token ids and position ids of the new tokens, row-major. */
+  ids: Tensor<'u32'>;
+  positions: Tensor<'i32'>;
+  T: number;
+  /** (rows·T) 1 = real token, 0 = padding; null: all real. The last token of a row that continues must be real. */
+  mask: ArrayLike<number> | null;
+}
+
+export class IncrementalDecoder {
+  readonly cache: KvCache;
+  private readonly steps = new Map<string, StepBuffers>();
+  private readonly heads = new Map<number, HeadBuffers>();
+
+  constructor(
+    readonly engine: Engine,
+    readonly config: DecoderConfig,
+    readonly params: Arena,
+    options: { maxRows: number; capacity: number },
+  ) {
+    if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
+    this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
+  }
+
+  /** Starts a new batch of `rows` sequences with an empty cache. */
+  reset(rows: number): void {
+    this.cache.reset(rows);
+  }
+
+  /** Drops finished sequences: keeps the listed rows (ascending), renumbered from 0. */
+  keepRows(keep: readonly number[]): void {
+    this.cache.keepRows(keep);
+  }
+
+  destroy(): void {
+    this.cache.destroy();
+    for (const buffers of [...this.steps.values(), ...this.heads.values()]) {
+      for (const t of new Set(Object.values(buffers))) this.engine.destroyTensor(t);
+    }
+  }
+
+  private param(name: string): Tensor {
+    return this.params.get(name);
+  }
+
+  private stepBuffers(rows: number, T: number): StepBuffers {
+    const key = `${rows}x${T}`;
+    let buffers = this.steps.get(key);
+    if (!buffers) {
+      const c = this.config;
+      const e = this.engine;
+      const R = rows * T;
+      const n = (what: string) => `incremental.${key}.${what}`;
+      const qkv = e.tensor(n('qkv'), [R, qkvWidth(c)]);
+      buffers = {
+        x: e.tensor(n('x'), [R, c.hiddenSize]),
+        normed: e.tensor(n('normed'), [R, c.hiddenSize]),
+        rstd: e.tensor(n('rstd'), [R]),
+        qkvRaw: c.qkNorm ? e.tensor(n('qkvRaw'), [R, qkvWidth(c)]) : qkv,
+        qkvRstd: e.tensor(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
+        qkv,
+        attnOut: e.tensor(n('attnOut'), [R, c.numHeads * c.headDim]),
+        lse: e.tensor(n('lse'), [rows, c.numHeads, T]),
+        gateUp: e.tensor(n('gateUp'), [R, 2 * c.intermediateSize]),
+        act: e.tensor(n('act'), [R, c.intermediateSize]),
+      };
+      this.steps.set(key, buffers);
+    }
+    return buffers;
+  }
+
+  private headBuffers(rows: number): HeadBuffers {
+    let buffers = this.heads.get(rows);
+    if (!buffers) {
+      const e = this.engine;
+      const C = this.config.hiddenSize;
+      buffers = {
+        last: e.tensor(`incremental.head${rows}.last`, [rows, C]),
+        lastNormed: e.tensor(`incremental.head${rows}.lastNormed`, [rows, C]),
+        lastRstd: e.tensor(`incremental.head${rows}.lastRstd`, [rows]),
+        logits: e.tensor(`incremental.head${rows}.logits`, [rows, this.config.vocabSize]),
+      };
+      this.heads.set(rows, buffers);
+    }
+    return buffers;
+  }
+
+  /**
+   * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
+   * logits (rows, V) of each row's last new token, valid until the next call with the same row count.
+   */
+  extend(input: ExtendInput): Tensor {
+    const { ids, positions, T } = input;
+    const c = this.config;
+    const e = this.engine;
+    const cache = this.cache;
+    const rows = cache.rows;
+    const R = rows * T;
+    const C = c.hiddenSize;
+    const W = qkvWidth(c);
+    const I = c.intermediateSize;
+    const NHS = c.numHeads * c.headDim;
+    if (ids.size !== R || positions.size !== R) {
+      throw new Error(`IncrementalDecoder.extend: ids (${ids.name}) and positions (${positions.name}) have ${ids.size} and ${positions.size} elements, expected rows·T = ${rows}·${T}`);
+    }
+    const slotStart = cache.reserve(T, input.mask);
+    const s = this.stepBuffers(rows, T);
+    const head = this.headBuffers(rows);
+
+    embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
+    for (let l = 0; l < c.numLayers; l++) {
+      const p = layerPrefix(l);
+      rmsnormForward(e, { x: s.x, weight: this.param(`${p}.input_layernorm.weight`), out: s.normed, rstd: s.rstd, rows: R, cols: C, eps: c.rmsNormEps });
+      matmul(e, {
+        a: s.normed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
+        bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+      });
+      if (c.qkNorm) {
+        headRmsnormForward(e, {
+          qkv: s.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+          out: s.qkv, rstd: s.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
+        });
+      }
+      ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+      cache.write(l, s.qkv, slotStart, T);
+      attentionForward(e, {
+        B: rows, Tq: T, Tk: slotStart + T, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
+        qRowStride: W, qColOffset: 0,
+        kRowStride: cache.kvWidth, kColOffset: 0,
+        vRowStride: cache.kvWidth, vColOffset: 0,
+        kvBatchStride: cache.capacity * cache.kvWidth,
+        maskBatchStride: cache.capacity,
+        queryStart: slotStart,
+        scale: 1 / Math.sqrt(c.headDim),
+        q: s.qkv, k: cache.k[l], v: cache.v[l], keyMask: cache.keyMask, out: s.attnOut, lse: s.lse,
+      });
+      matmul(e, {
+        a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
+        bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
+      });
+      rmsnormForward(e, { x: s.x, weight: this.param(`${p}.post_attention_layernorm.weight`), out: s.normed, rstd: s.rstd, rows: R, cols: C, eps: c.rmsNormEps });
+      matmul(e, { a: s.normed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
+      swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
+      matmul(e, { a: s.act, b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+    }
+    // Only each row's last token needs logits: with T > 1, gather those rows first.
+    let last = s.x;
+    if (T > 1) {
+      for (let b = 0; b < rows; b++) e.copy(s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]), head.last.view(`${head.last.name}[${b}]`, b * C, [C]));
+      last = head.last;
+    }
+    rmsnormForward(e, { x: last, weight: this.param('model.norm.weight'), out: head.lastNormed, rstd: head.lastRstd, rows, cols: C, eps: c.rmsNormEps });
+    lmHeadLogits(e, { hidden: head.lastNormed, weight: this.param(lmHeadWeightName(c)), out: head.logits, N: rows, C, V: c.vocabSize });
+    return head.logits;
+  }
+}

@@ -1,0 +1,172 @@
+// Rollout with a KV cache against the two outside truths it must agree with: a full recompute of every prefix
+// (greedy tokens identical) and a teacher-forced pass of the finished sequences (old log-probs within 1e-4);
+// and on a real checkpoint, the greedy story transformers generates.
+import { describe, it, expect } from 'vitest';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { gpuEngine } from './gpu.ts';
+import type { Engine } from '../../engine/index.ts';
+import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
+import { initialParameters } from '../../models/init.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
+import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
+import { loadModel } from '../../models/model-files-node.ts';
+import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights } from '../../ppo/rollout.ts';
+
+const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
+
+function config(architecture: string): DecoderConfig {
+  return parseHfConfig({
+    architectures: [architecture], vocab_size: 61, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
+    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000,
+    tie_word_embeddings: architecture.startsWith('Qwen3'),
+  });
+}
+
+async function randomPolicy(engine: Engine, c: DecoderConfig, seed: number): Promise<PolicyWeights> {
+  const params = createParameterArena(engine, c, `rollout-test-${c.architecture}-${seed}`);
+  // A wide init gives peaked, input-dependent distributions: greedy paths without near-ties, real eos stops.
+  uploadArenaTensors(engine, params, initialParameters(c, seed, 0.35));
+  return { config: c, params };
+}
+
+// Left padding exercised: three prompt lengths.
+const PROMPTS = [[5, 9, 12, 3, 40], [7], [33, 2, 18]];
+
+const BASE: RolloutConfig = {
+  n: 2, temperature: 0.8, topK: -1, topP: 1, seed: 11, maxResponseLength: 12, eosTokenIds: [4, 17], padTokenId: 0,
+};
+
+/** Teacher-forced log-probs of each response token, at the rollout's temperature (1 for greedy). */
+async function teacherForced(engine: Engine, policy: PolicyWeights, batch: RolloutBatch, temperature: number): Promise<Float32Array> {
+  const lm = new CausalLm(engine, policy.config, policy.params);
+  const tokens = uploadTokenBatch(engine, { inputIds: batch.inputIds, attentionMask: batch.attentionMask, positionIds: batch.positionIds }, policy.config.vocabSize);
+  const T = batch.promptLength + batch.responseLength;
+  const targets = batch.inputIds.flatMap((row) => [...row.slice(1), 0]);
+  const targetTensor = engine.tensorFrom('targets', [targets.length], targets, 'u32');
+  const { logprobs } = lm.tokenLogprobs(tokens, targetTensor, { temperature: temperature || 1, saveForBackward: false });
+  const all = await engine.read(logprobs);
+  destroyTokenBatch(engine, tokens);
+  engine.destroyTensor(targetTensor);
+  // Response token t of row i is predicted at position P + t − 1.
+  const out = new Float32Array(batch.inputIds.length * batch.responseLength);
+  batch.inputIds.forEach((_, i) => {
+    for (let t = 0; t < batch.responseLength; t++) out[i * batch.responseLength + t] = all[i * T + batch.promptLength + t - 1];
+  });
+  return out;
+}
+
+function expectWellFormed(batch: RolloutBatch, c: RolloutConfig): void {
+  const P = batch.promptLength;
+  const R = c.maxResponseLength;
+  expect(batch.groupIds).toEqual(PROMPTS.flatMap((_, g) => new Array(c.n).fill(g)));
+  batch.inputIds.forEach((row, i) => {
+    const prompt = PROMPTS[batch.groupIds[i]];
+    const length = batch.responseLengths[i];
+    expect(row.slice(0, P)).toEqual([...new Array(P - prompt.length).fill(c.padTokenId), ...prompt]);
+    expect(batch.attentionMask[i]).toEqual([...new Array(P - prompt.length).fill(0), ...new Array(prompt.length + length).fill(1), ...new Array(R - length).fill(0)]);
+    expect(batch.responseMask[i]).toEqual([...new Array(length).fill(1), ...new Array(R - length).fill(0)]);
+    expect(batch.positionIds[i].slice(P - prompt.length, P + length)).toEqual(Array.from({ length: prompt.length + length }, (_, t) => t));
+    expect(batch.responses[i].slice(length)).toEqual(new Array(R - length).fill(c.padTokenId));
+    const response = batch.responses[i].slice(0, length);
+    const eosAt = response.findIndex((id) => c.eosTokenIds.includes(id));
+    if (batch.finishReasons[i] === 'eos') expect(eosAt).toBe(length - 1);
+    else expect(eosAt).toBe(-1);
+    if (batch.finishReasons[i] === 'length') expect(length).toBe(R);
+    expect(Array.from(batch.oldLogProbs[i].subarray(length)).every((x) => x === 0)).toBe(true);
+  });
+}
+
+describe('rollout', () => {
+  for (const architecture of ['LlamaForCausalLM', 'Qwen3ForCausalLM']) {
+    it(`${architecture}: greedy with the cache gives exactly the tokens of a full recompute`, async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config(architecture), 1);
+      const c = { ...BASE, ...VALIDATION_SAMPLING, n: 1, eosTokenIds: [] };
+      const cached = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
+      const recomputed = await generateWithoutCache(engine, policy, PROMPTS, c);
+      expect(cached.responses).toEqual(recomputed.responses);
+      // the generation is not degenerate (one token repeated)
+      expect(new Set(cached.responses.flat()).size).toBeGreaterThan(3);
+      cached.oldLogProbs.forEach((row, i) => {
+        for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - recomputed.oldLogProbs[i][t])).toBeLessThan(1e-5);
+      });
+    });
+  }
+
+  it('old log-probs equal a teacher-forced pass within 1e-4 (sampled, top-k + top-p, eos stops, n = 2)', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+    const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9, readEvery: 3 };
+    const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
+    expectWellFormed(batch, c);
+    expect(batch.finishReasons).toContain('eos');
+    const reference = await teacherForced(engine, policy, batch, c.temperature);
+    let compared = 0;
+    batch.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < batch.responseLengths[i]; t++) {
+        expect(Math.abs(row[t] - reference[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
+        compared++;
+      }
+    });
+    expect(compared).toBeGreaterThan(20);
+  });
+
+  it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 3);
+    // Many eos ids: rows finish at different steps, so compaction happens several times.
+    const c: RolloutConfig = { ...BASE, n: 3, eosTokenIds: [4, 17, 21, 30, 44, 50], readEvery: 2, compactBelow: 0 };
+    const generator = new RolloutGenerator(engine, policy);
+    const plain = await generator.generate(PROMPTS, c);
+    expectWellFormed(plain, c);
+    const lengths = new Set(plain.responseLengths);
+    expect(lengths.size).toBeGreaterThan(2);
+    const compacted = await generator.generate(PROMPTS, { ...c, compactBelow: 1 });
+    expect(compacted.responses).toEqual(plain.responses);
+    compacted.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - plain.oldLogProbs[i][t])).toBeLessThan(1e-5);
+    });
+    const reseeded = await generator.generate(PROMPTS, { ...c, seed: c.seed + 1 });
+    expect(reseeded.responses).not.toEqual(plain.responses);
+    // the samples of one group differ from each other
+    expect(plain.responses[0]).not.toEqual(plain.responses[1]);
+  });
+
+  it('stops at a stop string, keeping the token that completes it', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 4);
+    const decode = (ids: readonly number[]) => ids.map((id) => String.fromCharCode(48 + id)).join('');
+    const c: RolloutConfig = { ...BASE, eosTokenIds: [], readEvery: 4, decode };
+    const generator = new RolloutGenerator(engine, policy);
+    const free = await generator.generate(PROMPTS, c);
+    // a two-token string that the free run produces mid-response in sample 0
+    const stop = decode(free.responses[0].slice(3, 5));
+    const stopped = await generator.generate(PROMPTS, { ...c, stopStrings: [stop] });
+    expect(stopped.finishReasons[0]).toBe('stop');
+    stopped.responses.forEach((row, i) => {
+      const text = decode(row.slice(0, stopped.responseLengths[i]));
+      if (stopped.finishReasons[i] === 'stop') {
+        expect(text.endsWith(stop)).toBe(true);
+        expect(decode(row.slice(0, stopped.responseLengths[i] - 1)).includes(stop)).toBe(false);
+      } else {
+        expect(text.includes(stop)).toBe(false);
+      }
+      // up to the stop, the same tokens as without stop strings (same seed)
+      expect(row.slice(0, stopped.responseLengths[i])).toEqual(free.responses[i].slice(0, stopped.responseLengths[i]));
+    });
+  });
+
+  it('stories260K: greedy from <s> reproduces the recorded transformers story', async () => {
+    const engine = await gpuEngine();
+    const fixture = JSON.parse(await readFile(join(STORIES, 'fixtures.json'), 'utf8')).greedy_from_bos;
+    const model = await loadModel(engine, STORIES);
+    const generation = model.checkpoint.generationConfig!;
+    // The story holds no eos id (2 or 1), so stopping on them still runs all max_new_tokens, as recorded.
+    const batch = await new RolloutGenerator(engine, model).generate([fixture.input_ids], {
+      ...VALIDATION_SAMPLING, seed: 0, maxResponseLength: fixture.max_new_tokens, eosTokenIds: generation.eosTokenIds, padTokenId: 0,
+    });
+    expect([...fixture.input_ids, ...batch.responses[0]]).toEqual(fixture.output_ids);
+  });
+});
