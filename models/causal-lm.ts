@@ -70,7 +70,7 @@ export class CausalLm {
     const ws = this.workspace(rows);
     const weightName = lmHeadWeightName(c);
     lmHeadBackward(this.engine, {
-      hidden, weight: this.params.get(weightName), targets, lse: ws.lse, dLogprobs, dEntropy,
+      hidden, weight: this.params.get(weightName), targets, lse: ws.lse, dLogprobs, dEntropy, entropy: dEntropy ? ws.entropy : undefined,
       dHidden: ws.dHidden, dWeight: grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
     });
     this.trunk.backward(ws.dHidden, grads);
