@@ -1,0 +1,209 @@
+// The PPO-RLHF loop, one step top to bottom as verl's ray_trainer runs it: sample prompts → rollout (n samples
+// each, old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values →
+// KL penalty in the reward → advantages → critic update → actor update → metrics; validation every
+// trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
+// needs it; critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
+import type { Engine, Arena } from '../engine/index.ts';
+import { Arena as ArenaClass } from '../engine/index.ts';
+import { Rng } from '../engine/rng.ts';
+import type { DecoderConfig } from '../models/hf-config.ts';
+import { CausalLm } from '../models/causal-lm.ts';
+import { ValueModel } from '../models/value-model.ts';
+import type { PpoConfig } from './config.ts';
+import { batchSizes, usesCritic } from './config.ts';
+import { AdamWOptimizer } from './adamw-optimizer.ts';
+import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './rollout.ts';
+import { ExperienceMaker, type Experience } from './experience.ts';
+import { ActorUpdater } from './actor-update.ts';
+import { CriticUpdater } from './critic-update.ts';
+import { getKlController, type KLController } from './kl-controller.ts';
+import { resolvePolicyLossConfig } from './losses.ts';
+import { learningRate } from './lr-schedule.ts';
+import { planCritic } from './critic.ts';
+import { stepMetrics } from './metrics.ts';
+
+/** One prompt of the dataset, tokenized, with what its reward needs. */
+export interface PromptRecord {
+  promptIds: number[];
+  dataSource: string;
+  groundTruth: unknown;
+  extraInfo: Record<string, unknown> | null;
+}
+
+/** Where prompts come from and how responses are judged: the dataset, tokenizer and reward of the run. */
+export interface TrainerIo {
+  /** The next training batch of data.train_batch_size prompts. */
+  nextTrainBatch(): PromptRecord[];
+  validationSet(): PromptRecord[];
+  /** Response text for the reward (special tokens dropped). */
+  decode(ids: readonly number[]): string | Promise<string>;
+  score(record: PromptRecord, responseText: string): number | Promise<number>;
+  eosTokenIds: readonly number[];
+  padTokenId: number;
+}
+
+export interface ModelWeights {
+  config: DecoderConfig;
+  params: Arena;
+}
+
+export interface TrainerState {
+  globalStep: number;
+  rng: ReturnType<Rng['state']>;
+  klCoef: number;
+}
+
+export class PpoTrainer {
+  readonly actor: CausalLm;
+  readonly critic: ValueModel | null;
+  private readonly reference: CausalLm | null;
+  private readonly actorOptimizer: AdamWOptimizer;
+  private readonly criticOptimizer: AdamWOptimizer | null;
+  private readonly rollout: RolloutGenerator;
+  private readonly experience: ExperienceMaker;
+  private readonly actorUpdater: ActorUpdater;
+  private readonly criticUpdater: CriticUpdater | null;
+  private readonly klCtrl: KLController;
+  readonly rng: Rng;
+  globalStep = 0;
+
+  constructor(
+    private readonly engine: Engine,
+    readonly config: PpoConfig,
+    actor: ModelWeights,
+    critic: ModelWeights | null,
+    private readonly io: TrainerIo,
+    readonly totalSteps: number,
+  ) {
+    const c = config;
+    const actorCfg = c.actor_rollout_ref.actor;
+    const plan = planCritic({ advEstimator: c.algorithm.adv_estimator, freeze: c.critic.freeze });
+    if (usesCritic(c) && !critic) throw new Error('algorithm.adv_estimator=gae needs a critic model');
+    this.rng = new Rng(c.trainer.seed);
+    this.actor = new CausalLm(engine, actor.config, actor.params);
+    this.actorOptimizer = new AdamWOptimizer(engine, actor.params, {
+      lr: actorCfg.optim.lr, betas: actorCfg.optim.betas as [number, number], eps: 1e-8,
+      weightDecay: actorCfg.optim.weight_decay, maxGradNorm: actorCfg.grad_clip,
+    });
+    const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
+    this.reference = needsReference ? new CausalLm(engine, actor.config, frozenCopy(engine, actor.params, 'reference')) : null;
+    this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
+    this.criticOptimizer = plan.allocateOptimizerState && critic
+      ? new AdamWOptimizer(engine, critic.params, {
+        lr: c.critic.optim.lr, betas: c.critic.optim.betas as [number, number], eps: 1e-8,
+        weightDecay: c.critic.optim.weight_decay, maxGradNorm: c.critic.grad_clip,
+      })
+      : null;
+    this.rollout = new RolloutGenerator(engine, actor);
+    this.experience = new ExperienceMaker(engine, this.reference, this.critic, actor.config.vocabSize);
+    this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer);
+    this.criticUpdater = this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
+    this.klCtrl = getKlController(c.algorithm.kl_ctrl);
+  }
+
+  private rolloutConfig(validation: boolean): RolloutConfig {
+    const r = this.config.actor_rollout_ref.rollout;
+    const sampling = validation ? r.val_kwargs : r;
+    return {
+      n: sampling.n,
+      temperature: sampling.do_sample ? sampling.temperature : 0,
+      topK: sampling.top_k,
+      topP: sampling.top_p,
+      seed: this.rng.nextUint32(),
+      maxResponseLength: this.config.data.max_response_length,
+      eosTokenIds: this.io.eosTokenIds,
+      padTokenId: this.io.padTokenId,
+    };
+  }
+
+  private async scoreRollout(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; texts: string[] }> {
+    const texts: string[] = [];
+    const scores: number[] = [];
+    for (let i = 0; i < rollout.responses.length; i++) {
+      const record = records[rollout.groupIds[i]];
+      const text = await this.io.decode(rollout.responses[i].slice(0, rollout.responseLengths[i]));
+      texts.push(text);
+      scores.push(await this.io.score(record, text));
+    }
+    return { scores, texts };
+  }
+
+  /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show. */
+  async validate(): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
+    const records = this.io.validationSet();
+    const rollout = await this.rollout.generate(records.map((r) => r.promptIds), this.rolloutConfig(true));
+    const { scores, texts } = await this.scoreRollout(records, rollout);
+    const bySource = new Map<string, number[]>();
+    scores.forEach((s, i) => {
+      const source = records[rollout.groupIds[i]].dataSource;
+      bySource.set(source, [...(bySource.get(source) ?? []), s]);
+    });
+    const metrics: Record<string, number> = {};
+    for (const [source, list] of bySource) metrics[`val/test_score/${source}`] = list.reduce((a, b) => a + b, 0) / list.length;
+    metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
+    const samples = texts.slice(0, 8).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
+    return { metrics, samples };
+  }
+
+  /** One PPO iteration. */
+  async step(): Promise<Record<string, number>> {
+    const c = this.config;
+    const timing: Record<string, number> = {};
+    const timed = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+      const start = performance.now();
+      const result = await work();
+      timing[`timing_s/${name}`] = (performance.now() - start) / 1000;
+      return result;
+    };
+    const stepStart = performance.now();
+    const records = this.io.nextTrainBatch();
+    const rollout = await timed('gen', () => this.rollout.generate(records.map((r) => r.promptIds), this.rolloutConfig(false)));
+    const { scores } = await timed('reward', () => this.scoreRollout(records, rollout));
+    const experience: Experience = await timed('adv', () => this.experience.make(rollout, scores, {
+      advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
+      normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
+      klPenalty: c.algorithm.kl_penalty, rewardMaskRatio: c.algorithm.reward_mask_ratio,
+      temperature: c.actor_rollout_ref.rollout.temperature,
+      forwardBlock: c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? rollout.inputIds.length,
+    }, this.rng, this.klCtrl));
+
+    const sizes = batchSizes(c);
+    const updateMetrics: Record<string, number> = {};
+    if (this.criticUpdater) {
+      Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, {
+        epochs: c.critic.ppo_epochs, miniBatchSize: sizes.criticMiniBatch, microBatchSize: sizes.criticMicroBatch,
+        shuffle: c.critic.shuffle, lossAggMode: c.critic.loss_agg_mode, cliprangeValue: c.critic.cliprange_value,
+        lr: learningRate(c.critic.optim, this.globalStep, this.totalSteps),
+      }, this.rng)));
+    } else if (this.critic) {
+      updateMetrics['critic/frozen'] = 1;
+    }
+    if (this.globalStep >= c.trainer.critic_warmup) {
+      const a = c.actor_rollout_ref.actor;
+      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, {
+        epochs: a.ppo_epochs, miniBatchSize: sizes.actorMiniBatch, microBatchSize: sizes.actorMicroBatch, shuffle: a.shuffle,
+        lossAggMode: a.loss_agg_mode,
+        policyLoss: resolvePolicyLossConfig({
+          lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
+          clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c,
+        }),
+        entropyCoeff: a.entropy_coeff, useKlLoss: a.use_kl_loss, klLossCoef: a.kl_loss_coef, klLossType: a.kl_loss_type,
+        temperature: c.actor_rollout_ref.rollout.temperature, lr: learningRate(a.optim, this.globalStep, this.totalSteps),
+      }, this.rng)));
+    }
+    this.globalStep++;
+    timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
+    return stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null });
+  }
+
+  getState(): TrainerState {
+    return { globalStep: this.globalStep, rng: this.rng.state(), klCoef: this.klCtrl.value };
+  }
+}
+
+/** A frozen copy of a parameter arena (the reference model). */
+function frozenCopy(engine: Engine, params: Arena, label: string): Arena {
+  const copy = new ArenaClass(engine, label, params.layout);
+  params.segments.forEach((segment, i) => engine.copy(segment, copy.segments[i]));
+  return copy;
+}
