@@ -9,7 +9,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { AdamWOptimizer } from '../../ppo/adamw-optimizer.ts';
 import { SftTrainer, type SftExample } from '../../ppo/sft-trainer.ts';
-import { seededRandom } from '../../ppo/rng.ts';
+import { seededRandom } from '../../engine/rng.ts';
 
 export interface TrainBenchRow {
   config: 'tiny' | 'small';
