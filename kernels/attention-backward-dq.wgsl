@@ -66,7 +66,8 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       maskTile[jj] = select(0u, 1u, j < keyEnd && keyVisible(b, j));
     }
     workgroupBarrier();
-    for (var jj = 0u; jj < TILE; jj++) {
+    let keys = min(TILE, keyEnd - j0);
+    for (var jj = 0u; jj < keys; jj++) {
       let j = j0 + jj;
       if (valid && j <= position && maskTile[jj] == 1u) {
         var score = vec4<f32>(0.0);

@@ -67,7 +67,8 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       maskTile[jj] = select(0u, 1u, j < keyEnd && keyVisible(b, j));
     }
     workgroupBarrier();
-    for (var jj = s; jj < TILE; jj += KEY_SPLIT) {
+    let keys = min(TILE, keyEnd - j0);
+    for (var jj = s; jj < keys; jj += KEY_SPLIT) {
       let j = j0 + jj;
       if (valid && j <= position && maskTile[jj] == 1u) {
         var dot = vec4<f32>(0.0);
