@@ -1,28 +1,17 @@
 // Hugging Face model directories ⇄ parameter arenas on the GPU (Node). A critic opened from a causal-LM
-// checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (normal(0, 0.02)
-// weight, zero bias, as transformers initialises it); the causal LM's lm_head is then not loaded.
+// checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (as transformers
+// initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine } from '../engine/index.ts';
 import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { hfSlices } from './parameter-layout.ts';
-import { seededRandom } from '../engine/rng.ts';
+import { freshScoreTensor } from './critic-init.ts';
 
 export interface LoadedModel {
   checkpoint: HfCheckpoint;
   config: DecoderConfig;
   params: Arena;
-}
-
-function freshHeadTensor(name: string, shape: readonly number[], seed: number): NamedTensor | undefined {
-  if (!name.startsWith('score.')) return undefined;
-  const size = shape.reduce((a, b) => a * b, 1);
-  const data = new Float32Array(size);
-  if (name === 'score.weight') {
-    const random = seededRandom(seed);
-    for (let i = 0; i < size; i++) data[i] = 0.02 * Math.sqrt(-2 * Math.log(random() + 1e-12)) * Math.cos(2 * Math.PI * random());
-  }
-  return { shape, data };
 }
 
 export async function loadModel(engine: Engine, dir: string, options: { as?: DecoderConfig['head']; label?: string; seed?: number } = {}): Promise<LoadedModel> {
@@ -34,7 +23,7 @@ export async function loadModel(engine: Engine, dir: string, options: { as?: Dec
       const info = tensors.info(slice.hfName);
       if (info) values.set(slice.hfName, { shape: info.shape, data: Float32Array.from(await tensors.read(slice.hfName)) });
       else {
-        const fresh = freshHeadTensor(slice.hfName, slice.shape, options.seed ?? 0);
+        const fresh = freshScoreTensor(slice.hfName, slice.shape, options.seed ?? 0);
         if (fresh) values.set(slice.hfName, fresh);
       }
     }

@@ -1,29 +1,141 @@
-// Node command line of the trainer (Node-only: the browser demo drives ppo/ directly).
+// Node command line of the trainer: `node train.js [--config run.yaml] [key.sub=value ...]`. Without --config it
+// runs the embedded default job (ppo/default-job.ts). Prints a line per step, writes metrics.jsonl to the run
+// directory (trainer.default_local_dir), validates every trainer.test_freq steps and at the end.
+import { readFile, mkdir, appendFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
-import { DEFAULT_SFT_WARM_START, runSftWarmStart } from './default-job.ts';
+import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
+import { DEFAULT_JOB_YAML } from './default-job.ts';
+import { setUpRun, scoreResponse } from './run-setup-node.ts';
+import { PpoTrainer, type PromptRecord, type TrainerIo } from './trainer.ts';
+import { PromptSampler, totalTrainingSteps, type DataCursor, type RlExample } from './dataset.ts';
+import { formatStepLine } from './progress.ts';
+import { saveCheckpoint } from './checkpoint-node.ts';
+
+const USAGE = 'usage: node train.js [--config run.yaml] [key.sub=value ...]   (node train.js --help lists every key)';
+
+function parseArgs(argv: string[]): { configFile: string | null; overrides: string[]; help: boolean } {
+  let configFile: string | null = null;
+  const overrides: string[] = [];
+  let help = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') help = true;
+    else if (arg === '--config') {
+      if (i + 1 >= argv.length) throw new ConfigError([`--config needs a file name (${USAGE})`]);
+      configFile = argv[++i];
+    } else if (arg.startsWith('--config=')) configFile = arg.slice('--config='.length);
+    else if (arg.startsWith('--')) throw new ConfigError([`unknown option ${arg} (${USAGE})`]);
+    else overrides.push(arg);
+  }
+  return { configFile, overrides, help };
+}
+
+async function readConfig(configFile: string | null, overrides: string[]): Promise<PpoConfig> {
+  if (configFile === null) return loadConfig({ yamlText: DEFAULT_JOB_YAML, yamlSource: 'the default job', overrides });
+  let yamlText: string;
+  try {
+    yamlText = await readFile(configFile, 'utf8');
+  } catch (err) {
+    throw new ConfigError([`--config ${configFile}: cannot read it (${(err as Error).message})`]);
+  }
+  return loadConfig({ yamlText, yamlSource: configFile, overrides });
+}
+
+function toRecord(example: RlExample): PromptRecord {
+  return { promptIds: example.promptIds, dataSource: example.dataSource, groundTruth: example.groundTruth, extraInfo: example.extraInfo };
+}
 
 export async function main(argv: string[]): Promise<number> {
-  if (argv.includes('--help')) {
-    console.log('usage: node train.js   (runs the embedded default job)');
-    return 0;
+  let config: PpoConfig;
+  try {
+    const args = parseArgs(argv);
+    if (args.help) {
+      console.log(`${USAGE}\n\n${formatHelp()}`);
+      return 0;
+    }
+    config = await readConfig(args.configFile, args.overrides);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+      return 2;
+    }
+    throw err;
   }
   const engine = await Engine.create();
   try {
-    console.log(`device: ${engine.caps.description}`);
-    const started = performance.now();
-    const options = DEFAULT_SFT_WARM_START;
-    let first = NaN;
-    const result = await runSftWarmStart(engine, options, (r) => {
-      if (r.step === 1) first = r.loss;
-      if (r.step === 1 || r.step % 10 === 0 || r.step === options.steps) {
-        console.log(`sft step ${String(r.step).padStart(4)}/${options.steps}  loss ${r.loss.toFixed(4)}  ${Math.round(r.tokensPerSecond)} tokens/s  ${r.ms.toFixed(0)} ms`);
-      }
-    });
-    const last = result.history[result.history.length - 1];
-    console.log(`sft: loss ${first.toFixed(4)} -> ${last.loss.toFixed(4)} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    return 0;
+    return await train(engine, config);
   } finally {
     await engine.sync();
     engine.destroy();
   }
+}
+
+async function train(engine: Engine, config: PpoConfig): Promise<number> {
+  const started = performance.now();
+  const runDir = resolve(config.trainer.default_local_dir);
+  await mkdir(runDir, { recursive: true });
+  const metricsFile = join(runDir, 'metrics.jsonl');
+  await writeFile(metricsFile, '');
+  const toConsole = config.trainer.logger.includes('console');
+  const log = (line: string) => toConsole && console.log(line);
+  const record = async (metrics: Record<string, number>) => {
+    if (config.trainer.logger.includes('file')) await appendFile(metricsFile, JSON.stringify(metrics) + '\n');
+  };
+
+  log(`device: ${engine.caps.description}`);
+  const setup = await setUpRun(engine, config, (r) => {
+    if (r.step === 1 || r.step % 25 === 0) log(`warm start (SFT) step ${r.step}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
+  });
+  const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
+  const totalSteps = totalTrainingSteps(sampler, config.trainer);
+  let cursor: DataCursor = { epoch: 0, index: 0 };
+  const io: TrainerIo = {
+    nextTrainBatch: () => {
+      const batch = sampler.batchAt(cursor);
+      cursor = batch.next;
+      return batch.indices.map((i) => toRecord(setup.train[i]));
+    },
+    validationSet: () => setup.val.map(toRecord),
+    decode: (ids) => setup.tokenizer.decode(ids, { skipSpecialTokens: true }),
+    score: (prompt, text) => scoreResponse(setup.reward, prompt, text),
+    eosTokenIds: setup.actor.config.eosTokenIds,
+    padTokenId: setup.actor.config.padTokenId ?? setup.tokenizer.special.pad?.id ?? 0,
+  };
+  const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps);
+
+  const validate = async (): Promise<number | null> => {
+    if (setup.val.length === 0) return null;
+    const { metrics, samples } = await trainer.validate();
+    await record({ 'training/global_step': trainer.globalStep, ...metrics });
+    const score = metrics['val/test_score/mean'];
+    log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts` +
+      `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
+    return score;
+  };
+
+  const before = config.trainer.val_before_train ? await validate() : null;
+  log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
+    `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
+  let after = before;
+  while (trainer.globalStep < totalSteps) {
+    const metrics = await trainer.step();
+    await record(metrics);
+    log(formatStepLine(metrics, totalSteps, (performance.now() - started) / 1000));
+    const step = trainer.globalStep;
+    if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
+    if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
+      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup, cursor)}`);
+    }
+  }
+  after = await validate();
+  const finalCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup, cursor);
+  const seconds = (performance.now() - started) / 1000;
+  log('');
+  if (before !== null && after !== null) {
+    log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
+  }
+  log(`done in ${seconds.toFixed(0)} s; checkpoint ${finalCheckpoint}; metrics ${metricsFile}`);
+  log(`charts: node tools/plot.js ${runDir}`);
+  return 0;
 }

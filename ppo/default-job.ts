@@ -1,72 +1,97 @@
-// The embedded default job: a tiny Qwen3-style model learns multi-digit addition — a supervised warm start
-// first (this file), then PPO with a GAE critic and a rule reward (the trainer). Browser-safe: the caller
-// provides the engine and receives progress through callbacks.
+// The embedded default job: a tiny Qwen3-style model learns multi-digit addition. The built-in actor (used
+// when actor_rollout_ref.model.path is null) is created from scratch and given a short supervised warm start
+// on the training prompts — enough to be right part of the time — after which PPO with a GAE critic and the
+// exact-match rule reward takes over. Browser-safe: the caller provides the engine and receives progress.
 import type { Engine } from '../engine/index.ts';
+import { Rng } from '../engine/rng.ts';
 import { CausalLm } from '../models/causal-lm.ts';
 import { createParameterArena, uploadArenaTensors } from '../models/parameter-store.ts';
 import { initialParameters } from '../models/init.ts';
 import { tinyQwen3Config } from '../models/presets.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
+import type { Arena } from '../engine/index.ts';
 import { AdamWOptimizer } from './adamw-optimizer.ts';
 import { SftTrainer, type SftExample, type SftStepResult } from './sft-trainer.ts';
-import {
-  arithmeticTokenizer, arithmeticPromptText, arithmeticResponseText, sampleArithmeticProblem, type ArithmeticTaskConfig,
-} from './tasks/arithmetic.ts';
-import { seededRandom } from '../engine/rng.ts';
+import { arithmeticTokenizer } from './tasks/arithmetic.ts';
+import type { RlExample } from './dataset.ts';
+
+/** The default job's configuration (what `node train.js` runs when no --config is given). */
+export const DEFAULT_JOB_YAML = `
+data:
+  train_batch_size: 128
+  max_prompt_length: 16
+  max_response_length: 5
+  val_batch_size: null
+actor_rollout_ref:
+  actor:
+    ppo_mini_batch_size: 64
+    ppo_epochs: 1
+    clip_ratio: 0.2
+    entropy_coeff: 0
+    optim:
+      lr: 1.0e-4
+      weight_decay: 0.0
+  rollout:
+    n: 1
+    temperature: 1.0
+critic:
+  optim:
+    lr: 1.0e-3
+    weight_decay: 0.0
+  cliprange_value: 0.5
+algorithm:
+  adv_estimator: gae
+  gamma: 1.0
+  lam: 1.0
+  use_kl_in_reward: false
+trainer:
+  total_epochs: 1
+  total_training_steps: 40
+  test_freq: 10
+  save_freq: -1
+  project_name: webgpu_rlhf
+  experiment_name: arithmetic_tiny
+`;
 
 export interface SftWarmStartConfig {
   seed: number;
   steps: number;
   batchSize: number;
   lr: number;
-  task: ArithmeticTaskConfig;
 }
 
-export const DEFAULT_SFT_WARM_START: SftWarmStartConfig = {
-  seed: 1,
-  steps: 150,
-  batchSize: 32,
-  lr: 3e-3,
-  task: { digits: 2 },
-};
+export const DEFAULT_SFT_WARM_START: SftWarmStartConfig = { seed: 1, steps: 150, batchSize: 32, lr: 3e-3 };
 
-export function arithmeticExample(random: () => number, task: ArithmeticTaskConfig): SftExample {
-  const problem = sampleArithmeticProblem(random, task);
-  return {
-    prompt: arithmeticTokenizer.encode(arithmeticPromptText(problem)),
-    response: arithmeticTokenizer.encode(arithmeticResponseText(problem)),
-  };
-}
-
-/** Longest prompt + response of the task, in tokens. */
-export function arithmeticSequenceLength(task: ArithmeticTaskConfig): number {
-  const widest = 10 ** task.digits - 1;
-  const problem = { a: widest, b: widest, question: `${widest}+${widest}=`, answer: String(2 * widest) };
-  return arithmeticTokenizer.encode(arithmeticPromptText(problem) + arithmeticResponseText(problem)).length;
+/** Prompt + reference answer of a built-in task example, for supervised training. */
+export function sftExample(example: RlExample): SftExample {
+  return { prompt: example.promptIds, response: arithmeticTokenizer.encode(`${String(example.groundTruth)}</s>`) };
 }
 
 export interface WarmStartResult {
   config: DecoderConfig;
-  model: CausalLm;
+  params: Arena;
   history: SftStepResult[];
 }
 
-export async function runSftWarmStart(engine: Engine, options: SftWarmStartConfig, onStep: (r: SftStepResult) => void): Promise<WarmStartResult> {
+/** Creates the built-in actor and trains it on (prompt, answer) pairs drawn from `train`. */
+export async function warmStartBuiltinActor(engine: Engine, options: SftWarmStartConfig, train: readonly RlExample[], onStep: (r: SftStepResult) => void): Promise<WarmStartResult> {
   const config = tinyQwen3Config(arithmeticTokenizer.vocabSize);
   const params = createParameterArena(engine, config, 'actor');
   uploadArenaTensors(engine, params, initialParameters(config, options.seed));
   const model = new CausalLm(engine, config, params);
   const optimizer = new AdamWOptimizer(engine, params, { lr: options.lr, betas: [0.9, 0.95], eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 });
-  const T = arithmeticSequenceLength(options.task);
+  const examples = train.map(sftExample);
+  const T = Math.max(...examples.map((e) => e.prompt.length + e.response.length));
   const trainer = new SftTrainer(engine, model, optimizer, { B: options.batchSize, T, padId: arithmeticTokenizer.tokenId('<pad>') });
-  const random = seededRandom(options.seed);
+  const rng = new Rng(options.seed);
   const history: SftStepResult[] = [];
   for (let step = 0; step < options.steps; step++) {
-    const examples = Array.from({ length: options.batchSize }, () => arithmeticExample(random, options.task));
-    const lr = options.lr * Math.min(1, (step + 1) / 10) * (0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / options.steps)));
-    const result = await trainer.trainStep(examples, lr);
+    const batch = Array.from({ length: options.batchSize }, () => examples[Math.floor(rng.next() * examples.length)]);
+    const warmup = Math.min(1, (step + 1) / 10);
+    const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / options.steps));
+    const result = await trainer.trainStep(batch, options.lr * warmup * decay);
     history.push(result);
     onStep(result);
   }
-  return { config, model, history };
+  return { config, params, history };
 }

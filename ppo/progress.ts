@@ -1,0 +1,29 @@
+// The per-step console line: step, ETA, and the numbers a PPO user watches.
+
+function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds)) return '?';
+  const m = Math.floor(seconds / 60);
+  const s = Math.round(seconds % 60);
+  return m > 0 ? `${m}m${String(s).padStart(2, '0')}s` : `${s}s`;
+}
+
+export function formatStepLine(m: Record<string, number>, totalSteps: number, elapsedSeconds: number): string {
+  const step = m['training/global_step'];
+  const eta = (elapsedSeconds / step) * (totalSteps - step);
+  const width = 20;
+  const filled = Math.round((width * step) / totalSteps);
+  const bar = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
+  const parts = [
+    `${bar} step ${step}/${totalSteps} eta ${formatDuration(eta)}`,
+    `reward ${m['critic/score/mean'].toFixed(3)}`,
+  ];
+  const optional: [string, string, number][] = [
+    ['kl', 'actor/reward_kl_penalty', 4], ['kl_loss', 'actor/kl_loss', 4], ['entropy', 'actor/entropy', 3],
+    ['clipfrac', 'actor/pg_clipfrac', 3], ['vf_loss', 'critic/vf_loss', 4], ['len', 'response_length/mean', 1],
+    ['tok/s', 'perf/throughput', 0], ['mfu', 'perf/mfu', 3],
+  ];
+  for (const [label, key, digits] of optional) if (m[key] !== undefined) parts.push(`${label} ${m[key].toFixed(digits)}`);
+  const phases = ['gen', 'adv', 'update_critic', 'update_actor'].filter((p) => m[`timing_s/${p}`] !== undefined)
+    .map((p) => `${p} ${m[`timing_s/${p}`].toFixed(1)}s`);
+  return `${parts.join('  ')}  (${phases.join(', ')})`;
+}

@@ -1,0 +1,108 @@
+// Assembles a run from its configuration (Node: reads model directories and data files): tokenizer and chat
+// template, training and validation prompts, actor (loaded, or the built-in model with its warm start),
+// critic, and the reward function.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Engine } from '../engine/index.ts';
+import type { PpoConfig } from './config.ts';
+import { usesCritic } from './config.ts';
+import { loadModel } from '../models/model-files-node.ts';
+import { criticFromCausalLm } from '../models/critic-init.ts';
+import { JsTokenizer, type Tokenizer } from '../models/tokenizer.ts';
+import { loadTokenizer, readTokenizerFiles } from '../models/tokenizer-node.ts';
+import { ChatTemplate } from '../models/chat-template.ts';
+import { buildRlDataset, type RlExample } from './dataset.ts';
+import { loadRlDataset } from './dataset-node.ts';
+import { arithmeticDataset, arithmeticTokenizerFiles } from './tasks/arithmetic.ts';
+import { DEFAULT_SFT_WARM_START, warmStartBuiltinActor } from './default-job.ts';
+import type { SftStepResult } from './sft-trainer.ts';
+import { computeScore, toRewardScore, type RewardFunction } from './rewards/index.ts';
+import { loadCustomRewardFunction } from './rewards/custom-reward-node.ts';
+import type { ModelWeights } from './trainer.ts';
+
+export interface RunSetup {
+  tokenizer: Tokenizer;
+  /** Files to write beside every saved model so it is a complete HF directory. */
+  tokenizerFiles: Record<string, string>;
+  train: RlExample[];
+  val: RlExample[];
+  actor: ModelWeights;
+  critic: ModelWeights | null;
+  reward: RewardFunction;
+  /** Set when the built-in actor was warm-started. */
+  warmStart: SftStepResult[] | null;
+}
+
+const BUILTIN_TASK = { digits: 2, trainSize: 4000, valSize: 256 };
+
+async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; template: ChatTemplate; files: Record<string, string> }> {
+  const dir = config.data.tokenizer ?? config.actor_rollout_ref.model.path;
+  if (dir === null) {
+    const { tokenizerJson, tokenizerConfig } = arithmeticTokenizerFiles();
+    const tokenizer = JsTokenizer.fromJson(tokenizerJson, tokenizerConfig);
+    return {
+      tokenizer,
+      template: new ChatTemplate(tokenizerConfig, tokenizer.special),
+      files: { 'tokenizer.json': JSON.stringify(tokenizerJson), 'tokenizer_config.json': JSON.stringify(tokenizerConfig, null, 2) },
+    };
+  }
+  const files = await readTokenizerFiles(dir);
+  const tokenizer = await loadTokenizer(dir, 'native');
+  const copied: Record<string, string> = { 'tokenizer.json': files.tokenizerJson };
+  for (const name of ['tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja']) {
+    try {
+      copied[name] = await readFile(join(dir, name), 'utf8');
+    } catch {
+      // Optional files: a tokenizer works without them.
+    }
+  }
+  return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
+}
+
+export async function setUpRun(engine: Engine, config: PpoConfig, onWarmStartStep: (r: SftStepResult) => void): Promise<RunSetup> {
+  const { tokenizer, template, files } = await tokenizerOf(config);
+  const datasetOptions = { ...config.data, tokenizer, template };
+  const builtin = config.data.train_files === null ? arithmeticDataset({ ...BUILTIN_TASK, seed: config.data.seed }) : null;
+  const train = builtin
+    ? (await buildRlDataset(builtin.train, datasetOptions)).examples
+    : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples;
+  const valFiles = config.data.val_files;
+  const val = valFiles !== null
+    ? (await loadRlDataset(valFiles, datasetOptions)).examples
+    : builtin ? (await buildRlDataset(builtin.val, datasetOptions)).examples : [];
+
+  let actor: ModelWeights;
+  let warmStart: SftStepResult[] | null = null;
+  const actorPath = config.actor_rollout_ref.model.path;
+  if (actorPath !== null) {
+    const loaded = await loadModel(engine, actorPath, { label: 'actor' });
+    if (loaded.config.head !== 'causal-lm') throw new Error(`actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    actor = { config: loaded.config, params: loaded.params };
+  } else {
+    if (!builtin) throw new Error('actor_rollout_ref.model.path is null (the built-in model) but data.train_files is set: the built-in model only knows the built-in task; give a model path');
+    const warm = await warmStartBuiltinActor(engine, { ...DEFAULT_SFT_WARM_START, seed: config.trainer.seed }, train, onWarmStartStep);
+    actor = { config: warm.config, params: warm.params };
+    warmStart = warm.history;
+  }
+
+  let critic: ModelWeights | null = null;
+  if (usesCritic(config)) {
+    const criticPath = config.critic.model.path;
+    if (criticPath !== null && criticPath !== actorPath) {
+      const loaded = await loadModel(engine, criticPath, { as: 'token-classification', label: 'critic', seed: config.trainer.seed });
+      critic = { config: loaded.config, params: loaded.params };
+    } else {
+      critic = await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed);
+    }
+  }
+
+  const custom = config.custom_reward_function.path;
+  const reward: RewardFunction = custom !== null
+    ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name })
+    : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
+  return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, warmStart };
+}
+
+export async function scoreResponse(reward: RewardFunction, prompt: { dataSource: string; groundTruth: unknown; extraInfo: Record<string, unknown> | null }, text: string): Promise<number> {
+  return toRewardScore(await reward(prompt.dataSource, text, prompt.groundTruth, prompt.extraInfo), `reward (data_source ${prompt.dataSource})`).score;
+}
