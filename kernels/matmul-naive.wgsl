@@ -1,10 +1,7 @@
 // matmul (naive): one output per lane, every operand element loaded from global memory (the baseline the
-// benchmark compares against, and the fallback). Shapes and layouts as in matmul.wgsl.
+// benchmark compares against, and the fallback). Shapes and layouts as in matmul.wgsl; 16x16 lanes.
 
-// nn, nt: A is [M, K]; tn: A is [K, M].
-override A_K_CONTIGUOUS: bool;
-// nt: B is [N, K]; nn, tn: B is [K, N].
-override B_K_CONTIGUOUS: bool;
+// Layout constants, bindings and the epilogue: matmul-common.wgsl.
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

@@ -2,18 +2,14 @@
 //   nn: A [M, K], B [K, N]   (dx = dy·W)
 //   nt: A [M, K], B [N, K]   (y = x·Wᵀ, W in Hugging Face [out, in] layout)
 //   tn: A [K, M], B [K, N]   (dW = dyᵀ·x)
-// tiled: 64x64 output tile per workgroup of 64 lanes, 8x8 outputs per lane in registers, K in steps of 32
-//   through workgroup tiles stored k-major so the inner loop reads 4 vec4s per 64 FMAs whatever the layout;
-//   global loads are vec4 when the operand's rows are a multiple of 4 floats, bounds-checked scalars otherwise.
-// a and b are bound as vec4 arrays over views padded to whole vec4s (the launcher checks the padding exists).
-
-// nn, nt: A is [M, K]; tn: A is [K, M].
-override A_K_CONTIGUOUS: bool;
-// nt: B is [N, K]; nn, tn: B is [K, N].
-override B_K_CONTIGUOUS: bool;
-// The contiguous dimension of A (of B) is a multiple of 4: whole vec4s are either in bounds or out.
-override A_VEC4: bool;
-override B_VEC4: bool;
+// Variants (kernels/matmul.ts picks: cpu on software devices, tiled elsewhere):
+//   tiled (this file): 64x64 output tile per workgroup of 64 lanes, 8x8 outputs per lane in registers, K in
+//     steps of 32 through workgroup tiles stored k-major, so the inner loop reads 4 vec4s per 64 FMAs in every
+//     layout; global loads are vec4 when the operand's rows are a multiple of 4 floats, scalars otherwise.
+//   register (matmul-register.wgsl): 8 lanes, 8x64 tile, no workgroup memory; A loads shared by the SIMD vector.
+//   cpu: register for nn and tn, tiled for nt.
+//   naive (matmul-naive.wgsl): one output per lane; the baseline.
+// Layout constants, bindings and the epilogue: matmul-common.wgsl.
 
 const TILE_M = 64u;
 const TILE_N = 64u;
@@ -31,28 +27,29 @@ fn loadA(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
   let start = row * cols + col;
   if (A_VEC4) {
     let inside = row < rows && col < cols;
-    return select(vec4<f32>(0.0), a[select(0u, start / 4u, inside)], inside);
+    return select(vec4<f32>(0.0), a4[select(0u, start / 4u, inside)], inside);
   }
   var v: vec4<f32>;
   for (var j = 0u; j < 4u; j++) {
     let inside = row < rows && col + j < cols;
     let at = select(0u, start + j, inside);
-    v[j] = select(0.0, a[at / 4u][at % 4u], inside);
+    v[j] = select(0.0, a[at], inside);
   }
   return v;
 }
 
+// loadA's twin for b (WGSL cannot pass a storage array to a function portably).
 fn loadB(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
   let start = row * cols + col;
   if (B_VEC4) {
     let inside = row < rows && col < cols;
-    return select(vec4<f32>(0.0), b[select(0u, start / 4u, inside)], inside);
+    return select(vec4<f32>(0.0), b4[select(0u, start / 4u, inside)], inside);
   }
   var v: vec4<f32>;
   for (var j = 0u; j < 4u; j++) {
     let inside = row < rows && col + j < cols;
     let at = select(0u, start + j, inside);
-    v[j] = select(0.0, b[at / 4u][at % 4u], inside);
+    v[j] = select(0.0, b[at], inside);
   }
   return v;
 }
@@ -64,15 +61,6 @@ fn scatterA(k: u32, i: u32, v: vec4<f32>) {
 
 fn scatterB(k: u32, i: u32, v: vec4<f32>) {
   for (var j = 0u; j < 4u; j++) { tileB[(k + j) * (TILE_N / 4u) + i / 4u][i % 4u] = v[j]; }
-}
-
-// Eight outputs of row m from column n on: lo holds columns n..n+3, hi n+4..n+7.
-fn storeRow(m: u32, n: u32, lo: vec4<f32>, hi: vec4<f32>) {
-  if (m >= params.M) { return; }
-  for (var j = 0u; j < 4u; j++) {
-    if (n + j < params.N) { storeOutput(m, n + j, lo[j]); }
-    if (n + 4u + j < params.N) { storeOutput(m, n + 4u + j, hi[j]); }
-  }
 }
 
 @compute @workgroup_size(LANES)
@@ -129,15 +117,5 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
     workgroupBarrier();
   }
 
-  // Literal indices again: one dynamic index would move all of acc from registers to memory.
-  let m = m0 + laneRow * 8u;
-  let n = n0 + laneCol * 8u;
-  storeRow(m, n, acc[0], acc[1]);
-  storeRow(m + 1u, n, acc[2], acc[3]);
-  storeRow(m + 2u, n, acc[4], acc[5]);
-  storeRow(m + 3u, n, acc[6], acc[7]);
-  storeRow(m + 4u, n, acc[8], acc[9]);
-  storeRow(m + 5u, n, acc[10], acc[11]);
-  storeRow(m + 6u, n, acc[12], acc[13]);
-  storeRow(m + 7u, n, acc[14], acc[15]);
+  storeBlock(m0 + laneRow * 8u, n0 + laneCol * 8u, acc);
 }

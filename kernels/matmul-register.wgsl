@@ -1,0 +1,84 @@
+// matmul (register): for CPU implementations (lavapipe). Shapes and layouts as in matmul.wgsl.
+// 8 lanes per workgroup (one 256-bit SIMD vector) own an 8x64 output tile, 8x8 outputs per lane in registers;
+// no workgroup memory, no barriers: the CPU caches do the reuse. The 8 rows of A depend on the workgroup id
+// only, so lavapipe loads each A element once per vector, not once per lane. B per k: two vec4 loads for
+// nn/tn with N a multiple of 4, eight scalars otherwise (nt, odd N); vec4s along k for nt, one component
+// used per k, measured slower.
+// Indices past the matrix are clamped to its last row/column: loads stay branch-free and valid, and the
+// epilogue drops those outputs.
+
+const ROWS = 8u;
+const COLUMNS = 64u;
+
+// Private, but lowered to registers: every index below is a literal (one dynamic index would move them to
+// memory), and the helpers are inlined into the single entry point.
+var<private> acc: array<vec4<f32>, 16>;
+// Offset of row m0 + i of A (element k of the row adds k·kStride).
+var<private> rowOffset: array<u32, 8>;
+
+// acc += A[m0..m0+7, k] ⊗ B[k, n..n+7], where lo and hi hold B[k, n..n+3] and B[k, n+4..n+7].
+fn accumulate(k: u32, kStride: u32, lo: vec4<f32>, hi: vec4<f32>) {
+  let at = k * kStride;
+  let x0 = a[rowOffset[0] + at];
+  acc[0] += x0 * lo; acc[1] += x0 * hi;
+  let x1 = a[rowOffset[1] + at];
+  acc[2] += x1 * lo; acc[3] += x1 * hi;
+  let x2 = a[rowOffset[2] + at];
+  acc[4] += x2 * lo; acc[5] += x2 * hi;
+  let x3 = a[rowOffset[3] + at];
+  acc[6] += x3 * lo; acc[7] += x3 * hi;
+  let x4 = a[rowOffset[4] + at];
+  acc[8] += x4 * lo; acc[9] += x4 * hi;
+  let x5 = a[rowOffset[5] + at];
+  acc[10] += x5 * lo; acc[11] += x5 * hi;
+  let x6 = a[rowOffset[6] + at];
+  acc[12] += x6 * lo; acc[13] += x6 * hi;
+  let x7 = a[rowOffset[7] + at];
+  acc[14] += x7 * lo; acc[15] += x7 * hi;
+}
+
+// B[k, n..n+3] from B [K, N] (nn, tn), columns clamped to N - 1.
+fn loadRowOfB(k: u32, n: u32) -> vec4<f32> {
+  let N = params.N;
+  let row = k * N;
+  if (B_VEC4) { return b4[(row + min(n, N - 4u)) / 4u]; }
+  let last = N - 1u;
+  return vec4<f32>(b[row + min(n, last)], b[row + min(n + 1u, last)], b[row + min(n + 2u, last)], b[row + min(n + 3u, last)]);
+}
+
+// B[k, n..n+3] from B [N, K] (nt), one scalar per column.
+fn loadColumnsOfB(k: u32, n: u32) -> vec4<f32> {
+  let K = params.K;
+  let last = params.N - 1u;
+  return vec4<f32>(b[min(n, last) * K + k], b[min(n + 1u, last) * K + k], b[min(n + 2u, last) * K + k], b[min(n + 3u, last) * K + k]);
+}
+
+@compute @workgroup_size(8)
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let M = params.M;
+  let N = params.N;
+  let K = params.K;
+  let m0 = wid.y * ROWS;
+  let n = wid.x * COLUMNS + lane * 8u;
+  // A[m, k] is a[m·rowStride + k·kStride] in either layout.
+  let rowStride = select(1u, K, A_K_CONTIGUOUS);
+  let kStride = select(M, 1u, A_K_CONTIGUOUS);
+  rowOffset[0] = min(m0, M - 1u) * rowStride;
+  rowOffset[1] = min(m0 + 1u, M - 1u) * rowStride;
+  rowOffset[2] = min(m0 + 2u, M - 1u) * rowStride;
+  rowOffset[3] = min(m0 + 3u, M - 1u) * rowStride;
+  rowOffset[4] = min(m0 + 4u, M - 1u) * rowStride;
+  rowOffset[5] = min(m0 + 5u, M - 1u) * rowStride;
+  rowOffset[6] = min(m0 + 6u, M - 1u) * rowStride;
+  rowOffset[7] = min(m0 + 7u, M - 1u) * rowStride;
+
+  for (var k = 0u; k < K; k++) {
+    if (B_K_CONTIGUOUS) {
+      accumulate(k, kStride, loadColumnsOfB(k, n), loadColumnsOfB(k, n + 4u));
+    } else {
+      accumulate(k, kStride, loadRowOfB(k, n), loadRowOfB(k, n + 4u));
+    }
+  }
+
+  storeBlock(m0, n, acc);
+}
