@@ -31,6 +31,11 @@ export class Rng {
     return rng;
   }
 
+  /** Continues from a saved state (a resumed run draws what the uninterrupted one would have). */
+  setState(state: RngState): void {
+    this.s = [...Rng.fromState(state).s];
+  }
+
   state(): RngState {
     return [...this.s];
   }

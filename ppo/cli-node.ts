@@ -10,7 +10,7 @@ import { setUpRun, scoreResponse } from './run-setup-node.ts';
 import { PpoTrainer, type PromptRecord, type TrainerIo } from './trainer.ts';
 import { PromptSampler, totalTrainingSteps, type DataCursor, type RlExample } from './dataset.ts';
 import { formatStepLine } from './progress.ts';
-import { saveCheckpoint } from './checkpoint-node.ts';
+import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 
 const USAGE = 'usage: node train.js [--config run.yaml] [key.sub=value ...]   (node train.js --help lists every key)';
 
@@ -76,7 +76,10 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
   const runDir = resolve(config.trainer.default_local_dir);
   await mkdir(runDir, { recursive: true });
   const metricsFile = join(runDir, 'metrics.jsonl');
-  await writeFile(metricsFile, '');
+  const resumeDir = await checkpointToResume(config, runDir);
+  const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
+  // A resumed run appends to the metrics of the run it continues.
+  if (!resumed) await writeFile(metricsFile, '');
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
   const record = async (metrics: Record<string, number>) => {
@@ -84,12 +87,13 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
   };
 
   log(`device: ${engine.caps.description}`);
-  const setup = await setUpRun(engine, config, (r) => {
+  if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
+  const setup = await setUpRun(engine, config, resumed, (r) => {
     if (r.step === 1 || r.step % 25 === 0) log(`warm start (SFT) step ${r.step}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
   });
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
-  let cursor: DataCursor = { epoch: 0, index: 0 };
+  let cursor: DataCursor = resumed?.dataCursor ?? { epoch: 0, index: 0 };
   const io: TrainerIo = {
     nextTrainBatch: () => {
       const batch = sampler.batchAt(cursor);
@@ -102,7 +106,8 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
     eosTokenIds: setup.actor.config.eosTokenIds,
     padTokenId: setup.actor.config.padTokenId ?? setup.tokenizer.special.pad?.id ?? 0,
   };
-  const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps);
+  const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null);
+  if (resumed) trainer.restore(resumed.snapshot);
 
   const validate = async (): Promise<number | null> => {
     if (setup.val.length === 0) return null;
@@ -114,22 +119,33 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
     return score;
   };
 
-  const before = config.trainer.val_before_train ? await validate() : null;
+  const before = config.trainer.val_before_train && !resumed ? await validate() : null;
   log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
     `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
+  if (trainer.globalStep >= totalSteps) {
+    log(`nothing to train: the run in ${runDir} is already at step ${trainer.globalStep} of ${totalSteps} ` +
+      `(trainer.resume_mode=${config.trainer.resume_mode}); pass trainer.resume_mode=disable to start over`);
+    return 0;
+  }
   let after = before;
+  let savedStep = -1;
+  const ppoStarted = performance.now();
+  const firstStep = trainer.globalStep;
   while (trainer.globalStep < totalSteps) {
     const metrics = await trainer.step();
     await record(metrics);
-    log(formatStepLine(metrics, totalSteps, (performance.now() - started) / 1000));
+    log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
     const step = trainer.globalStep;
     if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
     if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup, cursor)}`);
+      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor)}`);
+      savedStep = step;
     }
   }
   after = await validate();
-  const finalCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup, cursor);
+  const finalCheckpoint = savedStep === trainer.globalStep
+    ? join(runDir, `global_step_${savedStep}`)
+    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor);
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {

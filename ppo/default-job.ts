@@ -60,7 +60,7 @@ export interface SftWarmStartConfig {
   lr: number;
 }
 
-export const DEFAULT_SFT_WARM_START: SftWarmStartConfig = { seed: 1, steps: 150, batchSize: 32, lr: 3e-3 };
+export const DEFAULT_SFT_WARM_START: SftWarmStartConfig = { seed: 1, steps: 300, batchSize: 64, lr: 3e-3 };
 
 /** Prompt + reference answer of a built-in task example, for supervised training. */
 export function sftExample(example: RlExample): SftExample {

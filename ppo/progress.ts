@@ -7,9 +7,10 @@ function formatDuration(seconds: number): string {
   return m > 0 ? `${m}m${String(s).padStart(2, '0')}s` : `${s}s`;
 }
 
-export function formatStepLine(m: Record<string, number>, totalSteps: number, elapsedSeconds: number): string {
+/** `elapsedSeconds` since step `firstStep` (where this process started or resumed). */
+export function formatStepLine(m: Record<string, number>, totalSteps: number, firstStep: number, elapsedSeconds: number): string {
   const step = m['training/global_step'];
-  const eta = (elapsedSeconds / step) * (totalSteps - step);
+  const eta = (elapsedSeconds / (step - firstStep)) * (totalSteps - step);
   const width = 20;
   const filled = Math.round((width * step) / totalSteps);
   const bar = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;

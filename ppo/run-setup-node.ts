@@ -59,7 +59,8 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
   return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
 }
 
-export async function setUpRun(engine: Engine, config: PpoConfig, onWarmStartStep: (r: SftStepResult) => void): Promise<RunSetup> {
+/** `resumed`: models from a checkpoint, which replace the configured ones (and skip the built-in warm start). */
+export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult) => void): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);
   const datasetOptions = { ...config.data, tokenizer, template };
   const builtin = config.data.train_files === null ? arithmeticDataset({ ...BUILTIN_TASK, seed: config.data.seed }) : null;
@@ -74,7 +75,9 @@ export async function setUpRun(engine: Engine, config: PpoConfig, onWarmStartSte
   let actor: ModelWeights;
   let warmStart: SftStepResult[] | null = null;
   const actorPath = config.actor_rollout_ref.model.path;
-  if (actorPath !== null) {
+  if (resumed) {
+    actor = resumed.actor;
+  } else if (actorPath !== null) {
     const loaded = await loadModel(engine, actorPath, { label: 'actor' });
     if (loaded.config.head !== 'causal-lm') throw new Error(`actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
     actor = { config: loaded.config, params: loaded.params };
@@ -86,7 +89,10 @@ export async function setUpRun(engine: Engine, config: PpoConfig, onWarmStartSte
   }
 
   let critic: ModelWeights | null = null;
-  if (usesCritic(config)) {
+  if (resumed && usesCritic(config)) {
+    if (!resumed.critic) throw new Error('resume: the checkpoint has no critic, but algorithm.adv_estimator=gae needs one');
+    critic = resumed.critic;
+  } else if (usesCritic(config)) {
     const criticPath = config.critic.model.path;
     if (criticPath !== null && criticPath !== actorPath) {
       const loaded = await loadModel(engine, criticPath, { as: 'token-classification', label: 'critic', seed: config.trainer.seed });

@@ -5,13 +5,13 @@
 // needs it; critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
 import { Arena as ArenaClass } from '../engine/index.ts';
-import { Rng } from '../engine/rng.ts';
+import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
 import { ValueModel } from '../models/value-model.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesCritic } from './config.ts';
-import { AdamWOptimizer } from './adamw-optimizer.ts';
+import { AdamWOptimizer, type AdamWState } from './adamw-optimizer.ts';
 import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './rollout.ts';
 import { ExperienceMaker, type Experience } from './experience.ts';
 import { ActorUpdater } from './actor-update.ts';
@@ -47,10 +47,17 @@ export interface ModelWeights {
   params: Arena;
 }
 
+/** Everything besides the weights that a resumed run needs to continue exactly. */
 export interface TrainerState {
   globalStep: number;
-  rng: ReturnType<Rng['state']>;
+  rng: RngState;
   klCoef: number;
+}
+
+export interface TrainerSnapshot {
+  state: TrainerState;
+  actorOptimizer: AdamWState;
+  criticOptimizer: AdamWState | null;
 }
 
 export class PpoTrainer {
@@ -74,6 +81,8 @@ export class PpoTrainer {
     critic: ModelWeights | null,
     private readonly io: TrainerIo,
     readonly totalSteps: number,
+    /** The reference weights when they are not the actor's current ones (a resumed run). */
+    referenceParams: Arena | null = null,
   ) {
     const c = config;
     const actorCfg = c.actor_rollout_ref.actor;
@@ -86,7 +95,7 @@ export class PpoTrainer {
       weightDecay: actorCfg.optim.weight_decay, maxGradNorm: actorCfg.grad_clip,
     });
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
-    this.reference = needsReference ? new CausalLm(engine, actor.config, frozenCopy(engine, actor.params, 'reference')) : null;
+    this.reference = needsReference ? new CausalLm(engine, actor.config, referenceParams ?? frozenCopy(engine, actor.params, 'reference')) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     this.criticOptimizer = plan.allocateOptimizerState && critic
       ? new AdamWOptimizer(engine, critic.params, {
@@ -196,8 +205,28 @@ export class PpoTrainer {
     return stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null });
   }
 
-  getState(): TrainerState {
-    return { globalStep: this.globalStep, rng: this.rng.state(), klCoef: this.klCtrl.value };
+  /** The reference model's weights (null when no KL term needs one). */
+  get referenceParams(): Arena | null {
+    return this.reference?.params ?? null;
+  }
+
+  async snapshot(): Promise<TrainerSnapshot> {
+    return {
+      state: { globalStep: this.globalStep, rng: this.rng.state(), klCoef: this.klCtrl.value },
+      actorOptimizer: await this.actorOptimizer.saveState(),
+      criticOptimizer: this.criticOptimizer ? await this.criticOptimizer.saveState() : null,
+    };
+  }
+
+  restore(snapshot: TrainerSnapshot): void {
+    this.globalStep = snapshot.state.globalStep;
+    this.rng.setState(snapshot.state.rng);
+    this.klCtrl.value = snapshot.state.klCoef;
+    this.actorOptimizer.loadState(snapshot.actorOptimizer);
+    if (this.criticOptimizer) {
+      if (!snapshot.criticOptimizer) throw new Error('resume: the checkpoint has no critic optimizer state but this run trains a critic');
+      this.criticOptimizer.loadState(snapshot.criticOptimizer);
+    }
   }
 }
 
