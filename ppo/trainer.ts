@@ -118,7 +118,8 @@ export class PpoTrainer {
       temperature: sampling.do_sample ? sampling.temperature : 0,
       topK: sampling.top_k,
       topP: sampling.top_p,
-      seed: this.rng.nextUint32(),
+      // Validation must not move the training stream: a resumed run would otherwise diverge after a validation.
+      seed: validation ? (this.config.trainer.seed ^ Math.imul(this.globalStep + 1, 0x9e3779b9)) >>> 0 : this.rng.nextUint32(),
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,
