@@ -15,6 +15,7 @@ import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
 import { ropeForward } from '../kernels/rope.ts';
 import { attentionForward } from '../kernels/attention.ts';
+import { decodeAttention, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
 
@@ -127,6 +128,30 @@ export class IncrementalDecoder {
     return buffers;
   }
 
+  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot. */
+  private attend(l: number, s: StepBuffers, slotStart: number, T: number): void {
+    const c = this.config;
+    const cache = this.cache;
+    const common = { NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, maskBatchStride: cache.capacity, scale: 1 / Math.sqrt(c.headDim) };
+    if (T === 1 && decodeAttentionSupports(c.headDim)) {
+      decodeAttention(this.engine, {
+        ...common, qkv: s.qkv, kCache: cache.k[l], vCache: cache.v[l], keyMask: cache.keyMask, out: s.attnOut,
+        B: cache.rows, capacity: cache.capacity, slot: slotStart,
+      });
+      return;
+    }
+    cache.write(l, s.qkv, slotStart, T);
+    attentionForward(this.engine, {
+      ...common, B: cache.rows, Tq: T, Tk: slotStart + T,
+      qRowStride: qkvWidth(c), qColOffset: 0,
+      kRowStride: cache.kvWidth, kColOffset: 0,
+      vRowStride: cache.kvWidth, vColOffset: 0,
+      kvBatchStride: cache.capacity * cache.kvWidth,
+      queryStart: slotStart,
+      q: s.qkv, k: cache.k[l], v: cache.v[l], keyMask: cache.keyMask, out: s.attnOut, lse: s.lse,
+    });
+  }
+
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
    * logits (rows, V) of each row's last new token, valid until the next call with the same row count.
@@ -164,18 +189,7 @@ export class IncrementalDecoder {
         });
       }
       ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
-      cache.write(l, s.qkv, slotStart, T);
-      attentionForward(e, {
-        B: rows, Tq: T, Tk: slotStart + T, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
-        qRowStride: W, qColOffset: 0,
-        kRowStride: cache.kvWidth, kColOffset: 0,
-        vRowStride: cache.kvWidth, vColOffset: 0,
-        kvBatchStride: cache.capacity * cache.kvWidth,
-        maskBatchStride: cache.capacity,
-        queryStart: slotStart,
-        scale: 1 / Math.sqrt(c.headDim),
-        q: s.qkv, k: cache.k[l], v: cache.v[l], keyMask: cache.keyMask, out: s.attnOut, lse: s.lse,
-      });
+      this.attend(l, s, slotStart, T);
       matmul(e, {
         a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
         bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,

@@ -1,0 +1,95 @@
+import decodeAttentionSource from './decode-attention.wgsl';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
+import { expectSize } from './rowwise.ts';
+
+const MAX_HS = 128;
+
+// lavapipe runs a workgroup as coroutines of one 8-lane SIMD vector and switches all of them at a barrier: one
+// vector per workgroup is cheapest there. GPUs get 32 lanes splitting the keys, fewer when the merge state
+// (lanes · NH/NKV · HS floats) would not fit workgroup memory.
+const decodeAttentionVariants: readonly Variant<number>[] = [
+  { name: 'wg8', supported: (caps) => caps.isSoftware, value: 8 },
+  { name: 'wg32', supported: () => true, value: 32 },
+];
+
+const specs = new Map<string, KernelSpec>();
+
+function specFor(HS: number, REP: number, WG: number): KernelSpec {
+  const key = `${HS}/${REP}/${WG}`;
+  let spec = specs.get(key);
+  if (!spec) {
+    spec = {
+      name: `decode-attention/wg${WG}`,
+      source: `const HS: u32 = ${HS}u;\nconst REP: u32 = ${REP}u;\n${decodeAttentionSource}`,
+      constants: { WG },
+      bindings: [
+        { name: 'qkv', access: 'read', type: 'vec4<f32>' },
+        { name: 'kCache', access: 'read_write', type: 'vec4<f32>' },
+        { name: 'vCache', access: 'read_write', type: 'vec4<f32>' },
+        { name: 'keyMask', access: 'read', type: 'u32' },
+        { name: 'out', access: 'read_write', type: 'vec4<f32>' },
+      ],
+      uniforms: [
+        { name: 'NKV', type: 'u32' },
+        { name: 'W', type: 'u32' },
+        { name: 'capacity', type: 'u32' },
+        { name: 'slot', type: 'u32' },
+        { name: 'maskBatchStride', type: 'u32' },
+        { name: 'scale', type: 'f32' },
+      ],
+    };
+    specs.set(key, spec);
+  }
+  return spec;
+}
+
+export interface DecodeAttentionArgs {
+  /** (B, (NH + 2·NKV)·HS) the new token of each sequence, after RoPE. */
+  qkv: Tensor;
+  /** (≥ B, capacity, NKV·HS) each; slot `slot` is overwritten with the new k, v. */
+  kCache: Tensor;
+  vCache: Tensor;
+  /** (≥ B, maskBatchStride) u32. */
+  keyMask: Tensor<'u32'>;
+  /** (B, NH·HS) */
+  out: Tensor;
+  B: number;
+  NH: number;
+  NKV: number;
+  HS: number;
+  capacity: number;
+  slot: number;
+  maskBatchStride: number;
+  scale: number;
+}
+
+/** Whether decodeAttention handles this head size (vec4 head vectors; larger heads take the general attention). */
+export function decodeAttentionSupports(HS: number): boolean {
+  return HS % 4 === 0 && HS <= MAX_HS;
+}
+
+/** Stores the new k, v at `slot` and attends the new queries to slots [0, slot] of each sequence's cache. */
+export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
+  const { qkv, kCache, vCache, keyMask, out, B, NH, NKV, HS, capacity, slot, maskBatchStride, scale } = a;
+  const launcher = 'decodeAttention';
+  if (!decodeAttentionSupports(HS)) throw new Error(`${launcher}: HS=${HS} must be a multiple of 4 and at most ${MAX_HS}`);
+  if (NH % NKV !== 0) throw new Error(`${launcher}: NH=${NH} is not a multiple of NKV=${NKV}`);
+  if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
+  if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
+  const W = (NH + 2 * NKV) * HS;
+  const kvWidth = NKV * HS;
+  expectSize(launcher, 'qkv', qkv, B * W, `[B=${B}, (NH+2·NKV)·HS=${W}]`);
+  expectSize(launcher, 'out', out, B * NH * HS, `[B=${B}, NH·HS=${NH * HS}]`);
+  for (const [what, t, needed] of [['kCache', kCache, B * capacity * kvWidth], ['vCache', vCache, B * capacity * kvWidth], ['keyMask', keyMask, B * maskBatchStride]] as const) {
+    if (t.size < needed) throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least ${needed}`);
+  }
+  const REP = NH / NKV;
+  let WG = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
+  while (WG > 1 && WG * REP * (HS + 2) * 4 > engine.caps.maxComputeWorkgroupStorageSize) WG /= 2;
+  engine.dispatch(specFor(HS, REP, WG), {
+    bindings: { qkv, kCache, vCache, keyMask, out },
+    uniforms: { NKV, W, capacity, slot, maskBatchStride, scale },
+    workgroups: [NKV, B],
+  });
+}

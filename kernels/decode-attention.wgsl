@@ -1,0 +1,89 @@
+// decode-attention: one new token per sequence attending its KV cache (a decode step), fused with storing that
+// token's key and value in the cache.
+//   qkv (B, W), W = (NH + 2·NKV)·HS, after RoPE: q heads, then k, then v of the new token
+//   kCache, vCache (B, capacity, NKV·HS): slots [0, slot) hold earlier tokens; the new k, v go to slot `slot`
+//   keyMask (B, maskBatchStride) u32, 1 = real token; out (B, NH·HS)
+//   out[b, h] = softmax_j(scale · q_h·k_j over j ≤ slot with keyMask[b, j] = 1) · v_j, kv group g = h / REP
+// HS (a multiple of 4) and REP = NH / NKV are consts the launcher prepends: per-lane head vectors are private
+// arrays, whose length WGSL only accepts as a const.
+// v1: one workgroup of WG lanes per (kv group, sequence), so each cached k and v is loaded once for the REP
+//     query heads that share it (loads are what a decode step pays for); lane i takes keys i, i + WG, ... with
+//     its own online softmax, vec4 loads. The new key is read from qkv, not the cache, so no workgroup reads
+//     what another writes. The WG partial states merge in workgroup memory in lane order (deterministic).
+
+const HS4: u32 = HS / 4u;
+// A finite "minus infinity": exp of differences stays NaN-free for lanes that saw no key.
+const NEG_BIG: f32 = -1.0e30;
+
+override WG: u32 = 32u;
+
+var<workgroup> mergeMax: array<f32, WG * REP>;
+var<workgroup> mergeSum: array<f32, WG * REP>;
+var<workgroup> mergeAcc: array<vec4<f32>, WG * REP * HS4>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+  let g = wid.x;
+  let b = wid.y;
+  let rowAt = b * (params.W / 4u);
+  let qAt = rowAt + g * REP * HS4;
+  let kNewAt = rowAt + params.NKV * REP * HS4 + g * HS4;
+  let vNewAt = kNewAt + params.NKV * HS4;
+  let slotStride = params.NKV * HS4;
+  let cacheAt = b * params.capacity * slotStride + g * HS4;
+  for (var d4 = lane; d4 < HS4; d4 += WG) {
+    kCache[cacheAt + params.slot * slotStride + d4] = qkv[kNewAt + d4];
+    vCache[cacheAt + params.slot * slotStride + d4] = qkv[vNewAt + d4];
+  }
+
+  var q: array<vec4<f32>, REP * HS4>;
+  for (var i = 0u; i < REP * HS4; i++) { q[i] = params.scale * qkv[qAt + i]; }
+  var runningMax: array<f32, REP>;
+  var runningSum: array<f32, REP>;
+  var acc: array<vec4<f32>, REP * HS4>;
+  for (var r = 0u; r < REP; r++) { runningMax[r] = NEG_BIG; }
+  // Keys lane, lane + WG, ... up to the new one at `slot`, which comes from qkv.
+  for (var j = lane; j <= params.slot; j += WG) {
+    if (keyMask[b * params.maskBatchStride + j] == 0u) { continue; }
+    var k: array<vec4<f32>, HS4>;
+    var v: array<vec4<f32>, HS4>;
+    if (j == params.slot) {
+      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = qkv[kNewAt + d4]; v[d4] = qkv[vNewAt + d4]; }
+    } else {
+      let kAt = cacheAt + j * slotStride;
+      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = kCache[kAt + d4]; v[d4] = vCache[kAt + d4]; }
+    }
+    for (var r = 0u; r < REP; r++) {
+      var score = 0.0;
+      for (var d4 = 0u; d4 < HS4; d4++) { score += dot(q[r * HS4 + d4], k[d4]); }
+      let newMax = max(runningMax[r], score);
+      let correction = exp(runningMax[r] - newMax);
+      let p = exp(score - newMax);
+      runningSum[r] = runningSum[r] * correction + p;
+      for (var d4 = 0u; d4 < HS4; d4++) { acc[r * HS4 + d4] = acc[r * HS4 + d4] * correction + p * v[d4]; }
+      runningMax[r] = newMax;
+    }
+  }
+
+  for (var r = 0u; r < REP; r++) {
+    mergeMax[r * WG + lane] = runningMax[r];
+    mergeSum[r * WG + lane] = runningSum[r];
+    for (var d4 = 0u; d4 < HS4; d4++) { mergeAcc[(r * WG + lane) * HS4 + d4] = acc[r * HS4 + d4]; }
+  }
+  workgroupBarrier();
+  // Lane i finishes output columns i, i + WG, ... of the REP heads.
+  for (var c = lane; c < REP * HS4; c += WG) {
+    let r = c / HS4;
+    let d4 = c % HS4;
+    var total = NEG_BIG;
+    for (var i = 0u; i < WG; i++) { total = max(total, mergeMax[r * WG + i]); }
+    var normalizer = 0.0;
+    var o = vec4<f32>(0.0);
+    for (var i = 0u; i < WG; i++) {
+      let weight = exp(mergeMax[r * WG + i] - total);
+      normalizer += mergeSum[r * WG + i] * weight;
+      o += mergeAcc[(r * WG + i) * HS4 + d4] * weight;
+    }
+    out[(b * params.NKV * REP + g * REP + r) * HS4 + d4] = o / normalizer;
+  }
+}

@@ -1,0 +1,39 @@
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { decodeAttention } from '../../kernels/decode-attention.ts';
+import { decodeAttentionRef } from '../../kernels/ref/decode-attention.ts';
+import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+
+describe('decode-attention kernel', () => {
+  // GQA and MHA, HS 8 and 12, the first slot, slots past one workgroup of lanes, padding in the mask, and a
+  // cache with more rows and a wider mask than the batch uses.
+  const cases = [
+    { B: 3, NH: 4, NKV: 2, HS: 8, capacity: 20, slot: 17, cacheRows: 3 },
+    { B: 2, NH: 3, NKV: 3, HS: 12, capacity: 6, slot: 0, cacheRows: 2 },
+    { B: 2, NH: 6, NKV: 2, HS: 8, capacity: 45, slot: 44, cacheRows: 4 },
+  ];
+  it.each(cases)('B=$B NH=$NH NKV=$NKV HS=$HS slot $slot of $capacity', async (c) => {
+    const engine = await gpuEngine();
+    const W = (c.NH + 2 * c.NKV) * c.HS;
+    const cacheSize = c.cacheRows * c.capacity * c.NKV * c.HS;
+    const maskBatchStride = c.capacity + 3;
+    const random = seededRandom(c.slot + 1);
+    // left padding: the first slots of row 1 are masked; the new slot is always real
+    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) => (i % maskBatchStride === c.slot || random() > 0.2 ? 1 : 0));
+    const qkv = randomArray(c.B * W, 1, 2);
+    const kBefore = randomArray(cacheSize, 2, 2);
+    const vBefore = randomArray(cacheSize, 3);
+    const kCache = engine.tensorFrom('k', [cacheSize], kBefore);
+    const vCache = engine.tensorFrom('v', [cacheSize], vBefore);
+    const out = engine.tensor('out', [c.B, c.NH * c.HS]);
+    const args = { ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS) };
+    decodeAttention(engine, {
+      ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
+      keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
+    });
+    const ref = decodeAttentionRef({ ...args, qkv, kCache: kBefore, vCache: vBefore, keyMask });
+    expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
+    expect(await engine.read(kCache)).toEqual(Float32Array.from(ref.kCache));
+    expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+  });
+});

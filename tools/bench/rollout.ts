@@ -1,0 +1,66 @@
+// `node tools/bench.js rollout`: generated tokens/s of a rollout — 8 prompts of 16 tokens, 112 new tokens each,
+// sampled at temperature 1 with no early stop — for the tiny and small benchmark configs, with the KV cache and
+// with the no-cache path (full recompute every step) in the same run. The first run of each (pipeline
+// compilation, allocation) is excluded; the median of the timed runs is reported.
+import type { Engine } from '../../engine/index.ts';
+import { BENCH_TINY, BENCH_SMALL } from '../../models/presets.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { initialParameters } from '../../models/init.ts';
+import { seededRandom } from '../../engine/rng.ts';
+import { RolloutGenerator, generateWithoutCache, type RolloutBatch, type RolloutConfig } from '../../ppo/rollout.ts';
+
+export interface RolloutBenchRow {
+  config: 'tiny' | 'small';
+  mode: 'kv-cache' | 'no-cache';
+  batch: number;
+  prompt_len: number;
+  new_tokens: number;
+  ms: number;
+  tokens_per_s: number;
+}
+
+const BATCH = 8;
+const PROMPT_LENGTH = 16;
+const NEW_TOKENS = 112;
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+export async function benchmarkRollout(engine: Engine, options: { runs?: number } = {}): Promise<RolloutBenchRow[]> {
+  const runs = options.runs ?? 3;
+  const rows: RolloutBenchRow[] = [];
+  for (const [name, config] of [['tiny', BENCH_TINY], ['small', BENCH_SMALL]] as const) {
+    const params = createParameterArena(engine, config, `bench-rollout-${name}`);
+    uploadArenaTensors(engine, params, initialParameters(config, 1));
+    const policy = { config, params };
+    const random = seededRandom(7);
+    const prompts = Array.from({ length: BATCH }, () => Array.from({ length: PROMPT_LENGTH }, () => Math.floor(random() * config.vocabSize)));
+    const rollout: RolloutConfig = {
+      n: 1, temperature: 1, topK: -1, topP: 1, seed: 1, maxResponseLength: NEW_TOKENS, eosTokenIds: [], padTokenId: 0,
+    };
+    const generator = new RolloutGenerator(engine, policy);
+    const modes: [RolloutBenchRow['mode'], () => Promise<RolloutBatch>][] = [
+      ['kv-cache', () => generator.generate(prompts, rollout)],
+      ['no-cache', () => generateWithoutCache(engine, policy, prompts, rollout)],
+    ];
+    for (const [mode, generate] of modes) {
+      await generate();
+      const times: number[] = [];
+      for (let r = 0; r < (mode === 'no-cache' ? 1 : runs); r++) {
+        const start = performance.now();
+        const batch = await generate();
+        times.push(performance.now() - start);
+        const generated = batch.responseLengths.reduce((s, n) => s + n, 0);
+        if (generated !== BATCH * NEW_TOKENS) throw new Error(`rollout bench: ${generated} tokens generated, expected ${BATCH * NEW_TOKENS}`);
+      }
+      const ms = median(times);
+      rows.push({ config: name, mode, batch: BATCH, prompt_len: PROMPT_LENGTH, new_tokens: NEW_TOKENS, ms, tokens_per_s: (BATCH * NEW_TOKENS) / (ms / 1000) });
+    }
+    generator.destroy();
+    for (const segment of params.segments) engine.destroyTensor(segment);
+  }
+  return rows;
+}
