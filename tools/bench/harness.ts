@@ -1,6 +1,7 @@
 // Kernel timing on any WebGPU device, timestamp queries or not: many dispatches recorded into one submit, one
 // sync, divided by the count; the first run (pipeline compile, lazy allocation) is excluded; the median of
-// several samples is reported so a busy machine skews one sample, not the result.
+// several samples is reported so a busy machine skews one sample, not the result. On a software device the
+// process's CPU time per run is reported too: it barely moves when other processes share the cores.
 import type { Engine } from '../../engine/index.ts';
 
 export interface KernelBenchRow {
@@ -10,6 +11,8 @@ export interface KernelBenchRow {
   ms: number;
   gflops?: number;
   gbps?: number;
+  /** Software devices: CPU time of this process per run (all lavapipe threads), median of the samples. */
+  cpu_ms?: number;
   /** Naive variant's ms over this row's ms, where the kernel keeps a naive baseline. */
   vs_naive?: number;
 }
@@ -26,11 +29,18 @@ export interface TimingOptions {
   targetMs?: number;
 }
 
-async function timeRuns(engine: Engine, run: () => void, reps: number): Promise<number> {
+interface Sample {
+  ms: number;
+  cpuMs: number;
+}
+
+async function timeRuns(engine: Engine, run: () => void, reps: number): Promise<Sample> {
   const start = performance.now();
+  const cpuStart = process.cpuUsage();
   for (let i = 0; i < reps; i++) run();
   await engine.sync();
-  return (performance.now() - start) / reps;
+  const cpu = process.cpuUsage(cpuStart);
+  return { ms: (performance.now() - start) / reps, cpuMs: (cpu.user + cpu.system) / 1000 / reps };
 }
 
 function median(values: number[]): number {
@@ -43,11 +53,12 @@ function median(values: number[]): number {
 export async function timeKernel(engine: Engine, kernel: string, shape: string, run: () => void, options: TimingOptions = {}): Promise<KernelBenchRow> {
   const { flops, bytes, samples = 5, targetMs = 200 } = options;
   await timeRuns(engine, run, 1);
-  const reps = options.reps ?? Math.max(1, Math.min(1000, Math.round(targetMs / (await timeRuns(engine, run, 1)))));
-  const times: number[] = [];
+  const reps = options.reps ?? Math.max(1, Math.min(1000, Math.round(targetMs / (await timeRuns(engine, run, 1)).ms)));
+  const times: Sample[] = [];
   for (let i = 0; i < samples; i++) times.push(await timeRuns(engine, run, reps));
-  const ms = median(times);
+  const ms = median(times.map((t) => t.ms));
   const row: KernelBenchRow = { kernel, shape, ms };
+  if (engine.caps.isSoftware) row.cpu_ms = median(times.map((t) => t.cpuMs));
   if (flops !== undefined) row.gflops = flops / ms / 1e6;
   if (bytes !== undefined) row.gbps = bytes / ms / 1e6;
   return row;

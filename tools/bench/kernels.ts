@@ -32,7 +32,6 @@ export function matmulCases(): KernelBenchCase[] {
     kernel: `matmul ${layout}`,
     shape: `${M}x${N}x${K}`,
     flops: 2 * M * N * K,
-    bytes: 4 * (M * K + K * N + M * N),
     naiveVariant: 'naive',
     setup: (engine) => {
       const a = engine.tensor('bench-a', [M * K]);
@@ -49,10 +48,11 @@ export async function benchmarkKernels(engine: Engine): Promise<KernelBenchRow[]
   const rows: KernelBenchRow[] = [];
   for (const benchCase of CASES.flatMap((cases) => cases())) {
     const run = benchCase.setup(engine);
-    const time = () => timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes });
+    const time = (samples?: number) =>
+      timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples });
     const row = await time();
     if (benchCase.naiveVariant) {
-      const naive = await withVariant(engine, benchCase.op, benchCase.naiveVariant, time);
+      const naive = await withVariant(engine, benchCase.op, benchCase.naiveVariant, () => time(3));
       row.vs_naive = naive.ms / row.ms;
     }
     rows.push(row);

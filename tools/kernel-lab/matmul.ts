@@ -1,6 +1,9 @@
 // Matmul lab: `node --import ./tools/node-loader.js tools/kernel-lab/matmul.ts [variant]` checks the variant
 // (default: the one this device picks) against kernels/ref/matmul.ts on odd shapes in every layout, then sweeps
-// cubes and the model's rectangular shapes and prints ms and GFLOP/s next to the naive baseline.
+// cubes and the model's rectangular shapes and prints ms and GFLOP/s next to the naive baseline. On a
+// software device it also prints GFLOP/s from the process's CPU time spread over the cores ("if idle"), which
+// holds steady when other processes share the machine.
+import { availableParallelism } from 'node:os';
 import { Engine, chooseVariant } from '../../engine/index.ts';
 import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
@@ -39,8 +42,10 @@ async function validate(engine: Engine, variant: string): Promise<boolean> {
 }
 
 async function sweep(engine: Engine, variant: string): Promise<void> {
-  console.log(`${'layout'.padEnd(7)}${'M x N x K'.padEnd(17)}${'ms'.padStart(9)}${'GFLOP/s'.padStart(9)}` +
-    `${'naive ms'.padStart(10)}${'naive GF/s'.padStart(11)}${'speedup'.padStart(9)}`);
+  const cores = availableParallelism();
+  const idleGflops = (flops: number, cpuMs?: number) => (cpuMs === undefined ? '-' : (flops / (cpuMs / cores) / 1e6).toFixed(2));
+  console.log(`${'layout'.padEnd(7)}${'M x N x K'.padEnd(17)}${'ms'.padStart(9)}${'GFLOP/s'.padStart(9)}${'if idle'.padStart(9)}` +
+    `${'naive ms'.padStart(10)}${'naive GF/s'.padStart(11)}${'if idle'.padStart(9)}${'speedup'.padStart(9)}`);
   for (const layout of LAYOUTS) {
     for (const [M, N, K] of SWEEP) {
       const a = engine.tensor('a', [M * K]);
@@ -52,7 +57,8 @@ async function sweep(engine: Engine, variant: string): Promise<void> {
       const ours = await withVariant(engine, 'matmul', variant, () => timeKernel(engine, variant, shape, run, options));
       const naive = await withVariant(engine, 'matmul', 'naive', () => timeKernel(engine, 'naive', shape, run, { ...options, samples: 3 }));
       console.log(`${layout.padEnd(7)}${shape.padEnd(17)}${ours.ms.toFixed(2).padStart(9)}${ours.gflops!.toFixed(2).padStart(9)}` +
-        `${naive.ms.toFixed(2).padStart(10)}${naive.gflops!.toFixed(2).padStart(11)}${(naive.ms / ours.ms).toFixed(1).padStart(8)}x`);
+        `${idleGflops(options.flops, ours.cpu_ms).padStart(9)}${naive.ms.toFixed(2).padStart(10)}${naive.gflops!.toFixed(2).padStart(11)}` +
+        `${idleGflops(options.flops, naive.cpu_ms).padStart(9)}${(naive.ms / ours.ms).toFixed(1).padStart(8)}x`);
       for (const t of [a, b, out]) engine.destroyTensor(t);
     }
   }
