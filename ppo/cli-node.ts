@@ -106,7 +106,7 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
     eosTokenIds: setup.actor.config.eosTokenIds,
     padTokenId: setup.actor.config.padTokenId ?? setup.tokenizer.special.pad?.id ?? 0,
   };
-  const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null);
+  const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
   if (resumed) trainer.restore(resumed.snapshot);
 
   const validate = async (): Promise<number | null> => {

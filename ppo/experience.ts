@@ -12,7 +12,7 @@ import { gatherResponseValuesGpu } from '../kernels/response-values.ts';
 import { applyKlPenaltyGpu } from '../kernels/kl-penalty.ts';
 import { computeGaeAdvantageReturnGpu } from '../kernels/gae.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../kernels/advantage-outcome.ts';
-import { computeReinforcePlusPlusOutcomeAdvantageGpu } from '../kernels/reverse-returns.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../kernels/reverse-returns.ts';
 import { sampleRewardMask } from './reward-mask.ts';
 import type { KLController } from './kl-controller.ts';
 
@@ -97,7 +97,8 @@ export class ExperienceMaker {
     return out;
   }
 
-  async make(rollout: RolloutBatch, scores: number[], config: ExperienceConfig, rng: Rng, klCtrl: KLController): Promise<Experience> {
+  /** `baselineScores`: ReMax's per-sample baseline (the greedy response's score to the same prompt). */
+  async make(rollout: RolloutBatch, scores: number[], config: ExperienceConfig, rng: Rng, klCtrl: KLController, baselineScores: number[] | null = null): Promise<Experience> {
     const e = this.engine;
     const N = rollout.inputIds.length;
     const S = rollout.inputIds[0].length;
@@ -160,6 +161,11 @@ export class ExperienceMaker {
       computeReinforcePlusPlusOutcomeAdvantageGpu(e, {
         tokenLevelRewards: rewards, responseMask: t.mask, advantages: t.advantages, returns: t.returns, stats: t.stats, gamma: config.gamma, B: N, T: R,
       });
+    } else if (config.advEstimator === 'remax') {
+      if (!baselineScores) throw new Error('algorithm.adv_estimator=remax needs the greedy baseline scores');
+      const baselines = e.tensorFrom('experience.remaxBaselines', [N], baselineScores);
+      computeRemaxOutcomeAdvantageGpu(e, { tokenLevelRewards: rewards, responseMask: t.mask, advantages: t.advantages, returns: t.returns, rewardBaselines: baselines, B: N, T: R });
+      e.destroyTensor(baselines);
     } else {
       const groups = groupTensors(e, groupLayout(rollout.groupIds));
       computeOutcomeAdvantageGpu(e, config.advEstimator as Parameters<typeof computeOutcomeAdvantageGpu>[1], {

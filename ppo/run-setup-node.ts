@@ -29,6 +29,8 @@ export interface RunSetup {
   actor: ModelWeights;
   critic: ModelWeights | null;
   reward: RewardFunction;
+  /** reward_model.enable: the *ForSequenceClassification that scores responses. */
+  rewardModel: ModelWeights | null;
   /** Set when the built-in actor was warm-started. */
   warmStart: SftStepResult[] | null;
 }
@@ -106,7 +108,12 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const reward: RewardFunction = custom !== null
     ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name })
     : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
-  return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, warmStart };
+  let rewardModel: ModelWeights | null = null;
+  if (config.reward_model.enable) {
+    const loaded = await loadModel(engine, config.reward_model.model.path!, { label: 'reward_model' });
+    rewardModel = { config: loaded.config, params: loaded.params };
+  }
+  return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, rewardModel, warmStart };
 }
 
 export async function scoreResponse(reward: RewardFunction, prompt: { dataSource: string; groundTruth: unknown; extraInfo: Record<string, unknown> | null }, text: string): Promise<number> {

@@ -9,6 +9,7 @@ import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
 import { ValueModel } from '../models/value-model.ts';
+import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesCritic } from './config.ts';
 import { AdamWOptimizer, type AdamWState } from './adamw-optimizer.ts';
@@ -83,6 +84,8 @@ export class PpoTrainer {
     readonly totalSteps: number,
     /** The reference weights when they are not the actor's current ones (a resumed run). */
     referenceParams: Arena | null = null,
+    /** A neural reward model (reward_model.enable): scores replace the rule reward. */
+    rewardModel: ModelWeights | null = null,
   ) {
     const c = config;
     const actorCfg = c.actor_rollout_ref.actor;
@@ -108,6 +111,30 @@ export class PpoTrainer {
     this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer);
     this.criticUpdater = this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);
+    if (rewardModel) {
+      if (rewardModel.config.head !== 'sequence-classification') {
+        throw new Error(`reward_model.model.path: expected a *ForSequenceClassification, got ${rewardModel.config.architecture}`);
+      }
+      if (rewardModel.config.vocabSize !== actor.config.vocabSize) {
+        throw new Error(`reward_model.model.path: vocabulary of ${rewardModel.config.vocabSize} differs from the actor's ${actor.config.vocabSize}; the reward model must share the actor's tokenizer`);
+      }
+      this.rewardModel = new ValueModel(engine, rewardModel.config, rewardModel.params);
+    }
+  }
+
+  private readonly rewardModel: ValueModel | null = null;
+
+  /** reward_model.enable: the reward model's score of each (prompt, response), in blocks of sequences. */
+  private async rewardModelScores(rollout: RolloutBatch): Promise<number[]> {
+    const block = this.config.reward_model.micro_batch_size_per_gpu ?? rollout.inputIds.length;
+    const scores: number[] = [];
+    for (let start = 0; start < rollout.inputIds.length; start += block) {
+      const rows = { inputIds: rollout.inputIds.slice(start, start + block), attentionMask: rollout.attentionMask.slice(start, start + block), positionIds: rollout.positionIds.slice(start, start + block) };
+      const batch = uploadTokenBatch(this.engine, rows, this.rewardModel!.config.vocabSize, 'reward');
+      scores.push(...(await this.rewardModel!.sequenceScores(batch, rows.attentionMask)));
+      destroyTokenBatch(this.engine, batch);
+    }
+    return scores;
   }
 
   private rolloutConfig(validation: boolean): RolloutConfig {
@@ -155,6 +182,13 @@ export class PpoTrainer {
     return { metrics, samples };
   }
 
+  /** ReMax: the score of a greedy response to each prompt, repeated for every sample of that prompt. */
+  private async remaxBaselines(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<number[]> {
+    const greedy = await this.rollout.generate(records.map((r) => r.promptIds), { ...this.rolloutConfig(false), n: 1, temperature: 0 });
+    const { scores } = await this.scoreRollout(records, greedy);
+    return rollout.groupIds.map((g) => scores[g]);
+  }
+
   /** One PPO iteration. */
   async step(): Promise<Record<string, number>> {
     const c = this.config;
@@ -168,14 +202,15 @@ export class PpoTrainer {
     const stepStart = performance.now();
     const records = this.io.nextTrainBatch();
     const rollout = await timed('gen', () => this.rollout.generate(records.map((r) => r.promptIds), this.rolloutConfig(false)));
-    const { scores } = await timed('reward', () => this.scoreRollout(records, rollout));
+    const { scores } = await timed('reward', async () => this.rewardModel ? { scores: await this.rewardModelScores(rollout) } : this.scoreRollout(records, rollout));
+    const baselineScores = c.algorithm.adv_estimator === 'remax' ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const experience: Experience = await timed('adv', () => this.experience.make(rollout, scores, {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, rewardMaskRatio: c.algorithm.reward_mask_ratio,
       temperature: c.actor_rollout_ref.rollout.temperature,
       forwardBlock: c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? rollout.inputIds.length,
-    }, this.rng, this.klCtrl));
+    }, this.rng, this.klCtrl, baselineScores));
 
     const sizes = batchSizes(c);
     const updateMetrics: Record<string, number> = {};
