@@ -66,6 +66,7 @@ export interface PolicyWeights {
 
 const DEFAULT_READ_EVERY = 8;
 const DEFAULT_COMPACT_BELOW = 0.5;
+const RECOMPUTE_BUCKET = 16;
 
 function checkConfig(prompts: readonly (readonly number[])[], c: RolloutConfig, V: number): void {
   if (prompts.length === 0) throw new Error('rollout: no prompts');
@@ -280,13 +281,12 @@ export class RolloutGenerator {
 /**
  * The same rollout without a cache: every step runs the whole sequence so far through CausalLm.logits and
  * reads the sampled ids back. The reference of the cached path (greedy tokens must agree exactly) and its
- * benchmark baseline. Samples draw the same random numbers as in the cached path.
+ * benchmark baseline; samples draw the same random numbers as in the cached path.
  */
-export async function generateWithoutCache(engine: Engine, policy: PolicyWeights, promptIds: readonly (readonly number[])[], c: RolloutConfig): Promise<RolloutBatch> {
-  const e = engine;
-  const V = policy.config.vocabSize;
+export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (readonly number[])[], c: RolloutConfig): Promise<RolloutBatch> {
+  const e = lm.engine;
+  const V = lm.config.vocabSize;
   checkConfig(promptIds, c, V);
-  const lm = new CausalLm(e, policy.config, policy.params);
   const prompts = promptBatch(promptIds, c);
   const N = prompts.groupIds.length;
   const R = c.maxResponseLength;
@@ -296,10 +296,17 @@ export async function generateWithoutCache(engine: Engine, policy: PolicyWeights
   const masks = prompts.mask.map((row) => [...row]);
   for (let step = 0; step < R && samples.some((s) => !s.done); step++) {
     const T = prompts.P + step;
-    const batch = uploadTokenBatch(e, { inputIds: sequences, attentionMask: masks }, V, 'rollout.recompute');
-    const logits = lm.logits(batch, e.tensor('rollout.recompute.logits', [N * T, V]));
+    // Right-padded to a multiple of RECOMPUTE_BUCKET: causal attention keeps the padding out of every real
+    // position, and the trunk allocates one workspace per bucket rather than per length.
+    const padded = Math.ceil(T / RECOMPUTE_BUCKET) * RECOMPUTE_BUCKET;
+    const padding = (value: number) => new Array<number>(padded - T).fill(value);
+    const batch = uploadTokenBatch(e, {
+      inputIds: sequences.map((row) => [...row, ...padding(c.padTokenId)]),
+      attentionMask: masks.map((row) => [...row, ...padding(0)]),
+    }, V, 'rollout.recompute');
+    const logits = lm.logits(batch, e.tensor('rollout.recompute.logits', [N * padded, V]));
     sampleTokens(e, {
-      logits, V, rows: N, rowStride: T, rowOffset: T - 1, ...state.rows(N), tokens: state.tokens, logprobs: state.logprobs,
+      logits, V, rows: N, rowStride: padded, rowOffset: T - 1, ...state.rows(N), tokens: state.tokens, logprobs: state.logprobs,
       eosIds: state.eosIds, numEos: c.eosTokenIds.length, outStride: R, step, padId: c.padTokenId,
       temperature: c.temperature, topK: c.topK, topP: c.topP, seed: c.seed,
     });

@@ -85,7 +85,7 @@ describe('rollout', () => {
       const policy = await randomPolicy(engine, config(architecture), 1);
       const c = { ...BASE, ...VALIDATION_SAMPLING, n: 1, eosTokenIds: [] };
       const cached = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
-      const recomputed = await generateWithoutCache(engine, policy, PROMPTS, c);
+      const recomputed = await generateWithoutCache(new CausalLm(engine, policy.config, policy.params), PROMPTS, c);
       expect(cached.responses).toEqual(recomputed.responses);
       // the generation is not degenerate (one token repeated)
       expect(new Set(cached.responses.flat()).size).toBeGreaterThan(3);

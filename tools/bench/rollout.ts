@@ -7,6 +7,7 @@ import { BENCH_TINY, BENCH_SMALL } from '../../models/presets.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
 import { seededRandom } from '../../engine/rng.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
 import { RolloutGenerator, generateWithoutCache, type RolloutBatch, type RolloutConfig } from '../../ppo/rollout.ts';
 
 export interface RolloutBenchRow {
@@ -42,9 +43,10 @@ export async function benchmarkRollout(engine: Engine, options: { runs?: number 
       n: 1, temperature: 1, topK: -1, topP: 1, seed: 1, maxResponseLength: NEW_TOKENS, eosTokenIds: [], padTokenId: 0,
     };
     const generator = new RolloutGenerator(engine, policy);
+    const lm = new CausalLm(engine, config, params);
     const modes: [RolloutBenchRow['mode'], () => Promise<RolloutBatch>][] = [
       ['kv-cache', () => generator.generate(prompts, rollout)],
-      ['no-cache', () => generateWithoutCache(engine, policy, prompts, rollout)],
+      ['no-cache', () => generateWithoutCache(lm, prompts, rollout)],
     ];
     for (const [mode, generate] of modes) {
       await generate();
