@@ -8,8 +8,11 @@ import type { Variant } from '../engine/variants.ts';
 export type MatmulLayout = 'nn' | 'nt' | 'tn';
 
 export interface MatmulArgs {
+  /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
+  /** nn, tn: [K, N]; nt: [N, K]. */
   b: Tensor;
+  /** [M, N]. */
   out: Tensor;
   M: number;
   N: number;
