@@ -1,0 +1,95 @@
+// Which charts a run gets and which verl metrics go on each. A metric the run never logged is left out, and a chart
+// with no metric left is not drawn (no critic → no vf_loss; KL only when a KL term is enabled).
+import { metricNames, series, type Point, type RunMetrics } from './metrics.ts';
+
+export interface Series {
+  key: string;
+  label: string;
+  color: string;
+  points: Point[];
+}
+
+export interface ChartData {
+  /** File stem of the chart's PNG. */
+  id: string;
+  title: string;
+  yLabel: string;
+  caption: string;
+  series: Series[];
+}
+
+/** Okabe–Ito colours that keep ≥ 3:1 contrast on white, then near-black: distinguishable with colour-blindness. */
+const PALETTE = ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#222222'];
+
+interface ChartSpec {
+  id: string;
+  title: string;
+  yLabel: string;
+  caption: string;
+  metrics: (run: RunMetrics) => { key: string; label: string }[];
+}
+
+const VAL_SOURCE = /^val\/test_score\/(.+)$/;
+
+const CHARTS: ChartSpec[] = [
+  {
+    id: 'reward',
+    title: 'Reward and validation accuracy',
+    yLabel: 'score',
+    caption: 'Mean rule reward of the training rollouts (equal to accuracy for exact-match tasks) and mean score on the validation set.',
+    metrics: (run) => {
+      const sources = metricNames(run).flatMap((k) => VAL_SOURCE.exec(k)?.[1] ?? []).filter((s) => s !== 'mean');
+      return [
+        { key: 'critic/score/mean', label: 'reward (critic/score/mean)' },
+        { key: 'val/test_score/mean', label: 'validation (val/test_score/mean)' },
+        // One source's score is the mean itself; several are worth telling apart.
+        ...(sources.length > 1 ? sources.map((s) => ({ key: `val/test_score/${s}`, label: `validation: ${s}` })) : []),
+      ];
+    },
+  },
+  {
+    id: 'kl',
+    title: 'KL divergence',
+    yLabel: 'KL (nats)',
+    caption: 'KL to the reference policy (as reward penalty or as loss term, whichever is enabled) and between the rollout policy and the updated policy.',
+    metrics: () => [
+      { key: 'actor/reward_kl_penalty', label: 'KL penalty in reward (actor/reward_kl_penalty)' },
+      { key: 'actor/kl_loss', label: 'KL loss (actor/kl_loss)' },
+      { key: 'actor/ppo_kl', label: 'policy update KL (actor/ppo_kl)' },
+    ],
+  },
+  {
+    id: 'entropy',
+    title: 'Policy entropy',
+    yLabel: 'nats per token',
+    caption: 'Mean entropy of the policy over response tokens.',
+    metrics: () => [{ key: 'actor/entropy', label: 'entropy (actor/entropy)' }],
+  },
+  {
+    id: 'response_length',
+    title: 'Response length',
+    yLabel: 'tokens',
+    caption: 'Mean number of generated tokens per response.',
+    metrics: () => [{ key: 'response_length/mean', label: 'mean (response_length/mean)' }],
+  },
+  {
+    id: 'losses',
+    title: 'Losses',
+    yLabel: 'loss',
+    caption: 'PPO clipped policy-gradient loss of the actor and value loss of the critic.',
+    metrics: () => [
+      { key: 'actor/pg_loss', label: 'policy (actor/pg_loss)' },
+      { key: 'critic/vf_loss', label: 'value (critic/vf_loss)' },
+    ],
+  },
+];
+
+export function chartsWithData(run: RunMetrics): ChartData[] {
+  return CHARTS.flatMap(({ metrics, ...chart }) => {
+    const present = metrics(run)
+      .map((m) => ({ ...m, points: series(run, m.key) }))
+      .filter((m) => m.points.length > 0)
+      .map((m, i) => ({ ...m, color: PALETTE[i % PALETTE.length] }));
+    return present.length > 0 ? [{ ...chart, series: present }] : [];
+  });
+}
