@@ -1,0 +1,70 @@
+// Whole PPO runs through `node train.js`'s entry point on a tiny model: GRPO (no critic), GAE with a frozen
+// critic (values computed, nothing trained), and the reward mask at ratio 1 (every trajectory's reward zeroed).
+import { describe, it, expect } from 'vitest';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { main } from '../../ppo/cli-node.ts';
+import { makeTinyRun } from './tiny-run.ts';
+
+async function stepMetrics(dir: string): Promise<Record<string, number>[]> {
+  const lines = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+  return lines.filter((m) => m['critic/score/mean'] !== undefined);
+}
+
+function expectFinite(metrics: Record<string, number>): void {
+  for (const [key, value] of Object.entries(metrics)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+}
+
+describe('PPO trainer runs', () => {
+  it('GRPO: groups of n samples, no critic allocated or reported', async () => {
+    const { root, overrides } = await makeTinyRun();
+    const dir = join(root, 'grpo');
+    expect(await main([...overrides, 'algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=2', 'actor_rollout_ref.actor.use_kl_loss=true',
+      'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+    const steps = await stepMetrics(dir);
+    expect(steps).toHaveLength(2);
+    for (const m of steps) {
+      expectFinite(m);
+      expect(m['actor/kl_loss']).toBeDefined();
+      expect(Object.keys(m).some((k) => k.startsWith('critic/vf') || k.startsWith('critic/values'))).toBe(false);
+    }
+    await expect(readFile(join(dir, 'global_step_2', 'critic', 'config.json'))).rejects.toThrow();
+  }, 300_000);
+
+  it('GAE with critic.freeze: values feed GAE, the critic never changes and reports no vf_loss', async () => {
+    const { root, overrides } = await makeTinyRun();
+    const dir = join(root, 'frozen');
+    expect(await main([...overrides, 'critic.freeze=true', 'trainer.save_freq=1', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+    const steps = await stepMetrics(dir);
+    for (const m of steps) {
+      expectFinite(m);
+      expect(m['critic/frozen']).toBe(1);
+      expect(m['critic/vf_loss']).toBeUndefined();
+      expect(m['critic/values/mean']).toBeDefined();
+    }
+    const critic = async (step: number) => readFile(join(dir, `global_step_${step}`, 'critic', 'model.safetensors'));
+    expect(Buffer.compare(await critic(1), await critic(2))).toBe(0);
+    await expect(readFile(join(dir, 'global_step_2', 'critic', 'optimizer.safetensors'))).rejects.toThrow();
+    const actor = async (step: number) => readFile(join(dir, `global_step_${step}`, 'actor', 'model.safetensors'));
+    expect(Buffer.compare(await actor(1), await actor(2))).not.toBe(0);
+  }, 300_000);
+
+  it('reward_mask_ratio=1 zeroes every trajectory reward and logs the realised ratio', async () => {
+    const { root, overrides } = await makeTinyRun();
+    // Every response scores 1, so a zero reward can only come from the mask.
+    const rewardModule = join(root, 'always-one.mjs');
+    await writeFile(rewardModule, 'export function compute_score() { return 1; }\n');
+    const run = async (ratio: number) => {
+      const dir = join(root, `masked-${ratio}`);
+      expect(await main([...overrides, `custom_reward_function.path=${rewardModule}`, `algorithm.reward_mask_ratio=${ratio}`,
+        'trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`])).toBe(0);
+      return (await stepMetrics(dir))[0];
+    };
+    const unmasked = await run(0);
+    expect(unmasked['critic/rewards/min']).toBe(1);
+    const masked = await run(1);
+    expect(masked['critic/score/mean']).toBe(1);
+    expect(masked['reward_mask/ratio_actual']).toBe(1);
+    expect(masked['critic/rewards/max']).toBe(0);
+  }, 300_000);
+});
