@@ -1,0 +1,68 @@
+// Hugging Face directories through the GPU arenas: load → save → load is bit-identical for an actor and for a
+// critic made from it, the critic is saved as *ForTokenClassification with score.weight and score.bias, and
+// tools/forward.js prints logits / values / rewards for the three heads.
+import { describe, it, expect } from 'vitest';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gpuEngine } from './gpu.ts';
+import { fixturePath } from '../fixtures.ts';
+import { loadModel, saveModel } from '../../models/model-files-node.ts';
+import { criticFromCausalLm } from '../../models/critic-init.ts';
+import { withHead } from '../../models/hf-config.ts';
+import { readHfTensors, createParameterArena, uploadHfTensors } from '../../models/parameter-store.ts';
+import type { Arena, Engine } from '../../engine/index.ts';
+
+async function arenaBytes(engine: Engine, arena: Arena): Promise<Uint8Array[]> {
+  return Promise.all(arena.segments.map(async (s) => new Uint8Array((await engine.read(s)).buffer)));
+}
+
+describe('model directories', () => {
+  it('actor and critic survive save → load bit-identically', async () => {
+    const engine = await gpuEngine();
+    const root = await mkdtemp(join(tmpdir(), 'model-files-'));
+    const actor = await loadModel(engine, fixturePath('hf/llama-tiny'));
+    await saveModel(engine, join(root, 'actor'), actor.config, actor.params);
+    const actorAgain = await loadModel(engine, join(root, 'actor'));
+    expect(actorAgain.config).toEqual(actor.config);
+    expect(await arenaBytes(engine, actorAgain.params)).toEqual(await arenaBytes(engine, actor.params));
+
+    const critic = await criticFromCausalLm(engine, actor.config, actor.params, 3);
+    await saveModel(engine, join(root, 'critic'), critic.config, critic.params);
+    const saved = JSON.parse(await readFile(join(root, 'critic', 'config.json'), 'utf8'));
+    expect(saved.architectures).toEqual(['LlamaForTokenClassification']);
+    expect(Object.keys(saved.id2label)).toHaveLength(1);
+    const criticAgain = await loadModel(engine, join(root, 'critic'));
+    expect(criticAgain.config.head).toBe('token-classification');
+    expect(await arenaBytes(engine, criticAgain.params)).toEqual(await arenaBytes(engine, critic.params));
+    expect(criticAgain.params.has('score.bias')).toBe(true);
+  });
+
+  it('tools/forward.js prints logits, values and rewards', async () => {
+    const engine = await gpuEngine();
+    const root = await mkdtemp(join(tmpdir(), 'forward-'));
+    const actor = await loadModel(engine, fixturePath('hf/llama-tiny'));
+    const critic = await criticFromCausalLm(engine, actor.config, actor.params, 3);
+    await saveModel(engine, join(root, 'critic'), critic.config, critic.params);
+    // A reward model with the critic's trunk and score weight (the critic's fresh bias is zero), so its reward must
+    // equal the critic's value at each row's last real token.
+    const rewardConfig = { ...withHead(actor.config, 'sequence-classification'), padTokenId: 0 };
+    const trunk = await readHfTensors(engine, critic.params, critic.config);
+    const rewardParams = createParameterArena(engine, rewardConfig, 'reward');
+    uploadHfTensors(engine, rewardParams, rewardConfig, (name) => trunk.get(name), 'reward');
+    await saveModel(engine, join(root, 'reward'), rewardConfig, rewardParams);
+
+    const input = join(root, 'input.json');
+    await writeFile(input, JSON.stringify({ input_ids: [[1, 4, 186, 246], [0, 0, 56, 123]], attention_mask: [[1, 1, 1, 1], [0, 0, 1, 1]] }));
+    const run = (model: string) => JSON.parse(execFileSync('node', ['tools/forward.js', '--model', model, '--input', input], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
+    const logits = run(fixturePath('hf/llama-tiny')).logits;
+    expect([logits.length, logits[0].length, logits[0][0].length]).toEqual([2, 4, 256]);
+    const values = run(join(root, 'critic')).values;
+    expect([values.length, values[0].length]).toEqual([2, 4]);
+    const rewards = run(join(root, 'reward')).rewards;
+    expect(rewards).toHaveLength(2);
+    expect(rewards[0]).toBeCloseTo(values[0][3], 6);
+    expect(rewards[1]).toBeCloseTo(values[1][3], 6);
+  });
+});
