@@ -1,12 +1,5 @@
-import { defineConfig, type Plugin } from 'vitest/config';
-
-const wgslAsString: Plugin = {
-  name: 'wgsl-as-string',
-  transform(code, id) {
-    if (id.endsWith('.wgsl')) return { code: `export default ${JSON.stringify(code)};`, map: null };
-    return undefined;
-  },
-};
+import { defineConfig } from 'vitest/config';
+import { wgslAsString } from './tools/vite-wgsl-plugin.ts';
 
 export default defineConfig({
   plugins: [wgslAsString],

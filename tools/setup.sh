@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-time setup on a Debian 12 machine: npm packages, then a WebGPU adapter.
+# One-time setup on a Debian 12 machine: npm packages, a WebGPU adapter, and chromium for the browser demo test.
 # Where no adapter works (no GPU, or Debian's own Mesa 22.3 that Dawn rejects with
 # "shaderUniform*ArrayDynamicIndexing required"), installs Mesa >= 24 lavapipe from bookworm-backports.
 set -euo pipefail
@@ -31,7 +31,10 @@ SRC
   echo "setup: no WebGPU adapter was usable, so installed Mesa $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers) lavapipe (software Vulkan) from bookworm-backports: $(node tools/probe-adapter.js)"
 fi
 
-if [ "${SETUP_BROWSER:-0}" = 1 ] && ! command -v chromium >/dev/null; then
+# The browser demo's test (test/browser/demo.test.ts) drives Debian's headless chromium; WebGPU runs on its
+# built-in SwiftShader there, so no other package is needed.
+if ! command -v chromium >/dev/null; then
+  as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  echo "setup: installed Debian chromium for the browser demo test"
+  echo "setup: installed Debian chromium $(dpkg-query -W -f='${Version}' chromium) for the browser demo test"
 fi

@@ -1,0 +1,68 @@
+// The settings panel as config overrides on top of the embedded default job, so the page trains with exactly
+// the keys `node train.js key=value` takes. The run is scaled down for a tab: fewer prompts per step and a
+// smaller held-out set, validated every VALIDATION_EVERY steps.
+import { loadConfig, type PpoConfig } from '../../ppo/config.ts';
+import { DEFAULT_JOB_YAML } from '../../ppo/default-job.ts';
+import type { BuiltinTaskSize } from '../../ppo/builtin-run.ts';
+
+export interface DemoSettings {
+  estimator: 'gae' | 'grpo';
+  lr: number;
+  /** β of the KL penalty in the reward; 0 turns the penalty (and the reference model) off. */
+  klCoef: number;
+  rewardMaskRatio: number;
+  freezeCritic: boolean;
+  seed: number;
+  warmStartSteps: number;
+  /** data.train_batch_size: prompts per PPO step. */
+  batchSize: number;
+  /** trainer.total_training_steps */
+  steps: number;
+}
+
+/** GRPO's group baseline needs several samples of each prompt. */
+export const GRPO_SAMPLES_PER_PROMPT = 4;
+export const VALIDATION_EVERY = 5;
+export const DEMO_TASK: BuiltinTaskSize = { trainSize: 4000, valSize: 64 };
+export const WARM_START_BATCH = 32;
+
+export function readSettings(form: HTMLFormElement): DemoSettings {
+  const field = (name: string) => form.elements.namedItem(name) as HTMLInputElement;
+  const num = (name: string) => Number(field(name).value);
+  return {
+    estimator: field('estimator').value === 'grpo' ? 'grpo' : 'gae',
+    lr: num('lr'),
+    klCoef: num('klCoef'),
+    rewardMaskRatio: num('rewardMaskRatio'),
+    freezeCritic: field('freezeCritic').checked,
+    seed: num('seed'),
+    warmStartSteps: num('warmStartSteps'),
+    batchSize: num('batchSize'),
+    steps: num('steps'),
+  };
+}
+
+export function configOverrides(s: DemoSettings): string[] {
+  const grpo = s.estimator === 'grpo';
+  return [
+    `algorithm.adv_estimator=${s.estimator}`,
+    `actor_rollout_ref.rollout.n=${grpo ? GRPO_SAMPLES_PER_PROMPT : 1}`,
+    `actor_rollout_ref.actor.optim.lr=${s.lr}`,
+    `algorithm.use_kl_in_reward=${s.klCoef > 0}`,
+    `algorithm.kl_ctrl.kl_coef=${s.klCoef}`,
+    `algorithm.reward_mask_ratio=${s.rewardMaskRatio}`,
+    `critic.freeze=${s.freezeCritic}`,
+    `trainer.seed=${s.seed}`,
+    `data.seed=${s.seed}`,
+    `data.train_batch_size=${s.batchSize}`,
+    // Two optimizer steps per PPO step, as in the default job (128 prompts, mini-batches of 64).
+    `actor_rollout_ref.actor.ppo_mini_batch_size=${Math.max(1, Math.floor(s.batchSize / 2))}`,
+    `trainer.total_training_steps=${s.steps}`,
+    `trainer.test_freq=${VALIDATION_EVERY}`,
+  ];
+}
+
+/** The resolved configuration; throws ConfigError (with every problem listed) on an invalid setting. */
+export function demoConfig(s: DemoSettings): PpoConfig {
+  return loadConfig({ yamlText: DEFAULT_JOB_YAML, yamlSource: 'the default job', overrides: configOverrides(s) });
+}
