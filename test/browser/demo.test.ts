@@ -1,15 +1,20 @@
 // The browser demo end to end in a real browser: builds demo/, serves demo/dist on loopback, drives Debian's
 // headless Chromium (WebGPU on SwiftShader) through a short run, waits for PPO_STEPS steps, checks that the
 // metrics are finite and every chart has points, and saves a screenshot and the measured step rate to
-// test-artifacts/. A missing chromium fails with the setup hint; it never skips.
+// test-artifacts/, then downloads the models and opens them as Hugging Face directories with the Node loaders.
+// A missing chromium fails with the setup hint; it never skips.
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { extname, join, normalize, resolve } from 'node:path';
+import { tmpdir } from 'node:os';
+import { dirname, extname, join, normalize, resolve } from 'node:path';
+import { unzipSync } from 'fflate';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { openHfCheckpoint } from '../../models/checkpoint-io.ts';
+import { loadTokenizer } from '../../models/tokenizer-node.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const DIST = join(ROOT, 'demo/dist');
@@ -61,6 +66,19 @@ afterAll(async () => {
 
 const text = (page: Page, testId: string) => page.getByTestId(testId).innerText();
 
+/** Unpacks the demo's zip into a temporary directory; returns the directory holding actor/ and critic/. */
+async function unpackModels(zip: Uint8Array): Promise<{ root: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'demo-models-'));
+  const entries = Object.entries(unzipSync(zip));
+  for (const [name, data] of entries) {
+    if (name.endsWith('/')) continue;
+    await mkdir(dirname(join(dir, name)), { recursive: true });
+    await writeFile(join(dir, name), data);
+  }
+  const root = join(dir, entries[0][0].split('/')[0]);
+  return { root, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
 test('the demo trains PPO live in headless Chromium and charts it', async () => {
   const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
   const pageErrors: string[] = [];
@@ -98,4 +116,19 @@ test('the demo trains PPO live in headless Chromium and charts it', async () => 
   await page.screenshot({ path: join(ARTIFACTS, 'demo.png'), fullPage: true });
   await writeFile(join(ARTIFACTS, 'demo.json'), JSON.stringify({ stepsPerSecond, settings: RUN_SETTINGS, reward, accuracy }, null, 2) + '\n');
   console.log(`browser demo: ${stepsPerSecond.toFixed(3)} PPO steps/s (steps 2-${PPO_STEPS}, ${RUN_SETTINGS.batchSize} prompts each)`);
+
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+  const models = await unpackModels(new Uint8Array(await readFile(await download.path())));
+  try {
+    const heads = { actor: 'causal-lm', critic: 'token-classification' } as const;
+    for (const [dir, head] of Object.entries(heads)) {
+      const checkpoint = await openHfCheckpoint(join(models.root, dir));
+      await checkpoint.tensors.close();
+      expect(checkpoint.config.head).toBe(head);
+      const tokenizer = await loadTokenizer(join(models.root, dir), 'native');
+      expect(await tokenizer.decode(await tokenizer.encode('37+58=', { addSpecialTokens: false }))).toBe('37+58=');
+    }
+  } finally {
+    await models.cleanup();
+  }
 }, RUN_TIMEOUT_MS + 180_000);
