@@ -119,7 +119,7 @@ async function reset(): Promise<void> {
   // A fresh device frees every buffer of the previous run at once.
   engine?.destroy();
   engine = await Engine.create();
-  for (const id of ['step']) show(id, '0');
+  show('step', '0');
   for (const id of ['reward', 'accuracy', 'tokens-per-second', 'step-time']) show(id, '–');
   showSamples([]);
   charts.reset();
