@@ -15,6 +15,8 @@ export interface KernelBenchRow {
   cpu_ms?: number;
   /** Naive variant's ms over this row's ms, where the kernel keeps a naive baseline. */
   vs_naive?: number;
+  /** The op's CPU reference (kernels/ref, float64) ms over this row's ms, where the kernel has no naive variant. */
+  vs_cpu?: number;
 }
 
 export interface TimingOptions {
@@ -53,9 +55,15 @@ function median(values: number[]): number {
 export async function timeKernel(engine: Engine, kernel: string, shape: string, run: () => void, options: TimingOptions = {}): Promise<KernelBenchRow> {
   const { flops, bytes, samples = 5, targetMs = 200 } = options;
   await timeRuns(engine, run, 1);
-  const reps = options.reps ?? Math.max(1, Math.min(1000, Math.round(targetMs / (await timeRuns(engine, run, 1)).ms)));
+  let reps = options.reps;
   const times: Sample[] = [];
-  for (let i = 0; i < samples; i++) times.push(await timeRuns(engine, run, reps));
+  if (reps === undefined) {
+    const probe = await timeRuns(engine, run, 1);
+    reps = Math.max(1, Math.min(1000, Math.round(targetMs / probe.ms)));
+    // A probe that took a whole sample's time is a sample: a slow kernel (a naive 1024³ matmul) runs once less.
+    if (reps === 1) times.push(probe);
+  }
+  while (times.length < samples) times.push(await timeRuns(engine, run, reps));
   const ms = median(times.map((t) => t.ms));
   const row: KernelBenchRow = { kernel, shape, ms };
   if (engine.caps.isSoftware) row.cpu_ms = median(times.map((t) => t.cpuMs));
@@ -74,4 +82,18 @@ export async function withVariant<T>(engine: Engine, op: string, variant: string
     if (previous === undefined) delete engine.knobs.kernelVariants[op];
     else engine.knobs.kernelVariants[op] = previous;
   }
+}
+
+/** Milliseconds of one synchronous run of `body` (a CPU reference): the median of as many runs as fit about
+ *  `budgetMs` (at most `maxSamples`) after a first one for the JIT; a reference slower than the budget is run
+ *  once, its warm-up being a negligible part of it. */
+export function timeReference(body: () => unknown, budgetMs = 1000, maxSamples = 7): number {
+  const timed = () => {
+    const start = performance.now();
+    body();
+    return performance.now() - start;
+  };
+  const first = timed();
+  const samples = Math.min(maxSamples, Math.floor(budgetMs / first));
+  return samples === 0 ? first : median(Array.from({ length: samples }, timed));
 }
