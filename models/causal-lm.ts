@@ -77,7 +77,7 @@ export class CausalLm {
   }
 
   /** Full logits (R, V) — for parity checks, the forward tool and sampling; not for training. */
-  logits(batch: TokenBatch, out: Tensor): Tensor {
+  logits(batch: TokenBatch, out: Tensor<'f32'>): Tensor<'f32'> {
     const c = this.config;
     const hidden = this.trunk.forward(batch, { saveForBackward: false });
     lmHeadLogits(this.engine, { hidden, weight: this.params.get(lmHeadWeightName(c)), out, N: batch.B * batch.T, C: c.hiddenSize, V: c.vocabSize });

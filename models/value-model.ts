@@ -9,7 +9,7 @@ import { valueHeadForward, valueHeadBackward } from '../kernels/value-head.ts';
 
 export class ValueModel {
   readonly trunk: DecoderTrunk;
-  private readonly valuesByRows = new Map<number, { values: Tensor; dHidden: Tensor }>();
+  private readonly valuesByRows = new Map<number, { values: Tensor<'f32'>; dHidden: Tensor<'f32'> }>();
   private readonly zeroBias: Tensor;
   private last: { rows: number; hidden: Tensor } | null = null;
 
@@ -37,7 +37,7 @@ export class ValueModel {
   }
 
   /** Per-token scores (R = B·T): the critic's values, or the reward model's score at every position. */
-  tokenValues(batch: TokenBatch, options: { saveForBackward: boolean }): Tensor {
+  tokenValues(batch: TokenBatch, options: { saveForBackward: boolean }): Tensor<'f32'> {
     const rows = batch.B * batch.T;
     const hidden = this.trunk.forward(batch, options);
     const { values } = this.buffers(rows);
