@@ -6,9 +6,10 @@ import { join, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
 import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
 import { DEFAULT_JOB_YAML } from './default-job.ts';
-import { setUpRun, scoreResponse } from './run-setup-node.ts';
-import { PpoTrainer, type PromptRecord, type TrainerIo } from './trainer.ts';
-import { PromptSampler, totalTrainingSteps, type DataCursor, type RlExample } from './dataset.ts';
+import { setUpRun } from './run-setup-node.ts';
+import { runTrainerIo } from './builtin-run.ts';
+import { PpoTrainer } from './trainer.ts';
+import { PromptSampler, totalTrainingSteps } from './dataset.ts';
 import { formatStepLine } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 
@@ -40,10 +41,6 @@ async function readConfig(configFile: string | null, overrides: string[]): Promi
     throw new ConfigError([`--config ${configFile}: cannot read it (${(err as Error).message})`]);
   }
   return loadConfig({ yamlText, yamlSource: configFile, overrides });
-}
-
-function toRecord(example: RlExample): PromptRecord {
-  return { promptIds: example.promptIds, dataSource: example.dataSource, groundTruth: example.groundTruth, extraInfo: example.extraInfo };
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -93,19 +90,7 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
   });
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
-  let cursor: DataCursor = resumed?.dataCursor ?? { epoch: 0, index: 0 };
-  const io: TrainerIo = {
-    nextTrainBatch: () => {
-      const batch = sampler.batchAt(cursor);
-      cursor = batch.next;
-      return batch.indices.map((i) => toRecord(setup.train[i]));
-    },
-    validationSet: () => setup.val.map(toRecord),
-    decode: (ids) => setup.tokenizer.decode(ids, { skipSpecialTokens: true }),
-    score: (prompt, text) => scoreResponse(setup.reward, prompt, text),
-    eosTokenIds: setup.actor.config.eosTokenIds,
-    padTokenId: setup.actor.config.padTokenId ?? setup.tokenizer.special.pad?.id ?? 0,
-  };
+  const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
   const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
   if (resumed) trainer.restore(resumed.snapshot);
 
@@ -138,14 +123,14 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
     const step = trainer.globalStep;
     if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
     if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor)}`);
+      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor())}`);
       savedStep = step;
     }
   }
   after = await validate();
   const finalCheckpoint = savedStep === trainer.globalStep
     ? join(runDir, `global_step_${savedStep}`)
-    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor);
+    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor());
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {

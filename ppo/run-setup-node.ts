@@ -8,15 +8,15 @@ import type { PpoConfig } from './config.ts';
 import { usesCritic } from './config.ts';
 import { loadModel } from '../models/model-files-node.ts';
 import { criticFromCausalLm } from '../models/critic-init.ts';
-import { JsTokenizer, type Tokenizer } from '../models/tokenizer.ts';
+import type { Tokenizer } from '../models/tokenizer.ts';
 import { loadTokenizer, readTokenizerFiles } from '../models/tokenizer-node.ts';
 import { ChatTemplate } from '../models/chat-template.ts';
-import { buildRlDataset, type RlExample } from './dataset.ts';
+import type { RlExample } from './dataset.ts';
 import { loadRlDataset } from './dataset-node.ts';
-import { arithmeticDataset, arithmeticTokenizerFiles } from './tasks/arithmetic.ts';
+import { builtinDataset, builtinTokenizer } from './builtin-run.ts';
 import { DEFAULT_SFT_WARM_START, warmStartBuiltinActor } from './default-job.ts';
 import type { SftStepResult } from './sft-trainer.ts';
-import { computeScore, toRewardScore, type RewardFunction } from './rewards/index.ts';
+import { computeScore, type RewardFunction } from './rewards/index.ts';
 import { loadCustomRewardFunction } from './rewards/custom-reward-node.ts';
 import type { ModelWeights } from './trainer.ts';
 
@@ -35,19 +35,9 @@ export interface RunSetup {
   warmStart: SftStepResult[] | null;
 }
 
-const BUILTIN_TASK = { digits: 2, trainSize: 4000, valSize: 256 };
-
 async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; template: ChatTemplate; files: Record<string, string> }> {
   const dir = config.data.tokenizer ?? config.actor_rollout_ref.model.path;
-  if (dir === null) {
-    const { tokenizerJson, tokenizerConfig } = arithmeticTokenizerFiles();
-    const tokenizer = JsTokenizer.fromJson(tokenizerJson, tokenizerConfig);
-    return {
-      tokenizer,
-      template: new ChatTemplate(tokenizerConfig, tokenizer.special),
-      files: { 'tokenizer.json': JSON.stringify(tokenizerJson), 'tokenizer_config.json': JSON.stringify(tokenizerConfig, null, 2) },
-    };
-  }
+  if (dir === null) return builtinTokenizer();
   const files = await readTokenizerFiles(dir);
   const tokenizer = await loadTokenizer(dir, 'native');
   const copied: Record<string, string> = { 'tokenizer.json': files.tokenizerJson };
@@ -61,18 +51,13 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
   return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
 }
 
-/** `resumed`: models from a checkpoint, which replace the configured ones (and skip the built-in warm start). */
 export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult) => void): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);
   const datasetOptions = { ...config.data, tokenizer, template };
-  const builtin = config.data.train_files === null ? arithmeticDataset({ ...BUILTIN_TASK, seed: config.data.seed }) : null;
-  const train = builtin
-    ? (await buildRlDataset(builtin.train, datasetOptions)).examples
-    : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples;
+  const builtin = config.data.train_files === null ? await builtinDataset(config, tokenizer, template) : null;
+  const train = builtin ? builtin.train : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples;
   const valFiles = config.data.val_files;
-  const val = valFiles !== null
-    ? (await loadRlDataset(valFiles, datasetOptions)).examples
-    : builtin ? (await buildRlDataset(builtin.val, datasetOptions)).examples : [];
+  const val = valFiles !== null ? (await loadRlDataset(valFiles, datasetOptions)).examples : builtin?.val ?? [];
 
   let actor: ModelWeights;
   let warmStart: SftStepResult[] | null = null;
@@ -114,8 +99,4 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
     rewardModel = { config: loaded.config, params: loaded.params };
   }
   return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, rewardModel, warmStart };
-}
-
-export async function scoreResponse(reward: RewardFunction, prompt: { dataSource: string; groundTruth: unknown; extraInfo: Record<string, unknown> | null }, text: string): Promise<number> {
-  return toRewardScore(await reward(prompt.dataSource, text, prompt.groundTruth, prompt.extraInfo), `reward (data_source ${prompt.dataSource})`).score;
 }
