@@ -30,6 +30,7 @@ actor_rollout_ref:
     entropy_coeff: 0
     optim:
       lr: 1.0e-4
+      lr_warmup_steps: 5
       weight_decay: 0.0
   rollout:
     n: 1
@@ -49,6 +50,7 @@ trainer:
   total_training_steps: 40
   test_freq: 10
   save_freq: -1
+  critic_warmup: 5
   project_name: webgpu_rlhf
   experiment_name: arithmetic_tiny
 `;
@@ -60,7 +62,7 @@ export interface SftWarmStartConfig {
   lr: number;
 }
 
-export const DEFAULT_SFT_WARM_START: SftWarmStartConfig = { seed: 1, steps: 300, batchSize: 64, lr: 3e-3 };
+export const DEFAULT_SFT_WARM_START: SftWarmStartConfig = { seed: 1, steps: 600, batchSize: 64, lr: 3e-3 };
 
 /** Prompt + reference answer of a built-in task example, for supervised training. */
 export function sftExample(example: RlExample): SftExample {
