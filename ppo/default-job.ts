@@ -50,7 +50,6 @@ trainer:
   total_training_steps: 40
   test_freq: 10
   save_freq: -1
-  critic_warmup: 5
   project_name: webgpu_rlhf
   experiment_name: arithmetic_tiny
 `;
