@@ -38,20 +38,6 @@ export function arithmeticProblem(a: number, b: number): ArithmeticProblem {
   return { a, b, question: `${a}+${b}=`, answer: String(a + b) };
 }
 
-export function sampleArithmeticProblem(random: () => number, config: ArithmeticTaskConfig): ArithmeticProblem {
-  const limit = 10 ** config.digits;
-  return arithmeticProblem(Math.floor(random() * limit), Math.floor(random() * limit));
-}
-
-/** The prompt as the chat template renders it with add_generation_prompt. */
-export function arithmeticPromptText(problem: ArithmeticProblem): string {
-  return `<|user|>${problem.question}<|assistant|>`;
-}
-
-export function arithmeticResponseText(problem: ArithmeticProblem): string {
-  return `${problem.answer}</s>`;
-}
-
 export const ARITHMETIC_DATA_SOURCE = 'arithmetic';
 
 /** tokenizer.json and tokenizer_config.json of the task's character vocabulary, as a checkpoint stores them. */
