@@ -3,7 +3,7 @@
 import type { Engine } from '../../engine/index.ts';
 import { BENCH_TINY, BENCH_SMALL } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { qkvWidth } from '../../models/parameter-layout.ts';
+import { forwardFlopsPerToken } from '../../ppo/metrics.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -20,12 +20,9 @@ export interface TrainBenchRow {
   gflops: number;
 }
 
-/** 6 × (parameters that take part in matmuls) × tokens, plus causal attention (QKᵀ and PV, forward + backward). */
+/** Forward + backward FLOPs of one step: 3 × the forward (the one formula the trainer's MFU uses too). */
 export function trainStepFlops(c: DecoderConfig, B: number, T: number): number {
-  const perLayer = c.hiddenSize * qkvWidth(c) + c.numHeads * c.headDim * c.hiddenSize + 3 * c.intermediateSize * c.hiddenSize;
-  const matmulParams = c.numLayers * perLayer + c.vocabSize * c.hiddenSize;
-  const attention = c.numLayers * 3 * 2 * 2 * B * c.numHeads * c.headDim * ((T * (T + 1)) / 2);
-  return 6 * matmulParams * B * T + attention;
+  return 3 * forwardFlopsPerToken(c, T) * B * T;
 }
 
 export async function benchmarkTrainStep(engine: Engine, options: { steps?: number; warmup?: number } = {}): Promise<TrainBenchRow[]> {
