@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Entry point: `node train.js [--config run.yaml] [key.sub=value ...]`. Registers the TypeScript and WGSL
-// loaders, then hands over to the Node command line of the trainer.
+// loaders, then hands over to the Node command line of the trainer, which draws the run's charts at the end.
 import './tools/node-loader.js';
 
 const { main } = await import('./ppo/cli-node.ts');
-process.exitCode = await main(process.argv.slice(2));
+const { plotRun } = await import('./tools/plot/cli.ts');
+process.exitCode = await main(process.argv.slice(2), { writeCharts: plotRun });

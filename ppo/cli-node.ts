@@ -1,6 +1,7 @@
 // Node command line of the trainer: `node train.js [--config run.yaml] [key.sub=value ...]`. Without --config it
 // runs the embedded default job (ppo/default-job.ts). Prints a line per step, writes metrics.jsonl to the run
-// directory (trainer.default_local_dir), validates every trainer.test_freq steps and at the end.
+// directory (trainer.default_local_dir), validates every trainer.test_freq steps and at the end, and, given a
+// chart writer (train.js passes tools/plot's), draws the run's charts when it is done.
 import { readFile, mkdir, appendFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
@@ -43,7 +44,12 @@ async function readConfig(configFile: string | null, overrides: string[]): Promi
   return loadConfig({ yamlText, yamlSource: configFile, overrides });
 }
 
-export async function main(argv: string[]): Promise<number> {
+export interface MainOptions {
+  /** Writes the charts of a run directory's metrics.jsonl; returns the files written, the page last. */
+  writeCharts?: (runDir: string) => string[];
+}
+
+export async function main(argv: string[], options: MainOptions = {}): Promise<number> {
   let config: PpoConfig;
   try {
     const args = parseArgs(argv);
@@ -61,14 +67,14 @@ export async function main(argv: string[]): Promise<number> {
   }
   const engine = await Engine.create();
   try {
-    return await train(engine, config);
+    return await train(engine, config, options);
   } finally {
     await engine.sync();
     engine.destroy();
   }
 }
 
-async function train(engine: Engine, config: PpoConfig): Promise<number> {
+async function train(engine: Engine, config: PpoConfig, options: MainOptions): Promise<number> {
   const started = performance.now();
   const runDir = resolve(config.trainer.default_local_dir);
   await mkdir(runDir, { recursive: true });
@@ -137,6 +143,9 @@ async function train(engine: Engine, config: PpoConfig): Promise<number> {
     log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
   }
   log(`done in ${seconds.toFixed(0)} s; checkpoint ${finalCheckpoint}; metrics ${metricsFile}`);
-  log(`charts: node tools/plot.js ${runDir}`);
+  if (options.writeCharts) {
+    const files = options.writeCharts(runDir);
+    log(`charts: ${files[files.length - 1]} (${files.length - 1} PNG beside it)`);
+  }
   return 0;
 }

@@ -67,6 +67,8 @@ export function stepMetrics(a: {
     ...a.updateMetrics,
     ...a.timing,
   };
+  // A pass/fail check (exact match, a verifier): its mean is an accuracy, which the console calls so.
+  if (x.scores.every((v) => v === 0 || v === 1)) metrics['critic/score/accuracy'] = score.mean;
   if (x.values) {
     const values = maskedStats(x.values, x.responseMask);
     Object.assign(metrics, { 'critic/values/mean': values.mean, 'critic/values/max': values.max, 'critic/values/min': values.min });

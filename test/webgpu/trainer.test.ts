@@ -1,9 +1,11 @@
 // Whole PPO runs through `node train.js`'s entry point on a tiny model: GRPO (no critic), GAE with a frozen
-// critic (values computed, nothing trained), and the reward mask at ratio 1 (every trajectory's reward zeroed).
+// critic (values computed, nothing trained, charts drawn at the end), and the reward mask at ratio 1 (every
+// trajectory's reward zeroed).
 import { describe, it, expect } from 'vitest';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
+import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun } from './tiny-run.ts';
 
 async function stepMetrics(dir: string): Promise<Record<string, number>[]> {
@@ -34,7 +36,8 @@ describe('PPO trainer runs', () => {
   it('GAE with critic.freeze: values feed GAE, the critic never changes and reports no vf_loss', async () => {
     const { root, overrides } = await makeTinyRun();
     const dir = join(root, 'frozen');
-    expect(await main([...overrides, 'critic.freeze=true', 'trainer.save_freq=1', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+    expect(await main([...overrides, 'critic.freeze=true', 'trainer.save_freq=1', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`], { writeCharts: plotRun })).toBe(0);
+    expect(await readFile(join(dir, 'charts', 'index.html'), 'utf8')).toContain('<svg');
     const steps = await stepMetrics(dir);
     for (const m of steps) {
       expectFinite(m);
@@ -62,6 +65,7 @@ describe('PPO trainer runs', () => {
     };
     const unmasked = await run(0);
     expect(unmasked['critic/rewards/min']).toBe(1);
+    expect(unmasked['critic/score/accuracy']).toBe(1);
     const masked = await run(1);
     expect(masked['critic/score/mean']).toBe(1);
     expect(masked['reward_mask/ratio_actual']).toBe(1);
