@@ -8,7 +8,7 @@ import type { CorpusDocument, RetrievedDocument, Retriever } from './search/retr
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './tasks/arithmetic.ts';
 import {
   formatDocuments, formatObservation, guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact,
-  syntheticQaSearchQuery, syntheticQaTokenizerFiles,
+  syntheticQaSearchQuery, syntheticQaTokenizerFiles, type Demonstration,
 } from './tasks/synthetic-qa.ts';
 
 export type BuiltinTaskName = 'arithmetic' | 'search_qa';
@@ -61,27 +61,31 @@ const arithmetic: BuiltinTask = {
 };
 
 /**
- * Questions about invented entities, answerable only by searching the generated corpus. In the warm start's
- * demonstrations only a seeded 30% search (and copy the answer from the observation); the rest answer at once
- * with a wrong guess — PPO must learn that searching pays.
+ * Questions about invented entities, answerable only by searching the generated corpus. Every training question
+ * is demonstrated ten times: three times searching (and copying the answer from the observation), seven times
+ * answering at once with a guess (the attribute's most common value). The warm-started model therefore searches
+ * about 30% of the time whatever it is asked — not for the particular questions it happened to see searched,
+ * which is what one demonstration per question taught it — and guesses when greedy; PPO must learn that
+ * searching pays.
  */
-const SEARCH_QA_SEARCH_FRACTION = 0.3;
+const SEARCH_QA_DEMONSTRATIONS = { searching: 3, guessing: 7 };
 
 const searchQa: BuiltinTask = {
   tokenizerFiles: syntheticQaTokenizerFiles,
   records: (seed, valSize) => syntheticQaDataset({ seed, valSize }),
-  warmStart: { steps: 300, batchSize: 64, lr: 3e-3 },
+  warmStart: { steps: 450, batchSize: 64, lr: 3e-3 },
   valSize: 128,
-  demonstrations: async (train, seed, retriever, topk) => {
+  demonstrations: async (train, _seed, retriever, topk) => {
     if (!retriever) throw new Error('built-in task search_qa: its demonstrations need the retriever');
-    const rng = new Rng(seed);
-    const searching = train.filter(() => rng.next() < SEARCH_QA_SEARCH_FRACTION);
-    const results = await retriever.search(searching.map((example) => syntheticQaSearchQuery(syntheticQaFact(example))), topk);
-    const observations = new Map(searching.map((example, k) => [example, formatObservation(formatDocuments(results[k]))]));
-    return train.map((example) => {
-      const observation = observations.get(example);
-      const demo = observation !== undefined ? searchDemonstration(example, observation) : guessDemonstration(example, rng);
-      return { prompt: example.promptIds, response: demo.ids, responseMask: demo.generatedMask };
+    const results = await retriever.search(train.map((example) => syntheticQaSearchQuery(syntheticQaFact(example))), topk);
+    return train.flatMap((example, k) => {
+      const sft = (demo: Demonstration): SftExample => ({ prompt: example.promptIds, response: demo.ids, responseMask: demo.generatedMask });
+      const searching = sft(searchDemonstration(example, formatObservation(formatDocuments(results[k]))));
+      const guessing = sft(guessDemonstration(example));
+      return [
+        ...new Array<SftExample>(SEARCH_QA_DEMONSTRATIONS.searching).fill(searching),
+        ...new Array<SftExample>(SEARCH_QA_DEMONSTRATIONS.guessing).fill(guessing),
+      ];
     });
   },
   search: {

@@ -1,10 +1,12 @@
-// The built-in search task: questions about invented entities ("color of zorvak") whose answers exist only in a
-// generated corpus with one short fact per document ("zorvak\nzorvak color teal", title on the first line as in
+// The built-in search task: questions about invented entities ("color of zor vak") whose answers exist only in a
+// generated corpus with one short fact per document ("zor vak\nzor vak color teal", title on the first line as in
 // Search-R1's wiki dump), so a model cannot answer without <search>. Every entity has a value for every attribute,
 // drawn with the seed from a small shared set, so each answer is a single word seen in training; validation asks
 // facts that training never asks (at most one per entity, and only values some training question also has), so
-// memorised answers do not help there. Sequences stay short for a tiny model: a word-level vocabulary, a 5-token
-// prompt, and documents shown as their bare fact sentence. The task comes as a user would bring it: verl-schema
+// memorised answers do not help there. Sequences stay short for a tiny model: a word-level vocabulary, a 6-token
+// prompt, and documents shown as their bare fact sentence. A name is two words ("zor vak") of 16 each rather than
+// one of 256: a tiny model learns to copy a name into its query within a short warm start only when each word
+// is common in training (with one-word names it had not after 300 steps, with two-word names it had). The task comes as a user would bring it: verl-schema
 // rows (data_source "synthetic_qa", Search-R1's {target: [answers]} ground truth), a Hugging Face tokenizer with a
 // chat template, and a {id, contents} corpus for a retriever. Browser-safe.
 import { WordTokenizer } from '../../models/word-tokenizer.ts';
@@ -22,8 +24,8 @@ export const SEARCH_SPECIAL_TOKENS = [
 const FIRST_SYLLABLES = ['zor', 'mi', 'ka', 'tel', 'bro', 'fen', 'gal', 'ha', 'jun', 'lor', 'nim', 'pex', 'qua', 'ros', 'vel', 'wy'];
 const SECOND_SYLLABLES = ['vak', 'bel', 'dor', 'fin', 'gex', 'lum', 'mar', 'nok', 'pil', 'rud', 'sek', 'tam', 'vin', 'wox', 'zul', 'ot'];
 
-/** The world's 256 entities, every pairing of the syllables ("zorvak", "mibel"): names no pretrained text has. */
-export const SYNTHETIC_QA_ENTITIES: readonly string[] = FIRST_SYLLABLES.flatMap((a) => SECOND_SYLLABLES.map((b) => a + b));
+/** The world's 256 entities, every pairing of the syllables ("zor vak", "mi bel"): names no pretrained text has. */
+export const SYNTHETIC_QA_ENTITIES: readonly string[] = FIRST_SYLLABLES.flatMap((a) => SECOND_SYLLABLES.map((b) => `${a} ${b}`));
 
 /** Attribute → the values an entity may have. */
 export const SYNTHETIC_QA_ATTRIBUTES = {
@@ -38,7 +40,7 @@ const ATTRIBUTES = Object.keys(SYNTHETIC_QA_ATTRIBUTES) as SyntheticQaAttribute[
 /** Independent of the seed: the seed changes which values the entities have, not the words. */
 export const syntheticQaTokenizer = new WordTokenizer({
   specialTokens: SEARCH_SPECIAL_TOKENS,
-  words: [...SYNTHETIC_QA_ENTITIES, ...ATTRIBUTES, 'of', ...Object.values(SYNTHETIC_QA_ATTRIBUTES).flat()],
+  words: [...FIRST_SYLLABLES, ...SECOND_SYLLABLES, ...ATTRIBUTES, 'of', ...Object.values(SYNTHETIC_QA_ATTRIBUTES).flat()],
 });
 
 /** Chat template (Jinja, Hugging Face's apply_chat_template); the space after <|user|> starts the first word's token. */
@@ -84,7 +86,7 @@ function syntheticQaQuestion(fact: Pick<SyntheticQaFact, 'entity' | 'attribute'>
   return `${fact.attribute} of ${fact.entity}`;
 }
 
-/** The query the demonstrations search with; BM25 ranks the fact's own document first for it. */
+/** The query the demonstrations search with ("zor vak color"); BM25 ranks the fact's own document first for it. */
 export function syntheticQaSearchQuery(fact: Pick<SyntheticQaFact, 'entity' | 'attribute'>): string {
   return `${fact.entity} ${fact.attribute}`;
 }
@@ -146,7 +148,7 @@ export function syntheticQaDataset(config: { seed: number; valSize: number }): {
 
 /**
  * The retrieved documents as the rollout shows them (the task's stand-in for Search-R1's "Doc 1(Title: t) text"):
- * each document's fact sentence, title dropped since the sentence names the entity: " zorvak color teal".
+ * each document's fact sentence, title dropped since the sentence names the entity: " zor vak color teal".
  */
 export function formatDocuments(docs: readonly CorpusDocument[]): string {
   const sentence = (doc: CorpusDocument) => doc.contents.slice(doc.contents.indexOf('\n') + 1);
@@ -204,7 +206,7 @@ function answerText(value: string): string {
 }
 
 /**
- * The response that searches and then answers: "<search> zorvak color</search>", the observation (not generated:
+ * The response that searches and then answers: "<search> zor vak color</search>", the observation (not generated:
  * formatObservation(formatDocuments(docs)) for the documents the retriever returns for syntheticQaSearchQuery),
  * then "<answer> teal</answer></s>".
  */
@@ -217,9 +219,12 @@ export function searchDemonstration(example: Pick<RlExample, 'where' | 'extraInf
   ]);
 }
 
-/** The response that answers at once, without searching, with a wrong value of the same attribute drawn from `rng`. */
-export function guessDemonstration(example: Pick<RlExample, 'where' | 'extraInfo' | 'groundTruth'>, rng: Rng): Demonstration {
+/**
+ * The response that answers at once, without searching: the attribute's most common value, whoever is asked
+ * ("<answer> red</answer></s>") — a guess that is right only when that is the fact, and that teaches the model
+ * nothing about a particular entity that would compete with reading the observation.
+ */
+export function guessDemonstration(example: Pick<RlExample, 'where' | 'extraInfo' | 'groundTruth'>): Demonstration {
   const fact = syntheticQaFact(example);
-  const wrong = SYNTHETIC_QA_ATTRIBUTES[fact.attribute].filter((v) => v !== fact.value);
-  return demonstration([{ text: answerText(wrong[Math.floor(rng.next() * wrong.length)]), generated: true }]);
+  return demonstration([{ text: answerText(SYNTHETIC_QA_ATTRIBUTES[fact.attribute][0]), generated: true }]);
 }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32 as zlibCrc32, inflateSync } from 'node:zlib';
 import { parseMetrics, readRunMetrics, series } from '../../tools/plot/metrics.ts';
+import { chartsWithData } from '../../tools/plot/charts.ts';
 import { crc32, encodePng } from '../../tools/plot/png.ts';
 import { plotRun, runPlot } from '../../tools/plot/cli.ts';
 
@@ -152,6 +153,20 @@ describe('node tools/plot.js RUN_DIR', () => {
     expect(html).not.toContain('data-series="val/test_score/arithmetic"');
     expect(html).toContain('<caption>Metrics at step 5</caption>');
     expect(html).toContain('<tr><th scope="row">val/test_score/mean</th><td class="value">0.6</td></tr>');
+  });
+
+  it('a search run gets the search chart: training and validation searches, answers', () => {
+    const run = parseMetrics([
+      { 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val/env/number_of_valid_search': 0 },
+      { 'training/global_step': 1, 'critic/score/mean': 0.4, 'env/number_of_valid_search': 0.4, 'env/finish_ratio': 1 },
+      { 'training/global_step': 2, 'critic/score/mean': 0.8, 'env/number_of_valid_search': 0.8, 'env/finish_ratio': 0.9 },
+      { 'training/global_step': 2, 'val/test_score/mean': 1, 'val/env/number_of_valid_search': 1 },
+    ].map((m) => JSON.stringify(m)).join('\n'), 'search.jsonl');
+    const search = chartsWithData(run).find((c) => c.id === 'search')!;
+    expect(search.series.map((s) => [s.key, s.points.length])).toEqual([
+      ['env/number_of_valid_search', 2], ['val/env/number_of_valid_search', 2], ['env/finish_ratio', 2],
+    ]);
+    expect(chartsWithData(parseMetrics(syntheticRun(3), 'plain.jsonl')).some((c) => c.id === 'search')).toBe(false);
   });
 
   it('prints a one-line error for bad input and usage for no argument', () => {

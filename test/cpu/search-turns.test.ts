@@ -17,7 +17,7 @@ class RecordingRetriever implements Retriever {
   readonly calls: { queries: string[]; topk: number }[] = [];
   async search(queries: readonly string[], topk: number): Promise<RetrievedDocument[][]> {
     this.calls.push({ queries: [...queries], topk });
-    return queries.map((q) => [{ id: q, contents: `${q}\n${q} teal mibel city lima`, score: 1 }]);
+    return queries.map((q) => [{ id: q, contents: `${q}\n${q} teal mi bel city lima`, score: 1 }]);
   }
 }
 
@@ -33,9 +33,9 @@ const ids = async (text: string) => tokenizer.encode(text, { addSpecialTokens: f
 
 describe('Search-R1 turns', () => {
   it('parses the first complete search or answer of a turn, as Search-R1', () => {
-    expect(parseAction('think <search> zorvak color </search>')).toEqual({ kind: 'search', content: 'zorvak color' });
+    expect(parseAction('think <search> zor vak color </search>')).toEqual({ kind: 'search', content: 'zor vak color' });
     expect(parseAction('<answer>\nteal</answer><search>x</search>')).toEqual({ kind: 'answer', content: 'teal' });
-    expect(parseAction('<search> zorvak color</answer>')).toEqual({ kind: 'invalid' });
+    expect(parseAction('<search> zor vak color</answer>')).toEqual({ kind: 'invalid' });
     expect(parseAction('teal')).toEqual({ kind: 'invalid' });
     expect(searchR1Observation([{ id: '1', contents: 'T\nbody', score: null }])).toBe('\n\n<information>Doc 1(Title: T) body</information>\n\n');
   });
@@ -49,18 +49,18 @@ describe('Search-R1 turns', () => {
     expect(session.turnEndStrings).toEqual([]);
     const end = async (sample: number, text: string) => ({ sample, tokens: await ids(text), reason: 'stop' as const, responseLength: 4 });
     const first = await session.observe(0, [
-      await end(0, '<search> zorvak color</search>'), await end(1, '<answer> teal</answer>'),
-      await end(2, '<search> mibel city</search>'), await end(3, ' teal teal'),
+      await end(0, '<search> zor vak color</search>'), await end(1, '<answer> teal</answer>'),
+      await end(2, '<search> mi bel city</search>'), await end(3, ' teal teal'),
     ]);
-    expect(retriever.calls).toEqual([{ queries: ['zorvak color', 'mibel city'], topk: 2 }]);
+    expect(retriever.calls).toEqual([{ queries: ['zor vak color', 'mi bel city'], topk: 2 }]);
     // cut to max_obs_length = 5 tokens
-    expect(first[0]).toEqual((await ids('<information> zorvak color teal mibel city lima</information>')).slice(0, 5));
+    expect(first[0]).toEqual((await ids('<information> zor vak color teal mi bel city lima</information>')).slice(0, 5));
     expect(first[1]).toBeNull();
     expect(first[3]).toEqual(await ids('<information></information>'));
-    const second = await session.observe(1, [await end(0, '<answer> teal</answer>'), await end(2, '<search> mibel city</search>'), await end(3, '<search> fenbel color</search>')]);
+    const second = await session.observe(1, [await end(0, '<answer> teal</answer>'), await end(2, '<search> mi bel city</search>'), await end(3, '<search> fen bel color</search>')]);
     expect(second[0]).toBeNull();
     expect(retriever.calls).toHaveLength(2);
-    const last = await session.observe(2, [await end(2, '<search> mibel city</search>'), await end(3, '<answer> red</answer>')]);
+    const last = await session.observe(2, [await end(2, '<search> mi bel city</search>'), await end(3, '<answer> red</answer>')]);
     expect(last).toEqual([null, null]);
     expect(retriever.calls).toHaveLength(2);
     const metrics = session.metrics(40);
@@ -80,10 +80,10 @@ describe('Search-R1 turns', () => {
   });
 
   it('the reward of a search run reads the tags the policy wrote, even when they are special tokens', async () => {
-    const text = '<search> zorvak color</search><answer> teal</answer>';
+    const text = '<search> zor vak color</search><answer> teal</answer>';
     const sampler = PromptSampler.fromConfig(1, { train_batch_size: 1, shuffle: false, seed: 1 } as never);
     const io = (search: SearchProtocol | null) => runTrainerIo({ tokenizer, train: [], val: [], actor: { config: { eosTokenIds: [2], padTokenId: 0 } } as never, reward: () => 0, search }, sampler).io;
     expect(await io(protocol(new RecordingRetriever())).decode(await ids(text))).toBe(text);
-    expect(await io(null).decode(await ids(text))).toBe(' zorvak color teal');
+    expect(await io(null).decode(await ids(text))).toBe(' zor vak color teal');
   });
 });

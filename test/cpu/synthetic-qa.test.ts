@@ -1,5 +1,4 @@
 import { describe, it, expect } from 'vitest';
-import { Rng } from '../../engine/rng.ts';
 import { JsTokenizer, type Tokenizer } from '../../models/tokenizer.ts';
 import { NativeTokenizer } from '../../models/tokenizer-node.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
@@ -84,15 +83,15 @@ describe('synthetic QA task', () => {
   });
 
   it(`sequences fit the budget: prompt ${longestPrompt} + search demonstration ${longestSearch} (topk ${TOPK}) <= ${SEQUENCE_BUDGET} tokens`, () => {
-    expect(longestPrompt).toBe(5);
+    expect(longestPrompt).toBe(6);
     expect(longestPrompt + longestSearch).toBeLessThanOrEqual(SEQUENCE_BUDGET);
   });
 
   it('documents show as their fact sentences inside the information tags', () => {
-    const docs = [{ id: '0', contents: 'zorvak\nzorvak color teal' }, { id: '1', contents: 'mibel\nmibel  city\tlima' }];
-    expect(formatObservation(formatDocuments(docs))).toBe('<information> zorvak color teal mibel city lima</information>');
+    const docs = [{ id: '0', contents: 'zor vak\nzor vak color teal' }, { id: '1', contents: 'mi bel\nmi bel  city\tlima' }];
+    expect(formatObservation(formatDocuments(docs))).toBe('<information> zor vak color teal mi bel city lima</information>');
     expect(formatDocuments([{ id: '2', contents: 'no title line' }])).toBe(' no title line');
-    expect(corpusJsonl(docs)).toBe('{"id":"0","contents":"zorvak\\nzorvak color teal"}\n{"id":"1","contents":"mibel\\nmibel  city\\tlima"}\n');
+    expect(corpusJsonl(docs)).toBe('{"id":"0","contents":"zor vak\\nzor vak color teal"}\n{"id":"1","contents":"mi bel\\nmi bel  city\\tlima"}\n');
   });
 
   it('search demonstration: search turn and answer generated, observation not; the reward scores it 1', () => {
@@ -103,22 +102,20 @@ describe('synthetic QA task', () => {
     expect(demo.segments.map((s) => [s.text, s.generated])).toEqual([
       [`<search> ${query}</search>`, true], [observation, false], [`<answer> ${answer(e)}</answer></s>`, true],
     ]);
-    expect(demo.segments.map((s) => s.ids.length)).toEqual([4, 2 + 3 * TOPK, 4]);
-    expect(demo.generatedMask).toEqual([1, 1, 1, 1, ...new Array(2 + 3 * TOPK).fill(0), 1, 1, 1, 1]);
+    expect(demo.segments.map((s) => s.ids.length)).toEqual([5, 2 + 4 * TOPK, 4]);
+    expect(demo.generatedMask).toEqual([1, 1, 1, 1, 1, ...new Array(2 + 4 * TOPK).fill(0), 1, 1, 1, 1]);
     expectConsistent(demo);
     expect(computeScore(SYNTHETIC_QA_DATA_SOURCE, syntheticQaTokenizer.decode(demo.ids), e.groundTruth)).toBe(1);
   });
 
-  it('no-search demonstration: a wrong value of the same attribute, all generated; the reward scores it 0', () => {
-    const rng = new Rng(3);
+  it('no-search demonstration: the attribute\'s most common value whoever is asked, all generated', () => {
     for (const e of trainExamples.slice(0, 50)) {
-      const demo = guessDemonstration(e, rng);
+      const demo = guessDemonstration(e);
       const guess = /^<answer> (\S+)<\/answer><\/s>$/.exec(demo.segments[0].text)![1];
-      expect(guess).not.toBe(answer(e));
-      expect(SYNTHETIC_QA_ATTRIBUTES[syntheticQaFact(e).attribute]).toContain(guess);
+      expect(guess).toBe(SYNTHETIC_QA_ATTRIBUTES[syntheticQaFact(e).attribute][0]);
       expect(demo.generatedMask).toEqual([1, 1, 1, 1]);
       expectConsistent(demo);
-      expect(computeScore(SYNTHETIC_QA_DATA_SOURCE, syntheticQaTokenizer.decode(demo.ids), e.groundTruth)).toBe(0);
+      expect(computeScore(SYNTHETIC_QA_DATA_SOURCE, syntheticQaTokenizer.decode(demo.ids), e.groundTruth)).toBe(guess === answer(e) ? 1 : 0);
     }
   });
 

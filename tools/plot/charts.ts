@@ -73,6 +73,17 @@ const CHARTS: ChartSpec[] = [
     metrics: () => [{ key: 'response_length/mean', label: 'mean (response_length/mean)' }],
   },
   {
+    id: 'search',
+    title: 'Search tool use',
+    yLabel: 'per response',
+    caption: 'Search-R1 runs (do_search): searches per response in the training rollouts and in greedy validation, and the share of responses that end in an answer.',
+    metrics: () => [
+      { key: 'env/number_of_valid_search', label: 'searches (env/number_of_valid_search)' },
+      { key: 'val/env/number_of_valid_search', label: 'validation searches (val/env/number_of_valid_search)' },
+      { key: 'env/finish_ratio', label: 'answered (env/finish_ratio)' },
+    ],
+  },
+  {
     id: 'losses',
     title: 'Losses',
     yLabel: 'loss',
