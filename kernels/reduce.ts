@@ -1,6 +1,6 @@
 import reduceSource from './reduce.wgsl';
 import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
-import { shaderSource } from './rowwise.ts';
+import { shaderSource, withWorkgroupSum } from './rowwise.ts';
 import { scratchTensor } from './scratch.ts';
 
 const LANES = 256;
@@ -9,7 +9,7 @@ const MAX_PARTIALS_PER_TENSOR = 256;
 
 export const weightedSumSpec: KernelSpec = {
   name: 'reduce/weighted-sum',
-  source: shaderSource('reduce', reduceSource, 'weighted_sum', 1),
+  source: withWorkgroupSum(shaderSource('reduce', reduceSource, 'weighted_sum', 1)),
   entryPoint: 'weighted_sum',
   bindings: [
     { name: 'values', access: 'read' },
@@ -21,7 +21,7 @@ export const weightedSumSpec: KernelSpec = {
 
 export const sumSquaresSpec: KernelSpec = {
   name: 'reduce/sum-squares',
-  source: shaderSource('reduce', reduceSource, 'sum_squares', 1),
+  source: withWorkgroupSum(shaderSource('reduce', reduceSource, 'sum_squares', 1)),
   entryPoint: 'sum_squares',
   bindings: [
     { name: 'x', access: 'read', type: 'vec4<f32>' },

@@ -1,7 +1,7 @@
 import rmsnormSource from './rmsnorm.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
+import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum, type VectorWidth } from './rowwise.ts';
 
 // Must match WG and TILE_COLS in rmsnorm.wgsl.
 const WG = 64;
@@ -18,7 +18,7 @@ function kernels(variant: 'workgroup-per-row' | 'lane-per-row'): RmsnormKernels 
   return {
     forward: specsByWidth((width) => ({
       name: `rmsnorm/forward-${variant}-vec${width}`,
-      source: shaderSource('rmsnorm', rmsnormSource, `forward-${variant}`, width),
+      source: withWorkgroupSum(shaderSource('rmsnorm', rmsnormSource, `forward-${variant}`, width)),
       entryPoint: 'forward',
       bindings: [
         { name: 'x', access: 'read', type: vectorElementType(width) },
@@ -34,7 +34,7 @@ function kernels(variant: 'workgroup-per-row' | 'lane-per-row'): RmsnormKernels 
     })),
     backward: specsByWidth((width) => ({
       name: `rmsnorm/backward-${variant}-vec${width}`,
-      source: shaderSource('rmsnorm', rmsnormSource, ['backward', `backward-${variant}`], width),
+      source: withWorkgroupSum(shaderSource('rmsnorm', rmsnormSource, ['backward', `backward-${variant}`], width)),
       entryPoint: 'backward',
       bindings: [
         { name: 'x', access: 'read', type: vectorElementType(width) },

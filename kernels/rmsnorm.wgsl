@@ -10,20 +10,8 @@
 //    them over all rows in 4 row slices, reduced in a fixed order (deterministic, no atomics); the other
 //    workgroups compute dx as their variant computes the forward.
 
+// workgroupSum comes from workgroup-sum.wgsl.
 const WG = 64u;
-
-var<workgroup> partial: array<f32, WG>;
-
-// Tree sum of one value per lane in a fixed order; every lane gets the total.
-fn workgroupSum(lane: u32, value: f32) -> f32 {
-  partial[lane] = value;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (lane < stride) { partial[lane] += partial[lane + stride]; }
-    workgroupBarrier();
-  }
-  return partial[0];
-}
 
 //// forward-workgroup-per-row
 @compute @workgroup_size(WG)

@@ -8,6 +8,7 @@
 //   the same code on scalars.
 import type { ElementType } from '../engine/kernel.ts';
 import type { Tensor } from '../engine/index.ts';
+import workgroupSumSource from './workgroup-sum.wgsl';
 
 export type VectorWidth = 1 | 4;
 
@@ -37,6 +38,11 @@ export function shaderSource(op: string, source: string, section: string | reado
     return parts[index + 1];
   });
   return PRELUDES[width] + parts[0] + bodies.join('');
+}
+
+/** `source` with workgroupSum (workgroup-sum.wgsl), the fixed-order tree sum of a workgroup of WG lanes. */
+export function withWorkgroupSum(source: string): string {
+  return `${workgroupSumSource}\n${source}`;
 }
 
 /** One spec per width, built once so the engine's pipeline cache (keyed by spec identity) hits. */

@@ -1,13 +1,13 @@
 import valueHeadSource from './value-head.wgsl';
 import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum } from './rowwise.ts';
 
 // Must match TILE_COLS in value-head.wgsl: dWeight columns (in vectors) per backward workgroup.
 const TILE_COLS = 16;
 
 const forwardSpecs = specsByWidth((width): KernelSpec => ({
   name: `value-head/forward-vec${width}`,
-  source: shaderSource('value-head', valueHeadSource, 'forward', width),
+  source: withWorkgroupSum(shaderSource('value-head', valueHeadSource, 'forward', width)),
   entryPoint: 'forward',
   bindings: [
     { name: 'hidden', access: 'read', type: vectorElementType(width) },
@@ -23,7 +23,7 @@ const forwardSpecs = specsByWidth((width): KernelSpec => ({
 
 const backwardSpecs = specsByWidth((width): KernelSpec => ({
   name: `value-head/backward-vec${width}`,
-  source: shaderSource('value-head', valueHeadSource, 'backward', width),
+  source: withWorkgroupSum(shaderSource('value-head', valueHeadSource, 'backward', width)),
   entryPoint: 'backward',
   bindings: [
     { name: 'hidden', access: 'read', type: vectorElementType(width) },

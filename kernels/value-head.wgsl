@@ -6,20 +6,8 @@
 // v1 backward, one dispatch: the first ceil(C / VW / 16) workgroups each own 16 vecN columns of dWeight, summed
 //    over 4 row slices and reduced in a fixed order (the first also sums dBias); the rest write one dHidden row each.
 
+// workgroupSum comes from workgroup-sum.wgsl.
 const WG = 64u;
-
-var<workgroup> partial: array<f32, WG>;
-
-// Tree sum of one value per lane in a fixed order; every lane gets the total.
-fn workgroupSum(lane: u32, value: f32) -> f32 {
-  partial[lane] = value;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (lane < stride) { partial[lane] += partial[lane + stride]; }
-    workgroupBarrier();
-  }
-  return partial[0];
-}
 
 //// forward
 @compute @workgroup_size(WG)
