@@ -5,7 +5,8 @@
 
 import { access, copyFile, mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { type DecoderConfig, parseHfConfig, toHfConfig, checkpointTensorShapes, withHead } from './hf-config.ts';
+import { type DecoderConfig, parseHfConfig, toHfConfig, withHead } from './hf-config.ts';
+import { checkpointTensorShapes } from './parameter-layout.ts';
 import { CheckpointTensors, writeCheckpointTensors, type TensorSource } from './safetensors-node.ts';
 
 export const CONFIG_FILE = 'config.json';

@@ -90,3 +90,8 @@ export function hfSlices(c: DecoderConfig): HfSlice[] {
   }
   return slices;
 }
+
+/** Every tensor a complete HF checkpoint of this config holds, with its shape ([out, in] for linears). */
+export function checkpointTensorShapes(c: DecoderConfig): Map<string, number[]> {
+  return new Map(hfSlices(c).map((slice) => [slice.hfName, [...slice.shape]]));
+}

@@ -2,8 +2,9 @@ import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
-  parseHfConfig, toHfConfig, withHead, checkpointTensorShapes, SUPPORTED_ARCHITECTURES, type DecoderConfig,
+  parseHfConfig, toHfConfig, withHead, SUPPORTED_ARCHITECTURES, type DecoderConfig,
 } from '../../models/hf-config.ts';
+import { checkpointTensorShapes } from '../../models/parameter-layout.ts';
 
 const HF = fileURLToPath(new URL('../../../shared/fixtures/hf/', import.meta.url));
 const fixtureConfig = (model: string) => JSON.parse(readFileSync(`${HF}${model}/config.json`, 'utf8'));
