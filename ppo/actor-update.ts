@@ -7,7 +7,7 @@ import type { CausalLm } from '../models/causal-lm.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
 import { SequenceBufferPool } from './sequence-buffers.ts';
-import { miniBatches, type ScheduleConfig } from './mini-batches.ts';
+import { optimizerMicroBatches, type ScheduleConfig } from './mini-batches.ts';
 import { gatherResponseValuesGpu } from '../kernels/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../kernels/policy-loss.ts';
 import { scatterResponseGradsGpu } from '../kernels/response-grads.ts';
@@ -40,43 +40,35 @@ export class ActorUpdater {
     const { S, R } = x;
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
     const metrics = new MetricAccumulator();
-    for (const mini of miniBatches(x.N, R, x.responseMask, config, rng)) {
-      this.optimizer.zeroGrad();
-      for (const rows of mini.microBatches) {
-        const m = rows.length;
-        const b = this.pool.get(m, S, R);
-        const batch = b.uploadSequences(x.rollout, rows);
-        b.uploadResponse(b.responseMask, x.responseMask, rows);
-        b.uploadResponse(b.oldLogProbs, x.oldLogProbs, rows);
-        b.uploadResponse(b.advantages, x.advantages, rows);
-        if (config.useKlLoss) b.uploadResponse(b.refLogProbs, x.refLogProbs!, rows);
+    for await (const { mini, rows, buffers: b, batch } of optimizerMicroBatches(x, config, rng, this.pool, this.optimizer, metrics, 'actor/grad_norm')) {
+      const m = rows.length;
+      b.uploadResponse(b.oldLogProbs, x.oldLogProbs, rows);
+      b.uploadResponse(b.advantages, x.advantages, rows);
+      if (config.useKlLoss) b.uploadResponse(b.refLogProbs, x.refLogProbs!, rows);
 
-        const out = this.actor.tokenLogprobs(batch, b.targets, { temperature: config.temperature, saveForBackward: true });
-        gatherResponseValuesGpu(e, out.logprobs, b.logProbs, m, S, R);
-        gatherResponseValuesGpu(e, out.entropy, b.entropy, m, S, R);
-        computeActorLossGpu(e, {
-          oldLogProb: b.oldLogProbs, logProb: b.logProbs, advantages: b.advantages, responseMask: b.responseMask,
-          entropy: b.entropy, refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
-          grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut,
-        }, {
-          config: config.policyLoss, aggregation: mini.aggregation, entropyCoeff: config.entropyCoeff,
-          klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R,
-        });
-        scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
-        this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);
-        const values = await e.read(b.actorOut);
-        // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
-        const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
-        metrics.addSum(mini.rows, 'actor/pg_loss', named.pg_loss);
-        metrics.addSum(mini.rows, 'actor/entropy', named.entropy_agg);
-        metrics.addSum(mini.rows, 'actor/kl_loss', named.kl_loss);
-        metrics.addSum(mini.rows, 'actor/policy_loss', named.policy_loss);
-        metrics.addMean('actor/pg_clipfrac', named.pg_clipfrac, named.token_count);
-        metrics.addMean('actor/pg_clipfrac_lower', named.pg_clipfrac_lower, named.token_count);
-        metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
-      }
-      this.optimizer.step(config.lr);
-      metrics.addMean('actor/grad_norm', await this.optimizer.gradNorm(), 1);
+      const out = this.actor.tokenLogprobs(batch, b.targets, { temperature: config.temperature, saveForBackward: true });
+      gatherResponseValuesGpu(e, out.logprobs, b.logProbs, m, S, R);
+      gatherResponseValuesGpu(e, out.entropy, b.entropy, m, S, R);
+      computeActorLossGpu(e, {
+        oldLogProb: b.oldLogProbs, logProb: b.logProbs, advantages: b.advantages, responseMask: b.responseMask,
+        entropy: b.entropy, refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
+        grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut,
+      }, {
+        config: config.policyLoss, aggregation: mini.aggregation, entropyCoeff: config.entropyCoeff,
+        klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R,
+      });
+      scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
+      this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);
+      const values = await e.read(b.actorOut);
+      // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
+      const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
+      metrics.addSum(mini.rows, 'actor/pg_loss', named.pg_loss);
+      metrics.addSum(mini.rows, 'actor/entropy', named.entropy_agg);
+      metrics.addSum(mini.rows, 'actor/kl_loss', named.kl_loss);
+      metrics.addSum(mini.rows, 'actor/policy_loss', named.policy_loss);
+      metrics.addMean('actor/pg_clipfrac', named.pg_clipfrac, named.token_count);
+      metrics.addMean('actor/pg_clipfrac_lower', named.pg_clipfrac_lower, named.token_count);
+      metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
     }
     const result = metrics.result();
     if (!config.useKlLoss) delete result['actor/kl_loss'];

@@ -7,7 +7,7 @@ import type { ValueModel } from '../models/value-model.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
 import { SequenceBufferPool } from './sequence-buffers.ts';
-import { miniBatches, type ScheduleConfig } from './mini-batches.ts';
+import { optimizerMicroBatches, type ScheduleConfig } from './mini-batches.ts';
 import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../kernels/response-values.ts';
 import { computeValueLossGpu } from '../kernels/value-loss.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
@@ -33,29 +33,21 @@ export class CriticUpdater {
     const { S, R } = x;
     if (!x.values) throw new Error('critic update: the experience has no values');
     const metrics = new MetricAccumulator();
-    for (const mini of miniBatches(x.N, R, x.responseMask, config, rng)) {
-      this.optimizer.zeroGrad();
-      for (const rows of mini.microBatches) {
-        const m = rows.length;
-        const b = this.pool.get(m, S, R);
-        const batch = b.uploadSequences(x.rollout, rows);
-        b.uploadResponse(b.responseMask, x.responseMask, rows);
-        b.uploadResponse(b.oldValues, x.values, rows);
-        b.uploadResponse(b.returns, x.returns, rows);
-        const values = this.critic.tokenValues(batch, { saveForBackward: true });
-        gatherResponseValuesGpu(e, values, b.vpreds, m, S, R);
-        computeValueLossGpu(e, {
-          vpreds: b.vpreds, returns: b.returns, values: b.oldValues, responseMask: b.responseMask, gradVpreds: b.gradVpreds,
-          rowPartials: b.valuePartials, out: b.valueOut, cliprangeValue: config.cliprangeValue, aggregation: mini.aggregation, B: m, T: R,
-        });
-        scatterResponseValueGradsGpu(e, b.dValues, b.gradVpreds, m, S, R);
-        this.critic.backward(b.dValues, this.optimizer.grads);
-        const [vfLoss, vfClipfrac, tokens] = await e.read(b.valueOut);
-        metrics.addSum(mini.rows, 'critic/vf_loss', vfLoss);
-        metrics.addMean('critic/vf_clipfrac', vfClipfrac, tokens);
-      }
-      this.optimizer.step(config.lr);
-      metrics.addMean('critic/grad_norm', await this.optimizer.gradNorm(), 1);
+    for await (const { mini, rows, buffers: b, batch } of optimizerMicroBatches(x, config, rng, this.pool, this.optimizer, metrics, 'critic/grad_norm')) {
+      const m = rows.length;
+      b.uploadResponse(b.oldValues, x.values, rows);
+      b.uploadResponse(b.returns, x.returns, rows);
+      const values = this.critic.tokenValues(batch, { saveForBackward: true });
+      gatherResponseValuesGpu(e, values, b.vpreds, m, S, R);
+      computeValueLossGpu(e, {
+        vpreds: b.vpreds, returns: b.returns, values: b.oldValues, responseMask: b.responseMask, gradVpreds: b.gradVpreds,
+        rowPartials: b.valuePartials, out: b.valueOut, cliprangeValue: config.cliprangeValue, aggregation: mini.aggregation, B: m, T: R,
+      });
+      scatterResponseValueGradsGpu(e, b.dValues, b.gradVpreds, m, S, R);
+      this.critic.backward(b.dValues, this.optimizer.grads);
+      const [vfLoss, vfClipfrac, tokens] = await e.read(b.valueOut);
+      metrics.addSum(mini.rows, 'critic/vf_loss', vfLoss);
+      metrics.addMean('critic/vf_clipfrac', vfClipfrac, tokens);
     }
     return { ...metrics.result(), 'critic/lr': config.lr };
   }

@@ -3,9 +3,13 @@
 // aggregation of every micro-batch carries its mini-batch's totals, so accumulated micro-batch gradients equal
 // the unsplit mini-batch's (verl's known token-mean-under-accumulation pitfall).
 import type { Rng } from '../engine/rng.ts';
+import type { TokenBatch } from '../models/token-batch.ts';
 import type { LossAggregation } from '../kernels/ref/agg-loss.ts';
 import { checkLossAggMode } from '../kernels/ref/agg-loss.ts';
-import { blocks } from './sequence-buffers.ts';
+import { blocks, type SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
+import type { AdamWOptimizer } from './adamw-optimizer.ts';
+import type { Experience } from './experience.ts';
+import type { MetricAccumulator } from './metric-accumulator.ts';
 
 export interface MiniBatchPlan {
   epoch: number;
@@ -57,5 +61,35 @@ export function* miniBatches(N: number, R: number, responseMask: Float32Array, c
         aggregation: miniBatchAggregation(config.lossAggMode, responseMask, rows, R),
       };
     }
+  }
+}
+
+export interface MicroBatch {
+  mini: MiniBatchPlan;
+  rows: number[];
+  /** The micro-batch's buffers, its sequences and response mask uploaded. */
+  buffers: SequenceBuffers;
+  batch: TokenBatch;
+}
+
+/**
+ * The micro-batches of one update (actor or critic), each with its uploaded sequences; the caller accumulates
+ * gradients into `optimizer.grads` for each. Around them: gradients zeroed before each mini-batch, and after it an
+ * AdamW step at `lr` and its gradient norm recorded as `gradNormMetric`.
+ */
+export async function* optimizerMicroBatches(
+  x: Experience, config: ScheduleConfig & { lr: number }, rng: Rng, pool: SequenceBufferPool, optimizer: AdamWOptimizer,
+  metrics: MetricAccumulator, gradNormMetric: string,
+): AsyncGenerator<MicroBatch> {
+  for (const mini of miniBatches(x.N, x.R, x.responseMask, config, rng)) {
+    optimizer.zeroGrad();
+    for (const rows of mini.microBatches) {
+      const buffers = pool.get(rows.length, x.S, x.R);
+      const batch = buffers.uploadSequences(x.rollout, rows);
+      buffers.uploadResponse(buffers.responseMask, x.responseMask, rows);
+      yield { mini, rows, buffers, batch };
+    }
+    optimizer.step(config.lr);
+    metrics.addMean(gradNormMetric, await optimizer.gradNorm(), 1);
   }
 }
