@@ -37,6 +37,12 @@ export class AdamWOptimizer {
     this.normSquared = engine.tensor(`${params.label}.grad_norm_sq`, [1]);
   }
 
+  /** Forgets both moments and the step count: the next step starts as a new optimizer's first. */
+  reset(): void {
+    for (const segment of [...this.m.segments, ...this.v.segments]) this.engine.clear(segment);
+    this.stepCount = 0;
+  }
+
   zeroGrad(): void {
     for (const segment of this.grads.segments) this.engine.clear(segment);
   }

@@ -9,8 +9,8 @@ import { criticFromCausalLm } from '../models/critic-init.ts';
 import { JsTokenizer, type Tokenizer } from '../models/tokenizer.ts';
 import { ChatTemplate } from '../models/chat-template.ts';
 import { buildRlDataset, type DataCursor, type PromptSampler, type RlExample } from './dataset.ts';
-import { BUILTIN_TASKS, type BuiltinTask, type WarmStartConfig } from './builtin-tasks.ts';
-import { warmStartBuiltinActor } from './default-job.ts';
+import { BUILTIN_TASKS, type BuiltinTask } from './builtin-tasks.ts';
+import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from './default-job.ts';
 import type { CorpusDocument, Retriever } from './search/retriever.ts';
 import { retrieverFromConfig, searchProtocol } from './search/search-protocol.ts';
 import type { SearchProtocol } from './search/search-turns.ts';
@@ -59,24 +59,30 @@ export async function builtinDataset(config: PpoConfig, task: BuiltinTask, token
   };
 }
 
-/** The built-in actor: the task's warm start on its demonstrations (seeded by trainer.seed). */
+/** The built-in actor after the task's warm-start stages (seeded by trainer.seed). */
 export async function warmStartedBuiltinActor(
   engine: Engine, config: PpoConfig, task: BuiltinTask, tokenizer: Tokenizer, train: readonly RlExample[], retriever: Retriever | null,
   options: Pick<BuiltinRunOptions, 'warmStart' | 'onWarmStartStep'> = {},
 ): Promise<{ actor: ModelWeights; history: SftStepResult[] }> {
   const seed = config.trainer.seed;
-  const examples = await task.demonstrations(train, seed + 1, retriever, config.retriever.topk);
+  const stages = await task.warmStart(train, seed + 1, retriever, config.retriever.topk);
+  const steps = options.warmStart?.steps;
   const padId = tokenizer.special.pad?.id ?? 0;
-  const warm = await warmStartBuiltinActor(engine, { ...task.warmStart, ...options.warmStart, seed }, examples, { vocabSize: tokenizer.vocabSize, padId }, options.onWarmStartStep ?? (() => {}));
+  const warm = await warmStartBuiltinActor(
+    engine,
+    { stages: steps === undefined ? stages : withTotalSteps(stages, steps), batchSize: options.warmStart?.batchSize ?? task.warmStartBatchSize, seed },
+    { vocabSize: tokenizer.vocabSize, padId },
+    options.onWarmStartStep ?? (() => {}),
+  );
   return { actor: { config: warm.config, params: warm.params }, history: warm.history };
 }
 
 export interface BuiltinRunOptions {
   /** Held-out prompts; the demo uses fewer than `node train.js`. */
   valSize?: number;
-  /** Warm-start settings over the task's own. */
-  warmStart?: Partial<WarmStartConfig>;
-  onWarmStartStep?: (result: SftStepResult) => void;
+  /** Warm-start settings over the task's own: `steps` in all, shared among its stages in their proportions. */
+  warmStart?: { steps?: number; batchSize?: number };
+  onWarmStartStep?: (result: SftStepResult, progress: WarmStartProgress) => void;
 }
 
 export async function setUpBuiltinRun(engine: Engine, config: PpoConfig, options: BuiltinRunOptions = {}): Promise<BuiltinRun> {

@@ -1,5 +1,5 @@
 // The built-in tasks a run can use without files (data.train_files null, data.builtin_task): each brings its
-// tokenizer, its verl-schema rows, the supervised demonstrations of the built-in model's warm start and, for
+// tokenizer, its verl-schema rows, the supervised stages of the built-in model's warm start and, for
 // a search task, the corpus its retriever searches and how observations read. Browser-safe.
 import { Rng } from '../engine/rng.ts';
 import type { RlExample, RlRecord } from './dataset.ts';
@@ -13,10 +13,13 @@ import {
 
 export type BuiltinTaskName = 'arithmetic' | 'search_qa';
 
-export interface WarmStartConfig {
+/** One supervised stage of a built-in model's warm start, trained from a fresh optimizer with its own schedule. */
+export interface WarmStartStage {
+  /** Shown with its progress: "pretraining", "SFT". */
+  name: string;
   steps: number;
-  batchSize: number;
   lr: number;
+  examples: SftExample[];
 }
 
 /** What a search task puts in the search protocol besides the retriever. */
@@ -29,33 +32,37 @@ export interface BuiltinTask {
   tokenizerFiles(): { tokenizerJson: object; tokenizerConfig: Record<string, unknown> };
   /** Training and held-out rows drawn with `seed`, and the corpus of a search task. */
   records(seed: number, valSize: number): { train: RlRecord[]; val: RlRecord[]; corpus: CorpusDocument[] | null };
-  warmStart: WarmStartConfig;
+  warmStartBatchSize: number;
   /** Held-out prompts of `node train.js`. */
   valSize: number;
-  /** The warm start's (prompt, response) pairs for the training prompts; a search task's come from `retriever`. */
-  demonstrations(train: readonly RlExample[], seed: number, retriever: Retriever | null, topk: number): Promise<SftExample[]>;
+  /** The warm start's stages in order, on the training prompts; a search task's demonstrations come from `retriever`. */
+  warmStart(train: readonly RlExample[], seed: number, retriever: Retriever | null, topk: number): Promise<WarmStartStage[]>;
   search: BuiltinSearchFormat | null;
 }
 
 /**
- * Multi-digit addition. The demonstrations are imperfect, as human-written SFT data is: a seeded 70% of them
- * come from a sloppy annotator who repeats the equals sign ("=76"), which the exact-match reward does not
- * accept, so the warm-started model mostly answers in that form and only sometimes as a bare number — the
- * behaviour PPO must find and make the rule.
+ * Multi-digit addition, taught in two supervised stages as a chat model is made. Pretraining: every training
+ * problem with its correct sum, so the model learns to add. SFT: the same prompts answered by annotators, a seeded
+ * 70% of whom leave a trailing space after the sum ("95 "), which the exact-match reward does not accept. The
+ * model keeps its addition and takes up the habit: it mostly answers in the sloppy form and only sometimes with
+ * the bare sum — the behaviour PPO must find and make the rule. (Sloppy demonstrations mixed into a single stage
+ * teach the addition itself unreliably: how well depends on the seed.)
  */
 const ARITHMETIC_SLOPPY_FRACTION = 0.7;
 
 const arithmetic: BuiltinTask = {
   tokenizerFiles: arithmeticTokenizerFiles,
   records: (seed, valSize) => ({ ...arithmeticDataset({ digits: 2, trainSize: 4000, valSize, seed }), corpus: null }),
-  warmStart: { steps: 600, batchSize: 64, lr: 3e-3 },
+  warmStartBatchSize: 64,
   valSize: 256,
-  demonstrations: async (train, seed) => {
+  warmStart: async (train, seed) => {
     const rng = new Rng(seed);
-    return train.map((example) => {
-      const prefix = rng.next() < ARITHMETIC_SLOPPY_FRACTION ? '=' : '';
-      return { prompt: example.promptIds, response: arithmeticTokenizer.encode(`${prefix}${String(example.groundTruth)}</s>`) };
-    });
+    const answered = (text: (sum: string) => string): SftExample[] =>
+      train.map((example) => ({ prompt: example.promptIds, response: arithmeticTokenizer.encode(`${text(String(example.groundTruth))}</s>`) }));
+    return [
+      { name: 'pretraining', steps: 900, lr: 3e-3, examples: answered((sum) => sum) },
+      { name: 'SFT', steps: 100, lr: 1e-3, examples: answered((sum) => (rng.next() < ARITHMETIC_SLOPPY_FRACTION ? `${sum} ` : sum)) },
+    ];
   },
   search: null,
 };
@@ -73,12 +80,12 @@ const SEARCH_QA_DEMONSTRATIONS = { searching: 3, guessing: 7 };
 const searchQa: BuiltinTask = {
   tokenizerFiles: syntheticQaTokenizerFiles,
   records: (seed, valSize) => syntheticQaDataset({ seed, valSize }),
-  warmStart: { steps: 450, batchSize: 64, lr: 3e-3 },
+  warmStartBatchSize: 64,
   valSize: 128,
-  demonstrations: async (train, _seed, retriever, topk) => {
+  warmStart: async (train, _seed, retriever, topk) => {
     if (!retriever) throw new Error('built-in task search_qa: its demonstrations need the retriever');
     const results = await retriever.search(train.map((example) => syntheticQaSearchQuery(syntheticQaFact(example))), topk);
-    return train.flatMap((example, k) => {
+    const examples = train.flatMap((example, k) => {
       const sft = (demo: Demonstration): SftExample => ({ prompt: example.promptIds, response: demo.ids, responseMask: demo.generatedMask });
       const searching = sft(searchDemonstration(example, formatObservation(formatDocuments(results[k]))));
       const guessing = sft(guessDemonstration(example));
@@ -87,6 +94,7 @@ const searchQa: BuiltinTask = {
         ...new Array<SftExample>(SEARCH_QA_DEMONSTRATIONS.guessing).fill(guessing),
       ];
     });
+    return [{ name: 'SFT', steps: 450, lr: 3e-3, examples }];
   },
   search: {
     formatObservation: (docs) => formatObservation(formatDocuments(docs)),

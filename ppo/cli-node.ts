@@ -91,8 +91,10 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
 
   log(`device: ${engine.caps.description}`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
-  const setup = await setUpRun(engine, config, resumed, (r) => {
-    if (r.step === 1 || r.step % 25 === 0) log(`warm start (SFT) step ${r.step}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
+  const setup = await setUpRun(engine, config, resumed, (r, { stage, totalSteps }) => {
+    if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
+      log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
+    }
   });
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);

@@ -19,6 +19,7 @@ import { loadCorpus } from './search/corpus-node.ts';
 import { retrieverFromConfig, searchProtocol } from './search/search-protocol.ts';
 import type { SearchProtocol } from './search/search-turns.ts';
 import type { SftStepResult } from './sft-trainer.ts';
+import type { WarmStartProgress } from './default-job.ts';
 import { computeScore, type RewardFunction } from './rewards/index.ts';
 import { loadCustomRewardFunction } from './rewards/custom-reward-node.ts';
 import type { ModelWeights } from './trainer.ts';
@@ -56,7 +57,7 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
   return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
 }
 
-export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult) => void): Promise<RunSetup> {
+export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);
   const datasetOptions = { ...config.data, tokenizer, template };
   const builtin = config.data.train_files === null ? await builtinDataset(config, builtinTask(config), tokenizer, template) : null;

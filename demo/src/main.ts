@@ -79,10 +79,10 @@ function start(): void {
   charts.reset();
   const current = new TrainingSession(engine!, config, settings, {
     phase: (p) => setPhase(p),
-    warmStartStep: (r, total) => {
+    warmStartStep: (r, { stage, totalSteps }) => {
       show('tokens-per-second', formatNumber(r.tokensPerSecond, 0));
       show('step-time', `${formatNumber(r.ms, 0)} ms`);
-      setPhase('warm start', `step ${r.step}/${total}, loss ${formatNumber(r.loss, 3)}`);
+      setPhase('warm start', `${stage} step ${r.step}/${totalSteps}, loss ${formatNumber(r.loss, 3)}`);
     },
     step: (m, total) => {
       const step = m['training/global_step'];

@@ -7,6 +7,7 @@ import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/dat
 import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/builtin-run.ts';
 import { PpoTrainer } from '../../ppo/trainer.ts';
 import type { SftStepResult } from '../../ppo/sft-trainer.ts';
+import type { WarmStartProgress } from '../../ppo/default-job.ts';
 import { modelsZip, type ModelToExport } from './export.ts';
 import { DEMO_VAL_SIZE, WARM_START_BATCH, type DemoSettings } from './settings.ts';
 
@@ -21,7 +22,7 @@ export interface SampleAnswer {
 
 export interface SessionListener {
   phase(phase: Phase): void;
-  warmStartStep(result: SftStepResult, totalSteps: number): void;
+  warmStartStep(result: SftStepResult, progress: WarmStartProgress): void;
   step(metrics: Record<string, number>, totalSteps: number): void;
   validation(step: number, accuracy: number, samples: SampleAnswer[]): void;
 }
@@ -98,10 +99,10 @@ export class TrainingSession {
     const run = await setUpBuiltinRun(this.engine, config, {
       valSize: DEMO_VAL_SIZE,
       warmStart: { steps: settings.warmStartSteps, batchSize: WARM_START_BATCH },
-      onWarmStartStep: (result) => {
+      onWarmStartStep: (result, progress) => {
         // The warm start has no pause point of its own: stopping aborts it from its progress callback.
         if (this.stopped) throw new Stopped();
-        listener.warmStartStep(result, settings.warmStartSteps);
+        listener.warmStartStep(result, progress);
       },
     });
     this.run = run;

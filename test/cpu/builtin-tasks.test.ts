@@ -4,6 +4,7 @@ import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { builtinDataset, builtinTokenizer } from '../../ppo/builtin-run.ts';
 import { BUILTIN_TASKS } from '../../ppo/builtin-tasks.ts';
+import { withTotalSteps } from '../../ppo/default-job.ts';
 import { Bm25Retriever } from '../../ppo/search/bm25-retriever.ts';
 import { computeScore } from '../../ppo/rewards/index.ts';
 import { syntheticQaFact } from '../../ppo/tasks/synthetic-qa.ts';
@@ -16,22 +17,29 @@ async function taskData(name: 'arithmetic' | 'search_qa') {
 }
 
 describe('built-in task demonstrations', () => {
-  it('arithmetic: one per question, the right sum, 70% of them after a stray "=" that the reward rejects', async () => {
+  it('arithmetic: pretraining on every right sum, then SFT with 70% of the sums followed by a space the reward rejects', async () => {
     const { task, tokenizer, train } = await taskData('arithmetic');
-    const demos = await task.demonstrations(train, 2, null, 1);
-    expect(demos.map((d) => d.prompt)).toEqual(train.map((e) => e.promptIds));
-    const texts = await Promise.all(demos.map((d) => tokenizer.decode(d.response, { skipSpecialTokens: false })));
-    const sloppy = texts.filter((t, i) => t === `=${train[i].groundTruth}</s>`).length;
+    const stages = await task.warmStart(train, 2, null, 1);
+    expect(stages.map((s) => s.name)).toEqual(['pretraining', 'SFT']);
+    const [pretraining, sft] = stages;
+    expect(sft.steps).toBeLessThan(pretraining.steps);
+    const decoded = (examples: typeof sft.examples) => Promise.all(examples.map((d) => tokenizer.decode(d.response, { skipSpecialTokens: false })));
+    for (const stage of stages) expect(stage.examples.map((d) => d.prompt)).toEqual(train.map((e) => e.promptIds));
+    expect(await decoded(pretraining.examples)).toEqual(train.map((e) => `${e.groundTruth}</s>`));
+    const texts = await decoded(sft.examples);
+    const sloppy = texts.filter((t, i) => t === `${train[i].groundTruth} </s>`).length;
     expect(sloppy + texts.filter((t, i) => t === `${train[i].groundTruth}</s>`).length).toBe(train.length);
     expect(sloppy / train.length).toBeGreaterThan(0.67);
     expect(sloppy / train.length).toBeLessThan(0.73);
-    expect(computeScore('arithmetic', `=${train[0].groundTruth}</s>`, train[0].groundTruth)).toBe(0);
-    expect(await task.demonstrations(train, 2, null, 1)).toEqual(demos);
+    expect(computeScore('arithmetic', `${train[0].groundTruth} </s>`, train[0].groundTruth)).toBe(0);
+    expect(await task.warmStart(train, 2, null, 1)).toEqual(stages);
   });
 
   it('search_qa: every question three times searching (answer copied from the observation) and seven times guessing', async () => {
     const { task, tokenizer, train, corpus } = await taskData('search_qa');
-    const demos = await task.demonstrations(train, 2, new Bm25Retriever(corpus!), 1);
+    const stages = await task.warmStart(train, 2, new Bm25Retriever(corpus!), 1);
+    expect(stages.map((s) => s.name)).toEqual(['SFT']);
+    const demos = stages[0].examples;
     expect(demos).toHaveLength(10 * train.length);
     for (const [k, example] of train.entries()) {
       const own = demos.slice(10 * k, 10 * k + 10);
@@ -45,5 +53,15 @@ describe('built-in task demonstrations', () => {
       const searchDemo = own.find((_, i) => texts[i] === searched)!;
       expect(searchDemo.responseMask).toEqual([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
     }
+  });
+
+  it('a total step count (the demo\'s) is shared among the stages in their proportions, at least one each', () => {
+    const stages = [{ name: 'pretraining', steps: 600, lr: 3e-3, examples: [] }, { name: 'SFT', steps: 100, lr: 1e-3, examples: [] }];
+    const steps = (total: number) => withTotalSteps(stages, total).map((s) => s.steps);
+    expect(steps(700)).toEqual([600, 100]);
+    expect(steps(150)).toEqual([129, 21]);
+    expect(steps(20)).toEqual([17, 3]);
+    expect(steps(1)).toEqual([1, 1]);
+    expect(withTotalSteps(stages, 150).map((s) => [s.name, s.lr])).toEqual([['pretraining', 3e-3], ['SFT', 1e-3]]);
   });
 });

@@ -1,4 +1,6 @@
-import { describe, it } from 'vitest';
+import { describe, it, expect } from 'vitest';
+import { Arena } from '../../engine/index.ts';
+import { AdamWOptimizer } from '../../ppo/adamw-optimizer.ts';
 import { gpuEngine } from './gpu.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
 import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
@@ -45,4 +47,26 @@ describe('AdamW with global-norm clipping', () => {
       }
     });
   }
+
+  it('reset: the next step is a fresh optimizer\'s first (moments and bias correction start over)', async () => {
+    const engine = await gpuEngine();
+    const layout = Arena.plan(engine, [{ name: 'w', shape: [256] }]);
+    const n = layout.segmentSizes[0];
+    const start = randomArray(n, 7);
+    const stepWith = async (optimizer: AdamWOptimizer, grads: Float32Array) => {
+      engine.upload(optimizer.grads.segments[0], grads);
+      optimizer.step(1e-2);
+      return engine.read(optimizer.params.segments[0]);
+    };
+    const config = { lr: 1e-2, betas: [0.9, 0.95] as [number, number], eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 };
+    const used = new AdamWOptimizer(engine, new Arena(engine, 'used', layout), config);
+    engine.upload(used.params.segments[0], start);
+    for (let step = 0; step < 3; step++) await stepWith(used, randomArray(n, 50 + step, 0.2));
+    const fresh = new AdamWOptimizer(engine, new Arena(engine, 'fresh', layout), config);
+    engine.upload(fresh.params.segments[0], await engine.read(used.params.segments[0]));
+    used.reset();
+    const grads = randomArray(n, 99, 0.2);
+    expect(await stepWith(used, grads)).toEqual(await stepWith(fresh, grads));
+    expect(used.stepCount).toBe(1);
+  });
 });
