@@ -60,10 +60,9 @@ export interface WarmStartResult {
   history: SftStepResult[];
 }
 
-/** Where a warm-start step sits: its stage, and its number and the total counted over all stages. */
+/** Where a warm-start step sits: its stage, and the steps of all stages (a step's number counts across them). */
 export interface WarmStartProgress {
   stage: string;
-  step: number;
   totalSteps: number;
 }
 
@@ -105,7 +104,7 @@ export async function warmStartBuiltinActor(
       const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / stage.steps));
       const result = await trainer.trainStep(batch, stage.lr * warmup * decay);
       history.push(result);
-      onStep(result, { stage: stage.name, step: result.step, totalSteps });
+      onStep(result, { stage: stage.name, totalSteps });
     }
   }
   return { config, params, history };
