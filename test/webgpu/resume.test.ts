@@ -1,6 +1,7 @@
 // A run killed after step 2 and resumed continues bit-identically to an uninterrupted run, across epoch
 // boundaries (6 prompts, batches of 4: every step starts a new epoch) and with a reference model (KL in reward).
 import { describe, it, expect } from 'vitest';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
 import { makeTinyRun, runMetrics } from './tiny-run.ts';
