@@ -82,6 +82,12 @@ function checkKlEstimator(path: string, name: string, problems: string[]): void 
   }
 }
 
+/** Defaults that depend on other keys (do_search: on when the run has something to search). */
+export function deriveDefaults(config: PpoConfig): void {
+  const { retriever, data } = config;
+  config.do_search ??= retriever.url !== null || retriever.corpus_path !== null || (data.train_files === null && data.builtin_task === 'search_qa');
+}
+
 export function checkCombinations(config: PpoConfig, problems: string[]): void {
   const { actor, rollout, model } = config.actor_rollout_ref;
   const { algorithm, critic, trainer } = config;
@@ -121,8 +127,9 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   const overlong = config.reward_model.reward_kwargs.overlong_buffer_cfg;
   if (overlong.enable) {
     if (config.reward_model.reward_manager !== 'dapo') problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.enable=true needs reward_model.reward_manager=dapo (got ${config.reward_model.reward_manager})`);
-    if (overlong.len <= 0 || overlong.len > config.data.max_response_length) {
-      problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.len=${overlong.len} must be in [1, data.max_response_length=${config.data.max_response_length}]`);
+    const maxLength = config.reward_model.reward_kwargs.max_resp_len ?? config.data.max_response_length;
+    if (overlong.len <= 0 || overlong.len > maxLength) {
+      problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.len=${overlong.len} must be in [1, ${maxLength}] (reward_kwargs.max_resp_len, else data.max_response_length)`);
     }
   }
   if (config.reward_model.enable && config.custom_reward_function.path !== null) {

@@ -8,7 +8,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { KEYS, GROUPS, type Key, type Kind, type PpoConfig } from './schema.ts';
 import { ConfigError, show, closeMatches, suggestKeys } from './errors.ts';
 import { compatKey, HYDRA_BLOCKS } from './verl-compat.ts';
-import { checkCombinations } from './checks.ts';
+import { checkCombinations, deriveDefaults } from './checks.ts';
 
 function isMapping(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -47,7 +47,7 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
     const suggestions = suggestKeys(path, KEYS.keys());
     problems.push(`unknown key ${path} (${origin})${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
   } else if (compat.kind === 'alias') {
-    layers.aliases.set(compat.to, { from: path, value, origin });
+    layers.aliases.set(compat.to, { from: path, value: compat.value ? compat.value(value) : value, origin });
   } else if (compat.kind === 'only') {
     if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}) cannot be honoured: ${compat.reason} — remove it or set ${path}=${show(compat.value)}`);
   } else {
@@ -353,6 +353,7 @@ export function composeConfig({ layers = [], overrides = [], env = {} }: LoadCon
   if (problems.length > 0) throw new ConfigError(problems);
 
   const config = buildTree(values);
+  deriveDefaults(config);
   checkCombinations(config, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return { config, notes: notesOf(state, skippedBlocks) };

@@ -40,6 +40,7 @@ const optInt = (value: number | null | Interpolation, help: string, range: Range
 const float = (value: number, help: string, range: Range | null = null) => new Key<number>('float', value, help, false, range);
 const optFloat = (value: number | null, help: string, range: Range | null = null) => new Key<number | null>('float', value, help, true, range);
 const bool = (value: boolean | Interpolation, help: string) => new Key<boolean>('bool', value, help);
+const optBool = (value: boolean | null, help: string) => new Key<boolean | null>('bool', value, help, true);
 const str = (value: string, help: string) => new Key<string>('string', value, help);
 const optStr = (value: string | null | Interpolation, help: string) => new Key<string | null>('string', value, help, true);
 const oneOf = <C extends string>(value: C | Interpolation, choices: readonly C[], help: string) => new Key<C>('string', value, help, false, null, choices);
@@ -170,6 +171,7 @@ const SCHEMA = {
         penalty_factor: float(0, 'dapo: the penalty at max_response_length (reward − penalty_factor × overshoot / len)', nonNegative),
         log: bool(false, 'dapo: log the penalty as reward_extra_info/overlong_reward'),
       },
+      max_resp_len: optInt(null, 'dapo: the response length the overlong buffer ends at; null: data.max_response_length', positive),
     },
   },
   custom_reward_function: {
@@ -191,7 +193,7 @@ const SCHEMA = {
     },
     reward_mask_ratio: float(0, 'Fraction of trajectories whose reward is zeroed (seeded draw per trajectory)', unitInterval),
   },
-  do_search: bool(false, 'Search-R1 multi-turn rollouts: <search>query</search> → retriever → <information>…</information>, until <answer>'),
+  do_search: optBool(null, 'Search-R1 multi-turn rollouts: <search>query</search> → retriever → <information>…</information>, until <answer>; null: on when a retriever (retriever.url, retriever.corpus_path) or the built-in search_qa task is configured, as Search-R1\'s scripts expect (its default is true)'),
   max_turns: int(2, 'do_search: turns whose search is executed; a last turn follows in which the model must answer', positive),
   retriever: {
     url: optStr(null, 'Search-R1 retrieval server (POST {queries, topk, return_scores}); null: the built-in BM25 over retriever.corpus_path'),

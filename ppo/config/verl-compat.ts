@@ -5,24 +5,27 @@
 
 /** What the loader does with a key that is not in the schema. */
 export type CompatKey =
-  | { kind: 'alias'; to: string; source: string }
+  | { kind: 'alias'; to: string; source: string; value?: (value: unknown) => unknown }
   | { kind: 'only'; value: unknown; reason: string }
   | { kind: 'ignored'; reason: string };
+
+/** Search-R1 writes null for "every sample", verl -1. */
+const allWhenNull = (value: unknown) => (value === null ? -1 : value);
 
 /**
  * Spellings that set a schema key. An alias wins over its target whatever the order, as in the programs that
  * define them (verl reads warmup_style before lr_scheduler_type; Search-R1's max_start_length is the prompt
  * limit while its max_prompt_length bounds the whole multi-turn context).
  */
-const ALIASES: Record<string, { to: string; source: string }> = {
+const ALIASES: Record<string, { to: string; source: string; value?: (value: unknown) => unknown }> = {
   'actor_rollout_ref.actor.optim.warmup_style': { to: 'actor_rollout_ref.actor.optim.lr_scheduler_type', source: 'verl, deprecated' },
   'critic.optim.warmup_style': { to: 'critic.optim.lr_scheduler_type', source: 'verl, deprecated' },
   'actor_rollout_ref.rollout.log_prob_micro_batch_size': { to: 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
   'actor_rollout_ref.ref.log_prob_micro_batch_size': { to: 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
   'reward_model.micro_batch_size': { to: 'reward_model.micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
   'critic.forward_micro_batch_size': { to: 'critic.forward_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
-  'data.train_data_num': { to: 'data.train_max_samples', source: 'Search-R1' },
-  'data.val_data_num': { to: 'data.val_max_samples', source: 'Search-R1' },
+  'data.train_data_num': { to: 'data.train_max_samples', source: 'Search-R1', value: allWhenNull },
+  'data.val_data_num': { to: 'data.val_max_samples', source: 'Search-R1', value: allWhenNull },
   'data.max_start_length': { to: 'data.max_prompt_length', source: 'Search-R1: the prompt before the first turn' },
   'data.shuffle_train_dataloader': { to: 'data.shuffle', source: 'Search-R1' },
   'actor_rollout_ref.rollout.n_agent': { to: 'actor_rollout_ref.rollout.n', source: 'Search-R1' },
@@ -35,6 +38,7 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'actor_rollout_ref.model.lora_rank': { value: 0, reason: 'LoRA adapters are not implemented; every parameter trains' },
   'critic.model.lora_rank': { value: 0, reason: 'LoRA adapters are not implemented; every parameter trains' },
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
+  'actor_rollout_ref.rollout.multi_turn.enable': { value: false, reason: 'verl\'s tool-calling agent loop is not implemented; multi-turn rollouts here are Search-R1\'s (do_search)' },
 };
 
 const CLUSTER = 'GPU-cluster layout; one WebGPU adapter here';
@@ -104,6 +108,7 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.ignore_eos', INFERENCE],
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
+  ['actor_rollout_ref.rollout.multi_turn.format', 'tool-call format of verl\'s agent loop, which is off (multi_turn.enable=false)'],
   ['actor_rollout_ref.rollout.calculate_log_probs', INFERENCE],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],
   ['actor_rollout_ref.rollout.skip_tokenizer_init', INFERENCE],
