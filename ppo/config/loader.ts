@@ -299,7 +299,10 @@ function parseLayer(layer: ConfigLayer): Record<string, unknown> {
 function notesOf(layers: Layers, skippedBlocks: Set<string>): string[] {
   const notes: string[] = [];
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
-  for (const [target, alias] of layers.aliases) notes.push(`${alias.from} (${alias.origin}) set ${target}=${show(alias.value)}`);
+  if (layers.aliases.size > 0) {
+    notes.push(`read ${layers.aliases.size} deprecated or Search-R1 spelling(s) as schema keys: ` +
+      [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '));
+  }
   if (layers.ignored.size > 0) {
     const byReason = new Map<string, string[]>();
     for (const [path, reason] of layers.ignored) byReason.set(reason, [...(byReason.get(reason) ?? []), path]);
