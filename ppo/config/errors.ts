@@ -53,7 +53,8 @@ const parentOf = (path: string) => path.slice(0, Math.max(0, path.lastIndexOf('.
  * The keys a user most likely meant by an unknown dotted path: those whose last segment is close to its last
  * segment, in the same group when there are such, else anywhere (a right name in the wrong group).
  */
-export function suggestKeys(path: string, known: Iterable<string>): string[] {
+export function suggestKeys(path: string, knownKeys: Iterable<string>): string[] {
+  const known = [...knownKeys];
   const leaf = lastSegment(path);
   const byLeaf = new Map<string, string[]>();
   for (const key of known) {
@@ -63,5 +64,10 @@ export function suggestKeys(path: string, known: Iterable<string>): string[] {
   }
   const candidates = closeMatches(leaf, byLeaf.keys()).flatMap((l) => byLeaf.get(l)!);
   const sameGroup = candidates.filter((key) => parentOf(key) === parentOf(path));
-  return (sameGroup.length > 0 ? sameGroup : candidates).slice(0, 3);
+  if (sameGroup.length > 0) return sameGroup.slice(0, 3);
+  // Another group only where the rest of the path is right too (trainer.ppo_epochs → …actor.ppo_epochs, actor.lr
+  // → …actor.optim.lr): a generic name in an unknown group (transfer_queue.enable) has no likely meaning here.
+  const groups = new Set(known.flatMap((key) => key.split('.').slice(0, -1)));
+  const partsKnown = path.split('.').slice(0, -1).every((part) => groups.has(part));
+  return partsKnown ? candidates.slice(0, 3) : [];
 }

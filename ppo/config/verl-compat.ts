@@ -38,6 +38,10 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'actor_rollout_ref.model.lora_rank': { value: 0, reason: 'LoRA adapters are not implemented; every parameter trains' },
   'critic.model.lora_rank': { value: 0, reason: 'LoRA adapters are not implemented; every parameter trains' },
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
+  'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
+  'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },
+  'trainer.rollout_data_dir': { value: null, reason: 'dumping rollouts to files is not implemented; trainer.log_val_generations prints validation samples' },
+  'trainer.validation_data_dir': { value: null, reason: 'dumping validation generations to files is not implemented; use trainer.log_val_generations' },
   'actor_rollout_ref.rollout.multi_turn.enable': { value: false, reason: 'verl\'s tool-calling agent loop is not implemented; multi-turn rollouts here are Search-R1\'s (do_search)' },
 };
 
@@ -59,6 +63,8 @@ const IGNORED: [string, string][] = [
   ['**.ulysses_sequence_parallel_size', CLUSTER],
   ['**.sequence_parallel', CLUSTER],
   ['trainer.balance_batch', CLUSTER],
+  ['actor_rollout_ref.nccl_timeout', CLUSTER],
+  ['algorithm.pf_ppo.**', 'PF-PPO settings, used only with algorithm.use_pf_ppo=true'],
   ['trainer.ray_wait_register_center_timeout', SERVICE],
   ['trainer.default_hdfs_dir', SERVICE],
   ['trainer.del_local_ckpt_after_load', SERVICE],

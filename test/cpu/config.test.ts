@@ -225,8 +225,11 @@ describe('config errors', () => {
   it('search keys: a retriever is needed, one at a time, and only with do_search', () => {
     expectProblem(['do_search=true', 'data.train_files=t.jsonl'], 'do_search=true needs a retriever', 'retriever.url', 'retriever.corpus_path');
     expectProblem(['do_search=true', 'retriever.url=http://127.0.0.1:8000/retrieve', 'retriever.corpus_path=c.jsonl'], 'both set');
-    expectProblem(['retriever.url=http://127.0.0.1:8000/retrieve'], 'retriever.url is set but do_search=false');
-    expectProblem(['data.builtin_task=search_qa'], 'set do_search=true');
+    expectProblem(['do_search=false', 'retriever.url=http://127.0.0.1:8000/retrieve'], 'retriever.url is set but do_search=false');
+    // Unset, do_search follows the retriever, as Search-R1's scripts (which never set it) expect.
+    expect(loadConfig({ overrides: ['retriever.url=http://127.0.0.1:8000/retrieve'] }).do_search).toBe(true);
+    expect(loadConfig().do_search).toBe(false);
+    expectProblem(['do_search=false', 'data.builtin_task=search_qa'], 'set do_search=true');
     expectProblem(['do_search=true', 'max_turns=0'], 'max_turns (command line) must be positive');
     expectProblem(['do_search=true', 'data.builtin_task=search_qa', 'retriever.topk=1.5'], 'retriever.topk', 'expected an integer');
     expectProblem(['data.builtin_task=search'], 'data.builtin_task', 'did you mean search_qa?');

@@ -54,4 +54,13 @@ describe('verl and Search-R1 launch scripts', () => {
     expect(config.reward_model.reward_manager).toBe('dapo');
     expect(config.reward_model.reward_kwargs).toEqual({ overlong_buffer_cfg: { enable: false, len: 4096, penalty_factor: 1, log: false }, max_resp_len: 8192 });
   });
+
+  it('--config with verl\'s own ppo_trainer.yaml loads: its defaults list and hydra block are skipped, its keys read', async () => {
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', 'test/cpu/fixtures/verl-ppo_trainer.yaml', `actor_rollout_ref.model.path=${FIXTURES.model}`]);
+    expect(code, stderr).toBe(0);
+    expect(stderr).toContain('# skipped the defaults: block');
+    const config = parseYaml(stdout);
+    expect(config.data.max_prompt_length).toBe(512);
+    expect(config.trainer.project_name).toBe('verl_examples');
+  });
 });
