@@ -1,0 +1,37 @@
+// What a run does to its run directory: nothing until every input has been read (a bad path leaves the previous
+// run's metrics alone), auto-resume only of a checkpoint of the configured model, and a console-only run that
+// ends without charts instead of failing to draw them.
+import { describe, it, expect } from 'vitest';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { plotRun } from '../../tools/plot/cli.ts';
+import { makeTinyRun } from './tiny-run.ts';
+import { runCli } from '../cpu/run-cli.ts';
+
+describe('run directory', () => {
+  it('keeps a finished run safe from a bad restart and from a checkpoint of another model', async () => {
+    const arithmetic = await makeTinyRun(4);
+    const dir = join(arithmetic.root, 'run');
+    const oneStep = ['trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`];
+    expect((await runCli([...arithmetic.overrides, ...oneStep])).code).toBe(0);
+    const metrics = await readFile(join(dir, 'metrics.jsonl'), 'utf8');
+    expect(metrics).toContain('"step":1');
+
+    await expect(runCli([...arithmetic.overrides, ...oneStep, 'trainer.resume_mode=disable', 'data.train_files=/nonexistent/train.parquet']))
+      .rejects.toThrow('/nonexistent/train.parquet');
+    expect(await readFile(join(dir, 'metrics.jsonl'), 'utf8')).toBe(metrics);
+
+    const search = await makeTinyRun(4, 'search_qa');
+    const otherModel = search.overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!;
+    await expect(runCli([...arithmetic.overrides, otherModel, 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`]))
+      .rejects.toThrow(/resume: the checkpoint .*global_step_1 holds a different model than actor_rollout_ref.model.path=.* \(vocabSize \d+ vs \d+\)/);
+  });
+
+  it('a console-only run ends without charts', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const { code, stdout } = await runCli([...overrides, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, 'console')}`, 'trainer.logger=console'], {}, { writeCharts: plotRun });
+    expect(code).toBe(0);
+    expect(stdout).toContain('done in');
+    expect(stdout).not.toContain('charts:');
+  });
+});
