@@ -23,6 +23,7 @@ import { resolvePolicyLossConfig } from './losses.ts';
 import { learningRate } from './lr-schedule.ts';
 import { planCritic } from './critic.ts';
 import { stepMetrics } from './metrics.ts';
+import { overlongPenalty } from './rewards/overlong-penalty.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -175,7 +176,7 @@ export class PpoTrainer {
       const generated = rollout.responses[i].filter((_, t) => rollout.responseMask[i][t] === 1);
       const text = await this.io.decode(generated);
       texts.push(text);
-      scores.push(await this.io.score(record, text));
+      scores.push(await this.io.score(record, text) + overlongPenalty(generated.length, this.config));
     }
     return { scores, texts };
   }

@@ -169,7 +169,7 @@ const SCHEMA = {
         enable: bool(false, 'dapo: penalise responses within len tokens of max_response_length'),
         len: int(0, 'dapo: the buffer in tokens before max_response_length where the penalty grows linearly', nonNegative),
         penalty_factor: float(0, 'dapo: the penalty at max_response_length (reward − penalty_factor × overshoot / len)', nonNegative),
-        log: bool(false, 'dapo: log the penalty as reward_extra_info/overlong_reward'),
+        log: bool(false, 'dapo: accepted; the penalty shows in critic/score/* and critic/rewards/* (no separate overlong_reward series yet)'),
       },
       max_resp_len: optInt(null, 'dapo: the response length the overlong buffer ends at; null: data.max_response_length', positive),
     },
