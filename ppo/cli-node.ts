@@ -8,6 +8,11 @@
 import { readFile, mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
+import { HfConfigError } from '../models/hf-config.ts';
+import { TokenizerError } from '../models/tokenizer.ts';
+import { ChatTemplateError } from '../models/chat-template.ts';
+import { SafetensorsError } from '../models/safetensors.ts';
+import { CheckpointError } from '../models/checkpoint-io.ts';
 import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from './config.ts';
 import { DEFAULT_JOB } from './default-job.ts';
 import { setUpRun, assertResumable } from './run-setup-node.ts';
@@ -17,6 +22,8 @@ import { PromptSampler, totalTrainingSteps } from './dataset.ts';
 import { formatStepLine } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from './loggers/tracking-node.ts';
+
+const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
 const USAGE = 'usage: node train.js [--config run.yaml] [--cfg job] [key.sub=value ...]   (node train.js --help lists every key)';
 
@@ -109,6 +116,13 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   const engine = await Engine.create();
   try {
     return await train(engine, config, notes, env, options);
+  } catch (err) {
+    // A model, tokenizer or checkpoint the engine cannot read is the user's input, not a bug: one line, no stack.
+    if (INPUT_ERRORS.some((kind) => err instanceof kind)) {
+      console.error(`error: ${(err as Error).message}`);
+      return 1;
+    }
+    throw err;
   } finally {
     await engine.sync();
     engine.destroy();

@@ -2,7 +2,7 @@
 // run's metrics alone), auto-resume only of a checkpoint of the configured model, and a console-only run that
 // ends without charts instead of failing to draw them.
 import { describe, it, expect } from 'vitest';
-import { readFile } from 'node:fs/promises';
+import { cp, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun } from './tiny-run.ts';
@@ -35,5 +35,20 @@ describe('run directory', () => {
     expect(code).toBe(0);
     expect(stdout).toContain('done in');
     expect(stdout).not.toContain('charts:');
+  });
+
+  it('model families the engine lacks (Gemma2, Mistral) fail at load with one line naming what is supported', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const model = overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!.split('=')[1];
+    for (const [architecture, modelType] of [['Gemma2ForCausalLM', 'gemma2'], ['MistralForCausalLM', 'mistral']]) {
+      const dir = join(root, modelType);
+      await cp(model, dir, { recursive: true });
+      const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
+      await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, architectures: [architecture], model_type: modelType }));
+      const { code, stderr } = await runCli([...overrides, `actor_rollout_ref.model.path=${dir}`, `trainer.default_local_dir=${join(root, `run-${modelType}`)}`]);
+      expect(code).toBe(1);
+      expect(stderr.trim().split('\n')).toHaveLength(1);
+      expect(stderr).toContain(`unsupported architecture ${architecture} (supported: LlamaForCausalLM`);
+    }
   });
 });
