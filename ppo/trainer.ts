@@ -194,7 +194,7 @@ export class PpoTrainer {
     const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [`val/${k}`, v]));
     for (const [source, list] of bySource) metrics[`val/test_score/${source}`] = list.reduce((a, b) => a + b, 0) / list.length;
     metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
-    const samples = texts.slice(0, 8).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
+    const samples = texts.slice(0, Math.max(8, this.config.trainer.log_val_generations)).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
     return { metrics, samples };
   }
 

@@ -51,4 +51,15 @@ describe('run directory', () => {
       expect(stderr).toContain(`unsupported architecture ${architecture} (supported: LlamaForCausalLM`);
     }
   });
+
+  it('trainer.val_only validates and stops; trainer.log_val_generations prints that many samples', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
+    const dir = join(root, 'val-only');
+    const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=console', `trainer.default_local_dir=${dir}`]);
+    expect(code).toBe(0);
+    expect(stdout).toContain('validation only: score');
+    expect(stdout.match(/\[prompt\] .* \[response\] .* \[score\] /g)).toHaveLength(3);
+    expect(stdout).not.toContain('PPO:');
+  });
 });
