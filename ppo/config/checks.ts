@@ -82,9 +82,10 @@ function checkKlEstimator(path: string, name: string, problems: string[]): void 
   }
 }
 
-/** Defaults that depend on other keys (do_search: on when the run has something to search). */
+/** Defaults that depend on other keys (do_search: on when the run has something to search; data.seed: trainer.seed). */
 export function deriveDefaults(config: PpoConfig): void {
   const { retriever, data } = config;
+  config.data.seed ??= config.trainer.seed;
   config.do_search ??= retriever.url !== null || retriever.corpus_path !== null || (data.train_files === null && data.builtin_task === 'search_qa');
 }
 

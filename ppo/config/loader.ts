@@ -47,10 +47,13 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
     const suggestions = suggestKeys(path, KEYS.keys());
     problems.push(`unknown key ${path} (${origin})${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
   } else if (compat.kind === 'alias') {
-    layers.aliases.set(compat.to, { from: path, value: compat.value ? compat.value(value) : value, origin });
+    const aliased = compat.value ? compat.value(value) : value;
+    if (aliased !== undefined) layers.aliases.set(compat.to, { from: path, value: aliased, origin });
   } else if (compat.kind === 'only') {
     if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}) cannot be honoured: ${compat.reason} — remove it or set ${path}=${show(compat.value)}`);
-  } else {
+  } else if (compat.kind === 'default') {
+    if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}): this verl feature is not implemented here; only verl's default ${show(compat.value)} is accepted — remove it`);
+  } else if (compat.kind === 'ignored') {
     layers.ignored.set(path, compat.reason);
   }
 }
@@ -59,6 +62,7 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
 function sameValue(value: unknown, expected: unknown): boolean {
   if (typeof expected === 'boolean') return value === expected || (typeof value === 'string' && value.toLowerCase() === String(expected));
   if (typeof expected === 'number') return asNumber(value) === expected;
+  if (isMapping(expected)) return isMapping(value) && JSON.stringify(value) === JSON.stringify(expected);
   return value === expected;
 }
 
@@ -119,7 +123,14 @@ function envValue(ref: string, env: Readonly<Record<string, string | undefined>>
   return { missing: name };
 }
 
-/** Resolves `${a.b}` references (whole-value references keep the referenced value's type) and `${oc.env:…}`. */
+/** OmegaConf's relative reference: `.x` is a sibling of `from`, `..x` a sibling of its group, and so on. */
+function absolutePath(ref: string, from: string): string {
+  const dots = /^\.*/.exec(ref)![0].length;
+  if (dots === 0) return ref;
+  return [...from.split('.').slice(0, -dots), ref.slice(dots)].join('.');
+}
+
+/** Resolves `${a.b}` and relative `${.b}` references (whole-value references keep the referenced value's type), `${oc.env:…}` and `${oc.select:key,default}`. */
 function resolveInterpolations(raw: RawValues, env: Readonly<Record<string, string | undefined>>, problems: string[]): Map<string, unknown> {
   const resolved = new Map<string, unknown>();
   const resolving = new Set<string>();
@@ -137,7 +148,14 @@ function resolveInterpolations(raw: RawValues, env: Readonly<Record<string, stri
       return failed;
     }
     resolving.add(path);
-    const lookup = (ref: string): unknown => {
+    const lookup = (written: string): unknown => {
+      const select = /^oc\.select:([^,]+)(?:,(.*))?$/.exec(written);
+      if (select) {
+        const target = absolutePath(select[1].trim(), path);
+        if (KEYS.has(target)) return resolve(target);
+        return select[2] === undefined ? null : parseYaml(select[2].trim());
+      }
+      const ref = absolutePath(written, path);
       const fromEnv = envValue(ref, env);
       if (fromEnv !== null) {
         if ('value' in fromEnv) return fromEnv.value;

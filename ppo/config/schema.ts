@@ -82,7 +82,8 @@ const SCHEMA = {
     train_batch_size: int(1024, 'Prompts per training step (each sampled rollout.n times)', positive),
     val_batch_size: optInt(null, 'Prompts per validation batch; null: the whole validation set', positive),
     shuffle: bool(true, 'Reshuffle the training prompts every epoch'),
-    seed: int(1, 'Seed of the per-epoch shuffle'),
+    // Typed number: a null (verl's default, "unseeded") becomes trainer.seed in deriveDefaults before anyone reads it.
+    seed: new Key<number>('int', 1, 'Seed of the per-epoch shuffle; null (verl\'s generated config): trainer.seed, so runs stay reproducible', true),
     filter_overlong_prompts: bool(false, 'Drop prompts longer than max_prompt_length instead of applying data.truncation'),
     truncation: oneOf('error', ['error', 'left', 'right', 'middle'], 'Overlong prompts: fail, keep the last (left) / first (right) tokens, or both ends (middle)'),
   },

@@ -1,13 +1,21 @@
 // verl and Search-R1 keys that are not keys of the schema but that their launch scripts pass: aliases (a deprecated
-// or forked spelling of a schema key), keys honoured only at one value, and keys that configure a GPU cluster or
-// an inference/sharding engine (vLLM, SGLang, FSDP, Megatron, Ray) and mean nothing to one WebGPU adapter —
-// accepted, and listed by the run in one line with the reason.
+// or forked spelling of a schema key), keys honoured only at one value, verl's unimplemented features at their
+// defaults (verl-unimplemented.ts), and keys that configure a GPU cluster or an inference/sharding engine (vLLM,
+// SGLang, FSDP, Megatron, Ray) and mean nothing to one WebGPU adapter — accepted, and listed by the run in one
+// line with the reason.
+import { VERL_UNIMPLEMENTED_DEFAULTS, VERL_MIRROR_KEYS } from './verl-unimplemented.ts';
 
 /** What the loader does with a key that is not in the schema. */
 export type CompatKey =
+  /** value: what the alias sets its target to; undefined leaves the target alone. */
   | { kind: 'alias'; to: string; source: string; value?: (value: unknown) => unknown }
   | { kind: 'only'; value: unknown; reason: string }
+  | { kind: 'default'; value: unknown }
+  | { kind: 'marker' }
   | { kind: 'ignored'; reason: string };
+
+/** verl's config writes the deprecated warmup_style as null: not set, so lr_scheduler_type stands. */
+const unsetWhenNull = (value: unknown) => (value === null ? undefined : value);
 
 /** Search-R1 writes null for "every sample", verl -1. */
 const allWhenNull = (value: unknown) => (value === null ? -1 : value);
@@ -18,12 +26,12 @@ const allWhenNull = (value: unknown) => (value === null ? -1 : value);
  * limit while its max_prompt_length bounds the whole multi-turn context).
  */
 const ALIASES: Record<string, { to: string; source: string; value?: (value: unknown) => unknown }> = {
-  'actor_rollout_ref.actor.optim.warmup_style': { to: 'actor_rollout_ref.actor.optim.lr_scheduler_type', source: 'verl, deprecated' },
-  'critic.optim.warmup_style': { to: 'critic.optim.lr_scheduler_type', source: 'verl, deprecated' },
-  'actor_rollout_ref.rollout.log_prob_micro_batch_size': { to: 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
-  'actor_rollout_ref.ref.log_prob_micro_batch_size': { to: 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
-  'reward_model.micro_batch_size': { to: 'reward_model.micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
-  'critic.forward_micro_batch_size': { to: 'critic.forward_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU' },
+  'actor_rollout_ref.actor.optim.warmup_style': { to: 'actor_rollout_ref.actor.optim.lr_scheduler_type', source: 'verl, deprecated', value: unsetWhenNull },
+  'critic.optim.warmup_style': { to: 'critic.optim.lr_scheduler_type', source: 'verl, deprecated', value: unsetWhenNull },
+  'actor_rollout_ref.rollout.log_prob_micro_batch_size': { to: 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU', value: unsetWhenNull },
+  'actor_rollout_ref.ref.log_prob_micro_batch_size': { to: 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU', value: unsetWhenNull },
+  'reward_model.micro_batch_size': { to: 'reward_model.micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU', value: unsetWhenNull },
+  'critic.forward_micro_batch_size': { to: 'critic.forward_micro_batch_size_per_gpu', source: 'verl, deprecated; one device, so global = per GPU', value: unsetWhenNull },
   'data.train_data_num': { to: 'data.train_max_samples', source: 'Search-R1', value: allWhenNull },
   'data.val_data_num': { to: 'data.val_max_samples', source: 'Search-R1', value: allWhenNull },
   'data.max_start_length': { to: 'data.max_prompt_length', source: 'Search-R1: the prompt before the first turn' },
@@ -129,7 +137,6 @@ const IGNORED: [string, string][] = [
   ['data.return_raw_input_ids', 'prompts are always rendered here with the model\'s chat template'],
   ['data.return_full_prompt', 'prompts are always rendered here with the model\'s chat template'],
   ['data.dataloader_num_workers', 'prompts are read in-process'],
-  ['**._target_', 'verl\'s dataclass marker'],
 ];
 
 function patternRegex(pattern: string): RegExp {
@@ -141,8 +148,12 @@ const IGNORED_REGEXES: [RegExp, string][] = IGNORED.map(([pattern, reason]) => [
 
 /** How a key outside the schema is taken, or null when it is unknown. */
 export function compatKey(path: string): CompatKey | null {
+  // verl's dataclass markers (`_target_: verl.workers.config.FSDPActorConfig`) say how Python builds the group.
+  if (path.endsWith('._target_')) return { kind: 'marker' };
   if (path in ALIASES) return { kind: 'alias', ...ALIASES[path] };
   if (path in ONLY) return { kind: 'only', ...ONLY[path] };
+  if (path in VERL_UNIMPLEMENTED_DEFAULTS) return { kind: 'default', value: VERL_UNIMPLEMENTED_DEFAULTS[path] };
+  if (VERL_MIRROR_KEYS.includes(path)) return { kind: 'ignored', reason: 'mirrors another key in verl\'s config' };
   for (const [regex, reason] of IGNORED_REGEXES) if (regex.test(path)) return { kind: 'ignored', reason };
   return null;
 }

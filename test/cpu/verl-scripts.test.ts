@@ -63,4 +63,19 @@ describe('verl and Search-R1 launch scripts', () => {
     expect(config.data.max_prompt_length).toBe(512);
     expect(config.trainer.project_name).toBe('verl_examples');
   });
+
+  it('--config with verl\'s generated config loads every key: unimplemented features at their defaults, cluster keys ignored', async () => {
+    const generated = 'test/cpu/fixtures/verl-generated-ppo_trainer.yaml';
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', generated, `actor_rollout_ref.model.path=${FIXTURES.model}`]);
+    expect(code, stderr).toBe(0);
+    const config = parseYaml(stdout);
+    expect(config.actor_rollout_ref.actor.optim.lr_scheduler_type).toBe('constant');
+    expect(config.critic.ppo_mini_batch_size).toBe(256);
+    expect(config.critic.forward_max_token_len_per_gpu).toBe(32768);
+    expect(config.data.seed).toBe(1);
+    // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
+    const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001 (command line): this verl feature is not implemented here; only verl\'s default 0.0002 is accepted');
+  });
 });
