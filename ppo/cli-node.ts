@@ -189,8 +189,9 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   const ppoStarted = performance.now();
   const firstStep = trainer.globalStep;
   while (trainer.globalStep < totalSteps) {
+    const epoch = cursor().epoch;
     const metrics = await trainer.step();
-    await tracking.log(trainer.globalStep, metrics);
+    await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
     log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
     const step = trainer.globalStep;
     if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();

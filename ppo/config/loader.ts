@@ -1,8 +1,8 @@
 // Hydra/OmegaConf-style composition of the configuration: the schema's defaults (verl's), then YAML layers in
 // order (a built-in job, a --config file; Hydra's `defaults:` list and `hydra:` block are skipped), then
 // `key.sub=value` overrides with Hydra's grammar (`+key=`, `++key=`, `~key`, `1_024`, `inf`, a bare string for a
-// list of one), then aliases over their targets, `${a.b}` and `${oc.env:VAR,default}` interpolation, types,
-// ranges and cross-key checks. Every problem is reported at once. Browser-safe: the caller reads files and
+// list of one), then aliases over their targets, `${a.b}`, `${.sibling}`, `${oc.select:key,default}` and
+// `${oc.env:VAR,default}` interpolation, types, ranges and cross-key checks. Every problem is reported at once. Browser-safe: the caller reads files and
 // passes the environment.
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { KEYS, GROUPS, type Key, type Kind, type PpoConfig } from './schema.ts';
@@ -82,7 +82,8 @@ function removeKey(layers: Layers, path: string, origin: string): void {
       found = true;
     }
   }
-  if (!found) layers.problems.push(`~${path} (${origin}): no such key to delete`);
+  // A verl key accepted beside the schema exists in verl's config even when unset here: deleting it is no error.
+  if (!found && compatKey(path) === null) layers.problems.push(`~${path} (${origin}): no such key to delete`);
 }
 
 /**

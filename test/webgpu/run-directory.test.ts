@@ -17,7 +17,7 @@ describe('run directory', () => {
     const metrics = await readFile(join(dir, 'metrics.jsonl'), 'utf8');
     expect(metrics).toContain('"step":1');
     // verl's names for the GAE run's value fit and prompt lengths.
-    for (const name of ['critic/vf_explained_var', 'prompt_length/max', 'prompt_length/min', 'prompt_length/clip_ratio', 'response_length/clip_ratio']) expect(metrics).toContain(`"${name}":`);
+    for (const name of ['training/epoch', 'critic/vf_explained_var', 'prompt_length/max', 'prompt_length/min', 'prompt_length/clip_ratio', 'response_length/clip_ratio']) expect(metrics).toContain(`"${name}":`);
 
     await expect(runCli([...arithmetic.overrides, ...oneStep, 'trainer.resume_mode=disable', 'data.train_files=/nonexistent/train.parquet']))
       .rejects.toThrow('/nonexistent/train.parquet');
