@@ -5,7 +5,7 @@ import { describe, it, expect } from 'vitest';
 import { cp, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { plotRun } from '../../tools/plot/cli.ts';
-import { makeTinyRun } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from './tiny-run.ts';
 import { runCli } from '../cpu/run-cli.ts';
 
 describe('run directory', () => {
@@ -56,10 +56,13 @@ describe('run directory', () => {
     const { root, overrides } = await makeTinyRun(4);
     const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
     const dir = join(root, 'val-only');
-    const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=console', `trainer.default_local_dir=${dir}`]);
+    const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=["console","file"]', `trainer.default_local_dir=${dir}`]);
     expect(code).toBe(0);
     expect(stdout).toContain('validation only: score');
     expect(stdout.match(/\[prompt\] .* \[response\] .* \[score\] /g)).toHaveLength(3);
     expect(stdout).not.toContain('PPO:');
+    // verl's name for a data source's validation score.
+    const [validation] = await runMetrics(dir);
+    expect(validation.data['val-core/arithmetic/reward/mean@1']).toBe(validation.data['val/test_score/mean']);
   });
 });
