@@ -7,7 +7,7 @@
 import { parse as parseYaml } from 'yaml';
 import { LOSS_AGG_MODES } from '../kernels/ref/agg-loss.ts';
 import { parseKlEstimator } from '../kernels/ref/kl-penalty.ts';
-import { ADV_ESTIMATORS } from './advantages.ts';
+import { ADV_ESTIMATORS } from '../tools/verl/advantages.ts';
 
 type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */

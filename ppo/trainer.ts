@@ -12,17 +12,17 @@ import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesCritic } from './config.ts';
-import { AdamWOptimizer, type AdamWState } from './adamw-optimizer.ts';
-import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './rollout.ts';
+import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
+import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
-import { ExperienceMaker, type Experience } from './experience.ts';
-import { ActorUpdater } from './actor-update.ts';
-import { CriticUpdater } from './critic-update.ts';
-import { getKlController, type KLController } from './kl-controller.ts';
-import { resolvePolicyLossConfig } from './losses.ts';
-import { learningRate } from './lr-schedule.ts';
-import { planCritic } from './critic.ts';
-import { stepMetrics } from './metrics.ts';
+import { ExperienceMaker, type Experience } from './phases/experience.ts';
+import { ActorUpdater } from './phases/actor-update.ts';
+import { CriticUpdater } from './phases/critic-update.ts';
+import { getKlController, type KLController } from './algorithm/kl-controller.ts';
+import { resolvePolicyLossConfig } from '../tools/verl/losses.ts';
+import { learningRate } from './algorithm/lr-schedule.ts';
+import { planCritic } from './algorithm/critic-plan.ts';
+import { stepMetrics } from './phases/metrics.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {

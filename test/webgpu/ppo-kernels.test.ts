@@ -21,7 +21,7 @@ import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/logp
 import { logprobEntropyBackwardRef, logprobEntropyRef } from '../../kernels/ref/logprob-entropy.ts';
 import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
 import { gatherResponseValuesRef, scatterResponseValueGradsRef } from '../../kernels/ref/response-values.ts';
-import { applyRewardMaskGpu, sampleRewardMask } from '../../ppo/reward-mask.ts';
+import { applyRewardMaskGpu, sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import { rowScaleRef } from '../../kernels/ref/row-scale.ts';
 import { Rng } from '../../engine/rng.ts';
 

@@ -1,8 +1,8 @@
 // KL between the policy and the reference: verl's kl_penalty and ray_trainer.apply_kl_penalty on plain arrays,
 // running the same kernels the trainer calls on its tensors (kernels/kl-penalty.ts: klPenaltyGpu, applyKlPenaltyGpu).
-import type { Engine } from '../engine/index.ts';
-import { applyKlPenaltyGpu, klPenaltyGpu } from '../kernels/kl-penalty.ts';
-import type { KLController } from './kl-controller.ts';
+import type { Engine } from '../../engine/index.ts';
+import { applyKlPenaltyGpu, klPenaltyGpu } from '../../kernels/kl-penalty.ts';
+import type { KLController } from '../../ppo/algorithm/kl-controller.ts';
 import { readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
 
 export { klPenaltyGpu, applyKlPenaltyGpu };

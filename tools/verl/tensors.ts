@@ -1,6 +1,6 @@
 // Plain arrays in and out of the GPU for the user-facing ppo/ functions: verl's [B, T] (and [B, T, V])
 // nested lists become flat row-major tensors and come back nested.
-import type { Engine, Tensor } from '../engine/index.ts';
+import type { Engine, Tensor } from '../../engine/index.ts';
 
 export type Matrix = readonly (readonly number[])[];
 

@@ -2,7 +2,7 @@
 // get_constant_schedule_with_warmup / get_cosine_schedule_with_warmup, stepped once per training step, so
 // step 0 uses the schedule's first value). Warmup is lr_warmup_steps, or lr_warmup_steps_ratio × total steps
 // when that is negative.
-import type { PpoConfig } from './config.ts';
+import type { PpoConfig } from '../config.ts';
 
 export type OptimConfig = PpoConfig['actor_rollout_ref']['actor']['optim'];
 

@@ -1,6 +1,6 @@
 // verl's masked statistics (verl.utils.torch_functional) on plain arrays, through kernels/masked-stats.
-import type { Engine } from '../engine/index.ts';
-import { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu } from '../kernels/masked-stats.ts';
+import type { Engine } from '../../engine/index.ts';
+import { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu } from '../../kernels/masked-stats.ts';
 import { readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
 
 export { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu };

@@ -2,21 +2,21 @@
 // the built-in task's tokenizer and chat template, its training and held-out prompts, the from-scratch actor
 // with its supervised warm start, the critic initialised from that actor, the rule reward and, for the search
 // task, the retriever over its corpus. Browser-safe: the demo calls it in a tab; Node's run setup does the same for the built-in branch.
-import type { Engine } from '../engine/index.ts';
-import type { PpoConfig } from './config.ts';
-import { usesCritic } from './config.ts';
-import { criticFromCausalLm } from '../models/critic-init.ts';
-import { JsTokenizer, type Tokenizer } from '../models/tokenizer.ts';
-import { ChatTemplate } from '../models/chat-template.ts';
+import type { Engine } from '../../engine/index.ts';
+import type { PpoConfig } from '../config.ts';
+import { usesCritic } from '../config.ts';
+import { criticFromCausalLm } from '../../models/critic-init.ts';
+import { JsTokenizer, type Tokenizer } from '../../models/tokenizer.ts';
+import { ChatTemplate } from '../../models/chat-template.ts';
 import { buildRlDataset, type DataCursor, type PromptSampler, type RlExample } from './dataset.ts';
-import { BUILTIN_TASKS, type BuiltinTask } from './builtin-tasks.ts';
-import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from './default-job.ts';
-import type { CorpusDocument, Retriever } from './search/retriever.ts';
-import { retrieverFromConfig, searchProtocol } from './search/search-protocol.ts';
-import type { SearchProtocol } from './search/search-turns.ts';
-import type { SftStepResult } from './sft-trainer.ts';
-import { computeScore, toRewardScore, type RewardFunction } from './rewards/index.ts';
-import type { ModelWeights, PromptRecord, TrainerIo } from './trainer.ts';
+import { BUILTIN_TASKS, type BuiltinTask } from '../tasks/builtin-tasks.ts';
+import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from '../tasks/default-job.ts';
+import type { CorpusDocument, Retriever } from '../search/retriever.ts';
+import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
+import type { SearchProtocol } from '../search/search-turns.ts';
+import type { SftStepResult } from '../tasks/sft-trainer.ts';
+import { computeScore, toRewardScore, type RewardFunction } from '../rewards/index.ts';
+import type { ModelWeights, PromptRecord, TrainerIo } from '../trainer.ts';
 
 export interface BuiltinRun {
   tokenizer: Tokenizer;

@@ -1,10 +1,10 @@
 // Supervised fine-tuning (next-token cross-entropy on response tokens): the warm start of the PPO job and the
 // foundation's proof that forward, backward and AdamW train a model.
-import type { Engine, Tensor } from '../engine/index.ts';
-import type { CausalLm } from '../models/causal-lm.ts';
-import { uploadTokenBatch, type TokenBatch } from '../models/token-batch.ts';
-import { weightedSum } from '../kernels/lm-head.ts';
-import type { AdamWOptimizer } from './adamw-optimizer.ts';
+import type { Engine, Tensor } from '../../engine/index.ts';
+import type { CausalLm } from '../../models/causal-lm.ts';
+import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
+import { weightedSum } from '../../kernels/lm-head.ts';
+import type { AdamWOptimizer } from '../phases/adamw-optimizer.ts';
 
 export interface SftExample {
   prompt: readonly number[];

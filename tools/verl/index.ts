@@ -2,11 +2,11 @@
 // calls on its tensors.
 export * from './tensors.ts';
 export * from './kl.ts';
-export * from './kl-controller.ts';
+export * from '../../ppo/algorithm/kl-controller.ts';
 export * from './masked-stats.ts';
 export * from './advantages.ts';
 export * from './losses.ts';
-export { Rng, type RngState } from '../engine/rng.ts';
-export * from './reward-mask.ts';
-export * from './critic.ts';
-export * as gsm8k from './rewards/gsm8k.ts';
+export { Rng, type RngState } from '../../engine/rng.ts';
+export * from '../../ppo/algorithm/reward-mask.ts';
+export * from '../../ppo/algorithm/critic-plan.ts';
+export * as gsm8k from '../../ppo/rewards/gsm8k.ts';

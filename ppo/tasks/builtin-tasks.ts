@@ -1,15 +1,15 @@
 // The built-in tasks a run can use without files (data.train_files null, data.builtin_task): each brings its
 // tokenizer, its verl-schema rows, the supervised stages of the built-in model's warm start and, for
 // a search task, the corpus its retriever searches and how observations read. Browser-safe.
-import { Rng } from '../engine/rng.ts';
-import type { RlExample, RlRecord } from './dataset.ts';
+import { Rng } from '../../engine/rng.ts';
+import type { RlExample, RlRecord } from '../run/dataset.ts';
 import type { SftExample } from './sft-trainer.ts';
-import type { CorpusDocument, RetrievedDocument, Retriever } from './search/retriever.ts';
-import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './tasks/arithmetic.ts';
+import type { CorpusDocument, RetrievedDocument, Retriever } from '../search/retriever.ts';
+import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';
 import {
   formatDocuments, formatObservation, guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact,
   syntheticQaSearchQuery, syntheticQaTokenizerFiles, type Demonstration,
-} from './tasks/synthetic-qa.ts';
+} from './synthetic-qa.ts';
 
 export type BuiltinTaskName = 'arithmetic' | 'search_qa';
 

@@ -6,12 +6,12 @@
 // trainer.max_actor_ckpt_to_keep prunes old ones.
 import { mkdir, readdir, readFile, rename, rm, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Arena, Engine } from '../engine/index.ts';
-import { loadModel, saveModel } from '../models/model-files-node.ts';
-import type { DecoderConfig } from '../models/hf-config.ts';
-import type { PpoTrainer, TrainerSnapshot, ModelWeights } from './trainer.ts';
+import type { Arena, Engine } from '../../engine/index.ts';
+import { loadModel, saveModel } from '../../models/model-files-node.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from './dataset.ts';
-import type { PpoConfig } from './config.ts';
+import type { PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';

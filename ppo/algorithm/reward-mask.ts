@@ -1,9 +1,9 @@
 // algorithm.reward_mask_ratio: after rewards and before the KL penalty and advantages, each whole trajectory's
 // scores are zeroed with this probability — one Bernoulli draw per trajectory from the run's seeded stream, so
 // a resumed run masks the same trajectories. The batch keeps its shape; the realised ratio is logged.
-import type { Engine, Tensor } from '../engine/index.ts';
-import { rowScaleGpu } from '../kernels/row-scale.ts';
-import type { Rng } from '../engine/rng.ts';
+import type { Engine, Tensor } from '../../engine/index.ts';
+import { rowScaleGpu } from '../../kernels/row-scale.ts';
+import type { Rng } from '../../engine/rng.ts';
 
 export interface RewardMask {
   /** 1 keeps trajectory b's scores, 0 zeroes them. */

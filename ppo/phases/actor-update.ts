@@ -1,17 +1,17 @@
 // The actor's PPO update over one step's experience: for each micro-batch, teacher-forced log-probs and entropy
 // of the response tokens at the rollout temperature, the fused actor loss (clipped policy loss − entropy bonus +
 // KL loss) with its per-token gradients, and the model backward; an AdamW step per mini-batch.
-import type { Engine } from '../engine/index.ts';
-import type { Rng } from '../engine/rng.ts';
-import type { CausalLm } from '../models/causal-lm.ts';
+import type { Engine } from '../../engine/index.ts';
+import type { Rng } from '../../engine/rng.ts';
+import type { CausalLm } from '../../models/causal-lm.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
 import { SequenceBufferPool } from './sequence-buffers.ts';
 import { optimizerMicroBatches, type ScheduleConfig } from './mini-batches.ts';
-import { gatherResponseValuesGpu } from '../kernels/response-values.ts';
-import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../kernels/policy-loss.ts';
-import { scatterResponseGradsGpu } from '../kernels/response-grads.ts';
-import type { PolicyLossConfig } from '../kernels/ref/policy-loss.ts';
+import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
+import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-loss.ts';
+import { scatterResponseGradsGpu } from '../../kernels/response-grads.ts';
+import type { PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {

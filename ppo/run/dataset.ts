@@ -6,10 +6,10 @@
 // DataCursor {epoch, index} is the whole data position a checkpoint needs. Browser-safe: takes bytes and text.
 import { parquetReadObjects, toJson } from 'hyparquet';
 import { compressors } from 'hyparquet-compressors';
-import { Rng } from '../engine/rng.ts';
-import type { ChatMessage, ChatTemplate } from '../models/chat-template.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
-import type { PpoConfig } from './config.ts';
+import { Rng } from '../../engine/rng.ts';
+import type { ChatMessage, ChatTemplate } from '../../models/chat-template.ts';
+import type { Tokenizer } from '../../models/tokenizer.ts';
+import type { PpoConfig } from '../config.ts';
 
 /** One raw row and where it came from ("train.parquet row 12"), for error messages. */
 export interface RlRecord {

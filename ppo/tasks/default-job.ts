@@ -1,17 +1,17 @@
 // The embedded default job: a tiny Qwen3-style model learns multi-digit addition. The built-in actor (used
 // when actor_rollout_ref.model.path is null) is created from scratch and given its task's short supervised warm
-// start (ppo/builtin-tasks.ts: pretraining on correct sums, then SFT on sloppy demonstrations) — enough to be
+// start (ppo/tasks/builtin-tasks.ts: pretraining on correct sums, then SFT on sloppy demonstrations) — enough to be
 // right part of the time — after which PPO with a GAE critic and the exact-match rule reward takes over.
 // Browser-safe: the caller provides the engine and receives progress.
-import type { Engine } from '../engine/index.ts';
-import { Rng } from '../engine/rng.ts';
-import { CausalLm } from '../models/causal-lm.ts';
-import { createParameterArena, uploadArenaTensors } from '../models/parameter-store.ts';
-import { initialParameters } from '../models/init.ts';
-import { tinyQwen3Config } from '../models/presets.ts';
-import type { DecoderConfig } from '../models/hf-config.ts';
-import type { Arena } from '../engine/index.ts';
-import { AdamWOptimizer } from './adamw-optimizer.ts';
+import type { Engine } from '../../engine/index.ts';
+import { Rng } from '../../engine/rng.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { initialParameters } from '../../models/init.ts';
+import { tinyQwen3Config } from '../../models/presets.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import type { Arena } from '../../engine/index.ts';
+import { AdamWOptimizer } from '../phases/adamw-optimizer.ts';
 import { SftTrainer, type SftStepResult } from './sft-trainer.ts';
 import type { WarmStartStage } from './builtin-tasks.ts';
 

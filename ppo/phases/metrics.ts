@@ -1,8 +1,8 @@
 // The per-step metrics under verl's names (critic/score, critic/rewards, critic/advantages, critic/returns,
 // critic/values, response_length, actor/*, critic/*, timing_s/*, perf/*), and throughput and MFU computed in
 // one place.
-import type { DecoderConfig } from '../models/hf-config.ts';
-import { qkvWidth } from '../models/parameter-layout.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import { qkvWidth } from '../../models/parameter-layout.ts';
 import type { Experience } from './experience.ts';
 
 function maskedStats(values: Float32Array, mask: Float32Array): { mean: number; max: number; min: number } {

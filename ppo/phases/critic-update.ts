@@ -1,15 +1,15 @@
 // The critic's update over one step's experience: values of the response tokens (read one position before each
 // token), verl's clipped value loss against the returns, the value-head and trunk backward, an AdamW step per
 // mini-batch. A frozen critic never gets here (and has no optimizer state).
-import type { Engine } from '../engine/index.ts';
-import type { Rng } from '../engine/rng.ts';
-import type { ValueModel } from '../models/value-model.ts';
+import type { Engine } from '../../engine/index.ts';
+import type { Rng } from '../../engine/rng.ts';
+import type { ValueModel } from '../../models/value-model.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
 import { SequenceBufferPool } from './sequence-buffers.ts';
 import { optimizerMicroBatches, type ScheduleConfig } from './mini-batches.ts';
-import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../kernels/response-values.ts';
-import { computeValueLossGpu } from '../kernels/value-loss.ts';
+import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
+import { computeValueLossGpu } from '../../kernels/value-loss.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
 
 export interface CriticUpdateConfig extends ScheduleConfig {

@@ -6,13 +6,13 @@
 // from the same logits, so it equals a teacher-forced pass over the finished sequence.
 // `generateWithoutCache` is the same rollout by full recomputation each step: the reference the cache is
 // tested against and the baseline it is benchmarked against.
-import type { Engine, Tensor, Arena } from '../engine/index.ts';
-import type { DecoderConfig } from '../models/hf-config.ts';
-import { IncrementalDecoder } from '../models/incremental-decoder.ts';
-import { keepTensorRows } from '../models/kv-cache.ts';
-import { CausalLm } from '../models/causal-lm.ts';
-import { positionsFromMask, uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
-import { sampleTokens, type SamplingParams } from '../kernels/sample.ts';
+import type { Engine, Tensor, Arena } from '../../engine/index.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
+import { keepTensorRows } from '../../models/kv-cache.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
+import { positionsFromMask, uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
+import { sampleTokens, type SamplingParams } from '../../kernels/sample.ts';
 
 export interface RolloutConfig extends SamplingParams {
   /** Samples per prompt (a GRPO / RLOO group). */

@@ -2,19 +2,19 @@
 // log-probs → critic values → token rewards (score at the last response token, minus β·KL when the KL is in
 // the reward) → advantages and returns. Forwards run in blocks of sequences on the GPU; the per-token tensors
 // the updates need come back to the host once, so mini-batches can be shuffled and sliced freely.
-import type { Engine, Tensor } from '../engine/index.ts';
-import type { Rng } from '../engine/rng.ts';
-import type { CausalLm } from '../models/causal-lm.ts';
-import type { ValueModel } from '../models/value-model.ts';
+import type { Engine, Tensor } from '../../engine/index.ts';
+import type { Rng } from '../../engine/rng.ts';
+import type { CausalLm } from '../../models/causal-lm.ts';
+import type { ValueModel } from '../../models/value-model.ts';
 import type { RolloutBatch } from './rollout.ts';
 import { SequenceBufferPool, blocks } from './sequence-buffers.ts';
-import { gatherResponseValuesGpu } from '../kernels/response-values.ts';
-import { applyKlPenaltyGpu } from '../kernels/kl-penalty.ts';
-import { computeGaeAdvantageReturnGpu } from '../kernels/gae.ts';
-import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../kernels/advantage-outcome.ts';
-import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../kernels/reverse-returns.ts';
-import { sampleRewardMask } from './reward-mask.ts';
-import type { KLController } from './kl-controller.ts';
+import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
+import { applyKlPenaltyGpu } from '../../kernels/kl-penalty.ts';
+import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
+import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/advantage-outcome.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
+import { sampleRewardMask } from '../algorithm/reward-mask.ts';
+import type { KLController } from '../algorithm/kl-controller.ts';
 
 export interface ExperienceConfig {
   advEstimator: string;

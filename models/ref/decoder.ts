@@ -1,16 +1,16 @@
 // CPU reference of the whole decoder trunk (float64), composed from the per-op references in the same order as
 // models/decoder.ts schedules the GPU kernels: the ground truth for "GPU forward and parameter gradients match
 // the CPU model". Parameters are named as the engine's arena names them (fused qkv_proj, gate_up_proj).
-import type { DecoderConfig } from '../../models/hf-config.ts';
-import { layerPrefix, qkvWidth } from '../../models/parameter-layout.ts';
-import type { AttentionDims } from '../attention.ts';
-import { matmulForwardRef } from './matmul.ts';
-import { embeddingForwardRef, embeddingBackwardRef } from './embedding.ts';
-import { rmsnormForwardRef, rmsnormBackwardRef } from './rmsnorm.ts';
-import { headRmsnormForwardRef, headRmsnormBackwardRef } from './head-rmsnorm.ts';
-import { ropeForwardRef, ropeBackwardRef } from './rope.ts';
-import { attentionForwardRef, attentionBackwardRef } from './attention.ts';
-import { swigluForwardRef, swigluBackwardRef } from './swiglu.ts';
+import type { DecoderConfig } from '../hf-config.ts';
+import { layerPrefix, qkvWidth } from '../parameter-layout.ts';
+import type { AttentionDims } from '../../kernels/attention.ts';
+import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
+import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
+import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
+import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
+import { ropeForwardRef, ropeBackwardRef } from '../../kernels/ref/rope.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
+import { swigluForwardRef, swigluBackwardRef } from '../../kernels/ref/swiglu.ts';
 
 export type ParameterValues = ReadonlyMap<string, ArrayLike<number>>;
 

@@ -2,10 +2,10 @@
 // mini-batches (one optimizer step each) and those into micro-batches (gradient accumulation). The loss
 // aggregation of every micro-batch carries its mini-batch's totals, so accumulated micro-batch gradients equal
 // the unsplit mini-batch's (verl's known token-mean-under-accumulation pitfall).
-import type { Rng } from '../engine/rng.ts';
-import type { TokenBatch } from '../models/token-batch.ts';
-import type { LossAggregation } from '../kernels/ref/agg-loss.ts';
-import { checkLossAggMode } from '../kernels/ref/agg-loss.ts';
+import type { Rng } from '../../engine/rng.ts';
+import type { TokenBatch } from '../../models/token-batch.ts';
+import type { LossAggregation } from '../../kernels/ref/agg-loss.ts';
+import { checkLossAggMode } from '../../kernels/ref/agg-loss.ts';
 import { blocks, type SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';

@@ -1,7 +1,7 @@
 // AdamW state (step count and both moments of every arena segment) as safetensors bytes, so a checkpoint can
 // resume training exactly. Browser-safe: bytes in, bytes out.
-import { parseSafetensors, serializeSafetensors } from '../models/safetensors.ts';
-import type { AdamWState } from './adamw-optimizer.ts';
+import { parseSafetensors, serializeSafetensors } from '../../models/safetensors.ts';
+import type { AdamWState } from '../phases/adamw-optimizer.ts';
 
 export function encodeOptimizerState(state: AdamWState): Uint8Array {
   const tensors = state.m.flatMap((m, i) => [

@@ -1,11 +1,11 @@
 // verl's advantage estimators (core_algos.compute_*_advantage*) on plain arrays, each running the kernels the
 // trainer calls on its tensors (the *Gpu functions re-exported here). Inputs and outputs are [B, T] matrices;
 // `index` is verl's uid per sequence (any value; equal values form a group).
-import type { Engine } from '../engine/index.ts';
-import { computeGaeAdvantageReturnGpu } from '../kernels/gae.ts';
-import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../kernels/reverse-returns.ts';
-import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../kernels/advantage-outcome.ts';
-import type { OutcomeEstimator } from '../kernels/ref/advantage-outcome.ts';
+import type { Engine } from '../../engine/index.ts';
+import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
+import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/advantage-outcome.ts';
+import type { OutcomeEstimator } from '../../kernels/ref/advantage-outcome.ts';
 import { checkUnbiasedCount } from './masked-stats.ts';
 import { readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
 

@@ -2,13 +2,13 @@
 // compute_entropy_loss and dp_actor's actor-loss composition) on plain arrays, returning the loss, verl's
 // metrics and the gradients the model backward consumes. They run the kernels the trainer calls on its
 // tensors (re-exported *Gpu functions).
-import type { Engine, Tensor } from '../engine/index.ts';
-import { aggLossGpu } from '../kernels/agg-loss.ts';
-import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../kernels/policy-loss.ts';
-import { computeValueLossGpu } from '../kernels/value-loss.ts';
-import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../kernels/logprob-entropy.ts';
-import { localAggregation, type LossAggregation } from '../kernels/ref/agg-loss.ts';
-import type { PolicyLossConfig } from '../kernels/ref/policy-loss.ts';
+import type { Engine, Tensor } from '../../engine/index.ts';
+import { aggLossGpu } from '../../kernels/agg-loss.ts';
+import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-loss.ts';
+import { computeValueLossGpu } from '../../kernels/value-loss.ts';
+import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/logprob-entropy.ts';
+import { localAggregation, type LossAggregation } from '../../kernels/ref/agg-loss.ts';
+import type { PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
 import { readMatrix, sameShape, shapeOf, toMatrix, upload, type Matrix } from './tensors.ts';
 
 export { aggLossGpu, computeActorLossGpu, computeValueLossGpu, logprobEntropyGpu, logprobEntropyBackwardGpu, ACTOR_LOSS_OUTPUTS };

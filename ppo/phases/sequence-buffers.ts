@@ -1,8 +1,8 @@
 // GPU buffers for a block of m sequences of the rollout (S = prompt + response positions, R = response tokens):
 // inputs uploaded from the host experience, and the per-token tensors of the PPO losses. One set per block size,
 // reused every step, so a training step allocates nothing on the GPU.
-import type { Engine, Tensor } from '../engine/index.ts';
-import { uploadTokenBatch, type TokenBatch } from '../models/token-batch.ts';
+import type { Engine, Tensor } from '../../engine/index.ts';
+import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 
 export interface ExperienceRows {
   inputIds: number[][];

@@ -3,7 +3,7 @@
 // the backward scatters d loss / d values back to those positions (kernels/response-values).
 // critic.freeze: values are still computed (GAE needs them) but nothing trains: no optimizer state, no update,
 // and no critic/vf_loss metric that would read as if the critic had learned.
-import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../kernels/response-values.ts';
+import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
 
 export { gatherResponseValuesGpu, scatterResponseValueGradsGpu };
 
