@@ -19,7 +19,7 @@ import { ExperienceMaker, type Experience } from './phases/experience.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
 import { CriticUpdater } from './phases/critic-update.ts';
 import { getKlController, type KLController } from './algorithm/kl-controller.ts';
-import { resolvePolicyLossConfig } from '../tools/verl/losses.ts';
+import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic } from './algorithm/critic-plan.ts';
 import { stepMetrics } from './phases/metrics.ts';

@@ -1,12 +1,6 @@
-// Critic-side glue. The value for response token t is the value head's output at the position before t
-// (verl: values[:, -T-1:-1]); the ppo side does this shift, so the model returns values for every position and
-// the backward scatters d loss / d values back to those positions (kernels/response-values).
+// Whether the step needs a critic, and what it does with it: GAE needs values; the others need none.
 // critic.freeze: values are still computed (GAE needs them) but nothing trains: no optimizer state, no update,
 // and no critic/vf_loss metric that would read as if the critic had learned.
-import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
-
-export { gatherResponseValuesGpu, scatterResponseValueGradsGpu };
-
 export interface CriticPlan {
   /** Run the critic forward to get values for GAE. */
   computeValues: boolean;

@@ -11,7 +11,7 @@ import { optimizerMicroBatches, type ScheduleConfig } from './mini-batches.ts';
 import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-loss.ts';
 import { scatterResponseGradsGpu } from '../../kernels/response-grads.ts';
-import type { PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
+import type { PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {

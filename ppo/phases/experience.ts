@@ -9,10 +9,8 @@ import type { ValueModel } from '../../models/value-model.ts';
 import type { RolloutBatch } from './rollout.ts';
 import { SequenceBufferPool, blocks } from './sequence-buffers.ts';
 import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
-import { applyKlPenaltyGpu } from '../../kernels/kl-penalty.ts';
-import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
-import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/advantage-outcome.ts';
-import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
+import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
+import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
 import { sampleRewardMask } from '../algorithm/reward-mask.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
 
@@ -137,44 +135,21 @@ export class ExperienceMaker {
     if (config.useKlInReward) {
       if (!refLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
       e.upload(t.ref, refLogProbs);
-      const beta = klCtrl.value;
-      applyKlPenaltyGpu(e, {
+      Object.assign(metrics, await applyKlInRewardGpu(e, {
         tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
-        rowKl: t.rowKl, beta, klPenalty: config.klPenalty, B: N, T: R,
-      });
+        rowKl: t.rowKl, klCtrl, klPenalty: config.klPenalty, B: N, T: R,
+      }));
       rewards = t.rewards;
-      const rowKl = await e.read(t.rowKl);
-      const currentKl = rowKl.reduce((a, b) => a + b, 0) / N;
-      klCtrl.update(currentKl, N);
-      metrics['actor/reward_kl_penalty'] = currentKl;
-      metrics['actor/reward_kl_penalty_coeff'] = beta;
     }
 
-    if (config.advEstimator === 'gae') {
-      if (!values) throw new Error('algorithm.adv_estimator=gae needs a critic');
-      e.upload(t.values, values);
-      computeGaeAdvantageReturnGpu(e, {
-        tokenLevelRewards: rewards, values: t.values, responseMask: t.mask, advantages: t.advantages, returns: t.returns,
-        stats: t.stats, gamma: config.gamma, lam: config.lam, B: N, T: R,
-      });
-    } else if (config.advEstimator === 'reinforce_plus_plus') {
-      computeReinforcePlusPlusOutcomeAdvantageGpu(e, {
-        tokenLevelRewards: rewards, responseMask: t.mask, advantages: t.advantages, returns: t.returns, stats: t.stats, gamma: config.gamma, B: N, T: R,
-      });
-    } else if (config.advEstimator === 'remax') {
-      if (!baselineScores) throw new Error('algorithm.adv_estimator=remax needs the greedy baseline scores');
-      const baselines = e.tensorFrom('experience.remaxBaselines', [N], baselineScores);
-      computeRemaxOutcomeAdvantageGpu(e, { tokenLevelRewards: rewards, responseMask: t.mask, advantages: t.advantages, returns: t.returns, rewardBaselines: baselines, B: N, T: R });
-      e.destroyTensor(baselines);
-    } else {
-      const groups = groupTensors(e, groupLayout(rollout.groupIds));
-      computeOutcomeAdvantageGpu(e, config.advEstimator as Parameters<typeof computeOutcomeAdvantageGpu>[1], {
-        tokenLevelRewards: rewards, responseMask: t.mask, ...groups, rowStats: t.rowStats, stats: t.stats, advantages: t.advantages,
-        epsilon: 1e-6, normAdvByStd: config.normAdvByStdInGrpo, B: N, T: R,
-      });
-      e.copy(t.advantages, t.returns);
-      for (const g of Object.values(groups)) e.destroyTensor(g);
-    }
+    if (values) e.upload(t.values, values);
+    const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [N], baselineScores) : null;
+    computeAdvantagesGpu(e, config.advEstimator, {
+      tokenLevelRewards: rewards, responseMask: t.mask, responseMaskHost: responseMask, advantages: t.advantages, returns: t.returns,
+      values: values ? t.values : null, rewardBaselines: baselines, index: rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
+      gamma: config.gamma, lam: config.lam, normAdvByStd: config.normAdvByStdInGrpo, epsilon: 1e-6, B: N, T: R,
+    });
+    if (baselines) e.destroyTensor(baselines);
     return {
       rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values,
       tokenLevelRewards: await e.read(rewards),

@@ -4,8 +4,7 @@
 // the unsplit mini-batch's (verl's known token-mean-under-accumulation pitfall).
 import type { Rng } from '../../engine/rng.ts';
 import type { TokenBatch } from '../../models/token-batch.ts';
-import type { LossAggregation } from '../../kernels/ref/agg-loss.ts';
-import { checkLossAggMode } from '../../kernels/ref/agg-loss.ts';
+import { checkLossAggMode, type LossAggregation } from '../../kernels/ppo-vocabulary.ts';
 import { blocks, type SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';

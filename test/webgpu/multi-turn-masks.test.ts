@@ -14,7 +14,7 @@ import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
-import { resolvePolicyLossConfig } from '../../tools/verl/losses.ts';
+import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { getKlController } from '../../ppo/algorithm/kl-controller.ts';
 import type { RolloutBatch } from '../../ppo/phases/rollout.ts';
 

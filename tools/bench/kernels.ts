@@ -33,7 +33,8 @@ import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/ref/lm-head.t
 import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
 import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
 import { weightedSumRef } from '../../kernels/ref/reduce.ts';
-import { computeActorLossRef, type PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
+import { computeActorLossRef } from '../../kernels/ref/policy-loss.ts';
+import type { PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
 import { computeValueLossRef } from '../../kernels/ref/value-loss.ts';
 import { computeGaeAdvantageReturnRef } from '../../kernels/ref/gae.ts';
 import { computeOutcomeAdvantageRef } from '../../kernels/ref/advantage-outcome.ts';

@@ -1,18 +1,18 @@
 // verl's losses (core_algos.agg_loss / compute_policy_loss_{vanilla,gspo} / compute_value_loss /
 // compute_entropy_loss and dp_actor's actor-loss composition) on plain arrays, returning the loss, verl's
 // metrics and the gradients the model backward consumes. They run the kernels the trainer calls on its
-// tensors (re-exported *Gpu functions).
+// tensors.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { aggLossGpu } from '../../kernels/agg-loss.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-loss.ts';
 import { computeValueLossGpu } from '../../kernels/value-loss.ts';
 import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/logprob-entropy.ts';
-import { localAggregation, type LossAggregation } from '../../kernels/ref/agg-loss.ts';
-import type { PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
+import { localAggregation } from '../../kernels/ref/agg-loss.ts';
+import type { LossAggregation, PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
+import { resolvePolicyLossConfig, type PolicyLossOptions } from '../../ppo/algorithm/policy-loss-config.ts';
 import { readMatrix, sameShape, shapeOf, toMatrix, upload, type Matrix } from './tensors.ts';
 
-export { aggLossGpu, computeActorLossGpu, computeValueLossGpu, logprobEntropyGpu, logprobEntropyBackwardGpu, ACTOR_LOSS_OUTPUTS };
-export type { LossAggregation, PolicyLossConfig };
+export { resolvePolicyLossConfig, type PolicyLossOptions };
 
 /** verl's agg_loss keyword arguments; omitted denominators default to this (micro-)batch's own counts. */
 export interface AggOptions {
@@ -52,30 +52,6 @@ export async function aggLoss(engine: Engine, lossMat: Matrix, lossMask: Matrix,
     grad, rowPartials: engine.tensor('row_partials', [B, 2]), out, B, T,
   });
   return { loss: (await engine.read(out))[0], grad: await readMatrix(engine, grad, B, T) };
-}
-
-/** actor config keys of the policy loss (clip_ratio_low/high default to clip_ratio, as in verl). */
-export interface PolicyLossOptions {
-  lossMode?: 'vanilla' | 'gspo';
-  clipRatio?: number;
-  clipRatioLow?: number;
-  clipRatioHigh?: number;
-  clipRatioC?: number;
-}
-
-export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossConfig {
-  const clipRatio = options.clipRatio ?? 0.2;
-  const config: PolicyLossConfig = {
-    lossMode: options.lossMode ?? 'vanilla',
-    clipRatioLow: options.clipRatioLow ?? clipRatio,
-    clipRatioHigh: options.clipRatioHigh ?? clipRatio,
-    clipRatioC: options.clipRatioC ?? 3.0,
-  };
-  if (config.lossMode !== 'vanilla' && config.lossMode !== 'gspo') throw new Error(`actor.policy_loss.loss_mode: unsupported "${config.lossMode}" (expected vanilla or gspo)`);
-  if (config.lossMode === 'vanilla' && !(config.clipRatioC > 1)) {
-    throw new Error(`actor.clip_ratio_c: the lower bound of the ratio for dual-clip PPO must be greater than 1.0, got ${config.clipRatioC}`);
-  }
-  return config;
 }
 
 export interface ActorLossResult {

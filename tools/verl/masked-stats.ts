@@ -1,16 +1,8 @@
 // verl's masked statistics (verl.utils.torch_functional) on plain arrays, through kernels/masked-stats.
 import type { Engine } from '../../engine/index.ts';
 import { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu } from '../../kernels/masked-stats.ts';
-import { readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
-
-export { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu };
-
-/** verl raises for the unbiased variance of fewer than two masked elements; so do we (the kernel would give NaN). */
-export function checkUnbiasedCount(mask: Matrix): void {
-  const count = mask.flat().reduce((a, m) => a + m, 0);
-  if (count === 0) throw new Error('masked_var: at least one element in the mask has to be 1');
-  if (count === 1) throw new Error('masked_var: the sum of the mask is one, which can cause a division by zero');
-}
+import { checkUnbiasedCount } from '../../ppo/algorithm/advantage-estimators.ts';
+import { flatten, readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
 
 async function moments(engine: Engine, values: Matrix, mask: Matrix): Promise<Float32Array> {
   sameShape('mask', mask, shapeOf('values', values));
@@ -28,7 +20,7 @@ export async function maskedMean(engine: Engine, values: Matrix, mask: Matrix): 
 }
 
 export async function maskedVar(engine: Engine, values: Matrix, mask: Matrix, unbiased = true): Promise<number> {
-  if (unbiased) checkUnbiasedCount(mask);
+  if (unbiased) checkUnbiasedCount(flatten(mask));
   const [, count, , variance] = await moments(engine, values, mask);
   return unbiased ? variance : (variance * (count - 1)) / count;
 }
@@ -46,7 +38,7 @@ export async function maskedRowSums(engine: Engine, values: Matrix, mask: Matrix
 export async function maskedWhiten(engine: Engine, values: Matrix, mask: Matrix, shiftMean = true): Promise<number[][]> {
   const { B, T } = shapeOf('values', values);
   sameShape('mask', mask, { B, T });
-  checkUnbiasedCount(mask);
+  checkUnbiasedCount(flatten(mask));
   const v = upload(engine, 'values', values);
   maskedWhitenGpu(engine, { values: v, mask: upload(engine, 'mask', mask), stats: engine.tensor('stats', [4]), shiftMean });
   return readMatrix(engine, v, B, T);
