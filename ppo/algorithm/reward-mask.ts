@@ -1,8 +1,6 @@
 // algorithm.reward_mask_ratio: after rewards and before the KL penalty and advantages, each whole trajectory's
 // scores are zeroed with this probability — one Bernoulli draw per trajectory from the run's seeded stream, so
 // a resumed run masks the same trajectories. The batch keeps its shape; the realised ratio is logged.
-import type { Engine, Tensor } from '../../engine/index.ts';
-import { rowScaleGpu } from '../../kernels/row-scale.ts';
 import type { Rng } from '../../engine/rng.ts';
 
 export interface RewardMask {
@@ -18,9 +16,4 @@ export function sampleRewardMask(rng: Rng, B: number, ratio: number): RewardMask
   if (ratio > 0) for (let b = 0; b < B; b++) if (rng.next() < ratio) keep[b] = 0;
   const masked = keep.reduce((n, k) => n + (k === 0 ? 1 : 0), 0);
   return { keep, metrics: { 'reward_mask/ratio_actual': masked / B } };
-}
-
-/** Zeroes the masked trajectories' rows of tokenLevelScores [B, T] in place; keep is a tensor [B] of sampleRewardMask's keep. */
-export function applyRewardMaskGpu(engine: Engine, tokenLevelScores: Tensor, keep: Tensor, B: number, T: number): void {
-  rowScaleGpu(engine, tokenLevelScores, keep, B, T);
 }
