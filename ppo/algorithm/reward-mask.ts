@@ -6,7 +6,8 @@ import type { Rng } from '../../engine/rng.ts';
 export interface RewardMask {
   /** 1 keeps trajectory b's scores, 0 zeroes them. */
   keep: Float32Array;
-  metrics: { 'reward_mask/ratio_actual': number };
+  /** The realised ratio, logged only when masking is on. */
+  metrics: { 'reward_mask/ratio_actual'?: number };
 }
 
 /** Draws the mask for B trajectories; ratio 0 draws nothing, so enabling the option is the only thing that moves the stream. */
@@ -15,5 +16,5 @@ export function sampleRewardMask(rng: Rng, B: number, ratio: number): RewardMask
   const keep = new Float32Array(B).fill(1);
   if (ratio > 0) for (let b = 0; b < B; b++) if (rng.next() < ratio) keep[b] = 0;
   const masked = keep.reduce((n, k) => n + (k === 0 ? 1 : 0), 0);
-  return { keep, metrics: { 'reward_mask/ratio_actual': masked / B } };
+  return { keep, metrics: ratio > 0 ? { 'reward_mask/ratio_actual': masked / B } : {} };
 }

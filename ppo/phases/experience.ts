@@ -1,9 +1,8 @@
-// Turns a rollout into PPO experience, verl's order: scores (rule or model reward) → reward mask → reference
-// log-probs → critic values → token rewards (score at the last response token, minus β·KL when the KL is in
-// the reward) → advantages and returns. Forwards run in blocks of sequences on the GPU; the per-token tensors
-// the updates need come back to the host once, so mini-batches can be shuffled and sliced freely.
+// Turns a rollout into PPO experience, one phase per method, called by the trainer in verl's order: scores on
+// each response's last token with the reward mask applied (begin) → reference log-probs → critic values →
+// KL penalty in the reward → advantages and returns. Forwards run in blocks of sequences on the GPU; the
+// per-token tensors the updates need come back to the host once, so mini-batches can be shuffled and sliced freely.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import type { Rng } from '../../engine/rng.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
 import type { RolloutBatch } from './rollout.ts';
@@ -11,20 +10,20 @@ import { SequenceBufferPool, blocks } from './sequence-buffers.ts';
 import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
-import { sampleRewardMask } from '../algorithm/reward-mask.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
+import type { RewardMask } from '../algorithm/reward-mask.ts';
 
-export interface ExperienceConfig {
+/** The algorithm's settings for these phases, resolved once from the config (ppo/algorithm/step-plan.ts). */
+export interface ExperiencePlan {
   advEstimator: string;
   gamma: number;
   lam: number;
   normAdvByStdInGrpo: boolean;
   useKlInReward: boolean;
   klPenalty: string;
-  rewardMaskRatio: number;
   temperature: number;
-  /** Sequences per forward of the reference and the critic. */
-  forwardBlock: number;
+  /** Sequences per forward of the reference and the critic; null: the whole batch at once. */
+  forwardBlock: number | null;
 }
 
 export interface Experience {
@@ -42,6 +41,23 @@ export interface Experience {
   tokenLevelRewards: Float32Array;
   advantages: Float32Array;
   returns: Float32Array;
+  metrics: Record<string, number>;
+}
+
+/** A batch between phases: the host copies so far and the (N, R) tensors the next phases read. */
+export interface ExperienceBatch {
+  rollout: RolloutBatch;
+  N: number;
+  S: number;
+  R: number;
+  scores: number[];
+  responseMask: Float32Array;
+  oldLogProbs: Float32Array;
+  refLogProbs: Float32Array | null;
+  values: Float32Array | null;
+  /** The token rewards: the masked scores, or scores − β·KL once the KL is in the reward. */
+  rewards: Tensor<'f32'>;
+  tensors: Record<string, Tensor<'f32'>>;
   metrics: Record<string, number>;
 }
 
@@ -95,64 +111,77 @@ export class ExperienceMaker {
     return out;
   }
 
-  /** `baselineScores`: ReMax's per-sample baseline (the greedy response's score to the same prompt). */
-  async make(rollout: RolloutBatch, scores: number[], config: ExperienceConfig, rng: Rng, klCtrl: KLController, baselineScores: number[] | null = null): Promise<Experience> {
-    const e = this.engine;
+  /** Scores sit on each response's last generated token; masked trajectories keep their shape with zeros. */
+  begin(rollout: RolloutBatch, scores: number[], mask: RewardMask): ExperienceBatch {
     const N = rollout.inputIds.length;
     const S = rollout.inputIds[0].length;
     const R = rollout.responseLength;
-    const metrics: Record<string, number> = {};
     const responseMask = flattenRows(rollout.responseMask, R);
     const oldLogProbs = flattenRows(rollout.oldLogProbs, R);
-
-    // Scores sit on each response's last generated token; masked trajectories keep their shape with zeros.
-    const mask = sampleRewardMask(rng, N, config.rewardMaskRatio);
-    if (config.rewardMaskRatio > 0) Object.assign(metrics, mask.metrics);
     const tokenScores = new Float32Array(N * R);
     rollout.responseMask.forEach((row, b) => {
       const last = Array.from(row).lastIndexOf(1);
       if (last >= 0) tokenScores[b * R + last] = scores[b] * mask.keep[b];
     });
+    const tensors = this.batchTensors(N, R);
+    this.engine.upload(tensors.scores, tokenScores);
+    this.engine.upload(tensors.mask, responseMask);
+    this.engine.upload(tensors.old, oldLogProbs);
+    return {
+      rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
+      metrics: { ...mask.metrics },
+    };
+  }
 
-    const refLogProbs = this.reference
-      ? await this.responseAligned(rollout, config.forwardBlock, (indices) => {
-        const buffers = this.pool.get(indices.length, S, R);
-        return this.reference!.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: config.temperature, saveForBackward: false }).logprobs;
-      })
-      : null;
-    const values = this.critic
-      ? await this.responseAligned(rollout, config.forwardBlock, (indices) => {
-        const buffers = this.pool.get(indices.length, S, R);
-        return this.critic!.tokenValues(buffers.batch!, { saveForBackward: false });
-      })
-      : null;
+  /** The frozen reference policy's log-probs of the sampled tokens (for the KL in the reward or the KL loss). */
+  async referenceLogProbs(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
+    if (!this.reference) return;
+    const reference = this.reference;
+    x.refLogProbs = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, (indices) => {
+      const buffers = this.pool.get(indices.length, x.S, x.R);
+      return reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
+    });
+  }
 
-    const t = this.batchTensors(N, R);
-    e.upload(t.scores, tokenScores);
-    e.upload(t.mask, responseMask);
-    e.upload(t.old, oldLogProbs);
-    let rewards = t.scores;
-    if (config.useKlInReward) {
-      if (!refLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
-      e.upload(t.ref, refLogProbs);
-      Object.assign(metrics, await applyKlInRewardGpu(e, {
-        tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
-        rowKl: t.rowKl, klCtrl, klPenalty: config.klPenalty, B: N, T: R,
-      }));
-      rewards = t.rewards;
-    }
+  /** The critic's value of each response token (GAE's baseline). */
+  async values(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
+    if (!this.critic) return;
+    const critic = this.critic;
+    x.values = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, (indices) => {
+      const buffers = this.pool.get(indices.length, x.S, x.R);
+      return critic.tokenValues(buffers.batch!, { saveForBackward: false });
+    });
+  }
 
-    if (values) e.upload(t.values, values);
-    const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [N], baselineScores) : null;
-    computeAdvantagesGpu(e, config.advEstimator, {
-      tokenLevelRewards: rewards, responseMask: t.mask, responseMaskHost: responseMask, advantages: t.advantages, returns: t.returns,
-      values: values ? t.values : null, rewardBaselines: baselines, index: rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
-      gamma: config.gamma, lam: config.lam, normAdvByStd: config.normAdvByStdInGrpo, epsilon: 1e-6, B: N, T: R,
+  /** algorithm.use_kl_in_reward: token rewards = scores − β·KL, and the KL controller sees this batch's KL. */
+  async klInReward(x: ExperienceBatch, plan: ExperiencePlan, klCtrl: KLController): Promise<void> {
+    if (!plan.useKlInReward) return;
+    if (!x.refLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
+    const t = x.tensors;
+    this.engine.upload(t.ref, x.refLogProbs);
+    Object.assign(x.metrics, await applyKlInRewardGpu(this.engine, {
+      tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
+      rowKl: t.rowKl, klCtrl, klPenalty: plan.klPenalty, B: x.N, T: x.R,
+    }));
+    x.rewards = t.rewards;
+  }
+
+  /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample. */
+  async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null): Promise<Experience> {
+    const e = this.engine;
+    const t = x.tensors;
+    if (x.values) e.upload(t.values, x.values);
+    const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
+    computeAdvantagesGpu(e, plan.advEstimator, {
+      tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
+      values: x.values ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
+      gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: 1e-6, B: x.N, T: x.R,
     });
     if (baselines) e.destroyTensor(baselines);
+    const { rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values, metrics } = x;
     return {
       rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values,
-      tokenLevelRewards: await e.read(rewards),
+      tokenLevelRewards: await e.read(x.rewards),
       advantages: await e.read(t.advantages),
       returns: await e.read(t.returns),
       metrics,

@@ -15,7 +15,7 @@ import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
-import { getKlController } from '../../ppo/algorithm/kl-controller.ts';
+import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import type { RolloutBatch } from '../../ppo/phases/rollout.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
@@ -59,10 +59,9 @@ async function params(engine: Engine, config: DecoderConfig, label: string) {
 async function experience(engine: Engine): Promise<Experience> {
   const rollout = rolloutBatch();
   const N = rollout.inputIds.length;
-  const x = await new ExperienceMaker(engine, null, null, CONFIG.vocabSize).make(rollout, [1, 0.5, 0, 1], {
-    advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl',
-    rewardMaskRatio: 0, temperature: 1, forwardBlock: N,
-  }, new Rng(1), getKlController({ type: 'fixed', kl_coef: 0, horizon: 1, target_kl: 1 }));
+  const maker = new ExperienceMaker(engine, null, null, CONFIG.vocabSize);
+  const plan = { advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl', temperature: 1, forwardBlock: N };
+  const x = await maker.advantages(maker.begin(rollout, [1, 0.5, 0, 1], sampleRewardMask(new Rng(1), N, 0)), plan, null);
   const rng = new Rng(4);
   const fill = () => Float32Array.from({ length: N * R }, () => -2 + rng.next());
   return { ...x, oldLogProbs: fill(), refLogProbs: fill(), values: fill(), returns: fill(), advantages: Float32Array.from({ length: N * R }, () => rng.next() - 0.5) };
