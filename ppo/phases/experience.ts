@@ -1,7 +1,8 @@
 // Turns a rollout into PPO experience, one phase per method, called by the trainer in verl's order: scores on
 // each response's last token with the reward mask applied (begin) → reference log-probs → critic values →
 // KL penalty in the reward → advantages and returns. Forwards run in blocks of sequences on the GPU; the
-// per-token tensors the updates need come back to the host once, so mini-batches can be shuffled and sliced freely.
+// reference log-probs and values are gathered straight into the batch's tensors, and each per-token tensor the
+// updates need comes back to the host once, so mini-batches can be shuffled and sliced freely.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
@@ -94,21 +95,21 @@ export class ExperienceMaker {
     return tensors;
   }
 
-  /** Runs `model` over the experience's sequences in blocks; returns its (N, R) response-aligned output. */
-  private async responseAligned(rollout: RolloutBatch, block: number, run: (indices: number[]) => Tensor): Promise<Float32Array> {
+  /** Runs `model` over the experience's sequences in blocks, gathering its response-aligned output into
+   *  `target` (N, R) on the GPU; returns the host copy the mini-batches slice, read once. */
+  private async responseAligned(rollout: RolloutBatch, block: number, target: Tensor<'f32'>, run: (indices: number[]) => Tensor): Promise<Float32Array> {
     const N = rollout.inputIds.length;
     const S = rollout.inputIds[0].length;
     const R = rollout.responseLength;
-    const out = new Float32Array(N * R);
     const all = Array.from({ length: N }, (_, i) => i);
     for (const indices of blocks(all, block)) {
       const buffers = this.pool.get(indices.length, S, R);
       buffers.uploadSequences(rollout, indices);
-      const perPosition = run(indices);
-      gatherResponseValuesGpu(this.engine, perPosition, buffers.logProbs, indices.length, S, R);
-      out.set(await this.engine.read(buffers.logProbs), indices[0] * R);
+      gatherResponseValuesGpu(this.engine, run(indices), buffers.logProbs, indices.length, S, R);
+      // A copy, not a gather into a view: a block's rows need not start at a storage-binding alignment.
+      this.engine.copy(buffers.logProbs, target.view(`${target.name}[${indices[0]}:]`, indices[0] * R, [indices.length, R]));
     }
-    return out;
+    return this.engine.read(target);
   }
 
   /** Scores sit on each response's last generated token; masked trajectories keep their shape with zeros. */
@@ -137,7 +138,7 @@ export class ExperienceMaker {
   async referenceLogProbs(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.reference) return;
     const reference = this.reference;
-    x.refLogProbs = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, (indices) => {
+    x.refLogProbs = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, x.tensors.ref, (indices) => {
       const buffers = this.pool.get(indices.length, x.S, x.R);
       return reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
     });
@@ -147,7 +148,7 @@ export class ExperienceMaker {
   async values(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.critic) return;
     const critic = this.critic;
-    x.values = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, (indices) => {
+    x.values = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, x.tensors.values, (indices) => {
       const buffers = this.pool.get(indices.length, x.S, x.R);
       return critic.tokenValues(buffers.batch!, { saveForBackward: false });
     });
@@ -158,7 +159,6 @@ export class ExperienceMaker {
     if (!plan.useKlInReward) return;
     if (!x.refLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
     const t = x.tensors;
-    this.engine.upload(t.ref, x.refLogProbs);
     Object.assign(x.metrics, await applyKlInRewardGpu(this.engine, {
       tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
       rowKl: t.rowKl, klCtrl, klPenalty: plan.klPenalty, B: x.N, T: x.R,
@@ -170,7 +170,6 @@ export class ExperienceMaker {
   async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null): Promise<Experience> {
     const e = this.engine;
     const t = x.tensors;
-    if (x.values) e.upload(t.values, x.values);
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
     computeAdvantagesGpu(e, plan.advEstimator, {
       tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
