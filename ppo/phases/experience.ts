@@ -27,7 +27,8 @@ export interface ExperiencePlan {
   forwardBlock: number | null;
 }
 
-export interface Experience {
+/** What the phases have produced so far, on the host. */
+interface ExperienceSoFar {
   rollout: RolloutBatch;
   N: number;
   S: number;
@@ -39,27 +40,20 @@ export interface Experience {
   oldLogProbs: Float32Array;
   refLogProbs: Float32Array | null;
   values: Float32Array | null;
-  tokenLevelRewards: Float32Array;
-  advantages: Float32Array;
-  returns: Float32Array;
   metrics: Record<string, number>;
 }
 
+export interface Experience extends ExperienceSoFar {
+  tokenLevelRewards: Float32Array;
+  advantages: Float32Array;
+  returns: Float32Array;
+}
+
 /** A batch between phases: the host copies so far and the (N, R) tensors the next phases read. */
-export interface ExperienceBatch {
-  rollout: RolloutBatch;
-  N: number;
-  S: number;
-  R: number;
-  scores: number[];
-  responseMask: Float32Array;
-  oldLogProbs: Float32Array;
-  refLogProbs: Float32Array | null;
-  values: Float32Array | null;
+export interface ExperienceBatch extends ExperienceSoFar {
   /** The token rewards: the masked scores, or scores − β·KL once the KL is in the reward. */
   rewards: Tensor<'f32'>;
   tensors: Record<string, Tensor<'f32'>>;
-  metrics: Record<string, number>;
 }
 
 function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Array {
