@@ -1,5 +1,5 @@
-// PPO math with verl's names: plain-array functions for users and tests, and the *Gpu functions the trainer
-// calls on its tensors.
+// PPO math with verl's names as plain-array functions, for tools/verl-case.ts and tests. Each runs the kernels
+// and checks the trainer runs (ppo/algorithm/), so a verl case passing here vouches for the trainer's math.
 export * from './tensors.ts';
 export * from './kl.ts';
 export * from '../../ppo/algorithm/kl-controller.ts';
