@@ -14,13 +14,13 @@ import { ChatTemplateError } from '../models/chat-template.ts';
 import { SafetensorsError } from '../models/safetensors.ts';
 import { CheckpointError } from '../models/checkpoint-io.ts';
 import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from './config.ts';
-import { DEFAULT_JOB } from './default-job.ts';
+import { DEFAULT_JOB } from './tasks/default-job.ts';
 import { setUpRun, assertResumable } from './run-setup-node.ts';
-import { runTrainerIo } from './builtin-run.ts';
+import { runTrainerIo } from './run/builtin-run.ts';
 import { PpoTrainer } from './trainer.ts';
-import { PromptSampler, totalTrainingSteps } from './dataset.ts';
-import { formatStepLine } from './progress.ts';
-import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
+import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
+import { formatStepLine } from './run/progress.ts';
+import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from './loggers/tracking-node.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];

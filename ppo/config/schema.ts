@@ -2,8 +2,8 @@
 // something in this engine, plus algorithm.reward_mask_ratio, critic.freeze, trainer.seed and Search-R1's search
 // keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
-import { LOSS_AGG_MODES } from '../../kernels/ref/agg-loss.ts';
-import { ADV_ESTIMATORS } from '../advantages.ts';
+import { LOSS_AGG_MODES } from '../../kernels/ppo-vocabulary.ts';
+import { ADV_ESTIMATORS } from '../algorithm/advantage-estimators.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */

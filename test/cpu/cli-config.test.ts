@@ -5,7 +5,7 @@ import { describe, it, expect, vi, afterEach } from 'vitest';
 import { runCli } from './run-cli.ts';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, composeConfig, formatHelp, ConfigError } from '../../ppo/config.ts';
-import { DEFAULT_JOB } from '../../ppo/default-job.ts';
+import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';
 
 /** The composed config `--cfg job` prints, as an object. */
 async function composed(argv: string[], env: Record<string, string> = {}): Promise<Record<string, any>> {
