@@ -2,7 +2,7 @@
 // run's metrics alone), auto-resume only of a checkpoint of the configured model, and a console-only run that
 // ends without charts instead of failing to draw them.
 import { describe, it, expect } from 'vitest';
-import { cp, readFile, writeFile } from 'node:fs/promises';
+import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from './tiny-run.ts';
@@ -29,12 +29,16 @@ describe('run directory', () => {
       .rejects.toThrow(/resume: the checkpoint .*global_step_1 holds a different model than actor_rollout_ref.model.path=.* \(vocabSize \d+ vs \d+\)/);
   });
 
-  it('a console-only run ends without charts', async () => {
+  it('a run without the file logger ends without charts; TENSORBOARD_DIR places the event files, as in verl', async () => {
     const { root, overrides } = await makeTinyRun(4);
-    const { code, stdout } = await runCli([...overrides, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, 'console')}`, 'trainer.logger=console'], {}, { writeCharts: plotRun });
+    const tensorboardDir = join(root, 'tb');
+    const { code, stdout } = await runCli([...overrides, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, 'console')}`, 'trainer.logger=[console,tensorboard]'],
+      { TENSORBOARD_DIR: tensorboardDir }, { writeCharts: plotRun });
     expect(code).toBe(0);
     expect(stdout).toContain('done in');
     expect(stdout).not.toContain('charts:');
+    expect(stdout).toContain(`tensorboard: ${tensorboardDir}/events.out.tfevents.`);
+    expect(await readdir(tensorboardDir)).toHaveLength(1);
   });
 
   it('model families the engine lacks (Gemma2, Mistral) fail at load with one line naming what is supported', async () => {
