@@ -19,7 +19,7 @@ import { decodeAttention, decodeAttentionSupports } from '../kernels/decode-atte
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
 
-/** Activations of one call shape; R = rows·T. */
+/** Activations of one call; R = rows·T. */
 interface StepBuffers {
   x: Tensor; //        (R, C) residual stream
   normed: Tensor; //   (R, C)
@@ -52,8 +52,9 @@ export interface ExtendInput {
 
 export class IncrementalDecoder {
   readonly cache: KvCache;
-  private readonly steps = new Map<string, StepBuffers>();
-  private readonly heads = new Map<number, HeadBuffers>();
+  /** One allocation for the largest call so far (rows·T token rows, rows heads); a call uses views of its
+   *  prefix, so prefills of many shapes and the decode steps share memory instead of one set per shape. */
+  private work: { tokens: number; rows: number; step: StepBuffers; head: HeadBuffers } | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -77,55 +78,82 @@ export class IncrementalDecoder {
 
   destroy(): void {
     this.cache.destroy();
-    for (const buffers of [...this.steps.values(), ...this.heads.values()]) {
-      for (const t of new Set(Object.values(buffers))) this.engine.destroyTensor(t);
-    }
+    this.releaseWork();
+  }
+
+  private releaseWork(): void {
+    if (!this.work) return;
+    for (const t of new Set([...Object.values(this.work.step), ...Object.values(this.work.head)])) this.engine.destroyTensor(t);
+    this.work = null;
   }
 
   private param(name: string): Tensor {
     return this.params.get(name);
   }
 
-  private stepBuffers(rows: number, T: number): StepBuffers {
-    const key = `${rows}x${T}`;
-    let buffers = this.steps.get(key);
-    if (!buffers) {
-      const c = this.config;
-      const e = this.engine;
-      const R = rows * T;
-      const n = (what: string) => `incremental.${key}.${what}`;
-      const qkv = e.tensor(n('qkv'), [R, qkvWidth(c)]);
-      buffers = {
-        x: e.tensor(n('x'), [R, c.hiddenSize]),
-        normed: e.tensor(n('normed'), [R, c.hiddenSize]),
-        rstd: e.tensor(n('rstd'), [R]),
-        qkvRaw: c.qkNorm ? e.tensor(n('qkvRaw'), [R, qkvWidth(c)]) : qkv,
-        qkvRstd: e.tensor(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
-        qkv,
-        attnOut: e.tensor(n('attnOut'), [R, c.numHeads * c.headDim]),
-        lse: e.tensor(n('lse'), [rows, c.numHeads, T]),
-        gateUp: e.tensor(n('gateUp'), [R, 2 * c.intermediateSize]),
-        act: e.tensor(n('act'), [R, c.intermediateSize]),
-      };
-      this.steps.set(key, buffers);
-    }
-    return buffers;
+  private allocateStep(R: number): StepBuffers {
+    const c = this.config;
+    const e = this.engine;
+    const n = (what: string) => `incremental.${what}`;
+    const qkv = e.tensor(n('qkv'), [R, qkvWidth(c)]);
+    return {
+      x: e.tensor(n('x'), [R, c.hiddenSize]),
+      normed: e.tensor(n('normed'), [R, c.hiddenSize]),
+      rstd: e.tensor(n('rstd'), [R]),
+      qkvRaw: c.qkNorm ? e.tensor(n('qkvRaw'), [R, qkvWidth(c)]) : qkv,
+      qkvRstd: e.tensor(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
+      qkv,
+      attnOut: e.tensor(n('attnOut'), [R, c.numHeads * c.headDim]),
+      lse: e.tensor(n('lse'), [R * c.numHeads]),
+      gateUp: e.tensor(n('gateUp'), [R, 2 * c.intermediateSize]),
+      act: e.tensor(n('act'), [R, c.intermediateSize]),
+    };
   }
 
-  private headBuffers(rows: number): HeadBuffers {
-    let buffers = this.heads.get(rows);
-    if (!buffers) {
-      const e = this.engine;
-      const C = this.config.hiddenSize;
-      buffers = {
-        last: e.tensor(`incremental.head${rows}.last`, [rows, C]),
-        lastNormed: e.tensor(`incremental.head${rows}.lastNormed`, [rows, C]),
-        lastRstd: e.tensor(`incremental.head${rows}.lastRstd`, [rows]),
-        logits: e.tensor(`incremental.head${rows}.logits`, [rows, this.config.vocabSize]),
-      };
-      this.heads.set(rows, buffers);
+  private allocateHead(rows: number): HeadBuffers {
+    const e = this.engine;
+    const C = this.config.hiddenSize;
+    return {
+      last: e.tensor('incremental.head.last', [rows, C]),
+      lastNormed: e.tensor('incremental.head.lastNormed', [rows, C]),
+      lastRstd: e.tensor('incremental.head.lastRstd', [rows]),
+      logits: e.tensor('incremental.head.logits', [rows, this.config.vocabSize]),
+    };
+  }
+
+  /** Views of the work buffers shaped for `rows` sequences of T new tokens; grows them when too small. */
+  private buffersFor(rows: number, T: number): { step: StepBuffers; head: HeadBuffers } {
+    const R = rows * T;
+    if (!this.work || this.work.tokens < R || this.work.rows < rows) {
+      const tokens = Math.max(R, this.work?.tokens ?? 0);
+      const headRows = Math.max(rows, this.work?.rows ?? 0);
+      this.releaseWork();
+      this.work = { tokens, rows: headRows, step: this.allocateStep(tokens), head: this.allocateHead(headRows) };
     }
-    return buffers;
+    const c = this.config;
+    const prefix = (t: Tensor, shape: number[]) => t.view(t.name, 0, shape);
+    const w = this.work.step;
+    const qkv = prefix(w.qkv, [R, qkvWidth(c)]);
+    const step: StepBuffers = {
+      x: prefix(w.x, [R, c.hiddenSize]),
+      normed: prefix(w.normed, [R, c.hiddenSize]),
+      rstd: prefix(w.rstd, [R]),
+      qkvRaw: c.qkNorm ? prefix(w.qkvRaw, [R, qkvWidth(c)]) : qkv,
+      qkvRstd: c.qkNorm ? prefix(w.qkvRstd, [R * (c.numHeads + c.numKvHeads)]) : w.qkvRstd,
+      qkv,
+      attnOut: prefix(w.attnOut, [R, c.numHeads * c.headDim]),
+      lse: prefix(w.lse, [rows, c.numHeads, T]),
+      gateUp: prefix(w.gateUp, [R, 2 * c.intermediateSize]),
+      act: prefix(w.act, [R, c.intermediateSize]),
+    };
+    const h = this.work.head;
+    const head: HeadBuffers = {
+      last: prefix(h.last, [rows, c.hiddenSize]),
+      lastNormed: prefix(h.lastNormed, [rows, c.hiddenSize]),
+      lastRstd: prefix(h.lastRstd, [rows]),
+      logits: prefix(h.logits, [rows, c.vocabSize]),
+    };
+    return { step, head };
   }
 
   /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot. */
@@ -154,7 +182,7 @@ export class IncrementalDecoder {
 
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
-   * logits (rows, V) of each row's last new token, valid until the next call with the same row count.
+   * logits (rows, V) of each row's last new token, valid until the next call.
    */
   extend(input: ExtendInput): Tensor {
     const { ids, positions, T } = input;
@@ -171,8 +199,7 @@ export class IncrementalDecoder {
       throw new Error(`IncrementalDecoder.extend: ids (${ids.name}) and positions (${positions.name}) have ${ids.size} and ${positions.size} elements, expected rows·T = ${rows}·${T}`);
     }
     const slotStart = cache.reserve(T, input.mask);
-    const s = this.stepBuffers(rows, T);
-    const head = this.headBuffers(rows);
+    const { step: s, head } = this.buffersFor(rows, T);
 
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {

@@ -113,6 +113,7 @@ const SCHEMA = {
       top_k: int(-1, 'Keep the k most likely tokens; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
       top_p: float(1, 'Nucleus sampling mass', probability),
       do_sample: bool(true, 'Sample; false: greedy'),
+      gpu_memory_utilization: float(0.5, 'Fraction of the device memory generation may take (KV caches, activations, logits); WebGPU reports no device memory, so of an assumed 4 GiB', { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 }),
       log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward when recomputing old log-probs; null: all at once', positive),
       val_kwargs: {
         n: int(1, 'Responses per validation prompt', positive),

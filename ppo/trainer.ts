@@ -13,7 +13,7 @@ import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesCritic } from './config.ts';
 import { AdamWOptimizer, type AdamWState } from './adamw-optimizer.ts';
-import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './rollout.ts';
+import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
 import { ExperienceMaker, type Experience } from './experience.ts';
 import { ActorUpdater } from './actor-update.ts';
@@ -153,6 +153,7 @@ export class PpoTrainer {
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,
+      memoryBudgetBytes: r.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES,
     };
   }
 
