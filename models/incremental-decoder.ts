@@ -9,6 +9,7 @@ import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
+import { GrowingBuffers } from './growing-buffers.ts';
 import { matmul } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
@@ -52,9 +53,8 @@ export interface ExtendInput {
 
 export class IncrementalDecoder {
   readonly cache: KvCache;
-  /** One allocation for the largest call so far (rows·T token rows, rows heads); a call uses views of its
-   *  prefix, so prefills of many shapes and the decode steps share memory instead of one set per shape. */
-  private work: { tokens: number; rows: number; step: StepBuffers; head: HeadBuffers } | null = null;
+  /** Work buffers sized by the largest call so far: prefills of many shapes and the decode steps share them. */
+  private readonly work: GrowingBuffers;
 
   constructor(
     readonly engine: Engine,
@@ -64,6 +64,7 @@ export class IncrementalDecoder {
   ) {
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
+    this.work = new GrowingBuffers(engine, 'incremental');
   }
 
   /** Starts a new batch of `rows` sequences with an empty cache. */
@@ -78,80 +79,36 @@ export class IncrementalDecoder {
 
   destroy(): void {
     this.cache.destroy();
-    this.releaseWork();
-  }
-
-  private releaseWork(): void {
-    if (!this.work) return;
-    for (const t of new Set([...Object.values(this.work.step), ...Object.values(this.work.head)])) this.engine.destroyTensor(t);
-    this.work = null;
+    this.work.destroy();
   }
 
   private param(name: string): Tensor {
     return this.params.get(name);
   }
 
-  private allocateStep(R: number): StepBuffers {
-    const c = this.config;
-    const e = this.engine;
-    const n = (what: string) => `incremental.${what}`;
-    const qkv = e.tensor(n('qkv'), [R, qkvWidth(c)]);
-    return {
-      x: e.tensor(n('x'), [R, c.hiddenSize]),
-      normed: e.tensor(n('normed'), [R, c.hiddenSize]),
-      rstd: e.tensor(n('rstd'), [R]),
-      qkvRaw: c.qkNorm ? e.tensor(n('qkvRaw'), [R, qkvWidth(c)]) : qkv,
-      qkvRstd: e.tensor(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
-      qkv,
-      attnOut: e.tensor(n('attnOut'), [R, c.numHeads * c.headDim]),
-      lse: e.tensor(n('lse'), [R * c.numHeads]),
-      gateUp: e.tensor(n('gateUp'), [R, 2 * c.intermediateSize]),
-      act: e.tensor(n('act'), [R, c.intermediateSize]),
-    };
-  }
-
-  private allocateHead(rows: number): HeadBuffers {
-    const e = this.engine;
-    const C = this.config.hiddenSize;
-    return {
-      last: e.tensor('incremental.head.last', [rows, C]),
-      lastNormed: e.tensor('incremental.head.lastNormed', [rows, C]),
-      lastRstd: e.tensor('incremental.head.lastRstd', [rows]),
-      logits: e.tensor('incremental.head.logits', [rows, this.config.vocabSize]),
-    };
-  }
-
-  /** Views of the work buffers shaped for `rows` sequences of T new tokens; grows them when too small. */
+  /** The work buffers shaped for `rows` sequences of T new tokens. */
   private buffersFor(rows: number, T: number): { step: StepBuffers; head: HeadBuffers } {
-    const R = rows * T;
-    if (!this.work || this.work.tokens < R || this.work.rows < rows) {
-      const tokens = Math.max(R, this.work?.tokens ?? 0);
-      const headRows = Math.max(rows, this.work?.rows ?? 0);
-      this.releaseWork();
-      this.work = { tokens, rows: headRows, step: this.allocateStep(tokens), head: this.allocateHead(headRows) };
-    }
     const c = this.config;
-    const prefix = (t: Tensor, shape: number[]) => t.view(t.name, 0, shape);
-    const w = this.work.step;
-    const qkv = prefix(w.qkv, [R, qkvWidth(c)]);
+    const R = rows * T;
+    const t = (name: string, shape: number[]) => this.work.get(name, shape);
+    const qkv = t('qkv', [R, qkvWidth(c)]);
     const step: StepBuffers = {
-      x: prefix(w.x, [R, c.hiddenSize]),
-      normed: prefix(w.normed, [R, c.hiddenSize]),
-      rstd: prefix(w.rstd, [R]),
-      qkvRaw: c.qkNorm ? prefix(w.qkvRaw, [R, qkvWidth(c)]) : qkv,
-      qkvRstd: c.qkNorm ? prefix(w.qkvRstd, [R * (c.numHeads + c.numKvHeads)]) : w.qkvRstd,
+      x: t('x', [R, c.hiddenSize]),
+      normed: t('normed', [R, c.hiddenSize]),
+      rstd: t('rstd', [R]),
+      qkvRaw: c.qkNorm ? t('qkvRaw', [R, qkvWidth(c)]) : qkv,
+      qkvRstd: t('qkvRstd', [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
       qkv,
-      attnOut: prefix(w.attnOut, [R, c.numHeads * c.headDim]),
-      lse: prefix(w.lse, [rows, c.numHeads, T]),
-      gateUp: prefix(w.gateUp, [R, 2 * c.intermediateSize]),
-      act: prefix(w.act, [R, c.intermediateSize]),
+      attnOut: t('attnOut', [R, c.numHeads * c.headDim]),
+      lse: t('lse', [rows, c.numHeads, T]),
+      gateUp: t('gateUp', [R, 2 * c.intermediateSize]),
+      act: t('act', [R, c.intermediateSize]),
     };
-    const h = this.work.head;
     const head: HeadBuffers = {
-      last: prefix(h.last, [rows, c.hiddenSize]),
-      lastNormed: prefix(h.lastNormed, [rows, c.hiddenSize]),
-      lastRstd: prefix(h.lastRstd, [rows]),
-      logits: prefix(h.logits, [rows, c.vocabSize]),
+      last: t('head.last', [rows, c.hiddenSize]),
+      lastNormed: t('head.lastNormed', [rows, c.hiddenSize]),
+      lastRstd: t('head.lastRstd', [rows]),
+      logits: t('head.logits', [rows, c.vocabSize]),
     };
     return { step, head };
   }

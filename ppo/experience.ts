@@ -1,13 +1,14 @@
 // Turns a rollout into PPO experience, verl's order: scores (rule or model reward) → reward mask → reference
 // log-probs → critic values → token rewards (score at the last response token, minus β·KL when the KL is in
-// the reward) → advantages and returns. Forwards run in blocks of sequences on the GPU; the per-token tensors
+// the reward) → advantages and returns. Forwards run in micro-batches of sequences on the GPU; the per-token tensors
 // the updates need come back to the host once, so mini-batches can be shuffled and sliced freely.
 import type { Engine, Tensor } from '../engine/index.ts';
 import type { Rng } from '../engine/rng.ts';
 import type { CausalLm } from '../models/causal-lm.ts';
 import type { ValueModel } from '../models/value-model.ts';
 import type { RolloutBatch } from './rollout.ts';
-import { SequenceBufferPool, blocks } from './sequence-buffers.ts';
+import { SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
+import { planMicroBatches, type MicroBatching } from './mini-batches.ts';
 import { gatherResponseValuesGpu } from '../kernels/response-values.ts';
 import { applyKlPenaltyGpu } from '../kernels/kl-penalty.ts';
 import { computeGaeAdvantageReturnGpu } from '../kernels/gae.ts';
@@ -25,8 +26,9 @@ export interface ExperienceConfig {
   klPenalty: string;
   rewardMaskRatio: number;
   temperature: number;
-  /** Sequences per forward of the reference and the critic. */
-  forwardBlock: number;
+  /** Sequences (or tokens) per forward of the reference and of the critic. */
+  refForward: MicroBatching;
+  valueForward: MicroBatching;
 }
 
 export interface Experience {
@@ -80,19 +82,20 @@ export class ExperienceMaker {
     return tensors;
   }
 
-  /** Runs `model` over the experience's sequences in blocks; returns its (N, R) response-aligned output. */
-  private async responseAligned(rollout: RolloutBatch, block: number, run: (indices: number[]) => Tensor): Promise<Float32Array> {
+  /** Runs `model` over the experience's sequences in micro-batches; returns its (N, R) response-aligned output. */
+  private async responseAligned(rollout: RolloutBatch, split: MicroBatching, run: (buffers: SequenceBuffers) => Tensor): Promise<Float32Array> {
     const N = rollout.inputIds.length;
-    const S = rollout.inputIds[0].length;
     const R = rollout.responseLength;
     const out = new Float32Array(N * R);
     const all = Array.from({ length: N }, (_, i) => i);
-    for (const indices of blocks(all, block)) {
-      const buffers = this.pool.get(indices.length, S, R);
-      buffers.uploadSequences(rollout, indices);
-      const perPosition = run(indices);
-      gatherResponseValuesGpu(this.engine, perPosition, buffers.logProbs, indices.length, S, R);
-      out.set(await this.engine.read(buffers.logProbs), indices[0] * R);
+    for (const plan of planMicroBatches(all, rollout, split)) {
+      const window = plan.promptLength + plan.responseLength;
+      const buffers = this.pool.get(plan.rows.length, window, plan.responseLength);
+      buffers.uploadSequences(rollout, plan.rows);
+      const perPosition = run(buffers);
+      gatherResponseValuesGpu(this.engine, perPosition, buffers.logProbs, plan.rows.length, window, plan.responseLength);
+      const values = await this.engine.read(buffers.logProbs);
+      plan.rows.forEach((row, b) => out.set(values.subarray(b * plan.responseLength, (b + 1) * plan.responseLength), row * R));
     }
     return out;
   }
@@ -117,14 +120,12 @@ export class ExperienceMaker {
     });
 
     const refLogProbs = this.reference
-      ? await this.responseAligned(rollout, config.forwardBlock, (indices) => {
-        const buffers = this.pool.get(indices.length, S, R);
+      ? await this.responseAligned(rollout, config.refForward, (buffers) => {
         return this.reference!.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: config.temperature, saveForBackward: false }).logprobs;
       })
       : null;
     const values = this.critic
-      ? await this.responseAligned(rollout, config.forwardBlock, (indices) => {
-        const buffers = this.pool.get(indices.length, S, R);
+      ? await this.responseAligned(rollout, config.valueForward, (buffers) => {
         return this.critic!.tokenValues(buffers.batch!, { saveForBackward: false });
       })
       : null;

@@ -15,7 +15,7 @@ import { batchSizes, usesCritic } from './config.ts';
 import { AdamWOptimizer, type AdamWState } from './adamw-optimizer.ts';
 import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
-import { ExperienceMaker, type Experience } from './experience.ts';
+import { ExperienceMaker, type Experience, type ExperienceConfig } from './experience.ts';
 import { ActorUpdater } from './actor-update.ts';
 import { CriticUpdater } from './critic-update.ts';
 import { getKlController, type KLController } from './kl-controller.ts';
@@ -103,6 +103,8 @@ export class PpoTrainer {
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceParams ?? frozenCopy(engine, actor.params, 'reference')) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
+    this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
+    if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
     this.criticOptimizer = plan.allocateOptimizerState && critic
       ? new AdamWOptimizer(engine, critic.params, {
         lr: c.critic.optim.lr, betas: c.critic.optim.betas as [number, number], eps: 1e-8,
@@ -225,7 +227,7 @@ export class PpoTrainer {
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, rewardMaskRatio: c.algorithm.reward_mask_ratio,
       temperature: c.actor_rollout_ref.rollout.temperature,
-      forwardBlock: c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? rollout.inputIds.length,
+      ...forwardBatching(c, rollout.inputIds.length),
     }, this.rng, this.klCtrl, baselineScores));
 
     const sizes = batchSizes(c);
@@ -233,6 +235,7 @@ export class PpoTrainer {
     if (this.criticUpdater) {
       Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, {
         epochs: c.critic.ppo_epochs, miniBatchSize: sizes.criticMiniBatch, microBatchSize: sizes.criticMicroBatch,
+        maxTokens: c.critic.use_dynamic_bsz ? c.critic.ppo_max_token_len_per_gpu : null, maxTokensKey: 'critic.ppo_max_token_len_per_gpu',
         shuffle: c.critic.shuffle, lossAggMode: c.critic.loss_agg_mode, cliprangeValue: c.critic.cliprange_value,
         lr: learningRate(c.critic.optim, this.globalStep, this.totalSteps),
       }, this.rng)));
@@ -243,6 +246,7 @@ export class PpoTrainer {
       const a = c.actor_rollout_ref.actor;
       Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, {
         epochs: a.ppo_epochs, miniBatchSize: sizes.actorMiniBatch, microBatchSize: sizes.actorMicroBatch, shuffle: a.shuffle,
+        maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
         lossAggMode: a.loss_agg_mode,
         policyLoss: resolvePolicyLossConfig({
           lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
@@ -287,4 +291,19 @@ function frozenCopy(engine: Engine, params: Arena, label: string): Arena {
   const copy = new ArenaClass(engine, label, params.layout);
   params.segments.forEach((segment, i) => engine.copy(segment, copy.segments[i]));
   return copy;
+}
+
+/** Micro-batches of the reference and critic forwards: sequences per forward, or a token budget (use_dynamic_bsz). */
+function forwardBatching(c: PpoConfig, sequences: number): Pick<ExperienceConfig, 'refForward' | 'valueForward'> {
+  const ref = c.actor_rollout_ref.ref;
+  return {
+    refForward: {
+      microBatchSize: ref.log_prob_micro_batch_size_per_gpu ?? sequences,
+      maxTokens: ref.log_prob_use_dynamic_bsz ? ref.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu',
+    },
+    valueForward: {
+      microBatchSize: c.critic.forward_micro_batch_size_per_gpu ?? sequences,
+      maxTokens: c.critic.use_dynamic_bsz ? c.critic.forward_max_token_len_per_gpu : null, maxTokensKey: 'critic.forward_max_token_len_per_gpu',
+    },
+  };
 }

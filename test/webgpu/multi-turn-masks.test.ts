@@ -61,7 +61,7 @@ async function experience(engine: Engine): Promise<Experience> {
   const N = rollout.inputIds.length;
   const x = await new ExperienceMaker(engine, null, null, CONFIG.vocabSize).make(rollout, [1, 0.5, 0, 1], {
     advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl',
-    rewardMaskRatio: 0, temperature: 1, forwardBlock: N,
+    rewardMaskRatio: 0, temperature: 1, refForward: { microBatchSize: N }, valueForward: { microBatchSize: N },
   }, new Rng(1), getKlController({ type: 'fixed', kl_coef: 0, horizon: 1, target_kl: 1 }));
   const rng = new Rng(4);
   const fill = () => Float32Array.from({ length: N * R }, () => -2 + rng.next());
