@@ -196,6 +196,16 @@ function promptBatch(prompts: readonly (readonly number[])[], c: RolloutConfig) 
   return { P, groupIds, ids, mask, lengths: groupIds.map((g) => prompts[g].length) };
 }
 
+/** Each sample's one-turn response and the (samples, R) log-probs of its tokens. */
+function singleTurnRecords(progress: readonly TurnProgress[], logprobs: Float32Array, R: number): SampleRecord[] {
+  return progress.map((p, i) => {
+    const record = new SampleRecord();
+    record.append(p.tokens, logprobs.subarray(i * R, i * R + p.tokens.length));
+    record.reason = p.reason;
+    return record;
+  });
+}
+
 /** The PPO batch from the prompts and every sample's final response. */
 function assemble(prompts: PromptBatch, records: readonly SampleRecord[], c: RolloutConfig): RolloutBatch {
   const R = c.maxResponseLength;
@@ -326,28 +336,21 @@ interface SlotSample {
 
 /** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size. */
 export class RolloutGenerator {
-  private decoder: IncrementalDecoder | null = null;
-  private prefill: IncrementalDecoder | null = null;
+  /** The decode batch's decoder, and the one continuous batching prefills newcomers in. */
+  private readonly decoders = new Map<'decode' | 'prefill', IncrementalDecoder>();
 
   constructor(
     readonly engine: Engine,
     readonly policy: PolicyWeights,
   ) {}
 
-  private decoderFor(rows: number, capacity: number): IncrementalDecoder {
-    const d = this.decoder;
+  private decoderFor(role: 'decode' | 'prefill', rows: number, capacity: number): IncrementalDecoder {
+    const d = this.decoders.get(role);
     if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity) return d;
     d?.destroy();
-    this.decoder = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, { maxRows: rows, capacity });
-    return this.decoder;
-  }
-
-  private prefillFor(rows: number, capacity: number): IncrementalDecoder {
-    const d = this.prefill;
-    if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity) return d;
-    d?.destroy();
-    this.prefill = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, { maxRows: rows, capacity });
-    return this.prefill;
+    const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, { maxRows: rows, capacity });
+    this.decoders.set(role, fresh);
+    return fresh;
   }
 
   /**
@@ -394,8 +397,8 @@ export class RolloutGenerator {
     const R = c.maxResponseLength;
     const readEvery = c.readEvery ?? DEFAULT_READ_EVERY;
     const compactBelow = c.compactBelow ?? DEFAULT_COMPACT_BELOW;
-    const decoder = this.decoderFor(slots, capacity);
-    const prefill = this.prefillFor(slots, prompts.P);
+    const decoder = this.decoderFor('decode', slots, capacity);
+    const prefill = this.decoderFor('prefill', slots, prompts.P);
     const state = new SamplerState(e, slots, N, R, c.eosTokenIds);
     const progress = prompts.groupIds.map(() => new TurnProgress(c, [], c.stopStrings ?? [], R));
     const harvested = new Array<number>(N).fill(0);
@@ -404,14 +407,15 @@ export class RolloutGenerator {
     // The shared index starts past the longest prompt, so any prompt can end there.
     decoder.cache.reset(slots, prompts.P);
     let rows: (SlotSample | null)[] = new Array<SlotSample | null>(slots).fill(null);
-    let waiting = 0;
+    /** Samples [0, admitted) have taken a slot; the rest wait in order. */
+    let admitted = 0;
     let dispatches = 0;
 
     /** Prefills the next waiting samples into the listed rows (ascending); returns their (k, V) logits. */
     const admit = (free: readonly number[]): { logits: Tensor; rows: number[] } => {
-      const taken = free.slice(0, N - waiting);
-      const samples = taken.map((_, k) => waiting + k);
-      waiting += taken.length;
+      const taken = free.slice(0, N - admitted);
+      const samples = taken.map((_, k) => admitted + k);
+      admitted += taken.length;
       const width = Math.max(...samples.map((i) => prompts.lengths[i]));
       const cut = (row: readonly number[]) => row.slice(prompts.P - width);
       prefill.reset(taken.length);
@@ -426,13 +430,14 @@ export class RolloutGenerator {
       return { logits, rows: taken };
     };
 
-    let pending: { dispatches: number; lo: number; tokens: Promise<Uint32Array> } | null = null;
+    // A read of the output rows of samples [lo, hi) after `dispatches` sampler dispatches.
+    let pending: { dispatches: number; lo: number; hi: number; tokens: Promise<Uint32Array> } | null = null;
     const harvest = async (): Promise<void> => {
       if (!pending) return;
-      const { dispatches: through, lo, tokens } = pending;
+      const { dispatches: through, lo, hi, tokens } = pending;
       pending = null;
       const host = await tokens;
-      for (let i = lo; i < waiting; i++) {
+      for (let i = lo; i < hi; i++) {
         const p = progress[i];
         if (p.done) continue;
         const to = Math.min(R, through - firstDispatch[i]);
@@ -454,12 +459,12 @@ export class RolloutGenerator {
         // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
         await harvest();
         const live = rows.filter((s): s is SlotSample => s !== null && !s.progress.done);
-        if (live.length === 0 && waiting === N) break;
-        const lo = Math.min(...live.map((s) => s.sample), waiting);
-        if (waiting > lo) pending = { dispatches, lo, tokens: e.read(state.tokens.view(state.tokens.name, lo * R, [(waiting - lo) * R])) };
+        if (live.length === 0 && admitted === N) break;
+        const lo = Math.min(...live.map((s) => s.sample), admitted);
+        if (admitted > lo) pending = { dispatches, lo, hi: admitted, tokens: e.read(state.tokens.view(state.tokens.name, lo * R, [(admitted - lo) * R])) };
         free = rows.flatMap((s, r) => (s === null || s.progress.done ? [r] : []));
         for (const r of free) if (rows[r]) { state.finish(r); rows[r] = null; }
-        if (waiting === N && free.length > 0 && live.length <= compactBelow * count) {
+        if (admitted === N && free.length > 0 && live.length <= compactBelow * count) {
           const keep = rows.flatMap((s, r) => (s ? [r] : []));
           decoder.keepRows(keep);
           state.keepRows(keep);
@@ -476,22 +481,17 @@ export class RolloutGenerator {
       }
       const next = state.view(rows.length);
       logits = decoder.extend({ ids: next.ids, positions: next.positions, T: 1, mask: null });
-      if (free.length > 0 && waiting < N) {
-        const admitted = admit(free);
+      if (free.length > 0 && admitted < N) {
+        const newcomers = admit(free);
         const V = this.policy.config.vocabSize;
         // Newcomers sample their first token from their prompt's logits, the others from this step's.
-        admitted.rows.forEach((r, k) => e.copy(admitted.logits.view(`${admitted.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));
+        newcomers.rows.forEach((r, k) => e.copy(newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));
       }
       e.flush();
     }
-    const logprobs = await e.read(state.logprobs);
+    const records = singleTurnRecords(progress, await e.read(state.logprobs), R);
     state.destroy();
-    return progress.map((p, i) => {
-      const record = new SampleRecord();
-      record.append(p.tokens, logprobs.subarray(i * R, i * R + p.tokens.length));
-      record.reason = p.reason;
-      return record;
-    });
+    return records;
   }
 
   /** Multi-turn decoding of the samples `chunk` (ascending) in lockstep, turn by turn. */
@@ -500,7 +500,7 @@ export class RolloutGenerator {
     const R = c.maxResponseLength;
     const turnEndIds = environment.turnEndTokenIds;
     const stopStrings = [...(c.stopStrings ?? []), ...environment.turnEndStrings];
-    const decoder = this.decoderFor(chunk.length, capacity);
+    const decoder = this.decoderFor('decode', chunk.length, capacity);
     const state = new SamplerState(e, chunk.length, prompts.groupIds.length, R, [...c.eosTokenIds, ...turnEndIds]);
     // rowSample[r]: the sample row r holds (the GPU's sampleIds, mirrored).
     let rowSample = [...chunk];
@@ -640,10 +640,8 @@ export class RolloutGenerator {
   }
 
   destroy(): void {
-    this.decoder?.destroy();
-    this.prefill?.destroy();
-    this.decoder = null;
-    this.prefill = null;
+    for (const d of this.decoders.values()) d.destroy();
+    this.decoders.clear();
   }
 }
 
@@ -690,13 +688,7 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
       masks[i].push(1);
     }
   }
-  const logprobs = await e.read(state.logprobs);
+  const records = singleTurnRecords(samples, await e.read(state.logprobs), R);
   state.destroy();
-  const records = samples.map((s, i) => {
-    const record = new SampleRecord();
-    record.append(s.tokens, logprobs.subarray(i * R, i * R + s.tokens.length));
-    record.reason = s.reason;
-    return record;
-  });
   return assemble(prompts, records, c);
 }
