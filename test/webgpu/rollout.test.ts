@@ -13,7 +13,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { KvCache } from '../../models/kv-cache.ts';
-import { RolloutGenerator, generateWithoutCache, rolloutSlots, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout.ts';
+import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
 
@@ -202,20 +202,6 @@ describe('continuous batching', () => {
       expect(slotted.responses).toEqual(recomputed.responses);
     });
   }
-
-  it('takes as many slots as one binding and the memory budget hold', () => {
-    const m = config('LlamaForCausalLM');
-    const caps = { maxBufferSize: 2 ** 31, maxStorageBufferBindingSize: 2 ** 27 };
-    const shape = { promptLength: 100, capacity: 1200, samples: 100_000 };
-    const unbounded = rolloutSlots(caps, m, shape, { memoryBudgetBytes: 2 ** 40 });
-    // a KV cache layer is (slots, capacity, NKV·HS) floats, the largest tensor here
-    expect(unbounded).toBe(Math.floor(2 ** 27 / (1200 * 2 * 8 * 4)));
-    const budgeted = rolloutSlots(caps, m, shape, { memoryBudgetBytes: 2 ** 24 });
-    expect(budgeted).toBeLessThan(unbounded);
-    expect(rolloutSlots(caps, m, shape, { memoryBudgetBytes: 2 ** 24, maxSlots: 3 })).toBe(3);
-    expect(rolloutSlots(caps, m, { ...shape, samples: 2 }, { memoryBudgetBytes: 2 ** 40 })).toBe(2);
-    expect(() => rolloutSlots(caps, m, shape, { memoryBudgetBytes: 1000 })).toThrow(/gpu_memory_utilization/);
-  });
 });
 
 /**
