@@ -49,6 +49,5 @@ describe('gradient checkpointing', () => {
     recomputed.grads.forEach((g, s) => expect(g, `gradient segment ${s}`).toEqual(stored.grads[s]));
     // Per layer only its input (R, C) stays; one layer's activations are shared.
     expect(recomputed.bytes).toBeLessThan(0.6 * stored.bytes);
-    console.log(`activations for B×T = ${B}×${T}, ${CONFIG.numLayers} layers: ${stored.bytes} bytes stored, ${recomputed.bytes} bytes with recomputation`);
   });
 });
