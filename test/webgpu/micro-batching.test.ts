@@ -12,14 +12,14 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import { AdamWOptimizer } from '../../ppo/adamw-optimizer.ts';
-import { ActorUpdater } from '../../ppo/actor-update.ts';
-import { CriticUpdater } from '../../ppo/critic-update.ts';
-import { ExperienceMaker, type Experience } from '../../ppo/experience.ts';
-import { planMicroBatches, type MicroBatching } from '../../ppo/mini-batches.ts';
-import { resolvePolicyLossConfig } from '../../ppo/losses.ts';
-import { getKlController } from '../../ppo/kl-controller.ts';
-import type { RolloutBatch } from '../../ppo/rollout.ts';
+import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
+import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
+import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
+import { planMicroBatches, type MicroBatching } from '../../ppo/phases/mini-batches.ts';
+import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
+import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
+import type { RolloutBatch } from '../../ppo/phases/rollout.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
@@ -60,10 +60,15 @@ async function experience(engine: Engine, forward: MicroBatching): Promise<Exper
   const reference = new CausalLm(engine, CONFIG, arena(engine, CONFIG, 'mb-reference'));
   const criticConfig = withHead(CONFIG, 'token-classification');
   const critic = new ValueModel(engine, criticConfig, arena(engine, criticConfig, 'mb-values'));
-  const x = await new ExperienceMaker(engine, reference, critic, CONFIG.vocabSize).make(rolloutBatch(), [1, 0.5, 0, 1, 0, 0, 1, 0.3], {
-    advEstimator: 'gae', gamma: 1, lam: 0.95, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl',
-    rewardMaskRatio: 0, temperature: 1, refForward: forward, valueForward: forward,
-  }, new Rng(1), getKlController({ type: 'fixed', kl_coef: 0, horizon: 1, target_kl: 1 }));
+  const maker = new ExperienceMaker(engine, reference, critic, CONFIG.vocabSize);
+  const plan = {
+    advEstimator: 'gae', gamma: 1, lam: 0.95, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl', temperature: 1,
+    refForward: forward, valueForward: forward,
+  };
+  const batch = maker.begin(rolloutBatch(), [1, 0.5, 0, 1, 0, 0, 1, 0.3], sampleRewardMask(new Rng(1), N, 0));
+  await maker.referenceLogProbs(batch, plan);
+  await maker.values(batch, plan);
+  const x = await maker.advantages(batch, plan, null);
   const rng = new Rng(4);
   return { ...x, oldLogProbs: x.refLogProbs!.map((v) => v + 0.2 * (rng.next() - 0.5)) };
 }

@@ -13,7 +13,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { KvCache } from '../../models/kv-cache.ts';
-import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout.ts';
+import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
 
