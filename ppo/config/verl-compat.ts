@@ -106,7 +106,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.hybrid_engine', 'actor and rollout always share one set of weights here'],
   ['actor_rollout_ref.rollout.name', INFERENCE],
   ['actor_rollout_ref.rollout.mode', INFERENCE],
-  ['actor_rollout_ref.rollout.gpu_memory_utilization', INFERENCE],
   ['actor_rollout_ref.rollout.max_num_batched_tokens', INFERENCE],
   ['actor_rollout_ref.rollout.max_num_seqs', INFERENCE],
   ['actor_rollout_ref.rollout.max_model_len', INFERENCE],

@@ -110,7 +110,7 @@ describe('verl keys beside the schema', () => {
   it('cluster and inference-engine keys are accepted and listed in one line with the reason', () => {
     const { notes } = composeConfig({
       overrides: [
-        'actor_rollout_ref.rollout.name=vllm', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2', 'actor_rollout_ref.rollout.gpu_memory_utilization=0.6',
+        'actor_rollout_ref.rollout.name=vllm', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2', 'actor_rollout_ref.rollout.enforce_eager=True',
         'actor_rollout_ref.actor.fsdp_config.param_offload=False', 'critic.model.fsdp_config.optimizer_offload=True', 'actor_rollout_ref.model.use_remove_padding=True',
         'data.return_raw_chat=True', 'trainer.default_hdfs_dir=null', 'actor_rollout_ref.actor.ulysses_sequence_parallel_size=1',
       ],
