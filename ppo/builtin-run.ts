@@ -1,7 +1,8 @@
 // Assembles the built-in run (data.train_files null) without touching files: the built-in task's tokenizer and chat
 // template, its training and held-out prompts, the from-scratch actor with its supervised warm start (or the
-// already warm-started one the caller loaded from actor_rollout_ref.model.path), the critic initialised from that actor, the rule reward and, for the search
-// task, the retriever over its corpus. Browser-safe: the demo calls it in a tab; Node's run setup does the same for the built-in branch.
+// warm-started one the caller loaded from actor_rollout_ref.model.path), the critic initialised from that actor,
+// the rule reward and, for the search task, the retriever over its corpus. Browser-safe: the demo calls it in a
+// tab; Node's run setup does the same for the built-in branch.
 import type { Engine } from '../engine/index.ts';
 import type { PpoConfig } from './config.ts';
 import { usesCritic } from './config.ts';

@@ -169,6 +169,7 @@ async function reset(): Promise<void> {
   for (const id of ['reward', 'accuracy', 'start-accuracy', 'tokens-per-second', 'step-time']) show(id, '–');
   showSamples([]);
   charts.reset();
+  if (checkpoint) showShippedWarmStart();
   metricsLog.clear();
   setPhase('idle');
 }
