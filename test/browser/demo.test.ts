@@ -33,7 +33,7 @@ const RUN_SETTINGS = { steps: String(PPO_STEPS) };
 /** Validation accuracy gained over the checkpoint's, on the page's 64 held-out prompts. */
 const MIN_GAIN = 0.25;
 /** A live warm start, kept short: it only has to show that path works. */
-const LIVE_SETTINGS = { warmStartSteps: '5', batchSize: '8', steps: '1' };
+const LIVE_SETTINGS = { warmStartSteps: '10', batchSize: '8', steps: '1' };
 const RUN_TIMEOUT_MS = 480_000;
 
 const CONTENT_TYPES: Record<string, string> = {
