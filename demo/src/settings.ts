@@ -2,8 +2,8 @@
 // the keys `node train.js key=value` takes, and shows that command. The run is scaled down for a tab: fewer prompts
 // per step and a smaller held-out set, validated every VALIDATION_EVERY steps.
 import { loadConfig, type PpoConfig } from '../../ppo/config.ts';
-import { DEFAULT_JOB_YAML } from '../../ppo/default-job.ts';
-import { BUILTIN_TASKS } from '../../ppo/builtin-tasks.ts';
+import { DEFAULT_JOB_YAML } from '../../ppo/tasks/default-job.ts';
+import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
 import { SHIPPED_CHECKPOINT_PATH } from './shipped-checkpoint.ts';
 
 export interface DemoSettings {

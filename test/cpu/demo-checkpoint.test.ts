@@ -8,9 +8,9 @@ import { describe, expect, it } from 'vitest';
 import { openHfCheckpoint } from '../../models/checkpoint-io.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { loadConfig } from '../../ppo/config.ts';
-import { builtinDataset, builtinTokenizer } from '../../ppo/builtin-run.ts';
-import { BUILTIN_TASKS } from '../../ppo/builtin-tasks.ts';
-import { DEFAULT_JOB_YAML, WARM_START_RECORD_FILE, type WarmStartRecord } from '../../ppo/default-job.ts';
+import { builtinDataset, builtinTokenizer } from '../../ppo/run/builtin-run.ts';
+import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
+import { DEFAULT_JOB_YAML, WARM_START_RECORD_FILE, type WarmStartRecord } from '../../ppo/tasks/default-job.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 
 const DIR = resolve(import.meta.dirname, '../..', SHIPPED_CHECKPOINT_PATH);

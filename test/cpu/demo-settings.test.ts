@@ -1,7 +1,7 @@
 // The demo's settings panel maps to valid configurations of the default job with the intended keys.
 import { describe, expect, test } from 'vitest';
 import { batchSizes, loadConfig, usesCritic } from '../../ppo/config.ts';
-import { DEFAULT_JOB_YAML } from '../../ppo/default-job.ts';
+import { DEFAULT_JOB_YAML } from '../../ppo/tasks/default-job.ts';
 import { demoConfig, GRPO_SAMPLES_PER_PROMPT, trainCommand, type DemoSettings } from '../../demo/src/settings.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 import { formatValue } from '../../demo/src/format-value.ts';
