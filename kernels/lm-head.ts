@@ -109,6 +109,11 @@ function checkShape(launcher: string, a: LmHeadShape): void {
   if (!(a.temperature > 0)) throw new Error(`${launcher}: temperature is ${a.temperature}, expected > 0`);
 }
 
+/** Vocabulary rows per chunk of N rows of hidden C (the bench times matmuls in the same chunks). */
+export function lmHeadChunkWidth(engine: Engine, N: number, C: number, V: number): number {
+  return chunkWidth(engine, 'lmHeadChunkWidth', N, C, V);
+}
+
 /** Vocabulary rows per chunk: all of V when the (N, V) logits fit the scratch budget and the weight one binding,
  *  else the most that do. */
 function chunkWidth(engine: Engine, launcher: string, N: number, C: number, V: number, chunkSize?: number): number {

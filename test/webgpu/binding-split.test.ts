@@ -58,8 +58,8 @@ async function run(engine: Engine, values: Map<string, Float32Array>, stepGrads?
   }));
   const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize, 'split-test');
   const out = lm.tokenLogprobs(batch, engine.tensorFrom('targets', [R], targets, 'u32'), { saveForBackward: true });
-  const logprobs = await engine.read(out.logprobs);
-  const entropy = await engine.read(out.entropy);
+  const logprobs = Float32Array.from(await engine.read(out.logprobs));
+  const entropy = Float32Array.from(await engine.read(out.entropy));
   // Full logits of two rows (sampling's path): the (2, V) output fits one binding, the weight does not.
   const logitsOut = engine.tensor('logits', [2, config.vocabSize]);
   const hidden = engine.tensorFrom('hidden', [2, config.hiddenSize], Array.from({ length: 2 * config.hiddenSize }, (_, i) => Math.sin(i)));
