@@ -44,6 +44,10 @@ export class Engine {
   private readonly uniformAlign: number;
   /** Dispatches recorded since the engine was created (for tests and benchmarks). */
   dispatchCount = 0;
+  /** Bytes of the tensors' buffers alive now, and the most ever alive at once (the measured peak of a run). */
+  allocatedBytes = 0;
+  peakAllocatedBytes = 0;
+  private readonly liveBuffers = new WeakSet<GPUBuffer>();
 
   static async create(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
     return new Engine(await createGpu(knobs));
@@ -78,11 +82,15 @@ export class Engine {
       throw new Error(`tensor ${label} needs ${byteLength} bytes but this device's largest buffer is ${this.caps.maxBufferSize} bytes ` +
         `(maxBufferSize); split it into several tensors`);
     }
-    return this.device.createBuffer({
+    const buffer = this.device.createBuffer({
       label,
       size: Math.max(16, Math.ceil(byteLength / 16) * 16),
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST | extraUsage,
     });
+    this.liveBuffers.add(buffer);
+    this.allocatedBytes += buffer.size;
+    this.peakAllocatedBytes = Math.max(this.peakAllocatedBytes, this.allocatedBytes);
+    return buffer;
   }
 
   /** `tensor` as consecutive windows of whole rows (`rowElements` each) that this device can bind. */
@@ -119,6 +127,7 @@ export class Engine {
       for (const key of [...this.bindGroups.keys()]) if (key.includes(`|${id}@`)) this.bindGroups.delete(key);
     }
     if (this.encoder) this.flush();
+    if (this.liveBuffers.delete(tensor.buffer)) this.allocatedBytes -= tensor.buffer.size;
     tensor.buffer.destroy();
   }
 
