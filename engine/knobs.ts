@@ -30,8 +30,6 @@ export interface EngineKnobs {
   disabledFeatures: string[];
   /** WEBGPU_KERNEL_VARIANTS=matmul:naive,attention:v1: force a kernel variant instead of the automatic choice. */
   kernelVariants: Record<string, string>;
-  /** VALIDATE_WITH_CPU=1: kernels with a validator re-check their output against kernels/ref/. */
-  validateWithCpu: boolean;
   /** WEBGPU_MAX_BINDING_BYTES=65536: pretend the device binds at most this many bytes per storage binding, so the
    *  paths that split large tensors run (and are tested) on shapes that would fit whole. null: the device's limit. */
   maxBindingBytes: number | null;
@@ -51,7 +49,6 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     profile: env.WEBGPU_PROFILE === '1',
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
-    validateWithCpu: env.VALIDATE_WITH_CPU === '1',
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
   };
 }

@@ -3,7 +3,7 @@
 import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
-import { planMemory, parameterCount, formatMemoryPlan } from '../../ppo/memory-plan.ts';
+import { planMemory, parameterCount, formatMemoryPlan } from '../../ppo/run/memory-plan.ts';
 
 const actor = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,

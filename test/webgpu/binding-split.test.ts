@@ -12,7 +12,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { matmul } from '../../kernels/matmul.ts';
 import { lmHeadLogits } from '../../kernels/lm-head.ts';
-import { AdamWOptimizer } from '../../ppo/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
 
 const SPLIT_BYTES = 16384;
 

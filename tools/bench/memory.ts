@@ -8,7 +8,7 @@ import { totalmem } from 'node:os';
 import type { Engine } from '../../engine/index.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';
 import { loadConfig, usesCritic } from '../../ppo/config.ts';
-import { planMemory, formatMemoryPlan, deviceMemory, type MemoryPlan } from '../../ppo/memory-plan.ts';
+import { planMemory, formatMemoryPlan, deviceMemory, type MemoryPlan } from '../../ppo/run/memory-plan.ts';
 
 async function readModelConfig(dir: string): Promise<DecoderConfig> {
   const file = join(dir, 'config.json');
