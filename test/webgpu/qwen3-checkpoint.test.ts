@@ -3,7 +3,7 @@
 // in float32 when asked, reloads with the same weights, and its 152K-row LM head gives the same log-probs when the
 // embedding is split across bindings (a forced 32 MiB limit: 3 windows of the 78 MB table).
 import { describe, it, expect, afterAll } from 'vitest';
-import { mkdtemp, readFile, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gpuEngine } from './gpu.ts';
@@ -41,11 +41,17 @@ function firstDifference(a: Float32Array[], b: Float32Array[]): number {
 
 describe('Qwen3-shaped bf16 checkpoint (vocabulary 151,936)', () => {
   let split: Engine | null = null;
-  afterAll(() => split?.destroy());
+  const roots: string[] = [];
+  // Each checkpoint directory holds ~100 MB.
+  afterAll(async () => {
+    split?.destroy();
+    for (const root of roots) await rm(root, { recursive: true, force: true });
+  });
 
   it('saves in the dtype it came in (bf16, half the size) or float32 when asked, and reloads the same weights', async () => {
     const engine = await gpuEngine();
     const root = await mkdtemp(join(tmpdir(), 'qwen3-'));
+    roots.push(root);
     const source = join(root, 'source');
     await writeQwen3Model(source, { ...QWEN3_TINY_LAYER, layers: 1 });
     const model = await loadModel(engine, source);
@@ -74,6 +80,7 @@ describe('Qwen3-shaped bf16 checkpoint (vocabulary 151,936)', () => {
 
   it('the 152K-row LM head gives the same log-probs with its embedding split across bindings', async () => {
     const root = await mkdtemp(join(tmpdir(), 'qwen3-split-'));
+    roots.push(root);
     await writeQwen3Model(root, { ...QWEN3_TINY_LAYER, layers: 1 }, 3);
     split = await Engine.create({ ...readKnobs(), maxBindingBytes: 32 << 20 });
     const inputIds = [[151644, 872, 198, 9707, 11, 1879, 0, 151645], [151643, 151643, 151644, 77091, 198, 16, 10, 151935]];
