@@ -84,11 +84,14 @@ const SCHEMA = {
   actor_rollout_ref: {
     model: {
       path: optStr(null, 'Hugging Face directory of the actor (the reference is its frozen copy); null: the built-in tiny Qwen3-style model'),
+      enable_gradient_checkpointing: bool(false, 'Activation recomputation: keep only each layer\'s input in the forward, recompute the layer in backward (same gradients, about a third more compute); verl defaults to true, here false: on this engine\'s usual devices compute is scarcer than memory'),
     },
     actor: {
       ppo_mini_batch_size: int(256, 'Prompts per optimizer step (× rollout.n sequences)', positive),
       ppo_micro_batch_size: optInt(null, 'Deprecated spelling of ppo_micro_batch_size_per_gpu (one device here)', positive),
       ppo_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward/backward; smaller than the mini-batch accumulates gradients; null: the whole mini-batch', positive),
+      use_dynamic_bsz: bool(false, 'Form micro-batches by a token budget (ppo_max_token_len_per_gpu) instead of ppo_micro_batch_size_per_gpu: similar lengths together, each padded only to its own longest sequence'),
+      ppo_max_token_len_per_gpu: int(16384, 'use_dynamic_bsz: tokens per micro-batch, padding included (rows × (longest prompt + longest response))', positive),
       ppo_epochs: int(1, 'Passes over each rollout batch', positive),
       shuffle: bool(false, 'Shuffle sequences across mini-batches every PPO epoch'),
       grad_clip: float(1.0, 'Clip the global gradient norm to this', positive),
@@ -112,7 +115,10 @@ const SCHEMA = {
       top_k: int(-1, 'Keep the k most likely tokens; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
       top_p: float(1, 'Nucleus sampling mass', probability),
       do_sample: bool(true, 'Sample; false: greedy'),
+      gpu_memory_utilization: float(0.5, 'Fraction of the device memory generation may take (KV caches, activations, logits); WebGPU reports no device memory, so of an assumed 4 GiB', { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 }),
       log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward when recomputing old log-probs; null: all at once', positive),
+      log_prob_use_dynamic_bsz: bool(false, 'Log-prob forwards by a token budget (the reference\'s default; old log-probs come from the sampler here)'),
+      log_prob_max_token_len_per_gpu: int(16384, 'log_prob_use_dynamic_bsz: tokens per forward, padding included', positive),
       val_kwargs: {
         n: int(1, 'Responses per validation prompt', positive),
         temperature: float(0, 'Validation sampling temperature', nonNegative),
@@ -123,17 +129,23 @@ const SCHEMA = {
     },
     ref: {
       log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward of the reference model; null: all at once', positive),
+      log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.rollout.log_prob_use_dynamic_bsz}', 'Reference forwards by a token budget instead of log_prob_micro_batch_size_per_gpu'),
+      log_prob_max_token_len_per_gpu: int('${actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu}', 'log_prob_use_dynamic_bsz: tokens per reference forward, padding included', positive),
     },
   },
   critic: {
     model: {
       path: optStr('${actor_rollout_ref.model.path}', 'Hugging Face directory the critic starts from (a value head is added when it has none)'),
+      enable_gradient_checkpointing: bool(false, 'Activation recomputation: keep only each layer\'s input in the forward, recompute the layer in backward (same gradients, about a third more compute); verl defaults to true, here false: on this engine\'s usual devices compute is scarcer than memory'),
     },
     optim: optimizerKeys(1e-5),
     ppo_mini_batch_size: int('${actor_rollout_ref.actor.ppo_mini_batch_size}', 'Prompts per critic optimizer step (× rollout.n sequences)', positive),
     ppo_micro_batch_size: optInt(null, 'Deprecated spelling of ppo_micro_batch_size_per_gpu (one device here)', positive),
     ppo_micro_batch_size_per_gpu: optInt(null, 'Sequences per critic forward/backward; null: the whole mini-batch', positive),
     forward_micro_batch_size_per_gpu: optInt('${critic.ppo_micro_batch_size_per_gpu}', 'Sequences per critic forward when computing values; null: all at once', positive),
+    use_dynamic_bsz: bool('${actor_rollout_ref.actor.use_dynamic_bsz}', 'Critic micro-batches and value forwards by a token budget'),
+    ppo_max_token_len_per_gpu: int(32768, 'use_dynamic_bsz: tokens per critic micro-batch, padding included', positive),
+    forward_max_token_len_per_gpu: int('${critic.ppo_max_token_len_per_gpu}', 'use_dynamic_bsz: tokens per value forward, padding included', positive),
     ppo_epochs: int('${actor_rollout_ref.actor.ppo_epochs}', 'Critic passes over each rollout batch', positive),
     shuffle: bool('${actor_rollout_ref.actor.shuffle}', 'Shuffle sequences across critic mini-batches'),
     grad_clip: float(1.0, 'Clip the critic\'s global gradient norm to this', positive),
