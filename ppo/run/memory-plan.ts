@@ -9,6 +9,7 @@ import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
 import { elementCount, type Engine } from '../../engine/index.ts';
 import { batchSizes, usesCritic, type PpoConfig } from '../config.ts';
+import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
 
 const F32 = 4;
 /** The LM head's logits scratch is at most this (kernels/lm-head.ts). */
@@ -85,9 +86,8 @@ function phase(name: string, items: MemoryItem[], residentBytes: number, largest
   return { phase: name, items, bytes, peakBytes: residentBytes + bytes, largestTensor };
 }
 
-/** The memory plan of `config` with these models on this device. `rolloutSequences`: sequences generated at
- *  once (by default the whole batch, data.train_batch_size × rollout.n). */
-export function planMemory(config: PpoConfig, models: PlanModels, device: DeviceMemory, rolloutSequences?: number): MemoryPlan {
+/** The memory plan of `config` with these models on this device. */
+export function planMemory(config: PpoConfig, models: PlanModels, device: DeviceMemory): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
   const sizes = batchSizes(config);
@@ -114,13 +114,21 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
-  // Rollout: the KV cache of every sequence in flight, the prompt prefill's activations, the sampling logits.
-  const S = rolloutSequences ?? sizes.sequences;
+  // Rollout: the KV cache of every sequence in flight (as many slots as rollout.ts decodes at once, from the same
+  // budget the trainer gives it), the prompt prefill's activations, the sampling logits.
+  let S = 1;
+  try {
+    S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor,
+      { promptLength, capacity: sequenceLength, samples: sizes.sequences },
+      { memoryBudgetBytes: config.actor_rollout_ref.rollout.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES });
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
   const kvWidth = actor.numKvHeads * actor.headDim;
   const kvLayer = S * sequenceLength * kvWidth * F32;
   const prefill = trunkActivations(actor, S * promptLength, false);
   const samplingLogits = S * actor.vocabSize * F32;
-  phases.push(phase('rollout', [
+  phases.push(phase(`rollout (${S} of ${sizes.sequences} sequences at once)`, [
     { what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`, bytes: 2 * actor.numLayers * kvLayer + kvLayer },
     { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
     { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
@@ -129,13 +137,6 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     { what: 'sampling logits', bytes: samplingLogits },
     { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
   ])));
-  const rolloutPerSequence = Math.max(sequenceLength * kvWidth * F32, actor.vocabSize * F32, promptLength * prefill.widestRow);
-  if (S * rolloutPerSequence > device.maxBindingBytes) {
-    const fits = Math.floor(device.maxBindingBytes / rolloutPerSequence);
-    problems.push(`rollout: ${S} sequences at once need a ${mib(S * rolloutPerSequence)} tensor (the KV cache of one layer, the sampling ` +
-      `logits or a prefill activation), above the ${mib(device.maxBindingBytes)} binding limit — ` +
-      (fits >= 1 ? `generate at most ${fits} at once (data.train_batch_size × actor_rollout_ref.rollout.n)` : 'shorten data.max_prompt_length + data.max_response_length'));
-  }
 
   const forward = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
     const tokens = sequences * sequenceLength;
@@ -169,7 +170,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
   if (device.budgetBytes !== null && peakBytes > device.budgetBytes) {
     const worst = phases.reduce((a, b) => (b.peakBytes > a.peakBytes ? b : a));
-    const keys = PHASE_KEYS[worst.phase] ?? [];
+    const keys = PHASE_KEYS[worst.phase.split(' (')[0]] ?? [];
     problems.push(`peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(device.budgetBytes)}: ` +
       (residentBytes > device.budgetBytes
         ? `the models alone take ${gib(residentBytes)} — use a smaller model or fewer layers`
@@ -179,7 +180,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
 }
 
 const PHASE_KEYS: Record<string, string[]> = {
-  rollout: ['data.train_batch_size', 'actor_rollout_ref.rollout.n', 'data.max_response_length'],
+  rollout: ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
   'old log-probs': ['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'],
   'reference log-probs': ['actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu'],
   'reward model': ['reward_model.micro_batch_size_per_gpu'],

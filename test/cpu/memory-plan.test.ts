@@ -26,7 +26,8 @@ describe('memory plan', () => {
     expect(parameterCount(actor)).toBe(151936 * 128 + 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128 + 2 * 128 + 2 * 32) + 128);
     expect(plan.resident.map((r) => r.what)).toEqual(['actor parameters', 'actor gradients', 'actor AdamW moments', 'critic parameters', 'critic gradients', 'critic AdamW moments']);
     expect(plan.resident[2].bytes).toBe(2 * actorBytes);
-    expect(plan.phases.map((p) => p.phase)).toEqual(['rollout', 'old log-probs', 'values', 'critic update', 'actor update']);
+    // rollout.ts would decode all 16 sequences at once here (one binding and the budget hold them).
+    expect(plan.phases.map((p) => p.phase)).toEqual(['rollout (16 of 16 sequences at once)', 'old log-probs', 'values', 'critic update', 'actor update']);
     expect(plan.peakBytes).toBe(Math.max(...plan.phases.map((p) => p.peakBytes)));
     // 16 sequences × 1,024 tokens × 2 layers × (K, V) × 64 floats, plus one layer's compaction scratch.
     expect(plan.phases[0].items[0].bytes).toBe((2 * 2 + 1) * 16 * 1024 * 64 * 4);
@@ -42,6 +43,14 @@ describe('memory plan', () => {
     const fixed = planMemory(config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']), { actor, critic, rewardModel: null }, device);
     expect(fixed.problems.some((p) => p.startsWith('actor update'))).toBe(false);
     expect(plan.problems.some((p) => p.startsWith('old log-probs') && p.includes('actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu='))).toBe(true);
+  });
+
+  it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
+    const plan = planMemory(config(['data.train_batch_size=512', 'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'actor_rollout_ref.rollout.gpu_memory_utilization=1']),
+      { actor, critic, rewardModel: null }, { maxBindingBytes: 16 * MIB, budgetBytes: null });
+    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
+    expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
+    expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
   });
 
   it('a peak above the budget names the phase and its keys', () => {
