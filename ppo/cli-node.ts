@@ -4,6 +4,7 @@
 // chart writer (train.js passes tools/plot's), draws the run's charts when it is done.
 import { readFile, mkdir, appendFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { totalmem } from 'node:os';
 import { Engine } from '../engine/index.ts';
 import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
 import { DEFAULT_JOB_YAML } from './tasks/default-job.ts';
@@ -13,6 +14,7 @@ import { PpoTrainer } from './trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
 import { formatStepLine } from './run/progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
+import { planMemory, formatMemoryPlan, deviceMemory } from './run/memory-plan.ts';
 
 const USAGE = 'usage: node train.js [--config run.yaml] [key.sub=value ...]   (node train.js --help lists every key)';
 
@@ -96,6 +98,8 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
+  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem())), false)) log(line);
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
   const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
