@@ -7,6 +7,7 @@
 // and at the end, and, given a chart writer (train.js passes tools/plot's), draws the run's charts.
 import { readFile, mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { totalmem } from 'node:os';
 import { Engine } from '../engine/index.ts';
 import { HfConfigError } from '../models/hf-config.ts';
 import { TokenizerError } from '../models/tokenizer.ts';
@@ -22,6 +23,7 @@ import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
 import { formatStepLine } from './run/progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from './loggers/tracking-node.ts';
+import { planMemory, formatMemoryPlan, deviceMemory } from './run/memory-plan.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -151,6 +153,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
   const tracking = await Tracking.open(config, runDir, resumed !== null, env);
   if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
+  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem())), false)) log(line);
 
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
