@@ -86,8 +86,8 @@ function phase(name: string, items: MemoryItem[], residentBytes: number, largest
   return { phase: name, items, bytes, peakBytes: residentBytes + bytes, largestTensor };
 }
 
-/** The memory plan of `config` with these models on this device. */
-export function planMemory(config: PpoConfig, models: PlanModels, device: DeviceMemory): MemoryPlan {
+/** The memory plan of `config` with these models on this device, validating on `validationPrompts` prompts. */
+export function planMemory(config: PpoConfig, models: PlanModels, device: DeviceMemory, validationPrompts = 0): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
   const sizes = batchSizes(config);
@@ -115,28 +115,34 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
 
   const phases: PhasePlan[] = [];
   // Rollout: the KV cache of every sequence in flight (as many slots as rollout.ts decodes at once, from the same
-  // budget the trainer gives it), the prompt prefill's activations, the sampling logits.
-  let S = 1;
-  try {
-    S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor,
-      { promptLength, capacity: sequenceLength, samples: sizes.sequences },
-      { memoryBudgetBytes: config.actor_rollout_ref.rollout.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES });
-  } catch (err) {
-    problems.push((err as Error).message);
-  }
-  const kvWidth = actor.numKvHeads * actor.headDim;
-  const kvLayer = S * sequenceLength * kvWidth * F32;
-  const prefill = trunkActivations(actor, S * promptLength, false);
-  const samplingLogits = S * actor.vocabSize * F32;
-  phases.push(phase(`rollout (${S} of ${sizes.sequences} sequences at once)`, [
-    { what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`, bytes: 2 * actor.numLayers * kvLayer + kvLayer },
-    { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
-    { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
-  ], residentBytes, largest([
-    { what: 'KV cache of one layer', bytes: kvLayer },
-    { what: 'sampling logits', bytes: samplingLogits },
-    { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
-  ])));
+  // budget the trainer gives it), the prompt prefill's activations, the sampling logits. Validation generates the
+  // whole validation set through the same slots, so a large set decodes more sequences at once than a batch.
+  const rollout = (name: string, sequences: number) => {
+    let S = 1;
+    try {
+      S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor,
+        { promptLength, capacity: sequenceLength, samples: sequences },
+        { memoryBudgetBytes: config.actor_rollout_ref.rollout.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES });
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+    const kvWidth = actor.numKvHeads * actor.headDim;
+    const kvLayer = S * sequenceLength * kvWidth * F32;
+    const prefill = trunkActivations(actor, S * promptLength, false);
+    const samplingLogits = S * actor.vocabSize * F32;
+    phases.push(phase(`${name} (${S} of ${sequences} sequences at once)`, [
+      { what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`, bytes: 2 * actor.numLayers * kvLayer + kvLayer },
+      { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
+      { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
+    ], residentBytes, largest([
+      { what: 'KV cache of one layer', bytes: kvLayer },
+      { what: 'sampling logits', bytes: samplingLogits },
+      { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
+    ])));
+  };
+  rollout('rollout', sizes.sequences);
+  const validationSequences = validationPrompts * config.actor_rollout_ref.rollout.val_kwargs.n;
+  if (validationSequences > 0) rollout('validation rollout', validationSequences);
 
   const forward = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
     const tokens = sequences * sequenceLength;
@@ -181,6 +187,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
 
 const PHASE_KEYS: Record<string, string[]> = {
   rollout: ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
+  'validation rollout': ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
   'old log-probs': ['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'],
   'reference log-probs': ['actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu'],
   'reward model': ['reward_model.micro_batch_size_per_gpu'],

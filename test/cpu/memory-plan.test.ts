@@ -53,6 +53,20 @@ describe('memory plan', () => {
     expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
   });
 
+  it('validation decodes the whole validation set through the same slots: its own phase, more sequences at once', () => {
+    const overrides = ['data.max_prompt_length=128', 'data.max_response_length=16', 'data.train_batch_size=4', 'actor_rollout_ref.actor.ppo_mini_batch_size=2'];
+    const without = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const plan = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null }, 1319);
+    expect(without.phases.map((p) => p.phase)).not.toContain(expect.stringMatching(/^validation/));
+    const validation = plan.phases.find((p) => p.phase.startsWith('validation rollout'))!;
+    // 128 MiB / (151,936 logits × 4 bytes) = 220 rows of sampling logits per binding.
+    expect(validation.phase).toBe('validation rollout (220 of 1319 sequences at once)');
+    expect(validation.peakBytes).toBeGreaterThan(plan.phases[0].peakBytes);
+    expect(plan.peakBytes).toBe(validation.peakBytes);
+    const sampled = planMemory(config([...overrides, 'actor_rollout_ref.rollout.val_kwargs.n=4', 'actor_rollout_ref.rollout.val_kwargs.do_sample=true', 'actor_rollout_ref.rollout.val_kwargs.temperature=0.6']), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null }, 10);
+    expect(sampled.phases.map((p) => p.phase)).toContain('validation rollout (40 of 40 sequences at once)');
+  });
+
   it('a peak above the budget names the phase and its keys', () => {
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, budgetBytes: 0.7 * 2 ** 30 });
     expect(plan.problems).toHaveLength(1);
