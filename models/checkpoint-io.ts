@@ -69,6 +69,12 @@ export function parseGenerationConfig(json: unknown, file = GENERATION_CONFIG_FI
   return { bosTokenId: id('bos_token_id'), eosTokenIds: eosList as number[], padTokenId: id('pad_token_id'), raw };
 }
 
+/** A model directory's generation_config.json, or null when it has none (the file is optional, as in transformers). */
+export async function readGenerationConfig(dir: string): Promise<GenerationConfig | null> {
+  const path = join(dir, GENERATION_CONFIG_FILE);
+  return (await exists(path)) ? parseGenerationConfig(await readJson(path), path) : null;
+}
+
 /**
  * Checks that every tensor the config implies is present with its shape. Returns the names the config
  * does not use (e.g. an lm_head saved although tied, or a causal LM's lm_head when loading a critic),
@@ -93,8 +99,7 @@ export function checkTensorShapes(config: DecoderConfig, tensors: CheckpointTens
  */
 export async function openHfCheckpoint(dir: string, options: { as?: DecoderConfig['head'] } = {}): Promise<HfCheckpoint> {
   const config = parseHfConfig(await readJson(join(dir, CONFIG_FILE)), join(dir, CONFIG_FILE));
-  const genPath = join(dir, GENERATION_CONFIG_FILE);
-  const generationConfig = (await exists(genPath)) ? parseGenerationConfig(await readJson(genPath), genPath) : null;
+  const generationConfig = await readGenerationConfig(dir);
   const tensors = await CheckpointTensors.open(dir);
   try {
     checkTensorShapes(config, tensors, dir);

@@ -154,7 +154,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   const tracking = await Tracking.open(config, runDir, resumed !== null, env);
   if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
   const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
-  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem())), false)) log(line);
+  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
 
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
@@ -167,7 +167,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const { metrics, samples } = await trainer.validate();
     await tracking.log(trainer.globalStep, { 'training/global_step': trainer.globalStep, ...metrics });
     const score = metrics['val/test_score/mean'];
-    log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts` +
+    log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +
+      `in ${metrics['timing_s/testing'].toFixed(1)}s (${metrics['val/response_tokens_per_s'].toFixed(0)} generated tok/s)` +
       `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
     for (const sample of samples.slice(0, config.trainer.log_val_generations)) {
       log(`  [prompt] ${JSON.stringify(await setup.tokenizer.decode(sample.prompt))} [response] ${JSON.stringify(sample.response)} [score] ${sample.score}`);
@@ -200,14 +201,14 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const step = trainer.globalStep;
     if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
     if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor())}`);
+      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw)}`);
       savedStep = step;
     }
   }
   after = await validate();
   const finalCheckpoint = savedStep === trainer.globalStep
     ? join(runDir, `global_step_${savedStep}`)
-    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor());
+    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {

@@ -7,6 +7,7 @@ import type { Engine } from '../engine/index.ts';
 import type { PpoConfig } from './config.ts';
 import { usesCritic } from './config.ts';
 import { loadModel } from '../models/model-files-node.ts';
+import { readGenerationConfig, type GenerationConfig } from '../models/checkpoint-io.ts';
 import { parseHfConfig, type DecoderConfig } from '../models/hf-config.ts';
 import { criticFromCausalLm } from '../models/critic-init.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
@@ -32,6 +33,9 @@ export interface RunSetup {
   train: RlExample[];
   val: RlExample[];
   actor: ModelWeights;
+  /** The actor directory's generation_config.json: its eos_token_id list also ends responses (as vLLM reads it),
+   *  and saved actors carry the file as read (Qwen's sampling defaults included). */
+  generationConfig: GenerationConfig | null;
   critic: ModelWeights | null;
   reward: RewardFunction;
   /** reward_model.enable: the *ForSequenceClassification that scores responses. */
@@ -140,7 +144,8 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   // Observations in Search-R1's words, unless the built-in task's small vocabulary needs its own.
   const builtinVocabulary = (config.data.tokenizer ?? actorPath) === null;
   const search = retriever && searchProtocol(config, retriever, tokenizer, builtinVocabulary ? builtinTask(config).search : null);
-  return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, rewardModel, search, warmStart };
+  const generationConfig = actorPath === null ? null : await readGenerationConfig(actorPath);
+  return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, warmStart };
 }
 
 /** The BM25 corpus: retriever.corpus_path, else the built-in task's; null when retriever.url serves instead. */

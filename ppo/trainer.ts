@@ -226,9 +226,11 @@ export class PpoTrainer {
 
   /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show. */
   async validate(): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
+    const started = performance.now();
     const records = this.io.validationSet();
     const { rollout, envMetrics } = await this.generate(records, this.rolloutConfig(true));
     const { scores, texts } = await this.scoreRollout(records, rollout);
+    const seconds = (performance.now() - started) / 1000;
     const bySource = new Map<string, number[]>();
     scores.forEach((s, i) => {
       const source = records[rollout.groupIds[i]].dataSource;
@@ -239,6 +241,9 @@ export class PpoTrainer {
     const n = this.config.actor_rollout_ref.rollout.val_kwargs.n;
     for (const [source, list] of bySource) metrics[`val-core/${source}/reward/mean@${n}`] = list.reduce((a, b) => a + b, 0) / list.length;
     metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
+    // verl's timer name for validation; a whole GSM8K test set is minutes of generation, worth watching.
+    metrics['timing_s/testing'] = seconds;
+    metrics['val/response_tokens_per_s'] = rollout.responseLengths.reduce((a, b) => a + b, 0) / seconds;
     const samples = texts.slice(0, Math.max(8, this.config.trainer.log_val_generations)).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
     return { metrics, samples };
   }

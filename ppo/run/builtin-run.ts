@@ -120,7 +120,8 @@ export function toPromptRecord(example: RlExample): PromptRecord {
 }
 
 /** The trainer's view of a run: batches from `sampler` starting at `start`, the validation set, decode and score. */
-export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'>, sampler: PromptSampler, start: DataCursor = { epoch: 0, index: 0 }): { io: TrainerIo; cursor: () => DataCursor } {
+export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & { generationConfig?: { eosTokenIds: readonly number[] } | null },
+  sampler: PromptSampler, start: DataCursor = { epoch: 0, index: 0 }): { io: TrainerIo; cursor: () => DataCursor } {
   let cursor = start;
   const io: TrainerIo = {
     nextTrainBatch: () => {
@@ -132,7 +133,8 @@ export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val'
     // Search-R1 keeps special tokens in the text it scores: its tags may be special tokens of the vocabulary.
     decode: (ids) => run.tokenizer.decode(ids, { skipSpecialTokens: run.search === null }),
     score: (prompt, text) => scoreResponse(run.reward, prompt, text),
-    eosTokenIds: run.actor.config.eosTokenIds,
+    // config.json's eos and generation_config.json's (Qwen lists <|im_end|> and <|endoftext|> there), as vLLM stops.
+    eosTokenIds: [...new Set([...run.actor.config.eosTokenIds, ...(run.generationConfig?.eosTokenIds ?? [])])],
     padTokenId: run.actor.config.padTokenId ?? run.tokenizer.special.pad?.id ?? 0,
     search: run.search,
   };

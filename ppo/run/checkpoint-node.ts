@@ -22,19 +22,21 @@ async function writeTokenizerFiles(dir: string, files: Record<string, string>): 
 }
 
 async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>,
-  saveDtype: PpoConfig['trainer']['save_dtype']): Promise<void> {
-  await saveModel(engine, dir, config, params, { dtype: saveDtype === 'auto' ? undefined : saveDtype });
+  saveDtype: PpoConfig['trainer']['save_dtype'], generationConfig?: Record<string, unknown>): Promise<void> {
+  await saveModel(engine, dir, config, params, { dtype: saveDtype === 'auto' ? undefined : saveDtype, generationConfig });
   await writeTokenizerFiles(dir, tokenizerFiles);
 }
 
-export async function saveCheckpoint(engine: Engine, runDir: string, trainer: PpoTrainer, tokenizerFiles: Record<string, string>, cursor: DataCursor): Promise<string> {
+/** `generationConfig`: the actor directory's generation_config.json, written back as read (else one from config.json). */
+export async function saveCheckpoint(engine: Engine, runDir: string, trainer: PpoTrainer, tokenizerFiles: Record<string, string>, cursor: DataCursor,
+  generationConfig?: Record<string, unknown>): Promise<string> {
   const snapshot = await trainer.snapshot();
   const step = snapshot.state.globalStep;
   const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
   const staging = join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
   await rm(staging, { recursive: true, force: true });
   await mkdir(staging, { recursive: true });
-  await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype);
+  await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
   await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
   if (trainer.critic) {
     await saveModelWithTokenizer(engine, join(staging, 'critic'), trainer.critic.config, trainer.critic.params, tokenizerFiles, trainer.config.trainer.save_dtype);
@@ -42,7 +44,7 @@ export async function saveCheckpoint(engine: Engine, runDir: string, trainer: Pp
   }
   const reference = trainer.referenceParams;
   if (reference && trainer.config.actor_rollout_ref.model.path === null) {
-    await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles, trainer.config.trainer.save_dtype);
+    await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
   }
   await writeFile(join(staging, STATE_FILE), JSON.stringify({ ...snapshot.state, dataCursor: cursor }, null, 2) + '\n');
   await rm(target, { recursive: true, force: true });

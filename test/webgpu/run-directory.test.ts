@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from './tiny-run.ts';
 import { runCli } from '../cpu/run-cli.ts';
+import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
+import { PromptSampler } from '../../ppo/run/dataset.ts';
 
 describe('run directory', () => {
   it('keeps a finished run safe from a bad restart and from a checkpoint of another model', async () => {
@@ -41,6 +43,22 @@ describe('run directory', () => {
     expect(await readdir(tensorboardDir)).toHaveLength(1);
   });
 
+  it('saved actors carry the model\'s generation_config.json as read, and its eos_token_id list ends responses (as vLLM)', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const model = overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!.split('=')[1];
+    const eosTokenIds = [JSON.parse(await readFile(join(model, 'config.json'), 'utf8')).eos_token_id].flat() as number[];
+    // Qwen's layout: config.json names <|im_end|>, generation_config.json adds <|endoftext|> and sampling defaults.
+    const generation = { bos_token_id: 1, do_sample: true, eos_token_id: [...eosTokenIds, 7], pad_token_id: 0, temperature: 0.6, top_k: 20, top_p: 0.95 };
+    await writeFile(join(model, 'generation_config.json'), JSON.stringify(generation));
+    const dir = join(root, 'generation');
+    expect((await runCli([...overrides, 'trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`])).code).toBe(0);
+    expect(JSON.parse(await readFile(join(dir, 'global_step_1', 'actor', 'generation_config.json'), 'utf8'))).toEqual(generation);
+    const run = { tokenizer: {} as never, train: [], val: [], actor: { config: { eosTokenIds, padTokenId: 0 } } as never, reward: () => 0, search: null };
+    const sampler = new PromptSampler(4, { batchSize: 4, shuffle: false, seed: 1 });
+    expect(runTrainerIo({ ...run, generationConfig: { eosTokenIds: generation.eos_token_id } }, sampler).io.eosTokenIds).toEqual(generation.eos_token_id);
+    expect(runTrainerIo({ ...run, generationConfig: null }, sampler).io.eosTokenIds).toEqual(eosTokenIds);
+  });
+
   it('model families the engine lacks (Gemma2, Mistral) fail at load with one line naming what is supported', async () => {
     const { root, overrides } = await makeTinyRun(4);
     const model = overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!.split('=')[1];
@@ -63,10 +81,14 @@ describe('run directory', () => {
     const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=["console","file"]', `trainer.default_local_dir=${dir}`]);
     expect(code).toBe(0);
     expect(stdout).toContain('validation only: score');
+    // How long validation took (verl's timing_s/testing), on the console line too: a whole test set is minutes.
+    expect(stdout).toMatch(/validation @ step 0: score [\d.]+ on 4 prompts in [\d.]+s \(\d+ generated tok\/s\)/);
     expect(stdout.match(/\[prompt\] .* \[response\] .* \[score\] /g)).toHaveLength(3);
     expect(stdout).not.toContain('PPO:');
     // verl's name for a data source's validation score.
     const [validation] = await runMetrics(dir);
     expect(validation.data['val-core/arithmetic/reward/mean@1']).toBe(validation.data['val/test_score/mean']);
+    expect(validation.data['timing_s/testing']).toBeGreaterThan(0);
+    expect(validation.data['val/response_tokens_per_s']).toBeGreaterThan(0);
   });
 });
