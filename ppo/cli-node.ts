@@ -16,7 +16,7 @@ import { SafetensorsError } from '../models/safetensors.ts';
 import { CheckpointError } from '../models/checkpoint-io.ts';
 import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from './config.ts';
 import { DEFAULT_JOB } from './tasks/default-job.ts';
-import { setUpRun, assertResumable } from './run-setup-node.ts';
+import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';
 import { runTrainerIo } from './run/builtin-run.ts';
 import { PpoTrainer } from './trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
@@ -108,6 +108,8 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
       return 0;
     }
     checkOneAdapter(config);
+    const missing = await checkModelDirectories(config);
+    if (missing.length > 0) throw new ConfigError(missing);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);

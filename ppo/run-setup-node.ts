@@ -1,7 +1,7 @@
 // Assembles a run from its configuration (Node: reads model directories and data files): tokenizer and chat
 // template, training and validation prompts, actor (loaded, or the built-in model with its warm start),
 // critic, and the reward function.
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Engine } from '../engine/index.ts';
 import type { PpoConfig } from './config.ts';
@@ -60,6 +60,31 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
     }
   }
   return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
+}
+
+/** A Hub id such as Qwen/Qwen2.5-0.5B-Instruct, which verl's examples pass as a model path. */
+const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
+
+/**
+ * The model and tokenizer directories the configuration names, checked before a device is created: verl downloads
+ * a Hub id given as a path; this engine reads local directories only, so a missing one says how to get it.
+ */
+export async function checkModelDirectories(config: PpoConfig): Promise<string[]> {
+  const paths: [string, string | null][] = [
+    ['actor_rollout_ref.model.path', config.actor_rollout_ref.model.path],
+    ['critic.model.path', usesCritic(config) ? config.critic.model.path : null],
+    ['reward_model.model.path', config.reward_model.enable ? config.reward_model.model.path : null],
+    ['data.tokenizer', config.data.tokenizer],
+  ];
+  const problems: string[] = [];
+  for (const [key, path] of paths) {
+    if (path === null || (await stat(path).then((s) => s.isDirectory(), () => false))) continue;
+    problems.push(`${key}=${path}: no such directory` + (HUB_ID.test(path)
+      ? ` — a Hugging Face Hub id? This engine reads local model directories only (no download): ` +
+        `\`huggingface-cli download ${path} --local-dir DIR\`, then ${key}=DIR`
+      : ''));
+  }
+  return problems;
 }
 
 /** data.train_max_samples / val_max_samples: the first `max` examples; -1 keeps all. */

@@ -144,6 +144,15 @@ describe('verl keys beside the schema', () => {
     expect(stderr).toContain('trainer.n_gpus_per_node=8 × trainer.nnodes=1 cannot be honoured: this engine trains on one WebGPU adapter');
   });
 
+  it('a model path that is no directory (verl\'s Hub ids) stops before a device is created, saying how to get it', async () => {
+    const { code, stderr } = await runCli([...GSM8K, 'critic.model.path=/nonexistent/critic', 'algorithm.adv_estimator=gae', 'actor_rollout_ref.rollout.n=1']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct: no such directory — a Hugging Face Hub id? This engine reads ' +
+      'local model directories only (no download): `huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct --local-dir DIR`, then actor_rollout_ref.model.path=DIR');
+    expect(stderr).toMatch(/critic\.model\.path=\/nonexistent\/critic: no such directory\n/);
+    expect(stderr).not.toContain('device:');
+  });
+
   it('service loggers are accepted', () => {
     expect(loadConfig({ overrides: ['trainer.logger=["console","wandb","swanlab","mlflow"]'] }).trainer.logger).toEqual(['console', 'wandb', 'swanlab', 'mlflow']);
   });
