@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `node tools/bench.js kernels|train|rollout [--json]`: benchmarks on this machine's WebGPU device.
+// `node tools/bench.js kernels|train|rollout|peers [--json]`: benchmarks on this machine's WebGPU device.
 import './node-loader.js';
 
 const { runBenchmarks } = await import('./bench/cli.ts');
