@@ -9,7 +9,7 @@ import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
-import { matmul } from '../kernels/matmul.ts';
+import { matmul, useMatmulPrologue, type MatmulPrologue } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
@@ -152,6 +152,16 @@ export class IncrementalDecoder {
     });
   }
 
+  /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
+   *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
+  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): { a: Tensor; prologue?: MatmulPrologue } {
+    const c = this.config;
+    const weight = this.param(weightName);
+    if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
+    rmsnormForward(this.engine, { x: s.x, weight, out: s.normed, rstd: s.rstd, rows, cols: c.hiddenSize, eps: c.rmsNormEps });
+    return { a: s.normed };
+  }
+
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
    * logits (rows, V) of each row's last new token, valid until the next call with the same row count.
@@ -174,12 +184,15 @@ export class IncrementalDecoder {
     const s = this.stepBuffers(rows, T);
     const head = this.headBuffers(rows);
 
+    // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj.
+    const fuseNorm = T === 1 && useMatmulPrologue(e, C);
+    const fuseSwiglu = T === 1 && useMatmulPrologue(e, I);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
       const p = layerPrefix(l);
-      rmsnormForward(e, { x: s.x, weight: this.param(`${p}.input_layernorm.weight`), out: s.normed, rstd: s.rstd, rows: R, cols: C, eps: c.rmsNormEps });
       matmul(e, {
-        a: s.normed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
+        ...this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm),
+        b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
         bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       });
       if (c.qkNorm) {
@@ -194,10 +207,17 @@ export class IncrementalDecoder {
         a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
         bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
       });
-      rmsnormForward(e, { x: s.x, weight: this.param(`${p}.post_attention_layernorm.weight`), out: s.normed, rstd: s.rstd, rows: R, cols: C, eps: c.rmsNormEps });
-      matmul(e, { a: s.normed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
-      swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
-      matmul(e, { a: s.act, b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+      matmul(e, {
+        ...this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm),
+        b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt',
+      });
+      const down = { b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true } as const;
+      if (fuseSwiglu) {
+        matmul(e, { ...down, a: s.gateUp, prologue: { kind: 'swiglu' } });
+      } else {
+        swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
+        matmul(e, { ...down, a: s.act });
+      }
     }
     // Only each row's last token needs logits: with T > 1, gather those rows first.
     let last = s.x;
