@@ -15,7 +15,7 @@ import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
 import { ropeForward } from '../kernels/rope.ts';
 import { attentionForward } from '../kernels/attention.ts';
-import { decodeAttention, decodeAttentionSupports } from '../kernels/decode-attention.ts';
+import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
 
@@ -128,8 +128,9 @@ export class IncrementalDecoder {
     return buffers;
   }
 
-  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot. */
-  private attend(l: number, s: StepBuffers, slotStart: number, T: number): void {
+  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot;
+   *  `ropePositions`: q and k are not rotated yet, and the decode kernel does it. */
+  private attend(l: number, s: StepBuffers, slotStart: number, T: number, ropePositions: Tensor<'i32'> | null): void {
     const c = this.config;
     const cache = this.cache;
     const common = { NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, maskBatchStride: cache.capacity, scale: 1 / Math.sqrt(c.headDim) };
@@ -137,6 +138,7 @@ export class IncrementalDecoder {
       decodeAttention(this.engine, {
         ...common, qkv: s.qkv, kCache: cache.k[l], vCache: cache.v[l], keyMask: cache.keyMask, out: s.attnOut,
         B: cache.rows, capacity: cache.capacity, slot: slotStart,
+        rope: ropePositions ? { positions: ropePositions, theta: c.ropeTheta } : undefined,
       });
       return;
     }
@@ -187,6 +189,8 @@ export class IncrementalDecoder {
     // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj.
     const fuseNorm = T === 1 && useMatmulPrologue(e, C);
     const fuseSwiglu = T === 1 && useMatmulPrologue(e, I);
+    // and RoPE into the decode attention kernel.
+    const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
       const p = layerPrefix(l);
@@ -201,8 +205,8 @@ export class IncrementalDecoder {
           out: s.qkv, rstd: s.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
         });
       }
-      ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
-      this.attend(l, s, slotStart, T);
+      if (!fuseRope) ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+      this.attend(l, s, slotStart, T, fuseRope ? positions : null);
       matmul(e, {
         a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
         bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
