@@ -19,7 +19,7 @@ function config(architecture: string): DecoderConfig {
 }
 
 /** Dispatches and logits of one decode step after a 3-token prefill of 2 rows, with matmul-prologue `variant`. */
-async function decodeStep(engine: Engine, c: DecoderConfig, variant: string): Promise<{ dispatches: number; logits: Float32Array }> {
+async function decodeStep(engine: Engine, c: DecoderConfig, variant: string): Promise<{ dispatches: number; logits: ArrayLike<number> }> {
   const params = createParameterArena(engine, c, `decode-step-${c.architecture}-${variant}`);
   uploadArenaTensors(engine, params, initialParameters(c, 3, 0.35));
   engine.knobs.kernelVariants['matmul-prologue'] = variant;

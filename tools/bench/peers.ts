@@ -3,7 +3,8 @@
 // temperature 1) in this engine and in TensorFlow.js, in one process on the same WebGPU adapter, with ratios.
 // TF.js is no dependency of the project: it is installed into a temporary folder on each run (npm registry
 // needed), or loaded from TFJS_DIR when that names a folder where it already is. Peers: TF.js WebGPU (the same
-// Dawn adapter) and TF.js WASM, single thread (the fastest TF.js engine on a CPU-only machine).
+// Dawn adapter) and TF.js WASM, single thread (the fastest TF.js engine on a CPU-only machine). Medians of
+// interleaved rounds; ratios are ours / peer's tokens per second.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -266,22 +267,38 @@ export async function tfGenerate(tf: Tf, c: DecoderConfig, runs: number): Promis
   return (B * NEW_TOKENS) / (median(times) / 1000);
 }
 
+/** Rounds of every workload, ours and peers interleaved: on a shared machine the load drifts within minutes, so
+ *  each ratio is of medians over rounds that saw the same drift. */
+const ROUNDS = 3;
+
 export async function benchmarkPeers(engine: Engine): Promise<PeerBenchRow[]> {
   const tf = await loadTfjs();
-  const [train] = await benchmarkTrainStep(engine, { configs: ['tiny'] });
-  const [rollout] = await benchmarkRollout(engine, { configs: ['tiny'], modes: ['kv-cache'] });
-  const rows: PeerBenchRow[] = [];
-  for (const backend of ['webgpu', 'wasm']) {
+  const samples = new Map<string, number[]>();
+  const record = (key: string, tokensPerSecond: number) => samples.set(key, [...(samples.get(key) ?? []), tokensPerSecond]);
+  const useBackend = async (backend: string) => {
     if (!(await tf.setBackend(backend))) throw new Error(`peers: TF.js backend ${backend} did not start`);
     await tf.ready();
-    const peer = `TF.js ${backend}`;
+  };
+  for (let round = 0; round < ROUNDS; round++) {
+    const [train] = await benchmarkTrainStep(engine, { configs: ['tiny'], steps: 3, warmup: 1 });
+    record('train/ours', train.tokens_per_s);
+    await useBackend('webgpu');
+    record('train/TF.js webgpu', await tfTrainStep(tf, BENCH_TINY, 3, 1));
+    const [rollout] = await benchmarkRollout(engine, { configs: ['tiny'], modes: ['kv-cache'], runs: 1 });
+    record('generation/ours', rollout.tokens_per_s);
+    record('generation/TF.js webgpu', await tfGenerate(tf, BENCH_TINY, 1));
     // TF.js WASM has no UnsortedSegmentSum, the gradient of the embedding gather: it cannot train this model.
-    if (backend === 'webgpu') {
-      const trainTokens = await tfTrainStep(tf, BENCH_TINY, 3, 1);
-      rows.push({ workload: 'train step tiny 8x128', ours_tokens_per_s: train.tokens_per_s, peer, peer_tokens_per_s: trainTokens, ratio: train.tokens_per_s / trainTokens });
-    }
-    const genTokens = await tfGenerate(tf, BENCH_TINY, 2);
-    rows.push({ workload: 'generation tiny 8x112', ours_tokens_per_s: rollout.tokens_per_s, peer, peer_tokens_per_s: genTokens, ratio: rollout.tokens_per_s / genTokens });
+    await useBackend('wasm');
+    record('generation/TF.js wasm', await tfGenerate(tf, BENCH_TINY, 1));
+  }
+  const rows: PeerBenchRow[] = [];
+  for (const [key, values] of samples) {
+    const [workload, peer] = key.split('/');
+    if (peer === 'ours') continue;
+    const ours = median(samples.get(`${workload}/ours`)!);
+    const theirs = median(values);
+    const name = workload === 'train' ? `train step tiny ${B}x${T}` : `generation tiny ${B}x${NEW_TOKENS}`;
+    rows.push({ workload: name, ours_tokens_per_s: ours, peer, peer_tokens_per_s: theirs, ratio: ours / theirs });
   }
   return rows;
 }
