@@ -21,8 +21,6 @@ export interface EngineKnobs {
   disabledFeatures: string[];
   /** WEBGPU_KERNEL_VARIANTS=matmul:naive,attention:v1: force a kernel variant instead of the automatic choice. */
   kernelVariants: Record<string, string>;
-  /** VALIDATE_WITH_CPU=1: kernels with a validator re-check their output against kernels/ref/. */
-  validateWithCpu: boolean;
 }
 
 export function readKnobs(env: Env = environment()): EngineKnobs {
@@ -39,6 +37,5 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     profile: env.WEBGPU_PROFILE === '1',
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
-    validateWithCpu: env.VALIDATE_WITH_CPU === '1',
   };
 }
