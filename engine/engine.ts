@@ -131,9 +131,6 @@ export class Engine {
       throw new Error(`kernel ${spec.name}: ${spec.bindings.length} storage bindings exceed the device's ${this.caps.maxStorageBuffersPerShaderStage}`);
     }
     const code = generateDeclarations(spec) + spec.source;
-    // Dawn creates the Vulkan pipeline here, synchronously: on lavapipe this is the LLVM compile (or a Mesa
-    // shader-cache hit), the cost a fresh machine pays per kernel.
-    const compileStart = performance.now();
     let module = this.modules.get(code);
     if (!module) {
       module = this.device.createShaderModule({ label: spec.name, code });
@@ -156,7 +153,6 @@ export class Engine {
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: spec.entryPoint ?? 'main', constants: spec.constants as Record<string, number> | undefined },
     });
-    if (this.knobs.debug >= 1) console.error(`compiled ${spec.name} in ${(performance.now() - compileStart).toFixed(0)} ms`);
     const compiled = { pipeline, layout, uniformBytes, id: this.nextId++ };
     this.kernels.set(spec, compiled);
     return compiled;

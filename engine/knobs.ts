@@ -13,7 +13,7 @@ function list(value: string | undefined): string[] {
 }
 
 export interface EngineKnobs {
-  /** WEBGPU_DEBUG: 1 = log adapter, limits and each pipeline's compile time, 2 = also every dispatch. */
+  /** WEBGPU_DEBUG: 1 = log adapter and limits, 2 = also every dispatch. */
   debug: number;
   /** WEBGPU_PROFILE=1: time every kernel with timestamp queries (when the device has them). */
   profile: boolean;
