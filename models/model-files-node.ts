@@ -3,7 +3,8 @@
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine } from '../engine/index.ts';
 import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
-import type { DecoderConfig } from './hf-config.ts';
+import type { DecoderConfig, TorchDtype } from './hf-config.ts';
+import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { hfSlices } from './parameter-layout.ts';
 import { freshScoreTensor } from './critic-init.ts';
@@ -35,12 +36,23 @@ export async function loadModel(engine: Engine, dir: string, options: { as?: Dec
   }
 }
 
+const SAFETENSORS_DTYPE: Readonly<Record<TorchDtype, SafetensorsDtype>> = { float32: 'F32', bfloat16: 'BF16', float16: 'F16' };
+
+export interface SaveModelOptions {
+  tokenizerFrom?: string;
+  generationConfig?: Record<string, unknown>;
+  /** Stored dtype of the weights (and config.json's torch_dtype); by default the dtype the model came in
+   *  (config.torchDtype), so a bf16 checkpoint comes back bf16, half the size of float32. */
+  dtype?: TorchDtype;
+}
+
 /** Saves the arena as a complete HF directory (atomically: temp directory, then rename). */
-export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: { tokenizerFrom?: string; generationConfig?: Record<string, unknown> } = {}): Promise<void> {
+export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: SaveModelOptions = {}): Promise<void> {
   const tensors = await readHfTensors(engine, params, config);
+  const torchDtype = options.dtype ?? config.torchDtype;
   await saveHfCheckpoint(dir, {
-    config,
-    tensors: [...tensors].map(([name, t]) => ({ name, shape: t.shape, data: t.data })),
+    config: { ...config, torchDtype },
+    tensors: [...tensors].map(([name, t]) => ({ name, shape: t.shape, dtype: SAFETENSORS_DTYPE[torchDtype], data: t.data })),
     tokenizerFrom: options.tokenizerFrom,
     generationConfig: options.generationConfig,
   });

@@ -14,7 +14,7 @@ import type { PpoConfig } from './config.ts';
 import { usesCritic } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
-import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
+import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
 import { ExperienceMaker } from './phases/experience.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
@@ -24,6 +24,7 @@ import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic } from './algorithm/critic-plan.ts';
 import { stepMetrics } from './phases/metrics.ts';
+import { overlongPenalty } from './rewards/overlong-penalty.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -105,6 +106,8 @@ export class PpoTrainer {
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceParams ?? frozenCopy(engine, actor.params, 'reference')) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
+    this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
+    if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
     this.criticOptimizer = plan.allocateOptimizerState && critic
       ? new AdamWOptimizer(engine, critic.params, {
         lr: c.critic.optim.lr, betas: c.critic.optim.betas as [number, number], eps: 1e-8,
@@ -156,7 +159,8 @@ export class PpoTrainer {
     }
     this.globalStep++;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
-    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics };
+    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics,
+      'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30 };
   }
 
   private readonly rewardModel: ValueModel | null = null;
@@ -187,6 +191,7 @@ export class PpoTrainer {
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,
+      memoryBudgetBytes: r.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES,
     };
   }
 
@@ -209,7 +214,7 @@ export class PpoTrainer {
       const generated = rollout.responses[i].filter((_, t) => rollout.responseMask[i][t] === 1);
       const text = await this.io.decode(generated);
       texts.push(text);
-      scores.push(await this.io.score(record, text));
+      scores.push(await this.io.score(record, text) + overlongPenalty(generated.length, this.config));
     }
     return { scores, texts };
   }
@@ -230,9 +235,11 @@ export class PpoTrainer {
       bySource.set(source, [...(bySource.get(source) ?? []), s]);
     });
     const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [`val/${k}`, v]));
-    for (const [source, list] of bySource) metrics[`val/test_score/${source}`] = list.reduce((a, b) => a + b, 0) / list.length;
+    // verl's name for a data source's mean score over its val_kwargs.n responses per prompt (its core metric).
+    const n = this.config.actor_rollout_ref.rollout.val_kwargs.n;
+    for (const [source, list] of bySource) metrics[`val-core/${source}/reward/mean@${n}`] = list.reduce((a, b) => a + b, 0) / list.length;
     metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
-    const samples = texts.slice(0, 8).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
+    const samples = texts.slice(0, Math.max(8, this.config.trainer.log_val_generations)).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
     return { metrics, samples };
   }
 
