@@ -80,7 +80,7 @@ const SCHEMA = {
     train_max_samples: int(-1, 'Use only the first N training prompts; -1: all (Search-R1: data.train_data_num)'),
     val_max_samples: int(-1, 'Use only the first N validation prompts; -1: all (Search-R1: data.val_data_num)'),
     train_batch_size: int(1024, 'Prompts per training step (each sampled rollout.n times)', positive),
-    val_batch_size: optInt(null, 'Prompts per validation batch; null: the whole validation set', positive),
+    val_batch_size: optInt(null, 'Accepted as verl spells it; validation decodes the whole set through the rollout\'s slots (memory bounded by rollout.gpu_memory_utilization), so batching would change nothing', positive),
     shuffle: bool(true, 'Reshuffle the training prompts every epoch'),
     // Typed number: a null (verl's default, "unseeded") becomes trainer.seed in deriveDefaults before anyone reads it.
     seed: new Key<number>('int', 1, 'Seed of the per-epoch shuffle; null (verl\'s generated config): trainer.seed, so runs stay reproducible', true),

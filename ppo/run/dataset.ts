@@ -214,11 +214,3 @@ export class PromptSampler {
 export function totalTrainingSteps(sampler: PromptSampler, trainer: Pick<PpoConfig['trainer'], 'total_training_steps' | 'total_epochs'>): number {
   return trainer.total_training_steps ?? sampler.batchesPerEpoch * trainer.total_epochs;
 }
-
-/** Validation in file order: batches of data.val_batch_size (null: one batch), the last one possibly short. */
-export function validationBatches(size: number, valBatchSize: number | null): number[][] {
-  const batchSize = valBatchSize ?? size;
-  const batches: number[][] = [];
-  for (let start = 0; start < size; start += batchSize) batches.push(Array.from({ length: Math.min(batchSize, size - start) }, (_, i) => start + i));
-  return batches;
-}

@@ -8,7 +8,7 @@ import { JsTokenizer } from '../../models/tokenizer.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import {
-  buildRlDataset, epochPermutation, parseJsonl, PromptSampler, totalTrainingSteps, truncatePrompt, validationBatches,
+  buildRlDataset, epochPermutation, parseJsonl, PromptSampler, totalTrainingSteps, truncatePrompt,
   type DataCursor, type RlDatasetOptions,
 } from '../../ppo/run/dataset.ts';
 import { loadRlDataset, readRlRecords } from '../../ppo/run/dataset-node.ts';
@@ -216,11 +216,9 @@ describe('prompt sampler', () => {
     expect(() => new PromptSampler(size, { batchSize, shuffle: true, seed: 1 }).batchAt({ epoch: 0, index: 2 })).toThrow(/not a batch boundary/);
   });
 
-  it('counts training steps and validation batches as verl', () => {
+  it('counts training steps as verl', () => {
     const sampler = new PromptSampler(size, { batchSize, shuffle: true, seed: 1 });
     expect(totalTrainingSteps(sampler, { total_epochs: 4, total_training_steps: null })).toBe(12);
     expect(totalTrainingSteps(sampler, { total_epochs: 4, total_training_steps: 5 })).toBe(5);
-    expect(validationBatches(5, 2)).toEqual([[0, 1], [2, 3], [4]]);
-    expect(validationBatches(5, null)).toEqual([[0, 1, 2, 3, 4]]);
   });
 });
