@@ -23,6 +23,8 @@ export interface EngineKnobs {
   kernelVariants: Record<string, string>;
   /** VALIDATE_WITH_CPU=1: kernels with a validator re-check their output against kernels/ref/. */
   validateWithCpu: boolean;
+  /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
+  trainDebug: boolean;
 }
 
 export function readKnobs(env: Env = environment()): EngineKnobs {
@@ -40,5 +42,6 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
     validateWithCpu: env.VALIDATE_WITH_CPU === '1',
+    trainDebug: env.TRAIN_DEBUG === '1',
   };
 }

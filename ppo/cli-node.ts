@@ -2,7 +2,7 @@
 // runs the embedded default job (ppo/default-job.ts). Prints a line per step, writes metrics.jsonl to the run
 // directory (trainer.default_local_dir), validates every trainer.test_freq steps and at the end, and, given a
 // chart writer (train.js passes tools/plot's), draws the run's charts when it is done.
-import { readFile, mkdir, appendFile, writeFile } from 'node:fs/promises';
+import { readFile, appendFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
 import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
@@ -13,6 +13,9 @@ import { PpoTrainer } from './trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './dataset.ts';
 import { formatStepLine } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
+import { guardStep } from './finite-guard.ts';
+import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, METRICS_FILE } from './run/run-directory-node.ts';
+import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
 
 const USAGE = 'usage: node train.js [--config run.yaml] [key.sub=value ...]   (node train.js --help lists every key)';
 
@@ -77,14 +80,13 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
 async function train(engine: Engine, config: PpoConfig, options: MainOptions): Promise<number> {
   const started = performance.now();
   const runDir = resolve(config.trainer.default_local_dir);
-  await mkdir(runDir, { recursive: true });
-  const metricsFile = join(runDir, 'metrics.jsonl');
-  const resumeDir = await checkpointToResume(config, runDir);
-  const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
-  // A resumed run appends to the metrics of the run it continues.
-  if (!resumed) await writeFile(metricsFile, '');
+  await prepareRunDirectory(runDir);
+  const metricsFile = join(runDir, METRICS_FILE);
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
+  for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
+  const resumeDir = await checkpointToResume(config, runDir);
+  const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
   const record = async (metrics: Record<string, number>) => {
     if (config.trainer.logger.includes('file')) await appendFile(metricsFile, JSON.stringify(metrics) + '\n');
   };
@@ -96,6 +98,13 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
+  // Only now that every input has loaded: a resumed run continues its metrics from the resumed step, a fresh
+  // one moves a previous run's metrics and checkpoints aside (never deletes them).
+  if (resumed) await trimMetricsAfter(metricsFile, resumed.snapshot.state.globalStep);
+  else {
+    const archive = await setAsidePreviousRun(runDir);
+    if (archive) log(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
+  }
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
   const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
@@ -122,23 +131,39 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
   }
   let after = before;
   let savedStep = -1;
+  let lastCheckpoint = resumeDir;
   const ppoStarted = performance.now();
   const firstStep = trainer.globalStep;
-  while (trainer.globalStep < totalSteps) {
-    const metrics = await trainer.step();
-    await record(metrics);
-    log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
-    const step = trainer.globalStep;
-    if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
-    if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor())}`);
-      savedStep = step;
+  const interrupt = watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint }));
+  try {
+    while (trainer.globalStep < totalSteps) {
+      const metrics = await guardStep(trainer.globalStep + 1, () => trainer.step());
+      await record(metrics);
+      log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
+      const step = trainer.globalStep;
+      if (interrupt.requested) {
+        const saved = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor());
+        console.error(`interrupted after step ${step}: checkpoint ${saved}; the same command resumes from it`);
+        return INTERRUPT_EXIT_CODE;
+      }
+      if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
+      if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
+        lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor());
+        log(`checkpoint: ${lastCheckpoint}`);
+        savedStep = step;
+      }
     }
+  } finally {
+    interrupt.dispose();
   }
-  after = await validate();
+  // The final checkpoint before the final validation: a validation that fails (a bad val_files row, a reward or
+  // retriever error) is reported with the trained weights already saved.
   const finalCheckpoint = savedStep === trainer.globalStep
     ? join(runDir, `global_step_${savedStep}`)
     : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor());
+  after = await validate().catch((err: Error) => {
+    throw new Error(`final validation failed (the trained model is saved in ${finalCheckpoint}): ${err.message}`, { cause: err });
+  });
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {

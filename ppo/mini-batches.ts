@@ -10,6 +10,7 @@ import { blocks, type SequenceBufferPool, type SequenceBuffers } from './sequenc
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
 import type { MetricAccumulator } from './metric-accumulator.ts';
+import { checkFinite } from './finite-guard.ts';
 
 export interface MiniBatchPlan {
   epoch: number;
@@ -90,6 +91,8 @@ export async function* optimizerMicroBatches(
       yield { mini, rows, buffers, batch };
     }
     optimizer.step(config.lr);
-    metrics.addMean(gradNormMetric, await optimizer.gradNorm(), 1);
+    const gradNorm = await optimizer.gradNorm();
+    checkFinite(gradNormMetric, gradNorm);
+    metrics.addMean(gradNormMetric, gradNorm, 1);
   }
 }

@@ -23,6 +23,7 @@ import { resolvePolicyLossConfig } from './losses.ts';
 import { learningRate } from './lr-schedule.ts';
 import { planCritic } from './critic.ts';
 import { stepMetrics } from './metrics.ts';
+import { checkAllFinite } from './finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -218,6 +219,7 @@ export class PpoTrainer {
     const records = this.io.nextTrainBatch();
     const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
     const { scores } = await timed('reward', async () => this.rewardModel ? { scores: await this.rewardModelScores(rollout) } : this.scoreRollout(records, rollout));
+    checkAllFinite('reward', scores);
     const baselineScores = c.algorithm.adv_estimator === 'remax' ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const experience: Experience = await timed('adv', () => this.experience.make(rollout, scores, {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
