@@ -98,7 +98,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
 
   const custom = config.custom_reward_function.path;
   const reward: RewardFunction = custom !== null
-    ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name })
+    ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name, timeout: config.custom_reward_function.timeout })
     : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {
