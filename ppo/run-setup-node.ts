@@ -23,6 +23,7 @@ import type { WarmStartProgress } from './default-job.ts';
 import { computeScore, type RewardFunction } from './rewards/index.ts';
 import { loadCustomRewardFunction } from './rewards/custom-reward-node.ts';
 import type { ModelWeights } from './trainer.ts';
+import { checkRewardsCanScore, checkModelFitsRun } from './run/input-checks.ts';
 
 export interface RunSetup {
   tokenizer: Tokenizer;
@@ -64,6 +65,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const train = builtin ? builtin.train : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples;
   const valFiles = config.data.val_files;
   const val = valFiles !== null ? (await loadRlDataset(valFiles, datasetOptions)).examples : builtin?.val ?? [];
+  checkRewardsCanScore(config, [...train, ...val]);
   const retriever = config.do_search ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null)) : null;
 
   let actor: ModelWeights;
@@ -81,6 +83,8 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
     actor = warm.actor;
     warmStart = warm.history;
   }
+
+  checkModelFitsRun(config, actor.config, tokenizer);
 
   let critic: ModelWeights | null = null;
   if (resumed && usesCritic(config)) {
