@@ -67,6 +67,21 @@ describe('node train.js with bad input', () => {
     expectOneLine(await train([...inPreviousRun(), `data.train_files=${bad}`]), /^error: \S+bad\.jsonl line 2: no rule reward for data_source "my_task"/);
   });
 
+  it('resume_mode=disable moves the previous run aside once its inputs load; the new run\'s history starts empty', async () => {
+    const dir = join(tiny.root, 'disable');
+    await mkdir(join(dir, 'global_step_9'), { recursive: true });
+    await writeFile(join(dir, 'metrics.jsonl'), '{"training/global_step":9}\n');
+    const before = await snapshot(dir);
+    expect(await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, 'trainer.resume_mode=disable', 'trainer.total_training_steps=1']))
+      .toEqual({ code: 0, errors: [] });
+    const names = await readdir(dir);
+    const archive = names.find((n) => n.startsWith('previous_run_'))!;
+    expect(Object.values(await snapshot(join(dir, archive)))).toEqual(Object.values(before));
+    expect(names.filter((n) => n.startsWith('global_step_'))).toEqual(['global_step_1']);
+    const steps = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l)['training/global_step']);
+    expect(steps).toEqual([1]);
+  });
+
   it('TRAIN_DEBUG=1 adds the stack trace', async () => {
     const outcome = await train([...inPreviousRun(), 'actor_rollout_ref.model.path=/nonexistent/model'], { TRAIN_DEBUG: '1' });
     expect(outcome.errors[0]).toMatch(/^error: /);
@@ -100,5 +115,32 @@ describe('node train.js with bad input', () => {
       'trainer.total_training_steps=4']);
     expectOneLine(outcome, /^error: step \d: \S+ is (NaN|-?Infinity); the step was stopped before the optimizer applied it/);
     expect((await readdir(dir)).filter((n) => n.startsWith('global_step_'))).toEqual([]);
+  });
+
+  it('Ctrl-C finishes the step, saves a checkpoint, says where to resume, and the run resumes from it', async () => {
+    const dir = join(tiny.root, 'interrupted');
+    const args = [TRAIN_JS, ...tiny.overrides, `trainer.default_local_dir=${dir}`, 'trainer.total_training_steps=200'];
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((done) => child.on('exit', done));
+    // Interrupt once the first step's metrics line is written.
+    for (;;) {
+      const lines = await readFile(join(dir, 'metrics.jsonl'), 'utf8').catch(() => '');
+      if (lines.trim() !== '') break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    const saved = /interrupted after step (\d+): checkpoint (\S+); the same command resumes from it/.exec(stderr);
+    expect(saved, stderr).not.toBeNull();
+    expect(await readdir(saved![2])).toContain('trainer_state.json');
+    const metrics = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const step = Number(saved![1]);
+    expect(metrics.at(-1)['training/global_step']).toBe(step);
+    const resumed = await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, `trainer.total_training_steps=${step + 1}`]);
+    expect(resumed).toEqual({ code: 0, errors: [] });
+    const after = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l)['training/global_step']);
+    expect(after).toEqual([...Array.from({ length: step }, (_, i) => i + 1), step + 1]);
   });
 });
