@@ -16,6 +16,7 @@ import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint
 import { guardStep } from './finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, METRICS_FILE } from './run/run-directory-node.ts';
 import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
+import { withFileContext } from './run/user-error.ts';
 
 const USAGE = 'usage: node train.js [--config run.yaml] [key.sub=value ...]   (node train.js --help lists every key)';
 
@@ -88,7 +89,7 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
   const resumeDir = await checkpointToResume(config, runDir);
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
   const record = async (metrics: Record<string, number>) => {
-    if (config.trainer.logger.includes('file')) await appendFile(metricsFile, JSON.stringify(metrics) + '\n');
+    if (config.trainer.logger.includes('file')) await withFileContext(`writing ${metricsFile}`, () => appendFile(metricsFile, JSON.stringify(metrics) + '\n'));
   };
 
   log(`device: ${engine.caps.description}`);
