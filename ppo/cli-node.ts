@@ -138,7 +138,7 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
   const interrupt = watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint }));
   try {
     while (trainer.globalStep < totalSteps) {
-      const metrics = await guardStep(trainer.globalStep + 1, () => trainer.step());
+      const metrics = await guardStep(trainer.globalStep + 1, lastCheckpoint, () => trainer.step());
       await record(metrics);
       log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
       const step = trainer.globalStep;

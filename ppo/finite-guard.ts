@@ -6,9 +6,10 @@
 export class NonFiniteError extends Error {
   override name = 'NonFiniteError';
 
-  constructor(readonly tensor: string, readonly value: number, readonly step: number | null = null) {
+  constructor(readonly tensor: string, readonly value: number, readonly step: number | null = null, lastCheckpoint?: string | null) {
     super(`${step === null ? '' : `step ${step}: `}${tensor} is ${value}; the step was stopped before the optimizer applied it ` +
-      '(a diverging run: lower the learning rate, tighten grad_clip, or check the weights and rewards for NaN/Inf)');
+      '(a diverging run: lower the learning rate, tighten grad_clip, or check the weights and rewards for NaN/Inf)' +
+      (lastCheckpoint === undefined ? '' : lastCheckpoint === null ? '; no checkpoint was saved' : `; the last good checkpoint is ${lastCheckpoint}`));
   }
 }
 
@@ -26,12 +27,12 @@ export function checkFiniteRecord(prefix: string, values: Record<string, number>
   for (const [key, value] of Object.entries(values)) checkFinite(`${prefix}/${key}`, value);
 }
 
-/** Runs one trainer step; a non-finite value found inside it is reported with the step's number. */
-export async function guardStep<T>(step: number, work: () => Promise<T>): Promise<T> {
+/** Runs one trainer step; a non-finite value found inside it is reported with the step's number and the checkpoint to go back to. */
+export async function guardStep<T>(step: number, lastCheckpoint: string | null, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
-    if (err instanceof NonFiniteError && err.step === null) throw new NonFiniteError(err.tensor, err.value, step);
+    if (err instanceof NonFiniteError && err.step === null) throw new NonFiniteError(err.tensor, err.value, step, lastCheckpoint);
     throw err;
   }
 }

@@ -26,7 +26,7 @@ describe('non-finite guard', () => {
     await poisonWeights(join(root, 'model'));
     const dir = join(root, 'run');
     await expect(main([...overrides, `trainer.default_local_dir=${dir}`, 'trainer.total_training_steps=2', 'trainer.save_freq=1']))
-      .rejects.toThrow(/^step 1: (actor|critic)\/\S+ is NaN; the step was stopped before the optimizer applied it/);
+      .rejects.toThrow(/^step 1: (actor|critic)\/\S+ is NaN; the step was stopped before the optimizer applied it .*; no checkpoint was saved$/);
     expect(await stepDirs(dir)).toEqual([]);
   }, 300_000);
 
@@ -44,6 +44,7 @@ describe('non-finite guard', () => {
     expect(metrics.every((m) => m['training/global_step'] < failed)).toBe(true);
     const latest = Math.max(...(await stepDirs(dir)).map((n) => Number(n.slice('global_step_'.length))));
     expect(latest).toBe(failed - 1);
+    expect(error!.message).toMatch(new RegExp(`; the last good checkpoint is ${join(dir, `global_step_${latest}`)}$`));
     expect(await main([...common, `trainer.total_training_steps=${failed}`])).toBe(0);
     expect(await stepDirs(dir)).toContain(`global_step_${failed}`);
   }, 300_000);
