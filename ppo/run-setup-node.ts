@@ -55,7 +55,9 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
       // Optional files: a tokenizer works without them.
     }
   }
-  return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
+  const custom = config.actor_rollout_ref.model.custom_chat_template;
+  if (custom !== null) copied['chat_template.jinja'] = custom;
+  return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, custom ?? files.chatTemplateFile), files: copied };
 }
 
 export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void): Promise<RunSetup> {

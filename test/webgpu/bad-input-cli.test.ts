@@ -82,6 +82,19 @@ describe('node train.js with bad input', () => {
     expect(steps).toEqual([1]);
   });
 
+  it('a tokenizer without a chat template names actor_rollout_ref.model.custom_chat_template, which runs it on plain text', async () => {
+    const plain = join(tiny.root, 'plain-tokenizer');
+    await mkdir(plain);
+    await writeFile(join(plain, 'tokenizer.json'), await readFile(join(tiny.root, 'model', 'tokenizer.json')));
+    const { chat_template: _, ...tokenizerConfig } = JSON.parse(await readFile(join(tiny.root, 'model', 'tokenizer_config.json'), 'utf8'));
+    await writeFile(join(plain, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig));
+    const args = [...tiny.overrides, `data.tokenizer=${plain}`, `trainer.default_local_dir=${join(tiny.root, 'plain')}`, 'trainer.total_training_steps=1'];
+    expectOneLine(await train(args), /^error: tokenizer_config\.json has no chat_template .*set actor_rollout_ref\.model\.custom_chat_template/);
+    // Quoted, as Hydra needs for a value with braces.
+    expect(await train([...args, `actor_rollout_ref.model.custom_chat_template="{{ messages[-1]['content'] }}"`])).toEqual({ code: 0, errors: [] });
+    expect(await readFile(join(tiny.root, 'plain', 'global_step_1', 'actor', 'chat_template.jinja'), 'utf8')).toBe("{{ messages[-1]['content'] }}");
+  });
+
   it('TRAIN_DEBUG=1 adds the stack trace', async () => {
     const outcome = await train([...inPreviousRun(), 'actor_rollout_ref.model.path=/nonexistent/model'], { TRAIN_DEBUG: '1' });
     expect(outcome.errors[0]).toMatch(/^error: /);
