@@ -49,7 +49,7 @@ export class ChatTemplate {
     const sources = templateSources(config, chatTemplateFile);
     if (sources.size === 0) {
       throw new ChatTemplateError('tokenizer_config.json has no chat_template and there is no chat_template.jinja: this tokenizer has no chat format; ' +
-        'set actor_rollout_ref.model.custom_chat_template (e.g. "{{ messages[-1][\'content\'] }}" to give the model the prompt as plain text)');
+        'set actor_rollout_ref.model.custom_chat_template (e.g. \'{{ messages[-1].content }}\' gives the model the prompt as plain text)');
     }
     this.templates = new Map();
     for (const [name, source] of sources) {

@@ -85,7 +85,7 @@ const SCHEMA = {
   actor_rollout_ref: {
     model: {
       path: optStr(null, 'Hugging Face directory of the actor (the reference is its frozen copy); null: the built-in tiny Qwen3-style model'),
-      custom_chat_template: optStr(null, 'Jinja chat template replacing the tokenizer\'s (saved with checkpoints); "{{ messages[-1][\'content\'] }}" feeds a base model the prompt as plain text'),
+      custom_chat_template: optStr(null, 'Jinja chat template replacing the tokenizer\'s (saved with checkpoints); \'{{ messages[-1].content }}\' feeds a base model the prompt as plain text'),
     },
     actor: {
       ppo_mini_batch_size: int(256, 'Prompts per optimizer step (× rollout.n sequences)', positive),

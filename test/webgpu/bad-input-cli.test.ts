@@ -91,8 +91,8 @@ describe('node train.js with bad input', () => {
     const args = [...tiny.overrides, `data.tokenizer=${plain}`, `trainer.default_local_dir=${join(tiny.root, 'plain')}`, 'trainer.total_training_steps=1'];
     expectOneLine(await train(args), /^error: tokenizer_config\.json has no chat_template .*set actor_rollout_ref\.model\.custom_chat_template/);
     // Quoted, as Hydra needs for a value with braces.
-    expect(await train([...args, `actor_rollout_ref.model.custom_chat_template="{{ messages[-1]['content'] }}"`])).toEqual({ code: 0, errors: [] });
-    expect(await readFile(join(tiny.root, 'plain', 'global_step_1', 'actor', 'chat_template.jinja'), 'utf8')).toBe("{{ messages[-1]['content'] }}");
+    expect(await train([...args, "actor_rollout_ref.model.custom_chat_template='{{ messages[-1].content }}'"])).toEqual({ code: 0, errors: [] });
+    expect(await readFile(join(tiny.root, 'plain', 'global_step_1', 'actor', 'chat_template.jinja'), 'utf8')).toBe('{{ messages[-1].content }}');
   });
 
   it('TRAIN_DEBUG=1 adds the stack trace', async () => {
