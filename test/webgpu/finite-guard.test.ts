@@ -6,6 +6,11 @@ import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
 import { makeTinyRun } from './tiny-run.ts';
+import { gpuEngine } from './gpu.ts';
+import { tinyQwen3Config } from '../../models/presets.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { initialParameters } from '../../models/init.ts';
+import { saveModel } from '../../models/model-files-node.ts';
 
 async function stepDirs(dir: string): Promise<string[]> {
   return (await readdir(dir)).filter((n) => n.startsWith('global_step_')).sort();
@@ -21,6 +26,18 @@ async function poisonWeights(modelDir: string): Promise<void> {
 }
 
 describe('non-finite guard', () => {
+  it('a model whose weights hold Inf is never saved: the error names the tensor', async () => {
+    const engine = await gpuEngine();
+    const config = tinyQwen3Config(16, { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 });
+    const values = initialParameters(config, 1);
+    values.get('model.norm.weight')![5] = Infinity;
+    const params = createParameterArena(engine, config, 'actor');
+    uploadArenaTensors(engine, params, values);
+    const dir = join((await makeTinyRun()).root, 'inf-model');
+    await expect(saveModel(engine, dir, config, params)).rejects.toThrow(`saving ${dir}: tensor 'model.norm.weight' holds Infinity at index 5`);
+    await expect(stat(dir)).rejects.toThrow(/ENOENT/);
+  });
+
   it('NaN weights: step 1 stops with the tensor named, exit before any checkpoint', async () => {
     const { root, overrides } = await makeTinyRun();
     await poisonWeights(join(root, 'model'));
