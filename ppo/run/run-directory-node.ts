@@ -9,7 +9,7 @@ import { withFileContext } from './user-error.ts';
 
 export const METRICS_FILE = 'metrics.jsonl';
 /** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
-export const PREVIOUS_RUN_PREFIX = 'previous_run_';
+const PREVIOUS_RUN_PREFIX = 'previous_run_';
 const STALE_SAVE = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving-(\\d+)$`);
 
 /** Creates the run directory and proves it writable before any work, so a read-only one fails in a second. */

@@ -5,7 +5,7 @@
 import { readKnobs } from '../../engine/knobs.ts';
 
 /** Exit status of a run stopped by an error (2 is a configuration error, 130 an interrupt). */
-export const ERROR_EXIT_CODE = 1;
+const ERROR_EXIT_CODE = 1;
 
 const SYSTEM_ERROR_REASONS: Record<string, string> = {
   ENOSPC: 'the disk is full (ENOSPC)',
