@@ -21,8 +21,6 @@ export interface EngineKnobs {
   disabledFeatures: string[];
   /** WEBGPU_KERNEL_VARIANTS=matmul:naive,attention:v1: force a kernel variant instead of the automatic choice. */
   kernelVariants: Record<string, string>;
-  /** VALIDATE_WITH_CPU=1: kernels with a validator re-check their output against kernels/ref/. */
-  validateWithCpu: boolean;
   /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
   trainDebug: boolean;
 }
@@ -41,7 +39,6 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     profile: env.WEBGPU_PROFILE === '1',
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
-    validateWithCpu: env.VALIDATE_WITH_CPU === '1',
     trainDebug: env.TRAIN_DEBUG === '1',
   };
 }

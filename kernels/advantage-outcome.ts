@@ -2,7 +2,7 @@ import source from './advantage-outcome.wgsl';
 import type { Engine, Tensor, KernelSpec, BindingSpec, UniformSpec } from '../engine/index.ts';
 import { expectRows, expectSize, withWorkgroupReduce } from './ppo-shared.ts';
 import { maskedWhitenGpu } from './masked-stats.ts';
-import type { OutcomeEstimator } from './ref/advantage-outcome.ts';
+import type { OutcomeEstimator } from './ppo-vocabulary.ts';
 
 const bindings: BindingSpec[] = [
   { name: 'rewards', access: 'read' },

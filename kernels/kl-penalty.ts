@@ -2,7 +2,7 @@ import source from './kl-penalty.wgsl';
 import applySource from './apply-kl-penalty.wgsl';
 import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
 import { expectRows, expectSize, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
-import { parseKlEstimator } from './ref/kl-penalty.ts';
+import { parseKlEstimator } from './ppo-vocabulary.ts';
 
 export const klPenaltySpec: KernelSpec = {
   name: 'kl-penalty',

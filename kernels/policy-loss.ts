@@ -2,9 +2,7 @@ import source from './policy-loss.wgsl';
 import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
 import { aggregationUniforms, expectRows, expectSize, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
-import { parseKlEstimator } from './ref/kl-penalty.ts';
-import type { LossAggregation } from './ref/agg-loss.ts';
-import type { PolicyLossConfig } from './ref/policy-loss.ts';
+import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
 
 export const policyLossSpec: KernelSpec = {
   name: 'policy-loss',

@@ -1,7 +1,7 @@
 // Launcher helpers shared by the PPO math kernels: size checks that name the tensor, the loss-aggregation
 // uniforms, and source assembly for kernels that prepend the shared WGSL snippets.
 import type { Tensor } from '../engine/index.ts';
-import type { LossAggregation } from './ref/agg-loss.ts';
+import type { LossAggregation } from './ppo-vocabulary.ts';
 import workgroupReduceSource from './workgroup-reduce.wgsl';
 import klEstimatorsSource from './kl-estimators.wgsl';
 

@@ -2,7 +2,7 @@ import source from './value-loss.wgsl';
 import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
 import { aggregationUniforms, expectRows, expectSize, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
-import type { LossAggregation } from './ref/agg-loss.ts';
+import type { LossAggregation } from './ppo-vocabulary.ts';
 
 export const valueLossSpec: KernelSpec = {
   name: 'value-loss',

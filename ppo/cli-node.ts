@@ -1,19 +1,19 @@
 // Node command line of the trainer: `node train.js [--config run.yaml] [key.sub=value ...]`. Without --config it
-// runs the embedded default job (ppo/default-job.ts). Prints a line per step, writes metrics.jsonl to the run
+// runs the embedded default job (ppo/tasks/default-job.ts). Prints a line per step, writes metrics.jsonl to the run
 // directory (trainer.default_local_dir), validates every trainer.test_freq steps and at the end, and, given a
 // chart writer (train.js passes tools/plot's), draws the run's charts when it is done.
 import { readFile, appendFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
 import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
-import { DEFAULT_JOB_YAML } from './default-job.ts';
+import { DEFAULT_JOB_YAML } from './tasks/default-job.ts';
 import { setUpRun } from './run-setup-node.ts';
-import { runTrainerIo } from './builtin-run.ts';
+import { runTrainerIo } from './run/builtin-run.ts';
 import { PpoTrainer } from './trainer.ts';
-import { PromptSampler, totalTrainingSteps } from './dataset.ts';
-import { formatStepLine } from './progress.ts';
-import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
-import { guardStep } from './finite-guard.ts';
+import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
+import { formatStepLine } from './run/progress.ts';
+import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
+import { guardStep } from './phases/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, METRICS_FILE } from './run/run-directory-node.ts';
 import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
 import { withFileContext } from './run/user-error.ts';

@@ -5,9 +5,8 @@
 // are reported together, each with what was found, what was expected and, where there is one, a suggestion.
 // Browser-safe: the caller reads files.
 import { parse as parseYaml } from 'yaml';
-import { LOSS_AGG_MODES } from '../kernels/ref/agg-loss.ts';
-import { parseKlEstimator } from '../kernels/ref/kl-penalty.ts';
-import { ADV_ESTIMATORS } from './advantages.ts';
+import { LOSS_AGG_MODES, parseKlEstimator } from '../kernels/ppo-vocabulary.ts';
+import { ADV_ESTIMATORS } from './algorithm/advantage-estimators.ts';
 
 type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */

@@ -11,19 +11,20 @@ import { CausalLm } from '../models/causal-lm.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { batchSizes, usesCritic } from './config.ts';
-import { AdamWOptimizer, type AdamWState } from './adamw-optimizer.ts';
-import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './rollout.ts';
+import { usesCritic } from './config.ts';
+import { planStep, type StepPlan } from './step-plan.ts';
+import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
+import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
-import { ExperienceMaker, type Experience } from './experience.ts';
-import { ActorUpdater } from './actor-update.ts';
-import { CriticUpdater } from './critic-update.ts';
-import { getKlController, type KLController } from './kl-controller.ts';
-import { resolvePolicyLossConfig } from './losses.ts';
-import { learningRate } from './lr-schedule.ts';
-import { planCritic } from './critic.ts';
-import { stepMetrics } from './metrics.ts';
-import { checkAllFinite } from './finite-guard.ts';
+import { ExperienceMaker } from './phases/experience.ts';
+import { ActorUpdater } from './phases/actor-update.ts';
+import { CriticUpdater } from './phases/critic-update.ts';
+import { getKlController, type KLController } from './algorithm/kl-controller.ts';
+import { sampleRewardMask } from './algorithm/reward-mask.ts';
+import { learningRate } from './algorithm/lr-schedule.ts';
+import { planCritic } from './algorithm/critic-plan.ts';
+import { stepMetrics } from './phases/metrics.ts';
+import { checkAllFinite } from './phases/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -76,6 +77,7 @@ export class PpoTrainer {
   private readonly actorUpdater: ActorUpdater;
   private readonly criticUpdater: CriticUpdater | null;
   private readonly klCtrl: KLController;
+  private readonly plan: StepPlan;
   readonly rng: Rng;
   globalStep = 0;
 
@@ -115,6 +117,7 @@ export class PpoTrainer {
     this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer);
     this.criticUpdater = this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);
+    this.plan = planStep(c);
     if (rewardModel) {
       if (rewardModel.config.head !== 'sequence-classification') {
         throw new Error(`reward_model.model.path: expected a *ForSequenceClassification, got ${rewardModel.config.architecture}`);
@@ -124,6 +127,37 @@ export class PpoTrainer {
       }
       this.rewardModel = new ValueModel(engine, rewardModel.config, rewardModel.params);
     }
+  }
+
+  /** One PPO iteration, phase by phase; `timed` records timing_s/<phase>. */
+  async step(): Promise<Record<string, number>> {
+    const plan = this.plan;
+    const { timing, timed } = phaseTimer();
+    const stepStart = performance.now();
+    const records = this.io.nextTrainBatch();
+    const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
+    const scores = await timed('reward', () => this.reward(records, rollout));
+    const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
+    const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
+    const batch = this.experience.begin(rollout, scores, mask);
+    await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
+    await timed('values', () => this.experience.values(batch, plan.experience));
+    await this.experience.klInReward(batch, plan.experience, this.klCtrl);
+    const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
+    const updateMetrics: Record<string, number> = {};
+    if (this.criticUpdater) {
+      const lr = learningRate(plan.criticOptim, this.globalStep, this.totalSteps);
+      Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng)));
+    } else if (this.critic) {
+      updateMetrics['critic/frozen'] = 1;
+    }
+    if (this.globalStep >= plan.criticWarmup) {
+      const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
+      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
+    }
+    this.globalStep++;
+    timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
+    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics };
   }
 
   private readonly rewardModel: ValueModel | null = null;
@@ -181,6 +215,13 @@ export class PpoTrainer {
     return { scores, texts };
   }
 
+  /** The reward of each response: the reward model's score when there is one, else the rule reward of its text. */
+  private async reward(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<number[]> {
+    const scores = this.rewardModel ? await this.rewardModelScores(rollout) : (await this.scoreRollout(records, rollout)).scores;
+    checkAllFinite('reward', scores);
+    return scores;
+  }
+
   /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show. */
   async validate(): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
     const records = this.io.validationSet();
@@ -203,59 +244,6 @@ export class PpoTrainer {
     const { rollout: greedy } = await this.generate(records, { ...this.rolloutConfig(false), n: 1, temperature: 0 });
     const { scores } = await this.scoreRollout(records, greedy);
     return rollout.groupIds.map((g) => scores[g]);
-  }
-
-  /** One PPO iteration. */
-  async step(): Promise<Record<string, number>> {
-    const c = this.config;
-    const timing: Record<string, number> = {};
-    const timed = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
-      const start = performance.now();
-      const result = await work();
-      timing[`timing_s/${name}`] = (performance.now() - start) / 1000;
-      return result;
-    };
-    const stepStart = performance.now();
-    const records = this.io.nextTrainBatch();
-    const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
-    const { scores } = await timed('reward', async () => this.rewardModel ? { scores: await this.rewardModelScores(rollout) } : this.scoreRollout(records, rollout));
-    checkAllFinite('reward', scores);
-    const baselineScores = c.algorithm.adv_estimator === 'remax' ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
-    const experience: Experience = await timed('adv', () => this.experience.make(rollout, scores, {
-      advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
-      normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
-      klPenalty: c.algorithm.kl_penalty, rewardMaskRatio: c.algorithm.reward_mask_ratio,
-      temperature: c.actor_rollout_ref.rollout.temperature,
-      forwardBlock: c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? rollout.inputIds.length,
-    }, this.rng, this.klCtrl, baselineScores));
-
-    const sizes = batchSizes(c);
-    const updateMetrics: Record<string, number> = {};
-    if (this.criticUpdater) {
-      Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, {
-        epochs: c.critic.ppo_epochs, miniBatchSize: sizes.criticMiniBatch, microBatchSize: sizes.criticMicroBatch,
-        shuffle: c.critic.shuffle, lossAggMode: c.critic.loss_agg_mode, cliprangeValue: c.critic.cliprange_value,
-        lr: learningRate(c.critic.optim, this.globalStep, this.totalSteps),
-      }, this.rng)));
-    } else if (this.critic) {
-      updateMetrics['critic/frozen'] = 1;
-    }
-    if (this.globalStep >= c.trainer.critic_warmup) {
-      const a = c.actor_rollout_ref.actor;
-      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, {
-        epochs: a.ppo_epochs, miniBatchSize: sizes.actorMiniBatch, microBatchSize: sizes.actorMicroBatch, shuffle: a.shuffle,
-        lossAggMode: a.loss_agg_mode,
-        policyLoss: resolvePolicyLossConfig({
-          lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
-          clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c,
-        }),
-        entropyCoeff: a.entropy_coeff, useKlLoss: a.use_kl_loss, klLossCoef: a.kl_loss_coef, klLossType: a.kl_loss_type,
-        temperature: c.actor_rollout_ref.rollout.temperature, lr: learningRate(a.optim, this.globalStep, this.totalSteps),
-      }, this.rng)));
-    }
-    this.globalStep++;
-    timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
-    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics };
   }
 
   /** The reference model's weights (null when no KL term needs one). */
@@ -281,6 +269,18 @@ export class PpoTrainer {
       this.criticOptimizer.loadState(snapshot.criticOptimizer);
     }
   }
+}
+
+/** Wall time of each phase of a step, as verl's timing_s/<phase> metrics. */
+function phaseTimer(): { timing: Record<string, number>; timed: <T>(name: string, work: () => Promise<T>) => Promise<T> } {
+  const timing: Record<string, number> = {};
+  const timed = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
+    const start = performance.now();
+    const result = await work();
+    timing[`timing_s/${name}`] = (performance.now() - start) / 1000;
+    return result;
+  };
+  return { timing, timed };
 }
 
 /** A frozen copy of a parameter arena (the reference model). */

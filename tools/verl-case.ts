@@ -8,7 +8,7 @@ import {
   computePolicyLoss, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
   maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, AdaptiveKLController, FixedKLController,
   type AggOptions, type KLController, type Matrix, type PolicyLossOptions,
-} from '../ppo/index.ts';
+} from './verl/index.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
 
 export interface VerlCase {

@@ -3,11 +3,11 @@
 // the GPU (a step, a validation, an export) runs one at a time so their command streams never interleave.
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../../ppo/config.ts';
-import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/dataset.ts';
-import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/builtin-run.ts';
+import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/run/dataset.ts';
+import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/run/builtin-run.ts';
 import { PpoTrainer } from '../../ppo/trainer.ts';
-import type { SftStepResult } from '../../ppo/sft-trainer.ts';
-import type { WarmStartProgress } from '../../ppo/default-job.ts';
+import type { SftStepResult } from '../../ppo/tasks/sft-trainer.ts';
+import type { WarmStartProgress } from '../../ppo/tasks/default-job.ts';
 import { modelsZip, type ModelToExport } from './export.ts';
 import { DEMO_VAL_SIZE, WARM_START_BATCH, type DemoSettings } from './settings.ts';
 

@@ -2,7 +2,7 @@
 // the keys `node train.js key=value` takes. The run is scaled down for a tab: fewer prompts per step and a
 // smaller held-out set, validated every VALIDATION_EVERY steps.
 import { loadConfig, type PpoConfig } from '../../ppo/config.ts';
-import { DEFAULT_JOB_YAML } from '../../ppo/default-job.ts';
+import { DEFAULT_JOB_YAML } from '../../ppo/tasks/default-job.ts';
 
 export interface DemoSettings {
   estimator: 'gae' | 'grpo';

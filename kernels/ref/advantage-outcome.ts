@@ -2,8 +2,7 @@
 // sequence's score is the plain (unmasked) sum of its token rewards; groups are verl's `index` (uid); the
 // per-sequence scalar is broadcast over the response and multiplied by the mask.
 import { maskedWhiten } from './masked-stats.ts';
-
-export type OutcomeEstimator = 'grpo' | 'rloo' | 'opo' | 'reinforce_plus_plus_baseline' | 'grpo_passk';
+import type { OutcomeEstimator } from '../ppo-vocabulary.ts';
 
 export interface OutcomeArgs {
   tokenLevelRewards: ArrayLike<number>;

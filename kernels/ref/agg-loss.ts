@@ -2,27 +2,7 @@
 // weight w = d loss / d loss_mat is also the gradient. The global denominators are explicit so that a
 // mini-batch split into micro-batches sums to exactly the unsplit loss (verl's batch_num_tokens /
 // global_batch_size / loss_scale_factor / dp_size).
-
-export const LOSS_AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
-export type LossAggMode = (typeof LOSS_AGG_MODES)[number];
-
-export interface LossAggregation {
-  mode: LossAggMode;
-  /** token-mean: valid tokens of the whole (global) mini-batch. */
-  batchNumTokens: number;
-  /** seq-mean-*: non-empty sequences of the whole (global) mini-batch. */
-  globalBatchSize: number;
-  /** seq-mean-token-sum-norm: the constant divisor (verl default: the response length). */
-  lossScaleFactor: number;
-  dpSize: number;
-}
-
-export function checkLossAggMode(mode: string): LossAggMode {
-  if (!(LOSS_AGG_MODES as readonly string[]).includes(mode)) {
-    throw new Error(`Invalid loss_agg_mode: ${mode} (expected one of ${LOSS_AGG_MODES.join(', ')})`);
-  }
-  return mode as LossAggMode;
-}
+import { checkLossAggMode, type LossAggregation } from '../ppo-vocabulary.ts';
 
 /** verl's defaults when the caller passes none: local token count, local non-empty rows, response length. */
 export function localAggregation(mode: string, mask: ArrayLike<number>, B: number, T: number): LossAggregation {

@@ -1,26 +1,7 @@
 // CPU reference (float64) for kernels/kl-penalty and kernels/apply-kl-penalty: verl's kl_penalty estimators
 // and the in-reward KL penalty of ray_trainer.apply_kl_penalty. Gradients follow torch autograd, including
 // clamp's inclusive pass-through band.
-
-export const KL_ESTIMATORS = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'] as const;
-
-export interface KlEstimator {
-  /** 0 = k1, 1 = abs, 2 = k2, 3 = k3 (the codes the WGSL uses). */
-  code: number;
-  /** verl's "k3+"-style suffix: forward value of the estimator, gradient of k2 (straight-through). */
-  straightThrough: boolean;
-}
-
-export function parseKlEstimator(name: string): KlEstimator {
-  const straightThrough = name.endsWith('+');
-  const base = straightThrough ? name.slice(0, -1) : name;
-  const code = ({ kl: 0, k1: 0, abs: 1, mse: 2, k2: 2, low_var_kl: 3, k3: 3 } as Record<string, number>)[base];
-  if (code === undefined) {
-    throw new Error(`kl_penalty: unsupported estimator "${name}"; expected one of ${KL_ESTIMATORS.join(', ')} ` +
-      `(optionally with a "+" suffix for a k2 straight-through gradient); "full" needs full-vocabulary log-probs and is not implemented`);
-  }
-  return { code, straightThrough: straightThrough && code !== 2 };
-}
+import { parseKlEstimator, type KlEstimator } from '../ppo-vocabulary.ts';
 
 /** [kl, d kl / d logprob] for one token. */
 export function klToken(logprob: number, refLogprob: number, estimator: KlEstimator): [number, number] {

@@ -3,15 +3,9 @@
 //   policy_loss = pg_loss − entropy_coeff·agg(entropy) + kl_loss_coef·agg(kl_penalty(log_prob, ref_log_prob)).
 // Gradients follow torch autograd exactly: clamp passes gradient on its closed interval, and torch.maximum /
 // torch.min split the gradient in half on ties (which is what happens inside the clip band).
-import { aggWeight, type LossAggregation } from './agg-loss.ts';
-import { klToken, parseKlEstimator } from './kl-penalty.ts';
-
-export interface PolicyLossConfig {
-  lossMode: 'vanilla' | 'gspo';
-  clipRatioLow: number;
-  clipRatioHigh: number;
-  clipRatioC: number;
-}
+import { aggWeight } from './agg-loss.ts';
+import { klToken } from './kl-penalty.ts';
+import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from '../ppo-vocabulary.ts';
 
 export interface ActorLossTerms {
   entropyCoeff: number;

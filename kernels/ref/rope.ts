@@ -1,6 +1,10 @@
 // CPU reference of kernels/rope (float64 rotation): HF rotate_half RoPE on the q and k heads of qkv. The angle is
 // rounded like HF computes it (f32 inv_freq times f32 position); cos, sin and the rotation are float64.
-import { ropeInverseFrequencies } from '../rope.ts';
+
+/** HF's inv_freq = 1 / theta^(2i/HS), each step rounded to f32 as torch computes it in float32. */
+function inverseFrequenciesRef(HS: number, theta: number): number[] {
+  return Array.from({ length: HS / 2 }, (_, i) => Math.fround(1 / Math.fround(Math.fround(theta) ** Math.fround((2 * i) / HS))));
+}
 
 export interface RopeRefArgs {
   positions: ArrayLike<number>;
@@ -17,7 +21,7 @@ function rotateRef(data: ArrayLike<number>, a: RopeRefArgs, sinSign: number): Fl
   const { positions, rows, NH, NKV, HS, theta } = a;
   const rowStride = a.rowStride ?? (NH + 2 * NKV) * HS;
   const colOffset = a.colOffset ?? 0;
-  const invFreq = ropeInverseFrequencies(HS, theta);
+  const invFreq = inverseFrequenciesRef(HS, theta);
   const out = Float64Array.from(data);
   const half = HS / 2;
   for (let r = 0; r < rows; r++) {

@@ -1,7 +1,8 @@
 // CPU reference (float64) for kernels/value-loss: verl's compute_value_loss,
 //   vf_loss = 0.5·agg(max((v − R)², (clip(v, v_old ± c) − R)²)),  vf_clipfrac = masked_mean((clipped − R)² > (v − R)²),
 // with torch autograd's tie rules for max/min (clip_by_value is max(min(x, hi), lo)).
-import { aggWeight, type LossAggregation } from './agg-loss.ts';
+import { aggWeight } from './agg-loss.ts';
+import type { LossAggregation } from '../ppo-vocabulary.ts';
 
 function minGrad(a: number, da: number, b: number, db: number): [number, number] {
   return a < b ? [a, da] : a > b ? [b, db] : [a, 0.5 * (da + db)];

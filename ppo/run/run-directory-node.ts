@@ -4,7 +4,7 @@
 // folders of saves that died with their process are removed.
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { STEP_DIR_PREFIX } from '../checkpoint-node.ts';
+import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
 import { withFileContext } from './user-error.ts';
 
 export const METRICS_FILE = 'metrics.jsonl';

@@ -8,7 +8,7 @@ import type { CorpusDocument, Retriever } from './retriever.ts';
 import { HttpRetriever } from './http-retriever.ts';
 import { Bm25Retriever } from './bm25-retriever.ts';
 import type { SearchProtocol } from './search-turns.ts';
-import type { BuiltinSearchFormat } from '../builtin-tasks.ts';
+import type { BuiltinSearchFormat } from '../tasks/builtin-tasks.ts';
 
 /** retriever.url's server, or BM25 over `corpus` (named `source` in logs and errors). */
 export function retrieverFromConfig(config: PpoConfig, corpus: { documents: readonly CorpusDocument[]; source: string } | null): Retriever {

@@ -6,7 +6,7 @@
 import { CharTokenizer } from '../../models/char-tokenizer.ts';
 import { builtinTokenizerFiles } from '../../models/word-level-tokenizer.ts';
 import { Rng } from '../../engine/rng.ts';
-import type { RlRecord } from '../dataset.ts';
+import type { RlRecord } from '../run/dataset.ts';
 
 export const ARITHMETIC_SPECIAL_TOKENS = ['<pad>', '<s>', '</s>', '<|user|>', '<|assistant|>'] as const;
 

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
-import { learningRate, learningRateFactor, warmupSteps } from '../../ppo/lr-schedule.ts';
+import { learningRate, learningRateFactor, warmupSteps } from '../../ppo/algorithm/lr-schedule.ts';
 
 const optim = (...overrides: string[]) => loadConfig({ overrides: overrides.map((o) => `actor_rollout_ref.actor.optim.${o}`) }).actor_rollout_ref.actor.optim;
 const factors = (o: ReturnType<typeof optim>, total: number, steps: number) => Array.from({ length: steps }, (_, s) => learningRateFactor(o, s, total));

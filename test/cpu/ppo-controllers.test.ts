@@ -1,11 +1,11 @@
 // KL controllers, the seeded RNG, the reward mask draw, the critic plan and the GSM8K rule reward.
 import { describe, it, expect } from 'vitest';
-import { AdaptiveKLController, FixedKLController, getKlController, type KLController } from '../../ppo/kl-controller.ts';
+import { AdaptiveKLController, FixedKLController, getKlController, type KLController } from '../../ppo/algorithm/kl-controller.ts';
 import { Rng } from '../../engine/rng.ts';
-import { sampleRewardMask } from '../../ppo/reward-mask.ts';
-import { criticMetrics, planCritic } from '../../ppo/critic.ts';
+import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
+import { criticMetrics, planCritic } from '../../ppo/algorithm/critic-plan.ts';
 import { computeScore, extractSolution } from '../../ppo/rewards/gsm8k.ts';
-import { parseKlEstimator } from '../../kernels/ref/kl-penalty.ts';
+import { parseKlEstimator } from '../../kernels/ppo-vocabulary.ts';
 
 describe('KL controllers', () => {
   it('adaptive: β ·= 1 + clip(kl/target − 1, ±0.2)·n/horizon', () => {

@@ -3,8 +3,9 @@
 import { describe, it, expect } from 'vitest';
 import { seededRandom } from '../helpers.ts';
 import { klPenaltyRef } from '../../kernels/ref/kl-penalty.ts';
-import { aggLossRef, localAggregation, LOSS_AGG_MODES, type LossAggregation } from '../../kernels/ref/agg-loss.ts';
-import { computeActorLossRef, type PolicyLossConfig } from '../../kernels/ref/policy-loss.ts';
+import { aggLossRef, localAggregation } from '../../kernels/ref/agg-loss.ts';
+import { computeActorLossRef } from '../../kernels/ref/policy-loss.ts';
+import { LOSS_AGG_MODES, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
 import { computeValueLossRef } from '../../kernels/ref/value-loss.ts';
 import { logprobEntropyRef, logprobEntropyBackwardRef } from '../../kernels/ref/logprob-entropy.ts';
 

@@ -6,8 +6,8 @@ import { JsTokenizer } from '../../models/tokenizer.ts';
 import { syntheticQaTokenizerFiles } from '../../ppo/tasks/synthetic-qa.ts';
 import { SearchSession, parseAction, searchR1Observation, type SearchProtocol } from '../../ppo/search/search-turns.ts';
 import type { RetrievedDocument, Retriever } from '../../ppo/search/retriever.ts';
-import { runTrainerIo } from '../../ppo/builtin-run.ts';
-import { PromptSampler } from '../../ppo/dataset.ts';
+import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
+import { PromptSampler } from '../../ppo/run/dataset.ts';
 
 const { tokenizerJson, tokenizerConfig } = syntheticQaTokenizerFiles();
 const tokenizer = JsTokenizer.fromJson(tokenizerJson, tokenizerConfig);

@@ -9,7 +9,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { parameterEntries } from '../../models/parameter-layout.ts';
 import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch, positionsFromMask } from '../../models/token-batch.ts';
-import { decoderForwardRef, decoderBackwardRef } from '../../kernels/ref/decoder.ts';
+import { decoderForwardRef, decoderBackwardRef } from '../../models/ref/decoder.ts';
 import { Arena, elementCount } from '../../engine/index.ts';
 
 function tinyConfig(architecture: string, extra: Record<string, unknown> = {}): DecoderConfig {

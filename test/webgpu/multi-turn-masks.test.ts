@@ -10,13 +10,13 @@ import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, readHfTensors, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
-import { AdamWOptimizer } from '../../ppo/adamw-optimizer.ts';
-import { ActorUpdater } from '../../ppo/actor-update.ts';
-import { CriticUpdater } from '../../ppo/critic-update.ts';
-import { ExperienceMaker, type Experience } from '../../ppo/experience.ts';
-import { resolvePolicyLossConfig } from '../../ppo/losses.ts';
-import { getKlController } from '../../ppo/kl-controller.ts';
-import type { RolloutBatch } from '../../ppo/rollout.ts';
+import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
+import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
+import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
+import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
+import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
+import type { RolloutBatch } from '../../ppo/phases/rollout.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
@@ -59,10 +59,9 @@ async function params(engine: Engine, config: DecoderConfig, label: string) {
 async function experience(engine: Engine): Promise<Experience> {
   const rollout = rolloutBatch();
   const N = rollout.inputIds.length;
-  const x = await new ExperienceMaker(engine, null, null, CONFIG.vocabSize).make(rollout, [1, 0.5, 0, 1], {
-    advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl',
-    rewardMaskRatio: 0, temperature: 1, forwardBlock: N,
-  }, new Rng(1), getKlController({ type: 'fixed', kl_coef: 0, horizon: 1, target_kl: 1 }));
+  const maker = new ExperienceMaker(engine, null, null, CONFIG.vocabSize);
+  const plan = { advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl', temperature: 1, forwardBlock: N };
+  const x = await maker.advantages(maker.begin(rollout, [1, 0.5, 0, 1], sampleRewardMask(new Rng(1), N, 0)), plan, null);
   const rng = new Rng(4);
   const fill = () => Float32Array.from({ length: N * R }, () => -2 + rng.next());
   return { ...x, oldLogProbs: fill(), refLogProbs: fill(), values: fill(), returns: fill(), advantages: Float32Array.from({ length: N * R }, () => rng.next() - 0.5) };

@@ -23,6 +23,11 @@ describe('search run', () => {
     for (const m of steps) {
       expect(m['env/number_of_actions/mean']).toBeGreaterThanOrEqual(1);
       expect(m['env/number_of_actions/max']).toBeLessThanOrEqual(3);
+      expect(m['env/number_of_actions/min']).toBeLessThanOrEqual(m['env/number_of_actions/mean']);
+      expect(m['env/number_of_actions/mean']).toBeLessThanOrEqual(m['env/number_of_actions/max']);
+      expect(m['env/number_of_valid_action']).toBeLessThanOrEqual(m['env/number_of_actions/mean']);
+      // Observations (search results or the invalid-action correction) sit between turns: some sample took two.
+      if (m['env/observation_token_share'] > 0) expect(m['env/number_of_actions/max']).toBeGreaterThanOrEqual(2);
       for (const key of ['env/ratio_of_valid_action', 'env/finish_ratio', 'env/observation_token_share']) {
         expect(m[key], key).toBeGreaterThanOrEqual(0);
         expect(m[key], key).toBeLessThanOrEqual(1);

@@ -8,7 +8,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { seededRandom } from '../../engine/rng.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
-import { RolloutGenerator, generateWithoutCache, type RolloutBatch, type RolloutConfig } from '../../ppo/rollout.ts';
+import { RolloutGenerator, generateWithoutCache, type RolloutBatch, type RolloutConfig } from '../../ppo/phases/rollout.ts';
 
 export interface RolloutBenchRow {
   config: 'tiny' | 'small';

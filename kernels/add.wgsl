@@ -1,9 +1,0 @@
-// add: out[i] = alpha * a[i] + beta * b[i] over n elements (residual add, gradient accumulation, scaling).
-// v1: one element per lane, 256 lanes, workgroups folded into y past 65535.
-
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = gid.x + gid.y * nwg.x * 256u;
-  if (i >= params.n) { return; }
-  out[i] = params.alpha * a[i] + params.beta * b[i];
-}

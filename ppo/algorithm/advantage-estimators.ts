@@ -1,0 +1,79 @@
+// algorithm.adv_estimator: the one dispatch from verl's estimator name to its kernel, with the checks verl's
+// core_algos makes before it computes (an unbiased batch variance needs two valid tokens; pass@k needs two
+// samples per group). The trainer calls it on its experience tensors; tools/verl/ calls it on uploaded arrays.
+import type { Engine, Tensor } from '../../engine/index.ts';
+import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
+import { computeOutcomeAdvantageGpu, groupLayout, groupTensors, type GroupLayout } from '../../kernels/advantage-outcome.ts';
+
+export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk'] as const;
+export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
+
+/** verl raises for the unbiased variance of fewer than two masked elements; so do we (the kernel would give NaN). */
+export function checkUnbiasedCount(mask: ArrayLike<number>): void {
+  let count = 0;
+  for (let i = 0; i < mask.length; i++) count += mask[i];
+  if (count === 0) throw new Error('masked_var: at least one element in the mask has to be 1');
+  if (count === 1) throw new Error('masked_var: the sum of the mask is one, which can cause a division by zero');
+}
+
+function checkPasskGroups(layout: GroupLayout, index: readonly unknown[]): void {
+  const small = layout.sizes.findIndex((n) => n < 2);
+  if (small >= 0) {
+    throw new Error(`grpo_passk: Pass@k requires at least 2 samples per group; got ${layout.sizes[small]} for group ${String(index[layout.groupMembers[layout.groupStart[small]]])}`);
+  }
+}
+
+export interface AdvantageArgs {
+  /** (B, T) tensors; advantages and returns are written. */
+  tokenLevelRewards: Tensor; responseMask: Tensor; advantages: Tensor; returns: Tensor;
+  /** The response mask on the host, for verl's checks (the tensor stays on the GPU). */
+  responseMaskHost: ArrayLike<number>;
+  /** gae: the critic's values (B, T). */
+  values?: Tensor | null;
+  /** remax: the greedy response's score per sequence (B). */
+  rewardBaselines?: Tensor | null;
+  /** Group estimators: verl's uid per sequence; equal values form a group. */
+  index?: readonly unknown[];
+  /** Scratch: (4) whitening statistics, (2B) row score and length. */
+  stats: Tensor; rowStats: Tensor;
+  gamma: number; lam: number; normAdvByStd: boolean; epsilon: number; B: number; T: number;
+}
+
+/** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
+export function computeAdvantagesGpu(engine: Engine, estimator: string, a: AdvantageArgs): void {
+  const need = <V>(value: V | null | undefined, what: string): V => {
+    if (value === undefined || value === null) throw new Error(`algorithm.adv_estimator=${estimator} needs ${what}`);
+    return value;
+  };
+  const { tokenLevelRewards, responseMask, advantages, returns, stats, B, T } = a;
+  switch (estimator) {
+    case 'gae':
+      checkUnbiasedCount(a.responseMaskHost);
+      computeGaeAdvantageReturnGpu(engine, { tokenLevelRewards, values: need(a.values, 'values (a critic)'), responseMask, advantages, returns, stats, gamma: a.gamma, lam: a.lam, B, T });
+      return;
+    case 'reinforce_plus_plus':
+      checkUnbiasedCount(a.responseMaskHost);
+      computeReinforcePlusPlusOutcomeAdvantageGpu(engine, { tokenLevelRewards, responseMask, advantages, returns, stats, gamma: a.gamma, B, T });
+      return;
+    case 'remax':
+      computeRemaxOutcomeAdvantageGpu(engine, { tokenLevelRewards, responseMask, advantages, returns, rewardBaselines: need(a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'), B, T });
+      return;
+    case 'grpo': case 'rloo': case 'opo': case 'reinforce_plus_plus_baseline': case 'grpo_passk': {
+      const index = need(a.index, 'index (a group id per sequence)');
+      if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
+      const layout = groupLayout(index);
+      if (estimator === 'grpo_passk') checkPasskGroups(layout, index);
+      if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
+      const groups = groupTensors(engine, layout);
+      computeOutcomeAdvantageGpu(engine, estimator, {
+        tokenLevelRewards, responseMask, ...groups, rowStats: a.rowStats, stats, advantages, epsilon: a.epsilon, normAdvByStd: a.normAdvByStd, B, T,
+      });
+      engine.copy(advantages, returns);
+      for (const g of Object.values(groups)) engine.destroyTensor(g);
+      return;
+    }
+    default:
+      throw new Error(`algorithm.adv_estimator: unknown estimator "${estimator}" (expected one of ${ADV_ESTIMATORS.join(', ')})`);
+  }
+}

@@ -1,0 +1,78 @@
+// AdamW over a parameter arena: gradients and both moments are arenas of the same layout, so one fused kernel
+// per segment updates everything, after a global-norm clip computed on the GPU (no readback).
+import { Arena, type Engine, type Tensor } from '../../engine/index.ts';
+import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
+
+export interface AdamWConfig {
+  lr: number;
+  betas: [number, number];
+  eps: number;
+  weightDecay: number;
+  /** Global gradient-norm clip (verl's `grad_clip`); ≤ 0 disables it. */
+  maxGradNorm: number;
+}
+
+export interface AdamWState {
+  step: number;
+  m: Float32Array[];
+  v: Float32Array[];
+}
+
+export class AdamWOptimizer {
+  readonly grads: Arena;
+  private readonly m: Arena;
+  private readonly v: Arena;
+  /** ‖g‖² of the last step, on the GPU; read it only when a metric needs it. */
+  readonly normSquared: Tensor;
+  stepCount = 0;
+
+  constructor(
+    private readonly engine: Engine,
+    readonly params: Arena,
+    readonly config: AdamWConfig,
+  ) {
+    this.grads = new Arena(engine, `${params.label}.grad`, params.layout);
+    this.m = new Arena(engine, `${params.label}.adam_m`, params.layout);
+    this.v = new Arena(engine, `${params.label}.adam_v`, params.layout);
+    this.normSquared = engine.tensor(`${params.label}.grad_norm_sq`, [1]);
+  }
+
+  /** Forgets both moments and the step count: the next step starts as a new optimizer's first. */
+  reset(): void {
+    for (const segment of [...this.m.segments, ...this.v.segments]) this.engine.clear(segment);
+    this.stepCount = 0;
+  }
+
+  zeroGrad(): void {
+    for (const segment of this.grads.segments) this.engine.clear(segment);
+  }
+
+  /** Clips by global norm and applies one AdamW update; `gradScale` first multiplies the gradients. */
+  step(lr = this.config.lr, gradScale = 1): void {
+    this.stepCount++;
+    gradNormSquared(this.engine, { grads: this.grads.segments, normSquared: this.normSquared });
+    this.params.segments.forEach((params, i) => {
+      adamwStep(this.engine, {
+        params, grads: this.grads.segments[i], m: this.m.segments[i], v: this.v.segments[i], normSquared: this.normSquared,
+        maxNorm: this.config.maxGradNorm, lr, beta1: this.config.betas[0], beta2: this.config.betas[1], eps: this.config.eps,
+        weightDecay: this.config.weightDecay, step: this.stepCount, gradScale,
+      });
+    });
+  }
+
+  async gradNorm(): Promise<number> {
+    const [sq] = await this.engine.read(this.normSquared);
+    return Math.sqrt(sq);
+  }
+
+  async saveState(): Promise<AdamWState> {
+    const read = (arena: Arena) => Promise.all(arena.segments.map((s) => this.engine.read(s)));
+    return { step: this.stepCount, m: await read(this.m), v: await read(this.v) };
+  }
+
+  loadState(state: AdamWState): void {
+    this.stepCount = state.step;
+    state.m.forEach((data, i) => this.engine.upload(this.m.segments[i], data));
+    state.v.forEach((data, i) => this.engine.upload(this.v.segments[i], data));
+  }
+}

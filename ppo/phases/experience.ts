@@ -1,0 +1,183 @@
+// Turns a rollout into PPO experience, one phase per method, called by the trainer in verl's order: scores on
+// each response's last token with the reward mask applied (begin) → reference log-probs → critic values →
+// KL penalty in the reward → advantages and returns. Forwards run in blocks of sequences on the GPU; the
+// reference log-probs and values are gathered straight into the batch's tensors, and each per-token tensor the
+// updates need comes back to the host once, so mini-batches can be shuffled and sliced freely.
+import type { Engine, Tensor } from '../../engine/index.ts';
+import type { CausalLm } from '../../models/causal-lm.ts';
+import type { ValueModel } from '../../models/value-model.ts';
+import type { RolloutBatch } from './rollout.ts';
+import { SequenceBufferPool, blocks } from './sequence-buffers.ts';
+import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
+import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
+import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
+import type { KLController } from '../algorithm/kl-controller.ts';
+import type { RewardMask } from '../algorithm/reward-mask.ts';
+
+/** The algorithm's settings for these phases, resolved once from the config (ppo/algorithm/step-plan.ts). */
+export interface ExperiencePlan {
+  advEstimator: string;
+  gamma: number;
+  lam: number;
+  normAdvByStdInGrpo: boolean;
+  useKlInReward: boolean;
+  klPenalty: string;
+  temperature: number;
+  /** Sequences per forward of the reference and the critic; null: the whole batch at once. */
+  forwardBlock: number | null;
+}
+
+/** What the phases have produced so far, on the host. */
+interface ExperienceSoFar {
+  rollout: RolloutBatch;
+  N: number;
+  S: number;
+  R: number;
+  /** (N) the reward of each response before masking. */
+  scores: number[];
+  /** (N, R) host copies, row-major. */
+  responseMask: Float32Array;
+  oldLogProbs: Float32Array;
+  refLogProbs: Float32Array | null;
+  values: Float32Array | null;
+  metrics: Record<string, number>;
+}
+
+export interface Experience extends ExperienceSoFar {
+  tokenLevelRewards: Float32Array;
+  advantages: Float32Array;
+  returns: Float32Array;
+}
+
+/** A batch between phases: the host copies so far and the (N, R) tensors the next phases read. */
+export interface ExperienceBatch extends ExperienceSoFar {
+  /** The token rewards: the masked scores, or scores − β·KL once the KL is in the reward. */
+  rewards: Tensor<'f32'>;
+  tensors: Record<string, Tensor<'f32'>>;
+}
+
+function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Array {
+  const out = new Float32Array(rows.length * R);
+  rows.forEach((row, b) => out.set(Array.from(row).slice(0, R), b * R));
+  return out;
+}
+
+export class ExperienceMaker {
+  private readonly pool: SequenceBufferPool;
+  private scratch: { N: number; R: number; tensors: Record<string, Tensor<'f32'>> } | null = null;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly reference: CausalLm | null,
+    private readonly critic: ValueModel | null,
+    vocabSize: number,
+  ) {
+    this.pool = new SequenceBufferPool(engine, vocabSize);
+  }
+
+  /** (N, R) tensors of the whole batch, reused while the shape stays. */
+  private batchTensors(N: number, R: number): Record<string, Tensor<'f32'>> {
+    if (this.scratch?.N === N && this.scratch.R === R) return this.scratch.tensors;
+    const e = this.engine;
+    const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
+    const tensors = {
+      scores: t('scores', [N, R]), rewards: t('rewards', [N, R]), mask: t('mask', [N, R]), old: t('old', [N, R]), ref: t('ref', [N, R]),
+      values: t('values', [N, R]), advantages: t('advantages', [N, R]), returns: t('returns', [N, R]), rowKl: t('rowKl', [N]),
+      stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
+    };
+    this.scratch = { N, R, tensors };
+    return tensors;
+  }
+
+  /** Runs `model` over the experience's sequences in blocks, gathering its response-aligned output into
+   *  `target` (N, R) on the GPU; returns the host copy the mini-batches slice, read once. */
+  private async responseAligned(rollout: RolloutBatch, block: number, target: Tensor<'f32'>, run: (indices: number[]) => Tensor): Promise<Float32Array> {
+    const N = rollout.inputIds.length;
+    const S = rollout.inputIds[0].length;
+    const R = rollout.responseLength;
+    const all = Array.from({ length: N }, (_, i) => i);
+    for (const indices of blocks(all, block)) {
+      const buffers = this.pool.get(indices.length, S, R);
+      buffers.uploadSequences(rollout, indices);
+      gatherResponseValuesGpu(this.engine, run(indices), buffers.logProbs, indices.length, S, R);
+      // A copy, not a gather into a view: a block's rows need not start at a storage-binding alignment.
+      this.engine.copy(buffers.logProbs, target.view(`${target.name}[${indices[0]}:]`, indices[0] * R, [indices.length, R]));
+    }
+    return this.engine.read(target);
+  }
+
+  /** Scores sit on each response's last generated token; masked trajectories keep their shape with zeros. */
+  begin(rollout: RolloutBatch, scores: number[], mask: RewardMask): ExperienceBatch {
+    const N = rollout.inputIds.length;
+    const S = rollout.inputIds[0].length;
+    const R = rollout.responseLength;
+    const responseMask = flattenRows(rollout.responseMask, R);
+    const oldLogProbs = flattenRows(rollout.oldLogProbs, R);
+    const tokenScores = new Float32Array(N * R);
+    rollout.responseMask.forEach((row, b) => {
+      const last = Array.from(row).lastIndexOf(1);
+      if (last >= 0) tokenScores[b * R + last] = scores[b] * mask.keep[b];
+    });
+    const tensors = this.batchTensors(N, R);
+    this.engine.upload(tensors.scores, tokenScores);
+    this.engine.upload(tensors.mask, responseMask);
+    this.engine.upload(tensors.old, oldLogProbs);
+    return {
+      rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
+      metrics: { ...mask.metrics },
+    };
+  }
+
+  /** The frozen reference policy's log-probs of the sampled tokens (for the KL in the reward or the KL loss). */
+  async referenceLogProbs(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
+    if (!this.reference) return;
+    const reference = this.reference;
+    x.refLogProbs = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, x.tensors.ref, (indices) => {
+      const buffers = this.pool.get(indices.length, x.S, x.R);
+      return reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
+    });
+  }
+
+  /** The critic's value of each response token (GAE's baseline). */
+  async values(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
+    if (!this.critic) return;
+    const critic = this.critic;
+    x.values = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, x.tensors.values, (indices) => {
+      const buffers = this.pool.get(indices.length, x.S, x.R);
+      return critic.tokenValues(buffers.batch!, { saveForBackward: false });
+    });
+  }
+
+  /** algorithm.use_kl_in_reward: token rewards = scores − β·KL, and the KL controller sees this batch's KL. */
+  async klInReward(x: ExperienceBatch, plan: ExperiencePlan, klCtrl: KLController): Promise<void> {
+    if (!plan.useKlInReward) return;
+    if (!x.refLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
+    const t = x.tensors;
+    Object.assign(x.metrics, await applyKlInRewardGpu(this.engine, {
+      tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
+      rowKl: t.rowKl, klCtrl, klPenalty: plan.klPenalty, B: x.N, T: x.R,
+    }));
+    x.rewards = t.rewards;
+  }
+
+  /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample. */
+  async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null): Promise<Experience> {
+    const e = this.engine;
+    const t = x.tensors;
+    const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
+    computeAdvantagesGpu(e, plan.advEstimator, {
+      tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
+      values: x.values ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
+      gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: 1e-6, B: x.N, T: x.R,
+    });
+    if (baselines) e.destroyTensor(baselines);
+    const { rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values, metrics } = x;
+    return {
+      rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values,
+      tokenLevelRewards: await e.read(x.rewards),
+      advantages: await e.read(t.advantages),
+      returns: await e.read(t.returns),
+      metrics,
+    };
+  }
+}

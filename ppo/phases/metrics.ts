@@ -1,0 +1,86 @@
+// The per-step metrics under verl's names (critic/score, critic/rewards, critic/advantages, critic/returns,
+// critic/values, response_length, actor/*, critic/*, timing_s/*, perf/*), and throughput and MFU computed in
+// one place.
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import { qkvWidth } from '../../models/parameter-layout.ts';
+import type { Experience } from './experience.ts';
+
+function maskedStats(values: Float32Array, mask: Float32Array): { mean: number; max: number; min: number } {
+  let sum = 0;
+  let count = 0;
+  let max = -Infinity;
+  let min = Infinity;
+  for (let i = 0; i < values.length; i++) {
+    if (!mask[i]) continue;
+    sum += values[i];
+    count++;
+    max = Math.max(max, values[i]);
+    min = Math.min(min, values[i]);
+  }
+  return count ? { mean: sum / count, max, min } : { mean: 0, max: 0, min: 0 };
+}
+
+function listStats(values: readonly number[]): { mean: number; max: number; min: number } {
+  if (values.length === 0) return { mean: 0, max: 0, min: 0 };
+  return { mean: values.reduce((a, b) => a + b, 0) / values.length, max: Math.max(...values), min: Math.min(...values) };
+}
+
+/** Matmul FLOPs of one token through the forward pass (2 × weights), plus causal attention at context `T`. */
+export function forwardFlopsPerToken(c: DecoderConfig, T: number): number {
+  const perLayer = c.hiddenSize * qkvWidth(c) + c.numHeads * c.headDim * c.hiddenSize + 3 * c.intermediateSize * c.hiddenSize;
+  const weights = c.numLayers * perLayer + c.vocabSize * c.hiddenSize;
+  const attention = c.numLayers * 2 * 2 * c.numHeads * c.headDim * (T / 2);
+  return 2 * weights + attention;
+}
+
+/** Peak FP32 throughput the MFU figure is relative to; lavapipe's ~19 GFLOP/s tuned-matmul rate by default. */
+export const DEFAULT_PEAK_FLOPS = 19e9;
+
+export function stepMetrics(a: {
+  step: number;
+  experience: Experience;
+  updateMetrics: Record<string, number>;
+  timing: Record<string, number>;
+  actorConfig: DecoderConfig;
+  criticConfig: DecoderConfig | null;
+  peakFlops?: number;
+}): Record<string, number> {
+  const x = a.experience;
+  const score = listStats(x.scores);
+  const rowRewards = Array.from({ length: x.N }, (_, b) => x.tokenLevelRewards.subarray(b * x.R, (b + 1) * x.R).reduce((s, v) => s + v, 0));
+  const rewards = listStats(rowRewards);
+  const advantages = maskedStats(x.advantages, x.responseMask);
+  const returns = maskedStats(x.returns, x.responseMask);
+  const lengths = listStats(x.rollout.responseLengths);
+  const promptLengths = listStats(x.rollout.attentionMask.map((row) => row.slice(0, x.S - x.R).reduce((s, v) => s + v, 0)));
+  const clipped = x.rollout.responseLengths.filter((l) => l >= x.R).length / x.N;
+  const metrics: Record<string, number> = {
+    'training/global_step': a.step,
+    'critic/score/mean': score.mean, 'critic/score/max': score.max, 'critic/score/min': score.min,
+    'critic/rewards/mean': rewards.mean, 'critic/rewards/max': rewards.max, 'critic/rewards/min': rewards.min,
+    'critic/advantages/mean': advantages.mean, 'critic/advantages/max': advantages.max, 'critic/advantages/min': advantages.min,
+    'critic/returns/mean': returns.mean, 'critic/returns/max': returns.max, 'critic/returns/min': returns.min,
+    'response_length/mean': lengths.mean, 'response_length/max': lengths.max, 'response_length/min': lengths.min,
+    'response_length/clip_ratio': clipped,
+    'prompt_length/mean': promptLengths.mean,
+    ...x.metrics,
+    ...a.updateMetrics,
+    ...a.timing,
+  };
+  // A pass/fail check (exact match, a verifier): its mean is an accuracy, which the console calls so.
+  if (x.scores.every((v) => v === 0 || v === 1)) metrics['critic/score/accuracy'] = score.mean;
+  if (x.values) {
+    const values = maskedStats(x.values, x.responseMask);
+    Object.assign(metrics, { 'critic/values/mean': values.mean, 'critic/values/max': values.max, 'critic/values/min': values.min });
+  }
+  // Tokens through the models this step: the rollout's, then each training pass over the full sequences.
+  const tokens = x.rollout.attentionMask.reduce((s, row) => s + row.reduce((t, v) => t + v, 0), 0);
+  const stepSeconds = a.timing['timing_s/step'] ?? 0;
+  if (stepSeconds > 0) {
+    metrics['perf/total_num_tokens'] = tokens;
+    metrics['perf/throughput'] = tokens / stepSeconds;
+    const flops = 3 * forwardFlopsPerToken(a.actorConfig, x.S) * tokens + (a.criticConfig ? 3 * forwardFlopsPerToken(a.criticConfig, x.S) * tokens : 0);
+    metrics['perf/mfu'] = flops / stepSeconds / (a.peakFlops ?? DEFAULT_PEAK_FLOPS);
+  }
+  return metrics;
+}

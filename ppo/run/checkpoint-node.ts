@@ -1,0 +1,156 @@
+// Run checkpoints: trainer.default_local_dir/global_step_N/{actor,critic} as complete Hugging Face directories
+// (the critic as *ForTokenClassification, usable as critic.model.path of a later run), their AdamW states, the
+// reference model when it cannot be reloaded from actor_rollout_ref.model.path (the built-in model), and
+// trainer_state.json (step, RNG, KL coefficient, data cursor). A step directory is assembled under a temporary
+// name and renamed into place, so an interrupted save never leaves a half checkpoint;
+// trainer.max_actor_ckpt_to_keep prunes old ones.
+import { mkdir, readdir, readFile, rename, rm, writeFile, access } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Arena, Engine } from '../../engine/index.ts';
+import { loadModel, saveModel } from '../../models/model-files-node.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
+import type { DataCursor } from './dataset.ts';
+import type { PpoConfig } from '../config.ts';
+import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
+import { withFileContext } from './user-error.ts';
+
+export const STEP_DIR_PREFIX = 'global_step_';
+const STATE_FILE = 'trainer_state.json';
+
+async function writeTokenizerFiles(dir: string, files: Record<string, string>): Promise<void> {
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+}
+
+async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>): Promise<void> {
+  await saveModel(engine, dir, config, params);
+  await writeTokenizerFiles(dir, tokenizerFiles);
+}
+
+export async function saveCheckpoint(engine: Engine, runDir: string, trainer: PpoTrainer, tokenizerFiles: Record<string, string>, cursor: DataCursor): Promise<string> {
+  const snapshot = await trainer.snapshot();
+  const step = snapshot.state.globalStep;
+  const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
+  const staging = join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
+  // A failed save (disk full, permissions) removes its staging folder and names the checkpoint it was writing.
+  try {
+    await withFileContext(`saving checkpoint ${target}`, () => writeCheckpoint(engine, staging, target, trainer, snapshot, tokenizerFiles, cursor));
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    throw err;
+  }
+  await pruneCheckpoints(runDir, trainer.config.trainer.max_actor_ckpt_to_keep);
+  return target;
+}
+
+async function writeCheckpoint(engine: Engine, staging: string, target: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor): Promise<void> {
+  await rm(staging, { recursive: true, force: true });
+  await mkdir(staging, { recursive: true });
+  await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles);
+  await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
+  if (trainer.critic) {
+    await saveModelWithTokenizer(engine, join(staging, 'critic'), trainer.critic.config, trainer.critic.params, tokenizerFiles);
+    if (snapshot.criticOptimizer) await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
+  }
+  const reference = trainer.referenceParams;
+  if (reference && trainer.config.actor_rollout_ref.model.path === null) {
+    await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles);
+  }
+  await writeFile(join(staging, STATE_FILE), JSON.stringify({ ...snapshot.state, dataCursor: cursor }, null, 2) + '\n');
+  await rm(target, { recursive: true, force: true });
+  await rename(staging, target);
+}
+
+async function stepDirectories(runDir: string): Promise<number[]> {
+  let names: string[];
+  try {
+    names = await readdir(runDir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((name) => name.startsWith(STEP_DIR_PREFIX))
+    .map((name) => Number(name.slice(STEP_DIR_PREFIX.length)))
+    .filter(Number.isInteger)
+    .sort((a, b) => a - b);
+}
+
+async function pruneCheckpoints(runDir: string, keep: number | null): Promise<void> {
+  if (keep === null) return;
+  const steps = await stepDirectories(runDir);
+  for (const step of steps.slice(0, Math.max(0, steps.length - keep))) {
+    await rm(join(runDir, `${STEP_DIR_PREFIX}${step}`), { recursive: true, force: true });
+  }
+}
+
+/** The checkpoint trainer.resume_mode asks for: the newest in the run directory (auto), a given one, or none. */
+export async function checkpointToResume(config: PpoConfig, runDir: string): Promise<string | null> {
+  const mode = config.trainer.resume_mode;
+  if (mode === 'disable') return null;
+  if (mode === 'resume_path') {
+    const path = config.trainer.resume_from_path!;
+    try {
+      await access(join(path, STATE_FILE));
+    } catch {
+      throw new Error(`trainer.resume_from_path: ${path} is not a checkpoint (no ${STATE_FILE})`);
+    }
+    return path;
+  }
+  const steps = await stepDirectories(runDir);
+  return steps.length > 0 ? join(runDir, `${STEP_DIR_PREFIX}${steps[steps.length - 1]}`) : null;
+}
+
+export interface ResumedRun {
+  actor: ModelWeights;
+  critic: ModelWeights | null;
+  reference: Arena | null;
+  snapshot: TrainerSnapshot;
+  dataCursor: DataCursor;
+}
+
+async function readOptimizer(file: string, params: Arena) {
+  return decodeOptimizerState(new Uint8Array(await readFile(file)), file, params.layout.segmentSizes);
+}
+
+export async function loadCheckpoint(engine: Engine, dir: string, config: PpoConfig): Promise<ResumedRun> {
+  let stateJson: Record<string, unknown>;
+  try {
+    stateJson = JSON.parse(await readFile(join(dir, STATE_FILE), 'utf8'));
+  } catch (err) {
+    throw new Error(`resume: cannot read ${join(dir, STATE_FILE)} (${(err as Error).message})`);
+  }
+  const actorLoaded = await loadModel(engine, join(dir, 'actor'), { label: 'actor' });
+  const actor = { config: actorLoaded.config, params: actorLoaded.params };
+  let critic: ModelWeights | null = null;
+  try {
+    await access(join(dir, 'critic'));
+    const loaded = await loadModel(engine, join(dir, 'critic'), { label: 'critic' });
+    critic = { config: loaded.config, params: loaded.params };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  let reference: Arena | null = null;
+  const modelPath = config.actor_rollout_ref.model.path;
+  if (config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) {
+    const referenceDir = modelPath ?? join(dir, 'reference');
+    reference = (await loadModel(engine, referenceDir, { label: 'reference' })).params;
+  }
+  const criticOptimizerFile = join(dir, 'critic', 'optimizer.safetensors');
+  let criticOptimizer = null;
+  if (critic) {
+    try {
+      criticOptimizer = await readOptimizer(criticOptimizerFile, critic.params);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
+  return {
+    actor, critic, reference,
+    snapshot: {
+      state: { globalStep: stateJson.globalStep as number, rng: stateJson.rng as TrainerSnapshot['state']['rng'], klCoef: stateJson.klCoef as number },
+      actorOptimizer: await readOptimizer(join(dir, 'actor', 'optimizer.safetensors'), actor.params),
+      criticOptimizer,
+    },
+    dataCursor: stateJson.dataCursor as DataCursor,
+  };
+}

@@ -1,0 +1,55 @@
+// The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
+// each phase's options instead of translating config keys every iteration. Only the learning rate changes
+// from step to step (ppo/algorithm/lr-schedule.ts).
+import type { PpoConfig } from './config.ts';
+import { batchSizes } from './config.ts';
+import type { ExperiencePlan } from './phases/experience.ts';
+import type { ActorUpdateConfig } from './phases/actor-update.ts';
+import type { CriticUpdateConfig } from './phases/critic-update.ts';
+import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
+import type { OptimConfig } from './algorithm/lr-schedule.ts';
+
+export interface StepPlan {
+  /** ReMax: a greedy rollout of the same prompts gives each sample its baseline score. */
+  remaxBaseline: boolean;
+  /** algorithm.reward_mask_ratio */
+  rewardMaskRatio: number;
+  experience: ExperiencePlan;
+  critic: Omit<CriticUpdateConfig, 'lr'>;
+  criticOptim: OptimConfig;
+  actor: Omit<ActorUpdateConfig, 'lr'>;
+  actorOptim: OptimConfig;
+  /** trainer.critic_warmup: steps that update the critic only. */
+  criticWarmup: number;
+}
+
+export function planStep(c: PpoConfig): StepPlan {
+  const sizes = batchSizes(c);
+  const a = c.actor_rollout_ref.actor;
+  const temperature = c.actor_rollout_ref.rollout.temperature;
+  return {
+    remaxBaseline: c.algorithm.adv_estimator === 'remax',
+    rewardMaskRatio: c.algorithm.reward_mask_ratio,
+    experience: {
+      advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
+      normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
+      klPenalty: c.algorithm.kl_penalty, temperature, forwardBlock: c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,
+    },
+    critic: {
+      epochs: c.critic.ppo_epochs, miniBatchSize: sizes.criticMiniBatch, microBatchSize: sizes.criticMicroBatch,
+      shuffle: c.critic.shuffle, lossAggMode: c.critic.loss_agg_mode, cliprangeValue: c.critic.cliprange_value,
+    },
+    criticOptim: c.critic.optim,
+    actor: {
+      epochs: a.ppo_epochs, miniBatchSize: sizes.actorMiniBatch, microBatchSize: sizes.actorMicroBatch, shuffle: a.shuffle,
+      lossAggMode: a.loss_agg_mode,
+      policyLoss: resolvePolicyLossConfig({
+        lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
+        clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c,
+      }),
+      entropyCoeff: a.entropy_coeff, useKlLoss: a.use_kl_loss, klLossCoef: a.kl_loss_coef, klLossType: a.kl_loss_type, temperature,
+    },
+    actorOptim: a.optim,
+    criticWarmup: c.trainer.critic_warmup,
+  };
+}

@@ -1,0 +1,106 @@
+// The built-in tasks a run can use without files (data.train_files null, data.builtin_task): each brings its
+// tokenizer, its verl-schema rows, the supervised stages of the built-in model's warm start and, for
+// a search task, the corpus its retriever searches and how observations read. Browser-safe.
+import { Rng } from '../../engine/rng.ts';
+import type { RlExample, RlRecord } from '../run/dataset.ts';
+import type { SftExample } from './sft-trainer.ts';
+import type { CorpusDocument, RetrievedDocument, Retriever } from '../search/retriever.ts';
+import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';
+import {
+  formatDocuments, formatObservation, guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact,
+  syntheticQaSearchQuery, syntheticQaTokenizerFiles, type Demonstration,
+} from './synthetic-qa.ts';
+
+export type BuiltinTaskName = 'arithmetic' | 'search_qa';
+
+/** One supervised stage of a built-in model's warm start, trained from a fresh optimizer with its own schedule. */
+export interface WarmStartStage {
+  /** Shown with its progress: "pretraining", "SFT". */
+  name: string;
+  steps: number;
+  lr: number;
+  examples: SftExample[];
+}
+
+/** What a search task puts in the search protocol besides the retriever. */
+export interface BuiltinSearchFormat {
+  formatObservation: (docs: readonly RetrievedDocument[]) => string;
+  invalidActionText: string;
+}
+
+export interface BuiltinTask {
+  tokenizerFiles(): { tokenizerJson: object; tokenizerConfig: Record<string, unknown> };
+  /** Training and held-out rows drawn with `seed`, and the corpus of a search task. */
+  records(seed: number, valSize: number): { train: RlRecord[]; val: RlRecord[]; corpus: CorpusDocument[] | null };
+  warmStartBatchSize: number;
+  /** Held-out prompts of `node train.js`. */
+  valSize: number;
+  /** The warm start's stages in order, on the training prompts; a search task's demonstrations come from `retriever`. */
+  warmStart(train: readonly RlExample[], seed: number, retriever: Retriever | null, topk: number): Promise<WarmStartStage[]>;
+  search: BuiltinSearchFormat | null;
+}
+
+/**
+ * Multi-digit addition, taught in two supervised stages as a chat model is made. Pretraining: every training
+ * problem with its correct sum, so the model learns to add. SFT: the same prompts answered by annotators, a seeded
+ * 70% of whom leave a trailing space after the sum ("95 "), which the exact-match reward does not accept. The
+ * model keeps its addition and takes up the habit: it mostly answers in the sloppy form and only sometimes with
+ * the bare sum — the behaviour PPO must find and make the rule. (Sloppy demonstrations mixed into a single stage
+ * teach the addition itself unreliably: how well depends on the seed.)
+ */
+const ARITHMETIC_SLOPPY_FRACTION = 0.7;
+
+const arithmetic: BuiltinTask = {
+  tokenizerFiles: arithmeticTokenizerFiles,
+  records: (seed, valSize) => ({ ...arithmeticDataset({ digits: 2, trainSize: 4000, valSize, seed }), corpus: null }),
+  warmStartBatchSize: 64,
+  valSize: 256,
+  warmStart: async (train, seed) => {
+    const rng = new Rng(seed);
+    const answered = (text: (sum: string) => string): SftExample[] =>
+      train.map((example) => ({ prompt: example.promptIds, response: arithmeticTokenizer.encode(`${text(String(example.groundTruth))}</s>`) }));
+    return [
+      { name: 'pretraining', steps: 900, lr: 3e-3, examples: answered((sum) => sum) },
+      { name: 'SFT', steps: 100, lr: 1e-3, examples: answered((sum) => (rng.next() < ARITHMETIC_SLOPPY_FRACTION ? `${sum} ` : sum)) },
+    ];
+  },
+  search: null,
+};
+
+/**
+ * Questions about invented entities, answerable only by searching the generated corpus. Every training question
+ * is demonstrated ten times: three times searching (and copying the answer from the observation), seven times
+ * answering at once with a guess (the attribute's most common value). The warm-started model therefore searches
+ * about 30% of the time whatever it is asked — not for the particular questions it happened to see searched,
+ * which is what one demonstration per question taught it — and guesses when greedy; PPO must learn that
+ * searching pays.
+ */
+const SEARCH_QA_DEMONSTRATIONS = { searching: 3, guessing: 7 };
+
+const searchQa: BuiltinTask = {
+  tokenizerFiles: syntheticQaTokenizerFiles,
+  records: (seed, valSize) => syntheticQaDataset({ seed, valSize }),
+  warmStartBatchSize: 64,
+  valSize: 128,
+  warmStart: async (train, _seed, retriever, topk) => {
+    if (!retriever) throw new Error('built-in task search_qa: its demonstrations need the retriever');
+    const results = await retriever.search(train.map((example) => syntheticQaSearchQuery(syntheticQaFact(example))), topk);
+    const examples = train.flatMap((example, k) => {
+      const sft = (demo: Demonstration): SftExample => ({ prompt: example.promptIds, response: demo.ids, responseMask: demo.generatedMask });
+      const searching = sft(searchDemonstration(example, formatObservation(formatDocuments(results[k]))));
+      const guessing = sft(guessDemonstration(example));
+      return [
+        ...new Array<SftExample>(SEARCH_QA_DEMONSTRATIONS.searching).fill(searching),
+        ...new Array<SftExample>(SEARCH_QA_DEMONSTRATIONS.guessing).fill(guessing),
+      ];
+    });
+    return [{ name: 'SFT', steps: 450, lr: 3e-3, examples }];
+  },
+  search: {
+    formatObservation: (docs) => formatObservation(formatDocuments(docs)),
+    // The task's vocabulary has no words for Search-R1's corrective sentence: an empty observation says it.
+    invalidActionText: formatObservation(''),
+  },
+};
+
+export const BUILTIN_TASKS: Record<BuiltinTaskName, BuiltinTask> = { arithmetic, search_qa: searchQa };

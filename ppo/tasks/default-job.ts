@@ -1,0 +1,111 @@
+// The embedded default job: a tiny Qwen3-style model learns multi-digit addition. The built-in actor (used
+// when actor_rollout_ref.model.path is null) is created from scratch and given its task's short supervised warm
+// start (ppo/tasks/builtin-tasks.ts: pretraining on correct sums, then SFT on sloppy demonstrations) — enough to be
+// right part of the time — after which PPO with a GAE critic and the exact-match rule reward takes over.
+// Browser-safe: the caller provides the engine and receives progress.
+import type { Engine } from '../../engine/index.ts';
+import { Rng } from '../../engine/rng.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { initialParameters } from '../../models/init.ts';
+import { tinyQwen3Config } from '../../models/presets.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import type { Arena } from '../../engine/index.ts';
+import { AdamWOptimizer } from '../phases/adamw-optimizer.ts';
+import { SftTrainer, type SftStepResult } from './sft-trainer.ts';
+import type { WarmStartStage } from './builtin-tasks.ts';
+
+/** The default job's configuration (what `node train.js` runs when no --config is given). */
+export const DEFAULT_JOB_YAML = `
+data:
+  train_batch_size: 128
+  max_prompt_length: 16
+  max_response_length: 5
+  val_batch_size: null
+actor_rollout_ref:
+  actor:
+    ppo_mini_batch_size: 64
+    ppo_epochs: 1
+    clip_ratio: 0.2
+    entropy_coeff: 0
+    optim:
+      lr: 1.0e-4
+      lr_warmup_steps: 5
+      weight_decay: 0.0
+  rollout:
+    n: 1
+    temperature: 1.0
+critic:
+  optim:
+    lr: 1.0e-3
+    weight_decay: 0.0
+  cliprange_value: 0.5
+algorithm:
+  adv_estimator: gae
+  gamma: 1.0
+  lam: 1.0
+  use_kl_in_reward: false
+trainer:
+  total_epochs: 1
+  total_training_steps: 40
+  test_freq: 10
+  save_freq: -1
+  project_name: webgpu_rlhf
+  experiment_name: arithmetic_tiny
+`;
+
+export interface WarmStartResult {
+  config: DecoderConfig;
+  params: Arena;
+  history: SftStepResult[];
+}
+
+/** Where a warm-start step sits: its stage, and the steps of all stages (a step's number counts across them). */
+export interface WarmStartProgress {
+  stage: string;
+  totalSteps: number;
+}
+
+/** The stages with `totalSteps` steps among them, shared in the stages' own proportions (at least one each). */
+export function withTotalSteps(stages: readonly WarmStartStage[], totalSteps: number): WarmStartStage[] {
+  const planned = stages.reduce((sum, stage) => sum + stage.steps, 0);
+  let before = 0;
+  return stages.map((stage) => {
+    const start = Math.round((before * totalSteps) / planned);
+    before += stage.steps;
+    return { ...stage, steps: Math.max(1, Math.round((before * totalSteps) / planned) - start) };
+  });
+}
+
+/**
+ * Creates the built-in actor (seeded) and trains it through the task's warm-start stages in order, each from a
+ * freshly reset AdamW with a 10-step warmup and a cosine decay to a tenth of its learning rate.
+ */
+export async function warmStartBuiltinActor(
+  engine: Engine, options: { stages: readonly WarmStartStage[]; batchSize: number; seed: number }, tokenizer: { vocabSize: number; padId: number },
+  onStep: (result: SftStepResult, progress: WarmStartProgress) => void,
+): Promise<WarmStartResult> {
+  const config = tinyQwen3Config(tokenizer.vocabSize);
+  const params = createParameterArena(engine, config, 'actor');
+  uploadArenaTensors(engine, params, initialParameters(config, options.seed));
+  const model = new CausalLm(engine, config, params);
+  // Every step passes its stage's scheduled learning rate.
+  const optimizer = new AdamWOptimizer(engine, params, { lr: 0, betas: [0.9, 0.95], eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 });
+  const T = Math.max(...options.stages.flatMap((stage) => stage.examples.map((e) => e.prompt.length + e.response.length)));
+  const trainer = new SftTrainer(engine, model, optimizer, { B: options.batchSize, T, padId: tokenizer.padId });
+  const rng = new Rng(options.seed);
+  const totalSteps = options.stages.reduce((sum, stage) => sum + stage.steps, 0);
+  const history: SftStepResult[] = [];
+  for (const stage of options.stages) {
+    optimizer.reset();
+    for (let step = 0; step < stage.steps; step++) {
+      const batch = Array.from({ length: options.batchSize }, () => stage.examples[Math.floor(rng.next() * stage.examples.length)]);
+      const warmup = Math.min(1, (step + 1) / 10);
+      const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / stage.steps));
+      const result = await trainer.trainStep(batch, stage.lr * warmup * decay);
+      history.push(result);
+      onStep(result, { stage: stage.name, totalSteps });
+    }
+  }
+  return { config, params, history };
+}

@@ -1,0 +1,28 @@
+// Kernels at shapes a real model uses (Qwen3-0.6B's hidden 1024, intermediate 3072), on the hardware GPU the tier
+// demands: sizes lavapipe cannot run in CI time, where tiling and vector loads meet many workgroups at once.
+import { describe, it, expect } from 'vitest';
+import { realGpuEngine } from './real-gpu.ts';
+import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
+import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
+import { chooseVariant, readKnobs } from '../../engine/index.ts';
+import { randomArray, expectClose } from '../helpers.ts';
+
+describe('real GPU', () => {
+  it('is a hardware adapter and the matmul choice is a GPU variant', async () => {
+    const engine = await realGpuEngine();
+    expect(engine.caps.isSoftware).toBe(false);
+    expect(chooseVariant('matmul', matmulVariants, engine.caps, readKnobs({})).name).not.toBe('cpu');
+  });
+
+  for (const layout of ['nn', 'nt', 'tn'] as MatmulLayout[]) {
+    it(`matmul ${layout} at M=512, N=3072, K=1024 matches the reference`, async () => {
+      const engine = await realGpuEngine();
+      const [M, N, K] = [512, 3072, 1024];
+      const a = randomArray(M * K, 1);
+      const b = randomArray(K * N, 2);
+      const out = engine.tensor('out', [M, N]);
+      matmul(engine, { a: engine.tensorFrom('a', [M * K], a), b: engine.tensorFrom('b', [K * N], b), out, M, N, K, layout });
+      expectClose(await engine.read(out), matmulForwardRef({ a, b, M, N, K, layout }), 1e-4, 1e-4, `matmul ${layout}`);
+    }, 300_000);
+  }
+});

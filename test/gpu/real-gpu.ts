@@ -1,0 +1,32 @@
+// The opt-in real-GPU tier (npm run test:gpu): an engine on a hardware adapter, or a failure that says why. A
+// software adapter (lavapipe, SwiftShader) would pass these tests without telling anything about a GPU, so it is
+// refused rather than skipped in silence.
+import { afterAll } from 'vitest';
+import { Engine } from '../../engine/index.ts';
+
+let enginePromise: Promise<Engine> | null = null;
+
+async function create(): Promise<Engine> {
+  const engine = await Engine.create();
+  if (engine.caps.isSoftware) {
+    const description = engine.caps.description;
+    engine.destroy();
+    throw new Error(`test/gpu needs a hardware GPU adapter; found the software adapter "${description}". ` +
+      'npm test runs the cpu, webgpu and browser tiers on any adapter.');
+  }
+  return engine;
+}
+
+export function realGpuEngine(): Promise<Engine> {
+  if (!enginePromise) {
+    enginePromise = create();
+    afterAll(async () => {
+      const engine = await enginePromise!.catch(() => null);
+      enginePromise = null;
+      if (!engine) return;
+      await engine.sync();
+      engine.destroy();
+    });
+  }
+  return enginePromise;
+}

@@ -1,0 +1,45 @@
+// Bench cases of adamw for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
+import { type Engine } from '../../engine/index.ts';
+import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
+import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
+import { F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+
+/** The optimizer step over one arena segment of 2^20 parameters (the tiny model has about 0.9M): the global
+ *  gradient norm, then AdamW with clipping (params, m, v read and written, grads read). */
+export function adamwCases(): KernelBenchCase[] {
+  const n = 1 << 20;
+  const grads = randomValues(n, 25, 1e-3);
+  const params = Float64Array.from(randomValues(n, 26, 0.1));
+  const m = Float64Array.from(randomValues(n, 27, 1e-3));
+  const v = Float64Array.from(randomValues(n, 28, 1e-3), (x) => x * x);
+  const hyper = { maxNorm: 1, lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.01, step: 1 };
+  const normSquared = gradNormSquaredRef([grads]);
+  const shape = `n=${n}`;
+  const setupGrads = (engine: Engine) => {
+    const gradsTensor = upload(engine, 'grads', grads);
+    const normSquaredTensor = engine.tensor('bench-normSquared', [1]);
+    gradNormSquared(engine, { grads: [gradsTensor], normSquared: normSquaredTensor });
+    return { grads: gradsTensor, normSquared: normSquaredTensor };
+  };
+  return [
+    {
+      op: 'reduce', kernel: 'grad norm', shape, bytes: F32_BYTES * (n + 1),
+      reference: () => gradNormSquaredRef([grads]),
+      setup: (engine) => {
+        const t = setupGrads(engine);
+        return () => gradNormSquared(engine, { grads: [t.grads], normSquared: t.normSquared });
+      },
+    },
+    {
+      op: 'adamw', kernel: 'adamw step', shape, bytes: F32_BYTES * (7 * n + 1),
+      reference: () => adamwStepRef({ params, grads, m, v, normSquared, ...hyper }),
+      setup: (engine) => {
+        const t = {
+          ...setupGrads(engine), params: upload(engine, 'params', Float32Array.from(params)),
+          m: upload(engine, 'm', Float32Array.from(m)), v: upload(engine, 'v', Float32Array.from(v)),
+        };
+        return () => adamwStep(engine, { ...t, ...hyper });
+      },
+    },
+  ];
+}

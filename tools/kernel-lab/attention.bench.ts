@@ -1,0 +1,48 @@
+// Bench cases of attention for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
+import { type Engine } from '../../engine/index.ts';
+import { qkvWidth } from '../../models/parameter-layout.ts';
+import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
+import { MODEL, B, T, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+
+/** Causal grouped-query attention over the fused qkv rows, as the trunk calls it (no padding). FLOPs are the
+ *  causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation. */
+export function attentionCases(): KernelBenchCase[] {
+  const { numHeads: NH, numKvHeads: NKV, headDim: HS } = MODEL;
+  const W = qkvWidth(MODEL);
+  const dims: AttentionDims = {
+    B, Tq: T, Tk: T, NH, NKV, HS,
+    qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
+    kvBatchStride: T * W, queryStart: 0, scale: 1 / Math.sqrt(HS),
+  };
+  const qkv = randomValues(ROWS * W, 12);
+  const keyMask = new Uint32Array(B * T).fill(1);
+  const dOut = randomValues(ROWS * NH * HS, 13);
+  const forwardFlops = 2 * 2 * B * NH * HS * ((T * (T + 1)) / 2);
+  const shape = `B=${B},T=${T},NH=${NH},NKV=${NKV},HS=${HS}`;
+  const forward = (engine: Engine) => {
+    const t = { q: upload(engine, 'qkv', qkv), keyMask: engine.tensorFrom('bench-keyMask', [B * T], keyMask, 'u32') };
+    const out = engine.tensor('bench-out', [ROWS * NH * HS]);
+    const lse = engine.tensor('bench-lse', [B * NH * T]);
+    const args = { ...dims, q: t.q, k: t.q, v: t.q, keyMask: t.keyMask, out, lse };
+    return { args, run: () => attentionForward(engine, args) };
+  };
+  return [
+    {
+      op: 'attention', kernel: 'attention forward', shape, flops: forwardFlops,
+      reference: () => attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask }),
+      setup: (engine) => forward(engine).run,
+    },
+    {
+      op: 'attention', kernel: 'attention backward', shape, flops: 2 * forwardFlops,
+      reference: () => attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut }),
+      setup: (engine) => {
+        const { args, run } = forward(engine);
+        run();
+        const dQkv = engine.tensor('bench-dQkv', [ROWS * W]);
+        const dOutTensor = upload(engine, 'dOut', dOut);
+        return () => attentionBackward(engine, { ...args, dOut: dOutTensor, dq: dQkv, dk: dQkv, dv: dQkv });
+      },
+    },
+  ];
+}

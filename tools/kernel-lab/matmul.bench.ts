@@ -1,0 +1,25 @@
+// Bench cases of matmul for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
+import { matmul, type MatmulLayout } from '../../kernels/matmul.ts';
+import type { KernelBenchCase } from './bench-inputs.ts';
+
+/** The model's matmul shapes as M x N x K: 1024³ for every layout, then a 1024-row batch through a
+ *  384-wide layer (forward nt, input gradient nn, weight gradient tn). */
+export function matmulCases(): KernelBenchCase[] {
+  const shapes: [MatmulLayout, number, number, number][] = [
+    ['nt', 1024, 1024, 1024], ['nn', 1024, 1024, 1024], ['tn', 1024, 1024, 1024],
+    ['nt', 1024, 384, 128], ['nn', 1024, 128, 384], ['tn', 128, 384, 1024],
+  ];
+  return shapes.map(([layout, M, N, K]) => ({
+    op: 'matmul',
+    kernel: `matmul ${layout}`,
+    shape: `${M}x${N}x${K}`,
+    flops: 2 * M * N * K,
+    naiveVariant: 'naive',
+    setup: (engine) => {
+      const a = engine.tensor('bench-a', [M * K]);
+      const b = engine.tensor('bench-b', [K * N]);
+      const out = engine.tensor('bench-out', [M * N]);
+      return () => matmul(engine, { a, b, out, M, N, K, layout });
+    },
+  }));
+}

@@ -1,0 +1,40 @@
+// Bench cases of rmsnorm for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
+import { rmsnormForward, rmsnormBackward } from '../../kernels/rmsnorm.ts';
+import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
+import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+
+/** The trunk's RMSNorm over hidden rows; the backward adds into dWeight as every call in the trunk does. */
+export function rmsnormCases(): KernelBenchCase[] {
+  const { hiddenSize: cols, rmsNormEps: eps } = MODEL;
+  const rows = ROWS;
+  const x = randomValues(rows * cols, 4);
+  const weight = randomValues(cols, 5);
+  const dOut = randomValues(rows * cols, 6);
+  const { rstd } = rmsnormForwardRef({ x, weight, rows, cols, eps });
+  const shape = `rows=${rows},C=${cols}`;
+  return [
+    {
+      op: 'rmsnorm', kernel: 'rmsnorm forward', shape, bytes: F32_BYTES * (2 * rows * cols + cols + rows),
+      reference: () => rmsnormForwardRef({ x, weight, rows, cols, eps }),
+      setup: (engine) => {
+        const t = { x: upload(engine, 'x', x), weight: upload(engine, 'weight', weight) };
+        const out = engine.tensor('bench-out', [rows * cols]);
+        const rstdTensor = engine.tensor('bench-rstd', [rows]);
+        return () => rmsnormForward(engine, { ...t, out, rstd: rstdTensor, rows, cols, eps });
+      },
+    },
+    {
+      op: 'rmsnorm', kernel: 'rmsnorm backward', shape, bytes: F32_BYTES * (3 * rows * cols + rows + 3 * cols),
+      reference: () => rmsnormBackwardRef({ x, weight, rstd, dOut, rows, cols }),
+      setup: (engine) => {
+        const t = {
+          x: upload(engine, 'x', x), weight: upload(engine, 'weight', weight),
+          rstd: upload(engine, 'rstd', Float32Array.from(rstd)), dOut: upload(engine, 'dOut', dOut),
+        };
+        const dx = engine.tensor('bench-dx', [rows * cols]);
+        const dWeight = engine.tensor('bench-dWeight', [cols]);
+        return () => rmsnormBackward(engine, { ...t, dx, dWeight, rows, cols, accumulateDx: false, accumulateDWeight: true });
+      },
+    },
+  ];
+}

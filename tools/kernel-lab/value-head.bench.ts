@@ -1,0 +1,35 @@
+// Bench cases of value-head for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
+import { valueHeadForward, valueHeadBackward } from '../../kernels/value-head.ts';
+import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
+import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+
+/** The critic's scalar head over hidden rows. */
+export function valueHeadCases(): KernelBenchCase[] {
+  const { hiddenSize: C } = MODEL;
+  const N = ROWS;
+  const hidden = randomValues(N * C, 21);
+  const weight = randomValues(C, 22);
+  const bias = randomValues(1, 23);
+  const dValues = randomValues(N, 24);
+  const shape = `N=${N},C=${C}`;
+  return [
+    {
+      op: 'value-head', kernel: 'value-head forward', shape, bytes: F32_BYTES * (N * C + C + 1 + N),
+      reference: () => valueHeadForwardRef({ hidden, weight, bias, N, C }),
+      setup: (engine) => {
+        const t = { hidden: upload(engine, 'hidden', hidden), weight: upload(engine, 'weight', weight), bias: upload(engine, 'bias', bias) };
+        const values = engine.tensor('bench-values', [N]);
+        return () => valueHeadForward(engine, { ...t, values, N, C });
+      },
+    },
+    {
+      op: 'value-head', kernel: 'value-head backward', shape, bytes: F32_BYTES * (2 * N * C + N + 3 * C + 2),
+      reference: () => valueHeadBackwardRef({ hidden, weight, dValues, N, C }),
+      setup: (engine) => {
+        const t = { hidden: upload(engine, 'hidden', hidden), weight: upload(engine, 'weight', weight), dValues: upload(engine, 'dValues', dValues) };
+        const grads = { dHidden: engine.tensor('bench-dHidden', [N * C]), dWeight: engine.tensor('bench-dWeight', [C]), dBias: engine.tensor('bench-dBias', [1]) };
+        return () => valueHeadBackward(engine, { ...t, ...grads, N, C });
+      },
+    },
+  ];
+}
