@@ -13,6 +13,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'sampleIds', access: 'read', type: 'u32' },
     { name: 'ids', access: 'read_write', type: 'u32' },
     { name: 'positions', access: 'read_write', type: 'i32' },
+    { name: 'steps', access: 'read_write', type: 'u32' },
     { name: 'finished', access: 'read_write', type: 'u32' },
     { name: 'tokens', access: 'read_write', type: 'u32' },
     { name: 'logprobs', access: 'read_write' },
@@ -22,7 +23,6 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'rowStride', type: 'u32' },
     { name: 'rowOffset', type: 'u32' },
     { name: 'outStride', type: 'u32' },
-    { name: 'step', type: 'u32' },
     { name: 'seed', type: 'u32' },
     { name: 'temperature', type: 'f32' },
     { name: 'topK', type: 'u32' },
@@ -62,25 +62,28 @@ export interface SampleArgs extends SamplingParams {
   /** (numEos ≥ 1 elements; only the first numEos are read) */
   eosIds: Tensor<'u32'>;
   numEos: number;
-  /** (B) the sample each row holds, < samples: its output row, and its random stream (seed, sample, step, token). */
+  /** (B) the sample each row holds, < samples: its output row, and its random stream (seed, sample, step, token),
+   *  so a sample draws the same tokens whichever row or batch decodes it. */
   sampleIds: Tensor<'u32'>;
   /** (B) receives the sampled token, the next step's input. */
   ids: Tensor<'u32'>;
   /** (B) incremented for rows still generating. */
   positions: Tensor<'i32'>;
+  /** (B) each row's step: the output column and the random stream's step; incremented with positions. A row at
+   *  step ≥ outStride has spent its budget: it emits padId and writes nothing. */
+  steps: Tensor<'u32'>;
   /** (B) read: finished rows emit padId; written: 1 when the sampled token is an eos id. */
   finished: Tensor<'u32'>;
-  /** (samples, outStride) token and its log-prob written at (sampleIds[b], step). */
+  /** (samples, outStride) token and its log-prob written at (sampleIds[b], steps[b]). */
   tokens: Tensor<'u32'>;
   logprobs: Tensor;
   outStride: number;
-  step: number;
   padId: number;
 }
 
 /** Records one sampling step; see sample.wgsl for the exact semantics of temperature, top-k and top-p. */
 export function sampleTokens(engine: Engine, a: SampleArgs): void {
-  const { logits, V, rows, eosIds, numEos, sampleIds, ids, positions, finished, tokens, logprobs, outStride, step } = a;
+  const { logits, V, rows, eosIds, numEos, sampleIds, ids, positions, steps, finished, tokens, logprobs, outStride } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const launcher = 'sampleTokens';
@@ -89,12 +92,11 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
   if (logits.size < rows * rowStride * V) {
     throw new Error(`${launcher}: logits (tensor ${logits.name}) has ${logits.size} elements, expected at least rows·rowStride·V = ${rows}·${rowStride}·${V}`);
   }
-  if (step >= outStride) throw new Error(`${launcher}: step ${step} is outside the output's ${outStride} columns`);
   if (eosIds.size < Math.max(1, numEos)) throw new Error(`${launcher}: eosIds (tensor ${eosIds.name}) has ${eosIds.size} elements, expected at least ${numEos}`);
   if (!(a.temperature >= 0)) throw new Error(`${launcher}: temperature ${a.temperature} must be ≥ 0 (0 = greedy)`);
   if (!(a.topP > 0 && a.topP <= 1)) throw new Error(`${launcher}: topP ${a.topP} must be in (0, 1]`);
   if (!Number.isInteger(a.topK) || a.topK < -1) throw new Error(`${launcher}: topK ${a.topK} must be -1 (off) or a non-negative integer`);
-  for (const [what, t] of [['sampleIds', sampleIds], ['ids', ids], ['positions', positions], ['finished', finished]] as const) {
+  for (const [what, t] of [['sampleIds', sampleIds], ['ids', ids], ['positions', positions], ['steps', steps], ['finished', finished]] as const) {
     expectSize(launcher, what, t, rows, `[B=${rows}]`);
   }
   for (const [what, t] of [['tokens', tokens], ['logprobs', logprobs]] as const) {
@@ -103,9 +105,9 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
     }
   }
   engine.dispatch(chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, eosIds, sampleIds, ids, positions, finished, tokens, logprobs },
+    bindings: { logits, eosIds, sampleIds, ids, positions, steps, finished, tokens, logprobs },
     uniforms: {
-      V, rowStride, rowOffset, outStride, step, seed: a.seed >>> 0, temperature: a.temperature,
+      V, rowStride, rowOffset, outStride, seed: a.seed >>> 0, temperature: a.temperature,
       topK: Math.max(0, a.topK), topP: a.topP, numEos, padId: a.padId,
     },
     workgroups: [rows],

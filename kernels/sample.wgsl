@@ -2,15 +2,18 @@
 //   logits (rows·rowStride, V): row r reads logits row r·rowStride + rowOffset (1, 0 for a decode step's (B, V))
 //   sampleIds (B) the sample each row holds: it picks the output row and the random stream, so both survive
 //     batch compaction (finished rows dropped, the rest renumbered)
+//   steps (B) each row's own step (the column it writes; the random stream's step), += 1 with positions: rows
+//     decode at different steps when a finished row's slot has taken the next waiting sample
 //   ids (B) ← sampled token (padId once finished); positions (B) += 1; finished (B) ← sampled ∈ eosIds
 //   tokens, logprobs (samples, outStride) ← token and log_softmax(logits / temperature)[token] at
-//     (sampleIds[b], step)
+//     (sampleIds[b], steps[b]); a row whose step reached outStride has spent its budget and writes nothing
 // temperature 0 is greedy (argmax, lowest index on ties; log-prob at temperature 1). Otherwise the kept set is
 // the HF warper chain: top-k (topK = 0 off) keeps logits ≥ the k-th largest, ties included; top-p (topP = 1 off)
 // then keeps the largest logits whose mass, renormalised over the top-k set, first reaches topP. Both are value
 // thresholds, found by building the threshold's order-preserving u32 key bit by bit (32 counting passes each),
 // which needs no sort and no float atomics. The token is the Gumbel-max argmax of (logit − max) / temperature + g,
-// g = −log(−log(u)), u from a pcg4d hash of (vocab index, sample id, step, seed): an exact draw from the
+// g = −log(−log(u)), u from a pcg4d hash of (vocab index, sample id, step, seed), so a sample's tokens depend
+// on (seed, sample, step) only, never on the row or batch it decodes in: an exact draw from the
 // renormalised kept distribution, in one pass, reproducible for a given seed. The log-prob is over the full
 // temperature-scaled distribution, the one PPO's teacher-forced old_log_prob recomputes.
 // v1: one workgroup of WG lanes per row (wg8 on software rasterisers, wg256 elsewhere), strided scalar loops over V,
@@ -41,8 +44,8 @@ fn pcg4d(input: vec4<u32>) -> vec4<u32> {
   return v;
 }
 
-fn gumbel(token: u32, sample: u32) -> f32 {
-  let bits = pcg4d(vec4<u32>(token, sample, params.step, params.seed)).x;
+fn gumbel(token: u32, sample: u32, step: u32) -> f32 {
+  let bits = pcg4d(vec4<u32>(token, sample, step, params.seed)).x;
   // 24 bits centred in their interval: u ∈ (0, 1) strictly, so both logs stay finite.
   let u = (f32(bits >> 8u) + 0.5) * (1.0 / 16777216.0);
   return -log(-log(u));
@@ -135,13 +138,16 @@ fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u3
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = wid.x;
   let sample = sampleIds[row];
-  let out = sample * params.outStride + params.step;
-  if (lid == 0u) { rowFinished = finished[row]; }
+  let step = steps[row];
+  let out = sample * params.outStride + step;
+  if (lid == 0u) { rowFinished = select(finished[row], 1u, step >= params.outStride); }
   if (workgroupUniformLoad(&rowFinished) != 0u) {
     if (lid == 0u) {
       ids[row] = params.padId;
-      tokens[out] = params.padId;
-      logprobs[out] = 0.0;
+      if (step < params.outStride) {
+        tokens[out] = params.padId;
+        logprobs[out] = 0.0;
+      }
     }
     return;
   }
@@ -170,7 +176,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var v = lid; v < params.V; v += WG) {
       let x = logits[base + v];
       if (orderedKey(x) >= floorKey) {
-        let score = (x - maxLogit) * invTemperature + gumbel(v, sample);
+        let score = (x - maxLogit) * invTemperature + gumbel(v, sample, step);
         if (score > bestScore) { bestScore = score; bestToken = v; }
       }
     }
@@ -187,5 +193,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     logprobs[out] = (logits[base + chosen] - maxLogit) * invTemperature - logNormalizer;
     finished[row] = select(0u, 1u, isEos);
     positions[row] += 1;
+    steps[row] = step + 1u;
   }
 }

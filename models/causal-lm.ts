@@ -4,6 +4,7 @@
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { DecoderTrunk } from './decoder.ts';
+import { GrowingBuffers } from './growing-buffers.ts';
 import { lmHeadWeightName } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
 import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../kernels/lm-head.ts';
@@ -20,7 +21,7 @@ interface HeadWorkspace extends TokenLogprobs {
 
 export class CausalLm {
   readonly trunk: DecoderTrunk;
-  private readonly workspaces = new Map<number, HeadWorkspace>();
+  private readonly buffers: GrowingBuffers;
   private last: { rows: number; hidden: Tensor; targets: Tensor<'u32'>; temperature: number } | null = null;
 
   constructor(
@@ -30,21 +31,17 @@ export class CausalLm {
   ) {
     if (config.head !== 'causal-lm') throw new Error(`CausalLm needs a causal-lm config, got ${config.head}`);
     this.trunk = new DecoderTrunk(engine, config, params);
+    this.buffers = new GrowingBuffers(engine, 'lm');
   }
 
   private workspace(rows: number): HeadWorkspace {
-    let ws = this.workspaces.get(rows);
-    if (!ws) {
-      const e = this.engine;
-      ws = {
-        logprobs: e.tensor(`lm.logprobs.${rows}`, [rows]),
-        entropy: e.tensor(`lm.entropy.${rows}`, [rows]),
-        lse: e.tensor(`lm.lse.${rows}`, [rows]),
-        dHidden: e.tensor(`lm.dHidden.${rows}`, [rows, this.config.hiddenSize]),
-      };
-      this.workspaces.set(rows, ws);
-    }
-    return ws;
+    const b = this.buffers;
+    return {
+      logprobs: b.get('logprobs', [rows]),
+      entropy: b.get('entropy', [rows]),
+      lse: b.get('lse', [rows]),
+      dHidden: b.get('dHidden', [rows, this.config.hiddenSize]),
+    };
   }
 
   /** Teacher-forced log-probs of `targets` (R = B·T, usually the ids shifted left by one) at `temperature`. */

@@ -1,12 +1,14 @@
 // The decoder trunk of Llama / Qwen2 / Qwen3 as a schedule of kernels: embedding → L × (RMSNorm → fused qkv
 // projection [+ bias] → [per-head q/k RMSNorm] → RoPE → causal GQA attention → o_proj + residual → RMSNorm →
-// fused gate/up → SwiGLU → down_proj + residual) → final RMSNorm. The forward records what the backward needs;
-// the backward walks the same schedule in reverse and accumulates parameter gradients into a gradient arena.
+// fused gate/up → SwiGLU → down_proj + residual) → final RMSNorm. The forward records what the backward needs
+// (every activation, or with gradient checkpointing each layer's input, the rest recomputed in backward); the
+// backward walks the same schedule in reverse and accumulates parameter gradients into a gradient arena.
 // Heads (LM head, value head, reward score) sit on top of the final hidden state and live in their own files.
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, qkvWidth } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
+import { GrowingBuffers } from './growing-buffers.ts';
 import { uploadTokenIndex } from './token-batch.ts';
 import { matmul } from '../kernels/matmul.ts';
 import { embeddingForward, embeddingBackward } from '../kernels/embedding.ts';
@@ -52,79 +54,101 @@ interface Workspace {
 }
 
 export interface DecoderForwardOptions {
-  /** Keep every layer's activations for backward(); inference reuses one layer's buffers. */
+  /** Keep what backward() needs: every layer's activations, or with gradient checkpointing only its input. */
   saveForBackward: boolean;
 }
 
+/**
+ * What a forward keeps: `infer` alternates two layers' buffers; `train` keeps every layer's activations;
+ * `checkpointed` keeps each layer's input and one layer's activations, recomputed layer by layer in backward.
+ */
+type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
+
 export class DecoderTrunk {
-  private readonly workspaces = new Map<string, Workspace>();
-  private lastForward: { batch: TokenBatch; workspace: Workspace; saved: boolean } | null = null;
+  /** Activation recomputation (verl's enable_gradient_checkpointing): a training forward keeps only each
+   *  layer's input, and backward recomputes the layer from it — the same kernels in the same order, so the
+   *  same gradients, for about one more forward of compute. */
+  gradientCheckpointing = false;
+  private readonly buffers: GrowingBuffers;
+  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode } | null = null;
 
   constructor(
     readonly engine: Engine,
     readonly config: DecoderConfig,
     readonly params: Arena,
-  ) {}
+  ) {
+    this.buffers = new GrowingBuffers(engine, 'trunk');
+  }
 
   private param(name: string): Tensor {
     return this.params.get(name);
   }
 
-  private workspace(B: number, T: number, saved: boolean): Workspace {
-    const key = `${B}x${T}:${saved ? 'train' : 'infer'}`;
-    const cached = this.workspaces.get(key);
-    if (cached) return cached;
+  /** Bytes of the activation buffers a forward in this mode has allocated (the largest call so far). */
+  activationBytes(saveForBackward: boolean): number {
+    return this.buffers.bytes(`${this.mode(saveForBackward)}.`);
+  }
+
+  private mode(saveForBackward: boolean): WorkspaceMode {
+    if (!saveForBackward) return 'infer';
+    return this.gradientCheckpointing ? 'checkpointed' : 'train';
+  }
+
+  private workspace(B: number, T: number, mode: WorkspaceMode): Workspace {
     const c = this.config;
-    const e = this.engine;
     const R = B * T;
     const W = qkvWidth(c);
     const C = c.hiddenSize;
     const I = c.intermediateSize;
-    const layer = (l: number): LayerActivations => {
-      const n = (what: string) => `${key}.layer${l}.${what}`;
-      const qkv = e.tensor(n('qkv'), [R, W]);
+    const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
+    const layer = (tag: string, input?: Tensor): LayerActivations => {
+      const n = (what: string) => `${tag}.${what}`;
+      const qkv = t(n('qkv'), [R, W]);
       return {
-        input: e.tensor(n('input'), [R, C]),
-        attnNormed: e.tensor(n('attnNormed'), [R, C]),
-        attnRstd: e.tensor(n('attnRstd'), [R]),
-        qkvRaw: c.qkNorm ? e.tensor(n('qkvRaw'), [R, W]) : qkv,
-        qkvRstd: e.tensor(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
+        input: input ?? t(n('input'), [R, C]),
+        attnNormed: t(n('attnNormed'), [R, C]),
+        attnRstd: t(n('attnRstd'), [R]),
+        qkvRaw: c.qkNorm ? t(n('qkvRaw'), [R, W]) : qkv,
+        qkvRstd: t(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
         qkv,
-        attnOut: e.tensor(n('attnOut'), [R, c.numHeads * c.headDim]),
-        lse: e.tensor(n('lse'), [B, c.numHeads, T]),
-        mid: e.tensor(n('mid'), [R, C]),
-        mlpNormed: e.tensor(n('mlpNormed'), [R, C]),
-        mlpRstd: e.tensor(n('mlpRstd'), [R]),
-        gateUp: e.tensor(n('gateUp'), [R, 2 * I]),
-        act: e.tensor(n('act'), [R, I]),
+        attnOut: t(n('attnOut'), [R, c.numHeads * c.headDim]),
+        lse: t(n('lse'), [B, c.numHeads, T]),
+        mid: t(n('mid'), [R, C]),
+        mlpNormed: t(n('mlpNormed'), [R, C]),
+        mlpRstd: t(n('mlpRstd'), [R]),
+        gateUp: t(n('gateUp'), [R, 2 * I]),
+        act: t(n('act'), [R, I]),
       };
     };
     const layers: LayerActivations[] = [];
-    if (saved) for (let l = 0; l < c.numLayers; l++) layers.push(layer(l));
-    else {
+    if (mode === 'train') {
+      for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`));
+    } else if (mode === 'checkpointed') {
+      const shared = layer('shared', t('layer0.input', [R, C]));
+      for (let l = 0; l < c.numLayers; l++) layers.push({ ...shared, input: t(`layer${l}.input`, [R, C]) });
+    } else {
       // Inference: layer l's input is layer l−1's output; two sets of buffers alternate.
-      const a = layer(0);
-      const b = layer(1);
+      const a = layer('a');
+      const b = layer('b');
       for (let l = 0; l < c.numLayers; l++) layers.push(l % 2 === 0 ? a : b);
     }
-    const ws: Workspace = {
+    const saved = mode !== 'infer';
+    return {
       B,
       T,
       layers,
-      output: e.tensor(`${key}.output`, [R, C]),
-      finalNormed: e.tensor(`${key}.finalNormed`, [R, C]),
-      finalRstd: e.tensor(`${key}.finalRstd`, [R]),
-      dResidual: saved ? e.tensor(`${key}.dResidual`, [R, C]) : undefined!,
-      dNormed: saved ? e.tensor(`${key}.dNormed`, [R, C]) : undefined!,
-      dAct: saved ? e.tensor(`${key}.dAct`, [R, I]) : undefined!,
-      dGateUp: saved ? e.tensor(`${key}.dGateUp`, [R, 2 * I]) : undefined!,
-      dAttnOut: saved ? e.tensor(`${key}.dAttnOut`, [R, c.numHeads * c.headDim]) : undefined!,
-      dQkv: saved ? e.tensor(`${key}.dQkv`, [R, W]) : undefined!,
-      dQkvRaw: saved && c.qkNorm ? e.tensor(`${key}.dQkvRaw`, [R, W]) : undefined!,
-      ones: saved && (c.attentionBias || c.outputBias) ? e.tensorFrom(`${key}.ones`, [R], new Float32Array(R).fill(1)) : undefined!,
+      output: t('output', [R, C]),
+      finalNormed: t('finalNormed', [R, C]),
+      finalRstd: t('finalRstd', [R]),
+      dResidual: saved ? t('dResidual', [R, C]) : undefined!,
+      dNormed: saved ? t('dNormed', [R, C]) : undefined!,
+      dAct: saved ? t('dAct', [R, I]) : undefined!,
+      dGateUp: saved ? t('dGateUp', [R, 2 * I]) : undefined!,
+      dAttnOut: saved ? t('dAttnOut', [R, c.numHeads * c.headDim]) : undefined!,
+      dQkv: saved ? t('dQkv', [R, W]) : undefined!,
+      dQkvRaw: saved && c.qkNorm ? t('dQkvRaw', [R, W]) : undefined!,
+      ones: saved && (c.attentionBias || c.outputBias) ? t('ones', [R], 1) : undefined!,
     };
-    this.workspaces.set(key, ws);
-    return ws;
   }
 
   private attentionDims(B: number, T: number): AttentionDims {
@@ -141,49 +165,61 @@ export class DecoderTrunk {
     };
   }
 
-  /** Runs the trunk; returns the final normed hidden state (R, C), valid until the next forward of this shape. */
+  /**
+   * Records layer l's forward from a.input into a's activations; with `next`, also its output (the residual
+   * after the MLP) into `next`. Backward's recomputation passes no `next`: it needs the activations only.
+   */
+  private layerForward(l: number, a: LayerActivations, next: Tensor | null, batch: TokenBatch, dims: AttentionDims): void {
+    const c = this.config;
+    const e = this.engine;
+    const R = batch.B * batch.T;
+    const C = c.hiddenSize;
+    const W = qkvWidth(c);
+    const I = c.intermediateSize;
+    const p = layerPrefix(l);
+    rmsnormForward(e, { x: a.input, weight: this.param(`${p}.input_layernorm.weight`), out: a.attnNormed, rstd: a.attnRstd, rows: R, cols: C, eps: c.rmsNormEps });
+    matmul(e, {
+      a: a.attnNormed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: a.qkvRaw, M: R, N: W, K: C, layout: 'nt',
+      bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+    });
+    if (c.qkNorm) {
+      headRmsnormForward(e, {
+        qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+        out: a.qkv, rstd: a.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
+      });
+    }
+    ropeForward(e, { qkv: a.qkv, positions: batch.positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+    attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
+    e.copy(a.input, a.mid);
+    matmul(e, {
+      a: a.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, layout: 'nt', accumulate: true,
+      bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
+    });
+    rmsnormForward(e, { x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), out: a.mlpNormed, rstd: a.mlpRstd, rows: R, cols: C, eps: c.rmsNormEps });
+    matmul(e, { a: a.mlpNormed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: a.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
+    swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
+    if (!next) return;
+    e.copy(a.mid, next);
+    matmul(e, { a: a.act, b: this.param(`${p}.mlp.down_proj.weight`), out: next, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+  }
+
+  /** Runs the trunk; returns the final normed hidden state (R, C), valid until the next forward. */
   forward(batch: TokenBatch, options: DecoderForwardOptions): Tensor {
     const c = this.config;
     const e = this.engine;
     const { B, T } = batch;
     const R = B * T;
     const C = c.hiddenSize;
-    const W = qkvWidth(c);
-    const I = c.intermediateSize;
-    const ws = this.workspace(B, T, options.saveForBackward);
+    const mode = this.mode(options.saveForBackward);
+    const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
 
     embeddingForward(e, { ids: batch.ids, table: this.param('model.embed_tokens.weight'), out: ws.layers[0].input, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
-      const p = layerPrefix(l);
-      const a = ws.layers[l];
-      const next = l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output;
-      rmsnormForward(e, { x: a.input, weight: this.param(`${p}.input_layernorm.weight`), out: a.attnNormed, rstd: a.attnRstd, rows: R, cols: C, eps: c.rmsNormEps });
-      matmul(e, {
-        a: a.attnNormed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: a.qkvRaw, M: R, N: W, K: C, layout: 'nt',
-        bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
-      });
-      if (c.qkNorm) {
-        headRmsnormForward(e, {
-          qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-          out: a.qkv, rstd: a.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
-        });
-      }
-      ropeForward(e, { qkv: a.qkv, positions: batch.positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
-      attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
-      e.copy(a.input, a.mid);
-      matmul(e, {
-        a: a.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, layout: 'nt', accumulate: true,
-        bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
-      });
-      rmsnormForward(e, { x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), out: a.mlpNormed, rstd: a.mlpRstd, rows: R, cols: C, eps: c.rmsNormEps });
-      matmul(e, { a: a.mlpNormed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: a.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
-      swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
-      e.copy(a.mid, next);
-      matmul(e, { a: a.act, b: this.param(`${p}.mlp.down_proj.weight`), out: next, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+      this.layerForward(l, ws.layers[l], l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output, batch, dims);
     }
     rmsnormForward(e, { x: ws.output, weight: this.param('model.norm.weight'), out: ws.finalNormed, rstd: ws.finalRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    this.lastForward = { batch, workspace: ws, saved: options.saveForBackward };
+    this.lastForward = { batch, workspace: ws, mode };
     return ws.finalNormed;
   }
 
@@ -193,8 +229,8 @@ export class DecoderTrunk {
    * `dFinal` may be overwritten.
    */
   backward(dFinal: Tensor, grads: Arena): void {
-    if (!this.lastForward?.saved) throw new Error('DecoderTrunk.backward: the last forward did not save activations (saveForBackward)');
-    const { batch, workspace: ws } = this.lastForward;
+    if (!this.lastForward || this.lastForward.mode === 'infer') throw new Error('DecoderTrunk.backward: the last forward did not save activations (saveForBackward)');
+    const { batch, workspace: ws, mode } = this.lastForward;
     const c = this.config;
     const e = this.engine;
     const { B, T } = batch;
@@ -213,6 +249,7 @@ export class DecoderTrunk {
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
+      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims);
       // MLP: next = mid + act·W_downᵀ
       matmul(e, { a: ws.dResidual, b: this.param(`${p}.mlp.down_proj.weight`), out: ws.dAct, M: R, N: I, K: C, layout: 'nn' });
       matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });

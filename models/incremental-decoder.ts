@@ -9,6 +9,7 @@ import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
+import { GrowingBuffers } from './growing-buffers.ts';
 import { matmul } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
@@ -19,7 +20,7 @@ import { decodeAttention, decodeAttentionSupports } from '../kernels/decode-atte
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
 
-/** Activations of one call shape; R = rows·T. */
+/** Activations of one call; R = rows·T. */
 interface StepBuffers {
   x: Tensor; //        (R, C) residual stream
   normed: Tensor; //   (R, C)
@@ -52,8 +53,8 @@ export interface ExtendInput {
 
 export class IncrementalDecoder {
   readonly cache: KvCache;
-  private readonly steps = new Map<string, StepBuffers>();
-  private readonly heads = new Map<number, HeadBuffers>();
+  /** Work buffers sized by the largest call so far: prefills of many shapes and the decode steps share them. */
+  private readonly work: GrowingBuffers;
 
   constructor(
     readonly engine: Engine,
@@ -63,6 +64,7 @@ export class IncrementalDecoder {
   ) {
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
+    this.work = new GrowingBuffers(engine, 'incremental');
   }
 
   /** Starts a new batch of `rows` sequences with an empty cache. */
@@ -77,55 +79,38 @@ export class IncrementalDecoder {
 
   destroy(): void {
     this.cache.destroy();
-    for (const buffers of [...this.steps.values(), ...this.heads.values()]) {
-      for (const t of new Set(Object.values(buffers))) this.engine.destroyTensor(t);
-    }
+    this.work.destroy();
   }
 
   private param(name: string): Tensor {
     return this.params.get(name);
   }
 
-  private stepBuffers(rows: number, T: number): StepBuffers {
-    const key = `${rows}x${T}`;
-    let buffers = this.steps.get(key);
-    if (!buffers) {
-      const c = this.config;
-      const e = this.engine;
-      const R = rows * T;
-      const n = (what: string) => `incremental.${key}.${what}`;
-      const qkv = e.tensor(n('qkv'), [R, qkvWidth(c)]);
-      buffers = {
-        x: e.tensor(n('x'), [R, c.hiddenSize]),
-        normed: e.tensor(n('normed'), [R, c.hiddenSize]),
-        rstd: e.tensor(n('rstd'), [R]),
-        qkvRaw: c.qkNorm ? e.tensor(n('qkvRaw'), [R, qkvWidth(c)]) : qkv,
-        qkvRstd: e.tensor(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
-        qkv,
-        attnOut: e.tensor(n('attnOut'), [R, c.numHeads * c.headDim]),
-        lse: e.tensor(n('lse'), [rows, c.numHeads, T]),
-        gateUp: e.tensor(n('gateUp'), [R, 2 * c.intermediateSize]),
-        act: e.tensor(n('act'), [R, c.intermediateSize]),
-      };
-      this.steps.set(key, buffers);
-    }
-    return buffers;
-  }
-
-  private headBuffers(rows: number): HeadBuffers {
-    let buffers = this.heads.get(rows);
-    if (!buffers) {
-      const e = this.engine;
-      const C = this.config.hiddenSize;
-      buffers = {
-        last: e.tensor(`incremental.head${rows}.last`, [rows, C]),
-        lastNormed: e.tensor(`incremental.head${rows}.lastNormed`, [rows, C]),
-        lastRstd: e.tensor(`incremental.head${rows}.lastRstd`, [rows]),
-        logits: e.tensor(`incremental.head${rows}.logits`, [rows, this.config.vocabSize]),
-      };
-      this.heads.set(rows, buffers);
-    }
-    return buffers;
+  /** The work buffers shaped for `rows` sequences of T new tokens. */
+  private buffersFor(rows: number, T: number): { step: StepBuffers; head: HeadBuffers } {
+    const c = this.config;
+    const R = rows * T;
+    const t = (name: string, shape: number[]) => this.work.get(name, shape);
+    const qkv = t('qkv', [R, qkvWidth(c)]);
+    const step: StepBuffers = {
+      x: t('x', [R, c.hiddenSize]),
+      normed: t('normed', [R, c.hiddenSize]),
+      rstd: t('rstd', [R]),
+      qkvRaw: c.qkNorm ? t('qkvRaw', [R, qkvWidth(c)]) : qkv,
+      qkvRstd: t('qkvRstd', [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
+      qkv,
+      attnOut: t('attnOut', [R, c.numHeads * c.headDim]),
+      lse: t('lse', [rows, c.numHeads, T]),
+      gateUp: t('gateUp', [R, 2 * c.intermediateSize]),
+      act: t('act', [R, c.intermediateSize]),
+    };
+    const head: HeadBuffers = {
+      last: t('head.last', [rows, c.hiddenSize]),
+      lastNormed: t('head.lastNormed', [rows, c.hiddenSize]),
+      lastRstd: t('head.lastRstd', [rows]),
+      logits: t('head.logits', [rows, c.vocabSize]),
+    };
+    return { step, head };
   }
 
   /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot. */
@@ -154,7 +139,7 @@ export class IncrementalDecoder {
 
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
-   * logits (rows, V) of each row's last new token, valid until the next call with the same row count.
+   * logits (rows, V) of each row's last new token, valid until the next call.
    */
   extend(input: ExtendInput): Tensor {
     const { ids, positions, T } = input;
@@ -171,8 +156,7 @@ export class IncrementalDecoder {
       throw new Error(`IncrementalDecoder.extend: ids (${ids.name}) and positions (${positions.name}) have ${ids.size} and ${positions.size} elements, expected rows·T = ${rows}·${T}`);
     }
     const slotStart = cache.reserve(T, input.mask);
-    const s = this.stepBuffers(rows, T);
-    const head = this.headBuffers(rows);
+    const { step: s, head } = this.buffersFor(rows, T);
 
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {

@@ -1,7 +1,10 @@
 // The per-layer key/value cache of a batch of sequences decoding together. Every sequence shares one slot
 // index (prompts are left-padded, so slot j of every row is written in the same step); a key mask with one
 // entry per slot says which slots hold real tokens. Rows are sequences and can be dropped (compaction) once
-// finished, so a half-finished batch stops paying for its finished rows.
+// finished, so a half-finished batch stops paying for its finished rows. For continuous batching a row can
+// take a new sequence prefilled elsewhere (`importRows`: its prompt's keys end at the shared slot index,
+// earlier slots masked), and `shiftSlots` moves every row's slots left once the shared index nears capacity:
+// positions are in the keys already (RoPE before caching), so a slot's index carries no meaning.
 import type { Engine, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { kvCacheWrite } from '../kernels/kv-cache-write.ts';
@@ -40,15 +43,66 @@ export class KvCache {
     return this.config.numKvHeads * this.config.headDim;
   }
 
-  /** Empties the cache for a new batch of `rows` sequences. */
-  reset(rows: number): void {
+  /** Empties the cache for a new batch of `rows` sequences; `length` slots start filled and masked out. */
+  reset(rows: number, length = 0): void {
     if (!Number.isInteger(rows) || rows < 1 || rows > this.maxRows) {
       throw new Error(`KvCache.reset: ${rows} rows, expected 1..${this.maxRows} (the cache was made for ${this.maxRows})`);
     }
+    if (!Number.isInteger(length) || length < 0 || length > this.capacity) throw new Error(`KvCache.reset: length ${length} outside [0, ${this.capacity}]`);
     this.rows = rows;
-    this.length = 0;
+    this.length = length;
     this.hostMask.fill(1);
+    for (let b = 0; b < rows; b++) this.hostMask.fill(0, b * this.capacity, b * this.capacity + length);
     this.engine.upload(this.keyMask, this.hostMask);
+  }
+
+  /**
+   * Replaces rows with sequences prefilled in `source`: slots [0, source.length) of source row `from` go to
+   * slots [length − source.length, length) of row `to`, with their mask; the row's earlier slots leave
+   * attention. The next decode step then appends to the new sequence as to every other row.
+   */
+  importRows(source: KvCache, moves: readonly { from: number; to: number }[]): void {
+    const width = source.length;
+    const at = this.length - width;
+    if (at < 0) throw new Error(`KvCache.importRows: ${width} prefilled slots do not fit before the shared index ${this.length}`);
+    const span = width * this.kvWidth;
+    const slots = (t: Tensor, row: number, capacity: number, first: number) =>
+      t.view(`${t.name}[${row}, ${first}:${first + width}]`, (row * capacity + first) * this.kvWidth, [span]);
+    for (const { from, to } of moves) {
+      if (!(from >= 0 && from < source.rows && to >= 0 && to < this.rows)) {
+        throw new Error(`KvCache.importRows: row ${from} of ${source.rows} into row ${to} of ${this.rows}`);
+      }
+      for (let l = 0; l < this.k.length; l++) {
+        this.engine.copy(slots(source.k[l], from, source.capacity, 0), slots(this.k[l], to, this.capacity, at));
+        this.engine.copy(slots(source.v[l], from, source.capacity, 0), slots(this.v[l], to, this.capacity, at));
+      }
+      const row = to * this.capacity;
+      this.hostMask.fill(0, row, row + at);
+      this.hostMask.set(source.hostMask.subarray(from * source.capacity, from * source.capacity + width), row + at);
+      this.hostMask.fill(1, row + this.length, row + this.capacity);
+    }
+    if (moves.length > 0) this.engine.upload(this.keyMask, this.hostMask);
+  }
+
+  /** Moves slots [by, length) of every row to [0, length − by); the caller knows no row attends slots below `by`. */
+  shiftSlots(by: number): void {
+    if (!Number.isInteger(by) || by < 0 || by > this.length) throw new Error(`KvCache.shiftSlots: ${by} outside [0, ${this.length}]`);
+    if (by === 0) return;
+    // One copy per tensor: row b's slot j lands at slot j − by of the same row; slots that wrap into the
+    // previous row's tail are past the shared index, overwritten before anything attends them.
+    const moved = this.rows * this.capacity * this.kvWidth - by * this.kvWidth;
+    const scratch = this.compactionScratch.view(`${this.compactionScratch.name}[shift]`, 0, [moved]);
+    for (const layer of [...this.k, ...this.v]) {
+      this.engine.copy(layer.view(`${layer.name}[shift]`, by * this.kvWidth, [moved]), scratch);
+      this.engine.copy(scratch, layer.view(layer.name, 0, [moved]));
+    }
+    for (let b = 0; b < this.rows; b++) {
+      const row = b * this.capacity;
+      this.hostMask.copyWithin(row, row + by, row + this.length);
+      this.hostMask.fill(1, row + this.length - by, row + this.capacity);
+    }
+    this.engine.upload(this.keyMask, this.hostMask);
+    this.length -= by;
   }
 
   /**

@@ -4,12 +4,13 @@
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { DecoderTrunk } from './decoder.ts';
+import { GrowingBuffers } from './growing-buffers.ts';
 import type { TokenBatch } from './token-batch.ts';
 import { valueHeadForward, valueHeadBackward } from '../kernels/value-head.ts';
 
 export class ValueModel {
   readonly trunk: DecoderTrunk;
-  private readonly valuesByRows = new Map<number, { values: Tensor<'f32'>; dHidden: Tensor<'f32'> }>();
+  private readonly workspace: GrowingBuffers;
   private readonly zeroBias: Tensor;
   private last: { rows: number; hidden: Tensor } | null = null;
 
@@ -21,15 +22,11 @@ export class ValueModel {
     if (config.head === 'causal-lm') throw new Error(`ValueModel needs a classification head, got ${config.architecture}`);
     this.trunk = new DecoderTrunk(engine, config, params);
     this.zeroBias = engine.tensor('reward.score.zero-bias', [1]);
+    this.workspace = new GrowingBuffers(engine, 'values');
   }
 
   private buffers(rows: number) {
-    let b = this.valuesByRows.get(rows);
-    if (!b) {
-      b = { values: this.engine.tensor(`values.${rows}`, [rows]), dHidden: this.engine.tensor(`values.dHidden.${rows}`, [rows, this.config.hiddenSize]) };
-      this.valuesByRows.set(rows, b);
-    }
-    return b;
+    return { values: this.workspace.get('values', [rows]), dHidden: this.workspace.get('dHidden', [rows, this.config.hiddenSize]) };
   }
 
   private get bias(): Tensor {

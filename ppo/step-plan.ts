@@ -27,21 +27,32 @@ export function planStep(c: PpoConfig): StepPlan {
   const sizes = batchSizes(c);
   const a = c.actor_rollout_ref.actor;
   const temperature = c.actor_rollout_ref.rollout.temperature;
+  const ref = c.actor_rollout_ref.ref;
   return {
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     experience: {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
-      klPenalty: c.algorithm.kl_penalty, temperature, forwardBlock: c.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,
+      klPenalty: c.algorithm.kl_penalty, temperature,
+      refForward: {
+        microBatchSize: ref.log_prob_micro_batch_size_per_gpu,
+        maxTokens: ref.log_prob_use_dynamic_bsz ? ref.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu',
+      },
+      valueForward: {
+        microBatchSize: c.critic.forward_micro_batch_size_per_gpu,
+        maxTokens: c.critic.use_dynamic_bsz ? c.critic.forward_max_token_len_per_gpu : null, maxTokensKey: 'critic.forward_max_token_len_per_gpu',
+      },
     },
     critic: {
       epochs: c.critic.ppo_epochs, miniBatchSize: sizes.criticMiniBatch, microBatchSize: sizes.criticMicroBatch,
+      maxTokens: c.critic.use_dynamic_bsz ? c.critic.ppo_max_token_len_per_gpu : null, maxTokensKey: 'critic.ppo_max_token_len_per_gpu',
       shuffle: c.critic.shuffle, lossAggMode: c.critic.loss_agg_mode, cliprangeValue: c.critic.cliprange_value,
     },
     criticOptim: c.critic.optim,
     actor: {
       epochs: a.ppo_epochs, miniBatchSize: sizes.actorMiniBatch, microBatchSize: sizes.actorMicroBatch, shuffle: a.shuffle,
+      maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
       lossAggMode: a.loss_agg_mode,
       policyLoss: resolvePolicyLossConfig({
         lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,

@@ -14,7 +14,7 @@ import type { PpoConfig } from './config.ts';
 import { usesCritic } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
-import { RolloutGenerator, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
+import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
 import { ExperienceMaker } from './phases/experience.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
@@ -106,6 +106,8 @@ export class PpoTrainer {
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceParams ?? frozenCopy(engine, actor.params, 'reference')) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
+    this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
+    if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
     this.criticOptimizer = plan.allocateOptimizerState && critic
       ? new AdamWOptimizer(engine, critic.params, {
         lr: c.critic.optim.lr, betas: c.critic.optim.betas as [number, number], eps: 1e-8,
@@ -188,6 +190,7 @@ export class PpoTrainer {
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,
+      memoryBudgetBytes: r.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES,
     };
   }
 

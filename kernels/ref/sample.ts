@@ -14,7 +14,8 @@ export interface SampleRefArgs extends SamplingParams {
   eosIds: readonly number[];
   sampleIds: ArrayLike<number>;
   finished: ArrayLike<number>;
-  step: number;
+  /** Per row, its step (the random stream's). */
+  steps: ArrayLike<number>;
   padId: number;
 }
 
@@ -84,7 +85,7 @@ export function keptTokens(logits: ArrayLike<number>, temperature: number, topK:
 }
 
 export function sampleRef(a: SampleRefArgs): SampleRefResult {
-  const { logits, V, rows, eosIds, sampleIds, step, seed, temperature, topK, topP, padId } = a;
+  const { logits, V, rows, eosIds, sampleIds, steps, seed, temperature, topK, topP, padId } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const ids = new Uint32Array(rows);
@@ -110,7 +111,7 @@ export function sampleRef(a: SampleRefArgs): SampleRefResult {
     if (!greedy) {
       const kept = keptTokens(row, temperature, topK, topP);
       const s = new Float64Array(V).fill(-Infinity);
-      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, sampleIds[r], step, seed);
+      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, sampleIds[r], steps[r], seed);
       chosen = 0;
       for (let v = 1; v < V; v++) if (s[v] > s[chosen]) chosen = v;
       scores[r] = s;

@@ -38,10 +38,10 @@ export class ActorUpdater {
 
   async update(x: Experience, config: ActorUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     const e = this.engine;
-    const { S, R } = x;
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
     const metrics = new MetricAccumulator();
     for await (const { mini, rows, buffers: b, batch } of optimizerMicroBatches(x, config, rng, this.pool, this.optimizer, metrics, 'actor/grad_norm')) {
+      const { S, R } = b;
       const m = rows.length;
       b.uploadResponse(b.oldLogProbs, x.oldLogProbs, rows);
       b.uploadResponse(b.advantages, x.advantages, rows);

@@ -31,10 +31,10 @@ export class CriticUpdater {
 
   async update(x: Experience, config: CriticUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     const e = this.engine;
-    const { S, R } = x;
     if (!x.values) throw new Error('critic update: the experience has no values');
     const metrics = new MetricAccumulator();
     for await (const { mini, rows, buffers: b, batch } of optimizerMicroBatches(x, config, rng, this.pool, this.optimizer, metrics, 'critic/grad_norm')) {
+      const { S, R } = b;
       const m = rows.length;
       b.uploadResponse(b.oldValues, x.values, rows);
       b.uploadResponse(b.returns, x.returns, rows);

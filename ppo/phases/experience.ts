@@ -1,13 +1,14 @@
 // Turns a rollout into PPO experience, one phase per method, called by the trainer in verl's order: scores on
 // each response's last token with the reward mask applied (begin) → reference log-probs → critic values →
-// KL penalty in the reward → advantages and returns. Forwards run in blocks of sequences on the GPU; the
+// KL penalty in the reward → advantages and returns. Forwards run in micro-batches of sequences on the GPU; the
 // reference log-probs and values are gathered straight into the batch's tensors, and each per-token tensor the
 // updates need comes back to the host once, so mini-batches can be shuffled and sliced freely.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
 import type { RolloutBatch } from './rollout.ts';
-import { SequenceBufferPool, blocks } from './sequence-buffers.ts';
+import { SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
+import { planMicroBatches, type MicroBatching } from './mini-batches.ts';
 import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
@@ -23,8 +24,9 @@ export interface ExperiencePlan {
   useKlInReward: boolean;
   klPenalty: string;
   temperature: number;
-  /** Sequences per forward of the reference and the critic; null: the whole batch at once. */
-  forwardBlock: number | null;
+  /** Sequences (null: the whole batch) or tokens per forward of the reference and of the critic. */
+  refForward: MicroBatching;
+  valueForward: MicroBatching;
 }
 
 /** What the phases have produced so far, on the host. */
@@ -89,19 +91,21 @@ export class ExperienceMaker {
     return tensors;
   }
 
-  /** Runs `model` over the experience's sequences in blocks, gathering its response-aligned output into
-   *  `target` (N, R) on the GPU; returns the host copy the mini-batches slice, read once. */
-  private async responseAligned(rollout: RolloutBatch, block: number, target: Tensor<'f32'>, run: (indices: number[]) => Tensor): Promise<Float32Array> {
+  /** Runs `model` over the experience's sequences in micro-batches, gathering its response-aligned output into
+   *  `target` (N, R) on the GPU (zero past each micro-batch's window); returns the host copy the mini-batches
+   *  slice, read once. */
+  private async responseAligned(rollout: RolloutBatch, split: MicroBatching, target: Tensor<'f32'>, run: (buffers: SequenceBuffers) => Tensor): Promise<Float32Array> {
     const N = rollout.inputIds.length;
-    const S = rollout.inputIds[0].length;
     const R = rollout.responseLength;
-    const all = Array.from({ length: N }, (_, i) => i);
-    for (const indices of blocks(all, block)) {
-      const buffers = this.pool.get(indices.length, S, R);
-      buffers.uploadSequences(rollout, indices);
-      gatherResponseValuesGpu(this.engine, run(indices), buffers.logProbs, indices.length, S, R);
-      // A copy, not a gather into a view: a block's rows need not start at a storage-binding alignment.
-      this.engine.copy(buffers.logProbs, target.view(`${target.name}[${indices[0]}:]`, indices[0] * R, [indices.length, R]));
+    this.engine.clear(target);
+    for (const plan of planMicroBatches(Array.from({ length: N }, (_, i) => i), rollout, split)) {
+      const window = plan.promptLength + plan.responseLength;
+      const buffers = this.pool.get(plan.rows.length, window, plan.responseLength);
+      buffers.uploadSequences(rollout, plan.rows);
+      gatherResponseValuesGpu(this.engine, run(buffers), buffers.logProbs, plan.rows.length, window, plan.responseLength);
+      // Copies, not a gather into views: rows need not start at a storage-binding alignment, nor be adjacent.
+      const Rb = plan.responseLength;
+      plan.rows.forEach((row, b) => this.engine.copy(buffers.logProbs.view(`${buffers.logProbs.name}[${b}]`, b * Rb, [Rb]), target.view(`${target.name}[${row}]`, row * R, [Rb])));
     }
     return this.engine.read(target);
   }
@@ -132,8 +136,7 @@ export class ExperienceMaker {
   async referenceLogProbs(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.reference) return;
     const reference = this.reference;
-    x.refLogProbs = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, x.tensors.ref, (indices) => {
-      const buffers = this.pool.get(indices.length, x.S, x.R);
+    x.refLogProbs = await this.responseAligned(x.rollout, plan.refForward, x.tensors.ref, (buffers) => {
       return reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
     });
   }
@@ -142,8 +145,7 @@ export class ExperienceMaker {
   async values(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.critic) return;
     const critic = this.critic;
-    x.values = await this.responseAligned(x.rollout, plan.forwardBlock ?? x.N, x.tensors.values, (indices) => {
-      const buffers = this.pool.get(indices.length, x.S, x.R);
+    x.values = await this.responseAligned(x.rollout, plan.valueForward, x.tensors.values, (buffers) => {
       return critic.tokenValues(buffers.batch!, { saveForBackward: false });
     });
   }

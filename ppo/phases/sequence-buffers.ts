@@ -1,17 +1,29 @@
 // GPU buffers for a block of m sequences of the rollout (S = prompt + response positions, R = response tokens):
-// inputs uploaded from the host experience, and the per-token tensors of the PPO losses. One set per block size,
-// reused every step, so a training step allocates nothing on the GPU.
-import type { Engine, Tensor } from '../../engine/index.ts';
-import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
+// inputs uploaded from the host experience, and the per-token tensors of the PPO losses. A block may keep only
+// a window of the experience's columns (its own longest prompt and response: token-budget micro-batches), so
+// its padding costs neither memory nor FLOPs. Every block shape views one set of buffers, grown to the largest
+// block, so a training step allocates nothing on the GPU once the largest block has been seen.
+import type { Engine, Tensor, DType } from '../../engine/index.ts';
+import { tokenArrays, type TokenBatch } from '../../models/token-batch.ts';
+import { GrowingBuffers } from '../../models/growing-buffers.ts';
 
 export interface ExperienceRows {
   inputIds: number[][];
   attentionMask: number[][];
   positionIds: number[][];
+  /** Columns of prompt (left-padded) and of response (right-padded) in every row. */
+  promptLength: number;
+  responseLength: number;
 }
 
 export class SequenceBuffers {
   batch: TokenBatch | undefined;
+  /** The experience's response columns (the stride of its (N, R) host arrays), set by uploadSequences. */
+  private sourceR = 0;
+  /** (m·S) the token batch's ids, positions and key mask. */
+  private readonly ids: Tensor<'u32'>;
+  private readonly positions: Tensor<'i32'>;
+  private readonly keyMask: Tensor<'u32'>;
   /** (m·S) next-token ids: targets[s] = ids[s + 1]. */
   readonly targets: Tensor<'u32'>;
   /** (m, R) response-token tensors. */
@@ -36,9 +48,12 @@ export class SequenceBuffers {
   readonly valuePartials: Tensor;
   readonly valueOut: Tensor;
 
-  constructor(private readonly engine: Engine, readonly rows: number, readonly S: number, readonly R: number, private readonly vocabSize: number) {
-    const e = engine;
-    const tag = `seq${rows}x${S}`;
+  constructor(private readonly engine: Engine, buffers: GrowingBuffers, readonly rows: number, readonly S: number, readonly R: number, private readonly vocabSize: number) {
+    const e = { tensor: <D extends DType = 'f32'>(name: string, shape: number[], dtype?: D) => buffers.get(name, shape, dtype) };
+    const tag = 'seq';
+    this.ids = e.tensor(`${tag}.ids`, [rows * S], 'u32');
+    this.positions = e.tensor(`${tag}.positions`, [rows * S], 'i32');
+    this.keyMask = e.tensor(`${tag}.mask`, [rows * S], 'u32');
     const response = (name: string) => e.tensor(`${tag}.${name}`, [rows, R]);
     this.targets = e.tensor(`${tag}.targets`, [rows * S], 'u32');
     this.responseMask = response('responseMask');
@@ -61,42 +76,62 @@ export class SequenceBuffers {
     this.valueOut = e.tensor(`${tag}.valueOut`, [3]);
   }
 
-  /** Uploads the token rows `indices` of the experience (and their next-token targets). */
+  /**
+   * Uploads the token rows `indices` of the experience (and their next-token targets), keeping the window of
+   * S − R prompt columns (the last ones) and R response columns (the first ones).
+   */
   uploadSequences(rows: ExperienceRows, indices: readonly number[]): TokenBatch {
     if (indices.length !== this.rows) throw new Error(`sequence buffers of ${this.rows} rows given ${indices.length}`);
-    const pick = <T>(all: T[]) => indices.map((i) => all[i]);
-    this.batch = uploadTokenBatch(this.engine, {
-      inputIds: pick(rows.inputIds), attentionMask: pick(rows.attentionMask), positionIds: pick(rows.positionIds),
-    }, this.vocabSize, 'ppo', this.batch);
-    const targets = new Uint32Array(this.rows * this.S);
+    const P = this.S - this.R;
+    if (P > rows.promptLength || this.R > rows.responseLength) {
+      throw new Error(`sequence buffers: a window of ${P} prompt + ${this.R} response columns exceeds the experience's ${rows.promptLength} + ${rows.responseLength}`);
+    }
+    const from = rows.promptLength - P;
+    const pick = (all: number[][]) => indices.map((i) => all[i].slice(from, from + this.S));
+    const host = tokenArrays({ inputIds: pick(rows.inputIds), attentionMask: pick(rows.attentionMask), positionIds: pick(rows.positionIds) }, this.vocabSize);
+    const n = this.rows * this.S;
+    this.batch = { B: this.rows, T: this.S, hostIds: host.ids, vocabSize: this.vocabSize, ids: this.ids, positions: this.positions, keyMask: this.keyMask };
+    this.engine.upload(this.batch.ids, host.ids);
+    this.engine.upload(this.batch.positions, host.positions);
+    this.engine.upload(this.batch.keyMask, host.mask);
+    const targets = new Uint32Array(n);
     indices.forEach((row, b) => {
       const ids = rows.inputIds[row];
-      for (let s = 0; s + 1 < this.S; s++) targets[b * this.S + s] = ids[s + 1];
+      for (let s = 0; s + 1 < this.S; s++) targets[b * this.S + s] = ids[from + s + 1];
     });
     this.engine.upload(this.targets, targets);
+    this.sourceR = rows.responseLength;
     return this.batch;
   }
 
-  /** Uploads rows `indices` of a host (N, R) array into one of the response tensors. */
+  /** Uploads the first R columns of rows `indices` of a host (N, R_experience) array into a response tensor. */
   uploadResponse(target: Tensor, all: Float32Array, indices: readonly number[]): void {
-    const R = this.R;
-    const data = new Float32Array(this.rows * R);
-    indices.forEach((row, b) => data.set(all.subarray(row * R, (row + 1) * R), b * R));
+    if (!this.sourceR) throw new Error('SequenceBuffers.uploadResponse: upload the sequences first');
+    const data = new Float32Array(this.rows * this.R);
+    indices.forEach((row, b) => data.set(all.subarray(row * this.sourceR, row * this.sourceR + this.R), b * this.R));
     this.engine.upload(target, data);
   }
 }
 
-/** One SequenceBuffers per block size. */
+/** SequenceBuffers per block shape, all views of one set of buffers. */
 export class SequenceBufferPool {
   private readonly pool = new Map<string, SequenceBuffers>();
+  private readonly buffers: GrowingBuffers;
+  private generation = 0;
 
-  constructor(private readonly engine: Engine, private readonly vocabSize: number) {}
+  constructor(private readonly engine: Engine, private readonly vocabSize: number) {
+    this.buffers = new GrowingBuffers(engine, 'ppo');
+  }
 
+  /** The block's buffers; the last block of the same shape's (its uploaded batch included) when they still hold. */
   get(rows: number, S: number, R: number): SequenceBuffers {
     const key = `${rows}x${S}x${R}`;
     let buffers = this.pool.get(key);
-    if (!buffers) {
-      buffers = new SequenceBuffers(this.engine, rows, S, R, this.vocabSize);
+    if (!buffers || this.buffers.generation !== this.generation) {
+      buffers = new SequenceBuffers(this.engine, this.buffers, rows, S, R, this.vocabSize);
+      // A larger block reallocated the buffers: the views of every other shape are stale.
+      if (this.buffers.generation !== this.generation) this.pool.clear();
+      this.generation = this.buffers.generation;
       this.pool.set(key, buffers);
     }
     return buffers;

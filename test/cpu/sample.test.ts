@@ -40,7 +40,7 @@ describe('sample reference', () => {
       for (let r = 0; r < draws; r++) logits.set(row, r * V);
       const { ids, logprobs } = sampleRef({
         logits, V, rows: draws, eosIds: [], sampleIds: Uint32Array.from({ length: draws }, (_, r) => r),
-        finished: new Uint32Array(draws), step: 5, padId: 0, seed: 99, temperature, topK: -1, topP: 1,
+        finished: new Uint32Array(draws), steps: new Uint32Array(draws).fill(5), padId: 0, seed: 99, temperature, topK: -1, topP: 1,
       });
       const counts = new Array<number>(V).fill(0);
       for (const id of ids) counts[id]++;
@@ -80,7 +80,7 @@ describe('sample reference', () => {
     const logits = new Float32Array([1, 4, 4, 0, 2, 9, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
     const r = sampleRef({
       logits, V, rows: 3, eosIds: [5, 0], sampleIds: new Uint32Array(3), finished: new Uint32Array([0, 0, 1]),
-      step: 0, padId: 7, seed: 1, temperature: 0, topK: -1, topP: 1,
+      steps: new Uint32Array(3), padId: 7, seed: 1, temperature: 0, topK: -1, topP: 1,
     });
     expect(Array.from(r.ids)).toEqual([1, 0, 7]);
     expect(Array.from(r.finished)).toEqual([0, 1, 1]);

@@ -1,7 +1,7 @@
 // Rollout with a KV cache against the two outside truths it must agree with: a full recompute of every prefix
 // (greedy tokens identical) and a teacher-forced pass of the finished sequences (old log-probs within 1e-4);
 // and on a real checkpoint, the greedy story transformers generates.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from './gpu.ts';
@@ -12,6 +12,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
 import { loadModel } from '../../models/model-files-node.ts';
+import { KvCache } from '../../models/kv-cache.ts';
 import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
@@ -171,6 +172,38 @@ describe('rollout', () => {
   });
 });
 
+describe('continuous batching', () => {
+  // Six prompt lengths, two samples each: 12 samples whose responses end at many different steps.
+  const prompts = [...PROMPTS, [8, 8], [1, 2, 3, 6, 7, 9, 10], [19]];
+
+  for (const [what, sampling] of [['greedy', VALIDATION_SAMPLING], ['sampled', { temperature: 0.9, topK: -1, topP: 0.95 }]] as const) {
+    it(`${what}: 3 slots for 12 samples give the tokens and old log-probs of one batch; slots refill and the cache shifts`, async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const c: RolloutConfig = { ...BASE, ...sampling, n: 2, maxResponseLength: 40, eosTokenIds: [4, 17, 30], readEvery: 2 };
+      const generator = new RolloutGenerator(engine, policy);
+      const one = await generator.generate(prompts, c);
+      const shift = vi.spyOn(KvCache.prototype, 'shiftSlots');
+      const import_ = vi.spyOn(KvCache.prototype, 'importRows');
+      const slotted = await generator.generate(prompts, { ...c, maxSlots: 3 });
+      // the first fill, then refills one or two rows at a time; the shared index passed the capacity
+      expect(import_.mock.calls.length).toBeGreaterThan(4);
+      expect(shift).toHaveBeenCalled();
+      shift.mockRestore();
+      import_.mockRestore();
+      expect(new Set(one.responseLengths).size).toBeGreaterThan(3);
+      expect(one.finishReasons).toContain('eos');
+      expect(slotted.responses).toEqual(one.responses);
+      expect(slotted.finishReasons).toEqual(one.finishReasons);
+      slotted.oldLogProbs.forEach((row, i) => {
+        for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+      });
+      const recomputed = await generateWithoutCache(new CausalLm(engine, policy.config, policy.params), prompts, c);
+      expect(slotted.responses).toEqual(recomputed.responses);
+    });
+  }
+});
+
 /**
  * A scripted tool: ids 20–29 end a turn; every turn but the last gets an observation of 1–4 tokens whose length
  * and ids depend on the sample and the turn, so the rows' caches fall out of step.
@@ -264,6 +297,22 @@ describe('multi-turn rollout', () => {
       }
     });
     expect(compared).toBeGreaterThan(20);
+  });
+
+  it('samples in slot-sized chunks give the multi-turn rollout of one batch', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 6);
+    const generator = new RolloutGenerator(engine, policy);
+    const one = await generator.generate(PROMPTS, C, new ScriptedEnvironment());
+    const chunked = new ScriptedEnvironment();
+    const two = await generator.generate(PROMPTS, { ...C, maxSlots: 4 }, chunked);
+    // chunks of 4 and 2 samples, each from turn 0
+    expect(chunked.calls.filter((call) => call.turn === 0).map((call) => call.ended.map((end) => end.sample))).toEqual([[0, 1, 2, 3], [4, 5]]);
+    expect(two.responses).toEqual(one.responses);
+    expect(two.responseMask).toEqual(one.responseMask);
+    two.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - one.oldLogProbs[i][t])).toBeLessThan(1e-5);
+    });
   });
 
   it('an environment of one turn gives exactly the single-turn rollout', async () => {

@@ -14,14 +14,14 @@ interface Case extends SamplingParams {
   eosIds?: number[];
   finished?: number[];
   sampleIds?: number[];
-  step?: number;
+  /** Per row; default 1 + r % 3 (rows at different steps, as after a continuous-batching refill). */
+  steps?: number[];
   outStride?: number;
 }
 
 async function runGpu(engine: Engine, c: Case) {
   const { V, rows } = c;
   const outStride = c.outStride ?? 4;
-  const step = c.step ?? 1;
   const eos = c.eosIds ?? [];
   const finishedIn = c.finished ?? new Array<number>(rows).fill(0);
   const t = {
@@ -30,14 +30,16 @@ async function runGpu(engine: Engine, c: Case) {
     sampleIds: engine.tensorFrom('sampleIds', [rows], c.sampleIds ?? Array.from({ length: rows }, (_, r) => r), 'u32'),
     ids: engine.tensor('ids', [rows], 'u32'),
     positions: engine.tensorFrom('positions', [rows], Array.from({ length: rows }, (_, r) => 10 + r), 'i32'),
+    steps: engine.tensorFrom('steps', [rows], stepsOf(c), 'u32'),
     finished: engine.tensorFrom('finished', [rows], finishedIn, 'u32'),
     tokens: engine.tensor('tokens', [rows, outStride], 'u32'),
     logprobs: engine.tensor('logprobs', [rows, outStride]),
   };
-  sampleTokens(engine, { ...c, ...t, numEos: eos.length, outStride, step, padId: 3 });
+  sampleTokens(engine, { ...c, ...t, numEos: eos.length, outStride, padId: 3 });
   const out = {
     ids: await engine.read(t.ids),
     positions: await engine.read(t.positions),
+    steps: await engine.read(t.steps),
     finished: await engine.read(t.finished),
     tokens: await engine.read(t.tokens),
     logprobs: await engine.read(t.logprobs),
@@ -46,9 +48,13 @@ async function runGpu(engine: Engine, c: Case) {
   return out;
 }
 
+function stepsOf(c: Case): number[] {
+  return c.steps ?? Array.from({ length: c.rows }, (_, r) => 1 + (r % 3));
+}
+
 function reference(c: Case) {
   return sampleRef({
-    ...c, eosIds: c.eosIds ?? [], step: c.step ?? 1, padId: 3,
+    ...c, eosIds: c.eosIds ?? [], steps: stepsOf(c), padId: 3,
     finished: c.finished ?? new Array<number>(c.rows).fill(0),
     sampleIds: c.sampleIds ?? Array.from({ length: c.rows }, (_, r) => r),
   });
@@ -91,10 +97,11 @@ describe('sample kernel', () => {
       expectSameDraw(got.ids, ref);
       const outStride = c.outStride ?? 4;
       for (let r = 0; r < c.rows; r++) {
-        const at = (c.sampleIds?.[r] ?? r) * outStride + 1;
+        const at = (c.sampleIds?.[r] ?? r) * outStride + stepsOf(c)[r];
         expect(got.tokens[at], what).toBe(got.ids[r]);
         const done = ref.finished[r] === 1 && (c.finished?.[r] ?? 0) === 1;
         expect(got.positions[r], what).toBe(10 + r + (done ? 0 : 1));
+        expect(got.steps[r], what).toBe(stepsOf(c)[r] + (done ? 0 : 1));
         if (got.ids[r] === ref.ids[r]) {
           expect(got.finished[r], what).toBe(ref.finished[r]);
           expectClose([got.logprobs[at]], [ref.logprobs[r]], 1e-5, 1e-5, `${what} logprob row ${r}`);
@@ -115,7 +122,7 @@ describe('sample kernel', () => {
     const counts = new Array<number>(V).fill(0);
     const first = await runGpu(engine, c);
     for (const id of first.ids) counts[id]++;
-    const second = await runGpu(engine, { ...c, step: 2 });
+    const second = await runGpu(engine, { ...c, steps: new Array<number>(rows).fill(2) });
     for (const id of second.ids) counts[id]++;
     const max = Math.max(...row);
     const w = Array.from(row, (x) => Math.exp(x - max));
@@ -148,5 +155,16 @@ describe('sample kernel', () => {
       // and the kept set is used, not just its top token
       if (kept.reduce((n, k) => n + k, 0) > 1) expect(seen.size).toBeGreaterThan(1);
     }
+  });
+
+  it('a row whose step reached outStride has spent its budget: pad, no write, no advance', async () => {
+    const engine = await gpuEngine();
+    const V = 16;
+    const got = await runGpu(engine, { V, rows: 2, logits: randomArray(2 * V, 4, 1), temperature: 1, topK: -1, topP: 1, seed: 9, steps: [4, 3], outStride: 4 });
+    expect(got.ids[0]).toBe(3);
+    expect(Array.from(got.steps)).toEqual([4, 4]);
+    expect(Array.from(got.positions)).toEqual([10, 12]);
+    expect(got.tokens[4 + 3]).toBe(got.ids[1]);
+    expect(Array.from(got.tokens.subarray(0, 4))).toEqual([0, 0, 0, 0]);
   });
 });

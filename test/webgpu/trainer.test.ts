@@ -55,6 +55,26 @@ describe('PPO trainer runs', () => {
     expect(Buffer.compare(await actor(1), await actor(2))).not.toBe(0);
   }, 300_000);
 
+  it('use_dynamic_bsz and gradient checkpointing: the losses and gradient norms of fixed micro-batches with stored activations', async () => {
+    const { root, overrides } = await makeTinyRun();
+    const run = async (name: string, extra: string[]) => {
+      const dir = join(root, name);
+      expect(await main([...overrides, 'actor_rollout_ref.actor.use_kl_loss=true', 'trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`, ...extra])).toBe(0);
+      return (await stepMetrics(dir))[0];
+    };
+    const fixed = await run('fixed', []);
+    const budget = await run('budget', [
+      'actor_rollout_ref.actor.use_dynamic_bsz=true', 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40', 'critic.ppo_max_token_len_per_gpu=40',
+      'actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true', 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40',
+      'actor_rollout_ref.model.enable_gradient_checkpointing=true', 'critic.model.enable_gradient_checkpointing=true',
+    ]);
+    const compared = ['actor/pg_loss', 'actor/kl_loss', 'actor/entropy', 'actor/grad_norm', 'critic/vf_loss', 'critic/grad_norm', 'critic/advantages/mean'];
+    for (const key of compared) {
+      expect(fixed[key], key).toBeDefined();
+      expect(Math.abs(budget[key] - fixed[key]), key).toBeLessThan(1e-5 * Math.max(1, Math.abs(fixed[key])));
+    }
+  }, 300_000);
+
   it('reward_mask_ratio=1 zeroes every trajectory reward and logs the realised ratio', async () => {
     const { root, overrides } = await makeTinyRun();
     // Every response scores 1, so a zero reward can only come from the mask.
