@@ -1,6 +1,7 @@
 // One arena for many tensors: a layout assigns each named tensor a device-aligned offset, packing them into
-// as few buffers as the device's binding limit allows. Parameters, gradients and both AdamW moments are four
-// instances of one layout, so a flat kernel (AdamW, gradient norm) walks the same segments of each.
+// as few buffers as the device's binding limit allows. A tensor larger than one binding (a 152K-row embedding)
+// gets a buffer of its own, seen as several bindable segments. Parameters, gradients and both AdamW moments are
+// four instances of one layout, so a flat kernel (AdamW, gradient norm) walks the same segments of each.
 import type { Engine } from './engine.ts';
 import { Tensor, elementCount, BYTES_PER_ELEMENT, shapeString } from './tensor.ts';
 
@@ -12,59 +13,87 @@ export interface ArenaEntry {
 export interface ArenaSlot {
   name: string;
   shape: readonly number[];
-  segment: number;
-  /** Element offset inside the segment. */
+  buffer: number;
+  /** Element offset inside the buffer. */
   offset: number;
+}
+
+/** A bindable window of one buffer. */
+export interface ArenaSegment {
+  buffer: number;
+  /** Element offset inside the buffer. */
+  offset: number;
+  size: number;
 }
 
 export interface ArenaLayout {
   slots: ArenaSlot[];
-  /** Elements per segment (each segment is one buffer, bindable whole). */
+  /** Elements per buffer. */
+  bufferSizes: number[];
+  /** Every buffer cut into windows of at most one binding, in order; flat kernels dispatch once per segment. */
+  segments: ArenaSegment[];
+  /** segments' sizes (the optimizer state is stored per segment). */
   segmentSizes: number[];
 }
 
-export function planArena(entries: readonly ArenaEntry[], maxSegmentBytes: number, alignBytes: number): ArenaLayout {
+export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: number, maxBufferBytes: number, alignBytes: number): ArenaLayout {
   const alignElements = Math.max(1, alignBytes / BYTES_PER_ELEMENT);
-  const maxElements = Math.floor(maxSegmentBytes / BYTES_PER_ELEMENT);
+  const alignUp = (n: number) => Math.ceil(n / alignElements) * alignElements;
+  const maxBinding = Math.floor(maxBindingBytes / BYTES_PER_ELEMENT / alignElements) * alignElements;
   const slots: ArenaSlot[] = [];
-  const segmentSizes: number[] = [0];
+  const bufferSizes: number[] = [0];
+  /** The buffer small tensors are packed into (every packed buffer stays one binding). */
+  let packing = 0;
   const seen = new Set<string>();
   for (const entry of entries) {
     if (seen.has(entry.name)) throw new Error(`arena: tensor ${entry.name} listed twice`);
     seen.add(entry.name);
     const size = elementCount(entry.shape);
-    if (size > maxElements) {
-      throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)} needs ${size * BYTES_PER_ELEMENT} bytes, ` +
-        `above the device's per-binding limit of ${maxSegmentBytes} bytes`);
+    if (size > maxBinding) {
+      if (size * BYTES_PER_ELEMENT > maxBufferBytes) {
+        throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)} needs ${size * BYTES_PER_ELEMENT} bytes, ` +
+          `above the device's largest buffer of ${maxBufferBytes} bytes (maxBufferSize)`);
+      }
+      slots.push({ name: entry.name, shape: entry.shape, buffer: bufferSizes.length, offset: 0 });
+      bufferSizes.push(size);
+      continue;
     }
-    let segment = segmentSizes.length - 1;
-    let offset = Math.ceil(segmentSizes[segment] / alignElements) * alignElements;
-    if (offset + size > maxElements) {
-      segmentSizes.push(0);
-      segment++;
+    let offset = alignUp(bufferSizes[packing]);
+    if (offset + size > maxBinding) {
+      packing = bufferSizes.length;
+      bufferSizes.push(0);
       offset = 0;
     }
-    slots.push({ name: entry.name, shape: entry.shape, segment, offset });
-    segmentSizes[segment] = offset + size;
+    slots.push({ name: entry.name, shape: entry.shape, buffer: packing, offset });
+    bufferSizes[packing] = offset + size;
   }
-  return { slots, segmentSizes: segmentSizes.map((s) => Math.ceil(s / alignElements) * alignElements) };
+  const alignedSizes = bufferSizes.map(alignUp);
+  const segments: ArenaSegment[] = [];
+  alignedSizes.forEach((bufferSize, buffer) => {
+    for (let offset = 0; offset < bufferSize; offset += maxBinding) {
+      segments.push({ buffer, offset, size: Math.min(maxBinding, bufferSize - offset) });
+    }
+  });
+  return { slots, bufferSizes: alignedSizes, segments, segmentSizes: segments.map((s) => s.size) };
 }
 
 /** One instance of a layout: real buffers and a tensor per slot. */
 export class Arena {
+  readonly buffers: Tensor<'f32'>[];
+  /** Bindable windows covering every buffer (see ArenaLayout.segments). */
   readonly segments: Tensor<'f32'>[];
   private readonly byName = new Map<string, Tensor<'f32'>>();
 
   constructor(engine: Engine, readonly label: string, readonly layout: ArenaLayout) {
-    this.segments = layout.segmentSizes.map((size, i) => engine.tensor(`${label}#${i}`, [size]));
+    this.buffers = layout.bufferSizes.map((size, i) => engine.tensor(`${label}#${i}`, [size]));
+    this.segments = layout.segments.map((s) => this.buffers[s.buffer].view(`${label}#${s.buffer}[${s.offset}:${s.offset + s.size}]`, s.offset, [s.size]));
     for (const slot of layout.slots) {
-      this.byName.set(slot.name, this.segments[slot.segment].view(`${label}:${slot.name}`, slot.offset, slot.shape));
+      this.byName.set(slot.name, this.buffers[slot.buffer].view(`${label}:${slot.name}`, slot.offset, slot.shape));
     }
   }
 
   static plan(engine: Engine, entries: readonly ArenaEntry[]): ArenaLayout {
-    const limit = Math.min(engine.caps.maxStorageBufferBindingSize, engine.caps.maxBufferSize);
-    return planArena(entries, limit, engine.caps.minStorageBufferOffsetAlignment);
+    return planArena(entries, engine.maxBindingBytes, engine.caps.maxBufferSize, engine.caps.minStorageBufferOffsetAlignment);
   }
 
   get(name: string): Tensor<'f32'> {
@@ -82,6 +111,6 @@ export class Arena {
   }
 
   get totalElements(): number {
-    return this.layout.segmentSizes.reduce((a, b) => a + b, 0);
+    return this.layout.bufferSizes.reduce((a, b) => a + b, 0);
   }
 }

@@ -89,7 +89,7 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     subgroups: device.features.has('subgroups'),
     timestampQuery: device.features.has('timestamp-query'),
     maxBufferSize: limits.maxBufferSize,
-    maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
+    maxStorageBufferBindingSize: Math.min(limits.maxStorageBufferBindingSize, knobs.maxBindingBytes ?? Infinity),
     maxStorageBuffersPerShaderStage: limits.maxStorageBuffersPerShaderStage,
     maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
     maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,

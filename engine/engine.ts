@@ -4,7 +4,7 @@
 import { createGpu, type DeviceCapabilities, type Gpu } from './device.ts';
 import { readKnobs, type EngineKnobs } from './knobs.ts';
 import { generateDeclarations, packUniforms, uniformByteSize, type KernelSpec } from './kernel.ts';
-import { Tensor, shapeString, BYTES_PER_ELEMENT, elementCount, type DType, type TypedArrayOf } from './tensor.ts';
+import { Tensor, shapeString, BYTES_PER_ELEMENT, elementCount, rowWindows, type DType, type RowWindow, type TypedArrayOf } from './tensor.ts';
 import { Profiler } from './profiler.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
@@ -44,6 +44,10 @@ export class Engine {
   private readonly uniformAlign: number;
   /** Dispatches recorded since the engine was created (for tests and benchmarks). */
   dispatchCount = 0;
+  /** Bytes of the tensors' buffers alive now, and the most ever alive at once (the measured peak of a run). */
+  allocatedBytes = 0;
+  peakAllocatedBytes = 0;
+  private readonly liveBuffers = new WeakSet<GPUBuffer>();
 
   static async create(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
     return new Engine(await createGpu(knobs));
@@ -67,22 +71,31 @@ export class Engine {
 
   // ---- memory -------------------------------------------------------------------------------------------
 
-  /** Checks a tensor against the device's binding limit, naming it when it cannot be bound. */
-  checkBindable(name: string, byteLength: number): void {
-    const limit = Math.min(this.caps.maxStorageBufferBindingSize, this.caps.maxBufferSize);
-    if (byteLength > limit) {
-      throw new Error(`tensor ${name} needs ${byteLength} bytes but this device binds at most ${limit} bytes ` +
-        `per buffer (maxStorageBufferBindingSize ${this.caps.maxStorageBufferBindingSize})`);
-    }
+  /** Bytes one storage binding may span (the device's limit, or less under WEBGPU_MAX_BINDING_BYTES). */
+  get maxBindingBytes(): number {
+    return Math.min(this.caps.maxStorageBufferBindingSize, this.caps.maxBufferSize);
   }
 
+  /** A buffer may exceed one binding (up to maxBufferSize); kernels then bind it in windows (bindingWindows). */
   createBuffer(label: string, byteLength: number, extraUsage = 0): GPUBuffer {
-    this.checkBindable(label, byteLength);
-    return this.device.createBuffer({
+    if (byteLength > this.caps.maxBufferSize) {
+      throw new Error(`tensor ${label} needs ${byteLength} bytes but this device's largest buffer is ${this.caps.maxBufferSize} bytes ` +
+        `(maxBufferSize); split it into several tensors`);
+    }
+    const buffer = this.device.createBuffer({
       label,
       size: Math.max(16, Math.ceil(byteLength / 16) * 16),
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST | extraUsage,
     });
+    this.liveBuffers.add(buffer);
+    this.allocatedBytes += buffer.size;
+    this.peakAllocatedBytes = Math.max(this.peakAllocatedBytes, this.allocatedBytes);
+    return buffer;
+  }
+
+  /** `tensor` as consecutive windows of whole rows (`rowElements` each) that this device can bind. */
+  bindingWindows<D extends DType>(tensor: Tensor<D>, rowElements = 1): RowWindow<D>[] {
+    return rowWindows(tensor, rowElements, this.maxBindingBytes, this.caps.minStorageBufferOffsetAlignment);
   }
 
   /** A zero-filled tensor in its own buffer. */
@@ -114,6 +127,7 @@ export class Engine {
       for (const key of [...this.bindGroups.keys()]) if (key.includes(`|${id}@`)) this.bindGroups.delete(key);
     }
     if (this.encoder) this.flush();
+    if (this.liveBuffers.delete(tensor.buffer)) this.allocatedBytes -= tensor.buffer.size;
     tensor.buffer.destroy();
   }
 
@@ -178,6 +192,10 @@ export class Engine {
           `not a multiple of ${this.caps.minStorageBufferOffsetAlignment}; pass an element offset instead`);
       }
       const size = Math.max(4, t.byteLength);
+      if (size > this.maxBindingBytes) {
+        throw new Error(`kernel ${spec.name}: binding ${b.name} (tensor ${t.name}, ${shapeString(t.shape)}) spans ${size} bytes but this ` +
+          `device binds at most ${this.maxBindingBytes} bytes (maxStorageBufferBindingSize); the launcher must bind it in windows (engine.bindingWindows)`);
+      }
       key += `|${this.bufferId(t.buffer)}@${t.byteOffset}+${size}`;
       entries.push({ binding: i + 1, resource: { buffer: t.buffer, offset: t.byteOffset, size } });
     });

@@ -1,5 +1,5 @@
 export { Engine, type DispatchArgs } from './engine.ts';
-export { Tensor, type DType, elementCount, shapeString } from './tensor.ts';
+export { Tensor, type DType, type RowWindow, elementCount, shapeString, rowsPerWindow } from './tensor.ts';
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts';
 export { type DeviceCapabilities } from './device.ts';

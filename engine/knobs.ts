@@ -12,6 +12,15 @@ function list(value: string | undefined): string[] {
   return (value ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
 }
 
+function readMaxBindingBytes(value: string | undefined): number | null {
+  if (value === undefined || value === '') return null;
+  const bytes = Number(value);
+  if (!Number.isInteger(bytes) || bytes < 4096 || bytes % 256 !== 0) {
+    throw new Error(`WEBGPU_MAX_BINDING_BYTES: "${value}" must be a whole number of bytes, a multiple of 256 and at least 4096`);
+  }
+  return bytes;
+}
+
 export interface EngineKnobs {
   /** WEBGPU_DEBUG: 1 = log adapter and limits, 2 = also every dispatch. */
   debug: number;
@@ -21,6 +30,9 @@ export interface EngineKnobs {
   disabledFeatures: string[];
   /** WEBGPU_KERNEL_VARIANTS=matmul:naive,attention:v1: force a kernel variant instead of the automatic choice. */
   kernelVariants: Record<string, string>;
+  /** WEBGPU_MAX_BINDING_BYTES=65536: pretend the device binds at most this many bytes per storage binding, so the
+   *  paths that split large tensors run (and are tested) on shapes that would fit whole. null: the device's limit. */
+  maxBindingBytes: number | null;
   /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
   trainDebug: boolean;
 }
@@ -39,6 +51,7 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     profile: env.WEBGPU_PROFILE === '1',
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
+    maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
     trainDebug: env.TRAIN_DEBUG === '1',
   };
 }

@@ -54,3 +54,38 @@ export class Tensor<D extends DType = DType> {
 export function shapeString(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }
+
+/** A run of whole rows of a larger tensor, small enough to bind. */
+export interface RowWindow<D extends DType = DType> {
+  firstRow: number;
+  rows: number;
+  tensor: Tensor<D>;
+}
+
+/** Most rows of `rowElements` elements one window may hold: at most `maxBytes`, and a multiple of the rows that
+ *  keep every window's start `alignBytes`-aligned (given an aligned first row). */
+export function rowsPerWindow(rowElements: number, maxBytes: number, alignBytes: number): number {
+  const rowBytes = rowElements * BYTES_PER_ELEMENT;
+  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
+  const alignRows = alignBytes / gcd(alignBytes, rowBytes);
+  const rows = Math.floor(maxBytes / rowBytes / alignRows) * alignRows;
+  if (rows < 1) {
+    throw new Error(`rows of ${rowBytes} bytes cannot be bound in windows of at most ${maxBytes} bytes starting ${alignBytes}-byte aligned`);
+  }
+  return rows;
+}
+
+/** `tensor` (rows of `rowElements`) cut into consecutive windows of whole rows, each bindable. One window (the
+ *  tensor itself) when it fits. */
+export function rowWindows<D extends DType>(tensor: Tensor<D>, rowElements: number, maxBytes: number, alignBytes: number): RowWindow<D>[] {
+  const totalRows = tensor.size / rowElements;
+  if (!Number.isInteger(totalRows)) throw new Error(`tensor ${tensor.name} ${shapeString(tensor.shape)}: not whole rows of ${rowElements} elements`);
+  if (tensor.byteLength <= maxBytes) return [{ firstRow: 0, rows: totalRows, tensor }];
+  const step = rowsPerWindow(rowElements, maxBytes, alignBytes);
+  const windows: RowWindow<D>[] = [];
+  for (let firstRow = 0; firstRow < totalRows; firstRow += step) {
+    const rows = Math.min(step, totalRows - firstRow);
+    windows.push({ firstRow, rows, tensor: tensor.view(`${tensor.name}[${firstRow}:${firstRow + rows}]`, firstRow * rowElements, [rows, rowElements]) });
+  }
+  return windows;
+}

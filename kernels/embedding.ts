@@ -6,6 +6,8 @@ const uniforms = [
   { name: 'N', type: 'u32' },
   { name: 'V', type: 'u32' },
   { name: 'C', type: 'u32' },
+  { name: 'v0', type: 'u32' },
+  { name: 'rows', type: 'u32' },
 ] as const;
 
 const forwardSpecs = specsByWidth((width): KernelSpec => ({
@@ -33,13 +35,20 @@ const backwardSpecs = specsByWidth((width): KernelSpec => ({
   uniforms: [...uniforms, { name: 'accumulate', type: 'u32' }],
 }));
 
-/** out (N, C) = rows of table (V, C) picked by ids (N); an id >= V reads row V - 1 (ids may come from GPU sampling). */
+/** out (N, C) = rows of table (V, C) picked by ids (N); an id >= V reads row V - 1 (ids may come from GPU sampling).
+ *  A table larger than one binding is read window by window (one dispatch each). */
 export function embeddingForward(engine: Engine, a: { ids: Tensor<'u32'>; table: Tensor; out: Tensor; N: number; V: number; C: number }): void {
   const { ids, table, out, N, V, C } = a;
   expectSize('embeddingForward', 'ids', ids, N, `[N=${N}]`);
   expectSize('embeddingForward', 'table', table, V * C, `[V=${V}, C=${C}]`);
   expectSize('embeddingForward', 'out', out, N * C, `[N=${N}, C=${C}]`);
-  engine.dispatch(forwardSpecs[widestVector(C)], { bindings: { ids, table, out }, uniforms: { N, V, C }, workgroups: foldWorkgroups(Math.ceil((N * C) / widestVector(C) / 256)) });
+  for (const window of engine.bindingWindows(table, C)) {
+    engine.dispatch(forwardSpecs[widestVector(C)], {
+      bindings: { ids, table: window.tensor, out },
+      uniforms: { N, V, C, v0: window.firstRow, rows: window.rows },
+      workgroups: foldWorkgroups(Math.ceil((N * C) / widestVector(C) / 256)),
+    });
+  }
 }
 
 /** CSR index of token positions grouped by id, built on the CPU (ids are known on the host); makes the backward
@@ -71,9 +80,11 @@ export function embeddingBackward(engine: Engine, a: {
   expectSize('embeddingBackward', 'dTable', dTable, V * C, `[V=${V}, C=${C}]`);
   // The kernel only visits tokens that occur, so an overwrite starts from zeros.
   if (!a.accumulate) engine.clear(dTable);
-  engine.dispatch(backwardSpecs[widestVector(C)], {
-    bindings: { tokenOffsets, tokenPositions, dOut, dTable },
-    uniforms: { N, V, C, accumulate: Number(a.accumulate) },
-    workgroups: foldWorkgroups(N),
-  });
+  for (const window of engine.bindingWindows(dTable, C)) {
+    engine.dispatch(backwardSpecs[widestVector(C)], {
+      bindings: { tokenOffsets, tokenPositions, dOut, dTable: window.tensor },
+      uniforms: { N, V, C, v0: window.firstRow, rows: window.rows, accumulate: Number(a.accumulate) },
+      workgroups: foldWorkgroups(N),
+    });
+  }
 }

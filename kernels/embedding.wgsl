@@ -3,6 +3,9 @@
 //   backward: dTable[v, c] (+)= sum over positions n with ids[n] == v of dOut[n, c], from the CSR token index
 //             (tokenOffsets (V + 1), tokenPositions (N), built on the host) so every row is summed by one
 //             workgroup in a fixed order, without atomics
+// Both see the table through a window of rows [v0, v0 + rows) (`table`/`dTable` bind only those rows): a
+// vocabulary of 152K rows outgrows one storage binding, so the launcher dispatches once per window and each
+// dispatch handles the tokens whose id falls inside it.
 // v1 forward: one lane per vecN of out (vec4 when C % 4 == 0), 256 lanes per workgroup (on lavapipe ~1.5x faster
 //    than a workgroup per row, which pays a fixed cost per workgroup).
 // v1 backward: one 64-lane workgroup per entry k of tokenPositions; the workgroup holding the first entry of a
@@ -17,7 +20,8 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   if (idx >= params.N * n) { return; }
   // Sampled ids come straight from the GPU, so a bad one is clamped here rather than read out of bounds.
   let id = min(ids[idx / n], params.V - 1u);
-  out[idx] = table[id * n + idx % n];
+  if (id < params.v0 || id >= params.v0 + params.rows) { return; }
+  out[idx] = table[(id - params.v0) * n + idx % n];
 }
 
 //// backward
@@ -41,13 +45,14 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
   if (k >= params.N) { return; }
   let v = tokenOfEntry(k);
   let first = tokenOffsets[v];
-  if (first != k) { return; }
+  if (first != k || v < params.v0 || v >= params.v0 + params.rows) { return; }
   let last = tokenOffsets[v + 1u];
   let n = params.C / VW;
+  let row = (v - params.v0) * n;
   for (var j = lane; j < n; j += WG) {
     var sum = vecN(0.0);
     for (var e = first; e < last; e++) { sum += dOut[tokenPositions[e] * n + j]; }
-    if (params.accumulate != 0u) { sum += dTable[v * n + j]; }
-    dTable[v * n + j] = sum;
+    if (params.accumulate != 0u) { sum += dTable[row + j]; }
+    dTable[row + j] = sum;
   }
 }

@@ -1,7 +1,7 @@
 // The fused LM head: log-probabilities of the targets, entropies and their gradients from hidden states and the
 // unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
 import lmHeadSource from './lm-head.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, rowsPerWindow } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
 import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 import { matmul } from './matmul.ts';
@@ -9,7 +9,8 @@ import { scratchTensor } from './scratch.ts';
 
 export { weightedSum } from './reduce.ts';
 
-/** Chunk boundaries are multiples of this many vocabulary rows, so every weight chunk starts 256-byte aligned. */
+/** Chunk boundaries are multiples of this many vocabulary rows, so every weight chunk starts 256-byte aligned
+ *  (64 rows of C floats are 256·C bytes). */
 const CHUNK_ALIGN = 64;
 /** Upper bound on the (N, chunk) logits scratch: large chunks mean few dispatches, but it is pure scratch. */
 const SCRATCH_BYTES = 32 << 20;
@@ -71,6 +72,22 @@ const dlogitsSpecs = specsByWidth((width): KernelSpec => ({
   ],
 }));
 
+const placeSpec: KernelSpec = {
+  name: 'lm-head/place',
+  source: COLUMN_PRELUDES[1] + shaderSource('lm-head', lmHeadSource, 'place', 1),
+  entryPoint: 'place',
+  bindings: [
+    { name: 'logits', access: 'read' },
+    { name: 'out', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'rows', type: 'u32' },
+    { name: 'width', type: 'u32' },
+    { name: 'v0', type: 'u32' },
+    { name: 'V', type: 'u32' },
+  ],
+};
+
 interface LmHeadShape {
   hidden: Tensor; // (N, C)
   weight: Tensor; // (V, C)
@@ -92,17 +109,24 @@ function checkShape(launcher: string, a: LmHeadShape): void {
   if (!(a.temperature > 0)) throw new Error(`${launcher}: temperature is ${a.temperature}, expected > 0`);
 }
 
-/** Vocabulary rows per chunk: all of V when the (N, V) logits fit the scratch budget, else the most that do. */
-function chunkWidth(engine: Engine, launcher: string, N: number, V: number, chunkSize?: number): number {
+/** Vocabulary rows per chunk of N rows of hidden C (the bench times matmuls in the same chunks). */
+export function lmHeadChunkWidth(engine: Engine, N: number, C: number, V: number): number {
+  return chunkWidth(engine, 'lmHeadChunkWidth', N, C, V);
+}
+
+/** Vocabulary rows per chunk: all of V when the (N, V) logits fit the scratch budget and the weight one binding,
+ *  else the most that do. */
+function chunkWidth(engine: Engine, launcher: string, N: number, C: number, V: number, chunkSize?: number): number {
   if (chunkSize !== undefined) {
     if (!Number.isInteger(chunkSize) || chunkSize <= 0 || (chunkSize < V && chunkSize % CHUNK_ALIGN !== 0)) {
       throw new Error(`${launcher}: chunkSize is ${chunkSize}, expected a multiple of ${CHUNK_ALIGN} (or ≥ V=${V})`);
     }
     return Math.min(chunkSize, V);
   }
-  const budget = Math.min(SCRATCH_BYTES, engine.caps.maxStorageBufferBindingSize / 4);
-  const fit = Math.max(CHUNK_ALIGN, Math.floor(budget / (4 * N) / CHUNK_ALIGN) * CHUNK_ALIGN);
-  return Math.min(fit, V);
+  const budget = Math.min(SCRATCH_BYTES, engine.maxBindingBytes / 4);
+  const scratchRows = Math.floor(budget / (4 * N) / CHUNK_ALIGN) * CHUNK_ALIGN;
+  const bindableRows = Math.floor(rowsPerWindow(C, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment) / CHUNK_ALIGN) * CHUNK_ALIGN;
+  return Math.min(Math.max(CHUNK_ALIGN, Math.min(scratchRows, bindableRows)), V);
 }
 
 /** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width). */
@@ -129,7 +153,7 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
   expectSize('lmHeadForward', 'logprobs', logprobs, N, `[N=${N}]`);
   expectSize('lmHeadForward', 'entropy', entropy, N, `[N=${N}]`);
   expectSize('lmHeadForward', 'lse', lse, N, `[N=${N}]`);
-  const chunk = chunkWidth(engine, 'lmHeadForward', N, V, a.chunkSize);
+  const chunk = chunkWidth(engine, 'lmHeadForward', N, C, V, a.chunkSize);
   const rowStats = scratchTensor(engine, 'lm-head/row-stats', [N * 4]);
   const stats = chooseVariant('lm-head', lmHeadStatsVariants, engine.caps, engine.knobs).value;
   forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
@@ -159,7 +183,7 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
   if (dEntropy) expectSize('lmHeadBackward', 'dEntropy', dEntropy, N, `[N=${N}]`);
   expectSize('lmHeadBackward', 'dHidden', dHidden, N * C, `[N=${N}, C=${C}]`);
   expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
-  const chunk = chunkWidth(engine, 'lmHeadBackward', N, V, a.chunkSize);
+  const chunk = chunkWidth(engine, 'lmHeadBackward', N, C, V, a.chunkSize);
 
   // Unused bindings take a stand-in that is read-only here; useEntropy = 0 keeps the kernel from reading them.
   let entropy = a.entropy ?? lse;
@@ -189,11 +213,19 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
   });
 }
 
-/** Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature. */
+/** Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature.
+ *  A weight larger than one binding is multiplied chunk by chunk and each chunk's columns placed into out. */
 export function lmHeadLogits(engine: Engine, a: { hidden: Tensor; weight: Tensor; out: Tensor; N: number; C: number; V: number }): void {
   const { hidden, weight, out, N, C, V } = a;
   expectSize('lmHeadLogits', 'hidden', hidden, N * C, `[N=${N}, C=${C}]`);
   expectSize('lmHeadLogits', 'weight', weight, V * C, `[V=${V}, C=${C}]`);
   expectSize('lmHeadLogits', 'out', out, N * V, `[N=${N}, V=${V}]`);
-  matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
+  if (weight.byteLength <= engine.maxBindingBytes) {
+    matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
+    return;
+  }
+  forEachChunk(engine, N, V, chunkWidth(engine, 'lmHeadLogits', N, C, V), (v0, width, logits) => {
+    matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
+    engine.dispatch(placeSpec, { bindings: { logits, out }, uniforms: { rows: N, width, v0, V }, workgroups: foldWorkgroups(Math.ceil((N * width) / 256)) });
+  });
 }

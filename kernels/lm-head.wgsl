@@ -9,6 +9,8 @@
 // Both: vecN loads (vec4 when width % 4 == 0). dlogits: one 64-lane workgroup per row. stats, two variants:
 //   row-per-workgroup: 64 lanes per row, fixed-order merge tree (GPUs: coalesced loads, enough workgroups);
 //   row-per-lane: one lane per row, no barriers (CPU implementations such as lavapipe, where barriers are dear).
+//   place:   out[n, v0 + j] = logits[n, j] — full logits (lmHeadLogits) of a weight too large for one binding,
+//            assembled chunk by chunk.
 // The launcher prepends `vecU` (u32 vector of vecN's width) and COMPONENT (each component's column offset).
 
 const WG = 64u;
@@ -112,4 +114,13 @@ fn dlogits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let dz = dLogprob * (oneHot(j * VW, targetColumn) - p) - dEntropyRow * p * (z - expectedZ);
     logits[row * n + j] = select(vecN(0.0), dz * params.invTemperature, hasGradient);
   }
+}
+
+//// place
+@compute @workgroup_size(256)
+fn place(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let idx = gid.x + gid.y * nwg.x * 256u;
+  if (idx >= params.rows * params.width) { return; }
+  let row = idx / params.width;
+  out[row * params.V + params.v0 + idx % params.width] = logits[idx];
 }

@@ -9,10 +9,8 @@ export interface CharVocabulary {
 
 export class CharTokenizer extends WordLevelTokenizer {
   constructor(readonly vocabulary: CharVocabulary) {
-    // [^] is one UTF-16 unit, newline included. HF's '.' skips newlines and Split keeps an unmatched stretch as one
+    // [^] is one character, newline included. HF's '.' skips newlines and Split keeps an unmatched stretch as one
     // piece: a lone newline still gets its id there, but a run of them becomes one unknown piece.
-    super('char tokenizer', vocabulary.specialTokens, [...vocabulary.characters], {
-      pattern: /[^]/y, hfRegex: '.', pieceName: 'character', rule: 'every character is a piece',
-    });
+    super('char tokenizer', vocabulary.specialTokens, [...vocabulary.characters], { pattern: /[^]/gu, hfRegex: '.' });
   }
 }

@@ -6,6 +6,9 @@
 
 export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
 export type HeadKind = 'causal-lm' | 'token-classification' | 'sequence-classification';
+/** config.json's torch_dtype: the dtype the weights were published in, and are saved back in. */
+export type TorchDtype = 'float32' | 'bfloat16' | 'float16';
+const TORCH_DTYPES: readonly TorchDtype[] = ['float32', 'bfloat16', 'float16'];
 
 export interface DecoderConfig {
   /** The HF class, e.g. 'Qwen2ForCausalLM'. */
@@ -35,6 +38,8 @@ export interface DecoderConfig {
   bosTokenId: number | null;
   eosTokenIds: number[];
   maxPositionEmbeddings: number;
+  /** torch_dtype (transformers 5: dtype); float32 when absent. */
+  torchDtype: TorchDtype;
 }
 
 export class HfConfigError extends Error {
@@ -187,6 +192,13 @@ function checkNoUnsupported(r: ConfigReader): void {
   if (dropout !== 0) r.fail('attention_dropout', `is ${JSON.stringify(dropout)}; attention dropout is not implemented (set it to 0.0)`);
 }
 
+function readTorchDtype(r: ConfigReader): TorchDtype {
+  const key = r.has('torch_dtype') ? 'torch_dtype' : 'dtype';
+  const value = r.json[key] ?? 'float32';
+  if (!TORCH_DTYPES.includes(value as TorchDtype)) r.fail(key, `is ${JSON.stringify(value)}, expected one of ${TORCH_DTYPES.join(', ')}`);
+  return value as TorchDtype;
+}
+
 function readNumLabels(r: ConfigReader, architecture: string): number {
   // transformers serialises num_labels as id2label; with neither, PretrainedConfig defaults to 2.
   let numLabels = 2;
@@ -268,6 +280,7 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
     bosTokenId,
     eosTokenIds,
     maxPositionEmbeddings: r.positiveInt('max_position_embeddings', defaults.maxPositionEmbeddings),
+    torchDtype: readTorchDtype(r),
   };
 }
 
@@ -310,7 +323,7 @@ export function toHfConfig(config: DecoderConfig, architecture = config.architec
     bos_token_id: c.bosTokenId,
     eos_token_id: c.eosTokenIds.length === 1 ? c.eosTokenIds[0] : c.eosTokenIds,
     pad_token_id: c.padTokenId,
-    torch_dtype: 'float32',
+    torch_dtype: c.torchDtype,
   };
   if (c.family !== 'qwen2') out.attention_bias = c.attentionBias;
   if (c.family === 'llama') out.mlp_bias = false;

@@ -3,7 +3,8 @@
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine } from '../engine/index.ts';
 import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
-import type { DecoderConfig } from './hf-config.ts';
+import type { DecoderConfig, TorchDtype } from './hf-config.ts';
+import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { hfSlices } from './parameter-layout.ts';
 import { freshScoreTensor } from './critic-init.ts';
@@ -35,19 +36,30 @@ export async function loadModel(engine: Engine, dir: string, options: { as?: Dec
   }
 }
 
+const SAFETENSORS_DTYPE: Readonly<Record<TorchDtype, SafetensorsDtype>> = { float32: 'F32', bfloat16: 'BF16', float16: 'F16' };
+
+export interface SaveModelOptions {
+  tokenizerFrom?: string;
+  generationConfig?: Record<string, unknown>;
+  /** Stored dtype of the weights (and config.json's torch_dtype); by default the dtype the model came in
+   *  (config.torchDtype), so a bf16 checkpoint comes back bf16, half the size of float32. */
+  dtype?: TorchDtype;
+}
+
 /**
  * Saves the arena as a complete HF directory (atomically: temp directory, then rename). Weights holding NaN or
  * Inf are refused, naming the tensor: such a checkpoint would poison every run that loads or resumes from it.
  */
-export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: { tokenizerFrom?: string; generationConfig?: Record<string, unknown> } = {}): Promise<void> {
+export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: SaveModelOptions = {}): Promise<void> {
   const tensors = await readHfTensors(engine, params, config);
   for (const [name, { data }] of tensors) {
     const at = data.findIndex((v) => !Number.isFinite(v));
     if (at >= 0) throw new CheckpointError(`saving ${dir}: tensor '${name}' holds ${data[at]} at index ${at}; refusing to write non-finite weights`);
   }
+  const torchDtype = options.dtype ?? config.torchDtype;
   await saveHfCheckpoint(dir, {
-    config,
-    tensors: [...tensors].map(([name, t]) => ({ name, shape: t.shape, data: t.data })),
+    config: { ...config, torchDtype },
+    tensors: [...tensors].map(([name, t]) => ({ name, shape: t.shape, dtype: SAFETENSORS_DTYPE[torchDtype], data: t.data })),
     tokenizerFrom: options.tokenizerFrom,
     generationConfig: options.generationConfig,
   });

@@ -41,6 +41,11 @@ export function uploadArenaTensors(engine: Engine, arena: Arena, values: Readonl
 export async function readHfTensors(engine: Engine, arena: Arena, config: DecoderConfig): Promise<Map<string, NamedTensor>> {
   const fused = new Map<string, Float32Array>();
   for (const entry of parameterEntries(config)) fused.set(entry.name, await engine.read(arena.get(entry.name)));
+  return splitHfTensors(config, fused);
+}
+
+/** Engine-named (fused) tensors as HF-named ones: q/k/v and gate/up split again. */
+export function splitHfTensors(config: DecoderConfig, fused: ReadonlyMap<string, Float32Array>): Map<string, NamedTensor> {
   const out = new Map<string, NamedTensor>();
   for (const slice of hfSlices(config)) {
     const rowSize = slice.shape.slice(1).reduce((a, b) => a * b, 1);

@@ -96,7 +96,11 @@ export class JsTokenizer implements Tokenizer {
 
   /** From parsed tokenizer.json and tokenizer_config.json (and special_tokens_map.json if present). */
   static fromJson(tokenizerJson: object, config: TokenizerConfig = {}, specialTokensMap: TokenizerConfig | null = null): JsTokenizer {
-    return new JsTokenizer(new JsTokenizerImpl(tokenizerJson, config), config, specialTokensMap);
+    // The JS library has no WordLevel model: its fallback takes the unknown token from tokenizer_config.json, where
+    // Hugging Face's reads tokenizer.json's model.unk_token; without it a word outside the vocabulary has no id.
+    const model = (tokenizerJson as { model?: { type?: unknown; unk_token?: unknown } }).model;
+    const implConfig = model?.type === 'WordLevel' && typeof model.unk_token === 'string' ? { ...config, unk_token: model.unk_token } : config;
+    return new JsTokenizer(new JsTokenizerImpl(tokenizerJson, implConfig), config, specialTokensMap);
   }
 
   async encode(text: string, options: EncodeOptions = {}): Promise<number[]> {

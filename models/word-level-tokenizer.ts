@@ -6,13 +6,9 @@
 
 /** How text between special tokens is cut into pieces: `pattern` here, `hfRegex` in tokenizer.json. */
 export interface PieceSplit {
-  /** Sticky (`y`) pattern matched at the position of the next piece. */
+  /** Global (`g`) pattern of one piece: what `hfRegex` matches, in JavaScript. */
   pattern: RegExp;
   hfRegex: string;
-  /** What a piece is called in error messages ("character", "word"). */
-  pieceName: string;
-  /** Says how pieces are written, for the error when none starts at some position. */
-  rule: string;
 }
 
 export abstract class WordLevelTokenizer {
@@ -21,6 +17,9 @@ export abstract class WordLevelTokenizer {
   private readonly specialsByLength: readonly string[];
   readonly tokens: readonly string[];
   readonly specialIds: ReadonlySet<number>;
+  /** What a piece outside the vocabulary encodes to (WordLevel's unk_token): the first special token. */
+  readonly unkToken: string;
+  private readonly unkId: number;
 
   /** `name` prefixes every error ("char tokenizer"). */
   protected constructor(
@@ -29,7 +28,8 @@ export abstract class WordLevelTokenizer {
     pieces: readonly string[],
     private readonly split: PieceSplit,
   ) {
-    if (!split.pattern.sticky) throw new Error(`${name}: the piece pattern ${split.pattern} must be sticky (flag y)`);
+    if (!split.pattern.global) throw new Error(`${name}: the piece pattern ${split.pattern} must be global (flag g)`);
+    if (specialTokens.length === 0) throw new Error(`${name}: needs at least one special token (the first is the unknown token)`);
     const tokens = [...specialTokens, ...pieces];
     tokens.forEach((t, i) => {
       if (this.idOf.has(t)) throw new Error(`${name}: token ${JSON.stringify(t)} listed twice`);
@@ -38,6 +38,8 @@ export abstract class WordLevelTokenizer {
     this.tokens = tokens;
     this.specialIds = new Set(specialTokens.map((_, i) => i));
     this.specialsByLength = [...specialTokens].sort((a, b) => b.length - a.length);
+    this.unkToken = specialTokens[0];
+    this.unkId = 0;
   }
 
   get vocabSize(): number {
@@ -50,28 +52,39 @@ export abstract class WordLevelTokenizer {
     return id;
   }
 
-  /** Special tokens are recognised anywhere in the text; every other piece must be in the vocabulary. */
+  /**
+   * The ids Hugging Face gives with this class's tokenizer.json: special tokens are cut out first, leftmost-longest;
+   * the text between them splits into pieces at the pattern's matches, a stretch between matches being a piece of
+   * its own (Split's Isolated behaviour); a piece outside the vocabulary is the unknown token (WordLevel's unk_token),
+   * so text from outside the task (a foreign retriever's documents) encodes instead of failing.
+   */
   encode(text: string): number[] {
     const ids: number[] = [];
-    let i = 0;
-    outer: while (i < text.length) {
-      for (const special of this.specialsByLength) {
-        if (text.startsWith(special, i)) {
-          ids.push(this.tokenId(special));
-          i += special.length;
-          continue outer;
-        }
+    let start = 0;
+    for (let i = 0; i < text.length;) {
+      const special = this.specialsByLength.find((s) => text.startsWith(s, i));
+      if (special === undefined) {
+        i++;
+        continue;
       }
-      const { pattern, pieceName, rule } = this.split;
-      pattern.lastIndex = i;
-      const piece = pattern.exec(text)?.[0];
-      if (piece === undefined) throw new Error(`${this.name}: no ${pieceName} starts at offset ${i} of ${JSON.stringify(text)} (${rule})`);
-      const id = this.idOf.get(piece);
-      if (id === undefined) throw new Error(`${this.name}: ${pieceName} ${JSON.stringify(piece)} is not in the vocabulary`);
-      ids.push(id);
-      i += piece.length;
+      this.encodePieces(text.slice(start, i), ids);
+      ids.push(this.tokenId(special));
+      i += special.length;
+      start = i;
     }
+    this.encodePieces(text.slice(start), ids);
     return ids;
+  }
+
+  private encodePieces(segment: string, ids: number[]): void {
+    const piece = (text: string) => ids.push(this.idOf.get(text) ?? this.unkId);
+    let end = 0;
+    for (const match of segment.matchAll(this.split.pattern)) {
+      if (match.index > end) piece(segment.slice(end, match.index));
+      piece(match[0]);
+      end = match.index + match[0].length;
+    }
+    if (end < segment.length) piece(segment.slice(end));
   }
 
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
@@ -100,7 +113,7 @@ export abstract class WordLevelTokenizer {
       pre_tokenizer: { type: 'Split', pattern: { Regex: this.split.hfRegex }, behavior: 'Isolated', invert: false },
       post_processor: null,
       decoder: { type: 'Fuse' },
-      model: { type: 'WordLevel', vocab, unk_token: this.specialTokens[0] },
+      model: { type: 'WordLevel', vocab, unk_token: this.unkToken },
     };
   }
 }
@@ -113,7 +126,7 @@ export function builtinTokenizerFiles(tokenizer: WordLevelTokenizer, chatTemplat
   return {
     tokenizerJson: tokenizer.toHfTokenizerJson(),
     tokenizerConfig: {
-      bos_token: '<s>', eos_token: '</s>', pad_token: '<pad>', unk_token: '<pad>',
+      bos_token: '<s>', eos_token: '</s>', pad_token: '<pad>', unk_token: tokenizer.unkToken,
       chat_template: chatTemplate, model_max_length: 256, tokenizer_class: 'PreTrainedTokenizerFast',
       clean_up_tokenization_spaces: false,
     },

@@ -1,8 +1,8 @@
 // A word-level tokenizer for the built-in tasks: one id per special token and per whole word, so short
 // sentences stay a few tokens long. A word token carries its leading space (" zorvak", as GPT-2's byte-level
-// vocabularies do), which makes decoding a plain concatenation. Text the tokenizer accepts is special tokens and
-// words, each word written after exactly one space: "<answer> teal</answer>" but not "<answer>teal" or
-// "teal </answer>". Its tokenizer.json is a WordLevel model over those tokens (word-level-tokenizer.ts).
+// vocabularies do), which makes decoding a plain concatenation. Text encodes word for word when it is special tokens
+// and words, each word written after exactly one space: "<answer> teal</answer>"; in "<answer>teal" or a foreign
+// word " mauve" the piece that is not a word is the unknown token, as Hugging Face encodes it. Its tokenizer.json is a WordLevel model over those tokens (word-level-tokenizer.ts).
 import { WordLevelTokenizer } from './word-level-tokenizer.ts';
 
 export interface WordVocabulary {
@@ -24,8 +24,6 @@ function checkedWordTokens(vocabulary: WordVocabulary): string[] {
 
 export class WordTokenizer extends WordLevelTokenizer {
   constructor(readonly vocabulary: WordVocabulary) {
-    super('word tokenizer', vocabulary.specialTokens, checkedWordTokens(vocabulary), {
-      pattern: / [^ <]+/y, hfRegex: ' [^ <]+', pieceName: 'word', rule: 'write each word after exactly one space',
-    });
+    super('word tokenizer', vocabulary.specialTokens, checkedWordTokens(vocabulary), { pattern: / [^ <]+/gu, hfRegex: ' [^ <]+' });
   }
 }

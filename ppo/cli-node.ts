@@ -4,6 +4,7 @@
 // chart writer (train.js passes tools/plot's), draws the run's charts when it is done.
 import { readFile, appendFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { totalmem } from 'node:os';
 import { Engine } from '../engine/index.ts';
 import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
 import { DEFAULT_JOB_YAML } from './tasks/default-job.ts';
@@ -13,6 +14,7 @@ import { PpoTrainer } from './trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
 import { formatStepLine } from './run/progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
+import { planMemory, formatMemoryPlan, deviceMemory } from './run/memory-plan.ts';
 import { guardStep } from './phases/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, METRICS_FILE } from './run/run-directory-node.ts';
 import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
@@ -99,6 +101,8 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
+  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem())), false)) log(line);
   // Only now that every input has loaded: a resumed run continues its metrics from the resumed step, a fresh
   // one moves a previous run's metrics and checkpoints aside (never deletes them).
   if (resumed) await trimMetricsAfter(metricsFile, resumed.snapshot.state.globalStep);

@@ -205,6 +205,7 @@ const SCHEMA = {
     resume_from_path: optStr(null, 'A global_step_N directory to resume from (with resume_mode=resume_path)'),
     max_actor_ckpt_to_keep: optInt(null, 'Keep only the newest N actor checkpoints; null: all', positive),
     max_critic_ckpt_to_keep: optInt(null, 'Keep only the newest N critic checkpoints; null: all', positive),
+    save_dtype: oneOf('auto', ['auto', 'float32', 'bfloat16', 'float16'], 'Dtype of saved model weights; auto: the torch_dtype the model came in (bf16 in, bf16 out: half the size; resuming then continues from bf16-rounded weights), float32 for exact resumes'),
     seed: int(1, 'Seed of built-in model initialisation, sampling and reward masking'),
   },
 };

@@ -159,7 +159,8 @@ export class PpoTrainer {
     }
     this.globalStep++;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
-    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics };
+    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics,
+      'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30 };
   }
 
   private readonly rewardModel: ValueModel | null = null;

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `node tools/bench.js kernels|train|rollout [--json]`: benchmarks on this machine's WebGPU device.
+// `node tools/bench.js kernels|train|rollout|lm-head [--json]`: benchmarks on this machine's WebGPU device;
+// `node tools/bench.js memory --model DIR`: a PPO run's memory plan for a checkpoint, without running it.
 import './node-loader.js';
 
 const { runBenchmarks } = await import('./bench/cli.ts');

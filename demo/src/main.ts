@@ -1,10 +1,13 @@
-// The page: checks for WebGPU, creates the engine on the tab's device, turns the settings into a config,
-// and shows a TrainingSession's progress as status, charts and sample answers.
+// The page: checks for WebGPU, creates the engine on the tab's device, fetches the shipped starting checkpoint,
+// turns the settings into a config (and the equivalent `node train.js` line), and shows a TrainingSession's
+// progress as status, charts, sample answers and a metrics log to download.
 import { Engine } from '../../engine/index.ts';
 import { ConfigError } from '../../ppo/config.ts';
 import { MetricCharts } from './charts.ts';
+import { MetricsLog } from './metrics-log.ts';
 import { TrainingSession, type Phase, type SampleAnswer } from './session.ts';
-import { demoConfig, readSettings } from './settings.ts';
+import { demoConfig, readSettings, trainCommand } from './settings.ts';
+import { fetchShippedCheckpoint, type ShippedCheckpoint } from './shipped-checkpoint.ts';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -14,10 +17,15 @@ const buttons = {
   pause: $<HTMLButtonElement>('pause'),
   reset: $<HTMLButtonElement>('reset'),
   download: $<HTMLButtonElement>('download'),
+  downloadMetrics: $<HTMLButtonElement>('download-metrics'),
 };
+const startField = form.elements.namedItem('startFrom') as HTMLSelectElement;
+const warmStartStepsField = form.elements.namedItem('warmStartSteps') as HTMLInputElement;
 const charts = new MetricCharts($('charts'));
+const metricsLog = new MetricsLog();
 
 let engine: Engine | null = null;
+let checkpoint: ShippedCheckpoint | null = null;
 let session: TrainingSession | null = null;
 let phase: Phase | 'idle' | 'error' = 'idle';
 
@@ -32,21 +40,33 @@ function formatNumber(value: number, digits: number): string {
 function setPhase(next: typeof phase, detail = ''): void {
   phase = next;
   show('phase', detail ? `${next}: ${detail}` : next);
-  const running = next === 'warm start' || next === 'training';
+  const running = next === 'loading checkpoint' || next === 'warm start' || next === 'training';
   buttons.start.disabled = !(next === 'idle' || next === 'paused');
   buttons.start.textContent = next === 'paused' ? 'Resume' : 'Start';
   buttons.pause.disabled = !running;
   buttons.reset.disabled = next === 'idle';
   buttons.download.disabled = !session?.canExport;
+  buttons.downloadMetrics.disabled = metricsLog.empty;
   form.querySelectorAll('fieldset').forEach((f) => (f.disabled = next !== 'idle'));
+}
+
+/**
+ * The answer with each space drawn as ␣: "95 " and "95" look alike as plain text, and the trailing space is
+ * exactly what the reward rejects and PPO learns to drop.
+ */
+function visibleSpaces(text: string): string {
+  return text.replaceAll(' ', '\u2423');
 }
 
 function showSamples(samples: SampleAnswer[]): void {
   const rows = samples.map((s) => {
     const row = document.createElement('tr');
-    for (const text of [s.question, s.answer || '(empty)', s.expected, s.correct ? '✓ yes' : '✗ no']) {
+    for (const [text, title] of [
+      [s.question, null], [s.answer === '' ? '(empty)' : visibleSpaces(s.answer), JSON.stringify(s.answer)], [s.expected, null], [s.correct ? '✓ yes' : '✗ no', null],
+    ] as const) {
       const cell = document.createElement('td');
       cell.textContent = text;
+      if (title !== null) cell.title = title;
       row.append(cell);
     }
     row.className = s.correct ? 'correct' : 'wrong';
@@ -61,13 +81,30 @@ function showConfigError(message: string | null): void {
   box.textContent = message ?? '';
 }
 
+function currentSettings() {
+  return readSettings(form, checkpoint && { dataSeed: checkpoint.record.dataSeed });
+}
+
+/** The command line of the current settings, and whether they are valid. */
+function showCommand(): void {
+  warmStartStepsField.disabled = startField.value === 'checkpoint';
+  const settings = currentSettings();
+  const { command, differences } = trainCommand(settings);
+  show('command', command);
+  show('command-differences', `Differences: ${differences.join('; ')}.`);
+}
+
+function showShippedWarmStart(): void {
+  checkpoint!.record.loss.forEach((loss, i) => charts.recordWarmStart(i + 1, loss));
+}
+
 function start(): void {
   if (phase === 'paused') {
     session!.resume();
     return;
   }
   let config;
-  const settings = readSettings(form);
+  const settings = currentSettings();
   try {
     config = demoConfig(settings);
   } catch (err) {
@@ -77,15 +114,19 @@ function start(): void {
   }
   showConfigError(null);
   charts.reset();
-  const current = new TrainingSession(engine!, config, settings, {
+  metricsLog.clear();
+  if (settings.checkpoint) showShippedWarmStart();
+  const current = new TrainingSession(engine!, config, settings, checkpoint, {
     phase: (p) => setPhase(p),
     warmStartStep: (r, { stage, totalSteps }) => {
       show('tokens-per-second', formatNumber(r.tokensPerSecond, 0));
       show('step-time', `${formatNumber(r.ms, 0)} ms`);
+      charts.recordWarmStart(r.step, r.loss);
       setPhase('warm start', `${stage} step ${r.step}/${totalSteps}, loss ${formatNumber(r.loss, 3)}`);
     },
     step: (m, total) => {
       const step = m['training/global_step'];
+      metricsLog.record(m);
       show('step', String(step));
       show('reward', formatNumber(m['critic/score/mean'], 3));
       show('tokens-per-second', formatNumber(m['perf/throughput'], 0));
@@ -93,13 +134,18 @@ function start(): void {
       charts.record(step, m);
       if (phase === 'training') show('phase', `training: step ${step}/${total}`);
       buttons.download.disabled = false;
+      buttons.downloadMetrics.disabled = false;
     },
-    validation: (step, accuracy, samples) => {
+    validation: (step, metrics, samples) => {
+      metricsLog.record({ 'training/global_step': step, ...metrics });
+      const accuracy = metrics['val/test_score/mean'];
       show('accuracy', formatNumber(accuracy, 3));
-      charts.record(step, { 'val/test_score/mean': accuracy });
+      if (step === 0) show('start-accuracy', formatNumber(accuracy, 3));
+      charts.record(step, metrics);
       showSamples(samples);
-      $('samples-note').textContent = `Greedy answers after ${step} PPO step${step === 1 ? '' : 's'}.`;
+      $('samples-note').textContent = `Greedy answers after ${step} PPO step${step === 1 ? '' : 's'} (␣ marks a space).`;
       buttons.download.disabled = false;
+      buttons.downloadMetrics.disabled = false;
     },
   });
   session = current;
@@ -120,23 +166,28 @@ async function reset(): Promise<void> {
   engine?.destroy();
   engine = await Engine.create();
   show('step', '0');
-  for (const id of ['reward', 'accuracy', 'tokens-per-second', 'step-time']) show(id, '–');
+  for (const id of ['reward', 'accuracy', 'start-accuracy', 'tokens-per-second', 'step-time']) show(id, '–');
   showSamples([]);
   charts.reset();
+  if (checkpoint) showShippedWarmStart();
+  metricsLog.clear();
   setPhase('idle');
+}
+
+function offerDownload(data: BlobPart, type: string, name: string): void {
+  const url = URL.createObjectURL(new Blob([data], { type }));
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 async function download(): Promise<void> {
   if (!session) return;
   buttons.download.disabled = true;
   try {
-    const zip = await session.exportModels();
-    const url = URL.createObjectURL(new Blob([zip as Uint8Array<ArrayBuffer>], { type: 'application/zip' }));
-    const link = document.createElement('a');
-    link.href = url;
-    link.download = 'webgpu-rlhf-models.zip';
-    link.click();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    offerDownload(await session.exportModels() as Uint8Array<ArrayBuffer>, 'application/zip', 'webgpu-rlhf-models.zip');
   } finally {
     buttons.download.disabled = false;
   }
@@ -146,6 +197,23 @@ function unsupported(reason: string): void {
   $('no-webgpu').hidden = false;
   show('no-webgpu-reason', reason);
   $('app').hidden = true;
+}
+
+/** Without the shipped checkpoint (a build made before `node tools/demo-checkpoint.js` ran) the warm start runs live. */
+async function loadShippedCheckpoint(): Promise<void> {
+  const option = startField.querySelector<HTMLOptionElement>('option[value=checkpoint]')!;
+  try {
+    checkpoint = await fetchShippedCheckpoint();
+    const { stages, trainerSeed } = checkpoint.record;
+    option.textContent = `the default job's warm-started model (${stages.map((s) => `${s.steps} ${s.name}`).join(' + ')} steps, seed ${trainerSeed})`;
+    if (phase === 'idle') showShippedWarmStart();
+  } catch (err) {
+    console.warn((err as Error).message);
+    option.disabled = true;
+    option.textContent = 'the shipped checkpoint (missing from this build)';
+    startField.value = 'live';
+  }
+  showCommand();
 }
 
 async function init(): Promise<void> {
@@ -166,6 +234,9 @@ async function init(): Promise<void> {
   buttons.pause.addEventListener('click', () => session?.pause());
   buttons.reset.addEventListener('click', () => void reset());
   buttons.download.addEventListener('click', () => void download());
+  buttons.downloadMetrics.addEventListener('click', () => offerDownload(metricsLog.jsonl(), 'application/x-ndjson', 'metrics.jsonl'));
+  form.addEventListener('input', showCommand);
+  await loadShippedCheckpoint();
   setPhase('idle');
 }
 

@@ -1,4 +1,4 @@
-// One training run in the tab: the built-in setup (warm start, critic), then PPO steps until the configured
+// One training run in the tab: the built-in setup (the shipped checkpoint or a live warm start, critic), then PPO steps until the configured
 // total, validating every trainer.test_freq steps. Pause and stop take effect between steps; work that reads
 // the GPU (a step, a validation, an export) runs one at a time so their command streams never interleave.
 import type { Engine } from '../../engine/index.ts';
@@ -10,8 +10,9 @@ import type { SftStepResult } from '../../ppo/tasks/sft-trainer.ts';
 import type { WarmStartProgress } from '../../ppo/tasks/default-job.ts';
 import { modelsZip, type ModelToExport } from './export.ts';
 import { DEMO_VAL_SIZE, WARM_START_BATCH, type DemoSettings } from './settings.ts';
+import type { ShippedCheckpoint } from './shipped-checkpoint.ts';
 
-export type Phase = 'warm start' | 'training' | 'paused' | 'done' | 'stopped';
+export type Phase = 'loading checkpoint' | 'warm start' | 'training' | 'paused' | 'done' | 'stopped';
 
 export interface SampleAnswer {
   question: string;
@@ -24,7 +25,8 @@ export interface SessionListener {
   phase(phase: Phase): void;
   warmStartStep(result: SftStepResult, progress: WarmStartProgress): void;
   step(metrics: Record<string, number>, totalSteps: number): void;
-  validation(step: number, accuracy: number, samples: SampleAnswer[]): void;
+  /** `metrics`: the trainer's val/* metrics. */
+  validation(step: number, metrics: Record<string, number>, samples: SampleAnswer[]): void;
 }
 
 class Stopped extends Error {}
@@ -43,6 +45,8 @@ export class TrainingSession {
     private readonly engine: Engine,
     private readonly config: PpoConfig,
     private readonly settings: DemoSettings,
+    /** The page's starting model, used when settings.checkpoint is set. */
+    private readonly checkpoint: ShippedCheckpoint | null,
     private readonly listener: SessionListener,
   ) {
     this.finished = this.main();
@@ -95,9 +99,11 @@ export class TrainingSession {
 
   private async train(): Promise<void> {
     const { config, settings, listener } = this;
-    listener.phase('warm start');
+    if (settings.checkpoint && !this.checkpoint) throw new Error('the shipped checkpoint was chosen but the page has none');
+    listener.phase(settings.checkpoint ? 'loading checkpoint' : 'warm start');
     const run = await setUpBuiltinRun(this.engine, config, {
       valSize: DEMO_VAL_SIZE,
+      actor: settings.checkpoint ? this.checkpoint!.upload(this.engine) : undefined,
       warmStart: { steps: settings.warmStartSteps, batchSize: WARM_START_BATCH },
       onWarmStartStep: (result, progress) => {
         // The warm start has no pause point of its own: stopping aborts it from its progress callback.
@@ -136,6 +142,6 @@ export class TrainingSession {
       const example = byPrompt.get(s.prompt.join())!;
       return { question: example.messages[0].content, answer: s.response, expected: String(example.groundTruth), correct: s.score > 0 };
     });
-    this.listener.validation(trainer.globalStep, metrics['val/test_score/mean'], answers);
+    this.listener.validation(trainer.globalStep, metrics, answers);
   }
 }

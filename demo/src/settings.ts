@@ -1,8 +1,10 @@
 // The settings panel as config overrides on top of the embedded default job, so the page trains with exactly
-// the keys `node train.js key=value` takes. The run is scaled down for a tab: fewer prompts per step and a
-// smaller held-out set, validated every VALIDATION_EVERY steps.
+// the keys `node train.js key=value` takes, and shows that command. The run is scaled down for a tab: fewer prompts
+// per step and a smaller held-out set, validated every VALIDATION_EVERY steps.
 import { loadConfig, type PpoConfig } from '../../ppo/config.ts';
 import { DEFAULT_JOB_YAML } from '../../ppo/tasks/default-job.ts';
+import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
+import { SHIPPED_CHECKPOINT_PATH } from './shipped-checkpoint.ts';
 
 export interface DemoSettings {
   estimator: 'gae' | 'grpo';
@@ -11,7 +13,14 @@ export interface DemoSettings {
   klCoef: number;
   rewardMaskRatio: number;
   freezeCritic: boolean;
+  /** trainer.seed; also data.seed when the warm start runs live. */
   seed: number;
+  /**
+   * Start from the shipped checkpoint, warm-started with data.seed `dataSeed` (the run keeps that seed, so it
+   * validates on prompts the warm start never saw); null: warm start live in the tab.
+   */
+  checkpoint: { dataSeed: number } | null;
+  /** Steps of a live warm start. */
   warmStartSteps: number;
   /** data.train_batch_size: prompts per PPO step. */
   batchSize: number;
@@ -25,7 +34,8 @@ export const VALIDATION_EVERY = 5;
 export const DEMO_VAL_SIZE = 64;
 export const WARM_START_BATCH = 32;
 
-export function readSettings(form: HTMLFormElement): DemoSettings {
+/** `checkpoint`: the shipped checkpoint's data.seed, null where the page has none. */
+export function readSettings(form: HTMLFormElement, checkpoint: { dataSeed: number } | null): DemoSettings {
   const field = (name: string) => form.elements.namedItem(name) as HTMLInputElement;
   const num = (name: string) => Number(field(name).value);
   return {
@@ -35,6 +45,7 @@ export function readSettings(form: HTMLFormElement): DemoSettings {
     rewardMaskRatio: num('rewardMaskRatio'),
     freezeCritic: field('freezeCritic').checked,
     seed: num('seed'),
+    checkpoint: field('startFrom').value === 'checkpoint' ? checkpoint : null,
     warmStartSteps: num('warmStartSteps'),
     batchSize: num('batchSize'),
     steps: num('steps'),
@@ -51,14 +62,26 @@ export function configOverrides(s: DemoSettings): string[] {
     `algorithm.kl_ctrl.kl_coef=${s.klCoef}`,
     `algorithm.reward_mask_ratio=${s.rewardMaskRatio}`,
     `critic.freeze=${s.freezeCritic}`,
+    ...(s.checkpoint ? [`actor_rollout_ref.model.path=${SHIPPED_CHECKPOINT_PATH}`] : []),
     `trainer.seed=${s.seed}`,
-    `data.seed=${s.seed}`,
+    `data.seed=${s.checkpoint?.dataSeed ?? s.seed}`,
     `data.train_batch_size=${s.batchSize}`,
     // Two optimizer steps per PPO step, as in the default job (128 prompts, mini-batches of 64).
     `actor_rollout_ref.actor.ppo_mini_batch_size=${Math.max(1, Math.floor(s.batchSize / 2))}`,
     `trainer.total_training_steps=${s.steps}`,
     `trainer.test_freq=${VALIDATION_EVERY}`,
   ];
+}
+
+/** The same run from the command line, and what the tab does differently. */
+export function trainCommand(s: DemoSettings): { command: string; differences: string[] } {
+  return {
+    command: ['node train.js', ...configOverrides(s)].join(' '),
+    differences: [
+      `the tab validates on ${DEMO_VAL_SIZE} held-out prompts, node train.js on the task's ${BUILTIN_TASKS.arithmetic.valSize}`,
+      ...(s.checkpoint ? [] : [`the tab's live warm start has ${s.warmStartSteps} steps, node train.js runs the task's full warm start`]),
+    ],
+  };
 }
 
 /** The resolved configuration; throws ConfigError (with every problem listed) on an invalid setting. */

@@ -1,7 +1,8 @@
-// Assembles the built-in run (actor_rollout_ref.model.path null, data.train_files null) without touching files:
-// the built-in task's tokenizer and chat template, its training and held-out prompts, the from-scratch actor
-// with its supervised warm start, the critic initialised from that actor, the rule reward and, for the search
-// task, the retriever over its corpus. Browser-safe: the demo calls it in a tab; Node's run setup does the same for the built-in branch.
+// Assembles the built-in run (data.train_files null) without touching files: the built-in task's tokenizer and chat
+// template, its training and held-out prompts, the from-scratch actor with its supervised warm start (or the
+// warm-started one the caller loaded from actor_rollout_ref.model.path), the critic initialised from that actor,
+// the rule reward and, for the search task, the retriever over its corpus. Browser-safe: the demo calls it in a
+// tab; Node's run setup does the same for the built-in branch.
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
 import { usesCritic } from '../config.ts';
@@ -83,17 +84,26 @@ export interface BuiltinRunOptions {
   /** Warm-start settings over the task's own: `steps` in all, shared among its stages in their proportions. */
   warmStart?: { steps?: number; batchSize?: number };
   onWarmStartStep?: (result: SftStepResult, progress: WarmStartProgress) => void;
+  /** The built-in model already warm-started, loaded by the caller from actor_rollout_ref.model.path: no warm start. */
+  actor?: ModelWeights;
 }
 
 export async function setUpBuiltinRun(engine: Engine, config: PpoConfig, options: BuiltinRunOptions = {}): Promise<BuiltinRun> {
-  if (config.actor_rollout_ref.model.path !== null || config.data.train_files !== null || config.data.val_files !== null || config.retriever.corpus_path !== null) {
-    throw new Error('setUpBuiltinRun: the built-in run needs actor_rollout_ref.model.path, data.train_files, data.val_files and retriever.corpus_path all null');
+  if (config.data.train_files !== null || config.data.val_files !== null || config.retriever.corpus_path !== null) {
+    throw new Error('setUpBuiltinRun: the built-in run needs data.train_files, data.val_files and retriever.corpus_path all null');
+  }
+  const modelPath = config.actor_rollout_ref.model.path;
+  if ((modelPath !== null) !== (options.actor !== undefined)) {
+    throw new Error(`setUpBuiltinRun: actor_rollout_ref.model.path is ${JSON.stringify(modelPath)} but the model loaded from it was ${options.actor ? '' : 'not '}given; both or neither`);
   }
   const task = builtinTask(config);
   const { tokenizer, template, files } = builtinTokenizer(task);
+  if (options.actor && options.actor.config.vocabSize < tokenizer.vocabSize) {
+    throw new Error(`actor_rollout_ref.model.path ${modelPath}: vocab_size ${options.actor.config.vocabSize} is below the ${config.data.builtin_task} tokenizer's ${tokenizer.vocabSize}`);
+  }
   const { train, val, corpus } = await builtinDataset(config, task, tokenizer, template, options.valSize);
   const retriever = config.do_search ? retrieverFromConfig(config, corpus && { documents: corpus, source: `built-in ${config.data.builtin_task} corpus` }) : null;
-  const { actor, history } = await warmStartedBuiltinActor(engine, config, task, tokenizer, train, retriever, options);
+  const { actor, history } = options.actor ? { actor: options.actor, history: [] } : await warmStartedBuiltinActor(engine, config, task, tokenizer, train, retriever, options);
   const critic = usesCritic(config) ? await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed) : null;
   const reward: RewardFunction = (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
   const search = retriever && searchProtocol(config, retriever, tokenizer, task.search);

@@ -22,8 +22,9 @@ async function writeTokenizerFiles(dir: string, files: Record<string, string>): 
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
 }
 
-async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>): Promise<void> {
-  await saveModel(engine, dir, config, params);
+async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>,
+  saveDtype: PpoConfig['trainer']['save_dtype']): Promise<void> {
+  await saveModel(engine, dir, config, params, { dtype: saveDtype === 'auto' ? undefined : saveDtype });
   await writeTokenizerFiles(dir, tokenizerFiles);
 }
 
@@ -46,15 +47,15 @@ export async function saveCheckpoint(engine: Engine, runDir: string, trainer: Pp
 async function writeCheckpoint(engine: Engine, staging: string, target: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor): Promise<void> {
   await rm(staging, { recursive: true, force: true });
   await mkdir(staging, { recursive: true });
-  await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles);
+  await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype);
   await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
   if (trainer.critic) {
-    await saveModelWithTokenizer(engine, join(staging, 'critic'), trainer.critic.config, trainer.critic.params, tokenizerFiles);
+    await saveModelWithTokenizer(engine, join(staging, 'critic'), trainer.critic.config, trainer.critic.params, tokenizerFiles, trainer.config.trainer.save_dtype);
     if (snapshot.criticOptimizer) await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
   }
   const reference = trainer.referenceParams;
   if (reference && trainer.config.actor_rollout_ref.model.path === null) {
-    await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles);
+    await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles, trainer.config.trainer.save_dtype);
   }
   await writeFile(join(staging, STATE_FILE), JSON.stringify({ ...snapshot.state, dataCursor: cursor }, null, 2) + '\n');
   await rm(target, { recursive: true, force: true });

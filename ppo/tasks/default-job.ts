@@ -60,6 +60,17 @@ export interface WarmStartResult {
   history: SftStepResult[];
 }
 
+/** A saved warm start's own record, beside its checkpoint (the demo's starting model): how to make it again and its loss per step. */
+export const WARM_START_RECORD_FILE = 'warm_start.json';
+export interface WarmStartRecord {
+  command: string;
+  trainerSeed: number;
+  /** data.seed: which prompts were training prompts, so a run from the checkpoint validates on the same held-out ones. */
+  dataSeed: number;
+  stages: { name: string; steps: number }[];
+  loss: number[];
+}
+
 /** Where a warm-start step sits: its stage, and the steps of all stages (a step's number counts across them). */
 export interface WarmStartProgress {
   stage: string;

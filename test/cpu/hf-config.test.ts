@@ -31,7 +31,7 @@ describe('parsing config.json', () => {
       architecture: 'LlamaForCausalLM', family: 'llama', head: 'causal-lm', vocabSize: 256, hiddenSize: 64,
       intermediateSize: 160, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, ropeTheta: 10000, rmsNormEps: 1e-6,
       tieWordEmbeddings: false, attentionBias: false, outputBias: false, qkNorm: false, numLabels: null, padTokenId: null,
-      bosTokenId: 1, eosTokenIds: [2], maxPositionEmbeddings: 128,
+      bosTokenId: 1, eosTokenIds: [2], maxPositionEmbeddings: 128, torchDtype: 'float32',
     } satisfies DecoderConfig);
     const stories = parseHfConfig(readFileSync(`${HF}stories260K/config.json`, 'utf8'));
     expect(stories).toMatchObject({ vocabSize: 512, numLayers: 5, numHeads: 8, numKvHeads: 4, headDim: 8, intermediateSize: 172, rmsNormEps: 1e-5, tieWordEmbeddings: true, padTokenId: null });
@@ -56,6 +56,14 @@ describe('parsing config.json', () => {
     const { head_dim: _, ...noHeadDim } = { ...qwen3Json, hidden_size: 64, num_attention_heads: 4, num_key_value_heads: 2 };
     expect(parseHfConfig(noHeadDim).headDim).toBe(128);
     expect(parseHfConfig({ ...qwen3Json, attention_bias: true })).toMatchObject({ attentionBias: true, outputBias: true });
+  });
+
+  it('torch_dtype (transformers 5: dtype) is kept so a checkpoint saves in the dtype it came in', () => {
+    expect(parseHfConfig(qwen2Json).torchDtype).toBe('bfloat16');
+    expect(toHfConfig(parseHfConfig(qwen2Json)).torch_dtype).toBe('bfloat16');
+    expect(parseHfConfig(qwen3Json).torchDtype).toBe('float32');
+    expect(parseHfConfig({ ...qwen3Json, dtype: 'float16' }).torchDtype).toBe('float16');
+    expect(() => parseHfConfig({ ...qwen2Json, torch_dtype: 'float64' })).toThrow(/torch_dtype.*"float64", expected one of float32, bfloat16, float16/);
   });
 
   it('critic (token classification) and reward model (sequence classification) heads', () => {

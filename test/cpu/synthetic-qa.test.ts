@@ -108,6 +108,13 @@ describe('synthetic QA task', () => {
     expect(computeScore(SYNTHETIC_QA_DATA_SOURCE, syntheticQaTokenizer.decode(demo.ids), e.groundTruth)).toBe(1);
   });
 
+  it('a foreign retriever\'s words outside the vocabulary become the unknown token in the observation', () => {
+    const foreign = [{ id: 'w1', contents: 'Zor Vak (painter)\nzor vak color mauve, since 1901' }];
+    const demo = searchDemonstration(trainExamples[0], formatObservation(formatDocuments(foreign)));
+    const unk = syntheticQaTokenizer.unkToken;
+    expect(demo.segments[1].ids.map((id) => syntheticQaTokenizer.tokens[id])).toEqual(['<information>', ' zor', ' vak', ' color', unk, unk, unk, '</information>']);
+  });
+
   it('no-search demonstration: the attribute\'s most common value whoever is asked, all generated', () => {
     for (const e of trainExamples.slice(0, 50)) {
       const demo = guessDemonstration(e);

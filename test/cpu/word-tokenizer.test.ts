@@ -22,6 +22,8 @@ const TEXTS = [
   '<answer><answer></answer> teal teal</s><pad>',
   ' 1(Title: zorvak<e>x> x><e> x>',
 ];
+// Text from outside the vocabulary (a foreign retriever's document): every backend gives the unknown token the same way.
+const FOREIGN_TEXTS = [' mauve', '<answer>teal', ' teal </answer>', ' teal  teal', 'Doc 1(Title: Zorvak) Zorvak is teal.\n', ' zorvak\u00e9 teal'];
 
 describe.each(backends)('word tokenizer through the %s backend', (_, backend) => {
   it('has the same vocabulary and special tokens', () => {
@@ -35,6 +37,12 @@ describe.each(backends)('word tokenizer through the %s backend', (_, backend) =>
     expect(await backend.decode(ids)).toBe(text);
     expect(await backend.decode(ids, { skipSpecialTokens: true })).toBe(words.decode(ids, { skipSpecialTokens: true }));
   });
+
+  it.each(FOREIGN_TEXTS)('encodes %j, which has words outside the vocabulary, as the class does', async (text) => {
+    const ids = words.encode(text);
+    expect(ids).toContain(words.tokenId(words.unkToken));
+    expect(await backend.encode(text)).toEqual(ids);
+  });
 });
 
 describe('word tokenizer', () => {
@@ -45,11 +53,14 @@ describe('word tokenizer', () => {
     expect(words.decode(words.encode('<answer> teal</answer>'), { skipSpecialTokens: true })).toBe(' teal');
   });
 
-  it('text that is not words after single spaces is an error naming the offset', () => {
-    expect(() => words.encode('<answer>teal')).toThrow(/no word starts at offset 8 of "<answer>teal" \(write each word after exactly one space\)/);
-    expect(() => words.encode(' teal </answer>')).toThrow(/no word starts at offset 5/);
-    expect(() => words.encode(' teal  teal')).toThrow(/no word starts at offset 5/);
-    expect(() => words.encode(' mauve')).toThrow(/word " mauve" is not in the vocabulary/);
+  it('a piece outside the vocabulary is the unknown token (the first special), as WordLevel maps it', () => {
+    const unk = words.tokenId('<pad>');
+    expect(words.unkToken).toBe('<pad>');
+    expect(words.encode(' mauve')).toEqual([unk]);
+    expect(words.encode('<answer>teal')).toEqual([words.tokenId('<answer>'), unk]);
+    expect(words.encode(' teal </answer>')).toEqual([words.tokenId(' teal'), unk, words.tokenId('</answer>')]);
+    expect(words.encode(' teal  teal')).toEqual([words.tokenId(' teal'), unk, words.tokenId(' teal')]);
+    expect((json as { model: { unk_token: string } }).model.unk_token).toBe('<pad>');
   });
 
   it('rejects vocabularies it could not split back into their words', () => {

@@ -1,5 +1,6 @@
 // Hugging Face directories through the GPU arenas: load → save → load is bit-identical for an actor and for a
-// critic made from it, the critic is saved as *ForTokenClassification with score.weight and score.bias, and
+// critic made from it, the critic is saved as *ForTokenClassification with score.weight and score.bias, a
+// directory given as file contents (the browser demo's fetched checkpoint) loads as from disk, and
 // tools/forward.js prints logits / values / rewards for the three heads.
 import { describe, it, expect } from 'vitest';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -12,6 +13,8 @@ import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
 import { withHead } from '../../models/hf-config.ts';
 import { readHfTensors, createParameterArena, uploadHfTensors } from '../../models/parameter-store.ts';
+import { modelFromFiles } from '../../models/model-files.ts';
+import { parseSafetensors, serializeSafetensors } from '../../models/safetensors.ts';
 import type { Arena, Engine } from '../../engine/index.ts';
 
 async function arenaBytes(engine: Engine, arena: Arena): Promise<Uint8Array[]> {
@@ -37,6 +40,22 @@ describe('model directories', () => {
     expect(criticAgain.config.head).toBe('token-classification');
     expect(await arenaBytes(engine, criticAgain.params)).toEqual(await arenaBytes(engine, critic.params));
     expect(criticAgain.params.has('score.bias')).toBe(true);
+  });
+
+  it('file contents (a fetched directory) load bit-identically to the directory on disk; a missing tensor is named', async () => {
+    const engine = await gpuEngine();
+    const dir = fixturePath('hf/llama-tiny');
+    const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
+    const safetensors = new Uint8Array(await readFile(join(dir, 'model.safetensors')));
+    const fromDisk = await loadModel(engine, dir);
+    const fromFiles = modelFromFiles(engine, { config, safetensors }, 'https://example.org/llama-tiny');
+    expect(fromFiles.config).toEqual(fromDisk.config);
+    expect(await arenaBytes(engine, fromFiles.params)).toEqual(await arenaBytes(engine, fromDisk.params));
+
+    const { header, tensors } = parseSafetensors(safetensors);
+    const kept = header.tensors.filter((t) => t.name !== 'model.norm.weight').map((t) => ({ name: t.name, shape: t.shape, data: tensors.get(t.name)! }));
+    expect(() => modelFromFiles(engine, { config, safetensors: serializeSafetensors(kept) }, 'https://example.org/llama-tiny'))
+      .toThrow(/https:\/\/example.org\/llama-tiny\/model.safetensors: missing tensor model.norm.weight/);
   });
 
   it('tools/forward.js prints logits, values and rewards', async () => {

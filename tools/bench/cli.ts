@@ -7,6 +7,7 @@ const SUITES: Record<string, (engine: Engine) => Promise<Row[]>> = {
   kernels: async (engine) => (await import('./kernels.ts')).benchmarkKernels(engine) as unknown as Promise<Row[]>,
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
+  'lm-head': async (engine) => (await import('./lm-head.ts')).benchmarkLmHead(engine) as unknown as Promise<Row[]>,
 };
 
 function formatTable(rows: Row[]): string {
@@ -22,13 +23,22 @@ function formatTable(rows: Row[]): string {
 export async function runBenchmarks(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const suite = argv.find((a) => !a.startsWith('--'));
-  if (!suite || !SUITES[suite]) {
-    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json]`);
+  if (!suite || !(SUITES[suite] || suite === 'memory')) {
+    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] | memory --model DIR [--memory-gb N] [key=value ...]`);
     return 2;
   }
   const engine = await Engine.create();
   try {
     if (!json) console.log(`device: ${engine.caps.description}`);
+    if (suite === 'memory') {
+      const result = await (await import('./memory.ts')).memoryPlanOfCheckpoint(engine, argv);
+      if (typeof result === 'string') {
+        console.error(result);
+        return 2;
+      }
+      console.log(json ? JSON.stringify(result.plan, null, 2) : result.lines.join('\n'));
+      return result.plan.problems.length > 0 ? 1 : 0;
+    }
     const rows = await SUITES[suite](engine);
     console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
     return 0;

@@ -64,7 +64,7 @@ export async function benchmarkRollout(engine: Engine, options: { runs?: number 
       rows.push({ config: name, mode, batch: BATCH, prompt_len: PROMPT_LENGTH, new_tokens: NEW_TOKENS, ms, tokens_per_s: (BATCH * NEW_TOKENS) / (ms / 1000) });
     }
     generator.destroy();
-    for (const segment of params.segments) engine.destroyTensor(segment);
+    for (const buffer of params.buffers) engine.destroyTensor(buffer);
   }
   return rows;
 }

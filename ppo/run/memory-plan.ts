@@ -1,0 +1,232 @@
+// The run's memory plan, computed from the configuration and the models' shapes before anything is allocated:
+// what stays resident (parameters, gradients, AdamW moments of each model) and what each phase adds on top
+// (rollout: KV cache, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
+// activations of one micro-batch), the peak, and what cannot work — a single tensor above the device's binding
+// limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
+// Estimates follow the tensors models/ allocates (float32 throughout); small per-sequence buffers are left out.
+// Browser-safe.
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
+import { elementCount, type Engine } from '../../engine/index.ts';
+import { batchSizes, usesCritic, type PpoConfig } from '../config.ts';
+import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
+
+const F32 = 4;
+/** The LM head's logits scratch is at most this (kernels/lm-head.ts). */
+const LM_HEAD_SCRATCH_BYTES = 32 << 20;
+
+export interface DeviceMemory {
+  /** Largest storage binding (maxStorageBufferBindingSize). */
+  maxBindingBytes: number;
+  /** Memory the run may use; null when unknown (WebGPU reports no memory size). */
+  budgetBytes: number | null;
+}
+
+export interface PlanModels {
+  actor: DecoderConfig;
+  /** The critic's config when the run uses one. */
+  critic: DecoderConfig | null;
+  rewardModel: DecoderConfig | null;
+}
+
+export interface MemoryItem {
+  what: string;
+  bytes: number;
+}
+
+export interface PhasePlan {
+  phase: string;
+  /** What the phase allocates beyond the resident tensors. */
+  items: MemoryItem[];
+  bytes: number;
+  /** Resident + this phase. */
+  peakBytes: number;
+  /** Its largest single tensor that kernels bind whole. */
+  largestTensor: MemoryItem;
+}
+
+export interface MemoryPlan {
+  resident: MemoryItem[];
+  residentBytes: number;
+  phases: PhasePlan[];
+  peakBytes: number;
+  budgetBytes: number | null;
+  /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
+  problems: string[];
+}
+
+export function parameterCount(c: DecoderConfig): number {
+  return parameterEntries(c).reduce((n, e) => n + elementCount(e.shape), 0);
+}
+
+/** Float32 elements per token of a decoder trunk's activations. */
+function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: number; fixed: number; widest: number } {
+  const C = c.hiddenSize;
+  const W = qkvWidth(c);
+  const I = c.intermediateSize;
+  const heads = c.numHeads * c.headDim;
+  const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
+  const perLayer = 4 * C + 2 + qkv + heads + c.numHeads + 3 * I;
+  const backward = 2 * C + 3 * I + heads + (c.qkNorm ? 2 * W : W) + 1;
+  return { perLayer, fixed: 2 * C + 1 + (training ? backward : 0), widest: Math.max(2 * I, W, C, heads) };
+}
+
+/** Trunk activations of `tokens` tokens: every layer's when training, one layer's (reused) otherwise. */
+function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): { bytes: number; widestRow: number } {
+  const { perLayer, fixed, widest } = activationsPerToken(c, training);
+  return { bytes: tokens * (perLayer * (training ? c.numLayers : 1) + fixed) * F32, widestRow: widest * F32 };
+}
+
+function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
+  return Math.min(LM_HEAD_SCRATCH_BYTES, maxBindingBytes / 4, tokens * c.vocabSize * F32) + tokens * (3 + c.hiddenSize) * F32;
+}
+
+function phase(name: string, items: MemoryItem[], residentBytes: number, largestTensor: MemoryItem): PhasePlan {
+  const bytes = items.reduce((s, i) => s + i.bytes, 0);
+  return { phase: name, items, bytes, peakBytes: residentBytes + bytes, largestTensor };
+}
+
+/** The memory plan of `config` with these models on this device. */
+export function planMemory(config: PpoConfig, models: PlanModels, device: DeviceMemory): MemoryPlan {
+  const { actor, rewardModel } = models;
+  const critic = usesCritic(config) ? models.critic : null;
+  const sizes = batchSizes(config);
+  const promptLength = config.data.max_prompt_length;
+  const sequenceLength = promptLength + config.data.max_response_length;
+  const problems: string[] = [];
+
+  const resident: MemoryItem[] = [];
+  const actorParams = parameterCount(actor) * F32;
+  resident.push({ what: 'actor parameters', bytes: actorParams });
+  resident.push({ what: 'actor gradients', bytes: actorParams });
+  resident.push({ what: 'actor AdamW moments', bytes: 2 * actorParams });
+  const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
+  if (hasReference) resident.push({ what: 'reference parameters', bytes: actorParams });
+  if (critic) {
+    const criticParams = parameterCount(critic) * F32;
+    resident.push({ what: 'critic parameters', bytes: criticParams });
+    if (!config.critic.freeze) {
+      resident.push({ what: 'critic gradients', bytes: criticParams });
+      resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
+    }
+  }
+  if (rewardModel) resident.push({ what: 'reward model parameters', bytes: parameterCount(rewardModel) * F32 });
+  const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
+
+  const phases: PhasePlan[] = [];
+  // Rollout: the KV cache of every sequence in flight (as many slots as rollout.ts decodes at once, from the same
+  // budget the trainer gives it), the prompt prefill's activations, the sampling logits.
+  let S = 1;
+  try {
+    S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor,
+      { promptLength, capacity: sequenceLength, samples: sizes.sequences },
+      { memoryBudgetBytes: config.actor_rollout_ref.rollout.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES });
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
+  const kvWidth = actor.numKvHeads * actor.headDim;
+  const kvLayer = S * sequenceLength * kvWidth * F32;
+  const prefill = trunkActivations(actor, S * promptLength, false);
+  const samplingLogits = S * actor.vocabSize * F32;
+  phases.push(phase(`rollout (${S} of ${sizes.sequences} sequences at once)`, [
+    { what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`, bytes: 2 * actor.numLayers * kvLayer + kvLayer },
+    { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
+    { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
+  ], residentBytes, largest([
+    { what: 'KV cache of one layer', bytes: kvLayer },
+    { what: 'sampling logits', bytes: samplingLogits },
+    { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
+  ])));
+
+  const forward = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
+    const tokens = sequences * sequenceLength;
+    const trunk = trunkActivations(c, tokens, false);
+    const items = [{ what: `activations (${sequences} × ${sequenceLength} tokens, one layer at a time)`, bytes: trunk.bytes }];
+    if (head === 'lm') items.push({ what: 'LM head (logits chunk, per-token statistics)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
+    checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
+  };
+  const update = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
+    const tokens = sequences * sequenceLength;
+    const trunk = trunkActivations(c, tokens, true);
+    const items = [{ what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`, bytes: trunk.bytes }];
+    if (head === 'lm') items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
+    checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
+  };
+
+  const logProbMicro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu ?? sizes.sequences;
+  forward('old log-probs', actor, logProbMicro, 'lm', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu');
+  if (hasReference) {
+    forward('reference log-probs', actor, config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? sizes.sequences, 'lm', 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu');
+  }
+  if (rewardModel) forward('reward model', rewardModel, config.reward_model.micro_batch_size_per_gpu ?? sizes.sequences, 'value', 'reward_model.micro_batch_size_per_gpu');
+  if (critic) {
+    forward('values', critic, config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences, 'value', 'critic.forward_micro_batch_size_per_gpu');
+    if (!config.critic.freeze) update('critic update', critic, sizes.criticMicroBatch, 'value', 'critic.ppo_micro_batch_size_per_gpu');
+  }
+  update('actor update', actor, sizes.actorMicroBatch, 'lm', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu');
+
+  const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
+  if (device.budgetBytes !== null && peakBytes > device.budgetBytes) {
+    const worst = phases.reduce((a, b) => (b.peakBytes > a.peakBytes ? b : a));
+    const keys = PHASE_KEYS[worst.phase.split(' (')[0]] ?? [];
+    problems.push(`peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(device.budgetBytes)}: ` +
+      (residentBytes > device.budgetBytes
+        ? `the models alone take ${gib(residentBytes)} — use a smaller model or fewer layers`
+        : `lower ${keys.join(', ')}`));
+  }
+  return { resident, residentBytes, phases, peakBytes, budgetBytes: device.budgetBytes, problems };
+}
+
+const PHASE_KEYS: Record<string, string[]> = {
+  rollout: ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
+  'old log-probs': ['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'],
+  'reference log-probs': ['actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu'],
+  'reward model': ['reward_model.micro_batch_size_per_gpu'],
+  values: ['critic.forward_micro_batch_size_per_gpu'],
+  'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
+  'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
+};
+
+function largest(items: MemoryItem[]): MemoryItem {
+  return items.reduce((a, b) => (b.bytes > a.bytes ? b : a));
+}
+
+/** A micro-batch whose widest activation (R, 2I) outgrows one binding fails at its first dispatch: say so now. */
+function checkMicroBatch(problems: string[], phaseName: string, key: string, sequences: number, bytesPerSequence: number, maxBindingBytes: number): void {
+  if (sequences * bytesPerSequence <= maxBindingBytes) return;
+  const fits = Math.floor(maxBindingBytes / bytesPerSequence);
+  problems.push(fits >= 1
+    ? `${phaseName}: ${sequences} sequences per micro-batch need a ${mib(sequences * bytesPerSequence)} activation, above the ` +
+      `${mib(maxBindingBytes)} binding limit — set ${key}=${fits} or less`
+    : `${phaseName}: one sequence of data.max_prompt_length + data.max_response_length tokens needs a ${mib(bytesPerSequence)} activation, ` +
+      `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or data.max_response_length`);
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}
+
+function gib(bytes: number): string {
+  return `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+}
+
+/** This device's binding limit, and as budget `budgetBytes` or else the system memory a software device allocates
+ *  from (a GPU reports no memory size: no budget). */
+export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, budgetBytes: number | null = null): DeviceMemory {
+  return { maxBindingBytes: engine.maxBindingBytes, budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null) };
+}
+
+/** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */
+export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
+  const lines = [`memory plan (float32): resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
+    (plan.budgetBytes !== null ? ` of a ${gib(plan.budgetBytes)} budget` : '')];
+  for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
+  for (const p of plan.phases) {
+    lines.push(`  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)}  peak ${gib(p.peakBytes)}; largest tensor ${mib(p.largestTensor.bytes)} (${p.largestTensor.what})`);
+    if (detail) for (const item of p.items) lines.push(`    ${item.what}: ${mib(item.bytes)}`);
+  }
+  for (const problem of plan.problems) lines.push(`  does not fit: ${problem}`);
+  return lines;
+}

@@ -1,0 +1,63 @@
+// The memory plan: resident parameters, gradients and AdamW moments per model, a phase per stage of the step,
+// and what does not fit named with the key (and value) that makes it fit — taking the advice removes the problem.
+import { describe, it, expect } from 'vitest';
+import { loadConfig } from '../../ppo/config.ts';
+import { parseHfConfig, withHead } from '../../models/hf-config.ts';
+import { planMemory, parameterCount, formatMemoryPlan } from '../../ppo/run/memory-plan.ts';
+
+const actor = parseHfConfig({
+  architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,
+  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true,
+});
+const critic = withHead(actor, 'token-classification');
+const MIB = 2 ** 20;
+
+function config(overrides: string[]) {
+  return loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', 'algorithm.adv_estimator=gae', 'data.train_batch_size=16',
+    'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'data.max_prompt_length=256', 'data.max_response_length=768', ...overrides] });
+}
+
+describe('memory plan', () => {
+  it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
+    const plan = planMemory(config(['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4', 'critic.forward_micro_batch_size_per_gpu=4',
+      'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2', 'critic.ppo_micro_batch_size_per_gpu=2']),
+    { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const actorBytes = parameterCount(actor) * 4;
+    expect(parameterCount(actor)).toBe(151936 * 128 + 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128 + 2 * 128 + 2 * 32) + 128);
+    expect(plan.resident.map((r) => r.what)).toEqual(['actor parameters', 'actor gradients', 'actor AdamW moments', 'critic parameters', 'critic gradients', 'critic AdamW moments']);
+    expect(plan.resident[2].bytes).toBe(2 * actorBytes);
+    // rollout.ts would decode all 16 sequences at once here (one binding and the budget hold them).
+    expect(plan.phases.map((p) => p.phase)).toEqual(['rollout (16 of 16 sequences at once)', 'old log-probs', 'values', 'critic update', 'actor update']);
+    expect(plan.peakBytes).toBe(Math.max(...plan.phases.map((p) => p.peakBytes)));
+    // 16 sequences × 1,024 tokens × 2 layers × (K, V) × 64 floats, plus one layer's compaction scratch.
+    expect(plan.phases[0].items[0].bytes).toBe((2 * 2 + 1) * 16 * 1024 * 64 * 4);
+    expect(plan.problems).toEqual([]);
+    expect(formatMemoryPlan(plan).join('\n')).toMatch(/actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/);
+  });
+
+  it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
+    const device = { maxBindingBytes: 16 * MIB, budgetBytes: null };
+    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
+    const advice = plan.problems.find((p) => p.startsWith('actor update'))!;
+    expect(advice).toMatch(/actor update: 8 sequences per micro-batch need a 24\.0 MiB activation, above the 16\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=5 or less/);
+    const fixed = planMemory(config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']), { actor, critic, rewardModel: null }, device);
+    expect(fixed.problems.some((p) => p.startsWith('actor update'))).toBe(false);
+    expect(plan.problems.some((p) => p.startsWith('old log-probs') && p.includes('actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu='))).toBe(true);
+  });
+
+  it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
+    const plan = planMemory(config(['data.train_batch_size=512', 'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'actor_rollout_ref.rollout.gpu_memory_utilization=1']),
+      { actor, critic, rewardModel: null }, { maxBindingBytes: 16 * MIB, budgetBytes: null });
+    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
+    expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
+    expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+  });
+
+  it('a peak above the budget names the phase and its keys', () => {
+    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, budgetBytes: 0.7 * 2 ** 30 });
+    expect(plan.problems).toHaveLength(1);
+    expect(plan.problems[0]).toMatch(/^peak 0\.84 GiB \(actor update\) is above the memory budget of 0\.70 GiB: lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/);
+    const tiny = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, budgetBytes: 0.3 * 2 ** 30 });
+    expect(tiny.problems[0]).toMatch(/the models alone take .* — use a smaller model/);
+  });
+});

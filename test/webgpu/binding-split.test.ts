@@ -1,0 +1,112 @@
+// Tensors larger than one storage binding are split, never refused: an engine that pretends to bind at most
+// 16 KiB (WEBGPU_MAX_BINDING_BYTES) runs a causal LM whose 1000-row embedding (128 KiB) needs 8 windows, and must
+// give what the unsplit engine gives — log-probs, entropies, full logits, every gradient and an AdamW step.
+import { describe, it, expect, afterAll } from 'vitest';
+import { gpuEngine } from './gpu.ts';
+import { expectClose, seededRandom } from '../helpers.ts';
+import { Engine, readKnobs, elementCount, type Arena } from '../../engine/index.ts';
+import { parseHfConfig } from '../../models/hf-config.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { parameterEntries } from '../../models/parameter-layout.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
+import { uploadTokenBatch } from '../../models/token-batch.ts';
+import { matmul } from '../../kernels/matmul.ts';
+import { lmHeadLogits } from '../../kernels/lm-head.ts';
+import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+
+const SPLIT_BYTES = 16384;
+
+const config = parseHfConfig({
+  architectures: ['Qwen3ForCausalLM'], vocab_size: 1000, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
+  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, tie_word_embeddings: true,
+});
+
+function randomParameters(): Map<string, Float32Array> {
+  const random = seededRandom(5);
+  const values = new Map<string, Float32Array>();
+  for (const entry of parameterEntries(config)) {
+    const data = new Float32Array(elementCount(entry.shape));
+    for (let i = 0; i < data.length; i++) data[i] = entry.name.includes('norm') ? 1 + 0.2 * (random() - 0.5) : 0.6 * (random() - 0.5);
+    values.set(entry.name, data);
+  }
+  return values;
+}
+
+const inputIds = [[3, 997, 1, 522, 129, 4, 640], [0, 0, 5, 811, 2, 999, 128]];
+const attentionMask = [[1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]];
+const R = 14;
+
+interface Outputs {
+  logprobs: Float32Array;
+  entropy: Float32Array;
+  logits: Float32Array;
+  grads: Map<string, Float32Array>;
+  updated: Map<string, Float32Array>;
+  params: Arena;
+}
+
+async function run(engine: Engine, values: Map<string, Float32Array>, stepGrads?: Map<string, Float32Array>): Promise<Outputs> {
+  const params = createParameterArena(engine, config, 'split-test');
+  uploadArenaTensors(engine, params, values);
+  const lm = new CausalLm(engine, config, params);
+  const random = seededRandom(9);
+  const targets = new Uint32Array(R);
+  const dLogprobs = new Float32Array(R);
+  inputIds.forEach((row, b) => row.forEach((_, t) => {
+    targets[b * 7 + t] = row[t + 1] ?? 17;
+    dLogprobs[b * 7 + t] = attentionMask[b][t] * (random() - 0.3);
+  }));
+  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize, 'split-test');
+  const out = lm.tokenLogprobs(batch, engine.tensorFrom('targets', [R], targets, 'u32'), { saveForBackward: true });
+  const logprobs = Float32Array.from(await engine.read(out.logprobs));
+  const entropy = Float32Array.from(await engine.read(out.entropy));
+  // Full logits of two rows (sampling's path): the (2, V) output fits one binding, the weight does not.
+  const logitsOut = engine.tensor('logits', [2, config.vocabSize]);
+  const hidden = engine.tensorFrom('hidden', [2, config.hiddenSize], Array.from({ length: 2 * config.hiddenSize }, (_, i) => Math.sin(i)));
+  lmHeadLogits(engine, { hidden, weight: params.get('model.embed_tokens.weight'), out: logitsOut, N: 2, C: config.hiddenSize, V: config.vocabSize });
+  const logits = await engine.read(logitsOut);
+  const optimizer = new AdamWOptimizer(engine, params, { lr: 1e-2, betas: [0.9, 0.95], eps: 1e-8, weightDecay: 0.1, maxGradNorm: 0.5 });
+  optimizer.zeroGrad();
+  lm.backward(engine.tensorFrom('dLogprobs', [R], dLogprobs), engine.tensorFrom('dEntropy', [R], dLogprobs.map((g) => 0.3 * g)), optimizer.grads);
+  const grads = new Map<string, Float32Array>();
+  for (const name of params.names()) grads.set(name, await engine.read(optimizer.grads.get(name)));
+  // The step starts from the same gradients on both engines (the unsplit engine's), so it tests AdamW's split alone.
+  for (const [name, grad] of stepGrads ?? grads) engine.upload(optimizer.grads.get(name), grad);
+  optimizer.step();
+  const updated = new Map<string, Float32Array>();
+  for (const name of params.names()) updated.set(name, await engine.read(params.get(name)));
+  return { logprobs, entropy, logits, grads, updated, params };
+}
+
+describe('tensors larger than one binding', () => {
+  let split: Engine | null = null;
+  afterAll(() => split?.destroy());
+
+  it('a forced 16 KiB binding limit splits the embedding and matches the unsplit engine', async () => {
+    const whole = await gpuEngine();
+    split = await Engine.create({ ...readKnobs(), maxBindingBytes: SPLIT_BYTES });
+    expect(split.maxBindingBytes).toBe(SPLIT_BYTES);
+    const values = randomParameters();
+    const expected = await run(whole, values);
+    const actual = await run(split, values, expected.grads);
+
+    // The split really happened: the embedding has its own buffer, bound as 8 windows.
+    const embeddingSlot = actual.params.layout.slots.find((s) => s.name === 'model.embed_tokens.weight')!;
+    expect(actual.params.layout.segments.filter((s) => s.buffer === embeddingSlot.buffer)).toHaveLength(8);
+    expect(expected.params.layout.segments).toHaveLength(1);
+
+    expectClose(actual.logprobs, expected.logprobs, 1e-6, 1e-5, 'logprobs');
+    expectClose(actual.entropy, expected.entropy, 1e-6, 1e-5, 'entropy');
+    expectClose(actual.logits, expected.logits, 1e-6, 1e-5, 'full logits');
+    for (const [name, grad] of expected.grads) expectClose(actual.grads.get(name)!, grad, 1e-6, 1e-4, `gradient of ${name}`);
+    for (const [name, value] of expected.updated) expectClose(actual.updated.get(name)!, value, 1e-7, 1e-6, `${name} after AdamW`);
+  });
+
+  it('binding a tensor above the limit whole is an error naming the kernel, the binding and the tensor', async () => {
+    const engine = split!;
+    const table = engine.tensor('big-table', [1000, 32]);
+    const hidden = engine.tensor('hidden', [2, 32]);
+    expect(() => matmul(engine, { a: hidden, b: table, out: engine.tensor('out', [2, 1000]), M: 2, N: 1000, K: 32, layout: 'nt' }))
+      .toThrow(/kernel matmul\/.*binding b \(tensor big-table, \[1000, 32\]\) spans 128000 bytes but this device binds at most 16384 bytes/);
+  });
+});
