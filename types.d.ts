@@ -3,3 +3,9 @@ declare module '*.wgsl' {
   const source: string;
   export default source;
 }
+
+// YAML config layers (examples/*.yaml) are imported as strings the same way.
+declare module '*.yaml' {
+  const source: string;
+  export default source;
+}

@@ -9,7 +9,9 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, 'test/gpu/**'],
     // lavapipe is CPU-bound: one GPU test file at a time per core keeps timings stable.
     maxWorkers: 2,
-    testTimeout: 120_000,
-    hookTimeout: 120_000,
+    // A cold Mesa shader cache (a fresh machine) compiles each pipeline at its first dispatch: the head-size-128
+    // attention kernels alone take minutes in LLVM there, seconds once cached. Hangs are still caught.
+    testTimeout: 900_000,
+    hookTimeout: 900_000,
   },
 });

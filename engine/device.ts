@@ -34,7 +34,8 @@ export interface Gpu {
 // lives, so it is pinned here for the life of the process.
 let nodeGpuInstance: GPU | null = null;
 
-async function findGpu(): Promise<GPU> {
+/** The process's WebGPU entry point (exported for peer benchmarks that must share the engine's Dawn instance). */
+export async function findGpu(): Promise<GPU> {
   const browserGpu = (globalThis as { navigator?: { gpu?: GPU } }).navigator?.gpu;
   if (browserGpu) return browserGpu;
   if (nodeGpuInstance) return nodeGpuInstance;

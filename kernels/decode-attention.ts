@@ -1,7 +1,9 @@
 import decodeAttentionSource from './decode-attention.wgsl';
+import ropeAngleSource from './rope-angle.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize } from './rowwise.ts';
+import { expectSize, shaderSource } from './rowwise.ts';
+import { inverseFrequencyTable } from './rope.ts';
 
 const MAX_HS = 128;
 
@@ -15,16 +17,20 @@ const decodeAttentionVariants: readonly Variant<number>[] = [
 
 const specs = new Map<string, KernelSpec>();
 
-function specFor(HS: number, REP: number, WG: number): KernelSpec {
-  const key = `${HS}/${REP}/${WG}`;
+function specFor(HS: number, REP: number, WG: number, rope: boolean): KernelSpec {
+  const key = `${HS}/${REP}/${WG}/${rope}`;
   let spec = specs.get(key);
   if (!spec) {
+    const consts = `const HS: u32 = ${HS}u;\nconst REP: u32 = ${REP}u;\nconst ROPE = ${rope};\n`;
     spec = {
-      name: `decode-attention/wg${WG}`,
-      source: `const HS: u32 = ${HS}u;\nconst REP: u32 = ${REP}u;\n${decodeAttentionSource}`,
+      name: `decode-attention/wg${WG}${rope ? '-rope' : ''}`,
+      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${decodeAttentionSource}`, null, 4),
       constants: { WG },
       bindings: [
         { name: 'qkv', access: 'read', type: 'vec4<f32>' },
+        // RoPE positions (B) and inverse frequencies (HS/2); unread without ROPE.
+        { name: 'positions', access: 'read', type: 'i32' },
+        { name: 'invFreq', access: 'read', type: 'vec4<f32>' },
         { name: 'kCache', access: 'read_write', type: 'vec4<f32>' },
         { name: 'vCache', access: 'read_write', type: 'vec4<f32>' },
         { name: 'keyMask', access: 'read', type: 'u32' },
@@ -45,8 +51,10 @@ function specFor(HS: number, REP: number, WG: number): KernelSpec {
 }
 
 export interface DecodeAttentionArgs {
-  /** (B, (NH + 2·NKV)·HS) the new token of each sequence, after RoPE. */
+  /** (B, (NH + 2·NKV)·HS) the new token of each sequence, after RoPE unless `rope` is given. */
   qkv: Tensor;
+  /** Rotate q and the new k here instead of in a rope dispatch before (HS a multiple of 8). */
+  rope?: { positions: Tensor<'i32'>; theta: number };
   /** (≥ B, capacity, NKV·HS) each; slot `slot` is overwritten with the new k, v. */
   kCache: Tensor;
   vCache: Tensor;
@@ -69,11 +77,18 @@ export function decodeAttentionSupports(HS: number): boolean {
   return HS % 4 === 0 && HS <= MAX_HS;
 }
 
+/** Whether decodeAttention can apply RoPE itself (each half head a whole number of vec4s). */
+export function decodeAttentionFusesRope(HS: number): boolean {
+  return decodeAttentionSupports(HS) && HS % 8 === 0;
+}
+
 /** Stores the new k, v at `slot` and attends the new queries to slots [0, slot] of each sequence's cache. */
 export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
-  const { qkv, kCache, vCache, keyMask, out, B, NH, NKV, HS, capacity, slot, maskBatchStride, scale } = a;
+  const { qkv, kCache, vCache, keyMask, out, B, NH, NKV, HS, capacity, slot, maskBatchStride, scale, rope } = a;
   const launcher = 'decodeAttention';
   if (!decodeAttentionSupports(HS)) throw new Error(`${launcher}: HS=${HS} must be a multiple of 4 and at most ${MAX_HS}`);
+  if (rope && !decodeAttentionFusesRope(HS)) throw new Error(`${launcher}: RoPE fused here needs HS=${HS} to be a multiple of 8`);
+  if (rope) expectSize(launcher, 'positions', rope.positions, B, `[B=${B}]`);
   if (NH % NKV !== 0) throw new Error(`${launcher}: NH=${NH} is not a multiple of NKV=${NKV}`);
   if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
   if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
@@ -87,8 +102,12 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   const REP = NH / NKV;
   let WG = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
   while (WG > 1 && WG * REP * (HS + 2) * 4 > engine.caps.maxComputeWorkgroupStorageSize) WG /= 2;
-  engine.dispatch(specFor(HS, REP, WG), {
-    bindings: { qkv, kCache, vCache, keyMask, out },
+  // Without RoPE, qkv fills the two rope slots (never read).
+  engine.dispatch(specFor(HS, REP, WG, rope !== undefined), {
+    bindings: {
+      qkv, kCache, vCache, keyMask, out,
+      positions: rope?.positions ?? keyMask, invFreq: rope ? inverseFrequencyTable(engine, HS, rope.theta) : qkv,
+    },
     uniforms: { NKV, W, capacity, slot, maskBatchStride, scale },
     workgroups: [NKV, B],
   });

@@ -4,7 +4,10 @@
 //   kCache, vCache (B, capacity, NKV·HS): slots [0, slot) hold earlier tokens; the new k, v go to slot `slot`
 //   keyMask (B, maskBatchStride) u32, 1 = real token; out (B, NH·HS)
 //   out[b, h] = softmax_j(scale · q_h·k_j over j ≤ slot with keyMask[b, j] = 1) · v_j, kv group g = h / REP
-// HS (a multiple of 4) and REP = NH / NKV are consts the launcher prepends: per-lane head vectors are private
+// ROPE (HS a multiple of 8): qkv holds q and k before RoPE, and each workgroup rotates its REP query heads and
+//   its new key itself (rope.wgsl's formula, angles from positions[b] and invFreq, so the same bits), saving the
+//   rope dispatch of a decode step. qkv is read-only here, so they are rotated in registers.
+// HS (a multiple of 4), REP = NH / NKV and ROPE are consts the launcher prepends: per-lane head vectors are private
 // arrays, whose length WGSL only accepts as a const.
 // v1: one workgroup of WG lanes per (kv group, sequence), so each cached k and v is loaded once for the REP
 //     query heads that share it (loads are what a decode step pays for); lane i takes keys i, i + WG, ... with
@@ -31,13 +34,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let vNewAt = kNewAt + params.NKV * HS4;
   let slotStride = params.NKV * HS4;
   let cacheAt = b * params.capacity * slotStride + g * HS4;
+  var q: array<vec4<f32>, REP * HS4>;
+  var kNew: array<vec4<f32>, HS4>;
+  for (var i = 0u; i < REP * HS4; i++) { q[i] = qkv[qAt + i]; }
+  for (var d4 = 0u; d4 < HS4; d4++) { kNew[d4] = qkv[kNewAt + d4]; }
+  if (ROPE) {
+    let position = f32(positions[b]);
+    let half4 = HS4 / 2u;
+    for (var i4 = 0u; i4 < half4; i4++) {
+      let angle = reduceAngle(position * invFreq[i4]);
+      let c = cos(angle);
+      let s = sin(angle);
+      for (var r = 0u; r < REP; r++) {
+        let x1 = q[r * HS4 + i4];
+        let x2 = q[r * HS4 + i4 + half4];
+        q[r * HS4 + i4] = x1 * c - x2 * s;
+        q[r * HS4 + i4 + half4] = x2 * c + x1 * s;
+      }
+      let k1 = kNew[i4];
+      let k2 = kNew[i4 + half4];
+      kNew[i4] = k1 * c - k2 * s;
+      kNew[i4 + half4] = k2 * c + k1 * s;
+    }
+  }
+  // Scaled after the rotation, as when a rope dispatch ran before.
+  for (var i = 0u; i < REP * HS4; i++) { q[i] = params.scale * q[i]; }
   for (var d4 = lane; d4 < HS4; d4 += WG) {
-    kCache[cacheAt + params.slot * slotStride + d4] = qkv[kNewAt + d4];
+    kCache[cacheAt + params.slot * slotStride + d4] = kNew[d4];
     vCache[cacheAt + params.slot * slotStride + d4] = qkv[vNewAt + d4];
   }
 
-  var q: array<vec4<f32>, REP * HS4>;
-  for (var i = 0u; i < REP * HS4; i++) { q[i] = params.scale * qkv[qAt + i]; }
   var runningMax: array<f32, REP>;
   var runningSum: array<f32, REP>;
   var acc: array<vec4<f32>, REP * HS4>;
@@ -48,7 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var k: array<vec4<f32>, HS4>;
     var v: array<vec4<f32>, HS4>;
     if (j == params.slot) {
-      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = qkv[kNewAt + d4]; v[d4] = qkv[vNewAt + d4]; }
+      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = kNew[d4]; v[d4] = qkv[vNewAt + d4]; }
     } else {
       let kAt = cacheAt + j * slotStride;
       for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = kCache[kAt + d4]; v[d4] = vCache[kAt + d4]; }

@@ -24,7 +24,14 @@ export interface MatmulArgs {
   /** out += alpha·A·B (+ bias) instead of out = alpha·A·B (+ bias). */
   accumulate?: boolean;
   alpha?: number;
+  /** Decode steps on CPU devices: the op before the matmul folded into its A loads (nt, K % 4 == 0 only; see
+   *  matmul-register.wgsl). rmsnorm: `a` is the un-normed x [M, K]; swiglu: `a` is gateUp [M, 2K]. */
+  prologue?: MatmulPrologue;
 }
+
+export type MatmulPrologue = { kind: 'rmsnorm'; weight: Tensor; eps: number } | { kind: 'swiglu' };
+
+const PROLOGUE_CODES = { rmsnorm: 1, swiglu: 2 } as const;
 
 interface MatmulKernel {
   spec: KernelSpec;
@@ -34,6 +41,7 @@ interface MatmulKernel {
 
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows). */
 type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number) => MatmulKernel;
+type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
 const BINDINGS = [
   { name: 'a', access: 'read' },
@@ -42,6 +50,7 @@ const BINDINGS = [
   { name: 'b4', access: 'read', type: 'vec4<f32>' },
   { name: 'bias', access: 'read' },
   { name: 'out', access: 'read_write' },
+  { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
 ] as const;
 
 const UNIFORMS = [
@@ -51,17 +60,18 @@ const UNIFORMS = [
   { name: 'alpha', type: 'f32' },
   { name: 'hasBias', type: 'u32' },
   { name: 'accumulate', type: 'u32' },
+  { name: 'eps', type: 'f32' },
 ] as const;
 
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds. */
-function specFamily(variant: string, source: string, tile: readonly [number, number]): KernelChoice {
+function specFamily(variant: string, source: string, tile: readonly [number, number]) {
   const kernels = new Map<string, MatmulKernel>();
-  return (layout, aVec4, bVec4) => {
-    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}`;
+  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0): MatmulKernel => {
+    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}`;
     let kernel = kernels.get(key);
     if (!kernel) {
       const spec: KernelSpec = {
-        name: `matmul/${variant}-${layout}`,
+        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}`,
         source: source + commonSource,
         bindings: BINDINGS,
         uniforms: UNIFORMS,
@@ -70,6 +80,8 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
           B_K_CONTIGUOUS: layout === 'nt' ? 1 : 0,
           A_VEC4: aVec4 ? 1 : 0,
           B_VEC4: bVec4 ? 1 : 0,
+          // Only the register kernel declares it.
+          ...(prologue ? { A_PROLOGUE: prologue } : {}),
         },
       };
       kernel = { spec, tile };
@@ -119,19 +131,41 @@ function paddedToVec4(tensor: Tensor): Tensor {
   return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
 }
 
+/** Whether matmul can take a prologue for these operands: the register kernel's nt vec4 path. */
+export function matmulPrologueSupported(layout: MatmulLayout, K: number): boolean {
+  return layout === 'nt' && K % 4 === 0;
+}
+
+// Whether decode steps fold rmsnorm and swiglu into their projections. On a CPU a dispatch costs more than the
+// register kernel's few extra loads; a GPU runs the separate kernels and its own matmul variant.
+export const matmulPrologueVariants: readonly Variant<boolean>[] = [
+  { name: 'fused', supported: (caps) => caps.isSoftware, value: true },
+  { name: 'separate', supported: () => true, value: false },
+];
+
+/** Whether this device's decode steps should pass `prologue` to an nt matmul over K. */
+export function useMatmulPrologue(engine: Engine, K: number): boolean {
+  return matmulPrologueSupported('nt', K) && chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value;
+}
+
 /** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
 export function matmul(engine: Engine, args: MatmulArgs): void {
-  const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1 } = args;
+  const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue } = args;
   for (const [name, value] of [['M', M], ['N', N], ['K', K]] as const) {
     if (!Number.isInteger(value) || value < 1) throw new Error(`matmul: ${name}=${value} must be a positive integer`);
   }
   const aShape = layout === 'tn' ? `[K=${K}, M=${M}]` : `[M=${M}, K=${K}]`;
   const bShape = layout === 'nt' ? `[N=${N}, K=${K}]` : `[K=${K}, N=${N}]`;
-  checkSize(a, 'a', M * K, `${layout} A ${aShape}`);
+  if (prologue && !matmulPrologueSupported(layout, K)) {
+    throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt and K % 4 == 0, got ${layout} with K=${K}`);
+  }
+  if (prologue?.kind === 'rmsnorm') checkSize(prologue.weight, 'prologue weight', K, `rmsnorm weight [K=${K}]`);
+  checkSize(a, 'a', prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`);
   checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
   checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
   if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
-  for (const [role, input] of [['a', a], ['b', b], ['bias', bias]] as const) {
+  const prologueWeight = prologue?.kind === 'rmsnorm' ? prologue.weight : undefined;
+  for (const [role, input] of [['a', a], ['b', b], ['bias', bias], ['prologue weight', prologueWeight]] as const) {
     if (input && overlaps(out, input)) {
       throw new Error(`matmul: out (tensor ${out.name}) overlaps ${role} (tensor ${input.name}); inputs are read while out is written`);
     }
@@ -140,8 +174,10 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   // The contiguous dimension of each operand decides whether its rows split into whole vec4s.
   const aRow = layout === 'tn' ? M : K;
   const bRow = layout === 'nt' ? K : N;
-  const choose = chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value;
-  const { spec, tile: [tileM, tileN] } = choose(layout, aRow % 4 === 0, bRow % 4 === 0, M);
+  // A prologue exists in the register kernel only, whatever the variant choice.
+  const { spec, tile: [tileM, tileN] } = prologue
+    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind])
+    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;
   if (workgroups[0] > max || workgroups[1] > max) {
@@ -149,8 +185,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   engine.dispatch(spec, {
     // Without a bias, `a` fills the binding slot; hasBias = 0 keeps the kernel from reading it.
-    bindings: { a, a4: paddedToVec4(a), b, b4: paddedToVec4(b), bias: bias ?? a, out },
-    uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0 },
+    bindings: { a, a4: paddedToVec4(a), b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
+    uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0, eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0 },
     workgroups,
   });
 }

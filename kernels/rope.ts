@@ -1,4 +1,5 @@
 import ropeSource from './rope.wgsl';
+import ropeAngleSource from './rope-angle.wgsl';
 import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
 import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
 
@@ -7,7 +8,7 @@ const WG = 64;
 
 const ropeSpecs = specsByWidth((width): KernelSpec => ({
   name: `rope/vec${width}`,
-  source: shaderSource('rope', ropeSource, null, width),
+  source: shaderSource('rope', `${ropeAngleSource}\n${ropeSource}`, null, width),
   bindings: [
     { name: 'positions', access: 'read', type: 'i32' },
     { name: 'invFreq', access: 'read', type: vectorElementType(width) },
@@ -33,7 +34,7 @@ export function ropeInverseFrequencies(HS: number, theta: number): Float32Array 
 // One small table per (engine, HS, theta), uploaded on first use: the launcher API passes theta, not a tensor.
 const inverseFrequencyTables = new WeakMap<Engine, Map<string, Tensor>>();
 
-function inverseFrequencyTable(engine: Engine, HS: number, theta: number): Tensor {
+export function inverseFrequencyTable(engine: Engine, HS: number, theta: number): Tensor {
   let tables = inverseFrequencyTables.get(engine);
   if (!tables) inverseFrequencyTables.set(engine, (tables = new Map()));
   const key = `${HS}/${theta}`;

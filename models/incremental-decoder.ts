@@ -10,13 +10,13 @@ import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
-import { matmul } from '../kernels/matmul.ts';
+import { matmul, useMatmulPrologue, type MatmulPrologue } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
 import { ropeForward } from '../kernels/rope.ts';
 import { attentionForward } from '../kernels/attention.ts';
-import { decodeAttention, decodeAttentionSupports } from '../kernels/decode-attention.ts';
+import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
 
@@ -113,8 +113,9 @@ export class IncrementalDecoder {
     return { step, head };
   }
 
-  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot. */
-  private attend(l: number, s: StepBuffers, slotStart: number, T: number): void {
+  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot;
+   *  `ropePositions`: q and k are not rotated yet, and the decode kernel does it. */
+  private attend(l: number, s: StepBuffers, slotStart: number, T: number, ropePositions: Tensor<'i32'> | null): void {
     const c = this.config;
     const cache = this.cache;
     const common = { NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, maskBatchStride: cache.capacity, scale: 1 / Math.sqrt(c.headDim) };
@@ -122,6 +123,7 @@ export class IncrementalDecoder {
       decodeAttention(this.engine, {
         ...common, qkv: s.qkv, kCache: cache.k[l], vCache: cache.v[l], keyMask: cache.keyMask, out: s.attnOut,
         B: cache.rows, capacity: cache.capacity, slot: slotStart,
+        rope: ropePositions ? { positions: ropePositions, theta: c.ropeTheta } : undefined,
       });
       return;
     }
@@ -135,6 +137,16 @@ export class IncrementalDecoder {
       queryStart: slotStart,
       q: s.qkv, k: cache.k[l], v: cache.v[l], keyMask: cache.keyMask, out: s.attnOut, lse: s.lse,
     });
+  }
+
+  /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
+   *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
+  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): { a: Tensor; prologue?: MatmulPrologue } {
+    const c = this.config;
+    const weight = this.param(weightName);
+    if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
+    rmsnormForward(this.engine, { x: s.x, weight, out: s.normed, rstd: s.rstd, rows, cols: c.hiddenSize, eps: c.rmsNormEps });
+    return { a: s.normed };
   }
 
   /**
@@ -158,12 +170,17 @@ export class IncrementalDecoder {
     const slotStart = cache.reserve(T, input.mask);
     const { step: s, head } = this.buffersFor(rows, T);
 
+    // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj.
+    const fuseNorm = T === 1 && useMatmulPrologue(e, C);
+    const fuseSwiglu = T === 1 && useMatmulPrologue(e, I);
+    // and RoPE into the decode attention kernel.
+    const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
       const p = layerPrefix(l);
-      rmsnormForward(e, { x: s.x, weight: this.param(`${p}.input_layernorm.weight`), out: s.normed, rstd: s.rstd, rows: R, cols: C, eps: c.rmsNormEps });
       matmul(e, {
-        a: s.normed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
+        ...this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm),
+        b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
         bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       });
       if (c.qkNorm) {
@@ -172,16 +189,23 @@ export class IncrementalDecoder {
           out: s.qkv, rstd: s.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
         });
       }
-      ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
-      this.attend(l, s, slotStart, T);
+      if (!fuseRope) ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+      this.attend(l, s, slotStart, T, fuseRope ? positions : null);
       matmul(e, {
         a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
         bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
       });
-      rmsnormForward(e, { x: s.x, weight: this.param(`${p}.post_attention_layernorm.weight`), out: s.normed, rstd: s.rstd, rows: R, cols: C, eps: c.rmsNormEps });
-      matmul(e, { a: s.normed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
-      swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
-      matmul(e, { a: s.act, b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+      matmul(e, {
+        ...this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm),
+        b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt',
+      });
+      const down = { b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true } as const;
+      if (fuseSwiglu) {
+        matmul(e, { ...down, a: s.gateUp, prologue: { kind: 'swiglu' } });
+      } else {
+        swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
+        matmul(e, { ...down, a: s.act });
+      }
     }
     // Only each row's last token needs logits: with T > 1, gather those rows first.
     let last = s.x;

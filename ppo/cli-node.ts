@@ -1,69 +1,116 @@
-// Node command line of the trainer: `node train.js [--config run.yaml] [key.sub=value ...]`. Without --config it
-// runs the embedded default job (ppo/tasks/default-job.ts). Prints a line per step, writes metrics.jsonl to the run
-// directory (trainer.default_local_dir), validates every trainer.test_freq steps and at the end, and, given a
-// chart writer (train.js passes tools/plot's), draws the run's charts when it is done.
-import { readFile, appendFile } from 'node:fs/promises';
+// Node command line of the trainer: `node train.js [--config run.yaml] [--cfg job] [key.sub=value ...]`, a verl
+// launch script's arguments as written. Layers, later winning: verl's defaults, the built-in job
+// (examples/arithmetic_tiny.yaml, only when neither a model nor data is given), a --config file, the command
+// line. `--cfg job` prints the composed config and exits before any device is created. A run validates every
+// input before it touches the run directory (trainer.default_local_dir), writes the resolved config there as
+// config.yaml, prints a line per step, logs to trainer.logger's sinks, validates every trainer.test_freq steps
+// and at the end, and, given a chart writer (train.js passes tools/plot's), draws the run's charts.
+import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
 import { Engine } from '../engine/index.ts';
-import { loadConfig, formatHelp, ConfigError, type PpoConfig } from './config.ts';
-import { DEFAULT_JOB_YAML } from './tasks/default-job.ts';
-import { setUpRun } from './run-setup-node.ts';
+import { HfConfigError } from '../models/hf-config.ts';
+import { TokenizerError } from '../models/tokenizer.ts';
+import { ChatTemplateError } from '../models/chat-template.ts';
+import { SafetensorsError } from '../models/safetensors.ts';
+import { CheckpointError } from '../models/checkpoint-io.ts';
+import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from './config.ts';
+import { DEFAULT_JOB } from './tasks/default-job.ts';
+import { setUpRun, assertResumable } from './run-setup-node.ts';
 import { runTrainerIo } from './run/builtin-run.ts';
 import { PpoTrainer } from './trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
 import { formatStepLine } from './run/progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
+import { Tracking, METRICS_FILE } from './loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory } from './run/memory-plan.ts';
 import { guardStep } from './phases/finite-guard.ts';
-import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, METRICS_FILE } from './run/run-directory-node.ts';
+import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run/run-directory-node.ts';
 import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
-import { withFileContext } from './run/user-error.ts';
 
-const USAGE = 'usage: node train.js [--config run.yaml] [key.sub=value ...]   (node train.js --help lists every key)';
+const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
-function parseArgs(argv: string[]): { configFile: string | null; overrides: string[]; help: boolean } {
-  let configFile: string | null = null;
-  const overrides: string[] = [];
-  let help = false;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--help' || arg === '-h') help = true;
-    else if (arg === '--config') {
-      if (i + 1 >= argv.length) throw new ConfigError([`--config needs a file name (${USAGE})`]);
-      configFile = argv[++i];
-    } else if (arg.startsWith('--config=')) configFile = arg.slice('--config='.length);
-    else if (arg.startsWith('--')) throw new ConfigError([`unknown option ${arg} (${USAGE})`]);
-    else overrides.push(arg);
-  }
-  return { configFile, overrides, help };
+const USAGE = 'usage: node train.js [--config run.yaml] [--cfg job] [key.sub=value ...]   (node train.js --help lists every key)';
+
+interface Args {
+  configFile: string | null;
+  overrides: string[];
+  help: boolean;
+  /** Hydra's --cfg job: print the composed config and exit. */
+  printConfig: boolean;
 }
 
-async function readConfig(configFile: string | null, overrides: string[]): Promise<PpoConfig> {
-  if (configFile === null) return loadConfig({ yamlText: DEFAULT_JOB_YAML, yamlSource: 'the default job', overrides });
-  let yamlText: string;
-  try {
-    yamlText = await readFile(configFile, 'utf8');
-  } catch (err) {
-    throw new ConfigError([`--config ${configFile}: cannot read it (${(err as Error).message})`]);
+function parseArgs(argv: string[]): Args {
+  const args: Args = { configFile: null, overrides: [], help: false, printConfig: false };
+  const value = (i: number, option: string) => {
+    if (i >= argv.length) throw new ConfigError([`${option} needs a value (${USAGE})`]);
+    return argv[i];
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') args.help = true;
+    else if (arg === '--config') args.configFile = value(++i, '--config');
+    else if (arg.startsWith('--config=')) args.configFile = arg.slice('--config='.length);
+    else if (arg === '--cfg' || arg === '-c' || arg.startsWith('--cfg=')) {
+      const what = arg.startsWith('--cfg=') ? arg.slice('--cfg='.length) : value(++i, arg);
+      if (what !== 'job') throw new ConfigError([`${arg} ${what}: only --cfg job is supported (the composed config; there is no Hydra config of its own here)`]);
+      args.printConfig = true;
+    } else if (arg.startsWith('-')) throw new ConfigError([`unknown option ${arg} (${USAGE})`]);
+    else args.overrides.push(arg);
   }
-  return loadConfig({ yamlText, yamlSource: configFile, overrides });
+  return args;
+}
+
+/** Keys that make a run the user's own rather than the built-in job. */
+const USER_RUN_KEYS = new Set(['actor_rollout_ref.model.path', 'data.train_files']);
+
+/** The built-in job's layer applies when no --config is given and the command line sets no model and no data. */
+function isBuiltinJob(args: Args): boolean {
+  return args.configFile === null && !args.overrides.some((o) => USER_RUN_KEYS.has(o.slice(0, Math.max(0, o.indexOf('='))).trim().replace(/^\+\+?/, '')));
+}
+
+async function readLayers(args: Args): Promise<ConfigLayer[]> {
+  if (args.configFile === null) return isBuiltinJob(args) ? [DEFAULT_JOB] : [];
+  try {
+    return [{ text: await readFile(args.configFile, 'utf8'), source: args.configFile }];
+  } catch (err) {
+    throw new ConfigError([`--config ${args.configFile}: cannot read it (${(err as Error).message})`]);
+  }
+}
+
+/** verl's batch sizes are global, so a script written for a cluster runs the same math here on one adapter. */
+function checkOneAdapter(config: PpoConfig): void {
+  const { n_gpus_per_node: gpus, nnodes } = config.trainer;
+  if (gpus * nnodes !== 1) {
+    throw new ConfigError([`trainer.n_gpus_per_node=${gpus} × trainer.nnodes=${nnodes} cannot be honoured: this engine trains on one WebGPU adapter — ` +
+      'set trainer.n_gpus_per_node=1 trainer.nnodes=1 (batch sizes are global in verl, so the run computes the same thing)']);
+  }
 }
 
 export interface MainOptions {
   /** Writes the charts of a run directory's metrics.jsonl; returns the files written, the page last. */
   writeCharts?: (runDir: string) => string[];
+  /** Environment for ${oc.env:VAR} and TENSORBOARD_DIR (default process.env). */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 export async function main(argv: string[], options: MainOptions = {}): Promise<number> {
+  const env = options.env ?? process.env;
   let config: PpoConfig;
+  let notes: string[];
   try {
     const args = parseArgs(argv);
     if (args.help) {
-      console.log(`${USAGE}\n\n${formatHelp()}`);
+      console.log(`${USAGE}\n\n${formatHelp(DEFAULT_JOB)}`);
       return 0;
     }
-    config = await readConfig(args.configFile, args.overrides);
+    ({ config, notes } = composeConfig({ layers: await readLayers(args), overrides: args.overrides, env }));
+    if (args.printConfig) {
+      for (const note of notes) console.error(`# ${note}`);
+      process.stdout.write(configToYaml(config));
+      return 0;
+    }
+    checkOneAdapter(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
@@ -73,43 +120,52 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   }
   const engine = await Engine.create();
   try {
-    return await train(engine, config, options);
+    return await train(engine, config, notes, env, options);
+  } catch (err) {
+    // A model, tokenizer or checkpoint the engine cannot read is the user's input, not a bug: one line, no stack.
+    if (INPUT_ERRORS.some((kind) => err instanceof kind)) {
+      console.error(`error: ${(err as Error).message}`);
+      return 1;
+    }
+    throw err;
   } finally {
     await engine.sync();
     engine.destroy();
   }
 }
 
-async function train(engine: Engine, config: PpoConfig, options: MainOptions): Promise<number> {
+async function train(engine: Engine, config: PpoConfig, notes: string[], env: Readonly<Record<string, string | undefined>>, options: MainOptions): Promise<number> {
   const started = performance.now();
   const runDir = resolve(config.trainer.default_local_dir);
-  await prepareRunDirectory(runDir);
-  const metricsFile = join(runDir, METRICS_FILE);
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
-  for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
-  const resumeDir = await checkpointToResume(config, runDir);
-  const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
-  const record = async (metrics: Record<string, number>) => {
-    if (config.trainer.logger.includes('file')) await withFileContext(`writing ${metricsFile}`, () => appendFile(metricsFile, JSON.stringify(metrics) + '\n'));
-  };
+  for (const note of [...notes, Tracking.skippedServicesNote(config)]) if (note) log(note);
 
+  const resumeDir = config.trainer.val_only ? null : await checkpointToResume(config, runDir);
+  const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
+  if (resumeDir && resumed) await assertResumable(config, resumeDir, resumed.actor.config);
   log(`device: ${engine.caps.description}`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
+  // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
   const setup = await setUpRun(engine, config, resumed, (r, { stage, totalSteps }) => {
     if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
-  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
-  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem())), false)) log(line);
-  // Only now that every input has loaded: a resumed run continues its metrics from the resumed step, a fresh
-  // one moves a previous run's metrics and checkpoints aside (never deletes them).
-  if (resumed) await trimMetricsAfter(metricsFile, resumed.snapshot.state.globalStep);
+  // Only now that every input has loaded: the run directory must be writable, a dead save's staging folder goes,
+  // a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside (never deletes).
+  await prepareRunDirectory(runDir);
+  for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
+  if (resumed) await trimMetricsAfter(join(runDir, METRICS_FILE), resumed.snapshot.state.globalStep);
   else {
     const archive = await setAsidePreviousRun(runDir);
     if (archive) log(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
   }
+  await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
+  const tracking = await Tracking.open(config, runDir, resumed !== null, env);
+  if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
+  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem())), false)) log(line);
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
   const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
@@ -119,13 +175,21 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
   const validate = async (): Promise<number | null> => {
     if (setup.val.length === 0) return null;
     const { metrics, samples } = await trainer.validate();
-    await record({ 'training/global_step': trainer.globalStep, ...metrics });
+    await tracking.log(trainer.globalStep, { 'training/global_step': trainer.globalStep, ...metrics });
     const score = metrics['val/test_score/mean'];
     log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts` +
       `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
+    for (const sample of samples.slice(0, config.trainer.log_val_generations)) {
+      log(`  [prompt] ${JSON.stringify(await setup.tokenizer.decode(sample.prompt))} [response] ${JSON.stringify(sample.response)} [score] ${sample.score}`);
+    }
     return score;
   };
 
+  if (config.trainer.val_only) {
+    const score = await validate();
+    log(score === null ? 'trainer.val_only=true but there is no validation set (data.val_files)' : `validation only: score ${score.toFixed(3)}`);
+    return score === null ? 1 : 0;
+  }
   const before = config.trainer.val_before_train && !resumed ? await validate() : null;
   log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
     `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
@@ -142,8 +206,9 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
   const interrupt = watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint }));
   try {
     while (trainer.globalStep < totalSteps) {
+      const epoch = cursor().epoch;
       const metrics = await guardStep(trainer.globalStep + 1, lastCheckpoint, () => trainer.step());
-      await record(metrics);
+      await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
       log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
       const step = trainer.globalStep;
       if (interrupt.requested) {
@@ -174,8 +239,10 @@ async function train(engine: Engine, config: PpoConfig, options: MainOptions): P
   if (before !== null && after !== null) {
     log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
   }
-  log(`done in ${seconds.toFixed(0)} s; checkpoint ${finalCheckpoint}; metrics ${metricsFile}`);
-  if (options.writeCharts) {
+  const metricsNote = config.trainer.logger.includes('file') ? `; metrics ${join(runDir, METRICS_FILE)}` : '';
+  log(`done in ${seconds.toFixed(0)} s; checkpoint ${finalCheckpoint}${metricsNote}`);
+  // Charts are drawn from metrics.jsonl, which only the file logger writes.
+  if (options.writeCharts && config.trainer.logger.includes('file')) {
     const files = options.writeCharts(runDir);
     log(`charts: ${files[files.length - 1]} (${files.length - 1} PNG beside it)`);
   }

@@ -7,6 +7,7 @@ import type { Engine } from '../engine/index.ts';
 import type { PpoConfig } from './config.ts';
 import { usesCritic } from './config.ts';
 import { loadModel } from '../models/model-files-node.ts';
+import { parseHfConfig, type DecoderConfig } from '../models/hf-config.ts';
 import { criticFromCausalLm } from '../models/critic-init.ts';
 import type { Tokenizer } from '../models/tokenizer.ts';
 import { loadTokenizer, readTokenizerFiles } from '../models/tokenizer-node.ts';
@@ -60,13 +61,44 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
   return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, custom ?? files.chatTemplateFile), files: copied };
 }
 
+/** data.train_max_samples / val_max_samples: the first `max` examples; -1 keeps all. */
+function firstSamples(examples: RlExample[], max: number): RlExample[] {
+  return max < 0 ? examples : examples.slice(0, max);
+}
+
+/**
+ * Auto-resume continues a checkpoint only of the configured model: same architecture (when
+ * actor_rollout_ref.model.path names one) and same tokenizer; otherwise the run stops and says how to start over.
+ */
+export async function assertResumable(config: PpoConfig, checkpointDir: string, checkpointActor: DecoderConfig): Promise<void> {
+  const startOver = `resume another way: trainer.resume_mode=disable (start fresh), or a different trainer.default_local_dir / trainer.experiment_name`;
+  const modelPath = config.actor_rollout_ref.model.path;
+  if (modelPath !== null) {
+    const configured = parseHfConfig(JSON.parse(await readFile(join(modelPath, 'config.json'), 'utf8')), join(modelPath, 'config.json'));
+    const differences = ARCHITECTURE_FIELDS.filter((field) => configured[field] !== checkpointActor[field])
+      .map((field) => `${field} ${checkpointActor[field]} vs ${configured[field]}`);
+    if (differences.length > 0) {
+      throw new Error(`resume: the checkpoint ${checkpointDir} holds a different model than actor_rollout_ref.model.path=${modelPath} (${differences.join(', ')}) — ${startOver}`);
+    }
+  }
+  const { files } = await tokenizerOf(config);
+  const saved = await readFile(join(checkpointDir, 'actor', 'tokenizer.json'), 'utf8').catch(() => null);
+  if (saved !== null && saved !== files['tokenizer.json']) {
+    const source = config.data.tokenizer ?? modelPath ?? `the built-in ${config.data.builtin_task} task`;
+    throw new Error(`resume: the checkpoint ${checkpointDir} was trained with a different tokenizer than ${source} — ${startOver}`);
+  }
+}
+
+/** The fields that make two decoder configs the same network. */
+const ARCHITECTURE_FIELDS = ['family', 'vocabSize', 'hiddenSize', 'intermediateSize', 'numLayers', 'numHeads', 'numKvHeads', 'headDim', 'tieWordEmbeddings'] as const;
+
 export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);
   const datasetOptions = { ...config.data, tokenizer, template };
   const builtin = config.data.train_files === null ? await builtinDataset(config, builtinTask(config), tokenizer, template) : null;
-  const train = builtin ? builtin.train : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples;
+  const train = firstSamples(builtin ? builtin.train : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples, config.data.train_max_samples);
   const valFiles = config.data.val_files;
-  const val = valFiles !== null ? (await loadRlDataset(valFiles, datasetOptions)).examples : builtin?.val ?? [];
+  const val = firstSamples(valFiles !== null ? (await loadRlDataset(valFiles, datasetOptions)).examples : builtin?.val ?? [], config.data.val_max_samples);
   checkRewardsCanScore(config, [...train, ...val]);
   const retriever = config.do_search ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null)) : null;
 

@@ -24,6 +24,7 @@ import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic } from './algorithm/critic-plan.ts';
 import { stepMetrics } from './phases/metrics.ts';
+import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import { checkAllFinite } from './phases/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
@@ -214,7 +215,7 @@ export class PpoTrainer {
       const generated = rollout.responses[i].filter((_, t) => rollout.responseMask[i][t] === 1);
       const text = await this.io.decode(generated);
       texts.push(text);
-      scores.push(await this.io.score(record, text));
+      scores.push(await this.io.score(record, text) + overlongPenalty(generated.length, this.config));
     }
     return { scores, texts };
   }
@@ -237,9 +238,11 @@ export class PpoTrainer {
       bySource.set(source, [...(bySource.get(source) ?? []), s]);
     });
     const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [`val/${k}`, v]));
-    for (const [source, list] of bySource) metrics[`val/test_score/${source}`] = list.reduce((a, b) => a + b, 0) / list.length;
+    // verl's name for a data source's mean score over its val_kwargs.n responses per prompt (its core metric).
+    const n = this.config.actor_rollout_ref.rollout.val_kwargs.n;
+    for (const [source, list] of bySource) metrics[`val-core/${source}/reward/mean@${n}`] = list.reduce((a, b) => a + b, 0) / list.length;
     metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
-    const samples = texts.slice(0, 8).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
+    const samples = texts.slice(0, Math.max(8, this.config.trainer.log_val_generations)).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
     return { metrics, samples };
   }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `node tools/bench.js kernels|train|rollout|lm-head [--json]`: benchmarks on this machine's WebGPU device;
+// `node tools/bench.js kernels|train|rollout|lm-head|peers [--json]`: benchmarks on this machine's WebGPU device;
 // `node tools/bench.js memory --model DIR`: a PPO run's memory plan for a checkpoint, without running it.
 import './node-loader.js';
 

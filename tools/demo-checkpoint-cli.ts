@@ -7,7 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
 import { loadConfig } from '../ppo/config.ts';
-import { DEFAULT_JOB_YAML, WARM_START_RECORD_FILE, type WarmStartRecord } from '../ppo/tasks/default-job.ts';
+import { DEFAULT_JOB, WARM_START_RECORD_FILE, type WarmStartRecord } from '../ppo/tasks/default-job.ts';
 import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from '../ppo/run/builtin-run.ts';
 import { saveHfCheckpoint } from '../models/checkpoint-io.ts';
 import { readHfTensors } from '../models/parameter-store.ts';
@@ -20,7 +20,7 @@ export async function writeDemoCheckpoint(argv: string[]): Promise<number> {
   if (outAt >= 0 && outAt + 1 >= argv.length) throw new Error(`--out needs a directory (${USAGE})`);
   const out = resolve(outAt >= 0 ? argv[outAt + 1] : DEFAULT_OUT);
   const overrides = argv.filter((_, i) => i !== outAt && i !== outAt + 1);
-  const config = loadConfig({ yamlText: DEFAULT_JOB_YAML, yamlSource: 'the default job', overrides });
+  const config = loadConfig({ layers: [DEFAULT_JOB], overrides });
   if (config.data.builtin_task !== 'arithmetic') throw new Error(`data.builtin_task: the demo runs the arithmetic task, got ${config.data.builtin_task}`);
   const engine = await Engine.create();
   try {

@@ -2,7 +2,7 @@
 // the keys `node train.js key=value` takes, and shows that command. The run is scaled down for a tab: fewer prompts
 // per step and a smaller held-out set, validated every VALIDATION_EVERY steps.
 import { loadConfig, type PpoConfig } from '../../ppo/config.ts';
-import { DEFAULT_JOB_YAML } from '../../ppo/tasks/default-job.ts';
+import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
 import { SHIPPED_CHECKPOINT_PATH } from './shipped-checkpoint.ts';
 
@@ -86,5 +86,5 @@ export function trainCommand(s: DemoSettings): { command: string; differences: s
 
 /** The resolved configuration; throws ConfigError (with every problem listed) on an invalid setting. */
 export function demoConfig(s: DemoSettings): PpoConfig {
-  return loadConfig({ yamlText: DEFAULT_JOB_YAML, yamlSource: 'the default job', overrides: configOverrides(s) });
+  return loadConfig({ layers: [DEFAULT_JOB], overrides: configOverrides(s) });
 }

@@ -13,7 +13,7 @@ export function warmupSteps(optim: OptimConfig, totalSteps: number): number {
 /** The multiplier of optim.lr at 0-based training step `step`. */
 export function learningRateFactor(optim: OptimConfig, step: number, totalSteps: number): number {
   const warmup = warmupSteps(optim, totalSteps);
-  if (optim.warmup_style === 'constant') return step < warmup ? step / Math.max(1, warmup) : 1;
+  if (optim.lr_scheduler_type === 'constant') return step < warmup ? step / Math.max(1, warmup) : 1;
   const minRatio = optim.min_lr_ratio;
   if (step < warmup) return minRatio + (1 - minRatio) * (step / Math.max(1, warmup));
   const progress = (step - warmup) / Math.max(1, totalSteps - warmup);

@@ -1,5 +1,5 @@
 // The per-step metrics under verl's names (critic/score, critic/rewards, critic/advantages, critic/returns,
-// critic/values, response_length, actor/*, critic/*, timing_s/*, perf/*), and throughput and MFU computed in
+// critic/values, critic/vf_explained_var, response_length, prompt_length, actor/*, critic/*, timing_s/*, perf/*), and throughput and MFU computed in
 // one place.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
@@ -23,6 +23,19 @@ function maskedStats(values: Float32Array, mask: Float32Array): { mean: number; 
 function listStats(values: readonly number[]): { mean: number; max: number; min: number } {
   if (values.length === 0) return { mean: 0, max: 0, min: 0 };
   return { mean: values.reduce((a, b) => a + b, 0) / values.length, max: Math.max(...values), min: Math.min(...values) };
+}
+
+/** Unbiased variance, as torch.var. */
+function variance(values: readonly number[]): number {
+  if (values.length < 2) return 0;
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  return values.reduce((a, v) => a + (v - mean) ** 2, 0) / (values.length - 1);
+}
+
+/** verl's critic/vf_explained_var over response tokens: 1 − Var(returns − values) / (Var(returns) + 1e-5). */
+function explainedVariance(returns: Float32Array, values: Float32Array, mask: Float32Array): number {
+  const valid = [...mask.keys()].filter((i) => mask[i]);
+  return 1 - variance(valid.map((i) => returns[i] - values[i])) / (variance(valid.map((i) => returns[i])) + 1e-5);
 }
 
 /** Matmul FLOPs of one token through the forward pass (2 × weights), plus causal attention at context `T`. */
@@ -52,8 +65,10 @@ export function stepMetrics(a: {
   const advantages = maskedStats(x.advantages, x.responseMask);
   const returns = maskedStats(x.returns, x.responseMask);
   const lengths = listStats(x.rollout.responseLengths);
-  const promptLengths = listStats(x.rollout.attentionMask.map((row) => row.slice(0, x.S - x.R).reduce((s, v) => s + v, 0)));
   const clipped = x.rollout.responseLengths.filter((l) => l >= x.R).length / x.N;
+  const promptRows = x.rollout.attentionMask.map((row) => row.slice(0, x.S - x.R).reduce((s, v) => s + v, 0));
+  const promptsClipped = promptRows.filter((l) => l >= x.S - x.R).length / x.N;
+  const promptLengths = listStats(promptRows);
   const metrics: Record<string, number> = {
     'training/global_step': a.step,
     'critic/score/mean': score.mean, 'critic/score/max': score.max, 'critic/score/min': score.min,
@@ -62,7 +77,8 @@ export function stepMetrics(a: {
     'critic/returns/mean': returns.mean, 'critic/returns/max': returns.max, 'critic/returns/min': returns.min,
     'response_length/mean': lengths.mean, 'response_length/max': lengths.max, 'response_length/min': lengths.min,
     'response_length/clip_ratio': clipped,
-    'prompt_length/mean': promptLengths.mean,
+    'prompt_length/mean': promptLengths.mean, 'prompt_length/max': promptLengths.max, 'prompt_length/min': promptLengths.min,
+    'prompt_length/clip_ratio': promptsClipped,
     ...x.metrics,
     ...a.updateMetrics,
     ...a.timing,
@@ -72,6 +88,7 @@ export function stepMetrics(a: {
   if (x.values) {
     const values = maskedStats(x.values, x.responseMask);
     Object.assign(metrics, { 'critic/values/mean': values.mean, 'critic/values/max': values.max, 'critic/values/min': values.min });
+    metrics['critic/vf_explained_var'] = explainedVariance(x.returns, x.values, x.responseMask);
   }
   // Tokens through the models this step: the rollout's, then each training pass over the full sequences.
   const tokens = x.rollout.attentionMask.reduce((s, row) => s + row.reduce((t, v) => t + v, 0), 0);

@@ -5,11 +5,13 @@
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
+import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { withFileContext } from './user-error.ts';
 
-export const METRICS_FILE = 'metrics.jsonl';
 /** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
 const PREVIOUS_RUN_PREFIX = 'previous_run_';
+/** The resolved configuration a run writes beside its metrics (cli-node.ts). */
+const CONFIG_FILE = 'config.yaml';
 const STALE_SAVE = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving-(\\d+)$`);
 
 /** Creates the run directory and proves it writable before any work, so a read-only one fails in a second. */
@@ -45,11 +47,11 @@ export async function removeStaleSaves(runDir: string): Promise<string[]> {
 
 /**
  * A fresh start (nothing resumed, e.g. trainer.resume_mode=disable) in a directory holding a previous run:
- * its metrics.jsonl and global_step_* move into previous_run_<time>/, so this run's history starts empty and
+ * its metrics.jsonl, config.yaml and global_step_* move into previous_run_<time>/, so this run's history starts empty and
  * a later auto-resume cannot continue an old checkpoint into the new metrics. Returns that folder, or null.
  */
 export async function setAsidePreviousRun(runDir: string, now = new Date()): Promise<string | null> {
-  const names = (await readdir(runDir)).filter((name) => name === METRICS_FILE || name.startsWith(STEP_DIR_PREFIX));
+  const names = (await readdir(runDir)).filter((name) => name === METRICS_FILE || name === CONFIG_FILE || name.startsWith(STEP_DIR_PREFIX));
   if (names.length === 0) return null;
   const archive = join(runDir, `${PREVIOUS_RUN_PREFIX}${now.toISOString().replace(/[:.]/g, '-')}`);
   await withFileContext(`moving the previous run in ${runDir} to ${archive}`, async () => {
@@ -74,7 +76,8 @@ export async function trimMetricsAfter(metricsFile: string, step: number): Promi
   const lines = text.split('\n').filter((line) => line.trim() !== '');
   const kept = lines.filter((line) => {
     try {
-      const at = (JSON.parse(line) as Record<string, unknown>)['training/global_step'];
+      // verl's file logger writes {"step": N, "data": {...}} per line.
+      const at = (JSON.parse(line) as { step?: unknown }).step;
       return typeof at !== 'number' || at <= step;
     } catch {
       return false;

@@ -1,4 +1,5 @@
-// The embedded default job: a tiny Qwen3-style model learns multi-digit addition. The built-in actor (used
+// The built-in default job: a tiny Qwen3-style model learns multi-digit addition (its settings: the layer
+// examples/arithmetic_tiny.yaml, imported as text so the browser demo bundles it too). The built-in actor (used
 // when actor_rollout_ref.model.path is null) is created from scratch and given its task's short supervised warm
 // start (ppo/tasks/builtin-tasks.ts: pretraining on correct sums, then SFT on sloppy demonstrations) — enough to be
 // right part of the time — after which PPO with a GAE critic and the exact-match rule reward takes over.
@@ -14,45 +15,11 @@ import type { Arena } from '../../engine/index.ts';
 import { AdamWOptimizer } from '../phases/adamw-optimizer.ts';
 import { SftTrainer, type SftStepResult } from './sft-trainer.ts';
 import type { WarmStartStage } from './builtin-tasks.ts';
+import type { ConfigLayer } from '../config.ts';
+import DEFAULT_JOB_YAML from '../../examples/arithmetic_tiny.yaml';
 
-/** The default job's configuration (what `node train.js` runs when no --config is given). */
-export const DEFAULT_JOB_YAML = `
-data:
-  train_batch_size: 128
-  max_prompt_length: 16
-  max_response_length: 5
-  val_batch_size: null
-actor_rollout_ref:
-  actor:
-    ppo_mini_batch_size: 64
-    ppo_epochs: 1
-    clip_ratio: 0.2
-    entropy_coeff: 0
-    optim:
-      lr: 1.0e-4
-      lr_warmup_steps: 5
-      weight_decay: 0.0
-  rollout:
-    n: 1
-    temperature: 1.0
-critic:
-  optim:
-    lr: 1.0e-3
-    weight_decay: 0.0
-  cliprange_value: 0.5
-algorithm:
-  adv_estimator: gae
-  gamma: 1.0
-  lam: 1.0
-  use_kl_in_reward: false
-trainer:
-  total_epochs: 1
-  total_training_steps: 40
-  test_freq: 10
-  save_freq: -1
-  project_name: webgpu_rlhf
-  experiment_name: arithmetic_tiny
-`;
+/** The built-in job's layer over verl's defaults (what `node train.js` runs with no model and no data). */
+export const DEFAULT_JOB: ConfigLayer = { text: DEFAULT_JOB_YAML, source: 'examples/arithmetic_tiny.yaml' };
 
 export interface WarmStartResult {
   config: DecoderConfig;

@@ -20,7 +20,7 @@ import { removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, prepareRunDire
 import { formatRunError, runMain, withFileContext } from '../../ppo/run/user-error.ts';
 
 const tmp = () => mkdtemp(join(tmpdir(), 'bad-input-'));
-const config = (overrides: string[] = []) => loadConfig({ yamlText: '', yamlSource: 'test', overrides });
+const config = (overrides: string[] = []) => loadConfig({ overrides });
 
 describe('data files', () => {
   const row = { data_source: 'arithmetic', prompt: [{ role: 'user', content: '1+2=' }], reward_model: { ground_truth: '3' } };
@@ -80,7 +80,7 @@ describe('inputs that disagree', () => {
 describe('run directory', () => {
   it('a fresh start moves the previous run\'s metrics and checkpoints aside, never deletes them', async () => {
     const dir = await tmp();
-    await writeFile(join(dir, 'metrics.jsonl'), '{"training/global_step":1}\n');
+    await writeFile(join(dir, 'metrics.jsonl'), '{"step":1,"data":{}}\n');
     await mkdir(join(dir, 'global_step_1'));
     await writeFile(join(dir, 'notes.txt'), 'mine');
     const archive = await setAsidePreviousRun(dir, new Date('2026-01-02T03:04:05.678Z'));
@@ -92,8 +92,8 @@ describe('run directory', () => {
 
   it('resume drops metrics lines past the resumed step and a torn last line', async () => {
     const file = join(await tmp(), 'metrics.jsonl');
-    const lines = [1, 2, 3, 2, 3].map((step) => JSON.stringify({ 'training/global_step': step }));
-    await writeFile(file, [...lines.slice(0, 3), '{"training/glo'].join('\n') + '\n');
+    const lines = [1, 2, 3].map((step) => JSON.stringify({ step, data: { 'training/global_step': step } }));
+    await writeFile(file, [...lines, '{"step": 4, "da'].join('\n') + '\n');
     expect(await trimMetricsAfter(file, 2)).toBe(2);
     expect(await readFile(file, 'utf8')).toBe(lines.slice(0, 2).join('\n') + '\n');
     expect(await trimMetricsAfter(file, 2)).toBe(0);

@@ -83,7 +83,7 @@ describe('config precedence', () => {
   ].join('\n');
 
   it('YAML overrides defaults, key=value overrides YAML, interpolations follow', () => {
-    const c = loadConfig({ yamlText, overrides: ['actor_rollout_ref.actor.ppo_mini_batch_size=4', 'trainer.experiment_name=run1'] });
+    const c = loadConfig({ layers: [{ text: yamlText, source: 'run.yaml' }], overrides: ['actor_rollout_ref.actor.ppo_mini_batch_size=4', 'trainer.experiment_name=run1'] });
     expect(c.data.train_batch_size).toBe(16);
     expect(c.data.train_files).toEqual(['a.parquet', 'b.jsonl']);
     expect(c.actor_rollout_ref.actor.optim.lr).toBe(1e-5);
@@ -124,7 +124,7 @@ describe('config precedence', () => {
   });
 
   it('an empty YAML file changes nothing', () => {
-    expect(loadConfig({ yamlText: '# nothing\n' })).toEqual(loadConfig());
+    expect(loadConfig({ layers: [{ text: '# nothing\n', source: 'empty.yaml' }] })).toEqual(loadConfig());
   });
 });
 
@@ -136,7 +136,7 @@ describe('config errors', () => {
   });
 
   it('unknown keys in the YAML file name the file', () => {
-    const problems = problemsOf({ yamlText: 'trainer:\n  total_epoch: 3\n', yamlSource: 'run.yaml' });
+    const problems = problemsOf({ layers: [{ text: 'trainer:\n  total_epoch: 3\n', source: 'run.yaml' }] });
     expect(problems).toEqual(['unknown key trainer.total_epoch (run.yaml) — did you mean trainer.total_epochs?']);
   });
 
@@ -145,7 +145,7 @@ describe('config errors', () => {
     expectProblem(['trainer.total_epochs=2.5'], 'expected an integer, got 2.5');
     expectProblem(['data.shuffle=yes'], 'data.shuffle', 'expected true or false, got "yes"');
     expectProblem(['actor_rollout_ref.actor.optim.lr=null'], 'actor_rollout_ref.actor.optim.lr', 'expected a number, got null');
-    expectProblem(['trainer.logger=console'], 'trainer.logger', 'expected a list of strings');
+    expectProblem(['trainer.logger=3'], 'trainer.logger', 'expected a list of strings');
     expectProblem(['trainer.project_name=[a,b]'], 'expected a string, got ["a", "b"]');
     expectProblem(['trainer=3'], 'trainer (command line) is a group of keys');
     expectProblem(['data.max_prompt_length=0'], 'data.max_prompt_length (command line) must be positive, got 0');
@@ -156,7 +156,8 @@ describe('config errors', () => {
     expectProblem(['actor_rollout_ref.actor.loss_agg_mode=token_mean'], 'did you mean token-mean?');
     expectProblem(['algorithm.kl_penalty=k4'], 'algorithm.kl_penalty', 'unsupported estimator "k4"');
     expectProblem(['actor_rollout_ref.actor.kl_loss_type=full'], 'actor_rollout_ref.actor.kl_loss_type');
-    expectProblem(['trainer.logger=[console,wandb]'], 'unknown value "wandb"');
+    expectProblem(['trainer.logger=[console,tensorbord]'], 'unknown value "tensorbord"', 'did you mean tensorboard?');
+    expectProblem(['algorithm.adv_estimator=vtrace'], 'unknown value "vtrace" (expected one of');
     expectProblem(['trainer.resume_mode=resume'], 'trainer.resume_mode', 'expected one of auto, disable, resume_path');
     expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gpo'], 'did you mean gspo?');
   });
@@ -204,8 +205,9 @@ describe('config errors', () => {
     expect(problemsOf({ overrides })).toEqual([]);
   });
 
-  it('group estimators need several samples per prompt; greedy sampling cannot give them', () => {
-    expectProblem(['algorithm.adv_estimator=grpo'], 'rollout.n=1', 'set actor_rollout_ref.rollout.n to 2 or more');
+  it('pass@k needs several samples per prompt (GRPO runs a group of one, as verl); greedy sampling cannot give them', () => {
+    expect(problemsOf({ overrides: ['algorithm.adv_estimator=grpo'] })).toEqual([]);
+    expectProblem(['algorithm.adv_estimator=grpo_passk'], 'rollout.n=1', 'set actor_rollout_ref.rollout.n to 2 or more');
     expectProblem(['actor_rollout_ref.rollout.n=4', 'actor_rollout_ref.rollout.do_sample=false'], 'identical responses');
     expectProblem(['actor_rollout_ref.rollout.temperature=0'], 'needs a positive temperature');
     expectProblem(['actor_rollout_ref.rollout.val_kwargs.n=2'], 'actor_rollout_ref.rollout.val_kwargs.n=2', 'identical responses');
@@ -223,8 +225,11 @@ describe('config errors', () => {
   it('search keys: a retriever is needed, one at a time, and only with do_search', () => {
     expectProblem(['do_search=true', 'data.train_files=t.jsonl'], 'do_search=true needs a retriever', 'retriever.url', 'retriever.corpus_path');
     expectProblem(['do_search=true', 'retriever.url=http://127.0.0.1:8000/retrieve', 'retriever.corpus_path=c.jsonl'], 'both set');
-    expectProblem(['retriever.url=http://127.0.0.1:8000/retrieve'], 'retriever.url is set but do_search=false');
-    expectProblem(['data.builtin_task=search_qa'], 'set do_search=true');
+    expectProblem(['do_search=false', 'retriever.url=http://127.0.0.1:8000/retrieve'], 'retriever.url is set but do_search=false');
+    // Unset, do_search follows the retriever, as Search-R1's scripts (which never set it) expect.
+    expect(loadConfig({ overrides: ['retriever.url=http://127.0.0.1:8000/retrieve'] }).do_search).toBe(true);
+    expect(loadConfig().do_search).toBe(false);
+    expectProblem(['do_search=false', 'data.builtin_task=search_qa'], 'set do_search=true');
     expectProblem(['do_search=true', 'max_turns=0'], 'max_turns (command line) must be positive');
     expectProblem(['do_search=true', 'data.builtin_task=search_qa', 'retriever.topk=1.5'], 'retriever.topk', 'expected an integer');
     expectProblem(['data.builtin_task=search'], 'data.builtin_task', 'did you mean search_qa?');
@@ -233,7 +238,7 @@ describe('config errors', () => {
   });
 
   it('interpolations must name known keys and must not cycle', () => {
-    expectProblem(['trainer.experiment_name=${trainer.project}'], 'unknown key trainer.project', 'did you mean trainer.project_name?');
+    expectProblem(['trainer.experiment_name=${trainer.project}'], 'interpolation ${trainer.project} names an unknown key', 'did you mean trainer.project_name?');
     const problems = problemsOf({ overrides: ['trainer.project_name=${trainer.experiment_name}', 'trainer.experiment_name=${trainer.project_name}'] });
     expect(problems.some((p) => p.includes('interpolation cycle'))).toBe(true);
   });
@@ -241,9 +246,9 @@ describe('config errors', () => {
   it('malformed input is a clear error', () => {
     expect(problemsOf({ overrides: ['trainer.total_epochs'] })).toEqual(['override "trainer.total_epochs" is not key.sub=value']);
     expect(problemsOf({ overrides: ['data.train_files=[a,b'] })[0]).toContain('cannot parse the value of override');
-    expect(problemsOf({ overrides: ['~trainer.seed=1'] })[0]).toContain('deleting keys');
-    expect(problemsOf({ yamlText: '- a\n- b\n', yamlSource: 'run.yaml' })[0]).toContain('run.yaml: expected a mapping');
-    expect(problemsOf({ yamlText: 'a: [1\n', yamlSource: 'run.yaml' })[0]).toContain('run.yaml: not valid YAML');
+    expect(problemsOf({ overrides: ['~trainer.sed'] })).toEqual(['~trainer.sed (command line): no such key to delete']);
+    expect(problemsOf({ layers: [{ text: '- a\n- b\n', source: 'run.yaml' }] })[0]).toContain('run.yaml: expected a mapping');
+    expect(problemsOf({ layers: [{ text: 'a: [1\n', source: 'run.yaml' }] })[0]).toContain('run.yaml: not valid YAML');
   });
 
   it('reports every problem at once', () => {

@@ -10,7 +10,7 @@ import { tinyQwen3Config } from '../../models/presets.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { builtinDataset, builtinTokenizer } from '../../ppo/run/builtin-run.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
-import { DEFAULT_JOB_YAML, WARM_START_RECORD_FILE, type WarmStartRecord } from '../../ppo/tasks/default-job.ts';
+import { DEFAULT_JOB, WARM_START_RECORD_FILE, type WarmStartRecord } from '../../ppo/tasks/default-job.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 
 const DIR = resolve(import.meta.dirname, '../..', SHIPPED_CHECKPOINT_PATH);
@@ -34,7 +34,7 @@ describe('the demo\'s shipped checkpoint', () => {
 
   it('records the default job\'s warm-start stages, seeds and a loss per step', async () => {
     const record = JSON.parse(await readFile(join(DIR, WARM_START_RECORD_FILE), 'utf8')) as WarmStartRecord;
-    const config = loadConfig({ yamlText: DEFAULT_JOB_YAML });
+    const config = loadConfig({ layers: [DEFAULT_JOB] });
     const task = BUILTIN_TASKS.arithmetic;
     const { tokenizer, template } = builtinTokenizer(task);
     const { train } = await builtinDataset(config, task, tokenizer, template);

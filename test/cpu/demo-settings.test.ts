@@ -1,7 +1,7 @@
 // The demo's settings panel maps to valid configurations of the default job with the intended keys.
 import { describe, expect, test } from 'vitest';
 import { batchSizes, loadConfig, usesCritic } from '../../ppo/config.ts';
-import { DEFAULT_JOB_YAML } from '../../ppo/tasks/default-job.ts';
+import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';
 import { demoConfig, GRPO_SAMPLES_PER_PROMPT, trainCommand, type DemoSettings } from '../../demo/src/settings.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 import { formatValue } from '../../demo/src/format-value.ts';
@@ -41,7 +41,7 @@ describe('demo settings', () => {
     const { command, differences } = trainCommand(settings);
     const [node, script, ...overrides] = command.split(' ');
     expect(`${node} ${script}`).toBe('node train.js');
-    expect(loadConfig({ yamlText: DEFAULT_JOB_YAML, overrides })).toEqual(demoConfig(settings));
+    expect(loadConfig({ layers: [DEFAULT_JOB], overrides })).toEqual(demoConfig(settings));
     expect(differences.some((d) => d.includes('warm start'))).toBe(settings.checkpoint === null);
   });
 

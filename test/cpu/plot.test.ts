@@ -45,7 +45,7 @@ function countPixels(rgb: Uint8Array, hex: string): number {
 
 /** A small run as the trainer writes it: validation before training and after the last step, no critic, no KL term. */
 function syntheticRun(steps: number): string {
-  const lines = [JSON.stringify({ 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val/test_score/arithmetic': 0.1 })];
+  const lines = [JSON.stringify({ 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val-core/arithmetic/reward/mean@1': 0.1 })];
   for (let step = 1; step <= steps; step++) {
     lines.push(JSON.stringify({
       'training/global_step': step,
@@ -57,7 +57,7 @@ function syntheticRun(steps: number): string {
       'timing_s/step': 2.5,
     }));
   }
-  lines.push(JSON.stringify({ 'training/global_step': steps, 'val/test_score/mean': 0.6, 'val/test_score/arithmetic': 0.6 }));
+  lines.push(JSON.stringify({ 'training/global_step': steps, 'val/test_score/mean': 0.6, 'val-core/arithmetic/reward/mean@1': 0.6 }));
   return lines.join('\n') + '\n';
 }
 
@@ -150,7 +150,7 @@ describe('node tools/plot.js RUN_DIR', () => {
     expect(points('critic/score/mean')).toBe(STEPS);
     expect(points('val/test_score/mean')).toBe(2);
     expect(points('actor/entropy')).toBe(STEPS - 1);
-    expect(html).not.toContain('data-series="val/test_score/arithmetic"');
+    expect(html).not.toContain('data-series="val-core/arithmetic/reward/mean@1"');
     expect(html).toContain('<caption>Metrics at step 5</caption>');
     expect(html).toContain('<tr><th scope="row">val/test_score/mean</th><td class="value">0.6</td></tr>');
   });

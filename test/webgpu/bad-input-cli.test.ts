@@ -47,7 +47,7 @@ describe('node train.js with bad input', () => {
     previousRun = join(tiny.root, 'previous');
     await mkdir(join(previousRun, 'global_step_2', 'actor'), { recursive: true });
     await writeFile(join(previousRun, 'global_step_2', 'trainer_state.json'), '{}');
-    await writeFile(join(previousRun, 'metrics.jsonl'), '{"training/global_step":1}\n{"training/global_step":2}\n');
+    await writeFile(join(previousRun, 'metrics.jsonl'), '{"step":1,"data":{}}\n{"step":2,"data":{}}\n');
   });
   const inPreviousRun = () => [...tiny.overrides, `trainer.default_local_dir=${previousRun}`, 'trainer.resume_mode=disable'];
 
@@ -70,7 +70,7 @@ describe('node train.js with bad input', () => {
   it('resume_mode=disable moves the previous run aside once its inputs load; the new run\'s history starts empty', async () => {
     const dir = join(tiny.root, 'disable');
     await mkdir(join(dir, 'global_step_9'), { recursive: true });
-    await writeFile(join(dir, 'metrics.jsonl'), '{"training/global_step":9}\n');
+    await writeFile(join(dir, 'metrics.jsonl'), '{"step":9,"data":{}}\n');
     const before = await snapshot(dir);
     expect(await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, 'trainer.resume_mode=disable', 'trainer.total_training_steps=1']))
       .toEqual({ code: 0, errors: [] });
@@ -78,7 +78,7 @@ describe('node train.js with bad input', () => {
     const archive = names.find((n) => n.startsWith('previous_run_'))!;
     expect(Object.values(await snapshot(join(dir, archive)))).toEqual(Object.values(before));
     expect(names.filter((n) => n.startsWith('global_step_'))).toEqual(['global_step_1']);
-    const steps = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l)['training/global_step']);
+    const steps = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).step);
     expect(steps).toEqual([1]);
   });
 
@@ -150,10 +150,10 @@ describe('node train.js with bad input', () => {
     expect(await readdir(saved![2])).toContain('trainer_state.json');
     const metrics = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
     const step = Number(saved![1]);
-    expect(metrics.at(-1)['training/global_step']).toBe(step);
+    expect(metrics.at(-1).step).toBe(step);
     const resumed = await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, `trainer.total_training_steps=${step + 1}`]);
     expect(resumed).toEqual({ code: 0, errors: [] });
-    const after = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l)['training/global_step']);
+    const after = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).step);
     expect(after).toEqual([...Array.from({ length: step }, (_, i) => i + 1), step + 1]);
   });
 });

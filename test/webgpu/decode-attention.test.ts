@@ -2,6 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
 import { decodeAttention } from '../../kernels/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/ref/decode-attention.ts';
+import { ropeForwardRef } from '../../kernels/ref/rope.ts';
 import { randomArray, expectClose, seededRandom } from '../helpers.ts';
 
 describe('decode-attention kernel', () => {
@@ -34,6 +35,35 @@ describe('decode-attention kernel', () => {
     const ref = decodeAttentionRef({ ...args, qkv, kCache: kBefore, vCache: vBefore, keyMask });
     expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
     expect(await engine.read(kCache)).toEqual(Float32Array.from(ref.kCache));
+    expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+  });
+
+  // RoPE fused (HS a multiple of 8): the same as the rope reference followed by the attention reference, at
+  // positions past where unreduced angles lose accuracy.
+  it.each(cases.filter((c) => c.HS % 8 === 0))('with RoPE: B=$B NH=$NH NKV=$NKV HS=$HS slot $slot', async (c) => {
+    const engine = await gpuEngine();
+    const W = (c.NH + 2 * c.NKV) * c.HS;
+    const cacheSize = c.cacheRows * c.capacity * c.NKV * c.HS;
+    const maskBatchStride = c.capacity + 1;
+    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, () => 1);
+    const qkv = randomArray(c.B * W, 4, 2);
+    const kBefore = randomArray(cacheSize, 5, 2);
+    const vBefore = randomArray(cacheSize, 6);
+    const positions = Array.from({ length: c.B }, (_, b) => c.slot + 1000 * b);
+    const theta = 10000;
+    const kCache = engine.tensorFrom('k', [cacheSize], kBefore);
+    const vCache = engine.tensorFrom('v', [cacheSize], vBefore);
+    const out = engine.tensor('out', [c.B, c.NH * c.HS]);
+    const args = { ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS) };
+    decodeAttention(engine, {
+      ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
+      keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
+      rope: { positions: engine.tensorFrom('positions', [c.B], positions, 'i32'), theta },
+    });
+    const rotated = ropeForwardRef({ qkv, positions, rows: c.B, NH: c.NH, NKV: c.NKV, HS: c.HS, theta });
+    const ref = decodeAttentionRef({ ...args, qkv: rotated, kCache: kBefore, vCache: vBefore, keyMask });
+    expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
+    expectClose(await engine.read(kCache), ref.kCache, 1e-5, 1e-5, 'kCache');
     expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
   });
 });

@@ -2,10 +2,10 @@
 // that contains the digit 7), the mean reward rises within a few GRPO steps. A broken sign, a zero
 // gradient or an update that never reaches the weights leaves it flat (lr 0: 0.15 → 0.15; lr 3e-2: 0.17 → 1.00).
 import { describe, it, expect } from 'vitest';
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
-import { makeTinyRun } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from './tiny-run.ts';
 
 describe('PPO on a micro task', () => {
   it('raises the mean reward', async () => {
@@ -17,7 +17,7 @@ describe('PPO on a micro task', () => {
       ...overrides, `custom_reward_function.path=${rewardModule}`, 'algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=4',
       'actor_rollout_ref.actor.optim.lr=3e-2', 'trainer.total_training_steps=12', `trainer.default_local_dir=${dir}`,
     ])).toBe(0);
-    const lines = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+    const lines = (await runMetrics(dir)).map((l) => l.data);
     const rewards = lines.filter((m) => m['critic/score/mean'] !== undefined).map((m) => m['critic/score/mean']);
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const first = mean(rewards.slice(0, 3));

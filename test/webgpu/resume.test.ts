@@ -4,10 +4,9 @@ import { describe, it, expect } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
-import { makeTinyRun } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from './tiny-run.ts';
 
-function withoutTimings(line: string): Record<string, number> {
-  const metrics = JSON.parse(line) as Record<string, number>;
+function withoutTimings({ data: metrics }: { data: Record<string, number> }): Record<string, number> {
   for (const key of Object.keys(metrics)) if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];
   return metrics;
 }
@@ -25,7 +24,7 @@ describe('resume', () => {
     expect(await main([...common, `trainer.default_local_dir=${b}`, 'trainer.total_training_steps=2'])).toBe(0);
     expect(await main([...common, `trainer.default_local_dir=${b}`, 'trainer.total_training_steps=3'])).toBe(0);
 
-    const metrics = async (dir: string) => (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map(withoutTimings);
+    const metrics = async (dir: string) => (await runMetrics(dir)).map(withoutTimings);
     const stepLines = (lines: Record<string, number>[]) => lines.filter((m) => m['critic/score/mean'] !== undefined);
     expect(stepLines(await metrics(b))).toEqual(stepLines(await metrics(a)));
     for (const file of ['actor/model.safetensors', 'critic/model.safetensors', 'actor/optimizer.safetensors', 'critic/optimizer.safetensors']) {

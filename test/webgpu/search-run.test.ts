@@ -2,10 +2,9 @@
 // files, the built-in BM25 over retriever.corpus_path, multi-turn rollouts in training and validation, and
 // Search-R1's env/* metrics in metrics.jsonl.
 import { describe, it, expect } from 'vitest';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
-import { makeTinyRun } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from './tiny-run.ts';
 
 describe('search run', () => {
   it('do_search with BM25 over a corpus file: multi-turn steps and validation report env metrics', async () => {
@@ -17,7 +16,7 @@ describe('search run', () => {
       'data.max_response_length=20', 'data.max_obs_length=8', `data.val_files=${data}`, 'trainer.val_before_train=true',
       'actor_rollout_ref.rollout.temperature=1.5', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`,
     ])).toBe(0);
-    const lines = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+    const lines = (await runMetrics(dir)).map((l) => l.data);
     const steps = lines.filter((m) => m['critic/score/mean'] !== undefined);
     expect(steps).toHaveLength(2);
     for (const m of steps) {

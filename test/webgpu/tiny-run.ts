@@ -1,6 +1,6 @@
 // A tiny real run for trainer tests: a fresh 1-layer Qwen3-style model saved as a Hugging Face directory with a
 // built-in task's tokenizer, and a JSONL training file in verl's schema (for the search task, also its corpus).
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
@@ -52,4 +52,9 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
       'critic.optim.lr=1e-2', 'trainer.val_before_train=false', 'trainer.test_freq=-1', 'trainer.logger=[file]',
     ],
   };
+}
+
+/** The metrics a run's file logger wrote, one record per line (verl's shape: {"step": N, "data": {...}}). */
+export async function runMetrics(runDir: string): Promise<{ step: number; data: Record<string, number> }[]> {
+  return (await readFile(join(runDir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line));
 }

@@ -6,10 +6,10 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/cli-node.ts';
 import { plotRun } from '../../tools/plot/cli.ts';
-import { makeTinyRun } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from './tiny-run.ts';
 
 async function stepMetrics(dir: string): Promise<Record<string, number>[]> {
-  const lines = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+  const lines = (await runMetrics(dir)).map((l) => l.data);
   return lines.filter((m) => m['critic/score/mean'] !== undefined);
 }
 

@@ -8,6 +8,7 @@ const SUITES: Record<string, (engine: Engine) => Promise<Row[]>> = {
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
   'lm-head': async (engine) => (await import('./lm-head.ts')).benchmarkLmHead(engine) as unknown as Promise<Row[]>,
+  peers: async (engine) => (await import('./peers.ts')).benchmarkPeers(engine) as unknown as Promise<Row[]>,
 };
 
 function formatTable(rows: Row[]): string {

@@ -30,10 +30,15 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
-export async function benchmarkRollout(engine: Engine, options: { runs?: number } = {}): Promise<RolloutBenchRow[]> {
+export async function benchmarkRollout(
+  engine: Engine,
+  options: { runs?: number; configs?: RolloutBenchRow['config'][]; modes?: RolloutBenchRow['mode'][] } = {},
+): Promise<RolloutBenchRow[]> {
   const runs = options.runs ?? 3;
   const rows: RolloutBenchRow[] = [];
-  for (const [name, config] of [['tiny', BENCH_TINY], ['small', BENCH_SMALL]] as const) {
+  const configs = options.configs ?? ['tiny', 'small'];
+  const wanted = options.modes ?? ['kv-cache', 'no-cache'];
+  for (const [name, config] of ([['tiny', BENCH_TINY], ['small', BENCH_SMALL]] as const).filter(([n]) => configs.includes(n))) {
     const params = createParameterArena(engine, config, `bench-rollout-${name}`);
     uploadArenaTensors(engine, params, initialParameters(config, 1));
     const policy = { config, params };
@@ -50,7 +55,7 @@ export async function benchmarkRollout(engine: Engine, options: { runs?: number 
       ['kv-cache', (length) => generator.generate(prompts, { ...rollout, maxResponseLength: length }), NEW_TOKENS, runs],
       ['no-cache', (length) => generateWithoutCache(lm, prompts, { ...rollout, maxResponseLength: length }), 64 - PROMPT_LENGTH + 1, 1],
     ];
-    for (const [mode, generate, warmupLength, timedRuns] of modes) {
+    for (const [mode, generate, warmupLength, timedRuns] of modes.filter(([m]) => wanted.includes(m))) {
       await generate(warmupLength);
       const times: number[] = [];
       for (let r = 0; r < timedRuns; r++) {

@@ -25,13 +25,17 @@ export function trainStepFlops(c: DecoderConfig, B: number, T: number): number {
   return 3 * forwardFlopsPerToken(c, T) * B * T;
 }
 
-export async function benchmarkTrainStep(engine: Engine, options: { steps?: number; warmup?: number } = {}): Promise<TrainBenchRow[]> {
+export async function benchmarkTrainStep(
+  engine: Engine,
+  options: { steps?: number; warmup?: number; configs?: TrainBenchRow['config'][] } = {},
+): Promise<TrainBenchRow[]> {
   const B = 8;
   const T = 128;
   const steps = options.steps ?? 5;
   const warmup = options.warmup ?? 2;
   const rows: TrainBenchRow[] = [];
-  for (const [name, config] of [['tiny', BENCH_TINY], ['small', BENCH_SMALL]] as const) {
+  const configs = options.configs ?? ['tiny', 'small'];
+  for (const [name, config] of ([['tiny', BENCH_TINY], ['small', BENCH_SMALL]] as const).filter(([n]) => configs.includes(n))) {
     const params = createParameterArena(engine, config, `bench-${name}`);
     uploadArenaTensors(engine, params, initialParameters(config, 1));
     const model = new CausalLm(engine, config, params);

@@ -29,7 +29,7 @@ interface ChartSpec {
   metrics: (run: RunMetrics) => { key: string; label: string }[];
 }
 
-const VAL_SOURCE = /^val\/test_score\/(.+)$/;
+const VAL_SOURCE = /^val-core\/(.+)\/reward\/mean@\d+$/;
 
 const CHARTS: ChartSpec[] = [
   {
@@ -38,12 +38,12 @@ const CHARTS: ChartSpec[] = [
     yLabel: 'score',
     caption: 'Mean rule reward of the training rollouts (equal to accuracy for exact-match tasks) and mean score on the validation set.',
     metrics: (run) => {
-      const sources = metricNames(run).flatMap((k) => VAL_SOURCE.exec(k)?.[1] ?? []).filter((s) => s !== 'mean');
+      const sources = metricNames(run).filter((k) => VAL_SOURCE.test(k));
       return [
         { key: 'critic/score/mean', label: 'reward (critic/score/mean)' },
         { key: 'val/test_score/mean', label: 'validation (val/test_score/mean)' },
         // One source's score is the mean itself; several are worth telling apart.
-        ...(sources.length > 1 ? sources.map((s) => ({ key: `val/test_score/${s}`, label: `validation: ${s}` })) : []),
+        ...(sources.length > 1 ? sources.map((key) => ({ key, label: `validation: ${VAL_SOURCE.exec(key)![1]}` })) : []),
       ];
     },
   },

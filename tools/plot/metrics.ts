@@ -1,4 +1,5 @@
-// Reads a run's metrics.jsonl (one JSON object per line, each with `training/global_step`) into per-step records.
+// Reads a run's metrics.jsonl into per-step records: verl's file logger shape (`{"step": N, "data": {...}}` per
+// line), or one flat object per line with `training/global_step` (runs written before the trainer used verl's shape).
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -42,10 +43,13 @@ export function parseMetrics(text: string, file: string): RunMetrics {
     if (json === null || typeof json !== 'object' || Array.isArray(json)) {
       throw new RunInputError(`${where}: expected a JSON object of metrics, found ${Array.isArray(json) ? 'an array' : JSON.stringify(json)}`);
     }
-    const record = json as Record<string, unknown>;
-    const step = record[STEP_KEY];
+    const entry = json as Record<string, unknown>;
+    const verlShape = 'data' in entry && entry.data !== null && typeof entry.data === 'object' && !Array.isArray(entry.data);
+    const record = (verlShape ? entry.data : entry) as Record<string, unknown>;
+    const stepKey = verlShape ? 'step' : STEP_KEY;
+    const step = entry[stepKey];
     if (typeof step !== 'number' || !Number.isInteger(step) || step < 0) {
-      throw new RunInputError(`${where}: "${STEP_KEY}" is ${JSON.stringify(step)}, expected a non-negative integer`);
+      throw new RunInputError(`${where}: "${stepKey}" is ${JSON.stringify(step)}, expected a non-negative integer`);
     }
     const metrics = byStep.get(step) ?? new Map<string, number>();
     byStep.set(step, metrics);

@@ -1,0 +1,167 @@
+// Checks across keys of a resolved configuration (batch sizes that must divide, options that need or exclude
+// each other), and the batch sizes the trainer schedules with. Each problem says what to set instead.
+import { parseKlEstimator } from '../../kernels/ppo-vocabulary.ts';
+import type { PpoConfig } from './schema.ts';
+import { show } from './errors.ts';
+
+interface MiniBatchKeys {
+  ppo_mini_batch_size: number;
+  ppo_micro_batch_size: number | null;
+  ppo_micro_batch_size_per_gpu: number | null;
+}
+
+/** Effective micro-batch of an actor or critic section: the _per_gpu key, its deprecated alias, or the whole mini-batch. */
+function microBatchSize(section: MiniBatchKeys, miniBatchSequences: number): number {
+  return section.ppo_micro_batch_size_per_gpu ?? section.ppo_micro_batch_size ?? miniBatchSequences;
+}
+
+/** Sequence counts the trainer schedules with: rollout batch, and mini/micro batches of actor and critic. */
+export interface BatchSizes {
+  /** data.train_batch_size × rollout.n */
+  sequences: number;
+  actorMiniBatch: number;
+  actorMicroBatch: number;
+  criticMiniBatch: number;
+  criticMicroBatch: number;
+}
+
+export function batchSizes(config: PpoConfig): BatchSizes {
+  const n = config.actor_rollout_ref.rollout.n;
+  const actorMiniBatch = config.actor_rollout_ref.actor.ppo_mini_batch_size * n;
+  const criticMiniBatch = config.critic.ppo_mini_batch_size * n;
+  return {
+    sequences: config.data.train_batch_size * n,
+    actorMiniBatch,
+    actorMicroBatch: microBatchSize(config.actor_rollout_ref.actor, actorMiniBatch),
+    criticMiniBatch,
+    criticMicroBatch: microBatchSize(config.critic, criticMiniBatch),
+  };
+}
+
+/** Whether this configuration trains with a critic (verl: only GAE uses one). */
+export function usesCritic(config: PpoConfig): boolean {
+  return config.algorithm.adv_estimator === 'gae';
+}
+
+/** The largest divisor of `total` not above `wanted` (a suggestion for a batch size that must divide). */
+function divisorBelow(total: number, wanted: number): number {
+  for (let d = Math.min(wanted, total); d > 1; d--) if (total % d === 0) return d;
+  return 1;
+}
+
+function checkBatchSizes(config: PpoConfig, problems: string[]): void {
+  const { train_batch_size: prompts } = config.data;
+  const n = config.actor_rollout_ref.rollout.n;
+  const sections: [string, MiniBatchKeys][] = [['actor_rollout_ref.actor', config.actor_rollout_ref.actor]];
+  if (usesCritic(config)) sections.push(['critic', config.critic]);
+  for (const [name, section] of sections) {
+    const mini = section.ppo_mini_batch_size;
+    if (section.ppo_micro_batch_size !== null && section.ppo_micro_batch_size_per_gpu !== null) {
+      problems.push(`${name}.ppo_micro_batch_size and ${name}.ppo_micro_batch_size_per_gpu are mutually exclusive: remove ${name}.ppo_micro_batch_size (deprecated)`);
+    }
+    if (prompts % mini !== 0) {
+      // The critic's mini-batch follows the actor's by default: one message for one mistake.
+      const reportedForActor = name === 'critic' && mini === config.actor_rollout_ref.actor.ppo_mini_batch_size;
+      if (!reportedForActor) problems.push(`${name}.ppo_mini_batch_size=${mini} (× rollout.n=${n} = ${mini * n} sequences) must divide data.train_batch_size × rollout.n = ${prompts * n}` +
+        ` — try ${name}.ppo_mini_batch_size=${divisorBelow(prompts, mini)}`);
+      continue;
+    }
+    const micro = microBatchSize(section, mini * n);
+    if ((mini * n) % micro !== 0) {
+      problems.push(`${name}.ppo_micro_batch_size_per_gpu=${micro} must divide the mini-batch of ${mini * n} sequences (ppo_mini_batch_size ${mini} × rollout.n ${n})` +
+        ` — try ${name}.ppo_micro_batch_size_per_gpu=${divisorBelow(mini * n, micro)}`);
+    }
+  }
+}
+
+function checkKlEstimator(path: string, name: string, problems: string[]): void {
+  try {
+    parseKlEstimator(name);
+  } catch (err) {
+    problems.push(`${path}: ${(err as Error).message}`);
+  }
+}
+
+/** Defaults that depend on other keys (do_search: on when the run has something to search; data.seed: trainer.seed). */
+export function deriveDefaults(config: PpoConfig): void {
+  const { retriever, data } = config;
+  config.data.seed ??= config.trainer.seed;
+  config.do_search ??= retriever.url !== null || retriever.corpus_path !== null || (data.train_files === null && data.builtin_task === 'search_qa');
+}
+
+export function checkCombinations(config: PpoConfig, problems: string[]): void {
+  const { actor, rollout, model } = config.actor_rollout_ref;
+  const { algorithm, critic, trainer } = config;
+  checkBatchSizes(config, problems);
+  checkKlEstimator('algorithm.kl_penalty', algorithm.kl_penalty, problems);
+  checkKlEstimator('actor_rollout_ref.actor.kl_loss_type', actor.kl_loss_type, problems);
+
+  const estimator = algorithm.adv_estimator;
+  if (usesCritic(config)) {
+    if (critic.model.path === null && model.path !== null) {
+      problems.push(`algorithm.adv_estimator=gae trains a critic, but critic.model.path is null — set critic.model.path (e.g. to ${model.path}) or use a critic-free estimator such as algorithm.adv_estimator=grpo`);
+    }
+    if (critic.freeze && trainer.critic_warmup > 0) {
+      problems.push(`trainer.critic_warmup=${trainer.critic_warmup} updates only the critic, but critic.freeze=true: nothing would train — set trainer.critic_warmup=0 or critic.freeze=false`);
+    }
+  } else {
+    if (critic.freeze) problems.push(`critic.freeze=true but algorithm.adv_estimator=${estimator} uses no critic — remove critic.freeze or use algorithm.adv_estimator=gae`);
+    if (trainer.critic_warmup > 0) problems.push(`trainer.critic_warmup=${trainer.critic_warmup} but algorithm.adv_estimator=${estimator} uses no critic — set trainer.critic_warmup=0`);
+  }
+  // verl runs the other group estimators with rollout.n=1 (a group of one: mean 0, standard deviation 1).
+  if (estimator === 'grpo_passk' && rollout.n < 2) {
+    problems.push(`algorithm.adv_estimator=grpo_passk compares the responses to one prompt, but actor_rollout_ref.rollout.n=${rollout.n} — set actor_rollout_ref.rollout.n to 2 or more (e.g. 4)`);
+  }
+
+  for (const [path, sampling] of [['actor_rollout_ref.rollout', rollout], ['actor_rollout_ref.rollout.val_kwargs', rollout.val_kwargs]] as const) {
+    if (!sampling.do_sample && sampling.n > 1) {
+      problems.push(`${path}.n=${sampling.n} with ${path}.do_sample=false: greedy decoding gives ${sampling.n} identical responses — set ${path}.do_sample=true or ${path}.n=1`);
+    }
+    if (sampling.do_sample && sampling.temperature === 0) {
+      problems.push(`${path}.do_sample=true with ${path}.temperature=0: sampling needs a positive temperature — set ${path}.do_sample=false for greedy decoding`);
+    }
+  }
+
+  if (config.reward_model.enable && config.reward_model.model.path === null) {
+    problems.push('reward_model.enable=true but reward_model.model.path is null — set it to a Hugging Face *ForSequenceClassification directory');
+  }
+  const overlong = config.reward_model.reward_kwargs.overlong_buffer_cfg;
+  if (overlong.enable) {
+    if (config.reward_model.reward_manager !== 'dapo') problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.enable=true needs reward_model.reward_manager=dapo (got ${config.reward_model.reward_manager})`);
+    const maxLength = config.reward_model.reward_kwargs.max_resp_len ?? config.data.max_response_length;
+    if (overlong.len <= 0 || overlong.len > maxLength) {
+      problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.len=${overlong.len} must be in [1, ${maxLength}] (reward_kwargs.max_resp_len, else data.max_response_length)`);
+    }
+  }
+  if (config.reward_model.enable && config.custom_reward_function.path !== null) {
+    problems.push('reward_model.enable=true scores with the reward model, so custom_reward_function.path would be ignored — use one of them');
+  }
+
+  const { retriever } = config;
+  if (config.do_search) {
+    if (retriever.url !== null && retriever.corpus_path !== null) {
+      problems.push('retriever.url and retriever.corpus_path are both set: the run would search the server and ignore the corpus — set one of them');
+    }
+    if (retriever.url === null && retriever.corpus_path === null && (config.data.train_files !== null || config.data.builtin_task !== 'search_qa')) {
+      problems.push('do_search=true needs a retriever: set retriever.url (a Search-R1 retrieval server) or retriever.corpus_path (a JSONL corpus for the built-in BM25)');
+    }
+  } else {
+    if (retriever.url !== null || retriever.corpus_path !== null) {
+      problems.push(`retriever.${retriever.url !== null ? 'url' : 'corpus_path'} is set but do_search=false: no search would run — set do_search=true`);
+    }
+    if (config.data.train_files === null && config.data.builtin_task === 'search_qa') {
+      problems.push('data.builtin_task=search_qa is a search task — set do_search=true');
+    }
+  }
+
+  if (trainer.resume_mode === 'resume_path') {
+    if (trainer.resume_from_path === null) problems.push('trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N directory)');
+    else if (!/global_step_\d+\/?$/.test(trainer.resume_from_path)) problems.push(`trainer.resume_from_path must name a global_step_N directory, got ${show(trainer.resume_from_path)}`);
+  } else if (trainer.resume_from_path !== null) {
+    problems.push(`trainer.resume_from_path is set but trainer.resume_mode=${trainer.resume_mode} ignores it — set trainer.resume_mode=resume_path`);
+  }
+
+  for (const [path, betas] of [['actor_rollout_ref.actor.optim.betas', actor.optim.betas], ['critic.optim.betas', critic.optim.betas]] as const) {
+    if (betas.length !== 2 || !betas.every((b) => b >= 0 && b < 1)) problems.push(`${path} must be two numbers in [0, 1), got ${show(betas)}`);
+  }
+}

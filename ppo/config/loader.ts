@@ -1,0 +1,434 @@
+// Hydra/OmegaConf-style composition of the configuration: the schema's defaults (verl's), then YAML layers in
+// order (a built-in job, a --config file; Hydra's `defaults:` list and `hydra:` block are skipped), then
+// `key.sub=value` overrides with Hydra's grammar (`+key=`, `++key=`, `~key`, `1_024`, `inf`, a bare string for a
+// list of one), then aliases over their targets, `${a.b}`, `${.sibling}`, `${oc.select:key,default}` and
+// `${oc.env:VAR,default}` interpolation, types, ranges and cross-key checks. Every problem is reported at once. Browser-safe: the caller reads files and
+// passes the environment.
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { KEYS, GROUPS, type Key, type Kind, type PpoConfig } from './schema.ts';
+import { ConfigError, show, closeMatches, suggestKeys } from './errors.ts';
+import { compatKey, HYDRA_BLOCKS } from './verl-compat.ts';
+import { checkCombinations, deriveDefaults } from './checks.ts';
+
+function isMapping(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Raw (unresolved, unchecked) values by full key path, with where each came from. */
+type RawValues = Map<string, { value: unknown; origin: string }>;
+
+/** Everything set on top of the schema's defaults, collected layer by layer. */
+interface Layers {
+  raw: RawValues;
+  /** Aliases seen, applied over their targets once every layer is in. */
+  aliases: Map<string, { from: string; value: unknown; origin: string }>;
+  /** Keys accepted without effect, with why. */
+  ignored: Map<string, string>;
+  problems: string[];
+}
+
+function assign(layers: Layers, path: string, value: unknown, origin: string): void {
+  const { raw, problems } = layers;
+  if (KEYS.has(path)) {
+    raw.set(path, { value, origin });
+    return;
+  }
+  if (GROUPS.has(path) && !isMapping(value)) {
+    const members = [...KEYS.keys()].filter((k) => k.startsWith(`${path}.`)).slice(0, 3);
+    problems.push(`${path} (${origin}) is a group of keys (${members.join(', ')}, …), not a value: got ${show(value)}`);
+    return;
+  }
+  if (isMapping(value) && (GROUPS.has(path) || compatKey(path) === null)) {
+    for (const [name, member] of Object.entries(value)) assign(layers, `${path}.${name}`, member, origin);
+    return;
+  }
+  const compat = compatKey(path);
+  if (compat === null) {
+    const suggestions = suggestKeys(path, KEYS.keys());
+    problems.push(`unknown key ${path} (${origin})${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
+  } else if (compat.kind === 'alias') {
+    const aliased = compat.value ? compat.value(value) : value;
+    if (aliased !== undefined) layers.aliases.set(compat.to, { from: path, value: aliased, origin });
+  } else if (compat.kind === 'only') {
+    if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}) cannot be honoured: ${compat.reason} — remove it or set ${path}=${show(compat.value)}`);
+  } else if (compat.kind === 'default') {
+    if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}): this verl feature is not implemented here; only verl's default ${show(compat.value)} is accepted — remove it`);
+  } else if (compat.kind === 'ignored') {
+    layers.ignored.set(path, compat.reason);
+  }
+}
+
+/** YAML and the command line spell booleans and numbers several ways (True, "1"): compare what they mean. */
+function sameValue(value: unknown, expected: unknown): boolean {
+  if (typeof expected === 'boolean') return value === expected || (typeof value === 'string' && value.toLowerCase() === String(expected));
+  if (typeof expected === 'number') return asNumber(value) === expected;
+  if (isMapping(expected)) return isMapping(value) && JSON.stringify(value) === JSON.stringify(expected);
+  return value === expected;
+}
+
+function removeKey(layers: Layers, path: string, origin: string): void {
+  const matched = [...KEYS.keys()].filter((k) => k === path || k.startsWith(`${path}.`));
+  for (const key of matched) layers.raw.set(key, { value: KEYS.get(key)!.defaultValue, origin: `${origin}, deleted` });
+  let found = matched.length > 0;
+  for (const [target, alias] of layers.aliases) {
+    if (alias.from === path || alias.from.startsWith(`${path}.`)) {
+      layers.aliases.delete(target);
+      found = true;
+    }
+  }
+  for (const key of layers.ignored.keys()) {
+    if (key === path || key.startsWith(`${path}.`)) {
+      layers.ignored.delete(key);
+      found = true;
+    }
+  }
+  // A verl key accepted beside the schema exists in verl's config even when unset here: deleting it is no error.
+  if (!found && compatKey(path) === null) layers.problems.push(`~${path} (${origin}): no such key to delete`);
+}
+
+/**
+ * A command-line value as Hydra reads it: numbers, true/false, null, [lists], {maps}, quoted or plain strings.
+ * YAML's flow syntax is that grammar; an empty value is the empty string, as in Hydra.
+ */
+function parseOverrideValue(text: string, override: string): unknown {
+  if (text.trim() === '') return '';
+  try {
+    return parseYaml(text);
+  } catch (err) {
+    throw new ConfigError([`cannot parse the value of override ${JSON.stringify(override)}: ${(err as Error).message.split('\n')[0]}`]);
+  }
+}
+
+/** `key=value`, Hydra's `+key=value` / `++key=value` (add; every key already exists here, so they set it) and `~key` (delete). */
+function parseOverride(override: string): { path: string; value: unknown; remove: boolean } {
+  if (override.startsWith('~')) {
+    const eq = override.indexOf('=');
+    return { path: override.slice(1, eq < 0 ? undefined : eq).trim(), value: undefined, remove: true };
+  }
+  const eq = override.indexOf('=');
+  if (eq <= 0) throw new ConfigError([`override ${JSON.stringify(override)} is not key.sub=value`]);
+  const path = override.slice(0, eq).trim().replace(/^\+\+?/, '');
+  return { path, value: parseOverrideValue(override.slice(eq + 1), override), remove: false };
+}
+
+const INTERPOLATION = /\$\{([^}]*)\}/g;
+
+/** `${oc.env:VAR}` or `${oc.env:VAR,default}`: the environment variable, else the default, else an error. */
+function envValue(ref: string, env: Readonly<Record<string, string | undefined>>): { value: string } | { missing: string } | null {
+  const m = /^oc\.env:([^,]+)(?:,(.*))?$/.exec(ref);
+  if (!m) return null;
+  const name = m[1].trim();
+  const value = env[name];
+  if (value !== undefined) return { value };
+  if (m[2] !== undefined) return { value: m[2].trim().replace(/^(['"])(.*)\1$/, '$2') };
+  return { missing: name };
+}
+
+/** OmegaConf's relative reference: `.x` is a sibling of `from`, `..x` a sibling of its group, and so on. */
+function absolutePath(ref: string, from: string): string {
+  const dots = /^\.*/.exec(ref)![0].length;
+  if (dots === 0) return ref;
+  return [...from.split('.').slice(0, -dots), ref.slice(dots)].join('.');
+}
+
+/** Resolves `${a.b}` and relative `${.b}` references (whole-value references keep the referenced value's type), `${oc.env:…}` and `${oc.select:key,default}`. */
+function resolveInterpolations(raw: RawValues, env: Readonly<Record<string, string | undefined>>, problems: string[]): Map<string, unknown> {
+  const resolved = new Map<string, unknown>();
+  const resolving = new Set<string>();
+  const failed = Symbol('failed');
+
+  const resolve = (path: string): unknown => {
+    if (resolved.has(path)) return resolved.get(path);
+    const { value, origin } = raw.get(path)!;
+    if (typeof value !== 'string' || !value.includes('${')) {
+      resolved.set(path, value);
+      return value;
+    }
+    if (resolving.has(path)) {
+      problems.push(`${path} (${origin}): interpolation cycle through ${[...resolving].join(' → ')} → ${path}`);
+      return failed;
+    }
+    resolving.add(path);
+    const lookup = (written: string): unknown => {
+      const select = /^oc\.select:([^,]+)(?:,(.*))?$/.exec(written);
+      if (select) {
+        const target = absolutePath(select[1].trim(), path);
+        if (KEYS.has(target)) return resolve(target);
+        return select[2] === undefined ? null : parseYaml(select[2].trim());
+      }
+      const ref = absolutePath(written, path);
+      const fromEnv = envValue(ref, env);
+      if (fromEnv !== null) {
+        if ('value' in fromEnv) return fromEnv.value;
+        problems.push(`${path} (${origin}): \${${ref}}: environment variable ${fromEnv.missing} is not set (give a default: \${oc.env:${fromEnv.missing},value})`);
+        return failed;
+      }
+      if (!KEYS.has(ref)) {
+        const suggestions = suggestKeys(ref, KEYS.keys());
+        problems.push(`${path} (${origin}): interpolation \${${ref}} names an unknown key${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
+        return failed;
+      }
+      return resolve(ref);
+    };
+    const whole = /^\$\{([^}]*)\}$/.exec(value);
+    let result: unknown;
+    if (whole) {
+      result = lookup(whole[1]);
+    } else {
+      const parts = [...value.matchAll(INTERPOLATION)].map((m) => lookup(m[1]));
+      let i = 0;
+      result = parts.includes(failed) ? failed : value.replace(INTERPOLATION, () => String(parts[i++]));
+    }
+    resolving.delete(path);
+    resolved.set(path, result);
+    return result;
+  };
+
+  for (const path of KEYS.keys()) resolve(path);
+  for (const [path, value] of resolved) if (value === failed) resolved.delete(path);
+  return resolved;
+}
+
+/** The key whose value this key copies whole (`${other.key}`), if it does. */
+function referencedKey(raw: RawValues, path: string): string | null {
+  const value = raw.get(path)!.value;
+  const whole = typeof value === 'string' ? /^\$\{([^}]*)\}$/.exec(value) : null;
+  return whole && KEYS.has(whole[1]) ? whole[1] : null;
+}
+
+const EXPECTED: Record<Kind, string> = {
+  int: 'an integer',
+  float: 'a number',
+  bool: 'true or false',
+  string: 'a string',
+  strings: 'a list of strings',
+  floats: 'a list of numbers',
+  files: 'a file path or a list of file paths',
+};
+
+/**
+ * Numbers may arrive as strings: quoted YAML values (OmegaConf accepts them for numeric nodes), and Hydra's
+ * spellings that YAML 1.2 reads as strings: digit separators (1_024) and inf / -inf / nan.
+ */
+function asNumber(value: unknown): number | null {
+  if (typeof value === 'number') return value;
+  if (typeof value !== 'string') return null;
+  const text = value.trim().toLowerCase();
+  if (/^[+-]?\.?inf$/.test(text)) return text.startsWith('-') ? -Infinity : Infinity;
+  if (/^\.?nan$/.test(text)) return NaN;
+  const plain = /^[+-]?\d+(_\d+)*(\.\d*)?(e[+-]?\d+)?$/.test(text) ? text.replace(/_/g, '') : text;
+  return plain !== '' && Number.isFinite(Number(plain)) ? Number(plain) : null;
+}
+
+/** The value converted to the key's type, or the phrase of what was expected. */
+function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expected: string } {
+  if (value === null) return key.nullable ? { value: null } : { expected: EXPECTED[key.kind] };
+  switch (key.kind) {
+    case 'int': {
+      const n = asNumber(value);
+      return n !== null && Number.isInteger(n) ? { value: n } : { expected: EXPECTED.int };
+    }
+    case 'float': {
+      const n = asNumber(value);
+      return n !== null && !Number.isNaN(n) ? { value: n } : { expected: EXPECTED.float };
+    }
+    case 'bool':
+      return typeof value === 'boolean' ? { value } : { expected: EXPECTED.bool };
+    case 'string':
+      if (typeof value === 'number') return { value: String(value) };
+      return typeof value === 'string' ? { value } : { expected: EXPECTED.string };
+    case 'files':
+      if (typeof value === 'string') return { value };
+      return Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string') ? { value } : { expected: EXPECTED.files };
+    case 'strings':
+      // Hydra and verl accept one string for a list of one (trainer.logger=console).
+      if (typeof value === 'string') return { value: [value] };
+      return Array.isArray(value) && value.every((v) => typeof v === 'string') ? { value } : { expected: EXPECTED.strings };
+    case 'floats': {
+      const numbers = Array.isArray(value) ? value.map(asNumber) : null;
+      return numbers && numbers.every((n) => n !== null && Number.isFinite(n)) ? { value: numbers } : { expected: EXPECTED.floats };
+    }
+  }
+}
+
+function checkValue(path: string, key: Key<unknown>, value: unknown, origin: string, problems: string[]): unknown {
+  const result = coerce(key, value);
+  if ('expected' in result) {
+    problems.push(`${path} (${origin}): expected ${result.expected}${key.nullable ? ' or null' : ''}, got ${show(value)}`);
+    return undefined;
+  }
+  const v = result.value;
+  if (key.range && typeof v === 'number' && !key.range.test(v)) problems.push(`${path} (${origin}) must be ${key.range.what}, got ${v}`);
+  if (key.choices) {
+    for (const choice of Array.isArray(v) ? v : [v]) {
+      if (typeof choice === 'string' && !key.choices.includes(choice)) {
+        const close = closeMatches(choice, key.choices);
+        problems.push(`${path} (${origin}): unknown value ${show(choice)}${close.length > 0 ? ` — did you mean ${close.join(' or ')}?` : ''} (expected one of ${key.choices.join(', ')})`);
+      }
+    }
+  }
+  return v;
+}
+
+function buildTree(values: Map<string, unknown>): PpoConfig {
+  const root: Record<string, unknown> = {};
+  for (const path of KEYS.keys()) {
+    const parts = path.split('.');
+    let node = root;
+    for (const part of parts.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
+    node[parts[parts.length - 1]] = values.get(path);
+  }
+  return root as PpoConfig;
+}
+
+/** A YAML document layered over the defaults. */
+export interface ConfigLayer {
+  text: string;
+  /** Where the text came from, for messages (a file name, "the default job"). */
+  source: string;
+}
+
+export interface LoadConfigOptions {
+  /** YAML layers, applied over the defaults in order (later wins). */
+  layers?: readonly ConfigLayer[];
+  /** `key.sub=value` strings, applied after the layers in order. */
+  overrides?: readonly string[];
+  /** Environment for `${oc.env:VAR}` (Node: process.env). */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+export interface ComposedConfig {
+  config: PpoConfig;
+  /** Lines for the user: keys accepted without effect and why, deprecated spellings, skipped Hydra blocks. */
+  notes: string[];
+}
+
+function parseLayer(layer: ConfigLayer): Record<string, unknown> {
+  let document: unknown;
+  try {
+    document = parseYaml(layer.text);
+  } catch (err) {
+    throw new ConfigError([`${layer.source}: not valid YAML: ${(err as Error).message}`]);
+  }
+  if (document === null || document === undefined) return {};
+  if (!isMapping(document)) throw new ConfigError([`${layer.source}: expected a mapping of config keys at the top level, got ${show(document)}`]);
+  return document;
+}
+
+function notesOf(layers: Layers, skippedBlocks: Set<string>): string[] {
+  const notes: string[] = [];
+  for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
+  if (layers.aliases.size > 0) {
+    notes.push(`read ${layers.aliases.size} deprecated or Search-R1 spelling(s) as schema keys: ` +
+      [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '));
+  }
+  if (layers.ignored.size > 0) {
+    const byReason = new Map<string, string[]>();
+    for (const [path, reason] of layers.ignored) byReason.set(reason, [...(byReason.get(reason) ?? []), path]);
+    notes.push(`ignored ${layers.ignored.size} key(s) with no meaning on one WebGPU adapter: ` +
+      [...byReason].map(([reason, paths]) => `${paths.join(', ')} (${reason})`).join('; '));
+  }
+  return notes;
+}
+
+/** Defaults ← YAML layers ← overrides ← aliases, interpolated and validated; throws ConfigError listing every problem. */
+export function composeConfig({ layers = [], overrides = [], env = {} }: LoadConfigOptions = {}): ComposedConfig {
+  const state: Layers = {
+    raw: new Map([...KEYS].map(([path, key]) => [path, { value: key.defaultValue, origin: 'default' }])),
+    aliases: new Map(),
+    ignored: new Map(),
+    problems: [],
+  };
+  const { raw, problems } = state;
+  const skippedBlocks = new Set<string>();
+  for (const layer of layers) {
+    for (const [name, value] of Object.entries(parseLayer(layer))) {
+      if (name in HYDRA_BLOCKS) skippedBlocks.add(name);
+      else assign(state, name, value, layer.source);
+    }
+  }
+  for (const override of overrides) {
+    const { path, value, remove } = parseOverride(override);
+    if (remove) removeKey(state, path, 'command line');
+    else assign(state, path, value, 'command line');
+  }
+  for (const [target, alias] of state.aliases) raw.set(target, { value: alias.value, origin: `${alias.origin}, as ${alias.from}` });
+
+  const resolved = resolveInterpolations(raw, env, problems);
+  const values = new Map<string, unknown>();
+  const valid = new Map<string, boolean>();
+  // A key that copies another whole (verl's critic.ppo_epochs: ${actor_rollout_ref.actor.ppo_epochs}) is checked
+  // after it and stays quiet when that one was already reported: one message for one mistake.
+  const check = (path: string): boolean => {
+    if (valid.has(path)) return valid.get(path)!;
+    valid.set(path, false);
+    const source = referencedKey(raw, path);
+    const sourceValid = source === null || check(source);
+    if (!resolved.has(path)) return false;
+    const before = problems.length;
+    values.set(path, checkValue(path, KEYS.get(path)!, resolved.get(path), raw.get(path)!.origin, problems));
+    if (!sourceValid) problems.length = before;
+    valid.set(path, sourceValid && problems.length === before);
+    return valid.get(path)!;
+  };
+  for (const path of KEYS.keys()) check(path);
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const config = buildTree(values);
+  deriveDefaults(config);
+  checkCombinations(config, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { config, notes: notesOf(state, skippedBlocks) };
+}
+
+/** composeConfig's configuration alone. */
+export function loadConfig(options: LoadConfigOptions = {}): PpoConfig {
+  return composeConfig(options).config;
+}
+
+/** The resolved configuration as YAML (`--cfg job`, and RUN_DIR/config.yaml, as Hydra's .hydra/config.yaml). */
+export function configToYaml(config: PpoConfig): string {
+  return stringifyYaml(config, { nullStr: 'null' });
+}
+
+function showDefault(value: unknown): string {
+  if (typeof value === 'string') return value === '' ? '""' : value;
+  if (Array.isArray(value)) return `[${value.map(showDefault).join(', ')}]`;
+  return String(value);
+}
+
+/** Flattens a YAML layer into dotted key paths (for --help's layer column). */
+function flatten(value: unknown, prefix: string, out: Map<string, unknown>): Map<string, unknown> {
+  if (isMapping(value) && !KEYS.has(prefix)) {
+    for (const [name, member] of Object.entries(value)) flatten(member, prefix ? `${prefix}.${name}` : name, out);
+  } else {
+    out.set(prefix, value);
+  }
+  return out;
+}
+
+/**
+ * Every key with its default and meaning, grouped as in the YAML file (for `node train.js --help`); a key the
+ * built-in job's layer sets shows that value too, as it runs when no model and no data are given.
+ */
+export function formatHelp(builtinJob?: ConfigLayer): string {
+  const job = builtinJob ? flatten(parseLayer(builtinJob), '', new Map()) : new Map<string, unknown>();
+  const lines = [
+    'Configuration keys, by layer (later wins): verl\'s default (shown after =)' +
+      (builtinJob ? `, or ${builtinJob.source} when neither actor_rollout_ref.model.path nor data.train_files is set (shown as [built-in job: …])` : '') +
+      ', then a --config YAML file, then key.sub=value on the command line.',
+  ];
+  let group: string | null = null;
+  for (const [path, key] of KEYS) {
+    const dot = path.lastIndexOf('.');
+    const parent = dot < 0 ? '' : path.slice(0, dot);
+    if (parent !== group) {
+      lines.push('', parent === '' ? '(top level):' : `${parent}:`);
+      group = parent;
+    }
+    const choices = key.choices && key.kind === 'string' ? ` (${key.choices.join(' | ')})` : '';
+    const layer = job.has(path) ? `   [built-in job: ${showDefault(job.get(path))}]` : '';
+    lines.push(`  ${path.slice(dot + 1)} = ${showDefault(key.defaultValue)}${layer}`, `      ${key.help}${choices}`);
+  }
+  return lines.join('\n');
+}

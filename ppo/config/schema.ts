@@ -1,0 +1,252 @@
+// The trainer's configuration schema: verl's ppo_trainer.yaml keys and verl's defaults (only those that mean
+// something in this engine, plus algorithm.reward_mask_ratio, critic.freeze, trainer.seed and Search-R1's search
+// keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
+// command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
+import { LOSS_AGG_MODES } from '../../kernels/ppo-vocabulary.ts';
+import { ADV_ESTIMATORS } from '../algorithm/advantage-estimators.ts';
+
+export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
+/** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */
+type Interpolation = `\${${string}}${string}`;
+
+interface Range {
+  /** Completes "must be …". */
+  what: string;
+  test: (value: number) => boolean;
+}
+
+const positive: Range = { what: 'positive', test: (v) => v > 0 };
+const nonNegative: Range = { what: '≥ 0', test: (v) => v >= 0 };
+const unitInterval: Range = { what: 'in [0, 1]', test: (v) => v >= 0 && v <= 1 };
+const openUnitInterval: Range = { what: 'in (0, 1)', test: (v) => v > 0 && v < 1 };
+const probability: Range = { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 };
+
+export class Key<T> {
+  /** Phantom: the value type of this key in PpoConfig. */
+  declare readonly valueType: T;
+
+  constructor(
+    readonly kind: Kind,
+    readonly defaultValue: T | Interpolation,
+    readonly help: string,
+    readonly nullable = false,
+    readonly range: Range | null = null,
+    readonly choices: readonly string[] | null = null,
+  ) {}
+}
+
+const int = (value: number | Interpolation, help: string, range: Range | null = null) => new Key<number>('int', value, help, false, range);
+const optInt = (value: number | null | Interpolation, help: string, range: Range | null = null) => new Key<number | null>('int', value, help, true, range);
+const float = (value: number, help: string, range: Range | null = null) => new Key<number>('float', value, help, false, range);
+const optFloat = (value: number | null, help: string, range: Range | null = null) => new Key<number | null>('float', value, help, true, range);
+const bool = (value: boolean | Interpolation, help: string) => new Key<boolean>('bool', value, help);
+const optBool = (value: boolean | null, help: string) => new Key<boolean | null>('bool', value, help, true);
+const str = (value: string, help: string) => new Key<string>('string', value, help);
+const optStr = (value: string | null | Interpolation, help: string) => new Key<string | null>('string', value, help, true);
+const oneOf = <C extends string>(value: C | Interpolation, choices: readonly C[], help: string) => new Key<C>('string', value, help, false, null, choices);
+
+function optimizerKeys(lr: number) {
+  return {
+    lr: float(lr, 'AdamW learning rate', nonNegative),
+    lr_warmup_steps: int(-1, 'Linear warmup steps; negative: lr_warmup_steps_ratio × total steps'),
+    lr_warmup_steps_ratio: float(0, 'Warmup as a fraction of the total training steps', unitInterval),
+    lr_scheduler_type: oneOf('constant', ['constant', 'cosine'], 'Schedule after warmup (verl\'s deprecated spelling: warmup_style)'),
+    min_lr_ratio: float(0, 'cosine: the final learning rate as a fraction of lr', unitInterval),
+    num_cycles: float(0.5, 'cosine: number of cosine half-periods × 2 over the run (0.5 decays once)', positive),
+    weight_decay: float(0.01, 'AdamW decoupled weight decay', nonNegative),
+    betas: new Key<number[]>('floats', [0.9, 0.999], 'AdamW β1, β2'),
+  };
+}
+
+/** trainer.logger values: the sinks this engine writes, and verl's service loggers it accepts and skips. */
+export const WRITTEN_LOGGERS = ['console', 'file', 'tensorboard'] as const;
+export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'clearml'] as const;
+const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
+
+const KL_ESTIMATOR_HELP = 'kl|k1, abs, mse|k2, low_var_kl|k3; a trailing + keeps the value and takes the k2 gradient';
+
+/** Every key, its default and its meaning. The shape of this object is the shape of PpoConfig. */
+const SCHEMA = {
+  data: {
+    tokenizer: optStr(null, 'Tokenizer directory; null: the actor model\'s own'),
+    train_files: new Key<string | string[] | null>('files', null, 'Training prompts: Parquet or JSONL file(s) in verl\'s RL schema; null: the built-in arithmetic task', true),
+    val_files: new Key<string | string[] | null>('files', null, 'Validation prompts, same schema; null: the built-in task\'s held-out set', true),
+    prompt_key: str('prompt', 'Column holding each prompt\'s chat messages'),
+    reward_fn_key: str('data_source', 'Column that selects the rule reward'),
+    max_prompt_length: int(512, 'Longest prompt in tokens, chat template included', positive),
+    max_response_length: int(512, 'Longest response in tokens (with do_search: all turns and observations together)', positive),
+    max_obs_length: int(512, 'do_search: observation tokens kept per search (longer ones are cut)', positive),
+    builtin_task: oneOf('arithmetic', ['arithmetic', 'search_qa'], 'Task of the built-in run (train_files null): arithmetic, or search_qa (invented facts found only by searching; needs do_search)'),
+    train_max_samples: int(-1, 'Use only the first N training prompts; -1: all (Search-R1: data.train_data_num)'),
+    val_max_samples: int(-1, 'Use only the first N validation prompts; -1: all (Search-R1: data.val_data_num)'),
+    train_batch_size: int(1024, 'Prompts per training step (each sampled rollout.n times)', positive),
+    val_batch_size: optInt(null, 'Prompts per validation batch; null: the whole validation set', positive),
+    shuffle: bool(true, 'Reshuffle the training prompts every epoch'),
+    // Typed number: a null (verl's default, "unseeded") becomes trainer.seed in deriveDefaults before anyone reads it.
+    seed: new Key<number>('int', 1, 'Seed of the per-epoch shuffle; null (verl\'s generated config): trainer.seed, so runs stay reproducible', true),
+    filter_overlong_prompts: bool(false, 'Drop prompts longer than max_prompt_length instead of applying data.truncation'),
+    truncation: oneOf('error', ['error', 'left', 'right', 'middle'], 'Overlong prompts: fail, keep the last (left) / first (right) tokens, or both ends (middle)'),
+  },
+  actor_rollout_ref: {
+    model: {
+      path: optStr(null, 'Hugging Face directory of the actor (the reference is its frozen copy); null: the built-in tiny Qwen3-style model'),
+      custom_chat_template: optStr(null, 'Jinja chat template replacing the tokenizer\'s (saved with checkpoints); \'{{ messages[-1].content }}\' feeds a base model the prompt as plain text'),
+      enable_gradient_checkpointing: bool(true, 'Activation recomputation: keep only each layer\'s input in the forward, recompute the layer in backward (same gradients, about a third more compute)'),
+    },
+    actor: {
+      ppo_mini_batch_size: int(256, 'Prompts per optimizer step (× rollout.n sequences)', positive),
+      ppo_micro_batch_size: optInt(null, 'Deprecated spelling of ppo_micro_batch_size_per_gpu (one device here)', positive),
+      ppo_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward/backward; smaller than the mini-batch accumulates gradients; null: the whole mini-batch', positive),
+      use_dynamic_bsz: bool(false, 'Form micro-batches by a token budget (ppo_max_token_len_per_gpu) instead of ppo_micro_batch_size_per_gpu: similar lengths together, each padded only to its own longest sequence'),
+      ppo_max_token_len_per_gpu: int(16384, 'use_dynamic_bsz: tokens per micro-batch, padding included (rows × (longest prompt + longest response))', positive),
+      ppo_epochs: int(1, 'Passes over each rollout batch', positive),
+      shuffle: bool(false, 'Shuffle sequences across mini-batches every PPO epoch'),
+      grad_clip: float(1.0, 'Clip the global gradient norm to this', positive),
+      clip_ratio: float(0.2, 'PPO clip ε as verl keeps it; the two sides are set by clip_ratio_low / clip_ratio_high', openUnitInterval),
+      clip_ratio_low: float(0.2, 'Lower clip: ratio ≥ 1 − clip_ratio_low', openUnitInterval),
+      clip_ratio_high: float(0.2, 'Upper clip: ratio ≤ 1 + clip_ratio_high (DAPO\'s clip-higher raises it)', positive),
+      clip_ratio_c: float(3.0, 'Dual-clip PPO: bound of the loss for negative advantages, > 1', { what: 'greater than 1', test: (v) => v > 1 }),
+      loss_agg_mode: oneOf('token-mean', LOSS_AGG_MODES, 'How token losses become one loss'),
+      entropy_coeff: float(0, 'Entropy bonus coefficient'),
+      use_kl_loss: bool(false, 'Add a KL-to-reference loss term (as GRPO does)'),
+      kl_loss_coef: float(0.001, 'Coefficient of the KL loss term', nonNegative),
+      kl_loss_type: str('low_var_kl', `KL estimator of the loss term: ${KL_ESTIMATOR_HELP}`),
+      policy_loss: {
+        loss_mode: oneOf('vanilla', ['vanilla', 'gspo'], 'Policy loss: token-level clipped PPO (vanilla) or sequence-level GSPO'),
+      },
+      optim: optimizerKeys(1e-6),
+    },
+    rollout: {
+      n: int(1, 'Responses sampled per prompt (> 1 for GRPO, RLOO, …)', positive),
+      temperature: float(1.0, 'Sampling temperature', nonNegative),
+      top_k: int(-1, 'Keep the k most likely tokens; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
+      top_p: float(1, 'Nucleus sampling mass', probability),
+      do_sample: bool(true, 'Sample; false: greedy'),
+      log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward when recomputing old log-probs; null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),
+      gpu_memory_utilization: float(0.5, 'Fraction of the device memory generation may take (KV caches, activations, logits); WebGPU reports no device memory, so of an assumed 4 GiB', { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 }),
+      log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.actor.use_dynamic_bsz}', 'Log-prob forwards by a token budget (the reference\'s default; old log-probs come from the sampler here)'),
+      log_prob_max_token_len_per_gpu: int('${actor_rollout_ref.actor.ppo_max_token_len_per_gpu}', 'log_prob_use_dynamic_bsz: tokens per forward, padding included', positive),
+      val_kwargs: {
+        n: int(1, 'Responses per validation prompt', positive),
+        temperature: float(0, 'Validation sampling temperature', nonNegative),
+        top_k: int(-1, 'Validation top-k; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
+        top_p: float(1.0, 'Validation nucleus mass', probability),
+        do_sample: bool(false, 'Sample during validation; false: greedy'),
+      },
+    },
+    ref: {
+      log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward of the reference model; null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),
+      log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.rollout.log_prob_use_dynamic_bsz}', 'Reference forwards by a token budget instead of log_prob_micro_batch_size_per_gpu'),
+      log_prob_max_token_len_per_gpu: int('${actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu}', 'log_prob_use_dynamic_bsz: tokens per reference forward, padding included', positive),
+    },
+  },
+  critic: {
+    model: {
+      path: optStr('${actor_rollout_ref.model.path}', 'Hugging Face directory the critic starts from (a value head is added when it has none)'),
+      enable_gradient_checkpointing: bool(true, 'Critic activation recomputation in backward (same gradients, about a third more compute)'),
+    },
+    optim: optimizerKeys(1e-5),
+    ppo_mini_batch_size: int('${actor_rollout_ref.actor.ppo_mini_batch_size}', 'Prompts per critic optimizer step (× rollout.n sequences)', positive),
+    ppo_micro_batch_size: optInt(null, 'Deprecated spelling of ppo_micro_batch_size_per_gpu (one device here)', positive),
+    ppo_micro_batch_size_per_gpu: optInt(null, 'Sequences per critic forward/backward; null: the whole mini-batch', positive),
+    forward_micro_batch_size_per_gpu: optInt('${critic.ppo_micro_batch_size_per_gpu}', 'Sequences per critic forward when computing values; null: all at once', positive),
+    use_dynamic_bsz: bool('${actor_rollout_ref.actor.use_dynamic_bsz}', 'Critic micro-batches and value forwards by a token budget'),
+    ppo_max_token_len_per_gpu: int(32768, 'use_dynamic_bsz: tokens per critic micro-batch, padding included', positive),
+    forward_max_token_len_per_gpu: int('${critic.ppo_max_token_len_per_gpu}', 'use_dynamic_bsz: tokens per value forward, padding included', positive),
+    ppo_epochs: int('${actor_rollout_ref.actor.ppo_epochs}', 'Critic passes over each rollout batch', positive),
+    shuffle: bool('${actor_rollout_ref.actor.shuffle}', 'Shuffle sequences across critic mini-batches'),
+    grad_clip: float(1.0, 'Clip the critic\'s global gradient norm to this', positive),
+    cliprange_value: float(0.5, 'Clip new values to old values ± this in the value loss', positive),
+    loss_agg_mode: oneOf('${actor_rollout_ref.actor.loss_agg_mode}', LOSS_AGG_MODES, 'How token value losses become one loss'),
+    freeze: bool(false, 'Compute values but never update the critic'),
+  },
+  reward_model: {
+    enable: bool(false, 'Score responses with a neural reward model instead of the rule reward'),
+    model: {
+      path: optStr(null, 'Hugging Face *ForSequenceClassification directory'),
+    },
+    micro_batch_size_per_gpu: optInt(null, 'Sequences per reward-model forward; null: all at once (deprecated spelling: micro_batch_size)', positive),
+    reward_manager: oneOf('naive', ['naive', 'dapo'], 'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty'),
+    reward_kwargs: {
+      overlong_buffer_cfg: {
+        enable: bool(false, 'dapo: penalise responses within len tokens of max_response_length'),
+        len: int(0, 'dapo: the buffer in tokens before max_response_length where the penalty grows linearly', nonNegative),
+        penalty_factor: float(0, 'dapo: the penalty at max_response_length (reward − penalty_factor × overshoot / len)', nonNegative),
+        log: bool(false, 'dapo: accepted; the penalty shows in critic/score/* and critic/rewards/* (no separate overlong_reward series yet)'),
+      },
+      max_resp_len: optInt(null, 'dapo: the response length the overlong buffer ends at; null: data.max_response_length', positive),
+    },
+  },
+  custom_reward_function: {
+    path: optStr(null, 'JS/TS module with a reward function (data_source, solution_str, ground_truth, extra_info) → number | {score, …}'),
+    name: str('compute_score', 'Name of the function the module exports'),
+    timeout: float(300, 'Seconds one reward call may take; past it the run stops, naming the call (a reward that never settles)', positive),
+  },
+  algorithm: {
+    gamma: float(1.0, 'Discount factor', unitInterval),
+    lam: float(1.0, 'GAE λ', unitInterval),
+    adv_estimator: oneOf('gae', ADV_ESTIMATORS, 'Advantage estimator; only gae uses a critic'),
+    norm_adv_by_std_in_grpo: bool(true, 'GRPO: divide by the group\'s standard deviation (false: Dr. GRPO)'),
+    use_kl_in_reward: bool(false, 'Subtract β·KL(actor‖reference) from the token rewards'),
+    kl_penalty: str('kl', `KL estimator of the in-reward penalty: ${KL_ESTIMATOR_HELP}`),
+    kl_ctrl: {
+      type: oneOf('fixed', ['fixed', 'adaptive'], 'KL coefficient controller'),
+      kl_coef: float(0.001, 'Initial β', nonNegative),
+      horizon: int(10000, 'adaptive: steps over which β adapts', positive),
+      target_kl: float(0.1, 'adaptive: the KL β steers towards', positive),
+    },
+    reward_mask_ratio: float(0, 'Fraction of trajectories whose reward is zeroed (seeded draw per trajectory)', unitInterval),
+  },
+  do_search: optBool(null, 'Search-R1 multi-turn rollouts: <search>query</search> → retriever → <information>…</information>, until <answer>; null: on when a retriever (retriever.url, retriever.corpus_path) or the built-in search_qa task is configured, as Search-R1\'s scripts expect (its default is true)'),
+  max_turns: int(2, 'do_search: turns whose search is executed; a last turn follows in which the model must answer', positive),
+  retriever: {
+    url: optStr(null, 'Search-R1 retrieval server (POST {queries, topk, return_scores}); null: the built-in BM25 over retriever.corpus_path'),
+    topk: int(3, 'Documents per search', positive),
+    corpus_path: optStr(null, 'JSONL corpus ({"id", "contents"} per line, first line of contents the title) for the built-in BM25; null: the built-in task\'s corpus'),
+    timeout: float(10, 'Seconds to wait for the retrieval server per attempt', positive),
+    max_retries: int(3, 'Retries of a failed retrieval request before the run stops', nonNegative),
+  },
+  trainer: {
+    total_epochs: int(30, 'Passes over the training prompts', positive),
+    total_training_steps: optInt(null, 'Stop after this many steps; null: total_epochs × steps per epoch', positive),
+    project_name: str('verl_examples', 'Project name (part of default_local_dir)'),
+    experiment_name: str('gsm8k', 'Experiment name (part of default_local_dir)'),
+    logger: new Key<string[]>('strings', ['console', 'file'], 'Metric sinks: console (progress line), file (verl\'s JSONL: metrics.jsonl in the run directory), tensorboard (event files under RUN_DIR/tensorboard or $TENSORBOARD_DIR); wandb, mlflow, swanlab are accepted and skipped', false, null, LOGGERS),
+    log_val_generations: int(0, 'Print and log this many validation samples (prompt, response, score) at each validation', nonNegative),
+    val_before_train: bool(true, 'Validate once before the first step'),
+    val_only: bool(false, 'Validate once and stop, without training'),
+    test_freq: int(-1, 'Validate every this many steps; ≤ 0: never'),
+    save_freq: int(-1, 'Checkpoint every this many steps; ≤ 0: never'),
+    critic_warmup: int(0, 'First steps that update only the critic', nonNegative),
+    default_local_dir: str('checkpoints/${trainer.project_name}/${trainer.experiment_name}', 'Run directory: global_step_N checkpoints, metrics.jsonl, charts'),
+    resume_mode: oneOf('auto', ['auto', 'disable', 'resume_path'], 'auto: continue from the latest checkpoint in default_local_dir; disable: start fresh; resume_path: from resume_from_path'),
+    resume_from_path: optStr(null, 'A global_step_N directory to resume from (with resume_mode=resume_path)'),
+    max_actor_ckpt_to_keep: optInt(null, 'Keep only the newest N actor checkpoints; null: all', positive),
+    max_critic_ckpt_to_keep: optInt(null, 'Keep only the newest N critic checkpoints; null: all', positive),
+    save_dtype: oneOf('auto', ['auto', 'float32', 'bfloat16', 'float16'], 'Dtype of saved model weights; auto: the torch_dtype the model came in (bf16 in, bf16 out: half the size; resuming then continues from bf16-rounded weights), float32 for exact resumes'),
+    n_gpus_per_node: int(1, 'Adapters per node: this engine trains on one WebGPU adapter (verl\'s batch sizes are global, so a script written for 8 runs the same math here with 1)', positive),
+    nnodes: int(1, 'Nodes: one here', positive),
+    seed: int(1, 'Seed of built-in model initialisation, sampling and reward masking'),
+  },
+};
+
+type ConfigOf<S> = { [K in keyof S]: S[K] extends Key<infer T> ? T : ConfigOf<S[K]> };
+
+/** The resolved, validated configuration (verl's key names). */
+export type PpoConfig = ConfigOf<typeof SCHEMA>;
+
+export type Group = { [name: string]: Key<unknown> | Group };
+
+function collectKeys(group: Group, prefix = '', out = new Map<string, Key<unknown>>()): Map<string, Key<unknown>> {
+  for (const [name, node] of Object.entries(group)) {
+    const path = prefix ? `${prefix}.${name}` : name;
+    if (node instanceof Key) out.set(path, node);
+    else collectKeys(node, path, out);
+  }
+  return out;
+}
+
+/** Every key by its full dotted path, in schema order. */
+export const KEYS = collectKeys(SCHEMA);
+/** Every group path (data, actor_rollout_ref.actor.optim, …). */
+export const GROUPS: ReadonlySet<string> = new Set([...KEYS.keys()].flatMap((path) => path.split('.').slice(0, -1).map((_, i, parts) => parts.slice(0, i + 1).join('.'))));

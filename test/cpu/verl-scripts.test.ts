@@ -1,0 +1,81 @@
+// Launch scripts of verl's examples/ and of Search-R1 (verl-launch-scripts.ts, their argv as written): with paths
+// pointing at test fixtures, each composes (`--cfg job`) to the script's values over verl's defaults, with the
+// cluster-only keys listed as ignored in one line.
+import { describe, it, expect } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { runCli } from './run-cli.ts';
+import { LAUNCH_SCRIPTS, withPaths } from './verl-launch-scripts.ts';
+
+const FIXTURES = { model: '../shared/fixtures/hf/stories260K', data: '../shared/fixtures/verl/sample.json', runDir: 'checkpoints/verl-scripts' };
+
+/** The script's own `key=value` for a key, as the composed config should hold it. */
+function scriptValue(argv: readonly string[], key: string): string | undefined {
+  const arg = [...argv].reverse().find((a) => a.replace(/^\+\+?/, '').startsWith(`${key}=`));
+  return arg?.slice(arg.indexOf('=') + 1);
+}
+
+describe('verl and Search-R1 launch scripts', () => {
+  for (const script of LAUNCH_SCRIPTS) {
+    it(`${script.name} (${script.source}) composes with --cfg job`, async () => {
+      const { code, stdout, stderr } = await runCli(['--cfg', 'job', ...withPaths(script.argv, FIXTURES)]);
+      expect(code, stderr).toBe(0);
+      const config = parseYaml(stdout);
+      expect(config.algorithm.adv_estimator).toBe(scriptValue(script.argv, 'algorithm.adv_estimator') ?? 'gae');
+      expect(config.actor_rollout_ref.model.path).toBe(FIXTURES.model);
+      expect(config.data.train_batch_size).toBe(Number(scriptValue(script.argv, 'data.train_batch_size')));
+      expect(config.trainer.n_gpus_per_node).toBe(Number(scriptValue(script.argv, 'trainer.n_gpus_per_node')));
+      // One line lists every ignored key with its reason; nothing else is reported unless the script uses a
+      // deprecated or forked spelling.
+      const notes = stderr.trim().split('\n');
+      expect(notes.filter((n) => n.startsWith('# ignored '))).toHaveLength(1);
+      expect(notes[notes.length - 1]).toContain('actor_rollout_ref.rollout.name');
+    });
+  }
+
+  it('Search-R1 spellings take effect: max_start_length is the prompt limit, n_agent the samples per prompt, search is on', async () => {
+    const grpo = LAUNCH_SCRIPTS.find((s) => s.source === 'Search-R1 train_grpo.sh')!;
+    const { stdout } = await runCli(['--cfg', 'job', ...withPaths(grpo.argv, FIXTURES)]);
+    const config = parseYaml(stdout);
+    expect(config.data.max_prompt_length).toBe(2048);
+    expect(config.actor_rollout_ref.rollout.n).toBe(5);
+    expect(config.data.train_max_samples).toBe(-1);
+    expect(config.do_search).toBe(true);
+    expect(config.actor_rollout_ref.actor.ppo_micro_batch_size).toBe(64);
+    expect(config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu).toBe(128);
+    expect(config.trainer.logger).toEqual(['wandb']);
+  });
+
+  it('GSPO keeps the paper\'s clip range and the DAPO reward manager\'s keys', async () => {
+    const gspo = LAUNCH_SCRIPTS.find((s) => s.name === 'GSPO')!;
+    const { stdout } = await runCli(['--cfg', 'job', ...withPaths(gspo.argv, FIXTURES)]);
+    const config = parseYaml(stdout);
+    expect(config.actor_rollout_ref.actor.clip_ratio_low).toBe(0.0003);
+    expect(config.actor_rollout_ref.actor.policy_loss.loss_mode).toBe('gspo');
+    expect(config.reward_model.reward_manager).toBe('dapo');
+    expect(config.reward_model.reward_kwargs).toEqual({ overlong_buffer_cfg: { enable: false, len: 4096, penalty_factor: 1, log: false }, max_resp_len: 8192 });
+  });
+
+  it('--config with verl\'s own ppo_trainer.yaml loads: its defaults list and hydra block are skipped, its keys read', async () => {
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', 'test/cpu/fixtures/verl-ppo_trainer.yaml', `actor_rollout_ref.model.path=${FIXTURES.model}`]);
+    expect(code, stderr).toBe(0);
+    expect(stderr).toContain('# skipped the defaults: block');
+    const config = parseYaml(stdout);
+    expect(config.data.max_prompt_length).toBe(512);
+    expect(config.trainer.project_name).toBe('verl_examples');
+  });
+
+  it('--config with verl\'s generated config loads every key: unimplemented features at their defaults, cluster keys ignored', async () => {
+    const generated = 'test/cpu/fixtures/verl-generated-ppo_trainer.yaml';
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', generated, `actor_rollout_ref.model.path=${FIXTURES.model}`]);
+    expect(code, stderr).toBe(0);
+    const config = parseYaml(stdout);
+    expect(config.actor_rollout_ref.actor.optim.lr_scheduler_type).toBe('constant');
+    expect(config.critic.ppo_mini_batch_size).toBe(256);
+    expect(config.critic.forward_max_token_len_per_gpu).toBe(32768);
+    expect(config.data.seed).toBe(1);
+    // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
+    const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001 (command line): this verl feature is not implemented here; only verl\'s default 0.0002 is accepted');
+  });
+});

@@ -1,0 +1,72 @@
+// What a run does to its run directory: nothing until every input has been read (a bad path leaves the previous
+// run's metrics alone), auto-resume only of a checkpoint of the configured model, and a console-only run that
+// ends without charts instead of failing to draw them.
+import { describe, it, expect } from 'vitest';
+import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { plotRun } from '../../tools/plot/cli.ts';
+import { makeTinyRun, runMetrics } from './tiny-run.ts';
+import { runCli } from '../cpu/run-cli.ts';
+
+describe('run directory', () => {
+  it('keeps a finished run safe from a bad restart and from a checkpoint of another model', async () => {
+    const arithmetic = await makeTinyRun(4);
+    const dir = join(arithmetic.root, 'run');
+    const oneStep = ['trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`];
+    expect((await runCli([...arithmetic.overrides, ...oneStep])).code).toBe(0);
+    const metrics = await readFile(join(dir, 'metrics.jsonl'), 'utf8');
+    expect(metrics).toContain('"step":1');
+    // verl's names for the GAE run's value fit and prompt lengths.
+    for (const name of ['training/epoch', 'critic/vf_explained_var', 'prompt_length/max', 'prompt_length/min', 'prompt_length/clip_ratio', 'response_length/clip_ratio']) expect(metrics).toContain(`"${name}":`);
+
+    await expect(runCli([...arithmetic.overrides, ...oneStep, 'trainer.resume_mode=disable', 'data.train_files=/nonexistent/train.parquet']))
+      .rejects.toThrow('/nonexistent/train.parquet');
+    expect(await readFile(join(dir, 'metrics.jsonl'), 'utf8')).toBe(metrics);
+
+    const search = await makeTinyRun(4, 'search_qa');
+    const otherModel = search.overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!;
+    await expect(runCli([...arithmetic.overrides, otherModel, 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`]))
+      .rejects.toThrow(/resume: the checkpoint .*global_step_1 holds a different model than actor_rollout_ref.model.path=.* \(vocabSize \d+ vs \d+\)/);
+  });
+
+  it('a run without the file logger ends without charts; TENSORBOARD_DIR places the event files, as in verl', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const tensorboardDir = join(root, 'tb');
+    const { code, stdout } = await runCli([...overrides, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, 'console')}`, 'trainer.logger=[console,tensorboard]'],
+      { TENSORBOARD_DIR: tensorboardDir }, { writeCharts: plotRun });
+    expect(code).toBe(0);
+    expect(stdout).toContain('done in');
+    expect(stdout).not.toContain('charts:');
+    expect(stdout).toContain(`tensorboard: ${tensorboardDir}/events.out.tfevents.`);
+    expect(await readdir(tensorboardDir)).toHaveLength(1);
+  });
+
+  it('model families the engine lacks (Gemma2, Mistral) fail at load with one line naming what is supported', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const model = overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!.split('=')[1];
+    for (const [architecture, modelType] of [['Gemma2ForCausalLM', 'gemma2'], ['MistralForCausalLM', 'mistral']]) {
+      const dir = join(root, modelType);
+      await cp(model, dir, { recursive: true });
+      const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
+      await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, architectures: [architecture], model_type: modelType }));
+      const { code, stderr } = await runCli([...overrides, `actor_rollout_ref.model.path=${dir}`, `trainer.default_local_dir=${join(root, `run-${modelType}`)}`]);
+      expect(code).toBe(1);
+      expect(stderr.trim().split('\n')).toHaveLength(1);
+      expect(stderr).toContain(`unsupported architecture ${architecture} (supported: LlamaForCausalLM`);
+    }
+  });
+
+  it('trainer.val_only validates and stops; trainer.log_val_generations prints that many samples', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
+    const dir = join(root, 'val-only');
+    const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=["console","file"]', `trainer.default_local_dir=${dir}`]);
+    expect(code).toBe(0);
+    expect(stdout).toContain('validation only: score');
+    expect(stdout.match(/\[prompt\] .* \[response\] .* \[score\] /g)).toHaveLength(3);
+    expect(stdout).not.toContain('PPO:');
+    // verl's name for a data source's validation score.
+    const [validation] = await runMetrics(dir);
+    expect(validation.data['val-core/arithmetic/reward/mean@1']).toBe(validation.data['val/test_score/mean']);
+  });
+});
