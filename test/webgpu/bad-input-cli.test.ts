@@ -96,7 +96,7 @@ describe('node train.js with bad input', () => {
   });
 
   it('TRAIN_DEBUG=1 adds the stack trace', async () => {
-    const outcome = await train([...inPreviousRun(), 'actor_rollout_ref.model.path=/nonexistent/model'], { TRAIN_DEBUG: '1' });
+    const outcome = await train([...inPreviousRun(), 'data.train_files=/nonexistent/train.jsonl'], { TRAIN_DEBUG: '1' });
     expect(outcome.errors[0]).toMatch(/^error: /);
     expect(outcome.errors.some((l) => /^\s+at /.test(l))).toBe(true);
   });
