@@ -33,6 +33,8 @@ export interface EngineKnobs {
   /** WEBGPU_MAX_BINDING_BYTES=65536: pretend the device binds at most this many bytes per storage binding, so the
    *  paths that split large tensors run (and are tested) on shapes that would fit whole. null: the device's limit. */
   maxBindingBytes: number | null;
+  /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
+  trainDebug: boolean;
 }
 
 export function readKnobs(env: Env = environment()): EngineKnobs {
@@ -50,5 +52,6 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
+    trainDebug: env.TRAIN_DEBUG === '1',
   };
 }

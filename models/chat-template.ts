@@ -48,7 +48,8 @@ export class ChatTemplate {
   constructor(config: TokenizerConfig, special: SpecialTokens, chatTemplateFile: string | null = null) {
     const sources = templateSources(config, chatTemplateFile);
     if (sources.size === 0) {
-      throw new ChatTemplateError('tokenizer_config.json has no chat_template and there is no chat_template.jinja: this tokenizer has no chat format; tokenize prompts as plain text');
+      throw new ChatTemplateError('tokenizer_config.json has no chat_template and there is no chat_template.jinja: this tokenizer has no chat format; ' +
+        'set actor_rollout_ref.model.custom_chat_template (e.g. \'{{ messages[-1].content }}\' gives the model the prompt as plain text)');
     }
     this.templates = new Map();
     for (const [name, source] of sources) {

@@ -75,10 +75,13 @@ export async function readGenerationConfig(dir: string): Promise<GenerationConfi
   return (await exists(path)) ? parseGenerationConfig(await readJson(path), path) : null;
 }
 
+const LAYER_TENSOR = /^model\.layers\.(\d+)\./;
+
 /**
  * Checks that every tensor the config implies is present with its shape. Returns the names the config
  * does not use (e.g. an lm_head saved although tied, or a causal LM's lm_head when loading a critic),
- * which callers may ignore as transformers does.
+ * which callers may ignore as transformers does — except layers past num_hidden_layers: loading would
+ * silently drop them, and the next save would write the truncated model.
  */
 export function checkTensorShapes(config: DecoderConfig, tensors: CheckpointTensors, dir: string): string[] {
   const expected = checkpointTensorShapes(config);
@@ -89,7 +92,13 @@ export function checkTensorShapes(config: DecoderConfig, tensors: CheckpointTens
       throw new CheckpointError(`${dir}: tensor '${name}' has shape [${info.shape.join(', ')}], config.json implies [${shape.join(', ')}]`);
     }
   }
-  return tensors.names().filter((n) => !expected.has(n));
+  const unused = tensors.names().filter((n) => !expected.has(n));
+  const layers = 1 + Math.max(-1, ...unused.map((n) => Number(LAYER_TENSOR.exec(n)?.[1] ?? -1)));
+  if (layers > config.numLayers) {
+    throw new CheckpointError(`${dir}: the weights hold ${layers} layers but config.json num_hidden_layers is ${config.numLayers}; ` +
+      'loading would drop the extra layers — set num_hidden_layers to the checkpoint\'s count');
+  }
+  return unused;
 }
 
 /**

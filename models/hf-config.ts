@@ -254,6 +254,9 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
   for (const [key, id] of [['pad_token_id', padTokenId], ['bos_token_id', bosTokenId]] as const) {
     if (id !== null && id >= vocabSize) r.fail(key, `is ${id}, outside vocab_size ${vocabSize}`);
   }
+  // An eos id the model cannot emit would never end a response: every rollout would run to max_response_length.
+  const eosTokenIds = r.tokenIds('eos_token_id', defaults.eosTokenId);
+  for (const id of eosTokenIds) if (id >= vocabSize) r.fail('eos_token_id', `is ${id}, outside vocab_size ${vocabSize}`);
 
   return {
     architecture,
@@ -275,7 +278,7 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
     numLabels: head === 'causal-lm' ? null : readNumLabels(r, architecture),
     padTokenId,
     bosTokenId,
-    eosTokenIds: r.tokenIds('eos_token_id', defaults.eosTokenId),
+    eosTokenIds,
     maxPositionEmbeddings: r.positiveInt('max_position_embeddings', defaults.maxPositionEmbeddings),
     torchDtype: readTorchDtype(r),
   };

@@ -2,7 +2,7 @@
 // checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (as transformers
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine } from '../engine/index.ts';
-import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
+import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
 import type { DecoderConfig, TorchDtype } from './hf-config.ts';
 import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
@@ -46,9 +46,16 @@ export interface SaveModelOptions {
   dtype?: TorchDtype;
 }
 
-/** Saves the arena as a complete HF directory (atomically: temp directory, then rename). */
+/**
+ * Saves the arena as a complete HF directory (atomically: temp directory, then rename). Weights holding NaN or
+ * Inf are refused, naming the tensor: such a checkpoint would poison every run that loads or resumes from it.
+ */
 export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: SaveModelOptions = {}): Promise<void> {
   const tensors = await readHfTensors(engine, params, config);
+  for (const [name, { data }] of tensors) {
+    const at = data.findIndex((v) => !Number.isFinite(v));
+    if (at >= 0) throw new CheckpointError(`saving ${dir}: tensor '${name}' holds ${data[at]} at index ${at}; refusing to write non-finite weights`);
+  }
   const torchDtype = options.dtype ?? config.torchDtype;
   await saveHfCheckpoint(dir, {
     config: { ...config, torchDtype },

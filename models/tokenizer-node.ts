@@ -1,7 +1,7 @@
 // Node side of the tokenizer: Hugging Face's official Rust bindings (`tokenizers`) behind the Tokenizer
 // interface of tokenizer.ts, and loading a model directory's tokenizer files.
 
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Tokenizer as NativeTokenizerImpl } from 'tokenizers';
 import {
@@ -69,6 +69,8 @@ function parseJsonObject(text: string, path: string): TokenizerConfig {
 }
 
 export async function readTokenizerFiles(dir: string): Promise<TokenizerFiles> {
+  const isDirectory = await stat(dir).then((s) => s.isDirectory(), () => false);
+  if (!isDirectory) throw new TokenizerError(`${dir}: no such directory (expected a Hugging Face model or tokenizer directory)`);
   const tokenizerJson = await readOptional(join(dir, 'tokenizer.json'));
   if (tokenizerJson === null) throw new TokenizerError(`${dir}: no tokenizer.json (only fast-tokenizer checkpoints are supported)`);
   const configText = await readOptional(join(dir, 'tokenizer_config.json'));
@@ -84,7 +86,12 @@ export async function readTokenizerFiles(dir: string): Promise<TokenizerFiles> {
 /** Loads a model directory's tokenizer with the native bindings (default) or the pure-JS backend. */
 export async function loadTokenizer(dir: string, backend: TokenizerBackend = 'native'): Promise<Tokenizer> {
   const files = await readTokenizerFiles(dir);
-  return backend === 'native'
-    ? NativeTokenizer.fromJson(files.tokenizerJson, files.config, files.specialTokensMap)
-    : JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), files.config, files.specialTokensMap);
+  try {
+    return backend === 'native'
+      ? NativeTokenizer.fromJson(files.tokenizerJson, files.config, files.specialTokensMap)
+      : JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), files.config, files.specialTokensMap);
+  } catch (err) {
+    // The parsers' own messages ("EOF while parsing a string at line 1 column 5") name no file.
+    throw new TokenizerError(`${join(dir, 'tokenizer.json')}: cannot load it as a tokenizer (${(err as Error).message})`);
+  }
 }

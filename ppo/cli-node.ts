@@ -5,7 +5,7 @@
 // input before it touches the run directory (trainer.default_local_dir), writes the resolved config there as
 // config.yaml, prints a line per step, logs to trainer.logger's sinks, validates every trainer.test_freq steps
 // and at the end, and, given a chart writer (train.js passes tools/plot's), draws the run's charts.
-import { readFile, mkdir, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
 import { Engine } from '../engine/index.ts';
@@ -24,6 +24,9 @@ import { formatStepLine } from './run/progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from './loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory } from './run/memory-plan.ts';
+import { guardStep } from './phases/finite-guard.ts';
+import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run/run-directory-node.ts';
+import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -151,7 +154,15 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
-  await mkdir(runDir, { recursive: true });
+  // Only now that every input has loaded: the run directory must be writable, a dead save's staging folder goes,
+  // a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside (never deletes).
+  await prepareRunDirectory(runDir);
+  for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
+  if (resumed) await trimMetricsAfter(join(runDir, METRICS_FILE), resumed.snapshot.state.globalStep);
+  else {
+    const archive = await setAsidePreviousRun(runDir);
+    if (archive) log(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
+  }
   await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
   const tracking = await Tracking.open(config, runDir, resumed !== null, env);
   if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
@@ -193,24 +204,40 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   }
   let after = before;
   let savedStep = -1;
+  let lastCheckpoint = resumeDir;
   const ppoStarted = performance.now();
   const firstStep = trainer.globalStep;
-  while (trainer.globalStep < totalSteps) {
-    const epoch = cursor().epoch;
-    const metrics = await trainer.step();
-    await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
-    log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
-    const step = trainer.globalStep;
-    if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
-    if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-      log(`checkpoint: ${await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw)}`);
-      savedStep = step;
+  const interrupt = watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint }));
+  try {
+    while (trainer.globalStep < totalSteps) {
+      const epoch = cursor().epoch;
+      const metrics = await guardStep(trainer.globalStep + 1, lastCheckpoint, () => trainer.step());
+      await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
+      log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
+      const step = trainer.globalStep;
+      if (interrupt.requested) {
+        const saved = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
+        console.error(`interrupted after step ${step}: checkpoint ${saved}; the same command resumes from it`);
+        return INTERRUPT_EXIT_CODE;
+      }
+      if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
+      if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
+        lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
+        log(`checkpoint: ${lastCheckpoint}`);
+        savedStep = step;
+      }
     }
+  } finally {
+    interrupt.dispose();
   }
-  after = await validate();
+  // The final checkpoint before the final validation: a validation that fails (a bad val_files row, a reward or
+  // retriever error) is reported with the trained weights already saved.
   const finalCheckpoint = savedStep === trainer.globalStep
     ? join(runDir, `global_step_${savedStep}`)
     : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
+  after = await validate().catch((err: Error) => {
+    throw new Error(`final validation failed (the trained model is saved in ${finalCheckpoint}): ${err.message}`, { cause: err });
+  });
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {

@@ -25,6 +25,7 @@ import type { WarmStartProgress } from './tasks/default-job.ts';
 import { computeScore, type RewardFunction } from './rewards/index.ts';
 import { loadCustomRewardFunction } from './rewards/custom-reward-node.ts';
 import type { ModelWeights } from './trainer.ts';
+import { checkRewardsCanScore, checkModelFitsRun } from './run/input-checks.ts';
 
 export interface RunSetup {
   tokenizer: Tokenizer;
@@ -59,7 +60,9 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
       // Optional files: a tokenizer works without them.
     }
   }
-  return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile), files: copied };
+  const custom = config.actor_rollout_ref.model.custom_chat_template;
+  if (custom !== null) copied['chat_template.jinja'] = custom;
+  return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, custom ?? files.chatTemplateFile), files: copied };
 }
 
 /** A Hub id such as Qwen/Qwen2.5-0.5B-Instruct, which verl's examples pass as a model path. */
@@ -125,6 +128,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const train = firstSamples(builtin ? builtin.train : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples, config.data.train_max_samples);
   const valFiles = config.data.val_files;
   const val = firstSamples(valFiles !== null ? (await loadRlDataset(valFiles, datasetOptions)).examples : builtin?.val ?? [], config.data.val_max_samples);
+  checkRewardsCanScore(config, [...train, ...val]);
   const retriever = config.do_search ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null)) : null;
 
   let actor: ModelWeights;
@@ -143,6 +147,8 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
     warmStart = warm.history;
   }
 
+  checkModelFitsRun(config, actor.config, tokenizer);
+
   let critic: ModelWeights | null = null;
   if (resumed && usesCritic(config)) {
     if (!resumed.critic) throw new Error('resume: the checkpoint has no critic, but algorithm.adv_estimator=gae needs one');
@@ -159,7 +165,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
 
   const custom = config.custom_reward_function.path;
   const reward: RewardFunction = custom !== null
-    ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name })
+    ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name, timeout: config.custom_reward_function.timeout })
     : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {

@@ -25,6 +25,7 @@ import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic } from './algorithm/critic-plan.ts';
 import { stepMetrics } from './phases/metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
+import { checkAllFinite } from './phases/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -221,7 +222,9 @@ export class PpoTrainer {
 
   /** The reward of each response: the reward model's score when there is one, else the rule reward of its text. */
   private async reward(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<number[]> {
-    return this.rewardModel ? this.rewardModelScores(rollout) : (await this.scoreRollout(records, rollout)).scores;
+    const scores = this.rewardModel ? await this.rewardModelScores(rollout) : (await this.scoreRollout(records, rollout)).scores;
+    checkAllFinite('reward', scores);
+    return scores;
   }
 
   /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show. */

@@ -24,8 +24,10 @@ export interface AdamwRefArgs {
   gradScale?: number;
 }
 
+/** A non-finite normSquared (a NaN or Inf gradient) leaves params, m and v as they were, as the kernel does. */
 export function adamwStepRef(a: AdamwRefArgs): void {
   const { params, grads, m, v, lr, beta1, beta2, eps, weightDecay, step } = a;
+  if (!Number.isFinite(a.normSquared)) return;
   const gradScale = a.gradScale ?? 1;
   // clip_grad_norm_ sees the already-scaled gradients, whose norm is |gradScale|·√normSquared.
   const totalNorm = Math.abs(gradScale) * Math.sqrt(a.normSquared);

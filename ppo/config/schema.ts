@@ -90,6 +90,7 @@ const SCHEMA = {
   actor_rollout_ref: {
     model: {
       path: optStr(null, 'Hugging Face directory of the actor (the reference is its frozen copy); null: the built-in tiny Qwen3-style model'),
+      custom_chat_template: optStr(null, 'Jinja chat template replacing the tokenizer\'s (saved with checkpoints); \'{{ messages[-1].content }}\' feeds a base model the prompt as plain text'),
       enable_gradient_checkpointing: bool(true, 'Activation recomputation: keep only each layer\'s input in the forward, recompute the layer in backward (same gradients, about a third more compute)'),
     },
     actor: {
@@ -179,6 +180,7 @@ const SCHEMA = {
   custom_reward_function: {
     path: optStr(null, 'JS/TS module with a reward function (data_source, solution_str, ground_truth, extra_info) → number | {score, …}'),
     name: str('compute_score', 'Name of the function the module exports'),
+    timeout: float(300, 'Seconds one reward call may take; past it the run stops, naming the call (a reward that never settles)', positive),
   },
   algorithm: {
     gamma: float(1.0, 'Discount factor', unitInterval),

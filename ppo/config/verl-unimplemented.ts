@@ -64,7 +64,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'actor_rollout_ref.rollout.quantization_config_file': null,
   'actor_rollout_ref.model.hf_config_path': null,
   'actor_rollout_ref.model.tokenizer_path': null,
-  'actor_rollout_ref.model.custom_chat_template': null,
   'actor_rollout_ref.model.override_config': {},
   'actor_rollout_ref.model.lora_alpha': 16,
   'actor_rollout_ref.model.target_modules': 'all-linear',

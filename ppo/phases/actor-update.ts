@@ -13,6 +13,7 @@ import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-lo
 import { scatterResponseGradsGpu } from '../../kernels/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
+import { checkFiniteRecord } from './finite-guard.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;
@@ -62,6 +63,7 @@ export class ActorUpdater {
       const values = await e.read(b.actorOut);
       // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
       const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
+      checkFiniteRecord('actor', named);
       metrics.addSum(mini.rows, 'actor/pg_loss', named.pg_loss);
       metrics.addSum(mini.rows, 'actor/entropy', named.entropy_agg);
       metrics.addSum(mini.rows, 'actor/kl_loss', named.kl_loss);

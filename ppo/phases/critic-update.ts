@@ -11,6 +11,7 @@ import { optimizerMicroBatches, type ScheduleConfig } from './mini-batches.ts';
 import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
 import { computeValueLossGpu } from '../../kernels/value-loss.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
+import { checkFinite } from './finite-guard.ts';
 
 export interface CriticUpdateConfig extends ScheduleConfig {
   cliprangeValue: number;
@@ -46,6 +47,7 @@ export class CriticUpdater {
       scatterResponseValueGradsGpu(e, b.dValues, b.gradVpreds, m, S, R);
       this.critic.backward(b.dValues, this.optimizer.grads);
       const [vfLoss, vfClipfrac, tokens] = await e.read(b.valueOut);
+      checkFinite('critic/vf_loss', vfLoss);
       metrics.addSum(mini.rows, 'critic/vf_loss', vfLoss);
       metrics.addMean('critic/vf_clipfrac', vfClipfrac, tokens);
     }

@@ -12,6 +12,7 @@ import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
 import type { MetricAccumulator } from './metric-accumulator.ts';
 import type { ExperienceRows } from './sequence-buffers.ts';
+import { checkFinite } from './finite-guard.ts';
 
 /** Rows of the experience and the window of columns they keep: the last promptLength prompt columns and the
  *  first responseLength response columns. */
@@ -156,6 +157,8 @@ export async function* optimizerMicroBatches(
       yield { mini, rows, buffers, batch };
     }
     optimizer.step(config.lr);
-    metrics.addMean(gradNormMetric, await optimizer.gradNorm(), 1);
+    const gradNorm = await optimizer.gradNorm();
+    checkFinite(gradNormMetric, gradNorm);
+    metrics.addMean(gradNormMetric, gradNorm, 1);
   }
 }

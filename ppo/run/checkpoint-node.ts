@@ -13,6 +13,7 @@ import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from './dataset.ts';
 import type { PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
+import { withFileContext } from './user-error.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';
 const STATE_FILE = 'trainer_state.json';
@@ -34,6 +35,19 @@ export async function saveCheckpoint(engine: Engine, runDir: string, trainer: Pp
   const step = snapshot.state.globalStep;
   const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
   const staging = join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
+  // A failed save (disk full, permissions) removes its staging folder and names the checkpoint it was writing.
+  try {
+    await withFileContext(`saving checkpoint ${target}`, () => writeCheckpoint(engine, staging, target, trainer, snapshot, tokenizerFiles, cursor, generationConfig));
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    throw err;
+  }
+  await pruneCheckpoints(runDir, trainer.config.trainer.max_actor_ckpt_to_keep);
+  return target;
+}
+
+async function writeCheckpoint(engine: Engine, staging: string, target: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor,
+  generationConfig: Record<string, unknown> | undefined): Promise<void> {
   await rm(staging, { recursive: true, force: true });
   await mkdir(staging, { recursive: true });
   await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
@@ -49,8 +63,6 @@ export async function saveCheckpoint(engine: Engine, runDir: string, trainer: Pp
   await writeFile(join(staging, STATE_FILE), JSON.stringify({ ...snapshot.state, dataCursor: cursor }, null, 2) + '\n');
   await rm(target, { recursive: true, force: true });
   await rename(staging, target);
-  await pruneCheckpoints(runDir, trainer.config.trainer.max_actor_ckpt_to_keep);
-  return target;
 }
 
 async function stepDirectories(runDir: string): Promise<number[]> {

@@ -31,5 +31,14 @@ export async function readRlRecords(files: string | readonly string[]): Promise<
 }
 
 export async function loadRlDataset(files: string | readonly string[], options: RlDatasetOptions): Promise<RlDataset> {
-  return buildRlDataset(await readRlRecords(files), options);
+  const records = await readRlRecords(files);
+  const names = typeof files === 'string' ? files : files.join(', ');
+  if (records.length === 0) throw new Error(`data file ${names}: no rows (expected one JSON object per line, or Parquet rows, in verl's schema)`);
+  try {
+    return await buildRlDataset(records, options);
+  } catch (err) {
+    // Row errors already name their file and line; only the dataset-wide one needs the files added.
+    if ((err as Error).message.startsWith('no prompts left')) throw new Error(`data file ${names}: ${(err as Error).message}`, { cause: err });
+    throw err;
+  }
 }

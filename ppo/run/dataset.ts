@@ -48,7 +48,8 @@ function isMapping(value: unknown): value is Record<string, unknown> {
 
 export function parseJsonl(text: string, file: string): RlRecord[] {
   const records: RlRecord[] = [];
-  text.split('\n').forEach((line, i) => {
+  // A UTF-8 byte-order mark (Windows editors write one) is not part of the first row.
+  text.replace(/^\uFEFF/, '').split('\n').forEach((line, i) => {
     if (line.trim() === '') return;
     const where = `${file} line ${i + 1}`;
     let row: unknown;

@@ -85,6 +85,15 @@ describe('loading', () => {
     await writeCheckpointTensors(dir, llama.tensors.map((t) => (t.name === 'model.norm.weight' ? { ...t, shape: [1, 64] } : t)));
     await expect(openHfCheckpoint(dir)).rejects.toThrow(/tensor 'model\.norm\.weight' has shape \[1, 64\], config\.json implies \[64\]/);
   });
+
+  it('num_hidden_layers below the checkpoint\'s layer count is rejected instead of dropping layers', async () => {
+    const dir = join(tmp, 'fewer-layers');
+    await mkdir(dir);
+    const config = JSON.parse(await readFile(join(LLAMA, 'config.json'), 'utf8'));
+    await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, num_hidden_layers: 1 }));
+    await writeCheckpointTensors(dir, llama.tensors);
+    await expect(openHfCheckpoint(dir)).rejects.toThrow(/fewer-layers: the weights hold 2 layers but config\.json num_hidden_layers is 1/);
+  });
 });
 
 describe('saving', () => {

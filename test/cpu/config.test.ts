@@ -34,7 +34,7 @@ describe('config defaults', () => {
     expect(config.actor_rollout_ref.rollout.val_kwargs).toEqual({ n: 1, temperature: 0, top_k: -1, top_p: 1, do_sample: false });
     expect(config.critic.optim.lr).toBe(1e-5);
     expect(config.critic.cliprange_value).toBe(0.5);
-    expect(config.custom_reward_function).toEqual({ path: null, name: 'compute_score' });
+    expect(config.custom_reward_function).toEqual({ path: null, name: 'compute_score', timeout: 300 });
     expect(config.algorithm).toEqual({
       gamma: 1, lam: 1, adv_estimator: 'gae', norm_adv_by_std_in_grpo: true, use_kl_in_reward: false, kl_penalty: 'kl',
       kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 }, reward_mask_ratio: 0,

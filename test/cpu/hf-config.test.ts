@@ -180,6 +180,8 @@ describe('malformed or unsupported config.json: each its own error naming the fi
   });
   it('token ids outside the vocabulary or not integers', () => {
     expect(parse({ ...base, pad_token_id: 256 })).toThrow(/'pad_token_id' is 256, outside vocab_size 256/);
+    expect(parse({ ...base, eos_token_id: 999999 })).toThrow(/'eos_token_id' is 999999, outside vocab_size 256/);
+    expect(parse({ ...base, eos_token_id: [2, 256] })).toThrow(/'eos_token_id' is 256, outside vocab_size 256/);
     expect(parse({ ...base, eos_token_id: [2, 'x'] })).toThrow(/'eos_token_id' is \[2,"x"\], expected a token id or a list of them/);
   });
 });

@@ -5,7 +5,7 @@ import { computeScore, toRewardScore, RULE_DATA_SOURCES } from '../../ppo/reward
 import * as gsm8k from '../../ppo/rewards/gsm8k.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
-import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
+import { loadCustomRewardFunction, guardedRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
 
 const VERL_SAMPLE = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
 const CUSTOM_REWARD = fileURLToPath(new URL('./fixtures/custom-reward.ts', import.meta.url));
@@ -177,15 +177,28 @@ describe('reward registry', () => {
 
 describe('custom reward function', () => {
   it('loads the named export of a TS module and calls it as verl does', async () => {
-    const fn = await loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'compute_score' });
+    const fn = await loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'compute_score', timeout: 60 });
     const result = toRewardScore(await fn('my_source', '42', '42', { penalty: 0.1 }), 'compute_score');
     expect(result.score).toBeCloseTo(0.8, 12);
     expect(result.extra).toEqual({ correct: true, source: 'my_source' });
   });
 
   it('errors clearly on a missing file or function', async () => {
-    await expect(loadCustomRewardFunction({ path: '/nonexistent/reward.ts', name: 'compute_score' })).rejects.toThrow(/custom_reward_function.path: \/nonexistent\/reward.ts does not exist/);
-    await expect(loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'notAFunction' })).rejects.toThrow(/exports no function "notAFunction" \(its functions: compute_score\)/);
+    await expect(loadCustomRewardFunction({ path: '/nonexistent/reward.ts', name: 'compute_score', timeout: 60 })).rejects.toThrow(/custom_reward_function.path: \/nonexistent\/reward.ts does not exist/);
+    await expect(loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'notAFunction', timeout: 60 })).rejects.toThrow(/exports no function "notAFunction" \(its functions: compute_score\)/);
+  });
+
+  it('a call that throws names the data_source, ground truth, row index and response', async () => {
+    const fn = guardedRewardFunction(() => {
+      throw new TypeError('cannot read properties of undefined');
+    }, 'custom_reward_function compute_score of r.ts', 60);
+    await expect(fn('my_source', 'the answer', '42', { index: 7 }))
+      .rejects.toThrow('custom_reward_function compute_score of r.ts (data_source "my_source", ground_truth "42", extra_info.index 7, response "the answer") threw: cannot read properties of undefined');
+  });
+
+  it('a call that never settles stops after custom_reward_function.timeout seconds, naming the call', async () => {
+    const fn = guardedRewardFunction(() => new Promise(() => {}), 'compute_score', 0.05);
+    await expect(fn('my_source', 'x', '1', null)).rejects.toThrow(/^compute_score \(data_source "my_source".*did not return within custom_reward_function.timeout=0.05 s$/);
   });
 });
 

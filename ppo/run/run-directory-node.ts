@@ -1,0 +1,93 @@
+// The run directory (trainer.default_local_dir) across runs: nothing of a previous run is deleted or truncated
+// before this run's inputs have loaded, a fresh start moves the previous run's history aside instead of
+// emptying it, a resumed run drops the metrics lines written after the step it resumes from, and staging
+// folders of saves that died with their process are removed.
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
+import { METRICS_FILE } from '../loggers/tracking-node.ts';
+import { withFileContext } from './user-error.ts';
+
+/** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
+const PREVIOUS_RUN_PREFIX = 'previous_run_';
+/** The resolved configuration a run writes beside its metrics (cli-node.ts). */
+const CONFIG_FILE = 'config.yaml';
+const STALE_SAVE = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving-(\\d+)$`);
+
+/** Creates the run directory and proves it writable before any work, so a read-only one fails in a second. */
+export async function prepareRunDirectory(runDir: string): Promise<void> {
+  await withFileContext(`trainer.default_local_dir=${runDir} is not a writable directory`, async () => {
+    await mkdir(runDir, { recursive: true });
+    const probe = join(runDir, `.write-test-${process.pid}`);
+    await writeFile(probe, '');
+    await rm(probe);
+  });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes `.global_step_N.saving-PID` staging folders whose process is gone (a save killed or failed); returns them. */
+export async function removeStaleSaves(runDir: string): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(runDir)) {
+    const match = STALE_SAVE.exec(name);
+    if (!match || processAlive(Number(match[1]))) continue;
+    await rm(join(runDir, name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed;
+}
+
+/**
+ * A fresh start (nothing resumed, e.g. trainer.resume_mode=disable) in a directory holding a previous run:
+ * its metrics.jsonl, config.yaml and global_step_* move into previous_run_<time>/, so this run's history starts empty and
+ * a later auto-resume cannot continue an old checkpoint into the new metrics. Returns that folder, or null.
+ */
+export async function setAsidePreviousRun(runDir: string, now = new Date()): Promise<string | null> {
+  const names = (await readdir(runDir)).filter((name) => name === METRICS_FILE || name === CONFIG_FILE || name.startsWith(STEP_DIR_PREFIX));
+  if (names.length === 0) return null;
+  const archive = join(runDir, `${PREVIOUS_RUN_PREFIX}${now.toISOString().replace(/[:.]/g, '-')}`);
+  await withFileContext(`moving the previous run in ${runDir} to ${archive}`, async () => {
+    await mkdir(archive);
+    for (const name of names) await rename(join(runDir, name), join(archive, name));
+  });
+  return archive;
+}
+
+/**
+ * A resumed run continues the metrics of the run it resumes: lines of steps after `step` (written after the
+ * last checkpoint, before a kill) and a torn last line are dropped, so no step appears twice. Atomic (rename).
+ */
+export async function trimMetricsAfter(metricsFile: string, step: number): Promise<number> {
+  let text: string;
+  try {
+    text = await readFile(metricsFile, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw err;
+  }
+  const lines = text.split('\n').filter((line) => line.trim() !== '');
+  const kept = lines.filter((line) => {
+    try {
+      // verl's file logger writes {"step": N, "data": {...}} per line.
+      const at = (JSON.parse(line) as { step?: unknown }).step;
+      return typeof at !== 'number' || at <= step;
+    } catch {
+      return false;
+    }
+  });
+  if (kept.length === lines.length) return 0;
+  const staging = `${metricsFile}.trim-${process.pid}`;
+  await withFileContext(`trimming ${metricsFile} to step ${step}`, async () => {
+    await writeFile(staging, kept.map((line) => line + '\n').join(''));
+    await rename(staging, metricsFile);
+  });
+  return lines.length - kept.length;
+}
