@@ -208,16 +208,13 @@ export class PpoTrainer {
 
   /** Scores what the policy wrote: inserted observations are left out of the text the reward reads. */
   private async scoreRollout(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; texts: string[] }> {
+    const generated = rollout.responses.map((ids, i) => ids.filter((_, t) => rollout.responseMask[i][t] === 1));
     const texts: string[] = [];
-    const scores: number[] = [];
-    for (let i = 0; i < rollout.responses.length; i++) {
-      const record = records[rollout.groupIds[i]];
-      const generated = rollout.responses[i].filter((_, t) => rollout.responseMask[i][t] === 1);
-      const text = await this.io.decode(generated);
-      texts.push(text);
-      scores.push(await this.io.score(record, text) + overlongPenalty(generated.length, this.config));
-    }
-    return { scores, texts };
+    for (const ids of generated) texts.push(await this.io.decode(ids));
+    // Every response is handed to the reward before any score is awaited: a custom reward's worker thread
+    // receives the whole batch in one message.
+    const rewards = await Promise.all(texts.map((text, i) => this.io.score(records[rollout.groupIds[i]], text)));
+    return { scores: rewards.map((reward, i) => reward + overlongPenalty(generated[i].length, this.config)), texts };
   }
 
   /** The reward of each response: the reward model's score when there is one, else the rule reward of its text. */

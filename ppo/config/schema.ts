@@ -180,7 +180,7 @@ const SCHEMA = {
   custom_reward_function: {
     path: optStr(null, 'JS/TS module with a reward function (data_source, solution_str, ground_truth, extra_info) → number | {score, …}'),
     name: str('compute_score', 'Name of the function the module exports'),
-    timeout: float(300, 'Seconds one reward call may take; past it the run stops, naming the call (a reward that never settles)', positive),
+    timeout: float(300, 'Seconds one reward call (or the module\'s import) may take; past it the run stops, naming the call (a reward that never returns)', positive),
   },
   algorithm: {
     gamma: float(1.0, 'Discount factor', unitInterval),

@@ -11,6 +11,14 @@ export type RewardResult = number | boolean | { score: number; [extra: string]: 
 /** verl's compute_score signature: (data_source, solution_str, ground_truth, extra_info). */
 export type RewardFunction = (dataSource: string, solutionStr: string, groundTruth: unknown, extraInfo: Record<string, unknown> | null) => RewardResult | Promise<RewardResult>;
 
+/** The arguments of one call of a reward function, by their verl names. */
+export interface RewardCall {
+  dataSource: string;
+  solutionStr: string;
+  groundTruth: unknown;
+  extraInfo: Record<string, unknown> | null;
+}
+
 export interface RewardScore {
   score: number;
   extra: Record<string, unknown>;

@@ -1,11 +1,13 @@
 import { describe, it, expect } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { computeScore, toRewardScore, RULE_DATA_SOURCES } from '../../ppo/rewards/index.ts';
 import * as gsm8k from '../../ppo/rewards/gsm8k.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
-import { loadCustomRewardFunction, guardedRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
+import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
 
 const VERL_SAMPLE = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
 const CUSTOM_REWARD = fileURLToPath(new URL('./fixtures/custom-reward.ts', import.meta.url));
@@ -188,17 +190,50 @@ describe('custom reward function', () => {
     await expect(loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'notAFunction', timeout: 60 })).rejects.toThrow(/exports no function "notAFunction" \(its functions: compute_score\)/);
   });
 
-  it('a call that throws names the data_source, ground truth, row index and response', async () => {
-    const fn = guardedRewardFunction(() => {
-      throw new TypeError('cannot read properties of undefined');
-    }, 'custom_reward_function compute_score of r.ts', 60);
-    await expect(fn('my_source', 'the answer', '42', { index: 7 }))
-      .rejects.toThrow('custom_reward_function compute_score of r.ts (data_source "my_source", ground_truth "42", extra_info.index 7, response "the answer") threw: cannot read properties of undefined');
+  const modules = mkdtempSync(join(tmpdir(), 'custom-reward-'));
+  /** A reward module with this source, loaded as custom_reward_function with a timeout in seconds. */
+  async function rewardFrom(name: string, source: string, timeout = 60) {
+    const path = join(modules, name);
+    writeFileSync(path, source);
+    return { path, fn: await loadCustomRewardFunction({ path, name: 'compute_score', timeout }) };
+  }
+
+  it('a call that throws names the data_source, ground truth, row index and response, and stops the worker', async () => {
+    const { path, fn } = await rewardFrom('throws.mjs', 'export function compute_score(source) { if (source === "my_source") return undefined.x; return 1; }\n');
+    expect(await fn('other', 'x', '1', null)).toBe(1);
+    const error = `custom_reward_function compute_score of ${path} (data_source "my_source", ground_truth "42", extra_info.index 7, response "the answer") threw: Cannot read properties of undefined (reading 'x')`;
+    await expect(fn('my_source', 'the answer', '42', { index: 7 })).rejects.toThrow(error);
+    await expect(fn('other', 'x', '1', null)).rejects.toThrow(error);
   });
 
   it('a call that never settles stops after custom_reward_function.timeout seconds, naming the call', async () => {
-    const fn = guardedRewardFunction(() => new Promise(() => {}), 'compute_score', 0.05);
-    await expect(fn('my_source', 'x', '1', null)).rejects.toThrow(/^compute_score \(data_source "my_source".*did not return within custom_reward_function.timeout=0.05 s$/);
+    const { fn } = await rewardFrom('never-settles.mjs', 'export function compute_score() { return new Promise(() => {}); }\n', 0.2);
+    await expect(fn('my_source', 'x', '1', null)).rejects.toThrow(/^custom_reward_function compute_score of \S+ \(data_source "my_source".*did not return within custom_reward_function.timeout=0.2 s$/);
+  });
+
+  it('a synchronous loop is stopped at the timeout with its worker: the call and the calls queued behind it fail, later calls too', async () => {
+    const { fn } = await rewardFrom('loops.mjs', 'export function compute_score(source) { if (source === "loop") while (true) {} return 1; }\n', 1);
+    const started = performance.now();
+    const batch = [fn('fine', 'a', '1', null), fn('loop', 'b', '1', { index: 3 }), fn('fine', 'c', '1', null)];
+    await expect(batch[0]).resolves.toBe(1);
+    await expect(batch[1]).rejects.toThrow(/^custom_reward_function compute_score of \S+ \(data_source "loop", ground_truth "1", extra_info.index 3, response "b"\) did not return within custom_reward_function.timeout=1 s$/);
+    expect((performance.now() - started) / 1000).toBeLessThan(5);
+    await expect(batch[2]).rejects.toThrow(/data_source "loop".*did not return within/);
+    await expect(fn('fine', 'd', '1', null)).rejects.toThrow(/data_source "loop".*did not return within/);
+  });
+
+  it('the timeout is per call: a batch of slow async calls, each within it, returns in order', async () => {
+    const { fn } = await rewardFrom('slow.mjs', 'export async function compute_score(s, text) { await new Promise((r) => setTimeout(r, 300 - 100 * Number(text))); return { score: Number(text) }; }\n', 0.6);
+    expect(await Promise.all(['0', '1', '2', '0'].map((text) => fn('s', text, '', null)))).toEqual([0, 1, 2, 0].map((score) => ({ score })));
+  });
+
+  it('a module that never finishes importing, a call that exits its thread or returns what cannot cross threads: one error naming it', async () => {
+    await expect(rewardFrom('import-loops.mjs', 'while (true) {}\nexport function compute_score() { return 1; }\n', 0.5))
+      .rejects.toThrow(/^custom_reward_function.path: cannot load \S+import-loops.mjs: importing it did not finish within custom_reward_function.timeout=0.5 s$/);
+    const exits = (await rewardFrom('exits.mjs', 'export function compute_score() { process.exit(3); }\n')).fn;
+    await expect(exits('s', 'x', '1', null)).rejects.toThrow(/^custom_reward_function compute_score of \S+exits.mjs \(data_source "s".*\) ended its worker thread \(exit code 3\)$/);
+    const unsendable = (await rewardFrom('unsendable.mjs', 'export function compute_score() { return { score: 1, judge: () => 1 }; }\n')).fn;
+    await expect(unsendable('s', 'x', '1', null)).rejects.toThrow(/\(data_source "s".*\) returned a value that cannot be passed back to the trainer \(.*could not be cloned/);
   });
 });
 

@@ -16,9 +16,10 @@ interface Outcome {
   errors: string[];
 }
 
-function train(args: string[], env: Record<string, string> = {}): Promise<Outcome> {
+/** `killAfterSeconds`: a run that hangs is killed then (exit code null) after that many seconds instead of outliving the test. */
+function train(args: string[], env: Record<string, string> = {}, killAfterSeconds?: number): Promise<Outcome> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, [TRAIN_JS, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [TRAIN_JS, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'], timeout: killAfterSeconds && killAfterSeconds * 1000 });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('exit', (code) => done({ code, errors: stderr.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('Warning: maxDynamic')) }));
@@ -120,6 +121,16 @@ describe('node train.js with bad input', () => {
     const outcome = await train([...tiny.overrides, `trainer.default_local_dir=${join(tiny.root, 'never')}`, `custom_reward_function.path=${reward}`,
       'custom_reward_function.timeout=1', 'trainer.total_training_steps=1']);
     expectOneLine(outcome, /^error: custom_reward_function compute_score .* did not return within custom_reward_function\.timeout=1 s$/);
+  });
+
+  it('a reward that never returns (a synchronous loop) is stopped at custom_reward_function.timeout: one line, exit 1, no checkpoint', async () => {
+    const reward = join(tiny.root, 'loops.mjs');
+    await writeFile(reward, 'export function compute_score() { while (true) {} }\n');
+    const dir = join(tiny.root, 'loops');
+    const outcome = await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, `custom_reward_function.path=${reward}`,
+      'custom_reward_function.timeout=2', 'trainer.total_training_steps=1'], {}, 120);
+    expectOneLine(outcome, /^error: custom_reward_function compute_score of \S+loops\.mjs \(data_source "arithmetic", ground_truth .*, response .*\) did not return within custom_reward_function\.timeout=2 s$/);
+    expect((await readdir(dir)).filter((n) => n.startsWith('global_step_'))).toEqual([]);
   });
 
   it('a learning rate of 1e9: one line naming the non-finite tensor and step, exit 1, no checkpoint', async () => {
