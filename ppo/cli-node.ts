@@ -115,7 +115,9 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
     if (missing.length > 0) throw new ConfigError(missing);
   } catch (err) {
     if (err instanceof ConfigError) {
-      console.error(`configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+      console.error(err.problems.length === 1
+        ? `configuration error: ${err.problems[0]}`
+        : `configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
       return 2;
     }
     throw err;

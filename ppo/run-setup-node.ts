@@ -80,8 +80,12 @@ export async function checkModelDirectories(config: PpoConfig): Promise<string[]
     ['data.tokenizer', config.data.tokenizer],
   ];
   const problems: string[] = [];
+  // critic.model.path defaults to the actor's: one missing directory is one problem, named by its first key.
+  const checked = new Set<string>();
   for (const [key, path] of paths) {
-    if (path === null || (await stat(path).then((s) => s.isDirectory(), () => false))) continue;
+    if (path === null || checked.has(path)) continue;
+    checked.add(path);
+    if (await stat(path).then((s) => s.isDirectory(), () => false)) continue;
     problems.push(`${key}=${path}: no such directory` + (HUB_ID.test(path)
       ? ` — a Hugging Face Hub id? This engine reads local model directories only (no download): ` +
         `\`huggingface-cli download ${path} --local-dir DIR\`, then ${key}=DIR`

@@ -25,10 +25,11 @@ function train(args: string[], env: Record<string, string> = {}): Promise<Outcom
   });
 }
 
-function expectOneLine(outcome: Outcome, pattern: RegExp): void {
+/** Exit status 1 for a run stopped by an error, 2 for a configuration error (ppo/run/user-error.ts). */
+function expectOneLine(outcome: Outcome, pattern: RegExp, code = 1): void {
   expect(outcome.errors, outcome.errors.join('\n')).toHaveLength(1);
   expect(outcome.errors[0]).toMatch(pattern);
-  expect(outcome.code).toBe(1);
+  expect(outcome.code).toBe(code);
 }
 
 async function snapshot(dir: string): Promise<Record<string, string>> {
@@ -54,7 +55,7 @@ describe('node train.js with bad input', () => {
   it('a typo in the model path: one line naming it, the previous run\'s metrics and checkpoints untouched', async () => {
     const before = await snapshot(previousRun);
     const outcome = await train([...inPreviousRun(), 'actor_rollout_ref.model.path=/nonexistent/model']);
-    expectOneLine(outcome, /^error: \/nonexistent\/model: no such directory/);
+    expectOneLine(outcome, /^configuration error: actor_rollout_ref\.model\.path=\/nonexistent\/model: no such directory/, 2);
     expect(await snapshot(previousRun)).toEqual(before);
   });
 
