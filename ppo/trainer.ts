@@ -143,8 +143,8 @@ export class PpoTrainer {
     const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
-    await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
-    await timed('values', () => this.experience.values(batch, plan.experience));
+    if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
+    if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
     const updateMetrics: Record<string, number> = {};
