@@ -27,6 +27,7 @@ import { planMemory, formatMemoryPlan, deviceMemory } from './memory-plan.ts';
 import { guardStep } from '../phases/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
 import { watchInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
+import { runTrainingLoop } from './run-loop.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -205,48 +206,40 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     return 0;
   }
   let after = before;
-  let savedStep = -1;
   let lastCheckpoint = resumeDir;
   const ppoStarted = performance.now();
   const firstStep = trainer.globalStep;
-  const interrupt = watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint }));
-  try {
-    while (trainer.globalStep < totalSteps) {
+  const end = await runTrainingLoop(trainer, totalSteps, config.trainer, {
+    step: async () => {
       const epoch = cursor().epoch;
       const metrics = await guardStep(trainer.globalStep + 1, lastCheckpoint, () => trainer.step());
       await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
       log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
-      const step = trainer.globalStep;
-      if (interrupt.requested) {
-        const saved = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-        console.error(`interrupted after step ${step}: checkpoint ${saved}; the same command resumes from it`);
-        return INTERRUPT_EXIT_CODE;
-      }
-      if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
-      if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-        lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-        log(`checkpoint: ${lastCheckpoint}`);
-        savedStep = step;
-      }
-    }
-  } finally {
-    interrupt.dispose();
-  }
-  // The final checkpoint before the final validation: a validation that fails (a bad val_files row, a reward or
-  // retriever error) is reported with the trained weights already saved.
-  const finalCheckpoint = savedStep === trainer.globalStep
-    ? join(runDir, `global_step_${savedStep}`)
-    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-  after = await validate().catch((err: Error) => {
-    throw new Error(`final validation failed (the trained model is saved in ${finalCheckpoint}): ${err.message}`, { cause: err });
+    },
+    // The final validation runs after the final save, so one that fails (a bad val_files row, a reward or
+    // retriever error) can name the checkpoint holding the trained weights.
+    validate: async (at) => {
+      after = await validate().catch((err: Error) => {
+        throw at === 'final' ? new Error(`final validation failed (the trained model is saved in ${lastCheckpoint}): ${err.message}`, { cause: err }) : err;
+      });
+    },
+    save: async (at) => {
+      lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
+      if (at === 'save_freq') log(`checkpoint: ${lastCheckpoint}`);
+    },
+    watchInterrupt: () => watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint })),
   });
+  if (end === 'interrupted') {
+    console.error(`interrupted after step ${trainer.globalStep}: checkpoint ${lastCheckpoint}; the same command resumes from it`);
+    return INTERRUPT_EXIT_CODE;
+  }
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {
     log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
   }
   const metricsNote = config.trainer.logger.includes('file') ? `; metrics ${join(runDir, METRICS_FILE)}` : '';
-  log(`done in ${seconds.toFixed(0)} s; checkpoint ${finalCheckpoint}${metricsNote}`);
+  log(`done in ${seconds.toFixed(0)} s; checkpoint ${lastCheckpoint}${metricsNote}`);
   // Charts are drawn from metrics.jsonl, which only the file logger writes.
   if (options.writeCharts && config.trainer.logger.includes('file')) {
     const files = options.writeCharts(runDir);
