@@ -186,9 +186,10 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +
       `in ${metrics['timing_s/testing'].toFixed(1)}s (${metrics['val/response_tokens_per_s'].toFixed(0)} generated tok/s)` +
       `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
-    for (const sample of samples.slice(0, config.trainer.log_val_generations)) {
-      log(`  [prompt] ${JSON.stringify(await setup.tokenizer.decode(sample.prompt))} [response] ${JSON.stringify(sample.response)} [score] ${sample.score}`);
-    }
+    const generations = await Promise.all(samples.slice(0, config.trainer.log_val_generations)
+      .map(async (sample) => ({ input: await setup.tokenizer.decode(sample.prompt), output: sample.response, score: sample.score })));
+    for (const g of generations) log(`  [prompt] ${JSON.stringify(g.input)} [response] ${JSON.stringify(g.output)} [score] ${g.score}`);
+    await tracking.logGenerations(trainer.globalStep, generations);
     return score;
   };
 
