@@ -26,7 +26,7 @@ import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory } from './memory-plan.ts';
 import { guardStep } from '../phases/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
-import { watchInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
+import { watchInterrupt, stopOnInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
 import { runTrainingLoop } from './run-loop.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
@@ -152,11 +152,13 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   log(`device: ${engine.caps.description}`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
   // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
+  const stopWatchingSetup = stopOnInterrupt(resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start');
   const setup = await setUpRun(engine, config, resumed, (r, { stage, totalSteps }) => {
     if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
+  stopWatchingSetup();
   // Only now that every input has loaded: the run directory must be writable, a dead save's staging folder goes,
   // a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside (never deletes).
   await prepareRunDirectory(runDir);

@@ -157,4 +157,20 @@ describe('node train.js with bad input', () => {
     const after = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).step);
     expect(after).toEqual([...Array.from({ length: step }, (_, i) => i + 1), step + 1]);
   });
+
+  it('Ctrl-C during the warm start stops at once, says the same command starts over, and writes nothing', async () => {
+    const dir = join(tiny.root, 'interrupted-warm-start');
+    const child = spawn(process.execPath, [TRAIN_JS, `trainer.default_local_dir=${dir}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((done) => child.on('exit', done));
+    while (!stdout.includes('warm start (pretraining) step 1/')) await new Promise((r) => setTimeout(r, 50));
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    const errors = stderr.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('Warning: maxDynamic'));
+    expect(errors).toEqual(['interrupt: stopped during setup and the warm start; nothing of this run was written, so the same command starts over']);
+    expect(await readdir(dir).catch(() => null)).toBeNull();
+  });
 });
