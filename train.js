@@ -4,7 +4,7 @@
 // an error that stops the run is one line on stderr (TRAIN_DEBUG=1 adds its stack trace).
 import './tools/node-loader.js';
 
-const { main } = await import('./ppo/cli-node.ts');
+const { main } = await import('./ppo/run/cli-node.ts');
 const { runMain } = await import('./ppo/run/user-error.ts');
 const { plotRun } = await import('./tools/plot/cli.ts');
 process.exitCode = await runMain(() => main(process.argv.slice(2), { writeCharts: plotRun }));

@@ -3,6 +3,7 @@ export { Tensor, type DType, type RowWindow, elementCount, shapeString, rowsPerW
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts';
 export { type DeviceCapabilities } from './device.ts';
+export { peakFp32Flops, SOFTWARE_PEAK_FLOPS } from './peak-flops.ts';
 export { readKnobs, type EngineKnobs } from './knobs.ts';
 export { chooseVariant } from './variants.ts';
 export { Rng, seededRandom, type RngState } from './rng.ts';

@@ -21,6 +21,13 @@ function readMaxBindingBytes(value: string | undefined): number | null {
   return bytes;
 }
 
+function readPeakFlops(value: string | undefined): number | null {
+  if (value === undefined || value === '') return null;
+  const flops = Number(value);
+  if (!Number.isFinite(flops) || flops <= 0) throw new Error(`WEBGPU_PEAK_FLOPS: "${value}" must be a positive number of FLOP/s (e.g. 66.9e12)`);
+  return flops;
+}
+
 export interface EngineKnobs {
   /** WEBGPU_DEBUG: 1 = log adapter and limits, 2 = also every dispatch. */
   debug: number;
@@ -33,6 +40,8 @@ export interface EngineKnobs {
   /** WEBGPU_MAX_BINDING_BYTES=65536: pretend the device binds at most this many bytes per storage binding, so the
    *  paths that split large tensors run (and are tested) on shapes that would fit whole. null: the device's limit. */
   maxBindingBytes: number | null;
+  /** WEBGPU_PEAK_FLOPS=66.9e12: the device's peak FP32 FLOP/s for MFU, instead of engine/peak-flops.ts's table. */
+  peakFlops: number | null;
   /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
   trainDebug: boolean;
 }
@@ -52,6 +61,7 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
+    peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),
     trainDebug: env.TRAIN_DEBUG === '1',
   };
 }

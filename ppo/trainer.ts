@@ -4,7 +4,7 @@
 // trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
 // needs it; critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
-import { Arena as ArenaClass } from '../engine/index.ts';
+import { Arena as ArenaClass, peakFp32Flops } from '../engine/index.ts';
 import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
@@ -143,8 +143,8 @@ export class PpoTrainer {
     const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
-    await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
-    await timed('values', () => this.experience.values(batch, plan.experience));
+    if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
+    if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
     const updateMetrics: Record<string, number> = {};
@@ -160,7 +160,8 @@ export class PpoTrainer {
     }
     this.globalStep++;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
-    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null }), ...envMetrics,
+    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
+      peakFlops: peakFp32Flops(this.engine.caps, this.engine.knobs.peakFlops) }), ...envMetrics,
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30 };
   }
 

@@ -1,11 +1,13 @@
 // One training run in the tab: the built-in setup (the shipped checkpoint or a live warm start, critic), then PPO steps until the configured
-// total, validating every trainer.test_freq steps. Pause and stop take effect between steps; work that reads
-// the GPU (a step, a validation, an export) runs one at a time so their command streams never interleave.
+// total, validating every trainer.test_freq steps and at the end (ppo/run/run-loop.ts, the loop of node train.js, with no
+// checkpoints). Pause and stop take effect between steps; work that reads the GPU (a step, a validation, an
+// export) runs one at a time so their command streams never interleave.
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../../ppo/config.ts';
 import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/run/dataset.ts';
 import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/run/builtin-run.ts';
 import { PpoTrainer } from '../../ppo/trainer.ts';
+import { runTrainingLoop } from '../../ppo/run/run-loop.ts';
 import type { SftStepResult } from '../../ppo/tasks/sft-trainer.ts';
 import type { WarmStartProgress } from '../../ppo/tasks/default-job.ts';
 import { modelsZip, type ModelToExport } from './export.ts';
@@ -118,19 +120,19 @@ export class TrainingSession {
     this.trainer = trainer;
     await this.validate();
     listener.phase('training');
-    while (trainer.globalStep < totalSteps && !this.stopped) {
-      if (this.paused) {
-        listener.phase('paused');
-        await new Promise<void>((resolve) => (this.resumeWaiter = resolve));
-        this.resumeWaiter = null;
-        if (!this.stopped) listener.phase('training');
-        continue;
-      }
-      const metrics = await this.exclusive(() => trainer.step());
-      listener.step(metrics, totalSteps);
-      const step = trainer.globalStep;
-      if (step === totalSteps || (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0)) await this.validate();
-    }
+    await runTrainingLoop(trainer, totalSteps, config.trainer, {
+      step: async () => listener.step(await this.exclusive(() => trainer.step()), totalSteps),
+      validate: () => this.validate(),
+      beforeStep: async () => {
+        while (this.paused && !this.stopped) {
+          listener.phase('paused');
+          await new Promise<void>((resolve) => (this.resumeWaiter = resolve));
+          this.resumeWaiter = null;
+          if (!this.stopped) listener.phase('training');
+        }
+        return !this.stopped;
+      },
+    });
   }
 
   private async validate(): Promise<void> {

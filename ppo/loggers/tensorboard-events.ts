@@ -1,7 +1,10 @@
 // TensorBoard event records, encoded by hand (no TensorFlow): each record is TFRecord-framed (uint64 length,
 // masked CRC-32C of the length, the bytes, masked CRC-32C of the bytes) and holds one tensorflow.Event protobuf:
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
-//   Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2; }
+//   Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2;
+//                                                   SummaryMetadata metadata = 9; TensorProto tensor = 8; }
+// Text (validation generations) is TensorBoard's text plugin: metadata.plugin_data.plugin_name "text" and a scalar
+// DT_STRING tensor, as torch.utils.tensorboard's add_text writes it.
 // A file starts with an Event whose file_version is "brain.Event:2", as TensorFlow's writers do.
 // Browser-safe: returns bytes; the caller writes them.
 
@@ -108,4 +111,18 @@ export function scalarsRecord(wallTime: number, step: number, scalars: Record<st
   const summary = new ProtoWriter();
   for (const [tag, value] of Object.entries(scalars)) summary.bytesField(1, new ProtoWriter().string(1, tag).float(2, value).finish());
   return tfRecord(new ProtoWriter().double(1, wallTime).int64(2, step).bytesField(5, summary.finish()).finish());
+}
+
+/** tensorflow.DataType DT_STRING. */
+const DT_STRING = 7;
+
+/** One Event holding `text` (markdown) under `tag` at `step`, for TensorBoard's Text tab. */
+export function textRecord(wallTime: number, step: number, tag: string, text: string): Uint8Array {
+  const pluginData = new ProtoWriter().string(1, 'text').finish();
+  const metadata = new ProtoWriter().bytesField(1, pluginData).finish();
+  // TensorProto { dtype = 1; tensor_shape = 2 (a scalar: no dims); string_val = 8 }
+  const tensor = new ProtoWriter().int64(1, DT_STRING).bytesField(2, new Uint8Array(0)).string(8, text).finish();
+  const value = new ProtoWriter().string(1, tag).bytesField(9, metadata).bytesField(8, tensor).finish();
+  const summary = new ProtoWriter().bytesField(1, value).finish();
+  return tfRecord(new ProtoWriter().double(1, wallTime).int64(2, step).bytesField(5, summary).finish());
 }

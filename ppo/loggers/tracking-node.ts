@@ -1,12 +1,12 @@
 // The run's metric sinks, chosen by trainer.logger as in verl's Tracking: `file` appends verl's JSONL records
 // ({"step": N, "data": {...}}) to RUN_DIR/metrics.jsonl; `tensorboard` writes an event file under
-// $TENSORBOARD_DIR or RUN_DIR/tensorboard. `console` is the trainer's progress line (ppo/cli-node.ts). wandb,
+// $TENSORBOARD_DIR or RUN_DIR/tensorboard. `console` is the trainer's progress line (ppo/run/cli-node.ts). wandb,
 // mlflow and swanlab need services this engine does not ship: they are accepted and skipped with one line.
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { SERVICE_LOGGERS, type PpoConfig } from '../config.ts';
-import { fileVersionRecord, scalarsRecord } from './tensorboard-events.ts';
+import { fileVersionRecord, scalarsRecord, textRecord } from './tensorboard-events.ts';
 
 export const METRICS_FILE = 'metrics.jsonl';
 
@@ -54,5 +54,16 @@ export class Tracking {
   async log(step: number, data: Record<string, number>): Promise<void> {
     if (this.metricsFile) await appendFile(this.metricsFile, JSON.stringify({ step, data }) + '\n');
     if (this.eventFile) await appendFile(this.eventFile, scalarsRecord(Date.now() / 1000, step, data));
+  }
+
+  /**
+   * trainer.log_val_generations: the validation samples as a markdown table under val/generations, as verl's
+   * ValidationGenerationsLogger gives TensorBoard (the console prints them; verl's JSONL file has no place for text).
+   */
+  async logGenerations(step: number, samples: readonly { input: string; output: string; score: number }[]): Promise<void> {
+    if (!this.eventFile || samples.length === 0) return;
+    const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, '<br>');
+    const table = ['| input | output | score |', '| --- | --- | --- |', ...samples.map((s) => `| ${cell(s.input)} | ${cell(s.output)} | ${s.score} |`)];
+    await appendFile(this.eventFile, textRecord(Date.now() / 1000, step, 'val/generations', table.join('\n')));
   }
 }

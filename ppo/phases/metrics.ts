@@ -46,9 +46,6 @@ export function forwardFlopsPerToken(c: DecoderConfig, T: number): number {
   return 2 * weights + attention;
 }
 
-/** Peak FP32 throughput the MFU figure is relative to; lavapipe's ~19 GFLOP/s tuned-matmul rate by default. */
-export const DEFAULT_PEAK_FLOPS = 19e9;
-
 export function stepMetrics(a: {
   step: number;
   experience: Experience;
@@ -56,7 +53,8 @@ export function stepMetrics(a: {
   timing: Record<string, number>;
   actorConfig: DecoderConfig;
   criticConfig: DecoderConfig | null;
-  peakFlops?: number;
+  /** The device's peak FP32 FLOP/s (engine/peak-flops.ts); null: unknown, so no MFU. */
+  peakFlops: number | null;
 }): Record<string, number> {
   const x = a.experience;
   const score = listStats(x.scores);
@@ -97,7 +95,7 @@ export function stepMetrics(a: {
     metrics['perf/total_num_tokens'] = tokens;
     metrics['perf/throughput'] = tokens / stepSeconds;
     const flops = 3 * forwardFlopsPerToken(a.actorConfig, x.S) * tokens + (a.criticConfig ? 3 * forwardFlopsPerToken(a.criticConfig, x.S) * tokens : 0);
-    metrics['perf/mfu'] = flops / stepSeconds / (a.peakFlops ?? DEFAULT_PEAK_FLOPS);
+    if (a.peakFlops !== null) metrics['perf/mfu'] = flops / stepSeconds / a.peakFlops;
   }
   return metrics;
 }

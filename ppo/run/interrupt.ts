@@ -35,3 +35,17 @@ export function watchInterrupt(describe: () => { step: number; lastCheckpoint: s
     dispose: () => process.off('SIGINT', onSigint),
   };
 }
+
+/**
+ * Ctrl-C before the training loop (loading the models and data, the built-in job's warm start): nothing of the run
+ * is written yet, so it stops at once and says the same command starts over. Returns the function that stops
+ * watching, called once the run directory is about to be written.
+ */
+export function stopOnInterrupt(phase: string, say: (line: string) => void = (line) => process.stderr.write(line + '\n')): () => void {
+  const onSigint = () => {
+    say(`interrupt: stopped during ${phase}; nothing of this run was written, so the same command starts over`);
+    process.exit(INTERRUPT_EXIT_CODE);
+  };
+  process.on('SIGINT', onSigint);
+  return () => process.off('SIGINT', onSigint);
+}

@@ -1,18 +1,33 @@
 // An event-file reader that is not ours: TFRecord frames checked with TensorFlow's masked CRC-32C, each Event
 // decoded by protobufjs from TensorFlow's own message definitions (event.proto / summary.proto, the fields a
-// scalar log uses). The CRC-32C itself is checked against the standard values in tensorboard-events.test.ts.
+// scalar log and the text plugin use). The CRC-32C itself is checked against the standard values in tensorboard-events.test.ts.
 import protobuf from 'protobufjs';
 import { crc32c } from '../../ppo/loggers/tensorboard-events.ts';
 
-// tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto, the fields a scalar log uses.
+// tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto, the fields a scalar log and the text plugin use.
 const EVENT_PROTO = `
 syntax = "proto3";
 package tensorflow;
+message TensorShapeProto {
+  message Dim { int64 size = 1; string name = 2; }
+  repeated Dim dim = 2;
+  bool unknown_rank = 3;
+}
+message TensorProto {
+  int32 dtype = 1;
+  TensorShapeProto tensor_shape = 2;
+  repeated bytes string_val = 8;
+}
+message SummaryMetadata {
+  message PluginData { string plugin_name = 1; bytes content = 2; }
+  PluginData plugin_data = 1;
+}
 message Summary {
   message Value {
     string node_name = 7;
     string tag = 1;
-    oneof value { float simple_value = 2; bytes obsolete_old_style_histogram = 3; }
+    SummaryMetadata metadata = 9;
+    oneof value { float simple_value = 2; bytes obsolete_old_style_histogram = 3; TensorProto tensor = 8; }
   }
   repeated Value value = 1;
 }

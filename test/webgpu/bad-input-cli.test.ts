@@ -26,10 +26,11 @@ function train(args: string[], env: Record<string, string> = {}, killAfterSecond
   });
 }
 
-function expectOneLine(outcome: Outcome, pattern: RegExp): void {
+/** Exit status 1 for a run stopped by an error, 2 for a configuration error (ppo/run/user-error.ts). */
+function expectOneLine(outcome: Outcome, pattern: RegExp, code = 1): void {
   expect(outcome.errors, outcome.errors.join('\n')).toHaveLength(1);
   expect(outcome.errors[0]).toMatch(pattern);
-  expect(outcome.code).toBe(1);
+  expect(outcome.code).toBe(code);
 }
 
 async function snapshot(dir: string): Promise<Record<string, string>> {
@@ -55,7 +56,7 @@ describe('node train.js with bad input', () => {
   it('a typo in the model path: one line naming it, the previous run\'s metrics and checkpoints untouched', async () => {
     const before = await snapshot(previousRun);
     const outcome = await train([...inPreviousRun(), 'actor_rollout_ref.model.path=/nonexistent/model']);
-    expectOneLine(outcome, /^error: \/nonexistent\/model: no such directory/);
+    expectOneLine(outcome, /^configuration error: actor_rollout_ref\.model\.path=\/nonexistent\/model: no such directory/, 2);
     expect(await snapshot(previousRun)).toEqual(before);
   });
 
@@ -166,5 +167,21 @@ describe('node train.js with bad input', () => {
     expect(resumed).toEqual({ code: 0, errors: [] });
     const after = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).step);
     expect(after).toEqual([...Array.from({ length: step }, (_, i) => i + 1), step + 1]);
+  });
+
+  it('Ctrl-C during the warm start stops at once, says the same command starts over, and writes nothing', async () => {
+    const dir = join(tiny.root, 'interrupted-warm-start');
+    const child = spawn(process.execPath, [TRAIN_JS, `trainer.default_local_dir=${dir}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const exited = new Promise<number | null>((done) => child.on('exit', done));
+    while (!stdout.includes('warm start (pretraining) step 1/')) await new Promise((r) => setTimeout(r, 50));
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    const errors = stderr.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('Warning: maxDynamic'));
+    expect(errors).toEqual(['interrupt: stopped during setup and the warm start; nothing of this run was written, so the same command starts over']);
+    expect(await readdir(dir).catch(() => null)).toBeNull();
   });
 });

@@ -4,7 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/cli-node.ts';
+import { main } from '../../ppo/run/cli-node.ts';
 import { makeTinyRun } from './tiny-run.ts';
 import { gpuEngine } from './gpu.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from './tiny-run.ts';
 import { runCli } from '../cpu/run-cli.ts';
+import { readEvents } from '../cpu/tensorboard-reader.ts';
 import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
 import { PromptSampler } from '../../ppo/run/dataset.ts';
 
@@ -78,12 +79,20 @@ describe('run directory', () => {
     const { root, overrides } = await makeTinyRun(4);
     const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
     const dir = join(root, 'val-only');
-    const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=["console","file"]', `trainer.default_local_dir=${dir}`]);
+    const { code, stdout } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'trainer.log_val_generations=3', 'trainer.logger=["console","file","tensorboard"]', `trainer.default_local_dir=${dir}`]);
     expect(code).toBe(0);
     expect(stdout).toContain('validation only: score');
     // How long validation took (verl's timing_s/testing), on the console line too: a whole test set is minutes.
     expect(stdout).toMatch(/validation @ step 0: score [\d.]+ on 4 prompts in [\d.]+s \(\d+ generated tok\/s\)/);
     expect(stdout.match(/\[prompt\] .* \[response\] .* \[score\] /g)).toHaveLength(3);
+    // …and gives TensorBoard's Text tab the same samples, a markdown table under val/generations.
+    const [eventFile] = await readdir(join(dir, 'tensorboard'));
+    const texts = readEvents(new Uint8Array(await readFile(join(dir, 'tensorboard', eventFile))))
+      .flatMap((event) => event.summary?.value ?? []).filter((value: { tag: string }) => value.tag === 'val/generations');
+    expect(texts).toHaveLength(1);
+    const table = new TextDecoder().decode(texts[0].tensor.stringVal[0]).split('\n');
+    expect(table.slice(0, 2)).toEqual(['| input | output | score |', '| --- | --- | --- |']);
+    expect(table).toHaveLength(2 + 3);
     expect(stdout).not.toContain('PPO:');
     // verl's name for a data source's validation score.
     const [validation] = await runMetrics(dir);

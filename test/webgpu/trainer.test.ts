@@ -4,7 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/cli-node.ts';
+import { main } from '../../ppo/run/cli-node.ts';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from './tiny-run.ts';
 

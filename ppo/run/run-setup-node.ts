@@ -3,29 +3,29 @@
 // critic, and the reward function.
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Engine } from '../engine/index.ts';
-import type { PpoConfig } from './config.ts';
-import { usesCritic } from './config.ts';
-import { loadModel } from '../models/model-files-node.ts';
-import { readGenerationConfig, type GenerationConfig } from '../models/checkpoint-io.ts';
-import { parseHfConfig, type DecoderConfig } from '../models/hf-config.ts';
-import { criticFromCausalLm } from '../models/critic-init.ts';
-import type { Tokenizer } from '../models/tokenizer.ts';
-import { loadTokenizer, readTokenizerFiles } from '../models/tokenizer-node.ts';
-import { ChatTemplate } from '../models/chat-template.ts';
-import type { RlExample } from './run/dataset.ts';
-import { loadRlDataset } from './run/dataset-node.ts';
-import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from './run/builtin-run.ts';
-import type { CorpusDocument } from './search/retriever.ts';
-import { loadCorpus } from './search/corpus-node.ts';
-import { retrieverFromConfig, searchProtocol } from './search/search-protocol.ts';
-import type { SearchProtocol } from './search/search-turns.ts';
-import type { SftStepResult } from './tasks/sft-trainer.ts';
-import type { WarmStartProgress } from './tasks/default-job.ts';
-import { computeScore, type RewardFunction } from './rewards/index.ts';
-import { loadCustomRewardFunction } from './rewards/custom-reward-node.ts';
-import type { ModelWeights } from './trainer.ts';
-import { checkRewardsCanScore, checkModelFitsRun } from './run/input-checks.ts';
+import type { Engine } from '../../engine/index.ts';
+import type { PpoConfig } from '../config.ts';
+import { usesCritic } from '../config.ts';
+import { loadModel } from '../../models/model-files-node.ts';
+import { readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io.ts';
+import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
+import { criticFromCausalLm } from '../../models/critic-init.ts';
+import type { Tokenizer } from '../../models/tokenizer.ts';
+import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
+import { ChatTemplate } from '../../models/chat-template.ts';
+import type { RlExample } from './dataset.ts';
+import { loadRlDataset } from './dataset-node.ts';
+import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from './builtin-run.ts';
+import type { CorpusDocument } from '../search/retriever.ts';
+import { loadCorpus } from '../search/corpus-node.ts';
+import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
+import type { SearchProtocol } from '../search/search-turns.ts';
+import type { SftStepResult } from '../tasks/sft-trainer.ts';
+import type { WarmStartProgress } from '../tasks/default-job.ts';
+import { computeScore, type RewardFunction } from '../rewards/index.ts';
+import { loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';
+import type { ModelWeights } from '../trainer.ts';
+import { checkRewardsCanScore, checkModelFitsRun } from './input-checks.ts';
 
 export interface RunSetup {
   tokenizer: Tokenizer;
@@ -80,8 +80,12 @@ export async function checkModelDirectories(config: PpoConfig): Promise<string[]
     ['data.tokenizer', config.data.tokenizer],
   ];
   const problems: string[] = [];
+  // critic.model.path defaults to the actor's: one missing directory is one problem, named by its first key.
+  const checked = new Set<string>();
   for (const [key, path] of paths) {
-    if (path === null || (await stat(path).then((s) => s.isDirectory(), () => false))) continue;
+    if (path === null || checked.has(path)) continue;
+    checked.add(path);
+    if (await stat(path).then((s) => s.isDirectory(), () => false)) continue;
     problems.push(`${key}=${path}: no such directory` + (HUB_ID.test(path)
       ? ` — a Hugging Face Hub id? This engine reads local model directories only (no download): ` +
         `\`huggingface-cli download ${path} --local-dir DIR\`, then ${key}=DIR`

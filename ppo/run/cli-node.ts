@@ -8,25 +8,26 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
-import { Engine } from '../engine/index.ts';
-import { HfConfigError } from '../models/hf-config.ts';
-import { TokenizerError } from '../models/tokenizer.ts';
-import { ChatTemplateError } from '../models/chat-template.ts';
-import { SafetensorsError } from '../models/safetensors.ts';
-import { CheckpointError } from '../models/checkpoint-io.ts';
-import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from './config.ts';
-import { DEFAULT_JOB } from './tasks/default-job.ts';
+import { Engine } from '../../engine/index.ts';
+import { HfConfigError } from '../../models/hf-config.ts';
+import { TokenizerError } from '../../models/tokenizer.ts';
+import { ChatTemplateError } from '../../models/chat-template.ts';
+import { SafetensorsError } from '../../models/safetensors.ts';
+import { CheckpointError } from '../../models/checkpoint-io.ts';
+import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from '../config.ts';
+import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';
-import { runTrainerIo } from './run/builtin-run.ts';
-import { PpoTrainer } from './trainer.ts';
-import { PromptSampler, totalTrainingSteps } from './run/dataset.ts';
-import { formatStepLine } from './run/progress.ts';
-import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './run/checkpoint-node.ts';
-import { Tracking, METRICS_FILE } from './loggers/tracking-node.ts';
-import { planMemory, formatMemoryPlan, deviceMemory } from './run/memory-plan.ts';
-import { guardStep } from './phases/finite-guard.ts';
-import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run/run-directory-node.ts';
-import { watchInterrupt, INTERRUPT_EXIT_CODE } from './run/interrupt.ts';
+import { runTrainerIo } from './builtin-run.ts';
+import { PpoTrainer } from '../trainer.ts';
+import { PromptSampler, totalTrainingSteps } from './dataset.ts';
+import { formatStepLine } from './progress.ts';
+import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
+import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
+import { planMemory, formatMemoryPlan, deviceMemory } from './memory-plan.ts';
+import { guardStep } from '../phases/finite-guard.ts';
+import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
+import { watchInterrupt, stopOnInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
+import { runTrainingLoop } from './run-loop.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -115,7 +116,9 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
     if (missing.length > 0) throw new ConfigError(missing);
   } catch (err) {
     if (err instanceof ConfigError) {
-      console.error(`configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+      console.error(err.problems.length === 1
+        ? `configuration error: ${err.problems[0]}`
+        : `configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
       return 2;
     }
     throw err;
@@ -149,11 +152,13 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   log(`device: ${engine.caps.description}`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
   // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
+  const stopWatchingSetup = stopOnInterrupt(resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start');
   const setup = await setUpRun(engine, config, resumed, (r, { stage, totalSteps }) => {
     if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
+  stopWatchingSetup();
   // Only now that every input has loaded: the run directory must be writable, a dead save's staging folder goes,
   // a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside (never deletes).
   await prepareRunDirectory(runDir);
@@ -183,9 +188,10 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +
       `in ${metrics['timing_s/testing'].toFixed(1)}s (${metrics['val/response_tokens_per_s'].toFixed(0)} generated tok/s)` +
       `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
-    for (const sample of samples.slice(0, config.trainer.log_val_generations)) {
-      log(`  [prompt] ${JSON.stringify(await setup.tokenizer.decode(sample.prompt))} [response] ${JSON.stringify(sample.response)} [score] ${sample.score}`);
-    }
+    const generations = await Promise.all(samples.slice(0, config.trainer.log_val_generations)
+      .map(async (sample) => ({ input: await setup.tokenizer.decode(sample.prompt), output: sample.response, score: sample.score })));
+    for (const g of generations) log(`  [prompt] ${JSON.stringify(g.input)} [response] ${JSON.stringify(g.output)} [score] ${g.score}`);
+    await tracking.logGenerations(trainer.globalStep, generations);
     return score;
   };
 
@@ -203,48 +209,40 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     return 0;
   }
   let after = before;
-  let savedStep = -1;
   let lastCheckpoint = resumeDir;
   const ppoStarted = performance.now();
   const firstStep = trainer.globalStep;
-  const interrupt = watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint }));
-  try {
-    while (trainer.globalStep < totalSteps) {
+  const end = await runTrainingLoop(trainer, totalSteps, config.trainer, {
+    step: async () => {
       const epoch = cursor().epoch;
       const metrics = await guardStep(trainer.globalStep + 1, lastCheckpoint, () => trainer.step());
       await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
       log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
-      const step = trainer.globalStep;
-      if (interrupt.requested) {
-        const saved = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-        console.error(`interrupted after step ${step}: checkpoint ${saved}; the same command resumes from it`);
-        return INTERRUPT_EXIT_CODE;
-      }
-      if (config.trainer.test_freq > 0 && step % config.trainer.test_freq === 0 && step < totalSteps) after = await validate();
-      if (config.trainer.save_freq > 0 && step % config.trainer.save_freq === 0) {
-        lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-        log(`checkpoint: ${lastCheckpoint}`);
-        savedStep = step;
-      }
-    }
-  } finally {
-    interrupt.dispose();
-  }
-  // The final checkpoint before the final validation: a validation that fails (a bad val_files row, a reward or
-  // retriever error) is reported with the trained weights already saved.
-  const finalCheckpoint = savedStep === trainer.globalStep
-    ? join(runDir, `global_step_${savedStep}`)
-    : await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-  after = await validate().catch((err: Error) => {
-    throw new Error(`final validation failed (the trained model is saved in ${finalCheckpoint}): ${err.message}`, { cause: err });
+    },
+    // The final validation runs after the final save, so one that fails (a bad val_files row, a reward or
+    // retriever error) can name the checkpoint holding the trained weights.
+    validate: async (at) => {
+      after = await validate().catch((err: Error) => {
+        throw at === 'final' ? new Error(`final validation failed (the trained model is saved in ${lastCheckpoint}): ${err.message}`, { cause: err }) : err;
+      });
+    },
+    save: async (at) => {
+      lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
+      if (at === 'save_freq') log(`checkpoint: ${lastCheckpoint}`);
+    },
+    watchInterrupt: () => watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint })),
   });
+  if (end === 'interrupted') {
+    console.error(`interrupted after step ${trainer.globalStep}: checkpoint ${lastCheckpoint}; the same command resumes from it`);
+    return INTERRUPT_EXIT_CODE;
+  }
   const seconds = (performance.now() - started) / 1000;
   log('');
   if (before !== null && after !== null) {
     log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
   }
   const metricsNote = config.trainer.logger.includes('file') ? `; metrics ${join(runDir, METRICS_FILE)}` : '';
-  log(`done in ${seconds.toFixed(0)} s; checkpoint ${finalCheckpoint}${metricsNote}`);
+  log(`done in ${seconds.toFixed(0)} s; checkpoint ${lastCheckpoint}${metricsNote}`);
   // Charts are drawn from metrics.jsonl, which only the file logger writes.
   if (options.writeCharts && config.trainer.logger.includes('file')) {
     const files = options.writeCharts(runDir);
