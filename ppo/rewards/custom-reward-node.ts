@@ -50,6 +50,9 @@ class RewardWorker {
     worker.on('message', (reply: RewardWorkerCallReply) => this.settle(reply));
     worker.on('error', (err) => this.stop(new Error(`${this.running()} stopped its worker thread: ${messageOf(err)}`)));
     worker.on('exit', (code) => this.stop(new Error(`${this.running()} ended its worker thread (exit code ${code})`)));
+    // An idle worker does not keep the process alive; a call waiting for it does, through its timeout. (After the
+    // listeners: adding a 'message' listener refs the worker's port again.)
+    worker.unref();
   }
 
   call(call: RewardCall): Promise<RewardResult> {
@@ -114,8 +117,6 @@ class RewardWorker {
 /** Starts the worker and waits until it has imported the module, or failed to, or its import ran past the timeout. */
 async function startWorker(file: string, name: string, timeoutSeconds: number): Promise<{ worker: Worker; reply: Exclude<RewardWorkerLoadReply, { kind: 'importing' }> }> {
   const worker = new Worker(new URL('./custom-reward-worker.js', import.meta.url), { workerData: { url: pathToFileURL(file).href, name } satisfies RewardWorkerData });
-  // An idle worker does not keep the process alive; a call waiting for it does, through its timeout.
-  worker.unref();
   let timer: ReturnType<typeof setTimeout> | undefined;
   let received: (reply: RewardWorkerLoadReply) => void = () => {};
   let failed: (err: unknown) => void = () => {};

@@ -1,4 +1,5 @@
 import { describe, it, expect } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,8 @@ import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.t
 
 const VERL_SAMPLE = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
 const CUSTOM_REWARD = fileURLToPath(new URL('./fixtures/custom-reward.ts', import.meta.url));
+const CUSTOM_REWARD_NODE = new URL('../../ppo/rewards/custom-reward-node.ts', import.meta.url).href;
+const NODE_LOADER = new URL('../../tools/node-loader.js', import.meta.url).href;
 
 interface VerlCase {
   function: string;
@@ -220,6 +223,17 @@ describe('custom reward function', () => {
     expect((performance.now() - started) / 1000).toBeLessThan(5);
     await expect(batch[2]).rejects.toThrow(/data_source "loop".*did not return within/);
     await expect(fn('fine', 'd', '1', null)).rejects.toThrow(/data_source "loop".*did not return within/);
+  });
+
+  it('an idle worker does not keep the process alive: a script that scored with it exits by itself', () => {
+    const script = join(modules, 'scores-once.mjs');
+    writeFileSync(script, `import { loadCustomRewardFunction } from ${JSON.stringify(CUSTOM_REWARD_NODE)};\n` +
+      `const fn = await loadCustomRewardFunction({ path: ${JSON.stringify(CUSTOM_REWARD)}, name: 'compute_score', timeout: 60 });\n` +
+      `console.log(JSON.stringify(await fn('s', '42', '42', null)));\n`);
+    const run = spawnSync(process.execPath, ['--import', NODE_LOADER, script], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toBe('{"score":1,"correct":true,"source":"s"}\n');
+    expect(run.status).toBe(0);
   });
 
   it('the timeout is per call: a batch of slow async calls, each within it, returns in order', async () => {
