@@ -36,8 +36,8 @@ export interface RolloutConfig extends SamplingParams {
   readEvery?: number;
   /** Drop finished rows once at most this fraction of the batch is still generating and none is waiting (0: never). */
   compactBelow?: number;
-  /** Bytes the decode batch may allocate (KV caches, activations, logits): verl's gpu_memory_utilization times
-   *  the device's memory; default ROLLOUT_MEMORY_UTILIZATION × ASSUMED_DEVICE_MEMORY_BYTES. */
+  /** Bytes the decode batch may allocate (KV caches, activations, logits): the trainer passes verl's
+   *  rollout.gpu_memory_utilization × ASSUMED_DEVICE_MEMORY_BYTES; unset, only the binding limits bound it. */
   memoryBudgetBytes?: number;
   /** Samples decoded at once, at most; the device's limits and memoryBudgetBytes may allow fewer. */
   maxSlots?: number;
@@ -45,8 +45,6 @@ export interface RolloutConfig extends SamplingParams {
 
 /** WebGPU reports no device memory: the rollout budget is a fraction of this size unless told the device's. */
 export const ASSUMED_DEVICE_MEMORY_BYTES = 4 * 2 ** 30;
-/** verl's actor_rollout_ref.rollout.gpu_memory_utilization default. */
-export const ROLLOUT_MEMORY_UTILIZATION = 0.5;
 
 /** verl's val_kwargs default: one greedy sample per prompt. */
 export const VALIDATION_SAMPLING: Pick<RolloutConfig, 'n' | 'temperature' | 'topK' | 'topP'> = { n: 1, temperature: 0, topK: -1, topP: 1 };
@@ -256,7 +254,7 @@ export function rolloutSlots(caps: Pick<DeviceCapabilities, 'maxBufferSize' | 'm
   const { bytes, largest } = slotFootprint(m, shape.promptLength, shape.capacity);
   const binding = Math.min(caps.maxStorageBufferBindingSize, caps.maxBufferSize);
   const [what, perSlot] = largest.reduce((x, y) => (y[1] > x[1] ? y : x));
-  const budget = c.memoryBudgetBytes ?? ROLLOUT_MEMORY_UTILIZATION * ASSUMED_DEVICE_MEMORY_BYTES;
+  const budget = c.memoryBudgetBytes ?? Infinity;
   const slots = Math.min(shape.samples, c.maxSlots ?? Infinity, Math.floor(binding / perSlot), Math.floor(budget / bytes));
   if (slots < 1) {
     throw new Error(`rollout: one sample (prompt ${shape.promptLength} + cache ${shape.capacity} slots) needs ${bytes} bytes and ${perSlot} bytes for ${what}; ` +
