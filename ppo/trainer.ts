@@ -79,6 +79,10 @@ export class PpoTrainer {
   private readonly criticUpdater: CriticUpdater | null;
   private readonly klCtrl: KLController;
   private readonly plan: StepPlan;
+  /** The device's peak FP32 FLOP/s for perf/mfu (null: unknown, no MFU). */
+  private readonly peakFlops: number | null;
+  /** Sampling for training rollouts and for validation, without the seed each rollout draws. */
+  private readonly sampling: { train: Omit<RolloutConfig, 'seed'>; validation: Omit<RolloutConfig, 'seed'> };
   readonly rng: Rng;
   globalStep = 0;
 
@@ -121,6 +125,8 @@ export class PpoTrainer {
     this.criticUpdater = this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);
     this.plan = planStep(c);
+    this.peakFlops = peakFp32Flops(engine.caps, engine.knobs.peakFlops);
+    this.sampling = { train: this.samplingConfig(false), validation: this.samplingConfig(true) };
     if (rewardModel) {
       if (rewardModel.config.head !== 'sequence-classification') {
         throw new Error(`reward_model.model.path: expected a *ForSequenceClassification, got ${rewardModel.config.architecture}`);
@@ -161,7 +167,7 @@ export class PpoTrainer {
     this.globalStep++;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
     return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
-      peakFlops: peakFp32Flops(this.engine.caps, this.engine.knobs.peakFlops) }), ...envMetrics,
+      peakFlops: this.peakFlops }), ...envMetrics,
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30 };
   }
 
@@ -180,7 +186,7 @@ export class PpoTrainer {
     return scores;
   }
 
-  private rolloutConfig(validation: boolean): RolloutConfig {
+  private samplingConfig(validation: boolean): Omit<RolloutConfig, 'seed'> {
     const r = this.config.actor_rollout_ref.rollout;
     const sampling = validation ? r.val_kwargs : r;
     return {
@@ -188,13 +194,18 @@ export class PpoTrainer {
       temperature: sampling.do_sample ? sampling.temperature : 0,
       topK: sampling.top_k,
       topP: sampling.top_p,
-      // Validation must not move the training stream: a resumed run would otherwise diverge after a validation.
-      seed: validation ? (this.config.trainer.seed ^ Math.imul(this.globalStep + 1, 0x9e3779b9)) >>> 0 : this.rng.nextUint32(),
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,
       memoryBudgetBytes: r.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES,
     };
+  }
+
+  private rolloutConfig(validation: boolean): RolloutConfig {
+    // Validation must not move the training stream: a resumed run would otherwise diverge after a validation.
+    return validation
+      ? { ...this.sampling.validation, seed: (this.config.trainer.seed ^ Math.imul(this.globalStep + 1, 0x9e3779b9)) >>> 0 }
+      : { ...this.sampling.train, seed: this.rng.nextUint32() };
   }
 
   /** A rollout of the prompts; with do_search, a multi-turn search session and its env/* metrics. */
@@ -235,7 +246,9 @@ export class PpoTrainer {
     const bySource = new Map<string, number[]>();
     scores.forEach((s, i) => {
       const source = records[rollout.groupIds[i]].dataSource;
-      bySource.set(source, [...(bySource.get(source) ?? []), s]);
+      const list = bySource.get(source);
+      if (list) list.push(s);
+      else bySource.set(source, [s]);
     });
     const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [`val/${k}`, v]));
     // verl's name for a data source's mean score over its val_kwargs.n responses per prompt (its core metric).
