@@ -1,6 +1,7 @@
 // The fused LM head: log-probabilities of the targets, entropies and their gradients from hidden states and the
 // unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
 import lmHeadSource from './lm-head.wgsl';
+import lmHeadLogitsSource from './lm-head-logits.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, rowsPerWindow } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
 import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
@@ -213,13 +214,40 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
   });
 }
 
-/** Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature.
- *  A weight larger than one binding is multiplied chunk by chunk and each chunk's columns placed into out. */
-export function lmHeadLogits(engine: Engine, a: { hidden: Tensor; weight: Tensor; out: Tensor; N: number; C: number; V: number }): void {
+const decodeLogitsSpec: KernelSpec = {
+  name: 'lm-head/logits-decode',
+  source: lmHeadLogitsSource,
+  bindings: [
+    { name: 'hidden', access: 'read', type: 'vec4<f32>' },
+    { name: 'weight', access: 'read', type: 'vec4<f32>' },
+    { name: 'out', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'N', type: 'u32' },
+    { name: 'C', type: 'u32' },
+    { name: 'V', type: 'u32' },
+    { name: 'v0', type: 'u32' },
+    { name: 'width', type: 'u32' },
+  ],
+};
+
+/** Weight rows and rows of hidden per workgroup of lm-head-logits.wgsl. */
+const LOGITS_BLOCK = { weightRows: 32, rows: 4 } as const;
+
+type LogitsArgs = { hidden: Tensor; weight: Tensor; out: Tensor; N: number; C: number; V: number };
+
+/** Each vocabulary window of the weight (the whole weight when it fits one binding) as (v0, width). */
+function weightWindows(engine: Engine, C: number, V: number, weight: Tensor): [number, number][] {
+  const rows = weight.byteLength <= engine.maxBindingBytes ? V
+    : Math.floor(rowsPerWindow(C, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment) / CHUNK_ALIGN) * CHUNK_ALIGN;
+  const windows: [number, number][] = [];
+  for (let v0 = 0; v0 < V; v0 += rows) windows.push([v0, Math.min(rows, V - v0)]);
+  return windows;
+}
+
+/** The general route: matmul, through the chunked scratch and a placement pass when the weight needs several bindings. */
+function logitsByMatmul(engine: Engine, a: LogitsArgs): void {
   const { hidden, weight, out, N, C, V } = a;
-  expectSize('lmHeadLogits', 'hidden', hidden, N * C, `[N=${N}, C=${C}]`);
-  expectSize('lmHeadLogits', 'weight', weight, V * C, `[V=${V}, C=${C}]`);
-  expectSize('lmHeadLogits', 'out', out, N * V, `[N=${N}, V=${V}]`);
   if (weight.byteLength <= engine.maxBindingBytes) {
     matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
     return;
@@ -228,4 +256,38 @@ export function lmHeadLogits(engine: Engine, a: { hidden: Tensor; weight: Tensor
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(placeSpec, { bindings: { logits, out }, uniforms: { rows: N, width, v0, V }, workgroups: foldWorkgroups(Math.ceil((N * width) / 256)) });
   });
+}
+
+/** lm-head-logits.wgsl: one dispatch per binding window of the weight, written straight into out. */
+function logitsForDecode(engine: Engine, a: LogitsArgs): void {
+  const { hidden, weight, out, N, C, V } = a;
+  for (const [v0, width] of weightWindows(engine, C, V, weight)) {
+    const [gx, gy] = foldWorkgroups(Math.ceil(width / LOGITS_BLOCK.weightRows), engine.caps.maxComputeWorkgroupsPerDimension);
+    engine.dispatch(decodeLogitsSpec, {
+      bindings: { hidden, weight: weightRows(weight, v0, width, C), out },
+      uniforms: { N, C, V, v0, width },
+      workgroups: [gx, gy, Math.ceil(N / LOGITS_BLOCK.rows)],
+    });
+  }
+}
+
+// The decode LM head: a GPU runs its matmul; on a CPU device a decode step's few rows (at most 4, C % 4 == 0)
+// take the decode kernel, more rows (a validation's many slots) the register matmul, which reuses each weight
+// load for 8 rows.
+export const lmHeadLogitsVariants: readonly Variant<(engine: Engine, a: LogitsArgs) => void>[] = [
+  {
+    name: 'decode', supported: (caps) => caps.isSoftware,
+    value: (engine, a) => (a.N <= LOGITS_BLOCK.rows && a.C % 4 === 0 ? logitsForDecode : logitsByMatmul)(engine, a),
+  },
+  { name: 'matmul', supported: () => true, value: logitsByMatmul },
+];
+
+/** Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature.
+ *  A weight larger than one binding is multiplied window by window. */
+export function lmHeadLogits(engine: Engine, a: LogitsArgs): void {
+  const { hidden, weight, out, N, C, V } = a;
+  expectSize('lmHeadLogits', 'hidden', hidden, N * C, `[N=${N}, C=${C}]`);
+  expectSize('lmHeadLogits', 'weight', weight, V * C, `[V=${V}, C=${C}]`);
+  expectSize('lmHeadLogits', 'out', out, N * V, `[N=${N}, V=${V}]`);
+  chooseVariant('lm-head-logits', lmHeadLogitsVariants, engine.caps, engine.knobs).value(engine, a);
 }

@@ -452,6 +452,9 @@ export class RolloutGenerator {
         temperature: c.temperature, topK: c.topK, topP: c.topP, seed: c.seed,
       });
       dispatches++;
+      // Once the last sample admitted has drawn its R tokens every sample has: stop without the reads' lag
+      // (up to 2·readEvery steps of decoding whose tokens nobody keeps).
+      if (admitted === N && dispatches >= firstDispatch[N - 1] + R) break;
       let free: number[] = [];
       if (dispatches % readEvery === 0) {
         // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
@@ -487,6 +490,9 @@ export class RolloutGenerator {
       }
       e.flush();
     }
+    await harvest();
+    const tokens = await e.read(state.tokens);
+    for (const [i, p] of progress.entries()) if (!p.done) await p.take(tokens.subarray(i * R + harvested[i], (i + 1) * R));
     const records = singleTurnRecords(progress, await e.read(state.logprobs), R);
     state.destroy();
     return records;

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsVariants, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/ref/lm-head.ts';
 import { randomArray, expectClose, seededRandom } from '../helpers.ts';
 
@@ -94,15 +94,25 @@ describe('fused LM head', () => {
     for (const g of [...await engine.read(dHidden), ...await engine.read(dWeight)]) expect(Number.isFinite(g)).toBe(true);
   });
 
-  it('lmHeadLogits writes the full logits without temperature', async () => {
-    const engine = await gpuEngine();
-    const [N, C, V] = [3, 12, 50];
-    const hidden = randomArray(N * C, 1);
-    const weight = randomArray(V * C, 2);
-    const out = engine.tensor('logits', [N, V]);
-    lmHeadLogits(engine, { hidden: engine.tensorFrom('hidden', [N, C], hidden), weight: engine.tensorFrom('weight', [V, C], weight), out, N, C, V });
-    const expected = new Float64Array(N * V);
-    for (let n = 0; n < N; n++) for (let v = 0; v < V; v++) for (let c = 0; c < C; c++) expected[n * V + v] += hidden[n * C + c] * weight[v * C + c];
-    expectClose(await engine.read(out), expected, 1e-5, 1e-5, 'logits');
-  });
+  // Each variant forced: 'decode' runs its kernel for up to 4 rows with C % 4 == 0 (odd V: a last workgroup of
+  // clamped weight rows; N = 3: a clamped hidden row) and the matmul otherwise.
+  for (const variant of lmHeadLogitsVariants.map((v) => v.name)) {
+    for (const [N, C, V] of [[3, 12, 50], [1, 64, 1000], [4, 8, 77], [6, 16, 300], [2, 10, 65]]) {
+      it(`lmHeadLogits writes the full logits without temperature (${variant}, N=${N}, C=${C}, V=${V})`, async () => {
+        const engine = await gpuEngine();
+        const hidden = randomArray(N * C, 1);
+        const weight = randomArray(V * C, 2);
+        const out = engine.tensor('logits', [N, V]);
+        engine.knobs.kernelVariants['lm-head-logits'] = variant;
+        try {
+          lmHeadLogits(engine, { hidden: engine.tensorFrom('hidden', [N, C], hidden), weight: engine.tensorFrom('weight', [V, C], weight), out, N, C, V });
+        } finally {
+          delete engine.knobs.kernelVariants['lm-head-logits'];
+        }
+        const expected = new Float64Array(N * V);
+        for (let n = 0; n < N; n++) for (let v = 0; v < V; v++) for (let c = 0; c < C; c++) expected[n * V + v] += hidden[n * C + c] * weight[v * C + c];
+        expectClose(await engine.read(out), expected, 1e-5, 1e-5, 'logits');
+      });
+    }
+  }
 });
