@@ -13,6 +13,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { KvCache } from '../../models/kv-cache.ts';
+import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
@@ -133,6 +134,24 @@ describe('rollout', () => {
     expect(reseeded.responses).not.toEqual(plain.responses);
     // the samples of one group differ from each other
     expect(plain.responses[0]).not.toEqual(plain.responses[1]);
+  });
+
+  it('decodes no step past the last sample\'s budget: R tokens without eos take R − 1 decode steps, whatever readEvery', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const generator = new RolloutGenerator(engine, policy);
+    const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
+    try {
+      for (const readEvery of [1, 5, 8]) {
+        extend.mockClear();
+        const c: RolloutConfig = { ...BASE, eosTokenIds: [], readEvery };
+        const batch = await generator.generate(PROMPTS, c);
+        expect(batch.responseLengths).toEqual(new Array(PROMPTS.length * c.n).fill(c.maxResponseLength));
+        expect(extend.mock.calls.filter(([input]) => input.T === 1).length).toBe(c.maxResponseLength - 1);
+      }
+    } finally {
+      extend.mockRestore();
+    }
   });
 
   it('stops at a stop string, keeping the token that completes it', async () => {
