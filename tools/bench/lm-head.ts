@@ -4,14 +4,17 @@
 // from CPU time, which other processes on the cores barely move, unlike wall time). The matmuls run in the
 // same vocabulary chunks the LM head binds (a 151,936 × 1,024 weight outgrows one binding), writing only a
 // chunk of logits, so the ratio measures what the head adds: statistics, dlogits and their passes over memory.
+// Then a decode step's full logits of 4 rows (lmHeadLogits, sampling's input) against the matmul route.
 import { type Engine, seededRandom } from '../../engine/index.ts';
-import { timeKernel, type KernelBenchRow } from './harness.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadChunkWidth } from '../../kernels/lm-head.ts';
+import { timeKernel, withVariant, type KernelBenchRow } from './harness.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadChunkWidth, lmHeadLogits } from '../../kernels/lm-head.ts';
 import { matmul } from '../../kernels/matmul.ts';
 
 const VOCAB = 151936;
 /** Rows (tokens) per case: a micro-batch's worth, fewer at hidden 1,024 so one run takes seconds on lavapipe. */
 const CASES = [{ N: 256, C: 128 }, { N: 64, C: 1024 }];
+/** A decode step's rows: the sampling logits of 4 sequences. */
+const DECODE_ROWS = 4;
 /** Heavy runs: one per sample, three samples. */
 const TIMING = { reps: 1, samples: 3 };
 
@@ -69,7 +72,16 @@ export async function benchmarkLmHead(engine: Engine): Promise<LmHeadBenchRow[]>
       () => lmHeadBackward(engine, { ...common, lse, entropy, dLogprobs, dEntropy: dLogprobs, dHidden, dWeight }), { flops: 3 * forwardFlops, ...TIMING });
     rows.push(matmulForward, { ...headForward, vs_matmul: speedup(matmulForward, headForward) },
       matmulBackward, { ...headBackward, vs_matmul: speedup(matmulBackward, headBackward) });
-    for (const t of [hidden, weight, targets, logprobs, entropy, lse, dLogprobs, dHidden, dWeight, logits]) engine.destroyTensor(t);
+
+    // A decode step's full logits: the device's choice (on a CPU the decode kernel) against the matmul route.
+    const decodeShape = `N=${DECODE_ROWS} C=${C} V=${V}`;
+    const decodeArgs = { hidden: hidden.view('bench.hidden[decode]', 0, [DECODE_ROWS, C]), weight, out: engine.tensor('bench.decodeLogits', [DECODE_ROWS, V]), N: DECODE_ROWS, C, V };
+    const decodeFlops = 2 * DECODE_ROWS * C * V;
+    const matmulLogits = await withVariant(engine, 'lm-head-logits', 'matmul', () =>
+      timeKernel(engine, 'matmul nt (decode logits)', decodeShape, () => lmHeadLogits(engine, decodeArgs), { flops: decodeFlops, ...TIMING }));
+    const headLogits = await timeKernel(engine, 'lm-head logits (decode)', decodeShape, () => lmHeadLogits(engine, decodeArgs), { flops: decodeFlops, ...TIMING });
+    rows.push(matmulLogits, { ...headLogits, vs_matmul: speedup(matmulLogits, headLogits) });
+    for (const t of [hidden, weight, targets, logprobs, entropy, lse, dLogprobs, dHidden, dWeight, logits, decodeArgs.out]) engine.destroyTensor(t);
   }
   return rows;
 }
