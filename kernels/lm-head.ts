@@ -236,15 +236,6 @@ const LOGITS_BLOCK = { weightRows: 32, rows: 4 } as const;
 
 type LogitsArgs = { hidden: Tensor; weight: Tensor; out: Tensor; N: number; C: number; V: number };
 
-/** Each vocabulary window of the weight (the whole weight when it fits one binding) as (v0, width). */
-function weightWindows(engine: Engine, C: number, V: number, weight: Tensor): [number, number][] {
-  const rows = weight.byteLength <= engine.maxBindingBytes ? V
-    : Math.floor(rowsPerWindow(C, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment) / CHUNK_ALIGN) * CHUNK_ALIGN;
-  const windows: [number, number][] = [];
-  for (let v0 = 0; v0 < V; v0 += rows) windows.push([v0, Math.min(rows, V - v0)]);
-  return windows;
-}
-
 /** The general route: matmul, through the chunked scratch and a placement pass when the weight needs several bindings. */
 function logitsByMatmul(engine: Engine, a: LogitsArgs): void {
   const { hidden, weight, out, N, C, V } = a;
@@ -261,11 +252,11 @@ function logitsByMatmul(engine: Engine, a: LogitsArgs): void {
 /** lm-head-logits.wgsl: one dispatch per binding window of the weight, written straight into out. */
 function logitsForDecode(engine: Engine, a: LogitsArgs): void {
   const { hidden, weight, out, N, C, V } = a;
-  for (const [v0, width] of weightWindows(engine, C, V, weight)) {
-    const [gx, gy] = foldWorkgroups(Math.ceil(width / LOGITS_BLOCK.weightRows), engine.caps.maxComputeWorkgroupsPerDimension);
+  for (const { firstRow, rows, tensor } of engine.bindingWindows(weight, C)) {
+    const [gx, gy] = foldWorkgroups(Math.ceil(rows / LOGITS_BLOCK.weightRows), engine.caps.maxComputeWorkgroupsPerDimension);
     engine.dispatch(decodeLogitsSpec, {
-      bindings: { hidden, weight: weightRows(weight, v0, width, C), out },
-      uniforms: { N, C, V, v0, width },
+      bindings: { hidden, weight: tensor, out },
+      uniforms: { N, C, V, v0: firstRow, width: rows },
       workgroups: [gx, gy, Math.ceil(N / LOGITS_BLOCK.rows)],
     });
   }
