@@ -41,7 +41,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   var qs: array<vec4<f32>, HS4>;
   var acc: array<vec4<f32>, HS4>;
   let qScale = params.scale * LOG2E;
-  for (var d4 = 0u; d4 < HS4; d4++) {
+  for (var d4 = 0u; d4 < headVec4s(); d4++) {
     qs[d4] = select(vec4<f32>(0.0), loadQ(qBase(b, min(t, params.Tq - 1u), h), d4) * qScale, valid);
     acc[d4] = vec4<f32>(0.0);
   }
@@ -72,13 +72,13 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let j = j0 + jj;
       if (valid && j <= position && maskTile[jj] == 1u) {
         var dot = vec4<f32>(0.0);
-        for (var d4 = 0u; d4 < HS4; d4++) { dot = fma(qs[d4], kvTile[jj * HS4 + d4], dot); }
+        for (var d4 = 0u; d4 < headVec4s(); d4++) { dot = fma(qs[d4], kvTile[jj * HS4 + d4], dot); }
         let score = sum4(dot);
         let mNew = max(m, score);
         let correction = exp2(m - mNew);
         let p = exp2(score - mNew);
         l = l * correction + p;
-        for (var d4 = 0u; d4 < HS4; d4++) { acc[d4] = fma(acc[d4], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + d4]); }
+        for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = fma(acc[d4], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + d4]); }
         m = mNew;
       }
     }
@@ -91,7 +91,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let slot = r * half + s - half;
       mergeMax[slot] = m;
       mergeSum[slot] = l;
-      for (var d4 = 0u; d4 < HS4; d4++) { kvTile[slot * HS4 + d4] = acc[d4]; }
+      for (var d4 = 0u; d4 < headVec4s(); d4++) { kvTile[slot * HS4 + d4] = acc[d4]; }
     }
     workgroupBarrier();
     if (s < half) {
@@ -101,7 +101,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let mine = exp2(m - mNew);
       let theirs = exp2(other - mNew);
       l = l * mine + mergeSum[slot] * theirs;
-      for (var d4 = 0u; d4 < HS4; d4++) { acc[d4] = acc[d4] * mine + kvTile[slot * HS4 + d4] * theirs; }
+      for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = acc[d4] * mine + kvTile[slot * HS4 + d4] * theirs; }
       m = mNew;
     }
   }
@@ -109,7 +109,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   if (valid && s == 0u) {
     let inverse = select(0.0, 1.0 / l, l > 0.0);
     let base = (b * params.Tq + t) * params.NH * HS + h * HS;
-    for (var d4 = 0u; d4 < HS4; d4++) { storeOut(base, d4, acc[d4] * inverse); }
+    for (var d4 = 0u; d4 < headVec4s(); d4++) { storeOut(base, d4, acc[d4] * inverse); }
     lse[(b * params.NH + h) * params.Tq + t] = select(0.0, (m + log2(l)) / LOG2E, l > 0.0);
   }
 }

@@ -3,7 +3,7 @@ import { gpuEngine } from './gpu.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
 import { randomArray, expectClose } from '../helpers.ts';
-import type { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs } from '../../engine/index.ts';
 
 /** Row 1 left-padded by `pad` keys (a pad longer than the row pads all of it). */
 function leftPaddedMask(B: number, Tk: number, pad: number, stride = Tk): Uint32Array {
@@ -73,6 +73,19 @@ describe('attention kernel', () => {
       await checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true);
     }, coldCompileTimeout);
   }
+
+  // CPU devices roll the head-vector loops only above HS = 32 (kernels/attention.ts): the rolled form at the
+  // small odd head sizes, forced here, is otherwise untested on lavapipe.
+  it('the rolled variant matches the reference: B=2 T=37 NH/NKV=4/2 HS=12 and HS=32, row 1 left-padded by 3', async () => {
+    const knobs = readKnobs();
+    const rolled = await Engine.create({ ...knobs, kernelVariants: { ...knobs.kernelVariants, attention: 'rolled' } });
+    try {
+      for (const HS of [12, 32]) await checkFused(rolled, fusedDims(2, 37, 4, 2, HS), leftPaddedMask(2, 37, 3), true);
+    } finally {
+      await rolled.sync();
+      rolled.destroy();
+    }
+  });
 
   it('reads q, k and v from separate tensors with their own strides', async () => {
     const engine = await gpuEngine();
