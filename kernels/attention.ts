@@ -59,6 +59,9 @@ const ATTENTION_UNIFORMS: readonly UniformSpec[] = [
   { name: 'scale', type: 'f32' },
   /** ceil(HS / 4): the trip count of the rolled variant's head-vector loops. */
   { name: 'hs4', type: 'u32' },
+  /** Forward only: queries per workgroup and lanes splitting each query's keys (attention-forward.wgsl). */
+  { name: 'blockRows', type: 'u32' },
+  { name: 'keySplit', type: 'u32' },
 ];
 
 /** The largest head size whose head-vector loops are unrolled (see attention.wgsl's headVec4s); above it they
@@ -189,8 +192,9 @@ function rangesOverlap(a: Tensor, b: Tensor): boolean {
   return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
 }
 
-function uniforms(a: AttentionDims, maskBatchStride: number): Record<string, number> {
+function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keySplit = 1): Record<string, number> {
   return {
+    blockRows, keySplit,
     Tq: a.Tq, Tk: a.Tk, NH: a.NH, NKV: a.NKV,
     qRowStride: a.qRowStride, qColOffset: a.qColOffset,
     kRowStride: a.kRowStride, kColOffset: a.kColOffset,
@@ -209,10 +213,10 @@ export function attentionForward(engine: Engine, args: AttentionForwardArgs): vo
   const tile = tileRows(engine, HS);
   const blockRows = Math.min(BLOCK, nextPowerOfTwo(Tq));
   const keySplit = Math.min(BLOCK / blockRows, tile);
-  const spec = attentionSpec(engine, 'forward', HS, { TILE: tile, BLOCK_ROWS: blockRows, KEY_SPLIT: keySplit });
+  const spec = attentionSpec(engine, 'forward', HS, { TILE: tile, BLOCK });
   engine.dispatch(spec, {
     bindings: { q: args.q, k: args.k, v: args.v, keyMask: args.keyMask, out: args.out, lse: args.lse },
-    uniforms: uniforms(args, maskStride),
+    uniforms: uniforms(args, maskStride, blockRows, keySplit),
     workgroups: [Math.ceil(Tq / blockRows), NH, B],
   });
 }
