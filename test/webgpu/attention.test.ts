@@ -71,13 +71,13 @@ describe('attention kernel', () => {
     });
   }
 
-  // CPU devices roll the head-vector loops only above HS = 64 (kernels/attention.ts): the rolled form at the
-  // small odd head sizes, forced here, is otherwise untested on lavapipe.
-  it('the rolled variant matches the reference: B=2 T=37 NH/NKV=4/2 HS=12 and HS=32, row 1 left-padded by 3', async () => {
+  // CPU devices roll the head-vector loops only above HS = 64 (kernels/attention.ts): the rolled form at a head
+  // size with a partial last vec4 (HS = 6), forced here, is otherwise untested.
+  it('the rolled variant matches the reference: B=2 T=37 NH/NKV=4/2 HS=6, row 1 left-padded by 3', async () => {
     const knobs = readKnobs();
     const rolled = await Engine.create({ ...knobs, kernelVariants: { ...knobs.kernelVariants, attention: 'rolled' } });
     try {
-      for (const HS of [12, 32]) await checkFused(rolled, fusedDims(2, 37, 4, 2, HS), leftPaddedMask(2, 37, 3), true);
+      await checkFused(rolled, fusedDims(2, 37, 4, 2, 6), leftPaddedMask(2, 37, 3), true);
     } finally {
       await rolled.sync();
       rolled.destroy();
