@@ -33,6 +33,7 @@ export function pipelineKey(record: PipelineRecord): string {
 /** A writer appending records to `path` (created if missing); appends of whole lines, so test workers may share it. */
 export async function openPipelineLog(path: string): Promise<(spec: KernelSpec) => void> {
   const fsModule = 'node:fs';
-  const { appendFileSync } = (await import(/* @vite-ignore */ fsModule)) as typeof import('node:fs');
+  // Typed by hand: the demo's build (a browser) has no Node types.
+  const { appendFileSync } = (await import(/* @vite-ignore */ fsModule)) as { appendFileSync: (path: string, data: string) => void };
   return (spec) => appendFileSync(path, JSON.stringify(pipelineRecord(spec)) + '\n');
 }
