@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
+import type { PipelineRecord } from '../../engine/pipeline-log.ts';
+import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
 type Row = Record<string, string | number>;
 
@@ -37,6 +39,15 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
     console.error('usage: node tools/bench.js compile PIPELINES.jsonl (record it with WEBGPU_PIPELINE_LOG=PIPELINES.jsonl on any run, e.g. npm test)');
     return 2;
   }
+  let pipelines: PipelineRecord[] = [];
+  if (suite === 'compile' && pipelineLog) {
+    try {
+      pipelines = readPipelineLog(pipelineLog);
+    } catch (err) {
+      console.error((err as Error).message);
+      return 2;
+    }
+  }
   // An empty shader cache of its own, set before the device exists (Mesa reads it when the driver loads).
   const coldCache = suite === 'compile' ? mkdtempSync(join(tmpdir(), 'mesa-cold-')) : null;
   if (coldCache) process.env.MESA_SHADER_CACHE_DIR = coldCache;
@@ -52,9 +63,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
       console.log(json ? JSON.stringify(result.plan, null, 2) : result.lines.join('\n'));
       return result.plan.problems.length > 0 ? 1 : 0;
     }
-    const rows = suite === 'compile' && pipelineLog
-      ? await (await import('./compile.ts')).benchmarkCompile(engine, pipelineLog) as unknown as Row[]
-      : await SUITES[suite](engine);
+    const rows = suite === 'compile' ? await benchmarkCompile(engine, pipelines) as unknown as Row[] : await SUITES[suite](engine);
     console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
     return 0;
   } finally {

@@ -74,9 +74,8 @@ async function compileOnce(engine: Engine, record: PipelineRecord): Promise<numb
   return ms;
 }
 
-/** Compiles every distinct pipeline of the log; rows slowest first, then one row per kernel name, then the total. */
-export async function benchmarkCompile(engine: Engine, path: string): Promise<CompileRow[]> {
-  const records = readPipelineLog(path);
+/** Compiles each record (readPipelineLog: the distinct pipelines of a log); rows slowest first, then one row per kernel name, then the total. */
+export async function benchmarkCompile(engine: Engine, records: readonly PipelineRecord[]): Promise<CompileRow[]> {
   const rows: CompileRow[] = [];
   for (const [i, record] of records.entries()) {
     const row = { kernel: record.name, constants: describeConstants(record), ms: await compileOnce(engine, record) };
