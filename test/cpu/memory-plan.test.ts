@@ -35,6 +35,14 @@ describe('memory plan', () => {
     expect(formatMemoryPlan(plan).join('\n')).toMatch(/actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/);
   });
 
+  it('adds the transposed layer weights to the updates where training forwards use them (CPU devices)', () => {
+    const overrides = config([]);
+    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const transposed = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true });
+    const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
+    transposed.phases.forEach((p, i) => expect(p.bytes - plain.phases[i].bytes, p.phase).toBe(p.phase.endsWith('update') ? layerWeights : 0));
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, budgetBytes: null };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
