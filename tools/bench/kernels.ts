@@ -26,9 +26,10 @@ const CASES: (() => KernelBenchCase[])[] = [
   valueHeadCases, adamwCases, weightedSumCases, ppoCases,
 ];
 
-export async function benchmarkKernels(engine: Engine): Promise<KernelBenchRow[]> {
+/** Every case, or with `only` the cases of those ops (as WEBGPU_KERNEL_VARIANTS names them: `--only=value-head,reduce`). */
+export async function benchmarkKernels(engine: Engine, only?: readonly string[]): Promise<KernelBenchRow[]> {
   const rows: KernelBenchRow[] = [];
-  for (const benchCase of CASES.flatMap((cases) => cases())) {
+  for (const benchCase of CASES.flatMap((cases) => cases()).filter((c) => !only || only.includes(c.op))) {
     const run = benchCase.setup(engine);
     const time = (samples?: number) =>
       timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples });
