@@ -171,7 +171,10 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
   const tracking = await Tracking.open(config, runDir, resumed !== null, env);
   if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
-  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  const models = {
+    actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null,
+    actorLora: setup.actor.lora?.settings ?? null,
+  };
   for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
 
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
