@@ -141,11 +141,14 @@ export class DecoderTrunk {
     if (mode === 'train') {
       for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`, l));
     } else if (mode === 'checkpointed') {
-      // Layers may adapt different projections (all share the rank): the shared set holds every layer's.
-      for (let l = 0; l < c.numLayers; l++) layers.push({ ...layer('shared', l, t('layer0.input', [R, C])), input: t(`layer${l}.input`, [R, C]) });
+      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts).
+      const shared = layer('shared', 0, t('layer0.input', [R, C]));
+      for (let l = 0; l < c.numLayers; l++) layers.push({ ...shared, input: t(`layer${l}.input`, [R, C]) });
     } else {
       // Inference: layer l's input is layer l−1's output; two sets of buffers alternate.
-      for (let l = 0; l < c.numLayers; l++) layers.push(layer(l % 2 === 0 ? 'a' : 'b', l));
+      const a = layer('a', 0);
+      const b = layer('b', 0);
+      for (let l = 0; l < c.numLayers; l++) layers.push(l % 2 === 0 ? a : b);
     }
     const saved = mode !== 'infer';
     return {
