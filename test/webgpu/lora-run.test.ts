@@ -3,7 +3,7 @@
 // update's KL to the reference is exactly 0 (B starts at zero, so the adapted actor is the base model), checkpoints
 // hold the adapter in PEFT's format and the merged model, a run resumes bit-identically, and a saved adapter given as
 // lora_adapter_path starts a run with the same logits.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
@@ -85,10 +85,20 @@ describe('LoRA run', () => {
 
     // lora_adapter_path: a run starting from the saved adapter (rank from its adapter_config.json).
     const c = join(root, 'c');
-    expect(await main([
-      ...overrides, `actor_rollout_ref.model.lora_adapter_path=${adapterDir}`, `trainer.default_local_dir=${c}`,
-      'trainer.total_training_steps=1', 'actor_rollout_ref.actor.optim.lr=0', 'trainer.save_freq=1',
-    ])).toBe(0);
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      expect(await main([
+        ...overrides, `actor_rollout_ref.model.lora_adapter_path=${adapterDir}`, `trainer.default_local_dir=${c}`,
+        'trainer.total_training_steps=1', 'actor_rollout_ref.actor.optim.lr=0', 'trainer.save_freq=1', 'trainer.logger=[console]',
+      ])).toBe(0);
+      // 7 modules × r·(in + out) on the 32-wide, 1-layer model (q 32, k/v 16, intermediate 64).
+      const trainable = 8 * ((32 + 32) + 2 * (32 + 16) + (32 + 32) + 2 * (32 + 64) + (64 + 32));
+      expect(log.mock.calls.map((args) => String(args[0]))).toContain(
+        `LoRA r=8, lora_alpha 16 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: ${trainable.toLocaleString('en-US')} trainable parameters of ` +
+        `${[...start.values()].reduce((n, t) => n + t.length, 0).toLocaleString('en-US')} (the base model frozen)`);
+    } finally {
+      log.mockRestore();
+    }
     const reloaded = await tensorsOf(join(c, 'global_step_1', 'actor', 'lora_adapter', 'adapter_model.safetensors'));
     for (const [name, t] of adapter.tensors) expect(reloaded.get(name), name).toEqual(t.data);
   }, 600_000);
