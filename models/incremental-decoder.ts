@@ -10,7 +10,7 @@ import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
-import { matmul, useMatmulPrologue, type MatmulPrologue } from '../kernels/matmul.ts';
+import { matmul, useMatmulPrologue } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
@@ -19,7 +19,7 @@ import { attentionForward } from '../kernels/attention.ts';
 import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
-import type { LoraAdapters } from './lora-adapters.ts';
+import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 
 /** Activations of one call; R = rows·T. */
 interface StepBuffers {
@@ -147,7 +147,7 @@ export class IncrementalDecoder {
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
    *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
-  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): { a: Tensor; prologue?: MatmulPrologue } {
+  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): ProjectionInput {
     const c = this.config;
     const weight = this.param(weightName);
     if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
@@ -206,7 +206,7 @@ export class IncrementalDecoder {
       const mlpInput = this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm);
       matmul(e, { ...mlpInput, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
       this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
-      let downInput: { a: Tensor; prologue?: MatmulPrologue } = { a: s.gateUp, prologue: { kind: 'swiglu' } };
+      let downInput: ProjectionInput = { a: s.gateUp, prologue: { kind: 'swiglu' } };
       if (!fuseSwiglu) {
         swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
         downInput = { a: s.act };
