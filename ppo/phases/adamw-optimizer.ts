@@ -12,10 +12,12 @@ export interface AdamWConfig {
   maxGradNorm: number;
 }
 
+/** Both moments per parameter tensor, by the arena's tensor name (as PyTorch keeps state per parameter), so a
+ *  state saved on one device loads on another whose binding limit packs the arena differently. */
 export interface AdamWState {
   step: number;
-  m: Float32Array[];
-  v: Float32Array[];
+  m: ReadonlyMap<string, Float32Array>;
+  v: ReadonlyMap<string, Float32Array>;
 }
 
 export class AdamWOptimizer {
@@ -30,6 +32,8 @@ export class AdamWOptimizer {
     private readonly engine: Engine,
     readonly params: Arena,
     readonly config: AdamWConfig,
+    /** Runs on the gradients before their norm and the update (LoRA: clears the entries held at zero). */
+    private readonly prepareGradients: ((grads: Arena) => void) | null = null,
   ) {
     this.grads = new Arena(engine, `${params.label}.grad`, params.layout);
     this.m = new Arena(engine, `${params.label}.adam_m`, params.layout);
@@ -50,6 +54,7 @@ export class AdamWOptimizer {
   /** Clips by global norm and applies one AdamW update; `gradScale` first multiplies the gradients. */
   step(lr = this.config.lr, gradScale = 1): void {
     this.stepCount++;
+    this.prepareGradients?.(this.grads);
     gradNormSquared(this.engine, { grads: this.grads.segments, normSquared: this.normSquared });
     this.params.segments.forEach((params, i) => {
       adamwStep(this.engine, {
@@ -66,13 +71,20 @@ export class AdamWOptimizer {
   }
 
   async saveState(): Promise<AdamWState> {
-    const read = (arena: Arena) => Promise.all(arena.segments.map((s) => this.engine.read(s)));
+    const read = async (arena: Arena) => new Map(await Promise.all(arena.names().map(async (name) => [name, await this.engine.read(arena.get(name))] as const)));
     return { step: this.stepCount, m: await read(this.m), v: await read(this.v) };
   }
 
+  /** Alignment padding between tensors holds zero moments; reset() first keeps it so. */
   loadState(state: AdamWState): void {
+    this.reset();
     this.stepCount = state.step;
-    state.m.forEach((data, i) => this.engine.upload(this.m.segments[i], data));
-    state.v.forEach((data, i) => this.engine.upload(this.v.segments[i], data));
+    for (const [moments, arena] of [[state.m, this.m], [state.v, this.v]] as const) {
+      for (const name of arena.names()) {
+        const data = moments.get(name);
+        if (!data) throw new Error(`optimizer state: no moments for ${name}`);
+        this.engine.upload(arena.get(name), data);
+      }
+    }
   }
 }

@@ -20,7 +20,7 @@ describe('planArena', () => {
       { buffer: 1, offset: 0, size: 1024 }, { buffer: 1, offset: 1024, size: 1024 }, { buffer: 1, offset: 2048, size: 960 },
       { buffer: 2, offset: 0, size: 1024 },
     ]);
-    expect(layout.segmentSizes).toEqual([128, 1024, 1024, 960, 1024]);
+    expect(layout.segments.map((s) => s.size)).toEqual([128, 1024, 1024, 960, 1024]);
   });
 
   it('names a tensor larger than the largest buffer', () => {
