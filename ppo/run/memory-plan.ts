@@ -7,8 +7,10 @@
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
-import { elementCount, type Engine } from '../../engine/index.ts';
-import { batchSizes, usesCritic, type PpoConfig } from '../config.ts';
+import { chooseVariant, elementCount, type Engine } from '../../engine/index.ts';
+import { transposedWeightVariants } from '../../kernels/transpose.ts';
+import { batchSizes, usesCritic, actorLoraSettings, type PpoConfig } from '../config.ts';
+import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
 
 const F32 = 4;
@@ -20,6 +22,8 @@ export interface DeviceMemory {
   maxBindingBytes: number;
   /** Memory the run may use; null when unknown (WebGPU reports no memory size). */
   budgetBytes: number | null;
+  /** Training forwards multiply by transposed copies of the layer weights (kernels/transpose.ts: CPU devices). */
+  transposedWeights?: boolean;
 }
 
 export interface PlanModels {
@@ -27,6 +31,8 @@ export interface PlanModels {
   /** The critic's config when the run uses one. */
   critic: DecoderConfig | null;
   rewardModel: DecoderConfig | null;
+  /** The actor's LoRA adapters as loaded (a lora_adapter_path's own settings); undefined: from the config's keys. */
+  actorLora?: LoraSettings | null;
 }
 
 export interface MemoryItem {
@@ -77,6 +83,11 @@ function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): 
   return { bytes: tokens * (perLayer * (training ? c.numLayers : 1) + fixed) * F32, widestRow: widest * F32 };
 }
 
+/** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
+function layerWeightElements(c: DecoderConfig): number {
+  return parameterEntries(c).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2).reduce((n, e) => n + elementCount(e.shape), 0);
+}
+
 function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
   return Math.min(LM_HEAD_SCRATCH_BYTES, maxBindingBytes / 4, tokens * c.vocabSize * F32) + tokens * (3 + c.hiddenSize) * F32;
 }
@@ -98,10 +109,14 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const resident: MemoryItem[] = [];
   const actorParams = parameterCount(actor) * F32;
   resident.push({ what: 'actor parameters', bytes: actorParams });
-  resident.push({ what: 'actor gradients', bytes: actorParams });
-  resident.push({ what: 'actor AdamW moments', bytes: 2 * actorParams });
+  // LoRA: gradients and moments of the adapters only, and the reference reads the actor's frozen base.
+  const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
+  const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
+  if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
+  resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
+  resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
-  if (hasReference) resident.push({ what: 'reference parameters', bytes: actorParams });
+  if (hasReference && !lora) resident.push({ what: 'reference parameters', bytes: actorParams });
   if (critic) {
     const criticParams = parameterCount(critic) * F32;
     resident.push({ what: 'critic parameters', bytes: criticParams });
@@ -157,6 +172,10 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     const trunk = trunkActivations(c, tokens, true);
     const items = [{ what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`, bytes: trunk.bytes }];
     if (head === 'lm') items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/lm-head.ts savedLogits).
+    const logits = tokens * c.vocabSize * F32;
+    if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
+    if (device.transposedWeights) items.push({ what: 'transposed layer weights (training forward)', bytes: layerWeightElements(c) * F32 });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
@@ -222,7 +241,11 @@ function gib(bytes: number): string {
 /** This device's binding limit, and as budget `budgetBytes` or else the system memory a software device allocates
  *  from (a GPU reports no memory size: no budget). */
 export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, budgetBytes: number | null = null): DeviceMemory {
-  return { maxBindingBytes: engine.maxBindingBytes, budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null) };
+  return {
+    maxBindingBytes: engine.maxBindingBytes,
+    budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null),
+    transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
+  };
 }
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */

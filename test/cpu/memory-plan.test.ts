@@ -35,6 +35,31 @@ describe('memory plan', () => {
     expect(formatMemoryPlan(plan).join('\n')).toMatch(/actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/);
   });
 
+  it('adds the transposed layer weights to the updates where training forwards use them (CPU devices)', () => {
+    const overrides = config([]);
+    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const transposed = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true });
+    const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
+    transposed.phases.forEach((p, i) => expect(p.bytes - plain.phases[i].bytes, p.phase).toBe(p.phase.endsWith('update') ? layerWeights : 0));
+  });
+
+  it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
+    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),
+      { actor, critic, rewardModel: null }, device);
+    // Per layer: stacked A [16, 128] and block Bᵀ [16, qkv 256] for q and v.
+    const adapterBytes = 2 * (16 * 128 + 16 * 256) * 4;
+    expect(plan.resident.slice(0, 4)).toEqual([
+      { what: 'actor parameters', bytes: parameterCount(actor) * 4 },
+      { what: 'actor LoRA adapters (r=8)', bytes: adapterBytes },
+      { what: 'actor adapter gradients', bytes: adapterBytes },
+      { what: 'actor adapter AdamW moments', bytes: 2 * adapterBytes },
+    ]);
+    const full = planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true']), { actor, critic, rewardModel: null }, device);
+    expect(full.resident.map((r) => r.what)).toContain('reference parameters');
+    expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, budgetBytes: null };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);

@@ -8,8 +8,11 @@ import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
 type Row = Record<string, string | number>;
 
-const SUITES: Record<string, (engine: Engine) => Promise<Row[]>> = {
-  kernels: async (engine) => (await import('./kernels.ts')).benchmarkKernels(engine) as unknown as Promise<Row[]>,
+const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>> = {
+  kernels: async (engine, argv) => {
+    const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+    return (await import('./kernels.ts')).benchmarkKernels(engine, only) as unknown as Promise<Row[]>;
+  },
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
   'lm-head': async (engine) => (await import('./lm-head.ts')).benchmarkLmHead(engine) as unknown as Promise<Row[]>,
@@ -30,7 +33,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const suite = argv.find((a) => !a.startsWith('--'));
   if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile')) {
-    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] | memory --model DIR [--memory-gb N] [key=value ...]` +
+    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] | memory --model DIR [--memory-gb N] [key=value ...]` +
       ' | compile PIPELINES.jsonl');
     return 2;
   }
@@ -63,7 +66,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
       console.log(json ? JSON.stringify(result.plan, null, 2) : result.lines.join('\n'));
       return result.plan.problems.length > 0 ? 1 : 0;
     }
-    const rows = suite === 'compile' ? await benchmarkCompile(engine, pipelines) as unknown as Row[] : await SUITES[suite](engine);
+    const rows = suite === 'compile' ? await benchmarkCompile(engine, pipelines) as unknown as Row[] : await SUITES[suite](engine, argv);
     console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
     return 0;
   } finally {
