@@ -24,7 +24,7 @@ function tinyConfig(architecture: string, extra: Record<string, unknown> = {}): 
 const CONFIGS: [string, DecoderConfig][] = [
   ['qwen3', tinyConfig('Qwen3ForCausalLM', { tie_word_embeddings: true })],
   ['qwen2', tinyConfig('Qwen2ForCausalLM')],
-  ['llama+bias', tinyConfig('LlamaForCausalLM', { attention_bias: true, head_dim: 4 })],
+  ['llama+bias', tinyConfig('LlamaForCausalLM', { attention_bias: true, head_dim: 8 })],
 ];
 
 describe('GPU decoder matches the CPU reference decoder', () => {
