@@ -24,7 +24,7 @@ import { Arena, type Engine } from '../../engine/index.ts';
 function tinyConfig(architecture: string, extra: Record<string, unknown> = {}): DecoderConfig {
   return parseHfConfig({
     architectures: [architecture], vocab_size: 23, hidden_size: 16, intermediate_size: 20, num_hidden_layers: 2,
-    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 4, rms_norm_eps: 1e-6, rope_theta: 10000, ...extra,
+    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000, ...extra,
   });
 }
 
