@@ -55,7 +55,7 @@ async function checkFused(engine: Engine, dims: AttentionDims, mask: Uint32Array
 
 describe('attention kernel', () => {
   // Head sizes the rest of the suite compiles anyway (8 and 16: the model tests; 24: the default job's; 6: a partial
-  // last vec4; 128: rolled): each new head size is three more pipelines for LLVM on a cold cache, 7-25 s each.
+  // last vec4; 128: rolled): each new head size is three more pipelines for LLVM to compile on a cold cache.
   const cases: [T: number, NH: number, NKV: number, HS: number][] = [
     [1, 4, 2, 8],
     [5, 6, 1, 16],
