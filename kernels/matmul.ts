@@ -2,7 +2,9 @@ import tiledSource from './matmul.wgsl';
 import registerSource from './matmul-register.wgsl';
 import naiveSource from './matmul-naive.wgsl';
 import commonSource from './matmul-common.wgsl';
-import { type Engine, type KernelSpec, Tensor, chooseVariant, shapeString } from '../engine/index.ts';
+import bF32Source from './matmul-b-f32.wgsl';
+import bHalfSource from './matmul-b-half.wgsl';
+import { type Engine, type KernelSpec, type FloatDType, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
 
 export type MatmulLayout = 'nn' | 'nt' | 'tn';
@@ -10,7 +12,7 @@ export type MatmulLayout = 'nn' | 'nt' | 'tn';
 export interface MatmulArgs {
   /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
-  /** nn, tn: [K, N]; nt: [N, K]. */
+  /** nn, tn: [K, N]; nt: [N, K]. f32, or bf16/f16 (a frozen model's weights, unpacked as they are read). */
   b: Tensor;
   /** [M, N]. */
   out: Tensor;
@@ -40,18 +42,32 @@ interface MatmulKernel {
 }
 
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows). */
-type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number) => MatmulKernel;
+type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, bDtype?: FloatDType) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
-const BINDINGS = [
-  { name: 'a', access: 'read' },
-  { name: 'a4', access: 'read', type: 'vec4<f32>' },
-  { name: 'b', access: 'read' },
-  { name: 'b4', access: 'read', type: 'vec4<f32>' },
-  { name: 'bias', access: 'read' },
-  { name: 'out', access: 'read_write' },
-  { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
-] as const;
+/** The bindings for a B of `bDtype`: b and b4 are the same memory as 1 and 4 floats, or 4 and 8 halves. */
+function bindings(bDtype: FloatDType) {
+  const half = isHalf(bDtype);
+  return [
+    { name: 'a', access: 'read' },
+    { name: 'a4', access: 'read', type: 'vec4<f32>' },
+    { name: 'b', access: 'read', type: half ? 'vec2<u32>' : 'f32' },
+    { name: 'b4', access: 'read', type: half ? 'vec4<u32>' : 'vec4<f32>' },
+    { name: 'bias', access: 'read' },
+    { name: 'out', access: 'read_write' },
+    { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
+  ] as const;
+}
+
+// Two packed 16-bit values (element 2i in the low half) as float32s.
+const UNPACK_PAIR: Record<'bf16' | 'f16', string> = {
+  bf16: 'fn unpackPair(w: u32) -> vec2<f32> { return bitcast<vec2<f32>>(vec2<u32>(w << 16u, w & 0xffff0000u)); }\n',
+  f16: 'fn unpackPair(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n',
+};
+
+function bLoads(bDtype: FloatDType): string {
+  return isHalf(bDtype) ? UNPACK_PAIR[bDtype] + bHalfSource : bF32Source;
+}
 
 const UNIFORMS = [
   { name: 'M', type: 'u32' },
@@ -66,14 +82,14 @@ const UNIFORMS = [
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds. */
 function specFamily(variant: string, source: string, tile: readonly [number, number]) {
   const kernels = new Map<string, MatmulKernel>();
-  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0): MatmulKernel => {
-    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}`;
+  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0, bDtype: FloatDType = 'f32'): MatmulKernel => {
+    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${bDtype}`;
     let kernel = kernels.get(key);
     if (!kernel) {
       const spec: KernelSpec = {
-        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}`,
-        source: source + commonSource,
-        bindings: BINDINGS,
+        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${bDtype === 'f32' ? '' : `-${bDtype}`}`,
+        source: source + commonSource + bLoads(bDtype),
+        bindings: bindings(bDtype),
         uniforms: UNIFORMS,
         constants: {
           A_K_CONTIGUOUS: layout === 'tn' ? 0 : 1,
@@ -105,7 +121,7 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   {
     name: 'cpu',
     supported: (caps) => caps.isSoftware,
-    value: (layout, aVec4, bVec4, M) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M),
+    value: (layout, aVec4, bVec4, M, prologue, bDtype) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, bDtype),
   },
   { name: 'tiled', supported: () => true, value: tiled },
   { name: 'register', supported: () => true, value: register },
@@ -123,11 +139,12 @@ function overlaps(x: Tensor, y: Tensor): boolean {
   return x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
 }
 
-/** The same memory seen as whole vec4s: a binding of array<vec4<f32>> drops a trailing partial vec4. Engine
- *  buffers are 16-byte multiples and bindings start 256-byte aligned, so the padding always exists (the
- *  Tensor constructor would throw otherwise). */
+/** The same memory seen as whole 16-byte vectors (4 floats, 8 halves): a binding of array<vec4<…>> drops a
+ *  trailing partial vector. Engine buffers are 16-byte multiples and bindings start 256-byte aligned, so the
+ *  padding always exists (the Tensor constructor would throw otherwise). */
 function paddedToVec4(tensor: Tensor): Tensor {
-  const padded = Math.ceil(tensor.size / 4) * 4;
+  const perVector = 16 / (isHalf(tensor.dtype) ? 2 : 4);
+  const padded = Math.ceil(tensor.size / perVector) * perVector;
   return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
 }
 
@@ -162,6 +179,11 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   if (prologue?.kind === 'rmsnorm') checkSize(prologue.weight, 'prologue weight', K, `rmsnorm weight [K=${K}]`);
   checkSize(a, 'a', prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`);
   checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
+  for (const [role, input] of [['a', a], ['out', out], ['bias', bias]] as const) {
+    if (input && input.dtype !== 'f32') throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
+  }
+  const bDtype = b.dtype as FloatDType;
+  if (bDtype !== 'f32' && !isHalf(bDtype)) throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
   checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
   if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
   const prologueWeight = prologue?.kind === 'rmsnorm' ? prologue.weight : undefined;
@@ -176,8 +198,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   const bRow = layout === 'nt' ? K : N;
   // A prologue exists in the register kernel only, whatever the variant choice.
   const { spec, tile: [tileM, tileN] } = prologue
-    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind])
-    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M);
+    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind], bDtype)
+    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bDtype);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;
   if (workgroups[0] > max || workgroups[1] > max) {
@@ -185,7 +207,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   engine.dispatch(spec, {
     // Without a bias, `a` fills the binding slot; hasBias = 0 keeps the kernel from reading it.
-    bindings: { a, a4: paddedToVec4(a), b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
+    // A half b binds whole vec2<u32>s too: padded like b4.
+    bindings: { a, a4: paddedToVec4(a), b: isHalf(bDtype) ? paddedToVec4(b) : b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
     uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0, eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0 },
     workgroups,
   });
