@@ -6,6 +6,7 @@ import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
 import { type Engine, type KernelSpec, type FloatDType, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
+import { unpackPairSource } from './half-weights.ts';
 
 export type MatmulLayout = 'nn' | 'nt' | 'tn';
 
@@ -59,14 +60,8 @@ function bindings(bDtype: FloatDType) {
   ] as const;
 }
 
-// Two packed 16-bit values (element 2i in the low half) as float32s.
-const UNPACK_PAIR: Record<'bf16' | 'f16', string> = {
-  bf16: 'fn unpackPair(w: u32) -> vec2<f32> { return bitcast<vec2<f32>>(vec2<u32>(w << 16u, w & 0xffff0000u)); }\n',
-  f16: 'fn unpackPair(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n',
-};
-
 function bLoads(bDtype: FloatDType): string {
-  return isHalf(bDtype) ? UNPACK_PAIR[bDtype] + bHalfSource : bF32Source;
+  return isHalf(bDtype) ? unpackPairSource(bDtype) + bHalfSource : bF32Source;
 }
 
 const UNIFORMS = [
