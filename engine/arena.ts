@@ -57,7 +57,7 @@ export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: numbe
     const size = Math.ceil((elementCount(entry.shape) * bytesPerElement(dtype)) / BYTES_PER_ELEMENT);
     if (size > maxBinding) {
       if (size * BYTES_PER_ELEMENT > maxBufferBytes) {
-        throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)} (${dtype}) needs ${size * BYTES_PER_ELEMENT} bytes, ` +
+        throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)}${dtype === 'f32' ? '' : ` (${dtype})`} needs ${size * BYTES_PER_ELEMENT} bytes, ` +
           `above the device's largest buffer of ${maxBufferBytes} bytes (maxBufferSize)`);
       }
       slots.push({ name: entry.name, shape: entry.shape, dtype, buffer: bufferSizes.length, offset: 0 });

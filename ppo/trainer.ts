@@ -4,14 +4,15 @@
 // trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
 // needs it; critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
-import { Arena as ArenaClass, peakFp32Flops } from '../engine/index.ts';
+import { peakFp32Flops } from '../engine/index.ts';
 import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
+import { frozenParameterCopy } from '../models/parameter-store.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { usesCritic } from './config.ts';
+import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
 import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
@@ -109,7 +110,9 @@ export class PpoTrainer {
       weightDecay: actorCfg.optim.weight_decay, maxGradNorm: actorCfg.grad_clip,
     });
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
-    this.reference = needsReference ? new CausalLm(engine, actor.config, referenceParams ?? frozenCopy(engine, actor.params, 'reference')) : null;
+    this.reference = needsReference
+      ? new CausalLm(engine, actor.config, referenceParams ?? frozenParameterCopy(engine, actor.config, actor.params, 'reference', weightDtype(c, 'reference', actor.config.torchDtype)))
+      : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
     if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
@@ -304,11 +307,4 @@ function phaseTimer(): { timing: Record<string, number>; timed: <T>(name: string
     return result;
   };
   return { timing, timed };
-}
-
-/** A frozen copy of a parameter arena (the reference model). */
-function frozenCopy(engine: Engine, params: Arena, label: string): Arena {
-  const copy = new ArenaClass(engine, label, params.layout);
-  params.segments.forEach((segment, i) => engine.copy(segment, copy.segments[i]));
-  return copy;
 }
