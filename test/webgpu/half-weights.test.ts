@@ -15,6 +15,12 @@ import { createParameterArena, frozenParameterCopy, uploadArenaTensors } from '.
 import { parameterEntries } from '../../models/parameter-layout.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
+import { loadModel } from '../../models/model-files-node.ts';
+import { writeQwen3Model, QWEN3_TINY_LAYER } from '../../tools/qwen3-model.ts';
+import { parameterBytes } from '../../ppo/run/memory-plan.ts';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const DTYPES = ['bf16', 'f16'] as const;
 
@@ -141,5 +147,33 @@ describe('a frozen model in half precision', () => {
     expectClose(actual.logprobs, expected.logprobs, 1e-6, 1e-5, 'split bf16 log-probs');
     const copy = frozenParameterCopy(split, config, uploaded(split, values, 'split-actor'), 'split-copy', 'bf16');
     expect([...(await logprobs(split, copy, 'split-copy')).logprobs]).toEqual([...actual.logprobs]);
+  });
+});
+
+describe('a Qwen3-shaped bf16 checkpoint (vocabulary 151,936) loaded as a bf16 frozen model', () => {
+  it('takes the plan\'s half bytes and gives the float32-loaded model\'s log-probs bit for bit (its weights are bf16 values)', async () => {
+    const engine = await gpuEngine();
+    const root = await mkdtemp(join(tmpdir(), 'qwen3-half-'));
+    try {
+      await writeQwen3Model(root, { ...QWEN3_TINY_LAYER, layers: 1 }, 4);
+      const f32 = await loadModel(engine, root, { label: 'qwen3-f32' });
+      const bf16 = await loadModel(engine, root, { label: 'qwen3-bf16', weightDtype: (dtype) => (dtype === 'bfloat16' ? 'bf16' : 'f32') });
+      // Arena words hold the bytes the memory plan counts, up to each tensor's 256-byte alignment.
+      const arenaBytes = (params: Arena) => params.totalElements * 4;
+      expect(arenaBytes(bf16.params)).toBeGreaterThanOrEqual(parameterBytes(bf16.config, 'bf16'));
+      expect(arenaBytes(bf16.params) - parameterBytes(bf16.config, 'bf16')).toBeLessThan(256 * bf16.params.layout.slots.length);
+      expect(arenaBytes(bf16.params) / arenaBytes(f32.params)).toBeCloseTo(0.5, 2);
+      const inputIds = [[151644, 872, 198, 9707, 11, 1879, 0, 151645], [151643, 151643, 151644, 77091, 198, 16, 10, 151935]];
+      const attentionMask = [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1, 1]];
+      const targets = inputIds.flatMap((row) => [...row.slice(1), 151645]);
+      const run = async (params: Arena, label: string) => {
+        const lm = new CausalLm(engine, f32.config, params);
+        const out = lm.tokenLogprobs(uploadTokenBatch(engine, { inputIds, attentionMask }, f32.config.vocabSize, label), engine.tensorFrom(`${label}.targets`, [16], targets, 'u32'), { saveForBackward: false });
+        return [...await engine.read(out.logprobs)];
+      };
+      expect(await run(bf16.params, 'qwen3-bf16')).toEqual(await run(f32.params, 'qwen3-f32'));
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });
