@@ -245,7 +245,7 @@ export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, b
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */
 export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
-  const lines = [`memory plan (float32): resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
+  const lines = [`memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
     (plan.budgetBytes !== null ? ` of a ${gib(plan.budgetBytes)} budget` : '')];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
   for (const p of plan.phases) {
