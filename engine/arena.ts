@@ -37,8 +37,6 @@ export interface ArenaLayout {
   bufferSizes: number[];
   /** Every buffer cut into windows of at most one binding, in order; flat kernels dispatch once per segment. */
   segments: ArenaSegment[];
-  /** segments' sizes (the optimizer state is stored per segment). */
-  segmentSizes: number[];
 }
 
 export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: number, maxBufferBytes: number, alignBytes: number): ArenaLayout {
@@ -80,7 +78,7 @@ export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: numbe
       segments.push({ buffer, offset, size: Math.min(maxBinding, bufferSize - offset) });
     }
   });
-  return { slots, bufferSizes: alignedSizes, segments, segmentSizes: segments.map((s) => s.size) };
+  return { slots, bufferSizes: alignedSizes, segments };
 }
 
 /** One instance of a layout: real buffers and a tensor per slot. */

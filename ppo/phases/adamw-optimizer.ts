@@ -12,10 +12,12 @@ export interface AdamWConfig {
   maxGradNorm: number;
 }
 
+/** Both moments per parameter tensor, by the arena's tensor name (as PyTorch keeps state per parameter), so a
+ *  state saved on one device loads on another whose binding limit packs the arena differently. */
 export interface AdamWState {
   step: number;
-  m: Float32Array[];
-  v: Float32Array[];
+  m: ReadonlyMap<string, Float32Array>;
+  v: ReadonlyMap<string, Float32Array>;
 }
 
 export class AdamWOptimizer {
@@ -66,13 +68,20 @@ export class AdamWOptimizer {
   }
 
   async saveState(): Promise<AdamWState> {
-    const read = (arena: Arena) => Promise.all(arena.segments.map((s) => this.engine.read(s)));
+    const read = async (arena: Arena) => new Map(await Promise.all(arena.names().map(async (name) => [name, await this.engine.read(arena.get(name))] as const)));
     return { step: this.stepCount, m: await read(this.m), v: await read(this.v) };
   }
 
+  /** Alignment padding between tensors holds zero moments; reset() first keeps it so. */
   loadState(state: AdamWState): void {
+    this.reset();
     this.stepCount = state.step;
-    state.m.forEach((data, i) => this.engine.upload(this.m.segments[i], data));
-    state.v.forEach((data, i) => this.engine.upload(this.v.segments[i], data));
+    for (const [moments, arena] of [[state.m, this.m], [state.v, this.v]] as const) {
+      for (const name of arena.names()) {
+        const data = moments.get(name);
+        if (!data) throw new Error(`optimizer state: no moments for ${name}`);
+        this.engine.upload(arena.get(name), data);
+      }
+    }
   }
 }

@@ -113,7 +113,7 @@ export interface ResumedRun {
 }
 
 async function readOptimizer(file: string, params: Arena) {
-  return decodeOptimizerState(new Uint8Array(await readFile(file)), file, params.layout.segmentSizes);
+  return decodeOptimizerState(new Uint8Array(await readFile(file)), file, params.layout.slots);
 }
 
 export async function loadCheckpoint(engine: Engine, dir: string, config: PpoConfig): Promise<ResumedRun> {

@@ -20,7 +20,7 @@ describe('planArena', () => {
       { buffer: 1, offset: 0, size: 1024 }, { buffer: 1, offset: 1024, size: 1024 }, { buffer: 1, offset: 2048, size: 960 },
       { buffer: 2, offset: 0, size: 1024 },
     ]);
-    expect(layout.segmentSizes).toEqual([128, 1024, 1024, 960, 1024]);
+    expect(layout.segments.map((s) => s.size)).toEqual([128, 1024, 1024, 960, 1024]);
   });
 
   it('gives a bf16/f16 entry half the words of a float32 one (odd counts round up), aligned like the rest', () => {

@@ -77,7 +77,7 @@ describe('AdamW with global-norm clipping', () => {
   it('reset: the next step is a fresh optimizer\'s first (moments and bias correction start over)', async () => {
     const engine = await gpuEngine();
     const layout = Arena.plan(engine, [{ name: 'w', shape: [256] }]);
-    const n = layout.segmentSizes[0];
+    const n = layout.segments[0].size;
     const start = randomArray(n, 7);
     const stepWith = async (optimizer: AdamWOptimizer, grads: Float32Array) => {
       engine.upload(optimizer.grads.segments[0], grads);

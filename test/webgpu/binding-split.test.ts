@@ -13,6 +13,7 @@ import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { matmul } from '../../kernels/matmul.ts';
 import { lmHeadLogits } from '../../kernels/lm-head.ts';
 import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/run/optimizer-state.ts';
 
 const SPLIT_BYTES = 16384;
 
@@ -43,6 +44,7 @@ interface Outputs {
   grads: Map<string, Float32Array>;
   updated: Map<string, Float32Array>;
   params: Arena;
+  optimizer: AdamWOptimizer;
 }
 
 async function run(engine: Engine, values: Map<string, Float32Array>, stepGrads?: Map<string, Float32Array>): Promise<Outputs> {
@@ -75,7 +77,7 @@ async function run(engine: Engine, values: Map<string, Float32Array>, stepGrads?
   optimizer.step();
   const updated = new Map<string, Float32Array>();
   for (const name of params.names()) updated.set(name, await engine.read(params.get(name)));
-  return { logprobs, entropy, logits, grads, updated, params };
+  return { logprobs, entropy, logits, grads, updated, params, optimizer };
 }
 
 describe('tensors larger than one binding', () => {
@@ -100,6 +102,22 @@ describe('tensors larger than one binding', () => {
     expectClose(actual.logits, expected.logits, 1e-6, 1e-5, 'full logits');
     for (const [name, grad] of expected.grads) expectClose(actual.grads.get(name)!, grad, 1e-6, 1e-4, `gradient of ${name}`);
     for (const [name, value] of expected.updated) expectClose(actual.updated.get(name)!, value, 1e-7, 1e-6, `${name} after AdamW`);
+  });
+
+  it('optimizer state saved on the unsplit engine resumes on the split one (moments stored per tensor, not per binding)', async () => {
+    const whole = await gpuEngine();
+    const values = randomParameters();
+    const saved = await (await run(whole, values)).optimizer.saveState();
+    const target = await run(split!, values);
+    target.optimizer.loadState(decodeOptimizerState(encodeOptimizerState(saved), 'optimizer.safetensors', target.params.layout.slots));
+    const reloaded = await target.optimizer.saveState();
+    expect(reloaded.step).toBe(1);
+    for (const moments of ['m', 'v'] as const) {
+      for (const [name, data] of saved[moments]) {
+        expect(data.some((x) => x !== 0), `${moments} of ${name} is nonzero after a step`).toBe(true);
+        expect(reloaded[moments].get(name), `${moments} of ${name}`).toEqual(data);
+      }
+    }
   });
 
   it('binding a tensor above the limit whole is an error naming the kernel, the binding and the tensor', async () => {
