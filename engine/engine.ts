@@ -265,6 +265,8 @@ export class Engine {
       throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} vs ${target.size} elements`);
     }
     if (source.dtype !== target.dtype) throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
+    // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
+    if (source.byteLength % 4 !== 0) throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even count`);
     this.endPass();
     this.ensureEncoder().copyBufferToBuffer(source.buffer, source.byteOffset, target.buffer, target.byteOffset, wordBytes(source.byteLength));
   }

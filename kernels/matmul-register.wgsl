@@ -3,7 +3,7 @@
 // no workgroup memory, no barriers: the CPU caches do the reuse. The 8 rows of A depend on the workgroup id
 // only, so lavapipe loads each A element once per vector, not once per lane. B per k: two vec4 loads for
 // nn/tn with N a multiple of 4, eight scalars otherwise (nt, odd N); vec4s along k for nt, one component
-// used per k, measured slower.
+// used per k, measured slower. A half-precision B with K a multiple of 8 loads 8 k per vec4<u32> on the nt path.
 // Indices past the matrix are clamped to its last row/column: loads stay branch-free and valid, and the
 // epilogue drops those outputs.
 

@@ -1,7 +1,7 @@
-// Frozen-reference lab: `node --import ./tools/node-loader.js tools/kernel-lab/half-reference.ts [hidden] [layers]`
+// Frozen-reference lab: `node --import ./tools/node-loader.js tools/kernel-lab/half-reference.ts [hidden] [layers] [B] [T]`
 // writes a Qwen3-shaped bf16 checkpoint (real vocabulary 151,936, random weights; hidden 128 × 2 layers by default,
 // or Qwen3-0.6B's layer at hidden 1024) to a temporary directory, loads it as a float32 and as a bf16 reference,
-// and prints each one's arena bytes and the time of the reference log-prob forward (4 sequences × 128 tokens),
+// and prints each one's arena bytes and the time of the reference log-prob forward (B = 4 sequences × T = 128 tokens),
 // the two timed alternately in the same process (medians of 5; CPU time on a software device, which holds steady
 // when other processes share the cores).
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,7 +15,7 @@ import { writeQwen3Model, QWEN3_TINY_LAYER, QWEN3_0_6B_LAYER } from '../qwen3-mo
 
 const hidden = Number(process.argv[2] ?? 128);
 const layers = Number(process.argv[3] ?? 2);
-const [B, T] = [4, 128];
+const [B, T] = [Number(process.argv[4] ?? 4), Number(process.argv[5] ?? 128)];
 const engine = await Engine.create();
 const root = await mkdtemp(join(tmpdir(), 'half-reference-'));
 try {
