@@ -264,7 +264,8 @@ export class Engine {
     if (source.size !== target.size) {
       throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} vs ${target.size} elements`);
     }
-    if (source.dtype !== target.dtype) throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
+    // A raw copy of words: 32-bit dtypes copy into each other (ids into scratch), never halves into 32-bit.
+    if (bytesPerElement(source.dtype) !== bytesPerElement(target.dtype)) throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
     // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
     if (source.byteLength % 4 !== 0) throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even count`);
     this.endPass();
