@@ -4,7 +4,9 @@ import naiveSource from './matmul-naive.wgsl';
 import commonSource from './matmul-common.wgsl';
 import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
-import { type Engine, type KernelSpec, type FloatDType, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
+import bF16Source from './matmul-b-f16.wgsl';
+import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
+import type { ElementType } from '../engine/kernel.ts';
 import type { Variant } from '../engine/variants.ts';
 import { unpackPairSource } from './half-weights.ts';
 
@@ -42,27 +44,44 @@ interface MatmulKernel {
   tile: readonly [number, number];
 }
 
+/** How B is stored and read: float32; bf16 or f16 unpacked from u32 words (core WGSL, any device); or f16 read
+ *  natively (shader-f16). */
+type BStorage = FloatDType | 'f16-native';
+
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows). */
-type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, bDtype?: FloatDType) => MatmulKernel;
+type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
-/** The bindings for a B of `bDtype`: b and b4 are the same memory as 1 and 4 floats, or 4 and 8 halves. */
-function bindings(bDtype: FloatDType) {
-  const half = isHalf(bDtype);
+// b and b4 are the same memory as 1 and 4 floats, or 4 and 8 halves.
+const B_TYPES: Record<BStorage, readonly [ElementType, ElementType]> = {
+  f32: ['f32', 'vec4<f32>'],
+  bf16: ['vec2<u32>', 'vec4<u32>'],
+  f16: ['vec2<u32>', 'vec4<u32>'],
+  'f16-native': ['vec4<f16>', 'mat2x4<f16>'],
+};
+
+function bindings(b: BStorage): BindingSpec[] {
   return [
     { name: 'a', access: 'read' },
     { name: 'a4', access: 'read', type: 'vec4<f32>' },
-    { name: 'b', access: 'read', type: half ? 'vec2<u32>' : 'f32' },
-    { name: 'b4', access: 'read', type: half ? 'vec4<u32>' : 'vec4<f32>' },
+    { name: 'b', access: 'read', type: B_TYPES[b][0] },
+    { name: 'b4', access: 'read', type: B_TYPES[b][1] },
     { name: 'bias', access: 'read' },
     { name: 'out', access: 'read_write' },
     { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
-  ] as const;
+  ];
 }
 
-function bLoads(bDtype: FloatDType): string {
-  return isHalf(bDtype) ? unpackPairSource(bDtype) + bHalfSource : bF32Source;
+function bLoads(b: BStorage): string {
+  if (b === 'f16-native') return bF16Source;
+  return isHalf(b) ? unpackPairSource(b) + bHalfSource : bF32Source;
 }
+
+// An f16 B on a device with shader-f16: read natively or unpacked from words.
+export const matmulF16Variants: readonly Variant<boolean>[] = [
+  { name: 'native', supported: (caps) => caps.shaderF16, value: true },
+  { name: 'unpacked', supported: () => true, value: false },
+];
 
 const UNIFORMS = [
   { name: 'M', type: 'u32' },
@@ -77,14 +96,15 @@ const UNIFORMS = [
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds. */
 function specFamily(variant: string, source: string, tile: readonly [number, number]) {
   const kernels = new Map<string, MatmulKernel>();
-  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0, bDtype: FloatDType = 'f32'): MatmulKernel => {
-    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${bDtype}`;
+  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0, b: BStorage = 'f32'): MatmulKernel => {
+    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${b}`;
     let kernel = kernels.get(key);
     if (!kernel) {
       const spec: KernelSpec = {
-        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${bDtype === 'f32' ? '' : `-${bDtype}`}`,
-        source: source + commonSource + bLoads(bDtype),
-        bindings: bindings(bDtype),
+        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${b === 'f32' ? '' : `-${b}`}`,
+        source: source + commonSource + bLoads(b),
+        bindings: bindings(b),
+        ...(b === 'f16-native' ? { features: ['shader-f16'] as const } : {}),
         uniforms: UNIFORMS,
         constants: {
           A_K_CONTIGUOUS: layout === 'tn' ? 0 : 1,
@@ -116,7 +136,7 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   {
     name: 'cpu',
     supported: (caps) => caps.isSoftware,
-    value: (layout, aVec4, bVec4, M, prologue, bDtype) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, bDtype),
+    value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
   },
   { name: 'tiled', supported: () => true, value: tiled },
   { name: 'register', supported: () => true, value: register },
@@ -179,6 +199,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   const bDtype = b.dtype as FloatDType;
   if (bDtype !== 'f32' && !isHalf(bDtype)) throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
+  const bStorage: BStorage = bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value ? 'f16-native' : bDtype;
   checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
   if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
   const prologueWeight = prologue?.kind === 'rmsnorm' ? prologue.weight : undefined;
@@ -193,8 +214,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   const bRow = layout === 'nt' ? K : N;
   // A prologue exists in the register kernel only, whatever the variant choice.
   const { spec, tile: [tileM, tileN] } = prologue
-    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind], bDtype)
-    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bDtype);
+    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind], bStorage)
+    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;
   if (workgroups[0] > max || workgroups[1] > max) {

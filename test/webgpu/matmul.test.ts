@@ -104,11 +104,16 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
 // the quad and scalar loads; an odd N ends a B row mid-word.
 describe('matmul with a half-precision B', () => {
   const HALF_SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [3, 9, 12], [8, 65, 64], [33, 70, 96], [2, 130, 136]];
-  for (const dtype of ['bf16', 'f16'] as const) {
+  // f16 twice: read natively (shader-f16, where the device has it) and unpacked from words (any device).
+  const STORAGES = [['bf16', null], ['f16', 'native'], ['f16', 'unpacked']] as const;
+  for (const [dtype, f16Variant] of STORAGES) {
+    const label = f16Variant ? `${dtype} ${f16Variant}` : dtype;
     for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
-      it(`${dtype} ${variant.name}: nt and nn match the reference over the ${dtype}-rounded weights`, async () => {
+      it(`${label} ${variant.name}: nt and nn match the reference over the ${dtype}-rounded weights`, async () => {
         const engine = await gpuEngine();
+        if (f16Variant === 'native' && !engine.caps.shaderF16) return;
         engine.knobs.kernelVariants.matmul = variant.name;
+        if (f16Variant) engine.knobs.kernelVariants['matmul-f16'] = f16Variant;
         try {
           let seed = 300;
           for (const layout of ['nt', 'nn'] as const) {
@@ -131,9 +136,12 @@ describe('matmul with a half-precision B', () => {
           }
         } finally {
           delete engine.knobs.kernelVariants.matmul;
+          delete engine.knobs.kernelVariants['matmul-f16'];
         }
       });
     }
+  }
+  for (const dtype of ['bf16', 'f16'] as const) {
     it(`${dtype}: the rmsnorm prologue path (decode steps) reads half weights too`, async () => {
       const engine = await gpuEngine();
       let seed = 400;
