@@ -78,8 +78,9 @@ function bLoads(b: BStorage): string {
 }
 
 // An f16 B: read natively (GPUs with shader-f16) or unpacked from words. lavapipe has shader-f16 but converts
-// each f16 in software: native loads measured 0.93–1.61× the float32 kernel's CPU time at Qwen3-0.6B's decode
-// shapes against 0.69–0.95× unpacked, in the same run (tools/kernel-lab/matmul-half.ts).
+// each f16 in software, and native loads were never faster there: 0.93–1.61× the float32 kernel's CPU time at
+// Qwen3-0.6B's decode shapes against 0.69–0.95× unpacked in one run, 0.95–1.28× against 0.70–1.41× in another
+// (tools/kernel-lab/matmul-half.ts, load average ~15).
 export const matmulF16Variants: readonly Variant<boolean>[] = [
   { name: 'native', supported: (caps) => caps.shaderF16 && !caps.isSoftware, value: true },
   { name: 'unpacked', supported: () => true, value: false },
