@@ -169,11 +169,11 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
 /**
  * Gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy (dEntropy null: no entropy term) through lmHeadForward.
  * dHidden (N, C) is overwritten unless accumulateDHidden; dWeight (V, C) is always added to (tied embeddings add
- * there too). With dEntropy, pass the forward's `entropy` to save recomputing it (one more pass over the logits).
+ * there too); null for a frozen head (LoRA), which skips its matmuls. With dEntropy, pass the forward's `entropy` to save recomputing it (one more pass over the logits).
  * Rows whose upstream gradients are both 0 (padding) contribute nothing.
  */
 export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
-  lse: Tensor; dLogprobs: Tensor; dEntropy: Tensor | null; dHidden: Tensor; dWeight: Tensor;
+  lse: Tensor; dLogprobs: Tensor; dEntropy: Tensor | null; dHidden: Tensor; dWeight: Tensor | null;
   accumulateDHidden?: boolean; entropy?: Tensor;
 }): void {
   const { hidden, weight, targets, lse, dLogprobs, dEntropy, dHidden, dWeight, N, C, V } = a;
@@ -182,7 +182,7 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
   expectSize('lmHeadBackward', 'dLogprobs', dLogprobs, N, `[N=${N}]`);
   if (dEntropy) expectSize('lmHeadBackward', 'dEntropy', dEntropy, N, `[N=${N}]`);
   expectSize('lmHeadBackward', 'dHidden', dHidden, N * C, `[N=${N}, C=${C}]`);
-  expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
+  if (dWeight) expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
   const chunk = chunkWidth(engine, 'lmHeadBackward', N, C, V, a.chunkSize);
 
   // Unused bindings take a stand-in that is read-only here; useEntropy = 0 keeps the kernel from reading them.
@@ -207,9 +207,11 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
       workgroups: foldWorkgroups(N),
     });
     matmul(engine, { a: logits, b: weightChunk, out: dHidden, M: N, N: C, K: width, layout: 'nn', accumulate: v0 > 0 || !!a.accumulateDHidden });
-    matmul(engine, {
-      a: logits, b: hidden, out: weightRows(dWeight, v0, width, C), M: width, N: C, K: N, layout: 'tn', accumulate: true,
-    });
+    if (dWeight) {
+      matmul(engine, {
+        a: logits, b: hidden, out: weightRows(dWeight, v0, width, C), M: width, N: C, K: N, layout: 'tn', accumulate: true,
+      });
+    }
   });
 }
 

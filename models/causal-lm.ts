@@ -59,7 +59,8 @@ export class CausalLm {
     return ws;
   }
 
-  /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call. */
+  /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call
+   *  (with LoRA adapters on the trunk: only theirs, into `grads` of their layout; the head is frozen). */
   backward(dLogprobs: Tensor, dEntropy: Tensor | null, grads: Arena): void {
     if (!this.last) throw new Error('CausalLm.backward: call tokenLogprobs(..., {saveForBackward: true}) first');
     const c = this.config;
@@ -68,7 +69,7 @@ export class CausalLm {
     const weightName = lmHeadWeightName(c);
     lmHeadBackward(this.engine, {
       hidden, weight: this.params.get(weightName), targets, lse: ws.lse, dLogprobs, dEntropy, entropy: dEntropy ? ws.entropy : undefined,
-      dHidden: ws.dHidden, dWeight: grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
+      dHidden: ws.dHidden, dWeight: this.trunk.lora ? null : grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
     });
     this.trunk.backward(ws.dHidden, grads);
   }

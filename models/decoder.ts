@@ -17,6 +17,8 @@ import { headRmsnormForward, headRmsnormBackward } from '../kernels/head-rmsnorm
 import { ropeForward, ropeBackward } from '../kernels/rope.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../kernels/attention.ts';
 import { swigluForward, swigluBackward } from '../kernels/swiglu.ts';
+import type { LoraAdapters } from './lora-adapters.ts';
+import type { ProjectionKind } from './lora.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -33,6 +35,8 @@ interface LayerActivations {
   mlpRstd: Tensor; //      (R)
   gateUp: Tensor; //       (R, 2I)
   act: Tensor; //          (R, I)
+  /** LoRA: each adapted projection's low-rank activation x·Aᵀ (R, n·r). */
+  lora: Partial<Record<ProjectionKind, Tensor>>;
 }
 
 interface Workspace {
@@ -51,6 +55,9 @@ interface Workspace {
   dQkv: Tensor; //         (R, W)
   dQkvRaw: Tensor; //      (R, W) Qwen3 only
   ones: Tensor; //         (R) column sums for the bias gradients
+  // LoRA backward scratch: the low-rank activations' gradient, and the frozen norms' unused weight gradients
+  dLora: Tensor; //        (R, max n·r)
+  frozenNormGrads: { hidden: Tensor; q: Tensor; k: Tensor }; // (C), (HS), (HS)
 }
 
 export interface DecoderForwardOptions {
@@ -69,6 +76,9 @@ export class DecoderTrunk {
    *  layer's input, and backward recomputes the layer from it — the same kernels in the same order, so the
    *  same gradients, for about one more forward of compute. */
   gradientCheckpointing = false;
+  /** LoRA adapters on the projections: then only they train (backward's `grads` is their arena's layout) and
+   *  every base weight is frozen; null: every parameter trains. */
+  lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
   private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode } | null = null;
 
@@ -101,9 +111,15 @@ export class DecoderTrunk {
     const C = c.hiddenSize;
     const I = c.intermediateSize;
     const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
-    const layer = (tag: string, input?: Tensor): LayerActivations => {
+    const lora = this.lora;
+    const layer = (tag: string, l: number, input?: Tensor): LayerActivations => {
       const n = (what: string) => `${tag}.${what}`;
       const qkv = t(n('qkv'), [R, W]);
+      const loraHidden: Partial<Record<ProjectionKind, Tensor>> = {};
+      for (const kind of ['qkv', 'o', 'gateUp', 'down'] as const) {
+        const rank = lora?.rankOf(l, kind) ?? 0;
+        if (rank > 0) loraHidden[kind] = t(n(`lora.${kind}`), [R, rank]);
+      }
       return {
         input: input ?? t(n('input'), [R, C]),
         attnNormed: t(n('attnNormed'), [R, C]),
@@ -118,18 +134,20 @@ export class DecoderTrunk {
         mlpRstd: t(n('mlpRstd'), [R]),
         gateUp: t(n('gateUp'), [R, 2 * I]),
         act: t(n('act'), [R, I]),
+        lora: loraHidden,
       };
     };
     const layers: LayerActivations[] = [];
     if (mode === 'train') {
-      for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`));
+      for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`, l));
     } else if (mode === 'checkpointed') {
-      const shared = layer('shared', t('layer0.input', [R, C]));
+      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts).
+      const shared = layer('shared', 0, t('layer0.input', [R, C]));
       for (let l = 0; l < c.numLayers; l++) layers.push({ ...shared, input: t(`layer${l}.input`, [R, C]) });
     } else {
       // Inference: layer l's input is layer l−1's output; two sets of buffers alternate.
-      const a = layer('a');
-      const b = layer('b');
+      const a = layer('a', 0);
+      const b = layer('b', 0);
       for (let l = 0; l < c.numLayers; l++) layers.push(l % 2 === 0 ? a : b);
     }
     const saved = mode !== 'infer';
@@ -148,6 +166,10 @@ export class DecoderTrunk {
       dQkv: saved ? t('dQkv', [R, W]) : undefined!,
       dQkvRaw: saved && c.qkNorm ? t('dQkvRaw', [R, W]) : undefined!,
       ones: saved && (c.attentionBias || c.outputBias) ? t('ones', [R], 1) : undefined!,
+      dLora: saved && lora ? t('dLora', [R, lora.maxRank]) : undefined!,
+      frozenNormGrads: saved && lora
+        ? { hidden: t('frozen.dNorm', [C]), q: t('frozen.dQNorm', [c.headDim]), k: t('frozen.dKNorm', [c.headDim]) }
+        : undefined!,
     };
   }
 
@@ -182,6 +204,7 @@ export class DecoderTrunk {
       a: a.attnNormed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: a.qkvRaw, M: R, N: W, K: C, layout: 'nt',
       bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
     });
+    this.lora?.forward(l, 'qkv', { a: a.attnNormed }, a.lora.qkv!, a.qkvRaw, R);
     if (c.qkNorm) {
       headRmsnormForward(e, {
         qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
@@ -195,12 +218,18 @@ export class DecoderTrunk {
       a: a.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, layout: 'nt', accumulate: true,
       bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
     });
+    this.lora?.forward(l, 'o', { a: a.attnOut }, a.lora.o!, a.mid, R);
     rmsnormForward(e, { x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), out: a.mlpNormed, rstd: a.mlpRstd, rows: R, cols: C, eps: c.rmsNormEps });
     matmul(e, { a: a.mlpNormed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: a.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
+    this.lora?.forward(l, 'gateUp', { a: a.mlpNormed }, a.lora.gateUp!, a.gateUp, R);
     swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
-    if (!next) return;
+    if (!next) {
+      this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, null, R);
+      return;
+    }
     e.copy(a.mid, next);
     matmul(e, { a: a.act, b: this.param(`${p}.mlp.down_proj.weight`), out: next, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+    this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, next, R);
   }
 
   /** Runs the trunk; returns the final normed hidden state (R, C), valid until the next forward. */
@@ -225,7 +254,8 @@ export class DecoderTrunk {
 
   /**
    * Backward of the last forward (which must have saved activations) given dFinal = ∂loss/∂(final hidden) (R, C).
-   * Parameter gradients are ADDED into `grads` (same layout as the parameters), so micro-batches accumulate.
+   * Parameter gradients are ADDED into `grads` (same layout as the parameters, or as the LoRA adapters' when the
+   * trunk has them), so micro-batches accumulate.
    * `dFinal` may be overwritten.
    */
   backward(dFinal: Tensor, grads: Arena): void {
@@ -240,11 +270,18 @@ export class DecoderTrunk {
     const I = c.intermediateSize;
     const NHS = c.numHeads * c.headDim;
     const dims = this.attentionDims(B, T);
+    const lora = this.lora;
+    // With LoRA every base weight is frozen: its weight-gradient matmuls are skipped, and the norms' weight
+    // gradients (computed in the same dispatch as dx) land in scratch.
     const g = (name: string) => grads.get(name);
+    const frozen = ws.frozenNormGrads;
+    const adapterBackward = (l: number, kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) => {
+      lora?.backward(l, kind, { x, u: u!, dOut, dX, du: ws.dLora, grads, M: R });
+    };
 
     rmsnormBackward(e, {
       x: ws.output, weight: this.param('model.norm.weight'), rstd: ws.finalRstd, dOut: dFinal, dx: ws.dResidual,
-      dWeight: g('model.norm.weight'), rows: R, cols: C, accumulateDx: false, accumulateDWeight: true,
+      dWeight: lora ? frozen.hidden : g('model.norm.weight'), rows: R, cols: C, accumulateDx: false, accumulateDWeight: true,
     });
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
@@ -252,20 +289,25 @@ export class DecoderTrunk {
       if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims);
       // MLP: next = mid + act·W_downᵀ
       matmul(e, { a: ws.dResidual, b: this.param(`${p}.mlp.down_proj.weight`), out: ws.dAct, M: R, N: I, K: C, layout: 'nn' });
-      matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });
+      if (!lora) matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });
+      adapterBackward(l, 'down', a.act, a.lora.down, ws.dResidual, ws.dAct);
       swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
       matmul(e, { a: ws.dGateUp, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: ws.dNormed, M: R, N: C, K: 2 * I, layout: 'nn' });
-      matmul(e, { a: ws.dGateUp, b: a.mlpNormed, out: g(`${p}.mlp.gate_up_proj.weight`), M: 2 * I, N: C, K: R, layout: 'tn', accumulate: true });
+      if (!lora) matmul(e, { a: ws.dGateUp, b: a.mlpNormed, out: g(`${p}.mlp.gate_up_proj.weight`), M: 2 * I, N: C, K: R, layout: 'tn', accumulate: true });
+      adapterBackward(l, 'gateUp', a.mlpNormed, a.lora.gateUp, ws.dGateUp, ws.dNormed);
       rmsnormBackward(e, {
         x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), rstd: a.mlpRstd, dOut: ws.dNormed, dx: ws.dResidual,
-        dWeight: g(`${p}.post_attention_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
+        dWeight: lora ? frozen.hidden : g(`${p}.post_attention_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
       });
       // Attention: mid = input + attnOut·W_oᵀ
       matmul(e, { a: ws.dResidual, b: this.param(`${p}.self_attn.o_proj.weight`), out: ws.dAttnOut, M: R, N: NHS, K: C, layout: 'nn' });
-      matmul(e, { a: ws.dResidual, b: a.attnOut, out: g(`${p}.self_attn.o_proj.weight`), M: C, N: NHS, K: R, layout: 'tn', accumulate: true });
-      if (c.outputBias) {
-        matmul(e, { a: ws.dResidual, b: ws.ones, out: g(`${p}.self_attn.o_proj.bias`), M: C, N: 1, K: R, layout: 'tn', accumulate: true });
+      if (!lora) {
+        matmul(e, { a: ws.dResidual, b: a.attnOut, out: g(`${p}.self_attn.o_proj.weight`), M: C, N: NHS, K: R, layout: 'tn', accumulate: true });
+        if (c.outputBias) {
+          matmul(e, { a: ws.dResidual, b: ws.ones, out: g(`${p}.self_attn.o_proj.bias`), M: C, N: 1, K: R, layout: 'tn', accumulate: true });
+        }
       }
+      adapterBackward(l, 'o', a.attnOut, a.lora.o, ws.dResidual, ws.dAttnOut);
       attentionBackward(e, {
         ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse, dOut: ws.dAttnOut,
         dq: ws.dQkv, dk: ws.dQkv, dv: ws.dQkv,
@@ -275,21 +317,24 @@ export class DecoderTrunk {
       if (c.qkNorm) {
         headRmsnormBackward(e, {
           qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-          rstd: a.qkvRstd, dOut: ws.dQkv, dQkv: ws.dQkvRaw, dQWeight: g(`${p}.self_attn.q_norm.weight`), dKWeight: g(`${p}.self_attn.k_norm.weight`),
+          rstd: a.qkvRstd, dOut: ws.dQkv, dQkv: ws.dQkvRaw,
+          dQWeight: lora ? frozen.q : g(`${p}.self_attn.q_norm.weight`), dKWeight: lora ? frozen.k : g(`${p}.self_attn.k_norm.weight`),
           rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
         });
         dProjection = ws.dQkvRaw;
       }
-      if (c.attentionBias) {
+      if (c.attentionBias && !lora) {
         matmul(e, { a: dProjection, b: ws.ones, out: g(`${p}.self_attn.qkv_proj.bias`), M: W, N: 1, K: R, layout: 'tn', accumulate: true });
       }
       matmul(e, { a: dProjection, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: ws.dNormed, M: R, N: C, K: W, layout: 'nn' });
-      matmul(e, { a: dProjection, b: a.attnNormed, out: g(`${p}.self_attn.qkv_proj.weight`), M: W, N: C, K: R, layout: 'tn', accumulate: true });
+      if (!lora) matmul(e, { a: dProjection, b: a.attnNormed, out: g(`${p}.self_attn.qkv_proj.weight`), M: W, N: C, K: R, layout: 'tn', accumulate: true });
+      adapterBackward(l, 'qkv', a.attnNormed, a.lora.qkv, dProjection, ws.dNormed);
       rmsnormBackward(e, {
         x: a.input, weight: this.param(`${p}.input_layernorm.weight`), rstd: a.attnRstd, dOut: ws.dNormed, dx: ws.dResidual,
-        dWeight: g(`${p}.input_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
+        dWeight: lora ? frozen.hidden : g(`${p}.input_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
       });
     }
+    if (lora) return;
     const index = uploadTokenIndex(e, batch);
     embeddingBackward(e, {
       tokenOffsets: index.offsets, tokenPositions: index.positions, dOut: ws.dResidual, dTable: g('model.embed_tokens.weight'),

@@ -59,7 +59,11 @@ export interface SaveModelOptions {
  * Inf are refused, naming the tensor: such a checkpoint would poison every run that loads or resumes from it.
  */
 export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: SaveModelOptions = {}): Promise<void> {
-  const tensors = await readHfTensors(engine, params, config);
+  await saveHfTensors(dir, config, await readHfTensors(engine, params, config), options);
+}
+
+/** saveModel for HF-named tensors already on the host (a merged LoRA model). */
+export async function saveHfTensors(dir: string, config: DecoderConfig, tensors: ReadonlyMap<string, NamedTensor>, options: SaveModelOptions = {}): Promise<void> {
   for (const [name, { data }] of tensors) {
     const at = data.findIndex((v) => !Number.isFinite(v));
     if (at >= 0) throw new CheckpointError(`saving ${dir}: tensor '${name}' holds ${data[at]} at index ${at}; refusing to write non-finite weights`);

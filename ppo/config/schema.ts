@@ -4,6 +4,7 @@
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES } from '../../kernels/ppo-vocabulary.ts';
 import { ADV_ESTIMATORS } from '../algorithm/advantage-estimators.ts';
+import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */
@@ -100,6 +101,12 @@ const SCHEMA = {
       path: optStr(null, 'Hugging Face directory of the actor (the reference is its frozen copy); null: the built-in tiny Qwen3-style model'),
       custom_chat_template: optStr(null, 'Jinja chat template replacing the tokenizer\'s (saved with checkpoints); \'{{ messages[-1].content }}\' feeds a base model the prompt as plain text'),
       enable_gradient_checkpointing: bool(true, 'Activation recomputation: keep only each layer\'s input in the forward, recompute the layer in backward (same gradients, about a third more compute)'),
+      lora_rank: int(0, 'LoRA rank r (PEFT): > 0 trains only adapters on target_modules, the base model frozen; the reference is the base model with adapters off (no second copy)', nonNegative),
+      lora_alpha: float(16, 'LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight', positive),
+      target_modules: new Key<string[]>('strings', [ALL_LINEAR], 'Linear modules that get adapters: all-linear, or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj', false, null, [ALL_LINEAR, ...LORA_MODULES]),
+      exclude_modules: new Key<string[] | null>('strings', null, 'Modules of target_modules left without adapters', true, null, LORA_MODULES),
+      lora_adapter_path: optStr(null, 'A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from; its r, lora_alpha and target_modules apply'),
+      lora_save_merged: bool(false, 'LoRA: checkpoints also hold actor/lora_merged/, the model with W + (lora_alpha / r)·B·A merged in (a plain HF directory, no PEFT needed)'),
     },
     actor: {
       ppo_mini_batch_size: int(256, 'Prompts per optimizer step (× rollout.n sequences)', positive),

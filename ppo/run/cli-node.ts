@@ -23,7 +23,8 @@ import { PromptSampler, totalTrainingSteps } from './dataset.ts';
 import { formatStepLine } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
-import { planMemory, formatMemoryPlan, deviceMemory } from './memory-plan.ts';
+import { planMemory, formatMemoryPlan, deviceMemory, parameterCount } from './memory-plan.ts';
+import { loraParameterCount } from '../../models/lora.ts';
 import { guardStep } from '../phases/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
 import { watchInterrupt, stopOnInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
@@ -171,8 +172,18 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
   const tracking = await Tracking.open(config, runDir, resumed !== null, env);
   if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
-  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  const models = {
+    actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null,
+    actorLora: setup.actor.lora?.settings ?? null,
+  };
   for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
+  const lora = setup.actor.lora;
+  if (lora) {
+    // As PEFT's print_trainable_parameters, which verl's LoRA runs print.
+    const s = lora.settings;
+    log(`LoRA r=${s.rank}, lora_alpha ${s.alpha} on ${s.targetModules.join(', ')}: ${loraParameterCount(setup.actor.config, s).toLocaleString('en-US')} trainable ` +
+      `parameters of ${parameterCount(setup.actor.config).toLocaleString('en-US')} (the base model frozen)`);
+  }
 
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);

@@ -9,7 +9,8 @@
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
 import { bytesPerElement, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
-import { batchSizes, usesCritic, weightDtype, type PpoConfig } from '../config.ts';
+import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
+import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
 
 const F32 = 4;
@@ -28,6 +29,8 @@ export interface PlanModels {
   /** The critic's config when the run uses one. */
   critic: DecoderConfig | null;
   rewardModel: DecoderConfig | null;
+  /** The actor's LoRA adapters as loaded (a lora_adapter_path's own settings); undefined: from the config's keys. */
+  actorLora?: LoraSettings | null;
 }
 
 export interface MemoryItem {
@@ -109,10 +112,14 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const resident: MemoryItem[] = [];
   const actorParams = parameterCount(actor) * F32;
   resident.push({ what: 'actor parameters', bytes: actorParams });
-  resident.push({ what: 'actor gradients', bytes: actorParams });
-  resident.push({ what: 'actor AdamW moments', bytes: 2 * actorParams });
+  // LoRA: gradients and moments of the adapters only, and the reference reads the actor's frozen base.
+  const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
+  const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
+  if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
+  resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
+  resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
-  if (hasReference) {
+  if (hasReference && !lora) {
     const dtype = weightDtype(config, 'reference', actor.torchDtype);
     resident.push({ what: `reference parameters${dtypeNote(dtype)}`, bytes: parameterBytes(actor, dtype) });
   }

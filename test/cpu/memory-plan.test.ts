@@ -60,6 +60,23 @@ describe('memory plan', () => {
     expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
   });
 
+  it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
+    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),
+      { actor, critic, rewardModel: null }, device);
+    // Per layer: stacked A [16, 128] and block Bᵀ [16, qkv 256] for q and v.
+    const adapterBytes = 2 * (16 * 128 + 16 * 256) * 4;
+    expect(plan.resident.slice(0, 4)).toEqual([
+      { what: 'actor parameters', bytes: parameterCount(actor) * 4 },
+      { what: 'actor LoRA adapters (r=8)', bytes: adapterBytes },
+      { what: 'actor adapter gradients', bytes: adapterBytes },
+      { what: 'actor adapter AdamW moments', bytes: 2 * adapterBytes },
+    ]);
+    const full = planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true']), { actor, critic, rewardModel: null }, device);
+    expect(full.resident.map((r) => r.what)).toContain('reference parameters');
+    expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, budgetBytes: null };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
