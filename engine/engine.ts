@@ -7,6 +7,7 @@ import { generateDeclarations, packUniforms, uniformByteSize, type KernelSpec } 
 import { Tensor, shapeString, bytesPerElement, elementCount, isHalf, rowWindows, type DType, type RowWindow, type TypedArrayOf } from './tensor.ts';
 import { decodeHalf, encodeHalf } from './half-float.ts';
 import { Profiler } from './profiler.ts';
+import { openPipelineLog } from './pipeline-log.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
 
@@ -50,8 +51,13 @@ export class Engine {
   peakAllocatedBytes = 0;
   private readonly liveBuffers = new WeakSet<GPUBuffer>();
 
+  /** Called with each spec whose pipeline is created (WEBGPU_PIPELINE_LOG). */
+  private pipelineLog: ((spec: KernelSpec) => void) | null = null;
+
   static async create(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
-    return new Engine(await createGpu(knobs));
+    const engine = new Engine(await createGpu(knobs));
+    if (knobs.pipelineLog) engine.pipelineLog = await openPipelineLog(knobs.pipelineLog);
+    return engine;
   }
 
   constructor(readonly gpu: Gpu) {
@@ -171,6 +177,7 @@ export class Engine {
     });
     const compiled = { pipeline, layout, uniformBytes, id: this.nextId++ };
     this.kernels.set(spec, compiled);
+    this.pipelineLog?.(spec);
     return compiled;
   }
 

@@ -1,7 +1,11 @@
 import embeddingSource from './embedding.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type FloatDType, foldWorkgroups, isHalf } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, type FloatDType, chooseVariant, foldWorkgroups, isHalf } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
 import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 import { unpackPairSource } from './half-weights.ts';
+
+// Must match WG in embedding.wgsl's backward.
+const BACKWARD_WG = 64;
 
 const uniforms = [
   { name: 'N', type: 'u32' },
@@ -33,9 +37,11 @@ const forwardSpecsOf = (dtype: FloatDType) => specsByWidth((width): KernelSpec =
 
 const forwardSpecs: Record<FloatDType, ReturnType<typeof forwardSpecsOf>> = { f32: forwardSpecsOf('f32'), bf16: forwardSpecsOf('bf16'), f16: forwardSpecsOf('f16') };
 
-const backwardSpecs = specsByWidth((width): KernelSpec => ({
-  name: `embedding/backward-vec${width}`,
-  source: shaderSource('embedding', embeddingSource, 'backward', width),
+type BackwardVariant = 'workgroup-per-entry' | 'lane-per-entry';
+
+const backwardSpecs = (variant: BackwardVariant) => specsByWidth((width): KernelSpec => ({
+  name: `embedding/backward-${variant}-vec${width}`,
+  source: shaderSource('embedding', embeddingSource, ['backward', `backward-${variant}`], width),
   entryPoint: 'backward',
   bindings: [
     { name: 'tokenOffsets', access: 'read', type: 'u32' },
@@ -45,6 +51,13 @@ const backwardSpecs = specsByWidth((width): KernelSpec => ({
   ],
   uniforms: [...uniforms, { name: 'accumulate', type: 'u32' }],
 }));
+
+// On lavapipe a workgroup per token entry pays a workgroup's fixed cost N times, though most of them exit at once
+// (only the first entry of each token's run sums it): one lane per entry is several times faster there.
+export const embeddingBackwardVariants: readonly Variant<{ specs: Record<VectorWidth, KernelSpec>; entriesPerWorkgroup: number }>[] = [
+  { name: 'lane-per-entry', supported: (caps) => caps.isSoftware, value: { specs: backwardSpecs('lane-per-entry'), entriesPerWorkgroup: BACKWARD_WG } },
+  { name: 'workgroup-per-entry', supported: () => true, value: { specs: backwardSpecs('workgroup-per-entry'), entriesPerWorkgroup: 1 } },
+];
 
 /** out (N, C) = rows of table (V, C) picked by ids (N); an id >= V reads row V - 1 (ids may come from GPU sampling).
  *  The table may be bf16/f16 (a frozen model's). A table larger than one binding is read window by window (one
@@ -94,11 +107,12 @@ export function embeddingBackward(engine: Engine, a: {
   expectSize('embeddingBackward', 'dTable', dTable, V * C, `[V=${V}, C=${C}]`);
   // The kernel only visits tokens that occur, so an overwrite starts from zeros.
   if (!a.accumulate) engine.clear(dTable);
+  const variant = chooseVariant('embedding-backward', embeddingBackwardVariants, engine.caps, engine.knobs).value;
   for (const window of engine.bindingWindows(dTable, C)) {
-    engine.dispatch(backwardSpecs[widestVector(C)], {
+    engine.dispatch(variant.specs[widestVector(C)], {
       bindings: { tokenOffsets, tokenPositions, dOut, dTable: window.tensor },
       uniforms: { N, V, C, v0: window.firstRow, rows: window.rows, accumulate: Number(a.accumulate) },
-      workgroups: foldWorkgroups(N),
+      workgroups: foldWorkgroups(Math.ceil(N / variant.entriesPerWorkgroup)),
     });
   }
 }

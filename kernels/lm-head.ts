@@ -98,6 +98,9 @@ interface LmHeadShape {
   temperature: number;
   /** Vocabulary rows per chunk (a multiple of 64, or ≥ V); by default as many as fit the scratch budget. */
   chunkSize?: number;
+  /** (N, V), for a vocabulary of one chunk (lmHeadLogitsFitOneChunk): the forward leaves its logits here, and a
+   *  backward given the same tensor reads them instead of recomputing the matmul (and overwrites them). */
+  savedLogits?: Tensor;
 }
 
 function checkShape(launcher: string, a: LmHeadShape): void {
@@ -112,6 +115,12 @@ function checkShape(launcher: string, a: LmHeadShape): void {
 /** Vocabulary rows per chunk of N rows of hidden C (the bench times matmuls in the same chunks). */
 export function lmHeadChunkWidth(engine: Engine, N: number, C: number, V: number): number {
   return chunkWidth(engine, 'lmHeadChunkWidth', N, C, V);
+}
+
+/** Whether lmHeadForward's logits for N rows fit one chunk, so a training step can keep them for the backward
+ *  (savedLogits): one matmul fewer per step, for N·V floats of memory. */
+export function lmHeadLogitsFitOneChunk(engine: Engine, N: number, C: number, V: number): boolean {
+  return lmHeadChunkWidth(engine, N, C, V) >= V;
 }
 
 /** Vocabulary rows per chunk: all of V when the (N, V) logits fit the scratch budget and the weight one binding,
@@ -129,8 +138,16 @@ function chunkWidth(engine: Engine, launcher: string, N: number, C: number, V: n
   return Math.min(Math.max(CHUNK_ALIGN, Math.min(scratchRows, bindableRows)), V);
 }
 
-/** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width). */
-function forEachChunk(engine: Engine, N: number, V: number, chunk: number, body: (v0: number, width: number, logits: Tensor) => void): void {
+/** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width)
+ *  — or `saved` (N, V), checked to be the only chunk. */
+function forEachChunk(engine: Engine, launcher: string, N: number, V: number, chunk: number, saved: Tensor | undefined,
+  body: (v0: number, width: number, logits: Tensor) => void): void {
+  if (saved) {
+    if (chunk < V) throw new Error(`${launcher}: savedLogits (tensor ${saved.name}) needs the vocabulary in one chunk, but V=${V} takes chunks of ${chunk}`);
+    expectSize(launcher, 'savedLogits', saved, N * V, `[N=${N}, V=${V}]`);
+    body(0, V, saved.view(saved.name, 0, [N, V]));
+    return;
+  }
   const scratch = scratchTensor(engine, 'lm-head/logits', [N * chunk]);
   for (let v0 = 0; v0 < V; v0 += chunk) {
     const width = Math.min(chunk, V - v0);
@@ -156,7 +173,7 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
   const chunk = chunkWidth(engine, 'lmHeadForward', N, C, V, a.chunkSize);
   const rowStats = scratchTensor(engine, 'lm-head/row-stats', [N * 4]);
   const stats = chooseVariant('lm-head', lmHeadStatsVariants, engine.caps, engine.knobs).value;
-  forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadForward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(stats.specs[widestVector(width)], {
       bindings: { logits, targets, rowStats, logprobs, entropy, lse },
@@ -198,9 +215,9 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
     expectSize('lmHeadBackward', 'entropy', a.entropy, N, `[N=${N}]`);
   }
 
-  forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadBackward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
     const weightChunk = weightRows(weight, v0, width, C);
-    matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
+    if (!a.savedLogits) matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(dlogitsSpecs[widestVector(width)], {
       bindings: { logits, targets, lse, entropy, dLogprobs, dEntropy: dEntropy ?? dLogprobs },
       uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
@@ -226,7 +243,7 @@ export function lmHeadLogits(engine: Engine, a: { hidden: Tensor; weight: Tensor
     matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
     return;
   }
-  forEachChunk(engine, N, V, chunkWidth(engine, 'lmHeadLogits', N, C, V), (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadLogits', N, V, chunkWidth(engine, 'lmHeadLogits', N, C, V), undefined, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(placeSpec, { bindings: { logits, out }, uniforms: { rows: N, width, v0, V }, workgroups: foldWorkgroups(Math.ceil((N * width) / 256)) });
   });

@@ -17,6 +17,8 @@ import { headRmsnormForward, headRmsnormBackward } from '../kernels/head-rmsnorm
 import { ropeForward, ropeBackward } from '../kernels/rope.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../kernels/attention.ts';
 import { swigluForward, swigluBackward } from '../kernels/swiglu.ts';
+import { transpose, transposedWeightVariants } from '../kernels/transpose.ts';
+import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
 
@@ -71,6 +73,9 @@ export interface DecoderForwardOptions {
  */
 type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
 
+/** The layer weights a forward multiplies by (layerForward's projections), by name within a layer. */
+const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
+
 export class DecoderTrunk {
   /** Activation recomputation (verl's enable_gradient_checkpointing): a training forward keeps only each
    *  layer's input, and backward recomputes the layer from it — the same kernels in the same order, so the
@@ -80,7 +85,7 @@ export class DecoderTrunk {
    *  every base weight is frozen; null: every parameter trains. */
   lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
-  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode } | null = null;
+  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -92,6 +97,29 @@ export class DecoderTrunk {
 
   private param(name: string): Tensor {
     return this.params.get(name);
+  }
+
+  /** The copy Wᵀ (K, N) of the layer weight `name` (N, K) that training forwards multiply by on CPU devices. */
+  private transposedWeight(name: string): Tensor {
+    const [N, K] = this.param(name).shape;
+    return this.buffers.get(`weightsT.${name}`, [K, N]);
+  }
+
+  /** Refreshes every layer weight's transposed copy: the optimizer may have changed the weights since the last forward. */
+  private transposeWeights(): void {
+    for (let l = 0; l < this.config.numLayers; l++) {
+      for (const name of LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)) {
+        const weight = this.param(name);
+        const [N, K] = weight.shape;
+        transpose(this.engine, { x: weight, out: this.transposedWeight(name), rows: N, cols: K });
+      }
+    }
+  }
+
+  /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
+  private linear(name: string, transposed: boolean, args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor }): void {
+    if (transposed) matmul(this.engine, { ...args, b: this.transposedWeight(name), layout: 'nn' });
+    else matmul(this.engine, { ...args, b: this.param(name), layout: 'nt' });
   }
 
   /** Bytes of the activation buffers a forward in this mode has allocated (the largest call so far). */
@@ -191,7 +219,7 @@ export class DecoderTrunk {
    * Records layer l's forward from a.input into a's activations; with `next`, also its output (the residual
    * after the MLP) into `next`. Backward's recomputation passes no `next`: it needs the activations only.
    */
-  private layerForward(l: number, a: LayerActivations, next: Tensor | null, batch: TokenBatch, dims: AttentionDims): void {
+  private layerForward(l: number, a: LayerActivations, next: Tensor | null, batch: TokenBatch, dims: AttentionDims, transposed: boolean): void {
     const c = this.config;
     const e = this.engine;
     const R = batch.B * batch.T;
@@ -200,9 +228,8 @@ export class DecoderTrunk {
     const I = c.intermediateSize;
     const p = layerPrefix(l);
     rmsnormForward(e, { x: a.input, weight: this.param(`${p}.input_layernorm.weight`), out: a.attnNormed, rstd: a.attnRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    matmul(e, {
-      a: a.attnNormed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: a.qkvRaw, M: R, N: W, K: C, layout: 'nt',
-      bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+    this.linear(`${p}.self_attn.qkv_proj.weight`, transposed, {
+      a: a.attnNormed, out: a.qkvRaw, M: R, N: W, K: C, bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
     });
     this.lora?.forward(l, 'qkv', { a: a.attnNormed }, a.lora.qkv!, a.qkvRaw, R);
     if (c.qkNorm) {
@@ -214,13 +241,13 @@ export class DecoderTrunk {
     ropeForward(e, { qkv: a.qkv, positions: batch.positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
     attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
     e.copy(a.input, a.mid);
-    matmul(e, {
-      a: a.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, layout: 'nt', accumulate: true,
+    this.linear(`${p}.self_attn.o_proj.weight`, transposed, {
+      a: a.attnOut, out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, accumulate: true,
       bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
     });
     this.lora?.forward(l, 'o', { a: a.attnOut }, a.lora.o!, a.mid, R);
     rmsnormForward(e, { x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), out: a.mlpNormed, rstd: a.mlpRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    matmul(e, { a: a.mlpNormed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: a.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
+    this.linear(`${p}.mlp.gate_up_proj.weight`, transposed, { a: a.mlpNormed, out: a.gateUp, M: R, N: 2 * I, K: C });
     this.lora?.forward(l, 'gateUp', { a: a.mlpNormed }, a.lora.gateUp!, a.gateUp, R);
     swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
     if (!next) {
@@ -228,7 +255,7 @@ export class DecoderTrunk {
       return;
     }
     e.copy(a.mid, next);
-    matmul(e, { a: a.act, b: this.param(`${p}.mlp.down_proj.weight`), out: next, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+    this.linear(`${p}.mlp.down_proj.weight`, transposed, { a: a.act, out: next, M: R, N: C, K: I, accumulate: true });
     this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, next, R);
   }
 
@@ -242,13 +269,15 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
+    const transposed = options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
+    if (transposed) this.transposeWeights();
 
     embeddingForward(e, { ids: batch.ids, table: this.param('model.embed_tokens.weight'), out: ws.layers[0].input, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
-      this.layerForward(l, ws.layers[l], l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output, batch, dims);
+      this.layerForward(l, ws.layers[l], l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output, batch, dims, transposed);
     }
     rmsnormForward(e, { x: ws.output, weight: this.param('model.norm.weight'), out: ws.finalNormed, rstd: ws.finalRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    this.lastForward = { batch, workspace: ws, mode };
+    this.lastForward = { batch, workspace: ws, mode, transposed };
     return ws.finalNormed;
   }
 
@@ -260,7 +289,7 @@ export class DecoderTrunk {
    */
   backward(dFinal: Tensor, grads: Arena): void {
     if (!this.lastForward || this.lastForward.mode === 'infer') throw new Error('DecoderTrunk.backward: the last forward did not save activations (saveForBackward)');
-    const { batch, workspace: ws, mode } = this.lastForward;
+    const { batch, workspace: ws, mode, transposed } = this.lastForward;
     const c = this.config;
     const e = this.engine;
     const { B, T } = batch;
@@ -286,7 +315,7 @@ export class DecoderTrunk {
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
-      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims);
+      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims, transposed);
       // MLP: next = mid + act·W_downᵀ
       matmul(e, { a: ws.dResidual, b: this.param(`${p}.mlp.down_proj.weight`), out: ws.dAct, M: R, N: I, K: C, layout: 'nn' });
       if (!lora) matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });

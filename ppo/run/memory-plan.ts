@@ -8,7 +8,8 @@
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
-import { bytesPerElement, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
+import { bytesPerElement, chooseVariant, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
+import { transposedWeightVariants } from '../../kernels/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
@@ -22,6 +23,8 @@ export interface DeviceMemory {
   maxBindingBytes: number;
   /** Memory the run may use; null when unknown (WebGPU reports no memory size). */
   budgetBytes: number | null;
+  /** Training forwards multiply by transposed copies of the layer weights (kernels/transpose.ts: CPU devices). */
+  transposedWeights?: boolean;
 }
 
 export interface PlanModels {
@@ -89,6 +92,11 @@ function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: n
 function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training);
   return { bytes: tokens * (perLayer * (training ? c.numLayers : 1) + fixed) * F32, widestRow: widest * F32 };
+}
+
+/** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
+function layerWeightElements(c: DecoderConfig): number {
+  return parameterEntries(c).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2).reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
 function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
@@ -182,6 +190,10 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     const trunk = trunkActivations(c, tokens, true);
     const items = [{ what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`, bytes: trunk.bytes }];
     if (head === 'lm') items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/lm-head.ts savedLogits).
+    const logits = tokens * c.vocabSize * F32;
+    if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
+    if (device.transposedWeights) items.push({ what: 'transposed layer weights (training forward)', bytes: layerWeightElements(c) * F32 });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
@@ -247,7 +259,11 @@ function gib(bytes: number): string {
 /** This device's binding limit, and as budget `budgetBytes` or else the system memory a software device allocates
  *  from (a GPU reports no memory size: no budget). */
 export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, budgetBytes: number | null = null): DeviceMemory {
-  return { maxBindingBytes: engine.maxBindingBytes, budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null) };
+  return {
+    maxBindingBytes: engine.maxBindingBytes,
+    budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null),
+    transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
+  };
 }
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */

@@ -60,6 +60,14 @@ describe('memory plan', () => {
     expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
   });
 
+  it('adds the transposed layer weights to the updates where training forwards use them (CPU devices)', () => {
+    const overrides = config([]);
+    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const transposed = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true });
+    const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
+    transposed.phases.forEach((p, i) => expect(p.bytes - plain.phases[i].bytes, p.phase).toBe(p.phase.endsWith('update') ? layerWeights : 0));
+  });
+
   it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
     const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
     const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),
