@@ -7,7 +7,8 @@
 // vocabulary of 152K rows outgrows one storage binding, so the launcher dispatches once per window and each
 // dispatch handles the tokens whose id falls inside it.
 // v1 forward: one lane per vecN of out (vec4 when C % 4 == 0), 256 lanes per workgroup (on lavapipe ~1.5x faster
-//    than a workgroup per row, which pays a fixed cost per workgroup).
+//    than a workgroup per row, which pays a fixed cost per workgroup). The table is float32 or a frozen model's
+//    bf16/f16 (the launcher prepends `tableAt`, which unpacks half rows: a vec2<u32> brings a vec4's 4 values).
 // Backward, two variants differing in who holds entry k of tokenPositions; the holder of the first entry of a
 //    token's run sums the whole run in entry order, the others exit. Rows of absent tokens are left alone (cleared
 //    by the launcher when not accumulating), so the cost follows N, not V.
@@ -24,7 +25,7 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   // Sampled ids come straight from the GPU, so a bad one is clamped here rather than read out of bounds.
   let id = min(ids[idx / n], params.V - 1u);
   if (id < params.v0 || id >= params.v0 + params.rows) { return; }
-  out[idx] = table[(id - params.v0) * n + idx % n];
+  out[idx] = tableAt((id - params.v0) * n + idx % n);
 }
 
 //// backward

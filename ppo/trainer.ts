@@ -4,15 +4,16 @@
 // trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
 // needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
-import { Arena as ArenaClass, peakFp32Flops } from '../engine/index.ts';
+import { peakFp32Flops } from '../engine/index.ts';
 import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
+import { frozenParameterCopy } from '../models/parameter-store.ts';
 import type { LoraAdapters } from '../models/lora-adapters.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { usesCritic } from './config.ts';
+import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
 import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
@@ -118,7 +119,8 @@ export class PpoTrainer {
     }, lora && ((grads) => lora.clearOffBlockGradients(grads)));
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
     // With LoRA the base weights never change: the reference reads them (no adapters on its trunk), no copy.
-    const referenceWeights = lora ? actor.params : referenceParams ?? frozenCopy(engine, actor.params, 'reference');
+    const referenceWeights = lora ? actor.params
+      : referenceParams ?? frozenParameterCopy(engine, actor.config, actor.params, 'reference', weightDtype(c, 'reference', actor.config.torchDtype));
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
@@ -314,11 +316,4 @@ function phaseTimer(): { timing: Record<string, number>; timed: <T>(name: string
     return result;
   };
   return { timing, timed };
-}
-
-/** A frozen copy of a parameter arena (the reference model). */
-function frozenCopy(engine: Engine, params: Arena, label: string): Arena {
-  const copy = new ArenaClass(engine, label, params.layout);
-  params.segments.forEach((segment, i) => engine.copy(segment, copy.segments[i]));
-  return copy;
 }

@@ -35,6 +35,9 @@ export class AdamWOptimizer {
     /** Runs on the gradients before their norm and the update (LoRA: clears the entries held at zero). */
     private readonly prepareGradients: ((grads: Arena) => void) | null = null,
   ) {
+    // Trained weights are float32 master copies; half-precision arenas belong to frozen models.
+    const half = params.layout.slots.find((slot) => slot.dtype !== 'f32');
+    if (half) throw new Error(`AdamW over ${params.label}: tensor ${half.name} is ${half.dtype}; a trained model's weights must be float32`);
     this.grads = new Arena(engine, `${params.label}.grad`, params.layout);
     this.m = new Arena(engine, `${params.label}.adam_m`, params.layout);
     this.v = new Arena(engine, `${params.label}.adam_v`, params.layout);

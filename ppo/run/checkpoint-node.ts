@@ -14,7 +14,7 @@ import { loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from './dataset.ts';
-import type { PpoConfig } from '../config.ts';
+import { weightDtype, type PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
 import { withFileContext } from './user-error.ts';
 import { CheckpointError } from '../../models/checkpoint-io.ts';
@@ -160,7 +160,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   let critic: ModelWeights | null = null;
   try {
     await access(join(dir, 'critic'));
-    const loaded = await loadModel(engine, join(dir, 'critic'), { label: 'critic' });
+    const loaded = await loadModel(engine, join(dir, 'critic'), { label: 'critic', weightDtype: (dtype) => weightDtype(config, 'critic', dtype) });
     critic = { config: loaded.config, params: loaded.params };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -170,7 +170,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   // With LoRA the reference is the actor's base weights (the trainer reads them in place).
   if ((config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) && !actor.lora) {
     const referenceDir = modelPath ?? join(dir, 'reference');
-    reference = (await loadModel(engine, referenceDir, { label: 'reference' })).params;
+    reference = (await loadModel(engine, referenceDir, { label: 'reference', weightDtype: (dtype) => weightDtype(config, 'reference', dtype) })).params;
   }
   const criticOptimizerFile = join(dir, 'critic', 'optimizer.safetensors');
   let criticOptimizer = null;

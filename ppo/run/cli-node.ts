@@ -14,7 +14,7 @@ import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { CheckpointError } from '../../models/checkpoint-io.ts';
-import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from '../config.ts';
+import { composeConfig, configToYaml, formatHelp, ConfigError, trainedModelDtypeNotes, type ConfigLayer, type PpoConfig } from '../config.ts';
 import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';
 import { runTrainerIo } from './builtin-run.ts';
@@ -145,7 +145,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   const runDir = resolve(config.trainer.default_local_dir);
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
-  for (const note of [...notes, Tracking.skippedServicesNote(config)]) if (note) log(note);
+  for (const note of [...notes, Tracking.skippedServicesNote(config), ...trainedModelDtypeNotes(config)]) if (note) log(note);
 
   const resumeDir = config.trainer.val_only ? null : await checkpointToResume(config, runDir);
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;

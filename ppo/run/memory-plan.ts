@@ -3,13 +3,14 @@
 // (rollout: KV cache, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
 // activations of one micro-batch), the peak, and what cannot work — a single tensor above the device's binding
 // limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
-// Estimates follow the tensors models/ allocates (float32 throughout); small per-sequence buffers are left out.
+// Estimates follow the tensors models/ allocates (float32, except frozen models' matrices stored in bf16/f16 by
+// their fsdp_config.model_dtype); small per-sequence buffers are left out.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
-import { chooseVariant, elementCount, type Engine } from '../../engine/index.ts';
+import { bytesPerElement, chooseVariant, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/transpose.ts';
-import { batchSizes, usesCritic, actorLoraSettings, type PpoConfig } from '../config.ts';
+import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
 
@@ -65,6 +66,16 @@ export function parameterCount(c: DecoderConfig): number {
   return parameterEntries(c).reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
+/** Bytes of a model's parameters with its matrices stored in `dtype` (a frozen model's). */
+export function parameterBytes(c: DecoderConfig, dtype: FloatDType = 'f32'): number {
+  return parameterEntries(c, dtype).reduce((n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'), 0);
+}
+
+/** " (bf16 matrices)" for a half dtype, else nothing. */
+function dtypeNote(dtype: FloatDType): string {
+  return dtype === 'f32' ? '' : ` (${dtype} matrices)`;
+}
+
 /** Float32 elements per token of a decoder trunk's activations. */
 function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: number; fixed: number; widest: number } {
   const C = c.hiddenSize;
@@ -116,16 +127,23 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
-  if (hasReference && !lora) resident.push({ what: 'reference parameters', bytes: actorParams });
+  if (hasReference && !lora) {
+    const dtype = weightDtype(config, 'reference', actor.torchDtype);
+    resident.push({ what: `reference parameters${dtypeNote(dtype)}`, bytes: parameterBytes(actor, dtype) });
+  }
   if (critic) {
     const criticParams = parameterCount(critic) * F32;
-    resident.push({ what: 'critic parameters', bytes: criticParams });
+    const dtype = weightDtype(config, 'critic', critic.torchDtype);
+    resident.push({ what: `critic parameters${dtypeNote(dtype)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
       resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
     }
   }
-  if (rewardModel) resident.push({ what: 'reward model parameters', bytes: parameterCount(rewardModel) * F32 });
+  if (rewardModel) {
+    const dtype = weightDtype(config, 'reward_model', rewardModel.torchDtype);
+    resident.push({ what: `reward model parameters${dtypeNote(dtype)}`, bytes: parameterBytes(rewardModel, dtype) });
+  }
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
@@ -250,7 +268,7 @@ export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, b
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */
 export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
-  const lines = [`memory plan (float32): resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
+  const lines = [`memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
     (plan.budgetBytes !== null ? ` of a ${gib(plan.budgetBytes)} budget` : '')];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
   for (const p of plan.phases) {

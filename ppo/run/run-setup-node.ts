@@ -5,7 +5,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic, actorLoraSettings } from '../config.ts';
+import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
@@ -165,10 +165,12 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   } else if (usesCritic(config)) {
     const criticPath = config.critic.model.path;
     if (criticPath !== null && criticPath !== actorPath) {
-      const loaded = await loadModel(engine, criticPath, { as: 'token-classification', label: 'critic', seed: config.trainer.seed });
+      const loaded = await loadModel(engine, criticPath, {
+        as: 'token-classification', label: 'critic', seed: config.trainer.seed, weightDtype: (dtype) => weightDtype(config, 'critic', dtype),
+      });
       critic = { config: loaded.config, params: loaded.params };
     } else {
-      critic = await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed);
+      critic = await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed, weightDtype(config, 'critic', actor.config.torchDtype));
     }
   }
 
@@ -178,7 +180,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
     : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {
-    const loaded = await loadModel(engine, config.reward_model.model.path!, { label: 'reward_model' });
+    const loaded = await loadModel(engine, config.reward_model.model.path!, { label: 'reward_model', weightDtype: (dtype) => weightDtype(config, 'reward_model', dtype) });
     rewardModel = { config: loaded.config, params: loaded.params };
   }
   // Observations in Search-R1's words, unless the built-in task's small vocabulary needs its own.
