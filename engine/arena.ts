@@ -2,33 +2,38 @@
 // as few buffers as the device's binding limit allows. A tensor larger than one binding (a 152K-row embedding)
 // gets a buffer of its own, seen as several bindable segments. Parameters, gradients and both AdamW moments are
 // four instances of one layout, so a flat kernel (AdamW, gradient norm) walks the same segments of each.
+// Offsets and sizes count 4-byte words: an entry of a half dtype (a frozen model's bf16 weights) takes half as
+// many words as elements.
 import type { Engine } from './engine.ts';
-import { Tensor, elementCount, BYTES_PER_ELEMENT, shapeString } from './tensor.ts';
+import { Tensor, elementCount, bytesPerElement, BYTES_PER_ELEMENT, shapeString, type FloatDType } from './tensor.ts';
 
 export interface ArenaEntry {
   name: string;
   shape: readonly number[];
+  /** f32 when omitted. */
+  dtype?: FloatDType;
 }
 
 export interface ArenaSlot {
   name: string;
   shape: readonly number[];
+  dtype: FloatDType;
   buffer: number;
-  /** Element offset inside the buffer. */
+  /** Word offset inside the buffer. */
   offset: number;
 }
 
 /** A bindable window of one buffer. */
 export interface ArenaSegment {
   buffer: number;
-  /** Element offset inside the buffer. */
+  /** Word offset inside the buffer. */
   offset: number;
   size: number;
 }
 
 export interface ArenaLayout {
   slots: ArenaSlot[];
-  /** Elements per buffer. */
+  /** Words per buffer. */
   bufferSizes: number[];
   /** Every buffer cut into windows of at most one binding, in order; flat kernels dispatch once per segment. */
   segments: ArenaSegment[];
@@ -46,13 +51,14 @@ export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: numbe
   for (const entry of entries) {
     if (seen.has(entry.name)) throw new Error(`arena: tensor ${entry.name} listed twice`);
     seen.add(entry.name);
-    const size = elementCount(entry.shape);
+    const dtype = entry.dtype ?? 'f32';
+    const size = Math.ceil((elementCount(entry.shape) * bytesPerElement(dtype)) / BYTES_PER_ELEMENT);
     if (size > maxBinding) {
       if (size * BYTES_PER_ELEMENT > maxBufferBytes) {
-        throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)} needs ${size * BYTES_PER_ELEMENT} bytes, ` +
+        throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)}${dtype === 'f32' ? '' : ` (${dtype})`} needs ${size * BYTES_PER_ELEMENT} bytes, ` +
           `above the device's largest buffer of ${maxBufferBytes} bytes (maxBufferSize)`);
       }
-      slots.push({ name: entry.name, shape: entry.shape, buffer: bufferSizes.length, offset: 0 });
+      slots.push({ name: entry.name, shape: entry.shape, dtype, buffer: bufferSizes.length, offset: 0 });
       bufferSizes.push(size);
       continue;
     }
@@ -62,7 +68,7 @@ export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: numbe
       bufferSizes.push(0);
       offset = 0;
     }
-    slots.push({ name: entry.name, shape: entry.shape, buffer: packing, offset });
+    slots.push({ name: entry.name, shape: entry.shape, dtype, buffer: packing, offset });
     bufferSizes[packing] = offset + size;
   }
   const alignedSizes = bufferSizes.map(alignUp);
@@ -77,16 +83,18 @@ export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: numbe
 
 /** One instance of a layout: real buffers and a tensor per slot. */
 export class Arena {
+  /** The buffers as words (f32 views; a half slot's words hold two elements each). */
   readonly buffers: Tensor<'f32'>[];
   /** Bindable windows covering every buffer (see ArenaLayout.segments). */
   readonly segments: Tensor<'f32'>[];
-  private readonly byName = new Map<string, Tensor<'f32'>>();
+  private readonly byName = new Map<string, Tensor<FloatDType>>();
 
   constructor(engine: Engine, readonly label: string, readonly layout: ArenaLayout) {
     this.buffers = layout.bufferSizes.map((size, i) => engine.tensor(`${label}#${i}`, [size]));
     this.segments = layout.segments.map((s) => this.buffers[s.buffer].view(`${label}#${s.buffer}[${s.offset}:${s.offset + s.size}]`, s.offset, [s.size]));
     for (const slot of layout.slots) {
-      this.byName.set(slot.name, this.buffers[slot.buffer].view(`${label}:${slot.name}`, slot.offset, slot.shape));
+      const buffer = this.buffers[slot.buffer];
+      this.byName.set(slot.name, new Tensor(`${label}:${slot.name}`, buffer.buffer, buffer.byteOffset + slot.offset * BYTES_PER_ELEMENT, slot.shape, slot.dtype));
     }
   }
 
@@ -94,7 +102,7 @@ export class Arena {
     return planArena(entries, engine.maxBindingBytes, engine.caps.maxBufferSize, engine.caps.minStorageBufferOffsetAlignment);
   }
 
-  get(name: string): Tensor<'f32'> {
+  get(name: string): Tensor<FloatDType> {
     const t = this.byName.get(name);
     if (!t) throw new Error(`arena ${this.label}: no tensor named ${name}`);
     return t;
@@ -108,6 +116,7 @@ export class Arena {
     return [...this.byName.keys()];
   }
 
+  /** Words (4 bytes each) of all buffers. */
   get totalElements(): number {
     return this.layout.bufferSizes.reduce((a, b) => a + b, 0);
   }

@@ -4,8 +4,10 @@
 import { createGpu, type DeviceCapabilities, type Gpu } from './device.ts';
 import { readKnobs, type EngineKnobs } from './knobs.ts';
 import { generateDeclarations, packUniforms, uniformByteSize, type KernelSpec } from './kernel.ts';
-import { Tensor, shapeString, BYTES_PER_ELEMENT, elementCount, rowWindows, type DType, type RowWindow, type TypedArrayOf } from './tensor.ts';
+import { Tensor, shapeString, bytesPerElement, elementCount, isHalf, rowWindows, type DType, type RowWindow, type TypedArrayOf } from './tensor.ts';
+import { decodeHalf, encodeHalf } from './half-float.ts';
 import { Profiler } from './profiler.ts';
+import { openPipelineLog } from './pipeline-log.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
 
@@ -49,8 +51,13 @@ export class Engine {
   peakAllocatedBytes = 0;
   private readonly liveBuffers = new WeakSet<GPUBuffer>();
 
+  /** Called with each spec whose pipeline is created (WEBGPU_PIPELINE_LOG). */
+  private pipelineLog: ((spec: KernelSpec) => void) | null = null;
+
   static async create(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
-    return new Engine(await createGpu(knobs));
+    const engine = new Engine(await createGpu(knobs));
+    if (knobs.pipelineLog) engine.pipelineLog = await openPipelineLog(knobs.pipelineLog);
+    return engine;
   }
 
   constructor(readonly gpu: Gpu) {
@@ -100,7 +107,7 @@ export class Engine {
 
   /** A zero-filled tensor in its own buffer. */
   tensor<D extends DType = 'f32'>(name: string, shape: readonly number[], dtype: D = 'f32' as D): Tensor<D> {
-    const buffer = this.createBuffer(name, elementCount(shape) * BYTES_PER_ELEMENT);
+    const buffer = this.createBuffer(name, elementCount(shape) * bytesPerElement(dtype));
     return new Tensor(name, buffer, 0, shape, dtype);
   }
 
@@ -111,7 +118,8 @@ export class Engine {
     return t;
   }
 
-  /** Writes host data into a tensor, after every dispatch recorded so far (queue order is kept). */
+  /** Writes host data into a tensor, after every dispatch recorded so far (queue order is kept). A bf16/f16 tensor
+   *  takes float32 values and stores them rounded to nearest even. */
   upload(tensor: Tensor, data: ArrayLike<number>): void {
     if (data.length !== tensor.size) {
       throw new Error(`upload to ${tensor.name}: got ${data.length} values for shape ${shapeString(tensor.shape)} (${tensor.size})`);
@@ -169,6 +177,7 @@ export class Engine {
     });
     const compiled = { pipeline, layout, uniformBytes, id: this.nextId++ };
     this.kernels.set(spec, compiled);
+    this.pipelineLog?.(spec);
     return compiled;
   }
 
@@ -191,7 +200,8 @@ export class Engine {
         throw new Error(`kernel ${spec.name}: binding ${b.name} (tensor ${t.name}) starts at byte ${t.byteOffset}, ` +
           `not a multiple of ${this.caps.minStorageBufferOffsetAlignment}; pass an element offset instead`);
       }
-      const size = Math.max(4, t.byteLength);
+      // Half tensors of an odd element count end mid-word; bindings are whole words.
+      const size = Math.max(4, wordBytes(t.byteLength));
       if (size > this.maxBindingBytes) {
         throw new Error(`kernel ${spec.name}: binding ${b.name} (tensor ${t.name}, ${shapeString(t.shape)}) spans ${size} bytes but this ` +
           `device binds at most ${this.maxBindingBytes} bytes (maxStorageBufferBindingSize); the launcher must bind it in windows (engine.bindingWindows)`);
@@ -261,8 +271,12 @@ export class Engine {
     if (source.size !== target.size) {
       throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} vs ${target.size} elements`);
     }
+    // A raw copy of words: 32-bit dtypes copy into each other (ids into scratch), never halves into 32-bit.
+    if (bytesPerElement(source.dtype) !== bytesPerElement(target.dtype)) throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
+    // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
+    if (source.byteLength % 4 !== 0) throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even count`);
     this.endPass();
-    this.ensureEncoder().copyBufferToBuffer(source.buffer, source.byteOffset, target.buffer, target.byteOffset, source.byteLength);
+    this.ensureEncoder().copyBufferToBuffer(source.buffer, source.byteOffset, target.buffer, target.byteOffset, wordBytes(source.byteLength));
   }
 
   /** Submits everything recorded so far as one command buffer. */
@@ -297,12 +311,12 @@ export class Engine {
   async read<D extends DType>(tensor: Tensor<D>): Promise<TypedArrayOf<D>> {
     const staging = this.device.createBuffer({
       label: `read ${tensor.name}`,
-      size: Math.ceil(tensor.byteLength / 4) * 4 || 4,
+      size: wordBytes(tensor.byteLength) || 4,
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
     this.endPass();
     if (tensor.byteLength > 0) {
-      this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, tensor.byteLength);
+      this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
     }
     this.flush();
     await staging.mapAsync(GPUMapMode.READ);
@@ -311,7 +325,7 @@ export class Engine {
     staging.destroy();
     this.throwIfFailed();
     if (this.profiler) await this.profiler.collect();
-    return fromBytes(tensor.dtype, bytes) as TypedArrayOf<D>;
+    return fromBytes(tensor.dtype, bytes, tensor.size) as TypedArrayOf<D>;
   }
 
   destroy(): void {
@@ -321,13 +335,20 @@ export class Engine {
   }
 }
 
-function toTyped(dtype: DType, data: ArrayLike<number>): Float32Array | Uint32Array | Int32Array {
+/** Bytes rounded up to whole 4-byte words (copies and bindings move words). */
+function wordBytes(bytes: number): number {
+  return Math.ceil(bytes / 4) * 4;
+}
+
+function toTyped(dtype: DType, data: ArrayLike<number>): Float32Array | Uint32Array | Int32Array | Uint16Array {
+  if (isHalf(dtype)) return encodeHalf(dtype, data);
   if (dtype === 'f32') return data instanceof Float32Array ? data : Float32Array.from(data);
   if (dtype === 'u32') return data instanceof Uint32Array ? data : Uint32Array.from(data);
   return data instanceof Int32Array ? data : Int32Array.from(data);
 }
 
-function fromBytes(dtype: DType, bytes: ArrayBuffer): Float32Array | Uint32Array | Int32Array {
+function fromBytes(dtype: DType, bytes: ArrayBuffer, size: number): Float32Array | Uint32Array | Int32Array {
+  if (isHalf(dtype)) return decodeHalf(dtype, new Uint16Array(bytes), size);
   if (dtype === 'f32') return new Float32Array(bytes);
   if (dtype === 'u32') return new Uint32Array(bytes);
   return new Int32Array(bytes);

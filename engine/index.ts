@@ -1,5 +1,5 @@
 export { Engine, type DispatchArgs } from './engine.ts';
-export { Tensor, type DType, type RowWindow, elementCount, shapeString, rowsPerWindow } from './tensor.ts';
+export { Tensor, type DType, type FloatDType, type RowWindow, bytesPerElement, isHalf, elementCount, shapeString, rowsPerWindow } from './tensor.ts';
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts';
 export { type DeviceCapabilities } from './device.ts';
@@ -7,3 +7,4 @@ export { peakFp32Flops, SOFTWARE_PEAK_FLOPS } from './peak-flops.ts';
 export { readKnobs, type EngineKnobs } from './knobs.ts';
 export { chooseVariant } from './variants.ts';
 export { Rng, seededRandom, type RngState } from './rng.ts';
+export { type HalfDType, roundToHalf } from './half-float.ts';

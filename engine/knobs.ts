@@ -44,6 +44,8 @@ export interface EngineKnobs {
   peakFlops: number | null;
   /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
   trainDebug: boolean;
+  /** WEBGPU_PIPELINE_LOG=<file>: append every pipeline created to <file> (JSON lines) for `tools/bench.js compile`. */
+  pipelineLog: string | null;
 }
 
 export function readKnobs(env: Env = environment()): EngineKnobs {
@@ -63,5 +65,6 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
     peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),
     trainDebug: env.TRAIN_DEBUG === '1',
+    pipelineLog: env.WEBGPU_PIPELINE_LOG || null,
   };
 }

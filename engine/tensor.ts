@@ -1,9 +1,22 @@
 // A typed, shaped view of a GPU buffer. Tensors never own layout tricks: a view is (buffer, byte offset,
-// shape); kernels index row-major.
+// shape); kernels index row-major. bf16 and f16 tensors (frozen models' weights) hold two elements per 4-byte
+// word, element 2i in the low half; kernels that read them unpack in-kernel.
+import type { HalfDType } from './half-float.ts';
 
-export type DType = 'f32' | 'u32' | 'i32';
+export type DType = 'f32' | 'u32' | 'i32' | HalfDType;
+/** Dtypes of floating-point values (parameters): a read gives float32 values. */
+export type FloatDType = 'f32' | HalfDType;
 
+/** Bytes of a float32 (and of every 32-bit dtype). */
 export const BYTES_PER_ELEMENT = 4;
+
+export function bytesPerElement(dtype: DType): number {
+  return isHalf(dtype) ? 2 : 4;
+}
+
+export function isHalf(dtype: DType): dtype is HalfDType {
+  return dtype === 'bf16' || dtype === 'f16';
+}
 
 export function elementCount(shape: readonly number[]): number {
   let n = 1;
@@ -11,7 +24,8 @@ export function elementCount(shape: readonly number[]): number {
   return n;
 }
 
-export type TypedArrayOf<D extends DType> = D extends 'f32' ? Float32Array : D extends 'u32' ? Uint32Array : Int32Array;
+/** What a read returns: half tensors come back as their float32 values. */
+export type TypedArrayOf<D extends DType> = D extends 'u32' ? Uint32Array : D extends 'i32' ? Int32Array : Float32Array;
 
 export class Tensor<D extends DType = DType> {
   constructor(
@@ -34,12 +48,12 @@ export class Tensor<D extends DType = DType> {
   }
 
   get byteLength(): number {
-    return this.size * BYTES_PER_ELEMENT;
+    return this.size * bytesPerElement(this.dtype);
   }
 
   /** A sub-tensor starting `elementOffset` elements in; binding it needs a device-aligned byte offset. */
   view(name: string, elementOffset: number, shape: readonly number[]): Tensor<D> {
-    return new Tensor(name, this.buffer, this.byteOffset + elementOffset * BYTES_PER_ELEMENT, shape, this.dtype);
+    return new Tensor(name, this.buffer, this.byteOffset + elementOffset * bytesPerElement(this.dtype), shape, this.dtype);
   }
 
   /** The same memory with another shape of the same element count. */
@@ -62,10 +76,10 @@ export interface RowWindow<D extends DType = DType> {
   tensor: Tensor<D>;
 }
 
-/** Most rows of `rowElements` elements one window may hold: at most `maxBytes`, and a multiple of the rows that
- *  keep every window's start `alignBytes`-aligned (given an aligned first row). */
-export function rowsPerWindow(rowElements: number, maxBytes: number, alignBytes: number): number {
-  const rowBytes = rowElements * BYTES_PER_ELEMENT;
+/** Most rows of `rowElements` elements (of `elementBytes` each) one window may hold: at most `maxBytes`, and a
+ *  multiple of the rows that keep every window's start `alignBytes`-aligned (given an aligned first row). */
+export function rowsPerWindow(rowElements: number, maxBytes: number, alignBytes: number, elementBytes = BYTES_PER_ELEMENT): number {
+  const rowBytes = rowElements * elementBytes;
   const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
   const alignRows = alignBytes / gcd(alignBytes, rowBytes);
   const rows = Math.floor(maxBytes / rowBytes / alignRows) * alignRows;
@@ -81,7 +95,7 @@ export function rowWindows<D extends DType>(tensor: Tensor<D>, rowElements: numb
   const totalRows = tensor.size / rowElements;
   if (!Number.isInteger(totalRows)) throw new Error(`tensor ${tensor.name} ${shapeString(tensor.shape)}: not whole rows of ${rowElements} elements`);
   if (tensor.byteLength <= maxBytes) return [{ firstRow: 0, rows: totalRows, tensor }];
-  const step = rowsPerWindow(rowElements, maxBytes, alignBytes);
+  const step = rowsPerWindow(rowElements, maxBytes, alignBytes, bytesPerElement(tensor.dtype));
   const windows: RowWindow<D>[] = [];
   for (let firstRow = 0; firstRow < totalRows; firstRow += step) {
     const rows = Math.min(step, totalRows - firstRow);

@@ -36,7 +36,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   var dkAcc: array<vec4<f32>, HS4>;
   var dvAcc: array<vec4<f32>, HS4>;
   let kScale = params.scale * LOG2E;
-  for (var d4 = 0u; d4 < HS4; d4++) {
+  for (var d4 = 0u; d4 < headVec4s(); d4++) {
     ks[d4] = loadK(kBase(b, jc, g), d4) * kScale;
     vs[d4] = loadV(vBase(b, jc, g), d4);
     dkAcc[d4] = vec4<f32>(0.0);
@@ -68,14 +68,14 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
         if (live && j <= params.queryStart + t0 + rr) {
           var score = vec4<f32>(0.0);
           var dp = vec4<f32>(0.0);
-          for (var d4 = 0u; d4 < HS4; d4++) {
+          for (var d4 = 0u; d4 < headVec4s(); d4++) {
             score = fma(rowTile[rr * HS4 + d4], ks[d4], score);
             dp = fma(rowTile[(TILE + rr) * HS4 + d4], vs[d4], dp);
           }
           let rowStats = statsTile[rr];
           let p = exp2(sum4(score) - rowStats.x);
           let dScore = p * (sum4(dp) - rowStats.y);
-          for (var d4 = 0u; d4 < HS4; d4++) {
+          for (var d4 = 0u; d4 < headVec4s(); d4++) {
             dvAcc[d4] = fma(vec4<f32>(p), rowTile[(TILE + rr) * HS4 + d4], dvAcc[d4]);
             dkAcc[d4] = fma(vec4<f32>(dScore), rowTile[rr * HS4 + d4], dkAcc[d4]);
           }
@@ -85,7 +85,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   }
 
   if (j < params.Tk) {
-    for (var d4 = 0u; d4 < HS4; d4++) {
+    for (var d4 = 0u; d4 < headVec4s(); d4++) {
       storeDk(kBase(b, j, g), d4, dkAcc[d4] * params.scale);
       storeDv(vBase(b, j, g), d4, dvAcc[d4]);
     }

@@ -40,7 +40,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   var acc: array<vec4<f32>, HS4>;
   let qScale = params.scale * LOG2E;
   let outBase = (b * params.Tq + tc) * params.NH * HS + h * HS;
-  for (var d4 = 0u; d4 < HS4; d4++) {
+  for (var d4 = 0u; d4 < headVec4s(); d4++) {
     qs[d4] = loadQ(qBase(b, tc, h), d4) * qScale;
     dO[d4] = loadDOut(outBase, d4);
     acc[d4] = vec4<f32>(0.0);
@@ -72,18 +72,18 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       if (valid && j <= position && maskTile[jj] == 1u) {
         var score = vec4<f32>(0.0);
         var dp = vec4<f32>(0.0);
-        for (var d4 = 0u; d4 < HS4; d4++) {
+        for (var d4 = 0u; d4 < headVec4s(); d4++) {
           score = fma(qs[d4], kvTile[jj * HS4 + d4], score);
           dp = fma(dO[d4], kvTile[(TILE + jj) * HS4 + d4], dp);
         }
         let p = exp2(sum4(score) - rowStats.x);
         let dScore = p * (sum4(dp) - rowStats.y);
-        for (var d4 = 0u; d4 < HS4; d4++) { acc[d4] = fma(vec4<f32>(dScore), kvTile[jj * HS4 + d4], acc[d4]); }
+        for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = fma(vec4<f32>(dScore), kvTile[jj * HS4 + d4], acc[d4]); }
       }
     }
   }
 
   if (valid) {
-    for (var d4 = 0u; d4 < HS4; d4++) { storeDq(qBase(b, t, h), d4, acc[d4] * params.scale); }
+    for (var d4 = 0u; d4 < headVec4s(); d4++) { storeDq(qBase(b, t, h), d4, acc[d4] * params.scale); }
   }
 }

@@ -1,15 +1,15 @@
 // attention forward: out [B*Tq, NH*HS] = softmax(scale·q·kᵀ over allowed keys)·v, lse [B, NH, Tq] (natural log;
-// 0 with out = 0 for a query that sees no key). Workgroup (query block, h, b): BLOCK_ROWS queries × KEY_SPLIT
-// lanes each. Key tiles of TILE rows are staged in workgroup memory; lane (r, s) takes keys s, s+KEY_SPLIT, ...
-// of each tile with its own online softmax, and the KEY_SPLIT partial states of a query are merged by a tree in
-// workgroup memory at the end.
-// v1 (training, prefill): BLOCK_ROWS = 64, KEY_SPLIT = 1: every lane reads the same key (broadcast loads).
-// v1 (decode, Tq < 64): BLOCK_ROWS = next power of two >= Tq, KEY_SPLIT = min(64 / BLOCK_ROWS, TILE) so the
+// 0 with out = 0 for a query that sees no key). Workgroup (query block, h, b) of BLOCK lanes: params.blockRows
+// queries × params.keySplit lanes each, lanes past that idle (uniforms, not constants: one pipeline per head size
+// serves every Tq, where each split was a pipeline of its own to compile). Key tiles of TILE rows are staged in
+// workgroup memory; lane (r, s) takes keys s, s+keySplit, ... of each tile with its own online softmax, and the
+// keySplit partial states of a query are merged by a tree in workgroup memory at the end.
+// v1 (training, prefill): blockRows = 64, keySplit = 1: every lane reads the same key (broadcast loads).
+// v1 (decode, Tq < 64): blockRows = next power of two >= Tq, keySplit = min(64 / blockRows, TILE) so the
 //    lanes a single query would leave idle split Tk instead.
 // Key tiles past the causal limit of the block's last query are skipped.
 
-override BLOCK_ROWS: u32;
-override KEY_SPLIT: u32;
+override BLOCK: u32;
 
 // K rows then V rows of the current tile; reused as the split-K merge buffer (needs TILE >= 16).
 var<workgroup> kvTile: array<vec4<f32>, 2u * TILE * HS4>;
@@ -25,23 +25,25 @@ fn storeOut(base: u32, d4: u32, x: vec4<f32>) {
   if (4u * d4 + 3u < HS) { out[d + 3u] = x.w; }
 }
 
-@compute @workgroup_size(BLOCK_ROWS * KEY_SPLIT)
+@compute @workgroup_size(BLOCK)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-  let lanes = BLOCK_ROWS * KEY_SPLIT;
+  let lanes = BLOCK;
+  let keySplit = params.keySplit;
+  let blockRows = params.blockRows;
   let b = wid.z;
   let h = wid.y;
   let g = kvGroup(h);
-  let r = lane / KEY_SPLIT;
-  let s = lane % KEY_SPLIT;
-  let t = wid.x * BLOCK_ROWS + r;
-  let valid = t < params.Tq;
+  let r = lane / keySplit;
+  let s = lane % keySplit;
+  let t = wid.x * blockRows + r;
+  let valid = r < blockRows && t < params.Tq;
   let position = params.queryStart + t;
-  let keyEnd = min(params.Tk, params.queryStart + min(wid.x * BLOCK_ROWS + BLOCK_ROWS, params.Tq));
+  let keyEnd = min(params.Tk, params.queryStart + min(wid.x * blockRows + blockRows, params.Tq));
 
   var qs: array<vec4<f32>, HS4>;
   var acc: array<vec4<f32>, HS4>;
   let qScale = params.scale * LOG2E;
-  for (var d4 = 0u; d4 < HS4; d4++) {
+  for (var d4 = 0u; d4 < headVec4s(); d4++) {
     qs[d4] = select(vec4<f32>(0.0), loadQ(qBase(b, min(t, params.Tq - 1u), h), d4) * qScale, valid);
     acc[d4] = vec4<f32>(0.0);
   }
@@ -68,40 +70,40 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
     }
     workgroupBarrier();
     let keys = min(TILE, keyEnd - j0);
-    for (var jj = s; jj < keys; jj += KEY_SPLIT) {
+    for (var jj = s; jj < keys; jj += keySplit) {
       let j = j0 + jj;
       if (valid && j <= position && maskTile[jj] == 1u) {
         var dot = vec4<f32>(0.0);
-        for (var d4 = 0u; d4 < HS4; d4++) { dot = fma(qs[d4], kvTile[jj * HS4 + d4], dot); }
+        for (var d4 = 0u; d4 < headVec4s(); d4++) { dot = fma(qs[d4], kvTile[jj * HS4 + d4], dot); }
         let score = sum4(dot);
         let mNew = max(m, score);
         let correction = exp2(m - mNew);
         let p = exp2(score - mNew);
         l = l * correction + p;
-        for (var d4 = 0u; d4 < HS4; d4++) { acc[d4] = fma(acc[d4], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + d4]); }
+        for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = fma(acc[d4], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + d4]); }
         m = mNew;
       }
     }
   }
 
-  // Tree merge of the KEY_SPLIT partial softmax states of each query: slot r*half + (s - half) carries lane s.
-  for (var half = KEY_SPLIT / 2u; half > 0u; half /= 2u) {
+  // Tree merge of the keySplit partial softmax states of each query: slot r*half + (s - half) carries lane s.
+  for (var half = keySplit / 2u; half > 0u; half /= 2u) {
     workgroupBarrier();
-    if (s >= half && s < 2u * half) {
+    if (r < blockRows && s >= half && s < 2u * half) {
       let slot = r * half + s - half;
       mergeMax[slot] = m;
       mergeSum[slot] = l;
-      for (var d4 = 0u; d4 < HS4; d4++) { kvTile[slot * HS4 + d4] = acc[d4]; }
+      for (var d4 = 0u; d4 < headVec4s(); d4++) { kvTile[slot * HS4 + d4] = acc[d4]; }
     }
     workgroupBarrier();
-    if (s < half) {
+    if (r < blockRows && s < half) {
       let slot = r * half + s;
       let other = mergeMax[slot];
       let mNew = max(m, other);
       let mine = exp2(m - mNew);
       let theirs = exp2(other - mNew);
       l = l * mine + mergeSum[slot] * theirs;
-      for (var d4 = 0u; d4 < HS4; d4++) { acc[d4] = acc[d4] * mine + kvTile[slot * HS4 + d4] * theirs; }
+      for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = acc[d4] * mine + kvTile[slot * HS4 + d4] * theirs; }
       m = mNew;
     }
   }
@@ -109,7 +111,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   if (valid && s == 0u) {
     let inverse = select(0.0, 1.0 / l, l > 0.0);
     let base = (b * params.Tq + t) * params.NH * HS + h * HS;
-    for (var d4 = 0u; d4 < HS4; d4++) { storeOut(base, d4, acc[d4] * inverse); }
+    for (var d4 = 0u; d4 < headVec4s(); d4++) { storeOut(base, d4, acc[d4] * inverse); }
     lse[(b * params.NH + h) * params.Tq + t] = select(0.0, (m + log2(l)) / LOG2E, l > 0.0);
   }
 }

@@ -11,9 +11,14 @@
 const NEG_BIG: f32 = -1.0e30;
 const LOG2E: f32 = 1.4426950408889634;
 // HS itself is a const the launcher prepends (`const HS: u32 = 32u;`), not an override: per-lane head vectors
-// are private arrays, whose length WGSL only accepts as a const, and exact lengths let the compiler unroll the
-// d4 loops and keep those arrays in registers (a padded maximum length made lavapipe compile for tens of seconds).
+// are private arrays, whose length WGSL only accepts as a const.
 const HS4: u32 = (HS + 3u) / 4u;
+// The d4 loops run to headVec4s(), which the launcher prepends per head size and device (attention.ts):
+//   unrolled: `return HS4;`, a constant trip count, so the compiler unrolls them and keeps the head vectors in
+//     registers (GPUs; CPU devices up to HS = 64, where that runs 1.7-2.3x faster on lavapipe);
+//   rolled: `return params.hs4;`, unknown to the compiler, so the loops stay loops (CPU devices above HS = 64:
+//     as fast there, and lavapipe's LLVM compiled the unrolled HS = 128 kernels for minutes, every vec4
+//     component a separate value saved and restored at each barrier, on every fresh machine).
 // Rows of the other operand staged per workgroup tile (keys for forward/dq, queries for dkdv).
 override TILE: u32;
 

@@ -1,6 +1,11 @@
 import embeddingSource from './embedding.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { type Engine, type Tensor, type KernelSpec, type FloatDType, chooseVariant, foldWorkgroups, isHalf } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
+import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
+import { unpackPairSource } from './half-weights.ts';
+
+// Must match WG in embedding.wgsl's backward.
+const BACKWARD_WG = 64;
 
 const uniforms = [
   { name: 'N', type: 'u32' },
@@ -10,21 +15,33 @@ const uniforms = [
   { name: 'rows', type: 'u32' },
 ] as const;
 
-const forwardSpecs = specsByWidth((width): KernelSpec => ({
-  name: `embedding/forward-vec${width}`,
-  source: shaderSource('embedding', embeddingSource, 'forward', width),
+// tableAt(i): vecN i of the table's rows (i counts vecNs, as out does).
+function tableLoads(dtype: FloatDType, width: VectorWidth): string {
+  if (!isHalf(dtype)) return 'fn tableAt(i: u32) -> vecN { return table[i]; }\n';
+  return unpackPairSource(dtype) + (width === 4
+    ? 'fn tableAt(i: u32) -> vecN { let w = table[i]; return vec4<f32>(unpackPair(w.x), unpackPair(w.y)); }\n'
+    : 'fn tableAt(i: u32) -> vecN { return unpackPair(table[i / 2u])[i & 1u]; }\n');
+}
+
+const forwardSpecsOf = (dtype: FloatDType) => specsByWidth((width): KernelSpec => ({
+  name: `embedding/forward-vec${width}${dtype === 'f32' ? '' : `-${dtype}`}`,
+  source: shaderSource('embedding', embeddingSource, 'forward', width) + tableLoads(dtype, width),
   entryPoint: 'forward',
   bindings: [
     { name: 'ids', access: 'read', type: 'u32' },
-    { name: 'table', access: 'read', type: vectorElementType(width) },
+    { name: 'table', access: 'read', type: isHalf(dtype) ? (width === 4 ? 'vec2<u32>' : 'u32') : vectorElementType(width) },
     { name: 'out', access: 'read_write', type: vectorElementType(width) },
   ],
   uniforms,
 }));
 
-const backwardSpecs = specsByWidth((width): KernelSpec => ({
-  name: `embedding/backward-vec${width}`,
-  source: shaderSource('embedding', embeddingSource, 'backward', width),
+const forwardSpecs: Record<FloatDType, ReturnType<typeof forwardSpecsOf>> = { f32: forwardSpecsOf('f32'), bf16: forwardSpecsOf('bf16'), f16: forwardSpecsOf('f16') };
+
+type BackwardVariant = 'workgroup-per-entry' | 'lane-per-entry';
+
+const backwardSpecs = (variant: BackwardVariant) => specsByWidth((width): KernelSpec => ({
+  name: `embedding/backward-${variant}-vec${width}`,
+  source: shaderSource('embedding', embeddingSource, ['backward', `backward-${variant}`], width),
   entryPoint: 'backward',
   bindings: [
     { name: 'tokenOffsets', access: 'read', type: 'u32' },
@@ -35,15 +52,25 @@ const backwardSpecs = specsByWidth((width): KernelSpec => ({
   uniforms: [...uniforms, { name: 'accumulate', type: 'u32' }],
 }));
 
+// On lavapipe a workgroup per token entry pays a workgroup's fixed cost N times, though most of them exit at once
+// (only the first entry of each token's run sums it): one lane per entry is several times faster there.
+export const embeddingBackwardVariants: readonly Variant<{ specs: Record<VectorWidth, KernelSpec>; entriesPerWorkgroup: number }>[] = [
+  { name: 'lane-per-entry', supported: (caps) => caps.isSoftware, value: { specs: backwardSpecs('lane-per-entry'), entriesPerWorkgroup: BACKWARD_WG } },
+  { name: 'workgroup-per-entry', supported: () => true, value: { specs: backwardSpecs('workgroup-per-entry'), entriesPerWorkgroup: 1 } },
+];
+
 /** out (N, C) = rows of table (V, C) picked by ids (N); an id >= V reads row V - 1 (ids may come from GPU sampling).
- *  A table larger than one binding is read window by window (one dispatch each). */
+ *  The table may be bf16/f16 (a frozen model's). A table larger than one binding is read window by window (one
+ *  dispatch each). */
 export function embeddingForward(engine: Engine, a: { ids: Tensor<'u32'>; table: Tensor; out: Tensor; N: number; V: number; C: number }): void {
   const { ids, table, out, N, V, C } = a;
   expectSize('embeddingForward', 'ids', ids, N, `[N=${N}]`);
   expectSize('embeddingForward', 'table', table, V * C, `[V=${V}, C=${C}]`);
   expectSize('embeddingForward', 'out', out, N * C, `[N=${N}, C=${C}]`);
+  const dtype = table.dtype as FloatDType;
+  if (dtype !== 'f32' && !isHalf(dtype)) throw new Error(`embeddingForward: table (tensor ${table.name}) is ${table.dtype}, expected f32, bf16 or f16`);
   for (const window of engine.bindingWindows(table, C)) {
-    engine.dispatch(forwardSpecs[widestVector(C)], {
+    engine.dispatch(forwardSpecs[dtype][widestVector(C)], {
       bindings: { ids, table: window.tensor, out },
       uniforms: { N, V, C, v0: window.firstRow, rows: window.rows },
       workgroups: foldWorkgroups(Math.ceil((N * C) / widestVector(C) / 256)),
@@ -80,11 +107,12 @@ export function embeddingBackward(engine: Engine, a: {
   expectSize('embeddingBackward', 'dTable', dTable, V * C, `[V=${V}, C=${C}]`);
   // The kernel only visits tokens that occur, so an overwrite starts from zeros.
   if (!a.accumulate) engine.clear(dTable);
+  const variant = chooseVariant('embedding-backward', embeddingBackwardVariants, engine.caps, engine.knobs).value;
   for (const window of engine.bindingWindows(dTable, C)) {
-    engine.dispatch(backwardSpecs[widestVector(C)], {
+    engine.dispatch(variant.specs[widestVector(C)], {
       bindings: { tokenOffsets, tokenPositions, dOut, dTable: window.tensor },
       uniforms: { N, V, C, v0: window.firstRow, rows: window.rows, accumulate: Number(a.accumulate) },
-      workgroups: foldWorkgroups(N),
+      workgroups: foldWorkgroups(Math.ceil(N / variant.entriesPerWorkgroup)),
     });
   }
 }

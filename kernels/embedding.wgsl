@@ -7,10 +7,14 @@
 // vocabulary of 152K rows outgrows one storage binding, so the launcher dispatches once per window and each
 // dispatch handles the tokens whose id falls inside it.
 // v1 forward: one lane per vecN of out (vec4 when C % 4 == 0), 256 lanes per workgroup (on lavapipe ~1.5x faster
-//    than a workgroup per row, which pays a fixed cost per workgroup).
-// v1 backward: one 64-lane workgroup per entry k of tokenPositions; the workgroup holding the first entry of a
-//    token's run sums the whole run, the others exit. Rows of absent tokens are left alone (cleared by the
-//    launcher when not accumulating), so the cost follows N, not V.
+//    than a workgroup per row, which pays a fixed cost per workgroup). The table is float32 or a frozen model's
+//    bf16/f16 (the launcher prepends `tableAt`, which unpacks half rows: a vec2<u32> brings a vec4's 4 values).
+// Backward, two variants differing in who holds entry k of tokenPositions; the holder of the first entry of a
+//    token's run sums the whole run in entry order, the others exit. Rows of absent tokens are left alone (cleared
+//    by the launcher when not accumulating), so the cost follows N, not V.
+// v1 workgroup-per-entry (GPUs): a 64-lane workgroup per entry, its lanes over the row's vecNs.
+// v2 lane-per-entry (lavapipe, where a workgroup has a fixed cost and most of v1's exit at once): one lane per
+//    entry walks the whole row, 64 entries per workgroup; the same sums in the same order as v1.
 
 //// forward
 @compute @workgroup_size(256)
@@ -21,7 +25,7 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   // Sampled ids come straight from the GPU, so a bad one is clamped here rather than read out of bounds.
   let id = min(ids[idx / n], params.V - 1u);
   if (id < params.v0 || id >= params.v0 + params.rows) { return; }
-  out[idx] = table[(id - params.v0) * n + idx % n];
+  out[idx] = tableAt((id - params.v0) * n + idx % n);
 }
 
 //// backward
@@ -38,21 +42,40 @@ fn tokenOfEntry(k: u32) -> u32 {
   return lo;
 }
 
+// dTable row `row` (+)= the sum of dOut rows over entries [first, last), in entry order, for vecN column j.
+fn sumRun(first: u32, last: u32, row: u32, j: u32, n: u32) {
+  var sum = vecN(0.0);
+  for (var e = first; e < last; e++) { sum += dOut[tokenPositions[e] * n + j]; }
+  if (params.accumulate != 0u) { sum += dTable[row + j]; }
+  dTable[row + j] = sum;
+}
+
+// The run [first, last) of the token whose run starts at entry k, if it does and the token is in this window.
+fn runStartingAt(k: u32, run: ptr<function, vec3<u32>>) -> bool {
+  let v = tokenOfEntry(k);
+  let first = tokenOffsets[v];
+  if (first != k || v < params.v0 || v >= params.v0 + params.rows) { return false; }
+  *run = vec3<u32>(first, tokenOffsets[v + 1u], (v - params.v0) * (params.C / VW));
+  return true;
+}
+
+//// backward-workgroup-per-entry
 @compute @workgroup_size(WG)
 fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lane: u32) {
   let k = wid.x + wid.y * nwg.x;
-  if (k >= params.N) { return; }
-  let v = tokenOfEntry(k);
-  let first = tokenOffsets[v];
-  if (first != k || v < params.v0 || v >= params.v0 + params.rows) { return; }
-  let last = tokenOffsets[v + 1u];
+  var run: vec3<u32>;
+  if (k >= params.N || !runStartingAt(k, &run)) { return; }
   let n = params.C / VW;
-  let row = (v - params.v0) * n;
-  for (var j = lane; j < n; j += WG) {
-    var sum = vecN(0.0);
-    for (var e = first; e < last; e++) { sum += dOut[tokenPositions[e] * n + j]; }
-    if (params.accumulate != 0u) { sum += dTable[row + j]; }
-    dTable[row + j] = sum;
-  }
+  for (var j = lane; j < n; j += WG) { sumRun(run.x, run.y, run.z, j, n); }
+}
+
+//// backward-lane-per-entry
+@compute @workgroup_size(WG)
+fn backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let k = gid.x + gid.y * nwg.x * WG;
+  var run: vec3<u32>;
+  if (k >= params.N || !runStartingAt(k, &run)) { return; }
+  let n = params.C / VW;
+  for (var j = 0u; j < n; j++) { sumRun(run.x, run.y, run.z, j, n); }
 }

@@ -99,6 +99,9 @@ interface LmHeadShape {
   temperature: number;
   /** Vocabulary rows per chunk (a multiple of 64, or ≥ V); by default as many as fit the scratch budget. */
   chunkSize?: number;
+  /** (N, V), for a vocabulary of one chunk (lmHeadLogitsFitOneChunk): the forward leaves its logits here, and a
+   *  backward given the same tensor reads them instead of recomputing the matmul (and overwrites them). */
+  savedLogits?: Tensor;
 }
 
 function checkShape(launcher: string, a: LmHeadShape): void {
@@ -113,6 +116,12 @@ function checkShape(launcher: string, a: LmHeadShape): void {
 /** Vocabulary rows per chunk of N rows of hidden C (the bench times matmuls in the same chunks). */
 export function lmHeadChunkWidth(engine: Engine, N: number, C: number, V: number): number {
   return chunkWidth(engine, 'lmHeadChunkWidth', N, C, V);
+}
+
+/** Whether lmHeadForward's logits for N rows fit one chunk, so a training step can keep them for the backward
+ *  (savedLogits): one matmul fewer per step, for N·V floats of memory. */
+export function lmHeadLogitsFitOneChunk(engine: Engine, N: number, C: number, V: number): boolean {
+  return lmHeadChunkWidth(engine, N, C, V) >= V;
 }
 
 /** Vocabulary rows per chunk: all of V when the (N, V) logits fit the scratch budget and the weight one binding,
@@ -130,8 +139,16 @@ function chunkWidth(engine: Engine, launcher: string, N: number, C: number, V: n
   return Math.min(Math.max(CHUNK_ALIGN, Math.min(scratchRows, bindableRows)), V);
 }
 
-/** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width). */
-function forEachChunk(engine: Engine, N: number, V: number, chunk: number, body: (v0: number, width: number, logits: Tensor) => void): void {
+/** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width)
+ *  — or `saved` (N, V), checked to be the only chunk. */
+function forEachChunk(engine: Engine, launcher: string, N: number, V: number, chunk: number, saved: Tensor | undefined,
+  body: (v0: number, width: number, logits: Tensor) => void): void {
+  if (saved) {
+    if (chunk < V) throw new Error(`${launcher}: savedLogits (tensor ${saved.name}) needs the vocabulary in one chunk, but V=${V} takes chunks of ${chunk}`);
+    expectSize(launcher, 'savedLogits', saved, N * V, `[N=${N}, V=${V}]`);
+    body(0, V, saved.view(saved.name, 0, [N, V]));
+    return;
+  }
   const scratch = scratchTensor(engine, 'lm-head/logits', [N * chunk]);
   for (let v0 = 0; v0 < V; v0 += chunk) {
     const width = Math.min(chunk, V - v0);
@@ -157,7 +174,7 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
   const chunk = chunkWidth(engine, 'lmHeadForward', N, C, V, a.chunkSize);
   const rowStats = scratchTensor(engine, 'lm-head/row-stats', [N * 4]);
   const stats = chooseVariant('lm-head', lmHeadStatsVariants, engine.caps, engine.knobs).value;
-  forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadForward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(stats.specs[widestVector(width)], {
       bindings: { logits, targets, rowStats, logprobs, entropy, lse },
@@ -170,11 +187,11 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
 /**
  * Gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy (dEntropy null: no entropy term) through lmHeadForward.
  * dHidden (N, C) is overwritten unless accumulateDHidden; dWeight (V, C) is always added to (tied embeddings add
- * there too). With dEntropy, pass the forward's `entropy` to save recomputing it (one more pass over the logits).
+ * there too); null for a frozen head (LoRA), which skips its matmuls. With dEntropy, pass the forward's `entropy` to save recomputing it (one more pass over the logits).
  * Rows whose upstream gradients are both 0 (padding) contribute nothing.
  */
 export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
-  lse: Tensor; dLogprobs: Tensor; dEntropy: Tensor | null; dHidden: Tensor; dWeight: Tensor;
+  lse: Tensor; dLogprobs: Tensor; dEntropy: Tensor | null; dHidden: Tensor; dWeight: Tensor | null;
   accumulateDHidden?: boolean; entropy?: Tensor;
 }): void {
   const { hidden, weight, targets, lse, dLogprobs, dEntropy, dHidden, dWeight, N, C, V } = a;
@@ -183,7 +200,7 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
   expectSize('lmHeadBackward', 'dLogprobs', dLogprobs, N, `[N=${N}]`);
   if (dEntropy) expectSize('lmHeadBackward', 'dEntropy', dEntropy, N, `[N=${N}]`);
   expectSize('lmHeadBackward', 'dHidden', dHidden, N * C, `[N=${N}, C=${C}]`);
-  expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
+  if (dWeight) expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
   const chunk = chunkWidth(engine, 'lmHeadBackward', N, C, V, a.chunkSize);
 
   // Unused bindings take a stand-in that is read-only here; useEntropy = 0 keeps the kernel from reading them.
@@ -199,18 +216,20 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
     expectSize('lmHeadBackward', 'entropy', a.entropy, N, `[N=${N}]`);
   }
 
-  forEachChunk(engine, N, V, chunk, (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadBackward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
     const weightChunk = weightRows(weight, v0, width, C);
-    matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
+    if (!a.savedLogits) matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(dlogitsSpecs[widestVector(width)], {
       bindings: { logits, targets, lse, entropy, dLogprobs, dEntropy: dEntropy ?? dLogprobs },
       uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
       workgroups: foldWorkgroups(N),
     });
     matmul(engine, { a: logits, b: weightChunk, out: dHidden, M: N, N: C, K: width, layout: 'nn', accumulate: v0 > 0 || !!a.accumulateDHidden });
-    matmul(engine, {
-      a: logits, b: hidden, out: weightRows(dWeight, v0, width, C), M: width, N: C, K: N, layout: 'tn', accumulate: true,
-    });
+    if (dWeight) {
+      matmul(engine, {
+        a: logits, b: hidden, out: weightRows(dWeight, v0, width, C), M: width, N: C, K: N, layout: 'tn', accumulate: true,
+      });
+    }
   });
 }
 
@@ -243,7 +262,7 @@ function logitsByMatmul(engine: Engine, a: LogitsArgs): void {
     matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
     return;
   }
-  forEachChunk(engine, N, V, chunkWidth(engine, 'lmHeadLogits', N, C, V), (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadLogits', N, V, chunkWidth(engine, 'lmHeadLogits', N, C, V), undefined, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
     engine.dispatch(placeSpec, { bindings: { logits, out }, uniforms: { rows: N, width, v0, V }, workgroups: foldWorkgroups(Math.ceil((N * width) / 256)) });
   });
@@ -262,13 +281,13 @@ function logitsForDecode(engine: Engine, a: LogitsArgs): void {
   }
 }
 
-// The decode LM head: a GPU runs its matmul; on a CPU device a decode step's few rows (at most 4, C % 4 == 0)
-// take the decode kernel, more rows (a validation's many slots) the register matmul, which reuses each weight
-// load for 8 rows.
+// The decode LM head: a GPU runs its matmul; on a CPU device a decode step's few rows (at most 4, C % 4 == 0, a
+// float32 weight: the policy's) take the decode kernel, more rows (a validation's many slots) and half-precision
+// weights the matmul, which reuses each weight load for 8 rows.
 export const lmHeadLogitsVariants: readonly Variant<(engine: Engine, a: LogitsArgs) => void>[] = [
   {
     name: 'decode', supported: (caps) => caps.isSoftware,
-    value: (engine, a) => (a.N <= LOGITS_BLOCK.rows && a.C % 4 === 0 ? logitsForDecode : logitsByMatmul)(engine, a),
+    value: (engine, a) => (a.N <= LOGITS_BLOCK.rows && a.C % 4 === 0 && a.weight.dtype === 'f32' ? logitsForDecode : logitsByMatmul)(engine, a),
   },
   { name: 'matmul', supported: () => true, value: logitsByMatmul },
 ];

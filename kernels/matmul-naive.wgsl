@@ -13,7 +13,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     var x: f32;
     var y: f32;
     if (A_K_CONTIGUOUS) { x = a[m * params.K + k]; } else { x = a[k * params.M + m]; }
-    if (B_K_CONTIGUOUS) { y = b[n * params.K + k]; } else { y = b[k * params.N + n]; }
+    if (B_K_CONTIGUOUS) { y = bElement(n * params.K + k); } else { y = bElement(k * params.N + n); }
     sum += x * y;
   }
   storeOutput(m, n, sum);

@@ -2,15 +2,20 @@ import tiledSource from './matmul.wgsl';
 import registerSource from './matmul-register.wgsl';
 import naiveSource from './matmul-naive.wgsl';
 import commonSource from './matmul-common.wgsl';
-import { type Engine, type KernelSpec, Tensor, chooseVariant, shapeString } from '../engine/index.ts';
+import bF32Source from './matmul-b-f32.wgsl';
+import bHalfSource from './matmul-b-half.wgsl';
+import bF16Source from './matmul-b-f16.wgsl';
+import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
+import type { ElementType } from '../engine/kernel.ts';
 import type { Variant } from '../engine/variants.ts';
+import { unpackPairSource } from './half-weights.ts';
 
 export type MatmulLayout = 'nn' | 'nt' | 'tn';
 
 export interface MatmulArgs {
   /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
-  /** nn, tn: [K, N]; nt: [N, K]. */
+  /** nn, tn: [K, N]; nt: [N, K]. f32, or bf16/f16 (a frozen model's weights, unpacked as they are read). */
   b: Tensor;
   /** [M, N]. */
   out: Tensor;
@@ -39,19 +44,47 @@ interface MatmulKernel {
   tile: readonly [number, number];
 }
 
+/** How B is stored and read: float32; bf16 or f16 unpacked from u32 words (core WGSL, any device); or f16 read
+ *  natively (shader-f16). */
+type BStorage = FloatDType | 'f16-native';
+
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows). */
-type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number) => MatmulKernel;
+type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
-const BINDINGS = [
-  { name: 'a', access: 'read' },
-  { name: 'a4', access: 'read', type: 'vec4<f32>' },
-  { name: 'b', access: 'read' },
-  { name: 'b4', access: 'read', type: 'vec4<f32>' },
-  { name: 'bias', access: 'read' },
-  { name: 'out', access: 'read_write' },
-  { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
-] as const;
+// b and b4 are the same memory as 1 and 4 floats, or 4 and 8 halves.
+const B_TYPES: Record<BStorage, readonly [ElementType, ElementType]> = {
+  f32: ['f32', 'vec4<f32>'],
+  bf16: ['vec2<u32>', 'vec4<u32>'],
+  f16: ['vec2<u32>', 'vec4<u32>'],
+  'f16-native': ['vec4<f16>', 'mat2x4<f16>'],
+};
+
+function bindings(b: BStorage): BindingSpec[] {
+  return [
+    { name: 'a', access: 'read' },
+    { name: 'a4', access: 'read', type: 'vec4<f32>' },
+    { name: 'b', access: 'read', type: B_TYPES[b][0] },
+    { name: 'b4', access: 'read', type: B_TYPES[b][1] },
+    { name: 'bias', access: 'read' },
+    { name: 'out', access: 'read_write' },
+    { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
+  ];
+}
+
+function bLoads(b: BStorage): string {
+  if (b === 'f16-native') return bF16Source;
+  return isHalf(b) ? unpackPairSource(b) + bHalfSource : bF32Source;
+}
+
+// An f16 B: read natively (GPUs with shader-f16) or unpacked from words. lavapipe has shader-f16 but converts
+// each f16 in software, and native loads were never faster there: 0.93–1.61× the float32 kernel's CPU time at
+// Qwen3-0.6B's decode shapes against 0.69–0.95× unpacked in one run, 0.95–1.28× against 0.70–1.41× in another
+// (tools/kernel-lab/matmul-half.ts, load average ~15).
+export const matmulF16Variants: readonly Variant<boolean>[] = [
+  { name: 'native', supported: (caps) => caps.shaderF16 && !caps.isSoftware, value: true },
+  { name: 'unpacked', supported: () => true, value: false },
+];
 
 const UNIFORMS = [
   { name: 'M', type: 'u32' },
@@ -66,14 +99,15 @@ const UNIFORMS = [
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds. */
 function specFamily(variant: string, source: string, tile: readonly [number, number]) {
   const kernels = new Map<string, MatmulKernel>();
-  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0): MatmulKernel => {
-    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}`;
+  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0, b: BStorage = 'f32'): MatmulKernel => {
+    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${b}`;
     let kernel = kernels.get(key);
     if (!kernel) {
       const spec: KernelSpec = {
-        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}`,
-        source: source + commonSource,
-        bindings: BINDINGS,
+        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${b === 'f32' ? '' : `-${b}`}`,
+        source: source + commonSource + bLoads(b),
+        bindings: bindings(b),
+        ...(b === 'f16-native' ? { features: ['shader-f16'] as const } : {}),
         uniforms: UNIFORMS,
         constants: {
           A_K_CONTIGUOUS: layout === 'tn' ? 0 : 1,
@@ -105,7 +139,7 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   {
     name: 'cpu',
     supported: (caps) => caps.isSoftware,
-    value: (layout, aVec4, bVec4, M) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M),
+    value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
   },
   { name: 'tiled', supported: () => true, value: tiled },
   { name: 'register', supported: () => true, value: register },
@@ -123,11 +157,12 @@ function overlaps(x: Tensor, y: Tensor): boolean {
   return x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
 }
 
-/** The same memory seen as whole vec4s: a binding of array<vec4<f32>> drops a trailing partial vec4. Engine
- *  buffers are 16-byte multiples and bindings start 256-byte aligned, so the padding always exists (the
- *  Tensor constructor would throw otherwise). */
+/** The same memory seen as whole 16-byte vectors (4 floats, 8 halves): a binding of array<vec4<…>> drops a
+ *  trailing partial vector. Engine buffers are 16-byte multiples and bindings start 256-byte aligned, so the
+ *  padding always exists (the Tensor constructor would throw otherwise). */
 function paddedToVec4(tensor: Tensor): Tensor {
-  const padded = Math.ceil(tensor.size / 4) * 4;
+  const perVector = 16 / (isHalf(tensor.dtype) ? 2 : 4);
+  const padded = Math.ceil(tensor.size / perVector) * perVector;
   return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
 }
 
@@ -162,6 +197,12 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   if (prologue?.kind === 'rmsnorm') checkSize(prologue.weight, 'prologue weight', K, `rmsnorm weight [K=${K}]`);
   checkSize(a, 'a', prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`);
   checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
+  for (const [role, input] of [['a', a], ['out', out], ['bias', bias]] as const) {
+    if (input && input.dtype !== 'f32') throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
+  }
+  const bDtype = b.dtype as FloatDType;
+  if (bDtype !== 'f32' && !isHalf(bDtype)) throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
+  const bStorage: BStorage = bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value ? 'f16-native' : bDtype;
   checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
   if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
   const prologueWeight = prologue?.kind === 'rmsnorm' ? prologue.weight : undefined;
@@ -176,8 +217,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   const bRow = layout === 'nt' ? K : N;
   // A prologue exists in the register kernel only, whatever the variant choice.
   const { spec, tile: [tileM, tileN] } = prologue
-    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind])
-    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M);
+    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind], bStorage)
+    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;
   if (workgroups[0] > max || workgroups[1] > max) {
@@ -185,7 +226,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   engine.dispatch(spec, {
     // Without a bias, `a` fills the binding slot; hasBias = 0 keeps the kernel from reading it.
-    bindings: { a, a4: paddedToVec4(a), b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
+    // A half b binds whole vec2<u32>s too: padded like b4.
+    bindings: { a, a4: paddedToVec4(a), b: isHalf(bDtype) ? paddedToVec4(b) : b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
     uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0, eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0 },
     workgroups,
   });

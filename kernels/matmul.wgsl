@@ -9,7 +9,9 @@
 //   register (matmul-register.wgsl): 8 lanes, 8x64 tile, no workgroup memory; A loads shared by the SIMD vector.
 //   cpu: register for nn and tn, tiled for nt.
 //   naive (matmul-naive.wgsl): one output per lane; the baseline.
-// Layout constants, bindings and the epilogue: matmul-common.wgsl.
+// B may be float32 or half precision (a frozen model's bf16/f16 weights): every variant reads B through
+// bElement/bQuad/bOctet (matmul-b-f32.wgsl, matmul-b-half.wgsl), which unpack halves to float32.
+// Layout constants, bindings and the epilogue: matmul-common.wgsl; B's loads (bElement, bQuad): matmul-b-*.wgsl.
 
 const TILE_M = 64u;
 const TILE_N = 64u;
@@ -43,13 +45,13 @@ fn loadB(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
   let start = row * cols + col;
   if (B_VEC4) {
     let inside = row < rows && col < cols;
-    return select(vec4<f32>(0.0), b4[select(0u, start / 4u, inside)], inside);
+    return select(vec4<f32>(0.0), bQuad(select(0u, start / 4u, inside)), inside);
   }
   var v: vec4<f32>;
   for (var j = 0u; j < 4u; j++) {
     let inside = row < rows && col + j < cols;
     let at = select(0u, start + j, inside);
-    v[j] = select(0.0, b[at], inside);
+    v[j] = select(0.0, bElement(at), inside);
   }
   return v;
 }

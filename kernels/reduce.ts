@@ -1,11 +1,18 @@
 import reduceSource from './reduce.wgsl';
-import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
+import type { Variant } from '../engine/variants.ts';
 import { shaderSource, withWorkgroupSum } from './rowwise.ts';
 import { scratchTensor } from './scratch.ts';
 
 const LANES = 256;
-/** Partial sums per tensor: enough workgroups to fill a GPU, few enough for one workgroup to add them up. */
-const MAX_PARTIALS_PER_TENSOR = 256;
+
+/** Workgroups (partial sums) per tensor of sumOfSquares's first pass. A GPU wants enough to fill it, and one
+ *  workgroup adds up to a few hundred partials; on a CPU each workgroup's tree sum costs 8 barriers, so a few long
+ *  workgroups win (the gradient norm of 2^20 elements on lavapipe: 15-27 ms of CPU time with 256 workgroups, 1.5-2 ms with 8). */
+export const sumSquaresVariants: readonly Variant<number>[] = [
+  { name: 'few-workgroups', supported: (caps) => caps.isSoftware, value: 8 },
+  { name: 'many-workgroups', supported: () => true, value: 256 },
+];
 
 export const weightedSumSpec: KernelSpec = {
   name: 'reduce/weighted-sum',
@@ -48,11 +55,12 @@ export function weightedSum(engine: Engine, a: { values: Tensor; weights: Tensor
 export function sumOfSquares(engine: Engine, a: { tensors: readonly Tensor[]; out: Tensor }): void {
   const { tensors, out } = a;
   if (out.size < 1) throw new Error(`sumOfSquares: out ${out.name} is empty, expected [1]`);
+  const maxPartials = chooseVariant('sum-squares', sumSquaresVariants, engine.caps, engine.knobs).value;
   const workgroupCounts = tensors.map((t) => {
     if (t.size % 4 !== 0) {
       throw new Error(`sumOfSquares: ${t.name} has ${t.size} elements, expected a multiple of 4 (arena segments are padded to 64)`);
     }
-    return Math.max(1, Math.min(MAX_PARTIALS_PER_TENSOR, Math.ceil(t.size / 4 / LANES)));
+    return Math.max(1, Math.min(maxPartials, Math.ceil(t.size / 4 / LANES)));
   });
   const used = workgroupCounts.reduce((s, c) => s + c, 0);
   // Padded to whole vec4s for stage 2. The key names `used` so no call with another split ever writes the

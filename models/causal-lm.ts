@@ -7,7 +7,7 @@ import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import { lmHeadWeightName } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits } from '../kernels/lm-head.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsFitOneChunk } from '../kernels/lm-head.ts';
 
 export interface TokenLogprobs {
   logprobs: Tensor; // (R) log p(target[r] | tokens ≤ r)
@@ -22,7 +22,8 @@ interface HeadWorkspace extends TokenLogprobs {
 export class CausalLm {
   readonly trunk: DecoderTrunk;
   private readonly buffers: GrowingBuffers;
-  private last: { rows: number; hidden: Tensor; targets: Tensor<'u32'>; temperature: number } | null = null;
+  /** The last tokenLogprobs call; `savedLogits` (R, V) while its logits wait for the one backward that reads them. */
+  private last: { rows: number; hidden: Tensor; targets: Tensor<'u32'>; temperature: number; savedLogits?: Tensor } | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -51,25 +52,32 @@ export class CausalLm {
     const temperature = options.temperature ?? 1;
     const hidden = this.trunk.forward(batch, { saveForBackward: options.saveForBackward });
     const ws = this.workspace(rows);
+    // A small vocabulary's logits stay for the backward instead of being recomputed there.
+    const savedLogits = options.saveForBackward && lmHeadLogitsFitOneChunk(this.engine, rows, c.hiddenSize, c.vocabSize)
+      ? this.buffers.get('savedLogits', [rows, c.vocabSize]) : undefined;
     lmHeadForward(this.engine, {
       hidden, weight: this.params.get(lmHeadWeightName(c)), targets, N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
-      logprobs: ws.logprobs, entropy: ws.entropy, lse: ws.lse,
+      logprobs: ws.logprobs, entropy: ws.entropy, lse: ws.lse, savedLogits,
     });
-    this.last = { rows, hidden, targets, temperature };
+    this.last = { rows, hidden, targets, temperature, savedLogits };
     return ws;
   }
 
-  /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call. */
+  /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call
+   *  (with LoRA adapters on the trunk: only theirs, into `grads` of their layout; the head is frozen). */
   backward(dLogprobs: Tensor, dEntropy: Tensor | null, grads: Arena): void {
     if (!this.last) throw new Error('CausalLm.backward: call tokenLogprobs(..., {saveForBackward: true}) first');
     const c = this.config;
-    const { rows, hidden, targets, temperature } = this.last;
+    const { rows, hidden, targets, temperature, savedLogits } = this.last;
     const ws = this.workspace(rows);
     const weightName = lmHeadWeightName(c);
     lmHeadBackward(this.engine, {
       hidden, weight: this.params.get(weightName), targets, lse: ws.lse, dLogprobs, dEntropy, entropy: dEntropy ? ws.entropy : undefined,
-      dHidden: ws.dHidden, dWeight: grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
+      dHidden: ws.dHidden, dWeight: this.trunk.lora ? null : grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
+      savedLogits,
     });
+    // The backward overwrote them with d(loss)/d(logits): another backward of this forward recomputes them.
+    this.last.savedLogits = undefined;
     this.trunk.backward(ws.dHidden, grads);
   }
 

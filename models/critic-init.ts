@@ -1,7 +1,7 @@
 // A critic made from a causal LM (verl's default: critic.model.path = the actor's): the same trunk, the LM head
 // dropped, and a fresh `score` head as transformers initialises *ForTokenClassification — weight
 // normal(0, initializer_range), bias zero.
-import type { Arena, Engine } from '../engine/index.ts';
+import type { Arena, Engine, FloatDType } from '../engine/index.ts';
 import { Rng } from '../engine/rng.ts';
 import { withHead, type DecoderConfig } from './hf-config.ts';
 import { createParameterArena, readHfTensors, uploadHfTensors, type NamedTensor } from './parameter-store.ts';
@@ -21,10 +21,11 @@ export function freshScoreTensor(name: string, shape: readonly number[], seed: n
   return { shape, data };
 }
 
-export async function criticFromCausalLm(engine: Engine, actorConfig: DecoderConfig, actorParams: Arena, seed: number): Promise<{ config: DecoderConfig; params: Arena }> {
+/** `weightDtype`: a frozen critic's stored dtype (see createParameterArena). */
+export async function criticFromCausalLm(engine: Engine, actorConfig: DecoderConfig, actorParams: Arena, seed: number, weightDtype: FloatDType = 'f32'): Promise<{ config: DecoderConfig; params: Arena }> {
   const config = withHead(actorConfig, 'token-classification');
   const trunk = await readHfTensors(engine, actorParams, actorConfig);
-  const params = createParameterArena(engine, config, 'critic');
+  const params = createParameterArena(engine, config, 'critic', weightDtype);
   uploadHfTensors(engine, params, config, (name) => trunk.get(name) ?? freshScoreTensor(name, name === 'score.bias' ? [1] : [1, config.hiddenSize], seed), 'critic from actor');
   return { config, params };
 }

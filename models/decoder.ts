@@ -17,6 +17,10 @@ import { headRmsnormForward, headRmsnormBackward } from '../kernels/head-rmsnorm
 import { ropeForward, ropeBackward } from '../kernels/rope.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../kernels/attention.ts';
 import { swigluForward, swigluBackward } from '../kernels/swiglu.ts';
+import { transpose, transposedWeightVariants } from '../kernels/transpose.ts';
+import { chooseVariant } from '../engine/index.ts';
+import type { LoraAdapters } from './lora-adapters.ts';
+import type { ProjectionKind } from './lora.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -33,6 +37,8 @@ interface LayerActivations {
   mlpRstd: Tensor; //      (R)
   gateUp: Tensor; //       (R, 2I)
   act: Tensor; //          (R, I)
+  /** LoRA: each adapted projection's low-rank activation x·Aᵀ (R, n·r). */
+  lora: Partial<Record<ProjectionKind, Tensor>>;
 }
 
 interface Workspace {
@@ -51,6 +57,9 @@ interface Workspace {
   dQkv: Tensor; //         (R, W)
   dQkvRaw: Tensor; //      (R, W) Qwen3 only
   ones: Tensor; //         (R) column sums for the bias gradients
+  // LoRA backward scratch: the low-rank activations' gradient, and the frozen norms' unused weight gradients
+  dLora: Tensor; //        (R, max n·r)
+  frozenNormGrads: { hidden: Tensor; q: Tensor; k: Tensor }; // (C), (HS), (HS)
 }
 
 export interface DecoderForwardOptions {
@@ -64,13 +73,19 @@ export interface DecoderForwardOptions {
  */
 type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
 
+/** The layer weights a forward multiplies by (layerForward's projections), by name within a layer. */
+const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
+
 export class DecoderTrunk {
   /** Activation recomputation (verl's enable_gradient_checkpointing): a training forward keeps only each
    *  layer's input, and backward recomputes the layer from it — the same kernels in the same order, so the
    *  same gradients, for about one more forward of compute. */
   gradientCheckpointing = false;
+  /** LoRA adapters on the projections: then only they train (backward's `grads` is their arena's layout) and
+   *  every base weight is frozen; null: every parameter trains. */
+  lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
-  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode } | null = null;
+  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -82,6 +97,29 @@ export class DecoderTrunk {
 
   private param(name: string): Tensor {
     return this.params.get(name);
+  }
+
+  /** The copy Wᵀ (K, N) of the layer weight `name` (N, K) that training forwards multiply by on CPU devices. */
+  private transposedWeight(name: string): Tensor {
+    const [N, K] = this.param(name).shape;
+    return this.buffers.get(`weightsT.${name}`, [K, N]);
+  }
+
+  /** Refreshes every layer weight's transposed copy: the optimizer may have changed the weights since the last forward. */
+  private transposeWeights(): void {
+    for (let l = 0; l < this.config.numLayers; l++) {
+      for (const name of LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)) {
+        const weight = this.param(name);
+        const [N, K] = weight.shape;
+        transpose(this.engine, { x: weight, out: this.transposedWeight(name), rows: N, cols: K });
+      }
+    }
+  }
+
+  /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
+  private linear(name: string, transposed: boolean, args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor }): void {
+    if (transposed) matmul(this.engine, { ...args, b: this.transposedWeight(name), layout: 'nn' });
+    else matmul(this.engine, { ...args, b: this.param(name), layout: 'nt' });
   }
 
   /** Bytes of the activation buffers a forward in this mode has allocated (the largest call so far). */
@@ -101,9 +139,15 @@ export class DecoderTrunk {
     const C = c.hiddenSize;
     const I = c.intermediateSize;
     const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
-    const layer = (tag: string, input?: Tensor): LayerActivations => {
+    const lora = this.lora;
+    const layer = (tag: string, l: number, input?: Tensor): LayerActivations => {
       const n = (what: string) => `${tag}.${what}`;
       const qkv = t(n('qkv'), [R, W]);
+      const loraHidden: Partial<Record<ProjectionKind, Tensor>> = {};
+      for (const kind of ['qkv', 'o', 'gateUp', 'down'] as const) {
+        const rank = lora?.rankOf(l, kind) ?? 0;
+        if (rank > 0) loraHidden[kind] = t(n(`lora.${kind}`), [R, rank]);
+      }
       return {
         input: input ?? t(n('input'), [R, C]),
         attnNormed: t(n('attnNormed'), [R, C]),
@@ -118,18 +162,20 @@ export class DecoderTrunk {
         mlpRstd: t(n('mlpRstd'), [R]),
         gateUp: t(n('gateUp'), [R, 2 * I]),
         act: t(n('act'), [R, I]),
+        lora: loraHidden,
       };
     };
     const layers: LayerActivations[] = [];
     if (mode === 'train') {
-      for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`));
+      for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`, l));
     } else if (mode === 'checkpointed') {
-      const shared = layer('shared', t('layer0.input', [R, C]));
+      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts).
+      const shared = layer('shared', 0, t('layer0.input', [R, C]));
       for (let l = 0; l < c.numLayers; l++) layers.push({ ...shared, input: t(`layer${l}.input`, [R, C]) });
     } else {
       // Inference: layer l's input is layer l−1's output; two sets of buffers alternate.
-      const a = layer('a');
-      const b = layer('b');
+      const a = layer('a', 0);
+      const b = layer('b', 0);
       for (let l = 0; l < c.numLayers; l++) layers.push(l % 2 === 0 ? a : b);
     }
     const saved = mode !== 'infer';
@@ -148,6 +194,10 @@ export class DecoderTrunk {
       dQkv: saved ? t('dQkv', [R, W]) : undefined!,
       dQkvRaw: saved && c.qkNorm ? t('dQkvRaw', [R, W]) : undefined!,
       ones: saved && (c.attentionBias || c.outputBias) ? t('ones', [R], 1) : undefined!,
+      dLora: saved && lora ? t('dLora', [R, lora.maxRank]) : undefined!,
+      frozenNormGrads: saved && lora
+        ? { hidden: t('frozen.dNorm', [C]), q: t('frozen.dQNorm', [c.headDim]), k: t('frozen.dKNorm', [c.headDim]) }
+        : undefined!,
     };
   }
 
@@ -169,7 +219,7 @@ export class DecoderTrunk {
    * Records layer l's forward from a.input into a's activations; with `next`, also its output (the residual
    * after the MLP) into `next`. Backward's recomputation passes no `next`: it needs the activations only.
    */
-  private layerForward(l: number, a: LayerActivations, next: Tensor | null, batch: TokenBatch, dims: AttentionDims): void {
+  private layerForward(l: number, a: LayerActivations, next: Tensor | null, batch: TokenBatch, dims: AttentionDims, transposed: boolean): void {
     const c = this.config;
     const e = this.engine;
     const R = batch.B * batch.T;
@@ -178,10 +228,10 @@ export class DecoderTrunk {
     const I = c.intermediateSize;
     const p = layerPrefix(l);
     rmsnormForward(e, { x: a.input, weight: this.param(`${p}.input_layernorm.weight`), out: a.attnNormed, rstd: a.attnRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    matmul(e, {
-      a: a.attnNormed, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: a.qkvRaw, M: R, N: W, K: C, layout: 'nt',
-      bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+    this.linear(`${p}.self_attn.qkv_proj.weight`, transposed, {
+      a: a.attnNormed, out: a.qkvRaw, M: R, N: W, K: C, bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
     });
+    this.lora?.forward(l, 'qkv', { a: a.attnNormed }, a.lora.qkv!, a.qkvRaw, R);
     if (c.qkNorm) {
       headRmsnormForward(e, {
         qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
@@ -191,16 +241,22 @@ export class DecoderTrunk {
     ropeForward(e, { qkv: a.qkv, positions: batch.positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
     attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
     e.copy(a.input, a.mid);
-    matmul(e, {
-      a: a.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, layout: 'nt', accumulate: true,
+    this.linear(`${p}.self_attn.o_proj.weight`, transposed, {
+      a: a.attnOut, out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, accumulate: true,
       bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
     });
+    this.lora?.forward(l, 'o', { a: a.attnOut }, a.lora.o!, a.mid, R);
     rmsnormForward(e, { x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), out: a.mlpNormed, rstd: a.mlpRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    matmul(e, { a: a.mlpNormed, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: a.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
+    this.linear(`${p}.mlp.gate_up_proj.weight`, transposed, { a: a.mlpNormed, out: a.gateUp, M: R, N: 2 * I, K: C });
+    this.lora?.forward(l, 'gateUp', { a: a.mlpNormed }, a.lora.gateUp!, a.gateUp, R);
     swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
-    if (!next) return;
+    if (!next) {
+      this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, null, R);
+      return;
+    }
     e.copy(a.mid, next);
-    matmul(e, { a: a.act, b: this.param(`${p}.mlp.down_proj.weight`), out: next, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+    this.linear(`${p}.mlp.down_proj.weight`, transposed, { a: a.act, out: next, M: R, N: C, K: I, accumulate: true });
+    this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, next, R);
   }
 
   /** Runs the trunk; returns the final normed hidden state (R, C), valid until the next forward. */
@@ -213,24 +269,27 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
+    const transposed = options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
+    if (transposed) this.transposeWeights();
 
     embeddingForward(e, { ids: batch.ids, table: this.param('model.embed_tokens.weight'), out: ws.layers[0].input, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
-      this.layerForward(l, ws.layers[l], l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output, batch, dims);
+      this.layerForward(l, ws.layers[l], l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output, batch, dims, transposed);
     }
     rmsnormForward(e, { x: ws.output, weight: this.param('model.norm.weight'), out: ws.finalNormed, rstd: ws.finalRstd, rows: R, cols: C, eps: c.rmsNormEps });
-    this.lastForward = { batch, workspace: ws, mode };
+    this.lastForward = { batch, workspace: ws, mode, transposed };
     return ws.finalNormed;
   }
 
   /**
    * Backward of the last forward (which must have saved activations) given dFinal = ∂loss/∂(final hidden) (R, C).
-   * Parameter gradients are ADDED into `grads` (same layout as the parameters), so micro-batches accumulate.
+   * Parameter gradients are ADDED into `grads` (same layout as the parameters, or as the LoRA adapters' when the
+   * trunk has them), so micro-batches accumulate.
    * `dFinal` may be overwritten.
    */
   backward(dFinal: Tensor, grads: Arena): void {
     if (!this.lastForward || this.lastForward.mode === 'infer') throw new Error('DecoderTrunk.backward: the last forward did not save activations (saveForBackward)');
-    const { batch, workspace: ws, mode } = this.lastForward;
+    const { batch, workspace: ws, mode, transposed } = this.lastForward;
     const c = this.config;
     const e = this.engine;
     const { B, T } = batch;
@@ -240,32 +299,44 @@ export class DecoderTrunk {
     const I = c.intermediateSize;
     const NHS = c.numHeads * c.headDim;
     const dims = this.attentionDims(B, T);
+    const lora = this.lora;
+    // With LoRA every base weight is frozen: its weight-gradient matmuls are skipped, and the norms' weight
+    // gradients (computed in the same dispatch as dx) land in scratch.
     const g = (name: string) => grads.get(name);
+    const frozen = ws.frozenNormGrads;
+    const adapterBackward = (l: number, kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) => {
+      lora?.backward(l, kind, { x, u: u!, dOut, dX, du: ws.dLora, grads, M: R });
+    };
 
     rmsnormBackward(e, {
       x: ws.output, weight: this.param('model.norm.weight'), rstd: ws.finalRstd, dOut: dFinal, dx: ws.dResidual,
-      dWeight: g('model.norm.weight'), rows: R, cols: C, accumulateDx: false, accumulateDWeight: true,
+      dWeight: lora ? frozen.hidden : g('model.norm.weight'), rows: R, cols: C, accumulateDx: false, accumulateDWeight: true,
     });
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
-      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims);
+      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims, transposed);
       // MLP: next = mid + act·W_downᵀ
       matmul(e, { a: ws.dResidual, b: this.param(`${p}.mlp.down_proj.weight`), out: ws.dAct, M: R, N: I, K: C, layout: 'nn' });
-      matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });
+      if (!lora) matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });
+      adapterBackward(l, 'down', a.act, a.lora.down, ws.dResidual, ws.dAct);
       swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
       matmul(e, { a: ws.dGateUp, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: ws.dNormed, M: R, N: C, K: 2 * I, layout: 'nn' });
-      matmul(e, { a: ws.dGateUp, b: a.mlpNormed, out: g(`${p}.mlp.gate_up_proj.weight`), M: 2 * I, N: C, K: R, layout: 'tn', accumulate: true });
+      if (!lora) matmul(e, { a: ws.dGateUp, b: a.mlpNormed, out: g(`${p}.mlp.gate_up_proj.weight`), M: 2 * I, N: C, K: R, layout: 'tn', accumulate: true });
+      adapterBackward(l, 'gateUp', a.mlpNormed, a.lora.gateUp, ws.dGateUp, ws.dNormed);
       rmsnormBackward(e, {
         x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), rstd: a.mlpRstd, dOut: ws.dNormed, dx: ws.dResidual,
-        dWeight: g(`${p}.post_attention_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
+        dWeight: lora ? frozen.hidden : g(`${p}.post_attention_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
       });
       // Attention: mid = input + attnOut·W_oᵀ
       matmul(e, { a: ws.dResidual, b: this.param(`${p}.self_attn.o_proj.weight`), out: ws.dAttnOut, M: R, N: NHS, K: C, layout: 'nn' });
-      matmul(e, { a: ws.dResidual, b: a.attnOut, out: g(`${p}.self_attn.o_proj.weight`), M: C, N: NHS, K: R, layout: 'tn', accumulate: true });
-      if (c.outputBias) {
-        matmul(e, { a: ws.dResidual, b: ws.ones, out: g(`${p}.self_attn.o_proj.bias`), M: C, N: 1, K: R, layout: 'tn', accumulate: true });
+      if (!lora) {
+        matmul(e, { a: ws.dResidual, b: a.attnOut, out: g(`${p}.self_attn.o_proj.weight`), M: C, N: NHS, K: R, layout: 'tn', accumulate: true });
+        if (c.outputBias) {
+          matmul(e, { a: ws.dResidual, b: ws.ones, out: g(`${p}.self_attn.o_proj.bias`), M: C, N: 1, K: R, layout: 'tn', accumulate: true });
+        }
       }
+      adapterBackward(l, 'o', a.attnOut, a.lora.o, ws.dResidual, ws.dAttnOut);
       attentionBackward(e, {
         ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse, dOut: ws.dAttnOut,
         dq: ws.dQkv, dk: ws.dQkv, dv: ws.dQkv,
@@ -275,21 +346,24 @@ export class DecoderTrunk {
       if (c.qkNorm) {
         headRmsnormBackward(e, {
           qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-          rstd: a.qkvRstd, dOut: ws.dQkv, dQkv: ws.dQkvRaw, dQWeight: g(`${p}.self_attn.q_norm.weight`), dKWeight: g(`${p}.self_attn.k_norm.weight`),
+          rstd: a.qkvRstd, dOut: ws.dQkv, dQkv: ws.dQkvRaw,
+          dQWeight: lora ? frozen.q : g(`${p}.self_attn.q_norm.weight`), dKWeight: lora ? frozen.k : g(`${p}.self_attn.k_norm.weight`),
           rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
         });
         dProjection = ws.dQkvRaw;
       }
-      if (c.attentionBias) {
+      if (c.attentionBias && !lora) {
         matmul(e, { a: dProjection, b: ws.ones, out: g(`${p}.self_attn.qkv_proj.bias`), M: W, N: 1, K: R, layout: 'tn', accumulate: true });
       }
       matmul(e, { a: dProjection, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: ws.dNormed, M: R, N: C, K: W, layout: 'nn' });
-      matmul(e, { a: dProjection, b: a.attnNormed, out: g(`${p}.self_attn.qkv_proj.weight`), M: W, N: C, K: R, layout: 'tn', accumulate: true });
+      if (!lora) matmul(e, { a: dProjection, b: a.attnNormed, out: g(`${p}.self_attn.qkv_proj.weight`), M: W, N: C, K: R, layout: 'tn', accumulate: true });
+      adapterBackward(l, 'qkv', a.attnNormed, a.lora.qkv, dProjection, ws.dNormed);
       rmsnormBackward(e, {
         x: a.input, weight: this.param(`${p}.input_layernorm.weight`), rstd: a.attnRstd, dOut: ws.dNormed, dx: ws.dResidual,
-        dWeight: g(`${p}.input_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
+        dWeight: lora ? frozen.hidden : g(`${p}.input_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
       });
     }
+    if (lora) return;
     const index = uploadTokenIndex(e, batch);
     embeddingBackward(e, {
       tokenOffsets: index.offsets, tokenPositions: index.positions, dOut: ws.dResidual, dTable: g('model.embed_tokens.weight'),

@@ -10,7 +10,7 @@ import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
-import { matmul, useMatmulPrologue, type MatmulPrologue } from '../kernels/matmul.ts';
+import { matmul, useMatmulPrologue } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
@@ -19,6 +19,7 @@ import { attentionForward } from '../kernels/attention.ts';
 import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
+import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 
 /** Activations of one call; R = rows·T. */
 interface StepBuffers {
@@ -32,6 +33,7 @@ interface StepBuffers {
   lse: Tensor; //      (rows, NH, T)
   gateUp: Tensor; //   (R, 2I)
   act: Tensor; //      (R, I)
+  loraHidden: Tensor; // (R, max n·r) LoRA: a projection's x·Aᵀ, consumed by its next matmul
 }
 
 /** The LM-head end of a call, per row count: each sequence's last hidden state and its logits. */
@@ -55,13 +57,16 @@ export class IncrementalDecoder {
   readonly cache: KvCache;
   /** Work buffers sized by the largest call so far: prefills of many shapes and the decode steps share them. */
   private readonly work: GrowingBuffers;
+  /** LoRA adapters applied on top of each projection, as in the training forward (the base weights stay unmerged). */
+  private readonly lora: LoraAdapters | null;
 
   constructor(
     readonly engine: Engine,
     readonly config: DecoderConfig,
     readonly params: Arena,
-    options: { maxRows: number; capacity: number },
+    options: { maxRows: number; capacity: number; lora?: LoraAdapters | null },
   ) {
+    this.lora = options.lora ?? null;
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
     this.work = new GrowingBuffers(engine, 'incremental');
@@ -103,6 +108,7 @@ export class IncrementalDecoder {
       lse: t('lse', [rows, c.numHeads, T]),
       gateUp: t('gateUp', [R, 2 * c.intermediateSize]),
       act: t('act', [R, c.intermediateSize]),
+      loraHidden: t('loraHidden', [this.lora ? R * this.lora.maxRank : 1]),
     };
     const head: HeadBuffers = {
       last: t('head.last', [rows, c.hiddenSize]),
@@ -141,7 +147,7 @@ export class IncrementalDecoder {
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
    *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
-  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): { a: Tensor; prologue?: MatmulPrologue } {
+  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): ProjectionInput {
     const c = this.config;
     const weight = this.param(weightName);
     if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
@@ -178,11 +184,12 @@ export class IncrementalDecoder {
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
       const p = layerPrefix(l);
+      const qkvInput = this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm);
       matmul(e, {
-        ...this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm),
-        b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
+        ...qkvInput, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
         bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       });
+      this.lora?.forward(l, 'qkv', qkvInput, s.loraHidden, s.qkvRaw, R);
       if (c.qkNorm) {
         headRmsnormForward(e, {
           qkv: s.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
@@ -195,17 +202,17 @@ export class IncrementalDecoder {
         a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
         bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
       });
-      matmul(e, {
-        ...this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm),
-        b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt',
-      });
-      const down = { b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true } as const;
-      if (fuseSwiglu) {
-        matmul(e, { ...down, a: s.gateUp, prologue: { kind: 'swiglu' } });
-      } else {
+      this.lora?.forward(l, 'o', { a: s.attnOut }, s.loraHidden, s.x, R);
+      const mlpInput = this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm);
+      matmul(e, { ...mlpInput, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
+      this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
+      let downInput: ProjectionInput = { a: s.gateUp, prologue: { kind: 'swiglu' } };
+      if (!fuseSwiglu) {
         swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
-        matmul(e, { ...down, a: s.act });
+        downInput = { a: s.act };
       }
+      matmul(e, { ...downInput, b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+      this.lora?.forward(l, 'down', downInput, s.loraHidden, s.x, R);
     }
     // Only each row's last token needs logits: with T > 1, gather those rows first.
     let last = s.x;

@@ -1,7 +1,7 @@
 // Hugging Face model directories ⇄ parameter arenas on the GPU (Node). A critic opened from a causal-LM
 // checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (as transformers
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
-import type { Arena, Engine } from '../engine/index.ts';
+import type { Arena, Engine, FloatDType } from '../engine/index.ts';
 import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
 import type { DecoderConfig, TorchDtype } from './hf-config.ts';
 import type { SafetensorsDtype } from './safetensors.ts';
@@ -15,7 +15,15 @@ export interface LoadedModel {
   params: Arena;
 }
 
-export async function loadModel(engine: Engine, dir: string, options: { as?: DecoderConfig['head']; label?: string; seed?: number } = {}): Promise<LoadedModel> {
+export interface LoadModelOptions {
+  as?: DecoderConfig['head'];
+  label?: string;
+  seed?: number;
+  /** A frozen model's stored dtype given its checkpoint's (see createParameterArena); float32 by default. */
+  weightDtype?: (checkpointDtype: TorchDtype) => FloatDType;
+}
+
+export async function loadModel(engine: Engine, dir: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
   const checkpoint = await openHfCheckpoint(dir, { as: options.as });
   const { config, tensors } = checkpoint;
   try {
@@ -28,7 +36,7 @@ export async function loadModel(engine: Engine, dir: string, options: { as?: Dec
         if (fresh) values.set(slice.hfName, fresh);
       }
     }
-    const params = createParameterArena(engine, config, options.label ?? config.head);
+    const params = createParameterArena(engine, config, options.label ?? config.head, options.weightDtype?.(config.torchDtype) ?? 'f32');
     uploadHfTensors(engine, params, config, (name) => values.get(name), dir);
     return { checkpoint, config, params };
   } finally {
@@ -51,7 +59,11 @@ export interface SaveModelOptions {
  * Inf are refused, naming the tensor: such a checkpoint would poison every run that loads or resumes from it.
  */
 export async function saveModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, options: SaveModelOptions = {}): Promise<void> {
-  const tensors = await readHfTensors(engine, params, config);
+  await saveHfTensors(dir, config, await readHfTensors(engine, params, config), options);
+}
+
+/** saveModel for HF-named tensors already on the host (a merged LoRA model). */
+export async function saveHfTensors(dir: string, config: DecoderConfig, tensors: ReadonlyMap<string, NamedTensor>, options: SaveModelOptions = {}): Promise<void> {
   for (const [name, { data }] of tensors) {
     const at = data.findIndex((v) => !Number.isFinite(v));
     if (at >= 0) throw new CheckpointError(`saving ${dir}: tensor '${name}' holds ${data[at]} at index ${at}; refusing to write non-finite weights`);

@@ -1,7 +1,7 @@
 // The parameter table of a Llama/Qwen2/Qwen3 decoder: which tensors exist, their shapes, and how the engine's
 // fused tensors map to Hugging Face names. q/k/v projections live in one [(NH+2·NKV)·HS, C] tensor and gate/up
 // in one [2·I, C] tensor so each needs a single matmul; loading and saving split them back into HF's names.
-import type { ArenaEntry } from '../engine/index.ts';
+import type { ArenaEntry, FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 
 export interface HfSlice {
@@ -21,8 +21,21 @@ export function layerPrefix(layer: number): string {
   return `model.layers.${layer}`;
 }
 
-/** Engine tensors of the trunk (embedding, layers, final norm), plus the head the config asks for. */
-export function parameterEntries(c: DecoderConfig): ArenaEntry[] {
+/**
+ * Engine tensors of the trunk (embedding, layers, final norm), plus the head the config asks for. `weightDtype`
+ * (a frozen model's: bf16/f16) applies to the matrices of the trunk and the LM head — nearly all the bytes, and
+ * every one read by a kernel with a half path (matmul's B, the embedding); norms, biases and the value/score
+ * head stay float32.
+ */
+export function parameterEntries(c: DecoderConfig, weightDtype: FloatDType = 'f32'): ArenaEntry[] {
+  return trunkAndHeadEntries(c).map((entry) => (storesWeightDtype(entry) ? { ...entry, dtype: weightDtype } : entry));
+}
+
+function storesWeightDtype(entry: ArenaEntry): boolean {
+  return entry.shape.length === 2 && !entry.name.startsWith('score.');
+}
+
+function trunkAndHeadEntries(c: DecoderConfig): ArenaEntry[] {
   const C = c.hiddenSize;
   const entries: ArenaEntry[] = [{ name: 'model.embed_tokens.weight', shape: [c.vocabSize, C] }];
   for (let l = 0; l < c.numLayers; l++) {

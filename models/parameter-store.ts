@@ -1,15 +1,18 @@
 // Moves parameters between Hugging Face tensors (by HF name) and the engine's arena (fused tensors).
-import { Arena, elementCount, type Engine } from '../engine/index.ts';
+import { Arena, elementCount, type Engine, type FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { hfSlices, parameterEntries } from './parameter-layout.ts';
+import { toHalf } from '../kernels/to-half.ts';
 
 export interface NamedTensor {
   shape: readonly number[];
   data: Float32Array;
 }
 
-export function createParameterArena(engine: Engine, config: DecoderConfig, label: string): Arena {
-  return new Arena(engine, label, Arena.plan(engine, parameterEntries(config)));
+/** The parameters of `config`; `weightDtype` bf16/f16 stores a frozen model's matrices in half precision (see
+ *  parameterEntries) — forward only: no kernel reads half weights in backward. */
+export function createParameterArena(engine: Engine, config: DecoderConfig, label: string, weightDtype: FloatDType = 'f32'): Arena {
+  return new Arena(engine, label, Arena.plan(engine, parameterEntries(config, weightDtype)));
 }
 
 /** Fills the arena from HF-named tensors; `lookup` returns undefined for a missing name (an error here). */
@@ -53,4 +56,17 @@ export function splitHfTensors(config: DecoderConfig, fused: ReadonlyMap<string,
     out.set(slice.hfName, { shape: slice.shape, data: fused.get(slice.tensor)!.slice(start, start + elementCount(slice.shape)) });
   }
   return out;
+}
+
+/** A frozen copy of `params` (the reference model from the actor) with its matrices in `weightDtype`: float32
+ *  tensors are copied, half ones converted on the device (round to nearest even). */
+export function frozenParameterCopy(engine: Engine, config: DecoderConfig, params: Arena, label: string, weightDtype: FloatDType): Arena {
+  const copy = createParameterArena(engine, config, label, weightDtype);
+  for (const name of copy.names()) {
+    const source = params.get(name);
+    const target = copy.get(name);
+    if (target.dtype === source.dtype) engine.copy(source, target);
+    else toHalf(engine, { values: source, halves: target });
+  }
+  return copy;
 }

@@ -2,6 +2,9 @@
 // ({name: {dtype, shape, data_offsets: [begin, end]}, __metadata__?: {string: string}}), then the raw
 // little-endian tensor bytes, offsets relative to the end of the header.
 // Browser-safe: everything here takes and returns bytes; file access lives in safetensors-node.ts.
+import { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 } from '../engine/half-float.ts';
+
+export { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 };
 
 export type SafetensorsDtype = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64';
 
@@ -344,59 +347,4 @@ export function planShards(tensors: readonly TensorLayout[], maxShardBytes = DEF
   for (const s of shards) for (const t of s.tensors) weightMap[t.name] = s.file;
   const indexJson = JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + '\n';
   return { shards, indexJson };
-}
-
-// ---- float conversions ----
-
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-/** f32 → bfloat16 bits, round to nearest even; NaN stays a quiet NaN of the same sign. */
-export function f32ToBf16Bits(x: number): number {
-  f32[0] = x;
-  const b = u32[0];
-  if ((b & 0x7fffffff) > 0x7f800000) return ((b >>> 16) & 0x8000) | 0x7fc0;
-  return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
-}
-
-export function bf16BitsToF32(h: number): number {
-  u32[0] = h << 16;
-  return f32[0];
-}
-
-/** f32 → IEEE half bits, round to nearest even, overflow to ±inf, gradual underflow to subnormals. */
-export function f32ToF16Bits(x: number): number {
-  f32[0] = x;
-  const b = u32[0];
-  const sign = (b >>> 16) & 0x8000;
-  const exp = (b >>> 23) & 0xff;
-  const mant = b & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 | (mant >>> 13) : 0);
-  const e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    // Below 2^-25 even the smallest subnormal (2^-24) is more than twice away: rounds to zero.
-    if (e < -10) return sign;
-    const full = mant | 0x800000;
-    const shift = 14 - e;
-    const rem = full & ((1 << shift) - 1);
-    const half = 1 << (shift - 1);
-    let r = full >>> shift;
-    if (rem > half || (rem === half && (r & 1))) r++;
-    return sign | r;
-  }
-  let r = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  // A carry out of the mantissa correctly bumps the exponent, up to infinity.
-  if (rem > 0x1000 || (rem === 0x1000 && (r & 1))) r++;
-  return sign | r;
-}
-
-export function f16BitsToF32(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >>> 10) & 0x1f;
-  const mant = h & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24;
-  if (exp === 0x1f) return mant ? NaN : sign * Infinity;
-  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
 }

@@ -2,16 +2,18 @@
 // each, old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values →
 // KL penalty in the reward → advantages → critic update → actor update → metrics; validation every
 // trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
-// needs it; critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
+// needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
-import { Arena as ArenaClass, peakFp32Flops } from '../engine/index.ts';
+import { peakFp32Flops } from '../engine/index.ts';
 import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
+import { frozenParameterCopy } from '../models/parameter-store.ts';
+import type { LoraAdapters } from '../models/lora-adapters.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { usesCritic } from './config.ts';
+import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
 import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
@@ -52,6 +54,8 @@ export interface TrainerIo {
 export interface ModelWeights {
   config: DecoderConfig;
   params: Arena;
+  /** LoRA adapters (actor_rollout_ref.model.lora_rank): then only they train, and `params` stays the base model. */
+  lora?: LoraAdapters | null;
 }
 
 /** Everything besides the weights that a resumed run needs to continue exactly. */
@@ -70,6 +74,8 @@ export interface TrainerSnapshot {
 export class PpoTrainer {
   readonly actor: CausalLm;
   readonly critic: ValueModel | null;
+  /** The actor's LoRA adapters (the only weights its optimizer updates); null: the whole actor trains. */
+  readonly actorLora: LoraAdapters | null;
   private readonly reference: CausalLm | null;
   private readonly actorOptimizer: AdamWOptimizer;
   private readonly criticOptimizer: AdamWOptimizer | null;
@@ -104,12 +110,18 @@ export class PpoTrainer {
     if (usesCritic(c) && !critic) throw new Error('algorithm.adv_estimator=gae needs a critic model');
     this.rng = new Rng(c.trainer.seed);
     this.actor = new CausalLm(engine, actor.config, actor.params);
-    this.actorOptimizer = new AdamWOptimizer(engine, actor.params, {
+    const lora = actor.lora ?? null;
+    this.actor.trunk.lora = lora;
+    this.actorLora = lora;
+    this.actorOptimizer = new AdamWOptimizer(engine, lora ? lora.params : actor.params, {
       lr: actorCfg.optim.lr, betas: actorCfg.optim.betas as [number, number], eps: 1e-8,
       weightDecay: actorCfg.optim.weight_decay, maxGradNorm: actorCfg.grad_clip,
-    });
+    }, lora && ((grads) => lora.clearOffBlockGradients(grads)));
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
-    this.reference = needsReference ? new CausalLm(engine, actor.config, referenceParams ?? frozenCopy(engine, actor.params, 'reference')) : null;
+    // With LoRA the base weights never change: the reference reads them (no adapters on its trunk), no copy.
+    const referenceWeights = lora ? actor.params
+      : referenceParams ?? frozenParameterCopy(engine, actor.config, actor.params, 'reference', weightDtype(c, 'reference', actor.config.torchDtype));
+    this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
     if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
@@ -269,9 +281,9 @@ export class PpoTrainer {
     return rollout.groupIds.map((g) => scores[g]);
   }
 
-  /** The reference model's weights (null when no KL term needs one). */
+  /** The reference model's own weights (null when no KL term needs one, or with LoRA, where they are the actor's base). */
   get referenceParams(): Arena | null {
-    return this.reference?.params ?? null;
+    return this.actorLora ? null : this.reference?.params ?? null;
   }
 
   async snapshot(): Promise<TrainerSnapshot> {
@@ -304,11 +316,4 @@ function phaseTimer(): { timing: Record<string, number>; timed: <T>(name: string
     return result;
   };
   return { timing, timed };
-}
-
-/** A frozen copy of a parameter arena (the reference model). */
-function frozenCopy(engine: Engine, params: Arena, label: string): Arena {
-  const copy = new ArenaClass(engine, label, params.layout);
-  params.segments.forEach((segment, i) => engine.copy(segment, copy.segments[i]));
-  return copy;
 }

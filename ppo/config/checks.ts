@@ -3,6 +3,7 @@
 import { parseKlEstimator } from '../../kernels/ppo-vocabulary.ts';
 import type { PpoConfig } from './schema.ts';
 import { show } from './errors.ts';
+import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 
 interface MiniBatchKeys {
   ppo_mini_batch_size: number;
@@ -35,6 +36,17 @@ export function batchSizes(config: PpoConfig): BatchSizes {
     actorMicroBatch: microBatchSize(config.actor_rollout_ref.actor, actorMiniBatch),
     criticMiniBatch,
     criticMicroBatch: microBatchSize(config.critic, criticMiniBatch),
+  };
+}
+
+/** The actor's LoRA settings from its keys (verl: lora_rank > 0), null without LoRA. A lora_adapter_path's own
+ *  adapter_config.json replaces them when the adapter loads. */
+export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
+  const m = config.actor_rollout_ref.model;
+  if (m.lora_rank === 0) return null;
+  return {
+    rank: m.lora_rank, alpha: m.lora_alpha, useRslora: false,
+    targetModules: resolveTargetModules(m.target_modules, m.exclude_modules, 'actor_rollout_ref.model.target_modules'),
   };
 }
 
@@ -95,6 +107,14 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   checkBatchSizes(config, problems);
   checkKlEstimator('algorithm.kl_penalty', algorithm.kl_penalty, problems);
   checkKlEstimator('actor_rollout_ref.actor.kl_loss_type', actor.kl_loss_type, problems);
+  try {
+    actorLoraSettings(config);
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
+  if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
+    problems.push('actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. 8) or lora_adapter_path, or remove lora_save_merged');
+  }
 
   const estimator = algorithm.adv_estimator;
   if (usesCritic(config)) {

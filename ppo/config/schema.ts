@@ -4,6 +4,7 @@
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES } from '../../kernels/ppo-vocabulary.ts';
 import { ADV_ESTIMATORS } from '../algorithm/advantage-estimators.ts';
+import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */
@@ -63,6 +64,14 @@ export const WRITTEN_LOGGERS = ['console', 'file', 'tensorboard'] as const;
 export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'clearml'] as const;
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 
+/** verl's fsdp_config.model_dtype spellings (its PrecisionType). */
+export const MODEL_DTYPES = ['fp32', 'float32', 'bf16', 'bfloat16', 'fp16', 'float16'] as const;
+export type ModelDtype = (typeof MODEL_DTYPES)[number];
+/** A frozen model's stored dtype; null: its checkpoint's. */
+const modelDtype = (help: string) => new Key<ModelDtype | null>('string', null, help, true, null, MODEL_DTYPES);
+const FROZEN_DTYPE_HELP = 'fp32, bf16 or fp16 (norms, biases and score heads stay float32; all arithmetic is float32); null: the checkpoint\'s torch_dtype, so a bf16 model\'s frozen copy is bf16 at no loss (its weights are the checkpoint\'s own bf16 values). verl\'s generated config writes fp32';
+const TRAINED_DTYPE_HELP = 'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one line: no mixed-precision training here)';
+
 const KL_ESTIMATOR_HELP = 'kl|k1, abs, mse|k2, low_var_kl|k3; a trailing + keeps the value and takes the k2 gradient';
 
 /** Every key, its default and its meaning. The shape of this object is the shape of PpoConfig. */
@@ -92,6 +101,12 @@ const SCHEMA = {
       path: optStr(null, 'Hugging Face directory of the actor (the reference is its frozen copy); null: the built-in tiny Qwen3-style model'),
       custom_chat_template: optStr(null, 'Jinja chat template replacing the tokenizer\'s (saved with checkpoints); \'{{ messages[-1].content }}\' feeds a base model the prompt as plain text'),
       enable_gradient_checkpointing: bool(true, 'Activation recomputation: keep only each layer\'s input in the forward, recompute the layer in backward (same gradients, about a third more compute)'),
+      lora_rank: int(0, 'LoRA rank r (PEFT): > 0 trains only adapters on target_modules, the base model frozen; the reference is the base model with adapters off (no second copy)', nonNegative),
+      lora_alpha: float(16, 'LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight', positive),
+      target_modules: new Key<string[]>('strings', [ALL_LINEAR], 'Linear modules that get adapters: all-linear, or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj', false, null, [ALL_LINEAR, ...LORA_MODULES]),
+      exclude_modules: new Key<string[] | null>('strings', null, 'Modules of target_modules left without adapters', true, null, LORA_MODULES),
+      lora_adapter_path: optStr(null, 'A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from; its r, lora_alpha and target_modules apply'),
+      lora_save_merged: bool(false, 'LoRA: checkpoints also hold actor/lora_merged/, the model with W + (lora_alpha / r)·B·A merged in (a plain HF directory, no PEFT needed)'),
     },
     actor: {
       ppo_mini_batch_size: int(256, 'Prompts per optimizer step (× rollout.n sequences)', positive),
@@ -115,6 +130,9 @@ const SCHEMA = {
         loss_mode: oneOf('vanilla', ['vanilla', 'gspo'], 'Policy loss: token-level clipped PPO (vanilla) or sequence-level GSPO'),
       },
       optim: optimizerKeys(1e-6),
+      fsdp_config: {
+        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${TRAINED_DTYPE_HELP}`),
+      },
     },
     rollout: {
       n: int(1, 'Responses sampled per prompt (> 1 for GRPO, RLOO, …)', positive),
@@ -138,12 +156,18 @@ const SCHEMA = {
       log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward of the reference model; null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),
       log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.rollout.log_prob_use_dynamic_bsz}', 'Reference forwards by a token budget instead of log_prob_micro_batch_size_per_gpu'),
       log_prob_max_token_len_per_gpu: int('${actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu}', 'log_prob_use_dynamic_bsz: tokens per reference forward, padding included', positive),
+      fsdp_config: {
+        model_dtype: modelDtype(`Stored dtype of the reference model's matrices: ${FROZEN_DTYPE_HELP}`),
+      },
     },
   },
   critic: {
     model: {
       path: optStr('${actor_rollout_ref.model.path}', 'Hugging Face directory the critic starts from (a value head is added when it has none)'),
       enable_gradient_checkpointing: bool(true, 'Critic activation recomputation in backward (same gradients, about a third more compute)'),
+      fsdp_config: {
+        model_dtype: modelDtype(`Stored dtype of the critic's matrices when critic.freeze=true: ${FROZEN_DTYPE_HELP}; a trained critic: ${TRAINED_DTYPE_HELP}`),
+      },
     },
     optim: optimizerKeys(1e-5),
     ppo_mini_batch_size: int('${actor_rollout_ref.actor.ppo_mini_batch_size}', 'Prompts per critic optimizer step (× rollout.n sequences)', positive),
@@ -164,6 +188,9 @@ const SCHEMA = {
     enable: bool(false, 'Score responses with a neural reward model instead of the rule reward'),
     model: {
       path: optStr(null, 'Hugging Face *ForSequenceClassification directory'),
+      fsdp_config: {
+        model_dtype: modelDtype(`Stored dtype of the reward model's matrices (verl loads reward models in bf16): ${FROZEN_DTYPE_HELP}`),
+      },
     },
     micro_batch_size_per_gpu: optInt(null, 'Sequences per reward-model forward; null: all at once (deprecated spelling: micro_batch_size)', positive),
     reward_manager: oneOf('naive', ['naive', 'dapo'], 'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty'),

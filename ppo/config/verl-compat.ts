@@ -43,8 +43,7 @@ const ALIASES: Record<string, { to: string; source: string; value?: (value: unkn
 const ONLY: Record<string, { value: unknown; reason: string }> = {
   'actor_rollout_ref.actor.state_masking': { value: true, reason: 'retrieved <information> tokens are always masked out of the loss (response_mask 0)' },
   'algorithm.no_think_rl': { value: false, reason: 'the search protocol always lets the model reason before it acts' },
-  'actor_rollout_ref.model.lora_rank': { value: 0, reason: 'LoRA adapters are not implemented; every parameter trains' },
-  'critic.model.lora_rank': { value: 0, reason: 'LoRA adapters are not implemented; every parameter trains' },
+  'critic.model.lora_rank': { value: 0, reason: 'LoRA is implemented for the actor only; the critic trains every parameter' },
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
   'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
   'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },

@@ -32,7 +32,12 @@ export class AdamWOptimizer {
     private readonly engine: Engine,
     readonly params: Arena,
     readonly config: AdamWConfig,
+    /** Runs on the gradients before their norm and the update (LoRA: clears the entries held at zero). */
+    private readonly prepareGradients: ((grads: Arena) => void) | null = null,
   ) {
+    // Trained weights are float32 master copies; half-precision arenas belong to frozen models.
+    const half = params.layout.slots.find((slot) => slot.dtype !== 'f32');
+    if (half) throw new Error(`AdamW over ${params.label}: tensor ${half.name} is ${half.dtype}; a trained model's weights must be float32`);
     this.grads = new Arena(engine, `${params.label}.grad`, params.layout);
     this.m = new Arena(engine, `${params.label}.adam_m`, params.layout);
     this.v = new Arena(engine, `${params.label}.adam_v`, params.layout);
@@ -52,6 +57,7 @@ export class AdamWOptimizer {
   /** Clips by global norm and applies one AdamW update; `gradScale` first multiplies the gradients. */
   step(lr = this.config.lr, gradScale = 1): void {
     this.stepCount++;
+    this.prepareGradients?.(this.grads);
     gradNormSquared(this.engine, { grads: this.grads.segments, normSquared: this.normSquared });
     this.params.segments.forEach((params, i) => {
       adamwStep(this.engine, {

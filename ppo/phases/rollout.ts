@@ -16,6 +16,7 @@ import type { DeviceCapabilities } from '../../engine/device.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
+import type { LoraAdapters } from '../../models/lora-adapters.ts';
 import { keepTensorRows } from '../../models/kv-cache.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { positionsFromMask, uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
@@ -73,10 +74,11 @@ export interface RolloutBatch {
   finishReasons: FinishReason[];
 }
 
-/** The model a rollout runs: a causal LM's config and parameter arena. */
+/** The model a rollout runs: a causal LM's config and parameter arena, and its LoRA adapters if any. */
 export interface PolicyWeights {
   config: DecoderConfig;
   params: Arena;
+  lora?: LoraAdapters | null;
 }
 
 const DEFAULT_READ_EVERY = 8;
@@ -346,7 +348,7 @@ export class RolloutGenerator {
     const d = this.decoders.get(role);
     if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity) return d;
     d?.destroy();
-    const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, { maxRows: rows, capacity });
+    const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, { maxRows: rows, capacity, lora: this.policy.lora });
     this.decoders.set(role, fresh);
     return fresh;
   }

@@ -3,19 +3,26 @@
 // reference model when it cannot be reloaded from actor_rollout_ref.model.path (the built-in model), and
 // trainer_state.json (step, RNG, KL coefficient, data cursor). A step directory is assembled under a temporary
 // name and renamed into place, so an interrupted save never leaves a half checkpoint;
-// trainer.max_actor_ckpt_to_keep prunes old ones.
+// trainer.max_actor_ckpt_to_keep prunes old ones. With LoRA, actor/ holds the (unchanged) base model, its
+// lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
+// actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
 import { mkdir, readdir, readFile, rename, rm, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
-import { loadModel, saveModel } from '../../models/model-files-node.ts';
+import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
+import { loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from './dataset.ts';
-import type { PpoConfig } from '../config.ts';
+import { weightDtype, type PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
 import { withFileContext } from './user-error.ts';
+import { CheckpointError } from '../../models/checkpoint-io.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';
+/** Inside actor/: the PEFT adapter (verl's name) and the merged model. */
+export const LORA_ADAPTER_DIR = 'lora_adapter';
+export const LORA_MERGED_DIR = 'lora_merged';
 const STATE_FILE = 'trainer_state.json';
 
 async function writeTokenizerFiles(dir: string, files: Record<string, string>): Promise<void> {
@@ -24,8 +31,12 @@ async function writeTokenizerFiles(dir: string, files: Record<string, string>): 
 
 async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>,
   saveDtype: PpoConfig['trainer']['save_dtype'], generationConfig?: Record<string, unknown>): Promise<void> {
-  await saveModel(engine, dir, config, params, { dtype: saveDtype === 'auto' ? undefined : saveDtype, generationConfig });
+  await saveModel(engine, dir, config, params, saveOptions(saveDtype, generationConfig));
   await writeTokenizerFiles(dir, tokenizerFiles);
+}
+
+function saveOptions(saveDtype: PpoConfig['trainer']['save_dtype'], generationConfig?: Record<string, unknown>): SaveModelOptions {
+  return { dtype: saveDtype === 'auto' ? undefined : saveDtype, generationConfig };
 }
 
 /** `generationConfig`: the actor directory's generation_config.json, written back as read (else one from config.json). */
@@ -52,6 +63,15 @@ async function writeCheckpoint(engine: Engine, staging: string, target: string, 
   await mkdir(staging, { recursive: true });
   await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
   await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
+  const lora = trainer.actorLora;
+  if (lora) {
+    await saveLoraAdapter(join(staging, 'actor', LORA_ADAPTER_DIR), lora, trainer.config.actor_rollout_ref.model.path);
+    if (trainer.config.actor_rollout_ref.model.lora_save_merged) {
+      const merged = join(staging, 'actor', LORA_MERGED_DIR);
+      await saveMergedModel(engine, merged, trainer.actor.params, lora, saveOptions(trainer.config.trainer.save_dtype, generationConfig));
+      await writeTokenizerFiles(merged, tokenizerFiles);
+    }
+  }
   if (trainer.critic) {
     await saveModelWithTokenizer(engine, join(staging, 'critic'), trainer.critic.config, trainer.critic.params, tokenizerFiles, trainer.config.trainer.save_dtype);
     if (snapshot.criticOptimizer) await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
@@ -124,20 +144,33 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
     throw new Error(`resume: cannot read ${join(dir, STATE_FILE)} (${(err as Error).message})`);
   }
   const actorLoaded = await loadModel(engine, join(dir, 'actor'), { label: 'actor' });
-  const actor = { config: actorLoaded.config, params: actorLoaded.params };
+  const adapterDir = join(dir, 'actor', LORA_ADAPTER_DIR);
+  const hasAdapter = await access(adapterDir).then(() => true, () => false);
+  const m = config.actor_rollout_ref.model;
+  const wantsLora = m.lora_rank > 0 || m.lora_adapter_path !== null;
+  if (hasAdapter !== wantsLora) {
+    throw new CheckpointError(hasAdapter
+      ? `resume: the checkpoint ${dir} trained LoRA adapters (actor/${LORA_ADAPTER_DIR}) but actor_rollout_ref.model.lora_rank=0 — set lora_rank as that run did, or trainer.resume_mode=disable`
+      : `resume: the checkpoint ${dir} trained the whole actor (no actor/${LORA_ADAPTER_DIR}) but actor_rollout_ref.model.lora_rank=${m.lora_rank} — drop lora_rank, or trainer.resume_mode=disable`);
+  }
+  const actor: ModelWeights = {
+    config: actorLoaded.config, params: actorLoaded.params,
+    lora: hasAdapter ? await loadLoraAdapter(engine, adapterDir, actorLoaded.config, 'actor') : null,
+  };
   let critic: ModelWeights | null = null;
   try {
     await access(join(dir, 'critic'));
-    const loaded = await loadModel(engine, join(dir, 'critic'), { label: 'critic' });
+    const loaded = await loadModel(engine, join(dir, 'critic'), { label: 'critic', weightDtype: (dtype) => weightDtype(config, 'critic', dtype) });
     critic = { config: loaded.config, params: loaded.params };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   let reference: Arena | null = null;
   const modelPath = config.actor_rollout_ref.model.path;
-  if (config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) {
+  // With LoRA the reference is the actor's base weights (the trainer reads them in place).
+  if ((config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) && !actor.lora) {
     const referenceDir = modelPath ?? join(dir, 'reference');
-    reference = (await loadModel(engine, referenceDir, { label: 'reference' })).params;
+    reference = (await loadModel(engine, referenceDir, { label: 'reference', weightDtype: (dtype) => weightDtype(config, 'reference', dtype) })).params;
   }
   const criticOptimizerFile = join(dir, 'critic', 'optimizer.safetensors');
   let criticOptimizer = null;
@@ -152,7 +185,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
     actor, critic, reference,
     snapshot: {
       state: { globalStep: stateJson.globalStep as number, rng: stateJson.rng as TrainerSnapshot['state']['rng'], klCoef: stateJson.klCoef as number },
-      actorOptimizer: await readOptimizer(join(dir, 'actor', 'optimizer.safetensors'), actor.params),
+      actorOptimizer: await readOptimizer(join(dir, 'actor', 'optimizer.safetensors'), actor.lora?.params ?? actor.params),
       criticOptimizer,
     },
     dataCursor: stateJson.dataCursor as DataCursor,

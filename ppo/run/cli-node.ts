@@ -14,7 +14,7 @@ import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { CheckpointError } from '../../models/checkpoint-io.ts';
-import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from '../config.ts';
+import { composeConfig, configToYaml, formatHelp, ConfigError, trainedModelDtypeNotes, type ConfigLayer, type PpoConfig } from '../config.ts';
 import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';
 import { runTrainerIo } from './builtin-run.ts';
@@ -23,7 +23,8 @@ import { PromptSampler, totalTrainingSteps } from './dataset.ts';
 import { formatStepLine } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
-import { planMemory, formatMemoryPlan, deviceMemory } from './memory-plan.ts';
+import { planMemory, formatMemoryPlan, deviceMemory, parameterCount } from './memory-plan.ts';
+import { loraParameterCount } from '../../models/lora.ts';
 import { guardStep } from '../phases/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
 import { watchInterrupt, stopOnInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
@@ -144,7 +145,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   const runDir = resolve(config.trainer.default_local_dir);
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
-  for (const note of [...notes, Tracking.skippedServicesNote(config)]) if (note) log(note);
+  for (const note of [...notes, Tracking.skippedServicesNote(config), ...trainedModelDtypeNotes(config)]) if (note) log(note);
 
   const resumeDir = config.trainer.val_only ? null : await checkpointToResume(config, runDir);
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
@@ -171,8 +172,18 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
   const tracking = await Tracking.open(config, runDir, resumed !== null, env);
   if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
-  const models = { actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null };
+  const models = {
+    actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null,
+    actorLora: setup.actor.lora?.settings ?? null,
+  };
   for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
+  const lora = setup.actor.lora;
+  if (lora) {
+    // As PEFT's print_trainable_parameters, which verl's LoRA runs print.
+    const s = lora.settings;
+    log(`LoRA r=${s.rank}, lora_alpha ${s.alpha} on ${s.targetModules.join(', ')}: ${loraParameterCount(setup.actor.config, s).toLocaleString('en-US')} trainable ` +
+      `parameters of ${parameterCount(setup.actor.config).toLocaleString('en-US')} (the base model frozen)`);
+  }
 
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);

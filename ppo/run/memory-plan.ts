@@ -3,12 +3,15 @@
 // (rollout: KV cache, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
 // activations of one micro-batch), the peak, and what cannot work — a single tensor above the device's binding
 // limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
-// Estimates follow the tensors models/ allocates (float32 throughout); small per-sequence buffers are left out.
+// Estimates follow the tensors models/ allocates (float32, except frozen models' matrices stored in bf16/f16 by
+// their fsdp_config.model_dtype); small per-sequence buffers are left out.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
-import { elementCount, type Engine } from '../../engine/index.ts';
-import { batchSizes, usesCritic, type PpoConfig } from '../config.ts';
+import { bytesPerElement, chooseVariant, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
+import { transposedWeightVariants } from '../../kernels/transpose.ts';
+import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
+import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
 
 const F32 = 4;
@@ -20,6 +23,8 @@ export interface DeviceMemory {
   maxBindingBytes: number;
   /** Memory the run may use; null when unknown (WebGPU reports no memory size). */
   budgetBytes: number | null;
+  /** Training forwards multiply by transposed copies of the layer weights (kernels/transpose.ts: CPU devices). */
+  transposedWeights?: boolean;
 }
 
 export interface PlanModels {
@@ -27,6 +32,8 @@ export interface PlanModels {
   /** The critic's config when the run uses one. */
   critic: DecoderConfig | null;
   rewardModel: DecoderConfig | null;
+  /** The actor's LoRA adapters as loaded (a lora_adapter_path's own settings); undefined: from the config's keys. */
+  actorLora?: LoraSettings | null;
 }
 
 export interface MemoryItem {
@@ -59,6 +66,16 @@ export function parameterCount(c: DecoderConfig): number {
   return parameterEntries(c).reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
+/** Bytes of a model's parameters with its matrices stored in `dtype` (a frozen model's). */
+export function parameterBytes(c: DecoderConfig, dtype: FloatDType = 'f32'): number {
+  return parameterEntries(c, dtype).reduce((n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'), 0);
+}
+
+/** " (bf16 matrices)" for a half dtype, else nothing. */
+function dtypeNote(dtype: FloatDType): string {
+  return dtype === 'f32' ? '' : ` (${dtype} matrices)`;
+}
+
 /** Float32 elements per token of a decoder trunk's activations. */
 function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: number; fixed: number; widest: number } {
   const C = c.hiddenSize;
@@ -75,6 +92,11 @@ function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: n
 function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training);
   return { bytes: tokens * (perLayer * (training ? c.numLayers : 1) + fixed) * F32, widestRow: widest * F32 };
+}
+
+/** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
+function layerWeightElements(c: DecoderConfig): number {
+  return parameterEntries(c).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2).reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
 function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
@@ -98,19 +120,30 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const resident: MemoryItem[] = [];
   const actorParams = parameterCount(actor) * F32;
   resident.push({ what: 'actor parameters', bytes: actorParams });
-  resident.push({ what: 'actor gradients', bytes: actorParams });
-  resident.push({ what: 'actor AdamW moments', bytes: 2 * actorParams });
+  // LoRA: gradients and moments of the adapters only, and the reference reads the actor's frozen base.
+  const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
+  const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
+  if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
+  resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
+  resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
-  if (hasReference) resident.push({ what: 'reference parameters', bytes: actorParams });
+  if (hasReference && !lora) {
+    const dtype = weightDtype(config, 'reference', actor.torchDtype);
+    resident.push({ what: `reference parameters${dtypeNote(dtype)}`, bytes: parameterBytes(actor, dtype) });
+  }
   if (critic) {
     const criticParams = parameterCount(critic) * F32;
-    resident.push({ what: 'critic parameters', bytes: criticParams });
+    const dtype = weightDtype(config, 'critic', critic.torchDtype);
+    resident.push({ what: `critic parameters${dtypeNote(dtype)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
       resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
     }
   }
-  if (rewardModel) resident.push({ what: 'reward model parameters', bytes: parameterCount(rewardModel) * F32 });
+  if (rewardModel) {
+    const dtype = weightDtype(config, 'reward_model', rewardModel.torchDtype);
+    resident.push({ what: `reward model parameters${dtypeNote(dtype)}`, bytes: parameterBytes(rewardModel, dtype) });
+  }
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
@@ -157,6 +190,10 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     const trunk = trunkActivations(c, tokens, true);
     const items = [{ what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`, bytes: trunk.bytes }];
     if (head === 'lm') items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/lm-head.ts savedLogits).
+    const logits = tokens * c.vocabSize * F32;
+    if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
+    if (device.transposedWeights) items.push({ what: 'transposed layer weights (training forward)', bytes: layerWeightElements(c) * F32 });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
@@ -222,12 +259,16 @@ function gib(bytes: number): string {
 /** This device's binding limit, and as budget `budgetBytes` or else the system memory a software device allocates
  *  from (a GPU reports no memory size: no budget). */
 export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, budgetBytes: number | null = null): DeviceMemory {
-  return { maxBindingBytes: engine.maxBindingBytes, budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null) };
+  return {
+    maxBindingBytes: engine.maxBindingBytes,
+    budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null),
+    transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
+  };
 }
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */
 export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
-  const lines = [`memory plan (float32): resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
+  const lines = [`memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
     (plan.budgetBytes !== null ? ` of a ${gib(plan.budgetBytes)} budget` : '')];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
   for (const p of plan.phases) {

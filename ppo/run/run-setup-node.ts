@@ -5,11 +5,14 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic } from '../config.ts';
+import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
-import { readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io.ts';
+import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
+import { LoraAdapters } from '../../models/lora-adapters.ts';
+import { initialLoraValues } from '../../models/lora.ts';
+import { loadLoraAdapter } from '../../models/lora-files-node.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
@@ -78,6 +81,7 @@ export async function checkModelDirectories(config: PpoConfig): Promise<string[]
     ['critic.model.path', usesCritic(config) ? config.critic.model.path : null],
     ['reward_model.model.path', config.reward_model.enable ? config.reward_model.model.path : null],
     ['data.tokenizer', config.data.tokenizer],
+    ['actor_rollout_ref.model.lora_adapter_path', config.actor_rollout_ref.model.lora_adapter_path],
   ];
   const problems: string[] = [];
   // critic.model.path defaults to the actor's: one missing directory is one problem, named by its first key.
@@ -152,6 +156,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   }
 
   checkModelFitsRun(config, actor.config, tokenizer);
+  if (!resumed) actor.lora = await actorLoraAdapters(engine, config, actor.config);
 
   let critic: ModelWeights | null = null;
   if (resumed && usesCritic(config)) {
@@ -160,10 +165,12 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   } else if (usesCritic(config)) {
     const criticPath = config.critic.model.path;
     if (criticPath !== null && criticPath !== actorPath) {
-      const loaded = await loadModel(engine, criticPath, { as: 'token-classification', label: 'critic', seed: config.trainer.seed });
+      const loaded = await loadModel(engine, criticPath, {
+        as: 'token-classification', label: 'critic', seed: config.trainer.seed, weightDtype: (dtype) => weightDtype(config, 'critic', dtype),
+      });
       critic = { config: loaded.config, params: loaded.params };
     } else {
-      critic = await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed);
+      critic = await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed, weightDtype(config, 'critic', actor.config.torchDtype));
     }
   }
 
@@ -173,7 +180,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
     : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {
-    const loaded = await loadModel(engine, config.reward_model.model.path!, { label: 'reward_model' });
+    const loaded = await loadModel(engine, config.reward_model.model.path!, { label: 'reward_model', weightDtype: (dtype) => weightDtype(config, 'reward_model', dtype) });
     rewardModel = { config: loaded.config, params: loaded.params };
   }
   // Observations in Search-R1's words, unless the built-in task's small vocabulary needs its own.
@@ -181,6 +188,21 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const search = retriever && searchProtocol(config, retriever, tokenizer, builtinVocabulary ? builtinTask(config).search : null);
   const generationConfig = actorPath === null ? null : await readGenerationConfig(actorPath);
   return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, warmStart };
+}
+
+/** LoRA (verl: lora_rank > 0 or a lora_adapter_path): a PEFT adapter to start from, or fresh adapters (PEFT's
+ *  initialisation, seeded by trainer.seed); null without LoRA. */
+async function actorLoraAdapters(engine: Engine, config: PpoConfig, actorConfig: DecoderConfig): Promise<LoraAdapters | null> {
+  const { lora_adapter_path: path, lora_rank: rank } = config.actor_rollout_ref.model;
+  if (path !== null) {
+    const adapters = await loadLoraAdapter(engine, path, actorConfig, 'actor');
+    if (rank > 0 && rank !== adapters.settings.rank) {
+      throw new CheckpointError(`actor_rollout_ref.model.lora_rank=${rank} but the adapter at lora_adapter_path=${path} has r=${adapters.settings.rank} — set lora_rank=${adapters.settings.rank} or leave it at 0`);
+    }
+    return adapters;
+  }
+  const settings = actorLoraSettings(config);
+  return settings && new LoraAdapters(engine, actorConfig, settings, initialLoraValues(actorConfig, settings, config.trainer.seed), 'actor');
 }
 
 /** The BM25 corpus: retriever.corpus_path, else the built-in task's; null when retriever.url serves instead. */

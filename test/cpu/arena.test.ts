@@ -23,6 +23,18 @@ describe('planArena', () => {
     expect(layout.segments.map((s) => s.size)).toEqual([128, 1024, 1024, 960, 1024]);
   });
 
+  it('gives a bf16/f16 entry half the words of a float32 one (odd counts round up), aligned like the rest', () => {
+    const layout = planArena([
+      { name: 'norm', shape: [3] },
+      { name: 'w', shape: [5, 7], dtype: 'bf16' },
+      { name: 'big', shape: [2048, 4], dtype: 'f16' },
+    ], 4096, 1 << 20, 256);
+    expect(layout.slots.map((s) => [s.name, s.dtype, s.buffer, s.offset])).toEqual([['norm', 'f32', 0, 0], ['w', 'bf16', 0, 64], ['big', 'f16', 1, 0]]);
+    // w: 35 halves in 18 words; big: 8192 halves = 16 KiB, its own buffer of four 4 KiB segments.
+    expect(layout.bufferSizes).toEqual([128, 4096]);
+    expect(layout.segments.filter((s) => s.buffer === 1)).toHaveLength(4);
+  });
+
   it('names a tensor larger than the largest buffer', () => {
     expect(() => planArena([{ name: 'huge', shape: [1000, 1000] }], 4096, 1 << 20, 256))
       .toThrow('arena: tensor huge [1000, 1000] needs 4000000 bytes, above the device\'s largest buffer of 1048576 bytes (maxBufferSize)');

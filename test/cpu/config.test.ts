@@ -158,6 +158,11 @@ describe('config errors', () => {
     expectProblem(['actor_rollout_ref.actor.kl_loss_type=full'], 'actor_rollout_ref.actor.kl_loss_type');
     expectProblem(['trainer.logger=[console,tensorbord]'], 'unknown value "tensorbord"', 'did you mean tensorboard?');
     expectProblem(['algorithm.adv_estimator=vtrace'], 'unknown value "vtrace" (expected one of');
+    expectProblem(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_prj]'],
+      'actor_rollout_ref.model.target_modules (command line): unknown value "v_prj" — did you mean v_proj?');
+    expectProblem(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.exclude_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]'],
+      'actor_rollout_ref.model.target_modules: no module left to adapt');
+    expectProblem(['critic.model.lora_rank=8'], 'critic.model.lora_rank', 'LoRA is implemented for the actor only');
     expectProblem(['trainer.resume_mode=resume'], 'trainer.resume_mode', 'expected one of auto, disable, resume_path');
     expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gpo'], 'did you mean gspo?');
   });

@@ -3,7 +3,7 @@
 import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
-import { planMemory, parameterCount, formatMemoryPlan } from '../../ppo/run/memory-plan.ts';
+import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/run/memory-plan.ts';
 
 const actor = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,
@@ -33,6 +33,56 @@ describe('memory plan', () => {
     expect(plan.phases[0].items[0].bytes).toBe((2 * 2 + 1) * 16 * 1024 * 64 * 4);
     expect(plan.problems).toEqual([]);
     expect(formatMemoryPlan(plan).join('\n')).toMatch(/actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/);
+  });
+
+  it('counts frozen models in the dtype they are stored in: a bf16 checkpoint\'s reference and frozen critic in bf16, fp32 when asked', () => {
+    const bf16Actor = parseHfConfig({
+      architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,
+      num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true, torch_dtype: 'bfloat16',
+    });
+    const models = { actor: bf16Actor, critic: withHead(bf16Actor, 'token-classification'), rewardModel: null };
+    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const resident = (overrides: string[]) => new Map(planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true', 'critic.freeze=true', ...overrides]), models, device)
+      .resident.map((r) => [r.what, r.bytes]));
+    // Matrices in 2 bytes, the norms (2 layers × (2·128 + 2·32) + 128 floats) in 4.
+    const norms = 2 * (2 * 128 + 2 * 32) + 128;
+    const halfBytes = (parameterCount(bf16Actor) - norms) * 2 + norms * 4;
+    expect(parameterBytes(bf16Actor, 'bf16')).toBe(halfBytes);
+    const byDefault = resident([]);
+    expect(byDefault.get('actor parameters')).toBe(parameterCount(bf16Actor) * 4);
+    expect(byDefault.get('reference parameters (bf16 matrices)')).toBe(halfBytes);
+    expect(byDefault.get('critic parameters (bf16 matrices)')).toBe(parameterBytes(models.critic, 'bf16'));
+    const asked = resident(['actor_rollout_ref.ref.fsdp_config.model_dtype=fp32', 'critic.model.fsdp_config.model_dtype=fp16']);
+    expect(asked.get('reference parameters')).toBe(parameterCount(bf16Actor) * 4);
+    expect(asked.get('critic parameters (f16 matrices)')).toBe(parameterBytes(models.critic, 'f16'));
+    // A critic that trains keeps float32 whatever its model_dtype.
+    const trained = new Map(planMemory(config(['critic.model.fsdp_config.model_dtype=bf16']), models, device).resident.map((r) => [r.what, r.bytes]));
+    expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
+  });
+
+  it('adds the transposed layer weights to the updates where training forwards use them (CPU devices)', () => {
+    const overrides = config([]);
+    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const transposed = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true });
+    const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
+    transposed.phases.forEach((p, i) => expect(p.bytes - plain.phases[i].bytes, p.phase).toBe(p.phase.endsWith('update') ? layerWeights : 0));
+  });
+
+  it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
+    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),
+      { actor, critic, rewardModel: null }, device);
+    // Per layer: stacked A [16, 128] and block Bᵀ [16, qkv 256] for q and v.
+    const adapterBytes = 2 * (16 * 128 + 16 * 256) * 4;
+    expect(plan.resident.slice(0, 4)).toEqual([
+      { what: 'actor parameters', bytes: parameterCount(actor) * 4 },
+      { what: 'actor LoRA adapters (r=8)', bytes: adapterBytes },
+      { what: 'actor adapter gradients', bytes: adapterBytes },
+      { what: 'actor adapter AdamW moments', bytes: 2 * adapterBytes },
+    ]);
+    const full = planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true']), { actor, critic, rewardModel: null }, device);
+    expect(full.resident.map((r) => r.what)).toContain('reference parameters');
+    expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
   });
 
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {

@@ -73,6 +73,9 @@ describe('verl and Search-R1 launch scripts', () => {
     expect(config.critic.ppo_mini_batch_size).toBe(256);
     expect(config.critic.forward_max_token_len_per_gpu).toBe(32768);
     expect(config.data.seed).toBe(1);
+    // fsdp_config.model_dtype is a key here (frozen models' stored dtype): verl's generated config pins fp32.
+    expect(config.actor_rollout_ref.ref.fsdp_config.model_dtype).toBe('fp32');
+    expect(config.critic.model.fsdp_config.model_dtype).toBe('fp32');
     // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
     const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001']);
     expect(refused.code).toBe(2);

@@ -1,6 +1,7 @@
 // The whole GPU decoder (forward hidden state and every parameter gradient) against the float64 CPU reference
 // model composed from kernels/ref, for each architecture's distinctive parts: Qwen3 (q/k norm, tied head),
-// Qwen2 (q/k/v bias), Llama with attention_bias (o_proj bias), on a left-padded batch.
+// Qwen2 (q/k/v bias), Llama with attention_bias (o_proj bias), on a left-padded batch; each with the layer
+// weights as stored (nt projections) and as transposed copies (nn, the training forward on CPU devices).
 import { describe, it } from 'vitest';
 import { gpuEngine } from './gpu.ts';
 import { expectClose, seededRandom } from '../helpers.ts';
@@ -11,6 +12,7 @@ import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch, positionsFromMask } from '../../models/token-batch.ts';
 import { decoderForwardRef, decoderBackwardRef } from '../../models/ref/decoder.ts';
 import { Arena, elementCount } from '../../engine/index.ts';
+import { transposedWeightVariants } from '../../kernels/transpose.ts';
 
 function tinyConfig(architecture: string, extra: Record<string, unknown> = {}): DecoderConfig {
   return parseHfConfig({
@@ -22,13 +24,14 @@ function tinyConfig(architecture: string, extra: Record<string, unknown> = {}): 
 const CONFIGS: [string, DecoderConfig][] = [
   ['qwen3', tinyConfig('Qwen3ForCausalLM', { tie_word_embeddings: true })],
   ['qwen2', tinyConfig('Qwen2ForCausalLM')],
-  ['llama+bias', tinyConfig('LlamaForCausalLM', { attention_bias: true, head_dim: 4 })],
+  ['llama+bias', tinyConfig('LlamaForCausalLM', { attention_bias: true, head_dim: 8 })],
 ];
 
 describe('GPU decoder matches the CPU reference decoder', () => {
-  for (const [label, config] of CONFIGS) {
-    it(`${label}: final hidden state and all parameter gradients`, async () => {
+  for (const [label, config] of CONFIGS) for (const weights of transposedWeightVariants) {
+    it(`${label}, weights ${weights.name}: final hidden state and all parameter gradients`, async () => {
       const engine = await gpuEngine();
+      engine.knobs.kernelVariants['transposed-weights'] = weights.name;
       const random = seededRandom(7);
       const values = new Map<string, Float32Array>();
       for (const entry of parameterEntries(config)) {
@@ -70,6 +73,7 @@ describe('GPU decoder matches the CPU reference decoder', () => {
         const scale = Math.max(1e-6, ...Array.from(expected, Math.abs));
         expectClose(got, expected, 1e-4 * scale, 1e-4, `${label} grad ${name}`);
       }
+      delete engine.knobs.kernelVariants['transposed-weights'];
     });
   }
 });

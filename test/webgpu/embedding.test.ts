@@ -1,6 +1,6 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from './gpu.ts';
-import { embeddingForward, embeddingBackward, buildTokenIndex } from '../../kernels/embedding.ts';
+import { embeddingForward, embeddingBackward, embeddingBackwardVariants, buildTokenIndex } from '../../kernels/embedding.ts';
 import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
 import { randomArray, expectClose, seededRandom } from '../helpers.ts';
 
@@ -11,10 +11,13 @@ describe('embedding kernel', () => {
     { N: 7, C: 12, accumulate: true },
     { N: 33, C: 130, accumulate: false },
     { N: 33, C: 260, accumulate: true },
+    // More entries than one workgroup of lane-per-entry holds.
+    { N: 150, C: 8, accumulate: true },
   ];
-  for (const { N, C, accumulate } of cases) {
-    it(`forward and backward match the reference for N=${N}, C=${C}, accumulate=${accumulate}`, async () => {
+  for (const variant of embeddingBackwardVariants) for (const { N, C, accumulate } of cases) {
+    it(`forward and backward (${variant.name}) match the reference for N=${N}, C=${C}, accumulate=${accumulate}`, async () => {
       const engine = await gpuEngine();
+      engine.knobs.kernelVariants['embedding-backward'] = variant.name;
       const random = seededRandom(N + C);
       // Ids from the lower half of the vocabulary, so tokens repeat and some rows get no gradient.
       const ids = Uint32Array.from({ length: N }, () => Math.floor(random() * (V / 2)));
@@ -33,6 +36,7 @@ describe('embedding kernel', () => {
       expectClose(await engine.read(out), embeddingForwardRef({ ids, table: tableData, N, V, C }), 1e-7, 0, 'out');
       const grad = embeddingBackwardRef({ ids, dOut: dOutData, N, V, C });
       expectClose(await engine.read(dTable), accumulate ? grad.map((g, k) => g + dTableBefore[k]) : grad, 1e-6, 1e-5, 'dTable');
+      delete engine.knobs.kernelVariants['embedding-backward'];
     });
   }
 

@@ -13,11 +13,16 @@ interface Case {
   /** Backward with the entropy term; 'recompute' leaves the forward's entropy out so the backward rebuilds it. */
   entropyTerm: 'none' | 'given' | 'recompute';
   accumulateDHidden?: boolean;
+  /** The forward keeps its logits for the backward (a vocabulary of one chunk). */
+  savedLogits?: boolean;
 }
 
 const cases: Case[] = [
   { N: 1, C: 8, V: 7, temperature: 1, entropyTerm: 'given' },
   { N: 5, C: 12, V: 256, temperature: 0.7, entropyTerm: 'none' },
+  { N: 5, C: 12, V: 256, temperature: 0.7, entropyTerm: 'none', savedLogits: true },
+  { N: 37, C: 64, V: 999, temperature: 1.3, entropyTerm: 'given', savedLogits: true },
+  { N: 7, C: 8, V: 130, temperature: 1, entropyTerm: 'recompute', savedLogits: true },
   { N: 37, C: 64, V: 1000, temperature: 1, entropyTerm: 'given', accumulateDHidden: true },
   { N: 37, C: 12, V: 1000, temperature: 0.7, chunkSize: 128, entropyTerm: 'recompute' },
   // Last chunks of width 44 (vec4) and 1 (scalar), a target in each.
@@ -28,7 +33,7 @@ const cases: Case[] = [
 describe('fused LM head', () => {
   for (const c of cases) {
     const { N, C, V, temperature, chunkSize, entropyTerm } = c;
-    it(`matches the reference (N=${N}, C=${C}, V=${V}, T=${temperature}, chunk ${chunkSize ?? 'auto'}, entropy ${entropyTerm})`, async () => {
+    it(`matches the reference (N=${N}, C=${C}, V=${V}, T=${temperature}, chunk ${chunkSize ?? 'auto'}, entropy ${entropyTerm}${c.savedLogits ? ', saved logits' : ''})`, async () => {
       const engine = await gpuEngine();
       const random = seededRandom(N * 7919 + V);
       const hidden = randomArray(N * C, N + C + V);
@@ -37,11 +42,11 @@ describe('fused LM head', () => {
       // Row 1 is padding: no upstream gradient at all.
       const dLogprobs = randomArray(N, 5).map((g, n) => (n === 1 ? 0 : g));
       const dEntropy = entropyTerm === 'none' ? null : randomArray(N, 6).map((g, n) => (n === 1 ? 0 : g));
-      const args = { N, C, V, temperature, chunkSize };
-
       const gpuHidden = engine.tensorFrom('hidden', [N, C], hidden);
       const gpuWeight = engine.tensorFrom('weight', [V, C], weight);
       const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
+      // Stale values where the forward's logits go: the backward must read what the forward left there.
+      const args = { N, C, V, temperature, chunkSize, savedLogits: c.savedLogits ? engine.tensorFrom('savedLogits', [N, V], randomArray(N * V, 9)) : undefined };
       const logprobs = engine.tensor('logprobs', [N]);
       const entropy = engine.tensor('entropy', [N]);
       const lse = engine.tensor('lse', [N]);

@@ -4,7 +4,7 @@ import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
 import { rmsnormForwardRef } from '../../kernels/ref/rmsnorm.ts';
 import { swigluForwardRef } from '../../kernels/ref/swiglu.ts';
-import { chooseVariant, readKnobs } from '../../engine/index.ts';
+import { chooseVariant, readKnobs, roundToHalf } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../helpers.ts';
 
 // [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32), a whole tile, N and K not
@@ -96,6 +96,74 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
     const a = engine.tensor('x', [8, 6]);
     expect(() => matmul(engine, { a, b: engine.tensor('w', [6, 8]), out: engine.tensor('y', [8, 8]), M: 8, N: 8, K: 6, layout: 'nt', prologue: { kind: 'swiglu' } }))
       .toThrow(/swiglu prologue needs layout nt and K % 4 == 0, got nt with K=6/);
+  });
+});
+
+// A frozen model's weights as B in bf16 or f16, unpacked in-kernel: the same sums as float32 arithmetic over the
+// half-rounded weights. K = 8·j takes the register kernel's octet loads (8 halves per vec4<u32>), other K
+// the quad and scalar loads; an odd N ends a B row mid-word.
+describe('matmul with a half-precision B', () => {
+  const HALF_SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [3, 9, 12], [8, 65, 64], [33, 70, 96], [2, 130, 136]];
+  // f16 twice: read natively (shader-f16, where the device has it) and unpacked from words (any device).
+  const STORAGES = [['bf16', null], ['f16', 'native'], ['f16', 'unpacked']] as const;
+  for (const [dtype, f16Variant] of STORAGES) {
+    const label = f16Variant ? `${dtype} ${f16Variant}` : dtype;
+    for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
+      it(`${label} ${variant.name}: nt and nn match the reference over the ${dtype}-rounded weights`, async () => {
+        const engine = await gpuEngine();
+        if (f16Variant === 'native' && !engine.caps.shaderF16) return;
+        engine.knobs.kernelVariants.matmul = variant.name;
+        if (f16Variant) engine.knobs.kernelVariants['matmul-f16'] = f16Variant;
+        try {
+          let seed = 300;
+          for (const layout of ['nt', 'nn'] as const) {
+            for (const [M, N, K] of HALF_SHAPES) {
+              const option = OPTIONS[seed % OPTIONS.length];
+              const what = `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
+              const aData = randomArray(M * K, seed++);
+              const bData = randomArray(K * N, seed++);
+              const biasData = randomArray(N, seed++);
+              const outData = randomArray(M * N, seed++);
+              const out = engine.tensorFrom('out', [M, N], outData);
+              const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
+              const b = engine.tensorFrom('b', [K * N], bData, dtype);
+              matmul(engine, { a: engine.tensorFrom('a', [M * K], aData), b, out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha });
+              const expected = matmulForwardRef({
+                a: aData, b: roundToHalf(dtype, bData), M, N, K, layout, bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
+              });
+              expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
+            }
+          }
+        } finally {
+          delete engine.knobs.kernelVariants.matmul;
+          delete engine.knobs.kernelVariants['matmul-f16'];
+        }
+      });
+    }
+  }
+  for (const dtype of ['bf16', 'f16'] as const) {
+    it(`${dtype}: the rmsnorm prologue path (decode steps) reads half weights too`, async () => {
+      const engine = await gpuEngine();
+      let seed = 400;
+      for (const [M, N, K] of [[2, 70, 64], [5, 9, 36]] as const) {
+        const xData = randomArray(M * K, seed++);
+        const weightData = randomArray(K, seed++);
+        const bData = randomArray(K * N, seed++);
+        const out = engine.tensor('out', [M, N]);
+        matmul(engine, {
+          a: engine.tensorFrom('x', [M * K], xData), b: engine.tensorFrom('w', [N, K], bData, dtype), out, M, N, K, layout: 'nt',
+          prologue: { kind: 'rmsnorm', weight: engine.tensorFrom('norm', [K], weightData), eps: 1e-6 },
+        });
+        const a = rmsnormForwardRef({ x: xData, weight: weightData, rows: M, cols: K, eps: 1e-6 }).out;
+        expectClose(await engine.read(out), matmulForwardRef({ a, b: roundToHalf(dtype, bData), M, N, K, layout: 'nt' }), 1e-5, 1e-5, `${dtype} M=${M} N=${N} K=${K}`);
+      }
+    });
+  }
+
+  it('refuses a half-precision operand other than b', async () => {
+    const engine = await gpuEngine();
+    expect(() => matmul(engine, { a: engine.tensor('x', [4, 4], 'bf16'), b: engine.tensor('w', [4, 4]), out: engine.tensor('y', [4, 4]), M: 4, N: 4, K: 4, layout: 'nt' }))
+      .toThrow(/a \(tensor x\) is bf16; only b may be half precision/);
   });
 });
 

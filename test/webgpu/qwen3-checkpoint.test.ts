@@ -39,6 +39,8 @@ function firstDifference(a: Float32Array[], b: Float32Array[]): number {
   return a.length === b.length ? -1 : offset;
 }
 
+// Heads of 16, not the tiny layer's 32: the size the rest of the suite compiles attention for (a cold shader
+// cache would otherwise compile an attention forward for this file alone).
 describe('Qwen3-shaped bf16 checkpoint (vocabulary 151,936)', () => {
   let split: Engine | null = null;
   const roots: string[] = [];
@@ -53,7 +55,7 @@ describe('Qwen3-shaped bf16 checkpoint (vocabulary 151,936)', () => {
     const root = await mkdtemp(join(tmpdir(), 'qwen3-'));
     roots.push(root);
     const source = join(root, 'source');
-    await writeQwen3Model(source, { ...QWEN3_TINY_LAYER, layers: 1 });
+    await writeQwen3Model(source, { ...QWEN3_TINY_LAYER, headDim: 16, layers: 1 });
     const model = await loadModel(engine, source);
     expect(model.config).toMatchObject({ architecture: 'Qwen3ForCausalLM', vocabSize: QWEN3_VOCAB_SIZE, tieWordEmbeddings: true, torchDtype: 'bfloat16' });
     expect(await storedDtypes(source)).toEqual(new Set(['BF16']));
@@ -81,7 +83,7 @@ describe('Qwen3-shaped bf16 checkpoint (vocabulary 151,936)', () => {
   it('the 152K-row LM head gives the same log-probs with its embedding split across bindings', async () => {
     const root = await mkdtemp(join(tmpdir(), 'qwen3-split-'));
     roots.push(root);
-    await writeQwen3Model(root, { ...QWEN3_TINY_LAYER, layers: 1 }, 3);
+    await writeQwen3Model(root, { ...QWEN3_TINY_LAYER, headDim: 16, layers: 1 }, 3);
     split = await Engine.create({ ...readKnobs(), maxBindingBytes: 32 << 20 });
     const inputIds = [[151644, 872, 198, 9707, 11, 1879, 0, 151645], [151643, 151643, 151644, 77091, 198, 16, 10, 151935]];
     const attentionMask = [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1, 1]];

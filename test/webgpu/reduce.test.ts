@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
-import { weightedSum, sumOfSquares } from '../../kernels/reduce.ts';
+import { weightedSum, sumOfSquares, sumSquaresVariants } from '../../kernels/reduce.ts';
 import { weightedSumRef } from '../../kernels/ref/reduce.ts';
 import { gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
 import { randomArray, expectClose } from '../helpers.ts';
@@ -17,8 +17,9 @@ describe('deterministic reductions', () => {
     });
   }
 
-  it('sumOfSquares over several tensors, bit-identical on repeat', async () => {
+  for (const variant of sumSquaresVariants) it(`sumOfSquares (${variant.name}) over several tensors, bit-identical on repeat`, async () => {
     const engine = await gpuEngine();
+    engine.knobs.kernelVariants['sum-squares'] = variant.name;
     const data = [randomArray(4, 1), randomArray(300_000, 2), randomArray(1028, 3)];
     const tensors = data.map((d, i) => engine.tensorFrom(`x${i}`, [d.length], d));
     const out = engine.tensor('out', [1]);
@@ -27,5 +28,6 @@ describe('deterministic reductions', () => {
     expectClose(first, [gradNormSquaredRef(data)], 0, 1e-5, 'sum of squares');
     sumOfSquares(engine, { tensors, out });
     expect(await engine.read(out)).toEqual(first);
+    delete engine.knobs.kernelVariants['sum-squares'];
   });
 });

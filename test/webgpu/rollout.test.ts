@@ -14,6 +14,9 @@ import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts
 import { loadModel } from '../../models/model-files-node.ts';
 import { KvCache } from '../../models/kv-cache.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
+import { LoraAdapters } from '../../models/lora-adapters.ts';
+import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
+import { seededRandom } from '../helpers.ts';
 import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
@@ -43,6 +46,7 @@ const BASE: RolloutConfig = {
 /** Teacher-forced log-probs of each response token, at the rollout's temperature (1 for greedy). */
 async function teacherForced(engine: Engine, policy: PolicyWeights, batch: RolloutBatch, temperature: number): Promise<Float32Array> {
   const lm = new CausalLm(engine, policy.config, policy.params);
+  lm.trunk.lora = policy.lora ?? null;
   const tokens = uploadTokenBatch(engine, { inputIds: batch.inputIds, attentionMask: batch.attentionMask, positionIds: batch.positionIds }, policy.config.vocabSize);
   const T = batch.promptLength + batch.responseLength;
   const targets = batch.inputIds.flatMap((row) => [...row.slice(1), 0]);
@@ -113,6 +117,30 @@ describe('rollout', () => {
       }
     });
     expect(compared).toBeGreaterThan(20);
+  });
+
+  it('with LoRA adapters: old log-probs equal the adapted training forward\'s, and differ from the base model\'s', async () => {
+    const engine = await gpuEngine();
+    const base = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+    const settings = { rank: 4, alpha: 8, targetModules: resolveTargetModules(['all-linear'], null, 'target_modules'), useRslora: false };
+    // Trained-looking adapters: PEFT's A and a random (non-zero) B.
+    const peft = peftTensors(base.config, settings, initialLoraValues(base.config, settings, 5));
+    const random = seededRandom(6);
+    for (const [name, t] of peft) if (name.endsWith('.lora_B.weight')) t.data.forEach((_, i, b) => (b[i] = random() - 0.5));
+    const values = loraValuesFromPeft(base.config, settings, (n) => peft.get(n), 'test');
+    const policy = { ...base, lora: new LoraAdapters(engine, base.config, settings, values, 'rollout-lora') };
+    const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9 };
+    const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
+    const adapted = await teacherForced(engine, policy, batch, c.temperature);
+    const plain = await teacherForced(engine, base, batch, c.temperature);
+    let differs = 0;
+    batch.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < batch.responseLengths[i]; t++) {
+        expect(Math.abs(row[t] - adapted[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
+        if (Math.abs(row[t] - plain[i * c.maxResponseLength + t]) > 1e-2) differs++;
+      }
+    });
+    expect(differs).toBeGreaterThan(5);
   });
 
   it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {

@@ -1,14 +1,16 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from './gpu.ts';
-import { valueHeadForward, valueHeadBackward } from '../../kernels/value-head.ts';
+import { valueHeadForward, valueHeadBackward, valueHeadVariants } from '../../kernels/value-head.ts';
 import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
 import { randomArray, expectClose } from '../helpers.ts';
 
 describe('value head', () => {
-  // C = 7 runs the scalar shader, the others vec4; N = 1 and N = 37 leave backward row slices uneven.
-  for (const [N, C] of [[1, 8], [37, 12], [5, 7], [70, 200]]) {
-    it(`forward and backward match the reference (N=${N}, C=${C})`, async () => {
+  // C = 7 runs the scalar shader, the others vec4; N = 1 and N = 37 leave backward row slices uneven; N = 70 is
+  // more than one workgroup of lane-per-row rows.
+  for (const variant of valueHeadVariants) for (const [N, C] of [[1, 8], [37, 12], [5, 7], [70, 200]]) {
+    it(`${variant.name}: forward and backward match the reference (N=${N}, C=${C})`, async () => {
       const engine = await gpuEngine();
+      engine.knobs.kernelVariants['value-head'] = variant.name;
       const hidden = randomArray(N * C, N * 1000 + C);
       const weight = randomArray(C, 2);
       const bias = [0.25];
@@ -29,6 +31,7 @@ describe('value head', () => {
       expectClose(await engine.read(dHidden), expected.dHidden, 1e-6, 1e-5, 'dHidden');
       expectClose(await engine.read(dWeight), expected.dWeight.map((g, c) => g + dWeightBefore[c]), 1e-5, 1e-5, 'dWeight');
       expectClose(await engine.read(dBias), [expected.dBias[0] + dBiasBefore[0]], 1e-5, 1e-5, 'dBias');
+      delete engine.knobs.kernelVariants['value-head'];
     });
   }
 });

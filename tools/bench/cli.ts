@@ -1,10 +1,18 @@
 // Dispatches `node tools/bench.js <suite>` and prints a table or, with --json, a JSON array of rows.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
+import type { PipelineRecord } from '../../engine/pipeline-log.ts';
+import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
 type Row = Record<string, string | number>;
 
-const SUITES: Record<string, (engine: Engine) => Promise<Row[]>> = {
-  kernels: async (engine) => (await import('./kernels.ts')).benchmarkKernels(engine) as unknown as Promise<Row[]>,
+const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>> = {
+  kernels: async (engine, argv) => {
+    const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+    return (await import('./kernels.ts')).benchmarkKernels(engine, only) as unknown as Promise<Row[]>;
+  },
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
   'lm-head': async (engine) => (await import('./lm-head.ts')).benchmarkLmHead(engine) as unknown as Promise<Row[]>,
@@ -24,10 +32,28 @@ function formatTable(rows: Row[]): string {
 export async function runBenchmarks(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const suite = argv.find((a) => !a.startsWith('--'));
-  if (!suite || !(SUITES[suite] || suite === 'memory')) {
-    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] | memory --model DIR [--memory-gb N] [key=value ...]`);
+  if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile')) {
+    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] | memory --model DIR [--memory-gb N] [key=value ...]` +
+      ' | compile PIPELINES.jsonl');
     return 2;
   }
+  const pipelineLog = argv.filter((a) => !a.startsWith('--'))[1];
+  if (suite === 'compile' && !pipelineLog) {
+    console.error('usage: node tools/bench.js compile PIPELINES.jsonl (record it with WEBGPU_PIPELINE_LOG=PIPELINES.jsonl on any run, e.g. npm test)');
+    return 2;
+  }
+  let pipelines: PipelineRecord[] = [];
+  if (suite === 'compile' && pipelineLog) {
+    try {
+      pipelines = readPipelineLog(pipelineLog);
+    } catch (err) {
+      console.error((err as Error).message);
+      return 2;
+    }
+  }
+  // An empty shader cache of its own, set before the device exists (Mesa reads it when the driver loads).
+  const coldCache = suite === 'compile' ? mkdtempSync(join(tmpdir(), 'mesa-cold-')) : null;
+  if (coldCache) process.env.MESA_SHADER_CACHE_DIR = coldCache;
   const engine = await Engine.create();
   try {
     if (!json) console.log(`device: ${engine.caps.description}`);
@@ -40,11 +66,12 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
       console.log(json ? JSON.stringify(result.plan, null, 2) : result.lines.join('\n'));
       return result.plan.problems.length > 0 ? 1 : 0;
     }
-    const rows = await SUITES[suite](engine);
+    const rows = suite === 'compile' ? await benchmarkCompile(engine, pipelines) as unknown as Row[] : await SUITES[suite](engine, argv);
     console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
     return 0;
   } finally {
     await engine.sync();
     engine.destroy();
+    if (coldCache) rmSync(coldCache, { recursive: true, force: true });
   }
 }

@@ -16,6 +16,7 @@ import { lmHeadCases } from '../kernel-lab/lm-head.bench.ts';
 import { valueHeadCases } from '../kernel-lab/value-head.bench.ts';
 import { adamwCases } from '../kernel-lab/adamw.bench.ts';
 import { weightedSumCases } from '../kernel-lab/reduce.bench.ts';
+import { transposeCases } from '../kernel-lab/transpose.bench.ts';
 import { ppoCases } from '../kernel-lab/ppo.bench.ts';
 import type { KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
 
@@ -23,12 +24,13 @@ export type { KernelBenchRow } from './harness.ts';
 
 const CASES: (() => KernelBenchCase[])[] = [
   matmulCases, embeddingCases, rmsnormCases, headRmsnormCases, ropeCases, attentionCases, swigluCases, lmHeadCases,
-  valueHeadCases, adamwCases, weightedSumCases, ppoCases,
+  valueHeadCases, adamwCases, weightedSumCases, transposeCases, ppoCases,
 ];
 
-export async function benchmarkKernels(engine: Engine): Promise<KernelBenchRow[]> {
+/** Every case, or with `only` the cases of those ops (as WEBGPU_KERNEL_VARIANTS names them: `--only=value-head,reduce`). */
+export async function benchmarkKernels(engine: Engine, only?: readonly string[]): Promise<KernelBenchRow[]> {
   const rows: KernelBenchRow[] = [];
-  for (const benchCase of CASES.flatMap((cases) => cases())) {
+  for (const benchCase of CASES.flatMap((cases) => cases()).filter((c) => !only || only.includes(c.op))) {
     const run = benchCase.setup(engine);
     const time = (samples?: number) =>
       timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples });

@@ -1,5 +1,5 @@
 // `node tools/bench.js train`: one whole supervised training step (forward, cross-entropy, backward, AdamW) at
-// batch 8 × 128 tokens for the tiny and small benchmark configs; ms/step, tokens/s and achieved GFLOP/s.
+// batch 8 × 128 tokens for the tiny and small benchmark configs; ms/step, tokens/s, achieved GFLOP/s and dispatches.
 import type { Engine } from '../../engine/index.ts';
 import { BENCH_TINY, BENCH_SMALL } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
@@ -18,6 +18,8 @@ export interface TrainBenchRow {
   ms: number;
   tokens_per_s: number;
   gflops: number;
+  /** Compute dispatches one step records (on CPU devices each costs ~0.1 ms whatever it does). */
+  dispatches: number;
 }
 
 /** Forward + backward FLOPs of one step: 3 × the forward (the one formula the trainer's MFU uses too). */
@@ -49,8 +51,11 @@ export async function benchmarkTrainStep(
         return { prompt: ids.slice(0, T / 2), response: ids.slice(T / 2) };
       });
     const times: number[] = [];
+    let dispatches = 0;
     for (let i = 0; i < warmup + steps; i++) {
+      const before = engine.dispatchCount;
       const result = await trainer.trainStep(examples());
+      dispatches = engine.dispatchCount - before;
       if (i >= warmup) times.push(result.ms);
     }
     times.sort((a, b) => a - b);
@@ -59,6 +64,7 @@ export async function benchmarkTrainStep(
       config: name, batch: B, seq_len: T, ms,
       tokens_per_s: (B * T) / (ms / 1000),
       gflops: trainStepFlops(config, B, T) / (ms / 1000) / 1e9,
+      dispatches,
     });
   }
   return rows;

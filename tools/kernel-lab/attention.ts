@@ -1,13 +1,18 @@
-// Kernel lab for attention: times the GPU forward and backward on a fused-qkv training shape (many reps in one
-// submit) against the float64 CPU reference.
-// Usage: node --import ./tools/node-loader.js tools/kernel-lab/attention.ts [B,T,NH,NKV,HS] [reps]
-import { Engine } from '../../engine/index.ts';
+// Kernel lab for attention: times the GPU forward and backward of each variant on a fused-qkv training shape (many
+// reps in one submit), in one process, against the float64 CPU reference. Each variant gets its own engine; the
+// variants' rounds alternate, so a load change on a shared machine hits both. On a software device the process's
+// CPU time per call is printed too (it barely moves when other processes share the cores).
+// Usage: node --import ./tools/node-loader.js tools/kernel-lab/attention.ts [B,T,NH,NKV,HS] [reps] [variants]
+//   variants: comma-separated attention variants (default rolled,unrolled); the first call's compile time is shown.
+import { Engine, readKnobs } from '../../engine/index.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
 import { randomArray } from '../../test/helpers.ts';
 
 const [B, T, NH, NKV, HS] = (process.argv[2] ?? '8,128,4,2,32').split(',').map(Number);
 const reps = Number(process.argv[3] ?? 20);
+const variants = (process.argv[4] ?? 'rolled,unrolled').split(',');
+const ROUNDS = 3;
 const W = (NH + 2 * NKV) * HS;
 const dims: AttentionDims = {
   B, Tq: T, Tk: T, NH, NKV, HS,
@@ -17,38 +22,71 @@ const dims: AttentionDims = {
 const qkvData = randomArray(B * T * W, 1);
 const dOutData = randomArray(B * T * NH * HS, 2);
 const maskData = new Uint32Array(B * T).fill(1);
+// Causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation.
+const forwardFlops = 2 * 2 * B * NH * HS * ((T * (T + 1)) / 2);
 
-const engine = await Engine.create();
-const qkv = engine.tensorFrom('qkv', [B * T, W], qkvData);
-const keyMask = engine.tensorFrom('keyMask', [B, T], maskData, 'u32');
-const out = engine.tensor('out', [B * T, NH * HS]);
-const lse = engine.tensor('lse', [B, NH, T]);
-const dOut = engine.tensorFrom('dOut', [B * T, NH * HS], dOutData);
-const dqkv = engine.tensor('dqkv', [B * T, W]);
-const forward = () => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse });
-const backward = () => attentionBackward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse, dOut, dq: dqkv, dk: dqkv, dv: dqkv });
+interface Lab { variant: string; engine: Engine; forward: () => void; backward: () => void }
 
-async function timeGpu(name: string, record: () => void): Promise<void> {
-  let start = performance.now();
-  record();
-  await engine.sync();
-  const first = performance.now() - start;
-  start = performance.now();
-  for (let i = 0; i < reps; i++) record();
-  await engine.sync();
-  console.log(`${name}: ${((performance.now() - start) / reps).toFixed(2)} ms/call (first call with compile ${first.toFixed(0)} ms)`);
+async function makeLab(variant: string): Promise<Lab> {
+  const knobs = readKnobs();
+  const engine = await Engine.create({ ...knobs, kernelVariants: { ...knobs.kernelVariants, attention: variant } });
+  const qkv = engine.tensorFrom('qkv', [B * T, W], qkvData);
+  const keyMask = engine.tensorFrom('keyMask', [B, T], maskData, 'u32');
+  const out = engine.tensor('out', [B * T, NH * HS]);
+  const lse = engine.tensor('lse', [B, NH, T]);
+  const dOut = engine.tensorFrom('dOut', [B * T, NH * HS], dOutData);
+  const dqkv = engine.tensor('dqkv', [B * T, W]);
+  return {
+    variant, engine,
+    forward: () => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse }),
+    backward: () => attentionBackward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse, dOut, dq: dqkv, dk: dqkv, dv: dqkv }),
+  };
 }
 
-function timeCpu(name: string, run: () => void): void {
+/** Wall and CPU ms of one call, `reps` calls in one submit. */
+async function timeCalls(engine: Engine, record: () => void, count: number): Promise<{ wall: number; cpu: number }> {
+  const cpuStart = process.cpuUsage();
+  const start = performance.now();
+  for (let i = 0; i < count; i++) record();
+  await engine.sync();
+  const cpu = process.cpuUsage(cpuStart);
+  return { wall: (performance.now() - start) / count, cpu: (cpu.user + cpu.system) / 1000 / count };
+}
+
+function timeCpu(run: () => void): number {
   const start = performance.now();
   run();
-  console.log(`${name}: ${(performance.now() - start).toFixed(0)} ms`);
+  return performance.now() - start;
 }
 
-console.log(`B=${B} T=${T} NH=${NH} NKV=${NKV} HS=${HS} on ${engine.caps.description}`);
-await timeGpu('gpu forward (1 dispatch)', forward);
-await timeGpu('gpu backward (3 dispatches)', backward);
+const labs: Lab[] = [];
+for (const variant of variants) labs.push(await makeLab(variant));
+console.log(`B=${B} T=${T} NH=${NH} NKV=${NKV} HS=${HS} on ${labs[0].engine.caps.description}`);
+const results = new Map<string, { wall: number[]; cpu: number[] }>();
+for (const lab of labs) {
+  for (const [pass, record] of [['forward', lab.forward], ['backward', lab.backward]] as const) {
+    const first = await timeCalls(lab.engine, record, 1);
+    console.log(`${lab.variant} ${pass}: first call (compile) ${first.wall.toFixed(0)} ms`);
+    results.set(`${lab.variant} ${pass}`, { wall: [], cpu: [] });
+  }
+}
+for (let round = 0; round < ROUNDS; round++) {
+  for (const lab of labs) {
+    for (const [pass, record] of [['forward', lab.forward], ['backward', lab.backward]] as const) {
+      const { wall, cpu } = await timeCalls(lab.engine, record, reps);
+      results.get(`${lab.variant} ${pass}`)!.wall.push(wall);
+      results.get(`${lab.variant} ${pass}`)!.cpu.push(cpu);
+    }
+  }
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const refArgs = { ...dims, q: qkvData, k: qkvData, v: qkvData, keyMask: maskData };
-timeCpu('cpu reference forward (float64)', () => attentionForwardRef(refArgs));
-timeCpu('cpu reference backward (float64)', () => attentionBackwardRef({ ...refArgs, dOut: dOutData }));
-engine.destroy();
+const refMs = { forward: timeCpu(() => attentionForwardRef(refArgs)), backward: timeCpu(() => attentionBackwardRef({ ...refArgs, dOut: dOutData })) };
+for (const [name, { wall, cpu }] of results) {
+  const pass = name.endsWith('forward') ? 'forward' : 'backward';
+  const flops = pass === 'forward' ? forwardFlops : 2 * forwardFlops;
+  const ms = median(wall);
+  console.log(`${name}: ${ms.toFixed(2)} ms/call (cpu ${median(cpu).toFixed(2)} ms), ${(flops / ms / 1e6).toFixed(2)} GFLOP/s, ` +
+    `${(refMs[pass] / ms).toFixed(1)}x the float64 CPU reference (${refMs[pass].toFixed(0)} ms)`);
+}
+for (const lab of labs) lab.engine.destroy();

@@ -1,0 +1,90 @@
+// LoRA adapters on the device (models/lora.ts has the table, PEFT names and layouts): their own parameter arena,
+// and the two matmuls each adapted projection adds to the base one, forward and backward. The base weights get no
+// gradient: the trunk skips their weight-gradient matmuls (LoRA's speed win), and dX flows through W and the adapter.
+import { Arena, type Engine, type Tensor } from '../engine/index.ts';
+import { matmul, type MatmulPrologue } from '../kernels/matmul.ts';
+import type { DecoderConfig } from './hf-config.ts';
+import { loraEntries, loraProjections, loraScaling, offBlockRanges, stackedRank, type LoraProjection, type LoraSettings, type ProjectionKind } from './lora.ts';
+import { uploadArenaTensors } from './parameter-store.ts';
+
+/** The A operand of a projection: its input, or the input before an op the matmul folds in (decode steps). */
+export interface ProjectionInput {
+  a: Tensor;
+  prologue?: MatmulPrologue;
+}
+
+export class LoraAdapters {
+  readonly params: Arena;
+  readonly scaling: number;
+  private readonly byKey = new Map<string, LoraProjection>();
+
+  constructor(
+    private readonly engine: Engine,
+    readonly config: DecoderConfig,
+    readonly settings: LoraSettings,
+    values: ReadonlyMap<string, Float32Array>,
+    label: string,
+  ) {
+    this.params = new Arena(engine, `${label}.lora`, Arena.plan(engine, loraEntries(config, settings)));
+    uploadArenaTensors(engine, this.params, values);
+    this.scaling = loraScaling(settings);
+    for (const p of loraProjections(config, settings)) this.byKey.set(`${p.layer}.${p.kind}`, p);
+  }
+
+  private projection(layer: number, kind: ProjectionKind): LoraProjection | undefined {
+    return this.byKey.get(`${layer}.${kind}`);
+  }
+
+  /** Columns of a projection's low-rank activation x·Aᵀ (0: not adapted). */
+  rankOf(layer: number, kind: ProjectionKind): number {
+    const p = this.projection(layer, kind);
+    return p ? stackedRank(p, this.settings) : 0;
+  }
+
+  /** The widest low-rank activation of any projection (the backward's shared scratch). */
+  get maxRank(): number {
+    return Math.max(...[...this.byKey.values()].map((p) => stackedRank(p, this.settings)));
+  }
+
+  /** out (M, out) += scaling·(x·Aᵀ)·Bᵀ, keeping u = x·Aᵀ (M, n·r) for backward; out null: only u (backward's
+   *  recomputation of a checkpointed layer). No-op for an unadapted projection. */
+  forward(layer: number, kind: ProjectionKind, input: ProjectionInput, u: Tensor, out: Tensor | null, M: number): void {
+    const p = this.projection(layer, kind);
+    if (!p) return;
+    const w = stackedRank(p, this.settings);
+    matmul(this.engine, { ...input, b: this.params.get(p.a), out: u, M, N: w, K: p.inFeatures, layout: 'nt' });
+    if (out) matmul(this.engine, { a: u, b: this.params.get(p.bT), out, M, N: p.outFeatures, K: w, layout: 'nn', alpha: this.scaling, accumulate: true });
+  }
+
+  /**
+   * Backward of forward() given dOut (M, out): adds dBᵀ and dA into `grads` (this arena's layout) and the
+   * adapter's share of dX (M, in) into dX, which must already hold the base projection's dX·W.
+   * `du` is scratch of at least M·maxRank elements.
+   */
+  backward(layer: number, kind: ProjectionKind, a: { x: Tensor; u: Tensor; dOut: Tensor; dX: Tensor; du: Tensor; grads: Arena; M: number }): void {
+    const p = this.projection(layer, kind);
+    if (!p) return;
+    const e = this.engine;
+    const { x, u, dOut, dX, du, grads, M } = a;
+    const w = stackedRank(p, this.settings);
+    matmul(e, { a: u, b: dOut, out: grads.get(p.bT), M: w, N: p.outFeatures, K: M, layout: 'tn', alpha: this.scaling, accumulate: true });
+    matmul(e, { a: dOut, b: this.params.get(p.bT), out: du, M, N: w, K: p.outFeatures, layout: 'nt', alpha: this.scaling });
+    matmul(e, { a: du, b: x, out: grads.get(p.a), M: w, N: p.inFeatures, K: M, layout: 'tn', accumulate: true });
+    matmul(e, { a: du, b: this.params.get(p.a), out: dX, M, N: p.inFeatures, K: w, layout: 'nn', accumulate: true });
+  }
+
+  /** Zeroes the gradients of Bᵀ's off-block entries (models/lora.ts), before the gradient norm and the update. */
+  clearOffBlockGradients(grads: Arena): void {
+    for (const p of this.byKey.values()) {
+      const bT = grads.get(p.bT);
+      for (const [start, end] of offBlockRanges(p, this.settings)) this.engine.clear(bT.view(`${bT.name}[${start}:${end}]`, start, [end - start]));
+    }
+  }
+
+  /** The adapters' current values by arena name. */
+  async read(): Promise<Map<string, Float32Array>> {
+    const values = new Map<string, Float32Array>();
+    for (const name of this.params.names()) values.set(name, await this.engine.read(this.params.get(name)));
+    return values;
+  }
+}

@@ -1,0 +1,34 @@
+// The stored dtype of each model's weights, from verl's fsdp_config.model_dtype keys. Frozen models (the
+// reference, the reward model, a frozen critic) may keep their matrices in bf16/f16 — half the bytes, read by
+// kernels that unpack them to float32; trained models keep float32 master weights (the optimizer updates those),
+// and a half dtype asked for one is reported in one line rather than honoured. Browser-safe.
+import type { FloatDType } from '../../engine/index.ts';
+import type { TorchDtype } from '../../models/hf-config.ts';
+import type { PpoConfig, ModelDtype } from './schema.ts';
+
+const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = { fp32: 'f32', float32: 'f32', bf16: 'bf16', bfloat16: 'bf16', fp16: 'f16', float16: 'f16' };
+const FROM_CHECKPOINT: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
+
+export type FrozenModel = 'reference' | 'reward_model' | 'critic';
+
+const KEYS: Readonly<Record<FrozenModel, (c: PpoConfig) => ModelDtype | null>> = {
+  reference: (c) => c.actor_rollout_ref.ref.fsdp_config.model_dtype,
+  reward_model: (c) => c.reward_model.model.fsdp_config.model_dtype,
+  critic: (c) => c.critic.model.fsdp_config.model_dtype,
+};
+
+/** The dtype a model's matrices are stored in, given the torch_dtype of the checkpoint it loads from: the
+ *  model's model_dtype key, or when that is null the checkpoint's own dtype. A critic that trains is float32. */
+export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDtype: TorchDtype): FloatDType {
+  if (model === 'critic' && !config.critic.freeze) return 'f32';
+  const key = KEYS[model](config);
+  return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
+}
+
+/** One line per trained model whose model_dtype asks for half precision (kept float32 here), or none. */
+export function trainedModelDtypeNotes(config: PpoConfig): string[] {
+  const asked: [string, ModelDtype | null][] = [['actor_rollout_ref.actor.fsdp_config.model_dtype', config.actor_rollout_ref.actor.fsdp_config.model_dtype]];
+  if (!config.critic.freeze) asked.push(['critic.model.fsdp_config.model_dtype', config.critic.model.fsdp_config.model_dtype]);
+  return asked.filter(([, value]) => value !== null && FROM_KEY[value] !== 'f32')
+    .map(([key, value]) => `${key}=${value}: this model trains, so its weights stay float32 master copies (no mixed-precision training here); only frozen models (reference, reward model, critic.freeze) are stored in half precision`);
+}

@@ -1,0 +1,36 @@
+// Frozen models' stored dtype from verl's fsdp_config.model_dtype: null follows the checkpoint (a bf16
+// checkpoint's reference is bf16, exactly its own values), every verl spelling maps to one dtype, a trained
+// critic stays float32, and a half dtype asked for a trained model is one line, not a silent change.
+import { describe, it, expect } from 'vitest';
+import { loadConfig, weightDtype, trainedModelDtypeNotes } from '../../ppo/config.ts';
+
+const config = (...overrides: string[]) => loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', ...overrides] });
+
+describe('fsdp_config.model_dtype', () => {
+  it('null (the default) stores a frozen model as its checkpoint came', () => {
+    const c = config();
+    expect(c.actor_rollout_ref.ref.fsdp_config.model_dtype).toBeNull();
+    expect(weightDtype(c, 'reference', 'bfloat16')).toBe('bf16');
+    expect(weightDtype(c, 'reference', 'float32')).toBe('f32');
+    expect(weightDtype(c, 'reward_model', 'float16')).toBe('f16');
+  });
+
+  it('takes every verl spelling, for the reference, the reward model and a frozen critic', () => {
+    for (const [value, dtype] of [['fp32', 'f32'], ['float32', 'f32'], ['bf16', 'bf16'], ['bfloat16', 'bf16'], ['fp16', 'f16'], ['float16', 'f16']] as const) {
+      const c = config(`actor_rollout_ref.ref.fsdp_config.model_dtype=${value}`, `reward_model.model.fsdp_config.model_dtype=${value}`,
+        `critic.model.fsdp_config.model_dtype=${value}`, 'critic.freeze=true');
+      expect([weightDtype(c, 'reference', 'bfloat16'), weightDtype(c, 'reward_model', 'float32'), weightDtype(c, 'critic', 'float32')]).toEqual([dtype, dtype, dtype]);
+    }
+    expect(() => config('actor_rollout_ref.ref.fsdp_config.model_dtype=int8')).toThrow(/model_dtype .*unknown value "?int8"?.*expected one of fp32, float32, bf16, bfloat16, fp16, float16/);
+  });
+
+  it('a trained model keeps float32 and says so in one line', () => {
+    const c = config('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16', 'critic.model.fsdp_config.model_dtype=bf16');
+    expect(weightDtype(c, 'critic', 'bfloat16')).toBe('f32');
+    const notes = trainedModelDtypeNotes(c);
+    expect(notes).toHaveLength(2);
+    expect(notes[0]).toMatch(/^actor_rollout_ref\.actor\.fsdp_config\.model_dtype=bf16: this model trains, so its weights stay float32 master copies/);
+    expect(trainedModelDtypeNotes(config('critic.model.fsdp_config.model_dtype=bf16', 'critic.freeze=true'))).toEqual([]);
+    expect(trainedModelDtypeNotes(config('actor_rollout_ref.actor.fsdp_config.model_dtype=fp32'))).toEqual([]);
+  });
+});
