@@ -3,11 +3,10 @@
 // give what the unsplit engine gives — log-probs, entropies, full logits, every gradient and an AdamW step.
 import { describe, it, expect, afterAll } from 'vitest';
 import { gpuEngine } from './gpu.ts';
+import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from './split-model.ts';
 import { expectClose, seededRandom } from '../helpers.ts';
-import { Engine, readKnobs, elementCount, type Arena } from '../../engine/index.ts';
-import { parseHfConfig } from '../../models/hf-config.ts';
+import { Engine, readKnobs, type Arena } from '../../engine/index.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
-import { parameterEntries } from '../../models/parameter-layout.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { matmul } from '../../kernels/matmul.ts';
@@ -15,27 +14,10 @@ import { lmHeadLogits } from '../../kernels/lm-head.ts';
 import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/run/optimizer-state.ts';
 
-const SPLIT_BYTES = 16384;
-
-const config = parseHfConfig({
-  architectures: ['Qwen3ForCausalLM'], vocab_size: 1000, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, tie_word_embeddings: true,
-});
-
-function randomParameters(): Map<string, Float32Array> {
-  const random = seededRandom(5);
-  const values = new Map<string, Float32Array>();
-  for (const entry of parameterEntries(config)) {
-    const data = new Float32Array(elementCount(entry.shape));
-    for (let i = 0; i < data.length; i++) data[i] = entry.name.includes('norm') ? 1 + 0.2 * (random() - 0.5) : 0.6 * (random() - 0.5);
-    values.set(entry.name, data);
-  }
-  return values;
-}
-
-const inputIds = [[3, 997, 1, 522, 129, 4, 640], [0, 0, 5, 811, 2, 999, 128]];
-const attentionMask = [[1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]];
-const R = 14;
+const config = splitModelConfig;
+const randomParameters = randomSplitModelParameters;
+const { inputIds, attentionMask } = splitModelBatch;
+const R = SPLIT_MODEL_ROWS;
 
 interface Outputs {
   logprobs: Float32Array;

@@ -4,13 +4,13 @@
 // an engine that binds at most 16 KiB (the half embedding split into windows) up to float rounding.
 import { describe, it, expect, afterAll } from 'vitest';
 import { gpuEngine } from './gpu.ts';
+import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from './split-model.ts';
 import { expectClose, randomArray, seededRandom } from '../helpers.ts';
-import { Engine, Tensor, readKnobs, elementCount, roundToHalf, type Arena, type FloatDType } from '../../engine/index.ts';
+import { Engine, Tensor, readKnobs, roundToHalf, type Arena, type FloatDType } from '../../engine/index.ts';
 import { toHalf } from '../../kernels/to-half.ts';
 import { toHalfRef } from '../../kernels/ref/to-half.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { embeddingForwardRef } from '../../kernels/ref/embedding.ts';
-import { parseHfConfig } from '../../models/hf-config.ts';
 import { createParameterArena, frozenParameterCopy, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { parameterEntries } from '../../models/parameter-layout.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
@@ -64,25 +64,10 @@ describe('embedding with a half-precision table', () => {
   }
 });
 
-const config = parseHfConfig({
-  architectures: ['Qwen3ForCausalLM'], vocab_size: 1000, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, tie_word_embeddings: true,
-});
-
-function randomParameters(): Map<string, Float32Array> {
-  const random = seededRandom(5);
-  const values = new Map<string, Float32Array>();
-  for (const entry of parameterEntries(config)) {
-    const data = new Float32Array(elementCount(entry.shape));
-    for (let i = 0; i < data.length; i++) data[i] = entry.name.includes('norm') ? 1 + 0.2 * (random() - 0.5) : 0.6 * (random() - 0.5);
-    values.set(entry.name, data);
-  }
-  return values;
-}
-
-const inputIds = [[3, 997, 1, 522, 129, 4, 640], [0, 0, 5, 811, 2, 999, 128]];
-const attentionMask = [[1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1]];
-const R = 14;
+const config = splitModelConfig;
+const randomParameters = randomSplitModelParameters;
+const { inputIds, attentionMask } = splitModelBatch;
+const R = SPLIT_MODEL_ROWS;
 const targets = Uint32Array.from({ length: R }, (_, i) => (i * 71) % 1000);
 
 async function logprobs(engine: Engine, params: Arena, label: string): Promise<{ logprobs: Float32Array; entropy: Float32Array }> {
@@ -135,7 +120,7 @@ describe('a frozen model in half precision', () => {
 
   it('bf16 under a forced 16 KiB binding limit: the half embedding splits into windows, same log-probs', async () => {
     const whole = await gpuEngine();
-    split = await Engine.create({ ...readKnobs(), maxBindingBytes: 16384 });
+    split = await Engine.create({ ...readKnobs(), maxBindingBytes: SPLIT_BYTES });
     const values = randomParameters();
     const params = uploaded(split, values, 'split-bf16', 'bf16');
     const slot = params.layout.slots.find((s) => s.name === 'model.embed_tokens.weight')!;
