@@ -79,6 +79,19 @@ fn accumulateDots(i: u32, x: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f
   acc[2u * i + 1u] += vec4<f32>(dot(x, b4), dot(x, b5), dot(x, b6), dot(x, b7));
 }
 
+// The lane's 8 rows of A at k..k+3 against 8 columns of B at the same k.
+fn accumulateRows(k: u32, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>,
+                  b4: vec4<f32>, b5: vec4<f32>, b6: vec4<f32>, b7: vec4<f32>) {
+  accumulateDots(0u, loadA4(0u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(1u, loadA4(1u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(2u, loadA4(2u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(3u, loadA4(3u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(4u, loadA4(4u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(5u, loadA4(5u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(6u, loadA4(6u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+  accumulateDots(7u, loadA4(7u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+}
+
 // B[k, n..n+3] from B [N, K] (nt), one scalar per column.
 fn loadColumnsOfB(k: u32, n: u32) -> vec4<f32> {
   let K = params.K;
@@ -113,35 +126,13 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
     for (var k = 0u; k < kOctets; k += 8u) {
       let b0 = loadB8(0u, k); let b1 = loadB8(1u, k); let b2 = loadB8(2u, k); let b3 = loadB8(3u, k);
       let b4 = loadB8(4u, k); let b5 = loadB8(5u, k); let b6 = loadB8(6u, k); let b7 = loadB8(7u, k);
-      accumulateDots(0u, loadA4(0u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(1u, loadA4(1u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(2u, loadA4(2u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(3u, loadA4(3u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(4u, loadA4(4u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(5u, loadA4(5u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(6u, loadA4(6u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateDots(7u, loadA4(7u, k), b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      let k4 = k + 4u;
-      accumulateDots(0u, loadA4(0u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(1u, loadA4(1u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(2u, loadA4(2u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(3u, loadA4(3u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(4u, loadA4(4u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(5u, loadA4(5u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(6u, loadA4(6u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-      accumulateDots(7u, loadA4(7u, k4), b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
+      accumulateRows(k, b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
+      accumulateRows(k + 4u, b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
     }
     for (var k = kOctets; k < K; k += 4u) {
       let b0 = loadB4(0u, k); let b1 = loadB4(1u, k); let b2 = loadB4(2u, k); let b3 = loadB4(3u, k);
       let b4 = loadB4(4u, k); let b5 = loadB4(5u, k); let b6 = loadB4(6u, k); let b7 = loadB4(7u, k);
-      accumulateDots(0u, loadA4(0u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(1u, loadA4(1u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(2u, loadA4(2u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(3u, loadA4(3u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(4u, loadA4(4u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(5u, loadA4(5u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(6u, loadA4(6u, k), b0, b1, b2, b3, b4, b5, b6, b7);
-      accumulateDots(7u, loadA4(7u, k), b0, b1, b2, b3, b4, b5, b6, b7);
+      accumulateRows(k, b0, b1, b2, b3, b4, b5, b6, b7);
     }
     // Scaled on a copy: a dynamic index into acc itself would move the accumulators out of registers.
     var block = acc;
