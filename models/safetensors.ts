@@ -4,8 +4,6 @@
 // Browser-safe: everything here takes and returns bytes; file access lives in safetensors-node.ts.
 import { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 } from '../engine/half-float.ts';
 
-export { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 };
-
 export type SafetensorsDtype = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64';
 
 export const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = { F32: 4, F16: 2, BF16: 2, I32: 4, I64: 8 };

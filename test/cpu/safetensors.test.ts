@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  parseSafetensors, serializeSafetensors, planShards, parseShardIndex, MAX_HEADER_BYTES, INDEX_FILE,
-  f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32, type TensorData,
+  parseSafetensors, serializeSafetensors, planShards, parseShardIndex, MAX_HEADER_BYTES, INDEX_FILE, type TensorData,
 } from '../../models/safetensors.ts';
+import { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 } from '../../engine/half-float.ts';
 import { CheckpointTensors, SafetensorsFile, writeCheckpointTensors, type TensorSource } from '../../models/safetensors-node.ts';
 import { randomArray } from '../helpers.ts';
 
