@@ -8,6 +8,7 @@ import { Tensor, shapeString, bytesPerElement, elementCount, isHalf, rowWindows,
 import { decodeHalf, encodeHalf } from './half-float.ts';
 import { Profiler } from './profiler.ts';
 import { openPipelineLog } from './pipeline-log.ts';
+import { awaitDawn } from './dawn-poll.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
 
@@ -302,7 +303,7 @@ export class Engine {
   /** Waits until the GPU has finished everything submitted. */
   async sync(): Promise<void> {
     this.flush();
-    await this.device.queue.onSubmittedWorkDone();
+    await awaitDawn(this.device.queue.onSubmittedWorkDone(), this.caps.isSoftware);
     if (this.profiler) await this.profiler.collect();
     this.throwIfFailed();
   }
@@ -319,7 +320,7 @@ export class Engine {
       this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
     }
     this.flush();
-    await staging.mapAsync(GPUMapMode.READ);
+    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.isSoftware);
     const bytes = staging.getMappedRange().slice(0);
     staging.unmap();
     staging.destroy();
