@@ -7,6 +7,13 @@
 // Indices past the matrix are clamped to its last row/column: loads stay branch-free and valid, and the
 // epilogue drops those outputs.
 
+// A_PROLOGUE folds the op before a decode step's matmul into its A loads (one dispatch fewer each), on the nt
+// vec4 path and the row-by-row path (nn: a decoder's transposed weights), A [M, K] only:
+//   1 rmsnorm: A row m is x[m, :] ∘ prologueWeight / rms(x[m, :]); the weight is applied per k, the 1/rms per
+//     row in the epilogue, from the squares summed as A streams by (eps = params.eps).
+//   2 swiglu: `a` holds gateUp (M, 2K); A[m, k] = silu(gateUp[m, k]) · gateUp[m, K + k].
+override A_PROLOGUE: u32 = 0u;
+
 const ROWS = 8u;
 const COLUMNS = 64u;
 
@@ -15,25 +22,40 @@ const COLUMNS = 64u;
 var<private> acc: array<vec4<f32>, 16>;
 // Offset of row m0 + i of A (element k of the row adds k·kStride).
 var<private> rowOffset: array<u32, 8>;
+// Row m0 + i's sum of squares (the rmsnorm prologue).
+var<private> sumSq: array<f32, 8>;
+
+// A[m0+i, k] at a[rowOffset[i] + at], with A_PROLOGUE applied (g: the rmsnorm weight at k).
+fn loadA(i: u32, at: u32, g: f32) -> f32 {
+  let x = a[rowOffset[i] + at];
+  if (A_PROLOGUE == 1u) {
+    sumSq[i] += x * x;
+    return x * g;
+  }
+  if (A_PROLOGUE == 2u) { return x / (1.0 + exp(-x)) * a[rowOffset[i] + params.K + at]; }
+  return x;
+}
 
 // acc += A[m0..m0+7, k] ⊗ B[k, n..n+7], where lo and hi hold B[k, n..n+3] and B[k, n+4..n+7].
 fn accumulate(k: u32, kStride: u32, lo: vec4<f32>, hi: vec4<f32>) {
   let at = k * kStride;
-  let x0 = a[rowOffset[0] + at];
+  var g = 1.0;
+  if (A_PROLOGUE == 1u) { g = prologueWeight[k / 4u][k % 4u]; }
+  let x0 = loadA(0u, at, g);
   acc[0] += x0 * lo; acc[1] += x0 * hi;
-  let x1 = a[rowOffset[1] + at];
+  let x1 = loadA(1u, at, g);
   acc[2] += x1 * lo; acc[3] += x1 * hi;
-  let x2 = a[rowOffset[2] + at];
+  let x2 = loadA(2u, at, g);
   acc[4] += x2 * lo; acc[5] += x2 * hi;
-  let x3 = a[rowOffset[3] + at];
+  let x3 = loadA(3u, at, g);
   acc[6] += x3 * lo; acc[7] += x3 * hi;
-  let x4 = a[rowOffset[4] + at];
+  let x4 = loadA(4u, at, g);
   acc[8] += x4 * lo; acc[9] += x4 * hi;
-  let x5 = a[rowOffset[5] + at];
+  let x5 = loadA(5u, at, g);
   acc[10] += x5 * lo; acc[11] += x5 * hi;
-  let x6 = a[rowOffset[6] + at];
+  let x6 = loadA(6u, at, g);
   acc[12] += x6 * lo; acc[13] += x6 * hi;
-  let x7 = a[rowOffset[7] + at];
+  let x7 = loadA(7u, at, g);
   acc[14] += x7 * lo; acc[15] += x7 * hi;
 }
 
@@ -48,14 +70,8 @@ fn loadRowOfB(k: u32, n: u32) -> vec4<f32> {
 
 // nt with K a multiple of 4: A and B both read as vec4s along k, four k per step. Per 256 FMAs that is 8 A
 // loads (shared by the SIMD vector) and 8 B loads per lane, against 32 and 8 on the row-by-row path above, and
-// B's rows stream through the cache instead of striding across it. This path also applies A_PROLOGUE, which
-// folds the op before a decode step's matmul into its A loads (one dispatch fewer each):
-//   1 rmsnorm: A row m is x[m, :] ∘ prologueWeight / rms(x[m, :]); the weight is applied per k, the 1/rms per
-//     row in the epilogue, from the squares summed as A streams by (eps = params.eps).
-//   2 swiglu: `a` holds gateUp (M, 2K); A[m, k] = silu(gateUp[m, k]) · gateUp[m, K + k].
-override A_PROLOGUE: u32 = 0u;
+// B's rows stream through the cache instead of striding across it.
 var<private> columnOffset: array<u32, 8>;
-var<private> sumSq: array<f32, 8>;
 
 fn loadA4(i: u32, k: u32) -> vec4<f32> {
   let x = a4[(rowOffset[i] + k) / 4u];
@@ -99,6 +115,20 @@ fn loadColumnsOfB(k: u32, n: u32) -> vec4<f32> {
   return vec4<f32>(bElement(min(n, last) * K + k), bElement(min(n + 1u, last) * K + k), bElement(min(n + 2u, last) * K + k), bElement(min(n + 3u, last) * K + k));
 }
 
+// The lane's block, each row scaled by its 1/rms under the rmsnorm prologue. Scaled on a copy: a dynamic index
+// into acc itself would move the accumulators out of registers.
+fn storeRows(m0: u32, n: u32) {
+  var block = acc;
+  if (A_PROLOGUE == 1u) {
+    for (var i = 0u; i < 8u; i++) {
+      let r = inverseSqrt(sumSq[i] / f32(params.K) + params.eps);
+      block[2u * i] *= r;
+      block[2u * i + 1u] *= r;
+    }
+  }
+  storeBlock(m0, n, block);
+}
+
 @compute @workgroup_size(8)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let M = params.M;
@@ -134,16 +164,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let b4 = loadB4(4u, k); let b5 = loadB4(5u, k); let b6 = loadB4(6u, k); let b7 = loadB4(7u, k);
       accumulateRows(k, b0, b1, b2, b3, b4, b5, b6, b7);
     }
-    // Scaled on a copy: a dynamic index into acc itself would move the accumulators out of registers.
-    var block = acc;
-    if (A_PROLOGUE == 1u) {
-      for (var i = 0u; i < 8u; i++) {
-        let r = inverseSqrt(sumSq[i] / f32(K) + params.eps);
-        block[2u * i] *= r;
-        block[2u * i + 1u] *= r;
-      }
-    }
-    storeBlock(m0, n, block);
+    storeRows(m0, n);
     return;
   }
 
@@ -155,5 +176,5 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
     }
   }
 
-  storeBlock(m0, n, acc);
+  storeRows(m0, n);
 }

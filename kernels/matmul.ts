@@ -29,8 +29,8 @@ export interface MatmulArgs {
   /** out += alpha·A·B (+ bias) instead of out = alpha·A·B (+ bias). */
   accumulate?: boolean;
   alpha?: number;
-  /** Decode steps on CPU devices: the op before the matmul folded into its A loads (nt, K % 4 == 0 only; see
-   *  matmul-register.wgsl). rmsnorm: `a` is the un-normed x [M, K]; swiglu: `a` is gateUp [M, 2K]. */
+  /** Decode steps on CPU devices: the op before the matmul folded into its A loads (nt with K % 4 == 0, or nn;
+   *  see matmul-register.wgsl). rmsnorm: `a` is the un-normed x [M, K]; swiglu: `a` is gateUp [M, 2K]. */
   prologue?: MatmulPrologue;
 }
 
@@ -166,9 +166,9 @@ function paddedToVec4(tensor: Tensor): Tensor {
   return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
 }
 
-/** Whether matmul can take a prologue for these operands: the register kernel's nt vec4 path. */
+/** Whether matmul can take a prologue for these operands: the register kernel's nt vec4 path or its nn path. */
 export function matmulPrologueSupported(layout: MatmulLayout, K: number): boolean {
-  return layout === 'nt' && K % 4 === 0;
+  return (layout === 'nt' && K % 4 === 0) || layout === 'nn';
 }
 
 // Whether decode steps fold rmsnorm and swiglu into their projections. On a CPU a dispatch costs more than the
@@ -178,9 +178,9 @@ export const matmulPrologueVariants: readonly Variant<boolean>[] = [
   { name: 'separate', supported: () => true, value: false },
 ];
 
-/** Whether this device's decode steps should pass `prologue` to an nt matmul over K. */
-export function useMatmulPrologue(engine: Engine, K: number): boolean {
-  return matmulPrologueSupported('nt', K) && chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value;
+/** Whether this device's decode steps should pass `prologue` to a matmul over K in this layout. */
+export function useMatmulPrologue(engine: Engine, layout: MatmulLayout, K: number): boolean {
+  return matmulPrologueSupported(layout, K) && chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value;
 }
 
 /** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
@@ -192,7 +192,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   const aShape = layout === 'tn' ? `[K=${K}, M=${M}]` : `[M=${M}, K=${K}]`;
   const bShape = layout === 'nt' ? `[N=${N}, K=${K}]` : `[K=${K}, N=${N}]`;
   if (prologue && !matmulPrologueSupported(layout, K)) {
-    throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt and K % 4 == 0, got ${layout} with K=${K}`);
+    throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt with K % 4 == 0, or nn; got ${layout} with K=${K}`);
   }
   if (prologue?.kind === 'rmsnorm') checkSize(prologue.weight, 'prologue weight', K, `rmsnorm weight [K=${K}]`);
   checkSize(a, 'a', prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`);
@@ -217,7 +217,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   const bRow = layout === 'nt' ? K : N;
   // A prologue exists in the register kernel only, whatever the variant choice.
   const { spec, tile: [tileM, tileN] } = prologue
-    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind], bStorage)
+    ? register(layout, aRow % 4 === 0, bRow % 4 === 0, M, PROLOGUE_CODES[prologue.kind], bStorage)
     : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;

@@ -56,16 +56,17 @@ for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
   });
 }
 
-// Decode steps fold the rmsnorm before a projection, and the swiglu before down_proj, into the matmul's A loads.
-describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
-  const PROLOGUE_SHAPES: [number, number, number][] = [[1, 1, 4], [7, 13, 36], [9, 65, 8], [33, 70, 128], [8, 384, 128]];
-  for (const kind of ['rmsnorm', 'swiglu'] as const) {
-    it(`${kind}: matches the ${kind} reference followed by the matmul reference, with bias and accumulate`, async () => {
+// Decode steps fold the rmsnorm before a projection, and the swiglu before down_proj, into the matmul's A loads
+// (nn: against a decoder's transposed weights on CPU devices).
+describe('matmul prologues (register kernel: nt with K % 4 == 0, or nn)', () => {
+  const PROLOGUE_SHAPES: [number, number, number][] = [[1, 1, 4], [7, 13, 36], [9, 65, 8], [33, 70, 128], [8, 384, 128], [10, 20, 52]];
+  for (const [kind, layout] of [['rmsnorm', 'nt'], ['swiglu', 'nt'], ['rmsnorm', 'nn'], ['swiglu', 'nn']] as const) {
+    it(`${kind} ${layout}: matches the ${kind} reference followed by the matmul reference, with bias and accumulate`, async () => {
       const engine = await gpuEngine();
       let seed = 100;
       for (const [M, N, K] of PROLOGUE_SHAPES) {
         for (const option of OPTIONS) {
-          const what = `${kind} M=${M} N=${N} K=${K} ${option.label}`;
+          const what = `${kind} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
           const xData = randomArray(kind === 'swiglu' ? 2 * M * K : M * K, seed++);
           const weightData = randomArray(K, seed++);
           const bData = randomArray(K * N, seed++);
@@ -75,7 +76,7 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
           const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
           const eps = 1e-6;
           matmul(engine, {
-            a: engine.tensorFrom('x', [xData.length], xData), b: engine.tensorFrom('w', [N, K], bData), out, M, N, K, layout: 'nt',
+            a: engine.tensorFrom('x', [xData.length], xData), b: engine.tensorFrom('w', [K * N], bData), out, M, N, K, layout,
             bias, accumulate: option.accumulate, alpha: option.alpha,
             prologue: kind === 'rmsnorm' ? { kind, weight: engine.tensorFrom('norm', [K], weightData), eps } : { kind },
           });
@@ -83,7 +84,7 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
             ? rmsnormForwardRef({ x: xData, weight: weightData, rows: M, cols: K, eps }).out
             : swigluForwardRef({ gateUp: xData, rows: M, I: K });
           const expected = matmulForwardRef({
-            a, b: bData, M, N, K, layout: 'nt', bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
+            a, b: bData, M, N, K, layout, bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
           });
           expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
         }
@@ -95,7 +96,7 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
     const engine = await gpuEngine();
     const a = engine.tensor('x', [8, 6]);
     expect(() => matmul(engine, { a, b: engine.tensor('w', [6, 8]), out: engine.tensor('y', [8, 8]), M: 8, N: 8, K: 6, layout: 'nt', prologue: { kind: 'swiglu' } }))
-      .toThrow(/swiglu prologue needs layout nt and K % 4 == 0, got nt with K=6/);
+      .toThrow(/swiglu prologue needs layout nt with K % 4 == 0, or nn; got nt with K=6/);
   });
 });
 
