@@ -60,6 +60,9 @@ export interface ExtendInput {
 }
 
 const LAYER_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'] as const;
+/** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
+ *  fewer a step); a 152k vocabulary's copy would cost 600 MB, and its decode steps take lmHeadLogits. */
+const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
 
 export class IncrementalDecoder {
   readonly cache: KvCache;
@@ -112,20 +115,22 @@ export class IncrementalDecoder {
       chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value;
   }
 
-  /** The layer weights' transposed copies, refreshed if the weights may have changed since they were made. */
+  /** The layer weights' (and a small LM head's) transposed copies, by weight name, refreshed if the weights
+   *  may have changed since they were made. */
   private transposedWeights(): Map<string, Tensor> {
     if (this.transposedStale) {
-      for (let l = 0; l < this.config.numLayers; l++) {
-        for (const name of LAYER_WEIGHTS) {
-          const weight = this.param(`${layerPrefix(l)}.${name}`);
-          const [N, K] = weight.shape;
-          let copy = this.transposed.get(weight.name);
-          if (!copy) {
-            copy = this.engine.tensor(`${weight.name}ᵀ`, [K, N]);
-            this.transposed.set(weight.name, copy);
-          }
-          transpose(this.engine, { x: weight, out: copy, rows: N, cols: K });
+      const c = this.config;
+      const names = Array.from({ length: c.numLayers }, (_, l) => LAYER_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
+      if (c.vocabSize * c.hiddenSize <= TRANSPOSED_HEAD_MAX_ELEMENTS) names.push(lmHeadWeightName(c));
+      for (const name of names) {
+        const weight = this.param(name);
+        const [N, K] = weight.shape;
+        let copy = this.transposed.get(name);
+        if (!copy) {
+          copy = this.engine.tensor(`${weight.name}ᵀ`, [K, N]);
+          this.transposed.set(name, copy);
         }
+        transpose(this.engine, { x: weight, out: copy, rows: N, cols: K });
       }
       this.transposedStale = false;
     }
@@ -188,7 +193,7 @@ export class IncrementalDecoder {
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
    *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
-  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): ProjectionInput {
+  private normedInput(s: Pick<StepBuffers, 'x' | 'normed' | 'rstd'>, weightName: string, rows: number, fuse: boolean): ProjectionInput {
     const c = this.config;
     const weight = this.param(weightName);
     if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
@@ -220,9 +225,8 @@ export class IncrementalDecoder {
     const transposed = T === 1 && this.decodesTransposed() ? this.transposedWeights() : null;
     // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
     const linear = (name: string, args: Omit<MatmulArgs, 'b' | 'layout'>) => {
-      const weight = this.param(name);
-      const copy = transposed?.get(weight.name);
-      matmul(e, copy ? { ...args, b: copy, layout: 'nn' } : { ...args, b: weight, layout: 'nt' });
+      const copy = transposed?.get(name);
+      matmul(e, copy ? { ...args, b: copy, layout: 'nn' } : { ...args, b: this.param(name), layout: 'nt' });
     };
     // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj.
     const layout = transposed ? 'nn' : 'nt';
@@ -267,8 +271,14 @@ export class IncrementalDecoder {
       for (let b = 0; b < rows; b++) e.copy(s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]), head.last.view(`${head.last.name}[${b}]`, b * C, [C]));
       last = head.last;
     }
+    const headName = lmHeadWeightName(c);
+    if (transposed?.has(headName)) {
+      const finalNorm = this.normedInput({ x: last, normed: head.lastNormed, rstd: head.lastRstd }, 'model.norm.weight', rows, fuseNorm);
+      linear(headName, { ...finalNorm, out: head.logits, M: rows, N: c.vocabSize, K: C });
+      return head.logits;
+    }
     rmsnormForward(e, { x: last, weight: this.param('model.norm.weight'), out: head.lastNormed, rstd: head.lastRstd, rows, cols: C, eps: c.rmsNormEps });
-    lmHeadLogits(e, { hidden: head.lastNormed, weight: this.param(lmHeadWeightName(c)), out: head.logits, N: rows, C, V: c.vocabSize });
+    lmHeadLogits(e, { hidden: head.lastNormed, weight: this.param(headName), out: head.logits, N: rows, C, V: c.vocabSize });
     return head.logits;
   }
 }
