@@ -64,6 +64,14 @@ const LAYER_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', '
  *  fewer a step); a 152k vocabulary's copy would cost 600 MB, and its decode steps take lmHeadLogits. */
 const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
 
+/** The weights decode steps multiply by transposed copies of (with `decode-weights` transposed): the layers'
+ *  projections, and the LM head when it is small. */
+export function decodeTransposedWeightNames(c: DecoderConfig): string[] {
+  const names = Array.from({ length: c.numLayers }, (_, l) => LAYER_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
+  if (c.vocabSize * c.hiddenSize <= TRANSPOSED_HEAD_MAX_ELEMENTS) names.push(lmHeadWeightName(c));
+  return names;
+}
+
 export class IncrementalDecoder {
   readonly cache: KvCache;
   /** Work buffers sized by the largest call so far: prefills of many shapes and the decode steps share them. */
@@ -119,10 +127,7 @@ export class IncrementalDecoder {
    *  may have changed since they were made. */
   private transposedWeights(): Map<string, Tensor> {
     if (this.transposedStale) {
-      const c = this.config;
-      const names = Array.from({ length: c.numLayers }, (_, l) => LAYER_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
-      if (c.vocabSize * c.hiddenSize <= TRANSPOSED_HEAD_MAX_ELEMENTS) names.push(lmHeadWeightName(c));
-      for (const name of names) {
+      for (const name of decodeTransposedWeightNames(this.config)) {
         const weight = this.param(name);
         const [N, K] = weight.shape;
         let copy = this.transposed.get(name);
