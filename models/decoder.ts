@@ -86,6 +86,8 @@ export class DecoderTrunk {
   lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
   private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null = null;
+  /** transposedWeightsVersion() when the transposed copies were last made; null: never made. */
+  private transposedVersion: number[] | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -105,15 +107,27 @@ export class DecoderTrunk {
     return this.buffers.get(`weightsT.${name}`, [K, N]);
   }
 
-  /** Refreshes every layer weight's transposed copy: the optimizer may have changed the weights since the last forward. */
-  private transposeWeights(): void {
-    for (let l = 0; l < this.config.numLayers; l++) {
-      for (const name of LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)) {
-        const weight = this.param(name);
-        const [N, K] = weight.shape;
-        transpose(this.engine, { x: weight, out: this.transposedWeight(name), rows: N, cols: K });
-      }
+  /** The engine's write counts of the parameter buffers and of the transposed copies (see refreshTransposedWeights). */
+  private transposedWeightsVersion(names: readonly string[]): number[] {
+    return [...this.params.buffers, ...names.map((name) => this.transposedWeight(name))].map((t) => this.engine.writeCount(t));
+  }
+
+  /**
+   * Brings every layer weight's transposed copy up to date. The weights change only when something writes the
+   * parameter arena (an optimizer step, an upload, a checkpoint load), not between the micro-batches of a
+   * mini-batch, so the copies are remade only when the engine has recorded a write into a parameter buffer (or
+   * into a copy: a new or overwritten one) since they were last made.
+   */
+  private refreshTransposedWeights(): void {
+    const names = Array.from({ length: this.config.numLayers }, (_, l) => LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)).flat();
+    const version = this.transposedWeightsVersion(names);
+    if (this.transposedVersion && version.every((count, i) => count === this.transposedVersion![i])) return;
+    for (const name of names) {
+      const weight = this.param(name);
+      const [N, K] = weight.shape;
+      transpose(this.engine, { x: weight, out: this.transposedWeight(name), rows: N, cols: K });
     }
+    this.transposedVersion = this.transposedWeightsVersion(names);
   }
 
   /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
@@ -270,7 +284,7 @@ export class DecoderTrunk {
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
     const transposed = options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
-    if (transposed) this.transposeWeights();
+    if (transposed) this.refreshTransposedWeights();
 
     embeddingForward(e, { ids: batch.ids, table: this.param('model.embed_tokens.weight'), out: ws.layers[0].input, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
