@@ -17,7 +17,8 @@ import { headRmsnormForward, headRmsnormBackward } from '../kernels/head-rmsnorm
 import { ropeForward, ropeBackward } from '../kernels/rope.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../kernels/attention.ts';
 import { swigluForward, swigluBackward } from '../kernels/swiglu.ts';
-import { transpose, transposedWeightVariants } from '../kernels/transpose.ts';
+import { transposedWeightVariants } from '../kernels/transpose.ts';
+import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
@@ -74,7 +75,7 @@ export interface DecoderForwardOptions {
 type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
 
 /** The layer weights a forward multiplies by (layerForward's projections), by name within a layer. */
-const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
+export const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
 
 export class DecoderTrunk {
   /** Activation recomputation (verl's enable_gradient_checkpointing): a training forward keeps only each
@@ -86,8 +87,8 @@ export class DecoderTrunk {
   lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
   private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null = null;
-  /** transposedWeightsVersion() when the transposed copies were last made; null: never made. */
-  private transposedVersion: number[] | null = null;
+  /** The layer weights' transposed copies that training forwards multiply by on CPU devices. */
+  private readonly transposed: TransposedWeights;
 
   constructor(
     readonly engine: Engine,
@@ -95,44 +96,21 @@ export class DecoderTrunk {
     readonly params: Arena,
   ) {
     this.buffers = new GrowingBuffers(engine, 'trunk');
+    this.transposed = new TransposedWeights(engine, params, this.buffers);
   }
 
   private param(name: string): Tensor {
     return this.params.get(name);
   }
 
-  /** The copy Wᵀ (K, N) of the layer weight `name` (N, K) that training forwards multiply by on CPU devices. */
-  private transposedWeight(name: string): Tensor {
-    const [N, K] = this.param(name).shape;
-    return this.buffers.get(`weightsT.${name}`, [K, N]);
-  }
-
-  /** The engine's write counts of the parameter buffers and of the transposed copies (see refreshTransposedWeights). */
-  private transposedWeightsVersion(names: readonly string[]): number[] {
-    return [...this.params.buffers, ...names.map((name) => this.transposedWeight(name))].map((t) => this.engine.writeCount(t));
-  }
-
-  /**
-   * Brings every layer weight's transposed copy up to date. The weights change only when something writes the
-   * parameter arena (an optimizer step, an upload, a checkpoint load), not between the micro-batches of a
-   * mini-batch, so the copies are remade only when the engine has recorded a write into a parameter buffer (or
-   * into a copy: a new or overwritten one) since they were last made.
-   */
+  /** Brings every layer weight's transposed copy up to date (models/transposed-weights.ts). */
   private refreshTransposedWeights(): void {
-    const names = Array.from({ length: this.config.numLayers }, (_, l) => LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)).flat();
-    const version = this.transposedWeightsVersion(names);
-    if (this.transposedVersion && version.every((count, i) => count === this.transposedVersion![i])) return;
-    for (const name of names) {
-      const weight = this.param(name);
-      const [N, K] = weight.shape;
-      transpose(this.engine, { x: weight, out: this.transposedWeight(name), rows: N, cols: K });
-    }
-    this.transposedVersion = this.transposedWeightsVersion(names);
+    this.transposed.refresh(Array.from({ length: this.config.numLayers }, (_, l) => LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)).flat());
   }
 
   /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
   private linear(name: string, transposed: boolean, args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor }): void {
-    if (transposed) matmul(this.engine, { ...args, b: this.transposedWeight(name), layout: 'nn' });
+    if (transposed) matmul(this.engine, { ...args, b: this.transposed.copy(name), layout: 'nn' });
     else matmul(this.engine, { ...args, b: this.param(name), layout: 'nt' });
   }
 

@@ -5,10 +5,10 @@
 // It uses the same kernels and the same parameter arena as DecoderTrunk, but not its schedule: inference keeps
 // no activations, so the residual stream is one buffer that o_proj and down_proj accumulate into (no copies),
 // and attention reads keys and values from the cache instead of the fused qkv buffer.
-// On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn), made at the first
-// decode step of each batch (reset): a decode step's matmuls stream each weight once, and read along its rows
-// that is one stream through memory instead of one per output column (the tiny model's 17 decode matmuls:
-// 2.1-2.3 ms against 3.4-4.2 ms as stored, same run at load ~5).
+// On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
+// weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
+// and read along its rows that is one stream through memory instead of one per output column (the tiny model's
+// 17 decode matmuls: 2.1-2.3 ms against 3.4-4.2 ms as stored, same run at load ~5).
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
@@ -23,7 +23,9 @@ import { attentionForward } from '../kernels/attention.ts';
 import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
-import { transpose, transposedWeightVariants } from '../kernels/transpose.ts';
+import { transposedWeightVariants } from '../kernels/transpose.ts';
+import { LINEAR_WEIGHTS } from './decoder.ts';
+import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 
@@ -59,7 +61,6 @@ export interface ExtendInput {
   mask: ArrayLike<number> | null;
 }
 
-const LAYER_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'] as const;
 /** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
  *  fewer a step); a 152k vocabulary's copy would cost 600 MB, and its decode steps take lmHeadLogits. */
 const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
@@ -67,7 +68,7 @@ const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
 /** The weights decode steps multiply by transposed copies of (with `decode-weights` transposed): the layers'
  *  projections, and the LM head when it is small. */
 export function decodeTransposedWeightNames(c: DecoderConfig): string[] {
-  const names = Array.from({ length: c.numLayers }, (_, l) => LAYER_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
+  const names = Array.from({ length: c.numLayers }, (_, l) => LINEAR_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
   if (c.vocabSize * c.hiddenSize <= TRANSPOSED_HEAD_MAX_ELEMENTS) names.push(lmHeadWeightName(c));
   return names;
 }
@@ -78,10 +79,8 @@ export class IncrementalDecoder {
   private readonly work: GrowingBuffers;
   /** LoRA adapters applied on top of each projection, as in the training forward (the base weights stay unmerged). */
   private readonly lora: LoraAdapters | null;
-  /** Transposed copies (K, N) of the float32 layer weights for decode steps (CPU devices), by weight name. */
-  private readonly transposed = new Map<string, Tensor>();
-  /** Whether the copies are older than the weights: a new batch (reset) may follow an optimizer step. */
-  private transposedStale = true;
+  /** Transposed copies of the float32 layer weights (and a small LM head) for decode steps on CPU devices. */
+  private readonly transposed: TransposedWeights;
 
   constructor(
     readonly engine: Engine,
@@ -93,13 +92,12 @@ export class IncrementalDecoder {
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
     this.work = new GrowingBuffers(engine, 'incremental');
+    this.transposed = new TransposedWeights(engine, params, this.work);
   }
 
-  /** Starts a new batch of `rows` sequences with the cache's shared slot index at `length` (0: empty); the weights
-   *  may have changed since the last batch. */
-  reset(rows: number, length = 0): void {
-    this.cache.reset(rows, length);
-    this.transposedStale = true;
+  /** Starts a new batch of `rows` sequences with an empty cache. */
+  reset(rows: number): void {
+    this.cache.reset(rows);
   }
 
   /** Drops finished sequences: keeps the listed rows (ascending), renumbered from 0. */
@@ -110,7 +108,6 @@ export class IncrementalDecoder {
   destroy(): void {
     this.cache.destroy();
     this.work.destroy();
-    for (const t of this.transposed.values()) this.engine.destroyTensor(t);
   }
 
   private param(name: string): Tensor {
@@ -123,23 +120,11 @@ export class IncrementalDecoder {
       chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value;
   }
 
-  /** The layer weights' (and a small LM head's) transposed copies, by weight name, refreshed if the weights
-   *  may have changed since they were made. */
+  /** The transposed copies, by weight name, brought up to date. */
   private transposedWeights(): Map<string, Tensor> {
-    if (this.transposedStale) {
-      for (const name of decodeTransposedWeightNames(this.config)) {
-        const weight = this.param(name);
-        const [N, K] = weight.shape;
-        let copy = this.transposed.get(name);
-        if (!copy) {
-          copy = this.engine.tensor(`${weight.name}ᵀ`, [K, N]);
-          this.transposed.set(name, copy);
-        }
-        transpose(this.engine, { x: weight, out: copy, rows: N, cols: K });
-      }
-      this.transposedStale = false;
-    }
-    return this.transposed;
+    const names = decodeTransposedWeightNames(this.config);
+    this.transposed.refresh(names);
+    return new Map(names.map((name) => [name, this.transposed.copy(name)]));
   }
 
   /** The work buffers shaped for `rows` sequences of T new tokens. */

@@ -416,7 +416,7 @@ export class RolloutGenerator {
     // Sampler dispatches before each admitted sample's first token: its column t comes from dispatch first + t + 1.
     const firstDispatch = new Array<number>(N).fill(-1);
     // The shared index starts past the longest prompt, so any prompt can end there.
-    decoder.reset(slots, prompts.P);
+    decoder.cache.reset(slots, prompts.P);
     let rows: (SlotSample | null)[] = new Array<SlotSample | null>(slots).fill(null);
     /** Samples [0, admitted) have taken a slot; the rest wait in order. */
     let admitted = 0;

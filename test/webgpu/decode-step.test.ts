@@ -1,7 +1,7 @@
 // A decode step's dispatch count and its fusions: on a CPU device the rmsnorms fold into the projections after
 // them, swiglu into down_proj and RoPE into the decode attention (kernels/matmul-register.wgsl prologues,
 // kernels/decode-attention.wgsl), and the logits equal those of the unfused kernels; the transposed copies of
-// the weights (CPU devices) give the logits of the weights as stored, and follow the weights from batch to batch.
+// the weights (CPU devices) give the logits of the weights as stored, and follow the weights when they are written.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
 import type { Engine } from '../../engine/index.ts';
@@ -72,7 +72,7 @@ describe('decode step', () => {
     }
   });
 
-  it('transposes the weights again for a new batch (reset), so decode steps follow an optimizer update', async () => {
+  it('transposes the weights again once they are written (an optimizer update), so decode steps follow them', async () => {
     const engine = await gpuEngine();
     const c = config('LlamaForCausalLM');
     const params = createParameterArena(engine, c, 'decode-step-refresh');
