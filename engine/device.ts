@@ -10,6 +10,8 @@ export interface DeviceCapabilities {
   isSoftware: boolean;
   shaderF16: boolean;
   subgroups: boolean;
+  /** The adapter's smallest subgroup size (0: not reported). */
+  subgroupMinSize: number;
   timestampQuery: boolean;
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;
@@ -88,6 +90,7 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     isSoftware,
     shaderF16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
+    subgroupMinSize: info.subgroupMinSize ?? 0,
     timestampQuery: device.features.has('timestamp-query'),
     maxBufferSize: limits.maxBufferSize,
     maxStorageBufferBindingSize: Math.min(limits.maxStorageBufferBindingSize, knobs.maxBindingBytes ?? Infinity),
