@@ -222,6 +222,9 @@ export class IncrementalDecoder {
     const layout = transposed ? 'nn' : 'nt';
     const fuseNorm = T === 1 && useMatmulPrologue(e, layout, C);
     const fuseSwiglu = T === 1 && useMatmulPrologue(e, layout, I);
+    // Against the transposed gate_up, swiglu goes into its matmul's epilogue instead (act straight out, down_proj
+    // without a prologue), unless LoRA adds to gate_up before swiglu.
+    const swigluOut = fuseSwiglu && transposed !== null && !this.lora;
     // and RoPE into the decode attention kernel.
     const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
@@ -245,12 +248,15 @@ export class IncrementalDecoder {
       });
       this.lora?.forward(l, 'o', { a: s.attnOut }, s.loraHidden, s.x, R);
       const mlpInput = this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm);
-      linear(`${p}.mlp.gate_up_proj.weight`, { ...mlpInput, out: s.gateUp, M: R, N: 2 * I, K: C });
-      this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
-      let downInput: ProjectionInput = { a: s.gateUp, prologue: { kind: 'swiglu' } };
-      if (!fuseSwiglu) {
-        swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
-        downInput = { a: s.act };
+      const gateUpName = `${p}.mlp.gate_up_proj.weight`;
+      let downInput: ProjectionInput = { a: s.act };
+      if (swigluOut) {
+        matmul(e, { ...mlpInput, b: transposed!.get(gateUpName)!, out: s.act, M: R, N: I, K: C, layout: 'nn', epilogue: 'swiglu' });
+      } else {
+        linear(gateUpName, { ...mlpInput, out: s.gateUp, M: R, N: 2 * I, K: C });
+        this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
+        if (fuseSwiglu) downInput = { a: s.gateUp, prologue: { kind: 'swiglu' } };
+        else swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
       }
       linear(`${p}.mlp.down_proj.weight`, { ...downInput, out: s.x, M: R, N: C, K: I, accumulate: true });
       this.lora?.forward(l, 'down', downInput, s.loraHidden, s.x, R);

@@ -100,6 +100,42 @@ describe('matmul prologues (register kernel: nt with K % 4 == 0, or nn)', () => 
   });
 });
 
+// Decode steps on CPU devices: gate_up's product goes straight through swiglu (B = [K, 2N]: gate columns, then up).
+describe('matmul swiglu epilogue (register kernel, nn)', () => {
+  it('matches the matmul reference followed by the swiglu reference, with and without the rmsnorm prologue', async () => {
+    const engine = await gpuEngine();
+    let seed = 700;
+    for (const [M, N, K] of [[1, 1, 4], [7, 13, 36], [9, 64, 128], [3, 20, 12]] as const) {
+      for (const norm of [false, true]) {
+        const what = `M=${M} N=${N} K=${K}${norm ? ' rmsnorm' : ''}`;
+        const xData = randomArray(M * K, seed++);
+        const weightData = randomArray(K, seed++);
+        const bData = randomArray(K * 2 * N, seed++);
+        const out = engine.tensor('act', [M, N]);
+        matmul(engine, {
+          a: engine.tensorFrom('x', [M * K], xData), b: engine.tensorFrom('w', [K, 2 * N], bData), out, M, N, K, layout: 'nn', epilogue: 'swiglu',
+          prologue: norm ? { kind: 'rmsnorm', weight: engine.tensorFrom('norm', [K], weightData), eps: 1e-6 } : undefined,
+        });
+        const a = norm ? rmsnormForwardRef({ x: xData, weight: weightData, rows: M, cols: K, eps: 1e-6 }).out : xData;
+        const gateUp = matmulForwardRef({ a, b: bData, M, N: 2 * N, K, layout: 'nn' });
+        expectClose(await engine.read(out), swigluForwardRef({ gateUp, rows: M, I: N }), 1e-5, 1e-5, what);
+      }
+    }
+  });
+
+  it('refuses a layout other than nn, a bias, and a B narrower than 2N', async () => {
+    const engine = await gpuEngine();
+    const a = engine.tensor('x', [8, 4]);
+    const out = engine.tensor('act', [8, 8]);
+    expect(() => matmul(engine, { a, b: engine.tensor('w', [16, 4]), out, M: 8, N: 8, K: 4, layout: 'nt', epilogue: 'swiglu' }))
+      .toThrow(/swiglu epilogue needs layout nn and no bias, accumulate or alpha; got nt/);
+    expect(() => matmul(engine, { a, b: engine.tensor('w', [4, 16]), out, M: 8, N: 8, K: 4, layout: 'nn', epilogue: 'swiglu', bias: engine.tensor('bias', [8]) }))
+      .toThrow(/got nn with a bias/);
+    expect(() => matmul(engine, { a, b: engine.tensor('w', [4, 8]), out, M: 8, N: 8, K: 4, layout: 'nn', epilogue: 'swiglu' }))
+      .toThrow(/b \(tensor w, shape \[4, 8\]\) has 32 elements, needs 64 for nn B \[K=4, 2N=16\]/);
+  });
+});
+
 // A frozen model's weights as B in bf16 or f16, unpacked in-kernel: the same sums as float32 arithmetic over the
 // half-rounded weights. K = 8·j takes the register kernel's octet loads (8 halves per vec4<u32>), other K
 // the quad and scalar loads; an odd N ends a B row mid-word.
