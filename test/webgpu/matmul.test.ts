@@ -64,7 +64,8 @@ describe('matmul prologues (register kernel: nt with K % 4 == 0, or nn)', () => 
     it(`${kind} ${layout}: matches the ${kind} reference followed by the matmul reference, with bias and accumulate`, async () => {
       const engine = await gpuEngine();
       let seed = 100;
-      for (const [M, N, K] of PROLOGUE_SHAPES) {
+      // nn with swiglu, which decode steps use only under LoRA, skips the odd N (one pipeline fewer to compile cold).
+      for (const [M, N, K] of PROLOGUE_SHAPES.filter(([, N]) => !(kind === 'swiglu' && layout === 'nn' && N % 4 !== 0))) {
         for (const option of OPTIONS) {
           const what = `${kind} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
           const xData = randomArray(kind === 'swiglu' ? 2 * M * K : M * K, seed++);
@@ -105,8 +106,10 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
   it('matches the matmul reference followed by the swiglu reference, with and without the rmsnorm prologue', async () => {
     const engine = await gpuEngine();
     let seed = 700;
+    // The odd N (scalar B loads) without the prologue only: the loads and the prologue are independent code, and
+    // each combination is a pipeline to compile cold.
     for (const [M, N, K] of [[1, 1, 4], [7, 13, 36], [9, 64, 128], [3, 20, 12]] as const) {
-      for (const norm of [false, true]) {
+      for (const norm of N % 4 === 0 ? [false, true] : [false]) {
         const what = `M=${M} N=${N} K=${K}${norm ? ' rmsnorm' : ''}`;
         const xData = randomArray(M * K, seed++);
         const weightData = randomArray(K, seed++);
