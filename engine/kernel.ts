@@ -3,7 +3,7 @@
 // launcher cannot disagree about layout.
 
 export type ScalarType = 'u32' | 'i32' | 'f32';
-export type ElementType = ScalarType | 'vec4<f32>' | 'vec2<f32>' | 'vec4<u32>' | 'vec2<u32>' | 'vec4<f16>' | 'mat2x4<f16>';
+export type ElementType = ScalarType | 'f16' | 'vec4<f32>' | 'vec2<f32>' | 'vec2<u32>' | 'vec4<f16>';
 
 export interface BindingSpec {
   readonly name: string;

@@ -3,7 +3,7 @@
 // no workgroup memory, no barriers: the CPU caches do the reuse. The 8 rows of A depend on the workgroup id
 // only, so lavapipe loads each A element once per vector, not once per lane. B per k: two vec4 loads for
 // nn/tn with N a multiple of 4, eight scalars otherwise (nt, odd N); vec4s along k for nt, one component
-// used per k, measured slower. A half-precision B with K a multiple of 8 loads 8 k per vec4<u32> on the nt path.
+// used per k, measured slower.
 // Indices past the matrix are clamped to its last row/column: loads stay branch-free and valid, and the
 // epilogue drops those outputs.
 
@@ -95,7 +95,6 @@ fn loadA4(i: u32, k: u32) -> vec4<f32> {
   return x;
 }
 fn loadB4(j: u32, k: u32) -> vec4<f32> { return bQuad((columnOffset[j] + k) / 4u); }
-fn loadB8(j: u32, k: u32) -> mat2x4<f32> { return bOctet((columnOffset[j] + k) / 8u); }
 
 // acc[row i] += (A[m0+i, k..k+3] · B[n+j, k..k+3]) for j = 0..7.
 fn accumulateDots(i: u32, x: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<f32>,
@@ -165,16 +164,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
 
   if (A_K_CONTIGUOUS && B_K_CONTIGUOUS && A_VEC4 && B_VEC4) {
     for (var j = 0u; j < 8u; j++) { columnOffset[j] = min(n + j, N - 1u) * K; }
-    // Half B with K a multiple of 8: one vec4<u32> load brings 8 k of a column (the quad loop below would
-    // load 4 per vec2<u32>); half the B loads per FMA of the float32 kernel.
-    let kOctets = select(0u, K, B_HALF && K % 8u == 0u);
-    for (var k = 0u; k < kOctets; k += 8u) {
-      let b0 = loadB8(0u, k); let b1 = loadB8(1u, k); let b2 = loadB8(2u, k); let b3 = loadB8(3u, k);
-      let b4 = loadB8(4u, k); let b5 = loadB8(5u, k); let b6 = loadB8(6u, k); let b7 = loadB8(7u, k);
-      accumulateRows(k, b0[0], b1[0], b2[0], b3[0], b4[0], b5[0], b6[0], b7[0]);
-      accumulateRows(k + 4u, b0[1], b1[1], b2[1], b3[1], b4[1], b5[1], b6[1], b7[1]);
-    }
-    for (var k = kOctets; k < K; k += 4u) {
+    for (var k = 0u; k < K; k += 4u) {
       let b0 = loadB4(0u, k); let b1 = loadB4(1u, k); let b2 = loadB4(2u, k); let b3 = loadB4(3u, k);
       let b4 = loadB4(4u, k); let b5 = loadB4(5u, k); let b6 = loadB4(6u, k); let b7 = loadB4(7u, k);
       accumulateRows(k, b0, b1, b2, b3, b4, b5, b6, b7);

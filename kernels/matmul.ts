@@ -55,12 +55,12 @@ type BStorage = FloatDType | 'f16-native';
 type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage, swigluOut?: boolean) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
-// b and b4 are the same memory as 1 and 4 floats, or 4 and 8 halves.
+// b and b4 are the same memory as 1 and 4 floats, 2 and 4 packed halves, or 1 and 4 native halves.
 const B_TYPES: Record<BStorage, readonly [ElementType, ElementType]> = {
   f32: ['f32', 'vec4<f32>'],
-  bf16: ['vec2<u32>', 'vec4<u32>'],
-  f16: ['vec2<u32>', 'vec4<u32>'],
-  'f16-native': ['vec4<f16>', 'mat2x4<f16>'],
+  bf16: ['u32', 'vec2<u32>'],
+  f16: ['u32', 'vec2<u32>'],
+  'f16-native': ['f16', 'vec4<f16>'],
 };
 
 function bindings(b: BStorage): BindingSpec[] {
@@ -210,6 +210,11 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   const bDtype = b.dtype as FloatDType;
   if (bDtype !== 'f32' && !isHalf(bDtype)) throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
+  // Only decode steps fold ops into a matmul, and only the trained actor decodes: its weights are float32.
+  // A half B would compile two more register pipelines that nothing runs.
+  if ((prologue || epilogue) && bDtype !== 'f32') {
+    throw new Error(`matmul: a ${prologue ? `${prologue.kind} prologue` : `${epilogue} epilogue`} needs a float32 b (decode steps of the trained actor); b (tensor ${b.name}) is ${b.dtype}`);
+  }
   const bStorage: BStorage = bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value ? 'f16-native' : bDtype;
   checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
   if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
@@ -234,7 +239,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   engine.dispatch(spec, {
     // Without a bias, `a` fills the binding slot; hasBias = 0 keeps the kernel from reading it.
-    // A half b binds whole vec2<u32>s too: padded like b4.
+    // A half b binds whole words too: padded like b4.
     bindings: { a, a4: paddedToVec4(a), b: isHalf(bDtype) ? paddedToVec4(b) : b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
     uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0, eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0 },
     workgroups,

@@ -10,7 +10,7 @@
 //   cpu: register for nn and tn, tiled for nt.
 //   naive (matmul-naive.wgsl): one output per lane; the baseline.
 // B may be float32 or half precision (a frozen model's bf16/f16 weights): every variant reads B through
-// bElement/bQuad/bOctet (matmul-b-f32.wgsl, matmul-b-half.wgsl), which unpack halves to float32.
+// bElement/bQuad (matmul-b-f32.wgsl, matmul-b-half.wgsl), which unpack halves to float32.
 // Layout constants, bindings and the epilogue: matmul-common.wgsl; B's loads (bElement, bQuad): matmul-b-*.wgsl.
 
 const TILE_M = 64u;
