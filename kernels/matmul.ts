@@ -15,7 +15,7 @@ export type MatmulLayout = 'nn' | 'nt' | 'tn';
 export interface MatmulArgs {
   /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
-  /** nn, tn: [K, N]; nt: [N, K]. f32, or bf16/f16 (a frozen model's weights, unpacked as they are read). */
+  /** nn, tn: [K, N]; nt: [N, K]. f32, or with layout nt bf16/f16 (a frozen model's weights, unpacked as they are read). */
   b: Tensor;
   /** [M, N]. */
   out: Tensor;
@@ -214,6 +214,10 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   // A half B would compile two more register pipelines that nothing runs.
   if ((prologue || epilogue) && bDtype !== 'f32') {
     throw new Error(`matmul: a ${prologue ? `${prologue.kind} prologue` : `${epilogue} epilogue`} needs a float32 b (decode steps of the trained actor); b (tensor ${b.name}) is ${b.dtype}`);
+  }
+  // Half weights belong to frozen models, which only run forwards (x·Wᵀ): no backward multiplies by them.
+  if (isHalf(bDtype) && layout !== 'nt') {
+    throw new Error(`matmul: a ${bDtype} b (tensor ${b.name}, a frozen model's weights) is read in layout nt only (the forward x·Wᵀ); got ${layout}`);
   }
   const bStorage: BStorage = bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value ? 'f16-native' : bDtype;
   checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);

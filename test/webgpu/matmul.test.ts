@@ -139,9 +139,9 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
   });
 });
 
-// A frozen model's weights as B in bf16 or f16, unpacked in-kernel: the same sums as float32 arithmetic over the
-// half-rounded weights. K = 4·j takes the quad loads on the register kernel's nt path, other K the scalar
-// loads; an odd N ends a B row mid-word.
+// A frozen model's weights as B in bf16 or f16 (nt, the forward), unpacked in-kernel: the same sums as float32
+// arithmetic over the half-rounded weights. K = 4·j takes the quad loads, other K the scalar loads; an odd K ends
+// a B row mid-word.
 describe('matmul with a half-precision B', () => {
   const HALF_SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [3, 9, 12], [8, 65, 64], [33, 70, 96], [2, 130, 136]];
   // f16 twice: read natively (shader-f16, where the device has it) and unpacked from words (any device).
@@ -149,30 +149,29 @@ describe('matmul with a half-precision B', () => {
   for (const [dtype, f16Variant] of STORAGES) {
     const label = f16Variant ? `${dtype} ${f16Variant}` : dtype;
     for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
-      it(`${label} ${variant.name}: nt and nn match the reference over the ${dtype}-rounded weights`, async () => {
+      it(`${label} ${variant.name}: nt matches the reference over the ${dtype}-rounded weights`, async () => {
         const engine = await gpuEngine();
         if (f16Variant === 'native' && !engine.caps.shaderF16) return;
         engine.knobs.kernelVariants.matmul = variant.name;
         if (f16Variant) engine.knobs.kernelVariants['matmul-f16'] = f16Variant;
         try {
           let seed = 300;
-          for (const layout of ['nt', 'nn'] as const) {
-            for (const [M, N, K] of HALF_SHAPES) {
-              const option = OPTIONS[seed % OPTIONS.length];
-              const what = `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
-              const aData = randomArray(M * K, seed++);
-              const bData = randomArray(K * N, seed++);
-              const biasData = randomArray(N, seed++);
-              const outData = randomArray(M * N, seed++);
-              const out = engine.tensorFrom('out', [M, N], outData);
-              const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
-              const b = engine.tensorFrom('b', [K * N], bData, dtype);
-              matmul(engine, { a: engine.tensorFrom('a', [M * K], aData), b, out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha });
-              const expected = matmulForwardRef({
-                a: aData, b: roundToHalf(dtype, bData), M, N, K, layout, bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
-              });
-              expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
-            }
+          const layout = 'nt';
+          for (const [M, N, K] of HALF_SHAPES) {
+            const option = OPTIONS[seed % OPTIONS.length];
+            const what = `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
+            const aData = randomArray(M * K, seed++);
+            const bData = randomArray(K * N, seed++);
+            const biasData = randomArray(N, seed++);
+            const outData = randomArray(M * N, seed++);
+            const out = engine.tensorFrom('out', [M, N], outData);
+            const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
+            const b = engine.tensorFrom('b', [K * N], bData, dtype);
+            matmul(engine, { a: engine.tensorFrom('a', [M * K], aData), b, out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha });
+            const expected = matmulForwardRef({
+              a: aData, b: roundToHalf(dtype, bData), M, N, K, layout, bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
+            });
+            expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
           }
         } finally {
           delete engine.knobs.kernelVariants.matmul;
@@ -185,6 +184,12 @@ describe('matmul with a half-precision B', () => {
     const engine = await gpuEngine();
     expect(() => matmul(engine, { a: engine.tensor('x', [4, 4], 'bf16'), b: engine.tensor('w', [4, 4]), out: engine.tensor('y', [4, 4]), M: 4, N: 4, K: 4, layout: 'nt' }))
       .toThrow(/a \(tensor x\) is bf16; only b may be half precision/);
+  });
+
+  it('refuses a half b in a layout other than nt (frozen models only run forwards)', async () => {
+    const engine = await gpuEngine();
+    expect(() => matmul(engine, { a: engine.tensor('dy', [4, 4]), b: engine.tensor('w', [4, 4], 'bf16'), out: engine.tensor('dx', [4, 4]), M: 4, N: 4, K: 4, layout: 'nn' }))
+      .toThrow(/a bf16 b \(tensor w, a frozen model's weights\) is read in layout nt only \(the forward x·Wᵀ\); got nn/);
   });
 
   it('refuses a prologue or epilogue with a half b (decode steps multiply by float32 weights only)', async () => {
