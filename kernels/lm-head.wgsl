@@ -60,6 +60,9 @@ fn finishChunk(row: u32, chunkStats: vec4<f32>) {
 }
 
 var<workgroup> laneStats: array<vec4<f32>, WG>;
+// WG / 2, the merge tree's first stride, read back through workgroup memory: a bound the shader compiler cannot
+// fold keeps the tree a loop instead of six inlined levels, each a barrier (a coroutine switch on lavapipe).
+var<workgroup> treeStart: u32;
 
 // Variant row-per-workgroup: 64 lanes stride over one row, then a fixed merge tree.
 @compute @workgroup_size(WG)
@@ -73,8 +76,9 @@ fn stats_row_per_workgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
   var state = EMPTY_STATS;
   for (var j = lane; j < n; j += WG) { state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn); }
   laneStats[lane] = state;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+  if (lane == 0u) { treeStart = WG / 2u; }
+  // The uniform load is also the barrier that publishes the stores above.
+  for (var stride = workgroupUniformLoad(&treeStart); stride > 0u; stride /= 2u) {
     if (lane < stride) { laneStats[lane] = mergeStats(laneStats[lane], laneStats[lane + stride]); }
     workgroupBarrier();
   }
