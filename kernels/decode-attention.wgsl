@@ -22,7 +22,7 @@ override WG: u32 = 32u;
 
 var<workgroup> mergeMax: array<f32, WG * REP>;
 // WG again, read back through workgroup memory: a bound the shader compiler cannot fold keeps the merge loops
-// rolled (unrolled, lavapipe compiled wg8 in 1.3-1.7x the time; the merge runs once per workgroup).
+// rolled (unrolled, lavapipe compiled wg8 in 1.4-1.7x the time; the merge runs once per workgroup).
 var<workgroup> mergeLanes: u32;
 var<workgroup> mergeSum: array<f32, WG * REP>;
 var<workgroup> mergeAcc: array<vec4<f32>, WG * REP * HS4>;

@@ -26,7 +26,7 @@ var<workgroup> reduceIndex: array<u32, WG>;
 var<workgroup> rowFinished: u32;
 // WG / 2, the reduction trees' first stride, read back through workgroup memory: a loop bound the shader
 // compiler cannot fold keeps each tree a loop. Unrolled, LLVM inlines every level's barrier at each of the six
-// reductions, and lavapipe compiled wg256 in 8-10 s (1.8 s rolled); a GPU pays nothing for the rolled loop.
+// reductions, and lavapipe compiled wg256 in 6-10 s (1.5-1.8 s rolled); a GPU pays a few instructions a level.
 var<workgroup> treeStart: u32;
 
 // The lowest finite f32: WGSL has no infinity literal (and fast-math may assume none).
