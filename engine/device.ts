@@ -10,6 +10,9 @@ export interface DeviceCapabilities {
   isSoftware: boolean;
   shaderF16: boolean;
   subgroups: boolean;
+  /** Lanes per subgroup, min and max (equal on CPU devices: one SIMD vector); 0 when the adapter does not say. */
+  subgroupMinSize: number;
+  subgroupMaxSize: number;
   timestampQuery: boolean;
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;
@@ -88,6 +91,8 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     isSoftware,
     shaderF16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
+    subgroupMinSize: (info as { subgroupMinSize?: number }).subgroupMinSize ?? 0,
+    subgroupMaxSize: (info as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0,
     timestampQuery: device.features.has('timestamp-query'),
     maxBufferSize: limits.maxBufferSize,
     maxStorageBufferBindingSize: Math.min(limits.maxStorageBufferBindingSize, knobs.maxBindingBytes ?? Infinity),
