@@ -1,13 +1,13 @@
 // attention (register) backward dk, dv: dv_j = Σ_t P·dOut_t, dk_j = scale · Σ_t P∘(dP − D) q_t per key as in
 // attention-backward-dkdv.wgsl, summed over the heads of the key's kv group and written with k's and v's
-// strides/offsets. Workgroup (block of 64 keys, g, b); a lane owns 8 keys and walks each head's queries 8 at a
-// time from the first that sees the block: the 8x8 blocks s = k·q and dP = v·dOut, then dk += dS·q and
-// dv += P·dOut. storeDk and storeDv are prepended by the launcher (one fused dk/dv binding, or two).
+// strides/offsets. Workgroup (block of 16 keys, g, b); a lane owns 2 keys and walks each head's queries 8 at a time
+// from the first that sees the block: the 2x8 blocks s = k·q and dP = v·dOut, then dk += dS·q and dv += P·dOut.
+// storeDk and storeDv are prepended by the launcher (one fused dk/dv binding, or two).
 
-var<private> kRows: array<u32, 8>;
-var<private> vRows: array<u32, 8>;
-var<private> keyPosition: array<u32, 8>;
-var<private> keyLive: array<bool, 8>;
+var<private> kRows: array<u32, ROWS>;
+var<private> vRows: array<u32, ROWS>;
+var<private> keyPosition: array<u32, ROWS>;
+var<private> keyLive: array<bool, ROWS>;
 // Own keys, values and their gradients, ks[i * MAX_HS4 + d4], loaded once (a per-lane storage load is a gather).
 var<private> ks: array<vec4<f32>, ROWS * MAX_HS4>;
 var<private> vs: array<vec4<f32>, ROWS * MAX_HS4>;
@@ -73,8 +73,7 @@ fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) 
   let g = wid.y;
   let heads = params.NH / params.NKV;
   let j0 = wid.x * BLOCK + lane;
-  startKey(0u, b, g, j0); startKey(1u, b, g, j0); startKey(2u, b, g, j0); startKey(3u, b, g, j0);
-  startKey(4u, b, g, j0); startKey(5u, b, g, j0); startKey(6u, b, g, j0); startKey(7u, b, g, j0);
+  startKey(0u, b, g, j0); startKey(1u, b, g, j0);
   // Query t sees key j iff queryStart + t >= j: queries before the block's first key see none of it.
   let firstKey = wid.x * BLOCK;
   let tStart = select(0u, firstKey - params.queryStart, firstKey > params.queryStart);
@@ -98,46 +97,31 @@ fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) 
       let valid = array<vec4<bool>, 2>(tLo < vec4<u32>(params.Tq), tHi < vec4<u32>(params.Tq));
       let positions = array<vec4<u32>, 2>(tLo + vec4<u32>(params.queryStart), tHi + vec4<u32>(params.queryStart));
 
-      scores = array<vec4<f32>, 16>();
+      scores = array<vec4<f32>, 2u * ROWS>();
       for (var d4 = 0u; d4 < params.hs4; d4++) {
         let u = shareRows(q[qRow + d4]);
         accumulateScores(&scores, 0u, ks[d4], u);
         accumulateScores(&scores, 1u, ks[MAX_HS4 + d4], u);
-        accumulateScores(&scores, 2u, ks[2u * MAX_HS4 + d4], u);
-        accumulateScores(&scores, 3u, ks[3u * MAX_HS4 + d4], u);
-        accumulateScores(&scores, 4u, ks[4u * MAX_HS4 + d4], u);
-        accumulateScores(&scores, 5u, ks[5u * MAX_HS4 + d4], u);
-        accumulateScores(&scores, 6u, ks[6u * MAX_HS4 + d4], u);
-        accumulateScores(&scores, 7u, ks[7u * MAX_HS4 + d4], u);
       }
-      dpScores = array<vec4<f32>, 16>();
+      dpScores = array<vec4<f32>, 2u * ROWS>();
       for (var d4 = 0u; d4 < params.hs4; d4++) {
         let u = shareRows(dOut[dOutRow + d4]);
         accumulateScores(&dpScores, 0u, vs[d4], u);
         accumulateScores(&dpScores, 1u, vs[MAX_HS4 + d4], u);
-        accumulateScores(&dpScores, 2u, vs[2u * MAX_HS4 + d4], u);
-        accumulateScores(&dpScores, 3u, vs[3u * MAX_HS4 + d4], u);
-        accumulateScores(&dpScores, 4u, vs[4u * MAX_HS4 + d4], u);
-        accumulateScores(&dpScores, 5u, vs[5u * MAX_HS4 + d4], u);
-        accumulateScores(&dpScores, 6u, vs[6u * MAX_HS4 + d4], u);
-        accumulateScores(&dpScores, 7u, vs[7u * MAX_HS4 + d4], u);
       }
       scoreGradient(0u, positions, valid, lse2, delta); scoreGradient(1u, positions, valid, lse2, delta);
-      scoreGradient(2u, positions, valid, lse2, delta); scoreGradient(3u, positions, valid, lse2, delta);
-      scoreGradient(4u, positions, valid, lse2, delta); scoreGradient(5u, positions, valid, lse2, delta);
-      scoreGradient(6u, positions, valid, lse2, delta); scoreGradient(7u, positions, valid, lse2, delta);
+      
+      
       for (var d4 = 0u; d4 < params.hs4; d4++) {
         let u = shareRows(q[qRow + d4]);
-        accumulateDk(0u, d4, u); accumulateDk(1u, d4, u); accumulateDk(2u, d4, u); accumulateDk(3u, d4, u);
-        accumulateDk(4u, d4, u); accumulateDk(5u, d4, u); accumulateDk(6u, d4, u); accumulateDk(7u, d4, u);
+        accumulateDk(0u, d4, u); accumulateDk(1u, d4, u);
       }
       for (var d4 = 0u; d4 < params.hs4; d4++) {
         let u = shareRows(dOut[dOutRow + d4]);
-        accumulateDv(0u, d4, u); accumulateDv(1u, d4, u); accumulateDv(2u, d4, u); accumulateDv(3u, d4, u);
-        accumulateDv(4u, d4, u); accumulateDv(5u, d4, u); accumulateDv(6u, d4, u); accumulateDv(7u, d4, u);
+        accumulateDv(0u, d4, u); accumulateDv(1u, d4, u);
       }
     }
   }
 
-  storeKey(0u); storeKey(1u); storeKey(2u); storeKey(3u); storeKey(4u); storeKey(5u); storeKey(6u); storeKey(7u);
+  storeKey(0u); storeKey(1u);
 }

@@ -1,10 +1,10 @@
 // attention (register) backward dq: dq = scale · Σ_j P∘(dP − D) k_j per query as in attention-backward-dq.wgsl,
-// written with q's strides/offset. Workgroup (block of 64 queries, h, b); a lane owns 8 queries and walks the keys
-// 8 at a time up to the block's causal limit: the 8x8 blocks dP = dOut·v and s = q·k, then dq += dS·k.
+// written with q's strides/offset. Workgroup (block of 16 queries, h, b); a lane owns 2 queries and walks the keys
+// 8 at a time up to the block's causal limit: the 2x8 blocks dP = dOut·v and s = q·k, then dq += dS·k.
 
-var<private> position: array<u32, 8>;
+var<private> position: array<u32, ROWS>;
 // (lse·log2 e, D) of each own query, from the delta pass.
-var<private> rowStats: array<vec2<f32>, 8>;
+var<private> rowStats: array<vec2<f32>, ROWS>;
 // Own queries, their dOut rows and dq, qs[i * MAX_HS4 + d4], loaded once (a per-lane storage load is a gather).
 var<private> qs: array<vec4<f32>, ROWS * MAX_HS4>;
 var<private> dOuts: array<vec4<f32>, ROWS * MAX_HS4>;
@@ -56,8 +56,7 @@ fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) 
   let h = wid.y;
   let g = kvGroup(h);
   let t0 = wid.x * BLOCK + lane;
-  startRow(0u, b, h, t0); startRow(1u, b, h, t0); startRow(2u, b, h, t0); startRow(3u, b, h, t0);
-  startRow(4u, b, h, t0); startRow(5u, b, h, t0); startRow(6u, b, h, t0); startRow(7u, b, h, t0);
+  startRow(0u, b, h, t0); startRow(1u, b, h, t0);
   let keyEnd = min(params.Tk, params.queryStart + min(wid.x * BLOCK + BLOCK, params.Tq));
 
   for (var j0 = 0u; j0 < keyEnd; j0 += 8u) {
@@ -65,41 +64,26 @@ fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) 
     // This lane's shared row: key j0 + lane, clamped (its scores are masked).
     let j = min(j0 + lane, params.Tk - 1u);
     let vRow = kvOffset(b, j, g, params.vColOffset, params.vRowStride);
-    dpScores = array<vec4<f32>, 16>();
+    dpScores = array<vec4<f32>, 2u * ROWS>();
     for (var d4 = 0u; d4 < params.hs4; d4++) {
       let u = shareRows(v[vRow + d4]);
       accumulateScores(&dpScores, 0u, dOuts[d4], u);
       accumulateScores(&dpScores, 1u, dOuts[MAX_HS4 + d4], u);
-      accumulateScores(&dpScores, 2u, dOuts[2u * MAX_HS4 + d4], u);
-      accumulateScores(&dpScores, 3u, dOuts[3u * MAX_HS4 + d4], u);
-      accumulateScores(&dpScores, 4u, dOuts[4u * MAX_HS4 + d4], u);
-      accumulateScores(&dpScores, 5u, dOuts[5u * MAX_HS4 + d4], u);
-      accumulateScores(&dpScores, 6u, dOuts[6u * MAX_HS4 + d4], u);
-      accumulateScores(&dpScores, 7u, dOuts[7u * MAX_HS4 + d4], u);
     }
     let kRow = kvOffset(b, j, g, params.kColOffset, params.kRowStride);
-    scores = array<vec4<f32>, 16>();
+    scores = array<vec4<f32>, 2u * ROWS>();
     for (var d4 = 0u; d4 < params.hs4; d4++) {
       let u = shareRows(k[kRow + d4]);
       accumulateScores(&scores, 0u, qs[d4], u);
       accumulateScores(&scores, 1u, qs[MAX_HS4 + d4], u);
-      accumulateScores(&scores, 2u, qs[2u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 3u, qs[3u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 4u, qs[4u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 5u, qs[5u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 6u, qs[6u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 7u, qs[7u * MAX_HS4 + d4], u);
     }
     let visible = sharedKeysVisible(b, j0);
-    scoreGradient(0u, j0, visible); scoreGradient(1u, j0, visible); scoreGradient(2u, j0, visible); scoreGradient(3u, j0, visible);
-    scoreGradient(4u, j0, visible); scoreGradient(5u, j0, visible); scoreGradient(6u, j0, visible); scoreGradient(7u, j0, visible);
+    scoreGradient(0u, j0, visible); scoreGradient(1u, j0, visible);
     for (var d4 = 0u; d4 < params.hs4; d4++) {
       let u = shareRows(k[kRow + d4]);
-      accumulateDq(0u, d4, u); accumulateDq(1u, d4, u); accumulateDq(2u, d4, u); accumulateDq(3u, d4, u);
-      accumulateDq(4u, d4, u); accumulateDq(5u, d4, u); accumulateDq(6u, d4, u); accumulateDq(7u, d4, u);
+      accumulateDq(0u, d4, u); accumulateDq(1u, d4, u);
     }
   }
 
-  storeRow(0u, b, h, t0); storeRow(1u, b, h, t0); storeRow(2u, b, h, t0); storeRow(3u, b, h, t0);
-  storeRow(4u, b, h, t0); storeRow(5u, b, h, t0); storeRow(6u, b, h, t0); storeRow(7u, b, h, t0);
+  storeRow(0u, b, h, t0); storeRow(1u, b, h, t0);
 }

@@ -1,12 +1,12 @@
 // attention (register) forward: out [B*Tq, NH*HS], lse [B, NH, Tq] as in attention-forward.wgsl. Workgroup (block
-// of 64 queries, h, b); a lane owns 8 queries and walks the keys 8 at a time up to the block's causal limit: the
-// 8x8 score block, one online-softmax step per query for all 8 keys (one rescale of its output per 8 keys, not per
+// of 16 queries, h, b); a lane owns 2 queries and walks the keys 8 at a time up to the block's causal limit: the
+// 2x8 score block, one online-softmax step per query for all 8 keys (one rescale of its output per 8 keys, not per
 // key), then o += p·v.
 
-var<private> m: array<f32, 8>;
-var<private> l: array<f32, 8>;
-var<private> correction: array<f32, 8>;
-var<private> position: array<u32, 8>;
+var<private> m: array<f32, ROWS>;
+var<private> l: array<f32, ROWS>;
+var<private> correction: array<f32, ROWS>;
+var<private> position: array<u32, ROWS>;
 // Own queries and their outputs, qs[i * MAX_HS4 + d4], loaded once (a per-lane storage load is a gather on CPUs).
 var<private> qs: array<vec4<f32>, ROWS * MAX_HS4>;
 var<private> o: array<vec4<f32>, ROWS * MAX_HS4>;
@@ -65,8 +65,7 @@ fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) 
   let h = wid.y;
   let g = kvGroup(h);
   let t0 = wid.x * BLOCK + lane;
-  startRow(0u, b, h, t0); startRow(1u, b, h, t0); startRow(2u, b, h, t0); startRow(3u, b, h, t0);
-  startRow(4u, b, h, t0); startRow(5u, b, h, t0); startRow(6u, b, h, t0); startRow(7u, b, h, t0);
+  startRow(0u, b, h, t0); startRow(1u, b, h, t0);
   let keyEnd = min(params.Tk, params.queryStart + min(wid.x * BLOCK + BLOCK, params.Tq));
 
   for (var j0 = 0u; j0 < keyEnd; j0 += 8u) {
@@ -74,29 +73,20 @@ fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) 
     // This lane's shared row: key j0 + lane, clamped (its scores are masked).
     let j = min(j0 + lane, params.Tk - 1u);
     let kRow = kvOffset(b, j, g, params.kColOffset, params.kRowStride);
-    scores = array<vec4<f32>, 16>();
+    scores = array<vec4<f32>, 2u * ROWS>();
     for (var d4 = 0u; d4 < params.hs4; d4++) {
       let u = shareRows(k[kRow + d4]);
       accumulateScores(&scores, 0u, qs[d4], u);
       accumulateScores(&scores, 1u, qs[MAX_HS4 + d4], u);
-      accumulateScores(&scores, 2u, qs[2u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 3u, qs[3u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 4u, qs[4u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 5u, qs[5u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 6u, qs[6u * MAX_HS4 + d4], u);
-      accumulateScores(&scores, 7u, qs[7u * MAX_HS4 + d4], u);
     }
     let visible = sharedKeysVisible(b, j0);
-    softmaxStep(0u, j0, visible); softmaxStep(1u, j0, visible); softmaxStep(2u, j0, visible); softmaxStep(3u, j0, visible);
-    softmaxStep(4u, j0, visible); softmaxStep(5u, j0, visible); softmaxStep(6u, j0, visible); softmaxStep(7u, j0, visible);
+    softmaxStep(0u, j0, visible); softmaxStep(1u, j0, visible);
     let vRow = kvOffset(b, j, g, params.vColOffset, params.vRowStride);
     for (var d4 = 0u; d4 < params.hs4; d4++) {
       let u = shareRows(v[vRow + d4]);
-      accumulateOutput(0u, d4, u); accumulateOutput(1u, d4, u); accumulateOutput(2u, d4, u); accumulateOutput(3u, d4, u);
-      accumulateOutput(4u, d4, u); accumulateOutput(5u, d4, u); accumulateOutput(6u, d4, u); accumulateOutput(7u, d4, u);
+      accumulateOutput(0u, d4, u); accumulateOutput(1u, d4, u);
     }
   }
 
-  storeRow(0u, b, h, t0); storeRow(1u, b, h, t0); storeRow(2u, b, h, t0); storeRow(3u, b, h, t0);
-  storeRow(4u, b, h, t0); storeRow(5u, b, h, t0); storeRow(6u, b, h, t0); storeRow(7u, b, h, t0);
+  storeRow(0u, b, h, t0); storeRow(1u, b, h, t0);
 }

@@ -1,21 +1,23 @@
 // attention (register): shared prelude of the CPU-device attention passes (attention-register-forward.wgsl,
 // attention-register-dq.wgsl, attention-register-dkdv.wgsl; the launcher prepends this file to each). The math and
-// shapes are attention.wgsl's (causal grouped-query attention, key mask, exp2 domain); the layout is the register
-// matmul's (matmul-register.wgsl): a workgroup is 8 lanes, one subgroup of 8 (one 256-bit SIMD vector on a CPU), no
-// workgroup memory, no barriers. Each lane owns ROWS rows of one operand ("own": queries for forward and dq, keys
-// for dk/dv), kept in private arrays, and the workgroup walks the other operand 8 rows at a time ("shared" rows):
-// lane l loads shared row l, one vec4 per 4 head elements, and subgroupBroadcast hands every row to every lane.
-// On lavapipe a storage load costs the same for one address as for eight, so that is one load where reading the 8
-// rows in every lane took 8 (measured: the passes ran 1.4-1.7x faster for it), and each lane's 8x8 score block
-// then costs 64 vec4 dots per load.
+// shapes are attention.wgsl's (causal grouped-query attention, key mask, exp2 domain); the layout follows the
+// register matmul (matmul-register.wgsl): a workgroup is 8 lanes, one subgroup of 8 (one 256-bit SIMD vector on a
+// CPU), no workgroup memory, no barriers. Each lane owns ROWS rows of one operand ("own": queries for forward and
+// dq, keys for dk/dv), kept in private arrays, and the workgroup walks the other operand 8 rows at a time ("shared"
+// rows): lane l loads shared row l, one vec4 per 4 head elements, and subgroupBroadcast hands every row to every
+// lane. On lavapipe a storage load costs the same for one address as for eight, so that is one load where reading
+// the 8 rows in every lane took 8 (the passes ran 1.3-1.8x faster for it); a block of 8 keys also takes one
+// online-softmax rescale instead of 8.
+// ROWS = 2: 8 rows a lane ran ~10% faster, but LLVM took 40 s of CPU to compile the three passes (4 rows: 14 s;
+// 2 rows: 5 s, against 13 s for the tiled passes at the attention test's five head sizes).
 // Lane l's own row i is row i*8 + l of the workgroup's block of BLOCK rows: every lane gets rows from the whole
 // block, so the causal limit trims them alike, and own rows i that the current shared block cannot see at all
 // (near the diagonal) skip their work.
 // Operands are bound as vec4 (HS, every stride and offset a multiple of 4; the launcher checks). The head size is
-// a uniform (params.hs4 vec4s), not a constant: one pipeline per pass serves every head size up to 128 (each took
-// LLVM seconds to compile) and the head-vector loops stay loops. Private per-row arrays hold MAX_HS4 vec4s a row.
+// a uniform (params.hs4 vec4s), not a constant: one pipeline per pass serves every head size up to 128, and the
+// head-vector loops stay loops. Private per-row arrays hold MAX_HS4 vec4s a row.
 
-const ROWS: u32 = 8u;
+const ROWS: u32 = 2u;
 const LANES: u32 = 8u;
 /** Own rows per workgroup. */
 const BLOCK: u32 = ROWS * LANES;
@@ -25,12 +27,12 @@ const NEG_BIG: f32 = -1.0e30;
 const LOG2E: f32 = 1.4426950408889634;
 
 // scores[2i], scores[2i + 1]: own row i against shared rows 0..3 and 4..7. Indexed by literals only (after
-// inlining), so they stay in registers, as do the arrays of 8 below.
-var<private> scores: array<vec4<f32>, 16>;
+// inlining), so they stay in registers, as do the other per-row arrays of ROWS.
+var<private> scores: array<vec4<f32>, 2u * ROWS>;
 // The backward's second block, dP = dOut·v, laid out like scores.
-var<private> dpScores: array<vec4<f32>, 16>;
+var<private> dpScores: array<vec4<f32>, 2u * ROWS>;
 // Whether own row i meets the current shared block at all.
-var<private> rowActive: array<bool, 8>;
+var<private> rowActive: array<bool, ROWS>;
 var<private> lane: u32;
 
 /** rowActive for own query rows from `first` (forward, dq): row i has a query (the block's first, first + 8i,
@@ -39,12 +41,6 @@ fn activateQueryRows(first: u32, j0: u32) {
   let last = params.queryStart + first + LANES - 1u;
   rowActive[0] = first < params.Tq && last >= j0;
   rowActive[1] = first + 8u < params.Tq && last + 8u >= j0;
-  rowActive[2] = first + 16u < params.Tq && last + 16u >= j0;
-  rowActive[3] = first + 24u < params.Tq && last + 24u >= j0;
-  rowActive[4] = first + 32u < params.Tq && last + 32u >= j0;
-  rowActive[5] = first + 40u < params.Tq && last + 40u >= j0;
-  rowActive[6] = first + 48u < params.Tq && last + 48u >= j0;
-  rowActive[7] = first + 56u < params.Tq && last + 56u >= j0;
 }
 
 /** rowActive for own key rows from `first` (dk, dv): row i has a key (first + 8i is below Tk) and its first key is
@@ -53,12 +49,6 @@ fn activateKeyRows(first: u32, t0: u32) {
   let seen = params.queryStart + t0 + LANES - 1u;
   rowActive[0] = first < params.Tk && first <= seen;
   rowActive[1] = first + 8u < params.Tk && first + 8u <= seen;
-  rowActive[2] = first + 16u < params.Tk && first + 16u <= seen;
-  rowActive[3] = first + 24u < params.Tk && first + 24u <= seen;
-  rowActive[4] = first + 32u < params.Tk && first + 32u <= seen;
-  rowActive[5] = first + 40u < params.Tk && first + 40u <= seen;
-  rowActive[6] = first + 48u < params.Tk && first + 48u <= seen;
-  rowActive[7] = first + 56u < params.Tk && first + 56u <= seen;
 }
 
 /** q(b, t, h) as a vec4 index. */
@@ -103,14 +93,14 @@ fn dots(x: vec4<f32>, u0: vec4<f32>, u1: vec4<f32>, u2: vec4<f32>, u3: vec4<f32>
 }
 
 /** block[own row i] += x · u[c] for the 8 shared rows, x being own row i's elements 4d4 .. 4d4+3. */
-fn accumulateScores(block: ptr<private, array<vec4<f32>, 16>>, i: u32, x: vec4<f32>, u: array<vec4<f32>, 8>) {
+fn accumulateScores(block: ptr<private, array<vec4<f32>, 2u * ROWS>>, i: u32, x: vec4<f32>, u: array<vec4<f32>, 8>) {
   if (!rowActive[i]) { return; }
   (*block)[2u * i] += dots(x, u[0], u[1], u[2], u[3]);
   (*block)[2u * i + 1u] += dots(x, u[4], u[5], u[6], u[7]);
 }
 
 /** Σ_c w[own row i][c] · u[c] over the 8 shared rows. */
-fn combine(w: ptr<private, array<vec4<f32>, 16>>, i: u32, u: array<vec4<f32>, 8>) -> vec4<f32> {
+fn combine(w: ptr<private, array<vec4<f32>, 2u * ROWS>>, i: u32, u: array<vec4<f32>, 8>) -> vec4<f32> {
   let lo = (*w)[2u * i];
   let hi = (*w)[2u * i + 1u];
   return lo.x * u[0] + lo.y * u[1] + lo.z * u[2] + lo.w * u[3] + hi.x * u[4] + hi.y * u[5] + hi.z * u[6] + hi.w * u[7];

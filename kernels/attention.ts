@@ -76,7 +76,7 @@ interface AttentionVariant {
 }
 
 /**
- * CPU devices with subgroups of 8 (lavapipe): the register passes, 64 rows of the own operand per 8-lane
+ * CPU devices with subgroups of 8 (lavapipe): the register passes, 16 rows of the own operand per 8-lane
  * workgroup, the other operand's rows shared by subgroupBroadcast. Same process, B=8 T=128 NH/NKV=4/2 HS=32 (the
  * tiny training step's), CPU time per call: see README "Attention on CPU devices". Shapes that do not split into
  * vec4s (HS not a multiple of 4) take the tiled passes with rolled loops (they compile in a third of the time).
@@ -227,8 +227,8 @@ function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keyS
   };
 }
 
-/** Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 8 rows. */
-const REGISTER_BLOCK = 64;
+/** Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 2 rows (attention-register.wgsl). */
+const REGISTER_BLOCK = 16;
 type RegisterPass = 'forward' | 'dq' | 'dkdv' | 'dkdv-fused';
 const STORE_DK = 'fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\n';
 const REGISTER_SOURCES: Record<RegisterPass, string> = {
