@@ -10,9 +10,8 @@ export interface DeviceCapabilities {
   isSoftware: boolean;
   shaderF16: boolean;
   subgroups: boolean;
-  /** Lanes per subgroup, min and max (equal on CPU devices: one SIMD vector); 0 when the adapter does not say. */
+  /** The adapter's smallest subgroup size (0: not reported). */
   subgroupMinSize: number;
-  subgroupMaxSize: number;
   timestampQuery: boolean;
   maxBufferSize: number;
   maxStorageBufferBindingSize: number;
@@ -91,8 +90,7 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     isSoftware,
     shaderF16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
-    subgroupMinSize: (info as { subgroupMinSize?: number }).subgroupMinSize ?? 0,
-    subgroupMaxSize: (info as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0,
+    subgroupMinSize: info.subgroupMinSize ?? 0,
     timestampQuery: device.features.has('timestamp-query'),
     maxBufferSize: limits.maxBufferSize,
     maxStorageBufferBindingSize: Math.min(limits.maxStorageBufferBindingSize, knobs.maxBindingBytes ?? Infinity),

@@ -8,6 +8,7 @@ import { Tensor, shapeString, bytesPerElement, elementCount, isHalf, rowWindows,
 import { decodeHalf, encodeHalf } from './half-float.ts';
 import { Profiler } from './profiler.ts';
 import { openPipelineLog } from './pipeline-log.ts';
+import { awaitDawn } from './dawn-poll.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
 
@@ -22,6 +23,8 @@ interface CompiledKernel {
   layout: GPUBindGroupLayout;
   uniformBytes: number;
   id: number;
+  /** Names of the bindings the shader may write (read_write): each dispatch counts a write to their buffers. */
+  writes: readonly string[];
 }
 
 export class Engine {
@@ -50,6 +53,8 @@ export class Engine {
   allocatedBytes = 0;
   peakAllocatedBytes = 0;
   private readonly liveBuffers = new WeakSet<GPUBuffer>();
+  /** Writes recorded into each buffer (see writeCount). */
+  private readonly writeCounts = new WeakMap<GPUBuffer, number>();
 
   /** Called with each spec whose pipeline is created (WEBGPU_PIPELINE_LOG). */
   private pipelineLog: ((spec: KernelSpec) => void) | null = null;
@@ -126,7 +131,21 @@ export class Engine {
     }
     const typed = toTyped(tensor.dtype, data);
     if (this.encoder) this.flush();
+    this.countWrite(tensor.buffer);
     this.device.queue.writeBuffer(tensor.buffer, tensor.byteOffset, typed.buffer, typed.byteOffset, typed.byteLength);
+  }
+
+  /**
+   * Writes recorded so far into the buffer holding `tensor` (any part of it): uploads, clears, copies into it and
+   * dispatches that bind it read_write. Something derived from a tensor (the trunk's transposed weights) is
+   * stale exactly when this count has moved since it was derived; a count that has not moved proves no write.
+   */
+  writeCount(tensor: Tensor): number {
+    return this.writeCounts.get(tensor.buffer) ?? 0;
+  }
+
+  private countWrite(buffer: GPUBuffer): void {
+    this.writeCounts.set(buffer, (this.writeCounts.get(buffer) ?? 0) + 1);
   }
 
   destroyTensor(tensor: Tensor): void {
@@ -175,7 +194,8 @@ export class Engine {
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: spec.entryPoint ?? 'main', constants: spec.constants as Record<string, number> | undefined },
     });
-    const compiled = { pipeline, layout, uniformBytes, id: this.nextId++ };
+    const writes = spec.bindings.filter((b) => b.access === 'read_write').map((b) => b.name);
+    const compiled = { pipeline, layout, uniformBytes, id: this.nextId++, writes };
     this.kernels.set(spec, compiled);
     this.pipelineLog?.(spec);
     return compiled;
@@ -246,6 +266,7 @@ export class Engine {
       throw new Error(`kernel ${spec.name}: ${x}x${y}x${z} workgroups exceed ${max} per dimension (fold with foldWorkgroups)`);
     }
     if (x === 0 || y === 0 || z === 0) return;
+    for (const name of kernel.writes) this.countWrite(args.bindings[name].buffer);
     const encoder = this.ensureEncoder();
     if (this.profiler) {
       this.endPass();
@@ -263,6 +284,7 @@ export class Engine {
 
   /** Zero-fills a tensor (in queue order with the dispatches around it). */
   clear(tensor: Tensor): void {
+    this.countWrite(tensor.buffer);
     this.endPass();
     this.ensureEncoder().clearBuffer(tensor.buffer, tensor.byteOffset, Math.ceil(tensor.byteLength / 4) * 4);
   }
@@ -275,6 +297,7 @@ export class Engine {
     if (bytesPerElement(source.dtype) !== bytesPerElement(target.dtype)) throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
     // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
     if (source.byteLength % 4 !== 0) throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even count`);
+    this.countWrite(target.buffer);
     this.endPass();
     this.ensureEncoder().copyBufferToBuffer(source.buffer, source.byteOffset, target.buffer, target.byteOffset, wordBytes(source.byteLength));
   }
@@ -302,7 +325,7 @@ export class Engine {
   /** Waits until the GPU has finished everything submitted. */
   async sync(): Promise<void> {
     this.flush();
-    await this.device.queue.onSubmittedWorkDone();
+    await awaitDawn(this.device.queue.onSubmittedWorkDone(), this.caps.isSoftware);
     if (this.profiler) await this.profiler.collect();
     this.throwIfFailed();
   }
@@ -319,7 +342,7 @@ export class Engine {
       this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
     }
     this.flush();
-    await staging.mapAsync(GPUMapMode.READ);
+    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.isSoftware);
     const bytes = staging.getMappedRange().slice(0);
     staging.unmap();
     staging.destroy();

@@ -67,7 +67,7 @@ fn storeKey(i: u32) {
 }
 
 @compute @workgroup_size(8)
-fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(subgroup_invocation_id) laneIndex: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   lane = laneIndex;
   let b = wid.z;
   let g = wid.y;

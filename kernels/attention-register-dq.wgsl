@@ -50,7 +50,7 @@ fn storeRow(i: u32, b: u32, h: u32, t0: u32) {
 }
 
 @compute @workgroup_size(8)
-fn main(@builtin(local_invocation_index) laneIndex: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(subgroup_invocation_id) laneIndex: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   lane = laneIndex;
   let b = wid.z;
   let h = wid.y;

@@ -1,13 +1,13 @@
 // attention (register): shared prelude of the CPU-device attention passes (attention-register-forward.wgsl,
 // attention-register-dq.wgsl, attention-register-dkdv.wgsl; the launcher prepends this file to each). The math and
 // shapes are attention.wgsl's (causal grouped-query attention, key mask, exp2 domain); the layout follows the
-// register matmul (matmul-register.wgsl): a workgroup is 8 lanes, one subgroup of 8 (one 256-bit SIMD vector on a
-// CPU), no workgroup memory, no barriers. Each lane owns ROWS rows of one operand ("own": queries for forward and
-// dq, keys for dk/dv), kept in private arrays, and the workgroup walks the other operand 8 rows at a time ("shared"
-// rows): lane l loads shared row l, one vec4 per 4 head elements, and subgroupBroadcast hands every row to every
-// lane. On lavapipe a storage load costs the same for one address as for eight, so that is one load where reading
-// the 8 rows in every lane took 8 (the passes ran 1.3-1.8x faster for it); a block of 8 keys also takes one
-// online-softmax rescale instead of 8.
+// register matmul (matmul-register.wgsl): a workgroup is 8 lanes in one subgroup (the launcher asks for subgroups
+// of at least 8; lane = subgroup invocation id; on lavapipe one 256-bit SIMD vector), no workgroup memory, no
+// barriers. Each lane owns ROWS rows of one operand ("own": queries for forward and dq, keys for dk/dv), kept in
+// private arrays, and the workgroup walks the other operand 8 rows at a time ("shared" rows): lane l loads shared
+// row l, one vec4 per 4 head elements, and subgroupBroadcast hands every row to every lane. On lavapipe a storage
+// load costs the same for one address as for eight, so that is one load where reading the 8 rows in every lane took
+// 8 (the passes ran 1.3-1.8x faster for it); a block of 8 keys also takes one online-softmax rescale instead of 8.
 // ROWS = 2: 8 rows a lane ran ~10% faster, but LLVM took 40 s of CPU to compile the three passes (4 rows: 14 s;
 // 2 rows: 5 s, against 13 s for the tiled passes at the attention test's five head sizes).
 // Lane l's own row i is row i*8 + l of the workgroup's block of BLOCK rows: every lane gets rows from the whole

@@ -1,4 +1,5 @@
 import decodeAttentionSource from './decode-attention.wgsl';
+import decodeAttentionDimsSource from './decode-attention-dims.wgsl';
 import ropeAngleSource from './rope-angle.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
@@ -7,25 +8,35 @@ import { inverseFrequencyTable } from './rope.ts';
 
 const MAX_HS = 128;
 
+/** How a workgroup splits the work: lanes over the head dimension (one vec4 each, keys in turn; HS <= 32), or
+ *  WG lanes over the keys (each a whole head, merged at the end). */
+type Layout = { kind: 'dims' } | { kind: 'keys'; WG: number };
+
+/** The largest head size the dims layout takes: a vec4 per lane of one 8-lane subgroup. */
+const DIMS_MAX_HS = 32;
+
 // lavapipe runs a workgroup as coroutines of one 8-lane SIMD vector and switches all of them at a barrier: one
-// vector per workgroup is cheapest there. GPUs get 32 lanes splitting the keys, fewer when the merge state
-// (lanes · NH/NKV · HS floats) would not fit workgroup memory.
-const decodeAttentionVariants: readonly Variant<number>[] = [
-  { name: 'wg8', supported: (caps) => caps.isSoftware, value: 8 },
-  { name: 'wg32', supported: () => true, value: 32 },
+// vector per workgroup is cheapest there, and lanes over the head dimension (a subgroup sum per key, no merge)
+// beat lanes over the keys where the subgroup holds a head (HS <= 32; wider heads take keys-8). GPUs get 32
+// lanes splitting the keys, fewer when the merge state (lanes · NH/NKV · HS floats) would not fit workgroup memory.
+const decodeAttentionVariants: readonly Variant<Layout>[] = [
+  { name: 'dims', supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
+  { name: 'wg8', supported: (caps) => caps.isSoftware, value: { kind: 'keys', WG: 8 } },
+  { name: 'wg32', supported: () => true, value: { kind: 'keys', WG: 32 } },
 ];
 
 const specs = new Map<string, KernelSpec>();
 
+/** WG = 0: the dims layout. */
 function specFor(HS: number, REP: number, WG: number, rope: boolean): KernelSpec {
   const key = `${HS}/${REP}/${WG}/${rope}`;
   let spec = specs.get(key);
   if (!spec) {
     const consts = `const HS: u32 = ${HS}u;\nconst REP: u32 = ${REP}u;\nconst ROPE = ${rope};\n`;
     spec = {
-      name: `decode-attention/wg${WG}${rope ? '-rope' : ''}`,
-      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${decodeAttentionSource}`, null, 4),
-      constants: { WG },
+      name: `decode-attention/${WG ? `wg${WG}` : 'dims'}${rope ? '-rope' : ''}`,
+      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${WG ? decodeAttentionSource : decodeAttentionDimsSource}`, null, 4),
+      ...(WG ? { constants: { WG } } : { features: ['subgroups'] as const }),
       bindings: [
         { name: 'qkv', access: 'read', type: 'vec4<f32>' },
         // RoPE positions (B) and inverse frequencies (HS/2); unread without ROPE.
@@ -100,7 +111,8 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
     if (t.size < needed) throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least ${needed}`);
   }
   const REP = NH / NKV;
-  let WG = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
+  const layout = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
+  let WG = layout.kind === 'dims' ? (HS <= DIMS_MAX_HS ? 0 : 8) : layout.WG;
   while (WG > 1 && WG * REP * (HS + 2) * 4 > engine.caps.maxComputeWorkgroupStorageSize) WG /= 2;
   // Without RoPE, qkv fills the two rope slots (never read).
   engine.dispatch(specFor(HS, REP, WG, rope !== undefined), {

@@ -7,6 +7,17 @@
 // Indices past the matrix are clamped to its last row/column: loads stay branch-free and valid, and the
 // epilogue drops those outputs.
 
+// A_PROLOGUE folds the op before a decode step's matmul into its A loads (one dispatch fewer each), on the nt
+// vec4 path and the row-by-row path (nn: a decoder's transposed weights), A [M, K] only:
+//   1 rmsnorm: A row m is x[m, :] ∘ prologueWeight / rms(x[m, :]); the weight is applied per k, the 1/rms per
+//     row in the epilogue, from the squares summed as A streams by (eps = params.eps).
+//   2 swiglu: `a` holds gateUp (M, 2K); A[m, k] = silu(gateUp[m, k]) · gateUp[m, K + k].
+override A_PROLOGUE: u32 = 0u;
+// OUT_SWIGLU (the row-by-row path, nn): B [K, 2N] holds the gate columns [0, N) and then the up columns [N, 2N)
+// of a transposed gate_up weight; a lane accumulates its 8 gate and its 8 up columns side by side (each A load
+// serves both) and stores silu(gate)·up: out [M, N] is a decode step's act, and down_proj needs no prologue.
+override OUT_SWIGLU: bool = false;
+
 const ROWS = 8u;
 const COLUMNS = 64u;
 
@@ -15,32 +26,52 @@ const COLUMNS = 64u;
 var<private> acc: array<vec4<f32>, 16>;
 // Offset of row m0 + i of A (element k of the row adds k·kStride).
 var<private> rowOffset: array<u32, 8>;
+// Row m0 + i's sum of squares (the rmsnorm prologue).
+var<private> sumSq: array<f32, 8>;
+// The up columns' accumulators under OUT_SWIGLU, laid out as acc.
+var<private> accUp: array<vec4<f32>, 16>;
 
-// acc += A[m0..m0+7, k] ⊗ B[k, n..n+7], where lo and hi hold B[k, n..n+3] and B[k, n+4..n+7].
-fn accumulate(k: u32, kStride: u32, lo: vec4<f32>, hi: vec4<f32>) {
-  let at = k * kStride;
-  let x0 = a[rowOffset[0] + at];
-  acc[0] += x0 * lo; acc[1] += x0 * hi;
-  let x1 = a[rowOffset[1] + at];
-  acc[2] += x1 * lo; acc[3] += x1 * hi;
-  let x2 = a[rowOffset[2] + at];
-  acc[4] += x2 * lo; acc[5] += x2 * hi;
-  let x3 = a[rowOffset[3] + at];
-  acc[6] += x3 * lo; acc[7] += x3 * hi;
-  let x4 = a[rowOffset[4] + at];
-  acc[8] += x4 * lo; acc[9] += x4 * hi;
-  let x5 = a[rowOffset[5] + at];
-  acc[10] += x5 * lo; acc[11] += x5 * hi;
-  let x6 = a[rowOffset[6] + at];
-  acc[12] += x6 * lo; acc[13] += x6 * hi;
-  let x7 = a[rowOffset[7] + at];
-  acc[14] += x7 * lo; acc[15] += x7 * hi;
+// A[m0+i, k] at a[rowOffset[i] + at], with A_PROLOGUE applied (g: the rmsnorm weight at k).
+fn loadA(i: u32, at: u32, g: f32) -> f32 {
+  let x = a[rowOffset[i] + at];
+  if (A_PROLOGUE == 1u) {
+    sumSq[i] += x * x;
+    return x * g;
+  }
+  if (A_PROLOGUE == 2u) { return x / (1.0 + exp(-x)) * a[rowOffset[i] + params.K + at]; }
+  return x;
 }
 
-// B[k, n..n+3] from B [K, N] (nn, tn), columns clamped to N - 1.
-fn loadRowOfB(k: u32, n: u32) -> vec4<f32> {
+// Row i's A value x times B[k, n..n+7] (lo, hi), and under OUT_SWIGLU times the up columns' (upLo, upHi).
+fn accumulateRow(i: u32, x: f32, lo: vec4<f32>, hi: vec4<f32>, upLo: vec4<f32>, upHi: vec4<f32>) {
+  acc[2u * i] += x * lo;
+  acc[2u * i + 1u] += x * hi;
+  if (OUT_SWIGLU) {
+    accUp[2u * i] += x * upLo;
+    accUp[2u * i + 1u] += x * upHi;
+  }
+}
+
+// acc += A[m0..m0+7, k] ⊗ B[k, n..n+7], where lo and hi hold B[k, n..n+3] and B[k, n+4..n+7] (upLo, upHi: the up
+// columns' under OUT_SWIGLU, unused otherwise).
+fn accumulate(k: u32, kStride: u32, lo: vec4<f32>, hi: vec4<f32>, upLo: vec4<f32>, upHi: vec4<f32>) {
+  let at = k * kStride;
+  var g = 1.0;
+  if (A_PROLOGUE == 1u) { g = prologueWeight[k / 4u][k % 4u]; }
+  accumulateRow(0u, loadA(0u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(1u, loadA(1u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(2u, loadA(2u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(3u, loadA(3u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(4u, loadA(4u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(5u, loadA(5u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(6u, loadA(6u, at, g), lo, hi, upLo, upHi);
+  accumulateRow(7u, loadA(7u, at, g), lo, hi, upLo, upHi);
+}
+
+// B[k, n..n+3] from B [K, N] (nn, tn), columns clamped to N - 1; `half` = N: the up columns of an OUT_SWIGLU B.
+fn loadRowOfB(k: u32, n: u32, half: u32) -> vec4<f32> {
   let N = params.N;
-  let row = k * N;
+  let row = k * select(N, 2u * N, OUT_SWIGLU) + half;
   if (B_VEC4) { return bQuad((row + min(n, N - 4u)) / 4u); }
   let last = N - 1u;
   return vec4<f32>(bElement(row + min(n, last)), bElement(row + min(n + 1u, last)), bElement(row + min(n + 2u, last)), bElement(row + min(n + 3u, last)));
@@ -48,14 +79,8 @@ fn loadRowOfB(k: u32, n: u32) -> vec4<f32> {
 
 // nt with K a multiple of 4: A and B both read as vec4s along k, four k per step. Per 256 FMAs that is 8 A
 // loads (shared by the SIMD vector) and 8 B loads per lane, against 32 and 8 on the row-by-row path above, and
-// B's rows stream through the cache instead of striding across it. This path also applies A_PROLOGUE, which
-// folds the op before a decode step's matmul into its A loads (one dispatch fewer each):
-//   1 rmsnorm: A row m is x[m, :] ∘ prologueWeight / rms(x[m, :]); the weight is applied per k, the 1/rms per
-//     row in the epilogue, from the squares summed as A streams by (eps = params.eps).
-//   2 swiglu: `a` holds gateUp (M, 2K); A[m, k] = silu(gateUp[m, k]) · gateUp[m, K + k].
-override A_PROLOGUE: u32 = 0u;
+// B's rows stream through the cache instead of striding across it.
 var<private> columnOffset: array<u32, 8>;
-var<private> sumSq: array<f32, 8>;
 
 fn loadA4(i: u32, k: u32) -> vec4<f32> {
   let x = a4[(rowOffset[i] + k) / 4u];
@@ -99,6 +124,26 @@ fn loadColumnsOfB(k: u32, n: u32) -> vec4<f32> {
   return vec4<f32>(bElement(min(n, last) * K + k), bElement(min(n + 1u, last) * K + k), bElement(min(n + 2u, last) * K + k), bElement(min(n + 3u, last) * K + k));
 }
 
+// The lane's block, each row scaled by its 1/rms under the rmsnorm prologue. Scaled on a copy: a dynamic index
+// into acc itself would move the accumulators out of registers.
+fn storeRows(m0: u32, n: u32) {
+  var block = acc;
+  var up = accUp;
+  if (A_PROLOGUE == 1u) {
+    for (var i = 0u; i < 8u; i++) {
+      let r = inverseSqrt(sumSq[i] / f32(params.K) + params.eps);
+      block[2u * i] *= r;
+      block[2u * i + 1u] *= r;
+      up[2u * i] *= r;
+      up[2u * i + 1u] *= r;
+    }
+  }
+  if (OUT_SWIGLU) {
+    for (var i = 0u; i < 16u; i++) { block[i] = block[i] / (1.0 + exp(-block[i])) * up[i]; }
+  }
+  storeBlock(m0, n, block);
+}
+
 @compute @workgroup_size(8)
 fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let M = params.M;
@@ -134,26 +179,23 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let b4 = loadB4(4u, k); let b5 = loadB4(5u, k); let b6 = loadB4(6u, k); let b7 = loadB4(7u, k);
       accumulateRows(k, b0, b1, b2, b3, b4, b5, b6, b7);
     }
-    // Scaled on a copy: a dynamic index into acc itself would move the accumulators out of registers.
-    var block = acc;
-    if (A_PROLOGUE == 1u) {
-      for (var i = 0u; i < 8u; i++) {
-        let r = inverseSqrt(sumSq[i] / f32(K) + params.eps);
-        block[2u * i] *= r;
-        block[2u * i + 1u] *= r;
-      }
-    }
-    storeBlock(m0, n, block);
+    storeRows(m0, n);
     return;
   }
 
   for (var k = 0u; k < K; k++) {
     if (B_K_CONTIGUOUS) {
-      accumulate(k, kStride, loadColumnsOfB(k, n), loadColumnsOfB(k, n + 4u));
+      let lo = loadColumnsOfB(k, n);
+      let hi = loadColumnsOfB(k, n + 4u);
+      accumulate(k, kStride, lo, hi, lo, hi);
+    } else if (OUT_SWIGLU) {
+      accumulate(k, kStride, loadRowOfB(k, n, 0u), loadRowOfB(k, n + 4u, 0u), loadRowOfB(k, n, N), loadRowOfB(k, n + 4u, N));
     } else {
-      accumulate(k, kStride, loadRowOfB(k, n), loadRowOfB(k, n + 4u));
+      let lo = loadRowOfB(k, n, 0u);
+      let hi = loadRowOfB(k, n + 4u, 0u);
+      accumulate(k, kStride, lo, hi, lo, hi);
     }
   }
 
-  storeBlock(m0, n, acc);
+  storeRows(m0, n);
 }

@@ -29,9 +29,12 @@ export interface MatmulArgs {
   /** out += alpha·A·B (+ bias) instead of out = alpha·A·B (+ bias). */
   accumulate?: boolean;
   alpha?: number;
-  /** Decode steps on CPU devices: the op before the matmul folded into its A loads (nt, K % 4 == 0 only; see
-   *  matmul-register.wgsl). rmsnorm: `a` is the un-normed x [M, K]; swiglu: `a` is gateUp [M, 2K]. */
+  /** Decode steps on CPU devices: the op before the matmul folded into its A loads (nt with K % 4 == 0, or nn;
+   *  see matmul-register.wgsl). rmsnorm: `a` is the un-normed x [M, K]; swiglu: `a` is gateUp [M, 2K]. */
   prologue?: MatmulPrologue;
+  /** Decode steps on CPU devices, nn only: `b` is [K, 2N], gate_up's transposed weight (gate columns, then up
+   *  columns), and out [M, N] = silu(A·B[:, :N]) ∘ (A·B[:, N:]), the swiglu of the product. No bias, accumulate or alpha. */
+  epilogue?: 'swiglu';
 }
 
 export type MatmulPrologue = { kind: 'rmsnorm'; weight: Tensor; eps: number } | { kind: 'swiglu' };
@@ -49,7 +52,7 @@ interface MatmulKernel {
 type BStorage = FloatDType | 'f16-native';
 
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows). */
-type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage) => MatmulKernel;
+type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage, swigluOut?: boolean) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
 // b and b4 are the same memory as 1 and 4 floats, or 4 and 8 halves.
@@ -99,12 +102,12 @@ const UNIFORMS = [
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds. */
 function specFamily(variant: string, source: string, tile: readonly [number, number]) {
   const kernels = new Map<string, MatmulKernel>();
-  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0, b: BStorage = 'f32'): MatmulKernel => {
-    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${b}`;
+  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, _M?: number, prologue: PrologueCode = 0, b: BStorage = 'f32', swigluOut = false): MatmulKernel => {
+    const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${b}${swigluOut ? 's' : ''}`;
     let kernel = kernels.get(key);
     if (!kernel) {
       const spec: KernelSpec = {
-        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${b === 'f32' ? '' : `-${b}`}`,
+        name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${swigluOut ? '-to-swiglu' : ''}${b === 'f32' ? '' : `-${b}`}`,
         source: source + commonSource + bLoads(b),
         bindings: bindings(b),
         ...(b === 'f16-native' ? { features: ['shader-f16'] as const } : {}),
@@ -114,8 +117,9 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
           B_K_CONTIGUOUS: layout === 'nt' ? 1 : 0,
           A_VEC4: aVec4 ? 1 : 0,
           B_VEC4: bVec4 ? 1 : 0,
-          // Only the register kernel declares it.
+          // Only the register kernel declares them.
           ...(prologue ? { A_PROLOGUE: prologue } : {}),
+          ...(swigluOut ? { OUT_SWIGLU: 1 } : {}),
         },
       };
       kernel = { spec, tile };
@@ -166,9 +170,9 @@ function paddedToVec4(tensor: Tensor): Tensor {
   return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
 }
 
-/** Whether matmul can take a prologue for these operands: the register kernel's nt vec4 path. */
+/** Whether matmul can take a prologue for these operands: the register kernel's nt vec4 path or its nn path. */
 export function matmulPrologueSupported(layout: MatmulLayout, K: number): boolean {
-  return layout === 'nt' && K % 4 === 0;
+  return (layout === 'nt' && K % 4 === 0) || layout === 'nn';
 }
 
 // Whether decode steps fold rmsnorm and swiglu into their projections. On a CPU a dispatch costs more than the
@@ -178,25 +182,29 @@ export const matmulPrologueVariants: readonly Variant<boolean>[] = [
   { name: 'separate', supported: () => true, value: false },
 ];
 
-/** Whether this device's decode steps should pass `prologue` to an nt matmul over K. */
-export function useMatmulPrologue(engine: Engine, K: number): boolean {
-  return matmulPrologueSupported('nt', K) && chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value;
+/** Whether this device's decode steps should pass `prologue` to a matmul over K in this layout. */
+export function useMatmulPrologue(engine: Engine, layout: MatmulLayout, K: number): boolean {
+  return matmulPrologueSupported(layout, K) && chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value;
 }
 
 /** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
 export function matmul(engine: Engine, args: MatmulArgs): void {
-  const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue } = args;
+  const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue, epilogue } = args;
   for (const [name, value] of [['M', M], ['N', N], ['K', K]] as const) {
     if (!Number.isInteger(value) || value < 1) throw new Error(`matmul: ${name}=${value} must be a positive integer`);
   }
   const aShape = layout === 'tn' ? `[K=${K}, M=${M}]` : `[M=${M}, K=${K}]`;
   const bShape = layout === 'nt' ? `[N=${N}, K=${K}]` : `[K=${K}, N=${N}]`;
   if (prologue && !matmulPrologueSupported(layout, K)) {
-    throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt and K % 4 == 0, got ${layout} with K=${K}`);
+    throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt with K % 4 == 0, or nn; got ${layout} with K=${K}`);
   }
   if (prologue?.kind === 'rmsnorm') checkSize(prologue.weight, 'prologue weight', K, `rmsnorm weight [K=${K}]`);
   checkSize(a, 'a', prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`);
-  checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
+  if (epilogue && (layout !== 'nn' || bias || accumulate || alpha !== 1)) {
+    throw new Error(`matmul: a ${epilogue} epilogue needs layout nn and no bias, accumulate or alpha; got ${layout}${bias ? ' with a bias' : ''}${accumulate ? ' accumulating' : ''}${alpha !== 1 ? ` with alpha ${alpha}` : ''}`);
+  }
+  if (epilogue) checkSize(b, 'b', 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`);
+  else checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
   for (const [role, input] of [['a', a], ['out', out], ['bias', bias]] as const) {
     if (input && input.dtype !== 'f32') throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
   }
@@ -215,9 +223,9 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   // The contiguous dimension of each operand decides whether its rows split into whole vec4s.
   const aRow = layout === 'tn' ? M : K;
   const bRow = layout === 'nt' ? K : N;
-  // A prologue exists in the register kernel only, whatever the variant choice.
-  const { spec, tile: [tileM, tileN] } = prologue
-    ? register(layout, true, true, M, PROLOGUE_CODES[prologue.kind], bStorage)
+  // Prologues and the epilogue exist in the register kernel only, whatever the variant choice.
+  const { spec, tile: [tileM, tileN] } = prologue || epilogue
+    ? register(layout, aRow % 4 === 0, bRow % 4 === 0, M, prologue ? PROLOGUE_CODES[prologue.kind] : 0, bStorage, epilogue === 'swiglu')
     : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;

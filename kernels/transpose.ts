@@ -33,8 +33,9 @@ export function transpose(engine: Engine, a: { x: Tensor; out: Tensor; rows: num
   });
 }
 
-// Whether a training forward multiplies by transposed copies of the layer weights (nn) rather than the weights
-// as stored (nt). On a CPU the register kernel's nn path beats the nt kernels by 1.5-2x at a training step's
+// Whether a training forward ('transposed-weights') or a decode step ('decode-weights',
+// models/incremental-decoder.ts) multiplies by transposed copies of the layer weights (nn) rather than the
+// weights as stored (nt). On a CPU the register kernel's nn path beats the nt kernels by 1.5-2x at a training step's
 // shapes (1024 rows), and the transposes cost one pass over the weights per forward; a GPU's tiled nt kernel
 // reads B through workgroup memory either way, so it keeps the weights as they are and saves the copies' memory.
 export const transposedWeightVariants: readonly Variant<boolean>[] = [

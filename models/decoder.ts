@@ -17,7 +17,8 @@ import { headRmsnormForward, headRmsnormBackward } from '../kernels/head-rmsnorm
 import { ropeForward, ropeBackward } from '../kernels/rope.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../kernels/attention.ts';
 import { swigluForward, swigluBackward } from '../kernels/swiglu.ts';
-import { transpose, transposedWeightVariants } from '../kernels/transpose.ts';
+import { transposedWeightVariants } from '../kernels/transpose.ts';
+import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
@@ -74,7 +75,7 @@ export interface DecoderForwardOptions {
 type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
 
 /** The layer weights a forward multiplies by (layerForward's projections), by name within a layer. */
-const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
+export const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
 
 export class DecoderTrunk {
   /** Activation recomputation (verl's enable_gradient_checkpointing): a training forward keeps only each
@@ -86,6 +87,8 @@ export class DecoderTrunk {
   lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
   private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null = null;
+  /** The layer weights' transposed copies that training forwards multiply by on CPU devices. */
+  private readonly transposed: TransposedWeights;
 
   constructor(
     readonly engine: Engine,
@@ -93,32 +96,21 @@ export class DecoderTrunk {
     readonly params: Arena,
   ) {
     this.buffers = new GrowingBuffers(engine, 'trunk');
+    this.transposed = new TransposedWeights(engine, params, this.buffers);
   }
 
   private param(name: string): Tensor {
     return this.params.get(name);
   }
 
-  /** The copy Wᵀ (K, N) of the layer weight `name` (N, K) that training forwards multiply by on CPU devices. */
-  private transposedWeight(name: string): Tensor {
-    const [N, K] = this.param(name).shape;
-    return this.buffers.get(`weightsT.${name}`, [K, N]);
-  }
-
-  /** Refreshes every layer weight's transposed copy: the optimizer may have changed the weights since the last forward. */
-  private transposeWeights(): void {
-    for (let l = 0; l < this.config.numLayers; l++) {
-      for (const name of LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)) {
-        const weight = this.param(name);
-        const [N, K] = weight.shape;
-        transpose(this.engine, { x: weight, out: this.transposedWeight(name), rows: N, cols: K });
-      }
-    }
+  /** Brings every layer weight's transposed copy up to date (models/transposed-weights.ts). */
+  private refreshTransposedWeights(): void {
+    this.transposed.refresh(Array.from({ length: this.config.numLayers }, (_, l) => LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)).flat());
   }
 
   /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
   private linear(name: string, transposed: boolean, args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor }): void {
-    if (transposed) matmul(this.engine, { ...args, b: this.transposedWeight(name), layout: 'nn' });
+    if (transposed) matmul(this.engine, { ...args, b: this.transposed.copy(name), layout: 'nn' });
     else matmul(this.engine, { ...args, b: this.param(name), layout: 'nt' });
   }
 
@@ -270,7 +262,7 @@ export class DecoderTrunk {
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
     const transposed = options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
-    if (transposed) this.transposeWeights();
+    if (transposed) this.refreshTransposedWeights();
 
     embeddingForward(e, { ids: batch.ids, table: this.param('model.embed_tokens.weight'), out: ws.layers[0].input, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {

@@ -5,12 +5,16 @@
 // It uses the same kernels and the same parameter arena as DecoderTrunk, but not its schedule: inference keeps
 // no activations, so the residual stream is one buffer that o_proj and down_proj accumulate into (no copies),
 // and attention reads keys and values from the cache instead of the fused qkv buffer.
+// On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
+// weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
+// and read along its rows that is one stream through memory instead of one per output column (the tiny model's
+// 17 decode matmuls: 2.1-2.3 ms against 3.4-4.2 ms as stored, same run at load ~5).
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
-import { matmul, useMatmulPrologue } from '../kernels/matmul.ts';
+import { matmul, useMatmulPrologue, type MatmulArgs } from '../kernels/matmul.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
@@ -19,6 +23,10 @@ import { attentionForward } from '../kernels/attention.ts';
 import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
+import { transposedWeightVariants } from '../kernels/transpose.ts';
+import { LINEAR_WEIGHTS } from './decoder.ts';
+import { TransposedWeights } from './transposed-weights.ts';
+import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 
 /** Activations of one call; R = rows·T. */
@@ -53,12 +61,26 @@ export interface ExtendInput {
   mask: ArrayLike<number> | null;
 }
 
+/** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
+ *  fewer a step); a 152k vocabulary's copy would cost 600 MB, and its decode steps take lmHeadLogits. */
+const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
+
+/** The weights decode steps multiply by transposed copies of (with `decode-weights` transposed): the layers'
+ *  projections, and the LM head when it is small. */
+export function decodeTransposedWeightNames(c: DecoderConfig): string[] {
+  const names = Array.from({ length: c.numLayers }, (_, l) => LINEAR_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
+  if (c.vocabSize * c.hiddenSize <= TRANSPOSED_HEAD_MAX_ELEMENTS) names.push(lmHeadWeightName(c));
+  return names;
+}
+
 export class IncrementalDecoder {
   readonly cache: KvCache;
   /** Work buffers sized by the largest call so far: prefills of many shapes and the decode steps share them. */
   private readonly work: GrowingBuffers;
   /** LoRA adapters applied on top of each projection, as in the training forward (the base weights stay unmerged). */
   private readonly lora: LoraAdapters | null;
+  /** Transposed copies of the float32 layer weights (and a small LM head) for decode steps on CPU devices. */
+  private readonly transposed: TransposedWeights;
 
   constructor(
     readonly engine: Engine,
@@ -70,6 +92,7 @@ export class IncrementalDecoder {
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
     this.work = new GrowingBuffers(engine, 'incremental');
+    this.transposed = new TransposedWeights(engine, params, this.work);
   }
 
   /** Starts a new batch of `rows` sequences with an empty cache. */
@@ -89,6 +112,19 @@ export class IncrementalDecoder {
 
   private param(name: string): Tensor {
     return this.params.get(name);
+  }
+
+  /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights. */
+  private decodesTransposed(): boolean {
+    return this.param(`${layerPrefix(0)}.self_attn.qkv_proj.weight`).dtype === 'f32' &&
+      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value;
+  }
+
+  /** The transposed copies, by weight name, brought up to date. */
+  private transposedWeights(): Map<string, Tensor> {
+    const names = decodeTransposedWeightNames(this.config);
+    this.transposed.refresh(names);
+    return new Map(names.map((name) => [name, this.transposed.copy(name)]));
   }
 
   /** The work buffers shaped for `rows` sequences of T new tokens. */
@@ -147,7 +183,7 @@ export class IncrementalDecoder {
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
    *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
-  private normedInput(s: StepBuffers, weightName: string, rows: number, fuse: boolean): ProjectionInput {
+  private normedInput(s: Pick<StepBuffers, 'x' | 'normed' | 'rstd'>, weightName: string, rows: number, fuse: boolean): ProjectionInput {
     const c = this.config;
     const weight = this.param(weightName);
     if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
@@ -176,18 +212,27 @@ export class IncrementalDecoder {
     const slotStart = cache.reserve(T, input.mask);
     const { step: s, head } = this.buffersFor(rows, T);
 
+    const transposed = T === 1 && this.decodesTransposed() ? this.transposedWeights() : null;
+    // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
+    const linear = (name: string, args: Omit<MatmulArgs, 'b' | 'layout'>) => {
+      const copy = transposed?.get(name);
+      matmul(e, copy ? { ...args, b: copy, layout: 'nn' } : { ...args, b: this.param(name), layout: 'nt' });
+    };
     // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj.
-    const fuseNorm = T === 1 && useMatmulPrologue(e, C);
-    const fuseSwiglu = T === 1 && useMatmulPrologue(e, I);
+    const layout = transposed ? 'nn' : 'nt';
+    const fuseNorm = T === 1 && useMatmulPrologue(e, layout, C);
+    const fuseSwiglu = T === 1 && useMatmulPrologue(e, layout, I);
+    // Against the transposed gate_up, swiglu goes into its matmul's epilogue instead (act straight out, down_proj
+    // without a prologue), unless LoRA adds to gate_up before swiglu.
+    const swigluOut = fuseSwiglu && transposed !== null && !this.lora;
     // and RoPE into the decode attention kernel.
     const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     for (let l = 0; l < c.numLayers; l++) {
       const p = layerPrefix(l);
       const qkvInput = this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm);
-      matmul(e, {
-        ...qkvInput, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: s.qkvRaw, M: R, N: W, K: C, layout: 'nt',
-        bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+      linear(`${p}.self_attn.qkv_proj.weight`, {
+        ...qkvInput, out: s.qkvRaw, M: R, N: W, K: C, bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       });
       this.lora?.forward(l, 'qkv', qkvInput, s.loraHidden, s.qkvRaw, R);
       if (c.qkNorm) {
@@ -198,20 +243,22 @@ export class IncrementalDecoder {
       }
       if (!fuseRope) ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
       this.attend(l, s, slotStart, T, fuseRope ? positions : null);
-      matmul(e, {
-        a: s.attnOut, b: this.param(`${p}.self_attn.o_proj.weight`), out: s.x, M: R, N: C, K: NHS, layout: 'nt', accumulate: true,
-        bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
+      linear(`${p}.self_attn.o_proj.weight`, {
+        a: s.attnOut, out: s.x, M: R, N: C, K: NHS, accumulate: true, bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
       });
       this.lora?.forward(l, 'o', { a: s.attnOut }, s.loraHidden, s.x, R);
       const mlpInput = this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm);
-      matmul(e, { ...mlpInput, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: s.gateUp, M: R, N: 2 * I, K: C, layout: 'nt' });
-      this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
-      let downInput: ProjectionInput = { a: s.gateUp, prologue: { kind: 'swiglu' } };
-      if (!fuseSwiglu) {
-        swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
-        downInput = { a: s.act };
+      const gateUpName = `${p}.mlp.gate_up_proj.weight`;
+      let downInput: ProjectionInput = { a: s.act };
+      if (swigluOut) {
+        matmul(e, { ...mlpInput, b: transposed!.get(gateUpName)!, out: s.act, M: R, N: I, K: C, layout: 'nn', epilogue: 'swiglu' });
+      } else {
+        linear(gateUpName, { ...mlpInput, out: s.gateUp, M: R, N: 2 * I, K: C });
+        this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
+        if (fuseSwiglu) downInput = { a: s.gateUp, prologue: { kind: 'swiglu' } };
+        else swigluForward(e, { gateUp: s.gateUp, out: s.act, rows: R, I });
       }
-      matmul(e, { ...downInput, b: this.param(`${p}.mlp.down_proj.weight`), out: s.x, M: R, N: C, K: I, layout: 'nt', accumulate: true });
+      linear(`${p}.mlp.down_proj.weight`, { ...downInput, out: s.x, M: R, N: C, K: I, accumulate: true });
       this.lora?.forward(l, 'down', downInput, s.loraHidden, s.x, R);
     }
     // Only each row's last token needs logits: with T > 1, gather those rows first.
@@ -220,8 +267,14 @@ export class IncrementalDecoder {
       for (let b = 0; b < rows; b++) e.copy(s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]), head.last.view(`${head.last.name}[${b}]`, b * C, [C]));
       last = head.last;
     }
+    const headName = lmHeadWeightName(c);
+    if (transposed?.has(headName)) {
+      const finalNorm = this.normedInput({ x: last, normed: head.lastNormed, rstd: head.lastRstd }, 'model.norm.weight', rows, fuseNorm);
+      linear(headName, { ...finalNorm, out: head.logits, M: rows, N: c.vocabSize, K: C });
+      return head.logits;
+    }
     rmsnormForward(e, { x: last, weight: this.param('model.norm.weight'), out: head.lastNormed, rstd: head.lastRstd, rows, cols: C, eps: c.rmsNormEps });
-    lmHeadLogits(e, { hidden: head.lastNormed, weight: this.param(lmHeadWeightName(c)), out: head.logits, N: rows, C, V: c.vocabSize });
+    lmHeadLogits(e, { hidden: head.lastNormed, weight: this.param(headName), out: head.logits, N: rows, C, V: c.vocabSize });
     return head.logits;
   }
 }

@@ -4,7 +4,8 @@
 // fused too: the targeted modules' A matrices stacked into one [n·r, in] tensor (one matmul x·Aᵀ for all of them)
 // and their B matrices as one block-structured Bᵀ [n·r, out] — module i's rows of Bᵀ are non-zero only in its own
 // output columns. The off-block entries start at zero and their gradients are cleared before every optimizer step
-// (zero gradient and zero weight stay zero under AdamW's decoupled decay), so they never move.
+// (zero gradient and zero weight stay zero under AdamW's decoupled decay), so they never move; the ranges to clear
+// (offBlockRanges, one per row) go to kernels/clear-ranges as one table (lora-adapters.ts).
 // Names, layouts and adapter_config.json follow PEFT, so adapters load in PEFT and PEFT's load here.
 import { elementCount, Rng, type ArenaEntry } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';

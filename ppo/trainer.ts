@@ -27,6 +27,8 @@ import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic } from './algorithm/critic-plan.ts';
 import { stepMetrics } from './phases/metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
+import type { RewardScore } from './rewards/index.ts';
+import { validationMetrics } from './phases/validation-metrics.ts';
 import { checkAllFinite } from './phases/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
@@ -44,7 +46,7 @@ export interface TrainerIo {
   validationSet(): PromptRecord[];
   /** Response text for the reward (special tokens dropped, but kept in search runs, as Search-R1). */
   decode(ids: readonly number[]): string | Promise<string>;
-  score(record: PromptRecord, responseText: string): number | Promise<number>;
+  score(record: PromptRecord, responseText: string): RewardScore | Promise<RewardScore>;
   eosTokenIds: readonly number[];
   padTokenId: number;
   /** do_search: rollouts are Search-R1 multi-turn searches with this protocol; null: single-turn. */
@@ -230,15 +232,20 @@ export class PpoTrainer {
     return { rollout, envMetrics: session.metrics(rollout.responseLengths.reduce((a, b) => a + b, 0)) };
   }
 
-  /** Scores what the policy wrote: inserted observations are left out of the text the reward reads. */
-  private async scoreRollout(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; texts: string[] }> {
+  /** Scores what the policy wrote: inserted observations are left out of the text the reward reads. `scores`
+   *  include the overlong penalty; `rewardExtraInfo` is what each reward function returned beside its number. */
+  private async scoreRollout(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; rewardExtraInfo: (Record<string, unknown> | null)[]; texts: string[] }> {
     const generated = rollout.responses.map((ids, i) => ids.filter((_, t) => rollout.responseMask[i][t] === 1));
     const texts: string[] = [];
     for (const ids of generated) texts.push(await this.io.decode(ids));
     // Every response is handed to the reward before any score is awaited: a custom reward's worker thread
     // receives the whole batch in one message.
     const rewards = await Promise.all(texts.map((text, i) => this.io.score(records[rollout.groupIds[i]], text)));
-    return { scores: rewards.map((reward, i) => reward + overlongPenalty(generated[i].length, this.config)), texts };
+    return {
+      scores: rewards.map((reward, i) => reward.score + overlongPenalty(generated[i].length, this.config)),
+      rewardExtraInfo: rewards.map((reward) => reward.rewardExtraInfo),
+      texts,
+    };
   }
 
   /** The reward of each response: the reward model's score when there is one, else the rule reward of its text. */
@@ -248,24 +255,18 @@ export class PpoTrainer {
     return scores;
   }
 
-  /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show. */
-  async validate(): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
+  /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show; `onProgress`
+   *  hears how far the generation has come. */
+  async validate(onProgress?: RolloutConfig['onProgress']): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
     const started = performance.now();
     const records = this.io.validationSet();
-    const { rollout, envMetrics } = await this.generate(records, this.rolloutConfig(true));
-    const { scores, texts } = await this.scoreRollout(records, rollout);
+    const { rollout, envMetrics } = await this.generate(records, { ...this.rolloutConfig(true), onProgress });
+    const { scores, rewardExtraInfo, texts } = await this.scoreRollout(records, rollout);
     const seconds = (performance.now() - started) / 1000;
-    const bySource = new Map<string, number[]>();
-    scores.forEach((s, i) => {
-      const source = records[rollout.groupIds[i]].dataSource;
-      const list = bySource.get(source);
-      if (list) list.push(s);
-      else bySource.set(source, [s]);
-    });
     const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [`val/${k}`, v]));
-    // verl's name for a data source's mean score over its val_kwargs.n responses per prompt (its core metric).
-    const n = this.config.actor_rollout_ref.rollout.val_kwargs.n;
-    for (const [source, list] of bySource) metrics[`val-core/${source}/reward/mean@${n}`] = list.reduce((a, b) => a + b, 0) / list.length;
+    Object.assign(metrics, validationMetrics(scores.map((reward, i) => ({
+      dataSource: records[rollout.groupIds[i]].dataSource, prompt: rollout.groupIds[i], reward, rewardExtraInfo: rewardExtraInfo[i],
+    }))));
     metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
     // verl's timer name for validation; a whole GSM8K test set is minutes of generation, worth watching.
     metrics['timing_s/testing'] = seconds;

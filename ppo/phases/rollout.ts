@@ -42,6 +42,16 @@ export interface RolloutConfig extends SamplingParams {
   memoryBudgetBytes?: number;
   /** Samples decoded at once, at most; the device's limits and memoryBudgetBytes may allow fewer. */
   maxSlots?: number;
+  /** Told how far generation has come each time the host has read sampled ids (validation's progress line). */
+  onProgress?: (progress: RolloutProgress) => void;
+}
+
+export interface RolloutProgress {
+  /** Samples whose response has ended, of `total` (prompts × n). */
+  done: number;
+  total: number;
+  /** Response tokens generated so far (observations of multi-turn rollouts not counted). */
+  tokens: number;
 }
 
 /** WebGPU reports no device memory: the rollout budget is a fraction of this size unless told the device's. */
@@ -381,6 +391,7 @@ export class RolloutGenerator {
     for (let first = 0; first < N; first += slots) {
       const chunk = Array.from({ length: Math.min(slots, N - first) }, (_, k) => first + k);
       await this.decodeTurns(prompts, records, chunk, c, environment, capacity);
+      c.onProgress?.({ done: first + chunk.length, total: N, tokens: records.reduce((n, r) => n + r.generated.reduce((a, g) => a + g, 0), 0) });
     }
     return assemble(prompts, records, c);
   }
@@ -461,6 +472,7 @@ export class RolloutGenerator {
       if (dispatches % readEvery === 0) {
         // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
         await harvest();
+        c.onProgress?.({ done: progress.filter((p) => p.done).length, total: N, tokens: progress.reduce((n, p) => n + p.tokens.length, 0) });
         const live = rows.filter((s): s is SlotSample => s !== null && !s.progress.done);
         if (live.length === 0 && admitted === N) break;
         const lo = Math.min(...live.map((s) => s.sample), admitted);

@@ -1,6 +1,6 @@
 // Rule rewards chosen by data_source, as verl's default_compute_score, and the shape every reward function
-// (rule, custom module) returns. A response's reward is a number; a function may return {score, ...extra}
-// whose extra entries the trainer logs next to the score, as verl's reward_extra_info.
+// (rule, custom module) returns. A response's reward is a number; a function may return {score, ...extra}, which
+// validation reports entry by entry (score included) as verl's reward_extra_info.
 import * as arithmetic from './arithmetic.ts';
 import * as gsm8k from './gsm8k.ts';
 import * as math from './math.ts';
@@ -21,20 +21,21 @@ export interface RewardCall {
 
 export interface RewardScore {
   score: number;
-  extra: Record<string, unknown>;
+  /** A dict result's entries, score included (verl's reward_extra_info of the response); null for a plain number. */
+  rewardExtraInfo: Record<string, unknown> | null;
 }
 
-/** Checks and splits what a reward function returned; `where` names the function for the error. */
+/** Checks what a reward function returned and takes its score; `where` names the function for the error. */
 export function toRewardScore(result: unknown, where: string): RewardScore {
-  if (typeof result === 'boolean') return { score: result ? 1 : 0, extra: {} };
+  if (typeof result === 'boolean') return { score: result ? 1 : 0, rewardExtraInfo: null };
   if (typeof result === 'number') {
     if (!Number.isFinite(result)) throw new Error(`${where} returned ${result}; a reward must be a finite number`);
-    return { score: result, extra: {} };
+    return { score: result, rewardExtraInfo: null };
   }
   if (result !== null && typeof result === 'object' && 'score' in result) {
-    const { score, ...extra } = result as { score: unknown };
+    const { score } = result as { score: unknown };
     if (typeof score !== 'number' || !Number.isFinite(score)) throw new Error(`${where} returned {score: ${String(score)}}; score must be a finite number`);
-    return { score, extra };
+    return { score, rewardExtraInfo: { ...result } };
   }
   throw new Error(`${where} returned ${JSON.stringify(result) ?? String(result)}; expected a number or {score, ...}`);
 }

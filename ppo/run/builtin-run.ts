@@ -16,7 +16,7 @@ import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
 import type { SftStepResult } from '../tasks/sft-trainer.ts';
-import { computeScore, toRewardScore, type RewardFunction } from '../rewards/index.ts';
+import { computeScore, toRewardScore, type RewardFunction, type RewardScore } from '../rewards/index.ts';
 import type { ModelWeights, PromptRecord, TrainerIo } from '../trainer.ts';
 
 export interface BuiltinRun {
@@ -110,9 +110,9 @@ export async function setUpBuiltinRun(engine: Engine, config: PpoConfig, options
   return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, search, warmStart: history };
 }
 
-/** The score of one response under a run's reward function (a reward's extra fields are dropped). */
-export async function scoreResponse(reward: RewardFunction, prompt: Pick<PromptRecord, 'dataSource' | 'groundTruth' | 'extraInfo'>, text: string): Promise<number> {
-  return toRewardScore(await reward(prompt.dataSource, text, prompt.groundTruth, prompt.extraInfo), `reward (data_source ${prompt.dataSource})`).score;
+/** The score of one response under a run's reward function, with what else the function returned. */
+export async function scoreResponse(reward: RewardFunction, prompt: Pick<PromptRecord, 'dataSource' | 'groundTruth' | 'extraInfo'>, text: string): Promise<RewardScore> {
+  return toRewardScore(await reward(prompt.dataSource, text, prompt.groundTruth, prompt.extraInfo), `reward (data_source ${prompt.dataSource})`);
 }
 
 export function toPromptRecord(example: RlExample): PromptRecord {

@@ -20,7 +20,7 @@ import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-no
 import { runTrainerIo } from './builtin-run.ts';
 import { PpoTrainer } from '../trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './dataset.ts';
-import { formatStepLine } from './progress.ts';
+import { formatStepLine, validationProgress } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory, parameterCount } from './memory-plan.ts';
@@ -193,7 +193,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
 
   const validate = async (): Promise<number | null> => {
     if (setup.val.length === 0) return null;
-    const { metrics, samples } = await trainer.validate();
+    // On stderr, so a run's stdout keeps one line per step and validation.
+    const { metrics, samples } = await trainer.validate(toConsole ? validationProgress((line) => process.stderr.write(line + '\n')) : undefined);
     await tracking.log(trainer.globalStep, { 'training/global_step': trainer.globalStep, ...metrics });
     const score = metrics['val/test_score/mean'];
     log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +

@@ -13,6 +13,7 @@ import { transposedWeightVariants } from '../../kernels/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
+import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
 /** The LM head's logits scratch is at most this (kernels/lm-head.ts). */
@@ -25,6 +26,8 @@ export interface DeviceMemory {
   budgetBytes: number | null;
   /** Training forwards multiply by transposed copies of the layer weights (kernels/transpose.ts: CPU devices). */
   transposedWeights?: boolean;
+  /** Decode steps multiply by transposed copies of the actor's weights, kept by the rollout (CPU devices). */
+  decodeTransposedWeights?: boolean;
 }
 
 export interface PlanModels {
@@ -126,6 +129,11 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
+  if (device.decodeTransposedWeights) {
+    const transposed = new Set(decodeTransposedWeightNames(actor));
+    const elements = parameterEntries(actor).filter((e) => transposed.has(e.name)).reduce((n, e) => n + elementCount(e.shape), 0);
+    resident.push({ what: 'actor weights transposed for decode steps', bytes: elements * F32 });
+  }
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
     const dtype = weightDtype(config, 'reference', actor.torchDtype);
@@ -263,6 +271,7 @@ export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, b
     maxBindingBytes: engine.maxBindingBytes,
     budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null),
     transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
+    decodeTransposedWeights: chooseVariant('decode-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
   };
 }
 

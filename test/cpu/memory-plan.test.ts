@@ -68,6 +68,16 @@ describe('memory plan', () => {
     transposed.phases.forEach((p, i) => expect(p.bytes - plain.phases[i].bytes, p.phase).toBe(p.phase.endsWith('update') ? layerWeights : 0));
   });
 
+  it('keeps the actor\'s weights transposed for decode steps resident where the rollout uses them (CPU devices)', () => {
+    const overrides = config([]);
+    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    const decoded = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, decodeTransposedWeights: true });
+    // The layer weights; not the LM head: 151,936 × 128 is above the 4M elements decode steps transpose.
+    const copies = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
+    expect(decoded.resident.find((r) => r.what === 'actor weights transposed for decode steps')?.bytes).toBe(copies);
+    expect(decoded.residentBytes - plain.residentBytes).toBe(copies);
+  });
+
   it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
     const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
     const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { formatStepLine } from '../../ppo/run/progress.ts';
+import { formatStepLine, formatValidationLine, validationProgress } from '../../ppo/run/progress.ts';
 
 const base = {
   'training/global_step': 5, 'critic/score/mean': 0.25, 'actor/ppo_kl': 0.00123, 'actor/entropy': 0.5, 'actor/pg_clipfrac': 0.01,
@@ -23,5 +23,24 @@ describe('step line', () => {
     expect(line).toContain('reward 0.250  acc 25.0%  kl 0.0042  ppo_kl 0.0012');
     expect(line).toContain('vf_loss 0.0812');
     expect(line).toContain('searches 0.75');
+  });
+});
+
+describe('validation progress line', () => {
+  it('shows sequences done of the total, an ETA from them and the generated tokens per second', () => {
+    expect(formatValidationLine({ done: 330, total: 1319, tokens: 41_000 }, 100))
+      .toBe('[#####...............] validation 330/1319 sequences eta 5m00s  410 generated tok/s  (1m40s so far)');
+    expect(formatValidationLine({ done: 0, total: 8, tokens: 12 }, 4)).toContain('validation 0/8 sequences eta ?  3 generated tok/s');
+  });
+
+  it('writes at most one line per interval, the first after one interval', () => {
+    let clock = 0;
+    const lines: string[] = [];
+    const report = validationProgress((line) => lines.push(line), 10, () => clock);
+    for (const [t, done] of [[2, 1], [9.9, 2], [10, 3], [15, 4], [19.9, 5], [21, 6], [40, 7]]) {
+      clock = t * 1000;
+      report({ done, total: 8, tokens: 10 * done });
+    }
+    expect(lines.map((l) => l.match(/validation (\d)\/8/)![1])).toEqual(['3', '6', '7']);
   });
 });

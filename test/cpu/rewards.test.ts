@@ -170,10 +170,10 @@ describe('reward registry', () => {
     expect(RULE_DATA_SOURCES).toContain('arithmetic');
   });
 
-  it('splits {score, ...extra} and rejects non-numbers', () => {
-    expect(toRewardScore(0.5, 'f')).toEqual({ score: 0.5, extra: {} });
-    expect(toRewardScore(true, 'f')).toEqual({ score: 1, extra: {} });
-    expect(toRewardScore({ score: 1, acc: true }, 'f')).toEqual({ score: 1, extra: { acc: true } });
+  it('takes the score of a number, a boolean or {score, ...extra} (kept whole as verl\'s reward_extra_info) and rejects non-numbers', () => {
+    expect(toRewardScore(0.5, 'f')).toEqual({ score: 0.5, rewardExtraInfo: null });
+    expect(toRewardScore(true, 'f')).toEqual({ score: 1, rewardExtraInfo: null });
+    expect(toRewardScore({ score: 1, acc: true }, 'f')).toEqual({ score: 1, rewardExtraInfo: { score: 1, acc: true } });
     expect(() => toRewardScore(NaN, 'my_reward')).toThrow(/my_reward returned NaN/);
     expect(() => toRewardScore({ acc: 1 }, 'f')).toThrow(/expected a number or \{score/);
     expect(() => toRewardScore({ score: '1' }, 'f')).toThrow(/score must be a finite number/);
@@ -185,7 +185,7 @@ describe('custom reward function', () => {
     const fn = await loadCustomRewardFunction({ path: CUSTOM_REWARD, name: 'compute_score', timeout: 60 });
     const result = toRewardScore(await fn('my_source', '42', '42', { penalty: 0.1 }), 'compute_score');
     expect(result.score).toBeCloseTo(0.8, 12);
-    expect(result.extra).toEqual({ correct: true, source: 'my_source' });
+    expect(result.rewardExtraInfo).toEqual({ score: result.score, correct: true, source: 'my_source' });
   });
 
   it('errors clearly on a missing file or function', async () => {

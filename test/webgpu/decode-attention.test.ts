@@ -4,6 +4,22 @@ import { decodeAttention } from '../../kernels/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/ref/decode-attention.ts';
 import { ropeForwardRef } from '../../kernels/ref/rope.ts';
 import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+import type { Engine } from '../../engine/index.ts';
+
+/** Runs `body` under each variant this device can choose: on CPU devices lanes over the head dimension (dims, with
+ *  subgroups of 8 or more) and over the keys (wg8); elsewhere its own choice. */
+async function forEachVariant(engine: Engine, body: (variant: string) => Promise<void>): Promise<void> {
+  const variants = engine.caps.isSoftware ? ['dims', 'wg8'] : [''];
+  for (const variant of variants) {
+    if (variant === 'dims' && !(engine.caps.subgroups && engine.caps.subgroupMinSize >= 8)) continue;
+    if (variant) engine.knobs.kernelVariants['decode-attention'] = variant;
+    try {
+      await body(variant);
+    } finally {
+      delete engine.knobs.kernelVariants['decode-attention'];
+    }
+  }
+}
 
 describe('decode-attention kernel', () => {
   // GQA and MHA, HS 8 and 12, the first slot, slots past one workgroup of lanes, padding in the mask, and a
@@ -29,14 +45,18 @@ describe('decode-attention kernel', () => {
     const vCache = engine.tensorFrom('v', [cacheSize], vBefore);
     const out = engine.tensor('out', [c.B, c.NH * c.HS]);
     const args = { ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS) };
-    decodeAttention(engine, {
-      ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
-      keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
-    });
     const ref = decodeAttentionRef({ ...args, qkv, kCache: kBefore, vCache: vBefore, keyMask });
-    expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
-    expect(await engine.read(kCache)).toEqual(Float32Array.from(ref.kCache));
-    expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+    await forEachVariant(engine, async (variant) => {
+      engine.upload(kCache, kBefore);
+      engine.upload(vCache, vBefore);
+      decodeAttention(engine, {
+        ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
+        keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
+      });
+      expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, `${variant} out`);
+      expect(await engine.read(kCache)).toEqual(Float32Array.from(ref.kCache));
+      expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+    });
   });
 
   // RoPE fused (HS a multiple of 8): the same as the rope reference followed by the attention reference, at
@@ -56,15 +76,19 @@ describe('decode-attention kernel', () => {
     const vCache = engine.tensorFrom('v', [cacheSize], vBefore);
     const out = engine.tensor('out', [c.B, c.NH * c.HS]);
     const args = { ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS) };
-    decodeAttention(engine, {
-      ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
-      keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
-      rope: { positions: engine.tensorFrom('positions', [c.B], positions, 'i32'), theta },
-    });
     const rotated = ropeForwardRef({ qkv, positions, rows: c.B, NH: c.NH, NKV: c.NKV, HS: c.HS, theta });
     const ref = decodeAttentionRef({ ...args, qkv: rotated, kCache: kBefore, vCache: vBefore, keyMask });
-    expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
-    expectClose(await engine.read(kCache), ref.kCache, 1e-5, 1e-5, 'kCache');
-    expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+    await forEachVariant(engine, async (variant) => {
+      engine.upload(kCache, kBefore);
+      engine.upload(vCache, vBefore);
+      decodeAttention(engine, {
+        ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
+        keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
+        rope: { positions: engine.tensorFrom('positions', [c.B], positions, 'i32'), theta },
+      });
+      expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, `${variant} out`);
+      expectClose(await engine.read(kCache), ref.kCache, 1e-5, 1e-5, `${variant} kCache`);
+      expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+    });
   });
 });

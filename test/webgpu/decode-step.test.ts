@@ -1,6 +1,7 @@
 // A decode step's dispatch count and its fusions: on a CPU device the rmsnorms fold into the projections after
 // them, swiglu into down_proj and RoPE into the decode attention (kernels/matmul-register.wgsl prologues,
-// kernels/decode-attention.wgsl), and the logits equal those of the unfused kernels.
+// kernels/decode-attention.wgsl), and the logits equal those of the unfused kernels; the transposed copies of
+// the weights (CPU devices) give the logits of the weights as stored, and follow the weights when they are written.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
 import type { Engine } from '../../engine/index.ts';
@@ -18,11 +19,12 @@ function config(architecture: string): DecoderConfig {
   });
 }
 
-/** Dispatches and logits of one decode step after a 3-token prefill of 2 rows, with matmul-prologue `variant`. */
-async function decodeStep(engine: Engine, c: DecoderConfig, variant: string): Promise<{ dispatches: number; logits: ArrayLike<number> }> {
-  const params = createParameterArena(engine, c, `decode-step-${c.architecture}-${variant}`);
-  uploadArenaTensors(engine, params, initialParameters(c, 3, 0.35));
-  engine.knobs.kernelVariants['matmul-prologue'] = variant;
+/** Logits after a 3-token prefill of 2 rows and two decode steps, and the second step's dispatches (the first
+ *  also makes the transposed weights), with the given kernel variants. */
+async function decodeStep(engine: Engine, c: DecoderConfig, variants: Record<string, string>, seed = 3): Promise<{ dispatches: number; logits: ArrayLike<number> }> {
+  const params = createParameterArena(engine, c, `decode-step-${c.architecture}-${Object.values(variants).join('-')}`);
+  uploadArenaTensors(engine, params, initialParameters(c, seed, 0.35));
+  Object.assign(engine.knobs.kernelVariants, variants);
   const decoder = new IncrementalDecoder(engine, c, params, { maxRows: 2, capacity: 8 });
   try {
     decoder.reset(2);
@@ -31,14 +33,13 @@ async function decodeStep(engine: Engine, c: DecoderConfig, variant: string): Pr
       ids: engine.tensorFrom('ids', [2 * T], [5, 9, 12, 7, 3, 40], 'u32'),
       positions: engine.tensorFrom('positions', [2 * T], [0, 1, 2, 0, 1, 2], 'i32'), T, mask: null,
     });
-    const ids = engine.tensorFrom('next', [2], [17, 33], 'u32');
-    const positions = engine.tensorFrom('nextPositions', [2], [3, 3], 'i32');
+    decoder.extend({ ids: engine.tensorFrom('next', [2], [17, 33], 'u32'), positions: engine.tensorFrom('nextPositions', [2], [3, 3], 'i32'), T: 1, mask: null });
     const before = engine.dispatchCount;
-    const logits = decoder.extend({ ids, positions, T: 1, mask: null });
+    const logits = decoder.extend({ ids: engine.tensorFrom('next2', [2], [8, 21], 'u32'), positions: engine.tensorFrom('nextPositions2', [2], [4, 4], 'i32'), T: 1, mask: null });
     const dispatches = engine.dispatchCount - before;
     return { dispatches, logits: await engine.read(logits) };
   } finally {
-    delete engine.knobs.kernelVariants['matmul-prologue'];
+    for (const op of Object.keys(variants)) delete engine.knobs.kernelVariants[op];
     decoder.destroy();
   }
 }
@@ -48,14 +49,53 @@ describe('decode step', () => {
     it(`${architecture}: fused and separate kernels give the same logits; fused costs 5 dispatches per layer (+1 for q/k norm)`, async () => {
       const engine = await gpuEngine();
       const c = config(architecture);
-      const fused = await decodeStep(engine, c, 'fused');
-      const separate = await decodeStep(engine, c, 'separate');
+      const fused = await decodeStep(engine, c, { 'matmul-prologue': 'fused' });
+      const separate = await decodeStep(engine, c, { 'matmul-prologue': 'separate' });
       expectClose(fused.logits, separate.logits, 1e-5, 1e-5, 'logits');
-      // embedding; per layer qkv, [q/k norm], attention, o_proj, gate_up, down; final norm and LM head.
+      // embedding; per layer qkv, [q/k norm], attention, o_proj, gate_up, down; final norm and LM head (one
+      // dispatch against a CPU device's transposed head).
       const perLayer = 5 + (c.qkNorm ? 1 : 0);
-      expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + 2);
-      // Separate: the two rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
-      expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers);
+      const head = engine.caps.isSoftware ? 1 : 2;
+      expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + head);
+      // Separate: the rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
+      expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers + 2 - head);
     });
   }
+
+  it('multiplies by transposed weights or the weights as stored to the same logits, fused or not', async () => {
+    const engine = await gpuEngine();
+    const c = config('LlamaForCausalLM');
+    const stored = await decodeStep(engine, c, { 'decode-weights': 'as-stored', 'matmul-prologue': 'separate' });
+    for (const prologue of ['fused', 'separate']) {
+      const transposed = await decodeStep(engine, c, { 'decode-weights': 'transposed', 'matmul-prologue': prologue });
+      expectClose(transposed.logits, stored.logits, 1e-5, 1e-5, `transposed, ${prologue}`);
+    }
+  });
+
+  it('transposes the weights again once they are written (an optimizer update), so decode steps follow them', async () => {
+    const engine = await gpuEngine();
+    const c = config('LlamaForCausalLM');
+    const params = createParameterArena(engine, c, 'decode-step-refresh');
+    uploadArenaTensors(engine, params, initialParameters(c, 3, 0.35));
+    engine.knobs.kernelVariants['decode-weights'] = 'transposed';
+    const decoder = new IncrementalDecoder(engine, c, params, { maxRows: 1, capacity: 4 });
+    const step = async () => {
+      decoder.reset(1);
+      return Array.from(await engine.read(decoder.extend({ ids: engine.tensorFrom('id', [1], [7], 'u32'), positions: engine.tensorFrom('position', [1], [0], 'i32'), T: 1, mask: null })));
+    };
+    try {
+      const before = await step();
+      uploadArenaTensors(engine, params, initialParameters(c, 4, 0.35));
+      const after = await step();
+      const fresh = new IncrementalDecoder(engine, c, params, { maxRows: 1, capacity: 4 });
+      decoder.destroy();
+      fresh.reset(1);
+      const expected = await engine.read(fresh.extend({ ids: engine.tensorFrom('id', [1], [7], 'u32'), positions: engine.tensorFrom('position', [1], [0], 'i32'), T: 1, mask: null }));
+      fresh.destroy();
+      expect(after).not.toEqual(before);
+      expectClose(after, expected, 1e-6, 1e-6, 'logits after the update');
+    } finally {
+      delete engine.knobs.kernelVariants['decode-weights'];
+    }
+  });
 });

@@ -56,16 +56,18 @@ for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
   });
 }
 
-// Decode steps fold the rmsnorm before a projection, and the swiglu before down_proj, into the matmul's A loads.
-describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
-  const PROLOGUE_SHAPES: [number, number, number][] = [[1, 1, 4], [7, 13, 36], [9, 65, 8], [33, 70, 128], [8, 384, 128]];
-  for (const kind of ['rmsnorm', 'swiglu'] as const) {
-    it(`${kind}: matches the ${kind} reference followed by the matmul reference, with bias and accumulate`, async () => {
+// Decode steps fold the rmsnorm before a projection, and the swiglu before down_proj, into the matmul's A loads
+// (nn: against a decoder's transposed weights on CPU devices).
+describe('matmul prologues (register kernel: nt with K % 4 == 0, or nn)', () => {
+  const PROLOGUE_SHAPES: [number, number, number][] = [[1, 1, 4], [7, 13, 36], [9, 65, 8], [33, 70, 128], [8, 384, 128], [10, 20, 52]];
+  for (const [kind, layout] of [['rmsnorm', 'nt'], ['swiglu', 'nt'], ['rmsnorm', 'nn'], ['swiglu', 'nn']] as const) {
+    it(`${kind} ${layout}: matches the ${kind} reference followed by the matmul reference, with bias and accumulate`, async () => {
       const engine = await gpuEngine();
       let seed = 100;
-      for (const [M, N, K] of PROLOGUE_SHAPES) {
+      // nn with swiglu, which decode steps use only under LoRA, skips the odd N (one pipeline fewer to compile cold).
+      for (const [M, N, K] of PROLOGUE_SHAPES.filter(([, N]) => !(kind === 'swiglu' && layout === 'nn' && N % 4 !== 0))) {
         for (const option of OPTIONS) {
-          const what = `${kind} M=${M} N=${N} K=${K} ${option.label}`;
+          const what = `${kind} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
           const xData = randomArray(kind === 'swiglu' ? 2 * M * K : M * K, seed++);
           const weightData = randomArray(K, seed++);
           const bData = randomArray(K * N, seed++);
@@ -75,7 +77,7 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
           const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
           const eps = 1e-6;
           matmul(engine, {
-            a: engine.tensorFrom('x', [xData.length], xData), b: engine.tensorFrom('w', [N, K], bData), out, M, N, K, layout: 'nt',
+            a: engine.tensorFrom('x', [xData.length], xData), b: engine.tensorFrom('w', [K * N], bData), out, M, N, K, layout,
             bias, accumulate: option.accumulate, alpha: option.alpha,
             prologue: kind === 'rmsnorm' ? { kind, weight: engine.tensorFrom('norm', [K], weightData), eps } : { kind },
           });
@@ -83,7 +85,7 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
             ? rmsnormForwardRef({ x: xData, weight: weightData, rows: M, cols: K, eps }).out
             : swigluForwardRef({ gateUp: xData, rows: M, I: K });
           const expected = matmulForwardRef({
-            a, b: bData, M, N, K, layout: 'nt', bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
+            a, b: bData, M, N, K, layout, bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
           });
           expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
         }
@@ -95,7 +97,45 @@ describe('matmul prologues (register kernel, nt, K % 4 == 0)', () => {
     const engine = await gpuEngine();
     const a = engine.tensor('x', [8, 6]);
     expect(() => matmul(engine, { a, b: engine.tensor('w', [6, 8]), out: engine.tensor('y', [8, 8]), M: 8, N: 8, K: 6, layout: 'nt', prologue: { kind: 'swiglu' } }))
-      .toThrow(/swiglu prologue needs layout nt and K % 4 == 0, got nt with K=6/);
+      .toThrow(/swiglu prologue needs layout nt with K % 4 == 0, or nn; got nt with K=6/);
+  });
+});
+
+// Decode steps on CPU devices: gate_up's product goes straight through swiglu (B = [K, 2N]: gate columns, then up).
+describe('matmul swiglu epilogue (register kernel, nn)', () => {
+  it('matches the matmul reference followed by the swiglu reference, with and without the rmsnorm prologue', async () => {
+    const engine = await gpuEngine();
+    let seed = 700;
+    // The odd N (scalar B loads) without the prologue only: the loads and the prologue are independent code, and
+    // each combination is a pipeline to compile cold.
+    for (const [M, N, K] of [[1, 1, 4], [7, 13, 36], [9, 64, 128], [3, 20, 12]] as const) {
+      for (const norm of N % 4 === 0 ? [false, true] : [false]) {
+        const what = `M=${M} N=${N} K=${K}${norm ? ' rmsnorm' : ''}`;
+        const xData = randomArray(M * K, seed++);
+        const weightData = randomArray(K, seed++);
+        const bData = randomArray(K * 2 * N, seed++);
+        const out = engine.tensor('act', [M, N]);
+        matmul(engine, {
+          a: engine.tensorFrom('x', [M * K], xData), b: engine.tensorFrom('w', [K, 2 * N], bData), out, M, N, K, layout: 'nn', epilogue: 'swiglu',
+          prologue: norm ? { kind: 'rmsnorm', weight: engine.tensorFrom('norm', [K], weightData), eps: 1e-6 } : undefined,
+        });
+        const a = norm ? rmsnormForwardRef({ x: xData, weight: weightData, rows: M, cols: K, eps: 1e-6 }).out : xData;
+        const gateUp = matmulForwardRef({ a, b: bData, M, N: 2 * N, K, layout: 'nn' });
+        expectClose(await engine.read(out), swigluForwardRef({ gateUp, rows: M, I: N }), 1e-5, 1e-5, what);
+      }
+    }
+  });
+
+  it('refuses a layout other than nn, a bias, and a B narrower than 2N', async () => {
+    const engine = await gpuEngine();
+    const a = engine.tensor('x', [8, 4]);
+    const out = engine.tensor('act', [8, 8]);
+    expect(() => matmul(engine, { a, b: engine.tensor('w', [16, 4]), out, M: 8, N: 8, K: 4, layout: 'nt', epilogue: 'swiglu' }))
+      .toThrow(/swiglu epilogue needs layout nn and no bias, accumulate or alpha; got nt/);
+    expect(() => matmul(engine, { a, b: engine.tensor('w', [4, 16]), out, M: 8, N: 8, K: 4, layout: 'nn', epilogue: 'swiglu', bias: engine.tensor('bias', [8]) }))
+      .toThrow(/got nn with a bias/);
+    expect(() => matmul(engine, { a, b: engine.tensor('w', [4, 8]), out, M: 8, N: 8, K: 4, layout: 'nn', epilogue: 'swiglu' }))
+      .toThrow(/b \(tensor w, shape \[4, 8\]\) has 32 elements, needs 64 for nn B \[K=4, 2N=16\]/);
   });
 });
 

@@ -17,7 +17,7 @@ import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
 import { seededRandom } from '../helpers.ts';
-import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
+import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
 
@@ -232,7 +232,14 @@ describe('continuous batching', () => {
       const one = await generator.generate(prompts, c);
       const shift = vi.spyOn(KvCache.prototype, 'shiftSlots');
       const import_ = vi.spyOn(KvCache.prototype, 'importRows');
-      const slotted = await generator.generate(prompts, { ...c, maxSlots: 3 });
+      const reports: RolloutProgress[] = [];
+      const slotted = await generator.generate(prompts, { ...c, maxSlots: 3, onProgress: (p) => reports.push(p) });
+      // Progress as samples end: of all 12, never going back, the tokens those reads had seen.
+      expect(reports.length).toBeGreaterThan(3);
+      expect(reports.every((p) => p.total === 12)).toBe(true);
+      reports.slice(1).forEach((p, i) => expect(p.done >= reports[i].done && p.tokens >= reports[i].tokens).toBe(true));
+      expect(reports.at(-1)!.done).toBeGreaterThan(6);
+      expect(reports.at(-1)!.tokens).toBeLessThanOrEqual(slotted.responseLengths.reduce((a, b) => a + b, 0));
       // the first fill, then refills one or two rows at a time; the shared index passed the capacity
       expect(import_.mock.calls.length).toBeGreaterThan(4);
       expect(shift).toHaveBeenCalled();

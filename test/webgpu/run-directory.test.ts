@@ -4,6 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from './tiny-run.ts';
 import { runCli } from '../cpu/run-cli.ts';
@@ -99,5 +100,24 @@ describe('run directory', () => {
     expect(validation.data['val-core/arithmetic/reward/mean@1']).toBe(validation.data['val/test_score/mean']);
     expect(validation.data['timing_s/testing']).toBeGreaterThan(0);
     expect(validation.data['val/response_tokens_per_s']).toBeGreaterThan(0);
+  });
+
+  it('validation logs verl\'s val-core and val-aux metrics: n = 2 samples per prompt, a reward returning {score, correct, source}', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
+    const dir = join(root, 'val-aux');
+    const reward = fileURLToPath(new URL('../cpu/fixtures/custom-reward.ts', import.meta.url));
+    const { code } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'actor_rollout_ref.rollout.val_kwargs.n=2',
+      'actor_rollout_ref.rollout.val_kwargs.do_sample=true', 'actor_rollout_ref.rollout.val_kwargs.temperature=1',
+      `custom_reward_function.path=${reward}`, `trainer.default_local_dir=${dir}`]);
+    expect(code).toBe(0);
+    const [validation] = await runMetrics(dir);
+    // reward, and the dict's numeric entries (score, the boolean correct); the string source is left out.
+    const per = (variable: string) => ['mean@2', 'std@2', 'best@2/mean', 'best@2/std', 'worst@2/mean', 'worst@2/std'].map((m) => `${variable}/${m}`);
+    const core = ['reward/mean@2', 'reward/best@2/mean', 'reward/best@2/std'];
+    const expected = [...per('reward'), ...per('score'), ...per('correct')].map((m) => `${core.includes(m) ? 'val-core' : 'val-aux'}/arithmetic/${m}`);
+    expect(Object.keys(validation.data).filter((k) => k.startsWith('val-')).sort()).toEqual(expected.sort());
+    expect(validation.data['val-core/arithmetic/reward/mean@2']).toBeCloseTo(validation.data['val/test_score/mean'], 12);
+    expect(validation.data['val-aux/arithmetic/score/mean@2']).toBeCloseTo(validation.data['val/test_score/mean'], 12);
   });
 });

@@ -17,6 +17,7 @@ import { valueHeadCases } from '../kernel-lab/value-head.bench.ts';
 import { adamwCases } from '../kernel-lab/adamw.bench.ts';
 import { weightedSumCases } from '../kernel-lab/reduce.bench.ts';
 import { transposeCases } from '../kernel-lab/transpose.bench.ts';
+import { clearRangesCases } from '../kernel-lab/clear-ranges.bench.ts';
 import { ppoCases } from '../kernel-lab/ppo.bench.ts';
 import type { KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
 
@@ -24,7 +25,7 @@ export type { KernelBenchRow } from './harness.ts';
 
 const CASES: (() => KernelBenchCase[])[] = [
   matmulCases, embeddingCases, rmsnormCases, headRmsnormCases, ropeCases, attentionCases, swigluCases, lmHeadCases,
-  valueHeadCases, adamwCases, weightedSumCases, transposeCases, ppoCases,
+  valueHeadCases, adamwCases, weightedSumCases, transposeCases, clearRangesCases, ppoCases,
 ];
 
 /** Every case, or with `only` the cases of those ops (as WEBGPU_KERNEL_VARIANTS names them: `--only=value-head,reduce`). */

@@ -280,7 +280,7 @@ export async function benchmarkPeers(engine: Engine): Promise<PeerBenchRow[]> {
     await tf.ready();
   };
   for (let round = 0; round < ROUNDS; round++) {
-    const [train] = await benchmarkTrainStep(engine, { configs: ['tiny'], steps: 3, warmup: 1 });
+    const [train] = await benchmarkTrainStep(engine, { configs: ['tiny'], microBatches: [1], steps: 3, warmup: 1 });
     record('train/ours', train.tokens_per_s);
     await useBackend('webgpu');
     record('train/TF.js webgpu', await tfTrainStep(tf, BENCH_TINY, 3, 1));

@@ -29,7 +29,8 @@ interface ChartSpec {
   metrics: (run: RunMetrics) => { key: string; label: string }[];
 }
 
-const VAL_SOURCE = /^val-core\/(.+)\/reward\/mean@\d+$/;
+// A data source's core validation metric: its reward's mean, or its acc's when the reward reports one (verl's choice).
+const VAL_SOURCE = /^val-core\/(.+)\/(?:reward|acc)\/mean@\d+$/;
 
 const CHARTS: ChartSpec[] = [
   {
