@@ -230,23 +230,21 @@ function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keyS
 
 /** Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 2 rows (attention-register.wgsl). */
 const REGISTER_BLOCK = 16;
-type RegisterPass = 'forward' | 'dq' | 'dkdv' | 'dkdv-fused';
-const STORE_DK = 'fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\n';
-const REGISTER_SOURCES: Record<RegisterPass, string> = {
+const REGISTER_SOURCES: Record<Pass, string> = {
   forward: registerForwardSource,
   dq: registerDqSource,
-  dkdv: STORE_DK + 'fn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; }\n' + registerDkdvSource,
-  'dkdv-fused': STORE_DK + 'fn storeDv(at: u32, x: vec4<f32>) { dk[at] = x; }\n' + registerDkdvSource,
+  dkdv: 'fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; }\n' + registerDkdvSource,
+  'dkdv-fused': 'fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = x; }\n' + registerDkdvSource,
 };
 const VEC4_STATS_BINDINGS = [{ name: 'dOut', access: 'read', type: 'vec4<f32>' }, STATS_BINDING] as const;
-const REGISTER_OUTPUTS: Record<RegisterPass, KernelSpec['bindings']> = {
+const REGISTER_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
   forward: [{ name: 'out', access: 'read_write', type: 'vec4<f32>' }, { name: 'lse', access: 'read_write' }],
   dq: [...VEC4_STATS_BINDINGS, { name: 'dq', access: 'read_write', type: 'vec4<f32>' }],
   dkdv: [...VEC4_STATS_BINDINGS, { name: 'dk', access: 'read_write', type: 'vec4<f32>' }, { name: 'dv', access: 'read_write', type: 'vec4<f32>' }],
-  'dkdv-fused': [...VEC4_STATS_BINDINGS, { name: 'dk', access: 'read_write', type: 'vec4<f32>' }],
+  'dkdv-fused': [...VEC4_STATS_BINDINGS, { name: 'dkv', access: 'read_write', type: 'vec4<f32>' }],
 };
 
-function registerSpec(pass: RegisterPass): KernelSpec {
+function registerSpec(pass: Pass): KernelSpec {
   const key = `register-${pass}`;
   let spec = specCache.get(key);
   if (!spec) {
@@ -337,28 +335,18 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
   if (!fused && args.dk.buffer === args.dv.buffer && rangesOverlap(args.dk, args.dv)) {
     throw new Error(`${op}: dk ${args.dk.name} and dv ${args.dv.name} overlap without being the same tensor; pass one fused tensor for both`);
   }
-  if (variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.dOut, args.dq, args.dk, args.dv])) {
-    engine.dispatch(registerSpec('dq'), {
-      bindings: { ...shared, dq: args.dq },
-      uniforms: uniforms(args, maskStride),
-      workgroups: [Math.ceil(Tq / REGISTER_BLOCK), NH, B],
-    });
-    engine.dispatch(registerSpec(fused ? 'dkdv-fused' : 'dkdv'), {
-      bindings: fused ? { ...shared, dk: args.dk } : { ...shared, dk: args.dk, dv: args.dv },
-      uniforms: uniforms(args, maskStride),
-      workgroups: [Math.ceil(Tk / REGISTER_BLOCK), NKV, B],
-    });
-    return;
-  }
-  const tile = tileRows(engine, HS);
-  engine.dispatch(attentionSpec(engine, 'dq', HS, { TILE: tile, BLOCK }), {
+  const register = variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.dOut, args.dq, args.dk, args.dv]);
+  const tile = register ? 0 : tileRows(engine, HS);
+  const spec = (pass: Pass) => (register ? registerSpec(pass) : attentionSpec(engine, pass, HS, { TILE: tile, BLOCK }));
+  const rowsPerWorkgroup = register ? REGISTER_BLOCK : BLOCK;
+  engine.dispatch(spec('dq'), {
     bindings: { ...shared, dq: args.dq },
     uniforms: uniforms(args, maskStride),
-    workgroups: [Math.ceil(Tq / BLOCK), NH, B],
+    workgroups: [Math.ceil(Tq / rowsPerWorkgroup), NH, B],
   });
-  engine.dispatch(attentionSpec(engine, fused ? 'dkdv-fused' : 'dkdv', HS, { TILE: tile, BLOCK }), {
+  engine.dispatch(spec(fused ? 'dkdv-fused' : 'dkdv'), {
     bindings: fused ? { ...shared, dkv: args.dk } : { ...shared, dk: args.dk, dv: args.dv },
     uniforms: uniforms(args, maskStride),
-    workgroups: [Math.ceil(Tk / BLOCK), NKV, B],
+    workgroups: [Math.ceil(Tk / rowsPerWorkgroup), NKV, B],
   });
 }
