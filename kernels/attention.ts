@@ -5,6 +5,10 @@ import dqSource from './attention-backward-dq.wgsl';
 import dkdvSource from './attention-backward-dkdv.wgsl';
 import dkdvStoreSource from './attention-backward-dkdv-store.wgsl';
 import dkdvStoreFusedSource from './attention-backward-dkdv-store-fused.wgsl';
+import registerPreludeSource from './attention-register.wgsl';
+import registerForwardSource from './attention-register-forward.wgsl';
+import registerDqSource from './attention-register-dq.wgsl';
+import registerDkdvSource from './attention-register-dkdv.wgsl';
 import { type Engine, type Tensor, type KernelSpec, type UniformSpec, foldWorkgroups, chooseVariant } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
 
@@ -57,24 +61,44 @@ const ATTENTION_UNIFORMS: readonly UniformSpec[] = [
   { name: 'maskBatchStride', type: 'u32' },
   { name: 'queryStart', type: 'u32' },
   { name: 'scale', type: 'f32' },
-  /** ceil(HS / 4): the trip count of the rolled variant's head-vector loops. */
+  /** ceil(HS / 4): the trip count of the rolled and register passes' head-vector loops. */
   { name: 'hs4', type: 'u32' },
   /** Forward only: queries per workgroup and lanes splitting each query's keys (attention-forward.wgsl). */
   { name: 'blockRows', type: 'u32' },
   { name: 'keySplit', type: 'u32' },
 ];
 
-/** The largest head size whose head-vector loops are unrolled (see attention.wgsl's headVec4s); above it they
- *  stay loops. CPU devices: 64. Measured on lavapipe (tools/kernel-lab/attention.ts, both variants in one process,
- *  CPU time per call): unrolled runs 2.3x faster at HS = 32 and 1.7-1.8x at HS = 64; at HS = 128 (every head
- *  vector spilled) the loops run as fast, forward and backward within ±10%, and compile in 22 s instead of
- *  986 s for the three pipelines on an empty cache (the loaded 2-core machine). GPUs unroll every head size.
- *  WEBGPU_KERNEL_VARIANTS=attention:rolled rolls them all. */
-const attentionVariants: readonly Variant<number>[] = [
-  { name: 'cpu', supported: (caps) => caps.isSoftware, value: 64 },
-  { name: 'unrolled', supported: () => true, value: Infinity },
-  { name: 'rolled', supported: () => false, value: 0 },
+interface AttentionVariant {
+  /** The register passes (attention-register*.wgsl) wherever the operands split into aligned vec4s. */
+  register: boolean;
+  /** The largest head size whose head-vector loops the tiled passes unroll (see attention.wgsl's headVec4s). */
+  unrollUpTo: number;
+}
+
+/**
+ * CPU devices with subgroups of 8 or more (lavapipe: 8): the register passes, 16 rows of the own operand per 8-lane
+ * workgroup, the other operand's rows shared by subgroupBroadcast: kernel lab, same process, CPU time per call,
+ * forward 4.0x and backward 2.9x the tiled passes at B=8 T=128 NH/NKV=4/2 HS=32 (the tiny training step's), 7.0x
+ * and 6.4x at HS = 128. Shapes that do not split into vec4s (HS not a multiple of 4) take the tiled passes with
+ * rolled loops (they compile in a third of the time).
+ * Other CPU devices (`cpu`): the tiled passes, loops unrolled up to HS = 64 (2.3x faster at HS = 32 on lavapipe
+ * than rolled; at HS = 128 rolled runs as fast and compiles in 22 s instead of 986 s). GPUs: the tiled passes,
+ * every head size unrolled. WEBGPU_KERNEL_VARIANTS=attention:<name> forces one.
+ */
+const attentionVariants: readonly Variant<AttentionVariant>[] = [
+  {
+    name: 'register',
+    supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8,
+    value: { register: true, unrollUpTo: 0 },
+  },
+  { name: 'cpu', supported: (caps) => caps.isSoftware, value: { register: false, unrollUpTo: 64 } },
+  { name: 'unrolled', supported: () => true, value: { register: false, unrollUpTo: Infinity } },
+  { name: 'rolled', supported: () => false, value: { register: false, unrollUpTo: 0 } },
 ];
+
+function variantOf(engine: Engine): AttentionVariant {
+  return chooseVariant('attention', attentionVariants, engine.caps, engine.knobs).value;
+}
 
 const QKV_BINDINGS = [
   { name: 'q', access: 'read' },
@@ -122,7 +146,7 @@ const PASS_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
 const specCache = new Map<string, KernelSpec>();
 
 function attentionSpec(engine: Engine, pass: Pass, HS: number, constants: Record<string, number>): KernelSpec {
-  const unrolled = HS <= chooseVariant('attention', attentionVariants, engine.caps, engine.knobs).value;
+  const unrolled = HS <= variantOf(engine).unrollUpTo;
   const key = `${pass}:HS=${HS}:${unrolled}:${Object.entries(constants).map(([name, value]) => `${name}=${value}`).join(',')}`;
   let spec = specCache.get(key);
   if (!spec) {
@@ -204,6 +228,50 @@ function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keyS
   };
 }
 
+/** Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 2 rows (attention-register.wgsl). */
+const REGISTER_BLOCK = 16;
+const REGISTER_SOURCES: Record<Pass, string> = {
+  forward: registerForwardSource,
+  dq: registerDqSource,
+  dkdv: 'fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; }\n' + registerDkdvSource,
+  'dkdv-fused': 'fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = x; }\n' + registerDkdvSource,
+};
+const VEC4_STATS_BINDINGS = [{ name: 'dOut', access: 'read', type: 'vec4<f32>' }, STATS_BINDING] as const;
+const REGISTER_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
+  forward: [{ name: 'out', access: 'read_write', type: 'vec4<f32>' }, { name: 'lse', access: 'read_write' }],
+  dq: [...VEC4_STATS_BINDINGS, { name: 'dq', access: 'read_write', type: 'vec4<f32>' }],
+  dkdv: [...VEC4_STATS_BINDINGS, { name: 'dk', access: 'read_write', type: 'vec4<f32>' }, { name: 'dv', access: 'read_write', type: 'vec4<f32>' }],
+  'dkdv-fused': [...VEC4_STATS_BINDINGS, { name: 'dkv', access: 'read_write', type: 'vec4<f32>' }],
+};
+
+function registerSpec(pass: Pass): KernelSpec {
+  const key = `register-${pass}`;
+  let spec = specCache.get(key);
+  if (!spec) {
+    spec = {
+      name: `attention/register-${pass}`,
+      source: registerPreludeSource + REGISTER_SOURCES[pass],
+      bindings: [
+        { name: 'q', access: 'read', type: 'vec4<f32>' },
+        { name: 'k', access: 'read', type: 'vec4<f32>' },
+        { name: 'v', access: 'read', type: 'vec4<f32>' },
+        { name: 'keyMask', access: 'read', type: 'u32' },
+        ...REGISTER_OUTPUTS[pass],
+      ],
+      uniforms: ATTENTION_UNIFORMS,
+      features: ['subgroups'],
+    };
+    specCache.set(key, spec);
+  }
+  return spec;
+}
+
+/** Whether every tensor a pass reads or writes splits into whole, 16-byte aligned vec4s along the head vector. */
+function vec4Aligned(a: AttentionDims, tensors: Tensor[]): boolean {
+  const elements = [a.HS, a.qRowStride, a.qColOffset, a.kRowStride, a.kColOffset, a.vRowStride, a.vColOffset, a.kvBatchStride];
+  return elements.every((n) => n % 4 === 0) && tensors.every((t) => t.byteOffset % 16 === 0 && t.size % 4 === 0);
+}
+
 /** out = softmax(scale·q·kᵀ, causal and key-masked)·v and its logsumexp, in one dispatch. */
 export function attentionForward(engine: Engine, args: AttentionForwardArgs): void {
   const op = 'attentionForward';
@@ -211,6 +279,14 @@ export function attentionForward(engine: Engine, args: AttentionForwardArgs): vo
   const { B, Tq, NH, HS } = args;
   requireShape(op, args.out, B * Tq * NH * HS, '[B*Tq, NH*HS]');
   requireShape(op, args.lse, B * NH * Tq, '[B, NH, Tq]');
+  if (variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.out])) {
+    engine.dispatch(registerSpec('forward'), {
+      bindings: { q: args.q, k: args.k, v: args.v, keyMask: args.keyMask, out: args.out, lse: args.lse },
+      uniforms: uniforms(args, maskStride),
+      workgroups: [Math.ceil(Tq / REGISTER_BLOCK), NH, B],
+    });
+    return;
+  }
   const tile = tileRows(engine, HS);
   const blockRows = Math.min(BLOCK, nextPowerOfTwo(Tq));
   const keySplit = Math.min(BLOCK / blockRows, tile);
@@ -253,21 +329,24 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
     uniforms: { rows, Tq, NH, HS },
     workgroups: foldWorkgroups(Math.ceil(rows / 256)),
   });
-  const tile = tileRows(engine, HS);
   const shared = { q: args.q, k: args.k, v: args.v, keyMask: args.keyMask, dOut: args.dOut, stats };
-  engine.dispatch(attentionSpec(engine, 'dq', HS, { TILE: tile, BLOCK }), {
-    bindings: { ...shared, dq: args.dq },
-    uniforms: uniforms(args, maskStride),
-    workgroups: [Math.ceil(Tq / BLOCK), NH, B],
-  });
   // WebGPU forbids two writable bindings of overlapping ranges: one fused gradient tensor is bound once.
   const fused = args.dk.buffer === args.dv.buffer && args.dk.byteOffset === args.dv.byteOffset && args.dk.size === args.dv.size;
   if (!fused && args.dk.buffer === args.dv.buffer && rangesOverlap(args.dk, args.dv)) {
     throw new Error(`${op}: dk ${args.dk.name} and dv ${args.dv.name} overlap without being the same tensor; pass one fused tensor for both`);
   }
-  engine.dispatch(attentionSpec(engine, fused ? 'dkdv-fused' : 'dkdv', HS, { TILE: tile, BLOCK }), {
+  const register = variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.dOut, args.dq, args.dk, args.dv]);
+  const tile = register ? 0 : tileRows(engine, HS);
+  const spec = (pass: Pass) => (register ? registerSpec(pass) : attentionSpec(engine, pass, HS, { TILE: tile, BLOCK }));
+  const rowsPerWorkgroup = register ? REGISTER_BLOCK : BLOCK;
+  engine.dispatch(spec('dq'), {
+    bindings: { ...shared, dq: args.dq },
+    uniforms: uniforms(args, maskStride),
+    workgroups: [Math.ceil(Tq / rowsPerWorkgroup), NH, B],
+  });
+  engine.dispatch(spec(fused ? 'dkdv-fused' : 'dkdv'), {
     bindings: fused ? { ...shared, dkv: args.dk } : { ...shared, dk: args.dk, dv: args.dv },
     uniforms: uniforms(args, maskStride),
-    workgroups: [Math.ceil(Tk / BLOCK), NKV, B],
+    workgroups: [Math.ceil(Tk / rowsPerWorkgroup), NKV, B],
   });
 }

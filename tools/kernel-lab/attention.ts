@@ -3,7 +3,8 @@
 // variants' rounds alternate, so a load change on a shared machine hits both. On a software device the process's
 // CPU time per call is printed too (it barely moves when other processes share the cores).
 // Usage: node --import ./tools/node-loader.js tools/kernel-lab/attention.ts [B,T,NH,NKV,HS] [reps] [variants]
-//   variants: comma-separated attention variants (default rolled,unrolled); the first call's compile time is shown.
+//   variants: comma-separated attention variants (default cpu,register: the tiled passes lavapipe ran before, and
+//   the register passes); the first call's compile time is shown.
 import { Engine, readKnobs } from '../../engine/index.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
@@ -11,7 +12,7 @@ import { randomArray } from '../../test/helpers.ts';
 
 const [B, T, NH, NKV, HS] = (process.argv[2] ?? '8,128,4,2,32').split(',').map(Number);
 const reps = Number(process.argv[3] ?? 20);
-const variants = (process.argv[4] ?? 'rolled,unrolled').split(',');
+const variants = (process.argv[4] ?? 'cpu,register').split(',');
 const ROUNDS = 3;
 const W = (NH + 2 * NKV) * HS;
 const dims: AttentionDims = {
