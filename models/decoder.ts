@@ -96,7 +96,7 @@ export class DecoderTrunk {
     readonly params: Arena,
   ) {
     this.buffers = new GrowingBuffers(engine, 'trunk');
-    this.transposed = new TransposedWeights(engine, params, this.buffers);
+    this.transposed = TransposedWeights.acquire(engine, params);
   }
 
   private param(name: string): Tensor {

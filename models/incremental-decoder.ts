@@ -92,7 +92,7 @@ export class IncrementalDecoder {
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
     this.work = new GrowingBuffers(engine, 'incremental');
-    this.transposed = new TransposedWeights(engine, params, this.work);
+    this.transposed = TransposedWeights.acquire(engine, params);
   }
 
   /** Starts a new batch of `rows` sequences with an empty cache. */
@@ -108,6 +108,7 @@ export class IncrementalDecoder {
   destroy(): void {
     this.cache.destroy();
     this.work.destroy();
+    this.transposed.release();
   }
 
   private param(name: string): Tensor {

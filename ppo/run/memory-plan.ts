@@ -201,7 +201,9 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/lm-head.ts savedLogits).
     const logits = tokens * c.vocabSize * F32;
     if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
-    if (device.transposedWeights) items.push({ what: 'transposed layer weights (training forward)', bytes: layerWeightElements(c) * F32 });
+    // The actor's trunk shares the rollout's resident set when decode steps keep one (models/transposed-weights.ts).
+    const sharesDecodeCopies = head === 'lm' && device.decodeTransposedWeights;
+    if (device.transposedWeights && !sharesDecodeCopies) items.push({ what: 'transposed layer weights (training forward)', bytes: layerWeightElements(c) * F32 });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };

@@ -76,6 +76,11 @@ describe('memory plan', () => {
     const copies = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
     expect(decoded.resident.find((r) => r.what === 'actor weights transposed for decode steps')?.bytes).toBe(copies);
     expect(decoded.residentBytes - plain.residentBytes).toBe(copies);
+    // With the training forward's copies too, the actor update takes the resident set; the critic's are its own.
+    const both = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true, decodeTransposedWeights: true });
+    const extra = (name: string) => both.phases.find((p) => p.phase === name)!.items.find((item) => item.what === 'transposed layer weights (training forward)')?.bytes;
+    expect(extra('actor update')).toBeUndefined();
+    expect(extra('critic update')).toBe(copies);
   });
 
   it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
