@@ -120,10 +120,11 @@ export class PpoTrainer {
       weightDecay: actorCfg.optim.weight_decay, maxGradNorm: actorCfg.grad_clip,
     }, lora && ((grads) => lora.clearOffBlockGradients(grads)));
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
-    // With LoRA the base weights never change: the reference reads them (no adapters on its trunk), no copy.
-    const referenceWeights = lora ? actor.params
+    // With LoRA the base weights never change: the reference reads them (no adapters on its trunk), no copy. Without
+    // a KL term there is no reference at all (as verl's RefPolicy role), and no copy of the actor's weights either.
+    const referenceWeights = () => lora ? actor.params
       : referenceParams ?? frozenParameterCopy(engine, actor.config, actor.params, 'reference', weightDtype(c, 'reference', actor.config.torchDtype));
-    this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights) : null;
+    this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights()) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
     if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;

@@ -1,7 +1,8 @@
 // Whole PPO runs through `node train.js`'s entry point on a tiny model: GRPO (no critic), GAE with a frozen
 // critic (values computed, nothing trained, charts drawn at the end), and the reward mask at ratio 1 (every
-// trajectory's reward zeroed).
-import { describe, it, expect } from 'vitest';
+// trajectory's reward zeroed); the reference's weights exist only where a KL term reads them.
+import { describe, it, expect, vi } from 'vitest';
+import { Engine } from '../../engine/index.ts';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
@@ -32,6 +33,22 @@ describe('PPO trainer runs', () => {
       expect(Object.keys(m).some((k) => k.startsWith('critic/vf') || k.startsWith('critic/values'))).toBe(false);
     }
     await expect(readFile(join(dir, 'global_step_2', 'critic', 'config.json'))).rejects.toThrow();
+  }, 300_000);
+
+  it('allocates the reference copy of the actor only where a KL term reads it (as verl adds the RefPolicy role)', async () => {
+    const { root, overrides } = await makeTinyRun();
+    /** Labels of every buffer the run allocates. */
+    const labels = async (name: string, extra: string[]) => {
+      const createBuffer = vi.spyOn(Engine.prototype, 'createBuffer');
+      try {
+        expect(await main([...overrides, ...extra, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, name)}`])).toBe(0);
+        return createBuffer.mock.calls.map(([label]) => label);
+      } finally {
+        createBuffer.mockRestore();
+      }
+    };
+    expect((await labels('kl', ['actor_rollout_ref.actor.use_kl_loss=true'])).some((label) => label.startsWith('reference'))).toBe(true);
+    expect((await labels('no-kl', [])).filter((label) => label.startsWith('reference'))).toEqual([]);
   }, 300_000);
 
   it('GAE with critic.freeze: values feed GAE, the critic never changes and reports no vf_loss', async () => {
