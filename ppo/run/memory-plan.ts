@@ -129,10 +129,14 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
+  // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
+  // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   if (device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     const elements = parameterEntries(actor).filter((e) => transposed.has(e.name)).reduce((n, e) => n + elementCount(e.shape), 0);
     resident.push({ what: 'actor weights transposed for decode steps', bytes: elements * F32 });
+  } else if (device.transposedWeights) {
+    resident.push({ what: 'actor layer weights transposed (training forward)', bytes: layerWeightElements(actor) * F32 });
   }
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
@@ -146,6 +150,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
       resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
+      if (device.transposedWeights) resident.push({ what: 'critic layer weights transposed (training forward)', bytes: layerWeightElements(critic) * F32 });
     }
   }
   if (rewardModel) {
@@ -201,9 +206,6 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/lm-head.ts savedLogits).
     const logits = tokens * c.vocabSize * F32;
     if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
-    // The actor's trunk shares the rollout's resident set when decode steps keep one (models/transposed-weights.ts).
-    const sharesDecodeCopies = head === 'lm' && device.decodeTransposedWeights;
-    if (device.transposedWeights && !sharesDecodeCopies) items.push({ what: 'transposed layer weights (training forward)', bytes: layerWeightElements(c) * F32 });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };

@@ -60,12 +60,16 @@ describe('memory plan', () => {
     expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
   });
 
-  it('adds the transposed layer weights to the updates where training forwards use them (CPU devices)', () => {
-    const overrides = config([]);
-    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
-    const transposed = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true });
+  it('keeps the transposed layer weights of the actor and a trained critic resident where training forwards use them (CPU devices)', () => {
+    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const plain = planMemory(config([]), { actor, critic, rewardModel: null }, device);
+    const transposed = planMemory(config([]), { actor, critic, rewardModel: null }, { ...device, transposedWeights: true });
     const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
-    transposed.phases.forEach((p, i) => expect(p.bytes - plain.phases[i].bytes, p.phase).toBe(p.phase.endsWith('update') ? layerWeights : 0));
+    expect(transposed.residentBytes - plain.residentBytes).toBe(2 * layerWeights);
+    transposed.phases.forEach((p, i) => expect(p.bytes, p.phase).toBe(plain.phases[i].bytes));
+    // A frozen critic runs no training forward.
+    const frozen = planMemory(config(['critic.freeze=true']), { actor, critic, rewardModel: null }, { ...device, transposedWeights: true });
+    expect(frozen.resident.find((r) => r.what.startsWith('critic layer weights transposed'))).toBeUndefined();
   });
 
   it('keeps the actor\'s weights transposed for decode steps resident where the rollout uses them (CPU devices)', () => {
@@ -76,11 +80,10 @@ describe('memory plan', () => {
     const copies = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
     expect(decoded.resident.find((r) => r.what === 'actor weights transposed for decode steps')?.bytes).toBe(copies);
     expect(decoded.residentBytes - plain.residentBytes).toBe(copies);
-    // With the training forward's copies too, the actor update takes the resident set; the critic's are its own.
+    // With the training forward's copies too, the actor's training forwards share the decode set; the critic's are its own.
     const both = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true, decodeTransposedWeights: true });
-    const extra = (name: string) => both.phases.find((p) => p.phase === name)!.items.find((item) => item.what === 'transposed layer weights (training forward)')?.bytes;
-    expect(extra('actor update')).toBeUndefined();
-    expect(extra('critic update')).toBe(copies);
+    expect(both.residentBytes - plain.residentBytes).toBe(2 * copies);
+    expect(both.resident.find((r) => r.what === 'critic layer weights transposed (training forward)')?.bytes).toBe(copies);
   });
 
   it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
