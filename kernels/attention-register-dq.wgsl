@@ -27,9 +27,9 @@ fn startRow(i: u32, b: u32, h: u32, t0: u32) {
 fn scoreGradient(i: u32, j0: u32, visible: array<vec4<bool>, 2>) {
   if (!rowActive[i]) { return; }
   let qScale = params.scale * LOG2E;
-  let seen = vec4<u32>(position[i]);
-  let okLo = visible[0] & (vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u) <= seen);
-  let okHi = visible[1] & (vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u) <= seen);
+  let attends = queryAttends(visible, j0, position[i]);
+  let okLo = attends[0];
+  let okHi = attends[1];
   let pLo = select(vec4<f32>(0.0), exp2(scores[2u * i] * qScale - rowStats[i].x), okLo);
   let pHi = select(vec4<f32>(0.0), exp2(scores[2u * i + 1u] * qScale - rowStats[i].x), okHi);
   scores[2u * i] = pLo * (dpScores[2u * i] - rowStats[i].y);
@@ -71,12 +71,7 @@ fn main(@builtin(subgroup_invocation_id) laneIndex: u32, @builtin(workgroup_id) 
       accumulateScores(&dpScores, 1u, dOuts[MAX_HS4 + d4], u);
     }
     let kRow = kvOffset(b, j, g, params.kColOffset, params.kRowStride);
-    scores = array<vec4<f32>, 2u * ROWS>();
-    for (var d4 = 0u; d4 < params.hs4; d4++) {
-      let u = shareRows(k[kRow + d4]);
-      accumulateScores(&scores, 0u, qs[d4], u);
-      accumulateScores(&scores, 1u, qs[MAX_HS4 + d4], u);
-    }
+    queryKeyScores(&qs, kRow);
     let visible = sharedKeysVisible(b, j0);
     scoreGradient(0u, j0, visible); scoreGradient(1u, j0, visible);
     for (var d4 = 0u; d4 < params.hs4; d4++) {

@@ -105,3 +105,21 @@ fn combine(w: ptr<private, array<vec4<f32>, 2u * ROWS>>, i: u32, u: array<vec4<f
   let hi = (*w)[2u * i + 1u];
   return lo.x * u[0] + lo.y * u[1] + lo.z * u[2] + lo.w * u[3] + hi.x * u[4] + hi.y * u[5] + hi.z * u[6] + hi.w * u[7];
 }
+
+/** scores = the own query rows `own` (qs[i * MAX_HS4 + d4]) · the shared block of 8 keys, lane l's from kRow
+ *  (forward and dq). */
+fn queryKeyScores(own: ptr<private, array<vec4<f32>, ROWS * MAX_HS4>>, kRow: u32) {
+  scores = array<vec4<f32>, 2u * ROWS>();
+  for (var d4 = 0u; d4 < params.hs4; d4++) {
+    let u = shareRows(k[kRow + d4]);
+    accumulateScores(&scores, 0u, (*own)[d4], u);
+    accumulateScores(&scores, 1u, (*own)[MAX_HS4 + d4], u);
+  }
+}
+
+/** Which of keys j0 .. j0+7 the query at `position` attends: visible (sharedKeysVisible) and not after it. */
+fn queryAttends(visible: array<vec4<bool>, 2>, j0: u32, position: u32) -> array<vec4<bool>, 2> {
+  let seen = vec4<u32>(position);
+  return array<vec4<bool>, 2>(visible[0] & (vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u) <= seen),
+                              visible[1] & (vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u) <= seen));
+}
