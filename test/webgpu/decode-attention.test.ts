@@ -21,6 +21,31 @@ async function forEachVariant(engine: Engine, body: (variant: string) => Promise
   }
 }
 
+interface DecodeCase { B: number; NH: number; NKV: number; HS: number; capacity: number; slot: number; cacheRows: number }
+
+/** The kernel's out, k cache and v cache under each variant (forEachVariant), every run from the same inputs. */
+async function decodeEachVariant(
+  engine: Engine,
+  c: DecodeCase,
+  inputs: { qkv: Float32Array; kBefore: Float32Array; vBefore: Float32Array; keyMask: number[]; maskBatchStride: number; rope?: { positions: number[]; theta: number } },
+  check: (variant: string, out: Float32Array, kCache: Float32Array, vCache: Float32Array) => void,
+): Promise<void> {
+  const { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope } = inputs;
+  const kCache = engine.tensorFrom('k', [kBefore.length], kBefore);
+  const vCache = engine.tensorFrom('v', [vBefore.length], vBefore);
+  const out = engine.tensor('out', [c.B, c.NH * c.HS]);
+  await forEachVariant(engine, async (variant) => {
+    engine.upload(kCache, kBefore);
+    engine.upload(vCache, vBefore);
+    decodeAttention(engine, {
+      ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv: engine.tensorFrom('qkv', [c.B, qkv.length / c.B], qkv), kCache, vCache, out,
+      keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
+      ...(rope ? { rope: { positions: engine.tensorFrom('positions', [c.B], rope.positions, 'i32'), theta: rope.theta } } : {}),
+    });
+    check(variant, await engine.read(out), await engine.read(kCache), await engine.read(vCache));
+  });
+}
+
 describe('decode-attention kernel', () => {
   // GQA and MHA, HS 8 and 12, the first slot, slots past one workgroup of lanes, padding in the mask, and a
   // cache with more rows and a wider mask than the batch uses. GQA is NH/NKV = 2, as in the model tests, whose
@@ -41,21 +66,11 @@ describe('decode-attention kernel', () => {
     const qkv = randomArray(c.B * W, 1, 2);
     const kBefore = randomArray(cacheSize, 2, 2);
     const vBefore = randomArray(cacheSize, 3);
-    const kCache = engine.tensorFrom('k', [cacheSize], kBefore);
-    const vCache = engine.tensorFrom('v', [cacheSize], vBefore);
-    const out = engine.tensor('out', [c.B, c.NH * c.HS]);
-    const args = { ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS) };
-    const ref = decodeAttentionRef({ ...args, qkv, kCache: kBefore, vCache: vBefore, keyMask });
-    await forEachVariant(engine, async (variant) => {
-      engine.upload(kCache, kBefore);
-      engine.upload(vCache, vBefore);
-      decodeAttention(engine, {
-        ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
-        keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
-      });
-      expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, `${variant} out`);
-      expect(await engine.read(kCache)).toEqual(Float32Array.from(ref.kCache));
-      expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+    const ref = decodeAttentionRef({ ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv, kCache: kBefore, vCache: vBefore, keyMask });
+    await decodeEachVariant(engine, c, { qkv, kBefore, vBefore, keyMask, maskBatchStride }, (variant, out, kCache, vCache) => {
+      expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
+      expect(kCache).toEqual(Float32Array.from(ref.kCache));
+      expect(vCache).toEqual(Float32Array.from(ref.vCache));
     });
   });
 
@@ -72,23 +87,12 @@ describe('decode-attention kernel', () => {
     const vBefore = randomArray(cacheSize, 6);
     const positions = Array.from({ length: c.B }, (_, b) => c.slot + 1000 * b);
     const theta = 10000;
-    const kCache = engine.tensorFrom('k', [cacheSize], kBefore);
-    const vCache = engine.tensorFrom('v', [cacheSize], vBefore);
-    const out = engine.tensor('out', [c.B, c.NH * c.HS]);
-    const args = { ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS) };
     const rotated = ropeForwardRef({ qkv, positions, rows: c.B, NH: c.NH, NKV: c.NKV, HS: c.HS, theta });
-    const ref = decodeAttentionRef({ ...args, qkv: rotated, kCache: kBefore, vCache: vBefore, keyMask });
-    await forEachVariant(engine, async (variant) => {
-      engine.upload(kCache, kBefore);
-      engine.upload(vCache, vBefore);
-      decodeAttention(engine, {
-        ...args, qkv: engine.tensorFrom('qkv', [c.B, W], qkv), kCache, vCache, out,
-        keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
-        rope: { positions: engine.tensorFrom('positions', [c.B], positions, 'i32'), theta },
-      });
-      expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, `${variant} out`);
-      expectClose(await engine.read(kCache), ref.kCache, 1e-5, 1e-5, `${variant} kCache`);
-      expect(await engine.read(vCache)).toEqual(Float32Array.from(ref.vCache));
+    const ref = decodeAttentionRef({ ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv: rotated, kCache: kBefore, vCache: vBefore, keyMask });
+    await decodeEachVariant(engine, c, { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope: { positions, theta } }, (variant, out, kCache, vCache) => {
+      expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
+      expectClose(kCache, ref.kCache, 1e-5, 1e-5, `${variant} kCache`);
+      expect(vCache).toEqual(Float32Array.from(ref.vCache));
     });
   });
 });
