@@ -4,7 +4,7 @@ import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
 import { rmsnormForwardRef } from '../../kernels/ref/rmsnorm.ts';
 import { swigluForwardRef } from '../../kernels/ref/swiglu.ts';
-import { chooseVariant, readKnobs, roundToHalf } from '../../engine/index.ts';
+import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../helpers.ts';
 
 // [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32), a whole tile, N and K not
@@ -18,6 +18,30 @@ const OPTIONS = [
   { label: 'bias, accumulate, alpha', bias: true, accumulate: true, alpha: 2 },
 ];
 
+/** One case against matmulForwardRef, its four operands random from `seed` (a, b, bias, out): `b` stored as
+ *  `dtype` (the reference reads it rounded to that dtype). Returns the next unused seed. */
+async function expectMatchesReference(
+  engine: Engine,
+  c: { M: number; N: number; K: number; layout: MatmulLayout; option: (typeof OPTIONS)[number]; seed: number; dtype?: FloatDType; what: string },
+): Promise<number> {
+  const { M, N, K, layout, option, dtype = 'f32', what } = c;
+  let seed = c.seed;
+  const aData = randomArray(M * K, seed++);
+  const bData = randomArray(K * N, seed++);
+  const biasData = randomArray(N, seed++);
+  const outData = randomArray(M * N, seed++);
+  const out = engine.tensorFrom('out', [M, N], outData);
+  const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
+  const b = engine.tensorFrom('b', [K * N], bData, dtype);
+  matmul(engine, { a: engine.tensorFrom('a', [M * K], aData), b, out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha });
+  const expected = matmulForwardRef({
+    a: aData, b: dtype === 'f32' ? bData : roundToHalf(dtype, bData), M, N, K, layout, bias: bias && biasData, out: outData,
+    accumulate: option.accumulate, alpha: option.alpha,
+  });
+  expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
+  return seed;
+}
+
 // 'cpu' only combines register and tiled, each tested on its own.
 for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
   describe(`matmul/${variant.name}`, () => {
@@ -29,23 +53,7 @@ for (const variant of matmulVariants.filter((v) => v.name !== 'cpu')) {
           let seed = 1;
           for (const [M, N, K] of SHAPES) {
             for (const option of OPTIONS) {
-              const what = `${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
-              const aData = randomArray(M * K, seed++);
-              const bData = randomArray(K * N, seed++);
-              const biasData = randomArray(N, seed++);
-              const outData = randomArray(M * N, seed++);
-              const out = engine.tensorFrom('out', [M, N], outData);
-              const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
-              matmul(engine, {
-                a: engine.tensorFrom('a', [M * K], aData),
-                b: engine.tensorFrom('b', [K * N], bData),
-                out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha,
-              });
-              const expected = matmulForwardRef({
-                a: aData, b: bData, M, N, K, layout, bias: bias && biasData, out: outData,
-                accumulate: option.accumulate, alpha: option.alpha,
-              });
-              expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
+              seed = await expectMatchesReference(engine, { M, N, K, layout, option, seed, what: `${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}` });
             }
           }
         } finally {
@@ -161,19 +169,7 @@ describe('matmul with a half-precision B', () => {
           const layout = 'nt';
           for (const [M, N, K] of HALF_SHAPES) {
             const option = OPTIONS[seed % OPTIONS.length];
-            const what = `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`;
-            const aData = randomArray(M * K, seed++);
-            const bData = randomArray(K * N, seed++);
-            const biasData = randomArray(N, seed++);
-            const outData = randomArray(M * N, seed++);
-            const out = engine.tensorFrom('out', [M, N], outData);
-            const bias = option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined;
-            const b = engine.tensorFrom('b', [K * N], bData, dtype);
-            matmul(engine, { a: engine.tensorFrom('a', [M * K], aData), b, out, M, N, K, layout, bias, accumulate: option.accumulate, alpha: option.alpha });
-            const expected = matmulForwardRef({
-              a: aData, b: roundToHalf(dtype, bData), M, N, K, layout, bias: bias && biasData, out: outData, accumulate: option.accumulate, alpha: option.alpha,
-            });
-            expectClose(await engine.read(out), expected, 1e-5, 1e-5, what);
+            seed = await expectMatchesReference(engine, { M, N, K, layout, option, seed, dtype, what: `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}` });
           }
         } finally {
           delete engine.knobs.kernelVariants.matmul;
