@@ -65,8 +65,9 @@ export interface MemoryPlan {
   problems: string[];
 }
 
-export function parameterCount(c: DecoderConfig): number {
-  return parameterEntries(c).reduce((n, e) => n + elementCount(e.shape), 0);
+/** Elements of a model's parameters, or of those `keep` accepts. */
+export function parameterCount(c: DecoderConfig, keep: (name: string, shape: readonly number[]) => boolean = () => true): number {
+  return parameterEntries(c).filter((e) => keep(e.name, e.shape)).reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
 /** Bytes of a model's parameters with its matrices stored in `dtype` (a frozen model's). */
@@ -99,7 +100,7 @@ function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): 
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
 function layerWeightElements(c: DecoderConfig): number {
-  return parameterEntries(c).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2).reduce((n, e) => n + elementCount(e.shape), 0);
+  return parameterCount(c, (name, shape) => name.startsWith('model.layers.') && shape.length === 2);
 }
 
 function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
@@ -133,8 +134,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   if (device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
-    const elements = parameterEntries(actor).filter((e) => transposed.has(e.name)).reduce((n, e) => n + elementCount(e.shape), 0);
-    resident.push({ what: 'actor weights transposed for decode steps', bytes: elements * F32 });
+    resident.push({ what: 'actor weights transposed for decode steps', bytes: parameterCount(actor, (name) => transposed.has(name)) * F32 });
   } else if (device.transposedWeights) {
     resident.push({ what: 'actor layer weights transposed (training forward)', bytes: layerWeightElements(actor) * F32 });
   }
