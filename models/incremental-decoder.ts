@@ -81,6 +81,8 @@ export class IncrementalDecoder {
   private readonly lora: LoraAdapters | null;
   /** Transposed copies of the float32 layer weights (and a small LM head) for decode steps on CPU devices. */
   private readonly transposed: TransposedWeights;
+  /** The weights decode steps take transposed (decodeTransposedWeightNames), listed once: each step refreshes them. */
+  private readonly transposedNames: string[];
 
   constructor(
     readonly engine: Engine,
@@ -93,6 +95,7 @@ export class IncrementalDecoder {
     this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
     this.work = new GrowingBuffers(engine, 'incremental');
     this.transposed = TransposedWeights.acquire(engine, params);
+    this.transposedNames = decodeTransposedWeightNames(config);
   }
 
   /** Starts a new batch of `rows` sequences with an empty cache. */
@@ -123,9 +126,8 @@ export class IncrementalDecoder {
 
   /** The transposed copies, by weight name, brought up to date. */
   private transposedWeights(): Map<string, Tensor> {
-    const names = decodeTransposedWeightNames(this.config);
-    this.transposed.refresh(names);
-    return new Map(names.map((name) => [name, this.transposed.copy(name)]));
+    this.transposed.refresh(this.transposedNames);
+    return new Map(this.transposedNames.map((name) => [name, this.transposed.copy(name)]));
   }
 
   /** The work buffers shaped for `rows` sequences of T new tokens. */
