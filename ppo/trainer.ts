@@ -264,7 +264,8 @@ export class PpoTrainer {
     const { rollout, envMetrics } = await this.generate(records, { ...this.rolloutConfig(true), onProgress });
     const { scores, rewardExtraInfo, texts } = await this.scoreRollout(records, rollout);
     const seconds = (performance.now() - started) / 1000;
-    const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [`val/${k}`, v]));
+    // verl logs validation's turn counts as val-aux/num_turns/*; Search-R1's env/* go under val/.
+    const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [k.startsWith('num_turns/') ? `val-aux/${k}` : `val/${k}`, v]));
     Object.assign(metrics, validationMetrics(scores.map((reward, i) => ({
       dataSource: records[rollout.groupIds[i]].dataSource, prompt: rollout.groupIds[i], reward, rewardExtraInfo: rewardExtraInfo[i],
     }))));

@@ -45,6 +45,8 @@ export function parseAction(turnText: string): SearchAction {
 /** Per sample of one rollout. */
 interface SampleStats {
   turns: number;
+  /** Observations handed back to the rollout (search results or the invalid-action correction). */
+  observations: number;
   validActions: number;
   searches: number;
   answered: boolean;
@@ -77,7 +79,7 @@ export class SearchSession implements TurnEnvironment {
     samples: number,
   ) {
     this.maxTurns = protocol.maxSearchTurns + 1;
-    this.stats = Array.from({ length: samples }, () => ({ turns: 0, validActions: 0, searches: 0, answered: false, observationTokens: 0 }));
+    this.stats = Array.from({ length: samples }, () => ({ turns: 0, observations: 0, validActions: 0, searches: 0, answered: false, observationTokens: 0 }));
   }
 
   static async start(protocol: SearchProtocol, samples: number): Promise<SearchSession> {
@@ -105,6 +107,7 @@ export class SearchSession implements TurnEnvironment {
       if (actions[k].kind === 'answer') stats.answered = true;
       const text = observations[k];
       if (text === null) return null;
+      stats.observations++;
       if (actions[k].kind === 'search') stats.searches++;
       const ids = (await protocol.tokenizer.encode(text, { addSpecialTokens: false })).slice(0, protocol.maxObsLength);
       stats.observationTokens += ids.length;
@@ -112,11 +115,16 @@ export class SearchSession implements TurnEnvironment {
     }));
   }
 
-  /** Search-R1's env/* metrics, plus the share of response tokens that were observations. */
+  /** Search-R1's env/* metrics, plus the share of response tokens that were observations, and verl's
+   *  num_turns/* (its agent loop's count: the prompt, each assistant turn and each tool response). */
   metrics(responseTokens: number): Record<string, number> {
     const mean = (f: (s: SampleStats) => number) => this.stats.reduce((sum, s) => sum + f(s), 0) / this.stats.length;
     const turns = this.stats.map((s) => s.turns);
+    const conversationTurns = this.stats.map((s) => 1 + s.turns + s.observations);
     return {
+      'num_turns/min': Math.min(...conversationTurns),
+      'num_turns/max': Math.max(...conversationTurns),
+      'num_turns/mean': mean((s) => 1 + s.turns + s.observations),
       'env/number_of_actions/mean': mean((s) => s.turns),
       'env/number_of_actions/max': Math.max(...turns),
       'env/number_of_actions/min': Math.min(...turns),

@@ -70,6 +70,10 @@ describe('Search-R1 turns', () => {
     expect(metrics['env/finish_ratio']).toBe(3 / 4);
     expect(metrics['env/ratio_of_valid_action']).toBeCloseTo((1 + 1 + 1 + 2 / 3) / 4, 12);
     expect(metrics['env/observation_token_share']).toBe((5 + 5 + 5 + 2 + 5) / 40);
+    // verl's num_turns: 1 (the prompt) + assistant turns + observations: samples 0-3 had 2+1, 1+0, 3+2, 3+2.
+    expect(metrics['num_turns/min']).toBe(2);
+    expect(metrics['num_turns/max']).toBe(6);
+    expect(metrics['num_turns/mean']).toBe((4 + 2 + 6 + 6) / 4);
   });
 
   it('ends turns on closing tags by text when they are several tokens', async () => {

@@ -25,6 +25,9 @@ describe('search run', () => {
       expect(m['env/number_of_actions/min']).toBeLessThanOrEqual(m['env/number_of_actions/mean']);
       expect(m['env/number_of_actions/mean']).toBeLessThanOrEqual(m['env/number_of_actions/max']);
       expect(m['env/number_of_valid_action']).toBeLessThanOrEqual(m['env/number_of_actions/mean']);
+      // verl's num_turns: the prompt, each turn and each observation between turns.
+      expect(m['num_turns/mean']).toBeGreaterThanOrEqual(1 + m['env/number_of_actions/mean']);
+      expect(m['num_turns/max']).toBeLessThanOrEqual(1 + 2 * m['env/number_of_actions/max']);
       // Observations (search results or the invalid-action correction) sit between turns: some sample took two.
       if (m['env/observation_token_share'] > 0) expect(m['env/number_of_actions/max']).toBeGreaterThanOrEqual(2);
       for (const key of ['env/ratio_of_valid_action', 'env/finish_ratio', 'env/observation_token_share']) {
@@ -35,5 +38,7 @@ describe('search run', () => {
     const validations = lines.filter((m) => m['val/test_score/mean'] !== undefined);
     expect(validations.length).toBeGreaterThanOrEqual(1);
     expect(validations[0]['val/env/number_of_actions/mean']).toBeGreaterThanOrEqual(1);
+    expect(validations[0]['val-aux/num_turns/min']).toBeGreaterThanOrEqual(2);
+    expect(validations[0]['val-aux/num_turns/mean']).toBeLessThanOrEqual(validations[0]['val-aux/num_turns/max']);
   }, 300_000);
 });
