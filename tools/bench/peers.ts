@@ -272,7 +272,7 @@ export async function tfGenerate(tf: Tf, c: DecoderConfig, runs: number, patient
 
 /** Rounds of every workload, ours and peers interleaved: on a shared machine the load drifts within minutes, so
  *  each ratio is of medians over rounds that saw the same drift. */
-const ROUNDS = 3;
+const ROUNDS = 5;
 
 export async function benchmarkPeers(engine: Engine): Promise<PeerBenchRow[]> {
   const tf = await loadTfjs();
