@@ -21,6 +21,7 @@ import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
 import { ropeForward } from '../kernels/rope.ts';
 import { attentionForward } from '../kernels/attention.ts';
 import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
+import { decodeLayer, useDecodeLayer } from '../kernels/decode-layer.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { lmHeadLogits } from '../kernels/lm-head.ts';
 import { transposedWeightVariants } from '../kernels/transpose.ts';
@@ -194,6 +195,24 @@ export class IncrementalDecoder {
     return { a: s.normed };
   }
 
+  /** Layer l of a decode step in one dispatch: x (rows, C) in place, the new k and v cached at `slot`. */
+  private decodeLayer(l: number, x: Tensor, transposed: Map<string, Tensor>, positions: Tensor<'i32'>, slot: number): void {
+    const c = this.config;
+    const p = layerPrefix(l);
+    const cache = this.cache;
+    decodeLayer(this.engine, {
+      x, B: cache.rows, C: c.hiddenSize, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I: c.intermediateSize,
+      qkvT: transposed.get(`${p}.self_attn.qkv_proj.weight`)!, oT: transposed.get(`${p}.self_attn.o_proj.weight`)!,
+      gateUpT: transposed.get(`${p}.mlp.gate_up_proj.weight`)!, downT: transposed.get(`${p}.mlp.down_proj.weight`)!,
+      inputNorm: this.param(`${p}.input_layernorm.weight`), postNorm: this.param(`${p}.post_attention_layernorm.weight`),
+      qkNorm: c.qkNorm ? { q: this.param(`${p}.self_attn.q_norm.weight`), k: this.param(`${p}.self_attn.k_norm.weight`) } : undefined,
+      qkvBias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+      oBias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
+      positions, theta: c.ropeTheta, kCache: cache.k[l], vCache: cache.v[l], keyMask: cache.keyMask,
+      capacity: cache.capacity, slot, maskBatchStride: cache.capacity, eps: c.rmsNormEps, scale: 1 / Math.sqrt(c.headDim),
+    });
+  }
+
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
    * logits (rows, V) of each row's last new token, valid until the next call.
@@ -231,7 +250,10 @@ export class IncrementalDecoder {
     // and RoPE into the decode attention kernel.
     const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
-    for (let l = 0; l < c.numLayers; l++) {
+    // On CPU devices a decode step without LoRA runs each layer as one dispatch (kernels/decode-layer) instead of five.
+    const fusedLayers = transposed !== null && !this.lora && useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
+    for (let l = 0; l < c.numLayers && fusedLayers; l++) this.decodeLayer(l, s.x, transposed!, positions, slotStart);
+    for (let l = 0; l < c.numLayers && !fusedLayers; l++) {
       const p = layerPrefix(l);
       const qkvInput = this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm);
       linear(`${p}.self_attn.qkv_proj.weight`, {

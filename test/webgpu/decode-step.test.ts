@@ -1,6 +1,7 @@
-// A decode step's dispatch count and its fusions: on a CPU device the rmsnorms fold into the projections after
-// them, swiglu into down_proj and RoPE into the decode attention (kernels/matmul-register.wgsl prologues,
-// kernels/decode-attention.wgsl), and the logits equal those of the unfused kernels; the transposed copies of
+// A decode step's dispatch count and its fusions: on a CPU device each layer is one dispatch (kernels/decode-layer);
+// without it the rmsnorms fold into the projections after them, swiglu into down_proj and RoPE into the decode
+// attention (kernels/matmul-register.wgsl prologues, kernels/decode-attention.wgsl); the logits equal those of the
+// unfused kernels; the transposed copies of
 // the weights (CPU devices) give the logits of the weights as stored, follow the weights when they are written, and
 // are one set shared with the training trunk of the same arena.
 import { describe, it, expect, vi } from 'vitest';
@@ -13,6 +14,7 @@ import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { expectClose } from '../helpers.ts';
+import { decodeLayerVariants } from '../../kernels/decode-layer.ts';
 
 function config(architecture: string): DecoderConfig {
   return parseHfConfig({
@@ -49,12 +51,14 @@ async function decodeStep(engine: Engine, c: DecoderConfig, variants: Record<str
 
 describe('decode step', () => {
   for (const architecture of ['LlamaForCausalLM', 'Qwen3ForCausalLM']) {
-    it(`${architecture}: fused and separate kernels give the same logits; fused costs 5 dispatches per layer (+1 for q/k norm)`, async () => {
+    it(`${architecture}: one dispatch per layer (CPU devices), prologues fused, and separate kernels give the same logits`, async () => {
       const engine = await gpuEngine();
       const c = config(architecture);
-      const fused = await decodeStep(engine, c, { 'matmul-prologue': 'fused' });
-      const separate = await decodeStep(engine, c, { 'matmul-prologue': 'separate' });
-      expectClose(fused.logits, separate.logits, 1e-5, 1e-5, 'logits');
+      const layer = await decodeStep(engine, c, {});
+      const fused = await decodeStep(engine, c, { 'decode-layer': 'separate', 'matmul-prologue': 'fused' });
+      const separate = await decodeStep(engine, c, { 'decode-layer': 'separate', 'matmul-prologue': 'separate' });
+      expectClose(layer.logits, separate.logits, 1e-5, 1e-5, 'logits of the fused layers');
+      expectClose(fused.logits, separate.logits, 1e-5, 1e-5, 'logits with prologues');
       // embedding; per layer qkv, [q/k norm], attention, o_proj, gate_up, down; final norm and LM head (one
       // dispatch against a CPU device's transposed head).
       const perLayer = 5 + (c.qkNorm ? 1 : 0);
@@ -62,6 +66,9 @@ describe('decode step', () => {
       expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + head);
       // Separate: the rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
       expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers + 2 - head);
+      // The device's own choice: one dispatch per layer where kernels/decode-layer runs.
+      const oneDispatchPerLayer = decodeLayerVariants[0].supported(engine.caps);
+      expect(layer.dispatches).toBe(oneDispatchPerLayer ? 1 + c.numLayers + head : fused.dispatches);
     });
   }
 

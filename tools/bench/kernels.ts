@@ -19,19 +19,20 @@ import { weightedSumCases } from '../kernel-lab/reduce.bench.ts';
 import { transposeCases } from '../kernel-lab/transpose.bench.ts';
 import { clearRangesCases } from '../kernel-lab/clear-ranges.bench.ts';
 import { ppoCases } from '../kernel-lab/ppo.bench.ts';
+import { decodeLayerCases } from '../kernel-lab/decode-layer.bench.ts';
 import type { KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
 
 export type { KernelBenchRow } from './harness.ts';
 
 const CASES: (() => KernelBenchCase[])[] = [
   matmulCases, embeddingCases, rmsnormCases, headRmsnormCases, ropeCases, attentionCases, swigluCases, lmHeadCases,
-  valueHeadCases, adamwCases, weightedSumCases, transposeCases, clearRangesCases, ppoCases,
+  valueHeadCases, adamwCases, weightedSumCases, transposeCases, clearRangesCases, ppoCases, decodeLayerCases,
 ];
 
 /** Every case, or with `only` the cases of those ops (as WEBGPU_KERNEL_VARIANTS names them: `--only=value-head,reduce`). */
 export async function benchmarkKernels(engine: Engine, only?: readonly string[]): Promise<KernelBenchRow[]> {
   const rows: KernelBenchRow[] = [];
-  for (const benchCase of CASES.flatMap((cases) => cases()).filter((c) => !only || only.includes(c.op))) {
+  for (const benchCase of CASES.flatMap((cases) => cases()).filter((c) => (!only || only.includes(c.op)) && (c.runsOn?.(engine) ?? true))) {
     const run = benchCase.setup(engine);
     const time = (samples?: number) =>
       timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples });

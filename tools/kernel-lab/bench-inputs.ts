@@ -17,6 +17,8 @@ export interface KernelBenchCase {
   naiveVariant?: string;
   /** The same computation by the op's CPU reference on the inputs setup uploads, timed for vs_cpu. */
   reference?: () => unknown;
+  /** Whether the case runs on this device (a CPU-only kernel); every device when absent. */
+  runsOn?: (engine: Engine) => boolean;
   /** Allocates the inputs once and returns the function that records one run. */
   setup: (engine: Engine) => () => void;
 }
