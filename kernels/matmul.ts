@@ -1,11 +1,12 @@
 import tiledSource from './matmul.wgsl';
 import registerSource from './matmul-register.wgsl';
+import registerShuffleSource from './matmul-register-shuffle.wgsl';
 import naiveSource from './matmul-naive.wgsl';
 import commonSource from './matmul-common.wgsl';
 import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
 import bF16Source from './matmul-b-f16.wgsl';
-import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
+import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, type DeviceCapabilities, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
 import type { ElementType } from '../engine/kernel.ts';
 import type { Variant } from '../engine/variants.ts';
 import { unpackPairSource } from './half-weights.ts';
@@ -101,7 +102,7 @@ const UNIFORMS = [
 
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds.
  *  `tallRows`: the register kernel's taller tile (its ROWS constant) for the shapes that take it. */
-function specFamily(variant: string, source: string, tile: readonly [number, number], tallRows?: (M: number, prologue: PrologueCode, b: BStorage, swigluOut: boolean) => number | null) {
+function specFamily(variant: string, source: string, tile: readonly [number, number], tallRows?: TallRows, options: { shuffle?: boolean } = {}) {
   const kernels = new Map<string, MatmulKernel>();
   return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M = 0, prologue: PrologueCode = 0, b: BStorage = 'f32', swigluOut = false): MatmulKernel => {
     const rows = tallRows?.(M, prologue, b, swigluOut) ?? null;
@@ -112,7 +113,7 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
         name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${swigluOut ? '-to-swiglu' : ''}${b === 'f32' ? '' : `-${b}`}${rows ? `-rows${rows}` : ''}`,
         source: source + commonSource + bLoads(b),
         bindings: bindings(b),
-        ...(b === 'f16-native' ? { features: ['shader-f16'] as const } : {}),
+        ...(b === 'f16-native' ? { features: ['shader-f16'] as const } : options.shuffle ? { features: ['subgroups'] as const } : {}),
         uniforms: UNIFORMS,
         constants: {
           A_K_CONTIGUOUS: layout === 'tn' ? 0 : 1,
@@ -123,6 +124,7 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
           ...(prologue ? { A_PROLOGUE: prologue } : {}),
           ...(swigluOut ? { OUT_SWIGLU: 1 } : {}),
           ...(rows ? { ROWS: rows } : {}),
+          ...(options.shuffle && rows && layout !== 'nt' ? { A_SHUFFLE: 1 } : {}),
         },
       };
       kernel = { spec, tile: rows ? [rows, tile[1]] : tile };
@@ -140,7 +142,18 @@ const tiled = specFamily('tiled', tiledSource, [64, 64]);
  *  12-row tile: 10-15% less CPU time than 8 rows at the tiny model's training shapes. Decode steps (a few rows,
  *  prologues, epilogues) and half-precision B keep 8 rows and their pipelines. */
 const TALL_M = 48;
-const register = specFamily('register', registerSource, [8, 64], (M, prologue, b, swigluOut) => (M >= TALL_M && !prologue && !swigluOut && b === 'f32' ? 12 : null));
+type TallRows = (M: number, prologue: PrologueCode, b: BStorage, swigluOut: boolean) => number | null;
+const tallRows: TallRows = (M, prologue, b, swigluOut) => (M >= TALL_M && !prologue && !swigluOut && b === 'f32' ? 12 : null);
+// WGSL checks every function of a module: the register kernel without matmul-register-shuffle.wgsl still needs a
+// definition of the function its A_SHUFFLE branch (false in these pipelines) calls.
+const NO_SHUFFLE = '\nfn accumulateShuffledRows(lane: u32, n: u32, K: u32, kStride: u32) {}\n';
+const register = specFamily('register', registerSource + NO_SHUFFLE, [8, 64], tallRows);
+const registerShuffled = specFamily('register-shuffle', registerSource + registerShuffleSource, [8, 64], tallRows, { shuffle: true });
+/** The register kernel, its tall nn and tn products with A handed round by subgroupShuffle (matmul-register's
+ *  A_SHUFFLE; devices with subgroups of at least 8 lanes). Other shapes take the same pipelines as `register`. */
+const registerWithShuffle: KernelChoice = (layout, aVec4, bVec4, M, prologue = 0, b = 'f32', swigluOut = false) =>
+  (layout !== 'nt' && tallRows(M, prologue, b, swigluOut) ? registerShuffled : register)(layout, aVec4, bVec4, M, prologue, b, swigluOut);
+const subgroupsOf8 = (caps: DeviceCapabilities) => caps.subgroups && caps.subgroupMinSize >= 8;
 const naive = specFamily('naive', naiveSource, [16, 16]);
 
 export const matmulVariants: readonly Variant<KernelChoice>[] = [
@@ -148,12 +161,18 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   // columns are strided loads, 2.5x slower than the tiled kernel's transpose through workgroup memory — except
   // for a few rows (decode steps), where the tiled kernel's 64-row tile is mostly idle and register is 5-10x faster.
   {
+    name: 'cpu-subgroups',
+    supported: (caps) => caps.isSoftware && subgroupsOf8(caps),
+    value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : registerWithShuffle)(layout, aVec4, bVec4, M, prologue, b),
+  },
+  {
     name: 'cpu',
     supported: (caps) => caps.isSoftware,
     value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
   },
   { name: 'tiled', supported: () => true, value: tiled },
   { name: 'register', supported: () => true, value: register },
+  { name: 'register-shuffle', supported: subgroupsOf8, value: registerWithShuffle },
   { name: 'naive', supported: () => true, value: naive },
 ];
 
