@@ -1,7 +1,7 @@
 // matmul (register): for CPU implementations (lavapipe). Shapes and layouts as in matmul.wgsl.
 // 8 lanes per workgroup (one 256-bit SIMD vector) own a ROWSx64 output tile, ROWSx8 outputs per lane in registers;
-// no workgroup memory, no barriers: the CPU caches do the reuse. The 8 rows of A depend on the workgroup id
-// only, so lavapipe loads each A element once per vector, not once per lane. B per k: two vec4 loads for
+// no workgroup memory, no barriers: the CPU caches do the reuse. The rows of A are the same for every lane, but
+// lavapipe still loads them once per lane (hence A_SHUFFLE below where subgroups allow). B per k: two vec4 loads for
 // nn/tn with N a multiple of 4, eight scalars otherwise (nt, odd N); vec4s along k for nt, one component
 // used per k, measured slower.
 // Indices past the matrix are clamped to its last row/column: loads stay branch-free and valid, and the
