@@ -20,7 +20,7 @@
 // as ballot bits (tiny model's decode, same process: ~10% more tokens/s each, against a head at a time and a mask
 // load per key).
 // Shapes and the optional parts (qkNorm, qkvBias, oBias: 0 or 1) are uniforms: one pipeline, whose cold
-// compile is ~5 s on lavapipe, serves every model.
+// compile is ~7 s on lavapipe, serves every model.
 
 const LANES: u32 = 8u;
 const ROWS: u32 = 4u;
