@@ -93,6 +93,18 @@ export function decodeAttentionFusesRope(HS: number): boolean {
   return decodeAttentionSupports(HS) && HS % 8 === 0;
 }
 
+/** Throws unless `slot` is inside the cache and its mask, and the caches and key mask hold B sequences (the
+ *  checks of every decode-step launcher that writes the new k, v at `slot` and attends over [0, slot]). */
+export function expectDecodeCache(launcher: string, a: Pick<DecodeAttentionArgs, 'kCache' | 'vCache' | 'keyMask' | 'B' | 'NKV' | 'HS' | 'capacity' | 'slot' | 'maskBatchStride'>): void {
+  const { B, capacity, slot, maskBatchStride } = a;
+  if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
+  if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
+  const kvWidth = a.NKV * a.HS;
+  for (const [what, t, needed] of [['kCache', a.kCache, B * capacity * kvWidth], ['vCache', a.vCache, B * capacity * kvWidth], ['keyMask', a.keyMask, B * maskBatchStride]] as const) {
+    if (t.size < needed) throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least ${needed}`);
+  }
+}
+
 /** Stores the new k, v at `slot` and attends the new queries to slots [0, slot] of each sequence's cache. */
 export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   const { qkv, kCache, vCache, keyMask, out, B, NH, NKV, HS, capacity, slot, maskBatchStride, scale, rope } = a;
@@ -101,15 +113,10 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   if (rope && !decodeAttentionFusesRope(HS)) throw new Error(`${launcher}: RoPE fused here needs HS=${HS} to be a multiple of 8`);
   if (rope) expectSize(launcher, 'positions', rope.positions, B, `[B=${B}]`);
   if (NH % NKV !== 0) throw new Error(`${launcher}: NH=${NH} is not a multiple of NKV=${NKV}`);
-  if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
-  if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
+  expectDecodeCache(launcher, a);
   const W = (NH + 2 * NKV) * HS;
-  const kvWidth = NKV * HS;
   expectSize(launcher, 'qkv', qkv, B * W, `[B=${B}, (NH+2·NKV)·HS=${W}]`);
   expectSize(launcher, 'out', out, B * NH * HS, `[B=${B}, NH·HS=${NH * HS}]`);
-  for (const [what, t, needed] of [['kCache', kCache, B * capacity * kvWidth], ['vCache', vCache, B * capacity * kvWidth], ['keyMask', keyMask, B * maskBatchStride]] as const) {
-    if (t.size < needed) throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least ${needed}`);
-  }
   const REP = NH / NKV;
   const layout = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
   let WG = layout.kind === 'dims' ? (HS <= DIMS_MAX_HS ? 0 : 8) : layout.WG;

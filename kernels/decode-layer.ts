@@ -4,6 +4,7 @@ import { type Engine, type Tensor, type KernelSpec, type DeviceCapabilities, cho
 import type { Variant } from '../engine/variants.ts';
 import { expectSize, shaderSource } from './rowwise.ts';
 import { inverseFrequencyTable } from './rope.ts';
+import { expectDecodeCache } from './decode-attention.ts';
 
 /** Sequences per workgroup (the shader's ROWS): each workgroup streams every weight of the layer once. */
 const ROWS = 4;
@@ -138,8 +139,7 @@ export function decodeLayer(engine: Engine, a: DecodeLayerArgs): void {
   const { x, B, C, NH, NKV, HS, I, capacity, slot, maskBatchStride } = a;
   const launcher = 'decodeLayer';
   if (!useDecodeLayer(engine, a)) throw new Error(`${launcher}: C=${C}, NH=${NH}, NKV=${NKV}, HS=${HS}, I=${I} is not a shape the fused layer takes on ${engine.caps.description}`);
-  if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
-  if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
+  expectDecodeCache(launcher, a);
   const W = (NH + 2 * NKV) * HS;
   expectSize(launcher, 'x', x, B * C, `[B=${B}, C=${C}]`);
   expectSize(launcher, 'qkvT', a.qkvT, C * W, `[C=${C}, W=${W}]`);
@@ -155,10 +155,6 @@ export function decodeLayer(engine: Engine, a: DecodeLayerArgs): void {
   }
   if (a.qkvBias) expectSize(launcher, 'qkvBias', a.qkvBias, W, `[W=${W}]`);
   if (a.oBias) expectSize(launcher, 'oBias', a.oBias, C, `[C=${C}]`);
-  const kvWidth = NKV * HS;
-  for (const [what, t, needed] of [['kCache', a.kCache, B * capacity * kvWidth], ['vCache', a.vCache, B * capacity * kvWidth], ['keyMask', a.keyMask, B * maskBatchStride]] as const) {
-    if (t.size < needed) throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least ${needed}`);
-  }
   // Absent optional tensors bind a tensor of the layer that the shader then never reads.
   engine.dispatch(specFor(engine.caps), {
     bindings: {
