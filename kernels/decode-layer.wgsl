@@ -213,35 +213,34 @@ fn attend(L: Layout, lane: u32, b0: u32) {
   for (var r = 0u; r < ROWS; r++) {
     let b = sequence(b0, r);
     let rowAt = L.qkv + r * L.QS;
-    for (var h = 0u; h < params.NH; h += 2u) {
-      let g = h / REP;
-      let pair = h + 1u < params.NH && (h + 1u) / REP == g;
-      let q0 = mem[rowAt + h * HS4 + d4];
-      let q1 = mem[rowAt + min(h + 1u, params.NH - 1u) * HS4 + d4];
-      let kNew = mem[rowAt + (params.NH + g) * HS4 + d4];
-      let vNew = mem[rowAt + (params.NH + params.NKV + g) * HS4 + d4];
-      let cacheAt = b * params.capacity * slotStride + g * HS4 + d4;
-      var first = HeadState(NEG_BIG, 0.0, vec4<f32>(0.0));
-      var second = first;
-      var kept = 0u;
-      for (var j = 0u; j <= params.slot; j++) {
-        // The key mask of 8 slots at a time, one slot a lane, as the bits of a ballot: one load per 8 keys.
-        if (j % LANES == 0u) { kept = subgroupBallot(keyMask[b * params.maskBatchStride + min(j + lane, params.slot)] != 0u).x; }
-        let keep = ((kept >> (j % LANES)) & 1u) != 0u;
-        var k = kNew;
-        var v = vNew;
-        if (j != params.slot) {
-          k = kCache[cacheAt + j * slotStride];
-          v = vCache[cacheAt + j * slotStride];
+    for (var g = 0u; g < params.NKV; g++) {
+      for (var i = 0u; i < REP; i += 2u) {
+        let h = g * REP + i;
+        // The last head of an odd REP goes alone.
+        let pair = i + 1u < REP;
+        let q0 = mem[rowAt + h * HS4 + d4];
+        let q1 = mem[rowAt + select(h, h + 1u, pair) * HS4 + d4];
+        let kNew = mem[rowAt + (params.NH + g) * HS4 + d4];
+        let vNew = mem[rowAt + (params.NH + params.NKV + g) * HS4 + d4];
+        let cacheAt = b * params.capacity * slotStride + g * HS4 + d4;
+        var first = HeadState(NEG_BIG, 0.0, vec4<f32>(0.0));
+        var second = first;
+        var kept = 0u;
+        for (var j = 0u; j <= params.slot; j++) {
+          // The key mask of 8 slots at a time, one slot a lane, as the bits of a ballot: one load per 8 keys.
+          if (j % LANES == 0u) { kept = subgroupBallot(keyMask[b * params.maskBatchStride + min(j + lane, params.slot)] != 0u).x; }
+          let keep = ((kept >> (j % LANES)) & 1u) != 0u;
+          var k = kNew;
+          var v = vNew;
+          if (j != params.slot) {
+            k = kCache[cacheAt + j * slotStride];
+            v = vCache[cacheAt + j * slotStride];
+          }
+          first = attendKey(first, q0, k, v, live, keep);
+          if (pair) { second = attendKey(second, q1, k, v, live, keep); }
         }
-        first = attendKey(first, q0, k, v, live, keep);
-        if (pair) { second = attendKey(second, q1, k, v, live, keep); }
-      }
-      if (live) { mem[L.att + r * L.A4 + h * HS4 + d4] = first.o / first.s; }
-      if (!pair) {
-        h -= 1u; // the next head starts the next pair (an odd REP)
-      } else if (live) {
-        mem[L.att + r * L.A4 + (h + 1u) * HS4 + d4] = second.o / second.s;
+        if (live) { mem[L.att + r * L.A4 + h * HS4 + d4] = first.o / first.s; }
+        if (live && pair) { mem[L.att + r * L.A4 + (h + 1u) * HS4 + d4] = second.o / second.s; }
       }
     }
   }
