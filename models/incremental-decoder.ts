@@ -252,8 +252,11 @@ export class IncrementalDecoder {
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
     // On CPU devices a decode step without LoRA runs each layer as one dispatch (kernels/decode-layer) instead of five.
     const fusedLayers = transposed !== null && !this.lora && useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
-    for (let l = 0; l < c.numLayers && fusedLayers; l++) this.decodeLayer(l, s.x, transposed!, positions, slotStart);
-    for (let l = 0; l < c.numLayers && !fusedLayers; l++) {
+    for (let l = 0; l < c.numLayers; l++) {
+      if (fusedLayers) {
+        this.decodeLayer(l, s.x, transposed!, positions, slotStart);
+        continue;
+      }
       const p = layerPrefix(l);
       const qkvInput = this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm);
       linear(`${p}.self_attn.qkv_proj.weight`, {

@@ -120,11 +120,12 @@ export class SearchSession implements TurnEnvironment {
   metrics(responseTokens: number): Record<string, number> {
     const mean = (f: (s: SampleStats) => number) => this.stats.reduce((sum, s) => sum + f(s), 0) / this.stats.length;
     const turns = this.stats.map((s) => s.turns);
-    const conversationTurns = this.stats.map((s) => 1 + s.turns + s.observations);
+    const conversationTurnsOf = (s: SampleStats) => 1 + s.turns + s.observations;
+    const conversationTurns = this.stats.map(conversationTurnsOf);
     return {
       'num_turns/min': Math.min(...conversationTurns),
       'num_turns/max': Math.max(...conversationTurns),
-      'num_turns/mean': mean((s) => 1 + s.turns + s.observations),
+      'num_turns/mean': mean(conversationTurnsOf),
       'env/number_of_actions/mean': mean((s) => s.turns),
       'env/number_of_actions/max': Math.max(...turns),
       'env/number_of_actions/min': Math.min(...turns),

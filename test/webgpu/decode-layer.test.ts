@@ -6,13 +6,12 @@ import { describe, it, expect } from 'vitest';
 import { gpuEngine } from './gpu.ts';
 import { decodeLayer, useDecodeLayer } from '../../kernels/decode-layer.ts';
 import { decodeLayerRef } from '../../kernels/ref/decode-layer.ts';
+import { transposeRef } from '../../kernels/ref/transpose.ts';
 import { randomArray, expectClose, seededRandom } from '../helpers.ts';
 
-/** (N, K) row-major -> (K, N). */
+/** (N, K) row-major -> (K, N): the transposed copies decode steps multiply by. */
 function transposed(w: Float32Array, N: number, K: number): Float32Array {
-  const out = new Float32Array(N * K);
-  for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) out[k * N + n] = w[n * K + k];
-  return out;
+  return Float32Array.from(transposeRef({ x: w, rows: N, cols: K }));
 }
 
 const cases = [

@@ -4,13 +4,12 @@
 // (WEBGPU_KERNEL_VARIANTS=decode-layer:separate).
 import { decodeLayer, useDecodeLayer } from '../../kernels/decode-layer.ts';
 import { decodeLayerRef } from '../../kernels/ref/decode-layer.ts';
+import { transposeRef } from '../../kernels/ref/transpose.ts';
 import { MODEL, F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** (N, K) row-major -> (K, N): the transposed copies decode steps multiply by. */
 function transposed(w: Float32Array, N: number, K: number): Float32Array {
-  const out = new Float32Array(N * K);
-  for (let n = 0; n < N; n++) for (let k = 0; k < K; k++) out[k * N + n] = w[n * K + k];
-  return out;
+  return Float32Array.from(transposeRef({ x: w, rows: N, cols: K }));
 }
 
 export function decodeLayerCases(): KernelBenchCase[] {
