@@ -7,7 +7,7 @@
 import { describe, it, expect, beforeAll } from 'vitest';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -96,6 +96,12 @@ function docCommands(): DocCommand[] {
       shellWords(text, `${file}:${line}`).map((words) => ({ where: `${file}:${line}`, words }))));
 }
 
+/** GitHub's anchors of a markdown file's headings. */
+function headingSlugs(path: string): string[] {
+  return readFileSync(path, 'utf8').split('\n').filter((l) => /^#{1,6} /.test(l))
+    .map((l) => l.replace(/^#+ /, '').trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'));
+}
+
 /** The script a `node` command runs: its first word that is not an option or an option's value. */
 function nodeScript(words: string[]): { script: string; args: string[] } | null {
   for (let i = 1; i < words.length; i++) {
@@ -140,6 +146,20 @@ describe('commands in README.md and docs/', () => {
     expect(lines).toContain('bash tools/setup.sh');
     expect(lines).toContain('node train.js');
     expect(lines).toContain('npm test');
+  });
+
+  it('README.md links every doc, and every relative link and anchor resolves', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    for (const doc of docFiles().slice(1)) expect(readme, `README.md does not link ${doc}`).toContain(`](${doc})`);
+    for (const file of docFiles()) {
+      for (const [, target] of readFileSync(join(ROOT, file), 'utf8').matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target)) continue;
+        const [path, anchor] = target.split('#');
+        const resolved = path ? join(ROOT, dirname(file), path) : join(ROOT, file);
+        expect(existsSync(resolved), `${file}: link to ${target}: no such file`).toBe(true);
+        if (anchor) expect(headingSlugs(resolved), `${file}: link to ${target}: no such heading`).toContain(anchor);
+      }
+    }
   });
 
   describe('node train.js lines compose with --cfg job', () => {
