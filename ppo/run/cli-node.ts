@@ -198,7 +198,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
-  for (const note of setup.notes) log(note);
+  for (const note of setup.notes) warn(note);
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
   stopWatchingSetup();
