@@ -301,7 +301,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
         const epoch = completedCursor.epoch;
         const metrics = await guardStep(ppo.globalStep + 1, lastCheckpoint, () => ppo.step());
         completedCursor = cursor();
-        await tracking.log(ppo.globalStep, { ...metrics, 'training/epoch': epoch });
+        // verl's perf/cpu_memory_used_gb, as this process's resident set (verl reports the machine's used memory).
+        await tracking.log(ppo.globalStep, { ...metrics, 'training/epoch': epoch, 'perf/cpu_memory_used_gb': process.memoryUsage().rss / 2 ** 30 });
         log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
       },
       // The final validation runs after the final save, so one that fails (a bad val_files row, a reward or
