@@ -84,6 +84,16 @@ export class Engine {
   // ---- memory -------------------------------------------------------------------------------------------
 
   /** Bytes one storage binding may span (the device's limit, or less under WEBGPU_MAX_BINDING_BYTES). */
+  /** Entries of the engine's caches, which must stay flat over a long run: compiled pipelines, and bind groups
+   *  (one per distinct set of bound buffers; a destroyed tensor's are dropped). */
+  get cachedPipelines(): number {
+    return this.kernels.size;
+  }
+
+  get cachedBindGroups(): number {
+    return this.bindGroups.size;
+  }
+
   get maxBindingBytes(): number {
     return Math.min(this.caps.maxStorageBufferBindingSize, this.caps.maxBufferSize);
   }

@@ -11,6 +11,7 @@ import { readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { parseSafetensors, serializeSafetensors } from './safetensors.ts';
 import { saveHfTensors, type SaveModelOptions } from './model-files-node.ts';
 import { CheckpointError } from './checkpoint-io.ts';
+import { describeNonFinite, firstNonFinite } from './non-finite.ts';
 
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
 export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
@@ -36,7 +37,12 @@ export async function readLoraAdapter(dir: string): Promise<{ settings: LoraSett
   const weightsFile = join(dir, ADAPTER_WEIGHTS_FILE);
   const { header, tensors } = parseSafetensors(new Uint8Array(await readFile(weightsFile)), weightsFile);
   const named = new Map<string, NamedTensor>();
-  for (const info of header.tensors) named.set(info.name, { shape: info.shape, data: Float32Array.from(tensors.get(info.name)!) });
+  for (const info of header.tensors) {
+    const data = Float32Array.from(tensors.get(info.name)!);
+    const bad = firstNonFinite(data);
+    if (bad >= 0) throw new CheckpointError(`${weightsFile}: ${describeNonFinite(info.name, data, bad, info.shape)}; refusing to load a LoRA adapter with non-finite weights`);
+    named.set(info.name, { shape: info.shape, data });
+  }
   return { settings, tensors: named };
 }
 

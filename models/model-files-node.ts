@@ -1,4 +1,5 @@
-// Hugging Face model directories ⇄ parameter arenas on the GPU (Node). A critic opened from a causal-LM
+// Hugging Face model directories ⇄ parameter arenas on the GPU (Node). Every tensor read is checked finite: a NaN in
+// a part the loss never touches (an unused embedding row) would otherwise train unnoticed and fail the final save. A critic opened from a causal-LM
 // checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (as transformers
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine, FloatDType } from '../engine/index.ts';
@@ -8,6 +9,7 @@ import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { hfSlices } from './parameter-layout.ts';
 import { freshScoreTensor } from './critic-init.ts';
+import { describeNonFinite, firstNonFinite } from './non-finite.ts';
 
 export interface LoadedModel {
   checkpoint: HfCheckpoint;
@@ -30,8 +32,15 @@ export async function loadModel(engine: Engine, dir: string, options: LoadModelO
     const values = new Map<string, NamedTensor>();
     for (const slice of hfSlices(config)) {
       const info = tensors.info(slice.hfName);
-      if (info) values.set(slice.hfName, { shape: info.shape, data: Float32Array.from(await tensors.read(slice.hfName)) });
-      else {
+      if (info) {
+        const data = Float32Array.from(await tensors.read(slice.hfName));
+        const bad = firstNonFinite(data);
+        if (bad >= 0) {
+          throw new CheckpointError(`${tensors.fileOf(slice.hfName)}: ${describeNonFinite(slice.hfName, data, bad, info.shape)}; ` +
+            `refusing to load the ${options.label ?? config.head} with non-finite weights (they would spread to every value they touch, and no checkpoint of the run could be saved)`);
+        }
+        values.set(slice.hfName, { shape: info.shape, data });
+      } else {
         const fresh = freshScoreTensor(slice.hfName, slice.shape, options.seed ?? 0);
         if (fresh) values.set(slice.hfName, fresh);
       }
@@ -64,9 +73,9 @@ export async function saveModel(engine: Engine, dir: string, config: DecoderConf
 
 /** saveModel for HF-named tensors already on the host (a merged LoRA model). */
 export async function saveHfTensors(dir: string, config: DecoderConfig, tensors: ReadonlyMap<string, NamedTensor>, options: SaveModelOptions = {}): Promise<void> {
-  for (const [name, { data }] of tensors) {
-    const at = data.findIndex((v) => !Number.isFinite(v));
-    if (at >= 0) throw new CheckpointError(`saving ${dir}: tensor '${name}' holds ${data[at]} at index ${at}; refusing to write non-finite weights`);
+  for (const [name, { shape, data }] of tensors) {
+    const at = firstNonFinite(data);
+    if (at >= 0) throw new CheckpointError(`saving ${dir}: ${describeNonFinite(name, data, at, shape)}; refusing to write non-finite weights`);
   }
   const torchDtype = options.dtype ?? config.torchDtype;
   await saveHfCheckpoint(dir, {

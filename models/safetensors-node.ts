@@ -137,6 +137,11 @@ export class CheckpointTensors {
     return this.byName.get(name)?.info(name);
   }
 
+  /** The file holding tensor `name` (a shard of a sharded checkpoint). */
+  fileOf(name: string): string | undefined {
+    return this.byName.get(name)?.path;
+  }
+
   read(name: string): Promise<TensorData> {
     const file = this.byName.get(name);
     if (!file) throw new SafetensorsError(`${this.dir}: checkpoint has no tensor '${name}'`);

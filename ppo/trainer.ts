@@ -153,8 +153,31 @@ export class PpoTrainer {
     }
   }
 
-  /** One PPO iteration, phase by phase; `timed` records timing_s/<phase>. */
+  /** True from a step's first update until the step completes: the weights are then neither the last step's nor the next one's. */
+  private updatingWeights = false;
+
+  /** Whether the weights and optimizer states are those of the last completed step (false only after a step that failed mid-update). */
+  get atStepBoundary(): boolean {
+    return !this.updatingWeights;
+  }
+
+  /** One PPO iteration. A step that fails before its updates puts back its random draws and KL coefficient, so a
+   *  checkpoint saved then resumes exactly as if the step had never started. */
   async step(): Promise<Record<string, number>> {
+    const boundary = { rng: this.rng.state(), klCoef: this.klCtrl.value };
+    try {
+      return await this.runStep();
+    } catch (err) {
+      if (!this.updatingWeights) {
+        this.rng.setState(boundary.rng);
+        this.klCtrl.value = boundary.klCoef;
+      }
+      throw err;
+    }
+  }
+
+  /** The iteration phase by phase; `timed` records timing_s/<phase>. */
+  private async runStep(): Promise<Record<string, number>> {
     const plan = this.plan;
     const { timing, timed } = phaseTimer();
     const stepStart = performance.now();
@@ -169,6 +192,7 @@ export class PpoTrainer {
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
     const updateMetrics: Record<string, number> = {};
+    this.updatingWeights = true;
     if (this.criticUpdater) {
       const lr = learningRate(plan.criticOptim, this.globalStep, this.totalSteps);
       Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng)));
@@ -180,10 +204,14 @@ export class PpoTrainer {
       Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
     }
     this.globalStep++;
+    this.updatingWeights = false;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
     return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
       peakFlops: this.peakFlops }), ...envMetrics,
-      'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30 };
+      'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30,
+      // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
+      'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
+      'perf/cached_pipelines': this.engine.cachedPipelines, 'perf/cached_bind_groups': this.engine.cachedBindGroups };
   }
 
   private readonly rewardModel: ValueModel | null = null;

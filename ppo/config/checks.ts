@@ -174,6 +174,10 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     }
   }
 
+  // An empty run directory resolves to the current directory: checkpoints and metrics would land among the user's files.
+  if (trainer.default_local_dir.trim() === '') {
+    problems.push('trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current directory — give it a directory of its own (default: checkpoints/${trainer.project_name}/${trainer.experiment_name})');
+  }
   if (trainer.resume_mode === 'resume_path') {
     if (trainer.resume_from_path === null) problems.push('trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N directory)');
     else if (!/global_step_\d+\/?$/.test(trainer.resume_from_path)) problems.push(`trainer.resume_from_path must name a global_step_N directory, got ${show(trainer.resume_from_path)}`);

@@ -45,11 +45,16 @@ async function answer(fn: (...args: unknown[]) => unknown, calls: readonly Rewar
 async function serve(port: NonNullable<typeof parentPort>, { url, name }: RewardWorkerData): Promise<void> {
   let module: Record<string, unknown>;
   port.postMessage({ kind: 'importing' } satisfies RewardWorkerLoadReply);
+  // A module whose top-level await never settles leaves this thread nothing to wait for, and Node would end it
+  // (exit code 13) before the trainer's import timeout could name the cause: a timer keeps it waiting instead.
+  const waitForImport = setInterval(() => {}, 2 ** 30);
   try {
     module = await import(url);
   } catch (err) {
     port.postMessage({ kind: 'load-failed', message: messageOf(err) } satisfies RewardWorkerLoadReply);
     return;
+  } finally {
+    clearInterval(waitForImport);
   }
   port.postMessage({ kind: 'loaded', functions: Object.keys(module).filter((k) => typeof module[k] === 'function') } satisfies RewardWorkerLoadReply);
   const fn = module[name];

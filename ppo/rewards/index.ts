@@ -34,10 +34,21 @@ export function toRewardScore(result: unknown, where: string): RewardScore {
   }
   if (result !== null && typeof result === 'object' && 'score' in result) {
     const { score } = result as { score: unknown };
-    if (typeof score !== 'number' || !Number.isFinite(score)) throw new Error(`${where} returned {score: ${String(score)}}; score must be a finite number`);
+    if (typeof score !== 'number' || !Number.isFinite(score)) throw new Error(`${where} returned ${describeReturned(result)}; score must be a finite number`);
     return { score, rewardExtraInfo: { ...result } };
   }
-  throw new Error(`${where} returned ${JSON.stringify(result) ?? String(result)}; expected a number or {score, ...}`);
+  throw new Error(`${where} returned ${describeReturned(result)}; expected a number or {score, ...}`);
+}
+
+/** What a reward function returned, as JSON (a string score keeps its quotes); NaN and Infinity, which JSON cannot
+ *  show, and values it cannot encode, as JavaScript writes them. */
+function describeReturned(result: unknown): string {
+  const nonJson = (_key: string, value: unknown) => typeof value === 'number' && !Number.isFinite(value) ? `__${value}__` : value;
+  try {
+    return (JSON.stringify(result, nonJson) ?? String(result)).replace(/"__(NaN|-?Infinity)__"/g, '$1');
+  } catch {
+    return String(result);
+  }
 }
 
 function stringTruth(dataSource: string, groundTruth: unknown): string {

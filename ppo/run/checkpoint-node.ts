@@ -10,14 +10,15 @@ import { mkdir, readdir, readFile, rename, rm, writeFile, access } from 'node:fs
 import { join } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
-import { loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
+import { ADAPTER_WEIGHTS_FILE, loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from './dataset.ts';
 import { weightDtype, type PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
 import { withFileContext } from './user-error.ts';
-import { CheckpointError } from '../../models/checkpoint-io.ts';
+import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io.ts';
+import { SafetensorsFile } from '../../models/safetensors-node.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';
 /** Inside actor/: the PEFT adapter (verl's name) and the merged model. */
@@ -39,16 +40,22 @@ function saveOptions(saveDtype: PpoConfig['trainer']['save_dtype'], generationCo
   return { dtype: saveDtype === 'auto' ? undefined : saveDtype, generationConfig };
 }
 
-/** `generationConfig`: the actor directory's generation_config.json, written back as read (else one from config.json). */
+export interface SaveCheckpointOptions {
+  /** The actor directory's generation_config.json, written back as read (else one from config.json). */
+  generationConfig?: Record<string, unknown>;
+  /** Called when the complete checkpoint is about to be renamed into place (a stop signal then waits for it). */
+  beforeRename?: () => void;
+}
+
 export async function saveCheckpoint(engine: Engine, runDir: string, trainer: PpoTrainer, tokenizerFiles: Record<string, string>, cursor: DataCursor,
-  generationConfig?: Record<string, unknown>): Promise<string> {
+  options: SaveCheckpointOptions = {}): Promise<string> {
   const snapshot = await trainer.snapshot();
   const step = snapshot.state.globalStep;
   const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
   const staging = join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
   // A failed save (disk full, permissions) removes its staging folder and names the checkpoint it was writing.
   try {
-    await withFileContext(`saving checkpoint ${target}`, () => writeCheckpoint(engine, staging, target, trainer, snapshot, tokenizerFiles, cursor, generationConfig));
+    await withFileContext(`saving checkpoint ${target}`, () => writeCheckpoint(engine, staging, target, trainer, snapshot, tokenizerFiles, cursor, options));
   } catch (err) {
     await rm(staging, { recursive: true, force: true });
     throw err;
@@ -58,7 +65,7 @@ export async function saveCheckpoint(engine: Engine, runDir: string, trainer: Pp
 }
 
 async function writeCheckpoint(engine: Engine, staging: string, target: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor,
-  generationConfig: Record<string, unknown> | undefined): Promise<void> {
+  { generationConfig, beforeRename }: SaveCheckpointOptions): Promise<void> {
   await rm(staging, { recursive: true, force: true });
   await mkdir(staging, { recursive: true });
   await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
@@ -80,9 +87,30 @@ async function writeCheckpoint(engine: Engine, staging: string, target: string, 
   if (reference && trainer.config.actor_rollout_ref.model.path === null) {
     await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
   }
-  await writeFile(join(staging, STATE_FILE), JSON.stringify({ ...snapshot.state, dataCursor: cursor }, null, 2) + '\n');
+  const state: CheckpointState = { ...snapshot.state, dataCursor: cursor, finalValidationDone: false };
+  await writeFile(join(staging, STATE_FILE), JSON.stringify(state, null, 2) + '\n');
+  beforeRename?.();
   await rm(target, { recursive: true, force: true });
   await rename(staging, target);
+}
+
+/** trainer_state.json: the trainer's state at the step, where the data stream stands, and whether the run's final
+ *  validation finished after this checkpoint was saved (absent in checkpoints of older versions). */
+interface CheckpointState extends Record<string, unknown> {
+  globalStep: number;
+  dataCursor: DataCursor;
+  finalValidationDone?: boolean;
+}
+
+/** Records in a checkpoint that the run's final validation finished, so the same command has nothing left to do. */
+export async function markFinalValidationDone(checkpointDir: string): Promise<void> {
+  const file = join(checkpointDir, STATE_FILE);
+  const staging = `${file}.writing-${process.pid}`;
+  await withFileContext(`recording the final validation in ${file}`, async () => {
+    const state = JSON.parse(await readFile(file, 'utf8')) as CheckpointState;
+    await writeFile(staging, JSON.stringify({ ...state, finalValidationDone: true }, null, 2) + '\n');
+    await rename(staging, file);
+  });
 }
 
 async function stepDirectories(runDir: string): Promise<number[]> {
@@ -107,10 +135,13 @@ async function pruneCheckpoints(runDir: string, keep: number | null): Promise<vo
   }
 }
 
-/** The checkpoint trainer.resume_mode asks for: the newest in the run directory (auto), a given one, or none. */
-export async function checkpointToResume(config: PpoConfig, runDir: string): Promise<string | null> {
+/**
+ * The checkpoints trainer.resume_mode may resume, in the order to try them: the run directory's, newest first
+ * (auto: an unreadable one falls back to the one before), the one given (resume_path), or none (disable).
+ */
+export async function checkpointsToResume(config: PpoConfig, runDir: string): Promise<string[]> {
   const mode = config.trainer.resume_mode;
-  if (mode === 'disable') return null;
+  if (mode === 'disable') return [];
   if (mode === 'resume_path') {
     const path = config.trainer.resume_from_path!;
     try {
@@ -118,13 +149,41 @@ export async function checkpointToResume(config: PpoConfig, runDir: string): Pro
     } catch {
       throw new Error(`trainer.resume_from_path: ${path} is not a checkpoint (no ${STATE_FILE})`);
     }
-    return path;
+    return [path];
   }
-  const steps = await stepDirectories(runDir);
-  return steps.length > 0 ? join(runDir, `${STEP_DIR_PREFIX}${steps[steps.length - 1]}`) : null;
+  return (await stepDirectories(runDir)).reverse().map((step) => join(runDir, `${STEP_DIR_PREFIX}${step}`));
+}
+
+/**
+ * Why a checkpoint cannot be resumed (a save killed by something no process can catch, a full disk, a copy cut
+ * short), or null when it is whole: trainer_state.json parses, and every model and optimizer file has a valid header
+ * whose tensors fill the file exactly. Headers only: a multi-GB checkpoint is checked in milliseconds.
+ */
+export async function checkpointProblem(dir: string): Promise<string | null> {
+  try {
+    const state = JSON.parse(await readFile(join(dir, STATE_FILE), 'utf8')) as Partial<CheckpointState>;
+    if (!Number.isInteger(state.globalStep)) return `${join(dir, STATE_FILE)} has no integer globalStep`;
+    const present = (path: string) => access(path).then(() => true, () => false);
+    const checkHeader = async (file: string) => (await SafetensorsFile.open(file)).close();
+    for (const model of ['actor', 'critic', 'reference']) {
+      const modelDir = join(dir, model);
+      if (model !== 'actor' && !(await present(modelDir))) continue;
+      const { tensors } = await openHfCheckpoint(modelDir);
+      await tensors.close();
+      // A trained model has its AdamW state beside it (a frozen critic has none).
+      if (model === 'actor' || await present(join(modelDir, 'optimizer.safetensors'))) await checkHeader(join(modelDir, 'optimizer.safetensors'));
+    }
+    const adapterDir = join(dir, 'actor', LORA_ADAPTER_DIR);
+    if (await present(adapterDir)) await checkHeader(join(adapterDir, ADAPTER_WEIGHTS_FILE));
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
 }
 
 export interface ResumedRun {
+  /** Whether the run's final validation finished after this checkpoint; null for checkpoints that do not say. */
+  finalValidationDone: boolean | null;
   actor: ModelWeights;
   critic: ModelWeights | null;
   reference: Arena | null;
@@ -182,6 +241,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
     }
   }
   return {
+    finalValidationDone: typeof stateJson.finalValidationDone === 'boolean' ? stateJson.finalValidationDone : null,
     actor, critic, reference,
     snapshot: {
       state: { globalStep: stateJson.globalStep as number, rng: stateJson.rng as TrainerSnapshot['state']['rng'], klCoef: stateJson.klCoef as number },

@@ -21,13 +21,14 @@ import { runTrainerIo } from './builtin-run.ts';
 import { PpoTrainer } from '../trainer.ts';
 import { PromptSampler, totalTrainingSteps } from './dataset.ts';
 import { formatStepLine, validationProgress } from './progress.ts';
-import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
+import { saveCheckpoint, checkpointsToResume, checkpointProblem, loadCheckpoint, markFinalValidationDone } from './checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory, parameterCount } from './memory-plan.ts';
 import { loraParameterCount } from '../../models/lora.ts';
-import { guardStep } from '../phases/finite-guard.ts';
-import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
-import { watchInterrupt, stopOnInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
+import { guardStep, NonFiniteError } from '../phases/finite-guard.ts';
+import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, setAsideUnreadableCheckpoint, trimMetricsAfter } from './run-directory-node.ts';
+import { acquireRunLock, checkRunLockFree } from './run-lock-node.ts';
+import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './stop-signals.ts';
 import { runTrainingLoop } from './run-loop.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
@@ -51,8 +52,12 @@ function parseArgs(argv: string[]): Args {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--help' || arg === '-h') args.help = true;
-    else if (arg === '--config') args.configFile = value(++i, '--config');
-    else if (arg.startsWith('--config=')) args.configFile = arg.slice('--config='.length);
+    else if (arg === '--config' || arg.startsWith('--config=')) {
+      const file = arg === '--config' ? value(++i, '--config') : arg.slice('--config='.length);
+      // Hydra composes one primary config; a second --config silently winning would hide the first.
+      if (args.configFile !== null) throw new ConfigError([`--config given twice (${args.configFile} and ${file}): give one file, and override its keys as key.sub=value`]);
+      args.configFile = file;
+    }
     else if (arg === '--cfg' || arg === '-c' || arg.startsWith('--cfg=')) {
       const what = arg.startsWith('--cfg=') ? arg.slice('--cfg='.length) : value(++i, arg);
       if (what !== 'job') throw new ConfigError([`${arg} ${what}: only --cfg job is supported (the composed config; there is no Hydra config of its own here)`]);
@@ -126,7 +131,7 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   }
   const engine = await Engine.create();
   try {
-    return await train(engine, config, notes, env, options);
+    return await train(engine, config, notes, env, options, resumeCommand(argv, config));
   } catch (err) {
     // A model, tokenizer or checkpoint the engine cannot read is the user's input, not a bug: one line, no stack.
     if (INPUT_ERRORS.some((kind) => err instanceof kind)) {
@@ -140,125 +145,201 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   }
 }
 
-async function train(engine: Engine, config: PpoConfig, notes: string[], env: Readonly<Record<string, string | undefined>>, options: MainOptions): Promise<number> {
+/** The command that resumes this run from its newest checkpoint: the same one, made to auto-resume if it did not. */
+function resumeCommand(argv: string[], config: PpoConfig): string {
+  const quote = (arg: string) => /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+  const extra = config.trainer.resume_mode === 'auto' ? [] : ['trainer.resume_mode=auto', ...(config.trainer.resume_from_path !== null ? ['trainer.resume_from_path=null'] : [])];
+  return ['node', 'train.js', ...argv, ...extra].map(quote).join(' ');
+}
+
+/** What the run stopped by an error says last: whether its completed steps were saved, and how to go on. */
+function stopMessage(err: unknown, saved: 'saved' | 'already saved' | 'not saved', step: number, lastCheckpoint: string | null, command: string): Error {
+  // The non-finite guard already names the last good checkpoint; the weights of a diverging step are never saved.
+  if (err instanceof NonFiniteError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  const resume = (dir: string) => `${dir} — resume with: ${command}`;
+  const outcome = saved === 'saved' ? `saved step ${step}, the last completed, to ${resume(lastCheckpoint!)}`
+    : saved === 'already saved' ? `the last completed step ${step} is saved in ${resume(lastCheckpoint!)}`
+      : lastCheckpoint ? `nothing was saved after this error; the newest checkpoint is ${resume(lastCheckpoint)}`
+        : 'nothing was saved: the run had no checkpoint yet';
+  return new Error(`${message}; ${outcome}`, { cause: err });
+}
+
+async function train(engine: Engine, config: PpoConfig, notes: string[], env: Readonly<Record<string, string | undefined>>, options: MainOptions,
+  command: string): Promise<number> {
   const started = performance.now();
   const runDir = resolve(config.trainer.default_local_dir);
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
+  const warn = (line: string) => process.stderr.write(line + '\n');
   for (const note of [...notes, Tracking.skippedServicesNote(config), ...trainedModelDtypeNotes(config)]) if (note) log(note);
+  await checkRunLockFree(runDir);
 
-  const resumeDir = config.trainer.val_only ? null : await checkpointToResume(config, runDir);
+  // The newest checkpoint that is whole; unreadable ones are moved aside once the run directory may be written.
+  const unreadable: { dir: string; problem: string }[] = [];
+  let resumeDir: string | null = null;
+  for (const dir of await checkpointsToResume(config, runDir)) {
+    const problem = await checkpointProblem(dir);
+    if (problem === null) {
+      resumeDir = dir;
+      break;
+    }
+    if (config.trainer.resume_mode === 'resume_path') throw new CheckpointError(`trainer.resume_from_path=${dir} cannot be resumed: ${problem}`);
+    unreadable.push({ dir, problem });
+  }
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
   if (resumeDir && resumed) await assertResumable(config, resumeDir, resumed.actor.config);
   log(`device: ${engine.caps.description}`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
   // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
-  const stopWatchingSetup = stopOnInterrupt(resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start');
+  const stopWatchingSetup = stopOnSignalDuringSetup(resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start');
   const setup = await setUpRun(engine, config, resumed, (r, { stage, totalSteps }) => {
     if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
       log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ${Math.round(r.tokensPerSecond)} tokens/s`);
     }
   });
-  stopWatchingSetup();
-  // Only now that every input has loaded: the run directory must be writable, a dead save's staging folder goes,
-  // a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside (never deletes).
-  await prepareRunDirectory(runDir);
-  for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
-  if (resumed) await trimMetricsAfter(join(runDir, METRICS_FILE), resumed.snapshot.state.globalStep);
-  else {
-    const archive = await setAsidePreviousRun(runDir);
-    if (archive) log(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
-  }
-  await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
-  const tracking = await Tracking.open(config, runDir, resumed !== null, env);
-  if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
-  const models = {
-    actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null,
-    actorLora: setup.actor.lora?.settings ?? null,
-  };
-  for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
-  const lora = setup.actor.lora;
-  if (lora) {
-    // As PEFT's print_trainable_parameters, which verl's LoRA runs print.
-    const s = lora.settings;
-    log(`LoRA r=${s.rank}, lora_alpha ${s.alpha} on ${s.targetModules.join(', ')}: ${loraParameterCount(setup.actor.config, s).toLocaleString('en-US')} trainable ` +
-      `parameters of ${parameterCount(setup.actor.config).toLocaleString('en-US')} (the base model frozen)`);
-  }
-
+  for (const note of setup.notes) warn(note);
   const sampler = PromptSampler.fromConfig(setup.train.length, config.data);
   const totalSteps = totalTrainingSteps(sampler, config.trainer);
-  const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
-  const trainer = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
-  if (resumed) trainer.restore(resumed.snapshot);
+  stopWatchingSetup();
 
-  const validate = async (): Promise<number | null> => {
-    if (setup.val.length === 0) return null;
-    // On stderr, so a run's stdout keeps one line per step and validation.
-    const { metrics, samples } = await trainer.validate(toConsole ? validationProgress((line) => process.stderr.write(line + '\n')) : undefined);
-    await tracking.log(trainer.globalStep, { 'training/global_step': trainer.globalStep, ...metrics });
-    const score = metrics['val/test_score/mean'];
-    log(`validation @ step ${trainer.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +
-      `in ${metrics['timing_s/testing'].toFixed(1)}s (${metrics['val/response_tokens_per_s'].toFixed(0)} generated tok/s)` +
-      `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
-    const generations = await Promise.all(samples.slice(0, config.trainer.log_val_generations)
-      .map(async (sample) => ({ input: await setup.tokenizer.decode(sample.prompt), output: sample.response, score: sample.score })));
-    for (const g of generations) log(`  [prompt] ${JSON.stringify(g.input)} [response] ${JSON.stringify(g.output)} [score] ${g.score}`);
-    await tracking.logGenerations(trainer.globalStep, generations);
-    return score;
-  };
-
-  if (config.trainer.val_only) {
-    const score = await validate();
-    log(score === null ? 'trainer.val_only=true but there is no validation set (data.val_files)' : `validation only: score ${score.toFixed(3)}`);
-    return score === null ? 1 : 0;
-  }
-  const before = config.trainer.val_before_train && !resumed ? await validate() : null;
-  log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
-    `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
-  if (trainer.globalStep >= totalSteps) {
-    log(`nothing to train: the run in ${runDir} is already at step ${trainer.globalStep} of ${totalSteps} ` +
-      `(trainer.resume_mode=${config.trainer.resume_mode}); pass trainer.resume_mode=disable to start over`);
-    return 0;
-  }
-  let after = before;
+  let trainer: PpoTrainer | null = null;
   let lastCheckpoint = resumeDir;
-  const ppoStarted = performance.now();
-  const firstStep = trainer.globalStep;
-  const end = await runTrainingLoop(trainer, totalSteps, config.trainer, {
-    step: async () => {
-      const epoch = cursor().epoch;
-      const metrics = await guardStep(trainer.globalStep + 1, lastCheckpoint, () => trainer.step());
-      await tracking.log(trainer.globalStep, { ...metrics, 'training/epoch': epoch });
-      log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
-    },
-    // The final validation runs after the final save, so one that fails (a bad val_files row, a reward or
-    // retriever error) can name the checkpoint holding the trained weights.
-    validate: async (at) => {
-      after = await validate().catch((err: Error) => {
-        throw at === 'final' ? new Error(`final validation failed (the trained model is saved in ${lastCheckpoint}): ${err.message}`, { cause: err }) : err;
+  const stop = watchStopSignals(() => ({ step: trainer?.globalStep ?? resumed?.snapshot.state.globalStep ?? 0, lastCheckpoint }));
+  let releaseLock = () => {};
+  try {
+    // Only now that every input has loaded: the run directory must be writable and ours alone, a dead save's staging
+    // folder goes, a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside
+    // (never deletes), and unreadable checkpoints are moved aside too.
+    await prepareRunDirectory(runDir);
+    releaseLock = await acquireRunLock(runDir, warn);
+    for (const { dir, problem } of unreadable) {
+      const aside = await setAsideUnreadableCheckpoint(dir);
+      warn(`resume: ${dir} cannot be resumed (${problem}); moved it to ${aside} and ` +
+        (resumeDir ? `resuming from ${resumeDir}, the newest intact checkpoint` : 'starting fresh: no intact checkpoint is left'));
+    }
+    for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
+    if (resumed) await trimMetricsAfter(join(runDir, METRICS_FILE), resumed.snapshot.state.globalStep);
+    else {
+      const archive = await setAsidePreviousRun(runDir);
+      if (archive) log(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
+    }
+    await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
+    const tracking = await Tracking.open(config, runDir, resumed !== null, env);
+    if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
+    const models = {
+      actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null,
+      actorLora: setup.actor.lora?.settings ?? null,
+    };
+    for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
+    const lora = setup.actor.lora;
+    if (lora) {
+      // As PEFT's print_trainable_parameters, which verl's LoRA runs print.
+      const s = lora.settings;
+      log(`LoRA r=${s.rank}, lora_alpha ${s.alpha} on ${s.targetModules.join(', ')}: ${loraParameterCount(setup.actor.config, s).toLocaleString('en-US')} trainable ` +
+        `parameters of ${parameterCount(setup.actor.config).toLocaleString('en-US')} (the base model frozen)`);
+    }
+
+    const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
+    const ppo = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
+    trainer = ppo;
+    if (resumed) ppo.restore(resumed.snapshot);
+
+    const validate = async (): Promise<number | null> => {
+      if (setup.val.length === 0) return null;
+      // On stderr, so a run's stdout keeps one line per step and validation.
+      const { metrics, samples } = await ppo.validate(toConsole ? validationProgress((line) => process.stderr.write(line + '\n')) : undefined);
+      await tracking.log(ppo.globalStep, { 'training/global_step': ppo.globalStep, ...metrics });
+      const score = metrics['val/test_score/mean'];
+      log(`validation @ step ${ppo.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +
+        `in ${metrics['timing_s/testing'].toFixed(1)}s (${metrics['val/response_tokens_per_s'].toFixed(0)} generated tok/s)` +
+        `  e.g. ${samples.slice(0, 3).map((s) => JSON.stringify(s.response)).join(', ')}`);
+      const generations = await Promise.all(samples.slice(0, config.trainer.log_val_generations)
+        .map(async (sample) => ({ input: await setup.tokenizer.decode(sample.prompt), output: sample.response, score: sample.score })));
+      for (const g of generations) log(`  [prompt] ${JSON.stringify(g.input)} [response] ${JSON.stringify(g.output)} [score] ${g.score}`);
+      await tracking.logGenerations(ppo.globalStep, generations);
+      return score;
+    };
+    /** The validation that ends a run, recorded in its last checkpoint once it finished: the same command then has nothing left to do. */
+    const finalValidation = async (): Promise<number | null> => {
+      stop.phase = 'final-validation';
+      const score = await validate().catch((err: Error) => {
+        throw new Error(`final validation failed (the trained model is saved in ${lastCheckpoint}; the same command runs the final validation again): ${err.message}`, { cause: err });
       });
-    },
-    save: async (at) => {
-      lastCheckpoint = await saveCheckpoint(engine, runDir, trainer, setup.tokenizerFiles, cursor(), setup.generationConfig?.raw);
-      if (at === 'save_freq') log(`checkpoint: ${lastCheckpoint}`);
-    },
-    watchInterrupt: () => watchInterrupt(() => ({ step: trainer.globalStep, lastCheckpoint })),
-  });
-  if (end === 'interrupted') {
-    console.error(`interrupted after step ${trainer.globalStep}: checkpoint ${lastCheckpoint}; the same command resumes from it`);
-    return INTERRUPT_EXIT_CODE;
+      await markFinalValidationDone(lastCheckpoint!);
+      return score;
+    };
+
+    if (config.trainer.val_only) {
+      stop.phase = 'final-validation';
+      if (resumed) log(`validating the checkpoint ${resumeDir} (trainer.val_only=true)`);
+      const score = await validate();
+      log(score === null ? 'trainer.val_only=true but there is no validation set (data.val_files)' : `validation only: score ${score.toFixed(3)}`);
+      return score === null ? 1 : 0;
+    }
+    if (ppo.globalStep >= totalSteps) {
+      if (resumed?.finalValidationDone !== false) {
+        log(`nothing to train: the run in ${runDir} is already at step ${ppo.globalStep} of ${totalSteps} ` +
+          `(trainer.resume_mode=${config.trainer.resume_mode}); pass trainer.resume_mode=disable to start over`);
+        return 0;
+      }
+      log(`the run in ${runDir} is trained (step ${ppo.globalStep} of ${totalSteps}) but its final validation did not finish: running it now`);
+      const score = await finalValidation();
+      log(`done: final validation${score === null ? '' : ` score ${score.toFixed(3)}`}; checkpoint ${lastCheckpoint}`);
+      return 0;
+    }
+    const before = config.trainer.val_before_train && !resumed ? await validate() : null;
+    log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
+      `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
+    let after = before;
+    const ppoStarted = performance.now();
+    const firstStep = ppo.globalStep;
+    // The data position at the end of the last completed step: what a checkpoint records, even after a failed step drew its batch.
+    let completedCursor = cursor();
+    const end = await runTrainingLoop(ppo, totalSteps, config.trainer, {
+      step: async () => {
+        const epoch = completedCursor.epoch;
+        const metrics = await guardStep(ppo.globalStep + 1, lastCheckpoint, () => ppo.step());
+        completedCursor = cursor();
+        // verl's perf/cpu_memory_used_gb, as this process's resident set (verl reports the machine's used memory).
+        await tracking.log(ppo.globalStep, { ...metrics, 'training/epoch': epoch, 'perf/cpu_memory_used_gb': process.memoryUsage().rss / 2 ** 30 });
+        log(formatStepLine(metrics, totalSteps, firstStep, (performance.now() - ppoStarted) / 1000));
+      },
+      // The final validation runs after the final save, so one that fails (a bad val_files row, a reward or
+      // retriever error) can name the checkpoint holding the trained weights.
+      validate: async (at) => {
+        after = at === 'final' ? await finalValidation() : await validate();
+      },
+      save: async (at) => {
+        lastCheckpoint = await saveCheckpoint(engine, runDir, ppo, setup.tokenizerFiles, completedCursor, {
+          generationConfig: setup.generationConfig?.raw,
+          beforeRename: () => (stop.phase = 'renaming-checkpoint'),
+        });
+        if (at === 'save_freq') log(`checkpoint: ${lastCheckpoint}`);
+      },
+      stop,
+      canSaveAfter: (err) => !(err instanceof NonFiniteError) && ppo.atStepBoundary,
+      describeStop: (err, saved) => stopMessage(err, saved, ppo.globalStep, lastCheckpoint, command),
+    });
+    if (end === 'interrupted') {
+      warn(`interrupted by ${stop.signal} after step ${ppo.globalStep}: checkpoint ${lastCheckpoint}; the same command resumes from it`);
+      return signalExitCode(stop.signal!);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    log('');
+    if (before !== null && after !== null) {
+      log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
+    }
+    const metricsNote = config.trainer.logger.includes('file') ? `; metrics ${join(runDir, METRICS_FILE)}` : '';
+    log(`done in ${seconds.toFixed(0)} s; checkpoint ${lastCheckpoint}${metricsNote}`);
+    // Charts are drawn from metrics.jsonl, which only the file logger writes.
+    if (options.writeCharts && config.trainer.logger.includes('file')) {
+      const files = options.writeCharts(runDir);
+      log(`charts: ${files[files.length - 1]} (${files.length - 1} PNG beside it)`);
+    }
+    return 0;
+  } finally {
+    stop.dispose();
+    releaseLock();
   }
-  const seconds = (performance.now() - started) / 1000;
-  log('');
-  if (before !== null && after !== null) {
-    log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
-  }
-  const metricsNote = config.trainer.logger.includes('file') ? `; metrics ${join(runDir, METRICS_FILE)}` : '';
-  log(`done in ${seconds.toFixed(0)} s; checkpoint ${lastCheckpoint}${metricsNote}`);
-  // Charts are drawn from metrics.jsonl, which only the file logger writes.
-  if (options.writeCharts && config.trainer.logger.includes('file')) {
-    const files = options.writeCharts(runDir);
-    log(`charts: ${files[files.length - 1]} (${files.length - 1} PNG beside it)`);
-  }
-  return 0;
 }

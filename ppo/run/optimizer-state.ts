@@ -4,6 +4,7 @@
 import type { ArenaEntry } from '../../engine/index.ts';
 import { elementCount } from '../../engine/index.ts';
 import { parseSafetensors, serializeSafetensors } from '../../models/safetensors.ts';
+import { describeNonFinite, firstNonFinite } from '../../models/non-finite.ts';
 import type { AdamWState } from '../phases/adamw-optimizer.ts';
 
 export function encodeOptimizerState(state: AdamWState): Uint8Array {
@@ -23,6 +24,9 @@ export function decodeOptimizerState(bytes: Uint8Array, file: string, parameters
     const data = tensors.get(name);
     if (!data) throw new Error(`${file}: missing tensor ${name} (the optimizer state of another model, or of an older version of this engine)`);
     if (data.length !== size) throw new Error(`${file}: tensor ${name} has ${data.length} values, the model's optimizer needs ${size}`);
+    const bad = firstNonFinite(data);
+    // A non-finite moment would turn the first update of every weight it belongs to into NaN.
+    if (bad >= 0) throw new Error(`${file}: ${describeNonFinite(name, data, bad, [size])}; refusing to resume from a non-finite optimizer state`);
     return Float32Array.from(data);
   };
   const moments = (prefix: string) => new Map(parameters.map((p) => [p.name, take(`${prefix}.${p.name}`, elementCount(p.shape))]));

@@ -3,10 +3,11 @@
 // emptying it, a resumed run drops the metrics lines written after the step it resumes from, and staging
 // folders of saves that died with their process are removed.
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { withFileContext } from './user-error.ts';
+import { processAlive } from './run-lock-node.ts';
 
 /** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
 const PREVIOUS_RUN_PREFIX = 'previous_run_';
@@ -22,15 +23,6 @@ export async function prepareRunDirectory(runDir: string): Promise<void> {
     await writeFile(probe, '');
     await rm(probe);
   });
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Removes `.global_step_N.saving-PID` staging folders whose process is gone (a save killed or failed); returns them. */
@@ -59,6 +51,13 @@ export async function setAsidePreviousRun(runDir: string, now = new Date()): Pro
     for (const name of names) await rename(join(runDir, name), join(archive, name));
   });
   return archive;
+}
+
+/** Where an unreadable checkpoint goes when auto-resume falls back past it: `unreadable_global_step_N_<time>` beside it. */
+export async function setAsideUnreadableCheckpoint(checkpointDir: string, now = new Date()): Promise<string> {
+  const aside = join(dirname(checkpointDir), `unreadable_${basename(checkpointDir)}_${now.toISOString().replace(/[:.]/g, '-')}`);
+  await withFileContext(`moving the unreadable checkpoint ${checkpointDir} aside`, () => rename(checkpointDir, aside));
+  return aside;
 }
 
 /**

@@ -19,7 +19,7 @@ import { ChatTemplate } from '../../models/chat-template.ts';
 import type { RlExample } from './dataset.ts';
 import { loadRlDataset } from './dataset-node.ts';
 import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from './builtin-run.ts';
-import type { CorpusDocument } from '../search/retriever.ts';
+import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { loadCorpus } from '../search/corpus-node.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
@@ -48,6 +48,24 @@ export interface RunSetup {
   search: SearchProtocol | null;
   /** Set when the built-in actor was warm-started. */
   warmStart: SftStepResult[] | null;
+  /** What loading changed that the user should read (rows dropped by filtering). */
+  notes: string[];
+}
+
+/** The query of the start-up probe: any text the retrieval server can answer. */
+const PROBE_QUERY = 'what is the capital of france';
+
+/**
+ * do_search with retriever.url: one search before any model loads or the run directory is touched, so a server
+ * that is down or answers in another shape stops the run now, not at the model's first search (maybe never).
+ */
+async function probeRetriever(url: string, retriever: Retriever, topk: number): Promise<void> {
+  try {
+    await retriever.search([PROBE_QUERY], topk);
+  } catch (err) {
+    throw new Error(`retriever.url=${url}: the start-up probe (one search for "${PROBE_QUERY}") failed — ${(err as Error).message}; ` +
+      'start the retrieval server (node tools/retrieval-server.js) or correct retriever.url');
+  }
 }
 
 async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; template: ChatTemplate; files: Record<string, string> }> {
@@ -133,11 +151,22 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const { tokenizer, template, files } = await tokenizerOf(config);
   const datasetOptions = { ...config.data, tokenizer, template };
   const builtin = config.data.train_files === null ? await builtinDataset(config, builtinTask(config), tokenizer, template) : null;
-  const train = firstSamples(builtin ? builtin.train : (await loadRlDataset(config.data.train_files!, datasetOptions)).examples, config.data.train_max_samples);
+  const notes: string[] = [];
+  // As verl prints the dataset's size after filtering: dropped rows are never silent.
+  const loadData = async (key: string, files: string | string[]): Promise<RlExample[]> => {
+    const { examples, filtered } = await loadRlDataset(files, datasetOptions);
+    if (filtered > 0) {
+      notes.push(`${key}: filtered ${filtered} of ${filtered + examples.length} prompts longer than data.max_prompt_length=${config.data.max_prompt_length} tokens ` +
+        `(data.filter_overlong_prompts=true); ${examples.length} left`);
+    }
+    return examples;
+  };
+  const train = firstSamples(builtin ? builtin.train : await loadData('data.train_files', config.data.train_files!), config.data.train_max_samples);
   const valFiles = config.data.val_files;
-  const val = firstSamples(valFiles !== null ? (await loadRlDataset(valFiles, datasetOptions)).examples : builtin?.val ?? [], config.data.val_max_samples);
+  const val = firstSamples(valFiles !== null ? await loadData('data.val_files', valFiles) : builtin?.val ?? [], config.data.val_max_samples);
   checkRewardsCanScore(config, [...train, ...val]);
   const retriever = config.do_search ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null)) : null;
+  if (retriever && config.retriever.url !== null) await probeRetriever(config.retriever.url, retriever, config.retriever.topk);
 
   let actor: ModelWeights;
   let warmStart: SftStepResult[] | null = null;
@@ -187,7 +216,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const builtinVocabulary = (config.data.tokenizer ?? actorPath) === null;
   const search = retriever && searchProtocol(config, retriever, tokenizer, builtinVocabulary ? builtinTask(config).search : null);
   const generationConfig = actorPath === null ? null : await readGenerationConfig(actorPath);
-  return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, warmStart };
+  return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, warmStart, notes };
 }
 
 /** LoRA (verl: lora_rank > 0 or a lora_adapter_path): a PEFT adapter to start from, or fresh adapters (PEFT's

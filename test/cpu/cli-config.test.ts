@@ -153,6 +153,20 @@ describe('verl keys beside the schema', () => {
     expect(stderr).not.toContain('device:');
   });
 
+  it('a second --config is refused instead of silently winning', async () => {
+    for (const argv of [['--config', 'a.yaml', '--config', 'b.yaml'], ['--config=a.yaml', '--config', 'b.yaml']]) {
+      const { code, stderr } = await runCli(['--cfg', 'job', ...argv]);
+      expect(code).toBe(2);
+      expect(stderr.trim()).toBe('configuration error: --config given twice (a.yaml and b.yaml): give one file, and override its keys as key.sub=value');
+    }
+  });
+
+  it('an empty trainer.default_local_dir is refused: the run would write into the current directory', async () => {
+    const { code, stderr } = await runCli(['--cfg', 'job', 'trainer.default_local_dir=']);
+    expect(code).toBe(2);
+    expect(stderr).toContain('configuration error: trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current directory');
+  });
+
   it('service loggers are accepted', () => {
     expect(loadConfig({ overrides: ['trainer.logger=["console","wandb","swanlab","mlflow"]'] }).trainer.logger).toEqual(['console', 'wandb', 'swanlab', 'mlflow']);
   });

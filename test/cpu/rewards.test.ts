@@ -176,7 +176,9 @@ describe('reward registry', () => {
     expect(toRewardScore({ score: 1, acc: true }, 'f')).toEqual({ score: 1, rewardExtraInfo: { score: 1, acc: true } });
     expect(() => toRewardScore(NaN, 'my_reward')).toThrow(/my_reward returned NaN/);
     expect(() => toRewardScore({ acc: 1 }, 'f')).toThrow(/expected a number or \{score/);
-    expect(() => toRewardScore({ score: '1' }, 'f')).toThrow(/score must be a finite number/);
+    expect(() => toRewardScore({ score: '1' }, 'f')).toThrow('f returned {"score":"1"}; score must be a finite number');
+    expect(() => toRewardScore({ score: NaN, acc: Infinity }, 'f')).toThrow('f returned {"score":NaN,"acc":Infinity}; score must be a finite number');
+    expect(() => toRewardScore('0.5', 'f')).toThrow('f returned "0.5"; expected a number or {score, ...}');
   });
 });
 

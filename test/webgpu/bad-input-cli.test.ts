@@ -112,7 +112,7 @@ describe('node train.js with bad input', () => {
     const dir = join(tiny.root, 'final-validation');
     const outcome = await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, `data.val_files=${val}`, `custom_reward_function.path=${reward}`,
       'trainer.total_training_steps=1']);
-    expectOneLine(outcome, /^error: final validation failed \(the trained model is saved in \S+global_step_1\): custom_reward_function compute_score of \S+ \(data_source "held_out".* threw: judge offline$/);
+    expectOneLine(outcome, /^error: final validation failed \(the trained model is saved in \S+global_step_1; the same command runs the final validation again\): custom_reward_function compute_score of \S+ \(data_source "held_out".* threw: judge offline$/);
     expect(await readdir(join(dir, 'global_step_1'))).toContain('trainer_state.json');
   });
 
@@ -157,7 +157,7 @@ describe('node train.js with bad input', () => {
     }
     child.kill('SIGINT');
     expect(await exited).toBe(130);
-    const saved = /interrupted after step (\d+): checkpoint (\S+); the same command resumes from it/.exec(stderr);
+    const saved = /interrupted by SIGINT after step (\d+): checkpoint (\S+); the same command resumes from it/.exec(stderr);
     expect(saved, stderr).not.toBeNull();
     expect(await readdir(saved![2])).toContain('trainer_state.json');
     const metrics = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
@@ -181,7 +181,7 @@ describe('node train.js with bad input', () => {
     child.kill('SIGINT');
     expect(await exited).toBe(130);
     const errors = stderr.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('Warning: maxDynamic'));
-    expect(errors).toEqual(['interrupt: stopped during setup and the warm start; nothing of this run was written, so the same command starts over']);
+    expect(errors).toEqual(['SIGINT: stopped during setup and the warm start; nothing of this run was written, so the same command starts over']);
     expect(await readdir(dir).catch(() => null)).toBeNull();
   });
 });
