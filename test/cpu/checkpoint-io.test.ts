@@ -7,7 +7,7 @@ import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from '../../mod
 import { withHead, type DecoderConfig } from '../../models/hf-config.ts';
 import { writeCheckpointTensors, type TensorSource } from '../../models/safetensors-node.ts';
 import type { TensorData } from '../../models/safetensors.ts';
-import { randomArray } from '../helpers.ts';
+import { randomArray } from '../support/arrays.ts';
 
 const HF = fileURLToPath(new URL('../../../shared/fixtures/hf/', import.meta.url));
 const LLAMA = join(HF, 'llama-tiny');

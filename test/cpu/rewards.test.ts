@@ -11,7 +11,7 @@ import * as qaEm from '../../ppo/rewards/qa-em.ts';
 import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
 
 const VERL_SAMPLE = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
-const CUSTOM_REWARD = fileURLToPath(new URL('./fixtures/custom-reward.ts', import.meta.url));
+const CUSTOM_REWARD = fileURLToPath(new URL('../support/data/custom-reward.ts', import.meta.url));
 const CUSTOM_REWARD_NODE = new URL('../../ppo/rewards/custom-reward-node.ts', import.meta.url).href;
 const NODE_LOADER = new URL('../../tools/node-loader.js', import.meta.url).href;
 

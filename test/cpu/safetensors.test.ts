@@ -9,7 +9,7 @@ import {
 } from '../../models/safetensors.ts';
 import { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 } from '../../engine/half-float.ts';
 import { CheckpointTensors, SafetensorsFile, writeCheckpointTensors, type TensorSource } from '../../models/safetensors-node.ts';
-import { randomArray } from '../helpers.ts';
+import { randomArray } from '../support/arrays.ts';
 
 const HF = fileURLToPath(new URL('../../../shared/fixtures/hf/', import.meta.url));
 

@@ -4,8 +4,8 @@
 // reference's (the reference starts as the actor, rounded to bf16: the trainer really took the half path).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
-import { runCli } from '../cpu/run-cli.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { runCli } from '../support/run-cli.ts';
 
 describe('frozen models in bf16 from the command line', () => {
   it('runs a step with a bf16 reference and a bf16 frozen critic', async () => {

@@ -2,9 +2,9 @@
 // next-token log-probs and parameter gradients, for both position-id conventions.
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { gpuEngine } from './gpu.ts';
-import { expectClose } from '../helpers.ts';
-import { fixturePath, readFixtureJson } from '../fixtures.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose } from '../support/arrays.ts';
+import { fixturePath, readFixtureJson } from '../support/fixtures.ts';
 import { parseHfConfig } from '../../models/hf-config.ts';
 import { parseSafetensors } from '../../models/safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors } from '../../models/parameter-store.ts';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { runVerlCase, type VerlCase } from '../../tools/verl-case.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));

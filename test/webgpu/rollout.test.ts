@@ -4,7 +4,7 @@
 import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -16,7 +16,7 @@ import { KvCache } from '../../models/kv-cache.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
-import { seededRandom } from '../helpers.ts';
+import { seededRandom } from '../support/arrays.ts';
 import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');

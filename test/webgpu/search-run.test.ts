@@ -4,7 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 describe('search run', () => {
   it('do_search with BM25 over a corpus file: multi-turn steps and validation report env metrics', async () => {

@@ -7,7 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
 import { plotRun } from '../../tools/plot/cli.ts';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 async function stepMetrics(dir: string): Promise<Record<string, number>[]> {
   const lines = (await runMetrics(dir)).map((l) => l.data);

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-export const FIXTURES_DIR = fileURLToPath(new URL('../../shared/fixtures/', import.meta.url));
+export const FIXTURES_DIR = fileURLToPath(new URL('../../../shared/fixtures/', import.meta.url));
 
 export function fixturePath(relative: string): string {
   return FIXTURES_DIR + relative;
