@@ -5,8 +5,9 @@ import { describe, it, expect } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { runCli } from '../support/run-cli.ts';
 import { LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
+import { fixturePath } from '../support/fixtures.ts';
 
-const FIXTURES = { model: '../shared/fixtures/hf/stories260K', data: '../shared/fixtures/verl/sample.json', runDir: 'checkpoints/verl-scripts' };
+const FIXTURES = { model: fixturePath('hf/stories260K'), data: fixturePath('verl/sample.json'), runDir: 'checkpoints/verl-scripts' };
 
 /** The script's own `key=value` for a key, as the composed config should hold it. */
 function scriptValue(argv: readonly string[], key: string): string | undefined {
