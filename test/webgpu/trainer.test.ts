@@ -57,6 +57,7 @@ describe('PPO trainer runs', () => {
     expect(await main([...overrides, 'critic.freeze=true', 'trainer.save_freq=1', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`], { writeCharts: plotRun })).toBe(0);
     expect(await readFile(join(dir, 'charts', 'index.html'), 'utf8')).toContain('<svg');
     const steps = await stepMetrics(dir);
+    expect(steps).toHaveLength(2);
     for (const m of steps) {
       expectFinite(m);
       expect(m['critic/frozen']).toBe(1);
