@@ -9,7 +9,7 @@ import { describe, it } from 'vitest';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
-export const FIXTURES_DIR = resolve(process.env.RLHF_FIXTURES_DIR || join(REPO_ROOT, '../shared/fixtures'));
+const FIXTURES_DIR = resolve(process.env.RLHF_FIXTURES_DIR || join(REPO_ROOT, '../shared/fixtures'));
 
 const IN_CI = process.env.CI === 'true' || process.env.CI === '1';
 
@@ -26,7 +26,7 @@ export function readFixtureJson<T = any>(relative: string): T {
  * Why the given fixtures cannot be read, or null when all are there. A missing directory is named alone, so a
  * file whose tests need several fixtures prints one line; a directory lacking some files names those files.
  */
-export function missingFixturesMessage(files: readonly string[]): string | null {
+function missingFixturesMessage(files: readonly string[]): string | null {
   const missing = files.filter((f) => !existsSync(fixturePath(f)));
   if (missing.length === 0) return null;
   if (!existsSync(FIXTURES_DIR)) {

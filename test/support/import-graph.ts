@@ -31,7 +31,7 @@ export interface ImportRule {
   why: string;
 }
 
-export function matches(path: string, matcher: PathMatcher): boolean {
+function matches(path: string, matcher: PathMatcher): boolean {
   return typeof matcher === 'string' ? path.startsWith(matcher) : matcher.test(path);
 }
 
