@@ -1,4 +1,4 @@
-// Runs one recorded verl case (the format of ../shared/fixtures/verl/sample.json: function, kwargs, inputs)
+// Runs one recorded verl case (the format of the outside-truth fixture verl/sample.json: function, kwargs, inputs)
 // through this engine's kernels and returns {outputs} under verl's output names. `node tools/verl-case.js
 // CASE.json` prints that object; a case verl refused (`raises`) prints {"outputs": {}, "raises": message}.
 import { readFile } from 'node:fs/promises';

@@ -2,7 +2,7 @@
 import { describe, it, expect } from 'vitest';
 import { attentionForwardRef, attentionBackwardRef, type AttentionRefArgs } from '../../kernels/ref/attention.ts';
 import type { AttentionDims } from '../../kernels/attention.ts';
-import { seededRandom } from '../helpers.ts';
+import { seededRandom } from '../support/arrays.ts';
 
 function random64(n: number, seed: number): Float64Array {
   const random = seededRandom(seed);

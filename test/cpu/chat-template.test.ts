@@ -1,10 +1,10 @@
 import { describe, it, expect } from 'vitest';
-import { fileURLToPath } from 'node:url';
 import { ChatTemplate, applyChatTemplate, type ChatMessage } from '../../models/chat-template.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
 import type { SpecialTokens } from '../../models/tokenizer.ts';
+import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 
-const STORIES = fileURLToPath(new URL('../../../shared/fixtures/hf/stories260K', import.meta.url));
+const STORIES = fixturePath('hf/stories260K');
 
 // Qwen2.5-Instruct's chat_template from its tokenizer_config.json.
 const QWEN25_TEMPLATE = String.raw`{%- if tools %}
@@ -105,22 +105,6 @@ describe('Qwen2.5 chat template', () => {
 });
 
 describe('templates with special tokens, named templates and errors', () => {
-  const llama2Style = "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}[INST] {{ m.content }} [/INST]{% else %} {{ m.content }}{{ eos_token }}{% endif %}{% endfor %}";
-
-  it('bos/eos in the context, and tokenized without a second <s>', async () => {
-    const files = await readTokenizerFiles(STORIES);
-    const tokenizer = await loadTokenizer(STORIES);
-    const template = new ChatTemplate({ ...files.config, chat_template: llama2Style }, tokenizer.special);
-    const messages = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }];
-    const text = template.render(messages);
-    expect(text).toBe('<s>[INST] Hi [/INST] Hello</s>');
-    const ids = await applyChatTemplate(tokenizer, template, messages);
-    expect(ids[0]).toBe(1);
-    expect(ids[1]).not.toBe(1);
-    expect(ids.at(-1)).toBe(2);
-    expect(ids).toEqual(await tokenizer.encode(text, { addSpecialTokens: false }));
-  });
-
   it('picks the tool_use template when tools are given, default otherwise; extra kwargs reach the template', () => {
     const template = new ChatTemplate({
       chat_template: [
@@ -133,17 +117,35 @@ describe('templates with special tokens, named templates and errors', () => {
     expect(template.render([], { tools: [addTool, addTool] })).toBe('tools=2');
   });
 
-  it('stories260K has no chat template: a clear error, as in transformers', async () => {
-    const files = await readTokenizerFiles(STORIES);
-    const { special } = await loadTokenizer(STORIES);
-    expect(() => new ChatTemplate(files.config, special, files.chatTemplateFile)).toThrow(/no chat_template and there is no chat_template\.jinja: this tokenizer has no chat format; set actor_rollout_ref\.model\.custom_chat_template/);
-  });
-
   it('raise_exception in a template surfaces as an error; a malformed chat_template is rejected', () => {
     const strict = new ChatTemplate({ chat_template: "{% if messages[0].role != 'user' %}{{ raise_exception('Conversation must start with a user turn') }}{% endif %}ok" }, QWEN_SPECIAL);
     expect(strict.render([{ role: 'user', content: 'x' }])).toBe('ok');
     expect(() => strict.render([{ role: 'assistant', content: 'x' }])).toThrow(/Conversation must start with a user turn/);
     expect(() => new ChatTemplate({ chat_template: [{ template: 'x' }] }, QWEN_SPECIAL)).toThrow(/neither a string nor a list of \{name, template\}/);
     expect(() => new ChatTemplate({ chat_template: '{% for %}' }, QWEN_SPECIAL)).toThrow(/chat template 'default' does not parse/);
+  });
+
+  describeWithFixtures('on stories260K', ['hf/stories260K/tokenizer.json', 'hf/stories260K/tokenizer_config.json'], () => {
+    const llama2Style = "{{ bos_token }}{% for m in messages %}{% if m.role == 'user' %}[INST] {{ m.content }} [/INST]{% else %} {{ m.content }}{{ eos_token }}{% endif %}{% endfor %}";
+
+    it('bos/eos in the context, and tokenized without a second <s>', async () => {
+      const files = await readTokenizerFiles(STORIES);
+      const tokenizer = await loadTokenizer(STORIES);
+      const template = new ChatTemplate({ ...files.config, chat_template: llama2Style }, tokenizer.special);
+      const messages = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }];
+      const text = template.render(messages);
+      expect(text).toBe('<s>[INST] Hi [/INST] Hello</s>');
+      const ids = await applyChatTemplate(tokenizer, template, messages);
+      expect(ids[0]).toBe(1);
+      expect(ids[1]).not.toBe(1);
+      expect(ids.at(-1)).toBe(2);
+      expect(ids).toEqual(await tokenizer.encode(text, { addSpecialTokens: false }));
+    });
+
+    it('stories260K has no chat template: a clear error, as in transformers', async () => {
+      const files = await readTokenizerFiles(STORIES);
+      const { special } = await loadTokenizer(STORIES);
+      expect(() => new ChatTemplate(files.config, special, files.chatTemplateFile)).toThrow(/no chat_template and there is no chat_template\.jinja: this tokenizer has no chat format; set actor_rollout_ref\.model\.custom_chat_template/);
+    });
   });
 });

@@ -2,7 +2,7 @@
 // verl's defaults for a user's run, the built-in job's layer otherwise, Hydra's override grammar, verl keys
 // accepted or refused, and the one-adapter check.
 import { describe, it, expect, vi, afterEach } from 'vitest';
-import { runCli } from './run-cli.ts';
+import { runCli } from '../support/run-cli.ts';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, composeConfig, formatHelp, ConfigError } from '../../ppo/config.ts';
 import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';

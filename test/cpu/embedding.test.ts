@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
 import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
 import { buildTokenIndex } from '../../kernels/embedding.ts';
-import { randomArray, expectClose } from '../helpers.ts';
-import { numericGradient } from './numeric-gradient.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 
 describe('embedding reference backward', () => {
   it('matches finite differences, with repeated and absent ids', () => {

@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
-import { randomArray, expectClose } from '../helpers.ts';
-import { numericGradient } from './numeric-gradient.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 
 describe('head-rmsnorm reference backward', () => {
   it('matches finite differences for qkv and both weights', () => {

@@ -1,13 +1,13 @@
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import {
   parseHfConfig, toHfConfig, withHead, SUPPORTED_ARCHITECTURES, type DecoderConfig,
 } from '../../models/hf-config.ts';
 import { checkpointTensorShapes } from '../../models/parameter-layout.ts';
+import { describeWithFixtures, fixturePath, readFixtureJson } from '../support/fixtures.ts';
 
-const HF = fileURLToPath(new URL('../../../shared/fixtures/hf/', import.meta.url));
-const fixtureConfig = (model: string) => JSON.parse(readFileSync(`${HF}${model}/config.json`, 'utf8'));
+const LLAMA_CONFIG = 'hf/llama-tiny/config.json';
+const STORIES_CONFIG = 'hf/stories260K/config.json';
 
 // Shapes of published configs (Qwen2.5-0.5B-Instruct, Qwen3-4B), keys as transformers writes them.
 const qwen2Json = {
@@ -25,18 +25,27 @@ const qwen3Json = {
   tie_word_embeddings: true, use_sliding_window: false, vocab_size: 151936,
 };
 
-describe('parsing config.json', () => {
+describeWithFixtures('parsing the fixtures\' config.json', [LLAMA_CONFIG, STORIES_CONFIG], () => {
   it('llama-tiny and stories260K fixtures', () => {
-    expect(parseHfConfig(fixtureConfig('llama-tiny'))).toEqual({
+    expect(parseHfConfig(readFixtureJson(LLAMA_CONFIG))).toEqual({
       architecture: 'LlamaForCausalLM', family: 'llama', head: 'causal-lm', vocabSize: 256, hiddenSize: 64,
       intermediateSize: 160, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 16, ropeTheta: 10000, rmsNormEps: 1e-6,
       tieWordEmbeddings: false, attentionBias: false, outputBias: false, qkNorm: false, numLabels: null, padTokenId: null,
       bosTokenId: 1, eosTokenIds: [2], maxPositionEmbeddings: 128, torchDtype: 'float32',
     } satisfies DecoderConfig);
-    const stories = parseHfConfig(readFileSync(`${HF}stories260K/config.json`, 'utf8'));
+    const stories = parseHfConfig(readFileSync(fixturePath(STORIES_CONFIG), 'utf8'));
     expect(stories).toMatchObject({ vocabSize: 512, numLayers: 5, numHeads: 8, numKvHeads: 4, headDim: 8, intermediateSize: 172, rmsNormEps: 1e-5, tieWordEmbeddings: true, padTokenId: null });
   });
 
+  it('token ids: absent takes the class default, explicit null means none, lists kept', () => {
+    const { bos_token_id: _b, eos_token_id: _e, ...llamaNoIds } = readFixtureJson(LLAMA_CONFIG);
+    expect(parseHfConfig(llamaNoIds)).toMatchObject({ bosTokenId: 1, eosTokenIds: [2] });
+    expect(parseHfConfig({ ...llamaNoIds, bos_token_id: null, eos_token_id: null })).toMatchObject({ bosTokenId: null, eosTokenIds: [] });
+    expect(parseHfConfig({ ...llamaNoIds, eos_token_id: [2, 1] }).eosTokenIds).toEqual([2, 1]);
+  });
+});
+
+describe('parsing config.json', () => {
   it('Qwen2: q/k/v bias hard-coded, no o_proj bias, head_dim from hidden/heads', () => {
     const c = parseHfConfig(qwen2Json);
     expect(c).toMatchObject({ family: 'qwen2', head: 'causal-lm', headDim: 64, numKvHeads: 2, attentionBias: true, outputBias: false, qkNorm: false, tieWordEmbeddings: true, ropeTheta: 1e6, eosTokenIds: [151645], bosTokenId: 151643 });
@@ -84,19 +93,12 @@ describe('parsing config.json', () => {
     expect(() => parseHfConfig({ ...qwen2Json, use_sliding_window: true, max_window_layers: 24 })).not.toThrow();
     expect(() => parseHfConfig({ ...qwen2Json, layer_types: Array(24).fill('full_attention') })).not.toThrow();
     expect(parseHfConfig({ ...qwen3Json, rope_theta: undefined, rope_parameters: { rope_type: 'default', rope_theta: 1234 } }).ropeTheta).toBe(1234);
-    expect(parseHfConfig({ ...fixtureConfig('llama-tiny'), hidden_act: 'swish' }).family).toBe('llama');
-  });
-
-  it('token ids: absent takes the class default, explicit null means none, lists kept', () => {
-    const { bos_token_id: _b, eos_token_id: _e, ...llamaNoIds } = fixtureConfig('llama-tiny');
-    expect(parseHfConfig(llamaNoIds)).toMatchObject({ bosTokenId: 1, eosTokenIds: [2] });
-    expect(parseHfConfig({ ...llamaNoIds, bos_token_id: null, eos_token_id: null })).toMatchObject({ bosTokenId: null, eosTokenIds: [] });
-    expect(parseHfConfig({ ...llamaNoIds, eos_token_id: [2, 1] }).eosTokenIds).toEqual([2, 1]);
+    expect(parseHfConfig({ ...qwen2Json, hidden_act: 'swish' }).family).toBe('qwen2');
   });
 });
 
-describe('saving: toHfConfig round-trips every field', () => {
-  const llama = parseHfConfig(fixtureConfig('llama-tiny'));
+describeWithFixtures('saving: toHfConfig round-trips every field', [LLAMA_CONFIG], () => {
+  const llama = parseHfConfig(readFixtureJson(LLAMA_CONFIG));
   const qwen2 = parseHfConfig(qwen2Json);
   const qwen3 = parseHfConfig(qwen3Json);
   const configs: DecoderConfig[] = [
@@ -129,8 +131,8 @@ describe('saving: toHfConfig round-trips every field', () => {
   });
 });
 
-describe('malformed or unsupported config.json: each its own error naming the file and key', () => {
-  const base = fixtureConfig('llama-tiny');
+describeWithFixtures('malformed or unsupported config.json: each its own error naming the file and key', [LLAMA_CONFIG], () => {
+  const base = readFixtureJson(LLAMA_CONFIG);
   const parse = (json: unknown) => () => parseHfConfig(json, 'm/config.json');
   const without = (key: string) => Object.fromEntries(Object.entries(base).filter(([k]) => k !== key));
 

@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { lmHeadForwardRef, lmHeadBackwardRef, type LmHeadRefArgs } from '../../kernels/ref/lm-head.ts';
-import { randomArray, expectClose } from '../helpers.ts';
-import { numericGradient } from './numeric-gradient.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 
 describe('lm-head reference backward', () => {
   const N = 3;

@@ -2,7 +2,7 @@
 import { describe, it, expect } from 'vitest';
 import { matmulForwardRef, matmulBackwardRef, type MatmulRefArgs } from '../../kernels/ref/matmul.ts';
 import type { MatmulLayout } from '../../kernels/matmul.ts';
-import { seededRandom } from '../helpers.ts';
+import { seededRandom } from '../support/arrays.ts';
 
 function random64(n: number, seed: number): Float64Array {
   const random = seededRandom(seed);

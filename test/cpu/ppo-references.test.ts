@@ -1,7 +1,7 @@
 // Finite-difference checks (float64, central differences) of the PPO references' gradients, and the
 // micro-batch property of the loss aggregation.
 import { describe, it, expect } from 'vitest';
-import { seededRandom } from '../helpers.ts';
+import { seededRandom } from '../support/arrays.ts';
 import { klPenaltyRef } from '../../kernels/ref/kl-penalty.ts';
 import { aggLossRef, localAggregation } from '../../kernels/ref/agg-loss.ts';
 import { computeActorLossRef } from '../../kernels/ref/policy-loss.ts';

@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,9 +9,9 @@ import * as gsm8k from '../../ppo/rewards/gsm8k.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
 import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
+import { describeWithFixtures, readFixtureJson } from '../support/fixtures.ts';
 
-const VERL_SAMPLE = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
-const CUSTOM_REWARD = fileURLToPath(new URL('./fixtures/custom-reward.ts', import.meta.url));
+const CUSTOM_REWARD = fileURLToPath(new URL('../support/data/custom-reward.ts', import.meta.url));
 const CUSTOM_REWARD_NODE = new URL('../../ppo/rewards/custom-reward-node.ts', import.meta.url).href;
 const NODE_LOADER = new URL('../../tools/node-loader.js', import.meta.url).href;
 
@@ -83,8 +83,8 @@ const NORMALIZED: [string, string][] = [
   ["x y z", "x y z"],
 ];
 
-describe('gsm8k (verl fixtures)', () => {
-  const cases = (JSON.parse(readFileSync(VERL_SAMPLE, 'utf8')).cases as VerlCase[]).filter((c) => c.function === 'verl.utils.reward_score.gsm8k.compute_score');
+describeWithFixtures('gsm8k (verl fixtures)', ['verl/sample.json'], () => {
+  const cases = (readFixtureJson('verl/sample.json').cases as VerlCase[]).filter((c) => c.function === 'verl.utils.reward_score.gsm8k.compute_score');
 
   it('has the strict and flexible fixtures', () => {
     expect(cases.map((c) => c.kwargs.method).sort()).toEqual(['flexible', 'strict']);

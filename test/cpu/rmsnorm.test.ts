@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
-import { randomArray, expectClose } from '../helpers.ts';
-import { numericGradient } from './numeric-gradient.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 
 describe('rmsnorm reference backward', () => {
   it('matches finite differences for x and weight', () => {

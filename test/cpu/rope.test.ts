@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { ropeForwardRef, ropeBackwardRef } from '../../kernels/ref/rope.ts';
-import { randomArray, expectClose } from '../helpers.ts';
-import { numericGradient } from './numeric-gradient.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 
 describe('rope reference backward', () => {
   it('matches finite differences, v heads included', () => {

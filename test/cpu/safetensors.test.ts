@@ -3,15 +3,15 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   parseSafetensors, serializeSafetensors, planShards, parseShardIndex, MAX_HEADER_BYTES, INDEX_FILE, type TensorData,
 } from '../../models/safetensors.ts';
 import { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 } from '../../engine/half-float.ts';
 import { CheckpointTensors, SafetensorsFile, writeCheckpointTensors, type TensorSource } from '../../models/safetensors-node.ts';
-import { randomArray } from '../helpers.ts';
+import { randomArray } from '../support/arrays.ts';
+import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 
-const HF = fileURLToPath(new URL('../../../shared/fixtures/hf/', import.meta.url));
+const HF = fixturePath('hf');
 
 /** Bit patterns as a string: equal strings mean bit-identical tensors, and comparing them stays fast. */
 function bits(a: TensorData): string {
@@ -55,7 +55,7 @@ afterAll(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
-describe('reading the Hugging Face fixtures', () => {
+describeWithFixtures('reading the Hugging Face fixtures', ['hf/llama-tiny/model.safetensors', 'hf/stories260K/model.safetensors', 'hf/stories260K/fixtures.json'], () => {
   it('llama-tiny: every tensor F32 with its HF shape, values equal to a direct decode of the file', async () => {
     const path = join(HF, 'llama-tiny/model.safetensors');
     const file = await SafetensorsFile.open(path);
@@ -97,39 +97,41 @@ describe('reading the Hugging Face fixtures', () => {
 });
 
 describe('writing', () => {
-  it('rewrites llama-tiny bit-identically, with the same data section byte for byte', async () => {
-    const src = join(HF, 'llama-tiny');
-    const sources = await readSources(src);
-    const tensors = new Map(sources.map((t) => [t.name, t.data as TensorData]));
-    const dir = join(tmp, 'single');
-    await mkdir(dir);
-    expect(await writeCheckpointTensors(dir, sources)).toEqual(['model.safetensors']);
-    const back = await readAll(dir);
-    expect([...back.keys()]).toEqual([...tensors.keys()]);
-    for (const [name, t] of tensors) expect(bits(back.get(name)!)).toEqual(bits(t));
-    const dataSection = async (path: string) => {
-      const bytes = await readFile(path);
-      return { bytes: bytes.subarray(parseSafetensors(bytes).header.dataOffset), headerLength: bytes.readUInt32LE(0) };
-    };
-    const ours = await dataSection(join(dir, 'model.safetensors'));
-    expect(Buffer.compare(ours.bytes, (await dataSection(join(src, 'model.safetensors'))).bytes)).toBe(0);
-    expect(ours.headerLength % 8).toBe(0);
-  });
+  describeWithFixtures('llama-tiny', ['hf/llama-tiny/model.safetensors'], () => {
+    it('rewrites llama-tiny bit-identically, with the same data section byte for byte', async () => {
+      const src = join(HF, 'llama-tiny');
+      const sources = await readSources(src);
+      const tensors = new Map(sources.map((t) => [t.name, t.data as TensorData]));
+      const dir = join(tmp, 'single');
+      await mkdir(dir);
+      expect(await writeCheckpointTensors(dir, sources)).toEqual(['model.safetensors']);
+      const back = await readAll(dir);
+      expect([...back.keys()]).toEqual([...tensors.keys()]);
+      for (const [name, t] of tensors) expect(bits(back.get(name)!)).toEqual(bits(t));
+      const dataSection = async (path: string) => {
+        const bytes = await readFile(path);
+        return { bytes: bytes.subarray(parseSafetensors(bytes).header.dataOffset), headerLength: bytes.readUInt32LE(0) };
+      };
+      const ours = await dataSection(join(dir, 'model.safetensors'));
+      expect(Buffer.compare(ours.bytes, (await dataSection(join(src, 'model.safetensors'))).bytes)).toBe(0);
+      expect(ours.headerLength % 8).toBe(0);
+    });
 
-  it('shards above the size limit with an index transformers reads, and reads them back bit-identically', async () => {
-    const tensors = await readAll(join(HF, 'llama-tiny'));
-    const dir = join(tmp, 'sharded');
-    await mkdir(dir);
-    const sources: TensorSource[] = [...tensors].map(([name, data]) => ({ name, shape: [data.length], data: () => data }));
-    const files = await writeCheckpointTensors(dir, sources, { maxShardBytes: 100_000 });
-    expect(files.at(-1)).toBe(INDEX_FILE);
-    expect(files[0]).toMatch(/^model-00001-of-0000\d\.safetensors$/);
-    expect(files.length).toBeGreaterThan(3);
-    const index = parseShardIndex(await readFile(join(dir, INDEX_FILE), 'utf8'));
-    expect(index.totalSize).toBe([...tensors.values()].reduce((s, t) => s + t.byteLength, 0));
-    expect(index.weightMap.size).toBe(tensors.size);
-    const back = await readAll(dir);
-    for (const [name, t] of tensors) expect(bits(back.get(name)!)).toEqual(bits(t));
+    it('shards above the size limit with an index transformers reads, and reads them back bit-identically', async () => {
+      const tensors = await readAll(join(HF, 'llama-tiny'));
+      const dir = join(tmp, 'sharded');
+      await mkdir(dir);
+      const sources: TensorSource[] = [...tensors].map(([name, data]) => ({ name, shape: [data.length], data: () => data }));
+      const files = await writeCheckpointTensors(dir, sources, { maxShardBytes: 100_000 });
+      expect(files.at(-1)).toBe(INDEX_FILE);
+      expect(files[0]).toMatch(/^model-00001-of-0000\d\.safetensors$/);
+      expect(files.length).toBeGreaterThan(3);
+      const index = parseShardIndex(await readFile(join(dir, INDEX_FILE), 'utf8'));
+      expect(index.totalSize).toBe([...tensors.values()].reduce((s, t) => s + t.byteLength, 0));
+      expect(index.weightMap.size).toBe(tensors.size);
+      const back = await readAll(dir);
+      for (const [name, t] of tensors) expect(bits(back.get(name)!)).toEqual(bits(t));
+    });
   });
 
   it('plans shards in order, a tensor larger than the limit alone', () => {

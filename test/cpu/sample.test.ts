@@ -3,7 +3,7 @@
 // log-probs are the full temperature-scaled log-softmax.
 import { describe, it, expect } from 'vitest';
 import { sampleRef, keptTokens, pcg4d } from '../../kernels/ref/sample.ts';
-import { randomArray } from '../helpers.ts';
+import { randomArray } from '../support/arrays.ts';
 
 /** χ² statistic of observed counts against probabilities. */
 function chiSquare(counts: number[], probabilities: number[], draws: number): number {

@@ -2,7 +2,7 @@
 // frames them against the standard check values.
 import { describe, it, expect } from 'vitest';
 import { crc32c, fileVersionRecord, scalarsRecord, textRecord } from '../../ppo/loggers/tensorboard-events.ts';
-import { readEvents } from './tensorboard-reader.ts';
+import { readEvents } from '../support/tensorboard-reader.ts';
 
 describe('TensorBoard event records', () => {
   it('CRC-32C matches the standard check values', () => {

@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
-import { randomArray, expectClose } from '../helpers.ts';
-import { numericGradient } from './numeric-gradient.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 
 describe('value-head reference backward', () => {
   it('matches finite differences', () => {

@@ -3,10 +3,11 @@
 // cluster-only keys listed as ignored in one line.
 import { describe, it, expect } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { runCli } from './run-cli.ts';
-import { LAUNCH_SCRIPTS, withPaths } from './verl-launch-scripts.ts';
+import { runCli } from '../support/run-cli.ts';
+import { LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
+import { fixturePath } from '../support/fixtures.ts';
 
-const FIXTURES = { model: '../shared/fixtures/hf/stories260K', data: '../shared/fixtures/verl/sample.json', runDir: 'checkpoints/verl-scripts' };
+const FIXTURES = { model: fixturePath('hf/stories260K'), data: fixturePath('verl/sample.json'), runDir: 'checkpoints/verl-scripts' };
 
 /** The script's own `key=value` for a key, as the composed config should hold it. */
 function scriptValue(argv: readonly string[], key: string): string | undefined {
@@ -56,7 +57,7 @@ describe('verl and Search-R1 launch scripts', () => {
   });
 
   it('--config with verl\'s own ppo_trainer.yaml loads: its defaults list and hydra block are skipped, its keys read', async () => {
-    const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', 'test/cpu/fixtures/verl-ppo_trainer.yaml', `actor_rollout_ref.model.path=${FIXTURES.model}`]);
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', 'test/support/data/verl-ppo_trainer.yaml', `actor_rollout_ref.model.path=${FIXTURES.model}`]);
     expect(code, stderr).toBe(0);
     expect(stderr).toContain('# skipped the defaults: block');
     const config = parseYaml(stdout);
@@ -65,7 +66,7 @@ describe('verl and Search-R1 launch scripts', () => {
   });
 
   it('--config with verl\'s generated config loads every key: unimplemented features at their defaults, cluster keys ignored', async () => {
-    const generated = 'test/cpu/fixtures/verl-generated-ppo_trainer.yaml';
+    const generated = 'test/support/data/verl-generated-ppo_trainer.yaml';
     const { code, stdout, stderr } = await runCli(['--cfg', 'job', '--config', generated, `actor_rollout_ref.model.path=${FIXTURES.model}`]);
     expect(code, stderr).toBe(0);
     const config = parseYaml(stdout);

@@ -1,11 +1,11 @@
 // Kernels at shapes a real model uses (Qwen3-0.6B's hidden 1024, intermediate 3072), on the hardware GPU the tier
 // demands: sizes lavapipe cannot run in CI time, where tiling and vector loads meet many workgroups at once.
 import { describe, it, expect } from 'vitest';
-import { realGpuEngine } from './real-gpu.ts';
+import { realGpuEngine } from '../support/real-gpu-engine.ts';
 import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
 import { chooseVariant, readKnobs } from '../../engine/index.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('real GPU', () => {
   it('is a hardware adapter and the matmul choice is a GPU variant', async () => {

@@ -1,10 +1,10 @@
 import { describe, it, expect } from 'vitest';
 import { Arena } from '../../engine/index.ts';
 import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
 import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('AdamW with global-norm clipping', () => {
   const segmentSizes = [1000, 68];

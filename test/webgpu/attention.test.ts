@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 import { Engine, readKnobs } from '../../engine/index.ts';
 
 /** Row 1 left-padded by `pad` keys (a pad longer than the row pads all of it). */

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { makeTinyRun, type TinyRun } from './tiny-run.ts';
+import { makeTinyRun, type TinyRun } from '../support/tiny-run.ts';
 
 const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
 

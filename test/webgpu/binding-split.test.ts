@@ -2,9 +2,9 @@
 // 16 KiB (WEBGPU_MAX_BINDING_BYTES) runs a causal LM whose 1000-row embedding (128 KiB) needs 8 windows, and must
 // give what the unsplit engine gives — log-probs, entropies, full logits, every gradient and an AdamW step.
 import { describe, it, expect, afterAll } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from './split-model.ts';
-import { expectClose, seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from '../support/split-model.ts';
+import { expectClose, seededRandom } from '../support/arrays.ts';
 import { Engine, readKnobs, type Arena } from '../../engine/index.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';

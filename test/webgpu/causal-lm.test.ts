@@ -2,8 +2,8 @@
 // sum of what the LM head and the token embedding contribute — checked against the same model untied, whose
 // lm_head.weight holds a copy of the embedding.
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { expectClose, seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose, seededRandom } from '../support/arrays.ts';
 import { parseHfConfig } from '../../models/hf-config.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { parameterEntries } from '../../models/parameter-layout.ts';

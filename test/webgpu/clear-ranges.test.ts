@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { clearRanges, rangeTable } from '../../kernels/clear-ranges.ts';
 import { clearRangesRef } from '../../kernels/ref/clear-ranges.ts';
-import { randomArray } from '../helpers.ts';
+import { randomArray } from '../support/arrays.ts';
 
 describe('clear-ranges kernel', () => {
   // Ranges shorter and longer than a workgroup, adjacent ones, the first and last element; and more ranges than

@@ -1,9 +1,9 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { decodeAttention } from '../../kernels/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/ref/decode-attention.ts';
 import { ropeForwardRef } from '../../kernels/ref/rope.ts';
-import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 import type { Engine } from '../../engine/index.ts';
 
 /** Runs `body` under each variant this device can choose: on CPU devices lanes over the head dimension (dims, with

@@ -3,11 +3,11 @@
 // with masked slots and more rows than the batch; the first slot and later ones. The kernel runs on CPU devices
 // only (8-lane subgroups).
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { decodeLayer, useDecodeLayer } from '../../kernels/decode-layer.ts';
 import { decodeLayerRef } from '../../kernels/ref/decode-layer.ts';
 import { transposeRef } from '../../kernels/ref/transpose.ts';
-import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 /** (N, K) row-major -> (K, N): the transposed copies decode steps multiply by. */
 function transposed(w: Float32Array, N: number, K: number): Float32Array {

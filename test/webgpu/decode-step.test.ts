@@ -5,7 +5,7 @@
 // the weights (CPU devices) give the logits of the weights as stored, follow the weights when they are written, and
 // are one set shared with the training trunk of the same arena.
 import { describe, it, expect, vi } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine, KernelSpec } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -13,7 +13,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
-import { expectClose } from '../helpers.ts';
+import { expectClose } from '../support/arrays.ts';
 import { decodeLayerVariants } from '../../kernels/decode-layer.ts';
 
 function config(architecture: string): DecoderConfig {

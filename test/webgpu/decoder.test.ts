@@ -3,8 +3,8 @@
 // Qwen2 (q/k/v bias), Llama with attention_bias (o_proj bias), on a left-padded batch; each with the layer
 // weights as stored (nt projections) and as transposed copies (nn, the training forward on CPU devices).
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { expectClose, seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose, seededRandom } from '../support/arrays.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { parameterEntries } from '../../models/parameter-layout.ts';

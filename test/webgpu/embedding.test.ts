@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { embeddingForward, embeddingBackward, embeddingBackwardVariants, buildTokenIndex } from '../../kernels/embedding.ts';
 import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
-import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 describe('embedding kernel', () => {
   const V = 11;

@@ -2,8 +2,8 @@
 // with the layer recomputed in backward, must give the gradients of the forward that keeps every activation —
 // bit for bit, since the recomputation runs the same kernels on the same inputs — for less activation memory.
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { seededRandom } from '../support/arrays.ts';
 import { parseHfConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';

@@ -4,8 +4,8 @@
 // reference's (the reference starts as the actor, rounded to bf16: the trainer really took the half path).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
-import { runCli } from '../cpu/run-cli.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { runCli } from '../support/run-cli.ts';
 
 describe('frozen models in bf16 from the command line', () => {
   it('runs a step with a bf16 reference and a bf16 frozen critic', async () => {
@@ -15,9 +15,9 @@ describe('frozen models in bf16 from the command line', () => {
       'actor_rollout_ref.actor.use_kl_loss=true', 'critic.freeze=true', ...extra,
     ]);
     const klLoss = async (name: string) => (await runMetrics(join(root, name))).find((l) => l.data['actor/kl_loss'] !== undefined)!.data;
-    const { code, stdout, stderr } = await run('half-run', [
-      'actor_rollout_ref.ref.fsdp_config.model_dtype=bf16', 'critic.model.fsdp_config.model_dtype=bfloat16', 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16',
-    ]);
+    // The two runs differ only in the reference's dtype, so a different KL can only come from the reference.
+    const halfOthers = ['critic.model.fsdp_config.model_dtype=bfloat16', 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'];
+    const { code, stdout, stderr } = await run('half-run', ['actor_rollout_ref.ref.fsdp_config.model_dtype=bf16', ...halfOthers]);
     expect(code, stderr).toBe(0);
     expect(stdout).toContain('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16: this model trains, so its weights stay float32 master copies');
     expect(stdout).toMatch(/reference parameters \(bf16 matrices\)/);
@@ -25,7 +25,15 @@ describe('frozen models in bf16 from the command line', () => {
     const half = await klLoss('half-run');
     expect(Math.abs(half['actor/kl_loss'])).toBeLessThan(1e-2);
     expect(Number.isFinite(half['critic/values/mean'])).toBe(true);
-    expect((await run('f32-run', ['actor_rollout_ref.ref.fsdp_config.model_dtype=fp32'])).code).toBe(0);
-    expect(half['actor/kl_loss']).not.toBe((await klLoss('f32-run'))['actor/kl_loss']);
+    const f32 = await run('f32-reference-run', ['actor_rollout_ref.ref.fsdp_config.model_dtype=fp32', ...halfOthers]);
+    expect(f32.code, f32.stderr).toBe(0);
+    expect(f32.stdout).not.toMatch(/reference parameters \(bf16 matrices\)/);
+    expect(f32.stdout).toMatch(/critic parameters \(bf16 matrices\)/);
+    const full = await klLoss('f32-reference-run');
+    // Same rollout and the same bf16 critic's values; the KL to the reference alone moves, by bf16 rounding's size.
+    expect(half['critic/values/mean']).toBe(full['critic/values/mean']);
+    expect(half['critic/advantages/max']).toBe(full['critic/advantages/max']);
+    expect(half['actor/kl_loss']).not.toBe(full['actor/kl_loss']);
+    expect(Math.abs(half['actor/kl_loss'] - full['actor/kl_loss'])).toBeLessThan(1e-4);
   });
 });

@@ -3,9 +3,9 @@
 // holding the same bf16-rounded weights, within bf16 rounding of the unrounded model, and the same again on
 // an engine that binds at most 16 KiB (the half embedding split into windows) up to float rounding.
 import { describe, it, expect, afterAll } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from './split-model.ts';
-import { expectClose, randomArray, seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from '../support/split-model.ts';
+import { expectClose, randomArray, seededRandom } from '../support/arrays.ts';
 import { Engine, Tensor, readKnobs, roundToHalf, type Arena, type FloatDType } from '../../engine/index.ts';
 import { toHalf } from '../../kernels/to-half.ts';
 import { toHalfRef } from '../../kernels/ref/to-half.ts';

@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { headRmsnormForward, headRmsnormBackward } from '../../kernels/head-rmsnorm.ts';
 import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('head-rmsnorm kernel', () => {
   const cases = [

@@ -1,10 +1,10 @@
-// The GPU model against Hugging Face transformers' own outputs (../shared/fixtures/hf/llama-tiny): logits,
+// The GPU model against Hugging Face transformers' own outputs (the outside-truth fixture hf/llama-tiny): logits,
 // next-token log-probs and parameter gradients, for both position-id conventions.
-import { describe, it, expect } from 'vitest';
+import { it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { gpuEngine } from './gpu.ts';
-import { expectClose } from '../helpers.ts';
-import { fixturePath, readFixtureJson } from '../fixtures.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose } from '../support/arrays.ts';
+import { describeWithFixtures, fixturePath, readFixtureJson } from '../support/fixtures.ts';
 import { parseHfConfig } from '../../models/hf-config.ts';
 import { parseSafetensors } from '../../models/safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors } from '../../models/parameter-store.ts';
@@ -12,22 +12,24 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { Arena } from '../../engine/index.ts';
 
-const fixture = readFixtureJson('hf/llama-tiny/fixtures.json');
-const config = parseHfConfig(readFileSync(fixturePath('hf/llama-tiny/config.json'), 'utf8'), 'llama-tiny/config.json');
-const weights = parseSafetensors(new Uint8Array(readFileSync(fixturePath('hf/llama-tiny/model.safetensors'))), 'llama-tiny/model.safetensors');
+const LLAMA_TINY = ['hf/llama-tiny/fixtures.json', 'hf/llama-tiny/config.json', 'hf/llama-tiny/model.safetensors'];
 
-async function loadModel() {
-  const engine = await gpuEngine();
-  const params = createParameterArena(engine, config, 'llama-tiny');
-  uploadHfTensors(engine, params, config, (name) => {
-    const data = weights.tensors.get(name);
-    const info = weights.header.tensors.find((t) => t.name === name);
-    return data && info ? { shape: info.shape, data: Float32Array.from(data) } : undefined;
-  }, 'llama-tiny');
-  return { engine, params, model: new CausalLm(engine, config, params) };
-}
+describeWithFixtures('llama-tiny matches transformers', LLAMA_TINY, () => {
+  const fixture = readFixtureJson('hf/llama-tiny/fixtures.json');
+  const config = parseHfConfig(readFileSync(fixturePath('hf/llama-tiny/config.json'), 'utf8'), 'llama-tiny/config.json');
+  const weights = parseSafetensors(new Uint8Array(readFileSync(fixturePath('hf/llama-tiny/model.safetensors'))), 'llama-tiny/model.safetensors');
 
-describe('llama-tiny matches transformers', () => {
+  async function loadModel() {
+    const engine = await gpuEngine();
+    const params = createParameterArena(engine, config, 'llama-tiny');
+    uploadHfTensors(engine, params, config, (name) => {
+      const data = weights.tensors.get(name);
+      const info = weights.header.tensors.find((t) => t.name === name);
+      return data && info ? { shape: info.shape, data: Float32Array.from(data) } : undefined;
+    }, 'llama-tiny');
+    return { engine, params, model: new CausalLm(engine, config, params) };
+  }
+
   const ids: number[][] = fixture.input_ids;
   const mask: number[][] = fixture.attention_mask;
   const B = ids.length;

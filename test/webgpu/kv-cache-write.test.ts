@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { kvCacheWrite } from '../../kernels/kv-cache-write.ts';
 import { kvCacheWriteRef } from '../../kernels/ref/kv-cache-write.ts';
-import { randomArray } from '../helpers.ts';
+import { randomArray } from '../support/arrays.ts';
 
 describe('kv-cache-write kernel', () => {
   // vec4 (NKV·HS = 2·8), scalar (NKV·HS = 3·5, odd), a prefill block, a one-token decode step at the last slot,

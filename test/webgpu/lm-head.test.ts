@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsVariants, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/ref/lm-head.ts';
-import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 interface Case {
   N: number;

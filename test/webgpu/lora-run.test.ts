@@ -7,7 +7,7 @@ import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { parseSafetensors } from '../../models/safetensors.ts';
 import { Engine } from '../../engine/index.ts';
 import { loadModel } from '../../models/model-files-node.ts';
@@ -16,7 +16,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { mergeLora } from '../../models/lora.ts';
 import { readHfTensors } from '../../models/parameter-store.ts';
-import { expectClose } from '../helpers.ts';
+import { expectClose } from '../support/arrays.ts';
 
 function withoutTimings({ data: metrics }: { data: Record<string, number> }): Record<string, number> {
   for (const key of Object.keys(metrics)) if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];

@@ -3,9 +3,9 @@
 // decode prologues included); the adapters' gradients match central differences of the float64 reference decoder
 // with merged weights; the off-block entries of the fused Bᵀ get no gradient after clearing; PEFT's tensors round-trip.
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { expectClose, seededRandom } from '../helpers.ts';
-import { numericGradient } from '../cpu/numeric-gradient.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose, seededRandom } from '../support/arrays.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors, uploadHfTensors, splitHfTensors, type NamedTensor } from '../../models/parameter-store.ts';

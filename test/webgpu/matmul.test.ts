@@ -1,11 +1,11 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
 import { rmsnormForwardRef } from '../../kernels/ref/rmsnorm.ts';
 import { swigluForwardRef } from '../../kernels/ref/swiglu.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 // [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32), a whole tile, N and K not
 // multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A rows of length M).

@@ -3,7 +3,7 @@
 // log-probs, values, losses and gradients of one fixed micro-batch holding the whole padded mini-batch, up to
 // float rounding. Checked through the trainer's own ExperienceMaker, ActorUpdater and CriticUpdater.
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
 import { Rng } from '../../engine/rng.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';

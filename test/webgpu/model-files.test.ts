@@ -2,13 +2,13 @@
 // critic made from it, the critic is saved as *ForTokenClassification with score.weight and score.bias, a
 // directory given as file contents (the browser demo's fetched checkpoint) loads as from disk, and
 // tools/forward.js prints logits / values / rewards for the three heads.
-import { describe, it, expect } from 'vitest';
+import { it, expect } from 'vitest';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gpuEngine } from './gpu.ts';
-import { fixturePath } from '../fixtures.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
 import { withHead } from '../../models/hf-config.ts';
@@ -21,7 +21,7 @@ async function arenaBytes(engine: Engine, arena: Arena): Promise<Uint8Array[]> {
   return Promise.all(arena.segments.map(async (s) => new Uint8Array((await engine.read(s)).buffer)));
 }
 
-describe('model directories', () => {
+describeWithFixtures('model directories', ['hf/llama-tiny'], () => {
   it('actor and critic survive save → load bit-identically', async () => {
     const engine = await gpuEngine();
     const root = await mkdtemp(join(tmpdir(), 'model-files-'));

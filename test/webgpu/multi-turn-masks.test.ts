@@ -2,7 +2,7 @@
 // gradient, and the outcome reward must sit on the last token the policy generated, not on a trailing
 // observation. Checked through the trainer's own ExperienceMaker, ActorUpdater and CriticUpdater.
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
 import { Rng } from '../../engine/rng.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';

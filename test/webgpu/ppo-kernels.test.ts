@@ -1,8 +1,8 @@
 // The PPO kernels against their float64 references on odd shapes: rows longer than a workgroup (T = 70),
 // interior observation gaps, empty rows, T = 1, singleton groups; and the micro-batch property on the GPU.
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { expectClose, seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose, seededRandom } from '../support/arrays.ts';
 import type { Engine } from '../../engine/index.ts';
 import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
 import { computeGaeAdvantageReturnRef } from '../../kernels/ref/gae.ts';

@@ -1,17 +1,17 @@
 // Every case of verl's recorded sample through tools/verl-case.ts (the code path of `node tools/verl-case.js`),
 // plus one run of the CLI itself.
-import { describe, it, expect } from 'vitest';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { it, expect } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { describeWithFixtures, readFixtureJson } from '../support/fixtures.ts';
 import { runVerlCase, type VerlCase } from '../../tools/verl-case.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const fixturePath = fileURLToPath(new URL('../../../shared/fixtures/verl/sample.json', import.meta.url));
-const fixture = JSON.parse(readFileSync(fixturePath, 'utf8')) as { case_count: number; cases: (VerlCase & { id: string; outputs: unknown; raises?: string })[] };
+type RecordedCase = VerlCase & { id: string; outputs: unknown; raises?: string };
 
 // float32 kernels against verl's float64: one f32 rounding is 6e-8 relative; exp/log, whitening (division by a
 // std of ~1) and sums of up to a few hundred terms grow that to ~1e-6, so 1e-5 absolute + 1e-5 relative has
@@ -35,7 +35,9 @@ function compare(actual: unknown, expected: unknown, path: string): void {
   }
 }
 
-describe('verl sample cases', () => {
+describeWithFixtures('verl sample cases', ['verl/sample.json'], () => {
+  const fixture = readFixtureJson<{ case_count: number; cases: RecordedCase[] }>('verl/sample.json');
+
   it('holds all the cases it announces', () => {
     expect(fixture.cases.length).toBe(fixture.case_count);
   });

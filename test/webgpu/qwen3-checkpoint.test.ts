@@ -6,7 +6,7 @@ import { describe, it, expect, afterAll } from 'vitest';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { Engine, readKnobs, type Arena } from '../../engine/index.ts';
 import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { CheckpointTensors } from '../../models/safetensors-node.ts';

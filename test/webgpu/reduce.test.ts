@@ -1,9 +1,9 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { weightedSum, sumOfSquares, sumSquaresVariants } from '../../kernels/reduce.ts';
 import { weightedSumRef } from '../../kernels/ref/reduce.ts';
 import { gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('deterministic reductions', () => {
   for (const n of [1, 300, 5000]) {

@@ -1,6 +1,6 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 import { scatterResponseGradsGpu } from '../../kernels/response-grads.ts';
 import { scatterResponseGradsRef } from '../../kernels/ref/response-grads.ts';
 

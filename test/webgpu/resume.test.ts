@@ -4,7 +4,7 @@ import { describe, it, expect } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 function withoutTimings({ data: metrics }: { data: Record<string, number> }): Record<string, number> {
   for (const key of Object.keys(metrics)) if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];

@@ -4,7 +4,7 @@
 import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -16,10 +16,11 @@ import { KvCache } from '../../models/kv-cache.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
-import { seededRandom } from '../helpers.ts';
+import { seededRandom } from '../support/arrays.ts';
+import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
 
-const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
+const STORIES = fixturePath('hf/stories260K');
 
 function config(architecture: string): DecoderConfig {
   return parseHfConfig({
@@ -206,16 +207,18 @@ describe('rollout', () => {
     });
   });
 
-  it('stories260K: greedy from <s> reproduces the recorded transformers story', async () => {
-    const engine = await gpuEngine();
-    const fixture = JSON.parse(await readFile(join(STORIES, 'fixtures.json'), 'utf8')).greedy_from_bos;
-    const model = await loadModel(engine, STORIES);
-    const generation = model.checkpoint.generationConfig!;
-    // The story holds no eos id (2 or 1), so stopping on them still runs all max_new_tokens, as recorded.
-    const batch = await new RolloutGenerator(engine, model).generate([fixture.input_ids], {
-      ...VALIDATION_SAMPLING, seed: 0, maxResponseLength: fixture.max_new_tokens, eosTokenIds: generation.eosTokenIds, padTokenId: 0,
+  describeWithFixtures('on a real checkpoint', ['hf/stories260K'], () => {
+    it('stories260K: greedy from <s> reproduces the recorded transformers story', async () => {
+      const engine = await gpuEngine();
+      const fixture = JSON.parse(await readFile(join(STORIES, 'fixtures.json'), 'utf8')).greedy_from_bos;
+      const model = await loadModel(engine, STORIES);
+      const generation = model.checkpoint.generationConfig!;
+      // The story holds no eos id (2 or 1), so stopping on them still runs all max_new_tokens, as recorded.
+      const batch = await new RolloutGenerator(engine, model).generate([fixture.input_ids], {
+        ...VALIDATION_SAMPLING, seed: 0, maxResponseLength: fixture.max_new_tokens, eosTokenIds: generation.eosTokenIds, padTokenId: 0,
+      });
+      expect([...fixture.input_ids, ...batch.responses[0]]).toEqual(fixture.output_ids);
     });
-    expect([...fixture.input_ids, ...batch.responses[0]]).toEqual(fixture.output_ids);
   });
 });
 

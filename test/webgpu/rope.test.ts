@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { ropeForward, ropeBackward } from '../../kernels/rope.ts';
 import { ropeForwardRef, ropeBackwardRef, type RopeRefArgs } from '../../kernels/ref/rope.ts';
-import { randomArray, expectClose, seededRandom } from '../helpers.ts';
+import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 /** Positions of a left-padded batch of B rows of T tokens, like HF: cumsum(mask) - 1, pads set to 1. */
 function leftPaddedPositions(B: number, T: number, seed: number): Int32Array {

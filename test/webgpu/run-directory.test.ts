@@ -6,9 +6,9 @@ import { cp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { plotRun } from '../../tools/plot/cli.ts';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
-import { runCli } from '../cpu/run-cli.ts';
-import { readEvents } from '../cpu/tensorboard-reader.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { runCli } from '../support/run-cli.ts';
+import { readEvents } from '../support/tensorboard-reader.ts';
 import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
 import { PromptSampler } from '../../ppo/run/dataset.ts';
 
@@ -106,7 +106,7 @@ describe('run directory', () => {
     const { root, overrides } = await makeTinyRun(4);
     const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
     const dir = join(root, 'val-aux');
-    const reward = fileURLToPath(new URL('../cpu/fixtures/custom-reward.ts', import.meta.url));
+    const reward = fileURLToPath(new URL('../support/data/custom-reward.ts', import.meta.url));
     const { code } = await runCli([...overrides, `data.val_files=${data}`, 'trainer.val_only=true', 'actor_rollout_ref.rollout.val_kwargs.n=2',
       'actor_rollout_ref.rollout.val_kwargs.do_sample=true', 'actor_rollout_ref.rollout.val_kwargs.temperature=1',
       `custom_reward_function.path=${reward}`, `trainer.default_local_dir=${dir}`]);

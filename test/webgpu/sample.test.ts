@@ -1,9 +1,9 @@
 import { describe, it, expect } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
 import { sampleTokens, sampleVariants, type SamplingParams } from '../../kernels/sample.ts';
 import { sampleRef, keptTokens } from '../../kernels/ref/sample.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 interface Case extends SamplingParams {
   logits: Float32Array;

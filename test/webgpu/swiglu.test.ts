@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { swigluForward, swigluBackward } from '../../kernels/swiglu.ts';
 import { swigluForwardRef, swigluBackwardRef } from '../../kernels/ref/swiglu.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('swiglu kernel', () => {
   for (const [rows, I] of [[1, 4], [7, 12], [33, 130], [5, 3]]) {

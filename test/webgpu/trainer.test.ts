@@ -7,7 +7,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
 import { plotRun } from '../../tools/plot/cli.ts';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 async function stepMetrics(dir: string): Promise<Record<string, number>[]> {
   const lines = (await runMetrics(dir)).map((l) => l.data);
@@ -57,6 +57,7 @@ describe('PPO trainer runs', () => {
     expect(await main([...overrides, 'critic.freeze=true', 'trainer.save_freq=1', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`], { writeCharts: plotRun })).toBe(0);
     expect(await readFile(join(dir, 'charts', 'index.html'), 'utf8')).toContain('<svg');
     const steps = await stepMetrics(dir);
+    expect(steps).toHaveLength(2);
     for (const m of steps) {
       expectFinite(m);
       expect(m['critic/frozen']).toBe(1);

@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { transpose } from '../../kernels/transpose.ts';
 import { transposeRef } from '../../kernels/ref/transpose.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('transpose kernel', () => {
   // 4x4 blocks (both sides multiples of 4, square and not, more than one workgroup) and the element path.

@@ -2,8 +2,8 @@
 // parameter arena since they were made: the micro-batches of a mini-batch share one set, and any write (an
 // upload, an optimizer step, a copy into a weight) is seen by the next forward.
 import { describe, it, expect, vi } from 'vitest';
-import { gpuEngine } from './gpu.ts';
-import { seededRandom } from '../helpers.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { seededRandom } from '../support/arrays.ts';
 import { Arena, elementCount, type Engine, type KernelSpec } from '../../engine/index.ts';
 import { parseHfConfig } from '../../models/hf-config.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';

@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
-import { gpuEngine } from './gpu.ts';
+import { gpuEngine } from '../support/gpu-engine.ts';
 import { valueHeadForward, valueHeadBackward, valueHeadVariants } from '../../kernels/value-head.ts';
 import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
-import { randomArray, expectClose } from '../helpers.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('value head', () => {
   // C = 7 runs the scalar shader, the others vec4; N = 1 and N = 37 leave backward row slices uneven; N = 70 is

@@ -5,10 +5,10 @@ import { describe, it, expect } from 'vitest';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { makeTinyRun, runMetrics } from './tiny-run.ts';
-import { LAUNCH_SCRIPTS, withPaths } from '../cpu/verl-launch-scripts.ts';
-import { runCli } from '../cpu/run-cli.ts';
-import { readEvents } from '../cpu/tensorboard-reader.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
+import { runCli } from '../support/run-cli.ts';
+import { readEvents } from '../support/tensorboard-reader.ts';
 
 describe('a verl launch script on a tiny model', () => {
   it('runs one step with console, file and tensorboard loggers', async () => {

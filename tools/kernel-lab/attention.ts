@@ -8,7 +8,7 @@
 import { Engine, readKnobs } from '../../engine/index.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
-import { randomArray } from '../../test/helpers.ts';
+import { randomValues } from './bench-inputs.ts';
 
 const [B, T, NH, NKV, HS] = (process.argv[2] ?? '8,128,4,2,32').split(',').map(Number);
 const reps = Number(process.argv[3] ?? 20);
@@ -20,8 +20,8 @@ const dims: AttentionDims = {
   qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
   kvBatchStride: T * W, queryStart: 0, scale: 1 / Math.sqrt(HS),
 };
-const qkvData = randomArray(B * T * W, 1);
-const dOutData = randomArray(B * T * NH * HS, 2);
+const qkvData = randomValues(B * T * W, 1);
+const dOutData = randomValues(B * T * NH * HS, 2);
 const maskData = new Uint32Array(B * T).fill(1);
 // Causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation.
 const forwardFlops = 2 * 2 * B * NH * HS * ((T * (T + 1)) / 2);

@@ -9,7 +9,8 @@ import { Engine, chooseVariant, roundToHalf, type FloatDType } from '../../engin
 import { matmul, matmulVariants, matmulF16Variants } from '../../kernels/matmul.ts';
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
-import { randomArray, maxViolation } from '../../test/helpers.ts';
+import { randomValues } from './bench-inputs.ts';
+import { maxViolation } from './compare.ts';
 
 /** Columns: B's dtype, and for f16 how it is read (matmul-f16 variant: native with shader-f16, or unpacked). */
 const COLUMNS: [string, FloatDType, string | null][] = [['f32', 'f32', null], ['bf16', 'bf16', null], ['f16 native', 'f16', 'native'], ['f16 unpacked', 'f16', 'unpacked']];
@@ -25,8 +26,8 @@ async function validate(engine: Engine): Promise<boolean> {
   for (const [, dtype, f16Variant] of COLUMNS.filter(([, d, v]) => d !== 'f32' && (v !== 'native' || engine.caps.shaderF16))) {
     for (const [M, N, K] of CHECK_SHAPES) {
       if (f16Variant) engine.knobs.kernelVariants['matmul-f16'] = f16Variant;
-      const aData = randomArray(M * K, 1);
-      const bData = randomArray(K * N, 2);
+      const aData = randomValues(M * K, 1);
+      const bData = randomValues(K * N, 2);
       const out = engine.tensor('out', [M * N]);
       matmul(engine, { a: engine.tensorFrom('a', [M * K], aData), b: engine.tensorFrom('b', [K * N], bData, dtype), out, M, N, K, layout: 'nt' });
       delete engine.knobs.kernelVariants['matmul-f16'];

@@ -10,7 +10,8 @@ import { Engine, chooseVariant, type KernelSpec, type Tensor } from '../../engin
 import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
 import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
-import { randomArray, maxViolation } from '../../test/helpers.ts';
+import { randomValues } from './bench-inputs.ts';
+import { maxViolation } from './compare.ts';
 
 const LAYOUTS: MatmulLayout[] = ['nt', 'nn', 'tn'];
 const CHECK_SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [33, 65, 17], [130, 3, 257], [96, 200, 72]];
@@ -59,8 +60,8 @@ function handWrittenNt(engine: Engine, a: Tensor, b: Tensor, out: Tensor, M: num
 
 async function validateHandWritten(engine: Engine): Promise<boolean> {
   const [M, N, K] = [16, 128, 36];
-  const aData = randomArray(M * K, 1);
-  const bData = randomArray(K * N, 2);
+  const aData = randomValues(M * K, 1);
+  const bData = randomValues(K * N, 2);
   const out = engine.tensor('out', [M * N]);
   handWrittenNt(engine, engine.tensorFrom('a', [M * K], aData), engine.tensorFrom('b', [K * N], bData), out, M, N, K);
   const violation = maxViolation(await engine.read(out), matmulForwardRef({ a: aData, b: bData, M, N, K, layout: 'nt' }), 1e-5, 1e-5);
@@ -72,10 +73,10 @@ async function validate(engine: Engine, variant: string): Promise<boolean> {
   let ok = true;
   for (const layout of LAYOUTS) {
     for (const [M, N, K] of CHECK_SHAPES) {
-      const aData = randomArray(M * K, 1);
-      const bData = randomArray(K * N, 2);
-      const biasData = randomArray(N, 3);
-      const outData = randomArray(M * N, 4);
+      const aData = randomValues(M * K, 1);
+      const bData = randomValues(K * N, 2);
+      const biasData = randomValues(N, 3);
+      const outData = randomValues(M * N, 4);
       const out = engine.tensorFrom('out', [M * N], outData);
       matmul(engine, {
         a: engine.tensorFrom('a', [M * K], aData), b: engine.tensorFrom('b', [K * N], bData), out, M, N, K, layout,

@@ -1,7 +1,7 @@
 // The small Qwen3 that the binding-split tests share: its 1000-row embedding (128 KiB in float32) needs several
 // windows on an engine that binds at most SPLIT_BYTES, and random parameters (norms near 1) that both the split
 // and the unsplit engine load, with one left-padded batch of two rows.
-import { seededRandom } from '../helpers.ts';
+import { seededRandom } from './arrays.ts';
 import { elementCount } from '../../engine/index.ts';
 import { parseHfConfig } from '../../models/hf-config.ts';
 import { parameterEntries } from '../../models/parameter-layout.ts';

@@ -1,4 +1,5 @@
-// Deterministic data and comparisons shared by CPU and GPU tests.
+// Deterministic data and comparisons shared by CPU and GPU tests. The closeness measure is the kernel labs' own.
+import { maxViolation } from '../../tools/kernel-lab/compare.ts';
 
 /** Mulberry32: small, seeded, reproducible. */
 export function seededRandom(seed: number): () => number {
@@ -17,17 +18,6 @@ export function randomArray(n: number, seed: number, scale = 1): Float32Array {
   const out = new Float32Array(n);
   for (let i = 0; i < n; i++) out[i] = (random() * 2 - 1) * scale;
   return out;
-}
-
-/** Largest |a-b| / (atol + rtol·|b|); ≤ 1 means every element is within tolerance. */
-export function maxViolation(actual: ArrayLike<number>, expected: ArrayLike<number>, atol: number, rtol: number): number {
-  if (actual.length !== expected.length) throw new Error(`length ${actual.length} vs expected ${expected.length}`);
-  let worst = 0;
-  for (let i = 0; i < actual.length; i++) {
-    const v = Math.abs(actual[i] - expected[i]) / (atol + rtol * Math.abs(expected[i]));
-    if (!(v <= worst)) worst = Number.isNaN(v) ? Infinity : v;
-  }
-  return worst;
 }
 
 export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, atol: number, rtol: number, what = 'values'): void {
