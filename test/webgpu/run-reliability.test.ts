@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseHeader, readHeaderLength } from '../../models/safetensors.ts';
-import { makeTinyRun, runMetrics, type TinyRun } from './tiny-run.ts';
+import { makeTinyRun, runMetrics, type TinyRun } from '../support/tiny-run.ts';
 
 const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
 
