@@ -6,7 +6,7 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
-import type { RolloutBatch } from './rollout.ts';
+import type { RolloutBatch } from '../rollout/types.ts';
 import { SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
 import { planMicroBatches, type MicroBatching } from './mini-batches.ts';
 import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';

@@ -19,7 +19,7 @@ import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts
 import { planMicroBatches, type MicroBatching } from '../../ppo/phases/mini-batches.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
-import type { RolloutBatch } from '../../ppo/phases/rollout.ts';
+import type { RolloutBatch } from '../../ppo/rollout/types.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,

@@ -17,7 +17,9 @@ import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
 import { seededRandom } from '../helpers.ts';
-import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
+import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import { VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout/types.ts';
+import { generateWithoutCache } from '../../tools/bench/rollout-without-cache.ts';
 
 const STORIES = join(import.meta.dirname, '../../../shared/fixtures/hf/stories260K');
 

@@ -8,7 +8,9 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { seededRandom } from '../../engine/rng.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
-import { RolloutGenerator, generateWithoutCache, type RolloutBatch, type RolloutConfig } from '../../ppo/phases/rollout.ts';
+import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import type { RolloutBatch, RolloutConfig } from '../../ppo/rollout/types.ts';
+import { generateWithoutCache } from './rollout-without-cache.ts';
 
 export interface RolloutBenchRow {
   config: 'tiny' | 'small';
