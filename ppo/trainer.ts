@@ -15,7 +15,7 @@ import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
 import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
-import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
+import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
 import { ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
@@ -26,11 +26,11 @@ import { getKlController, type KLController } from './algorithm/kl-controller.ts
 import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic } from './algorithm/critic-plan.ts';
-import { stepMetrics } from './phases/metrics.ts';
+import { stepMetrics } from './metrics/step-metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
-import { validationMetrics } from './phases/validation-metrics.ts';
-import { checkAllFinite } from './phases/finite-guard.ts';
+import { validationMetrics } from './metrics/validation-metrics.ts';
+import { checkAllFinite } from './update/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {

@@ -25,7 +25,7 @@ import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint
 import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory, parameterCount } from './memory-plan.ts';
 import { loraParameterCount } from '../../models/lora.ts';
-import { guardStep } from '../phases/finite-guard.ts';
+import { guardStep } from '../update/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, trimMetricsAfter } from './run-directory-node.ts';
 import { watchInterrupt, stopOnInterrupt, INTERRUPT_EXIT_CODE } from './interrupt.ts';
 import { runTrainingLoop } from './run-loop.ts';

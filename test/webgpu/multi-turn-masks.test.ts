@@ -10,7 +10,7 @@ import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, readHfTensors, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
-import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
