@@ -13,7 +13,7 @@ import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-
 import { loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
-import type { DataCursor } from './dataset.ts';
+import type { DataCursor } from '../data/dataset.ts';
 import { weightDtype, type PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
 import { withFileContext } from './user-error.ts';

@@ -19,7 +19,7 @@ import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';
 import { runTrainerIo } from './builtin-run.ts';
 import { PpoTrainer } from '../trainer.ts';
-import { PromptSampler, totalTrainingSteps } from './dataset.ts';
+import { PromptSampler, totalTrainingSteps } from '../data/dataset.ts';
 import { formatStepLine, validationProgress } from './progress.ts';
 import { saveCheckpoint, checkpointToResume, loadCheckpoint } from './checkpoint-node.ts';
 import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
