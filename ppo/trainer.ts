@@ -154,7 +154,14 @@ export class PpoTrainer {
     }
   }
 
-  /** One PPO iteration, phase by phase; `timed` records timing_s/<phase>. */
+  /**
+   * One PPO iteration, phase by phase; `timed` records timing_s/<phase>. The math of each GPU phase reads best in
+   * its CPU reference, the plain loops the kernels are tested against: the KL penalty in the reward in
+   * kernels/ref/kl-penalty.ts (applyKlPenaltyRef), GAE in kernels/ref/gae.ts (computeGaeAdvantageReturnRef; the
+   * critic-free estimators in kernels/ref/advantage-outcome.ts and reverse-returns.ts), the critic's clipped value
+   * loss in kernels/ref/value-loss.ts (computeValueLossRef) and the actor's clipped policy loss, entropy bonus and
+   * KL loss in kernels/ref/policy-loss.ts (computeActorLossRef).
+   */
   async step(): Promise<Record<string, number>> {
     const plan = this.plan;
     const { timing, timed } = phaseTimer();
