@@ -25,7 +25,7 @@ import { CriticUpdater } from './phases/critic-update.ts';
 import { getKlController, type KLController } from './algorithm/kl-controller.ts';
 import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
-import { planCritic } from './algorithm/critic-plan.ts';
+import { planCritic, criticMetrics, type CriticPlan } from './algorithm/critic-plan.ts';
 import { stepMetrics } from './metrics/step-metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
@@ -88,6 +88,8 @@ export class PpoTrainer {
   private readonly criticUpdater: CriticUpdater | null;
   private readonly klCtrl: KLController;
   private readonly plan: StepPlan;
+  /** Whether the critic computes values, and whether it trains (critic.freeze: values only). */
+  private readonly criticPlan: CriticPlan;
   /** The device's peak FP32 FLOP/s for perf/mfu (null: unknown, no MFU). */
   private readonly peakFlops: number | null;
   /** Sampling for training rollouts and for validation, without the seed each rollout draws. */
@@ -110,6 +112,7 @@ export class PpoTrainer {
     const c = config;
     const actorCfg = c.actor_rollout_ref.actor;
     const plan = planCritic({ advEstimator: c.algorithm.adv_estimator, freeze: c.critic.freeze });
+    this.criticPlan = plan;
     if (usesCritic(c) && !critic) throw new Error('algorithm.adv_estimator=gae needs a critic model');
     this.rng = new Rng(c.trainer.seed);
     this.actor = new CausalLm(engine, actor.config, actor.params);
@@ -176,13 +179,12 @@ export class PpoTrainer {
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
-    const updateMetrics: Record<string, number> = {};
+    let criticUpdate: Record<string, number> | null = null;
     if (this.criticUpdater) {
       const lr = learningRate(plan.criticOptim, this.globalStep, this.totalSteps);
-      Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng)));
-    } else if (this.critic) {
-      updateMetrics['critic/frozen'] = 1;
+      criticUpdate = await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng));
     }
+    const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
       Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
