@@ -13,7 +13,7 @@ import { HfConfigError } from '../../models/hf-config.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
-import { CheckpointError } from '../../models/checkpoint-io.ts';
+import { CheckpointError } from '../../models/checkpoint-io-node.ts';
 import { composeConfig, configToYaml, formatHelp, ConfigError, trainedModelDtypeNotes, type ConfigLayer, type PpoConfig } from '../config.ts';
 import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';

@@ -7,7 +7,7 @@ import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
 import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
-import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io.ts';
+import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';

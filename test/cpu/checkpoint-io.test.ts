@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile, copyFile } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from '../../models/checkpoint-io.ts';
+import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { withHead, type DecoderConfig } from '../../models/hf-config.ts';
 import { writeCheckpointTensors, type TensorSource } from '../../models/safetensors-node.ts';
 import type { TensorData } from '../../models/safetensors.ts';
