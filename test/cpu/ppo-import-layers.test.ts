@@ -99,3 +99,18 @@ describe('ppo/ import layers', () => {
     expect(cycles).toEqual([]);
   });
 });
+
+describe('node-only modules', () => {
+  const files = ['engine', 'models', 'kernels', 'ppo'].flatMap(sourceFiles);
+  const nodeOnly = (file: string) => /-node\.(ts|js)$/.test(file);
+
+  it('a module that imports a node: builtin is named *-node, so the browser demo never loads it', () => {
+    const unnamed = files.filter((f) => !nodeOnly(f) && /from\s+['"]node:|import\(\s*['"]node:/.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(unnamed).toEqual([]);
+  });
+
+  it('only *-node modules load *-node modules', () => {
+    const leaks = files.filter((f) => !nodeOnly(f)).flatMap((f) => importsOf(f, true).filter(nodeOnly).map((to) => `${f} → ${to}`));
+    expect(leaks).toEqual([]);
+  });
+});
