@@ -84,8 +84,9 @@ export class ChatTemplate {
 
 /**
  * apply_chat_template(tokenize=True): renders, then encodes without adding special tokens, because the
- * template already writes them (a second <s> would change the model's input).
+ * template already writes them (a second <s> would change the model's input). Returns the text and its ids.
  */
-export async function applyChatTemplate(tokenizer: Tokenizer, template: ChatTemplate, messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): Promise<number[]> {
-  return tokenizer.encode(template.render(messages, options), { addSpecialTokens: false });
+export async function applyChatTemplate(tokenizer: Pick<Tokenizer, 'encode'>, template: ChatTemplate, messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): Promise<{ text: string; ids: number[] }> {
+  const text = template.render(messages, options);
+  return { text, ids: await tokenizer.encode(text, { addSpecialTokens: false }) };
 }

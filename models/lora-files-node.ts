@@ -10,7 +10,7 @@ import { loraValuesFromPeft, mergeLora, parsePeftAdapterConfig, peftAdapterConfi
 import { readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { parseSafetensors, serializeSafetensors } from './safetensors.ts';
 import { saveHfTensors, type SaveModelOptions } from './model-files-node.ts';
-import { CheckpointError } from './checkpoint-io.ts';
+import { CheckpointError } from './checkpoint-io-node.ts';
 import { describeNonFinite, firstNonFinite } from './non-finite.ts';
 
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';

@@ -3,7 +3,7 @@
 // checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score` head (as transformers
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine, FloatDType } from '../engine/index.ts';
-import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io.ts';
+import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io-node.ts';
 import type { DecoderConfig, TorchDtype } from './hf-config.ts';
 import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';

@@ -2,13 +2,14 @@
 // first, then each tensor's byte range on demand, so a multi-GB checkpoint never sits in one JS buffer.
 // Sharded checkpoints (model.safetensors.index.json) are read and written the way transformers does.
 
-import { access, open, readFile, type FileHandle } from 'node:fs/promises';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type SafetensorsHeader, type TensorInfo, type TensorData, type TensorToWrite, type SafetensorsDtype,
   SafetensorsError, readHeaderLength, parseHeader, decodeTensor, encodeHeader, encodeTensorData, planShards,
   parseShardIndex, SINGLE_FILE, INDEX_FILE, DEFAULT_MAX_SHARD_BYTES,
 } from './safetensors.ts';
+import { exists } from './fs-node.ts';
 
 /** Largest single read: Node caps one read call near 2 GiB. */
 const READ_CHUNK = 1 << 30;
@@ -64,15 +65,6 @@ export class SafetensorsFile {
 
   close(): Promise<void> {
     return this.handle.close();
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
   }
 }
 

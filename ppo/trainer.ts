@@ -15,8 +15,9 @@ import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
 import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
-import { AdamWOptimizer, type AdamWState } from './phases/adamw-optimizer.ts';
-import { RolloutGenerator, ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './phases/rollout.ts';
+import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
+import { RolloutGenerator } from './phases/rollout.ts';
+import { ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
 import { ExperienceMaker } from './phases/experience.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
@@ -24,12 +25,12 @@ import { CriticUpdater } from './phases/critic-update.ts';
 import { getKlController, type KLController } from './algorithm/kl-controller.ts';
 import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
-import { planCritic } from './algorithm/critic-plan.ts';
-import { stepMetrics } from './phases/metrics.ts';
+import { planCritic, criticMetrics, type CriticPlan } from './algorithm/critic-plan.ts';
+import { stepMetrics } from './metrics/step-metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
-import { validationMetrics } from './phases/validation-metrics.ts';
-import { checkAllFinite } from './phases/finite-guard.ts';
+import { validationMetrics } from './metrics/validation-metrics.ts';
+import { checkAllFinite } from './update/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -87,6 +88,8 @@ export class PpoTrainer {
   private readonly criticUpdater: CriticUpdater | null;
   private readonly klCtrl: KLController;
   private readonly plan: StepPlan;
+  /** Whether the critic computes values, and whether it trains (critic.freeze: values only). */
+  private readonly criticPlan: CriticPlan;
   /** The device's peak FP32 FLOP/s for perf/mfu (null: unknown, no MFU). */
   private readonly peakFlops: number | null;
   /** Sampling for training rollouts and for validation, without the seed each rollout draws. */
@@ -109,6 +112,7 @@ export class PpoTrainer {
     const c = config;
     const actorCfg = c.actor_rollout_ref.actor;
     const plan = planCritic({ advEstimator: c.algorithm.adv_estimator, freeze: c.critic.freeze });
+    this.criticPlan = plan;
     if (usesCritic(c) && !critic) throw new Error('algorithm.adv_estimator=gae needs a critic model');
     this.rng = new Rng(c.trainer.seed);
     this.actor = new CausalLm(engine, actor.config, actor.params);
@@ -161,8 +165,16 @@ export class PpoTrainer {
     return !this.updatingWeights;
   }
 
-  /** One PPO iteration. A step that fails before its updates puts back its random draws and KL coefficient, so a
-   *  checkpoint saved then resumes exactly as if the step had never started. */
+  /**
+   * One PPO iteration (runStep, phase by phase). The math of each GPU phase reads best in
+   * its CPU reference, the plain loops the kernels are tested against: the KL penalty in the reward in
+   * kernels/ref/kl-penalty.ts (applyKlPenaltyRef), GAE in kernels/ref/gae.ts (computeGaeAdvantageReturnRef; the
+   * critic-free estimators in kernels/ref/advantage-outcome.ts and reverse-returns.ts), the critic's clipped value
+   * loss in kernels/ref/value-loss.ts (computeValueLossRef) and the actor's clipped policy loss, entropy bonus and
+   * KL loss in kernels/ref/policy-loss.ts (computeActorLossRef).
+   * A step that fails before its updates puts back its random draws and KL coefficient, so a checkpoint saved
+   * then resumes exactly as if the step had never started.
+   */
   async step(): Promise<Record<string, number>> {
     const boundary = { rng: this.rng.state(), klCoef: this.klCtrl.value };
     try {
@@ -191,14 +203,13 @@ export class PpoTrainer {
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
-    const updateMetrics: Record<string, number> = {};
     this.updatingWeights = true;
+    let criticUpdate: Record<string, number> | null = null;
     if (this.criticUpdater) {
       const lr = learningRate(plan.criticOptim, this.globalStep, this.totalSteps);
-      Object.assign(updateMetrics, await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng)));
-    } else if (this.critic) {
-      updateMetrics['critic/frozen'] = 1;
+      criticUpdate = await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng));
     }
+    const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
       Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));

@@ -9,7 +9,7 @@ import { Engine } from '../engine/index.ts';
 import { loadConfig } from '../ppo/config.ts';
 import { DEFAULT_JOB, WARM_START_RECORD_FILE, type WarmStartRecord } from '../ppo/tasks/default-job.ts';
 import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from '../ppo/run/builtin-run.ts';
-import { saveHfCheckpoint } from '../models/checkpoint-io.ts';
+import { saveHfCheckpoint } from '../models/checkpoint-io-node.ts';
 import { readHfTensors } from '../models/parameter-store.ts';
 
 const USAGE = 'usage: node tools/demo-checkpoint.js [--out DIR] [key.sub=value ...]';

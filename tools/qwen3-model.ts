@@ -5,7 +5,7 @@
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import { parseHfConfig, type DecoderConfig } from '../models/hf-config.ts';
-import { saveHfCheckpoint } from '../models/checkpoint-io.ts';
+import { saveHfCheckpoint } from '../models/checkpoint-io-node.ts';
 import { initialParameters } from '../models/init.ts';
 import { splitHfTensors } from '../models/parameter-store.ts';
 

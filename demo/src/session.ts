@@ -4,7 +4,7 @@
 // export) runs one at a time so their command streams never interleave.
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../../ppo/config.ts';
-import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/run/dataset.ts';
+import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/data/dataset.ts';
 import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/run/builtin-run.ts';
 import { PpoTrainer } from '../../ppo/trainer.ts';
 import { runTrainingLoop } from '../../ppo/run/run-loop.ts';

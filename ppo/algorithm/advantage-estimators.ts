@@ -5,9 +5,7 @@ import type { Engine, Tensor } from '../../engine/index.ts';
 import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
 import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors, type GroupLayout } from '../../kernels/advantage-outcome.ts';
-
-export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk'] as const;
-export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
+import { ADV_ESTIMATORS } from '../config/schema.ts';
 
 /** verl raises for the unbiased variance of fewer than two masked elements; so do we (the kernel would give NaN). */
 export function checkUnbiasedCount(mask: ArrayLike<number>): void {

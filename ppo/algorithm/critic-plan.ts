@@ -17,12 +17,13 @@ export function planCritic(config: { advEstimator: string; freeze: boolean }): C
   return { computeValues, allocateOptimizerState: trains, update: trains };
 }
 
-/** The critic metrics of one step: the update's metrics when it trained, a frozen marker otherwise. */
-export function criticMetrics(plan: CriticPlan, update: { vfLoss: number; vfClipfrac: number } | null): Record<string, number> {
+/** The critic metrics of one step: the update's metrics (critic/vf_loss, …) when it trained, a frozen marker when
+ *  it only computed values, none without a critic. */
+export function criticMetrics(plan: CriticPlan, update: Record<string, number> | null): Record<string, number> {
   if (!plan.update) {
     if (update) throw new Error('critic metrics: the critic is frozen but an update result was given');
     return plan.computeValues ? { 'critic/frozen': 1 } : {};
   }
   if (!update) throw new Error('critic metrics: the critic trains this step but no update result was given');
-  return { 'critic/vf_loss': update.vfLoss, 'critic/vf_clipfrac': update.vfClipfrac };
+  return { ...update };
 }

@@ -3,7 +3,6 @@
 // keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES } from '../../kernels/ppo-vocabulary.ts';
-import { ADV_ESTIMATORS } from '../algorithm/advantage-estimators.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
@@ -63,6 +62,10 @@ function optimizerKeys(lr: number) {
 export const WRITTEN_LOGGERS = ['console', 'file', 'tensorboard'] as const;
 export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'clearml'] as const;
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
+
+/** algorithm.adv_estimator values (ppo/algorithm/advantage-estimators.ts dispatches each to its kernel). */
+export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk'] as const;
+export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
 
 /** verl's fsdp_config.model_dtype spellings (its PrecisionType). */
 export const MODEL_DTYPES = ['fp32', 'float32', 'bf16', 'bfloat16', 'fp16', 'float16'] as const;

@@ -6,16 +6,16 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
-import type { RolloutBatch } from './rollout.ts';
-import { SequenceBufferPool, type SequenceBuffers } from './sequence-buffers.ts';
-import { planMicroBatches, type MicroBatching } from './mini-batches.ts';
+import type { RolloutBatch } from '../rollout/types.ts';
+import { SequenceBufferPool, type SequenceBuffers } from '../batching/sequence-buffers.ts';
+import { planMicroBatches, type MicroBatching } from '../batching/micro-batches.ts';
 import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
 import type { RewardMask } from '../algorithm/reward-mask.ts';
 
-/** The algorithm's settings for these phases, resolved once from the config (ppo/algorithm/step-plan.ts). */
+/** The algorithm's settings for these phases, resolved once from the config (ppo/step-plan.ts). */
 export interface ExperiencePlan {
   advEstimator: string;
   gamma: number;

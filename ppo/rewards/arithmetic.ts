@@ -1,7 +1,9 @@
 // Rule reward of the built-in arithmetic task (data_source "arithmetic"): 1 when the response, up to its first
 // special token (the end token, or padding), is exactly an integer equal to the ground truth; 0 otherwise —
 // no partial credit, so the reward is the task's accuracy.
-import { ARITHMETIC_SPECIAL_TOKENS } from '../tasks/arithmetic.ts';
+
+/** The special tokens of the built-in arithmetic vocabulary (ppo/tasks/arithmetic.ts's tokenizer): an answer ends at any. */
+export const ARITHMETIC_SPECIAL_TOKENS = ['<pad>', '<s>', '</s>', '<|user|>', '<|assistant|>'] as const;
 
 /** The response text before the first special token (the whole text when the decoder already dropped them). */
 function answerText(solution: string): string {

@@ -1,5 +1,5 @@
 // custom_reward_function.{path,name}: a reward function from the user's JS/TS module, called as verl calls it:
-// (data_source, solution_str, ground_truth, extra_info). It runs in a worker thread (custom-reward-worker.ts), so
+// (data_source, solution_str, ground_truth, extra_info). It runs in a worker thread (custom-reward-worker-node.ts), so
 // a call that does not return within custom_reward_function.timeout seconds stops the run, naming the call, even
 // when it never gives the thread back (a synchronous loop, which no timer on the trainer's thread could interrupt):
 // the worker is terminated. A call that throws is reported with the data_source, ground truth and response it
@@ -11,7 +11,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RewardCall, RewardFunction, RewardResult } from './index.ts';
-import type { RewardWorkerCallReply, RewardWorkerData, RewardWorkerLoadReply } from './custom-reward-worker.ts';
+import type { RewardWorkerCallReply, RewardWorkerData, RewardWorkerLoadReply } from './custom-reward-worker-node.ts';
 
 const EXCERPT_CHARS = 80;
 
@@ -116,7 +116,7 @@ class RewardWorker {
 
 /** Starts the worker and waits until it has imported the module, or failed to, or its import ran past the timeout. */
 async function startWorker(file: string, name: string, timeoutSeconds: number): Promise<{ worker: Worker; reply: Exclude<RewardWorkerLoadReply, { kind: 'importing' }> }> {
-  const worker = new Worker(new URL('./custom-reward-worker.js', import.meta.url), { workerData: { url: pathToFileURL(file).href, name } satisfies RewardWorkerData });
+  const worker = new Worker(new URL('./custom-reward-worker-node.js', import.meta.url), { workerData: { url: pathToFileURL(file).href, name } satisfies RewardWorkerData });
   let timer: ReturnType<typeof setTimeout> | undefined;
   let received: (reply: RewardWorkerLoadReply) => void = () => {};
   let failed: (err: unknown) => void = () => {};

@@ -9,7 +9,7 @@ import { usesCritic } from '../config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
 import { JsTokenizer, type Tokenizer } from '../../models/tokenizer.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
-import { buildRlDataset, type DataCursor, type PromptSampler, type RlExample } from './dataset.ts';
+import { buildRlDataset, type DataCursor, type PromptSampler, type RlExample } from '../data/dataset.ts';
 import { BUILTIN_TASKS, type BuiltinTask } from '../tasks/builtin-tasks.ts';
 import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from '../tasks/default-job.ts';
 import type { CorpusDocument, Retriever } from '../search/retriever.ts';

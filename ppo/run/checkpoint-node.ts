@@ -13,12 +13,13 @@ import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-
 import { ADAPTER_WEIGHTS_FILE, loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
-import type { DataCursor } from './dataset.ts';
+import type { DataCursor } from '../data/dataset.ts';
 import { weightDtype, type PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
 import { withFileContext } from './user-error.ts';
-import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io.ts';
+import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';
+import { exists } from '../../models/fs-node.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';
 /** Inside actor/: the PEFT adapter (verl's name) and the merged model. */
@@ -204,7 +205,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   }
   const actorLoaded = await loadModel(engine, join(dir, 'actor'), { label: 'actor' });
   const adapterDir = join(dir, 'actor', LORA_ADAPTER_DIR);
-  const hasAdapter = await access(adapterDir).then(() => true, () => false);
+  const hasAdapter = await exists(adapterDir);
   const m = config.actor_rollout_ref.model;
   const wantsLora = m.lora_rank > 0 || m.lora_adapter_path !== null;
   if (hasAdapter !== wantsLora) {

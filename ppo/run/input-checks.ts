@@ -4,7 +4,7 @@
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import type { PpoConfig } from '../config.ts';
-import type { RlExample } from './dataset.ts';
+import type { RlExample } from '../data/dataset.ts';
 import { computeScore } from '../rewards/index.ts';
 
 /**

@@ -12,7 +12,8 @@ import { bytesPerElement, chooseVariant, elementCount, type Engine, type FloatDT
 import { transposedWeightVariants } from '../../kernels/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
-import { rolloutSlots, ASSUMED_DEVICE_MEMORY_BYTES } from '../phases/rollout.ts';
+import { ASSUMED_DEVICE_MEMORY_BYTES } from '../rollout/types.ts';
+import { rolloutSlots } from '../rollout/slots.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
@@ -160,8 +161,8 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
-  // Rollout: the KV cache of every sequence in flight (as many slots as rollout.ts decodes at once, from the same
-  // budget the trainer gives it), the prompt prefill's activations, the sampling logits. Validation generates the
+  // Rollout: the KV cache of every sequence in flight (as many slots as ppo/rollout/slots.ts lets it decode at
+  // once, from the same budget the trainer gives it), the prompt prefill's activations, the sampling logits. Validation generates the
   // whole validation set through the same slots, so a large set decodes more sequences at once than a batch.
   const rollout = (name: string, sequences: number) => {
     let S = 1;

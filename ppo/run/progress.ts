@@ -1,6 +1,6 @@
 // The per-step console line: step, ETA, and the numbers a PPO user watches; and the progress line of a
 // validation, whose generation alone can take minutes.
-import type { RolloutProgress } from '../phases/rollout.ts';
+import type { RolloutProgress } from '../rollout/types.ts';
 
 function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds)) return '?';

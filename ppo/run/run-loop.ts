@@ -16,10 +16,10 @@ export type ValidationPoint = 'test_freq' | 'final';
 /** Why a checkpoint is saved: trainer.save_freq, the end of the run, a stop signal, or an error after completed steps. */
 export type SavePoint = 'save_freq' | 'final' | 'interrupt' | 'error';
 
-/** What the run is doing, which decides what a stop signal does (stop-signals.ts). */
+/** What the run is doing, which decides what a stop signal does (stop-signals-node.ts). */
 export type RunPhase = 'setup' | 'step' | 'validation' | 'writing-checkpoint' | 'renaming-checkpoint' | 'final-validation';
 
-/** A stop asked for from outside (a signal); the loop keeps `phase` current. (stop-signals.ts's watch, which this
+/** A stop asked for from outside (a signal); the loop keeps `phase` current. (stop-signals-node.ts's watch, which this
  *  browser-safe file cannot import.) */
 export interface StopRequest {
   readonly requested: boolean;

@@ -4,11 +4,16 @@
 // corpus file.
 import type { PpoConfig } from '../config.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
-import type { CorpusDocument, Retriever } from './retriever.ts';
+import type { CorpusDocument, RetrievedDocument, Retriever } from './retriever.ts';
 import { HttpRetriever } from './http-retriever.ts';
 import { Bm25Retriever } from './bm25-retriever.ts';
 import type { SearchProtocol } from './search-turns.ts';
-import type { BuiltinSearchFormat } from '../tasks/builtin-tasks.ts';
+
+/** What a built-in search task (ppo/tasks/) puts in the search protocol besides the retriever. */
+export interface BuiltinSearchFormat {
+  formatObservation: (docs: readonly RetrievedDocument[]) => string;
+  invalidActionText: string;
+}
 
 /** retriever.url's server, or BM25 over `corpus` (named `source` in logs and errors). */
 export function retrieverFromConfig(config: PpoConfig, corpus: { documents: readonly CorpusDocument[]; source: string } | null): Retriever {

@@ -5,7 +5,7 @@
 // action and gets a corrective observation. After `maxSearchTurns` turns comes a last one in which nothing is
 // executed: the response ends whatever it holds. Observations are cut to maxObsLength tokens.
 import type { Tokenizer } from '../../models/tokenizer.ts';
-import type { TurnEnd, TurnEnvironment } from '../phases/rollout.ts';
+import type { TurnEnd, TurnEnvironment } from '../rollout/types.ts';
 import type { RetrievedDocument, Retriever } from './retriever.ts';
 import { formatDocuments } from './format-documents.ts';
 

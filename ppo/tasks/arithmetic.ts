@@ -6,9 +6,8 @@
 import { CharTokenizer } from '../../models/char-tokenizer.ts';
 import { builtinTokenizerFiles } from '../../models/word-level-tokenizer.ts';
 import { Rng } from '../../engine/rng.ts';
-import type { RlRecord } from '../run/dataset.ts';
-
-export const ARITHMETIC_SPECIAL_TOKENS = ['<pad>', '<s>', '</s>', '<|user|>', '<|assistant|>'] as const;
+import type { RlRecord } from '../data/dataset.ts';
+import { ARITHMETIC_SPECIAL_TOKENS } from '../rewards/arithmetic.ts';
 
 export const arithmeticTokenizer = new CharTokenizer({
   specialTokens: ARITHMETIC_SPECIAL_TOKENS,

@@ -2,9 +2,10 @@
 // tokenizer, its verl-schema rows, the supervised stages of the built-in model's warm start and, for
 // a search task, the corpus its retriever searches and how observations read. Browser-safe.
 import { Rng } from '../../engine/rng.ts';
-import type { RlExample, RlRecord } from '../run/dataset.ts';
+import type { RlExample, RlRecord } from '../data/dataset.ts';
 import type { SftExample } from './sft-trainer.ts';
-import type { CorpusDocument, RetrievedDocument, Retriever } from '../search/retriever.ts';
+import type { CorpusDocument, Retriever } from '../search/retriever.ts';
+import type { BuiltinSearchFormat } from '../search/search-protocol.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';
 import {
   formatDocuments, formatObservation, guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact,
@@ -20,12 +21,6 @@ export interface WarmStartStage {
   steps: number;
   lr: number;
   examples: SftExample[];
-}
-
-/** What a search task puts in the search protocol besides the retriever. */
-export interface BuiltinSearchFormat {
-  formatObservation: (docs: readonly RetrievedDocument[]) => string;
-  invalidActionText: string;
 }
 
 export interface BuiltinTask {

@@ -12,7 +12,7 @@
 import { WordTokenizer } from '../../models/word-tokenizer.ts';
 import { builtinTokenizerFiles } from '../../models/word-level-tokenizer.ts';
 import { Rng } from '../../engine/rng.ts';
-import type { RlExample, RlRecord } from '../run/dataset.ts';
+import type { RlExample, RlRecord } from '../data/dataset.ts';
 import type { CorpusDocument } from '../search/retriever.ts';
 
 export const SYNTHETIC_QA_DATA_SOURCE = 'synthetic_qa';

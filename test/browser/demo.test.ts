@@ -15,7 +15,7 @@ import { unzipSync } from 'fflate';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { build } from 'vite';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { openHfCheckpoint } from '../../models/checkpoint-io.ts';
+import { openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { loadTokenizer } from '../../models/tokenizer-node.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');

@@ -135,7 +135,7 @@ describe('templates with special tokens, named templates and errors', () => {
       const messages = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' }];
       const text = template.render(messages);
       expect(text).toBe('<s>[INST] Hi [/INST] Hello</s>');
-      const ids = await applyChatTemplate(tokenizer, template, messages);
+      const { ids } = await applyChatTemplate(tokenizer, template, messages);
       expect(ids[0]).toBe(1);
       expect(ids[1]).not.toBe(1);
       expect(ids.at(-1)).toBe(2);

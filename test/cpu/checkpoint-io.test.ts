@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from '../../models/checkpoint-io.ts';
+import { openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { withHead, type DecoderConfig } from '../../models/hf-config.ts';
 import { writeCheckpointTensors, type TensorSource } from '../../models/safetensors-node.ts';
 import type { TensorData } from '../../models/safetensors.ts';

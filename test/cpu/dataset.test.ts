@@ -10,8 +10,8 @@ import { loadConfig } from '../../ppo/config.ts';
 import {
   buildRlDataset, epochPermutation, parseJsonl, PromptSampler, totalTrainingSteps, truncatePrompt,
   type DataCursor, type RlDatasetOptions,
-} from '../../ppo/run/dataset.ts';
-import { loadRlDataset, readRlRecords } from '../../ppo/run/dataset-node.ts';
+} from '../../ppo/data/dataset.ts';
+import { loadRlDataset, readRlRecords } from '../../ppo/data/dataset-node.ts';
 
 // A real tokenizer.json (one token per printable character) and a ChatML template, through the same classes a
 // Hugging Face model directory loads into.

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openHfCheckpoint } from '../../models/checkpoint-io.ts';
+import { openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { builtinDataset, builtinTokenizer } from '../../ppo/run/builtin-run.ts';

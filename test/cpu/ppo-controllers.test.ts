@@ -67,10 +67,10 @@ describe('freeze critic', () => {
     const frozen = planCritic({ advEstimator: 'gae', freeze: true });
     expect(frozen).toEqual({ computeValues: true, allocateOptimizerState: false, update: false });
     expect(criticMetrics(frozen, null)).toEqual({ 'critic/frozen': 1 });
-    expect(() => criticMetrics(frozen, { vfLoss: 1, vfClipfrac: 0 })).toThrow(/frozen/);
+    expect(() => criticMetrics(frozen, { 'critic/vf_loss': 1, 'critic/vf_clipfrac': 0 })).toThrow(/frozen/);
     const training = planCritic({ advEstimator: 'gae', freeze: false });
     expect(training).toEqual({ computeValues: true, allocateOptimizerState: true, update: true });
-    expect(criticMetrics(training, { vfLoss: 0.5, vfClipfrac: 0.1 })).toEqual({ 'critic/vf_loss': 0.5, 'critic/vf_clipfrac': 0.1 });
+    expect(criticMetrics(training, { 'critic/vf_loss': 0.5, 'critic/vf_clipfrac': 0.1 })).toEqual({ 'critic/vf_loss': 0.5, 'critic/vf_clipfrac': 0.1 });
     expect(planCritic({ advEstimator: 'grpo', freeze: false }).computeValues).toBe(false);
   });
 });

@@ -7,7 +7,7 @@ import { syntheticQaTokenizerFiles } from '../../ppo/tasks/synthetic-qa.ts';
 import { SearchSession, parseAction, searchR1Observation, type SearchProtocol } from '../../ppo/search/search-turns.ts';
 import type { RetrievedDocument, Retriever } from '../../ppo/search/retriever.ts';
 import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
-import { PromptSampler } from '../../ppo/run/dataset.ts';
+import { PromptSampler } from '../../ppo/data/dataset.ts';
 
 const { tokenizerJson, tokenizerConfig } = syntheticQaTokenizerFiles();
 const tokenizer = JsTokenizer.fromJson(tokenizerJson, tokenizerConfig);

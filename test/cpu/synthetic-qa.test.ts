@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { JsTokenizer, type Tokenizer } from '../../models/tokenizer.ts';
 import { NativeTokenizer } from '../../models/tokenizer-node.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
-import { buildRlDataset, type RlExample } from '../../ppo/run/dataset.ts';
+import { buildRlDataset, type RlExample } from '../../ppo/data/dataset.ts';
 import { computeScore } from '../../ppo/rewards/index.ts';
 import { Bm25Retriever } from '../../ppo/search/bm25-retriever.ts';
 import {

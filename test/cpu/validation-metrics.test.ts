@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { validationMetrics, type ValidationResponse } from '../../ppo/phases/validation-metrics.ts';
+import { validationMetrics, type ValidationResponse } from '../../ppo/metrics/validation-metrics.ts';
 
 /** n responses to each of the prompts, rewards and reward_extra_info from `make(prompt, sample)`. */
 function responses(dataSource: string, prompts: number, n: number, make: (prompt: number, sample: number) => Pick<ValidationResponse, 'reward' | 'rewardExtraInfo'>): ValidationResponse[] {

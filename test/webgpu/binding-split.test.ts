@@ -11,7 +11,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { matmul } from '../../kernels/matmul.ts';
 import { lmHeadLogits } from '../../kernels/lm-head.ts';
-import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/run/optimizer-state.ts';
 
 const config = splitModelConfig;

@@ -12,14 +12,14 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
-import { planMicroBatches, type MicroBatching } from '../../ppo/phases/mini-batches.ts';
+import { planMicroBatches, type MicroBatching } from '../../ppo/batching/micro-batches.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
-import type { RolloutBatch } from '../../ppo/phases/rollout.ts';
+import type { RolloutBatch } from '../../ppo/rollout/types.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,

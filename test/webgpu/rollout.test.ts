@@ -18,7 +18,9 @@ import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
 import { seededRandom } from '../support/arrays.ts';
 import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
-import { RolloutGenerator, generateWithoutCache, VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/phases/rollout.ts';
+import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import { VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout/types.ts';
+import { generateWithoutCache } from '../../tools/bench/rollout-without-cache.ts';
 
 const STORIES = fixturePath('hf/stories260K');
 

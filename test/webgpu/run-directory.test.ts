@@ -10,7 +10,7 @@ import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
 import { readEvents } from '../support/tensorboard-reader.ts';
 import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
-import { PromptSampler } from '../../ppo/run/dataset.ts';
+import { PromptSampler } from '../../ppo/data/dataset.ts';
 
 describe('run directory', () => {
   it('keeps a finished run safe from a bad restart and from a checkpoint of another model', async () => {

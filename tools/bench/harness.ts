@@ -45,7 +45,8 @@ async function timeRuns(engine: Engine, run: () => void, reps: number): Promise<
   return { ms: (performance.now() - start) / reps, cpuMs: (cpu.user + cpu.system) / 1000 / reps };
 }
 
-function median(values: number[]): number {
+/** The middle value; of an even count, the mean of the two middle values. */
+export function median(values: readonly number[]): number {
   const sorted = [...values].sort((x, y) => x - y);
   const mid = sorted.length >> 1;
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;

@@ -19,6 +19,7 @@ import { BENCH_TINY } from '../../models/presets.ts';
 import { seededRandom } from '../../engine/rng.ts';
 import { benchmarkTrainStep } from './train.ts';
 import { benchmarkRollout } from './rollout.ts';
+import { median } from './harness.ts';
 import { awaitDawn } from '../../engine/dawn-poll.ts';
 
 const TFJS_PACKAGES = ['@tensorflow/tfjs@4.22.0', '@tensorflow/tfjs-backend-webgpu@4.22.0', '@tensorflow/tfjs-backend-wasm@4.22.0'];
@@ -209,11 +210,6 @@ class TfAdamW {
       });
     });
   }
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((x, y) => x - y);
-  return sorted[sorted.length >> 1];
 }
 
 /** Tokens/s of the TF.js training step: the same batch, masked mean cross-entropy over each row's second half. */

@@ -8,7 +8,10 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { seededRandom } from '../../engine/rng.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
-import { RolloutGenerator, generateWithoutCache, type RolloutBatch, type RolloutConfig } from '../../ppo/phases/rollout.ts';
+import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import type { RolloutBatch, RolloutConfig } from '../../ppo/rollout/types.ts';
+import { generateWithoutCache } from './rollout-without-cache.ts';
+import { median } from './harness.ts';
 
 export interface RolloutBenchRow {
   config: 'tiny' | 'small';
@@ -23,12 +26,6 @@ export interface RolloutBenchRow {
 const BATCH = 8;
 const PROMPT_LENGTH = 16;
 const NEW_TOKENS = 112;
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((x, y) => x - y);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
 
 export async function benchmarkRollout(
   engine: Engine,

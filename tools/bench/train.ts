@@ -5,12 +5,12 @@
 import type { Engine } from '../../engine/index.ts';
 import { BENCH_TINY, BENCH_SMALL } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { forwardFlopsPerToken } from '../../ppo/phases/metrics.ts';
+import { forwardFlopsPerToken } from '../../ppo/metrics/step-metrics.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
-import { AdamWOptimizer } from '../../ppo/phases/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { SftTrainer, buildSftBatch, type SftExample } from '../../ppo/tasks/sft-trainer.ts';
 import { seededRandom } from '../../engine/rng.ts';
 

@@ -9,6 +9,7 @@ import { Engine, readKnobs } from '../../engine/index.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
 import { randomValues } from './bench-inputs.ts';
+import { median } from '../bench/harness.ts';
 
 const [B, T, NH, NKV, HS] = (process.argv[2] ?? '8,128,4,2,32').split(',').map(Number);
 const reps = Number(process.argv[3] ?? 20);
@@ -80,7 +81,6 @@ for (let round = 0; round < ROUNDS; round++) {
     }
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const refArgs = { ...dims, q: qkvData, k: qkvData, v: qkvData, keyMask: maskData };
 const refMs = { forward: timeCpu(() => attentionForwardRef(refArgs)), backward: timeCpu(() => attentionBackwardRef({ ...refArgs, dOut: dOutData })) };
 for (const [name, { wall, cpu }] of results) {

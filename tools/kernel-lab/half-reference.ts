@@ -12,6 +12,7 @@ import { loadModel } from '../../models/model-files-node.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { writeQwen3Model, QWEN3_TINY_LAYER, QWEN3_0_6B_LAYER } from '../qwen3-model.ts';
+import { median } from '../bench/harness.ts';
 
 const hidden = Number(process.argv[2] ?? 128);
 const layers = Number(process.argv[3] ?? 2);
@@ -41,7 +42,6 @@ try {
     times.f32.push(await forward(f32.params));
     times.bf16.push(await forward(bf16.params));
   }
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1];
   const mb = (params: Arena) => (params.totalElements * 4 / 1e6).toFixed(1);
   console.log(`device: ${engine.caps.description}`);
   console.log(`Qwen3-shaped hidden ${hidden} × ${layers} layers, vocabulary 151,936: reference arena ${mb(f32.params)} MB float32, ${mb(bf16.params)} MB bf16`);

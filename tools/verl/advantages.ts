@@ -56,41 +56,6 @@ export function computeGaeAdvantageReturn(engine: Engine, args: {
   return run(engine, 'gae', args);
 }
 
-/** GRPO: (score − group mean)/(group std + ε) (Dr.GRPO without the std); singleton groups use mean 0, std 1. */
-export function computeGrpoOutcomeAdvantage(engine: Engine, args: OutcomeArgs): Promise<Advantages> {
-  return run(engine, 'grpo', args);
-}
-
-/** RLOO: n/(n−1)·(score − group mean), the score minus the mean of the others. */
-export function computeRlooOutcomeAdvantage(engine: Engine, args: OutcomeArgs): Promise<Advantages> {
-  return run(engine, 'rloo', args);
-}
-
-/** OPO: score minus the length-weighted group mean. */
-export function computeOpoOutcomeAdvantage(engine: Engine, args: OutcomeArgs): Promise<Advantages> {
-  return run(engine, 'opo', args);
-}
-
-/** REINFORCE++ with baseline: score − group mean, broadcast, masked-whitened over the batch, · mask. */
-export function computeReinforcePlusPlusBaselineOutcomeAdvantage(engine: Engine, args: OutcomeArgs): Promise<Advantages> {
-  return run(engine, 'reinforce_plus_plus_baseline', args);
-}
-
-/** Pass@k GRPO: only each group's best sequence gets (best − second best)/(std + ε). */
-export function computeGrpoPasskOutcomeAdvantage(engine: Engine, args: OutcomeArgs): Promise<Advantages> {
-  return run(engine, 'grpo_passk', args);
-}
-
-/** REINFORCE++: discounted return-to-go reset after masked tokens, masked-whitened, · mask. */
-export function computeReinforcePlusPlusOutcomeAdvantage(engine: Engine, args: { tokenLevelRewards: Matrix; responseMask: Matrix; gamma: number }): Promise<Advantages> {
-  return run(engine, 'reinforce_plus_plus', args);
-}
-
-/** ReMax: masked return-to-go minus the per-sequence baseline score (rewardBaselines [B]). */
-export function computeRemaxOutcomeAdvantage(engine: Engine, args: { tokenLevelRewards: Matrix; rewardBaselines: readonly number[]; responseMask: Matrix }): Promise<Advantages> {
-  return run(engine, 'remax', args);
-}
-
 /** algorithm.adv_estimator dispatch, with verl's argument names (camelCase). */
 export function computeAdvantage(engine: Engine, advEstimator: string, args: OutcomeArgs & {
   values?: Matrix; gamma?: number; lam?: number; rewardBaselines?: readonly number[];

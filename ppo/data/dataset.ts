@@ -7,7 +7,7 @@
 import { parquetReadObjects, toJson } from 'hyparquet';
 import { compressors } from 'hyparquet-compressors';
 import { Rng } from '../../engine/rng.ts';
-import type { ChatMessage, ChatTemplate } from '../../models/chat-template.ts';
+import { applyChatTemplate, type ChatMessage, type ChatTemplate } from '../../models/chat-template.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import type { PpoConfig } from '../config.ts';
 
@@ -120,9 +120,7 @@ export async function buildRlDataset(records: readonly RlRecord[], options: RlDa
   let filtered = 0;
   for (const record of records) {
     const parsed = parseRecord(record, options);
-    const promptText = options.template.render(parsed.messages, { addGenerationPrompt: true });
-    // The template already wrote the special tokens (as transformers' apply_chat_template(tokenize=True)).
-    const ids = await options.tokenizer.encode(promptText, { addSpecialTokens: false });
+    const { text: promptText, ids } = await applyChatTemplate(options.tokenizer, options.template, parsed.messages, { addGenerationPrompt: true });
     if (options.filter_overlong_prompts && ids.length > options.max_prompt_length) {
       filtered++;
       continue;

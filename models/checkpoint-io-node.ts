@@ -3,11 +3,12 @@
 // Saving: a complete directory transformers loads as is, written into a temporary sibling, fsynced, then
 // swapped in by rename, so an interrupted save never leaves a half-written checkpoint at the target.
 
-import { access, copyFile, mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdir, open, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { type DecoderConfig, parseHfConfig, toHfConfig, withHead } from './hf-config.ts';
 import { checkpointTensorShapes } from './parameter-layout.ts';
 import { CheckpointTensors, writeCheckpointTensors, type TensorSource } from './safetensors-node.ts';
+import { exists } from './fs-node.ts';
 
 export const CONFIG_FILE = 'config.json';
 export const GENERATION_CONFIG_FILE = 'generation_config.json';
@@ -34,15 +35,6 @@ export interface HfCheckpoint {
   config: DecoderConfig;
   generationConfig: GenerationConfig | null;
   tensors: CheckpointTensors;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function readJson(path: string): Promise<unknown> {

@@ -137,10 +137,3 @@ export class SequenceBufferPool {
     return buffers;
   }
 }
-
-/** Splits [0, n) into consecutive blocks of `size` (the last may be shorter). */
-export function blocks(indices: readonly number[], size: number): number[][] {
-  const out: number[][] = [];
-  for (let i = 0; i < indices.length; i += size) out.push(indices.slice(i, i + size));
-  return out;
-}

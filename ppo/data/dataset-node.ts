@@ -1,4 +1,4 @@
-// Node side of ppo/run/dataset.ts: reads data.train_files / data.val_files (one path or a list, "~" expanded as
+// Node side of ppo/data/dataset.ts: reads data.train_files / data.val_files (one path or a list, "~" expanded as
 // verl does) in order, Parquet or JSONL by extension, and builds the dataset from their rows.
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';

@@ -3,7 +3,7 @@
 // one place.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
-import type { Experience } from './experience.ts';
+import type { Experience } from '../phases/experience.ts';
 
 function maskedStats(values: Float32Array, mask: Float32Array): { mean: number; max: number; min: number } {
   let sum = 0;

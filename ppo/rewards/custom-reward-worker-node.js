@@ -5,4 +5,4 @@
 import { register } from 'tsx/esm/api';
 
 register();
-await import('./custom-reward-worker.ts');
+await import('./custom-reward-worker-node.ts');

@@ -1,4 +1,4 @@
-// The thread a custom reward function runs in (entry custom-reward-worker.js, started by custom-reward-node.ts).
+// The thread a custom reward function runs in (entry custom-reward-worker-node.js, started by custom-reward-node.ts).
 // A call that never returns, even a synchronous loop, blocks only this thread, so the trainer's thread can stop
 // it at custom_reward_function.timeout. The user's module is imported once; each message from the trainer is a
 // batch of calls, answered in order one reply per call, so the trainer times every call and can name the one

@@ -1,0 +1,104 @@
+// The update loop the actor and the critic share (verl's dp_actor.update_policy and dp_critic.update_critic):
+// ppo_epochs passes over one step's experience, each shuffled and split into mini-batches (one AdamW step each),
+// and those into micro-batches (gradient accumulation). The actor and the critic supply only what one
+// micro-batch computes: its loss, its backward into optimizer.grads, and its metrics. The loss aggregation of
+// every micro-batch carries its mini-batch's totals, so accumulated micro-batch gradients equal the unsplit
+// mini-batch's (verl's known token-mean-under-accumulation pitfall).
+import type { Rng } from '../../engine/rng.ts';
+import type { TokenBatch } from '../../models/token-batch.ts';
+import { checkLossAggMode, type LossAggregation } from '../../kernels/ppo-vocabulary.ts';
+import { blocks, planMicroBatches, type MicroBatching } from '../batching/micro-batches.ts';
+import type { ExperienceRows, SequenceBufferPool, SequenceBuffers } from '../batching/sequence-buffers.ts';
+import type { AdamWOptimizer } from './adamw-optimizer.ts';
+import { MetricAccumulator } from './metric-accumulator.ts';
+import { checkFinite } from './finite-guard.ts';
+
+export interface ScheduleConfig extends MicroBatching {
+  epochs: number;
+  miniBatchSize: number;
+  shuffle: boolean;
+  lossAggMode: string;
+  /** This step's learning rate (ppo/algorithm/lr-schedule.ts). */
+  lr: number;
+}
+
+/** What the loop reads of the experience: N sequences with R response columns, their token rows and (N, R) response mask. */
+export interface UpdateExperience {
+  N: number;
+  R: number;
+  rollout: ExperienceRows;
+  responseMask: Float32Array;
+}
+
+/** The model side of an update: its optimizer, the buffers its micro-batches upload into, its grad-norm metric. */
+export interface UpdateTarget {
+  optimizer: AdamWOptimizer;
+  pool: SequenceBufferPool;
+  gradNormMetric: string;
+}
+
+/** One micro-batch, its sequences and response mask uploaded. */
+export interface MicroBatch {
+  /** The mini-batch's rows: its summed metrics add up under this key. */
+  miniBatchRows: readonly number[];
+  /** The loss aggregation denominators of the whole mini-batch. */
+  aggregation: LossAggregation;
+  /** The micro-batch's rows of the experience. */
+  rows: number[];
+  /** Its buffers (its window: buffers.S, buffers.R) and its uploaded token batch. */
+  buffers: SequenceBuffers;
+  batch: TokenBatch;
+}
+
+/** The per-micro-batch step: forward, loss and backward into the optimizer's gradients; metrics recorded. */
+export type MicroBatchStep = (micro: MicroBatch, metrics: MetricAccumulator) => Promise<void>;
+
+/** One update over the experience; returns the metrics the micro-batch steps recorded and the gradient norm. */
+export async function runUpdate(x: UpdateExperience, config: ScheduleConfig, rng: Rng, target: UpdateTarget, lossAndBackward: MicroBatchStep): Promise<Record<string, number>> {
+  const { optimizer, pool, gradNormMetric } = target;
+  if (x.N % config.miniBatchSize !== 0) throw new Error(`ppo_mini_batch_size × rollout.n = ${config.miniBatchSize} does not divide the ${x.N} sequences of a step`);
+  const metrics = new MetricAccumulator();
+  for (let epoch = 0; epoch < config.epochs; epoch++) {
+    const order = config.shuffle ? permutation(x.N, rng) : Array.from({ length: x.N }, (_, i) => i);
+    for (const miniBatchRows of blocks(order, config.miniBatchSize)) {
+      const microBatches = planMicroBatches(miniBatchRows, x.rollout, config);
+      const aggregation = miniBatchAggregation(config.lossAggMode, x.responseMask, miniBatchRows, x.R);
+      optimizer.zeroGrad();
+      for (const { rows, promptLength, responseLength } of microBatches) {
+        const buffers = pool.get(rows.length, promptLength + responseLength, responseLength);
+        const batch = buffers.uploadSequences(x.rollout, rows);
+        buffers.uploadResponse(buffers.responseMask, x.responseMask, rows);
+        await lossAndBackward({ miniBatchRows, aggregation, rows, buffers, batch }, metrics);
+      }
+      optimizer.step(config.lr);
+      const gradNorm = await optimizer.gradNorm();
+      checkFinite(gradNormMetric, gradNorm);
+      metrics.addMean(gradNormMetric, gradNorm, 1);
+    }
+  }
+  return metrics.result();
+}
+
+/** Fisher–Yates from the last index down: one rng draw per index. */
+function permutation(n: number, rng: Rng): number[] {
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
+
+/** Mini-batch aggregation denominators: valid tokens and non-empty rows of the mini-batch, response length R. */
+export function miniBatchAggregation(mode: string, responseMask: Float32Array, rows: readonly number[], R: number): LossAggregation {
+  let tokens = 0;
+  let nonEmpty = 0;
+  for (const row of rows) {
+    let count = 0;
+    for (let t = 0; t < R; t++) count += responseMask[row * R + t];
+    tokens += count;
+    if (count > 0) nonEmpty++;
+  }
+  // An all-masked mini-batch has zero loss; a denominator of 1 keeps its weights finite (and zero).
+  return { mode: checkLossAggMode(mode), batchNumTokens: Math.max(1, tokens), globalBatchSize: Math.max(1, nonEmpty), lossScaleFactor: R, dpSize: 1 };
+}

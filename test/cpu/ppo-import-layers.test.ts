@@ -1,0 +1,116 @@
+// The layering the style guide asks for, checked on the source: tools/, train.js and demo/ → ppo/ → models/ →
+// engine/ + kernels/, nothing below importing from above. Within ppo/ the subfolders form a DAG (no two import
+// each other, directly or through a third), so a reader can learn them bottom up:
+//   config ← algorithm, rewards, data, loggers          (the config's schema is the bottom)
+//   rollout, batching ← update                          (generation; GPU blocks of sequences; the update loop)
+//   search → rollout                                    (a multi-turn environment)
+//   phases → algorithm, batching, rollout, update ← metrics
+//   tasks → data, rewards, search, update               (built-in tasks: their rows, reward and warm start)
+//   trainer.ts → phases, metrics, …;  run → trainer, tasks, data, …   (the top)
+import { describe, it, expect } from 'vitest';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(ROOT, dir)).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(join(ROOT, path)).isDirectory()) return sourceFiles(path);
+    return /\.(ts|js)$/.test(name) && !name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+/** Repository-relative paths (with /) of the relative imports of `file`: static, re-exports and dynamic import();
+ *  with `loaded`, only those that load a module when it runs (not `import type`). */
+function importsOf(file: string, loaded = false): string[] {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s(type\s)?[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)]
+    .filter((m) => !(loaded && m[1]))
+    .map((m) => m[2] ?? m[3])
+    .filter((s) => s.startsWith('.'));
+  return specifiers.map((s) => relative(ROOT, resolve(ROOT, dirname(file), s)).split(sep).join('/'));
+}
+
+/** The ppo/ subfolder a file belongs to; ppo/config.ts is the config folder's entry, other top-level files are the trainer's. */
+function ppoLayer(path: string): string {
+  const parts = path.split('/');
+  if (parts.length === 2) return path === 'ppo/config.ts' ? 'config' : 'trainer';
+  return parts[1];
+}
+
+const ppoFiles = sourceFiles('ppo');
+const edges = ppoFiles.flatMap((file) => importsOf(file).map((to) => ({ from: file, to })));
+
+describe('ppo/ import layers', () => {
+  it('finds the imports it checks', () => {
+    expect(ppoFiles.length).toBeGreaterThan(50);
+    expect(edges.some((e) => e.from === 'ppo/trainer.ts' && e.to.startsWith('ppo/rollout/'))).toBe(true);
+  });
+
+  it('ppo/ does not import tools/ or test/', () => {
+    expect(edges.filter((e) => /^(tools|test)\//.test(e.to)).map((e) => `${e.from} → ${e.to}`)).toEqual([]);
+  });
+
+  it('models/, engine/ and kernels/ do not import ppo/', () => {
+    const below = ['models', 'engine', 'kernels'].flatMap(sourceFiles);
+    const upward = below.flatMap((file) => importsOf(file).filter((to) => to.startsWith('ppo/')).map((to) => `${file} → ${to}`));
+    expect(upward).toEqual([]);
+  });
+
+  it('the config loads without kernel launchers (a kernels/ file it reaches imports nothing)', () => {
+    const reached = new Set<string>();
+    const visit = (file: string) => {
+      if (reached.has(file)) return;
+      reached.add(file);
+      if (file.endsWith('.ts')) importsOf(file, true).forEach(visit);
+    };
+    visit('ppo/config.ts');
+    const launchers = [...reached].filter((f) => f.startsWith('kernels/') && (!f.endsWith('.ts') || importsOf(f).length > 0));
+    expect(reached.size).toBeGreaterThan(5);
+    expect(launchers).toEqual([]);
+  });
+
+  it('no cycle between ppo/ subfolders', () => {
+    const graph = new Map<string, Map<string, string>>();
+    for (const { from, to } of edges) {
+      if (!to.startsWith('ppo/')) continue;
+      const [a, b] = [ppoLayer(from), ppoLayer(to)];
+      if (a === b) continue;
+      if (!graph.has(a)) graph.set(a, new Map());
+      if (!graph.get(a)!.has(b)) graph.get(a)!.set(b, `${from} → ${to}`);
+    }
+    // A cycle shows as a layer reaching itself; report the imports along one such path.
+    const cycles: string[] = [];
+    for (const start of graph.keys()) {
+      const seen = new Set<string>();
+      const walk = (layer: string, path: string[]): boolean => {
+        for (const [next, why] of graph.get(layer) ?? []) {
+          if (next === start) return cycles.push([...path, why].join(' ; ')) > 0;
+          if (seen.has(next)) continue;
+          seen.add(next);
+          if (walk(next, [...path, why])) return true;
+        }
+        return false;
+      };
+      walk(start, []);
+    }
+    expect(cycles).toEqual([]);
+  });
+});
+
+describe('node-only modules', () => {
+  const files = ['engine', 'models', 'kernels', 'ppo'].flatMap(sourceFiles);
+  const nodeOnly = (file: string) => /-node\.(ts|js)$/.test(file);
+
+  it('a module that imports a node: builtin is named *-node, so the browser demo never loads it', () => {
+    const unnamed = files.filter((f) => !nodeOnly(f) && /from\s+['"]node:|import\(\s*['"]node:/.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(unnamed).toEqual([]);
+  });
+
+  it('only *-node modules load *-node modules', () => {
+    const leaks = files.filter((f) => !nodeOnly(f)).flatMap((f) => importsOf(f, true).filter(nodeOnly).map((to) => `${f} → ${to}`));
+    expect(leaks).toEqual([]);
+  });
+});
