@@ -1,5 +1,5 @@
 import adamwSource from './adamw.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups, shapeString } from '../engine/index.ts';
 import { sumOfSquares } from './reduce.ts';
 
 export const adamwSpec: KernelSpec = {
@@ -40,13 +40,13 @@ export function adamwStep(engine: Engine, a: {
   lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; step: number; gradScale?: number;
 }): void {
   const { params, grads, m, v, normSquared, step } = a;
-  for (const t of [grads, m, v]) {
-    if (t.size !== params.size) throw new Error(`adamwStep: ${t.name} has ${t.size} elements, expected ${params.size} like ${params.name}`);
+  for (const [what, t] of [['grads', grads], ['m', m], ['v', v]] as const) {
+    expectSize('adamwStep', what, t, params.size, `params' shape (tensor ${params.name}, ${shapeString(params.shape)})`);
   }
   if (params.size % 4 !== 0) {
     throw new Error(`adamwStep: ${params.name} has ${params.size} elements, expected a multiple of 4 (arena segments are padded to 64)`);
   }
-  if (normSquared.size < 1) throw new Error(`adamwStep: normSquared ${normSquared.name} is empty, expected [1]`);
+  expectSize('adamwStep', 'normSquared', normSquared, 1, '[1]', 'at least');
   if (!Number.isInteger(step) || step < 1) throw new Error(`adamwStep: step is ${step}, expected an integer counting from 1`);
   const n4 = params.size / 4;
   engine.dispatch(adamwSpec, {

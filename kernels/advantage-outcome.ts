@@ -1,6 +1,6 @@
 import source from './advantage-outcome.wgsl';
-import type { Engine, Tensor, KernelSpec, BindingSpec, UniformSpec } from '../engine/index.ts';
-import { expectRows, expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, expectSize } from '../engine/index.ts';
+import { expectRows, withWorkgroupReduce } from './ppo-shared.ts';
 import { maskedWhitenGpu } from './masked-stats.ts';
 import type { OutcomeEstimator } from './ppo-vocabulary.ts';
 
@@ -70,11 +70,11 @@ export function computeOutcomeAdvantageGpu(engine: Engine, estimator: OutcomeEst
   const { B, T } = args;
   expectRows(estimator, B, T);
   for (const [t, what] of [[args.tokenLevelRewards, 'tokenLevelRewards'], [args.responseMask, 'responseMask'], [args.advantages, 'advantages']] as const) {
-    expectSize(estimator, t, B * T, `${what} [B, T]`);
+    expectSize(estimator, what, t, B * T, `[B=${B}, T=${T}]`);
   }
-  expectSize(estimator, args.groupOf, B, 'groupOf [B]');
-  expectSize(estimator, args.groupMembers, B, 'groupMembers [B]');
-  expectSize(estimator, args.rowStats, 2 * B, 'rowStats [B, 2]');
+  expectSize(estimator, 'groupOf', args.groupOf, B, `[B=${B}]`);
+  expectSize(estimator, 'groupMembers', args.groupMembers, B, `[B=${B}]`);
+  expectSize(estimator, 'rowStats', args.rowStats, 2 * B, `[B=${B}, 2]`);
   const dispatchArgs = {
     bindings: { rewards: args.tokenLevelRewards, mask: args.responseMask, groupOf: args.groupOf, groupStart: args.groupStart,
       groupMembers: args.groupMembers, rowStats: args.rowStats, advantages: args.advantages },

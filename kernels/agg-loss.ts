@@ -1,6 +1,6 @@
 import source from './agg-loss.wgsl';
-import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
-import { aggregationUniforms, expectRows, expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize } from '../engine/index.ts';
+import { aggregationUniforms, expectRows, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
 import type { LossAggregation } from './ppo-vocabulary.ts';
 
@@ -26,7 +26,7 @@ export function aggLossGpu(engine: Engine, args: {
 }): void {
   const { B, T } = args;
   expectRows('agg-loss', B, T);
-  for (const [t, what] of [[args.lossMat, 'lossMat'], [args.lossMask, 'lossMask'], [args.grad, 'grad']] as const) expectSize('agg-loss', t, B * T, `${what} [B, T]`);
+  for (const [t, what] of [[args.lossMat, 'lossMat'], [args.lossMask, 'lossMask'], [args.grad, 'grad']] as const) expectSize('agg-loss', what, t, B * T, `[B=${B}, T=${T}]`);
   const agg = aggregationUniforms(args.aggregation);
   engine.dispatch(aggLossSpec, {
     bindings: { lossMat: args.lossMat, mask: args.lossMask, grad: args.grad, rowPartials: args.rowPartials },

@@ -9,7 +9,7 @@ import registerPreludeSource from './attention-register.wgsl';
 import registerForwardSource from './attention-register-forward.wgsl';
 import registerDqSource from './attention-register-dq.wgsl';
 import registerDkdvSource from './attention-register-dkdv.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type UniformSpec, foldWorkgroups, chooseVariant } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, type UniformSpec, foldWorkgroups, chooseVariant, expectSize, shapeString } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
 
 export interface AttentionDims {
@@ -183,18 +183,6 @@ function nextPowerOfTwo(n: number): number {
   return 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 }
 
-function requireElements(op: string, tensor: Tensor, needed: number, layout: string): void {
-  if (tensor.size < needed) {
-    throw new Error(`${op}: tensor ${tensor.name} has ${tensor.size} elements but ${layout} needs at least ${needed}`);
-  }
-}
-
-function requireShape(op: string, tensor: Tensor, size: number, shape: string): void {
-  if (tensor.size !== size) {
-    throw new Error(`${op}: tensor ${tensor.name} has ${tensor.size} elements, expected ${shape} = ${size}`);
-  }
-}
-
 function validate(op: string, a: AttentionDims & { q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'> }): number {
   const { B, Tq, Tk, NH, NKV, HS, queryStart } = a;
   for (const [name, value] of Object.entries({ B, Tq, Tk, NH, NKV, HS, queryStart })) {
@@ -206,10 +194,13 @@ function validate(op: string, a: AttentionDims & { q: Tensor; k: Tensor; v: Tens
   const maskStride = a.maskBatchStride ?? Tk;
   if (maskStride < Tk) throw new Error(`${op}: maskBatchStride ${maskStride} is less than Tk ${Tk}`);
   if (a.keyMask.dtype !== 'u32') throw new Error(`${op}: keyMask ${a.keyMask.name} is ${a.keyMask.dtype}, expected u32`);
-  requireElements(op, a.q, a.qColOffset + (B * Tq - 1) * a.qRowStride + NH * HS, 'q(b,t,h,d)');
-  requireElements(op, a.k, a.kColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.kRowStride + NKV * HS, 'k(b,j,g,d)');
-  requireElements(op, a.v, a.vColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.vRowStride + NKV * HS, 'v(b,j,g,d)');
-  requireElements(op, a.keyMask, (B - 1) * maskStride + Tk, `keyMask [B, Tk] with batch stride ${maskStride}`);
+  expectSize(op, 'q', a.q, a.qColOffset + (B * Tq - 1) * a.qRowStride + NH * HS,
+    `q(b,t,h,d): qColOffset + (B·Tq - 1)·qRowStride + NH·HS = ${a.qColOffset} + (${B}·${Tq} - 1)·${a.qRowStride} + ${NH}·${HS}`, 'at least');
+  expectSize(op, 'k', a.k, a.kColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.kRowStride + NKV * HS,
+    `k(b,j,g,d): kColOffset + (B - 1)·kvBatchStride + (Tk - 1)·kRowStride + NKV·HS = ${a.kColOffset} + (${B} - 1)·${a.kvBatchStride} + (${Tk} - 1)·${a.kRowStride} + ${NKV}·${HS}`, 'at least');
+  expectSize(op, 'v', a.v, a.vColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.vRowStride + NKV * HS,
+    `v(b,j,g,d): vColOffset + (B - 1)·kvBatchStride + (Tk - 1)·vRowStride + NKV·HS = ${a.vColOffset} + (${B} - 1)·${a.kvBatchStride} + (${Tk} - 1)·${a.vRowStride} + ${NKV}·${HS}`, 'at least');
+  expectSize(op, 'keyMask', a.keyMask, (B - 1) * maskStride + Tk, `[B=${B}, Tk=${Tk}] with batch stride ${maskStride}`, 'at least');
   return maskStride;
 }
 
@@ -277,8 +268,8 @@ export function attentionForward(engine: Engine, args: AttentionForwardArgs): vo
   const op = 'attentionForward';
   const maskStride = validate(op, args);
   const { B, Tq, NH, HS } = args;
-  requireShape(op, args.out, B * Tq * NH * HS, '[B*Tq, NH*HS]');
-  requireShape(op, args.lse, B * NH * Tq, '[B, NH, Tq]');
+  expectSize(op, 'out', args.out, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
+  expectSize(op, 'lse', args.lse, B * NH * Tq, `[B=${B}, NH=${NH}, Tq=${Tq}]`);
   if (variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.out])) {
     engine.dispatch(registerSpec('forward'), {
       bindings: { q: args.q, k: args.k, v: args.v, keyMask: args.keyMask, out: args.out, lse: args.lse },
@@ -316,12 +307,12 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
   const op = 'attentionBackward';
   const maskStride = validate(op, args);
   const { B, Tq, Tk, NH, NKV, HS } = args;
-  requireShape(op, args.out, B * Tq * NH * HS, '[B*Tq, NH*HS]');
-  requireShape(op, args.dOut, B * Tq * NH * HS, '[B*Tq, NH*HS]');
-  requireShape(op, args.lse, B * NH * Tq, '[B, NH, Tq]');
-  requireShape(op, args.dq, args.q.size, `q's size`);
-  requireShape(op, args.dk, args.k.size, `k's size`);
-  requireShape(op, args.dv, args.v.size, `v's size`);
+  expectSize(op, 'out', args.out, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
+  expectSize(op, 'dOut', args.dOut, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
+  expectSize(op, 'lse', args.lse, B * NH * Tq, `[B=${B}, NH=${NH}, Tq=${Tq}]`);
+  expectSize(op, 'dq', args.dq, args.q.size, `q's shape ${shapeString(args.q.shape)}`);
+  expectSize(op, 'dk', args.dk, args.k.size, `k's shape ${shapeString(args.k.shape)}`);
+  expectSize(op, 'dv', args.dv, args.v.size, `v's shape ${shapeString(args.v.shape)}`);
   const rows = B * NH * Tq;
   const stats = statsBuffer(engine, rows);
   engine.dispatch(deltaSpec, {

@@ -1,5 +1,5 @@
 import clearRangesSource from './clear-ranges.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups } from '../engine/index.ts';
 import { shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 
 const specs = specsByWidth((width): KernelSpec => ({
@@ -35,7 +35,7 @@ export function rangeTable(ranges: readonly (readonly [number, number])[], size:
 export function clearRanges(engine: Engine, a: { data: Tensor; ranges: Tensor<'u32'>; table: Pick<RangeTable, 'count' | 'width'> }): void {
   const { data, ranges, table } = a;
   if (data.dtype !== 'f32') throw new Error(`clearRanges: data (tensor ${data.name}) is ${data.dtype}, expected f32`);
-  if (ranges.size < 2 * table.count) throw new Error(`clearRanges: ranges (tensor ${ranges.name}) has ${ranges.size} elements, expected 2·count = ${2 * table.count}`);
+  expectSize('clearRanges', 'ranges', ranges, 2 * table.count, `[count=${table.count}, 2]`, 'at least');
   if (data.size % table.width !== 0) throw new Error(`clearRanges: data (tensor ${data.name}) has ${data.size} elements, not whole vec${table.width}s`);
   if (table.count === 0) return;
   engine.dispatch(specs[table.width], { bindings: { data, ranges }, uniforms: { count: table.count }, workgroups: foldWorkgroups(table.count) });

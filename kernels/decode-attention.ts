@@ -1,9 +1,9 @@
 import decodeAttentionSource from './decode-attention.wgsl';
 import decodeAttentionDimsSource from './decode-attention-dims.wgsl';
 import ropeAngleSource from './rope-angle.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource } from './rowwise.ts';
+import { shaderSource } from './rowwise.ts';
 import { inverseFrequencyTable } from './rope.ts';
 
 const MAX_HS = 128;
@@ -100,9 +100,10 @@ export function expectDecodeCache(launcher: string, a: Pick<DecodeAttentionArgs,
   if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
   if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
   const kvWidth = a.NKV * a.HS;
-  for (const [what, t, needed] of [['kCache', a.kCache, B * capacity * kvWidth], ['vCache', a.vCache, B * capacity * kvWidth], ['keyMask', a.keyMask, B * maskBatchStride]] as const) {
-    if (t.size < needed) throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least ${needed}`);
-  }
+  const cacheShape = `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`;
+  expectSize(launcher, 'kCache', a.kCache, B * capacity * kvWidth, cacheShape, 'at least');
+  expectSize(launcher, 'vCache', a.vCache, B * capacity * kvWidth, cacheShape, 'at least');
+  expectSize(launcher, 'keyMask', a.keyMask, B * maskBatchStride, `[B=${B}, maskBatchStride=${maskBatchStride}]`, 'at least');
 }
 
 /** Stores the new k, v at `slot` and attends the new queries to slots [0, slot] of each sequence's cache. */

@@ -1,8 +1,8 @@
 import decodeLayerSource from './decode-layer.wgsl';
 import ropeAngleSource from './rope-angle.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type DeviceCapabilities, chooseVariant } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, type DeviceCapabilities, chooseVariant, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource } from './rowwise.ts';
+import { shaderSource } from './rowwise.ts';
 import { inverseFrequencyTable } from './rope.ts';
 import { expectDecodeCache } from './decode-attention.ts';
 

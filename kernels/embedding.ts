@@ -1,7 +1,7 @@
 import embeddingSource from './embedding.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type FloatDType, chooseVariant, foldWorkgroups, isHalf } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, type FloatDType, chooseVariant, foldWorkgroups, isHalf, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 import { unpackPairSource } from './half-weights.ts';
 
 // Must match WG in embedding.wgsl's backward.

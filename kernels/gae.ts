@@ -1,6 +1,5 @@
 import source from './gae.wgsl';
-import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
-import { expectSize } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize } from '../engine/index.ts';
 import { maskedWhitenGpu } from './masked-stats.ts';
 
 export const gaeSpec: KernelSpec = {
@@ -29,7 +28,7 @@ export function computeGaeAdvantageReturnGpu(engine: Engine, args: {
 }): void {
   const { B, T } = args;
   for (const [t, what] of [[args.tokenLevelRewards, 'tokenLevelRewards'], [args.values, 'values'], [args.responseMask, 'responseMask'],
-    [args.advantages, 'advantages'], [args.returns, 'returns']] as const) expectSize('gae', t, B * T, `${what} [B, T]`);
+    [args.advantages, 'advantages'], [args.returns, 'returns']] as const) expectSize('gae', what, t, B * T, `[B=${B}, T=${T}]`);
   engine.dispatch(gaeSpec, {
     bindings: { rewards: args.tokenLevelRewards, values: args.values, mask: args.responseMask, advantages: args.advantages, returns: args.returns },
     uniforms: { B, T, gamma: args.gamma, lam: args.lam },

@@ -1,6 +1,6 @@
 import headRmsnormSource from './head-rmsnorm.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
 
 // Must match WG and TILE_COLS in head-rmsnorm.wgsl.
 const WG = 64;

@@ -1,7 +1,7 @@
 import source from './kl-penalty.wgsl';
 import applySource from './apply-kl-penalty.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectRows, expectSize, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize, shapeString } from '../engine/index.ts';
+import { expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { parseKlEstimator } from './ppo-vocabulary.ts';
 
 export const klPenaltySpec: KernelSpec = {
@@ -42,7 +42,7 @@ export const applyKlPenaltySpec: KernelSpec = {
 /** kl = kl_penalty(logprob, refLogprob, klPenalty) and grad = d kl / d logprob, elementwise (no mask). */
 export function klPenaltyGpu(engine: Engine, args: { logprob: Tensor; refLogprob: Tensor; kl: Tensor; grad: Tensor; klPenalty: string }): void {
   const n = args.logprob.size;
-  for (const [t, what] of [[args.refLogprob, 'refLogprob'], [args.kl, 'kl'], [args.grad, 'grad']] as const) expectSize('kl-penalty', t, n, `${what}, like logprob`);
+  for (const [t, what] of [[args.refLogprob, 'refLogprob'], [args.kl, 'kl'], [args.grad, 'grad']] as const) expectSize('kl-penalty', what, t, n, `logprob's shape ${shapeString(args.logprob.shape)}`);
   const estimator = parseKlEstimator(args.klPenalty);
   engine.dispatch(klPenaltySpec, {
     bindings: { logprob: args.logprob, refLogprob: args.refLogprob, kl: args.kl, grad: args.grad },
@@ -59,8 +59,8 @@ export function applyKlPenaltyGpu(engine: Engine, args: {
   const { B, T } = args;
   expectRows('apply-kl-penalty', B, T);
   for (const [t, what] of [[args.tokenLevelScores, 'tokenLevelScores'], [args.oldLogProbs, 'oldLogProbs'], [args.refLogProb, 'refLogProb'],
-    [args.responseMask, 'responseMask'], [args.tokenLevelRewards, 'tokenLevelRewards']] as const) expectSize('apply-kl-penalty', t, B * T, `${what} [B, T]`);
-  expectSize('apply-kl-penalty', args.rowKl, B, 'rowKl [B]');
+    [args.responseMask, 'responseMask'], [args.tokenLevelRewards, 'tokenLevelRewards']] as const) expectSize('apply-kl-penalty', what, t, B * T, `[B=${B}, T=${T}]`);
+  expectSize('apply-kl-penalty', 'rowKl', args.rowKl, B, `[B=${B}]`);
   const estimator = parseKlEstimator(args.klPenalty);
   engine.dispatch(applyKlPenaltySpec, {
     bindings: { scores: args.tokenLevelScores, oldLogProbs: args.oldLogProbs, refLogProb: args.refLogProb, mask: args.responseMask,

@@ -1,6 +1,6 @@
 import kvCacheWriteSource from './kv-cache-write.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
 
 const specs = specsByWidth((width): KernelSpec => ({
   name: `kv-cache-write/vec${width}`,
@@ -49,9 +49,7 @@ export function kvCacheWrite(engine: Engine, a: KvCacheWriteArgs): void {
   expectSize(launcher, 'qkv', qkv, B * Tnew * W, `[B·Tnew=${B}·${Tnew}, (NH+2·NKV)·HS=${W}]`);
   // The cache may hold more sequences than are being written (rows past B are left alone).
   for (const [what, t] of [['kCache', kCache], ['vCache', vCache]] as const) {
-    if (t.size < B * capacity * kvWidth) {
-      throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected at least [B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`);
-    }
+    expectSize(launcher, what, t, B * capacity * kvWidth, `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`, 'at least');
   }
   const width = widestVector(kvWidth);
   engine.dispatch(specs[width], {

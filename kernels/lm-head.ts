@@ -2,9 +2,9 @@
 // unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
 import lmHeadSource from './lm-head.wgsl';
 import lmHeadLogitsSource from './lm-head-logits.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, rowsPerWindow } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, rowsPerWindow, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from './rowwise.ts';
 import { matmul } from './matmul.ts';
 import { scratchTensor } from './scratch.ts';
 

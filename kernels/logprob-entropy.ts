@@ -1,8 +1,8 @@
 import forwardSource from './logprob-entropy.wgsl';
 import backwardSource from './logprob-entropy-backward.wgsl';
 import softmaxStatsSource from './softmax-stats.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
+import { withWorkgroupReduce } from './ppo-shared.ts';
 
 const inputs: BindingSpec[] = [
   { name: 'logits', access: 'read' },
@@ -30,16 +30,16 @@ export const logprobEntropyBackwardSpec: KernelSpec = {
 };
 
 function check(op: string, logits: Tensor, labels: Tensor, N: number, V: number): void {
-  expectSize(op, logits, N * V, `logits [N=${N}, V=${V}]`);
-  expectSize(op, labels, N, 'labels [N]');
+  expectSize(op, 'logits', logits, N * V, `[N=${N}, V=${V}]`);
+  expectSize(op, 'labels', labels, N, `[N=${N}]`);
 }
 
 /** logProb [N] = log softmax(logits)[label], entropy [N] = logsumexp − Σ p·z. */
 export function logprobEntropyGpu(engine: Engine, args: { logits: Tensor; labels: Tensor; logProb: Tensor; entropy: Tensor; N: number; V: number }): void {
   const { N, V } = args;
   check('logprob-entropy', args.logits, args.labels, N, V);
-  expectSize('logprob-entropy', args.logProb, N, 'logProb [N]');
-  expectSize('logprob-entropy', args.entropy, N, 'entropy [N]');
+  expectSize('logprob-entropy', 'logProb', args.logProb, N, `[N=${N}]`);
+  expectSize('logprob-entropy', 'entropy', args.entropy, N, `[N=${N}]`);
   engine.dispatch(logprobEntropyForwardSpec, {
     bindings: { logits: args.logits, labels: args.labels, logProb: args.logProb, entropy: args.entropy },
     uniforms: { N, V },
@@ -51,8 +51,8 @@ export function logprobEntropyGpu(engine: Engine, args: { logits: Tensor; labels
 export function logprobEntropyBackwardGpu(engine: Engine, args: { logits: Tensor; labels: Tensor; coefficients: Tensor; gradLogits: Tensor; N: number; V: number }): void {
   const { N, V } = args;
   check('logprob-entropy', args.logits, args.labels, N, V);
-  expectSize('logprob-entropy', args.coefficients, 2 * N, 'coefficients [N, 2]');
-  expectSize('logprob-entropy', args.gradLogits, N * V, 'gradLogits [N, V]');
+  expectSize('logprob-entropy', 'coefficients', args.coefficients, 2 * N, `[N=${N}, 2]`);
+  expectSize('logprob-entropy', 'gradLogits', args.gradLogits, N * V, `[N=${N}, V=${V}]`);
   engine.dispatch(logprobEntropyBackwardSpec, {
     bindings: { logits: args.logits, labels: args.labels, coefficients: args.coefficients, gradLogits: args.gradLogits },
     uniforms: { N, V },

@@ -1,6 +1,6 @@
 import source from './loss-partials.wgsl';
-import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
-import { expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize } from '../engine/index.ts';
+import { withWorkgroupReduce } from './ppo-shared.ts';
 
 export const lossPartialsSpec: KernelSpec = {
   name: 'loss-partials',
@@ -19,8 +19,8 @@ export const lossPartialsSpec: KernelSpec = {
 
 /** out [K] = column sums of partials [B, K]; the columns in `ratioColumns` are divided by column denCol (+1e-8). */
 export function reduceLossPartials(engine: Engine, partials: Tensor, out: Tensor, B: number, K: number, ratioColumns: readonly number[], denCol: number): void {
-  expectSize('loss-partials', partials, B * K, `partials [B=${B}, K=${K}]`);
-  expectSize('loss-partials', out, K, `out [K=${K}]`);
+  expectSize('loss-partials', 'partials', partials, B * K, `[B=${B}, K=${K}]`);
+  expectSize('loss-partials', 'out', out, K, `[K=${K}]`);
   engine.dispatch(lossPartialsSpec, {
     bindings: { partials, out },
     uniforms: { B, K, ratioMask: ratioColumns.reduce((m, k) => m | (1 << k), 0), denCol },

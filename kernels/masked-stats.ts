@@ -1,6 +1,6 @@
 import source from './masked-stats.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectRows, expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize, shapeString } from '../engine/index.ts';
+import { expectRows, withWorkgroupReduce } from './ppo-shared.ts';
 
 const bindings = [
   { name: 'values', access: 'read_write' },
@@ -20,8 +20,8 @@ export const maskedRowSumsSpec: KernelSpec = { name: 'masked-stats/row-sums', so
 
 /** stats [4] = (masked sum, mask count, masked mean, unbiased masked var) of values under mask. */
 export function maskedMomentsGpu(engine: Engine, values: Tensor, mask: Tensor, stats: Tensor): void {
-  expectSize('masked-stats', mask, values.size, 'mask, like values');
-  expectSize('masked-stats', stats, 4, 'stats [4]');
+  expectSize('masked-stats', 'mask', mask, values.size, `values' shape ${shapeString(values.shape)}`);
+  expectSize('masked-stats', 'stats', stats, 4, '[4]');
   engine.dispatch(maskedMomentsSpec, {
     bindings: { values, mask, stats },
     uniforms: { n: values.size, T: 1, shiftMean: 1, maskOutput: 0 },
@@ -44,9 +44,9 @@ export function maskedWhitenGpu(engine: Engine, args: { values: Tensor; mask: Te
 export function maskedRowSumsGpu(engine: Engine, args: { values: Tensor; mask: Tensor; sums: Tensor; B: number; T: number }): void {
   const { B, T } = args;
   expectRows('masked-stats', B, T);
-  expectSize('masked-stats', args.values, B * T, 'values [B, T]');
-  expectSize('masked-stats', args.mask, B * T, 'mask [B, T]');
-  expectSize('masked-stats', args.sums, 2 * B, 'sums [B, 2]');
+  expectSize('masked-stats', 'values', args.values, B * T, `[B=${B}, T=${T}]`);
+  expectSize('masked-stats', 'mask', args.mask, B * T, `[B=${B}, T=${T}]`);
+  expectSize('masked-stats', 'sums', args.sums, 2 * B, `[B=${B}, 2]`);
   engine.dispatch(maskedRowSumsSpec, {
     bindings: { values: args.values, mask: args.mask, stats: args.sums },
     uniforms: { n: B * T, T, shiftMean: 1, maskOutput: 0 },

@@ -6,7 +6,7 @@ import commonSource from './matmul-common.wgsl';
 import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
 import bF16Source from './matmul-b-f16.wgsl';
-import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, type DeviceCapabilities, Tensor, chooseVariant, isHalf, shapeString } from '../engine/index.ts';
+import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, type DeviceCapabilities, Tensor, chooseVariant, expectSize, isHalf } from '../engine/index.ts';
 import type { ElementType } from '../engine/kernel.ts';
 import type { Variant } from '../engine/variants.ts';
 import { unpackPairSource } from './half-weights.ts';
@@ -176,13 +176,6 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   { name: 'naive', supported: () => true, value: naive },
 ];
 
-function checkSize(tensor: Tensor, role: string, expected: number, what: string): void {
-  if (tensor.size < expected) {
-    throw new Error(`matmul: ${role} (tensor ${tensor.name}, shape ${shapeString(tensor.shape)}) has ${tensor.size} elements, ` +
-      `needs ${expected} for ${what}`);
-  }
-}
-
 function overlaps(x: Tensor, y: Tensor): boolean {
   return x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
 }
@@ -224,13 +217,13 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   if (prologue && !matmulPrologueSupported(layout, K)) {
     throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt with K % 4 == 0, or nn; got ${layout} with K=${K}`);
   }
-  if (prologue?.kind === 'rmsnorm') checkSize(prologue.weight, 'prologue weight', K, `rmsnorm weight [K=${K}]`);
-  checkSize(a, 'a', prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`);
+  if (prologue?.kind === 'rmsnorm') expectSize('matmul', 'prologue weight', prologue.weight, K, `rmsnorm weight [K=${K}]`, 'at least');
+  expectSize('matmul', 'a', a, prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`, 'at least');
   if (epilogue && (layout !== 'nn' || bias || accumulate || alpha !== 1)) {
     throw new Error(`matmul: a ${epilogue} epilogue needs layout nn and no bias, accumulate or alpha; got ${layout}${bias ? ' with a bias' : ''}${accumulate ? ' accumulating' : ''}${alpha !== 1 ? ` with alpha ${alpha}` : ''}`);
   }
-  if (epilogue) checkSize(b, 'b', 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`);
-  else checkSize(b, 'b', K * N, `${layout} B ${bShape}`);
+  if (epilogue) expectSize('matmul', 'b', b, 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`, 'at least');
+  else expectSize('matmul', 'b', b, K * N, `${layout} B ${bShape}`, 'at least');
   for (const [role, input] of [['a', a], ['out', out], ['bias', bias]] as const) {
     if (input && input.dtype !== 'f32') throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
   }
@@ -246,8 +239,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
     throw new Error(`matmul: a ${bDtype} b (tensor ${b.name}, a frozen model's weights) is read in layout nt only (the forward x·Wᵀ); got ${layout}`);
   }
   const bStorage: BStorage = bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value ? 'f16-native' : bDtype;
-  checkSize(out, 'out', M * N, `out [M=${M}, N=${N}]`);
-  if (bias) checkSize(bias, 'bias', N, `bias [N=${N}]`);
+  expectSize('matmul', 'out', out, M * N, `[M=${M}, N=${N}]`, 'at least');
+  if (bias) expectSize('matmul', 'bias', bias, N, `[N=${N}]`, 'at least');
   const prologueWeight = prologue?.kind === 'rmsnorm' ? prologue.weight : undefined;
   for (const [role, input] of [['a', a], ['b', b], ['bias', bias], ['prologue weight', prologueWeight]] as const) {
     if (input && overlaps(out, input)) {

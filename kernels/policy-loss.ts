@@ -1,6 +1,6 @@
 import source from './policy-loss.wgsl';
-import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
-import { aggregationUniforms, expectRows, expectSize, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize } from '../engine/index.ts';
+import { aggregationUniforms, expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
 import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
 
@@ -68,9 +68,9 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
   expectRows('policy-loss', B, T);
   const tokens: [Tensor | undefined, string][] = [[t.oldLogProb, 'oldLogProb'], [t.logProb, 'logProb'], [t.advantages, 'advantages'],
     [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb']];
-  for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', tensor, B * T, `${what} [B, T]`);
-  expectSize('policy-loss', t.grads, 2 * B * T, 'grads [B, T, 2]');
-  expectSize('policy-loss', t.rowPartials, 8 * B, 'rowPartials [B, 8]');
+  for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
+  expectSize('policy-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
+  expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
   const agg = aggregationUniforms(args.aggregation);
   const pgAgg = args.config.lossMode === 'gspo' ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' }) : agg;
   const kl = parseKlEstimator(args.klLossType);

@@ -1,6 +1,5 @@
-// Launcher helpers shared by the PPO math kernels: size checks that name the tensor, the loss-aggregation
-// uniforms, and source assembly for kernels that prepend the shared WGSL snippets.
-import type { Tensor } from '../engine/index.ts';
+// Launcher helpers shared by the PPO math kernels: the row-count check of the one-workgroup-per-sequence kernels,
+// the loss-aggregation uniforms, and source assembly for kernels that prepend the shared WGSL snippets.
 import type { LossAggregation } from './ppo-vocabulary.ts';
 import workgroupReduceSource from './workgroup-reduce.wgsl';
 import klEstimatorsSource from './kl-estimators.wgsl';
@@ -11,12 +10,6 @@ export function withWorkgroupReduce(source: string): string {
 
 export function withKlEstimators(source: string): string {
   return `${klEstimatorsSource}\n${source}`;
-}
-
-export function expectSize(op: string, tensor: Tensor, size: number, what: string): void {
-  if (tensor.size !== size) {
-    throw new Error(`${op}: tensor ${tensor.name} has ${tensor.size} elements, expected ${size} (${what})`);
-  }
 }
 
 /** Row kernels launch one workgroup per sequence along x only. */

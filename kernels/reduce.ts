@@ -1,5 +1,5 @@
 import reduceSource from './reduce.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
 import { shaderSource, withWorkgroupSum } from './rowwise.ts';
 import { scratchTensor } from './scratch.ts';
@@ -45,16 +45,16 @@ export const sumSquaresSpec: KernelSpec = {
 /** A deterministic weighted sum, for losses: out[0] = Σ values[i]·weights[i] over i < n (single workgroup, fixed order). */
 export function weightedSum(engine: Engine, a: { values: Tensor; weights: Tensor; out: Tensor; n: number }): void {
   const { values, weights, out, n } = a;
-  if (values.size < n) throw new Error(`weightedSum: values ${values.name} has ${values.size} elements, expected at least n=${n}`);
-  if (weights.size < n) throw new Error(`weightedSum: weights ${weights.name} has ${weights.size} elements, expected at least n=${n}`);
-  if (out.size < 1) throw new Error(`weightedSum: out ${out.name} is empty, expected [1]`);
+  expectSize('weightedSum', 'values', values, n, `[n=${n}]`, 'at least');
+  expectSize('weightedSum', 'weights', weights, n, `[n=${n}]`, 'at least');
+  expectSize('weightedSum', 'out', out, 1, '[1]', 'at least');
   engine.dispatch(weightedSumSpec, { bindings: { values, weights, out }, uniforms: { n }, workgroups: [1] });
 }
 
 /** out[0] = Σ over all tensors of Σ x², in a fixed order; each tensor's size must be a multiple of 4. */
 export function sumOfSquares(engine: Engine, a: { tensors: readonly Tensor[]; out: Tensor }): void {
   const { tensors, out } = a;
-  if (out.size < 1) throw new Error(`sumOfSquares: out ${out.name} is empty, expected [1]`);
+  expectSize('sumOfSquares', 'out', out, 1, '[1]', 'at least');
   const maxPartials = chooseVariant('sum-squares', sumSquaresVariants, engine.caps, engine.knobs).value;
   const workgroupCounts = tensors.map((t) => {
     if (t.size % 4 !== 0) {

@@ -1,6 +1,5 @@
 import source from './response-grads.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
 
 export const responseGradsSpec: KernelSpec = {
   name: 'response-grads',
@@ -21,9 +20,9 @@ export const responseGradsSpec: KernelSpec = {
 export function scatterResponseGradsGpu(engine: Engine, a: { grads: Tensor; dLogprobs: Tensor; dEntropy: Tensor; B: number; S: number; T: number }): void {
   const { B, S, T } = a;
   if (T + 1 > S) throw new Error(`response-grads: a response of T=${T} tokens needs a sequence of at least T+1 positions, got S=${S}`);
-  expectSize('response-grads', a.grads, 2 * B * T, 'grads [B, T, 2]');
-  expectSize('response-grads', a.dLogprobs, B * S, 'dLogprobs [B, S]');
-  expectSize('response-grads', a.dEntropy, B * S, 'dEntropy [B, S]');
+  expectSize('response-grads', 'grads', a.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
+  expectSize('response-grads', 'dLogprobs', a.dLogprobs, B * S, `[B=${B}, S=${S}]`);
+  expectSize('response-grads', 'dEntropy', a.dEntropy, B * S, `[B=${B}, S=${S}]`);
   engine.dispatch(responseGradsSpec, {
     bindings: { grads: a.grads, dLogprobs: a.dLogprobs, dEntropy: a.dEntropy },
     uniforms: { B, S, T },

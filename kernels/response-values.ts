@@ -1,6 +1,5 @@
 import source from './response-values.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
 
 const bindings: BindingSpec[] = [
   { name: 'sequence', access: 'read_write' },
@@ -17,8 +16,8 @@ export const responseValuesScatterSpec: KernelSpec = { name: 'response-values/sc
 
 function check(sequence: Tensor, response: Tensor, B: number, S: number, T: number): void {
   if (T + 1 > S) throw new Error(`response-values: a response of T=${T} tokens needs a sequence of at least T+1 positions, got S=${S}`);
-  expectSize('response-values', sequence, B * S, 'sequence values [B, S]');
-  expectSize('response-values', response, B * T, 'response values [B, T]');
+  expectSize('response-values', 'sequence values', sequence, B * S, `[B=${B}, S=${S}]`);
+  expectSize('response-values', 'response values', response, B * T, `[B=${B}, T=${T}]`);
 }
 
 /** response [B, T] = sequence [B, S] shifted one position left: the value of token t is read before t exists. */

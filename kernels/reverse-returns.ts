@@ -1,6 +1,5 @@
 import source from './reverse-returns.wgsl';
-import type { Engine, Tensor, KernelSpec, BindingSpec, UniformSpec } from '../engine/index.ts';
-import { expectSize } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, expectSize } from '../engine/index.ts';
 import { maskedWhitenGpu } from './masked-stats.ts';
 
 const bindings: BindingSpec[] = [
@@ -23,7 +22,7 @@ interface ScanArgs { tokenLevelRewards: Tensor; responseMask: Tensor; advantages
 
 function checkScan(op: string, args: ScanArgs): void {
   for (const [t, what] of [[args.tokenLevelRewards, 'tokenLevelRewards'], [args.responseMask, 'responseMask'],
-    [args.advantages, 'advantages'], [args.returns, 'returns']] as const) expectSize(op, t, args.B * args.T, `${what} [B, T]`);
+    [args.advantages, 'advantages'], [args.returns, 'returns']] as const) expectSize(op, what, t, args.B * args.T, `[B=${args.B}, T=${args.T}]`);
 }
 
 /** verl's compute_reinforce_plus_plus_outcome_advantage: discounted return-to-go, masked-whitened, · mask. */
@@ -40,7 +39,7 @@ export function computeReinforcePlusPlusOutcomeAdvantageGpu(engine: Engine, args
 /** verl's compute_remax_outcome_advantage with rewardBaselines [B] (the greedy rollout's scores). */
 export function computeRemaxOutcomeAdvantageGpu(engine: Engine, args: ScanArgs & { rewardBaselines: Tensor }): void {
   checkScan('remax', args);
-  expectSize('remax', args.rewardBaselines, args.B, 'rewardBaselines [B]');
+  expectSize('remax', 'rewardBaselines', args.rewardBaselines, args.B, `[B=${args.B}]`);
   engine.dispatch(remaxSpec, {
     bindings: { rewards: args.tokenLevelRewards, mask: args.responseMask, baselines: args.rewardBaselines, returns: args.returns, advantages: args.advantages },
     uniforms: { B: args.B, T: args.T, gamma: 1 },

@@ -1,7 +1,7 @@
 import rmsnormSource from './rmsnorm.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum, type VectorWidth } from './rowwise.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum, type VectorWidth } from './rowwise.ts';
 
 // Must match WG and TILE_COLS in rmsnorm.wgsl.
 const WG = 64;

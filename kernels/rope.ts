@@ -1,7 +1,7 @@
 import ropeSource from './rope.wgsl';
 import ropeAngleSource from './rope-angle.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
 
 // Must match WG in rope.wgsl.
 const WG = 64;
@@ -68,10 +68,8 @@ function rotate(engine: Engine, launcher: string, what: string, qkv: Tensor, a: 
     throw new Error(`${launcher}: rowStride=${rowStride} is shorter than the ${NH + NKV} q and k heads of HS=${HS} it rotates`);
   }
   const needed = rows === 0 ? 0 : colOffset + (rows - 1) * rowStride + (NH + NKV) * HS;
-  if (qkv.size < needed) {
-    throw new Error(`${launcher}: ${what} (tensor ${qkv.name}) has ${qkv.size} elements, expected at least ${needed} = ` +
-      `colOffset ${colOffset} + (rows ${rows} - 1) * rowStride ${rowStride} + (NH + NKV) * HS = (${NH} + ${NKV}) * ${HS}`);
-  }
+  expectSize(launcher, what, qkv, needed,
+    `colOffset ${colOffset} + (rows ${rows} - 1) * rowStride ${rowStride} + (NH + NKV) * HS = (${NH} + ${NKV}) * ${HS}`, 'at least');
   expectSize(launcher, 'positions', positions, rows, `[rows=${rows}]`);
   const width = widestVector(HS / 2, rowStride, colOffset);
   engine.dispatch(ropeSpecs[width], {

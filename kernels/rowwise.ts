@@ -1,4 +1,4 @@
-// Shared pieces of the row-wise ops (embedding, rmsnorm, head-rmsnorm, rope, swiglu): size checks, and the
+// Shared pieces of the row-wise ops (embedding, rmsnorm, head-rmsnorm, rope, swiglu): the
 // WGSL one spec compiles from an op's .wgsl file, which has two needs:
 // - Sections. The engine declares only the bindings of the spec being compiled, and WGSL resolves every
 //   function of a module, so a forward and a backward with different bindings cannot share one module. A .wgsl
@@ -7,7 +7,6 @@
 //   dozen instructions whatever its width, so rows whose length allows it move as vec4, and other lengths run
 //   the same code on scalars.
 import type { ElementType } from '../engine/kernel.ts';
-import type { Tensor } from '../engine/index.ts';
 import workgroupSumSource from './workgroup-sum.wgsl';
 
 export type VectorWidth = 1 | 4;
@@ -48,11 +47,4 @@ export function withWorkgroupSum(source: string): string {
 /** One spec per width, built once so the engine's pipeline cache (keyed by spec identity) hits. */
 export function specsByWidth<S>(build: (width: VectorWidth) => S): Record<VectorWidth, S> {
   return { 1: build(1), 4: build(4) };
-}
-
-/** Throws unless `tensor` holds exactly `expected` elements, naming the launcher, the tensor and its shape. */
-export function expectSize(launcher: string, what: string, tensor: Tensor, expected: number, shape: string): void {
-  if (tensor.size !== expected) {
-    throw new Error(`${launcher}: ${what} (tensor ${tensor.name}) has ${tensor.size} elements, expected ${expected} = ${shape}`);
-  }
 }

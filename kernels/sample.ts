@@ -1,7 +1,6 @@
 import sampleSource from './sample.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize } from './rowwise.ts';
 
 const specOfWidth = (WG: number): KernelSpec => ({
   name: `sample/wg${WG}`,
@@ -89,10 +88,8 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
   const launcher = 'sampleTokens';
   if (rows > engine.caps.maxComputeWorkgroupsPerDimension) throw new Error(`${launcher}: ${rows} rows exceed one workgroup dimension`);
   if (rowOffset >= rowStride) throw new Error(`${launcher}: rowOffset ${rowOffset} must be below rowStride ${rowStride}`);
-  if (logits.size < rows * rowStride * V) {
-    throw new Error(`${launcher}: logits (tensor ${logits.name}) has ${logits.size} elements, expected at least rows·rowStride·V = ${rows}·${rowStride}·${V}`);
-  }
-  if (eosIds.size < Math.max(1, numEos)) throw new Error(`${launcher}: eosIds (tensor ${eosIds.name}) has ${eosIds.size} elements, expected at least ${numEos}`);
+  expectSize(launcher, 'logits', logits, rows * rowStride * V, `rows·rowStride·V = ${rows}·${rowStride}·${V}`, 'at least');
+  expectSize(launcher, 'eosIds', eosIds, Math.max(1, numEos), `[max(1, numEos=${numEos})]`, 'at least');
   if (!(a.temperature >= 0)) throw new Error(`${launcher}: temperature ${a.temperature} must be ≥ 0 (0 = greedy)`);
   if (!(a.topP > 0 && a.topP <= 1)) throw new Error(`${launcher}: topP ${a.topP} must be in (0, 1]`);
   if (!Number.isInteger(a.topK) || a.topK < -1) throw new Error(`${launcher}: topK ${a.topK} must be -1 (off) or a non-negative integer`);

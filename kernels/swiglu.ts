@@ -1,6 +1,6 @@
 import swigluSource from './swiglu.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
 
 const uniforms = [
   { name: 'rows', type: 'u32' },

@@ -1,5 +1,5 @@
 import toHalfSource from './to-half.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type HalfDType, foldWorkgroups, isHalf, rowsPerWindow } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, type HalfDType, expectSize, foldWorkgroups, isHalf, rowsPerWindow, shapeString } from '../engine/index.ts';
 
 /** to-half.wgsl's main, then the section of `dtype` (its toHalf). */
 function source(dtype: HalfDType): string {
@@ -32,7 +32,7 @@ export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): v
   const { values, halves } = a;
   if (values.dtype !== 'f32') throw new Error(`toHalf: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
   if (!isHalf(halves.dtype)) throw new Error(`toHalf: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
-  if (values.size !== halves.size) throw new Error(`toHalf: values (tensor ${values.name}) has ${values.size} elements, halves (tensor ${halves.name}) ${halves.size}`);
+  expectSize('toHalf', 'halves', halves, values.size, `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`);
   // Windows sized by the float32 side; an aligned half window start is then an aligned float32 start too.
   const align = engine.caps.minStorageBufferOffsetAlignment;
   const step = values.byteLength <= engine.maxBindingBytes ? values.size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);

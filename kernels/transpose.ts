@@ -1,7 +1,7 @@
 import transposeSource from './transpose.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector } from './rowwise.ts';
 
 const specs = specsByWidth((width): KernelSpec => {
   const entryPoint = width === 4 ? 'block4' : 'element';

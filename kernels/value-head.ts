@@ -1,7 +1,7 @@
 import valueHeadSource from './value-head.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups } from '../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, expectSize } from '../engine/index.ts';
 import type { Variant } from '../engine/variants.ts';
-import { expectSize, shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum, type VectorWidth } from './rowwise.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum, type VectorWidth } from './rowwise.ts';
 
 // Must match WG and TILE_COLS in value-head.wgsl: lanes per workgroup, dWeight columns (in vectors) per backward workgroup.
 const WG = 64;

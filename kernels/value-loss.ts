@@ -1,6 +1,6 @@
 import source from './value-loss.wgsl';
-import type { Engine, Tensor, KernelSpec } from '../engine/index.ts';
-import { aggregationUniforms, expectRows, expectSize, withWorkgroupReduce } from './ppo-shared.ts';
+import { type Engine, type Tensor, type KernelSpec, expectSize } from '../engine/index.ts';
+import { aggregationUniforms, expectRows, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
 import type { LossAggregation } from './ppo-vocabulary.ts';
 
@@ -31,8 +31,8 @@ export function computeValueLossGpu(engine: Engine, args: {
   const { B, T } = args;
   expectRows('value-loss', B, T);
   for (const [t, what] of [[args.vpreds, 'vpreds'], [args.returns, 'returns'], [args.values, 'values'], [args.responseMask, 'responseMask'],
-    [args.gradVpreds, 'gradVpreds']] as const) expectSize('value-loss', t, B * T, `${what} [B, T]`);
-  expectSize('value-loss', args.rowPartials, 3 * B, 'rowPartials [B, 3]');
+    [args.gradVpreds, 'gradVpreds']] as const) expectSize('value-loss', what, t, B * T, `[B=${B}, T=${T}]`);
+  expectSize('value-loss', 'rowPartials', args.rowPartials, 3 * B, `[B=${B}, 3]`);
   const agg = aggregationUniforms(args.aggregation);
   engine.dispatch(valueLossSpec, {
     bindings: { vpreds: args.vpreds, returns: args.returns, values: args.values, mask: args.responseMask, gradVpreds: args.gradVpreds, rowPartials: args.rowPartials },

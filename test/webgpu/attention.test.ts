@@ -156,6 +156,6 @@ describe('attention kernel', () => {
     const keyMask = engine.tensor('keyMask', [2, 4], 'u32');
     const out = engine.tensor('out', [8, 32]);
     const lse = engine.tensor('lse', [2, 4, 4]);
-    expect(() => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse })).toThrow(/tensor qkv .* needs at least/);
+    expect(() => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse })).toThrow(/^attentionForward: v \(tensor qkv, shape \[8, 63\]\) has 504 elements, expected at least 512 = v\(b,j,g,d\)/);
   });
 });

@@ -145,7 +145,7 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
     expect(() => matmul(engine, { a, b: engine.tensor('w', [4, 16]), out, M: 8, N: 8, K: 4, layout: 'nn', epilogue: 'swiglu', bias: engine.tensor('bias', [8]) }))
       .toThrow(/got nn with a bias/);
     expect(() => matmul(engine, { a, b: engine.tensor('w', [4, 8]), out, M: 8, N: 8, K: 4, layout: 'nn', epilogue: 'swiglu' }))
-      .toThrow(/b \(tensor w, shape \[4, 8\]\) has 32 elements, needs 64 for nn B \[K=4, 2N=16\]/);
+      .toThrow(/matmul: b \(tensor w, shape \[4, 8\]\) has 32 elements, expected at least 64 = nn B \[K=4, 2N=16\]/);
   });
 });
 
@@ -222,7 +222,7 @@ describe('matmul launcher', () => {
     const a = engine.tensor('x', [8, 4]);
     const b = engine.tensor('w', [6, 4]);
     expect(() => matmul(engine, { a, b, out: engine.tensor('y', [8, 8]), M: 8, N: 8, K: 4, layout: 'nt' }))
-      .toThrow(/b \(tensor w, shape \[6, 4\]\) has 24 elements, needs 32 for nt B \[N=8, K=4\]/);
+      .toThrow(/matmul: b \(tensor w, shape \[6, 4\]\) has 24 elements, expected at least 32 = nt B \[N=8, K=4\]/);
     expect(() => matmul(engine, { a, b: a, out: a, M: 8, N: 4, K: 4, layout: 'nn' })).toThrow(/overlaps a/);
   });
 });
