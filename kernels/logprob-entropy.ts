@@ -1,8 +1,9 @@
-import forwardSource from './logprob-entropy.wgsl';
-import backwardSource from './logprob-entropy-backward.wgsl';
-import softmaxStatsSource from './softmax-stats.wgsl';
+// Harness only, not on the training path: tools/verl/losses.ts and tests dispatch logprob-entropy (the trainer's
+// LM head, lm-head, fuses log-prob, entropy and their backward chunk by chunk).
+import source from './logprob-entropy.wgsl';
 import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups, expectSize } from '../engine/index.ts';
 import { withWorkgroupReduce } from './ppo-shared.ts';
+import { wgslSections } from './rowwise.ts';
 
 const inputs: BindingSpec[] = [
   { name: 'logits', access: 'read' },
@@ -15,7 +16,7 @@ const uniforms: UniformSpec[] = [
 
 export const logprobEntropyForwardSpec: KernelSpec = {
   name: 'logprob-entropy/forward',
-  source: withWorkgroupReduce(`${softmaxStatsSource}\n${forwardSource}`),
+  source: withWorkgroupReduce(wgslSections('logprob-entropy', source, 'forward')),
   entryPoint: 'forward',
   bindings: [...inputs, { name: 'logProb', access: 'read_write' }, { name: 'entropy', access: 'read_write' }],
   uniforms,
@@ -23,7 +24,7 @@ export const logprobEntropyForwardSpec: KernelSpec = {
 
 export const logprobEntropyBackwardSpec: KernelSpec = {
   name: 'logprob-entropy/backward',
-  source: withWorkgroupReduce(`${softmaxStatsSource}\n${backwardSource}`),
+  source: withWorkgroupReduce(wgslSections('logprob-entropy', source, 'backward')),
   entryPoint: 'backward',
   bindings: [...inputs, { name: 'coefficients', access: 'read', type: 'vec2<f32>' }, { name: 'gradLogits', access: 'read_write' }],
   uniforms,

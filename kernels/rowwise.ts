@@ -29,14 +29,19 @@ const PRELUDES: Record<VectorWidth, string> = {
 /** The vecN prelude of `width`, then the shared part of `source` and its section `section`, or several sections
  *  in the order given (null: the whole file). */
 export function shaderSource(op: string, source: string, section: string | readonly string[] | null, width: VectorWidth): string {
-  if (section === null) return PRELUDES[width] + source;
+  return PRELUDES[width] + (section === null ? source : wgslSections(op, source, section));
+}
+
+/** The shared part of `source` (everything before its first `//// <name>` line), then its section `section`, or
+ *  several sections in the order given: for shaders that do not use the vecN prelude. */
+export function wgslSections(op: string, source: string, section: string | readonly string[]): string {
   const parts = source.split(/^\/\/\/\/ +(\S+).*$/m);
   const bodies = (typeof section === 'string' ? [section] : section).map((name) => {
     const index = parts.findIndex((part, i) => i % 2 === 1 && part === name);
     if (index < 0) throw new Error(`${op}.wgsl has no section "//// ${name}"`);
     return parts[index + 1];
   });
-  return PRELUDES[width] + parts[0] + bodies.join('');
+  return parts[0] + bodies.join('');
 }
 
 /** `source` with workgroupSum (workgroup-sum.wgsl), the fixed-order tree sum of a workgroup of WG lanes. */

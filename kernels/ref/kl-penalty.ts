@@ -1,4 +1,4 @@
-// CPU reference (float64) for kernels/kl-penalty and kernels/apply-kl-penalty: verl's kl_penalty estimators
+// CPU reference (float64) for kernels/kl-penalty (its elementwise and apply sections): verl's kl_penalty estimators
 // and the in-reward KL penalty of ray_trainer.apply_kl_penalty. Gradients follow torch autograd, including
 // clamp's inclusive pass-through band.
 import { parseKlEstimator, type KlEstimator } from '../ppo-vocabulary.ts';

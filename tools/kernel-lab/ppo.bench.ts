@@ -86,7 +86,7 @@ export function ppoCases(): KernelBenchCase[] {
       },
     },
     {
-      op: 'apply-kl-penalty', kernel: 'apply kl penalty', shape, bytes: F32_BYTES * (5 * n + Bp),
+      op: 'kl-penalty', kernel: 'apply kl penalty', shape, bytes: F32_BYTES * (5 * n + Bp),
       reference: () => applyKlPenaltyRef({
         tokenLevelScores: rewards, oldLogProbs: oldLogProb, refLogProb, responseMask: mask, beta: 1e-3, klPenalty: 'kl', B: Bp, T: Tp,
       }),
