@@ -1,3 +1,5 @@
+// Harness only, not on the training path: tools/verl/losses.ts and tests dispatch agg-loss (policy-loss and
+// value-loss aggregate in their own kernels).
 import source from './agg-loss.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize } from '../engine/index.ts';
 import { aggregationUniforms, expectRows, withWorkgroupReduce } from './ppo-shared.ts';

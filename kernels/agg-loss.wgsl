@@ -1,6 +1,7 @@
 // agg-loss: verl's agg_loss of lossMat [B, T] under mask, as weights: grad[b,t] = d loss / d lossMat[b,t]
 // (aggWeight) and rowPartials[b] = (Σ_t grad·lossMat, Σ_t mask); loss-partials sums the rows.
-// Needs workgroup-reduce.wgsl prepended.
+// Needs workgroup-reduce.wgsl prepended. Harness only, not on the training path: the verl harness
+// (tools/verl/losses.ts) and tests dispatch it; the trainer's policy-loss and value-loss aggregate in-kernel.
 // v1: one 64-lane workgroup per row: a count pass, then a weight-and-loss pass, fixed-order tree reductions.
 
 @compute @workgroup_size(64)

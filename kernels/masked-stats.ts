@@ -18,7 +18,8 @@ export const maskedMomentsSpec: KernelSpec = { name: 'masked-stats/moments', sou
 export const maskedWhitenSpec: KernelSpec = { name: 'masked-stats/whiten', source: withWorkgroupReduce(source), entryPoint: 'whiten', bindings, uniforms };
 export const maskedRowSumsSpec: KernelSpec = { name: 'masked-stats/row-sums', source: withWorkgroupReduce(source), entryPoint: 'rowSums', bindings, uniforms };
 
-/** stats [4] = (masked sum, mask count, masked mean, unbiased masked var) of values under mask. */
+/** stats [4] = (masked sum, mask count, masked mean, unbiased masked var) of values under mask (maskedWhitenGpu's
+ *  first pass). */
 export function maskedMomentsGpu(engine: Engine, values: Tensor, mask: Tensor, stats: Tensor): void {
   expectSize('masked-stats', 'mask', mask, values.size, `values' shape ${shapeString(values.shape)}`);
   expectSize('masked-stats', 'stats', stats, 4, '[4]');
@@ -29,7 +30,8 @@ export function maskedMomentsGpu(engine: Engine, values: Tensor, mask: Tensor, s
   });
 }
 
-/** verl's masked_whiten in place (stats scratch [4]); multiplyByMask adds the "· mask" several estimators apply. */
+/** verl's masked_whiten in place (stats scratch [4]); multiplyByMask adds the "· mask" several estimators apply.
+ *  On the training path: the advantage estimators (gae, reverse-returns, advantage-outcome) whiten with it. */
 export function maskedWhitenGpu(engine: Engine, args: { values: Tensor; mask: Tensor; stats: Tensor; shiftMean?: boolean; multiplyByMask?: boolean }): void {
   const { values, mask, stats } = args;
   maskedMomentsGpu(engine, values, mask, stats);
@@ -40,7 +42,8 @@ export function maskedWhitenGpu(engine: Engine, args: { values: Tensor; mask: Te
   });
 }
 
-/** sums [2B]: per row (masked sum, masked mean) — verl's masked_sum / masked_mean with axis=-1. */
+/** sums [2B]: per row (masked sum, masked mean) — verl's masked_sum / masked_mean with axis=-1.
+ *  Harness only, not on the training path: tools/verl/masked-stats.ts and tests. */
 export function maskedRowSumsGpu(engine: Engine, args: { values: Tensor; mask: Tensor; sums: Tensor; B: number; T: number }): void {
   const { B, T } = args;
   expectRows('masked-stats', B, T);

@@ -1,5 +1,6 @@
 // masked-stats: verl's masked_mean / masked_var / masked_whiten over values and mask of n = B*T elements.
-// Needs workgroup-reduce.wgsl prepended.
+// Needs workgroup-reduce.wgsl prepended. moments then whiten are on the training path (the advantage estimators
+// whiten); rowSums is harness only: the verl harness (tools/verl/masked-stats.ts) and tests dispatch it.
 //   moments:   one 256-lane workgroup; stats = [masked sum, mask count, mean, unbiased var] (two passes, Kahan
 //              per lane, fixed-order tree: deterministic). verl's +1e-8 denominators are kept.
 //   whiten:    values[i] = (values[i] − mean)·rsqrt(var + 1e-8) (+ mean unless shiftMean) (· mask if maskOutput),
