@@ -7,7 +7,7 @@ import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import { lmHeadWeightName } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsFitOneChunk } from '../kernels/lm-head.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsFitOneChunk } from '../kernels/layers/lm-head.ts';
 
 export interface TokenLogprobs {
   logprobs: Tensor; // (R) log p(target[r] | tokens ≤ r)

@@ -14,17 +14,17 @@ import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
-import { matmul, useMatmulPrologue, type MatmulArgs } from '../kernels/matmul.ts';
-import { embeddingForward } from '../kernels/embedding.ts';
-import { rmsnormForward } from '../kernels/rmsnorm.ts';
-import { headRmsnormForward } from '../kernels/head-rmsnorm.ts';
-import { ropeForward } from '../kernels/rope.ts';
-import { attentionForward } from '../kernels/attention.ts';
-import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode-attention.ts';
-import { decodeLayer, useDecodeLayer } from '../kernels/decode-layer.ts';
-import { swigluForward } from '../kernels/swiglu.ts';
-import { lmHeadLogits } from '../kernels/lm-head.ts';
-import { transposedWeightVariants } from '../kernels/transpose.ts';
+import { matmul, useMatmulPrologue, type MatmulArgs } from '../kernels/matmul/matmul.ts';
+import { embeddingForward } from '../kernels/layers/embedding.ts';
+import { rmsnormForward } from '../kernels/layers/rmsnorm.ts';
+import { headRmsnormForward } from '../kernels/layers/head-rmsnorm.ts';
+import { ropeForward } from '../kernels/layers/rope.ts';
+import { attentionForward } from '../kernels/attention/attention.ts';
+import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode/decode-attention.ts';
+import { decodeLayer, useDecodeLayer } from '../kernels/decode/decode-layer.ts';
+import { swigluForward } from '../kernels/layers/swiglu.ts';
+import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
+import { transposedWeightVariants } from '../kernels/util/transpose.ts';
 import { LINEAR_WEIGHTS } from './decoder.ts';
 import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant } from '../engine/index.ts';
@@ -250,7 +250,7 @@ export class IncrementalDecoder {
     // and RoPE into the decode attention kernel.
     const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
-    // On CPU devices a decode step without LoRA runs each layer as one dispatch (kernels/decode-layer) instead of five.
+    // On CPU devices a decode step without LoRA runs each layer as one dispatch (kernels/decode/decode-layer) instead of five.
     const fusedLayers = transposed !== null && !this.lora && useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
     for (let l = 0; l < c.numLayers; l++) {
       if (fusedLayers) {

@@ -7,7 +7,7 @@
 // positions are in the keys already (RoPE before caching), so a slot's index carries no meaning.
 import type { Engine, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
-import { kvCacheWrite } from '../kernels/kv-cache-write.ts';
+import { kvCacheWrite } from '../kernels/decode/kv-cache-write.ts';
 
 export class KvCache {
   /** Per layer, (maxRows, capacity, NKV·HS): slot j of sequence b at (b·capacity + j)·NKV·HS. */

@@ -2,8 +2,8 @@
 // and the two matmuls each adapted projection adds to the base one, forward and backward. The base weights get no
 // gradient: the trunk skips their weight-gradient matmuls (LoRA's speed win), and dX flows through W and the adapter.
 import { Arena, type ArenaLayout, type Engine, type Tensor } from '../engine/index.ts';
-import { matmul, type MatmulPrologue } from '../kernels/matmul.ts';
-import { clearRanges, rangeTable, type RangeTable } from '../kernels/clear-ranges.ts';
+import { matmul, type MatmulPrologue } from '../kernels/matmul/matmul.ts';
+import { clearRanges, rangeTable, type RangeTable } from '../kernels/util/clear-ranges.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { loraEntries, loraProjections, loraScaling, offBlockRanges, stackedRank, type LoraProjection, type LoraSettings, type ProjectionKind } from './lora.ts';
 import { uploadArenaTensors } from './parameter-store.ts';

@@ -5,7 +5,7 @@
 // and their B matrices as one block-structured Bᵀ [n·r, out] — module i's rows of Bᵀ are non-zero only in its own
 // output columns. The off-block entries start at zero and their gradients are cleared before every optimizer step
 // (zero gradient and zero weight stay zero under AdamW's decoupled decay), so they never move; the ranges to clear
-// (offBlockRanges, one per row) go to kernels/clear-ranges as one table (lora-adapters.ts).
+// (offBlockRanges, one per row) go to kernels/util/clear-ranges as one table (lora-adapters.ts).
 // Names, layouts and adapter_config.json follow PEFT, so adapters load in PEFT and PEFT's load here.
 import { elementCount, Rng, type ArenaEntry } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';

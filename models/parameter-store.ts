@@ -2,7 +2,7 @@
 import { Arena, elementCount, type Engine, type FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { hfSlices, parameterEntries } from './parameter-layout.ts';
-import { toHalf } from '../kernels/to-half.ts';
+import { toHalf } from '../kernels/util/to-half.ts';
 
 export interface NamedTensor {
   shape: readonly number[];

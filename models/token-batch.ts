@@ -2,7 +2,7 @@
 // position ids, all [B·T] row-major. Left padding gets positions from the mask (cumsum(mask) − 1, pads set to 1,
 // as Hugging Face generate() and RLHF trainers do) unless explicit positions are given.
 import type { Engine, Tensor } from '../engine/index.ts';
-import { buildTokenIndex } from '../kernels/embedding.ts';
+import { buildTokenIndex } from '../kernels/layers/embedding.ts';
 
 export interface HostTokenBatch {
   inputIds: readonly (readonly number[])[];

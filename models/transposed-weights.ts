@@ -1,12 +1,12 @@
 // Transposed copies Wᵀ (K, N) of weight matrices W (N, K) of a parameter arena: what the register matmul's nn
-// path multiplies by on CPU devices (kernels/transpose.ts's variants), for the training forward (DecoderTrunk)
+// path multiplies by on CPU devices (kernels/util/transpose.ts's variants), for the training forward (DecoderTrunk)
 // and for decode steps (IncrementalDecoder). Both take the same set for the same arena (acquire): at
 // Qwen3-0.6B's shapes in float32 one set is ~1.6 GiB, so the actor's trunk and its rollout must not keep one each.
 // The weights change only when something writes the arena (an optimizer step, an upload, a checkpoint load), not
 // between the micro-batches of a mini-batch or the steps of a rollout, so a copy is remade only when the engine
 // has recorded a write into its weight's buffer (or into the copy) since it was last made.
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
-import { transpose } from '../kernels/transpose.ts';
+import { transpose } from '../kernels/util/transpose.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 
 /** The set of each arena that some model holds. */

@@ -6,7 +6,7 @@ import type { DecoderConfig } from './hf-config.ts';
 import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import type { TokenBatch } from './token-batch.ts';
-import { valueHeadForward, valueHeadBackward } from '../kernels/value-head.ts';
+import { valueHeadForward, valueHeadBackward } from '../kernels/layers/value-head.ts';
 
 export class ValueModel {
   readonly trunk: DecoderTrunk;

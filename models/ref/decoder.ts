@@ -3,14 +3,14 @@
 // the CPU model". Parameters are named as the engine's arena names them (fused qkv_proj, gate_up_proj).
 import type { DecoderConfig } from '../hf-config.ts';
 import { layerPrefix, qkvWidth } from '../parameter-layout.ts';
-import type { AttentionDims } from '../../kernels/attention.ts';
-import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
-import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
-import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
-import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
-import { ropeForwardRef, ropeBackwardRef } from '../../kernels/ref/rope.ts';
-import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
-import { swigluForwardRef, swigluBackwardRef } from '../../kernels/ref/swiglu.ts';
+import type { AttentionDims } from '../../kernels/attention/attention.ts';
+import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
+import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/layers/embedding.ref.ts';
+import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
+import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/layers/head-rmsnorm.ref.ts';
+import { ropeForwardRef, ropeBackwardRef } from '../../kernels/layers/rope.ref.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
+import { swigluForwardRef, swigluBackwardRef } from '../../kernels/layers/swiglu.ref.ts';
 
 export type ParameterValues = ReadonlyMap<string, ArrayLike<number>>;
 

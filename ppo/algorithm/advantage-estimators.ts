@@ -2,9 +2,9 @@
 // core_algos makes before it computes (an unbiased batch variance needs two valid tokens; pass@k needs two
 // samples per group). The trainer calls it on its experience tensors; tools/verl/ calls it on uploaded arrays.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
-import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/reverse-returns.ts';
-import { computeOutcomeAdvantageGpu, groupLayout, groupTensors, type GroupLayout } from '../../kernels/advantage-outcome.ts';
+import { computeGaeAdvantageReturnGpu } from '../../kernels/ppo/gae.ts';
+import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/ppo/reverse-returns.ts';
+import { computeOutcomeAdvantageGpu, groupLayout, groupTensors, type GroupLayout } from '../../kernels/ppo/advantage-outcome.ts';
 import { ADV_ESTIMATORS } from '../config/schema.ts';
 
 /** verl raises for the unbiased variance of fewer than two masked elements; so do we (the kernel would give NaN). */

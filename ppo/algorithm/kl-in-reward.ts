@@ -2,7 +2,7 @@
 // with β read before the controller sees this batch's current_kl (the mean over rows of each row's masked KL).
 // The trainer and tools/verl/ both come through here.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { applyKlPenaltyGpu } from '../../kernels/kl-penalty.ts';
+import { applyKlPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
 import type { KLController } from './kl-controller.ts';
 
 export async function applyKlInRewardGpu(engine: Engine, args: {

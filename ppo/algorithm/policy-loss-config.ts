@@ -1,6 +1,6 @@
 // The actor's policy-loss keys resolved once (verl's defaults: clip_ratio_low/high default to clip_ratio) and
 // checked the way verl's compute_policy_loss checks them.
-import type { PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
+import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 
 /** actor config keys of the policy loss (clip_ratio_low/high default to clip_ratio, as in verl). */
 export interface PolicyLossOptions {

@@ -1,6 +1,6 @@
 // Checks across keys of a resolved configuration (batch sizes that must divide, options that need or exclude
 // each other), and the batch sizes the trainer schedules with. Each problem says what to set instead.
-import { parseKlEstimator } from '../../kernels/ppo-vocabulary.ts';
+import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import type { PpoConfig } from './schema.ts';
 import { show } from './errors.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';

@@ -2,7 +2,7 @@
 // something in this engine, plus algorithm.reward_mask_ratio, critic.freeze, trainer.seed and Search-R1's search
 // keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
-import { LOSS_AGG_MODES } from '../../kernels/ppo-vocabulary.ts';
+import { LOSS_AGG_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';

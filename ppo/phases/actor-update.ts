@@ -11,10 +11,10 @@ import { SequenceBufferPool } from '../batching/sequence-buffers.ts';
 import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../update/update-loop.ts';
 import type { MetricAccumulator } from '../update/metric-accumulator.ts';
 import { checkFiniteRecord } from '../update/finite-guard.ts';
-import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
-import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-loss.ts';
-import { scatterResponseGradsGpu } from '../../kernels/response-grads.ts';
-import type { PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
+import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
+import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
+import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
+import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;

@@ -11,8 +11,8 @@ import { SequenceBufferPool } from '../batching/sequence-buffers.ts';
 import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../update/update-loop.ts';
 import type { MetricAccumulator } from '../update/metric-accumulator.ts';
 import { checkFinite } from '../update/finite-guard.ts';
-import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/response-values.ts';
-import { computeValueLossGpu } from '../../kernels/value-loss.ts';
+import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/ppo/response-values.ts';
+import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 
 export interface CriticUpdateConfig extends ScheduleConfig {
   cliprangeValue: number;

@@ -9,7 +9,7 @@ import type { ValueModel } from '../../models/value-model.ts';
 import type { RolloutBatch } from '../rollout/types.ts';
 import { SequenceBufferPool, type SequenceBuffers } from '../batching/sequence-buffers.ts';
 import { planMicroBatches, type MicroBatching } from '../batching/micro-batches.ts';
-import { gatherResponseValuesGpu } from '../../kernels/response-values.ts';
+import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';

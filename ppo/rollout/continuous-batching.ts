@@ -4,7 +4,7 @@
 // end samples, apply stop strings and refill slots), one chunk behind the GPU.
 import type { Tensor } from '../../engine/index.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import { sampleTokens } from '../../kernels/sample.ts';
+import { sampleTokens } from '../../kernels/decode/sample.ts';
 import { DEFAULT_READ_EVERY, type RolloutConfig } from './types.ts';
 import { SampleRecord, TurnProgress, singleTurnRecords, type PromptBatch } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';

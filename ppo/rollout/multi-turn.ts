@@ -4,7 +4,7 @@
 import type { Tensor } from '../../engine/index.ts';
 import type { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import { sampleTokens } from '../../kernels/sample.ts';
+import { sampleTokens } from '../../kernels/decode/sample.ts';
 import { DEFAULT_READ_EVERY, type RolloutConfig, type TurnEnvironment } from './types.ts';
 import { SampleRecord, TurnProgress, type PromptBatch } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';

@@ -4,7 +4,7 @@
 import type { Arena } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { LoraAdapters } from '../../models/lora-adapters.ts';
-import type { SamplingParams } from '../../kernels/sample.ts';
+import type { SamplingParams } from '../../kernels/decode/sample.ts';
 
 export interface RolloutConfig extends SamplingParams {
   /** Samples per prompt (a GRPO / RLOO group). */

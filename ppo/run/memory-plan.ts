@@ -9,7 +9,7 @@
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
 import { bytesPerElement, chooseVariant, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
-import { transposedWeightVariants } from '../../kernels/transpose.ts';
+import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { ASSUMED_DEVICE_MEMORY_BYTES } from '../rollout/types.ts';
@@ -17,7 +17,7 @@ import { rolloutSlots } from '../rollout/slots.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
-/** The LM head's logits scratch is at most this (kernels/lm-head.ts). */
+/** The LM head's logits scratch is at most this (kernels/layers/lm-head.ts). */
 const LM_HEAD_SCRATCH_BYTES = 32 << 20;
 
 export interface DeviceMemory {
@@ -25,7 +25,7 @@ export interface DeviceMemory {
   maxBindingBytes: number;
   /** Memory the run may use; null when unknown (WebGPU reports no memory size). */
   budgetBytes: number | null;
-  /** Training forwards multiply by transposed copies of the layer weights (kernels/transpose.ts: CPU devices). */
+  /** Training forwards multiply by transposed copies of the layer weights (kernels/util/transpose.ts: CPU devices). */
   transposedWeights?: boolean;
   /** Decode steps multiply by transposed copies of the actor's weights, kept by the rollout (CPU devices). */
   decodeTransposedWeights?: boolean;
@@ -204,7 +204,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     const trunk = trunkActivations(c, tokens, true);
     const items = [{ what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`, bytes: trunk.bytes }];
     if (head === 'lm') items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
-    // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/lm-head.ts savedLogits).
+    // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
     const logits = tokens * c.vocabSize * F32;
     if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));

@@ -3,7 +3,7 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
-import { weightedSum } from '../../kernels/lm-head.ts';
+import { weightedSum } from '../../kernels/layers/lm-head.ts';
 import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
 
 export interface SftExample {

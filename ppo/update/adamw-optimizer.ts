@@ -1,7 +1,7 @@
 // AdamW over a parameter arena: gradients and both moments are arenas of the same layout, so one fused kernel
 // per segment updates everything, after a global-norm clip computed on the GPU (no readback).
 import { Arena, type Engine, type Tensor } from '../../engine/index.ts';
-import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
+import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
 
 export interface AdamWConfig {
   lr: number;

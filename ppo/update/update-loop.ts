@@ -6,7 +6,7 @@
 // mini-batch's (verl's known token-mean-under-accumulation pitfall).
 import type { Rng } from '../../engine/rng.ts';
 import type { TokenBatch } from '../../models/token-batch.ts';
-import { checkLossAggMode, type LossAggregation } from '../../kernels/ppo-vocabulary.ts';
+import { checkLossAggMode, type LossAggregation } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { blocks, planMicroBatches, type MicroBatching } from '../batching/micro-batches.ts';
 import type { ExperienceRows, SequenceBufferPool, SequenceBuffers } from '../batching/sequence-buffers.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';

@@ -1,7 +1,7 @@
 // The reference backward of attention against central finite differences of f(q, k, v) = Σ dOut∘out, in float64.
 import { describe, it, expect } from 'vitest';
-import { attentionForwardRef, attentionBackwardRef, type AttentionRefArgs } from '../../kernels/ref/attention.ts';
-import type { AttentionDims } from '../../kernels/attention.ts';
+import { attentionForwardRef, attentionBackwardRef, type AttentionRefArgs } from '../../kernels/attention/attention.ref.ts';
+import type { AttentionDims } from '../../kernels/attention/attention.ts';
 import { seededRandom } from '../support/arrays.ts';
 
 function random64(n: number, seed: number): Float64Array {

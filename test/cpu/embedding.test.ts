@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
-import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
-import { buildTokenIndex } from '../../kernels/embedding.ts';
+import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/layers/embedding.ref.ts';
+import { buildTokenIndex } from '../../kernels/layers/embedding.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
+import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/layers/head-rmsnorm.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

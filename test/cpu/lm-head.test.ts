@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { lmHeadForwardRef, lmHeadBackwardRef, type LmHeadRefArgs } from '../../kernels/ref/lm-head.ts';
+import { lmHeadForwardRef, lmHeadBackwardRef, type LmHeadRefArgs } from '../../kernels/layers/lm-head.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

@@ -1,7 +1,7 @@
 // The reference backward of matmul against central finite differences of f(A, B, bias) = Σ G∘out, in float64.
 import { describe, it, expect } from 'vitest';
-import { matmulForwardRef, matmulBackwardRef, type MatmulRefArgs } from '../../kernels/ref/matmul.ts';
-import type { MatmulLayout } from '../../kernels/matmul.ts';
+import { matmulForwardRef, matmulBackwardRef, type MatmulRefArgs } from '../../kernels/matmul/matmul.ref.ts';
+import type { MatmulLayout } from '../../kernels/matmul/matmul.ts';
 import { seededRandom } from '../support/arrays.ts';
 
 function random64(n: number, seed: number): Float64Array {

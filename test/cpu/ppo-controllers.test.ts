@@ -5,7 +5,7 @@ import { Rng } from '../../engine/rng.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import { criticMetrics, planCritic } from '../../ppo/algorithm/critic-plan.ts';
 import { computeScore, extractSolution } from '../../ppo/rewards/gsm8k.ts';
-import { parseKlEstimator } from '../../kernels/ppo-vocabulary.ts';
+import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 
 describe('KL controllers', () => {
   it('adaptive: β ·= 1 + clip(kl/target − 1, ±0.2)·n/horizon', () => {

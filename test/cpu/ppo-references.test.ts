@@ -2,12 +2,12 @@
 // micro-batch property of the loss aggregation.
 import { describe, it, expect } from 'vitest';
 import { seededRandom } from '../support/arrays.ts';
-import { klPenaltyRef } from '../../kernels/ref/kl-penalty.ts';
-import { aggLossRef, localAggregation } from '../../kernels/ref/agg-loss.ts';
-import { computeActorLossRef } from '../../kernels/ref/policy-loss.ts';
-import { LOSS_AGG_MODES, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
-import { computeValueLossRef } from '../../kernels/ref/value-loss.ts';
-import { logprobEntropyRef, logprobEntropyBackwardRef } from '../../kernels/ref/logprob-entropy.ts';
+import { klPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
+import { aggLossRef, localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
+import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { LOSS_AGG_MODES, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { computeValueLossRef } from '../../kernels/ppo/value-loss.ref.ts';
+import { logprobEntropyRef, logprobEntropyBackwardRef } from '../../kernels/ppo/logprob-entropy.ref.ts';
 
 const B = 5;
 const T = 7;

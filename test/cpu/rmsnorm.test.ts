@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
+import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { ropeForwardRef, ropeBackwardRef } from '../../kernels/ref/rope.ts';
+import { ropeForwardRef, ropeBackwardRef } from '../../kernels/layers/rope.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

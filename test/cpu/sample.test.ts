@@ -2,7 +2,7 @@
 // these checks pin the reference itself: its draws follow softmax(logits / T), its kept sets are HF's, and its
 // log-probs are the full temperature-scaled log-softmax.
 import { describe, it, expect } from 'vitest';
-import { sampleRef, keptTokens, pcg4d } from '../../kernels/ref/sample.ts';
+import { sampleRef, keptTokens, pcg4d } from '../../kernels/decode/sample.ref.ts';
 import { randomArray } from '../support/arrays.ts';
 
 /** χ² statistic of observed counts against probabilities. */

@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { swigluForwardRef, swigluBackwardRef } from '../../kernels/ref/swiglu.ts';
+import { swigluForwardRef, swigluBackwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

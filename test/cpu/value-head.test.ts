@@ -1,5 +1,5 @@
 import { describe, it } from 'vitest';
-import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
+import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/layers/value-head.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { numericGradient } from '../support/numeric-gradient.ts';
 

@@ -2,8 +2,8 @@
 // demands: sizes lavapipe cannot run in CI time, where tiling and vector loads meet many workgroups at once.
 import { describe, it, expect } from 'vitest';
 import { realGpuEngine } from '../support/real-gpu-engine.ts';
-import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
-import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
+import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { chooseVariant, readKnobs } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 

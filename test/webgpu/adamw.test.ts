@@ -2,8 +2,8 @@ import { describe, it, expect } from 'vitest';
 import { Arena } from '../../engine/index.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
-import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
+import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
+import { adamwStepRef, gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('AdamW with global-norm clipping', () => {

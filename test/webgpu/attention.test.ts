@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
-import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
+import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { Engine, readKnobs } from '../../engine/index.ts';
 
@@ -76,7 +76,7 @@ describe('attention kernel', () => {
   }
 
   // Lavapipe runs the register passes, and the tiled ones with rolled loops where HS is not a multiple of 4
-  // (kernels/attention.ts): the GPUs' variant, tiled with unrolled loops, forced here at such a head size (one more
+  // (kernels/attention/attention.ts): the GPUs' variant, tiled with unrolled loops, forced here at such a head size (one more
   // set of pipelines; its template is the same at every head size), is otherwise untested.
   it('the unrolled tiled variant matches the reference: B=2 T=37 NH/NKV=4/2 HS=6, row 1 left-padded by 3', async () => {
     const knobs = readKnobs();

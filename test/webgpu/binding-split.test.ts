@@ -9,8 +9,8 @@ import { Engine, readKnobs, type Arena } from '../../engine/index.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
-import { matmul } from '../../kernels/matmul.ts';
-import { lmHeadLogits } from '../../kernels/lm-head.ts';
+import { matmul } from '../../kernels/matmul/matmul.ts';
+import { lmHeadLogits } from '../../kernels/layers/lm-head.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/run/optimizer-state.ts';
 

@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { clearRanges, rangeTable } from '../../kernels/clear-ranges.ts';
-import { clearRangesRef } from '../../kernels/ref/clear-ranges.ts';
+import { clearRanges, rangeTable } from '../../kernels/util/clear-ranges.ts';
+import { clearRangesRef } from '../../kernels/util/clear-ranges.ref.ts';
 import { randomArray } from '../support/arrays.ts';
 
 describe('clear-ranges kernel', () => {

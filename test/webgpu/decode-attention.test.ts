@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { decodeAttention } from '../../kernels/decode-attention.ts';
-import { decodeAttentionRef } from '../../kernels/ref/decode-attention.ts';
-import { ropeForwardRef } from '../../kernels/ref/rope.ts';
+import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
+import { decodeAttentionRef } from '../../kernels/decode/decode-attention.ref.ts';
+import { ropeForwardRef } from '../../kernels/layers/rope.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 import type { Engine } from '../../engine/index.ts';
 

@@ -1,12 +1,12 @@
-// The fused decode layer (kernels/decode-layer) against its CPU reference: a partial last group of rows; 1, 2 and
+// The fused decode layer (kernels/decode/decode-layer) against its CPU reference: a partial last group of rows; 1, 2 and
 // 3 query heads per kv head; Qwen3's q/k norm, Qwen2's qkv bias and an o_proj bias; head sizes 8 to 32; a cache
 // with masked slots and more rows than the batch; the first slot and later ones. The kernel runs on CPU devices
 // only (8-lane subgroups).
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { decodeLayer, useDecodeLayer } from '../../kernels/decode-layer.ts';
-import { decodeLayerRef } from '../../kernels/ref/decode-layer.ts';
-import { transposeRef } from '../../kernels/ref/transpose.ts';
+import { decodeLayer, useDecodeLayer } from '../../kernels/decode/decode-layer.ts';
+import { decodeLayerRef } from '../../kernels/decode/decode-layer.ref.ts';
+import { transposeRef } from '../../kernels/util/transpose.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 /** (N, K) row-major -> (K, N): the transposed copies decode steps multiply by. */

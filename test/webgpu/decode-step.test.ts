@@ -1,6 +1,6 @@
-// A decode step's dispatch count and its fusions: on a CPU device each layer is one dispatch (kernels/decode-layer);
+// A decode step's dispatch count and its fusions: on a CPU device each layer is one dispatch (kernels/decode/decode-layer);
 // without it the rmsnorms fold into the projections after them, swiglu into down_proj and RoPE into the decode
-// attention (kernels/matmul-register.wgsl prologues, kernels/decode-attention.wgsl); the logits equal those of the
+// attention (kernels/matmul/matmul-register.wgsl prologues, kernels/decode/decode-attention.wgsl); the logits equal those of the
 // unfused kernels; the transposed copies of
 // the weights (CPU devices) give the logits of the weights as stored, follow the weights when they are written, and
 // are one set shared with the training trunk of the same arena.
@@ -14,7 +14,7 @@ import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { expectClose } from '../support/arrays.ts';
-import { decodeLayerVariants } from '../../kernels/decode-layer.ts';
+import { decodeLayerVariants } from '../../kernels/decode/decode-layer.ts';
 
 function config(architecture: string): DecoderConfig {
   return parseHfConfig({
@@ -66,7 +66,7 @@ describe('decode step', () => {
       expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + head);
       // Separate: the rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
       expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers + 2 - head);
-      // The device's own choice: one dispatch per layer where kernels/decode-layer runs.
+      // The device's own choice: one dispatch per layer where kernels/decode/decode-layer runs.
       const oneDispatchPerLayer = decodeLayerVariants[0].supported(engine.caps);
       expect(layer.dispatches).toBe(oneDispatchPerLayer ? 1 + c.numLayers + head : fused.dispatches);
     });

@@ -1,5 +1,5 @@
 // The whole GPU decoder (forward hidden state and every parameter gradient) against the float64 CPU reference
-// model composed from kernels/ref, for each architecture's distinctive parts: Qwen3 (q/k norm, tied head),
+// model composed from kernels/<family>/<op>.ref.ts, for each architecture's distinctive parts: Qwen3 (q/k norm, tied head),
 // Qwen2 (q/k/v bias), Llama with attention_bias (o_proj bias), on a left-padded batch; each with the layer
 // weights as stored (nt projections) and as transposed copies (nn, the training forward on CPU devices).
 import { describe, it } from 'vitest';
@@ -12,7 +12,7 @@ import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch, positionsFromMask } from '../../models/token-batch.ts';
 import { decoderForwardRef, decoderBackwardRef } from '../../models/ref/decoder.ts';
 import { Arena, elementCount } from '../../engine/index.ts';
-import { transposedWeightVariants } from '../../kernels/transpose.ts';
+import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 
 function tinyConfig(architecture: string, extra: Record<string, unknown> = {}): DecoderConfig {
   return parseHfConfig({

@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { embeddingForward, embeddingBackward, embeddingBackwardVariants, buildTokenIndex } from '../../kernels/embedding.ts';
-import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
+import { embeddingForward, embeddingBackward, embeddingBackwardVariants, buildTokenIndex } from '../../kernels/layers/embedding.ts';
+import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/layers/embedding.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 describe('embedding kernel', () => {

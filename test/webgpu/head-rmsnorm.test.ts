@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { headRmsnormForward, headRmsnormBackward } from '../../kernels/head-rmsnorm.ts';
-import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
+import { headRmsnormForward, headRmsnormBackward } from '../../kernels/layers/head-rmsnorm.ts';
+import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/layers/head-rmsnorm.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('head-rmsnorm kernel', () => {

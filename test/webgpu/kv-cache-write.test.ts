@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { kvCacheWrite } from '../../kernels/kv-cache-write.ts';
-import { kvCacheWriteRef } from '../../kernels/ref/kv-cache-write.ts';
+import { kvCacheWrite } from '../../kernels/decode/kv-cache-write.ts';
+import { kvCacheWriteRef } from '../../kernels/decode/kv-cache-write.ref.ts';
 import { randomArray } from '../support/arrays.ts';
 
 describe('kv-cache-write kernel', () => {

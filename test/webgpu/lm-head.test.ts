@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsVariants, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
-import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/ref/lm-head.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsVariants, lmHeadStatsVariants } from '../../kernels/layers/lm-head.ts';
+import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/layers/lm-head.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 interface Case {

@@ -1,9 +1,9 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
-import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
-import { rmsnormForwardRef } from '../../kernels/ref/rmsnorm.ts';
-import { swigluForwardRef } from '../../kernels/ref/swiglu.ts';
+import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
+import { rmsnormForwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
+import { swigluForwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 

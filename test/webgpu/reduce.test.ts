@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { weightedSum, sumOfSquares, sumSquaresVariants } from '../../kernels/reduce.ts';
-import { weightedSumRef } from '../../kernels/ref/reduce.ts';
-import { gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
+import { weightedSum, sumOfSquares, sumSquaresVariants } from '../../kernels/util/reduce.ts';
+import { weightedSumRef } from '../../kernels/util/reduce.ref.ts';
+import { gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('deterministic reductions', () => {

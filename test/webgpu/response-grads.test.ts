@@ -1,8 +1,8 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
-import { scatterResponseGradsGpu } from '../../kernels/response-grads.ts';
-import { scatterResponseGradsRef } from '../../kernels/ref/response-grads.ts';
+import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
+import { scatterResponseGradsRef } from '../../kernels/ppo/response-grads.ref.ts';
 
 describe('response-grads kernel', () => {
   for (const [B, S, T] of [[1, 2, 1], [3, 11, 4], [5, 40, 39]]) {

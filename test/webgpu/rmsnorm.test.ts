@@ -1,7 +1,7 @@
 import { describe, it, beforeAll, afterAll } from 'vitest';
 import { Engine, readKnobs } from '../../engine/index.ts';
-import { rmsnormForward, rmsnormBackward } from '../../kernels/rmsnorm.ts';
-import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
+import { rmsnormForward, rmsnormBackward } from '../../kernels/layers/rmsnorm.ts';
+import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe.each(['workgroup-per-row', 'lane-per-row'])('rmsnorm kernel, variant %s', (variant) => {

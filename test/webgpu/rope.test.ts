@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { ropeForward, ropeBackward } from '../../kernels/rope.ts';
-import { ropeForwardRef, ropeBackwardRef, type RopeRefArgs } from '../../kernels/ref/rope.ts';
+import { ropeForward, ropeBackward } from '../../kernels/layers/rope.ts';
+import { ropeForwardRef, ropeBackwardRef, type RopeRefArgs } from '../../kernels/layers/rope.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 
 /** Positions of a left-padded batch of B rows of T tokens, like HF: cumsum(mask) - 1, pads set to 1. */

@@ -1,8 +1,8 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
-import { sampleTokens, sampleVariants, type SamplingParams } from '../../kernels/sample.ts';
-import { sampleRef, keptTokens } from '../../kernels/ref/sample.ts';
+import { sampleTokens, sampleVariants, type SamplingParams } from '../../kernels/decode/sample.ts';
+import { sampleRef, keptTokens } from '../../kernels/decode/sample.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 interface Case extends SamplingParams {

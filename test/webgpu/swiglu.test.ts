@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { swigluForward, swigluBackward } from '../../kernels/swiglu.ts';
-import { swigluForwardRef, swigluBackwardRef } from '../../kernels/ref/swiglu.ts';
+import { swigluForward, swigluBackward } from '../../kernels/layers/swiglu.ts';
+import { swigluForwardRef, swigluBackwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('swiglu kernel', () => {

@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { transpose } from '../../kernels/transpose.ts';
-import { transposeRef } from '../../kernels/ref/transpose.ts';
+import { transpose } from '../../kernels/util/transpose.ts';
+import { transposeRef } from '../../kernels/util/transpose.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('transpose kernel', () => {

@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { valueHeadForward, valueHeadBackward, valueHeadVariants } from '../../kernels/value-head.ts';
-import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
+import { valueHeadForward, valueHeadBackward, valueHeadVariants } from '../../kernels/layers/value-head.ts';
+import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/layers/value-head.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('value head', () => {

@@ -15,7 +15,7 @@ export interface KernelBenchRow {
   cpu_ms?: number;
   /** Naive variant's ms over this row's ms, where the kernel keeps a naive baseline. */
   vs_naive?: number;
-  /** The op's CPU reference (kernels/ref, float64) ms over this row's ms, where the kernel has no naive variant. */
+  /** The op's CPU reference (kernels/<family>/<op>.ref.ts, float64) ms over this row's ms, where the kernel has no naive variant. */
   vs_cpu?: number;
 }
 

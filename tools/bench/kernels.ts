@@ -1,7 +1,7 @@
 // `node tools/bench.js kernels`: per-kernel timings at the shapes the model runs (the "tiny" benchmark config:
 // batch 8 x 128 tokens, hidden 128, 4 / 2 heads of 32, SwiGLU 384, vocab 512; PPO kernels at 256 sequences x 128
 // response tokens). Each op's cases live beside its lab, in tools/kernel-lab/<op>.bench.ts. A case with a naive
-// GPU variant is timed twice and reports vs_naive; the others carry the op's CPU reference (kernels/ref) on the
+// GPU variant is timed twice and reports vs_naive; the others carry the op's CPU reference (kernels/<family>/<op>.ref.ts) on the
 // same inputs and report vs_cpu, its time over the kernel's, where one reference run takes at most a few seconds.
 import type { Engine } from '../../engine/index.ts';
 import { timeKernel, timeReference, withVariant, type KernelBenchRow } from './harness.ts';

@@ -7,8 +7,8 @@
 // Then a decode step's full logits of 4 rows (lmHeadLogits, sampling's input) against the matmul route.
 import { type Engine, seededRandom } from '../../engine/index.ts';
 import { timeKernel, withVariant, type KernelBenchRow } from './harness.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadChunkWidth, lmHeadLogits } from '../../kernels/lm-head.ts';
-import { matmul } from '../../kernels/matmul.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadChunkWidth, lmHeadLogits } from '../../kernels/layers/lm-head.ts';
+import { matmul } from '../../kernels/matmul/matmul.ts';
 
 const VOCAB = 151936;
 /** Rows (tokens) per case: a micro-batch's worth, fewer at hidden 1,024 so one run takes seconds on lavapipe. */

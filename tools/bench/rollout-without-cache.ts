@@ -2,7 +2,7 @@
 // against, and the baseline tools/bench/rollout.ts times it against. Not part of training.
 import type { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
-import { sampleTokens } from '../../kernels/sample.ts';
+import { sampleTokens } from '../../kernels/decode/sample.ts';
 import { checkRolloutConfig, type RolloutBatch, type RolloutConfig } from '../../ppo/rollout/types.ts';
 import { TurnProgress, assemble, promptBatch, singleTurnRecords } from '../../ppo/rollout/sample-records.ts';
 import { SamplerState } from '../../ppo/rollout/sampler-state.ts';

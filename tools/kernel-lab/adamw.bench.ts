@@ -1,7 +1,7 @@
 // Bench cases of adamw for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { type Engine } from '../../engine/index.ts';
-import { adamwStep, gradNormSquared } from '../../kernels/adamw.ts';
-import { adamwStepRef, gradNormSquaredRef } from '../../kernels/ref/adamw.ts';
+import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
+import { adamwStepRef, gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';
 import { F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The optimizer step over one arena segment of 2^20 parameters (the tiny model has about 0.9M): the global

@@ -1,8 +1,8 @@
 // Bench cases of attention for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { type Engine } from '../../engine/index.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
-import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
-import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
+import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
 import { MODEL, B, T, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** Causal grouped-query attention over the fused qkv rows, as the trunk calls it (no padding). FLOPs are the

@@ -6,8 +6,8 @@
 //   variants: comma-separated attention variants (default cpu,register: the tiled passes lavapipe ran before, and
 //   the register passes); the first call's compile time is shown.
 import { Engine, readKnobs } from '../../engine/index.ts';
-import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention.ts';
-import { attentionForwardRef, attentionBackwardRef } from '../../kernels/ref/attention.ts';
+import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
+import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
 import { randomValues } from './bench-inputs.ts';
 import { median } from '../bench/harness.ts';
 

@@ -1,6 +1,6 @@
 // Bench cases of clear-ranges for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { clearRanges, rangeTable } from '../../kernels/clear-ranges.ts';
-import { clearRangesRef } from '../../kernels/ref/clear-ranges.ts';
+import { clearRanges, rangeTable } from '../../kernels/util/clear-ranges.ts';
+import { clearRangesRef } from '../../kernels/util/clear-ranges.ref.ts';
 import { LORA_MODULES, loraProjections, offBlockRanges, stackedRank } from '../../models/lora.ts';
 import { F32_BYTES, MODEL, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 

@@ -2,9 +2,9 @@
 // layer of the benchmark model for a decode batch of 8 sequences at slot 70 of 128 (a rollout's middle), against
 // its CPU reference. The decode step's separate kernels are timed as a whole by `node tools/bench.js rollout`
 // (WEBGPU_KERNEL_VARIANTS=decode-layer:separate).
-import { decodeLayer, useDecodeLayer } from '../../kernels/decode-layer.ts';
-import { decodeLayerRef } from '../../kernels/ref/decode-layer.ts';
-import { transposeRef } from '../../kernels/ref/transpose.ts';
+import { decodeLayer, useDecodeLayer } from '../../kernels/decode/decode-layer.ts';
+import { decodeLayerRef } from '../../kernels/decode/decode-layer.ref.ts';
+import { transposeRef } from '../../kernels/util/transpose.ref.ts';
 import { MODEL, F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** (N, K) row-major -> (K, N): the transposed copies decode steps multiply by. */

@@ -1,6 +1,6 @@
 // Bench cases of embedding for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { embeddingForward, embeddingBackward, buildTokenIndex } from '../../kernels/embedding.ts';
-import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/ref/embedding.ts';
+import { embeddingForward, embeddingBackward, buildTokenIndex } from '../../kernels/layers/embedding.ts';
+import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/layers/embedding.ref.ts';
 import { F32_BYTES, MODEL, ROWS, randomValues, randomIds, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** Token embedding gather, and its scatter-add backward over the token index the trainer builds on the host. */

@@ -1,8 +1,8 @@
 // Bench cases of head-rmsnorm for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { type Engine } from '../../engine/index.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
-import { headRmsnormForward, headRmsnormBackward } from '../../kernels/head-rmsnorm.ts';
-import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/ref/head-rmsnorm.ts';
+import { headRmsnormForward, headRmsnormBackward } from '../../kernels/layers/head-rmsnorm.ts';
+import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/layers/head-rmsnorm.ref.ts';
 import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** Per-head RMSNorm of the q and k heads inside the fused qkv rows (Qwen3's q_norm / k_norm). */

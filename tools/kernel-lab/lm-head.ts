@@ -3,7 +3,7 @@
 // log-softmax that writes all N·V log-probabilities (one lane per row: max, sum, write passes) and gathers
 // the target's log-probability and the entropy from them.
 import { Engine, type KernelSpec, foldWorkgroups } from '../../engine/index.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadStatsVariants } from '../../kernels/lm-head.ts';
+import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadStatsVariants } from '../../kernels/layers/lm-head.ts';
 import { timeKernel } from '../bench/harness.ts';
 
 const naiveLogSoftmaxSpec: KernelSpec = {

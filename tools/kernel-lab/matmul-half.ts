@@ -1,13 +1,13 @@
 // Half-weight matmul lab: `node --import ./tools/node-loader.js tools/kernel-lab/matmul-half.ts` checks the nt
 // matmul with a bf16 and an f16 B (f16 both read natively with shader-f16 and unpacked from words) against
-// kernels/ref/matmul.ts over the half-rounded weights, then times the frozen models' projections of a
+// kernels/matmul/matmul.ref.ts over the half-rounded weights, then times the frozen models' projections of a
 // Qwen3-0.6B-shaped layer (hidden 1,024, q/k/v 4,096 wide, SwiGLU 3,072) at decode rows (M = 2, 4, 8: the register kernel, 4 halves per vec2<u32>
 // load) and prefill rows (M = 256: the tiled kernel), and the LM head's 16,384-row vocabulary chunk, float32
 // and half B in the same run, and prints each half time as a ratio of the float32 one — on a software device
 // from the process's CPU time per run (steady when other processes share the cores; wall time is not).
 import { Engine, chooseVariant, roundToHalf, type FloatDType } from '../../engine/index.ts';
-import { matmul, matmulVariants, matmulF16Variants } from '../../kernels/matmul.ts';
-import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
+import { matmul, matmulVariants, matmulF16Variants } from '../../kernels/matmul/matmul.ts';
+import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
 import { randomValues } from './bench-inputs.ts';
 import { maxViolation } from './compare.ts';

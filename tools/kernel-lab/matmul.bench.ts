@@ -1,5 +1,5 @@
 // Bench cases of matmul for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { matmul, type MatmulLayout } from '../../kernels/matmul.ts';
+import { matmul, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
 import type { KernelBenchCase } from './bench-inputs.ts';
 
 /** The model's matmul shapes as M x N x K: 1024³ for every layout, then a 1024-row batch through a

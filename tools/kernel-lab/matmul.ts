@@ -1,14 +1,14 @@
 // Matmul lab: `node --import ./tools/node-loader.js tools/kernel-lab/matmul.ts [variant]` checks the variant
-// (default: the one this device picks) against kernels/ref/matmul.ts on odd shapes in every layout, then sweeps
+// (default: the one this device picks) against kernels/matmul/matmul.ref.ts on odd shapes in every layout, then sweeps
 // cubes and the model's rectangular shapes and prints ms and GFLOP/s next to two baselines in the same run:
 // the naive kernel, and a hand-written register-tiled kernel for CPU devices (HAND_WRITTEN_NT below: nt
-// only, no epilogue, whole tiles only), the bar kernels/matmul must clear on lavapipe. On a software device it
+// only, no epilogue, whole tiles only), the bar kernels/matmul/matmul must clear on lavapipe. On a software device it
 // also prints GFLOP/s from the process's CPU time spread over the cores ("if idle"), which holds steady when
 // other processes share the machine.
 import { availableParallelism } from 'node:os';
 import { Engine, chooseVariant, type KernelSpec, type Tensor } from '../../engine/index.ts';
-import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul.ts';
-import { matmulForwardRef } from '../../kernels/ref/matmul.ts';
+import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
 import { randomValues } from './bench-inputs.ts';
 import { maxViolation } from './compare.ts';

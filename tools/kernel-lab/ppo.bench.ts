@@ -1,16 +1,16 @@
 // Bench cases of ppo for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { computeActorLossGpu } from '../../kernels/policy-loss.ts';
-import { computeValueLossGpu } from '../../kernels/value-loss.ts';
-import { computeGaeAdvantageReturnGpu } from '../../kernels/gae.ts';
-import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/advantage-outcome.ts';
-import { applyKlPenaltyGpu } from '../../kernels/kl-penalty.ts';
-import { computeActorLossRef } from '../../kernels/ref/policy-loss.ts';
-import type { PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
-import { computeValueLossRef } from '../../kernels/ref/value-loss.ts';
-import { computeGaeAdvantageReturnRef } from '../../kernels/ref/gae.ts';
-import { computeOutcomeAdvantageRef } from '../../kernels/ref/advantage-outcome.ts';
-import { applyKlPenaltyRef } from '../../kernels/ref/kl-penalty.ts';
-import { localAggregation } from '../../kernels/ref/agg-loss.ts';
+import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
+import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
+import { computeGaeAdvantageReturnGpu } from '../../kernels/ppo/gae.ts';
+import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/ppo/advantage-outcome.ts';
+import { applyKlPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
+import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { computeValueLossRef } from '../../kernels/ppo/value-loss.ref.ts';
+import { computeGaeAdvantageReturnRef } from '../../kernels/ppo/gae.ref.ts';
+import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
+import { applyKlPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
+import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import { F32_BYTES, B, T, PPO_B, PPO_T, randomValues, responseMask, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** PPO's per-token kernels over a rollout batch of PPO_B responses of PPO_T tokens (ragged, by mask). */

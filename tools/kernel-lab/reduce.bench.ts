@@ -1,6 +1,6 @@
 // Bench cases of reduce for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { weightedSum } from '../../kernels/reduce.ts';
-import { weightedSumRef } from '../../kernels/ref/reduce.ts';
+import { weightedSum } from '../../kernels/util/reduce.ts';
+import { weightedSumRef } from '../../kernels/util/reduce.ref.ts';
 import { F32_BYTES, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The SFT loss's deterministic single-workgroup dot product of per-token log-probs and weights. */

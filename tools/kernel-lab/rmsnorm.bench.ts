@@ -1,6 +1,6 @@
 // Bench cases of rmsnorm for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { rmsnormForward, rmsnormBackward } from '../../kernels/rmsnorm.ts';
-import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/ref/rmsnorm.ts';
+import { rmsnormForward, rmsnormBackward } from '../../kernels/layers/rmsnorm.ts';
+import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The trunk's RMSNorm over hidden rows; the backward adds into dWeight as every call in the trunk does. */

@@ -1,7 +1,7 @@
 // Bench cases of rope for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { qkvWidth } from '../../models/parameter-layout.ts';
-import { ropeForward } from '../../kernels/rope.ts';
-import { ropeForwardRef } from '../../kernels/ref/rope.ts';
+import { ropeForward } from '../../kernels/layers/rope.ts';
+import { ropeForwardRef } from '../../kernels/layers/rope.ref.ts';
 import { F32_BYTES, MODEL, T, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** Rotary embedding of the q and k heads, in place (ropeBackward is the same shader rotating by -angle). */

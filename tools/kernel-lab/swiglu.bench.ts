@@ -1,6 +1,6 @@
 // Bench cases of swiglu for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { swigluForward, swigluBackward } from '../../kernels/swiglu.ts';
-import { swigluForwardRef, swigluBackwardRef } from '../../kernels/ref/swiglu.ts';
+import { swigluForward, swigluBackward } from '../../kernels/layers/swiglu.ts';
+import { swigluForwardRef, swigluBackwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** SwiGLU of the fused gate/up rows. */

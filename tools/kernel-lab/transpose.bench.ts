@@ -1,6 +1,6 @@
 // Bench cases of transpose for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { transpose } from '../../kernels/transpose.ts';
-import { transposeRef } from '../../kernels/ref/transpose.ts';
+import { transpose } from '../../kernels/util/transpose.ts';
+import { transposeRef } from '../../kernels/util/transpose.ref.ts';
 import { F32_BYTES, MODEL, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The copy Wᵀ of the largest layer weight, fused gate/up (2I, C), that a training forward on a CPU multiplies by. */

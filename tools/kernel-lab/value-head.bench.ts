@@ -1,6 +1,6 @@
 // Bench cases of value-head for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { valueHeadForward, valueHeadBackward } from '../../kernels/value-head.ts';
-import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/ref/value-head.ts';
+import { valueHeadForward, valueHeadBackward } from '../../kernels/layers/value-head.ts';
+import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/layers/value-head.ref.ts';
 import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The critic's scalar head over hidden rows. */

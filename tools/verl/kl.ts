@@ -1,7 +1,7 @@
 // KL between the policy and the reference: verl's kl_penalty and ray_trainer.apply_kl_penalty on plain arrays,
-// running what the trainer runs on its tensors (kernels/kl-penalty.ts, ppo/algorithm/kl-in-reward.ts).
+// running what the trainer runs on its tensors (kernels/ppo/kl-penalty.ts, ppo/algorithm/kl-in-reward.ts).
 import type { Engine } from '../../engine/index.ts';
-import { klPenaltyGpu } from '../../kernels/kl-penalty.ts';
+import { klPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
 import { applyKlInRewardGpu } from '../../ppo/algorithm/kl-in-reward.ts';
 import type { KLController } from '../../ppo/algorithm/kl-controller.ts';
 import { readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';

@@ -3,12 +3,12 @@
 // metrics and the gradients the model backward consumes. They run the kernels the trainer calls on its
 // tensors.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { aggLossGpu } from '../../kernels/agg-loss.ts';
-import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/policy-loss.ts';
-import { computeValueLossGpu } from '../../kernels/value-loss.ts';
-import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/logprob-entropy.ts';
-import { localAggregation } from '../../kernels/ref/agg-loss.ts';
-import type { LossAggregation, PolicyLossConfig } from '../../kernels/ppo-vocabulary.ts';
+import { aggLossGpu } from '../../kernels/ppo/agg-loss.ts';
+import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
+import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
+import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/ppo/logprob-entropy.ts';
+import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
+import type { LossAggregation, PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { resolvePolicyLossConfig, type PolicyLossOptions } from '../../ppo/algorithm/policy-loss-config.ts';
 import { readMatrix, sameShape, shapeOf, toMatrix, upload, type Matrix } from './tensors.ts';
 

@@ -1,6 +1,6 @@
-// verl's masked statistics (verl.utils.torch_functional) on plain arrays, through kernels/masked-stats.
+// verl's masked statistics (verl.utils.torch_functional) on plain arrays, through kernels/ppo/masked-stats.
 import type { Engine } from '../../engine/index.ts';
-import { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu } from '../../kernels/masked-stats.ts';
+import { maskedMomentsGpu, maskedRowSumsGpu, maskedWhitenGpu } from '../../kernels/ppo/masked-stats.ts';
 import { checkUnbiasedCount } from '../../ppo/algorithm/advantage-estimators.ts';
 import { flatten, readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
 

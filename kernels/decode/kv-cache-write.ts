@@ -1,0 +1,60 @@
+import kvCacheWriteSource from './kv-cache-write.wgsl';
+import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../../engine/index.ts';
+import { shaderSource, specsByWidth, vectorElementType, widestVector } from '../util/rowwise.ts';
+
+const specs = specsByWidth((width): KernelSpec => ({
+  name: `kv-cache-write/vec${width}`,
+  source: shaderSource('kv-cache-write', kvCacheWriteSource, null, width),
+  bindings: [
+    { name: 'qkv', access: 'read', type: vectorElementType(width) },
+    { name: 'kCache', access: 'read_write', type: vectorElementType(width) },
+    { name: 'vCache', access: 'read_write', type: vectorElementType(width) },
+  ],
+  uniforms: [
+    { name: 'rows', type: 'u32' },
+    { name: 'Tnew', type: 'u32' },
+    { name: 'capacity', type: 'u32' },
+    { name: 'slotStart', type: 'u32' },
+    { name: 'W', type: 'u32' },
+    { name: 'kColumn', type: 'u32' },
+    { name: 'kvWidth', type: 'u32' },
+  ],
+}));
+
+export interface KvCacheWriteArgs {
+  /** (B·Tnew, (NH + 2·NKV)·HS) after RoPE (and Qwen3's k norm). */
+  qkv: Tensor;
+  /** (B, capacity, NKV·HS) each. */
+  kCache: Tensor;
+  vCache: Tensor;
+  B: number;
+  Tnew: number;
+  capacity: number;
+  /** Cache slot of the first new row; the new rows fill [slotStart, slotStart + Tnew). */
+  slotStart: number;
+  NH: number;
+  NKV: number;
+  HS: number;
+}
+
+/** Writes k and v of Tnew new tokens per sequence into the cache slots [slotStart, slotStart + Tnew). */
+export function kvCacheWrite(engine: Engine, a: KvCacheWriteArgs): void {
+  const { qkv, kCache, vCache, B, Tnew, capacity, slotStart, NH, NKV, HS } = a;
+  const kvWidth = NKV * HS;
+  const W = (NH + 2 * NKV) * HS;
+  const launcher = 'kvCacheWrite';
+  if (slotStart + Tnew > capacity) {
+    throw new Error(`${launcher}: slots [${slotStart}, ${slotStart + Tnew}) overrun the cache capacity ${capacity}`);
+  }
+  expectSize(launcher, 'qkv', qkv, B * Tnew * W, `[B·Tnew=${B}·${Tnew}, (NH+2·NKV)·HS=${W}]`);
+  // The cache may hold more sequences than are being written (rows past B are left alone).
+  for (const [what, t] of [['kCache', kCache], ['vCache', vCache]] as const) {
+    expectSize(launcher, what, t, B * capacity * kvWidth, `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`, 'at least');
+  }
+  const width = widestVector(kvWidth);
+  engine.dispatch(specs[width], {
+    bindings: { qkv, kCache, vCache },
+    uniforms: { rows: B, Tnew, capacity, slotStart, W, kColumn: NH * HS, kvWidth },
+    workgroups: foldWorkgroups(Math.ceil((B * Tnew * kvWidth) / width / 256)),
+  });
+}

@@ -1,0 +1,94 @@
+import source from './policy-loss.wgsl';
+import { type Engine, type Tensor, type KernelSpec, expectSize } from '../../engine/index.ts';
+import { aggregationUniforms, expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
+import { reduceLossPartials } from './loss-partials.ts';
+import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
+
+export const policyLossSpec: KernelSpec = {
+  name: 'policy-loss',
+  source: withWorkgroupReduce(withKlEstimators(source)),
+  bindings: [
+    { name: 'oldLogProb', access: 'read' },
+    { name: 'logProb', access: 'read' },
+    { name: 'advantages', access: 'read' },
+    { name: 'mask', access: 'read' },
+    { name: 'refLogProb', access: 'read' },
+    { name: 'entropy', access: 'read' },
+    { name: 'grads', access: 'read_write', type: 'vec2<f32>' },
+    { name: 'rowPartials', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'T', type: 'u32' },
+    { name: 'lossMode', type: 'u32' },
+    { name: 'clipRatioLow', type: 'f32' },
+    { name: 'clipRatioHigh', type: 'f32' },
+    { name: 'clipRatioC', type: 'f32' },
+    { name: 'aggMode', type: 'u32' },
+    { name: 'aggScale', type: 'f32' },
+    { name: 'pgAggMode', type: 'u32' },
+    { name: 'pgAggScale', type: 'f32' },
+    { name: 'useEntropy', type: 'u32' },
+    { name: 'entropyCoeff', type: 'f32' },
+    { name: 'useKl', type: 'u32' },
+    { name: 'klCode', type: 'u32' },
+    { name: 'klStraightThrough', type: 'u32' },
+    { name: 'klCoef', type: 'f32' },
+  ],
+};
+
+/** Layout of the actor-loss output [8] (and of each row of the partials). */
+export const ACTOR_LOSS_OUTPUTS = ['pg_loss', 'pg_clipfrac', 'ppo_kl', 'pg_clipfrac_lower', 'token_count', 'entropy_agg', 'kl_loss', 'policy_loss'] as const;
+
+export interface ActorLossTensors {
+  oldLogProb: Tensor;
+  logProb: Tensor;
+  advantages: Tensor;
+  responseMask: Tensor;
+  /** Per-token entropy [B, T] when entropyCoeff is used (or the entropy metric wanted). */
+  entropy?: Tensor;
+  /** Reference log-probs [B, T] when the KL loss is on. */
+  refLogProb?: Tensor;
+  /** Output [B, T, 2]: (d loss / d logProb, d loss / d entropy) per token, the LM-head backward's coefficients. */
+  grads: Tensor;
+  /** Scratch [B, 8]. */
+  rowPartials: Tensor;
+  /** Output [8], see ACTOR_LOSS_OUTPUTS. */
+  out: Tensor;
+}
+
+/**
+ * The actor loss of one micro-batch, fused: pg_loss (vanilla dual-clip PPO or GSPO) − entropyCoeff·agg(entropy)
+ * + klLossCoef·agg(kl). `aggregation` carries the mini-batch's global denominators, so micro-batch losses and
+ * gradients add up to the unsplit mini-batch's exactly.
+ */
+export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
+  config: PolicyLossConfig; aggregation: LossAggregation; entropyCoeff: number; klLossCoef: number; klLossType: string; B: number; T: number;
+}): void {
+  const { B, T } = args;
+  expectRows('policy-loss', B, T);
+  const tokens: [Tensor | undefined, string][] = [[t.oldLogProb, 'oldLogProb'], [t.logProb, 'logProb'], [t.advantages, 'advantages'],
+    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb']];
+  for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
+  expectSize('policy-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
+  expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
+  const agg = aggregationUniforms(args.aggregation);
+  const pgAgg = args.config.lossMode === 'gspo' ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' }) : agg;
+  const kl = parseKlEstimator(args.klLossType);
+  engine.dispatch(policyLossSpec, {
+    bindings: {
+      oldLogProb: t.oldLogProb, logProb: t.logProb, advantages: t.advantages, mask: t.responseMask,
+      // Unused inputs are bound to a tensor of the right size; the shader never reads them.
+      refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb,
+      grads: t.grads, rowPartials: t.rowPartials,
+    },
+    uniforms: {
+      T, lossMode: args.config.lossMode === 'gspo' ? 1 : 0,
+      clipRatioLow: args.config.clipRatioLow, clipRatioHigh: args.config.clipRatioHigh, clipRatioC: args.config.clipRatioC,
+      aggMode: agg.mode, aggScale: agg.scale, pgAggMode: pgAgg.mode, pgAggScale: pgAgg.scale,
+      useEntropy: t.entropy ? 1 : 0, entropyCoeff: t.entropy ? args.entropyCoeff : 0,
+      useKl: t.refLogProb ? 1 : 0, klCode: kl.code, klStraightThrough: kl.straightThrough ? 1 : 0, klCoef: t.refLogProb ? args.klLossCoef : 0,
+    },
+    workgroups: [B],
+  });
+  reduceLossPartials(engine, t.rowPartials, t.out, B, 8, [1, 2, 3], 4);
+}

@@ -1,0 +1,50 @@
+import toHalfSource from './to-half.wgsl';
+import { type Engine, type Tensor, type KernelSpec, type HalfDType, expectSize, foldWorkgroups, isHalf, rowsPerWindow, shapeString } from '../../engine/index.ts';
+
+/** to-half.wgsl's main, then the section of `dtype` (its toHalf). */
+function source(dtype: HalfDType): string {
+  const [main, ...sections] = toHalfSource.split(/^\/\/\/\/ +(\S+).*$/m);
+  const at = sections.indexOf(dtype);
+  if (at < 0 || at % 2 !== 0) throw new Error(`to-half.wgsl has no section "//// ${dtype}"`);
+  return sections[at + 1] + main;
+}
+
+const specs: Record<HalfDType, KernelSpec> = {
+  bf16: spec('bf16'),
+  f16: spec('f16'),
+};
+
+function spec(dtype: HalfDType): KernelSpec {
+  return {
+    name: `to-half/${dtype}`,
+    source: source(dtype),
+    bindings: [
+      { name: 'values', access: 'read' },
+      { name: 'halves', access: 'read_write', type: 'u32' },
+    ],
+    uniforms: [{ name: 'n', type: 'u32' }],
+  };
+}
+
+/** halves (bf16 or f16) = values (f32) rounded to nearest even, same shape. Either larger than one binding is
+ *  converted in windows (one dispatch each). */
+export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): void {
+  const { values, halves } = a;
+  if (values.dtype !== 'f32') throw new Error(`toHalf: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
+  if (!isHalf(halves.dtype)) throw new Error(`toHalf: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
+  expectSize('toHalf', 'halves', halves, values.size, `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`);
+  // Windows sized by the float32 side; an aligned half window start is then an aligned float32 start too.
+  const align = engine.caps.minStorageBufferOffsetAlignment;
+  const step = values.byteLength <= engine.maxBindingBytes ? values.size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);
+  for (let first = 0; first < values.size; first += step) {
+    const n = Math.min(step, values.size - first);
+    engine.dispatch(specs[halves.dtype], {
+      bindings: {
+        values: values.view(`${values.name}[${first}:${first + n}]`, first, [n]),
+        halves: halves.view(`${halves.name}[${first}:${first + n}]`, first, [n]),
+      },
+      uniforms: { n },
+      workgroups: foldWorkgroups(Math.ceil(n / 2 / 256)),
+    });
+  }
+}
