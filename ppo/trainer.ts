@@ -169,7 +169,7 @@ export class PpoTrainer {
    * One PPO iteration (runStep, phase by phase). The math of each GPU phase reads best in
    * its CPU reference, the plain loops the kernels are tested against: the KL penalty in the reward in
    * kernels/ppo/kl-penalty.ref.ts (applyKlPenaltyRef), GAE in kernels/ppo/gae.ref.ts (computeGaeAdvantageReturnRef; the
-   * critic-free estimators in kernels/ppo/advantage-outcome.ref.ts and reverse-returns.ts), the critic's clipped value
+   * critic-free estimators in kernels/ppo/advantage-outcome.ref.ts and reverse-returns.ref.ts), the critic's clipped value
    * loss in kernels/ppo/value-loss.ref.ts (computeValueLossRef) and the actor's clipped policy loss, entropy bonus and
    * KL loss in kernels/ppo/policy-loss.ref.ts (computeActorLossRef).
    * A step that fails before its updates puts back its random draws and KL coefficient, so a checkpoint saved
