@@ -29,7 +29,7 @@ import { guardStep, NonFiniteError } from '../update/finite-guard.ts';
 import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, setAsideUnreadableCheckpoint, trimMetricsAfter } from './run-directory-node.ts';
 import { acquireRunLock, checkRunLockFree } from './run-lock-node.ts';
 import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './stop-signals-node.ts';
-import { runTrainingLoop } from './run-loop.ts';
+import { runTrainingLoop, type StopSave } from './run-loop.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -153,13 +153,15 @@ function resumeCommand(argv: string[], config: PpoConfig): string {
 }
 
 /** What the run stopped by an error says last: whether its completed steps were saved, and how to go on. */
-function stopMessage(err: unknown, saved: 'saved' | 'already saved' | 'not saved', step: number, lastCheckpoint: string | null, command: string): Error {
+function stopMessage(err: unknown, saved: StopSave, step: number, lastCheckpoint: string | null, command: string): Error {
   // The non-finite guard already names the last good checkpoint; the weights of a diverging step are never saved.
-  if (err instanceof NonFiniteError) return err;
+  // A fresh run stopped in its first step has nothing to save or resume.
+  if (err instanceof NonFiniteError || (saved === 'no step completed' && lastCheckpoint === null)) return err as Error;
   const message = err instanceof Error ? err.message : String(err);
   const resume = (dir: string) => `${dir} — resume with: ${command}`;
   const outcome = saved === 'saved' ? `saved step ${step}, the last completed, to ${resume(lastCheckpoint!)}`
     : saved === 'already saved' ? `the last completed step ${step} is saved in ${resume(lastCheckpoint!)}`
+      : saved === 'no step completed' ? `no step completed since ${resume(lastCheckpoint!)}`
       : lastCheckpoint ? `nothing was saved after this error; the newest checkpoint is ${resume(lastCheckpoint)}`
         : 'nothing was saved: the run had no checkpoint yet';
   return new Error(`${message}; ${outcome}`, { cause: err });

@@ -26,6 +26,9 @@ export interface StopRequest {
   phase: RunPhase;
 }
 
+/** What a run stopped by an error saved of its completed steps. */
+export type StopSave = 'saved' | 'already saved' | 'not saved' | 'no step completed';
+
 export interface RunLoopHooks {
   /** Runs the next PPO step and reports it (console line, metrics sinks, charts). */
   step(): Promise<void>;
@@ -41,8 +44,9 @@ export interface RunLoopHooks {
    * had begun updating the weights, or for errors whose message already names the checkpoint to go back to).
    */
   canSaveAfter?(err: unknown): boolean;
-  /** The error the run stops with, told whether the last completed step was saved after `err`. */
-  describeStop?(err: unknown, saved: 'saved' | 'already saved' | 'not saved'): Error;
+  /** The error the run stops with, told whether the last completed step was saved after `err` ('no step
+   *  completed': the run stopped in its first step, so it has nothing newer than its starting checkpoint, if any). */
+  describeStop?(err: unknown, saved: StopSave): Error;
 }
 
 /** Runs from `trainer.globalStep` (a resumed run's step) to `totalSteps`; the caller returns early when there is nothing left. */
@@ -69,6 +73,7 @@ export async function runTrainingLoop(trainer: { readonly globalStep: number }, 
   };
   const stopOnError = async (err: unknown): Promise<never> => {
     if (!hooks.describeStop) throw err;
+    if (trainer.globalStep === startStep) throw hooks.describeStop(err, 'no step completed');
     if (!(hooks.canSaveAfter?.(err) ?? false)) throw hooks.describeStop(err, 'not saved');
     let saved: boolean;
     try {

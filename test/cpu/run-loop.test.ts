@@ -126,9 +126,10 @@ describe('run loop', () => {
     }));
   });
 
-  it('an error after a save of the last completed step (or at a resumed step) saves nothing more', async () => {
+  it('an error after a save of the last completed step saves nothing more; one in the run\'s first step has nothing to save', async () => {
     expect(await schedule(6, 0, 2, 0, { failAtStep: 3 })).toMatchObject({ end: 'error: step 3 failed; already saved', events: [...steps(1, 2), 'save save_freq @2'] });
-    expect(await schedule(6, 0, 0, 4, { failAtStep: 5 })).toMatchObject({ end: 'error: step 5 failed; already saved', events: [] });
+    expect(await schedule(6, 0, 0, 4, { failAtStep: 5 })).toMatchObject({ end: 'error: step 5 failed; no step completed', events: [] });
+    expect(await schedule(6, 0, 0, 0, { failAtStep: 1 })).toMatchObject({ end: 'error: step 1 failed; no step completed', events: [] });
   });
 
   it('a step that failed after it began updating the weights is not saved', async () => {

@@ -1,7 +1,8 @@
 // A diverging run stops at the first non-finite loss, gradient norm or reward, naming the tensor and the step,
 // before the optimizer applies it; no checkpoint is written from poisoned weights, so the last good one stays
-// the latest and auto-resume continues from it.
-import { describe, it, expect } from 'vitest';
+// the latest and auto-resume continues from it. Weights that are non-finite in their file never get that far: the
+// load refuses them.
+import { describe, it, expect, vi } from 'vitest';
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/run/cli-node.ts';
@@ -38,13 +39,19 @@ describe('non-finite guard', () => {
     await expect(stat(dir)).rejects.toThrow(/ENOENT/);
   });
 
-  it('NaN weights: step 1 stops with the tensor named, exit before any checkpoint', async () => {
+  it('NaN weights in the model file never reach a step: refused at load, naming the file and tensor, before the run directory exists', async () => {
     const { root, overrides } = await makeTinyRun();
     await poisonWeights(join(root, 'model'));
     const dir = join(root, 'run');
-    await expect(main([...overrides, `trainer.default_local_dir=${dir}`, 'trainer.total_training_steps=2', 'trainer.save_freq=1']))
-      .rejects.toThrow(/^step 1: (actor|critic)\/\S+ is NaN; the step was stopped before the optimizer applied it .*; no checkpoint was saved$/);
-    expect(await stepDirs(dir)).toEqual([]);
+    const errors: string[] = [];
+    const spy = vi.spyOn(console, 'error').mockImplementation((line: string) => void errors.push(line));
+    try {
+      expect(await main([...overrides, `trainer.default_local_dir=${dir}`, 'trainer.total_training_steps=2', 'trainer.save_freq=1'])).toBe(1);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(errors).toEqual([expect.stringMatching(/^error: \S+model\.safetensors: tensor '\S+' holds NaN at index \d+.*; refusing to load the actor with non-finite weights/)]);
+    await expect(stat(dir)).rejects.toThrow(/ENOENT/);
   }, 300_000);
 
   it('lr=1e9: the run stops naming the step, leaves no checkpoint or metrics line of it, and resumes from the last good one', async () => {
