@@ -114,6 +114,8 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.dtype', INFERENCE],
   ['actor_rollout_ref.rollout.layered_summon', INFERENCE],
   ['actor_rollout_ref.rollout.enable_chunked_prefill', INFERENCE],
+  // Wakes the inference engine's weights and KV cache in stages to bound peak memory; decoding here shares one arena.
+  ['actor_rollout_ref.rollout.multi_stage_wake_up', INFERENCE],
   ['actor_rollout_ref.rollout.enable_prefix_caching', INFERENCE],
   ['actor_rollout_ref.rollout.disable_log_stats', INFERENCE],
   ['actor_rollout_ref.rollout.swap_space', INFERENCE],
