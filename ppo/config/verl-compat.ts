@@ -161,5 +161,5 @@ export function compatKey(path: string): CompatKey | null {
 /** Top-level blocks of a Hydra config file that compose the config rather than being keys of it. */
 export const HYDRA_BLOCKS: Record<string, string> = {
   defaults: 'the defaults list composes verl\'s component files, whose keys the schema already holds',
-  hydra: 'Hydra\'s own settings (run directory, job name)',
+  hydra: 'Hydra\'s own settings (run directory, job name; searchpath: verl\'s own configs are built in)',
 };

@@ -46,7 +46,7 @@ describe('--config-path / --config-name', () => {
     expect(config.actor_rollout_ref.rollout.n).toBe(8);
     // Not the built-in job's layer: verl's defaults stand under the file.
     expect(config.data.train_batch_size).toBe(1024);
-    expect(stderr).toContain('skipped the hydra: block');
+    expect(stderr).toContain('skipped the hydra: block (Hydra\'s own settings (run directory, job name; searchpath: verl\'s own configs are built in))');
   });
 
   it('takes Hydra\'s other spellings: --config-path DIR, -cp/-cn, NAME.yaml', async () => {
