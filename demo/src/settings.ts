@@ -73,10 +73,13 @@ export function configOverrides(s: DemoSettings): string[] {
   ];
 }
 
-/** The same run from the command line, and what the tab does differently. */
+/**
+ * The same run from the command line, and what the tab does differently. The built-in job's layer is named: the
+ * command line applies it by itself only when no model is given, and the shipped checkpoint is one.
+ */
 export function trainCommand(s: DemoSettings): { command: string; differences: string[] } {
   return {
-    command: ['node train.js', ...configOverrides(s)].join(' '),
+    command: ['node train.js', '--config', DEFAULT_JOB.source, ...configOverrides(s)].join(' '),
     differences: [
       `the tab validates on ${DEMO_VAL_SIZE} held-out prompts, node train.js on the task's ${BUILTIN_TASKS.arithmetic.valSize}`,
       ...(s.checkpoint ? [] : [`the tab's live warm start has ${s.warmStartSteps} steps, node train.js runs the task's full warm start`]),

@@ -114,6 +114,8 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.dtype', INFERENCE],
   ['actor_rollout_ref.rollout.layered_summon', INFERENCE],
   ['actor_rollout_ref.rollout.enable_chunked_prefill', INFERENCE],
+  // Wakes the inference engine's weights and KV cache in stages to bound peak memory; decoding here shares one arena.
+  ['actor_rollout_ref.rollout.multi_stage_wake_up', INFERENCE],
   ['actor_rollout_ref.rollout.enable_prefix_caching', INFERENCE],
   ['actor_rollout_ref.rollout.disable_log_stats', INFERENCE],
   ['actor_rollout_ref.rollout.swap_space', INFERENCE],
@@ -159,5 +161,5 @@ export function compatKey(path: string): CompatKey | null {
 /** Top-level blocks of a Hydra config file that compose the config rather than being keys of it. */
 export const HYDRA_BLOCKS: Record<string, string> = {
   defaults: 'the defaults list composes verl\'s component files, whose keys the schema already holds',
-  hydra: 'Hydra\'s own settings (run directory, job name)',
+  hydra: 'Hydra\'s own settings (run directory, job name; searchpath: verl\'s own configs are built in)',
 };

@@ -32,7 +32,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'actor_rollout_ref.rollout.logprobs_mode': 'processed_logprobs',
   'actor_rollout_ref.rollout.scheduling_policy': 'fcfs',
   'actor_rollout_ref.rollout.over_sample_rate': 0,
-  'actor_rollout_ref.rollout.multi_stage_wake_up': false,
   'actor_rollout_ref.rollout.multi_turn.max_assistant_turns': null,
   'actor_rollout_ref.rollout.multi_turn.tool_config_path': null,
   'actor_rollout_ref.rollout.multi_turn.max_user_turns': null,

@@ -1,7 +1,7 @@
-// Node command line of the trainer: `node train.js [--config run.yaml] [--cfg job] [key.sub=value ...]`, a verl
-// launch script's arguments as written. Layers, later winning: verl's defaults, the built-in job
-// (examples/arithmetic_tiny.yaml, only when neither a model nor data is given), a --config file, the command
-// line. `--cfg job` prints the composed config and exits before any device is created. A run validates every
+// Node command line of the trainer: `node train.js [--config run.yaml | --config-path=DIR --config-name=NAME]
+// [--cfg job] [key.sub=value ...]`, a verl launch script's arguments as written. Layers, later winning: verl's
+// defaults, the built-in job (examples/arithmetic_tiny.yaml, only when no config file is named and neither a model
+// nor data is given), a --config file or Hydra's primary config with its defaults list, the command line. `--cfg job` prints the composed config and exits before any device is created. A run validates every
 // input before it touches the run directory (trainer.default_local_dir), writes the resolved config there as
 // config.yaml, prints a line per step, logs to trainer.logger's sinks, validates every trainer.test_freq steps
 // and at the end, and, given a chart writer (train.js passes tools/plot's), draws the run's charts.
@@ -30,13 +30,18 @@ import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, setAsideUnr
 import { acquireRunLock, checkRunLockFree } from './run-lock-node.ts';
 import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './stop-signals-node.ts';
 import { runTrainingLoop, type StopSave } from './run-loop.ts';
+import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from './primary-config-node.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
-const USAGE = 'usage: node train.js [--config run.yaml] [--cfg job] [key.sub=value ...]   (node train.js --help lists every key)';
+const USAGE = 'usage: node train.js [--config run.yaml | --config-path=DIR --config-name=NAME] [--cfg job] [key.sub=value ...]   (node train.js --help lists every key)';
 
 interface Args {
   configFile: string | null;
+  /** Hydra's --config-path / -cp: the folder of the primary config. */
+  configPath: string | null;
+  /** Hydra's --config-name / -cn: the primary config, NAME.yaml in configPath (verl's ppo_trainer without one). */
+  configName: string | null;
   overrides: string[];
   help: boolean;
   /** Hydra's --cfg job: print the composed config and exit. */
@@ -44,7 +49,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { configFile: null, overrides: [], help: false, printConfig: false };
+  const args: Args = { configFile: null, configPath: null, configName: null, overrides: [], help: false, printConfig: false };
   const value = (i: number, option: string) => {
     if (i >= argv.length) throw new ConfigError([`${option} needs a value (${USAGE})`]);
     return argv[i];
@@ -58,6 +63,13 @@ function parseArgs(argv: string[]): Args {
       if (args.configFile !== null) throw new ConfigError([`--config given twice (${args.configFile} and ${file}): give one file, and override its keys as key.sub=value`]);
       args.configFile = file;
     }
+    else if (/^(--config-path|-cp|--config-name|-cn)(=|$)/.test(arg)) {
+      const eq = arg.indexOf('=');
+      const option = eq < 0 ? arg : arg.slice(0, eq);
+      const given = eq < 0 ? value(++i, option) : arg.slice(eq + 1);
+      if (option === '--config-path' || option === '-cp') args.configPath = given;
+      else args.configName = given;
+    }
     else if (arg === '--cfg' || arg === '-c' || arg.startsWith('--cfg=')) {
       const what = arg.startsWith('--cfg=') ? arg.slice('--cfg='.length) : value(++i, arg);
       if (what !== 'job') throw new ConfigError([`${arg} ${what}: only --cfg job is supported (the composed config; there is no Hydra config of its own here)`]);
@@ -65,21 +77,27 @@ function parseArgs(argv: string[]): Args {
     } else if (arg.startsWith('-')) throw new ConfigError([`unknown option ${arg} (${USAGE})`]);
     else args.overrides.push(arg);
   }
+  if (args.configFile !== null && (args.configPath !== null || args.configName !== null)) {
+    throw new ConfigError([`--config ${args.configFile} and Hydra's ${args.configName !== null ? `--config-name ${args.configName}` : `--config-path ${args.configPath}`} both name the primary config: give one`]);
+  }
+  // Hydra with a folder and no name reads main_ppo's config_name there: ppo_trainer.
+  if (args.configPath !== null && args.configName === null) args.configName = VERL_PRIMARY_CONFIG;
   return args;
 }
 
 /** Keys that make a run the user's own rather than the built-in job. */
 const USER_RUN_KEYS = new Set(['actor_rollout_ref.model.path', 'data.train_files']);
 
-/** The built-in job's layer applies when no --config is given and the command line sets no model and no data. */
+/** The built-in job's layer applies when no config file is named and the command line sets no model and no data. */
 function isBuiltinJob(args: Args): boolean {
-  return args.configFile === null && !args.overrides.some((o) => USER_RUN_KEYS.has(o.slice(0, Math.max(0, o.indexOf('='))).trim().replace(/^\+\+?/, '')));
+  return args.configFile === null && args.configName === null && !args.overrides.some((o) => USER_RUN_KEYS.has(o.slice(0, Math.max(0, o.indexOf('='))).trim().replace(/^\+\+?/, '')));
 }
 
-async function readLayers(args: Args): Promise<ConfigLayer[]> {
-  if (args.configFile === null) return isBuiltinJob(args) ? [DEFAULT_JOB] : [];
+async function readLayers(args: Args): Promise<{ layers: ConfigLayer[]; notes: string[] }> {
+  if (args.configName !== null) return readPrimaryConfig(args.configPath, args.configName);
+  if (args.configFile === null) return { layers: isBuiltinJob(args) ? [DEFAULT_JOB] : [], notes: [] };
   try {
-    return [{ text: await readFile(args.configFile, 'utf8'), source: args.configFile }];
+    return { layers: [{ text: await readFile(args.configFile, 'utf8'), source: args.configFile }], notes: [] };
   } catch (err) {
     throw new ConfigError([`--config ${args.configFile}: cannot read it (${(err as Error).message})`]);
   }
@@ -111,7 +129,9 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
       console.log(`${USAGE}\n\n${formatHelp(DEFAULT_JOB)}`);
       return 0;
     }
-    ({ config, notes } = composeConfig({ layers: await readLayers(args), overrides: args.overrides, env }));
+    const primary = await readLayers(args);
+    ({ config, notes } = composeConfig({ layers: primary.layers, overrides: args.overrides, env }));
+    notes = [...primary.notes, ...notes];
     if (args.printConfig) {
       for (const note of notes) console.error(`# ${note}`);
       process.stdout.write(configToYaml(config));

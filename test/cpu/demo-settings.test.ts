@@ -1,10 +1,11 @@
 // The demo's settings panel maps to valid configurations of the default job with the intended keys.
 import { describe, expect, test } from 'vitest';
-import { batchSizes, loadConfig, usesCritic } from '../../ppo/config.ts';
-import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';
+import { batchSizes, usesCritic } from '../../ppo/config.ts';
 import { demoConfig, GRPO_SAMPLES_PER_PROMPT, trainCommand, type DemoSettings } from '../../demo/src/settings.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 import { formatValue } from '../../demo/src/format-value.ts';
+import { parse as parseYaml } from 'yaml';
+import { runCli } from '../support/run-cli.ts';
 
 const BASE: DemoSettings = { estimator: 'gae', lr: 2e-4, klCoef: 0.001, rewardMaskRatio: 0.25, freezeCritic: true, seed: 7, checkpoint: null, warmStartSteps: 10, batchSize: 8, steps: 5 };
 
@@ -37,11 +38,13 @@ describe('demo settings', () => {
     expect(demoConfig(BASE).actor_rollout_ref.model.path).toBeNull();
   });
 
-  test.each([BASE, { ...BASE, checkpoint: { dataSeed: 1 } }, { ...BASE, estimator: 'grpo' as const, klCoef: 0, freezeCritic: false }])('the command line shown is the same configuration (%#)', (settings) => {
+  test.each([BASE, { ...BASE, checkpoint: { dataSeed: 1 } }, { ...BASE, estimator: 'grpo' as const, klCoef: 0, freezeCritic: false }])('the command line shown runs as written, with the same configuration (%#)', async (settings) => {
     const { command, differences } = trainCommand(settings);
-    const [node, script, ...overrides] = command.split(' ');
+    const [node, script, ...args] = command.split(' ');
     expect(`${node} ${script}`).toBe('node train.js');
-    expect(loadConfig({ layers: [DEFAULT_JOB], overrides })).toEqual(demoConfig(settings));
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', ...args]);
+    expect(code, stderr).toBe(0);
+    expect(parseYaml(stdout)).toEqual(demoConfig(settings));
     expect(differences.some((d) => d.includes('warm start'))).toBe(settings.checkpoint === null);
   });
 
