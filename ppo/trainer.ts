@@ -218,7 +218,7 @@ export class PpoTrainer {
     this.updatingWeights = false;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
     return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
-      peakFlops: this.peakFlops }), ...envMetrics,
+      peakFlops: this.peakFlops, maxPromptLength: this.config.data.max_prompt_length }), ...envMetrics,
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30,
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
