@@ -243,6 +243,8 @@ const SCHEMA = {
     experiment_name: str('gsm8k', 'Experiment name (part of default_local_dir)'),
     logger: new Key<string[]>('strings', ['console', 'file'], 'Metric sinks: console (progress line), file (verl\'s JSONL: metrics.jsonl in the run directory), tensorboard (event files under RUN_DIR/tensorboard or $TENSORBOARD_DIR); wandb, mlflow, swanlab are accepted and skipped', false, null, LOGGERS),
     log_val_generations: int(0, 'Print and log this many validation samples (prompt, response, score) at each validation', nonNegative),
+    rollout_data_dir: optStr(null, 'Write each step\'s samples to DIR/{step}.jsonl as verl (input, output, gts, score, step, the reward\'s extra fields); null: none'),
+    validation_data_dir: optStr(null, 'Write each validation\'s samples to DIR/{step}.jsonl as verl (with reward and the reward\'s extra fields); null: none'),
     val_before_train: bool(true, 'Validate once before the first step'),
     val_only: bool(false, 'Validate once and stop, without training'),
     test_freq: int(-1, 'Validate every this many steps and after the last; ≤ 0: never'),

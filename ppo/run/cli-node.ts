@@ -30,6 +30,7 @@ import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, setAsideUnr
 import { acquireRunLock, checkRunLockFree } from './run-lock-node.ts';
 import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './stop-signals-node.ts';
 import { runTrainingLoop, type StopSave } from './run-loop.ts';
+import { generationDumps } from './generation-dump-node.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -250,6 +251,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
     const ppo = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
     trainer = ppo;
+    ppo.generationDumps = generationDumps(config.trainer);
     if (resumed) ppo.restore(resumed.snapshot);
 
     const validate = async (): Promise<number | null> => {
