@@ -307,7 +307,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const before = config.trainer.val_before_train && !resumed ? await validate() : null;
     log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
       `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
-    let after = before;
+    // The last validation's score (assigned in the loop's hook): null when no validation followed the first step.
+    let after = null as number | null;
     const ppoStarted = performance.now();
     const firstStep = ppo.globalStep;
     // The data position at the end of the last completed step: what a checkpoint records, even after a failed step drew its batch.

@@ -62,12 +62,15 @@ describe('run directory', () => {
     const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
     const dir = join(root, 'never');
     const { code, stdout } = await runCli([...overrides, 'trainer.total_training_steps=2', `data.val_files=${data}`, 'trainer.save_freq=-1',
-      'trainer.test_freq=-1', 'trainer.logger=[console,file]', `trainer.default_local_dir=${dir}`]);
+      'trainer.test_freq=-1', 'trainer.val_before_train=true', 'trainer.logger=[console,file]', `trainer.default_local_dir=${dir}`]);
     expect(code).toBe(0);
     expect((await readdir(dir)).filter((name) => name.startsWith('global_step_'))).toEqual([]);
-    expect((await runMetrics(dir)).map((m) => m.step)).toEqual([1, 2]);
+    // verl's val_before_train, whatever test_freq says; nothing after it.
+    expect((await runMetrics(dir)).map((m) => m.step)).toEqual([0, 1, 2]);
     expect(stdout).toContain('no checkpoint of step 2 (trainer.save_freq=-1)');
-    expect(stdout).not.toContain('validation @');
+    expect(stdout).toContain('validation @ step 0');
+    expect(stdout).not.toContain('validation @ step 2');
+    expect(stdout).not.toContain('validation score:');
   });
 
   it('saved actors carry the model\'s generation_config.json as read, and its eos_token_id list ends responses (as vLLM)', async () => {
