@@ -4,7 +4,8 @@
 // line. `--cfg job` prints the composed config and exits before any device is created. A run validates every
 // input before it touches the run directory (trainer.default_local_dir), writes the resolved config there as
 // config.yaml, prints a line per step, logs to trainer.logger's sinks, validates every trainer.test_freq steps and
-// saves every trainer.save_freq steps (the last step included; ≤ 0: never, as in verl), and, given a chart writer (train.js passes tools/plot's), draws the run's charts.
+// saves every trainer.save_freq steps (the last step included; ≤ 0: never, as in verl), and, given a chart writer
+// (train.js passes tools/plot's), draws the run's charts.
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
