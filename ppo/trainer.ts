@@ -1,6 +1,6 @@
 // The PPO-RLHF loop, one step top to bottom as verl's ray_trainer runs it: sample prompts → rollout (n samples
 // each, old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values →
-// KL penalty in the reward → advantages → critic update → actor update → metrics; validation every
+// KL penalty in the reward → advantages → critic update → actor update → metrics (and verl's rollout dump); validation every
 // trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
 // needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
@@ -30,6 +30,7 @@ import { stepMetrics } from './metrics/step-metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
 import { validationMetrics } from './metrics/validation-metrics.ts';
+import { generationRecords, type GeneratedSample, type GenerationDumps } from './loggers/generation-records.ts';
 import { checkAllFinite } from './update/finite-guard.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
@@ -157,6 +158,10 @@ export class PpoTrainer {
     }
   }
 
+  /** trainer.rollout_data_dir / validation_data_dir: where each step's and each validation's samples go (a Node
+   *  writer the command line sets: ppo/run/generation-dump-node.ts); none by default. */
+  generationDumps: GenerationDumps = { rollout: null, validation: null };
+
   /** True from a step's first update until the step completes: the weights are then neither the last step's nor the next one's. */
   private updatingWeights = false;
 
@@ -195,7 +200,14 @@ export class PpoTrainer {
     const stepStart = performance.now();
     const records = this.io.nextTrainBatch();
     const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
-    const scores = await timed('reward', () => this.reward(records, rollout));
+    const { scores, rewardExtraInfo } = await timed('reward', () => this.reward(records, rollout));
+    // verl writes this dump after the updates; here it comes before them, so a dump that fails leaves the step
+    // undone and the last completed one saveable.
+    const dumpRollout = this.generationDumps.rollout;
+    if (dumpRollout) {
+      const step = this.globalStep + 1;
+      await timed('dump_rollout_generations', async () => dumpRollout(step, generationRecords(step, await this.generatedSamples(records, rollout, scores, rewardExtraInfo))));
+    }
     const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
@@ -218,7 +230,7 @@ export class PpoTrainer {
     this.updatingWeights = false;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
     return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
-      peakFlops: this.peakFlops }), ...envMetrics,
+      peakFlops: this.peakFlops, maxPromptLength: this.config.data.max_prompt_length }), ...envMetrics,
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30,
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
@@ -288,11 +300,24 @@ export class PpoTrainer {
     };
   }
 
-  /** The reward of each response: the reward model's score when there is one, else the rule reward of its text. */
-  private async reward(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<number[]> {
-    const scores = this.rewardModel ? await this.rewardModelScores(rollout) : (await this.scoreRollout(records, rollout)).scores;
+  /** The reward of each response: the reward model's score when there is one, else the rule reward of its text (and what it returned beside it). */
+  private async reward(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; rewardExtraInfo: (Record<string, unknown> | null)[] }> {
+    const { scores, rewardExtraInfo } = this.rewardModel
+      ? { scores: await this.rewardModelScores(rollout), rewardExtraInfo: rollout.responses.map(() => null) }
+      : await this.scoreRollout(records, rollout);
     checkAllFinite('reward', scores);
-    return scores;
+    return { scores, rewardExtraInfo };
+  }
+
+  /** The samples as verl's dumps show them: the prompt and the whole response (observations included) decoded as
+   *  the reward reads text, the row's ground truth, the score. */
+  private async generatedSamples(records: readonly PromptRecord[], rollout: RolloutBatch, scores: readonly number[],
+    rewardExtraInfo: readonly (Record<string, unknown> | null)[]): Promise<GeneratedSample[]> {
+    return Promise.all(rollout.groupIds.map(async (g, i) => ({
+      input: await this.io.decode(records[g].promptIds),
+      output: await this.io.decode(rollout.responses[i].slice(0, rollout.responseLengths[i])),
+      gts: records[g].groundTruth ?? null, score: scores[i], rewardExtraInfo: rewardExtraInfo[i],
+    })));
   }
 
   /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show; `onProgress`
@@ -312,6 +337,10 @@ export class PpoTrainer {
     // verl's timer name for validation; a whole GSM8K test set is minutes of generation, worth watching.
     metrics['timing_s/testing'] = seconds;
     metrics['val/response_tokens_per_s'] = rollout.responseLengths.reduce((a, b) => a + b, 0) / seconds;
+    // verl's validation dump leads the reward's extra fields with `reward`, the score again.
+    if (this.generationDumps.validation) {
+      await this.generationDumps.validation(this.globalStep, generationRecords(this.globalStep, await this.generatedSamples(records, rollout, scores, rewardExtraInfo), { reward: scores }));
+    }
     const samples = texts.slice(0, Math.max(8, this.config.trainer.log_val_generations)).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
     return { metrics, samples };
   }

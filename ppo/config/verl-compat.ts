@@ -47,8 +47,6 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
   'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
   'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },
-  'trainer.rollout_data_dir': { value: null, reason: 'dumping rollouts to files is not implemented; trainer.log_val_generations prints validation samples' },
-  'trainer.validation_data_dir': { value: null, reason: 'dumping validation generations to files is not implemented; use trainer.log_val_generations' },
   'actor_rollout_ref.rollout.multi_turn.enable': { value: false, reason: 'verl\'s tool-calling agent loop is not implemented; multi-turn rollouts here are Search-R1\'s (do_search)' },
 };
 

@@ -1,6 +1,8 @@
 // The per-step metrics under verl's names (critic/score, critic/rewards, critic/advantages, critic/returns,
-// critic/values, critic/vf_explained_var, response_length, prompt_length, actor/*, critic/*, timing_s/*, perf/*), and throughput and MFU computed in
-// one place.
+// critic/values, critic/vf_explained_var, response_length, response_length_non_aborted, response/aborted_ratio,
+// prompt_length, actor/*, critic/*, timing_s/*, perf/*), and throughput and MFU computed in one place. The data
+// metrics follow verl's compute_data_metrics (verl/trainer/ppo/metric_utils.py): a clip ratio is the share of rows
+// exactly as long as the padded width, which verl pads to data.max_prompt_length and data.max_response_length.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import type { Experience } from '../phases/experience.ts';
@@ -55,17 +57,22 @@ export function stepMetrics(a: {
   criticConfig: DecoderConfig | null;
   /** The device's peak FP32 FLOP/s (engine/peak-flops.ts); null: unknown, so no MFU. */
   peakFlops: number | null;
+  /** data.max_prompt_length: verl's prompt width, which our rollout pads only to the batch's longest prompt. */
+  maxPromptLength: number;
 }): Record<string, number> {
   const x = a.experience;
-  const score = listStats(x.scores);
-  const rowRewards = Array.from({ length: x.N }, (_, b) => x.tokenLevelRewards.subarray(b * x.R, (b + 1) * x.R).reduce((s, v) => s + v, 0));
+  // verl leaves aborted samples (no response token) out of the score and reward statistics.
+  const nonAborted = [...x.rollout.responseLengths.keys()].filter((i) => x.rollout.responseLengths[i] > 0);
+  const score = listStats(nonAborted.map((i) => x.scores[i]));
+  const rowRewards = nonAborted.map((b) => x.tokenLevelRewards.subarray(b * x.R, (b + 1) * x.R).reduce((s, v) => s + v, 0));
   const rewards = listStats(rowRewards);
   const advantages = maskedStats(x.advantages, x.responseMask);
   const returns = maskedStats(x.returns, x.responseMask);
+  const clipRatio = (lengths: readonly number[], width: number) => lengths.length ? lengths.filter((l) => l === width).length / lengths.length : 0;
   const lengths = listStats(x.rollout.responseLengths);
-  const clipped = x.rollout.responseLengths.filter((l) => l >= x.R).length / x.N;
+  const nonAbortedLengths = nonAborted.map((i) => x.rollout.responseLengths[i]);
+  const nonAbortedStats = listStats(nonAbortedLengths);
   const promptRows = x.rollout.attentionMask.map((row) => row.slice(0, x.S - x.R).reduce((s, v) => s + v, 0));
-  const promptsClipped = promptRows.filter((l) => l >= x.S - x.R).length / x.N;
   const promptLengths = listStats(promptRows);
   const metrics: Record<string, number> = {
     'training/global_step': a.step,
@@ -74,9 +81,12 @@ export function stepMetrics(a: {
     'critic/advantages/mean': advantages.mean, 'critic/advantages/max': advantages.max, 'critic/advantages/min': advantages.min,
     'critic/returns/mean': returns.mean, 'critic/returns/max': returns.max, 'critic/returns/min': returns.min,
     'response_length/mean': lengths.mean, 'response_length/max': lengths.max, 'response_length/min': lengths.min,
-    'response_length/clip_ratio': clipped,
+    'response_length/clip_ratio': clipRatio(x.rollout.responseLengths, x.R),
+    'response_length_non_aborted/mean': nonAbortedStats.mean, 'response_length_non_aborted/max': nonAbortedStats.max,
+    'response_length_non_aborted/min': nonAbortedStats.min, 'response_length_non_aborted/clip_ratio': clipRatio(nonAbortedLengths, x.R),
+    'response/aborted_ratio': (x.N - nonAborted.length) / x.N,
     'prompt_length/mean': promptLengths.mean, 'prompt_length/max': promptLengths.max, 'prompt_length/min': promptLengths.min,
-    'prompt_length/clip_ratio': promptsClipped,
+    'prompt_length/clip_ratio': clipRatio(promptRows, a.maxPromptLength),
     ...x.metrics,
     ...a.updateMetrics,
     ...a.timing,

@@ -3,8 +3,9 @@
 // defaults, the built-in job (examples/arithmetic_tiny.yaml, only when no config file is named and neither a model
 // nor data is given), a --config file or Hydra's primary config with its defaults list, the command line. `--cfg job` prints the composed config and exits before any device is created. A run validates every
 // input before it touches the run directory (trainer.default_local_dir), writes the resolved config there as
-// config.yaml, prints a line per step, logs to trainer.logger's sinks, validates every trainer.test_freq steps
-// and at the end, and, given a chart writer (train.js passes tools/plot's), draws the run's charts.
+// config.yaml, prints a line per step, logs to trainer.logger's sinks, validates every trainer.test_freq steps and
+// saves every trainer.save_freq steps (the last step included; ≤ 0: never, as in verl), and, given a chart writer
+// (train.js passes tools/plot's), draws the run's charts.
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
@@ -31,6 +32,7 @@ import { acquireRunLock, checkRunLockFree } from './run-lock-node.ts';
 import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './stop-signals-node.ts';
 import { runTrainingLoop, type StopSave } from './run-loop.ts';
 import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from './primary-config-node.ts';
+import { generationDumps } from './generation-dump-node.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -191,10 +193,13 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   command: string): Promise<number> {
   const started = performance.now();
   const runDir = resolve(config.trainer.default_local_dir);
+  // trainer.logger's console sink is the run's progress on stdout (device, memory plan, a line per step and
+  // validation, the summary); notes and errors reach stderr whatever trainer.logger says, so a run logging only to
+  // wandb or a file is never silent about what it skipped or why it stopped.
   const toConsole = config.trainer.logger.includes('console');
   const log = (line: string) => toConsole && console.log(line);
-  const warn = (line: string) => process.stderr.write(line + '\n');
-  for (const note of [...notes, Tracking.skippedServicesNote(config), ...trainedModelDtypeNotes(config)]) if (note) log(note);
+  const warn = (line: string) => console.error(line);
+  for (const note of [...notes, Tracking.skippedServicesNote(config), ...trainedModelDtypeNotes(config)]) if (note) warn(note);
   await checkRunLockFree(runDir);
 
   // The newest checkpoint that is whole; unreadable ones are moved aside once the run directory may be written.
@@ -227,6 +232,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
 
   let trainer: PpoTrainer | null = null;
   let lastCheckpoint = resumeDir;
+  /** The step of the last checkpoint this run wrote (a resumed run's starting checkpoint counts: it is that step). */
+  let lastSavedStep = resumed?.snapshot.state.globalStep ?? -1;
   const stop = watchStopSignals(() => ({ step: trainer?.globalStep ?? resumed?.snapshot.state.globalStep ?? 0, lastCheckpoint }));
   let releaseLock = () => {};
   try {
@@ -240,11 +247,11 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       warn(`resume: ${dir} cannot be resumed (${problem}); moved it to ${aside} and ` +
         (resumeDir ? `resuming from ${resumeDir}, the newest intact checkpoint` : 'starting fresh: no intact checkpoint is left'));
     }
-    for (const name of await removeStaleSaves(runDir)) log(`removed ${name}: the staging folder of a save that did not finish`);
+    for (const name of await removeStaleSaves(runDir)) warn(`removed ${name}: the staging folder of a save that did not finish`);
     if (resumed) await trimMetricsAfter(join(runDir, METRICS_FILE), resumed.snapshot.state.globalStep);
     else {
       const archive = await setAsidePreviousRun(runDir);
-      if (archive) log(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
+      if (archive) warn(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
     }
     await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
     const tracking = await Tracking.open(config, runDir, resumed !== null, env);
@@ -265,6 +272,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const { io, cursor } = runTrainerIo(setup, sampler, resumed?.dataCursor);
     const ppo = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
     trainer = ppo;
+    ppo.generationDumps = generationDumps(config.trainer);
     if (resumed) ppo.restore(resumed.snapshot);
 
     const validate = async (): Promise<number | null> => {
@@ -285,10 +293,13 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     /** The validation that ends a run, recorded in its last checkpoint once it finished: the same command then has nothing left to do. */
     const finalValidation = async (): Promise<number | null> => {
       stop.phase = 'final-validation';
+      const saved = lastSavedStep === ppo.globalStep;
       const score = await validate().catch((err: Error) => {
-        throw new Error(`final validation failed (the trained model is saved in ${lastCheckpoint}; the same command runs the final validation again): ${err.message}`, { cause: err });
+        const where = saved ? `the trained model is saved in ${lastCheckpoint}; the same command runs the final validation again`
+          : `trainer.save_freq=${config.trainer.save_freq} saved no checkpoint of step ${ppo.globalStep}`;
+        throw new Error(`final validation failed (${where}): ${err.message}`, { cause: err });
       });
-      await markFinalValidationDone(lastCheckpoint!);
+      if (saved) await markFinalValidationDone(lastCheckpoint!);
       return score;
     };
 
@@ -296,16 +307,20 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       stop.phase = 'final-validation';
       if (resumed) log(`validating the checkpoint ${resumeDir} (trainer.val_only=true)`);
       const score = await validate();
-      log(score === null ? 'trainer.val_only=true but there is no validation set (data.val_files)' : `validation only: score ${score.toFixed(3)}`);
-      return score === null ? 1 : 0;
+      if (score === null) {
+        warn('error: trainer.val_only=true but there is no validation set (data.val_files)');
+        return 1;
+      }
+      log(`validation only: score ${score.toFixed(3)}`);
+      return 0;
     }
     if (ppo.globalStep >= totalSteps) {
-      if (resumed?.finalValidationDone !== false) {
-        log(`nothing to train: the run in ${runDir} is already at step ${ppo.globalStep} of ${totalSteps} ` +
+      if (resumed?.finalValidationDone !== false || config.trainer.test_freq <= 0) {
+        warn(`nothing to train: the run in ${runDir} is already at step ${ppo.globalStep} of ${totalSteps} ` +
           `(trainer.resume_mode=${config.trainer.resume_mode}); pass trainer.resume_mode=disable to start over`);
         return 0;
       }
-      log(`the run in ${runDir} is trained (step ${ppo.globalStep} of ${totalSteps}) but its final validation did not finish: running it now`);
+      warn(`the run in ${runDir} is trained (step ${ppo.globalStep} of ${totalSteps}) but its final validation did not finish: running it now`);
       const score = await finalValidation();
       log(`done: final validation${score === null ? '' : ` score ${score.toFixed(3)}`}; checkpoint ${lastCheckpoint}`);
       return 0;
@@ -313,7 +328,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const before = config.trainer.val_before_train && !resumed ? await validate() : null;
     log(`PPO: ${totalSteps} steps × ${config.data.train_batch_size} prompts × ${config.actor_rollout_ref.rollout.n} samples, ` +
       `estimator ${config.algorithm.adv_estimator}${setup.critic ? (config.critic.freeze ? ' (critic frozen)' : ' with critic') : ''}`);
-    let after = before;
+    // The last validation's score (assigned in the loop's hook): null when no validation followed the first step.
+    let after = null as number | null;
     const ppoStarted = performance.now();
     const firstStep = ppo.globalStep;
     // The data position at the end of the last completed step: what a checkpoint records, even after a failed step drew its batch.
@@ -337,6 +353,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
           generationConfig: setup.generationConfig?.raw,
           beforeRename: () => (stop.phase = 'renaming-checkpoint'),
         });
+        lastSavedStep = ppo.globalStep;
         if (at === 'save_freq') log(`checkpoint: ${lastCheckpoint}`);
       },
       stop,
@@ -353,7 +370,8 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       log(`validation score: ${before.toFixed(3)} before PPO -> ${after.toFixed(3)} after (${((after - before) * 100).toFixed(1)} points)`);
     }
     const metricsNote = config.trainer.logger.includes('file') ? `; metrics ${join(runDir, METRICS_FILE)}` : '';
-    log(`done in ${seconds.toFixed(0)} s; checkpoint ${lastCheckpoint}${metricsNote}`);
+    const checkpointNote = lastSavedStep === ppo.globalStep ? `checkpoint ${lastCheckpoint}` : `no checkpoint of step ${ppo.globalStep} (trainer.save_freq=${config.trainer.save_freq})`;
+    log(`done in ${seconds.toFixed(0)} s; ${checkpointNote}${metricsNote}`);
     // Charts are drawn from metrics.jsonl, which only the file logger writes.
     if (options.writeCharts && config.trainer.logger.includes('file')) {
       const files = options.writeCharts(runDir);

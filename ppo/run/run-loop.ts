@@ -1,9 +1,11 @@
 // The outer PPO run loop, shared by the command line and the demo: steps until the run's total, a validation
-// every trainer.test_freq steps, a checkpoint every trainer.save_freq steps (≤ 0: never, as in verl), and at the
-// end the final checkpoint, then the final validation, so a validation that fails finds the trained weights
-// already saved. Whatever stops the run early saves the last completed step first: a stop signal (after the step
-// or validation under way), or an error in a step or a validation — unless the failed step had begun updating the
-// weights, which would then be neither the last step's nor the next one's. What differs between callers comes in
+// every trainer.test_freq steps and a checkpoint every trainer.save_freq steps, the last step included — as verl's
+// RayPPOTrainer.fit: `freq > 0 and (is_last_step or global_steps % freq == 0)`, so ≤ 0 never validates or saves,
+// not even at the end. At the end the final checkpoint comes before the final validation (verl validates first),
+// so a validation that fails finds the trained weights already saved. Whatever stops the run early saves the last
+// completed step first, whatever save_freq says: a stop signal (after the step or validation under way), or an error
+// in a step or a validation — unless the failed step had begun updating the weights, which would then be neither
+// the last step's nor the next one's. What differs between callers comes in
 // as hooks: what a step reports, how a save is written (Node only), pausing and stop signals, the non-finite guard
 // (inside the step hook).
 import type { PpoConfig } from '../config.ts';
@@ -103,9 +105,14 @@ export async function runTrainingLoop(trainer: { readonly globalStep: number }, 
     }
     if (hooks.save && every(freq.save_freq, step)) await save('save_freq');
   }
-  if (hooks.save && savedStep !== trainer.globalStep) await save('final');
-  if (stopRequested()) return 'interrupted';
-  phase('final-validation');
-  await hooks.validate('final');
+  if (hooks.save && freq.save_freq > 0 && savedStep !== trainer.globalStep) await save('final');
+  if (stopRequested()) {
+    await saveForStop('interrupt');
+    return 'interrupted';
+  }
+  if (freq.test_freq > 0) {
+    phase('final-validation');
+    await hooks.validate('final');
+  }
   return 'finished';
 }

@@ -67,9 +67,9 @@ describe('run loop', () => {
   });
 
   it('keeps the stop watch told what the run is doing: step, validation, checkpoint, final validation', async () => {
-    expect((await schedule(2, 0, 1)).phases).toEqual(['step 1 (step)', 'save save_freq @1 (writing-checkpoint)', 'step 2 (step)',
+    expect((await schedule(2, 2, 1)).phases).toEqual(['step 1 (step)', 'save save_freq @1 (writing-checkpoint)', 'step 2 (step)',
       'save save_freq @2 (writing-checkpoint)', 'validate final @2 (final-validation)']);
-    expect((await schedule(3, 2, 0)).phases).toEqual(['step 1 (step)', 'step 2 (step)', 'validate test_freq @2 (validation)', 'step 3 (step)',
+    expect((await schedule(3, 2, 5)).phases).toEqual(['step 1 (step)', 'step 2 (step)', 'validate test_freq @2 (validation)', 'step 3 (step)',
       'save final @3 (writing-checkpoint)', 'validate final @3 (final-validation)']);
   });
 
@@ -78,10 +78,18 @@ describe('run loop', () => {
       'save save_freq @4', 'validate final @4']);
   });
 
-  it('test_freq and save_freq of 0 or -1 never validate or save mid-run (verl); the end still saves and validates', async () => {
+  it('test_freq and save_freq of 0 or -1 never validate or save, not even at the end (verl: freq > 0 and (is_last_step or ...))', async () => {
     for (const [test_freq, save_freq] of [[0, 0], [-1, -1], [0, -1]]) {
-      expect((await schedule(3, test_freq, save_freq)).events).toEqual([...steps(1, 3), 'save final @3', 'validate final @3']);
+      expect((await schedule(3, test_freq, save_freq)).events).toEqual(steps(1, 3));
     }
+    expect((await schedule(3, 2, -1)).events).toEqual([...steps(1, 2), 'validate test_freq @2', 'step 3', 'validate final @3']);
+    expect((await schedule(3, -1, 2)).events).toEqual([...steps(1, 2), 'save save_freq @2', 'step 3', 'save final @3']);
+  });
+
+  it('with save_freq ≤ 0 a stop signal or an error still saves the last completed step', async () => {
+    expect(await schedule(6, -1, -1, 0, { interruptDuring: 2 })).toMatchObject({ end: 'interrupted', events: [...steps(1, 2), 'save interrupt @2'] });
+    expect(await schedule(3, -1, -1, 0, { interruptDuring: 3 })).toMatchObject({ end: 'interrupted', events: [...steps(1, 3), 'save interrupt @3'] });
+    expect(await schedule(6, -1, -1, 0, { failAtStep: 3 })).toMatchObject({ end: 'error: step 3 failed; saved', events: [...steps(1, 2), 'save error @2'] });
   });
 
   it('counts test_freq and save_freq in global steps from a resumed step', async () => {
@@ -111,7 +119,7 @@ describe('run loop', () => {
   });
 
   it('a stop signal during the final save ends the run after it, leaving the final validation to the same command', async () => {
-    expect(await schedule(3, 0, 0, 0, { interruptDuringFinalSave: true })).toMatchObject({ end: 'interrupted', events: [...steps(1, 3), 'save final @3'] });
+    expect(await schedule(3, 0, 5, 0, { interruptDuringFinalSave: true })).toMatchObject({ end: 'interrupted', events: [...steps(1, 3), 'save final @3'] });
   });
 
   it('a stop before a step ends the run without a save or a final validation', async () => {

@@ -13,7 +13,8 @@ import { corpusJsonl, syntheticQaDataset, syntheticQaTokenizer, syntheticQaToken
 
 export interface TinyRun {
   root: string;
-  /** Overrides that point a run at the tiny model and data, with small batches and file-only logging. */
+  /** Overrides that point a run at the tiny model and data, with small batches and file-only logging; no validation, and
+   *  a save_freq above any tiny run's length, so (verl: a save at the last step whenever save_freq > 0) only the last step is saved. */
   overrides: string[];
 }
 
@@ -49,7 +50,8 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
     overrides: [
       `actor_rollout_ref.model.path=${model}`, `data.train_files=${data}`, 'data.train_batch_size=4', 'data.max_prompt_length=16',
       'data.max_response_length=3', 'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.optim.lr=1e-2',
-      'critic.optim.lr=1e-2', 'trainer.val_before_train=false', 'trainer.test_freq=-1', 'trainer.logger=[file]',
+      'critic.optim.lr=1e-2', 'trainer.val_before_train=false', 'trainer.test_freq=-1', 'trainer.save_freq=1000',
+      'trainer.logger=[file]',
     ],
   };
 }

@@ -75,7 +75,7 @@ describe('node train.js with bad input', () => {
     await writeFile(join(dir, 'metrics.jsonl'), '{"step":9,"data":{}}\n');
     const before = await snapshot(dir);
     expect(await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, 'trainer.resume_mode=disable', 'trainer.total_training_steps=1']))
-      .toEqual({ code: 0, errors: [] });
+      .toEqual({ code: 0, errors: [expect.stringMatching(/^fresh start: the previous run's metrics and checkpoints moved to \S+previous_run_/)] });
     const names = await readdir(dir);
     const archive = names.find((n) => n.startsWith('previous_run_'))!;
     expect(Object.values(await snapshot(join(dir, archive)))).toEqual(Object.values(before));
@@ -111,7 +111,7 @@ describe('node train.js with bad input', () => {
     await writeFile(val, row.replace('"arithmetic"', '"held_out"') + '\n');
     const dir = join(tiny.root, 'final-validation');
     const outcome = await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, `data.val_files=${val}`, `custom_reward_function.path=${reward}`,
-      'trainer.total_training_steps=1']);
+      'trainer.total_training_steps=1', 'trainer.test_freq=1']);
     expectOneLine(outcome, /^error: final validation failed \(the trained model is saved in \S+global_step_1; the same command runs the final validation again\): custom_reward_function compute_score of \S+ \(data_source "held_out".* threw: judge offline$/);
     expect(await readdir(join(dir, 'global_step_1'))).toContain('trainer_state.json');
   });

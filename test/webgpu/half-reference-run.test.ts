@@ -19,7 +19,7 @@ describe('frozen models in bf16 from the command line', () => {
     const halfOthers = ['critic.model.fsdp_config.model_dtype=bfloat16', 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'];
     const { code, stdout, stderr } = await run('half-run', ['actor_rollout_ref.ref.fsdp_config.model_dtype=bf16', ...halfOthers]);
     expect(code, stderr).toBe(0);
-    expect(stdout).toContain('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16: this model trains, so its weights stay float32 master copies');
+    expect(stderr).toContain('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16: this model trains, so its weights stay float32 master copies');
     expect(stdout).toMatch(/reference parameters \(bf16 matrices\)/);
     expect(stdout).toMatch(/critic parameters \(bf16 matrices\)/);
     const half = await klLoss('half-run');

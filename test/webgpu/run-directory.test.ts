@@ -45,6 +45,34 @@ describe('run directory', () => {
     expect(await readdir(tensorboardDir)).toHaveLength(1);
   });
 
+  it('a run without the console logger prints nothing on stdout, but its notes and errors on stderr', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const wandbOnly = [...overrides, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, 'wandb')}`, 'trainer.logger=[wandb]'];
+    const run = await runCli(wandbOnly);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toContain('trainer.logger: skipped wandb');
+    const valOnly = await runCli([...wandbOnly, 'trainer.val_only=true']);
+    expect(valOnly).toMatchObject({ code: 1, stdout: '' });
+    expect(valOnly.stderr).toContain('error: trainer.val_only=true but there is no validation set (data.val_files)');
+  });
+
+  it('trainer.save_freq=-1 and test_freq=-1 save and validate nothing, not even at the end (verl); the summary says so', async () => {
+    const { root, overrides } = await makeTinyRun(4);
+    const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
+    const dir = join(root, 'never');
+    const { code, stdout } = await runCli([...overrides, 'trainer.total_training_steps=2', `data.val_files=${data}`, 'trainer.save_freq=-1',
+      'trainer.test_freq=-1', 'trainer.val_before_train=true', 'trainer.logger=[console,file]', `trainer.default_local_dir=${dir}`]);
+    expect(code).toBe(0);
+    expect((await readdir(dir)).filter((name) => name.startsWith('global_step_'))).toEqual([]);
+    // verl's val_before_train, whatever test_freq says; nothing after it.
+    expect((await runMetrics(dir)).map((m) => m.step)).toEqual([0, 1, 2]);
+    expect(stdout).toContain('no checkpoint of step 2 (trainer.save_freq=-1)');
+    expect(stdout).toContain('validation @ step 0');
+    expect(stdout).not.toContain('validation @ step 2');
+    expect(stdout).not.toContain('validation score:');
+  });
+
   it('saved actors carry the model\'s generation_config.json as read, and its eos_token_id list ends responses (as vLLM)', async () => {
     const { root, overrides } = await makeTinyRun(4);
     const model = overrides.find((o) => o.startsWith('actor_rollout_ref.model.path='))!.split('=')[1];

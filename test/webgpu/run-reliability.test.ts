@@ -165,7 +165,7 @@ describe('node train.js: nothing lost, whatever stops the run', () => {
     await writeFile(judge, `import { existsSync } from 'node:fs';\nexport function compute_score(source) {\n` +
       `  if (source === 'held_out' && existsSync(${JSON.stringify(marker)})) throw new Error('judge offline');\n  return 0;\n}\n`);
     const dir = join(tiny.root, 'final');
-    const args = [...inDir('final'), `data.val_files=${heldOut}`, `custom_reward_function.path=${judge}`, 'trainer.total_training_steps=1', 'trainer.logger=[console,file]'];
+    const args = [...inDir('final'), `data.val_files=${heldOut}`, `custom_reward_function.path=${judge}`, 'trainer.total_training_steps=1', 'trainer.test_freq=1', 'trainer.logger=[console,file]'];
     const failed = await train(args);
     expect(failed.code).toBe(1);
     expect(failed.errors.at(-1)).toMatch(/^error: final validation failed \(the trained model is saved in \S+global_step_1; the same command runs the final validation again\): .*judge offline$/);
@@ -173,12 +173,12 @@ describe('node train.js: nothing lost, whatever stops the run', () => {
     await rm(marker);
     const again = await train(args);
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain('is trained (step 1 of 1) but its final validation did not finish: running it now');
+    expect(again.errors.join('\n')).toContain('is trained (step 1 of 1) but its final validation did not finish: running it now');
     expect(again.stdout).toMatch(/validation @ step 1: score 0\.000 on 2 prompts/);
     expect(JSON.parse(await readFile(join(dir, 'global_step_1', 'trainer_state.json'), 'utf8')).finalValidationDone).toBe(true);
     const third = await train(args);
     expect(third.code).toBe(0);
-    expect(third.stdout).toContain('nothing to train: the run in');
+    expect(third.errors.join('\n')).toContain('nothing to train: the run in');
     expect((await runMetrics(dir)).filter((m) => 'val/test_score/mean' in m.data)).toHaveLength(1);
 
     // trainer.val_only=true with resume_mode=auto validates the newest checkpoint of the run directory.

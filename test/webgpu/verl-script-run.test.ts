@@ -26,8 +26,8 @@ describe('a verl launch script on a tiny model', () => {
     ];
     const { code, stdout, stderr } = await runCli(argv);
     expect(code, stderr).toBe(0);
-    expect(stdout).toContain('ignored 6 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');
-    expect(stdout).toContain('trainer.logger: skipped wandb');
+    expect(stderr).toContain('ignored 6 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');
+    expect(stderr).toContain('trainer.logger: skipped wandb');
 
     const config = parseYaml(await readFile(join(runDir, 'config.yaml'), 'utf8'));
     expect(config.algorithm.adv_estimator).toBe('grpo');
