@@ -4,12 +4,14 @@
 import { readFile } from 'node:fs/promises';
 import { Engine } from '../engine/index.ts';
 import {
-  aggLoss, applyKlPenalty, computeActorLossFromLogits, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
+  aggLoss, applyKlPenalty, computeActorLossFromLogits, computeRewards, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
   computePolicyLoss, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
   maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, AdaptiveKLController, FixedKLController,
   type AggOptions, type KLController, type Matrix, type PolicyLossOptions,
 } from './verl/index.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
+import * as math from '../ppo/rewards/math.ts';
+import * as qaEm from '../ppo/rewards/qa-em.ts';
 
 export interface VerlCase {
   id?: string;
@@ -60,6 +62,23 @@ function controllerFrom(config: Record<string, unknown>): KLController {
   });
 }
 
+/** The reward module a case names (verl.utils.reward_score.<module>.<function>): scores per solution. */
+function scoreFunction(c: VerlCase): (solutions: string[], truths: unknown[]) => number[] {
+  const [module, name] = c.function.split('.').slice(-2);
+  const formatScore = kwarg(c, 'format_score', 0);
+  const score = kwarg(c, 'score', 1);
+  if (module === 'gsm8k') {
+    const method = kwarg<Gsm8kMethod>(c, 'method', 'strict');
+    return (solutions, truths) => solutions.map((s, i) => gsm8k.computeScore(s, truths[i] as string, method, formatScore, score));
+  }
+  if (module === 'math' || module === 'math_reward') return (solutions, truths) => solutions.map((s, i) => math.computeScore(s, truths[i] as string));
+  if (module === 'search_r1_like_qa_em' || module === 'qa_em') {
+    const scorer = name === 'compute_score_subem' ? qaEm.computeScoreSubem : qaEm.computeScore;
+    return (solutions, truths) => solutions.map((s, i) => scorer(s, truths[i] as { target: qaEm.GoldenAnswers }, formatScore, score));
+  }
+  throw new Error(`verl-case: no reward module ${module} (known: gsm8k, math, math_reward, search_r1_like_qa_em, qa_em)`);
+}
+
 const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_grpo_outcome_advantage: 'grpo',
   compute_rloo_outcome_advantage: 'rloo',
@@ -68,6 +87,9 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_grpo_passk_outcome_advantage: 'grpo_passk',
   compute_reinforce_plus_plus_outcome_advantage: 'reinforce_plus_plus',
   compute_remax_outcome_advantage: 'remax',
+  compute_grpo_vectorized_outcome_advantage: 'grpo_vectorized',
+  compute_rloo_vectorized_outcome_advantage: 'rloo_vectorized',
+  compute_gpg_outcome_advantage: 'gpg',
 };
 
 async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
@@ -183,11 +205,25 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const r = await computeEntropyLoss(engine, input(c, 'logits'), input(c, 'response_mask', 'eos_mask'), aggOptions(c));
       return { entropy_loss: r.entropyLoss, grad_logits: r.gradLogits };
     }
-    case 'compute_score': {
-      const solutions = input<string[]>(c, 'solution_str');
-      const truths = input<string[]>(c, 'ground_truth');
-      const method = kwarg<Gsm8kMethod>(c, 'method', 'strict');
-      return { score: solutions.map((s, i) => gsm8k.computeScore(s, truths[i], method, kwarg(c, 'format_score', 0), kwarg(c, 'score', 1))) };
+    case 'compute_score':
+    case 'compute_score_em':
+    case 'compute_score_subem':
+      return { score: scoreFunction(c)(input<string[]>(c, 'solution_str'), input<unknown[]>(c, 'ground_truth')) };
+    case 'clip_by_value': {
+      // torch.max(torch.min(x, tensor_max), tensor_min), bounds broadcast like x (a scalar or a same-shaped matrix).
+      const x = input<Matrix>(c, 'x');
+      const bound = (v: unknown, b: number, t: number): number => (Array.isArray(v) ? (Array.isArray(v[0]) ? v[b][t] : v[t]) : (v as number));
+      const lo = input<unknown>(c, 'tensor_min');
+      const hi = input<unknown>(c, 'tensor_max');
+      const clipped = x.map((row, b) => row.map((v, t) => Math.max(Math.min(v, bound(hi, b, t)), bound(lo, b, t))));
+      return { clipped, output: clipped };
+    }
+    case 'compute_rewards': {
+      const r = await computeRewards(engine, {
+        tokenLevelScores: input(c, 'token_level_scores'), oldLogProb: input(c, 'old_log_prob', 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
+        klRatio: kwarg(c, 'kl_ratio', 0),
+      });
+      return { rewards: r, token_level_rewards: r, output: r };
     }
   }
   const estimator = OUTCOME_FUNCTIONS[name];
@@ -196,7 +232,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask', 'eos_mask'),
       index: estimator === 'reinforce_plus_plus' || estimator === 'remax' ? [] : input(c, 'index'),
       epsilon: kwarg(c, 'epsilon', 1e-6), normAdvByStdInGrpo: kwarg(c, 'norm_adv_by_std_in_grpo', true),
-      gamma: kwarg(c, 'gamma', 1), rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined,
+      gamma: kwarg(c, 'gamma', 1), rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined, fNorm: kwarg(c, 'f_norm', 1),
     });
     return { advantages: r.advantages, returns: r.returns };
   }

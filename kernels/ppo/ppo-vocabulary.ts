@@ -43,7 +43,8 @@ export function parseKlEstimator(name: string): KlEstimator {
   return { code, straightThrough: straightThrough && code !== 2 };
 }
 
-export type OutcomeEstimator = 'grpo' | 'rloo' | 'opo' | 'reinforce_plus_plus_baseline' | 'grpo_passk';
+export const OUTCOME_ESTIMATORS = ['grpo', 'rloo', 'opo', 'reinforce_plus_plus_baseline', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg'] as const;
+export type OutcomeEstimator = (typeof OUTCOME_ESTIMATORS)[number];
 
 export interface PolicyLossConfig {
   lossMode: 'vanilla' | 'gspo';

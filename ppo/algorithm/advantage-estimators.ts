@@ -36,6 +36,8 @@ export interface AdvantageArgs {
   /** Scratch: (4) whitening statistics, (2B) row score and length. */
   stats: Tensor; rowStats: Tensor;
   gamma: number; lam: number; normAdvByStd: boolean; epsilon: number; B: number; T: number;
+  /** gpg: verl's f_norm (its trainer leaves the default 1). */
+  fNorm?: number;
 }
 
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
@@ -57,7 +59,8 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
     case 'remax':
       computeRemaxOutcomeAdvantageGpu(engine, { tokenLevelRewards, responseMask, advantages, returns, rewardBaselines: need(a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'), B, T });
       return;
-    case 'grpo': case 'rloo': case 'opo': case 'reinforce_plus_plus_baseline': case 'grpo_passk': {
+    case 'grpo': case 'rloo': case 'opo': case 'reinforce_plus_plus_baseline': case 'grpo_passk':
+    case 'grpo_vectorized': case 'rloo_vectorized': case 'gpg': {
       const index = need(a.index, 'index (a group id per sequence)');
       if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
       const layout = groupLayout(index);
@@ -65,7 +68,7 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
       if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
       const groups = groupTensors(engine, layout);
       computeOutcomeAdvantageGpu(engine, estimator, {
-        tokenLevelRewards, responseMask, ...groups, rowStats: a.rowStats, stats, advantages, epsilon: a.epsilon, normAdvByStd: a.normAdvByStd, B, T,
+        tokenLevelRewards, responseMask, ...groups, rowStats: a.rowStats, stats, advantages, epsilon: a.epsilon, normAdvByStd: a.normAdvByStd, fNorm: a.fNorm, B, T,
       });
       engine.copy(advantages, returns);
       for (const g of Object.values(groups)) engine.destroyTensor(g);

@@ -10,7 +10,7 @@ import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvanta
 import { computeReinforcePlusPlusOutcomeAdvantageRef, computeRemaxOutcomeAdvantageRef } from '../../kernels/ppo/reverse-returns.ref.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/ppo/advantage-outcome.ts';
 import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
-import { LOSS_AGG_MODES, type LossAggregation, type OutcomeEstimator, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { LOSS_AGG_MODES, OUTCOME_ESTIMATORS, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
@@ -74,22 +74,24 @@ describe('advantage kernels', () => {
     expectClose(await engine.read(t.advantages), remax.advantages, 1e-5, 1e-5, 'remax advantages');
   });
 
-  const estimators: OutcomeEstimator[] = ['grpo', 'rloo', 'opo', 'reinforce_plus_plus_baseline', 'grpo_passk'];
-  for (const estimator of estimators) {
-    for (const normAdvByStd of estimator === 'grpo' || estimator === 'grpo_passk' ? [true, false] : [true]) {
+  for (const estimator of OUTCOME_ESTIMATORS) {
+    for (const normAdvByStd of estimator.startsWith('grpo') ? [true, false] : [true]) {
       it(`${estimator}${normAdvByStd ? '' : ' without std'}: groups in any order, ties and singletons`, async () => {
         const engine = await gpuEngine();
         // grpo_passk needs two per group; the others also get a singleton group.
         const index = estimator === 'grpo_passk' ? ['a', 'b', 'a', 'c', 'b', 'c', 'a'] : ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
         const rewards = random(5, B * T, 0.05);
         rewards[3 * T] = rewards[0];
+        // gpg's α counts the sequences with a non-zero score: make one score zero.
+        for (let t = 0; t < T; t++) rewards[T + t] = 0;
+        const fNorm = estimator === 'gpg' ? 0.5 : 1;
         const layout = groupLayout(index);
         const advantages = engine.tensor('a', [B * T]);
         computeOutcomeAdvantageGpu(engine, estimator, {
           tokenLevelRewards: up(engine, 'r', rewards), responseMask: up(engine, 'm', MASK), ...groupTensors(engine, layout),
-          rowStats: engine.tensor('rowStats', [2 * B]), stats: engine.tensor('stats', [4]), advantages, epsilon: 1e-6, normAdvByStd, B, T,
+          rowStats: engine.tensor('rowStats', [2 * B]), stats: engine.tensor('stats', [4]), advantages, epsilon: 1e-6, normAdvByStd, fNorm, B, T,
         });
-        const ref = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, epsilon: 1e-6, normAdvByStd, B, T });
+        const ref = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, epsilon: 1e-6, normAdvByStd, fNorm, B, T });
         expectClose(await engine.read(advantages), ref, 1e-5, 1e-4, estimator);
       });
     }

@@ -28,6 +28,7 @@ interface EstimatorArgs {
   lam?: number;
   epsilon?: number;
   normAdvByStdInGrpo?: boolean;
+  fNorm?: number;
 }
 
 async function run(engine: Engine, estimator: string, args: EstimatorArgs): Promise<Advantages> {
@@ -45,7 +46,7 @@ async function run(engine: Engine, estimator: string, args: EstimatorArgs): Prom
     values: args.values ? upload(engine, 'values', args.values) : null,
     rewardBaselines: args.rewardBaselines ? engine.tensorFrom('reward_baselines', [B], args.rewardBaselines) : null,
     index: args.index, stats: engine.tensor('stats', [4]), rowStats: engine.tensor('row_stats', [B, 2]),
-    gamma: args.gamma ?? 1, lam: args.lam ?? 1, epsilon: args.epsilon ?? 1e-6, normAdvByStd: args.normAdvByStdInGrpo ?? true, B, T,
+    gamma: args.gamma ?? 1, lam: args.lam ?? 1, epsilon: args.epsilon ?? 1e-6, normAdvByStd: args.normAdvByStdInGrpo ?? true, fNorm: args.fNorm, B, T,
   });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
@@ -58,7 +59,7 @@ export function computeGaeAdvantageReturn(engine: Engine, args: {
 
 /** algorithm.adv_estimator dispatch, with verl's argument names (camelCase). */
 export function computeAdvantage(engine: Engine, advEstimator: string, args: OutcomeArgs & {
-  values?: Matrix; gamma?: number; lam?: number; rewardBaselines?: readonly number[];
+  values?: Matrix; gamma?: number; lam?: number; rewardBaselines?: readonly number[]; fNorm?: number;
 }): Promise<Advantages> {
   return run(engine, advEstimator, args);
 }
