@@ -15,6 +15,8 @@ import * as qaEm from '../ppo/rewards/qa-em.ts';
 
 export interface VerlCase {
   id?: string;
+  /** The seed verl's run was given (clip_cov's random pick here uses it, though not torch's generator). */
+  seed?: number;
   function: string;
   kwargs: Record<string, unknown>;
   inputs: Record<string, unknown>;
@@ -22,9 +24,11 @@ export interface VerlCase {
 
 type Outputs = Record<string, unknown>;
 
-/** kwargs with verl's dotted config keys ("config.clip_ratio") and plain keys looked up alike. */
+/** kwargs with verl's dotted config keys ("config.clip_ratio", "config.policy_loss.clip_cov_ratio") and plain keys looked up alike. */
 function kwarg<V>(c: VerlCase, name: string, fallback: V): V {
-  const value = c.kwargs[name] ?? c.kwargs[`config.${name}`];
+  const nested = (c.kwargs.config as Record<string, unknown> | undefined);
+  const value = c.kwargs[name] ?? c.kwargs[`config.${name}`] ?? c.kwargs[`config.policy_loss.${name}`] ?? nested?.[name]
+    ?? (nested?.policy_loss as Record<string, unknown> | undefined)?.[name];
   return value === undefined || value === null ? fallback : (value as V);
 }
 
@@ -45,15 +49,35 @@ function aggOptions(c: VerlCase, defaultMode = 'token-mean'): AggOptions {
   };
 }
 
-function policyOptions(c: VerlCase, lossMode: 'vanilla' | 'gspo'): PolicyLossOptions {
+function policyOptions(c: VerlCase, lossMode: string): PolicyLossOptions {
   const clipRatio = kwarg(c, 'clip_ratio', kwarg(c, 'cliprange', 0.2));
+  const optional = (name: string): number | undefined => kwarg<number | undefined>(c, name, undefined);
   return {
     lossMode,
     clipRatio,
     clipRatioLow: kwarg(c, 'clip_ratio_low', kwarg(c, 'cliprange_low', clipRatio)),
     clipRatioHigh: kwarg(c, 'clip_ratio_high', kwarg(c, 'cliprange_high', clipRatio)),
     clipRatioC: kwarg(c, 'clip_ratio_c', 3.0),
+    tauPos: optional('tau_pos'), tauNeg: optional('tau_neg'),
+    clipCovRatio: optional('clip_cov_ratio'), clipCovLb: optional('clip_cov_lb'), clipCovUb: optional('clip_cov_ub'),
+    klCovRatio: optional('kl_cov_ratio'), ppoKlCoef: optional('ppo_kl_coef'),
   };
+}
+
+/** The metric keys each verl policy loss returns (gpg none, clip_cov no pg_clipfrac_lower, kl_cov only ppo_kl). */
+const POLICY_METRICS: Record<string, readonly string[]> = {
+  gpg: [], clip_cov: ['actor/pg_clipfrac', 'actor/ppo_kl'], kl_cov: ['actor/ppo_kl'],
+};
+
+/** The loss mode a policy-loss case names: compute_policy_loss_<mode>, get_policy_loss_fn('<mode>') or its name kwarg. */
+function policyLossMode(c: VerlCase, name: string): string | null {
+  if (c.function.includes('get_policy_loss_fn')) {
+    const quoted = /get_policy_loss_fn\(\s*['"]([^'"]+)['"]/.exec(c.function)?.[1];
+    return String(c.kwargs.name ?? c.kwargs.loss_mode ?? quoted ?? kwarg(c, 'loss_mode', 'vanilla'));
+  }
+  if (name === 'compute_policy_loss') return 'vanilla';
+  const mode = /^compute_policy_loss_(\w+)$/.exec(name)?.[1];
+  return mode && mode !== 'reinforce' && mode !== 'bypass_mode' ? mode : null;
 }
 
 function controllerFrom(config: Record<string, unknown>): KLController {
@@ -184,16 +208,6 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const r = await aggLoss(engine, input(c, 'loss_mat'), input(c, 'loss_mask'), aggOptions(c));
       return { loss: r.loss };
     }
-    case 'compute_policy_loss':
-    case 'compute_policy_loss_vanilla':
-    case 'compute_policy_loss_gspo': {
-      const gspo = name === 'compute_policy_loss_gspo';
-      const r = await computePolicyLoss(engine, {
-        oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
-        ...policyOptions(c, gspo ? 'gspo' : 'vanilla'), ...aggOptions(c, gspo ? 'seq-mean-token-mean' : 'token-mean'),
-      });
-      return { pg_loss: r.pgLoss, metrics: gspo ? { ...r.metrics, 'actor/pg_clipfrac_lower': 0 } : r.metrics, grad_log_prob: r.gradLogProb };
-    }
     case 'compute_value_loss': {
       const r = await computeValueLoss(engine, {
         vpreds: input(c, 'vpreds'), returns: input(c, 'returns'), values: input(c, 'values'), responseMask: input(c, 'response_mask', 'eos_mask'),
@@ -225,6 +239,16 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       });
       return { rewards: r, token_level_rewards: r, output: r };
     }
+  }
+  const lossMode = policyLossMode(c, name);
+  if (lossMode) {
+    // gspo and sapo aggregate as seq-mean-token-mean whatever is passed (the kernel forces it); the others default to token-mean.
+    const r = await computePolicyLoss(engine, {
+      oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
+      ...policyOptions(c, lossMode), ...aggOptions(c, lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : 'token-mean'), seed: c.seed,
+    });
+    const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
+    return { pg_loss: r.pgLoss, metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), grad_log_prob: r.gradLogProb };
   }
   const estimator = OUTCOME_FUNCTIONS[name];
   if (estimator) {

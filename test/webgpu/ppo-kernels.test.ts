@@ -13,6 +13,7 @@ import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.
 import { LOSS_AGG_MODES, OUTCOME_ESTIMATORS, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { computeValueLossRef } from '../../kernels/ppo/value-loss.ref.ts';
 import { applyKlPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
@@ -131,6 +132,51 @@ describe('loss kernels', () => {
         const g = await engine.read(grads);
         expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
         expectClose(g.filter((_, i) => i % 2 === 1), expected.gradEntropy, 1e-7, 1e-5, 'd loss / d entropy');
+      });
+    }
+  }
+
+  // The losses verl added after vanilla and GSPO; clip_cov and kl_cov with wide enough settings that several tokens are picked.
+  const newModes: PolicyLossConfig[] = [
+    { lossMode: 'gpg', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3 },
+    { lossMode: 'geo_mean', clipRatioLow: 0.1, clipRatioHigh: 0.15, clipRatioC: 3 },
+    { lossMode: 'cispo', clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 },
+    { lossMode: 'sapo', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, tauPos: 1, tauNeg: 1.05 },
+    { lossMode: 'clip_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, clipCovRatio: 0.2, clipCovLb: 0, clipCovUb: 5 },
+    { lossMode: 'kl_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, klCovRatio: 0.2, ppoKlCoef: 0.1 },
+  ];
+  for (const config of newModes) {
+    for (const mode of ['token-mean', 'seq-mean-token-sum'] as const) {
+      it(`actor loss ${config.lossMode} ${mode} with entropy bonus and KL loss`, async () => {
+        const engine = await gpuEngine();
+        const old = random(16, B * T, 0.4, -1);
+        const lp = random(17, B * T, 0.4, -1);
+        const adv = random(18, B * T, 2);
+        const entropy = random(19, B * T, 1, 2);
+        const ref = random(20, B * T, 0.4, -1);
+        const aggregation = localAggregation(mode, MASK, B, T);
+        const covariance = config.lossMode === 'clip_cov' || config.lossMode === 'kl_cov';
+        const selected = covariance ? selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
+          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
+          clipCovRatio: config.clipCovRatio ?? 0, clipCovLb: config.clipCovLb ?? 0, clipCovUb: config.clipCovUb ?? 0, klCovRatio: config.klCovRatio ?? 0,
+        }, seededRandom(3)) : undefined;
+        if (selected) expect(selected.reduce((a, v) => a + v, 0)).toBeGreaterThan(1);
+        const grads = engine.tensor('grads', [B * T * 2]);
+        const out = engine.tensor('out', [8]);
+        computeActorLossGpu(engine, {
+          oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
+          entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
+          selected: selected ? up(engine, 'selected', selected) : undefined,
+        }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 });
+        const expected = computeActorLossRef({
+          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected, geoMeanRows: B + 2,
+          terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
+        });
+        const o = await engine.read(out);
+        expectClose([o[0], o[1], o[2], o[3], o[5], o[6], o[7]], [expected.pgLoss, expected.pgClipfrac, expected.ppoKl, expected.pgClipfracLower,
+          expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
+        const g = await engine.read(grads);
+        expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
       });
     }
   }

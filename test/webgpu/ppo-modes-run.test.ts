@@ -10,6 +10,12 @@ const RUNS: [string, string[]][] = [
   ['adv_estimator=grpo_vectorized', ['algorithm.adv_estimator=grpo_vectorized']],
   ['adv_estimator=rloo_vectorized', ['algorithm.adv_estimator=rloo_vectorized']],
   ['adv_estimator=gpg', ['algorithm.adv_estimator=gpg']],
+  ['loss_mode=gpg', ['algorithm.adv_estimator=gpg', 'actor_rollout_ref.actor.policy_loss.loss_mode=gpg']],
+  ['loss_mode=geo_mean', ['actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean']],
+  ['loss_mode=cispo', ['actor_rollout_ref.actor.policy_loss.loss_mode=cispo']],
+  ['loss_mode=sapo', ['actor_rollout_ref.actor.policy_loss.loss_mode=sapo', 'actor_rollout_ref.actor.tau_neg=2']],
+  ['loss_mode=clip_cov', ['actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov', 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.1']],
+  ['loss_mode=kl_cov', ['actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov', 'actor_rollout_ref.actor.policy_loss.kl_cov_ratio=0.1']],
 ];
 
 describe('new estimators and policy losses in a run', () => {
