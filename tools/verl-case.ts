@@ -114,6 +114,7 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_grpo_vectorized_outcome_advantage: 'grpo_vectorized',
   compute_rloo_vectorized_outcome_advantage: 'rloo_vectorized',
   compute_gpg_outcome_advantage: 'gpg',
+  compute_optimal_token_baseline_advantage: 'optimal_token_baseline',
 };
 
 async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
@@ -251,6 +252,15 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     return { pg_loss: r.pgLoss, metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), grad_log_prob: r.gradLogProb };
   }
   const estimator = OUTCOME_FUNCTIONS[name];
+  if (estimator === 'optimal_token_baseline') {
+    const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
+    const r = await computeAdvantage(engine, estimator, {
+      tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask'), index: input(c, 'index'),
+      oldLogProbs: input(c, 'old_log_probs'), sumPiSquared: input(c, 'sum_pi_squared'), rolloutIsWeights: weights ?? undefined,
+      handleZeroTail: kwarg(c, 'handle_zero_tail', false), epsilon: kwarg(c, 'epsilon', 1e-8),
+    });
+    return { advantages: r.advantages, returns: r.returns };
+  }
   if (estimator) {
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask', 'eos_mask'),

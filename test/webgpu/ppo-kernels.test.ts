@@ -13,6 +13,9 @@ import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.
 import { LOSS_AGG_MODES, OUTCOME_ESTIMATORS, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
+import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
 import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { computeValueLossRef } from '../../kernels/ppo/value-loss.ref.ts';
@@ -96,6 +99,35 @@ describe('advantage kernels', () => {
         expectClose(await engine.read(advantages), ref, 1e-5, 1e-4, estimator);
       });
     }
+  }
+});
+
+describe('optimal token baseline', () => {
+  for (const [handleZeroTail, withIs] of [[false, false], [true, true]] as const) {
+    it(`groups with a singleton, ragged lengths${handleZeroTail ? ', handle_zero_tail and IS weights' : ''}`, async () => {
+      const engine = await gpuEngine();
+      const index = ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
+      const layout = groupLayout(index);
+      const rewards = random(21, B * T, 0.5);
+      const old = random(22, B * T, 1, -2);
+      // Σπ² of a distribution is in (0, 1].
+      const sumPiSquared = random(23, B * T, 0.4, 0.5);
+      const isWeights = withIs ? random(24, B * T, 0.3, 1) : undefined;
+      const advantages = engine.tensor('a', [B * T]);
+      const returns = engine.tensor('r', [B * T]);
+      computeOptimalTokenBaselineGpu(engine, {
+        tokenLevelRewards: up(engine, 'rewards', rewards), responseMask: up(engine, 'm', MASK), oldLogProbs: up(engine, 'old', old),
+        sumPiSquared: up(engine, 'spi', sumPiSquared), rolloutIsWeights: isWeights ? up(engine, 'is', isWeights) : null, ...groupTensors(engine, layout),
+        tailStart: engine.tensorFrom('tail', [B], zeroTailStarts(MASK, layout.groupOf, B, T, handleZeroTail), 'u32'),
+        pathWeight: engine.tensor('w', [B * T]), advantages, returns, epsilon: 1e-8, B, T,
+      });
+      const ref = computeOptimalTokenBaselineRef({
+        tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, oldLogProbs: old, sumPiSquared, rolloutIsWeights: isWeights, handleZeroTail, epsilon: 1e-8, B, T,
+      });
+      if (handleZeroTail) expect(Array.from(zeroTailStarts(MASK, layout.groupOf, B, T, true)).some((s) => s < T)).toBe(true);
+      expectClose(await engine.read(returns), ref.returns, 1e-5, 1e-5, 'returns');
+      expectClose(await engine.read(advantages), ref.advantages, 1e-4, 1e-4, 'advantages');
+    });
   }
 });
 

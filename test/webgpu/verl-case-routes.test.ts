@@ -12,6 +12,7 @@ import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
+import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
 import { groupLayout } from '../../kernels/ppo/advantage-outcome.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
@@ -72,6 +73,25 @@ describe('verl-case routes beyond the recorded sample', () => {
       expectClose(got.advantages.flat(), expected, 1e-6, 1e-5, estimator);
     });
   }
+
+  it('compute_optimal_token_baseline_advantage', async () => {
+    const index = ['a', 'b', 'a', 'a'];
+    const rewards = wave(7, 1);
+    const sumPiSquared = wave(8, 0.2, 0.5);
+    for (const handleZeroTail of [false, true]) {
+      const c: VerlCase = {
+        function: `${CORE}.compute_optimal_token_baseline_advantage`, kwargs: { handle_zero_tail: handleZeroTail, epsilon: 1e-8 },
+        inputs: { token_level_rewards: rewards, response_mask: MASK, index, old_log_probs: OLD, sum_pi_squared: sumPiSquared, rollout_is_weights: null },
+      };
+      const got = await runVerlCase(await gpuEngine(), c) as { advantages: number[][]; returns: number[][] };
+      const expected = computeOptimalTokenBaselineRef({
+        tokenLevelRewards: rewards.flat(), responseMask: MASK.flat(), groupOf: groupLayout(index).groupOf, oldLogProbs: OLD.flat(),
+        sumPiSquared: sumPiSquared.flat(), handleZeroTail, epsilon: 1e-8, B, T,
+      });
+      expectClose(got.advantages.flat(), expected.advantages, 1e-5, 1e-4, 'advantages');
+      expectClose(got.returns.flat(), expected.returns, 1e-6, 1e-5, 'returns');
+    }
+  });
 
   it('compute_score goes to the module the function names', async () => {
     const engine = await gpuEngine();
