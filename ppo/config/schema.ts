@@ -64,7 +64,7 @@ export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'cl
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 
 /** algorithm.adv_estimator values (ppo/algorithm/advantage-estimators.ts dispatches each to its kernel). */
-export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg'] as const;
+export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg', 'optimal_token_baseline'] as const;
 export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
 
 /** verl's fsdp_config.model_dtype spellings (its PrecisionType). */
