@@ -20,8 +20,23 @@ export interface CovarianceSelectionArgs {
   klCovRatio: number;
 }
 
-/** 0/1 per token: the tokens clip_cov cuts (mode 'clip_cov') or kl_cov penalises (mode 'kl_cov'). random() ∈ [0, 1). */
-export function selectCovarianceTokens(mode: 'clip_cov' | 'kl_cov', a: CovarianceSelectionArgs, random: () => number): Float32Array {
+/** A random permutation of 0 … n−1 (clip_cov cuts the candidates at its first clip_num positions, as verl's torch.randperm). */
+export type Permutation = (n: number) => ArrayLike<number>;
+
+/** Fisher–Yates from the last index down, one draw of random() ∈ [0, 1) per index. */
+export function shuffledIndices(random: () => number): Permutation {
+  return (n) => {
+    const order = Array.from({ length: n }, (_, i) => i);
+    for (let j = n - 1; j > 0; j--) {
+      const k = Math.floor(random() * (j + 1));
+      [order[j], order[k]] = [order[k], order[j]];
+    }
+    return order;
+  };
+}
+
+/** 0/1 per token: the tokens clip_cov cuts (mode 'clip_cov') or kl_cov penalises (mode 'kl_cov'). */
+export function selectCovarianceTokens(mode: 'clip_cov' | 'kl_cov', a: CovarianceSelectionArgs, permutation: Permutation): Float32Array {
   const n = a.responseMask.length;
   const selected = new Float32Array(n);
   const valid: number[] = [];
@@ -53,11 +68,9 @@ export function selectCovarianceTokens(mode: 'clip_cov' | 'kl_cov', a: Covarianc
     return cov > a.clipCovLb && cov < a.clipCovUb;
   });
   const clipNum = Math.max(Math.floor(a.clipCovRatio * maskSum), 1);
-  // Fisher–Yates over the candidates; all of them when there are no more than clipNum (then no randomness matters).
-  for (let j = candidates.length - 1; j > 0; j--) {
-    const k = Math.floor(random() * (j + 1));
-    [candidates[j], candidates[k]] = [candidates[k], candidates[j]];
-  }
-  for (const i of candidates.slice(0, clipNum)) selected[i] = 1;
+  // Candidates in row-major order (torch.nonzero's), cut at the permutation's first clipNum positions; all of them
+  // when there are no more than clipNum (then no draw matters).
+  const order = permutation(candidates.length);
+  for (let j = 0; j < Math.min(clipNum, candidates.length); j++) selected[candidates[order[j]]] = 1;
   return selected;
 }

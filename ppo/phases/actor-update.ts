@@ -15,7 +15,7 @@ import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
-import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
+import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;
@@ -61,7 +61,7 @@ export class ActorUpdater {
       oldLogProb: pick(x.oldLogProbs), logProb: (await this.engine.read(b.logProbs)).subarray(0, rows.length * R), advantages: pick(x.advantages),
       responseMask: pick(x.responseMask), clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
       clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
-    }, () => rng.next());
+    }, shuffledIndices(() => rng.next()));
     this.engine.upload(b.selectedTokens, selected);
   }
 

@@ -16,7 +16,7 @@ import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
 import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
-import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
+import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { computeValueLossRef } from '../../kernels/ppo/value-loss.ref.ts';
 import { applyKlPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
@@ -191,7 +191,7 @@ describe('loss kernels', () => {
         const selected = covariance ? selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
           oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
           clipCovRatio: config.clipCovRatio ?? 0, clipCovLb: config.clipCovLb ?? 0, clipCovUb: config.clipCovUb ?? 0, klCovRatio: config.klCovRatio ?? 0,
-        }, seededRandom(3)) : undefined;
+        }, shuffledIndices(seededRandom(3))) : undefined;
         if (selected) expect(selected.reduce((a, v) => a + v, 0)).toBeGreaterThan(1);
         const grads = engine.tensor('grads', [B * T * 2]);
         const out = engine.tensor('out', [8]);

@@ -45,7 +45,7 @@ describe('verl-case routes beyond the recorded sample', () => {
         const flat = { oldLogProb: OLD.flat(), logProb: LOG_PROB.flat(), advantages: ADVANTAGES.flat(), responseMask: MASK.flat() };
         // clip_cov's pick here has at most clip_num candidates, so no random draw decides it.
         const selected = mode === 'clip_cov' || mode === 'kl_cov'
-          ? selectCovarianceTokens(mode, { ...flat, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh, clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio! }, () => 0)
+          ? selectCovarianceTokens(mode, { ...flat, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh, clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio! }, (n) => Array.from({ length: n }, (_, i) => i))
           : undefined;
         const expected = computeActorLossRef({ ...flat, B, T, config, aggregation: localAggregation('token-mean', flat.responseMask, B, T), selected });
         expectClose([got.pg_loss], [expected.pgLoss], 1e-6, 1e-5, 'pg_loss');

@@ -10,7 +10,8 @@ import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/ppo/
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import type { LossAggregation, PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { resolvePolicyLossConfig, type PolicyLossOptions } from '../../ppo/algorithm/policy-loss-config.ts';
-import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
+import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
+import { torchRandperm } from './torch-randperm.ts';
 import { Rng } from '../../engine/rng.ts';
 import { readMatrix, sameShape, shapeOf, toMatrix, upload, type Matrix } from './tensors.ts';
 
@@ -68,15 +69,19 @@ export interface ActorLossResult {
   gradEntropy: number[][];
 }
 
-/** The trainer's host-side covariance pick of clip_cov / kl_cov (clip_cov's random pick seeded by `seed`). */
+/**
+ * The trainer's host-side covariance pick of clip_cov / kl_cov. With a `seed` clip_cov draws torch.randperm after
+ * torch.manual_seed(seed), as a verl run seeded just before the call does; without one, the trainer's generator.
+ */
 async function covarianceSelection(engine: Engine, config: PolicyLossConfig, args: { oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; seed?: number }): Promise<Tensor | undefined> {
   if (config.lossMode !== 'clip_cov' && config.lossMode !== 'kl_cov') return undefined;
-  const rng = new Rng(args.seed ?? 0);
+  const rng = new Rng(0);
+  const permutation = args.seed === undefined ? shuffledIndices(() => rng.next()) : (n: number) => torchRandperm(n, args.seed!);
   const selected = selectCovarianceTokens(config.lossMode, {
     oldLogProb: args.oldLogProb.flat(), logProb: await engine.read(args.logProb), advantages: args.advantages.flat(), responseMask: args.responseMask.flat(),
     clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh, clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!,
     clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
-  }, () => rng.next());
+  }, permutation);
   return engine.tensorFrom('selected', [args.responseMask.length, args.responseMask[0].length], selected);
 }
 
