@@ -96,7 +96,11 @@ function scoreFunction(c: VerlCase): (solutions: string[], truths: unknown[]) =>
     return (solutions, truths) => solutions.map((s, i) => gsm8k.computeScore(s, truths[i] as string, method, formatScore, score));
   }
   if (module === 'math' || module === 'math_reward') return (solutions, truths) => solutions.map((s, i) => math.computeScore(s, truths[i] as string));
-  if (module === 'search_r1_like_qa_em' || module === 'qa_em') {
+  if (module === 'qa_em') {
+    // Search-R1's fork: compute_score_em / compute_score_subem over prompt + response.
+    return (solutions, truths) => solutions.map((s, i) => qaEm.computeScoreSearchR1(s, truths[i] as { target: qaEm.GoldenAnswers }, name === 'compute_score_subem', formatScore, score));
+  }
+  if (module === 'search_r1_like_qa_em') {
     const scorer = name === 'compute_score_subem' ? qaEm.computeScoreSubem : qaEm.computeScore;
     return (solutions, truths) => solutions.map((s, i) => scorer(s, truths[i] as { target: qaEm.GoldenAnswers }, formatScore, score));
   }

@@ -107,6 +107,10 @@ describe('verl-case routes beyond the recorded sample', () => {
       const scorer = name === 'compute_score' ? qaEm.computeScore : qaEm.computeScoreSubem;
       expect(await runVerlCase(engine, c)).toEqual({ score: answers.map((s, i) => scorer(s, qaTruths[i], 0.1)) });
     }
+    // Search-R1's fork (module qa_em) reads the last of at least two answers: a single one is the prompt's example.
+    const fork = await runVerlCase(engine, { function: 'verl.utils.reward_score.qa_em.compute_score_em', kwargs: {}, inputs: {
+      solution_str: ['<answer>Paris</answer>', 'e.g. <answer>x</answer> … <answer>paris</answer>'], ground_truth: [{ target: ['Paris'] }, { target: ['Paris'] }] } });
+    expect(fork).toEqual({ score: [0, 1] });
     const subem = await runVerlCase(engine, { function: 'verl.utils.reward_score.search_r1_like_qa_em.compute_score_subem', kwargs: {}, inputs: { solution_str: answers, ground_truth: qaTruths } });
     expect(subem).toEqual({ score: [1, 1, 0] });
   });
