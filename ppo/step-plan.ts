@@ -56,7 +56,9 @@ export function planStep(c: PpoConfig): StepPlan {
       lossAggMode: a.loss_agg_mode,
       policyLoss: resolvePolicyLossConfig({
         lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
-        clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c,
+        clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c, tauPos: a.tau_pos, tauNeg: a.tau_neg,
+        clipCovRatio: a.policy_loss.clip_cov_ratio, clipCovLb: a.policy_loss.clip_cov_lb, clipCovUb: a.policy_loss.clip_cov_ub,
+        klCovRatio: a.policy_loss.kl_cov_ratio, ppoKlCoef: a.policy_loss.ppo_kl_coef,
       }),
       entropyCoeff: a.entropy_coeff, useKlLoss: a.use_kl_loss, klLossCoef: a.kl_loss_coef, klLossType: a.kl_loss_type, temperature,
     },

@@ -4,15 +4,19 @@
 import { readFile } from 'node:fs/promises';
 import { Engine } from '../engine/index.ts';
 import {
-  aggLoss, applyKlPenalty, computeActorLossFromLogits, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
+  aggLoss, applyKlPenalty, computeActorLossFromLogits, computeRewards, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
   computePolicyLoss, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
   maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, AdaptiveKLController, FixedKLController,
   type AggOptions, type KLController, type Matrix, type PolicyLossOptions,
 } from './verl/index.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
+import * as math from '../ppo/rewards/math.ts';
+import * as qaEm from '../ppo/rewards/qa-em.ts';
 
 export interface VerlCase {
   id?: string;
+  /** The seed verl's run was given (clip_cov's random pick here uses it, though not torch's generator). */
+  seed?: number;
   function: string;
   kwargs: Record<string, unknown>;
   inputs: Record<string, unknown>;
@@ -20,9 +24,11 @@ export interface VerlCase {
 
 type Outputs = Record<string, unknown>;
 
-/** kwargs with verl's dotted config keys ("config.clip_ratio") and plain keys looked up alike. */
+/** kwargs with verl's dotted config keys ("config.clip_ratio", "config.policy_loss.clip_cov_ratio") and plain keys looked up alike. */
 function kwarg<V>(c: VerlCase, name: string, fallback: V): V {
-  const value = c.kwargs[name] ?? c.kwargs[`config.${name}`];
+  const nested = (c.kwargs.config as Record<string, unknown> | undefined);
+  const value = c.kwargs[name] ?? c.kwargs[`config.${name}`] ?? c.kwargs[`config.policy_loss.${name}`] ?? nested?.[name]
+    ?? (nested?.policy_loss as Record<string, unknown> | undefined)?.[name];
   return value === undefined || value === null ? fallback : (value as V);
 }
 
@@ -43,21 +49,62 @@ function aggOptions(c: VerlCase, defaultMode = 'token-mean'): AggOptions {
   };
 }
 
-function policyOptions(c: VerlCase, lossMode: 'vanilla' | 'gspo'): PolicyLossOptions {
+function policyOptions(c: VerlCase, lossMode: string): PolicyLossOptions {
   const clipRatio = kwarg(c, 'clip_ratio', kwarg(c, 'cliprange', 0.2));
+  const optional = (name: string): number | undefined => kwarg<number | undefined>(c, name, undefined);
   return {
     lossMode,
     clipRatio,
     clipRatioLow: kwarg(c, 'clip_ratio_low', kwarg(c, 'cliprange_low', clipRatio)),
     clipRatioHigh: kwarg(c, 'clip_ratio_high', kwarg(c, 'cliprange_high', clipRatio)),
     clipRatioC: kwarg(c, 'clip_ratio_c', 3.0),
+    tauPos: optional('tau_pos'), tauNeg: optional('tau_neg'),
+    clipCovRatio: optional('clip_cov_ratio'), clipCovLb: optional('clip_cov_lb'), clipCovUb: optional('clip_cov_ub'),
+    klCovRatio: optional('kl_cov_ratio'), ppoKlCoef: optional('ppo_kl_coef'),
   };
+}
+
+/** The metric keys each verl policy loss returns (gpg none, clip_cov no pg_clipfrac_lower, kl_cov only ppo_kl). */
+const POLICY_METRICS: Record<string, readonly string[]> = {
+  gpg: [], clip_cov: ['actor/pg_clipfrac', 'actor/ppo_kl'], kl_cov: ['actor/ppo_kl'],
+};
+
+/** The loss mode a policy-loss case names: compute_policy_loss_<mode>, get_policy_loss_fn('<mode>') or its name kwarg. */
+function policyLossMode(c: VerlCase, name: string): string | null {
+  if (c.function.includes('get_policy_loss_fn')) {
+    const quoted = /get_policy_loss_fn\(\s*['"]([^'"]+)['"]/.exec(c.function)?.[1];
+    return String(c.kwargs.name ?? c.kwargs.loss_mode ?? quoted ?? kwarg(c, 'loss_mode', 'vanilla'));
+  }
+  if (name === 'compute_policy_loss') return 'vanilla';
+  const mode = /^compute_policy_loss_(\w+)$/.exec(name)?.[1];
+  return mode && mode !== 'reinforce' && mode !== 'bypass_mode' ? mode : null;
 }
 
 function controllerFrom(config: Record<string, unknown>): KLController {
   return getKlController({
     type: String(config.type), kl_coef: Number(config.kl_coef), target_kl: config.target_kl as number | undefined, horizon: config.horizon as number | undefined,
   });
+}
+
+/** The reward module a case names (verl.utils.reward_score.<module>.<function>): scores per solution. */
+function scoreFunction(c: VerlCase): (solutions: string[], truths: unknown[]) => number[] {
+  const [module, name] = c.function.split('.').slice(-2);
+  const formatScore = kwarg(c, 'format_score', 0);
+  const score = kwarg(c, 'score', 1);
+  if (module === 'gsm8k') {
+    const method = kwarg<Gsm8kMethod>(c, 'method', 'strict');
+    return (solutions, truths) => solutions.map((s, i) => gsm8k.computeScore(s, truths[i] as string, method, formatScore, score));
+  }
+  if (module === 'math' || module === 'math_reward') return (solutions, truths) => solutions.map((s, i) => math.computeScore(s, truths[i] as string));
+  if (module === 'qa_em') {
+    // Search-R1's fork: compute_score_em / compute_score_subem over prompt + response.
+    return (solutions, truths) => solutions.map((s, i) => qaEm.computeScoreSearchR1(s, truths[i] as { target: qaEm.GoldenAnswers }, name === 'compute_score_subem', formatScore, score));
+  }
+  if (module === 'search_r1_like_qa_em') {
+    const scorer = name === 'compute_score_subem' ? qaEm.computeScoreSubem : qaEm.computeScore;
+    return (solutions, truths) => solutions.map((s, i) => scorer(s, truths[i] as { target: qaEm.GoldenAnswers }, formatScore, score));
+  }
+  throw new Error(`verl-case: no reward module ${module} (known: gsm8k, math, math_reward, search_r1_like_qa_em, qa_em)`);
 }
 
 const OUTCOME_FUNCTIONS: Record<string, string> = {
@@ -68,6 +115,10 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_grpo_passk_outcome_advantage: 'grpo_passk',
   compute_reinforce_plus_plus_outcome_advantage: 'reinforce_plus_plus',
   compute_remax_outcome_advantage: 'remax',
+  compute_grpo_vectorized_outcome_advantage: 'grpo_vectorized',
+  compute_rloo_vectorized_outcome_advantage: 'rloo_vectorized',
+  compute_gpg_outcome_advantage: 'gpg',
+  compute_optimal_token_baseline_advantage: 'optimal_token_baseline',
 };
 
 async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
@@ -162,16 +213,6 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const r = await aggLoss(engine, input(c, 'loss_mat'), input(c, 'loss_mask'), aggOptions(c));
       return { loss: r.loss };
     }
-    case 'compute_policy_loss':
-    case 'compute_policy_loss_vanilla':
-    case 'compute_policy_loss_gspo': {
-      const gspo = name === 'compute_policy_loss_gspo';
-      const r = await computePolicyLoss(engine, {
-        oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
-        ...policyOptions(c, gspo ? 'gspo' : 'vanilla'), ...aggOptions(c, gspo ? 'seq-mean-token-mean' : 'token-mean'),
-      });
-      return { pg_loss: r.pgLoss, metrics: gspo ? { ...r.metrics, 'actor/pg_clipfrac_lower': 0 } : r.metrics, grad_log_prob: r.gradLogProb };
-    }
     case 'compute_value_loss': {
       const r = await computeValueLoss(engine, {
         vpreds: input(c, 'vpreds'), returns: input(c, 'returns'), values: input(c, 'values'), responseMask: input(c, 'response_mask', 'eos_mask'),
@@ -183,20 +224,53 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const r = await computeEntropyLoss(engine, input(c, 'logits'), input(c, 'response_mask', 'eos_mask'), aggOptions(c));
       return { entropy_loss: r.entropyLoss, grad_logits: r.gradLogits };
     }
-    case 'compute_score': {
-      const solutions = input<string[]>(c, 'solution_str');
-      const truths = input<string[]>(c, 'ground_truth');
-      const method = kwarg<Gsm8kMethod>(c, 'method', 'strict');
-      return { score: solutions.map((s, i) => gsm8k.computeScore(s, truths[i], method, kwarg(c, 'format_score', 0), kwarg(c, 'score', 1))) };
+    case 'compute_score':
+    case 'compute_score_em':
+    case 'compute_score_subem':
+      return { score: scoreFunction(c)(input<string[]>(c, 'solution_str'), input<unknown[]>(c, 'ground_truth')) };
+    case 'clip_by_value': {
+      // torch.max(torch.min(x, tensor_max), tensor_min), bounds broadcast like x (a scalar or a same-shaped matrix).
+      const x = input<Matrix>(c, 'x');
+      const bound = (v: unknown, b: number, t: number): number => (Array.isArray(v) ? (Array.isArray(v[0]) ? v[b][t] : v[t]) : (v as number));
+      const lo = input<unknown>(c, 'tensor_min');
+      const hi = input<unknown>(c, 'tensor_max');
+      const clipped = x.map((row, b) => row.map((v, t) => Math.max(Math.min(v, bound(hi, b, t)), bound(lo, b, t))));
+      return { clipped, output: clipped };
+    }
+    case 'compute_rewards': {
+      const r = await computeRewards(engine, {
+        tokenLevelScores: input(c, 'token_level_scores'), oldLogProb: input(c, 'old_log_prob', 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
+        klRatio: kwarg(c, 'kl_ratio', 0),
+      });
+      return { rewards: r, token_level_rewards: r, output: r };
     }
   }
+  const lossMode = policyLossMode(c, name);
+  if (lossMode) {
+    // gspo and sapo aggregate as seq-mean-token-mean whatever is passed (the kernel forces it); the others default to token-mean.
+    const r = await computePolicyLoss(engine, {
+      oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
+      ...policyOptions(c, lossMode), ...aggOptions(c, lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : 'token-mean'), seed: c.seed,
+    });
+    const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
+    return { pg_loss: r.pgLoss, metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), grad_log_prob: r.gradLogProb };
+  }
   const estimator = OUTCOME_FUNCTIONS[name];
+  if (estimator === 'optimal_token_baseline') {
+    const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
+    const r = await computeAdvantage(engine, estimator, {
+      tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask'), index: input(c, 'index'),
+      oldLogProbs: input(c, 'old_log_probs'), sumPiSquared: input(c, 'sum_pi_squared'), rolloutIsWeights: weights ?? undefined,
+      handleZeroTail: kwarg(c, 'handle_zero_tail', false), epsilon: kwarg(c, 'epsilon', 1e-8),
+    });
+    return { advantages: r.advantages, returns: r.returns };
+  }
   if (estimator) {
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask', 'eos_mask'),
       index: estimator === 'reinforce_plus_plus' || estimator === 'remax' ? [] : input(c, 'index'),
       epsilon: kwarg(c, 'epsilon', 1e-6), normAdvByStdInGrpo: kwarg(c, 'norm_adv_by_std_in_grpo', true),
-      gamma: kwarg(c, 'gamma', 1), rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined,
+      gamma: kwarg(c, 'gamma', 1), rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined, fNorm: kwarg(c, 'f_norm', 1),
     });
     return { advantages: r.advantages, returns: r.returns };
   }

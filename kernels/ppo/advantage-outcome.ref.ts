@@ -11,6 +11,8 @@ export interface OutcomeArgs {
   groupOf: ArrayLike<number>;
   epsilon: number;
   normAdvByStd: boolean;
+  /** gpg: the divisor f_norm (verl's default 1). */
+  fNorm?: number;
   B: number;
   T: number;
 }
@@ -38,6 +40,8 @@ export function outcomeScalarsRef(estimator: OutcomeEstimator, args: OutcomeArgs
     members.get(g)!.push(b);
   }
   const out = new Float64Array(B);
+  // gpg: α = B / (number of non-zero scores in the whole batch, at least 1).
+  const alpha = B / Math.max(scores.filter((s) => s !== 0).length, 1);
   for (let b = 0; b < B; b++) {
     const group = members.get(args.groupOf[b])!;
     const n = group.length;
@@ -61,6 +65,19 @@ export function outcomeScalarsRef(estimator: OutcomeEstimator, args: OutcomeArgs
       }
       case 'reinforce_plus_plus_baseline':
         out[b] = scores[b] - mean;
+        break;
+      case 'grpo_vectorized': {
+        // verl.utils.groupwise.group_mean_std: the unbiased variance floored at ε before the square root.
+        const sd = n > 1 ? Math.sqrt(Math.max(std(groupScores) ** 2, args.epsilon)) : 1;
+        out[b] = args.normAdvByStd ? (scores[b] - mean) / (sd + args.epsilon) : scores[b] - mean;
+        break;
+      }
+      case 'rloo_vectorized':
+        // A singleton group's advantage is 0 here (the loop version keeps its score).
+        out[b] = n > 1 ? (n * scores[b] - n * mean) / (n - 1) : 0;
+        break;
+      case 'gpg':
+        out[b] = (alpha * (scores[b] - mean)) / (args.fNorm ?? 1);
         break;
       case 'grpo_passk': {
         if (n < 2) throw new Error(`grpo_passk: Pass@k requires at least 2 samples per group; got ${n} for group ${args.groupOf[b]}`);

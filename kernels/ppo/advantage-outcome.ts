@@ -18,12 +18,13 @@ const uniforms: UniformSpec[] = [
   { name: 'estimator', type: 'u32' },
   { name: 'epsilon', type: 'f32' },
   { name: 'normByStd', type: 'u32' },
+  { name: 'fNorm', type: 'f32' },
 ];
 
 export const outcomeRowStatsSpec: KernelSpec = { name: 'advantage-outcome/row-stats', source: withWorkgroupReduce(source), entryPoint: 'rowStatsMain', bindings, uniforms };
 export const outcomeBroadcastSpec: KernelSpec = { name: 'advantage-outcome/broadcast', source: withWorkgroupReduce(source), entryPoint: 'broadcast', bindings, uniforms };
 
-const ESTIMATOR_CODES: Record<OutcomeEstimator, number> = { grpo: 0, rloo: 1, opo: 2, reinforce_plus_plus_baseline: 3, grpo_passk: 4 };
+const ESTIMATOR_CODES: Record<OutcomeEstimator, number> = { grpo: 0, rloo: 1, opo: 2, reinforce_plus_plus_baseline: 3, grpo_passk: 4, grpo_vectorized: 5, rloo_vectorized: 6, gpg: 7 };
 
 /** Groups as the kernel reads them: dense ids in order of first appearance and CSR member lists. */
 export interface GroupLayout {
@@ -60,12 +61,14 @@ export function groupTensors(engine: Engine, layout: GroupLayout): { groupOf: Te
   };
 }
 
-/** verl's grpo / rloo / opo / reinforce_plus_plus_baseline / grpo_passk advantages [B, T] (returns = advantages). */
+/** verl's grpo / rloo / opo / reinforce_plus_plus_baseline / grpo_passk / grpo_vectorized / rloo_vectorized / gpg advantages [B, T] (returns = advantages). */
 export function computeOutcomeAdvantageGpu(engine: Engine, estimator: OutcomeEstimator, args: {
   tokenLevelRewards: Tensor; responseMask: Tensor; groupOf: Tensor; groupStart: Tensor; groupMembers: Tensor;
   /** Scratch [2B] (row score and length) and [4] (whitening statistics). */
   rowStats: Tensor; stats: Tensor; advantages: Tensor;
   epsilon: number; normAdvByStd: boolean; B: number; T: number;
+  /** gpg: the divisor f_norm (default 1, as verl's trainer leaves it). */
+  fNorm?: number;
 }): void {
   const { B, T } = args;
   expectRows(estimator, B, T);
@@ -78,7 +81,7 @@ export function computeOutcomeAdvantageGpu(engine: Engine, estimator: OutcomeEst
   const dispatchArgs = {
     bindings: { rewards: args.tokenLevelRewards, mask: args.responseMask, groupOf: args.groupOf, groupStart: args.groupStart,
       groupMembers: args.groupMembers, rowStats: args.rowStats, advantages: args.advantages },
-    uniforms: { T, estimator: ESTIMATOR_CODES[estimator], epsilon: args.epsilon, normByStd: args.normAdvByStd ? 1 : 0 },
+    uniforms: { T, estimator: ESTIMATOR_CODES[estimator], epsilon: args.epsilon, normByStd: args.normAdvByStd ? 1 : 0, fNorm: args.fNorm ?? 1 },
     workgroups: [B] as [number],
   };
   engine.dispatch(outcomeRowStatsSpec, dispatchArgs);

@@ -4,7 +4,10 @@
 //   broadcast: one 64-lane workgroup per row: lane 0 computes the row's scalar from its group, every lane
 //              writes advantages[b,t] = scalar·mask[b,t].
 // estimator: 0 grpo, 1 rloo, 2 opo, 3 reinforce_plus_plus_baseline (group mean only; whitened afterwards),
-//            4 grpo_passk (only the group's first best sequence gets (max − second)/(std + ε)).
+//            4 grpo_passk (only the group's first best sequence gets (max − second)/(std + ε)),
+//            5 grpo_vectorized (grpo with the variance floored at ε: verl's group_mean_std),
+//            6 rloo_vectorized (rloo, but 0 for a one-member group), 7 gpg (α·(score − mean)/fNorm with
+//            α = B / max(#non-zero scores in the batch, 1): lane 0 scans every row).
 
 var<workgroup> rowScalar: f32;
 
@@ -43,6 +46,23 @@ fn groupScalar(row: u32) -> f32 {
     deviation = sqrt(squares / (nf - 1.0));
   }
   switch params.estimator {
+    case 5u: {
+      let floored = select(1.0, sqrt(max(deviation * deviation, params.epsilon)), n > 1u);
+      if (params.normByStd != 0u) { return (score - mean) / (floored + params.epsilon); }
+      return score - mean;
+    }
+    case 6u: {
+      if (n > 1u) { return (nf * score - nf * mean) / (nf - 1.0); }
+      return 0.0;
+    }
+    case 7u: {
+      let rows = arrayLength(&groupOf);
+      var nonZero = 0u;
+      for (var r = 0u; r < rows; r = r + 1u) {
+        if (rowStats[2u * r] != 0.0) { nonZero = nonZero + 1u; }
+      }
+      return f32(rows) / f32(max(nonZero, 1u)) * (score - mean) / params.fNorm;
+    }
     case 0u: {
       if (params.normByStd != 0u) { return (score - mean) / (deviation + params.epsilon); }
       return score - mean;

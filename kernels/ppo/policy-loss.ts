@@ -2,7 +2,7 @@ import source from './policy-loss.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize } from '../../engine/index.ts';
 import { aggregationUniforms, expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
-import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
+import { parseKlEstimator, POLICY_LOSS_MODES, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
 
 export const policyLossSpec: KernelSpec = {
   name: 'policy-loss',
@@ -14,6 +14,7 @@ export const policyLossSpec: KernelSpec = {
     { name: 'mask', access: 'read' },
     { name: 'refLogProb', access: 'read' },
     { name: 'entropy', access: 'read' },
+    { name: 'selected', access: 'read' },
     { name: 'grads', access: 'read_write', type: 'vec2<f32>' },
     { name: 'rowPartials', access: 'read_write' },
   ],
@@ -33,6 +34,10 @@ export const policyLossSpec: KernelSpec = {
     { name: 'klCode', type: 'u32' },
     { name: 'klStraightThrough', type: 'u32' },
     { name: 'klCoef', type: 'f32' },
+    { name: 'tauPos', type: 'f32' },
+    { name: 'tauNeg', type: 'f32' },
+    { name: 'ppoKlCoef', type: 'f32' },
+    { name: 'geoRows', type: 'f32' },
   ],
 };
 
@@ -48,6 +53,8 @@ export interface ActorLossTensors {
   entropy?: Tensor;
   /** Reference log-probs [B, T] when the KL loss is on. */
   refLogProb?: Tensor;
+  /** clip_cov / kl_cov: the 0/1 token selection [B, T] (covariance-selection.ts, made on the host). */
+  selected?: Tensor;
   /** Output [B, T, 2]: (d loss / d logProb, d loss / d entropy) per token, the LM-head backward's coefficients. */
   grads: Tensor;
   /** Scratch [B, 8]. */
@@ -57,36 +64,42 @@ export interface ActorLossTensors {
 }
 
 /**
- * The actor loss of one micro-batch, fused: pg_loss (vanilla dual-clip PPO or GSPO) − entropyCoeff·agg(entropy)
+ * The actor loss of one micro-batch, fused: pg_loss (verl's loss_mode) − entropyCoeff·agg(entropy)
  * + klLossCoef·agg(kl). `aggregation` carries the mini-batch's global denominators, so micro-batch losses and
  * gradients add up to the unsplit mini-batch's exactly.
  */
 export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
   config: PolicyLossConfig; aggregation: LossAggregation; entropyCoeff: number; klLossCoef: number; klLossType: string; B: number; T: number;
+  /** geo_mean: the sequences its mean runs over (default B; the trainer passes its mini-batch's, so micro-batches add). */
+  geoMeanRows?: number;
 }): void {
   const { B, T } = args;
   expectRows('policy-loss', B, T);
   const tokens: [Tensor | undefined, string][] = [[t.oldLogProb, 'oldLogProb'], [t.logProb, 'logProb'], [t.advantages, 'advantages'],
-    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb']];
+    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb'], [t.selected, 'selected']];
   for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
   expectSize('policy-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
   expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
   const agg = aggregationUniforms(args.aggregation);
-  const pgAgg = args.config.lossMode === 'gspo' ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' }) : agg;
+  const mode = args.config.lossMode;
+  if ((mode === 'clip_cov' || mode === 'kl_cov') && !t.selected) throw new Error(`policy-loss: loss_mode ${mode} needs its token selection (selected)`);
+  // GSPO and SAPO aggregate their policy term as seq-mean-token-mean whatever loss_agg_mode says, as verl does.
+  const pgAgg = mode === 'gspo' || mode === 'sapo' ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' }) : agg;
   const kl = parseKlEstimator(args.klLossType);
   engine.dispatch(policyLossSpec, {
     bindings: {
       oldLogProb: t.oldLogProb, logProb: t.logProb, advantages: t.advantages, mask: t.responseMask,
       // Unused inputs are bound to a tensor of the right size; the shader never reads them.
-      refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb,
+      refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb, selected: t.selected ?? t.logProb,
       grads: t.grads, rowPartials: t.rowPartials,
     },
     uniforms: {
-      T, lossMode: args.config.lossMode === 'gspo' ? 1 : 0,
+      T, lossMode: POLICY_LOSS_MODES.indexOf(mode),
       clipRatioLow: args.config.clipRatioLow, clipRatioHigh: args.config.clipRatioHigh, clipRatioC: args.config.clipRatioC,
       aggMode: agg.mode, aggScale: agg.scale, pgAggMode: pgAgg.mode, pgAggScale: pgAgg.scale,
       useEntropy: t.entropy ? 1 : 0, entropyCoeff: t.entropy ? args.entropyCoeff : 0,
       useKl: t.refLogProb ? 1 : 0, klCode: kl.code, klStraightThrough: kl.straightThrough ? 1 : 0, klCoef: t.refLogProb ? args.klLossCoef : 0,
+      tauPos: args.config.tauPos ?? 1, tauNeg: args.config.tauNeg ?? 1.05, ppoKlCoef: args.config.ppoKlCoef ?? 0.1, geoRows: args.geoMeanRows ?? B,
     },
     workgroups: [B],
   });

@@ -1,17 +1,38 @@
 // policy-loss: the whole actor loss of verl's dp_actor for one micro-batch, fused per row of [B, T]:
-//   pg (vanilla dual-clip PPO, or GSPO's sequence-level ratio) − entropyCoeff·agg(entropy) + klCoef·agg(kl(logProb, refLogProb))
+//   pg (verl's loss_mode) − entropyCoeff·agg(entropy) + klCoef·agg(kl(logProb, refLogProb))
 // and its gradients grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
 //   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, mask count, entropy agg, kl agg, total loss];
 // loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl and
 // kl-estimators.wgsl prepended.
-// lossMode: 0 vanilla (log-ratio clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo.
+// lossMode: 0 vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence
+//   ratio), 2 gpg (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high)))
+//   per row, a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
+//   τ = tauPos if A > 0 else tauNeg), 6 clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens),
+//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens). selected[B, T]: the host's covariance pick
+//   (covariance-selection.ts) for 6 and 7, unread otherwise.
 // Gradients follow torch autograd: clamp passes on its closed interval, max/min split ties in half.
-// v1: one 64-lane workgroup per row: a row pass (count, Σ log-ratio for GSPO), then the token pass.
+// v1: one 64-lane workgroup per row: a row pass (count, Σ log-ratio for GSPO, Σ GMPO log-ratio and Σ A for
+//   geo_mean), then the token pass.
 
 fn maxWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
   if (a > b) { return vec2<f32>(a, da); }
   if (a < b) { return vec2<f32>(b, db); }
   return vec2<f32>(a, 0.5 * (da + db));
+}
+
+fn minWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
+  if (a < b) { return vec2<f32>(a, da); }
+  if (a > b) { return vec2<f32>(b, db); }
+  return vec2<f32>(a, 0.5 * (da + db));
+}
+
+// GMPO's token log-ratio and its derivative; z = 1 where the clamp moved r.
+fn geoMeanLogRatio(raw: f32, a: f32) -> vec3<f32> {
+  let sgn = sign(a);
+  let c = clamp(raw, -params.clipRatioLow, params.clipRatioHigh);
+  let dc = select(0.0, 1.0, raw >= -params.clipRatioLow && raw <= params.clipRatioHigh);
+  let mn = minWithGrad(sgn * raw, sgn, sgn * c, sgn * dc);
+  return vec3<f32>(sgn * mn.x, sgn * mn.y, select(0.0, 1.0, raw != c));
 }
 
 @compute @workgroup_size(64)
@@ -22,11 +43,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var t = lid; t < params.T; t = t + 64u) {
     let m = mask[base + t];
     pre.x = pre.x + m;
-    if (m != 0.0) { pre.y = pre.y + (logProb[base + t] - oldLogProb[base + t]) * m; }
+    if (m != 0.0) {
+      let raw = logProb[base + t] - oldLogProb[base + t];
+      pre.y = pre.y + raw * m;
+      if (params.lossMode == 3u) {
+        pre.z = pre.z + geoMeanLogRatio(raw, advantages[base + t]).x * m;
+        pre.w = pre.w + advantages[base + t] * m;
+      }
+    }
   }
   let rowTotals = workgroupSum4(lid, 64u, pre);
   let rowCount = rowTotals.x;
   let seqLogRatio = rowTotals.y / max(rowCount, 1.0);
+  let geoRowLoss = -rowTotals.w / (rowCount + 1e-8) * exp(rowTotals.z / (rowCount + 1e-8));
   let low = 1.0 - params.clipRatioLow;
   let high = 1.0 + params.clipRatioHigh;
 
@@ -45,33 +74,76 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var clipped = false;
     var clippedLower = false;
     var negKl = raw;
-    if (params.lossMode == 0u) {
-      negKl = clamp(raw, -20.0, 20.0);
-      let ratio = exp(negKl);
-      let dratio = select(0.0, ratio, raw >= -20.0 && raw <= 20.0);
-      let cr = clamp(ratio, low, high);
-      let dcr = select(0.0, dratio, ratio >= low && ratio <= high);
-      let l1 = -a * ratio;
-      let l2 = -a * cr;
-      clipped = l2 > l1;
-      let c1 = maxWithGrad(l1, -a * dratio, l2, -a * dcr);
-      let l3 = -a * params.clipRatioC;
-      clippedLower = c1.x > l3 && a < 0.0;
-      var c2 = c1;
-      if (c1.x > l3) { c2 = vec2<f32>(l3, 0.0); } else if (c1.x == l3) { c2 = vec2<f32>(l3, 0.5 * c1.y); }
-      loss = select(c1, c2, a < 0.0);
-    } else {
-      let logRatio = min(seqLogRatio, 10.0);
-      let ratio = exp(logRatio);
-      let dratio = select(0.0, ratio, seqLogRatio <= 10.0);
-      let cr = clamp(ratio, low, high);
-      let dcr = select(0.0, dratio, ratio >= low && ratio <= high);
-      let l1 = -a * ratio;
-      let l2 = -a * cr;
-      clipped = l2 > l1;
-      loss = maxWithGrad(l1, -a * dratio, l2, -a * dcr);
+    let lp = logProb[i];
+    // The ±20-clamped ratio of vanilla, cispo and sapo.
+    let nkl = clamp(raw, -20.0, 20.0);
+    let ratio20 = exp(nkl);
+    let dratio20 = select(0.0, ratio20, raw >= -20.0 && raw <= 20.0);
+    var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, m, rowCount);
+    switch params.lossMode {
+      case 0u: {
+        negKl = nkl;
+        let cr = clamp(ratio20, low, high);
+        let dcr = select(0.0, dratio20, ratio20 >= low && ratio20 <= high);
+        let l1 = -a * ratio20;
+        let l2 = -a * cr;
+        clipped = l2 > l1;
+        let c1 = maxWithGrad(l1, -a * dratio20, l2, -a * dcr);
+        let l3 = -a * params.clipRatioC;
+        clippedLower = c1.x > l3 && a < 0.0;
+        var c2 = c1;
+        if (c1.x > l3) { c2 = vec2<f32>(l3, 0.0); } else if (c1.x == l3) { c2 = vec2<f32>(l3, 0.5 * c1.y); }
+        loss = select(c1, c2, a < 0.0);
+      }
+      case 1u: {
+        let logRatio = min(seqLogRatio, 10.0);
+        let ratio = exp(logRatio);
+        let dratio = select(0.0, ratio, seqLogRatio <= 10.0);
+        let cr = clamp(ratio, low, high);
+        let dcr = select(0.0, dratio, ratio >= low && ratio <= high);
+        let l1 = -a * ratio;
+        let l2 = -a * cr;
+        clipped = l2 > l1;
+        loss = maxWithGrad(l1, -a * dratio, l2, -a * dcr);
+      }
+      case 2u: {
+        loss = vec2<f32>(-lp * a, -a);
+      }
+      case 3u: {
+        let g = geoMeanLogRatio(raw, a);
+        loss = vec2<f32>(geoRowLoss, geoRowLoss * g.y);
+        clipped = g.z != 0.0 && a > 0.0;
+        clippedLower = g.z != 0.0 && a < 0.0;
+        pgWeight = m / ((rowCount + 1e-8) * params.geoRows);
+      }
+      case 4u: {
+        negKl = nkl;
+        let cr = clamp(ratio20, low, high);
+        loss = vec2<f32>(-cr * a * lp, -cr * a);
+        clipped = cr != ratio20;
+      }
+      case 5u: {
+        negKl = nkl;
+        let tau = select(params.tauNeg, params.tauPos, a > 0.0);
+        let s = 1.0 / (1.0 + exp(-tau * (ratio20 - 1.0)));
+        loss = vec2<f32>(-s * (4.0 / tau) * a, -a * 4.0 * s * (1.0 - s) * dratio20);
+      }
+      case 6u: {
+        let ratio = exp(raw);
+        let cr = clamp(ratio, low, high);
+        let dcr = select(0.0, ratio, ratio >= low && ratio <= high);
+        let keep = 1.0 - selected[i];
+        loss = maxWithGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr) * keep;
+        clipped = keep == 0.0;
+      }
+      default: {
+        let ratio = exp(raw);
+        let penalty = selected[i] * params.ppoKlCoef;
+        loss = vec2<f32>(-a * ratio + penalty * abs(raw), -a * ratio + penalty * sign(raw));
+        // kl_cov reports mean |log-ratio| as actor/ppo_kl.
+        negKl = -abs(raw);
+      }
     }
-    let pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, m, rowCount);
     let weight = aggWeight(params.aggMode, params.aggScale, m, rowCount);
     var gradLogProb = pgWeight * loss.y;
     var gradEntropy = 0.0;

@@ -43,11 +43,26 @@ export function parseKlEstimator(name: string): KlEstimator {
   return { code, straightThrough: straightThrough && code !== 2 };
 }
 
-export type OutcomeEstimator = 'grpo' | 'rloo' | 'opo' | 'reinforce_plus_plus_baseline' | 'grpo_passk';
+export const OUTCOME_ESTIMATORS = ['grpo', 'rloo', 'opo', 'reinforce_plus_plus_baseline', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg'] as const;
+export type OutcomeEstimator = (typeof OUTCOME_ESTIMATORS)[number];
+
+/** actor.policy_loss.loss_mode values: verl's registered policy losses (core_algos.POLICY_LOSS_REGISTRY). */
+export const POLICY_LOSS_MODES = ['vanilla', 'gspo', 'gpg', 'geo_mean', 'cispo', 'sapo', 'clip_cov', 'kl_cov'] as const;
+export type PolicyLossMode = (typeof POLICY_LOSS_MODES)[number];
 
 export interface PolicyLossConfig {
-  lossMode: 'vanilla' | 'gspo';
+  lossMode: PolicyLossMode;
   clipRatioLow: number;
   clipRatioHigh: number;
   clipRatioC: number;
+  /** sapo: gate temperatures for A > 0 and A ≤ 0 (actor.tau_pos, actor.tau_neg; verl 1.0 and 1.05). */
+  tauPos?: number;
+  tauNeg?: number;
+  /** clip_cov: fraction of tokens whose loss is cut (policy_loss.clip_cov_ratio, 0.0002) among those with covariance in (lb, ub). */
+  clipCovRatio?: number;
+  clipCovLb?: number;
+  clipCovUb?: number;
+  /** kl_cov: fraction of tokens (the largest covariances) that get ppo_kl_coef·|log-ratio| (policy_loss.kl_cov_ratio, ppo_kl_coef). */
+  klCovRatio?: number;
+  ppoKlCoef?: number;
 }

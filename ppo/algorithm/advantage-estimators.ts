@@ -5,6 +5,8 @@ import type { Engine, Tensor } from '../../engine/index.ts';
 import { computeGaeAdvantageReturnGpu } from '../../kernels/ppo/gae.ts';
 import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/ppo/reverse-returns.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors, type GroupLayout } from '../../kernels/ppo/advantage-outcome.ts';
+import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
+import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
 import { ADV_ESTIMATORS } from '../config/schema.ts';
 
 /** verl raises for the unbiased variance of fewer than two masked elements; so do we (the kernel would give NaN). */
@@ -36,6 +38,14 @@ export interface AdvantageArgs {
   /** Scratch: (4) whitening statistics, (2B) row score and length. */
   stats: Tensor; rowStats: Tensor;
   gamma: number; lam: number; normAdvByStd: boolean; epsilon: number; B: number; T: number;
+  /** gpg: verl's f_norm (its trainer leaves the default 1). */
+  fNorm?: number;
+  /** optimal_token_baseline: the rollout policy's log-probs, Σ_v π_v² per token (B, T), optional IS weights. */
+  oldLogProbs?: Tensor | null;
+  sumPiSquared?: Tensor | null;
+  rolloutIsWeights?: Tensor | null;
+  /** optimal_token_baseline: verl's handle_zero_tail (default false). */
+  handleZeroTail?: boolean;
 }
 
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
@@ -57,7 +67,8 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
     case 'remax':
       computeRemaxOutcomeAdvantageGpu(engine, { tokenLevelRewards, responseMask, advantages, returns, rewardBaselines: need(a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'), B, T });
       return;
-    case 'grpo': case 'rloo': case 'opo': case 'reinforce_plus_plus_baseline': case 'grpo_passk': {
+    case 'grpo': case 'rloo': case 'opo': case 'reinforce_plus_plus_baseline': case 'grpo_passk':
+    case 'grpo_vectorized': case 'rloo_vectorized': case 'gpg': {
       const index = need(a.index, 'index (a group id per sequence)');
       if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
       const layout = groupLayout(index);
@@ -65,10 +76,25 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
       if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
       const groups = groupTensors(engine, layout);
       computeOutcomeAdvantageGpu(engine, estimator, {
-        tokenLevelRewards, responseMask, ...groups, rowStats: a.rowStats, stats, advantages, epsilon: a.epsilon, normAdvByStd: a.normAdvByStd, B, T,
+        tokenLevelRewards, responseMask, ...groups, rowStats: a.rowStats, stats, advantages, epsilon: a.epsilon, normAdvByStd: a.normAdvByStd, fNorm: a.fNorm, B, T,
       });
       engine.copy(advantages, returns);
       for (const g of Object.values(groups)) engine.destroyTensor(g);
+      return;
+    }
+    case 'optimal_token_baseline': {
+      const index = need(a.index, 'index (a group id per sequence)');
+      if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
+      const layout = groupLayout(index);
+      const groups = groupTensors(engine, layout);
+      const tailStart = engine.tensorFrom('tailStart', [B], zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? false), 'u32');
+      const pathWeight = engine.tensor('pathWeight', [B, T]);
+      computeOptimalTokenBaselineGpu(engine, {
+        tokenLevelRewards, responseMask, oldLogProbs: need(a.oldLogProbs, 'old_log_probs'),
+        sumPiSquared: need(a.sumPiSquared, 'sum_pi_squared (Σ π² per token of the rollout policy)'), rolloutIsWeights: a.rolloutIsWeights,
+        ...groups, tailStart, pathWeight, advantages, returns, epsilon: a.epsilon, B, T,
+      });
+      for (const t of [...Object.values(groups), tailStart, pathWeight]) engine.destroyTensor(t);
       return;
     }
     default:

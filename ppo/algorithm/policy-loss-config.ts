@@ -1,27 +1,47 @@
-// The actor's policy-loss keys resolved once (verl's defaults: clip_ratio_low/high default to clip_ratio) and
-// checked the way verl's compute_policy_loss checks them.
-import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
+// The actor's policy-loss keys resolved once (verl's defaults: clip_ratio_low/high default to clip_ratio; the
+// policy_loss.* and tau_* defaults of verl's generated ppo_trainer.yaml) and checked the way verl's policy-loss
+// functions check them.
+import { POLICY_LOSS_MODES, type PolicyLossConfig, type PolicyLossMode } from '../../kernels/ppo/ppo-vocabulary.ts';
 
 /** actor config keys of the policy loss (clip_ratio_low/high default to clip_ratio, as in verl). */
 export interface PolicyLossOptions {
-  lossMode?: 'vanilla' | 'gspo';
+  lossMode?: string;
   clipRatio?: number;
   clipRatioLow?: number;
   clipRatioHigh?: number;
   clipRatioC?: number;
+  tauPos?: number;
+  tauNeg?: number;
+  clipCovRatio?: number;
+  clipCovLb?: number;
+  clipCovUb?: number;
+  klCovRatio?: number;
+  ppoKlCoef?: number;
 }
 
 export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossConfig {
   const clipRatio = options.clipRatio ?? 0.2;
+  const lossMode = options.lossMode ?? 'vanilla';
+  if (!(POLICY_LOSS_MODES as readonly string[]).includes(lossMode)) {
+    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${POLICY_LOSS_MODES.join(', ')} (actor.policy_loss.loss_mode)`);
+  }
   const config: PolicyLossConfig = {
-    lossMode: options.lossMode ?? 'vanilla',
+    lossMode: lossMode as PolicyLossMode,
     clipRatioLow: options.clipRatioLow ?? clipRatio,
     clipRatioHigh: options.clipRatioHigh ?? clipRatio,
     clipRatioC: options.clipRatioC ?? 3.0,
+    tauPos: options.tauPos ?? 1.0,
+    tauNeg: options.tauNeg ?? 1.05,
+    clipCovRatio: options.clipCovRatio ?? 0.0002,
+    clipCovLb: options.clipCovLb ?? 1.0,
+    clipCovUb: options.clipCovUb ?? 5.0,
+    klCovRatio: options.klCovRatio ?? 0.0002,
+    ppoKlCoef: options.ppoKlCoef ?? 0.1,
   };
-  if (config.lossMode !== 'vanilla' && config.lossMode !== 'gspo') throw new Error(`actor.policy_loss.loss_mode: unsupported "${config.lossMode}" (expected vanilla or gspo)`);
   if (config.lossMode === 'vanilla' && !(config.clipRatioC > 1)) {
     throw new Error(`actor.clip_ratio_c: the lower bound of the ratio for dual-clip PPO must be greater than 1.0, got ${config.clipRatioC}`);
   }
+  if (config.lossMode === 'clip_cov' && !(config.clipCovRatio! > 0)) throw new Error('clip_ratio should be larger than 0. (actor.policy_loss.clip_cov_ratio)');
+  if (config.lossMode === 'kl_cov' && !(config.klCovRatio! > 0)) throw new Error('kl_cov_ratio should be larger than 0. (actor.policy_loss.kl_cov_ratio)');
   return config;
 }

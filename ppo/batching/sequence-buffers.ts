@@ -37,6 +37,8 @@ export class SequenceBuffers {
   readonly entropy: Tensor;
   readonly vpreds: Tensor;
   readonly gradVpreds: Tensor;
+  /** (m, R) clip_cov / kl_cov: the host's 0/1 token selection. */
+  readonly selectedTokens: Tensor;
   /** (m, R, 2) d loss/d (log-prob, entropy). */
   readonly actorGrads: Tensor;
   /** (m·S) the same moved to the sequence positions that predict each token. */
@@ -66,6 +68,7 @@ export class SequenceBuffers {
     this.entropy = response('entropy');
     this.vpreds = response('vpreds');
     this.gradVpreds = response('gradVpreds');
+    this.selectedTokens = response('selectedTokens');
     this.actorGrads = e.tensor(`${tag}.actorGrads`, [rows, R, 2]);
     this.dLogprobs = e.tensor(`${tag}.dLogprobs`, [rows * S]);
     this.dEntropy = e.tensor(`${tag}.dEntropy`, [rows * S]);

@@ -128,6 +128,11 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     if (critic.freeze) problems.push(`critic.freeze=true but algorithm.adv_estimator=${estimator} uses no critic — remove critic.freeze or use algorithm.adv_estimator=gae`);
     if (trainer.critic_warmup > 0) problems.push(`trainer.critic_warmup=${trainer.critic_warmup} but algorithm.adv_estimator=${estimator} uses no critic — set trainer.critic_warmup=0`);
   }
+  // The estimator runs (kernels/ppo/optimal-token-baseline, the harness checks it against verl) but needs Σπ² per
+  // response token of the rollout policy, which neither the sampler nor the LM-head kernel computes yet.
+  if (estimator === 'optimal_token_baseline') {
+    problems.push('algorithm.adv_estimator=optimal_token_baseline needs sum_pi_squared (Σ π² per response token, verl\'s actor.calculate_sum_pi_squared=True), which this engine\'s rollout does not compute yet — use grpo, rloo or another estimator');
+  }
   // verl runs the other group estimators with rollout.n=1 (a group of one: mean 0, standard deviation 1).
   if (estimator === 'grpo_passk' && rollout.n < 2) {
     problems.push(`algorithm.adv_estimator=grpo_passk compares the responses to one prompt, but actor_rollout_ref.rollout.n=${rollout.n} — set actor_rollout_ref.rollout.n to 2 or more (e.g. 4)`);

@@ -2,7 +2,7 @@
 // something in this engine, plus algorithm.reward_mask_ratio, critic.freeze, trainer.seed and Search-R1's search
 // keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
-import { LOSS_AGG_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { LOSS_AGG_MODES, POLICY_LOSS_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
@@ -64,7 +64,7 @@ export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'cl
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 
 /** algorithm.adv_estimator values (ppo/algorithm/advantage-estimators.ts dispatches each to its kernel). */
-export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk'] as const;
+export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg', 'optimal_token_baseline'] as const;
 export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
 
 /** verl's fsdp_config.model_dtype spellings (its PrecisionType). */
@@ -129,8 +129,15 @@ const SCHEMA = {
       use_kl_loss: bool(false, 'Add a KL-to-reference loss term (as GRPO does)'),
       kl_loss_coef: float(0.001, 'Coefficient of the KL loss term', nonNegative),
       kl_loss_type: str('low_var_kl', `KL estimator of the loss term: ${KL_ESTIMATOR_HELP}`),
+      tau_pos: float(1.0, 'sapo: gate temperature for tokens with A > 0', positive),
+      tau_neg: float(1.05, 'sapo: gate temperature for tokens with A ≤ 0', positive),
       policy_loss: {
-        loss_mode: oneOf('vanilla', ['vanilla', 'gspo'], 'Policy loss: token-level clipped PPO (vanilla) or sequence-level GSPO'),
+        loss_mode: oneOf('vanilla', POLICY_LOSS_MODES, 'Policy loss: vanilla (token-level clipped PPO), gspo (sequence ratio), gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov (see docs/training.md)'),
+        clip_cov_ratio: float(0.0002, 'clip_cov: fraction of the valid tokens whose loss is cut', positive),
+        clip_cov_lb: float(1.0, 'clip_cov: only tokens with covariance above this are cut'),
+        clip_cov_ub: float(5.0, 'clip_cov: only tokens with covariance below this are cut'),
+        kl_cov_ratio: float(0.0002, 'kl_cov: fraction of the valid tokens (largest covariance) that get the |log-ratio| penalty', positive),
+        ppo_kl_coef: float(0.1, 'kl_cov: coefficient of that penalty', nonNegative),
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {

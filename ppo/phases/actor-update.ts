@@ -15,6 +15,7 @@ import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;
@@ -38,13 +39,33 @@ export class ActorUpdater {
 
   async update(x: Experience, config: ActorUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
-    const result = await runUpdate(x, config, rng, this.target, (micro, metrics) => this.lossAndBackward(x, config, micro, metrics));
+    const result = await runUpdate(x, config, rng, this.target, (micro, metrics) => this.lossAndBackward(x, config, micro, metrics, rng));
     if (!config.useKlLoss) delete result['actor/kl_loss'];
     result['actor/lr'] = config.lr;
     return result;
   }
 
-  private async lossAndBackward(x: Experience, config: ActorUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch, metrics: MetricAccumulator): Promise<void> {
+  /**
+   * clip_cov / kl_cov pick tokens by a covariance over the whole micro-batch (as verl's loss function sees it): the
+   * pick is made on the host from the micro-batch's log-probs, one read-back of m×R floats per micro-batch that only
+   * these two modes pay, and uploaded as a 0/1 flag per token.
+   */
+  private async covarianceSelection(x: Experience, config: PolicyLossConfig, rows: readonly number[], b: MicroBatch['buffers'], rng: Rng): Promise<void> {
+    const R = b.R;
+    const pick = (all: Float32Array) => {
+      const out = new Float32Array(rows.length * R);
+      rows.forEach((row, i) => out.set(all.subarray(row * x.R, row * x.R + R), i * R));
+      return out;
+    };
+    const selected = selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
+      oldLogProb: pick(x.oldLogProbs), logProb: (await this.engine.read(b.logProbs)).subarray(0, rows.length * R), advantages: pick(x.advantages),
+      responseMask: pick(x.responseMask), clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
+      clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
+    }, shuffledIndices(() => rng.next()));
+    this.engine.upload(b.selectedTokens, selected);
+  }
+
+  private async lossAndBackward(x: Experience, config: ActorUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch, metrics: MetricAccumulator, rng: Rng): Promise<void> {
     const e = this.engine;
     const { S, R } = b;
     const m = rows.length;
@@ -55,13 +76,15 @@ export class ActorUpdater {
     const out = this.actor.tokenLogprobs(batch, b.targets, { temperature: config.temperature, saveForBackward: true });
     gatherResponseValuesGpu(e, out.logprobs, b.logProbs, m, S, R);
     gatherResponseValuesGpu(e, out.entropy, b.entropy, m, S, R);
+    const covariance = config.policyLoss.lossMode === 'clip_cov' || config.policyLoss.lossMode === 'kl_cov';
+    if (covariance) await this.covarianceSelection(x, config.policyLoss, rows, b, rng);
     computeActorLossGpu(e, {
       oldLogProb: b.oldLogProbs, logProb: b.logProbs, advantages: b.advantages, responseMask: b.responseMask,
       entropy: b.entropy, refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
-      grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut,
+      grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut, selected: covariance ? b.selectedTokens : undefined,
     }, {
       config: config.policyLoss, aggregation, entropyCoeff: config.entropyCoeff,
-      klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R,
+      klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R, geoMeanRows: miniBatchRows.length,
     });
     scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
     this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);

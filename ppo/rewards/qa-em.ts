@@ -58,3 +58,15 @@ export function computeScoreSubem(solution: string, groundTruth: { target: Golde
   if (answer === null) return 0;
   return subemCheck(answer, groundTruth.target) ? score : formatScore;
 }
+
+/**
+ * Search-R1's own qa_em.compute_score_em / compute_score_subem (its verl fork, which scores the prompt and the
+ * response together): the answer is the last <answer>…</answer> only when there are at least two (the first is
+ * the prompt's example), and repeated tags cost nothing.
+ */
+export function computeScoreSearchR1(solution: string, groundTruth: { target: GoldenAnswers }, substring: boolean, formatScore = 0, score = 1): number {
+  const matches = [...solution.matchAll(/<answer>(.*?)<\/answer>/gs)];
+  if (matches.length <= 1) return 0;
+  const answer = matches[matches.length - 1][1].replace(PY_STRIP, '');
+  return (substring ? subemCheck : emCheck)(answer, groundTruth.target) ? score : formatScore;
+}

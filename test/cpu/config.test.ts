@@ -164,7 +164,8 @@ describe('config errors', () => {
       'actor_rollout_ref.model.target_modules: no module left to adapt');
     expectProblem(['critic.model.lora_rank=8'], 'critic.model.lora_rank', 'LoRA is implemented for the actor only');
     expectProblem(['trainer.resume_mode=resume'], 'trainer.resume_mode', 'expected one of auto, disable, resume_path');
-    expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gpo'], 'did you mean gspo?');
+    expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gspoo'], 'did you mean gspo?');
+    expectProblem(['algorithm.adv_estimator=optimal_token_baseline'], 'needs sum_pi_squared', 'does not compute yet');
   });
 
   it('mini-batches must divide the batch and micro-batches the mini-batch', () => {

@@ -11,8 +11,9 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SOURCE = /\.(ts|js|mjs)$/;
 
 // Modules a reference may use at run time besides other references; each must import nothing (checked below).
-// engine/half-float.ts is the host conversion uploads use, which to-half's reference is by design.
-const LEAVES = ['kernels/ppo/ppo-vocabulary.ts', 'engine/half-float.ts'];
+// engine/half-float.ts is the host conversion uploads use, which to-half's reference is by design; zero-tail.ts and
+// covariance-selection.ts are host-side decisions the kernels take as input, so their references take them too.
+const LEAVES = ['kernels/ppo/ppo-vocabulary.ts', 'engine/half-float.ts', 'kernels/ppo/zero-tail.ts', 'kernels/ppo/covariance-selection.ts'];
 
 interface ModuleImport { specifier: string; typeOnly: boolean; line: number }
 

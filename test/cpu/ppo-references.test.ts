@@ -90,6 +90,51 @@ describe('PPO reference gradients', () => {
     }
   }
 
+  // Each newer loss mode; clip_cov/kl_cov with a fixed selection (the host's pick is an input, not a function of
+  // the log-probs the gradient moves). CISPO's clipped ratio is detached: its gradient is that of the surrogate
+  // with the ratio frozen at the evaluation point.
+  const newModes: PolicyLossConfig[] = [
+    { lossMode: 'gpg', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3 },
+    { lossMode: 'geo_mean', clipRatioLow: 0.1, clipRatioHigh: 0.15, clipRatioC: 3 },
+    { lossMode: 'cispo', clipRatioLow: 0.1, clipRatioHigh: 0.15, clipRatioC: 3 },
+    { lossMode: 'sapo', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, tauPos: 1, tauNeg: 1.05 },
+    { lossMode: 'clip_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3 },
+    { lossMode: 'kl_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, ppoKlCoef: 0.3 },
+  ];
+  for (const config of newModes) {
+    it(`actor loss ${config.lossMode} with entropy bonus and KL loss`, () => {
+      const old = values(3, 0.3, -1);
+      const lp = values(4, 0.3, -1);
+      const adv = values(5, 2);
+      const entropy = values(6, 1, 2);
+      const refLogProb = values(7, 0.3, -1);
+      const selected = Float64Array.from({ length: B * T }, (_, i) => (i % 3 === 0 ? 1 : 0));
+      const aggregation = localAggregation('seq-mean-token-mean', MASK, B, T);
+      const run = (x: Float64Array, e = entropy) => computeActorLossRef({
+        oldLogProb: old, logProb: x, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected,
+        terms: { entropyCoeff: 0.01, entropy: e, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb },
+      });
+      const result = run(lp);
+      const cispoSurrogate = (x: Float64Array) => {
+        let loss = 0;
+        for (let b = 0; b < B; b++) {
+          const count = MASK.slice(b * T, (b + 1) * T).reduce((a, v) => a + v, 0);
+          for (let t = 0; t < T; t++) {
+            const i = b * T + t;
+            const clipped = Math.min(Math.max(Math.exp(lp[i] - old[i]), 1 - config.clipRatioLow), 1 + config.clipRatioHigh);
+            loss += MASK[i] * (-clipped * adv[i] * x[i]) / (count + 1e-8) * (aggregation.dpSize / aggregation.globalBatchSize);
+          }
+        }
+        return loss;
+      };
+      const objective = config.lossMode === 'cispo'
+        ? (x: Float64Array) => run(x).policyLoss - run(x).pgLoss + cispoSurrogate(x)
+        : (x: Float64Array) => run(x).policyLoss;
+      expect(fdError(objective, lp, result.gradLogProb)).toBeLessThan(1e-6);
+      expect(Number.isFinite(result.pgLoss)).toBe(true);
+    });
+  }
+
   it('value loss', () => {
     const vpreds = values(8, 1);
     const returns = values(9, 1);

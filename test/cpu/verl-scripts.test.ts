@@ -78,8 +78,8 @@ describe('verl and Search-R1 launch scripts', () => {
     expect(config.actor_rollout_ref.ref.fsdp_config.model_dtype).toBe('fp32');
     expect(config.critic.model.fsdp_config.model_dtype).toBe('fp32');
     // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
-    const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001']);
+    const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true']);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.001 (command line): this verl feature is not implemented here; only verl\'s default 0.0002 is accepted');
+    expect(refused.stderr).toContain('actor_rollout_ref.actor.calculate_sum_pi_squared=true (command line): this verl feature is not implemented here; only verl\'s default false is accepted');
   });
 });

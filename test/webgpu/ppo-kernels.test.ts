@@ -10,9 +10,13 @@ import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvanta
 import { computeReinforcePlusPlusOutcomeAdvantageRef, computeRemaxOutcomeAdvantageRef } from '../../kernels/ppo/reverse-returns.ref.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/ppo/advantage-outcome.ts';
 import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
-import { LOSS_AGG_MODES, type LossAggregation, type OutcomeEstimator, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { LOSS_AGG_MODES, OUTCOME_ESTIMATORS, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
+import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
+import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { computeValueLossRef } from '../../kernels/ppo/value-loss.ref.ts';
 import { applyKlPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
@@ -74,25 +78,56 @@ describe('advantage kernels', () => {
     expectClose(await engine.read(t.advantages), remax.advantages, 1e-5, 1e-5, 'remax advantages');
   });
 
-  const estimators: OutcomeEstimator[] = ['grpo', 'rloo', 'opo', 'reinforce_plus_plus_baseline', 'grpo_passk'];
-  for (const estimator of estimators) {
-    for (const normAdvByStd of estimator === 'grpo' || estimator === 'grpo_passk' ? [true, false] : [true]) {
+  for (const estimator of OUTCOME_ESTIMATORS) {
+    for (const normAdvByStd of estimator.startsWith('grpo') ? [true, false] : [true]) {
       it(`${estimator}${normAdvByStd ? '' : ' without std'}: groups in any order, ties and singletons`, async () => {
         const engine = await gpuEngine();
         // grpo_passk needs two per group; the others also get a singleton group.
         const index = estimator === 'grpo_passk' ? ['a', 'b', 'a', 'c', 'b', 'c', 'a'] : ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
         const rewards = random(5, B * T, 0.05);
         rewards[3 * T] = rewards[0];
+        // gpg's α counts the sequences with a non-zero score: make one score zero.
+        for (let t = 0; t < T; t++) rewards[T + t] = 0;
+        const fNorm = estimator === 'gpg' ? 0.5 : 1;
         const layout = groupLayout(index);
         const advantages = engine.tensor('a', [B * T]);
         computeOutcomeAdvantageGpu(engine, estimator, {
           tokenLevelRewards: up(engine, 'r', rewards), responseMask: up(engine, 'm', MASK), ...groupTensors(engine, layout),
-          rowStats: engine.tensor('rowStats', [2 * B]), stats: engine.tensor('stats', [4]), advantages, epsilon: 1e-6, normAdvByStd, B, T,
+          rowStats: engine.tensor('rowStats', [2 * B]), stats: engine.tensor('stats', [4]), advantages, epsilon: 1e-6, normAdvByStd, fNorm, B, T,
         });
-        const ref = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, epsilon: 1e-6, normAdvByStd, B, T });
+        const ref = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, epsilon: 1e-6, normAdvByStd, fNorm, B, T });
         expectClose(await engine.read(advantages), ref, 1e-5, 1e-4, estimator);
       });
     }
+  }
+});
+
+describe('optimal token baseline', () => {
+  for (const [handleZeroTail, withIs] of [[false, false], [true, true]] as const) {
+    it(`groups with a singleton, ragged lengths${handleZeroTail ? ', handle_zero_tail and IS weights' : ''}`, async () => {
+      const engine = await gpuEngine();
+      const index = ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
+      const layout = groupLayout(index);
+      const rewards = random(21, B * T, 0.5);
+      const old = random(22, B * T, 1, -2);
+      // Σπ² of a distribution is in (0, 1].
+      const sumPiSquared = random(23, B * T, 0.4, 0.5);
+      const isWeights = withIs ? random(24, B * T, 0.3, 1) : undefined;
+      const advantages = engine.tensor('a', [B * T]);
+      const returns = engine.tensor('r', [B * T]);
+      computeOptimalTokenBaselineGpu(engine, {
+        tokenLevelRewards: up(engine, 'rewards', rewards), responseMask: up(engine, 'm', MASK), oldLogProbs: up(engine, 'old', old),
+        sumPiSquared: up(engine, 'spi', sumPiSquared), rolloutIsWeights: isWeights ? up(engine, 'is', isWeights) : null, ...groupTensors(engine, layout),
+        tailStart: engine.tensorFrom('tail', [B], zeroTailStarts(MASK, layout.groupOf, B, T, handleZeroTail), 'u32'),
+        pathWeight: engine.tensor('w', [B * T]), advantages, returns, epsilon: 1e-8, B, T,
+      });
+      const ref = computeOptimalTokenBaselineRef({
+        tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, oldLogProbs: old, sumPiSquared, rolloutIsWeights: isWeights, handleZeroTail, epsilon: 1e-8, B, T,
+      });
+      if (handleZeroTail) expect(Array.from(zeroTailStarts(MASK, layout.groupOf, B, T, true)).some((s) => s < T)).toBe(true);
+      expectClose(await engine.read(returns), ref.returns, 1e-5, 1e-5, 'returns');
+      expectClose(await engine.read(advantages), ref.advantages, 1e-4, 1e-4, 'advantages');
+    });
   }
 });
 
@@ -129,6 +164,51 @@ describe('loss kernels', () => {
         const g = await engine.read(grads);
         expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
         expectClose(g.filter((_, i) => i % 2 === 1), expected.gradEntropy, 1e-7, 1e-5, 'd loss / d entropy');
+      });
+    }
+  }
+
+  // The losses verl added after vanilla and GSPO; clip_cov and kl_cov with wide enough settings that several tokens are picked.
+  const newModes: PolicyLossConfig[] = [
+    { lossMode: 'gpg', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3 },
+    { lossMode: 'geo_mean', clipRatioLow: 0.1, clipRatioHigh: 0.15, clipRatioC: 3 },
+    { lossMode: 'cispo', clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 },
+    { lossMode: 'sapo', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, tauPos: 1, tauNeg: 1.05 },
+    { lossMode: 'clip_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, clipCovRatio: 0.2, clipCovLb: 0, clipCovUb: 5 },
+    { lossMode: 'kl_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, klCovRatio: 0.2, ppoKlCoef: 0.1 },
+  ];
+  for (const config of newModes) {
+    for (const mode of ['token-mean', 'seq-mean-token-sum'] as const) {
+      it(`actor loss ${config.lossMode} ${mode} with entropy bonus and KL loss`, async () => {
+        const engine = await gpuEngine();
+        const old = random(16, B * T, 0.4, -1);
+        const lp = random(17, B * T, 0.4, -1);
+        const adv = random(18, B * T, 2);
+        const entropy = random(19, B * T, 1, 2);
+        const ref = random(20, B * T, 0.4, -1);
+        const aggregation = localAggregation(mode, MASK, B, T);
+        const covariance = config.lossMode === 'clip_cov' || config.lossMode === 'kl_cov';
+        const selected = covariance ? selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
+          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
+          clipCovRatio: config.clipCovRatio ?? 0, clipCovLb: config.clipCovLb ?? 0, clipCovUb: config.clipCovUb ?? 0, klCovRatio: config.klCovRatio ?? 0,
+        }, shuffledIndices(seededRandom(3))) : undefined;
+        if (selected) expect(selected.reduce((a, v) => a + v, 0)).toBeGreaterThan(1);
+        const grads = engine.tensor('grads', [B * T * 2]);
+        const out = engine.tensor('out', [8]);
+        computeActorLossGpu(engine, {
+          oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
+          entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
+          selected: selected ? up(engine, 'selected', selected) : undefined,
+        }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 });
+        const expected = computeActorLossRef({
+          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected, geoMeanRows: B + 2,
+          terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
+        });
+        const o = await engine.read(out);
+        expectClose([o[0], o[1], o[2], o[3], o[5], o[6], o[7]], [expected.pgLoss, expected.pgClipfrac, expected.ppoKl, expected.pgClipfracLower,
+          expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
+        const g = await engine.read(grads);
+        expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
       });
     }
   }

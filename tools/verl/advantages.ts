@@ -28,12 +28,19 @@ interface EstimatorArgs {
   lam?: number;
   epsilon?: number;
   normAdvByStdInGrpo?: boolean;
+  fNorm?: number;
+  oldLogProbs?: Matrix;
+  sumPiSquared?: Matrix;
+  rolloutIsWeights?: Matrix;
+  handleZeroTail?: boolean;
 }
 
 async function run(engine: Engine, estimator: string, args: EstimatorArgs): Promise<Advantages> {
   const { B, T } = shapeOf('token_level_rewards', args.tokenLevelRewards);
   sameShape('response_mask', args.responseMask, { B, T });
-  if (args.values) sameShape('values', args.values, { B, T });
+  for (const [name, m] of [['values', args.values], ['old_log_probs', args.oldLogProbs], ['sum_pi_squared', args.sumPiSquared], ['rollout_is_weights', args.rolloutIsWeights]] as const) {
+    if (m) sameShape(name, m, { B, T });
+  }
   if (args.rewardBaselines && args.rewardBaselines.length !== B) {
     throw new Error(`${estimator}: reward_baselines has ${args.rewardBaselines.length} entries, expected ${B}`);
   }
@@ -45,7 +52,10 @@ async function run(engine: Engine, estimator: string, args: EstimatorArgs): Prom
     values: args.values ? upload(engine, 'values', args.values) : null,
     rewardBaselines: args.rewardBaselines ? engine.tensorFrom('reward_baselines', [B], args.rewardBaselines) : null,
     index: args.index, stats: engine.tensor('stats', [4]), rowStats: engine.tensor('row_stats', [B, 2]),
-    gamma: args.gamma ?? 1, lam: args.lam ?? 1, epsilon: args.epsilon ?? 1e-6, normAdvByStd: args.normAdvByStdInGrpo ?? true, B, T,
+    gamma: args.gamma ?? 1, lam: args.lam ?? 1, epsilon: args.epsilon ?? 1e-6, normAdvByStd: args.normAdvByStdInGrpo ?? true, fNorm: args.fNorm, B, T,
+    oldLogProbs: args.oldLogProbs ? upload(engine, 'old_log_probs', args.oldLogProbs) : null,
+    sumPiSquared: args.sumPiSquared ? upload(engine, 'sum_pi_squared', args.sumPiSquared) : null,
+    rolloutIsWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : null, handleZeroTail: args.handleZeroTail,
   });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
@@ -58,7 +68,8 @@ export function computeGaeAdvantageReturn(engine: Engine, args: {
 
 /** algorithm.adv_estimator dispatch, with verl's argument names (camelCase). */
 export function computeAdvantage(engine: Engine, advEstimator: string, args: OutcomeArgs & {
-  values?: Matrix; gamma?: number; lam?: number; rewardBaselines?: readonly number[];
+  values?: Matrix; gamma?: number; lam?: number; rewardBaselines?: readonly number[]; fNorm?: number;
+  oldLogProbs?: Matrix; sumPiSquared?: Matrix; rolloutIsWeights?: Matrix; handleZeroTail?: boolean;
 }): Promise<Advantages> {
   return run(engine, advEstimator, args);
 }

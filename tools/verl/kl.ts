@@ -30,3 +30,10 @@ export async function applyKlPenalty(engine: Engine, args: {
   });
   return { tokenLevelRewards: await readMatrix(engine, tokenLevelRewards, B, T), metrics };
 }
+
+/** verl's core_algos.compute_rewards: token_level_scores − kl_ratio·(old_log_prob − ref_log_prob), unmasked (the k1 kernel's KL). */
+export async function computeRewards(engine: Engine, args: { tokenLevelScores: Matrix; oldLogProb: Matrix; refLogProb: Matrix; klRatio: number }): Promise<number[][]> {
+  sameShape('old_log_prob', args.oldLogProb, shapeOf('token_level_scores', args.tokenLevelScores));
+  const { kl } = await klPenalty(engine, args.oldLogProb, args.refLogProb, 'kl');
+  return args.tokenLevelScores.map((row, b) => row.map((score, t) => score - kl[b][t] * args.klRatio));
+}

@@ -10,6 +10,9 @@ import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/ppo/
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import type { LossAggregation, PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { resolvePolicyLossConfig, type PolicyLossOptions } from '../../ppo/algorithm/policy-loss-config.ts';
+import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
+import { torchRandperm } from './torch-randperm.ts';
+import { Rng } from '../../engine/rng.ts';
 import { readMatrix, sameShape, shapeOf, toMatrix, upload, type Matrix } from './tensors.ts';
 
 export { resolvePolicyLossConfig, type PolicyLossOptions };
@@ -66,11 +69,28 @@ export interface ActorLossResult {
   gradEntropy: number[][];
 }
 
+/**
+ * The trainer's host-side covariance pick of clip_cov / kl_cov. With a `seed` clip_cov draws torch.randperm after
+ * torch.manual_seed(seed), as a verl run seeded just before the call does; without one, the trainer's generator.
+ */
+async function covarianceSelection(engine: Engine, config: PolicyLossConfig, args: { oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; seed?: number }): Promise<Tensor | undefined> {
+  if (config.lossMode !== 'clip_cov' && config.lossMode !== 'kl_cov') return undefined;
+  const rng = new Rng(0);
+  const permutation = args.seed === undefined ? shuffledIndices(() => rng.next()) : (n: number) => torchRandperm(n, args.seed!);
+  const selected = selectCovarianceTokens(config.lossMode, {
+    oldLogProb: args.oldLogProb.flat(), logProb: await engine.read(args.logProb), advantages: args.advantages.flat(), responseMask: args.responseMask.flat(),
+    clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh, clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!,
+    clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
+  }, permutation);
+  return engine.tensorFrom('selected', [args.responseMask.length, args.responseMask[0].length], selected);
+}
+
 async function actorLoss(engine: Engine, args: {
   oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; entropy?: Tensor; refLogProb?: Matrix;
-  entropyCoeff?: number; klLossCoef?: number; klLossType?: string; B: number; T: number;
+  entropyCoeff?: number; klLossCoef?: number; klLossType?: string; B: number; T: number; seed?: number;
 } & PolicyLossOptions & AggOptions): Promise<{ result: ActorLossResult; grads: Tensor }> {
   const { B, T } = args;
+  const config = resolvePolicyLossConfig(args);
   for (const [name, m] of [['old_log_prob', args.oldLogProb], ['advantages', args.advantages], ['response_mask', args.responseMask]] as const) sameShape(name, m, { B, T });
   if (args.refLogProb) sameShape('ref_log_prob', args.refLogProb, { B, T });
   const grads = engine.tensor('grads', [B, T, 2]);
@@ -79,9 +99,9 @@ async function actorLoss(engine: Engine, args: {
     oldLogProb: upload(engine, 'old_log_prob', args.oldLogProb), logProb: args.logProb, advantages: upload(engine, 'advantages', args.advantages),
     responseMask: upload(engine, 'response_mask', args.responseMask), entropy: args.entropy,
     refLogProb: args.refLogProb ? upload(engine, 'ref_log_prob', args.refLogProb) : undefined,
-    grads, rowPartials: engine.tensor('row_partials', [B, 8]), out,
+    grads, rowPartials: engine.tensor('row_partials', [B, 8]), out, selected: await covarianceSelection(engine, config, args),
   }, {
-    config: resolvePolicyLossConfig(args), aggregation: resolveAggregation(args, args.responseMask),
+    config, aggregation: resolveAggregation(args, args.responseMask),
     entropyCoeff: args.entropyCoeff ?? 0, klLossCoef: args.klLossCoef ?? 0, klLossType: args.klLossType ?? 'low_var_kl', B, T,
   });
   const [pgLoss, pgClipfrac, ppoKl, pgClipfracLower, , entropyAgg, klLoss, policyLoss] = await engine.read(out);
@@ -97,10 +117,10 @@ async function actorLoss(engine: Engine, args: {
   };
 }
 
-/** verl's compute_policy_loss_vanilla / _gspo plus the optional entropy bonus and KL loss of dp_actor. */
+/** verl's compute_policy_loss_<loss_mode> plus the optional entropy bonus and KL loss of dp_actor. */
 export async function computePolicyLoss(engine: Engine, args: {
   oldLogProb: Matrix; logProb: Matrix; advantages: Matrix; responseMask: Matrix;
-  entropy?: Matrix; entropyCoeff?: number; refLogProb?: Matrix; klLossCoef?: number; klLossType?: string;
+  entropy?: Matrix; entropyCoeff?: number; refLogProb?: Matrix; klLossCoef?: number; klLossType?: string; seed?: number;
 } & PolicyLossOptions & AggOptions): Promise<ActorLossResult> {
   const { B, T } = shapeOf('log_prob', args.logProb);
   const { result } = await actorLoss(engine, {

@@ -1,0 +1,129 @@
+// The routes of tools/verl-case.ts for the verl functions its recorded sample does not hold: each new policy loss
+// (compute_policy_loss_<mode> and get_policy_loss_fn('<mode>')), the vectorized and GPG estimators, the reward
+// modules, clip_by_value and compute_rewards. Built from the sample's own inputs and checked against the float64
+// references (the kernels' .ref.ts, ppo/rewards/), so a wrong route, key or default shows; verl's numbers for
+// these are in the full suite, which the sample test runs when it is given.
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { expectClose } from '../support/arrays.ts';
+import { runVerlCase, type VerlCase } from '../../tools/verl-case.ts';
+import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
+import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
+import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
+import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
+import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import { groupLayout } from '../../kernels/ppo/advantage-outcome.ts';
+import * as math from '../../ppo/rewards/math.ts';
+import * as qaEm from '../../ppo/rewards/qa-em.ts';
+
+const B = 4;
+const T = 5;
+const MASK = [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]];
+const wave = (phase: number, scale: number, offset = 0) => MASK.map((row, b) => row.map((_, t) => offset + scale * Math.sin(1.7 * b + 2.3 * t + phase)));
+const OLD = wave(0, 0.3, -1);
+const LOG_PROB = wave(1, 0.3, -1);
+const ADVANTAGES = wave(2, 1.5);
+const CORE = 'verl.trainer.ppo.core_algos';
+
+describe('verl-case routes beyond the recorded sample', () => {
+  const modes: [string, Record<string, unknown>][] = [
+    ['gpg', {}], ['geo_mean', { 'config.clip_ratio': 0.1 }], ['cispo', { 'config.clip_ratio_low': 0.1, 'config.clip_ratio_high': 0.15 }],
+    ['sapo', { 'config.tau_pos': 1, 'config.tau_neg': 1.5 }], ['clip_cov', { 'config.policy_loss.clip_cov_ratio': 1, 'config.policy_loss.clip_cov_lb': 0, 'config.policy_loss.clip_cov_ub': 5 }],
+    ['kl_cov', { 'config.policy_loss.kl_cov_ratio': 0.2, 'config.policy_loss.ppo_kl_coef': 0.5 }], ['gspo', {}],
+  ];
+  for (const [mode, kwargs] of modes) {
+    for (const fn of [`${CORE}.compute_policy_loss_${mode}`, `${CORE}.get_policy_loss_fn('${mode}')`]) {
+      it(fn, async () => {
+        const c: VerlCase = { function: fn, kwargs: { 'config.clip_ratio': 0.2, ...kwargs }, inputs: { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK } };
+        const got = await runVerlCase(await gpuEngine(), c) as { pg_loss: number; metrics: Record<string, number>; grad_log_prob: number[][] };
+        const k = (name: string) => (kwargs[`config.${name}`] ?? kwargs[`config.policy_loss.${name}`]) as number | undefined;
+        const config = resolvePolicyLossConfig({
+          lossMode: mode, clipRatio: k('clip_ratio') ?? 0.2, clipRatioLow: k('clip_ratio_low'), clipRatioHigh: k('clip_ratio_high'), tauPos: k('tau_pos'), tauNeg: k('tau_neg'),
+          clipCovRatio: k('clip_cov_ratio'), clipCovLb: k('clip_cov_lb'), clipCovUb: k('clip_cov_ub'), klCovRatio: k('kl_cov_ratio'), ppoKlCoef: k('ppo_kl_coef'),
+        });
+        const flat = { oldLogProb: OLD.flat(), logProb: LOG_PROB.flat(), advantages: ADVANTAGES.flat(), responseMask: MASK.flat() };
+        // clip_cov's pick here has at most clip_num candidates, so no random draw decides it.
+        const selected = mode === 'clip_cov' || mode === 'kl_cov'
+          ? selectCovarianceTokens(mode, { ...flat, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh, clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio! }, (n) => Array.from({ length: n }, (_, i) => i))
+          : undefined;
+        const expected = computeActorLossRef({ ...flat, B, T, config, aggregation: localAggregation('token-mean', flat.responseMask, B, T), selected });
+        expectClose([got.pg_loss], [expected.pgLoss], 1e-6, 1e-5, 'pg_loss');
+        expectClose(got.grad_log_prob.flat(), expected.gradLogProb, 1e-6, 1e-4, 'grad_log_prob');
+        const keys = Object.keys(got.metrics);
+        expect(keys).toEqual(mode === 'gpg' ? [] : mode === 'kl_cov' ? ['actor/ppo_kl'] : mode === 'clip_cov' ? ['actor/pg_clipfrac', 'actor/ppo_kl']
+          : ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower']);
+        if (keys.length) expectClose(keys.map((key) => got.metrics[key]), keys.map((key) => ({ 'actor/pg_clipfrac': expected.pgClipfrac, 'actor/ppo_kl': expected.ppoKl, 'actor/pg_clipfrac_lower': expected.pgClipfracLower })[key]!), 1e-6, 1e-5, 'metrics');
+      });
+    }
+  }
+
+  it("get_policy_loss_fn refuses an unknown name with verl's message", async () => {
+    const c: VerlCase = { function: `${CORE}.get_policy_loss_fn`, kwargs: { name: 'no_such_loss' }, inputs: { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK } };
+    await expect(runVerlCase(await gpuEngine(), c)).rejects.toThrow('Unsupported loss mode: no_such_loss');
+  });
+
+  for (const [fn, estimator] of [['grpo_vectorized', 'grpo_vectorized'], ['rloo_vectorized', 'rloo_vectorized'], ['gpg', 'gpg']] as const) {
+    it(`compute_${fn}_outcome_advantage`, async () => {
+      const index = ['a', 'b', 'a', 'c'];
+      const rewards = MASK.map((row, b) => row.map((m, t) => (t === 0 && b !== 1 ? b + 0.5 : 0)));
+      const c: VerlCase = { function: `${CORE}.compute_${fn}_outcome_advantage`, kwargs: { epsilon: 1e-6, norm_adv_by_std_in_grpo: true }, inputs: { token_level_rewards: rewards, response_mask: MASK, index } };
+      const got = await runVerlCase(await gpuEngine(), c) as { advantages: number[][] };
+      const expected = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards.flat(), responseMask: MASK.flat(), groupOf: groupLayout(index).groupOf, epsilon: 1e-6, normAdvByStd: true, B, T });
+      expectClose(got.advantages.flat(), expected, 1e-6, 1e-5, estimator);
+    });
+  }
+
+  it('compute_optimal_token_baseline_advantage', async () => {
+    const index = ['a', 'b', 'a', 'a'];
+    const rewards = wave(7, 1);
+    const sumPiSquared = wave(8, 0.2, 0.5);
+    for (const handleZeroTail of [false, true]) {
+      const c: VerlCase = {
+        function: `${CORE}.compute_optimal_token_baseline_advantage`, kwargs: { handle_zero_tail: handleZeroTail, epsilon: 1e-8 },
+        inputs: { token_level_rewards: rewards, response_mask: MASK, index, old_log_probs: OLD, sum_pi_squared: sumPiSquared, rollout_is_weights: null },
+      };
+      const got = await runVerlCase(await gpuEngine(), c) as { advantages: number[][]; returns: number[][] };
+      const expected = computeOptimalTokenBaselineRef({
+        tokenLevelRewards: rewards.flat(), responseMask: MASK.flat(), groupOf: groupLayout(index).groupOf, oldLogProbs: OLD.flat(),
+        sumPiSquared: sumPiSquared.flat(), handleZeroTail, epsilon: 1e-8, B, T,
+      });
+      expectClose(got.advantages.flat(), expected.advantages, 1e-5, 1e-4, 'advantages');
+      expectClose(got.returns.flat(), expected.returns, 1e-6, 1e-5, 'returns');
+    }
+  });
+
+  it('compute_score goes to the module the function names', async () => {
+    const engine = await gpuEngine();
+    const solutions = ['so \\boxed{\\frac{1}{2}}', 'the answer is \\boxed{3}', '#### 72'];
+    const truths = ['\\frac12', '4', '72'];
+    const mathCase: VerlCase = { function: 'verl.utils.reward_score.math_reward.compute_score', kwargs: {}, inputs: { solution_str: solutions, ground_truth: truths } };
+    expect(await runVerlCase(engine, mathCase)).toEqual({ score: solutions.map((s, i) => math.computeScore(s, truths[i])) });
+    expect((await runVerlCase(engine, mathCase) as { score: number[] }).score[0]).toBe(1);
+    const answers = ['<answer>The Eiffel Tower, Paris</answer>', '<answer>Paris</answer>', 'no tag'];
+    const qaTruths = answers.map(() => ({ target: ['Paris'] }));
+    for (const name of ['compute_score', 'compute_score_subem']) {
+      const c: VerlCase = { function: `verl.utils.reward_score.search_r1_like_qa_em.${name}`, kwargs: { format_score: 0.1 }, inputs: { solution_str: answers, ground_truth: qaTruths } };
+      const scorer = name === 'compute_score' ? qaEm.computeScore : qaEm.computeScoreSubem;
+      expect(await runVerlCase(engine, c)).toEqual({ score: answers.map((s, i) => scorer(s, qaTruths[i], 0.1)) });
+    }
+    // Search-R1's fork (module qa_em) reads the last of at least two answers: a single one is the prompt's example.
+    const fork = await runVerlCase(engine, { function: 'verl.utils.reward_score.qa_em.compute_score_em', kwargs: {}, inputs: {
+      solution_str: ['<answer>Paris</answer>', 'e.g. <answer>x</answer> … <answer>paris</answer>'], ground_truth: [{ target: ['Paris'] }, { target: ['Paris'] }] } });
+    expect(fork).toEqual({ score: [0, 1] });
+    const subem = await runVerlCase(engine, { function: 'verl.utils.reward_score.search_r1_like_qa_em.compute_score_subem', kwargs: {}, inputs: { solution_str: answers, ground_truth: qaTruths } });
+    expect(subem).toEqual({ score: [1, 1, 0] });
+  });
+
+  it('clip_by_value and compute_rewards', async () => {
+    const engine = await gpuEngine();
+    const x = wave(3, 2);
+    const lo = wave(4, 0.5, -0.5);
+    const hi = wave(5, 0.5, 0.5);
+    const clipped = await runVerlCase(engine, { function: 'verl.utils.torch_functional.clip_by_value', kwargs: {}, inputs: { x, tensor_min: lo, tensor_max: hi } }) as { clipped: number[][] };
+    expect(clipped.clipped).toEqual(x.map((row, b) => row.map((v, t) => Math.max(Math.min(v, hi[b][t]), lo[b][t]))));
+    const scores = wave(6, 1);
+    const rewards = await runVerlCase(engine, { function: `${CORE}.compute_rewards`, kwargs: { kl_ratio: 0.3 }, inputs: { token_level_scores: scores, old_log_prob: LOG_PROB, ref_log_prob: OLD } }) as { rewards: number[][] };
+    expectClose(rewards.rewards.flat(), scores.flat().map((s, i) => s - (LOG_PROB.flat()[i] - OLD.flat()[i]) * 0.3), 1e-6, 1e-5, 'compute_rewards');
+  });
+});
