@@ -32,6 +32,7 @@ import type { RewardScore } from './rewards/index.ts';
 import { validationMetrics } from './metrics/validation-metrics.ts';
 import { generationRecords, type GeneratedSample, type GenerationDumps } from './loggers/generation-records.ts';
 import { checkAllFinite } from './update/finite-guard.ts';
+import { dynamicSample, type ScoredBatch } from './algorithm/dynamic-sampling.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -43,7 +44,7 @@ export interface PromptRecord {
 
 /** Where prompts come from and how responses are judged: the dataset, tokenizer and reward of the run. */
 export interface TrainerIo {
-  /** The next training batch of data.train_batch_size prompts. */
+  /** The next batch of data.gen_batch_size prompts (data.train_batch_size when null); a checkpoint's cursor is past the last one drawn. */
   nextTrainBatch(): PromptRecord[];
   validationSet(): PromptRecord[];
   /** Response text for the reward (special tokens dropped, but kept in search runs, as Search-R1). */
@@ -198,9 +199,7 @@ export class PpoTrainer {
     const plan = this.plan;
     const { timing, timed } = phaseTimer();
     const stepStart = performance.now();
-    const records = this.io.nextTrainBatch();
-    const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
-    const { scores, rewardExtraInfo } = await timed('reward', () => this.reward(records, rollout));
+    const { records, rollout, scores, rewardExtraInfo, envMetrics } = await this.trainBatch(timed);
     // verl writes this dump after the updates; here it comes before them, so a dump that fails leaves the step
     // undone and the last completed one saveable.
     const dumpRollout = this.generationDumps.rollout;
@@ -235,6 +234,29 @@ export class PpoTrainer {
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
       'perf/cached_pipelines': this.engine.cachedPipelines, 'perf/cached_bind_groups': this.engine.cachedBindGroups };
+  }
+
+  /** One generation batch of prompts, rolled out and scored. */
+  private async scoredBatch(timed: PhaseTimer['timed']): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
+    const records = this.io.nextTrainBatch();
+    const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
+    const { scores, rewardExtraInfo } = await timed('reward', () => this.reward(records, rollout));
+    return { records, rollout, scores, rewardExtraInfo, envMetrics };
+  }
+
+  /** The step's batch: one generation batch, or with algorithm.filter_groups.enable DAPO's dynamic sampling over as
+   *  many as it takes (env/* metrics then of the last one). */
+  private async trainBatch(timed: PhaseTimer['timed']): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
+    const filter = this.config.algorithm.filter_groups;
+    if (!filter.enable) return this.scoredBatch(timed);
+    let envMetrics: Record<string, number> = {};
+    const { batch, numGenBatches } = await dynamicSample({ trainBatchSize: this.config.data.train_batch_size, maxNumGenBatches: filter.max_num_gen_batches,
+      metric: filter.metric, padTokenId: this.io.padTokenId }, async () => {
+      const scored = await this.scoredBatch(timed);
+      envMetrics = scored.envMetrics;
+      return scored;
+    });
+    return { ...batch, envMetrics: { ...envMetrics, 'train/num_gen_batches': numGenBatches } };
   }
 
   private readonly rewardModel: ValueModel | null = null;
@@ -378,12 +400,15 @@ export class PpoTrainer {
 }
 
 /** Wall time of each phase of a step, as verl's timing_s/<phase> metrics. */
-function phaseTimer(): { timing: Record<string, number>; timed: <T>(name: string, work: () => Promise<T>) => Promise<T> } {
+interface PhaseTimer { timing: Record<string, number>; timed: <T>(name: string, work: () => Promise<T>) => Promise<T> }
+
+/** A phase run more than once in a step (gen and reward under dynamic sampling) adds up, as verl's marked_timer. */
+function phaseTimer(): PhaseTimer {
   const timing: Record<string, number> = {};
   const timed = async <T>(name: string, work: () => Promise<T>): Promise<T> => {
     const start = performance.now();
     const result = await work();
-    timing[`timing_s/${name}`] = (performance.now() - start) / 1000;
+    timing[`timing_s/${name}`] = (timing[`timing_s/${name}`] ?? 0) + (performance.now() - start) / 1000;
     return result;
   };
   return { timing, timed };

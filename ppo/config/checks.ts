@@ -158,6 +158,13 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
       problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.len=${overlong.len} must be in [1, ${maxLength}] (reward_kwargs.max_resp_len, else data.max_response_length)`);
     }
   }
+  const filter = config.algorithm.filter_groups;
+  if (config.data.gen_batch_size !== null && config.data.gen_batch_size !== config.data.train_batch_size && !filter.enable) {
+    problems.push(`data.gen_batch_size=${config.data.gen_batch_size} differs from data.train_batch_size=${config.data.train_batch_size} but algorithm.filter_groups.enable=false: only dynamic sampling generates batches of another size — set algorithm.filter_groups.enable=true or remove data.gen_batch_size`);
+  }
+  if (filter.enable && filter.metric === 'seq_final_reward' && config.algorithm.use_kl_in_reward) {
+    problems.push('algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=true: the KL penalty needs the reference log-probs, computed here after the groups are filtered (verl\'s recipe reads them before computing them) — use metric seq_reward or acc');
+  }
   if (config.reward_model.enable && config.custom_reward_function.path !== null) {
     problems.push('reward_model.enable=true scores with the reward model, so custom_reward_function.path would be ignored — use one of them');
   }

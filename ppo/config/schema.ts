@@ -92,6 +92,7 @@ const SCHEMA = {
     train_max_samples: int(-1, 'Use only the first N training prompts; -1: all (Search-R1: data.train_data_num)'),
     val_max_samples: int(-1, 'Use only the first N validation prompts; -1: all (Search-R1: data.val_data_num)'),
     train_batch_size: int(1024, 'Prompts per training step (each sampled rollout.n times)', positive),
+    gen_batch_size: optInt(null, 'DAPO dynamic sampling (algorithm.filter_groups.enable): prompts per generation batch; null: data.train_batch_size', positive),
     val_batch_size: optInt(null, 'Accepted as verl spells it; validation decodes the whole set through the rollout\'s slots (memory bounded by rollout.gpu_memory_utilization), so batching would change nothing', positive),
     shuffle: bool(true, 'Reshuffle the training prompts every epoch'),
     // Typed number: a null (verl's default, "unseeded") becomes trainer.seed in deriveDefaults before anyone reads it.
@@ -231,6 +232,11 @@ const SCHEMA = {
       kl_coef: float(0.001, 'Initial β', nonNegative),
       horizon: int(10000, 'adaptive: steps over which β adapts', positive),
       target_kl: float(0.1, 'adaptive: the KL β steers towards', positive),
+    },
+    filter_groups: {
+      enable: bool(false, 'DAPO dynamic sampling: drop prompt groups whose samples all have the same metric value, and generate data.gen_batch_size batches until data.train_batch_size prompts are kept'),
+      metric: str('acc', 'Value compared within a group: acc or score (the reward\'s field of that name, else the score), seq_reward / seq_final_reward (the sequence score), or any field the reward returns'),
+      max_num_gen_batches: int(0, 'Generation batches per step at most before the run stops; 0: unlimited', nonNegative),
     },
     reward_mask_ratio: float(0, 'Fraction of trajectories whose reward is zeroed (seeded draw per trajectory)', unitInterval),
   },

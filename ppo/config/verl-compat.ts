@@ -37,6 +37,7 @@ const ALIASES: Record<string, { to: string; source: string; value?: (value: unkn
   'data.max_start_length': { to: 'data.max_prompt_length', source: 'Search-R1: the prompt before the first turn' },
   'data.shuffle_train_dataloader': { to: 'data.shuffle', source: 'Search-R1' },
   'actor_rollout_ref.rollout.n_agent': { to: 'actor_rollout_ref.rollout.n', source: 'Search-R1' },
+  'reward.reward_manager.name': { to: 'reward_model.reward_manager', source: 'verl DAPO recipe config' },
 };
 
 /** Keys whose only meaning here is one value; any other value is an error naming the reason. */

@@ -173,22 +173,25 @@ export interface PromptBatch {
 }
 
 /**
- * Training batches of data.train_batch_size prompts, as verl's dataloader with drop_last: an epoch is
+ * Generation batches of data.gen_batch_size prompts (data.train_batch_size when null), as verl's dataloader with drop_last: an epoch is
  * floor(size / batch) batches, the remainder is skipped, and batches never straddle epochs.
  */
 export class PromptSampler {
   readonly batchesPerEpoch: number;
   private cached: { epoch: number; order: Uint32Array } | null = null;
 
-  constructor(readonly size: number, readonly options: { batchSize: number; shuffle: boolean; seed: number }) {
+  /** `batchKey` names the config key of the batch size in errors (data.gen_batch_size under dynamic sampling). */
+  constructor(readonly size: number, readonly options: { batchSize: number; shuffle: boolean; seed: number; batchKey?: string }) {
     this.batchesPerEpoch = Math.floor(size / options.batchSize);
+    const key = options.batchKey ?? 'data.train_batch_size';
     if (this.batchesPerEpoch === 0) {
-      throw new Error(`data.train_batch_size=${options.batchSize} is larger than the ${size} training prompts — lower data.train_batch_size to at most ${size}`);
+      throw new Error(`${key}=${options.batchSize} is larger than the ${size} training prompts — lower ${key} to at most ${size}`);
     }
   }
 
   static fromConfig(size: number, data: PpoConfig['data']): PromptSampler {
-    return new PromptSampler(size, { batchSize: data.train_batch_size, shuffle: data.shuffle, seed: data.seed });
+    const batchKey = data.gen_batch_size === null ? 'data.train_batch_size' : 'data.gen_batch_size';
+    return new PromptSampler(size, { batchSize: data.gen_batch_size ?? data.train_batch_size, shuffle: data.shuffle, seed: data.seed, batchKey });
   }
 
   private order(epoch: number): Uint32Array | null {
@@ -200,7 +203,7 @@ export class PromptSampler {
   batchAt(cursor: DataCursor): PromptBatch {
     const { batchSize } = this.options;
     if (!Number.isInteger(cursor.epoch) || cursor.epoch < 0 || !Number.isInteger(cursor.index) || cursor.index < 0 || cursor.index % batchSize !== 0) {
-      throw new Error(`data cursor {epoch: ${cursor.epoch}, index: ${cursor.index}} is not a batch boundary of data.train_batch_size=${batchSize}`);
+      throw new Error(`data cursor {epoch: ${cursor.epoch}, index: ${cursor.index}} is not a batch boundary of ${this.options.batchKey ?? 'data.train_batch_size'}=${batchSize}`);
     }
     const start = cursor.index + batchSize > this.size ? { epoch: cursor.epoch + 1, index: 0 } : cursor;
     const order = this.order(start.epoch);

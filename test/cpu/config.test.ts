@@ -37,7 +37,8 @@ describe('config defaults', () => {
     expect(config.custom_reward_function).toEqual({ path: null, name: 'compute_score', timeout: 300 });
     expect(config.algorithm).toEqual({
       gamma: 1, lam: 1, adv_estimator: 'gae', norm_adv_by_std_in_grpo: true, use_kl_in_reward: false, kl_penalty: 'kl',
-      kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 }, reward_mask_ratio: 0,
+      kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 },
+      filter_groups: { enable: false, metric: 'acc', max_num_gen_batches: 0 }, reward_mask_ratio: 0,
     });
     expect(config.trainer.resume_mode).toBe('auto');
     expect(config.trainer.total_epochs).toBe(30);
