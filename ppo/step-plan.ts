@@ -28,6 +28,7 @@ export function planStep(c: PpoConfig): StepPlan {
   const a = c.actor_rollout_ref.actor;
   const temperature = c.actor_rollout_ref.rollout.temperature;
   const ref = c.actor_rollout_ref.ref;
+  const rollout = c.actor_rollout_ref.rollout;
   return {
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
@@ -35,6 +36,11 @@ export function planStep(c: PpoConfig): StepPlan {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, temperature,
+      calculateLogProbs: c.actor_rollout_ref.rollout.calculate_log_probs,
+      oldForward: {
+        microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,
+        maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
+      },
       refForward: {
         microBatchSize: ref.log_prob_micro_batch_size_per_gpu,
         maxTokens: ref.log_prob_use_dynamic_bsz ? ref.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu',

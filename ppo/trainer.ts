@@ -211,6 +211,7 @@ export class PpoTrainer {
     const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
+    if (plan.experience.calculateLogProbs) await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
     if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);

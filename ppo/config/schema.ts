@@ -150,9 +150,10 @@ const SCHEMA = {
       top_k: int(-1, 'Keep the k most likely tokens; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
       top_p: float(1, 'Nucleus sampling mass', probability),
       do_sample: bool(true, 'Sample; false: greedy'),
-      log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward when recomputing old log-probs; null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),
+      log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward when recomputing old log-probs (calculate_log_probs); null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),
+      calculate_log_probs: bool(false, 'Keep the sampler\'s own log-probs as rollout log-probs and recompute old log-probs with the training forward (one more actor forward), logging rollout_corr/* drift metrics (kl, k3_kl, training_ppl, rollout_ppl, log_ppl_diff, chi2_token, …); false: old log-probs are the sampler\'s'),
       gpu_memory_utilization: float(0.5, 'Fraction of the device memory generation may take (KV caches, activations, logits); WebGPU reports no device memory, so of an assumed 4 GiB', { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 }),
-      log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.actor.use_dynamic_bsz}', 'Log-prob forwards by a token budget (the reference\'s default; old log-probs come from the sampler here)'),
+      log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.actor.use_dynamic_bsz}', 'Log-prob forwards by a token budget (old log-probs with calculate_log_probs; the reference\'s default)'),
       log_prob_max_token_len_per_gpu: int('${actor_rollout_ref.actor.ppo_max_token_len_per_gpu}', 'log_prob_use_dynamic_bsz: tokens per forward, padding included', positive),
       val_kwargs: {
         n: int(1, 'Responses per validation prompt', positive),
