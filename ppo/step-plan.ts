@@ -1,6 +1,7 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
+import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel } from './algorithm/rollout-correction.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -10,6 +11,8 @@ import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
 import type { OptimConfig } from './algorithm/lr-schedule.ts';
 
 export interface StepPlan {
+  /** algorithm.rollout_correction's importance weights on the policy loss; null: none. */
+  rolloutIs: { level: RolloutIsLevel; threshold: number; batchNormalize: boolean } | null;
   /** ReMax: a greedy rollout of the same prompts gives each sample its baseline score. */
   remaxBaseline: boolean;
   /** algorithm.reward_mask_ratio */
@@ -30,6 +33,7 @@ export function planStep(c: PpoConfig): StepPlan {
   const ref = c.actor_rollout_ref.ref;
   const rollout = c.actor_rollout_ref.rollout;
   return {
+    rolloutIs: rolloutIsPlan(c),
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     experience: {
@@ -71,4 +75,18 @@ export function planStep(c: PpoConfig): StepPlan {
     actorOptim: a.optim,
     criticWarmup: c.trainer.critic_warmup,
   };
+}
+
+function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
+  const rc = c.algorithm.rollout_correction;
+  if (rc.rollout_is === null) return null;
+  const key = 'algorithm.rollout_correction.rollout_is';
+  if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
+    throw new Error(`${key}=${rc.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  }
+  const lossMode = c.actor_rollout_ref.actor.policy_loss.loss_mode;
+  if (!IS_WEIGHTED_LOSS_MODES.includes(lossMode)) {
+    throw new Error(`${key}=${rc.rollout_is} weights the policy loss of ${IS_WEIGHTED_LOSS_MODES.join(', ')}; actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode} is not one of them yet`);
+  }
+  return { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
 }

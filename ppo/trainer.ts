@@ -19,7 +19,8 @@ import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
 import { ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
-import { ExperienceMaker } from './phases/experience.ts';
+import { ExperienceMaker, type Experience } from './phases/experience.ts';
+import { rolloutIsWeights } from './algorithm/rollout-correction.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
 import { CriticUpdater } from './phases/critic-update.ts';
 import { getKlController, type KLController } from './algorithm/kl-controller.ts';
@@ -225,7 +226,8 @@ export class PpoTrainer {
     const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
-      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
+      const actorExperience = this.importanceWeighted(experience);
+      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(actorExperience, { ...plan.actor, lr }, this.rng)));
     }
     this.globalStep++;
     this.updatingWeights = false;
@@ -236,6 +238,18 @@ export class PpoTrainer {
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
       'perf/cached_pipelines': this.engine.cachedPipelines, 'perf/cached_bind_groups': this.engine.cachedBindGroups };
+  }
+
+  /** algorithm.rollout_correction.rollout_is: verl multiplies each token's policy loss by its truncated importance
+   *  weight; for the loss modes step-plan admits that is exactly the loss of advantages × weights, so the actor
+   *  sees weighted advantages (the critic and the advantage metrics keep the plain ones). */
+  private importanceWeighted(experience: Experience): Experience {
+    const is = this.plan.rolloutIs;
+    if (!is) return experience;
+    const { weights, metrics } = rolloutIsWeights(experience.oldLogProbs, experience.rolloutLogProbs!, experience.responseMask,
+      experience.N, experience.R, is.level, is.threshold, is.batchNormalize);
+    Object.assign(experience.metrics, metrics);
+    return { ...experience, advantages: experience.advantages.map((a, i) => a * weights[i]) };
   }
 
   private readonly rewardModel: ValueModel | null = null;

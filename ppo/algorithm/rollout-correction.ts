@@ -55,3 +55,95 @@ export function rolloutMismatchMetrics(old: Float32Array, rollout: Float32Array,
     'rollout_corr/chi2_seq': rhoSquaredSeq / N - 1,
   };
 }
+
+export type RolloutIsLevel = 'token' | 'sequence';
+
+/** The policy losses whose per-token loss is linear in the advantage with a sign-preserving factor, so verl's
+ *  `pg_losses * rollout_is_weights` is exactly the loss of advantages × weights (gradient included). geo_mean
+ *  averages advantages over the sequence, and clip_cov/kl_cov pick tokens by advantage covariance: not these. */
+export const IS_WEIGHTED_LOSS_MODES: readonly string[] = ['vanilla', 'gspo', 'gpg', 'cispo', 'sapo'];
+
+/** verl's compute_rollout_correction_weights: w = exp(old − rollout) per token, or exp(Σ over the sequence) on every
+ *  token of it, log-ratios clamped to ±20, zero off the response mask, metrics taken before truncation at
+ *  `threshold` (TIS), then with batchNormalize divided by their mean (over tokens, or over sequences).
+ *  Returns (N, R) weights and rollout_corr/rollout_is_* metrics. */
+export function rolloutIsWeights(old: Float32Array, rollout: Float32Array, mask: Float32Array, N: number, R: number,
+  level: RolloutIsLevel, threshold: number, batchNormalize: boolean): { weights: Float32Array; metrics: Record<string, number> } {
+  if (!(threshold > 0)) throw new Error(`algorithm.rollout_correction.rollout_is_threshold must be positive, got ${threshold}`);
+  const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
+  const weights = new Float32Array(N * R);
+  const logRatioSums = new Float64Array(N);
+  for (let b = 0; b < N; b++) {
+    for (let t = b * R; t < (b + 1) * R; t++) logRatioSums[b] += mask[t] * (old[t] - rollout[t]);
+    for (let t = b * R; t < (b + 1) * R; t++) {
+      weights[t] = mask[t] * Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : logRatioSums[b]));
+    }
+  }
+  const lower = 1 / threshold;
+  let tokens = 0, sum = 0, high = 0, low = 0, max = -Infinity, min = Infinity;
+  for (let t = 0; t < N * R; t++) {
+    if (mask[t] === 0) continue;
+    tokens += mask[t]; sum += mask[t] * weights[t];
+    if (level === 'token') {
+      high += mask[t] * Number(weights[t] > threshold); low += mask[t] * Number(weights[t] < lower);
+      max = Math.max(max, weights[t]); min = Math.min(min, weights[t]);
+    }
+  }
+  if (tokens === 0) throw new Error('rolloutIsWeights: the response mask has no token (verl: "response_mask must contain at least one valid token")');
+  const tokenMean = (s: number) => s / (tokens + 1e-8);
+  const metrics: Record<string, number> = { 'rollout_corr/rollout_is_mean': tokenMean(sum) };
+  if (level === 'token') {
+    Object.assign(metrics, { 'rollout_corr/rollout_is_ratio_fraction_high': tokenMean(high), 'rollout_corr/rollout_is_ratio_fraction_low': tokenMean(low),
+      'rollout_corr/rollout_is_max': max, 'rollout_corr/rollout_is_min': min });
+  } else {
+    const logs = Array.from(logRatioSums);
+    Object.assign(metrics, {
+      'rollout_corr/rollout_is_max': Math.exp(Math.min(SAFETY_BOUND, Math.max(...logs))), 'rollout_corr/rollout_is_min': Math.exp(Math.min(...logs)),
+      'rollout_corr/rollout_is_ratio_fraction_high': logs.filter((l) => l > Math.log(threshold)).length / N,
+      'rollout_corr/rollout_is_ratio_fraction_low': logs.filter((l) => l < Math.log(lower)).length / N,
+    });
+  }
+  // std and ESS over the weights clamped to [1/threshold, threshold], as verl.
+  let clampedSum = 0, clampedSquares = 0;
+  for (let t = 0; t < N * R; t++) {
+    const w = Math.min(threshold, Math.max(lower, weights[t]));
+    clampedSum += mask[t] * w; clampedSquares += mask[t] * w * w;
+  }
+  const clampedMean = tokenMean(clampedSum);
+  metrics['rollout_corr/rollout_is_std'] = tokens > 1 ? Math.sqrt(Math.max(0, tokenMean(clampedSquares) - clampedMean ** 2)) : 0;
+  metrics['rollout_corr/rollout_is_eff_sample_size'] = 1 / (tokenMean(clampedSquares) / (clampedMean + 1e-8) ** 2);
+  const seqMeans = Array.from({ length: N }, (_, b) => {
+    let s = 0, n = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { s += mask[t] * weights[t]; n += mask[t]; }
+    return s / (n + 1e-8);
+  });
+  const seqMean = seqMeans.reduce((a, v) => a + v, 0) / N;
+  Object.assign(metrics, {
+    'rollout_corr/rollout_is_seq_mean': seqMean,
+    'rollout_corr/rollout_is_seq_std': N > 1 ? Math.sqrt(seqMeans.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (N - 1)) : 0,
+    'rollout_corr/rollout_is_seq_max': Math.max(...seqMeans), 'rollout_corr/rollout_is_seq_min': Math.min(...seqMeans),
+    'rollout_corr/rollout_is_seq_max_deviation': Math.max(...seqMeans.map((v) => Math.abs(v - 1))),
+    'rollout_corr/rollout_is_seq_fraction_high': seqMeans.filter((v) => v > threshold).length / N,
+    'rollout_corr/rollout_is_seq_fraction_low': seqMeans.filter((v) => v < lower).length / N,
+  });
+  for (let t = 0; t < N * R; t++) weights[t] = Math.min(weights[t], threshold);
+  if (batchNormalize) {
+    let mean: number;
+    if (level === 'token') {
+      let s = 0;
+      for (let t = 0; t < N * R; t++) s += mask[t] * weights[t];
+      mean = tokenMean(s);
+    } else {
+      let s = 0, rows = 0;
+      for (let b = 0; b < N; b++) {
+        let ws = 0, n = 0;
+        for (let t = b * R; t < (b + 1) * R; t++) { ws += mask[t] * weights[t]; n += mask[t]; }
+        if (n > 0) { s += ws / (n + 1e-8); rows++; }
+      }
+      mean = s / Math.max(rows, 1e-8);
+    }
+    if (mean > 1e-8) for (let t = 0; t < N * R; t++) weights[t] /= mean;
+    metrics['rollout_corr/rollout_is_batch_norm_factor'] = mean > 1e-8 ? mean : 1;
+  }
+  return { weights, metrics };
+}

@@ -234,6 +234,11 @@ const SCHEMA = {
       target_kl: float(0.1, 'adaptive: the KL β steers towards', positive),
     },
     reward_mask_ratio: float(0, 'Fraction of trajectories whose reward is zeroed (seeded draw per trajectory)', unitInterval),
+    rollout_correction: {
+      rollout_is: new Key<'token' | 'sequence' | null>('string', null, 'Importance weights exp(old − rollout log-prob) on the policy loss, per token or per sequence (the product), truncated at rollout_is_threshold; needs actor_rollout_ref.rollout.calculate_log_probs=true; null: none', true, null, ['token', 'sequence']),
+      rollout_is_threshold: float(2.0, 'rollout_is: weights above it are truncated to it (TIS)', positive),
+      rollout_is_batch_normalize: bool(false, 'rollout_is: divide the truncated weights by their batch mean'),
+    },
   },
   do_search: optBool(null, 'Search-R1 multi-turn rollouts: <search>query</search> → retriever → <information>…</information>, until <answer>; null: on when a retriever (retriever.url, retriever.corpus_path) or the built-in search_qa task is configured, as Search-R1\'s scripts expect (its default is true)'),
   max_turns: int(2, 'do_search: turns whose search is executed; a last turn follows in which the model must answer', positive),

@@ -1,7 +1,12 @@
 // Rollout correction's drift metrics against verl's rollout_corr_helper.compute_offpolicy_metrics, worked by hand
 // on two sequences whose log-probs are logs of powers of two (masked slots hold values that must not count).
 import { describe, it, expect } from 'vitest';
-import { rolloutMismatchMetrics } from '../../ppo/algorithm/rollout-correction.ts';
+import { rolloutMismatchMetrics, rolloutIsWeights } from '../../ppo/algorithm/rollout-correction.ts';
+import { loadConfig } from '../../ppo/config.ts';
+import { planStep } from '../../ppo/step-plan.ts';
+import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
+import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 
 const ln2 = Math.log(2);
 
@@ -51,4 +56,78 @@ describe('rollout_corr/* mismatch metrics (verl compute_offpolicy_metrics)', () 
     expect(() => rolloutMismatchMetrics(old, rollout, new Float32Array(6), 2, 3)).toThrow(/at least one valid token/);
     expect(() => rolloutMismatchMetrics(old, rollout.subarray(0, 3), mask, 2, 3)).toThrow(/N·R/);
   });
+});
+
+describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
+  // The same two sequences: token log-ratios ln2, 0 | 0, so pre-truncation weights 2, 1 | 1; threshold 1.5.
+  const old = Float32Array.from([-ln2, -2 * ln2, 100, -ln2, 7, -7]);
+  const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
+  const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
+
+  it('token: truncated per-token weights and verl\'s rollout_is_* metrics', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', 1.5, false);
+    expect(Array.from(weights)).toEqual([1.5, 1, 0, 1, 0, 0]);
+    // std and ESS over the weights clamped to [1/1.5, 1.5]: 1.5, 1, 1.
+    const expected: Record<string, number> = {
+      rollout_is_mean: 4 / 3, rollout_is_ratio_fraction_high: 1 / 3, rollout_is_ratio_fraction_low: 0, rollout_is_max: 2, rollout_is_min: 1,
+      rollout_is_std: Math.sqrt(4.25 / 3 - (3.5 / 3) ** 2), rollout_is_eff_sample_size: (3.5 / 3) ** 2 / (4.25 / 3),
+      rollout_is_seq_mean: 1.25, rollout_is_seq_std: Math.sqrt(2 * 0.25 ** 2), rollout_is_seq_max: 1.5, rollout_is_seq_min: 1,
+      rollout_is_seq_max_deviation: 0.5, rollout_is_seq_fraction_high: 0, rollout_is_seq_fraction_low: 0,
+    };
+    expect(Object.keys(metrics).sort()).toEqual(Object.keys(expected).map((k) => `rollout_corr/${k}`).sort());
+    for (const [key, value] of Object.entries(expected)) expect(metrics[`rollout_corr/${key}`], key).toBeCloseTo(value, 5);
+  });
+
+  it('sequence: the product of the sequence\'s ratios on each of its tokens', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'sequence', 1.5, false);
+    expect(Array.from(weights)).toEqual([1.5, 1.5, 0, 1, 0, 0]);
+    expect(metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(5 / 3, 5);
+    expect(metrics['rollout_corr/rollout_is_max']).toBeCloseTo(2, 5);
+    expect(metrics['rollout_corr/rollout_is_min']).toBeCloseTo(1, 5);
+    expect(metrics['rollout_corr/rollout_is_ratio_fraction_high']).toBe(0.5);
+  });
+
+  it('rollout_is_batch_normalize divides the truncated weights by their mean', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', 1.5, true);
+    const mean = 3.5 / 3;
+    expect(metrics['rollout_corr/rollout_is_batch_norm_factor']).toBeCloseTo(mean, 5);
+    [1.5, 1, 0, 1, 0, 0].forEach((w, i) => expect(weights[i]).toBeCloseTo(w / mean, 5));
+  });
+
+  it('the config refuses rollout_is without the rollout\'s log-probs, and with a loss it cannot weight', () => {
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/calculate_log_probs=true/);
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token', 'actor_rollout_ref.rollout.calculate_log_probs=true',
+      'actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean'] }))).toThrow(/loss_mode=geo_mean/);
+    expect(planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=sequence', 'actor_rollout_ref.rollout.calculate_log_probs=true'] })).rolloutIs)
+      .toEqual({ level: 'sequence', threshold: 2, batchNormalize: false });
+  });
+});
+
+describe('rollout_is in the policy loss: advantages × weights is verl\'s pg_losses × weights', () => {
+  // verl: agg_loss(pg_losses · w). Each token's own loss comes from the CPU reference run on that token alone with the
+  // whole batch's token-mean denominator; Σ w_t · that must equal the reference on advantages × w, loss and gradient.
+  const B = 2, T = 3;
+  const mask = [1, 1, 1, 1, 1, 0];
+  const oldLogProb = [-1, -0.5, -2, -0.1, -1.2, 0];
+  const logProb = [-0.6, -0.9, -1.0, -0.1, -2.5, 0];
+  const advantages = [1.5, -2, 0.7, -0.4, -3, 0];
+  const weights = [2, 0.5, 1, 1.2, 0.3, 0];
+  for (const lossMode of ['vanilla', 'gpg', 'cispo']) {
+    it(`${lossMode}`, () => {
+      const config = resolvePolicyLossConfig({ lossMode, clipRatio: 0.2, clipRatioC: 3 });
+      const aggregation = localAggregation('token-mean', mask, B, T);
+      const run = (adv: number[], m: number[]) => computeActorLossRef({ oldLogProb, logProb, advantages: adv, responseMask: m, B, T, config, aggregation });
+      const weighted = run(advantages.map((a, i) => a * weights[i]), mask);
+      let loss = 0;
+      const grad = new Float64Array(B * T);
+      mask.forEach((m, t) => {
+        if (m === 0) return;
+        const one = run(advantages, mask.map((_, i) => Number(i === t)));
+        loss += weights[t] * one.pgLoss;
+        one.gradLogProb.forEach((g, i) => (grad[i] += weights[t] * g));
+      });
+      expect(weighted.pgLoss).toBeCloseTo(loss, 10);
+      weighted.gradLogProb.forEach((g, i) => expect(g, `grad[${i}]`).toBeCloseTo(grad[i], 10));
+    });
+  }
 });

@@ -28,6 +28,23 @@ describe('rollout.calculate_log_probs in a run', () => {
     }
   }, 300_000);
 
+  for (const level of ['token', 'sequence']) {
+    it(`algorithm.rollout_correction.rollout_is=${level}: truncated importance weights on the policy loss, finite metrics`, async () => {
+      const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', `algorithm.rollout_correction.rollout_is=${level}`,
+        'algorithm.rollout_correction.rollout_is_batch_normalize=true']);
+      expect(steps).toHaveLength(2);
+      for (const step of steps) {
+        for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+        for (const key of ['rollout_is_mean', 'rollout_is_eff_sample_size', 'rollout_is_std', 'rollout_is_seq_mean', 'rollout_is_batch_norm_factor']) {
+          expect(step[`rollout_corr/${key}`], key).toBeDefined();
+        }
+        // The decode kernels and the training forward agree to float32 noise: weights ≈ 1.
+        expect(step['rollout_corr/rollout_is_mean']).toBeCloseTo(1, 3);
+        expect(step['actor/pg_loss']).toBeDefined();
+      }
+    }, 300_000);
+  }
+
   it('is off by default: no recomputation, no rollout_corr/* metrics', async () => {
     const [step] = await stepMetrics([]);
     expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
