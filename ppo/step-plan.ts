@@ -1,7 +1,7 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
-import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel } from './algorithm/rollout-correction.ts';
+import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel, type RolloutRsLevel } from './algorithm/rollout-correction.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -13,6 +13,8 @@ import type { OptimConfig } from './algorithm/lr-schedule.ts';
 export interface StepPlan {
   /** algorithm.rollout_correction's importance weights on the policy loss; null: none. */
   rolloutIs: { level: RolloutIsLevel; threshold: number; batchNormalize: boolean } | null;
+  /** algorithm.rollout_correction's rejection sampling; null: none. */
+  rolloutRs: { level: RolloutRsLevel; upper: number; lower: number | null } | null;
   /** ReMax: a greedy rollout of the same prompts gives each sample its baseline score. */
   remaxBaseline: boolean;
   /** algorithm.reward_mask_ratio */
@@ -34,6 +36,7 @@ export function planStep(c: PpoConfig): StepPlan {
   const rollout = c.actor_rollout_ref.rollout;
   return {
     rolloutIs: rolloutIsPlan(c),
+    rolloutRs: rolloutRsPlan(c),
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     experience: {
@@ -89,4 +92,15 @@ function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
     throw new Error(`${key}=${rc.rollout_is} weights the policy loss of ${IS_WEIGHTED_LOSS_MODES.join(', ')}; actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode} is not one of them yet`);
   }
   return { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
+}
+
+function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
+  const rc = c.algorithm.rollout_correction;
+  if (rc.rollout_rs === null) return null;
+  const key = 'algorithm.rollout_correction.rollout_rs';
+  if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
+    throw new Error(`${key}=${rc.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  }
+  if (rc.rollout_rs_threshold === null) throw new Error(`${key}=${rc.rollout_rs} needs algorithm.rollout_correction.rollout_rs_threshold (verl: "rollout_rs_threshold must be explicitly provided")`);
+  return { level: rc.rollout_rs, upper: rc.rollout_rs_threshold, lower: rc.rollout_rs_threshold_lower };
 }

@@ -57,6 +57,88 @@ export function rolloutMismatchMetrics(old: Float32Array, rollout: Float32Array,
 }
 
 export type RolloutIsLevel = 'token' | 'sequence';
+export type RolloutRsLevel = 'token' | 'sequence' | 'geometric';
+
+/** verl's compute_is_metrics / compute_rs_metrics (one shape, two prefixes) of ratios `weights` (N, R) before
+ *  truncation: token-level from the weights, sequence-level max/min/fractions from each sequence's log-ratio
+ *  `seqLogs` (its sum, or for geometric its mean); std and ESS over the weights clamped to [lower, upper]. */
+function ratioMetrics(prefix: string, weights: Float32Array, mask: Float32Array, N: number, R: number,
+  seqLogs: Float64Array | null, upper: number, lower: number): Record<string, number> {
+  const name = (key: string) => `rollout_corr/${prefix}_${key}`;
+  let tokens = 0, sum = 0, high = 0, low = 0, max = -Infinity, min = Infinity;
+  for (let t = 0; t < N * R; t++) {
+    if (mask[t] === 0) continue;
+    tokens += mask[t]; sum += mask[t] * weights[t];
+    high += mask[t] * Number(weights[t] > upper); low += mask[t] * Number(weights[t] < lower);
+    max = Math.max(max, weights[t]); min = Math.min(min, weights[t]);
+  }
+  if (tokens === 0) throw new Error('rollout correction: the response mask has no token (verl: "response_mask must contain at least one valid token")');
+  const tokenMean = (s: number) => s / (tokens + 1e-8);
+  const metrics: Record<string, number> = { [name('mean')]: tokenMean(sum) };
+  if (seqLogs === null) {
+    Object.assign(metrics, { [name('ratio_fraction_high')]: tokenMean(high), [name('ratio_fraction_low')]: tokenMean(low), [name('max')]: max, [name('min')]: min });
+  } else {
+    const logs = Array.from(seqLogs);
+    Object.assign(metrics, {
+      [name('max')]: Math.exp(Math.min(SAFETY_BOUND, Math.max(...logs))), [name('min')]: Math.exp(Math.min(...logs)),
+      [name('ratio_fraction_high')]: logs.filter((l) => l > Math.log(upper)).length / N,
+      [name('ratio_fraction_low')]: logs.filter((l) => l < Math.log(lower)).length / N,
+    });
+  }
+  let clampedSum = 0, clampedSquares = 0;
+  for (let t = 0; t < N * R; t++) {
+    const w = Math.min(upper, Math.max(lower, weights[t]));
+    clampedSum += mask[t] * w; clampedSquares += mask[t] * w * w;
+  }
+  const clampedMean = tokenMean(clampedSum);
+  metrics[name('std')] = tokens > 1 ? Math.sqrt(Math.max(0, tokenMean(clampedSquares) - clampedMean ** 2)) : 0;
+  metrics[name('eff_sample_size')] = 1 / (tokenMean(clampedSquares) / (clampedMean + 1e-8) ** 2);
+  const seqMeans = Array.from({ length: N }, (_, b) => {
+    let s = 0, n = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { s += mask[t] * weights[t]; n += mask[t]; }
+    return s / (n + 1e-8);
+  });
+  const seqMean = seqMeans.reduce((a, v) => a + v, 0) / N;
+  Object.assign(metrics, {
+    [name('seq_mean')]: seqMean,
+    [name('seq_std')]: N > 1 ? Math.sqrt(seqMeans.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (N - 1)) : 0,
+    [name('seq_max')]: Math.max(...seqMeans), [name('seq_min')]: Math.min(...seqMeans),
+    [name('seq_max_deviation')]: Math.max(...seqMeans.map((v) => Math.abs(v - 1))),
+    [name('seq_fraction_high')]: seqMeans.filter((v) => v > upper).length / N,
+    [name('seq_fraction_low')]: seqMeans.filter((v) => v < lower).length / N,
+  });
+  return metrics;
+}
+
+/** verl's compute_rollout_rejection_mask: the ratio per token, per sequence (exp of the summed log-ratios) or
+ *  geometric (exp of their mean), log-ratios clamped to ±20; a token whose ratio lies outside [lower, upper]
+ *  (lower defaults to 1/upper) leaves the response mask. Returns the new (N, R) mask and rollout_rs_* metrics. */
+export function rolloutRejectionMask(old: Float32Array, rollout: Float32Array, mask: Float32Array, N: number, R: number,
+  level: RolloutRsLevel, upper: number, lowerOrNull: number | null): { mask: Float32Array; metrics: Record<string, number> } {
+  const lower = lowerOrNull ?? 1 / upper;
+  const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
+  const ratios = new Float32Array(N * R);
+  const seqLogs = new Float64Array(N);
+  for (let b = 0; b < N; b++) {
+    let count = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { seqLogs[b] += mask[t] * (old[t] - rollout[t]); count += mask[t]; }
+    if (level === 'geometric') seqLogs[b] /= count + 1e-8;
+    for (let t = b * R; t < (b + 1) * R; t++) ratios[t] = Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : seqLogs[b]));
+  }
+  const metrics = ratioMetrics('rollout_rs', ratios, mask, N, R, level === 'token' ? null : seqLogs, upper, lower);
+  const keep = ratios.map((w) => Number(w >= lower && w <= upper));
+  let tokens = 0, rejected = 0, rejectedRows = 0;
+  for (let b = 0; b < N; b++) {
+    let rowRejected = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { tokens += mask[t]; rowRejected += mask[t] * (1 - keep[t]); }
+    rejected += rowRejected;
+    // verl: a token-level sequence counts when any token went; a sequence-level one by its first slot's verdict.
+    rejectedRows += level === 'token' ? Number(rowRejected > 0) : 1 - keep[b * R];
+  }
+  metrics['rollout_corr/rollout_rs_masked_fraction'] = rejected / (tokens + 1e-8);
+  metrics['rollout_corr/rollout_rs_seq_masked_fraction'] = rejectedRows / N;
+  return { mask: mask.map((m, t) => m * keep[t]), metrics };
+}
 
 /** The policy losses whose per-token loss is linear in the advantage with a sign-preserving factor, so verl's
  *  `pg_losses * rollout_is_weights` is exactly the loss of advantages × weights (gradient included). geo_mean
@@ -80,59 +162,14 @@ export function rolloutIsWeights(old: Float32Array, rollout: Float32Array, mask:
     }
   }
   const lower = 1 / threshold;
-  let tokens = 0, sum = 0, high = 0, low = 0, max = -Infinity, min = Infinity;
-  for (let t = 0; t < N * R; t++) {
-    if (mask[t] === 0) continue;
-    tokens += mask[t]; sum += mask[t] * weights[t];
-    if (level === 'token') {
-      high += mask[t] * Number(weights[t] > threshold); low += mask[t] * Number(weights[t] < lower);
-      max = Math.max(max, weights[t]); min = Math.min(min, weights[t]);
-    }
-  }
-  if (tokens === 0) throw new Error('rolloutIsWeights: the response mask has no token (verl: "response_mask must contain at least one valid token")');
-  const tokenMean = (s: number) => s / (tokens + 1e-8);
-  const metrics: Record<string, number> = { 'rollout_corr/rollout_is_mean': tokenMean(sum) };
-  if (level === 'token') {
-    Object.assign(metrics, { 'rollout_corr/rollout_is_ratio_fraction_high': tokenMean(high), 'rollout_corr/rollout_is_ratio_fraction_low': tokenMean(low),
-      'rollout_corr/rollout_is_max': max, 'rollout_corr/rollout_is_min': min });
-  } else {
-    const logs = Array.from(logRatioSums);
-    Object.assign(metrics, {
-      'rollout_corr/rollout_is_max': Math.exp(Math.min(SAFETY_BOUND, Math.max(...logs))), 'rollout_corr/rollout_is_min': Math.exp(Math.min(...logs)),
-      'rollout_corr/rollout_is_ratio_fraction_high': logs.filter((l) => l > Math.log(threshold)).length / N,
-      'rollout_corr/rollout_is_ratio_fraction_low': logs.filter((l) => l < Math.log(lower)).length / N,
-    });
-  }
-  // std and ESS over the weights clamped to [1/threshold, threshold], as verl.
-  let clampedSum = 0, clampedSquares = 0;
-  for (let t = 0; t < N * R; t++) {
-    const w = Math.min(threshold, Math.max(lower, weights[t]));
-    clampedSum += mask[t] * w; clampedSquares += mask[t] * w * w;
-  }
-  const clampedMean = tokenMean(clampedSum);
-  metrics['rollout_corr/rollout_is_std'] = tokens > 1 ? Math.sqrt(Math.max(0, tokenMean(clampedSquares) - clampedMean ** 2)) : 0;
-  metrics['rollout_corr/rollout_is_eff_sample_size'] = 1 / (tokenMean(clampedSquares) / (clampedMean + 1e-8) ** 2);
-  const seqMeans = Array.from({ length: N }, (_, b) => {
-    let s = 0, n = 0;
-    for (let t = b * R; t < (b + 1) * R; t++) { s += mask[t] * weights[t]; n += mask[t]; }
-    return s / (n + 1e-8);
-  });
-  const seqMean = seqMeans.reduce((a, v) => a + v, 0) / N;
-  Object.assign(metrics, {
-    'rollout_corr/rollout_is_seq_mean': seqMean,
-    'rollout_corr/rollout_is_seq_std': N > 1 ? Math.sqrt(seqMeans.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (N - 1)) : 0,
-    'rollout_corr/rollout_is_seq_max': Math.max(...seqMeans), 'rollout_corr/rollout_is_seq_min': Math.min(...seqMeans),
-    'rollout_corr/rollout_is_seq_max_deviation': Math.max(...seqMeans.map((v) => Math.abs(v - 1))),
-    'rollout_corr/rollout_is_seq_fraction_high': seqMeans.filter((v) => v > threshold).length / N,
-    'rollout_corr/rollout_is_seq_fraction_low': seqMeans.filter((v) => v < lower).length / N,
-  });
+  const metrics = ratioMetrics('rollout_is', weights, mask, N, R, level === 'token' ? null : logRatioSums, threshold, lower);
   for (let t = 0; t < N * R; t++) weights[t] = Math.min(weights[t], threshold);
   if (batchNormalize) {
     let mean: number;
     if (level === 'token') {
-      let s = 0;
-      for (let t = 0; t < N * R; t++) s += mask[t] * weights[t];
-      mean = tokenMean(s);
+      let s = 0, tokens = 0;
+      for (let t = 0; t < N * R; t++) { s += mask[t] * weights[t]; tokens += mask[t]; }
+      mean = s / (tokens + 1e-8);
     } else {
       let s = 0, rows = 0;
       for (let b = 0; b < N; b++) {

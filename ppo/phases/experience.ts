@@ -180,6 +180,14 @@ export class ExperienceMaker {
     x.rewards = t.rewards;
   }
 
+  /** Rollout correction's rejection sampling (after the KL in the reward, before advantages, as verl): the rejected
+   *  tokens leave the response mask the advantages and both updates read. */
+  rejectTokens(x: ExperienceBatch, responseMask: Float32Array, metrics: Record<string, number>): void {
+    x.responseMask = responseMask;
+    this.engine.upload(x.tensors.mask, responseMask);
+    Object.assign(x.metrics, metrics);
+  }
+
   /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample. */
   async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null): Promise<Experience> {
     const e = this.engine;

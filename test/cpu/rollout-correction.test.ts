@@ -1,7 +1,7 @@
 // Rollout correction's drift metrics against verl's rollout_corr_helper.compute_offpolicy_metrics, worked by hand
 // on two sequences whose log-probs are logs of powers of two (masked slots hold values that must not count).
 import { describe, it, expect } from 'vitest';
-import { rolloutMismatchMetrics, rolloutIsWeights } from '../../ppo/algorithm/rollout-correction.ts';
+import { rolloutMismatchMetrics, rolloutIsWeights, rolloutRejectionMask } from '../../ppo/algorithm/rollout-correction.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
@@ -130,4 +130,42 @@ describe('rollout_is in the policy loss: advantages × weights is verl\'s pg_los
       weighted.gradLogProb.forEach((g, i) => expect(g, `grad[${i}]`).toBeCloseTo(grad[i], 10));
     });
   }
+});
+
+describe('rollout_rs rejection (verl compute_rollout_rejection_mask)', () => {
+  // Token log-ratios ln2, 0 | 0: token ratios 2, 1 | 1; sequence ratios 2 | 1; geometric √2 | 1.
+  const old = Float32Array.from([-ln2, -2 * ln2, 100, -ln2, 7, -7]);
+  const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
+  const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
+  const cases: [string, 'token' | 'sequence' | 'geometric', number, number | null, number[], number, number][] = [
+    ['token, [1/1.5, 1.5]', 'token', 1.5, null, [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    ['token, [1.5, 3]', 'token', 3, 1.5, [1, 0, 0, 0, 0, 0], 2 / 3, 1],
+    ['sequence, [1/1.5, 1.5]', 'sequence', 1.5, null, [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['geometric, [1/1.5, 1.5] keeps √2', 'geometric', 1.5, null, [1, 1, 0, 1, 0, 0], 0, 0],
+    ['geometric, [1/1.3, 1.3]', 'geometric', 1.3, null, [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+  ];
+  for (const [name, level, upper, lower, kept, maskedFraction, seqMaskedFraction] of cases) {
+    it(name, () => {
+      const rs = rolloutRejectionMask(old, rollout, mask, 2, 3, level, upper, lower);
+      expect(Array.from(rs.mask)).toEqual(kept);
+      expect(rs.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(maskedFraction, 6);
+      expect(rs.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBeCloseTo(seqMaskedFraction, 6);
+    });
+  }
+
+  it('reports verl\'s rollout_rs_* ratio statistics', () => {
+    const token = rolloutRejectionMask(old, rollout, mask, 2, 3, 'token', 1.5, null).metrics;
+    expect(token['rollout_corr/rollout_rs_mean']).toBeCloseTo(4 / 3, 5);
+    expect(token['rollout_corr/rollout_rs_max']).toBeCloseTo(2, 5);
+    expect(token['rollout_corr/rollout_rs_ratio_fraction_high']).toBeCloseTo(1 / 3, 5);
+    expect(token['rollout_corr/rollout_rs_eff_sample_size']).toBeCloseTo((3.5 / 3) ** 2 / (4.25 / 3), 5);
+    const geometric = rolloutRejectionMask(old, rollout, mask, 2, 3, 'geometric', 1.5, null).metrics;
+    expect(geometric['rollout_corr/rollout_rs_max']).toBeCloseTo(Math.SQRT2, 5);
+    expect(geometric['rollout_corr/rollout_rs_mean']).toBeCloseTo((2 * Math.SQRT2 + 1) / 3, 5);
+  });
+
+  it('the config needs the rollout\'s log-probs and a threshold', () => {
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/calculate_log_probs=true/);
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'actor_rollout_ref.rollout.calculate_log_probs=true'] }))).toThrow(/rollout_rs_threshold/);
+  });
 });

@@ -45,6 +45,18 @@ describe('rollout.calculate_log_probs in a run', () => {
     }, 300_000);
   }
 
+  it('algorithm.rollout_correction.rollout_rs=geometric: rejection sampling with finite metrics', async () => {
+    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_rs=geometric',
+      'algorithm.rollout_correction.rollout_rs_threshold=2', 'algorithm.rollout_correction.rollout_is=token']);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      // Ratios ≈ 1 stay inside [1/2, 2]: nothing is rejected.
+      expect(step['rollout_corr/rollout_rs_masked_fraction']).toBe(0);
+      expect(step['rollout_corr/rollout_rs_eff_sample_size']).toBeDefined();
+    }
+  }, 300_000);
+
   it('is off by default: no recomputation, no rollout_corr/* metrics', async () => {
     const [step] = await stepMetrics([]);
     expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
