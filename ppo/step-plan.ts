@@ -43,7 +43,7 @@ export function planStep(c: PpoConfig): StepPlan {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, temperature,
-      calculateLogProbs: c.actor_rollout_ref.rollout.calculate_log_probs,
+      calculateLogProbs: c.actor_rollout_ref.rollout.calculate_log_probs && !c.algorithm.rollout_correction.bypass_mode,
       oldForward: {
         microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,
         maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
@@ -84,6 +84,7 @@ function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
   if (rc.rollout_is === null) return null;
   const key = 'algorithm.rollout_correction.rollout_is';
+  refuseInBypass(c, key, rc.rollout_is);
   if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
     throw new Error(`${key}=${rc.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
@@ -98,9 +99,18 @@ function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
   const rc = c.algorithm.rollout_correction;
   if (rc.rollout_rs === null) return null;
   const key = 'algorithm.rollout_correction.rollout_rs';
+  refuseInBypass(c, key, rc.rollout_rs);
   if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
     throw new Error(`${key}=${rc.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
   if (rc.rollout_rs_threshold === null) throw new Error(`${key}=${rc.rollout_rs} needs algorithm.rollout_correction.rollout_rs_threshold (verl: "rollout_rs_threshold must be explicitly provided")`);
   return { level: rc.rollout_rs, upper: rc.rollout_rs_threshold, lower: rc.rollout_rs_threshold_lower };
+}
+
+/** In bypass mode verl applies the weights and the rejection inside the policy loss, against the current policy's
+ *  log-probs (rollout_corr_helper's bypass path); that is not built here. */
+function refuseInBypass(c: PpoConfig, key: string, value: string): void {
+  if (c.algorithm.rollout_correction.bypass_mode) {
+    throw new Error(`${key}=${value} with algorithm.rollout_correction.bypass_mode=true: in bypass mode verl weights and rejects inside the policy loss against the current policy, which is not implemented here; set bypass_mode=false (old log-probs recomputed) or ${key}=null`);
+  }
 }

@@ -241,6 +241,7 @@ const SCHEMA = {
       rollout_rs: new Key<'token' | 'sequence' | 'geometric' | null>('string', null, 'Rejection sampling: tokens whose ratio exp(old − rollout log-prob), per token, per sequence (product) or geometric (exp of the mean log-ratio), lies outside [rollout_rs_threshold_lower, rollout_rs_threshold] leave the response mask; needs actor_rollout_ref.rollout.calculate_log_probs=true; null: none', true, null, ['token', 'sequence', 'geometric']),
       rollout_rs_threshold: optFloat(null, 'rollout_rs: upper bound of the ratio kept (required with rollout_rs)', positive),
       rollout_rs_threshold_lower: optFloat(null, 'rollout_rs: lower bound of the ratio kept; null: 1/rollout_rs_threshold', positive),
+      bypass_mode: bool(false, 'Use the rollout\'s log-probs as old log-probs, no recomputation, even with calculate_log_probs (verl\'s bypass with loss_type=ppo_clip: the PPO ratio is π_θ/π_rollout); rollout_is and rollout_rs are not applied in this mode yet'),
     },
   },
   do_search: optBool(null, 'Search-R1 multi-turn rollouts: <search>query</search> → retriever → <information>…</information>, until <answer>; null: on when a retriever (retriever.url, retriever.corpus_path) or the built-in search_qa task is configured, as Search-R1\'s scripts expect (its default is true)'),

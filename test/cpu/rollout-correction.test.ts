@@ -169,3 +169,13 @@ describe('rollout_rs rejection (verl compute_rollout_rejection_mask)', () => {
     expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'actor_rollout_ref.rollout.calculate_log_probs=true'] }))).toThrow(/rollout_rs_threshold/);
   });
 });
+
+describe('bypass_mode', () => {
+  it('keeps the rollout\'s log-probs as old log-probs, with no recomputation, and refuses weights and rejection', () => {
+    const bypass = ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'];
+    expect(planStep(loadConfig({ overrides: bypass })).experience.calculateLogProbs).toBe(false);
+    expect(planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=true'] })).experience.calculateLogProbs).toBe(true);
+    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/bypass_mode=true/);
+    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_rs=token', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/bypass_mode=true/);
+  });
+});

@@ -57,6 +57,15 @@ describe('rollout.calculate_log_probs in a run', () => {
     }
   }, 300_000);
 
+  it('algorithm.rollout_correction.bypass_mode=true: the sampler\'s log-probs stay the old ones, finite metrics', async () => {
+    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true']);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
+    }
+  }, 300_000);
+
   it('is off by default: no recomputation, no rollout_corr/* metrics', async () => {
     const [step] = await stepMetrics([]);
     expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
