@@ -1,6 +1,7 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
+import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel, type RolloutRsLevel } from './algorithm/rollout-correction.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -10,6 +11,10 @@ import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
 import type { OptimConfig } from './algorithm/lr-schedule.ts';
 
 export interface StepPlan {
+  /** algorithm.rollout_correction's importance weights on the policy loss; null: none. */
+  rolloutIs: { level: RolloutIsLevel; threshold: number; batchNormalize: boolean } | null;
+  /** algorithm.rollout_correction's rejection sampling; null: none. */
+  rolloutRs: { level: RolloutRsLevel; upper: number; lower: number | null } | null;
   /** ReMax: a greedy rollout of the same prompts gives each sample its baseline score. */
   remaxBaseline: boolean;
   /** algorithm.reward_mask_ratio */
@@ -28,13 +33,21 @@ export function planStep(c: PpoConfig): StepPlan {
   const a = c.actor_rollout_ref.actor;
   const temperature = c.actor_rollout_ref.rollout.temperature;
   const ref = c.actor_rollout_ref.ref;
+  const rollout = c.actor_rollout_ref.rollout;
   return {
+    rolloutIs: rolloutIsPlan(c),
+    rolloutRs: rolloutRsPlan(c),
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     experience: {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, temperature,
+      calculateLogProbs: c.actor_rollout_ref.rollout.calculate_log_probs && !c.algorithm.rollout_correction.bypass_mode,
+      oldForward: {
+        microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,
+        maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
+      },
       refForward: {
         microBatchSize: ref.log_prob_micro_batch_size_per_gpu,
         maxTokens: ref.log_prob_use_dynamic_bsz ? ref.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu',
@@ -65,4 +78,39 @@ export function planStep(c: PpoConfig): StepPlan {
     actorOptim: a.optim,
     criticWarmup: c.trainer.critic_warmup,
   };
+}
+
+function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
+  const rc = c.algorithm.rollout_correction;
+  if (rc.rollout_is === null) return null;
+  const key = 'algorithm.rollout_correction.rollout_is';
+  refuseInBypass(c, key, rc.rollout_is);
+  if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
+    throw new Error(`${key}=${rc.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  }
+  const lossMode = c.actor_rollout_ref.actor.policy_loss.loss_mode;
+  if (!IS_WEIGHTED_LOSS_MODES.includes(lossMode)) {
+    throw new Error(`${key}=${rc.rollout_is} weights the policy loss of ${IS_WEIGHTED_LOSS_MODES.join(', ')}; actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode} is not one of them yet`);
+  }
+  return { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
+}
+
+function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
+  const rc = c.algorithm.rollout_correction;
+  if (rc.rollout_rs === null) return null;
+  const key = 'algorithm.rollout_correction.rollout_rs';
+  refuseInBypass(c, key, rc.rollout_rs);
+  if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
+    throw new Error(`${key}=${rc.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  }
+  if (rc.rollout_rs_threshold === null) throw new Error(`${key}=${rc.rollout_rs} needs algorithm.rollout_correction.rollout_rs_threshold (verl: "rollout_rs_threshold must be explicitly provided")`);
+  return { level: rc.rollout_rs, upper: rc.rollout_rs_threshold, lower: rc.rollout_rs_threshold_lower };
+}
+
+/** In bypass mode verl applies the weights and the rejection inside the policy loss, against the current policy's
+ *  log-probs (rollout_corr_helper's bypass path); that is not built here. */
+function refuseInBypass(c: PpoConfig, key: string, value: string): void {
+  if (c.algorithm.rollout_correction.bypass_mode) {
+    throw new Error(`${key}=${value} with algorithm.rollout_correction.bypass_mode=true: in bypass mode verl weights and rejects inside the policy loss against the current policy, which is not implemented here; set bypass_mode=false (old log-probs recomputed) or ${key}=null`);
+  }
 }

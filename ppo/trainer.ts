@@ -19,7 +19,8 @@ import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
 import { ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
-import { ExperienceMaker } from './phases/experience.ts';
+import { ExperienceMaker, type Experience } from './phases/experience.ts';
+import { rolloutIsWeights, rolloutRejectionMask } from './algorithm/rollout-correction.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
 import { CriticUpdater } from './phases/critic-update.ts';
 import { getKlController, type KLController } from './algorithm/kl-controller.ts';
@@ -210,9 +211,16 @@ export class PpoTrainer {
     const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
+    if (plan.experience.calculateLogProbs) await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
     if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
+    // The importance weights take the mask before rejection, as verl computes both from the same batch.
+    const rolloutMask = batch.responseMask;
+    if (plan.rolloutRs) {
+      const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs.level, plan.rolloutRs.upper, plan.rolloutRs.lower);
+      this.experience.rejectTokens(batch, rs.mask, rs.metrics);
+    }
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
     this.updatingWeights = true;
     let criticUpdate: Record<string, number> | null = null;
@@ -223,7 +231,8 @@ export class PpoTrainer {
     const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
-      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
+      const actorExperience = this.importanceWeighted(experience, rolloutMask);
+      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(actorExperience, { ...plan.actor, lr }, this.rng)));
     }
     this.globalStep++;
     this.updatingWeights = false;
@@ -257,6 +266,18 @@ export class PpoTrainer {
       return scored;
     });
     return { ...batch, envMetrics: { ...envMetrics, 'train/num_gen_batches': numGenBatches } };
+  }
+
+  /** algorithm.rollout_correction.rollout_is: verl multiplies each token's policy loss by its truncated importance
+   *  weight; for the loss modes step-plan admits that is exactly the loss of advantages × weights, so the actor
+   *  sees weighted advantages (the critic and the advantage metrics keep the plain ones). */
+  private importanceWeighted(experience: Experience, rolloutMask: Float32Array): Experience {
+    const is = this.plan.rolloutIs;
+    if (!is) return experience;
+    const { weights, metrics } = rolloutIsWeights(experience.oldLogProbs, experience.rolloutLogProbs!, rolloutMask,
+      experience.N, experience.R, is.level, is.threshold, is.batchNormalize);
+    Object.assign(experience.metrics, metrics);
+    return { ...experience, advantages: experience.advantages.map((a, i) => a * weights[i]) };
   }
 
   private readonly rewardModel: ValueModel | null = null;

@@ -50,7 +50,7 @@ export async function runQwen3PpoStep(argv: string[]): Promise<number> {
       'data.train_batch_size=2', 'data.max_prompt_length=128', 'data.max_response_length=16',
       'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
       'critic.ppo_micro_batch_size_per_gpu=1', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
-      'critic.forward_micro_batch_size_per_gpu=1', 'algorithm.adv_estimator=gae', 'trainer.total_training_steps=1',
+      'critic.forward_micro_batch_size_per_gpu=1', 'algorithm.adv_estimator=gae', 'trainer.total_training_steps=1', 'trainer.save_freq=1',
       'trainer.val_before_train=false', 'trainer.logger=[console]', `trainer.default_local_dir=${runDir}`,
     ]);
     console.log(`train.js: exit ${code} in ${((performance.now() - started) / 1000).toFixed(1)} s`);

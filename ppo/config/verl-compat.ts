@@ -122,7 +122,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
   ['actor_rollout_ref.rollout.multi_turn.format', 'tool-call format of verl\'s agent loop, which is off (multi_turn.enable=false)'],
-  ['actor_rollout_ref.rollout.calculate_log_probs', INFERENCE],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],
   ['actor_rollout_ref.rollout.skip_tokenizer_init', INFERENCE],
   ['actor_rollout_ref.rollout.prompt_length', 'follows data.max_prompt_length'],

@@ -109,13 +109,7 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'reward_model.sandbox_fusion.url': null,
   'reward_model.sandbox_fusion.max_concurrent': 64,
   'reward_model.sandbox_fusion.memory_limit_mb': 1024,
-  'algorithm.rollout_correction.rollout_is': null,
-  'algorithm.rollout_correction.rollout_is_threshold': 2,
-  'algorithm.rollout_correction.rollout_rs': null,
-  'algorithm.rollout_correction.rollout_rs_threshold': null,
-  'algorithm.rollout_correction.bypass_mode': false,
   'algorithm.rollout_correction.loss_type': 'ppo_clip',
-  'algorithm.rollout_correction.rollout_is_batch_normalize': false,
 };
 
 /** Keys of that file that only mirror another key through an interpolation (rollout_n = rollout.n, …). */

@@ -14,6 +14,7 @@ import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
 import type { RewardMask } from '../algorithm/reward-mask.ts';
+import { rolloutMismatchMetrics } from '../algorithm/rollout-correction.ts';
 
 /** The algorithm's settings for these phases, resolved once from the config (ppo/step-plan.ts). */
 export interface ExperiencePlan {
@@ -24,6 +25,10 @@ export interface ExperiencePlan {
   useKlInReward: boolean;
   klPenalty: string;
   temperature: number;
+  /** actor_rollout_ref.rollout.calculate_log_probs: old log-probs from the training forward, the sampler's kept. */
+  calculateLogProbs: boolean;
+  /** Sequences (null: the whole batch) or tokens per forward of the old log-probs' recomputation. */
+  oldForward: MicroBatching;
   /** Sequences (null: the whole batch) or tokens per forward of the reference and of the critic. */
   refForward: MicroBatching;
   valueForward: MicroBatching;
@@ -40,6 +45,8 @@ interface ExperienceSoFar {
   /** (N, R) host copies, row-major. */
   responseMask: Float32Array;
   oldLogProbs: Float32Array;
+  /** (N, R) the sampler's own log-probs when the training forward recomputed oldLogProbs (calculate_log_probs). */
+  rolloutLogProbs: Float32Array | null;
   refLogProbs: Float32Array | null;
   values: Float32Array | null;
   metrics: Record<string, number>;
@@ -127,9 +134,20 @@ export class ExperienceMaker {
     this.engine.upload(tensors.mask, responseMask);
     this.engine.upload(tensors.old, oldLogProbs);
     return {
-      rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
+      rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs: null, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
       metrics: { ...mask.metrics },
     };
+  }
+
+  /** calculate_log_probs (verl's old_log_prob phase): the actor's teacher-forced log-probs of the sampled tokens
+   *  replace the sampler's as old log-probs, which stay as rollout log-probs; rollout_corr/* measures their drift. */
+  async recomputeOldLogProbs(x: ExperienceBatch, plan: ExperiencePlan, actor: CausalLm): Promise<void> {
+    if (!plan.calculateLogProbs) return;
+    x.rolloutLogProbs = x.oldLogProbs;
+    x.oldLogProbs = await this.responseAligned(x.rollout, plan.oldForward, x.tensors.old, (buffers) => {
+      return actor.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
+    });
+    Object.assign(x.metrics, rolloutMismatchMetrics(x.oldLogProbs, x.rolloutLogProbs, x.responseMask, x.N, x.R));
   }
 
   /** The frozen reference policy's log-probs of the sampled tokens (for the KL in the reward or the KL loss). */
@@ -162,6 +180,14 @@ export class ExperienceMaker {
     x.rewards = t.rewards;
   }
 
+  /** Rollout correction's rejection sampling (after the KL in the reward, before advantages, as verl): the rejected
+   *  tokens leave the response mask the advantages and both updates read. */
+  rejectTokens(x: ExperienceBatch, responseMask: Float32Array, metrics: Record<string, number>): void {
+    x.responseMask = responseMask;
+    this.engine.upload(x.tensors.mask, responseMask);
+    Object.assign(x.metrics, metrics);
+  }
+
   /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample. */
   async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null): Promise<Experience> {
     const e = this.engine;
@@ -173,9 +199,9 @@ export class ExperienceMaker {
       gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: 1e-6, B: x.N, T: x.R,
     });
     if (baselines) e.destroyTensor(baselines);
-    const { rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values, metrics } = x;
+    const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, refLogProbs, values, metrics } = x;
     return {
-      rollout, N, S, R, scores, responseMask, oldLogProbs, refLogProbs, values,
+      rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, refLogProbs, values,
       tokenLevelRewards: await e.read(x.rewards),
       advantages: await e.read(t.advantages),
       returns: await e.read(t.returns),

@@ -1,0 +1,186 @@
+// Rollout correction's diagnostics (verl's rollout_corr_helper.compute_offpolicy_metrics): how far the log-probs the
+// rollout sampled with (our fused decode kernels) drift from the training forward's recomputed old log-probs, over
+// the response tokens. Host arithmetic on the (N, R) copies the experience already reads back: no extra read-back.
+//   old, rollout, mask: (N, R) row-major; per-sequence means divide by (tokens + 1e-8), as verl_F.masked_mean.
+
+/** verl clamps log-ratios to ±20 before exponentiating them (SAFETY_BOUND). */
+const SAFETY_BOUND = 20;
+
+/** rollout_corr/{training_ppl, training_log_ppl, kl, k3_kl, rollout_ppl, rollout_log_ppl, log_ppl_diff, log_ppl_abs_diff,
+ *  log_ppl_diff_max, log_ppl_diff_min, ppl_ratio, chi2_token, chi2_seq}, verl's names and formulas. */
+export function rolloutMismatchMetrics(old: Float32Array, rollout: Float32Array, mask: Float32Array, N: number, R: number): Record<string, number> {
+  if (old.length !== N * R || rollout.length !== N * R || mask.length !== N * R) {
+    throw new Error(`rolloutMismatchMetrics: old (${old.length}), rollout (${rollout.length}) and response mask (${mask.length}) must each be N·R = ${N}·${R}`);
+  }
+  const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
+  let tokens = 0, klSum = 0, k3Sum = 0, rhoSquaredSum = 0;
+  let trainingPpl = 0, trainingLogPpl = 0, rolloutPpl = 0, rolloutLogPpl = 0;
+  let diffSum = 0, absDiffSum = 0, diffMax = -Infinity, diffMin = Infinity, pplRatio = 0, rhoSquaredSeq = 0;
+  for (let b = 0; b < N; b++) {
+    let count = 0, oldSum = 0, rolloutSum = 0, logRatioSum = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) {
+      const m = mask[t];
+      if (m === 0) continue;
+      const logRatio = old[t] - rollout[t];
+      count += m; oldSum += m * old[t]; rolloutSum += m * rollout[t]; logRatioSum += m * logRatio;
+      klSum += m * (rollout[t] - old[t]);
+      k3Sum += m * (Math.exp(logRatio) - logRatio - 1);
+      rhoSquaredSum += m * Math.exp(2 * clamp(logRatio));
+    }
+    tokens += count;
+    const meanOld = oldSum / (count + 1e-8);
+    const meanRollout = rolloutSum / (count + 1e-8);
+    trainingPpl += Math.exp(-meanOld); trainingLogPpl += -meanOld;
+    rolloutPpl += Math.exp(-meanRollout); rolloutLogPpl += -meanRollout;
+    const diff = meanRollout - meanOld;
+    diffSum += diff; absDiffSum += Math.abs(diff); diffMax = Math.max(diffMax, diff); diffMin = Math.min(diffMin, diff);
+    pplRatio += Math.exp(diff);
+    rhoSquaredSeq += Math.exp(2 * clamp(logRatioSum));
+  }
+  if (tokens === 0) throw new Error('rolloutMismatchMetrics: the response mask has no token (verl: "response_mask must contain at least one valid token")');
+  const tokenMean = (sum: number) => sum / (tokens + 1e-8);
+  return {
+    'rollout_corr/training_ppl': trainingPpl / N,
+    'rollout_corr/training_log_ppl': trainingLogPpl / N,
+    'rollout_corr/kl': tokenMean(klSum),
+    'rollout_corr/k3_kl': tokenMean(k3Sum),
+    'rollout_corr/rollout_ppl': rolloutPpl / N,
+    'rollout_corr/rollout_log_ppl': rolloutLogPpl / N,
+    'rollout_corr/log_ppl_diff': diffSum / N,
+    'rollout_corr/log_ppl_abs_diff': absDiffSum / N,
+    'rollout_corr/log_ppl_diff_max': diffMax,
+    'rollout_corr/log_ppl_diff_min': diffMin,
+    'rollout_corr/ppl_ratio': pplRatio / N,
+    'rollout_corr/chi2_token': tokenMean(rhoSquaredSum) - 1,
+    'rollout_corr/chi2_seq': rhoSquaredSeq / N - 1,
+  };
+}
+
+export type RolloutIsLevel = 'token' | 'sequence';
+export type RolloutRsLevel = 'token' | 'sequence' | 'geometric';
+
+/** verl's compute_is_metrics / compute_rs_metrics (one shape, two prefixes) of ratios `weights` (N, R) before
+ *  truncation: token-level from the weights, sequence-level max/min/fractions from each sequence's log-ratio
+ *  `seqLogs` (its sum, or for geometric its mean); std and ESS over the weights clamped to [lower, upper]. */
+function ratioMetrics(prefix: string, weights: Float32Array, mask: Float32Array, N: number, R: number,
+  seqLogs: Float64Array | null, upper: number, lower: number): Record<string, number> {
+  const name = (key: string) => `rollout_corr/${prefix}_${key}`;
+  let tokens = 0, sum = 0, high = 0, low = 0, max = -Infinity, min = Infinity;
+  for (let t = 0; t < N * R; t++) {
+    if (mask[t] === 0) continue;
+    tokens += mask[t]; sum += mask[t] * weights[t];
+    high += mask[t] * Number(weights[t] > upper); low += mask[t] * Number(weights[t] < lower);
+    max = Math.max(max, weights[t]); min = Math.min(min, weights[t]);
+  }
+  if (tokens === 0) throw new Error('rollout correction: the response mask has no token (verl: "response_mask must contain at least one valid token")');
+  const tokenMean = (s: number) => s / (tokens + 1e-8);
+  const metrics: Record<string, number> = { [name('mean')]: tokenMean(sum) };
+  if (seqLogs === null) {
+    Object.assign(metrics, { [name('ratio_fraction_high')]: tokenMean(high), [name('ratio_fraction_low')]: tokenMean(low), [name('max')]: max, [name('min')]: min });
+  } else {
+    const logs = Array.from(seqLogs);
+    Object.assign(metrics, {
+      [name('max')]: Math.exp(Math.min(SAFETY_BOUND, Math.max(...logs))), [name('min')]: Math.exp(Math.min(...logs)),
+      [name('ratio_fraction_high')]: logs.filter((l) => l > Math.log(upper)).length / N,
+      [name('ratio_fraction_low')]: logs.filter((l) => l < Math.log(lower)).length / N,
+    });
+  }
+  let clampedSum = 0, clampedSquares = 0;
+  for (let t = 0; t < N * R; t++) {
+    const w = Math.min(upper, Math.max(lower, weights[t]));
+    clampedSum += mask[t] * w; clampedSquares += mask[t] * w * w;
+  }
+  const clampedMean = tokenMean(clampedSum);
+  metrics[name('std')] = tokens > 1 ? Math.sqrt(Math.max(0, tokenMean(clampedSquares) - clampedMean ** 2)) : 0;
+  metrics[name('eff_sample_size')] = 1 / (tokenMean(clampedSquares) / (clampedMean + 1e-8) ** 2);
+  const seqMeans = Array.from({ length: N }, (_, b) => {
+    let s = 0, n = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { s += mask[t] * weights[t]; n += mask[t]; }
+    return s / (n + 1e-8);
+  });
+  const seqMean = seqMeans.reduce((a, v) => a + v, 0) / N;
+  Object.assign(metrics, {
+    [name('seq_mean')]: seqMean,
+    [name('seq_std')]: N > 1 ? Math.sqrt(seqMeans.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (N - 1)) : 0,
+    [name('seq_max')]: Math.max(...seqMeans), [name('seq_min')]: Math.min(...seqMeans),
+    [name('seq_max_deviation')]: Math.max(...seqMeans.map((v) => Math.abs(v - 1))),
+    [name('seq_fraction_high')]: seqMeans.filter((v) => v > upper).length / N,
+    [name('seq_fraction_low')]: seqMeans.filter((v) => v < lower).length / N,
+  });
+  return metrics;
+}
+
+/** verl's compute_rollout_rejection_mask: the ratio per token, per sequence (exp of the summed log-ratios) or
+ *  geometric (exp of their mean), log-ratios clamped to ±20; a token whose ratio lies outside [lower, upper]
+ *  (lower defaults to 1/upper) leaves the response mask. Returns the new (N, R) mask and rollout_rs_* metrics. */
+export function rolloutRejectionMask(old: Float32Array, rollout: Float32Array, mask: Float32Array, N: number, R: number,
+  level: RolloutRsLevel, upper: number, lowerOrNull: number | null): { mask: Float32Array; metrics: Record<string, number> } {
+  const lower = lowerOrNull ?? 1 / upper;
+  const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
+  const ratios = new Float32Array(N * R);
+  const seqLogs = new Float64Array(N);
+  for (let b = 0; b < N; b++) {
+    let count = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { seqLogs[b] += mask[t] * (old[t] - rollout[t]); count += mask[t]; }
+    if (level === 'geometric') seqLogs[b] /= count + 1e-8;
+    for (let t = b * R; t < (b + 1) * R; t++) ratios[t] = Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : seqLogs[b]));
+  }
+  const metrics = ratioMetrics('rollout_rs', ratios, mask, N, R, level === 'token' ? null : seqLogs, upper, lower);
+  const keep = ratios.map((w) => Number(w >= lower && w <= upper));
+  let tokens = 0, rejected = 0, rejectedRows = 0;
+  for (let b = 0; b < N; b++) {
+    let rowRejected = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) { tokens += mask[t]; rowRejected += mask[t] * (1 - keep[t]); }
+    rejected += rowRejected;
+    // verl: a token-level sequence counts when any token went; a sequence-level one by its first slot's verdict.
+    rejectedRows += level === 'token' ? Number(rowRejected > 0) : 1 - keep[b * R];
+  }
+  metrics['rollout_corr/rollout_rs_masked_fraction'] = rejected / (tokens + 1e-8);
+  metrics['rollout_corr/rollout_rs_seq_masked_fraction'] = rejectedRows / N;
+  return { mask: mask.map((m, t) => m * keep[t]), metrics };
+}
+
+/** The policy losses whose per-token loss is linear in the advantage with a sign-preserving factor, so verl's
+ *  `pg_losses * rollout_is_weights` is exactly the loss of advantages × weights (gradient included). geo_mean
+ *  averages advantages over the sequence, and clip_cov/kl_cov pick tokens by advantage covariance: not these. */
+export const IS_WEIGHTED_LOSS_MODES: readonly string[] = ['vanilla', 'gspo', 'gpg', 'cispo', 'sapo'];
+
+/** verl's compute_rollout_correction_weights: w = exp(old − rollout) per token, or exp(Σ over the sequence) on every
+ *  token of it, log-ratios clamped to ±20, zero off the response mask, metrics taken before truncation at
+ *  `threshold` (TIS), then with batchNormalize divided by their mean (over tokens, or over sequences).
+ *  Returns (N, R) weights and rollout_corr/rollout_is_* metrics. */
+export function rolloutIsWeights(old: Float32Array, rollout: Float32Array, mask: Float32Array, N: number, R: number,
+  level: RolloutIsLevel, threshold: number, batchNormalize: boolean): { weights: Float32Array; metrics: Record<string, number> } {
+  if (!(threshold > 0)) throw new Error(`algorithm.rollout_correction.rollout_is_threshold must be positive, got ${threshold}`);
+  const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
+  const weights = new Float32Array(N * R);
+  const logRatioSums = new Float64Array(N);
+  for (let b = 0; b < N; b++) {
+    for (let t = b * R; t < (b + 1) * R; t++) logRatioSums[b] += mask[t] * (old[t] - rollout[t]);
+    for (let t = b * R; t < (b + 1) * R; t++) {
+      weights[t] = mask[t] * Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : logRatioSums[b]));
+    }
+  }
+  const lower = 1 / threshold;
+  const metrics = ratioMetrics('rollout_is', weights, mask, N, R, level === 'token' ? null : logRatioSums, threshold, lower);
+  for (let t = 0; t < N * R; t++) weights[t] = Math.min(weights[t], threshold);
+  if (batchNormalize) {
+    let mean: number;
+    if (level === 'token') {
+      let s = 0, tokens = 0;
+      for (let t = 0; t < N * R; t++) { s += mask[t] * weights[t]; tokens += mask[t]; }
+      mean = s / (tokens + 1e-8);
+    } else {
+      let s = 0, rows = 0;
+      for (let b = 0; b < N; b++) {
+        let ws = 0, n = 0;
+        for (let t = b * R; t < (b + 1) * R; t++) { ws += mask[t] * weights[t]; n += mask[t]; }
+        if (n > 0) { s += ws / (n + 1e-8); rows++; }
+      }
+      mean = s / Math.max(rows, 1e-8);
+    }
+    if (mean > 1e-8) for (let t = 0; t < N * R; t++) weights[t] /= mean;
+    metrics['rollout_corr/rollout_is_batch_norm_factor'] = mean > 1e-8 ? mean : 1;
+  }
+  return { weights, metrics };
+}

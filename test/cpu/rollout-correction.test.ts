@@ -1,0 +1,181 @@
+// Rollout correction's drift metrics against verl's rollout_corr_helper.compute_offpolicy_metrics, worked by hand
+// on two sequences whose log-probs are logs of powers of two (masked slots hold values that must not count).
+import { describe, it, expect } from 'vitest';
+import { rolloutMismatchMetrics, rolloutIsWeights, rolloutRejectionMask } from '../../ppo/algorithm/rollout-correction.ts';
+import { loadConfig } from '../../ppo/config.ts';
+import { planStep } from '../../ppo/step-plan.ts';
+import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
+import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
+import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
+
+const ln2 = Math.log(2);
+
+describe('rollout_corr/* mismatch metrics (verl compute_offpolicy_metrics)', () => {
+  // Row 0: training p = (1/2, 1/4), rollout p = (1/4, 1/4), third slot masked. Row 1: one token, both p = 1/2.
+  const old = Float32Array.from([-ln2, -2 * ln2, 100, -ln2, 7, -7]);
+  const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
+  const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
+  const m = rolloutMismatchMetrics(old, rollout, mask, 2, 3);
+  // Token log-ratios (old − rollout) over the 3 tokens: ln2, 0, 0; sequence sums: ln2, 0.
+  // Per-sequence mean log-probs: training −1.5·ln2, −ln2; rollout −2·ln2, −ln2.
+  const expected: Record<string, number> = {
+    'rollout_corr/kl': -ln2 / 3,
+    'rollout_corr/k3_kl': (2 - ln2 - 1) / 3,
+    'rollout_corr/training_ppl': (2 ** 1.5 + 2) / 2,
+    'rollout_corr/training_log_ppl': (1.5 * ln2 + ln2) / 2,
+    'rollout_corr/rollout_ppl': (4 + 2) / 2,
+    'rollout_corr/rollout_log_ppl': (2 * ln2 + ln2) / 2,
+    'rollout_corr/log_ppl_diff': (-0.5 * ln2 + 0) / 2,
+    'rollout_corr/log_ppl_abs_diff': 0.25 * ln2,
+    'rollout_corr/log_ppl_diff_max': 0,
+    'rollout_corr/log_ppl_diff_min': -0.5 * ln2,
+    'rollout_corr/ppl_ratio': (2 ** -0.5 + 1) / 2,
+    'rollout_corr/chi2_token': (4 + 1 + 1) / 3 - 1,
+    'rollout_corr/chi2_seq': (4 + 1) / 2 - 1,
+  };
+
+  it('gives verl\'s names and values', () => {
+    expect(Object.keys(m).sort()).toEqual(Object.keys(expected).sort());
+    for (const [key, value] of Object.entries(expected)) expect(m[key], key).toBeCloseTo(value, 5);
+  });
+
+  it('is zero drift when the rollout and the training forward agree', () => {
+    const same = rolloutMismatchMetrics(old, old, mask, 2, 3);
+    for (const key of ['kl', 'k3_kl', 'log_ppl_diff', 'log_ppl_abs_diff', 'chi2_token', 'chi2_seq']) expect(same[`rollout_corr/${key}`], key).toBeCloseTo(0, 6);
+    expect(same['rollout_corr/ppl_ratio']).toBeCloseTo(1, 6);
+  });
+
+  it('clamps log-ratios at ±20 (verl SAFETY_BOUND) in the χ² terms', () => {
+    const c = rolloutMismatchMetrics(Float32Array.from([0]), Float32Array.from([-30]), Float32Array.from([1]), 1, 1);
+    expect(c['rollout_corr/chi2_token']).toBeCloseTo(Math.exp(40) - 1, -10);
+    expect(c['rollout_corr/chi2_seq']).toBeCloseTo(Math.exp(40) - 1, -10);
+    expect(c['rollout_corr/kl']).toBeCloseTo(-30, 4);
+  });
+
+  it('refuses an empty response mask and mismatched shapes, as verl does', () => {
+    expect(() => rolloutMismatchMetrics(old, rollout, new Float32Array(6), 2, 3)).toThrow(/at least one valid token/);
+    expect(() => rolloutMismatchMetrics(old, rollout.subarray(0, 3), mask, 2, 3)).toThrow(/N·R/);
+  });
+});
+
+describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
+  // The same two sequences: token log-ratios ln2, 0 | 0, so pre-truncation weights 2, 1 | 1; threshold 1.5.
+  const old = Float32Array.from([-ln2, -2 * ln2, 100, -ln2, 7, -7]);
+  const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
+  const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
+
+  it('token: truncated per-token weights and verl\'s rollout_is_* metrics', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', 1.5, false);
+    expect(Array.from(weights)).toEqual([1.5, 1, 0, 1, 0, 0]);
+    // std and ESS over the weights clamped to [1/1.5, 1.5]: 1.5, 1, 1.
+    const expected: Record<string, number> = {
+      rollout_is_mean: 4 / 3, rollout_is_ratio_fraction_high: 1 / 3, rollout_is_ratio_fraction_low: 0, rollout_is_max: 2, rollout_is_min: 1,
+      rollout_is_std: Math.sqrt(4.25 / 3 - (3.5 / 3) ** 2), rollout_is_eff_sample_size: (3.5 / 3) ** 2 / (4.25 / 3),
+      rollout_is_seq_mean: 1.25, rollout_is_seq_std: Math.sqrt(2 * 0.25 ** 2), rollout_is_seq_max: 1.5, rollout_is_seq_min: 1,
+      rollout_is_seq_max_deviation: 0.5, rollout_is_seq_fraction_high: 0, rollout_is_seq_fraction_low: 0,
+    };
+    expect(Object.keys(metrics).sort()).toEqual(Object.keys(expected).map((k) => `rollout_corr/${k}`).sort());
+    for (const [key, value] of Object.entries(expected)) expect(metrics[`rollout_corr/${key}`], key).toBeCloseTo(value, 5);
+  });
+
+  it('sequence: the product of the sequence\'s ratios on each of its tokens', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'sequence', 1.5, false);
+    expect(Array.from(weights)).toEqual([1.5, 1.5, 0, 1, 0, 0]);
+    expect(metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(5 / 3, 5);
+    expect(metrics['rollout_corr/rollout_is_max']).toBeCloseTo(2, 5);
+    expect(metrics['rollout_corr/rollout_is_min']).toBeCloseTo(1, 5);
+    expect(metrics['rollout_corr/rollout_is_ratio_fraction_high']).toBe(0.5);
+  });
+
+  it('rollout_is_batch_normalize divides the truncated weights by their mean', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', 1.5, true);
+    const mean = 3.5 / 3;
+    expect(metrics['rollout_corr/rollout_is_batch_norm_factor']).toBeCloseTo(mean, 5);
+    [1.5, 1, 0, 1, 0, 0].forEach((w, i) => expect(weights[i]).toBeCloseTo(w / mean, 5));
+  });
+
+  it('the config refuses rollout_is without the rollout\'s log-probs, and with a loss it cannot weight', () => {
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/calculate_log_probs=true/);
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token', 'actor_rollout_ref.rollout.calculate_log_probs=true',
+      'actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean'] }))).toThrow(/loss_mode=geo_mean/);
+    expect(planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=sequence', 'actor_rollout_ref.rollout.calculate_log_probs=true'] })).rolloutIs)
+      .toEqual({ level: 'sequence', threshold: 2, batchNormalize: false });
+  });
+});
+
+describe('rollout_is in the policy loss: advantages × weights is verl\'s pg_losses × weights', () => {
+  // verl: agg_loss(pg_losses · w). Each token's own loss comes from the CPU reference run on that token alone with the
+  // whole batch's token-mean denominator; Σ w_t · that must equal the reference on advantages × w, loss and gradient.
+  const B = 2, T = 3;
+  const mask = [1, 1, 1, 1, 1, 0];
+  const oldLogProb = [-1, -0.5, -2, -0.1, -1.2, 0];
+  const logProb = [-0.6, -0.9, -1.0, -0.1, -2.5, 0];
+  const advantages = [1.5, -2, 0.7, -0.4, -3, 0];
+  const weights = [2, 0.5, 1, 1.2, 0.3, 0];
+  for (const lossMode of ['vanilla', 'gpg', 'cispo']) {
+    it(`${lossMode}`, () => {
+      const config = resolvePolicyLossConfig({ lossMode, clipRatio: 0.2, clipRatioC: 3 });
+      const aggregation = localAggregation('token-mean', mask, B, T);
+      const run = (adv: number[], m: number[]) => computeActorLossRef({ oldLogProb, logProb, advantages: adv, responseMask: m, B, T, config, aggregation });
+      const weighted = run(advantages.map((a, i) => a * weights[i]), mask);
+      let loss = 0;
+      const grad = new Float64Array(B * T);
+      mask.forEach((m, t) => {
+        if (m === 0) return;
+        const one = run(advantages, mask.map((_, i) => Number(i === t)));
+        loss += weights[t] * one.pgLoss;
+        one.gradLogProb.forEach((g, i) => (grad[i] += weights[t] * g));
+      });
+      expect(weighted.pgLoss).toBeCloseTo(loss, 10);
+      weighted.gradLogProb.forEach((g, i) => expect(g, `grad[${i}]`).toBeCloseTo(grad[i], 10));
+    });
+  }
+});
+
+describe('rollout_rs rejection (verl compute_rollout_rejection_mask)', () => {
+  // Token log-ratios ln2, 0 | 0: token ratios 2, 1 | 1; sequence ratios 2 | 1; geometric √2 | 1.
+  const old = Float32Array.from([-ln2, -2 * ln2, 100, -ln2, 7, -7]);
+  const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
+  const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
+  const cases: [string, 'token' | 'sequence' | 'geometric', number, number | null, number[], number, number][] = [
+    ['token, [1/1.5, 1.5]', 'token', 1.5, null, [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    ['token, [1.5, 3]', 'token', 3, 1.5, [1, 0, 0, 0, 0, 0], 2 / 3, 1],
+    ['sequence, [1/1.5, 1.5]', 'sequence', 1.5, null, [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['geometric, [1/1.5, 1.5] keeps √2', 'geometric', 1.5, null, [1, 1, 0, 1, 0, 0], 0, 0],
+    ['geometric, [1/1.3, 1.3]', 'geometric', 1.3, null, [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+  ];
+  for (const [name, level, upper, lower, kept, maskedFraction, seqMaskedFraction] of cases) {
+    it(name, () => {
+      const rs = rolloutRejectionMask(old, rollout, mask, 2, 3, level, upper, lower);
+      expect(Array.from(rs.mask)).toEqual(kept);
+      expect(rs.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(maskedFraction, 6);
+      expect(rs.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBeCloseTo(seqMaskedFraction, 6);
+    });
+  }
+
+  it('reports verl\'s rollout_rs_* ratio statistics', () => {
+    const token = rolloutRejectionMask(old, rollout, mask, 2, 3, 'token', 1.5, null).metrics;
+    expect(token['rollout_corr/rollout_rs_mean']).toBeCloseTo(4 / 3, 5);
+    expect(token['rollout_corr/rollout_rs_max']).toBeCloseTo(2, 5);
+    expect(token['rollout_corr/rollout_rs_ratio_fraction_high']).toBeCloseTo(1 / 3, 5);
+    expect(token['rollout_corr/rollout_rs_eff_sample_size']).toBeCloseTo((3.5 / 3) ** 2 / (4.25 / 3), 5);
+    const geometric = rolloutRejectionMask(old, rollout, mask, 2, 3, 'geometric', 1.5, null).metrics;
+    expect(geometric['rollout_corr/rollout_rs_max']).toBeCloseTo(Math.SQRT2, 5);
+    expect(geometric['rollout_corr/rollout_rs_mean']).toBeCloseTo((2 * Math.SQRT2 + 1) / 3, 5);
+  });
+
+  it('the config needs the rollout\'s log-probs and a threshold', () => {
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/calculate_log_probs=true/);
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'actor_rollout_ref.rollout.calculate_log_probs=true'] }))).toThrow(/rollout_rs_threshold/);
+  });
+});
+
+describe('bypass_mode', () => {
+  it('keeps the rollout\'s log-probs as old log-probs, with no recomputation, and refuses weights and rejection', () => {
+    const bypass = ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'];
+    expect(planStep(loadConfig({ overrides: bypass })).experience.calculateLogProbs).toBe(false);
+    expect(planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=true'] })).experience.calculateLogProbs).toBe(true);
+    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/bypass_mode=true/);
+    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_rs=token', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/bypass_mode=true/);
+  });
+});

@@ -1,0 +1,73 @@
+// actor_rollout_ref.rollout.calculate_log_probs in a run: the training forward recomputes old log-probs, the
+// sampler's are kept, and the step logs verl's rollout_corr/* drift metrics, finite and small (the fused decode
+// kernels and the training forward compute the same float32 softmax by different schedules).
+import { describe, it, expect } from 'vitest';
+import { join } from 'node:path';
+import { main } from '../../ppo/run/cli-node.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+
+async function stepMetrics(settings: string[]): Promise<Record<string, number>[]> {
+  const { root, overrides } = await makeTinyRun();
+  const dir = join(root, 'run');
+  expect(await main([...overrides, ...settings, 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+  return (await runMetrics(dir)).map((l) => l.data).filter((m) => m['critic/score/mean'] !== undefined);
+}
+
+describe('rollout.calculate_log_probs in a run', () => {
+  it('logs finite rollout_corr/* drift metrics and times the old_log_prob phase', async () => {
+    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true']);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      for (const key of ['kl', 'k3_kl', 'training_ppl', 'rollout_ppl', 'log_ppl_diff', 'chi2_token', 'chi2_seq']) {
+        expect(step[`rollout_corr/${key}`], key).toBeDefined();
+      }
+      expect(Math.abs(step['rollout_corr/kl'])).toBeLessThan(1e-3);
+      expect(Math.abs(step['rollout_corr/log_ppl_abs_diff'])).toBeLessThan(1e-3);
+      expect(step['timing_s/old_log_prob']).toBeGreaterThanOrEqual(0);
+    }
+  }, 300_000);
+
+  for (const level of ['token', 'sequence']) {
+    it(`algorithm.rollout_correction.rollout_is=${level}: truncated importance weights on the policy loss, finite metrics`, async () => {
+      const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', `algorithm.rollout_correction.rollout_is=${level}`,
+        'algorithm.rollout_correction.rollout_is_batch_normalize=true']);
+      expect(steps).toHaveLength(2);
+      for (const step of steps) {
+        for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+        for (const key of ['rollout_is_mean', 'rollout_is_eff_sample_size', 'rollout_is_std', 'rollout_is_seq_mean', 'rollout_is_batch_norm_factor']) {
+          expect(step[`rollout_corr/${key}`], key).toBeDefined();
+        }
+        // The decode kernels and the training forward agree to float32 noise: weights ≈ 1.
+        expect(step['rollout_corr/rollout_is_mean']).toBeCloseTo(1, 3);
+        expect(step['actor/pg_loss']).toBeDefined();
+      }
+    }, 300_000);
+  }
+
+  it('algorithm.rollout_correction.rollout_rs=geometric: rejection sampling with finite metrics', async () => {
+    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_rs=geometric',
+      'algorithm.rollout_correction.rollout_rs_threshold=2', 'algorithm.rollout_correction.rollout_is=token']);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      // Ratios ≈ 1 stay inside [1/2, 2]: nothing is rejected.
+      expect(step['rollout_corr/rollout_rs_masked_fraction']).toBe(0);
+      expect(step['rollout_corr/rollout_rs_eff_sample_size']).toBeDefined();
+    }
+  }, 300_000);
+
+  it('algorithm.rollout_correction.bypass_mode=true: the sampler\'s log-probs stay the old ones, finite metrics', async () => {
+    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true']);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
+    }
+  }, 300_000);
+
+  it('is off by default: no recomputation, no rollout_corr/* metrics', async () => {
+    const [step] = await stepMetrics([]);
+    expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
+  }, 300_000);
+});
