@@ -38,6 +38,8 @@ describe('import rules', () => {
     expect(edges.map((e) => `${e.line}:${e.target}`)).toEqual([
       '1:engine/index.ts', '2:test/support/arrays.ts', '5:test/cpu/c.ts', '6:test/setup.js', '7:models/index.ts', '10:tools/verl-case.ts',
     ]);
+    expect(edges.filter((e) => e.typeOnly).map((e) => e.line)).toEqual([5]);
+    expect(importsIn('test/cpu/probe.test.ts', source, { packages: true }).map((e) => e.target).at(-1)).toBe('vitest');
     const violations = importViolations(
       [{ from: 'test/cpu/', mustNotImport: 'tools/', why: 'probe' }], ['test/cpu/probe.test.ts'], (file) => importsIn(file, source));
     expect(violations).toEqual(['test/cpu/probe.test.ts:10 imports tools/verl-case.ts (probe)']);

@@ -8,29 +8,14 @@
 //   tasks → data, rewards, search, update               (built-in tasks: their rows, reward and warm start)
 //   trainer.ts → phases, metrics, …;  run → trainer, tasks, data, …   (the top)
 import { describe, it, expect } from 'vitest';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT, importsOf as importEdges, sourceFiles } from '../support/import-graph.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(join(ROOT, dir)).flatMap((name) => {
-    const path = join(dir, name);
-    if (statSync(join(ROOT, path)).isDirectory()) return sourceFiles(path);
-    return /\.(ts|js)$/.test(name) && !name.endsWith('.d.ts') ? [path] : [];
-  });
-}
-
-/** Repository-relative paths (with /) of the relative imports of `file`: static, re-exports and dynamic import();
- *  with `loaded`, only those that load a module when it runs (not `import type`). */
+/** Repository-relative paths of the relative imports of `file`; with `loaded`, only those that load a module when
+ *  it runs (not `import type`). */
 function importsOf(file: string, loaded = false): string[] {
-  const text = readFileSync(join(ROOT, file), 'utf8');
-  const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\s(type\s)?[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)]
-    .filter((m) => !(loaded && m[1]))
-    .map((m) => m[2] ?? m[3])
-    .filter((s) => s.startsWith('.'));
-  return specifiers.map((s) => relative(ROOT, resolve(ROOT, dirname(file), s)).split(sep).join('/'));
+  return importEdges(file).filter((e) => !(loaded && e.typeOnly)).map((e) => e.target);
 }
 
 /** The ppo/ subfolder a file belongs to; ppo/config.ts is the config folder's entry, other top-level files are the trainer's. */
@@ -105,7 +90,7 @@ describe('node-only modules', () => {
   const nodeOnly = (file: string) => /-node\.(ts|js)$/.test(file);
 
   it('a module that imports a node: builtin is named *-node, so the browser demo never loads it', () => {
-    const unnamed = files.filter((f) => !nodeOnly(f) && /from\s+['"]node:|import\(\s*['"]node:/.test(readFileSync(join(ROOT, f), 'utf8')));
+    const unnamed = files.filter((f) => !nodeOnly(f) && /from\s+['"]node:|import\(\s*['"]node:/.test(readFileSync(join(REPO_ROOT, f), 'utf8')));
     expect(unnamed).toEqual([]);
   });
 
