@@ -19,7 +19,7 @@ import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts
 import { withFileContext } from './user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';
-import { exists } from '../../models/fs-node.ts';
+import { exists, replaceFile } from '../../models/fs-node.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';
 /** Inside actor/: the PEFT adapter (verl's name) and the merged model. */
@@ -106,11 +106,9 @@ interface CheckpointState extends Record<string, unknown> {
 /** Records in a checkpoint that the run's final validation finished, so the same command has nothing left to do. */
 export async function markFinalValidationDone(checkpointDir: string): Promise<void> {
   const file = join(checkpointDir, STATE_FILE);
-  const staging = `${file}.writing-${process.pid}`;
   await withFileContext(`recording the final validation in ${file}`, async () => {
     const state = JSON.parse(await readFile(file, 'utf8')) as CheckpointState;
-    await writeFile(staging, JSON.stringify({ ...state, finalValidationDone: true }, null, 2) + '\n');
-    await rename(staging, file);
+    await replaceFile(file, JSON.stringify({ ...state, finalValidationDone: true }, null, 2) + '\n');
   });
 }
 

@@ -7,6 +7,7 @@ import { basename, dirname, join } from 'node:path';
 import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { withFileContext } from './user-error.ts';
+import { replaceFile } from '../../models/fs-node.ts';
 import { processAlive } from './run-lock-node.ts';
 
 /** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
@@ -83,10 +84,6 @@ export async function trimMetricsAfter(metricsFile: string, step: number): Promi
     }
   });
   if (kept.length === lines.length) return 0;
-  const staging = `${metricsFile}.trim-${process.pid}`;
-  await withFileContext(`trimming ${metricsFile} to step ${step}`, async () => {
-    await writeFile(staging, kept.map((line) => line + '\n').join(''));
-    await rename(staging, metricsFile);
-  });
+  await withFileContext(`trimming ${metricsFile} to step ${step}`, () => replaceFile(metricsFile, kept.map((line) => line + '\n').join('')));
   return lines.length - kept.length;
 }

@@ -4,7 +4,8 @@
 // second's fresh start would move the first's files aside while it writes them. A lock whose process is gone
 // (same host, PID not alive: a run killed by SIGKILL or the machine's restart) is taken over, and says so.
 import { readFileSync, unlinkSync } from 'node:fs';
-import { open, readFile, rename, writeFile } from 'node:fs/promises';
+import { open, readFile } from 'node:fs/promises';
+import { replaceFile } from '../../models/fs-node.ts';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { withFileContext } from './user-error.ts';
@@ -75,9 +76,7 @@ export async function acquireRunLock(runDir: string, say: (line: string) => void
     const owner = await readOwner(file);
     if (owner && heldByAnother(owner)) throw refusal(runDir, owner);
     if (owner && owner.pid !== process.pid) say(`took over ${file}: its run (pid ${owner.pid} on ${owner.host}) is gone`);
-    const staging = `${file}.${process.pid}`;
-    await writeFile(staging, text);
-    await rename(staging, file);
+    await replaceFile(file, text);
   });
   const release = () => {
     process.off('exit', release);
