@@ -9,7 +9,9 @@ import { createInterface } from 'node:readline';
 import { HARMLESS_DAWN_STDERR_LINES } from './device.ts';
 
 const CHILD_MARK = 'WEBGPU_RLHF_STDERR_FILTERED';
-const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+/** The signals that ask a run to stop (ppo/run/stop-signals-node.ts handles them in the child): this parent forwards
+ *  each to the child, so the two lists cannot drift apart. */
+export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 export function isHarmlessDeviceLine(line: string): boolean {
   return HARMLESS_DAWN_STDERR_LINES.some((pattern) => pattern.test(line));
@@ -27,7 +29,7 @@ export async function runWithFilteredStderr(): Promise<number | null> {
     detached: true,
   });
   const forward = (signal: NodeJS.Signals) => child.kill(signal);
-  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+  for (const signal of STOP_SIGNALS) process.on(signal, forward);
   const lines = createInterface({ input: child.stderr!, crlfDelay: Infinity });
   lines.on('line', (line) => {
     if (!isHarmlessDeviceLine(line)) process.stderr.write(line + '\n');
@@ -36,7 +38,7 @@ export async function runWithFilteredStderr(): Promise<number | null> {
     child.on('error', reject);
     child.on('close', (c, s) => resolve([c, s]));
   });
-  for (const s of FORWARDED_SIGNALS) process.off(s, forward);
+  for (const s of STOP_SIGNALS) process.off(s, forward);
   if (signal !== null) {
     // Ended by a signal it did not handle: end the same way, so the shell reports what it would have.
     process.kill(process.pid, signal);

@@ -7,8 +7,9 @@
 // status is 128 + the signal's number, as shells report a process a signal ended.
 import { constants } from 'node:os';
 import type { RunPhase, StopRequest } from './run-loop.ts';
+import { STOP_SIGNALS } from '../../engine/native-stderr-node.ts';
 
-export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+export { STOP_SIGNALS };
 export type StopSignal = (typeof STOP_SIGNALS)[number];
 
 /** 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP. */
