@@ -1,41 +1,73 @@
 import decodeAttentionSource from './decode-attention.wgsl';
 import decodeAttentionDimsSource from './decode-attention-dims.wgsl';
+import decodeAttentionCombineSource from './decode-attention-combine.wgsl';
 import ropeAngleSource from '../layers/rope-angle.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { shaderSource } from '../util/rowwise.ts';
+import { scratchTensor } from '../util/scratch.ts';
 import { inverseFrequencyTable } from '../layers/rope.ts';
 
 const MAX_HS = 128;
 
 /** How a workgroup splits the work: lanes over the head dimension (one vec4 each, keys in turn; HS <= 32), or
- *  WG lanes over the keys (each a whole head, merged at the end). */
-type Layout = { kind: 'dims' } | { kind: 'keys'; WG: number };
+ *  WG lanes over the keys (each a whole head, merged at the end), with the cache split over several workgroups
+ *  when it is long (`split`: flash-decoding, a combine pass merges the splits). */
+type Layout = { kind: 'dims' } | { kind: 'keys'; WG: number; split: boolean };
 
 /** The largest head size the dims layout takes: a vec4 per lane of one 8-lane subgroup. */
 const DIMS_MAX_HS = 32;
 
 // lavapipe runs a workgroup as coroutines of one 8-lane SIMD vector and switches all of them at a barrier: one
 // vector per workgroup is cheapest there, and lanes over the head dimension (a subgroup sum per key, no merge)
-// beat lanes over the keys where the subgroup holds a head (HS <= 32; wider heads take keys-8). GPUs get 32
-// lanes splitting the keys, fewer when the merge state (lanes · NH/NKV · HS floats) would not fit workgroup memory.
+// beat lanes over the keys where the subgroup holds a head (HS <= 32; wider heads take keys-8); its 2 cores are
+// busy with B·NKV workgroups, so the cache is never split.
+// GPUs (`split`): 32 lanes splitting the keys, fewer when the merge state (lanes · NH/NKV · HS floats) would not fit
+// workgroup memory. A decode step is bound by reading the cache (2·HS floats a slot for NH/NKV heads' ~4·HS FMAs
+// each), so what matters is keeping enough loads in flight: one workgroup per (kv group, sequence) is B·NKV
+// workgroups (8 for one Qwen3-0.6B sequence, on a GPU of 100+ compute units), each walking the whole cache. Long
+// caches are therefore split into chunks of at least SPLIT_MIN_KEYS slots, up to SPLIT_TARGET_WORKGROUPS
+// workgroups in all, each writing its partial softmax state, which a second dispatch merges; a short cache keeps
+// one split and one dispatch.
 const decodeAttentionVariants: readonly Variant<Layout>[] = [
   { name: 'dims', supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
-  { name: 'wg8', supported: (caps) => caps.isSoftware, value: { kind: 'keys', WG: 8 } },
-  { name: 'wg32', supported: () => true, value: { kind: 'keys', WG: 32 } },
+  { name: 'wg8', supported: (caps) => caps.isSoftware, value: { kind: 'keys', WG: 8, split: false } },
+  { name: 'split', supported: (caps) => !caps.isSoftware, value: { kind: 'keys', WG: 32, split: true } },
 ];
+
+/** Fewest cache slots a split takes: 8 keys a lane at 32 lanes, so the lane merge and the partial state it writes
+ *  (NH/NKV·(HS + 4) floats) stay small next to the split's 2·HS floats of cache reads per slot. */
+const SPLIT_MIN_KEYS = 256;
+/** Workgroups a split decode aims for: a few per compute unit of a large GPU (~100-140), enough loads in flight to
+ *  approach its memory bandwidth. */
+const SPLIT_TARGET_WORKGROUPS = 1024;
+
+/** Splits for `keys` cached slots of B·NKV (kv group, sequence) pairs. */
+function splitCount(keys: number, B: number, NKV: number): number {
+  return Math.max(1, Math.min(Math.ceil(keys / SPLIT_MIN_KEYS), Math.ceil(SPLIT_TARGET_WORKGROUPS / (B * NKV))));
+}
 
 const specs = new Map<string, KernelSpec>();
 
-/** WG = 0: the dims layout. */
-function specFor(HS: number, REP: number, WG: number, rope: boolean): KernelSpec {
-  const key = `${HS}/${REP}/${WG}/${rope}`;
+// decode-attention.wgsl's storeResult: the output itself (one split), or the split's partial softmax state.
+const STORE_OUT = 'fn storeResult(head: u32, d4: u32, split: u32, o: vec4<f32>, normalizer: f32, total: f32) { out[head * HS4 + d4] = o / normalizer; }\n';
+const STORE_PARTIAL = `fn storeResult(head: u32, d4: u32, split: u32, o: vec4<f32>, normalizer: f32, total: f32) {
+  let at = (head * params.splits + split) * (HS4 + 1u);
+  partials[at + 1u + d4] = o;
+  if (d4 == 0u) { partials[at] = vec4<f32>(total, normalizer, 0.0, 0.0); }
+}
+`;
+
+/** WG = 0: the dims layout. split: write partial states to `partials` instead of `out`. */
+function specFor(HS: number, REP: number, WG: number, rope: boolean, split: boolean): KernelSpec {
+  const key = `${HS}/${REP}/${WG}/${rope}/${split}`;
   let spec = specs.get(key);
   if (!spec) {
     const consts = `const HS: u32 = ${HS}u;\nconst REP: u32 = ${REP}u;\nconst ROPE = ${rope};\n`;
+    const body = WG ? decodeAttentionSource + (split ? STORE_PARTIAL : STORE_OUT) : decodeAttentionDimsSource;
     spec = {
-      name: `decode-attention/${WG ? `wg${WG}` : 'dims'}${rope ? '-rope' : ''}`,
-      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${WG ? decodeAttentionSource : decodeAttentionDimsSource}`, null, 4),
+      name: `decode-attention/${WG ? `wg${WG}` : 'dims'}${rope ? '-rope' : ''}${split ? '-split' : ''}`,
+      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${body}`, null, 4),
       ...(WG ? { constants: { WG } } : { features: ['subgroups'] as const }),
       bindings: [
         { name: 'qkv', access: 'read', type: 'vec4<f32>' },
@@ -45,7 +77,7 @@ function specFor(HS: number, REP: number, WG: number, rope: boolean): KernelSpec
         { name: 'kCache', access: 'read_write', type: 'vec4<f32>' },
         { name: 'vCache', access: 'read_write', type: 'vec4<f32>' },
         { name: 'keyMask', access: 'read', type: 'u32' },
-        { name: 'out', access: 'read_write', type: 'vec4<f32>' },
+        { name: split ? 'partials' : 'out', access: 'read_write', type: 'vec4<f32>' },
       ],
       uniforms: [
         { name: 'NKV', type: 'u32' },
@@ -54,7 +86,28 @@ function specFor(HS: number, REP: number, WG: number, rope: boolean): KernelSpec
         { name: 'slot', type: 'u32' },
         { name: 'maskBatchStride', type: 'u32' },
         { name: 'scale', type: 'f32' },
+        /** Cache slots per split (workgroup z) and the number of splits. */
+        { name: 'splitKeys', type: 'u32' },
+        { name: 'splits', type: 'u32' },
       ],
+    };
+    specs.set(key, spec);
+  }
+  return spec;
+}
+
+function combineSpec(HS: number): KernelSpec {
+  const key = `combine/${HS}`;
+  let spec = specs.get(key);
+  if (!spec) {
+    spec = {
+      name: 'decode-attention/combine',
+      source: `const HS: u32 = ${HS}u;\n${decodeAttentionCombineSource}`,
+      bindings: [
+        { name: 'partials', access: 'read', type: 'vec4<f32>' },
+        { name: 'out', access: 'read_write', type: 'vec4<f32>' },
+      ],
+      uniforms: [{ name: 'NH', type: 'u32' }, { name: 'splits', type: 'u32' }],
     };
     specs.set(key, spec);
   }
@@ -122,13 +175,22 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   const layout = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
   let WG = layout.kind === 'dims' ? (HS <= DIMS_MAX_HS ? 0 : 8) : layout.WG;
   while (WG > 1 && WG * REP * (HS + 2) * 4 > engine.caps.maxComputeWorkgroupStorageSize) WG /= 2;
+  const keys = slot + 1;
+  const splits = layout.kind === 'keys' && layout.split ? splitCount(keys, B, NKV) : 1;
+  const splitKeys = Math.ceil(keys / splits);
+  const used = Math.ceil(keys / splitKeys);
+  // Sized for the most splits this cache can take, so one scratch tensor serves a whole generation.
+  const partials = used > 1 ? scratchTensor(engine, 'decode-attention.partials', [B * NH * splitCount(capacity, B, NKV) * (HS / 4 + 1) * 4]) : null;
   // Without RoPE, qkv fills the two rope slots (never read).
-  engine.dispatch(specFor(HS, REP, WG, rope !== undefined), {
+  engine.dispatch(specFor(HS, REP, WG, rope !== undefined, partials !== null), {
     bindings: {
-      qkv, kCache, vCache, keyMask, out,
+      qkv, kCache, vCache, keyMask, ...(partials ? { partials } : { out }),
       positions: rope?.positions ?? keyMask, invFreq: rope ? inverseFrequencyTable(engine, HS, rope.theta) : qkv,
     },
-    uniforms: { NKV, W, capacity, slot, maskBatchStride, scale },
-    workgroups: [NKV, B],
+    uniforms: { NKV, W, capacity, slot, maskBatchStride, scale, splitKeys, splits: used },
+    workgroups: [NKV, B, used],
   });
+  if (partials) {
+    engine.dispatch(combineSpec(HS), { bindings: { partials, out }, uniforms: { NH, splits: used }, workgroups: [NH, B] });
+  }
 }

@@ -9,10 +9,13 @@
 //   rope dispatch of a decode step. qkv is read-only here, so they are rotated in registers.
 // HS (a multiple of 4), REP = NH / NKV and ROPE are consts the launcher prepends: per-lane head vectors are private
 // arrays, whose length WGSL only accepts as a const.
-// v1: one workgroup of WG lanes per (kv group, sequence), so each cached k and v is loaded once for the REP
-//     query heads that share it (loads are what a decode step pays for); lane i takes keys i, i + WG, ... with
-//     its own online softmax, vec4 loads. The new key is read from qkv, not the cache, so no workgroup reads
-//     what another writes. The WG partial states merge in workgroup memory in lane order (deterministic).
+// v1: one workgroup of WG lanes per (kv group, sequence, split), so each cached k and v is loaded once for the REP
+//     query heads that share it (loads are what a decode step pays for); lane i takes keys i, i + WG, ... of its
+//     split's slots [split·splitKeys, (split+1)·splitKeys) ∩ [0, slot] with its own online softmax, vec4 loads.
+//     The new key is read from qkv, not the cache, so no workgroup reads what another writes (split 0 stores it).
+//     The WG partial states merge in workgroup memory in lane order (deterministic), and storeResult (prepended
+//     by the launcher) writes either out (one split: splitKeys = slot + 1) or the split's partial softmax state
+//     (flash-decoding: decode-attention-combine.wgsl merges the splits).
 
 const HS4: u32 = HS / 4u;
 // A finite "minus infinity": exp of differences stays NaN-free for lanes that saw no key.
@@ -62,17 +65,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   // Scaled after the rotation, as when a rope dispatch ran before.
   for (var i = 0u; i < REP * HS4; i++) { q[i] = params.scale * q[i]; }
-  for (var d4 = lane; d4 < HS4; d4 += WG) {
-    kCache[cacheAt + params.slot * slotStride + d4] = kNew[d4];
-    vCache[cacheAt + params.slot * slotStride + d4] = qkv[vNewAt + d4];
+  let split = wid.z;
+  if (split == 0u) {
+    for (var d4 = lane; d4 < HS4; d4 += WG) {
+      kCache[cacheAt + params.slot * slotStride + d4] = kNew[d4];
+      vCache[cacheAt + params.slot * slotStride + d4] = qkv[vNewAt + d4];
+    }
   }
 
   var runningMax: array<f32, REP>;
   var runningSum: array<f32, REP>;
   var acc: array<vec4<f32>, REP * HS4>;
   for (var r = 0u; r < REP; r++) { runningMax[r] = NEG_BIG; }
-  // Keys lane, lane + WG, ... up to the new one at `slot`, which comes from qkv.
-  for (var j = lane; j <= params.slot; j += WG) {
+  // Keys lane, lane + WG, ... of this split, up to the new one at `slot`, which comes from qkv.
+  let keyEnd = min(split * params.splitKeys + params.splitKeys, params.slot + 1u);
+  for (var j = split * params.splitKeys + lane; j < keyEnd; j += WG) {
     if (keyMask[b * params.maskBatchStride + j] == 0u) { continue; }
     var k: array<vec4<f32>, HS4>;
     var v: array<vec4<f32>, HS4>;
@@ -115,6 +122,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       normalizer += mergeSum[r * WG + i] * weight;
       o += mergeAcc[(r * WG + i) * HS4 + d4] * weight;
     }
-    out[(b * params.NKV * REP + g * REP + r) * HS4 + d4] = o / normalizer;
+    storeResult(b * params.NKV * REP + g * REP + r, d4, split, o, normalizer, total);
   }
 }

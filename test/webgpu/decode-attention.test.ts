@@ -7,9 +7,9 @@ import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
 import type { Engine } from '../../engine/index.ts';
 
 /** Runs `body` under each variant this device can choose: on CPU devices lanes over the head dimension (dims, with
- *  subgroups of 8 or more) and over the keys (wg8); elsewhere its own choice. */
+ *  subgroups of 8 or more) and over the keys (wg8), and the GPUs' split cache (split); elsewhere its own choice. */
 async function forEachVariant(engine: Engine, body: (variant: string) => Promise<void>): Promise<void> {
-  const variants = engine.caps.isSoftware ? ['dims', 'wg8'] : [''];
+  const variants = engine.caps.isSoftware ? ['dims', 'wg8', 'split'] : [''];
   for (const variant of variants) {
     if (variant === 'dims' && !(engine.caps.subgroups && engine.caps.subgroupMinSize >= 8)) continue;
     if (variant) engine.knobs.kernelVariants['decode-attention'] = variant;
@@ -28,7 +28,7 @@ async function decodeEachVariant(
   engine: Engine,
   c: DecodeCase,
   inputs: { qkv: Float32Array; kBefore: Float32Array; vBefore: Float32Array; keyMask: number[]; maskBatchStride: number; rope?: { positions: number[]; theta: number } },
-  check: (variant: string, out: Float32Array, kCache: Float32Array, vCache: Float32Array) => void,
+  check: (variant: string, out: Float32Array, kCache: Float32Array, vCache: Float32Array, dispatches: number) => void,
 ): Promise<void> {
   const { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope } = inputs;
   const kCache = engine.tensorFrom('k', [kBefore.length], kBefore);
@@ -37,12 +37,14 @@ async function decodeEachVariant(
   await forEachVariant(engine, async (variant) => {
     engine.upload(kCache, kBefore);
     engine.upload(vCache, vBefore);
+    const before = engine.dispatchCount;
     decodeAttention(engine, {
       ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv: engine.tensorFrom('qkv', [c.B, qkv.length / c.B], qkv), kCache, vCache, out,
       keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
       ...(rope ? { rope: { positions: engine.tensorFrom('positions', [c.B], rope.positions, 'i32'), theta: rope.theta } } : {}),
     });
-    check(variant, await engine.read(out), await engine.read(kCache), await engine.read(vCache));
+    const dispatches = engine.dispatchCount - before;
+    check(variant, await engine.read(out), await engine.read(kCache), await engine.read(vCache), dispatches);
   });
 }
 
@@ -71,6 +73,29 @@ describe('decode-attention kernel', () => {
       expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
       expect(kCache).toEqual(Float32Array.from(ref.kCache));
       expect(vCache).toEqual(Float32Array.from(ref.vCache));
+    });
+  });
+
+  // A long cache, which the GPUs' variant splits over workgroups (601 slots: splits of 256, 256 and 89) and merges in
+  // a second dispatch; row 1's first 300 slots are padding, so its first split sees no key at all.
+  it('a cache split over workgroups: B=2 NH=4 NKV=2 HS=8 slot 600, row 1 left-padded by 300', async () => {
+    const engine = await gpuEngine();
+    const c = { B: 2, NH: 4, NKV: 2, HS: 8, capacity: 640, slot: 600, cacheRows: 2 };
+    const W = (c.NH + 2 * c.NKV) * c.HS;
+    const cacheSize = c.cacheRows * c.capacity * c.NKV * c.HS;
+    const maskBatchStride = c.capacity;
+    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) => (i >= maskBatchStride && i % maskBatchStride < 300 ? 0 : 1));
+    const qkv = randomArray(c.B * W, 7, 2);
+    const kBefore = randomArray(cacheSize, 8, 2);
+    const vBefore = randomArray(cacheSize, 9);
+    const ref = decodeAttentionRef({ ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv, kCache: kBefore, vCache: vBefore, keyMask });
+    await decodeEachVariant(engine, c, { qkv, kBefore, vBefore, keyMask, maskBatchStride }, (variant, out, kCache, vCache, dispatches) => {
+      expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
+      expect(kCache).toEqual(Float32Array.from(ref.kCache));
+      expect(vCache).toEqual(Float32Array.from(ref.vCache));
+      // The split variant: the splits, then the combine pass; the others attend in one dispatch.
+      const split = variant === 'split' || (variant === '' && !engine.caps.isSoftware);
+      expect(dispatches, variant).toBe(split ? 2 : 1);
     });
   });
 
