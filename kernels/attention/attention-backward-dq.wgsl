@@ -1,8 +1,11 @@
 // attention backward, pass 1: dq = scale · Σ_j P∘(dP − D) k_j per query, written with q's strides/offset.
 // P = exp2(s − lse·log2 e) is recomputed from the forward's lse; dP = dOut·v_j; stats from the delta pass.
-// Workgroup (query block, h, b), BLOCK lanes = queries; key tiles of TILE rows staged in workgroup memory
-// (broadcast reads), tiles past the causal limit of the block's last query skipped. No atomics: each dq
-// element has one writer.
+// Workgroup (query block, h, b), BLOCK row lanes = queries (× L lanes each, attention.wgsl); key tiles of TILE rows
+// staged in workgroup memory (broadcast reads), tiles past the causal limit of the block's last query skipped. No
+// atomics: each dq element has one writer.
+// Why this is fast on a GPU: P and dP are recomputed per tile in registers from q, k, v and the forward's lse (no
+// T×T scores in memory); each k and v tile is loaded once per block of 64 queries; a staged vec4 feeds 4 FMAs;
+// with L = 2 or 4 from HS = 64 up a lane keeps 3·D4 <= 24 vec4s (q, dOut, dq) in registers.
 
 override BLOCK: u32;
 
@@ -24,8 +27,11 @@ fn loadDOut(base: u32, d4: u32) -> vec4<f32> {
   return vec4<f32>(dOut[d], select(0.0, dOut[d + 1u], n > 1u), select(0.0, dOut[d + 2u], n > 2u), 0.0);
 }
 
-@compute @workgroup_size(BLOCK)
-fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+@compute @workgroup_size(BLOCK * L)
+fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let lanes = BLOCK * L;
+  let lane = index / L;
+  let part = index % L;
   let b = wid.z;
   let h = wid.y;
   let g = kvGroup(h);
@@ -35,21 +41,21 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   let position = params.queryStart + t;
   let keyEnd = min(params.Tk, params.queryStart + min(wid.x * BLOCK + BLOCK, params.Tq));
 
-  var qs: array<vec4<f32>, HS4>;
-  var dO: array<vec4<f32>, HS4>;
-  var acc: array<vec4<f32>, HS4>;
+  var qs: array<vec4<f32>, D4>;
+  var dO: array<vec4<f32>, D4>;
+  var acc: array<vec4<f32>, D4>;
   let qScale = params.scale * LOG2E;
   let outBase = (b * params.Tq + tc) * params.NH * HS + h * HS;
-  for (var d4 = 0u; d4 < headVec4s(); d4++) {
-    qs[d4] = loadQ(qBase(b, tc, h), d4) * qScale;
-    dO[d4] = loadDOut(outBase, d4);
-    acc[d4] = vec4<f32>(0.0);
+  for (var i = 0u; i < headVec4s(); i++) {
+    qs[i] = loadQ(qBase(b, tc, h), part + L * i) * qScale;
+    dO[i] = loadDOut(outBase, part + L * i);
+    acc[i] = vec4<f32>(0.0);
   }
   let rowStats = stats[(b * params.NH + h) * params.Tq + tc];
 
   for (var j0 = 0u; j0 < keyEnd; j0 += TILE) {
     workgroupBarrier();
-    for (var i = lane; i < TILE * HS4; i += BLOCK) {
+    for (var i = index; i < TILE * HS4; i += lanes) {
       let j = j0 + i / HS4;
       let d4 = i % HS4;
       var kx = vec4<f32>(0.0);
@@ -61,29 +67,31 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       kvTile[i] = kx;
       kvTile[TILE * HS4 + i] = vx;
     }
-    for (var jj = lane; jj < TILE; jj += BLOCK) {
+    for (var jj = index; jj < TILE; jj += lanes) {
       let j = j0 + jj;
       maskTile[jj] = select(0u, 1u, j < keyEnd && keyVisible(b, j));
     }
     workgroupBarrier();
     let keys = min(TILE, keyEnd - j0);
     for (var jj = 0u; jj < keys; jj++) {
+      var score = vec4<f32>(0.0);
+      var dp = vec4<f32>(0.0);
+      for (var i = 0u; i < headVec4s(); i++) {
+        score = fma(qs[i], kvTile[jj * HS4 + part + L * i], score);
+        dp = fma(dO[i], kvTile[(TILE + jj) * HS4 + part + L * i], dp);
+      }
+      let rowScore = rowSum(sum4(score));
+      let rowDp = rowSum(sum4(dp));
       let j = j0 + jj;
       if (valid && j <= position && maskTile[jj] == 1u) {
-        var score = vec4<f32>(0.0);
-        var dp = vec4<f32>(0.0);
-        for (var d4 = 0u; d4 < headVec4s(); d4++) {
-          score = fma(qs[d4], kvTile[jj * HS4 + d4], score);
-          dp = fma(dO[d4], kvTile[(TILE + jj) * HS4 + d4], dp);
-        }
-        let p = exp2(sum4(score) - rowStats.x);
-        let dScore = p * (sum4(dp) - rowStats.y);
-        for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = fma(vec4<f32>(dScore), kvTile[jj * HS4 + d4], acc[d4]); }
+        let p = exp2(rowScore - rowStats.x);
+        let dScore = p * (rowDp - rowStats.y);
+        for (var i = 0u; i < headVec4s(); i++) { acc[i] = fma(vec4<f32>(dScore), kvTile[jj * HS4 + part + L * i], acc[i]); }
       }
     }
   }
 
   if (valid) {
-    for (var d4 = 0u; d4 < headVec4s(); d4++) { storeDq(qBase(b, t, h), d4, acc[d4] * params.scale); }
+    for (var i = 0u; i < headVec4s(); i++) { storeDq(qBase(b, t, h), part + L * i, acc[i] * params.scale); }
   }
 }

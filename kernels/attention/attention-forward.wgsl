@@ -1,13 +1,19 @@
 // attention forward: out [B*Tq, NH*HS] = softmax(scale·q·kᵀ over allowed keys)·v, lse [B, NH, Tq] (natural log;
-// 0 with out = 0 for a query that sees no key). Workgroup (query block, h, b) of BLOCK lanes: params.blockRows
-// queries × params.keySplit lanes each, lanes past that idle (uniforms, not constants: one pipeline per head size
-// serves every Tq, where each split was a pipeline of its own to compile). Key tiles of TILE rows are staged in
-// workgroup memory; lane (r, s) takes keys s, s+keySplit, ... of each tile with its own online softmax, and the
-// keySplit partial states of a query are merged by a tree in workgroup memory at the end.
+// 0 with out = 0 for a query that sees no key). Workgroup (query block, h, b) of BLOCK row lanes (× L lanes each,
+// attention.wgsl): params.blockRows queries × params.keySplit row lanes each, lanes past that idle (uniforms, not
+// constants: one pipeline per head size serves every Tq, where each split was a pipeline of its own to compile).
+// Key tiles of TILE rows are staged in workgroup memory; row lane (r, s) takes keys s, s+keySplit, ... of each tile
+// with its own online softmax, and the keySplit partial states of a query are merged by a tree in workgroup memory
+// at the end.
 // v1 (training, prefill): blockRows = 64, keySplit = 1: every lane reads the same key (broadcast loads).
 // v1 (decode, Tq < 64): blockRows = next power of two >= Tq, keySplit = min(64 / blockRows, TILE) so the
 //    lanes a single query would leave idle split Tk instead.
 // Key tiles past the causal limit of the block's last query are skipped.
+// Why this is fast on a GPU (L = 2 or 4 from HS = 64 up): no T×T scores anywhere (each key tile is loaded from
+// global memory once per block of 64 queries, so global traffic is T/64 passes over K and V, and a query's scores
+// live only in registers); the block's lanes read a staged k or v vec4 for 4 FMAs, the 8-64 lanes of a row group
+// reading the same address (a broadcast); D4 <= 8 vec4s of q and of the output a lane keep registers under ~100, so
+// many workgroups stay resident; two subgroup shuffles per score at L = 4.
 
 override BLOCK: u32;
 
@@ -25,9 +31,11 @@ fn storeOut(base: u32, d4: u32, x: vec4<f32>) {
   if (4u * d4 + 3u < HS) { out[d + 3u] = x.w; }
 }
 
-@compute @workgroup_size(BLOCK)
-fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-  let lanes = BLOCK;
+@compute @workgroup_size(BLOCK * L)
+fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let lanes = BLOCK * L;
+  let lane = index / L;
+  let part = index % L;
   let keySplit = params.keySplit;
   let blockRows = params.blockRows;
   let b = wid.z;
@@ -40,19 +48,19 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   let position = params.queryStart + t;
   let keyEnd = min(params.Tk, params.queryStart + min(wid.x * blockRows + blockRows, params.Tq));
 
-  var qs: array<vec4<f32>, HS4>;
-  var acc: array<vec4<f32>, HS4>;
+  var qs: array<vec4<f32>, D4>;
+  var acc: array<vec4<f32>, D4>;
   let qScale = params.scale * LOG2E;
-  for (var d4 = 0u; d4 < headVec4s(); d4++) {
-    qs[d4] = select(vec4<f32>(0.0), loadQ(qBase(b, min(t, params.Tq - 1u), h), d4) * qScale, valid);
-    acc[d4] = vec4<f32>(0.0);
+  for (var i = 0u; i < headVec4s(); i++) {
+    qs[i] = select(vec4<f32>(0.0), loadQ(qBase(b, min(t, params.Tq - 1u), h), part + L * i) * qScale, valid);
+    acc[i] = vec4<f32>(0.0);
   }
   var m = NEG_BIG;
   var l = 0.0;
 
   for (var j0 = 0u; j0 < keyEnd; j0 += TILE) {
     workgroupBarrier();
-    for (var i = lane; i < TILE * HS4; i += lanes) {
+    for (var i = index; i < TILE * HS4; i += lanes) {
       let j = j0 + i / HS4;
       let d4 = i % HS4;
       var kx = vec4<f32>(0.0);
@@ -64,36 +72,40 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       kvTile[i] = kx;
       kvTile[TILE * HS4 + i] = vx;
     }
-    for (var jj = lane; jj < TILE; jj += lanes) {
+    for (var jj = index; jj < TILE; jj += lanes) {
       let j = j0 + jj;
       maskTile[jj] = select(0u, 1u, j < keyEnd && keyVisible(b, j));
     }
     workgroupBarrier();
     let keys = min(TILE, keyEnd - j0);
-    for (var jj = s; jj < keys; jj += keySplit) {
+    // Uniform trip count (rowSum's subgroup shuffles need it): lanes past the tile's keys compute a dot they drop.
+    for (var jj0 = 0u; jj0 < keys; jj0 += keySplit) {
+      let jj = min(jj0 + s, TILE - 1u);
+      var dot = vec4<f32>(0.0);
+      for (var i = 0u; i < headVec4s(); i++) { dot = fma(qs[i], kvTile[jj * HS4 + part + L * i], dot); }
+      let score = rowSum(sum4(dot));
       let j = j0 + jj;
-      if (valid && j <= position && maskTile[jj] == 1u) {
-        var dot = vec4<f32>(0.0);
-        for (var d4 = 0u; d4 < headVec4s(); d4++) { dot = fma(qs[d4], kvTile[jj * HS4 + d4], dot); }
-        let score = sum4(dot);
+      if (jj0 + s < keys && valid && j <= position && maskTile[jj] == 1u) {
         let mNew = max(m, score);
         let correction = exp2(m - mNew);
         let p = exp2(score - mNew);
         l = l * correction + p;
-        for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = fma(acc[d4], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + d4]); }
+        for (var i = 0u; i < headVec4s(); i++) { acc[i] = fma(acc[i], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + part + L * i]); }
         m = mNew;
       }
     }
   }
 
-  // Tree merge of the keySplit partial softmax states of each query: slot r*half + (s - half) carries lane s.
+  // Tree merge of the keySplit partial softmax states of each query: slot r*half + (s - half) carries row lane s.
   for (var half = keySplit / 2u; half > 0u; half /= 2u) {
     workgroupBarrier();
     if (r < blockRows && s >= half && s < 2u * half) {
       let slot = r * half + s - half;
-      mergeMax[slot] = m;
-      mergeSum[slot] = l;
-      for (var d4 = 0u; d4 < headVec4s(); d4++) { kvTile[slot * HS4 + d4] = acc[d4]; }
+      if (part == 0u) {
+        mergeMax[slot] = m;
+        mergeSum[slot] = l;
+      }
+      for (var i = 0u; i < headVec4s(); i++) { kvTile[slot * HS4 + part + L * i] = acc[i]; }
     }
     workgroupBarrier();
     if (r < blockRows && s < half) {
@@ -103,7 +115,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let mine = exp2(m - mNew);
       let theirs = exp2(other - mNew);
       l = l * mine + mergeSum[slot] * theirs;
-      for (var d4 = 0u; d4 < headVec4s(); d4++) { acc[d4] = acc[d4] * mine + kvTile[slot * HS4 + d4] * theirs; }
+      for (var i = 0u; i < headVec4s(); i++) { acc[i] = acc[i] * mine + kvTile[slot * HS4 + part + L * i] * theirs; }
       m = mNew;
     }
   }
@@ -111,7 +123,7 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   if (valid && s == 0u) {
     let inverse = select(0.0, 1.0 / l, l > 0.0);
     let base = (b * params.Tq + t) * params.NH * HS + h * HS;
-    for (var d4 = 0u; d4 < headVec4s(); d4++) { storeOut(base, d4, acc[d4] * inverse); }
-    lse[(b * params.NH + h) * params.Tq + t] = select(0.0, (m + log2(l)) / LOG2E, l > 0.0);
+    for (var i = 0u; i < headVec4s(); i++) { storeOut(base, part + L * i, acc[i] * inverse); }
+    if (part == 0u) { lse[(b * params.NH + h) * params.Tq + t] = select(0.0, (m + log2(l)) / LOG2E, l > 0.0); }
   }
 }

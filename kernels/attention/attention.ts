@@ -73,6 +73,8 @@ interface AttentionVariant {
   register: boolean;
   /** The largest head size whose head-vector loops the tiled passes unroll (see attention.wgsl's headVec4s). */
   unrollUpTo: number;
+  /** Whether the tiled passes hold a wide head's row in several lanes (attention.wgsl's L; subgroup shuffles). */
+  splitHeads: boolean;
 }
 
 /**
@@ -82,19 +84,48 @@ interface AttentionVariant {
  * and 6.4x at HS = 128. Shapes that do not split into vec4s (HS not a multiple of 4) take the tiled passes with
  * rolled loops (they compile in a third of the time).
  * Other CPU devices (`cpu`): the tiled passes, loops unrolled up to HS = 64 (2.3x faster at HS = 32 on lavapipe
- * than rolled; at HS = 128 rolled runs as fast and compiles in 22 s instead of 986 s). GPUs: the tiled passes,
- * every head size unrolled. WEBGPU_KERNEL_VARIANTS=attention:<name> forces one.
+ * than rolled; at HS = 128 rolled runs as fast and compiles in 22 s instead of 986 s). GPUs with subgroups
+ * (`split-head`): the tiled passes (FlashAttention-2: key or query tiles in workgroup memory, online softmax, no T×T
+ * scores in device memory), every head size unrolled, heads wider than 32 held by 2 or 4 lanes a row so a lane's
+ * head vectors fit its registers (lanesPerRow; the passes' headers say why each is fast on a GPU). GPUs without
+ * subgroups (`unrolled`): the same with one lane a row. Untimed on a GPU: nobody here has one.
+ * WEBGPU_KERNEL_VARIANTS=attention:<name> forces one.
  */
 const attentionVariants: readonly Variant<AttentionVariant>[] = [
   {
     name: 'register',
     supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8,
-    value: { register: true, unrollUpTo: 0 },
+    value: { register: true, unrollUpTo: 0, splitHeads: false },
   },
-  { name: 'cpu', supported: (caps) => caps.isSoftware, value: { register: false, unrollUpTo: 64 } },
-  { name: 'unrolled', supported: () => true, value: { register: false, unrollUpTo: Infinity } },
-  { name: 'rolled', supported: () => false, value: { register: false, unrollUpTo: 0 } },
+  { name: 'cpu', supported: (caps) => caps.isSoftware, value: { register: false, unrollUpTo: 64, splitHeads: false } },
+  {
+    name: 'split-head',
+    supported: (caps) => !caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= MAX_LANES_PER_ROW,
+    value: { register: false, unrollUpTo: Infinity, splitHeads: true },
+  },
+  { name: 'unrolled', supported: () => true, value: { register: false, unrollUpTo: Infinity, splitHeads: false } },
+  { name: 'rolled', supported: () => false, value: { register: false, unrollUpTo: 0, splitHeads: false } },
 ];
+
+/** The most lanes a row of the tiled passes takes, and the vec4s of a head vector above which it takes more than one. */
+const MAX_LANES_PER_ROW = 4;
+const MAX_LANE_VEC4S = 8;
+
+/** Lanes holding one row of the tiled passes (attention.wgsl's L): doubled while a lane would hold more than
+ *  MAX_LANE_VEC4S vec4s and the row still splits evenly: 1 up to HS = 32, 2 at 64, 4 at 96 and 128. */
+function lanesPerRow(HS: number): number {
+  const hs4 = Math.ceil(HS / 4);
+  let lanes = 1;
+  while (lanes < MAX_LANES_PER_ROW && hs4 % (2 * lanes) === 0 && hs4 / lanes > MAX_LANE_VEC4S) lanes *= 2;
+  return lanes;
+}
+
+/** attention.wgsl's rowSum over the L lanes of a row: a butterfly, so each lane ends with the same bits. */
+function rowSumSource(lanes: number): string {
+  if (lanes === 1) return 'fn rowSum(x: f32) -> f32 { return x; }\n';
+  const steps = Array.from({ length: Math.log2(lanes) }, (_, i) => `  sum += subgroupShuffleXor(sum, ${2 ** i}u);\n`).join('');
+  return `fn rowSum(x: f32) -> f32 {\n  var sum = x;\n${steps}  return sum;\n}\n`;
+}
 
 function variantOf(engine: Engine): AttentionVariant {
   return chooseVariant('attention', attentionVariants, engine.caps, engine.knobs).value;
@@ -146,16 +177,20 @@ const PASS_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
 const specCache = new Map<string, KernelSpec>();
 
 function attentionSpec(engine: Engine, pass: Pass, HS: number, constants: Record<string, number>): KernelSpec {
-  const unrolled = HS <= variantOf(engine).unrollUpTo;
-  const key = `${pass}:HS=${HS}:${unrolled}:${Object.entries(constants).map(([name, value]) => `${name}=${value}`).join(',')}`;
+  const variant = variantOf(engine);
+  const unrolled = HS <= variant.unrollUpTo;
+  const lanes = variant.splitHeads ? lanesPerRow(HS) : 1;
+  const key = `${pass}:HS=${HS}:${unrolled}:L=${lanes}:${Object.entries(constants).map(([name, value]) => `${name}=${value}`).join(',')}`;
   let spec = specCache.get(key);
   if (!spec) {
     spec = {
-      name: `attention/${pass}${unrolled ? '' : '-rolled'}`,
-      source: `const HS: u32 = ${HS}u;\nfn headVec4s() -> u32 { return ${unrolled ? 'HS4' : 'params.hs4'}; }\n` + preludeSource + PASS_SOURCES[pass],
+      name: `attention/${pass}${unrolled ? '' : '-rolled'}${lanes > 1 ? `-split${lanes}` : ''}`,
+      source: `const HS: u32 = ${HS}u;\nconst L: u32 = ${lanes}u;\nfn headVec4s() -> u32 { return ${unrolled ? 'D4' : 'params.hs4'}; }\n` +
+        rowSumSource(lanes) + preludeSource + PASS_SOURCES[pass],
       bindings: [...QKV_BINDINGS, ...PASS_OUTPUTS[pass]],
       uniforms: ATTENTION_UNIFORMS,
       constants,
+      ...(lanes > 1 ? { features: ['subgroups'] as const } : {}),
     };
     specCache.set(key, spec);
   }

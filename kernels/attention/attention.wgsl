@@ -6,6 +6,13 @@
 // head h reads kv group g = h / (NH/NKV). Softmax runs in the exp2 domain (scores pre-multiplied by log2 e).
 // Head vectors live in registers and workgroup tiles as vec4 (HS padded with zeros to 4*HS4, HS <= 128);
 // global reads are scalar because the strided views need not be 16-byte aligned.
+// Each row a workgroup owns (a query, or a key for dk/dv) is held by L consecutive lanes (the launcher prepends
+// `const L`: 1 on CPU devices and for heads of up to 32; 2 or 4 on GPUs for wider heads, so a lane's private head
+// vectors stay at D4 <= 8 vec4s instead of 32: at HS = 128 the dkdv pass's k, v, dk and dv rows were 512 floats a
+// lane, past any GPU's register file). Lane part p of a row holds vec4s p, p + L, ... (D4 = HS4 / L of them; adjacent
+// lanes read adjacent vec4s of a tile row), and rowSum (prepended with L: the identity for L = 1, a subgroup
+// butterfly for L > 1, the same bits in each of the L lanes) completes a dot product across them. Every pass calls
+// rowSum in uniform control flow: dot products are computed for every staged row and only their use is masked.
 
 // A finite "minus infinity": rows with no allowed key keep every subtraction and exp2 free of NaN.
 const NEG_BIG: f32 = -1.0e30;
@@ -13,10 +20,11 @@ const LOG2E: f32 = 1.4426950408889634;
 // HS itself is a const the launcher prepends (`const HS: u32 = 32u;`), not an override: per-lane head vectors
 // are private arrays, whose length WGSL only accepts as a const.
 const HS4: u32 = (HS + 3u) / 4u;
-// The d4 loops run to headVec4s(), which the launcher prepends per head size and device (attention.ts):
-//   unrolled: `return HS4;`, a constant trip count, so the compiler unrolls them and keeps the head vectors in
+const D4: u32 = HS4 / L;
+// The loops over a lane's D4 vec4s run to headVec4s(), which the launcher prepends per head size and device:
+//   unrolled: `return D4;`, a constant trip count, so the compiler unrolls them and keeps the head vectors in
 //     registers (GPUs; CPU devices up to HS = 64, where that runs 1.7-2.3x faster on lavapipe);
-//   rolled: `return params.hs4;`, unknown to the compiler, so the loops stay loops (CPU devices above HS = 64:
+//   rolled: `return params.hs4;` (L = 1 only), unknown to the compiler, so the loops stay loops (CPU devices above HS = 64:
 //     as fast there, and lavapipe's LLVM compiled the unrolled HS = 128 kernels for minutes, every vec4
 //     component a separate value saved and restored at each barrier, on every fresh machine).
 // Rows of the other operand staged per workgroup tile (keys for forward/dq, queries for dkdv).

@@ -53,6 +53,43 @@ async function checkFused(engine: Engine, dims: AttentionDims, mask: Uint32Array
   expect(Array.from(await engine.read(dqkv))).toEqual(Array.from(got));
 }
 
+/** Tq new queries of B=2 sequences against a KV cache of 45 keys (capacity 52, row 1 left-padded by 3). */
+async function checkCacheDecode(engine: Engine, Tq: number, HS: number): Promise<void> {
+  const [B, Tk, NH, NKV, capacity] = [2, 45, 4, 2, 52];
+  const rowStride = NKV * HS;
+  const dims: AttentionDims = {
+    B, Tq, Tk, NH, NKV, HS,
+    qRowStride: NH * HS, qColOffset: 0, kRowStride: rowStride, kColOffset: 0, vRowStride: rowStride, vColOffset: 0,
+    kvBatchStride: capacity * rowStride, queryStart: Tk - Tq, scale: 1 / Math.sqrt(HS), maskBatchStride: capacity,
+  };
+  const mask = leftPaddedMask(B, Tk, 3, capacity);
+  const qData = randomArray(B * Tq * NH * HS, 5, 2);
+  const kData = randomArray(B * capacity * rowStride, 6, 2);
+  const vData = randomArray(B * capacity * rowStride, 7);
+  const q = engine.tensorFrom('q', [qData.length], qData);
+  const k = engine.tensorFrom('kCache', [kData.length], kData);
+  const v = engine.tensorFrom('vCache', [vData.length], vData);
+  const keyMask = engine.tensorFrom('keyMask', [B, capacity], mask, 'u32');
+  const out = engine.tensor('out', [B * Tq, NH * HS]);
+  const lse = engine.tensor('lse', [B, NH, Tq]);
+  attentionForward(engine, { ...dims, q, k, v, keyMask, out, lse });
+  const ref = attentionForwardRef({ ...dims, q: qData, k: kData, v: vData, keyMask: mask });
+  expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
+  expectClose(await engine.read(lse), ref.lse, 1e-5, 1e-5, 'lse');
+}
+
+/** `body` on an engine of its own with attention forced to `variant`. */
+async function withVariant(variant: string, body: (engine: Engine) => Promise<void>): Promise<void> {
+  const knobs = readKnobs();
+  const engine = await Engine.create({ ...knobs, kernelVariants: { ...knobs.kernelVariants, attention: variant } });
+  try {
+    await body(engine);
+  } finally {
+    await engine.sync();
+    engine.destroy();
+  }
+}
+
 describe('attention kernel', () => {
   // Head sizes the rest of the suite compiles anyway (8 and 16: the model tests; 24: the default job's; 6: a partial
   // last vec4, so the tiled passes on CPU devices; 128: the largest). On CPU devices with subgroups of 8 one set of
@@ -79,14 +116,25 @@ describe('attention kernel', () => {
   // (kernels/attention/attention.ts): the GPUs' variant, tiled with unrolled loops, forced here at such a head size (one more
   // set of pipelines; its template is the same at every head size), is otherwise untested.
   it('the unrolled tiled variant matches the reference: B=2 T=37 NH/NKV=4/2 HS=6, row 1 left-padded by 3', async () => {
-    const knobs = readKnobs();
-    const unrolled = await Engine.create({ ...knobs, kernelVariants: { ...knobs.kernelVariants, attention: 'unrolled' } });
-    try {
-      await checkFused(unrolled, fusedDims(2, 37, 4, 2, 6), leftPaddedMask(2, 37, 3), true);
-    } finally {
-      await unrolled.sync();
-      unrolled.destroy();
-    }
+    await withVariant('unrolled', (engine) => checkFused(engine, fusedDims(2, 37, 4, 2, 6), leftPaddedMask(2, 37, 3), true));
+  });
+
+  // The GPUs' variant (split-head: 2 lanes a row at HS = 64, 4 at 128, rowSum's subgroup shuffles), forced on this
+  // device: odd T (not a multiple of the 64-row blocks or of the tiles), GQA and causal masking with padding, and a
+  // decode shape whose forward splits each query's keys over lanes (keySplit) as well. Heads up to 32 take one lane
+  // a row, the unrolled variant's passes, tested above. Each head size is four pipelines for lavapipe to compile
+  // (~15 s of CPU each set), so two.
+  const splitHeadCases: [T: number, NH: number, NKV: number, HS: number][] = [
+    [37, 4, 2, 64],
+    [20, 2, 1, 128],
+  ];
+  for (const [T, NH, NKV, HS] of splitHeadCases) {
+    it(`the split-head variant matches the reference: B=2 T=${T} NH/NKV=${NH}/${NKV} HS=${HS}, row 1 left-padded by 3`, async () => {
+      await withVariant('split-head', (engine) => checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true));
+    });
+  }
+  it('the split-head variant decodes Tq=3 new queries against a KV cache at HS=64', async () => {
+    await withVariant('split-head', (engine) => checkCacheDecode(engine, 3, 64));
   });
 
   it('reads q, k and v from separate tensors with their own strides', async () => {
@@ -124,28 +172,7 @@ describe('attention kernel', () => {
 
   for (const Tq of [1, 3]) {
     it(`decodes Tq=${Tq} new queries against a KV cache with capacity > Tk`, async () => {
-      const engine = await gpuEngine();
-      const [B, Tk, NH, NKV, HS, capacity] = [2, 45, 4, 2, 16, 52];
-      const rowStride = NKV * HS;
-      const dims: AttentionDims = {
-        B, Tq, Tk, NH, NKV, HS,
-        qRowStride: NH * HS, qColOffset: 0, kRowStride: rowStride, kColOffset: 0, vRowStride: rowStride, vColOffset: 0,
-        kvBatchStride: capacity * rowStride, queryStart: Tk - Tq, scale: 1 / Math.sqrt(HS), maskBatchStride: capacity,
-      };
-      const mask = leftPaddedMask(B, Tk, 3, capacity);
-      const qData = randomArray(B * Tq * NH * HS, 5, 2);
-      const kData = randomArray(B * capacity * rowStride, 6, 2);
-      const vData = randomArray(B * capacity * rowStride, 7);
-      const q = engine.tensorFrom('q', [qData.length], qData);
-      const k = engine.tensorFrom('kCache', [kData.length], kData);
-      const v = engine.tensorFrom('vCache', [vData.length], vData);
-      const keyMask = engine.tensorFrom('keyMask', [B, capacity], mask, 'u32');
-      const out = engine.tensor('out', [B * Tq, NH * HS]);
-      const lse = engine.tensor('lse', [B, NH, Tq]);
-      attentionForward(engine, { ...dims, q, k, v, keyMask, out, lse });
-      const ref = attentionForwardRef({ ...dims, q: qData, k: kData, v: vData, keyMask: mask });
-      expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
-      expectClose(await engine.read(lse), ref.lse, 1e-5, 1e-5, 'lse');
+      await checkCacheDecode(await gpuEngine(), Tq, 16);
     });
   }
 
