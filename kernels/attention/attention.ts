@@ -199,14 +199,15 @@ function attentionSpec(engine: Engine, pass: Pass, HS: number, constants: Record
 
 /**
  * Rows of the other operand per staged tile: the largest power of two up to 64 whose two vec4 tiles (k and v, or
- * q and dOut) fit the device's workgroup memory next to the small per-row arrays. At least 16: the forward's
- * split-K merge reuses the tiles for 32 partial states.
+ * q and dOut) fit the device's workgroup memory next to the small per-row arrays (HS = 128 takes 8 rows within
+ * WebGPU's guaranteed 16 KiB, 16 within 32 KiB). At least 8; the forward's split-K merge reuses the tiles for its
+ * partial states, so its key split is bounded by the tile (attentionForward).
  */
 function tileRows(engine: Engine, HS: number): number {
   const hs4 = Math.ceil(HS / 4);
   const budget = engine.caps.maxComputeWorkgroupStorageSize - 256;
   let tile = 64;
-  while (tile > 16 && 2 * tile * hs4 * 16 + tile * 8 > budget) tile /= 2;
+  while (tile > 8 && 2 * tile * hs4 * 16 + tile * 8 > budget) tile /= 2;
   if (2 * tile * hs4 * 16 + tile * 8 > budget) {
     throw new Error(`attention: HS=${HS} needs ${2 * tile * hs4 * 16 + tile * 8 + 256} bytes of workgroup memory, ` +
       `this device has ${engine.caps.maxComputeWorkgroupStorageSize}`);
@@ -315,7 +316,9 @@ export function attentionForward(engine: Engine, args: AttentionForwardArgs): vo
   }
   const tile = tileRows(engine, HS);
   const blockRows = Math.min(BLOCK, nextPowerOfTwo(Tq));
-  const keySplit = Math.min(BLOCK / blockRows, tile);
+  // The merge's first level parks blockRows·keySplit/2 partial states in the two tiles (2·tile head vectors) and in
+  // mergeMax/mergeSum (32 entries).
+  const keySplit = Math.max(1, Math.min(BLOCK / blockRows, tile, (4 * tile) / blockRows));
   const spec = attentionSpec(engine, 'forward', HS, { TILE: tile, BLOCK });
   engine.dispatch(spec, {
     bindings: { q: args.q, k: args.k, v: args.v, keyMask: args.keyMask, out: args.out, lse: args.lse },

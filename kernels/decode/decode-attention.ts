@@ -33,6 +33,8 @@ const decodeAttentionVariants: readonly Variant<Layout>[] = [
   { name: 'dims', supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
   { name: 'wg8', supported: (caps) => caps.isSoftware, value: { kind: 'keys', WG: 8, split: false } },
   { name: 'split', supported: (caps) => !caps.isSoftware, value: { kind: 'keys', WG: 32, split: true } },
+  // The GPUs' variant before split (never chosen): what tools/kernel-lab/decode-attention.ts measures split against.
+  { name: 'wg32', supported: () => false, value: { kind: 'keys', WG: 32, split: false } },
 ];
 
 /** Fewest cache slots a split takes: 8 keys a lane at 32 lanes, so the lane merge and the partial state it writes

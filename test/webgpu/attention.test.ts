@@ -136,6 +136,16 @@ describe('attention kernel', () => {
   it('the split-head variant decodes Tq=3 new queries against a KV cache at HS=64', async () => {
     await withVariant('split-head', (engine) => checkCacheDecode(engine, 3, 64));
   });
+  // A device with WebGPU's guaranteed 16 KiB of workgroup memory (this one has more; the launcher sizes its tiles
+  // from the limit): HS = 128 takes 8-row tiles, and the decode forward's key split shrinks to what they can merge
+  // (Tq = 6: 8 rows × 4 lanes, where 8 lanes would park 32 partial states in room for 16).
+  it('the split-head variant fits HS=128 in 16 KiB of workgroup memory: B=2 T=20 NH/NKV=2/1, and a Tq=6 decode', async () => {
+    await withVariant('split-head', async (engine) => {
+      engine.caps.maxComputeWorkgroupStorageSize = 16384;
+      await checkFused(engine, fusedDims(2, 20, 2, 1, 128), leftPaddedMask(2, 20, 3), true);
+      await checkCacheDecode(engine, 6, 128);
+    });
+  });
 
   it('reads q, k and v from separate tensors with their own strides', async () => {
     const engine = await gpuEngine();
