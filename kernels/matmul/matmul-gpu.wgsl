@@ -4,7 +4,8 @@
 //   outputs in registers: rows 4·(y + 16r) + i and columns 4·(x + 16c) + j (r, c < LANE_SIDE/4; i, j < 4), so
 //   its operands are whole vec4s of the tiles. K goes in steps of TILE_K = 8 through workgroup tiles of A and B
 //   stored k-major ([k][m], [k][n]); every step of k reads LANE_SIDE/2 vec4s for LANE_SIDE² FMAs.
-//   wide (LANE_SIDE 8, 128x128 tiles): the launcher's choice when the output has at least 128 such tiles.
+//   wide (LANE_SIDE 8, 128x128 tiles): the launcher's choice when the output has at least 128 such tiles and
+//     M, N >= 128.
 //   narrow (LANE_SIDE 4, 64x64 tiles): smaller outputs (decode steps, a small model's layers), 4x the workgroups.
 // Why it should be fast on a GPU (nobody here has timed it on one; lavapipe only checks that it is right):
 //   - Loads per FMA. wide: 4 vec4 workgroup loads per 64 FMAs per invocation (16 FMAs per load, as in the
@@ -22,7 +23,7 @@
 //   The `tiled` kernel it replaces on GPUs was shaped for lavapipe: 64 invocations (2 warps) per workgroup, the
 //   whole 16 KiB of workgroup memory, and transposing stores 8 ways bank-conflicted (64-float k-rows).
 // Subgroup matrices (chromium-experimental-subgroup-matrix) would replace the inner product; the webgpu package
-// does not expose them on any adapter we run (docs/gpu-kernels.md).
+// does not expose them on any adapter we run (docs/engine.md, GPU variants).
 // Layout constants, bindings and the epilogue: matmul-common.wgsl; the tile loads: matmul-tile-loads.wgsl.
 
 // Invocations per side of the workgroup.
