@@ -7,9 +7,10 @@ import { swigluForwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
-// [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32), a whole tile, N and K not
-// multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A rows of length M).
-const SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [33, 65, 17], [64, 64, 64], [130, 3, 257], [6, 8, 36]];
+// [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32, gpu's 128x128x8 and 64x64x8),
+// a whole tile, N and K not multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A
+// rows of length M).
+const SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [33, 65, 17], [64, 64, 64], [130, 3, 257], [6, 8, 36], [5, 131, 9]];
 const LAYOUTS: MatmulLayout[] = ['nn', 'nt', 'tn'];
 const OPTIONS = [
   { label: 'plain' },
