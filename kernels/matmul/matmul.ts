@@ -1,4 +1,6 @@
 import tiledSource from './matmul.wgsl';
+import gpuSource from './matmul-gpu.wgsl';
+import tileLoadsSource from './matmul-tile-loads.wgsl';
 import registerSource from './matmul-register.wgsl';
 import registerShuffleSource from './matmul-register-shuffle.wgsl';
 import naiveSource from './matmul-naive.wgsl';
@@ -52,8 +54,9 @@ interface MatmulKernel {
  *  natively (shader-f16). */
 type BStorage = FloatDType | 'f16-native';
 
-/** `M` lets a variant pick by shape (decode steps multiply only a few rows). */
-type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage, swigluOut?: boolean) => MatmulKernel;
+/** `M` lets a variant pick by shape (decode steps multiply only a few rows); so does `N` (the gpu variant's tile
+ *  size follows the output's), last because only the gpu choice reads it. */
+type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage, swigluOut?: boolean, N?: number) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
 // b and b4 are the same memory as 1 and 4 floats, 2 and 4 packed halves, or 1 and 4 native halves.
@@ -101,8 +104,10 @@ const UNIFORMS = [
 ] as const;
 
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds.
- *  `tallRows`: the register kernel's taller tile (its ROWS constant) for the shapes that take it. */
-function specFamily(variant: string, source: string, tile: readonly [number, number], tallRows?: TallRows, options: { shuffle?: boolean } = {}) {
+ *  `tallRows`: the register kernel's taller tile (its ROWS constant) for the shapes that take it; `constants`:
+ *  the variant's own pipeline constants (the gpu kernel's LANE_SIDE). */
+function specFamily(variant: string, source: string, tile: readonly [number, number], tallRows?: TallRows,
+  options: { shuffle?: boolean; constants?: Record<string, number> } = {}) {
   const kernels = new Map<string, MatmulKernel>();
   return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M = 0, prologue: PrologueCode = 0, b: BStorage = 'f32', swigluOut = false): MatmulKernel => {
     const rows = tallRows?.(M, prologue, b, swigluOut) ?? null;
@@ -125,6 +130,7 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
           ...(swigluOut ? { OUT_SWIGLU: 1 } : {}),
           ...(rows ? { ROWS: rows } : {}),
           ...(options.shuffle && rows && layout !== 'nt' ? { A_SHUFFLE: 1 } : {}),
+          ...options.constants,
         },
       };
       kernel = { spec, tile: rows ? [rows, tile[1]] : tile };
@@ -137,7 +143,7 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
 /** At or below this many rows the register kernel beats the tiled one for nt on a CPU. */
 const SMALL_M = 32;
 
-const tiled = specFamily('tiled', tiledSource, [64, 64]);
+const tiled = specFamily('tiled', tiledSource + tileLoadsSource, [64, 64]);
 /** From this many rows on, the register kernel's plain float32 products (the training step's nn and tn) take its
  *  12-row tile: 10-15% less CPU time than 8 rows at the tiny model's training shapes. Decode steps (a few rows,
  *  prologues, epilogues) and half-precision B keep 8 rows and their pipelines. */
@@ -156,6 +162,20 @@ const registerWithShuffle: KernelChoice = (layout, aVec4, bVec4, M, prologue = 0
 const subgroupsOf8 = (caps: DeviceCapabilities) => caps.subgroups && caps.subgroupMinSize >= 8;
 const naive = specFamily('naive', naiveSource, [16, 16]);
 
+const gpuWide = specFamily('gpu-wide', gpuSource + tileLoadsSource, [128, 128], undefined, { constants: { LANE_SIDE: 8 } });
+const gpuNarrow = specFamily('gpu-narrow', gpuSource + tileLoadsSource, [64, 64], undefined, { constants: { LANE_SIDE: 4 } });
+/** Wide tiles (8x8 outputs per invocation, twice narrow's FMAs per workgroup load) once the output has this many
+ *  of them: one wave of two workgroups per SM on a ~64-SM card; below it narrow tiles give 4x the workgroups, so
+ *  a small output still spreads over the card. A guess until timed on a GPU (tools/bench.js kernels). */
+const GPU_WIDE_MIN_TILES = 128;
+/** matmul-gpu.wgsl's tiles for an M x N output: wide only where M and N fill them (a decode step's 151,936 logits
+ *  of one row make many wide tiles, each 127/128 empty). */
+export function gpuMatmulTiles(M: number, N: number): 'wide' | 'narrow' {
+  return M >= 128 && N >= 128 && Math.ceil(M / 128) * Math.ceil(N / 128) >= GPU_WIDE_MIN_TILES ? 'wide' : 'narrow';
+}
+const gpu: KernelChoice = (layout, aVec4, bVec4, M, prologue, b, _swigluOut, N = 1) =>
+  (gpuMatmulTiles(M, N) === 'wide' ? gpuWide : gpuNarrow)(layout, aVec4, bVec4, M, prologue, b);
+
 export const matmulVariants: readonly Variant<KernelChoice>[] = [
   // On a CPU the register kernel wins for nn and tn (1.5x over tiled at 1024³ on lavapipe); for nt its B
   // columns are strided loads, 2.5x slower than the tiled kernel's transpose through workgroup memory — except
@@ -170,9 +190,15 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
     supported: (caps) => caps.isSoftware,
     value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
   },
+  // Every other device is taken for a GPU: workgroup-tiled with register blocks (matmul-gpu.wgsl's header says
+  // why it should be fast there).
+  { name: 'gpu', supported: (caps) => !caps.isSoftware, value: gpu },
   { name: 'tiled', supported: () => true, value: tiled },
   { name: 'register', supported: () => true, value: register },
   { name: 'register-shuffle', supported: subgroupsOf8, value: registerWithShuffle },
+  // gpu's two tile sizes on their own, whatever the shape (tests and the lab).
+  { name: 'gpu-wide', supported: () => true, value: gpuWide },
+  { name: 'gpu-narrow', supported: () => true, value: gpuNarrow },
   { name: 'naive', supported: () => true, value: naive },
 ];
 
@@ -254,7 +280,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   // Prologues and the epilogue exist in the register kernel only, whatever the variant choice.
   const { spec, tile: [tileM, tileN] } = prologue || epilogue
     ? register(layout, aRow % 4 === 0, bRow % 4 === 0, M, prologue ? PROLOGUE_CODES[prologue.kind] : 0, bStorage, epilogue === 'swiglu')
-    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage);
+    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage, false, N);
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;
   if (workgroups[0] > max || workgroups[1] > max) {

@@ -2,16 +2,18 @@
 //   nn: A [M, K], B [K, N]   (dx = dy·W)
 //   nt: A [M, K], B [N, K]   (y = x·Wᵀ, W in Hugging Face [out, in] layout)
 //   tn: A [K, M], B [K, N]   (dW = dyᵀ·x)
-// Variants (kernels/matmul/matmul.ts picks: cpu on software devices, tiled elsewhere):
+// Variants (kernels/matmul/matmul.ts picks: cpu on software devices, gpu elsewhere):
 //   tiled (this file): 64x64 output tile per workgroup of 64 lanes, 8x8 outputs per lane in registers, K in
 //     steps of 32 through workgroup tiles stored k-major, so the inner loop reads 4 vec4s per 64 FMAs in every
 //     layout; global loads are vec4 when the operand's rows are a multiple of 4 floats, scalars otherwise.
 //   register (matmul-register.wgsl): 8 lanes, 8x64 tile, no workgroup memory; A loads shared by the SIMD vector.
 //   cpu: register for nn and tn, tiled for nt.
+//   gpu (matmul-gpu.wgsl): 16x16 invocations, 128x128 or 64x64 tiles, 8x8 or 4x4 outputs per invocation.
 //   naive (matmul-naive.wgsl): one output per lane; the baseline.
 // B may be float32 or half precision (a frozen model's bf16/f16 weights): every variant reads B through
 // bElement/bQuad (matmul-b-f32.wgsl, matmul-b-half.wgsl), which unpack halves to float32.
-// Layout constants, bindings and the epilogue: matmul-common.wgsl; B's loads (bElement, bQuad): matmul-b-*.wgsl.
+// Layout constants, bindings and the epilogue: matmul-common.wgsl; B's loads (bElement, bQuad): matmul-b-*.wgsl;
+// the tile loads (loadA, loadB): matmul-tile-loads.wgsl.
 
 const TILE_M = 64u;
 const TILE_N = 64u;
@@ -21,40 +23,6 @@ const LANES = 64u;
 // [k][m] and [k][n], 16 vec4s per k.
 var<workgroup> tileA: array<vec4<f32>, TILE_K * TILE_M / 4u>;
 var<workgroup> tileB: array<vec4<f32>, TILE_K * TILE_N / 4u>;
-
-// Four consecutive floats of a row-major [rows, cols] operand starting at (row, col), zero outside it.
-// Branch-free (out-of-range lanes read element 0 and discard it): lavapipe runs divergent branches masked,
-// paying for both sides.
-fn loadA(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
-  let start = row * cols + col;
-  if (A_VEC4) {
-    let inside = row < rows && col < cols;
-    return select(vec4<f32>(0.0), a4[select(0u, start / 4u, inside)], inside);
-  }
-  var v: vec4<f32>;
-  for (var j = 0u; j < 4u; j++) {
-    let inside = row < rows && col + j < cols;
-    let at = select(0u, start + j, inside);
-    v[j] = select(0.0, a[at], inside);
-  }
-  return v;
-}
-
-// loadA's twin for b (WGSL cannot pass a storage array to a function portably).
-fn loadB(row: u32, col: u32, rows: u32, cols: u32) -> vec4<f32> {
-  let start = row * cols + col;
-  if (B_VEC4) {
-    let inside = row < rows && col < cols;
-    return select(vec4<f32>(0.0), bQuad(select(0u, start / 4u, inside)), inside);
-  }
-  var v: vec4<f32>;
-  for (var j = 0u; j < 4u; j++) {
-    let inside = row < rows && col + j < cols;
-    let at = select(0u, start + j, inside);
-    v[j] = select(0.0, bElement(at), inside);
-  }
-  return v;
-}
 
 // Stores v, four consecutive k of one output row/column `i`, into a k-major tile.
 fn scatterA(k: u32, i: u32, v: vec4<f32>) {

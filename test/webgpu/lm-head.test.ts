@@ -1,5 +1,6 @@
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, afterAll } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { Engine, readKnobs } from '../../engine/index.ts';
 import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsVariants, lmHeadStatsVariants } from '../../kernels/layers/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/layers/lm-head.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
@@ -30,52 +31,68 @@ const cases: Case[] = [
   { N: 1, C: 64, V: 257, temperature: 1.3, chunkSize: 64, entropyTerm: 'recompute' },
 ];
 
+const caseLabel = (c: Case) =>
+  `N=${c.N}, C=${c.C}, V=${c.V}, T=${c.temperature}, chunk ${c.chunkSize ?? 'auto'}, entropy ${c.entropyTerm}${c.savedLogits ? ', saved logits' : ''}`;
+
+/** The forward (each stats variant) and the backward against the references. */
+async function expectCaseMatches(engine: Engine, c: Case): Promise<void> {
+  const { N, C, V, temperature, chunkSize, entropyTerm } = c;
+  const random = seededRandom(N * 7919 + V);
+  const hidden = randomArray(N * C, N + C + V);
+  const weight = randomArray(V * C, V);
+  const targets = Array.from({ length: N }, (_, n) => (n === 0 ? V - 1 : Math.floor(random() * V)));
+  // Row 1 is padding: no upstream gradient at all.
+  const dLogprobs = randomArray(N, 5).map((g, n) => (n === 1 ? 0 : g));
+  const dEntropy = entropyTerm === 'none' ? null : randomArray(N, 6).map((g, n) => (n === 1 ? 0 : g));
+  const gpuHidden = engine.tensorFrom('hidden', [N, C], hidden);
+  const gpuWeight = engine.tensorFrom('weight', [V, C], weight);
+  const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
+  // Stale values where the forward's logits go: the backward must read what the forward left there.
+  const args = { N, C, V, temperature, chunkSize, savedLogits: c.savedLogits ? engine.tensorFrom('savedLogits', [N, V], randomArray(N * V, 9)) : undefined };
+  const logprobs = engine.tensor('logprobs', [N]);
+  const entropy = engine.tensor('entropy', [N]);
+  const lse = engine.tensor('lse', [N]);
+  const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
+  for (const variant of lmHeadStatsVariants.map((v) => v.name)) {
+    engine.knobs.kernelVariants['lm-head'] = variant;
+    lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
+    delete engine.knobs.kernelVariants['lm-head'];
+    expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, `lse (${variant})`);
+    expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, `logprobs (${variant})`);
+    expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, `entropy (${variant})`);
+  }
+
+  const dHiddenBefore = randomArray(N * C, 7);
+  const dWeightBefore = randomArray(V * C, 8);
+  const dHidden = engine.tensorFrom('dHidden', [N, C], dHiddenBefore);
+  const dWeight = engine.tensorFrom('dWeight', [V, C], dWeightBefore);
+  lmHeadBackward(engine, {
+    ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, lse,
+    dLogprobs: engine.tensorFrom('dLogprobs', [N], dLogprobs),
+    dEntropy: dEntropy && engine.tensorFrom('dEntropy', [N], dEntropy),
+    entropy: entropyTerm === 'given' ? entropy : undefined,
+    dHidden, dWeight, accumulateDHidden: c.accumulateDHidden,
+  });
+  const grads = lmHeadBackwardRef({ ...args, hidden, weight, targets, dLogprobs, dEntropy });
+  const expectedDHidden = c.accumulateDHidden ? grads.dHidden.map((g, i) => g + dHiddenBefore[i]) : grads.dHidden;
+  expectClose(await engine.read(dHidden), expectedDHidden, 1e-5, 1e-4, 'dHidden');
+  expectClose(await engine.read(dWeight), grads.dWeight.map((g, i) => g + dWeightBefore[i]), 1e-5, 1e-4, 'dWeight');
+}
+
+/** lmHeadLogits against plain loops. */
+async function expectLogitsMatch(engine: Engine, N: number, C: number, V: number): Promise<void> {
+  const hidden = randomArray(N * C, 1);
+  const weight = randomArray(V * C, 2);
+  const out = engine.tensor('logits', [N, V]);
+  lmHeadLogits(engine, { hidden: engine.tensorFrom('hidden', [N, C], hidden), weight: engine.tensorFrom('weight', [V, C], weight), out, N, C, V });
+  const expected = new Float64Array(N * V);
+  for (let n = 0; n < N; n++) for (let v = 0; v < V; v++) for (let c = 0; c < C; c++) expected[n * V + v] += hidden[n * C + c] * weight[v * C + c];
+  expectClose(await engine.read(out), expected, 1e-5, 1e-5, 'logits');
+}
+
 describe('fused LM head', () => {
   for (const c of cases) {
-    const { N, C, V, temperature, chunkSize, entropyTerm } = c;
-    it(`matches the reference (N=${N}, C=${C}, V=${V}, T=${temperature}, chunk ${chunkSize ?? 'auto'}, entropy ${entropyTerm}${c.savedLogits ? ', saved logits' : ''})`, async () => {
-      const engine = await gpuEngine();
-      const random = seededRandom(N * 7919 + V);
-      const hidden = randomArray(N * C, N + C + V);
-      const weight = randomArray(V * C, V);
-      const targets = Array.from({ length: N }, (_, n) => (n === 0 ? V - 1 : Math.floor(random() * V)));
-      // Row 1 is padding: no upstream gradient at all.
-      const dLogprobs = randomArray(N, 5).map((g, n) => (n === 1 ? 0 : g));
-      const dEntropy = entropyTerm === 'none' ? null : randomArray(N, 6).map((g, n) => (n === 1 ? 0 : g));
-      const gpuHidden = engine.tensorFrom('hidden', [N, C], hidden);
-      const gpuWeight = engine.tensorFrom('weight', [V, C], weight);
-      const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
-      // Stale values where the forward's logits go: the backward must read what the forward left there.
-      const args = { N, C, V, temperature, chunkSize, savedLogits: c.savedLogits ? engine.tensorFrom('savedLogits', [N, V], randomArray(N * V, 9)) : undefined };
-      const logprobs = engine.tensor('logprobs', [N]);
-      const entropy = engine.tensor('entropy', [N]);
-      const lse = engine.tensor('lse', [N]);
-      const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
-      for (const variant of lmHeadStatsVariants.map((v) => v.name)) {
-        engine.knobs.kernelVariants['lm-head'] = variant;
-        lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
-        delete engine.knobs.kernelVariants['lm-head'];
-        expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, `lse (${variant})`);
-        expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, `logprobs (${variant})`);
-        expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, `entropy (${variant})`);
-      }
-
-      const dHiddenBefore = randomArray(N * C, 7);
-      const dWeightBefore = randomArray(V * C, 8);
-      const dHidden = engine.tensorFrom('dHidden', [N, C], dHiddenBefore);
-      const dWeight = engine.tensorFrom('dWeight', [V, C], dWeightBefore);
-      lmHeadBackward(engine, {
-        ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, lse,
-        dLogprobs: engine.tensorFrom('dLogprobs', [N], dLogprobs),
-        dEntropy: dEntropy && engine.tensorFrom('dEntropy', [N], dEntropy),
-        entropy: entropyTerm === 'given' ? entropy : undefined,
-        dHidden, dWeight, accumulateDHidden: c.accumulateDHidden,
-      });
-      const grads = lmHeadBackwardRef({ ...args, hidden, weight, targets, dLogprobs, dEntropy });
-      const expectedDHidden = c.accumulateDHidden ? grads.dHidden.map((g, i) => g + dHiddenBefore[i]) : grads.dHidden;
-      expectClose(await engine.read(dHidden), expectedDHidden, 1e-5, 1e-4, 'dHidden');
-      expectClose(await engine.read(dWeight), grads.dWeight.map((g, i) => g + dWeightBefore[i]), 1e-5, 1e-4, 'dWeight');
-    });
+    it(`matches the reference (${caseLabel(c)})`, async () => expectCaseMatches(await gpuEngine(), c));
   }
 
   it('gives finite statistics and gradients for large logits at a low temperature', async () => {
@@ -105,19 +122,29 @@ describe('fused LM head', () => {
     for (const [N, C, V] of [[3, 12, 50], [1, 64, 1000], [4, 8, 77], [6, 16, 300], [2, 10, 65]]) {
       it(`lmHeadLogits writes the full logits without temperature (${variant}, N=${N}, C=${C}, V=${V})`, async () => {
         const engine = await gpuEngine();
-        const hidden = randomArray(N * C, 1);
-        const weight = randomArray(V * C, 2);
-        const out = engine.tensor('logits', [N, V]);
         engine.knobs.kernelVariants['lm-head-logits'] = variant;
         try {
-          lmHeadLogits(engine, { hidden: engine.tensorFrom('hidden', [N, C], hidden), weight: engine.tensorFrom('weight', [V, C], weight), out, N, C, V });
+          await expectLogitsMatch(engine, N, C, V);
         } finally {
           delete engine.knobs.kernelVariants['lm-head-logits'];
         }
-        const expected = new Float64Array(N * V);
-        for (let n = 0; n < N; n++) for (let v = 0; v < V; v++) for (let c = 0; c < C; c++) expected[n * V + v] += hidden[n * C + c] * weight[v * C + c];
-        expectClose(await engine.read(out), expected, 1e-5, 1e-5, 'logits');
       });
     }
   }
+});
+
+// The LM head as a GPU runs it: its chunks' matmuls on the gpu matmul (narrow tiles at these sizes; the wide
+// ones are the same code, test/webgpu/matmul.test.ts), the decode logits through the matmul, and a 16 KiB
+// binding limit, so the weight is multiplied in chunks of 64 rows (C = 64) and the full logits window by window.
+describe('fused LM head under the GPU variants, split into binding windows', () => {
+  let engine: Engine | null = null;
+  afterAll(() => engine?.destroy());
+  const gpuEngineSplit = async () => {
+    engine ??= await Engine.create({ ...readKnobs(), maxBindingBytes: 16384, kernelVariants: { matmul: 'gpu', 'lm-head-logits': 'matmul' } });
+    return engine;
+  };
+  for (const c of [cases[5], cases[7], cases[8]]) {
+    it(`matches the reference (${caseLabel(c)})`, async () => expectCaseMatches(await gpuEngineSplit(), c));
+  }
+  it('lmHeadLogits writes the full logits (N=3, C=64, V=1000)', async () => expectLogitsMatch(await gpuEngineSplit(), 3, 64, 1000));
 });

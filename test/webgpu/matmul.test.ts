@@ -1,15 +1,16 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import { gpuMatmulTiles, matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
 import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { rmsnormForwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { swigluForwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
-// [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32), a whole tile, N and K not
-// multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A rows of length M).
-const SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [33, 65, 17], [64, 64, 64], [130, 3, 257], [6, 8, 36]];
+// [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32, gpu's 128x128x8 and 64x64x8),
+// a whole tile, N and K not multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A
+// rows of length M).
+const SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [33, 65, 17], [64, 64, 64], [130, 3, 257], [6, 8, 36], [5, 131, 9]];
 const LAYOUTS: MatmulLayout[] = ['nn', 'nt', 'tn'];
 const OPTIONS = [
   { label: 'plain' },
@@ -42,9 +43,11 @@ async function expectMatchesReference(
   return seed;
 }
 
-// 'cpu' and 'cpu-subgroups' only combine register (or register-shuffle) and tiled, each tested on its own;
-// register-shuffle on devices with subgroups of 8 lanes (M = 64 and 130 take its shuffled nn and tn products).
-for (const variant of matmulVariants.filter((v) => !v.name.startsWith('cpu'))) {
+// 'cpu' and 'cpu-subgroups' only combine register (or register-shuffle) and tiled, and 'gpu' gpu-wide and
+// gpu-narrow, each tested on its own (gpu's choice between them: below); register-shuffle on devices with
+// subgroups of 8 lanes (M = 64 and 130 take its shuffled nn and tn products).
+const COMBINATIONS = ['cpu', 'cpu-subgroups', 'gpu'];
+for (const variant of matmulVariants.filter((v) => !COMBINATIONS.includes(v.name))) {
   describe(`matmul/${variant.name}`, () => {
     for (const layout of LAYOUTS) {
       it(`matches the reference for ${layout} on odd shapes with bias, accumulate and alpha`, async () => {
@@ -155,13 +158,13 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
 describe('matmul with a half-precision B', () => {
   const HALF_SHAPES: [number, number, number][] = [[1, 1, 1], [7, 13, 5], [3, 9, 12], [8, 65, 64], [33, 70, 96], [2, 130, 136]];
   // f16 twice: read natively (shader-f16, where the device has it) and unpacked from words (any device). Native
-  // reads are a GPU path (CPU devices never pick them), tested under the GPU's matmul variant, tiled, only: the
+  // reads are a GPU path (CPU devices never pick them), tested under the GPU's matmul variant, gpu, only: the
   // loads are one file shared by every variant, and each variant is two more pipelines to compile cold.
   const STORAGES = [['bf16', null], ['f16', 'native'], ['f16', 'unpacked']] as const;
   for (const [dtype, f16Variant] of STORAGES) {
     const label = f16Variant ? `${dtype} ${f16Variant}` : dtype;
     // register-shuffle reads half B through the register pipelines: nothing of its own to test.
-    for (const variant of matmulVariants.filter((v) => !v.name.startsWith('cpu') && v.name !== 'register-shuffle' && (f16Variant !== 'native' || v.name === 'tiled'))) {
+    for (const variant of matmulVariants.filter((v) => !COMBINATIONS.includes(v.name) && v.name !== 'register-shuffle' && (f16Variant !== 'native' || v.name.startsWith('gpu-')))) {
       it(`${label} ${variant.name}: nt matches the reference over the ${dtype}-rounded weights`, async () => {
         const engine = await gpuEngine();
         if (f16Variant === 'native' && !engine.caps.shaderF16) return;
@@ -205,16 +208,26 @@ describe('matmul with a half-precision B', () => {
 });
 
 describe('matmul launcher', () => {
-  it('records one dispatch per call and picks a cpu variant on CPUs, tiled on GPUs', async () => {
+  it('records one dispatch per call and picks a cpu variant on CPUs, gpu on GPUs', async () => {
     const engine = await gpuEngine();
     const chosen = chooseVariant('matmul', matmulVariants, engine.caps, readKnobs({})).name;
     const cpu = engine.caps.subgroups && engine.caps.subgroupMinSize >= 8 ? 'cpu-subgroups' : 'cpu';
-    expect(chosen).toBe(engine.caps.isSoftware ? cpu : 'tiled');
+    expect(chosen).toBe(engine.caps.isSoftware ? cpu : 'gpu');
     const a = engine.tensor('a', [8, 4]);
     const b = engine.tensor('b', [4, 8]);
     const before = engine.dispatchCount;
     matmul(engine, { a, b, out: engine.tensor('out', [8, 8]), M: 8, N: 8, K: 4, layout: 'nn', bias: engine.tensor('bias', [8]), accumulate: true });
     expect(engine.dispatchCount - before).toBe(1);
+  });
+
+  it('gpu takes wide tiles for outputs of at least 128 of them, at least 128 rows and columns, narrow tiles otherwise', () => {
+    expect(gpuMatmulTiles(1024, 1024)).toBe('narrow'); // 64 wide tiles, 256 narrow
+    expect(gpuMatmulTiles(1, 151936)).toBe('narrow'); // a decode step's LM head: 1187 wide tiles of one row
+    expect(gpuMatmulTiles(127, 151936)).toBe('narrow');
+    expect(gpuMatmulTiles(128, 16384)).toBe('wide');
+    expect(gpuMatmulTiles(1024, 2048)).toBe('wide');
+    expect(gpuMatmulTiles(1025, 1921)).toBe('wide'); // 9 x 15 partial tiles
+    expect(gpuMatmulTiles(4096, 4096)).toBe('wide');
   });
 
   it('names the tensor whose size does not fit', async () => {
