@@ -1,8 +1,8 @@
 // Dispatches `node tools/bench.js <suite>` and prints a table or, with --json, a JSON array of rows.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import type { PipelineRecord } from '../../engine/pipeline-log.ts';
 import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
@@ -55,7 +55,14 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   // An empty shader cache of its own, set before the device exists (Mesa reads it when the driver loads).
   const coldCache = suite === 'compile' ? mkdtempSync(join(tmpdir(), 'mesa-cold-')) : null;
   if (coldCache) process.env.MESA_SHADER_CACHE_DIR = coldCache;
-  const engine = await Engine.create();
+  let knobs: EngineKnobs;
+  try {
+    knobs = readKnobs();
+  } catch (err) {
+    console.error((err as Error).message);
+    return 2;
+  }
+  const engine = await Engine.create(knobs, totalmem());
   try {
     if (!json) console.log(`device: ${engine.caps.description}`);
     if (suite === 'memory') {
