@@ -53,7 +53,7 @@ export async function runQwen3PpoStep(argv: string[]): Promise<number> {
       'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
       'critic.ppo_micro_batch_size_per_gpu=1', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
       'critic.forward_micro_batch_size_per_gpu=1', 'algorithm.adv_estimator=gae', 'trainer.total_training_steps=1', `trainer.save_freq=${save ? 1 : -1}`,
-      'trainer.val_before_train=false', 'trainer.logger=[console]', `trainer.default_local_dir=${runDir}`,
+      'trainer.val_before_train=false', 'trainer.logger=[console,file]', `trainer.default_local_dir=${runDir}`,
     ]);
     console.log(`train.js: exit ${code} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     if (code !== 0 || !save) return code;
