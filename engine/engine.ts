@@ -9,6 +9,7 @@ import { decodeHalf, encodeHalf } from './half-float.ts';
 import { Profiler } from './profiler.ts';
 import { openPipelineLog } from './pipeline-log.ts';
 import { awaitDawn } from './dawn-poll.ts';
+import { deviceMemorySize, type DeviceMemorySize } from './device-memory.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
 
@@ -31,6 +32,8 @@ export class Engine {
   readonly device: GPUDevice;
   readonly caps: DeviceCapabilities;
   readonly knobs: EngineKnobs;
+  /** The device's memory size and where it came from (the rollout's budget is a fraction of it). */
+  readonly memory: DeviceMemorySize;
   readonly profiler: Profiler | null;
 
   private readonly kernels = new Map<KernelSpec, CompiledKernel>();
@@ -59,16 +62,19 @@ export class Engine {
   /** Called with each spec whose pipeline is created (WEBGPU_PIPELINE_LOG). */
   private pipelineLog: ((spec: KernelSpec) => void) | null = null;
 
-  static async create(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
-    const engine = new Engine(await createGpu(knobs));
+  /** `systemMemoryBytes` (os.totalmem() in Node; unknown in a browser tab): what a software adapter or a GPU with
+   *  unified memory allocates from (engine/device-memory.ts). */
+  static async create(knobs: EngineKnobs = readKnobs(), systemMemoryBytes: number | null = null): Promise<Engine> {
+    const engine = new Engine(await createGpu(knobs), systemMemoryBytes);
     if (knobs.pipelineLog) engine.pipelineLog = await openPipelineLog(knobs.pipelineLog);
     return engine;
   }
 
-  constructor(readonly gpu: Gpu) {
+  constructor(readonly gpu: Gpu, systemMemoryBytes: number | null = null) {
     this.device = gpu.device;
     this.caps = gpu.caps;
     this.knobs = gpu.knobs;
+    this.memory = deviceMemorySize({ description: this.caps.description, software: this.caps.isSoftware }, this.knobs.deviceMemoryBytes, systemMemoryBytes);
     this.uniformAlign = Math.max(16, this.caps.minUniformBufferOffsetAlignment);
     this.uniformBuffer = this.device.createBuffer({
       label: 'uniform-ring',

@@ -4,6 +4,7 @@ export { Tensor, type DType, type FloatDType, type RowWindow, bytesPerElement, i
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts';
 export { type DeviceCapabilities } from './device.ts';
+export { deviceMemorySize, type DeviceMemorySize } from './device-memory.ts';
 export { peakFp32Flops, SOFTWARE_PEAK_FLOPS } from './peak-flops.ts';
 export { readKnobs, type EngineKnobs } from './knobs.ts';
 export { chooseVariant } from './variants.ts';

@@ -1,5 +1,6 @@
 // Every environment switch of the engine, typed, in one place. Browser-safe: without `process`
 // (a browser tab) every knob takes its default.
+import { parseMemorySize } from './device-memory.ts';
 
 type Env = Record<string, string | undefined>;
 
@@ -42,6 +43,9 @@ export interface EngineKnobs {
   maxBindingBytes: number | null;
   /** WEBGPU_PEAK_FLOPS=66.9e12: the device's peak FP32 FLOP/s for MFU, instead of engine/peak-flops.ts's table. */
   peakFlops: number | null;
+  /** WEBGPU_DEVICE_MEMORY=80GiB: the device's memory, instead of engine/device-memory.ts's table (the base of
+   *  rollout.gpu_memory_utilization and of the run's memory plan). null: looked up. */
+  deviceMemoryBytes: number | null;
   /** TRAIN_DEBUG=1: an error that stops a run prints its stack trace under its one-line message. */
   trainDebug: boolean;
   /** WEBGPU_PIPELINE_LOG=<file>: append every pipeline created to <file> (JSON lines) for `tools/bench.js compile`. */
@@ -64,6 +68,7 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     kernelVariants,
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
     peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),
+    deviceMemoryBytes: env.WEBGPU_DEVICE_MEMORY ? parseMemorySize(env.WEBGPU_DEVICE_MEMORY, 'WEBGPU_DEVICE_MEMORY') : null,
     trainDebug: env.TRAIN_DEBUG === '1',
     pipelineLog: env.WEBGPU_PIPELINE_LOG || null,
   };

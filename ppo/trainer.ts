@@ -17,7 +17,7 @@ import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
-import { ASSUMED_DEVICE_MEMORY_BYTES, type RolloutBatch, type RolloutConfig } from './rollout/types.ts';
+import type { RolloutBatch, RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
 import { ExperienceMaker, type Experience } from './phases/experience.ts';
 import { rolloutIsWeights, rolloutRejectionMask } from './algorithm/rollout-correction.ts';
@@ -306,7 +306,7 @@ export class PpoTrainer {
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,
-      memoryBudgetBytes: r.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES,
+      memoryBudgetBytes: r.gpu_memory_utilization * this.engine.memory.bytes,
     };
   }
 

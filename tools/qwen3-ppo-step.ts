@@ -1,8 +1,9 @@
 // One PPO step with a GAE critic on a Qwen3-shaped model at real scale: `node tools/qwen3-ppo-step.js
-// [--hidden 1024|128] [--layers N] [--keep DIR]`. Writes a bf16 checkpoint with the real Qwen3 tokenizer (vocabulary
+// [--hidden 1024|128] [--layers N] [--keep DIR] [--no-save]`. Writes a bf16 checkpoint with the real Qwen3 tokenizer (vocabulary
 // 151,936; hidden 1,024 is Qwen3-0.6B's layer: 16/8 heads of 128, intermediate 3,072) and a few GSM8K problems in
 // verl's RL schema into a temporary directory, runs `node train.js` on them for one step (memory plan, step line
-// with each phase's time, tokens/s and the measured peak), then reloads the saved actor and critic. On lavapipe the
+// with each phase's time, tokens/s and the measured peak), then reloads the saved actor and critic (--no-save: the
+// step alone, as the GPU report times it). On lavapipe the
 // 151,936 × 1,024 embedding (622 MB) is above the 128 MiB binding limit: this is the split path at full size.
 import { mkdtemp, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -37,6 +38,7 @@ export async function runQwen3PpoStep(argv: string[]): Promise<number> {
   const hidden = Number(option('hidden') ?? 1024);
   const layers = Number(option('layers') ?? 1);
   const root = option('keep') ?? await mkdtemp(join(tmpdir(), 'qwen3-ppo-'));
+  const save = !argv.includes('--no-save');
   try {
     const model = join(root, 'model');
     let started = performance.now();
@@ -50,11 +52,11 @@ export async function runQwen3PpoStep(argv: string[]): Promise<number> {
       'data.train_batch_size=2', 'data.max_prompt_length=128', 'data.max_response_length=16',
       'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
       'critic.ppo_micro_batch_size_per_gpu=1', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
-      'critic.forward_micro_batch_size_per_gpu=1', 'algorithm.adv_estimator=gae', 'trainer.total_training_steps=1', 'trainer.save_freq=1',
-      'trainer.val_before_train=false', 'trainer.logger=[console]', `trainer.default_local_dir=${runDir}`,
+      'critic.forward_micro_batch_size_per_gpu=1', 'algorithm.adv_estimator=gae', 'trainer.total_training_steps=1', `trainer.save_freq=${save ? 1 : -1}`,
+      'trainer.val_before_train=false', 'trainer.logger=[console,file]', `trainer.default_local_dir=${runDir}`,
     ]);
     console.log(`train.js: exit ${code} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    if (code !== 0) return code;
+    if (code !== 0 || !save) return code;
     const engine = await Engine.create();
     try {
       for (const role of ['actor', 'critic']) {

@@ -153,7 +153,9 @@ const SCHEMA = {
       do_sample: bool(true, 'Sample; false: greedy'),
       log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward when recomputing old log-probs (calculate_log_probs); null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),
       calculate_log_probs: bool(false, 'Keep the sampler\'s own log-probs as rollout log-probs and recompute old log-probs with the training forward (one more actor forward), logging rollout_corr/* drift metrics (kl, k3_kl, training_ppl, rollout_ppl, log_ppl_diff, chi2_token, …); false: old log-probs are the sampler\'s'),
-      gpu_memory_utilization: float(0.5, 'Fraction of the device memory generation may take (KV caches, activations, logits); WebGPU reports no device memory, so of an assumed 4 GiB', { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 }),
+      gpu_memory_utilization: float(0.5, 'Fraction of the device memory generation may take (KV caches, activations, logits). WebGPU reports no memory size: ' +
+        'the device\'s is looked up by adapter name (engine/device-memory.ts), is system RAM for a software adapter and a share of it for unified memory, ' +
+        'and is set with the environment variable WEBGPU_DEVICE_MEMORY=80GiB (an engine knob, not a config key: verl reads it from CUDA); the run\'s memory plan prints which', { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 }),
       log_prob_use_dynamic_bsz: bool('${actor_rollout_ref.actor.use_dynamic_bsz}', 'Log-prob forwards by a token budget (old log-probs with calculate_log_probs; the reference\'s default)'),
       log_prob_max_token_len_per_gpu: int('${actor_rollout_ref.actor.ppo_max_token_len_per_gpu}', 'log_prob_use_dynamic_bsz: tokens per forward, padding included', positive),
       val_kwargs: {

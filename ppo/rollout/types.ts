@@ -22,7 +22,7 @@ export interface RolloutConfig extends SamplingParams {
   /** Drop finished rows once at most this fraction of the batch is still generating and none is waiting (0: never). */
   compactBelow?: number;
   /** Bytes the decode batch may allocate (KV caches, activations, logits): the trainer passes verl's
-   *  rollout.gpu_memory_utilization × ASSUMED_DEVICE_MEMORY_BYTES; unset, only the binding limits bound it. */
+   *  rollout.gpu_memory_utilization × the device's memory (engine/device-memory.ts); unset, only the binding limits bound it. */
   memoryBudgetBytes?: number;
   /** Samples decoded at once, at most; the device's limits and memoryBudgetBytes may allow fewer. */
   maxSlots?: number;
@@ -37,9 +37,6 @@ export interface RolloutProgress {
   /** Response tokens generated so far (observations of multi-turn rollouts not counted). */
   tokens: number;
 }
-
-/** WebGPU reports no device memory: the rollout budget is a fraction of this size unless told the device's. */
-export const ASSUMED_DEVICE_MEMORY_BYTES = 4 * 2 ** 30;
 
 /** verl's val_kwargs default: one greedy sample per prompt. */
 export const VALIDATION_SAMPLING: Pick<RolloutConfig, 'n' | 'temperature' | 'topK' | 'topP'> = { n: 1, temperature: 0, topK: -1, topP: 1 };

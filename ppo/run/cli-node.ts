@@ -9,7 +9,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
-import { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import { HfConfigError } from '../../models/hf-config.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
@@ -151,7 +151,15 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
     }
     throw err;
   }
-  const engine = await Engine.create();
+  let knobs: EngineKnobs;
+  try {
+    knobs = readKnobs();
+  } catch (err) {
+    // An environment knob (WEBGPU_DEVICE_MEMORY=lots) is the user's input too: one line, no stack.
+    console.error(`error: ${(err as Error).message}`);
+    return 2;
+  }
+  const engine = await Engine.create(knobs, totalmem());
   try {
     return await train(engine, config, notes, env, options, resumeCommand(argv, config));
   } catch (err) {
@@ -260,7 +268,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       actor: setup.actor.config, critic: setup.critic?.config ?? null, rewardModel: setup.rewardModel?.config ?? null,
       actorLora: setup.actor.lora?.settings ?? null,
     };
-    for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine, totalmem()), setup.val.length), false)) log(line);
+    for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(engine), setup.val.length), false)) log(line);
     const lora = setup.actor.lora;
     if (lora) {
       // As PEFT's print_trainable_parameters, which verl's LoRA runs print.

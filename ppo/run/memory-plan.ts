@@ -8,11 +8,10 @@
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
-import { bytesPerElement, chooseVariant, elementCount, type Engine, type FloatDType } from '../../engine/index.ts';
+import { bytesPerElement, chooseVariant, elementCount, type DeviceMemorySize, type Engine, type FloatDType } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
-import { ASSUMED_DEVICE_MEMORY_BYTES } from '../rollout/types.ts';
 import { rolloutSlots } from '../rollout/slots.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
@@ -23,8 +22,9 @@ const LM_HEAD_SCRATCH_BYTES = 32 << 20;
 export interface DeviceMemory {
   /** Largest storage binding (maxStorageBufferBindingSize). */
   maxBindingBytes: number;
-  /** Memory the run may use; null when unknown (WebGPU reports no memory size). */
-  budgetBytes: number | null;
+  /** The device's memory (engine/device-memory.ts): the peak must fit it, and the rollout may take
+   *  rollout.gpu_memory_utilization of it. */
+  memory: DeviceMemorySize;
   /** Training forwards multiply by transposed copies of the layer weights (kernels/util/transpose.ts: CPU devices). */
   transposedWeights?: boolean;
   /** Decode steps multiply by transposed copies of the actor's weights, kept by the rollout (CPU devices). */
@@ -61,7 +61,11 @@ export interface MemoryPlan {
   residentBytes: number;
   phases: PhasePlan[];
   peakBytes: number;
-  budgetBytes: number | null;
+  budgetBytes: number;
+  /** What the budget is: the device's memory, of which GPU or system RAM, and where the size came from. */
+  budgetLabel: string;
+  /** The rollout's share of it (rollout.gpu_memory_utilization × budgetBytes). */
+  rolloutBudgetBytes: number;
   /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
   problems: string[];
 }
@@ -121,6 +125,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const promptLength = config.data.max_prompt_length;
   const sequenceLength = promptLength + config.data.max_response_length;
   const problems: string[] = [];
+  const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
   const resident: MemoryItem[] = [];
   const actorParams = parameterCount(actor) * F32;
@@ -169,7 +174,7 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     try {
       S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor,
         { promptLength, capacity: sequenceLength, samples: sequences },
-        { memoryBudgetBytes: config.actor_rollout_ref.rollout.gpu_memory_utilization * ASSUMED_DEVICE_MEMORY_BYTES });
+        { memoryBudgetBytes: rolloutBudgetBytes });
     } catch (err) {
       problems.push((err as Error).message);
     }
@@ -224,15 +229,17 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   update('actor update', actor, sizes.actorMicroBatch, 'lm', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu');
 
   const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
-  if (device.budgetBytes !== null && peakBytes > device.budgetBytes) {
+  const budgetBytes = device.memory.bytes;
+  if (peakBytes > budgetBytes) {
     const worst = phases.reduce((a, b) => (b.peakBytes > a.peakBytes ? b : a));
     const keys = PHASE_KEYS[worst.phase.split(' (')[0]] ?? [];
-    problems.push(`peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(device.budgetBytes)}: ` +
-      (residentBytes > device.budgetBytes
+    const guessed = device.memory.source === 'unknown' ? ' (a guess: set WEBGPU_DEVICE_MEMORY to the device\'s memory)' : '';
+    problems.push(`peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(budgetBytes)}${guessed}: ` +
+      (residentBytes > budgetBytes
         ? `the models alone take ${gib(residentBytes)} — use a smaller model or fewer layers`
         : `lower ${keys.join(', ')}`));
   }
-  return { resident, residentBytes, phases, peakBytes, budgetBytes: device.budgetBytes, problems };
+  return { resident, residentBytes, phases, peakBytes, budgetBytes, budgetLabel: device.memory.label, rolloutBudgetBytes, problems };
 }
 
 const PHASE_KEYS: Record<string, string[]> = {
@@ -269,12 +276,11 @@ function gib(bytes: number): string {
   return `${(bytes / 2 ** 30).toFixed(2)} GiB`;
 }
 
-/** This device's binding limit, and as budget `budgetBytes` or else the system memory a software device allocates
- *  from (a GPU reports no memory size: no budget). */
-export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, budgetBytes: number | null = null): DeviceMemory {
+/** This device's binding limit and memory (`memory`, or else the engine's: engine/device-memory.ts). */
+export function deviceMemory(engine: Engine, memory: DeviceMemorySize = engine.memory): DeviceMemory {
   return {
     maxBindingBytes: engine.maxBindingBytes,
-    budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null),
+    memory,
     transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
     decodeTransposedWeights: chooseVariant('decode-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
   };
@@ -282,8 +288,8 @@ export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, b
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */
 export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
-  const lines = [`memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)}` +
-    (plan.budgetBytes !== null ? ` of a ${gib(plan.budgetBytes)} budget` : '')];
+  const lines = [`memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)} of a ${gib(plan.budgetBytes)} budget, ` +
+    `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization)`, `  budget: ${plan.budgetLabel}`];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
   for (const p of plan.phases) {
     lines.push(`  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)}  peak ${gib(p.peakBytes)}; largest tensor ${mib(p.largestTensor.bytes)} (${p.largestTensor.what})`);

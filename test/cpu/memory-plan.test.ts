@@ -4,6 +4,7 @@ import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
 import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/run/memory-plan.ts';
+import { deviceMemorySize } from '../../engine/device-memory.ts';
 
 const actor = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,
@@ -11,6 +12,11 @@ const actor = parseHfConfig({
 });
 const critic = withHead(actor, 'token-classification');
 const MIB = 2 ** 20;
+const GIB = 2 ** 30;
+/** A device of `bytes` as WEBGPU_DEVICE_MEMORY sets it. */
+const overrideMemory = (bytes: number) => deviceMemorySize({ description: 'test adapter', software: false }, bytes, null);
+/** The device size these plans were written for (the rollout's budget 0.5 × 4 GiB). */
+const FOUR_GIB = overrideMemory(4 * GIB);
 
 function config(overrides: string[]) {
   return loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', 'algorithm.adv_estimator=gae', 'data.train_batch_size=16',
@@ -21,7 +27,7 @@ describe('memory plan', () => {
   it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
     const plan = planMemory(config(['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4', 'critic.forward_micro_batch_size_per_gpu=4',
       'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2', 'critic.ppo_micro_batch_size_per_gpu=2']),
-    { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
+    { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB });
     const actorBytes = parameterCount(actor) * 4;
     expect(parameterCount(actor)).toBe(151936 * 128 + 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128 + 2 * 128 + 2 * 32) + 128);
     expect(plan.resident.map((r) => r.what)).toEqual(['actor parameters', 'actor gradients', 'actor AdamW moments', 'critic parameters', 'critic gradients', 'critic AdamW moments']);
@@ -41,7 +47,7 @@ describe('memory plan', () => {
       num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true, torch_dtype: 'bfloat16',
     });
     const models = { actor: bf16Actor, critic: withHead(bf16Actor, 'token-classification'), rewardModel: null };
-    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
     const resident = (overrides: string[]) => new Map(planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true', 'critic.freeze=true', ...overrides]), models, device)
       .resident.map((r) => [r.what, r.bytes]));
     // Matrices in 2 bytes, the norms (2 layers × (2·128 + 2·32) + 128 floats) in 4.
@@ -61,7 +67,7 @@ describe('memory plan', () => {
   });
 
   it('keeps the transposed layer weights of the actor and a trained critic resident where training forwards use them (CPU devices)', () => {
-    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
     const plain = planMemory(config([]), { actor, critic, rewardModel: null }, device);
     const transposed = planMemory(config([]), { actor, critic, rewardModel: null }, { ...device, transposedWeights: true });
     const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
@@ -74,20 +80,20 @@ describe('memory plan', () => {
 
   it('keeps the actor\'s weights transposed for decode steps resident where the rollout uses them (CPU devices)', () => {
     const overrides = config([]);
-    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
-    const decoded = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, decodeTransposedWeights: true });
+    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB });
+    const decoded = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true });
     // The layer weights; not the LM head: 151,936 × 128 is above the 4M elements decode steps transpose.
     const copies = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
     expect(decoded.resident.find((r) => r.what === 'actor weights transposed for decode steps')?.bytes).toBe(copies);
     expect(decoded.residentBytes - plain.residentBytes).toBe(copies);
     // With the training forward's copies too, the actor's training forwards share the decode set; the critic's are its own.
-    const both = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null, transposedWeights: true, decodeTransposedWeights: true });
+    const both = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, transposedWeights: true, decodeTransposedWeights: true });
     expect(both.residentBytes - plain.residentBytes).toBe(2 * copies);
     expect(both.resident.find((r) => r.what === 'critic layer weights transposed (training forward)')?.bytes).toBe(copies);
   });
 
   it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
-    const device = { maxBindingBytes: 128 * MIB, budgetBytes: null };
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),
       { actor, critic, rewardModel: null }, device);
     // Per layer: stacked A [16, 128] and block Bᵀ [16, qkv 256] for q and v.
@@ -104,7 +110,7 @@ describe('memory plan', () => {
   });
 
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
-    const device = { maxBindingBytes: 16 * MIB, budgetBytes: null };
+    const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
     const advice = plan.problems.find((p) => p.startsWith('actor update'))!;
     expect(advice).toMatch(/actor update: 8 sequences per micro-batch need a 24\.0 MiB activation, above the 16\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=5 or less/);
@@ -115,7 +121,7 @@ describe('memory plan', () => {
 
   it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
     const plan = planMemory(config(['data.train_batch_size=512', 'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'actor_rollout_ref.rollout.gpu_memory_utilization=1']),
-      { actor, critic, rewardModel: null }, { maxBindingBytes: 16 * MIB, budgetBytes: null });
+      { actor, critic, rewardModel: null }, { maxBindingBytes: 16 * MIB, memory: FOUR_GIB });
     // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
     expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
     expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
@@ -123,23 +129,50 @@ describe('memory plan', () => {
 
   it('validation decodes the whole validation set through the same slots: its own phase, more sequences at once', () => {
     const overrides = ['data.max_prompt_length=128', 'data.max_response_length=16', 'data.train_batch_size=4', 'actor_rollout_ref.actor.ppo_mini_batch_size=2'];
-    const without = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null });
-    const plan = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null }, 1319);
+    const without = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB });
+    const plan = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB }, 1319);
     expect(without.phases.map((p) => p.phase)).not.toContain(expect.stringMatching(/^validation/));
     const validation = plan.phases.find((p) => p.phase.startsWith('validation rollout'))!;
     // 128 MiB / (151,936 logits × 4 bytes) = 220 rows of sampling logits per binding.
     expect(validation.phase).toBe('validation rollout (220 of 1319 sequences at once)');
     expect(validation.peakBytes).toBeGreaterThan(plan.phases[0].peakBytes);
     expect(plan.peakBytes).toBe(validation.peakBytes);
-    const sampled = planMemory(config([...overrides, 'actor_rollout_ref.rollout.val_kwargs.n=4', 'actor_rollout_ref.rollout.val_kwargs.do_sample=true', 'actor_rollout_ref.rollout.val_kwargs.temperature=0.6']), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, budgetBytes: null }, 10);
+    const sampled = planMemory(config([...overrides, 'actor_rollout_ref.rollout.val_kwargs.n=4', 'actor_rollout_ref.rollout.val_kwargs.do_sample=true', 'actor_rollout_ref.rollout.val_kwargs.temperature=0.6']), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB }, 10);
     expect(sampled.phases.map((p) => p.phase)).toContain('validation rollout (40 of 40 sequences at once)');
   });
 
   it('a peak above the budget names the phase and its keys', () => {
-    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, budgetBytes: 0.7 * 2 ** 30 });
+    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) });
     expect(plan.problems).toHaveLength(1);
     expect(plan.problems[0]).toMatch(/^peak 0\.84 GiB \(actor update\) is above the memory budget of 0\.70 GiB: lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/);
-    const tiny = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, budgetBytes: 0.3 * 2 ** 30 });
+    const tiny = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.3 * 2 ** 30) });
     expect(tiny.problems[0]).toMatch(/the models alone take .* — use a smaller model/);
+  });
+
+  it('the rollout decodes as many sequences at once as its share of the device memory holds: the slot count follows the budget', () => {
+    const overrides = config(['data.train_batch_size=16384', 'actor_rollout_ref.actor.ppo_mini_batch_size=8']);
+    const slots = (memory: ReturnType<typeof overrideMemory>) => Number(/^rollout \((\d+) of 16384/.exec(
+      planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 64 * 1024 * MIB, memory }).phases[0].phase)![1]);
+    const h100 = deviceMemorySize({ description: 'nvidia hopper NVIDIA H100 80GB HBM3', software: false }, null, null);
+    const small = slots(FOUR_GIB);
+    // 0.5 of 80 GiB holds 20 times the sequences of 0.5 of 4 GiB (within the floor of each division).
+    expect(slots(h100)).toBeGreaterThanOrEqual(20 * small);
+    expect(slots(h100)).toBeLessThan(20 * (small + 1));
+    const lowered = planMemory(config(['data.train_batch_size=16384', 'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'actor_rollout_ref.rollout.gpu_memory_utilization=0.25']),
+      { actor, critic, rewardModel: null }, { maxBindingBytes: 64 * 1024 * MIB, memory: h100 });
+    expect(lowered.rolloutBudgetBytes).toBe(20 * GIB);
+    expect(lowered.phases[0].phase).toMatch(new RegExp(`^rollout \\(${Math.floor(slots(h100) / 2)} of 16384`));
+  });
+
+  it('prints what the budget is, and a guessed size says which knob sets the real one', () => {
+    const h100 = planMemory(config([]), { actor, critic, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: deviceMemorySize({ description: 'nvidia hopper NVIDIA H100 PCIe', software: false }, null, null) });
+    expect(formatMemoryPlan(h100, false).slice(0, 2)).toEqual([
+      expect.stringMatching(/^memory plan: resident .* of a 80\.00 GiB budget, the rollout's 40\.00 GiB of it \(actor_rollout_ref\.rollout\.gpu_memory_utilization\)$/),
+      '  budget: device memory of nvidia hopper NVIDIA H100 PCIe: 80 GiB (table)',
+    ]);
+    const unknown = deviceMemorySize({ description: 'acme gpu-9000', software: false }, null, null);
+    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, memory: { ...unknown, bytes: 0.7 * GIB } });
+    expect(plan.problems[0]).toMatch(/above the memory budget of 0\.70 GiB \(a guess: set WEBGPU_DEVICE_MEMORY to the device's memory\): lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/);
   });
 });

@@ -1,8 +1,8 @@
 // Dispatches `node tools/bench.js <suite>` and prints a table or, with --json, a JSON array of rows.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import type { PipelineRecord } from '../../engine/pipeline-log.ts';
 import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
@@ -11,7 +11,7 @@ type Row = Record<string, string | number>;
 const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>> = {
   kernels: async (engine, argv) => {
     const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
-    return (await import('./kernels.ts')).benchmarkKernels(engine, only) as unknown as Promise<Row[]>;
+    return (await import('./kernels.ts')).benchmarkKernels(engine, { only }) as unknown as Promise<Row[]>;
   },
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
@@ -33,9 +33,9 @@ function formatTable(rows: Row[]): string {
 export async function runBenchmarks(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const suite = argv.find((a) => !a.startsWith('--'));
-  if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile')) {
+  if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile' || suite === 'gpu-report')) {
     console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: --steps=N --warmup=N --every=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
-      ' | compile PIPELINES.jsonl');
+      ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] [--json]');
     return 2;
   }
   const pipelineLog = argv.filter((a) => !a.startsWith('--'))[1];
@@ -55,9 +55,22 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   // An empty shader cache of its own, set before the device exists (Mesa reads it when the driver loads).
   const coldCache = suite === 'compile' ? mkdtempSync(join(tmpdir(), 'mesa-cold-')) : null;
   if (coldCache) process.env.MESA_SHADER_CACHE_DIR = coldCache;
-  const engine = await Engine.create();
+  let knobs: EngineKnobs;
+  try {
+    knobs = readKnobs();
+  } catch (err) {
+    console.error((err as Error).message);
+    return 2;
+  }
+  const engine = await Engine.create(knobs, totalmem());
   try {
     if (!json) console.log(`device: ${engine.caps.description}`);
+    if (suite === 'gpu-report') {
+      // With --json the report goes to stdout and the progress lines to stderr.
+      const { code, report } = await (await import('./gpu-report.ts')).runGpuReport(engine, argv, json ? console.error : console.log);
+      if (json && report) console.log(JSON.stringify(report, null, 2));
+      return code;
+    }
     if (suite === 'memory') {
       const result = await (await import('./memory.ts')).memoryPlanOfCheckpoint(engine, argv);
       if (typeof result === 'string') {

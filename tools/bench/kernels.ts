@@ -29,19 +29,37 @@ const CASES: (() => KernelBenchCase[])[] = [
   valueHeadCases, adamwCases, weightedSumCases, transposeCases, clearRangesCases, ppoCases, decodeLayerCases,
 ];
 
-/** Every case, or with `only` the cases of those ops (as WEBGPU_KERNEL_VARIANTS names them: `--only=value-head,reduce`). */
-export async function benchmarkKernels(engine: Engine, only?: readonly string[]): Promise<KernelBenchRow[]> {
+export interface KernelBenchOptions {
+  /** The cases of these ops only (as WEBGPU_KERNEL_VARIANTS names them: `--only=value-head,reduce`). */
+  only?: readonly string[];
+  /** Time the naive variant and the CPU reference too (vs_naive, vs_cpu); default true. */
+  baselines?: boolean;
+  /** Milliseconds of one sample (harness.ts timeKernel). */
+  targetMs?: number;
+  /** performance.now() after which no further case starts (the GPU report's budget). */
+  deadline?: number;
+}
+
+/** The cases this device runs, of the ops `only` names or all. */
+export function kernelCases(engine: Engine, only?: readonly string[]): KernelBenchCase[] {
+  return CASES.flatMap((cases) => cases()).filter((c) => (!only || only.includes(c.op)) && (c.runsOn?.(engine) ?? true));
+}
+
+/** A row per case, in order, until `deadline`. */
+export async function benchmarkKernels(engine: Engine, options: KernelBenchOptions = {}): Promise<KernelBenchRow[]> {
+  const { baselines = true, targetMs, deadline = Infinity } = options;
   const rows: KernelBenchRow[] = [];
-  for (const benchCase of CASES.flatMap((cases) => cases()).filter((c) => (!only || only.includes(c.op)) && (c.runsOn?.(engine) ?? true))) {
+  for (const benchCase of kernelCases(engine, options.only)) {
+    if (performance.now() > deadline) break;
     const run = benchCase.setup(engine);
     const time = (samples?: number) =>
-      timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples });
+      timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples, targetMs });
     const row = await time();
-    if (benchCase.naiveVariant) {
+    if (baselines && benchCase.naiveVariant) {
       const naive = await withVariant(engine, benchCase.op, benchCase.naiveVariant, () => time(3));
       row.vs_naive = naive.ms / row.ms;
     }
-    if (benchCase.reference) row.vs_cpu = timeReference(benchCase.reference) / row.ms;
+    if (baselines && benchCase.reference) row.vs_cpu = timeReference(benchCase.reference) / row.ms;
     rows.push(row);
   }
   return rows;

@@ -1,11 +1,11 @@
 // `node tools/bench.js memory --model DIR [--memory-gb N] [key=value ...]`: the memory plan of a PPO run on this
-// device for the checkpoint in DIR, read from its config.json alone — no weights are loaded, nothing runs.
+// device (or on one of N GiB) for the checkpoint in DIR, read from its config.json alone — no weights are loaded, nothing runs.
 // Overrides are the trainer's (verl keys, defaults as verl's); the critic is the same trunk with a value head
 // unless critic.model.path names another directory.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { totalmem } from 'node:os';
 import type { Engine } from '../../engine/index.ts';
+import { formatGib } from '../../engine/device-memory.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';
 import { loadConfig, usesCritic } from '../../ppo/config.ts';
 import { planMemory, formatMemoryPlan, deviceMemory, type MemoryPlan } from '../../ppo/run/memory-plan.ts';
@@ -28,6 +28,9 @@ export async function memoryPlanOfCheckpoint(engine: Engine, argv: string[]): Pr
     : criticPath === null || criticPath === dir ? withHead(actor, 'token-classification')
       : await readModelConfig(criticPath).then((c) => (c.head === 'causal-lm' ? withHead(c, 'token-classification') : c));
   const rewardModel = config.reward_model.enable ? await readModelConfig(config.reward_model.model.path!) : null;
-  const plan = planMemory(config, { actor, critic, rewardModel }, deviceMemory(engine, totalmem(), gbAt >= 0 ? Number(argv[gbAt + 1]) * 2 ** 30 : null));
+  const gib = Number(argv[gbAt + 1]);
+  if (gbAt >= 0 && !(gib > 0)) return `--memory-gb: "${argv[gbAt + 1] ?? ''}" must be a positive number of GiB`;
+  const memory = gbAt >= 0 ? { bytes: gib * 2 ** 30, source: 'override' as const, label: `--memory-gb ${gib}: ${formatGib(gib * 2 ** 30)} (override)` } : engine.memory;
+  const plan = planMemory(config, { actor, critic, rewardModel }, deviceMemory(engine, memory));
   return { plan, lines: [`${dir}: ${actor.architecture}, ${actor.numLayers} layers, hidden ${actor.hiddenSize}, vocab ${actor.vocabSize}`, ...formatMemoryPlan(plan)] };
 }

@@ -2,18 +2,15 @@
 // backward, AdamW with clipping) and generation (8 prompts of 16 tokens, 112 new tokens, KV cache, sampled at
 // temperature 1) in this engine and in TensorFlow.js, in one process on the same WebGPU adapter, with ratios.
 // TF.js is no dependency of the project: it is installed into a temporary folder on each run (npm registry
-// needed), or loaded from TFJS_DIR when that names a folder where it already is. Peers: TF.js WebGPU (the same
+// needed), or loaded from TFJS_DIR when that names a folder where it already is (peer-install.ts). Peers: TF.js WebGPU (the same
 // Dawn adapter) and TF.js WASM, single thread (the fastest TF.js engine on a CPU-only machine). Medians of
 // interleaved rounds; ratios are ours / peer's tokens per second. TF.js waits for the GPU as the engine does on
 // a CPU device (engine/dawn-poll.ts: the binding's polls on a 1 ms timer instead of a spin that takes a core from
 // lavapipe), so the ratio compares the two engines' GPU work, not how they wait for it.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
-import { findGpu } from '../../engine/device.ts';
+import { peerFolder, shareDawnWithPeers } from './peer-install.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { BENCH_TINY } from '../../models/presets.ts';
 import { seededRandom } from '../../engine/rng.ts';
@@ -41,16 +38,9 @@ type Tf = any;
 type TfTensor = any;
 
 export async function loadTfjs(): Promise<Tf> {
-  let dir = process.env.TFJS_DIR;
-  if (!dir || !existsSync(join(dir, 'node_modules', '@tensorflow', 'tfjs'))) {
-    dir = dir ?? mkdtempSync(join(tmpdir(), 'tfjs-peer-'));
-    console.error(`installing TF.js into ${dir} (set TFJS_DIR=${dir} to reuse it)`);
-    execFileSync('npm', ['install', '--no-save', '--prefix', dir, ...TFJS_PACKAGES], { stdio: 'inherit' });
-  }
-  // The WebGPU backend registers itself only where navigator.gpu exists when it loads: hand it the engine's Dawn
-  // instance (Node has no navigator), so both run on the same adapter.
-  const nav = ((globalThis as { navigator?: object }).navigator ??= {}) as { gpu?: GPU };
-  nav.gpu ??= await findGpu();
+  const dir = peerFolder('TFJS_DIR', TFJS_PACKAGES, '@tensorflow/tfjs');
+  // The WebGPU backend registers itself only where navigator.gpu exists when it loads.
+  await shareDawnWithPeers();
   const require = createRequire(join(dir, 'package.json'));
   // The union package, not tfjs-core alone: only its CommonJS bundle registers the gradients.
   const tf = require('@tensorflow/tfjs');

@@ -1,9 +1,9 @@
 // `node tools/bench.js train`: one whole supervised training step (forward, cross-entropy, backward, AdamW) at
-// batch 8 × 128 tokens for the tiny and small benchmark configs; ms/step, tokens/s, achieved GFLOP/s and dispatches.
+// batch 8 × 128 tokens for the tiny and small benchmark configs (and, when asked, a GPT-2-124M-sized Llama); ms/step, tokens/s, achieved GFLOP/s and dispatches.
 // The tiny config also runs the step as 4 micro-batches of 2 sequences accumulated into one AdamW update, as the
 // PPO update's ppo_micro_batch_size_per_gpu splits a mini-batch: what a micro-batch costs in dispatches.
 import type { Engine } from '../../engine/index.ts';
-import { BENCH_TINY, BENCH_SMALL } from '../../models/presets.ts';
+import { BENCH_TINY, BENCH_SMALL, BENCH_GPT2_124M } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { forwardFlopsPerToken } from '../../ppo/metrics/step-metrics.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
@@ -15,7 +15,7 @@ import { SftTrainer, buildSftBatch, type SftExample } from '../../ppo/tasks/sft-
 import { seededRandom } from '../../engine/rng.ts';
 
 export interface TrainBenchRow {
-  config: 'tiny' | 'small';
+  config: 'tiny' | 'small' | 'gpt2-124m';
   batch: number;
   seq_len: number;
   /** Micro-batches the batch is split into, their gradients accumulated into one update. */
@@ -43,7 +43,7 @@ export async function benchmarkTrainStep(
   const rows: TrainBenchRow[] = [];
   const configs = options.configs ?? ['tiny', 'small'];
   const microBatchCounts = options.microBatches ?? [1, 4];
-  const runs = ([['tiny', BENCH_TINY, 1], ['tiny', BENCH_TINY, 4], ['small', BENCH_SMALL, 1]] as const)
+  const runs = ([['tiny', BENCH_TINY, 1], ['tiny', BENCH_TINY, 4], ['small', BENCH_SMALL, 1], ['gpt2-124m', BENCH_GPT2_124M, 1]] as const)
     .filter(([n, , m]) => configs.includes(n) && microBatchCounts.includes(m));
   for (const [name, config, microBatches] of runs) {
     const params = createParameterArena(engine, config, `bench-${name}-${microBatches}`);

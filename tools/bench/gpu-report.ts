@@ -1,0 +1,384 @@
+// `node tools/bench.js gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE]`: everything a
+// first run on a GPU should measure, in one command that finishes within 10 minutes: the adapter (limits, features,
+// memory, peak); each kernel's GFLOP/s or GB/s and its share of the card's peak; fp32 matmul at 4096³; the training
+// step (tiny, small, a GPT-2-124M-sized Llama); generation; one PPO step at Qwen3-0.6B's full shape (28 layers) and
+// its memory; the same training step, generation and matmul in PyTorch eager fp32 on the same card (when python3
+// imports torch); jax-js's WebGPU matmul on the same adapter (installed into a temporary folder, as `peers` installs
+// TF.js). Each section has a budget: a child process (the PPO step, torch) is killed at it, an in-process one starts
+// no further case past it and says so. A section that cannot run is reported skipped with the reason. It refuses a
+// software adapter (its timings are a CPU's) unless --allow-software; --tiny runs every section at tiny sizes
+// (the CI smoke run on lavapipe). Prints a line per section and writes the whole report as JSON (FILE, default
+// gpu-report.json), replaced whole, never half-written.
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { peakFp32Flops, type Engine } from '../../engine/index.ts';
+import { matmul, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import { BENCH_GPT2_124M, BENCH_SMALL, BENCH_TINY } from '../../models/presets.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import { timeKernel, type KernelBenchRow } from './harness.ts';
+import { benchmarkKernels, kernelCases } from './kernels.ts';
+import { benchmarkTrainStep, type TrainBenchRow } from './train.ts';
+import { benchmarkRollout, type RolloutBenchRow } from './rollout.ts';
+import { peakBandwidth } from './peak-bandwidth.ts';
+import { peerFolder, shareDawnWithPeers } from './peer-install.ts';
+
+export const SECTIONS = ['adapter', 'kernels', 'matmul', 'train', 'generation', 'ppo-step', 'torch', 'jax-js'] as const;
+export type SectionName = (typeof SECTIONS)[number];
+
+export interface SectionReport {
+  section: SectionName;
+  status: 'ok' | 'skipped' | 'failed';
+  /** Why it was skipped or failed; what it left out when its budget ran out. */
+  reason?: string;
+  seconds: number;
+  budget_s: number;
+  result?: unknown;
+}
+
+export interface GpuReport {
+  mode: 'full' | 'tiny';
+  adapter: string;
+  sections: SectionReport[];
+  /** The headline figures, each named by what it compares (absent when a section behind it did not run). */
+  summary: Record<string, number>;
+}
+
+/** Seconds each section may take, full mode: 585 in all, so the report ends within 10 minutes with start-up. */
+const BUDGET_S: Record<SectionName, number> = {
+  adapter: 5, kernels: 90, matmul: 40, train: 60, generation: 40, 'ppo-step': 200, torch: 90, 'jax-js': 60,
+};
+/** --tiny: the PPO step keeps Qwen3's 151,936-word head (its tokenizer is the real one): minutes on lavapipe. */
+const TINY_BUDGET_S: Record<SectionName, number> = {
+  adapter: 5, kernels: 10, matmul: 10, train: 20, generation: 20, 'ppo-step': 400, torch: 60, 'jax-js': 60,
+};
+
+const JAXJS_PACKAGES = ['@jax-js/jax@0.1.25'];
+const TOOLS_DIR = fileURLToPath(new URL('..', import.meta.url));
+
+interface Sizes {
+  kernelOps?: string[];
+  kernelTargetMs?: number;
+  matmul: number;
+  trainConfigs: TrainBenchRow['config'][];
+  trainSteps: number;
+  generationConfigs: RolloutBenchRow['config'][];
+  generationRuns: number;
+  ppoStepArgs: string[];
+}
+
+const FULL: Sizes = {
+  matmul: 4096, trainConfigs: ['tiny', 'small', 'gpt2-124m'], trainSteps: 5, generationConfigs: ['tiny', 'small'], generationRuns: 3,
+  ppoStepArgs: ['--layers', '28', '--no-save'],
+};
+const TINY: Sizes = {
+  kernelOps: ['rmsnorm'], kernelTargetMs: 20, matmul: 128, trainConfigs: ['tiny'], trainSteps: 1, generationConfigs: ['tiny'], generationRuns: 1,
+  ppoStepArgs: ['--hidden', '128', '--layers', '1', '--no-save'],
+};
+
+const TRAIN_CONFIGS: Record<TrainBenchRow['config'], DecoderConfig> = { tiny: BENCH_TINY, small: BENCH_SMALL, 'gpt2-124m': BENCH_GPT2_124M };
+
+function usageError(message: string): Error {
+  return Object.assign(new Error(message), { usage: true });
+}
+
+export function parseReportArgs(argv: string[]): { tiny: boolean; allowSoftware: boolean; skip: SectionName[]; out: string } {
+  const skip = (argv.find((a) => a.startsWith('--skip='))?.slice('--skip='.length).split(',') ?? []).filter((s) => s.length > 0);
+  for (const name of skip) {
+    if (!(SECTIONS as readonly string[]).includes(name)) throw usageError(`gpu-report: --skip=${name}: no such section (sections: ${SECTIONS.join(', ')})`);
+  }
+  for (const arg of argv.filter((a) => a.startsWith('--'))) {
+    if (!['--tiny', '--allow-software', '--json'].includes(arg) && !arg.startsWith('--skip=') && !arg.startsWith('--out=')) {
+      throw usageError(`gpu-report: unknown option ${arg} (options: --tiny, --allow-software, --skip=section,..., --out=FILE)`);
+    }
+  }
+  return {
+    tiny: argv.includes('--tiny'),
+    allowSoftware: argv.includes('--allow-software'),
+    skip: skip as SectionName[],
+    out: argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) || 'gpu-report.json',
+  };
+}
+
+/** The run's outcome: the exit code and the report (null when refused before any section ran). */
+export async function runGpuReport(engine: Engine, argv: string[], log: (line: string) => void = console.log): Promise<{ code: number; report: GpuReport | null }> {
+  let args: ReturnType<typeof parseReportArgs>;
+  try {
+    args = parseReportArgs(argv);
+  } catch (err) {
+    console.error((err as Error).message);
+    return { code: 2, report: null };
+  }
+  if (engine.caps.isSoftware && !args.allowSoftware) {
+    console.error(`gpu-report: the adapter is a software one (${engine.caps.description}): its timings are a CPU's, not a GPU's ` +
+      '(pass --allow-software to run it anyway, e.g. with --tiny as CI does)');
+    return { code: 1, report: null };
+  }
+  const sizes = args.tiny ? TINY : FULL;
+  const budgets = args.tiny ? TINY_BUDGET_S : BUDGET_S;
+  const peak = peakFp32Flops(engine.caps, engine.knobs.peakFlops);
+  const bandwidth = peakBandwidth(engine.caps.description);
+  const report: GpuReport = { mode: args.tiny ? 'tiny' : 'full', adapter: engine.caps.description, sections: [], summary: {} };
+  const results: Partial<Record<SectionName, unknown>> = {};
+
+  const bodies: Record<SectionName, (deadline: number) => Promise<{ result: unknown; reason?: string }>> = {
+    adapter: async () => ({
+      result: {
+        description: engine.caps.description, software: engine.caps.isSoftware, limits: limitsOf(engine),
+        features: { 'shader-f16': engine.caps.shaderF16, subgroups: engine.caps.subgroups, 'timestamp-query': engine.caps.timestampQuery, subgroup_min_size: engine.caps.subgroupMinSize },
+        memory: engine.memory, peak_fp32_flops: peak, peak_bytes_per_s: bandwidth,
+      },
+    }),
+    kernels: async (deadline) => {
+      const all = kernelCases(engine, sizes.kernelOps).length;
+      const rows = (await benchmarkKernels(engine, { only: sizes.kernelOps, baselines: false, targetMs: sizes.kernelTargetMs, deadline })).map((row) => withShares(row, peak, bandwidth));
+      return { result: rows, reason: rows.length < all ? `budget spent after ${rows.length} of ${all} cases` : undefined };
+    },
+    matmul: async () => ({ result: await timeLargeMatmul(engine, sizes.matmul, peak) }),
+    train: async (deadline) => {
+      const rows: TrainBenchRow[] = [];
+      for (const config of sizes.trainConfigs) {
+        if (performance.now() > deadline) return { result: rows, reason: `budget spent before ${config}` };
+        rows.push(...await benchmarkTrainStep(engine, { configs: [config], microBatches: [1], steps: sizes.trainSteps, warmup: args.tiny ? 1 : 2 }));
+      }
+      return { result: rows };
+    },
+    generation: async () => ({ result: await benchmarkRollout(engine, { configs: sizes.generationConfigs, modes: ['kv-cache'], runs: sizes.generationRuns }) }),
+    'ppo-step': async () => ({ result: await ppoStep(sizes.ppoStepArgs, budgets['ppo-step']) }),
+    torch: async () => {
+      const torch = await torchStep(sizes, args.allowSoftware, budgets.torch);
+      return 'skipped' in torch ? { result: null, reason: torch.skipped } : { result: torch };
+    },
+    'jax-js': async () => ({ result: await jaxMatmul(engine, sizes.matmul, peak) }),
+  };
+
+  for (const section of SECTIONS) {
+    const budget = budgets[section];
+    const start = performance.now();
+    let entry: SectionReport;
+    if (args.skip.includes(section)) {
+      entry = { section, status: 'skipped', reason: 'asked (--skip)', seconds: 0, budget_s: budget };
+    } else {
+      try {
+        const { result, reason } = await bodies[section](start + budget * 1000);
+        const seconds = (performance.now() - start) / 1000;
+        // torch reports "skipped" as a result of its own (no torch, no CUDA): a reason and no result.
+        const skipped = result === null;
+        entry = { section, status: skipped ? 'skipped' : 'ok', seconds, budget_s: budget, ...(skipped ? {} : { result }) };
+        const over = seconds > budget ? `took ${seconds.toFixed(0)} s of a ${budget} s budget` : undefined;
+        const why = [reason, over].filter((s) => s !== undefined).join('; ');
+        if (why) entry.reason = why;
+        if (!skipped) results[section] = result;
+      } catch (err) {
+        entry = { section, status: 'failed', reason: (err as Error).message.split('\n')[0], seconds: (performance.now() - start) / 1000, budget_s: budget };
+      }
+    }
+    report.sections.push(entry);
+    log(`[${section}] ${entry.status} in ${entry.seconds.toFixed(1)} s${entry.reason ? ` (${entry.reason})` : ''}${headline(section, entry)}`);
+  }
+  report.summary = summarize(results);
+  for (const [key, value] of Object.entries(report.summary)) log(`  ${key}: ${value.toPrecision(4)}`);
+  const temporary = `${args.out}.partial`;
+  await writeFile(temporary, JSON.stringify(report, null, 2) + '\n');
+  await rename(temporary, args.out);
+  log(`wrote ${args.out}`);
+  const failed = report.sections.filter((s) => s.status === 'failed').map((s) => s.section);
+  if (failed.length > 0) console.error(`gpu-report: ${failed.join(', ')} failed (see ${args.out})`);
+  return { code: failed.length > 0 ? 1 : 0, report };
+}
+
+function limitsOf(engine: Engine): Record<string, number> {
+  const { maxBufferSize, maxStorageBufferBindingSize, maxStorageBuffersPerShaderStage, maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup, maxComputeWorkgroupsPerDimension, minStorageBufferOffsetAlignment } = engine.caps;
+  return { maxBufferSize, maxStorageBufferBindingSize, maxStorageBuffersPerShaderStage, maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup, maxComputeWorkgroupsPerDimension, minStorageBufferOffsetAlignment };
+}
+
+/** A kernel row with its share of the card's peak FLOP/s (flops rows) or bandwidth (bytes rows), where known. */
+function withShares(row: KernelBenchRow, peak: number | null, bandwidth: number | null): KernelBenchRow & { peak_share?: number; bandwidth_share?: number } {
+  return {
+    ...row,
+    ...(row.gflops !== undefined && peak !== null ? { peak_share: (row.gflops * 1e9) / peak } : {}),
+    ...(row.gbps !== undefined && bandwidth !== null ? { bandwidth_share: (row.gbps * 1e9) / bandwidth } : {}),
+  };
+}
+
+/** The engine's fp32 matmul at n³ in each of `layouts` (the issue's target: at least half the fp32 peak at 4096³). */
+async function timeLargeMatmul(engine: Engine, n: number, peak: number | null, layouts: readonly MatmulLayout[] = ['nt', 'nn', 'tn']): Promise<(KernelBenchRow & { peak_share?: number })[]> {
+  const a = engine.tensor('report-a', [n * n]);
+  const b = engine.tensor('report-b', [n * n]);
+  const out = engine.tensor('report-out', [n * n]);
+  const rows = [];
+  try {
+    for (const layout of layouts) {
+      const row = await timeKernel(engine, `matmul ${layout}`, `${n}x${n}x${n}`, () => matmul(engine, { a, b, out, M: n, N: n, K: n, layout }), { flops: 2 * n ** 3, samples: 3 });
+      rows.push(withShares(row, peak, null));
+    }
+  } finally {
+    for (const t of [a, b, out]) engine.destroyTensor(t);
+  }
+  return rows;
+}
+
+/** Runs `command` with a hard limit of `budgetS` seconds; stdout, or an error naming what happened. */
+function runChild(command: string, args: string[], budgetS: number, what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { timeout: budgetS * 1000, killSignal: 'SIGKILL', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      if (!err) return resolve(stdout);
+      const { killed, code } = err as { killed?: boolean; code?: unknown };
+      const last = `${stderr}`.trim().split('\n').pop() ?? '';
+      // The code stays on the error: ENOENT (no such program) is a reason to skip, not a failure.
+      reject(Object.assign(new Error(killed ? `${what}: stopped at its budget of ${budgetS} s` : `${what}: exit ${code}: ${last || err.message}`), { code }));
+    });
+  });
+}
+
+export interface PpoStepResult {
+  /** The memory plan's first lines as train.js printed them (peak, budget and what the budget is). */
+  memory_plan: string[];
+  /** perf/* and timing_s/* of the step, from its metrics.jsonl. */
+  metrics: Record<string, number>;
+}
+
+/** The memory plan's header lines and the step's perf/ and timing_s/ metrics, from what train.js wrote. */
+export function readPpoStep(stdout: string, metricsJsonl: string): PpoStepResult {
+  const lines = stdout.split('\n');
+  const at = lines.findIndex((l) => l.startsWith('memory plan:'));
+  const records = metricsJsonl.trim().split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as { step: number; data: Record<string, number> });
+  if (at < 0 || records.length === 0) throw new Error('ppo-step: train.js printed no memory plan or wrote no step metrics');
+  const data = records[records.length - 1].data;
+  return {
+    memory_plan: lines.slice(at, at + 2),
+    metrics: Object.fromEntries(Object.entries(data).filter(([k]) => k.startsWith('perf/') || k.startsWith('timing_s/'))),
+  };
+}
+
+/** One PPO step at Qwen3-0.6B's shape (tools/qwen3-ppo-step.ts: real tokenizer, GAE critic) in a child process. */
+async function ppoStep(stepArgs: string[], budgetS: number): Promise<PpoStepResult> {
+  const root = await mkdtemp(join(tmpdir(), 'gpu-report-ppo-'));
+  try {
+    const stdout = await runChild(process.execPath, [join(TOOLS_DIR, 'qwen3-ppo-step.js'), ...stepArgs, '--keep', root], budgetS, 'ppo-step');
+    return readPpoStep(stdout, await readFile(join(root, 'run', 'metrics.jsonl'), 'utf8'));
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+interface TorchResult {
+  device: string;
+  torch: string;
+  train: { config: string; tokens_per_s: number }[];
+  generation: { config: string; tokens_per_s: number }[];
+  matmul: { shape: string; gflops: number }[];
+}
+
+/** tools/bench/torch_step.py on the same shapes; { skipped } when python3 or torch or CUDA is not there. */
+async function torchStep(sizes: Sizes, allowCpu: boolean, budgetS: number): Promise<TorchResult | { skipped: string }> {
+  const spec = {
+    configs: sizes.trainConfigs.map((name) => {
+      const c = TRAIN_CONFIGS[name];
+      return { name, layers: c.numLayers, hidden: c.hiddenSize, heads: c.numHeads, kv_heads: c.numKvHeads, intermediate: c.intermediateSize, vocab: c.vocabSize, tie: c.tieWordEmbeddings };
+    }),
+    batch: 8, seq_len: 128, steps: sizes.trainSteps, warmup: 1,
+    gen: { configs: sizes.generationConfigs, batch: 8, prompt_len: 16, new_tokens: 112, runs: sizes.generationRuns },
+    matmul: [[sizes.matmul, sizes.matmul, sizes.matmul]],
+    allow_cpu: allowCpu,
+  };
+  let stdout: string;
+  try {
+    stdout = await runChild('python3', [join(TOOLS_DIR, 'bench', 'torch_step.py'), JSON.stringify(spec)], budgetS, 'torch');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { skipped: 'no python3 on PATH' };
+    throw err;
+  }
+  return JSON.parse(stdout.trim().split('\n').pop()!) as TorchResult | { skipped: string };
+}
+
+// jax-js has no types here (it lives outside the project); the few calls below are checked by running them.
+type Jax = any;
+
+/** jax-js's jit-compiled fp32 matmul (A·B, our nn layout) at n³ on the engine's adapter, and the engine's nn beside it. */
+async function jaxMatmul(engine: Engine, n: number, peak: number | null): Promise<Record<string, number | string>> {
+  let dir: string;
+  try {
+    dir = peerFolder('JAXJS_DIR', JAXJS_PACKAGES, '@jax-js/jax');
+  } catch (err) {
+    throw new Error(`jax-js: npm could not install ${JAXJS_PACKAGES.join(' ')} (no registry? set JAXJS_DIR to a folder that has it): ${(err as Error).message.split('\n')[0]}`);
+  }
+  await shareDawnWithPeers();
+  const jax: Jax = await import(pathToFileURL(join(dir, 'node_modules', '@jax-js', 'jax', 'dist', 'index.js')).href);
+  const devices: string[] = await jax.init();
+  if (!devices.includes('webgpu')) throw new Error(`jax-js: no webgpu device (it found ${devices.join(', ')})`);
+  jax.defaultDevice('webgpu');
+  const np = jax.numpy;
+  const values = Float32Array.from({ length: n * n }, (_, i) => ((i * 7919) % 1000) / 1000 - 0.5);
+  const a = np.array(values).reshape([n, n]);
+  const b = np.array(values).reshape([n, n]);
+  const product = jax.jit((x: Jax, y: Jax) => np.matmul(x, y));
+  // Arrays are reference-counted: each call takes a reference (.ref) and each result is disposed.
+  const runs = async (count: number) => {
+    const start = performance.now();
+    let c = product(a.ref, b.ref);
+    for (let i = 1; i < count; i++) {
+      c.dispose();
+      c = product(a.ref, b.ref);
+    }
+    await c.blockUntilReady();
+    c.dispose();
+    return (performance.now() - start) / count;
+  };
+  const first = await runs(1);
+  const reps = Math.max(1, Math.min(100, Math.round(200 / Math.max(await runs(1), 1e-3))));
+  const samples = [await runs(reps), await runs(reps), await runs(reps)].sort((x, y) => x - y);
+  const ms = samples[1];
+  a.dispose();
+  b.dispose();
+  const [ours] = await timeLargeMatmul(engine, n, peak, ['nn']);
+  const gflops = (2 * n ** 3) / ms / 1e6;
+  return {
+    version: JAXJS_PACKAGES[0], shape: `${n}x${n}x${n}`, first_call_ms: first, ms, gflops,
+    ...(peak !== null ? { peak_share: (gflops * 1e9) / peak } : {}), ours_nn_gflops: ours.gflops!, ours_over_jax: ours.gflops! / gflops,
+  };
+}
+
+/** One figure for a section's line. */
+function headline(section: SectionName, entry: SectionReport): string {
+  if (entry.status !== 'ok') return '';
+  const r = entry.result as any;
+  const pct = (share: number | undefined) => (share === undefined ? '' : ` (${(100 * share).toFixed(1)}% of peak)`);
+  switch (section) {
+    case 'adapter': return `: ${r.description}; ${r.memory.label}`;
+    case 'kernels': return `: ${r.length} kernels`;
+    case 'matmul': return `: ${r.map((row: any) => `${row.kernel} ${row.gflops.toFixed(0)} GFLOP/s${pct(row.peak_share)}`).join(', ')}`;
+    case 'train': case 'generation': return `: ${r.map((row: any) => `${row.config} ${row.tokens_per_s.toFixed(0)} tokens/s`).join(', ')}`;
+    case 'ppo-step': return `: ${r.memory_plan[0] ?? ''}`;
+    case 'torch': return `: ${r.device}, torch ${r.torch}`;
+    case 'jax-js': return `: ${r.gflops.toFixed(0)} GFLOP/s at ${r.shape}, ours/jax-js ${r.ours_over_jax.toFixed(2)}`;
+  }
+}
+
+/** The ratios the issue asks about: matmul's share of peak, ours over PyTorch eager, ours over jax-js. */
+function summarize(results: Partial<Record<SectionName, unknown>>): Record<string, number> {
+  const summary: Record<string, number> = {};
+  const matmulRows = results.matmul as (KernelBenchRow & { peak_share?: number })[] | undefined;
+  for (const row of matmulRows ?? []) if (row.peak_share !== undefined) summary[`${row.kernel} ${row.shape} share of fp32 peak`] = row.peak_share;
+  const torch = results.torch as TorchResult | undefined;
+  for (const row of (results.train as TrainBenchRow[] | undefined) ?? []) {
+    const theirs = torch?.train.find((t) => t.config === row.config);
+    if (theirs) summary[`train step ${row.config}: ours / torch eager fp32 tokens/s`] = row.tokens_per_s / theirs.tokens_per_s;
+  }
+  for (const row of (results.generation as RolloutBenchRow[] | undefined) ?? []) {
+    const theirs = torch?.generation.find((t) => t.config === row.config);
+    if (theirs) summary[`generation ${row.config}: ours / torch eager fp32 tokens/s`] = row.tokens_per_s / theirs.tokens_per_s;
+  }
+  const cublas = torch?.matmul[0];
+  const ours = matmulRows?.find((r) => r.kernel === 'matmul nt');
+  if (cublas && ours?.gflops !== undefined) summary[`matmul nt ${ours.shape}: ours / cuBLAS fp32`] = ours.gflops / cublas.gflops;
+  const jax = results['jax-js'] as { ours_over_jax: number; shape: string } | undefined;
+  if (jax) summary[`matmul nn ${jax.shape}: ours / jax-js`] = jax.ours_over_jax;
+  const ppo = results['ppo-step'] as PpoStepResult | undefined;
+  if (ppo?.metrics['perf/max_memory_allocated_gb'] !== undefined) summary['ppo step: peak memory GiB'] = ppo.metrics['perf/max_memory_allocated_gb'];
+  return summary;
+}
