@@ -335,7 +335,7 @@ export class Engine {
   /** Waits until the GPU has finished everything submitted. */
   async sync(): Promise<void> {
     this.flush();
-    await awaitDawn(this.device.queue.onSubmittedWorkDone(), this.caps.isSoftware);
+    await awaitDawn(this.device.queue.onSubmittedWorkDone(), this.caps.softwareAdapter);
     if (this.profiler) await this.profiler.collect();
     this.throwIfFailed();
   }
@@ -352,7 +352,7 @@ export class Engine {
       this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
     }
     this.flush();
-    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.isSoftware);
+    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.softwareAdapter);
     const bytes = staging.getMappedRange().slice(0);
     staging.unmap();
     staging.destroy();

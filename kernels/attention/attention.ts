@@ -88,10 +88,10 @@ interface AttentionVariant {
 const attentionVariants: readonly Variant<AttentionVariant>[] = [
   {
     name: 'register',
-    supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8,
+    supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8,
     value: { register: true, unrollUpTo: 0 },
   },
-  { name: 'cpu', supported: (caps) => caps.isSoftware, value: { register: false, unrollUpTo: 64 } },
+  { name: 'cpu', supported: (caps) => caps.deviceClass === 'cpu', value: { register: false, unrollUpTo: 64 } },
   { name: 'unrolled', supported: () => true, value: { register: false, unrollUpTo: Infinity } },
   { name: 'rolled', supported: () => false, value: { register: false, unrollUpTo: 0 } },
 ];

@@ -20,8 +20,8 @@ const DIMS_MAX_HS = 32;
 // beat lanes over the keys where the subgroup holds a head (HS <= 32; wider heads take keys-8). GPUs get 32
 // lanes splitting the keys, fewer when the merge state (lanes · NH/NKV · HS floats) would not fit workgroup memory.
 const decodeAttentionVariants: readonly Variant<Layout>[] = [
-  { name: 'dims', supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
-  { name: 'wg8', supported: (caps) => caps.isSoftware, value: { kind: 'keys', WG: 8 } },
+  { name: 'dims', supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
+  { name: 'wg8', supported: (caps) => caps.deviceClass === 'cpu', value: { kind: 'keys', WG: 8 } },
   { name: 'wg32', supported: () => true, value: { kind: 'keys', WG: 32 } },
 ];
 

@@ -9,7 +9,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
-import { Engine } from '../../engine/index.ts';
+import { Engine, type EngineKnobs } from '../../engine/index.ts';
 import { HfConfigError } from '../../models/hf-config.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
@@ -119,6 +119,8 @@ export interface MainOptions {
   writeCharts?: (runDir: string) => string[];
   /** Environment for ${oc.env:VAR} and TENSORBOARD_DIR (default process.env). */
   env?: Readonly<Record<string, string | undefined>>;
+  /** The engine's knobs (default: from process.env), e.g. to run two device classes in one process. */
+  knobs?: EngineKnobs;
 }
 
 export async function main(argv: string[], options: MainOptions = {}): Promise<number> {
@@ -151,7 +153,7 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
     }
     throw err;
   }
-  const engine = await Engine.create();
+  const engine = await Engine.create(options.knobs);
   try {
     return await train(engine, config, notes, env, options, resumeCommand(argv, config));
   } catch (err) {
@@ -216,7 +218,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   }
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
   if (resumeDir && resumed) await assertResumable(config, resumeDir, resumed.actor.config);
-  log(`device: ${engine.caps.description}`);
+  log(`device: ${engine.caps.description} (${engine.caps.deviceClass} kernels${engine.knobs.deviceClass ? ', WEBGPU_DEVICE_CLASS' : ''})`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
   // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
   const stopWatchingSetup = stopOnSignalDuringSetup(resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start');

@@ -274,7 +274,7 @@ function gib(bytes: number): string {
 export function deviceMemory(engine: Engine, systemMemoryBytes: number | null, budgetBytes: number | null = null): DeviceMemory {
   return {
     maxBindingBytes: engine.maxBindingBytes,
-    budgetBytes: budgetBytes ?? (engine.caps.isSoftware ? systemMemoryBytes : null),
+    budgetBytes: budgetBytes ?? (engine.caps.softwareAdapter ? systemMemoryBytes : null),
     transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
     decodeTransposedWeights: chooseVariant('decode-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
   };

@@ -9,7 +9,7 @@ import type { Engine } from '../../engine/index.ts';
 /** Runs `body` under each variant this device can choose: on CPU devices lanes over the head dimension (dims, with
  *  subgroups of 8 or more) and over the keys (wg8); elsewhere its own choice. */
 async function forEachVariant(engine: Engine, body: (variant: string) => Promise<void>): Promise<void> {
-  const variants = engine.caps.isSoftware ? ['dims', 'wg8'] : [''];
+  const variants = engine.caps.deviceClass === 'cpu' ? ['dims', 'wg8'] : [''];
   for (const variant of variants) {
     if (variant === 'dims' && !(engine.caps.subgroups && engine.caps.subgroupMinSize >= 8)) continue;
     if (variant) engine.knobs.kernelVariants['decode-attention'] = variant;
