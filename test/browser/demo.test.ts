@@ -36,7 +36,7 @@ const MIN_GAIN = 0.25;
 const LIVE_SETTINGS = { warmStartSteps: '10', batchSize: '8', steps: '1' };
 const RUN_TIMEOUT_MS = 480_000;
 /** Under the GPU class: the shipped checkpoint, a few steps (the GPU variants are slower on SwiftShader's CPU). */
-const GPU_CLASS_SETTINGS = { steps: '2', batchSize: '16' };
+const GPU_CLASS_SETTINGS = { steps: '2', batchSize: '8' };
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.json': 'application/json',
