@@ -1,13 +1,20 @@
 // The only module that talks to the WebGPU adapter: finds one (Node via the `webgpu` package, a browser via
 // navigator.gpu), asks for the adapter's own limits and optional features, and records what it got.
-import { readKnobs, type EngineKnobs } from './knobs.ts';
+import { readKnobs, type DeviceClass, type EngineKnobs } from './knobs.ts';
 
 const OPTIONAL_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
 
 export interface DeviceCapabilities {
   description: string;
-  /** A CPU implementation (lavapipe, SwiftShader): kernels prefer fewer loads and fewer dispatches. */
-  isSoftware: boolean;
+  /**
+   * The class every kernel variant is chosen for: 'cpu' prefers fewer loads and fewer dispatches (a CPU runs a
+   * workgroup as a loop), 'gpu' prefers many small workgroups and tiles in workgroup memory. The adapter's own class
+   * unless WEBGPU_DEVICE_CLASS names one, so the GPU variants run (and are tested) on lavapipe too.
+   */
+  deviceClass: DeviceClass;
+  /** The adapter is a CPU implementation (lavapipe, SwiftShader), whatever deviceClass says: what depends on the
+   *  real machine (its peak FLOP/s, its memory, how the host waits for it, CPU-time timing) reads this. */
+  softwareAdapter: boolean;
   shaderF16: boolean;
   subgroups: boolean;
   /** The adapter's smallest subgroup size (0: not reported). */
@@ -94,11 +101,12 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     .filter((s) => s && s.length > 0)
     .join(' ')
     .replace(/\s+/g, ' ');
-  const isSoftware = /llvmpipe|lavapipe|swiftshader|software/i.test(description) || info.architecture === 'cpu';
+  const softwareAdapter = /llvmpipe|lavapipe|swiftshader|software/i.test(description) || info.architecture === 'cpu';
   const limits = device.limits;
   const caps: DeviceCapabilities = {
     description,
-    isSoftware,
+    deviceClass: knobs.deviceClass ?? (softwareAdapter ? 'cpu' : 'gpu'),
+    softwareAdapter,
     shaderF16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
     subgroupMinSize: info.subgroupMinSize ?? 0,
@@ -128,7 +136,7 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     console.error(`WebGPU error: ${error.message}`);
   });
   if (knobs.debug >= 1) {
-    console.error(`webgpu: ${description}; features ${wanted.join(',') || 'none'}; ` +
+    console.error(`webgpu: ${description}; ${caps.deviceClass} class${knobs.deviceClass ? ' (WEBGPU_DEVICE_CLASS)' : ''}; features ${wanted.join(',') || 'none'}; ` +
       `maxStorageBufferBindingSize ${caps.maxStorageBufferBindingSize}`);
   }
   return result;

@@ -74,7 +74,7 @@ export class Engine {
     this.device = gpu.device;
     this.caps = gpu.caps;
     this.knobs = gpu.knobs;
-    this.memory = deviceMemorySize({ description: this.caps.description, software: this.caps.isSoftware }, this.knobs.deviceMemoryBytes, systemMemoryBytes);
+    this.memory = deviceMemorySize({ description: this.caps.description, software: this.caps.softwareAdapter }, this.knobs.deviceMemoryBytes, systemMemoryBytes);
     this.uniformAlign = Math.max(16, this.caps.minUniformBufferOffsetAlignment);
     this.uniformBuffer = this.device.createBuffer({
       label: 'uniform-ring',
@@ -341,7 +341,7 @@ export class Engine {
   /** Waits until the GPU has finished everything submitted. */
   async sync(): Promise<void> {
     this.flush();
-    await awaitDawn(this.device.queue.onSubmittedWorkDone(), this.caps.isSoftware);
+    await awaitDawn(this.device.queue.onSubmittedWorkDone(), this.caps.softwareAdapter);
     if (this.profiler) await this.profiler.collect();
     this.throwIfFailed();
   }
@@ -358,7 +358,7 @@ export class Engine {
       this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
     }
     this.flush();
-    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.isSoftware);
+    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.softwareAdapter);
     const bytes = staging.getMappedRange().slice(0);
     staging.unmap();
     staging.destroy();

@@ -22,11 +22,28 @@ function readMaxBindingBytes(value: string | undefined): number | null {
   return bytes;
 }
 
+/** The classes of device the kernels' variants are written for (engine/device.ts). */
+export const DEVICE_CLASSES = ['gpu', 'cpu'] as const;
+export type DeviceClass = (typeof DEVICE_CLASSES)[number];
+
+function readDeviceClass(value: string | undefined): DeviceClass | null {
+  if (value === undefined || value === '') return null;
+  if (!(DEVICE_CLASSES as readonly string[]).includes(value)) {
+    throw new Error(`WEBGPU_DEVICE_CLASS: "${value}" must be ${DEVICE_CLASSES.join(' or ')} (or unset: the adapter's own class)`);
+  }
+  return value as DeviceClass;
+}
+
 function readPeakFlops(value: string | undefined): number | null {
   if (value === undefined || value === '') return null;
   const flops = Number(value);
   if (!Number.isFinite(flops) || flops <= 0) throw new Error(`WEBGPU_PEAK_FLOPS: "${value}" must be a positive number of FLOP/s (e.g. 66.9e12)`);
   return flops;
+}
+
+/** TRAIN_DEBUG alone: what a stopped run's error report reads even when another knob is the error. */
+export function readTrainDebug(env: Env = environment()): boolean {
+  return env.TRAIN_DEBUG === '1';
 }
 
 export interface EngineKnobs {
@@ -41,6 +58,9 @@ export interface EngineKnobs {
   /** WEBGPU_MAX_BINDING_BYTES=65536: pretend the device binds at most this many bytes per storage binding, so the
    *  paths that split large tensors run (and are tested) on shapes that would fit whole. null: the device's limit. */
   maxBindingBytes: number | null;
+  /** WEBGPU_DEVICE_CLASS=gpu|cpu: choose every kernel variant as on a discrete GPU or on a CPU device, whatever
+   *  the adapter is (so lavapipe runs the GPU variants in CI). null: the adapter's own class. */
+  deviceClass: DeviceClass | null;
   /** WEBGPU_PEAK_FLOPS=66.9e12: the device's peak FP32 FLOP/s for MFU, instead of engine/peak-flops.ts's table. */
   peakFlops: number | null;
   /** WEBGPU_DEVICE_MEMORY=80GiB: the device's memory, instead of engine/device-memory.ts's table (the base of
@@ -67,9 +87,10 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
+    deviceClass: readDeviceClass(env.WEBGPU_DEVICE_CLASS),
     peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),
     deviceMemoryBytes: env.WEBGPU_DEVICE_MEMORY ? parseMemorySize(env.WEBGPU_DEVICE_MEMORY, 'WEBGPU_DEVICE_MEMORY') : null,
-    trainDebug: env.TRAIN_DEBUG === '1',
+    trainDebug: readTrainDebug(env),
     pipelineLog: env.WEBGPU_PIPELINE_LOG || null,
   };
 }

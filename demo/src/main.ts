@@ -1,7 +1,7 @@
 // The page: checks for WebGPU, creates the engine on the tab's device, fetches the shipped starting checkpoint,
 // turns the settings into a config (and the equivalent `node train.js` line), and shows a TrainingSession's
 // progress as status, charts, sample answers and a metrics log to download.
-import { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import { ConfigError } from '../../ppo/config.ts';
 import { MetricCharts } from './charts.ts';
 import { MetricsLog } from './metrics-log.ts';
@@ -23,6 +23,14 @@ const startField = form.elements.namedItem('startFrom') as HTMLSelectElement;
 const warmStartStepsField = form.elements.namedItem('warmStartSteps') as HTMLInputElement;
 const charts = new MetricCharts($('charts'));
 const metricsLog = new MetricsLog();
+
+/** The engine's knobs from the page's query, as `node train.js` reads them from its environment:
+ *  `?WEBGPU_DEVICE_CLASS=gpu` runs the GPU variants even on a software adapter (SwiftShader). */
+function pageKnobs(): EngineKnobs {
+  const query: Record<string, string> = {};
+  new URLSearchParams(location.search).forEach((value, key) => (query[key] = value));
+  return readKnobs(query);
+}
 
 let engine: Engine | null = null;
 let checkpoint: ShippedCheckpoint | null = null;
@@ -90,7 +98,8 @@ function showCommand(): void {
   warmStartStepsField.disabled = startField.value === 'checkpoint';
   const settings = currentSettings();
   const { command, differences } = trainCommand(settings);
-  show('command', command);
+  const deviceClass = new URLSearchParams(location.search).get('WEBGPU_DEVICE_CLASS');
+  show('command', deviceClass ? `WEBGPU_DEVICE_CLASS=${deviceClass} ${command}` : command);
   show('command-differences', `Differences: ${differences.join('; ')}.`);
 }
 
@@ -164,7 +173,7 @@ async function reset(): Promise<void> {
   }
   // A fresh device frees every buffer of the previous run at once.
   engine?.destroy();
-  engine = await Engine.create();
+  engine = await Engine.create(pageKnobs());
   show('step', '0');
   for (const id of ['reward', 'accuracy', 'start-accuracy', 'tokens-per-second', 'step-time']) show(id, '–');
   showSamples([]);
@@ -224,12 +233,13 @@ async function init(): Promise<void> {
     return;
   }
   try {
-    engine = await Engine.create();
+    engine = await Engine.create(pageKnobs());
   } catch (err) {
     unsupported(`WebGPU is present but no device could be created: ${(err as Error).message}`);
     return;
   }
   show('device', engine.caps.description || 'unnamed WebGPU adapter');
+  show('device-class', engine.caps.deviceClass);
   buttons.start.addEventListener('click', start);
   buttons.pause.addEventListener('click', () => session?.pause());
   buttons.reset.addEventListener('click', () => void reset());

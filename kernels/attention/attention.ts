@@ -94,13 +94,13 @@ interface AttentionVariant {
 const attentionVariants: readonly Variant<AttentionVariant>[] = [
   {
     name: 'register',
-    supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8,
+    supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8,
     value: { register: true, unrollUpTo: 0, splitHeads: false },
   },
-  { name: 'cpu', supported: (caps) => caps.isSoftware, value: { register: false, unrollUpTo: 64, splitHeads: false } },
+  { name: 'cpu', supported: (caps) => caps.deviceClass === 'cpu', value: { register: false, unrollUpTo: 64, splitHeads: false } },
   {
     name: 'split-head',
-    supported: (caps) => !caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= MAX_LANES_PER_ROW,
+    supported: (caps) => caps.deviceClass === 'gpu' && caps.subgroups && caps.subgroupMinSize >= MAX_LANES_PER_ROW,
     value: { register: false, unrollUpTo: Infinity, splitHeads: true },
   },
   { name: 'unrolled', supported: () => true, value: { register: false, unrollUpTo: Infinity, splitHeads: false } },

@@ -30,9 +30,9 @@ const DIMS_MAX_HS = 32;
 // workgroups in all, each writing its partial softmax state, which a second dispatch merges; a short cache keeps
 // one split and one dispatch.
 const decodeAttentionVariants: readonly Variant<Layout>[] = [
-  { name: 'dims', supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
-  { name: 'wg8', supported: (caps) => caps.isSoftware, value: { kind: 'keys', WG: 8, split: false } },
-  { name: 'split', supported: (caps) => !caps.isSoftware, value: { kind: 'keys', WG: 32, split: true } },
+  { name: 'dims', supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
+  { name: 'wg8', supported: (caps) => caps.deviceClass === 'cpu', value: { kind: 'keys', WG: 8, split: false } },
+  { name: 'split', supported: (caps) => caps.deviceClass === 'gpu', value: { kind: 'keys', WG: 32, split: true } },
   // The GPUs' variant before split (never chosen): what tools/kernel-lab/decode-attention.ts measures split against.
   { name: 'wg32', supported: () => false, value: { kind: 'keys', WG: 32, split: false } },
 ];

@@ -26,7 +26,7 @@ export interface DecodeLayerShape {
 export const decodeLayerVariants: readonly Variant<boolean>[] = [
   {
     name: 'fused',
-    supported: (caps) => caps.isSoftware && caps.subgroups && caps.subgroupMinSize >= 8 && caps.maxStorageBuffersPerShaderStage >= BINDINGS,
+    supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8 && caps.maxStorageBuffersPerShaderStage >= BINDINGS,
     value: true,
   },
   { name: 'separate', supported: () => true, value: false },

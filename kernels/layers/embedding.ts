@@ -55,7 +55,7 @@ const backwardSpecs = (variant: BackwardVariant) => specsByWidth((width): Kernel
 // On lavapipe a workgroup per token entry pays a workgroup's fixed cost N times, though most of them exit at once
 // (only the first entry of each token's run sums it): one lane per entry is several times faster there.
 export const embeddingBackwardVariants: readonly Variant<{ specs: Record<VectorWidth, KernelSpec>; entriesPerWorkgroup: number }>[] = [
-  { name: 'lane-per-entry', supported: (caps) => caps.isSoftware, value: { specs: backwardSpecs('lane-per-entry'), entriesPerWorkgroup: BACKWARD_WG } },
+  { name: 'lane-per-entry', supported: (caps) => caps.deviceClass === 'cpu', value: { specs: backwardSpecs('lane-per-entry'), entriesPerWorkgroup: BACKWARD_WG } },
   { name: 'workgroup-per-entry', supported: () => true, value: { specs: backwardSpecs('workgroup-per-entry'), entriesPerWorkgroup: 1 } },
 ];
 

@@ -48,7 +48,7 @@ const statsSpecs = (variant: StatsVariant) => specsByWidth((width): KernelSpec =
 
 /** Rows per stats workgroup of each variant (WG in lm-head.wgsl for row-per-lane). */
 export const lmHeadStatsVariants: readonly Variant<{ specs: ReturnType<typeof statsSpecs>; rowsPerWorkgroup: number }>[] = [
-  { name: 'row-per-lane', supported: (caps) => caps.isSoftware, value: { specs: statsSpecs('row-per-lane'), rowsPerWorkgroup: 64 } },
+  { name: 'row-per-lane', supported: (caps) => caps.deviceClass === 'cpu', value: { specs: statsSpecs('row-per-lane'), rowsPerWorkgroup: 64 } },
   { name: 'row-per-workgroup', supported: () => true, value: { specs: statsSpecs('row-per-workgroup'), rowsPerWorkgroup: 1 } },
 ];
 
@@ -286,7 +286,7 @@ function logitsForDecode(engine: Engine, a: LogitsArgs): void {
 // weights the matmul, which reuses each weight load for 8 rows.
 export const lmHeadLogitsVariants: readonly Variant<(engine: Engine, a: LogitsArgs) => void>[] = [
   {
-    name: 'decode', supported: (caps) => caps.isSoftware,
+    name: 'decode', supported: (caps) => caps.deviceClass === 'cpu',
     value: (engine, a) => (a.N <= LOGITS_BLOCK.rows && a.C % 4 === 0 && a.weight.dtype === 'f32' ? logitsForDecode : logitsByMatmul)(engine, a),
   },
   { name: 'matmul', supported: () => true, value: logitsByMatmul },

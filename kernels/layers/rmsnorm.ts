@@ -56,7 +56,7 @@ function kernels(variant: 'workgroup-per-row' | 'lane-per-row'): RmsnormKernels 
 }
 
 const variants: Variant<RmsnormKernels>[] = [
-  { name: 'lane-per-row', supported: (caps) => caps.isSoftware, value: kernels('lane-per-row') },
+  { name: 'lane-per-row', supported: (caps) => caps.deviceClass === 'cpu', value: kernels('lane-per-row') },
   { name: 'workgroup-per-row', supported: () => true, value: kernels('workgroup-per-row') },
 ];
 

@@ -57,7 +57,7 @@ const kernels = (variant: RowVariant): ValueHeadKernels => ({
 // On lavapipe a workgroup per row pays a workgroup's fixed cost and a tree sum's barriers for each row's C/4
 // loads: one lane per row is ~10x faster there (the forward ran at 0.07x its CPU reference as a workgroup per row).
 export const valueHeadVariants: readonly Variant<ValueHeadKernels>[] = [
-  { name: 'lane-per-row', supported: (caps) => caps.isSoftware, value: kernels('lane-per-row') },
+  { name: 'lane-per-row', supported: (caps) => caps.deviceClass === 'cpu', value: kernels('lane-per-row') },
   { name: 'workgroup-per-row', supported: () => true, value: kernels('workgroup-per-row') },
 ];
 

@@ -89,7 +89,7 @@ function bLoads(b: BStorage): string {
 // Qwen3-0.6B's decode shapes against 0.69–0.95× unpacked in one run, 0.95–1.28× against 0.70–1.41× in another
 // (tools/kernel-lab/matmul-half.ts, load average ~15).
 export const matmulF16Variants: readonly Variant<boolean>[] = [
-  { name: 'native', supported: (caps) => caps.shaderF16 && !caps.isSoftware, value: true },
+  { name: 'native', supported: (caps) => caps.shaderF16 && caps.deviceClass === 'gpu', value: true },
   { name: 'unpacked', supported: () => true, value: false },
 ];
 
@@ -182,17 +182,17 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   // for a few rows (decode steps), where the tiled kernel's 64-row tile is mostly idle and register is 5-10x faster.
   {
     name: 'cpu-subgroups',
-    supported: (caps) => caps.isSoftware && subgroupsOf8(caps),
+    supported: (caps) => caps.deviceClass === 'cpu' && subgroupsOf8(caps),
     value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : registerWithShuffle)(layout, aVec4, bVec4, M, prologue, b),
   },
   {
     name: 'cpu',
-    supported: (caps) => caps.isSoftware,
+    supported: (caps) => caps.deviceClass === 'cpu',
     value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
   },
   // Every other device is taken for a GPU: workgroup-tiled with register blocks (matmul-gpu.wgsl's header says
   // why it should be fast there).
-  { name: 'gpu', supported: (caps) => !caps.isSoftware, value: gpu },
+  { name: 'gpu', supported: (caps) => caps.deviceClass === 'gpu', value: gpu },
   { name: 'tiled', supported: () => true, value: tiled },
   { name: 'register', supported: () => true, value: register },
   { name: 'register-shuffle', supported: subgroupsOf8, value: registerWithShuffle },
@@ -223,7 +223,7 @@ export function matmulPrologueSupported(layout: MatmulLayout, K: number): boolea
 // Whether decode steps fold rmsnorm and swiglu into their projections. On a CPU a dispatch costs more than the
 // register kernel's few extra loads; a GPU runs the separate kernels and its own matmul variant.
 export const matmulPrologueVariants: readonly Variant<boolean>[] = [
-  { name: 'fused', supported: (caps) => caps.isSoftware, value: true },
+  { name: 'fused', supported: (caps) => caps.deviceClass === 'cpu', value: true },
   { name: 'separate', supported: () => true, value: false },
 ];
 

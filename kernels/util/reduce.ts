@@ -10,7 +10,7 @@ const LANES = 256;
  *  workgroup adds up to a few hundred partials; on a CPU each workgroup's tree sum costs 8 barriers, so a few long
  *  workgroups win (the gradient norm of 2^20 elements on lavapipe: 15-27 ms of CPU time with 256 workgroups, 1.5-2 ms with 8). */
 export const sumSquaresVariants: readonly Variant<number>[] = [
-  { name: 'few-workgroups', supported: (caps) => caps.isSoftware, value: 8 },
+  { name: 'few-workgroups', supported: (caps) => caps.deviceClass === 'cpu', value: 8 },
   { name: 'many-workgroups', supported: () => true, value: 256 },
 ];
 

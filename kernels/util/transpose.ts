@@ -39,6 +39,6 @@ export function transpose(engine: Engine, a: { x: Tensor; out: Tensor; rows: num
 // shapes (1024 rows), and the transposes cost one pass over the weights per forward; a GPU's tiled nt kernel
 // reads B through workgroup memory either way, so it keeps the weights as they are and saves the copies' memory.
 export const transposedWeightVariants: readonly Variant<boolean>[] = [
-  { name: 'transposed', supported: (caps) => caps.isSoftware, value: true },
+  { name: 'transposed', supported: (caps) => caps.deviceClass === 'cpu', value: true },
   { name: 'as-stored', supported: () => true, value: false },
 ];

@@ -119,6 +119,8 @@ export interface MainOptions {
   writeCharts?: (runDir: string) => string[];
   /** Environment for ${oc.env:VAR} and TENSORBOARD_DIR (default process.env). */
   env?: Readonly<Record<string, string | undefined>>;
+  /** The engine's knobs (default: from process.env), e.g. to run two device classes in one process. */
+  knobs?: EngineKnobs;
 }
 
 export async function main(argv: string[], options: MainOptions = {}): Promise<number> {
@@ -151,15 +153,8 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
     }
     throw err;
   }
-  let knobs: EngineKnobs;
-  try {
-    knobs = readKnobs();
-  } catch (err) {
-    // An environment knob (WEBGPU_DEVICE_MEMORY=lots) is the user's input too: one line, no stack.
-    console.error(`error: ${(err as Error).message}`);
-    return 2;
-  }
-  const engine = await Engine.create(knobs, totalmem());
+  // A bad environment knob (WEBGPU_DEVICE_MEMORY=lots) throws here: runMain makes it one line, no stack.
+  const engine = await Engine.create(options.knobs ?? readKnobs(), totalmem());
   try {
     return await train(engine, config, notes, env, options, resumeCommand(argv, config));
   } catch (err) {
@@ -224,7 +219,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
   }
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
   if (resumeDir && resumed) await assertResumable(config, resumeDir, resumed.actor.config);
-  log(`device: ${engine.caps.description}`);
+  log(`device: ${engine.caps.description} (${engine.caps.deviceClass} kernels${engine.knobs.deviceClass ? ', WEBGPU_DEVICE_CLASS' : ''})`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
   // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
   const stopWatchingSetup = stopOnSignalDuringSetup(resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start');

@@ -2,7 +2,7 @@
 // and what was expected, a non-zero exit status, and the stack trace only with TRAIN_DEBUG=1. Node's own
 // file-system errors ("ENOSPC: no space left on device, write") name neither the path nor what was being done,
 // so the places that touch the run directory wrap them with withFileContext.
-import { readKnobs } from '../../engine/knobs.ts';
+import { readTrainDebug } from '../../engine/knobs.ts';
 
 /** Exit status of a run stopped by an error (2 is a configuration error, 130 an interrupt). */
 const ERROR_EXIT_CODE = 1;
@@ -56,7 +56,7 @@ export async function runMain(main: () => Promise<number>, writeError: (text: st
     return await main();
   } catch (err) {
     writeError(formatRunError(err));
-    if (readKnobs().trainDebug && err instanceof Error && err.stack) writeError(err.stack);
+    if (readTrainDebug() && err instanceof Error && err.stack) writeError(err.stack);
     return ERROR_EXIT_CODE;
   }
 }

@@ -35,6 +35,8 @@ const MIN_GAIN = 0.25;
 /** A live warm start, kept short: it only has to show that path works. */
 const LIVE_SETTINGS = { warmStartSteps: '10', batchSize: '8', steps: '1' };
 const RUN_TIMEOUT_MS = 480_000;
+/** Under the GPU class: the shipped checkpoint, a few steps (the GPU variants are slower on SwiftShader's CPU). */
+const GPU_CLASS_SETTINGS = { steps: '2', batchSize: '8' };
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.json': 'application/json',
@@ -95,13 +97,14 @@ async function downloadMetrics(page: Page): Promise<Record<string, number>[]> {
 const stepOf = (page: Page) => page.evaluate(() => Number(document.querySelector('[data-testid=step]')!.textContent));
 const chartPoints = (page: Page, chart: string) => page.locator(`figure[data-chart="${chart}"]`).getAttribute('data-points').then(Number);
 
-/** The page on SwiftShader, ready to start (the shipped checkpoint fetched); errors it logs collect in the array. */
-async function openDemo(): Promise<{ page: Page; pageErrors: string[] }> {
+/** The page on SwiftShader, ready to start (the shipped checkpoint fetched); errors it logs collect in the array.
+ *  `query`: the page's URL query (engine knobs, e.g. WEBGPU_DEVICE_CLASS=gpu). */
+async function openDemo(query = ''): Promise<{ page: Page; pageErrors: string[] }> {
   const page = await browser.newPage({ viewport: { width: 1280, height: 1100 } });
   const pageErrors: string[] = [];
   page.on('pageerror', (err) => pageErrors.push(err.message));
   page.on('console', (msg) => msg.type() === 'error' && pageErrors.push(msg.text()));
-  await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+  await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/${query}`);
   await expect.poll(() => page.locator('#device').innerText(), { timeout: 60_000 }).toMatch(/swiftshader/i);
   await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, { timeout: 60_000 });
   return { page, pageErrors };
@@ -109,6 +112,8 @@ async function openDemo(): Promise<{ page: Page; pageErrors: string[] }> {
 
 test('from the shipped checkpoint, PPO raises validation accuracy within a few steps in headless Chromium', async () => {
   const { page, pageErrors } = await openDemo();
+  // SwiftShader is a CPU device: without a query the page chooses the CPU variants.
+  expect(await text(page, 'device-class')).toBe('cpu');
   // The shipped checkpoint is the default start, and its warm start is charted before any training.
   expect(await page.inputValue('select[name=startFrom]')).toBe('checkpoint');
   expect(await chartPoints(page, 'Warm-start loss')).toBeGreaterThanOrEqual(100);
@@ -179,3 +184,23 @@ test('the warm start can still run live in the tab, charted step by step', async
   expect(await stepOf(page)).toBe(1);
   expect(pageErrors).toEqual([]);
 }, RUN_TIMEOUT_MS);
+
+test('?WEBGPU_DEVICE_CLASS=gpu runs the GPU kernel variants in the tab (what a real GPU runs): a few PPO steps, finite metrics', async () => {
+  const { page, pageErrors } = await openDemo('?WEBGPU_DEVICE_CLASS=gpu');
+  expect(await text(page, 'device-class')).toBe('gpu');
+  for (const [name, value] of Object.entries(GPU_CLASS_SETTINGS)) await page.fill(`input[name=${name}]`, value);
+  expect(await page.locator('#command').innerText()).toMatch(/^WEBGPU_DEVICE_CLASS=gpu node train\.js /);
+  await page.click('#start');
+  await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
+  expect(await stepOf(page)).toBe(Number(GPU_CLASS_SETTINGS.steps));
+  expect(pageErrors).toEqual([]);
+  const steps = (await downloadMetrics(page)).filter((m) => 'critic/score/mean' in m);
+  expect(steps).toHaveLength(Number(GPU_CLASS_SETTINGS.steps));
+  for (const m of steps) for (const key of ['actor/pg_loss', 'actor/ppo_kl', 'actor/grad_norm', 'critic/vf_loss']) expect(Number.isFinite(m[key]), `${key} = ${m[key]}`).toBe(true);
+}, RUN_TIMEOUT_MS);
+
+test('a bad ?WEBGPU_DEVICE_CLASS is named on the page', async () => {
+  const page = await browser.newPage();
+  await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/?WEBGPU_DEVICE_CLASS=tpu`);
+  await expect.poll(() => page.locator('#no-webgpu-reason').innerText(), { timeout: 60_000 }).toContain('WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu');
+});

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { peakFp32Flops, SOFTWARE_PEAK_FLOPS } from '../../engine/peak-flops.ts';
 import { readKnobs } from '../../engine/knobs.ts';
 
-const gpu = (description: string) => ({ description, isSoftware: false });
+const gpu = (description: string) => ({ description, softwareAdapter: false });
 
 describe('the peak FLOP/s behind MFU', () => {
   it('looks the adapter up by name, specific names first', () => {
@@ -13,14 +13,14 @@ describe('the peak FLOP/s behind MFU', () => {
   });
 
   it('gives a CPU implementation the measured lavapipe rate and an unknown GPU none (no MFU rather than a wrong one)', () => {
-    expect(peakFp32Flops({ description: 'mesa llvmpipe', isSoftware: true }, null)).toBe(SOFTWARE_PEAK_FLOPS);
+    expect(peakFp32Flops({ description: 'mesa llvmpipe', softwareAdapter: true }, null)).toBe(SOFTWARE_PEAK_FLOPS);
     expect(peakFp32Flops(gpu('amd rdna-3 Radeon Pro W7900'), null)).toBeNull();
   });
 
   it('takes WEBGPU_PEAK_FLOPS over the table, and refuses a value that is not a positive number', () => {
     const knobs = readKnobs({ WEBGPU_PEAK_FLOPS: '61.3e12' });
     expect(peakFp32Flops(gpu('amd rdna-3 Radeon Pro W7900'), knobs.peakFlops)).toBe(61.3e12);
-    expect(peakFp32Flops({ description: 'mesa llvmpipe', isSoftware: true }, knobs.peakFlops)).toBe(61.3e12);
+    expect(peakFp32Flops({ description: 'mesa llvmpipe', softwareAdapter: true }, knobs.peakFlops)).toBe(61.3e12);
     expect(() => readKnobs({ WEBGPU_PEAK_FLOPS: 'fast' })).toThrow(/WEBGPU_PEAK_FLOPS: "fast" must be a positive number/);
   });
 });

@@ -10,7 +10,7 @@ import { randomArray, expectClose } from '../support/arrays.ts';
 describe('real GPU', () => {
   it('is a hardware adapter and the matmul choice is a GPU variant', async () => {
     const engine = await realGpuEngine();
-    expect(engine.caps.isSoftware).toBe(false);
+    expect(engine.caps.softwareAdapter).toBe(false);
     expect(chooseVariant('matmul', matmulVariants, engine.caps, readKnobs({})).name).not.toBe('cpu');
   });
 

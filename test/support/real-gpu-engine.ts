@@ -8,7 +8,7 @@ let enginePromise: Promise<Engine> | null = null;
 
 async function create(): Promise<Engine> {
   const engine = await Engine.create();
-  if (engine.caps.isSoftware) {
+  if (engine.caps.softwareAdapter) {
     const description = engine.caps.description;
     engine.destroy();
     throw new Error(`test/gpu needs a hardware GPU adapter; found the software adapter "${description}". ` +

@@ -97,6 +97,12 @@ describe('node train.js with bad input', () => {
     expect(await readFile(join(tiny.root, 'plain', 'global_step_1', 'actor', 'chat_template.jinja'), 'utf8')).toBe('{{ messages[-1].content }}');
   });
 
+  it('a WEBGPU_DEVICE_CLASS that is neither gpu nor cpu: one line naming the knob and its values, the previous run untouched', async () => {
+    const before = await snapshot(previousRun);
+    expectOneLine(await train(inPreviousRun(), { WEBGPU_DEVICE_CLASS: 'tpu' }), /^error: WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu/);
+    expect(await snapshot(previousRun)).toEqual(before);
+  });
+
   it('TRAIN_DEBUG=1 adds the stack trace', async () => {
     const outcome = await train([...inPreviousRun(), 'data.train_files=/nonexistent/train.jsonl'], { TRAIN_DEBUG: '1' });
     expect(outcome.errors[0]).toMatch(/^error: /);

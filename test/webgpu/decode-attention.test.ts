@@ -9,7 +9,7 @@ import type { Engine } from '../../engine/index.ts';
 /** Runs `body` under each variant this device can choose: on CPU devices lanes over the head dimension (dims, with
  *  subgroups of 8 or more) and over the keys (wg8), and the GPUs' split cache (split); elsewhere its own choice. */
 async function forEachVariant(engine: Engine, body: (variant: string) => Promise<void>): Promise<void> {
-  const variants = engine.caps.isSoftware ? ['dims', 'wg8', 'split'] : [''];
+  const variants = engine.caps.deviceClass === 'cpu' ? ['dims', 'wg8', 'split'] : [''];
   for (const variant of variants) {
     if (variant === 'dims' && !(engine.caps.subgroups && engine.caps.subgroupMinSize >= 8)) continue;
     if (variant) engine.knobs.kernelVariants['decode-attention'] = variant;
@@ -94,7 +94,7 @@ describe('decode-attention kernel', () => {
       expect(kCache).toEqual(Float32Array.from(ref.kCache));
       expect(vCache).toEqual(Float32Array.from(ref.vCache));
       // The split variant: the splits, then the combine pass; the others attend in one dispatch.
-      const split = variant === 'split' || (variant === '' && !engine.caps.isSoftware);
+      const split = variant === 'split' || (variant === '' && engine.caps.deviceClass === 'gpu');
       expect(dispatches, variant).toBe(split ? 2 : 1);
     });
   });

@@ -15,6 +15,7 @@ import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { expectClose } from '../support/arrays.ts';
 import { decodeLayerVariants } from '../../kernels/decode/decode-layer.ts';
+import { matmulPrologueVariants } from '../../kernels/matmul/matmul.ts';
 
 function config(architecture: string): DecoderConfig {
   return parseHfConfig({
@@ -51,7 +52,7 @@ async function decodeStep(engine: Engine, c: DecoderConfig, variants: Record<str
 
 describe('decode step', () => {
   for (const architecture of ['LlamaForCausalLM', 'Qwen3ForCausalLM']) {
-    it(`${architecture}: one dispatch per layer (CPU devices), prologues fused, and separate kernels give the same logits`, async () => {
+    it(`${architecture}: one dispatch per layer (CPU class), prologues fused, and separate kernels give the same logits`, async () => {
       const engine = await gpuEngine();
       const c = config(architecture);
       const layer = await decodeStep(engine, c, {});
@@ -60,15 +61,17 @@ describe('decode step', () => {
       expectClose(layer.logits, separate.logits, 1e-5, 1e-5, 'logits of the fused layers');
       expectClose(fused.logits, separate.logits, 1e-5, 1e-5, 'logits with prologues');
       // embedding; per layer qkv, [q/k norm], attention, o_proj, gate_up, down; final norm and LM head (one
-      // dispatch against a CPU device's transposed head).
+      // dispatch against the CPU class's transposed head).
       const perLayer = 5 + (c.qkNorm ? 1 : 0);
-      const head = engine.caps.isSoftware ? 1 : 2;
+      const head = engine.caps.deviceClass === 'cpu' ? 1 : 2;
       expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + head);
       // Separate: the rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
       expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers + 2 - head);
-      // The device's own choice: one dispatch per layer where kernels/decode/decode-layer runs.
+      // The device class's own choice: one dispatch per layer where kernels/decode/decode-layer runs (the CPU class
+      // with 8-lane subgroups), else the prologues fused (CPU class) or separate kernels (GPU class).
       const oneDispatchPerLayer = decodeLayerVariants[0].supported(engine.caps);
-      expect(layer.dispatches).toBe(oneDispatchPerLayer ? 1 + c.numLayers + head : fused.dispatches);
+      const prologuesFused = matmulPrologueVariants[0].supported(engine.caps);
+      expect(layer.dispatches).toBe(oneDispatchPerLayer ? 1 + c.numLayers + head : prologuesFused ? fused.dispatches : separate.dispatches);
     });
   }
 

@@ -12,7 +12,7 @@ import { runGpuReport, SECTIONS } from '../../tools/bench/gpu-report.ts';
 describe('gpu-report --tiny', () => {
   it('refuses a software adapter unless --allow-software', async () => {
     const engine = await gpuEngine();
-    if (!engine.caps.isSoftware) return;
+    if (!engine.caps.softwareAdapter) return;
     const dir = await mkdtemp(join(tmpdir(), 'gpu-report-'));
     try {
       expect(await runGpuReport(engine, ['--tiny', `--out=${join(dir, 'r.json')}`], () => {})).toEqual({ code: 1, report: null });
@@ -44,7 +44,7 @@ describe('gpu-report --tiny', () => {
       const matmul = sections.matmul.result as { kernel: string; shape: string; gflops: number; peak_share?: number }[];
       expect(matmul.map((m) => `${m.kernel} ${m.shape}`)).toEqual(['matmul nt 128x128x128', 'matmul nn 128x128x128', 'matmul tn 128x128x128']);
       // Every adapter the peak table knows (lavapipe's measured rate included) gives each matmul its share of peak.
-      if (engine.caps.isSoftware) expect(Object.keys(report!.summary)).toContain('matmul nt 128x128x128 share of fp32 peak');
+      if (engine.caps.softwareAdapter) expect(Object.keys(report!.summary)).toContain('matmul nt 128x128x128 share of fp32 peak');
       expect(sections.train.result).toEqual([expect.objectContaining({ config: 'tiny', batch: 8, seq_len: 128 })]);
       expect(sections.generation.result).toEqual([expect.objectContaining({ config: 'tiny', mode: 'kv-cache', new_tokens: 112 })]);
       expect(lines.filter((l) => l.startsWith('['))).toHaveLength(SECTIONS.length);

@@ -111,7 +111,7 @@ export async function runGpuReport(engine: Engine, argv: string[], log: (line: s
     console.error((err as Error).message);
     return { code: 2, report: null };
   }
-  if (engine.caps.isSoftware && !args.allowSoftware) {
+  if (engine.caps.softwareAdapter && !args.allowSoftware) {
     console.error(`gpu-report: the adapter is a software one (${engine.caps.description}): its timings are a CPU's, not a GPU's ` +
       '(pass --allow-software to run it anyway, e.g. with --tiny as CI does)');
     return { code: 1, report: null };
@@ -126,7 +126,7 @@ export async function runGpuReport(engine: Engine, argv: string[], log: (line: s
   const bodies: Record<SectionName, (deadline: number) => Promise<{ result: unknown; reason?: string }>> = {
     adapter: async () => ({
       result: {
-        description: engine.caps.description, software: engine.caps.isSoftware, limits: limitsOf(engine),
+        description: engine.caps.description, software: engine.caps.softwareAdapter, limits: limitsOf(engine),
         features: { 'shader-f16': engine.caps.shaderF16, subgroups: engine.caps.subgroups, 'timestamp-query': engine.caps.timestampQuery, subgroup_min_size: engine.caps.subgroupMinSize },
         memory: engine.memory, peak_fp32_flops: peak, peak_bytes_per_s: bandwidth,
       },

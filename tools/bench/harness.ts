@@ -67,7 +67,7 @@ export async function timeKernel(engine: Engine, kernel: string, shape: string, 
   while (times.length < samples) times.push(await timeRuns(engine, run, reps));
   const ms = median(times.map((t) => t.ms));
   const row: KernelBenchRow = { kernel, shape, ms };
-  if (engine.caps.isSoftware) row.cpu_ms = median(times.map((t) => t.cpuMs));
+  if (engine.caps.softwareAdapter) row.cpu_ms = median(times.map((t) => t.cpuMs));
   if (flops !== undefined) row.gflops = flops / ms / 1e6;
   if (bytes !== undefined) row.gbps = bytes / ms / 1e6;
   return row;

@@ -262,7 +262,7 @@ const ROUNDS = 5;
 
 export async function benchmarkPeers(engine: Engine): Promise<PeerBenchRow[]> {
   const tf = await loadTfjs();
-  const patient = engine.caps.isSoftware;
+  const patient = engine.caps.softwareAdapter;
   const samples = new Map<string, number[]>();
   const record = (key: string, tokensPerSecond: number) => samples.set(key, [...(samples.get(key) ?? []), tokensPerSecond]);
   const useBackend = async (backend: string) => {

@@ -33,7 +33,7 @@ try {
     const [start, cpu] = [performance.now(), process.cpuUsage()];
     await engine.read(lm.tokenLogprobs(batch, targets, { saveForBackward: false }).logprobs);
     const used = process.cpuUsage(cpu);
-    return engine.caps.isSoftware ? (used.user + used.system) / 1000 : performance.now() - start;
+    return engine.caps.softwareAdapter ? (used.user + used.system) / 1000 : performance.now() - start;
   };
   await forward(f32.params);
   await forward(bf16.params);
@@ -45,7 +45,7 @@ try {
   const mb = (params: Arena) => (params.totalElements * 4 / 1e6).toFixed(1);
   console.log(`device: ${engine.caps.description}`);
   console.log(`Qwen3-shaped hidden ${hidden} × ${layers} layers, vocabulary 151,936: reference arena ${mb(f32.params)} MB float32, ${mb(bf16.params)} MB bf16`);
-  console.log(`reference log-probs of ${B} × ${T} tokens (${engine.caps.isSoftware ? 'CPU' : 'wall'} ms, median of 5): float32 ${median(times.f32).toFixed(0)}, bf16 ${median(times.bf16).toFixed(0)} (${(median(times.bf16) / median(times.f32)).toFixed(2)}x)`);
+  console.log(`reference log-probs of ${B} × ${T} tokens (${engine.caps.softwareAdapter ? 'CPU' : 'wall'} ms, median of 5): float32 ${median(times.f32).toFixed(0)}, bf16 ${median(times.bf16).toFixed(0)} (${(median(times.bf16) / median(times.f32)).toFixed(2)}x)`);
 } finally {
   await rm(root, { recursive: true, force: true });
   engine.destroy();

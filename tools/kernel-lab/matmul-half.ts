@@ -42,7 +42,7 @@ async function validate(engine: Engine): Promise<boolean> {
 }
 
 async function sweep(engine: Engine): Promise<void> {
-  const unit = engine.caps.isSoftware ? 'cpu ms' : 'ms';
+  const unit = engine.caps.softwareAdapter ? 'cpu ms' : 'ms';
   const columns = COLUMNS.filter(([, , v]) => v !== 'native' || engine.caps.shaderF16);
   console.log(`${'shape'.padEnd(22)}${'M x N x K'.padEnd(18)}${columns.map(([name]) => `${name} ${unit}`.padStart(19)).join('')}` +
     `${columns.slice(1).map(([name]) => `${name}/f32`.padStart(18)).join('')}`);

@@ -19,7 +19,7 @@ export function matmulCases(): KernelBenchCase[] {
     flops: 2 * M * N * K,
     naiveVariant: 'naive',
     // 2048³ is 17 GFLOP: seconds per run on a software device, where the GPU class may be forced.
-    ...(hardwareOnly ? { runsOn: (engine: Engine) => !engine.caps.isSoftware } : {}),
+    ...(hardwareOnly ? { runsOn: (engine: Engine) => !engine.caps.softwareAdapter } : {}),
     setup: (engine) => {
       const a = engine.tensor('bench-a', [M * K]);
       const b = engine.tensor('bench-b', [K * N]);
