@@ -84,10 +84,11 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
   const compactBelow = c.compactBelow ?? DEFAULT_COMPACT_BELOW;
   const decoder = decoders.decoderFor('decode', slots, capacity);
   const prefill = decoders.decoderFor('prefill', slots, P);
-  // One output row per slot: a row's next sample reuses it once the host has read the last one's (the read is
-  // queued before the newcomer's first write).
+  // One output row per slot, kept by the slot through compactions: a finished row goes on writing padding into
+  // its own output row (past its last token) until its next sample restarts it, so no other row may use that
+  // output row. The host has read the last sample's columns before the next one is admitted.
   const state = new SamplerState(e, slots, slots, R, c.eosTokenIds);
-  const freeOutRows = Array.from({ length: slots }, (_, r) => slots - 1 - r);
+  let outRows = Array.from({ length: slots }, (_, r) => r);
   // The shared index starts past the longest prompt, so any prompt can end there.
   decoder.cache.reset(slots, P);
   let rows: (SlotSample | null)[] = new Array<SlotSample | null>(slots).fill(null);
@@ -105,7 +106,7 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
       masks.map((m) => positionsFromMask(m)));
     decoder.cache.importRows(prefill.cache, taken.map((to, from) => ({ from, to })));
     taken.forEach((r, k) => {
-      const outRow = freeOutRows.pop()!;
+      const outRow = outRows[r];
       rows[r] = { queued: samples[k], outRow, firstDispatch: dispatches, harvested: 0, logprobs: [], windowStart: decoder.cache.length - width };
       state.startRows(r, [{ sampling: { ...samples[k].sampling, outRow }, position: samples[k].prompt.length - 1 }]);
     });
@@ -114,7 +115,6 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
   const release = (r: number): void => {
     const s = rows[r]!;
     queue.finished(s.queued, Float32Array.from(s.logprobs.slice(0, s.queued.progress.tokens.length)));
-    freeOutRows.push(s.outRow);
     state.finish(r);
     rows[r] = null;
   };
@@ -141,12 +141,18 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     state.destroy();
     return;
   }
-  rows.forEach((s, r) => s === null && state.finish(r));
+  // Rows left empty wait finished, writing padding into their own output rows.
+  rows.forEach((s, r) => {
+    if (s !== null) return;
+    state.startRows(r, [{ sampling: { temperature: 0, topK: -1, topP: 1, seed: 0, stream: 0, outRow: outRows[r] }, position: 0 }]);
+    state.finish(r);
+  });
   let logits = first.logits;
+  // The first samples took rows [0, k): their prompts' logits are the first step's, k rows (the rest are finished).
+  let logitRows = first.rows.length;
   for (;;) {
-    const count = rows.length;
     sampleTokens(e, {
-      logits, V, rows: count, ...state.view(count), tokens: state.tokens, logprobs: state.logprobs,
+      logits, V, rows: logitRows, ...state.view(logitRows), tokens: state.tokens, logprobs: state.logprobs,
       eosIds: state.eosIds, numEos: state.numEos, outStride: R, padId: c.padTokenId,
     });
     dispatches++;
@@ -164,11 +170,12 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
       if (running.length > 0) pending = { dispatches, samples: running, tokens: e.read(state.tokens), logprobs: e.read(state.logprobs) };
       free = rows.flatMap((s, r) => (s === null || s.queued.progress.done ? [r] : []));
       for (const r of free) if (rows[r]) release(r);
-      if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * count) {
+      if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * rows.length) {
         const keep = rows.flatMap((s, r) => (s ? [r] : []));
         decoder.keepRows(keep);
         state.keepRows(keep);
         rows = keep.map((r) => rows[r]);
+        outRows = keep.map((r) => outRows[r]);
         free = [];
       }
     }
@@ -181,6 +188,7 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     }
     const next = state.view(rows.length);
     logits = decoder.extend({ ids: next.ids, positions: next.positions, T: 1, mask: null });
+    logitRows = rows.length;
     const newcomers = free.length > 0 ? admit(free) : null;
     // Newcomers sample their first token from their prompt's logits, the others from this step's.
     newcomers?.rows.forEach((r, k) => e.copy(newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));

@@ -28,7 +28,7 @@ export class TurnProgress {
   reason: FinishReason | null = null;
 
   constructor(
-    private readonly config: RolloutConfig,
+    private readonly config: Pick<RolloutConfig, 'eosTokenIds' | 'decode'>,
     private readonly turnEndIds: readonly number[],
     private readonly stopStrings: readonly string[],
     readonly budget: number,
