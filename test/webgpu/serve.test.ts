@@ -176,6 +176,17 @@ describe('node serve.js', () => {
     const rendered = await post('/generate', { text: '<|user|>1+2=<|assistant|>', sampling_params: { max_new_tokens: 1, temperature: 0 } });
     expect(chat.json.usage.prompt_tokens).toBe(rendered.json.meta_info.prompt_tokens);
     expect(chat.json.choices[0].logprobs.content).toHaveLength(chat.json.choices[0].token_ids.length);
+    // Stops: a stop token ends the sample on it; a stop string ends the text before it (the seed fixes the tokens before).
+    const sampled = { prompt: [1, 5, 13, 6], max_tokens: MAX_NEW_TOKENS, temperature: 1, seed: 4, return_token_ids: true, logprobs: 0 };
+    const full = (await post('/v1/completions', sampled)).json.choices[0];
+    const at = full.token_ids.findIndex((id: number, t: number) => t > 0 && full.token_ids.indexOf(id) === t && full.logprobs.tokens[t].trim() !== '');
+    expect(at).toBeGreaterThan(0);
+    const stopId = full.token_ids[at];
+    const byToken = (await post('/v1/completions', { ...sampled, stop_token_ids: [stopId] })).json.choices[0];
+    expect(byToken).toMatchObject({ token_ids: full.token_ids.slice(0, at + 1), finish_reason: 'stop', stop_reason: stopId });
+    const stopText = full.logprobs.tokens[at];
+    const byString = (await post('/v1/completions', { ...sampled, stop: [stopText] })).json.choices[0];
+    expect(byString).toMatchObject({ text: full.text.slice(0, full.text.indexOf(stopText)), finish_reason: 'stop', stop_reason: stopText });
     const models = await (await fetch(url + '/v1/models')).json();
     expect(models).toMatchObject({ object: 'list', data: [{ id: dirs.base, object: 'model', max_model_len: 16 + MAX_NEW_TOKENS }] });
   }, 120_000);
@@ -231,5 +242,11 @@ describe('node serve.js', () => {
     expect((await (await fetch(url + '/v1/models')).json()).data.map((m: any) => m.id)).toEqual([dirs.base, 'tuned']);
     expect((await post('/unload_lora_adapter', { lora_name: 'tuned' })).json).toMatchObject({ success: true, loaded_adapters: {} });
     expect((await post('/v1/completions', { ...body, model: 'tuned' })).status).toBe(404);
+    // vLLM's routes: a line of text on success, its error body otherwise.
+    const vllm = await fetch(url + '/v1/load_lora_adapter', { method: 'POST', body: JSON.stringify({ lora_name: 'v', lora_path: dirs.adapter }) });
+    expect([vllm.status, await vllm.text()]).toEqual([200, "Success: LoRA adapter 'v' added successfully."]);
+    expect((await post('/v1/completions', { ...body, model: 'v' })).json.choices[0].logprobs.token_logprobs).toEqual(adapted);
+    expect(await post('/v1/unload_lora_adapter', { lora_name: 'nope' })).toMatchObject({ status: 400, json: { error: { param: 'lora_name' } } });
+    expect((await fetch(url + '/v1/unload_lora_adapter', { method: 'POST', body: JSON.stringify({ lora_name: 'v' }) })).status).toBe(200);
   }, 120_000);
 });
