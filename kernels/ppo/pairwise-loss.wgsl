@@ -4,7 +4,8 @@
 // With d = r_chosen − r_rejected − margin: loss = mean_p −log σ(d) = mean_p softplus(−d), and
 // dValues [2P, T] = d loss / d values: −σ(−d)/P at a chosen row's last token, +σ(−d)/P at its rejected row's, zero
 // elsewhere (the whole buffer is written, so no clear is needed). stats [3] = (loss, accuracy = mean[r_c > r_r],
-// mean r_c − r_r), as TRL's RewardTrainer reports them; workgroup 0 computes them.
+// mean r_c − r_r), as TRL's RewardTrainer reports them; workgroup 0 computes them. dValues is multiplied by gradScale
+// (1 / micro-batches of a gradient-accumulation step), so accumulating micro-batches needs no extra pass.
 // Needs workgroup-reduce.wgsl prepended.
 // v1: a lane per score element (any device: the element pass is a copy), the stats by one 64-lane workgroup in
 // fixed order (P is a batch of pairs, tens to hundreds).
@@ -34,7 +35,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     var grad = 0.0;
     if (i % params.T == last[row]) {
       let p = row % params.P;
-      let scale = sigmoidOfNegative(pairDifference(p) - margin[p]) / f32(params.P);
+      let scale = params.gradScale * sigmoidOfNegative(pairDifference(p) - margin[p]) / f32(params.P);
       grad = select(scale, -scale, row < params.P);
     }
     dValues[i] = grad;

@@ -6,6 +6,7 @@
 //   search → rollout                                    (a multi-turn environment)
 //   phases → algorithm, batching, rollout, update ← metrics
 //   tasks → data, rewards, search, update               (built-in tasks: their rows, reward and warm start)
+//   reward-training → data, update                      (a reward model trained on preference pairs)
 //   trainer.ts → phases, metrics, …;  run → trainer, tasks, data, …   (the top)
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
