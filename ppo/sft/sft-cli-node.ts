@@ -3,7 +3,8 @@
 // verl.trainer.fsdp_sft_trainer key=value …` — the launcher's part dropped (one adapter, global batch sizes).
 import { Engine } from '../../engine/index.ts';
 import { ConfigError } from '../config/errors.ts';
-import { parseSftOverrides, SFT_KEYS } from './sft-config.ts';
+import { parseSftOverrides, SFT_DEFAULTS } from './sft-config.ts';
+import { formatJobKeys } from './job-config.ts';
 import { runSftJob } from './sft-job-node.ts';
 
 const VERL_SFT_MODULE = 'verl.trainer.fsdp_sft_trainer';
@@ -23,7 +24,7 @@ export function sftOverrides(argv: readonly string[]): string[] {
 
 export async function main(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
-    console.log(`${USAGE}\n\nkeys (verl's sft_trainer.yaml, with its defaults):\n${[...SFT_KEYS].map(([k, v]) => `  ${k}=${JSON.stringify(v)}`).join('\n')}`);
+    console.log(`${USAGE}\n\nkeys (verl's sft_trainer.yaml, with its defaults):\n${formatJobKeys(SFT_DEFAULTS)}`);
     return 0;
   }
   let parsed;
