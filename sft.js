@@ -6,9 +6,9 @@
 import './tools/node-loader.js';
 
 async function runSft() {
-  const { main } = await import('./ppo/sft/sft-cli-node.ts');
+  const { main } = await import('./ppo/run/job-cli-node.ts');
   const { runMain } = await import('./ppo/run/user-error.ts');
-  return runMain(() => main(process.argv.slice(2)));
+  return runMain(() => main('sft', process.argv.slice(2)));
 }
 
 const { runWithFilteredStderr } = await import('./engine/native-stderr-node.ts');

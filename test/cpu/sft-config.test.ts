@@ -1,7 +1,7 @@
 // The SFT job's command line: verl's sft_trainer.yaml defaults, its launch arguments as written, one clear line per problem.
 import { describe, it, expect } from 'vitest';
 import { parseSftOverrides, SFT_DEFAULTS } from '../../ppo/sft/sft-config.ts';
-import { sftOverrides } from '../../ppo/sft/sft-cli-node.ts';
+import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
 
 const required = ['data.train_files=train.parquet', 'model.partial_pretrain=/models/qwen3'];
 
@@ -16,8 +16,8 @@ describe('SFT config', () => {
   });
 
   it('drops a verl launch prefix and names every problem with a suggestion', () => {
-    expect(sftOverrides(['torchrun', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer', 'a=1'])).toEqual(['a=1']);
-    expect(() => sftOverrides(['python3', '-m', 'verl.trainer.main_ppo'])).toThrow(/this is verl's SFT trainer/);
+    expect(jobOverrides('sft', ['torchrun', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer', 'a=1'])).toEqual(['a=1']);
+    expect(() => jobOverrides('sft', ['python3', '-m', 'verl.trainer.main_ppo'])).toThrow(/node sft.js runs verl.trainer.fsdp_sft_trainer/);
     expect(() => parseSftOverrides([...required, 'optim.learning_rate=1', 'data.truncation=middle', 'data.train_batch_size=10', 'model.lora_rank=8']))
       .toThrow(expect.objectContaining({ problems: [
         expect.stringMatching(/^unknown key optim.learning_rate/),

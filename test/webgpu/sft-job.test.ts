@@ -8,7 +8,7 @@ import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinyRun } from '../support/tiny-run.ts';
 import { parseSftOverrides } from '../../ppo/sft/sft-config.ts';
 import { runSftJob } from '../../ppo/sft/sft-job-node.ts';
-import { sftOverrides } from '../../ppo/sft/sft-cli-node.ts';
+import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
 
@@ -21,7 +21,7 @@ describe('SFT job', () => {
     await writeFile(join(root, 'sft-train.jsonl'), rows(train));
     await writeFile(join(root, 'sft-val.jsonl'), rows(val));
     // verl's GSM8K SFT example passes exactly these data keys.
-    const launch = (dir: string, steps: number) => sftOverrides([
+    const launch = (dir: string, steps: number) => jobOverrides('sft', [
       'torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer',
       `data.train_files=${join(root, 'sft-train.jsonl')}`, `data.val_files=${join(root, 'sft-val.jsonl')}`,
       'data.prompt_key=extra_info', 'data.response_key=extra_info', "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']",
