@@ -12,7 +12,7 @@ import { exists } from '../../models/fs-node.ts';
 import { epochPermutation } from '../data/dataset.ts';
 import { learningRate, type LrSchedule } from '../algorithm/lr-schedule.ts';
 import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
-import { encodeOptimizerState, decodeOptimizerState } from '../run/optimizer-state.ts';
+import { encodeOptimizerState, decodeOptimizerState } from '../update/optimizer-state.ts';
 
 export const JOB_STATE_FILE = 'job_state.json';
 const OPTIMIZER_FILE = 'optimizer.safetensors';
