@@ -1,6 +1,7 @@
 // Scalar heads on the decoder trunk. A critic (HF *ForTokenClassification, num_labels=1) predicts a value per
 // token: score.weight [1, C] and score.bias [1] on the final hidden state. A reward model (HF
-// *ForSequenceClassification) has a bias-free score and is read at each row's rightmost non-pad token.
+// *ForSequenceClassification) has a bias-free score and is read at each row's rightmost non-pad token; both train
+// (the reward model on preference pairs, ppo/reward-training/).
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { DecoderTrunk } from './decoder.ts';
@@ -12,6 +13,8 @@ export class ValueModel {
   readonly trunk: DecoderTrunk;
   private readonly workspace: GrowingBuffers;
   private readonly zeroBias: Tensor;
+  /** Where a reward model's backward puts the gradient of its absent bias (discarded). */
+  private readonly unusedBiasGrad: Tensor;
   private last: { rows: number; hidden: Tensor } | null = null;
 
   constructor(
@@ -22,6 +25,7 @@ export class ValueModel {
     if (config.head === 'causal-lm') throw new Error(`ValueModel needs a classification head, got ${config.architecture}`);
     this.trunk = new DecoderTrunk(engine, config, params);
     this.zeroBias = engine.tensor('reward.score.zero-bias', [1]);
+    this.unusedBiasGrad = engine.tensor('reward.score.unused-bias-grad', [1]);
     this.workspace = new GrowingBuffers(engine, 'values');
   }
 
@@ -43,14 +47,14 @@ export class ValueModel {
     return values;
   }
 
-  /** Accumulates parameter gradients of Σ dValues·values for the last tokenValues call (critic training). */
+  /** Accumulates parameter gradients of Σ dValues·values for the last tokenValues call (critic or reward-model training). */
   backward(dValues: Tensor, grads: Arena): void {
     if (!this.last) throw new Error('ValueModel.backward: call tokenValues(..., {saveForBackward: true}) first');
-    if (this.config.head !== 'token-classification') throw new Error('ValueModel.backward: only a critic (token-classification) trains');
     const { rows, hidden } = this.last;
     const { dHidden } = this.buffers(rows);
     valueHeadBackward(this.engine, {
-      hidden, weight: this.params.get('score.weight'), dValues, dHidden, dWeight: grads.get('score.weight'), dBias: grads.get('score.bias'),
+      hidden, weight: this.params.get('score.weight'), dValues, dHidden, dWeight: grads.get('score.weight'),
+      dBias: this.config.head === 'token-classification' ? grads.get('score.bias') : this.unusedBiasGrad,
       N: rows, C: this.config.hiddenSize,
     });
     this.trunk.backward(dHidden, grads);

@@ -8,7 +8,7 @@ import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/dat
 import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/run/builtin-run.ts';
 import { PpoTrainer } from '../../ppo/trainer.ts';
 import { runTrainingLoop } from '../../ppo/run/run-loop.ts';
-import type { SftStepResult } from '../../ppo/tasks/sft-trainer.ts';
+import type { SftStepResult } from '../../ppo/sft/sft-trainer.ts';
 import type { WarmStartProgress } from '../../ppo/tasks/default-job.ts';
 import { modelsZip, type ModelToExport } from './export.ts';
 import { DEMO_VAL_SIZE, WARM_START_BATCH, type DemoSettings } from './settings.ts';

@@ -15,7 +15,7 @@ import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from '.
 import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
-import type { SftStepResult } from '../tasks/sft-trainer.ts';
+import type { SftStepResult } from '../sft/sft-trainer.ts';
 import { computeScore, toRewardScore, type RewardFunction, type RewardScore } from '../rewards/index.ts';
 import type { ModelWeights, PromptRecord, TrainerIo } from '../trainer.ts';
 import { endTokenIds } from '../rollout/types.ts';

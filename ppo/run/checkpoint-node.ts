@@ -15,7 +15,7 @@ import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
 import { weightDtype, type PpoConfig } from '../config.ts';
-import { decodeOptimizerState, encodeOptimizerState } from './optimizer-state.ts';
+import { decodeOptimizerState, encodeOptimizerState } from '../update/optimizer-state.ts';
 import { withFileContext } from './user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';

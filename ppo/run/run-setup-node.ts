@@ -23,7 +23,7 @@ import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { loadCorpus } from '../search/corpus-node.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
-import type { SftStepResult } from '../tasks/sft-trainer.ts';
+import type { SftStepResult } from '../sft/sft-trainer.ts';
 import type { WarmStartProgress } from '../tasks/default-job.ts';
 import { computeScore, type RewardFunction } from '../rewards/index.ts';
 import { loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';

@@ -3,7 +3,7 @@
 // a search task, the corpus its retriever searches and how observations read. Browser-safe.
 import { Rng } from '../../engine/rng.ts';
 import type { RlExample, RlRecord } from '../data/dataset.ts';
-import type { SftExample } from './sft-trainer.ts';
+import type { SftExample } from '../sft/sft-trainer.ts';
 import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import type { BuiltinSearchFormat } from '../search/search-protocol.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';

@@ -6,6 +6,8 @@
 //   search → rollout                                    (a multi-turn environment)
 //   phases → algorithm, batching, rollout, update ← metrics
 //   tasks → data, rewards, search, update               (built-in tasks: their rows, reward and warm start)
+//   sft, reward-training → data, update                 (supervised fine-tuning; a reward model on preference pairs)
+//   tasks → sft                                         (the built-in model's warm start is SFT)
 //   trainer.ts → phases, metrics, …;  run → trainer, tasks, data, …   (the top)
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';

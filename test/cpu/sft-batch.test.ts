@@ -1,7 +1,7 @@
 // The supervised batch of the warm start: the loss covers response tokens only, and with a response mask (a
 // multi-turn demonstration) only the tokens the policy writes — an observation is context, never a target.
 import { describe, it, expect } from 'vitest';
-import { buildSftBatch } from '../../ppo/tasks/sft-trainer.ts';
+import { buildSftBatch } from '../../ppo/sft/sft-trainer.ts';
 
 describe('SFT batch', () => {
   it('weights response targets equally, skipping masked observation tokens, with the mean over trained tokens', () => {

@@ -12,7 +12,7 @@ import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { matmul } from '../../kernels/matmul/matmul.ts';
 import { lmHeadLogits } from '../../kernels/layers/lm-head.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
-import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/run/optimizer-state.ts';
+import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/update/optimizer-state.ts';
 
 const config = splitModelConfig;
 const randomParameters = randomSplitModelParameters;

@@ -11,7 +11,7 @@ import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
-import { SftTrainer, buildSftBatch, type SftExample } from '../../ppo/tasks/sft-trainer.ts';
+import { SftTrainer, buildSftBatch, type SftExample } from '../../ppo/sft/sft-trainer.ts';
 import { seededRandom } from '../../engine/rng.ts';
 
 export interface TrainBenchRow {

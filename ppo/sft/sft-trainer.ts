@@ -1,5 +1,7 @@
-// Supervised fine-tuning (next-token cross-entropy on response tokens): the warm start of the PPO job and the
-// foundation's proof that forward, backward and AdamW train a model.
+// Supervised fine-tuning (next-token cross-entropy on response tokens): the SFT job (ppo/sft/sft-job-node.ts, verl's
+// fsdp_sft_trainer), the warm start of the PPO job, and the foundation's proof that forward, backward and AdamW train
+// a model. A step's loss is verl's: each micro-batch's mean over its loss tokens, averaged over the step's
+// micro-batches, whose gradients accumulate before one AdamW update.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
@@ -21,8 +23,11 @@ export interface SftStepResult {
   ms: number;
 }
 
-/** Right-padded sequences of prompt + response with a loss mask on the response's next-token predictions. */
-export function buildSftBatch(examples: readonly SftExample[], T: number, padId: number) {
+/**
+ * Right-padded sequences of prompt + response with a loss mask on the response's next-token predictions; the loss
+ * weights are −mask / (loss tokens) × `scale` (1 / micro-batches when gradients accumulate).
+ */
+export function buildSftBatch(examples: readonly SftExample[], T: number, padId: number, scale = 1) {
   const inputIds: number[][] = [];
   const attentionMask: number[][] = [];
   const targets = new Uint32Array(examples.length * T);
@@ -47,7 +52,7 @@ export function buildSftBatch(examples: readonly SftExample[], T: number, padId:
       }
     }
   });
-  for (let i = 0; i < lossWeights.length; i++) lossWeights[i] = -lossWeights[i] / Math.max(1, lossTokens);
+  for (let i = 0; i < lossWeights.length; i++) lossWeights[i] = (-lossWeights[i] * scale) / Math.max(1, lossTokens);
   return { host: { inputIds, attentionMask }, targets, lossWeights, realTokens };
 }
 
@@ -71,25 +76,49 @@ export class SftTrainer {
     this.loss = engine.tensor('sft.loss', [1]);
   }
 
-  async trainStep(examples: readonly SftExample[], lr?: number): Promise<SftStepResult> {
+  /** Forward (and with `train`, backward) of one micro-batch; returns its mean loss × scale. */
+  private async micro(examples: readonly SftExample[], train: boolean, scale: number): Promise<{ loss: number; realTokens: number }> {
     const { B, T, padId } = this.shape;
-    if (examples.length !== B) throw new Error(`SFT step: ${examples.length} examples, batch size is ${B}`);
-    const start = performance.now();
-    const built = buildSftBatch(examples, T, padId);
+    if (examples.length !== B) throw new Error(`SFT micro-batch: ${examples.length} examples, its size is ${B}`);
+    const built = buildSftBatch(examples, T, padId, scale);
     const e = this.engine;
     this.batch = uploadTokenBatch(e, built.host, this.model.config.vocabSize, 'sft', this.batch);
     e.upload(this.targets, built.targets);
     e.upload(this.dLogprobs, built.lossWeights);
-
-    this.optimizer.zeroGrad();
-    const out = this.model.tokenLogprobs(this.batch, this.targets, { saveForBackward: true });
+    const out = this.model.tokenLogprobs(this.batch, this.targets, { saveForBackward: train });
     // loss = Σ logprobs · (−mask / count): the same weights are d(loss)/d(logprobs).
     weightedSum(e, { values: out.logprobs, weights: this.dLogprobs, out: this.loss, n: B * T });
-    this.model.backward(this.dLogprobs, null, this.optimizer.grads);
-    this.optimizer.step(lr);
+    if (train) this.model.backward(this.dLogprobs, null, this.optimizer.grads);
     const [loss] = await e.read(this.loss);
+    return { loss, realTokens: built.realTokens };
+  }
+
+  /** One AdamW step whose gradient is the mean over `microBatches` (each of B examples) of their mean token loss. */
+  async trainStep(examples: readonly SftExample[], lr?: number, microBatches = 1): Promise<SftStepResult> {
+    const { B } = this.shape;
+    if (examples.length !== B * microBatches) throw new Error(`SFT step: ${examples.length} examples, expected ${microBatches} micro-batches of ${B}`);
+    const start = performance.now();
+    this.optimizer.zeroGrad();
+    let loss = 0;
+    let realTokens = 0;
+    for (let m = 0; m < microBatches; m++) {
+      const part = await this.micro(examples.slice(m * B, (m + 1) * B), true, 1 / microBatches);
+      loss += part.loss;
+      realTokens += part.realTokens;
+    }
+    this.optimizer.step(lr);
     const ms = performance.now() - start;
     this.step++;
-    return { step: this.step, loss, tokensPerSecond: built.realTokens / (ms / 1000), ms };
+    return { step: this.step, loss, tokensPerSecond: realTokens / (ms / 1000), ms };
+  }
+
+  /** Mean token loss of each whole micro-batch of `examples`, averaged (verl's validation loss); no update. */
+  async evaluate(examples: readonly SftExample[]): Promise<number> {
+    const { B } = this.shape;
+    const count = Math.floor(examples.length / B);
+    if (count === 0) throw new Error(`SFT validation: ${examples.length} examples, fewer than a micro-batch of ${B}`);
+    let loss = 0;
+    for (let m = 0; m < count; m++) loss += (await this.micro(examples.slice(m * B, (m + 1) * B), false, 1)).loss;
+    return loss / count;
   }
 }

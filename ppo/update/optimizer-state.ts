@@ -5,7 +5,7 @@ import type { ArenaEntry } from '../../engine/index.ts';
 import { elementCount } from '../../engine/index.ts';
 import { parseSafetensors, serializeSafetensors } from '../../models/safetensors.ts';
 import { describeNonFinite, firstNonFinite } from '../../models/non-finite.ts';
-import type { AdamWState } from '../update/adamw-optimizer.ts';
+import type { AdamWState } from './adamw-optimizer.ts';
 
 export function encodeOptimizerState(state: AdamWState): Uint8Array {
   const tensors = [...state.m].flatMap(([name, m]) => [

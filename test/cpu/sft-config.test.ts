@@ -1,0 +1,30 @@
+// The SFT job's command line: verl's sft_trainer.yaml defaults, its launch arguments as written, one clear line per problem.
+import { describe, it, expect } from 'vitest';
+import { parseSftOverrides, SFT_DEFAULTS } from '../../ppo/sft/sft-config.ts';
+import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
+
+const required = ['data.train_files=train.parquet', 'model.partial_pretrain=/models/qwen3'];
+
+describe('SFT config', () => {
+  it("keeps verl's defaults and interpolates trainer.default_local_dir", () => {
+    const { config } = parseSftOverrides([...required, 'trainer.project_name=p', '+trainer.experiment_name=e', 'optim.lr=1e-4', "data.prompt_dict_keys=['q']"]);
+    expect(config.trainer.default_local_dir).toBe('checkpoints/p/e');
+    expect(config.optim).toEqual({ ...SFT_DEFAULTS.optim, lr: 1e-4 });
+    expect(config.data.prompt_dict_keys).toEqual(['q']);
+    expect(config.data.micro_batch_size_per_gpu).toBe(4);
+    expect(config.data.train_batch_size).toBe(256);
+  });
+
+  it('drops a verl launch prefix and names every problem with a suggestion', () => {
+    expect(jobOverrides('sft', ['torchrun', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer', 'a=1'])).toEqual(['a=1']);
+    expect(() => jobOverrides('sft', ['python3', '-m', 'verl.trainer.main_ppo'])).toThrow(/node sft.js runs verl.trainer.fsdp_sft_trainer/);
+    expect(() => parseSftOverrides([...required, 'optim.learning_rate=1', 'data.truncation=middle', 'data.train_batch_size=10', 'model.lora_rank=8']))
+      .toThrow(expect.objectContaining({ problems: [
+        expect.stringMatching(/^unknown key optim.learning_rate/),
+        'data.truncation=middle: expected one of error, left, right',
+        'data.train_batch_size=10 is not a multiple of data.micro_batch_size_per_gpu=4 (a step is whole micro-batches)',
+        expect.stringMatching(/^model.lora_rank > 0: LoRA is not implemented/),
+      ] }));
+    expect(() => parseSftOverrides([])).toThrow(expect.objectContaining({ problems: [expect.stringMatching(/^data.train_files is required/), expect.stringMatching(/^model.partial_pretrain is required/)] }));
+  });
+});
