@@ -1,6 +1,7 @@
 // The command line of `node serve.js --model DIR [--port N] [--host 127.0.0.1] ...`: loads the model, serves it
 // until SIGINT/SIGTERM, and prints one line once it listens (the URL, with the port the system chose for --port 0).
-import { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs } from '../../engine/index.ts';
+import { totalmem } from 'node:os';
 import { STOP_SIGNALS } from '../../engine/native-stderr-node.ts';
 import { ModelHost, type ServeOptions } from './model-host-node.ts';
 import { ServeHttp } from './http-server-node.ts';
@@ -87,7 +88,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     console.error(`usage error: ${err.message}`);
     return 2;
   }
-  const engine = await Engine.create();
+  const engine = await Engine.create(readKnobs(), totalmem());
   let host: ModelHost | null = null;
   try {
     host = await ModelHost.open(engine, options);

@@ -16,7 +16,7 @@ import type { Arena } from '../../engine/index.ts';
 import { RolloutDecoders } from '../rollout/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../rollout/continuous-batching.ts';
 import { rolloutSlots } from '../rollout/slots.ts';
-import { ASSUMED_DEVICE_MEMORY_BYTES, DEFAULT_READ_EVERY, endTokenIds } from '../rollout/types.ts';
+import { DEFAULT_READ_EVERY, endTokenIds } from '../rollout/types.ts';
 import { ApiError } from './api-error.ts';
 import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
 import { Scheduler, type SampleResult } from './scheduler.ts';
@@ -31,7 +31,7 @@ export interface ServeOptions {
   maxSlots: number;
   /** Samples one request may ask for. */
   maxRequestSamples: number;
-  /** Fraction of ASSUMED_DEVICE_MEMORY_BYTES the decode batch may take (verl's rollout.gpu_memory_utilization). */
+  /** Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization). */
   gpuMemoryUtilization: number;
 }
 
@@ -66,7 +66,7 @@ export class ModelHost {
     const { maxPromptTokens: P, maxNewTokens: R } = options;
     this.capacity = continuousCacheCapacity(P, R, SERVER_READ_EVERY);
     this.slots = rolloutSlots(engine.caps, config, { promptLength: P, capacity: this.capacity, samples: options.maxSlots },
-      { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * ASSUMED_DEVICE_MEMORY_BYTES });
+      { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * this.engine.memory.bytes });
     this.limits = { maxPromptTokens: P, maxNewTokens: R, vocabSize: config.vocabSize, maxSamples: options.maxRequestSamples };
     const decode = (ids: readonly number[]) => tokenizer.decode(ids, { skipSpecialTokens: true });
     this.scheduler = new Scheduler((queue, adapter) => this.decodeLoop(queue, adapter), end.eosTokenIds, decode);
