@@ -147,7 +147,7 @@ const SCHEMA = {
     },
     rollout: {
       n: int(1, 'Responses sampled per prompt (> 1 for GRPO, RLOO, …)', positive),
-      name: oneOf('hf', ['hf', 'sglang', 'vllm'], 'Where responses are generated: hf, in-process on this engine\'s decoder; sglang or vllm, on the inference servers of server_urls (SGLang, vLLM, or this engine\'s `node serve.js`, which speaks SGLang\'s protocol), synced from rollout_weights_dir each step (docs/rollout-servers.md)'),
+      name: oneOf('hf', ['hf', 'sglang', 'vllm'], 'Where responses are generated: hf, in-process on this engine\'s decoder; sglang or vllm with server_urls, on those inference servers (SGLang, vLLM, or this engine\'s `node serve.js`, which speaks SGLang\'s protocol), synced from rollout_weights_dir each step (docs/rollout-servers.md); without server_urls (as verl\'s launch scripts pass name=vllm), in-process too'),
       mode: oneOf('sync', ['sync', 'async'], 'With servers: sync generates each step\'s batch with that step\'s weights; async (verl\'s one-step-off-policy) generates step k+1\'s batch with the weights of step k while the trainer updates, one step stale (the old log-probs are recomputed; rollout_correction weighs the gap)'),
       server_urls: new Key<string[]>('strings', [], 'Rollout servers for name=sglang|vllm, as [http://host:port,…]; prompts are spread over them and a failing one leaves the pool'),
       server_timeout_s: float(600, 'Seconds one request to a rollout server may take (a whole generation of one prompt\'s n samples, or one weight load)', positive),

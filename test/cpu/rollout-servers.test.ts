@@ -8,6 +8,8 @@ import { ServerPool } from '../../ppo/rollout-servers/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/rollout-servers/server-rollout.ts';
 import { generateCall, parseGenerate, parseProbe, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/rollout/types.ts';
+import { ConfigError, loadConfig } from '../../ppo/config.ts';
+import { planStep } from '../../ppo/step-plan.ts';
 
 const EOS = 2;
 const VOCAB = 50;
@@ -126,6 +128,33 @@ describe('rollout servers: documented wire shapes', () => {
       { method: 'POST', path: '/v1/load_lora_adapter', body: { lora_name: 'actor_v3', lora_path: '/w/v3' } },
       { method: 'POST', path: '/v1/unload_lora_adapter', body: { lora_name: 'actor_v2' } },
     ]);
+  });
+});
+
+describe('rollout servers: configuration', () => {
+  const problems = (...overrides: string[]) => {
+    try {
+      loadConfig({ overrides });
+      return [];
+    } catch (err) {
+      return (err as ConfigError).problems;
+    }
+  };
+  const URLS = 'actor_rollout_ref.rollout.server_urls=[http://127.0.0.1:30000,http://127.0.0.1:30001]';
+
+  it('server_urls need a server backend; verl\'s name=vllm without them stays in-process', () => {
+    expect(problems(URLS)[0]).toContain('actor_rollout_ref.rollout.name=hf generates in-process');
+    expect(problems('actor_rollout_ref.rollout.name=vllm', 'actor_rollout_ref.rollout.mode=async')).toEqual([]);
+    const config = loadConfig({ overrides: ['actor_rollout_ref.rollout.name=sglang', URLS] });
+    expect(config.actor_rollout_ref.rollout.server_urls).toEqual(['http://127.0.0.1:30000', 'http://127.0.0.1:30001']);
+    // Old log-probs are recomputed by the trainer with servers even without calculate_log_probs (verl's default).
+    expect(planStep(config).experience.calculateLogProbs).toBe(true);
+    expect(planStep(loadConfig({ overrides: [] })).experience.calculateLogProbs).toBe(false);
+  });
+
+  it('refuses what servers cannot run: search rollouts, and dynamic sampling with mode=async', () => {
+    expect(problems('actor_rollout_ref.rollout.name=sglang', URLS, 'do_search=true', 'retriever.url=http://127.0.0.1:8000/retrieve')[0]).toContain('multi-turn search rollouts run in-process only');
+    expect(problems('actor_rollout_ref.rollout.name=sglang', URLS, 'actor_rollout_ref.rollout.mode=async', 'algorithm.filter_groups.enable=true')[0]).toContain('one-step-off generation cannot prefetch');
   });
 });
 
