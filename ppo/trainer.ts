@@ -280,7 +280,8 @@ export class PpoTrainer {
     const stale = prefetched ? await timed('gen', () => prefetched) : null;
     const envMetrics = await timed('sync_rollout_weights', () => this.syncServers());
     const batch = stale ?? await timed('gen', () => this.generateOnServers());
-    if (this.config.actor_rollout_ref.rollout.mode === 'async') {
+    // The last step prefetches nothing: no step would train on it.
+    if (this.config.actor_rollout_ref.rollout.mode === 'async' && this.globalStep + 1 < this.totalSteps) {
       const next = this.generateOnServers();
       next.catch(() => undefined); // awaited by the next step, which reports its failure
       this.prefetched = next;

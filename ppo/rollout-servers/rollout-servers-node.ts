@@ -20,5 +20,5 @@ export function rolloutServers(engine: Engine, config: PpoConfig, actor: ModelWe
   });
   const dir = config.trainer.rollout_weights_dir ?? join(config.trainer.default_local_dir, DEFAULT_WEIGHTS_SUBDIR);
   const publisher = diskWeightsPublisher(dir, backend, { engine, actor, config, tokenizerFiles, generationConfig });
-  return new ServerRollout(pool, backend, publisher, { fingerprintTolerance: r.server_fingerprint_tol });
+  return new ServerRollout(pool, backend, publisher, { fingerprintTolerance: r.server_fingerprint_tol, vocabSize: actor.config.vocabSize });
 }

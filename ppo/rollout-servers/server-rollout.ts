@@ -17,6 +17,8 @@ export interface WeightsPublisher {
 }
 
 export interface ServerRolloutOptions {
+  /** The actor's vocabulary: a token id outside it is the server's fault (another tokenizer). */
+  vocabSize: number;
   /** Largest |server − trainer| log-prob of any probe token that still counts as the same weights. */
   fingerprintTolerance: number;
 }
@@ -96,7 +98,7 @@ export class ServerRollout {
       // Each prompt its own seed, so a prompt retried on another server asks for the same samples.
       const call = generateCall(this.backend, this.models.get(url)!, ids, c.n, { ...sampling, seed: (c.seed + Math.imul(g, 0x9e3779b9)) >>> 0 }, this.servedLora);
       const samples = await this.pool.request(url, call, `${c.n} completions of prompt ${g}`, (json) => parseGenerate(this.backend, json, c.n, c.eosTokenIds));
-      samples.forEach((s, i) => checkSample(url, s, c, `prompt ${g} sample ${i}`));
+      samples.forEach((s, i) => checkSample(url, s, c, this.options.vocabSize, `prompt ${g} sample ${i}`));
       done += samples.length;
       tokens += samples.reduce((sum, s) => sum + s.tokenIds.length, 0);
       c.onProgress?.({ done, total, tokens });
@@ -113,9 +115,11 @@ export class ServerRollout {
 }
 
 /** A response the batch cannot hold is the server's fault: too long, or a token outside the vocabulary. */
-function checkSample(url: string, s: ServerSample, c: RolloutConfig, what: string): void {
+function checkSample(url: string, s: ServerSample, c: RolloutConfig, vocabSize: number, what: string): void {
   if (s.tokenIds.length === 0 || s.tokenIds.length > c.maxResponseLength || s.logProbs.length !== s.tokenIds.length) {
     throw new ServerError(url, `${url}: ${what} has ${s.tokenIds.length} tokens and ${s.logProbs.length} log-probs; expected 1 to max_tokens=${c.maxResponseLength} tokens, each with its log-prob`);
   }
+  const outside = s.tokenIds.find((id) => !(id >= 0 && id < vocabSize));
+  if (outside !== undefined) throw new ServerError(url, `${url}: ${what} holds token ${outside}; expected ids in the actor's vocabulary [0, ${vocabSize}) (a server of another tokenizer?)`);
   if (s.logProbs.some((lp) => !Number.isFinite(lp) || lp > 0)) throw new ServerError(url, `${url}: ${what} has a log-prob that is not a finite number ≤ 0`);
 }

@@ -14,7 +14,7 @@ import { planStep } from '../../ppo/step-plan.ts';
 const EOS = 2;
 const VOCAB = 50;
 
-type Behaviour = 'ok' | 'hang' | 'http500' | 'malformed' | 'die';
+type Behaviour = 'ok' | 'hang' | 'http500' | 'malformed' | 'die' | 'foreignTokens';
 
 /** An SGLang-shaped stub: every response is [7, 8, EOS] with log-prob -0.5 each; the probe log-probs are `probeValue`. */
 interface Stub {
@@ -62,6 +62,9 @@ async function stubServer(behaviour: Behaviour = 'ok', probeValue = -1): Promise
     if (mode === 'die') return req.socket.destroy();
     if (mode === 'http500') return res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'CUDA out of memory' } }));
     if (mode === 'malformed') return res.writeHead(200).end('{"meta_info": [');
+    if (mode === 'foreignTokens') {
+      return send(res, (ids as number[][]).map(() => ({ meta_info: { finish_reason: { type: 'length' }, output_token_logprobs: [[-0.5, VOCAB + 7, null]] } })));
+    }
     stub.generated++;
     send(res, (ids as number[][]).map(() => ({
       text: '', output_ids: [7, 8, EOS],
@@ -89,7 +92,7 @@ const PROMPTS = Array.from({ length: 6 }, (_, i) => [3 + i, 4, 5]);
 function rollout(urls: string[], options: { timeoutS?: number; maxRetries?: number; lost?: string[] } = {}): ServerRollout {
   const pool = new ServerPool(urls, { timeoutS: options.timeoutS ?? 5, maxRetries: options.maxRetries ?? 2, onServerLost: (url, reason) => options.lost?.push(`${url}: ${reason}`) });
   const publisher: WeightsPublisher = { publish: async (version) => ({ version, dir: `/shared/v${version}`, kind: 'full' }) };
-  return new ServerRollout(pool, 'sglang', publisher, { fingerprintTolerance: 0.01 });
+  return new ServerRollout(pool, 'sglang', publisher, { fingerprintTolerance: 0.01, vocabSize: VOCAB });
 }
 
 const PROBE = probeSequence(VOCAB);
@@ -200,6 +203,14 @@ describe('rollout servers: faults on loopback', () => {
     expect(dying.generated + good.generated).toBe(PROMPTS.length);
     expect(dying.generated).toBe(1);
     expect(lost[0]).toContain('the connection was closed');
+  });
+
+  it('a server answering tokens outside the vocabulary (another tokenizer) leaves the pool', async () => {
+    const [foreign, good] = [await stubServer('foreignTokens'), await stubServer()];
+    const lost: string[] = [];
+    await rollout([foreign.url, good.url], { lost }).generate(PROMPTS, ROLLOUT);
+    expect(good.generated).toBe(PROMPTS.length);
+    expect(lost[0]).toMatch(new RegExp(`holds token ${VOCAB + 7}; expected ids in the actor's vocabulary \\[0, ${VOCAB}\\)`));
   });
 
   it('no server left: the batch stops with one line naming the URL and what was expected', async () => {
