@@ -1,16 +1,22 @@
 // The trainer with two rollout servers on loopback (this engine's rollout behind SGLang's protocol), 2 steps of the
 // tiny run: greedy responses and every metric equal the in-process run's, each server loads each step's weights and
 // passes the fingerprint, mode=async trains one step stale, and a server that refuses a weight load stops the run
-// before the step's update with one line naming it.
+// before the step's update with one line naming it; the
+// publisher writes one complete directory per version (the full model, or the LoRA adapter only).
 import { describe, expect, it, afterAll, beforeAll } from 'vitest';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFile, readdir } from 'node:fs/promises';
+import { readFile, readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
 import { makeTinyRun, runMetrics, type TinyRun } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
 import { startEngineRolloutServer, type EngineRolloutServer } from '../support/engine-rollout-server.ts';
+import { loadModel } from '../../models/model-files-node.ts';
+import { LoraAdapters } from '../../models/lora-adapters.ts';
+import { initialLoraValues, resolveTargetModules } from '../../models/lora.ts';
+import { loadConfig } from '../../ppo/config.ts';
+import { diskWeightsPublisher } from '../../ppo/rollout-servers/weights-publisher-node.ts';
 
 let run: TinyRun;
 const engines: Engine[] = [];
@@ -91,5 +97,22 @@ describe('trainer with rollout servers on loopback', () => {
     } finally {
       await new Promise((done) => { refusing.closeAllConnections(); refusing.close(done); });
     }
+  });
+
+  it('publishing: one complete directory per version, the two newest kept, vLLM\'s current link on the newest; LoRA publishes the adapter only', async () => {
+    const engine = engines[0];
+    const model = await loadModel(engine, join(run.root, 'model'));
+    const config = loadConfig({ overrides: run.overrides });
+    const dir = join(run.root, 'published');
+    const full = diskWeightsPublisher(dir, 'vllm', { engine, actor: model, config, tokenizerFiles: { 'tokenizer.json': '{}' } });
+    for (const version of [0, 1, 2]) expect(await full.publish(version)).toEqual({ version, dir: join(dir, `v${version}`), kind: 'full' });
+    expect((await readdir(dir)).sort()).toEqual(['current', 'v1', 'v2']);
+    expect(await readlink(join(dir, 'current'))).toBe('v2');
+    expect((await readdir(join(dir, 'v2'))).sort()).toEqual(['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json']);
+    const settings = { rank: 2, alpha: 4, targetModules: resolveTargetModules(['all-linear'], null, 'target_modules'), useRslora: false };
+    const lora = new LoraAdapters(engine, model.config, settings, initialLoraValues(model.config, settings, 1), 'publish-lora');
+    const adapter = diskWeightsPublisher(join(run.root, 'published-lora'), 'sglang', { engine, actor: { ...model, lora }, config, tokenizerFiles: {} });
+    expect(await adapter.publish(4)).toMatchObject({ kind: 'lora' });
+    expect((await readdir(join(run.root, 'published-lora', 'v4'))).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
   });
 });
