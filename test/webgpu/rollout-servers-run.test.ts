@@ -1,8 +1,8 @@
 // The trainer with two rollout servers on loopback (this engine's rollout behind SGLang's protocol), 2 steps of the
 // tiny run: greedy responses and every metric equal the in-process run's, each server loads each step's weights and
 // passes the fingerprint, mode=async trains one step stale, and a server that refuses a weight load stops the run
-// before the step's update with one line naming it; the
-// publisher writes one complete directory per version (the full model, or the LoRA adapter only).
+// before the step's update with one line naming it; the publisher writes one complete directory per version (the
+// full model, or the LoRA adapter only).
 import { describe, expect, it, afterAll, beforeAll } from 'vitest';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
