@@ -33,7 +33,7 @@ import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './sto
 import { runTrainingLoop, type StopSave } from './run-loop.ts';
 import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from './primary-config-node.ts';
 import { generationDumps } from './generation-dump-node.ts';
-import { rolloutServers } from '../rollout-servers/rollout-servers-node.ts';
+import { rolloutServers } from './rollout-servers-node.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 

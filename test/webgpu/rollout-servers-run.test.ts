@@ -16,7 +16,7 @@ import { loadModel } from '../../models/model-files-node.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, resolveTargetModules } from '../../models/lora.ts';
 import { loadConfig } from '../../ppo/config.ts';
-import { diskWeightsPublisher } from '../../ppo/rollout-servers/weights-publisher-node.ts';
+import { diskWeightsPublisher } from '../../ppo/run/rollout-weights-node.ts';
 
 let run: TinyRun;
 const engines: Engine[] = [];

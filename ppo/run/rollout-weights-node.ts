@@ -10,10 +10,10 @@ import type { Engine } from '../../engine/index.ts';
 import { saveLoraAdapter } from '../../models/lora-files-node.ts';
 import type { PpoConfig } from '../config.ts';
 import type { ModelWeights } from '../trainer.ts';
-import { saveModelWithTokenizer } from '../run/checkpoint-node.ts';
-import { withFileContext } from '../run/user-error.ts';
-import type { WeightsPublisher } from './server-rollout.ts';
-import type { RolloutBackend, WeightsVersion } from './wire-format.ts';
+import { saveModelWithTokenizer } from './checkpoint-node.ts';
+import { withFileContext } from './user-error.ts';
+import type { WeightsPublisher } from '../rollout-servers/server-rollout.ts';
+import type { RolloutBackend, WeightsVersion } from '../rollout-servers/wire-format.ts';
 
 /** The link vLLM is launched with (`vllm serve <rollout_weights_dir>/current`). */
 export const CURRENT_LINK = 'current';

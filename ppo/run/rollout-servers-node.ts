@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
 import type { ModelWeights } from '../trainer.ts';
-import { ServerPool } from './server-pool.ts';
-import { ServerRollout } from './server-rollout.ts';
-import { diskWeightsPublisher } from './weights-publisher-node.ts';
+import { ServerPool } from '../rollout-servers/server-pool.ts';
+import { ServerRollout } from '../rollout-servers/server-rollout.ts';
+import { diskWeightsPublisher } from './rollout-weights-node.ts';
 
 export const DEFAULT_WEIGHTS_SUBDIR = 'rollout_weights';
 
