@@ -42,6 +42,17 @@ export interface DecoderConfig {
   torchDtype: TorchDtype;
 }
 
+/** The fields that make two decoder configs the same network: the weights of one load into the other and compute the same function. */
+const NETWORK_FIELDS = [
+  'family', 'head', 'vocabSize', 'hiddenSize', 'intermediateSize', 'numLayers', 'numHeads', 'numKvHeads', 'headDim', 'tieWordEmbeddings',
+  'attentionBias', 'outputBias', 'qkNorm', 'ropeTheta', 'rmsNormEps',
+] as const;
+
+/** Where `other` is another network than `base`: "field base vs other" per differing field (empty when the same). */
+export function networkDifferences(base: DecoderConfig, other: DecoderConfig): string[] {
+  return NETWORK_FIELDS.filter((field) => base[field] !== other[field]).map((field) => `${field} ${base[field]} vs ${other[field]}`);
+}
+
 export class HfConfigError extends Error {
   override name = 'HfConfigError';
 }

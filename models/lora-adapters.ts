@@ -39,6 +39,11 @@ export class LoraAdapters {
     return this.byKey.get(`${layer}.${kind}`);
   }
 
+  /** Frees the adapters' buffers (a server unloading or replacing an adapter). */
+  destroy(): void {
+    for (const t of [...this.params.buffers, ...this.offBlock.map((o) => o.ranges)]) this.engine.destroyTensor(t);
+  }
+
   /** Columns of a projection's low-rank activation x·Aᵀ (0: not adapted). */
   rankOf(layer: number, kind: ProjectionKind): number {
     const p = this.projection(layer, kind);

@@ -4,7 +4,7 @@
 // initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
 import type { Arena, Engine, FloatDType } from '../engine/index.ts';
 import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io-node.ts';
-import type { DecoderConfig, TorchDtype } from './hf-config.ts';
+import { networkDifferences, type DecoderConfig, type TorchDtype } from './hf-config.ts';
 import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { hfSlices } from './parameter-layout.ts';
@@ -25,31 +25,57 @@ export interface LoadModelOptions {
   weightDtype?: (checkpointDtype: TorchDtype) => FloatDType;
 }
 
+/** Every tensor of an open checkpoint on the host, each checked finite; a missing score head made fresh. */
+async function readCheckedTensors(checkpoint: HfCheckpoint, options: LoadModelOptions): Promise<Map<string, NamedTensor>> {
+  const { config, tensors } = checkpoint;
+  const values = new Map<string, NamedTensor>();
+  for (const slice of hfSlices(config)) {
+    const info = tensors.info(slice.hfName);
+    if (info) {
+      const data = Float32Array.from(await tensors.read(slice.hfName));
+      const bad = firstNonFinite(data);
+      if (bad >= 0) {
+        throw new CheckpointError(`${tensors.fileOf(slice.hfName)}: ${describeNonFinite(slice.hfName, data, bad, info.shape)}; ` +
+          `refusing to load the ${options.label ?? config.head} with non-finite weights (they would spread to every value they touch, and no checkpoint of the run could be saved)`);
+      }
+      values.set(slice.hfName, { shape: info.shape, data });
+    } else {
+      const fresh = freshScoreTensor(slice.hfName, slice.shape, options.seed ?? 0);
+      if (fresh) values.set(slice.hfName, fresh);
+    }
+  }
+  return values;
+}
+
 export async function loadModel(engine: Engine, dir: string, options: LoadModelOptions = {}): Promise<LoadedModel> {
   const checkpoint = await openHfCheckpoint(dir, { as: options.as });
   const { config, tensors } = checkpoint;
   try {
-    const values = new Map<string, NamedTensor>();
-    for (const slice of hfSlices(config)) {
-      const info = tensors.info(slice.hfName);
-      if (info) {
-        const data = Float32Array.from(await tensors.read(slice.hfName));
-        const bad = firstNonFinite(data);
-        if (bad >= 0) {
-          throw new CheckpointError(`${tensors.fileOf(slice.hfName)}: ${describeNonFinite(slice.hfName, data, bad, info.shape)}; ` +
-            `refusing to load the ${options.label ?? config.head} with non-finite weights (they would spread to every value they touch, and no checkpoint of the run could be saved)`);
-        }
-        values.set(slice.hfName, { shape: info.shape, data });
-      } else {
-        const fresh = freshScoreTensor(slice.hfName, slice.shape, options.seed ?? 0);
-        if (fresh) values.set(slice.hfName, fresh);
-      }
-    }
+    const values = await readCheckedTensors(checkpoint, options);
     const params = createParameterArena(engine, config, options.label ?? config.head, options.weightDtype?.(config.torchDtype) ?? 'f32');
     uploadHfTensors(engine, params, config, (name) => values.get(name), dir);
     return { checkpoint, config, params };
   } finally {
     await tensors.close();
+  }
+}
+
+/**
+ * Loads another checkpoint of the same network into `params` (a server's weight update): the directory is
+ * opened, compared with `config` and every tensor read and checked before anything is written, so a directory
+ * that is not a matching checkpoint (another architecture or shape, missing files or tensors, non-finite
+ * weights) throws and leaves `params` as they were.
+ */
+export async function reloadModel(engine: Engine, dir: string, config: DecoderConfig, params: Arena, label = 'model'): Promise<HfCheckpoint> {
+  const checkpoint = await openHfCheckpoint(dir);
+  try {
+    const differences = networkDifferences(config, checkpoint.config);
+    if (differences.length > 0) throw new CheckpointError(`${dir} holds another network than the one served (${differences.join(', ')})`);
+    const values = await readCheckedTensors(checkpoint, { label });
+    uploadHfTensors(engine, params, config, (name) => values.get(name), dir);
+    return checkpoint;
+  } finally {
+    await checkpoint.tensors.close();
   }
 }
 

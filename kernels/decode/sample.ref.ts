@@ -3,16 +3,17 @@
 // search; the Gumbel noise is the kernel's pcg4d stream, reproduced with exact 32-bit integer arithmetic.
 // logits (rows·rowStride, V); per-row outputs (rows). Sampling has no backward: the log-prob's gradient is the
 // LM head's (kernels/layers/lm-head.ref.ts).
-import type { SamplingParams } from './sample.ts';
+import type { RowSampling } from './sample.ts';
 
-export interface SampleRefArgs extends SamplingParams {
+export interface SampleRefArgs {
   logits: ArrayLike<number>;
   V: number;
   rows: number;
   rowStride?: number;
   rowOffset?: number;
   eosIds: readonly number[];
-  sampleIds: ArrayLike<number>;
+  /** Per row, its random stream and sampling parameters (outRow is the kernel's output address only). */
+  rowSampling: readonly RowSampling[];
   finished: ArrayLike<number>;
   /** Per row, its step (the random stream's). */
   steps: ArrayLike<number>;
@@ -48,8 +49,8 @@ export function pcg4d(x: number, y: number, z: number, w: number): [number, numb
   return [a >>> 0, b >>> 0, c >>> 0, d >>> 0];
 }
 
-export function gumbelNoise(token: number, sampleId: number, step: number, seed: number): number {
-  const bits = pcg4d(token, sampleId, step, seed >>> 0)[0];
+export function gumbelNoise(token: number, stream: number, step: number, seed: number): number {
+  const bits = pcg4d(token, stream, step, seed >>> 0)[0];
   const u = ((bits >>> 8) + 0.5) / 16777216;
   return -Math.log(-Math.log(u));
 }
@@ -85,7 +86,7 @@ export function keptTokens(logits: ArrayLike<number>, temperature: number, topK:
 }
 
 export function sampleRef(a: SampleRefArgs): SampleRefResult {
-  const { logits, V, rows, eosIds, sampleIds, steps, seed, temperature, topK, topP, padId } = a;
+  const { logits, V, rows, eosIds, rowSampling, steps, padId } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const ids = new Uint32Array(rows);
@@ -99,6 +100,7 @@ export function sampleRef(a: SampleRefArgs): SampleRefResult {
       finished[r] = 1;
       continue;
     }
+    const { stream, seed, temperature, topK, topP } = rowSampling[r];
     const base = (r * rowStride + rowOffset) * V;
     const row = Array.from({ length: V }, (_, v) => logits[base + v]);
     let argmax = 0;
@@ -111,7 +113,7 @@ export function sampleRef(a: SampleRefArgs): SampleRefResult {
     if (!greedy) {
       const kept = keptTokens(row, temperature, topK, topP);
       const s = new Float64Array(V).fill(-Infinity);
-      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, sampleIds[r], steps[r], seed);
+      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, stream, steps[r], seed);
       chosen = 0;
       for (let v = 1; v < V; v++) if (s[v] > s[chosen]) chosen = v;
       scores[r] = s;

@@ -9,7 +9,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
   bindings: [
     { name: 'logits', access: 'read' },
     { name: 'eosIds', access: 'read', type: 'u32' },
-    { name: 'sampleIds', access: 'read', type: 'u32' },
+    { name: 'rowSampling', access: 'read', type: 'u32' },
     { name: 'ids', access: 'read_write', type: 'u32' },
     { name: 'positions', access: 'read_write', type: 'i32' },
     { name: 'steps', access: 'read_write', type: 'u32' },
@@ -22,10 +22,6 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'rowStride', type: 'u32' },
     { name: 'rowOffset', type: 'u32' },
     { name: 'outStride', type: 'u32' },
-    { name: 'seed', type: 'u32' },
-    { name: 'temperature', type: 'f32' },
-    { name: 'topK', type: 'u32' },
-    { name: 'topP', type: 'f32' },
     { name: 'numEos', type: 'u32' },
     { name: 'padId', type: 'u32' },
   ],
@@ -50,7 +46,28 @@ export interface SamplingParams {
   seed: number;
 }
 
-export interface SampleArgs extends SamplingParams {
+/** One decode row's sampling: its random stream and output row (both survive compaction) and its parameters. */
+export interface RowSampling extends SamplingParams {
+  /** The random stream (seed, stream, step, token): a sample draws the same tokens whichever row or batch decodes it. */
+  stream: number;
+  /** The row of the (outRows, outStride) tokens and log-probs it writes. */
+  outRow: number;
+}
+
+/** u32 words per row of the rowSampling tensor. */
+export const ROW_SAMPLING_WORDS = 6;
+
+/** Checks one row's sampling and packs it as the kernel reads it: [stream, outRow, seed, temperature, topK, topP]. */
+export function packRowSampling(s: RowSampling): number[] {
+  const what = 'sampling';
+  if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new Error(`${what}: temperature ${s.temperature} must be finite and ≥ 0 (0 = greedy)`);
+  if (!(s.topP > 0 && s.topP <= 1)) throw new Error(`${what}: topP ${s.topP} must be in (0, 1]`);
+  if (!Number.isInteger(s.topK) || s.topK < -1) throw new Error(`${what}: topK ${s.topK} must be -1 (off) or a non-negative integer`);
+  const f32Bits = (x: number) => new Uint32Array(Float32Array.of(x).buffer)[0];
+  return [s.stream >>> 0, s.outRow >>> 0, s.seed >>> 0, f32Bits(s.temperature), Math.max(0, s.topK), f32Bits(s.topP)];
+}
+
+export interface SampleArgs {
   /** (rows·rowStride, V); row b samples from logits row b·rowStride + rowOffset. */
   logits: Tensor;
   V: number;
@@ -61,9 +78,8 @@ export interface SampleArgs extends SamplingParams {
   /** (numEos ≥ 1 elements; only the first numEos are read) */
   eosIds: Tensor<'u32'>;
   numEos: number;
-  /** (B) the sample each row holds, < samples: its output row, and its random stream (seed, sample, step, token),
-   *  so a sample draws the same tokens whichever row or batch decodes it. */
-  sampleIds: Tensor<'u32'>;
+  /** (B, ROW_SAMPLING_WORDS) each row's packRowSampling. */
+  rowSampling: Tensor<'u32'>;
   /** (B) receives the sampled token, the next step's input. */
   ids: Tensor<'u32'>;
   /** (B) incremented for rows still generating. */
@@ -73,7 +89,7 @@ export interface SampleArgs extends SamplingParams {
   steps: Tensor<'u32'>;
   /** (B) read: finished rows emit padId; written: 1 when the sampled token is an eos id. */
   finished: Tensor<'u32'>;
-  /** (samples, outStride) token and its log-prob written at (sampleIds[b], steps[b]). */
+  /** (outRows, outStride) token and its log-prob written at (outRow of row b, steps[b]). */
   tokens: Tensor<'u32'>;
   logprobs: Tensor;
   outStride: number;
@@ -82,7 +98,7 @@ export interface SampleArgs extends SamplingParams {
 
 /** Records one sampling step; see sample.wgsl for the exact semantics of temperature, top-k and top-p. */
 export function sampleTokens(engine: Engine, a: SampleArgs): void {
-  const { logits, V, rows, eosIds, numEos, sampleIds, ids, positions, steps, finished, tokens, logprobs, outStride } = a;
+  const { logits, V, rows, eosIds, numEos, rowSampling, ids, positions, steps, finished, tokens, logprobs, outStride } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const launcher = 'sampleTokens';
@@ -90,22 +106,19 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
   if (rowOffset >= rowStride) throw new Error(`${launcher}: rowOffset ${rowOffset} must be below rowStride ${rowStride}`);
   expectSize(launcher, 'logits', logits, rows * rowStride * V, `rows·rowStride·V = ${rows}·${rowStride}·${V}`, 'at least');
   expectSize(launcher, 'eosIds', eosIds, Math.max(1, numEos), `[max(1, numEos=${numEos})]`, 'at least');
-  if (!(a.temperature >= 0)) throw new Error(`${launcher}: temperature ${a.temperature} must be ≥ 0 (0 = greedy)`);
-  if (!(a.topP > 0 && a.topP <= 1)) throw new Error(`${launcher}: topP ${a.topP} must be in (0, 1]`);
-  if (!Number.isInteger(a.topK) || a.topK < -1) throw new Error(`${launcher}: topK ${a.topK} must be -1 (off) or a non-negative integer`);
-  for (const [what, t] of [['sampleIds', sampleIds], ['ids', ids], ['positions', positions], ['steps', steps], ['finished', finished]] as const) {
+  expectSize(launcher, 'rowSampling', rowSampling, rows * ROW_SAMPLING_WORDS, `[B=${rows}, ${ROW_SAMPLING_WORDS}]`, 'at least');
+  for (const [what, t] of [['ids', ids], ['positions', positions], ['steps', steps], ['finished', finished]] as const) {
     expectSize(launcher, what, t, rows, `[B=${rows}]`);
   }
   for (const [what, t] of [['tokens', tokens], ['logprobs', logprobs]] as const) {
     if (t.size % outStride !== 0 || t.size < rows * outStride) {
-      throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected [samples ≥ B=${rows}, outStride=${outStride}]`);
+      throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected [outRows, outStride=${outStride}]`);
     }
   }
   engine.dispatch(chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, eosIds, sampleIds, ids, positions, steps, finished, tokens, logprobs },
+    bindings: { logits, eosIds, rowSampling, ids, positions, steps, finished, tokens, logprobs },
     uniforms: {
-      V, rowStride, rowOffset, outStride, seed: a.seed >>> 0, temperature: a.temperature,
-      topK: Math.max(0, a.topK), topP: a.topP, numEos, padId: a.padId,
+      V, rowStride, rowOffset, outStride, numEos, padId: a.padId,
     },
     workgroups: [rows],
   });

@@ -1,19 +1,21 @@
 // sample: draws one next token per row from its logits, entirely on the GPU, and advances the decode state.
 //   logits (rows·rowStride, V): row r reads logits row r·rowStride + rowOffset (1, 0 for a decode step's (B, V))
-//   sampleIds (B) the sample each row holds: it picks the output row and the random stream, so both survive
-//     batch compaction (finished rows dropped, the rest renumbered)
+//   rowSampling (B, 6) u32 per row: [stream, outRow, seed, bits of temperature, topK, bits of topP]: the sample
+//     each row holds draws from the random stream (seed, stream) and writes output row outRow, with its own
+//     temperature, top-k and top-p, so all survive batch compaction (finished rows dropped, the rest renumbered)
+//     and rows of different requests (a server's) decode together
 //   steps (B) each row's own step (the column it writes; the random stream's step), += 1 with positions: rows
 //     decode at different steps when a finished row's slot has taken the next waiting sample
 //   ids (B) ← sampled token (padId once finished); positions (B) += 1; finished (B) ← sampled ∈ eosIds
-//   tokens, logprobs (samples, outStride) ← token and log_softmax(logits / temperature)[token] at
-//     (sampleIds[b], steps[b]); a row whose step reached outStride has spent its budget and writes nothing
+//   tokens, logprobs (outRows, outStride) ← token and log_softmax(logits / temperature)[token] at
+//     (outRow[b], steps[b]); a row whose step reached outStride has spent its budget and writes nothing
 // temperature 0 is greedy (argmax, lowest index on ties; log-prob at temperature 1). Otherwise the kept set is
 // the HF warper chain: top-k (topK = 0 off) keeps logits ≥ the k-th largest, ties included; top-p (topP = 1 off)
 // then keeps the largest logits whose mass, renormalised over the top-k set, first reaches topP. Both are value
 // thresholds, found by building the threshold's order-preserving u32 key bit by bit (32 counting passes each),
 // which needs no sort and no float atomics. The token is the Gumbel-max argmax of (logit − max) / temperature + g,
-// g = −log(−log(u)), u from a pcg4d hash of (vocab index, sample id, step, seed), so a sample's tokens depend
-// on (seed, sample, step) only, never on the row or batch it decodes in: an exact draw from the
+// g = −log(−log(u)), u from a pcg4d hash of (vocab index, stream, step, seed), so a sample's tokens depend
+// on (seed, stream, step) only, never on the row or batch it decodes in: an exact draw from the
 // renormalised kept distribution, in one pass, reproducible for a given seed. The log-prob is over the full
 // temperature-scaled distribution, the one PPO's teacher-forced old_log_prob recomputes.
 // v1: one workgroup of WG lanes per row (wg8 on software rasterisers, wg256 elsewhere), strided scalar loops over V,
@@ -48,8 +50,8 @@ fn pcg4d(input: vec4<u32>) -> vec4<u32> {
   return v;
 }
 
-fn gumbel(token: u32, sample: u32, step: u32) -> f32 {
-  let bits = pcg4d(vec4<u32>(token, sample, step, params.seed)).x;
+fn gumbel(token: u32, stream: u32, step: u32, seed: u32) -> f32 {
+  let bits = pcg4d(vec4<u32>(token, stream, step, seed)).x;
   // 24 bits centred in their interval: u ∈ (0, 1) strictly, so both logs stay finite.
   let u = (f32(bits >> 8u) + 0.5) * (1.0 / 16777216.0);
   return -log(-log(u));
@@ -112,7 +114,7 @@ fn massAtOrAbove(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorK
 }
 
 // Key of the k-th largest logit: the largest key t with #{key ≥ t} ≥ k.
-fn topKKey(lid: u32, base: u32) -> u32 {
+fn topKKey(lid: u32, base: u32, topK: u32) -> u32 {
   var answer = 0u;
   for (var bit = 32u; bit > 0u; bit--) {
     let candidate = answer | (1u << (bit - 1u));
@@ -120,7 +122,7 @@ fn topKKey(lid: u32, base: u32) -> u32 {
     for (var v = lid; v < params.V; v += WG) {
       count += select(0u, 1u, orderedKey(logits[base + v]) >= candidate);
     }
-    if (workgroupCount(lid, count) >= params.topK) { answer = candidate; }
+    if (workgroupCount(lid, count) >= topK) { answer = candidate; }
   }
   return answer;
 }
@@ -128,8 +130,8 @@ fn topKKey(lid: u32, base: u32) -> u32 {
 // Largest key t ≥ floorKey whose mass at or above it still reaches topP of the mass at or above floorKey.
 // mass(t ≤ floorKey) is the same sum in the same order as the target's, so the search starts from a true
 // predicate and always keeps the largest logit.
-fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u32) -> u32 {
-  let wanted = params.topP * massAtOrAbove(lid, base, maxLogit, invTemperature, floorKey);
+fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u32, topP: f32) -> u32 {
+  let wanted = topP * massAtOrAbove(lid, base, maxLogit, invTemperature, floorKey);
   var answer = 0u;
   for (var bit = 32u; bit > 0u; bit--) {
     let candidate = answer | (1u << (bit - 1u));
@@ -141,9 +143,13 @@ fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u3
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = wid.x;
-  let sample = sampleIds[row];
+  let stream = rowSampling[row * 6u];
+  let seed = rowSampling[row * 6u + 2u];
+  let temperature = bitcast<f32>(rowSampling[row * 6u + 3u]);
+  let topK = rowSampling[row * 6u + 4u];
+  let topP = bitcast<f32>(rowSampling[row * 6u + 5u]);
   let step = steps[row];
-  let out = sample * params.outStride + step;
+  let out = rowSampling[row * 6u + 1u] * params.outStride + step;
   if (lid == 0u) {
     rowFinished = select(finished[row], 1u, step >= params.outStride);
     treeStart = WG / 2u;
@@ -169,21 +175,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let argmax = workgroupArgmax(lid, best, bestIndex);
   let maxLogit = logits[base + argmax];
 
-  let greedy = params.temperature <= 0.0;
-  let invTemperature = select(1.0 / params.temperature, 1.0, greedy);
+  let greedy = temperature <= 0.0;
+  let invTemperature = select(1.0 / temperature, 1.0, greedy);
   let logNormalizer = log(massAtOrAbove(lid, base, maxLogit, invTemperature, 0u));
 
   var chosen = argmax;
   if (!greedy) {
     var floorKey = 0u;
-    if (params.topK > 0u && params.topK < params.V) { floorKey = topKKey(lid, base); }
-    if (params.topP < 1.0) { floorKey = topPKey(lid, base, maxLogit, invTemperature, floorKey); }
+    if (topK > 0u && topK < params.V) { floorKey = topKKey(lid, base, topK); }
+    if (topP < 1.0) { floorKey = topPKey(lid, base, maxLogit, invTemperature, floorKey, topP); }
     var bestScore = LOWEST;
     var bestToken = 0u;
     for (var v = lid; v < params.V; v += WG) {
       let x = logits[base + v];
       if (orderedKey(x) >= floorKey) {
-        let score = (x - maxLogit) * invTemperature + gumbel(v, sample, step);
+        let score = (x - maxLogit) * invTemperature + gumbel(v, stream, step, seed);
         if (score > bestScore) { bestScore = score; bestToken = v; }
       }
     }

@@ -11,6 +11,7 @@ import { assemble, promptBatch } from '../rollout/sample-records.ts';
 import { rolloutSlots } from '../rollout/slots.ts';
 import { RolloutDecoders } from '../rollout/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous } from '../rollout/continuous-batching.ts';
+import { BatchQueue } from '../rollout/batch-queue.ts';
 import { decodeMultiTurn, multiTurnCacheCapacity } from '../rollout/multi-turn.ts';
 
 /** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size. */
@@ -33,10 +34,10 @@ export class RolloutGenerator {
       ? multiTurnCacheCapacity(prompts.P, R, environment.maxTurns)
       : continuousCacheCapacity(prompts.P, R, c.readEvery ?? DEFAULT_READ_EVERY);
     const slots = rolloutSlots(this.engine.caps, this.policy.config, { promptLength: prompts.P, capacity, samples: prompts.groupIds.length }, c);
-    const records = environment
-      ? await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity)
-      : await decodeContinuous(this.decoders, prompts, c, slots, capacity);
-    return assemble(prompts, records, c);
+    if (environment) return assemble(prompts, await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity), c);
+    const queue = new BatchQueue(prompts, c);
+    await decodeContinuous(this.decoders, queue, { ...c, P: prompts.P, R }, slots, capacity);
+    return assemble(prompts, queue.records(), c);
   }
 
   destroy(): void {

@@ -1,12 +1,14 @@
 // Continuous batching of single-turn samples, as in vLLM: a fixed number of slots (rows) decode together, and a
 // finished sample's slot takes the next waiting one (prefilled on its own, then joined to the decode batch), so
-// no slot waits for the slowest sample of a chunk. The host reads the sampled ids every `readEvery` steps (to
+// no slot waits for the slowest sample of a chunk. The samples come from a queue: a rollout's fixed batch, or a
+// server's requests as they arrive, so samples of different requests share the batch, each with its own random
+// stream and sampling parameters. The host reads the sampled ids and their log-probs every `readEvery` steps (to
 // end samples, apply stop strings and refill slots), one chunk behind the GPU.
 import type { Tensor } from '../../engine/index.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import { sampleTokens } from '../../kernels/decode/sample.ts';
-import { DEFAULT_READ_EVERY, type RolloutConfig } from './types.ts';
-import { SampleRecord, TurnProgress, singleTurnRecords, type PromptBatch } from './sample-records.ts';
+import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
+import { DEFAULT_READ_EVERY } from './types.ts';
+import type { TurnProgress } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';
 import type { RolloutDecoders } from './decoders.ts';
 
@@ -22,126 +24,182 @@ export function continuousCacheCapacity(P: number, R: number, readEvery: number)
   return window + Math.max(MIN_SHIFT_INTERVAL, Math.ceil(window / 4));
 }
 
+/** A sample for a slot: its prompt (at most the loop's P tokens), its sampling and the rule that ends it. */
+export interface QueuedSample {
+  prompt: readonly number[];
+  /** Its random stream and parameters; the loop picks the output row. */
+  sampling: Omit<RowSampling, 'outRow'>;
+  /** Its response so far; its budget is at most the loop's R. */
+  progress: TurnProgress;
+}
+
+/** Where the samples come from, and where they go once their response has ended. */
+export interface SampleQueue {
+  /** Samples waiting for a slot now. */
+  readonly waiting: number;
+  /** Removes and returns up to `count` waiting samples, in order. */
+  take(count: number): QueuedSample[];
+  /** A sample's response has ended (progress.reason set) or the loop ended it: its tokens and their log-probs. */
+  finished(sample: QueuedSample, logprobs: Float32Array): void;
+  /** Told each time the host has read sampled ids (progress lines). */
+  onRead?(): void;
+}
+
+export interface ContinuousOptions {
+  /** Longest prompt the queue may hand out; the shared cache index starts past it. */
+  P: number;
+  /** Longest response: the output rows' width. */
+  R: number;
+  eosTokenIds: readonly number[];
+  padTokenId: number;
+  readEvery?: number;
+  /** Drop finished rows once at most this fraction of the batch is still generating and none is waiting (0: never). */
+  compactBelow?: number;
+}
+
 /** A sample decoding in a slot of the continuous batch. */
 interface SlotSample {
-  sample: number;
-  progress: TurnProgress;
+  queued: QueuedSample;
+  outRow: number;
+  /** Sampler dispatches before its first token: its column t comes from dispatch firstDispatch + t + 1. */
+  firstDispatch: number;
+  /** Columns read so far, and their log-probs. */
+  harvested: number;
+  logprobs: number[];
   /** Its first cache slot (its prompt's, padding included); earlier slots are masked for it. */
   windowStart: number;
 }
 
 /**
- * Continuous batching: `slots` rows decode together in one cache whose slot index they share; a row whose
- * sample ended takes the next waiting sample, prefilled in a cache of its own and imported so that its
- * prompt ends at the shared index. When the index reaches the capacity, every row's slots shift left past
- * the oldest live sample's first slot.
+ * Continuous batching until the queue is empty and every sample taken has ended: `slots` rows decode together
+ * in one cache whose slot index they share; a row whose sample ended takes the next waiting sample, prefilled
+ * in a cache of its own and imported so that its prompt ends at the shared index. When the index reaches the
+ * capacity, every row's slots shift left past the oldest live sample's first slot.
  */
-export async function decodeContinuous(decoders: RolloutDecoders, prompts: PromptBatch, c: RolloutConfig, slots: number, capacity: number): Promise<SampleRecord[]> {
+export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQueue, c: ContinuousOptions, slots: number, capacity: number): Promise<void> {
   const e = decoders.engine;
-  const N = prompts.groupIds.length;
-  const R = c.maxResponseLength;
+  const V = decoders.policy.config.vocabSize;
+  const { P, R } = c;
   const readEvery = c.readEvery ?? DEFAULT_READ_EVERY;
   const compactBelow = c.compactBelow ?? DEFAULT_COMPACT_BELOW;
   const decoder = decoders.decoderFor('decode', slots, capacity);
-  const prefill = decoders.decoderFor('prefill', slots, prompts.P);
-  const state = new SamplerState(e, slots, N, R, c.eosTokenIds);
-  const progress = prompts.groupIds.map(() => new TurnProgress(c, [], c.stopStrings ?? [], R));
-  const harvested = new Array<number>(N).fill(0);
-  // Sampler dispatches before each admitted sample's first token: its column t comes from dispatch first + t + 1.
-  const firstDispatch = new Array<number>(N).fill(-1);
+  const prefill = decoders.decoderFor('prefill', slots, P);
+  // One output row per slot, kept by the slot through compactions: a finished row goes on writing padding into
+  // its own output row (past its last token) until its next sample restarts it, so no other row may use that
+  // output row. The host has read the last sample's columns before the next one is admitted.
+  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds);
+  let outRows = Array.from({ length: slots }, (_, r) => r);
   // The shared index starts past the longest prompt, so any prompt can end there.
-  decoder.cache.reset(slots, prompts.P);
+  decoder.cache.reset(slots, P);
   let rows: (SlotSample | null)[] = new Array<SlotSample | null>(slots).fill(null);
-  /** Samples [0, admitted) have taken a slot; the rest wait in order. */
-  let admitted = 0;
   let dispatches = 0;
 
   /** Prefills the next waiting samples into the listed rows (ascending); returns their (k, V) logits. */
-  const admit = (free: readonly number[]): { logits: Tensor; rows: number[] } => {
-    const taken = free.slice(0, N - admitted);
-    const samples = taken.map((_, k) => admitted + k);
-    admitted += taken.length;
-    const width = Math.max(...samples.map((i) => prompts.lengths[i]));
-    const cut = (row: readonly number[]) => row.slice(prompts.P - width);
+  const admit = (free: readonly number[]): { logits: Tensor; rows: number[] } | null => {
+    const samples = queue.take(free.length);
+    if (samples.length === 0) return null;
+    const taken = free.slice(0, samples.length);
+    const width = Math.max(...samples.map((s) => s.prompt.length));
+    const masks = samples.map((s) => Array.from({ length: width }, (_, t) => (t >= width - s.prompt.length ? 1 : 0)));
     prefill.reset(taken.length);
-    const logits = decoders.feedBlock(prefill, samples.map((i) => cut(prompts.ids[i])), samples.map((i) => cut(prompts.mask[i])),
-      samples.map((i) => cut(positionsFromMask(prompts.mask[i]))));
+    const logits = decoders.feedBlock(prefill, samples.map((s) => [...new Array<number>(width - s.prompt.length).fill(c.padTokenId), ...s.prompt]), masks,
+      masks.map((m) => positionsFromMask(m)));
     decoder.cache.importRows(prefill.cache, taken.map((to, from) => ({ from, to })));
     taken.forEach((r, k) => {
-      rows[r] = { sample: samples[k], progress: progress[samples[k]], windowStart: decoder.cache.length - width };
-      firstDispatch[samples[k]] = dispatches;
-      state.startRows(r, [{ sample: samples[k], position: prompts.lengths[samples[k]] - 1 }]);
+      const outRow = outRows[r];
+      rows[r] = { queued: samples[k], outRow, firstDispatch: dispatches, harvested: 0, logprobs: [], windowStart: decoder.cache.length - width };
+      state.startRows(r, [{ sampling: { ...samples[k].sampling, outRow }, position: samples[k].prompt.length - 1 }]);
     });
     return { logits, rows: taken };
   };
+  const release = (r: number): void => {
+    const s = rows[r]!;
+    queue.finished(s.queued, Float32Array.from(s.logprobs.slice(0, s.queued.progress.tokens.length)));
+    state.finish(r);
+    rows[r] = null;
+  };
+  /** Takes columns [s.harvested, to) of a sample's output row from the host copies. */
+  const takeColumns = async (s: SlotSample, tokens: Uint32Array, logprobs: Float32Array, to: number): Promise<void> => {
+    const p = s.queued.progress;
+    if (p.done || to <= s.harvested) return;
+    await p.take(tokens.subarray(s.outRow * R + s.harvested, s.outRow * R + to));
+    for (let t = s.harvested; t < to; t++) s.logprobs.push(logprobs[s.outRow * R + t]);
+    s.harvested = to;
+  };
 
-  // A read of the output rows of samples [lo, hi) after `dispatches` sampler dispatches.
-  let pending: { dispatches: number; lo: number; hi: number; tokens: Promise<Uint32Array> } | null = null;
+  // A read of the output rows after `dispatches` sampler dispatches, and the samples it holds.
+  let pending: { dispatches: number; samples: SlotSample[]; tokens: Promise<Uint32Array>; logprobs: Promise<Float32Array> } | null = null;
   const harvest = async (): Promise<void> => {
     if (!pending) return;
-    const { dispatches: through, lo, hi, tokens } = pending;
+    const { dispatches: through, samples, tokens, logprobs } = pending;
     pending = null;
-    const host = await tokens;
-    for (let i = lo; i < hi; i++) {
-      const p = progress[i];
-      if (p.done) continue;
-      const to = Math.min(R, through - firstDispatch[i]);
-      if (to > harvested[i]) await p.take(host.subarray((i - lo) * R + harvested[i], (i - lo) * R + to));
-      harvested[i] = Math.max(harvested[i], to);
-    }
+    const [hostTokens, hostLogprobs] = await Promise.all([tokens, logprobs]);
+    for (const s of samples) await takeColumns(s, hostTokens, hostLogprobs, Math.min(R, through - s.firstDispatch));
   };
-  let logits = admit(rows.map((_, r) => r)).logits;
+  const first = admit(rows.map((_, r) => r));
+  if (!first) {
+    state.destroy();
+    return;
+  }
+  // Rows left empty wait finished, writing padding into their own output rows.
+  rows.forEach((s, r) => {
+    if (s !== null) return;
+    state.startRows(r, [{ sampling: { temperature: 0, topK: -1, topP: 1, seed: 0, stream: 0, outRow: outRows[r] }, position: 0 }]);
+    state.finish(r);
+  });
+  let logits = first.logits;
+  // The first samples took rows [0, k): their prompts' logits are the first step's, k rows (the rest are finished).
+  let logitRows = first.rows.length;
   for (;;) {
-    const count = rows.length;
     sampleTokens(e, {
-      logits, V: decoders.policy.config.vocabSize, rows: count, ...state.view(count), tokens: state.tokens, logprobs: state.logprobs,
+      logits, V, rows: logitRows, ...state.view(logitRows), tokens: state.tokens, logprobs: state.logprobs,
       eosIds: state.eosIds, numEos: state.numEos, outStride: R, padId: c.padTokenId,
-      temperature: c.temperature, topK: c.topK, topP: c.topP, seed: c.seed,
     });
     dispatches++;
-    // Once the last sample admitted has drawn its R tokens every sample has: stop without the reads' lag
-    // (up to 2·readEvery steps of decoding whose tokens nobody keeps).
-    if (admitted === N && dispatches >= firstDispatch[N - 1] + R) break;
+    const live = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
+    // Once every live sample has drawn its budget and none waits, stop without the reads' lag (up to
+    // 2·readEvery steps of decoding whose tokens nobody keeps).
+    if (queue.waiting === 0 && live.every((s) => dispatches >= s.firstDispatch + s.queued.progress.budget)) break;
     let free: number[] = [];
     if (dispatches % readEvery === 0) {
       // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
       await harvest();
-      c.onProgress?.({ done: progress.filter((p) => p.done).length, total: N, tokens: progress.reduce((n, p) => n + p.tokens.length, 0) });
-      const live = rows.filter((s): s is SlotSample => s !== null && !s.progress.done);
-      if (live.length === 0 && admitted === N) break;
-      const lo = Math.min(...live.map((s) => s.sample), admitted);
-      if (admitted > lo) pending = { dispatches, lo, hi: admitted, tokens: e.read(state.tokens.view(state.tokens.name, lo * R, [(admitted - lo) * R])) };
-      free = rows.flatMap((s, r) => (s === null || s.progress.done ? [r] : []));
-      for (const r of free) if (rows[r]) { state.finish(r); rows[r] = null; }
-      if (admitted === N && free.length > 0 && live.length <= compactBelow * count) {
+      queue.onRead?.();
+      const running = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
+      if (running.length === 0 && queue.waiting === 0) break;
+      if (running.length > 0) pending = { dispatches, samples: running, tokens: e.read(state.tokens), logprobs: e.read(state.logprobs) };
+      free = rows.flatMap((s, r) => (s === null || s.queued.progress.done ? [r] : []));
+      for (const r of free) if (rows[r]) release(r);
+      if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * rows.length) {
         const keep = rows.flatMap((s, r) => (s ? [r] : []));
         decoder.keepRows(keep);
         state.keepRows(keep);
         rows = keep.map((r) => rows[r]);
+        outRows = keep.map((r) => outRows[r]);
         free = [];
       }
     }
     const cache = decoder.cache;
     if (cache.length === cache.capacity) {
       // Keep the longest prompt's width below the index: a newcomer's prompt ends there.
-      const by = Math.min(cache.length - prompts.P, ...rows.flatMap((s) => (s ? [s.windowStart] : [])));
+      const by = Math.min(cache.length - P, ...rows.flatMap((s) => (s ? [s.windowStart] : [])));
       cache.shiftSlots(by);
       for (const s of rows) if (s) s.windowStart -= by;
     }
     const next = state.view(rows.length);
     logits = decoder.extend({ ids: next.ids, positions: next.positions, T: 1, mask: null });
-    if (free.length > 0 && admitted < N) {
-      const newcomers = admit(free);
-      const V = decoders.policy.config.vocabSize;
-      // Newcomers sample their first token from their prompt's logits, the others from this step's.
-      newcomers.rows.forEach((r, k) => e.copy(newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));
-    }
+    logitRows = rows.length;
+    const newcomers = free.length > 0 ? admit(free) : null;
+    // Newcomers sample their first token from their prompt's logits, the others from this step's.
+    newcomers?.rows.forEach((r, k) => e.copy(newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));
     e.flush();
   }
   await harvest();
-  const tokens = await e.read(state.tokens);
-  for (const [i, p] of progress.entries()) if (!p.done) await p.take(tokens.subarray(i * R + harvested[i], (i + 1) * R));
-  const records = singleTurnRecords(progress, await e.read(state.logprobs), R);
+  const [tokens, logprobs] = await Promise.all([e.read(state.tokens), e.read(state.logprobs)]);
+  for (const [r, s] of rows.entries()) {
+    if (!s) continue;
+    await takeColumns(s, tokens, logprobs, Math.min(R, dispatches - s.firstDispatch));
+    release(r);
+  }
   state.destroy();
-  return records;
 }

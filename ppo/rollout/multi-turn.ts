@@ -4,7 +4,7 @@
 import type { Tensor } from '../../engine/index.ts';
 import type { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import { sampleTokens } from '../../kernels/decode/sample.ts';
+import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
 import { DEFAULT_READ_EVERY, type RolloutConfig, type TurnEnvironment } from './types.ts';
 import { SampleRecord, TurnProgress, type PromptBatch } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';
@@ -39,20 +39,22 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
   const stopStrings = [...(c.stopStrings ?? []), ...environment.turnEndStrings];
   const decoder = decoders.decoderFor('decode', chunk.length, capacity);
   const state = new SamplerState(e, chunk.length, prompts.groupIds.length, R, [...c.eosTokenIds, ...turnEndIds]);
-  // rowSample[r]: the sample row r holds (the GPU's sampleIds, mirrored).
+  // rowSample[r]: the sample row r holds (the GPU's streams and output rows, mirrored).
   let rowSample = [...chunk];
+  // Each turn draws from its own seed, so a later turn does not replay the first turn's random numbers.
+  const sampling = (i: number, turn: number): RowSampling =>
+    ({ temperature: c.temperature, topK: c.topK, topP: c.topP, seed: (c.seed ^ Math.imul(turn, 0x9e3779b9)) >>> 0, stream: i, outRow: i });
 
   decoder.reset(chunk.length);
   const width = Math.max(...chunk.map((i) => prompts.lengths[i]));
   const cut = (row: readonly number[]) => row.slice(prompts.P - width);
   let logits = decoders.feedBlock(decoder, chunk.map((i) => cut(prompts.ids[i])), chunk.map((i) => cut(prompts.mask[i])), chunk.map((i) => cut(positionsFromMask(prompts.mask[i]))));
   // The sampler increments positions before each token goes in: start at the last prompt token's.
-  state.startRows(0, chunk.map((i) => ({ sample: i, position: prompts.lengths[i] - 1 })));
+  state.startRows(0, chunk.map((i) => ({ sampling: sampling(i, 0), position: prompts.lengths[i] - 1 })));
   for (let turn = 0; ; turn++) {
     const firstSlot = decoder.cache.length;
     const progress = new Map(rowSample.map((i) => [i, new TurnProgress(c, turnEndIds, stopStrings, R - records[i].tokens.length)]));
-    const turnSeed = (c.seed ^ Math.imul(turn, 0x9e3779b9)) >>> 0;
-    const decoded = await decodeTurn(decoders, decoder, state, logits, rowSample, progress, c, turnSeed);
+    const decoded = await decodeTurn(decoders, decoder, state, logits, rowSample, progress, c);
     for (const [i, p] of progress) {
       records[i].append(p.tokens, decoded.logprobs.subarray(i * R, i * R + p.tokens.length));
       records[i].reason = p.reason ?? 'length';
@@ -98,7 +100,7 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
       blocks.map((b) => [...new Array<number>(left(b)).fill(1), ...b.ids.map((_, j) => b.prompt + b.first + j)]),
     );
     rowSample.forEach((i) => (records[i].cached = records[i].tokens.length));
-    state.startRows(0, rowSample.map((i) => ({ sample: i, position: prompts.lengths[i] + records[i].tokens.length - 1 })));
+    state.startRows(0, rowSample.map((i) => ({ sampling: sampling(i, turn + 1), position: prompts.lengths[i] + records[i].tokens.length - 1 })));
   }
   state.destroy();
 }
@@ -111,7 +113,7 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
  */
 async function decodeTurn(
   decoders: RolloutDecoders, decoder: IncrementalDecoder, state: SamplerState, firstLogits: Tensor, rowSample: readonly number[], progress: Map<number, TurnProgress>,
-  c: RolloutConfig, seed: number,
+  c: RolloutConfig,
 ): Promise<{ logprobs: Float32Array; fed: number }> {
   const e = decoders.engine;
   const V = decoders.policy.config.vocabSize;
@@ -140,7 +142,6 @@ async function decodeTurn(
     sampleTokens(e, {
       logits, V, rows, ...state.view(rows), tokens: state.tokens, logprobs: state.logprobs, eosIds: state.eosIds,
       numEos: state.numEos, outStride: R, padId: c.padTokenId,
-      temperature: c.temperature, topK: c.topK, topP: c.topP, seed,
     });
     sampled = step + 1;
     if (step + 1 === steps) break;

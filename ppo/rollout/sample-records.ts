@@ -28,7 +28,7 @@ export class TurnProgress {
   reason: FinishReason | null = null;
 
   constructor(
-    private readonly config: RolloutConfig,
+    private readonly config: Pick<RolloutConfig, 'eosTokenIds' | 'decode'>,
     private readonly turnEndIds: readonly number[],
     private readonly stopStrings: readonly string[],
     readonly budget: number,
@@ -67,11 +67,11 @@ export function promptBatch(prompts: readonly (readonly number[])[], c: RolloutC
   return { P, groupIds, ids, mask, lengths: groupIds.map((g) => prompts[g].length) };
 }
 
-/** Each sample's one-turn response and the (samples, R) log-probs of its tokens. */
-export function singleTurnRecords(progress: readonly TurnProgress[], logprobs: Float32Array, R: number): SampleRecord[] {
+/** Each sample's one-turn response and the log-probs of its tokens. */
+export function singleTurnRecords(progress: readonly TurnProgress[], logprobs: readonly Float32Array[]): SampleRecord[] {
   return progress.map((p, i) => {
     const record = new SampleRecord();
-    record.append(p.tokens, logprobs.subarray(i * R, i * R + p.tokens.length));
+    record.append(p.tokens, logprobs[i]);
     record.reason = p.reason;
     return record;
   });

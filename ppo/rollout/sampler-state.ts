@@ -1,8 +1,10 @@
-// The sampler's GPU state: per decode row its last token, position, step, finished flag and sample index, and
-// the (samples, R) tokens and old log-probs it writes. Sampling writes each step's token straight into the next
-// step's input; a sample's random stream is keyed by (seed, sample index, step), never by its row.
+// The sampler's GPU state: per decode row its last token, position, step, finished flag and sampling (random
+// stream, output row, parameters), and the (outRows, R) tokens and old log-probs it writes. Sampling writes each
+// step's token straight into the next step's input; a sample's random stream is keyed by (seed, stream, step),
+// never by its row.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { keepTensorRows } from '../../models/kv-cache.ts';
+import { ROW_SAMPLING_WORDS, packRowSampling, type RowSampling } from '../../kernels/decode/sample.ts';
 
 /** GPU state of the sampler for `rows` rows writing the (samples, R) outputs. */
 export class SamplerState {
@@ -10,7 +12,7 @@ export class SamplerState {
   readonly positions: Tensor<'i32'>;
   readonly steps: Tensor<'u32'>;
   readonly finished: Tensor<'u32'>;
-  readonly sampleIds: Tensor<'u32'>;
+  readonly rowSampling: Tensor<'u32'>;
   readonly tokens: Tensor<'u32'>;
   readonly logprobs: Tensor<'f32'>;
   /** Ids that finish a row on the GPU: the EOS ids and an environment's turn-ending ids. */
@@ -18,33 +20,35 @@ export class SamplerState {
   readonly numEos: number;
   private readonly scratch: Tensor;
 
-  constructor(private readonly engine: Engine, readonly rows: number, samples: number, readonly R: number, eosTokenIds: readonly number[]) {
+  constructor(private readonly engine: Engine, readonly rows: number, outRows: number, readonly R: number, eosTokenIds: readonly number[]) {
     this.numEos = eosTokenIds.length;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
     this.steps = engine.tensor('rollout.steps', [rows], 'u32');
     this.finished = engine.tensor('rollout.finished', [rows], 'u32');
-    this.sampleIds = engine.tensor('rollout.sampleIds', [rows], 'u32');
-    this.tokens = engine.tensor('rollout.tokens', [samples, R], 'u32');
-    this.logprobs = engine.tensor('rollout.logprobs', [samples, R]);
+    this.rowSampling = engine.tensor('rollout.rowSampling', [rows * ROW_SAMPLING_WORDS], 'u32');
+    this.tokens = engine.tensor('rollout.tokens', [outRows, R], 'u32');
+    this.logprobs = engine.tensor('rollout.logprobs', [outRows, R]);
     this.eosIds = engine.tensorFrom('rollout.eosIds', [Math.max(1, eosTokenIds.length)], eosTokenIds.length ? eosTokenIds : [0], 'u32');
-    this.scratch = engine.tensor('rollout.compaction', [rows]);
+    this.scratch = engine.tensor('rollout.compaction', [rows * ROW_SAMPLING_WORDS]);
   }
 
-  private get perRow() {
-    return [this.ids, this.positions, this.steps, this.finished, this.sampleIds];
+  private get perRow(): [Tensor, number][] {
+    return [[this.ids, 1], [this.positions, 1], [this.steps, 1], [this.finished, 1], [this.rowSampling, ROW_SAMPLING_WORDS]];
   }
 
   /** The per-row tensors restricted to the first `rows` rows. */
   view(rows: number) {
     const view = <T extends Tensor>(t: T) => (rows === this.rows ? t : (t.view(t.name, 0, [rows]) as T));
-    return { ids: view(this.ids), positions: view(this.positions), steps: view(this.steps), finished: view(this.finished), sampleIds: view(this.sampleIds) };
+    const rowSampling = rows === this.rows ? this.rowSampling : this.rowSampling.view(this.rowSampling.name, 0, [rows * ROW_SAMPLING_WORDS]);
+    return { ids: view(this.ids), positions: view(this.positions), steps: view(this.steps), finished: view(this.finished), rowSampling };
   }
 
-  /** Starts rows [first, first + values.length) afresh: sample, position of its last token so far, step 0. */
-  startRows(first: number, values: readonly { sample: number; position: number }[]): void {
-    const range = <T extends Tensor>(t: T) => (first === 0 && values.length === this.rows ? t : (t.view(`${t.name}[${first}:]`, first, [values.length]) as T));
-    this.engine.upload(range(this.sampleIds), values.map((v) => v.sample));
+  /** Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0. */
+  startRows(first: number, values: readonly { sampling: RowSampling; position: number }[]): void {
+    const range = <T extends Tensor>(t: T, width = 1) =>
+      (first === 0 && values.length === this.rows ? t : (t.view(`${t.name}[${first}:]`, first * width, [values.length * width]) as T));
+    this.engine.upload(range(this.rowSampling, ROW_SAMPLING_WORDS), values.flatMap((v) => packRowSampling(v.sampling)));
     this.engine.upload(range(this.positions), values.map((v) => v.position));
     this.engine.upload(range(this.steps), values.map(() => 0));
     this.engine.upload(range(this.finished), values.map(() => 0));
@@ -56,10 +60,10 @@ export class SamplerState {
   }
 
   keepRows(keep: readonly number[]): void {
-    for (const t of this.perRow) keepTensorRows(this.engine, t, 1, keep, this.scratch);
+    for (const [t, width] of this.perRow) keepTensorRows(this.engine, t, width, keep, this.scratch);
   }
 
   destroy(): void {
-    for (const t of [...this.perRow, this.tokens, this.logprobs, this.eosIds, this.scratch]) this.engine.destroyTensor(t);
+    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch]) this.engine.destroyTensor(t);
   }
 }

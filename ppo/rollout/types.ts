@@ -5,6 +5,7 @@ import type { Arena } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { LoraAdapters } from '../../models/lora-adapters.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
+import type { Tokenizer } from '../../models/tokenizer.ts';
 
 export interface RolloutConfig extends SamplingParams {
   /** Samples per prompt (a GRPO / RLOO group). */
@@ -73,6 +74,12 @@ export interface PolicyWeights {
   config: DecoderConfig;
   params: Arena;
   lora?: LoraAdapters | null;
+}
+
+/** The ids that end a response and pad one: config.json's eos and generation_config.json's (Qwen lists <|im_end|>
+ *  and <|endoftext|> there), as vLLM stops; config.json's pad id, else the tokenizer's, else 0. */
+export function endTokenIds(actor: DecoderConfig, generationConfig: { eosTokenIds: readonly number[] } | null, tokenizer: Pick<Tokenizer, 'special'>) {
+  return { eosTokenIds: [...new Set([...actor.eosTokenIds, ...(generationConfig?.eosTokenIds ?? [])])], padTokenId: actor.padTokenId ?? tokenizer.special.pad?.id ?? 0 };
 }
 
 /** Decode steps between reads of the sampled ids when RolloutConfig.readEvery is unset. */

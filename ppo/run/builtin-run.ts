@@ -18,6 +18,7 @@ import type { SearchProtocol } from '../search/search-turns.ts';
 import type { SftStepResult } from '../tasks/sft-trainer.ts';
 import { computeScore, toRewardScore, type RewardFunction, type RewardScore } from '../rewards/index.ts';
 import type { ModelWeights, PromptRecord, TrainerIo } from '../trainer.ts';
+import { endTokenIds } from '../rollout/types.ts';
 
 export interface BuiltinRun {
   tokenizer: Tokenizer;
@@ -133,9 +134,7 @@ export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val'
     // Search-R1 keeps special tokens in the text it scores: its tags may be special tokens of the vocabulary.
     decode: (ids) => run.tokenizer.decode(ids, { skipSpecialTokens: run.search === null }),
     score: (prompt, text) => scoreResponse(run.reward, prompt, text),
-    // config.json's eos and generation_config.json's (Qwen lists <|im_end|> and <|endoftext|> there), as vLLM stops.
-    eosTokenIds: [...new Set([...run.actor.config.eosTokenIds, ...(run.generationConfig?.eosTokenIds ?? [])])],
-    padTokenId: run.actor.config.padTokenId ?? run.tokenizer.special.pad?.id ?? 0,
+    ...endTokenIds(run.actor.config, run.generationConfig ?? null, run.tokenizer),
     search: run.search,
   };
   return { io, cursor: () => cursor };

@@ -8,7 +8,7 @@ import type { PpoConfig } from '../config.ts';
 import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
-import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
+import { networkDifferences, parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues } from '../../models/lora.ts';
@@ -130,8 +130,7 @@ export async function assertResumable(config: PpoConfig, checkpointDir: string, 
   const modelPath = config.actor_rollout_ref.model.path;
   if (modelPath !== null) {
     const configured = parseHfConfig(JSON.parse(await readFile(join(modelPath, 'config.json'), 'utf8')), join(modelPath, 'config.json'));
-    const differences = ARCHITECTURE_FIELDS.filter((field) => configured[field] !== checkpointActor[field])
-      .map((field) => `${field} ${checkpointActor[field]} vs ${configured[field]}`);
+    const differences = networkDifferences(checkpointActor, configured);
     if (differences.length > 0) {
       throw new Error(`resume: the checkpoint ${checkpointDir} holds a different model than actor_rollout_ref.model.path=${modelPath} (${differences.join(', ')}) — ${startOver}`);
     }
@@ -144,8 +143,6 @@ export async function assertResumable(config: PpoConfig, checkpointDir: string, 
   }
 }
 
-/** The fields that make two decoder configs the same network. */
-const ARCHITECTURE_FIELDS = ['family', 'vocabSize', 'hiddenSize', 'intermediateSize', 'numLayers', 'numHeads', 'numKvHeads', 'headDim', 'tieWordEmbeddings'] as const;
 
 export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);

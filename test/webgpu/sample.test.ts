@@ -1,7 +1,7 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
-import { sampleTokens, sampleVariants, type SamplingParams } from '../../kernels/decode/sample.ts';
+import { ROW_SAMPLING_WORDS, packRowSampling, sampleTokens, sampleVariants, type RowSampling, type SamplingParams } from '../../kernels/decode/sample.ts';
 import { sampleRef, keptTokens } from '../../kernels/decode/sample.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
@@ -13,7 +13,10 @@ interface Case extends SamplingParams {
   rowOffset?: number;
   eosIds?: number[];
   finished?: number[];
+  /** Per row, the random stream and output row (default r). */
   sampleIds?: number[];
+  /** Per row, sampling parameters that replace the case's (rows of different requests in one batch). */
+  perRow?: Partial<SamplingParams>[];
   /** Per row; default 1 + r % 3 (rows at different steps, as after a continuous-batching refill). */
   steps?: number[];
   outStride?: number;
@@ -27,7 +30,7 @@ async function runGpu(engine: Engine, c: Case) {
   const t = {
     logits: engine.tensorFrom('logits', [c.logits.length], c.logits),
     eosIds: engine.tensorFrom('eos', [Math.max(1, eos.length)], eos.length ? eos : [0], 'u32'),
-    sampleIds: engine.tensorFrom('sampleIds', [rows], c.sampleIds ?? Array.from({ length: rows }, (_, r) => r), 'u32'),
+    rowSampling: engine.tensorFrom('rowSampling', [rows * ROW_SAMPLING_WORDS], rowSamplingOf(c).flatMap(packRowSampling), 'u32'),
     ids: engine.tensor('ids', [rows], 'u32'),
     positions: engine.tensorFrom('positions', [rows], Array.from({ length: rows }, (_, r) => 10 + r), 'i32'),
     steps: engine.tensorFrom('steps', [rows], stepsOf(c), 'u32'),
@@ -48,6 +51,14 @@ async function runGpu(engine: Engine, c: Case) {
   return out;
 }
 
+function rowSamplingOf(c: Case): RowSampling[] {
+  const { temperature, topK, topP, seed } = c;
+  return Array.from({ length: c.rows }, (_, r) => {
+    const sample = c.sampleIds?.[r] ?? r;
+    return { temperature, topK, topP, seed, ...c.perRow?.[r], stream: sample, outRow: sample };
+  });
+}
+
 function stepsOf(c: Case): number[] {
   return c.steps ?? Array.from({ length: c.rows }, (_, r) => 1 + (r % 3));
 }
@@ -56,7 +67,7 @@ function reference(c: Case) {
   return sampleRef({
     ...c, eosIds: c.eosIds ?? [], steps: stepsOf(c), padId: 3,
     finished: c.finished ?? new Array<number>(c.rows).fill(0),
-    sampleIds: c.sampleIds ?? Array.from({ length: c.rows }, (_, r) => r),
+    rowSampling: rowSamplingOf(c),
   });
 }
 
@@ -87,6 +98,11 @@ describe('sample kernel', () => {
       cases.push({ ...base, logits, temperature: 0.9, topK: 12, topP: 0.8 });
       cases.push({ ...base, logits, temperature: 1, topK: 1, topP: 1 });
     }
+    // rows of different requests in one batch: each its own temperature, top-k, top-p and seed
+    cases.push({
+      V: 300, rows: 4, logits: randomArray(4 * 300, 31, 3), temperature: 1, topK: -1, topP: 1, seed: 8,
+      perRow: [{ temperature: 0 }, { temperature: 0.7, topK: 9, seed: 40 }, { topP: 0.6, seed: 41 }, { temperature: 1.4, topK: 30, topP: 0.9 }],
+    });
     // rows of a (B, T, V) batch: each row samples at its last position (the no-cache path)
     cases.push({ V: 50, rows: 3, rowStride: 4, rowOffset: 3, logits: randomArray(3 * 4 * 50, 9, 2), temperature: 0.8, topK: -1, topP: 0.95, seed: 5 });
     cases.push({ V: 50, rows: 3, rowStride: 4, rowOffset: 3, logits: randomArray(3 * 4 * 50, 9, 2), temperature: 0, topK: -1, topP: 1, seed: 5 });

@@ -23,7 +23,8 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
   const R = c.maxResponseLength;
   const samples = prompts.groupIds.map(() => new TurnProgress(c, [], c.stopStrings ?? [], R));
   const state = new SamplerState(e, N, N, R, c.eosTokenIds);
-  state.startRows(0, prompts.lengths.map((n, i) => ({ sample: i, position: n - 1 })));
+  const { temperature, topK, topP, seed } = c;
+  state.startRows(0, prompts.lengths.map((n, i) => ({ sampling: { temperature, topK, topP, seed, stream: i, outRow: i }, position: n - 1 })));
   const sequences = prompts.ids.map((row) => [...row]);
   const masks = prompts.mask.map((row) => [...row]);
   for (let step = 0; step < R && samples.some((s) => !s.done); step++) {
@@ -40,7 +41,6 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
     sampleTokens(e, {
       logits, V, rows: N, rowStride: padded, rowOffset: T - 1, ...state.view(N), tokens: state.tokens, logprobs: state.logprobs,
       eosIds: state.eosIds, numEos: c.eosTokenIds.length, outStride: R, padId: c.padTokenId,
-      temperature: c.temperature, topK: c.topK, topP: c.topP, seed: c.seed,
     });
     const next = await e.read(state.ids);
     destroyTokenBatch(e, batch);
@@ -52,7 +52,8 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
       masks[i].push(1);
     }
   }
-  const records = singleTurnRecords(samples, await e.read(state.logprobs), R);
+  const logprobs = await e.read(state.logprobs);
+  const records = singleTurnRecords(samples, samples.map((s, i) => logprobs.subarray(i * R, i * R + s.tokens.length)));
   state.destroy();
   return assemble(prompts, records, c);
 }

@@ -1,0 +1,98 @@
+// SGLang's native routes' request and response shapes (python/sglang/srt/managers/io_struct.py GenerateReqInput,
+// UpdateWeightFromDiskReqInput, LoadLoRAAdapterReqInput; python/sglang/srt/entrypoints/http_server.py; the
+// sampling parameters of docs/backend/sampling_params.md): /generate, /update_weights_from_disk,
+// /load_lora_adapter, /unload_lora_adapter, /get_model_info.
+import { ApiError, badRequest } from './api-error.ts';
+import { RequestFields } from './request-fields.ts';
+import { promptInputs, refuseUnsupportedSampling, samplingFields, seedOf, type GenerationRequest } from './generation-request.ts';
+import type { CompletionText } from './completion-text.ts';
+
+/** SGLang's SamplingParams default max_new_tokens. */
+export const GENERATE_DEFAULT_MAX_NEW_TOKENS = 128;
+
+export interface GenerateRequest {
+  request: GenerationRequest;
+  returnLogprob: boolean;
+  /** rid: echoed as meta_info.id. */
+  rid: string | null;
+  /** A batch of prompts (text or input_ids a list of them): SGLang answers a list even for one sample. */
+  batch: boolean;
+}
+
+export function parseGenerateRequest(body: unknown): GenerateRequest {
+  const f = RequestFields.of(body);
+  if (f.has('text') === f.has('input_ids')) throw new ApiError(400, 'exactly one of text and input_ids must be given', f.has('text') ? 'input_ids' : 'text');
+  const input = f.has('text') ? f.raw('text') : f.raw('input_ids');
+  const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
+  const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
+  f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
+  f.unsupported('top_logprobs_num', 0, 'top log-probs are not computed by this server (only 0)');
+  f.unsupported('logprob_start_len', -1, 'prompt log-probs are not computed by this server (only -1: output tokens)');
+  if (f.has('input_embeds') || f.has('image_data')) throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
+  if (Array.isArray(f.raw('sampling_params'))) {
+    throw badRequest('sampling_params', 'one object for every prompt (a list of per-prompt sampling_params is not supported by this server)', '[...]');
+  }
+  const s = f.object('sampling_params');
+  refuseUnsupportedSampling(s);
+  const sampling = samplingFields(s);
+  const seed = s.has('sampling_seed') ? s.optionalInteger('sampling_seed') : s.optionalInteger('seed');
+  const lora = f.raw('lora_path');
+  if (lora !== undefined && lora !== null && typeof lora !== 'string') throw badRequest('lora_path', 'the name of a loaded adapter (one for the whole request)', lora);
+  const rid = f.raw('rid');
+  return {
+    request: {
+      prompts, n: sampling.n,
+      maxTokens: s.has('max_new_tokens') ? s.number('max_new_tokens', 0, { integer: true }) : null,
+      temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK,
+      seed: { seed: seedOf(seed), sampleOffset: sampling.sampleOffset },
+      stop: s.strings('stop'), stopTokenIds: sampling.stopTokenIds,
+      keepStopString: s.boolean('no_stop_trim', false),
+      skipSpecialTokens: s.boolean('skip_special_tokens', true),
+      adapter: (lora as string | null | undefined) ?? null,
+    },
+    returnLogprob: f.boolean('return_logprob', false),
+    rid: typeof rid === 'string' ? rid : null,
+    batch,
+  };
+}
+
+export interface GeneratedSample extends CompletionText {
+  tokens: number[];
+  logprobs: Float32Array;
+  promptTokens: number;
+}
+
+/** One sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
+export function generateResponse(samples: readonly GeneratedSample[], g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>, latencySeconds: number, weightVersion: string) {
+  const rid = g.rid ?? Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16)).join('');
+  const outputs = samples.map((s, i) => ({
+    text: s.text,
+    output_ids: s.tokens,
+    meta_info: {
+      id: samples.length > 1 ? `${rid}-${i}` : rid,
+      finish_reason: s.finishReason === 'length' ? { type: 'length', length: s.tokens.length } : { type: 'stop', matched: s.matched },
+      prompt_tokens: s.promptTokens,
+      completion_tokens: s.tokens.length,
+      cached_tokens: 0,
+      weight_version: weightVersion,
+      e2e_latency: latencySeconds,
+      // [logprob, token id, token text]: the text only with return_text_in_logprobs, which this server leaves null.
+      ...(g.returnLogprob ? { output_token_logprobs: s.tokens.map((id, t) => [s.logprobs[t], id, null]) } : {}),
+    },
+  }));
+  return g.batch || outputs.length > 1 ? outputs : outputs[0];
+}
+
+export function parseUpdateWeightsRequest(body: unknown): { modelPath: string; weightVersion: string | null } {
+  const f = RequestFields.of(body);
+  if (!f.has('model_path')) throw badRequest('model_path', 'the directory of a Hugging Face checkpoint', undefined);
+  f.unsupported('load_format', 'auto', 'only the Hugging Face safetensors directory format is read');
+  return { modelPath: f.string('model_path', ''), weightVersion: f.has('weight_version') ? f.string('weight_version', '') : null };
+}
+
+export function parseLoraRequest(body: unknown, needsPath: boolean): { name: string; path: string } {
+  const f = RequestFields.of(body);
+  if (!f.has('lora_name')) throw badRequest('lora_name', 'a name for the adapter', undefined);
+  if (needsPath && !f.has('lora_path')) throw badRequest('lora_path', 'the directory of a PEFT adapter', undefined);
+  return { name: f.string('lora_name', ''), path: f.string('lora_path', '') };
+}
