@@ -301,8 +301,7 @@ export class PpoTrainer {
     const servers = this.servers!;
     if (servers.servedVersion === this.globalStep) return {};
     await this.prefetched?.catch(() => undefined);
-    const probe = probeSequence(this.actor.config.vocabSize);
-    return servers.syncWeights(this.globalStep, probe, await localProbeLogProbs(this.engine, this.actor, probe));
+    return servers.syncWeights(this.globalStep, probeSequence(this.actor.config.vocabSize), (ids) => localProbeLogProbs(this.engine, this.actor, ids));
   }
 
   /** The step's batch: one generation batch, or with algorithm.filter_groups.enable DAPO's dynamic sampling over as

@@ -7,8 +7,8 @@ import type { RolloutBatch, RolloutConfig } from '../rollout/types.ts';
 import { SampleRecord, assemble, promptBatch } from '../rollout/sample-records.ts';
 import { ServerError, ServerPool } from './server-pool.ts';
 import {
-  checkUpdateAnswer, generateCall, loraName, modelInfoCall, parseGenerate, parseModelInfo, parseProbe, probeCall, weightUpdateCalls,
-  type RolloutBackend, type ServerSample, type WeightsVersion,
+  checkUpdateAnswer, generateCall, loraName, modelInfoCall, parseGenerate, parseModelInfo, weightUpdateCalls,
+  type RolloutBackend, type SamplingRequest, type ServerSample, type WeightsVersion,
 } from './wire-format.ts';
 
 /** Writes the actor's current weights where every server can read them (a new directory per version). */
@@ -23,13 +23,20 @@ export interface ServerRolloutOptions {
   fingerprintTolerance: number;
 }
 
-/** Length of the probe sequence: enough tokens that two different models cannot agree on all of them by chance. */
-const PROBE_LENGTH = 16;
+/** Length of the probe prompt, and tokens the server continues it with: enough that two different models cannot
+ *  agree on all of them by chance. */
+const PROBE_LENGTH = 8;
 
-/** A fixed token sequence spread over the whole vocabulary (a multiplicative hash of the position). */
+/** The probe prompt: a fixed token sequence spread over the whole vocabulary (a multiplicative hash of the position). */
 export function probeSequence(vocabSize: number): number[] {
   return Array.from({ length: PROBE_LENGTH }, (_, t) => Number((BigInt(t + 1) * 2654435761n) % BigInt(vocabSize)));
 }
+
+/** The probe's continuation: greedy, no stop token, so it depends on the weights alone. */
+const PROBE_SAMPLING: SamplingRequest = { temperature: 0, topP: 1, topK: -1, maxTokens: PROBE_LENGTH, stopTokenIds: [], seed: 0 };
+
+/** The trainer's teacher-forced log-probs of ids[1…L−1] under its current weights. */
+export type LocalLogProbs = (ids: readonly number[]) => Promise<number[]>;
 
 export class ServerRollout {
   /** The version every live server has loaded and passed the fingerprint with; -1: none yet. */
@@ -55,31 +62,36 @@ export class ServerRollout {
   }
 
   /**
-   * Publishes `version`, loads it on every live server, and checks each one's probe log-probs against `localProbe`
-   * (the trainer's own, from the same weights). Any failure throws before a single prompt is generated, so no step
-   * runs on stale weights.
+   * Publishes `version`, loads it on every live server, and checks each one: its greedy continuation of the probe
+   * prompt, with the log-prob of each token, must match the trainer's own log-probs of those tokens (`localLogProbs`,
+   * from the same weights). Any failure throws before a single prompt is generated, so no step runs on stale weights.
    */
-  async syncWeights(version: number, probeIds: readonly number[], localProbe: readonly number[]): Promise<Record<string, number>> {
+  async syncWeights(version: number, probeIds: readonly number[], localLogProbs: LocalLogProbs): Promise<Record<string, number>> {
     if (this.models.size === 0) await this.connect();
     const weights = await this.publisher.publish(version);
     const calls = weightUpdateCalls(this.backend, weights, this.servedLora);
     const lora = weights.kind === 'lora' ? loraName(weights.version) : null;
-    let worst = 0;
-    await this.pool.everyServer(async (url) => {
+    const probes = await this.pool.everyServer(async (url) => {
       for (const call of calls) {
         await this.pool.request(url, call, `the server to load ${weights.dir} (weights of step ${version})`, checkUpdateAnswer);
       }
       this.loadsPerServer.set(url, (this.loadsPerServer.get(url) ?? 0) + 1);
-      const served = await this.pool.request(url, probeCall(this.backend, this.models.get(url)!, probeIds, lora),
-        'the probe sequence\'s log-probs', (json) => parseProbe(this.backend, json, probeIds.length));
-      const gap = Math.max(...served.map((lp, t) => Math.abs(lp - localProbe[t])));
+      const [probe] = await this.pool.request(url, generateCall(this.backend, this.models.get(url)!, probeIds, 1, PROBE_SAMPLING, lora),
+        'a greedy continuation of the probe prompt with its log-probs', (json) => parseGenerate(this.backend, json, 1, []));
+      return { url, probe };
+    });
+    let worst = 0;
+    // One after the other: the trainer's forward passes share its buffers.
+    for (const { url, probe } of probes) {
+      const local = (await localLogProbs([...probeIds, ...probe.tokenIds])).slice(probeIds.length - 1);
+      const gap = Math.max(...probe.logProbs.map((lp, t) => Math.abs(lp - local[t])));
       if (!(gap <= this.options.fingerprintTolerance)) {
-        throw new ServerError(url, `${url}: after loading ${weights.dir} the server's log-probs of the probe sequence differ from the trainer's by up to ` +
+        throw new ServerError(url, `${url}: after loading ${weights.dir} the server's log-probs of its probe tokens differ from the trainer's by up to ` +
           `${gap.toFixed(4)} (tolerance actor_rollout_ref.rollout.server_fingerprint_tol=${this.options.fingerprintTolerance}); expected a server of ` +
           `the same model and tokenizer as actor_rollout_ref.model.path, serving the weights it was just given`);
       }
       worst = Math.max(worst, gap);
-    });
+    }
     this.servedVersion = version;
     this.servedLora = lora;
     return { 'rollout_servers/fingerprint_max_gap': worst, 'rollout_servers/live': this.pool.urls.length };

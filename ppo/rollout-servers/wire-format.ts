@@ -1,12 +1,12 @@
 // The HTTP shapes the trainer speaks to a rollout server, per backend (actor_rollout_ref.rollout.name), as the
 // servers document them; `node serve.js` speaks the SGLang ones. Each parser names the URL and what it expected.
 //   SGLang: python/sglang/srt/managers/io_struct.py (GenerateReqInput: input_ids, sampling_params, return_logprob,
-//     logprob_start_len, lora_path; UpdateWeightFromDiskReqInput: model_path → {success, message};
+//     lora_path; UpdateWeightFromDiskReqInput: model_path → {success, message};
 //     LoadLoRAAdapterReqInput: lora_name, lora_path) and python/sglang/srt/entrypoints/http_server.py (/generate
 //     answers {text, output_ids, meta_info: {finish_reason: {type, matched}, output_token_logprobs: [[logprob, id,
-//     text], …], input_token_logprobs}}, one such object per input when input_ids is a batch).
+//     text], …]}}, one such object per input when input_ids is a batch).
 //   vLLM: vllm/entrypoints/openai/protocol.py (CompletionRequest: prompt as token ids, n, temperature, top_p, top_k,
-//     max_tokens, seed, logprobs, echo, stop_token_ids, return_tokens_as_token_ids → choices[{index, logprobs:
+//     max_tokens, seed, logprobs, stop_token_ids, return_tokens_as_token_ids → choices[{index, logprobs:
 //     {tokens: ["token_id:7", …], token_logprobs}, finish_reason}]; LoadLoRAAdapterRequest: lora_name, lora_path),
 //     docs/features/sleep_mode.md (VLLM_SERVER_DEV_MODE=1: /sleep?level=2, /wake_up?tags=weights,
 //     /collective_rpc {"method": "reload_weights"}, /wake_up?tags=kv_cache).
@@ -119,37 +119,6 @@ export function parseGenerate(backend: RolloutBackend, json: unknown, n: number,
 function finishReason(length: boolean, tokenIds: readonly number[], stopTokenIds: readonly number[]): FinishReason {
   if (length) return 'length';
   return stopTokenIds.includes(tokenIds[tokenIds.length - 1]) ? 'eos' : 'stop';
-}
-
-/** Teacher-forced log-probs of a fixed token sequence under the served weights (the fingerprint's probe). */
-export function probeCall(backend: RolloutBackend, model: string, probeIds: readonly number[], lora: string | null): HttpCall {
-  if (backend === 'sglang') {
-    return {
-      method: 'POST', path: '/generate', body: {
-        input_ids: [...probeIds], sampling_params: { temperature: 0, max_new_tokens: 1 }, return_logprob: true, logprob_start_len: 0,
-        ...(lora ? { lora_path: lora } : {}),
-      },
-    };
-  }
-  return { method: 'POST', path: '/v1/completions', body: { model: lora ?? model, prompt: [...probeIds], max_tokens: 1, temperature: 0, echo: true, logprobs: 1 } };
-}
-
-/** log p(probe[t] | probe[<t]) for t = 1 … L−1 (the first token has none). */
-export function parseProbe(backend: RolloutBackend, json: unknown, L: number): number[] {
-  if (backend === 'sglang') {
-    const out = Array.isArray(json) ? json[0] : json;
-    const entries = (out as { meta_info?: { input_token_logprobs?: unknown } } | null)?.meta_info?.input_token_logprobs;
-    expect(Array.isArray(entries) && entries.length >= L, `meta_info.input_token_logprobs for all ${L} probe tokens (logprob_start_len=0)`);
-    const values = entries.slice(1, L).map((e) => (Array.isArray(e) ? e[0] : undefined));
-    expect(isNumberArray(values), 'input_token_logprobs entries [logprob, token_id, text]');
-    return values;
-  }
-  const choice = (json as { choices?: { logprobs?: { token_logprobs?: unknown } }[] } | null)?.choices?.[0];
-  const values = choice?.logprobs?.token_logprobs;
-  expect(Array.isArray(values) && values.length >= L, `choices[0].logprobs.token_logprobs for all ${L} probe tokens (echo=true)`);
-  const probe = values.slice(1, L);
-  expect(isNumberArray(probe), 'numeric token_logprobs after the first probe token');
-  return probe;
 }
 
 /** What the server must answer to show it is a live server of its backend: the served model's identity. */

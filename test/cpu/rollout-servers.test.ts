@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ServerPool } from '../../ppo/rollout-servers/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/rollout-servers/server-rollout.ts';
-import { generateCall, parseGenerate, parseProbe, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
+import { generateCall, parseGenerate, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/rollout/types.ts';
 import { ConfigError, loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
@@ -16,13 +16,13 @@ const VOCAB = 50;
 
 type Behaviour = 'ok' | 'hang' | 'http500' | 'malformed' | 'die' | 'foreignTokens';
 
-/** An SGLang-shaped stub: every response is [7, 8, EOS] with log-prob -0.5 each; the probe log-probs are `probeValue`. */
+/** An SGLang-shaped stub: every response (the fingerprint's probe too) is [7, 8, EOS] with log-prob `logProb` each. */
 interface Stub {
   url: string;
   behaviour: Behaviour;
   /** Behaviour switches to `after.behaviour` once this many /generate requests were answered. */
   after: { count: number; behaviour: Behaviour } | null;
-  probeValue: number;
+  logProb: number;
   updateSuccess: boolean;
   generated: number;
   loads: string[];
@@ -40,8 +40,8 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   return text ? JSON.parse(text) : null;
 }
 
-async function stubServer(behaviour: Behaviour = 'ok', probeValue = -1): Promise<Stub> {
-  const stub = { behaviour, after: null, probeValue, updateSuccess: true, generated: 0, loads: [] } as unknown as Stub;
+async function stubServer(behaviour: Behaviour = 'ok'): Promise<Stub> {
+  const stub = { behaviour, after: null, logProb: -0.5, updateSuccess: true, generated: 0, loads: [] } as unknown as Stub;
   const send = (res: ServerResponse, json: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(json));
   stub.server = createServer(async (req, res) => {
     const body = await readBody(req) as Record<string, unknown> | null;
@@ -51,24 +51,19 @@ async function stubServer(behaviour: Behaviour = 'ok', probeValue = -1): Promise
       return send(res, stub.updateSuccess ? { success: true, message: 'ok' } : { success: false, message: 'shape mismatch' });
     }
     if (req.url !== '/generate') return res.writeHead(404).end(JSON.stringify({ error: { message: 'not found' } }));
-    const ids = body!.input_ids as number[] | number[][];
-    if (body!.logprob_start_len === 0) {
-      // The probe: one input, log-probs of every token after the first.
-      const probe = ids as number[];
-      return send(res, { meta_info: { input_token_logprobs: probe.map((id, t) => [t === 0 ? null : stub.probeValue, id, null]), finish_reason: { type: 'length' } } });
-    }
+    const ids = body!.input_ids as number[][];
     const mode = stub.after && stub.generated >= stub.after.count ? stub.after.behaviour : stub.behaviour;
     if (mode === 'hang') return;
     if (mode === 'die') return req.socket.destroy();
     if (mode === 'http500') return res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'CUDA out of memory' } }));
     if (mode === 'malformed') return res.writeHead(200).end('{"meta_info": [');
     if (mode === 'foreignTokens') {
-      return send(res, (ids as number[][]).map(() => ({ meta_info: { finish_reason: { type: 'length' }, output_token_logprobs: [[-0.5, VOCAB + 7, null]] } })));
+      return send(res, ids.map(() => ({ meta_info: { finish_reason: { type: 'length' }, output_token_logprobs: [[-0.5, VOCAB + 7, null]] } })));
     }
     stub.generated++;
-    send(res, (ids as number[][]).map(() => ({
+    send(res, ids.map(() => ({
       text: '', output_ids: [7, 8, EOS],
-      meta_info: { finish_reason: { type: 'stop', matched: EOS }, output_token_logprobs: [[-0.5, 7, null], [-0.5, 8, null], [-0.5, EOS, null]] },
+      meta_info: { finish_reason: { type: 'stop', matched: EOS }, output_token_logprobs: [7, 8, EOS].map((id) => [stub.logProb, id, null]) },
     })));
   });
   servers.push(stub.server);
@@ -96,7 +91,8 @@ function rollout(urls: string[], options: { timeoutS?: number; maxRetries?: numb
 }
 
 const PROBE = probeSequence(VOCAB);
-const localProbe = (value: number) => PROBE.slice(1).map(() => value);
+/** The trainer's side of the fingerprint, as if its weights gave every token log-prob `value`. */
+const localProbe = (value: number) => async (ids: readonly number[]) => ids.slice(1).map(() => value);
 
 describe('rollout servers: documented wire shapes', () => {
   it('SGLang /generate: the prompt repeated n times, answers read from output_token_logprobs', () => {
@@ -121,7 +117,6 @@ describe('rollout servers: documented wire shapes', () => {
     ]);
     expect(() => parseGenerate('vllm', { choices: [choice(0, [1], 'stop')] }, 1, [EOS])).not.toThrow();
     expect(() => parseGenerate('vllm', { choices: [{ index: 0, finish_reason: 'stop', logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }, 1, [EOS])).toThrow('return_tokens_as_token_ids');
-    expect(parseProbe('vllm', { choices: [{ logprobs: { token_logprobs: [null, -1, -2, -3] } }] }, 3)).toEqual([-1, -2]);
   });
 
   it('weight loads: SGLang from any directory; vLLM full weights by the dev-mode level-2 reload; LoRA by name per version', () => {
@@ -237,14 +232,14 @@ describe('rollout servers: faults on loopback', () => {
   });
 
   it('weight sync: each server loads the version and passes the fingerprint; a server of another model is refused', async () => {
-    const [a, b] = [await stubServer('ok', -1), await stubServer('ok', -1)];
+    const [a, b] = [await stubServer(), await stubServer()];
     const r = rollout([a.url, b.url]);
-    const metrics = await r.syncWeights(0, PROBE, localProbe(-1.005));
+    const metrics = await r.syncWeights(0, PROBE, localProbe(-0.505));
     expect(metrics['rollout_servers/fingerprint_max_gap']).toBeCloseTo(0.005, 6);
     expect([a.loads, b.loads]).toEqual([['/shared/v0'], ['/shared/v0']]);
     expect(r.servedVersion).toBe(0);
-    b.probeValue = -3; // now serving something else
-    await expect(r.syncWeights(1, PROBE, localProbe(-1))).rejects.toThrow(`${b.url}: after loading /shared/v1 the server's log-probs of the probe sequence differ from the trainer's by up to 2.0000`);
+    b.logProb = -2.5; // now serving something else
+    await expect(r.syncWeights(1, PROBE, localProbe(-0.5))).rejects.toThrow(`${b.url}: after loading /shared/v1 the server's log-probs of its probe tokens differ from the trainer's by up to 2.0000`);
     expect(r.servedVersion).toBe(0);
   });
 

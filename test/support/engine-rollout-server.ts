@@ -1,13 +1,10 @@
 // A loopback rollout server for trainer tests: this engine's in-process rollout behind SGLang's /get_model_info,
-// /update_weights_from_disk and /generate (return_logprob, and logprob_start_len=0 for the probe), one request at a
-// time. It stands in for `node serve.js` in tests until that server is merged; it counts the loads it accepted.
+// /update_weights_from_disk and /generate (return_logprob), one request at a time. It stands in for `node serve.js` in tests until that server is merged; it counts the loads it accepted.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Engine } from '../../engine/index.ts';
 import { loadModel } from '../../models/model-files-node.ts';
-import { CausalLm } from '../../models/causal-lm.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
-import { localProbeLogProbs } from '../../ppo/rollout-servers/local-probe.ts';
 
 export interface EngineRolloutServer {
   url: string;
@@ -21,7 +18,6 @@ export async function startEngineRolloutServer(engine: Engine, modelDir: string)
   let model = await loadModel(engine, modelDir);
   let modelPath = modelDir;
   let generator = new RolloutGenerator(engine, model);
-  let lm = new CausalLm(engine, model.config, model.params);
   let queue: Promise<unknown> = Promise.resolve();
   const state = { loads: [] as string[], generateRequests: 0 };
   const handle = async (path: string, body: Record<string, unknown> | null): Promise<unknown> => {
@@ -32,16 +28,10 @@ export async function startEngineRolloutServer(engine: Engine, modelDir: string)
       model = next;
       modelPath = String(body!.model_path);
       generator = new RolloutGenerator(engine, model);
-      lm = new CausalLm(engine, model.config, model.params);
       state.loads.push(modelPath);
       return { success: true, message: 'Succeeded to update model weights.' };
     }
     if (path !== '/generate') throw new Error(`no route ${path}`);
-    if (body!.logprob_start_len === 0) {
-      const ids = body!.input_ids as number[];
-      const lps = await localProbeLogProbs(engine, lm, ids);
-      return { meta_info: { input_token_logprobs: ids.map((id, t) => [t === 0 ? null : lps[t - 1], id, null]), finish_reason: { type: 'length' } } };
-    }
     state.generateRequests++;
     const rows = body!.input_ids as number[][];
     const s = body!.sampling_params as Record<string, number & number[]>;

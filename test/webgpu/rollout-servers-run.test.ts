@@ -66,7 +66,8 @@ describe('trainer with rollout servers on loopback', () => {
     }
     // (b) every server loaded v0 then v1 from the shared directory, and the probe matched after each load.
     for (const s of servers) expect(s.loads.map((p) => p.split('/').pop())).toEqual(['v0', 'v1']);
-    expect(servers[0].generateRequests + servers[1].generateRequests).toBe(8);
+    // 4 prompts × 2 steps, and each server's fingerprint probe after each of its 2 loads.
+    expect(servers[0].generateRequests + servers[1].generateRequests).toBe(8 + 4);
     expect(Math.min(servers[0].generateRequests, servers[1].generateRequests)).toBeGreaterThan(0);
     for (const step of [0, 1]) expect(remote.metrics[step]['rollout_servers/fingerprint_max_gap']).toBeLessThan(1e-3);
   });
