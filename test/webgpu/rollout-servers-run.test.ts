@@ -1,10 +1,12 @@
-// The trainer with two rollout servers on loopback (this engine's rollout behind SGLang's protocol), 2 steps of the
-// tiny run: greedy responses and every metric equal the in-process run's, each server loads each step's weights and
+// The trainer with two rollout servers on loopback (two `node serve.js` processes; and, to count what each server
+// received, this engine's rollout behind SGLang's protocol in the test), 2 steps of the tiny run: greedy responses and every metric equal the in-process run's, each server loads each step's weights and
 // passes the fingerprint, mode=async trains one step stale, and a server that refuses a weight load stops the run
 // before the step's update with one line naming it; the publisher writes one complete directory per version (the
 // full model, or the LoRA adapter only).
 import { describe, expect, it, afterAll, beforeAll } from 'vitest';
 import { createServer } from 'node:http';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { readFile, readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -115,5 +117,34 @@ describe('trainer with rollout servers on loopback', () => {
     const adapter = diskWeightsPublisher(join(run.root, 'published-lora'), 'sglang', { engine, actor: { ...model, lora }, config, tokenizerFiles: {} });
     expect(await adapter.publish(4)).toMatchObject({ kind: 'lora' });
     expect((await readdir(join(run.root, 'published-lora', 'v4'))).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
+  });
+
+  it('two `node serve.js` processes: 2 steps, each loads each step\'s weights and passes the fingerprint', async () => {
+    const root = fileURLToPath(new URL('../../', import.meta.url));
+    const children: ChildProcess[] = [];
+    try {
+      const urls = await Promise.all([0, 1].map(() => new Promise<string>((resolve, reject) => {
+        const child = spawn(process.execPath, ['serve.js', '--model', join(run.root, 'model'), '--port', '0'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+        children.push(child);
+        let stdout = '', stderr = '';
+        child.stderr!.on('data', (d) => (stderr += d));
+        child.stdout!.on('data', (d) => {
+          stdout += d;
+          const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+          if (m) resolve(m[1]);
+        });
+        child.on('exit', (code) => reject(new Error(`serve.js exited with ${code}: ${stderr}`)));
+      })));
+      const remote = await train('serve-js', ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${urls.join(',')}]`]);
+      expect(remote.code, remote.stderr).toBe(0);
+      for (const step of [0, 1]) {
+        expect(remote.metrics[step]['rollout_servers/fingerprint_max_gap']).toBeLessThan(1e-3);
+        expect(remote.metrics[step]['rollout_servers/live']).toBe(2);
+        expect(Math.abs(remote.metrics[step]['rollout_corr/kl'])).toBeLessThan(1e-4);
+      }
+      expect((await readdir(join(remote.runDir, 'rollout_weights'))).sort()).toEqual(['v0', 'v1']);
+    } finally {
+      for (const child of children) child.kill('SIGTERM');
+    }
   });
 });
