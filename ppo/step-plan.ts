@@ -3,7 +3,7 @@
 // from step to step (ppo/algorithm/lr-schedule.ts).
 import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel, type RolloutRsLevel } from './algorithm/rollout-correction.ts';
 import type { PpoConfig } from './config.ts';
-import { batchSizes } from './config.ts';
+import { batchSizes, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
 import type { ActorUpdateConfig } from './phases/actor-update.ts';
 import type { CriticUpdateConfig } from './phases/critic-update.ts';
@@ -43,7 +43,7 @@ export function planStep(c: PpoConfig): StepPlan {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, temperature,
-      calculateLogProbs: c.actor_rollout_ref.rollout.calculate_log_probs && !c.algorithm.rollout_correction.bypass_mode,
+      calculateLogProbs: rolloutLogProbsKept(c) && !c.algorithm.rollout_correction.bypass_mode,
       oldForward: {
         microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,
         maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
@@ -80,12 +80,19 @@ export function planStep(c: PpoConfig): StepPlan {
   };
 }
 
+/** The rollout's own log-probs stay beside recomputed old ones: asked for (calculate_log_probs), or always with
+ *  rollout servers, whose kernels, dtype and (mode=async) weights differ from the trainer's — verl's default of
+ *  recomputing old log-probs in the trainer. */
+function rolloutLogProbsKept(c: PpoConfig): boolean {
+  return c.actor_rollout_ref.rollout.calculate_log_probs || usesRolloutServers(c);
+}
+
 function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
   if (rc.rollout_is === null) return null;
   const key = 'algorithm.rollout_correction.rollout_is';
   refuseInBypass(c, key, rc.rollout_is);
-  if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
+  if (!rolloutLogProbsKept(c)) {
     throw new Error(`${key}=${rc.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
   const lossMode = c.actor_rollout_ref.actor.policy_loss.loss_mode;
@@ -100,7 +107,7 @@ function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
   if (rc.rollout_rs === null) return null;
   const key = 'algorithm.rollout_correction.rollout_rs';
   refuseInBypass(c, key, rc.rollout_rs);
-  if (!c.actor_rollout_ref.rollout.calculate_log_probs) {
+  if (!rolloutLogProbsKept(c)) {
     throw new Error(`${key}=${rc.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
   if (rc.rollout_rs_threshold === null) throw new Error(`${key}=${rc.rollout_rs} needs algorithm.rollout_correction.rollout_rs_threshold (verl: "rollout_rs_threshold must be explicitly provided")`);

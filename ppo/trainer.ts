@@ -34,6 +34,8 @@ import { validationMetrics } from './metrics/validation-metrics.ts';
 import { generationRecords, type GeneratedSample, type GenerationDumps } from './loggers/generation-records.ts';
 import { checkAllFinite } from './update/finite-guard.ts';
 import { dynamicSample, type ScoredBatch } from './algorithm/dynamic-sampling.ts';
+import { probeSequence, type ServerRollout } from './rollout-servers/server-rollout.ts';
+import { localProbeLogProbs } from './rollout-servers/local-probe.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -187,6 +189,8 @@ export class PpoTrainer {
     try {
       return await this.runStep();
     } catch (err) {
+      // A batch prefetched by the failed step drew prompts and random numbers the restored state has not drawn.
+      this.prefetched = null;
       if (!this.updatingWeights) {
         this.rng.setState(boundary.rng);
         this.klCtrl.value = boundary.klCoef;
@@ -247,10 +251,57 @@ export class PpoTrainer {
 
   /** One generation batch of prompts, rolled out and scored. */
   private async scoredBatch(timed: PhaseTimer['timed']): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
-    const records = this.io.nextTrainBatch();
-    const { rollout, envMetrics } = await timed('gen', () => this.generate(records, this.rolloutConfig(false)));
+    const { records, rollout, envMetrics } = this.servers ? await this.serverBatch(timed) : await this.inProcessBatch(timed);
     const { scores, rewardExtraInfo } = await timed('reward', () => this.reward(records, rollout));
     return { records, rollout, scores, rewardExtraInfo, envMetrics };
+  }
+
+  private async inProcessBatch(timed: PhaseTimer['timed']): Promise<{ records: PromptRecord[]; rollout: RolloutBatch; envMetrics: Record<string, number> }> {
+    const records = this.io.nextTrainBatch();
+    return { records, ...(await timed('gen', () => this.generate(records, this.rolloutConfig(false)))) };
+  }
+
+  /** Rollout servers (actor_rollout_ref.rollout.server_urls), set by the command line; null: generation in-process. */
+  private servers: ServerRollout | null = null;
+  /** mode=async: the next step's batch, generating on the servers while this step updates. */
+  private prefetched: Promise<{ records: PromptRecord[]; rollout: RolloutBatch }> | null = null;
+
+  useRolloutServers(servers: ServerRollout): void {
+    if (this.io.search) throw new Error('actor_rollout_ref.rollout.server_urls: search (multi-turn) rollouts run in-process only');
+    this.servers = servers;
+  }
+
+  /** The batch from the servers once they serve this step's weights. mode=async (verl's one-step-off-policy): the
+   *  batch the servers generated while the last step updated, and the next one starts now, with the weights the
+   *  update is about to change; the old log-probs are recomputed with the current weights, one step newer. */
+  private async serverBatch(timed: PhaseTimer['timed']): Promise<{ records: PromptRecord[]; rollout: RolloutBatch; envMetrics: Record<string, number> }> {
+    const prefetched = this.prefetched;
+    this.prefetched = null;
+    const stale = prefetched ? await timed('gen', () => prefetched) : null;
+    const envMetrics = await timed('sync_rollout_weights', () => this.syncServers());
+    const batch = stale ?? await timed('gen', () => this.generateOnServers());
+    // The last step prefetches nothing: no step would train on it.
+    if (this.config.actor_rollout_ref.rollout.mode === 'async' && this.globalStep + 1 < this.totalSteps) {
+      const next = this.generateOnServers();
+      next.catch(() => undefined); // awaited by the next step, which reports its failure
+      this.prefetched = next;
+    }
+    return { ...batch, envMetrics: { ...envMetrics, 'rollout_servers/staleness': stale ? 1 : 0 } };
+  }
+
+  private async generateOnServers(): Promise<{ records: PromptRecord[]; rollout: RolloutBatch }> {
+    const records = this.io.nextTrainBatch();
+    const config = this.rolloutConfig(false);
+    return { records, rollout: await this.servers!.generate(records.map((r) => r.promptIds), config) };
+  }
+
+  /** Brings every server to the weights of the last completed step (publish, load, fingerprint), after any batch
+   *  still generating: a load must not change the weights under it. */
+  private async syncServers(): Promise<Record<string, number>> {
+    const servers = this.servers!;
+    if (servers.servedVersion === this.globalStep) return {};
+    await this.prefetched?.catch(() => undefined);
+    return servers.syncWeights(this.globalStep, probeSequence(this.actor.config.vocabSize), (ids) => localProbeLogProbs(this.engine, this.actor, ids));
   }
 
   /** The step's batch: one generation batch, or with algorithm.filter_groups.enable DAPO's dynamic sampling over as
@@ -320,6 +371,10 @@ export class PpoTrainer {
   /** A rollout of the prompts; with do_search, a multi-turn search session and its env/* metrics. */
   private async generate(records: readonly PromptRecord[], config: RolloutConfig): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
     const prompts = records.map((r) => r.promptIds);
+    if (this.servers) {
+      await this.syncServers();
+      return { rollout: await this.servers.generate(prompts, config), envMetrics: {} };
+    }
     if (!this.io.search) return { rollout: await this.rollout.generate(prompts, config), envMetrics: {} };
     const session = await SearchSession.start(this.io.search, prompts.length * config.n);
     const decode = (ids: readonly number[]) => this.io.search!.tokenizer.decode(ids, { skipSpecialTokens: false });

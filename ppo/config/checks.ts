@@ -51,6 +51,11 @@ export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
 }
 
 /** Whether this configuration trains with a critic (verl: only GAE uses one). */
+/** Generation on rollout servers: server_urls given (checkCombinations refuses them with name=hf). */
+export function usesRolloutServers(config: PpoConfig): boolean {
+  return config.actor_rollout_ref.rollout.server_urls.length > 0;
+}
+
 export function usesCritic(config: PpoConfig): boolean {
   return config.algorithm.adv_estimator === 'gae';
 }
@@ -186,6 +191,7 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     }
   }
 
+  checkRolloutServers(config, problems);
   // An empty run directory resolves to the current directory: checkpoints and metrics would land among the user's files.
   if (trainer.default_local_dir.trim() === '') {
     problems.push('trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current directory — give it a directory of its own (default: checkpoints/${trainer.project_name}/${trainer.experiment_name})');
@@ -199,5 +205,20 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
 
   for (const [path, betas] of [['actor_rollout_ref.actor.optim.betas', actor.optim.betas], ['critic.optim.betas', critic.optim.betas]] as const) {
     if (betas.length !== 2 || !betas.every((b) => b >= 0 && b < 1)) problems.push(`${path} must be two numbers in [0, 1), got ${show(betas)}`);
+  }
+}
+
+/** Rollout servers (name=sglang|vllm with server_urls): what they cannot run yet, and keys that need them. verl
+ *  launch scripts pass name=vllm and mode=async as a matter of course: without server_urls those keep generating
+ *  in-process, as before. */
+function checkRolloutServers(config: PpoConfig, problems: string[]): void {
+  const rollout = config.actor_rollout_ref.rollout;
+  if (rollout.server_urls.length === 0) return;
+  if (rollout.name === 'hf') {
+    problems.push(`actor_rollout_ref.rollout.server_urls is set but actor_rollout_ref.rollout.name=hf generates in-process — set name=sglang (SGLang or node serve.js) or name=vllm`);
+  }
+  if (config.do_search) problems.push('actor_rollout_ref.rollout.server_urls with do_search=true: multi-turn search rollouts run in-process only — remove server_urls');
+  if (rollout.mode === 'async' && config.algorithm.filter_groups.enable) {
+    problems.push('actor_rollout_ref.rollout.mode=async with algorithm.filter_groups.enable=true: dynamic sampling draws a varying number of batches, which one-step-off generation cannot prefetch — use mode=sync');
   }
 }

@@ -251,7 +251,12 @@ function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expec
   }
 }
 
+/** OmegaConf's mandatory-but-missing value: verl's generated ppo_trainer.yaml writes rollout.name: ??? for its
+ *  launcher to fill in. Here it leaves the key at its default, when that default is a value of its own. */
+const OMEGACONF_MISSING = '???';
+
 function checkValue(path: string, key: Key<unknown>, value: unknown, origin: string, problems: string[]): unknown {
+  if (value === OMEGACONF_MISSING && !(typeof key.defaultValue === 'string' && key.defaultValue.includes('${'))) return key.defaultValue;
   const result = coerce(key, value);
   if ('expected' in result) {
     problems.push(`${path} (${origin}): expected ${result.expected}${key.nullable ? ' or null' : ''}, got ${show(value)}`);

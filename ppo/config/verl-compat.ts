@@ -102,8 +102,6 @@ const IGNORED: [string, string][] = [
   ['**.entropy_from_logits_with_chunking', 'the fused classifier always computes entropy chunk by chunk'],
   ['**.entropy_checkpointing', 'the fused classifier always computes entropy chunk by chunk'],
   ['actor_rollout_ref.hybrid_engine', 'actor and rollout always share one set of weights here'],
-  ['actor_rollout_ref.rollout.name', INFERENCE],
-  ['actor_rollout_ref.rollout.mode', INFERENCE],
   ['actor_rollout_ref.rollout.max_num_batched_tokens', INFERENCE],
   ['actor_rollout_ref.rollout.max_num_seqs', INFERENCE],
   ['actor_rollout_ref.rollout.max_model_len', INFERENCE],

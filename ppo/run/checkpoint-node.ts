@@ -31,7 +31,7 @@ async function writeTokenizerFiles(dir: string, files: Record<string, string>): 
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
 }
 
-async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>,
+export async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>,
   saveDtype: PpoConfig['trainer']['save_dtype'], generationConfig?: Record<string, unknown>): Promise<void> {
   await saveModel(engine, dir, config, params, saveOptions(saveDtype, generationConfig));
   await writeTokenizerFiles(dir, tokenizerFiles);

@@ -15,7 +15,7 @@ import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { CheckpointError } from '../../models/checkpoint-io-node.ts';
-import { composeConfig, configToYaml, formatHelp, ConfigError, trainedModelDtypeNotes, type ConfigLayer, type PpoConfig } from '../config.ts';
+import { composeConfig, configToYaml, formatHelp, ConfigError, trainedModelDtypeNotes, usesRolloutServers, type ConfigLayer, type PpoConfig } from '../config.ts';
 import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { setUpRun, assertResumable, checkModelDirectories } from './run-setup-node.ts';
 import { runTrainerIo } from './builtin-run.ts';
@@ -33,6 +33,7 @@ import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './sto
 import { runTrainingLoop, type StopSave } from './run-loop.ts';
 import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from './primary-config-node.ts';
 import { generationDumps } from './generation-dump-node.ts';
+import { rolloutServers } from './rollout-servers-node.ts';
 
 const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, SafetensorsError, CheckpointError];
 
@@ -276,6 +277,9 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const ppo = new PpoTrainer(engine, config, setup.actor, setup.critic, io, totalSteps, resumed?.reference ?? null, setup.rewardModel);
     trainer = ppo;
     ppo.generationDumps = generationDumps(config.trainer);
+    if (usesRolloutServers(config)) {
+      ppo.useRolloutServers(rolloutServers(engine, config, setup.actor, setup.tokenizerFiles, setup.generationConfig?.raw, warn));
+    }
     if (resumed) ppo.restore(resumed.snapshot);
 
     const validate = async (): Promise<number | null> => {

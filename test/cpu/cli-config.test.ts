@@ -76,7 +76,7 @@ describe('Hydra conventions', () => {
     expect(overrides('++trainer.seed=3').trainer.seed).toBe(3);
     expect(overrides('trainer.seed=3', '~trainer.seed').trainer.seed).toBe(1);
     expect(overrides('~actor_rollout_ref.rollout.val_kwargs').actor_rollout_ref.rollout.val_kwargs.temperature).toBe(0);
-    const deleted = composeConfig({ overrides: ['actor_rollout_ref.rollout.name=vllm', '~actor_rollout_ref.rollout.name'] });
+    const deleted = composeConfig({ overrides: ['actor_rollout_ref.rollout.enforce_eager=True', '~actor_rollout_ref.rollout.enforce_eager'] });
     expect(deleted.notes).toEqual([]);
   });
 
@@ -99,10 +99,10 @@ describe('Hydra conventions', () => {
   });
 
   it('--cfg job prints the composed YAML without a device; notes go to stderr', async () => {
-    const { code, stdout, stderr } = await runCli(['--cfg', 'job', ...GSM8K, 'actor_rollout_ref.rollout.name=vllm', 'trainer.n_gpus_per_node=8']);
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', ...GSM8K, 'actor_rollout_ref.rollout.enforce_eager=True', 'trainer.n_gpus_per_node=8']);
     expect(code).toBe(0);
     expect(parseYaml(stdout).trainer.n_gpus_per_node).toBe(8);
-    expect(stderr).toContain('# ignored 1 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.rollout.name (vLLM/SGLang setting');
+    expect(stderr).toContain('# ignored 1 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.rollout.enforce_eager (vLLM/SGLang setting');
   });
 });
 
@@ -110,7 +110,7 @@ describe('verl keys beside the schema', () => {
   it('cluster and inference-engine keys are accepted and listed in one line with the reason', () => {
     const { notes } = composeConfig({
       overrides: [
-        'actor_rollout_ref.rollout.name=vllm', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2', 'actor_rollout_ref.rollout.enforce_eager=True',
+        'actor_rollout_ref.rollout.max_num_seqs=64', 'actor_rollout_ref.rollout.tensor_model_parallel_size=2', 'actor_rollout_ref.rollout.enforce_eager=True',
         'actor_rollout_ref.actor.fsdp_config.param_offload=False', 'critic.model.fsdp_config.optimizer_offload=True', 'actor_rollout_ref.model.use_remove_padding=True',
         'data.return_raw_chat=True', 'trainer.default_hdfs_dir=null', 'actor_rollout_ref.actor.ulysses_sequence_parallel_size=1',
       ],
