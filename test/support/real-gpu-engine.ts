@@ -6,7 +6,8 @@ import { Engine } from '../../engine/index.ts';
 
 let enginePromise: Promise<Engine> | null = null;
 
-async function create(): Promise<Engine> {
+/** An engine on a hardware adapter, or an error naming the software adapter found instead. */
+export async function requireHardwareGpu(): Promise<Engine> {
   const engine = await Engine.create();
   if (engine.caps.softwareAdapter) {
     const description = engine.caps.description;
@@ -19,7 +20,7 @@ async function create(): Promise<Engine> {
 
 export function realGpuEngine(): Promise<Engine> {
   if (!enginePromise) {
-    enginePromise = create();
+    enginePromise = requireHardwareGpu();
     afterAll(async () => {
       const engine = await enginePromise!.catch(() => null);
       enginePromise = null;
