@@ -279,7 +279,7 @@ export class PpoTrainer {
     const { weights, metrics } = rolloutIsWeights(experience.oldLogProbs, experience.rolloutLogProbs!, rolloutMask,
       experience.N, experience.R, is.level, is.threshold, is.batchNormalize);
     Object.assign(experience.metrics, metrics);
-    return { ...experience, advantages: experience.advantages.map((a, i) => a * weights[i]) };
+    return this.experience.weightAdvantages(experience, weights);
   }
 
   private readonly rewardModel: ValueModel | null = null;

@@ -50,7 +50,8 @@ export function forwardFlopsPerToken(c: DecoderConfig, T: number): number {
 
 export function stepMetrics(a: {
   step: number;
-  experience: Experience;
+  /** Its host copies: the metrics read nothing from the device. */
+  experience: Omit<Experience, 'tensors'>;
   updateMetrics: Record<string, number>;
   timing: Record<string, number>;
   actorConfig: DecoderConfig;

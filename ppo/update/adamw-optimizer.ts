@@ -68,11 +68,6 @@ export class AdamWOptimizer {
     });
   }
 
-  async gradNorm(): Promise<number> {
-    const [sq] = await this.engine.read(this.normSquared);
-    return Math.sqrt(sq);
-  }
-
   async saveState(): Promise<AdamWState> {
     const read = async (arena: Arena) => new Map(await Promise.all(arena.names().map(async (name) => [name, await this.engine.read(arena.get(name))] as const)));
     return { step: this.stepCount, m: await read(this.m), v: await read(this.v) };
