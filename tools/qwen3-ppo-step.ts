@@ -2,9 +2,10 @@
 // [--hidden 1024|128] [--layers N] [--keep DIR]`. Writes a bf16 checkpoint with the real Qwen3 tokenizer (vocabulary
 // 151,936; hidden 1,024 is Qwen3-0.6B's layer: 16/8 heads of 128, intermediate 3,072) and a few GSM8K problems in
 // verl's RL schema into a temporary directory, runs `node train.js` on them for one step (memory plan, step line
-// with each phase's time, tokens/s and the measured peak), then reloads the saved actor and critic. On lavapipe the
+// with each phase's time, tokens/s and the measured peak; then the step's perf/readbacks and perf/upload_bytes), then
+// reloads the saved actor and critic. On lavapipe the
 // 151,936 × 1,024 embedding (622 MB) is above the 128 MiB binding limit: this is the split path at full size.
-import { mkdtemp, writeFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../engine/index.ts';
@@ -51,10 +52,13 @@ export async function runQwen3PpoStep(argv: string[]): Promise<number> {
       'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
       'critic.ppo_micro_batch_size_per_gpu=1', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
       'critic.forward_micro_batch_size_per_gpu=1', 'algorithm.adv_estimator=gae', 'trainer.total_training_steps=1', 'trainer.save_freq=1',
-      'trainer.val_before_train=false', 'trainer.logger=[console]', `trainer.default_local_dir=${runDir}`,
+      'trainer.val_before_train=false', 'trainer.logger=[console,file]', `trainer.default_local_dir=${runDir}`,
     ]);
     console.log(`train.js: exit ${code} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     if (code !== 0) return code;
+    const [step] = (await readFile(join(runDir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line).data);
+    console.log(`step 1: ${step['perf/readbacks']} read-backs (${step['perf/readback_bytes']} bytes), ${step['perf/uploads']} uploads of ${step['perf/upload_bytes']} bytes, ` +
+      `${step['timing_s/step'].toFixed(1)} s`);
     const engine = await Engine.create();
     try {
       for (const role of ['actor', 'critic']) {
