@@ -52,6 +52,11 @@ export class Engine {
   private readonly uniformAlign: number;
   /** Dispatches recorded since the engine was created (for tests and benchmarks). */
   dispatchCount = 0;
+  /** Host↔device traffic since the engine was created (a step's perf/readbacks and perf/upload_bytes are the
+   *  difference across it): each read() is one pipeline drain, whatever its size; each upload() adds its bytes.
+   *  The uniform ring's once-per-submit write is not counted: it carries dispatch parameters, not data, and grows
+   *  with the dispatches recorded (dispatchCount) rather than with what the host sends. */
+  readonly transfers = { readbacks: 0, readbackBytes: 0, uploads: 0, uploadBytes: 0 };
   /** Bytes of the tensors' buffers alive now, and the most ever alive at once (the measured peak of a run). */
   allocatedBytes = 0;
   peakAllocatedBytes = 0;
@@ -148,6 +153,8 @@ export class Engine {
     const typed = toTyped(tensor.dtype, data);
     if (this.encoder) this.flush();
     this.countWrite(tensor.buffer);
+    this.transfers.uploads++;
+    this.transfers.uploadBytes += typed.byteLength;
     this.device.queue.writeBuffer(tensor.buffer, tensor.byteOffset, typed.buffer, typed.byteOffset, typed.byteLength);
   }
 
@@ -358,6 +365,8 @@ export class Engine {
       this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
     }
     this.flush();
+    this.transfers.readbacks++;
+    this.transfers.readbackBytes += staging.size;
     await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.softwareAdapter);
     const bytes = staging.getMappedRange().slice(0);
     staging.unmap();

@@ -27,7 +27,7 @@ import { getKlController, type KLController } from './algorithm/kl-controller.ts
 import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic, criticMetrics, type CriticPlan } from './algorithm/critic-plan.ts';
-import { stepMetrics } from './metrics/step-metrics.ts';
+import { stepMetrics, transferMetrics } from './metrics/step-metrics.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
 import { validationMetrics } from './metrics/validation-metrics.ts';
@@ -204,6 +204,7 @@ export class PpoTrainer {
     const plan = this.plan;
     const { timing, timed } = phaseTimer();
     const stepStart = performance.now();
+    const transfersBefore = { ...this.engine.transfers };
     const { records, rollout, scores, rewardExtraInfo, envMetrics } = await this.trainBatch(timed);
     // verl writes this dump after the updates; here it comes before them, so a dump that fails leaves the step
     // undone and the last completed one saveable.
@@ -246,7 +247,8 @@ export class PpoTrainer {
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30,
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
-      'perf/cached_pipelines': this.engine.cachedPipelines, 'perf/cached_bind_groups': this.engine.cachedBindGroups };
+      'perf/cached_pipelines': this.engine.cachedPipelines, 'perf/cached_bind_groups': this.engine.cachedBindGroups,
+      ...transferMetrics(transfersBefore, this.engine.transfers) };
   }
 
   /** One generation batch of prompts, rolled out and scored. */
@@ -328,7 +330,7 @@ export class PpoTrainer {
     const { weights, metrics } = rolloutIsWeights(experience.oldLogProbs, experience.rolloutLogProbs!, rolloutMask,
       experience.N, experience.R, is.level, is.threshold, is.batchNormalize);
     Object.assign(experience.metrics, metrics);
-    return { ...experience, advantages: experience.advantages.map((a, i) => a * weights[i]) };
+    return this.experience.weightAdvantages(experience, weights);
   }
 
   private readonly rewardModel: ValueModel | null = null;

@@ -2,10 +2,10 @@
 // [--hidden 1024|128] [--layers N] [--keep DIR] [--no-save]`. Writes a bf16 checkpoint with the real Qwen3 tokenizer (vocabulary
 // 151,936; hidden 1,024 is Qwen3-0.6B's layer: 16/8 heads of 128, intermediate 3,072) and a few GSM8K problems in
 // verl's RL schema into a temporary directory, runs `node train.js` on them for one step (memory plan, step line
-// with each phase's time, tokens/s and the measured peak), then reloads the saved actor and critic (--no-save: the
-// step alone, as the GPU report times it). On lavapipe the
+// with each phase's time, tokens/s and the measured peak; then the step's perf/readbacks and perf/upload_bytes), then
+// reloads the saved actor and critic (--no-save: the step alone, as the GPU report times it). On lavapipe the
 // 151,936 × 1,024 embedding (622 MB) is above the 128 MiB binding limit: this is the split path at full size.
-import { mkdtemp, writeFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../engine/index.ts';
@@ -56,7 +56,11 @@ export async function runQwen3PpoStep(argv: string[]): Promise<number> {
       'trainer.val_before_train=false', 'trainer.logger=[console,file]', `trainer.default_local_dir=${runDir}`,
     ]);
     console.log(`train.js: exit ${code} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    if (code !== 0 || !save) return code;
+    if (code !== 0) return code;
+    const [step] = (await readFile(join(runDir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line).data);
+    console.log(`step 1: ${step['perf/readbacks']} read-backs (${step['perf/readback_bytes']} bytes), ${step['perf/uploads']} uploads of ${step['perf/upload_bytes']} bytes, ` +
+      `${step['timing_s/step'].toFixed(1)} s`);
+    if (!save) return code;
     const engine = await Engine.create();
     try {
       for (const role of ['actor', 'critic']) {

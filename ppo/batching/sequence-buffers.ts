@@ -1,11 +1,14 @@
 // GPU buffers for a block of m sequences of the rollout (S = prompt + response positions, R = response tokens):
-// inputs uploaded from the host experience, and the per-token tensors of the PPO losses. A block may keep only
+// the token rows uploaded from the host rollout, the block's rows of the experience's per-token tensors gathered
+// on the device (kernels/util/gather-rows: the experience never comes back to the host to be sliced), and the
+// per-token tensors of the PPO losses. A block may keep only
 // a window of the experience's columns (its own longest prompt and response: token-budget micro-batches), so
 // its padding costs neither memory nor FLOPs. Every block shape views one set of buffers, grown to the largest
 // block, so a training step allocates nothing on the GPU once the largest block has been seen.
 import type { Engine, Tensor, DType } from '../../engine/index.ts';
 import { tokenArrays, type TokenBatch } from '../../models/token-batch.ts';
 import { GrowingBuffers } from '../../models/growing-buffers.ts';
+import { gatherRows } from '../../kernels/util/gather-rows.ts';
 
 export interface ExperienceRows {
   inputIds: number[][];
@@ -18,8 +21,10 @@ export interface ExperienceRows {
 
 export class SequenceBuffers {
   batch: TokenBatch | undefined;
-  /** The experience's response columns (the stride of its (N, R) host arrays), set by uploadSequences. */
+  /** The experience's response columns (the row stride of its (N, R) tensors), set by uploadSequences. */
   private sourceR = 0;
+  /** (m) the block's row indices into the experience, set by uploadSequences. */
+  private readonly rowIndex: Tensor<'u32'>;
   /** (m·S) the token batch's ids, positions and key mask. */
   private readonly ids: Tensor<'u32'>;
   private readonly positions: Tensor<'i32'>;
@@ -37,7 +42,7 @@ export class SequenceBuffers {
   readonly entropy: Tensor;
   readonly vpreds: Tensor;
   readonly gradVpreds: Tensor;
-  /** (m, R) clip_cov / kl_cov: the host's 0/1 token selection. */
+  /** (m, R) clip_cov / kl_cov: the host's 0/1 token selection (uploaded: the pick is made on the host). */
   readonly selectedTokens: Tensor;
   /** (m, R, 2) d loss/d (log-prob, entropy). */
   readonly actorGrads: Tensor;
@@ -56,6 +61,7 @@ export class SequenceBuffers {
     this.ids = e.tensor(`${tag}.ids`, [rows * S], 'u32');
     this.positions = e.tensor(`${tag}.positions`, [rows * S], 'i32');
     this.keyMask = e.tensor(`${tag}.mask`, [rows * S], 'u32');
+    this.rowIndex = e.tensor(`${tag}.rowIndex`, [rows], 'u32');
     const response = (name: string) => e.tensor(`${tag}.${name}`, [rows, R]);
     this.targets = e.tensor(`${tag}.targets`, [rows * S], 'u32');
     this.responseMask = response('responseMask');
@@ -80,8 +86,9 @@ export class SequenceBuffers {
   }
 
   /**
-   * Uploads the token rows `indices` of the experience (and their next-token targets), keeping the window of
-   * S − R prompt columns (the last ones) and R response columns (the first ones).
+   * Uploads the token rows `indices` of the experience (and their next-token targets, and the indices themselves
+   * for gatherResponse), keeping the window of S − R prompt columns (the last ones) and R response columns (the
+   * first ones).
    */
   uploadSequences(rows: ExperienceRows, indices: readonly number[]): TokenBatch {
     if (indices.length !== this.rows) throw new Error(`sequence buffers of ${this.rows} rows given ${indices.length}`);
@@ -103,16 +110,19 @@ export class SequenceBuffers {
       for (let s = 0; s + 1 < this.S; s++) targets[b * this.S + s] = ids[from + s + 1];
     });
     this.engine.upload(this.targets, targets);
+    indices.forEach((row) => {
+      if (!(Number.isInteger(row) && row >= 0 && row < rows.inputIds.length)) throw new Error(`sequence buffers: row ${row} is not one of the experience's ${rows.inputIds.length}`);
+    });
+    this.engine.upload(this.rowIndex, indices);
     this.sourceR = rows.responseLength;
     return this.batch;
   }
 
-  /** Uploads the first R columns of rows `indices` of a host (N, R_experience) array into a response tensor. */
-  uploadResponse(target: Tensor, all: Float32Array, indices: readonly number[]): void {
-    if (!this.sourceR) throw new Error('SequenceBuffers.uploadResponse: upload the sequences first');
-    const data = new Float32Array(this.rows * this.R);
-    indices.forEach((row, b) => data.set(all.subarray(row * this.sourceR, row * this.sourceR + this.R), b * this.R));
-    this.engine.upload(target, data);
+  /** Gathers the first R columns of the block's rows (those of the last uploadSequences) of an (N, R_experience)
+   *  tensor of the experience into a response tensor, on the device. */
+  gatherResponse(target: Tensor, all: Tensor): void {
+    if (!this.sourceR) throw new Error('SequenceBuffers.gatherResponse: upload the sequences first');
+    gatherRows(this.engine, { source: all, sourceStride: this.sourceR, rows: this.rowIndex, m: this.rows, width: this.R, out: target });
   }
 }
 

@@ -50,7 +50,8 @@ export function forwardFlopsPerToken(c: DecoderConfig, T: number): number {
 
 export function stepMetrics(a: {
   step: number;
-  experience: Experience;
+  /** Its host copies: the metrics read nothing from the device. */
+  experience: Omit<Experience, 'tensors'>;
   updateMetrics: Record<string, number>;
   timing: Record<string, number>;
   actorConfig: DecoderConfig;
@@ -108,4 +109,24 @@ export function stepMetrics(a: {
     if (a.peakFlops !== null) metrics['perf/mfu'] = flops / stepSeconds / a.peakFlops;
   }
   return metrics;
+}
+
+/** Host↔device traffic counted by the engine (Engine.transfers). */
+export interface TransferCounts {
+  readbacks: number;
+  readbackBytes: number;
+  uploads: number;
+  uploadBytes: number;
+}
+
+/** The step's traffic between two snapshots of the engine's counters: perf/readbacks (pipeline drains: tokens to
+ *  decode, rewards, the step's metrics) and perf/upload_bytes (what the host sent), both constant in the number of
+ *  micro-batches but for the token rows each micro-batch uploads. */
+export function transferMetrics(before: TransferCounts, after: TransferCounts): Record<string, number> {
+  return {
+    'perf/readbacks': after.readbacks - before.readbacks,
+    'perf/readback_bytes': after.readbackBytes - before.readbackBytes,
+    'perf/uploads': after.uploads - before.uploads,
+    'perf/upload_bytes': after.uploadBytes - before.uploadBytes,
+  };
 }

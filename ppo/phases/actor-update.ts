@@ -1,7 +1,8 @@
 // The actor's PPO update over one step's experience (ppo/update/update-loop.ts runs the epochs, mini-batches and
 // AdamW steps): for each micro-batch, teacher-forced log-probs and entropy of the response tokens at the rollout
 // temperature, the fused actor loss (clipped policy loss − entropy bonus + KL loss) with its per-token
-// gradients, and the model backward.
+// gradients, and the model backward. The micro-batch's old log-probs, advantages and reference log-probs are
+// gathered from the experience's device tensors; its loss outputs wait in the update's metric log.
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
@@ -10,6 +11,7 @@ import type { Experience } from './experience.ts';
 import { SequenceBufferPool } from '../batching/sequence-buffers.ts';
 import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../update/update-loop.ts';
 import type { MetricAccumulator } from '../update/metric-accumulator.ts';
+import { DeviceMetricLog } from '../update/device-metric-log.ts';
 import { checkFiniteRecord } from '../update/finite-guard.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
@@ -34,12 +36,12 @@ export class ActorUpdater {
     private readonly actor: CausalLm,
     private readonly optimizer: AdamWOptimizer,
   ) {
-    this.target = { optimizer, pool: new SequenceBufferPool(engine, actor.config.vocabSize), gradNormMetric: 'actor/grad_norm' };
+    this.target = { optimizer, pool: new SequenceBufferPool(engine, actor.config.vocabSize), log: new DeviceMetricLog(engine, 'actor.metrics'), gradNormMetric: 'actor/grad_norm' };
   }
 
   async update(x: Experience, config: ActorUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
-    const result = await runUpdate(x, config, rng, this.target, (micro, metrics) => this.lossAndBackward(x, config, micro, metrics, rng));
+    const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) => this.lossAndBackward(x, config, micro, log, metrics, rng));
     if (!config.useKlLoss) delete result['actor/kl_loss'];
     result['actor/lr'] = config.lr;
     return result;
@@ -47,8 +49,9 @@ export class ActorUpdater {
 
   /**
    * clip_cov / kl_cov pick tokens by a covariance over the whole micro-batch (as verl's loss function sees it): the
-   * pick is made on the host from the micro-batch's log-probs, one read-back of m×R floats per micro-batch that only
-   * these two modes pay, and uploaded as a 0/1 flag per token.
+   * pick is made on the host from the micro-batch's log-probs (and the host copies of the old log-probs and
+   * advantages), one read-back of m×R floats per micro-batch that only these two modes pay, and uploaded as a 0/1
+   * flag per token.
    */
   private async covarianceSelection(x: Experience, config: PolicyLossConfig, rows: readonly number[], b: MicroBatch['buffers'], rng: Rng): Promise<void> {
     const R = b.R;
@@ -65,13 +68,14 @@ export class ActorUpdater {
     this.engine.upload(b.selectedTokens, selected);
   }
 
-  private async lossAndBackward(x: Experience, config: ActorUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch, metrics: MetricAccumulator, rng: Rng): Promise<void> {
+  private async lossAndBackward(x: Experience, config: ActorUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
+    log: DeviceMetricLog, metrics: MetricAccumulator, rng: Rng): Promise<void> {
     const e = this.engine;
     const { S, R } = b;
     const m = rows.length;
-    b.uploadResponse(b.oldLogProbs, x.oldLogProbs, rows);
-    b.uploadResponse(b.advantages, x.advantages, rows);
-    if (config.useKlLoss) b.uploadResponse(b.refLogProbs, x.refLogProbs!, rows);
+    b.gatherResponse(b.oldLogProbs, x.tensors.old);
+    b.gatherResponse(b.advantages, x.tensors.advantages);
+    if (config.useKlLoss) b.gatherResponse(b.refLogProbs, x.tensors.ref);
 
     const out = this.actor.tokenLogprobs(batch, b.targets, { temperature: config.temperature, saveForBackward: true });
     gatherResponseValuesGpu(e, out.logprobs, b.logProbs, m, S, R);
@@ -88,16 +92,17 @@ export class ActorUpdater {
     });
     scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
     this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);
-    const values = await e.read(b.actorOut);
-    // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
-    const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
-    checkFiniteRecord('actor', named);
-    metrics.addSum(miniBatchRows, 'actor/pg_loss', named.pg_loss);
-    metrics.addSum(miniBatchRows, 'actor/entropy', named.entropy_agg);
-    metrics.addSum(miniBatchRows, 'actor/kl_loss', named.kl_loss);
-    metrics.addSum(miniBatchRows, 'actor/policy_loss', named.policy_loss);
-    metrics.addMean('actor/pg_clipfrac', named.pg_clipfrac, named.token_count);
-    metrics.addMean('actor/pg_clipfrac_lower', named.pg_clipfrac_lower, named.token_count);
-    metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
+    log.record(b.actorOut, (values) => {
+      // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
+      const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
+      checkFiniteRecord('actor', named);
+      metrics.addSum(miniBatchRows, 'actor/pg_loss', named.pg_loss);
+      metrics.addSum(miniBatchRows, 'actor/entropy', named.entropy_agg);
+      metrics.addSum(miniBatchRows, 'actor/kl_loss', named.kl_loss);
+      metrics.addSum(miniBatchRows, 'actor/policy_loss', named.policy_loss);
+      metrics.addMean('actor/pg_clipfrac', named.pg_clipfrac, named.token_count);
+      metrics.addMean('actor/pg_clipfrac_lower', named.pg_clipfrac_lower, named.token_count);
+      metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
+    });
   }
 }

@@ -1,7 +1,8 @@
 // The critic's update over one step's experience (ppo/update/update-loop.ts runs the epochs, mini-batches and
 // AdamW steps): for each micro-batch, values of the response tokens (read one position before each token),
-// verl's clipped value loss against the returns, and the value-head and trunk backward. A frozen critic never
-// gets here (and has no optimizer state).
+// verl's clipped value loss against the returns, and the value-head and trunk backward. The micro-batch's old
+// values and returns are gathered from the experience's device tensors; its loss outputs wait in the update's
+// metric log. A frozen critic never gets here (and has no optimizer state).
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { ValueModel } from '../../models/value-model.ts';
@@ -10,6 +11,7 @@ import type { Experience } from './experience.ts';
 import { SequenceBufferPool } from '../batching/sequence-buffers.ts';
 import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../update/update-loop.ts';
 import type { MetricAccumulator } from '../update/metric-accumulator.ts';
+import { DeviceMetricLog } from '../update/device-metric-log.ts';
 import { checkFinite } from '../update/finite-guard.ts';
 import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/ppo/response-values.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
@@ -26,21 +28,22 @@ export class CriticUpdater {
     private readonly critic: ValueModel,
     private readonly optimizer: AdamWOptimizer,
   ) {
-    this.target = { optimizer, pool: new SequenceBufferPool(engine, critic.config.vocabSize), gradNormMetric: 'critic/grad_norm' };
+    this.target = { optimizer, pool: new SequenceBufferPool(engine, critic.config.vocabSize), log: new DeviceMetricLog(engine, 'critic.metrics'), gradNormMetric: 'critic/grad_norm' };
   }
 
   async update(x: Experience, config: CriticUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (!x.values) throw new Error('critic update: the experience has no values');
-    const result = await runUpdate(x, config, rng, this.target, (micro, metrics) => this.lossAndBackward(x, config, micro, metrics));
+    const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) => this.lossAndBackward(x, config, micro, log, metrics));
     return { ...result, 'critic/lr': config.lr };
   }
 
-  private async lossAndBackward(x: Experience, config: CriticUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch, metrics: MetricAccumulator): Promise<void> {
+  private async lossAndBackward(x: Experience, config: CriticUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
+    log: DeviceMetricLog, metrics: MetricAccumulator): Promise<void> {
     const e = this.engine;
     const { S, R } = b;
     const m = rows.length;
-    b.uploadResponse(b.oldValues, x.values!, rows);
-    b.uploadResponse(b.returns, x.returns, rows);
+    b.gatherResponse(b.oldValues, x.tensors.values);
+    b.gatherResponse(b.returns, x.tensors.returns);
     const values = this.critic.tokenValues(batch, { saveForBackward: true });
     gatherResponseValuesGpu(e, values, b.vpreds, m, S, R);
     computeValueLossGpu(e, {
@@ -49,9 +52,10 @@ export class CriticUpdater {
     });
     scatterResponseValueGradsGpu(e, b.dValues, b.gradVpreds, m, S, R);
     this.critic.backward(b.dValues, this.optimizer.grads);
-    const [vfLoss, vfClipfrac, tokens] = await e.read(b.valueOut);
-    checkFinite('critic/vf_loss', vfLoss);
-    metrics.addSum(miniBatchRows, 'critic/vf_loss', vfLoss);
-    metrics.addMean('critic/vf_clipfrac', vfClipfrac, tokens);
+    log.record(b.valueOut, ([vfLoss, vfClipfrac, tokens]) => {
+      checkFinite('critic/vf_loss', vfLoss);
+      metrics.addSum(miniBatchRows, 'critic/vf_loss', vfLoss);
+      metrics.addMean('critic/vf_clipfrac', vfClipfrac, tokens);
+    });
   }
 }

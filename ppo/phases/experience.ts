@@ -1,8 +1,11 @@
 // Turns a rollout into PPO experience, one phase per method, called by the trainer in verl's order: scores on
 // each response's last token with the reward mask applied (begin) → reference log-probs → critic values →
 // KL penalty in the reward → advantages and returns. Forwards run in micro-batches of sequences on the GPU; the
-// reference log-probs and values are gathered straight into the batch's tensors, and each per-token tensor the
-// updates need comes back to the host once, so mini-batches can be shuffled and sliced freely.
+// reference log-probs and values are gathered straight into the batch's (N, R) tensors, which stay on the device:
+// the updates gather each micro-batch's rows from them (SequenceBuffers.gatherResponse). The host gets one copy of
+// what the step's metrics and host-side logic read (token rewards, advantages, returns, values, reference
+// log-probs), in one read-back when the advantages are done, and the recomputed old log-probs when
+// calculate_log_probs asks for them (rollout_corr/* metrics and rollout correction are computed on the host).
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
@@ -34,7 +37,25 @@ export interface ExperiencePlan {
   valueForward: MicroBatching;
 }
 
-/** What the phases have produced so far, on the host. */
+/** (N, R) tensors of the whole batch on the device: what the phases write and the updates gather from. */
+export interface ExperienceTensors {
+  scores: Tensor<'f32'>;
+  rewards: Tensor<'f32'>;
+  mask: Tensor<'f32'>;
+  old: Tensor<'f32'>;
+  ref: Tensor<'f32'>;
+  values: Tensor<'f32'>;
+  advantages: Tensor<'f32'>;
+  /** The actor's advantages × rollout_is weights (importance-weighted experience only). */
+  weightedAdvantages: Tensor<'f32'>;
+  returns: Tensor<'f32'>;
+  /** (N) each row's KL; (4) and (2N) the advantage estimators' statistics. */
+  rowKl: Tensor<'f32'>;
+  stats: Tensor<'f32'>;
+  rowStats: Tensor<'f32'>;
+}
+
+/** What the phases have produced so far: host copies and the device tensors. */
 interface ExperienceSoFar {
   rollout: RolloutBatch;
   N: number;
@@ -50,6 +71,7 @@ interface ExperienceSoFar {
   refLogProbs: Float32Array | null;
   values: Float32Array | null;
   metrics: Record<string, number>;
+  tensors: ExperienceTensors;
 }
 
 export interface Experience extends ExperienceSoFar {
@@ -62,8 +84,15 @@ export interface Experience extends ExperienceSoFar {
 export interface ExperienceBatch extends ExperienceSoFar {
   /** The token rewards: the masked scores, or scores − β·KL once the KL is in the reward. */
   rewards: Tensor<'f32'>;
-  tensors: Record<string, Tensor<'f32'>>;
+  /** Whether tensors.ref and tensors.values hold this batch's reference log-probs and values (their host copies
+   *  come with the advantages). */
+  hasRefLogProbs: boolean;
+  hasValues: boolean;
 }
+
+/** The (N, R) tensors the host gets a copy of, in one read-back: token rewards, advantages, returns, and values
+ *  and reference log-probs where computed. */
+const HOST_COPIES = 5;
 
 function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Array {
   const out = new Float32Array(rows.length * R);
@@ -73,7 +102,7 @@ function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Arra
 
 export class ExperienceMaker {
   private readonly pool: SequenceBufferPool;
-  private scratch: { N: number; R: number; tensors: Record<string, Tensor<'f32'>> } | null = null;
+  private scratch: { N: number; R: number; tensors: ExperienceTensors; hostCopies: Tensor<'f32'> } | null = null;
 
   constructor(
     private readonly engine: Engine,
@@ -84,24 +113,25 @@ export class ExperienceMaker {
     this.pool = new SequenceBufferPool(engine, vocabSize);
   }
 
-  /** (N, R) tensors of the whole batch, reused while the shape stays. */
-  private batchTensors(N: number, R: number): Record<string, Tensor<'f32'>> {
-    if (this.scratch?.N === N && this.scratch.R === R) return this.scratch.tensors;
+  /** (N, R) tensors of the whole batch, reused while the shape stays, and the (HOST_COPIES, N, R) staging tensor
+   *  the host copies come back through. */
+  private batchTensors(N: number, R: number): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'> } {
+    if (this.scratch?.N === N && this.scratch.R === R) return this.scratch;
+    if (this.scratch) for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies]) this.engine.destroyTensor(tensor);
     const e = this.engine;
     const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
-    const tensors = {
+    const tensors: ExperienceTensors = {
       scores: t('scores', [N, R]), rewards: t('rewards', [N, R]), mask: t('mask', [N, R]), old: t('old', [N, R]), ref: t('ref', [N, R]),
-      values: t('values', [N, R]), advantages: t('advantages', [N, R]), returns: t('returns', [N, R]), rowKl: t('rowKl', [N]),
-      stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
+      values: t('values', [N, R]), advantages: t('advantages', [N, R]), weightedAdvantages: t('weightedAdvantages', [N, R]),
+      returns: t('returns', [N, R]), rowKl: t('rowKl', [N]), stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
     };
-    this.scratch = { N, R, tensors };
-    return tensors;
+    this.scratch = { N, R, tensors, hostCopies: t('hostCopies', [HOST_COPIES, N, R]) };
+    return this.scratch;
   }
 
   /** Runs `model` over the experience's sequences in micro-batches, gathering its response-aligned output into
-   *  `target` (N, R) on the GPU (zero past each micro-batch's window); returns the host copy the mini-batches
-   *  slice, read once. */
-  private async responseAligned(rollout: RolloutBatch, split: MicroBatching, target: Tensor<'f32'>, run: (buffers: SequenceBuffers) => Tensor): Promise<Float32Array> {
+   *  `target` (N, R) on the GPU (zero past each micro-batch's window). */
+  private responseAligned(rollout: RolloutBatch, split: MicroBatching, target: Tensor<'f32'>, run: (buffers: SequenceBuffers) => Tensor): void {
     const N = rollout.inputIds.length;
     const R = rollout.responseLength;
     this.engine.clear(target);
@@ -114,7 +144,6 @@ export class ExperienceMaker {
       const Rb = plan.responseLength;
       plan.rows.forEach((row, b) => this.engine.copy(buffers.logProbs.view(`${buffers.logProbs.name}[${b}]`, b * Rb, [Rb]), target.view(`${target.name}[${row}]`, row * R, [Rb])));
     }
-    return this.engine.read(target);
   }
 
   /** Scores sit on each response's last generated token; masked trajectories keep their shape with zeros. */
@@ -129,13 +158,13 @@ export class ExperienceMaker {
       const last = Array.from(row).lastIndexOf(1);
       if (last >= 0) tokenScores[b * R + last] = scores[b] * mask.keep[b];
     });
-    const tensors = this.batchTensors(N, R);
+    const { tensors } = this.batchTensors(N, R);
     this.engine.upload(tensors.scores, tokenScores);
     this.engine.upload(tensors.mask, responseMask);
     this.engine.upload(tensors.old, oldLogProbs);
     return {
       rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs: null, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
-      metrics: { ...mask.metrics },
+      hasRefLogProbs: false, hasValues: false, metrics: { ...mask.metrics },
     };
   }
 
@@ -144,9 +173,10 @@ export class ExperienceMaker {
   async recomputeOldLogProbs(x: ExperienceBatch, plan: ExperiencePlan, actor: CausalLm): Promise<void> {
     if (!plan.calculateLogProbs) return;
     x.rolloutLogProbs = x.oldLogProbs;
-    x.oldLogProbs = await this.responseAligned(x.rollout, plan.oldForward, x.tensors.old, (buffers) => {
+    this.responseAligned(x.rollout, plan.oldForward, x.tensors.old, (buffers) => {
       return actor.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
     });
+    x.oldLogProbs = await this.engine.read(x.tensors.old);
     Object.assign(x.metrics, rolloutMismatchMetrics(x.oldLogProbs, x.rolloutLogProbs, x.responseMask, x.N, x.R));
   }
 
@@ -154,24 +184,26 @@ export class ExperienceMaker {
   async referenceLogProbs(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.reference) return;
     const reference = this.reference;
-    x.refLogProbs = await this.responseAligned(x.rollout, plan.refForward, x.tensors.ref, (buffers) => {
+    this.responseAligned(x.rollout, plan.refForward, x.tensors.ref, (buffers) => {
       return reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
     });
+    x.hasRefLogProbs = true;
   }
 
   /** The critic's value of each response token (GAE's baseline). */
   async values(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.critic) return;
     const critic = this.critic;
-    x.values = await this.responseAligned(x.rollout, plan.valueForward, x.tensors.values, (buffers) => {
+    this.responseAligned(x.rollout, plan.valueForward, x.tensors.values, (buffers) => {
       return critic.tokenValues(buffers.batch!, { saveForBackward: false });
     });
+    x.hasValues = true;
   }
 
   /** algorithm.use_kl_in_reward: token rewards = scores − β·KL, and the KL controller sees this batch's KL. */
   async klInReward(x: ExperienceBatch, plan: ExperiencePlan, klCtrl: KLController): Promise<void> {
     if (!plan.useKlInReward) return;
-    if (!x.refLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
+    if (!x.hasRefLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
     const t = x.tensors;
     Object.assign(x.metrics, await applyKlInRewardGpu(this.engine, {
       tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
@@ -195,17 +227,32 @@ export class ExperienceMaker {
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
     computeAdvantagesGpu(e, plan.advEstimator, {
       tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
-      values: x.values ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
+      values: x.hasValues ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
       gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: 1e-6, B: x.N, T: x.R,
     });
     if (baselines) e.destroyTensor(baselines);
-    const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, refLogProbs, values, metrics } = x;
-    return {
-      rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, refLogProbs, values,
-      tokenLevelRewards: await e.read(x.rewards),
-      advantages: await e.read(t.advantages),
-      returns: await e.read(t.returns),
-      metrics,
-    };
+    const [tokenLevelRewards, advantages, returns, values, refLogProbs] = await this.hostCopies(x, [x.rewards, t.advantages, t.returns, x.hasValues ? t.values : null, x.hasRefLogProbs ? t.ref : null]);
+    const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, metrics, tensors } = x;
+    return { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, refLogProbs, values, tokenLevelRewards: tokenLevelRewards!, advantages: advantages!, returns: returns!, metrics, tensors };
+  }
+
+  /** Host copies of (N, R) tensors (null: none) through one read-back: each is copied into its slot of the staging
+   *  tensor on the device, then the used slots come back together. */
+  private async hostCopies(x: ExperienceBatch, sources: readonly (Tensor<'f32'> | null)[]): Promise<(Float32Array | null)[]> {
+    const staging = this.batchTensors(x.N, x.R).hostCopies;
+    const size = x.N * x.R;
+    const slots = sources.map((source, i) => (source ? i : -1));
+    const used = Math.max(...slots) + 1;
+    sources.forEach((source, i) => source && this.engine.copy(source, staging.view(`${staging.name}[${i}]`, i * size, [size])));
+    const values = await this.engine.read(staging.view(staging.name, 0, [used * size]));
+    return slots.map((slot) => (slot < 0 ? null : values.slice(slot * size, (slot + 1) * size)));
+  }
+
+  /** algorithm.rollout_correction.rollout_is: the actor's experience with its advantages × `weights` (on the host
+   *  and, uploaded once, on the device); the critic and the advantage metrics keep the plain ones. */
+  weightAdvantages(x: Experience, weights: Float32Array): Experience {
+    const advantages = x.advantages.map((a, i) => a * weights[i]);
+    this.engine.upload(x.tensors.weightedAdvantages, advantages);
+    return { ...x, advantages, tensors: { ...x.tensors, advantages: x.tensors.weightedAdvantages } };
   }
 }

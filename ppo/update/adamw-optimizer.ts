@@ -68,6 +68,8 @@ export class AdamWOptimizer {
     });
   }
 
+  /** The last step's global gradient norm (one read-back: the SFT and reward-model jobs log it per step; the PPO
+   *  updates read theirs from the device metric log instead). */
   async gradNorm(): Promise<number> {
     const [sq] = await this.engine.read(this.normSquared);
     return Math.sqrt(sq);

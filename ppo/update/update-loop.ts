@@ -4,6 +4,10 @@
 // micro-batch computes: its loss, its backward into optimizer.grads, and its metrics. The loss aggregation of
 // every micro-batch carries its mini-batch's totals, so accumulated micro-batch gradients equal the unsplit
 // mini-batch's (verl's known token-mean-under-accumulation pitfall).
+// Each micro-batch gathers its rows of the experience's per-token tensors on the device, and the scalars the
+// micro-batches and mini-batches produce stay there until the update ends (device-metric-log.ts): an update reads
+// back once, whatever its number of micro-batches.
+import type { Tensor } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { TokenBatch } from '../../models/token-batch.ts';
 import { checkLossAggMode, type LossAggregation } from '../../kernels/ppo/ppo-vocabulary.ts';
@@ -11,6 +15,7 @@ import { blocks, planMicroBatches, type MicroBatching } from '../batching/micro-
 import type { ExperienceRows, SequenceBufferPool, SequenceBuffers } from '../batching/sequence-buffers.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
+import type { DeviceMetricLog } from './device-metric-log.ts';
 import { checkFinite } from './finite-guard.ts';
 
 export interface ScheduleConfig extends MicroBatching {
@@ -22,22 +27,26 @@ export interface ScheduleConfig extends MicroBatching {
   lr: number;
 }
 
-/** What the loop reads of the experience: N sequences with R response columns, their token rows and (N, R) response mask. */
+/** What the loop reads of the experience: N sequences with R response columns, their token rows and (N, R)
+ *  response mask, on the host (the aggregation's token counts) and on the device (what the micro-batches gather). */
 export interface UpdateExperience {
   N: number;
   R: number;
   rollout: ExperienceRows;
   responseMask: Float32Array;
+  tensors: { mask: Tensor };
 }
 
-/** The model side of an update: its optimizer, the buffers its micro-batches upload into, its grad-norm metric. */
+/** The model side of an update: its optimizer, the buffers its micro-batches fill, the log its scalars wait in
+ *  until the update ends, its grad-norm metric. */
 export interface UpdateTarget {
   optimizer: AdamWOptimizer;
   pool: SequenceBufferPool;
+  log: DeviceMetricLog;
   gradNormMetric: string;
 }
 
-/** One micro-batch, its sequences and response mask uploaded. */
+/** One micro-batch, its sequences uploaded and its response mask gathered. */
 export interface MicroBatch {
   /** The mini-batch's rows: its summed metrics add up under this key. */
   miniBatchRows: readonly number[];
@@ -50,14 +59,16 @@ export interface MicroBatch {
   batch: TokenBatch;
 }
 
-/** The per-micro-batch step: forward, loss and backward into the optimizer's gradients; metrics recorded. */
-export type MicroBatchStep = (micro: MicroBatch, metrics: MetricAccumulator) => Promise<void>;
+/** The per-micro-batch step: forward, loss and backward into the optimizer's gradients; its scalars recorded in
+ *  the log, whose consumers add them to the metrics when the update ends. */
+export type MicroBatchStep = (micro: MicroBatch, log: DeviceMetricLog, metrics: MetricAccumulator) => Promise<void>;
 
 /** One update over the experience; returns the metrics the micro-batch steps recorded and the gradient norm. */
 export async function runUpdate(x: UpdateExperience, config: ScheduleConfig, rng: Rng, target: UpdateTarget, lossAndBackward: MicroBatchStep): Promise<Record<string, number>> {
-  const { optimizer, pool, gradNormMetric } = target;
+  const { optimizer, pool, log, gradNormMetric } = target;
   if (x.N % config.miniBatchSize !== 0) throw new Error(`ppo_mini_batch_size × rollout.n = ${config.miniBatchSize} does not divide the ${x.N} sequences of a step`);
   const metrics = new MetricAccumulator();
+  log.clear();
   for (let epoch = 0; epoch < config.epochs; epoch++) {
     const order = config.shuffle ? permutation(x.N, rng) : Array.from({ length: x.N }, (_, i) => i);
     for (const miniBatchRows of blocks(order, config.miniBatchSize)) {
@@ -67,15 +78,18 @@ export async function runUpdate(x: UpdateExperience, config: ScheduleConfig, rng
       for (const { rows, promptLength, responseLength } of microBatches) {
         const buffers = pool.get(rows.length, promptLength + responseLength, responseLength);
         const batch = buffers.uploadSequences(x.rollout, rows);
-        buffers.uploadResponse(buffers.responseMask, x.responseMask, rows);
-        await lossAndBackward({ miniBatchRows, aggregation, rows, buffers, batch }, metrics);
+        buffers.gatherResponse(buffers.responseMask, x.tensors.mask);
+        await lossAndBackward({ miniBatchRows, aggregation, rows, buffers, batch }, log, metrics);
       }
       optimizer.step(config.lr);
-      const gradNorm = await optimizer.gradNorm();
-      checkFinite(gradNormMetric, gradNorm);
-      metrics.addMean(gradNormMetric, gradNorm, 1);
+      log.record(optimizer.normSquared, ([normSquared]) => {
+        const gradNorm = Math.sqrt(normSquared);
+        checkFinite(gradNormMetric, gradNorm);
+        metrics.addMean(gradNormMetric, gradNorm, 1);
+      });
     }
   }
+  await log.flush();
   return metrics.result();
 }
 

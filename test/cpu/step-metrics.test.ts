@@ -8,7 +8,7 @@ import type { RolloutBatch } from '../../ppo/rollout/types.ts';
  * A batch of 4 samples, prompts left-padded to the batch's longest (5) under data.max_prompt_length 8, responses
  * right-padded to max_response_length R = 4. Sample 2 is aborted (no response token).
  */
-function batch(): Experience {
+function batch(): Omit<Experience, 'tensors'> {
   const N = 4, P = 5, R = 4;
   const promptLengths = [5, 3, 5, 2];
   const responseLengths = [4, 2, 0, 4];

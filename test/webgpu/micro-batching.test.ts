@@ -16,6 +16,7 @@ import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
+import { experienceOnDevice } from '../support/experience-on-device.ts';
 import { planMicroBatches, type MicroBatching } from '../../ppo/batching/micro-batches.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
@@ -70,7 +71,7 @@ async function experience(engine: Engine, forward: MicroBatching): Promise<Exper
   await maker.values(batch, plan);
   const x = await maker.advantages(batch, plan, null);
   const rng = new Rng(4);
-  return { ...x, oldLogProbs: x.refLogProbs!.map((v) => v + 0.2 * (rng.next() - 0.5)) };
+  return experienceOnDevice(engine, { ...x, oldLogProbs: x.refLogProbs!.map((v) => v + 0.2 * (rng.next() - 0.5)) });
 }
 
 /** Gradients (before the AdamW step is applied they are what it reads) and metrics of one actor and one critic update. */
@@ -131,7 +132,7 @@ describe('token-budget micro-batches (use_dynamic_bsz)', () => {
     one.actor.forEach((g, s) => expectNear(many.actor[s], g, `actor gradient segment ${s}`));
     one.critic.forEach((g, s) => expectNear(many.critic[s], g, `critic gradient segment ${s}`));
     // The check can fail: dropping the last sequence's final response token changes the gradients.
-    const shorter = { ...x, responseMask: x.responseMask.map((v, k) => (k === (N - 1) * R + R - 1 ? 0 : v)) };
+    const shorter = experienceOnDevice(engine, { ...x, responseMask: x.responseMask.map((v, k) => (k === (N - 1) * R + R - 1 ? 0 : v)) });
     const changed = await update(engine, shorter, budget, 'changed');
     expect(() => changed.actor.forEach((g, s) => expectNear(g, one.actor[s], 'changed'))).toThrow();
   });

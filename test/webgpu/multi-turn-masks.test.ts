@@ -14,6 +14,7 @@ import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
+import { experienceOnDevice } from '../support/experience-on-device.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import type { RolloutBatch } from '../../ppo/rollout/types.ts';
@@ -64,13 +65,13 @@ async function experience(engine: Engine): Promise<Experience> {
   const x = await maker.advantages(maker.begin(rollout, [1, 0.5, 0, 1], sampleRewardMask(new Rng(1), N, 0)), plan, null);
   const rng = new Rng(4);
   const fill = () => Float32Array.from({ length: N * R }, () => -2 + rng.next());
-  return { ...x, oldLogProbs: fill(), refLogProbs: fill(), values: fill(), returns: fill(), advantages: Float32Array.from({ length: N * R }, () => rng.next() - 0.5) };
+  return experienceOnDevice(engine, { ...x, oldLogProbs: fill(), refLogProbs: fill(), values: fill(), returns: fill(), advantages: Float32Array.from({ length: N * R }, () => rng.next() - 0.5) });
 }
 
 /** A copy of the experience with every per-token input changed at the (sample, token) positions `where` picks. */
-function perturbed(x: Experience, where: (i: number, t: number) => boolean): Experience {
+function perturbed(engine: Engine, x: Experience, where: (i: number, t: number) => boolean): Experience {
   const change = (a: Float32Array) => a.map((v, k) => (where(Math.floor(k / R), k % R) ? v + 5 : v));
-  return { ...x, oldLogProbs: change(x.oldLogProbs), refLogProbs: change(x.refLogProbs!), values: change(x.values!), returns: change(x.returns), advantages: change(x.advantages) };
+  return experienceOnDevice(engine, { ...x, oldLogProbs: change(x.oldLogProbs), refLogProbs: change(x.refLogProbs!), values: change(x.values!), returns: change(x.returns), advantages: change(x.advantages) });
 }
 
 const isObservation = (i: number, t: number) => t < LENGTHS[i] && MASKS[i][t] === 0;
@@ -111,12 +112,12 @@ describe('multi-turn masks', () => {
     const engine = await gpuEngine();
     const x = await experience(engine);
     const base = await update(engine, x, 'base');
-    const observed = await update(engine, perturbed(x, isObservation), 'observed');
+    const observed = await update(engine, perturbed(engine, x, isObservation), 'observed');
     expect(observed.metrics).toEqual(base.metrics);
     expect(observed.actor).toEqual(base.actor);
     expect(observed.critic).toEqual(base.critic);
     // The same perturbation on one generated token changes both updates: the comparison can fail.
-    const generated = await update(engine, perturbed(x, (i, t) => i === 1 && t === 5), 'generated');
+    const generated = await update(engine, perturbed(engine, x, (i, t) => i === 1 && t === 5), 'generated');
     expect(generated.actor).not.toEqual(base.actor);
     expect(generated.critic).not.toEqual(base.critic);
   });
