@@ -324,7 +324,7 @@ function notesOf(layers: Layers, skippedBlocks: Set<string>): string[] {
   const notes: string[] = [];
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
   if (layers.aliases.size > 0) {
-    notes.push(`read ${layers.aliases.size} deprecated or Search-R1 spelling(s) as schema keys: ` +
+    notes.push(`read ${layers.aliases.size} deprecated, recipe or Search-R1 spelling(s) as schema keys: ` +
       [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '));
   }
   if (layers.ignored.size > 0) {

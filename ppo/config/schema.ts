@@ -122,7 +122,7 @@ const SCHEMA = {
       shuffle: bool(false, 'Shuffle sequences across mini-batches every PPO epoch'),
       grad_clip: float(1.0, 'Clip the global gradient norm to this', positive),
       clip_ratio: float(0.2, 'PPO clip ε as verl keeps it; the two sides are set by clip_ratio_low / clip_ratio_high', openUnitInterval),
-      clip_ratio_low: float(0.2, 'Lower clip: ratio ≥ 1 − clip_ratio_low', openUnitInterval),
+      clip_ratio_low: float(0.2, 'Lower clip: ratio ≥ 1 − clip_ratio_low; 1 or more leaves the ratio unbounded below (verl\'s CISPO example uses 10)', positive),
       clip_ratio_high: float(0.2, 'Upper clip: ratio ≤ 1 + clip_ratio_high (DAPO\'s clip-higher raises it)', positive),
       clip_ratio_c: float(3.0, 'Dual-clip PPO: bound of the loss for negative advantages, > 1', { what: 'greater than 1', test: (v) => v > 1 }),
       loss_agg_mode: oneOf('token-mean', LOSS_AGG_MODES, 'How token losses become one loss'),

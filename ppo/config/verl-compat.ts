@@ -38,6 +38,10 @@ const ALIASES: Record<string, { to: string; source: string; value?: (value: unkn
   'data.shuffle_train_dataloader': { to: 'data.shuffle', source: 'Search-R1' },
   'actor_rollout_ref.rollout.n_agent': { to: 'actor_rollout_ref.rollout.n', source: 'Search-R1' },
   'reward.reward_manager.name': { to: 'reward_model.reward_manager', source: 'verl DAPO recipe config' },
+  'reward_model.overlong_buffer.enable': { to: 'reward_model.reward_kwargs.overlong_buffer_cfg.enable', source: 'verl DAPO recipe config' },
+  'reward_model.overlong_buffer.len': { to: 'reward_model.reward_kwargs.overlong_buffer_cfg.len', source: 'verl DAPO recipe config' },
+  'reward_model.overlong_buffer.penalty_factor': { to: 'reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor', source: 'verl DAPO recipe config' },
+  'reward_model.overlong_buffer.log': { to: 'reward_model.reward_kwargs.overlong_buffer_cfg.log', source: 'verl DAPO recipe config' },
 };
 
 /** Keys whose only meaning here is one value; any other value is an error naming the reason. */
@@ -133,6 +137,7 @@ const IGNORED: [string, string][] = [
   ['data.return_raw_input_ids', 'prompts are always rendered here with the model\'s chat template'],
   ['data.return_full_prompt', 'prompts are always rendered here with the model\'s chat template'],
   ['data.dataloader_num_workers', 'prompts are read in-process'],
+  ['data.filter_overlong_prompts_workers', 'prompts are read and filtered in-process'],
 ];
 
 function patternRegex(pattern: string): RegExp {

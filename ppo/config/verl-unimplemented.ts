@@ -72,7 +72,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'actor_rollout_ref.model.mtp.num_speculative_tokens': 1,
   'data.image_patch_size': 14,
   'data.validation_shuffle': false,
-  'data.filter_overlong_prompts_workers': 1,
   'data.image_key': 'images',
   'data.video_key': 'videos',
   'data.custom_cls.path': null,

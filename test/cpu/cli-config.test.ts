@@ -134,7 +134,7 @@ describe('verl keys beside the schema', () => {
     expect(config.actor_rollout_ref.rollout.n).toBe(5);
     expect(config.data.train_max_samples).toBe(100);
     expect(config.data.shuffle).toBe(false);
-    expect(notes[0]).toMatch(/^read 6 deprecated or Search-R1 spelling\(s\) as schema keys: .*data.max_start_length → data.max_prompt_length=64/);
+    expect(notes[0]).toMatch(/^read 6 deprecated, recipe or Search-R1 spelling\(s\) as schema keys: .*data.max_start_length → data.max_prompt_length=64/);
   });
 
   it('values that cannot be honoured are errors saying why', async () => {

@@ -184,7 +184,7 @@ describe('config errors', () => {
 
   it('clip ratios and other ranges are checked', () => {
     expectProblem(['actor_rollout_ref.actor.clip_ratio=1.5'], 'actor_rollout_ref.actor.clip_ratio', 'must be in (0, 1)');
-    expectProblem(['actor_rollout_ref.actor.clip_ratio_low=0'], 'clip_ratio_low', 'must be in (0, 1)');
+    expectProblem(['actor_rollout_ref.actor.clip_ratio_low=0'], 'clip_ratio_low', 'must be positive');
     expectProblem(['actor_rollout_ref.actor.clip_ratio_high=-0.1'], 'clip_ratio_high', 'must be positive');
     expectProblem(['actor_rollout_ref.actor.clip_ratio_c=1'], 'clip_ratio_c', 'must be greater than 1');
     expectProblem(['critic.cliprange_value=0'], 'critic.cliprange_value');

@@ -1,10 +1,11 @@
 // Launch scripts of verl's examples/ and of Search-R1 (verl-launch-scripts.ts, their argv as written): with paths
 // pointing at test fixtures, each composes (`--cfg job`) to the script's values over verl's defaults, with the
-// cluster-only keys listed as ignored in one line.
+// cluster-only keys listed as ignored in one line; the scripts that need a feature this engine lacks stop with one
+// line naming the key.
 import { describe, it, expect } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { runCli } from '../support/run-cli.ts';
-import { LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
+import { LAUNCH_SCRIPTS, REFUSED_LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
 import { fixturePath } from '../support/fixtures.ts';
 
 const FIXTURES = { model: fixturePath('hf/stories260K'), data: fixturePath('verl/sample.json'), runDir: 'checkpoints/verl-scripts' };
@@ -34,6 +35,50 @@ describe('verl and Search-R1 launch scripts', () => {
       expect(config.actor_rollout_ref.rollout.server_urls).toEqual([]);
     });
   }
+
+  for (const script of REFUSED_LAUNCH_SCRIPTS) {
+    it(`${script.name} (${script.source}) stops with one line naming the key: ${script.refused.why}`, async () => {
+      const { code, stdout, stderr } = await runCli(['--cfg', 'job', ...withPaths(script.argv, FIXTURES)]);
+      expect(code).toBe(2);
+      expect(stdout).toBe('');
+      expect(stderr).toContain(script.refused.message);
+    });
+  }
+
+  /** The composed config of the launch script taken from `source`. */
+  async function composed(source: string) {
+    const script = LAUNCH_SCRIPTS.find((s) => s.source === `verl ${source}`)!;
+    const { code, stdout, stderr } = await runCli(['--cfg', 'job', ...withPaths(script.argv, FIXTURES)]);
+    expect(code, stderr).toBe(0);
+    return { config: parseYaml(stdout), stderr };
+  }
+
+  it('the new policy losses and estimators of verl\'s examples take effect: GMPO, GPG, SAPO', async () => {
+    const gmpo = (await composed('examples/gmpo_trainer/run_qwen2_5-7b_math.sh')).config.actor_rollout_ref.actor;
+    expect([gmpo.policy_loss.loss_mode, gmpo.clip_ratio_low, gmpo.clip_ratio_high]).toEqual(['geo_mean', 0.4, 0.4]);
+    const gpg = (await composed('examples/gpg_trainer/run_qwen2-7b_math.sh')).config;
+    expect([gpg.algorithm.adv_estimator, gpg.actor_rollout_ref.actor.policy_loss.loss_mode]).toEqual(['gpg', 'gpg']);
+    const sapo = await composed('examples/sapo_trainer/run_qwen30b_sapo.sh');
+    const actor = sapo.config.actor_rollout_ref.actor;
+    expect([actor.policy_loss.loss_mode, actor.tau_pos, actor.tau_neg]).toEqual(['sapo', 1, 1.05]);
+    // --config-path=./config --config-name=ppo_trainer: verl's own config, built in.
+    expect(sapo.stderr).toContain('ppo_trainer is verl\'s own config');
+    expect(sapo.config.data.max_response_length).toBe(8192);
+  });
+
+  it('DAPO: dynamic sampling, clip-higher and the recipe\'s overlong_buffer spelling take effect', async () => {
+    const { config, stderr } = await composed('tests/special_e2e/run_dapo.sh');
+    expect(config.algorithm.filter_groups).toEqual({ enable: true, metric: 'seq_reward', max_num_gen_batches: 10 });
+    expect(config.data.gen_batch_size).toBe(1024);
+    expect(config.actor_rollout_ref.actor.clip_ratio_high).toBe(0.28);
+    expect(config.reward_model.reward_manager).toBe('dapo');
+    expect(config.reward_model.reward_kwargs.overlong_buffer_cfg).toEqual({ enable: true, len: 128, penalty_factor: 1, log: false });
+    expect(stderr).toContain('reward_model.overlong_buffer.len → reward_model.reward_kwargs.overlong_buffer_cfg.len=128');
+    const gmpoDapo = (await composed('examples/gmpo_trainer/test_dapo_7b_math.sh')).config;
+    expect(gmpoDapo.actor_rollout_ref.actor.policy_loss.loss_mode).toBe('geo_mean');
+    expect(gmpoDapo.reward_model.reward_kwargs).toEqual({ overlong_buffer_cfg: { enable: true, len: 4096, penalty_factor: 1, log: false }, max_resp_len: 8192 });
+    expect([gmpoDapo.data.prompt_key, gmpoDapo.data.truncation]).toEqual(['prompt', 'left']);
+  });
 
   it('Search-R1 spellings take effect: max_start_length is the prompt limit, n_agent the samples per prompt, search is on', async () => {
     const grpo = LAUNCH_SCRIPTS.find((s) => s.source === 'Search-R1 train_grpo.sh')!;
