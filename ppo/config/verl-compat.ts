@@ -48,7 +48,6 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
   'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
   'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },
-  'actor_rollout_ref.rollout.multi_turn.enable': { value: false, reason: 'verl\'s tool-calling agent loop is not implemented; multi-turn rollouts here are Search-R1\'s (do_search)' },
 };
 
 const CLUSTER = 'GPU-cluster layout; one WebGPU adapter here';
@@ -121,7 +120,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.ignore_eos', INFERENCE],
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
-  ['actor_rollout_ref.rollout.multi_turn.format', 'tool-call format of verl\'s agent loop, which is off (multi_turn.enable=false)'],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],
   ['actor_rollout_ref.rollout.skip_tokenizer_init', INFERENCE],
   ['actor_rollout_ref.rollout.prompt_length', 'follows data.max_prompt_length'],

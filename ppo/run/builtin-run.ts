@@ -15,6 +15,7 @@ import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from '.
 import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
+import type { ToolAgent } from '../agent-tools/tool-agent.ts';
 import type { SftStepResult } from '../tasks/sft-trainer.ts';
 import { computeScore, toRewardScore, type RewardFunction, type RewardScore } from '../rewards/index.ts';
 import type { ModelWeights, PromptRecord, TrainerIo } from '../trainer.ts';
@@ -120,7 +121,7 @@ export function toPromptRecord(example: RlExample): PromptRecord {
 }
 
 /** The trainer's view of a run: batches from `sampler` starting at `start`, the validation set, decode and score. */
-export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & { generationConfig?: { eosTokenIds: readonly number[] } | null },
+export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & { generationConfig?: { eosTokenIds: readonly number[] } | null; toolAgent?: ToolAgent | null },
   sampler: PromptSampler, start: DataCursor = { epoch: 0, index: 0 }): { io: TrainerIo; cursor: () => DataCursor } {
   let cursor = start;
   const io: TrainerIo = {
@@ -137,6 +138,7 @@ export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val'
     eosTokenIds: [...new Set([...run.actor.config.eosTokenIds, ...(run.generationConfig?.eosTokenIds ?? [])])],
     padTokenId: run.actor.config.padTokenId ?? run.tokenizer.special.pad?.id ?? 0,
     search: run.search,
+    toolAgent: run.toolAgent ?? null,
   };
   return { io, cursor: () => cursor };
 }
