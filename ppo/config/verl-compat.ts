@@ -121,6 +121,9 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],
+  // verl's async servers abort the last over_sample_rate of requests to cut tail latency; every response finishes here
+  // (over_sample_rate=0), listed among the ignored keys so the user sees it.
+  ['actor_rollout_ref.rollout.over_sample_rate', 'tail-latency cut of verl\'s async servers (aborts the slowest requests); every response finishes here, as at 0'],
   ['actor_rollout_ref.rollout.skip_tokenizer_init', INFERENCE],
   ['actor_rollout_ref.rollout.prompt_length', 'follows data.max_prompt_length'],
   ['actor_rollout_ref.rollout.response_length', 'follows data.max_response_length'],

@@ -24,7 +24,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'actor_rollout_ref.rollout.expert_parallel_size': 1,
   'actor_rollout_ref.rollout.logprobs_mode': 'processed_logprobs',
   'actor_rollout_ref.rollout.scheduling_policy': 'fcfs',
-  'actor_rollout_ref.rollout.over_sample_rate': 0,
   'actor_rollout_ref.rollout.multi_turn.interaction_config_path': null,
   'actor_rollout_ref.rollout.multi_turn.use_inference_chat_template': false,
   'actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode': 'strict',
