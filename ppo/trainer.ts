@@ -330,7 +330,7 @@ export class PpoTrainer {
   private async generate(records: readonly PromptRecord[], config: RolloutConfig): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
     const prompts = records.map((r) => r.promptIds);
     if (this.io.toolAgent) {
-      const session = new ToolAgentSession(this.io.toolAgent, prompts.length * config.n, (i) => toolsKwargsOf(records[Math.floor(i / config.n)]));
+      const session = new ToolAgentSession(this.io.toolAgent, prompts.length * config.n, (i) => toolsKwargsOf(records[Math.floor(i / config.n)]), config.maxResponseLength);
       const rollout = await this.rollout.generate(prompts, config, session);
       return { rollout, envMetrics: session.metrics() };
     }

@@ -147,8 +147,9 @@ export class ToolAgentSession implements TurnEnvironment {
   private readonly stats: SampleStats[];
   private readonly failures: Record<ToolFailure, number> = { malformed: 0, error: 0, timeout: 0, non_text: 0 };
 
-  /** `toolsKwargs(sample)`: the sample's row's extra_info.tools_kwargs ({tool name: {create_kwargs}}). */
-  constructor(private readonly agent: ToolAgent, samples: number, private readonly toolsKwargs: (sample: number) => Record<string, unknown>) {
+  /** `toolsKwargs(sample)`: the sample's row's extra_info.tools_kwargs ({tool name: {create_kwargs}}); `maxResponseLength`:
+   *  the response budget, which a tool message must leave room in. */
+  constructor(private readonly agent: ToolAgent, samples: number, private readonly toolsKwargs: (sample: number) => Record<string, unknown>, private readonly maxResponseLength: number) {
     const { maxAssistantTurns, maxUserTurns } = agent.settings;
     this.maxTurns = maxUserTurns === null ? maxAssistantTurns : Math.min(maxAssistantTurns, maxUserTurns + 1);
     this.stats = Array.from({ length: samples }, () => ({ assistantTurns: 0, userTurns: 0, toolCalls: 0, toolSeconds: 0 }));
@@ -168,8 +169,11 @@ export class ToolAgentSession implements TurnEnvironment {
       stats.toolSeconds += Math.max(...results.map((r) => r.seconds));
       for (const r of results) if (r.failure) this.failures[r.failure]++;
       const messages = results.map((r) => ({ role: 'tool', content: r.text }));
+      const ids = await this.agent.tokenizer.encode(appendedMessagesText(this.agent.template, messages), { addSpecialTokens: false });
+      // verl ends the response, not counting a user turn, when the tool messages leave no room for an answer.
+      if (end.responseLength + ids.length >= this.maxResponseLength) return null;
       stats.userTurns++;
-      return this.agent.tokenizer.encode(appendedMessagesText(this.agent.template, messages), { addSpecialTokens: false });
+      return ids;
     }));
   }
 

@@ -89,7 +89,7 @@ describe('tool config', () => {
 describe('tool agent session', () => {
   it('answers a call with the tool message the template renders, without its default system prompt', async () => {
     const [gsm8k] = await loadTools(GSM8K_TOOLS);
-    const session = new ToolAgentSession(agentWith([gsm8k]), 2, () => ({ calc_gsm8k_reward: { create_kwargs: { ground_truth: '3' } } }));
+    const session = new ToolAgentSession(agentWith([gsm8k]), 2, () => ({ calc_gsm8k_reward: { create_kwargs: { ground_truth: '3' } } }), 1000);
     const [observation, finished] = await session.observe(0, [end(0, `1 + 2 = 3 ${call('calc_gsm8k_reward', { answer: '3' })}<|im_end|>`), end(1, '#### 3<|im_end|>')]);
     expect(read(observation)).toBe("<|im_start|>user\n<tool_response>\nCurrent parsed answer='3' reward=1.0\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
     expect(finished).toBeNull();
@@ -105,7 +105,7 @@ describe('tool agent session', () => {
 
   it('runs the first max_parallel_calls calls together, one tool message each; ends at the budget and the turn limits', async () => {
     const echo = scripted('echo', async (_id, p) => [{ text: String(p.text) }, 0, {}]);
-    const session = new ToolAgentSession(agentWith([echo], { maxParallelCalls: 2, maxAssistantTurns: 2 }), 3, () => ({}));
+    const session = new ToolAgentSession(agentWith([echo], { maxParallelCalls: 2, maxAssistantTurns: 2 }), 3, () => ({}), 1000);
     expect(session.maxTurns).toBe(2);
     const three = `${call('echo', { text: 'a' })}${call('echo', { text: 'b' })}${call('echo', { text: 'c' })}`;
     const [both, cut] = await session.observe(0, [end(0, three), end(1, three, 'length')]);
@@ -113,7 +113,11 @@ describe('tool agent session', () => {
     expect(cut).toBeNull();
     expect(await session.observe(1, [end(0, three)])).toEqual([null]);
     expect(session.metrics()['tool_call_counts/max']).toBe(2);
-    const limited = new ToolAgentSession(agentWith([echo], { maxUserTurns: 1, maxAssistantTurns: 5 }), 1, () => ({}));
+    // A tool message that leaves no room to answer ends the response (verl: no user turn counted).
+    const tight = new ToolAgentSession(agentWith([echo]), 1, () => ({}), 60);
+    expect(await tight.observe(0, [end(0, call('echo', { text: 'a' }))])).toEqual([null]);
+    expect(tight.metrics()['num_turns/max']).toBe(2);
+    const limited = new ToolAgentSession(agentWith([echo], { maxUserTurns: 1, maxAssistantTurns: 5 }), 1, () => ({}), 1000);
     expect(limited.maxTurns).toBe(2);
   });
 
@@ -125,7 +129,7 @@ describe('tool agent session', () => {
       scripted('number', async () => [42 as never, 0, {}]),
       { ...scripted('needs', async () => [{ text: 'ok' }, 0, {}]), schema: schema('needs', ['answer']) },
     ];
-    const session = new ToolAgentSession(agentWith(tools), 7, () => ({}));
+    const session = new ToolAgentSession(agentWith(tools), 7, () => ({}), 1000);
     const turns = [call('throws', {}), call('hangs', {}), call('image', {}), call('number', {}), '<tool_call>{"name": "throws", "arguments": </tool_call>', call('nope', {}), call('needs', {})];
     const observations = (await session.observe(0, turns.map((t, i) => end(i, t)))).map(read);
     expect(observations.every((o) => o!.includes('Error when executing tool: '))).toBe(true);

@@ -64,7 +64,7 @@ describe('tool agent run', () => {
     };
     const prompt = tokenizer.encode(template.render(ROW.prompt, { addGenerationPrompt: true }));
     const samples = 32;
-    const session = new ToolAgentSession(agent, samples, () => ROW.extra_info.tools_kwargs);
+    const session = new ToolAgentSession(agent, samples, () => ROW.extra_info.tools_kwargs, 64);
     const observed: number[][][] = Array.from({ length: samples }, () => []);
     const recording = Object.assign(Object.create(session) as ToolAgentSession, {
       observe: async (turn: number, ended: Parameters<ToolAgentSession['observe']>[1]) => {
@@ -82,8 +82,8 @@ describe('tool agent run', () => {
     for (let i = 0; i < samples; i++) {
       const length = batch.responseLengths[i];
       const masked = batch.responses[i].slice(0, length).filter((_, t) => batch.responseMask[i][t] === 0);
-      // The tool messages appended, in order; the last one is dropped when it leaves no room to answer (the response ends).
-      const appended = [observed[i], observed[i].slice(0, -1)].find((o) => o.flat().length === masked.length)!;
+      // The tool messages, in order (the session returns none that would leave no room to answer).
+      const appended = observed[i];
       expect(masked, `sample ${i}`).toEqual(appended.flat());
       toolMessages += appended.length;
       // Every tool message follows a model turn that wrote a call and precedes the model's next turn.
