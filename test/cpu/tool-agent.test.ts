@@ -86,6 +86,24 @@ describe('tool config', () => {
   });
 });
 
+describe('search tool', () => {
+  it('verl\'s SearchTool over BM25 (config.corpus_path): verl\'s result text per query, an error text for a bad query_list', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'search-tool-'));
+    await writeFile(join(dir, 'corpus.jsonl'), [
+      { id: '0', contents: '"Zorvak"\nZorvak is teal.' }, { id: '1', contents: '"Mirel"\nMirel is amber.' }, { id: '2', contents: '"Quon"\nQuon is grey.' },
+    ].map((d) => JSON.stringify(d)).join('\n') + '\n');
+    await writeFile(join(dir, 'tools.yaml'), `tools:\n  - class_name: verl.tools.search_tool.SearchTool\n    config: {corpus_path: ${join(dir, 'corpus.jsonl')}, topk: 1}\n` +
+      '    tool_schema: {type: function, function: {name: search, parameters: {type: object, properties: {query_list: {type: array}}, required: [query_list]}}}\n');
+    const [search] = await loadTools(join(dir, 'tools.yaml'));
+    const [response] = await search.tool.execute('i', { query_list: ['zorvak', 'mirel'] }, {});
+    expect(JSON.parse(response.text!)).toEqual({ result: 'Doc 1 (Title: "Zorvak")\nZorvak is teal.\n---\nDoc 1 (Title: "Mirel")\nMirel is amber.' });
+    const [bad] = await search.tool.execute('i', { query_list: 'zorvak' }, {});
+    expect(bad.text).toContain("'query_list' is missing, empty, or not a list");
+    await writeFile(join(dir, 'no-retriever.yaml'), 'tools:\n  - class_name: verl.tools.search_tool.SearchTool\n    tool_schema: {type: function, function: {name: search}}\n');
+    await expect(loadTools(join(dir, 'no-retriever.yaml'))).rejects.toThrow(/tools\[0\]\.config: the search tool needs retrieval_service_url .* or corpus_path/);
+  });
+});
+
 describe('tool agent session', () => {
   it('answers a call with the tool message the template renders, without its default system prompt', async () => {
     const [gsm8k] = await loadTools(GSM8K_TOOLS);
