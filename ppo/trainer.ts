@@ -19,6 +19,7 @@ import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
 import type { RolloutBatch, RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
+import { ToolAgentSession, type ToolAgent } from './agent-tools/tool-agent.ts';
 import { ExperienceMaker, type Experience } from './phases/experience.ts';
 import { rolloutIsWeights, rolloutRejectionMask } from './algorithm/rollout-correction.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
@@ -45,6 +46,12 @@ export interface PromptRecord {
   extraInfo: Record<string, unknown> | null;
 }
 
+/** A row's extra_info.tools_kwargs (verl's per-tool create_kwargs, e.g. the GSM8K tool's ground truth). */
+function toolsKwargsOf(record: PromptRecord): Record<string, unknown> {
+  const kwargs = record.extraInfo?.tools_kwargs;
+  return kwargs !== null && typeof kwargs === 'object' && !Array.isArray(kwargs) ? kwargs as Record<string, unknown> : {};
+}
+
 /** Where prompts come from and how responses are judged: the dataset, tokenizer and reward of the run. */
 export interface TrainerIo {
   /** The next batch of data.gen_batch_size prompts (data.train_batch_size when null); a checkpoint's cursor is past the last one drawn. */
@@ -57,6 +64,8 @@ export interface TrainerIo {
   padTokenId: number;
   /** do_search: rollouts are Search-R1 multi-turn searches with this protocol; null: single-turn. */
   search: SearchProtocol | null;
+  /** multi_turn.enable: rollouts are verl's tool agent loop over these tools; null: off. */
+  toolAgent?: ToolAgent | null;
 }
 
 export interface ModelWeights {
@@ -370,12 +379,17 @@ export class PpoTrainer {
       : { ...this.sampling.train, seed: this.rng.nextUint32() };
   }
 
-  /** A rollout of the prompts; with do_search, a multi-turn search session and its env/* metrics. */
+  /** A rollout of the prompts; with do_search or multi_turn.enable, a multi-turn session and its metrics. */
   private async generate(records: readonly PromptRecord[], config: RolloutConfig): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
     const prompts = records.map((r) => r.promptIds);
     if (this.servers) {
       await this.syncServers();
       return { rollout: await this.servers.generate(prompts, config), envMetrics: {} };
+    }
+    if (this.io.toolAgent) {
+      const session = new ToolAgentSession(this.io.toolAgent, prompts.length * config.n, (i) => toolsKwargsOf(records[Math.floor(i / config.n)]), config.maxResponseLength);
+      const rollout = await this.rollout.generate(prompts, config, session);
+      return { rollout, envMetrics: session.metrics() };
     }
     if (!this.io.search) return { rollout: await this.rollout.generate(prompts, config), envMetrics: {} };
     const session = await SearchSession.start(this.io.search, prompts.length * config.n);

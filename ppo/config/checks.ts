@@ -192,6 +192,14 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   }
 
   checkRolloutServers(config, problems);
+  const multiTurn = config.actor_rollout_ref.rollout.multi_turn;
+  if (multiTurn.enable && config.do_search) {
+    problems.push('actor_rollout_ref.rollout.multi_turn.enable=true and do_search=true are two multi-turn protocols — use one (verl\'s SearchTool in a tool config gives the tool loop a retriever)');
+  }
+  if (!multiTurn.enable && multiTurn.tool_config_path !== null) {
+    problems.push('actor_rollout_ref.rollout.multi_turn.tool_config_path is set but multi_turn.enable=false: no tool would run — set multi_turn.enable=true');
+  }
+
   // An empty run directory resolves to the current directory: checkpoints and metrics would land among the user's files.
   if (trainer.default_local_dir.trim() === '') {
     problems.push('trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current directory — give it a directory of its own (default: checkpoints/${trainer.project_name}/${trainer.experiment_name})');
@@ -218,6 +226,7 @@ function checkRolloutServers(config: PpoConfig, problems: string[]): void {
     problems.push(`actor_rollout_ref.rollout.server_urls is set but actor_rollout_ref.rollout.name=hf generates in-process — set name=sglang (SGLang or node serve.js) or name=vllm`);
   }
   if (config.do_search) problems.push('actor_rollout_ref.rollout.server_urls with do_search=true: multi-turn search rollouts run in-process only — remove server_urls');
+  if (rollout.multi_turn.enable) problems.push('actor_rollout_ref.rollout.server_urls with multi_turn.enable=true: tool-agent rollouts run in-process only — remove server_urls');
   if (rollout.mode === 'async' && config.algorithm.filter_groups.enable) {
     problems.push('actor_rollout_ref.rollout.mode=async with algorithm.filter_groups.enable=true: dynamic sampling draws a varying number of batches, which one-step-off generation cannot prefetch — use mode=sync');
   }

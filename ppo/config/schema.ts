@@ -171,6 +171,16 @@ const SCHEMA = {
         top_p: float(1.0, 'Validation nucleus mass', probability),
         do_sample: bool(false, 'Sample during validation; false: greedy'),
       },
+      multi_turn: {
+        enable: bool(false, 'verl\'s tool agent loop: the model calls the tools of tool_config_path (hermes <tool_call>{json}</tool_call>), their answers come back as `tool` messages masked out of the loss (docs/search-r1-and-agents.md)'),
+        tool_config_path: optStr(null, 'verl\'s tool config YAML (tools: - class_name, config, tool_schema); null: no tools'),
+        max_assistant_turns: optInt(null, 'Model turns per response at most; null: data.max_response_length // 3 (bounds the decode cache: set it)', positive),
+        max_user_turns: optInt(null, 'Tool-response turns per response at most; null: no limit besides max_assistant_turns', positive),
+        max_parallel_calls: int(1, 'Tool calls executed per model turn (the first ones; the others are dropped as verl does)', positive),
+        max_tool_response_length: int(256, 'Characters of a tool\'s text kept (verl cuts characters, not tokens)', positive),
+        tool_response_truncate_side: oneOf('middle', ['left', 'middle', 'right'], 'Which part of an overlong tool response is kept: left (the start), right (the end), middle (both ends)'),
+        format: oneOf('hermes', ['hermes'], 'Tool-call format the model writes: hermes (<tool_call>{"name", "arguments"}</tool_call>, Qwen\'s)'),
+      },
     },
     ref: {
       log_prob_micro_batch_size_per_gpu: optInt(null, 'Sequences per forward of the reference model; null: all at once (deprecated spelling: log_prob_micro_batch_size)', positive),

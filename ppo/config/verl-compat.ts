@@ -52,7 +52,6 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
   'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
   'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },
-  'actor_rollout_ref.rollout.multi_turn.enable': { value: false, reason: 'verl\'s tool-calling agent loop is not implemented; multi-turn rollouts here are Search-R1\'s (do_search)' },
 };
 
 const CLUSTER = 'GPU-cluster layout; one WebGPU adapter here';
@@ -123,8 +122,10 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.ignore_eos', INFERENCE],
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
-  ['actor_rollout_ref.rollout.multi_turn.format', 'tool-call format of verl\'s agent loop, which is off (multi_turn.enable=false)'],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],
+  // verl's async servers abort the last over_sample_rate of requests to cut tail latency; every response finishes here
+  // (over_sample_rate=0), listed among the ignored keys so the user sees it.
+  ['actor_rollout_ref.rollout.over_sample_rate', 'tail-latency cut of verl\'s async servers (aborts the slowest requests); every response finishes here, as at 0'],
   ['actor_rollout_ref.rollout.skip_tokenizer_init', INFERENCE],
   ['actor_rollout_ref.rollout.prompt_length', 'follows data.max_prompt_length'],
   ['actor_rollout_ref.rollout.response_length', 'follows data.max_response_length'],

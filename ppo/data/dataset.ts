@@ -40,6 +40,8 @@ export interface RlDataset {
 export type RlDatasetOptions = Pick<PpoConfig['data'], 'prompt_key' | 'reward_fn_key' | 'max_prompt_length' | 'filter_overlong_prompts' | 'truncation'> & {
   tokenizer: Pick<Tokenizer, 'encode'>;
   template: ChatTemplate;
+  /** Tool schemas the chat template shows the model (multi_turn.tool_config_path's). */
+  tools?: unknown[] | null;
 };
 
 function isMapping(value: unknown): value is Record<string, unknown> {
@@ -120,7 +122,7 @@ export async function buildRlDataset(records: readonly RlRecord[], options: RlDa
   let filtered = 0;
   for (const record of records) {
     const parsed = parseRecord(record, options);
-    const { text: promptText, ids } = await applyChatTemplate(options.tokenizer, options.template, parsed.messages, { addGenerationPrompt: true });
+    const { text: promptText, ids } = await applyChatTemplate(options.tokenizer, options.template, parsed.messages, { addGenerationPrompt: true, tools: options.tools ?? null });
     if (options.filter_overlong_prompts && ids.length > options.max_prompt_length) {
       filtered++;
       continue;

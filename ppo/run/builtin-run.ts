@@ -15,6 +15,7 @@ import { warmStartBuiltinActor, withTotalSteps, type WarmStartProgress } from '.
 import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
+import type { ToolAgent } from '../agent-tools/tool-agent.ts';
 import type { SftStepResult } from '../sft/sft-trainer.ts';
 import { computeScore, toRewardScore, type RewardFunction, type RewardScore } from '../rewards/index.ts';
 import type { ModelWeights, PromptRecord, TrainerIo } from '../trainer.ts';
@@ -121,7 +122,7 @@ export function toPromptRecord(example: RlExample): PromptRecord {
 }
 
 /** The trainer's view of a run: batches from `sampler` starting at `start`, the validation set, decode and score. */
-export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & { generationConfig?: { eosTokenIds: readonly number[] } | null },
+export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & { generationConfig?: { eosTokenIds: readonly number[] } | null; toolAgent?: ToolAgent | null },
   sampler: PromptSampler, start: DataCursor = { epoch: 0, index: 0 }): { io: TrainerIo; cursor: () => DataCursor } {
   let cursor = start;
   const io: TrainerIo = {
@@ -136,6 +137,7 @@ export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val'
     score: (prompt, text) => scoreResponse(run.reward, prompt, text),
     ...endTokenIds(run.actor.config, run.generationConfig ?? null, run.tokenizer),
     search: run.search,
+    toolAgent: run.toolAgent ?? null,
   };
   return { io, cursor: () => cursor };
 }

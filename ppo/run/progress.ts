@@ -31,7 +31,8 @@ export function formatStepLine(m: Record<string, number>, totalSteps: number, fi
   const optional: [string, string, number][] = [
     ['kl', 'actor/reward_kl_penalty', 4], ['kl_loss', 'actor/kl_loss', 4], ['ppo_kl', 'actor/ppo_kl', 4],
     ['entropy', 'actor/entropy', 3], ['clipfrac', 'actor/pg_clipfrac', 3], ['vf_loss', 'critic/vf_loss', 4],
-    ['len', 'response_length/mean', 1], ['searches', 'env/number_of_valid_search', 2], ['tok/s', 'perf/throughput', 0],
+    ['len', 'response_length/mean', 1], ['searches', 'env/number_of_valid_search', 2], ['tool calls', 'tool_call_counts/mean', 2],
+    ['tok/s', 'perf/throughput', 0],
     ['mfu', 'perf/mfu', 3], ['mem GiB', 'perf/max_memory_allocated_gb', 2],
   ];
   for (const [label, key, digits] of optional) if (m[key] !== undefined) parts.push(`${label} ${m[key].toFixed(digits)}`);

@@ -23,6 +23,8 @@ import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import { loadCorpus } from '../search/corpus-node.ts';
 import { retrieverFromConfig, searchProtocol } from '../search/search-protocol.ts';
 import type { SearchProtocol } from '../search/search-turns.ts';
+import { toolAgentSettings, type ToolAgent } from '../agent-tools/tool-agent.ts';
+import { loadTools } from '../agent-tools/tool-loader-node.ts';
 import type { SftStepResult } from '../sft/sft-trainer.ts';
 import type { WarmStartProgress } from '../tasks/default-job.ts';
 import { computeScore, type RewardFunction } from '../rewards/index.ts';
@@ -46,6 +48,8 @@ export interface RunSetup {
   rewardModel: ModelWeights | null;
   /** do_search: the search protocol of the run. */
   search: SearchProtocol | null;
+  /** multi_turn.enable: verl's tool agent loop over the tools of multi_turn.tool_config_path. */
+  toolAgent: ToolAgent | null;
   /** Set when the built-in actor was warm-started. */
   warmStart: SftStepResult[] | null;
   /** What loading changed that the user should read (rows dropped by filtering). */
@@ -146,7 +150,8 @@ export async function assertResumable(config: PpoConfig, checkpointDir: string, 
 
 export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);
-  const datasetOptions = { ...config.data, tokenizer, template };
+  const toolAgent = await toolAgentOf(config, tokenizer, template);
+  const datasetOptions = { ...config.data, tokenizer, template, tools: toolAgent?.schemas ?? null };
   const builtin = config.data.train_files === null ? await builtinDataset(config, builtinTask(config), tokenizer, template) : null;
   const notes: string[] = [];
   // As verl prints the dataset's size after filtering: dropped rows are never silent.
@@ -213,7 +218,7 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
   const builtinVocabulary = (config.data.tokenizer ?? actorPath) === null;
   const search = retriever && searchProtocol(config, retriever, tokenizer, builtinVocabulary ? builtinTask(config).search : null);
   const generationConfig = actorPath === null ? null : await readGenerationConfig(actorPath);
-  return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, warmStart, notes };
+  return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, toolAgent, warmStart, notes };
 }
 
 /** LoRA (verl: lora_rank > 0 or a lora_adapter_path): a PEFT adapter to start from, or fresh adapters (PEFT's
@@ -237,4 +242,12 @@ async function corpusOf(config: PpoConfig, builtinCorpus: CorpusDocument[] | nul
   if (config.retriever.url !== null) return null;
   if (path !== null) return { documents: await loadCorpus(path), source: path };
   return builtinCorpus && { documents: builtinCorpus, source: `built-in ${config.data.builtin_task} corpus` };
+}
+
+/** multi_turn.enable: the tools of multi_turn.tool_config_path (none when it is null, as verl) and the loop's limits. */
+async function toolAgentOf(config: PpoConfig, tokenizer: RunSetup['tokenizer'], template: ChatTemplate): Promise<ToolAgent | null> {
+  const multiTurn = config.actor_rollout_ref.rollout.multi_turn;
+  if (!multiTurn.enable) return null;
+  const tools = multiTurn.tool_config_path === null ? [] : await loadTools(multiTurn.tool_config_path);
+  return { tools: new Map(tools.map((t) => [t.name, t])), schemas: tools.map((t) => t.schema), settings: toolAgentSettings(config), tokenizer, template };
 }

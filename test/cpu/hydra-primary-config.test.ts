@@ -63,10 +63,12 @@ describe('--config-path / --config-name', () => {
     }
   });
 
-  it('verl\'s multi-turn example config is read: its keys reach the checks, which name the file', async () => {
-    const { code, stderr } = await runCli(['--cfg', 'job', '--config-path=test/support/data/verl-sglang-multiturn-config', '--config-name=gsm8k_multiturn_grpo', MODEL]);
-    expect(code).toBe(2);
-    expect(stderr).toContain('actor_rollout_ref.rollout.multi_turn.enable=true (test/support/data/verl-sglang-multiturn-config/gsm8k_multiturn_grpo.yaml)');
+  it('verl\'s multi-turn example config is read: its multi_turn keys over verl\'s defaults', async () => {
+    const { config } = await composed(['--config-path=test/support/data/verl-sglang-multiturn-config', '--config-name=gsm8k_multiturn_grpo', MODEL]);
+    expect(config.actor_rollout_ref.rollout.multi_turn).toEqual({
+      enable: true, tool_config_path: null, max_assistant_turns: 5, max_user_turns: null, max_parallel_calls: 1,
+      max_tool_response_length: 256, tool_response_truncate_side: 'middle', format: 'hermes',
+    });
   });
 
   it('refuses a missing file, a missing defaults entry, an unknown key, and --config beside --config-name, in one line each', async () => {

@@ -93,6 +93,16 @@ describe('verl and Search-R1 launch scripts', () => {
     expect(config.trainer.logger).toEqual(['wandb']);
   });
 
+  it('the GSM8K tool-agent script turns verl\'s tool agent loop on: its config file\'s turn limit, its tool config', async () => {
+    const script = LAUNCH_SCRIPTS.find((s) => s.source.startsWith('verl examples/sglang_multiturn/'))!;
+    const { stdout } = await runCli(['--cfg', 'job', ...withPaths(script.argv, FIXTURES)]);
+    const multiTurn = parseYaml(stdout).actor_rollout_ref.rollout.multi_turn;
+    expect(multiTurn.enable).toBe(true);
+    expect(multiTurn.max_assistant_turns).toBe(5);
+    expect(multiTurn.tool_config_path).toBe('test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml');
+    expect(multiTurn.format).toBe('hermes');
+  });
+
   it('GSPO keeps the paper\'s clip range and the DAPO reward manager\'s keys', async () => {
     const gspo = LAUNCH_SCRIPTS.find((s) => s.name === 'GSPO')!;
     const { stdout } = await runCli(['--cfg', 'job', ...withPaths(gspo.argv, FIXTURES)]);

@@ -1066,6 +1066,61 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'trainer.total_epochs=15',
     ],
   },
+  {
+    name: 'GRPO with verl\'s tool agent loop (GSM8K tool)',
+    source: 'verl examples/sglang_multiturn/run_qwen2.5-3b_gsm8k_multiturn.sh (PROJECT_DIR=/PROJECT, its $(now) fixed)',
+    argv: [
+      '--config-path=/PROJECT/examples/sglang_multiturn/config',
+      '--config-name=gsm8k_multiturn_grpo',
+      'algorithm.adv_estimator=grpo',
+      'data.train_batch_size=256',
+      'data.max_prompt_length=1024',
+      'data.max_response_length=1024',
+      'data.filter_overlong_prompts=True',
+      'data.truncation=error',
+      'data.return_raw_chat=True',
+      'actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct',
+      'actor_rollout_ref.actor.optim.lr=1e-6',
+      'actor_rollout_ref.model.use_remove_padding=True',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=256',
+      'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32',
+      'actor_rollout_ref.actor.use_kl_loss=True',
+      'actor_rollout_ref.actor.kl_loss_coef=0.001',
+      'actor_rollout_ref.actor.kl_loss_type=low_var_kl',
+      'actor_rollout_ref.actor.entropy_coeff=0',
+      'actor_rollout_ref.model.enable_gradient_checkpointing=True',
+      'actor_rollout_ref.actor.fsdp_config.param_offload=False',
+      'actor_rollout_ref.actor.fsdp_config.optimizer_offload=False',
+      'global_profiler.tool=torch_memory',
+      'global_profiler.save_path=./mem_snapshots',
+      'global_profiler.global_tool_config.torch_memory.trace_alloc_max_entries=100000',
+      'global_profiler.global_tool_config.torch_memory.stack_depth=32',
+      'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32',
+      'actor_rollout_ref.rollout.tensor_model_parallel_size=1',
+      'actor_rollout_ref.rollout.name=sglang',
+      'actor_rollout_ref.rollout.gpu_memory_utilization=0.85',
+      'actor_rollout_ref.rollout.multi_stage_wake_up=True',
+      'actor_rollout_ref.rollout.n=16',
+      'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32',
+      'actor_rollout_ref.ref.fsdp_config.param_offload=True',
+      'actor_rollout_ref.rollout.over_sample_rate=0.1',
+      'actor_rollout_ref.rollout.mode=async',
+      'algorithm.use_kl_in_reward=False',
+      'trainer.critic_warmup=0',
+      'trainer.logger=["console","wandb"]',
+      'trainer.project_name=multi-turn-grpo-qwen2.5-3b-sglang',
+      'trainer.experiment_name=qwen2.5-3b_baseline_25-15-40',
+      'trainer.n_gpus_per_node=8',
+      'trainer.nnodes=1',
+      'trainer.save_freq=-1',
+      'trainer.test_freq=20',
+      'trainer.val_before_train=True',
+      'data.train_files=/HOME/data/gsm8k/train.parquet',
+      'data.val_files=/HOME/data/gsm8k/test.parquet',
+      'actor_rollout_ref.rollout.multi_turn.tool_config_path=/PROJECT/examples/sglang_multiturn/config/tool_config/gsm8k_tool_config.yaml',
+      'trainer.total_epochs=15',
+    ],
+  },
 ];
 
 /** A launch script this engine stops on with one line naming the key: what it says and why it refuses. */
@@ -1239,9 +1294,12 @@ export interface ScriptPaths {
   runDir: string;
 }
 
-/** The script's argv with its model, data and run-directory paths replaced. */
+/** Where the copies of verl's examples/sglang_multiturn/config files are (the script's $PROJECT_DIR/examples/sglang_multiturn/config). */
+const SGLANG_MULTITURN_CONFIG = { script: '/PROJECT/examples/sglang_multiturn/config', copy: 'test/support/data/verl-sglang-multiturn-config' };
+
+/** The script's argv with its model, data and run-directory paths replaced, and verl's example configs by their copies. */
 export function withPaths(argv: readonly string[], paths: ScriptPaths): string[] {
-  return argv.map((arg) => {
+  return argv.map((arg) => arg.replace(SGLANG_MULTITURN_CONFIG.script, SGLANG_MULTITURN_CONFIG.copy)).map((arg) => {
     const eq = arg.indexOf('=');
     const key = arg.slice(0, eq).replace(/^\+\+?/, '');
     if (key.endsWith('model.path')) return `${arg.slice(0, eq)}=${paths.model}`;
