@@ -28,7 +28,9 @@ describe('a verl launch script on a tiny model', () => {
     ];
     const { code, stdout, stderr } = await runCli(argv);
     expect(code, stderr).toBe(0);
-    expect(stderr).toContain('ignored 6 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');
+    // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, unreported.
+    expect(stderr).toContain('ignored 5 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');
+    expect(stderr).not.toContain('actor_rollout_ref.rollout.name');
     expect(stderr).toContain('trainer.logger: skipped wandb');
 
     const config = parseYaml(await readFile(join(runDir, 'config.yaml'), 'utf8'));
