@@ -1,7 +1,7 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
-import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel, type RolloutRsLevel } from './algorithm/rollout-correction.ts';
+import { IS_WEIGHTED_LOSS_MODES, parseRolloutRs, type RolloutIsLevel, type RolloutRsCriterion } from './algorithm/rollout-correction.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -14,7 +14,7 @@ export interface StepPlan {
   /** algorithm.rollout_correction's importance weights on the policy loss; null: none. */
   rolloutIs: { level: RolloutIsLevel; threshold: number; batchNormalize: boolean } | null;
   /** algorithm.rollout_correction's rejection sampling; null: none. */
-  rolloutRs: { level: RolloutRsLevel; upper: number; lower: number | null } | null;
+  rolloutRs: RolloutRsCriterion[] | null;
   /** ReMax: a greedy rollout of the same prompts gives each sample its baseline score. */
   remaxBaseline: boolean;
   /** algorithm.reward_mask_ratio */
@@ -91,7 +91,6 @@ function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
   if (rc.rollout_is === null) return null;
   const key = 'algorithm.rollout_correction.rollout_is';
-  refuseInBypass(c, key, rc.rollout_is);
   if (!rolloutLogProbsKept(c)) {
     throw new Error(`${key}=${rc.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
@@ -106,18 +105,9 @@ function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
   const rc = c.algorithm.rollout_correction;
   if (rc.rollout_rs === null) return null;
   const key = 'algorithm.rollout_correction.rollout_rs';
-  refuseInBypass(c, key, rc.rollout_rs);
+  const criteria = parseRolloutRs(rc.rollout_rs, rc.rollout_rs_threshold);
   if (!rolloutLogProbsKept(c)) {
     throw new Error(`${key}=${rc.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
-  if (rc.rollout_rs_threshold === null) throw new Error(`${key}=${rc.rollout_rs} needs algorithm.rollout_correction.rollout_rs_threshold (verl: "rollout_rs_threshold must be explicitly provided")`);
-  return { level: rc.rollout_rs, upper: rc.rollout_rs_threshold, lower: rc.rollout_rs_threshold_lower };
-}
-
-/** In bypass mode verl applies the weights and the rejection inside the policy loss, against the current policy's
- *  log-probs (rollout_corr_helper's bypass path); that is not built here. */
-function refuseInBypass(c: PpoConfig, key: string, value: string): void {
-  if (c.algorithm.rollout_correction.bypass_mode) {
-    throw new Error(`${key}=${value} with algorithm.rollout_correction.bypass_mode=true: in bypass mode verl weights and rejects inside the policy loss against the current policy, which is not implemented here; set bypass_mode=false (old log-probs recomputed) or ${key}=null`);
-  }
+  return criteria;
 }

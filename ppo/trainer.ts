@@ -232,7 +232,7 @@ export class PpoTrainer {
     // The importance weights take the mask before rejection, as verl computes both from the same batch.
     const rolloutMask = batch.responseMask;
     if (plan.rolloutRs) {
-      const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs.level, plan.rolloutRs.upper, plan.rolloutRs.lower);
+      const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs);
       this.experience.rejectTokens(batch, rs.mask, rs.metrics);
     }
     const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));

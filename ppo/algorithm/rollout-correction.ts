@@ -57,11 +57,9 @@ export function rolloutMismatchMetrics(old: Float32Array, rollout: Float32Array,
 }
 
 export type RolloutIsLevel = 'token' | 'sequence';
-export type RolloutRsLevel = 'token' | 'sequence' | 'geometric';
 
-/** verl's compute_is_metrics / compute_rs_metrics (one shape, two prefixes) of ratios `weights` (N, R) before
- *  truncation: token-level from the weights, sequence-level max/min/fractions from each sequence's log-ratio
- *  `seqLogs` (its sum, or for geometric its mean); std and ESS over the weights clamped to [lower, upper]. */
+/** verl's compute_is_metrics of ratios `weights` (N, R) before truncation: token-level from the weights,
+ *  sequence-level max/min/fractions from each sequence's summed log-ratio `seqLogs`; std and ESS over the weights clamped to [lower, upper]. */
 function ratioMetrics(prefix: string, weights: Float32Array, mask: Float32Array, N: number, R: number,
   seqLogs: Float64Array | null, upper: number, lower: number): Record<string, number> {
   const name = (key: string) => `rollout_corr/${prefix}_${key}`;
@@ -110,34 +108,163 @@ function ratioMetrics(prefix: string, weights: Float32Array, mask: Float32Array,
   return metrics;
 }
 
-/** verl's compute_rollout_rejection_mask: the ratio per token, per sequence (exp of the summed log-ratios) or
- *  geometric (exp of their mean), log-ratios clamped to ±20; a token whose ratio lies outside [lower, upper]
- *  (lower defaults to 1/upper) leaves the response mask. Returns the new (N, R) mask and rollout_rs_* metrics. */
+/** verl's rollout_rs options (rollout_corr_helper.SUPPORTED_ROLLOUT_RS_OPTIONS): a divergence estimator of the
+ *  log-ratio lr = old − rollout log-prob (k1 = −lr, k2 = lr²/2, k3 = e^lr − 1 − lr) per token, or its sum, mean or
+ *  max over each sequence. */
+export const ROLLOUT_RS_OPTIONS = ['token_k1', 'token_k2', 'token_k3', 'seq_sum_k1', 'seq_sum_k2', 'seq_sum_k3',
+  'seq_mean_k1', 'seq_mean_k2', 'seq_mean_k3', 'seq_max_k2', 'seq_max_k3'] as const;
+export type RolloutRsOption = (typeof ROLLOUT_RS_OPTIONS)[number];
+
+/** One rejection criterion: k1 options keep a statistic within [log lower, log upper], the others up to `upper`. */
+export interface RolloutRsCriterion { option: RolloutRsOption; upper: number; lower: number | null }
+
+/** verl's levels before the k1/k2/k3 options (v0.6): the k1 option that thresholds the same ratio. */
+const RETIRED_RS_LEVELS: Record<string, RolloutRsOption> = { token: 'token_k1', sequence: 'seq_sum_k1', geometric: 'seq_mean_k1' };
+
+const RS_KEY = 'algorithm.rollout_correction.rollout_rs';
+const RS_THRESHOLD_KEY = 'algorithm.rollout_correction.rollout_rs_threshold';
+
+/** verl's option list (comma-separated, duplicates dropped) and _parse_rollout_rs_thresholds: one threshold shared
+ *  by every option or one per option; a k1 option takes LOWER_UPPER ratio bounds, or UPPER with lower = 1/UPPER. */
+export function parseRolloutRs(options: string, thresholds: string | null): RolloutRsCriterion[] {
+  const names = [...new Set(options.split(',').map((o) => o.trim()).filter((o) => o !== ''))];
+  if (names.length === 0) throw new Error(`${RS_KEY} must name at least one option (${ROLLOUT_RS_OPTIONS.join(', ')})`);
+  for (const name of names) {
+    if (name in RETIRED_RS_LEVELS) {
+      throw new Error(`${RS_KEY}=${name} is verl's older spelling; verl main writes ${RETIRED_RS_LEVELS[name]} (ratio bounds as ${RS_THRESHOLD_KEY}=LOWER_UPPER)`);
+    }
+    if (!(ROLLOUT_RS_OPTIONS as readonly string[]).includes(name)) throw new Error(`${RS_KEY}: unknown option "${name}" (expected one of ${ROLLOUT_RS_OPTIONS.join(', ')})`);
+  }
+  if (thresholds === null) throw new Error(`${RS_KEY}=${options} needs ${RS_THRESHOLD_KEY} (verl: "rollout_rs_threshold must be explicitly provided")`);
+  let specs = thresholds.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  if (specs.length !== 1 && specs.length !== names.length) {
+    throw new Error(`${RS_THRESHOLD_KEY}=${thresholds}: expected one threshold shared by all options or exactly ${names.length} (one per ${RS_KEY} option), got ${specs.length}`);
+  }
+  if (specs.length === 1) specs = names.map(() => specs[0]);
+  const positiveNumber = (text: string, spec: string, option: string) => {
+    const value = text.trim() === '' ? NaN : Number(text);
+    if (!(value > 0)) throw new Error(`${RS_THRESHOLD_KEY}: "${spec}" for option ${option} must be a positive number${option.endsWith('k1') ? ' or LOWER_UPPER of positive numbers' : ''}`);
+    return value;
+  };
+  return names.map((name, i) => {
+    const option = name as RolloutRsOption;
+    const spec = specs[i];
+    if (option.endsWith('k1')) {
+      const cut = spec.indexOf('_');
+      const upper = positiveNumber(cut < 0 ? spec : spec.slice(cut + 1), spec, option);
+      return { option, upper, lower: cut < 0 ? 1 / upper : positiveNumber(spec.slice(0, cut), spec, option) };
+    }
+    if (spec.includes('_')) throw new Error(`${RS_THRESHOLD_KEY}: option ${option} takes a single upper bound, not LOWER_UPPER "${spec}"`);
+    return { option, upper: positiveNumber(spec, spec, option), lower: null };
+  });
+}
+
+/** verl's compute_rollout_rejection_mask: each criterion's statistic of the clamped log-ratio, per token or per
+ *  sequence, keeps or rejects tokens; a token stays only if every criterion keeps it. Returns the new (N, R) mask
+ *  and verl's metrics: per option rollout_rs_{option}_* (compute_rs_metrics) and _masked_fraction /
+ *  _seq_masked_fraction, then rollout_rs_masked_fraction and rollout_rs_seq_masked_fraction of the combination. */
 export function rolloutRejectionMask(old: Float32Array, rollout: Float32Array, mask: Float32Array, N: number, R: number,
-  level: RolloutRsLevel, upper: number, lowerOrNull: number | null): { mask: Float32Array; metrics: Record<string, number> } {
-  const lower = lowerOrNull ?? 1 / upper;
-  const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
-  const ratios = new Float32Array(N * R);
-  const seqLogs = new Float64Array(N);
-  for (let b = 0; b < N; b++) {
-    let count = 0;
-    for (let t = b * R; t < (b + 1) * R; t++) { seqLogs[b] += mask[t] * (old[t] - rollout[t]); count += mask[t]; }
-    if (level === 'geometric') seqLogs[b] /= count + 1e-8;
-    for (let t = b * R; t < (b + 1) * R; t++) ratios[t] = Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : seqLogs[b]));
+  criteria: readonly RolloutRsCriterion[]): { mask: Float32Array; metrics: Record<string, number> } {
+  if (old.length !== N * R || rollout.length !== N * R || mask.length !== N * R) {
+    throw new Error(`rolloutRejectionMask: old (${old.length}), rollout (${rollout.length}) and response mask (${mask.length}) must each be N·R = ${N}·${R}`);
   }
-  const metrics = ratioMetrics('rollout_rs', ratios, mask, N, R, level === 'token' ? null : seqLogs, upper, lower);
-  const keep = ratios.map((w) => Number(w >= lower && w <= upper));
-  let tokens = 0, rejected = 0, rejectedRows = 0;
-  for (let b = 0; b < N; b++) {
-    let rowRejected = 0;
-    for (let t = b * R; t < (b + 1) * R; t++) { tokens += mask[t]; rowRejected += mask[t] * (1 - keep[t]); }
-    rejected += rowRejected;
-    // verl: a token-level sequence counts when any token went; a sequence-level one by its first slot's verdict.
-    rejectedRows += level === 'token' ? Number(rowRejected > 0) : 1 - keep[b * R];
+  const tokenCounts = Array.from({ length: N }, (_, b) => mask.subarray(b * R, (b + 1) * R).reduce((a, m) => a + m, 0));
+  const tokens = tokenCounts.reduce((a, n) => a + n, 0);
+  if (tokens === 0) throw new Error('rollout correction: the response mask has no token (verl: "response_mask must contain at least one valid token")');
+  const valid = tokenCounts.map((n) => n > 0);
+  const validCount = valid.filter(Boolean).length;
+  const maskedMean = (values: ArrayLike<number>) => {
+    let s = 0;
+    for (let t = 0; t < N * R; t++) if (mask[t] !== 0) s += mask[t] * values[t];
+    return s / (tokens + 1e-8);
+  };
+  const estimators = { k1: new Float64Array(N * R), k2: new Float64Array(N * R), k3: new Float64Array(N * R) };
+  for (let t = 0; t < N * R; t++) {
+    const logRatio = Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, old[t] - rollout[t]));
+    estimators.k1[t] = -logRatio;
+    estimators.k2[t] = 0.5 * logRatio * logRatio;
+    estimators.k3[t] = Math.exp(logRatio) - 1 - logRatio;
   }
-  metrics['rollout_corr/rollout_rs_masked_fraction'] = rejected / (tokens + 1e-8);
-  metrics['rollout_corr/rollout_rs_seq_masked_fraction'] = rejectedRows / N;
-  return { mask: mask.map((m, t) => m * keep[t]), metrics };
+  const combined = new Float32Array(N * R).fill(1);
+  const metrics: Record<string, number> = {};
+  for (const { option, upper, lower } of criteria) {
+    const name = (key: string) => `rollout_corr/rollout_rs_${option}_${key}`;
+    const k1 = option.endsWith('k1');
+    const perToken = estimators[option.slice(-2) as 'k1' | 'k2' | 'k3'];
+    // Thresholds on the statistic: a k1 option bounds −lr by the logs of its ratio bounds, k2/k3 by `upper`.
+    const upperBound = k1 ? Math.log(upper) : upper;
+    const lowerBound = k1 ? Math.log(lower!) : 0;
+    const kept = (v: number) => v <= upperBound && (!k1 || v >= lowerBound);
+    const level = option.startsWith('token_') ? 'token' : 'sequence';
+    const perSequence = Array.from({ length: N }, (_, b) => {
+      let sum = 0, max = -Infinity;
+      for (let t = b * R; t < (b + 1) * R; t++) {
+        if (mask[t] === 0) continue;
+        sum += mask[t] * perToken[t]; max = Math.max(max, perToken[t]);
+      }
+      if (option.startsWith('seq_max_')) return valid[b] ? max : 0;
+      return option.startsWith('seq_sum_') ? sum : sum / (tokenCounts[b] + 1e-8);
+    });
+    const statistic = level === 'token' ? perToken : Float64Array.from({ length: N * R }, (_, t) => perSequence[Math.floor(t / R)]);
+    const keep = Float32Array.from(statistic, (v) => Number(kept(v)));
+    let seqRejected = 0;
+    for (let b = 0; b < N; b++) {
+      for (let t = b * R; t < (b + 1) * R; t++) combined[t] *= keep[t];
+      if (valid[b] && keep.subarray(b * R, (b + 1) * R).some((k, i) => k === 0 && mask[b * R + i] !== 0)) seqRejected++;
+    }
+    Object.assign(metrics, rsStatisticMetrics(name, statistic, perSequence, mask, valid, tokens, maskedMean, level, upperBound, k1 ? lowerBound : null));
+    metrics[name('masked_fraction')] = maskedMean(keep.map((k) => 1 - k));
+    metrics[name('seq_masked_fraction')] = validCount > 0 ? seqRejected / validCount : 0;
+  }
+  metrics['rollout_corr/rollout_rs_masked_fraction'] = maskedMean(combined.map((k) => 1 - k));
+  let rowsRejected = 0;
+  for (let b = 0; b < N; b++) rowsRejected += Number(combined.subarray(b * R, (b + 1) * R).some((k, i) => k <= 0.5 && mask[b * R + i] !== 0));
+  metrics['rollout_corr/rollout_rs_seq_masked_fraction'] = rowsRejected / N;
+  return { mask: mask.map((m, t) => m * combined[t]), metrics };
+}
+
+/** verl's compute_rs_metrics for one option: `statistic` (N·R, a sequence option's value on each of its tokens),
+ *  the per-sequence values (a token option's: its masked mean), bounds on the statistic; lowerBound null: none. */
+function rsStatisticMetrics(name: (key: string) => string, statistic: ArrayLike<number>, perSequence: number[], mask: Float32Array,
+  valid: boolean[], tokens: number, maskedMean: (values: ArrayLike<number>) => number, level: 'token' | 'sequence',
+  upperBound: number, lowerBound: number | null): Record<string, number> {
+  const R = mask.length / valid.length;
+  const seqValues = (level === 'sequence' ? perSequence : perSequence.map((_, b) => {
+    let s = 0;
+    for (let t = b * R; t < (b + 1) * R; t++) s += mask[t] * statistic[t];
+    return s / (mask.subarray(b * R, (b + 1) * R).reduce((a, m) => a + m, 0) + 1e-8);
+  })).filter((_, b) => valid[b]);
+  const fraction = (values: number[], test: (v: number) => boolean) => values.filter(test).length / values.length;
+  const onTokens = Array.from(statistic).filter((_, t) => mask[t] !== 0);
+  const metrics: Record<string, number> = { [name('mean')]: maskedMean(statistic) };
+  const perSeq = level === 'sequence' && seqValues.length > 0;
+  metrics[name('max')] = Math.max(...(perSeq ? seqValues : onTokens));
+  metrics[name('min')] = Math.min(...(perSeq ? seqValues : onTokens));
+  metrics[name('fraction_high')] = perSeq ? fraction(seqValues, (v) => v > upperBound) : maskedMean(Array.from(statistic, (v) => Number(v > upperBound)));
+  metrics[name('fraction_low')] = lowerBound === null ? 0
+    : perSeq ? fraction(seqValues, (v) => v < lowerBound) : maskedMean(Array.from(statistic, (v) => Number(v < lowerBound)));
+  if (tokens > 1) {
+    const clamped = Array.from(statistic, (v) => Math.min(upperBound, Math.max(lowerBound ?? 0, v)));
+    const variance = maskedMean(clamped.map((v) => v * v)) - maskedMean(clamped) ** 2;
+    metrics[name('std')] = Math.sqrt(Math.max(0, variance));
+  } else {
+    metrics[name('std')] = 0;
+  }
+  if (seqValues.length === 0) {
+    for (const key of ['seq_mean', 'seq_std', 'seq_max', 'seq_min', 'seq_max_deviation', 'seq_fraction_high', 'seq_fraction_low']) metrics[name(key)] = 0;
+    return metrics;
+  }
+  const seqMean = seqValues.reduce((a, v) => a + v, 0) / seqValues.length;
+  Object.assign(metrics, {
+    [name('seq_mean')]: seqMean,
+    // torch's std: the unbiased (n − 1) estimate.
+    [name('seq_std')]: seqValues.length > 1 ? Math.sqrt(seqValues.reduce((a, v) => a + (v - seqMean) ** 2, 0) / (seqValues.length - 1)) : 0,
+    [name('seq_max')]: Math.max(...seqValues), [name('seq_min')]: Math.min(...seqValues),
+    [name('seq_max_deviation')]: Math.max(...seqValues.map(Math.abs)),
+    [name('seq_fraction_high')]: fraction(seqValues, (v) => v > upperBound),
+  });
+  if (lowerBound !== null) metrics[name('seq_fraction_low')] = fraction(seqValues, (v) => v < lowerBound);
+  return metrics;
 }
 
 /** The policy losses whose per-token loss is linear in the advantage with a sign-preserving factor, so verl's

@@ -3,6 +3,7 @@
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import type { PpoConfig } from './schema.ts';
 import { show } from './errors.ts';
+import { parseRolloutRs } from '../algorithm/rollout-correction.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 
 interface MiniBatchKeys {
@@ -112,6 +113,7 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   checkBatchSizes(config, problems);
   checkKlEstimator('algorithm.kl_penalty', algorithm.kl_penalty, problems);
   checkKlEstimator('actor_rollout_ref.actor.kl_loss_type', actor.kl_loss_type, problems);
+  checkRolloutCorrection(algorithm.rollout_correction, problems);
   try {
     actorLoraSettings(config);
   } catch (err) {
@@ -229,5 +231,24 @@ function checkRolloutServers(config: PpoConfig, problems: string[]): void {
   if (rollout.multi_turn.enable) problems.push('actor_rollout_ref.rollout.server_urls with multi_turn.enable=true: tool-agent rollouts run in-process only — remove server_urls');
   if (rollout.mode === 'async' && config.algorithm.filter_groups.enable) {
     problems.push('actor_rollout_ref.rollout.mode=async with algorithm.filter_groups.enable=true: dynamic sampling draws a varying number of batches, which one-step-off generation cannot prefetch — use mode=sync');
+  }
+}
+
+/** rollout_rs's option list and thresholds parse, and bypass mode takes neither weights nor rejection: there verl
+ *  applies them inside the policy loss against the current policy (compute_policy_loss_bypass_mode), not built
+ *  here. Checked on loading, so `--cfg job` refuses what a run would. */
+function checkRolloutCorrection(rc: PpoConfig['algorithm']['rollout_correction'], problems: string[]): void {
+  if (rc.rollout_rs !== null) {
+    try {
+      parseRolloutRs(rc.rollout_rs, rc.rollout_rs_threshold);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
+  if (!rc.bypass_mode) return;
+  for (const [key, value] of [['rollout_is', rc.rollout_is], ['rollout_rs', rc.rollout_rs]] as const) {
+    if (value !== null) {
+      problems.push(`algorithm.rollout_correction.${key}=${value} with algorithm.rollout_correction.bypass_mode=true: in bypass mode verl weights and rejects inside the policy loss against the current policy, which is not implemented here; set bypass_mode=false (old log-probs recomputed) or ${key}=null`);
+    }
   }
 }

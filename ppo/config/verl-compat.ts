@@ -52,6 +52,7 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
   'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
   'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },
+  'algorithm.rollout_correction.rollout_rs_threshold_lower': { value: null, reason: 'verl main has no such key: a *_k1 rollout_rs option takes its ratio bounds in rollout_rs_threshold as LOWER_UPPER (e.g. 0.5_2.0)' },
 };
 
 const CLUSTER = 'GPU-cluster layout; one WebGPU adapter here';

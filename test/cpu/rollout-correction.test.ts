@@ -1,7 +1,7 @@
 // Rollout correction's drift metrics against verl's rollout_corr_helper.compute_offpolicy_metrics, worked by hand
 // on two sequences whose log-probs are logs of powers of two (masked slots hold values that must not count).
 import { describe, it, expect } from 'vitest';
-import { rolloutMismatchMetrics, rolloutIsWeights, rolloutRejectionMask } from '../../ppo/algorithm/rollout-correction.ts';
+import { rolloutMismatchMetrics, rolloutIsWeights, rolloutRejectionMask, parseRolloutRs } from '../../ppo/algorithm/rollout-correction.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
@@ -132,41 +132,130 @@ describe('rollout_is in the policy loss: advantages × weights is verl\'s pg_los
   }
 });
 
-describe('rollout_rs rejection (verl compute_rollout_rejection_mask)', () => {
-  // Token log-ratios ln2, 0 | 0: token ratios 2, 1 | 1; sequence ratios 2 | 1; geometric √2 | 1.
+describe('rollout_rs options and thresholds (verl _parse_rollout_rs_thresholds, rollout_corr_helper.py:93-153)', () => {
+  it('takes one threshold per option, LOWER_UPPER for k1 options, as verl\'s multi-RS example writes them', () => {
+    expect(parseRolloutRs('token_k1,seq_max_k2', '0.6_1.6,2.5')).toEqual([
+      { option: 'token_k1', lower: 0.6, upper: 1.6 }, { option: 'seq_max_k2', lower: null, upper: 2.5 }]);
+  });
+  it('shares one threshold, a k1 option\'s lower bound defaulting to 1/upper, and drops repeated options (lines 115-125, 210-217)', () => {
+    expect(parseRolloutRs(' token_k1 , seq_sum_k3,token_k1', '2')).toEqual([
+      { option: 'token_k1', lower: 0.5, upper: 2 }, { option: 'seq_sum_k3', lower: null, upper: 2 }]);
+  });
+  it('refuses bad specifications in one line naming the key', () => {
+    const cases: [string, string | null, RegExp][] = [
+      ['token', '2', /rollout_rs=token is verl's older spelling; verl main writes token_k1/],
+      ['geometric', '2', /writes seq_mean_k1/],
+      ['sequence', '2', /writes seq_sum_k1/],
+      ['seq_max_k1', '2', /unknown option "seq_max_k1"/],
+      [' , ', '2', /at least one option/],
+      ['token_k1,token_k2,token_k3', '1,2', /exactly 3/],
+      ['token_k2', '0.5_2', /single upper bound/],
+      ['token_k3', '-1', /positive number/],
+      ['token_k1', '0_2', /positive number/],
+      ['seq_sum_k2', 'abc', /positive number/],
+      ['token_k1', null, /needs algorithm.rollout_correction.rollout_rs_threshold/],
+    ];
+    for (const [options, thresholds, message] of cases) {
+      expect(() => parseRolloutRs(options, thresholds), `${options} / ${thresholds}`).toThrow(message);
+      try { parseRolloutRs(options, thresholds); } catch (e) { expect((e as Error).message).not.toContain('\n'); }
+    }
+  });
+  it('reads the example\'s quoted command-line values, and refuses the dropped rollout_rs_threshold_lower with a hint', () => {
+    const plan = planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=True',
+      "algorithm.rollout_correction.rollout_rs='token_k1,seq_max_k2'", "algorithm.rollout_correction.rollout_rs_threshold='0.6_1.6,2.5'"] }));
+    expect(plan.rolloutRs).toEqual([{ option: 'token_k1', lower: 0.6, upper: 1.6 }, { option: 'seq_max_k2', lower: null, upper: 2.5 }]);
+    expect(planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_rs=seq_mean_k3',
+      'algorithm.rollout_correction.rollout_rs_threshold=0.01'] })).rolloutRs).toEqual([{ option: 'seq_mean_k3', lower: null, upper: 0.01 }]);
+    expect(() => loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs_threshold_lower=0.5'] })).toThrow(/LOWER_UPPER/);
+  });
+});
+
+describe('rollout_rs rejection (verl compute_rollout_rejection_mask, rollout_corr_helper.py:156-372)', () => {
+  // Log-ratios lr = old − rollout on the 3 response tokens: ln2, 0 | 0 (the masked slots hold values that would
+  // reject). Lines 222-224: k1 = −lr = −ln2, 0 | 0; k2 = lr²/2 = ln2²/2, 0 | 0; k3 = e^lr − 1 − lr = 1 − ln2, 0 | 0.
   const old = Float32Array.from([-ln2, -2 * ln2, 100, -ln2, 7, -7]);
   const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
   const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
-  const cases: [string, 'token' | 'sequence' | 'geometric', number, number | null, number[], number, number][] = [
-    ['token, [1/1.5, 1.5]', 'token', 1.5, null, [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
-    ['token, [1.5, 3]', 'token', 3, 1.5, [1, 0, 0, 0, 0, 0], 2 / 3, 1],
-    ['sequence, [1/1.5, 1.5]', 'sequence', 1.5, null, [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
-    ['geometric, [1/1.5, 1.5] keeps √2', 'geometric', 1.5, null, [1, 1, 0, 1, 0, 0], 0, 0],
-    ['geometric, [1/1.3, 1.3]', 'geometric', 1.3, null, [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+  const k2 = ln2 ** 2 / 2, k3 = 1 - ln2;
+  const rs = (options: string, thresholds: string) => rolloutRejectionMask(old, rollout, mask, 2, 3, parseRolloutRs(options, thresholds));
+  // [options, thresholds, mask kept, rollout_rs_masked_fraction, rollout_rs_seq_masked_fraction]
+  const cases: [string, string, number[], number, number][] = [
+    // k1 keeps −lr within [log lower, log upper] (lines 259-260, 275): −ln2 < −ln1.5 goes.
+    ['token_k1', '1.5', [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    // …so the ratio kept is e^lr ∈ [1/upper, 1/lower]: 0.4_1.2 keeps r = 2, 0.6_3 does not.
+    ['token_k1', '0.4_1.2', [1, 1, 0, 1, 0, 0], 0, 0],
+    ['token_k1', '0.6_3', [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    ['token_k2', '0.24', [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    ['token_k2', '0.25', [1, 1, 0, 1, 0, 0], 0, 0],
+    ['token_k3', '0.3', [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    // Sequence options reject the whole sequence (lines 282-331): sum −ln2 < −ln1.5; mean −ln2/2 > −ln1.5.
+    ['seq_sum_k1', '1.5', [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['seq_mean_k1', '1.5', [1, 1, 0, 1, 0, 0], 0, 0],
+    ['seq_mean_k1', '1.3', [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['seq_sum_k3', '0.3', [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['seq_mean_k3', '0.16', [1, 1, 0, 1, 0, 0], 0, 0],
+    ['seq_mean_k3', '0.15', [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['seq_max_k2', '0.24', [0, 0, 0, 1, 0, 0], 2 / 3, 1 / 2],
+    ['seq_max_k3', '0.31', [1, 1, 0, 1, 0, 0], 0, 0],
+    // Every option must pass (line 339): the example's pair.
+    ['token_k1,seq_max_k2', '0.6_1.6,2.5', [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
+    ['seq_max_k2,token_k3', '0.25,0.3', [0, 1, 0, 1, 0, 0], 1 / 3, 1 / 2],
   ];
-  for (const [name, level, upper, lower, kept, maskedFraction, seqMaskedFraction] of cases) {
-    it(name, () => {
-      const rs = rolloutRejectionMask(old, rollout, mask, 2, 3, level, upper, lower);
-      expect(Array.from(rs.mask)).toEqual(kept);
-      expect(rs.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(maskedFraction, 6);
-      expect(rs.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBeCloseTo(seqMaskedFraction, 6);
+  for (const [options, thresholds, kept, maskedFraction, seqMaskedFraction] of cases) {
+    it(`${options} at ${thresholds}`, () => {
+      const r = rs(options, thresholds);
+      expect(Array.from(r.mask)).toEqual(kept);
+      expect(r.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(maskedFraction, 6);
+      expect(r.metrics['rollout_corr/rollout_rs_seq_masked_fraction']).toBeCloseTo(seqMaskedFraction, 6);
     });
   }
 
-  it('reports verl\'s rollout_rs_* ratio statistics', () => {
-    const token = rolloutRejectionMask(old, rollout, mask, 2, 3, 'token', 1.5, null).metrics;
-    expect(token['rollout_corr/rollout_rs_mean']).toBeCloseTo(4 / 3, 5);
-    expect(token['rollout_corr/rollout_rs_max']).toBeCloseTo(2, 5);
-    expect(token['rollout_corr/rollout_rs_ratio_fraction_high']).toBeCloseTo(1 / 3, 5);
-    expect(token['rollout_corr/rollout_rs_eff_sample_size']).toBeCloseTo((3.5 / 3) ** 2 / (4.25 / 3), 5);
-    const geometric = rolloutRejectionMask(old, rollout, mask, 2, 3, 'geometric', 1.5, null).metrics;
-    expect(geometric['rollout_corr/rollout_rs_max']).toBeCloseTo(Math.SQRT2, 5);
-    expect(geometric['rollout_corr/rollout_rs_mean']).toBeCloseTo((2 * Math.SQRT2 + 1) / 3, 5);
+  it('reports each option\'s metrics under verl\'s names (compute_rs_metrics, lines 375-478; lines 362-363)', () => {
+    const m = rs('token_k1,seq_max_k2', '1.5,0.2').metrics;
+    const l = Math.log(1.5);
+    const expected: Record<string, number> = {
+      // token_k1 on −ln2, 0 | 0, bounds [−ln1.5, ln1.5]; per-sequence values are masked means −ln2/2 | 0.
+      'rollout_corr/rollout_rs_token_k1_mean': -ln2 / 3,
+      'rollout_corr/rollout_rs_token_k1_max': 0,
+      'rollout_corr/rollout_rs_token_k1_min': -ln2,
+      'rollout_corr/rollout_rs_token_k1_fraction_high': 0,
+      'rollout_corr/rollout_rs_token_k1_fraction_low': 1 / 3,
+      'rollout_corr/rollout_rs_token_k1_std': Math.sqrt(l ** 2 / 3 - (l / 3) ** 2), // clamped to −ln1.5, 0, 0
+      'rollout_corr/rollout_rs_token_k1_seq_mean': -ln2 / 4,
+      'rollout_corr/rollout_rs_token_k1_seq_std': ln2 / 2 / Math.SQRT2,
+      'rollout_corr/rollout_rs_token_k1_seq_max': 0,
+      'rollout_corr/rollout_rs_token_k1_seq_min': -ln2 / 2,
+      'rollout_corr/rollout_rs_token_k1_seq_max_deviation': ln2 / 2,
+      'rollout_corr/rollout_rs_token_k1_seq_fraction_high': 0,
+      'rollout_corr/rollout_rs_token_k1_seq_fraction_low': 0,
+      'rollout_corr/rollout_rs_token_k1_masked_fraction': 1 / 3,
+      'rollout_corr/rollout_rs_token_k1_seq_masked_fraction': 1 / 2,
+      // seq_max_k2: sequence values ln2²/2 | 0 on every token of each; upper 0.2, no lower bound (no seq_fraction_low).
+      'rollout_corr/rollout_rs_seq_max_k2_mean': 2 * k2 / 3,
+      'rollout_corr/rollout_rs_seq_max_k2_max': k2,
+      'rollout_corr/rollout_rs_seq_max_k2_min': 0,
+      'rollout_corr/rollout_rs_seq_max_k2_fraction_high': 1 / 2,
+      'rollout_corr/rollout_rs_seq_max_k2_fraction_low': 0,
+      'rollout_corr/rollout_rs_seq_max_k2_std': Math.sqrt(0.08 / 3 - (0.4 / 3) ** 2), // clamped to 0.2, 0.2, 0
+      'rollout_corr/rollout_rs_seq_max_k2_seq_mean': k2 / 2,
+      'rollout_corr/rollout_rs_seq_max_k2_seq_std': k2 / Math.SQRT2,
+      'rollout_corr/rollout_rs_seq_max_k2_seq_max': k2,
+      'rollout_corr/rollout_rs_seq_max_k2_seq_min': 0,
+      'rollout_corr/rollout_rs_seq_max_k2_seq_max_deviation': k2,
+      'rollout_corr/rollout_rs_seq_max_k2_seq_fraction_high': 1 / 2,
+      'rollout_corr/rollout_rs_seq_max_k2_masked_fraction': 2 / 3,
+      'rollout_corr/rollout_rs_seq_max_k2_seq_masked_fraction': 1 / 2,
+      'rollout_corr/rollout_rs_masked_fraction': 2 / 3,
+      'rollout_corr/rollout_rs_seq_masked_fraction': 1 / 2,
+    };
+    expect(Object.keys(m).sort()).toEqual(Object.keys(expected).sort());
+    for (const [key, value] of Object.entries(expected)) expect(m[key], key).toBeCloseTo(value, 5);
+    expect(rs('token_k3', '0.3').metrics['rollout_corr/rollout_rs_token_k3_max']).toBeCloseTo(k3, 5);
   });
 
   it('the config needs the rollout\'s log-probs and a threshold', () => {
-    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/calculate_log_probs=true/);
-    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token', 'actor_rollout_ref.rollout.calculate_log_probs=true'] }))).toThrow(/rollout_rs_threshold/);
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token_k1', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/calculate_log_probs=true/);
+    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_rs=token_k1', 'actor_rollout_ref.rollout.calculate_log_probs=true'] }))).toThrow(/rollout_rs_threshold/);
   });
 });
 
@@ -176,6 +265,6 @@ describe('bypass_mode', () => {
     expect(planStep(loadConfig({ overrides: bypass })).experience.calculateLogProbs).toBe(false);
     expect(planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=true'] })).experience.calculateLogProbs).toBe(true);
     expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/bypass_mode=true/);
-    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_rs=token', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/bypass_mode=true/);
+    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_rs=token_k1', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/bypass_mode=true/);
   });
 });

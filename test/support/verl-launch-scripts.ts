@@ -1255,7 +1255,7 @@ export const REFUSED_LAUNCH_SCRIPTS: RefusedScript[] = [
   {
     name: 'Rollout correction: token IS with two rejection criteria',
     source: 'verl examples/rollout_correction/run_with_rollout_corr_multi_rs.sh',
-    refused: { message: 'algorithm.rollout_correction.rollout_rs (command line): unknown value "token_k1,seq_max_k2"', why: "verl's combined rejection specs (token_k1, seq_max_k2 with lower_upper thresholds) are not parsed" },
+    refused: { message: 'algorithm.rollout_correction.rollout_rs=token_k1,seq_max_k2 with algorithm.rollout_correction.bypass_mode=true: in bypass mode verl weights and rejects inside the policy loss', why: "its rejection criteria parse, but bypass mode's rejection inside the policy loss (against the current policy) is not built" },
     argv: [
       'data.train_files=data/train.parquet',
       'data.val_files=data/test.parquet',
