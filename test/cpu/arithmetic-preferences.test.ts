@@ -3,11 +3,11 @@
 // stated shares; the SFT demonstrations are the built-in warm start's (same annotator habit, same draws).
 import { describe, it, expect } from 'vitest';
 import { Rng } from '../../engine/rng.ts';
+import type { RlExample } from '../../ppo/data/dataset.ts';
 import { computeScore } from '../../ppo/rewards/arithmetic.ts';
-import { arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
+import { arithmeticDataset, arithmeticTokenizer } from '../../ppo/tasks/arithmetic.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
 import { arithmeticQa, preferencePairs, rejectedAnswer, sloppyDemonstrations } from '../../ppo/tasks/arithmetic-preferences.ts';
-import { arithmeticTokenizer } from '../../ppo/tasks/arithmetic.ts';
 
 const problems = arithmeticQa(arithmeticDataset({ digits: 2, trainSize: 2000, valSize: 0, seed: 4 }).train);
 
@@ -44,8 +44,9 @@ describe('arithmetic preference pairs', () => {
 
   it("the SFT demonstrations are the built-in warm start's SFT stage", async () => {
     const { train } = BUILTIN_TASKS.arithmetic.records(1, 16);
-    const examples = train.map((r, index) => ({ index, promptIds: [], groundTruth: (r.row.reward_model as { ground_truth: string }).ground_truth }));
-    const [, sftStage] = await BUILTIN_TASKS.arithmetic.warmStart(examples as never, 9, null, 0);
+    // The arithmetic warm start reads only each example's ground truth and prompt ids.
+    const examples = train.map((r) => ({ promptIds: [], groundTruth: (r.row.reward_model as { ground_truth: string }).ground_truth }));
+    const [, sftStage] = await BUILTIN_TASKS.arithmetic.warmStart(examples as unknown as RlExample[], 9, null, 0);
     const demonstrations = sloppyDemonstrations(arithmeticQa(train), 9);
     expect(sftStage.examples.map((e) => arithmeticTokenizer.decode(e.response))).toEqual(demonstrations.map((d) => `${d.answer}</s>`));
     expect(demonstrations.filter((d) => d.answer.endsWith(' ')).length / demonstrations.length).toBeCloseTo(0.7, 1);
