@@ -6,6 +6,7 @@ import type { RlExample, RlRecord } from '../data/dataset.ts';
 import type { SftExample } from '../sft/sft-trainer.ts';
 import type { CorpusDocument, Retriever } from '../search/retriever.ts';
 import type { BuiltinSearchFormat } from '../search/search-protocol.ts';
+import { sloppyAnswer } from './arithmetic-preferences.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';
 import {
   formatDocuments, formatObservation, guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact,
@@ -38,12 +39,11 @@ export interface BuiltinTask {
 /**
  * Multi-digit addition, taught in two supervised stages as a chat model is made. Pretraining: every training
  * problem with its correct sum, so the model learns to add. SFT: the same prompts answered by annotators, a seeded
- * 70% of whom leave a trailing space after the sum ("95 "), which the exact-match reward does not accept. The
- * model keeps its addition and takes up the habit: it mostly answers in the sloppy form and only sometimes with
- * the bare sum — the behaviour PPO must find and make the rule. (Sloppy demonstrations mixed into a single stage
- * teach the addition itself unreliably: how well depends on the seed.)
+ * 70% of whom leave a trailing space after the sum ("95 ", ppo/tasks/arithmetic-preferences.ts), which the
+ * exact-match reward does not accept. The model keeps its addition and takes up the habit: it mostly answers in the
+ * sloppy form and only sometimes with the bare sum — the behaviour PPO must find and make the rule. (Sloppy
+ * demonstrations mixed into a single stage teach the addition itself unreliably: how well depends on the seed.)
  */
-const ARITHMETIC_SLOPPY_FRACTION = 0.7;
 
 const arithmetic: BuiltinTask = {
   tokenizerFiles: arithmeticTokenizerFiles,
@@ -56,7 +56,7 @@ const arithmetic: BuiltinTask = {
       train.map((example) => ({ prompt: example.promptIds, response: arithmeticTokenizer.encode(`${text(String(example.groundTruth))}</s>`) }));
     return [
       { name: 'pretraining', steps: 900, lr: 3e-3, examples: answered((sum) => sum) },
-      { name: 'SFT', steps: 100, lr: 1e-3, examples: answered((sum) => (rng.next() < ARITHMETIC_SLOPPY_FRACTION ? `${sum} ` : sum)) },
+      { name: 'SFT', steps: 100, lr: 1e-3, examples: answered((sum) => sloppyAnswer(sum, rng)) },
     ];
   },
   search: null,

@@ -1,6 +1,8 @@
 // The three RLHF stages chained at a tiny size, each stage's output directory the next one's input as a user chains
 // them: the SFT job on a base model, the reward-model job on the SFT checkpoint, then PPO (node train.js) with the SFT
-// checkpoint as actor, the learned reward model as reward_model.model.path and as critic.model.path.
+// checkpoint as actor, the learned reward model as reward_model.model.path and as critic.model.path. PPO's rewards are
+// shown to be the learned model's scores: each dumped rollout sample's score equals the reward model's score of that
+// prompt and response computed here directly, and none is the task's 0/1 rule.
 import { describe, it, expect } from 'vitest';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,7 +14,11 @@ import { parseSftOverrides } from '../../ppo/sft/sft-config.ts';
 import { runSftJob } from '../../ppo/sft/sft-job-node.ts';
 import { parseRewardOverrides } from '../../ppo/reward-training/reward-config.ts';
 import { runRewardJob } from '../../ppo/reward-training/reward-job-node.ts';
-import { arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
+import { arithmeticDataset, arithmeticTokenizer } from '../../ppo/tasks/arithmetic.ts';
+import { loadModel } from '../../models/model-files-node.ts';
+import { ValueModel } from '../../models/value-model.ts';
+import { uploadTokenBatch } from '../../models/token-batch.ts';
+import type { GenerationRecord } from '../../ppo/loggers/generation-records.ts';
 
 describe('SFT → reward model → PPO', () => {
   it('each stage reads the previous stage\'s checkpoint', async () => {
@@ -41,15 +47,30 @@ describe('SFT → reward model → PPO', () => {
     expect(rm.history.map((m) => m['train/accuracy'])).toHaveLength(2);
 
     const ppoDir = join(root, 'ppo');
+    const dumps = join(root, 'rollouts');
+    // One-token responses: a dumped response's text (special tokens decoded away) then names its token exactly.
     const run = await runCli([
       ...tiny.overrides.filter((o) => !o.startsWith('actor_rollout_ref.model.path=')), `actor_rollout_ref.model.path=${sft.checkpoint}`,
       'reward_model.enable=true', `reward_model.model.path=${rm.checkpoint}`, `critic.model.path=${rm.checkpoint}`,
+      'data.max_response_length=1', 'actor_rollout_ref.rollout.n=2', `trainer.rollout_data_dir=${dumps}`,
       'trainer.total_training_steps=1', `trainer.default_local_dir=${ppoDir}`,
     ]);
     expect(run.stderr).not.toMatch(/error/i);
     expect(run.code).toBe(0);
     const metrics = (await readFile(join(ppoDir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
     expect(metrics.at(-1).step).toBe(1);
-    expect(Number.isFinite(metrics.at(-1).data['critic/score/mean'])).toBe(true);
+    const samples: GenerationRecord[] = (await readFile(join(dumps, '1.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(samples).toHaveLength(8);
+    expect(samples.every((s) => s.score !== 0 && s.score !== 1)).toBe(true);
+    expect(metrics.at(-1).data['critic/score/mean']).toBeCloseTo(samples.reduce((sum, s) => sum + s.score, 0) / samples.length, 5);
+
+    const scored = samples.filter((s) => s.output !== '');
+    expect(scored.length).toBeGreaterThanOrEqual(4);
+    const { config, params } = await loadModel(engine, rm.checkpoint!);
+    const rewardModel = new ValueModel(engine, config, params);
+    const inputIds = scored.map((s) => arithmeticTokenizer.encode(`<|user|>${s.input}<|assistant|>${s.output}`));
+    const attentionMask = inputIds.map((ids) => ids.map(() => 1));
+    const direct = await rewardModel.sequenceScores(uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize), attentionMask);
+    scored.forEach((s, i) => expect(s.score).toBeCloseTo(direct[i], 3));
   });
 });
