@@ -1,0 +1,25 @@
+// `node serve.js` as a child process, for the servers benchmark and the trainer-with-servers test: resolved with its
+// URL once it prints the line it listens on, rejected with its stderr if it exits first.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface ServeProcess {
+  url: string;
+  child: ChildProcess;
+}
+
+export function startServeJs(modelDir: string, extraArgs: readonly string[] = []): Promise<ServeProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['serve.js', '--model', modelDir, '--port', '0', ...extraArgs], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '', stderr = '';
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.stdout!.on('data', (d) => {
+      stdout += d;
+      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (m) resolve({ url: m[1], child });
+    });
+    child.on('exit', (code) => reject(new Error(`serve.js --model ${modelDir} exited with ${code}: ${stderr.trim()}`)));
+  });
+}
