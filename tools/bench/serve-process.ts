@@ -7,6 +7,8 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 export interface ServeProcess {
   url: string;
+  /** Samples it decodes at once (its start line). */
+  slots: number;
   child: ChildProcess;
 }
 
@@ -17,8 +19,8 @@ export function startServeJs(modelDir: string, extraArgs: readonly string[] = []
     child.stderr!.on('data', (d) => (stderr += d));
     child.stdout!.on('data', (d) => {
       stdout += d;
-      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-      if (m) resolve({ url: m[1], child });
+      const m = /on (http:\/\/127\.0\.0\.1:\d+) with (\d+) decode slots/.exec(stdout);
+      if (m) resolve({ url: m[1], slots: Number(m[2]), child });
     });
     child.on('exit', (code) => reject(new Error(`serve.js --model ${modelDir} exited with ${code}: ${stderr.trim()}`)));
   });

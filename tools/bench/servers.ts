@@ -25,6 +25,7 @@ const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
 const PROMPTS = 16;
 const SAMPLES_PER_PROMPT = 4;
 const NEW_TOKENS = 16;
+const PROMPT_TOKENS = 16;
 
 type Row = Record<string, string | number>;
 
@@ -61,10 +62,13 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
   const servers: ServeProcess[] = [];
   try {
     const { model, data } = await writeModelAndData(dir);
-    servers.push(...await Promise.all([0, 1].map(() => startServeJs(model))));
+    // Each server sized for the job, as one would launch it for this trainer: a step's samples in one batch, caches
+    // as long as prompt + response (serve.js' defaults, 16 slots of 512 + 512 positions, decode 4 times slower here).
+    const sized = ['--max-slots', String(PROMPTS * SAMPLES_PER_PROMPT), '--max-prompt-tokens', String(PROMPT_TOKENS), '--max-new-tokens', String(NEW_TOKENS)];
+    servers.push(...await Promise.all([0, 1].map(() => startServeJs(model, sized))));
     const common = [`actor_rollout_ref.model.path=${model}`, `data.train_files=${data}`, 'algorithm.adv_estimator=grpo',
       `data.train_batch_size=${PROMPTS}`, `actor_rollout_ref.rollout.n=${SAMPLES_PER_PROMPT}`, 'actor_rollout_ref.actor.ppo_mini_batch_size=8',
-      'data.max_prompt_length=16', `data.max_response_length=${NEW_TOKENS}`, 'trainer.val_before_train=false', 'trainer.test_freq=-1',
+      `data.max_prompt_length=${PROMPT_TOKENS}`, `data.max_response_length=${NEW_TOKENS}`, 'trainer.val_before_train=false', 'trainer.test_freq=-1',
       'trainer.save_freq=-1', 'trainer.logger=[file]', `trainer.total_training_steps=${steps}`];
     const on = (n: number) => ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${servers.slice(0, n).map((s) => s.url).join(',')}]`];
     const setups: [string, number, string[]][] = [
@@ -87,8 +91,11 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
       const tokens = median(timed.map((m) => m['response_length/mean'] * PROMPTS * SAMPLES_PER_PROMPT));
       const genS = median(timed.map((m) => m['timing_s/gen']));
       const stepS = median(timed.map((m) => m['timing_s/step']));
+      const overlapped = keys.includes('actor_rollout_ref.rollout.mode=async');
       rows.push({
-        rollout: name, gen_s: genS, step_s: stepS, gen_tokens_per_s: tokens / genS, tokens_per_step: tokens,
+        rollout: name, gen_s: genS, step_s: stepS, sync_s: count === 0 ? '-' : median(timed.map((m) => m['timing_s/sync_rollout_weights'] ?? 0)),
+        // With overlap timing_s/gen is the wait for a batch generated during the last update, not a generation rate.
+        gen_tokens_per_s: overlapped ? '-' : tokens / genS, tokens_per_step: tokens,
         server_tokens: count === 0 ? '-' : after.slice(0, count).map((t, i) => t - before[i]).join('+'), load1: load,
       });
     }
@@ -97,7 +104,8 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
       row.gen_s_ratio = (row.gen_s as number) / (base.gen_s as number);
       row.step_s_ratio = (row.step_s as number) / (base.step_s as number);
     }
-    rows.push({ rollout: `medians of steps 2-${steps}; ratios to in-process of this run; load1: 1-min load average when the setup started` });
+    rows.push({ rollout: `medians of steps 2-${steps}; ratios to in-process of this run; load1: 1-min load average when the setup started; ` +
+      `each serve.js: ${servers[0].slots} decode slots` });
     return rows;
   } finally {
     for (const s of servers) s.child.kill('SIGTERM');
