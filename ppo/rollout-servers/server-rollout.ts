@@ -8,7 +8,7 @@ import { SampleRecord, assemble, promptBatch } from '../rollout/sample-records.t
 import { ServerError, ServerPool } from './server-pool.ts';
 import {
   checkUpdateAnswer, generateCall, loraName, modelInfoCall, parseGenerate, parseModelInfo, weightUpdateCalls,
-  type RolloutBackend, type SamplingRequest, type ServerSample, type WeightsVersion,
+  type RolloutBackend, type SamplingRequest, type ServedModel, type ServerSample, type WeightsVersion,
 } from './wire-format.ts';
 
 /** Writes the actor's current weights where every server can read them (a new directory per version). */
@@ -33,7 +33,7 @@ export function probeSequence(vocabSize: number): number[] {
 }
 
 /** The probe's continuation: greedy, no stop token, so it depends on the weights alone. */
-const PROBE_SAMPLING: SamplingRequest = { temperature: 0, topP: 1, topK: -1, maxTokens: PROBE_LENGTH, stopTokenIds: [], seed: 0 };
+const PROBE_SAMPLING: SamplingRequest = { temperature: 0, topP: 1, topK: -1, maxTokens: PROBE_LENGTH, stopTokenIds: [], seed: 0, sampleOffset: null };
 
 /** The trainer's teacher-forced log-probs of ids[1…L−1] under its current weights. */
 export type LocalLogProbs = (ids: readonly number[]) => Promise<number[]>;
@@ -42,8 +42,8 @@ export class ServerRollout {
   /** The version every live server has loaded and passed the fingerprint with; -1: none yet. */
   servedVersion = -1;
   private servedLora: string | null = null;
-  /** Each server's model name (vLLM routes completions by it). */
-  private readonly models = new Map<string, string>();
+  /** Each server's model (vLLM routes completions by its name). */
+  private readonly models = new Map<string, ServedModel>();
   /** Weight loads each server has acknowledged (what a test checks: one per step and server). */
   readonly loadsPerServer = new Map<string, number>();
 
@@ -56,9 +56,17 @@ export class ServerRollout {
 
   /** Asks every server who it is: a server of another backend (or none at the URL) stops the run here. */
   async connect(): Promise<void> {
+    await this.pool.everyServer((url) => this.identify(url));
+  }
+
+  /** The server's model, asked once. */
+  private async identify(url: string): Promise<ServedModel> {
+    const known = this.models.get(url);
+    if (known) return known;
     const call = modelInfoCall(this.backend);
-    const expected = `a ${this.backend} server (${call.path})`;
-    await this.pool.everyServer(async (url) => this.models.set(url, await this.pool.request(url, call, expected, (json) => parseModelInfo(this.backend, json))));
+    const model = await this.pool.request(url, call, `a ${this.backend} server (${call.path})`, (json) => parseModelInfo(this.backend, json));
+    this.models.set(url, model);
+    return model;
   }
 
   /**
@@ -67,7 +75,7 @@ export class ServerRollout {
    * from the same weights). Any failure throws before a single prompt is generated, so no step runs on stale weights.
    */
   async syncWeights(version: number, probeIds: readonly number[], localLogProbs: LocalLogProbs): Promise<Record<string, number>> {
-    if (this.models.size === 0) await this.connect();
+    await this.connect();
     const weights = await this.publisher.publish(version);
     const calls = weightUpdateCalls(this.backend, weights, this.servedLora);
     const lora = weights.kind === 'lora' ? loraName(weights.version) : null;
@@ -76,7 +84,7 @@ export class ServerRollout {
         await this.pool.request(url, call, `the server to load ${weights.dir} (weights of step ${version})`, checkUpdateAnswer);
       }
       this.loadsPerServer.set(url, (this.loadsPerServer.get(url) ?? 0) + 1);
-      const [probe] = await this.pool.request(url, generateCall(this.backend, this.models.get(url)!, probeIds, 1, PROBE_SAMPLING, lora),
+      const [probe] = await this.pool.request(url, generateCall(this.backend, (await this.identify(url)).name, probeIds, 1, PROBE_SAMPLING, lora),
         'a greedy continuation of the probe prompt with its log-probs', (json) => parseGenerate(this.backend, json, 1, []));
       return { url, probe };
     });
@@ -88,7 +96,8 @@ export class ServerRollout {
       if (!(gap <= this.options.fingerprintTolerance)) {
         throw new ServerError(url, `${url}: after loading ${weights.dir} the server's log-probs of its probe tokens differ from the trainer's by up to ` +
           `${gap.toFixed(4)} (tolerance actor_rollout_ref.rollout.server_fingerprint_tol=${this.options.fingerprintTolerance}); expected a server of ` +
-          `the same model and tokenizer as actor_rollout_ref.model.path, serving the weights it was just given`);
+          `the same model and tokenizer as actor_rollout_ref.model.path, serving the weights it was just given` +
+          (weights.kind === 'lora' ? ' (with LoRA: an adapter over that base model, which the server must have been started with)' : ''));
       }
       worst = Math.max(worst, gap);
     }
@@ -107,8 +116,11 @@ export class ServerRollout {
     let done = 0, tokens = 0;
     const total = promptIds.length * c.n;
     const groups = await this.pool.spread(promptIds.map((ids, g) => ({ ids, g })), async (url, { ids, g }): Promise<ServerSample[]> => {
-      // Each prompt its own seed, so a prompt retried on another server asks for the same samples.
-      const call = generateCall(this.backend, this.models.get(url)!, ids, c.n, { ...sampling, seed: (c.seed + Math.imul(g, 0x9e3779b9)) >>> 0 }, this.servedLora);
+      // The same samples wherever a prompt runs, a retry included. serve.js: the step's seed and the prompt's first
+      // sample index as its stream, the in-process rollout's draws; other servers: a seed of the prompt's own.
+      const model = await this.identify(url);
+      const seeds = model.engineServer ? { seed: c.seed, sampleOffset: g * c.n } : { seed: (c.seed + Math.imul(g, 0x9e3779b9)) >>> 0, sampleOffset: null };
+      const call = generateCall(this.backend, model.name, ids, c.n, { ...sampling, ...seeds }, this.servedLora);
       const samples = await this.pool.request(url, call, `${c.n} completions of prompt ${g}`, (json) => parseGenerate(this.backend, json, c.n, c.eosTokenIds));
       samples.forEach((s, i) => checkSample(url, s, c, this.options.vocabSize, `prompt ${g} sample ${i}`));
       done += samples.length;

@@ -14,6 +14,10 @@ import type { FinishReason } from '../rollout/types.ts';
 
 export type RolloutBackend = 'sglang' | 'vllm';
 
+/** `owned_by` of this engine's `node serve.js` (in /v1/models and /get_model_info): the one backend that takes
+ *  `sample_offset`, so its samples are the in-process rollout's (docs/serving.md); vLLM and SGLang would refuse it. */
+export const ENGINE_SERVER_OWNER = 'webgpu-rlhf';
+
 /** One HTTP call: method, path (with its query) and JSON body. */
 export interface HttpCall {
   method: 'GET' | 'POST';
@@ -29,6 +33,8 @@ export interface SamplingRequest {
   maxTokens: number;
   stopTokenIds: readonly number[];
   seed: number;
+  /** The random stream of the first sample (serve.js's `sample_offset`); null: not sent (vLLM, SGLang). */
+  sampleOffset: number | null;
 }
 
 /** One generated response: its token ids (a stop token included), each token's log-prob as the server sampled it. */
@@ -67,6 +73,7 @@ export function generateCall(backend: RolloutBackend, model: string, promptIds: 
         sampling_params: {
           temperature: s.temperature, top_p: s.topP, top_k: s.topK, max_new_tokens: s.maxTokens,
           stop_token_ids: [...s.stopTokenIds], skip_special_tokens: false, no_stop_trim: true, sampling_seed: s.seed,
+          ...(s.sampleOffset === null ? {} : { sample_offset: s.sampleOffset }),
         },
         return_logprob: true,
         ...(lora ? { lora_path: Array.from({ length: n }, () => lora) } : {}),
@@ -78,6 +85,7 @@ export function generateCall(backend: RolloutBackend, model: string, promptIds: 
       model: lora ?? model, prompt: [...promptIds], n, temperature: s.temperature, top_p: s.topP, top_k: s.topK,
       max_tokens: s.maxTokens, seed: s.seed, logprobs: 1, stop_token_ids: [...s.stopTokenIds],
       skip_special_tokens: false, include_stop_str_in_output: true, return_tokens_as_token_ids: true,
+      ...(s.sampleOffset === null ? {} : { sample_offset: s.sampleOffset }),
     },
   };
 }
@@ -126,16 +134,22 @@ export function modelInfoCall(backend: RolloutBackend): HttpCall {
   return backend === 'sglang' ? { method: 'GET', path: '/get_model_info' } : { method: 'GET', path: '/v1/models' };
 }
 
-/** The served model's name (vLLM routes completions by it; SGLang's model_path, for messages). */
-export function parseModelInfo(backend: RolloutBackend, json: unknown): string {
+export interface ServedModel {
+  /** The served model's name (vLLM routes completions by it; SGLang's model_path, for messages). */
+  name: string;
+  /** This engine's `node serve.js`: it takes sample_offset. */
+  engineServer: boolean;
+}
+
+export function parseModelInfo(backend: RolloutBackend, json: unknown): ServedModel {
   if (backend === 'sglang') {
-    const path = (json as { model_path?: unknown } | null)?.model_path;
-    expect(typeof path === 'string', '/get_model_info {model_path}');
-    return path;
+    const info = json as { model_path?: unknown; owned_by?: unknown } | null;
+    expect(typeof info?.model_path === 'string', '/get_model_info {model_path}');
+    return { name: info.model_path, engineServer: info.owned_by === ENGINE_SERVER_OWNER };
   }
-  const id = (json as { data?: { id?: unknown }[] } | null)?.data?.[0]?.id;
-  expect(typeof id === 'string', '/v1/models {data: [{id}]}');
-  return id;
+  const card = (json as { data?: { id?: unknown; owned_by?: unknown }[] } | null)?.data?.[0];
+  expect(typeof card?.id === 'string', '/v1/models {data: [{id}]}');
+  return { name: card.id, engineServer: card.owned_by === ENGINE_SERVER_OWNER };
 }
 
 /**
@@ -151,7 +165,8 @@ export function weightUpdateCalls(backend: RolloutBackend, weights: WeightsVersi
     const load: HttpCall = { method: 'POST', path: backend === 'sglang' ? '/load_lora_adapter' : '/v1/load_lora_adapter', body: { lora_name: loraName(weights.version), lora_path: weights.dir } };
     return [load, ...unload(backend === 'sglang' ? '/unload_lora_adapter' : '/v1/unload_lora_adapter')];
   }
-  if (backend === 'sglang') return [{ method: 'POST', path: '/update_weights_from_disk', body: { model_path: weights.dir } }];
+  // weight_version: SGLang reports it in /get_model_info and each /generate's meta_info.
+  if (backend === 'sglang') return [{ method: 'POST', path: '/update_weights_from_disk', body: { model_path: weights.dir, weight_version: `v${weights.version}` } }];
   return [
     { method: 'POST', path: '/sleep?level=2' },
     { method: 'POST', path: '/wake_up?tags=weights' },

@@ -13,6 +13,8 @@ import { GENERATE_DEFAULT_MAX_NEW_TOKENS, generateResponse, parseGenerateRequest
 import type { GenerationRequest } from './generation-request.ts';
 import type { SampleResult } from './scheduler.ts';
 import type { ModelHost } from './model-host-node.ts';
+import { ServeCounters } from './counters.ts';
+import { ENGINE_SERVER_OWNER } from '../rollout-servers/wire-format.ts';
 
 /** Request bodies past this size are refused (a batch of long prompts as token ids stays well below). */
 const MAX_BODY_BYTES = 64 * 2 ** 20;
@@ -55,6 +57,8 @@ function errorOf(err: unknown): ApiError {
 export class ServeHttp {
   private readonly routes: Record<string, Record<string, Handler>>;
   readonly server: Server;
+  /** What /metrics reports: requests answered, tokens generated, weight loads. */
+  readonly counters = new ServeCounters();
 
   constructor(private readonly host: ModelHost, private readonly log: (line: string) => void) {
     const post = (handler: Handler) => ({ POST: handler });
@@ -62,8 +66,10 @@ export class ServeHttp {
       '/health': { GET: async () => ({ text: '' }) },
       '/v1/models': { GET: async () => ({ json: modelList({ name: host.options.servedModelName, root: host.modelPath, maxModelLen: host.limits.maxPromptTokens + host.limits.maxNewTokens }, host.loadedAdapters) }) },
       '/get_model_info': {
-        GET: async () => ({ json: { model_path: host.modelPath, tokenizer_path: host.options.modelDir, is_generation: true, preferred_sampling_params: null, weight_version: host.weightVersion } }),
+        // owned_by (as /v1/models says it): tells a client this is this engine's server, which takes sample_offset.
+        GET: async () => ({ json: { model_path: host.modelPath, tokenizer_path: host.options.modelDir, is_generation: true, preferred_sampling_params: null, weight_version: host.weightVersion, owned_by: ENGINE_SERVER_OWNER } }),
       },
+      '/metrics': { GET: async () => ({ text: this.counters.prometheusText() }) },
       '/v1/completions': post((body) => this.completions(body)),
       '/v1/chat/completions': post((body) => this.chat(body)),
       '/generate': post((body) => this.generate(body)),
@@ -85,6 +91,7 @@ export class ServeHttp {
       if (!handler) throw new ApiError(405, `${path} takes ${Object.keys(route).join(', ')}, not ${req.method}`);
       const body = req.method === 'POST' ? await readBody(req) : {};
       const { status = 200, ...payload } = await handler(body);
+      if (req.method === 'POST' && status === 200) this.counters.answered(path);
       send(res, status, payload);
     } catch (err) {
       const error = errorOf(err);
@@ -103,6 +110,7 @@ export class ServeHttp {
 
   private async report(request: GenerationRequest, samples: readonly SampleResult[], promptIds: number[][], withTokenTexts: boolean): Promise<ReportedSample[]> {
     const tokenizer = this.host.tokenizer;
+    this.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
     return Promise.all(samples.map(async (s) => ({
       ...(await completionText(tokenizer, s, request)),
       tokens: s.tokens, logprobs: s.logprobs, promptIds: promptIds[s.prompt],

@@ -9,6 +9,7 @@ import { ApiError, badRequest } from './api-error.ts';
 import { RequestFields, isObject } from './request-fields.ts';
 import { promptInputs, refuseUnsupportedSampling, samplingFields, seedOf, type GenerationRequest } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
+import { ENGINE_SERVER_OWNER } from '../rollout-servers/wire-format.ts';
 
 /** vLLM's default budget of /v1/completions (OpenAI's max_tokens default). */
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
@@ -158,6 +159,6 @@ export function chatResponse(model: string, samples: readonly ReportedSample[], 
 /** GET /v1/models: the base model and each loaded LoRA adapter (its parent the base), as vLLM lists them. */
 export function modelList(base: { name: string; root: string; maxModelLen: number }, adapters: readonly { name: string; path: string }[]) {
   const created = now();
-  const card = (id: string, root: string, parent: string | null) => ({ id, object: 'model', created, owned_by: 'webgpu-rlhf', root, parent, max_model_len: base.maxModelLen, permission: [] });
+  const card = (id: string, root: string, parent: string | null) => ({ id, object: 'model', created, owned_by: ENGINE_SERVER_OWNER, root, parent, max_model_len: base.maxModelLen, permission: [] });
   return { object: 'list', data: [card(base.name, base.root, null), ...adapters.map((a) => card(a.name, a.path, base.name))] };
 }

@@ -36,8 +36,13 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
   refuseUnsupportedSampling(s);
   const sampling = samplingFields(s);
   const seed = s.has('sampling_seed') ? s.optionalInteger('sampling_seed') : s.optionalInteger('seed');
-  const lora = f.raw('lora_path');
-  if (lora !== undefined && lora !== null && typeof lora !== 'string') throw badRequest('lora_path', 'the name of a loaded adapter (one for the whole request)', lora);
+  // SGLang takes one name, or a list of one per input: here the list must name one adapter (a batch runs one).
+  const given = f.raw('lora_path');
+  const names = Array.isArray(given) ? [...new Set(given)] : [given];
+  const lora = names.length === 1 ? names[0] : given;
+  if (lora !== undefined && lora !== null && typeof lora !== 'string') {
+    throw badRequest('lora_path', 'the name of a loaded adapter, or a list naming the same one for every input (one adapter per request)', given);
+  }
   const rid = f.raw('rid');
   return {
     request: {

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ServerPool } from '../../ppo/rollout-servers/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/rollout-servers/server-rollout.ts';
-import { generateCall, parseGenerate, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
+import { generateCall, parseGenerate, parseModelInfo, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/rollout/types.ts';
 import { ConfigError, loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
@@ -96,9 +96,16 @@ const localProbe = (value: number) => async (ids: readonly number[]) => ids.slic
 
 describe('rollout servers: documented wire shapes', () => {
   it('SGLang /generate: the prompt repeated n times, answers read from output_token_logprobs', () => {
-    const call = generateCall('sglang', 'm', [1, 2], 2, { temperature: 0.7, topP: 0.9, topK: 5, maxTokens: 8, stopTokenIds: [EOS], seed: 3 }, null);
+    const call = generateCall('sglang', 'm', [1, 2], 2, { temperature: 0.7, topP: 0.9, topK: 5, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null }, null);
     expect(call.path).toBe('/generate');
     expect(call.body).toMatchObject({ input_ids: [[1, 2], [1, 2]], return_logprob: true, sampling_params: { max_new_tokens: 8, top_k: 5, stop_token_ids: [EOS] } });
+    // sample_offset is serve.js's own field: only sent when the server said it is serve.js (SGLang would refuse it).
+    expect((call.body as { sampling_params: object }).sampling_params).not.toHaveProperty('sample_offset');
+    const toEngine = generateCall('sglang', 'm', [1, 2], 2, { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: 6 }, null);
+    expect(toEngine.body).toMatchObject({ sampling_params: { sampling_seed: 3, sample_offset: 6 } });
+    expect(parseModelInfo('sglang', { model_path: '/m' })).toEqual({ name: '/m', engineServer: false });
+    expect(parseModelInfo('sglang', { model_path: '/m', owned_by: 'webgpu-rlhf' })).toEqual({ name: '/m', engineServer: true });
+    expect(parseModelInfo('vllm', { data: [{ id: 'q', owned_by: 'vllm' }] })).toEqual({ name: 'q', engineServer: false });
     const out = (ids: number[], type: string) => ({ meta_info: { finish_reason: { type }, output_token_logprobs: ids.map((id) => [-1, id, null]) } });
     expect(parseGenerate('sglang', [out([4, EOS], 'stop'), out([4, 5], 'length')], 2, [EOS])).toEqual([
       { tokenIds: [4, EOS], logProbs: [-1, -1], finishReason: 'eos' },
@@ -108,7 +115,7 @@ describe('rollout servers: documented wire shapes', () => {
   });
 
   it('vLLM /v1/completions: token ids back as "token_id:<id>", choices ordered by index', () => {
-    const call = generateCall('vllm', 'served', [1, 2], 2, { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3 }, 'actor_v4');
+    const call = generateCall('vllm', 'served', [1, 2], 2, { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null }, 'actor_v4');
     expect(call.body).toMatchObject({ model: 'actor_v4', prompt: [1, 2], n: 2, logprobs: 1, return_tokens_as_token_ids: true });
     const choice = (index: number, ids: number[], finish: string) => ({ index, text: '', finish_reason: finish, logprobs: { tokens: ids.map((id) => `token_id:${id}`), token_logprobs: ids.map(() => -2) } });
     expect(parseGenerate('vllm', { choices: [choice(1, [6, 7], 'length'), choice(0, [EOS], 'stop')] }, 2, [EOS])).toEqual([
@@ -120,7 +127,7 @@ describe('rollout servers: documented wire shapes', () => {
   });
 
   it('weight loads: SGLang from any directory; vLLM full weights by the dev-mode level-2 reload; LoRA by name per version', () => {
-    expect(weightUpdateCalls('sglang', { version: 3, dir: '/w/v3', kind: 'full' }, null)).toEqual([{ method: 'POST', path: '/update_weights_from_disk', body: { model_path: '/w/v3' } }]);
+    expect(weightUpdateCalls('sglang', { version: 3, dir: '/w/v3', kind: 'full' }, null)).toEqual([{ method: 'POST', path: '/update_weights_from_disk', body: { model_path: '/w/v3', weight_version: 'v3' } }]);
     expect(weightUpdateCalls('vllm', { version: 3, dir: '/w/v3', kind: 'full' }, null).map((c) => c.path)).toEqual(['/sleep?level=2', '/wake_up?tags=weights', '/collective_rpc', '/wake_up?tags=kv_cache']);
     expect(weightUpdateCalls('vllm', { version: 3, dir: '/w/v3', kind: 'lora' }, 'actor_v2')).toEqual([
       { method: 'POST', path: '/v1/load_lora_adapter', body: { lora_name: 'actor_v3', lora_path: '/w/v3' } },
@@ -169,7 +176,8 @@ describe('rollout servers: faults on loopback', () => {
   });
 
   for (const [fault, make] of [
-    ['refuses connections', async () => ({ url: await refusingUrl(), expect: 'connection refused' })],
+    // The first call to a server asks who it is: that is where a refused connection shows.
+    ['refuses connections', async () => ({ url: await refusingUrl(), expect: 'connection refused', path: '/get_model_info' })],
     ['times out', async () => ({ url: (await stubServer('hang')).url, expect: 'no answer within 1s' })],
     ['answers HTTP 500', async () => ({ url: (await stubServer('http500')).url, expect: 'HTTP 500 (CUDA out of memory)' })],
     ['answers malformed JSON', async () => ({ url: (await stubServer('malformed')).url, expect: 'the answer is not JSON' })],
@@ -185,7 +193,7 @@ describe('rollout servers: faults on loopback', () => {
       expect(batch.responses).toHaveLength(PROMPTS.length * ROLLOUT.n);
       expect(good.generated).toBe(PROMPTS.length);
       expect(lost).toHaveLength(1);
-      expect(lost[0]).toContain(`${bad.url}/generate: ${bad.expect}`);
+      expect(lost[0]).toContain(`${bad.url}${'path' in bad ? bad.path : '/generate'}: ${bad.expect}`);
     });
   }
 

@@ -46,6 +46,10 @@ describe('serve request parsing', () => {
     expect(refusal(() => parseGenerateRequest({ text: 'a', stream: true })).body.error.message).toContain('streaming');
     expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 2 })).status).toBe(400);
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
+    // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
+    expect(parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'a'] }).request.adapter).toBe('a');
+    expect(parseGenerateRequest({ input_ids: [1], lora_path: 'a' }).request.adapter).toBe('a');
+    expect(refusal(() => parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'b'] })).body.error.param).toBe('lora_path');
   });
 
   it('OpenAI /v1/completions and /v1/chat/completions: defaults, vLLM extensions, and what is refused', () => {

@@ -1,38 +1,59 @@
-// The trainer with two rollout servers on loopback (two `node serve.js` processes; and, to count what each server
-// received, this engine's rollout behind SGLang's protocol in the test), 2 steps of the tiny run: greedy responses and every metric equal the in-process run's, each server loads each step's weights and
-// passes the fingerprint, mode=async trains one step stale, and a server that refuses a weight load stops the run
-// before the step's update with one line naming it; the publisher writes one complete directory per version (the
-// full model, or the LoRA adapter only).
+// The trainer with two `node serve.js` processes on loopback, 2 steps of the tiny run: responses (greedy, and sampled
+// with the same seeds: serve.js takes sample_offset) and every metric equal the in-process run's; each server loads
+// each step's weights (its /metrics counts them) and passes the fingerprint; with LoRA each step's adapter; mode=async
+// trains one step stale; a server that refuses a weight load (a stub) stops the run before the step's update with
+// one line naming it; the publisher writes one complete directory per version (the full model, or the adapter only).
 import { describe, expect, it, afterAll, beforeAll } from 'vitest';
 import { createServer } from 'node:http';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { readFile, readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
 import { makeTinyRun, runMetrics, type TinyRun } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
-import { startEngineRolloutServer, type EngineRolloutServer } from '../support/engine-rollout-server.ts';
+import { counterValue } from '../../ppo/serve/counters.ts';
+import { startServeJs, type ServeProcess } from '../../tools/bench/serve-process.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, resolveTargetModules } from '../../models/lora.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { diskWeightsPublisher } from '../../ppo/run/rollout-weights-node.ts';
 
+/** What a server's /metrics counted: successful POSTs per route, and the tokens it generated. */
+async function served(url: string): Promise<{ loads: number; loraLoads: number; generates: number; tokens: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return {
+    loads: counterValue(text, 'requests_total{route="/update_weights_from_disk"}'),
+    loraLoads: counterValue(text, 'requests_total{route="/load_lora_adapter"}'),
+    generates: counterValue(text, 'requests_total{route="/generate"}'),
+    tokens: counterValue(text, 'generation_tokens_total'),
+  };
+}
+
+/** Each server's counts during `work`. */
+async function countedDuring<T>(work: () => Promise<T>): Promise<{ result: T; counts: Awaited<ReturnType<typeof served>>[] }> {
+  const before = await Promise.all(urls.map(served));
+  const result = await work();
+  const after = await Promise.all(urls.map(served));
+  const counts = after.map((a, i) => Object.fromEntries(Object.entries(a).map(([k, v]) => [k, v - before[i][k as keyof typeof a]])) as typeof a);
+  return { result, counts };
+}
+
 let run: TinyRun;
-const engines: Engine[] = [];
-let servers: EngineRolloutServer[] = [];
+let engine: Engine;
+let servers: ServeProcess[] = [];
+let urls: string[] = [];
 
 beforeAll(async () => {
   run = await makeTinyRun(8);
-  for (let i = 0; i < 2; i++) engines.push(await Engine.create());
-  servers = await Promise.all(engines.map((engine) => startEngineRolloutServer(engine, join(run.root, 'model'))));
+  engine = await Engine.create();
+  servers = await Promise.all([0, 1].map(() => startServeJs(join(run.root, 'model'))));
+  urls = servers.map((s) => s.url);
 });
 
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  for (const engine of engines) engine.destroy();
+afterAll(() => {
+  for (const s of servers) s.child.kill('SIGTERM');
+  engine?.destroy();
 });
 
 /** Greedy (one response per prompt, so in-process and server rollouts must agree token for token), old log-probs recomputed in both. */
@@ -47,31 +68,65 @@ async function train(name: string, extra: string[]): Promise<{ code: number; std
   return { code, stderr, runDir, metrics, dumps };
 }
 
-const serverKeys = () => ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${servers.map((s) => s.url).join(',')}]`];
+const serverKeys = () => ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${urls.join(',')}]`];
+
+/** The same responses (rollout dumps) and the same experience and updates as the in-process run. */
+function expectSameRun(remote: Awaited<ReturnType<typeof train>>, local: Awaited<ReturnType<typeof train>>): void {
+  expect(remote.dumps).toEqual(local.dumps);
+  for (const step of [0, 1]) {
+    for (const key of ['actor/pg_loss', 'critic/vf_loss', 'critic/score/mean', 'critic/advantages/mean', 'actor/grad_norm']) {
+      expect(remote.metrics[step][key], `${key} at step ${step + 1}`).toBeCloseTo(local.metrics[step][key], 5);
+    }
+    // The servers' log-probs (the same decode kernels as the in-process sampler) against the trainer's recompute.
+    expect(Math.abs(remote.metrics[step]['rollout_corr/kl'])).toBeLessThan(1e-4);
+    expect(remote.metrics[step]['rollout_servers/staleness']).toBe(0);
+    expect(remote.metrics[step]['rollout_servers/fingerprint_max_gap']).toBeLessThan(1e-3);
+    expect(remote.metrics[step]['rollout_servers/live']).toBe(2);
+  }
+}
 
 describe('trainer with rollout servers on loopback', () => {
+  // First: LoRA adapts the base the servers started with (a full-weight run before it would have replaced it).
+  it('LoRA (lora_rank>0): each step\'s adapter loaded by /load_lora_adapter on every server, the same run as in-process', async () => {
+    const lora = ['actor_rollout_ref.model.lora_rank=2', 'actor_rollout_ref.model.lora_alpha=4', 'actor_rollout_ref.model.target_modules=all-linear'];
+    const local = await train('local-lora', lora);
+    expect(local.code, local.stderr).toBe(0);
+    const { result: remote, counts } = await countedDuring(() => train('servers-lora', [...serverKeys(), ...lora]));
+    expect(remote.code, remote.stderr).toBe(0);
+    expectSameRun(remote, local);
+    // The base weights stay; each step's adapter (its own name per version) is loaded on each server.
+    for (const c of counts) expect([c.loads, c.loraLoads]).toEqual([0, 2]);
+    expect((await readdir(join(remote.runDir, 'rollout_weights', 'v1'))).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
+  });
+
   it('two servers: the same responses and metrics as the in-process rollout; each server loads and passes each step\'s weights', async () => {
     const local = await train('local', []);
     expect(local.code, local.stderr).toBe(0);
-    const remote = await train('servers', serverKeys());
+    const { result: remote, counts } = await countedDuring(() => train('servers', serverKeys()));
     expect(remote.code, remote.stderr).toBe(0);
-    // (a) the same tokens: the rollout dumps (prompt, response text, score) of both steps are identical.
-    expect(remote.dumps).toEqual(local.dumps);
-    // The same experience and updates: old log-probs recomputed by the trainer, losses, scores, advantages.
-    for (const step of [0, 1]) {
-      for (const key of ['actor/pg_loss', 'critic/vf_loss', 'critic/score/mean', 'critic/advantages/mean', 'actor/grad_norm']) {
-        expect(remote.metrics[step][key], `${key} at step ${step + 1}`).toBeCloseTo(local.metrics[step][key], 5);
-      }
-      // The servers' log-probs (the same decode kernels as the in-process sampler) against the trainer's recompute.
-      expect(Math.abs(remote.metrics[step]['rollout_corr/kl'])).toBeLessThan(1e-4);
-      expect(remote.metrics[step]['rollout_servers/staleness']).toBe(0);
+    // (a) the same tokens (the rollout dumps: prompt, response text, score), old log-probs, losses, advantages.
+    expectSameRun(remote, local);
+    // (b) every server took one weight load per step and now serves v1 from the run's shared directory.
+    for (const [i, url] of urls.entries()) {
+      expect(counts[i].loads).toBe(2);
+      const info = await (await fetch(`${url}/get_model_info`)).json() as { model_path: string; weight_version: string };
+      expect(info).toMatchObject({ model_path: join(remote.runDir, 'rollout_weights', 'v1'), weight_version: 'v1' });
     }
-    // (b) every server loaded v0 then v1 from the shared directory, and the probe matched after each load.
-    for (const s of servers) expect(s.loads.map((p) => p.split('/').pop())).toEqual(['v0', 'v1']);
-    // 4 prompts × 2 steps, and each server's fingerprint probe after each of its 2 loads.
-    expect(servers[0].generateRequests + servers[1].generateRequests).toBe(8 + 4);
-    expect(Math.min(servers[0].generateRequests, servers[1].generateRequests)).toBeGreaterThan(0);
-    for (const step of [0, 1]) expect(remote.metrics[step]['rollout_servers/fingerprint_max_gap']).toBeLessThan(1e-3);
+    // 4 prompts × 2 steps spread over both, and each server's fingerprint probe after each of its 2 loads.
+    expect(counts[0].generates + counts[1].generates).toBe(8 + 4);
+    expect(Math.min(counts[0].generates, counts[1].generates)).toBeGreaterThan(2);
+  });
+
+  it('sampling on (do_sample=true): serve.js draws the in-process rollout\'s samples for the same seeds', async () => {
+    const sampled = ['actor_rollout_ref.rollout.do_sample=true', 'actor_rollout_ref.rollout.temperature=1.0', 'actor_rollout_ref.rollout.n=2'];
+    const local = await train('local-sampled', sampled);
+    expect(local.code, local.stderr).toBe(0);
+    const remote = await train('servers-sampled', [...serverKeys(), ...sampled]);
+    expect(remote.code, remote.stderr).toBe(0);
+    expectSameRun(remote, local);
+    // Not greedy: the two samples of some prompt differ, so equal dumps mean equal draws.
+    const responses = local.dumps.flatMap((d) => d.trim().split('\n').map((line) => JSON.parse(line) as { input: string; output: string }));
+    expect(responses.some((r, i) => i % 2 === 1 && r.input === responses[i - 1].input && r.output !== responses[i - 1].output)).toBe(true);
   });
 
   it('mode=async: step 2 trains on the batch generated with step 1\'s weights during step 1\'s update', async () => {
@@ -94,7 +149,7 @@ describe('trainer with rollout servers on loopback', () => {
       const runDir = join(run.root, 'refused');
       // main() throws; train.js prints the message as its one line (ppo/run/user-error.ts) and exits non-zero.
       const failure = runCli([...run.overrides, ...COMMON, `trainer.default_local_dir=${runDir}`, 'trainer.save_freq=1',
-        'actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${servers[0].url},${url}]`]);
+        'actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${urls[0]},${url}]`]);
       await expect(failure).rejects.toThrow(new RegExp(`^${url}/update_weights_from_disk: malformed answer, expected success: true, got success: false \\(Failed to load weights: shape mismatch\\)$`));
       expect((await readdir(runDir)).filter((n) => n.startsWith('global_step_'))).toEqual([]);
     } finally {
@@ -103,7 +158,6 @@ describe('trainer with rollout servers on loopback', () => {
   });
 
   it('publishing: one complete directory per version, the two newest kept, vLLM\'s current link on the newest; LoRA publishes the adapter only', async () => {
-    const engine = engines[0];
     const model = await loadModel(engine, join(run.root, 'model'));
     const config = loadConfig({ overrides: run.overrides });
     const dir = join(run.root, 'published');
@@ -119,32 +173,4 @@ describe('trainer with rollout servers on loopback', () => {
     expect((await readdir(join(run.root, 'published-lora', 'v4'))).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
   });
 
-  it('two `node serve.js` processes: 2 steps, each loads each step\'s weights and passes the fingerprint', async () => {
-    const root = fileURLToPath(new URL('../../', import.meta.url));
-    const children: ChildProcess[] = [];
-    try {
-      const urls = await Promise.all([0, 1].map(() => new Promise<string>((resolve, reject) => {
-        const child = spawn(process.execPath, ['serve.js', '--model', join(run.root, 'model'), '--port', '0'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-        children.push(child);
-        let stdout = '', stderr = '';
-        child.stderr!.on('data', (d) => (stderr += d));
-        child.stdout!.on('data', (d) => {
-          stdout += d;
-          const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-          if (m) resolve(m[1]);
-        });
-        child.on('exit', (code) => reject(new Error(`serve.js exited with ${code}: ${stderr}`)));
-      })));
-      const remote = await train('serve-js', ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${urls.join(',')}]`]);
-      expect(remote.code, remote.stderr).toBe(0);
-      for (const step of [0, 1]) {
-        expect(remote.metrics[step]['rollout_servers/fingerprint_max_gap']).toBeLessThan(1e-3);
-        expect(remote.metrics[step]['rollout_servers/live']).toBe(2);
-        expect(Math.abs(remote.metrics[step]['rollout_corr/kl'])).toBeLessThan(1e-4);
-      }
-      expect((await readdir(join(remote.runDir, 'rollout_weights'))).sort()).toEqual(['v0', 'v1']);
-    } finally {
-      for (const child of children) child.kill('SIGTERM');
-    }
-  });
 });

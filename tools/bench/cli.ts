@@ -18,6 +18,7 @@ const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>>
   'lm-head': async (engine) => (await import('./lm-head.ts')).benchmarkLmHead(engine) as unknown as Promise<Row[]>,
   peers: async (engine) => (await import('./peers.ts')).benchmarkPeers(engine) as unknown as Promise<Row[]>,
   soak: async (_engine, argv) => (await import('./soak.ts')).benchmarkSoak(argv),
+  servers: async (_engine, argv) => (await import('./servers.ts')).benchmarkServers(argv),
 };
 
 function formatTable(rows: Row[]): string {
@@ -34,7 +35,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const suite = argv.find((a) => !a.startsWith('--'));
   if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile' || suite === 'gpu-report')) {
-    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: --steps=N --warmup=N --every=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
+    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: --steps=N --warmup=N --every=N] [servers: --steps=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
       ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] [--json]');
     return 2;
   }
