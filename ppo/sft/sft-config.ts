@@ -1,6 +1,7 @@
 // The SFT job's configuration: verl's sft_trainer.yaml keys (verl/trainer/config/sft_trainer.yaml) with verl's
 // defaults, in ONE typed object, read from the `key=value` arguments of verl's
 // `torchrun … -m verl.trainer.fsdp_sft_trainer key=value …` launch as written (job-config.ts). Browser-safe.
+import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 import { parseJobOverrides, type JobSchema } from './job-config.ts';
 
 export const SFT_TRUNCATIONS = ['error', 'left', 'right'] as const;
@@ -62,9 +63,27 @@ export const SFT_SCHEMA: JobSchema<SftConfig> = {
   // verl's deprecated data.micro_batch_size (global) is its per-GPU size on one adapter.
   aliases: { 'data.micro_batch_size': 'data.micro_batch_size_per_gpu' },
   onlyDefault: { 'data.chat_template': null, 'data.custom_cls.path': null, 'data.custom_cls.name': null },
-  check: (values) => ((values.get('model.lora_rank') as number) > 0
-    ? ['model.lora_rank > 0: LoRA is not implemented in this engine\'s SFT job yet; only verl\'s default 0 (full fine-tuning) is accepted'] : []),
+  check: (values) => {
+    try {
+      resolveTargetModules(moduleList(values.get('model.target_modules') as string | string[]), null, 'model.target_modules');
+      return [];
+    } catch (err) {
+      return [(err as Error).message];
+    }
+  },
 };
+
+/** target_modules as verl's YAML allows it: one name ('all-linear') or a list. */
+function moduleList(target: string | string[]): string[] {
+  return typeof target === 'string' ? [target] : target;
+}
+
+/** The LoRA adapters verl's SFT trainer builds with PEFT (model.lora_rank > 0; lora_alpha, target_modules), or null
+ *  for full fine-tuning. */
+export function sftLoraSettings(model: SftConfig['model']): LoraSettings | null {
+  if (model.lora_rank === 0) return null;
+  return { rank: model.lora_rank, alpha: model.lora_alpha, useRslora: false, targetModules: resolveTargetModules(moduleList(model.target_modules), null, 'model.target_modules') };
+}
 
 /** The SFT job's configuration of `overrides` (verl's `key=value` arguments) over verl's defaults, and notes on ignored keys. */
 export function parseSftOverrides(overrides: readonly string[]): { config: SftConfig; notes: string[] } {

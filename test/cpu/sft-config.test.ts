@@ -1,6 +1,6 @@
 // The SFT job's command line: verl's sft_trainer.yaml defaults, its launch arguments as written, one clear line per problem.
 import { describe, it, expect } from 'vitest';
-import { parseSftOverrides, SFT_DEFAULTS } from '../../ppo/sft/sft-config.ts';
+import { parseSftOverrides, sftLoraSettings, SFT_DEFAULTS } from '../../ppo/sft/sft-config.ts';
 import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
 
 const required = ['data.train_files=train.parquet', 'model.partial_pretrain=/models/qwen3'];
@@ -15,15 +15,23 @@ describe('SFT config', () => {
     expect(config.data.train_batch_size).toBe(256);
   });
 
+  it("reads verl's LoRA keys as PEFT's settings", () => {
+    expect(sftLoraSettings(parseSftOverrides(required).config.model)).toBeNull();
+    expect(sftLoraSettings(parseSftOverrides([...required, 'model.lora_rank=8']).config.model))
+      .toEqual({ rank: 8, alpha: 16, useRslora: false, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] });
+    expect(sftLoraSettings(parseSftOverrides([...required, 'model.lora_rank=4', 'model.lora_alpha=8', 'model.target_modules=[v_proj,q_proj]']).config.model))
+      .toEqual({ rank: 4, alpha: 8, useRslora: false, targetModules: ['q_proj', 'v_proj'] });
+  });
+
   it('drops a verl launch prefix and names every problem with a suggestion', () => {
     expect(jobOverrides('sft', ['torchrun', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer', 'a=1'])).toEqual(['a=1']);
     expect(() => jobOverrides('sft', ['python3', '-m', 'verl.trainer.main_ppo'])).toThrow(/node sft.js runs verl.trainer.fsdp_sft_trainer/);
-    expect(() => parseSftOverrides([...required, 'optim.learning_rate=1', 'data.truncation=middle', 'data.train_batch_size=10', 'model.lora_rank=8']))
+    expect(() => parseSftOverrides([...required, 'optim.learning_rate=1', 'data.truncation=middle', 'data.train_batch_size=10', 'model.target_modules=[q_proj,qkv]']))
       .toThrow(expect.objectContaining({ problems: [
         expect.stringMatching(/^unknown key optim.learning_rate/),
         'data.truncation=middle: expected one of error, left, right',
         'data.train_batch_size=10 is not a multiple of data.micro_batch_size_per_gpu=4 (a step is whole micro-batches)',
-        expect.stringMatching(/^model.lora_rank > 0: LoRA is not implemented/),
+        "model.target_modules: unknown module 'qkv'; expected 'all-linear' or names from q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj",
       ] }));
     expect(() => parseSftOverrides([])).toThrow(expect.objectContaining({ problems: [expect.stringMatching(/^data.train_files is required/), expect.stringMatching(/^model.partial_pretrain is required/)] }));
   });

@@ -1,34 +1,53 @@
 // The SFT job at a tiny size on real files: a Qwen3-shaped checkpoint with its tokenizer, JSONL rows in verl's SFT
 // shape, gradient accumulation over micro-batches, validation loss, HF checkpoints with the optimizer state, and a
-// resumed run that continues exactly as the uninterrupted one.
+// resumed run that continues exactly as the uninterrupted one; with model.lora_rank, only PEFT adapters train and
+// the checkpoint's adapter, loaded back as PPO loads an actor's, scores as the trained model did.
 import { describe, it, expect } from 'vitest';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinyRun } from '../support/tiny-run.ts';
 import { parseSftOverrides } from '../../ppo/sft/sft-config.ts';
-import { runSftJob } from '../../ppo/sft/sft-job-node.ts';
+import { modelTokenizer, adamwOf, runSftJob } from '../../ppo/sft/sft-job-node.ts';
+import { buildSftExamples } from '../../ppo/sft/sft-dataset.ts';
+import { SftTrainer } from '../../ppo/sft/sft-trainer.ts';
 import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
+import { LORA_ADAPTER_DIR } from '../../ppo/run/checkpoint-node.ts';
+import { readRlRecords } from '../../ppo/data/dataset-node.ts';
+import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { loadModel } from '../../models/model-files-node.ts';
+import { CausalLm } from '../../models/causal-lm.ts';
+import { loadLoraAdapter, readLoraAdapter } from '../../models/lora-files-node.ts';
+import { readHfTensors } from '../../models/parameter-store.ts';
 import { arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
+
+/** A tiny model with verl-shaped SFT rows, and the launch of verl's GSM8K SFT example on them. */
+async function tinySftRun() {
+  const { root } = await makeTinyRun(0);
+  const { train, val } = arithmeticDataset({ digits: 1, trainSize: 32, valSize: 8, seed: 4 });
+  const rows = (records: typeof train) => records.map((r) => JSON.stringify({ extra_info: { question: (r.row.prompt as { content: string }[])[0].content, answer: (r.row.reward_model as { ground_truth: string }).ground_truth } })).join('\n');
+  await writeFile(join(root, 'sft-train.jsonl'), rows(train));
+  await writeFile(join(root, 'sft-val.jsonl'), rows(val));
+  // verl's GSM8K SFT example passes exactly these data keys.
+  const launch = (dir: string, steps: number, extra: string[] = []) => jobOverrides('sft', [
+    'torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer',
+    `data.train_files=${join(root, 'sft-train.jsonl')}`, `data.val_files=${join(root, 'sft-val.jsonl')}`,
+    'data.prompt_key=extra_info', 'data.response_key=extra_info', "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']",
+    'data.train_batch_size=8', 'data.micro_batch_size_per_gpu=4', 'data.max_length=16', `model.partial_pretrain=${join(root, 'model')}`,
+    'optim.lr=3e-3', 'optim.lr_scheduler=constant', 'optim.warmup_steps_ratio=0', `trainer.default_local_dir=${join(root, dir)}`,
+    `trainer.total_training_steps=${steps}`, 'trainer.save_freq=2', 'trainer.test_freq=2', 'trainer.logger=[console,file]', 'trainer.n_gpus_per_node=8',
+    ...extra,
+  ]);
+  return { root, launch };
+}
+
+type JobResult = Awaited<ReturnType<typeof runSftJob>>;
+const losses = (result: JobResult) => result.history.map((m) => m['train/loss']);
 
 describe('SFT job', () => {
   it('trains, validates, saves HF checkpoints and resumes where it stopped', async () => {
     const engine = await gpuEngine();
-    const { root } = await makeTinyRun(0);
-    const { train, val } = arithmeticDataset({ digits: 1, trainSize: 32, valSize: 8, seed: 4 });
-    const rows = (records: typeof train) => records.map((r) => JSON.stringify({ extra_info: { question: (r.row.prompt as { content: string }[])[0].content, answer: (r.row.reward_model as { ground_truth: string }).ground_truth } })).join('\n');
-    await writeFile(join(root, 'sft-train.jsonl'), rows(train));
-    await writeFile(join(root, 'sft-val.jsonl'), rows(val));
-    // verl's GSM8K SFT example passes exactly these data keys.
-    const launch = (dir: string, steps: number) => jobOverrides('sft', [
-      'torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer',
-      `data.train_files=${join(root, 'sft-train.jsonl')}`, `data.val_files=${join(root, 'sft-val.jsonl')}`,
-      'data.prompt_key=extra_info', 'data.response_key=extra_info', "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']",
-      'data.train_batch_size=8', 'data.micro_batch_size_per_gpu=4', 'data.max_length=16', `model.partial_pretrain=${join(root, 'model')}`,
-      'optim.lr=3e-3', 'optim.lr_scheduler=constant', 'optim.warmup_steps_ratio=0', `trainer.default_local_dir=${join(root, dir)}`,
-      `trainer.total_training_steps=${steps}`, 'trainer.save_freq=2', 'trainer.test_freq=2', 'trainer.logger=[console,file]', 'trainer.n_gpus_per_node=8',
-    ]);
+    const { root, launch } = await tinySftRun();
     const run = (dir: string, steps: number) => {
       const { config, notes } = parseSftOverrides(launch(dir, steps));
       expect(notes).toEqual([expect.stringMatching(/trainer.n_gpus_per_node is ignored/)]);
@@ -47,8 +66,46 @@ describe('SFT job', () => {
     const first = await run('resumed', 4);
     const rest = await run('resumed', 6);
     expect(rest.steps).toBe(6);
-    const losses = (result: typeof straight) => result.history.map((m) => m['train/loss']);
     expect([...losses(first), ...losses(rest)]).toEqual(losses(straight));
     expect(rest.valAfter).toEqual(straight.valAfter);
+  });
+
+  it('trains LoRA adapters only, saves them as a PEFT adapter that scores as the trained model, and resumes them', async () => {
+    const engine = await gpuEngine();
+    const { root, launch } = await tinySftRun();
+    const lora = ['model.lora_rank=4', 'model.lora_alpha=8', 'optim.lr=1e-2'];
+    const run = (dir: string, steps: number) => runSftJob(engine, parseSftOverrides(launch(dir, steps, lora)).config, () => {});
+
+    const straight = await run('lora', 3);
+    expect(straight.valAfter!['val/loss']).toBeLessThan(straight.valBefore!['val/loss']);
+    // The checkpoint's model is the base, unchanged; the adapter (B starts at zero in PEFT) has moved.
+    const base = await loadModel(engine, join(root, 'model'));
+    const saved = await loadModel(engine, straight.checkpoint!);
+    expect(await readHfTensors(engine, saved.params, saved.config)).toEqual(await readHfTensors(engine, base.params, base.config));
+    const adapterDir = join(straight.checkpoint!, LORA_ADAPTER_DIR);
+    const { settings, tensors } = await readLoraAdapter(adapterDir);
+    expect(settings).toEqual({ rank: 4, alpha: 8, useRslora: false, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] });
+    const loraB = [...tensors].filter(([name]) => name.includes('lora_B'));
+    expect(loraB.length).toBe(7 * saved.config.numLayers);
+    for (const [, t] of loraB) expect(t.data.some((x) => x !== 0)).toBe(true);
+
+    // The base with the saved adapter (loaded as PPO loads an actor's) gives the job's last validation loss.
+    const config = parseSftOverrides(launch('lora', 3, lora)).config;
+    const { tokenizer, template } = await modelTokenizer(join(root, 'model'));
+    const examples = async (file: string) => buildSftExamples(await readRlRecords(join(root, file)), { ...config.data, tokenizer, template: template! });
+    const [train, val] = [await examples('sft-train.jsonl'), await examples('sft-val.jsonl')];
+    const model = new CausalLm(engine, saved.config, saved.params);
+    model.trunk.lora = await loadLoraAdapter(engine, adapterDir, saved.config, 'loaded');
+    const T = Math.max(...[...train, ...val].map((e) => e.prompt.length + e.response.length));
+    const scorer = new SftTrainer(engine, model, new AdamWOptimizer(engine, model.trunk.lora.params, adamwOf(config.optim)), { B: 4, T, padId: saved.config.padTokenId ?? tokenizer.special.pad?.id ?? tokenizer.special.eos!.id });
+    expect(await scorer.evaluate(val)).toBe(straight.valAfter!['val/loss']);
+
+    // Resume restores the adapter and its AdamW state: the steps are the uninterrupted run's.
+    const first = await run('lora-resumed', 2);
+    const rest = await run('lora-resumed', 3);
+    expect([...losses(first), ...losses(rest)]).toEqual(losses(straight));
+    expect(rest.valAfter).toEqual(straight.valAfter);
+    // A LoRA checkpoint is not resumed as full fine-tuning.
+    await expect(runSftJob(engine, parseSftOverrides(launch('lora-resumed', 4)).config, () => {})).rejects.toThrow(/trained LoRA adapters \(lora_adapter\/\) but model.lora_rank=0/);
   });
 });
