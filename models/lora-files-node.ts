@@ -16,6 +16,9 @@ import { describeNonFinite, firstNonFinite } from './non-finite.ts';
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
 export const ADAPTER_WEIGHTS_FILE = 'adapter_model.safetensors';
 
+/** The PEFT adapter's directory inside a checkpoint (verl's name): PPO's actor/ and the SFT job's global_step_N/. */
+export const LORA_ADAPTER_DIR = 'lora_adapter';
+
 /** Writes the adapters as a PEFT adapter directory; `baseModel` is recorded as base_model_name_or_path. */
 export async function saveLoraAdapter(dir: string, adapters: LoraAdapters, baseModel: string | null): Promise<void> {
   const tensors = peftTensors(adapters.config, adapters.settings, await adapters.read());

@@ -1,7 +1,8 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
-import { IS_WEIGHTED_LOSS_MODES, parseRolloutRs, type RolloutIsLevel, type RolloutRsCriterion } from './algorithm/rollout-correction.ts';
+import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel } from './algorithm/rollout-correction.ts';
+import { parseRolloutRs, type RolloutRsCriterion } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';

@@ -3,7 +3,7 @@
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import type { PpoConfig } from './schema.ts';
 import { show } from './errors.ts';
-import { parseRolloutRs } from '../algorithm/rollout-correction.ts';
+import { parseRolloutRs } from './rollout-rs-spec.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 
 interface MiniBatchKeys {

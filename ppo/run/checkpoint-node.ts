@@ -10,7 +10,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile, access } from 'node:fs
 import { join } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
-import { ADAPTER_WEIGHTS_FILE, loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
+import { ADAPTER_WEIGHTS_FILE, LORA_ADAPTER_DIR, loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
@@ -22,8 +22,7 @@ import { SafetensorsFile } from '../../models/safetensors-node.ts';
 import { exists, replaceFile } from '../../models/fs-node.ts';
 
 export const STEP_DIR_PREFIX = 'global_step_';
-/** Inside actor/: the PEFT adapter (verl's name) and the merged model. */
-export const LORA_ADAPTER_DIR = 'lora_adapter';
+/** Inside actor/: the merged model (the PEFT adapter is models/lora-files-node.ts LORA_ADAPTER_DIR). */
 export const LORA_MERGED_DIR = 'lora_merged';
 const STATE_FILE = 'trainer_state.json';
 

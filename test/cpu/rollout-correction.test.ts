@@ -1,7 +1,8 @@
 // Rollout correction's drift metrics against verl's rollout_corr_helper.compute_offpolicy_metrics, worked by hand
 // on two sequences whose log-probs are logs of powers of two (masked slots hold values that must not count).
 import { describe, it, expect } from 'vitest';
-import { rolloutMismatchMetrics, rolloutIsWeights, rolloutRejectionMask, parseRolloutRs } from '../../ppo/algorithm/rollout-correction.ts';
+import { rolloutMismatchMetrics, rolloutIsWeights, rolloutRejectionMask } from '../../ppo/algorithm/rollout-correction.ts';
+import { parseRolloutRs } from '../../ppo/config/rollout-rs-spec.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';

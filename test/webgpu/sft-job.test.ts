@@ -12,7 +12,7 @@ import { modelTokenizer, adamwOf, runSftJob } from '../../ppo/sft/sft-job-node.t
 import { buildSftExamples } from '../../ppo/sft/sft-dataset.ts';
 import { SftTrainer } from '../../ppo/sft/sft-trainer.ts';
 import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
-import { LORA_ADAPTER_DIR } from '../../ppo/run/checkpoint-node.ts';
+import { LORA_ADAPTER_DIR } from '../../models/lora-files-node.ts';
 import { readRlRecords } from '../../ppo/data/dataset-node.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { loadModel } from '../../models/model-files-node.ts';
