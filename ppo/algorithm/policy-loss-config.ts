@@ -3,21 +3,9 @@
 // functions check them.
 import { POLICY_LOSS_MODES, type PolicyLossConfig, type PolicyLossMode } from '../../kernels/ppo/ppo-vocabulary.ts';
 
-/** actor config keys of the policy loss (clip_ratio_low/high default to clip_ratio, as in verl). */
-export interface PolicyLossOptions {
-  lossMode?: string;
-  clipRatio?: number;
-  clipRatioLow?: number;
-  clipRatioHigh?: number;
-  clipRatioC?: number;
-  tauPos?: number;
-  tauNeg?: number;
-  clipCovRatio?: number;
-  clipCovLb?: number;
-  clipCovUb?: number;
-  klCovRatio?: number;
-  ppoKlCoef?: number;
-}
+/** actor config keys of the policy loss: the resolved config's fields, each optional, the mode still unchecked, and
+ *  clip_ratio, which clip_ratio_low/high default to (as in verl). */
+export type PolicyLossOptions = Partial<Omit<PolicyLossConfig, 'lossMode'>> & { lossMode?: string; clipRatio?: number };
 
 export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossConfig {
   const clipRatio = options.clipRatio ?? 0.2;

@@ -4,13 +4,13 @@
 // the log-probs and a mismatched or non-finite checkpoint is refused with the old weights still served, and a LoRA
 // adapter loads and unloads by name.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinyRun } from '../support/tiny-run.ts';
 import { seededRandom } from '../support/arrays.ts';
+import { startServeJs } from '../../tools/bench/serve-process.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -23,7 +23,6 @@ import { saveLoraAdapter } from '../../models/lora-files-node.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { endTokenIds, type RolloutBatch } from '../../ppo/rollout/types.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const MAX_NEW_TOKENS = 8;
 /** The tiny model's vocabulary (the arithmetic task's characters). */
 const VOCAB = 20;
@@ -106,19 +105,7 @@ describe('node serve.js', () => {
     await saveNonFinite(dirs.nonFinite);
     await mkdir(dirs.adapter);
     await saveAdapter(dirs.adapter);
-    server = spawn(process.execPath, ['serve.js', '--model', dirs.base, '--port', '0', '--max-prompt-tokens', '16', '--max-new-tokens', String(MAX_NEW_TOKENS), '--max-slots', '4'],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stderr = '';
-    server.stderr!.on('data', (d) => (stderr += d));
-    url = await new Promise<string>((resolve, reject) => {
-      let stdout = '';
-      server.stdout!.on('data', (d) => {
-        stdout += d;
-        const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-        if (m) resolve(m[1]);
-      });
-      server.on('exit', (code) => reject(new Error(`serve.js exited with ${code}: ${stderr}`)));
-    });
+    ({ url, child: server } = await startServeJs(dirs.base, ['--max-prompt-tokens', '16', '--max-new-tokens', String(MAX_NEW_TOKENS), '--max-slots', '4']));
   }, 120_000);
 
   afterAll(async () => {
