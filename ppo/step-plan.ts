@@ -1,8 +1,9 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
-import { IS_WEIGHTED_LOSS_MODES, type RolloutIsLevel } from './algorithm/rollout-correction.ts';
-import { parseRolloutRs, type RolloutRsCriterion } from './config/rollout-rs-spec.ts';
+import { IS_WEIGHTED_LOSS_MODES } from './algorithm/rollout-correction.ts';
+import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
+import { parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -12,10 +13,11 @@ import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
 import type { OptimConfig } from './algorithm/lr-schedule.ts';
 
 export interface StepPlan {
-  /** algorithm.rollout_correction's importance weights on the policy loss; null: none. */
-  rolloutIs: { level: RolloutIsLevel; threshold: number; batchNormalize: boolean } | null;
-  /** algorithm.rollout_correction's rejection sampling; null: none. */
-  rolloutRs: RolloutRsCriterion[] | null;
+  /** algorithm.rollout_correction's importance weights on the policy loss against recomputed old log-probs, once
+   *  per step; null: none, or bypass mode (the actor's update then applies them: actor.bypass). */
+  rolloutIs: BypassCorrectionPlan['rolloutIs'];
+  /** algorithm.rollout_correction's rejection sampling, likewise; null: none or bypass mode. */
+  rolloutRs: BypassCorrectionPlan['rolloutRs'];
   /** ReMax: a greedy rollout of the same prompts gives each sample its baseline score. */
   remaxBaseline: boolean;
   /** algorithm.reward_mask_ratio */
@@ -35,16 +37,18 @@ export function planStep(c: PpoConfig): StepPlan {
   const temperature = c.actor_rollout_ref.rollout.temperature;
   const ref = c.actor_rollout_ref.ref;
   const rollout = c.actor_rollout_ref.rollout;
+  const rc = c.algorithm.rollout_correction;
+  const bypass: BypassCorrectionPlan | null = rc.bypass_mode ? { lossType: rc.loss_type, rolloutIs: rolloutIsPlan(c), rolloutRs: rolloutRsPlan(c) } : null;
   return {
-    rolloutIs: rolloutIsPlan(c),
-    rolloutRs: rolloutRsPlan(c),
+    rolloutIs: bypass ? null : decoupledIs(c),
+    rolloutRs: bypass ? null : decoupledRs(c),
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     experience: {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, temperature,
-      calculateLogProbs: rolloutLogProbsKept(c) && !c.algorithm.rollout_correction.bypass_mode,
+      calculateLogProbs: rolloutLogProbsKept(c) && !bypass,
       oldForward: {
         microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,
         maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
@@ -69,12 +73,13 @@ export function planStep(c: PpoConfig): StepPlan {
       maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
       lossAggMode: a.loss_agg_mode,
       policyLoss: resolvePolicyLossConfig({
-        lossMode: a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
+        lossMode: bypass ? BYPASS_LOSS_MODES[bypass.lossType] : a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
         clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c, tauPos: a.tau_pos, tauNeg: a.tau_neg,
         clipCovRatio: a.policy_loss.clip_cov_ratio, clipCovLb: a.policy_loss.clip_cov_lb, clipCovUb: a.policy_loss.clip_cov_ub,
         klCovRatio: a.policy_loss.kl_cov_ratio, ppoKlCoef: a.policy_loss.ppo_kl_coef,
       }),
       entropyCoeff: a.entropy_coeff, useKlLoss: a.use_kl_loss, klLossCoef: a.kl_loss_coef, klLossType: a.kl_loss_type, temperature,
+      bypass,
     },
     actorOptim: a.optim,
     criticWarmup: c.trainer.critic_warmup,
@@ -88,27 +93,36 @@ function rolloutLogProbsKept(c: PpoConfig): boolean {
   return c.actor_rollout_ref.rollout.calculate_log_probs || usesRolloutServers(c);
 }
 
+/** algorithm.rollout_correction's settings, for either mode. */
 function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
-  if (rc.rollout_is === null) return null;
-  const key = 'algorithm.rollout_correction.rollout_is';
-  if (!rolloutLogProbsKept(c)) {
-    throw new Error(`${key}=${rc.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
-  }
-  const lossMode = c.actor_rollout_ref.actor.policy_loss.loss_mode;
-  if (!IS_WEIGHTED_LOSS_MODES.includes(lossMode)) {
-    throw new Error(`${key}=${rc.rollout_is} weights the policy loss of ${IS_WEIGHTED_LOSS_MODES.join(', ')}; actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode} is not one of them yet`);
-  }
-  return { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
+  return rc.rollout_is === null ? null : { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
 }
 
 function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
   const rc = c.algorithm.rollout_correction;
-  if (rc.rollout_rs === null) return null;
-  const key = 'algorithm.rollout_correction.rollout_rs';
-  const criteria = parseRolloutRs(rc.rollout_rs, rc.rollout_rs_threshold);
-  if (!rolloutLogProbsKept(c)) {
-    throw new Error(`${key}=${rc.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  return rc.rollout_rs === null ? null : parseRolloutRs(rc.rollout_rs, rc.rollout_rs_threshold);
+}
+
+/** Decoupled mode compares recomputed old log-probs with the rollout's, so both must be kept (bypass mode compares
+ *  the current policy's with the rollout's, which the experience always has), and multiplies the IS weights into
+ *  the advantages, which only the loss modes of IS_WEIGHTED_LOSS_MODES allow. */
+function decoupledIs(c: PpoConfig): StepPlan['rolloutIs'] {
+  const is = rolloutIsPlan(c);
+  if (is === null) return null;
+  const key = `algorithm.rollout_correction.rollout_is=${c.algorithm.rollout_correction.rollout_is}`;
+  if (!rolloutLogProbsKept(c)) throw new Error(`${key} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  const lossMode = c.actor_rollout_ref.actor.policy_loss.loss_mode;
+  if (!IS_WEIGHTED_LOSS_MODES.includes(lossMode)) {
+    throw new Error(`${key} weights the policy loss of ${IS_WEIGHTED_LOSS_MODES.join(', ')}; actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode} is not one of them yet`);
   }
-  return criteria;
+  return is;
+}
+
+function decoupledRs(c: PpoConfig): StepPlan['rolloutRs'] {
+  const rs = rolloutRsPlan(c);
+  if (rs !== null && !rolloutLogProbsKept(c)) {
+    throw new Error(`algorithm.rollout_correction.rollout_rs=${c.algorithm.rollout_correction.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+  }
+  return rs;
 }

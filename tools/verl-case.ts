@@ -5,10 +5,11 @@ import { readFile } from 'node:fs/promises';
 import { Engine } from '../engine/index.ts';
 import {
   aggLoss, applyKlPenalty, computeActorLossFromLogits, computeRewards, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
-  computePolicyLoss, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
+  computePolicyLoss, computePolicyLossBypassMode, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
   maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, AdaptiveKLController, FixedKLController,
-  type AggOptions, type KLController, type Matrix, type PolicyLossOptions,
+  type AggOptions, type BypassCorrectionPlan, type KLController, type Matrix, type PolicyLossOptions,
 } from './verl/index.ts';
+import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
 import * as math from '../ppo/rewards/math.ts';
 import * as qaEm from '../ppo/rewards/qa-em.ts';
@@ -77,7 +78,27 @@ function policyLossMode(c: VerlCase, name: string): string | null {
   }
   if (name === 'compute_policy_loss') return 'vanilla';
   const mode = /^compute_policy_loss_(\w+)$/.exec(name)?.[1];
-  return mode && mode !== 'reinforce' && mode !== 'bypass_mode' ? mode : null;
+  return mode ?? null;
+}
+
+/** A key of verl's config.policy_loss.rollout_correction (bypass mode's settings), dotted, nested or plain. */
+function rolloutCorrectionKwarg<V>(c: VerlCase, name: string, fallback: V): V {
+  const nested = (c.kwargs.config as { policy_loss?: { rollout_correction?: Record<string, unknown> } } | undefined)?.policy_loss?.rollout_correction;
+  const value = c.kwargs[`config.policy_loss.rollout_correction.${name}`] ?? nested?.[name];
+  return value === undefined || value === null ? kwarg(c, name, fallback) : (value as V);
+}
+
+function bypassPlan(c: VerlCase): BypassCorrectionPlan {
+  const is = rolloutCorrectionKwarg<'token' | 'sequence' | null>(c, 'rollout_is', null);
+  const rs = rolloutCorrectionKwarg<string | null>(c, 'rollout_rs', null);
+  const rsThreshold = rolloutCorrectionKwarg<string | number | null>(c, 'rollout_rs_threshold', null);
+  return {
+    lossType: rolloutCorrectionKwarg(c, 'loss_type', 'ppo_clip'),
+    rolloutIs: is === null ? null : {
+      level: is, threshold: rolloutCorrectionKwarg(c, 'rollout_is_threshold', 2.0), batchNormalize: rolloutCorrectionKwarg(c, 'rollout_is_batch_normalize', false),
+    },
+    rolloutRs: rs === null ? null : parseRolloutRs(rs, rsThreshold === null ? null : String(rsThreshold)),
+  };
 }
 
 function controllerFrom(config: Record<string, unknown>): KLController {
@@ -246,6 +267,26 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     }
   }
   const lossMode = policyLossMode(c, name);
+  if (name === 'compute_policy_loss_reinforce') {
+    // verl's compute_policy_loss_reinforce: −A·log π·w, which is gpg's loss of advantages × w.
+    const advantages = input<Matrix>(c, 'advantages');
+    const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
+    const r = await computePolicyLoss(engine, {
+      oldLogProb: input(c, 'rollout_log_prob', 'old_log_prob'), logProb: input(c, 'log_prob'), responseMask: input(c, 'response_mask'),
+      advantages: weights ? advantages.map((row, b) => row.map((a, t) => a * weights[b][t])) : advantages, ...policyOptions(c, 'gpg'), ...aggOptions(c, 'seq-mean-token-sum'),
+    });
+    return { pg_loss: r.pgLoss, metrics: { 'actor/ppo_kl': r.metrics['actor/ppo_kl'] }, grad_log_prob: r.gradLogProb };
+  }
+  if (lossMode === 'bypass_mode') {
+    const correction = bypassPlan(c);
+    const r = await computePolicyLossBypassMode(engine, {
+      oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask'),
+      correction, ...policyOptions(c, 'vanilla'), ...aggOptions(c),
+    });
+    const keys = correction.lossType === 'reinforce' ? ['actor/ppo_kl'] : ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
+    const rollout = Object.entries(r.metrics).filter(([k]) => k.startsWith('rollout_corr/'));
+    return { pg_loss: r.pgLoss, metrics: { ...Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), ...Object.fromEntries(rollout) }, grad_log_prob: r.gradLogProb };
+  }
   if (lossMode) {
     // gspo and sapo aggregate as seq-mean-token-mean whatever is passed (the kernel forces it); the others default to token-mean.
     const r = await computePolicyLoss(engine, {

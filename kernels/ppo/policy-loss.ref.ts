@@ -3,7 +3,8 @@
 //   policy_loss = pg_loss − entropy_coeff·agg(entropy) + kl_loss_coef·agg(kl_penalty(log_prob, ref_log_prob)).
 // Gradients follow torch autograd exactly: clamp passes gradient on its closed interval, and torch.maximum /
 // torch.min split the gradient in half on ties (which is what happens inside the clip band); detach() (cispo's
-// clipped ratio) passes none. clip_cov/kl_cov take their token selection as input (covariance-selection.ts).
+// clipped ratio) passes none. clip_cov/kl_cov take their token selection as input (covariance-selection.ts), and
+// bypass mode's rejection sampling its kept tokens (policyMask).
 import { aggWeight } from './agg-loss.ref.ts';
 import { klToken } from './kl-penalty.ref.ts';
 import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
@@ -59,6 +60,9 @@ export function computeActorLossRef(args: {
   B: number; T: number; config: PolicyLossConfig; aggregation: LossAggregation; terms?: ActorLossTerms;
   /** clip_cov / kl_cov: the 0/1 token selection (selectCovarianceTokens). */
   selected?: ArrayLike<number>;
+  /** Bypass-mode rejection sampling: the 0/1 tokens kept; the policy term, its aggregation and its metrics run over
+   *  responseMask × policyMask (verl's effective mask), entropy and KL over responseMask. */
+  policyMask?: ArrayLike<number>;
   /** geo_mean: its loss is a mean over sequences; the number of them (default B; the trainer passes the mini-batch's). */
   geoMeanRows?: number;
 }): PolicyLossResult {
@@ -74,11 +78,12 @@ export function computeActorLossRef(args: {
   const gradEntropy = new Float64Array(B * T);
   let pgLoss = 0, clipped = 0, clippedLower = 0, ppoKlSum = 0, count = 0, entropyAgg = 0, klLoss = 0;
   for (let b = 0; b < B; b++) {
-    let rowCount = 0, rowLogRatio = 0, rowGeoLogRatio = 0, rowAdvantage = 0;
+    let rowCount = 0, policyRowCount = 0, rowLogRatio = 0, rowGeoLogRatio = 0, rowAdvantage = 0;
     for (let t = 0; t < T; t++) {
       const i = b * T + t;
       const raw = args.logProb[i] - args.oldLogProb[i];
       rowCount += args.responseMask[i];
+      policyRowCount += args.responseMask[i] * (args.policyMask ? args.policyMask[i] : 1);
       rowLogRatio += raw * args.responseMask[i];
       rowGeoLogRatio += geoMeanLogRatio(raw, args.advantages[i], low, high)[0] * args.responseMask[i];
       rowAdvantage += args.advantages[i] * args.responseMask[i];
@@ -149,14 +154,15 @@ export function computeActorLossRef(args: {
         negKl = -Math.abs(raw);
       }
       if (m === 0) continue;
-      const pgWeight = pgWeightOverride ?? aggWeight(pgAggregation, m, rowCount);
+      const pm = m * (args.policyMask ? args.policyMask[i] : 1);
+      const pgWeight = pgWeightOverride ?? aggWeight(pgAggregation, pm, policyRowCount);
       const weight = aggWeight(aggregation, m, rowCount);
       pgLoss += pgWeight * loss;
       gradLogProb[i] = pgWeight * dloss;
-      count += m;
-      if (clip) clipped += m;
-      if (clipLower) clippedLower += m;
-      ppoKlSum -= negKl * m;
+      count += pm;
+      if (clip) clipped += pm;
+      if (clipLower) clippedLower += pm;
+      ppoKlSum -= negKl * pm;
       if (terms.entropy) {
         entropyAgg += weight * terms.entropy[i];
         gradEntropy[i] = -terms.entropyCoeff * weight;

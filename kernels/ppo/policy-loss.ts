@@ -14,7 +14,7 @@ export const policyLossSpec: KernelSpec = {
     { name: 'mask', access: 'read' },
     { name: 'refLogProb', access: 'read' },
     { name: 'entropy', access: 'read' },
-    { name: 'selected', access: 'read' },
+    { name: 'tokenFlags', access: 'read' },
     { name: 'grads', access: 'read_write', type: 'vec2<f32>' },
     { name: 'rowPartials', access: 'read_write' },
   ],
@@ -38,10 +38,12 @@ export const policyLossSpec: KernelSpec = {
     { name: 'tauNeg', type: 'f32' },
     { name: 'ppoKlCoef', type: 'f32' },
     { name: 'geoRows', type: 'f32' },
+    { name: 'policyMasked', type: 'u32' },
   ],
 };
 
-/** Layout of the actor-loss output [8] (and of each row of the partials). */
+/** Layout of the actor-loss output [8] (and of each row of the partials); token_count counts the policy term's tokens,
+ *  the denominator of pg_clipfrac, ppo_kl and pg_clipfrac_lower. */
 export const ACTOR_LOSS_OUTPUTS = ['pg_loss', 'pg_clipfrac', 'ppo_kl', 'pg_clipfrac_lower', 'token_count', 'entropy_agg', 'kl_loss', 'policy_loss'] as const;
 
 export interface ActorLossTensors {
@@ -55,6 +57,9 @@ export interface ActorLossTensors {
   refLogProb?: Tensor;
   /** clip_cov / kl_cov: the 0/1 token selection [B, T] (covariance-selection.ts, made on the host). */
   selected?: Tensor;
+  /** vanilla / gpg: the 0/1 tokens [B, T] rollout correction's bypass mode keeps after rejection sampling (made on
+   *  the host); the policy term and its metrics run over responseMask × policyMask, entropy and KL over responseMask. */
+  policyMask?: Tensor;
   /** Output [B, T, 2]: (d loss / d logProb, d loss / d entropy) per token, the LM-head backward's coefficients. */
   grads: Tensor;
   /** Scratch [B, 8]. */
@@ -76,13 +81,15 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
   const { B, T } = args;
   expectRows('policy-loss', B, T);
   const tokens: [Tensor | undefined, string][] = [[t.oldLogProb, 'oldLogProb'], [t.logProb, 'logProb'], [t.advantages, 'advantages'],
-    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb'], [t.selected, 'selected']];
+    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb'], [t.selected, 'selected'], [t.policyMask, 'policyMask']];
   for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
   expectSize('policy-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
   expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
   const agg = aggregationUniforms(args.aggregation);
   const mode = args.config.lossMode;
   if ((mode === 'clip_cov' || mode === 'kl_cov') && !t.selected) throw new Error(`policy-loss: loss_mode ${mode} needs its token selection (selected)`);
+  // Both picks share one binding: the covariance modes never run in bypass mode, which forces vanilla or gpg.
+  if (t.policyMask && mode !== 'vanilla' && mode !== 'gpg') throw new Error(`policy-loss: a policyMask (bypass-mode rejection sampling) applies to loss_mode vanilla or gpg, not ${mode}`);
   // GSPO and SAPO aggregate their policy term as seq-mean-token-mean whatever loss_agg_mode says, as verl does.
   const pgAgg = mode === 'gspo' || mode === 'sapo' ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' }) : agg;
   const kl = parseKlEstimator(args.klLossType);
@@ -90,7 +97,7 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
     bindings: {
       oldLogProb: t.oldLogProb, logProb: t.logProb, advantages: t.advantages, mask: t.responseMask,
       // Unused inputs are bound to a tensor of the right size; the shader never reads them.
-      refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb, selected: t.selected ?? t.logProb,
+      refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb, tokenFlags: t.selected ?? t.policyMask ?? t.logProb,
       grads: t.grads, rowPartials: t.rowPartials,
     },
     uniforms: {
@@ -100,6 +107,7 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
       useEntropy: t.entropy ? 1 : 0, entropyCoeff: t.entropy ? args.entropyCoeff : 0,
       useKl: t.refLogProb ? 1 : 0, klCode: kl.code, klStraightThrough: kl.straightThrough ? 1 : 0, klCoef: t.refLogProb ? args.klLossCoef : 0,
       tauPos: args.config.tauPos ?? 1, tauNeg: args.config.tauNeg ?? 1.05, ppoKlCoef: args.config.ppoKlCoef ?? 0.1, geoRows: args.geoMeanRows ?? B,
+      policyMasked: t.policyMask ? 1 : 0,
     },
     workgroups: [B],
   });

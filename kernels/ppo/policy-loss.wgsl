@@ -1,15 +1,18 @@
 // policy-loss: the whole actor loss of verl's dp_actor for one micro-batch, fused per row of [B, T]:
 //   pg (verl's loss_mode) − entropyCoeff·agg(entropy) + klCoef·agg(kl(logProb, refLogProb))
 // and its gradients grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
-//   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, mask count, entropy agg, kl agg, total loss];
+//   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total loss];
 // loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl and
 // kl-estimators.wgsl prepended.
 // lossMode: 0 vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence
 //   ratio), 2 gpg (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high)))
 //   per row, a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
 //   τ = tauPos if A > 0 else tauNeg), 6 clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens),
-//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens). selected[B, T]: the host's covariance pick
-//   (covariance-selection.ts) for 6 and 7, unread otherwise.
+//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens).
+// tokenFlags[B, T], a 0/1 pick made on the host: for 6 and 7 the covariance selection (covariance-selection.ts);
+//   with policyMasked = 1 (vanilla and gpg: rollout correction's bypass mode) the tokens its rejection sampling
+//   keeps, so the policy term, its aggregation and its metrics run over mask·tokenFlags while the entropy and
+//   KL terms keep the whole mask (verl passes the rejected mask to the policy loss only). Unread otherwise.
 // Gradients follow torch autograd: clamp passes on its closed interval, max/min split ties in half.
 // v1: one 64-lane workgroup per row: a row pass (count, Σ log-ratio for GSPO, Σ GMPO log-ratio and Σ A for
 //   geo_mean), then the token pass.
@@ -54,6 +57,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let rowTotals = workgroupSum4(lid, 64u, pre);
   let rowCount = rowTotals.x;
+  var policyRowCount = rowCount;
+  if (params.policyMasked != 0u) {
+    var kept = 0.0;
+    for (var t = lid; t < params.T; t = t + 64u) { kept = kept + mask[base + t] * tokenFlags[base + t]; }
+    policyRowCount = workgroupSum4(lid, 64u, vec4<f32>(kept, 0.0, 0.0, 0.0)).x;
+  }
   let seqLogRatio = rowTotals.y / max(rowCount, 1.0);
   let geoRowLoss = -rowTotals.w / (rowCount + 1e-8) * exp(rowTotals.z / (rowCount + 1e-8));
   let low = 1.0 - params.clipRatioLow;
@@ -79,7 +88,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let nkl = clamp(raw, -20.0, 20.0);
     let ratio20 = exp(nkl);
     let dratio20 = select(0.0, ratio20, raw >= -20.0 && raw <= 20.0);
-    var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, m, rowCount);
+    let pm = select(m, m * tokenFlags[i], params.policyMasked != 0u);
+    var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, pm, policyRowCount);
     switch params.lossMode {
       case 0u: {
         negKl = nkl;
@@ -132,13 +142,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let ratio = exp(raw);
         let cr = clamp(ratio, low, high);
         let dcr = select(0.0, ratio, ratio >= low && ratio <= high);
-        let keep = 1.0 - selected[i];
+        let keep = 1.0 - tokenFlags[i];
         loss = maxWithGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr) * keep;
         clipped = keep == 0.0;
       }
       default: {
         let ratio = exp(raw);
-        let penalty = selected[i] * params.ppoKlCoef;
+        let penalty = tokenFlags[i] * params.ppoKlCoef;
         loss = vec2<f32>(-a * ratio + penalty * abs(raw), -a * ratio + penalty * sign(raw));
         // kl_cov reports mean |log-ratio| as actor/ppo_kl.
         negKl = -abs(raw);
@@ -147,7 +157,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let weight = aggWeight(params.aggMode, params.aggScale, m, rowCount);
     var gradLogProb = pgWeight * loss.y;
     var gradEntropy = 0.0;
-    sumsA = sumsA + vec4<f32>(pgWeight * loss.x, select(0.0, m, clipped), -negKl * m, select(0.0, m, clippedLower));
+    sumsA = sumsA + vec4<f32>(pgWeight * loss.x, select(0.0, pm, clipped), -negKl * pm, select(0.0, pm, clippedLower));
     var entropyTerm = 0.0;
     var klTerm = 0.0;
     if (params.useEntropy != 0u) {
@@ -159,7 +169,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       klTerm = weight * k.x;
       gradLogProb = gradLogProb + params.klCoef * weight * k.y;
     }
-    sumsB = sumsB + vec4<f32>(m, entropyTerm, klTerm, pgWeight * loss.x - params.entropyCoeff * entropyTerm + params.klCoef * klTerm);
+    sumsB = sumsB + vec4<f32>(pm, entropyTerm, klTerm, pgWeight * loss.x - params.entropyCoeff * entropyTerm + params.klCoef * klTerm);
     grads[i] = vec2<f32>(gradLogProb, gradEntropy);
   }
   let totalA = workgroupSum4(lid, 64u, sumsA);

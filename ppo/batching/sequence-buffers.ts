@@ -42,8 +42,9 @@ export class SequenceBuffers {
   readonly entropy: Tensor;
   readonly vpreds: Tensor;
   readonly gradVpreds: Tensor;
-  /** (m, R) clip_cov / kl_cov: the host's 0/1 token selection (uploaded: the pick is made on the host). */
-  readonly selectedTokens: Tensor;
+  /** (m, R) a 0/1 pick per token made on the host and uploaded: clip_cov / kl_cov's covariance selection, or the
+   *  tokens bypass-mode rejection sampling keeps (never both: bypass mode runs vanilla or gpg). */
+  readonly tokenFlags: Tensor;
   /** (m, R, 2) d loss/d (log-prob, entropy). */
   readonly actorGrads: Tensor;
   /** (m·S) the same moved to the sequence positions that predict each token. */
@@ -74,7 +75,7 @@ export class SequenceBuffers {
     this.entropy = response('entropy');
     this.vpreds = response('vpreds');
     this.gradVpreds = response('gradVpreds');
-    this.selectedTokens = response('selectedTokens');
+    this.tokenFlags = response('tokenFlags');
     this.actorGrads = e.tensor(`${tag}.actorGrads`, [rows, R, 2]);
     this.dLogprobs = e.tensor(`${tag}.dLogprobs`, [rows * S]);
     this.dEntropy = e.tensor(`${tag}.dEntropy`, [rows * S]);

@@ -234,21 +234,13 @@ function checkRolloutServers(config: PpoConfig, problems: string[]): void {
   }
 }
 
-/** rollout_rs's option list and thresholds parse, and bypass mode takes neither weights nor rejection: there verl
- *  applies them inside the policy loss against the current policy (compute_policy_loss_bypass_mode), not built
- *  here. Checked on loading, so `--cfg job` refuses what a run would. */
+/** rollout_rs's option list and thresholds parse. Checked on loading, so `--cfg job` refuses what a run would. */
 function checkRolloutCorrection(rc: PpoConfig['algorithm']['rollout_correction'], problems: string[]): void {
   if (rc.rollout_rs !== null) {
     try {
       parseRolloutRs(rc.rollout_rs, rc.rollout_rs_threshold);
     } catch (err) {
       problems.push((err as Error).message);
-    }
-  }
-  if (!rc.bypass_mode) return;
-  for (const [key, value] of [['rollout_is', rc.rollout_is], ['rollout_rs', rc.rollout_rs]] as const) {
-    if (value !== null) {
-      problems.push(`algorithm.rollout_correction.${key}=${value} with algorithm.rollout_correction.bypass_mode=true: in bypass mode verl weights and rejects inside the policy loss against the current policy, which is not implemented here; set bypass_mode=false (old log-probs recomputed) or ${key}=null`);
     }
   }
 }

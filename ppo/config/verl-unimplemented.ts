@@ -101,7 +101,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'reward_model.sandbox_fusion.url': null,
   'reward_model.sandbox_fusion.max_concurrent': 64,
   'reward_model.sandbox_fusion.memory_limit_mb': 1024,
-  'algorithm.rollout_correction.loss_type': 'ppo_clip',
 };
 
 /** Keys of that file that only mirror another key through an interpolation (rollout_n = rollout.n, …). */

@@ -18,6 +18,7 @@ import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/polic
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
+import { bypassCorrection, type BypassCorrectionPlan } from '../algorithm/bypass-correction.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;
@@ -26,6 +27,9 @@ export interface ActorUpdateConfig extends ScheduleConfig {
   klLossCoef: number;
   klLossType: string;
   temperature: number;
+  /** algorithm.rollout_correction.bypass_mode: the old log-probs are the rollout's, and each micro-batch weighs and
+   *  rejects against the current policy; null: off. */
+  bypass: BypassCorrectionPlan | null;
 }
 
 export class ActorUpdater {
@@ -54,18 +58,35 @@ export class ActorUpdater {
    * flag per token.
    */
   private async covarianceSelection(x: Experience, config: PolicyLossConfig, rows: readonly number[], b: MicroBatch['buffers'], rng: Rng): Promise<void> {
-    const R = b.R;
-    const pick = (all: Float32Array) => {
-      const out = new Float32Array(rows.length * R);
-      rows.forEach((row, i) => out.set(all.subarray(row * x.R, row * x.R + R), i * R));
-      return out;
-    };
+    const pick = (all: Float32Array) => microBatchRows(all, x.R, rows, b.R);
     const selected = selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
-      oldLogProb: pick(x.oldLogProbs), logProb: (await this.engine.read(b.logProbs)).subarray(0, rows.length * R), advantages: pick(x.advantages),
+      oldLogProb: pick(x.oldLogProbs), logProb: await this.microBatchLogProbs(rows, b), advantages: pick(x.advantages),
       responseMask: pick(x.responseMask), clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
       clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
     }, shuffledIndices(() => rng.next()));
-    this.engine.upload(b.selectedTokens, selected);
+    this.engine.upload(b.tokenFlags, selected);
+  }
+
+  /**
+   * Bypass mode (verl's compute_policy_loss_bypass_mode): the micro-batch's importance weights, rejection and
+   * mismatch metrics against the current policy, whose log-probs come back to the host (one read-back of m×R floats
+   * per micro-batch, as clip_cov's). The kept tokens go up as the policy term's mask; reinforce's weighted
+   * advantages replace the gathered ones. Metrics are averaged over micro-batches, as verl's reduce_metrics does.
+   * Returns whether a policy mask was uploaded.
+   */
+  private async bypassCorrection(x: Experience, plan: BypassCorrectionPlan, rows: readonly number[], b: MicroBatch['buffers'], metrics: MetricAccumulator): Promise<boolean> {
+    const pick = (all: Float32Array) => microBatchRows(all, x.R, rows, b.R);
+    // In bypass mode the experience's old log-probs are the rollout's own.
+    const correction = bypassCorrection(plan, await this.microBatchLogProbs(rows, b), pick(x.oldLogProbs), pick(x.responseMask), pick(x.advantages), rows.length, b.R);
+    for (const [name, value] of Object.entries(correction.metrics)) metrics.addMean(name, value, 1);
+    if (correction.advantages) this.engine.upload(b.advantages, correction.advantages);
+    if (correction.policyMask) this.engine.upload(b.tokenFlags, correction.policyMask);
+    return correction.policyMask !== null;
+  }
+
+  /** The micro-batch's current log-probs (m, R) on the host. */
+  private async microBatchLogProbs(rows: readonly number[], b: MicroBatch['buffers']): Promise<Float32Array> {
+    return (await this.engine.read(b.logProbs) as Float32Array).subarray(0, rows.length * b.R);
   }
 
   private async lossAndBackward(x: Experience, config: ActorUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
@@ -82,10 +103,12 @@ export class ActorUpdater {
     gatherResponseValuesGpu(e, out.entropy, b.entropy, m, S, R);
     const covariance = config.policyLoss.lossMode === 'clip_cov' || config.policyLoss.lossMode === 'kl_cov';
     if (covariance) await this.covarianceSelection(x, config.policyLoss, rows, b, rng);
+    const policyMasked = config.bypass ? await this.bypassCorrection(x, config.bypass, rows, b, metrics) : false;
     computeActorLossGpu(e, {
       oldLogProb: b.oldLogProbs, logProb: b.logProbs, advantages: b.advantages, responseMask: b.responseMask,
       entropy: b.entropy, refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
-      grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut, selected: covariance ? b.selectedTokens : undefined,
+      grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut, selected: covariance ? b.tokenFlags : undefined,
+      policyMask: policyMasked ? b.tokenFlags : undefined,
     }, {
       config: config.policyLoss, aggregation, entropyCoeff: config.entropyCoeff,
       klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R, geoMeanRows: miniBatchRows.length,
@@ -105,4 +128,11 @@ export class ActorUpdater {
       metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
     });
   }
+}
+
+/** The micro-batch's rows of an (N, sourceR) host array, each cut to the micro-batch's R columns. */
+function microBatchRows(all: Float32Array, sourceR: number, rows: readonly number[], R: number): Float32Array {
+  const out = new Float32Array(rows.length * R);
+  rows.forEach((row, i) => out.set(all.subarray(row * sourceR, row * sourceR + R), i * R));
+  return out;
 }

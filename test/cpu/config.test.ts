@@ -39,7 +39,7 @@ describe('config defaults', () => {
       gamma: 1, lam: 1, adv_estimator: 'gae', norm_adv_by_std_in_grpo: true, use_kl_in_reward: false, kl_penalty: 'kl',
       kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 },
       filter_groups: { enable: false, metric: 'acc', max_num_gen_batches: 0 }, reward_mask_ratio: 0,
-      rollout_correction: { rollout_is: null, rollout_is_threshold: 2, rollout_is_batch_normalize: false, rollout_rs: null, rollout_rs_threshold: null, bypass_mode: false },
+      rollout_correction: { rollout_is: null, rollout_is_threshold: 2, rollout_is_batch_normalize: false, rollout_rs: null, rollout_rs_threshold: null, bypass_mode: false, loss_type: 'ppo_clip' },
     });
     expect(config.actor_rollout_ref.rollout.calculate_log_probs).toBe(false);
     expect(config.trainer.resume_mode).toBe('auto');

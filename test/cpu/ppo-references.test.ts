@@ -135,6 +135,38 @@ describe('PPO reference gradients', () => {
     });
   }
 
+  // Bypass-mode rejection sampling (verl's compute_policy_loss_bypass_mode): the policy term runs over the effective
+  // mask mask·policyMask — as if the rejected tokens had left the response mask, with the mini-batch's
+  // denominators unchanged — while entropy and KL keep the whole mask. Row 1 loses every token.
+  const policyMask = Float64Array.from({ length: B * T }, (_, i) => (Math.floor(i / T) === 1 || i % 4 === 2 ? 0 : 1));
+  for (const lossMode of ['vanilla', 'gpg'] as const) {
+    for (const mode of ['token-mean', 'seq-mean-token-mean'] as const) {
+      it(`actor loss ${lossMode} ${mode} with a bypass policy mask: the policy term over the kept tokens, entropy and KL over all`, () => {
+        const config: PolicyLossConfig = { lossMode, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 };
+        const old = values(12, 0.3, -1);
+        const lp = values(13, 0.3, -1);
+        const adv = values(14, 2);
+        const entropy = values(15, 1, 2);
+        const refLogProb = values(16, 0.3, -1);
+        const aggregation = localAggregation(mode, MASK, B, T);
+        const terms = { entropyCoeff: 0.01, entropy, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb };
+        const run = (x: Float64Array, responseMask: ArrayLike<number>, masked?: ArrayLike<number>) => computeActorLossRef({
+          oldLogProb: old, logProb: x, advantages: adv, responseMask, B, T, config, aggregation, terms, policyMask: masked,
+        });
+        const result = run(lp, MASK, policyMask);
+        const effective = run(lp, MASK.map((m, i) => m * policyMask[i]));
+        const whole = run(lp, MASK);
+        expect(effective.pgLoss).not.toBeCloseTo(whole.pgLoss, 3);
+        for (const key of ['pgLoss', 'pgClipfrac', 'ppoKl', 'pgClipfracLower'] as const) expect(result[key], key).toBeCloseTo(effective[key], 12);
+        expect(result.entropyAgg).toBeCloseTo(whole.entropyAgg, 12);
+        expect(result.klLoss).toBeCloseTo(whole.klLoss, 12);
+        expect(fdError((x) => run(x, MASK, policyMask).policyLoss, lp, result.gradLogProb)).toBeLessThan(1e-6);
+        expect(fdError((e) => computeActorLossRef({ oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation,
+          terms: { ...terms, entropy: e }, policyMask }).policyLoss, entropy, result.gradEntropy)).toBeLessThan(1e-6);
+      });
+    }
+  }
+
   it('value loss', () => {
     const vpreds = values(8, 1);
     const returns = values(9, 1);

@@ -8,6 +8,7 @@ import { planStep } from '../../ppo/step-plan.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
+import { bypassCorrection, BYPASS_LOSS_MODES } from '../../ppo/algorithm/bypass-correction.ts';
 
 const ln2 = Math.log(2);
 
@@ -260,12 +261,71 @@ describe('rollout_rs rejection (verl compute_rollout_rejection_mask, rollout_cor
   });
 });
 
-describe('bypass_mode', () => {
-  it('keeps the rollout\'s log-probs as old log-probs, with no recomputation, and refuses weights and rejection', () => {
-    const bypass = ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'];
+describe('bypass_mode (verl compute_policy_loss_bypass_mode, core_algos.py:2064-2176)', () => {
+  const bypass = ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'];
+
+  it('keeps the rollout\'s log-probs as old log-probs, with no recomputation, and moves weights and rejection into the actor\'s loss', () => {
     expect(planStep(loadConfig({ overrides: bypass })).experience.calculateLogProbs).toBe(false);
     expect(planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=true'] })).experience.calculateLogProbs).toBe(true);
-    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/bypass_mode=true/);
-    expect(() => planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_rs=token_k1', 'algorithm.rollout_correction.rollout_rs_threshold=2'] }))).toThrow(/bypass_mode=true/);
+    const plan = planStep(loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.rollout_is=sequence', 'algorithm.rollout_correction.rollout_is_batch_normalize=true',
+      "algorithm.rollout_correction.rollout_rs='token_k1,seq_max_k2'", "algorithm.rollout_correction.rollout_rs_threshold='0.6_1.6,2.5'"] }));
+    expect([plan.rolloutIs, plan.rolloutRs]).toEqual([null, null]);
+    expect(plan.actor.bypass).toEqual({
+      lossType: 'ppo_clip', rolloutIs: { level: 'sequence', threshold: 2, batchNormalize: true },
+      rolloutRs: parseRolloutRs('token_k1,seq_max_k2', '0.6_1.6,2.5'),
+    });
+    // Bypass mode needs no calculate_log_probs: this engine's sampler always returns its log-probs.
+    expect(planStep(loadConfig({ overrides: ['algorithm.rollout_correction.bypass_mode=true', 'algorithm.rollout_correction.rollout_is=token'] })).actor.bypass?.rolloutIs?.level).toBe('token');
+    expect(planStep(loadConfig({ overrides: ['actor_rollout_ref.rollout.calculate_log_probs=true'] })).actor.bypass).toBeNull();
+  });
+
+  it('replaces actor.policy_loss.loss_mode by loss_type: ppo_clip runs vanilla, reinforce runs gpg (−A·log π); other values are refused', () => {
+    const lossMode = (settings: string[]) => planStep(loadConfig({ overrides: [...bypass, 'actor_rollout_ref.actor.policy_loss.loss_mode=gspo', ...settings] })).actor.policyLoss.lossMode;
+    expect(lossMode([])).toBe('vanilla');
+    expect(lossMode(['algorithm.rollout_correction.loss_type=reinforce'])).toBe('gpg');
+    expect(() => loadConfig({ overrides: [...bypass, 'algorithm.rollout_correction.loss_type=ppo'] })).toThrow(/algorithm\.rollout_correction\.loss_type.*ppo_clip/);
+  });
+
+  // One sequence of five tokens whose current/rollout ratios are 4, 1, 1/4, 3/2 and 3/5, and a masked slot.
+  const rollout = Float32Array.from([-1, -1, -1, -1, -1, -3]);
+  const current = Float32Array.from([-1 + 2 * ln2, -1, -1 - 2 * ln2, -1 + Math.log(1.5), -1 + Math.log(0.6), 0]);
+  const mask = Float32Array.from([1, 1, 1, 1, 1, 0]);
+  const advantages = Float32Array.from([1.5, -2, 0.7, -0.4, 1, 9]);
+  const tokenIs = { level: 'token' as const, threshold: 2, batchNormalize: false };
+  const rejection = parseRolloutRs('token_k1', '0.5_2.0');
+
+  it('weighs against the current policy: reinforce takes advantages × truncated weights, ppo_clip only measures them', () => {
+    const reinforce = bypassCorrection({ lossType: 'reinforce', rolloutIs: tokenIs, rolloutRs: null }, current, rollout, mask, advantages, 1, 6);
+    [1.5 * 2, -2 * 1, 0.7 * 0.25, -0.4 * 1.5, 1 * 0.6, 0].forEach((a, i) => expect(reinforce.advantages![i], `advantage ${i}`).toBeCloseTo(a, 5));
+    expect(reinforce.policyMask).toBeNull();
+    expect(reinforce.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo((4 + 1 + 0.25 + 1.5 + 0.6) / 5, 5);
+    const clip = bypassCorrection({ lossType: 'ppo_clip', rolloutIs: tokenIs, rolloutRs: null }, current, rollout, mask, advantages, 1, 6);
+    expect(clip.advantages).toBeNull();
+    expect(clip.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(reinforce.metrics['rollout_corr/rollout_is_mean'], 10);
+    // compute_offpolicy_metrics of the current policy against the rollout's, over the response mask.
+    expect(clip.metrics['rollout_corr/kl']).toBeCloseTo(-Math.log(1.5 * 0.6) / 5, 5);
+    expect(clip.metrics['rollout_corr/training_log_ppl']).toBeCloseTo(-Array.from(current.subarray(0, 5)).reduce((a, v) => a + v, 0) / 5, 5);
+  });
+
+  it('rejects against the current policy: the kept tokens are the policy term\'s mask', () => {
+    const { policyMask, metrics } = bypassCorrection({ lossType: 'ppo_clip', rolloutIs: null, rolloutRs: rejection }, current, rollout, mask, advantages, 1, 6);
+    expect(Array.from(policyMask!)).toEqual([0, 1, 0, 1, 1, 0]);
+    expect(metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(2 / 5, 6);
+    expect(metrics['rollout_corr/rollout_is_mean']).toBeUndefined();
+  });
+
+  it('reinforce\'s loss is verl\'s agg_loss(−A·log π·w) over the kept tokens, with the mini-batch\'s token count', () => {
+    const correction = bypassCorrection({ lossType: 'reinforce', rolloutIs: tokenIs, rolloutRs: rejection }, current, rollout, mask, advantages, 1, 6);
+    const result = computeActorLossRef({
+      oldLogProb: rollout, logProb: current, advantages: correction.advantages!, responseMask: mask, policyMask: correction.policyMask!, B: 1, T: 6,
+      config: resolvePolicyLossConfig({ lossMode: BYPASS_LOSS_MODES.reinforce }), aggregation: localAggregation('token-mean', mask, 1, 6),
+    });
+    const weights = [2, 1, 0.25, 1.5, 0.6];
+    const kept = [1, 3, 4];
+    expect(result.pgLoss).toBeCloseTo(kept.reduce((a, t) => a - advantages[t] * current[t] * weights[t], 0) / 5, 6);
+    kept.forEach((t) => expect(result.gradLogProb[t]).toBeCloseTo(-advantages[t] * weights[t] / 5, 6));
+    [0, 2, 5].forEach((t) => expect(Math.abs(result.gradLogProb[t])).toBe(0));
+    // verl's ppo_kl here: masked_mean(rollout − current) over the kept tokens.
+    expect(result.ppoKl).toBeCloseTo(-Math.log(1 * 1.5 * 0.6) / 3, 5);
   });
 });

@@ -21,6 +21,8 @@ import { planMicroBatches, type MicroBatching } from '../../ppo/batching/micro-b
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import type { RolloutBatch } from '../../ppo/rollout/types.ts';
+import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from '../../ppo/algorithm/bypass-correction.ts';
+import { parseRolloutRs } from '../../ppo/config/rollout-rs-spec.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
@@ -75,13 +77,13 @@ async function experience(engine: Engine, forward: MicroBatching): Promise<Exper
 }
 
 /** Gradients (before the AdamW step is applied they are what it reads) and metrics of one actor and one critic update. */
-async function update(engine: Engine, x: Experience, split: MicroBatching, label: string) {
+async function update(engine: Engine, x: Experience, split: MicroBatching, label: string, bypass: BypassCorrectionPlan | null = null) {
   const schedule = { epochs: 1, miniBatchSize: N, shuffle: false, lossAggMode: 'token-mean', ...split };
   const actorParams = arena(engine, CONFIG, `${label}-actor`);
   const actorOptimizer = new AdamWOptimizer(engine, actorParams, { lr: 0, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0, maxGradNorm: 1e9 });
   const actorMetrics = await new ActorUpdater(engine, new CausalLm(engine, CONFIG, actorParams), actorOptimizer).update(x, {
-    ...schedule, policyLoss: resolvePolicyLossConfig({ lossMode: 'vanilla', clipRatio: 0.2, clipRatioC: 3 }),
-    entropyCoeff: 0.01, useKlLoss: true, klLossCoef: 0.1, klLossType: 'low_var_kl', temperature: 1, lr: 0,
+    ...schedule, policyLoss: resolvePolicyLossConfig({ lossMode: bypass ? BYPASS_LOSS_MODES[bypass.lossType] : 'vanilla', clipRatio: 0.2, clipRatioC: 3 }),
+    entropyCoeff: 0.01, useKlLoss: true, klLossCoef: 0.1, klLossType: 'low_var_kl', temperature: 1, lr: 0, bypass,
   }, new Rng(5));
   const criticConfig = withHead(CONFIG, 'token-classification');
   const criticParams = arena(engine, criticConfig, `${label}-critic`);
@@ -135,5 +137,29 @@ describe('token-budget micro-batches (use_dynamic_bsz)', () => {
     const shorter = experienceOnDevice(engine, { ...x, responseMask: x.responseMask.map((v, k) => (k === (N - 1) * R + R - 1 ? 0 : v)) });
     const changed = await update(engine, shorter, budget, 'changed');
     expect(() => changed.actor.forEach((g, s) => expectNear(g, one.actor[s], 'changed'))).toThrow();
+  });
+
+  // Bypass mode picks per micro-batch on the host, each micro-batch cut to its own window of response columns.
+  // Token-level weights and rejection do not depend on the split, so the gradients must not either. The actor
+  // starts at the reference's weights and the experience's old (here: rollout) log-probs are the reference's
+  // ± 0.1, so the bounds below truncate and reject a good share of the tokens.
+  it('bypass mode with token IS and token_k1 rejection: the fixed micro-batch\'s actor gradients and policy loss', async () => {
+    const engine = await gpuEngine();
+    const fixed: MicroBatching = { microBatchSize: N };
+    const budget: MicroBatching = { microBatchSize: N, maxTokens: BUDGET };
+    const x = await experience(engine, fixed);
+    const bypass: BypassCorrectionPlan = {
+      lossType: 'reinforce', rolloutIs: { level: 'token', threshold: 1.03, batchNormalize: false },
+      rolloutRs: parseRolloutRs('token_k1', '0.95_1.05'),
+    };
+    const one = await update(engine, x, fixed, 'bypass-fixed', bypass);
+    const many = await update(engine, x, budget, 'bypass-budget', bypass);
+    expect(one.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeGreaterThan(0.1);
+    expect(one.metrics['rollout_corr/rollout_is_ratio_fraction_high']).toBeGreaterThan(0.1);
+    expect(many.metrics['actor/pg_loss']).toBeCloseTo(one.metrics['actor/pg_loss'], 6);
+    one.actor.forEach((g, s) => expectNear(many.actor[s], g, `actor gradient segment ${s}`));
+    // The check can fail: without rejection the gradients differ.
+    const unrejected = await update(engine, x, budget, 'bypass-unrejected', { ...bypass, rolloutRs: null });
+    expect(() => unrejected.actor.forEach((g, s) => expectNear(g, one.actor[s], 'unrejected'))).toThrow();
   });
 });

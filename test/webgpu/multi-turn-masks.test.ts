@@ -85,7 +85,7 @@ async function update(engine: Engine, x: Experience, label: string) {
   const actorOptimizer = new AdamWOptimizer(engine, actorParams, { lr: 1e-2, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0, maxGradNorm: 1e9 });
   const actorMetrics = await new ActorUpdater(engine, actor, actorOptimizer).update(x, {
     ...SCHEDULE, policyLoss: resolvePolicyLossConfig({ lossMode: 'vanilla', clipRatio: 0.2, clipRatioC: 3 }),
-    entropyCoeff: 0.01, useKlLoss: true, klLossCoef: 0.1, klLossType: 'low_var_kl', temperature: 1, lr: 1e-2,
+    entropyCoeff: 0.01, useKlLoss: true, klLossCoef: 0.1, klLossType: 'low_var_kl', temperature: 1, lr: 1e-2, bypass: null,
   }, new Rng(5));
   const criticConfig = withHead(CONFIG, 'token-classification');
   const criticParams = await params(engine, criticConfig, `${label}-critic`);

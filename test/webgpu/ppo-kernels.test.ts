@@ -213,6 +213,41 @@ describe('loss kernels', () => {
     }
   }
 
+  // Bypass-mode rejection sampling's kept tokens (the policy term's mask): one row wholly rejected, scattered tokens of the rest.
+  for (const lossMode of ['vanilla', 'gpg'] as const) {
+    for (const mode of ['token-mean', 'seq-mean-token-mean'] as const) {
+      it(`actor loss ${lossMode} ${mode} with a bypass policy mask`, async () => {
+        const engine = await gpuEngine();
+        const config: PolicyLossConfig = { lossMode, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 };
+        const old = random(26, B * T, 0.4, -1);
+        const lp = random(27, B * T, 0.4, -1);
+        const adv = random(28, B * T, 2);
+        const entropy = random(29, B * T, 1, 2);
+        const ref = random(30, B * T, 0.4, -1);
+        const policyMask = Float32Array.from({ length: B * T }, (_, i) => (Math.floor(i / T) === 1 || i % 5 === 3 ? 0 : 1));
+        const aggregation = localAggregation(mode, MASK, B, T);
+        const grads = engine.tensor('grads', [B * T * 2]);
+        const out = engine.tensor('out', [8]);
+        computeActorLossGpu(engine, {
+          oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
+          entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
+          policyMask: up(engine, 'policyMask', policyMask),
+        }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T });
+        const expected = computeActorLossRef({
+          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation, policyMask,
+          terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
+        });
+        const o = await engine.read(out);
+        const keptTokens = Array.from(MASK).reduce((a, m, i) => a + m * policyMask[i], 0);
+        expectClose([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]], [expected.pgLoss, expected.pgClipfrac, expected.ppoKl, expected.pgClipfracLower,
+          keptTokens, expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
+        const g = await engine.read(grads);
+        expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
+        expectClose(g.filter((_, i) => i % 2 === 1), expected.gradEntropy, 1e-7, 1e-5, 'd loss / d entropy');
+      });
+    }
+  }
+
   it('token-mean over micro-batches sums to the mini-batch loss and gradients', async () => {
     const engine = await gpuEngine();
     const old = random(11, B * T, 0.3, -1);

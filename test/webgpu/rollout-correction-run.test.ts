@@ -63,12 +63,36 @@ describe('rollout.calculate_log_probs in a run', () => {
     }
   }, 300_000);
 
-  it('algorithm.rollout_correction.bypass_mode=true: the sampler\'s log-probs stay the old ones, finite metrics', async () => {
-    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true']);
+  it('algorithm.rollout_correction.bypass_mode=true: the sampler\'s log-probs stay the old ones; the actor measures the drift', async () => {
+    const steps = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=4']);
     expect(steps).toHaveLength(2);
     for (const step of steps) {
       for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
-      expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
+      expect(step['timing_s/old_log_prob']).toBeUndefined();
+      // verl's bypass loss reports compute_offpolicy_metrics of the current policy against the rollout's, per
+      // micro-batch; one mini-batch per step (of 4 prompts), so every micro-batch sees the rollout's own weights.
+      expect(Math.abs(step['rollout_corr/kl'])).toBeLessThan(1e-3);
+      expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/rollout_'))).toEqual(['rollout_corr/rollout_ppl', 'rollout_corr/rollout_log_ppl']);
+    }
+  }, 300_000);
+
+  // verl's examples/rollout_correction/run_with_rollout_corr.sh (RLOO, bypass reinforce with sequence IS, batch
+  // normalized) with run_with_rollout_corr_multi_rs.sh's two rejection criteria added.
+  it('bypass_mode with loss_type=reinforce, sequence IS and two rejection criteria: verl\'s metrics, finite', async () => {
+    const steps = await stepMetrics(['algorithm.adv_estimator=rloo', 'actor_rollout_ref.rollout.n=2', 'algorithm.rollout_correction.bypass_mode=true',
+      'algorithm.rollout_correction.loss_type=reinforce', 'algorithm.rollout_correction.rollout_is=sequence', 'algorithm.rollout_correction.rollout_is_batch_normalize=true',
+      "algorithm.rollout_correction.rollout_rs='token_k1,seq_max_k2'", "algorithm.rollout_correction.rollout_rs_threshold='0.6_1.6,2.5'"]);
+    expect(steps).toHaveLength(2);
+    for (const step of steps) {
+      for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      for (const key of ['rollout_is_mean', 'rollout_is_batch_norm_factor', 'rollout_rs_token_k1_mean', 'rollout_rs_seq_max_k2_masked_fraction', 'rollout_rs_masked_fraction', 'kl', 'chi2_seq']) {
+        expect(step[`rollout_corr/${key}`], key).toBeDefined();
+      }
+      expect(step['rollout_corr/rollout_is_mean']).toBeCloseTo(1, 3);
+      expect(step['rollout_corr/rollout_rs_masked_fraction']).toBe(0);
+      expect(step['actor/pg_loss']).toBeDefined();
+      expect(step['actor/pg_clipfrac']).toBe(0);
     }
   }, 300_000);
 

@@ -58,6 +58,61 @@ describe('verl-case routes beyond the recorded sample', () => {
     }
   }
 
+  // Rollout correction's losses, worked from verl's formulas (core_algos.py:1984-2176): ratios of this sample span
+  // about 0.55 to 1.8, so IS truncation at 1.2 and token_k1 bounds 0.8–1.25 both act.
+  const flatMask = MASK.flat();
+  const ratio = (b: number, t: number) => Math.exp(LOG_PROB[b][t] - OLD[b][t]);
+  const tokens = flatMask.reduce((a, m) => a + m, 0);
+  type LossOutput = { pg_loss: number; metrics: Record<string, number>; grad_log_prob: number[][] };
+
+  it(`${CORE}.compute_policy_loss_reinforce: −A·log π·w, seq-mean-token-sum, ppo_kl against the rollout`, async () => {
+    const weights = wave(3, 0.4, 1);
+    const got = await runVerlCase(await gpuEngine(), {
+      function: `${CORE}.compute_policy_loss_reinforce`, kwargs: {},
+      inputs: { rollout_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK, rollout_is_weights: weights },
+    }) as LossOutput;
+    const rows = MASK.filter((row) => row.some((m) => m > 0)).length;
+    const loss = MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s - m * ADVANTAGES[b][t] * LOG_PROB[b][t] * weights[b][t], 0), 0) / rows;
+    expectClose([got.pg_loss], [loss], 1e-6, 1e-5, 'pg_loss');
+    expectClose(got.grad_log_prob.flat(), MASK.flatMap((row, b) => row.map((m, t) => -m * ADVANTAGES[b][t] * weights[b][t] / rows)), 1e-6, 1e-4, 'grad_log_prob');
+    const kl = MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * (OLD[b][t] - LOG_PROB[b][t]), 0), 0) / tokens;
+    expect(Object.keys(got.metrics)).toEqual(['actor/ppo_kl']);
+    expect(got.metrics['actor/ppo_kl']).toBeCloseTo(kl, 5);
+  });
+
+  for (const lossType of ['reinforce', 'ppo_clip']) {
+    it(`${CORE}.get_policy_loss_fn('bypass_mode') with loss_type=${lossType}, token IS and token_k1 rejection`, async () => {
+      const got = await runVerlCase(await gpuEngine(), {
+        function: `${CORE}.get_policy_loss_fn('bypass_mode')`,
+        kwargs: { config: { clip_ratio: 0.2, policy_loss: { rollout_correction: { loss_type: lossType, rollout_is: 'token', rollout_is_threshold: 1.2, rollout_rs: 'token_k1', rollout_rs_threshold: '0.8_1.25' } } } },
+        inputs: { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK },
+      }) as LossOutput;
+      const kept: number[][] = MASK.map((row, b) => row.map((m, t) => (m > 0 && ratio(b, t) >= 0.8 && ratio(b, t) <= 1.25 ? 1 : 0)));
+      const keptCount = kept.flat().reduce((a: number, k) => a + k, 0);
+      expect(keptCount).toBeGreaterThan(2);
+      expect(keptCount).toBeLessThan(tokens - 2);
+      const w = (b: number, t: number) => Math.min(ratio(b, t), 1.2);
+      if (lossType === 'reinforce') {
+        // token-mean over the kept tokens with the whole mask's token count (verl's global batch_num_tokens).
+        const loss = kept.reduce((a, row, b) => a + row.reduce((s, k, t) => s - k * ADVANTAGES[b][t] * LOG_PROB[b][t] * w(b, t), 0), 0) / tokens;
+        expectClose([got.pg_loss], [loss], 1e-6, 1e-5, 'pg_loss');
+        expectClose(got.grad_log_prob.flat(), kept.flatMap((row, b) => row.map((k, t) => -k * ADVANTAGES[b][t] * w(b, t) / tokens)), 1e-6, 1e-4, 'grad_log_prob');
+      } else {
+        // Vanilla PPO on the rollout's log-probs over the kept tokens; the IS weights are measured, not applied.
+        const expected = computeActorLossRef({
+          oldLogProb: OLD.flat(), logProb: LOG_PROB.flat(), advantages: ADVANTAGES.flat(), responseMask: kept.flat(), B, T,
+          config: resolvePolicyLossConfig({ clipRatio: 0.2 }), aggregation: { ...localAggregation('token-mean', flatMask, B, T) },
+        });
+        expectClose([got.pg_loss, got.metrics['actor/pg_clipfrac'], got.metrics['actor/ppo_kl']], [expected.pgLoss, expected.pgClipfrac, expected.ppoKl], 1e-6, 1e-5, 'pg_loss, metrics');
+        expectClose(got.grad_log_prob.flat(), expected.gradLogProb, 1e-6, 1e-4, 'grad_log_prob');
+      }
+      const meanRatio = MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * ratio(b, t), 0), 0) / tokens;
+      expect(got.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(meanRatio, 5);
+      expect(got.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(1 - keptCount / tokens, 5);
+      expect(got.metrics['rollout_corr/kl']).toBeCloseTo(MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * (OLD[b][t] - LOG_PROB[b][t]), 0), 0) / tokens, 5);
+    });
+  }
+
   it("get_policy_loss_fn refuses an unknown name with verl's message", async () => {
     const c: VerlCase = { function: `${CORE}.get_policy_loss_fn`, kwargs: { name: 'no_such_loss' }, inputs: { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK } };
     await expect(runVerlCase(await gpuEngine(), c)).rejects.toThrow('Unsupported loss mode: no_such_loss');

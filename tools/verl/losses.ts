@@ -1,4 +1,4 @@
-// verl's losses (core_algos.agg_loss / compute_policy_loss_{vanilla,gspo} / compute_value_loss /
+// verl's losses (core_algos.agg_loss / compute_policy_loss_{vanilla,gspo,…,bypass_mode} / compute_value_loss /
 // compute_entropy_loss and dp_actor's actor-loss composition) on plain arrays, returning the loss, verl's
 // metrics and the gradients the model backward consumes. They run the kernels the trainer calls on its
 // tensors.
@@ -14,8 +14,9 @@ import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covar
 import { torchRandperm } from './torch-randperm.ts';
 import { Rng } from '../../engine/rng.ts';
 import { readMatrix, sameShape, shapeOf, toMatrix, upload, type Matrix } from './tensors.ts';
+import { bypassCorrection, BYPASS_LOSS_MODES, type BypassCorrectionPlan } from '../../ppo/algorithm/bypass-correction.ts';
 
-export { resolvePolicyLossConfig, type PolicyLossOptions };
+export { resolvePolicyLossConfig, type PolicyLossOptions, type BypassCorrectionPlan };
 
 /** verl's agg_loss keyword arguments; omitted denominators default to this (micro-)batch's own counts. */
 export interface AggOptions {
@@ -86,13 +87,14 @@ async function covarianceSelection(engine: Engine, config: PolicyLossConfig, arg
 }
 
 async function actorLoss(engine: Engine, args: {
-  oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; entropy?: Tensor; refLogProb?: Matrix;
+  oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; entropy?: Tensor; refLogProb?: Matrix; policyMask?: Matrix;
   entropyCoeff?: number; klLossCoef?: number; klLossType?: string; B: number; T: number; seed?: number;
 } & PolicyLossOptions & AggOptions): Promise<{ result: ActorLossResult; grads: Tensor }> {
   const { B, T } = args;
   const config = resolvePolicyLossConfig(args);
   for (const [name, m] of [['old_log_prob', args.oldLogProb], ['advantages', args.advantages], ['response_mask', args.responseMask]] as const) sameShape(name, m, { B, T });
   if (args.refLogProb) sameShape('ref_log_prob', args.refLogProb, { B, T });
+  if (args.policyMask) sameShape('policy_mask', args.policyMask, { B, T });
   const grads = engine.tensor('grads', [B, T, 2]);
   const out = engine.tensor('actor_loss', [8]);
   computeActorLossGpu(engine, {
@@ -100,6 +102,7 @@ async function actorLoss(engine: Engine, args: {
     responseMask: upload(engine, 'response_mask', args.responseMask), entropy: args.entropy,
     refLogProb: args.refLogProb ? upload(engine, 'ref_log_prob', args.refLogProb) : undefined,
     grads, rowPartials: engine.tensor('row_partials', [B, 8]), out, selected: await covarianceSelection(engine, config, args),
+    policyMask: args.policyMask ? upload(engine, 'policy_mask', args.policyMask) : undefined,
   }, {
     config, aggregation: resolveAggregation(args, args.responseMask),
     entropyCoeff: args.entropyCoeff ?? 0, klLossCoef: args.klLossCoef ?? 0, klLossType: args.klLossType ?? 'low_var_kl', B, T,
@@ -117,9 +120,10 @@ async function actorLoss(engine: Engine, args: {
   };
 }
 
-/** verl's compute_policy_loss_<loss_mode> plus the optional entropy bonus and KL loss of dp_actor. */
+/** verl's compute_policy_loss_<loss_mode> plus the optional entropy bonus and KL loss of dp_actor; policyMask: the
+ *  policy term's own 0/1 mask (bypass mode's rejection), entropy and KL keeping responseMask. */
 export async function computePolicyLoss(engine: Engine, args: {
-  oldLogProb: Matrix; logProb: Matrix; advantages: Matrix; responseMask: Matrix;
+  oldLogProb: Matrix; logProb: Matrix; advantages: Matrix; responseMask: Matrix; policyMask?: Matrix;
   entropy?: Matrix; entropyCoeff?: number; refLogProb?: Matrix; klLossCoef?: number; klLossType?: string; seed?: number;
 } & PolicyLossOptions & AggOptions): Promise<ActorLossResult> {
   const { B, T } = shapeOf('log_prob', args.logProb);
@@ -127,6 +131,22 @@ export async function computePolicyLoss(engine: Engine, args: {
     ...args, logProb: upload(engine, 'log_prob', args.logProb), entropy: args.entropy ? upload(engine, 'entropy', args.entropy) : undefined, B, T,
   });
   return result;
+}
+
+/** verl's compute_policy_loss_bypass_mode (old_log_prob = the rollout's): bypass-correction.ts's weights, rejection
+ *  and metrics against log_prob, then the loss its loss_type runs — as each trainer micro-batch does. */
+export async function computePolicyLossBypassMode(engine: Engine, args: {
+  oldLogProb: Matrix; logProb: Matrix; advantages: Matrix; responseMask: Matrix; correction: BypassCorrectionPlan;
+} & PolicyLossOptions & AggOptions): Promise<ActorLossResult> {
+  const { B, T } = shapeOf('log_prob', args.logProb);
+  const flat = (m: Matrix) => Float32Array.from(m.flat());
+  const correction = bypassCorrection(args.correction, flat(args.logProb), flat(args.oldLogProb), flat(args.responseMask), flat(args.advantages), B, T);
+  const result = await computePolicyLoss(engine, {
+    ...args, lossMode: BYPASS_LOSS_MODES[args.correction.lossType],
+    advantages: correction.advantages ? toMatrix(correction.advantages, B, T) : args.advantages,
+    policyMask: correction.policyMask ? toMatrix(correction.policyMask, B, T) : undefined,
+  });
+  return { ...result, metrics: { ...result.metrics, ...correction.metrics } };
 }
 
 type Logits = readonly (readonly (readonly number[])[])[];
