@@ -320,8 +320,12 @@ function parseLayer(layer: ConfigLayer): Record<string, unknown> {
   return document;
 }
 
-function notesOf(layers: Layers, skippedBlocks: Set<string>): string[] {
+function notesOf(layers: Layers, skippedBlocks: Set<string>, config: PpoConfig): string[] {
   const notes: string[] = [];
+  const rollout = config.actor_rollout_ref.rollout;
+  if (rollout.name !== 'hf' && rollout.server_urls.length === 0) {
+    notes.push(`actor_rollout_ref.rollout.name=${rollout.name} without rollout.server_urls: responses are generated in-process, on this engine's decoder (docs/rollout-servers.md)`);
+  }
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
   if (layers.aliases.size > 0) {
     notes.push(`read ${layers.aliases.size} deprecated, recipe or Search-R1 spelling(s) as schema keys: ` +
@@ -383,7 +387,7 @@ export function composeConfig({ layers = [], overrides = [], env = {} }: LoadCon
   deriveDefaults(config);
   checkCombinations(config, problems);
   if (problems.length > 0) throw new ConfigError(problems);
-  return { config, notes: notesOf(state, skippedBlocks) };
+  return { config, notes: notesOf(state, skippedBlocks, config) };
 }
 
 /** composeConfig's configuration alone. */

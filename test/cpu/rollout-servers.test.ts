@@ -8,7 +8,7 @@ import { ServerPool } from '../../ppo/rollout-servers/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/rollout-servers/server-rollout.ts';
 import { generateCall, parseGenerate, parseModelInfo, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/rollout/types.ts';
-import { ConfigError, loadConfig } from '../../ppo/config.ts';
+import { ConfigError, composeConfig, loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 
 const EOS = 2;
@@ -150,6 +150,13 @@ describe('rollout servers: configuration', () => {
   it('server_urls need a server backend; verl\'s name=vllm without them stays in-process', () => {
     expect(problems(URLS)[0]).toContain('actor_rollout_ref.rollout.name=hf generates in-process');
     expect(problems('actor_rollout_ref.rollout.name=vllm', 'actor_rollout_ref.rollout.mode=async')).toEqual([]);
+    // …and says so in one note, which a run prints to stderr; with servers, or with name=hf, no such note.
+    const inProcessNotes = (...overrides: string[]) => composeConfig({ overrides }).notes.filter((n) => n.includes('without rollout.server_urls'));
+    expect(inProcessNotes('actor_rollout_ref.rollout.name=vllm')).toEqual([
+      'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this engine\'s decoder (docs/rollout-servers.md)',
+    ]);
+    expect(inProcessNotes('actor_rollout_ref.rollout.name=sglang', URLS)).toEqual([]);
+    expect(inProcessNotes()).toEqual([]);
     const config = loadConfig({ overrides: ['actor_rollout_ref.rollout.name=sglang', URLS] });
     expect(config.actor_rollout_ref.rollout.server_urls).toEqual(['http://127.0.0.1:30000', 'http://127.0.0.1:30001']);
     // Old log-probs are recomputed by the trainer with servers even without calculate_log_probs (verl's default).
