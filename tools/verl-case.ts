@@ -6,10 +6,12 @@ import { Engine } from '../engine/index.ts';
 import {
   aggLoss, applyKlPenalty, computeActorLossFromLogits, computeRewards, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
   computePolicyLoss, computePolicyLossBypassMode, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
-  maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, AdaptiveKLController, FixedKLController,
+  maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, shapeOf, toMatrix, AdaptiveKLController, FixedKLController,
   type AggOptions, type BypassCorrectionPlan, type KLController, type Matrix, type PolicyLossOptions,
 } from './verl/index.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
+import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
+import { bypassCorrection } from '../ppo/algorithm/bypass-correction.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
 import * as math from '../ppo/rewards/math.ts';
 import * as qaEm from '../ppo/rewards/qa-em.ts';
@@ -170,6 +172,58 @@ async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
   };
 }
 
+const ROLLOUT_CORR_PREFIX = 'rollout_corr/';
+
+/** verl's rollout_corr_helper functions (host arithmetic, ppo/algorithm/rollout-correction.ts): their outputs under
+ *  the names of their return statements, metrics without the rollout_corr/ prefix except where verl adds it. */
+function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
+  const mask = () => input<Matrix>(c, 'response_mask');
+  const flat = (m: Matrix) => Float32Array.from(m.flat());
+  const unprefixed = (metrics: Record<string, number>) => Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k.replace(ROLLOUT_CORR_PREFIX, ''), v]));
+  const isLevel = () => kwarg<'token' | 'sequence'>(c, 'rollout_is', 'token');
+  const rsSpec = (fallback: string | null) => {
+    const threshold = kwarg<string | number | null>(c, 'rollout_rs_threshold', null);
+    const options = kwarg<string | null>(c, 'rollout_rs', fallback);
+    return options === null ? null : parseRolloutRs(options, threshold === null ? null : String(threshold));
+  };
+  switch (name) {
+    case 'compute_rollout_correction_weights': {
+      const logRatio = input<Matrix>(c, 'log_ratio');
+      const { B, T } = shapeOf('log_ratio', logRatio);
+      const r = rolloutIsWeights(flat(logRatio), new Float32Array(B * T), flat(mask()), B, T, isLevel(),
+        kwarg(c, 'rollout_is_threshold', 2.0), kwarg(c, 'rollout_is_batch_normalize', false));
+      return { rollout_is_weights: toMatrix(r.weights, B, T), metrics: unprefixed(r.metrics) };
+    }
+    case 'compute_rollout_rejection_mask': {
+      const logRatio = input<Matrix>(c, 'log_ratio');
+      const { B, T } = shapeOf('log_ratio', logRatio);
+      const r = rolloutRejectionMask(flat(logRatio), new Float32Array(B * T), flat(mask()), B, T, rsSpec('token_k1')!);
+      return { modified_response_mask: toMatrix(r.mask, B, T), metrics: unprefixed(r.metrics) };
+    }
+    case 'compute_offpolicy_metrics': {
+      const old = input<Matrix>(c, 'old_log_prob');
+      const rollout = c.inputs.rollout_log_prob as Matrix | null | undefined;
+      const { B, T } = shapeOf('old_log_prob', old);
+      const metrics = unprefixed(rolloutMismatchMetrics(flat(old), flat(rollout ?? old), flat(mask()), B, T));
+      // Without the rollout's log-probs verl reports the training policy's perplexity alone.
+      return { metrics: rollout ? metrics : { training_ppl: metrics.training_ppl, training_log_ppl: metrics.training_log_ppl } };
+    }
+    case 'compute_rollout_correction_and_rejection_mask': {
+      const old = input<Matrix>(c, 'old_log_prob');
+      const rollout = input<Matrix>(c, 'rollout_log_prob');
+      const { B, T } = shapeOf('old_log_prob', old);
+      const is = kwarg<'token' | 'sequence' | null>(c, 'rollout_is', null);
+      // The same weights, rejection and drift metrics that bypass mode takes per micro-batch (the loss type aside).
+      const r = bypassCorrection({
+        lossType: 'ppo_clip', rolloutIs: is === null ? null : { level: is, threshold: kwarg(c, 'rollout_is_threshold', 2.0), batchNormalize: kwarg(c, 'rollout_is_batch_normalize', false) },
+        rolloutRs: rsSpec(null),
+      }, flat(old), flat(rollout), flat(mask()), new Float32Array(B * T), B, T);
+      return { rollout_is_weights: r.weights ? toMatrix(r.weights, B, T) : null, modified_response_mask: toMatrix(r.policyMask ?? flat(mask()), B, T), metrics: r.metrics };
+    }
+  }
+  return null;
+}
+
 export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs> {
   const fn = c.function;
   const name = fn.split('.').pop()!;
@@ -266,6 +320,8 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       return { rewards: r, token_level_rewards: r, output: r };
     }
   }
+  const correction = rolloutCorrectionRoute(c, name);
+  if (correction) return correction;
   const lossMode = policyLossMode(c, name);
   if (name === 'compute_policy_loss_reinforce') {
     // verl's compute_policy_loss_reinforce: −A·log π·w, which is gpg's loss of advantages × w.

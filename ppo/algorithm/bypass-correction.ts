@@ -21,6 +21,8 @@ export interface BypassCorrectionPlan {
 export const BYPASS_LOSS_MODES: Record<BypassLossType, PolicyLossMode> = { ppo_clip: 'vanilla', reinforce: 'gpg' };
 
 export interface BypassCorrection {
+  /** rollout_is's truncated (and normalized) weights, zero off the mask; null without rollout_is. */
+  weights: Float32Array | null;
   /** The 0/1 tokens rejection sampling keeps (the policy term's mask); null without rollout_rs. */
   policyMask: Float32Array | null;
   /** reinforce with rollout_is: advantages × truncated weights; null: the advantages unchanged (ppo_clip applies
@@ -34,12 +36,12 @@ export interface BypassCorrection {
 export function bypassCorrection(plan: BypassCorrectionPlan, current: Float32Array, rollout: Float32Array, mask: Float32Array,
   advantages: Float32Array, N: number, R: number): BypassCorrection {
   const metrics: Record<string, number> = {};
-  let advantagesOut: Float32Array | null = null;
+  let weights: Float32Array | null = null;
   if (plan.rolloutIs) {
     const { level, threshold, batchNormalize } = plan.rolloutIs;
     const is = rolloutIsWeights(current, rollout, mask, N, R, level, threshold, batchNormalize);
     Object.assign(metrics, is.metrics);
-    if (plan.lossType === 'reinforce') advantagesOut = advantages.map((a, t) => a * is.weights[t]);
+    weights = is.weights;
   }
   let policyMask: Float32Array | null = null;
   if (plan.rolloutRs) {
@@ -48,5 +50,6 @@ export function bypassCorrection(plan: BypassCorrectionPlan, current: Float32Arr
     policyMask = rs.mask;
   }
   Object.assign(metrics, rolloutMismatchMetrics(current, rollout, mask, N, R));
-  return { policyMask, advantages: advantagesOut, metrics };
+  const weighted = plan.lossType === 'reinforce' && weights !== null ? advantages.map((a, t) => a * weights![t]) : null;
+  return { weights, policyMask, advantages: weighted, metrics };
 }

@@ -1,6 +1,6 @@
 // The routes of tools/verl-case.ts for the verl functions its recorded sample does not hold: each new policy loss
-// (compute_policy_loss_<mode> and get_policy_loss_fn('<mode>')), the vectorized and GPG estimators, the reward
-// modules, clip_by_value and compute_rewards. Built from the sample's own inputs and checked against the float64
+// (compute_policy_loss_<mode> and get_policy_loss_fn('<mode>')), rollout correction's losses and helpers, the
+// vectorized and GPG estimators, the reward modules, clip_by_value and compute_rewards. Built from the sample's own inputs and checked against the float64
 // references (the kernels' .ref.ts, ppo/rewards/), so a wrong route, key or default shows; verl's numbers for
 // these are in the full suite, which the sample test runs when it is given.
 import { describe, it, expect } from 'vitest';
@@ -112,6 +112,48 @@ describe('verl-case routes beyond the recorded sample', () => {
       expect(got.metrics['rollout_corr/kl']).toBeCloseTo(MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * (OLD[b][t] - LOG_PROB[b][t]), 0), 0) / tokens, 5);
     });
   }
+
+  const HELPER = 'verl.trainer.ppo.rollout_corr_helper';
+  const logRatio = MASK.map((row, b) => row.map((_, t) => LOG_PROB[b][t] - OLD[b][t]));
+  it(`${HELPER}.compute_rollout_correction_weights, compute_rollout_rejection_mask, compute_offpolicy_metrics: unprefixed metrics`, async () => {
+    const engine = await gpuEngine();
+    const weights = await runVerlCase(engine, {
+      function: `${HELPER}.compute_rollout_correction_weights`, kwargs: { rollout_is: 'token', rollout_is_threshold: 1.2 }, inputs: { log_ratio: logRatio, response_mask: MASK },
+    }) as { rollout_is_weights: number[][]; metrics: Record<string, number> };
+    expectClose(weights.rollout_is_weights.flat(), MASK.flatMap((row, b) => row.map((m, t) => m * Math.min(ratio(b, t), 1.2))), 1e-6, 1e-5, 'rollout_is_weights');
+    expect(weights.metrics.rollout_is_mean).toBeCloseTo(MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * ratio(b, t), 0), 0) / tokens, 5);
+    const rejected = await runVerlCase(engine, {
+      function: `${HELPER}.compute_rollout_rejection_mask`, kwargs: { rollout_rs: 'token_k1', rollout_rs_threshold: '0.8_1.25' }, inputs: { log_ratio: logRatio, response_mask: MASK },
+    }) as { modified_response_mask: number[][]; metrics: Record<string, number> };
+    expect(rejected.modified_response_mask).toEqual(MASK.map((row, b) => row.map((m, t) => (m > 0 && ratio(b, t) >= 0.8 && ratio(b, t) <= 1.25 ? 1 : 0))));
+    expect(Object.keys(rejected.metrics)).toContain('rollout_rs_masked_fraction');
+    const drift = await runVerlCase(engine, {
+      function: `${HELPER}.compute_offpolicy_metrics`, kwargs: {}, inputs: { old_log_prob: LOG_PROB, rollout_log_prob: OLD, response_mask: MASK },
+    }) as { metrics: Record<string, number> };
+    expect(drift.metrics.kl).toBeCloseTo(MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * (OLD[b][t] - LOG_PROB[b][t]), 0), 0) / tokens, 5);
+    const trainingOnly = await runVerlCase(engine, {
+      function: `${HELPER}.compute_offpolicy_metrics`, kwargs: {}, inputs: { old_log_prob: LOG_PROB, rollout_log_prob: null, response_mask: MASK },
+    }) as { metrics: Record<string, number> };
+    expect(Object.keys(trainingOnly.metrics)).toEqual(['training_ppl', 'training_log_ppl']);
+    expect(trainingOnly.metrics.training_ppl).toBeCloseTo(drift.metrics.training_ppl, 10);
+  });
+
+  it(`${HELPER}.compute_rollout_correction_and_rejection_mask: weights, the rejected mask and rollout_corr/* metrics`, async () => {
+    const got = await runVerlCase(await gpuEngine(), {
+      function: `${HELPER}.compute_rollout_correction_and_rejection_mask`,
+      kwargs: { rollout_is: 'sequence', rollout_is_threshold: 2.0, rollout_rs: 'seq_max_k2', rollout_rs_threshold: 0.01 },
+      inputs: { old_log_prob: LOG_PROB, rollout_log_prob: OLD, response_mask: MASK },
+    }) as { rollout_is_weights: number[][]; modified_response_mask: number[][]; metrics: Record<string, number> };
+    MASK.forEach((row, b) => {
+      const product = Math.min(Math.exp(row.reduce((a, m, t) => a + m * logRatio[b][t], 0)), 2);
+      row.forEach((m, t) => expect(got.rollout_is_weights[b][t], `weight ${b},${t}`).toBeCloseTo(m * product, 5));
+      // seq_max_k2: the whole sequence goes when any token's lr²/2 exceeds the bound.
+      const keep = row.every((m, t) => m === 0 || 0.5 * logRatio[b][t] ** 2 <= 0.01);
+      expect(got.modified_response_mask[b]).toEqual(row.map((m) => (keep ? m : 0)));
+    });
+    expect(got.modified_response_mask.flat().some((m, i) => m === 0 && flatMask[i] === 1)).toBe(true);
+    for (const key of ['rollout_is_mean', 'rollout_rs_seq_max_k2_mean', 'rollout_rs_masked_fraction', 'kl', 'chi2_seq']) expect(got.metrics[`rollout_corr/${key}`], key).toBeDefined();
+  });
 
   it("get_policy_loss_fn refuses an unknown name with verl's message", async () => {
     const c: VerlCase = { function: `${CORE}.get_policy_loss_fn`, kwargs: { name: 'no_such_loss' }, inputs: { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK } };
