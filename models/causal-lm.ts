@@ -13,6 +13,8 @@ export interface TokenLogprobs {
   logprobs: Tensor; // (R) log p(target[r] | tokens ≤ r)
   entropy: Tensor; //  (R)
   lse: Tensor; //      (R)
+  /** (R) Σ_v π_v² of each position's distribution, when asked for (verl's calculate_sum_pi_squared). */
+  sumPiSquared?: Tensor;
 }
 
 interface HeadWorkspace extends TokenLogprobs {
@@ -45,8 +47,9 @@ export class CausalLm {
     };
   }
 
-  /** Teacher-forced log-probs of `targets` (R = B·T, usually the ids shifted left by one) at `temperature`. */
-  tokenLogprobs(batch: TokenBatch, targets: Tensor<'u32'>, options: { temperature?: number; saveForBackward: boolean }): TokenLogprobs {
+  /** Teacher-forced log-probs of `targets` (R = B·T, usually the ids shifted left by one) at `temperature`;
+   *  `sumPiSquared` also gives Σπ² per position (forward only: no gradient flows through it). */
+  tokenLogprobs(batch: TokenBatch, targets: Tensor<'u32'>, options: { temperature?: number; saveForBackward: boolean; sumPiSquared?: boolean }): TokenLogprobs {
     const c = this.config;
     const rows = batch.B * batch.T;
     const temperature = options.temperature ?? 1;
@@ -55,12 +58,13 @@ export class CausalLm {
     // A small vocabulary's logits stay for the backward instead of being recomputed there.
     const savedLogits = options.saveForBackward && lmHeadLogitsFitOneChunk(this.engine, rows, c.hiddenSize, c.vocabSize)
       ? this.buffers.get('savedLogits', [rows, c.vocabSize]) : undefined;
+    const sumPiSquared = options.sumPiSquared ? this.buffers.get('sumPiSquared', [rows]) : undefined;
     lmHeadForward(this.engine, {
       hidden, weight: this.params.get(lmHeadWeightName(c)), targets, N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
-      logprobs: ws.logprobs, entropy: ws.entropy, lse: ws.lse, savedLogits,
+      logprobs: ws.logprobs, entropy: ws.entropy, lse: ws.lse, savedLogits, sumPiSquared,
     });
     this.last = { rows, hidden, targets, temperature, savedLogits };
-    return ws;
+    return { ...ws, sumPiSquared };
   }
 
   /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call

@@ -20,7 +20,7 @@ import { RolloutGenerator } from './phases/rollout.ts';
 import type { RolloutBatch, RolloutConfig } from './rollout/types.ts';
 import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
 import { ToolAgentSession, type ToolAgent } from './agent-tools/tool-agent.ts';
-import { ExperienceMaker, type Experience } from './phases/experience.ts';
+import { ExperienceMaker, type ExperienceBatch } from './phases/experience.ts';
 import { rolloutIsWeights, rolloutRejectionMask } from './algorithm/rollout-correction.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
 import { CriticUpdater } from './phases/critic-update.ts';
@@ -29,6 +29,7 @@ import { sampleRewardMask } from './algorithm/reward-mask.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic, criticMetrics, type CriticPlan } from './algorithm/critic-plan.ts';
 import { stepMetrics, transferMetrics } from './metrics/step-metrics.ts';
+import { varianceProxyMetrics } from './metrics/variance-proxy.ts';
 import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
 import { validationMetrics } from './metrics/validation-metrics.ts';
@@ -153,11 +154,11 @@ export class PpoTrainer {
       })
       : null;
     this.rollout = new RolloutGenerator(engine, actor);
-    this.experience = new ExperienceMaker(engine, this.reference, this.critic, actor.config.vocabSize);
+    this.plan = planStep(c);
+    this.experience = new ExperienceMaker(engine, this.reference, this.critic, actor.config.vocabSize, this.plan.experience.calculateSumPiSquared);
     this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer);
     this.criticUpdater = this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);
-    this.plan = planStep(c);
     this.peakFlops = peakFp32Flops(engine.caps, engine.knobs.peakFlops);
     this.sampling = { train: this.samplingConfig(false), validation: this.samplingConfig(true) };
     if (rewardModel) {
@@ -225,7 +226,7 @@ export class PpoTrainer {
     const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
-    if (plan.experience.calculateLogProbs) await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
+    if (plan.experience.calculateLogProbs || plan.experience.calculateSumPiSquared) await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
     if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
@@ -235,7 +236,8 @@ export class PpoTrainer {
       const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs);
       this.experience.rejectTokens(batch, rs.mask, rs.metrics);
     }
-    const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores));
+    const isWeights = this.rolloutIsWeights(batch, rolloutMask);
+    const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores, isWeights));
     this.updatingWeights = true;
     let criticUpdate: Record<string, number> | null = null;
     if (this.criticUpdater) {
@@ -245,14 +247,17 @@ export class PpoTrainer {
     const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
-      const actorExperience = this.importanceWeighted(experience, rolloutMask);
+      const actorExperience = isWeights ? this.experience.weightAdvantages(experience, isWeights) : experience;
       Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(actorExperience, { ...plan.actor, lr }, this.rng)));
     }
+    // verl logs these whenever the batch holds Σπ², with the step's actor/grad_norm (none in critic warmup).
+    const varianceProxy = experience.sumPiSquared
+      ? varianceProxyMetrics({ ...experience, sumPiSquared: experience.sumPiSquared, rolloutIsWeights: isWeights }, updateMetrics['actor/grad_norm'] ?? null) : {};
     this.globalStep++;
     this.updatingWeights = false;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
     return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
-      peakFlops: this.peakFlops, maxPromptLength: this.config.data.max_prompt_length }), ...envMetrics,
+      peakFlops: this.peakFlops, maxPromptLength: this.config.data.max_prompt_length }), ...envMetrics, ...varianceProxy,
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30,
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
@@ -330,16 +335,17 @@ export class PpoTrainer {
     return { ...batch, envMetrics: { ...envMetrics, 'train/num_gen_batches': numGenBatches } };
   }
 
-  /** algorithm.rollout_correction.rollout_is: verl multiplies each token's policy loss by its truncated importance
-   *  weight; for the loss modes step-plan admits that is exactly the loss of advantages × weights, so the actor
-   *  sees weighted advantages (the critic and the advantage metrics keep the plain ones). */
-  private importanceWeighted(experience: Experience, rolloutMask: Float32Array): Experience {
+  /** algorithm.rollout_correction.rollout_is's truncated importance weights (N, R), null when off. As verl, they
+   *  are computed before the advantages (optimal_token_baseline reads them); then verl multiplies each token's policy
+   *  loss by its weight, which for the loss modes step-plan admits is exactly the loss of advantages × weights, so
+   *  the actor sees weighted advantages (the critic and the advantage metrics keep the plain ones). */
+  private rolloutIsWeights(batch: ExperienceBatch, rolloutMask: Float32Array): Float32Array | null {
     const is = this.plan.rolloutIs;
-    if (!is) return experience;
-    const { weights, metrics } = rolloutIsWeights(experience.oldLogProbs, experience.rolloutLogProbs!, rolloutMask,
-      experience.N, experience.R, is.level, is.threshold, is.batchNormalize);
-    Object.assign(experience.metrics, metrics);
-    return this.experience.weightAdvantages(experience, weights);
+    if (!is) return null;
+    const { weights, metrics } = rolloutIsWeights(batch.oldLogProbs, batch.rolloutLogProbs!, rolloutMask,
+      batch.N, batch.R, is.level, is.threshold, is.batchNormalize);
+    Object.assign(batch.metrics, metrics);
+    return weights;
   }
 
   private readonly rewardModel: ValueModel | null = null;

@@ -1,5 +1,5 @@
 // CPU reference of the fused LM head (float64): logits z = hidden·Wᵀ / temperature, per-row log-softmax
-// statistics, and the gradient of Σ dLogprobs·logprobs + Σ dEntropy·entropy.
+// statistics (with Σπ²), and the gradient of Σ dLogprobs·logprobs + Σ dEntropy·entropy.
 // hidden: (N, C), weight: (V, C), targets: (N), per-row outputs: (N).
 
 export interface LmHeadRefArgs {
@@ -26,12 +26,15 @@ function scaledLogits(a: LmHeadRefArgs): Float64Array {
   return z;
 }
 
-export function lmHeadForwardRef(a: LmHeadRefArgs): { logprobs: Float64Array; entropy: Float64Array; lse: Float64Array } {
+/** Per row: log-prob of the target, entropy, log-sum-exp, and Σ_v π_v² summed directly (the kernel's route,
+ *  exp(lse(2z) − 2·lse(z)), is verl's; this checks it by the definition). */
+export function lmHeadForwardRef(a: LmHeadRefArgs): { logprobs: Float64Array; entropy: Float64Array; lse: Float64Array; sumPiSquared: Float64Array } {
   const { targets, N, V } = a;
   const z = scaledLogits(a);
   const logprobs = new Float64Array(N);
   const entropy = new Float64Array(N);
   const lse = new Float64Array(N);
+  const sumPiSquared = new Float64Array(N);
   for (let n = 0; n < N; n++) {
     const row = z.subarray(n * V, (n + 1) * V);
     const max = row.reduce((m, x) => Math.max(m, x), -Infinity);
@@ -39,11 +42,15 @@ export function lmHeadForwardRef(a: LmHeadRefArgs): { logprobs: Float64Array; en
     for (const x of row) sum += Math.exp(x - max);
     lse[n] = max + Math.log(sum);
     let expectedZ = 0;
-    for (const x of row) expectedZ += Math.exp(x - lse[n]) * x;
+    for (const x of row) {
+      const p = Math.exp(x - lse[n]);
+      expectedZ += p * x;
+      sumPiSquared[n] += p * p;
+    }
     logprobs[n] = row[targets[n]] - lse[n];
     entropy[n] = lse[n] - expectedZ;
   }
-  return { logprobs, entropy, lse };
+  return { logprobs, entropy, lse, sumPiSquared };
 }
 
 /** Gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy (dEntropy null: no entropy term). */

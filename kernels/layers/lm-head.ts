@@ -89,6 +89,18 @@ const placeSpec: KernelSpec = {
   ],
 };
 
+const sumPiSquaredSpec: KernelSpec = {
+  name: 'lm-head/sum-pi-squared',
+  source: COLUMN_PRELUDES[1] + shaderSource('lm-head', lmHeadSource, 'sum-pi-squared', 1),
+  entryPoint: 'sum_pi_squared',
+  bindings: [
+    { name: 'lse', access: 'read' },
+    { name: 'lseDoubled', access: 'read' },
+    { name: 'sumPiSquared', access: 'read_write' },
+  ],
+  uniforms: [{ name: 'rows', type: 'u32' }],
+};
+
 interface LmHeadShape {
   hidden: Tensor; // (N, C)
   weight: Tensor; // (V, C)
@@ -164,24 +176,38 @@ function weightRows(weight: Tensor, v0: number, width: number, C: number): Tenso
 /**
  * Per row n of z = hidden·weightᵀ / temperature: lse[n] = logsumexp(z[n, :]), logprobs[n] = z[n, targets[n]] − lse[n],
  * entropy[n] = lse[n] − Σ softmax(z[n, :])·z[n, :]. hidden (N, C), weight (V, C), targets (N) u32, outputs (N).
+ * With `sumPiSquared` (N) also Σ_v softmax(z[n, :])_v² (verl's calculate_sum_pi_squared): one more stats pass per
+ * chunk and one small dispatch, scratch only then; without it the forward is unchanged.
  */
-export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tensor; entropy: Tensor; lse: Tensor }): void {
-  const { hidden, weight, targets, logprobs, entropy, lse, N, C, V } = a;
+export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tensor; entropy: Tensor; lse: Tensor; sumPiSquared?: Tensor }): void {
+  const { hidden, weight, targets, logprobs, entropy, lse, sumPiSquared, N, C, V } = a;
   checkShape('lmHeadForward', a);
   expectSize('lmHeadForward', 'logprobs', logprobs, N, `[N=${N}]`);
   expectSize('lmHeadForward', 'entropy', entropy, N, `[N=${N}]`);
   expectSize('lmHeadForward', 'lse', lse, N, `[N=${N}]`);
+  if (sumPiSquared) expectSize('lmHeadForward', 'sumPiSquared', sumPiSquared, N, `[N=${N}]`);
   const chunk = chunkWidth(engine, 'lmHeadForward', N, C, V, a.chunkSize);
-  const rowStats = scratchTensor(engine, 'lm-head/row-stats', [N * 4]);
   const stats = chooseVariant('lm-head', lmHeadStatsVariants, engine.caps, engine.knobs).value;
+  const statsOutputs = { rowStats: scratchTensor(engine, 'lm-head/row-stats', [N * 4]), logprobs, entropy, lse };
+  // The statistics of 2z: only their lse is read; the rest is scratch the stats kernel writes anyway.
+  const doubled = sumPiSquared ? {
+    rowStats: scratchTensor(engine, 'lm-head/row-stats-doubled', [N * 4]), lse: scratchTensor(engine, 'lm-head/lse-doubled', [N]),
+    logprobs: scratchTensor(engine, 'lm-head/logprobs-doubled', [N]), entropy: scratchTensor(engine, 'lm-head/entropy-doubled', [N]),
+  } : null;
   forEachChunk(engine, 'lmHeadForward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
-    engine.dispatch(stats.specs[widestVector(width)], {
-      bindings: { logits, targets, rowStats, logprobs, entropy, lse },
-      uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, first: Number(v0 === 0), last: Number(v0 + width === V) },
-      workgroups: foldWorkgroups(Math.ceil(N / stats.rowsPerWorkgroup)),
-    });
+    const passes = doubled ? [[statsOutputs, 1], [doubled, 2]] as const : [[statsOutputs, 1]] as const;
+    for (const [outputs, scale] of passes) {
+      engine.dispatch(stats.specs[widestVector(width)], {
+        bindings: { logits, targets, ...outputs },
+        uniforms: { rows: N, width, v0, invTemperature: scale / a.temperature, first: Number(v0 === 0), last: Number(v0 + width === V) },
+        workgroups: foldWorkgroups(Math.ceil(N / stats.rowsPerWorkgroup)),
+      });
+    }
   });
+  if (sumPiSquared && doubled) {
+    engine.dispatch(sumPiSquaredSpec, { bindings: { lse, lseDoubled: doubled.lse, sumPiSquared }, uniforms: { rows: N }, workgroups: foldWorkgroups(Math.ceil(N / 256)) });
+  }
 }
 
 /**

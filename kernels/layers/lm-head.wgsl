@@ -11,6 +11,10 @@
 //   row-per-lane: one lane per row, no barriers (CPU implementations such as lavapipe, where barriers are dear).
 //   place:   out[n, v0 + j] = logits[n, j] — full logits (lmHeadLogits) of a weight too large for one binding,
 //            assembled chunk by chunk.
+//   sum-pi-squared (only when asked, verl's calculate_sum_pi_squared): Σ_v π_v² = exp(lse(2z) − 2·lse(z)) (N),
+//            verl's formula; lse(2z) comes from a second stats pass over each chunk with the inverse temperature
+//            doubled (exact: scaling by 2 rounds nothing), so both variants give it and no extra matmul runs.
+//            lse(2z) ≤ 2·lse(z), so the exponent is ≤ 0 and only its rounding (an ulp of 2·lse) enters.
 // The launcher prepends `vecU` (u32 vector of vecN's width) and COMPONENT (each component's column offset).
 
 const WG = 64u;
@@ -127,4 +131,12 @@ fn place(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   if (idx >= params.rows * params.width) { return; }
   let row = idx / params.width;
   out[row * params.V + params.v0 + idx % params.width] = logits[idx];
+}
+
+//// sum-pi-squared
+@compute @workgroup_size(256)
+fn sum_pi_squared(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = gid.x + gid.y * nwg.x * 256u;
+  if (row >= params.rows) { return; }
+  sumPiSquared[row] = exp(lseDoubled[row] - 2.0 * lse[row]);
 }

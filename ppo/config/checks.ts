@@ -135,10 +135,14 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     if (critic.freeze) problems.push(`critic.freeze=true but algorithm.adv_estimator=${estimator} uses no critic — remove critic.freeze or use algorithm.adv_estimator=gae`);
     if (trainer.critic_warmup > 0) problems.push(`trainer.critic_warmup=${trainer.critic_warmup} but algorithm.adv_estimator=${estimator} uses no critic — set trainer.critic_warmup=0`);
   }
-  // The estimator runs (kernels/ppo/optimal-token-baseline, the harness checks it against verl) but needs Σπ² per
-  // response token of the rollout policy, which neither the sampler nor the LM-head kernel computes yet.
+  // verl's compute_advantage asserts that sum_pi_squared is in the batch: only the old-log-prob forward with
+  // actor.calculate_sum_pi_squared gives it, and bypass mode skips that forward.
   if (estimator === 'optimal_token_baseline') {
-    problems.push('algorithm.adv_estimator=optimal_token_baseline needs sum_pi_squared (Σ π² per response token, verl\'s actor.calculate_sum_pi_squared=True), which this engine\'s rollout does not compute yet — use grpo, rloo or another estimator');
+    if (!actor.calculate_sum_pi_squared) {
+      problems.push('algorithm.adv_estimator=optimal_token_baseline needs Σπ² per response token (sum_pi_squared) — set actor_rollout_ref.actor.calculate_sum_pi_squared=true, as verl asks');
+    } else if (algorithm.rollout_correction.bypass_mode) {
+      problems.push('algorithm.adv_estimator=optimal_token_baseline reads Σπ² from the old-log-prob forward, which algorithm.rollout_correction.bypass_mode=true skips (verl stops there too) — set bypass_mode=false or use another estimator');
+    }
   }
   // verl runs the other group estimators with rollout.n=1 (a group of one: mean 0, standard deviation 1).
   if (estimator === 'grpo_passk' && rollout.n < 2) {

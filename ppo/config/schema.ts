@@ -132,6 +132,8 @@ const SCHEMA = {
       kl_loss_type: str('low_var_kl', `KL estimator of the loss term: ${KL_ESTIMATOR_HELP}`),
       tau_pos: float(1.0, 'sapo: gate temperature for tokens with A > 0', positive),
       tau_neg: float(1.05, 'sapo: gate temperature for tokens with A ≤ 0', positive),
+      calculate_sum_pi_squared: bool(false, 'Σ_v π_v² per response token from the old-log-prob forward (recomputed for it when rollout.calculate_log_probs is off, as verl always does): algorithm.adv_estimator=optimal_token_baseline needs it, and it adds verl\'s variance_proxy/* metrics; costs one more statistics pass over the logits of that forward'),
+      sum_pi_squared_checkpointing: bool(false, 'verl\'s activation checkpointing of the Σπ² computation; accepted, no effect here: the fused LM head computes Σπ² chunk by chunk without keeping per-vocabulary activations, and only in the no-gradient old-log-prob forward'),
       policy_loss: {
         loss_mode: oneOf('vanilla', POLICY_LOSS_MODES, 'Policy loss: vanilla (token-level clipped PPO), gspo (sequence ratio), gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov (see docs/training.md)'),
         clip_cov_ratio: float(0.0002, 'clip_cov: fraction of the valid tokens whose loss is cut', positive),

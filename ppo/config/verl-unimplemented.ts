@@ -16,8 +16,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'actor_rollout_ref.actor.router_replay.mode': 'disabled',
   'actor_rollout_ref.actor.router_replay.record_file': null,
   'actor_rollout_ref.actor.router_replay.replay_file': null,
-  'actor_rollout_ref.actor.calculate_sum_pi_squared': false,
-  'actor_rollout_ref.actor.sum_pi_squared_checkpointing': false,
   'actor_rollout_ref.ref.router_replay.mode': 'disabled',
   'actor_rollout_ref.ref.router_replay.record_file': null,
   'actor_rollout_ref.ref.router_replay.replay_file': null,

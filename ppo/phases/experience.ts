@@ -4,8 +4,9 @@
 // reference log-probs and values are gathered straight into the batch's (N, R) tensors, which stay on the device:
 // the updates gather each micro-batch's rows from them (SequenceBuffers.gatherResponse). The host gets one copy of
 // what the step's metrics and host-side logic read (token rewards, advantages, returns, values, reference
-// log-probs), in one read-back when the advantages are done, and the recomputed old log-probs when
-// calculate_log_probs asks for them (rollout_corr/* metrics and rollout correction are computed on the host).
+// log-probs), in one read-back when the advantages are done, and the recomputed old log-probs (with Σπ² when
+// calculate_sum_pi_squared asks for it) in one read-back when they are recomputed (rollout_corr/* metrics, rollout
+// correction and verl's variance_proxy/* metrics are computed on the host).
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
@@ -30,6 +31,10 @@ export interface ExperiencePlan {
   temperature: number;
   /** actor_rollout_ref.rollout.calculate_log_probs: old log-probs from the training forward, the sampler's kept. */
   calculateLogProbs: boolean;
+  /** actor_rollout_ref.actor.calculate_sum_pi_squared: the old-log-prob forward (run for it if calculate_log_probs
+   *  is off, as verl always recomputes) also gives Σ_v π_v² per response token, for optimal_token_baseline and the
+   *  variance_proxy/* metrics. */
+  calculateSumPiSquared: boolean;
   /** Sequences (null: the whole batch) or tokens per forward of the old log-probs' recomputation. */
   oldForward: MicroBatching;
   /** Sequences (null: the whole batch) or tokens per forward of the reference and of the critic. */
@@ -49,6 +54,8 @@ export interface ExperienceTensors {
   /** The actor's advantages × rollout_is weights (importance-weighted experience only). */
   weightedAdvantages: Tensor<'f32'>;
   returns: Tensor<'f32'>;
+  /** Σ_v π_v² per response token (calculate_sum_pi_squared only; null otherwise, no buffer). */
+  sumPiSquared: Tensor<'f32'> | null;
   /** (N) each row's KL; (4) and (2N) the advantage estimators' statistics. */
   rowKl: Tensor<'f32'>;
   stats: Tensor<'f32'>;
@@ -68,6 +75,8 @@ interface ExperienceSoFar {
   oldLogProbs: Float32Array;
   /** (N, R) the sampler's own log-probs when the training forward recomputed oldLogProbs (calculate_log_probs). */
   rolloutLogProbs: Float32Array | null;
+  /** (N, R) Σπ² of the old-log-prob forward (calculate_sum_pi_squared). */
+  sumPiSquared: Float32Array | null;
   refLogProbs: Float32Array | null;
   values: Float32Array | null;
   metrics: Record<string, number>;
@@ -109,6 +118,8 @@ export class ExperienceMaker {
     private readonly reference: CausalLm | null,
     private readonly critic: ValueModel | null,
     vocabSize: number,
+    /** calculate_sum_pi_squared: keep an (N, R) tensor for Σπ². */
+    private readonly withSumPiSquared = false,
   ) {
     this.pool = new SequenceBufferPool(engine, vocabSize);
   }
@@ -117,32 +128,35 @@ export class ExperienceMaker {
    *  the host copies come back through. */
   private batchTensors(N: number, R: number): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'> } {
     if (this.scratch?.N === N && this.scratch.R === R) return this.scratch;
-    if (this.scratch) for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies]) this.engine.destroyTensor(tensor);
+    if (this.scratch) for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies]) if (tensor) this.engine.destroyTensor(tensor);
     const e = this.engine;
     const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
     const tensors: ExperienceTensors = {
       scores: t('scores', [N, R]), rewards: t('rewards', [N, R]), mask: t('mask', [N, R]), old: t('old', [N, R]), ref: t('ref', [N, R]),
       values: t('values', [N, R]), advantages: t('advantages', [N, R]), weightedAdvantages: t('weightedAdvantages', [N, R]),
-      returns: t('returns', [N, R]), rowKl: t('rowKl', [N]), stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
+      returns: t('returns', [N, R]), sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null, rowKl: t('rowKl', [N]), stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
     };
     this.scratch = { N, R, tensors, hostCopies: t('hostCopies', [HOST_COPIES, N, R]) };
     return this.scratch;
   }
 
-  /** Runs `model` over the experience's sequences in micro-batches, gathering its response-aligned output into
-   *  `target` (N, R) on the GPU (zero past each micro-batch's window). */
-  private responseAligned(rollout: RolloutBatch, split: MicroBatching, target: Tensor<'f32'>, run: (buffers: SequenceBuffers) => Tensor): void {
+  /** Runs `model` over the experience's sequences in micro-batches, gathering each of its per-position outputs,
+   *  response-aligned, into the matching one of `targets` (N, R) on the GPU (zero past each micro-batch's window). */
+  private responseAligned(rollout: RolloutBatch, split: MicroBatching, targets: readonly Tensor<'f32'>[], run: (buffers: SequenceBuffers) => readonly Tensor[]): void {
     const N = rollout.inputIds.length;
     const R = rollout.responseLength;
-    this.engine.clear(target);
+    for (const target of targets) this.engine.clear(target);
     for (const plan of planMicroBatches(Array.from({ length: N }, (_, i) => i), rollout, split)) {
       const window = plan.promptLength + plan.responseLength;
       const buffers = this.pool.get(plan.rows.length, window, plan.responseLength);
       buffers.uploadSequences(rollout, plan.rows);
-      gatherResponseValuesGpu(this.engine, run(buffers), buffers.logProbs, plan.rows.length, window, plan.responseLength);
-      // Copies, not a gather into views: rows need not start at a storage-binding alignment, nor be adjacent.
-      const Rb = plan.responseLength;
-      plan.rows.forEach((row, b) => this.engine.copy(buffers.logProbs.view(`${buffers.logProbs.name}[${b}]`, b * Rb, [Rb]), target.view(`${target.name}[${row}]`, row * R, [Rb])));
+      const outputs = run(buffers);
+      targets.forEach((target, k) => {
+        gatherResponseValuesGpu(this.engine, outputs[k], buffers.logProbs, plan.rows.length, window, plan.responseLength);
+        // Copies, not a gather into views: rows need not start at a storage-binding alignment, nor be adjacent.
+        const Rb = plan.responseLength;
+        plan.rows.forEach((row, b) => this.engine.copy(buffers.logProbs.view(`${buffers.logProbs.name}[${b}]`, b * Rb, [Rb]), target.view(`${target.name}[${row}]`, row * R, [Rb])));
+      });
     }
   }
 
@@ -163,20 +177,26 @@ export class ExperienceMaker {
     this.engine.upload(tensors.mask, responseMask);
     this.engine.upload(tensors.old, oldLogProbs);
     return {
-      rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs: null, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
+      rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs: null, sumPiSquared: null, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
       hasRefLogProbs: false, hasValues: false, metrics: { ...mask.metrics },
     };
   }
 
-  /** calculate_log_probs (verl's old_log_prob phase): the actor's teacher-forced log-probs of the sampled tokens
-   *  replace the sampler's as old log-probs, which stay as rollout log-probs; rollout_corr/* measures their drift. */
+  /** calculate_log_probs or calculate_sum_pi_squared (verl's old_log_prob phase): the actor's teacher-forced
+   *  log-probs of the sampled tokens replace the sampler's as old log-probs, which stay as rollout log-probs;
+   *  rollout_corr/* measures their drift. With calculate_sum_pi_squared the same forward gives Σπ² per token. */
   async recomputeOldLogProbs(x: ExperienceBatch, plan: ExperiencePlan, actor: CausalLm): Promise<void> {
-    if (!plan.calculateLogProbs) return;
+    if (!plan.calculateLogProbs && !plan.calculateSumPiSquared) return;
+    const sumPiSquared = plan.calculateSumPiSquared ? x.tensors.sumPiSquared : null;
+    if (plan.calculateSumPiSquared && !sumPiSquared) throw new Error('ExperienceMaker: calculate_sum_pi_squared needs an ExperienceMaker made with Σπ² (withSumPiSquared)');
     x.rolloutLogProbs = x.oldLogProbs;
-    this.responseAligned(x.rollout, plan.oldForward, x.tensors.old, (buffers) => {
-      return actor.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
+    this.responseAligned(x.rollout, plan.oldForward, sumPiSquared ? [x.tensors.old, sumPiSquared] : [x.tensors.old], (buffers) => {
+      const out = actor.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false, sumPiSquared: sumPiSquared !== null });
+      return sumPiSquared ? [out.logprobs, out.sumPiSquared!] : [out.logprobs];
     });
-    x.oldLogProbs = await this.engine.read(x.tensors.old);
+    const [old, sumPiSquaredHost] = await this.hostCopies(x, [x.tensors.old, sumPiSquared]);
+    x.oldLogProbs = old!;
+    x.sumPiSquared = sumPiSquaredHost;
     Object.assign(x.metrics, rolloutMismatchMetrics(x.oldLogProbs, x.rolloutLogProbs, x.responseMask, x.N, x.R));
   }
 
@@ -184,8 +204,8 @@ export class ExperienceMaker {
   async referenceLogProbs(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.reference) return;
     const reference = this.reference;
-    this.responseAligned(x.rollout, plan.refForward, x.tensors.ref, (buffers) => {
-      return reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs;
+    this.responseAligned(x.rollout, plan.refForward, [x.tensors.ref], (buffers) => {
+      return [reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs];
     });
     x.hasRefLogProbs = true;
   }
@@ -194,8 +214,8 @@ export class ExperienceMaker {
   async values(x: ExperienceBatch, plan: ExperiencePlan): Promise<void> {
     if (!this.critic) return;
     const critic = this.critic;
-    this.responseAligned(x.rollout, plan.valueForward, x.tensors.values, (buffers) => {
-      return critic.tokenValues(buffers.batch!, { saveForBackward: false });
+    this.responseAligned(x.rollout, plan.valueForward, [x.tensors.values], (buffers) => {
+      return [critic.tokenValues(buffers.batch!, { saveForBackward: false })];
     });
     x.hasValues = true;
   }
@@ -220,20 +240,25 @@ export class ExperienceMaker {
     Object.assign(x.metrics, metrics);
   }
 
-  /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample. */
-  async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null): Promise<Experience> {
+  /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample;
+   *  `rolloutIsWeights` (N, R): rollout_is's weights, which optimal_token_baseline reads as verl's does. */
+  async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null, rolloutIsWeights: Float32Array | null = null): Promise<Experience> {
     const e = this.engine;
     const t = x.tensors;
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
+    const otb = plan.advEstimator === 'optimal_token_baseline';
+    const isWeights = otb && rolloutIsWeights ? e.tensorFrom('experience.rolloutIsWeights', [x.N, x.R], rolloutIsWeights) : null;
     computeAdvantagesGpu(e, plan.advEstimator, {
       tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
       values: x.hasValues ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
-      gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: 1e-6, B: x.N, T: x.R,
+      oldLogProbs: t.old, sumPiSquared: x.sumPiSquared ? t.sumPiSquared : null, rolloutIsWeights: isWeights,
+      // verl's compute_advantage leaves each estimator its own default epsilon: 1e-8 for the optimal token baseline.
+      gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: otb ? 1e-8 : 1e-6, B: x.N, T: x.R,
     });
-    if (baselines) e.destroyTensor(baselines);
+    for (const tensor of [baselines, isWeights]) if (tensor) e.destroyTensor(tensor);
     const [tokenLevelRewards, advantages, returns, values, refLogProbs] = await this.hostCopies(x, [x.rewards, t.advantages, t.returns, x.hasValues ? t.values : null, x.hasRefLogProbs ? t.ref : null]);
-    const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, metrics, tensors } = x;
-    return { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, refLogProbs, values, tokenLevelRewards: tokenLevelRewards!, advantages: advantages!, returns: returns!, metrics, tensors };
+    const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, metrics, tensors } = x;
+    return { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, refLogProbs, values, tokenLevelRewards: tokenLevelRewards!, advantages: advantages!, returns: returns!, metrics, tensors };
   }
 
   /** Host copies of (N, R) tensors (null: none) through one read-back: each is copied into its slot of the staging

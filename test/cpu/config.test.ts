@@ -168,7 +168,16 @@ describe('config errors', () => {
     expectProblem(['critic.model.lora_rank=8'], 'critic.model.lora_rank', 'LoRA is implemented for the actor only');
     expectProblem(['trainer.resume_mode=resume'], 'trainer.resume_mode', 'expected one of auto, disable, resume_path');
     expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gspoo'], 'did you mean gspo?');
-    expectProblem(['algorithm.adv_estimator=optimal_token_baseline'], 'needs sum_pi_squared', 'does not compute yet');
+  });
+
+  it('optimal_token_baseline needs calculate_sum_pi_squared (verl asserts it) and the old-log-prob forward bypass mode skips', () => {
+    const otb = ['algorithm.adv_estimator=optimal_token_baseline', 'actor_rollout_ref.rollout.n=2'];
+    expectProblem(otb, 'algorithm.adv_estimator=optimal_token_baseline needs Σπ²', 'set actor_rollout_ref.actor.calculate_sum_pi_squared=true');
+    const withSumPiSquared = [...otb, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true'];
+    expect(problemsOf({ overrides: withSumPiSquared })).toEqual([]);
+    expect(problemsOf({ overrides: [...withSumPiSquared, 'actor_rollout_ref.actor.sum_pi_squared_checkpointing=true'] })).toEqual([]);
+    expectProblem([...withSumPiSquared, 'actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'],
+      'algorithm.rollout_correction.bypass_mode=true skips');
   });
 
   it('mini-batches must divide the batch and micro-batches the mini-batch', () => {

@@ -21,7 +21,7 @@ function batch(): Omit<Experience, 'tensors'> {
   scores.forEach((s, i) => (tokenLevelRewards[i * R + Math.max(0, responseLengths[i] - 1)] = s));
   const rollout = { attentionMask, responseLengths } as unknown as RolloutBatch;
   return {
-    rollout, N, S: P + R, R, scores, responseMask, oldLogProbs: new Float32Array(N * R), rolloutLogProbs: null, refLogProbs: null, values: null, metrics: {},
+    rollout, N, S: P + R, R, scores, responseMask, oldLogProbs: new Float32Array(N * R), rolloutLogProbs: null, sumPiSquared: null, refLogProbs: null, values: null, metrics: {},
     tokenLevelRewards, advantages: new Float32Array(N * R), returns: new Float32Array(N * R),
   };
 }

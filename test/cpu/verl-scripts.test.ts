@@ -65,6 +65,8 @@ describe('verl and Search-R1 launch scripts', () => {
     // --config-path=./config --config-name=ppo_trainer: verl's own config, built in.
     expect(sapo.stderr).toContain('ppo_trainer is verl\'s own config');
     expect(sapo.config.data.max_response_length).toBe(8192);
+    const otb = (await composed('examples/otb_trainer/run_qwen2_5-7b.sh')).config;
+    expect([otb.algorithm.adv_estimator, otb.actor_rollout_ref.actor.calculate_sum_pi_squared]).toEqual(['optimal_token_baseline', true]);
   });
 
   it('DAPO: dynamic sampling, clip-higher and the recipe\'s overlong_buffer spelling take effect', async () => {
@@ -136,8 +138,11 @@ describe('verl and Search-R1 launch scripts', () => {
     expect(config.actor_rollout_ref.ref.fsdp_config.model_dtype).toBe('fp32');
     expect(config.critic.model.fsdp_config.model_dtype).toBe('fp32');
     // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
-    const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true']);
+    const refused = await runCli(['--cfg', 'job', '--config', generated, 'actor_rollout_ref.actor.use_prefix_grouper=true']);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('actor_rollout_ref.actor.calculate_sum_pi_squared=true (command line): this verl feature is not implemented here; only verl\'s default false is accepted');
+    expect(refused.stderr).toContain('actor_rollout_ref.actor.use_prefix_grouper=true (command line): this verl feature is not implemented here; only verl\'s default false is accepted');
+    // Implemented since: verl's generated config holds the optimal token baseline's keys at their defaults.
+    expect(config.actor_rollout_ref.actor.calculate_sum_pi_squared).toBe(false);
+    expect(config.actor_rollout_ref.actor.sum_pi_squared_checkpointing).toBe(false);
   });
 });

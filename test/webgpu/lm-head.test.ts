@@ -1,6 +1,6 @@
-import { describe, it, expect, afterAll } from 'vitest';
+import { describe, it, expect, afterAll, vi } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { Engine, readKnobs } from '../../engine/index.ts';
+import { Engine, readKnobs, type Tensor } from '../../engine/index.ts';
 import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsVariants, lmHeadStatsVariants } from '../../kernels/layers/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/layers/lm-head.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
@@ -52,14 +52,20 @@ async function expectCaseMatches(engine: Engine, c: Case): Promise<void> {
   const logprobs = engine.tensor('logprobs', [N]);
   const entropy = engine.tensor('entropy', [N]);
   const lse = engine.tensor('lse', [N]);
+  const sumPiSquared = engine.tensor('sumPiSquared', [N]);
   const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
   for (const variant of lmHeadStatsVariants.map((v) => v.name)) {
-    engine.knobs.kernelVariants['lm-head'] = variant;
-    lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
-    delete engine.knobs.kernelVariants['lm-head'];
-    expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, `lse (${variant})`);
-    expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, `logprobs (${variant})`);
-    expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, `entropy (${variant})`);
+    // Without Σπ² and with it (verl's calculate_sum_pi_squared), which must leave the other outputs as they were.
+    for (const withSumPiSquared of [false, true]) {
+      const label = `${variant}${withSumPiSquared ? ', with Σπ²' : ''}`;
+      engine.knobs.kernelVariants['lm-head'] = variant;
+      lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse, sumPiSquared: withSumPiSquared ? sumPiSquared : undefined });
+      delete engine.knobs.kernelVariants['lm-head'];
+      expectClose(await engine.read(lse), expected.lse, 1e-5, 1e-5, `lse (${label})`);
+      expectClose(await engine.read(logprobs), expected.logprobs, 1e-5, 1e-5, `logprobs (${label})`);
+      expectClose(await engine.read(entropy), expected.entropy, 1e-5, 1e-5, `entropy (${label})`);
+      if (withSumPiSquared) expectClose(await engine.read(sumPiSquared), expected.sumPiSquared, 1e-5, 1e-5, `sumPiSquared (${label})`);
+    }
   }
 
   const dHiddenBefore = randomArray(N * C, 7);
@@ -105,15 +111,45 @@ describe('fused LM head', () => {
     const [gpuHidden, gpuWeight] = [engine.tensorFrom('hidden', [N, C], hidden), engine.tensorFrom('weight', [V, C], weight)];
     const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
     const [logprobs, entropy, lse] = [engine.tensor('logprobs', [N]), engine.tensor('entropy', [N]), engine.tensor('lse', [N])];
-    lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse });
+    const sumPiSquared = engine.tensor('sumPiSquared', [N]);
+    lmHeadForward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, logprobs, entropy, lse, sumPiSquared });
     const expected = lmHeadForwardRef({ ...args, hidden, weight, targets });
     expectClose(await engine.read(lse), expected.lse, 1e-3, 1e-5, 'lse');
+    // lse is in the thousands here: Σπ² = exp(lse(2z) − 2·lse(z)) carries an ulp of 2·lse (≈ 2e-4) as relative error.
+    expectClose(await engine.read(sumPiSquared), expected.sumPiSquared, 1e-3, 1e-6, 'sumPiSquared');
     expectClose(await engine.read(logprobs), expected.logprobs, 1e-2, 1e-5, 'logprobs');
     expectClose(await engine.read(entropy), expected.entropy, 1e-4, 1e-3, 'entropy');
     const [dHidden, dWeight] = [engine.tensor('dHidden', [N, C]), engine.tensor('dWeight', [V, C])];
     const upstream = engine.tensorFrom('upstream', [N], [1, -0.5, 2]);
     lmHeadBackward(engine, { ...args, hidden: gpuHidden, weight: gpuWeight, targets: gpuTargets, lse, entropy, dLogprobs: upstream, dEntropy: upstream, dHidden, dWeight });
     for (const g of [...await engine.read(dHidden), ...await engine.read(dWeight)]) expect(Number.isFinite(g)).toBe(true);
+  });
+
+  it('Σπ² is the same whether the vocabulary comes in chunks or whole, and costs nothing unless asked for', async () => {
+    const engine = await gpuEngine();
+    const [N, C, V, temperature] = [6, 16, 300, 0.8];
+    const hidden = engine.tensorFrom('hidden', [N, C], randomArray(N * C, 3, 3));
+    const weight = engine.tensorFrom('weight', [V, C], randomArray(V * C, 4, 3));
+    const targets = engine.tensorFrom('targets', [N], [0, 299, 64, 65, 128, 7], 'u32');
+    const outputs = () => ({ logprobs: engine.tensor('logprobs', [N]), entropy: engine.tensor('entropy', [N]), lse: engine.tensor('lse', [N]) });
+    const dispatches = vi.spyOn(engine, 'dispatch');
+    const run = (chunkSize: number | undefined, sumPiSquared?: Tensor) => {
+      dispatches.mockClear();
+      lmHeadForward(engine, { hidden, weight, targets, N, C, V, temperature, chunkSize, ...outputs(), sumPiSquared });
+      return dispatches.mock.calls.map(([spec]) => spec.name);
+    };
+    try {
+      const [whole, chunked] = [engine.tensor('whole', [N]), engine.tensor('chunked', [N])];
+      expect(run(undefined, whole).filter((name) => !name.startsWith('matmul'))).toEqual(
+        [...run(undefined).filter((name) => !name.startsWith('matmul')), expect.stringMatching(/^lm-head\/stats/), 'lm-head/sum-pi-squared']);
+      // 5 chunks of 64 rows: one more stats pass each, then one dispatch for Σπ².
+      const plain = run(64);
+      expect(run(64, chunked)).toHaveLength(plain.length + 5 + 1);
+      // The chunks merge the running sums in another order: the two agree to float32 rounding of lse (≈ 1e-5 relative).
+      expectClose(await engine.read(chunked), await engine.read(whole), 1e-6, 3e-5, 'Σπ², chunks of 64 against one chunk');
+    } finally {
+      dispatches.mockRestore();
+    }
   });
 
   // Each variant forced: 'decode' runs its kernel for up to 4 rows with C % 4 == 0 (odd V: a last workgroup of

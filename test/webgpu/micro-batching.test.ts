@@ -66,7 +66,7 @@ async function experience(engine: Engine, forward: MicroBatching): Promise<Exper
   const maker = new ExperienceMaker(engine, reference, critic, CONFIG.vocabSize);
   const plan = {
     advEstimator: 'gae', gamma: 1, lam: 0.95, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl', temperature: 1,
-    calculateLogProbs: false, oldForward: forward, refForward: forward, valueForward: forward,
+    calculateLogProbs: false, calculateSumPiSquared: false, oldForward: forward, refForward: forward, valueForward: forward,
   };
   const batch = maker.begin(rolloutBatch(), [1, 0.5, 0, 1, 0, 0, 1, 0.3], sampleRewardMask(new Rng(1), N, 0));
   await maker.referenceLogProbs(batch, plan);

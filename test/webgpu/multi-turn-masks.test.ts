@@ -61,7 +61,7 @@ async function experience(engine: Engine): Promise<Experience> {
   const rollout = rolloutBatch();
   const N = rollout.inputIds.length;
   const maker = new ExperienceMaker(engine, null, null, CONFIG.vocabSize);
-  const plan = { advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl', temperature: 1, calculateLogProbs: false, oldForward: { microBatchSize: N }, refForward: { microBatchSize: N }, valueForward: { microBatchSize: N } };
+  const plan = { advEstimator: 'grpo', gamma: 1, lam: 1, normAdvByStdInGrpo: true, useKlInReward: false, klPenalty: 'kl', temperature: 1, calculateLogProbs: false, calculateSumPiSquared: false, oldForward: { microBatchSize: N }, refForward: { microBatchSize: N }, valueForward: { microBatchSize: N } };
   const x = await maker.advantages(maker.begin(rollout, [1, 0.5, 0, 1], sampleRewardMask(new Rng(1), N, 0)), plan, null);
   const rng = new Rng(4);
   const fill = () => Float32Array.from({ length: N * R }, () => -2 + rng.next());

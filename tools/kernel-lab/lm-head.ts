@@ -49,7 +49,7 @@ const random = (n: number, scale: number) => Float32Array.from({ length: n }, ()
 const hidden = engine.tensorFrom('hidden', [N, C], random(N * C, 1));
 const weight = engine.tensorFrom('weight', [V, C], random(V * C, 0.2));
 const targets = engine.tensorFrom('targets', [N], Array.from({ length: N }, () => Math.floor(Math.random() * V)), 'u32');
-const [logprobs, entropy, lse] = [engine.tensor('logprobs', [N]), engine.tensor('entropy', [N]), engine.tensor('lse', [N])];
+const [logprobs, entropy, lse, sumPiSquared] = [engine.tensor('logprobs', [N]), engine.tensor('entropy', [N]), engine.tensor('lse', [N]), engine.tensor('sumPiSquared', [N])];
 const [dHidden, dWeight] = [engine.tensor('dHidden', [N, C]), engine.tensor('dWeight', [V, C])];
 const dLogprobs = engine.tensorFrom('dLogprobs', [N], random(N, 1));
 const logits = engine.tensor('logits', [N, V]);
@@ -74,6 +74,8 @@ for (const variant of lmHeadStatsVariants) {
 
 const rows = [
   await timeKernel(engine, 'lm-head forward (fused)', shape, () => lmHeadForward(engine, { ...common, logprobs, entropy, lse }), { flops: 2 * N * C * V }),
+  // verl's calculate_sum_pi_squared: one more stats pass per chunk and one small dispatch.
+  await timeKernel(engine, 'lm-head forward (fused) with Σπ²', shape, () => lmHeadForward(engine, { ...common, logprobs, entropy, lse, sumPiSquared }), { flops: 2 * N * C * V }),
   await timeKernel(engine, 'naive: logits + log-softmax', shape, () => {
     lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V });
     naiveLogSoftmax();
