@@ -544,14 +544,10 @@ export class PpoTrainer {
     this.prefetched = snapshot.prefetched && this.restoredBatch(snapshot.prefetched);
   }
 
+  /** Its samples fit this run's rollout.n and max_response_length (ppo/run/checkpoint-node.ts checks them on load). */
   private restoredBatch(saved: SavedPrefetchedBatch): PrefetchedBatch {
     const config = this.trainingRollout(saved.seed);
     const { samples } = saved;
-    if (samples && (samples.length !== saved.records.length * config.n || samples.some((s) => s.tokens.length > config.maxResponseLength))) {
-      throw new Error(`resume: the checkpoint's prefetched batch has ${samples.length} samples of ${saved.records.length} prompts, up to ` +
-        `${Math.max(...samples.map((s) => s.tokens.length))} tokens each; this run asks for actor_rollout_ref.rollout.n=${config.n} and ` +
-        `data.max_response_length=${config.maxResponseLength}: resume with the values the checkpoint's run had, or trainer.resume_mode=disable`);
-    }
     const rollout = samples && Promise.resolve(assemble(promptBatch(saved.records.map((r) => r.promptIds), config), samples, config));
     return { records: saved.records, seed: saved.seed, weightVersion: saved.weightVersion, rollout };
   }

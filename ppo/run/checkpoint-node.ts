@@ -214,6 +214,19 @@ async function readPrefetchedBatch(dir: string): Promise<SavedPrefetchedBatch> {
   return batch as SavedPrefetchedBatch;
 }
 
+/** The resumed step trains on the batch's samples as they are: refused, before the run directory is touched, when
+ *  they are not rollout.n per prompt or are longer than data.max_response_length. */
+function checkPrefetchedBatchFits(dir: string, batch: SavedPrefetchedBatch, config: PpoConfig): SavedPrefetchedBatch {
+  const { records, samples } = batch;
+  const n = config.actor_rollout_ref.rollout.n, maxLength = config.data.max_response_length;
+  if (samples && (samples.length !== records.length * n || samples.some((s) => s.tokens.length > maxLength))) {
+    throw new CheckpointError(`resume: ${join(dir, PREFETCHED_BATCH_FILE)} holds ${samples.length} samples of ${records.length} prompts, up to ` +
+      `${Math.max(...samples.map((s) => s.tokens.length))} tokens each, but this run has actor_rollout_ref.rollout.n=${n} and ` +
+      `data.max_response_length=${maxLength} — resume with the values of the run that saved it, or trainer.resume_mode=disable`);
+  }
+  return batch;
+}
+
 async function readOptimizer(file: string, params: Arena) {
   return decodeOptimizerState(new Uint8Array(await readFile(file)), file, params.layout.slots);
 }
@@ -270,7 +283,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
       state: { globalStep: stateJson.globalStep as number, rng: stateJson.rng as TrainerSnapshot['state']['rng'], klCoef: stateJson.klCoef as number },
       actorOptimizer: await readOptimizer(join(dir, 'actor', 'optimizer.safetensors'), actor.lora?.params ?? actor.params),
       criticOptimizer,
-      prefetched: stateJson.prefetchedBatch === undefined ? null : await readPrefetchedBatch(dir),
+      prefetched: stateJson.prefetchedBatch === undefined ? null : checkPrefetchedBatchFits(dir, await readPrefetchedBatch(dir), config),
     },
     dataCursor: stateJson.dataCursor as DataCursor,
   };

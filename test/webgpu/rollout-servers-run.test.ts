@@ -160,6 +160,13 @@ describe('trainer with rollout servers on loopback', () => {
       expect(trained(resumed.metrics[0]), mode).toEqual(trained(whole.metrics[2]));
       expect(resumed.metrics[0]['rollout_servers/staleness']).toBe(1);
     }
+    // Samples that do not fit the resumed run's rollout.n: one line, before the run directory is written.
+    const refusedDir = join(run.root, 'n1-resumed');
+    const refused = await runCli([...run.overrides, ...COMMON, ...async3, 'actor_rollout_ref.rollout.n=1', `trainer.default_local_dir=${refusedDir}`,
+      'trainer.resume_mode=resume_path', `trainer.resume_from_path=${checkpoint}`]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^error: resume: \S+prefetched_batch\.json holds 8 samples of 4 prompts, up to \d tokens each, but this run has actor_rollout_ref\.rollout\.n=1 and data\.max_response_length=3 — resume with the values of the run that saved it, or trainer\.resume_mode=disable$/m);
+    await expect(readdir(refusedDir)).rejects.toThrow(/ENOENT/);
   });
 
   it('mode=async whose prefetch failed: the checkpoint keeps its prompts and seed, and the resumed step generates them again', async () => {
