@@ -2,8 +2,8 @@
 // (the critic as *ForTokenClassification, usable as critic.model.path of a later run), their AdamW states, the
 // reference model when it cannot be reloaded from actor_rollout_ref.model.path (the built-in model),
 // trainer_state.json (step, RNG, KL coefficient, data cursor) and, for rollout.mode=async, prefetched_batch.json (the
-// batch generated for the next step, which the RNG and data cursor are already past). A step directory is assembled under a temporary
-// name and renamed into place, so an interrupted save never leaves a half checkpoint;
+// batch generated for the next step, which the RNG and data cursor are already past). A step directory is assembled
+// under a temporary name and renamed into place, so an interrupted save never leaves a half checkpoint;
 // trainer.max_actor_ckpt_to_keep prunes old ones. With LoRA, actor/ holds the (unchanged) base model, its
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
 // actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
