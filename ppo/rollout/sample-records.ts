@@ -1,6 +1,6 @@
 // A rollout's samples on the host: the prompts left-padded and repeated n times, each sample's response as it
 // grows (generated tokens with their old log-probs, observations masked out), the rule that ends a turn (EOS,
-// turn-ending token or string, budget), and the assembly of the finished samples into the PPO batch.
+// turn-ending token or string, budget), and the assembly of the finished samples into the PPO batch (and back).
 import { positionsFromMask } from '../../models/token-batch.ts';
 import type { FinishReason, RolloutBatch, RolloutConfig } from './types.ts';
 
@@ -77,8 +77,11 @@ export function singleTurnRecords(progress: readonly TurnProgress[], logprobs: r
   });
 }
 
+/** What assemble() reads of a sample: its response (observations included) and the log-probs of its tokens. */
+export type AssembledSample = Pick<SampleRecord, 'tokens' | 'logprobs' | 'generated' | 'reason'>;
+
 /** The PPO batch from the prompts and every sample's final response. */
-export function assemble(prompts: PromptBatch, records: readonly SampleRecord[], c: RolloutConfig): RolloutBatch {
+export function assemble(prompts: PromptBatch, records: readonly AssembledSample[], c: RolloutConfig): RolloutBatch {
   const R = c.maxResponseLength;
   const pad = (row: readonly number[], value: number) => [...row, ...new Array<number>(R - row.length).fill(value)];
   const responses = records.map((s) => pad(s.tokens, c.padTokenId));
@@ -96,4 +99,18 @@ export function assemble(prompts: PromptBatch, records: readonly SampleRecord[],
     responseLengths: records.map((s) => s.tokens.length),
     finishReasons: records.map((s) => s.reason ?? 'length'),
   };
+}
+
+/** The samples assemble() took, read back from its batch: a batch kept outside the process (an async run's checkpoint)
+ *  stores these and is assembled again from its prompts, instead of its padded (N, P + R) rows. */
+export function disassemble(batch: RolloutBatch): AssembledSample[] {
+  return batch.responses.map((row, i) => {
+    const length = batch.responseLengths[i];
+    return {
+      tokens: row.slice(0, length),
+      logprobs: Array.from(batch.oldLogProbs[i].subarray(0, length)),
+      generated: batch.responseMask[i].slice(0, length),
+      reason: batch.finishReasons[i],
+    };
+  });
 }

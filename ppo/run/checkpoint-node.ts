@@ -1,8 +1,9 @@
 // Run checkpoints: trainer.default_local_dir/global_step_N/{actor,critic} as complete Hugging Face directories
 // (the critic as *ForTokenClassification, usable as critic.model.path of a later run), their AdamW states, the
-// reference model when it cannot be reloaded from actor_rollout_ref.model.path (the built-in model), and
-// trainer_state.json (step, RNG, KL coefficient, data cursor). A step directory is assembled under a temporary
-// name and renamed into place, so an interrupted save never leaves a half checkpoint;
+// reference model when it cannot be reloaded from actor_rollout_ref.model.path (the built-in model),
+// trainer_state.json (step, RNG, KL coefficient, data cursor) and, for rollout.mode=async, prefetched_batch.json (the
+// batch generated for the next step, which the RNG and data cursor are already past). A step directory is assembled
+// under a temporary name and renamed into place, so an interrupted save never leaves a half checkpoint;
 // trainer.max_actor_ckpt_to_keep prunes old ones. With LoRA, actor/ holds the (unchanged) base model, its
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
 // actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
@@ -12,7 +13,7 @@ import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
 import { ADAPTER_WEIGHTS_FILE, LORA_ADAPTER_DIR, loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import type { PpoTrainer, TrainerSnapshot, ModelWeights } from '../trainer.ts';
+import type { PpoTrainer, TrainerSnapshot, ModelWeights, SavedPrefetchedBatch } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
 import { weightDtype, type PpoConfig } from '../config.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../update/optimizer-state.ts';
@@ -25,6 +26,7 @@ export const STEP_DIR_PREFIX = 'global_step_';
 /** Inside actor/: the merged model (the PEFT adapter is models/lora-files-node.ts LORA_ADAPTER_DIR). */
 export const LORA_MERGED_DIR = 'lora_merged';
 const STATE_FILE = 'trainer_state.json';
+const PREFETCHED_BATCH_FILE = 'prefetched_batch.json';
 
 async function writeTokenizerFiles(dir: string, files: Record<string, string>): Promise<void> {
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
@@ -87,19 +89,26 @@ async function writeCheckpoint(engine: Engine, staging: string, target: string, 
   if (reference && trainer.config.actor_rollout_ref.model.path === null) {
     await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
   }
-  const state: CheckpointState = { ...snapshot.state, dataCursor: cursor, finalValidationDone: false };
+  // Named in trainer_state.json only when there is one, so a sync run's checkpoint keeps its format and a copy that
+  // lost the file is found by checkpointProblem.
+  if (snapshot.prefetched) await writeFile(join(staging, PREFETCHED_BATCH_FILE), JSON.stringify(snapshot.prefetched) + '\n');
+  const state: CheckpointState = {
+    ...snapshot.state, dataCursor: cursor, finalValidationDone: false, ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
+  };
   await writeFile(join(staging, STATE_FILE), JSON.stringify(state, null, 2) + '\n');
   beforeRename?.();
   await rm(target, { recursive: true, force: true });
   await rename(staging, target);
 }
 
-/** trainer_state.json: the trainer's state at the step, where the data stream stands, and whether the run's final
- *  validation finished after this checkpoint was saved (absent in checkpoints of older versions). */
+/** trainer_state.json: the trainer's state at the step, where the data stream stands, whether the run's final
+ *  validation finished after this checkpoint was saved (absent in checkpoints of older versions), and the file of the
+ *  prefetched batch (rollout.mode=async; absent: none). */
 interface CheckpointState extends Record<string, unknown> {
   globalStep: number;
   dataCursor: DataCursor;
   finalValidationDone?: boolean;
+  prefetchedBatch?: string;
 }
 
 /** Records in a checkpoint that the run's final validation finished, so the same command has nothing left to do. */
@@ -161,6 +170,7 @@ export async function checkpointProblem(dir: string): Promise<string | null> {
   try {
     const state = JSON.parse(await readFile(join(dir, STATE_FILE), 'utf8')) as Partial<CheckpointState>;
     if (!Number.isInteger(state.globalStep)) return `${join(dir, STATE_FILE)} has no integer globalStep`;
+    if (state.prefetchedBatch !== undefined) await readPrefetchedBatch(dir);
     const present = (path: string) => access(path).then(() => true, () => false);
     const checkHeader = async (file: string) => (await SafetensorsFile.open(file)).close();
     for (const model of ['actor', 'critic', 'reference']) {
@@ -187,6 +197,34 @@ export interface ResumedRun {
   reference: Arena | null;
   snapshot: TrainerSnapshot;
   dataCursor: DataCursor;
+}
+
+/** The batch an async run generated for the step after the checkpoint's; one line naming the file when it is not one. */
+async function readPrefetchedBatch(dir: string): Promise<SavedPrefetchedBatch> {
+  const file = join(dir, PREFETCHED_BATCH_FILE);
+  let batch: Partial<SavedPrefetchedBatch>;
+  try {
+    batch = JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`resume: cannot read ${file} (${(err as Error).message})`);
+  }
+  if (!Array.isArray(batch.records) || !Number.isInteger(batch.seed) || !Number.isInteger(batch.weightVersion) || !(batch.samples === null || Array.isArray(batch.samples))) {
+    throw new Error(`resume: ${file} is not a prefetched batch (expected records, seed, weightVersion and samples)`);
+  }
+  return batch as SavedPrefetchedBatch;
+}
+
+/** The resumed step trains on the batch's samples as they are: refused, before the run directory is touched, when
+ *  they are not rollout.n per prompt or are longer than data.max_response_length. */
+function checkPrefetchedBatchFits(dir: string, batch: SavedPrefetchedBatch, config: PpoConfig): SavedPrefetchedBatch {
+  const { records, samples } = batch;
+  const n = config.actor_rollout_ref.rollout.n, maxLength = config.data.max_response_length;
+  if (samples && (samples.length !== records.length * n || samples.some((s) => s.tokens.length > maxLength))) {
+    throw new CheckpointError(`resume: ${join(dir, PREFETCHED_BATCH_FILE)} holds ${samples.length} samples of ${records.length} prompts, up to ` +
+      `${Math.max(...samples.map((s) => s.tokens.length))} tokens each, but this run has actor_rollout_ref.rollout.n=${n} and ` +
+      `data.max_response_length=${maxLength} — resume with the values of the run that saved it, or trainer.resume_mode=disable`);
+  }
+  return batch;
 }
 
 async function readOptimizer(file: string, params: Arena) {
@@ -245,6 +283,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
       state: { globalStep: stateJson.globalStep as number, rng: stateJson.rng as TrainerSnapshot['state']['rng'], klCoef: stateJson.klCoef as number },
       actorOptimizer: await readOptimizer(join(dir, 'actor', 'optimizer.safetensors'), actor.lora?.params ?? actor.params),
       criticOptimizer,
+      prefetched: stateJson.prefetchedBatch === undefined ? null : checkPrefetchedBatchFits(dir, await readPrefetchedBatch(dir), config),
     },
     dataCursor: stateJson.dataCursor as DataCursor,
   };

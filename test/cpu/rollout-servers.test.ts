@@ -1,15 +1,21 @@
 // Rollout servers without a device: the documented SGLang and vLLM shapes, and the faults a pool of servers must
 // survive or stop on, with stub servers on loopback (refused connections, timeouts, HTTP 500, malformed JSON, a
-// server dying mid-batch, a server of another model, a weight load that fails).
+// server dying mid-batch, a server of another model, a weight load that fails); an async run's prefetched batch as a
+// checkpoint holds it.
 import { describe, expect, it, afterEach } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ServerPool } from '../../ppo/rollout-servers/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/rollout-servers/server-rollout.ts';
 import { generateCall, parseGenerate, parseModelInfo, weightUpdateCalls } from '../../ppo/rollout-servers/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/rollout/types.ts';
 import { ConfigError, composeConfig, loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
+import { SampleRecord, assemble, disassemble, promptBatch } from '../../ppo/rollout/sample-records.ts';
+import { checkpointProblem } from '../../ppo/run/checkpoint-node.ts';
 
 const EOS = 2;
 const VOCAB = 50;
@@ -264,5 +270,34 @@ describe('rollout servers: faults on loopback', () => {
     const r = rollout([a.url, b.url]);
     await expect(r.syncWeights(0, PROBE, localProbe(-1))).rejects.toThrow(`${b.url}/update_weights_from_disk: malformed answer, expected success: true, got success: false (shape mismatch)`);
     expect(r.servedVersion).toBe(-1);
+  });
+});
+
+describe('rollout servers: a prefetched batch in a checkpoint', () => {
+  it('the samples read back from a batch assemble into the same batch (tokens, log-probs, masks, finish reasons)', () => {
+    const c: RolloutConfig = { n: 2, maxResponseLength: 4, eosTokenIds: [EOS], padTokenId: 0, temperature: 1, topK: -1, topP: 1, seed: 5 };
+    const prompts = [[3, 4, 5], [6]];
+    const sample = (tokens: number[], logprobs: number[] | null, reason: SampleRecord['reason']) => {
+      const record = new SampleRecord();
+      record.append(tokens, logprobs);
+      record.reason = reason;
+      return record;
+    };
+    const records = [sample([7, EOS], [-0.25, -1.5], 'eos'), sample([8, 9, 10, 11], [-0.1, -0.2, -0.3, -0.4], 'length'), sample([12], [-3], 'stop'), sample([13], [-0.7], 'eos')];
+    records[2].append([14, 15], null); // an observation: in the response, out of the mask
+    const batch = assemble(promptBatch(prompts, c), records, c);
+    const stored = JSON.parse(JSON.stringify(disassemble(batch)));
+    expect(assemble(promptBatch(prompts, c), stored, c)).toEqual(batch);
+  });
+
+  it('a checkpoint whose trainer_state.json names a prefetched batch cut short cannot be resumed, naming the file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'prefetched-'));
+    await writeFile(join(dir, 'trainer_state.json'), JSON.stringify({ globalStep: 2, prefetchedBatch: 'prefetched_batch.json' }));
+    await writeFile(join(dir, 'prefetched_batch.json'), '{"records": [{"promptIds": [1, 2');
+    try {
+      expect(await checkpointProblem(dir)).toMatch(/^resume: cannot read \S+prefetched_batch\.json \(.*JSON.*\)$/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

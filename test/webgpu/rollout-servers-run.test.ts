@@ -1,7 +1,7 @@
 // The trainer with two `node serve.js` processes on loopback, 2 steps of the tiny run: responses (greedy, and sampled
 // with the same seeds: serve.js takes sample_offset) and every metric equal the in-process run's; each server loads
 // each step's weights (its /metrics counts them) and passes the fingerprint; with LoRA each step's adapter; mode=async
-// trains one step stale; a server that refuses a weight load (a stub) stops the run before the step's update with
+// trains one step stale, and a run resumed from a checkpoint trains on the batch prefetched before it; a server that refuses a weight load (a stub) stops the run before the step's update with
 // one line naming it; the publisher writes one complete directory per version (the full model, or the adapter only).
 import { describe, expect, it, afterAll, beforeAll } from 'vitest';
 import { createServer } from 'node:http';
@@ -59,13 +59,14 @@ afterAll(() => {
 /** Greedy (one response per prompt, so in-process and server rollouts must agree token for token), old log-probs recomputed in both. */
 const COMMON = ['trainer.total_training_steps=2', 'actor_rollout_ref.rollout.do_sample=false', 'actor_rollout_ref.rollout.calculate_log_probs=true'];
 
+/** The run's metrics and rollout dumps, one per step it logged (a resumed run: the steps after its checkpoint). */
 async function train(name: string, extra: string[]): Promise<{ code: number; stderr: string; runDir: string; metrics: Record<string, number>[]; dumps: string[] }> {
   const runDir = join(run.root, name);
   const dumpDir = join(run.root, `${name}-dumps`);
   const { code, stderr } = await runCli([...run.overrides, ...COMMON, `trainer.default_local_dir=${runDir}`, `trainer.rollout_data_dir=${dumpDir}`, ...extra]);
-  const metrics = code === 0 ? (await runMetrics(runDir)).map((m) => m.data) : [];
-  const dumps = code === 0 ? await Promise.all([1, 2].map((step) => readFile(join(dumpDir, `${step}.jsonl`), 'utf8'))) : [];
-  return { code, stderr, runDir, metrics, dumps };
+  const logged = code === 0 ? await runMetrics(runDir) : [];
+  const dumps = await Promise.all(logged.map(({ step }) => readFile(join(dumpDir, `${step}.jsonl`), 'utf8')));
+  return { code, stderr, runDir, metrics: logged.map((m) => m.data), dumps };
 }
 
 const serverKeys = () => ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${urls.join(',')}]`];
@@ -135,6 +136,73 @@ describe('trainer with rollout servers on loopback', () => {
     expect(overlap.metrics.map((m) => m['rollout_servers/staleness'])).toEqual([0, 1]);
     // Step 2's old log-probs are recomputed with step 2's weights; the servers sampled with step 1's: they drift.
     expect(Math.abs(overlap.metrics[1]['rollout_corr/kl'])).toBeGreaterThan(1e-5);
+  });
+
+  it('mode=async resumed from step 2\'s checkpoint (in either mode): step 3 trains on the batch step 2 prefetched, as the uninterrupted run', async () => {
+    const async3 = [...serverKeys(), 'actor_rollout_ref.rollout.mode=async', 'trainer.total_training_steps=3', 'trainer.save_freq=2',
+      'actor_rollout_ref.rollout.do_sample=true', 'actor_rollout_ref.rollout.temperature=1.0', 'actor_rollout_ref.rollout.n=2'];
+    const whole = await train('async-whole', async3);
+    expect(whole.code, whole.stderr).toBe(0);
+    const checkpoint = join(whole.runDir, 'global_step_2');
+    const saved = JSON.parse(await readFile(join(checkpoint, 'prefetched_batch.json'), 'utf8')) as { weightVersion: number; samples: unknown[] };
+    expect([saved.weightVersion, saved.samples.length]).toEqual([1, 8]);
+    // Nothing prefetched (step 3 is the last): the checkpoint has the format of a sync run's.
+    expect(await readdir(join(whole.runDir, 'global_step_3'))).not.toContain('prefetched_batch.json');
+    expect(JSON.parse(await readFile(join(whole.runDir, 'global_step_3', 'trainer_state.json'), 'utf8'))).not.toHaveProperty('prefetchedBatch');
+    const trained = (m: Record<string, number>) => Object.fromEntries(Object.entries(m).filter(([key]) => !/^(timing_s|perf|throughput)\b/.test(key)));
+    // Resumed as it ran, and with mode=sync (which trains on the saved batch too; the last step prefetches nothing anyway).
+    for (const mode of ['async', 'sync']) {
+      const resumed = await train(`${mode}-resumed`, [...async3, `actor_rollout_ref.rollout.mode=${mode}`, 'trainer.resume_mode=resume_path', `trainer.resume_from_path=${checkpoint}`]);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.metrics).toHaveLength(1);
+      // The same prompts, sampled responses and scores (the dump), generated with step 1's weights as in the whole run.
+      expect(resumed.dumps[0], mode).toEqual(whole.dumps[2]);
+      expect(trained(resumed.metrics[0]), mode).toEqual(trained(whole.metrics[2]));
+      expect(resumed.metrics[0]['rollout_servers/staleness']).toBe(1);
+    }
+    // Samples that do not fit the resumed run's rollout.n: one line, before the run directory is written.
+    const refusedDir = join(run.root, 'n1-resumed');
+    const refused = await runCli([...run.overrides, ...COMMON, ...async3, 'actor_rollout_ref.rollout.n=1', `trainer.default_local_dir=${refusedDir}`,
+      'trainer.resume_mode=resume_path', `trainer.resume_from_path=${checkpoint}`]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^error: resume: \S+prefetched_batch\.json holds 8 samples of 4 prompts, up to \d tokens each, but this run has actor_rollout_ref\.rollout\.n=1 and data\.max_response_length=3 — resume with the values of the run that saved it, or trainer\.resume_mode=disable$/m);
+    await expect(readdir(refusedDir)).rejects.toThrow(/ENOENT/);
+  });
+
+  it('mode=async whose prefetch failed: the checkpoint keeps its prompts and seed, and the resumed step generates them again', async () => {
+    // In front of server 0: everything passes until the 6th /generate (step 1's probe and 4 prompts pass; the prefetch fails).
+    let generates = 0;
+    const proxy = createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      if (req.url === '/generate' && ++generates > 5) {
+        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'out of memory' }));
+        return;
+      }
+      const upstream = await fetch(`${urls[0]}${req.url}`, { method: req.method, headers: { 'content-type': 'application/json' }, body: req.method === 'GET' ? undefined : Buffer.concat(chunks) });
+      res.writeHead(upstream.status, { 'content-type': 'application/json' }).end(await upstream.text());
+    });
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    const async = ['actor_rollout_ref.rollout.name=sglang', 'actor_rollout_ref.rollout.mode=async'];
+    try {
+      // Step 2 fails on the batch; the save after the error (step 1: save_freq saved nothing) holds what step 2 was given.
+      const failing = train('async-failed', [...async, `actor_rollout_ref.rollout.server_urls=[${proxyUrl}]`]);
+      await expect(failing).rejects.toThrow(/HTTP 500/);
+    } finally {
+      await new Promise((done) => { proxy.closeAllConnections(); proxy.close(done); });
+    }
+    const checkpoint = join(run.root, 'async-failed', 'global_step_1');
+    const saved = JSON.parse(await readFile(join(checkpoint, 'prefetched_batch.json'), 'utf8')) as { records: unknown[]; samples: unknown };
+    expect([saved.records.length, saved.samples]).toEqual([4, null]);
+    const whole = await train('async-unfailed', [...async, `actor_rollout_ref.rollout.server_urls=[${urls[0]}]`]);
+    expect(whole.code, whole.stderr).toBe(0);
+    const resumed = await train('async-refilled', [...async, `actor_rollout_ref.rollout.server_urls=[${urls[0]}]`, 'trainer.resume_mode=resume_path', `trainer.resume_from_path=${checkpoint}`]);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    // Step 2's prompts, not the next ones; generated now, with step 1's weights.
+    const prompts = (dump: string) => dump.trim().split('\n').map((line) => (JSON.parse(line) as { input: string }).input);
+    expect(prompts(resumed.dumps[0])).toEqual(prompts(whole.dumps[1]));
+    expect(resumed.metrics[0]['rollout_servers/staleness']).toBe(0);
   });
 
   it('a server that refuses the weight load stops the run before any update, naming it', async () => {
