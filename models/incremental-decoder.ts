@@ -27,7 +27,7 @@ import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
 import { transposedWeightVariants } from '../kernels/util/transpose.ts';
 import { LINEAR_WEIGHTS } from './decoder.ts';
 import { TransposedWeights } from './transposed-weights.ts';
-import { chooseVariant } from '../engine/index.ts';
+import { chooseVariant, elementCount } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 
 /** Activations of one call; R = rows·T. */
@@ -109,6 +109,11 @@ export class IncrementalDecoder {
     this.cache.keepRows(keep);
   }
 
+  /** Adds `count` empty rows after the held ones, for sequences imported into the cache (KvCache.importRows). */
+  addRows(count: number): void {
+    this.cache.addRows(count);
+  }
+
   destroy(): void {
     this.cache.destroy();
     this.work.destroy();
@@ -135,7 +140,13 @@ export class IncrementalDecoder {
   private buffersFor(rows: number, T: number): { step: StepBuffers; head: HeadBuffers } {
     const c = this.config;
     const R = rows * T;
-    const t = (name: string, shape: number[]) => this.work.get(name, shape);
+    // A decode step's buffers are allocated for every row the cache can hold, at its first step: continuous
+    // batching drops finished rows and adds rows back as samples arrive, and neither may allocate.
+    const allocatedRows = T === 1 ? this.cache.maxRows : rows;
+    const t = (name: string, shape: number[]) => {
+      const buffer = this.work.get(name, [Math.ceil(elementCount(shape) / rows) * allocatedRows]);
+      return buffer.view(buffer.name, 0, shape);
+    };
     const qkv = t('qkv', [R, qkvWidth(c)]);
     const step: StepBuffers = {
       x: t('x', [R, c.hiddenSize]),

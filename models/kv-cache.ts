@@ -56,6 +56,16 @@ export class KvCache {
     this.engine.upload(this.keyMask, this.hostMask);
   }
 
+  /** Adds `count` empty rows after the held ones (their filled slots masked out), for `importRows` to fill. */
+  addRows(count: number): void {
+    if (!Number.isInteger(count) || count < 0 || this.rows + count > this.maxRows) {
+      throw new Error(`KvCache.addRows: ${count} rows to ${this.rows}, expected at most ${this.maxRows} in all`);
+    }
+    for (let b = this.rows; b < this.rows + count; b++) this.hostMask.fill(0, b * this.capacity, b * this.capacity + this.length);
+    this.rows += count;
+    if (count > 0) this.engine.upload(this.keyMask, this.hostMask);
+  }
+
   /**
    * Replaces rows with sequences prefilled in `source`: slots [0, source.length) of source row `from` go to
    * slots [length − source.length, length) of row `to`, with their mask; the row's earlier slots leave
@@ -182,6 +192,10 @@ export function keepTensorRows(engine: Engine, tensor: Tensor, rowElements: numb
     throw new Error(`keepTensorRows: scratch ${scratch.name} has ${scratch.size} elements, ${keep.length} rows of ${tensor.name} need ${keep.length * rowElements}`);
   }
   const rows = (t: Tensor, row: number, count: number) => t.view(`${t.name}[${row}:${row + count}]`, row * rowElements, [count * rowElements]);
-  keep.forEach((r, i) => engine.copy(rows(tensor, r, 1), rows(scratch, i, 1)));
-  engine.copy(rows(scratch, 0, keep.length), rows(tensor, 0, keep.length));
+  // Rows already in place stay: dropping the last rows copies nothing.
+  const first = keep.findIndex((r, i) => r !== i);
+  if (first < 0) return;
+  const moved = keep.slice(first);
+  moved.forEach((r, i) => engine.copy(rows(tensor, r, 1), rows(scratch, i, 1)));
+  engine.copy(rows(scratch, 0, moved.length), rows(tensor, first, moved.length));
 }

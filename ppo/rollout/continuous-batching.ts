@@ -1,9 +1,11 @@
-// Continuous batching of single-turn samples, as in vLLM: a fixed number of slots (rows) decode together, and a
+// Continuous batching of single-turn samples, as in vLLM: up to a fixed number of slots (rows) decode together, and a
 // finished sample's slot takes the next waiting one (prefilled on its own, then joined to the decode batch), so
 // no slot waits for the slowest sample of a chunk. The samples come from a queue: a rollout's fixed batch, or a
 // server's requests as they arrive, so samples of different requests share the batch, each with its own random
-// stream and sampling parameters. The host reads the sampled ids and their log-probs every `readEvery` steps (to
-// end samples, apply stop strings and refill slots), one chunk behind the GPU.
+// stream and sampling parameters. The batch holds only rows with samples, up to `slots`: once none waits, finished
+// rows can be dropped (compaction), and samples that arrive later join as new rows. The host reads the sampled ids
+// and their log-probs every `readEvery` steps (to end samples, apply stop strings and refill slots), one chunk
+// behind the GPU.
 import type { Tensor } from '../../engine/index.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
 import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
@@ -53,8 +55,13 @@ export interface ContinuousOptions {
   eosTokenIds: readonly number[];
   padTokenId: number;
   readEvery?: number;
-  /** Drop finished rows once at most this fraction of the batch is still generating and none is waiting (0: never). */
+  /**
+   * Drop finished rows once at most this fraction of the batch is still generating and none is waiting (0: never;
+   * 1: whenever a row is free); samples that arrive later join as new rows, up to the loop's slots.
+   */
   compactBelow?: number;
+  /** Told the rows of each decode step (the steps after the prefills), e.g. to count decode row-steps. */
+  onDecodeStep?(rows: number): void;
 }
 
 /** A sample decoding in a slot of the continuous batch. */
@@ -71,9 +78,10 @@ interface SlotSample {
 }
 
 /**
- * Continuous batching until the queue is empty and every sample taken has ended: `slots` rows decode together
- * in one cache whose slot index they share; a row whose sample ended takes the next waiting sample, prefilled
- * in a cache of its own and imported so that its prompt ends at the shared index. When the index reaches the
+ * Continuous batching until the queue is empty and every sample taken has ended: up to `slots` rows decode
+ * together in one cache whose slot index they share; a row whose sample ended takes the next waiting sample,
+ * prefilled in a cache of its own and imported so that its prompt ends at the shared index, and samples for
+ * which no row is free join as new rows while the batch has fewer than `slots`. When the index reaches the
  * capacity, every row's slots shift left past the oldest live sample's first slot.
  */
 export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQueue, c: ContinuousOptions, slots: number, capacity: number): Promise<void> {
@@ -84,20 +92,25 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
   const compactBelow = c.compactBelow ?? DEFAULT_COMPACT_BELOW;
   const decoder = decoders.decoderFor('decode', slots, capacity);
   const prefill = decoders.decoderFor('prefill', slots, P);
-  // One output row per slot, kept by the slot through compactions: a finished row goes on writing padding into
-  // its own output row (past its last token) until its next sample restarts it, so no other row may use that
-  // output row. The host has read the last sample's columns before the next one is admitted.
+  // Buffers for `slots` rows, and one output row per row, kept by the row through compactions: a finished row
+  // goes on writing padding into its own output row (past its last token) until its next sample restarts it, so
+  // no other row may use that output row; a dropped row's output row is free for a row added later. The host has
+  // read the last sample's columns before the next one is admitted.
   const state = new SamplerState(e, slots, slots, R, c.eosTokenIds);
-  let outRows = Array.from({ length: slots }, (_, r) => r);
-  // The shared index starts past the longest prompt, so any prompt can end there.
-  decoder.cache.reset(slots, P);
-  let rows: (SlotSample | null)[] = new Array<SlotSample | null>(slots).fill(null);
+  let outRows: number[] = [];
+  let rows: (SlotSample | null)[] = [];
   let dispatches = 0;
 
-  /** Prefills the next waiting samples into the listed rows (ascending); returns their (k, V) logits. */
-  const admit = (free: readonly number[]): { logits: Tensor; rows: number[] } | null => {
-    const samples = queue.take(free.length);
-    if (samples.length === 0) return null;
+  /** Appends `count` empty rows to the batch, each with an output row no row of the batch uses; returns them. */
+  const addRows = (count: number): number[] => {
+    const used = new Set(outRows);
+    const added = Array.from({ length: count }, (_, k) => rows.length + k);
+    outRows = [...outRows, ...Array.from({ length: slots }, (_, o) => o).filter((o) => !used.has(o)).slice(0, count)];
+    rows = [...rows, ...added.map(() => null)];
+    return added;
+  };
+  /** Prefills samples into the listed rows (ascending, at least as many); returns their (k, V) logits. */
+  const admit = (samples: readonly QueuedSample[], free: readonly number[]): { logits: Tensor; rows: number[] } => {
     const taken = free.slice(0, samples.length);
     const width = Math.max(...samples.map((s) => s.prompt.length));
     const masks = samples.map((s) => Array.from({ length: width }, (_, t) => (t >= width - s.prompt.length ? 1 : 0)));
@@ -136,19 +149,16 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     const [hostTokens, hostLogprobs] = await Promise.all([tokens, logprobs]);
     for (const s of samples) await takeColumns(s, hostTokens, hostLogprobs, Math.min(R, through - s.firstDispatch));
   };
-  const first = admit(rows.map((_, r) => r));
-  if (!first) {
+  const firstSamples = queue.take(slots);
+  if (firstSamples.length === 0) {
     state.destroy();
     return;
   }
-  // Rows left empty wait finished, writing padding into their own output rows.
-  rows.forEach((s, r) => {
-    if (s !== null) return;
-    state.startRows(r, [{ sampling: { temperature: 0, topK: -1, topP: 1, seed: 0, stream: 0, outRow: outRows[r] }, position: 0 }]);
-    state.finish(r);
-  });
+  // One row per sample; the shared index starts past the longest prompt, so any prompt can end there.
+  decoder.cache.reset(firstSamples.length, P);
+  const first = admit(firstSamples, addRows(firstSamples.length));
+  // Their prompts' logits are the first step's.
   let logits = first.logits;
-  // The first samples took rows [0, k): their prompts' logits are the first step's, k rows (the rest are finished).
   let logitRows = first.rows.length;
   for (;;) {
     sampleTokens(e, {
@@ -161,6 +171,7 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     // 2·readEvery steps of decoding whose tokens nobody keeps).
     if (queue.waiting === 0 && live.every((s) => dispatches >= s.firstDispatch + s.queued.progress.budget)) break;
     let free: number[] = [];
+    let arrived: QueuedSample[] = [];
     if (dispatches % readEvery === 0) {
       // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
       await harvest();
@@ -178,6 +189,12 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
         outRows = keep.map((r) => outRows[r]);
         free = [];
       }
+      // Waiting samples take the free rows, then new rows up to `slots`.
+      arrived = queue.take(free.length + slots - rows.length);
+      if (arrived.length > free.length) {
+        decoder.addRows(arrived.length - free.length);
+        free.push(...addRows(arrived.length - free.length));
+      }
     }
     const cache = decoder.cache;
     if (cache.length === cache.capacity) {
@@ -189,7 +206,8 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     const next = state.view(rows.length);
     logits = decoder.extend({ ids: next.ids, positions: next.positions, T: 1, mask: null });
     logitRows = rows.length;
-    const newcomers = free.length > 0 ? admit(free) : null;
+    c.onDecodeStep?.(rows.length);
+    const newcomers = arrived.length > 0 ? admit(arrived, free) : null;
     // Newcomers sample their first token from their prompt's logits, the others from this step's.
     newcomers?.rows.forEach((r, k) => e.copy(newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));
     e.flush();

@@ -1,6 +1,8 @@
 // What the server has done since it started, as /metrics reports it (Prometheus' text format, the counters vLLM and
-// SGLang expose under their own prefixes): requests answered with success per route, and tokens generated. A
-// trainer or a test reads them to see that each server took weight loads and served its share of the prompts.
+// SGLang expose under their own prefixes): requests answered with success per route, tokens generated, and decode
+// steps with the rows they decoded. A trainer or a test reads them to see that each server took weight loads and
+// served its share of the prompts; the row-steps show what the decode batch cost (a batch holds only the rows
+// with samples).
 
 /** The metric names' prefix (vLLM writes `vllm:`, SGLang `sglang:`). */
 const PREFIX = 'webgpu_rlhf';
@@ -8,6 +10,8 @@ const PREFIX = 'webgpu_rlhf';
 export class ServeCounters {
   private readonly requests = new Map<string, number>();
   private tokens = 0;
+  private decodeSteps = 0;
+  private decodeRowSteps = 0;
 
   /** A POST route answered with success (200). */
   answered(route: string): void {
@@ -18,6 +22,12 @@ export class ServeCounters {
     this.tokens += tokens;
   }
 
+  /** One decode step of the batch, over `rows` rows. */
+  decoded(rows: number): void {
+    this.decodeSteps++;
+    this.decodeRowSteps += rows;
+  }
+
   prometheusText(): string {
     const lines = [
       `# HELP ${PREFIX}:requests_total POST requests answered with success, per route.`,
@@ -26,6 +36,12 @@ export class ServeCounters {
       `# HELP ${PREFIX}:generation_tokens_total Tokens generated (every sample's, its stop token included).`,
       `# TYPE ${PREFIX}:generation_tokens_total counter`,
       `${PREFIX}:generation_tokens_total ${this.tokens}`,
+      `# HELP ${PREFIX}:decode_steps_total Decode steps of the continuous batch (one token for each of its rows).`,
+      `# TYPE ${PREFIX}:decode_steps_total counter`,
+      `${PREFIX}:decode_steps_total ${this.decodeSteps}`,
+      `# HELP ${PREFIX}:decode_row_steps_total Rows decoded, summed over the decode steps: what the batch cost.`,
+      `# TYPE ${PREFIX}:decode_row_steps_total counter`,
+      `${PREFIX}:decode_row_steps_total ${this.decodeRowSteps}`,
     ];
     return `${lines.join('\n')}\n`;
   }

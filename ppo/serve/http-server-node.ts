@@ -13,7 +13,6 @@ import { GENERATE_DEFAULT_MAX_NEW_TOKENS, generateResponse, parseGenerateRequest
 import type { GenerationRequest } from './generation-request.ts';
 import type { SampleResult } from './scheduler.ts';
 import type { ModelHost } from './model-host-node.ts';
-import { ServeCounters } from './counters.ts';
 import { ENGINE_SERVER_OWNER } from '../rollout-servers/wire-format.ts';
 
 /** Request bodies past this size are refused (a batch of long prompts as token ids stays well below). */
@@ -57,8 +56,6 @@ function errorOf(err: unknown): ApiError {
 export class ServeHttp {
   private readonly routes: Record<string, Record<string, Handler>>;
   readonly server: Server;
-  /** What /metrics reports: requests answered, tokens generated, weight loads. */
-  readonly counters = new ServeCounters();
 
   constructor(private readonly host: ModelHost, private readonly log: (line: string) => void) {
     const post = (handler: Handler) => ({ POST: handler });
@@ -69,7 +66,7 @@ export class ServeHttp {
         // owned_by (as /v1/models says it): tells a client this is this engine's server, which takes sample_offset.
         GET: async () => ({ json: { model_path: host.modelPath, tokenizer_path: host.options.modelDir, is_generation: true, preferred_sampling_params: null, weight_version: host.weightVersion, owned_by: ENGINE_SERVER_OWNER } }),
       },
-      '/metrics': { GET: async () => ({ text: this.counters.prometheusText() }) },
+      '/metrics': { GET: async () => ({ text: this.host.counters.prometheusText() }) },
       '/v1/completions': post((body) => this.completions(body)),
       '/v1/chat/completions': post((body) => this.chat(body)),
       '/generate': post((body) => this.generate(body)),
@@ -91,7 +88,7 @@ export class ServeHttp {
       if (!handler) throw new ApiError(405, `${path} takes ${Object.keys(route).join(', ')}, not ${req.method}`);
       const body = req.method === 'POST' ? await readBody(req) : {};
       const { status = 200, ...payload } = await handler(body);
-      if (req.method === 'POST' && status === 200) this.counters.answered(path);
+      if (req.method === 'POST' && status === 200) this.host.counters.answered(path);
       send(res, status, payload);
     } catch (err) {
       const error = errorOf(err);
@@ -110,7 +107,7 @@ export class ServeHttp {
 
   private async report(request: GenerationRequest, samples: readonly SampleResult[], promptIds: number[][], withTokenTexts: boolean): Promise<ReportedSample[]> {
     const tokenizer = this.host.tokenizer;
-    this.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
+    this.host.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
     return Promise.all(samples.map(async (s) => ({
       ...(await completionText(tokenizer, s, request)),
       tokens: s.tokens, logprobs: s.logprobs, promptIds: promptIds[s.prompt],

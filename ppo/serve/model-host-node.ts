@@ -20,6 +20,7 @@ import { DEFAULT_READ_EVERY, endTokenIds } from '../rollout/types.ts';
 import { ApiError } from './api-error.ts';
 import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
 import { Scheduler, type SampleResult } from './scheduler.ts';
+import { ServeCounters } from './counters.ts';
 
 export interface ServeOptions {
   modelDir: string;
@@ -37,10 +38,19 @@ export interface ServeOptions {
 
 /** Sampled-id reads every this many decode steps: a server ends samples and admits new ones at reads. */
 const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
+/**
+ * A server drops finished rows whenever none waits, whatever share of the batch still generates (the rollout waits
+ * for half: its queue never refills). Samples that arrive later join as new rows at no extra cost, so the only
+ * price is copying the cache rows behind the dropped ones (none when the last rows ended), against the readEvery
+ * row-steps at least that a free row would cost before a read could refill it, and every step until one arrives.
+ */
+const SERVER_COMPACT_BELOW = 1;
 
 export class ModelHost {
   readonly limits: ServerLimits;
   readonly scheduler: Scheduler;
+  /** What /metrics reports: requests answered, tokens generated, decode steps and their rows. */
+  readonly counters = new ServeCounters();
   /** SGLang's weight_version: "default", then what each update names. */
   weightVersion = 'default';
   /** The directory whose weights are served now. */
@@ -176,7 +186,8 @@ export class ModelHost {
       this.decoders = { adapter, decoders: new RolloutDecoders(this.engine, { config: this.config, params: this.params, lora }) };
     }
     const { maxPromptTokens: P, maxNewTokens: R } = this.options;
-    await decodeContinuous(this.decoders.decoders, queue, { P, R, ...this.end, readEvery: SERVER_READ_EVERY, compactBelow: 0 }, this.slots, this.capacity);
+    const loop = { P, R, ...this.end, readEvery: SERVER_READ_EVERY, compactBelow: SERVER_COMPACT_BELOW, onDecodeStep: (rows: number) => this.counters.decoded(rows) };
+    await decodeContinuous(this.decoders.decoders, queue, loop, this.slots, this.capacity);
   }
 
   destroy(): void {

@@ -21,6 +21,10 @@ import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout/types.ts';
 import { generateWithoutCache } from '../../tools/bench/rollout-without-cache.ts';
+import { RolloutDecoders } from '../../ppo/rollout/decoders.ts';
+import { BatchQueue } from '../../ppo/rollout/batch-queue.ts';
+import { assemble, promptBatch } from '../../ppo/rollout/sample-records.ts';
+import { continuousCacheCapacity, decodeContinuous, type QueuedSample, type SampleQueue } from '../../ppo/rollout/continuous-batching.ts';
 
 const STORIES = fixturePath('hf/stories260K');
 
@@ -261,7 +265,75 @@ describe('continuous batching', () => {
       expect(slotted.responses).toEqual(recomputed.responses);
     });
   }
+
+  it('samples that arrive after the batch dropped its finished rows join as new rows, with the tokens and old log-probs of one batch', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const c: RolloutConfig = { ...BASE, temperature: 0.9, topP: 0.95, n: 2, maxResponseLength: 40, eosTokenIds: [4, 17, 30], readEvery: 2 };
+    const one = await new RolloutGenerator(engine, policy).generate(prompts, c);
+    // The longest sample decodes alone once the shortest has ended, until the others arrive.
+    const lengths = one.responseLengths;
+    const longest = lengths.indexOf(Math.max(...lengths));
+    const shortest = lengths.indexOf(Math.min(...lengths));
+    expect(lengths[longest] - lengths[shortest]).toBeGreaterThan(6 * c.readEvery!);
+    const batch = promptBatch(prompts, c);
+    const queue = new BatchQueue(batch, c);
+    const rowsPerStep: number[] = [];
+    const slots = 4;
+    const decoders = new RolloutDecoders(engine, policy);
+    await decodeContinuous(decoders, new ArrivingQueue(queue, [longest, shortest].sort((a, b) => a - b)),
+      { ...c, P: batch.P, R: c.maxResponseLength, compactBelow: 1, onDecodeStep: (rows) => rowsPerStep.push(rows) },
+      slots, continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!));
+    decoders.destroy();
+    // Two rows, one after the shortest ended, all four once the others arrived, fewer again as they end.
+    const full = rowsPerStep.indexOf(slots);
+    expect(rowsPerStep[0]).toBe(2);
+    expect(full).toBeGreaterThan(0);
+    expect(rowsPerStep.slice(0, full)).toContain(1);
+    expect(rowsPerStep.at(-1)).toBeLessThan(slots);
+    const arrived = assemble(batch, queue.records(), c);
+    expect(arrived.responses).toEqual(one.responses);
+    expect(arrived.finishReasons).toEqual(one.finishReasons);
+    arrived.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+    });
+  });
 });
+
+/**
+ * A rollout's samples handed out as a server's requests arrive: two first, the rest at the read after one of
+ * those two has ended (by then the batch has dropped its row).
+ */
+class ArrivingQueue implements SampleQueue {
+  private readonly waitingNow: QueuedSample[];
+  private readonly later: QueuedSample[];
+  private reads = 0;
+  private firstEndedAtRead: number | null = null;
+
+  constructor(private readonly batch: BatchQueue, first: readonly number[]) {
+    const all = batch.take(batch.waiting);
+    this.waitingNow = first.map((i) => all[i]);
+    this.later = all.filter((_, i) => !first.includes(i));
+  }
+
+  get waiting(): number {
+    return this.waitingNow.length;
+  }
+
+  take(count: number): QueuedSample[] {
+    return this.waitingNow.splice(0, count);
+  }
+
+  finished(sample: QueuedSample, logprobs: Float32Array): void {
+    this.batch.finished(sample, logprobs);
+    this.firstEndedAtRead ??= this.reads;
+  }
+
+  onRead(): void {
+    this.reads++;
+    if (this.firstEndedAtRead !== null && this.reads > this.firstEndedAtRead) this.waitingNow.push(...this.later.splice(0));
+  }
+}
 
 /**
  * A scripted tool: ids 20–29 end a turn; every turn but the last gets an observation of 1–4 tokens whose length

@@ -1,6 +1,6 @@
 // `node serve.js` on a loopback port with a tiny model: SGLang's /generate and OpenAI's routes give the tokens and
 // old log-probs of the in-process rollout for the same seed (a batch split over two requests too, and requests
-// decoding together), bad requests get their 400/404 bodies while the server keeps serving, a weight update changes
+// decoding together; the batch decodes only the rows that hold samples), bad requests get their 400/404 bodies while the server keeps serving, a weight update changes
 // the log-probs and a mismatched or non-finite checkpoint is refused with the old weights still served, and a LoRA
 // adapter loads and unloads by name.
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
@@ -11,6 +11,7 @@ import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinyRun } from '../support/tiny-run.ts';
 import { seededRandom } from '../support/arrays.ts';
 import { startServeJs } from '../../tools/bench/serve-process.ts';
+import { counterValue } from '../../ppo/serve/counters.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -145,6 +146,21 @@ describe('node serve.js', () => {
     together.forEach((json, i) => expect(view(json)).toEqual(view(alone[i])));
     expect(together[1].choices).toHaveLength(3);
     for (const c of together[1].choices) expect(c.token_ids.length).toBeLessThanOrEqual(5);
+  }, 120_000);
+
+  it('decodes only the rows that hold samples: one sample on 4 slots costs one row per decode step (/metrics)', async () => {
+    const decoded = async () => {
+      const text = await (await fetch(`${url}/metrics`)).text();
+      return { steps: counterValue(text, 'decode_steps_total'), rowSteps: counterValue(text, 'decode_row_steps_total') };
+    };
+    const before = await decoded();
+    const one = await post('/generate', { input_ids: [1, 5, 13, 6], sampling_params: { temperature: 0, max_new_tokens: MAX_NEW_TOKENS } });
+    expect(one.status).toBe(200);
+    const after = await decoded();
+    // The prompt's logits give the first token, each decode step one more; the host reads every 8 steps, so the
+    // loop decodes to the budget even when the sample ended sooner.
+    expect(after.steps - before.steps).toBe(MAX_NEW_TOKENS - 1);
+    expect(after.rowSteps - before.rowSteps).toBe(after.steps - before.steps);
   }, 120_000);
 
   it('/v1/completions and /v1/chat/completions answer in OpenAI\'s shapes, text prompts tokenized as /generate does', async () => {
