@@ -27,9 +27,9 @@ import { Tracking, METRICS_FILE } from '../loggers/tracking-node.ts';
 import { planMemory, formatMemoryPlan, deviceMemory, parameterCount } from './memory-plan.ts';
 import { loraParameterCount } from '../../models/lora.ts';
 import { guardStep, NonFiniteError } from '../update/finite-guard.ts';
-import { prepareRunDirectory, removeStaleSaves, setAsidePreviousRun, setAsideUnreadableCheckpoint, trimMetricsAfter } from './run-directory-node.ts';
-import { acquireRunLock, checkRunLockFree } from './run-lock-node.ts';
-import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode } from './stop-signals-node.ts';
+import { claimRunDirectory, setAsideUnreadableCheckpoint, startRunHistory } from './run-directory-node.ts';
+import { checkRunLockFree } from './run-lock-node.ts';
+import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode, interruptedLine } from './stop-signals-node.ts';
 import { runTrainingLoop, type StopSave } from './run-loop.ts';
 import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from './primary-config-node.ts';
 import { generationDumps } from './generation-dump-node.ts';
@@ -244,19 +244,13 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     // Only now that every input has loaded: the run directory must be writable and ours alone, a dead save's staging
     // folder goes, a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside
     // (never deletes), and unreadable checkpoints are moved aside too.
-    await prepareRunDirectory(runDir);
-    releaseLock = await acquireRunLock(runDir, warn);
+    releaseLock = await claimRunDirectory(runDir, warn);
     for (const { dir, problem } of unreadable) {
       const aside = await setAsideUnreadableCheckpoint(dir);
       warn(`resume: ${dir} cannot be resumed (${problem}); moved it to ${aside} and ` +
         (resumeDir ? `resuming from ${resumeDir}, the newest intact checkpoint` : 'starting fresh: no intact checkpoint is left'));
     }
-    for (const name of await removeStaleSaves(runDir)) warn(`removed ${name}: the staging folder of a save that did not finish`);
-    if (resumed) await trimMetricsAfter(join(runDir, METRICS_FILE), resumed.snapshot.state.globalStep);
-    else {
-      const archive = await setAsidePreviousRun(runDir);
-      if (archive) warn(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
-    }
+    await startRunHistory(runDir, resumed?.snapshot.state.globalStep ?? null, warn);
     await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
     const tracking = await Tracking.open(config, runDir, resumed !== null, env);
     if (tracking.tensorboardFile) log(`tensorboard: ${tracking.tensorboardFile}`);
@@ -368,7 +362,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       describeStop: (err, saved) => stopMessage(err, saved, ppo.globalStep, lastCheckpoint, command),
     });
     if (end === 'interrupted') {
-      warn(`interrupted by ${stop.signal} after step ${ppo.globalStep}: checkpoint ${lastCheckpoint}; the same command resumes from it`);
+      warn(interruptedLine(stop.signal!, ppo.globalStep, lastCheckpoint));
       return signalExitCode(stop.signal!);
     }
     const seconds = (performance.now() - started) / 1000;

@@ -6,10 +6,11 @@ import { Engine } from '../../engine/index.ts';
 import { ConfigError } from '../config/errors.ts';
 import { formatJobKeys } from '../sft/job-config.ts';
 import { parseSftOverrides, SFT_DEFAULTS } from '../sft/sft-config.ts';
-import { runSftJob } from '../sft/sft-job-node.ts';
+import { runSftJob } from './sft-job-node.ts';
 import { parseRewardOverrides, REWARD_DEFAULTS } from '../reward-training/reward-config.ts';
-import { runRewardJob } from '../reward-training/reward-job-node.ts';
-import type { JobTrainerKeys, TrainingJobResult } from '../sft/training-job-node.ts';
+import { runRewardJob } from './reward-job-node.ts';
+import type { JobOutput, JobTrainerKeys, TrainingJobResult } from './training-job-node.ts';
+import { signalExitCode } from './stop-signals-node.ts';
 
 export type SupervisedJobName = 'sft' | 'reward-model';
 
@@ -19,17 +20,17 @@ interface SupervisedJob {
   verlModule: string | null;
   defaults: object;
   parse(overrides: readonly string[]): { config: { trainer: JobTrainerKeys }; notes: string[] };
-  run(engine: Engine, config: unknown, log: (line: string) => void): Promise<TrainingJobResult>;
+  run(engine: Engine, config: unknown, output: JobOutput): Promise<TrainingJobResult>;
 }
 
 export const SUPERVISED_JOBS: Record<SupervisedJobName, SupervisedJob> = {
   sft: {
     script: 'sft.js', verlModule: 'verl.trainer.fsdp_sft_trainer', defaults: SFT_DEFAULTS, parse: parseSftOverrides,
-    run: (engine, config, log) => runSftJob(engine, config as ReturnType<typeof parseSftOverrides>['config'], log),
+    run: (engine, config, { log, warn }) => runSftJob(engine, config as ReturnType<typeof parseSftOverrides>['config'], log, warn),
   },
   'reward-model': {
     script: 'reward-model.js', verlModule: null, defaults: REWARD_DEFAULTS, parse: parseRewardOverrides,
-    run: (engine, config, log) => runRewardJob(engine, config as ReturnType<typeof parseRewardOverrides>['config'], log),
+    run: (engine, config, { log, warn }) => runRewardJob(engine, config as ReturnType<typeof parseRewardOverrides>['config'], log, warn),
   },
 };
 
@@ -66,8 +67,9 @@ export async function main(name: SupervisedJobName, argv: string[]): Promise<num
   const toConsole = parsed.config.trainer.logger.includes('console');
   const engine = await Engine.create();
   try {
-    await job.run(engine, parsed.config, (line) => toConsole && console.log(line));
-    return 0;
+    const result = await job.run(engine, parsed.config, { log: (line) => toConsole && console.log(line), warn: (line) => console.error(line) });
+    // Stopped by a signal after saving its last completed step: exits as shells report a process that signal ended.
+    return result.stoppedBy ? signalExitCode(result.stoppedBy) : 0;
   } finally {
     await engine.sync();
     engine.destroy();

@@ -1,14 +1,15 @@
 // The run directory (trainer.default_local_dir) across runs: nothing of a previous run is deleted or truncated
 // before this run's inputs have loaded, a fresh start moves the previous run's history aside instead of
 // emptying it, a resumed run drops the metrics lines written after the step it resumes from, and staging
-// folders of saves that died with their process are removed.
+// folders of saves that died with their process are removed. Shared by the PPO trainer (cli-node.ts) and the
+// supervised jobs (training-job-node.ts).
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { withFileContext } from './user-error.ts';
 import { replaceFile } from '../../models/fs-node.ts';
-import { processAlive } from './run-lock-node.ts';
+import { acquireRunLock, processAlive } from './run-lock-node.ts';
 
 /** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
 const PREVIOUS_RUN_PREFIX = 'previous_run_';
@@ -24,6 +25,65 @@ export async function prepareRunDirectory(runDir: string): Promise<void> {
     await writeFile(probe, '');
     await rm(probe);
   });
+}
+
+/** Where this process assembles the checkpoint of `step` before renaming it into place (removeStaleSaves' pattern). */
+function stagingDirectory(runDir: string, step: number): string {
+  return join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
+}
+
+/**
+ * Writes the checkpoint of `step` whole or not at all: `write` fills a staging folder, which is then renamed to
+ * global_step_N (`beforeRename` marks that moment: a stop signal then waits for it). A save killed midway leaves only
+ * its staging folder, which the next start removes; a failed one removes it at once and names the checkpoint.
+ */
+export async function writeStepDirectory(runDir: string, step: number, write: (dir: string) => Promise<void>, beforeRename?: () => void): Promise<string> {
+  const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
+  const staging = stagingDirectory(runDir, step);
+  try {
+    await withFileContext(`saving checkpoint ${target}`, async () => {
+      await rm(staging, { recursive: true, force: true });
+      await mkdir(staging, { recursive: true });
+      await write(staging);
+      beforeRename?.();
+      await rm(target, { recursive: true, force: true });
+      await rename(staging, target);
+    });
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    throw err;
+  }
+  return target;
+}
+
+/**
+ * Makes the run directory this run's, once every input has loaded: creates it and proves it writable, takes its lock
+ * (`warn` says when a dead run's lock is taken over) and removes the staging folders of saves that died. Returns the
+ * function that releases the lock.
+ */
+export async function claimRunDirectory(runDir: string, warn: (line: string) => void): Promise<() => void> {
+  await prepareRunDirectory(runDir);
+  const release = await acquireRunLock(runDir, warn);
+  try {
+    for (const name of await removeStaleSaves(runDir)) warn(`removed ${name}: the staging folder of a save that did not finish`);
+  } catch (err) {
+    release();
+    throw err;
+  }
+  return release;
+}
+
+/**
+ * The run's history in a claimed run directory: a resumed run (from the checkpoint of `resumedStep`) continues the
+ * metrics up to that step; a fresh one (null) moves a previous run's metrics and checkpoints aside and says where.
+ */
+export async function startRunHistory(runDir: string, resumedStep: number | null, warn: (line: string) => void): Promise<void> {
+  if (resumedStep !== null) {
+    await trimMetricsAfter(join(runDir, METRICS_FILE), resumedStep);
+    return;
+  }
+  const archive = await setAsidePreviousRun(runDir);
+  if (archive) warn(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
 }
 
 /** Removes `.global_step_N.saving-PID` staging folders whose process is gone (a save killed or failed); returns them. */

@@ -19,6 +19,11 @@ export function signalExitCode(signal: StopSignal): number {
 
 const say = (line: string) => process.stderr.write(line + '\n');
 
+/** What a run stopped by a signal says last, once it saved the last completed step. */
+export function interruptedLine(signal: StopSignal, step: number, checkpoint: string | null): string {
+  return `interrupted by ${signal} after step ${step}: checkpoint ${checkpoint}; the same command resumes from it`;
+}
+
 function onStopSignals(handler: (signal: StopSignal) => void): () => void {
   for (const signal of STOP_SIGNALS) process.on(signal, handler);
   return () => {

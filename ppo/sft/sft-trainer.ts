@@ -1,4 +1,4 @@
-// Supervised fine-tuning (next-token cross-entropy on response tokens): the SFT job (ppo/sft/sft-job-node.ts, verl's
+// Supervised fine-tuning (next-token cross-entropy on response tokens): the SFT job (ppo/run/sft-job-node.ts, verl's
 // fsdp_sft_trainer), the warm start of the PPO job, and the foundation's proof that forward, backward and AdamW train
 // a model. A step's loss is verl's: each micro-batch's mean over its loss tokens, averaged over the step's
 // micro-batches, whose gradients accumulate before one AdamW update.

@@ -9,6 +9,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticTokenizer, arithmeticTokenizerFiles, arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
+import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
 import { corpusJsonl, syntheticQaDataset, syntheticQaTokenizer, syntheticQaTokenizerFiles } from '../../ppo/tasks/synthetic-qa.ts';
 
 export interface TinyRun {
@@ -59,4 +60,27 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
 /** The metrics a run's file logger wrote, one record per line (verl's shape: {"step": N, "data": {...}}). */
 export async function runMetrics(runDir: string): Promise<{ step: number; data: Record<string, number> }[]> {
   return (await readFile(join(runDir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line));
+}
+
+/**
+ * A tiny model with verl-shaped SFT rows, and the launch of verl's GSM8K SFT example on them: `launch(dir, steps)` is
+ * its key=value arguments (the torchrun prefix dropped), run in `<root>/<dir>`; later `extra` keys win.
+ */
+export async function makeTinySftRun() {
+  const { root } = await makeTinyRun(0);
+  const { train, val } = arithmeticDataset({ digits: 1, trainSize: 32, valSize: 8, seed: 4 });
+  const rows = (records: typeof train) => records.map((r) => JSON.stringify({ extra_info: { question: (r.row.prompt as { content: string }[])[0].content, answer: (r.row.reward_model as { ground_truth: string }).ground_truth } })).join('\n');
+  await writeFile(join(root, 'sft-train.jsonl'), rows(train));
+  await writeFile(join(root, 'sft-val.jsonl'), rows(val));
+  // verl's GSM8K SFT example passes exactly these data keys.
+  const launch = (dir: string, steps: number, extra: string[] = []) => jobOverrides('sft', [
+    'torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer',
+    `data.train_files=${join(root, 'sft-train.jsonl')}`, `data.val_files=${join(root, 'sft-val.jsonl')}`,
+    'data.prompt_key=extra_info', 'data.response_key=extra_info', "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']",
+    'data.train_batch_size=8', 'data.micro_batch_size_per_gpu=4', 'data.max_length=16', `model.partial_pretrain=${join(root, 'model')}`,
+    'optim.lr=3e-3', 'optim.lr_scheduler=constant', 'optim.warmup_steps_ratio=0', `trainer.default_local_dir=${join(root, dir)}`,
+    `trainer.total_training_steps=${steps}`, 'trainer.save_freq=2', 'trainer.test_freq=2', 'trainer.logger=[console,file]', 'trainer.n_gpus_per_node=8',
+    ...extra,
+  ]);
+  return { root, launch };
 }

@@ -3,15 +3,14 @@
 // resumed run that continues exactly as the uninterrupted one; with model.lora_rank, only PEFT adapters train and
 // the checkpoint's adapter, loaded back as PPO loads an actor's, scores as the trained model did.
 import { describe, it, expect } from 'vitest';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { makeTinyRun } from '../support/tiny-run.ts';
+import { makeTinySftRun as tinySftRun } from '../support/tiny-run.ts';
 import { parseSftOverrides } from '../../ppo/sft/sft-config.ts';
-import { modelTokenizer, adamwOf, runSftJob } from '../../ppo/sft/sft-job-node.ts';
+import { modelTokenizer, adamwOf, runSftJob } from '../../ppo/run/sft-job-node.ts';
 import { buildSftExamples } from '../../ppo/sft/sft-dataset.ts';
 import { SftTrainer } from '../../ppo/sft/sft-trainer.ts';
-import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
 import { LORA_ADAPTER_DIR } from '../../models/lora-files-node.ts';
 import { readRlRecords } from '../../ppo/data/dataset-node.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
@@ -19,27 +18,6 @@ import { loadModel } from '../../models/model-files-node.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { loadLoraAdapter, readLoraAdapter } from '../../models/lora-files-node.ts';
 import { readHfTensors } from '../../models/parameter-store.ts';
-import { arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
-
-/** A tiny model with verl-shaped SFT rows, and the launch of verl's GSM8K SFT example on them. */
-async function tinySftRun() {
-  const { root } = await makeTinyRun(0);
-  const { train, val } = arithmeticDataset({ digits: 1, trainSize: 32, valSize: 8, seed: 4 });
-  const rows = (records: typeof train) => records.map((r) => JSON.stringify({ extra_info: { question: (r.row.prompt as { content: string }[])[0].content, answer: (r.row.reward_model as { ground_truth: string }).ground_truth } })).join('\n');
-  await writeFile(join(root, 'sft-train.jsonl'), rows(train));
-  await writeFile(join(root, 'sft-val.jsonl'), rows(val));
-  // verl's GSM8K SFT example passes exactly these data keys.
-  const launch = (dir: string, steps: number, extra: string[] = []) => jobOverrides('sft', [
-    'torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer',
-    `data.train_files=${join(root, 'sft-train.jsonl')}`, `data.val_files=${join(root, 'sft-val.jsonl')}`,
-    'data.prompt_key=extra_info', 'data.response_key=extra_info', "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']",
-    'data.train_batch_size=8', 'data.micro_batch_size_per_gpu=4', 'data.max_length=16', `model.partial_pretrain=${join(root, 'model')}`,
-    'optim.lr=3e-3', 'optim.lr_scheduler=constant', 'optim.warmup_steps_ratio=0', `trainer.default_local_dir=${join(root, dir)}`,
-    `trainer.total_training_steps=${steps}`, 'trainer.save_freq=2', 'trainer.test_freq=2', 'trainer.logger=[console,file]', 'trainer.n_gpus_per_node=8',
-    ...extra,
-  ]);
-  return { root, launch };
-}
 
 type JobResult = Awaited<ReturnType<typeof runSftJob>>;
 const losses = (result: JobResult) => result.history.map((m) => m['train/loss']);

@@ -1,29 +1,35 @@
 // The reward-model job (Node): model.partial_pretrain (usually the SFT job's checkpoint, a causal LM, or an existing
 // reward model) opened as a *ForSequenceClassification with num_labels=1 — a causal LM keeps its trunk and gets a
 // fresh bias-free `score`, as transformers' AutoModelForSequenceClassification.from_pretrained(…, num_labels=1) —
-// then trained on preference pairs (preference-pairs.ts) with the Bradley–Terry loss; the run (validation loss,
-// accuracy and mean margin on data.val_files, checkpoints, resume) is training-job-node.ts's. Each checkpoint is a
-// Hugging Face *ForSequenceClassification that PPO loads as reward_model.model.path and as critic.model.path.
+// then trained on preference pairs (reward-training/preference-pairs.ts) with the Bradley–Terry loss; the run
+// (validation loss, accuracy and mean margin on data.val_files, checkpoints, resume) is training-job-node.ts's. Each
+// checkpoint is a Hugging Face *ForSequenceClassification that PPO loads as reward_model.model.path and as
+// critic.model.path.
 import type { Engine } from '../../engine/index.ts';
 import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { ValueModel } from '../../models/value-model.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../update/adamw-optimizer.ts';
-import { checkpointToResume, runTrainingJob, type TrainingJobResult } from '../sft/training-job-node.ts';
-import { adamwOf, modelTokenizer, sftSchedule } from '../sft/sft-job-node.ts';
-import { buildPreferencePairs, type PreferencePair } from './preference-pairs.ts';
-import { RewardModelTrainer } from './reward-trainer.ts';
-import type { RewardConfig } from './reward-config.ts';
+import { runTrainingJob, type JobOutput, type TrainingJob, type TrainingJobResult } from './training-job-node.ts';
+import { adamwOf, modelTokenizer, sftSchedule } from './sft-job-node.ts';
+import { buildPreferencePairs, type PreferencePair } from '../reward-training/preference-pairs.ts';
+import { RewardModelTrainer } from '../reward-training/reward-trainer.ts';
+import type { RewardConfig } from '../reward-training/reward-config.ts';
 
-export async function runRewardJob(engine: Engine, config: RewardConfig, log: (line: string) => void): Promise<TrainingJobResult> {
+/** `log`: the job's progress; `warn`: its notices and stop messages (stderr). */
+export async function runRewardJob(engine: Engine, config: RewardConfig, log: (line: string) => void, warn = (line: string) => console.error(line)): Promise<TrainingJobResult> {
+  return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadRewardJob(engine, config, resumeDir, warn));
+}
+
+/** The reward-model job from model.partial_pretrain, or from the checkpoint it resumes. */
+async function loadRewardJob(engine: Engine, config: RewardConfig, resumeDir: string | null, warn: JobOutput['warn']): Promise<TrainingJob<PreferencePair>> {
   const modelDir = config.model.partial_pretrain!;
-  const resumeDir = await checkpointToResume(config.trainer);
   const { tokenizer, template } = await modelTokenizer(modelDir);
   const { data } = config;
   const columns = { promptKey: data.prompt_key, chosenKey: data.chosen_key, rejectedKey: data.rejected_key, marginKey: data.margin_key };
   const pairsOf = async (files: string | string[], option: string): Promise<PreferencePair[]> => {
     const { pairs, dropped } = await buildPreferencePairs(await readRlRecords(files), { ...columns, tokenizer, template, maxLength: data.max_length });
-    if (dropped > 0) log(`${option}: dropped ${dropped} pairs longer than data.max_length=${data.max_length}`);
+    if (dropped > 0) warn(`${option}: dropped ${dropped} pairs longer than data.max_length=${data.max_length}`);
     return pairs;
   };
   const train = await pairsOf(data.train_files!, 'data.train_files');
@@ -40,9 +46,8 @@ export async function runRewardJob(engine: Engine, config: RewardConfig, log: (l
   const P = data.micro_batch_size_per_gpu;
   const T = Math.max(...[...train, ...val].map((p) => Math.max(p.chosen.length, p.rejected.length)));
   const trainer = new RewardModelTrainer(engine, model, optimizer, { P, T });
-  return runTrainingJob({
-    name: 'reward model', items: train, batchSize: data.train_batch_size, schedule: sftSchedule(config.optim), trainer: config.trainer,
-    optimizer, params: loaded.params,
+  return {
+    name: 'reward model', items: train, batchSize: data.train_batch_size, schedule: sftSchedule(config.optim), optimizer, params: loaded.params,
     step: async (batch, lr) => {
       const r = await trainer.trainStep(batch, lr);
       return { 'train/loss': r.loss, 'train/accuracy': r.accuracy, 'train/margin': r.margin, 'train/grad_norm': r.gradNorm };
@@ -53,5 +58,5 @@ export async function runRewardJob(engine: Engine, config: RewardConfig, log: (l
       return { 'val/loss': m.loss, 'val/accuracy': m.accuracy, 'val/margin': m.margin };
     },
     saveModel: (dir) => saveModel(engine, dir, modelConfig, loaded.params, { tokenizerFrom: modelDir }),
-  }, resumeDir, log);
+  };
 }

@@ -19,10 +19,10 @@ import { initialLoraValues } from '../../models/lora.ts';
 import { LORA_ADAPTER_DIR, loadLoraAdapter, saveLoraAdapter } from '../../models/lora-files-node.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../update/adamw-optimizer.ts';
-import { buildSftExamples } from './sft-dataset.ts';
-import { SftTrainer, type SftExample } from './sft-trainer.ts';
-import { sftLoraSettings, type SftConfig } from './sft-config.ts';
-import { checkpointToResume, runTrainingJob, type TrainingJobResult } from './training-job-node.ts';
+import { buildSftExamples } from '../sft/sft-dataset.ts';
+import { SftTrainer, type SftExample } from '../sft/sft-trainer.ts';
+import { sftLoraSettings, type SftConfig } from '../sft/sft-config.ts';
+import { runTrainingJob, type TrainingJob, type TrainingJobResult } from './training-job-node.ts';
 
 /** The tokenizer of a model directory and its chat template (null when it has none). */
 export async function modelTokenizer(dir: string) {
@@ -63,9 +63,14 @@ async function sftLoraAdapters(engine: Engine, config: SftConfig, model: Decoder
   return adapters;
 }
 
-export async function runSftJob(engine: Engine, config: SftConfig, log: (line: string) => void): Promise<TrainingJobResult> {
+/** `log`: the job's progress; `warn`: its notices and stop messages (stderr). */
+export async function runSftJob(engine: Engine, config: SftConfig, log: (line: string) => void, warn = (line: string) => console.error(line)): Promise<TrainingJobResult> {
+  return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadSftJob(engine, config, resumeDir));
+}
+
+/** The SFT job from model.partial_pretrain, or from the checkpoint it resumes (weights, LoRA adapters). */
+async function loadSftJob(engine: Engine, config: SftConfig, resumeDir: string | null): Promise<TrainingJob<SftExample>> {
   const modelDir = config.model.partial_pretrain!;
-  const resumeDir = await checkpointToResume(config.trainer);
   const { tokenizer, template } = await modelTokenizer(modelDir);
   if (!template) throw new Error(`model.partial_pretrain=${modelDir}: the tokenizer has no chat template, which verl's SFT datasets apply`);
   const examplesOf = async (files: string | string[]): Promise<SftExample[]> => buildSftExamples(await readRlRecords(files), { ...config.data, tokenizer, template });
@@ -84,9 +89,8 @@ export async function runSftJob(engine: Engine, config: SftConfig, log: (line: s
   const T = Math.max(...[...train, ...val].map((e) => e.prompt.length + e.response.length));
   const padId = loaded.config.padTokenId ?? tokenizer.special.pad?.id ?? tokenizer.special.eos!.id;
   const trainer = new SftTrainer(engine, model, optimizer, { B, T, padId });
-  return runTrainingJob({
-    name: 'SFT', items: train, batchSize: config.data.train_batch_size, schedule: sftSchedule(config.optim), trainer: config.trainer,
-    optimizer, params: trained,
+  return {
+    name: 'SFT', items: train, batchSize: config.data.train_batch_size, schedule: sftSchedule(config.optim), optimizer, params: trained,
     step: async (batch, lr) => {
       const result = await trainer.trainStep(batch, lr, batch.length / B);
       return { 'train/loss': result.loss, 'train/grad_norm': await optimizer.gradNorm(), 'train/tokens_per_s': result.tokensPerSecond };
@@ -96,5 +100,5 @@ export async function runSftJob(engine: Engine, config: SftConfig, log: (line: s
       await saveModel(engine, dir, loaded.config, loaded.params, { tokenizerFrom: modelDir, generationConfig: loaded.checkpoint.generationConfig?.raw });
       if (lora) await saveLoraAdapter(join(dir, LORA_ADAPTER_DIR), lora, modelDir);
     },
-  }, resumeDir, log);
+  };
 }
