@@ -7,7 +7,7 @@
 // trainer.max_actor_ckpt_to_keep prunes old ones. With LoRA, actor/ holds the (unchanged) base model, its
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
 // actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
-import { mkdir, readdir, readFile, rename, rm, writeFile, access } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
@@ -21,8 +21,9 @@ import { withFileContext } from './user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';
 import { exists, replaceFile } from '../../models/fs-node.ts';
+import { STEP_DIR_PREFIX, writeStepDirectory } from './step-directory-node.ts';
 
-export const STEP_DIR_PREFIX = 'global_step_';
+export { STEP_DIR_PREFIX };
 /** Inside actor/: the merged model (the PEFT adapter is models/lora-files-node.ts LORA_ADAPTER_DIR). */
 export const LORA_MERGED_DIR = 'lora_merged';
 const STATE_FILE = 'trainer_state.json';
@@ -52,24 +53,14 @@ export interface SaveCheckpointOptions {
 export async function saveCheckpoint(engine: Engine, runDir: string, trainer: PpoTrainer, tokenizerFiles: Record<string, string>, cursor: DataCursor,
   options: SaveCheckpointOptions = {}): Promise<string> {
   const snapshot = await trainer.snapshot();
-  const step = snapshot.state.globalStep;
-  const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
-  const staging = join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
-  // A failed save (disk full, permissions) removes its staging folder and names the checkpoint it was writing.
-  try {
-    await withFileContext(`saving checkpoint ${target}`, () => writeCheckpoint(engine, staging, target, trainer, snapshot, tokenizerFiles, cursor, options));
-  } catch (err) {
-    await rm(staging, { recursive: true, force: true });
-    throw err;
-  }
+  const target = await writeStepDirectory(runDir, snapshot.state.globalStep,
+    (staging) => writeCheckpoint(engine, staging, trainer, snapshot, tokenizerFiles, cursor, options.generationConfig), options.beforeRename);
   await pruneCheckpoints(runDir, trainer.config.trainer.max_actor_ckpt_to_keep);
   return target;
 }
 
-async function writeCheckpoint(engine: Engine, staging: string, target: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor,
-  { generationConfig, beforeRename }: SaveCheckpointOptions): Promise<void> {
-  await rm(staging, { recursive: true, force: true });
-  await mkdir(staging, { recursive: true });
+async function writeCheckpoint(engine: Engine, staging: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor,
+  generationConfig: Record<string, unknown> | undefined): Promise<void> {
   await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
   await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
   const lora = trainer.actorLora;
@@ -96,9 +87,6 @@ async function writeCheckpoint(engine: Engine, staging: string, target: string, 
     ...snapshot.state, dataCursor: cursor, finalValidationDone: false, ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
   };
   await writeFile(join(staging, STATE_FILE), JSON.stringify(state, null, 2) + '\n');
-  beforeRename?.();
-  await rm(target, { recursive: true, force: true });
-  await rename(staging, target);
 }
 
 /** trainer_state.json: the trainer's state at the step, where the data stream stands, whether the run's final

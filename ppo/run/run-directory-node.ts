@@ -5,7 +5,7 @@
 // supervised jobs (training-job-node.ts).
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
+import { STEP_DIR_PREFIX } from './step-directory-node.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { withFileContext } from './user-error.ts';
 import { replaceFile } from '../../models/fs-node.ts';
@@ -15,7 +15,7 @@ import { acquireRunLock, processAlive } from './run-lock-node.ts';
 const PREVIOUS_RUN_PREFIX = 'previous_run_';
 /** The resolved configuration a run writes beside its metrics (cli-node.ts). */
 const CONFIG_FILE = 'config.yaml';
-const STALE_SAVE = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving-(\\d+)$`);
+const STALE_SAVE = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving-(\\d+)$`); // step-directory-node.ts's staging folders
 
 /** Creates the run directory and proves it writable before any work, so a read-only one fails in a second. */
 export async function prepareRunDirectory(runDir: string): Promise<void> {
@@ -25,35 +25,6 @@ export async function prepareRunDirectory(runDir: string): Promise<void> {
     await writeFile(probe, '');
     await rm(probe);
   });
-}
-
-/** Where this process assembles the checkpoint of `step` before renaming it into place (removeStaleSaves' pattern). */
-function stagingDirectory(runDir: string, step: number): string {
-  return join(runDir, `.${STEP_DIR_PREFIX}${step}.saving-${process.pid}`);
-}
-
-/**
- * Writes the checkpoint of `step` whole or not at all: `write` fills a staging folder, which is then renamed to
- * global_step_N (`beforeRename` marks that moment: a stop signal then waits for it). A save killed midway leaves only
- * its staging folder, which the next start removes; a failed one removes it at once and names the checkpoint.
- */
-export async function writeStepDirectory(runDir: string, step: number, write: (dir: string) => Promise<void>, beforeRename?: () => void): Promise<string> {
-  const target = join(runDir, `${STEP_DIR_PREFIX}${step}`);
-  const staging = stagingDirectory(runDir, step);
-  try {
-    await withFileContext(`saving checkpoint ${target}`, async () => {
-      await rm(staging, { recursive: true, force: true });
-      await mkdir(staging, { recursive: true });
-      await write(staging);
-      beforeRename?.();
-      await rm(target, { recursive: true, force: true });
-      await rename(staging, target);
-    });
-  } catch (err) {
-    await rm(staging, { recursive: true, force: true });
-    throw err;
-  }
-  return target;
 }
 
 /**

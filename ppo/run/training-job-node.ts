@@ -18,9 +18,9 @@ import { learningRate, type LrSchedule } from '../algorithm/lr-schedule.ts';
 import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
 import { encodeOptimizerState, decodeOptimizerState } from '../update/optimizer-state.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
-import { STEP_DIR_PREFIX } from './checkpoint-node.ts';
 import { checkRunLockFree } from './run-lock-node.ts';
-import { claimRunDirectory, startRunHistory, writeStepDirectory } from './run-directory-node.ts';
+import { claimRunDirectory, startRunHistory } from './run-directory-node.ts';
+import { STEP_DIR_PREFIX, writeStepDirectory } from './step-directory-node.ts';
 import { interruptedLine, stopOnSignalDuringSetup, watchStopSignals, type StopSignal } from './stop-signals-node.ts';
 
 export const JOB_STATE_FILE = 'job_state.json';
