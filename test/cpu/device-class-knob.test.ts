@@ -1,6 +1,7 @@
 // WEBGPU_DEVICE_CLASS (engine/knobs.ts): gpu or cpu, unset for the adapter's own class, anything else one line.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { readKnobs } from '../../engine/knobs.ts';
+import { runBenchmarks } from '../../tools/bench/cli.ts';
 
 describe('WEBGPU_DEVICE_CLASS', () => {
   it('reads gpu and cpu; unset or empty leaves the choice to the adapter', () => {
@@ -14,5 +15,18 @@ describe('WEBGPU_DEVICE_CLASS', () => {
     for (const value of ['GPU', 'tpu', 'software']) {
       expect(() => readKnobs({ WEBGPU_DEVICE_CLASS: value })).toThrow(`WEBGPU_DEVICE_CLASS: "${value}" must be gpu or cpu (or unset: the adapter's own class)`);
     }
+  });
+
+  it('stops the benchmarks as it stops train.js: one error line, exit 1, before any device starts', async () => {
+    vi.stubEnv('WEBGPU_DEVICE_CLASS', 'tpu');
+    const errors: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((...parts) => { errors.push(parts.join(' ')); });
+    try {
+      expect(await runBenchmarks(['kernels'])).toBe(1);
+    } finally {
+      error.mockRestore();
+      vi.unstubAllEnvs();
+    }
+    expect(errors).toEqual(['error: WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu (or unset: the adapter\'s own class)']);
   });
 });

@@ -60,8 +60,9 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   try {
     knobs = readKnobs();
   } catch (err) {
-    console.error((err as Error).message);
-    return 2;
+    // A bad WEBGPU_* knob is bad input, as train.js reports it: one line, exit 1 (2 is for a bad command line).
+    console.error(`error: ${(err as Error).message}`);
+    return 1;
   }
   const engine = await Engine.create(knobs, totalmem());
   try {
