@@ -7,6 +7,7 @@ import type { ValueModel } from '../../models/value-model.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 import { pairwiseLoss, PAIRWISE_STATS } from '../../kernels/ppo/pairwise-loss.ts';
 import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
+import { checkFinite } from '../update/finite-guard.ts';
 import type { PreferencePair } from './preference-pairs.ts';
 
 /** TRL's RewardTrainer metrics, averaged over pairs. */
@@ -86,8 +87,11 @@ export class RewardModelTrainer {
     this.optimizer.zeroGrad();
     const metrics: PairMetrics[] = [];
     for (const part of micro) metrics.push(await this.micro(part, true, 1 / micro.length));
+    const mean = meanMetrics(metrics);
+    // A diverging step stops before the optimizer applies it: the weights stay the last good step's.
+    checkFinite('train/loss', mean.loss);
     this.optimizer.step(lr);
-    return { ...meanMetrics(metrics), gradNorm: await this.optimizer.gradNorm() };
+    return { ...mean, gradNorm: await this.optimizer.gradNorm() };
   }
 
   /** Held-out metrics over every whole micro-batch of `pairs` (a remainder short of P pairs is left out). */

@@ -30,7 +30,7 @@ import { guardStep, NonFiniteError } from '../update/finite-guard.ts';
 import { claimRunDirectory, setAsideUnreadableCheckpoint, startRunHistory } from './run-directory-node.ts';
 import { checkRunLockFree } from './run-lock-node.ts';
 import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode, interruptedLine } from './stop-signals-node.ts';
-import { runTrainingLoop, type StopSave } from './run-loop.ts';
+import { runTrainingLoop, stopError } from './run-loop.ts';
 import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from './primary-config-node.ts';
 import { generationDumps } from './generation-dump-node.ts';
 import { rolloutServers } from './rollout-servers-node.ts';
@@ -179,20 +179,6 @@ function resumeCommand(argv: string[], config: PpoConfig): string {
 }
 
 /** What the run stopped by an error says last: whether its completed steps were saved, and how to go on. */
-function stopMessage(err: unknown, saved: StopSave, step: number, lastCheckpoint: string | null, command: string): Error {
-  // The non-finite guard already names the last good checkpoint; the weights of a diverging step are never saved.
-  // A fresh run stopped in its first step has nothing to save or resume.
-  if (err instanceof NonFiniteError || (saved === 'no step completed' && lastCheckpoint === null)) return err as Error;
-  const message = err instanceof Error ? err.message : String(err);
-  const resume = (dir: string) => `${dir} — resume with: ${command}`;
-  const outcome = saved === 'saved' ? `saved step ${step}, the last completed, to ${resume(lastCheckpoint!)}`
-    : saved === 'already saved' ? `the last completed step ${step} is saved in ${resume(lastCheckpoint!)}`
-      : saved === 'no step completed' ? `no step completed since ${resume(lastCheckpoint!)}`
-      : lastCheckpoint ? `nothing was saved after this error; the newest checkpoint is ${resume(lastCheckpoint)}`
-        : 'nothing was saved: the run had no checkpoint yet';
-  return new Error(`${message}; ${outcome}`, { cause: err });
-}
-
 async function train(engine: Engine, config: PpoConfig, notes: string[], env: Readonly<Record<string, string | undefined>>, options: MainOptions,
   command: string): Promise<number> {
   const started = performance.now();
@@ -359,7 +345,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
       },
       stop,
       canSaveAfter: (err) => !(err instanceof NonFiniteError) && ppo.atStepBoundary,
-      describeStop: (err, saved) => stopMessage(err, saved, ppo.globalStep, lastCheckpoint, command),
+      describeStop: (err, saved) => stopError(err, saved, ppo.globalStep, lastCheckpoint, (dir) => `${dir} — resume with: ${command}`),
     });
     if (end === 'interrupted') {
       warn(interruptedLine(stop.signal!, ppo.globalStep, lastCheckpoint));

@@ -9,6 +9,7 @@
 // as hooks: what a step reports, how a save is written (Node only), pausing and stop signals, the non-finite guard
 // (inside the step hook).
 import type { PpoConfig } from '../config.ts';
+import { NonFiniteError } from '../update/finite-guard.ts';
 
 export type RunEnd = 'finished' | 'stopped' | 'interrupted';
 
@@ -30,6 +31,23 @@ export interface StopRequest {
 
 /** What a run stopped by an error saved of its completed steps. */
 export type StopSave = 'saved' | 'already saved' | 'not saved' | 'no step completed';
+
+/**
+ * The error a run stops with, saying what was saved of its completed steps and how to resume (`resume` words a
+ * checkpoint directory with the command that resumes from it). The non-finite guard's error already names the last
+ * good checkpoint (the weights of a diverging step are never saved), and a fresh run stopped in its first step has
+ * nothing to save or resume: those stay as they are.
+ */
+export function stopError(err: unknown, saved: StopSave, step: number, lastCheckpoint: string | null, resume: (dir: string) => string): Error {
+  if (err instanceof NonFiniteError || (saved === 'no step completed' && lastCheckpoint === null)) return err as Error;
+  const message = err instanceof Error ? err.message : String(err);
+  const outcome = saved === 'saved' ? `saved step ${step}, the last completed, to ${resume(lastCheckpoint!)}`
+    : saved === 'already saved' ? `the last completed step ${step} is saved in ${resume(lastCheckpoint!)}`
+      : saved === 'no step completed' ? `no step completed since ${resume(lastCheckpoint!)}`
+      : lastCheckpoint ? `nothing was saved after this error; the newest checkpoint is ${resume(lastCheckpoint)}`
+        : 'nothing was saved: the run had no checkpoint yet';
+  return new Error(`${message}; ${outcome}`, { cause: err });
+}
 
 export interface RunLoopHooks {
   /** Runs the next PPO step and reports it (console line, metrics sinks, charts). */

@@ -22,6 +22,8 @@ import { checkRunLockFree } from './run-lock-node.ts';
 import { claimRunDirectory, startRunHistory } from './run-directory-node.ts';
 import { STEP_DIR_PREFIX, writeStepDirectory } from './step-directory-node.ts';
 import { interruptedLine, stopOnSignalDuringSetup, watchStopSignals, type StopSignal } from './stop-signals-node.ts';
+import { stopError, type StopSave } from './run-loop.ts';
+import { guardStep, NonFiniteError } from '../update/finite-guard.ts';
 
 export const JOB_STATE_FILE = 'job_state.json';
 const OPTIMIZER_FILE = 'optimizer.safetensors';
@@ -163,6 +165,20 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
       log(`checkpoint: ${checkpoint}`);
     };
 
+    /** A step or a validation threw: the last completed step is saved unless it is (or nothing was completed), as
+     *  train.js does; a non-finite loss saves nothing (the guard stopped the step before the optimizer applied it). */
+    const stopOnError = async (err: unknown): Promise<never> => {
+      let saved: StopSave = step === startStep ? 'no step completed' : savedStep === step ? 'already saved' : 'saved';
+      if (saved === 'saved' && !(err instanceof NonFiniteError)) {
+        try {
+          await save();
+        } catch {
+          saved = 'not saved';
+        }
+      }
+      throw stopError(err, saved, step, checkpoint, (dir) => `${dir}: the same command resumes from it`);
+    };
+
     log(`${job.name}: ${job.items.length} training items; ${totalSteps} steps × ${job.batchSize}`);
     const valBefore = resumeDir ? null : await validate();
     let valAfter: Record<string, number> | null = null;
@@ -173,7 +189,8 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
       const order = epochPermutation(job.items.length, trainer.seed, epoch);
       const first = (step % stepsPerEpoch) * job.batchSize;
       const lr = learningRate(job.schedule, step, totalSteps);
-      const metrics = { ...await job.step(Array.from(order.subarray(first, first + job.batchSize), (i) => job.items[i]), lr), 'train/lr': lr, 'train/epoch': epoch };
+      const batch = Array.from(order.subarray(first, first + job.batchSize), (i) => job.items[i]);
+      const metrics = { ...await guardStep(step + 1, checkpoint, () => job.step(batch, lr)).catch(stopOnError), 'train/lr': lr, 'train/epoch': epoch };
       step++;
       history.push(metrics);
       await record(metrics);
@@ -183,7 +200,7 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
       const last = step === totalSteps;
       if (last || (trainer.test_freq > 0 && step % trainer.test_freq === 0)) {
         stop.phase = 'validation';
-        valAfter = await validate();
+        valAfter = await validate().catch(stopOnError);
       }
       if (last || (trainer.save_freq > 0 && step % trainer.save_freq === 0)) await save();
     }

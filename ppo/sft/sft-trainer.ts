@@ -7,6 +7,7 @@ import type { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 import { weightedSum } from '../../kernels/layers/lm-head.ts';
 import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
+import { checkFinite } from '../update/finite-guard.ts';
 
 export interface SftExample {
   prompt: readonly number[];
@@ -106,6 +107,8 @@ export class SftTrainer {
       loss += part.loss;
       realTokens += part.realTokens;
     }
+    // A diverging step stops before the optimizer applies it: the weights stay the last good step's.
+    checkFinite('train/loss', loss);
     this.optimizer.step(lr);
     const ms = performance.now() - start;
     this.step++;

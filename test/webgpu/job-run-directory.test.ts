@@ -111,6 +111,53 @@ describe('the SFT and reward-model jobs keep their run directory as train.js doe
     expect(await losses(killed)).toEqual(await losses(join(root, 'straight')));
   });
 
+  it('a step that throws saves the last completed step, as train.js does; the resumed job\'s metrics are the uninterrupted job\'s', async () => {
+    const engine = await gpuEngine();
+    const { root, launch } = await makeTinySftRun();
+    // No save and no validation is due before the failing step 3: the error's save is the only one.
+    const run = (dir: string) => runSftJob(engine, parseSftOverrides(launch(dir, 4, ['trainer.save_freq=4', 'trainer.test_freq=4'])).config, () => {}, () => {});
+    await run('straight');
+    const trainStep = SftTrainer.prototype.trainStep;
+    let calls = 0;
+    vi.spyOn(SftTrainer.prototype, 'trainStep').mockImplementation(function (this: SftTrainer, ...args) {
+      if (++calls === 3) return Promise.reject(new Error('the device was lost'));
+      return trainStep.apply(this, args);
+    });
+    const dir = join(root, 'failed');
+    await expect(run('failed')).rejects.toThrow(`the device was lost; saved step 2, the last completed, to ${join(dir, 'global_step_2')}: the same command resumes from it`);
+    vi.restoreAllMocks();
+    expect(await exists(join(dir, 'run.lock'))).toBe(false);
+    expect((await run('failed')).steps).toBe(4);
+    expect(await losses(dir)).toEqual(await losses(join(root, 'straight')));
+  });
+
+  it('a non-finite loss stops its step before the optimizer applies it and saves nothing from it', async () => {
+    const engine = await gpuEngine();
+    const { root, launch } = await makeTinySftRun();
+    const run = (dir: string) => runSftJob(engine, parseSftOverrides(launch(dir, 4, ['trainer.save_freq=2', 'trainer.test_freq=4'])).config, () => {}, () => {});
+    await run('straight');
+    // The third step's micro-batch losses come back NaN (their gradients are applied by nothing: the guard stops first).
+    const trainStep = SftTrainer.prototype.trainStep;
+    let steps = 0;
+    vi.spyOn(SftTrainer.prototype, 'trainStep').mockImplementation(function (this: SftTrainer, ...args) {
+      steps++;
+      return trainStep.apply(this, args);
+    });
+    const micro = (SftTrainer.prototype as unknown as { micro: (...args: unknown[]) => Promise<{ loss: number; realTokens: number }> }).micro;
+    vi.spyOn(SftTrainer.prototype as unknown as { micro: typeof micro }, 'micro').mockImplementation(async function (this: SftTrainer, ...args: unknown[]) {
+      const part = await micro.apply(this, args);
+      return args[1] === true && steps === 3 ? { ...part, loss: NaN } : part;
+    });
+    const dir = join(root, 'diverged');
+    const error = await run('diverged').then(() => null, (err: Error) => err.message);
+    expect(error).toMatch(/^step 3: train\/loss is NaN; the step was stopped before the optimizer applied it \(.*\); the last good checkpoint is (\S+)$/);
+    expect(error!.endsWith(`the last good checkpoint is ${join(dir, 'global_step_2')}`)).toBe(true);
+    vi.restoreAllMocks();
+    expect((await readdir(dir)).filter((n) => n.startsWith('global_step_'))).toEqual(['global_step_2']);
+    expect((await run('diverged')).steps).toBe(4);
+    expect(await losses(dir)).toEqual(await losses(join(root, 'straight')));
+  });
+
   it('a fresh job in a used directory moves the previous run under previous_run_*; its metrics start empty', async () => {
     const engine = await gpuEngine();
     const { root, launch } = await makeTinySftRun();

@@ -28,9 +28,11 @@ describe('a verl launch script on a tiny model', () => {
     ];
     const { code, stdout, stderr } = await runCli(argv);
     expect(code, stderr).toBe(0);
-    // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, unreported.
+    // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, and one note says so.
     expect(stderr).toContain('ignored 5 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');
-    expect(stderr).not.toContain('actor_rollout_ref.rollout.name');
+    expect(stderr.split('\n').filter((line) => line.includes('actor_rollout_ref.rollout.name'))).toEqual([
+      'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this engine\'s decoder (docs/rollout-servers.md)',
+    ]);
     expect(stderr).toContain('trainer.logger: skipped wandb');
 
     const config = parseYaml(await readFile(join(runDir, 'config.yaml'), 'utf8'));
