@@ -358,11 +358,11 @@ export class DecoderTrunk {
     if (lora) return;
     const index = uploadTokenIndex(e, batch);
     embeddingBackward(e, {
-      tokenOffsets: index.offsets, tokenPositions: index.positions, dOut: ws.dResidual, dTable: g('model.embed_tokens.weight'),
+      tokenIds: index.ids, tokenPositions: index.positions, dOut: ws.dResidual, dTable: g('model.embed_tokens.weight'),
       N: R, V: c.vocabSize, C, accumulate: true,
     });
     e.flush();
-    e.destroyTensor(index.offsets);
+    e.destroyTensor(index.ids);
     e.destroyTensor(index.positions);
   }
 }

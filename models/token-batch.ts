@@ -87,11 +87,11 @@ export function destroyTokenBatch(engine: Engine, batch: TokenBatch): void {
   engine.destroyTensor(batch.keyMask);
 }
 
-/** The embedding backward's CSR index of positions per token id, uploaded. */
-export function uploadTokenIndex(engine: Engine, batch: TokenBatch): { offsets: Tensor<'u32'>; positions: Tensor<'u32'> } {
+/** The embedding backward's token index (positions grouped by id, and each entry's id), uploaded: 2N u32. */
+export function uploadTokenIndex(engine: Engine, batch: TokenBatch): { ids: Tensor<'u32'>; positions: Tensor<'u32'> } {
   const index = buildTokenIndex(batch.hostIds, batch.vocabSize);
   return {
-    offsets: engine.tensorFrom('token-index.offsets', [index.offsets.length], index.offsets, 'u32'),
+    ids: engine.tensorFrom('token-index.ids', [index.ids.length], index.ids, 'u32'),
     positions: engine.tensorFrom('token-index.positions', [index.positions.length], index.positions, 'u32'),
   };
 }

@@ -44,7 +44,7 @@ const backwardSpecs = (variant: BackwardVariant) => specsByWidth((width): Kernel
   source: shaderSource('embedding', embeddingSource, ['backward', `backward-${variant}`], width),
   entryPoint: 'backward',
   bindings: [
-    { name: 'tokenOffsets', access: 'read', type: 'u32' },
+    { name: 'tokenIds', access: 'read', type: 'u32' },
     { name: 'tokenPositions', access: 'read', type: 'u32' },
     { name: 'dOut', access: 'read', type: vectorElementType(width) },
     { name: 'dTable', access: 'read_write', type: vectorElementType(width) },
@@ -78,30 +78,26 @@ export function embeddingForward(engine: Engine, a: { ids: Tensor<'u32'>; table:
   }
 }
 
-/** CSR index of token positions grouped by id, built on the CPU (ids are known on the host); makes the backward
- *  deterministic without atomics. Positions of one id are in increasing order. Throws on an id outside [0, V). */
-export function buildTokenIndex(ids: ArrayLike<number>, V: number): { offsets: Uint32Array; positions: Uint32Array } {
-  const offsets = new Uint32Array(V + 1);
+/** The token index of the backward, built on the CPU (ids are known on the host): positions grouped by id, in
+ *  increasing order within an id, and each entry's id. It makes the backward deterministic without atomics, and
+ *  its size follows the tokens (2N), not the vocabulary. Throws on an id outside [0, V). */
+export function buildTokenIndex(ids: ArrayLike<number>, V: number): { ids: Uint32Array; positions: Uint32Array } {
   for (let n = 0; n < ids.length; n++) {
     const id = ids[n];
     if (!Number.isInteger(id) || id < 0 || id >= V) {
       throw new Error(`buildTokenIndex: ids[${n}] = ${id} is outside the vocabulary [0, ${V})`);
     }
-    offsets[id + 1]++;
   }
-  for (let v = 0; v < V; v++) offsets[v + 1] += offsets[v];
-  const next = offsets.slice(0, V);
-  const positions = new Uint32Array(ids.length);
-  for (let n = 0; n < ids.length; n++) positions[next[ids[n]]++] = n;
-  return { offsets, positions };
+  const positions = Uint32Array.from({ length: ids.length }, (_, n) => n).sort((a, b) => ids[a] - ids[b] || a - b);
+  return { ids: positions.map((n) => ids[n]), positions };
 }
 
 /** dTable (V, C) of embeddingForward from dOut (N, C): overwritten, or added to when `accumulate` is set. */
 export function embeddingBackward(engine: Engine, a: {
-  tokenOffsets: Tensor<'u32'>; tokenPositions: Tensor<'u32'>; dOut: Tensor; dTable: Tensor; N: number; V: number; C: number; accumulate: boolean;
+  tokenIds: Tensor<'u32'>; tokenPositions: Tensor<'u32'>; dOut: Tensor; dTable: Tensor; N: number; V: number; C: number; accumulate: boolean;
 }): void {
-  const { tokenOffsets, tokenPositions, dOut, dTable, N, V, C } = a;
-  expectSize('embeddingBackward', 'tokenOffsets', tokenOffsets, V + 1, `[V + 1=${V + 1}]`);
+  const { tokenIds, tokenPositions, dOut, dTable, N, V, C } = a;
+  expectSize('embeddingBackward', 'tokenIds', tokenIds, N, `[N=${N}]`);
   expectSize('embeddingBackward', 'tokenPositions', tokenPositions, N, `[N=${N}]`);
   expectSize('embeddingBackward', 'dOut', dOut, N * C, `[N=${N}, C=${C}]`);
   expectSize('embeddingBackward', 'dTable', dTable, V * C, `[V=${V}, C=${C}]`);
@@ -110,7 +106,7 @@ export function embeddingBackward(engine: Engine, a: {
   const variant = chooseVariant('embedding-backward', embeddingBackwardVariants, engine.caps, engine.knobs).value;
   for (const window of engine.bindingWindows(dTable, C)) {
     engine.dispatch(variant.specs[widestVector(C)], {
-      bindings: { tokenOffsets, tokenPositions, dOut, dTable: window.tensor },
+      bindings: { tokenIds, tokenPositions, dOut, dTable: window.tensor },
       uniforms: { N, V, C, v0: window.firstRow, rows: window.rows, accumulate: Number(a.accumulate) },
       workgroups: foldWorkgroups(Math.ceil(N / variant.entriesPerWorkgroup)),
     });

@@ -1,8 +1,9 @@
 // embedding: token embedding lookup, N = B*T rows, table (V, C).
 //   forward:  out[n, c] = table[min(ids[n], V - 1), c]        ids (N) u32, out (N, C); ids >= V are clamped
-//   backward: dTable[v, c] (+)= sum over positions n with ids[n] == v of dOut[n, c], from the CSR token index
-//             (tokenOffsets (V + 1), tokenPositions (N), built on the host) so every row is summed by one
-//             workgroup in a fixed order, without atomics
+//   backward: dTable[v, c] (+)= sum over positions n with ids[n] == v of dOut[n, c], from the token index built
+//             on the host: tokenPositions (N), the positions grouped by id in increasing order, and tokenIds (N),
+//             each entry's id — so every row is summed by one workgroup in a fixed order, without atomics, and the
+//             index costs 2N u32 whatever the vocabulary (a per-id offsets table was V + 1: 600 KB for Qwen's)
 // Both see the table through a window of rows [v0, v0 + rows) (`table`/`dTable` bind only those rows): a
 // vocabulary of 152K rows outgrows one storage binding, so the launcher dispatches once per window and each
 // dispatch handles the tokens whose id falls inside it.
@@ -31,17 +32,6 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
 //// backward
 const WG = 64u;
 
-// The token whose run in tokenPositions holds entry k: the last v with tokenOffsets[v] <= k.
-fn tokenOfEntry(k: u32) -> u32 {
-  var lo = 0u;
-  var hi = params.V;
-  while (hi - lo > 1u) {
-    let mid = (lo + hi) / 2u;
-    if (tokenOffsets[mid] <= k) { lo = mid; } else { hi = mid; }
-  }
-  return lo;
-}
-
 // dTable row `row` (+)= the sum of dOut rows over entries [first, last), in entry order, for vecN column j.
 fn sumRun(first: u32, last: u32, row: u32, j: u32, n: u32) {
   var sum = vecN(0.0);
@@ -50,12 +40,14 @@ fn sumRun(first: u32, last: u32, row: u32, j: u32, n: u32) {
   dTable[row + j] = sum;
 }
 
-// The run [first, last) of the token whose run starts at entry k, if it does and the token is in this window.
+// The run [first, last) of the token whose run starts at entry k, if one does (k is its token's first entry) and the
+// token is in this window; the run's end is found by walking it, which its summing walks again.
 fn runStartingAt(k: u32, run: ptr<function, vec3<u32>>) -> bool {
-  let v = tokenOfEntry(k);
-  let first = tokenOffsets[v];
-  if (first != k || v < params.v0 || v >= params.v0 + params.rows) { return false; }
-  *run = vec3<u32>(first, tokenOffsets[v + 1u], (v - params.v0) * (params.C / VW));
+  let v = tokenIds[k];
+  if ((k > 0u && tokenIds[k - 1u] == v) || v < params.v0 || v >= params.v0 + params.rows) { return false; }
+  var last = k + 1u;
+  while (last < params.N && tokenIds[last] == v) { last++; }
+  *run = vec3<u32>(k, last, (v - params.v0) * (params.C / VW));
   return true;
 }
 

@@ -16,10 +16,10 @@ describe('embedding reference backward', () => {
 });
 
 describe('buildTokenIndex', () => {
-  it('groups positions by id in increasing order', () => {
-    const { offsets, positions } = buildTokenIndex([2, 0, 2, 2, 0], 4);
-    expect([...offsets]).toEqual([0, 2, 2, 5, 5]);
+  it('groups positions by id in increasing order, each entry with its id', () => {
+    const { ids, positions } = buildTokenIndex([2, 0, 2, 2, 0], 4);
     expect([...positions]).toEqual([1, 4, 0, 2, 3]);
+    expect([...ids]).toEqual([0, 0, 2, 2, 2]);
   });
 
   it('names an id outside the vocabulary', () => {

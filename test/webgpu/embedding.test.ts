@@ -29,7 +29,7 @@ describe('embedding kernel', () => {
       const index = buildTokenIndex(ids, V);
       const dTable = engine.tensorFrom('dTable', [V, C], dTableBefore);
       embeddingBackward(engine, {
-        tokenOffsets: engine.tensorFrom('tokenOffsets', [V + 1], index.offsets, 'u32'),
+        tokenIds: engine.tensorFrom('tokenIds', [N], index.ids, 'u32'),
         tokenPositions: engine.tensorFrom('tokenPositions', [N], index.positions, 'u32'),
         dOut: engine.tensorFrom('dOut', [N, C], dOutData), dTable, N, V, C, accumulate,
       });

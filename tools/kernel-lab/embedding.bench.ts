@@ -27,11 +27,11 @@ export function embeddingCases(): KernelBenchCase[] {
       reference: () => embeddingBackwardRef({ ids, dOut, N, V, C }),
       setup: (engine) => {
         const index = buildTokenIndex(ids, V);
-        const tokenOffsets = engine.tensorFrom('bench-token-offsets', [V + 1], index.offsets, 'u32');
+        const tokenIds = engine.tensorFrom('bench-token-ids', [N], index.ids, 'u32');
         const tokenPositions = engine.tensorFrom('bench-token-positions', [N], index.positions, 'u32');
         const dOutTensor = upload(engine, 'dOut', dOut);
         const dTable = engine.tensor('bench-dTable', [V * C]);
-        return () => embeddingBackward(engine, { tokenOffsets, tokenPositions, dOut: dOutTensor, dTable, N, V, C, accumulate: false });
+        return () => embeddingBackward(engine, { tokenIds, tokenPositions, dOut: dOutTensor, dTable, N, V, C, accumulate: false });
       },
     },
   ];
