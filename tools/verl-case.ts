@@ -90,16 +90,23 @@ function rolloutCorrectionKwarg<V>(c: VerlCase, name: string, fallback: V): V {
   return value === undefined || value === null ? kwarg(c, name, fallback) : (value as V);
 }
 
+/** rollout_rs and rollout_rs_threshold parsed (`fallback`: the options when the case gives none; null: no rejection). */
+function rolloutRsKwargs(c: VerlCase, fallback: string | null): BypassCorrectionPlan['rolloutRs'] {
+  const options = rolloutCorrectionKwarg<string | null>(c, 'rollout_rs', fallback);
+  const threshold = rolloutCorrectionKwarg<string | number | null>(c, 'rollout_rs_threshold', null);
+  return options === null ? null : parseRolloutRs(options, threshold === null ? null : String(threshold));
+}
+
+/** Bypass mode's settings, with the defaults of verl's compute_policy_loss_bypass_mode and of
+ *  compute_rollout_correction_and_rejection_mask (no weights, no rejection). */
 function bypassPlan(c: VerlCase): BypassCorrectionPlan {
   const is = rolloutCorrectionKwarg<'token' | 'sequence' | null>(c, 'rollout_is', null);
-  const rs = rolloutCorrectionKwarg<string | null>(c, 'rollout_rs', null);
-  const rsThreshold = rolloutCorrectionKwarg<string | number | null>(c, 'rollout_rs_threshold', null);
   return {
     lossType: rolloutCorrectionKwarg(c, 'loss_type', 'ppo_clip'),
     rolloutIs: is === null ? null : {
       level: is, threshold: rolloutCorrectionKwarg(c, 'rollout_is_threshold', 2.0), batchNormalize: rolloutCorrectionKwarg(c, 'rollout_is_batch_normalize', false),
     },
-    rolloutRs: rs === null ? null : parseRolloutRs(rs, rsThreshold === null ? null : String(rsThreshold)),
+    rolloutRs: rolloutRsKwargs(c, null),
   };
 }
 
@@ -181,11 +188,6 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
   const flat = (m: Matrix) => Float32Array.from(m.flat());
   const unprefixed = (metrics: Record<string, number>) => Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k.replace(ROLLOUT_CORR_PREFIX, ''), v]));
   const isLevel = () => kwarg<'token' | 'sequence'>(c, 'rollout_is', 'token');
-  const rsSpec = (fallback: string | null) => {
-    const threshold = kwarg<string | number | null>(c, 'rollout_rs_threshold', null);
-    const options = kwarg<string | null>(c, 'rollout_rs', fallback);
-    return options === null ? null : parseRolloutRs(options, threshold === null ? null : String(threshold));
-  };
   switch (name) {
     case 'compute_rollout_correction_weights': {
       const logRatio = input<Matrix>(c, 'log_ratio');
@@ -197,7 +199,7 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
     case 'compute_rollout_rejection_mask': {
       const logRatio = input<Matrix>(c, 'log_ratio');
       const { B, T } = shapeOf('log_ratio', logRatio);
-      const r = rolloutRejectionMask(flat(logRatio), new Float32Array(B * T), flat(mask()), B, T, rsSpec('token_k1')!);
+      const r = rolloutRejectionMask(flat(logRatio), new Float32Array(B * T), flat(mask()), B, T, rolloutRsKwargs(c, 'token_k1')!);
       return { modified_response_mask: toMatrix(r.mask, B, T), metrics: unprefixed(r.metrics) };
     }
     case 'compute_offpolicy_metrics': {
@@ -212,12 +214,8 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
       const old = input<Matrix>(c, 'old_log_prob');
       const rollout = input<Matrix>(c, 'rollout_log_prob');
       const { B, T } = shapeOf('old_log_prob', old);
-      const is = kwarg<'token' | 'sequence' | null>(c, 'rollout_is', null);
-      // The same weights, rejection and drift metrics that bypass mode takes per micro-batch (the loss type aside).
-      const r = bypassCorrection({
-        lossType: 'ppo_clip', rolloutIs: is === null ? null : { level: is, threshold: kwarg(c, 'rollout_is_threshold', 2.0), batchNormalize: kwarg(c, 'rollout_is_batch_normalize', false) },
-        rolloutRs: rsSpec(null),
-      }, flat(old), flat(rollout), flat(mask()), new Float32Array(B * T), B, T);
+      // The same weights, rejection and drift metrics that bypass mode takes per micro-batch (its loss type aside).
+      const r = bypassCorrection(bypassPlan(c), flat(old), flat(rollout), flat(mask()), new Float32Array(B * T), B, T);
       return { rollout_is_weights: r.weights ? toMatrix(r.weights, B, T) : null, modified_response_mask: toMatrix(r.policyMask ?? flat(mask()), B, T), metrics: r.metrics };
     }
   }
