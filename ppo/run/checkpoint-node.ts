@@ -7,7 +7,7 @@
 // trainer.max_actor_ckpt_to_keep prunes old ones. With LoRA, actor/ holds the (unchanged) base model, its
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
 // actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
-import { readdir, readFile, rm, writeFile, access } from 'node:fs/promises';
+import { readFile, rm, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
@@ -21,9 +21,8 @@ import { withFileContext } from './user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';
 import { exists, replaceFile } from '../../models/fs-node.ts';
-import { STEP_DIR_PREFIX, writeStepDirectory } from './step-directory-node.ts';
+import { stepDirectories, stepDirectory, writeStepDirectory } from './step-directory-node.ts';
 
-export { STEP_DIR_PREFIX };
 /** Inside actor/: the merged model (the PEFT adapter is models/lora-files-node.ts LORA_ADAPTER_DIR). */
 export const LORA_MERGED_DIR = 'lora_merged';
 const STATE_FILE = 'trainer_state.json';
@@ -108,25 +107,11 @@ export async function markFinalValidationDone(checkpointDir: string): Promise<vo
   });
 }
 
-async function stepDirectories(runDir: string): Promise<number[]> {
-  let names: string[];
-  try {
-    names = await readdir(runDir);
-  } catch {
-    return [];
-  }
-  return names
-    .filter((name) => name.startsWith(STEP_DIR_PREFIX))
-    .map((name) => Number(name.slice(STEP_DIR_PREFIX.length)))
-    .filter(Number.isInteger)
-    .sort((a, b) => a - b);
-}
-
 async function pruneCheckpoints(runDir: string, keep: number | null): Promise<void> {
   if (keep === null) return;
   const steps = await stepDirectories(runDir);
   for (const step of steps.slice(0, Math.max(0, steps.length - keep))) {
-    await rm(join(runDir, `${STEP_DIR_PREFIX}${step}`), { recursive: true, force: true });
+    await rm(stepDirectory(runDir, step), { recursive: true, force: true });
   }
 }
 
@@ -146,7 +131,7 @@ export async function checkpointsToResume(config: PpoConfig, runDir: string): Pr
     }
     return [path];
   }
-  return (await stepDirectories(runDir)).reverse().map((step) => join(runDir, `${STEP_DIR_PREFIX}${step}`));
+  return (await stepDirectories(runDir)).reverse().map((step) => stepDirectory(runDir, step));
 }
 
 /**

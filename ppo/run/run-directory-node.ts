@@ -5,7 +5,7 @@
 // supervised jobs (training-job-node.ts).
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { STEP_DIR_PREFIX } from './step-directory-node.ts';
+import { STAGING_DIRECTORY, STEP_DIR_PREFIX } from './step-directory-node.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { withFileContext } from './user-error.ts';
 import { replaceFile } from '../../models/fs-node.ts';
@@ -15,7 +15,6 @@ import { acquireRunLock, processAlive } from './run-lock-node.ts';
 const PREVIOUS_RUN_PREFIX = 'previous_run_';
 /** The resolved configuration a run writes beside its metrics (cli-node.ts). */
 const CONFIG_FILE = 'config.yaml';
-const STALE_SAVE = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving-(\\d+)$`); // step-directory-node.ts's staging folders
 
 /** Creates the run directory and proves it writable before any work, so a read-only one fails in a second. */
 export async function prepareRunDirectory(runDir: string): Promise<void> {
@@ -61,7 +60,7 @@ export async function startRunHistory(runDir: string, resumedStep: number | null
 export async function removeStaleSaves(runDir: string): Promise<string[]> {
   const removed: string[] = [];
   for (const name of await readdir(runDir)) {
-    const match = STALE_SAVE.exec(name);
+    const match = STAGING_DIRECTORY.exec(name);
     if (!match || processAlive(Number(match[1]))) continue;
     await rm(join(runDir, name), { recursive: true, force: true });
     removed.push(name);

@@ -9,7 +9,7 @@
 // lock; a fresh start moves a previous run aside and a resumed one drops the metrics lines past its checkpoint;
 // checkpoints are renamed into place whole; Ctrl-C, SIGTERM or SIGHUP finishes the step under way, saves it and
 // stops (the same command resumes), a second signal abandons the step.
-import { appendFile, readdir, readFile, writeFile } from 'node:fs/promises';
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Arena } from '../../engine/index.ts';
 import { exists } from '../../models/fs-node.ts';
@@ -20,7 +20,7 @@ import { encodeOptimizerState, decodeOptimizerState } from '../update/optimizer-
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { checkRunLockFree } from './run-lock-node.ts';
 import { claimRunDirectory, startRunHistory } from './run-directory-node.ts';
-import { STEP_DIR_PREFIX, writeStepDirectory } from './step-directory-node.ts';
+import { stepDirectories, stepDirectory, writeStepDirectory } from './step-directory-node.ts';
 import { interruptedLine, stopOnSignalDuringSetup, watchStopSignals, type StopSignal } from './stop-signals-node.ts';
 import { stopError, type StopSave } from './run-loop.ts';
 import { guardStep, NonFiniteError } from '../update/finite-guard.ts';
@@ -53,11 +53,8 @@ async function checkpointToResume(trainer: JobTrainerKeys): Promise<string | nul
     return trainer.resume_path;
   }
   const dir = resolve(trainer.default_local_dir);
-  if (!(await exists(dir))) return null;
-  const pattern = new RegExp(`^${STEP_DIR_PREFIX}(\\d+)$`);
-  const steps = (await readdir(dir)).flatMap((name) => pattern.exec(name)?.[1] ?? []).map(Number).sort((a, b) => b - a);
-  for (const step of steps) {
-    const candidate = join(dir, `${STEP_DIR_PREFIX}${step}`);
+  for (const step of (await stepDirectories(dir)).reverse()) {
+    const candidate = stepDirectory(dir, step);
     if (await exists(join(candidate, JOB_STATE_FILE))) return candidate;
   }
   return null;
