@@ -4,5 +4,6 @@
 // `node tools/bench.js gpu-report [--tiny] [--allow-software]`: the whole first-run report of a GPU (tools/bench/gpu-report.ts).
 import './node-loader.js';
 
+const { runWithFilteredStderr } = await import('../engine/native-stderr-node.ts');
 const { runBenchmarks } = await import('./bench/cli.ts');
-process.exitCode = await runBenchmarks(process.argv.slice(2));
+process.exitCode = (await runWithFilteredStderr()) ?? (await runBenchmarks(process.argv.slice(2)));

@@ -3,5 +3,6 @@
 // as `node train.js` runs it), saved as the browser demo's starting checkpoint (demo/public/warm-start/).
 import './node-loader.js';
 
+const { runWithFilteredStderr } = await import('../engine/native-stderr-node.ts');
 const { writeDemoCheckpoint } = await import('./demo-checkpoint-cli.ts');
-process.exitCode = await writeDemoCheckpoint(process.argv.slice(2));
+process.exitCode = (await runWithFilteredStderr()) ?? (await writeDemoCheckpoint(process.argv.slice(2)));

@@ -3,5 +3,6 @@
 // critic on a Qwen3-shaped bf16 model with the real tokenizer (vocabulary 151,936), then its checkpoints reloaded.
 import './node-loader.js';
 
+const { runWithFilteredStderr } = await import('../engine/native-stderr-node.ts');
 const { runQwen3PpoStep } = await import('./qwen3-ppo-step.ts');
-process.exitCode = await runQwen3PpoStep(process.argv.slice(2));
+process.exitCode = (await runWithFilteredStderr()) ?? (await runQwen3PpoStep(process.argv.slice(2)));

@@ -377,7 +377,13 @@ export async function main(path: string | undefined): Promise<number> {
     console.error('usage: node tools/verl-case.js CASE.json');
     return 2;
   }
-  const c = JSON.parse(await readFile(path, 'utf8')) as VerlCase;
+  let c: VerlCase;
+  try {
+    c = JSON.parse(await readFile(path, 'utf8')) as VerlCase;
+  } catch (error) {
+    console.error(`verl-case: ${path}: ${(error as Error).message} (expected one case as JSON: {function, kwargs, inputs})`);
+    return 2;
+  }
   const engine = await Engine.create();
   try {
     console.log(JSON.stringify({ outputs: await runVerlCase(engine, c) }));

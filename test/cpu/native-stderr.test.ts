@@ -2,6 +2,7 @@
 // and the exit status pass unchanged (engine/native-stderr-node.ts, which train.js runs under).
 import { describe, it, expect } from 'vitest';
 import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { isHarmlessDeviceLine } from '../../engine/native-stderr-node.ts';
 
 const UNIFORM = 'Warning: maxDynamicUniformBuffersPerPipelineLayout artificially reduced from 1000000 to 16 to fit dynamic offset allocation limit.';
@@ -21,5 +22,18 @@ describe('native stderr filter', () => {
     expect(run.status).toBe(3);
     expect(run.stderr.trim().split('\n')).toEqual(['Warning: a device warning the engine does not know', 'WebGPU error: a validation error']);
     expect(run.stdout).toBe('stdout is the child\'s own\n');
+  });
+
+  it('every entry point that opens the device runs under it (tools/setup.sh\'s probe and the tools too)', () => {
+    // Entry points that never open a WebGPU device, so have no Dawn lines to filter; any other .js entry must.
+    const deviceFree = ['tools/jsonl-to-parquet.js', 'tools/plot.js', 'tools/qwen3-model.js', 'tools/retrieval-server.js',
+      'tools/rlhf-pipeline.js', 'tools/node-loader.js', 'tools/wgsl-hooks.js'];
+    const entries = [
+      ...readdirSync('.').filter((f) => f.endsWith('.js')),
+      ...readdirSync('tools').filter((f) => f.endsWith('.js')).map((f) => `tools/${f}`),
+    ].filter((f) => !deviceFree.includes(f));
+    expect(entries).toEqual(expect.arrayContaining(['train.js', 'serve.js', 'tools/bench.js', 'tools/probe-adapter.js']));
+    const unfiltered = entries.filter((f) => !readFileSync(f, 'utf8').includes('runWithFilteredStderr()'));
+    expect(unfiltered).toEqual([]);
   });
 });
