@@ -13,7 +13,9 @@ import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
 import { bypassCorrection } from '../ppo/algorithm/bypass-correction.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
+import { computeScore, toRewardScore, type RewardResult } from '../ppo/rewards/index.ts';
 import * as math from '../ppo/rewards/math.ts';
+import * as mathDapo from '../ppo/rewards/math-dapo.ts';
 import * as qaEm from '../ppo/rewards/qa-em.ts';
 
 export interface VerlCase {
@@ -116,25 +118,65 @@ function controllerFrom(config: Record<string, unknown>): KLController {
   });
 }
 
-/** The reward module a case names (verl.utils.reward_score.<module>.<function>): scores per solution. */
-function scoreFunction(c: VerlCase): (solutions: string[], truths: unknown[]) => number[] {
+/** A reward case's input to call i: solution_str is one string (one call) or a list (a call per element); beside a
+ *  list, an input that is a list gives each call its element, any other value is every call's. */
+function callInput(c: VerlCase, i: number, name: string): unknown {
+  const value = input<unknown>(c, name);
+  return Array.isArray(c.inputs.solution_str) && Array.isArray(value) ? value[i] : value;
+}
+
+type CaseReward = (arg: (name: string) => unknown) => RewardResult;
+
+/** The reward function a case names, called with one call's inputs by verl's argument names:
+ *  verl.utils.reward_score.<module>.<function>, or default_compute_score, routed by data_source as training routes it. */
+function scoreFunction(c: VerlCase): CaseReward {
   const [module, name] = c.function.split('.').slice(-2);
   const formatScore = kwarg(c, 'format_score', 0);
   const score = kwarg(c, 'score', 1);
+  const solution = (arg: (name: string) => unknown) => arg('solution_str') as string;
+  const truth = (arg: (name: string) => unknown) => arg('ground_truth') as string;
+  if (name === 'default_compute_score') {
+    return (arg) => computeScore(arg('data_source') as string, solution(arg), arg('ground_truth'),
+      c.inputs.extra_info === undefined ? null : arg('extra_info') as Record<string, unknown> | null);
+  }
   if (module === 'gsm8k') {
     const method = kwarg<Gsm8kMethod>(c, 'method', 'strict');
-    return (solutions, truths) => solutions.map((s, i) => gsm8k.computeScore(s, truths[i] as string, method, formatScore, score));
+    return (arg) => gsm8k.computeScore(solution(arg), truth(arg), method, formatScore, score);
   }
-  if (module === 'math' || module === 'math_reward') return (solutions, truths) => solutions.map((s, i) => math.computeScore(s, truths[i] as string));
+  // math: the module's name before verl renamed it math_reward (f346f96d2), as older recorded suites call it.
+  if (module === 'math' || module === 'math_reward') return (arg) => math.computeScore(solution(arg), truth(arg));
+  if (module === 'math_dapo') {
+    const strictBoxVerify = kwarg(c, 'strict_box_verify', false);
+    const pauseTokensIndex = kwarg<number[] | null>(c, 'pause_tokens_index', null);
+    return (arg) => mathDapo.computeScore(solution(arg), truth(arg), strictBoxVerify, pauseTokensIndex);
+  }
   if (module === 'qa_em') {
     // Search-R1's fork: compute_score_em / compute_score_subem over prompt + response.
-    return (solutions, truths) => solutions.map((s, i) => qaEm.computeScoreSearchR1(s, truths[i] as { target: qaEm.GoldenAnswers }, name === 'compute_score_subem', formatScore, score));
+    return (arg) => qaEm.computeScoreSearchR1(solution(arg), arg('ground_truth') as { target: qaEm.GoldenAnswers }, name === 'compute_score_subem', formatScore, score);
   }
   if (module === 'search_r1_like_qa_em') {
     const scorer = name === 'compute_score_subem' ? qaEm.computeScoreSubem : qaEm.computeScore;
-    return (solutions, truths) => solutions.map((s, i) => scorer(s, truths[i] as { target: qaEm.GoldenAnswers }, formatScore, score));
+    return (arg) => scorer(solution(arg), arg('ground_truth') as { target: qaEm.GoldenAnswers }, formatScore, score);
   }
-  throw new Error(`verl-case: no reward module ${module} (known: gsm8k, math, math_reward, search_r1_like_qa_em, qa_em)`);
+  throw new Error(`verl-case: no reward module ${module} (known: gsm8k, math, math_reward, math_dapo, search_r1_like_qa_em, qa_em, and reward_score.default_compute_score)`);
+}
+
+/** A reward case's outputs: `score`, one per call (a list when solution_str is one). When the function returned
+ *  verl's dicts (math_dapo's {score, acc, pred}), also `result`, what it returned, and each other field of the
+ *  dicts by its name (null for a call without it). */
+function rewardOutputs(c: VerlCase, reward: CaseReward): Outputs {
+  const solutions = input<unknown>(c, 'solution_str');
+  const calls = Array.isArray(solutions) ? solutions.length : 1;
+  const results = Array.from({ length: calls }, (_, i) => reward((name) => callInput(c, i, name)));
+  const scored = results.map((r) => toRewardScore(r, c.function));
+  const perCall = (values: unknown[]) => (Array.isArray(solutions) ? values : values[0]);
+  const outputs: Outputs = { score: perCall(scored.map((r) => r.score)) };
+  if (scored.every((r) => r.rewardExtraInfo === null)) return outputs;
+  outputs.result = perCall(results);
+  for (const key of new Set(scored.flatMap((r) => Object.keys(r.rewardExtraInfo ?? {})))) {
+    if (key !== 'score') outputs[key] = perCall(scored.map((r) => r.rewardExtraInfo?.[key] ?? null));
+  }
+  return outputs;
 }
 
 const OUTCOME_FUNCTIONS: Record<string, string> = {
@@ -300,7 +342,8 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     case 'compute_score':
     case 'compute_score_em':
     case 'compute_score_subem':
-      return { score: scoreFunction(c)(input<string[]>(c, 'solution_str'), input<unknown[]>(c, 'ground_truth')) };
+    case 'default_compute_score':
+      return rewardOutputs(c, scoreFunction(c));
     case 'clip_by_value': {
       // torch.max(torch.min(x, tensor_max), tensor_min), bounds broadcast like x (a scalar or a same-shaped matrix).
       const x = input<Matrix>(c, 'x');

@@ -1,9 +1,10 @@
 // Rule rewards chosen by data_source, as verl's default_compute_score, and the shape every reward function
 // (rule, custom module) returns. A response's reward is a number; a function may return {score, ...extra}, which
-// validation reports entry by entry (score included) as verl's reward_extra_info.
+// validation reports entry by entry (score included) as verl's reward_extra_info (math_dapo's acc and pred).
 import * as arithmetic from './arithmetic.ts';
 import * as gsm8k from './gsm8k.ts';
 import * as math from './math.ts';
+import * as mathDapo from './math-dapo.ts';
 import * as qaEm from './qa-em.ts';
 
 export type RewardResult = number | boolean | { score: number; [extra: string]: unknown };
@@ -66,10 +67,11 @@ function goldenAnswers(dataSource: string, groundTruth: unknown): qaEm.GoldenAns
 
 const QA_DATASETS = ['nq', 'triviaqa', 'popqa', 'hotpotqa', '2wikimultihopqa', 'musique', 'bamboogle'];
 
-type RuleReward = (dataSource: string, solution: string, groundTruth: unknown) => number;
+type RuleReward = (dataSource: string, solution: string, groundTruth: unknown) => RewardResult;
 
 const gsm8kReward: RuleReward = (source, solution, truth) => gsm8k.computeScore(solution, stringTruth(source, truth));
 const mathReward: RuleReward = (source, solution, truth) => math.computeScore(solution, stringTruth(source, truth));
+const mathDapoReward: RuleReward = (source, solution, truth) => mathDapo.computeScore(solution, stringTruth(source, truth));
 const qaReward: RuleReward = (source, solution, truth) => qaEm.computeScore(solution, { target: goldenAnswers(source, truth) });
 const qaSubemReward: RuleReward = (source, solution, truth) => qaEm.computeScoreSubem(solution, { target: goldenAnswers(source, truth) });
 const arithmeticReward: RuleReward = (source, solution, truth) => arithmetic.computeScore(solution, stringTruth(source, truth));
@@ -80,6 +82,9 @@ const RULES = new Map<string, RuleReward>([
   ['lighteval/MATH', mathReward],
   ['DigitalLearningGmbH/MATH-lighteval', mathReward],
   ['HuggingFaceH4/MATH-500', mathReward],
+  ['math_dapo', mathDapoReward],
+  ['math', mathDapoReward],
+  ['math_dapo_reasoning', mathDapoReward],
   ...QA_DATASETS.flatMap((name): [string, RuleReward][] => [[`searchR1_${name}`, qaReward], [name, qaReward]]),
   ['arithmetic', arithmeticReward],
   ['synthetic_qa', qaReward],
@@ -87,14 +92,25 @@ const RULES = new Map<string, RuleReward>([
 
 export const RULE_DATA_SOURCES: readonly string[] = [...RULES.keys()];
 
+/** verl scores AIME validation sets (aime24, aime_2025, …) with math_dapo: any data_source with this prefix. */
+const AIME_PREFIX = 'aime';
 /** Search-R1 evaluates with substring EM under names like nq_subem; any data_source with this suffix gets it. */
 const SUBEM_SUFFIX = '_subem';
 
-/** verl's default_compute_score; extra_info is part of the signature (custom functions use it), these rules ignore it. */
-export function computeScore(dataSource: string, solutionStr: string, groundTruth: unknown, extraInfo: Record<string, unknown> | null = null): number {
-  const rule = RULES.get(dataSource) ?? (dataSource.endsWith(SUBEM_SUFFIX) ? qaSubemReward : undefined);
+/** The rule for a data_source: the exact names, then verl's aime prefix, then this engine's _subem suffix. */
+function ruleFor(dataSource: string): RuleReward | undefined {
+  if (RULES.has(dataSource)) return RULES.get(dataSource);
+  if (dataSource.startsWith(AIME_PREFIX)) return mathDapoReward;
+  return dataSource.endsWith(SUBEM_SUFFIX) ? qaSubemReward : undefined;
+}
+
+/** verl's default_compute_score: a number, or math_dapo's {score, acc, pred}. extra_info is part of the signature
+ *  (custom functions use it); these rules ignore it. */
+export function computeScore(dataSource: string, solutionStr: string, groundTruth: unknown, extraInfo: Record<string, unknown> | null = null): RewardResult {
+  const rule = ruleFor(dataSource);
   if (!rule) {
-    throw new Error(`no rule reward for data_source "${dataSource}" (known: ${RULE_DATA_SOURCES.join(', ')}, and any name ending in ${SUBEM_SUFFIX}); ` +
+    throw new Error(`no rule reward for data_source "${dataSource}" (known: ${RULE_DATA_SOURCES.join(', ')}, any name starting with ${AIME_PREFIX}, ` +
+      `and any name ending in ${SUBEM_SUFFIX}); ` +
       'set custom_reward_function.path to a module with your own compute_score, or reward_model.enable=true');
   }
   return rule(dataSource, solutionStr, groundTruth);

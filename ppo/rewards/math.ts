@@ -91,7 +91,8 @@ export function stripString(input: string): string {
   s = s.replaceAll('^{\\circ}', '').replaceAll('^\\circ', '');
   s = s.replaceAll('\\$', '');
   s = removeRightUnits(s);
-  s = s.replaceAll('\\%', '');
+  // verl removes \\% (two backslashes) before \%: halving each \\ above still leaves one from \\\% (three).
+  s = s.replaceAll('\\\\%', '').replaceAll('\\%', '');
   s = s.replaceAll(' .', ' 0.').replaceAll('{.', '{0.');
   if (s.length === 0) return s;
   if (s[0] === '.') s = `0${s}`;

@@ -55,6 +55,12 @@ const MATH_CASES: [string, string, number][] = [
   ["\\boxed{abc = 5}", "5", 0],
   ["\\boxed{1 \\! 000}", "1000", 1],
 ];
+// Recorded by running verl b178a3cd's math_reward.py (the mirror's file) under Python 3.11: its strip_string removes
+// \\% (two backslashes) as well as \%, which three or four backslashes before % still leave after halving \\.
+const MATH_PERCENT_CASES: [string, string, number][] = [
+  ["\\boxed{50\\\\\\%}", "50", 1.0],
+  ["\\boxed{5\\\\\\\\%}", "5", 1.0],
+];
 const QA_CASES: [string, string | string[], number][] = [
   ["<answer>The Eiffel Tower</answer>", ["eiffel tower"], 1.0],
   ["<answer> Paris. </answer>", ["paris"], 1.0],
@@ -106,6 +112,10 @@ describe('math (\\boxed{} and is_equiv)', () => {
   it.each(MATH_CASES)('%s vs %s → %d', (solution, truth, expected) => {
     expect(math.computeScore(solution, truth)).toBe(expected);
     expect(computeScore('lighteval/MATH', solution, truth)).toBe(expected);
+  });
+
+  it.each(MATH_PERCENT_CASES)('%s vs %s → %d', (solution, truth, expected) => {
+    expect(math.computeScore(solution, truth)).toBe(expected);
   });
 
   it('extracts the last box with balanced braces', () => {

@@ -1,8 +1,10 @@
 // The routes of tools/verl-case.ts for the verl functions its recorded sample does not hold: each new policy loss
 // (compute_policy_loss_<mode> and get_policy_loss_fn('<mode>')), rollout correction's losses and helpers, the
-// vectorized and GPG estimators, the reward modules, clip_by_value and compute_rewards. Built from the sample's own inputs and checked against the float64
-// references (the kernels' .ref.ts, ppo/rewards/), so a wrong route, key or default shows; verl's numbers for
-// these are in the full suite, which the sample test runs when it is given.
+// vectorized and GPG estimators, the reward modules and default_compute_score, clip_by_value and compute_rewards.
+// Built from the sample's own inputs and checked against the float64 references (the kernels' .ref.ts,
+// ppo/rewards/), or for math_dapo, default_compute_score and math_reward against values recorded from verl's own
+// code, so a wrong route, key or default shows; verl's numbers for the rest are in the full suite, which the sample
+// test runs when it is given.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { expectClose } from '../support/arrays.ts';
@@ -210,6 +212,45 @@ describe('verl-case routes beyond the recorded sample', () => {
     expect(fork).toEqual({ score: [0, 1] });
     const subem = await runVerlCase(engine, { function: 'verl.utils.reward_score.search_r1_like_qa_em.compute_score_subem', kwargs: {}, inputs: { solution_str: answers, ground_truth: qaTruths } });
     expect(subem).toEqual({ score: [1, 1, 0] });
+  });
+
+  // Each `recorded` list below was recorded by running verl b178a3cd's reward_score code (the mirror's files, with
+  // empty verl/ and verl/utils/ package inits so that no torch is needed) under Python 3.11 on these inputs.
+  it('math_dapo.compute_score: score per solution, and verl\'s dicts as result with their acc and pred', async () => {
+    const engine = await gpuEngine();
+    type Dict = { score: number; acc: boolean; pred: string | null };
+    const outputsOf = (recorded: Dict[]) => ({ score: recorded.map((r) => r.score), result: recorded, acc: recorded.map((r) => r.acc), pred: recorded.map((r) => r.pred) });
+    const run = (kwargs: Record<string, unknown>, solution_str: string[], ground_truth: string[]) =>
+      runVerlCase(engine, { function: 'verl.utils.reward_score.math_dapo.compute_score', kwargs, inputs: { solution_str, ground_truth } });
+    const minerva: Dict[] = [{ score: 1.0, acc: true, pred: '1000' }, { score: 1.0, acc: true, pred: '\\frac{1}{2}' }, { score: -1.0, acc: false, pred: '[INVALID]' }];
+    expect(await run({}, ['Answer: 1,000', 'answer: \\frac12', 'no answer'], ['1000', '\\frac{1}{2}', '3'])).toEqual(outputsOf(minerva));
+    const strict: Dict[] = [{ score: 1.0, acc: true, pred: '12' }, { score: -1.0, acc: false, pred: ' 12' }, { score: -1.0, acc: false, pred: null }];
+    expect(await run({ strict_box_verify: true }, ['so \\boxed{12}', 'Answer: 12 so \\boxed{ 12}', 'nothing boxed'], ['12', '12', '12'])).toEqual(outputsOf(strict));
+    const paused: Dict[] = [{ score: 1.0, acc: true, pred: '12' }];
+    expect(await run({ strict_box_verify: true, pause_tokens_index: [1, 2, 3, 100] }, ['\\boxed{12}' + 'z'.repeat(100)], ['12'])).toEqual(outputsOf(paused));
+  });
+
+  it('reward_score.default_compute_score routes each data_source as training does; a scalar call gives scalars', async () => {
+    const engine = await gpuEngine();
+    const recorded = [{ score: 1.0, acc: true, pred: '1000' }, { score: -1.0, acc: false, pred: '5' }, 1.0, 1.0];
+    const mixed = await runVerlCase(engine, { function: 'verl.utils.reward_score.default_compute_score', kwargs: {}, inputs: {
+      data_source: ['math_dapo', 'aime24', 'openai/gsm8k', 'lighteval/MATH'], solution_str: ['Answer: 1,000', 'Answer: 5', 'so #### 72', 'so \\boxed{\\frac12}'],
+      ground_truth: ['1000', '6', '72', '0.5'] } });
+    expect(mixed).toEqual({ score: [1, -1, 1, 1], result: recorded, acc: [true, false, null, null], pred: ['1000', '5', null, null] });
+    const scalarRecorded = { score: 1.0, acc: true, pred: '\\sqrt{2}' };
+    const scalar = await runVerlCase(engine, { function: 'verl.utils.reward_score.default_compute_score', kwargs: {},
+      inputs: { data_source: 'aime_2025', solution_str: 'Answer: \\sqrt2', ground_truth: '\\sqrt{2}', extra_info: { index: 3 } } });
+    expect(scalar).toEqual({ score: scalarRecorded.score, result: scalarRecorded, acc: scalarRecorded.acc, pred: scalarRecorded.pred });
+    const gsm8kOnly = await runVerlCase(engine, { function: 'verl.utils.reward_score.default_compute_score', kwargs: {},
+      inputs: { data_source: 'openai/gsm8k', solution_str: ['#### 72', '#### 7'], ground_truth: ['72', '72'] } });
+    expect(gsm8kOnly).toEqual({ score: [1, 0] });
+  });
+
+  it('math_reward.compute_score scores as verl main\'s math_reward.py', async () => {
+    const recorded = [1.0, 0.0, 1.0, 1.0];
+    const got = await runVerlCase(await gpuEngine(), { function: 'verl.utils.reward_score.math_reward.compute_score', kwargs: {}, inputs: {
+      solution_str: ['so \\boxed{\\frac{1}{2}}', 'the answer is \\boxed{3}', '\\boxed{50\\\\\\%}', '$\\boxed 7$'], ground_truth: ['\\frac12', '4', '50', '7'] } });
+    expect(got).toEqual({ score: recorded });
   });
 
   it('clip_by_value and compute_rewards', async () => {
