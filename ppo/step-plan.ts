@@ -5,12 +5,13 @@ import { IS_WEIGHTED_LOSS_MODES } from './algorithm/rollout-correction.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
 import { parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
-import { batchSizes, usesRolloutServers } from './config.ts';
+import { batchSizes, usesPfPpo, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
 import type { ActorUpdateConfig } from './phases/actor-update.ts';
 import type { CriticUpdateConfig } from './phases/critic-update.ts';
 import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
 import type { OptimConfig } from './algorithm/lr-schedule.ts';
+import type { PfPpoPlan } from './algorithm/pf-ppo.ts';
 
 export interface StepPlan {
   /** algorithm.rollout_correction's importance weights on the policy loss against recomputed old log-probs, once
@@ -22,6 +23,8 @@ export interface StepPlan {
   remaxBaseline: boolean;
   /** algorithm.reward_mask_ratio */
   rewardMaskRatio: number;
+  /** algorithm.use_pf_ppo's resampling after the advantages; null: off, or an estimator other than GAE (verl's too). */
+  pfPpo: PfPpoPlan | null;
   experience: ExperiencePlan;
   critic: Omit<CriticUpdateConfig, 'lr'>;
   criticOptim: OptimConfig;
@@ -44,6 +47,7 @@ export function planStep(c: PpoConfig): StepPlan {
     rolloutRs: bypass ? null : decoupledRs(c),
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
+    pfPpo: usesPfPpo(c) ? { reweightMethod: c.algorithm.pf_ppo.reweight_method, weightPow: c.algorithm.pf_ppo.weight_pow } : null,
     experience: {
       advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,

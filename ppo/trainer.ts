@@ -1,7 +1,7 @@
 // The PPO-RLHF loop, one step top to bottom as verl's ray_trainer runs it: sample prompts → rollout (n samples
 // each, old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values →
-// KL penalty in the reward → advantages → critic update → actor update → metrics (and verl's rollout dump); validation every
-// trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
+// KL penalty in the reward → advantages (→ PF-PPO's resampling) → critic update → actor update → metrics (and
+// verl's rollout dump); validation every trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
 // needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
 import { peakFp32Flops } from '../engine/index.ts';
@@ -37,6 +37,8 @@ import { validationMetrics } from './metrics/validation-metrics.ts';
 import { generationRecords, type GeneratedSample, type GenerationDumps } from './loggers/generation-records.ts';
 import { checkAllFinite } from './update/finite-guard.ts';
 import { dynamicSample, type ScoredBatch } from './algorithm/dynamic-sampling.ts';
+import { pfPpoSample } from './algorithm/pf-ppo.ts';
+import { responseRows } from './rollout/batch-rows.ts';
 import { probeSequence, type ServerRollout } from './rollout-servers/server-rollout.ts';
 import { localProbeLogProbs } from './rollout-servers/local-probe.ts';
 
@@ -263,8 +265,16 @@ export class PpoTrainer {
       const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs);
       this.experience.rejectTokens(batch, rs.mask, rs.metrics);
     }
-    const isWeights = this.rolloutIsWeights(batch, rolloutMask);
-    const experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores, isWeights));
+    let isWeights = this.rolloutIsWeights(batch, rolloutMask);
+    let experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores, isWeights));
+    if (plan.pfPpo) {
+      // PF-PPO (GAE only): the updates and the data metrics see the batch resampled by sequence score, as verl's
+      // compute_advantage returns it; the score is token_level_scores summed, the reward mask applied.
+      const { indices, metrics } = pfPpoSample(scores.map((score, i) => score * mask.keep[i]), plan.pfPpo, this.rng);
+      experience = this.experience.resample(experience, indices);
+      Object.assign(experience.metrics, metrics);
+      isWeights = isWeights && responseRows(isWeights, experience.R, indices);
+    }
     this.updatingWeights = true;
     let criticUpdate: Record<string, number> | null = null;
     if (this.criticUpdater) {

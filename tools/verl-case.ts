@@ -12,6 +12,8 @@ import {
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
 import { bypassCorrection } from '../ppo/algorithm/bypass-correction.ts';
+import { drawWithReplacement, pfPpoWeights } from '../ppo/algorithm/pf-ppo.ts';
+import { Rng } from '../engine/rng.ts';
 import type { Gsm8kMethod } from '../ppo/rewards/gsm8k.ts';
 import { computeScore, toRewardScore, type RewardResult } from '../ppo/rewards/index.ts';
 import * as math from '../ppo/rewards/math.ts';
@@ -20,7 +22,7 @@ import * as qaEm from '../ppo/rewards/qa-em.ts';
 
 export interface VerlCase {
   id?: string;
-  /** The seed verl's run was given (clip_cov's random pick here uses it, though not torch's generator). */
+  /** The seed verl's run was given (clip_cov's random pick and PF-PPO's draws here use it, though not torch's generator). */
   seed?: number;
   function: string;
   kwargs: Record<string, unknown>;
@@ -352,6 +354,14 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const hi = input<unknown>(c, 'tensor_max');
       const clipped = x.map((row, b) => row.map((v, t) => Math.max(Math.min(v, bound(hi, b, t)), bound(lo, b, t))));
       return { clipped, output: clipped };
+    }
+    case 'compute_pf_ppo_reweight_data': {
+      // verl resamples the batch by torch.multinomial over these weights: its draws cannot be reproduced outside
+      // torch, so the weights are the deterministic output. With a seed, sample_indices are this engine's draws
+      // (its generator seeded with it): the same distribution, other rows than verl's.
+      const scores = input<Matrix>(c, 'token_level_scores').map((row) => row.reduce((sum, v) => sum + v, 0));
+      const weights = pfPpoWeights(scores, kwarg(c, 'reweight_method', 'pow'), kwarg(c, 'weight_pow', 2.0));
+      return { weights: Array.from(weights), ...(c.seed === undefined ? {} : { sample_indices: drawWithReplacement(weights, scores.length, new Rng(c.seed)) }) };
     }
     case 'compute_rewards': {
       const r = await computeRewards(engine, {

@@ -2,6 +2,7 @@
 // whose responses all got the same metric value teaches GRPO nothing (zero advantage), so it is dropped, and
 // generation batches of data.gen_batch_size prompts are drawn until data.train_batch_size prompts' groups are kept.
 import type { RolloutBatch } from '../rollout/types.ts';
+import { rolloutRows } from '../rollout/batch-rows.ts';
 
 /** One generation batch after its reward: its prompts, rollout (groupIds index `records`), and each sample's score. */
 export interface ScoredBatch<R> {
@@ -53,12 +54,10 @@ export function selectGroups<R>(batch: ScoredBatch<R>, groups: readonly number[]
   const rows = groups.flatMap((g) => batch.rollout.groupIds.flatMap((id, i) => (id === g ? [i] : [])));
   const renumber = new Map(groups.map((g, k) => [g, k]));
   const pick = <T>(list: readonly T[]) => rows.map((i) => list[i]);
-  const r = batch.rollout;
+  const rollout = rolloutRows(batch.rollout, rows);
   return {
     records: groups.map((g) => batch.records[g]),
-    rollout: { ...r, groupIds: rows.map((i) => renumber.get(r.groupIds[i])!), prompts: pick(r.prompts), responses: pick(r.responses), inputIds: pick(r.inputIds),
-      attentionMask: pick(r.attentionMask), positionIds: pick(r.positionIds), responseMask: pick(r.responseMask), oldLogProbs: pick(r.oldLogProbs),
-      responseLengths: pick(r.responseLengths), finishReasons: pick(r.finishReasons) },
+    rollout: { ...rollout, groupIds: rollout.groupIds.map((g) => renumber.get(g)!) },
     scores: pick(batch.scores),
     rewardExtraInfo: pick(batch.rewardExtraInfo),
   };

@@ -51,14 +51,20 @@ export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
   };
 }
 
-/** Whether this configuration trains with a critic (verl: only GAE uses one). */
 /** Generation on rollout servers: server_urls given (checkCombinations refuses them with name=hf). */
 export function usesRolloutServers(config: PpoConfig): boolean {
   return config.actor_rollout_ref.rollout.server_urls.length > 0;
 }
 
+/** Whether this configuration trains with a critic (verl: only GAE uses one). */
 export function usesCritic(config: PpoConfig): boolean {
   return config.algorithm.adv_estimator === 'gae';
+}
+
+/** Whether the step resamples its batch for PF-PPO: verl's compute_advantage reads use_pf_ppo in its GAE branch
+ *  only, so with any other estimator the key does nothing (the loader prints a note saying so). */
+export function usesPfPpo(config: PpoConfig): boolean {
+  return config.algorithm.use_pf_ppo && config.algorithm.adv_estimator === 'gae';
 }
 
 /** The largest divisor of `total` not above `wanted` (a suggestion for a batch size that must divide). */

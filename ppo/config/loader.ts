@@ -8,7 +8,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { KEYS, GROUPS, type Key, type Kind, type PpoConfig } from './schema.ts';
 import { ConfigError, show, closeMatches, suggestKeys } from './errors.ts';
 import { compatKey, HYDRA_BLOCKS } from './verl-compat.ts';
-import { checkCombinations, deriveDefaults } from './checks.ts';
+import { checkCombinations, deriveDefaults, usesPfPpo } from './checks.ts';
 
 function isMapping(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -325,6 +325,10 @@ function notesOf(layers: Layers, skippedBlocks: Set<string>, config: PpoConfig):
   const rollout = config.actor_rollout_ref.rollout;
   if (rollout.name !== 'hf' && rollout.server_urls.length === 0) {
     notes.push(`actor_rollout_ref.rollout.name=${rollout.name} without rollout.server_urls: responses are generated in-process, on this engine's decoder (docs/rollout-servers.md)`);
+  }
+  const { algorithm } = config;
+  if (algorithm.use_pf_ppo && !usesPfPpo(config)) {
+    notes.push(`algorithm.use_pf_ppo=true does nothing with algorithm.adv_estimator=${algorithm.adv_estimator}: verl resamples the batch for PF-PPO only after GAE's advantages, so this run trains on the batch as generated`);
   }
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
   if (layers.aliases.size > 0) {

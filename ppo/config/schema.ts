@@ -67,6 +67,10 @@ const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg', 'optimal_token_baseline'] as const;
 export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
 
+/** algorithm.pf_ppo.reweight_method values (ppo/algorithm/pf-ppo.ts weighs each). */
+export const PF_PPO_REWEIGHT_METHODS = ['pow', 'max_min', 'max_random'] as const;
+export type PfPpoReweightMethod = (typeof PF_PPO_REWEIGHT_METHODS)[number];
+
 /** verl's fsdp_config.model_dtype spellings (its PrecisionType). */
 export const MODEL_DTYPES = ['fp32', 'float32', 'bf16', 'bfloat16', 'fp16', 'float16'] as const;
 export type ModelDtype = (typeof MODEL_DTYPES)[number];
@@ -253,6 +257,11 @@ const SCHEMA = {
       kl_coef: float(0.001, 'Initial β', nonNegative),
       horizon: int(10000, 'adaptive: steps over which β adapts', positive),
       target_kl: float(0.1, 'adaptive: the KL β steers towards', positive),
+    },
+    use_pf_ppo: bool(false, 'Preference feedback PPO: with adv_estimator=gae, the batch is resampled with replacement after the advantages, each sequence drawn in proportion to a weight of its score (algorithm.pf_ppo); other estimators ignore it, as in verl'),
+    pf_ppo: {
+      reweight_method: oneOf('pow', PF_PPO_REWEIGHT_METHODS, 'Method for reweighting samples: pow |score|^weight_pow, max_min 1 at the batch\'s highest and lowest score and 0 elsewhere, max_random 0.4 at the highest and 0.1 elsewhere (each + 1e-8)'),
+      weight_pow: float(2.0, 'Power used for weight scaling in the pow method'),
     },
     filter_groups: {
       enable: bool(false, 'DAPO dynamic sampling: drop prompt groups whose samples all have the same metric value, and generate data.gen_batch_size batches until data.train_batch_size prompts are kept'),

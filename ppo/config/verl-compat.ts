@@ -50,7 +50,6 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   'algorithm.no_think_rl': { value: false, reason: 'the search protocol always lets the model reason before it acts' },
   'critic.model.lora_rank': { value: 0, reason: 'LoRA is implemented for the actor only; the critic trains every parameter' },
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
-  'algorithm.use_pf_ppo': { value: false, reason: 'PF-PPO\'s reweighting of the rollout batch is not implemented' },
   'transfer_queue.enable': { value: false, reason: 'verl\'s TransferQueue is a Ray data service; batches stay in one process here' },
   'algorithm.rollout_correction.rollout_rs_threshold_lower': { value: null, reason: 'verl main has no such key: a *_k1 rollout_rs option takes its ratio bounds in rollout_rs_threshold as LOWER_UPPER (e.g. 0.5_2.0)' },
 };
@@ -74,7 +73,6 @@ const IGNORED: [string, string][] = [
   ['**.sequence_parallel', CLUSTER],
   ['trainer.balance_batch', CLUSTER],
   ['actor_rollout_ref.nccl_timeout', CLUSTER],
-  ['algorithm.pf_ppo.**', 'PF-PPO settings, used only with algorithm.use_pf_ppo=true'],
   ['trainer.ray_wait_register_center_timeout', SERVICE],
   ['trainer.default_hdfs_dir', SERVICE],
   ['trainer.del_local_ckpt_after_load', SERVICE],

@@ -19,6 +19,7 @@ import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 import { bypassCorrection, type BypassCorrectionPlan } from '../algorithm/bypass-correction.ts';
+import { responseRows } from '../rollout/batch-rows.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;
@@ -58,7 +59,7 @@ export class ActorUpdater {
    * flag per token.
    */
   private async covarianceSelection(x: Experience, config: PolicyLossConfig, rows: readonly number[], b: MicroBatch['buffers'], rng: Rng): Promise<void> {
-    const pick = (all: Float32Array) => microBatchRows(all, x.R, rows, b.R);
+    const pick = (all: Float32Array) => responseRows(all, x.R, rows, b.R);
     const selected = selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
       oldLogProb: pick(x.oldLogProbs), logProb: await this.microBatchLogProbs(rows, b), advantages: pick(x.advantages),
       responseMask: pick(x.responseMask), clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
@@ -75,7 +76,7 @@ export class ActorUpdater {
    * Returns whether a policy mask was uploaded.
    */
   private async bypassCorrection(x: Experience, plan: BypassCorrectionPlan, rows: readonly number[], b: MicroBatch['buffers'], metrics: MetricAccumulator): Promise<boolean> {
-    const pick = (all: Float32Array) => microBatchRows(all, x.R, rows, b.R);
+    const pick = (all: Float32Array) => responseRows(all, x.R, rows, b.R);
     // In bypass mode the experience's old log-probs are the rollout's own.
     const correction = bypassCorrection(plan, await this.microBatchLogProbs(rows, b), pick(x.oldLogProbs), pick(x.responseMask), pick(x.advantages), rows.length, b.R);
     for (const [name, value] of Object.entries(correction.metrics)) metrics.addMean(name, value, 1);
@@ -128,11 +129,4 @@ export class ActorUpdater {
       metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
     });
   }
-}
-
-/** The micro-batch's rows of an (N, sourceR) host array, each cut to the micro-batch's R columns. */
-function microBatchRows(all: Float32Array, sourceR: number, rows: readonly number[], R: number): Float32Array {
-  const out = new Float32Array(rows.length * R);
-  rows.forEach((row, i) => out.set(all.subarray(row * sourceR, row * sourceR + R), i * R));
-  return out;
 }

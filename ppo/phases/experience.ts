@@ -1,12 +1,12 @@
 // Turns a rollout into PPO experience, one phase per method, called by the trainer in verl's order: scores on
 // each response's last token with the reward mask applied (begin) → reference log-probs → critic values →
-// KL penalty in the reward → advantages and returns. Forwards run in micro-batches of sequences on the GPU; the
-// reference log-probs and values are gathered straight into the batch's (N, R) tensors, which stay on the device:
-// the updates gather each micro-batch's rows from them (SequenceBuffers.gatherResponse). The host gets one copy of
-// what the step's metrics and host-side logic read (token rewards, advantages, returns, values, reference
-// log-probs), in one read-back when the advantages are done, and the recomputed old log-probs (with Σπ² when
-// calculate_sum_pi_squared asks for it) in one read-back when they are recomputed (rollout_corr/* metrics, rollout
-// correction and verl's variance_proxy/* metrics are computed on the host).
+// KL penalty in the reward → advantages and returns (→ PF-PPO's resampled rows). Forwards run in micro-batches of
+// sequences on the GPU; the reference log-probs and values are gathered straight into the batch's (N, R) tensors,
+// which stay on the device: the updates gather each micro-batch's rows from them (SequenceBuffers.gatherResponse).
+// The host gets one copy of what the step's metrics and host-side logic read (token rewards, advantages, returns,
+// values, reference log-probs), in one read-back when the advantages are done, and the recomputed old log-probs
+// (with Σπ² when calculate_sum_pi_squared asks for it) in one read-back when they are recomputed (rollout_corr/*
+// metrics, rollout correction and verl's variance_proxy/* metrics are computed on the host).
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
@@ -19,6 +19,8 @@ import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
 import type { RewardMask } from '../algorithm/reward-mask.ts';
 import { rolloutMismatchMetrics } from '../algorithm/rollout-correction.ts';
+import { gatherRows } from '../../kernels/util/gather-rows.ts';
+import { rolloutRows, responseRows } from '../rollout/batch-rows.ts';
 
 /** The algorithm's settings for these phases, resolved once from the config (ppo/step-plan.ts). */
 export interface ExperiencePlan {
@@ -111,7 +113,7 @@ function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Arra
 
 export class ExperienceMaker {
   private readonly pool: SequenceBufferPool;
-  private scratch: { N: number; R: number; tensors: ExperienceTensors; hostCopies: Tensor<'f32'> } | null = null;
+  private scratch: { N: number; R: number; tensors: ExperienceTensors; hostCopies: Tensor<'f32'>; rowIndex: Tensor<'u32'> } | null = null;
 
   constructor(
     private readonly engine: Engine,
@@ -124,11 +126,11 @@ export class ExperienceMaker {
     this.pool = new SequenceBufferPool(engine, vocabSize);
   }
 
-  /** (N, R) tensors of the whole batch, reused while the shape stays, and the (HOST_COPIES, N, R) staging tensor
-   *  the host copies come back through. */
-  private batchTensors(N: number, R: number): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'> } {
+  /** (N, R) tensors of the whole batch, reused while the shape stays, the (HOST_COPIES, N, R) staging tensor the
+   *  host copies come back through, and (N) row indices for resample. */
+  private batchTensors(N: number, R: number): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'>; rowIndex: Tensor<'u32'> } {
     if (this.scratch?.N === N && this.scratch.R === R) return this.scratch;
-    if (this.scratch) for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies]) if (tensor) this.engine.destroyTensor(tensor);
+    if (this.scratch) for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies, this.scratch.rowIndex]) if (tensor) this.engine.destroyTensor(tensor);
     const e = this.engine;
     const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
     const tensors: ExperienceTensors = {
@@ -136,7 +138,7 @@ export class ExperienceMaker {
       values: t('values', [N, R]), advantages: t('advantages', [N, R]), weightedAdvantages: t('weightedAdvantages', [N, R]),
       returns: t('returns', [N, R]), sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null, rowKl: t('rowKl', [N]), stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
     };
-    this.scratch = { N, R, tensors, hostCopies: t('hostCopies', [HOST_COPIES, N, R]) };
+    this.scratch = { N, R, tensors, hostCopies: t('hostCopies', [HOST_COPIES, N, R]), rowIndex: e.tensor('experience.rowIndex', [N], 'u32') };
     return this.scratch;
   }
 
@@ -271,6 +273,36 @@ export class ExperienceMaker {
     sources.forEach((source, i) => source && this.engine.copy(source, staging.view(`${staging.name}[${i}]`, i * size, [size])));
     const values = await this.engine.read(staging.view(staging.name, 0, [used * size]));
     return slots.map((slot) => (slot < 0 ? null : values.slice(slot * size, (slot + 1) * size)));
+  }
+
+  /**
+   * The batch's rows `indices` (N of them, repeats allowed: PF-PPO's resampling), as verl indexes every tensor of the
+   * batch. Each (N, R) tensor holding this batch's data is gathered on the device (kernels/util/gather-rows, the
+   * micro-batches' gather) into the staging tensor, idle between read-backs, and copied back in place; the host
+   * copies and the rollout's token rows are picked on the host, where they already are. One upload (the N indices),
+   * no read-back. Left out: weightedAdvantages, which weightAdvantages writes afterwards from the host copies, and
+   * rowKl, stats and rowStats, which the KL controller and the estimators have already consumed.
+   */
+  resample(x: Experience, indices: readonly number[]): Experience {
+    const { N, R, tensors: t } = x;
+    if (indices.length !== N || !indices.every((i) => Number.isInteger(i) && i >= 0 && i < N)) {
+      throw new Error(`ExperienceMaker.resample: expected ${N} row indices in [0, ${N}), got ${indices.length}`);
+    }
+    const { hostCopies, rowIndex } = this.batchTensors(N, R);
+    const scratch = hostCopies.view(`${hostCopies.name}[0]`, 0, [N * R]);
+    this.engine.upload(rowIndex, indices);
+    for (const tensor of [t.scores, t.rewards, t.mask, t.old, x.refLogProbs && t.ref, x.values && t.values, t.advantages, t.returns, x.sumPiSquared && t.sumPiSquared]) {
+      if (!tensor) continue;
+      gatherRows(this.engine, { source: tensor, sourceStride: R, rows: rowIndex, m: N, width: R, out: scratch });
+      this.engine.copy(scratch, tensor);
+    }
+    const pick = (all: Float32Array) => responseRows(all, R, indices);
+    return {
+      ...x, rollout: rolloutRows(x.rollout, indices), scores: indices.map((i) => x.scores[i]), responseMask: pick(x.responseMask),
+      oldLogProbs: pick(x.oldLogProbs), rolloutLogProbs: x.rolloutLogProbs && pick(x.rolloutLogProbs), sumPiSquared: x.sumPiSquared && pick(x.sumPiSquared),
+      refLogProbs: x.refLogProbs && pick(x.refLogProbs), values: x.values && pick(x.values), tokenLevelRewards: pick(x.tokenLevelRewards),
+      advantages: pick(x.advantages), returns: pick(x.returns), metrics: { ...x.metrics },
+    };
   }
 
   /** algorithm.rollout_correction.rollout_is: the actor's experience with its advantages × `weights` (on the host

@@ -1,5 +1,6 @@
 import { describe, it, expect } from 'vitest';
-import { loadConfig, formatHelp, batchSizes, usesCritic, ConfigError } from '../../ppo/config.ts';
+import { loadConfig, composeConfig, formatHelp, batchSizes, usesCritic, ConfigError } from '../../ppo/config.ts';
+import { planStep } from '../../ppo/step-plan.ts';
 
 /** The problems loadConfig reports, or [] when it accepts the input. */
 function problemsOf(options: Parameters<typeof loadConfig>[0]): string[] {
@@ -38,6 +39,7 @@ describe('config defaults', () => {
     expect(config.algorithm).toEqual({
       gamma: 1, lam: 1, adv_estimator: 'gae', norm_adv_by_std_in_grpo: true, use_kl_in_reward: false, kl_penalty: 'kl',
       kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 },
+      use_pf_ppo: false, pf_ppo: { reweight_method: 'pow', weight_pow: 2 },
       filter_groups: { enable: false, metric: 'acc', max_num_gen_batches: 0 }, reward_mask_ratio: 0,
       rollout_correction: { rollout_is: null, rollout_is_threshold: 2, rollout_is_batch_normalize: false, rollout_rs: null, rollout_rs_threshold: null, bypass_mode: false, loss_type: 'ppo_clip' },
     });
@@ -170,6 +172,12 @@ describe('config errors', () => {
     expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gspoo'], 'did you mean gspo?');
   });
 
+  it('PF-PPO: a reweight_method outside verl\'s three is one line naming the key and the choices', () => {
+    expectProblem(['algorithm.use_pf_ppo=true', 'algorithm.pf_ppo.reweight_method=maxmin'],
+      'algorithm.pf_ppo.reweight_method (command line): unknown value "maxmin" — did you mean max_min? (expected one of pow, max_min, max_random)');
+    expectProblem(['algorithm.pf_ppo.reweight_method=softmax'], 'algorithm.pf_ppo.reweight_method', '(expected one of pow, max_min, max_random)');
+  });
+
   it('optimal_token_baseline needs calculate_sum_pi_squared (verl asserts it) and the old-log-prob forward bypass mode skips', () => {
     const otb = ['algorithm.adv_estimator=optimal_token_baseline', 'actor_rollout_ref.rollout.n=2'];
     expectProblem(otb, 'algorithm.adv_estimator=optimal_token_baseline needs Σπ²', 'set actor_rollout_ref.actor.calculate_sum_pi_squared=true');
@@ -272,5 +280,22 @@ describe('config errors', () => {
   it('reports every problem at once', () => {
     const problems = problemsOf({ overrides: ['trainer.total_epochs=0', 'data.shuffle=2', 'nope=1'] });
     expect(problems).toHaveLength(3);
+  });
+});
+
+describe('PF-PPO keys (algorithm.use_pf_ppo, algorithm.pf_ppo.*)', () => {
+  it('are accepted with GAE and give the step its resampling plan, without a note', () => {
+    const { config, notes } = composeConfig({ overrides: ['algorithm.use_pf_ppo=true', 'algorithm.pf_ppo.reweight_method=max_random', 'algorithm.pf_ppo.weight_pow=1.5'] });
+    expect(config.algorithm.use_pf_ppo).toBe(true);
+    expect(config.algorithm.pf_ppo).toEqual({ reweight_method: 'max_random', weight_pow: 1.5 });
+    expect(planStep(config).pfPpo).toEqual({ reweightMethod: 'max_random', weightPow: 1.5 });
+    expect(notes).toEqual([]);
+    expect(planStep(loadConfig()).pfPpo).toBeNull();
+  });
+
+  it('do nothing with another estimator, as in verl, and a note says so', () => {
+    const { config, notes } = composeConfig({ overrides: ['algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=2', 'algorithm.use_pf_ppo=true'] });
+    expect(planStep(config).pfPpo).toBeNull();
+    expect(notes).toEqual(['algorithm.use_pf_ppo=true does nothing with algorithm.adv_estimator=grpo: verl resamples the batch for PF-PPO only after GAE\'s advantages, so this run trains on the batch as generated']);
   });
 });

@@ -1,10 +1,10 @@
 // The routes of tools/verl-case.ts for the verl functions its recorded sample does not hold: each new policy loss
 // (compute_policy_loss_<mode> and get_policy_loss_fn('<mode>')), rollout correction's losses and helpers, the
-// vectorized and GPG estimators, the reward modules and default_compute_score, clip_by_value and compute_rewards.
-// Built from the sample's own inputs and checked against the float64 references (the kernels' .ref.ts,
-// ppo/rewards/), or for math_dapo, default_compute_score and math_reward against values recorded from verl's own
-// code, so a wrong route, key or default shows; verl's numbers for the rest are in the full suite, which the sample
-// test runs when it is given.
+// vectorized and GPG estimators, PF-PPO's weights, the reward modules and default_compute_score, clip_by_value and
+// compute_rewards. Built from the sample's own inputs and checked against the float64 references (the kernels'
+// .ref.ts, ppo/rewards/), or for math_dapo, default_compute_score and math_reward against values recorded from verl's
+// own code, so a wrong route, key or default shows; verl's numbers for the rest are in the full suite, which the
+// sample test runs when it is given.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { expectClose } from '../support/arrays.ts';
@@ -251,6 +251,27 @@ describe('verl-case routes beyond the recorded sample', () => {
     const got = await runVerlCase(await gpuEngine(), { function: 'verl.utils.reward_score.math_reward.compute_score', kwargs: {}, inputs: {
       solution_str: ['so \\boxed{\\frac{1}{2}}', 'the answer is \\boxed{3}', '\\boxed{50\\\\\\%}', '$\\boxed 7$'], ground_truth: ['\\frac12', '4', '50', '7'] } });
     expect(got).toEqual({ score: recorded });
+  });
+
+  it(`${CORE}.compute_pf_ppo_reweight_data: verl's weights of each row's summed score; sample_indices only with a seed`, async () => {
+    const engine = await gpuEngine();
+    // Row sums 2, −1, 0, 2, 0.25: ties at the highest score, a zero. Weights worked from verl's compute_weights and
+    // its clamp(w + 1e-8, min=1e-8) (core_algos.py:1905-1955).
+    const scores = [[0, 1.5, 0.5, 0, 0], [-1, 0, 0, 0, 0], [0, 0, 0, 0, 0], [2, 0, 0, 0, 0], [0.25, 0, 0, 0, 0]];
+    const fn = `${CORE}.compute_pf_ppo_reweight_data`;
+    const run = (kwargs: Record<string, unknown>, seed?: number) => runVerlCase(engine, { function: fn, kwargs, inputs: { token_level_scores: scores }, seed }) as Promise<{ weights: number[]; sample_indices?: number[] }>;
+    const defaults = await run({});
+    expectClose(defaults.weights, [4, 1, 0, 4, 0.0625].map((w) => w + 1e-8), 0, 1e-12, 'pow, weight_pow 2 (verl\'s defaults)');
+    expect(defaults.sample_indices).toBeUndefined();
+    expectClose((await run({ reweight_method: 'pow', weight_pow: 0.5 })).weights, [Math.SQRT2, 1, 0, Math.SQRT2, 0.5].map((w) => w + 1e-8), 0, 1e-12, 'pow 0.5');
+    expect((await run({ reweight_method: 'max_min' })).weights).toEqual([1 + 1e-8, 1 + 1e-8, 1e-8, 1 + 1e-8, 1e-8]);
+    expect((await run({ reweight_method: 'max_random' })).weights).toEqual([0.4 + 1e-8, 0.1 + 1e-8, 0.1 + 1e-8, 0.4 + 1e-8, 0.1 + 1e-8]);
+    // Our generator's draws, repeatable for a seed (torch.multinomial's cannot be reproduced): max_min keeps the extremes.
+    const seeded = await run({ reweight_method: 'max_min' }, 5);
+    expect(seeded.sample_indices).toHaveLength(5);
+    expect((await run({ reweight_method: 'max_min' }, 5)).sample_indices).toEqual(seeded.sample_indices);
+    for (const i of seeded.sample_indices!) expect([0, 1, 3]).toContain(i);
+    await expect(run({ reweight_method: 'softmax' })).rejects.toThrow('Unsupported reweight_method: softmax');
   });
 
   it('clip_by_value and compute_rewards', async () => {
