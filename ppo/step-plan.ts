@@ -53,7 +53,7 @@ export function planStep(c: PpoConfig): StepPlan {
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty, temperature,
       calculateLogProbs: rolloutLogProbsKept(c) && !bypass,
-      // verl's bypass mode skips the old-log-prob forward, and with it Σπ² (checks.ts refuses optimal_token_baseline there).
+      // verl's bypass mode skips the old-log-prob forward, and with it Σπ² (checks.ts refuses the optimal token baselines there).
       calculateSumPiSquared: a.calculate_sum_pi_squared && !bypass,
       oldForward: {
         microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,

@@ -391,7 +391,7 @@ export class PpoTrainer {
   }
 
   /** algorithm.rollout_correction.rollout_is's truncated importance weights (N, R), null when off. As verl, they
-   *  are computed before the advantages (optimal_token_baseline reads them); then verl multiplies each token's policy
+   *  are computed before the advantages (the optimal token baselines read them); then verl multiplies each token's policy
    *  loss by its weight, which for the loss modes step-plan admits is exactly the loss of advantages × weights, so
    *  the actor sees weighted advantages (the critic and the advantage metrics keep the plain ones). */
   private rolloutIsWeights(batch: ExperienceBatch, rolloutMask: Float32Array): Float32Array | null {

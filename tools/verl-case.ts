@@ -193,6 +193,7 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_rloo_vectorized_outcome_advantage: 'rloo_vectorized',
   compute_gpg_outcome_advantage: 'gpg',
   compute_optimal_token_baseline_advantage: 'optimal_token_baseline',
+  compute_multi_turn_optimal_token_baseline_advantage: 'tir_optimal_token_baseline',
 };
 
 async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
@@ -404,12 +405,13 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     return { pg_loss: r.pgLoss, metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), grad_log_prob: r.gradLogProb };
   }
   const estimator = OUTCOME_FUNCTIONS[name];
-  if (estimator === 'optimal_token_baseline') {
+  if (estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline') {
     const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
+    // Without handle_zero_tail, each function's own default (HANDLE_ZERO_TAIL in ppo/algorithm/advantage-estimators.ts).
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask'), index: input(c, 'index'),
       oldLogProbs: input(c, 'old_log_probs'), sumPiSquared: input(c, 'sum_pi_squared'), rolloutIsWeights: weights ?? undefined,
-      handleZeroTail: kwarg(c, 'handle_zero_tail', false), epsilon: kwarg(c, 'epsilon', 1e-8),
+      handleZeroTail: kwarg<boolean | undefined>(c, 'handle_zero_tail', undefined), epsilon: kwarg(c, 'epsilon', 1e-8),
     });
     return { advantages: r.advantages, returns: r.returns };
   }

@@ -1,9 +1,9 @@
 // handle_zero_tail of verl's optimal-token-baseline estimators, decided on the host from the response mask: in a
-// group whose longest response is the only one that long, its baseline is zeroed from the column of the
-// second-longest length on (the tail no other response covers). Imports nothing: the launcher's caller and the
-// reference both use it.
+// group whose longest response is the only one that long, its baseline is zeroed from the second-longest length on
+// (the tail no other response covers), counted in columns (optimal_token_baseline) or in the slots of the compacted
+// masked tokens (tir_optimal_token_baseline). Imports nothing: the launcher's caller and the reference both use it.
 
-/** Per row, the column from which handle_zero_tail zeroes its baseline (T: never). */
+/** Per row, the column (or slot) from which handle_zero_tail zeroes its baseline (T: never). */
 export function zeroTailStarts(responseMask: ArrayLike<number>, groupOf: ArrayLike<number>, B: number, T: number, handleZeroTail: boolean): Uint32Array {
   const starts = new Uint32Array(B).fill(T);
   if (!handleZeroTail) return starts;

@@ -24,6 +24,15 @@ function checkPasskGroups(layout: GroupLayout, index: readonly unknown[]): void 
   }
 }
 
+/** tir_optimal_token_baseline's groups: verl leaves a response with no masked token out of its group, so it gets a
+ *  group of its own (an id no other row has). */
+function withoutEmptyRows(index: readonly unknown[], mask: ArrayLike<number>, T: number): unknown[] {
+  return index.map((uid, b) => {
+    for (let t = 0; t < T; t++) if (mask[b * T + t] !== 0) return uid;
+    return { emptyRow: b };
+  });
+}
+
 export interface AdvantageArgs {
   /** (B, T) tensors; advantages and returns are written. */
   tokenLevelRewards: Tensor; responseMask: Tensor; advantages: Tensor; returns: Tensor;
@@ -40,13 +49,17 @@ export interface AdvantageArgs {
   gamma: number; lam: number; normAdvByStd: boolean; epsilon: number; B: number; T: number;
   /** gpg: verl's f_norm (its trainer leaves the default 1). */
   fNorm?: number;
-  /** optimal_token_baseline: the rollout policy's log-probs, Σ_v π_v² per token (B, T), optional IS weights. */
+  /** The optimal token baselines: the rollout policy's log-probs, Σ_v π_v² per token (B, T), optional IS weights. */
   oldLogProbs?: Tensor | null;
   sumPiSquared?: Tensor | null;
   rolloutIsWeights?: Tensor | null;
-  /** optimal_token_baseline: verl's handle_zero_tail (default false). */
+  /** The optimal token baselines: verl's handle_zero_tail (default HANDLE_ZERO_TAIL's, as verl's compute_advantage
+   *  leaves each function its own). */
   handleZeroTail?: boolean;
 }
+
+/** verl's handle_zero_tail defaults: the multi-turn form zeroes the tail, the single-turn one does not. */
+const HANDLE_ZERO_TAIL: Record<string, boolean> = { optimal_token_baseline: false, tir_optimal_token_baseline: true };
 
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
 export function computeAdvantagesGpu(engine: Engine, estimator: string, a: AdvantageArgs): void {
@@ -82,19 +95,21 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
       for (const g of Object.values(groups)) engine.destroyTensor(g);
       return;
     }
-    case 'optimal_token_baseline': {
+    case 'optimal_token_baseline': case 'tir_optimal_token_baseline': {
       const index = need(a.index, 'index (a group id per sequence)');
       if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
-      const layout = groupLayout(index);
+      const compact = estimator === 'tir_optimal_token_baseline';
+      const layout = groupLayout(compact ? withoutEmptyRows(index, a.responseMaskHost, T) : index);
       const groups = groupTensors(engine, layout);
-      const tailStart = engine.tensorFrom('tailStart', [B], zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? false), 'u32');
-      const pathWeight = engine.tensor('pathWeight', [B, T]);
+      const tailStart = engine.tensorFrom('tailStart', [B], zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? HANDLE_ZERO_TAIL[estimator]), 'u32');
+      const slotWeights = engine.tensor('slotWeights', [B, T, 2]);
+      const slotBaseline = engine.tensor('slotBaseline', [B, T]);
       computeOptimalTokenBaselineGpu(engine, {
         tokenLevelRewards, responseMask, oldLogProbs: need(a.oldLogProbs, 'old_log_probs'),
         sumPiSquared: need(a.sumPiSquared, 'sum_pi_squared (Σ π² per token of the rollout policy)'), rolloutIsWeights: a.rolloutIsWeights,
-        ...groups, tailStart, pathWeight, advantages, returns, epsilon: a.epsilon, B, T,
+        ...groups, tailStart, slotWeights, slotBaseline, advantages, returns, compact, epsilon: a.epsilon, B, T,
       });
-      for (const t of [...Object.values(groups), tailStart, pathWeight]) engine.destroyTensor(t);
+      for (const t of [...Object.values(groups), tailStart, slotWeights, slotBaseline]) engine.destroyTensor(t);
       return;
     }
     default:

@@ -1,7 +1,7 @@
 // Checks across keys of a resolved configuration (batch sizes that must divide, options that need or exclude
 // each other), and the batch sizes the trainer schedules with. Each problem says what to set instead.
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
-import type { PpoConfig } from './schema.ts';
+import { SUM_PI_SQUARED_ESTIMATORS, type PpoConfig } from './schema.ts';
 import { show } from './errors.ts';
 import { parseRolloutRs } from './rollout-rs-spec.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
@@ -143,11 +143,11 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   }
   // verl's compute_advantage asserts that sum_pi_squared is in the batch: only the old-log-prob forward with
   // actor.calculate_sum_pi_squared gives it, and bypass mode skips that forward.
-  if (estimator === 'optimal_token_baseline') {
+  if (SUM_PI_SQUARED_ESTIMATORS.includes(estimator)) {
     if (!actor.calculate_sum_pi_squared) {
-      problems.push('algorithm.adv_estimator=optimal_token_baseline needs Σπ² per response token (sum_pi_squared) — set actor_rollout_ref.actor.calculate_sum_pi_squared=true, as verl asks');
+      problems.push(`algorithm.adv_estimator=${estimator} needs Σπ² per response token (sum_pi_squared) — set actor_rollout_ref.actor.calculate_sum_pi_squared=true, as verl asks`);
     } else if (algorithm.rollout_correction.bypass_mode) {
-      problems.push('algorithm.adv_estimator=optimal_token_baseline reads Σπ² from the old-log-prob forward, which algorithm.rollout_correction.bypass_mode=true skips (verl stops there too) — set bypass_mode=false or use another estimator');
+      problems.push(`algorithm.adv_estimator=${estimator} reads Σπ² from the old-log-prob forward, which algorithm.rollout_correction.bypass_mode=true skips (verl stops there too) — set bypass_mode=false or use another estimator`);
     }
   }
   // verl runs the other group estimators with rollout.n=1 (a group of one: mean 0, standard deviation 1).

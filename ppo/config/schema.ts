@@ -64,8 +64,10 @@ export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'cl
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 
 /** algorithm.adv_estimator values (ppo/algorithm/advantage-estimators.ts dispatches each to its kernel). */
-export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg', 'optimal_token_baseline'] as const;
+export const ADV_ESTIMATORS = ['gae', 'grpo', 'rloo', 'opo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg', 'optimal_token_baseline', 'tir_optimal_token_baseline'] as const;
 export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
+/** The estimators verl's compute_advantage hands sum_pi_squared and rollout_is_weights: the optimal token baselines. */
+export const SUM_PI_SQUARED_ESTIMATORS: readonly string[] = ['optimal_token_baseline', 'tir_optimal_token_baseline'] satisfies readonly AdvEstimator[];
 
 /** algorithm.pf_ppo.reweight_method values (ppo/algorithm/pf-ppo.ts weighs each). */
 export const PF_PPO_REWEIGHT_METHODS = ['pow', 'max_min', 'max_random'] as const;
@@ -136,7 +138,7 @@ const SCHEMA = {
       kl_loss_type: str('low_var_kl', `KL estimator of the loss term: ${KL_ESTIMATOR_HELP}`),
       tau_pos: float(1.0, 'sapo: gate temperature for tokens with A > 0', positive),
       tau_neg: float(1.05, 'sapo: gate temperature for tokens with A ≤ 0', positive),
-      calculate_sum_pi_squared: bool(false, 'Σ_v π_v² per response token from the old-log-prob forward (recomputed for it when rollout.calculate_log_probs is off, as verl always does): algorithm.adv_estimator=optimal_token_baseline needs it, and it adds verl\'s variance_proxy/* metrics; costs one more statistics pass over the logits of that forward'),
+      calculate_sum_pi_squared: bool(false, 'Σ_v π_v² per response token from the old-log-prob forward (recomputed for it when rollout.calculate_log_probs is off, as verl always does): algorithm.adv_estimator=optimal_token_baseline and tir_optimal_token_baseline need it, and it adds verl\'s variance_proxy/* metrics; costs one more statistics pass over the logits of that forward'),
       sum_pi_squared_checkpointing: bool(false, 'verl\'s activation checkpointing of the Σπ² computation; accepted, no effect here: the fused LM head computes Σπ² chunk by chunk without keeping per-vocabulary activations, and only in the no-gradient old-log-prob forward'),
       policy_loss: {
         loss_mode: oneOf('vanilla', POLICY_LOSS_MODES, 'Policy loss: vanilla (token-level clipped PPO), gspo (sequence ratio), gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov (see docs/training.md)'),

@@ -16,6 +16,7 @@ import { planMicroBatches, type MicroBatching } from '../batching/micro-batches.
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
+import { SUM_PI_SQUARED_ESTIMATORS } from '../config/schema.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
 import type { RewardMask } from '../algorithm/reward-mask.ts';
 import { rolloutMismatchMetrics } from '../algorithm/rollout-correction.ts';
@@ -34,7 +35,7 @@ export interface ExperiencePlan {
   /** actor_rollout_ref.rollout.calculate_log_probs: old log-probs from the training forward, the sampler's kept. */
   calculateLogProbs: boolean;
   /** actor_rollout_ref.actor.calculate_sum_pi_squared: the old-log-prob forward (run for it if calculate_log_probs
-   *  is off, as verl always recomputes) also gives Σ_v π_v² per response token, for optimal_token_baseline and the
+   *  is off, as verl always recomputes) also gives Σ_v π_v² per response token, for the optimal token baselines and the
    *  variance_proxy/* metrics. */
   calculateSumPiSquared: boolean;
   /** Sequences (null: the whole batch) or tokens per forward of the old log-probs' recomputation. */
@@ -243,18 +244,18 @@ export class ExperienceMaker {
   }
 
   /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample;
-   *  `rolloutIsWeights` (N, R): rollout_is's weights, which optimal_token_baseline reads as verl's does. */
+   *  `rolloutIsWeights` (N, R): rollout_is's weights, which the optimal token baselines read as verl's do. */
   async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null, rolloutIsWeights: Float32Array | null = null): Promise<Experience> {
     const e = this.engine;
     const t = x.tensors;
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
-    const otb = plan.advEstimator === 'optimal_token_baseline';
+    const otb = SUM_PI_SQUARED_ESTIMATORS.includes(plan.advEstimator);
     const isWeights = otb && rolloutIsWeights ? e.tensorFrom('experience.rolloutIsWeights', [x.N, x.R], rolloutIsWeights) : null;
     computeAdvantagesGpu(e, plan.advEstimator, {
       tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
       values: x.hasValues ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
       oldLogProbs: t.old, sumPiSquared: x.sumPiSquared ? t.sumPiSquared : null, rolloutIsWeights: isWeights,
-      // verl's compute_advantage leaves each estimator its own default epsilon: 1e-8 for the optimal token baseline.
+      // verl's compute_advantage leaves each estimator its own default epsilon: 1e-8 for the optimal token baselines.
       gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: otb ? 1e-8 : 1e-6, B: x.N, T: x.R,
     });
     for (const tensor of [baselines, isWeights]) if (tensor) e.destroyTensor(tensor);

@@ -178,15 +178,17 @@ describe('config errors', () => {
     expectProblem(['algorithm.pf_ppo.reweight_method=softmax'], 'algorithm.pf_ppo.reweight_method', '(expected one of pow, max_min, max_random)');
   });
 
-  it('optimal_token_baseline needs calculate_sum_pi_squared (verl asserts it) and the old-log-prob forward bypass mode skips', () => {
-    const otb = ['algorithm.adv_estimator=optimal_token_baseline', 'actor_rollout_ref.rollout.n=2'];
-    expectProblem(otb, 'algorithm.adv_estimator=optimal_token_baseline needs Σπ²', 'set actor_rollout_ref.actor.calculate_sum_pi_squared=true');
-    const withSumPiSquared = [...otb, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true'];
-    expect(problemsOf({ overrides: withSumPiSquared })).toEqual([]);
-    expect(problemsOf({ overrides: [...withSumPiSquared, 'actor_rollout_ref.actor.sum_pi_squared_checkpointing=true'] })).toEqual([]);
-    expectProblem([...withSumPiSquared, 'actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'],
-      'algorithm.rollout_correction.bypass_mode=true skips');
-  });
+  for (const estimator of ['optimal_token_baseline', 'tir_optimal_token_baseline']) {
+    it(`${estimator} needs calculate_sum_pi_squared (verl asserts it) and the old-log-prob forward bypass mode skips`, () => {
+      const otb = [`algorithm.adv_estimator=${estimator}`, 'actor_rollout_ref.rollout.n=2'];
+      expectProblem(otb, `algorithm.adv_estimator=${estimator} needs Σπ²`, 'set actor_rollout_ref.actor.calculate_sum_pi_squared=true');
+      const withSumPiSquared = [...otb, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true'];
+      expect(problemsOf({ overrides: withSumPiSquared })).toEqual([]);
+      expect(problemsOf({ overrides: [...withSumPiSquared, 'actor_rollout_ref.actor.sum_pi_squared_checkpointing=true'] })).toEqual([]);
+      expectProblem([...withSumPiSquared, 'actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'],
+        `algorithm.adv_estimator=${estimator} reads Σπ²`, 'algorithm.rollout_correction.bypass_mode=true skips');
+    });
+  }
 
   it('mini-batches must divide the batch and micro-batches the mini-batch', () => {
     expectProblem(['data.train_batch_size=12', 'actor_rollout_ref.actor.ppo_mini_batch_size=8'],

@@ -13,8 +13,8 @@ import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.
 import { LOSS_AGG_MODES, OUTCOME_ESTIMATORS, type LossAggregation, type PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
-import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
-import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import { computeOptimalTokenBaselineRef, computeMultiTurnOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import { computeAdvantagesGpu } from '../../ppo/algorithm/advantage-estimators.ts';
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
 import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
@@ -102,33 +102,137 @@ describe('advantage kernels', () => {
   }
 });
 
-describe('optimal token baseline', () => {
-  for (const [handleZeroTail, withIs] of [[false, false], [true, true]] as const) {
-    it(`groups with a singleton, ragged lengths${handleZeroTail ? ', handle_zero_tail and IS weights' : ''}`, async () => {
-      const engine = await gpuEngine();
-      const index = ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
-      const layout = groupLayout(index);
-      const rewards = random(21, B * T, 0.5);
-      const old = random(22, B * T, 1, -2);
-      // Σπ² of a distribution is in (0, 1].
-      const sumPiSquared = random(23, B * T, 0.4, 0.5);
-      const isWeights = withIs ? random(24, B * T, 0.3, 1) : undefined;
-      const advantages = engine.tensor('a', [B * T]);
-      const returns = engine.tensor('r', [B * T]);
-      computeOptimalTokenBaselineGpu(engine, {
-        tokenLevelRewards: up(engine, 'rewards', rewards), responseMask: up(engine, 'm', MASK), oldLogProbs: up(engine, 'old', old),
-        sumPiSquared: up(engine, 'spi', sumPiSquared), rolloutIsWeights: isWeights ? up(engine, 'is', isWeights) : null, ...groupTensors(engine, layout),
-        tailStart: engine.tensorFrom('tail', [B], zeroTailStarts(MASK, layout.groupOf, B, T, handleZeroTail), 'u32'),
-        pathWeight: engine.tensor('w', [B * T]), advantages, returns, epsilon: 1e-8, B, T,
-      });
-      const ref = computeOptimalTokenBaselineRef({
-        tokenLevelRewards: rewards, responseMask: MASK, groupOf: layout.groupOf, oldLogProbs: old, sumPiSquared, rolloutIsWeights: isWeights, handleZeroTail, epsilon: 1e-8, B, T,
-      });
-      if (handleZeroTail) expect(Array.from(zeroTailStarts(MASK, layout.groupOf, B, T, true)).some((s) => s < T)).toBe(true);
-      expectClose(await engine.read(returns), ref.returns, 1e-5, 1e-5, 'returns');
-      expectClose(await engine.read(advantages), ref.advantages, 1e-4, 1e-4, 'advantages');
+interface OtbInputs {
+  rewards: ArrayLike<number>; mask: ArrayLike<number>; index: readonly string[]; old: ArrayLike<number>; sumPiSquared: ArrayLike<number>;
+  isWeights?: ArrayLike<number>; handleZeroTail: boolean; B: number; T: number;
+}
+
+/** The trainer's path to the optimal-token-baseline kernel (it builds the groups and the zero tail on the host). */
+async function optimalTokenBaselineGpu(estimator: 'optimal_token_baseline' | 'tir_optimal_token_baseline', x: OtbInputs) {
+  const engine = await gpuEngine();
+  const { B, T } = x;
+  const advantages = engine.tensor('a', [B * T]);
+  const returns = engine.tensor('r', [B * T]);
+  computeAdvantagesGpu(engine, estimator, {
+    tokenLevelRewards: up(engine, 'rewards', x.rewards), responseMask: up(engine, 'm', x.mask), responseMaskHost: x.mask, advantages, returns,
+    index: x.index, stats: engine.tensor('stats', [4]), rowStats: engine.tensor('rowStats', [2 * B]), oldLogProbs: up(engine, 'old', x.old),
+    sumPiSquared: up(engine, 'spi', x.sumPiSquared), rolloutIsWeights: x.isWeights ? up(engine, 'is', x.isWeights) : null,
+    handleZeroTail: x.handleZeroTail, gamma: 1, lam: 1, normAdvByStd: true, epsilon: 1e-8, B, T,
+  });
+  return { advantages: await engine.read(advantages), returns: await engine.read(returns) };
+}
+
+function otbReference(estimator: 'optimal_token_baseline' | 'tir_optimal_token_baseline', x: OtbInputs) {
+  const reference = estimator === 'optimal_token_baseline' ? computeOptimalTokenBaselineRef : computeMultiTurnOptimalTokenBaselineRef;
+  return reference({
+    tokenLevelRewards: x.rewards, responseMask: x.mask, groupOf: groupLayout(x.index).groupOf, oldLogProbs: x.old, sumPiSquared: x.sumPiSquared,
+    rolloutIsWeights: x.isWeights, handleZeroTail: x.handleZeroTail, epsilon: 1e-8, B: x.B, T: x.T,
+  });
+}
+
+/** MASK's rows with their gaps closed: the same lengths, right-padded. */
+const RIGHT_PADDED = Float32Array.from(MASK, (_, i) => {
+  const row = Math.floor(i / T);
+  let length = 0;
+  for (let t = 0; t < T; t++) length += MASK[row * T + t];
+  return i % T < length ? 1 : 0;
+});
+
+describe('optimal token baselines', () => {
+  const inputs = (seed: number, index: readonly string[], handleZeroTail: boolean, withIs: boolean, mask = MASK): OtbInputs => ({
+    rewards: random(seed, B * T, 0.5), mask, index, old: random(seed + 1, B * T, 1, -2),
+    // Σπ² of a distribution is in (0, 1].
+    sumPiSquared: random(seed + 2, B * T, 0.4, 0.5), isWeights: withIs ? random(seed + 3, B * T, 0.3, 1) : undefined, handleZeroTail, B, T,
+  });
+  const cases = [[false, false], [true, true], [true, false], [false, true]] as const;
+
+  for (const [handleZeroTail, withIs] of cases.slice(0, 2)) {
+    it(`optimal_token_baseline: groups with a singleton, ragged lengths${handleZeroTail ? ', handle_zero_tail and IS weights' : ''}`, async () => {
+      const x = inputs(21, ['a', 'b', 'a', 'c', 'b', 'a', 'd'], handleZeroTail, withIs);
+      if (handleZeroTail) expect(Array.from(zeroTailStarts(MASK, groupLayout(x.index).groupOf, B, T, true)).some((s) => s < T)).toBe(true);
+      const got = await optimalTokenBaselineGpu('optimal_token_baseline', x);
+      const ref = otbReference('optimal_token_baseline', x);
+      expectClose(got.returns, ref.returns, 1e-5, 1e-5, 'returns');
+      expectClose(got.advantages, ref.advantages, 1e-4, 1e-4, 'advantages');
     });
   }
+
+  for (const [handleZeroTail, withIs] of cases) {
+    it(`tir_optimal_token_baseline: interior gaps, an empty row beside one response, singletons, handle_zero_tail=${handleZeroTail}${withIs ? ', IS weights' : ''}`, async () => {
+      // Row 5 (empty) shares group c with row 3 alone: verl leaves it out, so row 3 has no baseline.
+      const x = inputs(31, ['a', 'b', 'a', 'c', 'b', 'c', 'd'], handleZeroTail, withIs);
+      const got = await optimalTokenBaselineGpu('tir_optimal_token_baseline', x);
+      const ref = otbReference('tir_optimal_token_baseline', x);
+      expectClose(got.returns, ref.returns, 1e-5, 1e-5, 'returns');
+      expectClose(got.advantages, ref.advantages, 1e-4, 1e-4, 'advantages');
+      // Not the single-turn estimator: the gapped rows line up differently, and row 3 is a group of one.
+      const otb = otbReference('optimal_token_baseline', x).advantages;
+      expect(ref.advantages.some((a, i) => Math.abs(a - otb[i]) > 1e-3)).toBe(true);
+      expectClose(ref.advantages.slice(3 * T, 4 * T), ref.returns.slice(3 * T, 4 * T).map((g, t) => g * MASK[3 * T + t]), 1e-12, 0, 'row 3 (no baseline)');
+    });
+  }
+
+  for (const handleZeroTail of [false, true]) {
+    it(`tir_optimal_token_baseline on right-padded rows (no gaps) is optimal_token_baseline with the same handle_zero_tail=${handleZeroTail}`, async () => {
+      // The empty row 5 is in group a beside two responses, where leaving it out changes nothing.
+      const x = inputs(41, ['a', 'b', 'a', 'c', 'b', 'a', 'd'], handleZeroTail, true, RIGHT_PADDED);
+      const otb = otbReference('optimal_token_baseline', x);
+      expectClose(otbReference('tir_optimal_token_baseline', x).advantages, otb.advantages, 1e-12, 1e-12, 'reference');
+      expectClose((await optimalTokenBaselineGpu('tir_optimal_token_baseline', x)).advantages, otb.advantages, 1e-4, 1e-4, 'kernel');
+    });
+  }
+
+  it('tir_optimal_token_baseline: kernel and reference give verl\'s numbers', async () => {
+    // Golden values: verl b178a3cd's compute_multi_turn_optimal_token_baseline_advantage ported line by line to
+    // numpy (float64, torch's ops replaced one for one) and run on exactly these inputs, printed to 15 digits.
+    const mask = [
+      [1, 1, 0, 0, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0], [1, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0],
+      [1, 1, 1, 0, 0, 0, 0], [1, 1, 0, 1, 1, 0, 0], [1, 1, 1, 1, 0, 0, 0],
+    ].flat();
+    const wave = (fb: number, ft: number, phase: number, scale: number, offset: number) =>
+      mask.map((_, i) => offset + scale * Math.sin(fb * Math.floor(i / 7) + ft * (i % 7) + phase));
+    const x = {
+      rewards: wave(1.3, 0.7, 0, 1, 0), mask, index: ['a', 'a', 'a', 'b', 'b', 'c', 'c'], old: wave(1.7, 2.3, 1, 0.3, -1),
+      sumPiSquared: wave(1.1, 0.9, 2, 0.2, 0.5), B: 7, T: 7,
+    };
+    const returns = [
+      -0.243153162709612, -0.243153162709612, -0.887370849947303, -0.887370849947303, -0.887370849947303, -1.22235900010321, -0.871575772413588,
+      2.04469439044987, 1.08113620503268, 0.171838778206999, -0.255541102026831, 0, 0, 0,
+      -0.484421885742637, -0.999923257564101, -0.999923257564101, -0.999923257564101, 0, 0, 0,
+      0, 0, 0, 0, 0, 0, 0,
+      -0.945789957037011, -0.0623353013168582, 0.311541363513378, 0, 0, 0, 0,
+      1.86763937331814, 1.65251938523033, 0.858851521381175, 0.858851521381175, 0.124454423507062, 0, 0,
+      1.56238447832302, 0.563841132948415, -0.234645979675075, -0.457535893775321, 0, 0, 0,
+    ];
+    const golden: [OtbInputs, number[]][] = [
+      [{ ...x, isWeights: wave(0.5, 1.9, 3, 0.3, 1), handleZeroTail: true }, [
+        -0.622570780380798, -0.0856283507173863, 0, 0, -0.5196390349494, -0.479100847728058, -0.871575772413588,
+        1.66527677277869, 1.23866101702491, 0.539570593204902, 0.487717050348319, 0, 0, 0,
+        -0.863839503413823, 0, 0, -0.842398445571876, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0,
+        -0.945789957037011, -0.0623353013168582, 0.311541363513378, 0, 0, 0, 0,
+        0.184704450943091, 0.48140874323954, 0, 0.506820933795843, 0.256602668798481, 0, 0,
+        -0.120550444052033, -0.607269509042374, -0.586676567260407, -0.325387648483902, 0, 0, 0,
+      ]],
+      [{ ...x, handleZeroTail: false }, [
+        -0.619814139177361, -0.113771478998441, 0, 0, -0.461758450242481, -0.428516498506179, -2.21904616903856e-09,
+        1.66803341398212, 1.21051788874385, 0.597451177911821, 0.538301399570197, 0, 0, 0,
+        -0.861082862210386, 0, 0, -0.870541573852931, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0,
+        -0.945789957037011, -0.0623353013168582, 0.311541363513378, 0, 0, 0, 0,
+        0.162239907359389, 0.486101358020899, 0, 0.489650088070856, 0.271960957888988, 0, 0,
+        -0.143014987635735, -0.602576894261014, -0.603847412985394, -0.310029359393395, 0, 0, 0,
+      ]],
+    ];
+    for (const [inputs, advantages] of golden) {
+      const ref = otbReference('tir_optimal_token_baseline', inputs);
+      expectClose(ref.returns, returns, 1e-13, 1e-13, 'reference returns');
+      expectClose(ref.advantages, advantages, 1e-13, 1e-13, 'reference advantages');
+      const got = await optimalTokenBaselineGpu('tir_optimal_token_baseline', inputs);
+      expectClose(got.returns, returns, 1e-5, 1e-5, 'kernel returns');
+      expectClose(got.advantages, advantages, 1e-5, 1e-4, 'kernel advantages');
+    }
+  });
 });
 
 describe('loss kernels', () => {

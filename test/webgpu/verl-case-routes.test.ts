@@ -14,7 +14,7 @@ import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
-import { computeOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import { computeOptimalTokenBaselineRef, computeMultiTurnOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
 import { groupLayout } from '../../kernels/ppo/advantage-outcome.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
@@ -190,6 +190,32 @@ describe('verl-case routes beyond the recorded sample', () => {
       expectClose(got.advantages.flat(), expected.advantages, 1e-5, 1e-4, 'advantages');
       expectClose(got.returns.flat(), expected.returns, 1e-6, 1e-5, 'returns');
     }
+  });
+
+  it('compute_multi_turn_optimal_token_baseline_advantage: handle_zero_tail defaults to true', async () => {
+    // Tool outputs as interior zeros (rows 0 and 2; row 2 the longer, so it has a zero tail), and an empty row 3
+    // in row 1's group.
+    const mask = [[1, 1, 0, 0, 1], [1, 1, 1, 0, 0], [1, 0, 1, 1, 1], [0, 0, 0, 0, 0]];
+    const index = ['a', 'b', 'a', 'b'];
+    const rewards = wave(7, 1);
+    const sumPiSquared = wave(8, 0.2, 0.5);
+    const isWeights = wave(9, 0.3, 1);
+    const advantages: number[][] = [];
+    for (const [kwargs, handleZeroTail] of [[{}, true], [{ handle_zero_tail: false }, false]] as const) {
+      const c: VerlCase = {
+        function: `${CORE}.compute_multi_turn_optimal_token_baseline_advantage`, kwargs: { ...kwargs, epsilon: 1e-8 },
+        inputs: { token_level_rewards: rewards, response_mask: mask, index, old_log_probs: OLD, sum_pi_squared: sumPiSquared, rollout_is_weights: isWeights },
+      };
+      const got = await runVerlCase(await gpuEngine(), c) as { advantages: number[][]; returns: number[][] };
+      const expected = computeMultiTurnOptimalTokenBaselineRef({
+        tokenLevelRewards: rewards.flat(), responseMask: mask.flat(), groupOf: groupLayout(index).groupOf, oldLogProbs: OLD.flat(),
+        sumPiSquared: sumPiSquared.flat(), rolloutIsWeights: isWeights.flat(), handleZeroTail, epsilon: 1e-8, B, T,
+      });
+      expectClose(got.advantages.flat(), expected.advantages, 1e-5, 1e-4, 'advantages');
+      expectClose(got.returns.flat(), expected.returns, 1e-6, 1e-5, 'returns');
+      advantages.push(got.advantages.flat());
+    }
+    expect(advantages[0].some((a, i) => Math.abs(a - advantages[1][i]) > 1e-3)).toBe(true);
   });
 
   it('compute_score goes to the module the function names', async () => {
