@@ -273,9 +273,9 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
  *  loss, while GAE's whitening and the critic keep the response mask. */
 async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
   const v02 = verlVersion(c) === 'v02';
-  const mask = input<Matrix>(c, 'response_mask', 'eos_mask');
+  const T = shapeOf('token_level_scores', input(c, 'token_level_scores')).T;
+  const mask = responseColumns(input<Matrix>(c, 'response_mask', 'eos_mask', 'attention_mask'), T);
   const stateMask = (c.inputs.loss_mask ?? c.inputs.info_mask ?? c.inputs.state_mask) as Matrix | undefined;
-  const T = mask[0].length;
   const kl = await applyKlPenalty(engine, {
     tokenLevelScores: input(c, 'token_level_scores'), oldLogProbs: input(c, 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
     responseMask: v02 && isSearchR1(c) && c.inputs.info_mask ? responseColumns(c.inputs.info_mask as Matrix, T) : mask,

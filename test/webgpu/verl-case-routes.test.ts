@@ -394,7 +394,7 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
       kwargs: { gamma: 0.9, lam: 0.8, kl_coef: 0.05, kl_penalty: 'kl', clip_ratio: 0.2, entropy_coeff: 0.01, kl_loss_coef: 0.001, kl_loss_type: 'low_var_kl', cliprange_value: 0.5, kl_ctrl_type: 'fixed' },
       inputs: {
         logits: wave3(0, 1.5), responses: labels, old_log_probs: gather(wave3(0.6, 1.5)), ref_log_prob: gather(wave3(1.1, 1.2)), token_level_scores: SCORES,
-        response_mask: MASK, info_mask: withPrompt(state), values: VALUES, vpreds: wave(9, 0.7),
+        attention_mask: withPrompt(MASK), info_mask: withPrompt(state), values: VALUES, vpreds: wave(9, 0.7),
       },
     });
     expectGolden(got, GOLDENS.search_r1_pipeline, 'step');
