@@ -163,6 +163,10 @@ function policyLossMode(c: VerlCase, name: string): string | null {
   return mode ?? null;
 }
 
+/** Policy losses that never read their loss_agg_mode (so never refuse a bad one): gspo and sapo aggregate as
+ *  seq-mean-token-mean, geo_mean takes a plain mean over sequences. */
+const FIXED_AGGREGATION: Record<string, string> = { gspo: 'seq-mean-token-mean', sapo: 'seq-mean-token-mean', geo_mean: 'token-mean' };
+
 /** verl main's POLICY_LOSS_REGISTRY: the names get_policy_loss_fn finds. */
 const POLICY_LOSS_REGISTRY: readonly string[] = [...POLICY_LOSS_MODES, 'bypass_mode'];
 
@@ -594,11 +598,10 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
   }
   if (lossMode) {
     requireConfig(c, 'an ActorConfig');
-    // gspo and sapo aggregate as seq-mean-token-mean whatever is passed (the kernel forces it); the others default to token-mean.
     const r = await computePolicyLoss(engine, {
       oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
       rolloutIsWeights: (c.inputs.rollout_is_weights as Matrix | null | undefined) ?? undefined, ...policyOptions(actorConfigReader(c), lossMode),
-      ...aggOptions(arg(c, 'loss_agg_mode', lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : 'token-mean'), config(c, 'global_batch_info', {})), seed: c.seed,
+      ...aggOptions(FIXED_AGGREGATION[lossMode] ?? arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})), seed: c.seed,
     });
     const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
     return { pg_loss: r.pgLoss, metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), grad_log_prob: r.gradLogProb };

@@ -352,6 +352,10 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
     await expect(run({ function: `${CORE}.compute_policy_loss_bypass_mode`, kwargs: { 'config.clip_ratio': 0.2 }, inputs: losses })).rejects.toThrow('rollout_correction config not found');
     await expect(run({ function: `${CORE}.compute_policy_loss_bypass_mode`, kwargs: { 'config.policy_loss.rollout_correction.loss_type': 'ppo' }, inputs: losses })).rejects.toThrow('Invalid loss_type: ppo');
     await expect(run({ function: `${CORE}.compute_policy_loss_vanilla`, kwargs: { 'config.clip_ratio_c': 1 }, inputs: losses })).rejects.toThrow('The lower bound of the clip_ratio_c');
+    await expect(run({ function: `${CORE}.compute_policy_loss_vanilla`, kwargs: { loss_agg_mode: 'mean', 'config.clip_ratio': 0.2 }, inputs: losses })).rejects.toThrow('Invalid loss_agg_mode: mean');
+    // gspo never reads its loss_agg_mode: verl answers, with seq-mean-token-mean.
+    const gspo = await run({ function: `${CORE}.compute_policy_loss_gspo`, kwargs: { loss_agg_mode: 'mean', 'config.clip_ratio': 0.2 }, inputs: losses });
+    expect(gspo.pg_loss).toBeCloseTo((await run({ function: `${CORE}.compute_policy_loss_gspo`, kwargs: { 'config.clip_ratio': 0.2 }, inputs: losses })).pg_loss as number, 6);
     await expect(run({ function: 'verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_weights', kwargs: { rollout_is: 'geometric' }, inputs: { log_ratio: OLD, response_mask: MASK } }))
       .rejects.toThrow('Invalid rollout_is: geometric');
     const v02 = { profile: 'legacy_v020', kwargs: {} };
