@@ -448,10 +448,16 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     throw new Error('Using bf16 logits with logprobs_of_labels_v2 may lead to divergence (verl v0.2 asserts float32 logits; this case\'s are float64)');
   }
   switch (name) {
-    case 'entropy_from_logits': {
-      const logits = input<number[][][]>(c, 'logits');
+    case 'entropy_from_logits':
+    case 'entropy_from_logits_with_chunking': {
+      // Logits (..., V): with_chunking's are (N, V) rows, taken here as one sequence of N positions.
+      const given3d = input<number[][] | number[][][]>(c, 'logits');
+      const rows = !Array.isArray(given3d[0][0]);
+      const logits = rows ? [given3d as number[][]] : (given3d as number[][][]);
       const ones = logits.map((row) => row.map(() => 1));
-      return { entropy: (await logprobsAndEntropyFromLogits(engine, logits, null)).entropy, grad_logits_of_sum_entropy: await logitsBackward(engine, logits, null, null, ones) };
+      const entropy = (await logprobsAndEntropyFromLogits(engine, logits, null)).entropy;
+      const grad = await logitsBackward(engine, logits, null, null, ones);
+      return { entropy: rows ? entropy[0] : entropy, grad_logits_of_sum_entropy: rows ? grad[0] : grad };
     }
     case 'logprobs_of_labels_v2':
     case 'logprobs_from_logits':

@@ -19,7 +19,7 @@ import { groupLayout } from '../../kernels/ppo/advantage-outcome.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
 import { klPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
-import { logprobEntropyRef } from '../../kernels/ppo/logprob-entropy.ref.ts';
+import { logprobEntropyBackwardRef, logprobEntropyRef } from '../../kernels/ppo/logprob-entropy.ref.ts';
 import { GOLDENS } from '../support/verl-case-goldens.ts';
 
 const B = 4;
@@ -382,6 +382,16 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
     await expect(run(c)).rejects.toThrow('Using bf16 logits with logprobs_of_labels_v2');
     const got = await run({ ...c, dtype: 'float32' }) as { logprobs: number[][] };
     expectClose(got.logprobs.flat(), logprobEntropyRef(logits.flat(2), labels.flat(), B * T, 3).logProb, 1e-6, 1e-5, 'logprobs');
+  });
+
+  it('entropy_from_logits_with_chunking takes (N, V) rows', async () => {
+    const rows = [0, 1, 2, 3, 4, 5, 6].map((n) => [0, 1, 2, 3].map((v) => 2 * Math.sin(1.3 * n + 0.7 * v)));
+    const got = await run({ function: 'verl.utils.torch_functional.entropy_from_logits_with_chunking', kwargs: { chunk_size: 3 }, inputs: { logits: rows } }) as
+      { entropy: number[]; grad_logits_of_sum_entropy: number[][] };
+    const flat = rows.flat();
+    const zeros = rows.map(() => 0);
+    expectClose(got.entropy, logprobEntropyRef(flat, zeros, rows.length, 4).entropy, 1e-6, 1e-5, 'entropy');
+    expectClose(got.grad_logits_of_sum_entropy.flat(), logprobEntropyBackwardRef(flat, zeros, zeros, rows.map(() => 1), rows.length, 4), 1e-6, 1e-4, 'grad');
   });
 
   it('Search-R1 PPO step: info_mask state masking, v0.2 GAE and policy loss, critic/kl', async () => {

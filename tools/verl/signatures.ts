@@ -45,6 +45,7 @@ const HEAD: Record<string, Signature> = {
   kl_penalty_forward: { params: ['logprob', 'ref_logprob', 'kl_penalty'] },
   get_kl_controller: { params: ['kl_ctrl'] },
   masked_stats: MASKED_STATS,
+  entropy_from_logits_with_chunking: { params: ['logits', 'chunk_size'] },
   compute_rollout_correction_weights: { params: ['log_ratio', 'response_mask', 'rollout_is', 'rollout_is_threshold', 'rollout_is_batch_normalize'] },
   compute_rollout_rejection_mask: { params: ['log_ratio', 'response_mask', 'rollout_rs', 'rollout_rs_threshold'] },
   compute_offpolicy_metrics: { params: ['old_log_prob', 'rollout_log_prob', 'response_mask'] },
