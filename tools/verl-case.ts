@@ -1,15 +1,20 @@
 // Runs one recorded verl case (the format of the outside-truth fixture verl/sample.json: function, kwargs, inputs)
 // through this engine's kernels and returns {outputs} under verl's output names. `node tools/verl-case.js
 // CASE.json` prints that object; a case verl refused (`raises`) prints {"outputs": {}, "raises": message}.
+// A case answers as verl's function at its profile's commit would: verl main (head), or verl v0.2.0.post2
+// (legacy_v020) and Search-R1's fork of it (search_r1), whose signatures (eos_mask, cliprange, gamma, …), semantics
+// and metric names differ; tools/verl/signatures.ts holds both versions' parameters.
 import { readFile } from 'node:fs/promises';
 import { Engine } from '../engine/index.ts';
 import {
   aggLoss, applyKlPenalty, computeActorLossFromLogits, computeRewards, computeAdvantage, computeEntropyLoss, computeGaeAdvantageReturn,
-  computePolicyLoss, computePolicyLossBypassMode, computeValueLoss, getKlController, gsm8k, klPenalty, logitsBackward, logprobsAndEntropyFromLogits,
-  maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, shapeOf, toMatrix, AdaptiveKLController, FixedKLController,
-  type AggOptions, type BypassCorrectionPlan, type KLController, type Matrix, type PolicyLossOptions,
+  computeGaeAdvantageReturnV02, computePolicyLoss, computePolicyLossBypassMode, computeValueLoss, getKlController, gsm8k, klPenalty,
+  logitsBackward, logprobsAndEntropyFromLogits, maskedMean, maskedRowSums, maskedSum, maskedVar, maskedWhiten, shapeOf, toMatrix,
+  AdaptiveKLController, FixedKLController, checkVerlSignature,
+  type AggOptions, type BypassCorrectionPlan, type KLController, type Matrix, type PolicyLossOptions, type VerlVersion,
 } from './verl/index.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
+import { POLICY_LOSS_MODES } from '../kernels/ppo/ppo-vocabulary.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
 import { bypassCorrection } from '../ppo/algorithm/bypass-correction.ts';
 import { drawWithReplacement, pfPpoWeights } from '../ppo/algorithm/pf-ppo.ts';
@@ -22,6 +27,11 @@ import * as qaEm from '../ppo/rewards/qa-em.ts';
 
 export interface VerlCase {
   id?: string;
+  /** Whose verl recorded it: head (verl main), legacy_v020 (verl v0.2.0.post2) or search_r1 (Search-R1's fork of v0.2). */
+  profile?: string;
+  verl_commit?: string;
+  /** The tensors' dtype when a case names one (the recordings are float64). */
+  dtype?: string;
   /** The seed verl's run was given (clip_cov's random pick and PF-PPO's draws here use it, though not torch's generator). */
   seed?: number;
   function: string;
@@ -30,13 +40,73 @@ export interface VerlCase {
 }
 
 type Outputs = Record<string, unknown>;
+type Fields = Record<string, unknown>;
 
-/** kwargs with verl's dotted config keys ("config.clip_ratio", "config.policy_loss.clip_cov_ratio") and plain keys looked up alike. */
+/** verl v0.2's functions answer legacy_v020 and search_r1 cases, and any call spelled with v0.2's eos_mask. */
+function verlVersion(c: VerlCase): VerlVersion {
+  const v02 = c.profile === 'legacy_v020' || c.profile === 'search_r1' || /^(fb532783|a14dc3a)/.test(c.verl_commit ?? '') || c.inputs.eos_mask !== undefined;
+  return v02 ? 'v02' : 'head';
+}
+
+function isSearchR1(c: VerlCase): boolean {
+  return c.profile === 'search_r1' || (c.verl_commit ?? '').startsWith('a14dc3a');
+}
+
+/** The case's kwargs as the objects verl's call received: dotted keys ("config.policy_loss.clip_cov_ratio") nested and
+ *  merged with nested ones. */
+function nestedKwargs(c: VerlCase): Fields {
+  const root: Fields = {};
+  const merge = (target: Fields, path: string[], value: unknown): void => {
+    const [key, ...rest] = path;
+    if (rest.length > 0) {
+      if (!target[key] || typeof target[key] !== 'object') target[key] = {};
+      merge(target[key] as Fields, rest, value);
+    } else if (value && typeof value === 'object' && !Array.isArray(value)) {
+      if (!target[key] || typeof target[key] !== 'object') target[key] = {};
+      for (const [k, v] of Object.entries(value)) merge(target[key] as Fields, [k], v);
+    } else {
+      target[key] = value;
+    }
+  };
+  for (const [key, value] of Object.entries(c.kwargs)) merge(root, key.split('.'), value);
+  return root;
+}
+
+/** A field of an object argument (path "config.clip_ratio", "kl_ctrl.type"); undefined when the case gives none. */
+function field(c: VerlCase, path: string): unknown {
+  let node: unknown = nestedKwargs(c);
+  for (const key of path.split('.')) node = node && typeof node === 'object' ? (node as Fields)[key] : undefined;
+  return node;
+}
+
+const given = (value: unknown): boolean => value !== undefined && value !== null;
+
+/** A keyword argument of verl's function itself (not a config field), or its default when absent or None. */
+function arg<V>(c: VerlCase, name: string, fallback: V): V {
+  return given(c.kwargs[name]) ? (c.kwargs[name] as V) : fallback;
+}
+
+/** A parameter verl's function has no default for. */
+function requiredArg<V>(c: VerlCase, name: string): V {
+  if (!given(c.kwargs[name])) throw new Error(`${c.function.split('.').pop()}() missing 1 required positional argument: '${name}'`);
+  return c.kwargs[name] as V;
+}
+
+/** A field of the config object the function reads (`config.<path>`), or the config class's default. */
+function config<V>(c: VerlCase, path: string, fallback: V): V {
+  const value = field(c, `config.${path}`);
+  return given(value) ? (value as V) : fallback;
+}
+
+/** Functions that `assert config is not None` refuse a case without one. */
+function requireConfig(c: VerlCase, what: string): void {
+  if (!given(field(c, 'config'))) throw new Error(`${c.function.split('.').pop()}: verl asserts config is not None (${what})`);
+}
+
+/** The lenient lookup of the composed pipeline case, whose kwargs are flat: plain, config.* or config.policy_loss.*. */
 function kwarg<V>(c: VerlCase, name: string, fallback: V): V {
-  const nested = (c.kwargs.config as Record<string, unknown> | undefined);
-  const value = c.kwargs[name] ?? c.kwargs[`config.${name}`] ?? c.kwargs[`config.policy_loss.${name}`] ?? nested?.[name]
-    ?? (nested?.policy_loss as Record<string, unknown> | undefined)?.[name];
-  return value === undefined || value === null ? fallback : (value as V);
+  const value = [c.kwargs[name], field(c, `config.${name}`), field(c, `config.policy_loss.${name}`)].find(given);
+  return value === undefined ? fallback : (value as V);
 }
 
 function input<V>(c: VerlCase, ...names: string[]): V {
@@ -44,30 +114,41 @@ function input<V>(c: VerlCase, ...names: string[]): V {
   throw new Error(`case ${c.id ?? c.function}: input ${names.join(' / ')} is missing`);
 }
 
-function aggOptions(c: VerlCase, defaultMode = 'token-mean'): AggOptions {
-  const info = kwarg<Record<string, number>>(c, 'global_batch_info', {});
-  const pick = (key: string): number | undefined => (c.kwargs[key] ?? info[key]) as number | undefined;
+/** v0.2's trainer slices the response columns off the whole attention mask (prompt + response). */
+function responseColumns(mask: Matrix, T: number): Matrix {
+  return mask[0].length > T ? mask.map((row) => row.slice(row.length - T)) : mask;
+}
+
+/** agg_loss's keyword arguments from `info` (agg_loss's own kwargs, or a policy loss's config.global_batch_info). */
+function aggOptions(lossAggMode: string, info: Fields): AggOptions {
+  const count = (key: string) => (given(info[key]) ? Number(info[key]) : undefined);
   return {
-    lossAggMode: kwarg(c, 'loss_agg_mode', defaultMode),
-    dpSize: pick('dp_size'),
-    batchNumTokens: pick('batch_num_tokens'),
-    globalBatchSize: pick('global_batch_size'),
-    lossScaleFactor: pick('loss_scale_factor'),
+    lossAggMode, dpSize: count('dp_size'), batchNumTokens: count('batch_num_tokens'), globalBatchSize: count('global_batch_size'), lossScaleFactor: count('loss_scale_factor'),
   };
 }
 
-function policyOptions(c: VerlCase, lossMode: string): PolicyLossOptions {
-  const clipRatio = kwarg(c, 'clip_ratio', kwarg(c, 'cliprange', 0.2));
-  const optional = (name: string): number | undefined => kwarg<number | undefined>(c, name, undefined);
+/** The policy-loss settings, read by `read` (config fields for verl's functions, flat kwargs for the pipeline). */
+function policyOptions(read: <V>(name: string, fallback: V) => V, lossMode: string): PolicyLossOptions {
+  const clipRatio = read('clip_ratio', 0.2);
+  const optional = (name: string): number | undefined => read<number | undefined>(name, undefined);
   return {
     lossMode,
     clipRatio,
-    clipRatioLow: kwarg(c, 'clip_ratio_low', kwarg(c, 'cliprange_low', clipRatio)),
-    clipRatioHigh: kwarg(c, 'clip_ratio_high', kwarg(c, 'cliprange_high', clipRatio)),
-    clipRatioC: kwarg(c, 'clip_ratio_c', 3.0),
+    clipRatioLow: read('clip_ratio_low', clipRatio),
+    clipRatioHigh: read('clip_ratio_high', clipRatio),
+    clipRatioC: read('clip_ratio_c', 3.0),
     tauPos: optional('tau_pos'), tauNeg: optional('tau_neg'),
-    clipCovRatio: optional('clip_cov_ratio'), clipCovLb: optional('clip_cov_lb'), clipCovUb: optional('clip_cov_ub'),
-    klCovRatio: optional('kl_cov_ratio'), ppoKlCoef: optional('ppo_kl_coef'),
+    clipCovRatio: optional('policy_loss.clip_cov_ratio'), clipCovLb: optional('policy_loss.clip_cov_lb'), clipCovUb: optional('policy_loss.clip_cov_ub'),
+    klCovRatio: optional('policy_loss.kl_cov_ratio'), ppoKlCoef: optional('policy_loss.ppo_kl_coef'),
+  };
+}
+
+/** A policy loss's config fields: ActorConfig's, with policy_loss.* nested, as verl's functions read them. */
+function actorConfigReader(c: VerlCase) {
+  return <V>(name: string, fallback: V): V => {
+    // kl_cov falls back to 1.0 for an explicit None, not to PolicyLossConfig's 0.1.
+    if (name === 'policy_loss.ppo_kl_coef' && field(c, 'config.policy_loss.ppo_kl_coef') === null) return 1.0 as V;
+    return config(c, name, fallback);
   };
 }
 
@@ -82,33 +163,72 @@ function policyLossMode(c: VerlCase, name: string): string | null {
     const quoted = /get_policy_loss_fn\(\s*['"]([^'"]+)['"]/.exec(c.function)?.[1];
     return String(c.kwargs.name ?? c.kwargs.loss_mode ?? quoted ?? kwarg(c, 'loss_mode', 'vanilla'));
   }
-  if (name === 'compute_policy_loss') return 'vanilla';
   const mode = /^compute_policy_loss_(\w+)$/.exec(name)?.[1];
   return mode ?? null;
 }
 
-/** A key of verl's config.policy_loss.rollout_correction (bypass mode's settings), dotted, nested or plain. */
+/** Policy losses that never read their loss_agg_mode (so never refuse a bad one): gspo and sapo aggregate as
+ *  seq-mean-token-mean, geo_mean takes a plain mean over sequences. */
+const FIXED_AGGREGATION: Record<string, string> = { gspo: 'seq-mean-token-mean', sapo: 'seq-mean-token-mean', geo_mean: 'token-mean' };
+
+/** verl main's POLICY_LOSS_REGISTRY: the names get_policy_loss_fn finds. */
+const POLICY_LOSS_REGISTRY: readonly string[] = [...POLICY_LOSS_MODES, 'bypass_mode'];
+
+/** v0.2's compute_policy_loss has no dual clip: a bound no loss reaches. */
+const NO_DUAL_CLIP = 3e38;
+
+/** v0.2 takes the ratio unclamped where the kernel clamps the log-ratio at ±20 (verl main's stability clamp): past
+ *  that the numbers would differ, so such a case is refused rather than answered. */
+function checkUnclampedRatio(oldLogProb: Matrix, logProb: Matrix, mask: Matrix): void {
+  mask.forEach((row, b) => row.forEach((m, t) => {
+    if (m !== 0 && Math.abs(logProb[b][t] - oldLogProb[b][t]) > 20) {
+      throw new Error(`v0.2 compute_policy_loss: log-ratio ${logProb[b][t] - oldLogProb[b][t]} at [${b}, ${t}] is beyond ±20, where v0.2's unclamped ratio is not supported (the kernel clamps as verl main does)`);
+    }
+  }));
+}
+
+/** kl_penalty's estimators per version. verl main passes a "+" name unstripped to kl_penalty_forward, which raises
+ *  for it: verl never returns the straight-through estimate its docs (and this trainer's kl_loss_type) describe. */
+const KL_NAMES: Record<VerlVersion, readonly string[]> = { head: ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'], v02: ['kl', 'abs', 'mse', 'low_var_kl'] };
+
+function verlKlName(c: VerlCase, name: string): string {
+  const known = KL_NAMES[verlVersion(c)];
+  if (!known.includes(name)) {
+    throw new Error(`kl_penalty="${name}": verl ${verlVersion(c) === 'head' ? 'main' : 'v0.2'} raises NotImplementedError (it knows ${known.join(', ')}${name.endsWith('+') ? '; main hands a "+" name to kl_penalty_forward unstripped' : ''})`);
+  }
+  return name;
+}
+
+/** A key of verl's config.policy_loss.rollout_correction (bypass mode's settings), or the combined function's own argument. */
 function rolloutCorrectionKwarg<V>(c: VerlCase, name: string, fallback: V): V {
-  const nested = (c.kwargs.config as { policy_loss?: { rollout_correction?: Record<string, unknown> } } | undefined)?.policy_loss?.rollout_correction;
-  const value = c.kwargs[`config.policy_loss.rollout_correction.${name}`] ?? nested?.[name];
-  return value === undefined || value === null ? kwarg(c, name, fallback) : (value as V);
+  const value = field(c, `config.policy_loss.rollout_correction.${name}`);
+  return given(value) ? (value as V) : arg(c, name, fallback);
 }
 
 /** rollout_rs and rollout_rs_threshold parsed (`fallback`: the options when the case gives none; null: no rejection). */
 function rolloutRsKwargs(c: VerlCase, fallback: string | null): BypassCorrectionPlan['rolloutRs'] {
   const options = rolloutCorrectionKwarg<string | null>(c, 'rollout_rs', fallback);
   const threshold = rolloutCorrectionKwarg<string | number | null>(c, 'rollout_rs_threshold', null);
+  if (options !== null && threshold === null) throw new Error('rollout_rs_threshold must be provided for rejection sampling (verl\'s ValueError)');
   return options === null ? null : parseRolloutRs(options, threshold === null ? null : String(threshold));
+}
+
+/** compute_rollout_correction_weights refuses levels other than token and sequence. */
+function rolloutIsLevel(level: unknown): 'token' | 'sequence' {
+  if (level !== 'token' && level !== 'sequence') throw new Error(`Invalid rollout_is: ${String(level)}. Must be one of {'token', 'sequence'}.`);
+  return level;
 }
 
 /** Bypass mode's settings, with the defaults of verl's compute_policy_loss_bypass_mode and of
  *  compute_rollout_correction_and_rejection_mask (no weights, no rejection). */
 function bypassPlan(c: VerlCase): BypassCorrectionPlan {
-  const is = rolloutCorrectionKwarg<'token' | 'sequence' | null>(c, 'rollout_is', null);
+  const is = rolloutCorrectionKwarg<string | null>(c, 'rollout_is', null);
+  const lossType = rolloutCorrectionKwarg(c, 'loss_type', 'ppo_clip');
+  if (lossType !== 'ppo_clip' && lossType !== 'reinforce') throw new Error(`Invalid loss_type: ${lossType}. Must be 'reinforce' or 'ppo_clip'.`);
   return {
-    lossType: rolloutCorrectionKwarg(c, 'loss_type', 'ppo_clip'),
+    lossType,
     rolloutIs: is === null ? null : {
-      level: is, threshold: rolloutCorrectionKwarg(c, 'rollout_is_threshold', 2.0), batchNormalize: rolloutCorrectionKwarg(c, 'rollout_is_batch_normalize', false),
+      level: rolloutIsLevel(is), threshold: rolloutCorrectionKwarg(c, 'rollout_is_threshold', 2.0), batchNormalize: rolloutCorrectionKwarg(c, 'rollout_is_batch_normalize', false),
     },
     rolloutRs: rolloutRsKwargs(c, null),
   };
@@ -196,29 +316,42 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_multi_turn_optimal_token_baseline_advantage: 'tir_optimal_token_baseline',
 };
 
+/** The composed PPO step (apply_kl_penalty → compute_advantage(GAE) → actor loss + critic loss). At v0.2 and in
+ *  Search-R1: critic/kl metrics, v0.2's GAE, v0.2's policy loss (no dual clip) with token means, and Search-R1's
+ *  state masking — an info_mask/loss_mask input takes the retrieved tokens out of the KL in the reward and the actor's
+ *  loss, while GAE's whitening and the critic keep the response mask. */
 async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
-  const mask = input<Matrix>(c, 'response_mask');
+  const v02 = verlVersion(c) === 'v02';
+  const T = shapeOf('token_level_scores', input(c, 'token_level_scores')).T;
+  const mask = responseColumns(input<Matrix>(c, 'response_mask', 'eos_mask', 'attention_mask'), T);
+  const stateMask = (c.inputs.loss_mask ?? c.inputs.info_mask ?? c.inputs.state_mask) as Matrix | undefined;
   const kl = await applyKlPenalty(engine, {
-    tokenLevelScores: input(c, 'token_level_scores'), oldLogProbs: input(c, 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'), responseMask: mask,
+    tokenLevelScores: input(c, 'token_level_scores'), oldLogProbs: input(c, 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
+    responseMask: v02 && isSearchR1(c) && c.inputs.info_mask ? responseColumns(c.inputs.info_mask as Matrix, T) : mask,
     klCtrl: controllerFrom({ type: kwarg(c, 'kl_ctrl_type', 'fixed'), kl_coef: kwarg(c, 'kl_coef', 0.001), target_kl: kwarg(c, 'target_kl', undefined), horizon: kwarg(c, 'horizon', undefined) }),
-    klPenalty: kwarg(c, 'kl_penalty', 'kl'),
+    klPenalty: verlKlName(c, kwarg(c, 'kl_penalty', 'kl')),
   });
-  const gae = await computeGaeAdvantageReturn(engine, {
-    tokenLevelRewards: kl.tokenLevelRewards, values: input(c, 'values'), responseMask: mask, gamma: kwarg(c, 'gamma', 1), lam: kwarg(c, 'lam', 1),
-  });
-  const agg = aggOptions(c);
+  const gaeArgs = { tokenLevelRewards: kl.tokenLevelRewards, values: input<Matrix>(c, 'values'), gamma: kwarg(c, 'gamma', 1), lam: kwarg(c, 'lam', 1) };
+  const gae = v02 ? await computeGaeAdvantageReturnV02(engine, { ...gaeArgs, eosMask: mask }) : await computeGaeAdvantageReturn(engine, { ...gaeArgs, responseMask: mask });
+  const agg = v02 ? { lossAggMode: 'token-mean' } : aggOptions(kwarg(c, 'loss_agg_mode', 'token-mean'), { ...kwarg<Fields>(c, 'global_batch_info', {}), ...c.kwargs });
+  const useKlLoss = kwarg(c, 'use_kl_loss', true);
+  const actorMask = v02 && stateMask ? responseColumns(stateMask, T) : mask;
   const actor = await computeActorLossFromLogits(engine, {
-    logits: input(c, 'logits'), responses: input(c, 'responses'), oldLogProb: input(c, 'old_log_probs'), advantages: gae.advantages, responseMask: mask,
-    entropyCoeff: kwarg(c, 'entropy_coeff', 0), refLogProb: kwarg(c, 'use_kl_loss', true) ? input(c, 'ref_log_prob') : undefined,
-    klLossCoef: kwarg(c, 'kl_loss_coef', 0.001), klLossType: kwarg(c, 'kl_loss_type', 'low_var_kl'),
-    ...policyOptions(c, kwarg(c, 'loss_mode', 'vanilla')), ...agg,
+    logits: input(c, 'logits'), responses: input(c, 'responses'), oldLogProb: input(c, 'old_log_probs'), advantages: gae.advantages, responseMask: actorMask,
+    entropyCoeff: kwarg(c, 'entropy_coeff', 0), refLogProb: useKlLoss ? input(c, 'ref_log_prob') : undefined,
+    klLossCoef: kwarg(c, 'kl_loss_coef', 0.001), klLossType: useKlLoss ? verlKlName(c, kwarg(c, 'kl_loss_type', 'low_var_kl')) : 'low_var_kl',
+    ...(v02 ? { lossMode: 'vanilla', clipRatio: kwarg(c, 'clip_ratio', 0.2), clipRatioC: NO_DUAL_CLIP } : policyOptions((name, fallback) => kwarg(c, name, fallback), kwarg(c, 'loss_mode', 'vanilla'))),
+    ...agg,
   });
+  if (v02) checkUnclampedRatio(input(c, 'old_log_probs'), actor.logProb, actorMask);
   const critic = await computeValueLoss(engine, {
     vpreds: input(c, 'vpreds'), returns: gae.returns, values: input(c, 'values'), responseMask: mask, cliprangeValue: kwarg(c, 'cliprange_value', 0.5), ...agg,
   });
+  const klMetrics = v02 ? { 'critic/kl': kl.metrics['actor/reward_kl_penalty'], 'critic/kl_coeff': kl.metrics['actor/reward_kl_penalty_coeff'] } : kl.metrics;
+  const pgMetrics = v02 ? { 'actor/pg_clipfrac': actor.metrics['actor/pg_clipfrac'], 'actor/ppo_kl': actor.metrics['actor/ppo_kl'] } : actor.metrics;
   return {
-    token_level_rewards: kl.tokenLevelRewards, kl_metrics: kl.metrics, advantages: gae.advantages, returns: gae.returns,
-    log_prob: actor.logProb, entropy: actor.entropy, pg_loss: actor.pgLoss, pg_metrics: actor.metrics, entropy_agg: actor.entropyAgg,
+    token_level_rewards: kl.tokenLevelRewards, kl_metrics: klMetrics, advantages: gae.advantages, returns: gae.returns,
+    log_prob: actor.logProb, entropy: actor.entropy, pg_loss: actor.pgLoss, pg_metrics: pgMetrics, entropy_agg: actor.entropyAgg,
     kl_loss: actor.klLoss, policy_loss: actor.policyLoss, grad_logits_of_policy_loss: actor.gradLogits,
     vf_loss: critic.vfLoss, vf_clipfrac: critic.vfClipfrac, grad_vpreds_of_vf_loss: critic.gradVpreds,
   };
@@ -232,13 +365,12 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
   const mask = () => input<Matrix>(c, 'response_mask');
   const flat = (m: Matrix) => Float32Array.from(m.flat());
   const unprefixed = (metrics: Record<string, number>) => Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k.replace(ROLLOUT_CORR_PREFIX, ''), v]));
-  const isLevel = () => kwarg<'token' | 'sequence'>(c, 'rollout_is', 'token');
   switch (name) {
     case 'compute_rollout_correction_weights': {
       const logRatio = input<Matrix>(c, 'log_ratio');
       const { B, T } = shapeOf('log_ratio', logRatio);
-      const r = rolloutIsWeights(flat(logRatio), new Float32Array(B * T), flat(mask()), B, T, isLevel(),
-        kwarg(c, 'rollout_is_threshold', 2.0), kwarg(c, 'rollout_is_batch_normalize', false));
+      const r = rolloutIsWeights(flat(logRatio), new Float32Array(B * T), flat(mask()), B, T, rolloutIsLevel(arg(c, 'rollout_is', 'token')),
+        arg(c, 'rollout_is_threshold', 2.0), arg(c, 'rollout_is_batch_normalize', false));
       return { rollout_is_weights: toMatrix(r.weights, B, T), metrics: unprefixed(r.metrics) };
     }
     case 'compute_rollout_rejection_mask': {
@@ -255,6 +387,11 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
       // Without the rollout's log-probs verl reports the training policy's perplexity alone.
       return { metrics: rollout ? metrics : { training_ppl: metrics.training_ppl, training_log_ppl: metrics.training_log_ppl } };
     }
+    case 'compute_rollout_corr_metrics_from_logprobs': {
+      const current = input<Matrix>(c, 'log_prob');
+      const { B, T } = shapeOf('log_prob', current);
+      return { metrics: rolloutMismatchMetrics(flat(current), flat(input(c, 'rollout_log_prob')), flat(mask()), B, T) };
+    }
     case 'compute_rollout_correction_and_rejection_mask': {
       const old = input<Matrix>(c, 'old_log_prob');
       const rollout = input<Matrix>(c, 'rollout_log_prob');
@@ -267,10 +404,75 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
   return null;
 }
 
+/** get_kl_controller: verl main reads kl_ctrl (KLControlConfig's defaults); v0.2 reads config.critic.kl_ctrl but
+ *  asserts on config.kl_ctrl.horizon, so its adaptive branch needs both. */
+function klControllerRoute(c: VerlCase): Outputs {
+  const v02 = verlVersion(c) === 'v02';
+  if (!given(field(c, v02 ? 'config' : 'kl_ctrl'))) throw new Error(`get_kl_controller() missing 1 required positional argument: '${v02 ? 'config' : 'kl_ctrl'}'`);
+  const settings = { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1, ...(field(c, v02 ? 'config.critic.kl_ctrl' : 'kl_ctrl') as Fields | undefined) };
+  let controller: KLController;
+  if (settings.type === 'fixed') {
+    controller = new FixedKLController(Number(settings.kl_coef));
+  } else if (settings.type === 'adaptive') {
+    const asserted = v02 ? field(c, 'config.kl_ctrl.horizon') : settings.horizon;
+    if (v02 && asserted === undefined) throw new Error("get_kl_controller: verl v0.2 asserts config.kl_ctrl.horizon > 0 and the case has no config.kl_ctrl (verl: missing key 'kl_ctrl')");
+    if (!(Number(asserted) > 0)) throw new Error(`horizon must be larger than 0. Got ${String(settings.horizon)}`);
+    controller = new AdaptiveKLController(Number(settings.kl_coef), Number(settings.target_kl), Number(settings.horizon));
+  } else {
+    throw new Error(v02 ? 'Unknown kl_ctrl type' : `get_kl_controller: verl raises NotImplementedError for kl_ctrl.type "${String(settings.type)}" (fixed or adaptive)`);
+  }
+  const outputs: Outputs = { value: controller.value };
+  if (controller instanceof AdaptiveKLController) Object.assign(outputs, { target: controller.target, horizon: controller.horizon });
+  const kls = c.inputs.current_kl_seq as number[] | undefined;
+  if (kls) {
+    const steps = input<number[]>(c, 'n_steps_seq');
+    outputs.value_after_each_update = kls.map((kl, i) => (controller.update(kl, steps[i]), controller.value));
+  }
+  return outputs;
+}
+
+/** ray_trainer.compute_advantage: the estimator adv_estimator names, called as the trainer calls it — GAE with gamma
+ *  and lam, GRPO with norm_adv_by_std_in_grpo, every other with config (and uid, reward_baselines, sum_pi_squared
+ *  when the batch holds them); v0.2 knows gae, grpo, reinforce_plus_plus (gamma) and remax. */
+async function computeAdvantageRoute(engine: Engine, c: VerlCase): Promise<Outputs> {
+  const v02 = verlVersion(c) === 'v02';
+  const estimator = String(requiredArg(c, 'adv_estimator')).replace(/^AdvantageEstimator\./, '').toLowerCase();
+  const rewards = input<Matrix>(c, 'token_level_rewards');
+  const T = shapeOf('token_level_rewards', rewards).T;
+  const mask = responseColumns(input<Matrix>(c, 'response_mask', 'attention_mask', 'eos_mask'), T);
+  const optional = (...names: string[]) => Object.fromEntries(names.filter((n) => c.inputs[n] !== undefined).map((n) => [n, c.inputs[n]]));
+  const index = c.inputs.uid ?? c.inputs.index;
+  const call = (fn: string, kwargs: Fields, inputs: Fields) => runVerlCase(engine, {
+    ...c, function: `verl.trainer.ppo.core_algos.${fn}`, kwargs, inputs: { token_level_rewards: rewards, [v02 ? 'eos_mask' : 'response_mask']: mask, ...inputs },
+  });
+  const gamma = arg(c, 'gamma', 1.0);
+  if (estimator === 'gae') {
+    if (!v02 && config(c, 'use_pf_ppo', false)) throw new Error('compute_advantage: config.use_pf_ppo (compute_pf_ppo_reweight_data after GAE) is not supported here');
+    return call('compute_gae_advantage_return', { gamma, lam: arg(c, 'lam', 1.0) }, { values: input(c, 'values') });
+  }
+  if (estimator === 'grpo') return call('compute_grpo_outcome_advantage', v02 ? {} : { norm_adv_by_std_in_grpo: arg(c, 'norm_adv_by_std_in_grpo', true) }, { index });
+  if (v02) {
+    if (estimator === 'reinforce_plus_plus') return call('compute_reinforce_plus_plus_outcome_advantage', { gamma }, {});
+    if (estimator === 'remax') return call('compute_remax_outcome_advantage', {}, optional('reward_baselines'));
+    throw new Error(`compute_advantage: verl v0.2 raises NotImplementedError for adv_estimator ${estimator} (gae, grpo, reinforce_plus_plus, remax)`);
+  }
+  const fn = Object.keys(OUTCOME_FUNCTIONS).find((key) => OUTCOME_FUNCTIONS[key] === estimator);
+  if (!fn) throw new Error(`Unknown advantage estimator simply: ${estimator}`);
+  // The trainer passes config always, None included: a function without that parameter refuses it.
+  const configKwargs = Object.fromEntries(Object.entries(c.kwargs).filter(([key]) => key === 'config' || key.startsWith('config.')));
+  return call(fn, Object.keys(configKwargs).length ? configKwargs : { config: null }, {
+    ...(index === undefined ? {} : { index }), ...optional('reward_baselines', 'sum_pi_squared', 'old_log_probs', 'rollout_is_weights'),
+  });
+}
+
 export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs> {
   const fn = c.function;
   const name = fn.split('.').pop()!;
   if (fn.includes(' -> ')) return runPipeline(engine, c);
+  const version = verlVersion(c);
+  const v02 = version === 'v02';
+  checkVerlSignature(fn.startsWith('verl.utils.torch_functional.masked_') ? 'masked_stats' : fn.includes('get_policy_loss_fn') ? 'get_policy_loss_fn' : name,
+    version, c.kwargs, { module: fn.includes('core_algos') ? 'core_algos' : fn, searchR1: isSearchR1(c) });
   if (fn.startsWith('verl.utils.torch_functional.masked_')) {
     const values = input<Matrix>(c, 'values');
     const mask = input<Matrix>(c, 'mask');
@@ -286,12 +488,23 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       masked_whiten_shift_mean_false: await maskedWhiten(engine, values, mask, false),
     };
   }
+  // v0.2's logprobs_of_labels_v2 asserts float32 logits, which the float64 recordings are not.
+  if (name === 'logprobs_of_labels_v2' && c.dtype !== 'float32') {
+    throw new Error('Using bf16 logits with logprobs_of_labels_v2 may lead to divergence (verl v0.2 asserts float32 logits; this case\'s are float64)');
+  }
   switch (name) {
-    case 'entropy_from_logits': {
-      const logits = input<number[][][]>(c, 'logits');
+    case 'entropy_from_logits':
+    case 'entropy_from_logits_with_chunking': {
+      // Logits (..., V): with_chunking's are (N, V) rows, taken here as one sequence of N positions.
+      const given3d = input<number[][] | number[][][]>(c, 'logits');
+      const rows = !Array.isArray(given3d[0][0]);
+      const logits = rows ? [given3d as number[][]] : (given3d as number[][][]);
       const ones = logits.map((row) => row.map(() => 1));
-      return { entropy: (await logprobsAndEntropyFromLogits(engine, logits, null)).entropy, grad_logits_of_sum_entropy: await logitsBackward(engine, logits, null, null, ones) };
+      const entropy = (await logprobsAndEntropyFromLogits(engine, logits, null)).entropy;
+      const grad = await logitsBackward(engine, logits, null, null, ones);
+      return { entropy: rows ? entropy[0] : entropy, grad_logits_of_sum_entropy: rows ? grad[0] : grad };
     }
+    case 'logprobs_of_labels_v2':
     case 'logprobs_from_logits':
     case 'logprobs_from_logits_naive':
     case 'logprobs_from_logits_v2': {
@@ -300,8 +513,9 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const ones = labels.map((row) => row.map(() => 1));
       return { logprobs: (await logprobsAndEntropyFromLogits(engine, logits, labels)).logProb, grad_logits_of_sum_logprobs: await logitsBackward(engine, logits, labels, ones, null) };
     }
-    case 'kl_penalty': {
-      const { kl, grad } = await klPenalty(engine, input(c, 'logprob'), input(c, 'ref_logprob'), kwarg(c, 'kl_penalty', 'kl'));
+    case 'kl_penalty':
+    case 'kl_penalty_forward': {
+      const { kl, grad } = await klPenalty(engine, input(c, 'logprob'), input(c, 'ref_logprob'), verlKlName(c, requiredArg(c, 'kl_penalty')));
       return { kl, grad_logprob_of_sum: grad };
     }
     case 'update': {
@@ -312,34 +526,49 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       const steps = input<number[]>(c, 'n_steps_seq');
       return { value_after_each_update: kls.map((kl, i) => (controller.update(kl, steps[i]), controller.value)) };
     }
+    case 'get_kl_controller':
+      return klControllerRoute(c);
     case 'apply_kl_penalty': {
-      const klCtrl = controllerFrom(kwarg(c, 'kl_ctrl', {}));
+      // verl main reads response_mask; v0.2 the response columns of attention_mask, and Search-R1 its info_mask first.
+      const scores = input<Matrix>(c, 'token_level_scores');
+      const T = shapeOf('token_level_scores', scores).T;
+      const maskNames = !v02 ? ['response_mask', 'attention_mask'] : isSearchR1(c) ? ['info_mask', 'attention_mask', 'response_mask'] : ['attention_mask', 'response_mask'];
+      const klCtrl = controllerFrom(arg(c, 'kl_ctrl', {}));
+      const old = input<Matrix>(c, 'old_log_probs');
+      // v0.2 without ref_log_prob: no KL (β = 0), and the controller still sees a current_kl of 0.
+      const withoutRef = v02 && c.inputs.ref_log_prob === undefined;
       const r = await applyKlPenalty(engine, {
-        tokenLevelScores: input(c, 'token_level_scores'), oldLogProbs: input(c, 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
-        responseMask: input(c, 'response_mask', 'attention_mask'), klCtrl, klPenalty: kwarg(c, 'kl_penalty', 'kl'),
+        tokenLevelScores: scores, oldLogProbs: old, refLogProb: withoutRef ? old : input(c, 'ref_log_prob'),
+        responseMask: responseColumns(input(c, ...maskNames), T), klCtrl, klPenalty: verlKlName(c, arg(c, 'kl_penalty', 'kl')),
       });
-      return { token_level_rewards: r.tokenLevelRewards, metrics: r.metrics, kl_ctrl_value_after: klCtrl.value };
+      const metrics = v02
+        ? { 'critic/kl': r.metrics['actor/reward_kl_penalty'], 'critic/kl_coeff': withoutRef ? 0 : r.metrics['actor/reward_kl_penalty_coeff'] }
+        : r.metrics;
+      return { token_level_rewards: r.tokenLevelRewards, metrics, kl_ctrl_value_after: klCtrl.value };
     }
+    case 'compute_advantage':
+      return computeAdvantageRoute(engine, c);
     case 'compute_gae_advantage_return': {
-      const r = await computeGaeAdvantageReturn(engine, {
-        tokenLevelRewards: input(c, 'token_level_rewards'), values: input(c, 'values'), responseMask: input(c, 'response_mask', 'eos_mask'),
-        gamma: kwarg(c, 'gamma', 1), lam: kwarg(c, 'lam', 1),
-      });
+      const args = { tokenLevelRewards: input<Matrix>(c, 'token_level_rewards'), values: input<Matrix>(c, 'values'), gamma: requiredArg<number>(c, 'gamma'), lam: requiredArg<number>(c, 'lam') };
+      const r = v02
+        ? await computeGaeAdvantageReturnV02(engine, { ...args, eosMask: input(c, 'eos_mask', 'response_mask') })
+        : await computeGaeAdvantageReturn(engine, { ...args, responseMask: input(c, 'response_mask', 'eos_mask') });
       return { advantages: r.advantages, returns: r.returns };
     }
     case 'agg_loss': {
-      const r = await aggLoss(engine, input(c, 'loss_mat'), input(c, 'loss_mask'), aggOptions(c));
+      const r = await aggLoss(engine, input(c, 'loss_mat'), input(c, 'loss_mask'), aggOptions(requiredArg(c, 'loss_agg_mode'), c.kwargs));
       return { loss: r.loss };
     }
     case 'compute_value_loss': {
+      // v0.2: masked_mean, which is token-mean.
       const r = await computeValueLoss(engine, {
         vpreds: input(c, 'vpreds'), returns: input(c, 'returns'), values: input(c, 'values'), responseMask: input(c, 'response_mask', 'eos_mask'),
-        cliprangeValue: kwarg(c, 'cliprange_value', 0.5), ...aggOptions(c),
+        cliprangeValue: requiredArg(c, 'cliprange_value'), lossAggMode: arg(c, 'loss_agg_mode', 'token-mean'),
       });
       return { vf_loss: r.vfLoss, vf_clipfrac: r.vfClipfrac, grad_vpreds: r.gradVpreds };
     }
     case 'compute_entropy_loss': {
-      const r = await computeEntropyLoss(engine, input(c, 'logits'), input(c, 'response_mask', 'eos_mask'), aggOptions(c));
+      const r = await computeEntropyLoss(engine, input(c, 'logits'), input(c, 'response_mask', 'eos_mask'), { lossAggMode: arg(c, 'loss_agg_mode', 'token-mean') });
       return { entropy_loss: r.entropyLoss, grad_logits: r.gradLogits };
     }
     case 'compute_score':
@@ -367,39 +596,72 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     case 'compute_rewards': {
       const r = await computeRewards(engine, {
         tokenLevelScores: input(c, 'token_level_scores'), oldLogProb: input(c, 'old_log_prob', 'old_log_probs'), refLogProb: input(c, 'ref_log_prob'),
-        klRatio: kwarg(c, 'kl_ratio', 0),
+        klRatio: requiredArg(c, 'kl_ratio'),
       });
       return { rewards: r, token_level_rewards: r, output: r };
     }
   }
   const correction = rolloutCorrectionRoute(c, name);
   if (correction) return correction;
+  if (name === 'compute_policy_loss') {
+    const oldLogProb = input<Matrix>(c, 'old_log_prob');
+    const logProb = input<Matrix>(c, 'log_prob');
+    const responseMask = input<Matrix>(c, 'response_mask', 'eos_mask');
+    const args = { oldLogProb, logProb, advantages: input<Matrix>(c, 'advantages'), responseMask, lossMode: 'vanilla' };
+    if (v02) {
+      // v0.2: (pg_loss, pg_clipfrac, ppo_kl) of the plain clipped objective, masked_mean-aggregated.
+      checkUnclampedRatio(oldLogProb, logProb, responseMask);
+      const r = await computePolicyLoss(engine, { ...args, clipRatio: requiredArg<number>(c, 'cliprange'), clipRatioC: NO_DUAL_CLIP, lossAggMode: 'token-mean' });
+      return { pg_loss: r.pgLoss, pg_clipfrac: r.metrics['actor/pg_clipfrac'], ppo_kl: r.metrics['actor/ppo_kl'], grad_log_prob: r.gradLogProb };
+    }
+    // verl main's deprecated form: keyword clip ranges (cliprange has no value of its own), dual clip, 4 outputs.
+    const cliprange = arg<number | null>(c, 'cliprange', null);
+    const low = arg(c, 'cliprange_low', cliprange);
+    const high = arg(c, 'cliprange_high', cliprange);
+    if (low === null || high === null) throw new Error("compute_policy_loss: cliprange is None and so is a cliprange_low/high: verl's clamp(ratio, 1 - None, …) raises TypeError: unsupported operand type(s) for -: 'int' and 'NoneType'");
+    const r = await computePolicyLoss(engine, { ...args, clipRatioLow: low, clipRatioHigh: high, clipRatioC: arg(c, 'clip_ratio_c', 3.0), lossAggMode: arg(c, 'loss_agg_mode', 'token-mean') });
+    return {
+      pg_loss: r.pgLoss, pg_clipfrac: r.metrics['actor/pg_clipfrac'], ppo_kl: r.metrics['actor/ppo_kl'], pg_clipfrac_lower: r.metrics['actor/pg_clipfrac_lower'],
+      grad_log_prob: r.gradLogProb,
+    };
+  }
   const lossMode = policyLossMode(c, name);
+  if (fn.includes('get_policy_loss_fn') && !POLICY_LOSS_REGISTRY.includes(lossMode!)) {
+    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${POLICY_LOSS_REGISTRY.join(', ')}`);
+  }
   if (name === 'compute_policy_loss_reinforce') {
+    requireConfig(c, 'ActorConfig must be provided for REINFORCE loss');
     // verl's compute_policy_loss_reinforce: −A·log π·w, which is gpg's loss of advantages × w.
     const advantages = input<Matrix>(c, 'advantages');
     const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
     const r = await computePolicyLoss(engine, {
       oldLogProb: input(c, 'rollout_log_prob', 'old_log_prob'), logProb: input(c, 'log_prob'), responseMask: input(c, 'response_mask'),
-      advantages: weights ? advantages.map((row, b) => row.map((a, t) => a * weights[b][t])) : advantages, ...policyOptions(c, 'gpg'), ...aggOptions(c, 'seq-mean-token-sum'),
+      advantages: weights ? advantages.map((row, b) => row.map((a, t) => a * weights[b][t])) : advantages, lossMode: 'gpg',
+      ...aggOptions(arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
     });
     return { pg_loss: r.pgLoss, metrics: { 'actor/ppo_kl': r.metrics['actor/ppo_kl'] }, grad_log_prob: r.gradLogProb };
   }
   if (lossMode === 'bypass_mode') {
+    requireConfig(c, 'config is required for bypass_mode loss');
+    if (!given(field(c, 'config.policy_loss.rollout_correction'))) {
+      throw new Error("rollout_correction config not found in policy_loss. When using loss_mode='bypass_mode', ensure rollout_correction config is passed.");
+    }
     const correction = bypassPlan(c);
+    // rollout_is_weights, if given, is ignored: bypass mode computes its own against the current policy.
     const r = await computePolicyLossBypassMode(engine, {
       oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask'),
-      correction, ...policyOptions(c, 'vanilla'), ...aggOptions(c),
+      correction, ...policyOptions(actorConfigReader(c), 'vanilla'), ...aggOptions(arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})),
     });
     const keys = correction.lossType === 'reinforce' ? ['actor/ppo_kl'] : ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
     const rollout = Object.entries(r.metrics).filter(([k]) => k.startsWith('rollout_corr/'));
     return { pg_loss: r.pgLoss, metrics: { ...Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), ...Object.fromEntries(rollout) }, grad_log_prob: r.gradLogProb };
   }
   if (lossMode) {
-    // gspo and sapo aggregate as seq-mean-token-mean whatever is passed (the kernel forces it); the others default to token-mean.
+    requireConfig(c, 'an ActorConfig');
     const r = await computePolicyLoss(engine, {
       oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
-      ...policyOptions(c, lossMode), ...aggOptions(c, lossMode === 'gspo' || lossMode === 'sapo' ? 'seq-mean-token-mean' : 'token-mean'), seed: c.seed,
+      rolloutIsWeights: (c.inputs.rollout_is_weights as Matrix | null | undefined) ?? undefined, ...policyOptions(actorConfigReader(c), lossMode),
+      ...aggOptions(FIXED_AGGREGATION[lossMode] ?? arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})), seed: c.seed,
     });
     const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
     return { pg_loss: r.pgLoss, metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])), grad_log_prob: r.gradLogProb };
@@ -416,11 +678,16 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     return { advantages: r.advantages, returns: r.returns };
   }
   if (estimator) {
+    // Where each reads its settings: grpo's norm_adv_by_std_in_grpo is its own argument, grpo_passk's a config field
+    // (its argument is overwritten); reinforce++ takes config.gamma (v0.2: a gamma argument).
+    if (estimator === 'grpo_passk' || (estimator === 'reinforce_plus_plus' && !v02)) requireConfig(c, 'an AlgoConfig');
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask', 'eos_mask'),
       index: estimator === 'reinforce_plus_plus' || estimator === 'remax' ? [] : input(c, 'index'),
-      epsilon: kwarg(c, 'epsilon', 1e-6), normAdvByStdInGrpo: kwarg(c, 'norm_adv_by_std_in_grpo', true),
-      gamma: kwarg(c, 'gamma', 1), rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined, fNorm: kwarg(c, 'f_norm', 1),
+      epsilon: arg(c, 'epsilon', 1e-6),
+      normAdvByStdInGrpo: estimator === 'grpo_passk' ? config(c, 'norm_adv_by_std_in_grpo', true) : arg(c, 'norm_adv_by_std_in_grpo', true),
+      gamma: estimator !== 'reinforce_plus_plus' ? 1 : v02 ? requiredArg<number>(c, 'gamma') : config(c, 'gamma', 1.0),
+      rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined, fNorm: arg(c, 'f_norm', 1),
     });
     return { advantages: r.advantages, returns: r.returns };
   }

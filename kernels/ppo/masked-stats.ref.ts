@@ -45,8 +45,8 @@ export function maskedVar(values: ArrayLike<number>, mask: ArrayLike<number>, un
   if (unbiased) {
     let count = 0;
     for (let i = 0; i < mask.length; i++) count += mask[i];
-    if (count === 0) throw new Error('masked_var: at least one element in the mask has to be 1');
-    if (count === 1) throw new Error('masked_var: the sum of the mask is one, which can cause a division by zero');
+    if (count === 0) throw new Error('masked_var: At least one element in the mask has to be 1.');
+    if (count === 1) throw new Error('masked_var: The sum of the mask is one, which can cause a division by zero.');
     variance *= count / (count - 1);
   }
   return variance;

@@ -9,12 +9,12 @@ import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
 import { ADV_ESTIMATORS } from '../config/schema.ts';
 
-/** verl raises for the unbiased variance of fewer than two masked elements; so do we (the kernel would give NaN). */
+/** verl raises for the unbiased variance of fewer than two masked elements; so do we, in its words (the kernel would give NaN). */
 export function checkUnbiasedCount(mask: ArrayLike<number>): void {
   let count = 0;
   for (let i = 0; i < mask.length; i++) count += mask[i];
-  if (count === 0) throw new Error('masked_var: at least one element in the mask has to be 1');
-  if (count === 1) throw new Error('masked_var: the sum of the mask is one, which can cause a division by zero');
+  if (count === 0) throw new Error('masked_var: At least one element in the mask has to be 1.');
+  if (count === 1) throw new Error('masked_var: The sum of the mask is one, which can cause a division by zero.');
 }
 
 function checkPasskGroups(layout: GroupLayout, index: readonly unknown[]): void {

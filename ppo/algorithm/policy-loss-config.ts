@@ -27,7 +27,7 @@ export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossC
     ppoKlCoef: options.ppoKlCoef ?? 0.1,
   };
   if (config.lossMode === 'vanilla' && !(config.clipRatioC > 1)) {
-    throw new Error(`actor.clip_ratio_c: the lower bound of the ratio for dual-clip PPO must be greater than 1.0, got ${config.clipRatioC}`);
+    throw new Error(`actor.clip_ratio_c: The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0, but get the value: ${config.clipRatioC}.`);
   }
   if (config.lossMode === 'clip_cov' && !(config.clipCovRatio! > 0)) throw new Error('clip_ratio should be larger than 0. (actor.policy_loss.clip_cov_ratio)');
   if (config.lossMode === 'kl_cov' && !(config.klCovRatio! > 0)) throw new Error('kl_cov_ratio should be larger than 0. (actor.policy_loss.kl_cov_ratio)');

@@ -1,9 +1,11 @@
 // The routes of tools/verl-case.ts for the verl functions its recorded sample does not hold: each new policy loss
 // (compute_policy_loss_<mode> and get_policy_loss_fn('<mode>')), rollout correction's losses and helpers, the
 // vectorized and GPG estimators, PF-PPO's weights, the reward modules and default_compute_score, clip_by_value and
-// compute_rewards. Built from the sample's own inputs and checked against the float64 references (the kernels'
-// .ref.ts, ppo/rewards/), or for math_dapo, default_compute_score and math_reward against values recorded from verl's
-// own code, so a wrong route, key or default shows; verl's numbers for the rest are in the full suite, which the
+// compute_rewards, checked against the float64 references (the kernels' .ref.ts, ppo/rewards/) or, for math_dapo,
+// default_compute_score and math_reward, against values recorded from verl's own code; then what each verl version's
+// signature changes (v0.2 and Search-R1 forms, rollout_is_weights, config-read settings, refusals), checked against
+// numpy ports of verl's own functions. A wrong route, key or default shows; verl's numbers for the rest are in the
+// full suite, which the
 // sample test runs when it is given.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
@@ -18,6 +20,9 @@ import { computeOptimalTokenBaselineRef, computeMultiTurnOptimalTokenBaselineRef
 import { groupLayout } from '../../kernels/ppo/advantage-outcome.ts';
 import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
+import { klPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
+import { logprobEntropyBackwardRef, logprobEntropyRef } from '../../kernels/ppo/logprob-entropy.ref.ts';
+import { GOLDENS } from '../support/verl-case-goldens.ts';
 
 const B = 4;
 const T = 5;
@@ -70,7 +75,7 @@ describe('verl-case routes beyond the recorded sample', () => {
   it(`${CORE}.compute_policy_loss_reinforce: −A·log π·w, seq-mean-token-sum, ppo_kl against the rollout`, async () => {
     const weights = wave(3, 0.4, 1);
     const got = await runVerlCase(await gpuEngine(), {
-      function: `${CORE}.compute_policy_loss_reinforce`, kwargs: {},
+      function: `${CORE}.compute_policy_loss_reinforce`, kwargs: { 'config.global_batch_info': {} },
       inputs: { rollout_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK, rollout_is_weights: weights },
     }) as LossOutput;
     const rows = MASK.filter((row) => row.some((m) => m > 0)).length;
@@ -310,5 +315,191 @@ describe('verl-case routes beyond the recorded sample', () => {
     const scores = wave(6, 1);
     const rewards = await runVerlCase(engine, { function: `${CORE}.compute_rewards`, kwargs: { kl_ratio: 0.3 }, inputs: { token_level_scores: scores, old_log_prob: LOG_PROB, ref_log_prob: OLD } }) as { rewards: number[][] };
     expectClose(rewards.rewards.flat(), scores.flat().map((s, i) => s - (LOG_PROB.flat()[i] - OLD.flat()[i]) * 0.3), 1e-6, 1e-5, 'compute_rewards');
+  });
+});
+
+// Each verl version's signature, against values from numpy ports of verl's own functions
+// (test/support/verl-case-goldens.ts says which).
+describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () => {
+  type Golden = number | readonly unknown[] | { readonly [key: string]: unknown };
+  const expectGolden = (got: unknown, golden: Golden, path: string): void => {
+    if (typeof golden === 'number') {
+      expect(typeof got, `${path} is a number`).toBe('number');
+      expectClose([got as number], [golden], 2e-6, 1e-4, path);
+    } else if (Array.isArray(golden)) {
+      expect((got as unknown[]).length, `${path} length`).toBe(golden.length);
+      golden.forEach((g, i) => expectGolden((got as unknown[])[i], g as Golden, `${path}[${i}]`));
+    } else {
+      for (const [key, g] of Object.entries(golden)) expectGolden((got as Record<string, unknown>)[key], g as Golden, `${path}.${key}`);
+    }
+  };
+  const run = async (c: VerlCase) => runVerlCase(await gpuEngine(), c) as Promise<Record<string, unknown>>;
+  const HOLES = [[1, 1, 0, 1, 1], [1, 1, 0, 0, 0], [1, 0, 1, 1, 0], [1, 1, 1, 1, 1]];
+  const VALUES = wave(8, 0.5);
+  const withPrompt = (mask: number[][]) => mask.map((row) => [1, 1, ...row]);
+
+  // One clipped token (A < 0, ratio 0.76) weighted 0: verl's metrics come from the unweighted ratios.
+  const WEIGHTS = wave(3, 0.4, 1).map((row, b) => row.map((w, t) => (b === 0 && t === 1 ? 0 : w)));
+  const WEIGHTED_CONFIGS: Record<keyof typeof GOLDENS.weighted, Record<string, unknown>> = {
+    vanilla: {}, gspo: {}, gpg: {}, sapo: { 'config.tau_pos': 1, 'config.tau_neg': 1.5 }, cispo: { 'config.clip_ratio_low': 0.1, 'config.clip_ratio_high': 0.15 },
+    clip_cov: { 'config.policy_loss.clip_cov_ratio': 1, 'config.policy_loss.clip_cov_lb': 0, 'config.policy_loss.clip_cov_ub': 5 },
+    kl_cov: { 'config.policy_loss.kl_cov_ratio': 0.2, 'config.policy_loss.ppo_kl_coef': 0.5 }, geo_mean: { 'config.clip_ratio': 0.1 },
+  };
+  for (const [mode, kwargs] of Object.entries(WEIGHTED_CONFIGS)) {
+    it(`compute_policy_loss_${mode} multiplies the token losses by rollout_is_weights`, async () => {
+      const got = await run({
+        function: `${CORE}.compute_policy_loss_${mode}`, kwargs: { 'config.clip_ratio': 0.2, ...kwargs },
+        inputs: { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK, rollout_is_weights: WEIGHTS },
+      });
+      const golden = GOLDENS.weighted[mode as keyof typeof GOLDENS.weighted];
+      expectGolden(got, golden, mode);
+      expect(Object.keys(got.metrics as object)).toEqual(Object.keys(golden.metrics));
+    });
+  }
+
+  const WIDE = wave(4, 1.5, -1);
+  it('compute_policy_loss: v0.2 (eos_mask, cliprange; no dual clip; 3 outputs) and main\'s deprecated form (4 outputs)', async () => {
+    const inputs = { old_log_prob: OLD, log_prob: WIDE, advantages: ADVANTAGES };
+    expectGolden(await run({ profile: 'legacy_v020', function: `${CORE}.compute_policy_loss`, kwargs: { cliprange: 0.2 }, inputs: { ...inputs, eos_mask: MASK } }), GOLDENS.v02_policy, 'v0.2');
+    const head = await run({ function: `${CORE}.compute_policy_loss`, kwargs: { cliprange: 0.2 }, inputs: { ...inputs, response_mask: MASK } });
+    expectGolden(head, GOLDENS.head_deprecated_policy, 'main');
+    await expect(run({ function: `${CORE}.compute_policy_loss`, kwargs: {}, inputs: { ...inputs, response_mask: MASK } })).rejects.toThrow('NoneType');
+  });
+
+  it('compute_gae_advantage_return: v0.2 carries GAE across masked positions, main skips them', async () => {
+    const rewards = wave(7, 1).map((row, b) => row.map((r, t) => r * HOLES[b][t]));
+    const c = { function: `${CORE}.compute_gae_advantage_return`, kwargs: { gamma: 0.9, lam: 0.8 } };
+    expectGolden(await run({ ...c, profile: 'legacy_v020', inputs: { token_level_rewards: rewards, values: VALUES, eos_mask: HOLES } }), GOLDENS.gae_v02, 'v0.2');
+    expectGolden(await run({ ...c, inputs: { token_level_rewards: rewards, values: VALUES, response_mask: HOLES } }), GOLDENS.gae_head, 'main');
+  });
+
+  const SCORES = MASK.map((row, b) => row.map((_, t) => ([[0, 4, 1], [1, 1, 0.5], [2, 2, -1], [3, 0, 0.25]].find(([rb, rt]) => rb === b && rt === t)?.[2] ?? 0)));
+  const REF = wave(5, 0.3, -1);
+  const klCtrl = { type: 'adaptive', kl_coef: 0.05, target_kl: 0.1, horizon: 100 };
+  it('ray_trainer.apply_kl_penalty: v0.2 slices attention_mask and reports critic/kl; Search-R1 reads info_mask; no ref_log_prob: β = 0', async () => {
+    const c = { function: 'verl.trainer.ppo.ray_trainer.apply_kl_penalty', kwargs: { kl_penalty: 'kl', kl_ctrl: klCtrl } };
+    const inputs = { token_level_scores: SCORES, old_log_probs: OLD, attention_mask: withPrompt(MASK) };
+    expectGolden(await run({ ...c, profile: 'legacy_v020', inputs: { ...inputs, ref_log_prob: REF } }), GOLDENS.apply_kl_v02, 'v0.2');
+    expectGolden(await run({ ...c, profile: 'search_r1', inputs: { ...inputs, ref_log_prob: REF, info_mask: withPrompt(HOLES) } }), GOLDENS.apply_kl_search_r1, 'Search-R1');
+    expectGolden(await run({ ...c, profile: 'legacy_v020', inputs }), GOLDENS.apply_kl_v02_no_ref, 'v0.2 without ref');
+  });
+
+  const RW = wave(7, 1).map((row, b) => row.map((r, t) => r * MASK[b][t]));
+  it('compute_reinforce_plus_plus_outcome_advantage: main reads config.gamma (its gamma kwarg lands in **kwargs), v0.2 gamma', async () => {
+    const fn = `${CORE}.compute_reinforce_plus_plus_outcome_advantage`;
+    expectGolden(await run({ function: fn, kwargs: { 'config.gamma': 0.9, gamma: 0.5 }, inputs: { token_level_rewards: RW, response_mask: MASK } }), GOLDENS.rfpp_gamma09, 'main');
+    expectGolden(await run({ profile: 'legacy_v020', function: fn, kwargs: { gamma: 0.9 }, inputs: { token_level_rewards: RW, eos_mask: MASK } }), GOLDENS.rfpp_gamma09, 'v0.2');
+    await expect(run({ function: fn, kwargs: { gamma: 0.9 }, inputs: { token_level_rewards: RW, response_mask: MASK } })).rejects.toThrow('config is not None');
+    await expect(run({ profile: 'search_r1', function: fn, kwargs: { gamma: 0.9 }, inputs: { token_level_rewards: RW, eos_mask: MASK } })).rejects.toThrow('has no attribute');
+  });
+
+  const OUTCOME = MASK.map((row, b) => row.map((_, t) => ([[0, 4, 1], [1, 1, 0.2], [2, 2, 0.7], [3, 0, 0.4]].find(([rb, rt]) => rb === b && rt === t)?.[2] ?? 0)));
+  it('compute_grpo_passk_outcome_advantage takes norm_adv_by_std_in_grpo from config, not its own argument', async () => {
+    const got = await run({
+      function: `${CORE}.compute_grpo_passk_outcome_advantage`, kwargs: { norm_adv_by_std_in_grpo: true, 'config.norm_adv_by_std_in_grpo': false },
+      inputs: { token_level_rewards: OUTCOME, response_mask: MASK, index: ['a', 'a', 'b', 'b'] },
+    });
+    expectGolden(got, GOLDENS.passk_norm_false, 'passk');
+  });
+
+  it('agg_loss with dp_size 2 and no global counts divides by the local ones, as verl does', async () => {
+    for (const [mode, loss] of Object.entries(GOLDENS.agg_dp2)) {
+      expectGolden(await run({ function: `${CORE}.agg_loss`, kwargs: { loss_agg_mode: mode, dp_size: 2 }, inputs: { loss_mat: wave(6, 1), loss_mask: MASK } }), { loss }, mode);
+    }
+  });
+
+  it("kl_penalty: main raises for a '+' name (kl_penalty_forward gets it unstripped), v0.2 for k1/k2/k3; kl_penalty_forward", async () => {
+    const inputs = { logprob: LOG_PROB, ref_logprob: REF };
+    await expect(run({ function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3+' }, inputs })).rejects.toThrow('NotImplementedError');
+    await expect(run({ profile: 'legacy_v020', function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3' }, inputs })).rejects.toThrow('NotImplementedError');
+    const got = await run({ function: `${CORE}.kl_penalty_forward`, kwargs: { kl_penalty: 'k3' }, inputs }) as { kl: number[][]; grad_logprob_of_sum: number[][] };
+    const expected = klPenaltyRef(LOG_PROB.flat(), REF.flat(), 'low_var_kl');
+    expectClose(got.kl.flat(), expected.kl, 1e-6, 1e-5, 'kl');
+    expectClose(got.grad_logprob_of_sum.flat(), expected.grad, 1e-6, 1e-5, 'grad');
+  });
+
+  it('get_kl_controller: main reads kl_ctrl, v0.2 config.critic.kl_ctrl; the horizon assertion', async () => {
+    const steps = { current_kl_seq: [0.2, 0.05, 0.1], n_steps_seq: [6, 6, 3] };
+    expectGolden(await run({ function: `${CORE}.get_kl_controller`, kwargs: { kl_ctrl: klCtrl }, inputs: steps }), GOLDENS.adaptive_controller, 'main');
+    expect(await run({ profile: 'legacy_v020', function: `${CORE}.get_kl_controller`, kwargs: { 'config.critic.kl_ctrl': { type: 'fixed', kl_coef: 0.02 } }, inputs: {} })).toEqual({ value: 0.02 });
+    await expect(run({ function: `${CORE}.get_kl_controller`, kwargs: { kl_ctrl: { ...klCtrl, horizon: 0 } }, inputs: {} })).rejects.toThrow('horizon must be larger than 0. Got 0');
+  });
+
+  it('ray_trainer.compute_advantage calls each estimator as the trainer does', async () => {
+    const fn = 'verl.trainer.ppo.ray_trainer.compute_advantage';
+    const inputs = { token_level_rewards: RW, values: VALUES };
+    expectGolden(await run({ function: fn, kwargs: { adv_estimator: 'gae', gamma: 0.9, lam: 0.8 }, inputs: { ...inputs, response_mask: MASK } }), GOLDENS.compute_advantage_gae, 'gae');
+    expectGolden(await run({ profile: 'legacy_v020', function: fn, kwargs: { adv_estimator: 'gae', gamma: 0.9, lam: 0.8 }, inputs: { ...inputs, attention_mask: withPrompt(MASK) } }),
+      GOLDENS.compute_advantage_gae_v02, 'v0.2 gae');
+    expectGolden(await run({ function: fn, kwargs: { adv_estimator: 'reinforce_plus_plus', gamma: 0.5, 'config.gamma': 0.9 }, inputs: { ...inputs, response_mask: MASK } }), GOLDENS.rfpp_gamma09, 'reinforce++');
+    await expect(run({ function: fn, kwargs: { adv_estimator: 'grpo_passk' }, inputs: { ...inputs, response_mask: MASK, uid: ['a', 'a', 'b', 'b'] } })).rejects.toThrow('config is not None');
+  });
+
+  it('refusals: bypass_mode without rollout_correction or with an unknown loss_type, rollout_is levels, v0.2 signatures, verl\'s assertion words', async () => {
+    const losses = { old_log_prob: OLD, log_prob: LOG_PROB, advantages: ADVANTAGES, response_mask: MASK };
+    await expect(run({ function: `${CORE}.compute_policy_loss_bypass_mode`, kwargs: { 'config.clip_ratio': 0.2 }, inputs: losses })).rejects.toThrow('rollout_correction config not found');
+    await expect(run({ function: `${CORE}.compute_policy_loss_bypass_mode`, kwargs: { 'config.policy_loss.rollout_correction.loss_type': 'ppo' }, inputs: losses })).rejects.toThrow('Invalid loss_type: ppo');
+    await expect(run({ function: `${CORE}.compute_policy_loss_vanilla`, kwargs: { 'config.clip_ratio_c': 1 }, inputs: losses })).rejects.toThrow('The lower bound of the clip_ratio_c');
+    await expect(run({ function: `${CORE}.compute_policy_loss_vanilla`, kwargs: { loss_agg_mode: 'mean', 'config.clip_ratio': 0.2 }, inputs: losses })).rejects.toThrow('Invalid loss_agg_mode: mean');
+    // gspo never reads its loss_agg_mode: verl answers, with seq-mean-token-mean.
+    const gspo = await run({ function: `${CORE}.compute_policy_loss_gspo`, kwargs: { loss_agg_mode: 'mean', 'config.clip_ratio': 0.2 }, inputs: losses });
+    expect(gspo.pg_loss).toBeCloseTo((await run({ function: `${CORE}.compute_policy_loss_gspo`, kwargs: { 'config.clip_ratio': 0.2 }, inputs: losses })).pg_loss as number, 6);
+    await expect(run({ function: 'verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_weights', kwargs: { rollout_is: 'geometric' }, inputs: { log_ratio: OLD, response_mask: MASK } }))
+      .rejects.toThrow('Invalid rollout_is: geometric');
+    const v02 = { profile: 'legacy_v020', kwargs: {} };
+    await expect(run({ ...v02, function: `${CORE}.compute_grpo_outcome_advantage`, kwargs: { norm_adv_by_std_in_grpo: false }, inputs: { token_level_rewards: OUTCOME, eos_mask: MASK, index: [0, 0, 1, 1] } }))
+      .rejects.toThrow("unexpected keyword argument 'norm_adv_by_std_in_grpo'");
+    await expect(run({ ...v02, function: `${CORE}.compute_value_loss`, kwargs: { cliprange_value: 0.5, loss_agg_mode: 'token-mean' }, inputs: { vpreds: OLD, returns: LOG_PROB, values: REF, eos_mask: MASK } }))
+      .rejects.toThrow("unexpected keyword argument 'loss_agg_mode'");
+    await expect(run({ ...v02, function: `${CORE}.agg_loss`, kwargs: { loss_agg_mode: 'token-mean' }, inputs: { loss_mat: OLD, loss_mask: MASK } })).rejects.toThrow("has no attribute 'agg_loss'");
+    const oneToken = MASK.map((row, b) => row.map((_, t) => (b === 0 && t === 0 ? 1 : 0)));
+    await expect(run({ function: 'verl.utils.torch_functional.masked_sum|masked_mean|masked_var|masked_whiten', kwargs: {}, inputs: { values: OLD, mask: oneToken } }))
+      .rejects.toThrow('The sum of the mask is one');
+  });
+
+  it('rollout_corr_helper.compute_rollout_corr_metrics_from_logprobs: the prefixed off-policy metrics of the current policy', async () => {
+    const got = await run({ function: 'verl.trainer.ppo.rollout_corr_helper.compute_rollout_corr_metrics_from_logprobs', kwargs: {}, inputs: { log_prob: LOG_PROB, rollout_log_prob: OLD, response_mask: MASK } });
+    expectGolden(got.metrics, GOLDENS.corr_metrics_from_logprobs, 'metrics');
+    expect(Object.keys(got.metrics as object).sort()).toEqual(Object.keys(GOLDENS.corr_metrics_from_logprobs).sort());
+  });
+
+  it('logprobs_of_labels_v2 (v0.2) asserts float32 logits: the float64 recordings raise, a float32 case computes', async () => {
+    const logits = MASK.map((row, b) => row.map((_, t) => [0, 1, 2].map((v) => 1.5 * Math.sin(1.7 * b + 2.3 * t + 0.9 * v))));
+    const labels = MASK.map((row, b) => row.map((_, t) => (b + 2 * t) % 3));
+    const c = { profile: 'legacy_v020', function: 'verl.utils.torch_functional.logprobs_of_labels_v2', kwargs: {}, inputs: { logits, labels } };
+    await expect(run(c)).rejects.toThrow('Using bf16 logits with logprobs_of_labels_v2');
+    const got = await run({ ...c, dtype: 'float32' }) as { logprobs: number[][] };
+    expectClose(got.logprobs.flat(), logprobEntropyRef(logits.flat(2), labels.flat(), B * T, 3).logProb, 1e-6, 1e-5, 'logprobs');
+  });
+
+  it('entropy_from_logits_with_chunking takes (N, V) rows', async () => {
+    const rows = [0, 1, 2, 3, 4, 5, 6].map((n) => [0, 1, 2, 3].map((v) => 2 * Math.sin(1.3 * n + 0.7 * v)));
+    const got = await run({ function: 'verl.utils.torch_functional.entropy_from_logits_with_chunking', kwargs: { chunk_size: 3 }, inputs: { logits: rows } }) as
+      { entropy: number[]; grad_logits_of_sum_entropy: number[][] };
+    const flat = rows.flat();
+    const zeros = rows.map(() => 0);
+    expectClose(got.entropy, logprobEntropyRef(flat, zeros, rows.length, 4).entropy, 1e-6, 1e-5, 'entropy');
+    expectClose(got.grad_logits_of_sum_entropy.flat(), logprobEntropyBackwardRef(flat, zeros, zeros, rows.map(() => 1), rows.length, 4), 1e-6, 1e-4, 'grad');
+  });
+
+  it('Search-R1 PPO step: info_mask state masking, v0.2 GAE and policy loss, critic/kl', async () => {
+    const wave3 = (phase: number, scale: number) => MASK.map((row, b) => row.map((_, t) => [0, 1, 2].map((v) => scale * Math.sin(1.7 * b + 2.3 * t + 0.9 * v + phase))));
+    const labels = MASK.map((row, b) => row.map((_, t) => (b + 2 * t) % 3));
+    const gather = (logits: number[][][]) => {
+      const { logProb } = logprobEntropyRef(logits.flat(2), labels.flat(), B * T, 3);
+      return MASK.map((row, b) => row.map((_, t) => logProb[b * T + t]));
+    };
+    const state = MASK.map((row, b) => row.map((m, t) => m * HOLES[b][t]));
+    const got = await run({
+      profile: 'search_r1',
+      function: 'ray_trainer.apply_kl_penalty -> compute_advantage(GAE) -> core_algos.compute_policy_loss + entropy + kl loss (state masking) ; compute_value_loss',
+      kwargs: { gamma: 0.9, lam: 0.8, kl_coef: 0.05, kl_penalty: 'kl', clip_ratio: 0.2, entropy_coeff: 0.01, kl_loss_coef: 0.001, kl_loss_type: 'low_var_kl', cliprange_value: 0.5, kl_ctrl_type: 'fixed' },
+      inputs: {
+        logits: wave3(0, 1.5), responses: labels, old_log_probs: gather(wave3(0.6, 1.5)), ref_log_prob: gather(wave3(1.1, 1.2)), token_level_scores: SCORES,
+        attention_mask: withPrompt(MASK), info_mask: withPrompt(state), values: VALUES, vpreds: wave(9, 0.7),
+      },
+    });
+    expectGolden(got, GOLDENS.search_r1_pipeline, 'step');
+    expect(Object.keys(got.kl_metrics as object)).toEqual(['critic/kl', 'critic/kl_coeff']);
   });
 });

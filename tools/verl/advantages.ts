@@ -2,7 +2,9 @@
 // matrices and runs the trainer's own dispatch (ppo/algorithm/advantage-estimators.ts), checks included.
 // `index` is verl's uid per sequence (any value; equal values form a group).
 import type { Engine } from '../../engine/index.ts';
-import { computeAdvantagesGpu } from '../../ppo/algorithm/advantage-estimators.ts';
+import { checkUnbiasedCount, computeAdvantagesGpu } from '../../ppo/algorithm/advantage-estimators.ts';
+import { gaeSpec } from '../../kernels/ppo/gae.ts';
+import { maskedWhitenGpu } from '../../kernels/ppo/masked-stats.ts';
 import { flatten, readMatrix, sameShape, shapeOf, upload, type Matrix } from './tensors.ts';
 
 export interface Advantages {
@@ -64,6 +66,30 @@ export function computeGaeAdvantageReturn(engine: Engine, args: {
   tokenLevelRewards: Matrix; values: Matrix; responseMask: Matrix; gamma: number; lam: number;
 }): Promise<Advantages> {
   return run(engine, 'gae', args);
+}
+
+/** verl v0.2's compute_gae_advantage_return (Search-R1's too): its recursion runs through every position — v0.2 had
+ *  no skipping of masked (observation) tokens, so next value and GAE carry across them — and only the whitening reads
+ *  eos_mask. The scan kernel under an all-ones mask is that recursion. */
+export async function computeGaeAdvantageReturnV02(engine: Engine, args: {
+  tokenLevelRewards: Matrix; values: Matrix; eosMask: Matrix; gamma: number; lam: number;
+}): Promise<Advantages> {
+  const { B, T } = shapeOf('token_level_rewards', args.tokenLevelRewards);
+  sameShape('values', args.values, { B, T });
+  sameShape('eos_mask', args.eosMask, { B, T });
+  checkUnbiasedCount(flatten(args.eosMask));
+  const advantages = engine.tensor('advantages', [B, T]);
+  const returns = engine.tensor('returns', [B, T]);
+  engine.dispatch(gaeSpec, {
+    bindings: {
+      rewards: upload(engine, 'token_level_rewards', args.tokenLevelRewards), values: upload(engine, 'values', args.values),
+      mask: engine.tensorFrom('ones', [B, T], new Float32Array(B * T).fill(1)), advantages, returns,
+    },
+    uniforms: { B, T, gamma: args.gamma, lam: args.lam },
+    workgroups: [Math.ceil(B / 64)],
+  });
+  maskedWhitenGpu(engine, { values: advantages, mask: upload(engine, 'eos_mask', args.eosMask), stats: engine.tensor('stats', [4]) });
+  return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
 
 /** algorithm.adv_estimator dispatch, with verl's argument names (camelCase). */

@@ -10,3 +10,4 @@ export { Rng, type RngState } from '../../engine/rng.ts';
 export * from '../../ppo/algorithm/reward-mask.ts';
 export * from '../../ppo/algorithm/critic-plan.ts';
 export * as gsm8k from '../../ppo/rewards/gsm8k.ts';
+export * from './signatures.ts';
