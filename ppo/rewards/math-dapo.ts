@@ -5,6 +5,7 @@
 // strict_box_verify the content of the last \boxed{…} in the last 100 characters must equal the ground truth as
 // written. Python's semantics are kept where JavaScript's differ: slices count code points, `.` excludes only
 // "\n", and \s and strip() use Python's whitespace.
+import { throughClosingBrace } from './math.ts';
 
 /** verl: "The longest answer in MATH-500 has 159 characters". */
 const SOLUTION_CLIP_CHARS = 300;
@@ -34,15 +35,7 @@ const PY_DIGITS = /^[\p{Nd}\u00b2\u00b3\u00b9\u1369-\u1371\u19da\u2070\u2074-\u2
 export function lastBoxedOnlyString(text: string): string | null {
   const idx = text.lastIndexOf('\\boxed{');
   if (idx < 0) return null;
-  let open = 0;
-  for (let i = idx; i < text.length; i++) {
-    if (text[i] === '{') open++;
-    if (text[i] === '}') {
-      open--;
-      if (open === 0) return text.slice(idx, i + 1);
-    }
-  }
-  return null;
+  return throughClosingBrace(text, idx);
 }
 
 export function removeBoxed(boxed: string): string {

@@ -11,6 +11,20 @@ function head(s: string): [string, string] {
   return [char, s.slice(char.length)];
 }
 
+/** text[start…] up to the brace that closes the first one opened from `start` on, or null if it never closes
+ *  (verl's brace count in both last_boxed_only_string versions, math_reward's and math_dapo's). */
+export function throughClosingBrace(text: string, start: number): string | null {
+  let open = 0;
+  for (let i = start; i < text.length; i++) {
+    if (text[i] === '{') open++;
+    if (text[i] === '}') {
+      open--;
+      if (open === 0) return text.slice(start, i + 1);
+    }
+  }
+  return null;
+}
+
 export function lastBoxedOnlyString(text: string): string | null {
   if (text.includes('\\boxed ')) return `\\boxed ${text.split('\\boxed ').pop()!.split('$')[0]}`;
   let idx = text.lastIndexOf('\\boxed');
@@ -18,15 +32,7 @@ export function lastBoxedOnlyString(text: string): string | null {
     idx = text.lastIndexOf('\\fbox');
     if (idx < 0) return null;
   }
-  let open = 0;
-  for (let i = idx; i < text.length; i++) {
-    if (text[i] === '{') open++;
-    if (text[i] === '}') {
-      open--;
-      if (open === 0) return text.slice(idx, i + 1);
-    }
-  }
-  return null;
+  return throughClosingBrace(text, idx);
 }
 
 export function removeBoxed(boxed: string): string {
