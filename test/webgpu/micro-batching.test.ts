@@ -4,6 +4,7 @@
 // float rounding. Checked through the trainer's own ExperienceMaker, ActorUpdater and CriticUpdater.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { raggedRolloutBatch } from '../support/ragged-rollout.ts';
 import type { Engine } from '../../engine/index.ts';
 import { Rng } from '../../engine/rng.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';
@@ -11,7 +12,6 @@ import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
-import { positionsFromMask } from '../../models/token-batch.ts';
 import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
@@ -37,20 +37,7 @@ const N = PROMPT_LENGTHS.length;
 const BUDGET = 40;
 
 function rolloutBatch(): RolloutBatch {
-  const rng = new Rng(3);
-  const token = () => 3 + Math.floor(rng.next() * (CONFIG.vocabSize - 3));
-  const prompts = PROMPT_LENGTHS.map((n) => Array.from({ length: P }, (_, t) => (t >= P - n ? token() : 0)));
-  const responses = RESPONSE_LENGTHS.map((n) => Array.from({ length: R }, (_, t) => (t < n ? token() : 0)));
-  const attentionMask = PROMPT_LENGTHS.map((p, i) => Array.from({ length: P + R }, (_, t) => (t < P ? (t >= P - p ? 1 : 0) : t - P < RESPONSE_LENGTHS[i] ? 1 : 0)));
-  return {
-    groupIds: Array.from({ length: N }, (_, i) => i >> 1), promptLength: P, responseLength: R, prompts, responses,
-    inputIds: prompts.map((p, i) => [...p, ...responses[i]]),
-    attentionMask,
-    positionIds: attentionMask.map((m, i) => [...positionsFromMask(m.slice(0, P)), ...Array.from({ length: R }, (_, t) => PROMPT_LENGTHS[i] + t)]),
-    responseMask: RESPONSE_LENGTHS.map((n) => Array.from({ length: R }, (_, t) => (t < n ? 1 : 0))),
-    oldLogProbs: RESPONSE_LENGTHS.map(() => new Float32Array(R)),
-    responseLengths: RESPONSE_LENGTHS, finishReasons: new Array(N).fill('eos'),
-  };
+  return raggedRolloutBatch({ promptLengths: PROMPT_LENGTHS, responseLengths: RESPONSE_LENGTHS, P, R, vocabSize: CONFIG.vocabSize, seed: 3 });
 }
 
 function arena(engine: Engine, config: DecoderConfig, label: string) {

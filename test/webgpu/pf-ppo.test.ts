@@ -6,13 +6,13 @@ import { describe, it, expect, vi } from 'vitest';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { raggedRolloutBatch } from '../support/ragged-rollout.ts';
 import { Rng } from '../../engine/rng.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
-import { positionsFromMask } from '../../models/token-batch.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import { FixedKLController } from '../../ppo/algorithm/kl-controller.ts';
@@ -33,19 +33,7 @@ const N = PROMPT_LENGTHS.length;
 const INDICES = [3, 3, 0, 5, 1, 3];
 
 function rolloutBatch(): RolloutBatch {
-  const rng = new Rng(11);
-  const token = () => 3 + Math.floor(rng.next() * (CONFIG.vocabSize - 3));
-  const prompts = PROMPT_LENGTHS.map((n) => Array.from({ length: P }, (_, t) => (t >= P - n ? token() : 0)));
-  const responses = RESPONSE_LENGTHS.map((n) => Array.from({ length: R }, (_, t) => (t < n ? token() : 0)));
-  const attentionMask = PROMPT_LENGTHS.map((p, i) => Array.from({ length: P + R }, (_, t) => (t < P ? (t >= P - p ? 1 : 0) : t - P < RESPONSE_LENGTHS[i] ? 1 : 0)));
-  return {
-    groupIds: Array.from({ length: N }, (_, i) => i >> 1), promptLength: P, responseLength: R, prompts, responses,
-    inputIds: prompts.map((p, i) => [...p, ...responses[i]]), attentionMask,
-    positionIds: attentionMask.map((m, i) => [...positionsFromMask(m.slice(0, P)), ...Array.from({ length: R }, (_, t) => PROMPT_LENGTHS[i] + t)]),
-    responseMask: RESPONSE_LENGTHS.map((n) => Array.from({ length: R }, (_, t) => (t < n ? 1 : 0))),
-    oldLogProbs: RESPONSE_LENGTHS.map((n) => Float32Array.from({ length: R }, (_, t) => (t < n ? -0.5 - rng.next() : 0))),
-    responseLengths: RESPONSE_LENGTHS, finishReasons: new Array(N).fill('eos'),
-  };
+  return raggedRolloutBatch({ promptLengths: PROMPT_LENGTHS, responseLengths: RESPONSE_LENGTHS, P, R, vocabSize: CONFIG.vocabSize, seed: 11, randomOldLogProbs: true });
 }
 
 /** GAE experience of the rollout with a reference (KL in the reward, so token rewards differ from scores) and a critic. */
