@@ -1,7 +1,6 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
-import { IS_WEIGHTED_LOSS_MODES } from './algorithm/rollout-correction.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
 import { parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
@@ -111,16 +110,11 @@ function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
 }
 
 /** Decoupled mode compares recomputed old log-probs with the rollout's, so both must be kept (bypass mode compares
- *  the current policy's with the rollout's, which the experience always has), and multiplies the IS weights into
- *  the advantages, which only the loss modes of IS_WEIGHTED_LOSS_MODES allow. */
+ *  the current policy's with the rollout's, which the experience always has). */
 function decoupledIs(c: PpoConfig): StepPlan['rolloutIs'] {
   const is = rolloutIsPlan(c);
-  if (is === null) return null;
-  const key = `algorithm.rollout_correction.rollout_is=${c.algorithm.rollout_correction.rollout_is}`;
-  if (!rolloutLogProbsKept(c)) throw new Error(`${key} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
-  const lossMode = c.actor_rollout_ref.actor.policy_loss.loss_mode;
-  if (!IS_WEIGHTED_LOSS_MODES.includes(lossMode)) {
-    throw new Error(`${key} weights the policy loss of ${IS_WEIGHTED_LOSS_MODES.join(', ')}; actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode} is not one of them yet`);
+  if (is !== null && !rolloutLogProbsKept(c)) {
+    throw new Error(`algorithm.rollout_correction.rollout_is=${c.algorithm.rollout_correction.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
   }
   return is;
 }

@@ -38,7 +38,6 @@ import { generationRecords, type GeneratedSample, type GenerationDumps } from '.
 import { checkAllFinite } from './update/finite-guard.ts';
 import { dynamicSample, type ScoredBatch } from './algorithm/dynamic-sampling.ts';
 import { pfPpoSample } from './algorithm/pf-ppo.ts';
-import { responseRows } from './rollout/batch-rows.ts';
 import { probeSequence, type ServerRollout } from './rollout-servers/server-rollout.ts';
 import { localProbeLogProbs } from './rollout-servers/local-probe.ts';
 
@@ -265,7 +264,7 @@ export class PpoTrainer {
       const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs);
       this.experience.rejectTokens(batch, rs.mask, rs.metrics);
     }
-    let isWeights = this.rolloutIsWeights(batch, rolloutMask);
+    const isWeights = this.rolloutIsWeights(batch, rolloutMask);
     let experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores, isWeights));
     if (plan.pfPpo) {
       // PF-PPO (GAE only): the updates and the data metrics see the batch resampled by sequence score, as verl's
@@ -273,7 +272,6 @@ export class PpoTrainer {
       const { indices, metrics } = pfPpoSample(scores.map((score, i) => score * mask.keep[i]), plan.pfPpo, this.rng);
       experience = this.experience.resample(experience, indices);
       Object.assign(experience.metrics, metrics);
-      isWeights = isWeights && responseRows(isWeights, experience.R, indices);
     }
     this.updatingWeights = true;
     let criticUpdate: Record<string, number> | null = null;
@@ -284,12 +282,11 @@ export class PpoTrainer {
     const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
-      const actorExperience = isWeights ? this.experience.weightAdvantages(experience, isWeights) : experience;
-      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(actorExperience, { ...plan.actor, lr }, this.rng)));
+      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
     }
     // verl logs these whenever the batch holds Σπ², with the step's actor/grad_norm (none in critic warmup).
     const varianceProxy = experience.sumPiSquared
-      ? varianceProxyMetrics({ ...experience, sumPiSquared: experience.sumPiSquared, rolloutIsWeights: isWeights }, updateMetrics['actor/grad_norm'] ?? null) : {};
+      ? varianceProxyMetrics({ ...experience, sumPiSquared: experience.sumPiSquared }, updateMetrics['actor/grad_norm'] ?? null) : {};
     this.globalStep++;
     this.updatingWeights = false;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
@@ -391,9 +388,9 @@ export class PpoTrainer {
   }
 
   /** algorithm.rollout_correction.rollout_is's truncated importance weights (N, R), null when off. As verl, they
-   *  are computed before the advantages (the optimal token baselines read them); then verl multiplies each token's policy
-   *  loss by its weight, which for the loss modes step-plan admits is exactly the loss of advantages × weights, so
-   *  the actor sees weighted advantages (the critic and the advantage metrics keep the plain ones). */
+   *  are computed before the advantages (the optimal token baselines read them) and travel with the experience to
+   *  the actor's policy loss, which multiplies each token's term by its weight (geo_mean: each sequence's by their
+   *  geometric mean); the critic and the advantages never see them. */
   private rolloutIsWeights(batch: ExperienceBatch, rolloutMask: Float32Array): Float32Array | null {
     const is = this.plan.rolloutIs;
     if (!is) return null;

@@ -397,7 +397,7 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
       const rollout = input<Matrix>(c, 'rollout_log_prob');
       const { B, T } = shapeOf('old_log_prob', old);
       // The same weights, rejection and drift metrics that bypass mode takes per micro-batch (its loss type aside).
-      const r = bypassCorrection(bypassPlan(c), flat(old), flat(rollout), flat(mask()), new Float32Array(B * T), B, T);
+      const r = bypassCorrection(bypassPlan(c), flat(old), flat(rollout), flat(mask()), B, T);
       return { rollout_is_weights: r.weights ? toMatrix(r.weights, B, T) : null, modified_response_mask: toMatrix(r.policyMask ?? flat(mask()), B, T), metrics: r.metrics };
     }
   }
@@ -631,12 +631,10 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
   }
   if (name === 'compute_policy_loss_reinforce') {
     requireConfig(c, 'ActorConfig must be provided for REINFORCE loss');
-    // verl's compute_policy_loss_reinforce: −A·log π·w, which is gpg's loss of advantages × w.
-    const advantages = input<Matrix>(c, 'advantages');
-    const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
+    // verl's compute_policy_loss_reinforce: −A·log π·w, gpg's loss weighted by w.
     const r = await computePolicyLoss(engine, {
       oldLogProb: input(c, 'rollout_log_prob', 'old_log_prob'), logProb: input(c, 'log_prob'), responseMask: input(c, 'response_mask'),
-      advantages: weights ? advantages.map((row, b) => row.map((a, t) => a * weights[b][t])) : advantages, lossMode: 'gpg',
+      advantages: input(c, 'advantages'), rolloutIsWeights: (c.inputs.rollout_is_weights as Matrix | null | undefined) ?? undefined, lossMode: 'gpg',
       ...aggOptions(arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
     });
     return { pg_loss: r.pgLoss, metrics: { 'actor/ppo_kl': r.metrics['actor/ppo_kl'] }, grad_log_prob: r.gradLogProb };

@@ -4,7 +4,9 @@
 // Gradients follow torch autograd exactly: clamp passes gradient on its closed interval, and torch.maximum /
 // torch.min split the gradient in half on ties (which is what happens inside the clip band); detach() (cispo's
 // clipped ratio) passes none. clip_cov/kl_cov take their token selection as input (covariance-selection.ts), and
-// bypass mode's rejection sampling its kept tokens (policyMask).
+// bypass mode's rejection sampling its kept tokens (policyMask). Rollout correction's importance weights (isWeights,
+// verl's rollout_is_weights) multiply each token's policy loss after its metrics are taken — geo_mean's sequence
+// loss by the geometric mean of its tokens' weights — as verl's compute_policy_loss_<mode> does.
 import { aggWeight } from './agg-loss.ref.ts';
 import { klToken } from './kl-penalty.ref.ts';
 import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
@@ -63,6 +65,9 @@ export function computeActorLossRef(args: {
   /** Bypass-mode rejection sampling: the 0/1 tokens kept; the policy term, its aggregation and its metrics run over
    *  responseMask × policyMask (verl's effective mask), entropy and KL over responseMask. */
   policyMask?: ArrayLike<number>;
+  /** verl's rollout_is_weights [B, T]: each token's policy loss times its weight; geo_mean's sequence loss times
+   *  exp(Σ log(w + 1e-10)·mask / (Σ mask + 1e-8)). The metrics stay those of the unweighted loss. */
+  isWeights?: ArrayLike<number>;
   /** geo_mean: its loss is a mean over sequences; the number of them (default B; the trainer passes the mini-batch's). */
   geoMeanRows?: number;
 }): PolicyLossResult {
@@ -78,7 +83,7 @@ export function computeActorLossRef(args: {
   const gradEntropy = new Float64Array(B * T);
   let pgLoss = 0, clipped = 0, clippedLower = 0, ppoKlSum = 0, count = 0, entropyAgg = 0, klLoss = 0;
   for (let b = 0; b < B; b++) {
-    let rowCount = 0, policyRowCount = 0, rowLogRatio = 0, rowGeoLogRatio = 0, rowAdvantage = 0;
+    let rowCount = 0, policyRowCount = 0, rowLogRatio = 0, rowGeoLogRatio = 0, rowAdvantage = 0, rowLogWeight = 0;
     for (let t = 0; t < T; t++) {
       const i = b * T + t;
       const raw = args.logProb[i] - args.oldLogProb[i];
@@ -87,11 +92,13 @@ export function computeActorLossRef(args: {
       rowLogRatio += raw * args.responseMask[i];
       rowGeoLogRatio += geoMeanLogRatio(raw, args.advantages[i], low, high)[0] * args.responseMask[i];
       rowAdvantage += args.advantages[i] * args.responseMask[i];
+      if (args.isWeights) rowLogWeight += Math.log(args.isWeights[i] + 1e-10) * args.responseMask[i];
     }
     const seqLogRatio = rowLogRatio / Math.max(rowCount, 1);
     // geo_mean: −Ā·exp(mean clipped log-ratio) per sequence, averaged over the sequences.
     const geoRatio = Math.exp(rowGeoLogRatio / (rowCount + 1e-8));
     const geoAdvantage = rowAdvantage / (rowCount + 1e-8);
+    const geoIsWeight = Math.exp(rowLogWeight / (rowCount + 1e-8));
     for (let t = 0; t < T; t++) {
       const i = b * T + t;
       const m = args.responseMask[i];
@@ -104,6 +111,7 @@ export function computeActorLossRef(args: {
       const ratio20 = Math.exp(nkl), dratio20 = ratio20 * dnkl;
       let loss: number, dloss: number, clip = false, clipLower = false, negKl = raw;
       let pgWeightOverride: number | null = null;
+      let isWeight = args.isWeights ? args.isWeights[i] : 1;
       if (mode === 'vanilla') {
         negKl = nkl;
         const [cr, dcr] = clampGrad(ratio20, dratio20, 1 - low, 1 + high);
@@ -131,6 +139,7 @@ export function computeActorLossRef(args: {
         clip = moved && a > 0;
         clipLower = moved && a < 0;
         pgWeightOverride = m / ((rowCount + 1e-8) * (args.geoMeanRows ?? B));
+        isWeight = geoIsWeight;
       } else if (mode === 'cispo') {
         negKl = nkl;
         const cr = Math.min(Math.max(ratio20, 1 - low), 1 + high);
@@ -154,6 +163,8 @@ export function computeActorLossRef(args: {
         negKl = -Math.abs(raw);
       }
       if (m === 0) continue;
+      loss *= isWeight;
+      dloss *= isWeight;
       const pm = m * (args.policyMask ? args.policyMask[i] : 1);
       const pgWeight = pgWeightOverride ?? aggWeight(pgAggregation, pm, policyRowCount);
       const weight = aggWeight(aggregation, m, rowCount);

@@ -15,6 +15,7 @@ export const policyLossSpec: KernelSpec = {
     { name: 'refLogProb', access: 'read' },
     { name: 'entropy', access: 'read' },
     { name: 'tokenFlags', access: 'read' },
+    { name: 'isWeights', access: 'read' },
     { name: 'grads', access: 'read_write', type: 'vec2<f32>' },
     { name: 'rowPartials', access: 'read_write' },
   ],
@@ -39,6 +40,7 @@ export const policyLossSpec: KernelSpec = {
     { name: 'ppoKlCoef', type: 'f32' },
     { name: 'geoRows', type: 'f32' },
     { name: 'policyMasked', type: 'u32' },
+    { name: 'useIsWeights', type: 'u32' },
   ],
 };
 
@@ -60,6 +62,9 @@ export interface ActorLossTensors {
   /** vanilla / gpg: the 0/1 tokens [B, T] rollout correction's bypass mode keeps after rejection sampling (made on
    *  the host); the policy term and its metrics run over responseMask × policyMask, entropy and KL over responseMask. */
   policyMask?: Tensor;
+  /** Rollout correction's importance weights [B, T] (verl's rollout_is_weights): each token's policy term and its
+   *  gradient times its weight (geo_mean: each row's times the geometric mean of its tokens'); metrics unweighted. */
+  isWeights?: Tensor;
   /** Output [B, T, 2]: (d loss / d logProb, d loss / d entropy) per token, the LM-head backward's coefficients. */
   grads: Tensor;
   /** Scratch [B, 8]. */
@@ -81,7 +86,8 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
   const { B, T } = args;
   expectRows('policy-loss', B, T);
   const tokens: [Tensor | undefined, string][] = [[t.oldLogProb, 'oldLogProb'], [t.logProb, 'logProb'], [t.advantages, 'advantages'],
-    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb'], [t.selected, 'selected'], [t.policyMask, 'policyMask']];
+    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb'], [t.selected, 'selected'], [t.policyMask, 'policyMask'],
+    [t.isWeights, 'isWeights']];
   for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
   expectSize('policy-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
   expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
@@ -98,6 +104,7 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
       oldLogProb: t.oldLogProb, logProb: t.logProb, advantages: t.advantages, mask: t.responseMask,
       // Unused inputs are bound to a tensor of the right size; the shader never reads them.
       refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb, tokenFlags: t.selected ?? t.policyMask ?? t.logProb,
+      isWeights: t.isWeights ?? t.logProb,
       grads: t.grads, rowPartials: t.rowPartials,
     },
     uniforms: {
@@ -107,7 +114,7 @@ export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
       useEntropy: t.entropy ? 1 : 0, entropyCoeff: t.entropy ? args.entropyCoeff : 0,
       useKl: t.refLogProb ? 1 : 0, klCode: kl.code, klStraightThrough: kl.straightThrough ? 1 : 0, klCoef: t.refLogProb ? args.klLossCoef : 0,
       tauPos: args.config.tauPos ?? 1, tauNeg: args.config.tauNeg ?? 1.05, ppoKlCoef: args.config.ppoKlCoef ?? 0.1, geoRows: args.geoMeanRows ?? B,
-      policyMasked: t.policyMask ? 1 : 0,
+      policyMasked: t.policyMask ? 1 : 0, useIsWeights: t.isWeights ? 1 : 0,
     },
     workgroups: [B],
   });

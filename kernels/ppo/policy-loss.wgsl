@@ -13,9 +13,13 @@
 //   with policyMasked = 1 (vanilla and gpg: rollout correction's bypass mode) the tokens its rejection sampling
 //   keeps, so the policy term, its aggregation and its metrics run over mask·tokenFlags while the entropy and
 //   KL terms keep the whole mask (verl passes the rejected mask to the policy loss only). Unread otherwise.
+// isWeights[B, T], read when useIsWeights = 1: rollout correction's importance weights (verl's rollout_is_weights),
+//   detached. They multiply each token's policy term and its gradient after the metrics are taken, as verl
+//   multiplies pg_losses after computing its metrics; geo_mean's per-row term takes the geometric mean of its
+//   tokens' weights, exp(Σ log(w + 1e-10)·mask / (Σ mask + 1e-8)). Entropy and KL terms stay unweighted.
 // Gradients follow torch autograd: clamp passes on its closed interval, max/min split ties in half.
 // v1: one 64-lane workgroup per row: a row pass (count, Σ log-ratio for GSPO, Σ GMPO log-ratio and Σ A for
-//   geo_mean), then the token pass.
+//   geo_mean; Σ log-weight for weighted geo_mean), then the token pass.
 
 fn maxWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
   if (a > b) { return vec2<f32>(a, da); }
@@ -63,6 +67,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var t = lid; t < params.T; t = t + 64u) { kept = kept + mask[base + t] * tokenFlags[base + t]; }
     policyRowCount = workgroupSum4(lid, 64u, vec4<f32>(kept, 0.0, 0.0, 0.0)).x;
   }
+  var geoIsWeight = 1.0;
+  if (params.lossMode == 3u && params.useIsWeights != 0u) {
+    var logWeight = 0.0;
+    for (var t = lid; t < params.T; t = t + 64u) {
+      let m = mask[base + t];
+      if (m != 0.0) { logWeight = logWeight + log(isWeights[base + t] + 1e-10) * m; }
+    }
+    geoIsWeight = exp(workgroupSum4(lid, 64u, vec4<f32>(logWeight, 0.0, 0.0, 0.0)).x / (rowCount + 1e-8));
+  }
   let seqLogRatio = rowTotals.y / max(rowCount, 1.0);
   let geoRowLoss = -rowTotals.w / (rowCount + 1e-8) * exp(rowTotals.z / (rowCount + 1e-8));
   let low = 1.0 - params.clipRatioLow;
@@ -90,6 +103,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let dratio20 = select(0.0, ratio20, raw >= -20.0 && raw <= 20.0);
     let pm = select(m, m * tokenFlags[i], params.policyMasked != 0u);
     var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, pm, policyRowCount);
+    var isWeight = select(1.0, isWeights[i], params.useIsWeights != 0u);
     switch params.lossMode {
       case 0u: {
         negKl = nkl;
@@ -125,6 +139,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         clipped = g.z != 0.0 && a > 0.0;
         clippedLower = g.z != 0.0 && a < 0.0;
         pgWeight = m / ((rowCount + 1e-8) * params.geoRows);
+        isWeight = geoIsWeight;
       }
       case 4u: {
         negKl = nkl;
@@ -154,6 +169,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         negKl = -abs(raw);
       }
     }
+    loss = loss * isWeight;
     let weight = aggWeight(params.aggMode, params.aggScale, m, rowCount);
     var gradLogProb = pgWeight * loss.y;
     var gradEntropy = 0.0;

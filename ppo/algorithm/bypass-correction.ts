@@ -16,8 +16,8 @@ export interface BypassCorrectionPlan {
 }
 
 /** The policy loss each loss_type runs, whatever actor.policy_loss.loss_mode says (verl switches loss_mode to
- *  bypass_mode). ppo_clip is vanilla with ratio π_θ/π_rollout; reinforce is verl's −w·A·log π_θ, which is gpg's
- *  −A·log π_θ of the advantages × the (detached) weights, loss and gradient alike. */
+ *  bypass_mode). ppo_clip is vanilla with ratio π_θ/π_rollout; reinforce is verl's −w·A·log π_θ: gpg's −A·log π_θ
+ *  times the (detached) importance weights, which the policy loss multiplies in as it does rollout_is's. */
 export const BYPASS_LOSS_MODES: Record<BypassLossType, PolicyLossMode> = { ppo_clip: 'vanilla', reinforce: 'gpg' };
 
 export interface BypassCorrection {
@@ -25,16 +25,16 @@ export interface BypassCorrection {
   weights: Float32Array | null;
   /** The 0/1 tokens rejection sampling keeps (the policy term's mask); null without rollout_rs. */
   policyMask: Float32Array | null;
-  /** reinforce with rollout_is: advantages × truncated weights; null: the advantages unchanged (ppo_clip applies
-   *  no weights, as its ratio already is π_θ/π_rollout). */
-  advantages: Float32Array | null;
+  /** The weights the policy loss multiplies each token's term by (the policy-loss kernel's isWeights): reinforce's
+   *  with rollout_is; null for ppo_clip, which only measures them, as its ratio already is π_θ/π_rollout. */
+  lossWeights: Float32Array | null;
   /** rollout_corr/*: the weights' and rejection's statistics and the current-vs-rollout mismatch, verl's names. */
   metrics: Record<string, number>;
 }
 
-/** One micro-batch of N rows × R response columns: current and rollout log-probs, response mask, advantages. */
+/** One micro-batch of N rows × R response columns: current and rollout log-probs, response mask. */
 export function bypassCorrection(plan: BypassCorrectionPlan, current: Float32Array, rollout: Float32Array, mask: Float32Array,
-  advantages: Float32Array, N: number, R: number): BypassCorrection {
+  N: number, R: number): BypassCorrection {
   const metrics: Record<string, number> = {};
   let weights: Float32Array | null = null;
   if (plan.rolloutIs) {
@@ -50,6 +50,5 @@ export function bypassCorrection(plan: BypassCorrectionPlan, current: Float32Arr
     policyMask = rs.mask;
   }
   Object.assign(metrics, rolloutMismatchMetrics(current, rollout, mask, N, R));
-  const weighted = plan.lossType === 'reinforce' && weights !== null ? advantages.map((a, t) => a * weights![t]) : null;
-  return { weights, policyMask, advantages: weighted, metrics };
+  return { weights, policyMask, lossWeights: plan.lossType === 'reinforce' ? weights : null, metrics };
 }

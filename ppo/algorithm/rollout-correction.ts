@@ -217,11 +217,6 @@ function rsStatisticMetrics(name: (key: string) => string, statistic: ArrayLike<
   return metrics;
 }
 
-/** The policy losses whose per-token loss is linear in the advantage with a sign-preserving factor, so verl's
- *  `pg_losses * rollout_is_weights` is exactly the loss of advantages × weights (gradient included). geo_mean
- *  averages advantages over the sequence, and clip_cov/kl_cov pick tokens by advantage covariance: not these. */
-export const IS_WEIGHTED_LOSS_MODES: readonly string[] = ['vanilla', 'gspo', 'gpg', 'cispo', 'sapo'];
-
 /** verl's compute_rollout_correction_weights: w = exp(old − rollout) per token, or exp(Σ over the sequence) on every
  *  token of it, log-ratios clamped to ±20, zero off the response mask, metrics taken before truncation at
  *  `threshold` (TIS), then with batchNormalize divided by their mean (over tokens, or over sequences).

@@ -45,6 +45,9 @@ export class SequenceBuffers {
   /** (m, R) a 0/1 pick per token made on the host and uploaded: clip_cov / kl_cov's covariance selection, or the
    *  tokens bypass-mode rejection sampling keeps (never both: bypass mode runs vanilla or gpg). */
   readonly tokenFlags: Tensor;
+  /** (m, R) rollout correction's importance weights on the policy loss: rollout_is's, gathered from the experience,
+   *  or bypass-mode reinforce's, made on the host and uploaded. */
+  readonly isWeights: Tensor;
   /** (m, R, 2) d loss/d (log-prob, entropy). */
   readonly actorGrads: Tensor;
   /** (m·S) the same moved to the sequence positions that predict each token. */
@@ -76,6 +79,7 @@ export class SequenceBuffers {
     this.vpreds = response('vpreds');
     this.gradVpreds = response('gradVpreds');
     this.tokenFlags = response('tokenFlags');
+    this.isWeights = response('isWeights');
     this.actorGrads = e.tensor(`${tag}.actorGrads`, [rows, R, 2]);
     this.dLogprobs = e.tensor(`${tag}.dLogprobs`, [rows * S]);
     this.dEntropy = e.tensor(`${tag}.dEntropy`, [rows * S]);

@@ -1,8 +1,9 @@
 // The actor's PPO update over one step's experience (ppo/update/update-loop.ts runs the epochs, mini-batches and
 // AdamW steps): for each micro-batch, teacher-forced log-probs and entropy of the response tokens at the rollout
 // temperature, the fused actor loss (clipped policy loss − entropy bonus + KL loss) with its per-token
-// gradients, and the model backward. The micro-batch's old log-probs, advantages and reference log-probs are
-// gathered from the experience's device tensors; its loss outputs wait in the update's metric log.
+// gradients, and the model backward. The micro-batch's old log-probs, advantages, reference log-probs and
+// rollout_is weights are gathered from the experience's device tensors; its loss outputs wait in the update's
+// metric log.
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
@@ -55,8 +56,8 @@ export class ActorUpdater {
   /**
    * clip_cov / kl_cov pick tokens by a covariance over the whole micro-batch (as verl's loss function sees it): the
    * pick is made on the host from the micro-batch's log-probs (and the host copies of the old log-probs and
-   * advantages), one read-back of m×R floats per micro-batch that only these two modes pay, and uploaded as a 0/1
-   * flag per token.
+   * advantages: the plain ones, as verl's pick, whatever rollout_is weights the loss), one read-back of m×R floats
+   * per micro-batch that only these two modes pay, and uploaded as a 0/1 flag per token.
    */
   private async covarianceSelection(x: Experience, config: PolicyLossConfig, rows: readonly number[], b: MicroBatch['buffers'], rng: Rng): Promise<void> {
     const pick = (all: Float32Array) => responseRows(all, x.R, rows, b.R);
@@ -71,18 +72,19 @@ export class ActorUpdater {
   /**
    * Bypass mode (verl's compute_policy_loss_bypass_mode): the micro-batch's importance weights, rejection and
    * mismatch metrics against the current policy, whose log-probs come back to the host (one read-back of m×R floats
-   * per micro-batch, as clip_cov's). The kept tokens go up as the policy term's mask; reinforce's weighted
-   * advantages replace the gathered ones. Metrics are averaged over micro-batches, as verl's reduce_metrics does.
-   * Returns whether a policy mask was uploaded.
+   * per micro-batch, as clip_cov's). The kept tokens go up as the policy term's mask, reinforce's importance
+   * weights as the loss's weights. Metrics are averaged over micro-batches, as verl's reduce_metrics does.
+   * Returns which of the two were uploaded.
    */
-  private async bypassCorrection(x: Experience, plan: BypassCorrectionPlan, rows: readonly number[], b: MicroBatch['buffers'], metrics: MetricAccumulator): Promise<boolean> {
+  private async bypassCorrection(x: Experience, plan: BypassCorrectionPlan, rows: readonly number[], b: MicroBatch['buffers'],
+    metrics: MetricAccumulator): Promise<{ policyMask: boolean; isWeights: boolean }> {
     const pick = (all: Float32Array) => responseRows(all, x.R, rows, b.R);
     // In bypass mode the experience's old log-probs are the rollout's own.
-    const correction = bypassCorrection(plan, await this.microBatchLogProbs(rows, b), pick(x.oldLogProbs), pick(x.responseMask), pick(x.advantages), rows.length, b.R);
+    const correction = bypassCorrection(plan, await this.microBatchLogProbs(rows, b), pick(x.oldLogProbs), pick(x.responseMask), rows.length, b.R);
     for (const [name, value] of Object.entries(correction.metrics)) metrics.addMean(name, value, 1);
-    if (correction.advantages) this.engine.upload(b.advantages, correction.advantages);
+    if (correction.lossWeights) this.engine.upload(b.isWeights, correction.lossWeights);
     if (correction.policyMask) this.engine.upload(b.tokenFlags, correction.policyMask);
-    return correction.policyMask !== null;
+    return { policyMask: correction.policyMask !== null, isWeights: correction.lossWeights !== null };
   }
 
   /** The micro-batch's current log-probs (m, R) on the host. */
@@ -97,6 +99,7 @@ export class ActorUpdater {
     const m = rows.length;
     b.gatherResponse(b.oldLogProbs, x.tensors.old);
     b.gatherResponse(b.advantages, x.tensors.advantages);
+    if (x.rolloutIsWeights) b.gatherResponse(b.isWeights, x.tensors.rolloutIsWeights);
     if (config.useKlLoss) b.gatherResponse(b.refLogProbs, x.tensors.ref);
 
     const out = this.actor.tokenLogprobs(batch, b.targets, { temperature: config.temperature, saveForBackward: true });
@@ -104,12 +107,12 @@ export class ActorUpdater {
     gatherResponseValuesGpu(e, out.entropy, b.entropy, m, S, R);
     const covariance = config.policyLoss.lossMode === 'clip_cov' || config.policyLoss.lossMode === 'kl_cov';
     if (covariance) await this.covarianceSelection(x, config.policyLoss, rows, b, rng);
-    const policyMasked = config.bypass ? await this.bypassCorrection(x, config.bypass, rows, b, metrics) : false;
+    const bypass = config.bypass ? await this.bypassCorrection(x, config.bypass, rows, b, metrics) : null;
     computeActorLossGpu(e, {
       oldLogProb: b.oldLogProbs, logProb: b.logProbs, advantages: b.advantages, responseMask: b.responseMask,
       entropy: b.entropy, refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
       grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut, selected: covariance ? b.tokenFlags : undefined,
-      policyMask: policyMasked ? b.tokenFlags : undefined,
+      policyMask: bypass?.policyMask ? b.tokenFlags : undefined, isWeights: x.rolloutIsWeights || bypass?.isWeights ? b.isWeights : undefined,
     }, {
       config: config.policyLoss, aggregation, entropyCoeff: config.entropyCoeff,
       klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R, geoMeanRows: miniBatchRows.length,

@@ -54,8 +54,8 @@ export interface ExperienceTensors {
   ref: Tensor<'f32'>;
   values: Tensor<'f32'>;
   advantages: Tensor<'f32'>;
-  /** The actor's advantages × rollout_is weights (importance-weighted experience only). */
-  weightedAdvantages: Tensor<'f32'>;
+  /** rollout_is's importance weights, when the experience has them (Experience.rolloutIsWeights). */
+  rolloutIsWeights: Tensor<'f32'>;
   returns: Tensor<'f32'>;
   /** Σ_v π_v² per response token (calculate_sum_pi_squared only; null otherwise, no buffer). */
   sumPiSquared: Tensor<'f32'> | null;
@@ -90,6 +90,9 @@ export interface Experience extends ExperienceSoFar {
   tokenLevelRewards: Float32Array;
   advantages: Float32Array;
   returns: Float32Array;
+  /** (N, R) algorithm.rollout_correction.rollout_is's weights, also in tensors.rolloutIsWeights: the optimal token
+   *  baselines read them and the actor's policy loss multiplies them in; null without rollout_is. */
+  rolloutIsWeights: Float32Array | null;
 }
 
 /** A batch between phases: the host copies so far and the (N, R) tensors the next phases read. */
@@ -136,7 +139,7 @@ export class ExperienceMaker {
     const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
     const tensors: ExperienceTensors = {
       scores: t('scores', [N, R]), rewards: t('rewards', [N, R]), mask: t('mask', [N, R]), old: t('old', [N, R]), ref: t('ref', [N, R]),
-      values: t('values', [N, R]), advantages: t('advantages', [N, R]), weightedAdvantages: t('weightedAdvantages', [N, R]),
+      values: t('values', [N, R]), advantages: t('advantages', [N, R]), rolloutIsWeights: t('rolloutIsWeights', [N, R]),
       returns: t('returns', [N, R]), sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null, rowKl: t('rowKl', [N]), stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
     };
     this.scratch = { N, R, tensors, hostCopies: t('hostCopies', [HOST_COPIES, N, R]), rowIndex: e.tensor('experience.rowIndex', [N], 'u32') };
@@ -244,24 +247,26 @@ export class ExperienceMaker {
   }
 
   /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample;
-   *  `rolloutIsWeights` (N, R): rollout_is's weights, which the optimal token baselines read as verl's do. */
+   *  `rolloutIsWeights` (N, R): rollout_is's weights, uploaded once for the optimal token baselines (which read them
+   *  as verl's do) and the actor update. */
   async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null, rolloutIsWeights: Float32Array | null = null): Promise<Experience> {
     const e = this.engine;
     const t = x.tensors;
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
     const otb = SUM_PI_SQUARED_ESTIMATORS.includes(plan.advEstimator);
-    const isWeights = otb && rolloutIsWeights ? e.tensorFrom('experience.rolloutIsWeights', [x.N, x.R], rolloutIsWeights) : null;
+    if (rolloutIsWeights) e.upload(t.rolloutIsWeights, rolloutIsWeights);
     computeAdvantagesGpu(e, plan.advEstimator, {
       tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
       values: x.hasValues ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
-      oldLogProbs: t.old, sumPiSquared: x.sumPiSquared ? t.sumPiSquared : null, rolloutIsWeights: isWeights,
+      oldLogProbs: t.old, sumPiSquared: x.sumPiSquared ? t.sumPiSquared : null, rolloutIsWeights: otb && rolloutIsWeights ? t.rolloutIsWeights : null,
       // verl's compute_advantage leaves each estimator its own default epsilon: 1e-8 for the optimal token baselines.
       gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: otb ? 1e-8 : 1e-6, B: x.N, T: x.R,
     });
-    for (const tensor of [baselines, isWeights]) if (tensor) e.destroyTensor(tensor);
+    if (baselines) e.destroyTensor(baselines);
     const [tokenLevelRewards, advantages, returns, values, refLogProbs] = await this.hostCopies(x, [x.rewards, t.advantages, t.returns, x.hasValues ? t.values : null, x.hasRefLogProbs ? t.ref : null]);
     const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, metrics, tensors } = x;
-    return { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, refLogProbs, values, tokenLevelRewards: tokenLevelRewards!, advantages: advantages!, returns: returns!, metrics, tensors };
+    return { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, refLogProbs, values, tokenLevelRewards: tokenLevelRewards!,
+      advantages: advantages!, returns: returns!, rolloutIsWeights, metrics, tensors };
   }
 
   /** Host copies of (N, R) tensors (null: none) through one read-back: each is copied into its slot of the staging
@@ -281,8 +286,8 @@ export class ExperienceMaker {
    * batch. Each (N, R) tensor holding this batch's data is gathered on the device (kernels/util/gather-rows, the
    * micro-batches' gather) into the staging tensor, idle between read-backs, and copied back in place; the host
    * copies and the rollout's token rows are picked on the host, where they already are. One upload (the N indices),
-   * no read-back. Left out: weightedAdvantages, which weightAdvantages writes afterwards from the host copies, and
-   * rowKl, stats and rowStats, which the KL controller and the estimators have already consumed.
+   * no read-back. Left out: rowKl, stats and rowStats, which the KL controller and the estimators have already
+   * consumed.
    */
   resample(x: Experience, indices: readonly number[]): Experience {
     const { N, R, tensors: t } = x;
@@ -292,7 +297,8 @@ export class ExperienceMaker {
     const { hostCopies, rowIndex } = this.batchTensors(N, R);
     const scratch = hostCopies.view(`${hostCopies.name}[0]`, 0, [N * R]);
     this.engine.upload(rowIndex, indices);
-    for (const tensor of [t.scores, t.rewards, t.mask, t.old, x.refLogProbs && t.ref, x.values && t.values, t.advantages, t.returns, x.sumPiSquared && t.sumPiSquared]) {
+    for (const tensor of [t.scores, t.rewards, t.mask, t.old, x.refLogProbs && t.ref, x.values && t.values, t.advantages, t.returns,
+      x.sumPiSquared && t.sumPiSquared, x.rolloutIsWeights && t.rolloutIsWeights]) {
       if (!tensor) continue;
       gatherRows(this.engine, { source: tensor, sourceStride: R, rows: rowIndex, m: N, width: R, out: scratch });
       this.engine.copy(scratch, tensor);
@@ -302,15 +308,7 @@ export class ExperienceMaker {
       ...x, rollout: rolloutRows(x.rollout, indices), scores: indices.map((i) => x.scores[i]), responseMask: pick(x.responseMask),
       oldLogProbs: pick(x.oldLogProbs), rolloutLogProbs: x.rolloutLogProbs && pick(x.rolloutLogProbs), sumPiSquared: x.sumPiSquared && pick(x.sumPiSquared),
       refLogProbs: x.refLogProbs && pick(x.refLogProbs), values: x.values && pick(x.values), tokenLevelRewards: pick(x.tokenLevelRewards),
-      advantages: pick(x.advantages), returns: pick(x.returns), metrics: { ...x.metrics },
+      advantages: pick(x.advantages), returns: pick(x.returns), rolloutIsWeights: x.rolloutIsWeights && pick(x.rolloutIsWeights), metrics: { ...x.metrics },
     };
-  }
-
-  /** algorithm.rollout_correction.rollout_is: the actor's experience with its advantages × `weights` (on the host
-   *  and, uploaded once, on the device); the critic and the advantage metrics keep the plain ones. */
-  weightAdvantages(x: Experience, weights: Float32Array): Experience {
-    const advantages = x.advantages.map((a, i) => a * weights[i]);
-    this.engine.upload(x.tensors.weightedAdvantages, advantages);
-    return { ...x, advantages, tensors: { ...x.tensors, advantages: x.tensors.weightedAdvantages } };
   }
 }

@@ -9,6 +9,9 @@ import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { bypassCorrection, BYPASS_LOSS_MODES } from '../../ppo/algorithm/bypass-correction.ts';
+import { numericGradient } from '../support/numeric-gradient.ts';
+import { POLICY_LOSS_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { expectClose } from '../support/arrays.ts';
 
 const ln2 = Math.log(2);
 
@@ -96,40 +99,68 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
     [1.5, 1, 0, 1, 0, 0].forEach((w, i) => expect(weights[i]).toBeCloseTo(w / mean, 5));
   });
 
-  it('the config refuses rollout_is without the rollout\'s log-probs, and with a loss it cannot weight', () => {
+  it('the config refuses rollout_is without the rollout\'s log-probs, and takes it with every policy loss', () => {
     expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token'] }))).toThrow(/calculate_log_probs=true/);
-    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token', 'actor_rollout_ref.rollout.calculate_log_probs=true',
-      'actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean'] }))).toThrow(/loss_mode=geo_mean/);
+    for (const lossMode of POLICY_LOSS_MODES) {
+      expect(planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token', 'actor_rollout_ref.rollout.calculate_log_probs=true',
+        `actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode}`] })).rolloutIs, lossMode).toEqual({ level: 'token', threshold: 2, batchNormalize: false });
+    }
     expect(planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=sequence', 'actor_rollout_ref.rollout.calculate_log_probs=true'] })).rolloutIs)
       .toEqual({ level: 'sequence', threshold: 2, batchNormalize: false });
   });
 });
 
-describe('rollout_is in the policy loss: advantages × weights is verl\'s pg_losses × weights', () => {
-  // verl: agg_loss(pg_losses · w). Each token's own loss comes from the CPU reference run on that token alone with the
-  // whole batch's token-mean denominator; Σ w_t · that must equal the reference on advantages × w, loss and gradient.
+describe('rollout_is in the policy loss: the reference\'s isWeights are verl\'s pg_losses × rollout_is_weights', () => {
+  // verl: agg_loss(pg_losses · w), geo_mean: mean(seq_loss · exp(mean log(w + 1e-10))). Each token's own loss comes
+  // from the unweighted reference run on that token alone with the whole batch's token-mean denominator (geo_mean:
+  // each row's, on that row alone); Σ w · that is the weighted loss, and its gradient matches central differences.
+  // One valid token is weighted 0; clip_cov and kl_cov take a fixed pick. (CISPO's detached ratio has no finite-difference
+  // gradient; it is among the losses below.)
   const B = 2, T = 3;
   const mask = [1, 1, 1, 1, 1, 0];
   const oldLogProb = [-1, -0.5, -2, -0.1, -1.2, 0];
   const logProb = [-0.6, -0.9, -1.0, -0.1, -2.5, 0];
   const advantages = [1.5, -2, 0.7, -0.4, -3, 0];
-  const weights = [2, 0.5, 1, 1.2, 0.3, 0];
-  for (const lossMode of ['vanilla', 'gpg', 'cispo']) {
+  const weights = [2, 0, 1, 1.2, 0.3, 0];
+  const aggregation = localAggregation('token-mean', mask, B, T);
+  const selected = [0, 1, 1, 0, 1, 0];
+  const reference = (lossMode: string, x: ArrayLike<number>, m: number[], isWeights?: number[]) => computeActorLossRef({
+    oldLogProb, logProb: x, advantages, responseMask: m, B, T, aggregation, selected, isWeights,
+    config: resolvePolicyLossConfig({ lossMode, clipRatio: 0.2, clipRatioC: 3, ppoKlCoef: 0.5 }),
+  });
+  const rowWeight = (b: number) => Math.exp([0, 1, 2].reduce((a, t) => a + Math.log(weights[b * T + t] + 1e-10) * mask[b * T + t], 0)
+    / (mask.slice(b * T, (b + 1) * T).reduce((a, m) => a + m, 0) + 1e-8));
+  for (const lossMode of ['vanilla', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean']) {
     it(`${lossMode}`, () => {
-      const config = resolvePolicyLossConfig({ lossMode, clipRatio: 0.2, clipRatioC: 3 });
-      const aggregation = localAggregation('token-mean', mask, B, T);
-      const run = (adv: number[], m: number[]) => computeActorLossRef({ oldLogProb, logProb, advantages: adv, responseMask: m, B, T, config, aggregation });
-      const weighted = run(advantages.map((a, i) => a * weights[i]), mask);
+      const weighted = reference(lossMode, logProb, mask, weights);
+      const plain = reference(lossMode, logProb, mask);
       let loss = 0;
       const grad = new Float64Array(B * T);
-      mask.forEach((m, t) => {
-        if (m === 0) return;
-        const one = run(advantages, mask.map((_, i) => Number(i === t)));
-        loss += weights[t] * one.pgLoss;
-        one.gradLogProb.forEach((g, i) => (grad[i] += weights[t] * g));
-      });
+      const parts: [number[], number][] = lossMode === 'geo_mean'
+        ? [0, 1].map((b) => [mask.map((m, i) => (Math.floor(i / T) === b ? m : 0)), rowWeight(b)])
+        : mask.flatMap((m, t) => (m === 0 ? [] : [[mask.map((_, i) => Number(i === t)), weights[t]] as [number[], number]]));
+      for (const [part, w] of parts) {
+        const one = reference(lossMode, logProb, part);
+        loss += w * one.pgLoss;
+        one.gradLogProb.forEach((g, i) => (grad[i] += w * g));
+      }
+      expect(Math.abs(weighted.pgLoss - plain.pgLoss)).toBeGreaterThan(0.05);
       expect(weighted.pgLoss).toBeCloseTo(loss, 10);
       weighted.gradLogProb.forEach((g, i) => expect(g, `grad[${i}]`).toBeCloseTo(grad[i], 10));
+      const x = Float64Array.from(logProb);
+      expectClose(weighted.gradLogProb, numericGradient(x, () => reference(lossMode, x, mask, weights).pgLoss), 1e-8, 1e-6, 'd loss / d log_prob');
+      for (const key of ['pgClipfrac', 'ppoKl', 'pgClipfracLower'] as const) expect(weighted[key], key).toBe(plain[key]);
+    });
+  }
+  // Vanilla, GSPO, GPG, CISPO and SAPO: sign-preserving in A, so with w > 0 the weighted loss is the loss of A × w.
+  for (const lossMode of ['vanilla', 'gspo', 'gpg', 'cispo', 'sapo']) {
+    it(`${lossMode}: the loss of advantages × weights`, () => {
+      const positive = weights.map((w) => w + 0.1);
+      const config = resolvePolicyLossConfig({ lossMode, clipRatio: 0.2, clipRatioC: 3, tauPos: 1, tauNeg: 1.05 });
+      const weighted = computeActorLossRef({ oldLogProb, logProb, advantages, responseMask: mask, B, T, aggregation, config, isWeights: positive });
+      const scaled = computeActorLossRef({ oldLogProb, logProb, advantages: advantages.map((a, i) => a * positive[i]), responseMask: mask, B, T, aggregation, config });
+      expect(weighted.pgLoss).toBeCloseTo(scaled.pgLoss, 12);
+      weighted.gradLogProb.forEach((g, i) => expect(g, `grad[${i}]`).toBeCloseTo(scaled.gradLogProb[i], 12));
     });
   }
 });
@@ -294,13 +325,13 @@ describe('bypass_mode (verl compute_policy_loss_bypass_mode, core_algos.py:2064-
   const tokenIs = { level: 'token' as const, threshold: 2, batchNormalize: false };
   const rejection = parseRolloutRs('token_k1', '0.5_2.0');
 
-  it('weighs against the current policy: reinforce takes advantages × truncated weights, ppo_clip only measures them', () => {
-    const reinforce = bypassCorrection({ lossType: 'reinforce', rolloutIs: tokenIs, rolloutRs: null }, current, rollout, mask, advantages, 1, 6);
-    [1.5 * 2, -2 * 1, 0.7 * 0.25, -0.4 * 1.5, 1 * 0.6, 0].forEach((a, i) => expect(reinforce.advantages![i], `advantage ${i}`).toBeCloseTo(a, 5));
+  it('weighs against the current policy: reinforce\'s loss takes the truncated weights, ppo_clip only measures them', () => {
+    const reinforce = bypassCorrection({ lossType: 'reinforce', rolloutIs: tokenIs, rolloutRs: null }, current, rollout, mask, 1, 6);
+    [2, 1, 0.25, 1.5, 0.6, 0].forEach((w, i) => expect(reinforce.lossWeights![i], `weight ${i}`).toBeCloseTo(w, 5));
     expect(reinforce.policyMask).toBeNull();
     expect(reinforce.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo((4 + 1 + 0.25 + 1.5 + 0.6) / 5, 5);
-    const clip = bypassCorrection({ lossType: 'ppo_clip', rolloutIs: tokenIs, rolloutRs: null }, current, rollout, mask, advantages, 1, 6);
-    expect(clip.advantages).toBeNull();
+    const clip = bypassCorrection({ lossType: 'ppo_clip', rolloutIs: tokenIs, rolloutRs: null }, current, rollout, mask, 1, 6);
+    expect(clip.lossWeights).toBeNull();
     expect(clip.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(reinforce.metrics['rollout_corr/rollout_is_mean'], 10);
     // compute_offpolicy_metrics of the current policy against the rollout's, over the response mask.
     expect(clip.metrics['rollout_corr/kl']).toBeCloseTo(-Math.log(1.5 * 0.6) / 5, 5);
@@ -308,16 +339,16 @@ describe('bypass_mode (verl compute_policy_loss_bypass_mode, core_algos.py:2064-
   });
 
   it('rejects against the current policy: the kept tokens are the policy term\'s mask', () => {
-    const { policyMask, metrics } = bypassCorrection({ lossType: 'ppo_clip', rolloutIs: null, rolloutRs: rejection }, current, rollout, mask, advantages, 1, 6);
+    const { policyMask, metrics } = bypassCorrection({ lossType: 'ppo_clip', rolloutIs: null, rolloutRs: rejection }, current, rollout, mask, 1, 6);
     expect(Array.from(policyMask!)).toEqual([0, 1, 0, 1, 1, 0]);
     expect(metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(2 / 5, 6);
     expect(metrics['rollout_corr/rollout_is_mean']).toBeUndefined();
   });
 
   it('reinforce\'s loss is verl\'s agg_loss(−A·log π·w) over the kept tokens, with the mini-batch\'s token count', () => {
-    const correction = bypassCorrection({ lossType: 'reinforce', rolloutIs: tokenIs, rolloutRs: rejection }, current, rollout, mask, advantages, 1, 6);
+    const correction = bypassCorrection({ lossType: 'reinforce', rolloutIs: tokenIs, rolloutRs: rejection }, current, rollout, mask, 1, 6);
     const result = computeActorLossRef({
-      oldLogProb: rollout, logProb: current, advantages: correction.advantages!, responseMask: mask, policyMask: correction.policyMask!, B: 1, T: 6,
+      oldLogProb: rollout, logProb: current, advantages, responseMask: mask, policyMask: correction.policyMask!, isWeights: correction.lossWeights!, B: 1, T: 6,
       config: resolvePolicyLossConfig({ lossMode: BYPASS_LOSS_MODES.reinforce }), aggregation: localAggregation('token-mean', mask, 1, 6),
     });
     const weights = [2, 1, 0.25, 1.5, 0.6];

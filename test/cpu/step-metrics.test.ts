@@ -22,7 +22,7 @@ function batch(): Omit<Experience, 'tensors'> {
   const rollout = { attentionMask, responseLengths } as unknown as RolloutBatch;
   return {
     rollout, N, S: P + R, R, scores, responseMask, oldLogProbs: new Float32Array(N * R), rolloutLogProbs: null, sumPiSquared: null, refLogProbs: null, values: null, metrics: {},
-    tokenLevelRewards, advantages: new Float32Array(N * R), returns: new Float32Array(N * R),
+    tokenLevelRewards, advantages: new Float32Array(N * R), returns: new Float32Array(N * R), rolloutIsWeights: null,
   };
 }
 

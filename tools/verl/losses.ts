@@ -73,7 +73,7 @@ export interface ActorLossResult {
  * torch.manual_seed(seed), as a verl run seeded just before the call does; without one, the trainer's generator.
  */
 async function covarianceSelection(engine: Engine, config: PolicyLossConfig, args: {
-  oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; seed?: number; selectionWeights?: Matrix;
+  oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; seed?: number;
 }): Promise<Tensor | undefined> {
   if (config.lossMode !== 'clip_cov' && config.lossMode !== 'kl_cov') return undefined;
   const rng = new Rng(0);
@@ -83,32 +83,30 @@ async function covarianceSelection(engine: Engine, config: PolicyLossConfig, arg
     clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh, clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!,
     clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
   }, permutation);
-  // kl_cov adds ppo_kl_coef·flag·|log-ratio| to a picked token: a weighted flag weighs that penalty like the rest of its loss.
-  const weights = config.lossMode === 'kl_cov' ? args.selectionWeights?.flat() : undefined;
-  const flags = weights ? selected.map((s, i) => s * weights[i]) : selected;
-  return engine.tensorFrom('selected', [args.responseMask.length, args.responseMask[0].length], flags);
+  return engine.tensorFrom('selected', [args.responseMask.length, args.responseMask[0].length], selected);
 }
 
 async function actorLoss(engine: Engine, args: {
   oldLogProb: Matrix; logProb: Tensor; advantages: Matrix; responseMask: Matrix; entropy?: Tensor; refLogProb?: Matrix; policyMask?: Matrix;
   entropyCoeff?: number; klLossCoef?: number; klLossType?: string; B: number; T: number; seed?: number;
-  /** clip_cov / kl_cov: the advantages their covariance pick reads and kl_cov's weights on the picked tokens' penalty
-   *  (rollout_is_weights: the kernel gets advantages × weights, the pick the plain ones). */
-  selectionAdvantages?: Matrix; selectionWeights?: Matrix;
+  /** verl's rollout_is_weights, which the kernel multiplies into the policy loss. */
+  rolloutIsWeights?: Matrix;
 } & PolicyLossOptions & AggOptions): Promise<{ result: ActorLossResult; grads: Tensor }> {
   const { B, T } = args;
   const config = resolvePolicyLossConfig(args);
   for (const [name, m] of [['old_log_prob', args.oldLogProb], ['advantages', args.advantages], ['response_mask', args.responseMask]] as const) sameShape(name, m, { B, T });
   if (args.refLogProb) sameShape('ref_log_prob', args.refLogProb, { B, T });
   if (args.policyMask) sameShape('policy_mask', args.policyMask, { B, T });
+  if (args.rolloutIsWeights) sameShape('rollout_is_weights', args.rolloutIsWeights, { B, T });
   const grads = engine.tensor('grads', [B, T, 2]);
   const out = engine.tensor('actor_loss', [8]);
   computeActorLossGpu(engine, {
     oldLogProb: upload(engine, 'old_log_prob', args.oldLogProb), logProb: args.logProb, advantages: upload(engine, 'advantages', args.advantages),
     responseMask: upload(engine, 'response_mask', args.responseMask), entropy: args.entropy,
     refLogProb: args.refLogProb ? upload(engine, 'ref_log_prob', args.refLogProb) : undefined,
-    grads, rowPartials: engine.tensor('row_partials', [B, 8]), out, selected: await covarianceSelection(engine, config, { ...args, advantages: args.selectionAdvantages ?? args.advantages }),
+    grads, rowPartials: engine.tensor('row_partials', [B, 8]), out, selected: await covarianceSelection(engine, config, args),
     policyMask: args.policyMask ? upload(engine, 'policy_mask', args.policyMask) : undefined,
+    isWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : undefined,
   }, {
     config, aggregation: resolveAggregation(args, args.responseMask),
     entropyCoeff: args.entropyCoeff ?? 0, klLossCoef: args.klLossCoef ?? 0, klLossType: args.klLossType ?? 'low_var_kl', B, T,
@@ -126,25 +124,6 @@ async function actorLoss(engine: Engine, args: {
   };
 }
 
-/**
- * verl's rollout_is_weights multiply each token's policy loss (geo_mean: each sequence's, by the geometric mean of
- * its tokens' weights). For w ≥ 0 that is the loss of advantages × w in every mode — the sign of A·w is A's, so no
- * clip, dual clip or SAPO gate changes side — except kl_cov's |log-ratio| penalty, whose flag takes the weight
- * instead, and the clip_cov/kl_cov pick, which reads the plain advantages.
- */
-function isWeightedAdvantages(lossMode: string, advantages: Matrix, weights: Matrix, mask: Matrix): Matrix {
-  sameShape('rollout_is_weights', weights, shapeOf('advantages', advantages));
-  mask.forEach((row, b) => row.forEach((m, t) => {
-    if (m !== 0 && !(weights[b][t] >= 0)) throw new Error(`rollout_is_weights: entry [${b}, ${t}] is ${weights[b][t]}; importance weights below 0 are not supported (verl's are truncated ratios, ≥ 0)`);
-  }));
-  if (lossMode !== 'geo_mean') return advantages.map((row, b) => row.map((a, t) => a * weights[b][t]));
-  return advantages.map((row, b) => {
-    const count = mask[b].reduce((s, m) => s + m, 0);
-    const logMean = mask[b].reduce((s, m, t) => s + Math.log(weights[b][t] + 1e-10) * m, 0) / (count + 1e-8);
-    return row.map((a) => a * Math.exp(logMean));
-  });
-}
-
 /** verl's compute_policy_loss_<loss_mode> plus the optional entropy bonus and KL loss of dp_actor; policyMask: the
  *  policy term's own 0/1 mask (bypass mode's rejection), entropy and KL keeping responseMask; rolloutIsWeights:
  *  verl's rollout_is_weights argument (the metrics stay those of the unweighted loss, as in verl). */
@@ -153,14 +132,10 @@ export async function computePolicyLoss(engine: Engine, args: {
   entropy?: Matrix; entropyCoeff?: number; refLogProb?: Matrix; klLossCoef?: number; klLossType?: string; seed?: number;
 } & PolicyLossOptions & AggOptions): Promise<ActorLossResult> {
   const { B, T } = shapeOf('log_prob', args.logProb);
-  const run = async (advantages: Matrix, weights?: Matrix) => (await actorLoss(engine, {
-    ...args, advantages, selectionAdvantages: args.advantages, selectionWeights: weights,
-    logProb: upload(engine, 'log_prob', args.logProb), entropy: args.entropy ? upload(engine, 'entropy', args.entropy) : undefined, B, T,
+  return (await actorLoss(engine, {
+    ...args, logProb: upload(engine, 'log_prob', args.logProb),
+    entropy: args.entropy ? upload(engine, 'entropy', args.entropy) : undefined, B, T,
   })).result;
-  const plain = await run(args.advantages);
-  if (!args.rolloutIsWeights) return plain;
-  const weighted = await run(isWeightedAdvantages(args.lossMode ?? 'vanilla', args.advantages, args.rolloutIsWeights, args.responseMask), args.rolloutIsWeights);
-  return { ...weighted, metrics: plain.metrics };
 }
 
 /** verl's compute_policy_loss_bypass_mode (old_log_prob = the rollout's): bypass-correction.ts's weights, rejection
@@ -170,10 +145,10 @@ export async function computePolicyLossBypassMode(engine: Engine, args: {
 } & PolicyLossOptions & AggOptions): Promise<ActorLossResult> {
   const { B, T } = shapeOf('log_prob', args.logProb);
   const flat = (m: Matrix) => Float32Array.from(m.flat());
-  const correction = bypassCorrection(args.correction, flat(args.logProb), flat(args.oldLogProb), flat(args.responseMask), flat(args.advantages), B, T);
+  const correction = bypassCorrection(args.correction, flat(args.logProb), flat(args.oldLogProb), flat(args.responseMask), B, T);
   const result = await computePolicyLoss(engine, {
     ...args, lossMode: BYPASS_LOSS_MODES[args.correction.lossType],
-    advantages: correction.advantages ? toMatrix(correction.advantages, B, T) : args.advantages,
+    rolloutIsWeights: correction.lossWeights ? toMatrix(correction.lossWeights, B, T) : undefined,
     policyMask: correction.policyMask ? toMatrix(correction.policyMask, B, T) : undefined,
   });
   return { ...result, metrics: { ...result.metrics, ...correction.metrics } };
