@@ -235,6 +235,48 @@ describe('optimal token baselines', () => {
   });
 });
 
+/**
+ * The actor-loss kernel against its float64 reference on random inputs drawn from seeds `seed`…`seed + 4`, with the
+ * entropy bonus and the KL loss on (clip_cov and kl_cov pick their tokens from the plain advantages, as verl's do).
+ * With `isWeights` (rollout_is) the policy term and its gradient are the weighted reference's and the metrics the
+ * unweighted one's. Returns both references.
+ */
+async function expectActorLossAsReference(config: PolicyLossConfig, aggMode: LossAggregation['mode'], seed: number, isWeights?: Float32Array) {
+  const engine = await gpuEngine();
+  const old = random(seed, B * T, 0.4, -1);
+  const lp = random(seed + 1, B * T, 0.4, -1);
+  const adv = random(seed + 2, B * T, 2);
+  const entropy = random(seed + 3, B * T, 1, 2);
+  const ref = random(seed + 4, B * T, 0.4, -1);
+  const aggregation = localAggregation(aggMode, MASK, B, T);
+  const covariance = config.lossMode === 'clip_cov' || config.lossMode === 'kl_cov';
+  const selected = covariance ? selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
+    oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
+    clipCovRatio: config.clipCovRatio ?? 0, clipCovLb: config.clipCovLb ?? 0, clipCovUb: config.clipCovUb ?? 0, klCovRatio: config.klCovRatio ?? 0,
+  }, shuffledIndices(seededRandom(3))) : undefined;
+  if (selected) expect(selected.reduce((a, v) => a + v, 0)).toBeGreaterThan(1);
+  const grads = engine.tensor('grads', [B * T * 2]);
+  const out = engine.tensor('out', [8]);
+  computeActorLossGpu(engine, {
+    oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
+    entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
+    selected: selected ? up(engine, 'selected', selected) : undefined, isWeights: isWeights ? up(engine, 'isWeights', isWeights) : undefined,
+  }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 });
+  const reference = (weights?: Float32Array) => computeActorLossRef({
+    oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected, geoMeanRows: B + 2, isWeights: weights,
+    terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
+  });
+  const expected = reference(isWeights);
+  const plain = isWeights ? reference() : expected;
+  const o = await engine.read(out);
+  expectClose([o[0], o[1], o[2], o[3], o[5], o[6], o[7]], [expected.pgLoss, plain.pgClipfrac, plain.ppoKl, plain.pgClipfracLower,
+    expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
+  const g = await engine.read(grads);
+  expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
+  expectClose(g.filter((_, i) => i % 2 === 1), expected.gradEntropy, 1e-7, 1e-5, 'd loss / d entropy');
+  return { expected, plain };
+}
+
 describe('loss kernels', () => {
   const configs: PolicyLossConfig[] = [
     { lossMode: 'vanilla', clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 },
@@ -284,35 +326,7 @@ describe('loss kernels', () => {
   for (const config of newModes) {
     for (const mode of ['token-mean', 'seq-mean-token-sum'] as const) {
       it(`actor loss ${config.lossMode} ${mode} with entropy bonus and KL loss`, async () => {
-        const engine = await gpuEngine();
-        const old = random(16, B * T, 0.4, -1);
-        const lp = random(17, B * T, 0.4, -1);
-        const adv = random(18, B * T, 2);
-        const entropy = random(19, B * T, 1, 2);
-        const ref = random(20, B * T, 0.4, -1);
-        const aggregation = localAggregation(mode, MASK, B, T);
-        const covariance = config.lossMode === 'clip_cov' || config.lossMode === 'kl_cov';
-        const selected = covariance ? selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
-          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
-          clipCovRatio: config.clipCovRatio ?? 0, clipCovLb: config.clipCovLb ?? 0, clipCovUb: config.clipCovUb ?? 0, klCovRatio: config.klCovRatio ?? 0,
-        }, shuffledIndices(seededRandom(3))) : undefined;
-        if (selected) expect(selected.reduce((a, v) => a + v, 0)).toBeGreaterThan(1);
-        const grads = engine.tensor('grads', [B * T * 2]);
-        const out = engine.tensor('out', [8]);
-        computeActorLossGpu(engine, {
-          oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
-          entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
-          selected: selected ? up(engine, 'selected', selected) : undefined,
-        }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 });
-        const expected = computeActorLossRef({
-          oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected, geoMeanRows: B + 2,
-          terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
-        });
-        const o = await engine.read(out);
-        expectClose([o[0], o[1], o[2], o[3], o[5], o[6], o[7]], [expected.pgLoss, expected.pgClipfrac, expected.ppoKl, expected.pgClipfracLower,
-          expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
-        const g = await engine.read(grads);
-        expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
+        await expectActorLossAsReference(config, mode, 16);
       });
     }
   }
@@ -327,42 +341,10 @@ describe('loss kernels', () => {
   ];
   for (const config of weightedModes) {
     it(`actor loss ${config.lossMode} with rollout_is weights, entropy bonus and KL loss`, async () => {
-      const engine = await gpuEngine();
-      const old = random(36, B * T, 0.4, -1);
-      const lp = random(37, B * T, 0.4, -1);
-      const adv = random(38, B * T, 2);
-      const entropy = random(39, B * T, 1, 2);
-      const ref = random(40, B * T, 0.4, -1);
       const isWeights = random(41, B * T, 1, 1);
       isWeights[2] = 0;
-      const aggregation = localAggregation('seq-mean-token-mean', MASK, B, T);
-      const covariance = config.lossMode === 'clip_cov' || config.lossMode === 'kl_cov';
-      // The pick reads the plain advantages, as verl's does.
-      const selected = covariance ? selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
-        oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
-        clipCovRatio: config.clipCovRatio ?? 0, clipCovLb: config.clipCovLb ?? 0, clipCovUb: config.clipCovUb ?? 0, klCovRatio: config.klCovRatio ?? 0,
-      }, shuffledIndices(seededRandom(3))) : undefined;
-      if (selected) expect(selected.reduce((a, v) => a + v, 0)).toBeGreaterThan(1);
-      const grads = engine.tensor('grads', [B * T * 2]);
-      const out = engine.tensor('out', [8]);
-      computeActorLossGpu(engine, {
-        oldLogProb: up(engine, 'old', old), logProb: up(engine, 'lp', lp), advantages: up(engine, 'adv', adv), responseMask: up(engine, 'm', MASK),
-        entropy: up(engine, 'entropy', entropy), refLogProb: up(engine, 'ref', ref), grads, rowPartials: engine.tensor('partials', [8 * B]), out,
-        selected: selected ? up(engine, 'selected', selected) : undefined, isWeights: up(engine, 'isWeights', isWeights),
-      }, { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 });
-      const reference = (weights?: Float32Array) => computeActorLossRef({
-        oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected, geoMeanRows: B + 2, isWeights: weights,
-        terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
-      });
-      const expected = reference(isWeights);
-      const plain = reference();
+      const { expected, plain } = await expectActorLossAsReference(config, 'seq-mean-token-mean', 36, isWeights);
       expect(Math.abs(expected.pgLoss - plain.pgLoss)).toBeGreaterThan(1e-3 * Math.abs(plain.pgLoss) + 1e-4);
-      const o = await engine.read(out);
-      expectClose([o[0], o[1], o[2], o[3], o[5], o[6], o[7]], [expected.pgLoss, plain.pgClipfrac, plain.ppoKl, plain.pgClipfracLower,
-        expected.entropyAgg, expected.klLoss, expected.policyLoss], 1e-5, 1e-5, 'losses and metrics');
-      const g = await engine.read(grads);
-      expectClose(g.filter((_, i) => i % 2 === 0), expected.gradLogProb, 1e-6, 1e-4, 'd loss / d log_prob');
-      expectClose(g.filter((_, i) => i % 2 === 1), expected.gradEntropy, 1e-7, 1e-5, 'd loss / d entropy');
     });
   }
 
