@@ -114,6 +114,11 @@ function input<V>(c: VerlCase, ...names: string[]): V {
   throw new Error(`case ${c.id ?? c.function}: input ${names.join(' / ')} is missing`);
 }
 
+/** verl's optional rollout_is_weights argument (policy losses, the optimal token baselines); None is absent. */
+function rolloutIsWeightsInput(c: VerlCase): Matrix | undefined {
+  return given(c.inputs.rollout_is_weights) ? (c.inputs.rollout_is_weights as Matrix) : undefined;
+}
+
 /** v0.2's trainer slices the response columns off the whole attention mask (prompt + response). */
 function responseColumns(mask: Matrix, T: number): Matrix {
   return mask[0].length > T ? mask.map((row) => row.slice(row.length - T)) : mask;
@@ -590,7 +595,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       // torch, so the weights are the deterministic output. With a seed, sample_indices are this engine's draws
       // (its generator seeded with it): the same distribution, other rows than verl's.
       const scores = input<Matrix>(c, 'token_level_scores').map((row) => row.reduce((sum, v) => sum + v, 0));
-      const weights = pfPpoWeights(scores, kwarg(c, 'reweight_method', 'pow'), kwarg(c, 'weight_pow', 2.0));
+      const weights = pfPpoWeights(scores, arg(c, 'reweight_method', 'pow'), arg(c, 'weight_pow', 2.0));
       return { weights: Array.from(weights), ...(c.seed === undefined ? {} : { sample_indices: drawWithReplacement(weights, scores.length, new Rng(c.seed)) }) };
     }
     case 'compute_rewards': {
@@ -634,7 +639,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     // verl's compute_policy_loss_reinforce: −A·log π·w, gpg's loss weighted by w.
     const r = await computePolicyLoss(engine, {
       oldLogProb: input(c, 'rollout_log_prob', 'old_log_prob'), logProb: input(c, 'log_prob'), responseMask: input(c, 'response_mask'),
-      advantages: input(c, 'advantages'), rolloutIsWeights: (c.inputs.rollout_is_weights as Matrix | null | undefined) ?? undefined, lossMode: 'gpg',
+      advantages: input(c, 'advantages'), rolloutIsWeights: rolloutIsWeightsInput(c), lossMode: 'gpg',
       ...aggOptions(arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
     });
     return { pg_loss: r.pgLoss, metrics: { 'actor/ppo_kl': r.metrics['actor/ppo_kl'] }, grad_log_prob: r.gradLogProb };
@@ -658,7 +663,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     requireConfig(c, 'an ActorConfig');
     const r = await computePolicyLoss(engine, {
       oldLogProb: input(c, 'old_log_prob'), logProb: input(c, 'log_prob'), advantages: input(c, 'advantages'), responseMask: input(c, 'response_mask', 'eos_mask'),
-      rolloutIsWeights: (c.inputs.rollout_is_weights as Matrix | null | undefined) ?? undefined, ...policyOptions(actorConfigReader(c), lossMode),
+      rolloutIsWeights: rolloutIsWeightsInput(c), ...policyOptions(actorConfigReader(c), lossMode),
       ...aggOptions(FIXED_AGGREGATION[lossMode] ?? arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})), seed: c.seed,
     });
     const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
@@ -666,12 +671,11 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
   }
   const estimator = OUTCOME_FUNCTIONS[name];
   if (estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline') {
-    const weights = c.inputs.rollout_is_weights as Matrix | null | undefined;
     // Without handle_zero_tail, each function's own default (HANDLE_ZERO_TAIL in ppo/algorithm/advantage-estimators.ts).
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'), responseMask: input(c, 'response_mask'), index: input(c, 'index'),
-      oldLogProbs: input(c, 'old_log_probs'), sumPiSquared: input(c, 'sum_pi_squared'), rolloutIsWeights: weights ?? undefined,
-      handleZeroTail: kwarg<boolean | undefined>(c, 'handle_zero_tail', undefined), epsilon: kwarg(c, 'epsilon', 1e-8),
+      oldLogProbs: input(c, 'old_log_probs'), sumPiSquared: input(c, 'sum_pi_squared'), rolloutIsWeights: rolloutIsWeightsInput(c),
+      handleZeroTail: arg<boolean | undefined>(c, 'handle_zero_tail', undefined), epsilon: arg(c, 'epsilon', 1e-8),
     });
     return { advantages: r.advantages, returns: r.returns };
   }
