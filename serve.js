@@ -6,8 +6,8 @@
 import './tools/node-loader.js';
 
 async function runServer() {
-  const { main } = await import('./ppo/serve/cli-node.ts');
-  const { runMain } = await import('./ppo/run/user-error.ts');
+  const { main } = await import('./ppo/jobs/serve-job-node.ts');
+  const { runMain } = await import('./ppo/config/user-error.ts');
   return runMain(() => main(process.argv.slice(2)));
 }
 

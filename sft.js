@@ -6,8 +6,8 @@
 import './tools/node-loader.js';
 
 async function runSft() {
-  const { main } = await import('./ppo/run/job-cli-node.ts');
-  const { runMain } = await import('./ppo/run/user-error.ts');
+  const { main } = await import('./ppo/jobs/supervised-command-node.ts');
+  const { runMain } = await import('./ppo/config/user-error.ts');
   return runMain(() => main('sft', process.argv.slice(2)));
 }
 

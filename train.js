@@ -7,8 +7,8 @@
 import './tools/node-loader.js';
 
 async function runTrainer() {
-  const { main } = await import('./ppo/run/cli-node.ts');
-  const { runMain } = await import('./ppo/run/user-error.ts');
+  const { main } = await import('./ppo/jobs/ppo-job-node.ts');
+  const { runMain } = await import('./ppo/config/user-error.ts');
   const { plotRun } = await import('./tools/plot/cli.ts');
   return runMain(() => main(process.argv.slice(2), { writeCharts: plotRun }));
 }

@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { HARMLESS_DAWN_STDERR_LINES } from './device.ts';
 
 const CHILD_MARK = 'WEBGPU_RLHF_STDERR_FILTERED';
-/** The signals that ask a run to stop (ppo/run/stop-signals-node.ts handles them in the child): this parent forwards
+/** The signals that ask a run to stop (ppo/jobs/stop-signals-node.ts handles them in the child): this parent forwards
  *  each to the child, so the two lists cannot drift apart. */
 export const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 

@@ -1,7 +1,7 @@
 // Scalar heads on the decoder trunk. A critic (HF *ForTokenClassification, num_labels=1) predicts a value per
 // token: score.weight [1, C] and score.bias [1] on the final hidden state. A reward model (HF
 // *ForSequenceClassification) has a bias-free score and is read at each row's rightmost non-pad token; both train
-// (the reward model on preference pairs, ppo/reward-training/).
+// (the reward model on preference pairs, ppo/reward-model/).
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { DecoderTrunk } from './decoder.ts';

@@ -15,12 +15,12 @@ import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
 import { usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
-import { AdamWOptimizer, type AdamWState } from './update/adamw-optimizer.ts';
+import { AdamWOptimizer, type AdamWState } from './training/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
-import type { RolloutBatch, RolloutConfig } from './rollout/types.ts';
-import { assemble, disassemble, promptBatch, type AssembledSample } from './rollout/sample-records.ts';
-import { SearchSession, type SearchProtocol } from './search/search-turns.ts';
-import { ToolAgentSession, type ToolAgent } from './agent-tools/tool-agent.ts';
+import type { RolloutBatch, RolloutConfig } from './generation/types.ts';
+import { assemble, disassemble, promptBatch, type AssembledSample } from './generation/sample-records.ts';
+import { SearchSession, type SearchProtocol } from './environments/search/search-turns.ts';
+import { ToolAgentSession, type ToolAgent } from './environments/tool-agent/tool-agent.ts';
 import { ExperienceMaker, type ExperienceBatch } from './phases/experience.ts';
 import { rolloutIsWeights, rolloutRejectionMask } from './algorithm/rollout-correction.ts';
 import { ActorUpdater } from './phases/actor-update.ts';
@@ -35,11 +35,11 @@ import { overlongPenalty } from './rewards/overlong-penalty.ts';
 import type { RewardScore } from './rewards/index.ts';
 import { validationMetrics } from './metrics/validation-metrics.ts';
 import { generationRecords, type GeneratedSample, type GenerationDumps } from './loggers/generation-records.ts';
-import { checkAllFinite } from './update/finite-guard.ts';
+import { checkAllFinite } from './training/finite-guard.ts';
 import { dynamicSample, type ScoredBatch } from './algorithm/dynamic-sampling.ts';
 import { pfPpoSample } from './algorithm/pf-ppo.ts';
-import { probeSequence, type ServerRollout } from './rollout-servers/server-rollout.ts';
-import { localProbeLogProbs } from './rollout-servers/local-probe.ts';
+import { probeSequence, type ServerRollout } from './generation/remote/remote-generation.ts';
+import { localProbeLogProbs } from './generation/remote/local-probe.ts';
 
 /** One prompt of the dataset, tokenized, with what its reward needs. */
 export interface PromptRecord {
@@ -199,7 +199,7 @@ export class PpoTrainer {
   }
 
   /** trainer.rollout_data_dir / validation_data_dir: where each step's and each validation's samples go (a Node
-   *  writer the command line sets: ppo/run/generation-dump-node.ts); none by default. */
+   *  writer the command line sets: ppo/loggers/generation-dump-node.ts); none by default. */
   generationDumps: GenerationDumps = { rollout: null, validation: null };
 
   /** True from a step's first update until the step completes: the weights are then neither the last step's nor the next one's. */
@@ -557,7 +557,7 @@ export class PpoTrainer {
     this.prefetched = snapshot.prefetched && this.restoredBatch(snapshot.prefetched);
   }
 
-  /** Its samples fit this run's rollout.n and max_response_length (ppo/run/checkpoint-node.ts checks them on load). */
+  /** Its samples fit this run's rollout.n and max_response_length (ppo/run-directory/checkpoint-node.ts checks them on load). */
   private restoredBatch(saved: SavedPrefetchedBatch): PrefetchedBatch {
     const config = this.trainingRollout(saved.seed);
     const { samples } = saved;

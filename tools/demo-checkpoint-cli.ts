@@ -1,5 +1,5 @@
 // Writes the browser demo's starting checkpoint: the built-in actor after the default job's own warm start
-// (ppo/run/builtin-run.ts's warmStartedBuiltinActor, the code `node train.js` runs before PPO), as a Hugging Face
+// (ppo/jobs/builtin-run.ts's warmStartedBuiltinActor, the code `node train.js` runs before PPO), as a Hugging Face
 // directory the page fetches from its static files. Weights are stored in BF16: half the bytes of F32 for a
 // page that downloads them, and training continues in F32 from the rounded values. warm_start.json records how
 // the checkpoint was made (command, seeds, stages) and its loss per step, which the page charts.
@@ -8,7 +8,7 @@ import { join, relative, resolve } from 'node:path';
 import { Engine } from '../engine/index.ts';
 import { loadConfig } from '../ppo/config.ts';
 import { DEFAULT_JOB, WARM_START_RECORD_FILE, type WarmStartRecord } from '../ppo/tasks/default-job.ts';
-import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from '../ppo/run/builtin-run.ts';
+import { builtinDataset, builtinTask, builtinTokenizer, warmStartedBuiltinActor } from '../ppo/jobs/builtin-run.ts';
 import { saveHfCheckpoint } from '../models/checkpoint-io-node.ts';
 import { readHfTensors } from '../models/parameter-store.ts';
 

@@ -9,7 +9,7 @@ import { mkdtemp, readFile, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine } from '../engine/index.ts';
-import { main } from '../ppo/run/cli-node.ts';
+import { main } from '../ppo/jobs/ppo-job-node.ts';
 import { loadModel } from '../models/model-files-node.ts';
 import { writeQwen3Model, QWEN3_0_6B_LAYER, QWEN3_TINY_LAYER } from './qwen3-model.ts';
 

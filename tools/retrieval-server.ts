@@ -5,9 +5,9 @@
 // a real HTTP server with the documents the in-process BM25 would have returned.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Bm25Retriever } from '../ppo/search/bm25-retriever.ts';
-import { loadCorpus } from '../ppo/search/corpus-node.ts';
-import type { Retriever } from '../ppo/search/retriever.ts';
+import { Bm25Retriever } from '../ppo/environments/search/bm25-retriever.ts';
+import { loadCorpus } from '../ppo/environments/search/corpus-node.ts';
+import type { Retriever } from '../ppo/environments/search/retriever.ts';
 import { syntheticQaDataset } from '../ppo/tasks/synthetic-qa.ts';
 
 const USAGE = 'usage: node tools/retrieval-server.js [--corpus FILE.jsonl | --seed N] [--host 127.0.0.1] [--port 8000]';

@@ -5,5 +5,5 @@
 import './node-loader.js';
 
 const { runPipeline } = await import('./rlhf-pipeline-cli.ts');
-const { runMain } = await import('../ppo/run/user-error.ts');
+const { runMain } = await import('../ppo/config/user-error.ts');
 process.exitCode = await runMain(() => runPipeline(process.argv.slice(2)));

@@ -1,13 +1,13 @@
 // One training run in the tab: the built-in setup (the shipped checkpoint or a live warm start, critic), then PPO steps until the configured
-// total, validating every trainer.test_freq steps and at the end (ppo/run/run-loop.ts, the loop of node train.js, with no
+// total, validating every trainer.test_freq steps and at the end (ppo/jobs/ppo-run-loop.ts, the loop of node train.js, with no
 // checkpoints). Pause and stop take effect between steps; work that reads the GPU (a step, a validation, an
 // export) runs one at a time so their command streams never interleave.
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../../ppo/config.ts';
 import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/data/dataset.ts';
-import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/run/builtin-run.ts';
+import { runTrainerIo, setUpBuiltinRun, type BuiltinRun } from '../../ppo/jobs/builtin-run.ts';
 import { PpoTrainer } from '../../ppo/trainer.ts';
-import { runTrainingLoop } from '../../ppo/run/run-loop.ts';
+import { runTrainingLoop } from '../../ppo/jobs/ppo-run-loop.ts';
 import type { SftStepResult } from '../../ppo/sft/sft-trainer.ts';
 import type { WarmStartProgress } from '../../ppo/tasks/default-job.ts';
 import { modelsZip, type ModelToExport } from './export.ts';

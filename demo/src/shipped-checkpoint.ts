@@ -5,7 +5,7 @@ import type { Engine } from '../../engine/index.ts';
 import { modelFromFiles } from '../../models/model-files.ts';
 import { SINGLE_FILE } from '../../models/safetensors.ts';
 import { WARM_START_RECORD_FILE, type WarmStartRecord } from '../../ppo/tasks/default-job.ts';
-import { builtinTokenizer } from '../../ppo/run/builtin-run.ts';
+import { builtinTokenizer } from '../../ppo/jobs/builtin-run.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
 import type { ModelWeights } from '../../ppo/trainer.ts';
 

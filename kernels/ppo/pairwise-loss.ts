@@ -1,5 +1,5 @@
 // The reward model's pairwise (Bradley–Terry) loss: the score gather, the loss, its gradient and TRL's metrics in
-// one dispatch. Used by ppo/reward-training/.
+// one dispatch. Used by ppo/reward-model/.
 import source from './pairwise-loss.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups } from '../../engine/index.ts';
 import { withWorkgroupReduce } from './ppo-shared.ts';

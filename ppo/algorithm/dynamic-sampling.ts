@@ -1,8 +1,8 @@
 // DAPO's dynamic sampling (verl recipe/dapo/dapo_ray_trainer.py, fit(), algorithm.filter_groups): a prompt group
 // whose responses all got the same metric value teaches GRPO nothing (zero advantage), so it is dropped, and
 // generation batches of data.gen_batch_size prompts are drawn until data.train_batch_size prompts' groups are kept.
-import type { RolloutBatch } from '../rollout/types.ts';
-import { rolloutRows } from '../rollout/batch-rows.ts';
+import type { RolloutBatch } from '../generation/types.ts';
+import { rolloutRows } from '../training/batch-rows.ts';
 
 /** One generation batch after its reward: its prompts, rollout (groupIds index `records`), and each sample's score. */
 export interface ScoredBatch<R> {

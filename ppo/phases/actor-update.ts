@@ -1,4 +1,4 @@
-// The actor's PPO update over one step's experience (ppo/update/update-loop.ts runs the epochs, mini-batches and
+// The actor's PPO update over one step's experience (ppo/training/update-loop.ts runs the epochs, mini-batches and
 // AdamW steps): for each micro-batch, teacher-forced log-probs and entropy of the response tokens at the rollout
 // temperature, the fused actor loss (clipped policy loss − entropy bonus + KL loss) with its per-token
 // gradients, and the model backward. The micro-batch's old log-probs, advantages, reference log-probs and
@@ -7,20 +7,20 @@
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
-import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
+import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
-import { SequenceBufferPool } from '../batching/sequence-buffers.ts';
-import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../update/update-loop.ts';
-import type { MetricAccumulator } from '../update/metric-accumulator.ts';
-import { DeviceMetricLog } from '../update/device-metric-log.ts';
-import { checkFiniteRecord } from '../update/finite-guard.ts';
+import { SequenceBufferPool } from '../training/sequence-buffers.ts';
+import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../training/update-loop.ts';
+import type { MetricAccumulator } from '../training/metric-accumulator.ts';
+import { DeviceMetricLog } from '../training/device-metric-log.ts';
+import { checkFiniteRecord } from '../training/finite-guard.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
 import { bypassCorrection, type BypassCorrectionPlan } from '../algorithm/bypass-correction.ts';
-import { responseRows } from '../rollout/batch-rows.ts';
+import { responseRows } from '../training/batch-rows.ts';
 
 export interface ActorUpdateConfig extends ScheduleConfig {
   policyLoss: PolicyLossConfig;

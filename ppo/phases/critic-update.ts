@@ -1,4 +1,4 @@
-// The critic's update over one step's experience (ppo/update/update-loop.ts runs the epochs, mini-batches and
+// The critic's update over one step's experience (ppo/training/update-loop.ts runs the epochs, mini-batches and
 // AdamW steps): for each micro-batch, values of the response tokens (read one position before each token),
 // verl's clipped value loss against the returns, and the value-head and trunk backward. The micro-batch's old
 // values and returns are gathered from the experience's device tensors; its loss outputs wait in the update's
@@ -6,13 +6,13 @@
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { ValueModel } from '../../models/value-model.ts';
-import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
+import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import type { Experience } from './experience.ts';
-import { SequenceBufferPool } from '../batching/sequence-buffers.ts';
-import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../update/update-loop.ts';
-import type { MetricAccumulator } from '../update/metric-accumulator.ts';
-import { DeviceMetricLog } from '../update/device-metric-log.ts';
-import { checkFinite } from '../update/finite-guard.ts';
+import { SequenceBufferPool } from '../training/sequence-buffers.ts';
+import { runUpdate, type MicroBatch, type ScheduleConfig, type UpdateTarget } from '../training/update-loop.ts';
+import type { MetricAccumulator } from '../training/metric-accumulator.ts';
+import { DeviceMetricLog } from '../training/device-metric-log.ts';
+import { checkFinite } from '../training/finite-guard.ts';
 import { gatherResponseValuesGpu, scatterResponseValueGradsGpu } from '../../kernels/ppo/response-values.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 

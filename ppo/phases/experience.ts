@@ -10,9 +10,9 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
-import type { RolloutBatch } from '../rollout/types.ts';
-import { SequenceBufferPool, type SequenceBuffers } from '../batching/sequence-buffers.ts';
-import { planMicroBatches, type MicroBatching } from '../batching/micro-batches.ts';
+import type { RolloutBatch } from '../generation/types.ts';
+import { SequenceBufferPool, type SequenceBuffers } from '../training/sequence-buffers.ts';
+import { planMicroBatches, type MicroBatching } from '../training/micro-batches.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
@@ -21,7 +21,7 @@ import type { KLController } from '../algorithm/kl-controller.ts';
 import type { RewardMask } from '../algorithm/reward-mask.ts';
 import { rolloutMismatchMetrics } from '../algorithm/rollout-correction.ts';
 import { gatherRows } from '../../kernels/util/gather-rows.ts';
-import { rolloutRows, responseRows } from '../rollout/batch-rows.ts';
+import { rolloutRows, responseRows } from '../training/batch-rows.ts';
 
 /** The algorithm's settings for these phases, resolved once from the config (ppo/step-plan.ts). */
 export interface ExperiencePlan {

@@ -1,18 +1,18 @@
 // The rollout phase: n responses per prompt generated on the GPU with a KV cache, returned in the layout PPO
 // consumes (verl's DataProto fields). Samples decode in a fixed number of slots, as many as the device's binding
-// limits and the memory budget allow (ppo/rollout/slots.ts). Without an environment a response is one turn,
-// decoded by continuous batching (ppo/rollout/continuous-batching.ts); with one it grows turn by turn
-// (ppo/rollout/multi-turn.ts). Sampling runs on the GPU and writes each step's token straight into the next
+// limits and the memory budget allow (ppo/generation/slots.ts). Without an environment a response is one turn,
+// decoded by continuous batching (ppo/generation/continuous-batching.ts); with one it grows turn by turn
+// (ppo/generation/multi-turn.ts). Sampling runs on the GPU and writes each step's token straight into the next
 // step's input; the old log-prob of each sampled token comes out of the sampler, computed from the same logits,
 // so it equals a teacher-forced pass over the finished sequence.
 import type { Engine } from '../../engine/index.ts';
-import { DEFAULT_READ_EVERY, checkRolloutConfig, type PolicyWeights, type RolloutBatch, type RolloutConfig, type TurnEnvironment } from '../rollout/types.ts';
-import { assemble, promptBatch } from '../rollout/sample-records.ts';
-import { rolloutSlots } from '../rollout/slots.ts';
-import { RolloutDecoders } from '../rollout/decoders.ts';
-import { continuousCacheCapacity, decodeContinuous } from '../rollout/continuous-batching.ts';
-import { BatchQueue } from '../rollout/batch-queue.ts';
-import { decodeMultiTurn, multiTurnCacheCapacity } from '../rollout/multi-turn.ts';
+import { DEFAULT_READ_EVERY, checkRolloutConfig, type PolicyWeights, type RolloutBatch, type RolloutConfig, type TurnEnvironment } from '../generation/types.ts';
+import { assemble, promptBatch } from '../generation/sample-records.ts';
+import { rolloutSlots } from '../generation/slots.ts';
+import { RolloutDecoders } from '../generation/decoders.ts';
+import { continuousCacheCapacity, decodeContinuous } from '../generation/continuous-batching.ts';
+import { BatchQueue } from '../generation/batch-queue.ts';
+import { decodeMultiTurn, multiTurnCacheCapacity } from '../generation/multi-turn.ts';
 
 /** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size. */
 export class RolloutGenerator {

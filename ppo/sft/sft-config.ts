@@ -2,7 +2,7 @@
 // defaults, in ONE typed object, read from the `key=value` arguments of verl's
 // `torchrun … -m verl.trainer.fsdp_sft_trainer key=value …` launch as written (job-config.ts). Browser-safe.
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
-import { parseJobOverrides, type JobSchema } from './job-config.ts';
+import { parseJobOverrides, type JobSchema } from '../config/supervised-keys.ts';
 
 export const SFT_TRUNCATIONS = ['error', 'left', 'right'] as const;
 export const SFT_LR_SCHEDULERS = ['cosine', 'constant'] as const;

@@ -1,4 +1,4 @@
-// Supervised fine-tuning (next-token cross-entropy on response tokens): the SFT job (ppo/run/sft-job-node.ts, verl's
+// Supervised fine-tuning (next-token cross-entropy on response tokens): the SFT job (ppo/jobs/sft-job-node.ts, verl's
 // fsdp_sft_trainer), the warm start of the PPO job, and the foundation's proof that forward, backward and AdamW train
 // a model. A step's loss is verl's: each micro-batch's mean over its loss tokens, averaged over the step's
 // micro-batches, whose gradients accumulate before one AdamW update.
@@ -6,8 +6,8 @@ import type { Engine, Tensor } from '../../engine/index.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 import { weightedSum } from '../../kernels/layers/lm-head.ts';
-import type { AdamWOptimizer } from '../update/adamw-optimizer.ts';
-import { checkFinite } from '../update/finite-guard.ts';
+import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
+import { checkFinite } from '../training/finite-guard.ts';
 
 export interface SftExample {
   prompt: readonly number[];

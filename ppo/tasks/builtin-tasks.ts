@@ -4,8 +4,8 @@
 import { Rng } from '../../engine/rng.ts';
 import type { RlExample, RlRecord } from '../data/dataset.ts';
 import type { SftExample } from '../sft/sft-trainer.ts';
-import type { CorpusDocument, Retriever } from '../search/retriever.ts';
-import type { BuiltinSearchFormat } from '../search/search-protocol.ts';
+import type { CorpusDocument, Retriever } from '../environments/search/retriever.ts';
+import type { BuiltinSearchFormat } from '../environments/search/search-protocol.ts';
 import { sloppyAnswer } from './arithmetic-preferences.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';
 import {

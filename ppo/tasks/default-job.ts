@@ -12,7 +12,7 @@ import { initialParameters } from '../../models/init.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { Arena } from '../../engine/index.ts';
-import { AdamWOptimizer } from '../update/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import { SftTrainer, type SftStepResult } from '../sft/sft-trainer.ts';
 import type { WarmStartStage } from './builtin-tasks.ts';
 import type { ConfigLayer } from '../config.ts';

@@ -13,7 +13,7 @@ import { WordTokenizer } from '../../models/word-tokenizer.ts';
 import { builtinTokenizerFiles } from '../../models/word-level-tokenizer.ts';
 import { Rng } from '../../engine/rng.ts';
 import type { RlExample, RlRecord } from '../data/dataset.ts';
-import type { CorpusDocument } from '../search/retriever.ts';
+import type { CorpusDocument } from '../environments/search/retriever.ts';
 
 export const SYNTHETIC_QA_DATA_SOURCE = 'synthetic_qa';
 

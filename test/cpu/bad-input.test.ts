@@ -15,9 +15,9 @@ import { arithmeticTokenizer, arithmeticTokenizerFiles } from '../../ppo/tasks/a
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import type { RlExample } from '../../ppo/data/dataset.ts';
-import { checkModelFitsRun, checkRewardsCanScore } from '../../ppo/run/input-checks.ts';
-import { removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, prepareRunDirectory } from '../../ppo/run/run-directory-node.ts';
-import { formatRunError, runMain, withFileContext } from '../../ppo/run/user-error.ts';
+import { checkModelFitsRun, checkRewardsCanScore } from '../../ppo/jobs/input-checks.ts';
+import { removeStaleSaves, setAsidePreviousRun, trimMetricsAfter, prepareRunDirectory } from '../../ppo/run-directory/run-directory-node.ts';
+import { formatRunError, runMain, withFileContext } from '../../ppo/config/user-error.ts';
 
 const tmp = () => mkdtemp(join(tmpdir(), 'bad-input-'));
 const config = (overrides: string[] = []) => loadConfig({ overrides });

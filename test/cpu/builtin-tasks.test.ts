@@ -2,10 +2,10 @@
 // PPO has left to discover (the bare sum for arithmetic; that searching pays for search_qa).
 import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
-import { builtinDataset, builtinTokenizer } from '../../ppo/run/builtin-run.ts';
+import { builtinDataset, builtinTokenizer } from '../../ppo/jobs/builtin-run.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
 import { withTotalSteps } from '../../ppo/tasks/default-job.ts';
-import { Bm25Retriever } from '../../ppo/search/bm25-retriever.ts';
+import { Bm25Retriever } from '../../ppo/environments/search/bm25-retriever.ts';
 import { computeScore } from '../../ppo/rewards/index.ts';
 import { syntheticQaFact } from '../../ppo/tasks/synthetic-qa.ts';
 

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { loadConfig } from '../../ppo/config.ts';
-import { builtinDataset, builtinTokenizer } from '../../ppo/run/builtin-run.ts';
+import { builtinDataset, builtinTokenizer } from '../../ppo/jobs/builtin-run.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
 import { DEFAULT_JOB, WARM_START_RECORD_FILE, type WarmStartRecord } from '../../ppo/tasks/default-job.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';

@@ -5,7 +5,7 @@ import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { PromptSampler } from '../../ppo/data/dataset.ts';
 import { dynamicSample, filterMetricValues, keptGroups, tooManyGenBatchesMessage, type ScoredBatch } from '../../ppo/algorithm/dynamic-sampling.ts';
-import type { RolloutBatch } from '../../ppo/rollout/types.ts';
+import type { RolloutBatch } from '../../ppo/generation/types.ts';
 
 /** A generation batch of `prompts` (prompt g = g+1 tokens of value 10+g), n samples each, response k of sample i = [i], scores given. */
 function generationBatch(prompts: string[], n: number, scores: number[], P: number, R: number, extra: (Record<string, unknown> | null)[] = scores.map(() => null)): ScoredBatch<string> {

@@ -3,7 +3,7 @@
 import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
-import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/run/memory-plan.ts';
+import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/jobs/memory-plan.ts';
 import { deviceMemorySize } from '../../engine/device-memory.ts';
 
 const actor = parseHfConfig({

@@ -2,7 +2,7 @@
 import { describe, it, expect } from 'vitest';
 import type { ArenaEntry } from '../../engine/index.ts';
 import { describeNonFinite, firstNonFinite } from '../../models/non-finite.ts';
-import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/update/optimizer-state.ts';
+import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/training/optimizer-state.ts';
 
 describe('non-finite values at load', () => {
   it('finds the first NaN or ±Infinity and names its row and column in a matrix', () => {

@@ -1,8 +1,8 @@
 // Preference rows in TRL's and OpenRLHF's shapes become the token sequences the reward model scores.
 import { describe, it, expect } from 'vitest';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
-import { builtinTokenizer } from '../../ppo/run/builtin-run.ts';
-import { buildPreferencePairs, type PreferenceColumns } from '../../ppo/reward-training/preference-pairs.ts';
+import { builtinTokenizer } from '../../ppo/jobs/builtin-run.ts';
+import { buildPreferencePairs, type PreferenceColumns } from '../../ppo/reward-model/preference-pairs.ts';
 import { applyChatTemplate } from '../../models/chat-template.ts';
 
 const { tokenizer, template } = builtinTokenizer(BUILTIN_TASKS.arithmetic);

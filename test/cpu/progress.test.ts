@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { formatStepLine, formatValidationLine, validationProgress } from '../../ppo/run/progress.ts';
+import { formatStepLine, formatValidationLine, validationProgress } from '../../ppo/jobs/progress.ts';
 
 const base = {
   'training/global_step': 5, 'critic/score/mean': 0.25, 'actor/ppo_kl': 0.00123, 'actor/entropy': 0.5, 'actor/pg_clipfrac': 0.01,

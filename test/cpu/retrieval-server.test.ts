@@ -3,8 +3,8 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRetrievalServer } from '../../tools/retrieval-server.ts';
-import { HttpRetriever } from '../../ppo/search/http-retriever.ts';
-import { Bm25Retriever } from '../../ppo/search/bm25-retriever.ts';
+import { HttpRetriever } from '../../ppo/environments/search/http-retriever.ts';
+import { Bm25Retriever } from '../../ppo/environments/search/bm25-retriever.ts';
 import { syntheticQaDataset } from '../../ppo/tasks/synthetic-qa.ts';
 
 const { corpus } = syntheticQaDataset({ seed: 1, valSize: 0 });

@@ -4,11 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HttpRetriever } from '../../ppo/search/http-retriever.ts';
-import { Bm25Retriever } from '../../ppo/search/bm25-retriever.ts';
-import { formatDocuments } from '../../ppo/search/format-documents.ts';
-import { loadCorpus } from '../../ppo/search/corpus-node.ts';
-import type { CorpusDocument } from '../../ppo/search/retriever.ts';
+import { HttpRetriever } from '../../ppo/environments/search/http-retriever.ts';
+import { Bm25Retriever } from '../../ppo/environments/search/bm25-retriever.ts';
+import { formatDocuments } from '../../ppo/environments/search/format-documents.ts';
+import { loadCorpus } from '../../ppo/environments/search/corpus-node.ts';
+import type { CorpusDocument } from '../../ppo/environments/search/retriever.ts';
 
 interface RecordedRequest {
   method: string;

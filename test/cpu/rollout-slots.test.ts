@@ -2,7 +2,7 @@
 // within the memory budget (gpu_memory_utilization), never more than asked or than there are samples.
 import { describe, it, expect } from 'vitest';
 import { parseHfConfig } from '../../models/hf-config.ts';
-import { rolloutSlots } from '../../ppo/rollout/slots.ts';
+import { rolloutSlots } from '../../ppo/generation/slots.ts';
 
 const LAVAPIPE = { maxBufferSize: 2 ** 32 - 1, maxStorageBufferBindingSize: 2 ** 27 };
 

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { runTrainingLoop, type RunLoopHooks, type StopRequest, type RunPhase } from '../../ppo/run/run-loop.ts';
+import { runTrainingLoop, type RunLoopHooks, type StopRequest, type RunPhase } from '../../ppo/jobs/ppo-run-loop.ts';
 
 interface FakeRun {
   /** Stop before this step (a demo's stop button). */

@@ -4,9 +4,9 @@
 import { describe, it, expect } from 'vitest';
 import { JsTokenizer } from '../../models/tokenizer.ts';
 import { syntheticQaTokenizerFiles } from '../../ppo/tasks/synthetic-qa.ts';
-import { SearchSession, parseAction, searchR1Observation, type SearchProtocol } from '../../ppo/search/search-turns.ts';
-import type { RetrievedDocument, Retriever } from '../../ppo/search/retriever.ts';
-import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
+import { SearchSession, parseAction, searchR1Observation, type SearchProtocol } from '../../ppo/environments/search/search-turns.ts';
+import type { RetrievedDocument, Retriever } from '../../ppo/environments/search/retriever.ts';
+import { runTrainerIo } from '../../ppo/jobs/builtin-run.ts';
 import { PromptSampler } from '../../ppo/data/dataset.ts';
 
 const { tokenizerJson, tokenizerConfig } = syntheticQaTokenizerFiles();

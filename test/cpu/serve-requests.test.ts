@@ -1,15 +1,15 @@
-// ppo/serve without a device: the OpenAI and SGLang request parsers (defaults, the fields refused with a 400 naming
+// ppo/serving without a device: the OpenAI and SGLang request parsers (defaults, the fields refused with a 400 naming
 // them), the response shapes, stop-string trimming, the command line, and the scheduler's ordering of requests
 // and exclusive work (weight updates) over a stand-in decode loop.
 import { describe, it, expect } from 'vitest';
-import { ApiError } from '../../ppo/serve/api-error.ts';
-import { parseChatRequest, parseCompletionRequest, completionResponse, type ReportedSample } from '../../ppo/serve/openai.ts';
-import { generateResponse, parseGenerateRequest, parseUpdateWeightsRequest } from '../../ppo/serve/sglang.ts';
-import { checkPromptIds, promptInputs, seedOf } from '../../ppo/serve/generation-request.ts';
-import { completionText } from '../../ppo/serve/completion-text.ts';
-import { Scheduler, type ScheduledRequest } from '../../ppo/serve/scheduler.ts';
-import { parseServeArgs, UsageError } from '../../ppo/serve/cli-node.ts';
-import type { SampleQueue } from '../../ppo/rollout/continuous-batching.ts';
+import { ApiError } from '../../ppo/serving/api-error.ts';
+import { parseChatRequest, parseCompletionRequest, completionResponse, type ReportedSample } from '../../ppo/serving/openai.ts';
+import { generateResponse, parseGenerateRequest, parseUpdateWeightsRequest } from '../../ppo/serving/sglang.ts';
+import { checkPromptIds, promptInputs, seedOf } from '../../ppo/serving/generation-request.ts';
+import { completionText } from '../../ppo/serving/completion-text.ts';
+import { Scheduler, type ScheduledRequest } from '../../ppo/serving/scheduler.ts';
+import { parseServeArgs, UsageError } from '../../ppo/jobs/serve-job-node.ts';
+import type { SampleQueue } from '../../ppo/generation/continuous-batching.ts';
 
 /** The ApiError `parse` throws: its status and body. */
 function refusal(parse: () => unknown): { status: number; body: ReturnType<ApiError['body']> } {

@@ -1,7 +1,7 @@
 // The SFT job's command line: verl's sft_trainer.yaml defaults, its launch arguments as written, one clear line per problem.
 import { describe, it, expect } from 'vitest';
 import { parseSftOverrides, sftLoraSettings, SFT_DEFAULTS } from '../../ppo/sft/sft-config.ts';
-import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
+import { jobOverrides } from '../../ppo/jobs/supervised-command-node.ts';
 
 const required = ['data.train_files=train.parquet', 'model.partial_pretrain=/models/qwen3'];
 

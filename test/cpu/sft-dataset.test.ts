@@ -2,7 +2,7 @@
 // trained on the assistant turns only, and data.truncation.
 import { describe, it, expect } from 'vitest';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
-import { builtinTokenizer } from '../../ppo/run/builtin-run.ts';
+import { builtinTokenizer } from '../../ppo/jobs/builtin-run.ts';
 import { buildSftExamples, type SftDataOptions } from '../../ppo/sft/sft-dataset.ts';
 import { buildSftBatch } from '../../ppo/sft/sft-trainer.ts';
 

@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { stepMetrics } from '../../ppo/metrics/step-metrics.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import type { Experience } from '../../ppo/phases/experience.ts';
-import type { RolloutBatch } from '../../ppo/rollout/types.ts';
+import type { RolloutBatch } from '../../ppo/generation/types.ts';
 
 /**
  * A batch of 4 samples, prompts left-padded to the batch's longest (5) under data.max_prompt_length 8, responses

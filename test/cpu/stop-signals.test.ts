@@ -1,7 +1,7 @@
 // What each stop signal does at each point of a run, driven in-process: the signal is emitted to this process's
 // listeners and process.exit is caught, so the test sees what a user reads and the status the run would exit with.
 import { describe, it, expect, vi, afterEach } from 'vitest';
-import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode, STOP_SIGNALS } from '../../ppo/run/stop-signals-node.ts';
+import { watchStopSignals, stopOnSignalDuringSetup, signalExitCode, STOP_SIGNALS } from '../../ppo/jobs/stop-signals-node.ts';
 
 class Exited extends Error {
   constructor(readonly code: number) {

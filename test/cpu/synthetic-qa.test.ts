@@ -4,7 +4,7 @@ import { NativeTokenizer } from '../../models/tokenizer-node.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { buildRlDataset, type RlExample } from '../../ppo/data/dataset.ts';
 import { computeScore } from '../../ppo/rewards/index.ts';
-import { Bm25Retriever } from '../../ppo/search/bm25-retriever.ts';
+import { Bm25Retriever } from '../../ppo/environments/search/bm25-retriever.ts';
 import {
   SYNTHETIC_QA_ATTRIBUTES, SYNTHETIC_QA_DATA_SOURCE, SYNTHETIC_QA_ENTITIES, corpusJsonl, formatDocuments, formatObservation,
   guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact, syntheticQaFacts, syntheticQaSearchQuery,

@@ -1,4 +1,4 @@
-// verl's tool agent loop as a TurnEnvironment (ppo/agent-tools/): hermes tool-call parsing, verl's tool config
+// verl's tool agent loop as a TurnEnvironment (ppo/environments/tool-agent/): hermes tool-call parsing, verl's tool config
 // file and JS tools, the GSM8K tool's answers, the tool messages rendered by the chat template (the default system
 // prompt removed), and every failure — a malformed call, a tool that throws, hangs or returns no text — turned
 // into an error observation and counted, never a crash.
@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { QWEN25_TEMPLATE, QWEN_SPECIAL } from '../support/qwen-chat-template.ts';
-import { parseHermesToolCalls } from '../../ppo/agent-tools/hermes-tool-calls.ts';
-import { parseToolConfig } from '../../ppo/agent-tools/tool-config.ts';
-import { loadTools } from '../../ppo/agent-tools/tool-loader-node.ts';
-import { ToolAgentSession, appendedMessagesText, truncateToolResponse, type ToolAgent, type ToolAgentSettings } from '../../ppo/agent-tools/tool-agent.ts';
-import type { AgentTool, LoadedTool, ToolSchema } from '../../ppo/agent-tools/agent-tool.ts';
+import { parseHermesToolCalls } from '../../ppo/environments/tool-agent/hermes-tool-calls.ts';
+import { parseToolConfig } from '../../ppo/environments/tool-agent/tool-config.ts';
+import { loadTools } from '../../ppo/environments/tool-agent/tool-loader-node.ts';
+import { ToolAgentSession, appendedMessagesText, truncateToolResponse, type ToolAgent, type ToolAgentSettings } from '../../ppo/environments/tool-agent/tool-agent.ts';
+import type { AgentTool, LoadedTool, ToolSchema } from '../../ppo/environments/tool-agent/agent-tool.ts';
 
 const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';
 

@@ -3,7 +3,7 @@
 // generating one.
 import { Rng } from '../../engine/rng.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
-import type { RolloutBatch } from '../../ppo/rollout/types.ts';
+import type { RolloutBatch } from '../../ppo/generation/types.ts';
 
 export function raggedRolloutBatch(a: {
   promptLengths: readonly number[];

@@ -1,6 +1,6 @@
 // Runs the trainer's command line in-process, capturing what it prints (stdout, console.log and console.error).
 import { vi } from 'vitest';
-import { main, type MainOptions } from '../../ppo/run/cli-node.ts';
+import { main, type MainOptions } from '../../ppo/jobs/ppo-job-node.ts';
 
 interface Printed {
   code: number;

@@ -9,7 +9,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticTokenizer, arithmeticTokenizerFiles, arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
-import { jobOverrides } from '../../ppo/run/job-cli-node.ts';
+import { jobOverrides } from '../../ppo/jobs/supervised-command-node.ts';
 import { corpusJsonl, syntheticQaDataset, syntheticQaTokenizer, syntheticQaTokenizerFiles } from '../../ppo/tasks/synthetic-qa.ts';
 
 export interface TinyRun {

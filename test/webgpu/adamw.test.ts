@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { Arena } from '../../engine/index.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamwStepRef, gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';

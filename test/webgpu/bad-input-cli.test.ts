@@ -26,7 +26,7 @@ function train(args: string[], env: Record<string, string> = {}, killAfterSecond
   });
 }
 
-/** Exit status 1 for a run stopped by an error, 2 for a configuration error (ppo/run/user-error.ts). */
+/** Exit status 1 for a run stopped by an error, 2 for a configuration error (ppo/config/user-error.ts). */
 function expectOneLine(outcome: Outcome, pattern: RegExp, code = 1): void {
   expect(outcome.errors, outcome.errors.join('\n')).toHaveLength(1);
   expect(outcome.errors[0]).toMatch(pattern);

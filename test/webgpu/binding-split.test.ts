@@ -11,8 +11,8 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { matmul } from '../../kernels/matmul/matmul.ts';
 import { lmHeadLogits } from '../../kernels/layers/lm-head.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
-import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/update/optimizer-state.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
+import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/training/optimizer-state.ts';
 
 const config = splitModelConfig;
 const randomParameters = randomSplitModelParameters;

@@ -5,7 +5,7 @@
 import { describe, it, expect } from 'vitest';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 const stepLines = async (dir: string) => (await runMetrics(dir)).map((l) => l.data).filter((m) => m['critic/score/mean'] !== undefined)

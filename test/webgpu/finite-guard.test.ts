@@ -5,7 +5,7 @@
 import { describe, it, expect, vi } from 'vitest';
 import { open, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun } from '../support/tiny-run.ts';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';

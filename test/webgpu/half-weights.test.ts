@@ -17,7 +17,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { writeQwen3Model, QWEN3_TINY_LAYER } from '../../tools/qwen3-model.ts';
-import { parameterBytes } from '../../ppo/run/memory-plan.ts';
+import { parameterBytes } from '../../ppo/jobs/memory-plan.ts';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinySftRun, runMetrics } from '../support/tiny-run.ts';
 import { parseSftOverrides } from '../../ppo/sft/sft-config.ts';
-import { runSftJob } from '../../ppo/run/sft-job-node.ts';
+import { runSftJob } from '../../ppo/jobs/sft-job-node.ts';
 import { SftTrainer } from '../../ppo/sft/sft-trainer.ts';
 
 const script = (name: string) => fileURLToPath(new URL(`../../${name}`, import.meta.url));

@@ -6,7 +6,7 @@
 import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { parseSafetensors } from '../../models/safetensors.ts';
 import { Engine } from '../../engine/index.ts';

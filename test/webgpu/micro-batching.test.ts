@@ -12,15 +12,15 @@ import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
 import { experienceOnDevice } from '../support/experience-on-device.ts';
-import { planMicroBatches, type MicroBatching } from '../../ppo/batching/micro-batches.ts';
+import { planMicroBatches, type MicroBatching } from '../../ppo/training/micro-batches.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
-import type { RolloutBatch } from '../../ppo/rollout/types.ts';
+import type { RolloutBatch } from '../../ppo/generation/types.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from '../../ppo/algorithm/bypass-correction.ts';
 import { parseRolloutRs } from '../../ppo/config/rollout-rs-spec.ts';
 

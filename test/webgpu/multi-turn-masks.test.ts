@@ -10,14 +10,14 @@ import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, readHfTensors, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { ValueModel } from '../../models/value-model.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 import { ActorUpdater } from '../../ppo/phases/actor-update.ts';
 import { CriticUpdater } from '../../ppo/phases/critic-update.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
 import { experienceOnDevice } from '../support/experience-on-device.ts';
 import { resolvePolicyLossConfig } from '../../ppo/algorithm/policy-loss-config.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
-import type { RolloutBatch } from '../../ppo/rollout/types.ts';
+import type { RolloutBatch } from '../../ppo/generation/types.ts';
 
 const CONFIG: DecoderConfig = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 37, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,

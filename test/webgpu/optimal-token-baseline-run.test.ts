@@ -6,7 +6,7 @@
 import { describe, it, expect, vi } from 'vitest';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
 import { computeOptimalTokenBaselineRef, computeMultiTurnOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
 import { varianceProxyMetrics } from '../../ppo/metrics/variance-proxy.ts';

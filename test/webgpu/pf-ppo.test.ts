@@ -16,8 +16,8 @@ import { ValueModel } from '../../models/value-model.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import { FixedKLController } from '../../ppo/algorithm/kl-controller.ts';
-import type { RolloutBatch } from '../../ppo/rollout/types.ts';
-import { main } from '../../ppo/run/cli-node.ts';
+import type { RolloutBatch } from '../../ppo/generation/types.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 const CONFIG = parseHfConfig({

@@ -6,7 +6,7 @@
 // vocabulary), the same bytes in more pieces. Two PPO steps of `node train.js` on a tiny model.
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 const MICRO_BATCH_KEYS = ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu', 'critic.ppo_micro_batch_size_per_gpu',

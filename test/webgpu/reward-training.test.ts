@@ -15,9 +15,9 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { ValueModel } from '../../models/value-model.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
-import { RewardModelTrainer, buildPairBatch } from '../../ppo/reward-training/reward-trainer.ts';
-import type { PreferencePair } from '../../ppo/reward-training/preference-pairs.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
+import { RewardModelTrainer, buildPairBatch } from '../../ppo/reward-model/reward-trainer.ts';
+import type { PreferencePair } from '../../ppo/reward-model/preference-pairs.ts';
 
 const EOS = 2;
 

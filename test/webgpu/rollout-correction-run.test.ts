@@ -3,7 +3,7 @@
 // kernels and the training forward compute the same float32 softmax by different schedules).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 async function stepMetrics(settings: string[]): Promise<Record<string, number>[]> {

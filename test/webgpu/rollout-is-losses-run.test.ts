@@ -7,12 +7,12 @@
 import { describe, it, expect, vi } from 'vitest';
 import { join } from 'node:path';
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { ExperienceMaker, type Experience, type ExperienceBatch } from '../../ppo/phases/experience.ts';
 import { ActorUpdater, type ActorUpdateConfig } from '../../ppo/phases/actor-update.ts';
-import type { MicroBatch } from '../../ppo/update/update-loop.ts';
+import type { MicroBatch } from '../../ppo/training/update-loop.ts';
 import { rolloutIsWeights } from '../../ppo/algorithm/rollout-correction.ts';
-import { responseRows } from '../../ppo/rollout/batch-rows.ts';
+import { responseRows } from '../../ppo/training/batch-rows.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import { selectCovarianceTokens } from '../../kernels/ppo/covariance-selection.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';

@@ -11,13 +11,13 @@ import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
 import { makeTinyRun, runMetrics, type TinyRun } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
-import { counterValue } from '../../ppo/serve/counters.ts';
+import { counterValue } from '../../ppo/serving/counters.ts';
 import { startServeJs, type ServeProcess } from '../../tools/bench/serve-process.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, resolveTargetModules } from '../../models/lora.ts';
 import { loadConfig } from '../../ppo/config.ts';
-import { diskWeightsPublisher } from '../../ppo/run/rollout-weights-node.ts';
+import { diskWeightsPublisher } from '../../ppo/jobs/weights-publisher-node.ts';
 
 /** What a server's /metrics counted: successful POSTs per route, and the tokens it generated. */
 async function served(url: string): Promise<{ loads: number; loraLoads: number; generates: number; tokens: number }> {
@@ -215,7 +215,7 @@ describe('trainer with rollout servers on loopback', () => {
     const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
     try {
       const runDir = join(run.root, 'refused');
-      // main() throws; train.js prints the message as its one line (ppo/run/user-error.ts) and exits non-zero.
+      // main() throws; train.js prints the message as its one line (ppo/config/user-error.ts) and exits non-zero.
       const failure = runCli([...run.overrides, ...COMMON, `trainer.default_local_dir=${runDir}`, 'trainer.save_freq=1',
         'actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${urls[0]},${url}]`]);
       await expect(failure).rejects.toThrow(new RegExp(`^${url}/update_weights_from_disk: malformed answer, expected success: true, got success: false \\(Failed to load weights: shape mismatch\\)$`));

@@ -19,12 +19,12 @@ import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModule
 import { seededRandom } from '../support/arrays.ts';
 import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
-import { VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/rollout/types.ts';
+import { VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/generation/types.ts';
 import { generateWithoutCache } from '../../tools/bench/rollout-without-cache.ts';
-import { RolloutDecoders } from '../../ppo/rollout/decoders.ts';
-import { BatchQueue } from '../../ppo/rollout/batch-queue.ts';
-import { assemble, promptBatch } from '../../ppo/rollout/sample-records.ts';
-import { continuousCacheCapacity, decodeContinuous, type QueuedSample, type SampleQueue } from '../../ppo/rollout/continuous-batching.ts';
+import { RolloutDecoders } from '../../ppo/generation/decoders.ts';
+import { BatchQueue } from '../../ppo/generation/batch-queue.ts';
+import { assemble, promptBatch } from '../../ppo/generation/sample-records.ts';
+import { continuousCacheCapacity, decodeContinuous, type QueuedSample, type SampleQueue } from '../../ppo/generation/continuous-batching.ts';
 
 const STORIES = fixturePath('hf/stories260K');
 

@@ -9,7 +9,7 @@ import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
 import { readEvents } from '../support/tensorboard-reader.ts';
-import { runTrainerIo } from '../../ppo/run/builtin-run.ts';
+import { runTrainerIo } from '../../ppo/jobs/builtin-run.ts';
 import { PromptSampler } from '../../ppo/data/dataset.ts';
 
 describe('run directory', () => {

@@ -3,7 +3,7 @@
 // Search-R1's env/* metrics in metrics.jsonl.
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 describe('search run', () => {

@@ -11,7 +11,7 @@ import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinyRun } from '../support/tiny-run.ts';
 import { seededRandom } from '../support/arrays.ts';
 import { startServeJs } from '../../tools/bench/serve-process.ts';
-import { counterValue } from '../../ppo/serve/counters.ts';
+import { counterValue } from '../../ppo/serving/counters.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
@@ -22,7 +22,7 @@ import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModules } from '../../models/lora.ts';
 import { saveLoraAdapter } from '../../models/lora-files-node.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
-import { endTokenIds, type RolloutBatch } from '../../ppo/rollout/types.ts';
+import { endTokenIds, type RolloutBatch } from '../../ppo/generation/types.ts';
 
 const MAX_NEW_TOKENS = 8;
 /** The tiny model's vocabulary (the arithmetic task's characters). */

@@ -15,9 +15,9 @@ import { WordTokenizer } from '../../models/word-tokenizer.ts';
 import { builtinTokenizerFiles } from '../../models/word-level-tokenizer.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
-import { ToolAgentSession } from '../../ppo/agent-tools/tool-agent.ts';
-import { loadTools } from '../../ppo/agent-tools/tool-loader-node.ts';
-import { main } from '../../ppo/run/cli-node.ts';
+import { ToolAgentSession } from '../../ppo/environments/tool-agent/tool-agent.ts';
+import { loadTools } from '../../ppo/environments/tool-agent/tool-loader-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { runMetrics } from '../support/tiny-run.ts';
 
 const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';

@@ -5,7 +5,7 @@ import { describe, it, expect, vi } from 'vitest';
 import { Engine } from '../../engine/index.ts';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { main } from '../../ppo/run/cli-node.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { plotRun } from '../../tools/plot/cli.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 

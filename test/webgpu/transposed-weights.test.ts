@@ -10,7 +10,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { parameterEntries } from '../../models/parameter-layout.ts';
 import { DecoderTrunk } from '../../models/decoder.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 
 const CONFIG = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'], vocab_size: 23, hidden_size: 16, intermediate_size: 20, num_hidden_layers: 2,

@@ -8,7 +8,7 @@ import type { Engine } from '../../engine/index.ts';
 import { formatGib } from '../../engine/device-memory.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';
 import { loadConfig, usesCritic } from '../../ppo/config.ts';
-import { planMemory, formatMemoryPlan, deviceMemory, type MemoryPlan } from '../../ppo/run/memory-plan.ts';
+import { planMemory, formatMemoryPlan, deviceMemory, type MemoryPlan } from '../../ppo/jobs/memory-plan.ts';
 
 async function readModelConfig(dir: string): Promise<DecoderConfig> {
   const file = join(dir, 'config.json');

@@ -3,9 +3,9 @@
 import type { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
 import { sampleTokens } from '../../kernels/decode/sample.ts';
-import { checkRolloutConfig, type RolloutBatch, type RolloutConfig } from '../../ppo/rollout/types.ts';
-import { TurnProgress, assemble, promptBatch, singleTurnRecords } from '../../ppo/rollout/sample-records.ts';
-import { SamplerState } from '../../ppo/rollout/sampler-state.ts';
+import { checkRolloutConfig, type RolloutBatch, type RolloutConfig } from '../../ppo/generation/types.ts';
+import { TurnProgress, assemble, promptBatch, singleTurnRecords } from '../../ppo/generation/sample-records.ts';
+import { SamplerState } from '../../ppo/generation/sampler-state.ts';
 
 const RECOMPUTE_BUCKET = 16;
 

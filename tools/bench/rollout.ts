@@ -9,7 +9,7 @@ import { initialParameters } from '../../models/init.ts';
 import { seededRandom } from '../../engine/rng.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
-import type { RolloutBatch, RolloutConfig } from '../../ppo/rollout/types.ts';
+import type { RolloutBatch, RolloutConfig } from '../../ppo/generation/types.ts';
 import { generateWithoutCache } from './rollout-without-cache.ts';
 import { median } from './harness.ts';
 

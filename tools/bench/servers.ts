@@ -17,7 +17,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { initialParameters } from '../../models/init.ts';
 import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from '../../ppo/tasks/arithmetic.ts';
-import { counterValue } from '../../ppo/serve/counters.ts';
+import { counterValue } from '../../ppo/serving/counters.ts';
 import { median } from './harness.ts';
 import { startServeJs, type ServeProcess } from './serve-process.ts';
 

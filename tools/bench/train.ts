@@ -10,7 +10,7 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, type TokenBatch } from '../../models/token-batch.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { initialParameters } from '../../models/init.ts';
-import { AdamWOptimizer } from '../../ppo/update/adamw-optimizer.ts';
+import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 import { SftTrainer, buildSftBatch, type SftExample } from '../../ppo/sft/sft-trainer.ts';
 import { seededRandom } from '../../engine/rng.ts';
 

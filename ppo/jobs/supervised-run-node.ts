@@ -1,0 +1,217 @@
+// The run around a supervised training job (the SFT job, the reward-model job), as verl's fsdp_sft_trainer runs it:
+// seeded epoch orders of the training items, train_batch_size items a step under the learning-rate schedule, the
+// validation metrics before training, every test_freq steps and at the end, and a checkpoint every save_freq steps
+// and at the end: default_local_dir/global_step_N with the model as a Hugging Face directory, the optimizer state and
+// job_state.json. A job resumes from resume_path, else from the newest whole global_step_N (verl's resume_mode auto):
+// weights, AdamW moments and data order, so the resumed steps are the uninterrupted run's.
+// The run directory is kept as the PPO trainer keeps it (run-directory-node.ts, run-lock-node.ts,
+// stop-signals-node.ts): nothing is written before every input has loaded; one run at a time holds the directory's
+// lock; a fresh start moves a previous run aside and a resumed one drops the metrics lines past its checkpoint;
+// checkpoints are renamed into place whole; Ctrl-C, SIGTERM or SIGHUP finishes the step under way, saves it and
+// stops (the same command resumes), a second signal abandons the step.
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Arena } from '../../engine/index.ts';
+import { exists } from '../../models/fs-node.ts';
+import { epochPermutation } from '../data/dataset.ts';
+import { learningRate, type LrSchedule } from '../algorithm/lr-schedule.ts';
+import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
+import { encodeOptimizerState, decodeOptimizerState } from '../training/optimizer-state.ts';
+import { METRICS_FILE } from '../loggers/tracking-node.ts';
+import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
+import { claimRunDirectory, startRunHistory } from '../run-directory/run-directory-node.ts';
+import { stepDirectories, stepDirectory, writeStepDirectory } from '../run-directory/step-directory-node.ts';
+import { interruptedLine, stopOnSignalDuringSetup, watchStopSignals, type StopSignal } from './stop-signals-node.ts';
+import { stopError, type StopSave } from './ppo-run-loop.ts';
+import { guardStep, NonFiniteError } from '../training/finite-guard.ts';
+
+export const JOB_STATE_FILE = 'job_state.json';
+const OPTIMIZER_FILE = 'optimizer.safetensors';
+
+/** The trainer keys the SFT and reward-model jobs share (verl's sft_trainer.yaml trainer group). */
+export interface JobTrainerKeys {
+  default_local_dir: string;
+  resume_path: string | null;
+  total_epochs: number;
+  total_training_steps: number | null;
+  logger: readonly string[];
+  seed: number;
+  save_freq: number;
+  test_freq: number;
+}
+
+/** Where a job's lines go: its progress (the console logger) and its notices and stop messages (stderr, always). */
+export interface JobOutput {
+  log(line: string): void;
+  warn(line: string): void;
+}
+
+/** The checkpoint a job resumes from: trainer.resume_path, else the newest whole global_step_N of default_local_dir. */
+async function checkpointToResume(trainer: JobTrainerKeys): Promise<string | null> {
+  if (trainer.resume_path !== null) {
+    if (!(await exists(join(trainer.resume_path, JOB_STATE_FILE)))) throw new Error(`trainer.resume_path=${trainer.resume_path}: not a finished checkpoint of this job (no ${JOB_STATE_FILE})`);
+    return trainer.resume_path;
+  }
+  const dir = resolve(trainer.default_local_dir);
+  for (const step of (await stepDirectories(dir)).reverse()) {
+    const candidate = stepDirectory(dir, step);
+    if (await exists(join(candidate, JOB_STATE_FILE))) return candidate;
+  }
+  return null;
+}
+
+export interface TrainingJob<Item> {
+  name: string;
+  items: readonly Item[];
+  batchSize: number;
+  schedule: LrSchedule;
+  optimizer: AdamWOptimizer;
+  params: Arena;
+  /** One optimizer step on `batch`; its metrics, 'train/loss' among them. */
+  step(batch: Item[], lr: number): Promise<Record<string, number>>;
+  /** Held-out metrics ('val/…'), or null without a validation set. */
+  validate(): Promise<Record<string, number> | null>;
+  /** Writes the model as a Hugging Face directory. */
+  saveModel(dir: string): Promise<void>;
+}
+
+export interface TrainingJobResult {
+  steps: number;
+  /** The metrics of each step this run trained. */
+  history: Record<string, number>[];
+  /** Validation before training (a fresh run with a validation set) and the last one. */
+  valBefore: Record<string, number> | null;
+  valAfter: Record<string, number> | null;
+  /** The last checkpoint: the next stage's input. */
+  checkpoint: string | null;
+  /** The signal that stopped the job after it saved its last completed step; null when it ran to its end. */
+  stoppedBy: StopSignal | null;
+  seconds: number;
+}
+
+/** The step a checkpoint holds, and its optimizer state loaded into the job. */
+async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Promise<number> {
+  const stateFile = join(resumeDir, JOB_STATE_FILE);
+  let step: unknown;
+  try {
+    step = (JSON.parse(await readFile(stateFile, 'utf8')) as { global_step?: unknown }).global_step;
+  } catch (err) {
+    throw new Error(`${stateFile}: cannot be read as JSON (${(err as Error).message})`, { cause: err });
+  }
+  if (!Number.isInteger(step) || (step as number) < 0) throw new Error(`${stateFile}: expected "global_step" to be a step number, found ${JSON.stringify(step)}`);
+  const optimizerFile = join(resumeDir, OPTIMIZER_FILE);
+  job.optimizer.loadState(decodeOptimizerState(new Uint8Array(await readFile(optimizerFile)), optimizerFile, job.params.layout.slots));
+  return step as number;
+}
+
+/**
+ * Runs the job `load` builds from the checkpoint it resumes (null: a fresh start). `load` reads every input (model,
+ * tokenizer, data); only then is the run directory written.
+ */
+export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn }: JobOutput,
+  load: (resumeDir: string | null) => Promise<TrainingJob<Item>>): Promise<TrainingJobResult> {
+  const started = performance.now();
+  const runDir = resolve(trainer.default_local_dir);
+  await checkRunLockFree(runDir);
+  const resumeDir = await checkpointToResume(trainer);
+  const stopWatchingSetup = stopOnSignalDuringSetup('loading the model and data', warn);
+  let job: TrainingJob<Item>;
+  let startStep = 0;
+  try {
+    job = await load(resumeDir);
+    if (resumeDir) startStep = await restoreJobState(job as TrainingJob<unknown>, resumeDir);
+  } finally {
+    stopWatchingSetup();
+  }
+  const stepsPerEpoch = Math.floor(job.items.length / job.batchSize);
+  if (stepsPerEpoch === 0) throw new Error(`data.train_files: ${job.items.length} training items, fewer than data.train_batch_size=${job.batchSize}`);
+  const totalSteps = trainer.total_training_steps ?? stepsPerEpoch * trainer.total_epochs;
+  if (resumeDir) log(`resuming from ${resumeDir} (step ${startStep})`);
+
+  let step = startStep;
+  let checkpoint = resumeDir;
+  /** The step of the newest checkpoint (a resumed job's starting one counts: it is that step). */
+  let savedStep = resumeDir ? startStep : -1;
+  const stop = watchStopSignals(() => ({ step, lastCheckpoint: checkpoint }), warn);
+  let releaseLock = () => {};
+  try {
+    releaseLock = await claimRunDirectory(runDir, warn);
+    await startRunHistory(runDir, resumeDir ? startStep : null, warn);
+    const toFile = trainer.logger.includes('file');
+    const record = async (data: Record<string, number>) => {
+      if (toFile) await appendFile(join(runDir, METRICS_FILE), JSON.stringify({ step, data }) + '\n');
+    };
+    const validate = async () => {
+      const metrics = await job.validate();
+      if (metrics) {
+        await record(metrics);
+        log(`validation @ step ${step}: ${Object.entries(metrics).map(([k, v]) => `${k} ${v.toFixed(4)}`).join(', ')}`);
+      }
+      return metrics;
+    };
+    const save = async () => {
+      stop.phase = 'writing-checkpoint';
+      checkpoint = await writeStepDirectory(runDir, step, async (dir) => {
+        await job.saveModel(dir);
+        await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
+        await writeFile(join(dir, JOB_STATE_FILE), JSON.stringify({ global_step: step, total_training_steps: totalSteps }) + '\n');
+      }, () => (stop.phase = 'renaming-checkpoint'));
+      savedStep = step;
+      // Until the next step starts, a signal stops the job at the top of the loop, with this save as its checkpoint.
+      stop.phase = 'step';
+      log(`checkpoint: ${checkpoint}`);
+    };
+
+    /** A step or a validation threw: the last completed step is saved unless it is (or nothing was completed), as
+     *  train.js does; a non-finite loss saves nothing (the guard stopped the step before the optimizer applied it). */
+    const stopOnError = async (err: unknown): Promise<never> => {
+      let saved: StopSave = step === startStep ? 'no step completed' : savedStep === step ? 'already saved' : 'saved';
+      if (saved === 'saved' && !(err instanceof NonFiniteError)) {
+        try {
+          await save();
+        } catch {
+          saved = 'not saved';
+        }
+      }
+      throw stopError(err, saved, step, checkpoint, (dir) => `${dir}: the same command resumes from it`);
+    };
+
+    log(`${job.name}: ${job.items.length} training items; ${totalSteps} steps × ${job.batchSize}`);
+    const valBefore = resumeDir ? null : await validate();
+    let valAfter: Record<string, number> | null = null;
+    const history: Record<string, number>[] = [];
+    while (step < totalSteps && !stop.requested) {
+      stop.phase = 'step';
+      const epoch = Math.floor(step / stepsPerEpoch);
+      const order = epochPermutation(job.items.length, trainer.seed, epoch);
+      const first = (step % stepsPerEpoch) * job.batchSize;
+      const lr = learningRate(job.schedule, step, totalSteps);
+      const batch = Array.from(order.subarray(first, first + job.batchSize), (i) => job.items[i]);
+      const metrics = { ...await guardStep(step + 1, checkpoint, () => job.step(batch, lr)).catch(stopOnError), 'train/lr': lr, 'train/epoch': epoch };
+      step++;
+      history.push(metrics);
+      await record(metrics);
+      log(`step ${step}/${totalSteps}: ${Object.entries(metrics).filter(([k]) => k !== 'train/epoch').map(([k, v]) => `${k.replace('train/', '')} ${Math.abs(v) < 1e-2 ? v.toExponential(2) : v.toFixed(4)}`).join(', ')}`);
+      // A stop asked for during the step saves it at once, without the validation due.
+      if (stop.requested) break;
+      const last = step === totalSteps;
+      if (last || (trainer.test_freq > 0 && step % trainer.test_freq === 0)) {
+        stop.phase = 'validation';
+        valAfter = await validate().catch(stopOnError);
+      }
+      if (last || (trainer.save_freq > 0 && step % trainer.save_freq === 0)) await save();
+    }
+    const result = { steps: step, history, valBefore, valAfter, stoppedBy: stop.signal };
+    if (stop.signal) {
+      if (savedStep !== step) await save();
+      warn(interruptedLine(stop.signal, step, checkpoint));
+      return { ...result, checkpoint, seconds: (performance.now() - started) / 1000 };
+    }
+    const seconds = (performance.now() - started) / 1000;
+    log(`${job.name} done in ${seconds.toFixed(0)} s; checkpoint ${checkpoint}`);
+    return { ...result, checkpoint, seconds };
+  } finally {
+    stop.dispose();
+    releaseLock();
+  }
+}

@@ -1,0 +1,197 @@
+// The served model (Node: reads checkpoint, tokenizer and adapter directories): its weights on the device, its
+// tokenizer and chat template, the LoRA adapters loaded by name, and the scheduler whose decode loops run on
+// them. Weight updates and adapter changes run as the scheduler's exclusive work, between requests.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Engine } from '../../engine/index.ts';
+import { loadModel, reloadModel } from '../../models/model-files-node.ts';
+import { readGenerationConfig } from '../../models/checkpoint-io-node.ts';
+import type { DecoderConfig } from '../../models/hf-config.ts';
+import type { LoraAdapters } from '../../models/lora-adapters.ts';
+import { loadLoraAdapter } from '../../models/lora-files-node.ts';
+import type { Tokenizer } from '../../models/tokenizer.ts';
+import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
+import { ChatTemplate, applyChatTemplate, type ChatMessage } from '../../models/chat-template.ts';
+import type { Arena } from '../../engine/index.ts';
+import { RolloutDecoders } from '../generation/decoders.ts';
+import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../generation/continuous-batching.ts';
+import { rolloutSlots } from '../generation/slots.ts';
+import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
+import { ApiError } from './api-error.ts';
+import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
+import { Scheduler, type SampleResult } from './scheduler.ts';
+import { ServeCounters } from './counters.ts';
+
+export interface ServeOptions {
+  modelDir: string;
+  /** The name /v1/models lists and requests' `model` may give (vLLM's --served-model-name). */
+  servedModelName: string;
+  maxPromptTokens: number;
+  maxNewTokens: number;
+  /** Samples decoded at once, at most (the device's limits may allow fewer). */
+  maxSlots: number;
+  /** Samples one request may ask for. */
+  maxRequestSamples: number;
+  /** Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization). */
+  gpuMemoryUtilization: number;
+}
+
+/** Sampled-id reads every this many decode steps: a server ends samples and admits new ones at reads. */
+const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
+/**
+ * A server drops finished rows whenever none waits, whatever share of the batch still generates (the rollout waits
+ * for half: its queue never refills). Samples that arrive later join as new rows at no extra cost, so the only
+ * price is copying the cache rows behind the dropped ones (none when the last rows ended), against the readEvery
+ * row-steps at least that a free row would cost before a read could refill it, and every step until one arrives.
+ */
+const SERVER_COMPACT_BELOW = 1;
+
+export class ModelHost {
+  readonly limits: ServerLimits;
+  readonly scheduler: Scheduler;
+  /** What /metrics reports: requests answered, tokens generated, decode steps and their rows. */
+  readonly counters = new ServeCounters();
+  /** SGLang's weight_version: "default", then what each update names. */
+  weightVersion = 'default';
+  /** The directory whose weights are served now. */
+  modelPath: string;
+  private readonly adapters = new Map<string, { path: string; adapters: LoraAdapters }>();
+  private decoders: { adapter: string | null; decoders: RolloutDecoders } | null = null;
+  private readonly capacity: number;
+  private readonly slots: number;
+  private readonly end: { eosTokenIds: number[]; padTokenId: number };
+  private chatTemplate: ChatTemplate | Error | null = null;
+
+  private constructor(
+    readonly engine: Engine,
+    readonly options: ServeOptions,
+    readonly config: DecoderConfig,
+    private readonly params: Arena,
+    readonly tokenizer: Tokenizer,
+    private readonly tokenizerJson: string,
+    end: { eosTokenIds: number[]; padTokenId: number },
+  ) {
+    this.modelPath = options.modelDir;
+    this.end = end;
+    const { maxPromptTokens: P, maxNewTokens: R } = options;
+    this.capacity = continuousCacheCapacity(P, R, SERVER_READ_EVERY);
+    this.slots = rolloutSlots(engine.caps, config, { promptLength: P, capacity: this.capacity, samples: options.maxSlots },
+      { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * this.engine.memory.bytes });
+    this.limits = { maxPromptTokens: P, maxNewTokens: R, vocabSize: config.vocabSize, maxSamples: options.maxRequestSamples };
+    const decode = (ids: readonly number[]) => tokenizer.decode(ids, { skipSpecialTokens: true });
+    this.scheduler = new Scheduler((queue, adapter) => this.decodeLoop(queue, adapter), end.eosTokenIds, decode);
+  }
+
+  static async open(engine: Engine, options: ServeOptions): Promise<ModelHost> {
+    const dir = options.modelDir;
+    const tokenizerJson = (await readTokenizerFiles(dir)).tokenizerJson;
+    const tokenizer = await loadTokenizer(dir, 'native');
+    const loaded = await loadModel(engine, dir, { label: 'served' });
+    if (loaded.config.head !== 'causal-lm') throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    const end = endTokenIds(loaded.config, await readGenerationConfig(dir), tokenizer);
+    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end);
+  }
+
+  /** Decode slots and the cache capacity each slot has. */
+  get batch(): { slots: number; capacity: number } {
+    return { slots: this.slots, capacity: this.capacity };
+  }
+
+  get loadedAdapters(): { name: string; path: string }[] {
+    return [...this.adapters].map(([name, a]) => ({ name, path: a.path }));
+  }
+
+  hasAdapter(name: string): boolean {
+    return this.adapters.has(name);
+  }
+
+  /** Text prompts tokenized as vLLM and SGLang do (the tokenizer's special tokens added); ids as given. */
+  tokenize(prompts: readonly PromptInput[]): Promise<number[][]> {
+    return Promise.all(prompts.map((p) => ('ids' in p ? p.ids : this.tokenizer.encode(p.text))));
+  }
+
+  /** A chat's prompt ids: the model's chat template, rendered and encoded as apply_chat_template does. */
+  async chatPrompt(messages: readonly ChatMessage[], addGenerationPrompt: boolean, kwargs: Record<string, unknown>): Promise<number[]> {
+    if (this.chatTemplate === null) {
+      try {
+        const files = await readTokenizerFiles(this.options.modelDir);
+        this.chatTemplate = new ChatTemplate(files.config, this.tokenizer.special, files.chatTemplateFile);
+      } catch (err) {
+        this.chatTemplate = err as Error;
+      }
+    }
+    if (this.chatTemplate instanceof Error) throw new ApiError(400, `messages: ${this.options.modelDir} has no usable chat template (${this.chatTemplate.message}); use /v1/completions`, 'messages');
+    try {
+      return (await applyChatTemplate(this.tokenizer, this.chatTemplate, messages, { addGenerationPrompt, kwargs })).ids;
+    } catch (err) {
+      throw new ApiError(400, `messages: the chat template cannot render them (${(err as Error).message})`, 'messages');
+    }
+  }
+
+  /** Checks the prompts and the budget, then waits for every sample; `param` names the prompt field in errors. */
+  async generate(request: GenerationRequest, promptIds: number[][], defaultMaxTokens: number, param: string): Promise<SampleResult[]> {
+    const budget = checkPromptIds(promptIds, request.maxTokens, defaultMaxTokens, request.n, this.limits, param);
+    const bad = request.stopTokenIds.find((id) => id < 0 || id >= this.config.vocabSize);
+    if (bad !== undefined) throw new ApiError(400, `stop_token_ids: ${bad} is outside the vocabulary [0, ${this.config.vocabSize})`, 'stop_token_ids');
+    if (request.adapter !== null && !this.adapters.has(request.adapter)) {
+      throw new ApiError(400, `no LoRA adapter named ${JSON.stringify(request.adapter)} is loaded (loaded: ${[...this.adapters.keys()].join(', ') || 'none'})`, 'lora_path');
+    }
+    const { temperature, topK, topP } = request;
+    return this.scheduler.generate({
+      prompts: promptIds, n: request.n, budget, sampling: { temperature, topK, topP, seed: request.seed.seed }, sampleOffset: request.seed.sampleOffset,
+      stopStrings: request.stop, stopTokenIds: request.stopTokenIds, adapter: request.adapter,
+    });
+  }
+
+  /** SGLang's update_weights_from_disk: refused, with the reason, unless `dir` holds this network and tokenizer. */
+  updateWeightsFromDisk(dir: string): Promise<void> {
+    return this.scheduler.exclusive(async () => {
+      const tokenizerJson = await readFile(join(dir, 'tokenizer.json'), 'utf8').catch(() => null);
+      if (tokenizerJson !== null && tokenizerJson !== this.tokenizerJson) throw new ApiError(400, `${dir}/tokenizer.json is another tokenizer than the served model's`);
+      await reloadModel(this.engine, dir, this.config, this.params, 'served');
+      // The decoders keep transposed copies of the weights: rebuild them from the new ones.
+      this.dropDecoders();
+      this.modelPath = dir;
+    });
+  }
+
+  loadLoraAdapter(name: string, dir: string): Promise<void> {
+    return this.scheduler.exclusive(async () => {
+      if (this.adapters.has(name)) throw new ApiError(400, `a LoRA adapter named ${JSON.stringify(name)} is already loaded (unload it first)`, 'lora_name');
+      this.adapters.set(name, { path: dir, adapters: await loadLoraAdapter(this.engine, dir, this.config, `lora:${name}`) });
+    });
+  }
+
+  unloadLoraAdapter(name: string): Promise<void> {
+    return this.scheduler.exclusive(async () => {
+      const loaded = this.adapters.get(name);
+      if (!loaded) throw new ApiError(400, `no LoRA adapter named ${JSON.stringify(name)} is loaded`, 'lora_name');
+      if (this.decoders?.adapter === name) this.dropDecoders();
+      loaded.adapters.destroy();
+      this.adapters.delete(name);
+    });
+  }
+
+  private dropDecoders(): void {
+    this.decoders?.decoders.destroy();
+    this.decoders = null;
+  }
+
+  /** One continuous-batching loop with the base weights or an adapter; its decoders kept while the adapter is the same. */
+  private async decodeLoop(queue: SampleQueue, adapter: string | null): Promise<void> {
+    if (this.decoders?.adapter !== adapter) {
+      this.dropDecoders();
+      const lora = adapter === null ? null : this.adapters.get(adapter)?.adapters;
+      if (lora === undefined) throw new ApiError(400, `the LoRA adapter ${JSON.stringify(adapter)} was unloaded before this request ran`, 'lora_path');
+      this.decoders = { adapter, decoders: new RolloutDecoders(this.engine, { config: this.config, params: this.params, lora }) };
+    }
+    const { maxPromptTokens: P, maxNewTokens: R } = this.options;
+    const loop = { P, R, ...this.end, readEvery: SERVER_READ_EVERY, compactBelow: SERVER_COMPACT_BELOW, onDecodeStep: (rows: number) => this.counters.decoded(rows) };
+    await decodeContinuous(this.decoders.decoders, queue, loop, this.slots, this.capacity);
+  }
+
+  destroy(): void {
+    this.dropDecoders();
+    for (const a of this.adapters.values()) a.adapters.destroy();
+  }
+}

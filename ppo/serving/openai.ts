@@ -1,0 +1,164 @@
+// The OpenAI-compatible routes' request and response shapes, as vLLM's OpenAI server implements them
+// (vllm/entrypoints/openai/protocol.py: CompletionRequest, ChatCompletionRequest, CompletionResponse,
+// ChatCompletionResponse, ModelList, ErrorResponse): /v1/completions, /v1/chat/completions, /v1/models.
+// vLLM's extensions read here: top_k, stop_token_ids, include_stop_str_in_output, skip_special_tokens,
+// return_token_ids, add_generation_prompt, chat_template_kwargs; and this server's own, sample_offset (the
+// random stream of the request's first sample: see docs/serving.md).
+import type { ChatMessage } from '../../models/chat-template.ts';
+import { ApiError, badRequest } from './api-error.ts';
+import { RequestFields, isObject } from './request-fields.ts';
+import { promptInputs, refuseUnsupportedSampling, samplingFields, seedOf, type GenerationRequest } from './generation-request.ts';
+import type { CompletionText } from './completion-text.ts';
+import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
+
+/** vLLM's default budget of /v1/completions (OpenAI's max_tokens default). */
+export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+interface OpenAiRequest {
+  request: GenerationRequest;
+  /** The `model` field, or null when absent. */
+  model: string | null;
+  returnTokenIds: boolean;
+}
+
+/** The fields /v1/completions and /v1/chat/completions share. */
+function commonFields(f: RequestFields, maxTokens: number | null): Omit<GenerationRequest, 'prompts'> & { model: string | null; returnTokenIds: boolean } {
+  f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
+  refuseUnsupportedSampling(f);
+  const s = samplingFields(f);
+  f.unsupported('best_of', s.n, 'best_of other than n is not supported by this server');
+  f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
+  const seed = f.optionalInteger('seed');
+  return {
+    n: s.n, maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK,
+    seed: { seed: seedOf(seed), sampleOffset: s.sampleOffset },
+    stop: f.strings('stop'), stopTokenIds: s.stopTokenIds,
+    keepStopString: f.boolean('include_stop_str_in_output', false),
+    skipSpecialTokens: f.boolean('skip_special_tokens', true),
+    adapter: null,
+    model: f.has('model') ? f.string('model', '') : null,
+    returnTokenIds: f.boolean('return_token_ids', false),
+  };
+}
+
+export interface CompletionRequest extends OpenAiRequest {
+  /** Per-token log-probs of the sampled tokens (logprobs=0; top alternatives are not computed). */
+  logprobs: boolean;
+}
+
+export function parseCompletionRequest(body: unknown): CompletionRequest {
+  const f = RequestFields.of(body);
+  if (!f.has('prompt')) throw badRequest('prompt', 'a prompt (text or token ids)', undefined);
+  const prompts = promptInputs(f.raw('prompt'), 'prompt');
+  f.unsupported('echo', false, 'echo is not supported by this server (only false)');
+  f.unsupported('suffix', '', 'suffix is not supported by this server');
+  const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0 }) : null;
+  if (logprobs !== null && logprobs > 0) {
+    throw new ApiError(400, `logprobs: ${logprobs} top alternatives per token are not computed by this server; logprobs=0 returns each sampled token's log-prob`, 'logprobs');
+  }
+  const { model, returnTokenIds, ...rest } = commonFields(f, f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null);
+  return { request: { prompts, ...rest }, model, returnTokenIds, logprobs: logprobs !== null };
+}
+
+export interface ChatRequest extends OpenAiRequest {
+  messages: ChatMessage[];
+  addGenerationPrompt: boolean;
+  templateKwargs: Record<string, unknown>;
+  logprobs: boolean;
+}
+
+/** A message's content: a string, or a list of text parts (OpenAI's content parts), joined. */
+function messageContent(value: unknown, param: string): string {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value) && value.every((p) => isObject(p) && p.type === 'text' && typeof p.text === 'string')) {
+    return value.map((p) => (p as { text: string }).text).join('');
+  }
+  throw badRequest(param, 'a string or a list of {"type": "text", "text": ...} parts (this server reads text only)', value);
+}
+
+export function parseChatRequest(body: unknown): ChatRequest {
+  const f = RequestFields.of(body);
+  const raw = f.raw('messages');
+  if (!Array.isArray(raw) || raw.length === 0) throw badRequest('messages', 'a non-empty list of messages', raw);
+  const messages = raw.map((m, i): ChatMessage => {
+    if (!isObject(m) || typeof m.role !== 'string') throw badRequest(`messages[${i}]`, 'an object with a string role', m);
+    return { ...m, role: m.role, content: m.content === undefined || m.content === null ? '' : messageContent(m.content, `messages[${i}].content`) };
+  });
+  if (f.has('tools')) throw new ApiError(400, 'tools: tool calling is not supported by this server', 'tools');
+  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0 });
+  if (topLogprobs > 0) throw new ApiError(400, `top_logprobs: ${topLogprobs} alternatives per token are not computed by this server; logprobs=true returns each sampled token's log-prob`, 'top_logprobs');
+  const kwargs = f.raw('chat_template_kwargs');
+  if (kwargs !== undefined && kwargs !== null && !isObject(kwargs)) throw badRequest('chat_template_kwargs', 'an object', kwargs);
+  const budget = f.has('max_completion_tokens') ? f.number('max_completion_tokens', 0, { integer: true }) : f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null;
+  const { model, returnTokenIds, ...rest } = commonFields(f, budget);
+  return {
+    request: { prompts: [], ...rest }, model, returnTokenIds, messages,
+    addGenerationPrompt: f.boolean('add_generation_prompt', true), templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
+    logprobs: f.boolean('logprobs', false),
+  };
+}
+
+/** One generated sample, ready to report. */
+export interface ReportedSample extends CompletionText {
+  tokens: number[];
+  logprobs: Float32Array;
+  /** Each token's text (for log-probs). */
+  tokenTexts: string[];
+  promptIds: number[];
+}
+
+function usage(promptTokens: number, samples: readonly ReportedSample[]) {
+  const completion = samples.reduce((n, s) => n + s.tokens.length, 0);
+  return { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion };
+}
+
+/** vLLM's stop_reason: the stop string or stop token id that ended the sample; null at EOS or the budget. */
+function stopReason(s: ReportedSample): string | number | null {
+  return s.eos ? null : s.matched;
+}
+
+function randomId(prefix: string): string {
+  return `${prefix}-${Array.from({ length: 16 }, () => Math.floor(Math.random() * 16).toString(16)).join('')}`;
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+/** Prompt tokens counted once per prompt (not per sample), as vLLM does. */
+export function completionResponse(model: string, samples: readonly ReportedSample[], promptTokens: number, c: Pick<CompletionRequest, 'logprobs' | 'returnTokenIds'>) {
+  return {
+    id: randomId('cmpl'), object: 'text_completion', created: now(), model,
+    choices: samples.map((s, index) => {
+      let offset = 0;
+      const textOffset = s.tokenTexts.map((t) => (offset += t.length) - t.length);
+      return {
+        index, text: s.text,
+        logprobs: c.logprobs ? { text_offset: textOffset, token_logprobs: Array.from(s.logprobs), tokens: s.tokenTexts, top_logprobs: null } : null,
+        finish_reason: s.finishReason, stop_reason: stopReason(s),
+        ...(c.returnTokenIds ? { prompt_token_ids: s.promptIds, token_ids: s.tokens } : {}),
+      };
+    }),
+    usage: usage(promptTokens, samples),
+  };
+}
+
+export function chatResponse(model: string, samples: readonly ReportedSample[], promptTokens: number, c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds'>) {
+  const bytes = (text: string) => Array.from(new TextEncoder().encode(text));
+  return {
+    id: randomId('chatcmpl'), object: 'chat.completion', created: now(), model,
+    choices: samples.map((s, index) => ({
+      index, message: { role: 'assistant', content: s.text },
+      logprobs: c.logprobs ? { content: s.tokenTexts.map((token, t) => ({ token, logprob: s.logprobs[t], bytes: bytes(token), top_logprobs: [] })) } : null,
+      finish_reason: s.finishReason, stop_reason: stopReason(s),
+      ...(c.returnTokenIds ? { token_ids: s.tokens } : {}),
+    })),
+    usage: usage(promptTokens, samples),
+    ...(c.returnTokenIds ? { prompt_token_ids: samples[0]?.promptIds ?? [] } : {}),
+  };
+}
+
+/** GET /v1/models: the base model and each loaded LoRA adapter (its parent the base), as vLLM lists them. */
+export function modelList(base: { name: string; root: string; maxModelLen: number }, adapters: readonly { name: string; path: string }[]) {
+  const created = now();
+  const card = (id: string, root: string, parent: string | null) => ({ id, object: 'model', created, owned_by: ENGINE_SERVER_OWNER, root, parent, max_model_len: base.maxModelLen, permission: [] });
+  return { object: 'list', data: [card(base.name, base.root, null), ...adapters.map((a) => card(a.name, a.path, base.name))] };
+}
