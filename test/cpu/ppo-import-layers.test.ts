@@ -1,14 +1,14 @@
-// The layering the style guide asks for, checked on the source: tools/, train.js and demo/ → ppo/ → models/ →
-// engine/ + kernels/, nothing below importing from above. Within ppo/ the subfolders form a DAG (no two import
+// The layering the style guide asks for, checked on the source: tools/, the entry points and demo/ → ppo/ → models/
+// → engine/ + kernels/, nothing below importing from above. Within ppo/ the subfolders form a DAG (no two import
 // each other, directly or through a third), so a reader can learn them bottom up:
-//   config ← algorithm, rewards, data, loggers          (the config's schema is the bottom)
-//   rollout, batching ← update                          (generation; GPU blocks of sequences; the update loop)
-//   search → rollout                                    (a multi-turn environment)
-//   phases → algorithm, batching, rollout, update ← metrics
-//   tasks → data, rewards, search, update               (built-in tasks: their rows, reward and warm start)
-//   sft, reward-training → data, update                 (supervised fine-tuning; a reward model on preference pairs)
+//   config ← algorithm, rewards, data, loggers          (the config's schema, the key parser, input errors)
+//   generation ← training                               (the generation engine; the update loop every trainer shares)
+//   environments → generation                           (multi-turn environments: Search-R1, the tool agent)
+//   phases → algorithm, generation, training ← metrics
+//   tasks → data, rewards, environments, training       (built-in tasks: their rows, reward and warm start)
+//   sft, reward-model → data, training                  (supervised fine-tuning; a reward model on preference pairs)
 //   tasks → sft                                         (the built-in model's warm start is SFT)
-//   trainer.ts → phases, metrics, …;  run → trainer, tasks, data, …   (the top)
+//   trainer.ts → phases, metrics, …;  run-directory → trainer;  serving → generation;  jobs → everything (the top)
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
