@@ -46,7 +46,7 @@ export function generateDeclarations(spec: KernelSpec): string {
     const access = b.access === 'read' ? 'read' : 'read_write';
     lines.push(`@group(0) @binding(${i + 1}) var<storage, ${access}> ${b.name}: array<${b.type ?? 'f32'}>;`);
   });
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 export function packUniforms(spec: KernelSpec, values: Readonly<Record<string, number>>, target: DataView, byteOffset: number): void {

@@ -32,7 +32,7 @@ export async function runWithFilteredStderr(): Promise<number | null> {
   for (const signal of STOP_SIGNALS) process.on(signal, forward);
   const lines = createInterface({ input: child.stderr!, crlfDelay: Infinity });
   lines.on('line', (line) => {
-    if (!isHarmlessDeviceLine(line)) process.stderr.write(line + '\n');
+    if (!isHarmlessDeviceLine(line)) process.stderr.write(`${line}\n`);
   });
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
     child.on('error', reject);

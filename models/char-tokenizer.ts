@@ -11,6 +11,7 @@ export class CharTokenizer extends WordLevelTokenizer {
   constructor(readonly vocabulary: CharVocabulary) {
     // [^] is one character, newline included. HF's '.' skips newlines and Split keeps an unmatched stretch as one
     // piece: a lone newline still gets its id there, but a run of them becomes one unknown piece.
+    // biome-ignore lint/correctness/noEmptyCharacterClassInRegex: [^] is any code point, newline included
     super('char tokenizer', vocabulary.specialTokens, [...vocabulary.characters], { pattern: /[^]/gu, hfRegex: '.' });
   }
 }

@@ -188,7 +188,7 @@ export async function saveHfCheckpoint(target: string, options: SaveHfCheckpoint
   const tmp = join(dirname(target), `.${basename(target)}.saving-${process.pid}-${Date.now()}`);
   await mkdir(tmp);
   try {
-    await writeFileSynced(join(tmp, CONFIG_FILE), JSON.stringify(hfConfig, null, 2) + '\n');
+    await writeFileSynced(join(tmp, CONFIG_FILE), `${JSON.stringify(hfConfig, null, 2)}\n`);
     await writeCheckpointTensors(tmp, options.tensors, { maxShardBytes: options.maxShardBytes });
     if (config.head === 'causal-lm') {
       const generation = options.generationConfig ?? {
@@ -196,7 +196,7 @@ export async function saveHfCheckpoint(target: string, options: SaveHfCheckpoint
         eos_token_id: config.eosTokenIds.length === 1 ? config.eosTokenIds[0] : config.eosTokenIds,
         pad_token_id: config.padTokenId,
       };
-      await writeFileSynced(join(tmp, GENERATION_CONFIG_FILE), JSON.stringify(generation, null, 2) + '\n');
+      await writeFileSynced(join(tmp, GENERATION_CONFIG_FILE), `${JSON.stringify(generation, null, 2)}\n`);
     }
     if (options.tokenizerFrom) {
       for (const file of TOKENIZER_FILES) {

@@ -23,7 +23,7 @@ export const LORA_ADAPTER_DIR = 'lora_adapter';
 export async function saveLoraAdapter(dir: string, adapters: LoraAdapters, baseModel: string | null): Promise<void> {
   const tensors = peftTensors(adapters.config, adapters.settings, await adapters.read());
   await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, ADAPTER_CONFIG_FILE), JSON.stringify(peftAdapterConfig(adapters.settings, baseModel), null, 2) + '\n');
+  await writeFile(join(dir, ADAPTER_CONFIG_FILE), `${JSON.stringify(peftAdapterConfig(adapters.settings, baseModel), null, 2)}\n`);
   await writeFile(join(dir, ADAPTER_WEIGHTS_FILE), serializeSafetensors([...tensors].map(([name, t]) => ({ name, shape: t.shape, data: t.data }))));
 }
 

@@ -2,7 +2,7 @@
 // ({name: {dtype, shape, data_offsets: [begin, end]}, __metadata__?: {string: string}}), then the raw
 // little-endian tensor bytes, offsets relative to the end of the header.
 // Browser-safe: everything here takes and returns bytes; file access lives in safetensors-node.ts.
-import { f32ToBf16Bits, bf16BitsToF32, f32ToF16Bits, f16BitsToF32 } from '../engine/half-float.ts';
+import { f32ToBf16Bits, f32ToF16Bits, f16BitsToF32 } from '../engine/half-float.ts';
 
 export type SafetensorsDtype = 'F32' | 'F16' | 'BF16' | 'I32' | 'I64';
 
@@ -343,6 +343,6 @@ export function planShards(tensors: readonly TensorLayout[], maxShardBytes = DEF
   const shards = groups.map((g, i) => ({ file: `model-${String(i + 1).padStart(5, '0')}-of-${count}.safetensors`, tensors: g }));
   const weightMap: Record<string, string> = {};
   for (const s of shards) for (const t of s.tensors) weightMap[t.name] = s.file;
-  const indexJson = JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + '\n';
+  const indexJson = `${JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2)}\n`;
   return { shards, indexJson };
 }

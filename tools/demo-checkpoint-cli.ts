@@ -49,7 +49,7 @@ export async function writeDemoCheckpoint(argv: string[]): Promise<number> {
       stages,
       loss: history.map((r) => Number(r.loss.toFixed(5))),
     };
-    await writeFile(join(out, WARM_START_RECORD_FILE), JSON.stringify(record) + '\n');
+    await writeFile(join(out, WARM_START_RECORD_FILE), `${JSON.stringify(record)}\n`);
     console.log(`wrote ${relative(process.cwd(), out)}: ${history.length} warm-start steps in ${((performance.now() - started) / 1000).toFixed(0)} s`);
     return 0;
   } finally {

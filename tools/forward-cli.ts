@@ -53,7 +53,7 @@ export async function runForward(argv: string[]): Promise<number> {
         output = { rewards: await model.sequenceScores(batch, input.attentionMask) };
       }
     }
-    process.stdout.write(JSON.stringify(output) + '\n');
+    process.stdout.write(`${JSON.stringify(output)}\n`);
     return 0;
   } finally {
     await engine.sync();

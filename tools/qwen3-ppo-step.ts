@@ -21,13 +21,13 @@ const PROBLEMS = [
 ];
 
 function gsm8kJsonl(): string {
-  return PROBLEMS.map(({ q, a }, index) => JSON.stringify({
+  return `${PROBLEMS.map(({ q, a }, index) => JSON.stringify({
     data_source: 'openai/gsm8k',
     prompt: [{ role: 'user', content: `${q} Let's think step by step and output the final answer after "####".` }],
     ability: 'math',
     reward_model: { ground_truth: a, style: 'rule' },
     extra_info: { answer: `#### ${a}`, index, question: q, split: 'train' },
-  })).join('\n') + '\n';
+  })).join('\n')}\n`;
 }
 
 export async function runQwen3PpoStep(argv: string[]): Promise<number> {

@@ -65,7 +65,7 @@ async function newestCheckpoint(dir: string): Promise<string> {
   return join(dir, `global_step_${Math.max(...steps)}`);
 }
 
-const jsonl = (rows: readonly object[]) => rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
+const jsonl = (rows: readonly object[]) => `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`;
 
 export async function runPipeline(argv: string[]): Promise<number> {
   const outAt = argv.indexOf('--out');

@@ -431,7 +431,10 @@ function klControllerRoute(c: VerlCase): Outputs {
   const kls = c.inputs.current_kl_seq as number[] | undefined;
   if (kls) {
     const steps = input<number[]>(c, 'n_steps_seq');
-    outputs.value_after_each_update = kls.map((kl, i) => (controller.update(kl, steps[i]), controller.value));
+    outputs.value_after_each_update = kls.map((kl, i) => {
+      controller.update(kl, steps[i]);
+      return controller.value;
+    });
   }
   return outputs;
 }
@@ -529,7 +532,10 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
         : new FixedKLController(kwarg(c, 'kl_coef', 0));
       const kls = input<number[]>(c, 'current_kl_seq');
       const steps = input<number[]>(c, 'n_steps_seq');
-      return { value_after_each_update: kls.map((kl, i) => (controller.update(kl, steps[i]), controller.value)) };
+      return { value_after_each_update: kls.map((kl, i) => {
+      controller.update(kl, steps[i]);
+      return controller.value;
+    }) };
     }
     case 'get_kl_controller':
       return klControllerRoute(c);

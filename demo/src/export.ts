@@ -13,7 +13,7 @@ export interface ModelToExport {
   weights: { config: DecoderConfig; params: Arena };
 }
 
-const json = (value: unknown) => new TextEncoder().encode(JSON.stringify(value, null, 2) + '\n');
+const json = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
 
 async function hfDirectoryFiles(engine: Engine, { config, params }: ModelToExport['weights'], tokenizerFiles: Record<string, string>): Promise<Record<string, Uint8Array>> {
   const tensors = await readHfTensors(engine, params, config);

@@ -2,7 +2,7 @@
 // turns the settings into a config (and the equivalent `node train.js` line), and shows a TrainingSession's
 // progress as status, charts, sample answers and a metrics log to download.
 import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
-import { ConfigError } from '../../ppo/config.ts';
+import { ConfigError, type PpoConfig } from '../../ppo/config.ts';
 import { MetricCharts } from './charts.ts';
 import { MetricsLog } from './metrics-log.ts';
 import { TrainingSession, type Phase, type SampleAnswer } from './session.ts';
@@ -112,7 +112,7 @@ function start(): void {
     session!.resume();
     return;
   }
-  let config;
+  let config: PpoConfig;
   const settings = currentSettings();
   try {
     config = demoConfig(settings);

@@ -260,8 +260,8 @@ const REGISTER_BLOCK = 16;
 const REGISTER_SOURCES: Record<Pass, string> = {
   forward: registerForwardSource,
   dq: registerDqSource,
-  dkdv: 'fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; }\n' + registerDkdvSource,
-  'dkdv-fused': 'fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = x; }\n' + registerDkdvSource,
+  dkdv: `fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; }\n${registerDkdvSource}`,
+  'dkdv-fused': `fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = x; }\n${registerDkdvSource}`,
 };
 const VEC4_STATS_BINDINGS = [{ name: 'dOut', access: 'read', type: 'vec4<f32>' }, STATS_BINDING] as const;
 const REGISTER_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {

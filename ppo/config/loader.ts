@@ -246,7 +246,7 @@ function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expec
       return Array.isArray(value) && value.every((v) => typeof v === 'string') ? { value } : { expected: EXPECTED.strings };
     case 'floats': {
       const numbers = Array.isArray(value) ? value.map(asNumber) : null;
-      return numbers && numbers.every((n) => n !== null && Number.isFinite(n)) ? { value: numbers } : { expected: EXPECTED.floats };
+      return numbers?.every((n) => n !== null && Number.isFinite(n)) ? { value: numbers } : { expected: EXPECTED.floats };
     }
   }
 }

@@ -38,7 +38,7 @@ export class Key<T> {
 const int = (value: number | Interpolation, help: string, range: Range | null = null) => new Key<number>('int', value, help, false, range);
 const optInt = (value: number | null | Interpolation, help: string, range: Range | null = null) => new Key<number | null>('int', value, help, true, range);
 const float = (value: number, help: string, range: Range | null = null) => new Key<number>('float', value, help, false, range);
-const optFloat = (value: number | null, help: string, range: Range | null = null) => new Key<number | null>('float', value, help, true, range);
+const _optFloat = (value: number | null, help: string, range: Range | null = null) => new Key<number | null>('float', value, help, true, range);
 const bool = (value: boolean | Interpolation, help: string) => new Key<boolean>('bool', value, help);
 const optBool = (value: boolean | null, help: string) => new Key<boolean | null>('bool', value, help, true);
 const str = (value: string, help: string) => new Key<string>('string', value, help);

@@ -51,7 +51,7 @@ export function formatRunError(err: unknown): string {
  * Runs a command-line main: an error it throws becomes one line on stderr and exit status 1 (with TRAIN_DEBUG=1,
  * the stack follows); otherwise main's own status.
  */
-export async function runMain(main: () => Promise<number>, writeError: (text: string) => void = (text) => process.stderr.write(text + '\n')): Promise<number> {
+export async function runMain(main: () => Promise<number>, writeError: (text: string) => void = (text) => process.stderr.write(`${text}\n`)): Promise<number> {
   try {
     return await main();
   } catch (err) {

@@ -265,7 +265,7 @@ async function train(engine: Engine, config: PpoConfig, notes: string[], env: Re
     const validate = async (): Promise<number | null> => {
       if (setup.val.length === 0) return null;
       // On stderr, so a run's stdout keeps one line per step and validation.
-      const { metrics, samples } = await ppo.validate(toConsole ? validationProgress((line) => process.stderr.write(line + '\n')) : undefined);
+      const { metrics, samples } = await ppo.validate(toConsole ? validationProgress((line) => process.stderr.write(`${line}\n`)) : undefined);
       await tracking.log(ppo.globalStep, { 'training/global_step': ppo.globalStep, ...metrics });
       const score = metrics['val/test_score/mean'];
       log(`validation @ step ${ppo.globalStep}: score ${score.toFixed(3)} on ${setup.val.length} prompts ` +

@@ -112,10 +112,10 @@ export async function checkModelDirectories(config: PpoConfig): Promise<string[]
     if (path === null || checked.has(path)) continue;
     checked.add(path);
     if (await stat(path).then((s) => s.isDirectory(), () => false)) continue;
-    problems.push(`${key}=${path}: no such directory` + (HUB_ID.test(path)
+    problems.push(`${key}=${path}: no such directory${HUB_ID.test(path)
       ? ` — a Hugging Face Hub id? This engine reads local model directories only (no download): ` +
         `\`huggingface-cli download ${path} --local-dir DIR\`, then ${key}=DIR`
-      : ''));
+      : ''}`);
   }
   return problems;
 }

@@ -17,7 +17,7 @@ export function signalExitCode(signal: StopSignal): number {
   return 128 + constants.signals[signal];
 }
 
-const say = (line: string) => process.stderr.write(line + '\n');
+const say = (line: string) => process.stderr.write(`${line}\n`);
 
 /** What a run stopped by a signal says last, once it saved the last completed step. */
 export function interruptedLine(signal: StopSignal, step: number, checkpoint: string | null): string {

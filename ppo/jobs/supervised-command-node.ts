@@ -55,7 +55,7 @@ export async function main(name: SupervisedJobName, argv: string[]): Promise<num
     console.log(`${usage(job)}\n\nkeys, with their defaults:\n${formatJobKeys(job.defaults)}`);
     return 0;
   }
-  let parsed;
+  let parsed: ReturnType<typeof job.parse>;
   try {
     parsed = job.parse(jobOverrides(name, argv));
   } catch (err) {

@@ -139,7 +139,7 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
     await startRunHistory(runDir, resumeDir ? startStep : null, warn);
     const toFile = trainer.logger.includes('file');
     const record = async (data: Record<string, number>) => {
-      if (toFile) await appendFile(join(runDir, METRICS_FILE), JSON.stringify({ step, data }) + '\n');
+      if (toFile) await appendFile(join(runDir, METRICS_FILE), `${JSON.stringify({ step, data })}\n`);
     };
     const validate = async () => {
       const metrics = await job.validate();
@@ -154,7 +154,7 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
       checkpoint = await writeStepDirectory(runDir, step, async (dir) => {
         await job.saveModel(dir);
         await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
-        await writeFile(join(dir, JOB_STATE_FILE), JSON.stringify({ global_step: step, total_training_steps: totalSteps }) + '\n');
+        await writeFile(join(dir, JOB_STATE_FILE), `${JSON.stringify({ global_step: step, total_training_steps: totalSteps })}\n`);
       }, () => (stop.phase = 'renaming-checkpoint'));
       savedStep = step;
       // Until the next step starts, a signal stops the job at the top of the loop, with this save as its checkpoint.

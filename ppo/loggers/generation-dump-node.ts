@@ -9,7 +9,7 @@ import { withFileContext } from '../config/user-error.ts';
 export async function writeGenerations(dir: string, step: number, records: readonly GenerationRecord[]): Promise<string> {
   const file = join(dir, `${step}.jsonl`);
   await mkdir(dir, { recursive: true });
-  await writeFile(file, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  await writeFile(file, `${records.map((r) => JSON.stringify(r)).join('\n')}\n`);
   return file;
 }
 

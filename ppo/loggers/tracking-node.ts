@@ -52,7 +52,7 @@ export class Tracking {
   }
 
   async log(step: number, data: Record<string, number>): Promise<void> {
-    if (this.metricsFile) await appendFile(this.metricsFile, JSON.stringify({ step, data }) + '\n');
+    if (this.metricsFile) await appendFile(this.metricsFile, `${JSON.stringify({ step, data })}\n`);
     if (this.eventFile) await appendFile(this.eventFile, scalarsRecord(Date.now() / 1000, step, data));
   }
 

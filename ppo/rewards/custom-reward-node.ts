@@ -95,7 +95,10 @@ class RewardWorker {
   private settle(reply: RewardWorkerCallReply): void {
     // Replies still queued when the worker was terminated: their calls have already failed.
     if (this.stopped) return;
-    if (reply.kind === 'failed') return this.stop(new Error(`${describeCall(this.where, this.sent[0].call)} ${reply.reason}`));
+    if (reply.kind === 'failed') {
+      this.stop(new Error(`${describeCall(this.where, this.sent[0].call)} ${reply.reason}`));
+      return;
+    }
     const done = this.sent.shift()!;
     this.startClock();
     done.resolve(reply.result as RewardResult);

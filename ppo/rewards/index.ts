@@ -106,7 +106,7 @@ function ruleFor(dataSource: string): RuleReward | undefined {
 
 /** verl's default_compute_score: a number, or math_dapo's {score, acc, pred}. extra_info is part of the signature
  *  (custom functions use it); these rules ignore it. */
-export function computeScore(dataSource: string, solutionStr: string, groundTruth: unknown, extraInfo: Record<string, unknown> | null = null): RewardResult {
+export function computeScore(dataSource: string, solutionStr: string, groundTruth: unknown, _extraInfo: Record<string, unknown> | null = null): RewardResult {
   const rule = ruleFor(dataSource);
   if (!rule) {
     throw new Error(`no rule reward for data_source "${dataSource}" (known: ${RULE_DATA_SOURCES.join(', ')}, any name starting with ${AIME_PREFIX}, ` +

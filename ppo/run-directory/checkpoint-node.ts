@@ -81,11 +81,11 @@ async function writeCheckpoint(engine: Engine, staging: string, trainer: PpoTrai
   }
   // Named in trainer_state.json only when there is one, so a sync run's checkpoint keeps its format and a copy that
   // lost the file is found by checkpointProblem.
-  if (snapshot.prefetched) await writeFile(join(staging, PREFETCHED_BATCH_FILE), JSON.stringify(snapshot.prefetched) + '\n');
+  if (snapshot.prefetched) await writeFile(join(staging, PREFETCHED_BATCH_FILE), `${JSON.stringify(snapshot.prefetched)}\n`);
   const state: CheckpointState = {
     ...snapshot.state, dataCursor: cursor, finalValidationDone: false, ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
   };
-  await writeFile(join(staging, STATE_FILE), JSON.stringify(state, null, 2) + '\n');
+  await writeFile(join(staging, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`);
 }
 
 /** trainer_state.json: the trainer's state at the step, where the data stream stands, whether the run's final
@@ -103,7 +103,7 @@ export async function markFinalValidationDone(checkpointDir: string): Promise<vo
   const file = join(checkpointDir, STATE_FILE);
   await withFileContext(`recording the final validation in ${file}`, async () => {
     const state = JSON.parse(await readFile(file, 'utf8')) as CheckpointState;
-    await replaceFile(file, JSON.stringify({ ...state, finalValidationDone: true }, null, 2) + '\n');
+    await replaceFile(file, `${JSON.stringify({ ...state, finalValidationDone: true }, null, 2)}\n`);
   });
 }
 

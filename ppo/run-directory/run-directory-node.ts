@@ -114,6 +114,6 @@ export async function trimMetricsAfter(metricsFile: string, step: number): Promi
     }
   });
   if (kept.length === lines.length) return 0;
-  await withFileContext(`trimming ${metricsFile} to step ${step}`, () => replaceFile(metricsFile, kept.map((line) => line + '\n').join('')));
+  await withFileContext(`trimming ${metricsFile} to step ${step}`, () => replaceFile(metricsFile, kept.map((line) => `${line}\n`).join('')));
   return lines.length - kept.length;
 }

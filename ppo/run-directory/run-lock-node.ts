@@ -63,7 +63,7 @@ export async function checkRunLockFree(runDir: string): Promise<void> {
 export async function acquireRunLock(runDir: string, say: (line: string) => void): Promise<() => void> {
   const file = join(runDir, LOCK_FILE);
   const me: LockOwner = { pid: process.pid, host: hostname(), started: new Date().toISOString() };
-  const text = JSON.stringify(me) + '\n';
+  const text = `${JSON.stringify(me)}\n`;
   await withFileContext(`locking ${file}`, async () => {
     try {
       const handle = await open(file, 'wx');

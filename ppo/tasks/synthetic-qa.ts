@@ -79,7 +79,7 @@ function syntheticQaCorpus(facts: readonly SyntheticQaFact[]): CorpusDocument[] 
 
 /** A corpus as JSONL, one {id, contents} per line: the corpus file format of Search-R1's retrievers. */
 export function corpusJsonl(docs: readonly CorpusDocument[]): string {
-  return docs.map((d) => JSON.stringify({ id: d.id, contents: d.contents }) + '\n').join('');
+  return docs.map((d) => `${JSON.stringify({ id: d.id, contents: d.contents })}\n`).join('');
 }
 
 function syntheticQaQuestion(fact: Pick<SyntheticQaFact, 'entity' | 'attribute'>): string {

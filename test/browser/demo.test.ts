@@ -153,7 +153,7 @@ test('from the shipped checkpoint, PPO raises validation accuracy within a few s
   await mkdir(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, 'demo.png'), fullPage: true });
   const figures = { before, after, steps: PPO_STEPS, secondsPerStep, settings: RUN_SETTINGS, validation: validation.map((m) => [m['training/global_step'], m['val/test_score/mean']]) };
-  await writeFile(join(ARTIFACTS, 'demo.json'), JSON.stringify(figures, null, 2) + '\n');
+  await writeFile(join(ARTIFACTS, 'demo.json'), `${JSON.stringify(figures, null, 2)}\n`);
   console.log(`browser demo: validation accuracy ${before.toFixed(3)} -> ${after.toFixed(3)} in ${PPO_STEPS} PPO steps, ${secondsPerStep.toFixed(1)} s per step`);
 
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);

@@ -26,7 +26,7 @@ describe('data files', () => {
   const row = { data_source: 'arithmetic', prompt: [{ role: 'user', content: '1+2=' }], reward_model: { ground_truth: '3' } };
 
   it('a UTF-8 byte-order mark before the first row is not part of it', () => {
-    expect(parseJsonl('\uFEFF' + JSON.stringify(row) + '\n', 'f.jsonl').map((r) => r.row)).toEqual([row]);
+    expect(parseJsonl(`\uFEFF${JSON.stringify(row)}\n`, 'f.jsonl').map((r) => r.row)).toEqual([row]);
   });
 
   it('an empty JSONL names the file', async () => {
@@ -93,9 +93,9 @@ describe('run directory', () => {
   it('resume drops metrics lines past the resumed step and a torn last line', async () => {
     const file = join(await tmp(), 'metrics.jsonl');
     const lines = [1, 2, 3].map((step) => JSON.stringify({ step, data: { 'training/global_step': step } }));
-    await writeFile(file, [...lines, '{"step": 4, "da'].join('\n') + '\n');
+    await writeFile(file, `${[...lines, '{"step": 4, "da'].join('\n')}\n`);
     expect(await trimMetricsAfter(file, 2)).toBe(2);
-    expect(await readFile(file, 'utf8')).toBe(lines.slice(0, 2).join('\n') + '\n');
+    expect(await readFile(file, 'utf8')).toBe(`${lines.slice(0, 2).join('\n')}\n`);
     expect(await trimMetricsAfter(file, 2)).toBe(0);
   });
 

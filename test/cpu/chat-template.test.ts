@@ -1,7 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { ChatTemplate, applyChatTemplate, type ChatMessage } from '../../models/chat-template.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
-import type { SpecialTokens } from '../../models/tokenizer.ts';
 import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 import { QWEN25_TEMPLATE, QWEN_SPECIAL } from '../support/qwen-chat-template.ts';
 

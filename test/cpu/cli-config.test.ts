@@ -4,7 +4,7 @@
 import { describe, it, expect, vi, afterEach } from 'vitest';
 import { runCli } from '../support/run-cli.ts';
 import { parse as parseYaml } from 'yaml';
-import { loadConfig, composeConfig, formatHelp, ConfigError } from '../../ppo/config.ts';
+import { loadConfig, composeConfig, formatHelp, type ConfigError } from '../../ppo/config.ts';
 import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';
 
 /** The composed config `--cfg job` prints, as an object. */

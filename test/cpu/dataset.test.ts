@@ -17,7 +17,7 @@ import { loadRlDataset, readRlRecords } from '../../ppo/data/dataset-node.ts';
 // Hugging Face model directory loads into.
 const chars = new CharTokenizer({
   specialTokens: ['<pad>', '<|im_start|>', '<|im_end|>'],
-  characters: '\n' + Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join(''),
+  characters: `\n${Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('')}`,
 });
 const tokenizer = JsTokenizer.fromJson(chars.toHfTokenizerJson(), { eos_token: '<|im_end|>', pad_token: '<pad>' });
 const template = new ChatTemplate({
@@ -72,7 +72,7 @@ describe('RL dataset files', () => {
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'rl-dataset-'));
     writeVerlParquet(join(dir, 'train.parquet'));
-    writeFileSync(join(dir, 'train.jsonl'), ROWS.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    writeFileSync(join(dir, 'train.jsonl'), `${ROWS.map((r) => JSON.stringify(r)).join('\n')}\n`);
   });
 
   it('reads verl\'s nested Parquet schema', async () => {

@@ -50,7 +50,7 @@ function shellLines(file: string): { line: number; text: string }[] {
       if (!/^\s*\$ /.test(text)) return;
       text = text.replace(/^\s*\$ /, '');
     }
-    if (pending) pending.text += ' ' + text.trim();
+    if (pending) pending.text += ` ${text.trim()}`;
     else pending = { line: i + 1, text };
     if (/\\\s*$/.test(pending.text)) pending.text = pending.text.replace(/\\\s*$/, '');
     else {

@@ -74,7 +74,7 @@ describe('--config-path / --config-name', () => {
   it('refuses a missing file, a missing defaults entry, an unknown key, and --config beside --config-name, in one line each', async () => {
     expect(await refused([`--config-path=${dir}`, '--config-name=nope', MODEL])).toContain(`${join(dir, 'nope.yaml')} does not exist`);
     expect(await refused([`--config-path=${dir}`, '--config-name=missing_entry', MODEL]))
-      .toMatch(new RegExp(`missing_entry\\.yaml defaults entry not_here: .*not_here\\.yaml does not exist`));
+      .toMatch(/missing_entry\.yaml defaults entry not_here: .*not_here\.yaml does not exist/);
     expect(await refused([`--config-path=${dir}`, '--config-name=typo', MODEL])).toContain(`unknown key data.max_promt_length (${join(dir, 'typo.yaml')}) — did you mean data.max_prompt_length?`);
     expect(await refused(['--config-name=gsm8k_multiturn_grpo', MODEL])).toContain('only ppo_trainer is built in');
     expect(await refused(['--config', 'examples/search_r1_tiny.yaml', `--config-path=${dir}`, '--config-name=my_grpo'])).toContain('both name the primary config');

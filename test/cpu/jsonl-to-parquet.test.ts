@@ -18,8 +18,8 @@ afterEach(() => vi.restoreAllMocks());
 function run(argv: string[]): { code: number; stdout: string; stderr: string } {
   let stdout = '';
   let stderr = '';
-  vi.spyOn(console, 'log').mockImplementation((...p) => { stdout += p.join(' ') + '\n'; });
-  vi.spyOn(console, 'error').mockImplementation((...p) => { stderr += p.join(' ') + '\n'; });
+  vi.spyOn(console, 'log').mockImplementation((...p) => { stdout += `${p.join(' ')}\n`; });
+  vi.spyOn(console, 'error').mockImplementation((...p) => { stderr += `${p.join(' ')}\n`; });
   const code = runJsonlToParquet(argv);
   vi.restoreAllMocks();
   return { code, stdout, stderr };
@@ -28,7 +28,7 @@ function run(argv: string[]): { code: number; stdout: string; stderr: string } {
 async function convert(name: string, rows: string[], options: string[] = []) {
   const input = join(dir, `${name}.jsonl`);
   const output = join(dir, `${name}.parquet`);
-  await writeFile(input, rows.join('\n') + '\n');
+  await writeFile(input, `${rows.join('\n')}\n`);
   return { input, output, ...run([input, output, ...options]) };
 }
 

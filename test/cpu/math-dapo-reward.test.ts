@@ -54,13 +54,13 @@ const CASES: [string, string, Kwargs, mathDapo.MathDapoResult][] = [
   // ground truth normalised too
   ["Answer: 90", "90^\\circ", {}, {"score": 1.0, "acc": true, "pred": "90"}],
   // answer kept within the last 300 characters
-  ['x'.repeat(400) + '\nAnswer: 7', "7", {}, {"score": 1.0, "acc": true, "pred": "7"}],
+  [`${'x'.repeat(400)}\nAnswer: 7`, "7", {}, {"score": 1.0, "acc": true, "pred": "7"}],
   // answer before the last 300 characters → [INVALID]
-  ['Answer: 7\n' + 'x'.repeat(300), "7", {}, {"score": -1.0, "acc": false, "pred": "[INVALID]"}],
+  [`Answer: 7\n${'x'.repeat(300)}`, "7", {}, {"score": -1.0, "acc": false, "pred": "[INVALID]"}],
   // the 300-character cut falls inside the answer line
-  ['Answer: 123456' + 'y'.repeat(295), "123456", {}, {"score": -1.0, "acc": false, "pred": "[INVALID]"}],
+  [`Answer: 123456${'y'.repeat(295)}`, "123456", {}, {"score": -1.0, "acc": false, "pred": "[INVALID]"}],
   // 300 code points, not UTF-16 units
-  ['Answer: 7\n' + '😀'.repeat(290), "7", {}, {"score": 1.0, "acc": true, "pred": "7"}],
+  [`Answer: 7\n${'😀'.repeat(290)}`, "7", {}, {"score": 1.0, "acc": true, "pred": "7"}],
   // ſ matches s case-insensitively, a no-break space is \s
   ["ANſWER:\u00a08", "8", {}, {"score": 1.0, "acc": true, "pred": "8"}],
   // U+001C is whitespace to Python
@@ -78,11 +78,11 @@ const CASES: [string, string, Kwargs, mathDapo.MathDapoResult][] = [
   // strict_box_verify: "\boxed 5" is not a box → pred null
   ["so \\boxed 5", "5", {"strict_box_verify": true}, {"score": -1.0, "acc": false, "pred": null}],
   // strict_box_verify: box before the last 100 characters
-  ['\\boxed{12}' + 'z'.repeat(100), "12", {"strict_box_verify": true}, {"score": -1.0, "acc": false, "pred": null}],
+  [`\\boxed{12}${'z'.repeat(100)}`, "12", {"strict_box_verify": true}, {"score": -1.0, "acc": false, "pred": null}],
   // pause_tokens_index: from the last pause − 100
-  ['\\boxed{12}' + 'z'.repeat(100), "12", {"strict_box_verify": true, "pause_tokens_index": [1, 2, 3, 100]}, {"score": 1.0, "acc": true, "pred": "12"}],
+  [`\\boxed{12}${'z'.repeat(100)}`, "12", {"strict_box_verify": true, "pause_tokens_index": [1, 2, 3, 100]}, {"score": 1.0, "acc": true, "pred": "12"}],
   // pause_tokens_index: a negative start counts from the end
-  ['\\boxed{12}' + 'z'.repeat(100), "12", {"strict_box_verify": true, "pause_tokens_index": [0, 0, 0, 5]}, {"score": -1.0, "acc": false, "pred": null}],
+  [`\\boxed{12}${'z'.repeat(100)}`, "12", {"strict_box_verify": true, "pause_tokens_index": [0, 0, 0, 5]}, {"score": -1.0, "acc": false, "pred": null}],
 ];
 
 describe('math_dapo (verl.utils.reward_score.math_dapo)', () => {

@@ -58,12 +58,12 @@ function syntheticRun(steps: number): string {
     }));
   }
   lines.push(JSON.stringify({ 'training/global_step': steps, 'val/test_score/mean': 0.6, 'val-core/arithmetic/reward/mean@1': 0.6 }));
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 describe('metrics.jsonl', () => {
   it('merges the lines of a step, later values winning, and skips nulls', () => {
-    const text = syntheticRun(4) + JSON.stringify({ 'training/global_step': 2, 'actor/pg_loss': 7 }) + '\n\n';
+    const text = `${syntheticRun(4) + JSON.stringify({ 'training/global_step': 2, 'actor/pg_loss': 7 })}\n\n`;
     const run = parseMetrics(text, 'm.jsonl');
     expect(run.steps.map((s) => s.step)).toEqual([0, 1, 2, 3, 4]);
     expect(series(run, 'val/test_score/mean')).toEqual([{ step: 0, value: 0.1 }, { step: 4, value: 0.6 }]);

@@ -81,7 +81,7 @@ describe('gsm8k rule reward', () => {
     expect(extractSolution('#### $5')).toBeNull();
     expect(extractSolution('#### $5', 'flexible')).toBe('5');
     expect(extractSolution('We get 3. Then 5.', 'flexible')).toBe('5.');
-    expect(computeScore('#### 72 ' + 'x'.repeat(400), '72')).toBe(0);
+    expect(computeScore(`#### 72 ${'x'.repeat(400)}`, '72')).toBe(0);
     expect(computeScore('#### 7', '72', 'strict', 0.1)).toBe(0.1);
   });
 });

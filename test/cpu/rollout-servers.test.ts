@@ -12,7 +12,7 @@ import { ServerPool } from '../../ppo/generation/remote/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/generation/remote/remote-generation.ts';
 import { generateCall, parseGenerate, parseModelInfo, weightUpdateCalls } from '../../ppo/generation/remote/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/generation/types.ts';
-import { ConfigError, composeConfig, loadConfig } from '../../ppo/config.ts';
+import { type ConfigError, composeConfig, loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 import { SampleRecord, assemble, disassemble, promptBatch } from '../../ppo/generation/sample-records.ts';
 import { checkpointProblem } from '../../ppo/run-directory/checkpoint-node.ts';

@@ -89,9 +89,9 @@ describe('tool config', () => {
 describe('search tool', () => {
   it('verl\'s SearchTool over BM25 (config.corpus_path): verl\'s result text per query, an error text for a bad query_list', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'search-tool-'));
-    await writeFile(join(dir, 'corpus.jsonl'), [
+    await writeFile(join(dir, 'corpus.jsonl'), `${[
       { id: '0', contents: '"Zorvak"\nZorvak is teal.' }, { id: '1', contents: '"Mirel"\nMirel is amber.' }, { id: '2', contents: '"Quon"\nQuon is grey.' },
-    ].map((d) => JSON.stringify(d)).join('\n') + '\n');
+    ].map((d) => JSON.stringify(d)).join('\n')}\n`);
     await writeFile(join(dir, 'tools.yaml'), `tools:\n  - class_name: verl.tools.search_tool.SearchTool\n    config: {corpus_path: ${join(dir, 'corpus.jsonl')}, topk: 1}\n` +
       '    tool_schema: {type: function, function: {name: search, parameters: {type: object, properties: {query_list: {type: array}}, required: [query_list]}}}\n');
     const [search] = await loadTools(join(dir, 'tools.yaml'));

@@ -13,8 +13,8 @@ export async function runCli(argv: string[], env: Record<string, string> = {}, o
   let stdout = '';
   let stderr = '';
   const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => { stdout += String(chunk); return true; });
-  const log = vi.spyOn(console, 'log').mockImplementation((...parts) => { stdout += parts.join(' ') + '\n'; });
-  const error = vi.spyOn(console, 'error').mockImplementation((...parts) => { stderr += parts.join(' ') + '\n'; });
+  const log = vi.spyOn(console, 'log').mockImplementation((...parts) => { stdout += `${parts.join(' ')}\n`; });
+  const error = vi.spyOn(console, 'error').mockImplementation((...parts) => { stderr += `${parts.join(' ')}\n`; });
   try {
     const code = await main(argv, { ...options, env });
     return { code, stdout, stderr };

@@ -44,7 +44,7 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
   await writeFile(join(model, 'tokenizer.json'), JSON.stringify(files.tokenizerJson));
   await writeFile(join(model, 'tokenizer_config.json'), JSON.stringify(files.tokenizerConfig));
   const data = join(root, 'train.jsonl');
-  await writeFile(data, train.map((r) => JSON.stringify(r.row)).join('\n') + '\n');
+  await writeFile(data, `${train.map((r) => JSON.stringify(r.row)).join('\n')}\n`);
   if (corpus) await writeFile(join(root, 'corpus.jsonl'), corpusJsonl(corpus));
   return {
     root,

@@ -114,7 +114,7 @@ describe('node train.js with bad input', () => {
     await writeFile(reward, 'export function compute_score(source) { if (source === "held_out") throw new Error("judge offline"); return 0; }\n');
     const val = join(tiny.root, 'val.jsonl');
     const row = (await readFile(join(tiny.root, 'train.jsonl'), 'utf8')).split('\n')[0];
-    await writeFile(val, row.replace('"arithmetic"', '"held_out"') + '\n');
+    await writeFile(val, `${row.replace('"arithmetic"', '"held_out"')}\n`);
     const dir = join(tiny.root, 'final-validation');
     const outcome = await train([...tiny.overrides, `trainer.default_local_dir=${dir}`, `data.val_files=${val}`, `custom_reward_function.path=${reward}`,
       'trainer.total_training_steps=1', 'trainer.test_freq=1']);

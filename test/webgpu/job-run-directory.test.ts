@@ -81,7 +81,7 @@ describe('the SFT and reward-model jobs keep their run directory as train.js doe
     // save_freq=3: the stop's checkpoint (step 2) is its own; test_freq=3: no validation is due at the stopped step.
     const run = (dir: string, warn: (line: string) => void = () => {}) =>
       runSftJob(engine, parseSftOverrides(launch(dir, 4, ['trainer.save_freq=3', 'trainer.test_freq=3'])).config, () => {}, warn);
-    const straight = await run('straight');
+    const _straight = await run('straight');
 
     const trainStep = SftTrainer.prototype.trainStep;
     let calls = 0;

@@ -92,7 +92,7 @@ describe('optimal_token_baseline in a run', () => {
     // The decode kernels and the training forward agree to float32 noise (weights ≈ 1): the test scales them
     // unevenly on their way in, so advantages that ignored them would differ from the reference.
     const { steps, calls } = await otbRun('optimal_token_baseline', ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_is=token'],
-      (w) => w && w.map((v, k) => v * (1 + (k % 3) * 0.5)));
+      (w) => (w === null ? null : w.map((v, k) => v * (1 + (k % 3) * 0.5))));
     expect(steps).toHaveLength(2);
     for (const [i, step] of steps.entries()) {
       for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);

@@ -52,7 +52,7 @@ describe('node train.js: nothing lost, whatever stops the run', () => {
     tiny = await makeTinyRun();
     val = join(tiny.root, 'val.jsonl');
     const rows = (await readFile(join(tiny.root, 'train.jsonl'), 'utf8')).trim().split('\n');
-    await writeFile(val, rows.slice(0, 2).join('\n') + '\n');
+    await writeFile(val, `${rows.slice(0, 2).join('\n')}\n`);
   });
   const inDir = (name: string) => [...tiny.overrides, `trainer.default_local_dir=${join(tiny.root, name)}`];
 
@@ -195,7 +195,7 @@ describe('node train.js: nothing lost, whatever stops the run', () => {
     const outcome = await train([...inDir('fallback'), 'trainer.total_training_steps=3']);
     expect(outcome.code).toBe(0);
     expect(outcome.errors).toHaveLength(1);
-    expect(outcome.errors[0]).toMatch(new RegExp(`^resume: \\S+global_step_2 cannot be resumed \\(.*model\\.safetensors: .*\\); moved it to \\S+unreadable_global_step_2_\\S+ and resuming from \\S+global_step_1, the newest intact checkpoint$`));
+    expect(outcome.errors[0]).toMatch(/^resume: \S+global_step_2 cannot be resumed \(.*model\.safetensors: .*\); moved it to \S+unreadable_global_step_2_\S+ and resuming from \S+global_step_1, the newest intact checkpoint$/);
     const names = await readdir(dir);
     expect(names.filter((n) => n.startsWith('unreadable_global_step_2_'))).toHaveLength(1);
     expect(await stepDirs(dir)).toEqual(['global_step_1', 'global_step_3']);
@@ -215,7 +215,7 @@ describe('node train.js: nothing lost, whatever stops the run', () => {
     const long = JSON.parse(rows[0]);
     long.prompt[0].content = long.prompt[0].content.repeat(8);
     const data = join(tiny.root, 'with-long.jsonl');
-    await writeFile(data, [...rows, JSON.stringify(long)].join('\n') + '\n');
+    await writeFile(data, `${[...rows, JSON.stringify(long)].join('\n')}\n`);
     const outcome = await train([...inDir('filtered'), `data.train_files=${data}`, 'data.filter_overlong_prompts=true', 'trainer.total_training_steps=1']);
     expect(outcome.code).toBe(0);
     expect(outcome.errors).toEqual(['data.train_files: filtered 1 of 7 prompts longer than data.max_prompt_length=16 tokens (data.filter_overlong_prompts=true); 6 left']);

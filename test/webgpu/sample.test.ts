@@ -23,7 +23,7 @@ interface Case extends SamplingParams {
 }
 
 async function runGpu(engine: Engine, c: Case) {
-  const { V, rows } = c;
+  const { rows } = c;
   const outStride = c.outStride ?? 4;
   const eos = c.eosIds ?? [];
   const finishedIn = c.finished ?? new Array<number>(rows).fill(0);

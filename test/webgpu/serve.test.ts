@@ -190,7 +190,7 @@ describe('node serve.js', () => {
     const stopText = full.logprobs.tokens[at];
     const byString = (await post('/v1/completions', { ...sampled, stop: [stopText] })).json.choices[0];
     expect(byString).toMatchObject({ text: full.text.slice(0, full.text.indexOf(stopText)), finish_reason: 'stop', stop_reason: stopText });
-    const models = await (await fetch(url + '/v1/models')).json();
+    const models = await (await fetch(`${url}/v1/models`)).json();
     expect(models).toMatchObject({ object: 'list', data: [{ id: dirs.base, object: 'model', max_model_len: 16 + MAX_NEW_TOKENS }] });
   }, 120_000);
 
@@ -211,8 +211,8 @@ describe('node serve.js', () => {
       expect(res.status, `${path} ${JSON.stringify(body)}`).toBe(status);
       expect(res.json.error).toMatchObject({ type: expect.any(String), message: expect.any(String), param, code: status });
     }
-    expect((await fetch(url + '/generate')).status).toBe(405);
-    expect((await fetch(url + '/health')).status).toBe(200);
+    expect((await fetch(`${url}/generate`)).status).toBe(405);
+    expect((await fetch(`${url}/health`)).status).toBe(200);
   }, 120_000);
 
   it('update_weights_from_disk serves the new weights; a mismatched or non-finite checkpoint is refused and the old weights serve on', async () => {
@@ -223,7 +223,7 @@ describe('node serve.js', () => {
     expect(updated).toEqual({ status: 200, json: { success: true, message: expect.any(String), num_paused_requests: 0 } });
     const after = await logprobsNow();
     expect(after).not.toEqual(before);
-    expect(await (await fetch(url + '/get_model_info')).json()).toMatchObject({ model_path: dirs.other, weight_version: 'step-1' });
+    expect(await (await fetch(`${url}/get_model_info`)).json()).toMatchObject({ model_path: dirs.other, weight_version: 'step-1' });
     for (const [dir, reason] of [[dirs.wider, 'hiddenSize 32 vs 48'], [dirs.nonFinite, 'non-finite'], [join(dirs.base, 'missing'), 'config.json']]) {
       const refused = await post('/update_weights_from_disk', { model_path: dir });
       expect(refused.status, dir).toBe(400);
@@ -242,14 +242,14 @@ describe('node serve.js', () => {
     const base = (await post('/v1/completions', body)).json.choices[0].logprobs.token_logprobs;
     const adapted = (await post('/v1/completions', { ...body, model: 'tuned' })).json.choices[0].logprobs.token_logprobs;
     expect(adapted).not.toEqual(base);
-    expect((await (await fetch(url + '/v1/models')).json()).data.map((m: any) => m.id)).toEqual([dirs.base, 'tuned']);
+    expect((await (await fetch(`${url}/v1/models`)).json()).data.map((m: any) => m.id)).toEqual([dirs.base, 'tuned']);
     expect((await post('/unload_lora_adapter', { lora_name: 'tuned' })).json).toMatchObject({ success: true, loaded_adapters: {} });
     expect((await post('/v1/completions', { ...body, model: 'tuned' })).status).toBe(404);
     // vLLM's routes: a line of text on success, its error body otherwise.
-    const vllm = await fetch(url + '/v1/load_lora_adapter', { method: 'POST', body: JSON.stringify({ lora_name: 'v', lora_path: dirs.adapter }) });
+    const vllm = await fetch(`${url}/v1/load_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'v', lora_path: dirs.adapter }) });
     expect([vllm.status, await vllm.text()]).toEqual([200, "Success: LoRA adapter 'v' added successfully."]);
     expect((await post('/v1/completions', { ...body, model: 'v' })).json.choices[0].logprobs.token_logprobs).toEqual(adapted);
     expect(await post('/v1/unload_lora_adapter', { lora_name: 'nope' })).toMatchObject({ status: 400, json: { error: { param: 'lora_name' } } });
-    expect((await fetch(url + '/v1/unload_lora_adapter', { method: 'POST', body: JSON.stringify({ lora_name: 'v' }) })).status).toBe(200);
+    expect((await fetch(`${url}/v1/unload_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'v' }) })).status).toBe(200);
   }, 120_000);
 });

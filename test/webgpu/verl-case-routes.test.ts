@@ -170,7 +170,7 @@ describe('verl-case routes beyond the recorded sample', () => {
   for (const [fn, estimator] of [['grpo_vectorized', 'grpo_vectorized'], ['rloo_vectorized', 'rloo_vectorized'], ['gpg', 'gpg']] as const) {
     it(`compute_${fn}_outcome_advantage`, async () => {
       const index = ['a', 'b', 'a', 'c'];
-      const rewards = MASK.map((row, b) => row.map((m, t) => (t === 0 && b !== 1 ? b + 0.5 : 0)));
+      const rewards = MASK.map((row, b) => row.map((_m, t) => (t === 0 && b !== 1 ? b + 0.5 : 0)));
       const c: VerlCase = { function: `${CORE}.compute_${fn}_outcome_advantage`, kwargs: { epsilon: 1e-6, norm_adv_by_std_in_grpo: true }, inputs: { token_level_rewards: rewards, response_mask: MASK, index } };
       const got = await runVerlCase(await gpuEngine(), c) as { advantages: number[][] };
       const expected = computeOutcomeAdvantageRef(estimator, { tokenLevelRewards: rewards.flat(), responseMask: MASK.flat(), groupOf: groupLayout(index).groupOf, epsilon: 1e-6, normAdvByStd: true, B, T });
@@ -258,7 +258,7 @@ describe('verl-case routes beyond the recorded sample', () => {
     const strict: Dict[] = [{ score: 1.0, acc: true, pred: '12' }, { score: -1.0, acc: false, pred: ' 12' }, { score: -1.0, acc: false, pred: null }];
     expect(await run({ strict_box_verify: true }, ['so \\boxed{12}', 'Answer: 12 so \\boxed{ 12}', 'nothing boxed'], ['12', '12', '12'])).toEqual(outputsOf(strict));
     const paused: Dict[] = [{ score: 1.0, acc: true, pred: '12' }];
-    expect(await run({ strict_box_verify: true, pause_tokens_index: [1, 2, 3, 100] }, ['\\boxed{12}' + 'z'.repeat(100)], ['12'])).toEqual(outputsOf(paused));
+    expect(await run({ strict_box_verify: true, pause_tokens_index: [1, 2, 3, 100] }, [`\\boxed{12}${'z'.repeat(100)}`], ['12'])).toEqual(outputsOf(paused));
   });
 
   it('reward_score.default_compute_score routes each data_source as training does; a scalar call gives scalars', async () => {

@@ -26,7 +26,7 @@ describe('a verl launch script on a tiny model', () => {
       'actor_rollout_ref.rollout.n=2', 'trainer.total_training_steps=1', 'trainer.n_gpus_per_node=1', `trainer.default_local_dir=${runDir}`,
       'trainer.logger=["console","file","tensorboard","wandb"]',
     ];
-    const { code, stdout, stderr } = await runCli(argv);
+    const { code, stderr } = await runCli(argv);
     expect(code, stderr).toBe(0);
     // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, and one note says so.
     expect(stderr).toContain('ignored 5 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');

@@ -181,7 +181,7 @@ export async function runGpuReport(engine: Engine, argv: string[], log: (line: s
   report.summary = summarize(results);
   for (const [key, value] of Object.entries(report.summary)) log(`  ${key}: ${value.toPrecision(4)}`);
   const temporary = `${args.out}.partial`;
-  await writeFile(temporary, JSON.stringify(report, null, 2) + '\n');
+  await writeFile(temporary, `${JSON.stringify(report, null, 2)}\n`);
   await rename(temporary, args.out);
   log(`wrote ${args.out}`);
   const failed = report.sections.filter((s) => s.status === 'failed').map((s) => s.section);

@@ -84,7 +84,7 @@ class TfLlama {
     const angles = new Float32Array(positions * HS);
     for (let t = 0; t < positions; t++) {
       for (let i = 0; i < HS / 2; i++) {
-        angles[t * HS + i] = angles[t * HS + i + HS / 2] = t * Math.pow(c.ropeTheta, (-2 * i) / HS);
+        angles[t * HS + i] = angles[t * HS + i + HS / 2] = t * c.ropeTheta ** ((-2 * i) / HS);
       }
     }
     this.ropeCos = tf.cos(tf.tensor2d(angles, [positions, HS]));

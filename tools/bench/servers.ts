@@ -45,7 +45,7 @@ async function writeModelAndData(dir: string): Promise<{ model: string; data: st
   await writeFile(join(model, 'tokenizer.json'), JSON.stringify(files.tokenizerJson));
   await writeFile(join(model, 'tokenizer_config.json'), JSON.stringify(files.tokenizerConfig));
   const data = join(dir, 'train.jsonl');
-  await writeFile(data, arithmeticDataset({ digits: 2, trainSize: 256, valSize: 0, seed: 3 }).train.map((r) => JSON.stringify(r.row)).join('\n') + '\n');
+  await writeFile(data, `${arithmeticDataset({ digits: 2, trainSize: 256, valSize: 0, seed: 3 }).train.map((r) => JSON.stringify(r.row)).join('\n')}\n`);
   return { model, data };
 }
 

@@ -1,5 +1,5 @@
 // Bench cases of adamw for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { type Engine } from '../../engine/index.ts';
+import type { Engine } from '../../engine/index.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamwStepRef, gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';
 import { F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';

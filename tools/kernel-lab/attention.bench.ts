@@ -1,5 +1,5 @@
 // Bench cases of attention for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { type Engine } from '../../engine/index.ts';
+import type { Engine } from '../../engine/index.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';

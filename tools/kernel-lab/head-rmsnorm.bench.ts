@@ -1,5 +1,5 @@
 // Bench cases of head-rmsnorm for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { type Engine } from '../../engine/index.ts';
+import type { Engine } from '../../engine/index.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { headRmsnormForward, headRmsnormBackward } from '../../kernels/layers/head-rmsnorm.ts';
 import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/layers/head-rmsnorm.ref.ts';

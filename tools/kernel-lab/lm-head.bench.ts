@@ -1,5 +1,5 @@
 // Bench cases of lm-head for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { type Engine } from '../../engine/index.ts';
+import type { Engine } from '../../engine/index.ts';
 import { lmHeadForward, lmHeadBackward } from '../../kernels/layers/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/layers/lm-head.ref.ts';
 import { MODEL, ROWS, randomValues, randomIds, upload, type KernelBenchCase } from './bench-inputs.ts';

@@ -6,7 +6,7 @@
 // and half B in the same run, and prints each half time as a ratio of the float32 one — on a software device
 // from the process's CPU time per run (steady when other processes share the cores; wall time is not).
 import { Engine, chooseVariant, roundToHalf, type FloatDType } from '../../engine/index.ts';
-import { matmul, matmulVariants, matmulF16Variants } from '../../kernels/matmul/matmul.ts';
+import { matmul, matmulVariants, } from '../../kernels/matmul/matmul.ts';
 import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
 import { randomValues } from './bench-inputs.ts';

@@ -11,7 +11,7 @@ import { computeGaeAdvantageReturnRef } from '../../kernels/ppo/gae.ref.ts';
 import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
 import { applyKlPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
-import { F32_BYTES, B, T, PPO_B, PPO_T, randomValues, responseMask, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, PPO_B, PPO_T, randomValues, responseMask, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** PPO's per-token kernels over a rollout batch of PPO_B responses of PPO_T tokens (ragged, by mask). */
 export function ppoCases(): KernelBenchCase[] {

@@ -18,7 +18,7 @@ type Inferred =
   | { kind: 'list'; element: Inferred }
   | { kind: 'struct'; fields: Map<string, Inferred> };
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const _isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function describe(t: Inferred): string {
   if (t.kind === 'list') return `list<${describe(t.element)}>`;

@@ -4,7 +4,7 @@
 // tensors.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { aggLossGpu } from '../../kernels/ppo/agg-loss.ts';
-import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, } from '../../kernels/ppo/policy-loss.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/ppo/logprob-entropy.ts';
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';

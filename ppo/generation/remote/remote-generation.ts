@@ -5,7 +5,7 @@
 // recomputes old log-probs itself (verl's default), and the servers' feed rollout correction.
 import type { RolloutBatch, RolloutConfig } from '../types.ts';
 import { SampleRecord, assemble, promptBatch } from '../sample-records.ts';
-import { ServerError, ServerPool } from './server-pool.ts';
+import { ServerError, type ServerPool } from './server-pool.ts';
 import {
   checkUpdateAnswer, generateCall, loraName, modelInfoCall, parseGenerate, parseModelInfo, weightUpdateCalls,
   type RolloutBackend, type SamplingRequest, type ServedModel, type ServerSample, type WeightsVersion,
