@@ -39,7 +39,12 @@ export interface ArenaLayout {
   segments: ArenaSegment[];
 }
 
-export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: number, maxBufferBytes: number, alignBytes: number): ArenaLayout {
+export function planArena(
+  entries: readonly ArenaEntry[],
+  maxBindingBytes: number,
+  maxBufferBytes: number,
+  alignBytes: number,
+): ArenaLayout {
   const alignElements = Math.max(1, alignBytes / BYTES_PER_ELEMENT);
   const alignUp = (n: number) => Math.ceil(n / alignElements) * alignElements;
   const maxBinding = Math.floor(maxBindingBytes / BYTES_PER_ELEMENT / alignElements) * alignElements;
@@ -55,8 +60,11 @@ export function planArena(entries: readonly ArenaEntry[], maxBindingBytes: numbe
     const size = Math.ceil((elementCount(entry.shape) * bytesPerElement(dtype)) / BYTES_PER_ELEMENT);
     if (size > maxBinding) {
       if (size * BYTES_PER_ELEMENT > maxBufferBytes) {
-        throw new Error(`arena: tensor ${entry.name} ${shapeString(entry.shape)}${dtype === 'f32' ? '' : ` (${dtype})`} needs ${size * BYTES_PER_ELEMENT} bytes, ` +
-          `above the device's largest buffer of ${maxBufferBytes} bytes (maxBufferSize)`);
+        throw new Error(
+          `arena: tensor ${entry.name} ${shapeString(entry.shape)}${dtype === 'f32' ? '' : ` (${dtype})`} needs ` +
+            `${size * BYTES_PER_ELEMENT} bytes, ` +
+            `above the device's largest buffer of ${maxBufferBytes} bytes (maxBufferSize)`,
+        );
       }
       slots.push({ name: entry.name, shape: entry.shape, dtype, buffer: bufferSizes.length, offset: 0 });
       bufferSizes.push(size);
@@ -89,17 +97,37 @@ export class Arena {
   readonly segments: Tensor<'f32'>[];
   private readonly byName = new Map<string, Tensor<FloatDType>>();
 
-  constructor(engine: Engine, readonly label: string, readonly layout: ArenaLayout) {
+  constructor(
+    engine: Engine,
+    readonly label: string,
+    readonly layout: ArenaLayout,
+  ) {
     this.buffers = layout.bufferSizes.map((size, i) => engine.tensor(`${label}#${i}`, [size]));
-    this.segments = layout.segments.map((s) => this.buffers[s.buffer].view(`${label}#${s.buffer}[${s.offset}:${s.offset + s.size}]`, s.offset, [s.size]));
+    this.segments = layout.segments.map((s) =>
+      this.buffers[s.buffer].view(`${label}#${s.buffer}[${s.offset}:${s.offset + s.size}]`, s.offset, [s.size]),
+    );
     for (const slot of layout.slots) {
       const buffer = this.buffers[slot.buffer];
-      this.byName.set(slot.name, new Tensor(`${label}:${slot.name}`, buffer.buffer, buffer.byteOffset + slot.offset * BYTES_PER_ELEMENT, slot.shape, slot.dtype));
+      this.byName.set(
+        slot.name,
+        new Tensor(
+          `${label}:${slot.name}`,
+          buffer.buffer,
+          buffer.byteOffset + slot.offset * BYTES_PER_ELEMENT,
+          slot.shape,
+          slot.dtype,
+        ),
+      );
     }
   }
 
   static plan(engine: Engine, entries: readonly ArenaEntry[]): ArenaLayout {
-    return planArena(entries, engine.maxBindingBytes, engine.caps.maxBufferSize, engine.caps.minStorageBufferOffsetAlignment);
+    return planArena(
+      entries,
+      engine.maxBindingBytes,
+      engine.caps.maxBufferSize,
+      engine.caps.minStorageBufferOffsetAlignment,
+    );
   }
 
   get(name: string): Tensor<FloatDType> {

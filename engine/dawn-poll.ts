@@ -11,7 +11,10 @@
 
 // Typed by hand: the demo's typecheck has no Node types, and a browser has no setImmediate.
 type Schedule = (callback: (...args: unknown[]) => void, ...args: unknown[]) => unknown;
-const host = globalThis as unknown as { setImmediate?: Schedule; setTimeout: (callback: (...args: unknown[]) => void, ms: number, ...args: unknown[]) => unknown };
+const host = globalThis as unknown as {
+  setImmediate?: Schedule;
+  setTimeout: (callback: (...args: unknown[]) => void, ms: number, ...args: unknown[]) => unknown;
+};
 
 const POLL_INTERVAL_MS = 1;
 const GRACE_MS = 0.5;
@@ -22,11 +25,16 @@ let original: Schedule | null = null;
 let latestStart = 0;
 
 function isNativeAnonymous(callback: unknown): boolean {
-  return typeof callback === 'function' && callback.name === '' && Function.prototype.toString.call(callback).includes('[native code]');
+  return (
+    typeof callback === 'function' &&
+    callback.name === '' &&
+    Function.prototype.toString.call(callback).includes('[native code]')
+  );
 }
 
 function throttledImmediate(callback: (...args: unknown[]) => void, ...args: unknown[]): unknown {
-  if (isNativeAnonymous(callback) && performance.now() - latestStart > GRACE_MS) return host.setTimeout(callback, POLL_INTERVAL_MS, ...args);
+  if (isNativeAnonymous(callback) && performance.now() - latestStart > GRACE_MS)
+    return host.setTimeout(callback, POLL_INTERVAL_MS, ...args);
   return original!(callback, ...args);
 }
 

@@ -60,10 +60,10 @@ export async function findGpu(): Promise<GPU> {
 
 /**
  * Lines Dawn writes to the process's stderr (natively, past Node's streams) that the engine knows to be harmless:
- * lavapipe and some drivers report ~1,000,000 dynamic buffers per pipeline layout, Dawn caps them at 16 for its
- * offset allocation while it enumerates adapters, and says so on every start. The engine's pipeline layouts hold one
- * dynamic-offset buffer (the uniforms at binding 0, engine/engine.ts), so the cap of 16 changes nothing here. Matched whole, numbers included, so any other device line still shows
- * (engine/native-stderr-node.ts applies them).
+ * lavapipe and some drivers report ~1,000,000 dynamic buffers per pipeline layout, Dawn caps them at 16 for its offset
+ * allocation while it enumerates adapters, and says so on every start. The engine's pipeline layouts hold one
+ * dynamic-offset buffer (the uniforms at binding 0, engine/engine.ts), so the cap of 16 changes nothing here. Matched
+ * whole, numbers included, so any other device line still shows (engine/native-stderr-node.ts applies them).
  */
 export const HARMLESS_DAWN_STDERR_LINES: readonly RegExp[] = [
   /^Warning: maxDynamic(Uniform|Storage)BuffersPerPipelineLayout artificially reduced from \d+ to \d+ to fit dynamic offset allocation limit\.$/,
@@ -71,16 +71,14 @@ export const HARMLESS_DAWN_STDERR_LINES: readonly RegExp[] = [
 
 const NO_ADAPTER_HELP =
   'No WebGPU adapter found. On a machine without a GPU run `bash tools/setup.sh`: it installs Mesa >= 24 ' +
-  'lavapipe (software Vulkan). Debian 12\'s own Mesa 22.3 is rejected by Dawn.';
+  "lavapipe (software Vulkan). Debian 12's own Mesa 22.3 is rejected by Dawn.";
 
 export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> {
   const gpu = await findGpu();
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) throw new Error(NO_ADAPTER_HELP);
 
-  const wanted = OPTIONAL_FEATURES.filter(
-    (f) => adapter.features.has(f) && !knobs.disabledFeatures.includes(f),
-  );
+  const wanted = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f) && !knobs.disabledFeatures.includes(f));
   const requiredLimits: Record<string, number> = {};
   for (const key of [
     'maxBufferSize',
@@ -136,8 +134,11 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     console.error(`WebGPU error: ${error.message}`);
   });
   if (knobs.debug >= 1) {
-    console.error(`webgpu: ${description}; ${caps.deviceClass} class${knobs.deviceClass ? ' (WEBGPU_DEVICE_CLASS)' : ''}; features ${wanted.join(',') || 'none'}; ` +
-      `maxStorageBufferBindingSize ${caps.maxStorageBufferBindingSize}`);
+    console.error(
+      `webgpu: ${description}; ${caps.deviceClass} class${knobs.deviceClass ? ' (WEBGPU_DEVICE_CLASS)' : ''}; ` +
+        `features ${wanted.join(',') || 'none'}; ` +
+        `maxStorageBufferBindingSize ${caps.maxStorageBufferBindingSize}`,
+    );
   }
   return result;
 }

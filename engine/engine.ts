@@ -4,7 +4,17 @@
 import { createGpu, type DeviceCapabilities, type Gpu } from './device.ts';
 import { readKnobs, type EngineKnobs } from './knobs.ts';
 import { generateDeclarations, packUniforms, uniformByteSize, type KernelSpec } from './kernel.ts';
-import { Tensor, shapeString, bytesPerElement, elementCount, isHalf, rowWindows, type DType, type RowWindow, type TypedArrayOf } from './tensor.ts';
+import {
+  Tensor,
+  shapeString,
+  bytesPerElement,
+  elementCount,
+  isHalf,
+  rowWindows,
+  type DType,
+  type RowWindow,
+  type TypedArrayOf,
+} from './tensor.ts';
 import { decodeHalf, encodeHalf } from './half-float.ts';
 import { Profiler } from './profiler.ts';
 import { openPipelineLog } from './pipeline-log.ts';
@@ -75,11 +85,18 @@ export class Engine {
     return engine;
   }
 
-  constructor(readonly gpu: Gpu, systemMemoryBytes: number | null = null) {
+  constructor(
+    readonly gpu: Gpu,
+    systemMemoryBytes: number | null = null,
+  ) {
     this.device = gpu.device;
     this.caps = gpu.caps;
     this.knobs = gpu.knobs;
-    this.memory = deviceMemorySize({ description: this.caps.description, software: this.caps.softwareAdapter }, this.knobs.deviceMemoryBytes, systemMemoryBytes);
+    this.memory = deviceMemorySize(
+      { description: this.caps.description, software: this.caps.softwareAdapter },
+      this.knobs.deviceMemoryBytes,
+      systemMemoryBytes,
+    );
     this.uniformAlign = Math.max(16, this.caps.minUniformBufferOffsetAlignment);
     this.uniformBuffer = this.device.createBuffer({
       label: 'uniform-ring',
@@ -112,8 +129,11 @@ export class Engine {
   /** A buffer may exceed one binding (up to maxBufferSize); kernels then bind it in windows (bindingWindows). */
   createBuffer(label: string, byteLength: number, extraUsage = 0): GPUBuffer {
     if (byteLength > this.caps.maxBufferSize) {
-      throw new Error(`tensor ${label} needs ${byteLength} bytes but this device's largest buffer is ${this.caps.maxBufferSize} bytes ` +
-        `(maxBufferSize); split it into several tensors`);
+      throw new Error(
+        `tensor ${label} needs ${byteLength} bytes but this device's largest buffer is ${this.caps.maxBufferSize} ` +
+          `bytes ` +
+          `(maxBufferSize); split it into several tensors`,
+      );
     }
     const buffer = this.device.createBuffer({
       label,
@@ -138,7 +158,12 @@ export class Engine {
   }
 
   /** A tensor holding `data`. */
-  tensorFrom<D extends DType = 'f32'>(name: string, shape: readonly number[], data: ArrayLike<number>, dtype: D = 'f32' as D): Tensor<D> {
+  tensorFrom<D extends DType = 'f32'>(
+    name: string,
+    shape: readonly number[],
+    data: ArrayLike<number>,
+    dtype: D = 'f32' as D,
+  ): Tensor<D> {
     const t = this.tensor(name, shape, dtype);
     this.upload(t, data);
     return t;
@@ -148,7 +173,9 @@ export class Engine {
    *  takes float32 values and stores them rounded to nearest even. */
   upload(tensor: Tensor, data: ArrayLike<number>): void {
     if (data.length !== tensor.size) {
-      throw new Error(`upload to ${tensor.name}: got ${data.length} values for shape ${shapeString(tensor.shape)} (${tensor.size})`);
+      throw new Error(
+        `upload to ${tensor.name}: got ${data.length} values for shape ${shapeString(tensor.shape)} (${tensor.size})`,
+      );
     }
     const typed = toTyped(tensor.dtype, data);
     if (this.encoder) this.flush();
@@ -188,11 +215,16 @@ export class Engine {
     if (cached) return cached;
     for (const feature of spec.features ?? []) {
       if (!this.device.features.has(feature)) {
-        throw new Error(`kernel ${spec.name} needs device feature ${feature}, which this device lacks; choose another variant`);
+        throw new Error(
+          `kernel ${spec.name} needs device feature ${feature}, which this device lacks; choose another variant`,
+        );
       }
     }
     if (spec.bindings.length > this.caps.maxStorageBuffersPerShaderStage) {
-      throw new Error(`kernel ${spec.name}: ${spec.bindings.length} storage bindings exceed the device's ${this.caps.maxStorageBuffersPerShaderStage}`);
+      throw new Error(
+        `kernel ${spec.name}: ${spec.bindings.length} storage bindings exceed the device's ` +
+          `${this.caps.maxStorageBuffersPerShaderStage}`,
+      );
     }
     const code = generateDeclarations(spec) + spec.source;
     let module = this.modules.get(code);
@@ -204,7 +236,11 @@ export class Engine {
     const layout = this.device.createBindGroupLayout({
       label: spec.name,
       entries: [
-        { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: uniformBytes } },
+        {
+          binding: 0,
+          visibility: GPUShaderStage.COMPUTE,
+          buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: uniformBytes },
+        },
         ...spec.bindings.map((b, i) => ({
           binding: i + 1,
           visibility: GPUShaderStage.COMPUTE,
@@ -215,7 +251,11 @@ export class Engine {
     const pipeline = this.device.createComputePipeline({
       label: spec.name,
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout] }),
-      compute: { module, entryPoint: spec.entryPoint ?? 'main', constants: spec.constants as Record<string, number> | undefined },
+      compute: {
+        module,
+        entryPoint: spec.entryPoint ?? 'main',
+        constants: spec.constants as Record<string, number> | undefined,
+      },
     });
     const writes = spec.bindings.filter((b) => b.access === 'read_write').map((b) => b.name);
     const compiled = { pipeline, layout, uniformBytes, id: this.nextId++, writes };
@@ -233,21 +273,33 @@ export class Engine {
     return id;
   }
 
-  private bindGroup(spec: KernelSpec, kernel: CompiledKernel, bindings: Readonly<Record<string, Tensor>>): GPUBindGroup {
+  private bindGroup(
+    spec: KernelSpec,
+    kernel: CompiledKernel,
+    bindings: Readonly<Record<string, Tensor>>,
+  ): GPUBindGroup {
     let key = `${kernel.id}`;
-    const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.uniformBuffer, size: kernel.uniformBytes } }];
+    const entries: GPUBindGroupEntry[] = [
+      { binding: 0, resource: { buffer: this.uniformBuffer, size: kernel.uniformBytes } },
+    ];
     spec.bindings.forEach((b, i) => {
       const t = bindings[b.name];
       if (!t) throw new Error(`kernel ${spec.name}: binding ${b.name} is missing`);
       if (t.byteOffset % this.caps.minStorageBufferOffsetAlignment !== 0) {
-        throw new Error(`kernel ${spec.name}: binding ${b.name} (tensor ${t.name}) starts at byte ${t.byteOffset}, ` +
-          `not a multiple of ${this.caps.minStorageBufferOffsetAlignment}; pass an element offset instead`);
+        throw new Error(
+          `kernel ${spec.name}: binding ${b.name} (tensor ${t.name}) starts at byte ${t.byteOffset}, ` +
+            `not a multiple of ${this.caps.minStorageBufferOffsetAlignment}; pass an element offset instead`,
+        );
       }
       // Half tensors of an odd element count end mid-word; bindings are whole words.
       const size = Math.max(4, wordBytes(t.byteLength));
       if (size > this.maxBindingBytes) {
-        throw new Error(`kernel ${spec.name}: binding ${b.name} (tensor ${t.name}, ${shapeString(t.shape)}) spans ${size} bytes but this ` +
-          `device binds at most ${this.maxBindingBytes} bytes (maxStorageBufferBindingSize); the launcher must bind it in windows (engine.bindingWindows)`);
+        throw new Error(
+          `kernel ${spec.name}: binding ${b.name} (tensor ${t.name}, ${shapeString(t.shape)}) spans ${size} bytes ` +
+            `but this ` +
+            `device binds at most ${this.maxBindingBytes} bytes (maxStorageBufferBindingSize); the launcher must ` +
+            `bind it in windows (engine.bindingWindows)`,
+        );
       }
       key += `|${this.bufferId(t.buffer)}@${t.byteOffset}+${size}`;
       entries.push({ binding: i + 1, resource: { buffer: t.buffer, offset: t.byteOffset, size } });
@@ -286,7 +338,9 @@ export class Engine {
     const [x, y = 1, z = 1] = args.workgroups;
     const max = this.caps.maxComputeWorkgroupsPerDimension;
     if (x > max || y > max || z > max) {
-      throw new Error(`kernel ${spec.name}: ${x}x${y}x${z} workgroups exceed ${max} per dimension (fold with foldWorkgroups)`);
+      throw new Error(
+        `kernel ${spec.name}: ${x}x${y}x${z} workgroups exceed ${max} per dimension (fold with foldWorkgroups)`,
+      );
     }
     if (x === 0 || y === 0 || z === 0) return;
     for (const name of kernel.writes) this.countWrite(args.bindings[name].buffer);
@@ -317,12 +371,23 @@ export class Engine {
       throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} vs ${target.size} elements`);
     }
     // A raw copy of words: 32-bit dtypes copy into each other (ids into scratch), never halves into 32-bit.
-    if (bytesPerElement(source.dtype) !== bytesPerElement(target.dtype)) throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
+    if (bytesPerElement(source.dtype) !== bytesPerElement(target.dtype))
+      throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
     // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
-    if (source.byteLength % 4 !== 0) throw new Error(`copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even count`);
+    if (source.byteLength % 4 !== 0)
+      throw new Error(
+        `copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even ` +
+          `count`,
+      );
     this.countWrite(target.buffer);
     this.endPass();
-    this.ensureEncoder().copyBufferToBuffer(source.buffer, source.byteOffset, target.buffer, target.byteOffset, wordBytes(source.byteLength));
+    this.ensureEncoder().copyBufferToBuffer(
+      source.buffer,
+      source.byteOffset,
+      target.buffer,
+      target.byteOffset,
+      wordBytes(source.byteLength),
+    );
   }
 
   /** Submits everything recorded so far as one command buffer. */
@@ -330,7 +395,8 @@ export class Engine {
     if (!this.encoder) return;
     this.endPass();
     if (this.profiler) this.profiler.resolve(this.encoder);
-    if (this.uniformCursor > 0) this.device.queue.writeBuffer(this.uniformBuffer, 0, this.uniformStaging, 0, this.uniformCursor);
+    if (this.uniformCursor > 0)
+      this.device.queue.writeBuffer(this.uniformBuffer, 0, this.uniformStaging, 0, this.uniformCursor);
     this.device.queue.submit([this.encoder.finish()]);
     this.encoder = null;
     this.uniformCursor = 0;
@@ -362,7 +428,13 @@ export class Engine {
     });
     this.endPass();
     if (tensor.byteLength > 0) {
-      this.ensureEncoder().copyBufferToBuffer(tensor.buffer, tensor.byteOffset, staging, 0, wordBytes(tensor.byteLength));
+      this.ensureEncoder().copyBufferToBuffer(
+        tensor.buffer,
+        tensor.byteOffset,
+        staging,
+        0,
+        wordBytes(tensor.byteLength),
+      );
     }
     this.flush();
     this.transfers.readbacks++;

@@ -6,9 +6,17 @@ import { shapeString, type Tensor } from './tensor.ts';
  *  into a larger buffer, a cache holding more sequences than are written). `shape` says what `expected` is made of:
  *  `[B=2, T=7]`.
  *  Message: `rmsnormForward: x (tensor h, shape [4, 8]) has 32 elements, expected 40 = [rows=5, C=8]`. */
-export function expectSize(launcher: string, what: string, tensor: Tensor, expected: number, shape: string,
-  match: 'exactly' | 'at least' = 'exactly'): void {
+export function expectSize(
+  launcher: string,
+  what: string,
+  tensor: Tensor,
+  expected: number,
+  shape: string,
+  match: 'exactly' | 'at least' = 'exactly',
+): void {
   if (match === 'exactly' ? tensor.size === expected : tensor.size >= expected) return;
-  throw new Error(`${launcher}: ${what} (tensor ${tensor.name}, shape ${shapeString(tensor.shape)}) has ${tensor.size} elements, ` +
-    `expected ${match === 'at least' ? 'at least ' : ''}${expected} = ${shape}`);
+  throw new Error(
+    `${launcher}: ${what} (tensor ${tensor.name}, shape ${shapeString(tensor.shape)}) has ${tensor.size} elements, ` +
+      `expected ${match === 'at least' ? 'at least ' : ''}${expected} = ${shape}`,
+  );
 }

@@ -35,13 +35,13 @@ export function f32ToF16Bits(x: number): number {
     const rem = full & ((1 << shift) - 1);
     const half = 1 << (shift - 1);
     let r = full >>> shift;
-    if (rem > half || (rem === half && (r & 1))) r++;
+    if (rem > half || (rem === half && r & 1)) r++;
     return sign | r;
   }
   let r = (e << 10) | (mant >>> 13);
   const rem = mant & 0x1fff;
   // A carry out of the mantissa correctly bumps the exponent, up to infinity.
-  if (rem > 0x1000 || (rem === 0x1000 && (r & 1))) r++;
+  if (rem > 0x1000 || (rem === 0x1000 && r & 1)) r++;
   return sign | r;
 }
 

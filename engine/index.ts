@@ -1,6 +1,16 @@
 export { Engine, type DispatchArgs } from './engine.ts';
 export { expectSize } from './expect-size.ts';
-export { Tensor, type DType, type FloatDType, type RowWindow, bytesPerElement, isHalf, elementCount, shapeString, rowsPerWindow } from './tensor.ts';
+export {
+  Tensor,
+  type DType,
+  type FloatDType,
+  type RowWindow,
+  bytesPerElement,
+  isHalf,
+  elementCount,
+  shapeString,
+  rowsPerWindow,
+} from './tensor.ts';
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry } from './arena.ts';
 export type { DeviceCapabilities } from './device.ts';

@@ -49,7 +49,12 @@ export function generateDeclarations(spec: KernelSpec): string {
   return `${lines.join('\n')}\n`;
 }
 
-export function packUniforms(spec: KernelSpec, values: Readonly<Record<string, number>>, target: DataView, byteOffset: number): void {
+export function packUniforms(
+  spec: KernelSpec,
+  values: Readonly<Record<string, number>>,
+  target: DataView,
+  byteOffset: number,
+): void {
   spec.uniforms.forEach((u, i) => {
     const value = values[u.name];
     if (value === undefined || Number.isNaN(value)) {
@@ -58,7 +63,8 @@ export function packUniforms(spec: KernelSpec, values: Readonly<Record<string, n
     const at = byteOffset + i * 4;
     if (u.type === 'f32') target.setFloat32(at, value, true);
     else if (u.type === 'u32') {
-      if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) throw new Error(`kernel ${spec.name}: uniform ${u.name}=${value} is not a u32`);
+      if (!Number.isInteger(value) || value < 0 || value > 0xffffffff)
+        throw new Error(`kernel ${spec.name}: uniform ${u.name}=${value} is not a u32`);
       target.setUint32(at, value, true);
     } else {
       if (!Number.isInteger(value)) throw new Error(`kernel ${spec.name}: uniform ${u.name}=${value} is not an i32`);

@@ -10,14 +10,19 @@ function environment(): Env {
 }
 
 function list(value: string | undefined): string[] {
-  return (value ?? '').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  return (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
 }
 
 function readMaxBindingBytes(value: string | undefined): number | null {
   if (value === undefined || value === '') return null;
   const bytes = Number(value);
   if (!Number.isInteger(bytes) || bytes < 4096 || bytes % 256 !== 0) {
-    throw new Error(`WEBGPU_MAX_BINDING_BYTES: "${value}" must be a whole number of bytes, a multiple of 256 and at least 4096`);
+    throw new Error(
+      `WEBGPU_MAX_BINDING_BYTES: "${value}" must be a whole number of bytes, a multiple of 256 and at least 4096`,
+    );
   }
   return bytes;
 }
@@ -29,7 +34,9 @@ export type DeviceClass = (typeof DEVICE_CLASSES)[number];
 function readDeviceClass(value: string | undefined): DeviceClass | null {
   if (value === undefined || value === '') return null;
   if (!(DEVICE_CLASSES as readonly string[]).includes(value)) {
-    throw new Error(`WEBGPU_DEVICE_CLASS: "${value}" must be ${DEVICE_CLASSES.join(' or ')} (or unset: the adapter's own class)`);
+    throw new Error(
+      `WEBGPU_DEVICE_CLASS: "${value}" must be ${DEVICE_CLASSES.join(' or ')} (or unset: the adapter's own class)`,
+    );
   }
   return value as DeviceClass;
 }
@@ -37,7 +44,8 @@ function readDeviceClass(value: string | undefined): DeviceClass | null {
 function readPeakFlops(value: string | undefined): number | null {
   if (value === undefined || value === '') return null;
   const flops = Number(value);
-  if (!Number.isFinite(flops) || flops <= 0) throw new Error(`WEBGPU_PEAK_FLOPS: "${value}" must be a positive number of FLOP/s (e.g. 66.9e12)`);
+  if (!Number.isFinite(flops) || flops <= 0)
+    throw new Error(`WEBGPU_PEAK_FLOPS: "${value}" must be a positive number of FLOP/s (e.g. 66.9e12)`);
   return flops;
 }
 
@@ -89,7 +97,9 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
     deviceClass: readDeviceClass(env.WEBGPU_DEVICE_CLASS),
     peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),
-    deviceMemoryBytes: env.WEBGPU_DEVICE_MEMORY ? parseMemorySize(env.WEBGPU_DEVICE_MEMORY, 'WEBGPU_DEVICE_MEMORY') : null,
+    deviceMemoryBytes: env.WEBGPU_DEVICE_MEMORY
+      ? parseMemorySize(env.WEBGPU_DEVICE_MEMORY, 'WEBGPU_DEVICE_MEMORY')
+      : null,
     trainDebug: readTrainDebug(env),
     pipelineLog: env.WEBGPU_PIPELINE_LOG || null,
   };

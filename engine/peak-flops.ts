@@ -23,7 +23,10 @@ const FP32_PEAKS: readonly [RegExp, number][] = [
 /** lavapipe's tuned-matmul rate on this project's 2-core machines (the default job's MFU has always used it). */
 export const SOFTWARE_PEAK_FLOPS = 19e9;
 
-export function peakFp32Flops(caps: Pick<DeviceCapabilities, 'description' | 'softwareAdapter'>, override: number | null): number | null {
+export function peakFp32Flops(
+  caps: Pick<DeviceCapabilities, 'description' | 'softwareAdapter'>,
+  override: number | null,
+): number | null {
   if (override !== null) return override;
   if (caps.softwareAdapter) return SOFTWARE_PEAK_FLOPS;
   return FP32_PEAKS.find(([pattern]) => pattern.test(caps.description))?.[1] ?? null;

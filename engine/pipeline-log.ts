@@ -34,6 +34,8 @@ export function pipelineKey(record: PipelineRecord): string {
 export async function openPipelineLog(path: string): Promise<(spec: KernelSpec) => void> {
   const fsModule = 'node:fs';
   // Typed by hand: the demo's build (a browser) has no Node types.
-  const { appendFileSync } = (await import(/* @vite-ignore */ fsModule)) as { appendFileSync: (path: string, data: string) => void };
+  const { appendFileSync } = (await import(/* @vite-ignore */ fsModule)) as {
+    appendFileSync: (path: string, data: string) => void;
+  };
   return (spec) => appendFileSync(path, `${JSON.stringify(pipelineRecord(spec))}\n`);
 }

@@ -34,7 +34,10 @@ export class Profiler {
   resolve(encoder: GPUCommandEncoder): void {
     if (this.names.length === 0) return;
     const count = this.names.length * 2;
-    const readback = this.device.createBuffer({ size: count * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const readback = this.device.createBuffer({
+      size: count * 8,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
     encoder.resolveQuerySet(this.querySet, 0, count, this.resolveBuffer, 0);
     encoder.copyBufferToBuffer(this.resolveBuffer, 0, readback, 0, count * 8);
     this.pending.push({ names: this.names, readback });

@@ -1,5 +1,6 @@
-// The run's seeded random stream (shared by models/ and ppo/): xoshiro128** (four u32 words of state), seeded through splitmix32. The state
-// is plain numbers, so the trainer saves it with a checkpoint and restores it for a bit-identical resume.
+// The run's seeded random stream (shared by models/ and ppo/): xoshiro128** (four u32 words of state), seeded through
+// splitmix32. The state is plain numbers, so the trainer saves it with a checkpoint and restores it for a bit-identical
+// resume.
 
 export type RngState = [number, number, number, number];
 
@@ -23,7 +24,11 @@ export class Rng {
   }
 
   static fromState(state: RngState): Rng {
-    if (state.length !== 4 || state.every((w) => w === 0) || !state.every((w) => Number.isInteger(w) && w >= 0 && w <= 0xffffffff)) {
+    if (
+      state.length !== 4 ||
+      state.every((w) => w === 0) ||
+      !state.every((w) => Number.isInteger(w) && w >= 0 && w <= 0xffffffff)
+    ) {
       throw new Error(`rng state must be four u32 words, not all zero; got [${state.join(', ')}]`);
     }
     const rng = new Rng(0);

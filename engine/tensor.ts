@@ -39,7 +39,9 @@ export class Tensor<D extends DType = DType> {
       if (!Number.isInteger(d) || d < 0) throw new Error(`tensor ${name}: bad shape [${shape.join(', ')}]`);
     }
     if (byteOffset + this.byteLength > buffer.size) {
-      throw new Error(`tensor ${name}: ${this.byteLength} bytes at offset ${byteOffset} overrun its buffer of ${buffer.size} bytes`);
+      throw new Error(
+        `tensor ${name}: ${this.byteLength} bytes at offset ${byteOffset} overrun its buffer of ${buffer.size} bytes`,
+      );
     }
   }
 
@@ -53,7 +55,13 @@ export class Tensor<D extends DType = DType> {
 
   /** A sub-tensor starting `elementOffset` elements in; binding it needs a device-aligned byte offset. */
   view(name: string, elementOffset: number, shape: readonly number[]): Tensor<D> {
-    return new Tensor(name, this.buffer, this.byteOffset + elementOffset * bytesPerElement(this.dtype), shape, this.dtype);
+    return new Tensor(
+      name,
+      this.buffer,
+      this.byteOffset + elementOffset * bytesPerElement(this.dtype),
+      shape,
+      this.dtype,
+    );
   }
 
   /** The same memory with another shape of the same element count. */
@@ -78,28 +86,49 @@ export interface RowWindow<D extends DType = DType> {
 
 /** Most rows of `rowElements` elements (of `elementBytes` each) one window may hold: at most `maxBytes`, and a
  *  multiple of the rows that keep every window's start `alignBytes`-aligned (given an aligned first row). */
-export function rowsPerWindow(rowElements: number, maxBytes: number, alignBytes: number, elementBytes = BYTES_PER_ELEMENT): number {
+export function rowsPerWindow(
+  rowElements: number,
+  maxBytes: number,
+  alignBytes: number,
+  elementBytes = BYTES_PER_ELEMENT,
+): number {
   const rowBytes = rowElements * elementBytes;
   const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
   const alignRows = alignBytes / gcd(alignBytes, rowBytes);
   const rows = Math.floor(maxBytes / rowBytes / alignRows) * alignRows;
   if (rows < 1) {
-    throw new Error(`rows of ${rowBytes} bytes cannot be bound in windows of at most ${maxBytes} bytes starting ${alignBytes}-byte aligned`);
+    throw new Error(
+      `rows of ${rowBytes} bytes cannot be bound in windows of at most ${maxBytes} bytes starting ${alignBytes}-byte ` +
+        `aligned`,
+    );
   }
   return rows;
 }
 
 /** `tensor` (rows of `rowElements`) cut into consecutive windows of whole rows, each bindable. One window (the
  *  tensor itself) when it fits. */
-export function rowWindows<D extends DType>(tensor: Tensor<D>, rowElements: number, maxBytes: number, alignBytes: number): RowWindow<D>[] {
+export function rowWindows<D extends DType>(
+  tensor: Tensor<D>,
+  rowElements: number,
+  maxBytes: number,
+  alignBytes: number,
+): RowWindow<D>[] {
   const totalRows = tensor.size / rowElements;
-  if (!Number.isInteger(totalRows)) throw new Error(`tensor ${tensor.name} ${shapeString(tensor.shape)}: not whole rows of ${rowElements} elements`);
+  if (!Number.isInteger(totalRows))
+    throw new Error(`tensor ${tensor.name} ${shapeString(tensor.shape)}: not whole rows of ${rowElements} elements`);
   if (tensor.byteLength <= maxBytes) return [{ firstRow: 0, rows: totalRows, tensor }];
   const step = rowsPerWindow(rowElements, maxBytes, alignBytes, bytesPerElement(tensor.dtype));
   const windows: RowWindow<D>[] = [];
   for (let firstRow = 0; firstRow < totalRows; firstRow += step) {
     const rows = Math.min(step, totalRows - firstRow);
-    windows.push({ firstRow, rows, tensor: tensor.view(`${tensor.name}[${firstRow}:${firstRow + rows}]`, firstRow * rowElements, [rows, rowElements]) });
+    windows.push({
+      firstRow,
+      rows,
+      tensor: tensor.view(`${tensor.name}[${firstRow}:${firstRow + rows}]`, firstRow * rowElements, [
+        rows,
+        rowElements,
+      ]),
+    });
   }
   return windows;
 }

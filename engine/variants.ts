@@ -10,12 +10,20 @@ export interface Variant<T> {
   value: T;
 }
 
-export function chooseVariant<T>(op: string, variants: readonly Variant<T>[], caps: DeviceCapabilities, knobs: EngineKnobs): Variant<T> {
+export function chooseVariant<T>(
+  op: string,
+  variants: readonly Variant<T>[],
+  caps: DeviceCapabilities,
+  knobs: EngineKnobs,
+): Variant<T> {
   const forced = knobs.kernelVariants[op];
   if (forced) {
     const variant = variants.find((v) => v.name === forced);
     if (!variant) {
-      throw new Error(`WEBGPU_KERNEL_VARIANTS: ${op} has no variant "${forced}" (choose from ${variants.map((v) => v.name).join(', ')})`);
+      throw new Error(
+        `WEBGPU_KERNEL_VARIANTS: ${op} has no variant "${forced}" (choose from ` +
+          `${variants.map((v) => v.name).join(', ')})`,
+      );
     }
     return variant;
   }

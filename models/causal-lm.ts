@@ -25,7 +25,13 @@ export class CausalLm {
   readonly trunk: DecoderTrunk;
   private readonly buffers: GrowingBuffers;
   /** The last tokenLogprobs call; `savedLogits` (R, V) while its logits wait for the one backward that reads them. */
-  private last: { rows: number; hidden: Tensor; targets: Tensor<'u32'>; temperature: number; savedLogits?: Tensor } | null = null;
+  private last: {
+    rows: number;
+    hidden: Tensor;
+    targets: Tensor<'u32'>;
+    temperature: number;
+    savedLogits?: Tensor;
+  } | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -49,19 +55,35 @@ export class CausalLm {
 
   /** Teacher-forced log-probs of `targets` (R = B·T, usually the ids shifted left by one) at `temperature`;
    *  `sumPiSquared` also gives Σπ² per position (forward only: no gradient flows through it). */
-  tokenLogprobs(batch: TokenBatch, targets: Tensor<'u32'>, options: { temperature?: number; saveForBackward: boolean; sumPiSquared?: boolean }): TokenLogprobs {
+  tokenLogprobs(
+    batch: TokenBatch,
+    targets: Tensor<'u32'>,
+    options: { temperature?: number; saveForBackward: boolean; sumPiSquared?: boolean },
+  ): TokenLogprobs {
     const c = this.config;
     const rows = batch.B * batch.T;
     const temperature = options.temperature ?? 1;
     const hidden = this.trunk.forward(batch, { saveForBackward: options.saveForBackward });
     const ws = this.workspace(rows);
     // A small vocabulary's logits stay for the backward instead of being recomputed there.
-    const savedLogits = options.saveForBackward && lmHeadLogitsFitOneChunk(this.engine, rows, c.hiddenSize, c.vocabSize)
-      ? this.buffers.get('savedLogits', [rows, c.vocabSize]) : undefined;
+    const savedLogits =
+      options.saveForBackward && lmHeadLogitsFitOneChunk(this.engine, rows, c.hiddenSize, c.vocabSize)
+        ? this.buffers.get('savedLogits', [rows, c.vocabSize])
+        : undefined;
     const sumPiSquared = options.sumPiSquared ? this.buffers.get('sumPiSquared', [rows]) : undefined;
     lmHeadForward(this.engine, {
-      hidden, weight: this.params.get(lmHeadWeightName(c)), targets, N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
-      logprobs: ws.logprobs, entropy: ws.entropy, lse: ws.lse, savedLogits, sumPiSquared,
+      hidden,
+      weight: this.params.get(lmHeadWeightName(c)),
+      targets,
+      N: rows,
+      C: c.hiddenSize,
+      V: c.vocabSize,
+      temperature,
+      logprobs: ws.logprobs,
+      entropy: ws.entropy,
+      lse: ws.lse,
+      savedLogits,
+      sumPiSquared,
     });
     this.last = { rows, hidden, targets, temperature, savedLogits };
     return { ...ws, sumPiSquared };
@@ -76,8 +98,19 @@ export class CausalLm {
     const ws = this.workspace(rows);
     const weightName = lmHeadWeightName(c);
     lmHeadBackward(this.engine, {
-      hidden, weight: this.params.get(weightName), targets, lse: ws.lse, dLogprobs, dEntropy, entropy: dEntropy ? ws.entropy : undefined,
-      dHidden: ws.dHidden, dWeight: this.trunk.lora ? null : grads.get(weightName), N: rows, C: c.hiddenSize, V: c.vocabSize, temperature,
+      hidden,
+      weight: this.params.get(weightName),
+      targets,
+      lse: ws.lse,
+      dLogprobs,
+      dEntropy,
+      entropy: dEntropy ? ws.entropy : undefined,
+      dHidden: ws.dHidden,
+      dWeight: this.trunk.lora ? null : grads.get(weightName),
+      N: rows,
+      C: c.hiddenSize,
+      V: c.vocabSize,
+      temperature,
       savedLogits,
     });
     // The backward overwrote them with d(loss)/d(logits): another backward of this forward recomputes them.
@@ -89,7 +122,14 @@ export class CausalLm {
   logits(batch: TokenBatch, out: Tensor<'f32'>): Tensor<'f32'> {
     const c = this.config;
     const hidden = this.trunk.forward(batch, { saveForBackward: false });
-    lmHeadLogits(this.engine, { hidden, weight: this.params.get(lmHeadWeightName(c)), out, N: batch.B * batch.T, C: c.hiddenSize, V: c.vocabSize });
+    lmHeadLogits(this.engine, {
+      hidden,
+      weight: this.params.get(lmHeadWeightName(c)),
+      out,
+      N: batch.B * batch.T,
+      C: c.hiddenSize,
+      V: c.vocabSize,
+    });
     return out;
   }
 }

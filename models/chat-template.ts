@@ -33,7 +33,10 @@ function templateSources(config: TokenizerConfig, chatTemplateFile: string | nul
   if (t === undefined || t === null) return new Map();
   if (typeof t === 'string') return new Map([['default', t]]);
   const named = Array.isArray(t) && t.every((e) => typeof e?.name === 'string' && typeof e?.template === 'string');
-  if (!named) throw new ChatTemplateError(`tokenizer_config.json: chat_template is neither a string nor a list of {name, template}`);
+  if (!named)
+    throw new ChatTemplateError(
+      `tokenizer_config.json: chat_template is neither a string nor a list of {name, template}`,
+    );
   return new Map((t as { name: string; template: string }[]).map((e) => [e.name, e.template]));
 }
 
@@ -48,8 +51,12 @@ export class ChatTemplate {
   constructor(config: TokenizerConfig, special: SpecialTokens, chatTemplateFile: string | null = null) {
     const sources = templateSources(config, chatTemplateFile);
     if (sources.size === 0) {
-      throw new ChatTemplateError('tokenizer_config.json has no chat_template and there is no chat_template.jinja: this tokenizer has no chat format; ' +
-        'set actor_rollout_ref.model.custom_chat_template (e.g. \'{{ messages[-1].content }}\' gives the model the prompt as plain text)');
+      throw new ChatTemplateError(
+        'tokenizer_config.json has no chat_template and there is no chat_template.jinja: this tokenizer has no chat ' +
+          'format; ' +
+          "set actor_rollout_ref.model.custom_chat_template (e.g. '{{ messages[-1].content }}' gives the model the " +
+          'prompt as plain text)',
+      );
     }
     this.templates = new Map();
     for (const [name, source] of sources) {
@@ -63,7 +70,8 @@ export class ChatTemplate {
     this.tokenContext = {};
     for (const [key, token] of Object.entries(special)) if (token) this.tokenContext[`${key}_token`] = token.token;
     const extra = config.additional_special_tokens;
-    if (Array.isArray(extra)) this.tokenContext.additional_special_tokens = extra.map((t) => (typeof t === 'string' ? t : t?.content));
+    if (Array.isArray(extra))
+      this.tokenContext.additional_special_tokens = extra.map((t) => (typeof t === 'string' ? t : t?.content));
   }
 
   render(messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): string {
@@ -71,7 +79,8 @@ export class ChatTemplate {
     // As transformers: a 'tool_use' template when tools are given and one exists, else 'default'.
     const name = tools && this.templates.has('tool_use') ? 'tool_use' : 'default';
     const template = this.templates.get(name);
-    if (!template) throw new ChatTemplateError(`no chat template named '${name}' (have: ${[...this.templates.keys()].join(', ')})`);
+    if (!template)
+      throw new ChatTemplateError(`no chat template named '${name}' (have: ${[...this.templates.keys()].join(', ')})`);
     return template.render({
       ...this.tokenContext,
       ...options.kwargs,
@@ -86,7 +95,12 @@ export class ChatTemplate {
  * apply_chat_template(tokenize=True): renders, then encodes without adding special tokens, because the
  * template already writes them (a second <s> would change the model's input). Returns the text and its ids.
  */
-export async function applyChatTemplate(tokenizer: Pick<Tokenizer, 'encode'>, template: ChatTemplate, messages: readonly ChatMessage[], options: ChatTemplateOptions = {}): Promise<{ text: string; ids: number[] }> {
+export async function applyChatTemplate(
+  tokenizer: Pick<Tokenizer, 'encode'>,
+  template: ChatTemplate,
+  messages: readonly ChatMessage[],
+  options: ChatTemplateOptions = {},
+): Promise<{ text: string; ids: number[] }> {
   const text = template.render(messages, options);
   return { text, ids: await tokenizer.encode(text, { addSpecialTokens: false }) };
 }

@@ -14,8 +14,15 @@ export const CONFIG_FILE = 'config.json';
 export const GENERATION_CONFIG_FILE = 'generation_config.json';
 /** Tokenizer files transformers may save beside a model; whichever exist are copied with a checkpoint. */
 export const TOKENIZER_FILES = [
-  'tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'chat_template.json',
-  'added_tokens.json', 'tokenizer.model', 'vocab.json', 'merges.txt',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'chat_template.jinja',
+  'chat_template.json',
+  'added_tokens.json',
+  'tokenizer.model',
+  'vocab.json',
+  'merges.txt',
 ] as const;
 
 export class CheckpointError extends Error {
@@ -47,17 +54,22 @@ async function readJson(path: string): Promise<unknown> {
 }
 
 export function parseGenerationConfig(json: unknown, file = GENERATION_CONFIG_FILE): GenerationConfig {
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new CheckpointError(`${file}: expected a JSON object`);
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new CheckpointError(`${file}: expected a JSON object`);
   const raw = json as Record<string, unknown>;
   const id = (key: string): number | null => {
     const v = raw[key];
     if (v === undefined || v === null) return null;
-    if (!Number.isSafeInteger(v) || (v as number) < 0) throw new CheckpointError(`${file}: '${key}' is ${JSON.stringify(v)}, expected a token id`);
+    if (!Number.isSafeInteger(v) || (v as number) < 0)
+      throw new CheckpointError(`${file}: '${key}' is ${JSON.stringify(v)}, expected a token id`);
     return v as number;
   };
   const eos = raw.eos_token_id;
   const eosList = eos === undefined || eos === null ? [] : Array.isArray(eos) ? eos : [eos];
-  if (!eosList.every((v) => Number.isSafeInteger(v) && v >= 0)) throw new CheckpointError(`${file}: 'eos_token_id' is ${JSON.stringify(eos)}, expected a token id or a list of them`);
+  if (!eosList.every((v) => Number.isSafeInteger(v) && v >= 0))
+    throw new CheckpointError(
+      `${file}: 'eos_token_id' is ${JSON.stringify(eos)}, expected a token id or a list of them`,
+    );
   return { bosTokenId: id('bos_token_id'), eosTokenIds: eosList as number[], padTokenId: id('pad_token_id'), raw };
 }
 
@@ -79,16 +91,24 @@ export function checkTensorShapes(config: DecoderConfig, tensors: CheckpointTens
   const expected = checkpointTensorShapes(config);
   for (const [name, shape] of expected) {
     const info = tensors.info(name);
-    if (!info) throw new CheckpointError(`${dir}: ${config.architecture} needs tensor '${name}' [${shape.join(', ')}], which the checkpoint does not have`);
+    if (!info)
+      throw new CheckpointError(
+        `${dir}: ${config.architecture} needs tensor '${name}' [${shape.join(', ')}], which the checkpoint does not ` +
+          `have`,
+      );
     if (info.shape.join() !== shape.join()) {
-      throw new CheckpointError(`${dir}: tensor '${name}' has shape [${info.shape.join(', ')}], config.json implies [${shape.join(', ')}]`);
+      throw new CheckpointError(
+        `${dir}: tensor '${name}' has shape [${info.shape.join(', ')}], config.json implies [${shape.join(', ')}]`,
+      );
     }
   }
   const unused = tensors.names().filter((n) => !expected.has(n));
   const layers = 1 + Math.max(-1, ...unused.map((n) => Number(LAYER_TENSOR.exec(n)?.[1] ?? -1)));
   if (layers > config.numLayers) {
-    throw new CheckpointError(`${dir}: the weights hold ${layers} layers but config.json num_hidden_layers is ${config.numLayers}; ` +
-      'loading would drop the extra layers — set num_hidden_layers to the checkpoint\'s count');
+    throw new CheckpointError(
+      `${dir}: the weights hold ${layers} layers but config.json num_hidden_layers is ${config.numLayers}; ` +
+        "loading would drop the extra layers — set num_hidden_layers to the checkpoint's count",
+    );
   }
   return unused;
 }
@@ -98,7 +118,10 @@ export function checkTensorShapes(config: DecoderConfig, tensors: CheckpointTens
  * ('token-classification') from a causal-LM checkpoint keeps its backbone, and its new score head is absent
  * from the tensors (the model initialises it). Close `tensors` when done.
  */
-export async function openHfCheckpoint(dir: string, options: { as?: DecoderConfig['head'] } = {}): Promise<HfCheckpoint> {
+export async function openHfCheckpoint(
+  dir: string,
+  options: { as?: DecoderConfig['head'] } = {},
+): Promise<HfCheckpoint> {
   const config = parseHfConfig(await readJson(join(dir, CONFIG_FILE)), join(dir, CONFIG_FILE));
   const generationConfig = await readGenerationConfig(dir);
   const tensors = await CheckpointTensors.open(dir);
@@ -150,21 +173,32 @@ function checkTensorsToSave(config: DecoderConfig, tensors: readonly TensorSourc
   for (const t of tensors) {
     const shape = expected.get(t.name);
     if (!shape) throw new CheckpointError(`saving ${target}: tensor '${t.name}' is not part of ${config.architecture}`);
-    if (t.shape.join() !== shape.join()) throw new CheckpointError(`saving ${target}: tensor '${t.name}' has shape [${t.shape.join(', ')}], ${config.architecture} needs [${shape.join(', ')}]`);
+    if (t.shape.join() !== shape.join())
+      throw new CheckpointError(
+        `saving ${target}: tensor '${t.name}' has shape [${t.shape.join(', ')}], ${config.architecture} needs ` +
+          `[${shape.join(', ')}]`,
+      );
     given.add(t.name);
   }
   const missing = [...expected.keys()].filter((n) => !given.has(n));
-  if (missing.length > 0) throw new CheckpointError(`saving ${target}: ${config.architecture} needs tensors that were not given: ${missing.join(', ')}`);
+  if (missing.length > 0)
+    throw new CheckpointError(
+      `saving ${target}: ${config.architecture} needs tensors that were not given: ${missing.join(', ')}`,
+    );
 }
 
 /** Moves the finished temporary directory to target, replacing a previous checkpoint there. */
 async function swapInto(tmp: string, target: string): Promise<void> {
   let previous: string | null = null;
   if (await exists(target)) {
-    if (!(await stat(target)).isDirectory()) throw new CheckpointError(`saving ${target}: exists and is not a directory`);
+    if (!(await stat(target)).isDirectory())
+      throw new CheckpointError(`saving ${target}: exists and is not a directory`);
     const entries = await readdir(target);
     // Replace only what is recognisably a checkpoint: never move away a directory of unrelated files.
-    if (entries.length > 0 && !entries.includes(CONFIG_FILE)) throw new CheckpointError(`saving ${target}: exists, is not empty and holds no ${CONFIG_FILE}; refusing to replace it`);
+    if (entries.length > 0 && !entries.includes(CONFIG_FILE))
+      throw new CheckpointError(
+        `saving ${target}: exists, is not empty and holds no ${CONFIG_FILE}; refusing to replace it`,
+      );
     previous = `${tmp}.previous`;
     await rename(target, previous);
   }

@@ -22,10 +22,22 @@ export function freshScoreTensor(name: string, shape: readonly number[], seed: n
 }
 
 /** `weightDtype`: a frozen critic's stored dtype (see createParameterArena). */
-export async function criticFromCausalLm(engine: Engine, actorConfig: DecoderConfig, actorParams: Arena, seed: number, weightDtype: FloatDType = 'f32'): Promise<{ config: DecoderConfig; params: Arena }> {
+export async function criticFromCausalLm(
+  engine: Engine,
+  actorConfig: DecoderConfig,
+  actorParams: Arena,
+  seed: number,
+  weightDtype: FloatDType = 'f32',
+): Promise<{ config: DecoderConfig; params: Arena }> {
   const config = withHead(actorConfig, 'token-classification');
   const trunk = await readHfTensors(engine, actorParams, actorConfig);
   const params = createParameterArena(engine, config, 'critic', weightDtype);
-  uploadHfTensors(engine, params, config, (name) => trunk.get(name) ?? freshScoreTensor(name, name === 'score.bias' ? [1] : [1, config.hiddenSize], seed), 'critic from actor');
+  uploadHfTensors(
+    engine,
+    params,
+    config,
+    (name) => trunk.get(name) ?? freshScoreTensor(name, name === 'score.bias' ? [1] : [1, config.hiddenSize], seed),
+    'critic from actor',
+  );
   return { config, params };
 }

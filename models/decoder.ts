@@ -75,7 +75,12 @@ export interface DecoderForwardOptions {
 type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
 
 /** The layer weights a forward multiplies by (layerForward's projections), by name within a layer. */
-export const LINEAR_WEIGHTS = ['self_attn.qkv_proj.weight', 'self_attn.o_proj.weight', 'mlp.gate_up_proj.weight', 'mlp.down_proj.weight'];
+export const LINEAR_WEIGHTS = [
+  'self_attn.qkv_proj.weight',
+  'self_attn.o_proj.weight',
+  'mlp.gate_up_proj.weight',
+  'mlp.down_proj.weight',
+];
 
 export class DecoderTrunk {
   /** Activation recomputation (verl's enable_gradient_checkpointing): a training forward keeps only each
@@ -86,7 +91,8 @@ export class DecoderTrunk {
    *  every base weight is frozen; null: every parameter trains. */
   lora: LoraAdapters | null = null;
   private readonly buffers: GrowingBuffers;
-  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null = null;
+  private lastForward: { batch: TokenBatch; workspace: Workspace; mode: WorkspaceMode; transposed: boolean } | null =
+    null;
   /** The layer weights' transposed copies that training forwards multiply by on CPU devices. */
   private readonly transposed: TransposedWeights;
 
@@ -105,11 +111,19 @@ export class DecoderTrunk {
 
   /** Brings every layer weight's transposed copy up to date (models/transposed-weights.ts). */
   private refreshTransposedWeights(): void {
-    this.transposed.refresh(Array.from({ length: this.config.numLayers }, (_, l) => LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`)).flat());
+    this.transposed.refresh(
+      Array.from({ length: this.config.numLayers }, (_, l) =>
+        LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`),
+      ).flat(),
+    );
   }
 
   /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
-  private linear(name: string, transposed: boolean, args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor }): void {
+  private linear(
+    name: string,
+    transposed: boolean,
+    args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor },
+  ): void {
     if (transposed) matmul(this.engine, { ...args, b: this.transposed.copy(name), layout: 'nn' });
     else matmul(this.engine, { ...args, b: this.param(name), layout: 'nt' });
   }
@@ -187,9 +201,10 @@ export class DecoderTrunk {
       dQkvRaw: saved && c.qkNorm ? t('dQkvRaw', [R, W]) : undefined!,
       ones: saved && (c.attentionBias || c.outputBias) ? t('ones', [R], 1) : undefined!,
       dLora: saved && lora ? t('dLora', [R, lora.maxRank]) : undefined!,
-      frozenNormGrads: saved && lora
-        ? { hidden: t('frozen.dNorm', [C]), q: t('frozen.dQNorm', [c.headDim]), k: t('frozen.dKNorm', [c.headDim]) }
-        : undefined!,
+      frozenNormGrads:
+        saved && lora
+          ? { hidden: t('frozen.dNorm', [C]), q: t('frozen.dQNorm', [c.headDim]), k: t('frozen.dKNorm', [c.headDim]) }
+          : undefined!,
     };
   }
 
@@ -197,10 +212,18 @@ export class DecoderTrunk {
     const c = this.config;
     const W = qkvWidth(c);
     return {
-      B, Tq: T, Tk: T, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
-      qRowStride: W, qColOffset: 0,
-      kRowStride: W, kColOffset: c.numHeads * c.headDim,
-      vRowStride: W, vColOffset: (c.numHeads + c.numKvHeads) * c.headDim,
+      B,
+      Tq: T,
+      Tk: T,
+      NH: c.numHeads,
+      NKV: c.numKvHeads,
+      HS: c.headDim,
+      qRowStride: W,
+      qColOffset: 0,
+      kRowStride: W,
+      kColOffset: c.numHeads * c.headDim,
+      vRowStride: W,
+      vColOffset: (c.numHeads + c.numKvHeads) * c.headDim,
       kvBatchStride: T * W,
       queryStart: 0,
       scale: 1 / Math.sqrt(c.headDim),
@@ -211,7 +234,14 @@ export class DecoderTrunk {
    * Records layer l's forward from a.input into a's activations; with `next`, also its output (the residual
    * after the MLP) into `next`. Backward's recomputation passes no `next`: it needs the activations only.
    */
-  private layerForward(l: number, a: LayerActivations, next: Tensor | null, batch: TokenBatch, dims: AttentionDims, transposed: boolean): void {
+  private layerForward(
+    l: number,
+    a: LayerActivations,
+    next: Tensor | null,
+    batch: TokenBatch,
+    dims: AttentionDims,
+    transposed: boolean,
+  ): void {
     const c = this.config;
     const e = this.engine;
     const R = batch.B * batch.T;
@@ -219,26 +249,68 @@ export class DecoderTrunk {
     const W = qkvWidth(c);
     const I = c.intermediateSize;
     const p = layerPrefix(l);
-    rmsnormForward(e, { x: a.input, weight: this.param(`${p}.input_layernorm.weight`), out: a.attnNormed, rstd: a.attnRstd, rows: R, cols: C, eps: c.rmsNormEps });
+    rmsnormForward(e, {
+      x: a.input,
+      weight: this.param(`${p}.input_layernorm.weight`),
+      out: a.attnNormed,
+      rstd: a.attnRstd,
+      rows: R,
+      cols: C,
+      eps: c.rmsNormEps,
+    });
     this.linear(`${p}.self_attn.qkv_proj.weight`, transposed, {
-      a: a.attnNormed, out: a.qkvRaw, M: R, N: W, K: C, bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+      a: a.attnNormed,
+      out: a.qkvRaw,
+      M: R,
+      N: W,
+      K: C,
+      bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
     });
     this.lora?.forward(l, 'qkv', { a: a.attnNormed }, a.lora.qkv!, a.qkvRaw, R);
     if (c.qkNorm) {
       headRmsnormForward(e, {
-        qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-        out: a.qkv, rstd: a.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
+        qkv: a.qkvRaw,
+        qWeight: this.param(`${p}.self_attn.q_norm.weight`),
+        kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+        out: a.qkv,
+        rstd: a.qkvRstd,
+        rows: R,
+        NH: c.numHeads,
+        NKV: c.numKvHeads,
+        HS: c.headDim,
+        eps: c.rmsNormEps,
       });
     }
-    ropeForward(e, { qkv: a.qkv, positions: batch.positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+    ropeForward(e, {
+      qkv: a.qkv,
+      positions: batch.positions,
+      rows: R,
+      NH: c.numHeads,
+      NKV: c.numKvHeads,
+      HS: c.headDim,
+      theta: c.ropeTheta,
+    });
     attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
     e.copy(a.input, a.mid);
     this.linear(`${p}.self_attn.o_proj.weight`, transposed, {
-      a: a.attnOut, out: a.mid, M: R, N: C, K: c.numHeads * c.headDim, accumulate: true,
+      a: a.attnOut,
+      out: a.mid,
+      M: R,
+      N: C,
+      K: c.numHeads * c.headDim,
+      accumulate: true,
       bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
     });
     this.lora?.forward(l, 'o', { a: a.attnOut }, a.lora.o!, a.mid, R);
-    rmsnormForward(e, { x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), out: a.mlpNormed, rstd: a.mlpRstd, rows: R, cols: C, eps: c.rmsNormEps });
+    rmsnormForward(e, {
+      x: a.mid,
+      weight: this.param(`${p}.post_attention_layernorm.weight`),
+      out: a.mlpNormed,
+      rstd: a.mlpRstd,
+      rows: R,
+      cols: C,
+      eps: c.rmsNormEps,
+    });
     this.linear(`${p}.mlp.gate_up_proj.weight`, transposed, { a: a.mlpNormed, out: a.gateUp, M: R, N: 2 * I, K: C });
     this.lora?.forward(l, 'gateUp', { a: a.mlpNormed }, a.lora.gateUp!, a.gateUp, R);
     swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
@@ -261,14 +333,37 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
-    const transposed = options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
+    const transposed =
+      options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
     if (transposed) this.refreshTransposedWeights();
 
-    embeddingForward(e, { ids: batch.ids, table: this.param('model.embed_tokens.weight'), out: ws.layers[0].input, N: R, V: c.vocabSize, C });
+    embeddingForward(e, {
+      ids: batch.ids,
+      table: this.param('model.embed_tokens.weight'),
+      out: ws.layers[0].input,
+      N: R,
+      V: c.vocabSize,
+      C,
+    });
     for (let l = 0; l < c.numLayers; l++) {
-      this.layerForward(l, ws.layers[l], l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output, batch, dims, transposed);
+      this.layerForward(
+        l,
+        ws.layers[l],
+        l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output,
+        batch,
+        dims,
+        transposed,
+      );
     }
-    rmsnormForward(e, { x: ws.output, weight: this.param('model.norm.weight'), out: ws.finalNormed, rstd: ws.finalRstd, rows: R, cols: C, eps: c.rmsNormEps });
+    rmsnormForward(e, {
+      x: ws.output,
+      weight: this.param('model.norm.weight'),
+      out: ws.finalNormed,
+      rstd: ws.finalRstd,
+      rows: R,
+      cols: C,
+      eps: c.rmsNormEps,
+    });
     this.lastForward = { batch, workspace: ws, mode, transposed };
     return ws.finalNormed;
   }
@@ -280,7 +375,8 @@ export class DecoderTrunk {
    * `dFinal` may be overwritten.
    */
   backward(dFinal: Tensor, grads: Arena): void {
-    if (!this.lastForward || this.lastForward.mode === 'infer') throw new Error('DecoderTrunk.backward: the last forward did not save activations (saveForBackward)');
+    if (!this.lastForward || this.lastForward.mode === 'infer')
+      throw new Error('DecoderTrunk.backward: the last forward did not save activations (saveForBackward)');
     const { batch, workspace: ws, mode, transposed } = this.lastForward;
     const c = this.config;
     const e = this.engine;
@@ -296,70 +392,221 @@ export class DecoderTrunk {
     // gradients (computed in the same dispatch as dx) land in scratch.
     const g = (name: string) => grads.get(name);
     const frozen = ws.frozenNormGrads;
-    const adapterBackward = (l: number, kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) => {
+    const adapterBackward = (
+      l: number,
+      kind: ProjectionKind,
+      x: Tensor,
+      u: Tensor | undefined,
+      dOut: Tensor,
+      dX: Tensor,
+    ) => {
       lora?.backward(l, kind, { x, u: u!, dOut, dX, du: ws.dLora, grads, M: R });
     };
 
     rmsnormBackward(e, {
-      x: ws.output, weight: this.param('model.norm.weight'), rstd: ws.finalRstd, dOut: dFinal, dx: ws.dResidual,
-      dWeight: lora ? frozen.hidden : g('model.norm.weight'), rows: R, cols: C, accumulateDx: false, accumulateDWeight: true,
+      x: ws.output,
+      weight: this.param('model.norm.weight'),
+      rstd: ws.finalRstd,
+      dOut: dFinal,
+      dx: ws.dResidual,
+      dWeight: lora ? frozen.hidden : g('model.norm.weight'),
+      rows: R,
+      cols: C,
+      accumulateDx: false,
+      accumulateDWeight: true,
     });
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
       if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims, transposed);
       // MLP: next = mid + act·W_downᵀ
-      matmul(e, { a: ws.dResidual, b: this.param(`${p}.mlp.down_proj.weight`), out: ws.dAct, M: R, N: I, K: C, layout: 'nn' });
-      if (!lora) matmul(e, { a: ws.dResidual, b: a.act, out: g(`${p}.mlp.down_proj.weight`), M: C, N: I, K: R, layout: 'tn', accumulate: true });
+      matmul(e, {
+        a: ws.dResidual,
+        b: this.param(`${p}.mlp.down_proj.weight`),
+        out: ws.dAct,
+        M: R,
+        N: I,
+        K: C,
+        layout: 'nn',
+      });
+      if (!lora)
+        matmul(e, {
+          a: ws.dResidual,
+          b: a.act,
+          out: g(`${p}.mlp.down_proj.weight`),
+          M: C,
+          N: I,
+          K: R,
+          layout: 'tn',
+          accumulate: true,
+        });
       adapterBackward(l, 'down', a.act, a.lora.down, ws.dResidual, ws.dAct);
       swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
-      matmul(e, { a: ws.dGateUp, b: this.param(`${p}.mlp.gate_up_proj.weight`), out: ws.dNormed, M: R, N: C, K: 2 * I, layout: 'nn' });
-      if (!lora) matmul(e, { a: ws.dGateUp, b: a.mlpNormed, out: g(`${p}.mlp.gate_up_proj.weight`), M: 2 * I, N: C, K: R, layout: 'tn', accumulate: true });
+      matmul(e, {
+        a: ws.dGateUp,
+        b: this.param(`${p}.mlp.gate_up_proj.weight`),
+        out: ws.dNormed,
+        M: R,
+        N: C,
+        K: 2 * I,
+        layout: 'nn',
+      });
+      if (!lora)
+        matmul(e, {
+          a: ws.dGateUp,
+          b: a.mlpNormed,
+          out: g(`${p}.mlp.gate_up_proj.weight`),
+          M: 2 * I,
+          N: C,
+          K: R,
+          layout: 'tn',
+          accumulate: true,
+        });
       adapterBackward(l, 'gateUp', a.mlpNormed, a.lora.gateUp, ws.dGateUp, ws.dNormed);
       rmsnormBackward(e, {
-        x: a.mid, weight: this.param(`${p}.post_attention_layernorm.weight`), rstd: a.mlpRstd, dOut: ws.dNormed, dx: ws.dResidual,
-        dWeight: lora ? frozen.hidden : g(`${p}.post_attention_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
+        x: a.mid,
+        weight: this.param(`${p}.post_attention_layernorm.weight`),
+        rstd: a.mlpRstd,
+        dOut: ws.dNormed,
+        dx: ws.dResidual,
+        dWeight: lora ? frozen.hidden : g(`${p}.post_attention_layernorm.weight`),
+        rows: R,
+        cols: C,
+        accumulateDx: true,
+        accumulateDWeight: true,
       });
       // Attention: mid = input + attnOut·W_oᵀ
-      matmul(e, { a: ws.dResidual, b: this.param(`${p}.self_attn.o_proj.weight`), out: ws.dAttnOut, M: R, N: NHS, K: C, layout: 'nn' });
+      matmul(e, {
+        a: ws.dResidual,
+        b: this.param(`${p}.self_attn.o_proj.weight`),
+        out: ws.dAttnOut,
+        M: R,
+        N: NHS,
+        K: C,
+        layout: 'nn',
+      });
       if (!lora) {
-        matmul(e, { a: ws.dResidual, b: a.attnOut, out: g(`${p}.self_attn.o_proj.weight`), M: C, N: NHS, K: R, layout: 'tn', accumulate: true });
+        matmul(e, {
+          a: ws.dResidual,
+          b: a.attnOut,
+          out: g(`${p}.self_attn.o_proj.weight`),
+          M: C,
+          N: NHS,
+          K: R,
+          layout: 'tn',
+          accumulate: true,
+        });
         if (c.outputBias) {
-          matmul(e, { a: ws.dResidual, b: ws.ones, out: g(`${p}.self_attn.o_proj.bias`), M: C, N: 1, K: R, layout: 'tn', accumulate: true });
+          matmul(e, {
+            a: ws.dResidual,
+            b: ws.ones,
+            out: g(`${p}.self_attn.o_proj.bias`),
+            M: C,
+            N: 1,
+            K: R,
+            layout: 'tn',
+            accumulate: true,
+          });
         }
       }
       adapterBackward(l, 'o', a.attnOut, a.lora.o, ws.dResidual, ws.dAttnOut);
       attentionBackward(e, {
-        ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse, dOut: ws.dAttnOut,
-        dq: ws.dQkv, dk: ws.dQkv, dv: ws.dQkv,
+        ...dims,
+        q: a.qkv,
+        k: a.qkv,
+        v: a.qkv,
+        keyMask: batch.keyMask,
+        out: a.attnOut,
+        lse: a.lse,
+        dOut: ws.dAttnOut,
+        dq: ws.dQkv,
+        dk: ws.dQkv,
+        dv: ws.dQkv,
       });
-      ropeBackward(e, { dQkv: ws.dQkv, positions: batch.positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+      ropeBackward(e, {
+        dQkv: ws.dQkv,
+        positions: batch.positions,
+        rows: R,
+        NH: c.numHeads,
+        NKV: c.numKvHeads,
+        HS: c.headDim,
+        theta: c.ropeTheta,
+      });
       let dProjection = ws.dQkv;
       if (c.qkNorm) {
         headRmsnormBackward(e, {
-          qkv: a.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-          rstd: a.qkvRstd, dOut: ws.dQkv, dQkv: ws.dQkvRaw,
-          dQWeight: lora ? frozen.q : g(`${p}.self_attn.q_norm.weight`), dKWeight: lora ? frozen.k : g(`${p}.self_attn.k_norm.weight`),
-          rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
+          qkv: a.qkvRaw,
+          qWeight: this.param(`${p}.self_attn.q_norm.weight`),
+          kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+          rstd: a.qkvRstd,
+          dOut: ws.dQkv,
+          dQkv: ws.dQkvRaw,
+          dQWeight: lora ? frozen.q : g(`${p}.self_attn.q_norm.weight`),
+          dKWeight: lora ? frozen.k : g(`${p}.self_attn.k_norm.weight`),
+          rows: R,
+          NH: c.numHeads,
+          NKV: c.numKvHeads,
+          HS: c.headDim,
         });
         dProjection = ws.dQkvRaw;
       }
       if (c.attentionBias && !lora) {
-        matmul(e, { a: dProjection, b: ws.ones, out: g(`${p}.self_attn.qkv_proj.bias`), M: W, N: 1, K: R, layout: 'tn', accumulate: true });
+        matmul(e, {
+          a: dProjection,
+          b: ws.ones,
+          out: g(`${p}.self_attn.qkv_proj.bias`),
+          M: W,
+          N: 1,
+          K: R,
+          layout: 'tn',
+          accumulate: true,
+        });
       }
-      matmul(e, { a: dProjection, b: this.param(`${p}.self_attn.qkv_proj.weight`), out: ws.dNormed, M: R, N: C, K: W, layout: 'nn' });
-      if (!lora) matmul(e, { a: dProjection, b: a.attnNormed, out: g(`${p}.self_attn.qkv_proj.weight`), M: W, N: C, K: R, layout: 'tn', accumulate: true });
+      matmul(e, {
+        a: dProjection,
+        b: this.param(`${p}.self_attn.qkv_proj.weight`),
+        out: ws.dNormed,
+        M: R,
+        N: C,
+        K: W,
+        layout: 'nn',
+      });
+      if (!lora)
+        matmul(e, {
+          a: dProjection,
+          b: a.attnNormed,
+          out: g(`${p}.self_attn.qkv_proj.weight`),
+          M: W,
+          N: C,
+          K: R,
+          layout: 'tn',
+          accumulate: true,
+        });
       adapterBackward(l, 'qkv', a.attnNormed, a.lora.qkv, dProjection, ws.dNormed);
       rmsnormBackward(e, {
-        x: a.input, weight: this.param(`${p}.input_layernorm.weight`), rstd: a.attnRstd, dOut: ws.dNormed, dx: ws.dResidual,
-        dWeight: lora ? frozen.hidden : g(`${p}.input_layernorm.weight`), rows: R, cols: C, accumulateDx: true, accumulateDWeight: true,
+        x: a.input,
+        weight: this.param(`${p}.input_layernorm.weight`),
+        rstd: a.attnRstd,
+        dOut: ws.dNormed,
+        dx: ws.dResidual,
+        dWeight: lora ? frozen.hidden : g(`${p}.input_layernorm.weight`),
+        rows: R,
+        cols: C,
+        accumulateDx: true,
+        accumulateDWeight: true,
       });
     }
     if (lora) return;
     const index = uploadTokenIndex(e, batch);
     embeddingBackward(e, {
-      tokenIds: index.ids, tokenPositions: index.positions, dOut: ws.dResidual, dTable: g('model.embed_tokens.weight'),
-      N: R, V: c.vocabSize, C, accumulate: true,
+      tokenIds: index.ids,
+      tokenPositions: index.positions,
+      dOut: ws.dResidual,
+      dTable: g('model.embed_tokens.weight'),
+      N: R,
+      V: c.vocabSize,
+      C,
+      accumulate: true,
     });
     e.flush();
     e.destroyTensor(index.ids);

@@ -19,14 +19,22 @@ export class GrowingBuffers {
    * A `shape` view of the buffer `name`, reallocated when smaller (its previous contents and views are gone).
    * `fill`: the value a new allocation holds (constant tensors such as a column of ones).
    */
-  get<D extends DType = 'f32'>(name: string, shape: readonly number[], dtype: D = 'f32' as D, fill?: number): Tensor<D> {
+  get<D extends DType = 'f32'>(
+    name: string,
+    shape: readonly number[],
+    dtype: D = 'f32' as D,
+    fill?: number,
+  ): Tensor<D> {
     const key = `${this.label}.${name}`;
     const size = elementCount(shape);
     let t = this.tensors.get(key);
     if (!t || t.size < size || t.dtype !== dtype) {
       if (t) this.engine.destroyTensor(t);
       this.generation++;
-      t = fill === undefined ? this.engine.tensor(key, [size], dtype) : this.engine.tensorFrom(key, [size], new Array<number>(size).fill(fill), dtype);
+      t =
+        fill === undefined
+          ? this.engine.tensor(key, [size], dtype)
+          : this.engine.tensorFrom(key, [size], new Array<number>(size).fill(fill), dtype);
       this.tensors.set(key, t);
     }
     return t.view(key, 0, shape) as Tensor<D>;

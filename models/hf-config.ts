@@ -42,15 +42,33 @@ export interface DecoderConfig {
   torchDtype: TorchDtype;
 }
 
-/** The fields that make two decoder configs the same network: the weights of one load into the other and compute the same function. */
+/**
+ * The fields that make two decoder configs the same network: the weights of one load into the other and compute the
+ * same function.
+ */
 const NETWORK_FIELDS = [
-  'family', 'head', 'vocabSize', 'hiddenSize', 'intermediateSize', 'numLayers', 'numHeads', 'numKvHeads', 'headDim', 'tieWordEmbeddings',
-  'attentionBias', 'outputBias', 'qkNorm', 'ropeTheta', 'rmsNormEps',
+  'family',
+  'head',
+  'vocabSize',
+  'hiddenSize',
+  'intermediateSize',
+  'numLayers',
+  'numHeads',
+  'numKvHeads',
+  'headDim',
+  'tieWordEmbeddings',
+  'attentionBias',
+  'outputBias',
+  'qkNorm',
+  'ropeTheta',
+  'rmsNormEps',
 ] as const;
 
 /** Where `other` is another network than `base`: "field base vs other" per differing field (empty when the same). */
 export function networkDifferences(base: DecoderConfig, other: DecoderConfig): string[] {
-  return NETWORK_FIELDS.filter((field) => base[field] !== other[field]).map((field) => `${field} ${base[field]} vs ${other[field]}`);
+  return NETWORK_FIELDS.filter((field) => base[field] !== other[field]).map(
+    (field) => `${field} ${base[field]} vs ${other[field]}`,
+  );
 }
 
 export class HfConfigError extends Error {
@@ -82,7 +100,12 @@ function splitArchitecture(architecture: string): { family: ModelFamily; head: H
 }
 
 // transformers' defaults for keys a config.json may omit (LlamaConfig, Qwen2Config, Qwen3Config).
-const FAMILY_DEFAULTS: Readonly<Record<ModelFamily, { maxPositionEmbeddings: number; bosTokenId: number | null; eosTokenId: number | null; headDim: number | null }>> = {
+const FAMILY_DEFAULTS: Readonly<
+  Record<
+    ModelFamily,
+    { maxPositionEmbeddings: number; bosTokenId: number | null; eosTokenId: number | null; headDim: number | null }
+  >
+> = {
   llama: { maxPositionEmbeddings: 2048, bosTokenId: 1, eosTokenId: 2, headDim: null },
   qwen2: { maxPositionEmbeddings: 32768, bosTokenId: null, eosTokenId: null, headDim: null },
   // Qwen3Config defaults head_dim to 128 rather than hidden_size / num_attention_heads.
@@ -112,14 +135,16 @@ class ConfigReader {
       this.fail(key, 'is missing (required)');
     }
     const v = this.json[key];
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) this.fail(key, `is ${JSON.stringify(v)}, expected a positive integer`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0)
+      this.fail(key, `is ${JSON.stringify(v)}, expected a positive integer`);
     return v;
   }
 
   positiveNumber(key: string, fallback: number): number {
     if (!this.has(key)) return fallback;
     const v = this.json[key];
-    if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v)) this.fail(key, `is ${JSON.stringify(v)}, expected a positive number`);
+    if (typeof v !== 'number' || !(v > 0) || !Number.isFinite(v))
+      this.fail(key, `is ${JSON.stringify(v)}, expected a positive number`);
     return v;
   }
 
@@ -135,7 +160,8 @@ class ConfigReader {
     const v = this.json[key];
     if (v === undefined) return fallback;
     if (v === null) return null;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) this.fail(key, `is ${JSON.stringify(v)}, expected a token id`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+      this.fail(key, `is ${JSON.stringify(v)}, expected a token id`);
     return v;
   }
 
@@ -143,20 +169,28 @@ class ConfigReader {
     const v = this.json[key] === undefined ? fallback : this.json[key];
     if (v === null) return [];
     const ids = Array.isArray(v) ? v : [v];
-    if (!ids.every((id) => typeof id === 'number' && Number.isSafeInteger(id) && id >= 0)) this.fail(key, `is ${JSON.stringify(v)}, expected a token id or a list of them`);
+    if (!ids.every((id) => typeof id === 'number' && Number.isSafeInteger(id) && id >= 0))
+      this.fail(key, `is ${JSON.stringify(v)}, expected a token id or a list of them`);
     return ids as number[];
   }
 }
 
 function readArchitecture(r: ConfigReader): { architecture: string; family: ModelFamily; head: HeadKind } {
   const archs = r.json.architectures;
-  if (archs === undefined || archs === null) r.fail('architectures', `is missing (required: one of ${SUPPORTED_ARCHITECTURES.join(', ')})`);
-  if (!Array.isArray(archs) || archs.length !== 1 || typeof archs[0] !== 'string') r.fail('architectures', `is ${JSON.stringify(archs)}, expected a list of exactly one class name`);
+  if (archs === undefined || archs === null)
+    r.fail('architectures', `is missing (required: one of ${SUPPORTED_ARCHITECTURES.join(', ')})`);
+  if (!Array.isArray(archs) || archs.length !== 1 || typeof archs[0] !== 'string')
+    r.fail('architectures', `is ${JSON.stringify(archs)}, expected a list of exactly one class name`);
   const architecture = archs[0] as string;
   const split = splitArchitecture(architecture);
-  if (!split) r.fail('architectures', `names unsupported architecture ${architecture} (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);
+  if (!split)
+    r.fail(
+      'architectures',
+      `names unsupported architecture ${architecture} (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`,
+    );
   const modelType = r.json.model_type;
-  if (modelType !== undefined && modelType !== split.family) r.fail('model_type', `is ${JSON.stringify(modelType)}, but architecture ${architecture} needs '${split.family}'`);
+  if (modelType !== undefined && modelType !== split.family)
+    r.fail('model_type', `is ${JSON.stringify(modelType)}, but architecture ${architecture} needs '${split.family}'`);
   return { architecture, ...split };
 }
 
@@ -167,12 +201,14 @@ function readRopeTheta(r: ConfigReader): number {
     const v = r.json[key];
     if (typeof v !== 'object' || Array.isArray(v)) r.fail(key, `is ${JSON.stringify(v)}, expected null or an object`);
     const type = (v as Record<string, unknown>).rope_type ?? (v as Record<string, unknown>).type ?? 'default';
-    if (type !== 'default') r.fail(key, `has type ${JSON.stringify(type)}; only plain RoPE ('default' or null) is implemented`);
+    if (type !== 'default')
+      r.fail(key, `has type ${JSON.stringify(type)}; only plain RoPE ('default' or null) is implemented`);
   }
   if (r.has('rope_parameters')) {
     const theta = (r.json.rope_parameters as Record<string, unknown>).rope_theta;
     if (theta !== undefined) {
-      if (typeof theta !== 'number' || !(theta > 0)) r.fail('rope_parameters', `has rope_theta ${JSON.stringify(theta)}, expected a positive number`);
+      if (typeof theta !== 'number' || !(theta > 0))
+        r.fail('rope_parameters', `has rope_theta ${JSON.stringify(theta)}, expected a positive number`);
       return theta;
     }
   }
@@ -182,15 +218,24 @@ function readRopeTheta(r: ConfigReader): number {
 function checkFullAttention(r: ConfigReader, family: ModelFamily, numLayers: number): void {
   if (r.has('layer_types')) {
     const types = r.json.layer_types;
-    if (!Array.isArray(types) || types.length !== numLayers) r.fail('layer_types', `is ${JSON.stringify(types)}, expected ${numLayers} entries`);
+    if (!Array.isArray(types) || types.length !== numLayers)
+      r.fail('layer_types', `is ${JSON.stringify(types)}, expected ${numLayers} entries`);
     const other = types.findIndex((t) => t !== 'full_attention');
-    if (other >= 0) r.fail('layer_types', `gives layer ${other} ${JSON.stringify(types[other])}; only full causal attention is implemented`);
+    if (other >= 0)
+      r.fail(
+        'layer_types',
+        `gives layer ${other} ${JSON.stringify(types[other])}; only full causal attention is implemented`,
+      );
   }
   if (family === 'llama' || !r.boolean('use_sliding_window', false) || !r.has('sliding_window')) return;
   // As in HF: the window applies to layers with index >= max_window_layers, so it may be enabled yet unused.
   const maxWindowLayers = r.has('max_window_layers') ? r.positiveInt('max_window_layers') : DEFAULT_MAX_WINDOW_LAYERS;
   if (maxWindowLayers < numLayers) {
-    r.fail('use_sliding_window', `is true and layers ${maxWindowLayers}..${numLayers - 1} would use a sliding window of ${JSON.stringify(r.json.sliding_window)}; sliding-window attention is not implemented`);
+    r.fail(
+      'use_sliding_window',
+      `is true and layers ${maxWindowLayers}..${numLayers - 1} would use a sliding window of ` +
+        `${JSON.stringify(r.json.sliding_window)}; sliding-window attention is not implemented`,
+    );
   }
 }
 
@@ -200,13 +245,15 @@ function checkNoUnsupported(r: ConfigReader): void {
   if (act !== 'silu' && act !== 'swish') r.fail('hidden_act', `is ${JSON.stringify(act)}; only silu is implemented`);
   if (r.boolean('mlp_bias', false)) r.fail('mlp_bias', 'is true; MLP biases are not implemented');
   const dropout = r.json.attention_dropout ?? 0;
-  if (dropout !== 0) r.fail('attention_dropout', `is ${JSON.stringify(dropout)}; attention dropout is not implemented (set it to 0.0)`);
+  if (dropout !== 0)
+    r.fail('attention_dropout', `is ${JSON.stringify(dropout)}; attention dropout is not implemented (set it to 0.0)`);
 }
 
 function readTorchDtype(r: ConfigReader): TorchDtype {
   const key = r.has('torch_dtype') ? 'torch_dtype' : 'dtype';
   const value = r.json[key] ?? 'float32';
-  if (!TORCH_DTYPES.includes(value as TorchDtype)) r.fail(key, `is ${JSON.stringify(value)}, expected one of ${TORCH_DTYPES.join(', ')}`);
+  if (!TORCH_DTYPES.includes(value as TorchDtype))
+    r.fail(key, `is ${JSON.stringify(value)}, expected one of ${TORCH_DTYPES.join(', ')}`);
   return value as TorchDtype;
 }
 
@@ -219,11 +266,17 @@ function readNumLabels(r: ConfigReader, architecture: string): number {
     source = 'num_labels';
   } else if (r.has('id2label')) {
     const map = r.json.id2label;
-    if (typeof map !== 'object' || Array.isArray(map)) r.fail('id2label', `is ${JSON.stringify(map)}, expected an object`);
+    if (typeof map !== 'object' || Array.isArray(map))
+      r.fail('id2label', `is ${JSON.stringify(map)}, expected an object`);
     numLabels = Object.keys(map as object).length;
     source = 'id2label';
   }
-  if (numLabels !== 1) r.fail(r.has('num_labels') ? 'num_labels' : 'id2label', `gives ${numLabels} labels (from ${source}); ${architecture} is used as a value or reward head and needs exactly 1`);
+  if (numLabels !== 1)
+    r.fail(
+      r.has('num_labels') ? 'num_labels' : 'id2label',
+      `gives ${numLabels} labels (from ${source}); ${architecture} is used as a value or reward head and needs ` +
+        `exactly 1`,
+    );
   return numLabels;
 }
 
@@ -237,7 +290,8 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
       throw new HfConfigError(`${file}: not valid JSON (${(err as Error).message})`);
     }
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new HfConfigError(`${file}: expected a JSON object`);
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new HfConfigError(`${file}: expected a JSON object`);
   const r = new ConfigReader(json as Record<string, unknown>, file);
 
   const { architecture, family, head } = readArchitecture(r);
@@ -245,7 +299,8 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
   const hiddenSize = r.positiveInt('hidden_size');
   const numHeads = r.positiveInt('num_attention_heads');
   const numKvHeads = r.positiveInt('num_key_value_heads', numHeads);
-  if (numHeads % numKvHeads !== 0) r.fail('num_key_value_heads', `is ${numKvHeads}, which does not divide num_attention_heads ${numHeads}`);
+  if (numHeads % numKvHeads !== 0)
+    r.fail('num_key_value_heads', `is ${numKvHeads}, which does not divide num_attention_heads ${numHeads}`);
   if (defaults.headDim === null && !r.has('head_dim') && hiddenSize % numHeads !== 0) {
     r.fail('hidden_size', `${hiddenSize} is not divisible by num_attention_heads ${numHeads} and no head_dim is given`);
   }
@@ -262,12 +317,16 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
   }
   const bosTokenId = r.tokenId('bos_token_id', defaults.bosTokenId);
   const vocabSize = r.positiveInt('vocab_size');
-  for (const [key, id] of [['pad_token_id', padTokenId], ['bos_token_id', bosTokenId]] as const) {
+  for (const [key, id] of [
+    ['pad_token_id', padTokenId],
+    ['bos_token_id', bosTokenId],
+  ] as const) {
     if (id !== null && id >= vocabSize) r.fail(key, `is ${id}, outside vocab_size ${vocabSize}`);
   }
   // An eos id the model cannot emit would never end a response: every rollout would run to max_response_length.
   const eosTokenIds = r.tokenIds('eos_token_id', defaults.eosTokenId);
-  for (const id of eosTokenIds) if (id >= vocabSize) r.fail('eos_token_id', `is ${id}, outside vocab_size ${vocabSize}`);
+  for (const id of eosTokenIds)
+    if (id >= vocabSize) r.fail('eos_token_id', `is ${id}, outside vocab_size ${vocabSize}`);
 
   return {
     architecture,
@@ -297,7 +356,12 @@ export function parseHfConfig(input: unknown, file = 'config.json'): DecoderConf
 
 /** The same model with another head, e.g. a critic (token-classification) made from an actor checkpoint. */
 export function withHead(config: DecoderConfig, head: HeadKind): DecoderConfig {
-  return { ...config, head, architecture: architectureName(config.family, head), numLabels: head === 'causal-lm' ? null : 1 };
+  return {
+    ...config,
+    head,
+    architecture: architectureName(config.family, head),
+    numLabels: head === 'causal-lm' ? null : 1,
+  };
 }
 
 /**
@@ -306,13 +370,21 @@ export function withHead(config: DecoderConfig, head: HeadKind): DecoderConfig {
  */
 export function toHfConfig(config: DecoderConfig, architecture = config.architecture): Record<string, unknown> {
   const split = splitArchitecture(architecture);
-  if (!split) throw new HfConfigError(`toHfConfig: unsupported architecture ${architecture} (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);
-  if (split.family !== config.family) throw new HfConfigError(`toHfConfig: a ${config.family} model cannot be saved as ${architecture}`);
+  if (!split)
+    throw new HfConfigError(
+      `toHfConfig: unsupported architecture ${architecture} (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`,
+    );
+  if (split.family !== config.family)
+    throw new HfConfigError(`toHfConfig: a ${config.family} model cannot be saved as ${architecture}`);
   const c = split.head === config.head ? config : withHead(config, split.head);
-  if (c.head === 'sequence-classification' && c.padTokenId === null) throw new HfConfigError(`toHfConfig: ${architecture} needs padTokenId`);
-  if (c.family === 'qwen2' && (!c.attentionBias || c.outputBias)) throw new HfConfigError('toHfConfig: Qwen2 always has q/k/v bias and no o_proj bias');
-  if (c.family !== 'qwen2' && c.attentionBias !== c.outputBias) throw new HfConfigError(`toHfConfig: ${c.family} has one attention_bias key for q/k/v and o_proj`);
-  if (c.qkNorm !== (c.family === 'qwen3')) throw new HfConfigError(`toHfConfig: qkNorm is fixed by the architecture (Qwen3 only)`);
+  if (c.head === 'sequence-classification' && c.padTokenId === null)
+    throw new HfConfigError(`toHfConfig: ${architecture} needs padTokenId`);
+  if (c.family === 'qwen2' && (!c.attentionBias || c.outputBias))
+    throw new HfConfigError('toHfConfig: Qwen2 always has q/k/v bias and no o_proj bias');
+  if (c.family !== 'qwen2' && c.attentionBias !== c.outputBias)
+    throw new HfConfigError(`toHfConfig: ${c.family} has one attention_bias key for q/k/v and o_proj`);
+  if (c.qkNorm !== (c.family === 'qwen3'))
+    throw new HfConfigError(`toHfConfig: qkNorm is fixed by the architecture (Qwen3 only)`);
 
   const out: Record<string, unknown> = {
     architectures: [architecture],

@@ -20,7 +20,11 @@ import { rmsnormForward } from '../kernels/layers/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/layers/head-rmsnorm.ts';
 import { ropeForward } from '../kernels/layers/rope.ts';
 import { attentionForward } from '../kernels/attention/attention.ts';
-import { decodeAttention, decodeAttentionFusesRope, decodeAttentionSupports } from '../kernels/decode/decode-attention.ts';
+import {
+  decodeAttention,
+  decodeAttentionFusesRope,
+  decodeAttentionSupports,
+} from '../kernels/decode/decode-attention.ts';
 import { decodeLayer, useDecodeLayer } from '../kernels/decode/decode-layer.ts';
 import { swigluForward } from '../kernels/layers/swiglu.ts';
 import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
@@ -69,7 +73,9 @@ const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
 /** The weights decode steps multiply by transposed copies of (with `decode-weights` transposed): the layers'
  *  projections, and the LM head when it is small. */
 export function decodeTransposedWeightNames(c: DecoderConfig): string[] {
-  const names = Array.from({ length: c.numLayers }, (_, l) => LINEAR_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`)).flat();
+  const names = Array.from({ length: c.numLayers }, (_, l) =>
+    LINEAR_WEIGHTS.map((name) => `${layerPrefix(l)}.${name}`),
+  ).flat();
   if (c.vocabSize * c.hiddenSize <= TRANSPOSED_HEAD_MAX_ELEMENTS) names.push(lmHeadWeightName(c));
   return names;
 }
@@ -126,8 +132,10 @@ export class IncrementalDecoder {
 
   /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights. */
   private decodesTransposed(): boolean {
-    return this.param(`${layerPrefix(0)}.self_attn.qkv_proj.weight`).dtype === 'f32' &&
-      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value;
+    return (
+      this.param(`${layerPrefix(0)}.self_attn.qkv_proj.weight`).dtype === 'f32' &&
+      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value
+    );
   }
 
   /** The transposed copies, by weight name, brought up to date. */
@@ -175,52 +183,114 @@ export class IncrementalDecoder {
   private attend(l: number, s: StepBuffers, slotStart: number, T: number, ropePositions: Tensor<'i32'> | null): void {
     const c = this.config;
     const cache = this.cache;
-    const common = { NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, maskBatchStride: cache.capacity, scale: 1 / Math.sqrt(c.headDim) };
+    const common = {
+      NH: c.numHeads,
+      NKV: c.numKvHeads,
+      HS: c.headDim,
+      maskBatchStride: cache.capacity,
+      scale: 1 / Math.sqrt(c.headDim),
+    };
     if (T === 1 && decodeAttentionSupports(c.headDim)) {
       decodeAttention(this.engine, {
-        ...common, qkv: s.qkv, kCache: cache.k[l], vCache: cache.v[l], keyMask: cache.keyMask, out: s.attnOut,
-        B: cache.rows, capacity: cache.capacity, slot: slotStart,
+        ...common,
+        qkv: s.qkv,
+        kCache: cache.k[l],
+        vCache: cache.v[l],
+        keyMask: cache.keyMask,
+        out: s.attnOut,
+        B: cache.rows,
+        capacity: cache.capacity,
+        slot: slotStart,
         rope: ropePositions ? { positions: ropePositions, theta: c.ropeTheta } : undefined,
       });
       return;
     }
     cache.write(l, s.qkv, slotStart, T);
     attentionForward(this.engine, {
-      ...common, B: cache.rows, Tq: T, Tk: slotStart + T,
-      qRowStride: qkvWidth(c), qColOffset: 0,
-      kRowStride: cache.kvWidth, kColOffset: 0,
-      vRowStride: cache.kvWidth, vColOffset: 0,
+      ...common,
+      B: cache.rows,
+      Tq: T,
+      Tk: slotStart + T,
+      qRowStride: qkvWidth(c),
+      qColOffset: 0,
+      kRowStride: cache.kvWidth,
+      kColOffset: 0,
+      vRowStride: cache.kvWidth,
+      vColOffset: 0,
       kvBatchStride: cache.capacity * cache.kvWidth,
       queryStart: slotStart,
-      q: s.qkv, k: cache.k[l], v: cache.v[l], keyMask: cache.keyMask, out: s.attnOut, lse: s.lse,
+      q: s.qkv,
+      k: cache.k[l],
+      v: cache.v[l],
+      keyMask: cache.keyMask,
+      out: s.attnOut,
+      lse: s.lse,
     });
   }
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
    *  devices, one dispatch fewer), or the normed buffer after an rmsnorm dispatch. */
-  private normedInput(s: Pick<StepBuffers, 'x' | 'normed' | 'rstd'>, weightName: string, rows: number, fuse: boolean): ProjectionInput {
+  private normedInput(
+    s: Pick<StepBuffers, 'x' | 'normed' | 'rstd'>,
+    weightName: string,
+    rows: number,
+    fuse: boolean,
+  ): ProjectionInput {
     const c = this.config;
     const weight = this.param(weightName);
     if (fuse) return { a: s.x, prologue: { kind: 'rmsnorm', weight, eps: c.rmsNormEps } };
-    rmsnormForward(this.engine, { x: s.x, weight, out: s.normed, rstd: s.rstd, rows, cols: c.hiddenSize, eps: c.rmsNormEps });
+    rmsnormForward(this.engine, {
+      x: s.x,
+      weight,
+      out: s.normed,
+      rstd: s.rstd,
+      rows,
+      cols: c.hiddenSize,
+      eps: c.rmsNormEps,
+    });
     return { a: s.normed };
   }
 
   /** Layer l of a decode step in one dispatch: x (rows, C) in place, the new k and v cached at `slot`. */
-  private decodeLayer(l: number, x: Tensor, transposed: Map<string, Tensor>, positions: Tensor<'i32'>, slot: number): void {
+  private decodeLayer(
+    l: number,
+    x: Tensor,
+    transposed: Map<string, Tensor>,
+    positions: Tensor<'i32'>,
+    slot: number,
+  ): void {
     const c = this.config;
     const p = layerPrefix(l);
     const cache = this.cache;
     decodeLayer(this.engine, {
-      x, B: cache.rows, C: c.hiddenSize, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I: c.intermediateSize,
-      qkvT: transposed.get(`${p}.self_attn.qkv_proj.weight`)!, oT: transposed.get(`${p}.self_attn.o_proj.weight`)!,
-      gateUpT: transposed.get(`${p}.mlp.gate_up_proj.weight`)!, downT: transposed.get(`${p}.mlp.down_proj.weight`)!,
-      inputNorm: this.param(`${p}.input_layernorm.weight`), postNorm: this.param(`${p}.post_attention_layernorm.weight`),
-      qkNorm: c.qkNorm ? { q: this.param(`${p}.self_attn.q_norm.weight`), k: this.param(`${p}.self_attn.k_norm.weight`) } : undefined,
+      x,
+      B: cache.rows,
+      C: c.hiddenSize,
+      NH: c.numHeads,
+      NKV: c.numKvHeads,
+      HS: c.headDim,
+      I: c.intermediateSize,
+      qkvT: transposed.get(`${p}.self_attn.qkv_proj.weight`)!,
+      oT: transposed.get(`${p}.self_attn.o_proj.weight`)!,
+      gateUpT: transposed.get(`${p}.mlp.gate_up_proj.weight`)!,
+      downT: transposed.get(`${p}.mlp.down_proj.weight`)!,
+      inputNorm: this.param(`${p}.input_layernorm.weight`),
+      postNorm: this.param(`${p}.post_attention_layernorm.weight`),
+      qkNorm: c.qkNorm
+        ? { q: this.param(`${p}.self_attn.q_norm.weight`), k: this.param(`${p}.self_attn.k_norm.weight`) }
+        : undefined,
       qkvBias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       oBias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
-      positions, theta: c.ropeTheta, kCache: cache.k[l], vCache: cache.v[l], keyMask: cache.keyMask,
-      capacity: cache.capacity, slot, maskBatchStride: cache.capacity, eps: c.rmsNormEps, scale: 1 / Math.sqrt(c.headDim),
+      positions,
+      theta: c.ropeTheta,
+      kCache: cache.k[l],
+      vCache: cache.v[l],
+      keyMask: cache.keyMask,
+      capacity: cache.capacity,
+      slot,
+      maskBatchStride: cache.capacity,
+      eps: c.rmsNormEps,
+      scale: 1 / Math.sqrt(c.headDim),
     });
   }
 
@@ -240,7 +310,10 @@ export class IncrementalDecoder {
     const I = c.intermediateSize;
     const NHS = c.numHeads * c.headDim;
     if (ids.size !== R || positions.size !== R) {
-      throw new Error(`IncrementalDecoder.extend: ids (${ids.name}) and positions (${positions.name}) have ${ids.size} and ${positions.size} elements, expected rows·T = ${rows}·${T}`);
+      throw new Error(
+        `IncrementalDecoder.extend: ids (${ids.name}) and positions (${positions.name}) have ${ids.size} and ` +
+          `${positions.size} elements, expected rows·T = ${rows}·${T}`,
+      );
     }
     const slotStart = cache.reserve(T, input.mask);
     const { step: s, head } = this.buffersFor(rows, T);
@@ -261,8 +334,12 @@ export class IncrementalDecoder {
     // and RoPE into the decode attention kernel.
     const fuseRope = T === 1 && decodeAttentionFusesRope(c.headDim);
     embeddingForward(e, { ids, table: this.param('model.embed_tokens.weight'), out: s.x, N: R, V: c.vocabSize, C });
-    // On CPU devices a decode step without LoRA runs each layer as one dispatch (kernels/decode/decode-layer) instead of five.
-    const fusedLayers = transposed !== null && !this.lora && useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
+    // On CPU devices a decode step without LoRA runs each layer as one dispatch (kernels/decode/decode-layer) instead
+    // of five.
+    const fusedLayers =
+      transposed !== null &&
+      !this.lora &&
+      useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
     for (let l = 0; l < c.numLayers; l++) {
       if (fusedLayers) {
         this.decodeLayer(l, s.x, transposed!, positions, slotStart);
@@ -271,26 +348,63 @@ export class IncrementalDecoder {
       const p = layerPrefix(l);
       const qkvInput = this.normedInput(s, `${p}.input_layernorm.weight`, R, fuseNorm);
       linear(`${p}.self_attn.qkv_proj.weight`, {
-        ...qkvInput, out: s.qkvRaw, M: R, N: W, K: C, bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+        ...qkvInput,
+        out: s.qkvRaw,
+        M: R,
+        N: W,
+        K: C,
+        bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       });
       this.lora?.forward(l, 'qkv', qkvInput, s.loraHidden, s.qkvRaw, R);
       if (c.qkNorm) {
         headRmsnormForward(e, {
-          qkv: s.qkvRaw, qWeight: this.param(`${p}.self_attn.q_norm.weight`), kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-          out: s.qkv, rstd: s.qkvRstd, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, eps: c.rmsNormEps,
+          qkv: s.qkvRaw,
+          qWeight: this.param(`${p}.self_attn.q_norm.weight`),
+          kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+          out: s.qkv,
+          rstd: s.qkvRstd,
+          rows: R,
+          NH: c.numHeads,
+          NKV: c.numKvHeads,
+          HS: c.headDim,
+          eps: c.rmsNormEps,
         });
       }
-      if (!fuseRope) ropeForward(e, { qkv: s.qkv, positions, rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, theta: c.ropeTheta });
+      if (!fuseRope)
+        ropeForward(e, {
+          qkv: s.qkv,
+          positions,
+          rows: R,
+          NH: c.numHeads,
+          NKV: c.numKvHeads,
+          HS: c.headDim,
+          theta: c.ropeTheta,
+        });
       this.attend(l, s, slotStart, T, fuseRope ? positions : null);
       linear(`${p}.self_attn.o_proj.weight`, {
-        a: s.attnOut, out: s.x, M: R, N: C, K: NHS, accumulate: true, bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
+        a: s.attnOut,
+        out: s.x,
+        M: R,
+        N: C,
+        K: NHS,
+        accumulate: true,
+        bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
       });
       this.lora?.forward(l, 'o', { a: s.attnOut }, s.loraHidden, s.x, R);
       const mlpInput = this.normedInput(s, `${p}.post_attention_layernorm.weight`, R, fuseNorm);
       const gateUpName = `${p}.mlp.gate_up_proj.weight`;
       let downInput: ProjectionInput = { a: s.act };
       if (swigluOut) {
-        matmul(e, { ...mlpInput, b: transposed!.get(gateUpName)!, out: s.act, M: R, N: I, K: C, layout: 'nn', epilogue: 'swiglu' });
+        matmul(e, {
+          ...mlpInput,
+          b: transposed!.get(gateUpName)!,
+          out: s.act,
+          M: R,
+          N: I,
+          K: C,
+          layout: 'nn',
+          epilogue: 'swiglu',
+        });
       } else {
         linear(gateUpName, { ...mlpInput, out: s.gateUp, M: R, N: 2 * I, K: C });
         this.lora?.forward(l, 'gateUp', mlpInput, s.loraHidden, s.gateUp, R);
@@ -303,17 +417,41 @@ export class IncrementalDecoder {
     // Only each row's last token needs logits: with T > 1, gather those rows first.
     let last = s.x;
     if (T > 1) {
-      for (let b = 0; b < rows; b++) e.copy(s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]), head.last.view(`${head.last.name}[${b}]`, b * C, [C]));
+      for (let b = 0; b < rows; b++)
+        e.copy(
+          s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]),
+          head.last.view(`${head.last.name}[${b}]`, b * C, [C]),
+        );
       last = head.last;
     }
     const headName = lmHeadWeightName(c);
     if (transposed?.has(headName)) {
-      const finalNorm = this.normedInput({ x: last, normed: head.lastNormed, rstd: head.lastRstd }, 'model.norm.weight', rows, fuseNorm);
+      const finalNorm = this.normedInput(
+        { x: last, normed: head.lastNormed, rstd: head.lastRstd },
+        'model.norm.weight',
+        rows,
+        fuseNorm,
+      );
       linear(headName, { ...finalNorm, out: head.logits, M: rows, N: c.vocabSize, K: C });
       return head.logits;
     }
-    rmsnormForward(e, { x: last, weight: this.param('model.norm.weight'), out: head.lastNormed, rstd: head.lastRstd, rows, cols: C, eps: c.rmsNormEps });
-    lmHeadLogits(e, { hidden: head.lastNormed, weight: this.param(headName), out: head.logits, N: rows, C, V: c.vocabSize });
+    rmsnormForward(e, {
+      x: last,
+      weight: this.param('model.norm.weight'),
+      out: head.lastNormed,
+      rstd: head.lastRstd,
+      rows,
+      cols: C,
+      eps: c.rmsNormEps,
+    });
+    lmHeadLogits(e, {
+      hidden: head.lastNormed,
+      weight: this.param(headName),
+      out: head.logits,
+      N: rows,
+      C,
+      V: c.vocabSize,
+    });
     return head.logits;
   }
 }

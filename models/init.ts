@@ -17,7 +17,11 @@ function gaussian(seed: number): () => number {
   return () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
 }
 
-export function initialParameters(config: DecoderConfig, seed: number, initializerRange = 0.02): Map<string, Float32Array> {
+export function initialParameters(
+  config: DecoderConfig,
+  seed: number,
+  initializerRange = 0.02,
+): Map<string, Float32Array> {
   const normal = gaussian(seed);
   const values = new Map<string, Float32Array>();
   for (const entry of parameterEntries(config)) {

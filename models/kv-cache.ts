@@ -46,9 +46,12 @@ export class KvCache {
   /** Empties the cache for a new batch of `rows` sequences; `length` slots start filled and masked out. */
   reset(rows: number, length = 0): void {
     if (!Number.isInteger(rows) || rows < 1 || rows > this.maxRows) {
-      throw new Error(`KvCache.reset: ${rows} rows, expected 1..${this.maxRows} (the cache was made for ${this.maxRows})`);
+      throw new Error(
+        `KvCache.reset: ${rows} rows, expected 1..${this.maxRows} (the cache was made for ${this.maxRows})`,
+      );
     }
-    if (!Number.isInteger(length) || length < 0 || length > this.capacity) throw new Error(`KvCache.reset: length ${length} outside [0, ${this.capacity}]`);
+    if (!Number.isInteger(length) || length < 0 || length > this.capacity)
+      throw new Error(`KvCache.reset: length ${length} outside [0, ${this.capacity}]`);
     this.rows = rows;
     this.length = length;
     this.hostMask.fill(1);
@@ -61,7 +64,8 @@ export class KvCache {
     if (!Number.isInteger(count) || count < 0 || this.rows + count > this.maxRows) {
       throw new Error(`KvCache.addRows: ${count} rows to ${this.rows}, expected at most ${this.maxRows} in all`);
     }
-    for (let b = this.rows; b < this.rows + count; b++) this.hostMask.fill(0, b * this.capacity, b * this.capacity + this.length);
+    for (let b = this.rows; b < this.rows + count; b++)
+      this.hostMask.fill(0, b * this.capacity, b * this.capacity + this.length);
     this.rows += count;
     if (count > 0) this.engine.upload(this.keyMask, this.hostMask);
   }
@@ -74,7 +78,8 @@ export class KvCache {
   importRows(source: KvCache, moves: readonly { from: number; to: number }[]): void {
     const width = source.length;
     const at = this.length - width;
-    if (at < 0) throw new Error(`KvCache.importRows: ${width} prefilled slots do not fit before the shared index ${this.length}`);
+    if (at < 0)
+      throw new Error(`KvCache.importRows: ${width} prefilled slots do not fit before the shared index ${this.length}`);
     const span = width * this.kvWidth;
     const slots = (t: Tensor, row: number, capacity: number, first: number) =>
       t.view(`${t.name}[${row}, ${first}:${first + width}]`, (row * capacity + first) * this.kvWidth, [span]);
@@ -96,7 +101,8 @@ export class KvCache {
 
   /** Moves slots [by, length) of every row to [0, length − by); the caller knows no row attends slots below `by`. */
   shiftSlots(by: number): void {
-    if (!Number.isInteger(by) || by < 0 || by > this.length) throw new Error(`KvCache.shiftSlots: ${by} outside [0, ${this.length}]`);
+    if (!Number.isInteger(by) || by < 0 || by > this.length)
+      throw new Error(`KvCache.shiftSlots: ${by} outside [0, ${this.length}]`);
     if (by === 0) return;
     // One copy per tensor: row b's slot j lands at slot j − by of the same row; slots that wrap into the
     // previous row's tail are past the shared index, overwritten before anything attends them.
@@ -122,10 +128,14 @@ export class KvCache {
   reserve(T: number, mask: ArrayLike<number> | null): number {
     const start = this.length;
     if (start + T > this.capacity) {
-      throw new Error(`KvCache: appending ${T} slots to ${start} overruns its capacity of ${this.capacity} (prompt + max_response_length)`);
+      throw new Error(
+        `KvCache: appending ${T} slots to ${start} overruns its capacity of ${this.capacity} (prompt + ` +
+          `max_response_length)`,
+      );
     }
     if (mask) {
-      if (mask.length !== this.rows * T) throw new Error(`KvCache.reserve: mask has ${mask.length} entries, expected rows·T = ${this.rows}·${T}`);
+      if (mask.length !== this.rows * T)
+        throw new Error(`KvCache.reserve: mask has ${mask.length} entries, expected rows·T = ${this.rows}·${T}`);
       for (let b = 0; b < this.rows; b++) {
         for (let t = 0; t < T; t++) this.hostMask[b * this.capacity + start + t] = mask[b * T + t] ? 1 : 0;
       }
@@ -142,19 +152,32 @@ export class KvCache {
   maskSlots(ranges: readonly { row: number; from: number; to: number }[]): void {
     for (const { row, from, to } of ranges) {
       if (!(row >= 0 && row < this.rows && from >= 0 && from <= to && to <= this.length)) {
-        throw new Error(`KvCache.maskSlots: row ${row}, slots [${from}, ${to}) outside ${this.rows} rows × ${this.length} filled slots`);
+        throw new Error(
+          `KvCache.maskSlots: row ${row}, slots [${from}, ${to}) outside ${this.rows} rows × ${this.length} filled ` +
+            `slots`,
+        );
       }
       this.hostMask.fill(0, row * this.capacity + from, row * this.capacity + to);
     }
     if (ranges.length > 0) this.engine.upload(this.keyMask, this.hostMask);
   }
 
-  /** Records the write of layer `layer`'s new k, v (qkv (rows·T, W) after RoPE) into slots [slotStart, slotStart + T). */
+  /**
+   * Records the write of layer `layer`'s new k, v (qkv (rows·T, W) after RoPE) into slots [slotStart, slotStart + T).
+   */
   write(layer: number, qkv: Tensor, slotStart: number, T: number): void {
     const c = this.config;
     kvCacheWrite(this.engine, {
-      qkv, kCache: this.k[layer], vCache: this.v[layer], B: this.rows, Tnew: T, capacity: this.capacity, slotStart,
-      NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim,
+      qkv,
+      kCache: this.k[layer],
+      vCache: this.v[layer],
+      B: this.rows,
+      Tnew: T,
+      capacity: this.capacity,
+      slotStart,
+      NH: c.numHeads,
+      NKV: c.numKvHeads,
+      HS: c.headDim,
     });
   }
 
@@ -162,7 +185,8 @@ export class KvCache {
   keepRows(keep: readonly number[]): void {
     checkKeep(keep, this.rows);
     const rowElements = this.capacity * this.kvWidth;
-    for (const layer of [...this.k, ...this.v]) keepTensorRows(this.engine, layer, rowElements, keep, this.compactionScratch);
+    for (const layer of [...this.k, ...this.v])
+      keepTensorRows(this.engine, layer, rowElements, keep, this.compactionScratch);
     keep.forEach((r, i) => this.hostMask.copyWithin(i * this.capacity, r * this.capacity, (r + 1) * this.capacity));
     this.hostMask.fill(1, keep.length * this.capacity);
     this.engine.upload(this.keyMask, this.hostMask);
@@ -186,12 +210,22 @@ function checkKeep(keep: readonly number[], rows: number): void {
  * Records moving rows `keep` (ascending) of a row-major tensor to its front, through `scratch` (at least
  * keep.length·rowElements elements): WebGPU cannot copy a buffer onto itself.
  */
-export function keepTensorRows(engine: Engine, tensor: Tensor, rowElements: number, keep: readonly number[], scratch: Tensor): void {
+export function keepTensorRows(
+  engine: Engine,
+  tensor: Tensor,
+  rowElements: number,
+  keep: readonly number[],
+  scratch: Tensor,
+): void {
   checkKeep(keep, Math.floor(tensor.size / rowElements));
   if (scratch.size < keep.length * rowElements) {
-    throw new Error(`keepTensorRows: scratch ${scratch.name} has ${scratch.size} elements, ${keep.length} rows of ${tensor.name} need ${keep.length * rowElements}`);
+    throw new Error(
+      `keepTensorRows: scratch ${scratch.name} has ${scratch.size} elements, ${keep.length} rows of ${tensor.name} ` +
+        `need ${keep.length * rowElements}`,
+    );
   }
-  const rows = (t: Tensor, row: number, count: number) => t.view(`${t.name}[${row}:${row + count}]`, row * rowElements, [count * rowElements]);
+  const rows = (t: Tensor, row: number, count: number) =>
+    t.view(`${t.name}[${row}:${row + count}]`, row * rowElements, [count * rowElements]);
   // Rows already in place stay: dropping the last rows copies nothing.
   const first = keep.findIndex((r, i) => r !== i);
   if (first < 0) return;

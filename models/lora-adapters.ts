@@ -5,7 +5,16 @@ import { Arena, type ArenaLayout, type Engine, type Tensor } from '../engine/ind
 import { matmul, type MatmulPrologue } from '../kernels/matmul/matmul.ts';
 import { clearRanges, rangeTable, type RangeTable } from '../kernels/util/clear-ranges.ts';
 import type { DecoderConfig } from './hf-config.ts';
-import { loraEntries, loraProjections, loraScaling, offBlockRanges, stackedRank, type LoraProjection, type LoraSettings, type ProjectionKind } from './lora.ts';
+import {
+  loraEntries,
+  loraProjections,
+  loraScaling,
+  offBlockRanges,
+  stackedRank,
+  type LoraProjection,
+  type LoraSettings,
+  type ProjectionKind,
+} from './lora.ts';
 import { uploadArenaTensors } from './parameter-store.ts';
 
 /** The A operand of a projection: its input, or the input before an op the matmul folds in (decode steps). */
@@ -62,7 +71,18 @@ export class LoraAdapters {
     if (!p) return;
     const w = stackedRank(p, this.settings);
     matmul(this.engine, { ...input, b: this.params.get(p.a), out: u, M, N: w, K: p.inFeatures, layout: 'nt' });
-    if (out) matmul(this.engine, { a: u, b: this.params.get(p.bT), out, M, N: p.outFeatures, K: w, layout: 'nn', alpha: this.scaling, accumulate: true });
+    if (out)
+      matmul(this.engine, {
+        a: u,
+        b: this.params.get(p.bT),
+        out,
+        M,
+        N: p.outFeatures,
+        K: w,
+        layout: 'nn',
+        alpha: this.scaling,
+        accumulate: true,
+      });
   }
 
   /**
@@ -70,14 +90,37 @@ export class LoraAdapters {
    * adapter's share of dX (M, in) into dX, which must already hold the base projection's dX·W.
    * `du` is scratch of at least M·maxRank elements.
    */
-  backward(layer: number, kind: ProjectionKind, a: { x: Tensor; u: Tensor; dOut: Tensor; dX: Tensor; du: Tensor; grads: Arena; M: number }): void {
+  backward(
+    layer: number,
+    kind: ProjectionKind,
+    a: { x: Tensor; u: Tensor; dOut: Tensor; dX: Tensor; du: Tensor; grads: Arena; M: number },
+  ): void {
     const p = this.projection(layer, kind);
     if (!p) return;
     const e = this.engine;
     const { x, u, dOut, dX, du, grads, M } = a;
     const w = stackedRank(p, this.settings);
-    matmul(e, { a: u, b: dOut, out: grads.get(p.bT), M: w, N: p.outFeatures, K: M, layout: 'tn', alpha: this.scaling, accumulate: true });
-    matmul(e, { a: dOut, b: this.params.get(p.bT), out: du, M, N: w, K: p.outFeatures, layout: 'nt', alpha: this.scaling });
+    matmul(e, {
+      a: u,
+      b: dOut,
+      out: grads.get(p.bT),
+      M: w,
+      N: p.outFeatures,
+      K: M,
+      layout: 'tn',
+      alpha: this.scaling,
+      accumulate: true,
+    });
+    matmul(e, {
+      a: dOut,
+      b: this.params.get(p.bT),
+      out: du,
+      M,
+      N: w,
+      K: p.outFeatures,
+      layout: 'nt',
+      alpha: this.scaling,
+    });
     matmul(e, { a: du, b: x, out: grads.get(p.a), M: w, N: p.inFeatures, K: M, layout: 'tn', accumulate: true });
     matmul(e, { a: du, b: this.params.get(p.a), out: dX, M, N: p.inFeatures, K: w, layout: 'nn', accumulate: true });
   }
@@ -86,9 +129,13 @@ export class LoraAdapters {
    *  dispatch per arena segment instead of a clear per range (one range per adapter row, ~40 per layer at rank 8). */
   clearOffBlockGradients(grads: Arena): void {
     if (grads.layout !== this.params.layout) {
-      throw new Error(`LoRA ${this.params.label}: clearOffBlockGradients got ${grads.label}, whose layout is not the adapters'; expected a gradient arena built on adapters.params.layout`);
+      throw new Error(
+        `LoRA ${this.params.label}: clearOffBlockGradients got ${grads.label}, whose layout is not the adapters'; ` +
+          `expected a gradient arena built on adapters.params.layout`,
+      );
     }
-    for (const t of this.offBlock) clearRanges(this.engine, { data: grads.segments[t.segment], ranges: t.ranges, table: t.table });
+    for (const t of this.offBlock)
+      clearRanges(this.engine, { data: grads.segments[t.segment], ranges: t.ranges, table: t.table });
   }
 
   /** The adapters' current values by arena name. */
@@ -101,7 +148,13 @@ export class LoraAdapters {
 
 /** The off-block ranges of every projection's Bᵀ as word ranges within the layout's segments, one table per segment
  *  (a Bᵀ larger than one binding spans several: its ranges are cut at their bounds). */
-function offBlockTables(engine: Engine, layout: ArenaLayout, projections: readonly LoraProjection[], s: LoraSettings, label: string) {
+function offBlockTables(
+  engine: Engine,
+  layout: ArenaLayout,
+  projections: readonly LoraProjection[],
+  s: LoraSettings,
+  label: string,
+) {
   const bySegment = new Map<number, [number, number][]>();
   for (const p of projections) {
     const slot = layout.slots.find((x) => x.name === p.bT)!;
@@ -116,6 +169,10 @@ function offBlockTables(engine: Engine, layout: ArenaLayout, projections: readon
   }
   return [...bySegment].map(([segment, ranges]) => {
     const table = rangeTable(ranges, layout.segments[segment].size, `${label} off-block`);
-    return { segment, table, ranges: engine.tensorFrom(`${label}.off-block#${segment}`, [table.pairs.length], table.pairs, 'u32') };
+    return {
+      segment,
+      table,
+      ranges: engine.tensorFrom(`${label}.off-block#${segment}`, [table.pairs.length], table.pairs, 'u32'),
+    };
   });
 }

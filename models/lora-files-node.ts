@@ -6,7 +6,14 @@ import { join } from 'node:path';
 import type { Arena, Engine } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { LoraAdapters } from './lora-adapters.ts';
-import { loraValuesFromPeft, mergeLora, parsePeftAdapterConfig, peftAdapterConfig, peftTensors, type LoraSettings } from './lora.ts';
+import {
+  loraValuesFromPeft,
+  mergeLora,
+  parsePeftAdapterConfig,
+  peftAdapterConfig,
+  peftTensors,
+  type LoraSettings,
+} from './lora.ts';
 import { readHfTensors, type NamedTensor } from './parameter-store.ts';
 import { parseSafetensors, serializeSafetensors } from './safetensors.ts';
 import { saveHfTensors, type SaveModelOptions } from './model-files-node.ts';
@@ -23,19 +30,29 @@ export const LORA_ADAPTER_DIR = 'lora_adapter';
 export async function saveLoraAdapter(dir: string, adapters: LoraAdapters, baseModel: string | null): Promise<void> {
   const tensors = peftTensors(adapters.config, adapters.settings, await adapters.read());
   await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, ADAPTER_CONFIG_FILE), `${JSON.stringify(peftAdapterConfig(adapters.settings, baseModel), null, 2)}\n`);
-  await writeFile(join(dir, ADAPTER_WEIGHTS_FILE), serializeSafetensors([...tensors].map(([name, t]) => ({ name, shape: t.shape, data: t.data }))));
+  await writeFile(
+    join(dir, ADAPTER_CONFIG_FILE),
+    `${JSON.stringify(peftAdapterConfig(adapters.settings, baseModel), null, 2)}\n`,
+  );
+  await writeFile(
+    join(dir, ADAPTER_WEIGHTS_FILE),
+    serializeSafetensors([...tensors].map(([name, t]) => ({ name, shape: t.shape, data: t.data }))),
+  );
 }
 
 /** A PEFT adapter directory's settings and tensors (by PEFT name). Problems are CheckpointErrors naming the file. */
-export async function readLoraAdapter(dir: string): Promise<{ settings: LoraSettings; tensors: Map<string, NamedTensor> }> {
+export async function readLoraAdapter(
+  dir: string,
+): Promise<{ settings: LoraSettings; tensors: Map<string, NamedTensor> }> {
   const configFile = join(dir, ADAPTER_CONFIG_FILE);
   let settings: LoraSettings;
   try {
     settings = parsePeftAdapterConfig(JSON.parse(await readFile(configFile, 'utf8')), configFile);
   } catch (err) {
     const message = (err as Error).message;
-    throw new CheckpointError(message.startsWith(configFile) ? message : `${configFile}: cannot read a PEFT adapter config (${message})`);
+    throw new CheckpointError(
+      message.startsWith(configFile) ? message : `${configFile}: cannot read a PEFT adapter config (${message})`,
+    );
   }
   const weightsFile = join(dir, ADAPTER_WEIGHTS_FILE);
   const { header, tensors } = parseSafetensors(new Uint8Array(await readFile(weightsFile)), weightsFile);
@@ -43,14 +60,23 @@ export async function readLoraAdapter(dir: string): Promise<{ settings: LoraSett
   for (const info of header.tensors) {
     const data = Float32Array.from(tensors.get(info.name)!);
     const bad = firstNonFinite(data);
-    if (bad >= 0) throw new CheckpointError(`${weightsFile}: ${describeNonFinite(info.name, data, bad, info.shape)}; refusing to load a LoRA adapter with non-finite weights`);
+    if (bad >= 0)
+      throw new CheckpointError(
+        `${weightsFile}: ${describeNonFinite(info.name, data, bad, info.shape)}; refusing to load a LoRA adapter ` +
+          `with non-finite weights`,
+      );
     named.set(info.name, { shape: info.shape, data });
   }
   return { settings, tensors: named };
 }
 
 /** Loads a PEFT adapter directory onto a base model of `config`. */
-export async function loadLoraAdapter(engine: Engine, dir: string, config: DecoderConfig, label: string): Promise<LoraAdapters> {
+export async function loadLoraAdapter(
+  engine: Engine,
+  dir: string,
+  config: DecoderConfig,
+  label: string,
+): Promise<LoraAdapters> {
   const { settings, tensors } = await readLoraAdapter(dir);
   let values: Map<string, Float32Array>;
   try {
@@ -62,8 +88,19 @@ export async function loadLoraAdapter(engine: Engine, dir: string, config: Decod
 }
 
 /** Saves base + adapters merged (W + scaling·B·A) as a complete HF directory. */
-export async function saveMergedModel(engine: Engine, dir: string, params: Arena, adapters: LoraAdapters, options: SaveModelOptions = {}): Promise<void> {
+export async function saveMergedModel(
+  engine: Engine,
+  dir: string,
+  params: Arena,
+  adapters: LoraAdapters,
+  options: SaveModelOptions = {},
+): Promise<void> {
   const c = adapters.config;
-  const merged = mergeLora(c, adapters.settings, await readHfTensors(engine, params, c), peftTensors(c, adapters.settings, await adapters.read()));
+  const merged = mergeLora(
+    c,
+    adapters.settings,
+    await readHfTensors(engine, params, c),
+    peftTensors(c, adapters.settings, await adapters.read()),
+  );
   await saveHfTensors(dir, c, merged, options);
 }

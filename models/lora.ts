@@ -46,11 +46,18 @@ export interface LoraProjection {
 }
 
 /** target_modules (verl passes it to PEFT: 'all-linear' or module names) less exclude_modules; errors name `key`. */
-export function resolveTargetModules(target: readonly string[], exclude: readonly string[] | null, key: string): LoraModule[] {
+export function resolveTargetModules(
+  target: readonly string[],
+  exclude: readonly string[] | null,
+  key: string,
+): LoraModule[] {
   const known = (names: readonly string[], which: string) => {
     const bad = names.filter((n) => n !== ALL_LINEAR && !(LORA_MODULES as readonly string[]).includes(n));
     if (bad.length > 0) {
-      throw new Error(`${which}: unknown module ${bad.map((b) => `'${b}'`).join(', ')}; expected '${ALL_LINEAR}' or names from ${LORA_MODULES.join(', ')}`);
+      throw new Error(
+        `${which}: unknown module ${bad.map((b) => `'${b}'`).join(', ')}; expected '${ALL_LINEAR}' or names from ` +
+          `${LORA_MODULES.join(', ')}`,
+      );
     }
   };
   known(target, key);
@@ -58,7 +65,11 @@ export function resolveTargetModules(target: readonly string[], exclude: readonl
   known(exclude ?? [], excludeKey);
   const wanted = target.includes(ALL_LINEAR) ? [...LORA_MODULES] : LORA_MODULES.filter((m) => target.includes(m));
   const chosen = wanted.filter((m) => !(exclude ?? []).includes(m));
-  if (chosen.length === 0) throw new Error(`${key}: no module left to adapt (target_modules [${target.join(', ')}], exclude_modules [${(exclude ?? []).join(', ')}])`);
+  if (chosen.length === 0)
+    throw new Error(
+      `${key}: no module left to adapt (target_modules [${target.join(', ')}], exclude_modules ` +
+        `[${(exclude ?? []).join(', ')}])`,
+    );
   return chosen;
 }
 
@@ -71,20 +82,40 @@ export function loraProjections(c: DecoderConfig, s: LoraSettings): LoraProjecti
   for (let l = 0; l < c.numLayers; l++) {
     const p = layerPrefix(l);
     const table: [ProjectionKind, string, number, number, [LoraModule, string, number, number][]][] = [
-      ['qkv', `${p}.self_attn.qkv_proj`, C, qkvWidth(c), [
-        ['q_proj', `${p}.self_attn.q_proj`, 0, c.numHeads * HS],
-        ['k_proj', `${p}.self_attn.k_proj`, c.numHeads * HS, c.numKvHeads * HS],
-        ['v_proj', `${p}.self_attn.v_proj`, (c.numHeads + c.numKvHeads) * HS, c.numKvHeads * HS],
-      ]],
+      [
+        'qkv',
+        `${p}.self_attn.qkv_proj`,
+        C,
+        qkvWidth(c),
+        [
+          ['q_proj', `${p}.self_attn.q_proj`, 0, c.numHeads * HS],
+          ['k_proj', `${p}.self_attn.k_proj`, c.numHeads * HS, c.numKvHeads * HS],
+          ['v_proj', `${p}.self_attn.v_proj`, (c.numHeads + c.numKvHeads) * HS, c.numKvHeads * HS],
+        ],
+      ],
       ['o', `${p}.self_attn.o_proj`, c.numHeads * HS, C, [['o_proj', `${p}.self_attn.o_proj`, 0, C]]],
-      ['gateUp', `${p}.mlp.gate_up_proj`, C, 2 * I, [['gate_proj', `${p}.mlp.gate_proj`, 0, I], ['up_proj', `${p}.mlp.up_proj`, I, I]]],
+      [
+        'gateUp',
+        `${p}.mlp.gate_up_proj`,
+        C,
+        2 * I,
+        [
+          ['gate_proj', `${p}.mlp.gate_proj`, 0, I],
+          ['up_proj', `${p}.mlp.up_proj`, I, I],
+        ],
+      ],
       ['down', `${p}.mlp.down_proj`, I, C, [['down_proj', `${p}.mlp.down_proj`, 0, C]]],
     ];
     for (const [kind, engineName, inFeatures, outFeatures, modules] of table) {
       const targeted = modules.filter(([name]) => s.targetModules.includes(name));
       if (targeted.length === 0) continue;
       out.push({
-        layer: l, kind, a: `${engineName}.lora_A`, bT: `${engineName}.lora_B_T`, inFeatures, outFeatures,
+        layer: l,
+        kind,
+        a: `${engineName}.lora_A`,
+        bT: `${engineName}.lora_B_T`,
+        inFeatures,
+        outFeatures,
         modules: targeted.map(([name, hfModule, column, width]) => ({ name, hfModule, column, width })),
       });
     }
@@ -106,7 +137,10 @@ export function loraEntries(c: DecoderConfig, s: LoraSettings): ArenaEntry[] {
 
 /** Trainable parameters: r·(in + out) per targeted module, as PEFT's print_trainable_parameters counts them. */
 export function loraParameterCount(c: DecoderConfig, s: LoraSettings): number {
-  return loraProjections(c, s).reduce((n, p) => n + p.modules.reduce((m, mod) => m + s.rank * (p.inFeatures + mod.width), 0), 0);
+  return loraProjections(c, s).reduce(
+    (n, p) => n + p.modules.reduce((m, mod) => m + s.rank * (p.inFeatures + mod.width), 0),
+    0,
+  );
 }
 
 /** Arena elements (the stacked layout, off-block zeros included): what gradients and AdamW moments occupy. */
@@ -155,7 +189,11 @@ export function peftNames(hfModule: string): { a: string; b: string } {
 }
 
 /** The adapters as PEFT's adapter_model.safetensors holds them: lora_A [r, in], lora_B [out, r] per module. */
-export function peftTensors(c: DecoderConfig, s: LoraSettings, values: ReadonlyMap<string, Float32Array>): Map<string, NamedTensor> {
+export function peftTensors(
+  c: DecoderConfig,
+  s: LoraSettings,
+  values: ReadonlyMap<string, Float32Array>,
+): Map<string, NamedTensor> {
   const r = s.rank;
   const out = new Map<string, NamedTensor>();
   for (const p of loraProjections(c, s)) {
@@ -165,7 +203,8 @@ export function peftTensors(c: DecoderConfig, s: LoraSettings, values: ReadonlyM
       const names = peftNames(m.hfModule);
       out.set(names.a, { shape: [r, p.inFeatures], data: a.slice(i * r * p.inFeatures, (i + 1) * r * p.inFeatures) });
       const b = new Float32Array(m.width * r);
-      for (let o = 0; o < m.width; o++) for (let j = 0; j < r; j++) b[o * r + j] = bT[(i * r + j) * p.outFeatures + m.column + o];
+      for (let o = 0; o < m.width; o++)
+        for (let j = 0; j < r; j++) b[o * r + j] = bT[(i * r + j) * p.outFeatures + m.column + o];
       out.set(names.b, { shape: [m.width, r], data: b });
     });
   }
@@ -173,7 +212,12 @@ export function peftTensors(c: DecoderConfig, s: LoraSettings, values: ReadonlyM
 }
 
 /** The stacked arena tensors from PEFT-named ones; `lookup` returns undefined for a missing name (an error). */
-export function loraValuesFromPeft(c: DecoderConfig, s: LoraSettings, lookup: (name: string) => NamedTensor | undefined, source: string): Map<string, Float32Array> {
+export function loraValuesFromPeft(
+  c: DecoderConfig,
+  s: LoraSettings,
+  lookup: (name: string) => NamedTensor | undefined,
+  source: string,
+): Map<string, Float32Array> {
   const r = s.rank;
   const values = new Map<string, Float32Array>();
   const tensor = (name: string, shape: number[]) => {
@@ -191,7 +235,8 @@ export function loraValuesFromPeft(c: DecoderConfig, s: LoraSettings, lookup: (n
       const names = peftNames(m.hfModule);
       a.set(tensor(names.a, [r, p.inFeatures]), i * r * p.inFeatures);
       const b = tensor(names.b, [m.width, r]);
-      for (let o = 0; o < m.width; o++) for (let j = 0; j < r; j++) bT[(i * r + j) * p.outFeatures + m.column + o] = b[o * r + j];
+      for (let o = 0; o < m.width; o++)
+        for (let j = 0; j < r; j++) bT[(i * r + j) * p.outFeatures + m.column + o] = b[o * r + j];
     });
     values.set(p.a, a);
     values.set(p.bT, bT);
@@ -200,7 +245,12 @@ export function loraValuesFromPeft(c: DecoderConfig, s: LoraSettings, lookup: (n
 }
 
 /** HF weights with every adapter merged in: W + scaling·B·A (accumulated in float64), the rest unchanged. */
-export function mergeLora(c: DecoderConfig, s: LoraSettings, base: ReadonlyMap<string, NamedTensor>, adapters: ReadonlyMap<string, NamedTensor>): Map<string, NamedTensor> {
+export function mergeLora(
+  c: DecoderConfig,
+  s: LoraSettings,
+  base: ReadonlyMap<string, NamedTensor>,
+  adapters: ReadonlyMap<string, NamedTensor>,
+): Map<string, NamedTensor> {
   const scaling = loraScaling(s);
   const r = s.rank;
   const merged = new Map(base);
@@ -228,19 +278,37 @@ export function mergeLora(c: DecoderConfig, s: LoraSettings, base: ReadonlyMap<s
 /** adapter_config.json as PEFT writes it for this adapter (the fields LoraConfig reads). */
 export function peftAdapterConfig(s: LoraSettings, baseModel: string | null): Record<string, unknown> {
   return {
-    alpha_pattern: {}, auto_mapping: null, base_model_name_or_path: baseModel, bias: 'none', fan_in_fan_out: false,
-    inference_mode: true, init_lora_weights: true, layers_pattern: null, layers_to_transform: null, lora_alpha: s.alpha,
-    lora_dropout: 0, modules_to_save: null, peft_type: 'LORA', r: s.rank, rank_pattern: {}, revision: null,
-    target_modules: [...s.targetModules], task_type: 'CAUSAL_LM', use_dora: false, use_rslora: s.useRslora,
+    alpha_pattern: {},
+    auto_mapping: null,
+    base_model_name_or_path: baseModel,
+    bias: 'none',
+    fan_in_fan_out: false,
+    inference_mode: true,
+    init_lora_weights: true,
+    layers_pattern: null,
+    layers_to_transform: null,
+    lora_alpha: s.alpha,
+    lora_dropout: 0,
+    modules_to_save: null,
+    peft_type: 'LORA',
+    r: s.rank,
+    rank_pattern: {},
+    revision: null,
+    target_modules: [...s.targetModules],
+    task_type: 'CAUSAL_LM',
+    use_dora: false,
+    use_rslora: s.useRslora,
   };
 }
 
 /** LoRA settings of a PEFT adapter_config.json; features this engine does not run are refused by name. */
 export function parsePeftAdapterConfig(json: Record<string, unknown>, file: string): LoraSettings {
-  if (json.peft_type !== 'LORA') throw new Error(`${file}: peft_type is ${JSON.stringify(json.peft_type)}, expected "LORA"`);
+  if (json.peft_type !== 'LORA')
+    throw new Error(`${file}: peft_type is ${JSON.stringify(json.peft_type)}, expected "LORA"`);
   const r = json.r;
   const alpha = json.lora_alpha ?? 8;
-  if (typeof r !== 'number' || !Number.isInteger(r) || r < 1) throw new Error(`${file}: r is ${JSON.stringify(r)}, expected a positive integer`);
+  if (typeof r !== 'number' || !Number.isInteger(r) || r < 1)
+    throw new Error(`${file}: r is ${JSON.stringify(r)}, expected a positive integer`);
   if (typeof alpha !== 'number') throw new Error(`${file}: lora_alpha is ${JSON.stringify(alpha)}, expected a number`);
   const unsupported: [string, (v: unknown) => boolean][] = [
     ['bias', (v) => v === undefined || v === 'none'],
@@ -252,12 +320,24 @@ export function parsePeftAdapterConfig(json: Record<string, unknown>, file: stri
     ['alpha_pattern', (v) => v === undefined || v === null || Object.keys(v as object).length === 0],
   ];
   for (const [field, ok] of unsupported) {
-    if (!ok(json[field])) throw new Error(`${file}: ${field}=${JSON.stringify(json[field])} is not supported (only plain LoRA on the decoder's linear layers)`);
+    if (!ok(json[field]))
+      throw new Error(
+        `${file}: ${field}=${JSON.stringify(json[field])} is not supported (only plain LoRA on the decoder's linear ` +
+          `layers)`,
+      );
   }
   const target = json.target_modules;
   const list = typeof target === 'string' ? [target] : Array.isArray(target) ? target.map(String) : null;
-  if (!list) throw new Error(`${file}: target_modules is ${JSON.stringify(target)}, expected a list of module names or "${ALL_LINEAR}"`);
+  if (!list)
+    throw new Error(
+      `${file}: target_modules is ${JSON.stringify(target)}, expected a list of module names or "${ALL_LINEAR}"`,
+    );
   const exclude = json.exclude_modules;
   const excludeList = typeof exclude === 'string' ? [exclude] : Array.isArray(exclude) ? exclude.map(String) : null;
-  return { rank: r, alpha, targetModules: resolveTargetModules(list, excludeList, `${file}: target_modules`), useRslora: json.use_rslora === true };
+  return {
+    rank: r,
+    alpha,
+    targetModules: resolveTargetModules(list, excludeList, `${file}: target_modules`),
+    useRslora: json.use_rslora === true,
+  };
 }

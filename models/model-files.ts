@@ -15,17 +15,28 @@ export interface ModelFileContents {
 }
 
 /** `source` names the directory (a URL, a path) in every error. */
-export function modelFromFiles(engine: Engine, files: ModelFileContents, source: string, label = 'actor'): { config: DecoderConfig; params: Arena } {
+export function modelFromFiles(
+  engine: Engine,
+  files: ModelFileContents,
+  source: string,
+  label = 'actor',
+): { config: DecoderConfig; params: Arena } {
   const config = parseHfConfig(files.config, `${source}/config.json`);
   const file = `${source}/${SINGLE_FILE}`;
   const { header, tensors } = parseSafetensors(files.safetensors, file);
   const shapes = new Map(header.tensors.map((t) => [t.name, t.shape]));
   const params = createParameterArena(engine, config, label);
-  uploadHfTensors(engine, params, config, (name) => {
-    const data = tensors.get(name);
-    if (data === undefined) return undefined;
-    if (!(data instanceof Float32Array)) throw new Error(`${file}: tensor ${name} holds integers, expected floats`);
-    return { shape: shapes.get(name)!, data };
-  }, file);
+  uploadHfTensors(
+    engine,
+    params,
+    config,
+    (name) => {
+      const data = tensors.get(name);
+      if (data === undefined) return undefined;
+      if (!(data instanceof Float32Array)) throw new Error(`${file}: tensor ${name} holds integers, expected floats`);
+      return { shape: shapes.get(name)!, data };
+    },
+    file,
+  );
   return { config, params };
 }

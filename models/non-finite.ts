@@ -9,7 +9,12 @@ export function firstNonFinite(values: ArrayLike<number>): number {
 }
 
 /** "tensor 'w' holds NaN at index 7 (row 1, column 3)": the flat index and, for a matrix, its row and column. */
-export function describeNonFinite(name: string, values: ArrayLike<number>, index: number, shape: readonly number[]): string {
+export function describeNonFinite(
+  name: string,
+  values: ArrayLike<number>,
+  index: number,
+  shape: readonly number[],
+): string {
   const columns = shape.length === 2 ? shape[1] : 0;
   const position = columns > 0 ? ` (row ${Math.floor(index / columns)}, column ${index % columns})` : '';
   return `tensor '${name}' holds ${values[index]} at index ${index}${position}`;

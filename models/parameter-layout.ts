@@ -82,7 +82,8 @@ export function hfSlices(c: DecoderConfig): HfSlice[] {
   const C = c.hiddenSize;
   const HS = c.headDim;
   const slices: HfSlice[] = [];
-  const whole = (name: string, shape: readonly number[]) => slices.push({ hfName: name, tensor: name, rowStart: 0, shape });
+  const whole = (name: string, shape: readonly number[]) =>
+    slices.push({ hfName: name, tensor: name, rowStart: 0, shape });
   for (const entry of parameterEntries(c)) {
     const name = entry.name;
     if (name.endsWith('.qkv_proj.weight') || name.endsWith('.qkv_proj.bias')) {
@@ -91,12 +92,27 @@ export function hfSlices(c: DecoderConfig): HfSlice[] {
       const tail = (rows: number) => (kind === 'weight' ? [rows, C] : [rows]);
       const attn = base.slice(0, base.lastIndexOf(`.${kind}`));
       slices.push({ hfName: `${attn}.q_proj.${kind}`, tensor: name, rowStart: 0, shape: tail(c.numHeads * HS) });
-      slices.push({ hfName: `${attn}.k_proj.${kind}`, tensor: name, rowStart: c.numHeads * HS, shape: tail(c.numKvHeads * HS) });
-      slices.push({ hfName: `${attn}.v_proj.${kind}`, tensor: name, rowStart: (c.numHeads + c.numKvHeads) * HS, shape: tail(c.numKvHeads * HS) });
+      slices.push({
+        hfName: `${attn}.k_proj.${kind}`,
+        tensor: name,
+        rowStart: c.numHeads * HS,
+        shape: tail(c.numKvHeads * HS),
+      });
+      slices.push({
+        hfName: `${attn}.v_proj.${kind}`,
+        tensor: name,
+        rowStart: (c.numHeads + c.numKvHeads) * HS,
+        shape: tail(c.numKvHeads * HS),
+      });
     } else if (name.endsWith('.gate_up_proj.weight')) {
       const mlp = name.slice(0, -'.gate_up_proj.weight'.length);
       slices.push({ hfName: `${mlp}.gate_proj.weight`, tensor: name, rowStart: 0, shape: [c.intermediateSize, C] });
-      slices.push({ hfName: `${mlp}.up_proj.weight`, tensor: name, rowStart: c.intermediateSize, shape: [c.intermediateSize, C] });
+      slices.push({
+        hfName: `${mlp}.up_proj.weight`,
+        tensor: name,
+        rowStart: c.intermediateSize,
+        shape: [c.intermediateSize, C],
+      });
     } else {
       whole(name, entry.shape);
     }

@@ -11,19 +11,33 @@ export interface NamedTensor {
 
 /** The parameters of `config`; `weightDtype` bf16/f16 stores a frozen model's matrices in half precision (see
  *  parameterEntries) — forward only: no kernel reads half weights in backward. */
-export function createParameterArena(engine: Engine, config: DecoderConfig, label: string, weightDtype: FloatDType = 'f32'): Arena {
+export function createParameterArena(
+  engine: Engine,
+  config: DecoderConfig,
+  label: string,
+  weightDtype: FloatDType = 'f32',
+): Arena {
   return new Arena(engine, label, Arena.plan(engine, parameterEntries(config, weightDtype)));
 }
 
 /** Fills the arena from HF-named tensors; `lookup` returns undefined for a missing name (an error here). */
-export function uploadHfTensors(engine: Engine, arena: Arena, config: DecoderConfig, lookup: (hfName: string) => NamedTensor | undefined, source: string): void {
+export function uploadHfTensors(
+  engine: Engine,
+  arena: Arena,
+  config: DecoderConfig,
+  lookup: (hfName: string) => NamedTensor | undefined,
+  source: string,
+): void {
   const fused = new Map<string, Float32Array>();
   for (const entry of parameterEntries(config)) fused.set(entry.name, new Float32Array(elementCount(entry.shape)));
   for (const slice of hfSlices(config)) {
     const tensor = lookup(slice.hfName);
     if (!tensor) throw new Error(`${source}: missing tensor ${slice.hfName} (shape [${slice.shape.join(', ')}])`);
     if (tensor.shape.length !== slice.shape.length || tensor.shape.some((d, i) => d !== slice.shape[i])) {
-      throw new Error(`${source}: tensor ${slice.hfName} has shape [${tensor.shape.join(', ')}], expected [${slice.shape.join(', ')}]`);
+      throw new Error(
+        `${source}: tensor ${slice.hfName} has shape [${tensor.shape.join(', ')}], expected ` +
+          `[${slice.shape.join(', ')}]`,
+      );
     }
     const rowSize = slice.shape.slice(1).reduce((a, b) => a * b, 1);
     fused.get(slice.tensor)!.set(tensor.data, slice.rowStart * rowSize);
@@ -41,26 +55,42 @@ export function uploadArenaTensors(engine: Engine, arena: Arena, values: Readonl
 }
 
 /** Reads the arena back as HF-named tensors (fused tensors split again). */
-export async function readHfTensors(engine: Engine, arena: Arena, config: DecoderConfig): Promise<Map<string, NamedTensor>> {
+export async function readHfTensors(
+  engine: Engine,
+  arena: Arena,
+  config: DecoderConfig,
+): Promise<Map<string, NamedTensor>> {
   const fused = new Map<string, Float32Array>();
   for (const entry of parameterEntries(config)) fused.set(entry.name, await engine.read(arena.get(entry.name)));
   return splitHfTensors(config, fused);
 }
 
 /** Engine-named (fused) tensors as HF-named ones: q/k/v and gate/up split again. */
-export function splitHfTensors(config: DecoderConfig, fused: ReadonlyMap<string, Float32Array>): Map<string, NamedTensor> {
+export function splitHfTensors(
+  config: DecoderConfig,
+  fused: ReadonlyMap<string, Float32Array>,
+): Map<string, NamedTensor> {
   const out = new Map<string, NamedTensor>();
   for (const slice of hfSlices(config)) {
     const rowSize = slice.shape.slice(1).reduce((a, b) => a * b, 1);
     const start = slice.rowStart * rowSize;
-    out.set(slice.hfName, { shape: slice.shape, data: fused.get(slice.tensor)!.slice(start, start + elementCount(slice.shape)) });
+    out.set(slice.hfName, {
+      shape: slice.shape,
+      data: fused.get(slice.tensor)!.slice(start, start + elementCount(slice.shape)),
+    });
   }
   return out;
 }
 
 /** A frozen copy of `params` (the reference model from the actor) with its matrices in `weightDtype`: float32
  *  tensors are copied, half ones converted on the device (round to nearest even). */
-export function frozenParameterCopy(engine: Engine, config: DecoderConfig, params: Arena, label: string, weightDtype: FloatDType): Arena {
+export function frozenParameterCopy(
+  engine: Engine,
+  config: DecoderConfig,
+  params: Arena,
+  label: string,
+  weightDtype: FloatDType,
+): Arena {
   const copy = createParameterArena(engine, config, label, weightDtype);
   for (const name of copy.names()) {
     const source = params.get(name);

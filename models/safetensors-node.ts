@@ -5,9 +5,22 @@
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  type SafetensorsHeader, type TensorInfo, type TensorData, type TensorToWrite, type SafetensorsDtype,
-  SafetensorsError, readHeaderLength, parseHeader, decodeTensor, encodeHeader, encodeTensorData, planShards,
-  parseShardIndex, SINGLE_FILE, INDEX_FILE, DEFAULT_MAX_SHARD_BYTES,
+  type SafetensorsHeader,
+  type TensorInfo,
+  type TensorData,
+  type TensorToWrite,
+  type SafetensorsDtype,
+  SafetensorsError,
+  readHeaderLength,
+  parseHeader,
+  decodeTensor,
+  encodeHeader,
+  encodeTensorData,
+  planShards,
+  parseShardIndex,
+  SINGLE_FILE,
+  INDEX_FILE,
+  DEFAULT_MAX_SHARD_BYTES,
 } from './safetensors.ts';
 import { exists } from './fs-node.ts';
 
@@ -18,7 +31,10 @@ async function readExactly(handle: FileHandle, into: Uint8Array, position: numbe
   let done = 0;
   while (done < into.length) {
     const { bytesRead } = await handle.read(into, done, Math.min(READ_CHUNK, into.length - done), position + done);
-    if (bytesRead === 0) throw new SafetensorsError(`${file}: file ended at byte ${position + done} while ${into.length - done} more were expected (truncated?)`);
+    if (bytesRead === 0)
+      throw new SafetensorsError(
+        `${file}: file ended at byte ${position + done} while ${into.length - done} more were expected (truncated?)`,
+      );
     done += bytesRead;
   }
 }
@@ -91,7 +107,9 @@ export class CheckpointTensors {
     for (const shard of shardNames) {
       if (!(await exists(join(dir, shard)))) {
         const example = [...index.weightMap].find(([, s]) => s === shard)![0];
-        throw new SafetensorsError(`${indexPath}: tensor '${example}' is mapped to shard ${shard}, which does not exist in ${dir}`);
+        throw new SafetensorsError(
+          `${indexPath}: tensor '${example}' is mapped to shard ${shard}, which does not exist in ${dir}`,
+        );
       }
     }
     const files: SafetensorsFile[] = [];
@@ -102,16 +120,21 @@ export class CheckpointTensors {
         files.push(file);
         for (const t of file.header.tensors) {
           const earlier = byName.get(t.name);
-          if (earlier) throw new SafetensorsError(`${dir}: tensor '${t.name}' appears in both ${earlier.path} and ${file.path}`);
+          if (earlier)
+            throw new SafetensorsError(`${dir}: tensor '${t.name}' appears in both ${earlier.path} and ${file.path}`);
           const mapped = index.weightMap.get(t.name);
           if (mapped !== shard) {
-            throw new SafetensorsError(`${file.path}: holds tensor '${t.name}', which ${INDEX_FILE} ${mapped ? `maps to ${mapped}` : 'does not list'}`);
+            throw new SafetensorsError(
+              `${file.path}: holds tensor '${t.name}', which ${INDEX_FILE} ` +
+                `${mapped ? `maps to ${mapped}` : 'does not list'}`,
+            );
           }
           byName.set(t.name, file);
         }
       }
       for (const [name, shard] of index.weightMap) {
-        if (!byName.has(name)) throw new SafetensorsError(`${indexPath}: tensor '${name}' is mapped to ${shard}, which does not contain it`);
+        if (!byName.has(name))
+          throw new SafetensorsError(`${indexPath}: tensor '${name}' is mapped to ${shard}, which does not contain it`);
       }
       return new CheckpointTensors(dir, files, byName);
     } catch (err) {
@@ -160,7 +183,7 @@ export interface WriteTensorsOptions {
 }
 
 async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
-  for (let done = 0; done < bytes.length;) {
+  for (let done = 0; done < bytes.length; ) {
     const { bytesWritten } = await handle.write(bytes, done, Math.min(READ_CHUNK, bytes.length - done));
     done += bytesWritten;
   }
@@ -170,13 +193,20 @@ async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
  * Writes model.safetensors, or shards plus model.safetensors.index.json, into dir (which must exist), each
  * file fsynced. Holds one tensor's bytes at a time. Returns the file names written.
  */
-export async function writeCheckpointTensors(dir: string, tensors: readonly TensorSource[], options: WriteTensorsOptions = {}): Promise<string[]> {
+export async function writeCheckpointTensors(
+  dir: string,
+  tensors: readonly TensorSource[],
+  options: WriteTensorsOptions = {},
+): Promise<string[]> {
   const byName = new Map(tensors.map((t) => [t.name, t]));
   if (byName.size !== tensors.length) {
     const dup = tensors.find((t, i) => tensors.findIndex((u) => u.name === t.name) !== i)!;
     throw new SafetensorsError(`${dir}: tensor '${dup.name}' is given more than once`);
   }
-  const plan = planShards(tensors.map((t) => ({ name: t.name, shape: t.shape, dtype: t.dtype ?? 'F32' })), options.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES);
+  const plan = planShards(
+    tensors.map((t) => ({ name: t.name, shape: t.shape, dtype: t.dtype ?? 'F32' })),
+    options.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES,
+  );
   const written: string[] = [];
   for (const shard of plan.shards) {
     const handle = await open(join(dir, shard.file), 'w');

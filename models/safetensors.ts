@@ -10,7 +10,23 @@ export const DTYPE_BYTES: Readonly<Record<SafetensorsDtype, number>> = { F32: 4,
 
 // Dtypes the format defines that this engine does not load: named in errors so a user sees "unsupported"
 // rather than "unknown" for a legitimate file.
-const KNOWN_UNSUPPORTED_DTYPES = new Set(['F64', 'I8', 'I16', 'U8', 'U16', 'U32', 'U64', 'BOOL', 'F8_E4M3', 'F8_E5M2', 'F8_E8M0', 'F4', 'F6_E2M3', 'F6_E3M2', 'C64']);
+const KNOWN_UNSUPPORTED_DTYPES = new Set([
+  'F64',
+  'I8',
+  'I16',
+  'U8',
+  'U16',
+  'U32',
+  'U64',
+  'BOOL',
+  'F8_E4M3',
+  'F8_E5M2',
+  'F8_E8M0',
+  'F4',
+  'F6_E2M3',
+  'F6_E3M2',
+  'C64',
+]);
 
 /** The reference implementation's bound: a larger header is a corrupt or hostile file, not a model. */
 export const MAX_HEADER_BYTES = 100_000_000;
@@ -51,7 +67,8 @@ function fail(file: string, what: string): never {
 }
 
 // Typed-array views below reinterpret memory in host byte order; safetensors is little-endian.
-if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('safetensors: big-endian hosts are not supported');
+if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1)
+  throw new Error('safetensors: big-endian hosts are not supported');
 
 function isDtype(s: string): s is SafetensorsDtype {
   return Object.hasOwn(DTYPE_BYTES, s);
@@ -65,17 +82,20 @@ function product(shape: readonly number[]): number {
 
 /** Reads N from the first 8 bytes and checks it against the file size and MAX_HEADER_BYTES. */
 export function readHeaderLength(first8: Uint8Array, fileSize: number, file: string): number {
-  if (fileSize < 8 || first8.length < 8) fail(file, `file is ${fileSize} bytes, too short for the 8-byte header length`);
+  if (fileSize < 8 || first8.length < 8)
+    fail(file, `file is ${fileSize} bytes, too short for the 8-byte header length`);
   const view = new DataView(first8.buffer, first8.byteOffset, 8);
   const n = Number(view.getBigUint64(0, true));
-  if (n > MAX_HEADER_BYTES) fail(file, `header length ${n} is above the ${MAX_HEADER_BYTES}-byte bound (corrupt file?)`);
+  if (n > MAX_HEADER_BYTES)
+    fail(file, `header length ${n} is above the ${MAX_HEADER_BYTES}-byte bound (corrupt file?)`);
   if (8 + n > fileSize) fail(file, `header length ${n} runs past the end of the ${fileSize}-byte file`);
   if (n < 2) fail(file, `header length ${n} is too short for a JSON object`);
   return n;
 }
 
 function parseTensorEntry(file: string, name: string, entry: unknown): TensorInfo {
-  if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) fail(file, `tensor '${name}': header entry is not an object`);
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+    fail(file, `tensor '${name}': header entry is not an object`);
   const e = entry as Record<string, unknown>;
   for (const key of ['dtype', 'shape', 'data_offsets']) {
     if (!(key in e)) fail(file, `tensor '${name}': header entry has no '${key}'`);
@@ -89,13 +109,28 @@ function parseTensorEntry(file: string, name: string, entry: unknown): TensorInf
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
     fail(file, `tensor '${name}': shape ${JSON.stringify(shape)} is not a list of non-negative integers`);
   }
-  if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((o) => Number.isSafeInteger(o) && o >= 0) || offsets[0] > offsets[1]) {
+  if (
+    !Array.isArray(offsets) ||
+    offsets.length !== 2 ||
+    !offsets.every((o) => Number.isSafeInteger(o) && o >= 0) ||
+    offsets[0] > offsets[1]
+  ) {
     fail(file, `tensor '${name}': data_offsets ${JSON.stringify(offsets)} is not [begin, end] with 0 <= begin <= end`);
   }
-  const info: TensorInfo = { name, dtype, shape: shape as number[], begin: offsets[0] as number, end: offsets[1] as number };
+  const info: TensorInfo = {
+    name,
+    dtype,
+    shape: shape as number[],
+    begin: offsets[0] as number,
+    end: offsets[1] as number,
+  };
   const expected = product(info.shape) * DTYPE_BYTES[dtype];
   if (info.end - info.begin !== expected) {
-    fail(file, `tensor '${name}': ${info.end - info.begin} bytes in data_offsets, but shape [${info.shape.join(', ')}] of ${dtype} needs ${expected}`);
+    fail(
+      file,
+      `tensor '${name}': ${info.end - info.begin} bytes in data_offsets, but shape [${info.shape.join(', ')}] of ` +
+        `${dtype} needs ${expected}`,
+    );
   }
   return info;
 }
@@ -117,7 +152,12 @@ export function parseHeader(headerBytes: Uint8Array, fileSize: number, file: str
   const tensors: TensorInfo[] = [];
   for (const [name, entry] of Object.entries(json)) {
     if (name === '__metadata__') {
-      if (typeof entry !== 'object' || entry === null || Array.isArray(entry) || !Object.values(entry).every((v) => typeof v === 'string')) {
+      if (
+        typeof entry !== 'object' ||
+        entry === null ||
+        Array.isArray(entry) ||
+        !Object.values(entry).every((v) => typeof v === 'string')
+      ) {
         fail(file, '__metadata__ is not a map of strings to strings');
       }
       metadata = entry as Record<string, string>;
@@ -133,19 +173,31 @@ export function parseHeader(headerBytes: Uint8Array, fileSize: number, file: str
   let cursor = 0;
   let previous = '';
   for (const t of tensors) {
-    if (t.end > dataSize) fail(file, `tensor '${t.name}': data_offsets [${t.begin}, ${t.end}] run past the ${dataSize}-byte data section`);
-    if (t.begin < cursor) fail(file, `tensor '${t.name}': bytes [${t.begin}, ${t.end}) overlap tensor '${previous}' which ends at ${cursor}`);
-    if (t.begin > cursor) fail(file, `tensor '${t.name}': starts at ${t.begin} but the previous tensor${previous ? ` '${previous}'` : ''} ends at ${cursor} (offsets must be contiguous)`);
+    if (t.end > dataSize)
+      fail(file, `tensor '${t.name}': data_offsets [${t.begin}, ${t.end}] run past the ${dataSize}-byte data section`);
+    if (t.begin < cursor)
+      fail(
+        file,
+        `tensor '${t.name}': bytes [${t.begin}, ${t.end}) overlap tensor '${previous}' which ends at ${cursor}`,
+      );
+    if (t.begin > cursor)
+      fail(
+        file,
+        `tensor '${t.name}': starts at ${t.begin} but the previous tensor${previous ? ` '${previous}'` : ''} ends at ` +
+          `${cursor} (offsets must be contiguous)`,
+      );
     cursor = t.end;
     previous = t.name;
   }
-  if (cursor !== dataSize) fail(file, `${dataSize - cursor} bytes after the last tensor are not described by the header`);
+  if (cursor !== dataSize)
+    fail(file, `${dataSize - cursor} bytes after the last tensor are not described by the header`);
   return { tensors, metadata, dataOffset };
 }
 
 /** Decodes one tensor's raw bytes: floats to f32 (exact for F16/BF16), integers to i32. */
 export function decodeTensor(info: TensorInfo, bytes: Uint8Array, file: string): TensorData {
-  if (bytes.length !== info.end - info.begin) fail(file, `tensor '${info.name}': got ${bytes.length} bytes, expected ${info.end - info.begin}`);
+  if (bytes.length !== info.end - info.begin)
+    fail(file, `tensor '${info.name}': got ${bytes.length} bytes, expected ${info.end - info.begin}`);
   const n = product(info.shape);
   // Typed arrays need element alignment and the data section may start at any byte: copy unless the bytes
   // already own their whole buffer (a view would otherwise also pin the rest of a larger buffer).
@@ -173,7 +225,8 @@ export function decodeTensor(info: TensorInfo, bytes: Uint8Array, file: string):
       const out = new Int32Array(n);
       for (let i = 0; i < n; i++) {
         const v = wide[i];
-        if (v < -2147483648n || v > 2147483647n) fail(file, `tensor '${info.name}': I64 element ${i} = ${v} does not fit in i32`);
+        if (v < -2147483648n || v > 2147483647n)
+          fail(file, `tensor '${info.name}': I64 element ${i} = ${v} does not fit in i32`);
         out[i] = Number(v);
       }
       return out;
@@ -182,7 +235,10 @@ export function decodeTensor(info: TensorInfo, bytes: Uint8Array, file: string):
 }
 
 /** Parses a whole in-memory file (browser uploads, small checkpoints) into decoded tensors. */
-export function parseSafetensors(bytes: Uint8Array, file = '<bytes>'): { header: SafetensorsHeader; tensors: Map<string, TensorData> } {
+export function parseSafetensors(
+  bytes: Uint8Array,
+  file = '<bytes>',
+): { header: SafetensorsHeader; tensors: Map<string, TensorData> } {
   const n = readHeaderLength(bytes.subarray(0, 8), bytes.length, file);
   const header = parseHeader(bytes.subarray(8, 8 + n), bytes.length, file);
   const tensors = new Map<string, TensorData>();
@@ -205,13 +261,17 @@ export interface TensorLayout {
  * The 8-byte length plus the JSON header, padded with spaces to a multiple of 8 as the reference writer does.
  * transformers refuses files whose __metadata__ lacks a known "format", hence the default.
  */
-export function encodeHeader(tensors: readonly TensorLayout[], metadata: Record<string, string> | null = { format: 'pt' }): Uint8Array {
+export function encodeHeader(
+  tensors: readonly TensorLayout[],
+  metadata: Record<string, string> | null = { format: 'pt' },
+): Uint8Array {
   const header: Record<string, unknown> = {};
   if (metadata) header.__metadata__ = metadata;
   const seen = new Set<string>();
   let offset = 0;
   for (const t of tensors) {
-    if (t.name === '__metadata__' || seen.has(t.name)) throw new SafetensorsError(`safetensors writer: duplicate or reserved tensor name '${t.name}'`);
+    if (t.name === '__metadata__' || seen.has(t.name))
+      throw new SafetensorsError(`safetensors writer: duplicate or reserved tensor name '${t.name}'`);
     seen.add(t.name);
     const bytes = product(t.shape) * DTYPE_BYTES[t.dtype];
     header[t.name] = { dtype: t.dtype, shape: [...t.shape], data_offsets: [offset, offset + bytes] };
@@ -229,10 +289,15 @@ export function encodeHeader(tensors: readonly TensorLayout[], metadata: Record<
 export function encodeTensorData(t: TensorToWrite): Uint8Array {
   const dtype = t.dtype ?? 'F32';
   const n = product(t.shape);
-  if (t.data.length !== n) throw new SafetensorsError(`safetensors writer: tensor '${t.name}' has ${t.data.length} elements, shape [${t.shape.join(', ')}] needs ${n}`);
+  if (t.data.length !== n)
+    throw new SafetensorsError(
+      `safetensors writer: tensor '${t.name}' has ${t.data.length} elements, shape [${t.shape.join(', ')}] needs ${n}`,
+    );
   const isFloat = t.data instanceof Float32Array;
   if (isFloat !== (dtype === 'F32' || dtype === 'F16' || dtype === 'BF16')) {
-    throw new SafetensorsError(`safetensors writer: tensor '${t.name}' holds ${isFloat ? 'float' : 'integer'} data but dtype is ${dtype}`);
+    throw new SafetensorsError(
+      `safetensors writer: tensor '${t.name}' holds ${isFloat ? 'float' : 'integer'} data but dtype is ${dtype}`,
+    );
   }
   const data = t.data;
   switch (dtype) {
@@ -255,13 +320,22 @@ export function encodeTensorData(t: TensorToWrite): Uint8Array {
 }
 
 /** The pieces of a file in order (header, then each tensor), for streaming writers and `new Blob(...)`. */
-export function* safetensorsChunks(tensors: readonly TensorToWrite[], metadata?: Record<string, string> | null): Generator<Uint8Array> {
-  yield encodeHeader(tensors.map((t) => ({ name: t.name, shape: t.shape, dtype: t.dtype ?? 'F32' })), metadata);
+export function* safetensorsChunks(
+  tensors: readonly TensorToWrite[],
+  metadata?: Record<string, string> | null,
+): Generator<Uint8Array> {
+  yield encodeHeader(
+    tensors.map((t) => ({ name: t.name, shape: t.shape, dtype: t.dtype ?? 'F32' })),
+    metadata,
+  );
   for (const t of tensors) yield encodeTensorData(t);
 }
 
 /** A whole file in one buffer: for small checkpoints and tests. */
-export function serializeSafetensors(tensors: readonly TensorToWrite[], metadata?: Record<string, string> | null): Uint8Array {
+export function serializeSafetensors(
+  tensors: readonly TensorToWrite[],
+  metadata?: Record<string, string> | null,
+): Uint8Array {
   const chunks = [...safetensorsChunks(tensors, metadata)];
   const out = new Uint8Array(chunks.reduce((s, c) => s + c.length, 0));
   let at = 0;
@@ -295,18 +369,27 @@ export function parseShardIndex(text: string, file = INDEX_FILE): ShardIndex {
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) fail(file, 'not a JSON object');
   const { weight_map: map, metadata = {} } = json as Record<string, unknown>;
-  if (typeof map !== 'object' || map === null || Array.isArray(map)) fail(file, `'weight_map' is ${JSON.stringify(map)}, expected an object of tensor name to shard file`);
-  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) fail(file, `'metadata' is not an object`);
+  if (typeof map !== 'object' || map === null || Array.isArray(map))
+    fail(file, `'weight_map' is ${JSON.stringify(map)}, expected an object of tensor name to shard file`);
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))
+    fail(file, `'metadata' is not an object`);
   const weightMap = new Map<string, string>();
   for (const [name, shard] of Object.entries(map)) {
     // A bare name keeps a hostile index from reading outside the checkpoint directory.
     if (typeof shard !== 'string' || shard === '' || /[/\\]/.test(shard) || shard === '.' || shard === '..') {
-      fail(file, `tensor '${name}': weight_map entry ${JSON.stringify(shard)} is not a file name in the checkpoint directory`);
+      fail(
+        file,
+        `tensor '${name}': weight_map entry ${JSON.stringify(shard)} is not a file name in the checkpoint directory`,
+      );
     }
     weightMap.set(name, shard);
   }
   const total = (metadata as Record<string, unknown>).total_size;
-  return { weightMap, totalSize: typeof total === 'number' ? total : null, metadata: metadata as Record<string, unknown> };
+  return {
+    weightMap,
+    totalSize: typeof total === 'number' ? total : null,
+    metadata: metadata as Record<string, unknown>,
+  };
 }
 
 export interface ShardPlan {
@@ -340,7 +423,10 @@ export function planShards(tensors: readonly TensorLayout[], maxShardBytes = DEF
   if (groups.length === 1) return { shards: [{ file: SINGLE_FILE, tensors: groups[0] }], indexJson: null };
 
   const count = String(groups.length).padStart(5, '0');
-  const shards = groups.map((g, i) => ({ file: `model-${String(i + 1).padStart(5, '0')}-of-${count}.safetensors`, tensors: g }));
+  const shards = groups.map((g, i) => ({
+    file: `model-${String(i + 1).padStart(5, '0')}-of-${count}.safetensors`,
+    tensors: g,
+  }));
   const weightMap: Record<string, string> = {};
   for (const s of shards) for (const t of s.tensors) weightMap[t.name] = s.file;
   const indexJson = `${JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2)}\n`;

@@ -37,7 +37,10 @@ export function checkRectangular(name: string, rows: readonly (readonly number[]
 }
 
 /** The host batch as the flat (B·T) arrays the GPU holds: ids, key mask, positions. */
-export function tokenArrays(host: HostTokenBatch, vocabSize: number): { B: number; T: number; ids: Uint32Array; mask: Uint32Array; positions: Int32Array } {
+export function tokenArrays(
+  host: HostTokenBatch,
+  vocabSize: number,
+): { B: number; T: number; ids: Uint32Array; mask: Uint32Array; positions: Int32Array } {
   const B = host.inputIds.length;
   const T = B > 0 ? host.inputIds[0].length : 0;
   checkRectangular('input_ids', host.inputIds, B, T);
@@ -62,7 +65,13 @@ export function tokenArrays(host: HostTokenBatch, vocabSize: number): { B: numbe
 }
 
 /** Uploads a host batch; with `reuse` of the same shape, writes into its buffers instead of allocating. */
-export function uploadTokenBatch(engine: Engine, host: HostTokenBatch, vocabSize: number, label = 'batch', reuse?: TokenBatch): TokenBatch {
+export function uploadTokenBatch(
+  engine: Engine,
+  host: HostTokenBatch,
+  vocabSize: number,
+  label = 'batch',
+  reuse?: TokenBatch,
+): TokenBatch {
   const { B, T, ids, mask, positions } = tokenArrays(host, vocabSize);
   if (reuse && reuse.B === B && reuse.T === T) {
     engine.upload(reuse.ids, ids);

@@ -5,8 +5,15 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Tokenizer as NativeTokenizerImpl } from 'tokenizers';
 import {
-  type Tokenizer, type TokenizerConfig, type SpecialTokens, type EncodeOptions, type DecodeOptions,
-  JsTokenizer, TokenizerError, resolveSpecialTokens, cleanUpTokenizationSpaces,
+  type Tokenizer,
+  type TokenizerConfig,
+  type SpecialTokens,
+  type EncodeOptions,
+  type DecodeOptions,
+  JsTokenizer,
+  TokenizerError,
+  resolveSpecialTokens,
+  cleanUpTokenizationSpaces,
 } from './tokenizer.ts';
 
 export type TokenizerBackend = 'native' | 'js';
@@ -17,13 +24,21 @@ export class NativeTokenizer implements Tokenizer {
   readonly special: SpecialTokens;
   private readonly cleanUp: boolean;
 
-  private constructor(private readonly impl: NativeTokenizerImpl, config: TokenizerConfig, specialTokensMap: TokenizerConfig | null) {
+  private constructor(
+    private readonly impl: NativeTokenizerImpl,
+    config: TokenizerConfig,
+    specialTokensMap: TokenizerConfig | null,
+  ) {
     this.vocabSize = impl.getVocabSize(true);
     this.special = resolveSpecialTokens(config, specialTokensMap, (t) => impl.tokenToId(t) ?? undefined);
     this.cleanUp = config.clean_up_tokenization_spaces === true;
   }
 
-  static fromJson(tokenizerJson: string, config: TokenizerConfig = {}, specialTokensMap: TokenizerConfig | null = null): NativeTokenizer {
+  static fromJson(
+    tokenizerJson: string,
+    config: TokenizerConfig = {},
+    specialTokensMap: TokenizerConfig | null = null,
+  ): NativeTokenizer {
     return new NativeTokenizer(NativeTokenizerImpl.fromString(tokenizerJson), config, specialTokensMap);
   }
 
@@ -64,15 +79,21 @@ function parseJsonObject(text: string, path: string): TokenizerConfig {
   } catch (err) {
     throw new TokenizerError(`${path}: not valid JSON (${(err as Error).message})`);
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new TokenizerError(`${path}: expected a JSON object`);
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new TokenizerError(`${path}: expected a JSON object`);
   return json as TokenizerConfig;
 }
 
 export async function readTokenizerFiles(dir: string): Promise<TokenizerFiles> {
-  const isDirectory = await stat(dir).then((s) => s.isDirectory(), () => false);
-  if (!isDirectory) throw new TokenizerError(`${dir}: no such directory (expected a Hugging Face model or tokenizer directory)`);
+  const isDirectory = await stat(dir).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+  if (!isDirectory)
+    throw new TokenizerError(`${dir}: no such directory (expected a Hugging Face model or tokenizer directory)`);
   const tokenizerJson = await readOptional(join(dir, 'tokenizer.json'));
-  if (tokenizerJson === null) throw new TokenizerError(`${dir}: no tokenizer.json (only fast-tokenizer checkpoints are supported)`);
+  if (tokenizerJson === null)
+    throw new TokenizerError(`${dir}: no tokenizer.json (only fast-tokenizer checkpoints are supported)`);
   const configText = await readOptional(join(dir, 'tokenizer_config.json'));
   const mapText = await readOptional(join(dir, 'special_tokens_map.json'));
   return {
@@ -92,6 +113,8 @@ export async function loadTokenizer(dir: string, backend: TokenizerBackend = 'na
       : JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), files.config, files.specialTokensMap);
   } catch (err) {
     // The parsers' own messages ("EOF while parsing a string at line 1 column 5") name no file.
-    throw new TokenizerError(`${join(dir, 'tokenizer.json')}: cannot load it as a tokenizer (${(err as Error).message})`);
+    throw new TokenizerError(
+      `${join(dir, 'tokenizer.json')}: cannot load it as a tokenizer (${(err as Error).message})`,
+    );
   }
 }

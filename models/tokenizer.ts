@@ -54,7 +54,8 @@ export class TokenizerError extends Error {
 /** A special token entry is a string or an AddedToken object ({content, ...}) in saved configs. */
 function tokenContent(value: unknown): string | null {
   if (typeof value === 'string') return value;
-  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string') return (value as { content: string }).content;
+  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string')
+    return (value as { content: string }).content;
   return null;
 }
 
@@ -62,12 +63,19 @@ function tokenContent(value: unknown): string | null {
  * Resolves bos/eos/pad/unk to (token, id). tokenizer_config.json wins over special_tokens_map.json; a token
  * named there but missing from the vocabulary is an error rather than a silent null.
  */
-export function resolveSpecialTokens(config: TokenizerConfig, specialTokensMap: TokenizerConfig | null, tokenToId: (token: string) => number | undefined): SpecialTokens {
+export function resolveSpecialTokens(
+  config: TokenizerConfig,
+  specialTokensMap: TokenizerConfig | null,
+  tokenToId: (token: string) => number | undefined,
+): SpecialTokens {
   const resolve = (key: 'bos_token' | 'eos_token' | 'pad_token' | 'unk_token'): SpecialToken | null => {
     const token = tokenContent(config[key]) ?? tokenContent(specialTokensMap?.[key]);
     if (token === null) return null;
     const id = tokenToId(token);
-    if (id === undefined) throw new TokenizerError(`tokenizer_config.json: ${key} ${JSON.stringify(token)} is not in the tokenizer's vocabulary`);
+    if (id === undefined)
+      throw new TokenizerError(
+        `tokenizer_config.json: ${key} ${JSON.stringify(token)} is not in the tokenizer's vocabulary`,
+      );
     return { token, id };
   };
   return { bos: resolve('bos_token'), eos: resolve('eos_token'), pad: resolve('pad_token'), unk: resolve('unk_token') };
@@ -76,9 +84,16 @@ export function resolveSpecialTokens(config: TokenizerConfig, specialTokensMap: 
 /** transformers' clean_up_tokenization: drops the space tokenizers of the BERT era left before punctuation. */
 export function cleanUpTokenizationSpaces(text: string): string {
   return text
-    .replaceAll(' .', '.').replaceAll(' ?', '?').replaceAll(' !', '!').replaceAll(' ,', ',')
-    .replaceAll(" ' ", "'").replaceAll(" n't", "n't").replaceAll(" 'm", "'m").replaceAll(" 's", "'s")
-    .replaceAll(" 've", "'ve").replaceAll(" 're", "'re");
+    .replaceAll(' .', '.')
+    .replaceAll(' ?', '?')
+    .replaceAll(' !', '!')
+    .replaceAll(' ,', ',')
+    .replaceAll(" ' ", "'")
+    .replaceAll(" n't", "n't")
+    .replaceAll(" 'm", "'m")
+    .replaceAll(" 's", "'s")
+    .replaceAll(" 've", "'ve")
+    .replaceAll(" 're", "'re");
 }
 
 /** Pure-JS backend: works in the browser; gives the same ids as the Rust bindings. */
@@ -87,7 +102,11 @@ export class JsTokenizer implements Tokenizer {
   readonly special: SpecialTokens;
   private readonly cleanUp: boolean;
 
-  private constructor(private readonly impl: JsTokenizerImpl, config: TokenizerConfig, specialTokensMap: TokenizerConfig | null) {
+  private constructor(
+    private readonly impl: JsTokenizerImpl,
+    config: TokenizerConfig,
+    specialTokensMap: TokenizerConfig | null,
+  ) {
     this.vocabSize = impl.get_vocab(true).size;
     this.special = resolveSpecialTokens(config, specialTokensMap, (t) => impl.token_to_id(t));
     // transformers (>= 4.45) defaults clean_up_tokenization_spaces to false.
@@ -95,11 +114,18 @@ export class JsTokenizer implements Tokenizer {
   }
 
   /** From parsed tokenizer.json and tokenizer_config.json (and special_tokens_map.json if present). */
-  static fromJson(tokenizerJson: object, config: TokenizerConfig = {}, specialTokensMap: TokenizerConfig | null = null): JsTokenizer {
+  static fromJson(
+    tokenizerJson: object,
+    config: TokenizerConfig = {},
+    specialTokensMap: TokenizerConfig | null = null,
+  ): JsTokenizer {
     // The JS library has no WordLevel model: its fallback takes the unknown token from tokenizer_config.json, where
     // Hugging Face's reads tokenizer.json's model.unk_token; without it a word outside the vocabulary has no id.
     const model = (tokenizerJson as { model?: { type?: unknown; unk_token?: unknown } }).model;
-    const implConfig = model?.type === 'WordLevel' && typeof model.unk_token === 'string' ? { ...config, unk_token: model.unk_token } : config;
+    const implConfig =
+      model?.type === 'WordLevel' && typeof model.unk_token === 'string'
+        ? { ...config, unk_token: model.unk_token }
+        : config;
     return new JsTokenizer(new JsTokenizerImpl(tokenizerJson, implConfig), config, specialTokensMap);
   }
 
@@ -108,7 +134,10 @@ export class JsTokenizer implements Tokenizer {
   }
 
   async decode(ids: readonly number[], options: DecodeOptions = {}): Promise<string> {
-    const text = this.impl.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false });
+    const text = this.impl.decode([...ids], {
+      skip_special_tokens: options.skipSpecialTokens ?? false,
+      clean_up_tokenization_spaces: false,
+    });
     return this.cleanUp ? cleanUpTokenizationSpaces(text) : text;
   }
 }

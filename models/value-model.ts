@@ -22,7 +22,8 @@ export class ValueModel {
     readonly config: DecoderConfig,
     readonly params: Arena,
   ) {
-    if (config.head === 'causal-lm') throw new Error(`ValueModel needs a classification head, got ${config.architecture}`);
+    if (config.head === 'causal-lm')
+      throw new Error(`ValueModel needs a classification head, got ${config.architecture}`);
     this.trunk = new DecoderTrunk(engine, config, params);
     this.zeroBias = engine.tensor('reward.score.zero-bias', [1]);
     this.unusedBiasGrad = engine.tensor('reward.score.unused-bias-grad', [1]);
@@ -30,7 +31,10 @@ export class ValueModel {
   }
 
   private buffers(rows: number) {
-    return { values: this.workspace.get('values', [rows]), dHidden: this.workspace.get('dHidden', [rows, this.config.hiddenSize]) };
+    return {
+      values: this.workspace.get('values', [rows]),
+      dHidden: this.workspace.get('dHidden', [rows, this.config.hiddenSize]),
+    };
   }
 
   private get bias(): Tensor {
@@ -42,20 +46,35 @@ export class ValueModel {
     const rows = batch.B * batch.T;
     const hidden = this.trunk.forward(batch, options);
     const { values } = this.buffers(rows);
-    valueHeadForward(this.engine, { hidden, weight: this.params.get('score.weight'), bias: this.bias, values, N: rows, C: this.config.hiddenSize });
+    valueHeadForward(this.engine, {
+      hidden,
+      weight: this.params.get('score.weight'),
+      bias: this.bias,
+      values,
+      N: rows,
+      C: this.config.hiddenSize,
+    });
     this.last = { rows, hidden };
     return values;
   }
 
-  /** Accumulates parameter gradients of Σ dValues·values for the last tokenValues call (critic or reward-model training). */
+  /**
+   * Accumulates parameter gradients of Σ dValues·values for the last tokenValues call (critic or reward-model
+   * training).
+   */
   backward(dValues: Tensor, grads: Arena): void {
     if (!this.last) throw new Error('ValueModel.backward: call tokenValues(..., {saveForBackward: true}) first');
     const { rows, hidden } = this.last;
     const { dHidden } = this.buffers(rows);
     valueHeadBackward(this.engine, {
-      hidden, weight: this.params.get('score.weight'), dValues, dHidden, dWeight: grads.get('score.weight'),
+      hidden,
+      weight: this.params.get('score.weight'),
+      dValues,
+      dHidden,
+      dWeight: grads.get('score.weight'),
       dBias: this.config.head === 'token-classification' ? grads.get('score.bias') : this.unusedBiasGrad,
-      N: rows, C: this.config.hiddenSize,
+      N: rows,
+      C: this.config.hiddenSize,
     });
     this.trunk.backward(dHidden, grads);
   }

@@ -29,7 +29,8 @@ export abstract class WordLevelTokenizer {
     private readonly split: PieceSplit,
   ) {
     if (!split.pattern.global) throw new Error(`${name}: the piece pattern ${split.pattern} must be global (flag g)`);
-    if (specialTokens.length === 0) throw new Error(`${name}: needs at least one special token (the first is the unknown token)`);
+    if (specialTokens.length === 0)
+      throw new Error(`${name}: needs at least one special token (the first is the unknown token)`);
     const tokens = [...specialTokens, ...pieces];
     tokens.forEach((t, i) => {
       if (this.idOf.has(t)) throw new Error(`${name}: token ${JSON.stringify(t)} listed twice`);
@@ -61,7 +62,7 @@ export abstract class WordLevelTokenizer {
   encode(text: string): number[] {
     const ids: number[] = [];
     let start = 0;
-    for (let i = 0; i < text.length;) {
+    for (let i = 0; i < text.length; ) {
       const special = this.specialsByLength.find((s) => text.startsWith(s, i));
       if (special === undefined) {
         i++;
@@ -107,7 +108,13 @@ export abstract class WordLevelTokenizer {
       truncation: null,
       padding: null,
       added_tokens: this.specialTokens.map((content, id) => ({
-        id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+        id,
+        content,
+        single_word: false,
+        lstrip: false,
+        rstrip: false,
+        normalized: false,
+        special: true,
       })),
       normalizer: null,
       pre_tokenizer: { type: 'Split', pattern: { Regex: this.split.hfRegex }, behavior: 'Isolated', invert: false },
@@ -122,12 +129,20 @@ export abstract class WordLevelTokenizer {
  * tokenizer.json and tokenizer_config.json of a built-in task's vocabulary, as a checkpoint stores them: the
  * special tokens <s>, </s>, <pad> in their usual roles and the task's chat template.
  */
-export function builtinTokenizerFiles(tokenizer: WordLevelTokenizer, chatTemplate: string): { tokenizerJson: object; tokenizerConfig: Record<string, unknown> } {
+export function builtinTokenizerFiles(
+  tokenizer: WordLevelTokenizer,
+  chatTemplate: string,
+): { tokenizerJson: object; tokenizerConfig: Record<string, unknown> } {
   return {
     tokenizerJson: tokenizer.toHfTokenizerJson(),
     tokenizerConfig: {
-      bos_token: '<s>', eos_token: '</s>', pad_token: '<pad>', unk_token: tokenizer.unkToken,
-      chat_template: chatTemplate, model_max_length: 256, tokenizer_class: 'PreTrainedTokenizerFast',
+      bos_token: '<s>',
+      eos_token: '</s>',
+      pad_token: '<pad>',
+      unk_token: tokenizer.unkToken,
+      chat_template: chatTemplate,
+      model_max_length: 256,
+      tokenizer_class: 'PreTrainedTokenizerFast',
       clean_up_tokenization_spaces: false,
     },
   };

@@ -4,6 +4,21 @@
 export type { PpoConfig } from './config/schema.ts';
 export { WRITTEN_LOGGERS, SERVICE_LOGGERS } from './config/schema.ts';
 export { ConfigError } from './config/errors.ts';
-export { loadConfig, composeConfig, configToYaml, formatHelp, type ConfigLayer, type ComposedConfig, type LoadConfigOptions } from './config/loader.ts';
-export { batchSizes, usesCritic, usesPfPpo, usesRolloutServers, actorLoraSettings, type BatchSizes } from './config/checks.ts';
+export {
+  loadConfig,
+  composeConfig,
+  configToYaml,
+  formatHelp,
+  type ConfigLayer,
+  type ComposedConfig,
+  type LoadConfigOptions,
+} from './config/loader.ts';
+export {
+  batchSizes,
+  usesCritic,
+  usesPfPpo,
+  usesRolloutServers,
+  actorLoraSettings,
+  type BatchSizes,
+} from './config/checks.ts';
 export { weightDtype, trainedModelDtypeNotes, type FrozenModel } from './config/model-dtype.ts';

@@ -40,50 +40,83 @@ export function planStep(c: PpoConfig): StepPlan {
   const ref = c.actor_rollout_ref.ref;
   const rollout = c.actor_rollout_ref.rollout;
   const rc = c.algorithm.rollout_correction;
-  const bypass: BypassCorrectionPlan | null = rc.bypass_mode ? { lossType: rc.loss_type, rolloutIs: rolloutIsPlan(c), rolloutRs: rolloutRsPlan(c) } : null;
+  const bypass: BypassCorrectionPlan | null = rc.bypass_mode
+    ? { lossType: rc.loss_type, rolloutIs: rolloutIsPlan(c), rolloutRs: rolloutRsPlan(c) }
+    : null;
   return {
     rolloutIs: bypass ? null : decoupledIs(c),
     rolloutRs: bypass ? null : decoupledRs(c),
     remaxBaseline: c.algorithm.adv_estimator === 'remax',
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
-    pfPpo: usesPfPpo(c) ? { reweightMethod: c.algorithm.pf_ppo.reweight_method, weightPow: c.algorithm.pf_ppo.weight_pow } : null,
+    pfPpo: usesPfPpo(c)
+      ? { reweightMethod: c.algorithm.pf_ppo.reweight_method, weightPow: c.algorithm.pf_ppo.weight_pow }
+      : null,
     experience: {
-      advEstimator: c.algorithm.adv_estimator, gamma: c.algorithm.gamma, lam: c.algorithm.lam,
-      normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo, useKlInReward: c.algorithm.use_kl_in_reward,
-      klPenalty: c.algorithm.kl_penalty, temperature,
+      advEstimator: c.algorithm.adv_estimator,
+      gamma: c.algorithm.gamma,
+      lam: c.algorithm.lam,
+      normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo,
+      useKlInReward: c.algorithm.use_kl_in_reward,
+      klPenalty: c.algorithm.kl_penalty,
+      temperature,
       calculateLogProbs: rolloutLogProbsKept(c) && !bypass,
-      // verl's bypass mode skips the old-log-prob forward, and with it Σπ² (checks.ts refuses the optimal token baselines there).
+      // verl's bypass mode skips the old-log-prob forward, and with it Σπ² (checks.ts refuses the optimal token
+      // baselines there).
       calculateSumPiSquared: a.calculate_sum_pi_squared && !bypass,
       oldForward: {
         microBatchSize: rollout.log_prob_micro_batch_size_per_gpu,
-        maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
+        maxTokens: rollout.log_prob_use_dynamic_bsz ? rollout.log_prob_max_token_len_per_gpu : null,
+        maxTokensKey: 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu',
       },
       refForward: {
         microBatchSize: ref.log_prob_micro_batch_size_per_gpu,
-        maxTokens: ref.log_prob_use_dynamic_bsz ? ref.log_prob_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu',
+        maxTokens: ref.log_prob_use_dynamic_bsz ? ref.log_prob_max_token_len_per_gpu : null,
+        maxTokensKey: 'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu',
       },
       valueForward: {
         microBatchSize: c.critic.forward_micro_batch_size_per_gpu,
-        maxTokens: c.critic.use_dynamic_bsz ? c.critic.forward_max_token_len_per_gpu : null, maxTokensKey: 'critic.forward_max_token_len_per_gpu',
+        maxTokens: c.critic.use_dynamic_bsz ? c.critic.forward_max_token_len_per_gpu : null,
+        maxTokensKey: 'critic.forward_max_token_len_per_gpu',
       },
     },
     critic: {
-      epochs: c.critic.ppo_epochs, miniBatchSize: sizes.criticMiniBatch, microBatchSize: sizes.criticMicroBatch,
-      maxTokens: c.critic.use_dynamic_bsz ? c.critic.ppo_max_token_len_per_gpu : null, maxTokensKey: 'critic.ppo_max_token_len_per_gpu',
-      shuffle: c.critic.shuffle, lossAggMode: c.critic.loss_agg_mode, cliprangeValue: c.critic.cliprange_value,
+      epochs: c.critic.ppo_epochs,
+      miniBatchSize: sizes.criticMiniBatch,
+      microBatchSize: sizes.criticMicroBatch,
+      maxTokens: c.critic.use_dynamic_bsz ? c.critic.ppo_max_token_len_per_gpu : null,
+      maxTokensKey: 'critic.ppo_max_token_len_per_gpu',
+      shuffle: c.critic.shuffle,
+      lossAggMode: c.critic.loss_agg_mode,
+      cliprangeValue: c.critic.cliprange_value,
     },
     criticOptim: c.critic.optim,
     actor: {
-      epochs: a.ppo_epochs, miniBatchSize: sizes.actorMiniBatch, microBatchSize: sizes.actorMicroBatch, shuffle: a.shuffle,
-      maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null, maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
+      epochs: a.ppo_epochs,
+      miniBatchSize: sizes.actorMiniBatch,
+      microBatchSize: sizes.actorMicroBatch,
+      shuffle: a.shuffle,
+      maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null,
+      maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
       lossAggMode: a.loss_agg_mode,
       policyLoss: resolvePolicyLossConfig({
-        lossMode: bypass ? BYPASS_LOSS_MODES[bypass.lossType] : a.policy_loss.loss_mode, clipRatio: a.clip_ratio, clipRatioLow: a.clip_ratio_low ?? undefined,
-        clipRatioHigh: a.clip_ratio_high ?? undefined, clipRatioC: a.clip_ratio_c, tauPos: a.tau_pos, tauNeg: a.tau_neg,
-        clipCovRatio: a.policy_loss.clip_cov_ratio, clipCovLb: a.policy_loss.clip_cov_lb, clipCovUb: a.policy_loss.clip_cov_ub,
-        klCovRatio: a.policy_loss.kl_cov_ratio, ppoKlCoef: a.policy_loss.ppo_kl_coef,
+        lossMode: bypass ? BYPASS_LOSS_MODES[bypass.lossType] : a.policy_loss.loss_mode,
+        clipRatio: a.clip_ratio,
+        clipRatioLow: a.clip_ratio_low ?? undefined,
+        clipRatioHigh: a.clip_ratio_high ?? undefined,
+        clipRatioC: a.clip_ratio_c,
+        tauPos: a.tau_pos,
+        tauNeg: a.tau_neg,
+        clipCovRatio: a.policy_loss.clip_cov_ratio,
+        clipCovLb: a.policy_loss.clip_cov_lb,
+        clipCovUb: a.policy_loss.clip_cov_ub,
+        klCovRatio: a.policy_loss.kl_cov_ratio,
+        ppoKlCoef: a.policy_loss.ppo_kl_coef,
       }),
-      entropyCoeff: a.entropy_coeff, useKlLoss: a.use_kl_loss, klLossCoef: a.kl_loss_coef, klLossType: a.kl_loss_type, temperature,
+      entropyCoeff: a.entropy_coeff,
+      useKlLoss: a.use_kl_loss,
+      klLossCoef: a.kl_loss_coef,
+      klLossType: a.kl_loss_type,
+      temperature,
       bypass,
     },
     actorOptim: a.optim,
@@ -101,7 +134,9 @@ function rolloutLogProbsKept(c: PpoConfig): boolean {
 /** algorithm.rollout_correction's settings, for either mode. */
 function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
-  return rc.rollout_is === null ? null : { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
+  return rc.rollout_is === null
+    ? null
+    : { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
 }
 
 function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
@@ -114,7 +149,10 @@ function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {
 function decoupledIs(c: PpoConfig): StepPlan['rolloutIs'] {
   const is = rolloutIsPlan(c);
   if (is !== null && !rolloutLogProbsKept(c)) {
-    throw new Error(`algorithm.rollout_correction.rollout_is=${c.algorithm.rollout_correction.rollout_is} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+    throw new Error(
+      `algorithm.rollout_correction.rollout_is=${c.algorithm.rollout_correction.rollout_is} needs the rollout's own ` +
+        `log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`,
+    );
   }
   return is;
 }
@@ -122,7 +160,10 @@ function decoupledIs(c: PpoConfig): StepPlan['rolloutIs'] {
 function decoupledRs(c: PpoConfig): StepPlan['rolloutRs'] {
   const rs = rolloutRsPlan(c);
   if (rs !== null && !rolloutLogProbsKept(c)) {
-    throw new Error(`algorithm.rollout_correction.rollout_rs=${c.algorithm.rollout_correction.rollout_rs} needs the rollout's own log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`);
+    throw new Error(
+      `algorithm.rollout_correction.rollout_rs=${c.algorithm.rollout_correction.rollout_rs} needs the rollout's own ` +
+        `log-probs beside recomputed old ones: set actor_rollout_ref.rollout.calculate_log_probs=true`,
+    );
   }
   return rs;
 }

@@ -1,8 +1,9 @@
-// The PPO-RLHF loop, one step top to bottom as verl's ray_trainer runs it: sample prompts → rollout (n samples
-// each, old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values →
-// KL penalty in the reward → advantages (→ PF-PPO's resampling) → critic update → actor update → metrics (and
-// verl's rollout dump); validation every trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a KL term
-// needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free estimators allocate no critic at all; a frozen critic computes values and nothing else.
+// The PPO-RLHF loop, one step top to bottom as verl's ray_trainer runs it: sample prompts → rollout (n samples each,
+// old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values → KL penalty in the
+// reward → advantages (→ PF-PPO's resampling) → critic update → actor update → metrics (and verl's rollout dump);
+// validation every trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a
+// KL term needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free
+// estimators allocate no critic at all; a frozen critic computes values and nothing else.
 import type { Engine, Arena } from '../engine/index.ts';
 import { peakFp32Flops } from '../engine/index.ts';
 import { Rng, type RngState } from '../engine/rng.ts';
@@ -52,12 +53,17 @@ export interface PromptRecord {
 /** A row's extra_info.tools_kwargs (verl's per-tool create_kwargs, e.g. the GSM8K tool's ground truth). */
 function toolsKwargsOf(record: PromptRecord): Record<string, unknown> {
   const kwargs = record.extraInfo?.tools_kwargs;
-  return kwargs !== null && typeof kwargs === 'object' && !Array.isArray(kwargs) ? kwargs as Record<string, unknown> : {};
+  return kwargs !== null && typeof kwargs === 'object' && !Array.isArray(kwargs)
+    ? (kwargs as Record<string, unknown>)
+    : {};
 }
 
 /** Where prompts come from and how responses are judged: the dataset, tokenizer and reward of the run. */
 export interface TrainerIo {
-  /** The next batch of data.gen_batch_size prompts (data.train_batch_size when null); a checkpoint's cursor is past the last one drawn. */
+  /**
+   * The next batch of data.gen_batch_size prompts (data.train_batch_size when null); a checkpoint's cursor is past the
+   * last one drawn.
+   */
   nextTrainBatch(): PromptRecord[];
   validationSet(): PromptRecord[];
   /** Response text for the reward (special tokens dropped, but kept in search runs, as Search-R1). */
@@ -160,39 +166,72 @@ export class PpoTrainer {
     const lora = actor.lora ?? null;
     this.actor.trunk.lora = lora;
     this.actorLora = lora;
-    this.actorOptimizer = new AdamWOptimizer(engine, lora ? lora.params : actor.params, {
-      lr: actorCfg.optim.lr, betas: actorCfg.optim.betas as [number, number], eps: 1e-8,
-      weightDecay: actorCfg.optim.weight_decay, maxGradNorm: actorCfg.grad_clip,
-    }, lora && ((grads) => lora.clearOffBlockGradients(grads)));
+    this.actorOptimizer = new AdamWOptimizer(
+      engine,
+      lora ? lora.params : actor.params,
+      {
+        lr: actorCfg.optim.lr,
+        betas: actorCfg.optim.betas as [number, number],
+        eps: 1e-8,
+        weightDecay: actorCfg.optim.weight_decay,
+        maxGradNorm: actorCfg.grad_clip,
+      },
+      lora && ((grads) => lora.clearOffBlockGradients(grads)),
+    );
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
     // With LoRA the base weights never change: the reference reads them (no adapters on its trunk), no copy. Without
     // a KL term there is no reference at all (as verl's RefPolicy role), and no copy of the actor's weights either.
-    const referenceWeights = () => lora ? actor.params
-      : referenceParams ?? frozenParameterCopy(engine, actor.config, actor.params, 'reference', weightDtype(c, 'reference', actor.config.torchDtype));
+    const referenceWeights = () =>
+      lora
+        ? actor.params
+        : (referenceParams ??
+          frozenParameterCopy(
+            engine,
+            actor.config,
+            actor.params,
+            'reference',
+            weightDtype(c, 'reference', actor.config.torchDtype),
+          ));
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights()) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
     if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
-    this.criticOptimizer = plan.allocateOptimizerState && critic
-      ? new AdamWOptimizer(engine, critic.params, {
-        lr: c.critic.optim.lr, betas: c.critic.optim.betas as [number, number], eps: 1e-8,
-        weightDecay: c.critic.optim.weight_decay, maxGradNorm: c.critic.grad_clip,
-      })
-      : null;
+    this.criticOptimizer =
+      plan.allocateOptimizerState && critic
+        ? new AdamWOptimizer(engine, critic.params, {
+            lr: c.critic.optim.lr,
+            betas: c.critic.optim.betas as [number, number],
+            eps: 1e-8,
+            weightDecay: c.critic.optim.weight_decay,
+            maxGradNorm: c.critic.grad_clip,
+          })
+        : null;
     this.rollout = new RolloutGenerator(engine, actor);
     this.plan = planStep(c);
-    this.experience = new ExperienceMaker(engine, this.reference, this.critic, actor.config.vocabSize, this.plan.experience.calculateSumPiSquared);
+    this.experience = new ExperienceMaker(
+      engine,
+      this.reference,
+      this.critic,
+      actor.config.vocabSize,
+      this.plan.experience.calculateSumPiSquared,
+    );
     this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer);
-    this.criticUpdater = this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
+    this.criticUpdater =
+      this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);
     this.peakFlops = peakFp32Flops(engine.caps, engine.knobs.peakFlops);
     this.sampling = { train: this.samplingConfig(false), validation: this.samplingConfig(true) };
     if (rewardModel) {
       if (rewardModel.config.head !== 'sequence-classification') {
-        throw new Error(`reward_model.model.path: expected a *ForSequenceClassification, got ${rewardModel.config.architecture}`);
+        throw new Error(
+          `reward_model.model.path: expected a *ForSequenceClassification, got ${rewardModel.config.architecture}`,
+        );
       }
       if (rewardModel.config.vocabSize !== actor.config.vocabSize) {
-        throw new Error(`reward_model.model.path: vocabulary of ${rewardModel.config.vocabSize} differs from the actor's ${actor.config.vocabSize}; the reward model must share the actor's tokenizer`);
+        throw new Error(
+          `reward_model.model.path: vocabulary of ${rewardModel.config.vocabSize} differs from the actor's ` +
+            `${actor.config.vocabSize}; the reward model must share the actor's tokenizer`,
+        );
       }
       this.rewardModel = new ValueModel(engine, rewardModel.config, rewardModel.params);
     }
@@ -202,23 +241,29 @@ export class PpoTrainer {
    *  writer the command line sets: ppo/loggers/generation-dump-node.ts); none by default. */
   generationDumps: GenerationDumps = { rollout: null, validation: null };
 
-  /** True from a step's first update until the step completes: the weights are then neither the last step's nor the next one's. */
+  /**
+   * True from a step's first update until the step completes: the weights are then neither the last step's nor the next
+   * one's.
+   */
   private updatingWeights = false;
 
-  /** Whether the weights and optimizer states are those of the last completed step (false only after a step that failed mid-update). */
+  /**
+   * Whether the weights and optimizer states are those of the last completed step (false only after a step that failed
+   * mid-update).
+   */
   get atStepBoundary(): boolean {
     return !this.updatingWeights;
   }
 
   /**
-   * One PPO iteration (runStep, phase by phase). The math of each GPU phase reads best in
-   * its CPU reference, the plain loops the kernels are tested against: the KL penalty in the reward in
-   * kernels/ppo/kl-penalty.ref.ts (applyKlPenaltyRef), GAE in kernels/ppo/gae.ref.ts (computeGaeAdvantageReturnRef; the
-   * critic-free estimators in kernels/ppo/advantage-outcome.ref.ts and reverse-returns.ref.ts), the critic's clipped value
-   * loss in kernels/ppo/value-loss.ref.ts (computeValueLossRef) and the actor's clipped policy loss, entropy bonus and
-   * KL loss in kernels/ppo/policy-loss.ref.ts (computeActorLossRef).
-   * A step that fails before its updates puts back its random draws, KL coefficient and the batch prefetched for
-   * it, so a checkpoint saved then resumes exactly as if the step had never started.
+   * One PPO iteration (runStep, phase by phase). The math of each GPU phase reads best in its CPU reference, the plain
+   * loops the kernels are tested against: the KL penalty in the reward in kernels/ppo/kl-penalty.ref.ts
+   * (applyKlPenaltyRef), GAE in kernels/ppo/gae.ref.ts (computeGaeAdvantageReturnRef; the critic-free estimators in
+   * kernels/ppo/advantage-outcome.ref.ts and reverse-returns.ref.ts), the critic's clipped value loss in
+   * kernels/ppo/value-loss.ref.ts (computeValueLossRef) and the actor's clipped policy loss, entropy bonus and KL loss
+   * in kernels/ppo/policy-loss.ref.ts (computeActorLossRef). A step that fails before its updates puts back its random
+   * draws, KL coefficient and the batch prefetched for it, so a checkpoint saved then resumes exactly as if the step
+   * had never started.
    */
   async step(): Promise<Record<string, number>> {
     const boundary = { rng: this.rng.state(), klCoef: this.klCtrl.value, prefetched: this.prefetched };
@@ -249,27 +294,48 @@ export class PpoTrainer {
     const dumpRollout = this.generationDumps.rollout;
     if (dumpRollout) {
       const step = this.globalStep + 1;
-      await timed('dump_rollout_generations', async () => dumpRollout(step, generationRecords(step, await this.generatedSamples(records, rollout, scores, rewardExtraInfo))));
+      await timed('dump_rollout_generations', async () =>
+        dumpRollout(
+          step,
+          generationRecords(step, await this.generatedSamples(records, rollout, scores, rewardExtraInfo)),
+        ),
+      );
     }
-    const baselineScores = plan.remaxBaseline ? await timed('gen_max', () => this.remaxBaselines(records, rollout)) : null;
+    const baselineScores = plan.remaxBaseline
+      ? await timed('gen_max', () => this.remaxBaselines(records, rollout))
+      : null;
     const mask = sampleRewardMask(this.rng, rollout.inputIds.length, plan.rewardMaskRatio);
     const batch = this.experience.begin(rollout, scores, mask);
-    if (plan.experience.calculateLogProbs || plan.experience.calculateSumPiSquared) await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
+    if (plan.experience.calculateLogProbs || plan.experience.calculateSumPiSquared)
+      await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
     if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     // The importance weights take the mask before rejection, as verl computes both from the same batch.
     const rolloutMask = batch.responseMask;
     if (plan.rolloutRs) {
-      const rs = rolloutRejectionMask(batch.oldLogProbs, batch.rolloutLogProbs!, batch.responseMask, batch.N, batch.R, plan.rolloutRs);
+      const rs = rolloutRejectionMask(
+        batch.oldLogProbs,
+        batch.rolloutLogProbs!,
+        batch.responseMask,
+        batch.N,
+        batch.R,
+        plan.rolloutRs,
+      );
       this.experience.rejectTokens(batch, rs.mask, rs.metrics);
     }
     const isWeights = this.rolloutIsWeights(batch, rolloutMask);
-    let experience = await timed('adv', () => this.experience.advantages(batch, plan.experience, baselineScores, isWeights));
+    let experience = await timed('adv', () =>
+      this.experience.advantages(batch, plan.experience, baselineScores, isWeights),
+    );
     if (plan.pfPpo) {
       // PF-PPO (GAE only): the updates and the data metrics see the batch resampled by sequence score, as verl's
       // compute_advantage returns it; the score is token_level_scores summed, the reward mask applied.
-      const { indices, metrics } = pfPpoSample(scores.map((score, i) => score * mask.keep[i]), plan.pfPpo, this.rng);
+      const { indices, metrics } = pfPpoSample(
+        scores.map((score, i) => score * mask.keep[i]),
+        plan.pfPpo,
+        this.rng,
+      );
       experience = this.experience.resample(experience, indices);
       Object.assign(experience.metrics, metrics);
     }
@@ -277,45 +343,79 @@ export class PpoTrainer {
     let criticUpdate: Record<string, number> | null = null;
     if (this.criticUpdater) {
       const lr = learningRate(plan.criticOptim, this.globalStep, this.totalSteps);
-      criticUpdate = await timed('update_critic', () => this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng));
+      criticUpdate = await timed('update_critic', () =>
+        this.criticUpdater!.update(experience, { ...plan.critic, lr }, this.rng),
+      );
     }
     const updateMetrics = criticMetrics(this.criticPlan, criticUpdate);
     if (this.globalStep >= plan.criticWarmup) {
       const lr = learningRate(plan.actorOptim, this.globalStep, this.totalSteps);
-      Object.assign(updateMetrics, await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)));
+      Object.assign(
+        updateMetrics,
+        await timed('update_actor', () => this.actorUpdater.update(experience, { ...plan.actor, lr }, this.rng)),
+      );
     }
     // verl logs these whenever the batch holds Σπ², with the step's actor/grad_norm (none in critic warmup).
     const varianceProxy = experience.sumPiSquared
-      ? varianceProxyMetrics({ ...experience, sumPiSquared: experience.sumPiSquared }, updateMetrics['actor/grad_norm'] ?? null) : {};
+      ? varianceProxyMetrics(
+          { ...experience, sumPiSquared: experience.sumPiSquared },
+          updateMetrics['actor/grad_norm'] ?? null,
+        )
+      : {};
     this.globalStep++;
     this.updatingWeights = false;
     timing['timing_s/step'] = (performance.now() - stepStart) / 1000;
-    return { ...stepMetrics({ step: this.globalStep, experience, updateMetrics, timing, actorConfig: this.actor.config, criticConfig: this.critic?.config ?? null,
-      peakFlops: this.peakFlops, maxPromptLength: this.config.data.max_prompt_length }), ...envMetrics, ...varianceProxy,
+    return {
+      ...stepMetrics({
+        step: this.globalStep,
+        experience,
+        updateMetrics,
+        timing,
+        actorConfig: this.actor.config,
+        criticConfig: this.critic?.config ?? null,
+        peakFlops: this.peakFlops,
+        maxPromptLength: this.config.data.max_prompt_length,
+      }),
+      ...envMetrics,
+      ...varianceProxy,
       'perf/max_memory_allocated_gb': this.engine.peakAllocatedBytes / 2 ** 30,
       // What a long run must keep flat (tools/bench.js soak): device memory held now, and the engine's caches.
       'perf/memory_allocated_gb': this.engine.allocatedBytes / 2 ** 30,
-      'perf/cached_pipelines': this.engine.cachedPipelines, 'perf/cached_bind_groups': this.engine.cachedBindGroups,
-      ...transferMetrics(transfersBefore, this.engine.transfers) };
+      'perf/cached_pipelines': this.engine.cachedPipelines,
+      'perf/cached_bind_groups': this.engine.cachedBindGroups,
+      ...transferMetrics(transfersBefore, this.engine.transfers),
+    };
   }
 
   /** One generation batch of prompts, rolled out and scored. */
-  private async scoredBatch(timed: PhaseTimer['timed']): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
-    const { records, rollout, envMetrics } = this.servers ? await this.serverBatch(timed) : await this.inProcessBatch(timed);
+  private async scoredBatch(
+    timed: PhaseTimer['timed'],
+  ): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
+    const { records, rollout, envMetrics } = this.servers
+      ? await this.serverBatch(timed)
+      : await this.inProcessBatch(timed);
     const { scores, rewardExtraInfo } = await timed('reward', () => this.reward(records, rollout));
     return { records, rollout, scores, rewardExtraInfo, envMetrics };
   }
 
   /** In-process generation; a resumed async checkpoint's batch (restore) is trained on as it was generated. */
-  private async inProcessBatch(timed: PhaseTimer['timed']): Promise<{ records: PromptRecord[]; rollout: RolloutBatch; envMetrics: Record<string, number> }> {
+  private async inProcessBatch(
+    timed: PhaseTimer['timed'],
+  ): Promise<{ records: PromptRecord[]; rollout: RolloutBatch; envMetrics: Record<string, number> }> {
     const batch = await this.takeBatch(timed);
     if (batch.generated) return { records: batch.records, rollout: batch.generated.rollout, envMetrics: {} };
-    return { records: batch.records, ...(await timed('gen', () => this.generate(batch.records, this.trainingRollout(batch.seed)))) };
+    return {
+      records: batch.records,
+      ...(await timed('gen', () => this.generate(batch.records, this.trainingRollout(batch.seed)))),
+    };
   }
 
   /** Rollout servers (actor_rollout_ref.rollout.server_urls), set by the command line; null: generation in-process. */
   private servers: ServerRollout | null = null;
-  /** mode=async: the next step's batch, generating on the servers while this step updates (or restored from a checkpoint). */
+  /**
+   * mode=async: the next step's batch, generating on the servers while this step updates (or restored from a
+   * checkpoint).
+   */
   private prefetched: PrefetchedBatch | null = null;
 
   /** The next batch's prompts, then its seed: the order a batch has always drawn them in. */
@@ -329,26 +429,37 @@ export class PpoTrainer {
   }
 
   /** This step's batch: the one prefetched for it, with its rollout once generated, or a new draw. */
-  private async takeBatch(timed: PhaseTimer['timed']): Promise<BatchDraw & { generated: { rollout: RolloutBatch; weightVersion: number } | null }> {
+  private async takeBatch(
+    timed: PhaseTimer['timed'],
+  ): Promise<BatchDraw & { generated: { rollout: RolloutBatch; weightVersion: number } | null }> {
     const held = this.prefetched;
     this.prefetched = null;
     if (!held) return { ...this.drawBatch(), generated: null };
     const rollout = held.rollout;
-    return { ...held, generated: rollout && { rollout: await timed('gen', () => rollout), weightVersion: held.weightVersion } };
+    return {
+      ...held,
+      generated: rollout && { rollout: await timed('gen', () => rollout), weightVersion: held.weightVersion },
+    };
   }
 
   useRolloutServers(servers: ServerRollout): void {
-    if (this.io.search) throw new Error('actor_rollout_ref.rollout.server_urls: search (multi-turn) rollouts run in-process only');
+    if (this.io.search)
+      throw new Error('actor_rollout_ref.rollout.server_urls: search (multi-turn) rollouts run in-process only');
     this.servers = servers;
   }
 
   /** The batch from the servers once they serve this step's weights. mode=async (verl's one-step-off-policy): the
    *  batch the servers generated while the last step updated, and the next one starts now, with the weights the
    *  update is about to change; the old log-probs are recomputed with the current weights, one step newer. */
-  private async serverBatch(timed: PhaseTimer['timed']): Promise<{ records: PromptRecord[]; rollout: RolloutBatch; envMetrics: Record<string, number> }> {
+  private async serverBatch(
+    timed: PhaseTimer['timed'],
+  ): Promise<{ records: PromptRecord[]; rollout: RolloutBatch; envMetrics: Record<string, number> }> {
     const batch = await this.takeBatch(timed);
     const envMetrics = await timed('sync_rollout_weights', () => this.syncServers());
-    const generated = batch.generated ?? { rollout: await timed('gen', () => this.generateOnServers(batch)), weightVersion: this.globalStep };
+    const generated = batch.generated ?? {
+      rollout: await timed('gen', () => this.generateOnServers(batch)),
+      weightVersion: this.globalStep,
+    };
     // The last step prefetches nothing: no step would train on it.
     if (this.config.actor_rollout_ref.rollout.mode === 'async' && this.globalStep + 1 < this.totalSteps) {
       const next = this.drawBatch();
@@ -356,11 +467,18 @@ export class PpoTrainer {
       rollout.catch(() => undefined); // awaited by the next step, which reports its failure
       this.prefetched = { ...next, weightVersion: this.globalStep, rollout };
     }
-    return { records: batch.records, rollout: generated.rollout, envMetrics: { ...envMetrics, 'rollout_servers/staleness': this.globalStep - generated.weightVersion } };
+    return {
+      records: batch.records,
+      rollout: generated.rollout,
+      envMetrics: { ...envMetrics, 'rollout_servers/staleness': this.globalStep - generated.weightVersion },
+    };
   }
 
   private generateOnServers(draw: BatchDraw): Promise<RolloutBatch> {
-    return this.servers!.generate(draw.records.map((r) => r.promptIds), this.trainingRollout(draw.seed));
+    return this.servers!.generate(
+      draw.records.map((r) => r.promptIds),
+      this.trainingRollout(draw.seed),
+    );
   }
 
   /** Brings every server to the weights of the last completed step (publish, load, fingerprint), after any batch
@@ -369,21 +487,32 @@ export class PpoTrainer {
     const servers = this.servers!;
     if (servers.servedVersion === this.globalStep) return {};
     await this.prefetched?.rollout?.catch(() => undefined);
-    return servers.syncWeights(this.globalStep, probeSequence(this.actor.config.vocabSize), (ids) => localProbeLogProbs(this.engine, this.actor, ids));
+    return servers.syncWeights(this.globalStep, probeSequence(this.actor.config.vocabSize), (ids) =>
+      localProbeLogProbs(this.engine, this.actor, ids),
+    );
   }
 
   /** The step's batch: one generation batch, or with algorithm.filter_groups.enable DAPO's dynamic sampling over as
    *  many as it takes (env/* metrics then of the last one). */
-  private async trainBatch(timed: PhaseTimer['timed']): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
+  private async trainBatch(
+    timed: PhaseTimer['timed'],
+  ): Promise<ScoredBatch<PromptRecord> & { envMetrics: Record<string, number> }> {
     const filter = this.config.algorithm.filter_groups;
     if (!filter.enable) return this.scoredBatch(timed);
     let envMetrics: Record<string, number> = {};
-    const { batch, numGenBatches } = await dynamicSample({ trainBatchSize: this.config.data.train_batch_size, maxNumGenBatches: filter.max_num_gen_batches,
-      metric: filter.metric, padTokenId: this.io.padTokenId }, async () => {
-      const scored = await this.scoredBatch(timed);
-      envMetrics = scored.envMetrics;
-      return scored;
-    });
+    const { batch, numGenBatches } = await dynamicSample(
+      {
+        trainBatchSize: this.config.data.train_batch_size,
+        maxNumGenBatches: filter.max_num_gen_batches,
+        metric: filter.metric,
+        padTokenId: this.io.padTokenId,
+      },
+      async () => {
+        const scored = await this.scoredBatch(timed);
+        envMetrics = scored.envMetrics;
+        return scored;
+      },
+    );
     return { ...batch, envMetrics: { ...envMetrics, 'train/num_gen_batches': numGenBatches } };
   }
 
@@ -394,8 +523,16 @@ export class PpoTrainer {
   private rolloutIsWeights(batch: ExperienceBatch, rolloutMask: Float32Array): Float32Array | null {
     const is = this.plan.rolloutIs;
     if (!is) return null;
-    const { weights, metrics } = rolloutIsWeights(batch.oldLogProbs, batch.rolloutLogProbs!, rolloutMask,
-      batch.N, batch.R, is.level, is.threshold, is.batchNormalize);
+    const { weights, metrics } = rolloutIsWeights(
+      batch.oldLogProbs,
+      batch.rolloutLogProbs!,
+      rolloutMask,
+      batch.N,
+      batch.R,
+      is.level,
+      is.threshold,
+      is.batchNormalize,
+    );
     Object.assign(batch.metrics, metrics);
     return weights;
   }
@@ -407,7 +544,11 @@ export class PpoTrainer {
     const block = this.config.reward_model.micro_batch_size_per_gpu ?? rollout.inputIds.length;
     const scores: number[] = [];
     for (let start = 0; start < rollout.inputIds.length; start += block) {
-      const rows = { inputIds: rollout.inputIds.slice(start, start + block), attentionMask: rollout.attentionMask.slice(start, start + block), positionIds: rollout.positionIds.slice(start, start + block) };
+      const rows = {
+        inputIds: rollout.inputIds.slice(start, start + block),
+        attentionMask: rollout.attentionMask.slice(start, start + block),
+        positionIds: rollout.positionIds.slice(start, start + block),
+      };
       const batch = uploadTokenBatch(this.engine, rows, this.rewardModel!.config.vocabSize, 'reward');
       scores.push(...(await this.rewardModel!.sequenceScores(batch, rows.attentionMask)));
       destroyTokenBatch(this.engine, batch);
@@ -433,19 +574,30 @@ export class PpoTrainer {
   private rolloutConfig(validation: boolean): RolloutConfig {
     // Validation must not move the training stream: a resumed run would otherwise diverge after a validation.
     return validation
-      ? { ...this.sampling.validation, seed: (this.config.trainer.seed ^ Math.imul(this.globalStep + 1, 0x9e3779b9)) >>> 0 }
+      ? {
+          ...this.sampling.validation,
+          seed: (this.config.trainer.seed ^ Math.imul(this.globalStep + 1, 0x9e3779b9)) >>> 0,
+        }
       : { ...this.sampling.train, seed: this.rng.nextUint32() };
   }
 
   /** A rollout of the prompts; with do_search or multi_turn.enable, a multi-turn session and its metrics. */
-  private async generate(records: readonly PromptRecord[], config: RolloutConfig): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
+  private async generate(
+    records: readonly PromptRecord[],
+    config: RolloutConfig,
+  ): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
     const prompts = records.map((r) => r.promptIds);
     if (this.servers) {
       await this.syncServers();
       return { rollout: await this.servers.generate(prompts, config), envMetrics: {} };
     }
     if (this.io.toolAgent) {
-      const session = new ToolAgentSession(this.io.toolAgent, prompts.length * config.n, (i) => toolsKwargsOf(records[Math.floor(i / config.n)]), config.maxResponseLength);
+      const session = new ToolAgentSession(
+        this.io.toolAgent,
+        prompts.length * config.n,
+        (i) => toolsKwargsOf(records[Math.floor(i / config.n)]),
+        config.maxResponseLength,
+      );
       const rollout = await this.rollout.generate(prompts, config, session);
       return { rollout, envMetrics: session.metrics() };
     }
@@ -458,7 +610,10 @@ export class PpoTrainer {
 
   /** Scores what the policy wrote: inserted observations are left out of the text the reward reads. `scores`
    *  include the overlong penalty; `rewardExtraInfo` is what each reward function returned beside its number. */
-  private async scoreRollout(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; rewardExtraInfo: (Record<string, unknown> | null)[]; texts: string[] }> {
+  private async scoreRollout(
+    records: readonly PromptRecord[],
+    rollout: RolloutBatch,
+  ): Promise<{ scores: number[]; rewardExtraInfo: (Record<string, unknown> | null)[]; texts: string[] }> {
     const generated = rollout.responses.map((ids, i) => ids.filter((_, t) => rollout.responseMask[i][t] === 1));
     const texts: string[] = [];
     for (const ids of generated) texts.push(await this.io.decode(ids));
@@ -472,8 +627,14 @@ export class PpoTrainer {
     };
   }
 
-  /** The reward of each response: the reward model's score when there is one, else the rule reward of its text (and what it returned beside it). */
-  private async reward(records: readonly PromptRecord[], rollout: RolloutBatch): Promise<{ scores: number[]; rewardExtraInfo: (Record<string, unknown> | null)[] }> {
+  /**
+   * The reward of each response: the reward model's score when there is one, else the rule reward of its text (and what
+   * it returned beside it).
+   */
+  private async reward(
+    records: readonly PromptRecord[],
+    rollout: RolloutBatch,
+  ): Promise<{ scores: number[]; rewardExtraInfo: (Record<string, unknown> | null)[] }> {
     const { scores, rewardExtraInfo } = this.rewardModel
       ? { scores: await this.rewardModelScores(rollout), rewardExtraInfo: rollout.responses.map(() => null) }
       : await this.scoreRollout(records, rollout);
@@ -483,37 +644,64 @@ export class PpoTrainer {
 
   /** The samples as verl's dumps show them: the prompt and the whole response (observations included) decoded as
    *  the reward reads text, the row's ground truth, the score. */
-  private async generatedSamples(records: readonly PromptRecord[], rollout: RolloutBatch, scores: readonly number[],
-    rewardExtraInfo: readonly (Record<string, unknown> | null)[]): Promise<GeneratedSample[]> {
-    return Promise.all(rollout.groupIds.map(async (g, i) => ({
-      input: await this.io.decode(records[g].promptIds),
-      output: await this.io.decode(rollout.responses[i].slice(0, rollout.responseLengths[i])),
-      gts: records[g].groundTruth ?? null, score: scores[i], rewardExtraInfo: rewardExtraInfo[i],
-    })));
+  private async generatedSamples(
+    records: readonly PromptRecord[],
+    rollout: RolloutBatch,
+    scores: readonly number[],
+    rewardExtraInfo: readonly (Record<string, unknown> | null)[],
+  ): Promise<GeneratedSample[]> {
+    return Promise.all(
+      rollout.groupIds.map(async (g, i) => ({
+        input: await this.io.decode(records[g].promptIds),
+        output: await this.io.decode(rollout.responses[i].slice(0, rollout.responseLengths[i])),
+        gts: records[g].groundTruth ?? null,
+        score: scores[i],
+        rewardExtraInfo: rewardExtraInfo[i],
+      })),
+    );
   }
 
   /** Greedy (val_kwargs) responses to the validation prompts: mean score, and a few samples to show; `onProgress`
    *  hears how far the generation has come. */
-  async validate(onProgress?: RolloutConfig['onProgress']): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
+  async validate(
+    onProgress?: RolloutConfig['onProgress'],
+  ): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
     const started = performance.now();
     const records = this.io.validationSet();
     const { rollout, envMetrics } = await this.generate(records, { ...this.rolloutConfig(true), onProgress });
     const { scores, rewardExtraInfo, texts } = await this.scoreRollout(records, rollout);
     const seconds = (performance.now() - started) / 1000;
     // verl logs validation's turn counts as val-aux/num_turns/*; Search-R1's env/* go under val/.
-    const metrics: Record<string, number> = Object.fromEntries(Object.entries(envMetrics).map(([k, v]) => [k.startsWith('num_turns/') ? `val-aux/${k}` : `val/${k}`, v]));
-    Object.assign(metrics, validationMetrics(scores.map((reward, i) => ({
-      dataSource: records[rollout.groupIds[i]].dataSource, prompt: rollout.groupIds[i], reward, rewardExtraInfo: rewardExtraInfo[i],
-    }))));
+    const metrics: Record<string, number> = Object.fromEntries(
+      Object.entries(envMetrics).map(([k, v]) => [k.startsWith('num_turns/') ? `val-aux/${k}` : `val/${k}`, v]),
+    );
+    Object.assign(
+      metrics,
+      validationMetrics(
+        scores.map((reward, i) => ({
+          dataSource: records[rollout.groupIds[i]].dataSource,
+          prompt: rollout.groupIds[i],
+          reward,
+          rewardExtraInfo: rewardExtraInfo[i],
+        })),
+      ),
+    );
     metrics['val/test_score/mean'] = scores.reduce((a, b) => a + b, 0) / Math.max(1, scores.length);
     // verl's timer name for validation; a whole GSM8K test set is minutes of generation, worth watching.
     metrics['timing_s/testing'] = seconds;
     metrics['val/response_tokens_per_s'] = rollout.responseLengths.reduce((a, b) => a + b, 0) / seconds;
     // verl's validation dump leads the reward's extra fields with `reward`, the score again.
     if (this.generationDumps.validation) {
-      await this.generationDumps.validation(this.globalStep, generationRecords(this.globalStep, await this.generatedSamples(records, rollout, scores, rewardExtraInfo), { reward: scores }));
+      await this.generationDumps.validation(
+        this.globalStep,
+        generationRecords(this.globalStep, await this.generatedSamples(records, rollout, scores, rewardExtraInfo), {
+          reward: scores,
+        }),
+      );
     }
-    const samples = texts.slice(0, Math.max(8, this.config.trainer.log_val_generations)).map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
+    const samples = texts
+      .slice(0, Math.max(8, this.config.trainer.log_val_generations))
+      .map((response, i) => ({ prompt: records[rollout.groupIds[i]].promptIds, response, score: scores[i] }));
     return { metrics, samples };
   }
 
@@ -524,9 +712,11 @@ export class PpoTrainer {
     return rollout.groupIds.map((g) => scores[g]);
   }
 
-  /** The reference model's own weights (null when no KL term needs one, or with LoRA, where they are the actor's base). */
+  /**
+   * The reference model's own weights (null when no KL term needs one, or with LoRA, where they are the actor's base).
+   */
   get referenceParams(): Arena | null {
-    return this.actorLora ? null : this.reference?.params ?? null;
+    return this.actorLora ? null : (this.reference?.params ?? null);
   }
 
   /** mode=async waits here for the batch generating for the next step: its prompts and seed are already drawn
@@ -538,7 +728,12 @@ export class PpoTrainer {
       state: { globalStep: this.globalStep, rng: this.rng.state(), klCoef: this.klCtrl.value },
       actorOptimizer: await this.actorOptimizer.saveState(),
       criticOptimizer: this.criticOptimizer ? await this.criticOptimizer.saveState() : null,
-      prefetched: prefetched && { records: prefetched.records, seed: prefetched.seed, weightVersion: prefetched.weightVersion, samples: rollout && disassemble(rollout) },
+      prefetched: prefetched && {
+        records: prefetched.records,
+        seed: prefetched.seed,
+        weightVersion: prefetched.weightVersion,
+        samples: rollout && disassemble(rollout),
+      },
     };
   }
 
@@ -551,23 +746,41 @@ export class PpoTrainer {
     this.klCtrl.value = snapshot.state.klCoef;
     this.actorOptimizer.loadState(snapshot.actorOptimizer);
     if (this.criticOptimizer) {
-      if (!snapshot.criticOptimizer) throw new Error('resume: the checkpoint has no critic optimizer state but this run trains a critic');
+      if (!snapshot.criticOptimizer)
+        throw new Error('resume: the checkpoint has no critic optimizer state but this run trains a critic');
       this.criticOptimizer.loadState(snapshot.criticOptimizer);
     }
     this.prefetched = snapshot.prefetched && this.restoredBatch(snapshot.prefetched);
   }
 
-  /** Its samples fit this run's rollout.n and max_response_length (ppo/run-directory/checkpoint-node.ts checks them on load). */
+  /**
+   * Its samples fit this run's rollout.n and max_response_length (ppo/run-directory/checkpoint-node.ts checks them on
+   * load).
+   */
   private restoredBatch(saved: SavedPrefetchedBatch): PrefetchedBatch {
     const config = this.trainingRollout(saved.seed);
     const { samples } = saved;
-    const rollout = samples && Promise.resolve(assemble(promptBatch(saved.records.map((r) => r.promptIds), config), samples, config));
+    const rollout =
+      samples &&
+      Promise.resolve(
+        assemble(
+          promptBatch(
+            saved.records.map((r) => r.promptIds),
+            config,
+          ),
+          samples,
+          config,
+        ),
+      );
     return { records: saved.records, seed: saved.seed, weightVersion: saved.weightVersion, rollout };
   }
 }
 
 /** Wall time of each phase of a step, as verl's timing_s/<phase> metrics. */
-interface PhaseTimer { timing: Record<string, number>; timed: <T>(name: string, work: () => Promise<T>) => Promise<T> }
+interface PhaseTimer {
+  timing: Record<string, number>;
+  timed: <T>(name: string, work: () => Promise<T>) => Promise<T>;
+}
 
 /** A phase run more than once in a step (gen and reward under dynamic sampling) adds up, as verl's marked_timer. */
 function phaseTimer(): PhaseTimer {

@@ -21,7 +21,8 @@ export async function writeDemoCheckpoint(argv: string[]): Promise<number> {
   const out = resolve(outAt >= 0 ? argv[outAt + 1] : DEFAULT_OUT);
   const overrides = argv.filter((_, i) => i !== outAt && i !== outAt + 1);
   const config = loadConfig({ layers: [DEFAULT_JOB], overrides });
-  if (config.data.builtin_task !== 'arithmetic') throw new Error(`data.builtin_task: the demo runs the arithmetic task, got ${config.data.builtin_task}`);
+  if (config.data.builtin_task !== 'arithmetic')
+    throw new Error(`data.builtin_task: the demo runs the arithmetic task, got ${config.data.builtin_task}`);
   const engine = await Engine.create();
   try {
     const task = builtinTask(config);
@@ -33,7 +34,8 @@ export async function writeDemoCheckpoint(argv: string[]): Promise<number> {
       onWarmStartStep: (r, { stage, totalSteps }) => {
         if (stages.at(-1)?.name !== stage) stages.push({ name: stage, steps: 0 });
         stages.at(-1)!.steps++;
-        if (r.step === 1 || r.step % 50 === 0 || r.step === totalSteps) console.log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}`);
+        if (r.step === 1 || r.step % 50 === 0 || r.step === totalSteps)
+          console.log(`warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}`);
       },
     });
     const tensors = await readHfTensors(engine, actor.params, actor.config);
@@ -50,7 +52,9 @@ export async function writeDemoCheckpoint(argv: string[]): Promise<number> {
       loss: history.map((r) => Number(r.loss.toFixed(5))),
     };
     await writeFile(join(out, WARM_START_RECORD_FILE), `${JSON.stringify(record)}\n`);
-    console.log(`wrote ${relative(process.cwd(), out)}: ${history.length} warm-start steps in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+    console.log(
+      `wrote ${relative(process.cwd(), out)}: ${history.length} warm-start steps in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+    );
     return 0;
   } finally {
     await engine.sync();

@@ -10,7 +10,8 @@ import { ValueModel } from '../models/value-model.ts';
 
 function option(argv: string[], name: string): string {
   const i = argv.indexOf(name);
-  if (i < 0 || i + 1 >= argv.length) throw new Error(`missing ${name} (usage: node tools/forward.js --model DIR --input FILE.json)`);
+  if (i < 0 || i + 1 >= argv.length)
+    throw new Error(`missing ${name} (usage: node tools/forward.js --model DIR --input FILE.json)`);
   return argv[i + 1];
 }
 
@@ -22,7 +23,8 @@ function readInput(file: string): HostTokenBatch {
     throw new Error(`${file}: cannot read JSON input (${(err as Error).message})`);
   }
   const inputIds = json.input_ids as number[][] | undefined;
-  if (!Array.isArray(inputIds) || !inputIds.every(Array.isArray)) throw new Error(`${file}: input_ids must be a list of lists of token ids`);
+  if (!Array.isArray(inputIds) || !inputIds.every(Array.isArray))
+    throw new Error(`${file}: input_ids must be a list of lists of token ids`);
   const attentionMask = (json.attention_mask as number[][] | undefined) ?? inputIds.map((row) => row.map(() => 1));
   return { inputIds, attentionMask, positionIds: json.position_ids as number[][] | undefined };
 }
@@ -43,7 +45,10 @@ export async function runForward(argv: string[]): Promise<number> {
     const { B, T } = batch;
     let output: Record<string, unknown>;
     if (config.head === 'causal-lm') {
-      const logits = new CausalLm(engine, config, params).logits(batch, engine.tensor('logits', [B * T, config.vocabSize]));
+      const logits = new CausalLm(engine, config, params).logits(
+        batch,
+        engine.tensor('logits', [B * T, config.vocabSize]),
+      );
       output = { logits: nest(await engine.read(logits), [B, T, config.vocabSize]) };
     } else {
       const model = new ValueModel(engine, config, params);

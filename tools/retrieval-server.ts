@@ -26,7 +26,8 @@ function parseRequest(body: string): { queries: string[]; topk: number; returnSc
     throw new BadRequest(`"queries" must be a list of strings, got ${JSON.stringify(request.queries)}`);
   }
   const topk = request.topk ?? 3;
-  if (!Number.isInteger(topk) || (topk as number) < 1) throw new BadRequest(`"topk" must be a positive integer, got ${JSON.stringify(topk)}`);
+  if (!Number.isInteger(topk) || (topk as number) < 1)
+    throw new BadRequest(`"topk" must be a positive integer, got ${JSON.stringify(topk)}`);
   return { queries: request.queries, topk: topk as number, returnScores: request.return_scores === true };
 }
 
@@ -43,13 +44,19 @@ export function createRetrievalServer(retriever: Retriever): Server {
     }
     let body = '';
     req.setEncoding('utf8');
-    req.on('data', (chunk: string) => { body += chunk; });
+    req.on('data', (chunk: string) => {
+      body += chunk;
+    });
     req.on('end', async () => {
       try {
         const { queries, topk, returnScores } = parseRequest(body);
         const results = await retriever.search(queries, topk);
         reply(res, 200, {
-          result: results.map((docs) => docs.map(({ id, contents, score }) => (returnScores ? { document: { id, contents }, score } : { id, contents }))),
+          result: results.map((docs) =>
+            docs.map(({ id, contents, score }) =>
+              returnScores ? { document: { id, contents }, score } : { id, contents },
+            ),
+          ),
         });
       } catch (err) {
         reply(res, err instanceof BadRequest ? 400 : 500, { error: (err as Error).message });
@@ -83,7 +90,10 @@ export async function runRetrievalServer(argv: string[]): Promise<number | null>
     console.error((err as Error).message);
     return 2;
   }
-  const documents = options.corpus !== null ? await loadCorpus(options.corpus) : syntheticQaDataset({ seed: options.seed, valSize: 0 }).corpus;
+  const documents =
+    options.corpus !== null
+      ? await loadCorpus(options.corpus)
+      : syntheticQaDataset({ seed: options.seed, valSize: 0 }).corpus;
   const source = options.corpus ?? `built-in search_qa corpus, data.seed ${options.seed}`;
   const server = createRetrievalServer(new Bm25Retriever(documents, { source }));
   await new Promise<void>((resolve, reject) => {

@@ -28,7 +28,9 @@ const PAIRS = 1024;
  */
 const KL_TO_REFERENCE = ['actor_rollout_ref.actor.use_kl_loss=true', 'actor_rollout_ref.actor.kl_loss_coef=0.1'];
 
-/** A stage's command line as a user types it: paths relative to the working directory, quoted where the shell needs it. */
+/**
+ * A stage's command line as a user types it: paths relative to the working directory, quoted where the shell needs it.
+ */
 function commandLine(script: string, args: readonly string[]): string {
   const quote = (arg: string) => (/^[\w./=,:@+-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", "'\\''")}'`);
   return ['node', script, ...args].map(quote).join(' ');
@@ -43,14 +45,18 @@ async function runStage(script: string, args: readonly string[]): Promise<number
     child.on('error', fail);
     child.on('exit', (status, signal) => done(status ?? (signal ? 128 : 1)));
   });
-  if (code !== 0) throw new Error(`${script} exited with status ${code}; the pipeline stops (its command is printed above)`);
+  if (code !== 0)
+    throw new Error(`${script} exited with status ${code}; the pipeline stops (its command is printed above)`);
   return (performance.now() - started) / 1000;
 }
 
 /** The metrics a stage's file logger wrote (verl's {"step", "data"} lines). */
 async function metrics(dir: string): Promise<{ step: number; data: Record<string, number> }[]> {
   const text = await readFile(join(dir, 'metrics.jsonl'), 'utf8');
-  return text.trim().split('\n').map((line) => JSON.parse(line));
+  return text
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
 }
 
 /** The values of `key` in step order. */
@@ -60,7 +66,10 @@ function series(lines: { data: Record<string, number> }[], key: string): number[
 
 /** The newest global_step_N of a job's run directory: what the next stage reads. */
 async function newestCheckpoint(dir: string): Promise<string> {
-  const steps = (await readdir(dir)).map((name) => /^global_step_(\d+)$/.exec(name)).filter((m) => m !== null).map((m) => Number(m[1]));
+  const steps = (await readdir(dir))
+    .map((name) => /^global_step_(\d+)$/.exec(name))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1]));
   if (steps.length === 0) throw new Error(`${dir}: the stage saved no global_step_N checkpoint`);
   return join(dir, `global_step_${Math.max(...steps)}`);
 }
@@ -72,7 +81,8 @@ export async function runPipeline(argv: string[]): Promise<number> {
   const given = outAt >= 0 ? argv.slice(outAt, outAt + 2) : [];
   if (argv.length !== given.length || given.length === 1) throw new Error(USAGE);
   const out = resolve(given[1] ?? 'runs/rlhf-pipeline');
-  if ((await readdir(out).catch(() => [])).length > 0) throw new Error(`--out ${out}: not empty; the pipeline starts from a fresh directory`);
+  if ((await readdir(out).catch(() => [])).length > 0)
+    throw new Error(`--out ${out}: not empty; the pipeline starts from a fresh directory`);
   const rel = (path: string) => relative(process.cwd(), path) || '.';
 
   // The base model's own split: its warm start trained on these training problems, so the held-out ones stay unseen.
@@ -83,9 +93,12 @@ export async function runPipeline(argv: string[]): Promise<number> {
   const data = join(out, 'data');
   await mkdir(data, { recursive: true });
   const files = {
-    sftTrain: join(data, 'sft_train.jsonl'), sftVal: join(data, 'sft_val.jsonl'),
-    pairsTrain: join(data, 'pairs_train.jsonl'), pairsVal: join(data, 'pairs_val.jsonl'),
-    ppoTrain: join(data, 'train.jsonl'), ppoVal: join(data, 'val.jsonl'),
+    sftTrain: join(data, 'sft_train.jsonl'),
+    sftVal: join(data, 'sft_val.jsonl'),
+    pairsTrain: join(data, 'pairs_train.jsonl'),
+    pairsVal: join(data, 'pairs_val.jsonl'),
+    ppoTrain: join(data, 'train.jsonl'),
+    ppoVal: join(data, 'val.jsonl'),
   };
   await writeFile(files.sftTrain, jsonl(sloppyDemonstrations(trainQa, record.dataSeed)));
   await writeFile(files.sftVal, jsonl(sloppyDemonstrations(valQa, record.dataSeed + 1)));
@@ -93,28 +106,62 @@ export async function runPipeline(argv: string[]): Promise<number> {
   await writeFile(files.pairsVal, jsonl(preferencePairs(valQa, record.dataSeed + 1)));
   await writeFile(files.ppoTrain, jsonl(train.map((r) => r.row)));
   await writeFile(files.ppoVal, jsonl(val.map((r) => r.row)));
-  console.log(`wrote ${rel(data)}: ${trainQa.length} SFT demonstrations, ${PAIRS} preference pairs, ${train.length} PPO prompts (${VAL_SIZE} held out)`);
+  console.log(
+    `wrote ${rel(data)}: ${trainQa.length} SFT demonstrations, ${PAIRS} preference pairs, ${train.length} PPO ` +
+      `prompts (${VAL_SIZE} held out)`,
+  );
 
   const dirs = { sft: join(out, 'sft'), rm: join(out, 'rm'), ppo: join(out, 'ppo') };
   const wall: Record<string, number> = {};
   wall.sft = await runStage('sft.js', [
-    `data.train_files=${rel(files.sftTrain)}`, `data.val_files=${rel(files.sftVal)}`, 'data.prompt_key=question', 'data.response_key=answer',
-    'data.prompt_dict_keys=null', 'data.response_dict_keys=null', 'data.max_length=24', 'data.train_batch_size=64', 'data.micro_batch_size_per_gpu=64',
-    `model.partial_pretrain=${rel(BASE_MODEL)}`, 'optim.lr=3e-4', 'trainer.total_training_steps=20', 'trainer.test_freq=10',
-    `trainer.default_local_dir=${rel(dirs.sft)}`, 'trainer.logger=[console,file]',
+    `data.train_files=${rel(files.sftTrain)}`,
+    `data.val_files=${rel(files.sftVal)}`,
+    'data.prompt_key=question',
+    'data.response_key=answer',
+    'data.prompt_dict_keys=null',
+    'data.response_dict_keys=null',
+    'data.max_length=24',
+    'data.train_batch_size=64',
+    'data.micro_batch_size_per_gpu=64',
+    `model.partial_pretrain=${rel(BASE_MODEL)}`,
+    'optim.lr=3e-4',
+    'trainer.total_training_steps=20',
+    'trainer.test_freq=10',
+    `trainer.default_local_dir=${rel(dirs.sft)}`,
+    'trainer.logger=[console,file]',
   ]);
   const sft = await newestCheckpoint(dirs.sft);
   wall.rm = await runStage('reward-model.js', [
-    `data.train_files=${rel(files.pairsTrain)}`, `data.val_files=${rel(files.pairsVal)}`, 'data.max_length=32', 'data.train_batch_size=32',
-    'data.micro_batch_size_per_gpu=32', `model.partial_pretrain=${rel(sft)}`, 'optim.lr=1e-3', 'trainer.total_epochs=1', 'trainer.test_freq=8',
-    `trainer.default_local_dir=${rel(dirs.rm)}`, 'trainer.logger=[console,file]',
+    `data.train_files=${rel(files.pairsTrain)}`,
+    `data.val_files=${rel(files.pairsVal)}`,
+    'data.max_length=32',
+    'data.train_batch_size=32',
+    'data.micro_batch_size_per_gpu=32',
+    `model.partial_pretrain=${rel(sft)}`,
+    'optim.lr=1e-3',
+    'trainer.total_epochs=1',
+    'trainer.test_freq=8',
+    `trainer.default_local_dir=${rel(dirs.rm)}`,
+    'trainer.logger=[console,file]',
   ]);
   const rm = await newestCheckpoint(dirs.rm);
   wall.ppo = await runStage('train.js', [
-    '--config', rel(join(REPO, 'examples/arithmetic_tiny.yaml')), `data.train_files=${rel(files.ppoTrain)}`, `data.val_files=${rel(files.ppoVal)}`,
-    `actor_rollout_ref.model.path=${rel(sft)}`, 'reward_model.enable=true', `reward_model.model.path=${rel(rm)}`, `critic.model.path=${rel(rm)}`,
-    'data.train_batch_size=64', 'actor_rollout_ref.actor.ppo_mini_batch_size=32', ...KL_TO_REFERENCE, 'trainer.total_training_steps=20', 'trainer.test_freq=5',
-    'trainer.save_freq=20', `trainer.default_local_dir=${rel(dirs.ppo)}`, 'trainer.logger=[console,file]',
+    '--config',
+    rel(join(REPO, 'examples/arithmetic_tiny.yaml')),
+    `data.train_files=${rel(files.ppoTrain)}`,
+    `data.val_files=${rel(files.ppoVal)}`,
+    `actor_rollout_ref.model.path=${rel(sft)}`,
+    'reward_model.enable=true',
+    `reward_model.model.path=${rel(rm)}`,
+    `critic.model.path=${rel(rm)}`,
+    'data.train_batch_size=64',
+    'actor_rollout_ref.actor.ppo_mini_batch_size=32',
+    ...KL_TO_REFERENCE,
+    'trainer.total_training_steps=20',
+    'trainer.test_freq=5',
+    'trainer.save_freq=20',
+    `trainer.default_local_dir=${rel(dirs.ppo)}`,
+    'trainer.logger=[console,file]',
   ]);
 
   const sftLoss = await metrics(dirs.sft);
@@ -123,8 +170,18 @@ export async function runPipeline(argv: string[]): Promise<number> {
   const accuracy = series(ppoMetrics, 'val-core/arithmetic/reward/mean@1');
   const fmt = (values: number[]) => values.map((v) => v.toFixed(3)).join(' → ');
   console.log('\nRLHF pipeline figures');
-  console.log(`  SFT            train/loss ${fmt([series(sftLoss, 'train/loss')[0], series(sftLoss, 'train/loss').at(-1)!])}, val/loss ${fmt(series(sftLoss, 'val/loss'))}  (${wall.sft.toFixed(0)} s)`);
-  console.log(`  reward model   held-out accuracy ${fmt(series(rmMetrics, 'val/accuracy'))}, mean margin ${fmt(series(rmMetrics, 'val/margin'))}  (${wall.rm.toFixed(0)} s)`);
-  console.log(`  PPO            exact-match validation accuracy ${fmt(accuracy)}, learned reward critic/score/mean ${fmt([series(ppoMetrics, 'critic/score/mean')[0], series(ppoMetrics, 'critic/score/mean').at(-1)!])}  (${wall.ppo.toFixed(0)} s)`);
+  console.log(
+    `  SFT            train/loss ${fmt([series(sftLoss, 'train/loss')[0], series(sftLoss, 'train/loss').at(-1)!])}, ` +
+      `val/loss ${fmt(series(sftLoss, 'val/loss'))}  (${wall.sft.toFixed(0)} s)`,
+  );
+  console.log(
+    `  reward model   held-out accuracy ${fmt(series(rmMetrics, 'val/accuracy'))}, mean margin ` +
+      `${fmt(series(rmMetrics, 'val/margin'))}  (${wall.rm.toFixed(0)} s)`,
+  );
+  console.log(
+    `  PPO            exact-match validation accuracy ${fmt(accuracy)}, learned reward critic/score/mean ` +
+      `${fmt([series(ppoMetrics, 'critic/score/mean')[0], series(ppoMetrics, 'critic/score/mean').at(-1)!])}  ` +
+      `(${wall.ppo.toFixed(0)} s)`,
+  );
   return 0;
 }

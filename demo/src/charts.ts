@@ -27,7 +27,9 @@ const WARM_START_LOSS = 'warm_start/loss';
 
 // Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
 const WARM_START_CHART: ChartSpec = {
-  title: 'Warm-start loss', x: 'warm-start step', series: [{ label: 'cross-entropy (response tokens)', key: WARM_START_LOSS, color: '#0072B2' }],
+  title: 'Warm-start loss',
+  x: 'warm-start step',
+  series: [{ label: 'cross-entropy (response tokens)', key: WARM_START_LOSS, color: '#0072B2' }],
 };
 
 const PPO_CHARTS: ChartSpec[] = [
@@ -49,7 +51,11 @@ const PPO_CHARTS: ChartSpec[] = [
     ],
   },
   { title: 'Entropy', x: 'PPO step', series: [{ label: 'policy entropy', key: 'actor/entropy', color: '#E69F00' }] },
-  { title: 'Response length', x: 'PPO step', series: [{ label: 'mean tokens', key: 'response_length/mean', color: '#56B4E9' }] },
+  {
+    title: 'Response length',
+    x: 'PPO step',
+    series: [{ label: 'mean tokens', key: 'response_length/mean', color: '#56B4E9' }],
+  },
   {
     title: 'Losses',
     x: 'PPO step',
@@ -86,29 +92,42 @@ class Chart {
   private readonly values: (number | null)[][];
   private readonly plot: uPlot;
 
-  constructor(private readonly spec: ChartSpec, private readonly figure: HTMLElement, width: number) {
+  constructor(
+    private readonly spec: ChartSpec,
+    private readonly figure: HTMLElement,
+    width: number,
+  ) {
     this.values = spec.series.map(() => []);
     const body = document.createElement('div');
     figure.append(body);
     const range = spec.range;
-    this.plot = new uPlot({
-      width,
-      height: HEIGHT,
-      scales: { x: { time: false }, y: { range: range ? () => range : dataRange } },
-      axes: [
-        // Steps are whole numbers: no tick at 1.5.
-        { label: spec.x, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] },
-        { size: yAxisSize, values: (_u, splits) => splits.map(formatValue) },
-      ],
-      legend: { live: true },
-      series: [
-        { label: spec.x, value: (_u, v) => (v === null ? '–' : String(v)) },
-        ...spec.series.map((s) => ({
-          label: s.label, stroke: s.color, dash: s.dash, width: 2, spanGaps: true, points: { size: 5 },
-          value: (_u: uPlot, v: number | null) => (v === null ? '–' : formatValue(v)),
-        })),
-      ],
-    }, [[], ...spec.series.map(() => [])], body);
+    this.plot = new uPlot(
+      {
+        width,
+        height: HEIGHT,
+        scales: { x: { time: false }, y: { range: range ? () => range : dataRange } },
+        axes: [
+          // Steps are whole numbers: no tick at 1.5.
+          { label: spec.x, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] },
+          { size: yAxisSize, values: (_u, splits) => splits.map(formatValue) },
+        ],
+        legend: { live: true },
+        series: [
+          { label: spec.x, value: (_u, v) => (v === null ? '–' : String(v)) },
+          ...spec.series.map((s) => ({
+            label: s.label,
+            stroke: s.color,
+            dash: s.dash,
+            width: 2,
+            spanGaps: true,
+            points: { size: 5 },
+            value: (_u: uPlot, v: number | null) => (v === null ? '–' : formatValue(v)),
+          })),
+        ],
+      },
+      [[], ...spec.series.map(() => [])],
+      body,
+    );
     this.figure.dataset.points = '0';
   }
 
@@ -138,7 +157,9 @@ export class MetricCharts {
 
   constructor(private readonly container: HTMLElement) {
     this.reset();
-    new ResizeObserver(() => [this.warmStart, ...this.ppo].forEach((c) => c.resize(this.chartWidth()))).observe(container);
+    new ResizeObserver(() => [this.warmStart, ...this.ppo].forEach((c) => c.resize(this.chartWidth()))).observe(
+      container,
+    );
   }
 
   reset(): void {

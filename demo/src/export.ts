@@ -15,7 +15,11 @@ export interface ModelToExport {
 
 const json = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
 
-async function hfDirectoryFiles(engine: Engine, { config, params }: ModelToExport['weights'], tokenizerFiles: Record<string, string>): Promise<Record<string, Uint8Array>> {
+async function hfDirectoryFiles(
+  engine: Engine,
+  { config, params }: ModelToExport['weights'],
+  tokenizerFiles: Record<string, string>,
+): Promise<Record<string, Uint8Array>> {
   const tensors = await readHfTensors(engine, params, config);
   const files: Record<string, Uint8Array> = {
     'config.json': json(toHfConfig(config)),
@@ -33,7 +37,12 @@ async function hfDirectoryFiles(engine: Engine, { config, params }: ModelToExpor
 }
 
 /** A zip holding `root/<dir>/…` for each model. */
-export async function modelsZip(engine: Engine, root: string, models: readonly ModelToExport[], tokenizerFiles: Record<string, string>): Promise<Uint8Array> {
+export async function modelsZip(
+  engine: Engine,
+  root: string,
+  models: readonly ModelToExport[],
+  tokenizerFiles: Record<string, string>,
+): Promise<Uint8Array> {
   const tree: Record<string, Record<string, Uint8Array>> = {};
   for (const model of models) tree[model.dir] = await hfDirectoryFiles(engine, model.weights, tokenizerFiles);
   // Safetensors of random-looking floats barely compress; level 1 keeps the zip quick to build.

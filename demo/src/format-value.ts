@@ -4,6 +4,9 @@
 export function formatValue(value: number): string {
   if (value === 0) return '0';
   const magnitude = Math.abs(value);
-  const text = magnitude >= 1e-3 && magnitude < 1e5 ? String(Number(magnitude.toPrecision(3))) : magnitude.toExponential(2).replace(/\.?0+e/, 'e');
+  const text =
+    magnitude >= 1e-3 && magnitude < 1e5
+      ? String(Number(magnitude.toPrecision(3)))
+      : magnitude.toExponential(2).replace(/\.?0+e/, 'e');
   return value < 0 ? `\u2212${text}` : text;
 }

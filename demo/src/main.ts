@@ -70,7 +70,10 @@ function showSamples(samples: SampleAnswer[]): void {
   const rows = samples.map((s) => {
     const row = document.createElement('tr');
     for (const [text, title] of [
-      [s.question, null], [s.answer === '' ? '(empty)' : visibleSpaces(s.answer), JSON.stringify(s.answer)], [s.expected, null], [s.correct ? '✓ yes' : '✗ no', null],
+      [s.question, null],
+      [s.answer === '' ? '(empty)' : visibleSpaces(s.answer), JSON.stringify(s.answer)],
+      [s.expected, null],
+      [s.correct ? '✓ yes' : '✗ no', null],
     ] as const) {
       const cell = document.createElement('td');
       cell.textContent = text;
@@ -80,7 +83,9 @@ function showSamples(samples: SampleAnswer[]): void {
     row.className = s.correct ? 'correct' : 'wrong';
     return row;
   });
-  $('samples').querySelector('tbody')!.replaceChildren(...rows);
+  $('samples')
+    .querySelector('tbody')!
+    .replaceChildren(...rows);
 }
 
 function showConfigError(message: string | null): void {
@@ -152,7 +157,8 @@ function start(): void {
       if (step === 0) show('start-accuracy', formatNumber(accuracy, 3));
       charts.record(step, metrics);
       showSamples(samples);
-      $('samples-note').textContent = `Greedy answers after ${step} PPO step${step === 1 ? '' : 's'} (␣ marks a space).`;
+      $('samples-note').textContent =
+        `Greedy answers after ${step} PPO step${step === 1 ? '' : 's'} (␣ marks a space).`;
       buttons.download.disabled = false;
       buttons.downloadMetrics.disabled = false;
     },
@@ -196,7 +202,11 @@ async function download(): Promise<void> {
   if (!session) return;
   buttons.download.disabled = true;
   try {
-    offerDownload(await session.exportModels() as Uint8Array<ArrayBuffer>, 'application/zip', 'webgpu-rlhf-models.zip');
+    offerDownload(
+      (await session.exportModels()) as Uint8Array<ArrayBuffer>,
+      'application/zip',
+      'webgpu-rlhf-models.zip',
+    );
   } finally {
     buttons.download.disabled = false;
   }
@@ -208,13 +218,17 @@ function unsupported(reason: string): void {
   $('app').hidden = true;
 }
 
-/** Without the shipped checkpoint (a build made before `node tools/demo-checkpoint.js` ran) the warm start runs live. */
+/**
+ * Without the shipped checkpoint (a build made before `node tools/demo-checkpoint.js` ran) the warm start runs live.
+ */
 async function loadShippedCheckpoint(): Promise<void> {
   const option = startField.querySelector<HTMLOptionElement>('option[value=checkpoint]')!;
   try {
     checkpoint = await fetchShippedCheckpoint();
     const { stages, trainerSeed } = checkpoint.record;
-    option.textContent = `the default job's warm-started model (${stages.map((s) => `${s.steps} ${s.name}`).join(' + ')} steps, seed ${trainerSeed})`;
+    option.textContent =
+      `the default job's warm-started model ` +
+      `(${stages.map((s) => `${s.steps} ${s.name}`).join(' + ')} steps, seed ${trainerSeed})`;
     if (phase === 'idle') showShippedWarmStart();
   } catch (err) {
     console.warn((err as Error).message);
@@ -227,9 +241,11 @@ async function loadShippedCheckpoint(): Promise<void> {
 
 async function init(): Promise<void> {
   if (!('gpu' in navigator)) {
-    unsupported(window.isSecureContext
-      ? 'This browser does not offer WebGPU (navigator.gpu is missing).'
-      : 'WebGPU is only available on secure pages: open the demo over https or from localhost.');
+    unsupported(
+      window.isSecureContext
+        ? 'This browser does not offer WebGPU (navigator.gpu is missing).'
+        : 'WebGPU is only available on secure pages: open the demo over https or from localhost.',
+    );
     return;
   }
   try {
@@ -244,7 +260,9 @@ async function init(): Promise<void> {
   buttons.pause.addEventListener('click', () => session?.pause());
   buttons.reset.addEventListener('click', () => void reset());
   buttons.download.addEventListener('click', () => void download());
-  buttons.downloadMetrics.addEventListener('click', () => offerDownload(metricsLog.jsonl(), 'application/x-ndjson', 'metrics.jsonl'));
+  buttons.downloadMetrics.addEventListener('click', () =>
+    offerDownload(metricsLog.jsonl(), 'application/x-ndjson', 'metrics.jsonl'),
+  );
   form.addEventListener('input', showCommand);
   await loadShippedCheckpoint();
   setPhase('idle');

@@ -1,7 +1,7 @@
-// One training run in the tab: the built-in setup (the shipped checkpoint or a live warm start, critic), then PPO steps until the configured
-// total, validating every trainer.test_freq steps and at the end (ppo/jobs/ppo-run-loop.ts, the loop of node train.js, with no
-// checkpoints). Pause and stop take effect between steps; work that reads the GPU (a step, a validation, an
-// export) runs one at a time so their command streams never interleave.
+// One training run in the tab: the built-in setup (the shipped checkpoint or a live warm start, critic), then PPO steps
+// until the configured total, validating every trainer.test_freq steps and at the end (ppo/jobs/ppo-run-loop.ts, the
+// loop of node train.js, with no checkpoints). Pause and stop take effect between steps; work that reads the GPU (a
+// step, a validation, an export) runs one at a time so their command streams never interleave.
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../../ppo/config.ts';
 import { PromptSampler, totalTrainingSteps, type RlExample } from '../../ppo/data/dataset.ts';
@@ -101,7 +101,8 @@ export class TrainingSession {
 
   private async train(): Promise<void> {
     const { config, settings, listener } = this;
-    if (settings.checkpoint && !this.checkpoint) throw new Error('the shipped checkpoint was chosen but the page has none');
+    if (settings.checkpoint && !this.checkpoint)
+      throw new Error('the shipped checkpoint was chosen but the page has none');
     listener.phase(settings.checkpoint ? 'loading checkpoint' : 'warm start');
     const run = await setUpBuiltinRun(this.engine, config, {
       valSize: DEMO_VAL_SIZE,
@@ -116,7 +117,14 @@ export class TrainingSession {
     this.run = run;
     const sampler = PromptSampler.fromConfig(run.train.length, config.data);
     const totalSteps = totalTrainingSteps(sampler, config.trainer);
-    const trainer = new PpoTrainer(this.engine, config, run.actor, run.critic, runTrainerIo(run, sampler).io, totalSteps);
+    const trainer = new PpoTrainer(
+      this.engine,
+      config,
+      run.actor,
+      run.critic,
+      runTrainerIo(run, sampler).io,
+      totalSteps,
+    );
     this.trainer = trainer;
     await this.validate();
     listener.phase('training');
@@ -142,7 +150,12 @@ export class TrainingSession {
     const byPrompt = new Map<string, RlExample>(val.map((e) => [e.promptIds.join(), e]));
     const answers = samples.map((s) => {
       const example = byPrompt.get(s.prompt.join())!;
-      return { question: example.messages[0].content, answer: s.response, expected: String(example.groundTruth), correct: s.score > 0 };
+      return {
+        question: example.messages[0].content,
+        answer: s.response,
+        expected: String(example.groundTruth),
+        correct: s.score > 0,
+      };
     });
     this.listener.validation(trainer.globalStep, metrics, answers);
   }

@@ -81,8 +81,11 @@ export function trainCommand(s: DemoSettings): { command: string; differences: s
   return {
     command: ['node train.js', '--config', DEFAULT_JOB.source, ...configOverrides(s)].join(' '),
     differences: [
-      `the tab validates on ${DEMO_VAL_SIZE} held-out prompts, node train.js on the task's ${BUILTIN_TASKS.arithmetic.valSize}`,
-      ...(s.checkpoint ? [] : [`the tab's live warm start has ${s.warmStartSteps} steps, node train.js runs the task's full warm start`]),
+      `the tab validates on ${DEMO_VAL_SIZE} held-out prompts, node train.js on the task's ` +
+        `${BUILTIN_TASKS.arithmetic.valSize}`,
+      ...(s.checkpoint
+        ? []
+        : [`the tab's live warm start has ${s.warmStartSteps} steps, node train.js runs the task's full warm start`]),
     ],
   };
 }

@@ -21,7 +21,11 @@ export interface ShippedCheckpoint {
 
 async function fetchOk(file: string): Promise<Response> {
   const response = await fetch(`${SHIPPED_CHECKPOINT_URL}/${file}`);
-  if (!response.ok) throw new Error(`${SHIPPED_CHECKPOINT_URL}/${file}: HTTP ${response.status} (the static build lacks the shipped checkpoint: run \`node tools/demo-checkpoint.js\`, then build again)`);
+  if (!response.ok)
+    throw new Error(
+      `${SHIPPED_CHECKPOINT_URL}/${file}: HTTP ${response.status} (the static build lacks the shipped checkpoint: ` +
+        `run \`node tools/demo-checkpoint.js\`, then build again)`,
+    );
   return response;
 }
 
@@ -34,7 +38,10 @@ export async function fetchShippedCheckpoint(): Promise<ShippedCheckpoint> {
   ]);
   // The run tokenizes with the built-in task's tokenizer: a checkpoint made with another vocabulary is stale.
   if (tokenizerJson !== builtinTokenizer(BUILTIN_TASKS.arithmetic).files['tokenizer.json']) {
-    throw new Error(`${SHIPPED_CHECKPOINT_URL}/tokenizer.json differs from the arithmetic task's tokenizer: the shipped checkpoint is stale, run \`node tools/demo-checkpoint.js\` again`);
+    throw new Error(
+      `${SHIPPED_CHECKPOINT_URL}/tokenizer.json differs from the arithmetic task's tokenizer: the shipped checkpoint ` +
+        `is stale, run \`node tools/demo-checkpoint.js\` again`,
+    );
   }
   const bytes = new Uint8Array(safetensors);
   return { record, upload: (engine) => modelFromFiles(engine, { config, safetensors: bytes }, SHIPPED_CHECKPOINT_URL) };

@@ -67,7 +67,8 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       }
       for (var rr = index; rr < TILE; rr += lanes) {
         let t = t0 + rr;
-        statsTile[rr] = select(vec2<f32>(0.0), stats[(b * params.NH + h) * params.Tq + min(t, params.Tq - 1u)], t < params.Tq);
+        statsTile[rr] = select(vec2<f32>(0.0), stats[(b * params.NH + h) * params.Tq + min(t, params.Tq - 1u)],
+            t < params.Tq);
       }
       workgroupBarrier();
       let rows = min(TILE, params.Tq - t0);

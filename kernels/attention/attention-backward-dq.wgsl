@@ -86,7 +86,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
       if (valid && j <= position && maskTile[jj] == 1u) {
         let p = exp2(rowScore - rowStats.x);
         let dScore = p * (rowDp - rowStats.y);
-        for (var i = 0u; i < headVec4s(); i++) { acc[i] = fma(vec4<f32>(dScore), kvTile[jj * HS4 + part + L * i], acc[i]); }
+        for (var i = 0u; i < headVec4s(); i++) {
+          acc[i] = fma(vec4<f32>(dScore), kvTile[jj * HS4 + part + L * i], acc[i]);
+        }
       }
     }
   }

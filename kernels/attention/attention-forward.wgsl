@@ -90,7 +90,9 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
         let correction = exp2(m - mNew);
         let p = exp2(score - mNew);
         l = l * correction + p;
-        for (var i = 0u; i < headVec4s(); i++) { acc[i] = fma(acc[i], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + part + L * i]); }
+        for (var i = 0u; i < headVec4s(); i++) {
+          acc[i] = fma(acc[i], vec4<f32>(correction), p * kvTile[(TILE + jj) * HS4 + part + L * i]);
+        }
         m = mNew;
       }
     }

@@ -87,11 +87,15 @@ fn main(@builtin(subgroup_invocation_id) laneIndex: u32, @builtin(workgroup_id) 
       let dOutRow = outOffset(b, t, h);
       let mine = stats[(b * params.NH + h) * params.Tq + t];
       let lse2 = array<vec4<f32>, 2>(
-        vec4<f32>(subgroupBroadcast(mine.x, 0u), subgroupBroadcast(mine.x, 1u), subgroupBroadcast(mine.x, 2u), subgroupBroadcast(mine.x, 3u)),
-        vec4<f32>(subgroupBroadcast(mine.x, 4u), subgroupBroadcast(mine.x, 5u), subgroupBroadcast(mine.x, 6u), subgroupBroadcast(mine.x, 7u)));
+        vec4<f32>(subgroupBroadcast(mine.x, 0u), subgroupBroadcast(mine.x, 1u), subgroupBroadcast(mine.x, 2u),
+            subgroupBroadcast(mine.x, 3u)),
+        vec4<f32>(subgroupBroadcast(mine.x, 4u), subgroupBroadcast(mine.x, 5u), subgroupBroadcast(mine.x, 6u),
+            subgroupBroadcast(mine.x, 7u)));
       let delta = array<vec4<f32>, 2>(
-        vec4<f32>(subgroupBroadcast(mine.y, 0u), subgroupBroadcast(mine.y, 1u), subgroupBroadcast(mine.y, 2u), subgroupBroadcast(mine.y, 3u)),
-        vec4<f32>(subgroupBroadcast(mine.y, 4u), subgroupBroadcast(mine.y, 5u), subgroupBroadcast(mine.y, 6u), subgroupBroadcast(mine.y, 7u)));
+        vec4<f32>(subgroupBroadcast(mine.y, 0u), subgroupBroadcast(mine.y, 1u), subgroupBroadcast(mine.y, 2u),
+            subgroupBroadcast(mine.y, 3u)),
+        vec4<f32>(subgroupBroadcast(mine.y, 4u), subgroupBroadcast(mine.y, 5u), subgroupBroadcast(mine.y, 6u),
+            subgroupBroadcast(mine.y, 7u)));
       let tLo = vec4<u32>(t0) + vec4<u32>(0u, 1u, 2u, 3u);
       let tHi = vec4<u32>(t0) + vec4<u32>(4u, 5u, 6u, 7u);
       let valid = array<vec4<bool>, 2>(tLo < vec4<u32>(params.Tq), tHi < vec4<u32>(params.Tq));

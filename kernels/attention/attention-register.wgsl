@@ -76,15 +76,18 @@ fn keyVisible(b: u32, j: u32) -> bool {
 
 /** Each lane's x, in every lane: rows[l] is lane l's. */
 fn shareRows(x: vec4<f32>) -> array<vec4<f32>, 8> {
-  return array<vec4<f32>, 8>(subgroupBroadcast(x, 0u), subgroupBroadcast(x, 1u), subgroupBroadcast(x, 2u), subgroupBroadcast(x, 3u),
-                             subgroupBroadcast(x, 4u), subgroupBroadcast(x, 5u), subgroupBroadcast(x, 6u), subgroupBroadcast(x, 7u));
+  return array<vec4<f32>, 8>(
+      subgroupBroadcast(x, 0u), subgroupBroadcast(x, 1u), subgroupBroadcast(x, 2u), subgroupBroadcast(x, 3u),
+      subgroupBroadcast(x, 4u), subgroupBroadcast(x, 5u), subgroupBroadcast(x, 6u), subgroupBroadcast(x, 7u));
 }
 
 /** Keys j0 .. j0+7 visible (in range and not padding), as two vec4 masks; lane l reads key j0 + l. */
 fn sharedKeysVisible(b: u32, j0: u32) -> array<vec4<bool>, 2> {
   let mine = select(0u, 1u, keyVisible(b, j0 + lane));
-  let lo = vec4<u32>(subgroupBroadcast(mine, 0u), subgroupBroadcast(mine, 1u), subgroupBroadcast(mine, 2u), subgroupBroadcast(mine, 3u));
-  let hi = vec4<u32>(subgroupBroadcast(mine, 4u), subgroupBroadcast(mine, 5u), subgroupBroadcast(mine, 6u), subgroupBroadcast(mine, 7u));
+  let lo = vec4<u32>(subgroupBroadcast(mine, 0u), subgroupBroadcast(mine, 1u), subgroupBroadcast(mine, 2u),
+      subgroupBroadcast(mine, 3u));
+  let hi = vec4<u32>(subgroupBroadcast(mine, 4u), subgroupBroadcast(mine, 5u), subgroupBroadcast(mine, 6u),
+      subgroupBroadcast(mine, 7u));
   return array<vec4<bool>, 2>(lo == vec4<u32>(1u), hi == vec4<u32>(1u));
 }
 

@@ -9,15 +9,32 @@ import registerPreludeSource from './attention-register.wgsl';
 import registerForwardSource from './attention-register-forward.wgsl';
 import registerDqSource from './attention-register-dq.wgsl';
 import registerDkdvSource from './attention-register-dkdv.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type UniformSpec, foldWorkgroups, chooseVariant, expectSize, shapeString } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type UniformSpec,
+  foldWorkgroups,
+  chooseVariant,
+  expectSize,
+  shapeString,
+} from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 
 export interface AttentionDims {
-  B: number; Tq: number; Tk: number; NH: number; NKV: number; HS: number;
+  B: number;
+  Tq: number;
+  Tk: number;
+  NH: number;
+  NKV: number;
+  HS: number;
   // Element strides/offsets so q, k, v can live inside the fused qkv buffer [B*T, (NH+2*NKV)*HS] or in a KV cache:
-  qRowStride: number; qColOffset: number; //  q(b,t,h,d) = q[qColOffset + (b*Tq + t)*qRowStride + h*HS + d]
-  kRowStride: number; kColOffset: number; //  k(b,j,g,d) = k[kColOffset + b*kvBatchStride + j*kRowStride + g*HS + d]
-  vRowStride: number; vColOffset: number; //  same for v
+  qRowStride: number;
+  qColOffset: number; //  q(b,t,h,d) = q[qColOffset + (b*Tq + t)*qRowStride + h*HS + d]
+  kRowStride: number;
+  kColOffset: number; //  k(b,j,g,d) = k[kColOffset + b*kvBatchStride + j*kRowStride + g*HS + d]
+  vRowStride: number;
+  vColOffset: number; //  same for v
   /** Elements between batches in k/v: Tk*kRowStride for the fused buffer, capacity*rowStride for a cache. */
   kvBatchStride: number;
   /** Key index of query row 0: 0 for training (Tq == Tk); Tk - Tq for prefill/decode against a cache. */
@@ -29,17 +46,26 @@ export interface AttentionDims {
 }
 
 export interface AttentionForwardArgs extends AttentionDims {
-  q: Tensor; k: Tensor; v: Tensor; // may be the same fused tensor
+  q: Tensor;
+  k: Tensor;
+  v: Tensor; // may be the same fused tensor
   keyMask: Tensor<'u32'>; //           [B, Tk] (see maskBatchStride): 1 = real token, 0 = padding
   out: Tensor; //                      [B*Tq, NH*HS]
-  lse: Tensor; //                      [B, NH, Tq] natural-log logsumexp of the scaled scores; 0 for a query that sees no key
+  // [B, NH, Tq] natural-log logsumexp of the scaled scores; 0 for a query that sees no key
+  lse: Tensor;
 }
 
 export interface AttentionBackwardArgs extends AttentionDims {
-  q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'>;
-  out: Tensor; lse: Tensor; //   from the forward
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  keyMask: Tensor<'u32'>;
+  out: Tensor;
+  lse: Tensor; //   from the forward
   dOut: Tensor; //               [B*Tq, NH*HS]
-  dq: Tensor; dk: Tensor; dv: Tensor; // overwritten at q's, k's and v's strides/offsets (may be one fused dqkv tensor)
+  dq: Tensor;
+  dk: Tensor;
+  dv: Tensor; // overwritten at q's, k's and v's strides/offsets (may be one fused dqkv tensor)
 }
 
 const MAX_HS = 128;
@@ -97,7 +123,11 @@ const attentionVariants: readonly Variant<AttentionVariant>[] = [
     supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8,
     value: { register: true, unrollUpTo: 0, splitHeads: false },
   },
-  { name: 'cpu', supported: (caps) => caps.deviceClass === 'cpu', value: { register: false, unrollUpTo: 64, splitHeads: false } },
+  {
+    name: 'cpu',
+    supported: (caps) => caps.deviceClass === 'cpu',
+    value: { register: false, unrollUpTo: 64, splitHeads: false },
+  },
   {
     name: 'split-head',
     supported: (caps) => caps.deviceClass === 'gpu' && caps.subgroups && caps.subgroupMinSize >= MAX_LANES_PER_ROW,
@@ -107,7 +137,9 @@ const attentionVariants: readonly Variant<AttentionVariant>[] = [
   { name: 'rolled', supported: () => false, value: { register: false, unrollUpTo: 0, splitHeads: false } },
 ];
 
-/** The most lanes a row of the tiled passes takes, and the vec4s of a head vector above which it takes more than one. */
+/**
+ * The most lanes a row of the tiled passes takes, and the vec4s of a head vector above which it takes more than one.
+ */
 const MAX_LANES_PER_ROW = 4;
 const MAX_LANE_VEC4S = 8;
 
@@ -123,7 +155,10 @@ function lanesPerRow(HS: number): number {
 /** attention.wgsl's rowSum over the L lanes of a row: a butterfly, so each lane ends with the same bits. */
 function rowSumSource(lanes: number): string {
   if (lanes === 1) return 'fn rowSum(x: f32) -> f32 { return x; }\n';
-  const steps = Array.from({ length: Math.log2(lanes) }, (_, i) => `  sum += subgroupShuffleXor(sum, ${2 ** i}u);\n`).join('');
+  const steps = Array.from(
+    { length: Math.log2(lanes) },
+    (_, i) => `  sum += subgroupShuffleXor(sum, ${2 ** i}u);\n`,
+  ).join('');
   return `fn rowSum(x: f32) -> f32 {\n  var sum = x;\n${steps}  return sum;\n}\n`;
 }
 
@@ -167,9 +202,17 @@ const PASS_SOURCES: Record<Pass, string> = {
 const STATS_BINDING = { name: 'stats', access: 'read', type: 'vec2<f32>' } as const;
 
 const PASS_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
-  forward: [{ name: 'out', access: 'read_write' }, { name: 'lse', access: 'read_write' }],
+  forward: [
+    { name: 'out', access: 'read_write' },
+    { name: 'lse', access: 'read_write' },
+  ],
   dq: [{ name: 'dOut', access: 'read' }, STATS_BINDING, { name: 'dq', access: 'read_write' }],
-  dkdv: [{ name: 'dOut', access: 'read' }, STATS_BINDING, { name: 'dk', access: 'read_write' }, { name: 'dv', access: 'read_write' }],
+  dkdv: [
+    { name: 'dOut', access: 'read' },
+    STATS_BINDING,
+    { name: 'dk', access: 'read_write' },
+    { name: 'dv', access: 'read_write' },
+  ],
   'dkdv-fused': [{ name: 'dOut', access: 'read' }, STATS_BINDING, { name: 'dkv', access: 'read_write' }],
 };
 
@@ -180,13 +223,19 @@ function attentionSpec(engine: Engine, pass: Pass, HS: number, constants: Record
   const variant = variantOf(engine);
   const unrolled = HS <= variant.unrollUpTo;
   const lanes = variant.splitHeads ? lanesPerRow(HS) : 1;
-  const key = `${pass}:HS=${HS}:${unrolled}:L=${lanes}:${Object.entries(constants).map(([name, value]) => `${name}=${value}`).join(',')}`;
+  const key = `${pass}:HS=${HS}:${unrolled}:L=${lanes}:${Object.entries(constants)
+    .map(([name, value]) => `${name}=${value}`)
+    .join(',')}`;
   let spec = specCache.get(key);
   if (!spec) {
     spec = {
       name: `attention/${pass}${unrolled ? '' : '-rolled'}${lanes > 1 ? `-split${lanes}` : ''}`,
-      source: `const HS: u32 = ${HS}u;\nconst L: u32 = ${lanes}u;\nfn headVec4s() -> u32 { return ${unrolled ? 'D4' : 'params.hs4'}; }\n` +
-        rowSumSource(lanes) + preludeSource + PASS_SOURCES[pass],
+      source:
+        `const HS: u32 = ${HS}u;\nconst L: u32 = ${lanes}u;\nfn headVec4s() -> u32 { return ` +
+        `${unrolled ? 'D4' : 'params.hs4'}; }\n` +
+        rowSumSource(lanes) +
+        preludeSource +
+        PASS_SOURCES[pass],
       bindings: [...QKV_BINDINGS, ...PASS_OUTPUTS[pass]],
       uniforms: ATTENTION_UNIFORMS,
       constants,
@@ -209,8 +258,10 @@ function tileRows(engine: Engine, HS: number): number {
   let tile = 64;
   while (tile > 8 && 2 * tile * hs4 * 16 + tile * 8 > budget) tile /= 2;
   if (2 * tile * hs4 * 16 + tile * 8 > budget) {
-    throw new Error(`attention: HS=${HS} needs ${2 * tile * hs4 * 16 + tile * 8 + 256} bytes of workgroup memory, ` +
-      `this device has ${engine.caps.maxComputeWorkgroupStorageSize}`);
+    throw new Error(
+      `attention: HS=${HS} needs ${2 * tile * hs4 * 16 + tile * 8 + 256} bytes of workgroup memory, ` +
+        `this device has ${engine.caps.maxComputeWorkgroupStorageSize}`,
+    );
   }
   return tile;
 }
@@ -222,21 +273,51 @@ function nextPowerOfTwo(n: number): number {
 function validate(op: string, a: AttentionDims & { q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'> }): number {
   const { B, Tq, Tk, NH, NKV, HS, queryStart } = a;
   for (const [name, value] of Object.entries({ B, Tq, Tk, NH, NKV, HS, queryStart })) {
-    if (!Number.isInteger(value) || value < (name === 'queryStart' ? 0 : 1)) throw new Error(`${op}: ${name}=${value} is not a valid size`);
+    if (!Number.isInteger(value) || value < (name === 'queryStart' ? 0 : 1))
+      throw new Error(`${op}: ${name}=${value} is not a valid size`);
   }
   if (NH % NKV !== 0) throw new Error(`${op}: NH=${NH} is not a multiple of NKV=${NKV}`);
   if (HS > MAX_HS) throw new Error(`${op}: HS=${HS} exceeds the supported head size ${MAX_HS}`);
   if (queryStart + Tq > Tk) throw new Error(`${op}: queryStart ${queryStart} + Tq ${Tq} exceeds Tk ${Tk}`);
   const maskStride = a.maskBatchStride ?? Tk;
   if (maskStride < Tk) throw new Error(`${op}: maskBatchStride ${maskStride} is less than Tk ${Tk}`);
-  if (a.keyMask.dtype !== 'u32') throw new Error(`${op}: keyMask ${a.keyMask.name} is ${a.keyMask.dtype}, expected u32`);
-  expectSize(op, 'q', a.q, a.qColOffset + (B * Tq - 1) * a.qRowStride + NH * HS,
-    `q(b,t,h,d): qColOffset + (B·Tq - 1)·qRowStride + NH·HS = ${a.qColOffset} + (${B}·${Tq} - 1)·${a.qRowStride} + ${NH}·${HS}`, 'at least');
-  expectSize(op, 'k', a.k, a.kColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.kRowStride + NKV * HS,
-    `k(b,j,g,d): kColOffset + (B - 1)·kvBatchStride + (Tk - 1)·kRowStride + NKV·HS = ${a.kColOffset} + (${B} - 1)·${a.kvBatchStride} + (${Tk} - 1)·${a.kRowStride} + ${NKV}·${HS}`, 'at least');
-  expectSize(op, 'v', a.v, a.vColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.vRowStride + NKV * HS,
-    `v(b,j,g,d): vColOffset + (B - 1)·kvBatchStride + (Tk - 1)·vRowStride + NKV·HS = ${a.vColOffset} + (${B} - 1)·${a.kvBatchStride} + (${Tk} - 1)·${a.vRowStride} + ${NKV}·${HS}`, 'at least');
-  expectSize(op, 'keyMask', a.keyMask, (B - 1) * maskStride + Tk, `[B=${B}, Tk=${Tk}] with batch stride ${maskStride}`, 'at least');
+  if (a.keyMask.dtype !== 'u32')
+    throw new Error(`${op}: keyMask ${a.keyMask.name} is ${a.keyMask.dtype}, expected u32`);
+  expectSize(
+    op,
+    'q',
+    a.q,
+    a.qColOffset + (B * Tq - 1) * a.qRowStride + NH * HS,
+    `q(b,t,h,d): qColOffset + (B·Tq - 1)·qRowStride + NH·HS = ${a.qColOffset} + (${B}·${Tq} - 1)·${a.qRowStride} + ` +
+      `${NH}·${HS}`,
+    'at least',
+  );
+  expectSize(
+    op,
+    'k',
+    a.k,
+    a.kColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.kRowStride + NKV * HS,
+    `k(b,j,g,d): kColOffset + (B - 1)·kvBatchStride + (Tk - 1)·kRowStride + NKV·HS = ${a.kColOffset} + (${B} - ` +
+      `1)·${a.kvBatchStride} + (${Tk} - 1)·${a.kRowStride} + ${NKV}·${HS}`,
+    'at least',
+  );
+  expectSize(
+    op,
+    'v',
+    a.v,
+    a.vColOffset + (B - 1) * a.kvBatchStride + (Tk - 1) * a.vRowStride + NKV * HS,
+    `v(b,j,g,d): vColOffset + (B - 1)·kvBatchStride + (Tk - 1)·vRowStride + NKV·HS = ${a.vColOffset} + (${B} - ` +
+      `1)·${a.kvBatchStride} + (${Tk} - 1)·${a.vRowStride} + ${NKV}·${HS}`,
+    'at least',
+  );
+  expectSize(
+    op,
+    'keyMask',
+    a.keyMask,
+    (B - 1) * maskStride + Tk,
+    `[B=${B}, Tk=${Tk}] with batch stride ${maskStride}`,
+    'at least',
+  );
   return maskStride;
 }
 
@@ -246,28 +327,53 @@ function rangesOverlap(a: Tensor, b: Tensor): boolean {
 
 function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keySplit = 1): Record<string, number> {
   return {
-    blockRows, keySplit,
-    Tq: a.Tq, Tk: a.Tk, NH: a.NH, NKV: a.NKV,
-    qRowStride: a.qRowStride, qColOffset: a.qColOffset,
-    kRowStride: a.kRowStride, kColOffset: a.kColOffset,
-    vRowStride: a.vRowStride, vColOffset: a.vColOffset,
-    kvBatchStride: a.kvBatchStride, maskBatchStride, queryStart: a.queryStart, scale: a.scale, hs4: Math.ceil(a.HS / 4),
+    blockRows,
+    keySplit,
+    Tq: a.Tq,
+    Tk: a.Tk,
+    NH: a.NH,
+    NKV: a.NKV,
+    qRowStride: a.qRowStride,
+    qColOffset: a.qColOffset,
+    kRowStride: a.kRowStride,
+    kColOffset: a.kColOffset,
+    vRowStride: a.vRowStride,
+    vColOffset: a.vColOffset,
+    kvBatchStride: a.kvBatchStride,
+    maskBatchStride,
+    queryStart: a.queryStart,
+    scale: a.scale,
+    hs4: Math.ceil(a.HS / 4),
   };
 }
 
-/** Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 2 rows (attention-register.wgsl). */
+/**
+ * Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 2 rows
+ * (attention-register.wgsl).
+ */
 const REGISTER_BLOCK = 16;
 const REGISTER_SOURCES: Record<Pass, string> = {
   forward: registerForwardSource,
   dq: registerDqSource,
-  dkdv: `fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; }\n${registerDkdvSource}`,
-  'dkdv-fused': `fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = x; }\n${registerDkdvSource}`,
+  dkdv:
+    `fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; ` +
+    `}\n${registerDkdvSource}`,
+  'dkdv-fused':
+    `fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = ` +
+    `x; }\n${registerDkdvSource}`,
 };
 const VEC4_STATS_BINDINGS = [{ name: 'dOut', access: 'read', type: 'vec4<f32>' }, STATS_BINDING] as const;
 const REGISTER_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
-  forward: [{ name: 'out', access: 'read_write', type: 'vec4<f32>' }, { name: 'lse', access: 'read_write' }],
+  forward: [
+    { name: 'out', access: 'read_write', type: 'vec4<f32>' },
+    { name: 'lse', access: 'read_write' },
+  ],
   dq: [...VEC4_STATS_BINDINGS, { name: 'dq', access: 'read_write', type: 'vec4<f32>' }],
-  dkdv: [...VEC4_STATS_BINDINGS, { name: 'dk', access: 'read_write', type: 'vec4<f32>' }, { name: 'dv', access: 'read_write', type: 'vec4<f32>' }],
+  dkdv: [
+    ...VEC4_STATS_BINDINGS,
+    { name: 'dk', access: 'read_write', type: 'vec4<f32>' },
+    { name: 'dv', access: 'read_write', type: 'vec4<f32>' },
+  ],
   'dkdv-fused': [...VEC4_STATS_BINDINGS, { name: 'dkv', access: 'read_write', type: 'vec4<f32>' }],
 };
 
@@ -295,7 +401,16 @@ function registerSpec(pass: Pass): KernelSpec {
 
 /** Whether every tensor a pass reads or writes splits into whole, 16-byte aligned vec4s along the head vector. */
 function vec4Aligned(a: AttentionDims, tensors: Tensor[]): boolean {
-  const elements = [a.HS, a.qRowStride, a.qColOffset, a.kRowStride, a.kColOffset, a.vRowStride, a.vColOffset, a.kvBatchStride];
+  const elements = [
+    a.HS,
+    a.qRowStride,
+    a.qColOffset,
+    a.kRowStride,
+    a.kColOffset,
+    a.vRowStride,
+    a.vColOffset,
+    a.kvBatchStride,
+  ];
   return elements.every((n) => n % 4 === 0) && tensors.every((t) => t.byteOffset % 16 === 0 && t.size % 4 === 0);
 }
 
@@ -360,11 +475,16 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
   });
   const shared = { q: args.q, k: args.k, v: args.v, keyMask: args.keyMask, dOut: args.dOut, stats };
   // WebGPU forbids two writable bindings of overlapping ranges: one fused gradient tensor is bound once.
-  const fused = args.dk.buffer === args.dv.buffer && args.dk.byteOffset === args.dv.byteOffset && args.dk.size === args.dv.size;
+  const fused =
+    args.dk.buffer === args.dv.buffer && args.dk.byteOffset === args.dv.byteOffset && args.dk.size === args.dv.size;
   if (!fused && args.dk.buffer === args.dv.buffer && rangesOverlap(args.dk, args.dv)) {
-    throw new Error(`${op}: dk ${args.dk.name} and dv ${args.dv.name} overlap without being the same tensor; pass one fused tensor for both`);
+    throw new Error(
+      `${op}: dk ${args.dk.name} and dv ${args.dv.name} overlap without being the same tensor; pass one fused tensor ` +
+        `for both`,
+    );
   }
-  const register = variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.dOut, args.dq, args.dk, args.dv]);
+  const register =
+    variantOf(engine).register && vec4Aligned(args, [args.q, args.k, args.v, args.dOut, args.dq, args.dk, args.dv]);
   const tile = register ? 0 : tileRows(engine, HS);
   const spec = (pass: Pass) => (register ? registerSpec(pass) : attentionSpec(engine, pass, HS, { TILE: tile, BLOCK }));
   const rowsPerWorkgroup = register ? REGISTER_BLOCK : BLOCK;

@@ -24,10 +24,11 @@ const D4: u32 = HS4 / L;
 // The loops over a lane's D4 vec4s run to headVec4s(), which the launcher prepends per head size and device:
 //   unrolled: `return D4;`, a constant trip count, so the compiler unrolls them and keeps the head vectors in
 //     registers (GPUs; CPU devices up to HS = 64, where that runs 1.7-2.3x faster on lavapipe);
-//   rolled: `return params.hs4;` (L = 1 only), unknown to the compiler, so the loops stay loops (CPU devices above HS = 64:
+//   rolled: `return params.hs4;` (L = 1 only), unknown to the compiler, so the loops stay loops (CPU devices above HS =
+//   64:
 //     as fast there, and lavapipe's LLVM compiled the unrolled HS = 128 kernels for minutes, every vec4
-//     component a separate value saved and restored at each barrier, on every fresh machine).
-// Rows of the other operand staged per workgroup tile (keys for forward/dq, queries for dkdv).
+//     component a separate value saved and restored at each barrier, on every fresh machine). Rows of the other operand
+//     staged per workgroup tile (keys for forward/dq, queries for dkdv).
 override TILE: u32;
 
 fn qBase(b: u32, t: u32, h: u32) -> u32 {

@@ -30,7 +30,11 @@ const DIMS_MAX_HS = 32;
 // workgroups in all, each writing its partial softmax state, which a second dispatch merges; a short cache keeps
 // one split and one dispatch.
 const decodeAttentionVariants: readonly Variant<Layout>[] = [
-  { name: 'dims', supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8, value: { kind: 'dims' } },
+  {
+    name: 'dims',
+    supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8,
+    value: { kind: 'dims' },
+  },
   { name: 'wg8', supported: (caps) => caps.deviceClass === 'cpu', value: { kind: 'keys', WG: 8, split: false } },
   { name: 'split', supported: (caps) => caps.deviceClass === 'gpu', value: { kind: 'keys', WG: 32, split: true } },
   // The GPUs' variant before split (never chosen): what tools/kernel-lab/decode-attention.ts measures split against.
@@ -52,7 +56,9 @@ function splitCount(keys: number, B: number, NKV: number): number {
 const specs = new Map<string, KernelSpec>();
 
 // decode-attention.wgsl's storeResult: the output itself (one split), or the split's partial softmax state.
-const STORE_OUT = 'fn storeResult(head: u32, d4: u32, split: u32, o: vec4<f32>, normalizer: f32, total: f32) { out[head * HS4 + d4] = o / normalizer; }\n';
+const STORE_OUT =
+  'fn storeResult(head: u32, d4: u32, split: u32, o: vec4<f32>, normalizer: f32, total: f32) { out[head * HS4 + d4] ' +
+  '= o / normalizer; }\n';
 const STORE_PARTIAL = `fn storeResult(head: u32, d4: u32, split: u32, o: vec4<f32>, normalizer: f32, total: f32) {
   let at = (head * params.splits + split) * (HS4 + 1u);
   partials[at + 1u + d4] = o;
@@ -109,7 +115,10 @@ function combineSpec(HS: number): KernelSpec {
         { name: 'partials', access: 'read', type: 'vec4<f32>' },
         { name: 'out', access: 'read_write', type: 'vec4<f32>' },
       ],
-      uniforms: [{ name: 'NH', type: 'u32' }, { name: 'splits', type: 'u32' }],
+      uniforms: [
+        { name: 'NH', type: 'u32' },
+        { name: 'splits', type: 'u32' },
+      ],
     };
     specs.set(key, spec);
   }
@@ -150,23 +159,39 @@ export function decodeAttentionFusesRope(HS: number): boolean {
 
 /** Throws unless `slot` is inside the cache and its mask, and the caches and key mask hold B sequences (the
  *  checks of every decode-step launcher that writes the new k, v at `slot` and attends over [0, slot]). */
-export function expectDecodeCache(launcher: string, a: Pick<DecodeAttentionArgs, 'kCache' | 'vCache' | 'keyMask' | 'B' | 'NKV' | 'HS' | 'capacity' | 'slot' | 'maskBatchStride'>): void {
+export function expectDecodeCache(
+  launcher: string,
+  a: Pick<
+    DecodeAttentionArgs,
+    'kCache' | 'vCache' | 'keyMask' | 'B' | 'NKV' | 'HS' | 'capacity' | 'slot' | 'maskBatchStride'
+  >,
+): void {
   const { B, capacity, slot, maskBatchStride } = a;
   if (slot >= capacity) throw new Error(`${launcher}: slot ${slot} is outside the cache capacity ${capacity}`);
-  if (maskBatchStride < slot + 1) throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
+  if (maskBatchStride < slot + 1)
+    throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
   const kvWidth = a.NKV * a.HS;
   const cacheShape = `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`;
   expectSize(launcher, 'kCache', a.kCache, B * capacity * kvWidth, cacheShape, 'at least');
   expectSize(launcher, 'vCache', a.vCache, B * capacity * kvWidth, cacheShape, 'at least');
-  expectSize(launcher, 'keyMask', a.keyMask, B * maskBatchStride, `[B=${B}, maskBatchStride=${maskBatchStride}]`, 'at least');
+  expectSize(
+    launcher,
+    'keyMask',
+    a.keyMask,
+    B * maskBatchStride,
+    `[B=${B}, maskBatchStride=${maskBatchStride}]`,
+    'at least',
+  );
 }
 
 /** Stores the new k, v at `slot` and attends the new queries to slots [0, slot] of each sequence's cache. */
 export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   const { qkv, kCache, vCache, keyMask, out, B, NH, NKV, HS, capacity, slot, maskBatchStride, scale, rope } = a;
   const launcher = 'decodeAttention';
-  if (!decodeAttentionSupports(HS)) throw new Error(`${launcher}: HS=${HS} must be a multiple of 4 and at most ${MAX_HS}`);
-  if (rope && !decodeAttentionFusesRope(HS)) throw new Error(`${launcher}: RoPE fused here needs HS=${HS} to be a multiple of 8`);
+  if (!decodeAttentionSupports(HS))
+    throw new Error(`${launcher}: HS=${HS} must be a multiple of 4 and at most ${MAX_HS}`);
+  if (rope && !decodeAttentionFusesRope(HS))
+    throw new Error(`${launcher}: RoPE fused here needs HS=${HS} to be a multiple of 8`);
   if (rope) expectSize(launcher, 'positions', rope.positions, B, `[B=${B}]`);
   if (NH % NKV !== 0) throw new Error(`${launcher}: NH=${NH} is not a multiple of NKV=${NKV}`);
   expectDecodeCache(launcher, a);
@@ -182,17 +207,29 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   const splitKeys = Math.ceil(keys / splits);
   const used = Math.ceil(keys / splitKeys);
   // Sized for the most splits this cache can take, so one scratch tensor serves a whole generation.
-  const partials = used > 1 ? scratchTensor(engine, 'decode-attention.partials', [B * NH * splitCount(capacity, B, NKV) * (HS / 4 + 1) * 4]) : null;
+  const partials =
+    used > 1
+      ? scratchTensor(engine, 'decode-attention.partials', [B * NH * splitCount(capacity, B, NKV) * (HS / 4 + 1) * 4])
+      : null;
   // Without RoPE, qkv fills the two rope slots (never read).
   engine.dispatch(specFor(HS, REP, WG, rope !== undefined, partials !== null), {
     bindings: {
-      qkv, kCache, vCache, keyMask, ...(partials ? { partials } : { out }),
-      positions: rope?.positions ?? keyMask, invFreq: rope ? inverseFrequencyTable(engine, HS, rope.theta) : qkv,
+      qkv,
+      kCache,
+      vCache,
+      keyMask,
+      ...(partials ? { partials } : { out }),
+      positions: rope?.positions ?? keyMask,
+      invFreq: rope ? inverseFrequencyTable(engine, HS, rope.theta) : qkv,
     },
     uniforms: { NKV, W, capacity, slot, maskBatchStride, scale, splitKeys, splits: used },
     workgroups: [NKV, B, used],
   });
   if (partials) {
-    engine.dispatch(combineSpec(HS), { bindings: { partials, out }, uniforms: { NH, splits: used }, workgroups: [NH, B] });
+    engine.dispatch(combineSpec(HS), {
+      bindings: { partials, out },
+      uniforms: { NH, splits: used },
+      workgroups: [NH, B],
+    });
   }
 }

@@ -1,6 +1,13 @@
 import decodeLayerSource from './decode-layer.wgsl';
 import ropeAngleSource from '../layers/rope-angle.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type DeviceCapabilities, chooseVariant, expectSize } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type DeviceCapabilities,
+  chooseVariant,
+  expectSize,
+} from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { shaderSource } from '../util/rowwise.ts';
 import { inverseFrequencyTable } from '../layers/rope.ts';
@@ -26,7 +33,11 @@ export interface DecodeLayerShape {
 export const decodeLayerVariants: readonly Variant<boolean>[] = [
   {
     name: 'fused',
-    supported: (caps) => caps.deviceClass === 'cpu' && caps.subgroups && caps.subgroupMinSize >= 8 && caps.maxStorageBuffersPerShaderStage >= BINDINGS,
+    supported: (caps) =>
+      caps.deviceClass === 'cpu' &&
+      caps.subgroups &&
+      caps.subgroupMinSize >= 8 &&
+      caps.maxStorageBuffersPerShaderStage >= BINDINGS,
     value: true,
   },
   { name: 'separate', supported: () => true, value: false },
@@ -41,7 +52,12 @@ function workgroupVec4s(s: DecodeLayerShape): number {
 
 /** Whether decodeLayer runs this shape on this device, and is the variant chosen for it. */
 export function useDecodeLayer(engine: Engine, s: DecodeLayerShape): boolean {
-  const fits = s.C % 4 === 0 && s.I % 4 === 0 && s.HS % 8 === 0 && s.HS <= MAX_HS && s.NH % s.NKV === 0 &&
+  const fits =
+    s.C % 4 === 0 &&
+    s.I % 4 === 0 &&
+    s.HS % 8 === 0 &&
+    s.HS <= MAX_HS &&
+    s.NH % s.NKV === 0 &&
     workgroupVec4s(s) * 16 <= engine.caps.maxComputeWorkgroupStorageSize;
   return fits && chooseVariant('decode-layer', decodeLayerVariants, engine.caps, engine.knobs).value;
 }
@@ -56,10 +72,16 @@ function specFor(caps: DeviceCapabilities): KernelSpec {
   if (!spec) {
     const [shared, template, rest] = decodeLayerSource.split(/^\/\/\/\/ .*$/m);
     const projections = ['qkvW', 'oW', 'gateUpW', 'downW']
-      .map((name) => `const PAIRED_${name} = ${name === 'gateUpW'};\n${template.replaceAll('WEIGHT', name)}`).join('\n');
+      .map((name) => `const PAIRED_${name} = ${name === 'gateUpW'};\n${template.replaceAll('WEIGHT', name)}`)
+      .join('\n');
     spec = {
       name: 'decode-layer/fused',
-      source: shaderSource('decode-layer', `const MEM4: u32 = ${mem4}u;\n${ropeAngleSource}\n${shared}${projections}${rest}`, null, 4),
+      source: shaderSource(
+        'decode-layer',
+        `const MEM4: u32 = ${mem4}u;\n${ropeAngleSource}\n${shared}${projections}${rest}`,
+        null,
+        4,
+      ),
       features: ['subgroups'],
       bindings: [
         { name: 'x', access: 'read_write', type: 'vec4<f32>' },
@@ -104,7 +126,9 @@ function specFor(caps: DeviceCapabilities): KernelSpec {
 export interface DecodeLayerArgs extends DecodeLayerShape {
   /** (B, C) the residual stream of each sequence's new token; the layer's output replaces it. */
   x: Tensor;
-  /** Transposed float32 weights: qkv (C, (NH + 2·NKV)·HS), o (NH·HS, C), gateUp (C, 2I) gate columns first, down (I, C). */
+  /**
+   * Transposed float32 weights: qkv (C, (NH + 2·NKV)·HS), o (NH·HS, C), gateUp (C, 2I) gate columns first, down (I, C).
+   */
   qkvT: Tensor;
   oT: Tensor;
   gateUpT: Tensor;
@@ -138,7 +162,11 @@ export interface DecodeLayerArgs extends DecodeLayerShape {
 export function decodeLayer(engine: Engine, a: DecodeLayerArgs): void {
   const { x, B, C, NH, NKV, HS, I, capacity, slot, maskBatchStride } = a;
   const launcher = 'decodeLayer';
-  if (!useDecodeLayer(engine, a)) throw new Error(`${launcher}: C=${C}, NH=${NH}, NKV=${NKV}, HS=${HS}, I=${I} is not a shape the fused layer takes on ${engine.caps.description}`);
+  if (!useDecodeLayer(engine, a))
+    throw new Error(
+      `${launcher}: C=${C}, NH=${NH}, NKV=${NKV}, HS=${HS}, I=${I} is not a shape the fused layer takes on ` +
+        `${engine.caps.description}`,
+    );
   expectDecodeCache(launcher, a);
   const W = (NH + 2 * NKV) * HS;
   expectSize(launcher, 'x', x, B * C, `[B=${B}, C=${C}]`);
@@ -158,14 +186,38 @@ export function decodeLayer(engine: Engine, a: DecodeLayerArgs): void {
   // Absent optional tensors bind a tensor of the layer that the shader then never reads.
   engine.dispatch(specFor(engine.caps), {
     bindings: {
-      x, inNorm: a.inputNorm, postNorm: a.postNorm, qkvW: a.qkvT, qkvBias: a.qkvBias ?? a.inputNorm,
-      qNorm: a.qkNorm?.q ?? a.inputNorm, kNorm: a.qkNorm?.k ?? a.inputNorm, oW: a.oT, oBias: a.oBias ?? a.inputNorm,
-      gateUpW: a.gateUpT, downW: a.downT, positions: a.positions, invFreq: inverseFrequencyTable(engine, HS, a.theta),
-      kCache: a.kCache, vCache: a.vCache, keyMask: a.keyMask,
+      x,
+      inNorm: a.inputNorm,
+      postNorm: a.postNorm,
+      qkvW: a.qkvT,
+      qkvBias: a.qkvBias ?? a.inputNorm,
+      qNorm: a.qkNorm?.q ?? a.inputNorm,
+      kNorm: a.qkNorm?.k ?? a.inputNorm,
+      oW: a.oT,
+      oBias: a.oBias ?? a.inputNorm,
+      gateUpW: a.gateUpT,
+      downW: a.downT,
+      positions: a.positions,
+      invFreq: inverseFrequencyTable(engine, HS, a.theta),
+      kCache: a.kCache,
+      vCache: a.vCache,
+      keyMask: a.keyMask,
     },
     uniforms: {
-      B, C, NH, NKV, HS, I, capacity, slot, maskBatchStride, eps: a.eps, scale: a.scale,
-      qkNorm: Number(a.qkNorm !== undefined), qkvBias: Number(a.qkvBias !== undefined), oBias: Number(a.oBias !== undefined),
+      B,
+      C,
+      NH,
+      NKV,
+      HS,
+      I,
+      capacity,
+      slot,
+      maskBatchStride,
+      eps: a.eps,
+      scale: a.scale,
+      qkNorm: Number(a.qkNorm !== undefined),
+      qkvBias: Number(a.qkvBias !== undefined),
+      oBias: Number(a.oBias !== undefined),
     },
     workgroups: [Math.ceil(B / ROWS)],
   });

@@ -228,7 +228,9 @@ fn attend(L: Layout, lane: u32, b0: u32) {
         var kept = 0u;
         for (var j = 0u; j <= params.slot; j++) {
           // The key mask of 8 slots at a time, one slot a lane, as the bits of a ballot: one load per 8 keys.
-          if (j % LANES == 0u) { kept = subgroupBallot(keyMask[b * params.maskBatchStride + min(j + lane, params.slot)] != 0u).x; }
+          if (j % LANES == 0u) {
+            kept = subgroupBallot(keyMask[b * params.maskBatchStride + min(j + lane, params.slot)] != 0u).x;
+          }
           let keep = ((kept >> (j % LANES)) & 1u) != 0u;
           var k = kNew;
           var v = vNew;

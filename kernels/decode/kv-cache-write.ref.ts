@@ -5,8 +5,9 @@ import type { KvCacheWriteArgs } from './kv-cache-write.ts';
 
 type Dims = Omit<KvCacheWriteArgs, 'qkv' | 'kCache' | 'vCache'>;
 
-export function kvCacheWriteRef(a: Dims & { qkv: ArrayLike<number>; kCache: ArrayLike<number>; vCache: ArrayLike<number> }):
-  { kCache: Float64Array; vCache: Float64Array } {
+export function kvCacheWriteRef(
+  a: Dims & { qkv: ArrayLike<number>; kCache: ArrayLike<number>; vCache: ArrayLike<number> },
+): { kCache: Float64Array; vCache: Float64Array } {
   const { B, Tnew, capacity, slotStart, NH, NKV, HS } = a;
   const kvWidth = NKV * HS;
   const W = (NH + 2 * NKV) * HS;

@@ -2,24 +2,26 @@ import kvCacheWriteSource from './kv-cache-write.wgsl';
 import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../../engine/index.ts';
 import { shaderSource, specsByWidth, vectorElementType, widestVector } from '../util/rowwise.ts';
 
-const specs = specsByWidth((width): KernelSpec => ({
-  name: `kv-cache-write/vec${width}`,
-  source: shaderSource('kv-cache-write', kvCacheWriteSource, null, width),
-  bindings: [
-    { name: 'qkv', access: 'read', type: vectorElementType(width) },
-    { name: 'kCache', access: 'read_write', type: vectorElementType(width) },
-    { name: 'vCache', access: 'read_write', type: vectorElementType(width) },
-  ],
-  uniforms: [
-    { name: 'rows', type: 'u32' },
-    { name: 'Tnew', type: 'u32' },
-    { name: 'capacity', type: 'u32' },
-    { name: 'slotStart', type: 'u32' },
-    { name: 'W', type: 'u32' },
-    { name: 'kColumn', type: 'u32' },
-    { name: 'kvWidth', type: 'u32' },
-  ],
-}));
+const specs = specsByWidth(
+  (width): KernelSpec => ({
+    name: `kv-cache-write/vec${width}`,
+    source: shaderSource('kv-cache-write', kvCacheWriteSource, null, width),
+    bindings: [
+      { name: 'qkv', access: 'read', type: vectorElementType(width) },
+      { name: 'kCache', access: 'read_write', type: vectorElementType(width) },
+      { name: 'vCache', access: 'read_write', type: vectorElementType(width) },
+    ],
+    uniforms: [
+      { name: 'rows', type: 'u32' },
+      { name: 'Tnew', type: 'u32' },
+      { name: 'capacity', type: 'u32' },
+      { name: 'slotStart', type: 'u32' },
+      { name: 'W', type: 'u32' },
+      { name: 'kColumn', type: 'u32' },
+      { name: 'kvWidth', type: 'u32' },
+    ],
+  }),
+);
 
 export interface KvCacheWriteArgs {
   /** (B·Tnew, (NH + 2·NKV)·HS) after RoPE (and Qwen3's k norm). */
@@ -48,8 +50,18 @@ export function kvCacheWrite(engine: Engine, a: KvCacheWriteArgs): void {
   }
   expectSize(launcher, 'qkv', qkv, B * Tnew * W, `[B·Tnew=${B}·${Tnew}, (NH+2·NKV)·HS=${W}]`);
   // The cache may hold more sequences than are being written (rows past B are left alone).
-  for (const [what, t] of [['kCache', kCache], ['vCache', vCache]] as const) {
-    expectSize(launcher, what, t, B * capacity * kvWidth, `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`, 'at least');
+  for (const [what, t] of [
+    ['kCache', kCache],
+    ['vCache', vCache],
+  ] as const) {
+    expectSize(
+      launcher,
+      what,
+      t,
+      B * capacity * kvWidth,
+      `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`,
+      'at least',
+    );
   }
   const width = widestVector(kvWidth);
   engine.dispatch(specs[width], {

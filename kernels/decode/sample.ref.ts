@@ -113,7 +113,8 @@ export function sampleRef(a: SampleRefArgs): SampleRefResult {
     if (!greedy) {
       const kept = keptTokens(row, temperature, topK, topP);
       const s = new Float64Array(V).fill(-Infinity);
-      for (let v = 0; v < V; v++) if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, stream, steps[r], seed);
+      for (let v = 0; v < V; v++)
+        if (kept[v]) s[v] = (row[v] - row[argmax]) * invT + gumbelNoise(v, stream, steps[r], seed);
       chosen = 0;
       for (let v = 1; v < V; v++) if (s[v] > s[chosen]) chosen = v;
       scores[r] = s;

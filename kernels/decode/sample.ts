@@ -48,7 +48,9 @@ export interface SamplingParams {
 
 /** One decode row's sampling: its random stream and output row (both survive compaction) and its parameters. */
 export interface RowSampling extends SamplingParams {
-  /** The random stream (seed, stream, step, token): a sample draws the same tokens whichever row or batch decodes it. */
+  /**
+   * The random stream (seed, stream, step, token): a sample draws the same tokens whichever row or batch decodes it.
+   */
   stream: number;
   /** The row of the (outRows, outStride) tokens and log-probs it writes. */
   outRow: number;
@@ -60,9 +62,11 @@ export const ROW_SAMPLING_WORDS = 6;
 /** Checks one row's sampling and packs it as the kernel reads it: [stream, outRow, seed, temperature, topK, topP]. */
 export function packRowSampling(s: RowSampling): number[] {
   const what = 'sampling';
-  if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new Error(`${what}: temperature ${s.temperature} must be finite and ≥ 0 (0 = greedy)`);
+  if (!(s.temperature >= 0) || !Number.isFinite(s.temperature))
+    throw new Error(`${what}: temperature ${s.temperature} must be finite and ≥ 0 (0 = greedy)`);
   if (!(s.topP > 0 && s.topP <= 1)) throw new Error(`${what}: topP ${s.topP} must be in (0, 1]`);
-  if (!Number.isInteger(s.topK) || s.topK < -1) throw new Error(`${what}: topK ${s.topK} must be -1 (off) or a non-negative integer`);
+  if (!Number.isInteger(s.topK) || s.topK < -1)
+    throw new Error(`${what}: topK ${s.topK} must be -1 (off) or a non-negative integer`);
   const f32Bits = (x: number) => new Uint32Array(Float32Array.of(x).buffer)[0];
   return [s.stream >>> 0, s.outRow >>> 0, s.seed >>> 0, f32Bits(s.temperature), Math.max(0, s.topK), f32Bits(s.topP)];
 }
@@ -98,27 +102,59 @@ export interface SampleArgs {
 
 /** Records one sampling step; see sample.wgsl for the exact semantics of temperature, top-k and top-p. */
 export function sampleTokens(engine: Engine, a: SampleArgs): void {
-  const { logits, V, rows, eosIds, numEos, rowSampling, ids, positions, steps, finished, tokens, logprobs, outStride } = a;
+  const { logits, V, rows, eosIds, numEos, rowSampling, ids, positions, steps, finished, tokens, logprobs, outStride } =
+    a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const launcher = 'sampleTokens';
-  if (rows > engine.caps.maxComputeWorkgroupsPerDimension) throw new Error(`${launcher}: ${rows} rows exceed one workgroup dimension`);
-  if (rowOffset >= rowStride) throw new Error(`${launcher}: rowOffset ${rowOffset} must be below rowStride ${rowStride}`);
-  expectSize(launcher, 'logits', logits, rows * rowStride * V, `rows·rowStride·V = ${rows}·${rowStride}·${V}`, 'at least');
+  if (rows > engine.caps.maxComputeWorkgroupsPerDimension)
+    throw new Error(`${launcher}: ${rows} rows exceed one workgroup dimension`);
+  if (rowOffset >= rowStride)
+    throw new Error(`${launcher}: rowOffset ${rowOffset} must be below rowStride ${rowStride}`);
+  expectSize(
+    launcher,
+    'logits',
+    logits,
+    rows * rowStride * V,
+    `rows·rowStride·V = ${rows}·${rowStride}·${V}`,
+    'at least',
+  );
   expectSize(launcher, 'eosIds', eosIds, Math.max(1, numEos), `[max(1, numEos=${numEos})]`, 'at least');
-  expectSize(launcher, 'rowSampling', rowSampling, rows * ROW_SAMPLING_WORDS, `[B=${rows}, ${ROW_SAMPLING_WORDS}]`, 'at least');
-  for (const [what, t] of [['ids', ids], ['positions', positions], ['steps', steps], ['finished', finished]] as const) {
+  expectSize(
+    launcher,
+    'rowSampling',
+    rowSampling,
+    rows * ROW_SAMPLING_WORDS,
+    `[B=${rows}, ${ROW_SAMPLING_WORDS}]`,
+    'at least',
+  );
+  for (const [what, t] of [
+    ['ids', ids],
+    ['positions', positions],
+    ['steps', steps],
+    ['finished', finished],
+  ] as const) {
     expectSize(launcher, what, t, rows, `[B=${rows}]`);
   }
-  for (const [what, t] of [['tokens', tokens], ['logprobs', logprobs]] as const) {
+  for (const [what, t] of [
+    ['tokens', tokens],
+    ['logprobs', logprobs],
+  ] as const) {
     if (t.size % outStride !== 0 || t.size < rows * outStride) {
-      throw new Error(`${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected [outRows, outStride=${outStride}]`);
+      throw new Error(
+        `${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected [outRows, outStride=${outStride}]`,
+      );
     }
   }
   engine.dispatch(chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value, {
     bindings: { logits, eosIds, rowSampling, ids, positions, steps, finished, tokens, logprobs },
     uniforms: {
-      V, rowStride, rowOffset, outStride, numEos, padId: a.padId,
+      V,
+      rowStride,
+      rowOffset,
+      outStride,
+      numEos,
+      padId: a.padId,
     },
     workgroups: [rows],
   });

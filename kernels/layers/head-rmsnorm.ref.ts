@@ -3,16 +3,29 @@
 // so both are plain RMSNorms over HS, written here with the rmsnorm reference.
 import { rmsnormForwardRef, rmsnormBackwardRef } from './rmsnorm.ref.ts';
 
-interface HeadShape { rows: number; NH: number; NKV: number; HS: number }
+interface HeadShape {
+  rows: number;
+  NH: number;
+  NKV: number;
+  HS: number;
+}
 
 /** The normalised heads of a row: q heads [0, NH) with qWeight, then k heads [NH, NH + NKV) with kWeight. */
 function normedBlocks({ NH, NKV }: HeadShape): { first: number; count: number; isQ: boolean }[] {
-  return [{ first: 0, count: NH, isQ: true }, { first: NH, count: NKV, isQ: false }];
+  return [
+    { first: 0, count: NH, isQ: true },
+    { first: NH, count: NKV, isQ: false },
+  ];
 }
 
-export function headRmsnormForwardRef(a: HeadShape & {
-  qkv: ArrayLike<number>; qWeight: ArrayLike<number>; kWeight: ArrayLike<number>; eps: number;
-}): { out: Float64Array; rstd: Float64Array } {
+export function headRmsnormForwardRef(
+  a: HeadShape & {
+    qkv: ArrayLike<number>;
+    qWeight: ArrayLike<number>;
+    kWeight: ArrayLike<number>;
+    eps: number;
+  },
+): { out: Float64Array; rstd: Float64Array } {
   const { rows, NH, NKV, HS, eps } = a;
   const qkv = Float64Array.from(a.qkv);
   const out = qkv.slice();
@@ -22,7 +35,11 @@ export function headRmsnormForwardRef(a: HeadShape & {
     for (const { first, count, isQ } of normedBlocks(a)) {
       const at = r * rowSize + first * HS;
       const block = rmsnormForwardRef({
-        x: qkv.subarray(at, at + count * HS), weight: isQ ? a.qWeight : a.kWeight, rows: count, cols: HS, eps,
+        x: qkv.subarray(at, at + count * HS),
+        weight: isQ ? a.qWeight : a.kWeight,
+        rows: count,
+        cols: HS,
+        eps,
       });
       out.set(block.out, at);
       rstd.set(block.rstd, r * (NH + NKV) + first);
@@ -32,9 +49,15 @@ export function headRmsnormForwardRef(a: HeadShape & {
 }
 
 /** The gradients alone (the GPU launcher adds the weight gradients to what dQWeight and dKWeight held). */
-export function headRmsnormBackwardRef(a: HeadShape & {
-  qkv: ArrayLike<number>; qWeight: ArrayLike<number>; kWeight: ArrayLike<number>; rstd: ArrayLike<number>; dOut: ArrayLike<number>;
-}): { dQkv: Float64Array; dQWeight: Float64Array; dKWeight: Float64Array } {
+export function headRmsnormBackwardRef(
+  a: HeadShape & {
+    qkv: ArrayLike<number>;
+    qWeight: ArrayLike<number>;
+    kWeight: ArrayLike<number>;
+    rstd: ArrayLike<number>;
+    dOut: ArrayLike<number>;
+  },
+): { dQkv: Float64Array; dQWeight: Float64Array; dKWeight: Float64Array } {
   const { rows, NH, NKV, HS } = a;
   const qkv = Float64Array.from(a.qkv);
   const dOut = Float64Array.from(a.dOut);

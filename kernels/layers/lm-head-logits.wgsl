@@ -24,7 +24,8 @@ fn accumulateRow(i: u32, w: vec4<f32>, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f3
 }
 
 @compute @workgroup_size(8)
-fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>) {
   let C4 = params.C / 4u;
   let j0 = ((wid.x + wid.y * nwg.x) * 8u + lane) * WEIGHT_ROWS_PER_LANE;
   let n0 = wid.z * ROWS;

@@ -28,7 +28,12 @@ function scaledLogits(a: LmHeadRefArgs): Float64Array {
 
 /** Per row: log-prob of the target, entropy, log-sum-exp, and Σ_v π_v² summed directly (the kernel's route,
  *  exp(lse(2z) − 2·lse(z)), is verl's; this checks it by the definition). */
-export function lmHeadForwardRef(a: LmHeadRefArgs): { logprobs: Float64Array; entropy: Float64Array; lse: Float64Array; sumPiSquared: Float64Array } {
+export function lmHeadForwardRef(a: LmHeadRefArgs): {
+  logprobs: Float64Array;
+  entropy: Float64Array;
+  lse: Float64Array;
+  sumPiSquared: Float64Array;
+} {
   const { targets, N, V } = a;
   const z = scaledLogits(a);
   const logprobs = new Float64Array(N);
@@ -54,8 +59,9 @@ export function lmHeadForwardRef(a: LmHeadRefArgs): { logprobs: Float64Array; en
 }
 
 /** Gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy (dEntropy null: no entropy term). */
-export function lmHeadBackwardRef(a: LmHeadRefArgs & { dLogprobs: ArrayLike<number>; dEntropy: ArrayLike<number> | null }):
-  { dHidden: Float64Array; dWeight: Float64Array } {
+export function lmHeadBackwardRef(
+  a: LmHeadRefArgs & { dLogprobs: ArrayLike<number>; dEntropy: ArrayLike<number> | null },
+): { dHidden: Float64Array; dWeight: Float64Array } {
   const { hidden, weight, targets, N, C, V, temperature, dLogprobs, dEntropy } = a;
   const z = scaledLogits(a);
   const { lse, entropy } = lmHeadForwardRef(a);

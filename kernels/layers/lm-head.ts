@@ -2,7 +2,15 @@
 // unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
 import lmHeadSource from './lm-head.wgsl';
 import lmHeadLogitsSource from './lm-head-logits.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, rowsPerWindow, expectSize } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  chooseVariant,
+  foldWorkgroups,
+  rowsPerWindow,
+  expectSize,
+} from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from '../util/rowwise.ts';
 import { matmul } from '../matmul/matmul.ts';
@@ -24,54 +32,70 @@ const COLUMN_PRELUDES: Record<VectorWidth, string> = {
 
 type StatsVariant = 'row-per-workgroup' | 'row-per-lane';
 
-const statsSpecs = (variant: StatsVariant) => specsByWidth((width): KernelSpec => ({
-  name: `lm-head/stats-${variant}-vec${width}`,
-  source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'stats', width),
-  entryPoint: `stats_${variant.replaceAll('-', '_')}`,
-  bindings: [
-    { name: 'logits', access: 'read', type: vectorElementType(width) },
-    { name: 'targets', access: 'read', type: 'u32' },
-    { name: 'rowStats', access: 'read_write', type: 'vec4<f32>' },
-    { name: 'logprobs', access: 'read_write' },
-    { name: 'entropy', access: 'read_write' },
-    { name: 'lse', access: 'read_write' },
-  ],
-  uniforms: [
-    { name: 'rows', type: 'u32' },
-    { name: 'width', type: 'u32' },
-    { name: 'v0', type: 'u32' },
-    { name: 'invTemperature', type: 'f32' },
-    { name: 'first', type: 'u32' },
-    { name: 'last', type: 'u32' },
-  ],
-}));
+const statsSpecs = (variant: StatsVariant) =>
+  specsByWidth(
+    (width): KernelSpec => ({
+      name: `lm-head/stats-${variant}-vec${width}`,
+      source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'stats', width),
+      entryPoint: `stats_${variant.replaceAll('-', '_')}`,
+      bindings: [
+        { name: 'logits', access: 'read', type: vectorElementType(width) },
+        { name: 'targets', access: 'read', type: 'u32' },
+        { name: 'rowStats', access: 'read_write', type: 'vec4<f32>' },
+        { name: 'logprobs', access: 'read_write' },
+        { name: 'entropy', access: 'read_write' },
+        { name: 'lse', access: 'read_write' },
+      ],
+      uniforms: [
+        { name: 'rows', type: 'u32' },
+        { name: 'width', type: 'u32' },
+        { name: 'v0', type: 'u32' },
+        { name: 'invTemperature', type: 'f32' },
+        { name: 'first', type: 'u32' },
+        { name: 'last', type: 'u32' },
+      ],
+    }),
+  );
 
 /** Rows per stats workgroup of each variant (WG in lm-head.wgsl for row-per-lane). */
-export const lmHeadStatsVariants: readonly Variant<{ specs: ReturnType<typeof statsSpecs>; rowsPerWorkgroup: number }>[] = [
-  { name: 'row-per-lane', supported: (caps) => caps.deviceClass === 'cpu', value: { specs: statsSpecs('row-per-lane'), rowsPerWorkgroup: 64 } },
-  { name: 'row-per-workgroup', supported: () => true, value: { specs: statsSpecs('row-per-workgroup'), rowsPerWorkgroup: 1 } },
+export const lmHeadStatsVariants: readonly Variant<{
+  specs: ReturnType<typeof statsSpecs>;
+  rowsPerWorkgroup: number;
+}>[] = [
+  {
+    name: 'row-per-lane',
+    supported: (caps) => caps.deviceClass === 'cpu',
+    value: { specs: statsSpecs('row-per-lane'), rowsPerWorkgroup: 64 },
+  },
+  {
+    name: 'row-per-workgroup',
+    supported: () => true,
+    value: { specs: statsSpecs('row-per-workgroup'), rowsPerWorkgroup: 1 },
+  },
 ];
 
-const dlogitsSpecs = specsByWidth((width): KernelSpec => ({
-  name: `lm-head/dlogits-vec${width}`,
-  source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'dlogits', width),
-  entryPoint: 'dlogits',
-  bindings: [
-    { name: 'logits', access: 'read_write', type: vectorElementType(width) },
-    { name: 'targets', access: 'read', type: 'u32' },
-    { name: 'lse', access: 'read' },
-    { name: 'entropy', access: 'read' },
-    { name: 'dLogprobs', access: 'read' },
-    { name: 'dEntropy', access: 'read' },
-  ],
-  uniforms: [
-    { name: 'rows', type: 'u32' },
-    { name: 'width', type: 'u32' },
-    { name: 'v0', type: 'u32' },
-    { name: 'invTemperature', type: 'f32' },
-    { name: 'useEntropy', type: 'u32' },
-  ],
-}));
+const dlogitsSpecs = specsByWidth(
+  (width): KernelSpec => ({
+    name: `lm-head/dlogits-vec${width}`,
+    source: COLUMN_PRELUDES[width] + shaderSource('lm-head', lmHeadSource, 'dlogits', width),
+    entryPoint: 'dlogits',
+    bindings: [
+      { name: 'logits', access: 'read_write', type: vectorElementType(width) },
+      { name: 'targets', access: 'read', type: 'u32' },
+      { name: 'lse', access: 'read' },
+      { name: 'entropy', access: 'read' },
+      { name: 'dLogprobs', access: 'read' },
+      { name: 'dEntropy', access: 'read' },
+    ],
+    uniforms: [
+      { name: 'rows', type: 'u32' },
+      { name: 'width', type: 'u32' },
+      { name: 'v0', type: 'u32' },
+      { name: 'invTemperature', type: 'f32' },
+      { name: 'useEntropy', type: 'u32' },
+    ],
+  }),
+);
 
 const placeSpec: KernelSpec = {
   name: 'lm-head/place',
@@ -121,7 +145,8 @@ function checkShape(launcher: string, a: LmHeadShape): void {
   expectSize(launcher, 'hidden', a.hidden, N * C, `[N=${N}, C=${C}]`);
   expectSize(launcher, 'weight', a.weight, V * C, `[V=${V}, C=${C}]`);
   expectSize(launcher, 'targets', a.targets, N, `[N=${N}]`);
-  if (a.targets.dtype !== 'u32') throw new Error(`${launcher}: targets (tensor ${a.targets.name}) is ${a.targets.dtype}, expected u32`);
+  if (a.targets.dtype !== 'u32')
+    throw new Error(`${launcher}: targets (tensor ${a.targets.name}) is ${a.targets.dtype}, expected u32`);
   if (!(a.temperature > 0)) throw new Error(`${launcher}: temperature is ${a.temperature}, expected > 0`);
 }
 
@@ -147,16 +172,29 @@ function chunkWidth(engine: Engine, launcher: string, N: number, C: number, V: n
   }
   const budget = Math.min(SCRATCH_BYTES, engine.maxBindingBytes / 4);
   const scratchRows = Math.floor(budget / (4 * N) / CHUNK_ALIGN) * CHUNK_ALIGN;
-  const bindableRows = Math.floor(rowsPerWindow(C, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment) / CHUNK_ALIGN) * CHUNK_ALIGN;
+  const bindableRows =
+    Math.floor(rowsPerWindow(C, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment) / CHUNK_ALIGN) *
+    CHUNK_ALIGN;
   return Math.min(Math.max(CHUNK_ALIGN, Math.min(scratchRows, bindableRows)), V);
 }
 
 /** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width)
  *  — or `saved` (N, V), checked to be the only chunk. */
-function forEachChunk(engine: Engine, launcher: string, N: number, V: number, chunk: number, saved: Tensor | undefined,
-  body: (v0: number, width: number, logits: Tensor) => void): void {
+function forEachChunk(
+  engine: Engine,
+  launcher: string,
+  N: number,
+  V: number,
+  chunk: number,
+  saved: Tensor | undefined,
+  body: (v0: number, width: number, logits: Tensor) => void,
+): void {
   if (saved) {
-    if (chunk < V) throw new Error(`${launcher}: savedLogits (tensor ${saved.name}) needs the vocabulary in one chunk, but V=${V} takes chunks of ${chunk}`);
+    if (chunk < V)
+      throw new Error(
+        `${launcher}: savedLogits (tensor ${saved.name}) needs the vocabulary in one chunk, but V=${V} takes chunks ` +
+          `of ${chunk}`,
+      );
     expectSize(launcher, 'savedLogits', saved, N * V, `[N=${N}, V=${V}]`);
     body(0, V, saved.view(saved.name, 0, [N, V]));
     return;
@@ -179,7 +217,10 @@ function weightRows(weight: Tensor, v0: number, width: number, C: number): Tenso
  * With `sumPiSquared` (N) also Σ_v softmax(z[n, :])_v² (verl's calculate_sum_pi_squared): one more stats pass per
  * chunk and one small dispatch, scratch only then; without it the forward is unchanged.
  */
-export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tensor; entropy: Tensor; lse: Tensor; sumPiSquared?: Tensor }): void {
+export function lmHeadForward(
+  engine: Engine,
+  a: LmHeadShape & { logprobs: Tensor; entropy: Tensor; lse: Tensor; sumPiSquared?: Tensor },
+): void {
   const { hidden, weight, targets, logprobs, entropy, lse, sumPiSquared, N, C, V } = a;
   checkShape('lmHeadForward', a);
   expectSize('lmHeadForward', 'logprobs', logprobs, N, `[N=${N}]`);
@@ -190,36 +231,65 @@ export function lmHeadForward(engine: Engine, a: LmHeadShape & { logprobs: Tenso
   const stats = chooseVariant('lm-head', lmHeadStatsVariants, engine.caps, engine.knobs).value;
   const statsOutputs = { rowStats: scratchTensor(engine, 'lm-head/row-stats', [N * 4]), logprobs, entropy, lse };
   // The statistics of 2z: only their lse is read; the rest is scratch the stats kernel writes anyway.
-  const doubled = sumPiSquared ? {
-    rowStats: scratchTensor(engine, 'lm-head/row-stats-doubled', [N * 4]), lse: scratchTensor(engine, 'lm-head/lse-doubled', [N]),
-    logprobs: scratchTensor(engine, 'lm-head/logprobs-doubled', [N]), entropy: scratchTensor(engine, 'lm-head/entropy-doubled', [N]),
-  } : null;
+  const doubled = sumPiSquared
+    ? {
+        rowStats: scratchTensor(engine, 'lm-head/row-stats-doubled', [N * 4]),
+        lse: scratchTensor(engine, 'lm-head/lse-doubled', [N]),
+        logprobs: scratchTensor(engine, 'lm-head/logprobs-doubled', [N]),
+        entropy: scratchTensor(engine, 'lm-head/entropy-doubled', [N]),
+      }
+    : null;
   forEachChunk(engine, 'lmHeadForward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
-    const passes = doubled ? [[statsOutputs, 1], [doubled, 2]] as const : [[statsOutputs, 1]] as const;
+    const passes = doubled
+      ? ([
+          [statsOutputs, 1],
+          [doubled, 2],
+        ] as const)
+      : ([[statsOutputs, 1]] as const);
     for (const [outputs, scale] of passes) {
       engine.dispatch(stats.specs[widestVector(width)], {
         bindings: { logits, targets, ...outputs },
-        uniforms: { rows: N, width, v0, invTemperature: scale / a.temperature, first: Number(v0 === 0), last: Number(v0 + width === V) },
+        uniforms: {
+          rows: N,
+          width,
+          v0,
+          invTemperature: scale / a.temperature,
+          first: Number(v0 === 0),
+          last: Number(v0 + width === V),
+        },
         workgroups: foldWorkgroups(Math.ceil(N / stats.rowsPerWorkgroup)),
       });
     }
   });
   if (sumPiSquared && doubled) {
-    engine.dispatch(sumPiSquaredSpec, { bindings: { lse, lseDoubled: doubled.lse, sumPiSquared }, uniforms: { rows: N }, workgroups: foldWorkgroups(Math.ceil(N / 256)) });
+    engine.dispatch(sumPiSquaredSpec, {
+      bindings: { lse, lseDoubled: doubled.lse, sumPiSquared },
+      uniforms: { rows: N },
+      workgroups: foldWorkgroups(Math.ceil(N / 256)),
+    });
   }
 }
 
 /**
  * Gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy (dEntropy null: no entropy term) through lmHeadForward.
- * dHidden (N, C) is overwritten unless accumulateDHidden; dWeight (V, C) is always added to (tied embeddings add
- * there too); null for a frozen head (LoRA), which skips its matmuls. With dEntropy, pass the forward's `entropy` to save recomputing it (one more pass over the logits).
- * Rows whose upstream gradients are both 0 (padding) contribute nothing.
+ * dHidden (N, C) is overwritten unless accumulateDHidden; dWeight (V, C) is always added to (tied embeddings add there
+ * too); null for a frozen head (LoRA), which skips its matmuls. With dEntropy, pass the forward's `entropy` to save
+ * recomputing it (one more pass over the logits). Rows whose upstream gradients are both 0 (padding) contribute
+ * nothing.
  */
-export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
-  lse: Tensor; dLogprobs: Tensor; dEntropy: Tensor | null; dHidden: Tensor; dWeight: Tensor | null;
-  accumulateDHidden?: boolean; entropy?: Tensor;
-}): void {
+export function lmHeadBackward(
+  engine: Engine,
+  a: LmHeadShape & {
+    lse: Tensor;
+    dLogprobs: Tensor;
+    dEntropy: Tensor | null;
+    dHidden: Tensor;
+    dWeight: Tensor | null;
+    accumulateDHidden?: boolean;
+    entropy?: Tensor;
+  },
+): void {
   const { hidden, weight, targets, lse, dLogprobs, dEntropy, dHidden, dWeight, N, C, V } = a;
   checkShape('lmHeadBackward', a);
   expectSize('lmHeadBackward', 'lse', lse, N, `[N=${N}]`);
@@ -234,7 +304,9 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
   if (dEntropy && !a.entropy) {
     entropy = scratchTensor(engine, 'lm-head/entropy', [N]);
     lmHeadForward(engine, {
-      ...a, chunkSize: chunk, entropy,
+      ...a,
+      chunkSize: chunk,
+      entropy,
       logprobs: scratchTensor(engine, 'lm-head/logprobs', [N]),
       lse: scratchTensor(engine, 'lm-head/lse', [N]),
     });
@@ -250,10 +322,26 @@ export function lmHeadBackward(engine: Engine, a: LmHeadShape & {
       uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
       workgroups: foldWorkgroups(N),
     });
-    matmul(engine, { a: logits, b: weightChunk, out: dHidden, M: N, N: C, K: width, layout: 'nn', accumulate: v0 > 0 || !!a.accumulateDHidden });
+    matmul(engine, {
+      a: logits,
+      b: weightChunk,
+      out: dHidden,
+      M: N,
+      N: C,
+      K: width,
+      layout: 'nn',
+      accumulate: v0 > 0 || !!a.accumulateDHidden,
+    });
     if (dWeight) {
       matmul(engine, {
-        a: logits, b: hidden, out: weightRows(dWeight, v0, width, C), M: width, N: C, K: N, layout: 'tn', accumulate: true,
+        a: logits,
+        b: hidden,
+        out: weightRows(dWeight, v0, width, C),
+        M: width,
+        N: C,
+        K: N,
+        layout: 'tn',
+        accumulate: true,
       });
     }
   });
@@ -281,24 +369,49 @@ const LOGITS_BLOCK = { weightRows: 32, rows: 4 } as const;
 
 type LogitsArgs = { hidden: Tensor; weight: Tensor; out: Tensor; N: number; C: number; V: number };
 
-/** The general route: matmul, through the chunked scratch and a placement pass when the weight needs several bindings. */
+/**
+ * The general route: matmul, through the chunked scratch and a placement pass when the weight needs several bindings.
+ */
 function logitsByMatmul(engine: Engine, a: LogitsArgs): void {
   const { hidden, weight, out, N, C, V } = a;
   if (weight.byteLength <= engine.maxBindingBytes) {
     matmul(engine, { a: hidden, b: weight, out, M: N, N: V, K: C, layout: 'nt' });
     return;
   }
-  forEachChunk(engine, 'lmHeadLogits', N, V, chunkWidth(engine, 'lmHeadLogits', N, C, V), undefined, (v0, width, logits) => {
-    matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
-    engine.dispatch(placeSpec, { bindings: { logits, out }, uniforms: { rows: N, width, v0, V }, workgroups: foldWorkgroups(Math.ceil((N * width) / 256)) });
-  });
+  forEachChunk(
+    engine,
+    'lmHeadLogits',
+    N,
+    V,
+    chunkWidth(engine, 'lmHeadLogits', N, C, V),
+    undefined,
+    (v0, width, logits) => {
+      matmul(engine, {
+        a: hidden,
+        b: weightRows(weight, v0, width, C),
+        out: logits,
+        M: N,
+        N: width,
+        K: C,
+        layout: 'nt',
+      });
+      engine.dispatch(placeSpec, {
+        bindings: { logits, out },
+        uniforms: { rows: N, width, v0, V },
+        workgroups: foldWorkgroups(Math.ceil((N * width) / 256)),
+      });
+    },
+  );
 }
 
 /** lm-head-logits.wgsl: one dispatch per binding window of the weight, written straight into out. */
 function logitsForDecode(engine: Engine, a: LogitsArgs): void {
   const { hidden, weight, out, N, C, V } = a;
   for (const { firstRow, rows, tensor } of engine.bindingWindows(weight, C)) {
-    const [gx, gy] = foldWorkgroups(Math.ceil(rows / LOGITS_BLOCK.weightRows), engine.caps.maxComputeWorkgroupsPerDimension);
+    const [gx, gy] = foldWorkgroups(
+      Math.ceil(rows / LOGITS_BLOCK.weightRows),
+      engine.caps.maxComputeWorkgroupsPerDimension,
+    );
     engine.dispatch(decodeLogitsSpec, {
       bindings: { hidden, weight: tensor, out },
       uniforms: { N, C, V, v0: firstRow, width: rows },
@@ -312,13 +425,19 @@ function logitsForDecode(engine: Engine, a: LogitsArgs): void {
 // weights the matmul, which reuses each weight load for 8 rows.
 export const lmHeadLogitsVariants: readonly Variant<(engine: Engine, a: LogitsArgs) => void>[] = [
   {
-    name: 'decode', supported: (caps) => caps.deviceClass === 'cpu',
-    value: (engine, a) => (a.N <= LOGITS_BLOCK.rows && a.C % 4 === 0 && a.weight.dtype === 'f32' ? logitsForDecode : logitsByMatmul)(engine, a),
+    name: 'decode',
+    supported: (caps) => caps.deviceClass === 'cpu',
+    value: (engine, a) =>
+      (a.N <= LOGITS_BLOCK.rows && a.C % 4 === 0 && a.weight.dtype === 'f32' ? logitsForDecode : logitsByMatmul)(
+        engine,
+        a,
+      ),
   },
   { name: 'matmul', supported: () => true, value: logitsByMatmul },
 ];
 
-/** Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature.
+/**
+ * Full logits for a few rows (sampling, the forward tool): out (N, V) = hidden (N, C) · weight (V, C)ᵀ, no temperature.
  *  A weight larger than one binding is multiplied window by window. */
 export function lmHeadLogits(engine: Engine, a: LogitsArgs): void {
   const { hidden, weight, out, N, C, V } = a;

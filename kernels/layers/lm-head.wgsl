@@ -78,7 +78,9 @@ fn stats_row_per_workgroup(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
   // Relative to this chunk; out of range (a huge u32) when the target lies in another chunk.
   let targetColumn = targets[row] - params.v0;
   var state = EMPTY_STATS;
-  for (var j = lane; j < n; j += WG) { state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn); }
+  for (var j = lane; j < n; j += WG) {
+    state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn);
+  }
   laneStats[lane] = state;
   if (lane == 0u) { treeStart = WG / 2u; }
   // The uniform load is also the barrier that publishes the stores above.
@@ -98,7 +100,9 @@ fn stats_row_per_lane(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
   let n = params.width / VW;
   let targetColumn = targets[row] - params.v0;
   var state = EMPTY_STATS;
-  for (var j = 0u; j < n; j++) { state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn); }
+  for (var j = 0u; j < n; j++) {
+    state = addColumns(state, logits[row * n + j] * params.invTemperature, j * VW, targetColumn);
+  }
   finishChunk(row, state);
 }
 

@@ -1,6 +1,12 @@
 // CPU reference of kernels/layers/rmsnorm (float64): HF LlamaRMSNorm over the rows of x (rows, cols).
 
-export function rmsnormForwardRef(a: { x: ArrayLike<number>; weight: ArrayLike<number>; rows: number; cols: number; eps: number }): { out: Float64Array; rstd: Float64Array } {
+export function rmsnormForwardRef(a: {
+  x: ArrayLike<number>;
+  weight: ArrayLike<number>;
+  rows: number;
+  cols: number;
+  eps: number;
+}): { out: Float64Array; rstd: Float64Array } {
   const { x, weight, rows, cols, eps } = a;
   const out = new Float64Array(rows * cols);
   const rstd = new Float64Array(rows);
@@ -15,7 +21,12 @@ export function rmsnormForwardRef(a: { x: ArrayLike<number>; weight: ArrayLike<n
 
 /** The gradients alone; the GPU launcher's accumulate flags add them to what dx and dWeight held. */
 export function rmsnormBackwardRef(a: {
-  x: ArrayLike<number>; weight: ArrayLike<number>; rstd: ArrayLike<number>; dOut: ArrayLike<number>; rows: number; cols: number;
+  x: ArrayLike<number>;
+  weight: ArrayLike<number>;
+  rstd: ArrayLike<number>;
+  dOut: ArrayLike<number>;
+  rows: number;
+  cols: number;
 }): { dx: Float64Array; dWeight: Float64Array } {
   const { x, weight, rstd, dOut, rows, cols } = a;
   const dx = new Float64Array(rows * cols);

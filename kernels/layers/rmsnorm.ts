@@ -1,7 +1,21 @@
 import rmsnormSource from './rmsnorm.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, foldWorkgroups, expectSize } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  chooseVariant,
+  foldWorkgroups,
+  expectSize,
+} from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
-import { shaderSource, specsByWidth, vectorElementType, widestVector, withWorkgroupSum, type VectorWidth } from '../util/rowwise.ts';
+import {
+  shaderSource,
+  specsByWidth,
+  vectorElementType,
+  widestVector,
+  withWorkgroupSum,
+  type VectorWidth,
+} from '../util/rowwise.ts';
 
 // Must match WG and TILE_COLS in rmsnorm.wgsl.
 const WG = 64;
@@ -65,7 +79,10 @@ function chosen(engine: Engine): RmsnormKernels {
 }
 
 /** out = x * rsqrt(mean(x²) + eps) * weight per row of x (rows, cols); rstd (rows) keeps the scale for the backward. */
-export function rmsnormForward(engine: Engine, a: { x: Tensor; weight: Tensor; out: Tensor; rstd: Tensor; rows: number; cols: number; eps: number }): void {
+export function rmsnormForward(
+  engine: Engine,
+  a: { x: Tensor; weight: Tensor; out: Tensor; rstd: Tensor; rows: number; cols: number; eps: number },
+): void {
   const { x, weight, out, rstd, rows, cols, eps } = a;
   const shape = `[rows=${rows}, cols=${cols}]`;
   expectSize('rmsnormForward', 'x', x, rows * cols, shape);
@@ -80,11 +97,25 @@ export function rmsnormForward(engine: Engine, a: { x: Tensor; weight: Tensor; o
   });
 }
 
-/** dx (rows, cols) and dWeight (cols) of rmsnormForward; each is overwritten, or added to when its accumulate flag is set. */
-export function rmsnormBackward(engine: Engine, a: {
-  x: Tensor; weight: Tensor; rstd: Tensor; dOut: Tensor; dx: Tensor; dWeight: Tensor;
-  rows: number; cols: number; accumulateDx: boolean; accumulateDWeight: boolean;
-}): void {
+/**
+ * dx (rows, cols) and dWeight (cols) of rmsnormForward; each is overwritten, or added to when its accumulate flag is
+ * set.
+ */
+export function rmsnormBackward(
+  engine: Engine,
+  a: {
+    x: Tensor;
+    weight: Tensor;
+    rstd: Tensor;
+    dOut: Tensor;
+    dx: Tensor;
+    dWeight: Tensor;
+    rows: number;
+    cols: number;
+    accumulateDx: boolean;
+    accumulateDWeight: boolean;
+  },
+): void {
   const { x, weight, rstd, dOut, dx, dWeight, rows, cols } = a;
   const shape = `[rows=${rows}, cols=${cols}]`;
   expectSize('rmsnormBackward', 'x', x, rows * cols, shape);

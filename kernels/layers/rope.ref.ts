@@ -1,9 +1,11 @@
-// CPU reference of kernels/layers/rope (float64 rotation): HF rotate_half RoPE on the q and k heads of qkv. The angle is
-// rounded like HF computes it (f32 inv_freq times f32 position); cos, sin and the rotation are float64.
+// CPU reference of kernels/layers/rope (float64 rotation): HF rotate_half RoPE on the q and k heads of qkv. The angle
+// is rounded like HF computes it (f32 inv_freq times f32 position); cos, sin and the rotation are float64.
 
 /** HF's inv_freq = 1 / theta^(2i/HS), each step rounded to f32 as torch computes it in float32. */
 function inverseFrequenciesRef(HS: number, theta: number): number[] {
-  return Array.from({ length: HS / 2 }, (_, i) => Math.fround(1 / Math.fround(Math.fround(theta) ** Math.fround((2 * i) / HS))));
+  return Array.from({ length: HS / 2 }, (_, i) =>
+    Math.fround(1 / Math.fround(Math.fround(theta) ** Math.fround((2 * i) / HS))),
+  );
 }
 
 export interface RopeRefArgs {

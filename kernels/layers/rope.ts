@@ -6,24 +6,26 @@ import { shaderSource, specsByWidth, vectorElementType, widestVector } from '../
 // Must match WG in rope.wgsl.
 const WG = 64;
 
-const ropeSpecs = specsByWidth((width): KernelSpec => ({
-  name: `rope/vec${width}`,
-  source: shaderSource('rope', `${ropeAngleSource}\n${ropeSource}`, null, width),
-  bindings: [
-    { name: 'positions', access: 'read', type: 'i32' },
-    { name: 'invFreq', access: 'read', type: vectorElementType(width) },
-    // Activations in the forward, their gradients in the backward.
-    { name: 'qkv', access: 'read_write', type: vectorElementType(width) },
-  ],
-  uniforms: [
-    { name: 'rows', type: 'u32' },
-    { name: 'heads', type: 'u32' },
-    { name: 'HS', type: 'u32' },
-    { name: 'rowStride', type: 'u32' },
-    { name: 'colOffset', type: 'u32' },
-    { name: 'sinSign', type: 'f32' },
-  ],
-}));
+const ropeSpecs = specsByWidth(
+  (width): KernelSpec => ({
+    name: `rope/vec${width}`,
+    source: shaderSource('rope', `${ropeAngleSource}\n${ropeSource}`, null, width),
+    bindings: [
+      { name: 'positions', access: 'read', type: 'i32' },
+      { name: 'invFreq', access: 'read', type: vectorElementType(width) },
+      // Activations in the forward, their gradients in the backward.
+      { name: 'qkv', access: 'read_write', type: vectorElementType(width) },
+    ],
+    uniforms: [
+      { name: 'rows', type: 'u32' },
+      { name: 'heads', type: 'u32' },
+      { name: 'HS', type: 'u32' },
+      { name: 'rowStride', type: 'u32' },
+      { name: 'colOffset', type: 'u32' },
+      { name: 'sinSign', type: 'f32' },
+    ],
+  }),
+);
 
 /** HF's inv_freq for head size HS with its f32 roundings: 1 / theta ** (arange(0, HS, 2).float() / HS). */
 export function ropeInverseFrequencies(HS: number, theta: number): Float32Array {
@@ -65,11 +67,19 @@ function rotate(engine: Engine, launcher: string, what: string, qkv: Tensor, a: 
   const colOffset = a.colOffset ?? 0;
   if (HS % 2 !== 0) throw new Error(`${launcher}: HS=${HS} must be even (rotate_half pairs d with d + HS/2)`);
   if (rowStride < (NH + NKV) * HS) {
-    throw new Error(`${launcher}: rowStride=${rowStride} is shorter than the ${NH + NKV} q and k heads of HS=${HS} it rotates`);
+    throw new Error(
+      `${launcher}: rowStride=${rowStride} is shorter than the ${NH + NKV} q and k heads of HS=${HS} it rotates`,
+    );
   }
   const needed = rows === 0 ? 0 : colOffset + (rows - 1) * rowStride + (NH + NKV) * HS;
-  expectSize(launcher, what, qkv, needed,
-    `colOffset ${colOffset} + (rows ${rows} - 1) * rowStride ${rowStride} + (NH + NKV) * HS = (${NH} + ${NKV}) * ${HS}`, 'at least');
+  expectSize(
+    launcher,
+    what,
+    qkv,
+    needed,
+    `colOffset ${colOffset} + (rows ${rows} - 1) * rowStride ${rowStride} + (NH + NKV) * HS = (${NH} + ${NKV}) * ${HS}`,
+    'at least',
+  );
   expectSize(launcher, 'positions', positions, rows, `[rows=${rows}]`);
   const width = widestVector(HS / 2, rowStride, colOffset);
   engine.dispatch(ropeSpecs[width], {

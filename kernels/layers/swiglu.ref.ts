@@ -18,7 +18,12 @@ export function swigluForwardRef(a: { gateUp: ArrayLike<number>; rows: number; I
 }
 
 /** dGateUp (rows, 2I). */
-export function swigluBackwardRef(a: { gateUp: ArrayLike<number>; dOut: ArrayLike<number>; rows: number; I: number }): Float64Array {
+export function swigluBackwardRef(a: {
+  gateUp: ArrayLike<number>;
+  dOut: ArrayLike<number>;
+  rows: number;
+  I: number;
+}): Float64Array {
   const { gateUp, dOut, rows, I } = a;
   const dGateUp = new Float64Array(rows * 2 * I);
   for (let r = 0; r < rows; r++) {

@@ -1,7 +1,13 @@
 // CPU reference of the value head (float64): values[n] = hidden[n]·weight + bias[0].
 // hidden: (N, C), weight: (C), bias: (1), values: (N).
 
-export function valueHeadForwardRef(a: { hidden: ArrayLike<number>; weight: ArrayLike<number>; bias: ArrayLike<number>; N: number; C: number }): Float64Array {
+export function valueHeadForwardRef(a: {
+  hidden: ArrayLike<number>;
+  weight: ArrayLike<number>;
+  bias: ArrayLike<number>;
+  N: number;
+  C: number;
+}): Float64Array {
   const { hidden, weight, bias, N, C } = a;
   const values = new Float64Array(N);
   for (let n = 0; n < N; n++) {
@@ -13,8 +19,13 @@ export function valueHeadForwardRef(a: { hidden: ArrayLike<number>; weight: Arra
 }
 
 /** Gradients of Σ dValues·values. */
-export function valueHeadBackwardRef(a: { hidden: ArrayLike<number>; weight: ArrayLike<number>; dValues: ArrayLike<number>; N: number; C: number }):
-  { dHidden: Float64Array; dWeight: Float64Array; dBias: Float64Array } {
+export function valueHeadBackwardRef(a: {
+  hidden: ArrayLike<number>;
+  weight: ArrayLike<number>;
+  dValues: ArrayLike<number>;
+  N: number;
+  C: number;
+}): { dHidden: Float64Array; dWeight: Float64Array; dBias: Float64Array } {
   const { hidden, weight, dValues, N, C } = a;
   const dHidden = new Float64Array(N * C);
   const dWeight = new Float64Array(C);

@@ -50,7 +50,8 @@ fn scatterB(k: u32, i: u32, v: vec4<f32>) {
 }
 
 @compute @workgroup_size(SIDE, SIDE)
-fn main(@builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocation_index) lane: u32,
+    @builtin(workgroup_id) wid: vec3<u32>) {
   let M = params.M;
   let N = params.N;
   let K = params.K;
@@ -94,7 +95,9 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>, @builtin(local_invocatio
       }
       for (var r = 0u; r < quads; r++) {
         for (var i = 0u; i < 4u; i++) {
-          for (var c = 0u; c < quads; c++) { acc[(4u * r + i) * 2u + c] = fma(vec4<f32>(a[r][i]), b[c], acc[(4u * r + i) * 2u + c]); }
+          for (var c = 0u; c < quads; c++) {
+            acc[(4u * r + i) * 2u + c] = fma(vec4<f32>(a[r][i]), b[c], acc[(4u * r + i) * 2u + c]);
+          }
         }
       }
     }

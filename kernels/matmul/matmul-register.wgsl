@@ -91,7 +91,8 @@ fn loadRowOfB(k: u32, n: u32, half: u32) -> vec4<f32> {
   let row = k * select(N, 2u * N, OUT_SWIGLU) + half;
   if (B_VEC4) { return bQuad((row + min(n, N - 4u)) / 4u); }
   let last = N - 1u;
-  return vec4<f32>(bElement(row + min(n, last)), bElement(row + min(n + 1u, last)), bElement(row + min(n + 2u, last)), bElement(row + min(n + 3u, last)));
+  return vec4<f32>(bElement(row + min(n, last)), bElement(row + min(n + 1u, last)), bElement(row + min(n + 2u, last)),
+      bElement(row + min(n + 3u, last)));
 }
 
 // nt with K a multiple of 4: A and B both read as vec4s along k, four k per step. Per 256 FMAs that is 8 A
@@ -143,7 +144,8 @@ fn accumulateRows(k: u32, b0: vec4<f32>, b1: vec4<f32>, b2: vec4<f32>, b3: vec4<
 fn loadColumnsOfB(k: u32, n: u32) -> vec4<f32> {
   let K = params.K;
   let last = params.N - 1u;
-  return vec4<f32>(bElement(min(n, last) * K + k), bElement(min(n + 1u, last) * K + k), bElement(min(n + 2u, last) * K + k), bElement(min(n + 3u, last) * K + k));
+  return vec4<f32>(bElement(min(n, last) * K + k), bElement(min(n + 1u, last) * K + k),
+      bElement(min(n + 2u, last) * K + k), bElement(min(n + 3u, last) * K + k));
 }
 
 // The lane's block, each row scaled by its 1/rms under the rmsnorm prologue. Scaled on a copy: a dynamic index
@@ -219,7 +221,8 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
       let hi = loadColumnsOfB(k, n + 4u);
       accumulate(k, kStride, lo, hi, lo, hi);
     } else if (OUT_SWIGLU) {
-      accumulate(k, kStride, loadRowOfB(k, n, 0u), loadRowOfB(k, n + 4u, 0u), loadRowOfB(k, n, N), loadRowOfB(k, n + 4u, N));
+      accumulate(k, kStride, loadRowOfB(k, n, 0u), loadRowOfB(k, n + 4u, 0u),
+          loadRowOfB(k, n, N), loadRowOfB(k, n + 4u, N));
     } else {
       let lo = loadRowOfB(k, n, 0u);
       let hi = loadRowOfB(k, n + 4u, 0u);

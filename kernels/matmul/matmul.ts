@@ -8,7 +8,17 @@ import commonSource from './matmul-common.wgsl';
 import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
 import bF16Source from './matmul-b-f16.wgsl';
-import { type Engine, type KernelSpec, type BindingSpec, type FloatDType, type DeviceCapabilities, Tensor, chooseVariant, expectSize, isHalf } from '../../engine/index.ts';
+import {
+  type Engine,
+  type KernelSpec,
+  type BindingSpec,
+  type FloatDType,
+  type DeviceCapabilities,
+  Tensor,
+  chooseVariant,
+  expectSize,
+  isHalf,
+} from '../../engine/index.ts';
 import type { ElementType } from '../../engine/kernel.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { unpackPairSource } from '../util/half-weights.ts';
@@ -18,14 +28,19 @@ export type MatmulLayout = 'nn' | 'nt' | 'tn';
 export interface MatmulArgs {
   /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
-  /** nn, tn: [K, N]; nt: [N, K]. f32, or with layout nt bf16/f16 (a frozen model's weights, unpacked as they are read). */
+  /**
+   * nn, tn: [K, N]; nt: [N, K]. f32, or with layout nt bf16/f16 (a frozen model's weights, unpacked as they are read).
+   */
   b: Tensor;
   /** [M, N]. */
   out: Tensor;
   M: number;
   N: number;
   K: number;
-  /** nn: out[M,N] = A[M,K]·B[K,N]; nt: A[M,K]·B[N,K]ᵀ (linear forward, HF weight [N,K]); tn: A[K,M]ᵀ·B[K,N] (weight gradient). */
+  /**
+   * nn: out[M,N] = A[M,K]·B[K,N]; nt: A[M,K]·B[N,K]ᵀ (linear forward, HF weight [N,K]); tn: A[K,M]ᵀ·B[K,N] (weight
+   * gradient).
+   */
   layout: MatmulLayout;
   /** [N], added to every row after the alpha scaling. */
   bias?: Tensor;
@@ -36,7 +51,8 @@ export interface MatmulArgs {
    *  see matmul-register.wgsl). rmsnorm: `a` is the un-normed x [M, K]; swiglu: `a` is gateUp [M, 2K]. */
   prologue?: MatmulPrologue;
   /** Decode steps on CPU devices, nn only: `b` is [K, 2N], gate_up's transposed weight (gate columns, then up
-   *  columns), and out [M, N] = silu(A·B[:, :N]) ∘ (A·B[:, N:]), the swiglu of the product. No bias, accumulate or alpha. */
+   *  columns), and out [M, N] = silu(A·B[:, :N]) ∘ (A·B[:, N:]), the swiglu of the product. No bias, accumulate or
+   *  alpha. */
   epilogue?: 'swiglu';
 }
 
@@ -56,7 +72,16 @@ type BStorage = FloatDType | 'f16-native';
 
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows); so does `N` (the gpu variant's tile
  *  size follows the output's), last because only the gpu choice reads it. */
-type KernelChoice = (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M: number, prologue?: PrologueCode, b?: BStorage, swigluOut?: boolean, N?: number) => MatmulKernel;
+type KernelChoice = (
+  layout: MatmulLayout,
+  aVec4: boolean,
+  bVec4: boolean,
+  M: number,
+  prologue?: PrologueCode,
+  b?: BStorage,
+  swigluOut?: boolean,
+  N?: number,
+) => MatmulKernel;
 type PrologueCode = 0 | (typeof PROLOGUE_CODES)[keyof typeof PROLOGUE_CODES];
 
 // b and b4 are the same memory as 1 and 4 floats, 2 and 4 packed halves, or 1 and 4 native halves.
@@ -106,10 +131,23 @@ const UNIFORMS = [
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds.
  *  `tallRows`: the register kernel's taller tile (its ROWS constant) for the shapes that take it; `constants`:
  *  the variant's own pipeline constants (the gpu kernel's LANE_SIDE). */
-function specFamily(variant: string, source: string, tile: readonly [number, number], tallRows?: TallRows,
-  options: { shuffle?: boolean; constants?: Record<string, number> } = {}) {
+function specFamily(
+  variant: string,
+  source: string,
+  tile: readonly [number, number],
+  tallRows?: TallRows,
+  options: { shuffle?: boolean; constants?: Record<string, number> } = {},
+) {
   const kernels = new Map<string, MatmulKernel>();
-  return (layout: MatmulLayout, aVec4: boolean, bVec4: boolean, M = 0, prologue: PrologueCode = 0, b: BStorage = 'f32', swigluOut = false): MatmulKernel => {
+  return (
+    layout: MatmulLayout,
+    aVec4: boolean,
+    bVec4: boolean,
+    M = 0,
+    prologue: PrologueCode = 0,
+    b: BStorage = 'f32',
+    swigluOut = false,
+  ): MatmulKernel => {
     const rows = tallRows?.(M, prologue, b, swigluOut) ?? null;
     const key = `${layout}${aVec4 ? 4 : 1}${bVec4 ? 4 : 1}p${prologue}${b}${swigluOut ? 's' : ''}${rows ? `r${rows}` : ''}`;
     let kernel = kernels.get(key);
@@ -118,7 +156,11 @@ function specFamily(variant: string, source: string, tile: readonly [number, num
         name: `matmul/${variant}-${layout}${prologue ? `-${Object.keys(PROLOGUE_CODES)[prologue - 1]}` : ''}${swigluOut ? '-to-swiglu' : ''}${b === 'f32' ? '' : `-${b}`}${rows ? `-rows${rows}` : ''}`,
         source: source + commonSource + bLoads(b),
         bindings: bindings(b),
-        ...(b === 'f16-native' ? { features: ['shader-f16'] as const } : options.shuffle ? { features: ['subgroups'] as const } : {}),
+        ...(b === 'f16-native'
+          ? { features: ['shader-f16'] as const }
+          : options.shuffle
+            ? { features: ['subgroups'] as const }
+            : {}),
         uniforms: UNIFORMS,
         constants: {
           A_K_CONTIGUOUS: layout === 'tn' ? 0 : 1,
@@ -149,21 +191,36 @@ const tiled = specFamily('tiled', tiledSource + tileLoadsSource, [64, 64]);
  *  prologues, epilogues) and half-precision B keep 8 rows and their pipelines. */
 const TALL_M = 48;
 type TallRows = (M: number, prologue: PrologueCode, b: BStorage, swigluOut: boolean) => number | null;
-const tallRows: TallRows = (M, prologue, b, swigluOut) => (M >= TALL_M && !prologue && !swigluOut && b === 'f32' ? 12 : null);
+const tallRows: TallRows = (M, prologue, b, swigluOut) =>
+  M >= TALL_M && !prologue && !swigluOut && b === 'f32' ? 12 : null;
 // WGSL checks every function of a module: the register kernel without matmul-register-shuffle.wgsl still needs a
 // definition of the function its A_SHUFFLE branch (false in these pipelines) calls.
 const NO_SHUFFLE = '\nfn accumulateShuffledRows(lane: u32, n: u32, K: u32, kStride: u32) {}\n';
 const register = specFamily('register', registerSource + NO_SHUFFLE, [8, 64], tallRows);
-const registerShuffled = specFamily('register-shuffle', registerSource + registerShuffleSource, [8, 64], tallRows, { shuffle: true });
+const registerShuffled = specFamily('register-shuffle', registerSource + registerShuffleSource, [8, 64], tallRows, {
+  shuffle: true,
+});
 /** The register kernel, its tall nn and tn products with A handed round by subgroupShuffle (matmul-register's
  *  A_SHUFFLE; devices with subgroups of at least 8 lanes). Other shapes take the same pipelines as `register`. */
 const registerWithShuffle: KernelChoice = (layout, aVec4, bVec4, M, prologue = 0, b = 'f32', swigluOut = false) =>
-  (layout !== 'nt' && tallRows(M, prologue, b, swigluOut) ? registerShuffled : register)(layout, aVec4, bVec4, M, prologue, b, swigluOut);
+  (layout !== 'nt' && tallRows(M, prologue, b, swigluOut) ? registerShuffled : register)(
+    layout,
+    aVec4,
+    bVec4,
+    M,
+    prologue,
+    b,
+    swigluOut,
+  );
 const subgroupsOf8 = (caps: DeviceCapabilities) => caps.subgroups && caps.subgroupMinSize >= 8;
 const naive = specFamily('naive', naiveSource, [16, 16]);
 
-const gpuWide = specFamily('gpu-wide', gpuSource + tileLoadsSource, [128, 128], undefined, { constants: { LANE_SIDE: 8 } });
-const gpuNarrow = specFamily('gpu-narrow', gpuSource + tileLoadsSource, [64, 64], undefined, { constants: { LANE_SIDE: 4 } });
+const gpuWide = specFamily('gpu-wide', gpuSource + tileLoadsSource, [128, 128], undefined, {
+  constants: { LANE_SIDE: 8 },
+});
+const gpuNarrow = specFamily('gpu-narrow', gpuSource + tileLoadsSource, [64, 64], undefined, {
+  constants: { LANE_SIDE: 4 },
+});
 /** Wide tiles (8x8 outputs per invocation, twice narrow's FMAs per workgroup load) once the output has this many
  *  of them: one wave of two workgroups per SM on a ~64-SM card; below it narrow tiles give 4x the workgroups, so
  *  a small output still spreads over the card. A guess until timed on a GPU (tools/bench.js kernels). */
@@ -183,12 +240,14 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
   {
     name: 'cpu-subgroups',
     supported: (caps) => caps.deviceClass === 'cpu' && subgroupsOf8(caps),
-    value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : registerWithShuffle)(layout, aVec4, bVec4, M, prologue, b),
+    value: (layout, aVec4, bVec4, M, prologue, b) =>
+      (layout === 'nt' && M > SMALL_M ? tiled : registerWithShuffle)(layout, aVec4, bVec4, M, prologue, b),
   },
   {
     name: 'cpu',
     supported: (caps) => caps.deviceClass === 'cpu',
-    value: (layout, aVec4, bVec4, M, prologue, b) => (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
+    value: (layout, aVec4, bVec4, M, prologue, b) =>
+      (layout === 'nt' && M > SMALL_M ? tiled : register)(layout, aVec4, bVec4, M, prologue, b),
   },
   // Every other device is taken for a GPU: workgroup-tiled with register blocks (matmul-gpu.wgsl's header says
   // why it should be fast there).
@@ -203,7 +262,9 @@ export const matmulVariants: readonly Variant<KernelChoice>[] = [
 ];
 
 function overlaps(x: Tensor, y: Tensor): boolean {
-  return x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength;
+  return (
+    x.buffer === y.buffer && x.byteOffset < y.byteOffset + y.byteLength && y.byteOffset < x.byteOffset + x.byteLength
+  );
 }
 
 /** The same memory seen as whole 16-byte vectors (4 floats, 8 halves): a binding of array<vec4<…>> drops a
@@ -212,7 +273,9 @@ function overlaps(x: Tensor, y: Tensor): boolean {
 function paddedToVec4(tensor: Tensor): Tensor {
   const perVector = 16 / (isHalf(tensor.dtype) ? 2 : 4);
   const padded = Math.ceil(tensor.size / perVector) * perVector;
-  return padded === tensor.size ? tensor : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
+  return padded === tensor.size
+    ? tensor
+    : new Tensor(tensor.name, tensor.buffer, tensor.byteOffset, [padded], tensor.dtype);
 }
 
 /** Whether matmul can take a prologue for these operands: the register kernel's nt vec4 path or its nn path. */
@@ -229,48 +292,92 @@ export const matmulPrologueVariants: readonly Variant<boolean>[] = [
 
 /** Whether this device's decode steps should pass `prologue` to a matmul over K in this layout. */
 export function useMatmulPrologue(engine: Engine, layout: MatmulLayout, K: number): boolean {
-  return matmulPrologueSupported(layout, K) && chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value;
+  return (
+    matmulPrologueSupported(layout, K) &&
+    chooseVariant('matmul-prologue', matmulPrologueVariants, engine.caps, engine.knobs).value
+  );
 }
 
 /** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
 export function matmul(engine: Engine, args: MatmulArgs): void {
   const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue, epilogue } = args;
-  for (const [name, value] of [['M', M], ['N', N], ['K', K]] as const) {
+  for (const [name, value] of [
+    ['M', M],
+    ['N', N],
+    ['K', K],
+  ] as const) {
     if (!Number.isInteger(value) || value < 1) throw new Error(`matmul: ${name}=${value} must be a positive integer`);
   }
   const aShape = layout === 'tn' ? `[K=${K}, M=${M}]` : `[M=${M}, K=${K}]`;
   const bShape = layout === 'nt' ? `[N=${N}, K=${K}]` : `[K=${K}, N=${N}]`;
   if (prologue && !matmulPrologueSupported(layout, K)) {
-    throw new Error(`matmul: a ${prologue.kind} prologue needs layout nt with K % 4 == 0, or nn; got ${layout} with K=${K}`);
+    throw new Error(
+      `matmul: a ${prologue.kind} prologue needs layout nt with K % 4 == 0, or nn; got ${layout} with K=${K}`,
+    );
   }
-  if (prologue?.kind === 'rmsnorm') expectSize('matmul', 'prologue weight', prologue.weight, K, `rmsnorm weight [K=${K}]`, 'at least');
-  expectSize('matmul', 'a', a, prologue?.kind === 'swiglu' ? 2 * M * K : M * K, prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`, 'at least');
+  if (prologue?.kind === 'rmsnorm')
+    expectSize('matmul', 'prologue weight', prologue.weight, K, `rmsnorm weight [K=${K}]`, 'at least');
+  expectSize(
+    'matmul',
+    'a',
+    a,
+    prologue?.kind === 'swiglu' ? 2 * M * K : M * K,
+    prologue?.kind === 'swiglu' ? `swiglu gateUp [M=${M}, 2K=${2 * K}]` : `${layout} A ${aShape}`,
+    'at least',
+  );
   if (epilogue && (layout !== 'nn' || bias || accumulate || alpha !== 1)) {
-    throw new Error(`matmul: a ${epilogue} epilogue needs layout nn and no bias, accumulate or alpha; got ${layout}${bias ? ' with a bias' : ''}${accumulate ? ' accumulating' : ''}${alpha !== 1 ? ` with alpha ${alpha}` : ''}`);
+    throw new Error(
+      `matmul: a ${epilogue} epilogue needs layout nn and no bias, accumulate or alpha; got ` +
+        `${layout}${bias ? ' with a bias' : ''}${accumulate ? ' accumulating' : ''}${alpha !== 1 ? ` with alpha ${alpha}` : ''}`,
+    );
   }
-  if (epilogue) expectSize('matmul', 'b', b, 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`, 'at least');
+  if (epilogue)
+    expectSize('matmul', 'b', b, 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`, 'at least');
   else expectSize('matmul', 'b', b, K * N, `${layout} B ${bShape}`, 'at least');
-  for (const [role, input] of [['a', a], ['out', out], ['bias', bias]] as const) {
-    if (input && input.dtype !== 'f32') throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
+  for (const [role, input] of [
+    ['a', a],
+    ['out', out],
+    ['bias', bias],
+  ] as const) {
+    if (input && input.dtype !== 'f32')
+      throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
   }
   const bDtype = b.dtype as FloatDType;
-  if (bDtype !== 'f32' && !isHalf(bDtype)) throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
+  if (bDtype !== 'f32' && !isHalf(bDtype))
+    throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
   // Only decode steps fold ops into a matmul, and only the trained actor decodes: its weights are float32.
   // A half B would compile two more register pipelines that nothing runs.
   if ((prologue || epilogue) && bDtype !== 'f32') {
-    throw new Error(`matmul: a ${prologue ? `${prologue.kind} prologue` : `${epilogue} epilogue`} needs a float32 b (decode steps of the trained actor); b (tensor ${b.name}) is ${b.dtype}`);
+    throw new Error(
+      `matmul: a ${prologue ? `${prologue.kind} prologue` : `${epilogue} epilogue`} needs a float32 b (decode steps ` +
+        `of the trained actor); b (tensor ${b.name}) is ${b.dtype}`,
+    );
   }
   // Half weights belong to frozen models, which only run forwards (x·Wᵀ): no backward multiplies by them.
   if (isHalf(bDtype) && layout !== 'nt') {
-    throw new Error(`matmul: a ${bDtype} b (tensor ${b.name}, a frozen model's weights) is read in layout nt only (the forward x·Wᵀ); got ${layout}`);
+    throw new Error(
+      `matmul: a ${bDtype} b (tensor ${b.name}, a frozen model's weights) is read in layout nt only (the forward ` +
+        `x·Wᵀ); got ${layout}`,
+    );
   }
-  const bStorage: BStorage = bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value ? 'f16-native' : bDtype;
+  const bStorage: BStorage =
+    bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value
+      ? 'f16-native'
+      : bDtype;
   expectSize('matmul', 'out', out, M * N, `[M=${M}, N=${N}]`, 'at least');
   if (bias) expectSize('matmul', 'bias', bias, N, `[N=${N}]`, 'at least');
   const prologueWeight = prologue?.kind === 'rmsnorm' ? prologue.weight : undefined;
-  for (const [role, input] of [['a', a], ['b', b], ['bias', bias], ['prologue weight', prologueWeight]] as const) {
+  for (const [role, input] of [
+    ['a', a],
+    ['b', b],
+    ['bias', bias],
+    ['prologue weight', prologueWeight],
+  ] as const) {
     if (input && overlaps(out, input)) {
-      throw new Error(`matmul: out (tensor ${out.name}) overlaps ${role} (tensor ${input.name}); inputs are read while out is written`);
+      throw new Error(
+        `matmul: out (tensor ${out.name}) overlaps ${role} (tensor ${input.name}); inputs are read while out is ` +
+          `written`,
+      );
     }
   }
 
@@ -278,19 +385,59 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   const aRow = layout === 'tn' ? M : K;
   const bRow = layout === 'nt' ? K : N;
   // Prologues and the epilogue exist in the register kernel only, whatever the variant choice.
-  const { spec, tile: [tileM, tileN] } = prologue || epilogue
-    ? register(layout, aRow % 4 === 0, bRow % 4 === 0, M, prologue ? PROLOGUE_CODES[prologue.kind] : 0, bStorage, epilogue === 'swiglu')
-    : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(layout, aRow % 4 === 0, bRow % 4 === 0, M, 0, bStorage, false, N);
+  const {
+    spec,
+    tile: [tileM, tileN],
+  } =
+    prologue || epilogue
+      ? register(
+          layout,
+          aRow % 4 === 0,
+          bRow % 4 === 0,
+          M,
+          prologue ? PROLOGUE_CODES[prologue.kind] : 0,
+          bStorage,
+          epilogue === 'swiglu',
+        )
+      : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(
+          layout,
+          aRow % 4 === 0,
+          bRow % 4 === 0,
+          M,
+          0,
+          bStorage,
+          false,
+          N,
+        );
   const workgroups: [number, number] = [Math.ceil(N / tileN), Math.ceil(M / tileM)];
   const max = engine.caps.maxComputeWorkgroupsPerDimension;
   if (workgroups[0] > max || workgroups[1] > max) {
-    throw new Error(`matmul: M=${M}, N=${N} need ${workgroups[1]}x${workgroups[0]} tiles of ${tileM}x${tileN}, above ${max} per dimension`);
+    throw new Error(
+      `matmul: M=${M}, N=${N} need ${workgroups[1]}x${workgroups[0]} tiles of ${tileM}x${tileN}, above ${max} per ` +
+        `dimension`,
+    );
   }
   engine.dispatch(spec, {
     // Without a bias, `a` fills the binding slot; hasBias = 0 keeps the kernel from reading it.
     // A half b binds whole words too: padded like b4.
-    bindings: { a, a4: paddedToVec4(a), b: isHalf(bDtype) ? paddedToVec4(b) : b, b4: paddedToVec4(b), bias: bias ?? a, out, prologueWeight: paddedToVec4(prologueWeight ?? a) },
-    uniforms: { M, N, K, alpha, hasBias: bias ? 1 : 0, accumulate: accumulate ? 1 : 0, eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0 },
+    bindings: {
+      a,
+      a4: paddedToVec4(a),
+      b: isHalf(bDtype) ? paddedToVec4(b) : b,
+      b4: paddedToVec4(b),
+      bias: bias ?? a,
+      out,
+      prologueWeight: paddedToVec4(prologueWeight ?? a),
+    },
+    uniforms: {
+      M,
+      N,
+      K,
+      alpha,
+      hasBias: bias ? 1 : 0,
+      accumulate: accumulate ? 1 : 0,
+      eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0,
+    },
     workgroups,
   });
 }

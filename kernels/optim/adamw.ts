@@ -1,5 +1,12 @@
 import adamwSource from './adamw.wgsl';
-import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups, shapeString } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  expectSize,
+  foldWorkgroups,
+  shapeString,
+} from '../../engine/index.ts';
 import { sumOfSquares } from '../util/reduce.ts';
 
 export const adamwSpec: KernelSpec = {
@@ -35,19 +42,47 @@ export function gradNormSquared(engine: Engine, a: { grads: readonly Tensor[]; n
  * grads·gradScale and torch.nn.utils.clip_grad_norm_(maxNorm) with the global norm |gradScale|·√normSquared[0].
  * step counts from 1. maxNorm ≤ 0 disables clipping.
  */
-export function adamwStep(engine: Engine, a: {
-  params: Tensor; grads: Tensor; m: Tensor; v: Tensor; normSquared: Tensor; maxNorm: number;
-  lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; step: number; gradScale?: number;
-}): void {
+export function adamwStep(
+  engine: Engine,
+  a: {
+    params: Tensor;
+    grads: Tensor;
+    m: Tensor;
+    v: Tensor;
+    normSquared: Tensor;
+    maxNorm: number;
+    lr: number;
+    beta1: number;
+    beta2: number;
+    eps: number;
+    weightDecay: number;
+    step: number;
+    gradScale?: number;
+  },
+): void {
   const { params, grads, m, v, normSquared, step } = a;
-  for (const [what, t] of [['grads', grads], ['m', m], ['v', v]] as const) {
-    expectSize('adamwStep', what, t, params.size, `params' shape (tensor ${params.name}, ${shapeString(params.shape)})`);
+  for (const [what, t] of [
+    ['grads', grads],
+    ['m', m],
+    ['v', v],
+  ] as const) {
+    expectSize(
+      'adamwStep',
+      what,
+      t,
+      params.size,
+      `params' shape (tensor ${params.name}, ${shapeString(params.shape)})`,
+    );
   }
   if (params.size % 4 !== 0) {
-    throw new Error(`adamwStep: ${params.name} has ${params.size} elements, expected a multiple of 4 (arena segments are padded to 64)`);
+    throw new Error(
+      `adamwStep: ${params.name} has ${params.size} elements, expected a multiple of 4 (arena segments are padded to ` +
+        `64)`,
+    );
   }
   expectSize('adamwStep', 'normSquared', normSquared, 1, '[1]', 'at least');
-  if (!Number.isInteger(step) || step < 1) throw new Error(`adamwStep: step is ${step}, expected an integer counting from 1`);
+  if (!Number.isInteger(step) || step < 1)
+    throw new Error(`adamwStep: step is ${step}, expected an integer counting from 1`);
   const n4 = params.size / 4;
   engine.dispatch(adamwSpec, {
     bindings: { param: params, grad: grads, expAvg: m, expAvgSq: v, normSquared },

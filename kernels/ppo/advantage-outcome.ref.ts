@@ -59,7 +59,10 @@ export function outcomeScalarsRef(estimator: OutcomeEstimator, args: OutcomeArgs
       case 'opo': {
         let weighted = 0;
         let total = 0;
-        for (const i of group) { weighted += lengths[i] * scores[i]; total += lengths[i]; }
+        for (const i of group) {
+          weighted += lengths[i] * scores[i];
+          total += lengths[i];
+        }
         out[b] = scores[b] - (n > 1 ? weighted / total : 0);
         break;
       }
@@ -80,7 +83,10 @@ export function outcomeScalarsRef(estimator: OutcomeEstimator, args: OutcomeArgs
         out[b] = (alpha * (scores[b] - mean)) / (args.fNorm ?? 1);
         break;
       case 'grpo_passk': {
-        if (n < 2) throw new Error(`grpo_passk: Pass@k requires at least 2 samples per group; got ${n} for group ${args.groupOf[b]}`);
+        if (n < 2)
+          throw new Error(
+            `grpo_passk: Pass@k requires at least 2 samples per group; got ${n} for group ${args.groupOf[b]}`,
+          );
         let best = group[0];
         for (const i of group) if (scores[i] > scores[best]) best = i;
         let second = -Infinity;
@@ -96,6 +102,11 @@ export function outcomeScalarsRef(estimator: OutcomeEstimator, args: OutcomeArgs
 
 export function computeOutcomeAdvantageRef(estimator: OutcomeEstimator, args: OutcomeArgs): Float64Array {
   const scalars = outcomeScalarsRef(estimator, args);
-  const broadcast = Float64Array.from({ length: args.B * args.T }, (_, i) => scalars[Math.floor(i / args.T)] * args.responseMask[i]);
-  return estimator === 'reinforce_plus_plus_baseline' ? maskedWhiten(broadcast, args.responseMask, true, true) : broadcast;
+  const broadcast = Float64Array.from(
+    { length: args.B * args.T },
+    (_, i) => scalars[Math.floor(i / args.T)] * args.responseMask[i],
+  );
+  return estimator === 'reinforce_plus_plus_baseline'
+    ? maskedWhiten(broadcast, args.responseMask, true, true)
+    : broadcast;
 }

@@ -21,10 +21,14 @@ export function localAggregation(mode: string, mask: ArrayLike<number>, B: numbe
 export function aggWeight(agg: LossAggregation, mask: number, rowCount: number): number {
   if (mask === 0) return 0;
   switch (agg.mode) {
-    case 'token-mean': return (mask * agg.dpSize) / agg.batchNumTokens;
-    case 'seq-mean-token-sum': return (mask * agg.dpSize) / agg.globalBatchSize;
-    case 'seq-mean-token-mean': return (mask / (rowCount + 1e-8)) * (agg.dpSize / agg.globalBatchSize);
-    case 'seq-mean-token-sum-norm': return mask / agg.lossScaleFactor;
+    case 'token-mean':
+      return (mask * agg.dpSize) / agg.batchNumTokens;
+    case 'seq-mean-token-sum':
+      return (mask * agg.dpSize) / agg.globalBatchSize;
+    case 'seq-mean-token-mean':
+      return (mask / (rowCount + 1e-8)) * (agg.dpSize / agg.globalBatchSize);
+    case 'seq-mean-token-sum-norm':
+      return mask / agg.lossScaleFactor;
   }
 }
 
@@ -38,7 +42,13 @@ export function aggWeightsRef(mask: ArrayLike<number>, B: number, T: number, agg
   return w;
 }
 
-export function aggLossRef(lossMat: ArrayLike<number>, mask: ArrayLike<number>, B: number, T: number, agg: LossAggregation): { loss: number; grad: Float64Array } {
+export function aggLossRef(
+  lossMat: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  B: number,
+  T: number,
+  agg: LossAggregation,
+): { loss: number; grad: Float64Array } {
   const grad = aggWeightsRef(mask, B, T, agg);
   let loss = 0;
   for (let i = 0; i < B * T; i++) if (grad[i] !== 0) loss += grad[i] * lossMat[i];

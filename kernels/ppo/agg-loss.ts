@@ -23,12 +23,27 @@ export const aggLossSpec: KernelSpec = {
 };
 
 /** verl's agg_loss: out [2] = (loss, mask count); grad [B, T] = d loss / d lossMat. rowPartials is scratch [2B]. */
-export function aggLossGpu(engine: Engine, args: {
-  lossMat: Tensor; lossMask: Tensor; aggregation: LossAggregation; grad: Tensor; rowPartials: Tensor; out: Tensor; B: number; T: number;
-}): void {
+export function aggLossGpu(
+  engine: Engine,
+  args: {
+    lossMat: Tensor;
+    lossMask: Tensor;
+    aggregation: LossAggregation;
+    grad: Tensor;
+    rowPartials: Tensor;
+    out: Tensor;
+    B: number;
+    T: number;
+  },
+): void {
   const { B, T } = args;
   expectRows('agg-loss', B, T);
-  for (const [t, what] of [[args.lossMat, 'lossMat'], [args.lossMask, 'lossMask'], [args.grad, 'grad']] as const) expectSize('agg-loss', what, t, B * T, `[B=${B}, T=${T}]`);
+  for (const [t, what] of [
+    [args.lossMat, 'lossMat'],
+    [args.lossMask, 'lossMask'],
+    [args.grad, 'grad'],
+  ] as const)
+    expectSize('agg-loss', what, t, B * T, `[B=${B}, T=${T}]`);
   const agg = aggregationUniforms(args.aggregation);
   engine.dispatch(aggLossSpec, {
     bindings: { lossMat: args.lossMat, mask: args.lossMask, grad: args.grad, rowPartials: args.rowPartials },

@@ -20,7 +20,10 @@ export interface CovarianceSelectionArgs {
   klCovRatio: number;
 }
 
-/** A random permutation of 0 … n−1 (clip_cov cuts the candidates at its first clip_num positions, as verl's torch.randperm). */
+/**
+ * A random permutation of 0 … n−1 (clip_cov cuts the candidates at its first clip_num positions, as verl's
+ * torch.randperm).
+ */
 export type Permutation = (n: number) => ArrayLike<number>;
 
 /** Fisher–Yates from the last index down, one draw of random() ∈ [0, 1) per index. */
@@ -36,7 +39,11 @@ export function shuffledIndices(random: () => number): Permutation {
 }
 
 /** 0/1 per token: the tokens clip_cov cuts (mode 'clip_cov') or kl_cov penalises (mode 'kl_cov'). */
-export function selectCovarianceTokens(mode: 'clip_cov' | 'kl_cov', a: CovarianceSelectionArgs, permutation: Permutation): Float32Array {
+export function selectCovarianceTokens(
+  mode: 'clip_cov' | 'kl_cov',
+  a: CovarianceSelectionArgs,
+  permutation: Permutation,
+): Float32Array {
   const n = a.responseMask.length;
   const selected = new Float32Array(n);
   const valid: number[] = [];
@@ -52,7 +59,9 @@ export function selectCovarianceTokens(mode: 'clip_cov' | 'kl_cov', a: Covarianc
     return selected;
   }
   // verl's masked_mean: Σ x·mask / (Σ mask + 1e-8).
-  let maskSum = 0, advSum = 0, logProbSum = 0;
+  let maskSum = 0,
+    advSum = 0,
+    logProbSum = 0;
   for (let i = 0; i < n; i++) {
     maskSum += a.responseMask[i];
     advSum += a.advantages[i] * a.responseMask[i];

@@ -5,8 +5,13 @@
 import { maskedWhiten } from './masked-stats.ref.ts';
 
 export function gaeScanRef(args: {
-  tokenLevelRewards: ArrayLike<number>; values: ArrayLike<number>; responseMask: ArrayLike<number>;
-  gamma: number; lam: number; B: number; T: number;
+  tokenLevelRewards: ArrayLike<number>;
+  values: ArrayLike<number>;
+  responseMask: ArrayLike<number>;
+  gamma: number;
+  lam: number;
+  B: number;
+  T: number;
 }): Float64Array {
   const { B, T, gamma, lam } = args;
   const advantages = new Float64Array(B * T);
@@ -26,7 +31,10 @@ export function gaeScanRef(args: {
   return advantages;
 }
 
-export function computeGaeAdvantageReturnRef(args: Parameters<typeof gaeScanRef>[0]): { advantages: Float64Array; returns: Float64Array } {
+export function computeGaeAdvantageReturnRef(args: Parameters<typeof gaeScanRef>[0]): {
+  advantages: Float64Array;
+  returns: Float64Array;
+} {
   const raw = gaeScanRef(args);
   const returns = raw.map((a, i) => a + args.values[i]);
   return { advantages: maskedWhiten(raw, args.responseMask), returns };

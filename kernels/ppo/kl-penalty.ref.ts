@@ -9,9 +9,18 @@ export function klToken(logprob: number, refLogprob: number, estimator: KlEstima
   let value: number;
   let grad: number;
   switch (estimator.code) {
-    case 0: value = diff; grad = 1; break;
-    case 1: value = Math.abs(diff); grad = Math.sign(diff); break;
-    case 2: value = 0.5 * diff * diff; grad = diff; break;
+    case 0:
+      value = diff;
+      grad = 1;
+      break;
+    case 1:
+      value = Math.abs(diff);
+      grad = Math.sign(diff);
+      break;
+    case 2:
+      value = 0.5 * diff * diff;
+      grad = diff;
+      break;
     default: {
       const raw = refLogprob - logprob;
       const kl = Math.min(Math.max(raw, -20), 20);
@@ -25,7 +34,11 @@ export function klToken(logprob: number, refLogprob: number, estimator: KlEstima
   return [value, estimator.straightThrough ? diff : grad];
 }
 
-export function klPenaltyRef(logprob: ArrayLike<number>, refLogprob: ArrayLike<number>, name: string): { kl: Float64Array; grad: Float64Array } {
+export function klPenaltyRef(
+  logprob: ArrayLike<number>,
+  refLogprob: ArrayLike<number>,
+  name: string,
+): { kl: Float64Array; grad: Float64Array } {
   const estimator = parseKlEstimator(name);
   const kl = new Float64Array(logprob.length);
   const grad = new Float64Array(logprob.length);
@@ -33,10 +46,19 @@ export function klPenaltyRef(logprob: ArrayLike<number>, refLogprob: ArrayLike<n
   return { kl, grad };
 }
 
-/** token_level_rewards = scores − β·kl·mask and each row's masked mean of kl·mask (verl's current_kl before the batch mean). */
+/**
+ * token_level_rewards = scores − β·kl·mask and each row's masked mean of kl·mask (verl's current_kl before the batch
+ * mean).
+ */
 export function applyKlPenaltyRef(args: {
-  tokenLevelScores: ArrayLike<number>; oldLogProbs: ArrayLike<number>; refLogProb: ArrayLike<number>;
-  responseMask: ArrayLike<number>; beta: number; klPenalty: string; B: number; T: number;
+  tokenLevelScores: ArrayLike<number>;
+  oldLogProbs: ArrayLike<number>;
+  refLogProb: ArrayLike<number>;
+  responseMask: ArrayLike<number>;
+  beta: number;
+  klPenalty: string;
+  B: number;
+  T: number;
 }): { tokenLevelRewards: Float64Array; rowKl: Float64Array } {
   const { B, T } = args;
   const { kl } = klPenaltyRef(args.oldLogProbs, args.refLogProb, args.klPenalty);

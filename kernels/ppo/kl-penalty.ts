@@ -1,5 +1,12 @@
 import source from './kl-penalty.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize, shapeString } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  foldWorkgroups,
+  expectSize,
+  shapeString,
+} from '../../engine/index.ts';
 import { expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { parseKlEstimator } from './ppo-vocabulary.ts';
 import { wgslSections } from '../util/rowwise.ts';
@@ -41,9 +48,17 @@ export const applyKlPenaltySpec: KernelSpec = {
 
 /** kl = kl_penalty(logprob, refLogprob, klPenalty) and grad = d kl / d logprob, elementwise (no mask).
  *  Harness only, not on the training path: tools/verl/kl.ts and tests. */
-export function klPenaltyGpu(engine: Engine, args: { logprob: Tensor; refLogprob: Tensor; kl: Tensor; grad: Tensor; klPenalty: string }): void {
+export function klPenaltyGpu(
+  engine: Engine,
+  args: { logprob: Tensor; refLogprob: Tensor; kl: Tensor; grad: Tensor; klPenalty: string },
+): void {
   const n = args.logprob.size;
-  for (const [t, what] of [[args.refLogprob, 'refLogprob'], [args.kl, 'kl'], [args.grad, 'grad']] as const) expectSize('kl-penalty', what, t, n, `logprob's shape ${shapeString(args.logprob.shape)}`);
+  for (const [t, what] of [
+    [args.refLogprob, 'refLogprob'],
+    [args.kl, 'kl'],
+    [args.grad, 'grad'],
+  ] as const)
+    expectSize('kl-penalty', what, t, n, `logprob's shape ${shapeString(args.logprob.shape)}`);
   const estimator = parseKlEstimator(args.klPenalty);
   engine.dispatch(klPenaltySpec, {
     bindings: { logprob: args.logprob, refLogprob: args.refLogprob, kl: args.kl, grad: args.grad },
@@ -54,19 +69,42 @@ export function klPenaltyGpu(engine: Engine, args: { logprob: Tensor; refLogprob
 
 /** verl's apply_kl_penalty on the GPU: tokenLevelRewards [B, T] and rowKl [B] (current_kl = mean of rowKl).
  *  On the training path with use_kl_in_reward (ppo/algorithm/kl-in-reward.ts). */
-export function applyKlPenaltyGpu(engine: Engine, args: {
-  tokenLevelScores: Tensor; oldLogProbs: Tensor; refLogProb: Tensor; responseMask: Tensor;
-  tokenLevelRewards: Tensor; rowKl: Tensor; beta: number; klPenalty: string; B: number; T: number;
-}): void {
+export function applyKlPenaltyGpu(
+  engine: Engine,
+  args: {
+    tokenLevelScores: Tensor;
+    oldLogProbs: Tensor;
+    refLogProb: Tensor;
+    responseMask: Tensor;
+    tokenLevelRewards: Tensor;
+    rowKl: Tensor;
+    beta: number;
+    klPenalty: string;
+    B: number;
+    T: number;
+  },
+): void {
   const { B, T } = args;
   expectRows('kl-penalty/apply', B, T);
-  for (const [t, what] of [[args.tokenLevelScores, 'tokenLevelScores'], [args.oldLogProbs, 'oldLogProbs'], [args.refLogProb, 'refLogProb'],
-    [args.responseMask, 'responseMask'], [args.tokenLevelRewards, 'tokenLevelRewards']] as const) expectSize('kl-penalty/apply', what, t, B * T, `[B=${B}, T=${T}]`);
+  for (const [t, what] of [
+    [args.tokenLevelScores, 'tokenLevelScores'],
+    [args.oldLogProbs, 'oldLogProbs'],
+    [args.refLogProb, 'refLogProb'],
+    [args.responseMask, 'responseMask'],
+    [args.tokenLevelRewards, 'tokenLevelRewards'],
+  ] as const)
+    expectSize('kl-penalty/apply', what, t, B * T, `[B=${B}, T=${T}]`);
   expectSize('kl-penalty/apply', 'rowKl', args.rowKl, B, `[B=${B}]`);
   const estimator = parseKlEstimator(args.klPenalty);
   engine.dispatch(applyKlPenaltySpec, {
-    bindings: { scores: args.tokenLevelScores, oldLogProbs: args.oldLogProbs, refLogProb: args.refLogProb, mask: args.responseMask,
-      rewards: args.tokenLevelRewards, rowKl: args.rowKl },
+    bindings: {
+      scores: args.tokenLevelScores,
+      oldLogProbs: args.oldLogProbs,
+      refLogProb: args.refLogProb,
+      mask: args.responseMask,
+      rewards: args.tokenLevelRewards,
+      rowKl: args.rowKl,
+    },
     uniforms: { T, beta: args.beta, code: estimator.code, straightThrough: estimator.straightThrough ? 1 : 0 },
     workgroups: [B],
   });

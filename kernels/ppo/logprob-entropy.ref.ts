@@ -2,13 +2,19 @@
 // [N, V] (verl's logprobs_from_logits / entropy_from_logits), and the backward that turns per-token
 // coefficients d loss/d logprob and d loss/d entropy into d loss/d logits.
 
-export function logprobEntropyRef(logits: ArrayLike<number>, labels: ArrayLike<number>, N: number, V: number): { logProb: Float64Array; entropy: Float64Array } {
+export function logprobEntropyRef(
+  logits: ArrayLike<number>,
+  labels: ArrayLike<number>,
+  N: number,
+  V: number,
+): { logProb: Float64Array; entropy: Float64Array } {
   const logProb = new Float64Array(N);
   const entropy = new Float64Array(N);
   for (let n = 0; n < N; n++) {
     let max = -Infinity;
     for (let v = 0; v < V; v++) max = Math.max(max, logits[n * V + v]);
-    let sum = 0, weighted = 0;
+    let sum = 0,
+      weighted = 0;
     for (let v = 0; v < V; v++) {
       const e = Math.exp(logits[n * V + v] - max);
       sum += e;
@@ -22,12 +28,20 @@ export function logprobEntropyRef(logits: ArrayLike<number>, labels: ArrayLike<n
 }
 
 /** d/dz_v = gLogProb·(1[v = label] − p_v) − gEntropy·p_v·(z_v − Σ p z). */
-export function logprobEntropyBackwardRef(logits: ArrayLike<number>, labels: ArrayLike<number>, gradLogProb: ArrayLike<number>, gradEntropy: ArrayLike<number>, N: number, V: number): Float64Array {
+export function logprobEntropyBackwardRef(
+  logits: ArrayLike<number>,
+  labels: ArrayLike<number>,
+  gradLogProb: ArrayLike<number>,
+  gradEntropy: ArrayLike<number>,
+  N: number,
+  V: number,
+): Float64Array {
   const out = new Float64Array(N * V);
   for (let n = 0; n < N; n++) {
     let max = -Infinity;
     for (let v = 0; v < V; v++) max = Math.max(max, logits[n * V + v]);
-    let sum = 0, weighted = 0;
+    let sum = 0,
+      weighted = 0;
     for (let v = 0; v < V; v++) {
       const e = Math.exp(logits[n * V + v] - max);
       sum += e;

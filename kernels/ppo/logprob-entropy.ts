@@ -1,7 +1,15 @@
 // Harness only, not on the training path: tools/verl/losses.ts and tests dispatch logprob-entropy (the trainer's
 // LM head, lm-head, fuses log-prob, entropy and their backward chunk by chunk).
 import source from './logprob-entropy.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups, expectSize } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type BindingSpec,
+  type UniformSpec,
+  foldWorkgroups,
+  expectSize,
+} from '../../engine/index.ts';
 import { withWorkgroupReduce } from './ppo-shared.ts';
 import { wgslSections } from '../util/rowwise.ts';
 
@@ -26,7 +34,11 @@ export const logprobEntropyBackwardSpec: KernelSpec = {
   name: 'logprob-entropy/backward',
   source: withWorkgroupReduce(wgslSections('logprob-entropy', source, 'backward')),
   entryPoint: 'backward',
-  bindings: [...inputs, { name: 'coefficients', access: 'read', type: 'vec2<f32>' }, { name: 'gradLogits', access: 'read_write' }],
+  bindings: [
+    ...inputs,
+    { name: 'coefficients', access: 'read', type: 'vec2<f32>' },
+    { name: 'gradLogits', access: 'read_write' },
+  ],
   uniforms,
 };
 
@@ -36,7 +48,10 @@ function check(op: string, logits: Tensor, labels: Tensor, N: number, V: number)
 }
 
 /** logProb [N] = log softmax(logits)[label], entropy [N] = logsumexp − Σ p·z. */
-export function logprobEntropyGpu(engine: Engine, args: { logits: Tensor; labels: Tensor; logProb: Tensor; entropy: Tensor; N: number; V: number }): void {
+export function logprobEntropyGpu(
+  engine: Engine,
+  args: { logits: Tensor; labels: Tensor; logProb: Tensor; entropy: Tensor; N: number; V: number },
+): void {
   const { N, V } = args;
   check('logprob-entropy', args.logits, args.labels, N, V);
   expectSize('logprob-entropy', 'logProb', args.logProb, N, `[N=${N}]`);
@@ -49,13 +64,21 @@ export function logprobEntropyGpu(engine: Engine, args: { logits: Tensor; labels
 }
 
 /** gradLogits [N, V] from coefficients [N, 2] = (d loss/d logProb, d loss/d entropy) — policy-loss's `grads`. */
-export function logprobEntropyBackwardGpu(engine: Engine, args: { logits: Tensor; labels: Tensor; coefficients: Tensor; gradLogits: Tensor; N: number; V: number }): void {
+export function logprobEntropyBackwardGpu(
+  engine: Engine,
+  args: { logits: Tensor; labels: Tensor; coefficients: Tensor; gradLogits: Tensor; N: number; V: number },
+): void {
   const { N, V } = args;
   check('logprob-entropy', args.logits, args.labels, N, V);
   expectSize('logprob-entropy', 'coefficients', args.coefficients, 2 * N, `[N=${N}, 2]`);
   expectSize('logprob-entropy', 'gradLogits', args.gradLogits, N * V, `[N=${N}, V=${V}]`);
   engine.dispatch(logprobEntropyBackwardSpec, {
-    bindings: { logits: args.logits, labels: args.labels, coefficients: args.coefficients, gradLogits: args.gradLogits },
+    bindings: {
+      logits: args.logits,
+      labels: args.labels,
+      coefficients: args.coefficients,
+      gradLogits: args.gradLogits,
+    },
     uniforms: { N, V },
     workgroups: foldWorkgroups(N),
   });

@@ -18,7 +18,15 @@ export const lossPartialsSpec: KernelSpec = {
 };
 
 /** out [K] = column sums of partials [B, K]; the columns in `ratioColumns` are divided by column denCol (+1e-8). */
-export function reduceLossPartials(engine: Engine, partials: Tensor, out: Tensor, B: number, K: number, ratioColumns: readonly number[], denCol: number): void {
+export function reduceLossPartials(
+  engine: Engine,
+  partials: Tensor,
+  out: Tensor,
+  B: number,
+  K: number,
+  ratioColumns: readonly number[],
+  denCol: number,
+): void {
   expectSize('loss-partials', 'partials', partials, B * K, `[B=${B}, K=${K}]`);
   expectSize('loss-partials', 'out', out, K, `[K=${K}]`);
   engine.dispatch(lossPartialsSpec, {

@@ -23,7 +23,13 @@ export function maskedMean(values: ArrayLike<number>, mask: ArrayLike<number>): 
 }
 
 /** Row-wise masked sum or mean of a [B, T] tensor (verl's axis=-1). */
-export function maskedRowReduce(values: ArrayLike<number>, mask: ArrayLike<number>, B: number, T: number, mean: boolean): Float64Array {
+export function maskedRowReduce(
+  values: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  B: number,
+  T: number,
+  mean: boolean,
+): Float64Array {
   const out = new Float64Array(B);
   for (let b = 0; b < B; b++) {
     let s = 0;
@@ -59,7 +65,12 @@ export function maskedMoments(values: ArrayLike<number>, mask: ArrayLike<number>
 }
 
 /** (v - mean)·rsqrt(var + 1e-8) everywhere (masked-out entries are whitened too, as in verl); optionally ·mask. */
-export function maskedWhiten(values: ArrayLike<number>, mask: ArrayLike<number>, shiftMean = true, multiplyByMask = false): Float64Array {
+export function maskedWhiten(
+  values: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  shiftMean = true,
+  multiplyByMask = false,
+): Float64Array {
   const mean = maskedMean(values, mask);
   const scale = 1 / Math.sqrt(maskedVar(values, mask) + 1e-8);
   return Float64Array.from(values, (v, i) => {

@@ -1,5 +1,12 @@
 import source from './masked-stats.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize, shapeString } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  foldWorkgroups,
+  expectSize,
+  shapeString,
+} from '../../engine/index.ts';
 import { expectRows, withWorkgroupReduce } from './ppo-shared.ts';
 
 const bindings = [
@@ -14,9 +21,27 @@ const uniforms = [
   { name: 'maskOutput', type: 'u32' },
 ] as const;
 
-export const maskedMomentsSpec: KernelSpec = { name: 'masked-stats/moments', source: withWorkgroupReduce(source), entryPoint: 'moments', bindings, uniforms };
-export const maskedWhitenSpec: KernelSpec = { name: 'masked-stats/whiten', source: withWorkgroupReduce(source), entryPoint: 'whiten', bindings, uniforms };
-export const maskedRowSumsSpec: KernelSpec = { name: 'masked-stats/row-sums', source: withWorkgroupReduce(source), entryPoint: 'rowSums', bindings, uniforms };
+export const maskedMomentsSpec: KernelSpec = {
+  name: 'masked-stats/moments',
+  source: withWorkgroupReduce(source),
+  entryPoint: 'moments',
+  bindings,
+  uniforms,
+};
+export const maskedWhitenSpec: KernelSpec = {
+  name: 'masked-stats/whiten',
+  source: withWorkgroupReduce(source),
+  entryPoint: 'whiten',
+  bindings,
+  uniforms,
+};
+export const maskedRowSumsSpec: KernelSpec = {
+  name: 'masked-stats/row-sums',
+  source: withWorkgroupReduce(source),
+  entryPoint: 'rowSums',
+  bindings,
+  uniforms,
+};
 
 /** stats [4] = (masked sum, mask count, masked mean, unbiased masked var) of values under mask (maskedWhitenGpu's
  *  first pass). */
@@ -32,19 +57,30 @@ export function maskedMomentsGpu(engine: Engine, values: Tensor, mask: Tensor, s
 
 /** verl's masked_whiten in place (stats scratch [4]); multiplyByMask adds the "· mask" several estimators apply.
  *  On the training path: the advantage estimators (gae, reverse-returns, advantage-outcome) whiten with it. */
-export function maskedWhitenGpu(engine: Engine, args: { values: Tensor; mask: Tensor; stats: Tensor; shiftMean?: boolean; multiplyByMask?: boolean }): void {
+export function maskedWhitenGpu(
+  engine: Engine,
+  args: { values: Tensor; mask: Tensor; stats: Tensor; shiftMean?: boolean; multiplyByMask?: boolean },
+): void {
   const { values, mask, stats } = args;
   maskedMomentsGpu(engine, values, mask, stats);
   engine.dispatch(maskedWhitenSpec, {
     bindings: { values, mask, stats },
-    uniforms: { n: values.size, T: 1, shiftMean: args.shiftMean === false ? 0 : 1, maskOutput: args.multiplyByMask ? 1 : 0 },
+    uniforms: {
+      n: values.size,
+      T: 1,
+      shiftMean: args.shiftMean === false ? 0 : 1,
+      maskOutput: args.multiplyByMask ? 1 : 0,
+    },
     workgroups: foldWorkgroups(Math.ceil(values.size / 256)),
   });
 }
 
 /** sums [2B]: per row (masked sum, masked mean) — verl's masked_sum / masked_mean with axis=-1.
  *  Harness only, not on the training path: tools/verl/masked-stats.ts and tests. */
-export function maskedRowSumsGpu(engine: Engine, args: { values: Tensor; mask: Tensor; sums: Tensor; B: number; T: number }): void {
+export function maskedRowSumsGpu(
+  engine: Engine,
+  args: { values: Tensor; mask: Tensor; sums: Tensor; B: number; T: number },
+): void {
   const { B, T } = args;
   expectRows('masked-stats', B, T);
   expectSize('masked-stats', 'values', args.values, B * T, `[B=${B}, T=${T}]`);

@@ -51,7 +51,10 @@ function groups(groupOf: ArrayLike<number>, B: number): number[][] {
   return [...members.values()];
 }
 
-export function computeOptimalTokenBaselineRef(a: OptimalTokenBaselineArgs): { advantages: Float64Array; returns: Float64Array } {
+export function computeOptimalTokenBaselineRef(a: OptimalTokenBaselineArgs): {
+  advantages: Float64Array;
+  returns: Float64Array;
+} {
   const { B, T } = a;
   const { returns, weight } = returnsAndPathWeights(a);
   const tail = zeroTailStarts(a.responseMask, a.groupOf, B, T, a.handleZeroTail);
@@ -59,7 +62,8 @@ export function computeOptimalTokenBaselineRef(a: OptimalTokenBaselineArgs): { a
   for (const members of groups(a.groupOf, B)) {
     if (members.length === 1) continue;
     for (let t = 0; t < T; t++) {
-      let numerator = 0, denominator = 0;
+      let numerator = 0,
+        denominator = 0;
       for (const k of members) {
         const j = k * T + t;
         numerator += returns[j] * weight[j] * a.responseMask[j];
@@ -73,19 +77,26 @@ export function computeOptimalTokenBaselineRef(a: OptimalTokenBaselineArgs): { a
 }
 
 /** verl's tir_optimal_token_baseline (handle_zero_tail defaults to true there). */
-export function computeMultiTurnOptimalTokenBaselineRef(a: OptimalTokenBaselineArgs): { advantages: Float64Array; returns: Float64Array } {
+export function computeMultiTurnOptimalTokenBaselineRef(a: OptimalTokenBaselineArgs): {
+  advantages: Float64Array;
+  returns: Float64Array;
+} {
   const { B, T } = a;
   const { returns, weight } = returnsAndPathWeights(a);
   // Compaction: row b's masked tokens' G and W at positions 0 … length − 1, zeros past its length.
-  const positions = Array.from({ length: B }, (_, b) => Array.from({ length: T }, (_, t) => t).filter((t) => a.responseMask[b * T + t] !== 0));
+  const positions = Array.from({ length: B }, (_, b) =>
+    Array.from({ length: T }, (_, t) => t).filter((t) => a.responseMask[b * T + t] !== 0),
+  );
   const lengths = positions.map((p) => p.length);
   const L = Math.max(0, ...lengths);
   const compactReturns = new Float64Array(B * L);
   const compactWeights = new Float64Array(B * L);
-  positions.forEach((p, b) => p.forEach((t, k) => {
-    compactReturns[b * L + k] = returns[b * T + t];
-    compactWeights[b * L + k] = weight[b * T + t];
-  }));
+  positions.forEach((p, b) =>
+    p.forEach((t, k) => {
+      compactReturns[b * L + k] = returns[b * T + t];
+      compactWeights[b * L + k] = weight[b * T + t];
+    }),
+  );
   // verl leaves empty rows out of their groups: each gets an id of its own (negative, unlike the dense ones), so it
   // is a one-member group (no baseline) and out of the others' sums and zero tails.
   const groupOf = Array.from(a.groupOf, (g, b) => (lengths[b] > 0 ? g : -1 - b));
@@ -94,7 +105,8 @@ export function computeMultiTurnOptimalTokenBaselineRef(a: OptimalTokenBaselineA
   for (const members of groups(groupOf, B)) {
     if (members.length === 1) continue;
     for (let k = 0; k < L; k++) {
-      let numerator = 0, denominator = 0;
+      let numerator = 0,
+        denominator = 0;
       for (const m of members) {
         numerator += compactReturns[m * L + k] * compactWeights[m * L + k];
         denominator += compactWeights[m * L + k];
@@ -104,8 +116,10 @@ export function computeMultiTurnOptimalTokenBaselineRef(a: OptimalTokenBaselineA
   }
   // Scatter back to the masked positions.
   const advantages = new Float64Array(B * T);
-  positions.forEach((p, b) => p.forEach((t, k) => {
-    advantages[b * T + t] = (compactReturns[b * L + k] - baselines[b * L + k]) * a.responseMask[b * T + t];
-  }));
+  positions.forEach((p, b) =>
+    p.forEach((t, k) => {
+      advantages[b * T + t] = (compactReturns[b * L + k] - baselines[b * L + k]) * a.responseMask[b * T + t];
+    }),
+  );
   return { advantages, returns };
 }

@@ -12,7 +12,13 @@ export interface PairwiseLossResult {
   dValues: Float64Array;
 }
 
-export function pairwiseLossRef(a: { values: ArrayLike<number>; last: ArrayLike<number>; margin: ArrayLike<number>; P: number; T: number }): PairwiseLossResult {
+export function pairwiseLossRef(a: {
+  values: ArrayLike<number>;
+  last: ArrayLike<number>;
+  margin: ArrayLike<number>;
+  P: number;
+  T: number;
+}): PairwiseLossResult {
   const { values, last, margin, P, T } = a;
   const dValues = new Float64Array(2 * P * T);
   let loss = 0;

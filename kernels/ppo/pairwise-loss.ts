@@ -29,9 +29,22 @@ export const PAIRWISE_STATS = { loss: 0, accuracy: 1, margin: 2 } as const;
  * position; margin: [P]; stats: [3] (loss, accuracy, mean r_chosen − r_rejected). dValues is d loss / d values times
  * gradScale (default 1).
  */
-export function pairwiseLoss(engine: Engine, args: { values: Tensor; last: Tensor<'u32'>; margin: Tensor; dValues: Tensor; stats: Tensor; P: number; T: number; gradScale?: number }): void {
+export function pairwiseLoss(
+  engine: Engine,
+  args: {
+    values: Tensor;
+    last: Tensor<'u32'>;
+    margin: Tensor;
+    dValues: Tensor;
+    stats: Tensor;
+    P: number;
+    T: number;
+    gradScale?: number;
+  },
+): void {
   const { P, T } = args;
-  if (!Number.isInteger(P) || !Number.isInteger(T) || P < 1 || T < 1) throw new Error(`pairwise-loss: P=${P}, T=${T}; expected positive integers`);
+  if (!Number.isInteger(P) || !Number.isInteger(T) || P < 1 || T < 1)
+    throw new Error(`pairwise-loss: P=${P}, T=${T}; expected positive integers`);
   expectSize('pairwise-loss', 'values', args.values, 2 * P * T, `[2P=${2 * P}, T=${T}]`);
   expectSize('pairwise-loss', 'dValues', args.dValues, 2 * P * T, `[2P=${2 * P}, T=${T}]`);
   expectSize('pairwise-loss', 'last', args.last, 2 * P, `[2P=${2 * P}]`);

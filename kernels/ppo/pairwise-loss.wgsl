@@ -28,7 +28,8 @@ fn pairDifference(p: u32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32) {
   let i = (wid.y * groups.x + wid.x) * 64u + lid;
   if (i < 2u * params.P * params.T) {
     let row = i / params.T;

@@ -45,7 +45,9 @@ function minGrad(a: number, da: number, b: number, db: number): [number, number]
   return a < b ? [a, da] : a > b ? [b, db] : [a, 0.5 * (da + db)];
 }
 
-/** GMPO's token log-ratio: sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high)), its derivative, and whether clamp moved r. */
+/**
+ * GMPO's token log-ratio: sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high)), its derivative, and whether clamp moved r.
+ */
 export function geoMeanLogRatio(raw: number, a: number, low: number, high: number): [number, number, boolean] {
   const sgn = Math.sign(a);
   const [c, dc] = clampGrad(raw, 1, -low, high);
@@ -58,8 +60,15 @@ function clampGrad(x: number, dx: number, lo: number, hi: number): [number, numb
 }
 
 export function computeActorLossRef(args: {
-  oldLogProb: ArrayLike<number>; logProb: ArrayLike<number>; advantages: ArrayLike<number>; responseMask: ArrayLike<number>;
-  B: number; T: number; config: PolicyLossConfig; aggregation: LossAggregation; terms?: ActorLossTerms;
+  oldLogProb: ArrayLike<number>;
+  logProb: ArrayLike<number>;
+  advantages: ArrayLike<number>;
+  responseMask: ArrayLike<number>;
+  B: number;
+  T: number;
+  config: PolicyLossConfig;
+  aggregation: LossAggregation;
+  terms?: ActorLossTerms;
   /** clip_cov / kl_cov: the 0/1 token selection (selectCovarianceTokens). */
   selected?: ArrayLike<number>;
   /** Bypass-mode rejection sampling: the 0/1 tokens kept; the policy term, its aggregation and its metrics run over
@@ -68,22 +77,38 @@ export function computeActorLossRef(args: {
   /** verl's rollout_is_weights [B, T]: each token's policy loss times its weight; geo_mean's sequence loss times
    *  exp(Σ log(w + 1e-10)·mask / (Σ mask + 1e-8)). The metrics stay those of the unweighted loss. */
   isWeights?: ArrayLike<number>;
-  /** geo_mean: its loss is a mean over sequences; the number of them (default B; the trainer passes the mini-batch's). */
+  /**
+   * geo_mean: its loss is a mean over sequences; the number of them (default B; the trainer passes the mini-batch's).
+   */
   geoMeanRows?: number;
 }): PolicyLossResult {
   const { B, T, config, aggregation } = args;
   const mode = config.lossMode;
-  if ((mode === 'clip_cov' || mode === 'kl_cov') && !args.selected) throw new Error(`policy loss ${mode}: the token selection is missing`);
+  if ((mode === 'clip_cov' || mode === 'kl_cov') && !args.selected)
+    throw new Error(`policy loss ${mode}: the token selection is missing`);
   const terms = args.terms ?? { entropyCoeff: 0, klLossCoef: 0, klLossType: 'low_var_kl' };
   const kl = terms.refLogProb ? parseKlEstimator(terms.klLossType) : null;
   // GSPO and SAPO always aggregate their policy term as seq-mean-token-mean; entropy and KL keep the configured mode.
-  const pgAggregation: LossAggregation = mode === 'gspo' || mode === 'sapo' ? { ...aggregation, mode: 'seq-mean-token-mean' } : aggregation;
-  const low = config.clipRatioLow, high = config.clipRatioHigh;
+  const pgAggregation: LossAggregation =
+    mode === 'gspo' || mode === 'sapo' ? { ...aggregation, mode: 'seq-mean-token-mean' } : aggregation;
+  const low = config.clipRatioLow,
+    high = config.clipRatioHigh;
   const gradLogProb = new Float64Array(B * T);
   const gradEntropy = new Float64Array(B * T);
-  let pgLoss = 0, clipped = 0, clippedLower = 0, ppoKlSum = 0, count = 0, entropyAgg = 0, klLoss = 0;
+  let pgLoss = 0,
+    clipped = 0,
+    clippedLower = 0,
+    ppoKlSum = 0,
+    count = 0,
+    entropyAgg = 0,
+    klLoss = 0;
   for (let b = 0; b < B; b++) {
-    let rowCount = 0, policyRowCount = 0, rowLogRatio = 0, rowGeoLogRatio = 0, rowAdvantage = 0, rowLogWeight = 0;
+    let rowCount = 0,
+      policyRowCount = 0,
+      rowLogRatio = 0,
+      rowGeoLogRatio = 0,
+      rowAdvantage = 0,
+      rowLogWeight = 0;
     for (let t = 0; t < T; t++) {
       const i = b * T + t;
       const raw = args.logProb[i] - args.oldLogProb[i];
@@ -108,14 +133,20 @@ export function computeActorLossRef(args: {
       const sel = args.selected ? args.selected[i] : 0;
       // The ±20-clamped ratio of vanilla, cispo and sapo.
       const [nkl, dnkl] = clampGrad(raw, 1, -20, 20);
-      const ratio20 = Math.exp(nkl), dratio20 = ratio20 * dnkl;
-      let loss: number, dloss: number, clip = false, clipLower = false, negKl = raw;
+      const ratio20 = Math.exp(nkl),
+        dratio20 = ratio20 * dnkl;
+      let loss: number,
+        dloss: number,
+        clip = false,
+        clipLower = false,
+        negKl = raw;
       let pgWeightOverride: number | null = null;
       let isWeight = args.isWeights ? args.isWeights[i] : 1;
       if (mode === 'vanilla') {
         negKl = nkl;
         const [cr, dcr] = clampGrad(ratio20, dratio20, 1 - low, 1 + high);
-        const l1 = -a * ratio20, l2 = -a * cr;
+        const l1 = -a * ratio20,
+          l2 = -a * cr;
         clip = l2 > l1;
         const [c1, dc1] = maxGrad(l1, -a * dratio20, l2, -a * dcr);
         const l3 = -a * config.clipRatioC;
@@ -128,7 +159,8 @@ export function computeActorLossRef(args: {
         const ratio = Math.exp(logRatio);
         const dratio = ratio * dlog;
         const [cr, dcr] = clampGrad(ratio, dratio, 1 - low, 1 + high);
-        const l1 = -a * ratio, l2 = -a * cr;
+        const l1 = -a * ratio,
+          l2 = -a * cr;
         clip = l2 > l1;
         [loss, dloss] = maxGrad(l1, -a * dratio, l2, -a * dcr);
       } else if (mode === 'gpg') {
@@ -158,7 +190,10 @@ export function computeActorLossRef(args: {
         clip = sel !== 0;
       } else {
         const ratio = Math.exp(raw);
-        [loss, dloss] = [-a * ratio + sel * config.ppoKlCoef! * Math.abs(raw), -a * ratio + sel * config.ppoKlCoef! * Math.sign(raw)];
+        [loss, dloss] = [
+          -a * ratio + sel * config.ppoKlCoef! * Math.abs(raw),
+          -a * ratio + sel * config.ppoKlCoef! * Math.sign(raw),
+        ];
         // kl_cov reports mean |log-ratio| as actor/ppo_kl.
         negKl = -Math.abs(raw);
       }

@@ -46,7 +46,16 @@ export const policyLossSpec: KernelSpec = {
 
 /** Layout of the actor-loss output [8] (and of each row of the partials); token_count counts the policy term's tokens,
  *  the denominator of pg_clipfrac, ppo_kl and pg_clipfrac_lower. */
-export const ACTOR_LOSS_OUTPUTS = ['pg_loss', 'pg_clipfrac', 'ppo_kl', 'pg_clipfrac_lower', 'token_count', 'entropy_agg', 'kl_loss', 'policy_loss'] as const;
+export const ACTOR_LOSS_OUTPUTS = [
+  'pg_loss',
+  'pg_clipfrac',
+  'ppo_kl',
+  'pg_clipfrac_lower',
+  'token_count',
+  'entropy_agg',
+  'kl_loss',
+  'policy_loss',
+] as const;
 
 export interface ActorLossTensors {
   oldLogProb: Tensor;
@@ -60,7 +69,8 @@ export interface ActorLossTensors {
   /** clip_cov / kl_cov: the 0/1 token selection [B, T] (covariance-selection.ts, made on the host). */
   selected?: Tensor;
   /** vanilla / gpg: the 0/1 tokens [B, T] rollout correction's bypass mode keeps after rejection sampling (made on
-   *  the host); the policy term and its metrics run over responseMask × policyMask, entropy and KL over responseMask. */
+   *  the host); the policy term and its metrics run over responseMask × policyMask, entropy and KL over responseMask.
+   *  */
   policyMask?: Tensor;
   /** Rollout correction's importance weights [B, T] (verl's rollout_is_weights): each token's policy term and its
    *  gradient times its weight (geo_mean: each row's times the geometric mean of its tokens'); metrics unweighted. */
@@ -78,43 +88,91 @@ export interface ActorLossTensors {
  * + klLossCoef·agg(kl). `aggregation` carries the mini-batch's global denominators, so micro-batch losses and
  * gradients add up to the unsplit mini-batch's exactly.
  */
-export function computeActorLossGpu(engine: Engine, t: ActorLossTensors, args: {
-  config: PolicyLossConfig; aggregation: LossAggregation; entropyCoeff: number; klLossCoef: number; klLossType: string; B: number; T: number;
-  /** geo_mean: the sequences its mean runs over (default B; the trainer passes its mini-batch's, so micro-batches add). */
-  geoMeanRows?: number;
-}): void {
+export function computeActorLossGpu(
+  engine: Engine,
+  t: ActorLossTensors,
+  args: {
+    config: PolicyLossConfig;
+    aggregation: LossAggregation;
+    entropyCoeff: number;
+    klLossCoef: number;
+    klLossType: string;
+    B: number;
+    T: number;
+    /**
+     * geo_mean: the sequences its mean runs over (default B; the trainer passes its mini-batch's, so micro-batches
+     * add).
+     */
+    geoMeanRows?: number;
+  },
+): void {
   const { B, T } = args;
   expectRows('policy-loss', B, T);
-  const tokens: [Tensor | undefined, string][] = [[t.oldLogProb, 'oldLogProb'], [t.logProb, 'logProb'], [t.advantages, 'advantages'],
-    [t.responseMask, 'responseMask'], [t.entropy, 'entropy'], [t.refLogProb, 'refLogProb'], [t.selected, 'selected'], [t.policyMask, 'policyMask'],
-    [t.isWeights, 'isWeights']];
+  const tokens: [Tensor | undefined, string][] = [
+    [t.oldLogProb, 'oldLogProb'],
+    [t.logProb, 'logProb'],
+    [t.advantages, 'advantages'],
+    [t.responseMask, 'responseMask'],
+    [t.entropy, 'entropy'],
+    [t.refLogProb, 'refLogProb'],
+    [t.selected, 'selected'],
+    [t.policyMask, 'policyMask'],
+    [t.isWeights, 'isWeights'],
+  ];
   for (const [tensor, what] of tokens) if (tensor) expectSize('policy-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
   expectSize('policy-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
   expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
   const agg = aggregationUniforms(args.aggregation);
   const mode = args.config.lossMode;
-  if ((mode === 'clip_cov' || mode === 'kl_cov') && !t.selected) throw new Error(`policy-loss: loss_mode ${mode} needs its token selection (selected)`);
+  if ((mode === 'clip_cov' || mode === 'kl_cov') && !t.selected)
+    throw new Error(`policy-loss: loss_mode ${mode} needs its token selection (selected)`);
   // Both picks share one binding: the covariance modes never run in bypass mode, which forces vanilla or gpg.
-  if (t.policyMask && mode !== 'vanilla' && mode !== 'gpg') throw new Error(`policy-loss: a policyMask (bypass-mode rejection sampling) applies to loss_mode vanilla or gpg, not ${mode}`);
+  if (t.policyMask && mode !== 'vanilla' && mode !== 'gpg')
+    throw new Error(
+      `policy-loss: a policyMask (bypass-mode rejection sampling) applies to loss_mode vanilla or gpg, not ${mode}`,
+    );
   // GSPO and SAPO aggregate their policy term as seq-mean-token-mean whatever loss_agg_mode says, as verl does.
-  const pgAgg = mode === 'gspo' || mode === 'sapo' ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' }) : agg;
+  const pgAgg =
+    mode === 'gspo' || mode === 'sapo'
+      ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' })
+      : agg;
   const kl = parseKlEstimator(args.klLossType);
   engine.dispatch(policyLossSpec, {
     bindings: {
-      oldLogProb: t.oldLogProb, logProb: t.logProb, advantages: t.advantages, mask: t.responseMask,
+      oldLogProb: t.oldLogProb,
+      logProb: t.logProb,
+      advantages: t.advantages,
+      mask: t.responseMask,
       // Unused inputs are bound to a tensor of the right size; the shader never reads them.
-      refLogProb: t.refLogProb ?? t.logProb, entropy: t.entropy ?? t.logProb, tokenFlags: t.selected ?? t.policyMask ?? t.logProb,
+      refLogProb: t.refLogProb ?? t.logProb,
+      entropy: t.entropy ?? t.logProb,
+      tokenFlags: t.selected ?? t.policyMask ?? t.logProb,
       isWeights: t.isWeights ?? t.logProb,
-      grads: t.grads, rowPartials: t.rowPartials,
+      grads: t.grads,
+      rowPartials: t.rowPartials,
     },
     uniforms: {
-      T, lossMode: POLICY_LOSS_MODES.indexOf(mode),
-      clipRatioLow: args.config.clipRatioLow, clipRatioHigh: args.config.clipRatioHigh, clipRatioC: args.config.clipRatioC,
-      aggMode: agg.mode, aggScale: agg.scale, pgAggMode: pgAgg.mode, pgAggScale: pgAgg.scale,
-      useEntropy: t.entropy ? 1 : 0, entropyCoeff: t.entropy ? args.entropyCoeff : 0,
-      useKl: t.refLogProb ? 1 : 0, klCode: kl.code, klStraightThrough: kl.straightThrough ? 1 : 0, klCoef: t.refLogProb ? args.klLossCoef : 0,
-      tauPos: args.config.tauPos ?? 1, tauNeg: args.config.tauNeg ?? 1.05, ppoKlCoef: args.config.ppoKlCoef ?? 0.1, geoRows: args.geoMeanRows ?? B,
-      policyMasked: t.policyMask ? 1 : 0, useIsWeights: t.isWeights ? 1 : 0,
+      T,
+      lossMode: POLICY_LOSS_MODES.indexOf(mode),
+      clipRatioLow: args.config.clipRatioLow,
+      clipRatioHigh: args.config.clipRatioHigh,
+      clipRatioC: args.config.clipRatioC,
+      aggMode: agg.mode,
+      aggScale: agg.scale,
+      pgAggMode: pgAgg.mode,
+      pgAggScale: pgAgg.scale,
+      useEntropy: t.entropy ? 1 : 0,
+      entropyCoeff: t.entropy ? args.entropyCoeff : 0,
+      useKl: t.refLogProb ? 1 : 0,
+      klCode: kl.code,
+      klStraightThrough: kl.straightThrough ? 1 : 0,
+      klCoef: t.refLogProb ? args.klLossCoef : 0,
+      tauPos: args.config.tauPos ?? 1,
+      tauNeg: args.config.tauNeg ?? 1.05,
+      ppoKlCoef: args.config.ppoKlCoef ?? 0.1,
+      geoRows: args.geoMeanRows ?? B,
+      policyMasked: t.policyMask ? 1 : 0,
+      useIsWeights: t.isWeights ? 1 : 0,
     },
     workgroups: [B],
   });

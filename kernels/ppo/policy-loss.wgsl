@@ -1,24 +1,24 @@
 // policy-loss: the whole actor loss of verl's dp_actor for one micro-batch, fused per row of [B, T]:
-//   pg (verl's loss_mode) − entropyCoeff·agg(entropy) + klCoef·agg(kl(logProb, refLogProb))
-// and its gradients grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
-//   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total loss];
-// loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl and
-// kl-estimators.wgsl prepended.
-// lossMode: 0 vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence
+//   pg (verl's loss_mode) − entropyCoeff·agg(entropy) + klCoef·agg(kl(logProb, refLogProb)) and its gradients
+//   grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
+//   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total
+//   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl and
+//   kl-estimators.wgsl prepended. lossMode: 0 vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A
+//   < 0), 1 gspo (sequence
 //   ratio), 2 gpg (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high)))
 //   per row, a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
 //   τ = tauPos if A > 0 else tauNeg), 6 clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens),
-//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens).
-// tokenFlags[B, T], a 0/1 pick made on the host: for 6 and 7 the covariance selection (covariance-selection.ts);
+//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens). tokenFlags[B, T], a 0/1 pick made on the host: for 6 and 7
+//   the covariance selection (covariance-selection.ts);
 //   with policyMasked = 1 (vanilla and gpg: rollout correction's bypass mode) the tokens its rejection sampling
 //   keeps, so the policy term, its aggregation and its metrics run over mask·tokenFlags while the entropy and
 //   KL terms keep the whole mask (verl passes the rejected mask to the policy loss only). Unread otherwise.
-// isWeights[B, T], read when useIsWeights = 1: rollout correction's importance weights (verl's rollout_is_weights),
+//   isWeights[B, T], read when useIsWeights = 1: rollout correction's importance weights (verl's rollout_is_weights),
 //   detached. They multiply each token's policy term and its gradient after the metrics are taken, as verl
 //   multiplies pg_losses after computing its metrics; geo_mean's per-row term takes the geometric mean of its
-//   tokens' weights, exp(Σ log(w + 1e-10)·mask / (Σ mask + 1e-8)). Entropy and KL terms stay unweighted.
-// Gradients follow torch autograd: clamp passes on its closed interval, max/min split ties in half.
-// v1: one 64-lane workgroup per row: a row pass (count, Σ log-ratio for GSPO, Σ GMPO log-ratio and Σ A for
+//   tokens' weights, exp(Σ log(w + 1e-10)·mask / (Σ mask + 1e-8)). Entropy and KL terms stay unweighted. Gradients
+//   follow torch autograd: clamp passes on its closed interval, max/min split ties in half. v1: one 64-lane workgroup
+//   per row: a row pass (count, Σ log-ratio for GSPO, Σ GMPO log-ratio and Σ A for
 //   geo_mean; Σ log-weight for weighted geo_mean), then the token pass.
 
 fn maxWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
@@ -185,7 +185,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       klTerm = weight * k.x;
       gradLogProb = gradLogProb + params.klCoef * weight * k.y;
     }
-    sumsB = sumsB + vec4<f32>(pm, entropyTerm, klTerm, pgWeight * loss.x - params.entropyCoeff * entropyTerm + params.klCoef * klTerm);
+    sumsB = sumsB + vec4<f32>(pm, entropyTerm, klTerm,
+        pgWeight * loss.x - params.entropyCoeff * entropyTerm + params.klCoef * klTerm);
     grads[i] = vec2<f32>(gradLogProb, gradEntropy);
   }
   let totalA = workgroupSum4(lid, 64u, sumsA);

@@ -19,12 +19,21 @@ export function expectRows(op: string, B: number, T: number): void {
   }
 }
 
-const AGG_MODE_CODES = { 'token-mean': 0, 'seq-mean-token-sum': 1, 'seq-mean-token-mean': 2, 'seq-mean-token-sum-norm': 3 } as const;
+const AGG_MODE_CODES = {
+  'token-mean': 0,
+  'seq-mean-token-sum': 1,
+  'seq-mean-token-mean': 2,
+  'seq-mean-token-sum-norm': 3,
+} as const;
 
 /** aggWeight's (mode, scale): scale folds dp_size and the global denominator of the mode. */
 export function aggregationUniforms(agg: LossAggregation): { mode: number; scale: number } {
-  const denominator = agg.mode === 'token-mean' ? agg.batchNumTokens
-    : agg.mode === 'seq-mean-token-sum-norm' ? agg.lossScaleFactor : agg.globalBatchSize;
+  const denominator =
+    agg.mode === 'token-mean'
+      ? agg.batchNumTokens
+      : agg.mode === 'seq-mean-token-sum-norm'
+        ? agg.lossScaleFactor
+        : agg.globalBatchSize;
   const scale = agg.mode === 'seq-mean-token-sum-norm' ? 1 / denominator : agg.dpSize / denominator;
   return { mode: AGG_MODE_CODES[agg.mode], scale: Number.isFinite(scale) ? scale : 0 };
 }

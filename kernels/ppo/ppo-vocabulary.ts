@@ -2,7 +2,12 @@
 // aggregation modes, KL estimators, outcome estimators, the policy-loss settings. A leaf: it imports nothing, so
 // kernels/<family>/<op>.ref.ts and the launchers can both use it without either depending on the other.
 
-export const LOSS_AGG_MODES = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const;
+export const LOSS_AGG_MODES = [
+  'token-mean',
+  'seq-mean-token-sum',
+  'seq-mean-token-mean',
+  'seq-mean-token-sum-norm',
+] as const;
 export type LossAggMode = (typeof LOSS_AGG_MODES)[number];
 
 export interface LossAggregation {
@@ -37,13 +42,25 @@ export function parseKlEstimator(name: string): KlEstimator {
   const base = straightThrough ? name.slice(0, -1) : name;
   const code = ({ kl: 0, k1: 0, abs: 1, mse: 2, k2: 2, low_var_kl: 3, k3: 3 } as Record<string, number>)[base];
   if (code === undefined) {
-    throw new Error(`kl_penalty: unsupported estimator "${name}"; expected one of ${KL_ESTIMATORS.join(', ')} ` +
-      `(optionally with a "+" suffix for a k2 straight-through gradient); "full" needs full-vocabulary log-probs and is not implemented`);
+    throw new Error(
+      `kl_penalty: unsupported estimator "${name}"; expected one of ${KL_ESTIMATORS.join(', ')} ` +
+        `(optionally with a "+" suffix for a k2 straight-through gradient); "full" needs full-vocabulary log-probs ` +
+        `and is not implemented`,
+    );
   }
   return { code, straightThrough: straightThrough && code !== 2 };
 }
 
-export const OUTCOME_ESTIMATORS = ['grpo', 'rloo', 'opo', 'reinforce_plus_plus_baseline', 'grpo_passk', 'grpo_vectorized', 'rloo_vectorized', 'gpg'] as const;
+export const OUTCOME_ESTIMATORS = [
+  'grpo',
+  'rloo',
+  'opo',
+  'reinforce_plus_plus_baseline',
+  'grpo_passk',
+  'grpo_vectorized',
+  'rloo_vectorized',
+  'gpg',
+] as const;
 export type OutcomeEstimator = (typeof OUTCOME_ESTIMATORS)[number];
 
 /** actor.policy_loss.loss_mode values: verl's registered policy losses (core_algos.POLICY_LOSS_REGISTRY). */
@@ -58,11 +75,17 @@ export interface PolicyLossConfig {
   /** sapo: gate temperatures for A > 0 and A ≤ 0 (actor.tau_pos, actor.tau_neg; verl 1.0 and 1.05). */
   tauPos?: number;
   tauNeg?: number;
-  /** clip_cov: fraction of tokens whose loss is cut (policy_loss.clip_cov_ratio, 0.0002) among those with covariance in (lb, ub). */
+  /**
+   * clip_cov: fraction of tokens whose loss is cut (policy_loss.clip_cov_ratio, 0.0002) among those with covariance in
+   * (lb, ub).
+   */
   clipCovRatio?: number;
   clipCovLb?: number;
   clipCovUb?: number;
-  /** kl_cov: fraction of tokens (the largest covariances) that get ppo_kl_coef·|log-ratio| (policy_loss.kl_cov_ratio, ppo_kl_coef). */
+  /**
+   * kl_cov: fraction of tokens (the largest covariances) that get ppo_kl_coef·|log-ratio| (policy_loss.kl_cov_ratio,
+   * ppo_kl_coef).
+   */
   klCovRatio?: number;
   ppoKlCoef?: number;
 }

@@ -17,9 +17,15 @@ export const responseGradsSpec: KernelSpec = {
 };
 
 /** Scatters the actor loss's [B, T, 2] token gradients to the [B, S] rows the LM head backward consumes. */
-export function scatterResponseGradsGpu(engine: Engine, a: { grads: Tensor; dLogprobs: Tensor; dEntropy: Tensor; B: number; S: number; T: number }): void {
+export function scatterResponseGradsGpu(
+  engine: Engine,
+  a: { grads: Tensor; dLogprobs: Tensor; dEntropy: Tensor; B: number; S: number; T: number },
+): void {
   const { B, S, T } = a;
-  if (T + 1 > S) throw new Error(`response-grads: a response of T=${T} tokens needs a sequence of at least T+1 positions, got S=${S}`);
+  if (T + 1 > S)
+    throw new Error(
+      `response-grads: a response of T=${T} tokens needs a sequence of at least T+1 positions, got S=${S}`,
+    );
   expectSize('response-grads', 'grads', a.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
   expectSize('response-grads', 'dLogprobs', a.dLogprobs, B * S, `[B=${B}, S=${S}]`);
   expectSize('response-grads', 'dEntropy', a.dEntropy, B * S, `[B=${B}, S=${S}]`);

@@ -2,7 +2,13 @@
 // after every masked token) and ReMax (undiscounted sum of masked rewards, minus a per-sequence baseline).
 import { maskedWhiten } from './masked-stats.ref.ts';
 
-export function reinforcePlusPlusReturnsRef(rewards: ArrayLike<number>, mask: ArrayLike<number>, gamma: number, B: number, T: number): Float64Array {
+export function reinforcePlusPlusReturnsRef(
+  rewards: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  gamma: number,
+  B: number,
+  T: number,
+): Float64Array {
   const returns = new Float64Array(B * T);
   for (let b = 0; b < B; b++) {
     let running = 0;
@@ -16,12 +22,24 @@ export function reinforcePlusPlusReturnsRef(rewards: ArrayLike<number>, mask: Ar
   return returns;
 }
 
-export function computeReinforcePlusPlusOutcomeAdvantageRef(rewards: ArrayLike<number>, mask: ArrayLike<number>, gamma: number, B: number, T: number): { advantages: Float64Array; returns: Float64Array } {
+export function computeReinforcePlusPlusOutcomeAdvantageRef(
+  rewards: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  gamma: number,
+  B: number,
+  T: number,
+): { advantages: Float64Array; returns: Float64Array } {
   const returns = reinforcePlusPlusReturnsRef(rewards, mask, gamma, B, T);
   return { advantages: maskedWhiten(returns, mask, true, true), returns };
 }
 
-export function computeRemaxOutcomeAdvantageRef(rewards: ArrayLike<number>, rewardBaselines: ArrayLike<number>, mask: ArrayLike<number>, B: number, T: number): { advantages: Float64Array; returns: Float64Array } {
+export function computeRemaxOutcomeAdvantageRef(
+  rewards: ArrayLike<number>,
+  rewardBaselines: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  B: number,
+  T: number,
+): { advantages: Float64Array; returns: Float64Array } {
   const returns = new Float64Array(B * T);
   const advantages = new Float64Array(B * T);
   for (let b = 0; b < B; b++) {

@@ -13,12 +13,20 @@ function maxGrad(a: number, da: number, b: number, db: number): [number, number]
 }
 
 export function computeValueLossRef(args: {
-  vpreds: ArrayLike<number>; returns: ArrayLike<number>; values: ArrayLike<number>; responseMask: ArrayLike<number>;
-  cliprangeValue: number; B: number; T: number; aggregation: LossAggregation;
+  vpreds: ArrayLike<number>;
+  returns: ArrayLike<number>;
+  values: ArrayLike<number>;
+  responseMask: ArrayLike<number>;
+  cliprangeValue: number;
+  B: number;
+  T: number;
+  aggregation: LossAggregation;
 }): { vfLoss: number; vfClipfrac: number; gradVpreds: Float64Array } {
   const { B, T } = args;
   const gradVpreds = new Float64Array(B * T);
-  let vfLoss = 0, clipped = 0, count = 0;
+  let vfLoss = 0,
+    clipped = 0,
+    count = 0;
   for (let b = 0; b < B; b++) {
     let rowCount = 0;
     for (let t = 0; t < T; t++) rowCount += args.responseMask[b * T + t];
@@ -26,10 +34,13 @@ export function computeValueLossRef(args: {
       const i = b * T + t;
       const m = args.responseMask[i];
       if (m === 0) continue;
-      const v = args.vpreds[i], r = args.returns[i], old = args.values[i];
+      const v = args.vpreds[i],
+        r = args.returns[i],
+        old = args.values[i];
       const [upper, dupper] = minGrad(v, 1, old + args.cliprangeValue, 0);
       const [vc, dvc] = maxGrad(upper, dupper, old - args.cliprangeValue, 0);
-      const l1 = (v - r) ** 2, l2 = (vc - r) ** 2;
+      const l1 = (v - r) ** 2,
+        l2 = (vc - r) ** 2;
       const [loss, dloss] = maxGrad(l1, 2 * (v - r), l2, 2 * (vc - r) * dvc);
       const w = 0.5 * aggWeight(args.aggregation, m, rowCount);
       vfLoss += w * loss;

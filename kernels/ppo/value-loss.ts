@@ -23,19 +23,47 @@ export const valueLossSpec: KernelSpec = {
   ],
 };
 
-/** verl's compute_value_loss: out [3] = (vf_loss, vf_clipfrac, token count); gradVpreds [B, T]. rowPartials: scratch [B, 3]. */
-export function computeValueLossGpu(engine: Engine, args: {
-  vpreds: Tensor; returns: Tensor; values: Tensor; responseMask: Tensor; gradVpreds: Tensor; rowPartials: Tensor; out: Tensor;
-  cliprangeValue: number; aggregation: LossAggregation; B: number; T: number;
-}): void {
+/**
+ * verl's compute_value_loss: out [3] = (vf_loss, vf_clipfrac, token count); gradVpreds [B, T]. rowPartials: scratch [B,
+ * 3].
+ */
+export function computeValueLossGpu(
+  engine: Engine,
+  args: {
+    vpreds: Tensor;
+    returns: Tensor;
+    values: Tensor;
+    responseMask: Tensor;
+    gradVpreds: Tensor;
+    rowPartials: Tensor;
+    out: Tensor;
+    cliprangeValue: number;
+    aggregation: LossAggregation;
+    B: number;
+    T: number;
+  },
+): void {
   const { B, T } = args;
   expectRows('value-loss', B, T);
-  for (const [t, what] of [[args.vpreds, 'vpreds'], [args.returns, 'returns'], [args.values, 'values'], [args.responseMask, 'responseMask'],
-    [args.gradVpreds, 'gradVpreds']] as const) expectSize('value-loss', what, t, B * T, `[B=${B}, T=${T}]`);
+  for (const [t, what] of [
+    [args.vpreds, 'vpreds'],
+    [args.returns, 'returns'],
+    [args.values, 'values'],
+    [args.responseMask, 'responseMask'],
+    [args.gradVpreds, 'gradVpreds'],
+  ] as const)
+    expectSize('value-loss', what, t, B * T, `[B=${B}, T=${T}]`);
   expectSize('value-loss', 'rowPartials', args.rowPartials, 3 * B, `[B=${B}, 3]`);
   const agg = aggregationUniforms(args.aggregation);
   engine.dispatch(valueLossSpec, {
-    bindings: { vpreds: args.vpreds, returns: args.returns, values: args.values, mask: args.responseMask, gradVpreds: args.gradVpreds, rowPartials: args.rowPartials },
+    bindings: {
+      vpreds: args.vpreds,
+      returns: args.returns,
+      values: args.values,
+      mask: args.responseMask,
+      gradVpreds: args.gradVpreds,
+      rowPartials: args.rowPartials,
+    },
     uniforms: { T, cliprangeValue: args.cliprangeValue, aggMode: agg.mode, aggScale: agg.scale },
     workgroups: [B],
   });

@@ -4,7 +4,13 @@
 // masked tokens (tir_optimal_token_baseline). Imports nothing: the launcher's caller and the reference both use it.
 
 /** Per row, the column (or slot) from which handle_zero_tail zeroes its baseline (T: never). */
-export function zeroTailStarts(responseMask: ArrayLike<number>, groupOf: ArrayLike<number>, B: number, T: number, handleZeroTail: boolean): Uint32Array {
+export function zeroTailStarts(
+  responseMask: ArrayLike<number>,
+  groupOf: ArrayLike<number>,
+  B: number,
+  T: number,
+  handleZeroTail: boolean,
+): Uint32Array {
   const starts = new Uint32Array(B).fill(T);
   if (!handleZeroTail) return starts;
   const lengths = Array.from({ length: B }, (_, b) => {

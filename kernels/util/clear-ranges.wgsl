@@ -7,7 +7,8 @@
 const WG = 64u;
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32) {
   let r = wid.x + wid.y * nwg.x;
   if (r >= params.count) { return; }
   let end = ranges[2u * r + 1u];

@@ -8,7 +8,8 @@ const LANES = 256;
 
 /** Workgroups (partial sums) per tensor of sumOfSquares's first pass. A GPU wants enough to fill it, and one
  *  workgroup adds up to a few hundred partials; on a CPU each workgroup's tree sum costs 8 barriers, so a few long
- *  workgroups win (the gradient norm of 2^20 elements on lavapipe: 15-27 ms of CPU time with 256 workgroups, 1.5-2 ms with 8). */
+ *  workgroups win (the gradient norm of 2^20 elements on lavapipe: 15-27 ms of CPU time with 256 workgroups, 1.5-2 ms
+ *  with 8). */
 export const sumSquaresVariants: readonly Variant<number>[] = [
   { name: 'few-workgroups', supported: (caps) => caps.deviceClass === 'cpu', value: 8 },
   { name: 'many-workgroups', supported: () => true, value: 256 },
@@ -42,7 +43,9 @@ export const sumSquaresSpec: KernelSpec = {
   ],
 };
 
-/** A deterministic weighted sum, for losses: out[0] = Σ values[i]·weights[i] over i < n (single workgroup, fixed order). */
+/**
+ * A deterministic weighted sum, for losses: out[0] = Σ values[i]·weights[i] over i < n (single workgroup, fixed order).
+ */
 export function weightedSum(engine: Engine, a: { values: Tensor; weights: Tensor; out: Tensor; n: number }): void {
   const { values, weights, out, n } = a;
   expectSize('weightedSum', 'values', values, n, `[n=${n}]`, 'at least');
@@ -58,7 +61,9 @@ export function sumOfSquares(engine: Engine, a: { tensors: readonly Tensor[]; ou
   const maxPartials = chooseVariant('sum-squares', sumSquaresVariants, engine.caps, engine.knobs).value;
   const workgroupCounts = tensors.map((t) => {
     if (t.size % 4 !== 0) {
-      throw new Error(`sumOfSquares: ${t.name} has ${t.size} elements, expected a multiple of 4 (arena segments are padded to 64)`);
+      throw new Error(
+        `sumOfSquares: ${t.name} has ${t.size} elements, expected a multiple of 4 (arena segments are padded to 64)`,
+      );
     }
     return Math.max(1, Math.min(maxPartials, Math.ceil(t.size / 4 / LANES)));
   });

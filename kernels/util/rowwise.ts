@@ -28,7 +28,12 @@ const PRELUDES: Record<VectorWidth, string> = {
 
 /** The vecN prelude of `width`, then the shared part of `source` and its section `section`, or several sections
  *  in the order given (null: the whole file). */
-export function shaderSource(op: string, source: string, section: string | readonly string[] | null, width: VectorWidth): string {
+export function shaderSource(
+  op: string,
+  source: string,
+  section: string | readonly string[] | null,
+  width: VectorWidth,
+): string {
   return PRELUDES[width] + (section === null ? source : wgslSections(op, source, section));
 }
 

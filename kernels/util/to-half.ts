@@ -1,5 +1,15 @@
 import toHalfSource from './to-half.wgsl';
-import { type Engine, type Tensor, type KernelSpec, type HalfDType, expectSize, foldWorkgroups, isHalf, rowsPerWindow, shapeString } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type HalfDType,
+  expectSize,
+  foldWorkgroups,
+  isHalf,
+  rowsPerWindow,
+  shapeString,
+} from '../../engine/index.ts';
 
 /** to-half.wgsl's main, then the section of `dtype` (its toHalf). */
 function source(dtype: HalfDType): string {
@@ -30,12 +40,21 @@ function spec(dtype: HalfDType): KernelSpec {
  *  converted in windows (one dispatch each). */
 export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): void {
   const { values, halves } = a;
-  if (values.dtype !== 'f32') throw new Error(`toHalf: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
-  if (!isHalf(halves.dtype)) throw new Error(`toHalf: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
-  expectSize('toHalf', 'halves', halves, values.size, `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`);
+  if (values.dtype !== 'f32')
+    throw new Error(`toHalf: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
+  if (!isHalf(halves.dtype))
+    throw new Error(`toHalf: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
+  expectSize(
+    'toHalf',
+    'halves',
+    halves,
+    values.size,
+    `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`,
+  );
   // Windows sized by the float32 side; an aligned half window start is then an aligned float32 start too.
   const align = engine.caps.minStorageBufferOffsetAlignment;
-  const step = values.byteLength <= engine.maxBindingBytes ? values.size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);
+  const step =
+    values.byteLength <= engine.maxBindingBytes ? values.size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);
   for (let first = 0; first < values.size; first += step) {
     const n = Math.min(step, values.size - first);
     engine.dispatch(specs[halves.dtype], {

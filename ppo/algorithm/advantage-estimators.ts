@@ -3,13 +3,24 @@
 // samples per group). The trainer calls it on its experience tensors; tools/verl/ calls it on uploaded arrays.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { computeGaeAdvantageReturnGpu } from '../../kernels/ppo/gae.ts';
-import { computeReinforcePlusPlusOutcomeAdvantageGpu, computeRemaxOutcomeAdvantageGpu } from '../../kernels/ppo/reverse-returns.ts';
-import { computeOutcomeAdvantageGpu, groupLayout, groupTensors, type GroupLayout } from '../../kernels/ppo/advantage-outcome.ts';
+import {
+  computeReinforcePlusPlusOutcomeAdvantageGpu,
+  computeRemaxOutcomeAdvantageGpu,
+} from '../../kernels/ppo/reverse-returns.ts';
+import {
+  computeOutcomeAdvantageGpu,
+  groupLayout,
+  groupTensors,
+  type GroupLayout,
+} from '../../kernels/ppo/advantage-outcome.ts';
 import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
 import { ADV_ESTIMATORS } from '../config/schema.ts';
 
-/** verl raises for the unbiased variance of fewer than two masked elements; so do we, in its words (the kernel would give NaN). */
+/**
+ * verl raises for the unbiased variance of fewer than two masked elements; so do we, in its words (the kernel would
+ * give NaN).
+ */
 export function checkUnbiasedCount(mask: ArrayLike<number>): void {
   let count = 0;
   for (let i = 0; i < mask.length; i++) count += mask[i];
@@ -20,7 +31,10 @@ export function checkUnbiasedCount(mask: ArrayLike<number>): void {
 function checkPasskGroups(layout: GroupLayout, index: readonly unknown[]): void {
   const small = layout.sizes.findIndex((n) => n < 2);
   if (small >= 0) {
-    throw new Error(`grpo_passk: Pass@k requires at least 2 samples per group; got ${layout.sizes[small]} for group ${String(index[layout.groupMembers[layout.groupStart[small]]])}`);
+    throw new Error(
+      `grpo_passk: Pass@k requires at least 2 samples per group; got ${layout.sizes[small]} for group ` +
+        `${String(index[layout.groupMembers[layout.groupStart[small]]])}`,
+    );
   }
 }
 
@@ -35,7 +49,10 @@ function withoutEmptyRows(index: readonly unknown[], mask: ArrayLike<number>, T:
 
 export interface AdvantageArgs {
   /** (B, T) tensors; advantages and returns are written. */
-  tokenLevelRewards: Tensor; responseMask: Tensor; advantages: Tensor; returns: Tensor;
+  tokenLevelRewards: Tensor;
+  responseMask: Tensor;
+  advantages: Tensor;
+  returns: Tensor;
   /** The response mask on the host, for verl's checks (the tensor stays on the GPU). */
   responseMaskHost: ArrayLike<number>;
   /** gae: the critic's values (B, T). */
@@ -45,8 +62,14 @@ export interface AdvantageArgs {
   /** Group estimators: verl's uid per sequence; equal values form a group. */
   index?: readonly unknown[];
   /** Scratch: (4) whitening statistics, (2B) row score and length. */
-  stats: Tensor; rowStats: Tensor;
-  gamma: number; lam: number; normAdvByStd: boolean; epsilon: number; B: number; T: number;
+  stats: Tensor;
+  rowStats: Tensor;
+  gamma: number;
+  lam: number;
+  normAdvByStd: boolean;
+  epsilon: number;
+  B: number;
+  T: number;
   /** gpg: verl's f_norm (its trainer leaves the default 1). */
   fNorm?: number;
   /** The optimal token baselines: the rollout policy's log-probs, Σ_v π_v² per token (B, T), optional IS weights. */
@@ -71,48 +94,114 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
   switch (estimator) {
     case 'gae':
       checkUnbiasedCount(a.responseMaskHost);
-      computeGaeAdvantageReturnGpu(engine, { tokenLevelRewards, values: need(a.values, 'values (a critic)'), responseMask, advantages, returns, stats, gamma: a.gamma, lam: a.lam, B, T });
+      computeGaeAdvantageReturnGpu(engine, {
+        tokenLevelRewards,
+        values: need(a.values, 'values (a critic)'),
+        responseMask,
+        advantages,
+        returns,
+        stats,
+        gamma: a.gamma,
+        lam: a.lam,
+        B,
+        T,
+      });
       return;
     case 'reinforce_plus_plus':
       checkUnbiasedCount(a.responseMaskHost);
-      computeReinforcePlusPlusOutcomeAdvantageGpu(engine, { tokenLevelRewards, responseMask, advantages, returns, stats, gamma: a.gamma, B, T });
+      computeReinforcePlusPlusOutcomeAdvantageGpu(engine, {
+        tokenLevelRewards,
+        responseMask,
+        advantages,
+        returns,
+        stats,
+        gamma: a.gamma,
+        B,
+        T,
+      });
       return;
     case 'remax':
-      computeRemaxOutcomeAdvantageGpu(engine, { tokenLevelRewards, responseMask, advantages, returns, rewardBaselines: need(a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'), B, T });
+      computeRemaxOutcomeAdvantageGpu(engine, {
+        tokenLevelRewards,
+        responseMask,
+        advantages,
+        returns,
+        rewardBaselines: need(a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'),
+        B,
+        T,
+      });
       return;
-    case 'grpo': case 'rloo': case 'opo': case 'reinforce_plus_plus_baseline': case 'grpo_passk':
-    case 'grpo_vectorized': case 'rloo_vectorized': case 'gpg': {
+    case 'grpo':
+    case 'rloo':
+    case 'opo':
+    case 'reinforce_plus_plus_baseline':
+    case 'grpo_passk':
+    case 'grpo_vectorized':
+    case 'rloo_vectorized':
+    case 'gpg': {
       const index = need(a.index, 'index (a group id per sequence)');
-      if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
+      if (index.length !== B)
+        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
       const layout = groupLayout(index);
       if (estimator === 'grpo_passk') checkPasskGroups(layout, index);
       if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
       const groups = groupTensors(engine, layout);
       computeOutcomeAdvantageGpu(engine, estimator, {
-        tokenLevelRewards, responseMask, ...groups, rowStats: a.rowStats, stats, advantages, epsilon: a.epsilon, normAdvByStd: a.normAdvByStd, fNorm: a.fNorm, B, T,
+        tokenLevelRewards,
+        responseMask,
+        ...groups,
+        rowStats: a.rowStats,
+        stats,
+        advantages,
+        epsilon: a.epsilon,
+        normAdvByStd: a.normAdvByStd,
+        fNorm: a.fNorm,
+        B,
+        T,
       });
       engine.copy(advantages, returns);
       for (const g of Object.values(groups)) engine.destroyTensor(g);
       return;
     }
-    case 'optimal_token_baseline': case 'tir_optimal_token_baseline': {
+    case 'optimal_token_baseline':
+    case 'tir_optimal_token_baseline': {
       const index = need(a.index, 'index (a group id per sequence)');
-      if (index.length !== B) throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
+      if (index.length !== B)
+        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
       const compact = estimator === 'tir_optimal_token_baseline';
       const layout = groupLayout(compact ? withoutEmptyRows(index, a.responseMaskHost, T) : index);
       const groups = groupTensors(engine, layout);
-      const tailStart = engine.tensorFrom('tailStart', [B], zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? HANDLE_ZERO_TAIL[estimator]), 'u32');
+      const tailStart = engine.tensorFrom(
+        'tailStart',
+        [B],
+        zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? HANDLE_ZERO_TAIL[estimator]),
+        'u32',
+      );
       const slotWeights = engine.tensor('slotWeights', [B, T, 2]);
       const slotBaseline = engine.tensor('slotBaseline', [B, T]);
       computeOptimalTokenBaselineGpu(engine, {
-        tokenLevelRewards, responseMask, oldLogProbs: need(a.oldLogProbs, 'old_log_probs'),
-        sumPiSquared: need(a.sumPiSquared, 'sum_pi_squared (Σ π² per token of the rollout policy)'), rolloutIsWeights: a.rolloutIsWeights,
-        ...groups, tailStart, slotWeights, slotBaseline, advantages, returns, compact, epsilon: a.epsilon, B, T,
+        tokenLevelRewards,
+        responseMask,
+        oldLogProbs: need(a.oldLogProbs, 'old_log_probs'),
+        sumPiSquared: need(a.sumPiSquared, 'sum_pi_squared (Σ π² per token of the rollout policy)'),
+        rolloutIsWeights: a.rolloutIsWeights,
+        ...groups,
+        tailStart,
+        slotWeights,
+        slotBaseline,
+        advantages,
+        returns,
+        compact,
+        epsilon: a.epsilon,
+        B,
+        T,
       });
       for (const t of [...Object.values(groups), tailStart, slotWeights, slotBaseline]) engine.destroyTensor(t);
       return;
     }
     default:
-      throw new Error(`algorithm.adv_estimator: unknown estimator "${estimator}" (expected one of ${ADV_ESTIMATORS.join(', ')})`);
+      throw new Error(
+        `algorithm.adv_estimator: unknown estimator "${estimator}" (expected one of ${ADV_ESTIMATORS.join(', ')})`,
+      );
   }
 }

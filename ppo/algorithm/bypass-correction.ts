@@ -3,7 +3,12 @@
 // importance weights and rejection criteria of rollout-correction.ts with the training forward's log-probs in place
 // of recomputed old ones, so they follow the policy as the update moves it. Host arithmetic on the micro-batch's
 // log-probs, read back once per micro-batch (the pick must precede the loss), and on host copies of the rest.
-import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask, type RolloutIsLevel } from './rollout-correction.ts';
+import {
+  rolloutIsWeights,
+  rolloutMismatchMetrics,
+  rolloutRejectionMask,
+  type RolloutIsLevel,
+} from './rollout-correction.ts';
 import type { RolloutRsCriterion } from '../config/rollout-rs-spec.ts';
 import type { PolicyLossMode } from '../../kernels/ppo/ppo-vocabulary.ts';
 
@@ -33,8 +38,14 @@ export interface BypassCorrection {
 }
 
 /** One micro-batch of N rows × R response columns: current and rollout log-probs, response mask. */
-export function bypassCorrection(plan: BypassCorrectionPlan, current: Float32Array, rollout: Float32Array, mask: Float32Array,
-  N: number, R: number): BypassCorrection {
+export function bypassCorrection(
+  plan: BypassCorrectionPlan,
+  current: Float32Array,
+  rollout: Float32Array,
+  mask: Float32Array,
+  N: number,
+  R: number,
+): BypassCorrection {
   const metrics: Record<string, number> = {};
   let weights: Float32Array | null = null;
   if (plan.rolloutIs) {

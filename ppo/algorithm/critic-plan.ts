@@ -12,7 +12,8 @@ export interface CriticPlan {
 
 export function planCritic(config: { advEstimator: string; freeze: boolean }): CriticPlan {
   const computeValues = config.advEstimator === 'gae';
-  if (!computeValues && config.freeze) throw new Error(`critic.freeze is set but algorithm.adv_estimator=${config.advEstimator} uses no critic`);
+  if (!computeValues && config.freeze)
+    throw new Error(`critic.freeze is set but algorithm.adv_estimator=${config.advEstimator} uses no critic`);
   const trains = computeValues && !config.freeze;
   return { computeValues, allocateOptimizerState: trains, update: trains };
 }

@@ -18,14 +18,22 @@ export interface ScoredBatch<R> {
  * config check refuses seq_final_reward with use_kl_in_reward); any other name is the reward's extra field of
  * that name, and acc or score fall back to the sequence score when the reward returned a plain number.
  */
-export function filterMetricValues(metric: string, scores: readonly number[], rewardExtraInfo: readonly (Record<string, unknown> | null)[]): number[] {
+export function filterMetricValues(
+  metric: string,
+  scores: readonly number[],
+  rewardExtraInfo: readonly (Record<string, unknown> | null)[],
+): number[] {
   if (metric === 'seq_reward' || metric === 'seq_final_reward') return [...scores];
   return scores.map((score, i) => {
     const extra = rewardExtraInfo[i];
     const value = extra?.[metric];
     if (typeof value === 'number' || typeof value === 'boolean') return Number(value);
     if (value === undefined && (metric === 'acc' || metric === 'score')) return score;
-    throw new Error(`algorithm.filter_groups.metric=${metric}: the reward of sample ${i} returned ${value === undefined ? 'no field' : `a ${typeof value}`} '${metric}'; expected a number (or metric acc, score, seq_reward, seq_final_reward)`);
+    throw new Error(
+      `algorithm.filter_groups.metric=${metric}: the reward of sample ${i} returned ` +
+        `${value === undefined ? 'no field' : `a ${typeof value}`} '${metric}'; expected a number (or metric acc, ` +
+        `score, seq_reward, seq_final_reward)`,
+    );
   });
 }
 
@@ -68,7 +76,8 @@ function repad(r: RolloutBatch, P: number, R: number, padTokenId: number): Rollo
   const left = P - r.promptLength;
   const right = R - r.responseLength;
   const fill = (n: number, v: number) => new Array<number>(n).fill(v);
-  const both = (rows: number[][], leftValue: number, rightValue: (row: number[]) => number[]) => rows.map((row) => [...fill(left, leftValue), ...row, ...rightValue(row)]);
+  const both = (rows: number[][], leftValue: number, rightValue: (row: number[]) => number[]) =>
+    rows.map((row) => [...fill(left, leftValue), ...row, ...rightValue(row)]);
   return {
     ...r,
     promptLength: P,
@@ -80,11 +89,18 @@ function repad(r: RolloutBatch, P: number, R: number, padTokenId: number): Rollo
     // Left padding gets position 1 (models/token-batch positionsFromMask); response positions run on past the end.
     positionIds: both(r.positionIds, 1, (row) => Array.from({ length: right }, (_, t) => row[row.length - 1] + 1 + t)),
     responseMask: r.responseMask.map((m) => [...m, ...fill(right, 0)]),
-    oldLogProbs: r.oldLogProbs.map((l) => { const out = new Float32Array(R); out.set(l); return out; }),
+    oldLogProbs: r.oldLogProbs.map((l) => {
+      const out = new Float32Array(R);
+      out.set(l);
+      return out;
+    }),
   };
 }
 
-/** verl's DataProto.concat of the kept groups of two generation batches (the second's groups numbered after the first's). */
+/**
+ * verl's DataProto.concat of the kept groups of two generation batches (the second's groups numbered after the
+ * first's).
+ */
 export function concatBatches<R>(a: ScoredBatch<R>, b: ScoredBatch<R>, padTokenId: number): ScoredBatch<R> {
   const P = Math.max(a.rollout.promptLength, b.rollout.promptLength);
   const R = Math.max(a.rollout.responseLength, b.rollout.responseLength);
@@ -92,10 +108,19 @@ export function concatBatches<R>(a: ScoredBatch<R>, b: ScoredBatch<R>, padTokenI
   const offset = a.records.length;
   return {
     records: [...a.records, ...b.records],
-    rollout: { ...x, groupIds: [...x.groupIds, ...y.groupIds.map((g) => g + offset)], prompts: [...x.prompts, ...y.prompts], responses: [...x.responses, ...y.responses],
-      inputIds: [...x.inputIds, ...y.inputIds], attentionMask: [...x.attentionMask, ...y.attentionMask], positionIds: [...x.positionIds, ...y.positionIds],
-      responseMask: [...x.responseMask, ...y.responseMask], oldLogProbs: [...x.oldLogProbs, ...y.oldLogProbs],
-      responseLengths: [...x.responseLengths, ...y.responseLengths], finishReasons: [...x.finishReasons, ...y.finishReasons] },
+    rollout: {
+      ...x,
+      groupIds: [...x.groupIds, ...y.groupIds.map((g) => g + offset)],
+      prompts: [...x.prompts, ...y.prompts],
+      responses: [...x.responses, ...y.responses],
+      inputIds: [...x.inputIds, ...y.inputIds],
+      attentionMask: [...x.attentionMask, ...y.attentionMask],
+      positionIds: [...x.positionIds, ...y.positionIds],
+      responseMask: [...x.responseMask, ...y.responseMask],
+      oldLogProbs: [...x.oldLogProbs, ...y.oldLogProbs],
+      responseLengths: [...x.responseLengths, ...y.responseLengths],
+      finishReasons: [...x.finishReasons, ...y.finishReasons],
+    },
     scores: [...a.scores, ...b.scores],
     rewardExtraInfo: [...a.rewardExtraInfo, ...b.rewardExtraInfo],
   };
@@ -103,26 +128,40 @@ export function concatBatches<R>(a: ScoredBatch<R>, b: ScoredBatch<R>, padTokenI
 
 /** verl's error when max_num_gen_batches generation batches did not fill the training batch. */
 export function tooManyGenBatchesMessage(numGenBatches: number, maxNumGenBatches: number): string {
-  return `num_gen_batches=${numGenBatches} >= max_num_gen_batches=${maxNumGenBatches}.`
-    + ' Generated too many. Please check if your data are too difficult.'
-    + ' You could also try set max_num_gen_batches=0 to enable endless trials.';
+  return (
+    `num_gen_batches=${numGenBatches} >= max_num_gen_batches=${maxNumGenBatches}.` +
+    ' Generated too many. Please check if your data are too difficult.' +
+    ' You could also try set max_num_gen_batches=0 to enable endless trials.'
+  );
 }
 
 /**
  * Draws generation batches until `trainBatchSize` prompts' groups are kept, then the first `trainBatchSize` of
  * them (verl: batch[:train_batch_size * n]); throws verl's error when max_num_gen_batches (> 0) is reached first.
  */
-export async function dynamicSample<R>(options: { trainBatchSize: number; maxNumGenBatches: number; metric: string; padTokenId: number },
-  nextBatch: () => Promise<ScoredBatch<R>>): Promise<{ batch: ScoredBatch<R>; numGenBatches: number }> {
+export async function dynamicSample<R>(
+  options: { trainBatchSize: number; maxNumGenBatches: number; metric: string; padTokenId: number },
+  nextBatch: () => Promise<ScoredBatch<R>>,
+): Promise<{ batch: ScoredBatch<R>; numGenBatches: number }> {
   let kept: ScoredBatch<R> | null = null;
   for (let numGenBatches = 1; ; numGenBatches++) {
     const batch = await nextBatch();
-    const groups = keptGroups(batch.rollout.groupIds, filterMetricValues(options.metric, batch.scores, batch.rewardExtraInfo));
+    const groups = keptGroups(
+      batch.rollout.groupIds,
+      filterMetricValues(options.metric, batch.scores, batch.rewardExtraInfo),
+    );
     const selected = selectGroups(batch, groups);
     kept = kept ? concatBatches(kept, selected, options.padTokenId) : selected;
     if (kept.records.length >= options.trainBatchSize) {
-      return { batch: selectGroups(kept, Array.from({ length: options.trainBatchSize }, (_, g) => g)), numGenBatches };
+      return {
+        batch: selectGroups(
+          kept,
+          Array.from({ length: options.trainBatchSize }, (_, g) => g),
+        ),
+        numGenBatches,
+      };
     }
-    if (options.maxNumGenBatches > 0 && numGenBatches >= options.maxNumGenBatches) throw new Error(tooManyGenBatchesMessage(numGenBatches, options.maxNumGenBatches));
+    if (options.maxNumGenBatches > 0 && numGenBatches >= options.maxNumGenBatches)
+      throw new Error(tooManyGenBatchesMessage(numGenBatches, options.maxNumGenBatches));
   }
 }

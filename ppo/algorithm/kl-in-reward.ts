@@ -5,11 +5,22 @@ import type { Engine, Tensor } from '../../engine/index.ts';
 import { applyKlPenaltyGpu } from '../../kernels/ppo/kl-penalty.ts';
 import type { KLController } from './kl-controller.ts';
 
-export async function applyKlInRewardGpu(engine: Engine, args: {
-  /** (B, T) tensors; tokenLevelRewards is written, rowKl (B) is scratch. */
-  tokenLevelScores: Tensor; oldLogProbs: Tensor; refLogProb: Tensor; responseMask: Tensor; tokenLevelRewards: Tensor; rowKl: Tensor;
-  klCtrl: KLController; klPenalty: string; B: number; T: number;
-}): Promise<{ 'actor/reward_kl_penalty': number; 'actor/reward_kl_penalty_coeff': number }> {
+export async function applyKlInRewardGpu(
+  engine: Engine,
+  args: {
+    /** (B, T) tensors; tokenLevelRewards is written, rowKl (B) is scratch. */
+    tokenLevelScores: Tensor;
+    oldLogProbs: Tensor;
+    refLogProb: Tensor;
+    responseMask: Tensor;
+    tokenLevelRewards: Tensor;
+    rowKl: Tensor;
+    klCtrl: KLController;
+    klPenalty: string;
+    B: number;
+    T: number;
+  },
+): Promise<{ 'actor/reward_kl_penalty': number; 'actor/reward_kl_penalty_coeff': number }> {
   const beta = args.klCtrl.value;
   applyKlPenaltyGpu(engine, { ...args, beta });
   const rowKl = await engine.read(args.rowKl);

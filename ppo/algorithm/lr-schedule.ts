@@ -6,7 +6,10 @@ import type { PpoConfig } from '../config.ts';
 
 export type OptimConfig = PpoConfig['actor_rollout_ref']['actor']['optim'];
 /** The keys a schedule reads (the SFT job builds one from verl's SFT optim keys). */
-export type LrSchedule = Pick<OptimConfig, 'lr' | 'lr_warmup_steps' | 'lr_warmup_steps_ratio' | 'lr_scheduler_type' | 'min_lr_ratio' | 'num_cycles'>;
+export type LrSchedule = Pick<
+  OptimConfig,
+  'lr' | 'lr_warmup_steps' | 'lr_warmup_steps_ratio' | 'lr_scheduler_type' | 'min_lr_ratio' | 'num_cycles'
+>;
 
 export function warmupSteps(optim: LrSchedule, totalSteps: number): number {
   return optim.lr_warmup_steps >= 0 ? optim.lr_warmup_steps : Math.trunc(optim.lr_warmup_steps_ratio * totalSteps);

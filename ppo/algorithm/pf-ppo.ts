@@ -31,11 +31,16 @@ export function pfPpoWeights(scores: readonly number[], reweightMethod: string, 
     max_min: (s) => (s === max || s === min ? 1 : 0),
     max_random: (s) => (s === max ? 0.4 : 0.1),
   };
-  if (!(PF_PPO_REWEIGHT_METHODS as readonly string[]).includes(reweightMethod)) throw new Error(`Unsupported reweight_method: ${reweightMethod}`);
+  if (!(PF_PPO_REWEIGHT_METHODS as readonly string[]).includes(reweightMethod))
+    throw new Error(`Unsupported reweight_method: ${reweightMethod}`);
   const weight = weightOf[reweightMethod as PfPpoReweightMethod];
   return Float64Array.from(scores, (score, i) => {
     const w = Math.max(weight(score) + WEIGHT_FLOOR, WEIGHT_FLOOR);
-    if (!Number.isFinite(w)) throw new Error(`algorithm.pf_ppo.weight_pow=${weightPow}: sequence ${i}'s weight |${score}|^${weightPow} is ${w}; a weight must be finite (torch.multinomial refuses it too)`);
+    if (!Number.isFinite(w))
+      throw new Error(
+        `algorithm.pf_ppo.weight_pow=${weightPow}: sequence ${i}'s weight |${score}|^${weightPow} is ${w}; a weight ` +
+          `must be finite (torch.multinomial refuses it too)`,
+      );
     return w;
   });
 }
@@ -61,7 +66,11 @@ export function drawWithReplacement(weights: Float64Array, count: number, rng: R
 
 /** The rows PF-PPO trains on, N drawn from the N sequences of `scores`, and pf_ppo/distinct_rows: how many different
  *  sequences they are (N when every row is kept once; verl logs nothing for PF-PPO). */
-export function pfPpoSample(scores: readonly number[], plan: PfPpoPlan, rng: Rng): { indices: number[]; metrics: Record<string, number> } {
+export function pfPpoSample(
+  scores: readonly number[],
+  plan: PfPpoPlan,
+  rng: Rng,
+): { indices: number[]; metrics: Record<string, number> } {
   const indices = drawWithReplacement(pfPpoWeights(scores, plan.reweightMethod, plan.weightPow), scores.length, rng);
   return { indices, metrics: { 'pf_ppo/distinct_rows': new Set(indices).size } };
 }

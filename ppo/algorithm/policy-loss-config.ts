@@ -11,7 +11,10 @@ export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossC
   const clipRatio = options.clipRatio ?? 0.2;
   const lossMode = options.lossMode ?? 'vanilla';
   if (!(POLICY_LOSS_MODES as readonly string[]).includes(lossMode)) {
-    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${POLICY_LOSS_MODES.join(', ')} (actor.policy_loss.loss_mode)`);
+    throw new Error(
+      `Unsupported loss mode: ${lossMode}. Supported modes are: ${POLICY_LOSS_MODES.join(', ')} ` +
+        `(actor.policy_loss.loss_mode)`,
+    );
   }
   const config: PolicyLossConfig = {
     lossMode: lossMode as PolicyLossMode,
@@ -27,9 +30,14 @@ export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossC
     ppoKlCoef: options.ppoKlCoef ?? 0.1,
   };
   if (config.lossMode === 'vanilla' && !(config.clipRatioC > 1)) {
-    throw new Error(`actor.clip_ratio_c: The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0, but get the value: ${config.clipRatioC}.`);
+    throw new Error(
+      `actor.clip_ratio_c: The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0, but get ` +
+        `the value: ${config.clipRatioC}.`,
+    );
   }
-  if (config.lossMode === 'clip_cov' && !(config.clipCovRatio! > 0)) throw new Error('clip_ratio should be larger than 0. (actor.policy_loss.clip_cov_ratio)');
-  if (config.lossMode === 'kl_cov' && !(config.klCovRatio! > 0)) throw new Error('kl_cov_ratio should be larger than 0. (actor.policy_loss.kl_cov_ratio)');
+  if (config.lossMode === 'clip_cov' && !(config.clipCovRatio! > 0))
+    throw new Error('clip_ratio should be larger than 0. (actor.policy_loss.clip_cov_ratio)');
+  if (config.lossMode === 'kl_cov' && !(config.klCovRatio! > 0))
+    throw new Error('kl_cov_ratio should be larger than 0. (actor.policy_loss.kl_cov_ratio)');
   return config;
 }

@@ -10,7 +10,10 @@ export interface RewardMask {
   metrics: { 'reward_mask/ratio_actual'?: number };
 }
 
-/** Draws the mask for B trajectories; ratio 0 draws nothing, so enabling the option is the only thing that moves the stream. */
+/**
+ * Draws the mask for B trajectories; ratio 0 draws nothing, so enabling the option is the only thing that moves the
+ * stream.
+ */
 export function sampleRewardMask(rng: Rng, B: number, ratio: number): RewardMask {
   if (!(ratio >= 0 && ratio <= 1)) throw new Error(`algorithm.reward_mask_ratio must be in [0, 1], got ${ratio}`);
   const keep = new Float32Array(B).fill(1);

@@ -12,7 +12,9 @@ interface MiniBatchKeys {
   ppo_micro_batch_size_per_gpu: number | null;
 }
 
-/** Effective micro-batch of an actor or critic section: the _per_gpu key, its deprecated alias, or the whole mini-batch. */
+/**
+ * Effective micro-batch of an actor or critic section: the _per_gpu key, its deprecated alias, or the whole mini-batch.
+ */
 function microBatchSize(section: MiniBatchKeys, miniBatchSequences: number): number {
   return section.ppo_micro_batch_size_per_gpu ?? section.ppo_micro_batch_size ?? miniBatchSequences;
 }
@@ -46,7 +48,9 @@ export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
   const m = config.actor_rollout_ref.model;
   if (m.lora_rank === 0) return null;
   return {
-    rank: m.lora_rank, alpha: m.lora_alpha, useRslora: false,
+    rank: m.lora_rank,
+    alpha: m.lora_alpha,
+    useRslora: false,
     targetModules: resolveTargetModules(m.target_modules, m.exclude_modules, 'actor_rollout_ref.model.target_modules'),
   };
 }
@@ -81,19 +85,29 @@ function checkBatchSizes(config: PpoConfig, problems: string[]): void {
   for (const [name, section] of sections) {
     const mini = section.ppo_mini_batch_size;
     if (section.ppo_micro_batch_size !== null && section.ppo_micro_batch_size_per_gpu !== null) {
-      problems.push(`${name}.ppo_micro_batch_size and ${name}.ppo_micro_batch_size_per_gpu are mutually exclusive: remove ${name}.ppo_micro_batch_size (deprecated)`);
+      problems.push(
+        `${name}.ppo_micro_batch_size and ${name}.ppo_micro_batch_size_per_gpu are mutually exclusive: remove ` +
+          `${name}.ppo_micro_batch_size (deprecated)`,
+      );
     }
     if (prompts % mini !== 0) {
       // The critic's mini-batch follows the actor's by default: one message for one mistake.
       const reportedForActor = name === 'critic' && mini === config.actor_rollout_ref.actor.ppo_mini_batch_size;
-      if (!reportedForActor) problems.push(`${name}.ppo_mini_batch_size=${mini} (× rollout.n=${n} = ${mini * n} sequences) must divide data.train_batch_size × rollout.n = ${prompts * n}` +
-        ` — try ${name}.ppo_mini_batch_size=${divisorBelow(prompts, mini)}`);
+      if (!reportedForActor)
+        problems.push(
+          `${name}.ppo_mini_batch_size=${mini} (× rollout.n=${n} = ${mini * n} sequences) must divide ` +
+            `data.train_batch_size × rollout.n = ${prompts * n}` +
+            ` — try ${name}.ppo_mini_batch_size=${divisorBelow(prompts, mini)}`,
+        );
       continue;
     }
     const micro = microBatchSize(section, mini * n);
     if ((mini * n) % micro !== 0) {
-      problems.push(`${name}.ppo_micro_batch_size_per_gpu=${micro} must divide the mini-batch of ${mini * n} sequences (ppo_mini_batch_size ${mini} × rollout.n ${n})` +
-        ` — try ${name}.ppo_micro_batch_size_per_gpu=${divisorBelow(mini * n, micro)}`);
+      problems.push(
+        `${name}.ppo_micro_batch_size_per_gpu=${micro} must divide the mini-batch of ${mini * n} sequences ` +
+          `(ppo_mini_batch_size ${mini} × rollout.n ${n})` +
+          ` — try ${name}.ppo_micro_batch_size_per_gpu=${divisorBelow(mini * n, micro)}`,
+      );
     }
   }
 }
@@ -110,7 +124,10 @@ function checkKlEstimator(path: string, name: string, problems: string[]): void 
 export function deriveDefaults(config: PpoConfig): void {
   const { retriever, data } = config;
   config.data.seed ??= config.trainer.seed;
-  config.do_search ??= retriever.url !== null || retriever.corpus_path !== null || (data.train_files === null && data.builtin_task === 'search_qa');
+  config.do_search ??=
+    retriever.url !== null ||
+    retriever.corpus_path !== null ||
+    (data.train_files === null && data.builtin_task === 'search_qa');
 }
 
 export function checkCombinations(config: PpoConfig, problems: string[]): void {
@@ -126,77 +143,152 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     problems.push((err as Error).message);
   }
   if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
-    problems.push('actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. 8) or lora_adapter_path, or remove lora_save_merged');
+    problems.push(
+      'actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. ' +
+        '8) or lora_adapter_path, or remove lora_save_merged',
+    );
   }
 
   const estimator = algorithm.adv_estimator;
   if (usesCritic(config)) {
     if (critic.model.path === null && model.path !== null) {
-      problems.push(`algorithm.adv_estimator=gae trains a critic, but critic.model.path is null — set critic.model.path (e.g. to ${model.path}) or use a critic-free estimator such as algorithm.adv_estimator=grpo`);
+      problems.push(
+        `algorithm.adv_estimator=gae trains a critic, but critic.model.path is null — set critic.model.path (e.g. to ` +
+          `${model.path}) or use a critic-free estimator such as algorithm.adv_estimator=grpo`,
+      );
     }
     if (critic.freeze && trainer.critic_warmup > 0) {
-      problems.push(`trainer.critic_warmup=${trainer.critic_warmup} updates only the critic, but critic.freeze=true: nothing would train — set trainer.critic_warmup=0 or critic.freeze=false`);
+      problems.push(
+        `trainer.critic_warmup=${trainer.critic_warmup} updates only the critic, but critic.freeze=true: nothing ` +
+          `would train — set trainer.critic_warmup=0 or critic.freeze=false`,
+      );
     }
   } else {
-    if (critic.freeze) problems.push(`critic.freeze=true but algorithm.adv_estimator=${estimator} uses no critic — remove critic.freeze or use algorithm.adv_estimator=gae`);
-    if (trainer.critic_warmup > 0) problems.push(`trainer.critic_warmup=${trainer.critic_warmup} but algorithm.adv_estimator=${estimator} uses no critic — set trainer.critic_warmup=0`);
+    if (critic.freeze)
+      problems.push(
+        `critic.freeze=true but algorithm.adv_estimator=${estimator} uses no critic — remove critic.freeze or use ` +
+          `algorithm.adv_estimator=gae`,
+      );
+    if (trainer.critic_warmup > 0)
+      problems.push(
+        `trainer.critic_warmup=${trainer.critic_warmup} but algorithm.adv_estimator=${estimator} uses no critic — ` +
+          `set trainer.critic_warmup=0`,
+      );
   }
   // verl's compute_advantage asserts that sum_pi_squared is in the batch: only the old-log-prob forward with
   // actor.calculate_sum_pi_squared gives it, and bypass mode skips that forward.
   if (SUM_PI_SQUARED_ESTIMATORS.includes(estimator)) {
     if (!actor.calculate_sum_pi_squared) {
-      problems.push(`algorithm.adv_estimator=${estimator} needs Σπ² per response token (sum_pi_squared) — set actor_rollout_ref.actor.calculate_sum_pi_squared=true, as verl asks`);
+      problems.push(
+        `algorithm.adv_estimator=${estimator} needs Σπ² per response token (sum_pi_squared) — set ` +
+          `actor_rollout_ref.actor.calculate_sum_pi_squared=true, as verl asks`,
+      );
     } else if (algorithm.rollout_correction.bypass_mode) {
-      problems.push(`algorithm.adv_estimator=${estimator} reads Σπ² from the old-log-prob forward, which algorithm.rollout_correction.bypass_mode=true skips (verl stops there too) — set bypass_mode=false or use another estimator`);
+      problems.push(
+        `algorithm.adv_estimator=${estimator} reads Σπ² from the old-log-prob forward, which ` +
+          `algorithm.rollout_correction.bypass_mode=true skips (verl stops there too) — set bypass_mode=false or use ` +
+          `another estimator`,
+      );
     }
   }
   // verl runs the other group estimators with rollout.n=1 (a group of one: mean 0, standard deviation 1).
   if (estimator === 'grpo_passk' && rollout.n < 2) {
-    problems.push(`algorithm.adv_estimator=grpo_passk compares the responses to one prompt, but actor_rollout_ref.rollout.n=${rollout.n} — set actor_rollout_ref.rollout.n to 2 or more (e.g. 4)`);
+    problems.push(
+      `algorithm.adv_estimator=grpo_passk compares the responses to one prompt, but ` +
+        `actor_rollout_ref.rollout.n=${rollout.n} — set actor_rollout_ref.rollout.n to 2 or more (e.g. 4)`,
+    );
   }
 
-  for (const [path, sampling] of [['actor_rollout_ref.rollout', rollout], ['actor_rollout_ref.rollout.val_kwargs', rollout.val_kwargs]] as const) {
+  for (const [path, sampling] of [
+    ['actor_rollout_ref.rollout', rollout],
+    ['actor_rollout_ref.rollout.val_kwargs', rollout.val_kwargs],
+  ] as const) {
     if (!sampling.do_sample && sampling.n > 1) {
-      problems.push(`${path}.n=${sampling.n} with ${path}.do_sample=false: greedy decoding gives ${sampling.n} identical responses — set ${path}.do_sample=true or ${path}.n=1`);
+      problems.push(
+        `${path}.n=${sampling.n} with ${path}.do_sample=false: greedy decoding gives ${sampling.n} identical ` +
+          `responses — set ${path}.do_sample=true or ${path}.n=1`,
+      );
     }
     if (sampling.do_sample && sampling.temperature === 0) {
-      problems.push(`${path}.do_sample=true with ${path}.temperature=0: sampling needs a positive temperature — set ${path}.do_sample=false for greedy decoding`);
+      problems.push(
+        `${path}.do_sample=true with ${path}.temperature=0: sampling needs a positive temperature — set ` +
+          `${path}.do_sample=false for greedy decoding`,
+      );
     }
   }
 
   if (config.reward_model.enable && config.reward_model.model.path === null) {
-    problems.push('reward_model.enable=true but reward_model.model.path is null — set it to a Hugging Face *ForSequenceClassification directory');
+    problems.push(
+      'reward_model.enable=true but reward_model.model.path is null — set it to a Hugging Face ' +
+        '*ForSequenceClassification directory',
+    );
   }
   const overlong = config.reward_model.reward_kwargs.overlong_buffer_cfg;
   if (overlong.enable) {
-    if (config.reward_model.reward_manager !== 'dapo') problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.enable=true needs reward_model.reward_manager=dapo (got ${config.reward_model.reward_manager})`);
+    if (config.reward_model.reward_manager !== 'dapo')
+      problems.push(
+        `reward_model.reward_kwargs.overlong_buffer_cfg.enable=true needs reward_model.reward_manager=dapo (got ` +
+          `${config.reward_model.reward_manager})`,
+      );
     const maxLength = config.reward_model.reward_kwargs.max_resp_len ?? config.data.max_response_length;
     if (overlong.len <= 0 || overlong.len > maxLength) {
-      problems.push(`reward_model.reward_kwargs.overlong_buffer_cfg.len=${overlong.len} must be in [1, ${maxLength}] (reward_kwargs.max_resp_len, else data.max_response_length)`);
+      problems.push(
+        `reward_model.reward_kwargs.overlong_buffer_cfg.len=${overlong.len} must be in [1, ${maxLength}] ` +
+          `(reward_kwargs.max_resp_len, else data.max_response_length)`,
+      );
     }
   }
   const filter = config.algorithm.filter_groups;
-  if (config.data.gen_batch_size !== null && config.data.gen_batch_size !== config.data.train_batch_size && !filter.enable) {
-    problems.push(`data.gen_batch_size=${config.data.gen_batch_size} differs from data.train_batch_size=${config.data.train_batch_size} but algorithm.filter_groups.enable=false: only dynamic sampling generates batches of another size — set algorithm.filter_groups.enable=true or remove data.gen_batch_size`);
+  if (
+    config.data.gen_batch_size !== null &&
+    config.data.gen_batch_size !== config.data.train_batch_size &&
+    !filter.enable
+  ) {
+    problems.push(
+      `data.gen_batch_size=${config.data.gen_batch_size} differs from ` +
+        `data.train_batch_size=${config.data.train_batch_size} but algorithm.filter_groups.enable=false: only ` +
+        `dynamic sampling generates batches of another size — set algorithm.filter_groups.enable=true or remove ` +
+        `data.gen_batch_size`,
+    );
   }
   if (filter.enable && filter.metric === 'seq_final_reward' && config.algorithm.use_kl_in_reward) {
-    problems.push('algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=true: the KL penalty needs the reference log-probs, computed here after the groups are filtered (verl\'s recipe reads them before computing them) — use metric seq_reward or acc');
+    problems.push(
+      'algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=true: the KL penalty needs ' +
+        "the reference log-probs, computed here after the groups are filtered (verl's recipe reads them before " +
+        'computing them) — use metric seq_reward or acc',
+    );
   }
   if (config.reward_model.enable && config.custom_reward_function.path !== null) {
-    problems.push('reward_model.enable=true scores with the reward model, so custom_reward_function.path would be ignored — use one of them');
+    problems.push(
+      'reward_model.enable=true scores with the reward model, so custom_reward_function.path would be ignored — use ' +
+        'one of them',
+    );
   }
 
   const { retriever } = config;
   if (config.do_search) {
     if (retriever.url !== null && retriever.corpus_path !== null) {
-      problems.push('retriever.url and retriever.corpus_path are both set: the run would search the server and ignore the corpus — set one of them');
+      problems.push(
+        'retriever.url and retriever.corpus_path are both set: the run would search the server and ignore the corpus ' +
+          '— set one of them',
+      );
     }
-    if (retriever.url === null && retriever.corpus_path === null && (config.data.train_files !== null || config.data.builtin_task !== 'search_qa')) {
-      problems.push('do_search=true needs a retriever: set retriever.url (a Search-R1 retrieval server) or retriever.corpus_path (a JSONL corpus for the built-in BM25)');
+    if (
+      retriever.url === null &&
+      retriever.corpus_path === null &&
+      (config.data.train_files !== null || config.data.builtin_task !== 'search_qa')
+    ) {
+      problems.push(
+        'do_search=true needs a retriever: set retriever.url (a Search-R1 retrieval server) or retriever.corpus_path ' +
+          '(a JSONL corpus for the built-in BM25)',
+      );
     }
   } else {
     if (retriever.url !== null || retriever.corpus_path !== null) {
-      problems.push(`retriever.${retriever.url !== null ? 'url' : 'corpus_path'} is set but do_search=false: no search would run — set do_search=true`);
+      problems.push(
+        `retriever.${retriever.url !== null ? 'url' : 'corpus_path'} is set but do_search=false: no search would run ` +
+          `— set do_search=true`,
+      );
     }
     if (config.data.train_files === null && config.data.builtin_task === 'search_qa') {
       problems.push('data.builtin_task=search_qa is a search task — set do_search=true');
@@ -206,25 +298,47 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   checkRolloutServers(config, problems);
   const multiTurn = config.actor_rollout_ref.rollout.multi_turn;
   if (multiTurn.enable && config.do_search) {
-    problems.push('actor_rollout_ref.rollout.multi_turn.enable=true and do_search=true are two multi-turn protocols — use one (verl\'s SearchTool in a tool config gives the tool loop a retriever)');
+    problems.push(
+      'actor_rollout_ref.rollout.multi_turn.enable=true and do_search=true are two multi-turn protocols — use one ' +
+        "(verl's SearchTool in a tool config gives the tool loop a retriever)",
+    );
   }
   if (!multiTurn.enable && multiTurn.tool_config_path !== null) {
-    problems.push('actor_rollout_ref.rollout.multi_turn.tool_config_path is set but multi_turn.enable=false: no tool would run — set multi_turn.enable=true');
+    problems.push(
+      'actor_rollout_ref.rollout.multi_turn.tool_config_path is set but multi_turn.enable=false: no tool would run — ' +
+        'set multi_turn.enable=true',
+    );
   }
 
-  // An empty run directory resolves to the current directory: checkpoints and metrics would land among the user's files.
+  // An empty run directory resolves to the current directory: checkpoints and metrics would land among the user's
+  // files.
   if (trainer.default_local_dir.trim() === '') {
-    problems.push('trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current directory — give it a directory of its own (default: checkpoints/${trainer.project_name}/${trainer.experiment_name})');
+    problems.push(
+      'trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current ' +
+        'directory — give it a directory of its own (default: ' +
+        'checkpoints/${trainer.project_name}/${trainer.experiment_name})',
+    );
   }
   if (trainer.resume_mode === 'resume_path') {
-    if (trainer.resume_from_path === null) problems.push('trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N directory)');
-    else if (!/global_step_\d+\/?$/.test(trainer.resume_from_path)) problems.push(`trainer.resume_from_path must name a global_step_N directory, got ${show(trainer.resume_from_path)}`);
+    if (trainer.resume_from_path === null)
+      problems.push('trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N directory)');
+    else if (!/global_step_\d+\/?$/.test(trainer.resume_from_path))
+      problems.push(
+        `trainer.resume_from_path must name a global_step_N directory, got ${show(trainer.resume_from_path)}`,
+      );
   } else if (trainer.resume_from_path !== null) {
-    problems.push(`trainer.resume_from_path is set but trainer.resume_mode=${trainer.resume_mode} ignores it — set trainer.resume_mode=resume_path`);
+    problems.push(
+      `trainer.resume_from_path is set but trainer.resume_mode=${trainer.resume_mode} ignores it — set ` +
+        `trainer.resume_mode=resume_path`,
+    );
   }
 
-  for (const [path, betas] of [['actor_rollout_ref.actor.optim.betas', actor.optim.betas], ['critic.optim.betas', critic.optim.betas]] as const) {
-    if (betas.length !== 2 || !betas.every((b) => b >= 0 && b < 1)) problems.push(`${path} must be two numbers in [0, 1), got ${show(betas)}`);
+  for (const [path, betas] of [
+    ['actor_rollout_ref.actor.optim.betas', actor.optim.betas],
+    ['critic.optim.betas', critic.optim.betas],
+  ] as const) {
+    if (betas.length !== 2 || !betas.every((b) => b >= 0 && b < 1))
+      problems.push(`${path} must be two numbers in [0, 1), got ${show(betas)}`);
   }
 }
 
@@ -235,12 +349,26 @@ function checkRolloutServers(config: PpoConfig, problems: string[]): void {
   const rollout = config.actor_rollout_ref.rollout;
   if (rollout.server_urls.length === 0) return;
   if (rollout.name === 'hf') {
-    problems.push(`actor_rollout_ref.rollout.server_urls is set but actor_rollout_ref.rollout.name=hf generates in-process — set name=sglang (SGLang or node serve.js) or name=vllm`);
+    problems.push(
+      `actor_rollout_ref.rollout.server_urls is set but actor_rollout_ref.rollout.name=hf generates in-process — set ` +
+        `name=sglang (SGLang or node serve.js) or name=vllm`,
+    );
   }
-  if (config.do_search) problems.push('actor_rollout_ref.rollout.server_urls with do_search=true: multi-turn search rollouts run in-process only — remove server_urls');
-  if (rollout.multi_turn.enable) problems.push('actor_rollout_ref.rollout.server_urls with multi_turn.enable=true: tool-agent rollouts run in-process only — remove server_urls');
+  if (config.do_search)
+    problems.push(
+      'actor_rollout_ref.rollout.server_urls with do_search=true: multi-turn search rollouts run in-process only — ' +
+        'remove server_urls',
+    );
+  if (rollout.multi_turn.enable)
+    problems.push(
+      'actor_rollout_ref.rollout.server_urls with multi_turn.enable=true: tool-agent rollouts run in-process only — ' +
+        'remove server_urls',
+    );
   if (rollout.mode === 'async' && config.algorithm.filter_groups.enable) {
-    problems.push('actor_rollout_ref.rollout.mode=async with algorithm.filter_groups.enable=true: dynamic sampling draws a varying number of batches, which one-step-off generation cannot prefetch — use mode=sync');
+    problems.push(
+      'actor_rollout_ref.rollout.mode=async with algorithm.filter_groups.enable=true: dynamic sampling draws a ' +
+        'varying number of batches, which one-step-off generation cannot prefetch — use mode=sync',
+    );
   }
 }
 

@@ -5,7 +5,11 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 
   constructor(readonly problems: string[]) {
-    super(problems.length === 1 ? problems[0] : `${problems.length} problems in the configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    super(
+      problems.length === 1
+        ? problems[0]
+        : `${problems.length} problems in the configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
   }
 }
 
@@ -16,21 +20,32 @@ export function show(value: unknown): string {
   return String(value);
 }
 
-/** Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of neighbours (grop → grpo) cost 1. */
+/**
+ * Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of neighbours (grop → grpo) cost 1.
+ */
 function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  const d = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= a.length; i++) {
     for (let j = 1; j <= b.length; j++) {
       d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
   return d[a.length][b.length];
 }
 
-/** A typo of the candidate (edits up to a third of its length, at least one) or a shortening of it (project → project_name). */
+/**
+ * A typo of the candidate (edits up to a third of its length, at least one) or a shortening of it (project →
+ * project_name).
+ */
 function closeEnough(word: string, candidate: string): boolean {
-  return editDistance(word, candidate) <= Math.max(1, Math.floor(word.length / 3)) || (word.length >= 4 && candidate.startsWith(word));
+  return (
+    editDistance(word, candidate) <= Math.max(1, Math.floor(word.length / 3)) ||
+    (word.length >= 4 && candidate.startsWith(word))
+  );
 }
 
 /** The candidates nearest to `word` among those close enough to be a typo of it (none when nothing is close). */
@@ -68,6 +83,9 @@ export function suggestKeys(path: string, knownKeys: Iterable<string>): string[]
   // Another group only where the rest of the path is right too (trainer.ppo_epochs → …actor.ppo_epochs, actor.lr
   // → …actor.optim.lr): a generic name in an unknown group (transfer_queue.enable) has no likely meaning here.
   const groups = new Set(known.flatMap((key) => key.split('.').slice(0, -1)));
-  const partsKnown = path.split('.').slice(0, -1).every((part) => groups.has(part));
+  const partsKnown = path
+    .split('.')
+    .slice(0, -1)
+    .every((part) => groups.has(part));
   return partsKnown ? candidates.slice(0, 3) : [];
 }

@@ -1,9 +1,9 @@
-// Hydra/OmegaConf-style composition of the configuration: the schema's defaults (verl's), then YAML layers in
-// order (a built-in job, a --config file; Hydra's `defaults:` list and `hydra:` block are skipped), then
-// `key.sub=value` overrides with Hydra's grammar (`+key=`, `++key=`, `~key`, `1_024`, `inf`, a bare string for a
-// list of one), then aliases over their targets, `${a.b}`, `${.sibling}`, `${oc.select:key,default}` and
-// `${oc.env:VAR,default}` interpolation, types, ranges and cross-key checks. Every problem is reported at once. Browser-safe: the caller reads files and
-// passes the environment.
+// Hydra/OmegaConf-style composition of the configuration: the schema's defaults (verl's), then YAML layers in order (a
+// built-in job, a --config file; Hydra's `defaults:` list and `hydra:` block are skipped), then `key.sub=value`
+// overrides with Hydra's grammar (`+key=`, `++key=`, `~key`, `1_024`, `inf`, a bare string for a list of one), then
+// aliases over their targets, `${a.b}`, `${.sibling}`, `${oc.select:key,default}` and `${oc.env:VAR,default}`
+// interpolation, types, ranges and cross-key checks. Every problem is reported at once. Browser-safe: the caller reads
+// files and passes the environment.
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { KEYS, GROUPS, type Key, type Kind, type PpoConfig } from './schema.ts';
 import { ConfigError, show, closeMatches, suggestKeys } from './errors.ts';
@@ -45,14 +45,24 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
   const compat = compatKey(path);
   if (compat === null) {
     const suggestions = suggestKeys(path, KEYS.keys());
-    problems.push(`unknown key ${path} (${origin})${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
+    problems.push(
+      `unknown key ${path} (${origin})${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`,
+    );
   } else if (compat.kind === 'alias') {
     const aliased = compat.value ? compat.value(value) : value;
     if (aliased !== undefined) layers.aliases.set(compat.to, { from: path, value: aliased, origin });
   } else if (compat.kind === 'only') {
-    if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}) cannot be honoured: ${compat.reason} — remove it or set ${path}=${show(compat.value)}`);
+    if (!sameValue(value, compat.value))
+      problems.push(
+        `${path}=${show(value)} (${origin}) cannot be honoured: ${compat.reason} — remove it or set ` +
+          `${path}=${show(compat.value)}`,
+      );
   } else if (compat.kind === 'default') {
-    if (!sameValue(value, compat.value)) problems.push(`${path}=${show(value)} (${origin}): this verl feature is not implemented here; only verl's default ${show(compat.value)} is accepted — remove it`);
+    if (!sameValue(value, compat.value))
+      problems.push(
+        `${path}=${show(value)} (${origin}): this verl feature is not implemented here; only verl's default ` +
+          `${show(compat.value)} is accepted — remove it`,
+      );
   } else if (compat.kind === 'ignored') {
     layers.ignored.set(path, compat.reason);
   }
@@ -60,7 +70,8 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
 
 /** YAML and the command line spell booleans and numbers several ways (True, "1"): compare what they mean. */
 function sameValue(value: unknown, expected: unknown): boolean {
-  if (typeof expected === 'boolean') return value === expected || (typeof value === 'string' && value.toLowerCase() === String(expected));
+  if (typeof expected === 'boolean')
+    return value === expected || (typeof value === 'string' && value.toLowerCase() === String(expected));
   if (typeof expected === 'number') return asNumber(value) === expected;
   if (isMapping(expected)) return isMapping(value) && JSON.stringify(value) === JSON.stringify(expected);
   return value === expected;
@@ -95,11 +106,16 @@ function parseOverrideValue(text: string, override: string): unknown {
   try {
     return parseYaml(text);
   } catch (err) {
-    throw new ConfigError([`cannot parse the value of override ${JSON.stringify(override)}: ${(err as Error).message.split('\n')[0]}`]);
+    throw new ConfigError([
+      `cannot parse the value of override ${JSON.stringify(override)}: ${(err as Error).message.split('\n')[0]}`,
+    ]);
   }
 }
 
-/** `key=value`, Hydra's `+key=value` / `++key=value` (add; every key already exists here, so they set it) and `~key` (delete). */
+/**
+ * `key=value`, Hydra's `+key=value` / `++key=value` (add; every key already exists here, so they set it) and `~key`
+ * (delete).
+ */
 function parseOverride(override: string): { path: string; value: unknown; remove: boolean } {
   if (override.startsWith('~')) {
     const eq = override.indexOf('=');
@@ -107,14 +123,20 @@ function parseOverride(override: string): { path: string; value: unknown; remove
   }
   const eq = override.indexOf('=');
   if (eq <= 0) throw new ConfigError([`override ${JSON.stringify(override)} is not key.sub=value`]);
-  const path = override.slice(0, eq).trim().replace(/^\+\+?/, '');
+  const path = override
+    .slice(0, eq)
+    .trim()
+    .replace(/^\+\+?/, '');
   return { path, value: parseOverrideValue(override.slice(eq + 1), override), remove: false };
 }
 
 const INTERPOLATION = /\$\{([^}]*)\}/g;
 
 /** `${oc.env:VAR}` or `${oc.env:VAR,default}`: the environment variable, else the default, else an error. */
-function envValue(ref: string, env: Readonly<Record<string, string | undefined>>): { value: string } | { missing: string } | null {
+function envValue(
+  ref: string,
+  env: Readonly<Record<string, string | undefined>>,
+): { value: string } | { missing: string } | null {
   const m = /^oc\.env:([^,]+)(?:,(.*))?$/.exec(ref);
   if (!m) return null;
   const name = m[1].trim();
@@ -131,8 +153,15 @@ function absolutePath(ref: string, from: string): string {
   return [...from.split('.').slice(0, -dots), ref.slice(dots)].join('.');
 }
 
-/** Resolves `${a.b}` and relative `${.b}` references (whole-value references keep the referenced value's type), `${oc.env:…}` and `${oc.select:key,default}`. */
-function resolveInterpolations(raw: RawValues, env: Readonly<Record<string, string | undefined>>, problems: string[]): Map<string, unknown> {
+/**
+ * Resolves `${a.b}` and relative `${.b}` references (whole-value references keep the referenced value's type),
+ * `${oc.env:…}` and `${oc.select:key,default}`.
+ */
+function resolveInterpolations(
+  raw: RawValues,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: string[],
+): Map<string, unknown> {
   const resolved = new Map<string, unknown>();
   const resolving = new Set<string>();
   const failed = Symbol('failed');
@@ -160,12 +189,18 @@ function resolveInterpolations(raw: RawValues, env: Readonly<Record<string, stri
       const fromEnv = envValue(ref, env);
       if (fromEnv !== null) {
         if ('value' in fromEnv) return fromEnv.value;
-        problems.push(`${path} (${origin}): \${${ref}}: environment variable ${fromEnv.missing} is not set (give a default: \${oc.env:${fromEnv.missing},value})`);
+        problems.push(
+          `${path} (${origin}): \${${ref}}: environment variable ${fromEnv.missing} is not set (give a default: ` +
+            `\${oc.env:${fromEnv.missing},value})`,
+        );
         return failed;
       }
       if (!KEYS.has(ref)) {
         const suggestions = suggestKeys(ref, KEYS.keys());
-        problems.push(`${path} (${origin}): interpolation \${${ref}} names an unknown key${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
+        problems.push(
+          `${path} (${origin}): interpolation \${${ref}} names an unknown ` +
+            `key${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`,
+        );
         return failed;
       }
       return resolve(ref);
@@ -239,14 +274,20 @@ function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expec
       return typeof value === 'string' ? { value } : { expected: EXPECTED.string };
     case 'files':
       if (typeof value === 'string') return { value };
-      return Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string') ? { value } : { expected: EXPECTED.files };
+      return Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string')
+        ? { value }
+        : { expected: EXPECTED.files };
     case 'strings':
       // Hydra and verl accept one string for a list of one (trainer.logger=console).
       if (typeof value === 'string') return { value: [value] };
-      return Array.isArray(value) && value.every((v) => typeof v === 'string') ? { value } : { expected: EXPECTED.strings };
+      return Array.isArray(value) && value.every((v) => typeof v === 'string')
+        ? { value }
+        : { expected: EXPECTED.strings };
     case 'floats': {
       const numbers = Array.isArray(value) ? value.map(asNumber) : null;
-      return numbers?.every((n) => n !== null && Number.isFinite(n)) ? { value: numbers } : { expected: EXPECTED.floats };
+      return numbers?.every((n) => n !== null && Number.isFinite(n))
+        ? { value: numbers }
+        : { expected: EXPECTED.floats };
     }
   }
 }
@@ -256,19 +297,27 @@ function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expec
 const OMEGACONF_MISSING = '???';
 
 function checkValue(path: string, key: Key<unknown>, value: unknown, origin: string, problems: string[]): unknown {
-  if (value === OMEGACONF_MISSING && !(typeof key.defaultValue === 'string' && key.defaultValue.includes('${'))) return key.defaultValue;
+  if (value === OMEGACONF_MISSING && !(typeof key.defaultValue === 'string' && key.defaultValue.includes('${')))
+    return key.defaultValue;
   const result = coerce(key, value);
   if ('expected' in result) {
-    problems.push(`${path} (${origin}): expected ${result.expected}${key.nullable ? ' or null' : ''}, got ${show(value)}`);
+    problems.push(
+      `${path} (${origin}): expected ${result.expected}${key.nullable ? ' or null' : ''}, got ${show(value)}`,
+    );
     return undefined;
   }
   const v = result.value;
-  if (key.range && typeof v === 'number' && !key.range.test(v)) problems.push(`${path} (${origin}) must be ${key.range.what}, got ${v}`);
+  if (key.range && typeof v === 'number' && !key.range.test(v))
+    problems.push(`${path} (${origin}) must be ${key.range.what}, got ${v}`);
   if (key.choices) {
     for (const choice of Array.isArray(v) ? v : [v]) {
       if (typeof choice === 'string' && !key.choices.includes(choice)) {
         const close = closeMatches(choice, key.choices);
-        problems.push(`${path} (${origin}): unknown value ${show(choice)}${close.length > 0 ? ` — did you mean ${close.join(' or ')}?` : ''} (expected one of ${key.choices.join(', ')})`);
+        problems.push(
+          `${path} (${origin}): unknown value ` +
+            `${show(choice)}${close.length > 0 ? ` — did you mean ${close.join(' or ')}?` : ''} (expected one of ` +
+            `${key.choices.join(', ')})`,
+        );
       }
     }
   }
@@ -316,7 +365,10 @@ function parseLayer(layer: ConfigLayer): Record<string, unknown> {
     throw new ConfigError([`${layer.source}: not valid YAML: ${(err as Error).message}`]);
   }
   if (document === null || document === undefined) return {};
-  if (!isMapping(document)) throw new ConfigError([`${layer.source}: expected a mapping of config keys at the top level, got ${show(document)}`]);
+  if (!isMapping(document))
+    throw new ConfigError([
+      `${layer.source}: expected a mapping of config keys at the top level, got ${show(document)}`,
+    ]);
   return document;
 }
 
@@ -324,27 +376,39 @@ function notesOf(layers: Layers, skippedBlocks: Set<string>, config: PpoConfig):
   const notes: string[] = [];
   const rollout = config.actor_rollout_ref.rollout;
   if (rollout.name !== 'hf' && rollout.server_urls.length === 0) {
-    notes.push(`actor_rollout_ref.rollout.name=${rollout.name} without rollout.server_urls: responses are generated in-process, on this engine's decoder (docs/rollout-servers.md)`);
+    notes.push(
+      `actor_rollout_ref.rollout.name=${rollout.name} without rollout.server_urls: responses are generated ` +
+        `in-process, on this engine's decoder (docs/rollout-servers.md)`,
+    );
   }
   const { algorithm } = config;
   if (algorithm.use_pf_ppo && !usesPfPpo(config)) {
-    notes.push(`algorithm.use_pf_ppo=true does nothing with algorithm.adv_estimator=${algorithm.adv_estimator}: verl resamples the batch for PF-PPO only after GAE's advantages, so this run trains on the batch as generated`);
+    notes.push(
+      `algorithm.use_pf_ppo=true does nothing with algorithm.adv_estimator=${algorithm.adv_estimator}: verl ` +
+        `resamples the batch for PF-PPO only after GAE's advantages, so this run trains on the batch as generated`,
+    );
   }
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
   if (layers.aliases.size > 0) {
-    notes.push(`read ${layers.aliases.size} deprecated, recipe or Search-R1 spelling(s) as schema keys: ` +
-      [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '));
+    notes.push(
+      `read ${layers.aliases.size} deprecated, recipe or Search-R1 spelling(s) as schema keys: ` +
+        [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '),
+    );
   }
   if (layers.ignored.size > 0) {
     const byReason = new Map<string, string[]>();
     for (const [path, reason] of layers.ignored) byReason.set(reason, [...(byReason.get(reason) ?? []), path]);
-    notes.push(`ignored ${layers.ignored.size} key(s) with no meaning on one WebGPU adapter: ` +
-      [...byReason].map(([reason, paths]) => `${paths.join(', ')} (${reason})`).join('; '));
+    notes.push(
+      `ignored ${layers.ignored.size} key(s) with no meaning on one WebGPU adapter: ` +
+        [...byReason].map(([reason, paths]) => `${paths.join(', ')} (${reason})`).join('; '),
+    );
   }
   return notes;
 }
 
-/** Defaults ← YAML layers ← overrides ← aliases, interpolated and validated; throws ConfigError listing every problem. */
+/**
+ * Defaults ← YAML layers ← overrides ← aliases, interpolated and validated; throws ConfigError listing every problem.
+ */
 export function composeConfig({ layers = [], overrides = [], env = {} }: LoadConfigOptions = {}): ComposedConfig {
   const state: Layers = {
     raw: new Map([...KEYS].map(([path, key]) => [path, { value: key.defaultValue, origin: 'default' }])),
@@ -365,7 +429,8 @@ export function composeConfig({ layers = [], overrides = [], env = {} }: LoadCon
     if (remove) removeKey(state, path, 'command line');
     else assign(state, path, value, 'command line');
   }
-  for (const [target, alias] of state.aliases) raw.set(target, { value: alias.value, origin: `${alias.origin}, as ${alias.from}` });
+  for (const [target, alias] of state.aliases)
+    raw.set(target, { value: alias.value, origin: `${alias.origin}, as ${alias.from}` });
 
   const resolved = resolveInterpolations(raw, env, problems);
   const values = new Map<string, unknown>();
@@ -427,8 +492,11 @@ function flatten(value: unknown, prefix: string, out: Map<string, unknown>): Map
 export function formatHelp(builtinJob?: ConfigLayer): string {
   const job = builtinJob ? flatten(parseLayer(builtinJob), '', new Map()) : new Map<string, unknown>();
   const lines = [
-    'Configuration keys, by layer (later wins): verl\'s default (shown after =)' +
-      (builtinJob ? `, or ${builtinJob.source} when neither actor_rollout_ref.model.path nor data.train_files is set (shown as [built-in job: …])` : '') +
+    "Configuration keys, by layer (later wins): verl's default (shown after =)" +
+      (builtinJob
+        ? `, or ${builtinJob.source} when neither actor_rollout_ref.model.path nor data.train_files is set (shown as ` +
+          `[built-in job: …])`
+        : '') +
       ', then a --config YAML file, then key.sub=value on the command line.',
   ];
   let group: string | null = null;

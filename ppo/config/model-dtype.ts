@@ -6,7 +6,14 @@ import type { FloatDType } from '../../engine/index.ts';
 import type { TorchDtype } from '../../models/hf-config.ts';
 import type { PpoConfig, ModelDtype } from './schema.ts';
 
-const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = { fp32: 'f32', float32: 'f32', bf16: 'bf16', bfloat16: 'bf16', fp16: 'f16', float16: 'f16' };
+const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = {
+  fp32: 'f32',
+  float32: 'f32',
+  bf16: 'bf16',
+  bfloat16: 'bf16',
+  fp16: 'f16',
+  float16: 'f16',
+};
 const FROM_CHECKPOINT: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
 
 export type FrozenModel = 'reference' | 'reward_model' | 'critic';
@@ -27,8 +34,16 @@ export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDty
 
 /** One line per trained model whose model_dtype asks for half precision (kept float32 here), or none. */
 export function trainedModelDtypeNotes(config: PpoConfig): string[] {
-  const asked: [string, ModelDtype | null][] = [['actor_rollout_ref.actor.fsdp_config.model_dtype', config.actor_rollout_ref.actor.fsdp_config.model_dtype]];
-  if (!config.critic.freeze) asked.push(['critic.model.fsdp_config.model_dtype', config.critic.model.fsdp_config.model_dtype]);
-  return asked.filter(([, value]) => value !== null && FROM_KEY[value] !== 'f32')
-    .map(([key, value]) => `${key}=${value}: this model trains, so its weights stay float32 master copies (no mixed-precision training here); only frozen models (reference, reward model, critic.freeze) are stored in half precision`);
+  const asked: [string, ModelDtype | null][] = [
+    ['actor_rollout_ref.actor.fsdp_config.model_dtype', config.actor_rollout_ref.actor.fsdp_config.model_dtype],
+  ];
+  if (!config.critic.freeze)
+    asked.push(['critic.model.fsdp_config.model_dtype', config.critic.model.fsdp_config.model_dtype]);
+  return asked
+    .filter(([, value]) => value !== null && FROM_KEY[value] !== 'f32')
+    .map(
+      ([key, value]) =>
+        `${key}=${value}: this model trains, so its weights stay float32 master copies (no mixed-precision training ` +
+        `here); only frozen models (reference, reward model, critic.freeze) are stored in half precision`,
+    );
 }

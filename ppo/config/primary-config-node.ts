@@ -30,17 +30,29 @@ async function readIfPresent(file: string): Promise<string | null> {
 }
 
 /** The layers of NAME in DIR, its defaults first; `from` names what asked for it (for messages). */
-async function compose(dir: string, name: string, from: string, seen: string[], notes: string[]): Promise<ConfigLayer[]> {
+async function compose(
+  dir: string,
+  name: string,
+  from: string,
+  seen: string[],
+  notes: string[],
+): Promise<ConfigLayer[]> {
   const file = join(dir, `${name}.yaml`);
   const text = await readIfPresent(file);
   if (text === null) {
     if (name === VERL_PRIMARY_CONFIG) {
-      notes.push(`${from}: ${VERL_PRIMARY_CONFIG} is verl's own config, whose keys and defaults the schema holds (no ${file} here)`);
+      notes.push(
+        `${from}: ${VERL_PRIMARY_CONFIG} is verl's own config, whose keys and defaults the schema holds (no ${file} ` +
+          `here)`,
+      );
       return [];
     }
-    throw new ConfigError([`${from}: ${file} does not exist (--config-path names the folder, --config-name the file without .yaml)`]);
+    throw new ConfigError([
+      `${from}: ${file} does not exist (--config-path names the folder, --config-name the file without .yaml)`,
+    ]);
   }
-  if (seen.includes(file)) throw new ConfigError([`${file}: its defaults list includes itself (${[...seen, file].join(' → ')})`]);
+  if (seen.includes(file))
+    throw new ConfigError([`${file}: its defaults list includes itself (${[...seen, file].join(' → ')})`]);
   let document: unknown;
   try {
     document = parseYaml(text);
@@ -48,9 +60,15 @@ async function compose(dir: string, name: string, from: string, seen: string[], 
     throw new ConfigError([`${file}: not valid YAML: ${(err as Error).message.split('\n')[0]}`]);
   }
   const own: ConfigLayer = { text, source: file };
-  const defaults = document !== null && typeof document === 'object' && !Array.isArray(document) ? (document as Record<string, unknown>).defaults : undefined;
+  const defaults =
+    document !== null && typeof document === 'object' && !Array.isArray(document)
+      ? (document as Record<string, unknown>).defaults
+      : undefined;
   if (defaults === undefined || defaults === null) return [own];
-  if (!Array.isArray(defaults)) throw new ConfigError([`${file}: defaults must be a list (Hydra's defaults list), got ${JSON.stringify(defaults)}`]);
+  if (!Array.isArray(defaults))
+    throw new ConfigError([
+      `${file}: defaults must be a list (Hydra's defaults list), got ${JSON.stringify(defaults)}`,
+    ]);
   const before: ConfigLayer[] = [];
   const after: ConfigLayer[] = [];
   let selfSeen = false;
@@ -60,7 +78,7 @@ async function compose(dir: string, name: string, from: string, seen: string[], 
     else if (typeof entry === 'string') {
       const entryName = withoutExtension(entry.trim());
       if (entryName === VERL_PRIMARY_CONFIG && (await readIfPresent(join(dir, `${entryName}.yaml`))) === null) continue;
-      target.push(...await compose(dir, entryName, `${file} defaults entry ${entry}`, [...seen, file], notes));
+      target.push(...(await compose(dir, entryName, `${file} defaults entry ${entry}`, [...seen, file], notes)));
     }
     // `group@package: option` and `optional …` entries: verl's component files (the loader notes the skipped block).
   }
@@ -74,7 +92,10 @@ export async function readPrimaryConfig(dir: string | null, name: string): Promi
   const option = `--config-name=${name}`;
   if (dir === null) {
     if (configName !== VERL_PRIMARY_CONFIG) {
-      throw new ConfigError([`${option} without --config-path names a config of verl's own folder; only ${VERL_PRIMARY_CONFIG} is built in — give --config-path=DIR for your own ${configName}.yaml`]);
+      throw new ConfigError([
+        `${option} without --config-path names a config of verl's own folder; only ${VERL_PRIMARY_CONFIG} is built ` +
+          `in — give --config-path=DIR for your own ${configName}.yaml`,
+      ]);
     }
     return { layers: [], notes };
   }

@@ -5,15 +5,34 @@
 /** verl's rollout_rs options (rollout_corr_helper.SUPPORTED_ROLLOUT_RS_OPTIONS): a divergence estimator of the
  *  log-ratio lr = old − rollout log-prob (k1 = −lr, k2 = lr²/2, k3 = e^lr − 1 − lr) per token, or its sum, mean or
  *  max over each sequence. */
-export const ROLLOUT_RS_OPTIONS = ['token_k1', 'token_k2', 'token_k3', 'seq_sum_k1', 'seq_sum_k2', 'seq_sum_k3',
-  'seq_mean_k1', 'seq_mean_k2', 'seq_mean_k3', 'seq_max_k2', 'seq_max_k3'] as const;
+export const ROLLOUT_RS_OPTIONS = [
+  'token_k1',
+  'token_k2',
+  'token_k3',
+  'seq_sum_k1',
+  'seq_sum_k2',
+  'seq_sum_k3',
+  'seq_mean_k1',
+  'seq_mean_k2',
+  'seq_mean_k3',
+  'seq_max_k2',
+  'seq_max_k3',
+] as const;
 export type RolloutRsOption = (typeof ROLLOUT_RS_OPTIONS)[number];
 
 /** One rejection criterion: k1 options keep a statistic within [log lower, log upper], the others up to `upper`. */
-export interface RolloutRsCriterion { option: RolloutRsOption; upper: number; lower: number | null }
+export interface RolloutRsCriterion {
+  option: RolloutRsOption;
+  upper: number;
+  lower: number | null;
+}
 
 /** verl's levels before the k1/k2/k3 options (v0.6): the k1 option that thresholds the same ratio. */
-const RETIRED_RS_LEVELS: Record<string, RolloutRsOption> = { token: 'token_k1', sequence: 'seq_sum_k1', geometric: 'seq_mean_k1' };
+const RETIRED_RS_LEVELS: Record<string, RolloutRsOption> = {
+  token: 'token_k1',
+  sequence: 'seq_sum_k1',
+  geometric: 'seq_mean_k1',
+};
 
 const RS_KEY = 'algorithm.rollout_correction.rollout_rs';
 const RS_THRESHOLD_KEY = 'algorithm.rollout_correction.rollout_rs_threshold';
@@ -21,23 +40,47 @@ const RS_THRESHOLD_KEY = 'algorithm.rollout_correction.rollout_rs_threshold';
 /** verl's option list (comma-separated, duplicates dropped) and _parse_rollout_rs_thresholds: one threshold shared
  *  by every option or one per option; a k1 option takes LOWER_UPPER ratio bounds, or UPPER with lower = 1/UPPER. */
 export function parseRolloutRs(options: string, thresholds: string | null): RolloutRsCriterion[] {
-  const names = [...new Set(options.split(',').map((o) => o.trim()).filter((o) => o !== ''))];
+  const names = [
+    ...new Set(
+      options
+        .split(',')
+        .map((o) => o.trim())
+        .filter((o) => o !== ''),
+    ),
+  ];
   if (names.length === 0) throw new Error(`${RS_KEY} must name at least one option (${ROLLOUT_RS_OPTIONS.join(', ')})`);
   for (const name of names) {
     if (name in RETIRED_RS_LEVELS) {
-      throw new Error(`${RS_KEY}=${name} is verl's older spelling; verl main writes ${RETIRED_RS_LEVELS[name]} (ratio bounds as ${RS_THRESHOLD_KEY}=LOWER_UPPER)`);
+      throw new Error(
+        `${RS_KEY}=${name} is verl's older spelling; verl main writes ${RETIRED_RS_LEVELS[name]} (ratio bounds as ` +
+          `${RS_THRESHOLD_KEY}=LOWER_UPPER)`,
+      );
     }
-    if (!(ROLLOUT_RS_OPTIONS as readonly string[]).includes(name)) throw new Error(`${RS_KEY}: unknown option "${name}" (expected one of ${ROLLOUT_RS_OPTIONS.join(', ')})`);
+    if (!(ROLLOUT_RS_OPTIONS as readonly string[]).includes(name))
+      throw new Error(`${RS_KEY}: unknown option "${name}" (expected one of ${ROLLOUT_RS_OPTIONS.join(', ')})`);
   }
-  if (thresholds === null) throw new Error(`${RS_KEY}=${options} needs ${RS_THRESHOLD_KEY} (verl: "rollout_rs_threshold must be explicitly provided")`);
-  let specs = thresholds.split(',').map((t) => t.trim()).filter((t) => t !== '');
+  if (thresholds === null)
+    throw new Error(
+      `${RS_KEY}=${options} needs ${RS_THRESHOLD_KEY} (verl: "rollout_rs_threshold must be explicitly provided")`,
+    );
+  let specs = thresholds
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => t !== '');
   if (specs.length !== 1 && specs.length !== names.length) {
-    throw new Error(`${RS_THRESHOLD_KEY}=${thresholds}: expected one threshold shared by all options or exactly ${names.length} (one per ${RS_KEY} option), got ${specs.length}`);
+    throw new Error(
+      `${RS_THRESHOLD_KEY}=${thresholds}: expected one threshold shared by all options or exactly ${names.length} ` +
+        `(one per ${RS_KEY} option), got ${specs.length}`,
+    );
   }
   if (specs.length === 1) specs = names.map(() => specs[0]);
   const positiveNumber = (text: string, spec: string, option: string) => {
     const value = text.trim() === '' ? NaN : Number(text);
-    if (!(value > 0)) throw new Error(`${RS_THRESHOLD_KEY}: "${spec}" for option ${option} must be a positive number${option.endsWith('k1') ? ' or LOWER_UPPER of positive numbers' : ''}`);
+    if (!(value > 0))
+      throw new Error(
+        `${RS_THRESHOLD_KEY}: "${spec}" for option ${option} must be a positive ` +
+          `number${option.endsWith('k1') ? ' or LOWER_UPPER of positive numbers' : ''}`,
+      );
     return value;
   };
   return names.map((name, i) => {
@@ -48,7 +91,8 @@ export function parseRolloutRs(options: string, thresholds: string | null): Roll
       const upper = positiveNumber(cut < 0 ? spec : spec.slice(cut + 1), spec, option);
       return { option, upper, lower: cut < 0 ? 1 / upper : positiveNumber(spec.slice(0, cut), spec, option) };
     }
-    if (spec.includes('_')) throw new Error(`${RS_THRESHOLD_KEY}: option ${option} takes a single upper bound, not LOWER_UPPER "${spec}"`);
+    if (spec.includes('_'))
+      throw new Error(`${RS_THRESHOLD_KEY}: option ${option} takes a single upper bound, not LOWER_UPPER "${spec}"`);
     return { option, upper: positiveNumber(spec, spec, option), lower: null };
   });
 }

@@ -25,36 +25,55 @@ export interface JobSchema<Config> {
 
 /** verl keys with no effect on one adapter, accepted with the reason. */
 const IGNORED: [RegExp, string][] = [
-  [/^trainer\.(nnodes|n_gpus_per_node)$/, 'this engine trains on one WebGPU adapter; verl\'s batch sizes are global, so the steps are the same'],
-  [/^(ulysses_sequence_parallel_size|use_remove_padding|data\.balance_dp_token|model\.(fsdp_config(\..+)?|use_liger|trust_remote_code|external_lib)|trainer\.(default_hdfs_dir|max_ckpt_to_keep|device))$/,
-    'a distributed-training or PyTorch setting without meaning here'],
+  [
+    /^trainer\.(nnodes|n_gpus_per_node)$/,
+    "this engine trains on one WebGPU adapter; verl's batch sizes are global, so the steps are the same",
+  ],
+  [
+    /^(ulysses_sequence_parallel_size|use_remove_padding|data\.balance_dp_token|model\.(fsdp_config(\..+)?|use_liger|trust_remote_code|external_lib)|trainer\.(default_hdfs_dir|max_ckpt_to_keep|device))$/,
+    'a distributed-training or PyTorch setting without meaning here',
+  ],
 ];
 
 export function flattenKeys(group: object, prefix = ''): Map<string, unknown> {
   const out = new Map<string, unknown>();
   for (const [name, value] of Object.entries(group)) {
     const path = prefix ? `${prefix}.${name}` : name;
-    if (value !== null && typeof value === 'object' && !Array.isArray(value)) for (const [k, v] of flattenKeys(value, path)) out.set(k, v);
+    if (value !== null && typeof value === 'object' && !Array.isArray(value))
+      for (const [k, v] of flattenKeys(value, path)) out.set(k, v);
     else out.set(path, value);
   }
   return out;
 }
 
-function checkValue<C>(schema: JobSchema<C>, fallback: unknown, key: string, value: unknown, given: string): string | null {
+function checkValue<C>(
+  schema: JobSchema<C>,
+  fallback: unknown,
+  key: string,
+  value: unknown,
+  given: string,
+): string | null {
   if (value === null) return schema.nullable.has(key) ? null : `${key}=${given}: may not be null`;
   if (schema.pathLists.has(key)) {
-    return typeof value === 'string' || (Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string')) ? null : `${key}=${given}: expected a path or a list of them`;
+    return typeof value === 'string' ||
+      (Array.isArray(value) && value.length > 0 && value.every((v) => typeof v === 'string'))
+      ? null
+      : `${key}=${given}: expected a path or a list of them`;
   }
   const choices = schema.choices[key];
-  if (choices) return choices.includes(value as string) ? null : `${key}=${given}: expected one of ${choices.join(', ')}`;
+  if (choices)
+    return choices.includes(value as string) ? null : `${key}=${given}: expected one of ${choices.join(', ')}`;
   if (Array.isArray(fallback) || key.endsWith('_dict_keys')) {
     const element = Array.isArray(fallback) && typeof fallback[0] === 'number' ? 'number' : 'string';
-    return Array.isArray(value) && value.every((v) => typeof v === element) ? null : `${key}=${given}: expected a list of ${element}s`;
+    return Array.isArray(value) && value.every((v) => typeof v === element)
+      ? null
+      : `${key}=${given}: expected a list of ${element}s`;
   }
   if (typeof fallback === 'number' || schema.integers.test(key)) {
     if (typeof value !== 'number' || !Number.isFinite(value)) return `${key}=${given}: expected a number`;
     if (schema.integers.test(key) && !Number.isInteger(value)) return `${key}=${given}: expected an integer`;
-    if (/batch_size|max_length|total_epochs|total_training_steps/.test(key) && value < 1) return `${key}=${given}: must be ≥ 1`;
+    if (/batch_size|max_length|total_epochs|total_training_steps/.test(key) && value < 1)
+      return `${key}=${given}: must be ≥ 1`;
     return value < 0 && !/_freq$/.test(key) ? `${key}=${given}: must be ≥ 0` : null;
   }
   const expected = fallback === null ? 'string' : typeof fallback;
@@ -69,7 +88,10 @@ function interpolate(text: string, values: ReadonlyMap<string, unknown>, key: st
 }
 
 /** The configuration of `overrides` over the schema's defaults, and notes on the keys ignored. */
-export function parseJobOverrides<C extends object>(schema: JobSchema<C>, overrides: readonly string[]): { config: C; notes: string[] } {
+export function parseJobOverrides<C extends object>(
+  schema: JobSchema<C>,
+  overrides: readonly string[],
+): { config: C; notes: string[] } {
   const keys = flattenKeys(schema.defaults);
   const values = new Map(keys);
   const problems: string[] = [];
@@ -85,7 +107,11 @@ export function parseJobOverrides<C extends object>(schema: JobSchema<C>, overri
     const value = given === '' ? '' : parseYaml(given);
     const target = schema.aliases[key] ?? key;
     if (target in schema.onlyDefault) {
-      if (value !== schema.onlyDefault[target]) problems.push(`${key}=${given}: not implemented in this engine; only verl's default ${show(schema.onlyDefault[target])} is accepted`);
+      if (value !== schema.onlyDefault[target])
+        problems.push(
+          `${key}=${given}: not implemented in this engine; only verl's default ${show(schema.onlyDefault[target])} ` +
+            `is accepted`,
+        );
       continue;
     }
     const ignored = IGNORED.find(([pattern]) => pattern.test(key));
@@ -95,7 +121,9 @@ export function parseJobOverrides<C extends object>(schema: JobSchema<C>, overri
     }
     if (!values.has(target)) {
       const suggestions = suggestKeys(key, keys.keys());
-      problems.push(`unknown key ${key}${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`);
+      problems.push(
+        `unknown key ${key}${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`,
+      );
       continue;
     }
     const problem = checkValue(schema, keys.get(target), target, value, given);
@@ -103,11 +131,19 @@ export function parseJobOverrides<C extends object>(schema: JobSchema<C>, overri
     else values.set(target, value);
   }
   for (const key of ['data.train_files', 'model.partial_pretrain']) {
-    if (values.get(key) === null) problems.push(`${key} is required (${key === 'data.train_files' ? 'a .parquet or .jsonl file, or a list of them' : 'a Hugging Face model directory'})`);
+    if (values.get(key) === null)
+      problems.push(
+        `${key} is required ` +
+          `(${key === 'data.train_files' ? 'a .parquet or .jsonl file, or a list of them' : 'a Hugging Face model directory'})`,
+      );
   }
   const batch = values.get('data.train_batch_size') as number;
   const micro = values.get('data.micro_batch_size_per_gpu') as number;
-  if (batch % micro !== 0) problems.push(`data.train_batch_size=${batch} is not a multiple of data.micro_batch_size_per_gpu=${micro} (a step is whole micro-batches)`);
+  if (batch % micro !== 0)
+    problems.push(
+      `data.train_batch_size=${batch} is not a multiple of data.micro_batch_size_per_gpu=${micro} (a step is whole ` +
+        `micro-batches)`,
+    );
   problems.push(...schema.check(values));
   if (problems.length > 0) throw new ConfigError(problems);
   const config = structuredClone(schema.defaults);
@@ -115,7 +151,8 @@ export function parseJobOverrides<C extends object>(schema: JobSchema<C>, overri
     const parts = key.split('.');
     let group = config as Record<string, unknown>;
     for (const part of parts.slice(0, -1)) group = group[part] as Record<string, unknown>;
-    group[parts[parts.length - 1]] = key === 'trainer.default_local_dir' ? interpolate(value as string, values, key) : value;
+    group[parts[parts.length - 1]] =
+      key === 'trainer.default_local_dir' ? interpolate(value as string, values, key) : value;
   }
   return { config, notes };
 }

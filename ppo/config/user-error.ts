@@ -24,7 +24,10 @@ function systemErrorCode(err: unknown): string | null {
   return typeof code === 'string' && /^E[A-Z]+$/.test(code) ? code : null;
 }
 
-/** Re-throws a file-system error as "<what>: <reason>" (e.g. "saving checkpoint /runs/x/global_step_3: the disk is full (ENOSPC)"). */
+/**
+ * Re-throws a file-system error as "<what>: <reason>" (e.g. "saving checkpoint /runs/x/global_step_3: the disk is full
+ * (ENOSPC)").
+ */
 export async function withFileContext<T>(what: string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -40,7 +43,11 @@ export async function withFileContext<T>(what: string, work: () => Promise<T>): 
 /** The one line a user sees: the message with its line breaks folded, prefixed with "error:". */
 export function formatRunError(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
-  const folded = message.split('\n').map((line) => line.trim()).filter((line) => line.length > 0).join('; ');
+  const folded = message
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line.length > 0)
+    .join('; ');
   const code = systemErrorCode(err);
   const path = (err as NodeJS.ErrnoException | null)?.path;
   const context = code !== null && path && !folded.includes(path) ? ` (${path})` : '';
@@ -51,7 +58,10 @@ export function formatRunError(err: unknown): string {
  * Runs a command-line main: an error it throws becomes one line on stderr and exit status 1 (with TRAIN_DEBUG=1,
  * the stack follows); otherwise main's own status.
  */
-export async function runMain(main: () => Promise<number>, writeError: (text: string) => void = (text) => process.stderr.write(`${text}\n`)): Promise<number> {
+export async function runMain(
+  main: () => Promise<number>,
+  writeError: (text: string) => void = (text) => process.stderr.write(`${text}\n`),
+): Promise<number> {
   try {
     return await main();
   } catch (err) {

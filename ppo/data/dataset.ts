@@ -37,7 +37,10 @@ export interface RlDataset {
   filtered: number;
 }
 
-export type RlDatasetOptions = Pick<PpoConfig['data'], 'prompt_key' | 'reward_fn_key' | 'max_prompt_length' | 'filter_overlong_prompts' | 'truncation'> & {
+export type RlDatasetOptions = Pick<
+  PpoConfig['data'],
+  'prompt_key' | 'reward_fn_key' | 'max_prompt_length' | 'filter_overlong_prompts' | 'truncation'
+> & {
   tokenizer: Pick<Tokenizer, 'encode'>;
   template: ChatTemplate;
   /** Tool schemas the chat template shows the model (multi_turn.tool_config_path's). */
@@ -51,18 +54,21 @@ function isMapping(value: unknown): value is Record<string, unknown> {
 export function parseJsonl(text: string, file: string): RlRecord[] {
   const records: RlRecord[] = [];
   // A UTF-8 byte-order mark (Windows editors write one) is not part of the first row.
-  text.replace(/^\uFEFF/, '').split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    const where = `${file} line ${i + 1}`;
-    let row: unknown;
-    try {
-      row = JSON.parse(line);
-    } catch (err) {
-      throw new Error(`${where}: not valid JSON: ${(err as Error).message}`);
-    }
-    if (!isMapping(row)) throw new Error(`${where}: expected a JSON object per line, got ${JSON.stringify(row)}`);
-    records.push({ row, where });
-  });
+  text
+    .replace(/^\uFEFF/, '')
+    .split('\n')
+    .forEach((line, i) => {
+      if (line.trim() === '') return;
+      const where = `${file} line ${i + 1}`;
+      let row: unknown;
+      try {
+        row = JSON.parse(line);
+      } catch (err) {
+        throw new Error(`${where}: not valid JSON: ${(err as Error).message}`);
+      }
+      if (!isMapping(row)) throw new Error(`${where}: expected a JSON object per line, got ${JSON.stringify(row)}`);
+      records.push({ row, where });
+    });
   return records;
 }
 
@@ -79,7 +85,10 @@ export async function readParquet(data: ArrayBuffer, file: string): Promise<RlRe
 }
 
 function parseMessages(value: unknown, where: string, key: string): ChatMessage[] {
-  if (!Array.isArray(value) || value.length === 0) throw new Error(`${where}: ${key} must be a non-empty list of chat messages {role, content}, got ${JSON.stringify(value)}`);
+  if (!Array.isArray(value) || value.length === 0)
+    throw new Error(
+      `${where}: ${key} must be a non-empty list of chat messages {role, content}, got ${JSON.stringify(value)}`,
+    );
   return value.map((message, i) => {
     if (!isMapping(message) || typeof message.role !== 'string' || typeof message.content !== 'string') {
       throw new Error(`${where}: ${key}[${i}] must be {role: string, content: string}, got ${JSON.stringify(message)}`);
@@ -90,29 +99,47 @@ function parseMessages(value: unknown, where: string, key: string): ChatMessage[
 
 function parseRecord({ row, where }: RlRecord, options: Pick<RlDatasetOptions, 'prompt_key' | 'reward_fn_key'>) {
   const missing = [options.prompt_key, options.reward_fn_key, 'reward_model'].filter((column) => !(column in row));
-  if (missing.length > 0) throw new Error(`${where}: missing column(s) ${missing.join(', ')} (have ${Object.keys(row).join(', ')})`);
+  if (missing.length > 0)
+    throw new Error(`${where}: missing column(s) ${missing.join(', ')} (have ${Object.keys(row).join(', ')})`);
   const dataSource = row[options.reward_fn_key];
-  if (typeof dataSource !== 'string') throw new Error(`${where}: ${options.reward_fn_key} must be a string, got ${JSON.stringify(dataSource)}`);
+  if (typeof dataSource !== 'string')
+    throw new Error(`${where}: ${options.reward_fn_key} must be a string, got ${JSON.stringify(dataSource)}`);
   const rewardModel = row.reward_model;
-  if (!isMapping(rewardModel) || !('ground_truth' in rewardModel)) throw new Error(`${where}: reward_model must be {ground_truth, ...}, got ${JSON.stringify(rewardModel)}`);
+  if (!isMapping(rewardModel) || !('ground_truth' in rewardModel))
+    throw new Error(`${where}: reward_model must be {ground_truth, ...}, got ${JSON.stringify(rewardModel)}`);
   const extraInfo = row.extra_info ?? {};
-  if (!isMapping(extraInfo)) throw new Error(`${where}: extra_info must be an object, got ${JSON.stringify(extraInfo)}`);
-  return { messages: parseMessages(row[options.prompt_key], where, options.prompt_key), dataSource, groundTruth: rewardModel.ground_truth, extraInfo };
+  if (!isMapping(extraInfo))
+    throw new Error(`${where}: extra_info must be an object, got ${JSON.stringify(extraInfo)}`);
+  return {
+    messages: parseMessages(row[options.prompt_key], where, options.prompt_key),
+    dataSource,
+    groundTruth: rewardModel.ground_truth,
+    extraInfo,
+  };
 }
 
 /** verl's truncation of raw_prompt_ids: keep the last (left), the first (right) or both ends (middle). */
-export function truncatePrompt(ids: number[], maxLength: number, truncation: PpoConfig['data']['truncation'], where: string): number[] {
+export function truncatePrompt(
+  ids: number[],
+  maxLength: number,
+  truncation: PpoConfig['data']['truncation'],
+  where: string,
+): number[] {
   if (ids.length <= maxLength) return ids;
   switch (truncation) {
-    case 'left': return ids.slice(ids.length - maxLength);
-    case 'right': return ids.slice(0, maxLength);
+    case 'left':
+      return ids.slice(ids.length - maxLength);
+    case 'right':
+      return ids.slice(0, maxLength);
     case 'middle': {
       const head = Math.floor(maxLength / 2);
       return [...ids.slice(0, head), ...ids.slice(ids.length - (maxLength - head))];
     }
     case 'error':
-      throw new Error(`${where}: prompt is ${ids.length} tokens, longer than data.max_prompt_length=${maxLength} — ` +
-        'raise data.max_prompt_length, set data.filter_overlong_prompts=true, or data.truncation=left|right|middle');
+      throw new Error(
+        `${where}: prompt is ${ids.length} tokens, longer than data.max_prompt_length=${maxLength} — ` +
+          'raise data.max_prompt_length, set data.filter_overlong_prompts=true, or data.truncation=left|right|middle',
+      );
   }
 }
 
@@ -122,7 +149,10 @@ export async function buildRlDataset(records: readonly RlRecord[], options: RlDa
   let filtered = 0;
   for (const record of records) {
     const parsed = parseRecord(record, options);
-    const { text: promptText, ids } = await applyChatTemplate(options.tokenizer, options.template, parsed.messages, { addGenerationPrompt: true, tools: options.tools ?? null });
+    const { text: promptText, ids } = await applyChatTemplate(options.tokenizer, options.template, parsed.messages, {
+      addGenerationPrompt: true,
+      tools: options.tools ?? null,
+    });
     if (options.filter_overlong_prompts && ids.length > options.max_prompt_length) {
       filtered++;
       continue;
@@ -131,7 +161,9 @@ export async function buildRlDataset(records: readonly RlRecord[], options: RlDa
     examples.push({ index: examples.length, where: record.where, ...parsed, promptText, promptIds });
   }
   if (examples.length === 0) {
-    throw new Error(`no prompts left${filtered > 0 ? ` after dropping ${filtered} longer than data.max_prompt_length=${options.max_prompt_length}` : ''}`);
+    throw new Error(
+      `no prompts left${filtered > 0 ? ` after dropping ${filtered} longer than data.max_prompt_length=${options.max_prompt_length}` : ''}`,
+    );
   }
   return { examples, filtered };
 }
@@ -175,37 +207,57 @@ export interface PromptBatch {
 }
 
 /**
- * Generation batches of data.gen_batch_size prompts (data.train_batch_size when null), as verl's dataloader with drop_last: an epoch is
- * floor(size / batch) batches, the remainder is skipped, and batches never straddle epochs.
+ * Generation batches of data.gen_batch_size prompts (data.train_batch_size when null), as verl's dataloader with
+ * drop_last: an epoch is floor(size / batch) batches, the remainder is skipped, and batches never straddle epochs.
  */
 export class PromptSampler {
   readonly batchesPerEpoch: number;
   private cached: { epoch: number; order: Uint32Array } | null = null;
 
   /** `batchKey` names the config key of the batch size in errors (data.gen_batch_size under dynamic sampling). */
-  constructor(readonly size: number, readonly options: { batchSize: number; shuffle: boolean; seed: number; batchKey?: string }) {
+  constructor(
+    readonly size: number,
+    readonly options: { batchSize: number; shuffle: boolean; seed: number; batchKey?: string },
+  ) {
     this.batchesPerEpoch = Math.floor(size / options.batchSize);
     const key = options.batchKey ?? 'data.train_batch_size';
     if (this.batchesPerEpoch === 0) {
-      throw new Error(`${key}=${options.batchSize} is larger than the ${size} training prompts — lower ${key} to at most ${size}`);
+      throw new Error(
+        `${key}=${options.batchSize} is larger than the ${size} training prompts — lower ${key} to at most ${size}`,
+      );
     }
   }
 
   static fromConfig(size: number, data: PpoConfig['data']): PromptSampler {
     const batchKey = data.gen_batch_size === null ? 'data.train_batch_size' : 'data.gen_batch_size';
-    return new PromptSampler(size, { batchSize: data.gen_batch_size ?? data.train_batch_size, shuffle: data.shuffle, seed: data.seed, batchKey });
+    return new PromptSampler(size, {
+      batchSize: data.gen_batch_size ?? data.train_batch_size,
+      shuffle: data.shuffle,
+      seed: data.seed,
+      batchKey,
+    });
   }
 
   private order(epoch: number): Uint32Array | null {
     if (!this.options.shuffle) return null;
-    if (this.cached?.epoch !== epoch) this.cached = { epoch, order: epochPermutation(this.size, this.options.seed, epoch) };
+    if (this.cached?.epoch !== epoch)
+      this.cached = { epoch, order: epochPermutation(this.size, this.options.seed, epoch) };
     return this.cached.order;
   }
 
   batchAt(cursor: DataCursor): PromptBatch {
     const { batchSize } = this.options;
-    if (!Number.isInteger(cursor.epoch) || cursor.epoch < 0 || !Number.isInteger(cursor.index) || cursor.index < 0 || cursor.index % batchSize !== 0) {
-      throw new Error(`data cursor {epoch: ${cursor.epoch}, index: ${cursor.index}} is not a batch boundary of ${this.options.batchKey ?? 'data.train_batch_size'}=${batchSize}`);
+    if (
+      !Number.isInteger(cursor.epoch) ||
+      cursor.epoch < 0 ||
+      !Number.isInteger(cursor.index) ||
+      cursor.index < 0 ||
+      cursor.index % batchSize !== 0
+    ) {
+      throw new Error(
+        `data cursor {epoch: ${cursor.epoch}, index: ${cursor.index}} is not a batch boundary of ` +
+          `${this.options.batchKey ?? 'data.train_batch_size'}=${batchSize}`,
+      );
     }
     const start = cursor.index + batchSize > this.size ? { epoch: cursor.epoch + 1, index: 0 } : cursor;
     const order = this.order(start.epoch);
@@ -215,6 +267,9 @@ export class PromptSampler {
 }
 
 /** verl: trainer.total_training_steps when set, else every batch of every epoch. */
-export function totalTrainingSteps(sampler: PromptSampler, trainer: Pick<PpoConfig['trainer'], 'total_training_steps' | 'total_epochs'>): number {
+export function totalTrainingSteps(
+  sampler: PromptSampler,
+  trainer: Pick<PpoConfig['trainer'], 'total_training_steps' | 'total_epochs'>,
+): number {
   return trainer.total_training_steps ?? sampler.batchesPerEpoch * trainer.total_epochs;
 }

@@ -9,7 +9,10 @@ export class BatchQueue implements SampleQueue {
   private readonly logprobs: Float32Array[];
   private next = 0;
 
-  constructor(prompts: PromptBatch, private readonly c: RolloutConfig) {
+  constructor(
+    prompts: PromptBatch,
+    private readonly c: RolloutConfig,
+  ) {
     const { temperature, topK, topP, seed } = c;
     this.samples = prompts.groupIds.map((_, i) => ({
       prompt: prompts.ids[i].slice(prompts.P - prompts.lengths[i]),
@@ -35,11 +38,18 @@ export class BatchQueue implements SampleQueue {
 
   onRead(): void {
     const progress = this.samples.map((s) => s.progress);
-    this.c.onProgress?.({ done: progress.filter((p) => p.done).length, total: progress.length, tokens: progress.reduce((n, p) => n + p.tokens.length, 0) });
+    this.c.onProgress?.({
+      done: progress.filter((p) => p.done).length,
+      total: progress.length,
+      tokens: progress.reduce((n, p) => n + p.tokens.length, 0),
+    });
   }
 
   /** Every sample's response, once the loop has ended. */
   records(): SampleRecord[] {
-    return singleTurnRecords(this.samples.map((s) => s.progress), this.logprobs);
+    return singleTurnRecords(
+      this.samples.map((s) => s.progress),
+      this.logprobs,
+    );
   }
 }

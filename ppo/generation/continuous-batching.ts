@@ -84,7 +84,13 @@ interface SlotSample {
  * which no row is free join as new rows while the batch has fewer than `slots`. When the index reaches the
  * capacity, every row's slots shift left past the oldest live sample's first slot.
  */
-export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQueue, c: ContinuousOptions, slots: number, capacity: number): Promise<void> {
+export async function decodeContinuous(
+  decoders: RolloutDecoders,
+  queue: SampleQueue,
+  c: ContinuousOptions,
+  slots: number,
+  capacity: number,
+): Promise<void> {
   const e = decoders.engine;
   const V = decoders.policy.config.vocabSize;
   const { P, R } = c;
@@ -105,7 +111,12 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
   const addRows = (count: number): number[] => {
     const used = new Set(outRows);
     const added = Array.from({ length: count }, (_, k) => rows.length + k);
-    outRows = [...outRows, ...Array.from({ length: slots }, (_, o) => o).filter((o) => !used.has(o)).slice(0, count)];
+    outRows = [
+      ...outRows,
+      ...Array.from({ length: slots }, (_, o) => o)
+        .filter((o) => !used.has(o))
+        .slice(0, count),
+    ];
     rows = [...rows, ...added.map(() => null)];
     return added;
   };
@@ -115,12 +126,26 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     const width = Math.max(...samples.map((s) => s.prompt.length));
     const masks = samples.map((s) => Array.from({ length: width }, (_, t) => (t >= width - s.prompt.length ? 1 : 0)));
     prefill.reset(taken.length);
-    const logits = decoders.feedBlock(prefill, samples.map((s) => [...new Array<number>(width - s.prompt.length).fill(c.padTokenId), ...s.prompt]), masks,
-      masks.map((m) => positionsFromMask(m)));
-    decoder.cache.importRows(prefill.cache, taken.map((to, from) => ({ from, to })));
+    const logits = decoders.feedBlock(
+      prefill,
+      samples.map((s) => [...new Array<number>(width - s.prompt.length).fill(c.padTokenId), ...s.prompt]),
+      masks,
+      masks.map((m) => positionsFromMask(m)),
+    );
+    decoder.cache.importRows(
+      prefill.cache,
+      taken.map((to, from) => ({ from, to })),
+    );
     taken.forEach((r, k) => {
       const outRow = outRows[r];
-      rows[r] = { queued: samples[k], outRow, firstDispatch: dispatches, harvested: 0, logprobs: [], windowStart: decoder.cache.length - width };
+      rows[r] = {
+        queued: samples[k],
+        outRow,
+        firstDispatch: dispatches,
+        harvested: 0,
+        logprobs: [],
+        windowStart: decoder.cache.length - width,
+      };
       state.startRows(r, [{ sampling: { ...samples[k].sampling, outRow }, position: samples[k].prompt.length - 1 }]);
     });
     return { logits, rows: taken };
@@ -141,7 +166,12 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
   };
 
   // A read of the output rows after `dispatches` sampler dispatches, and the samples it holds.
-  let pending: { dispatches: number; samples: SlotSample[]; tokens: Promise<Uint32Array>; logprobs: Promise<Float32Array> } | null = null;
+  let pending: {
+    dispatches: number;
+    samples: SlotSample[];
+    tokens: Promise<Uint32Array>;
+    logprobs: Promise<Float32Array>;
+  } | null = null;
   const harvest = async (): Promise<void> => {
     if (!pending) return;
     const { dispatches: through, samples, tokens, logprobs } = pending;
@@ -162,8 +192,16 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
   let logitRows = first.rows.length;
   for (;;) {
     sampleTokens(e, {
-      logits, V, rows: logitRows, ...state.view(logitRows), tokens: state.tokens, logprobs: state.logprobs,
-      eosIds: state.eosIds, numEos: state.numEos, outStride: R, padId: c.padTokenId,
+      logits,
+      V,
+      rows: logitRows,
+      ...state.view(logitRows),
+      tokens: state.tokens,
+      logprobs: state.logprobs,
+      eosIds: state.eosIds,
+      numEos: state.numEos,
+      outStride: R,
+      padId: c.padTokenId,
     });
     dispatches++;
     const live = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
@@ -178,7 +216,8 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
       queue.onRead?.();
       const running = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
       if (running.length === 0 && queue.waiting === 0) break;
-      if (running.length > 0) pending = { dispatches, samples: running, tokens: e.read(state.tokens), logprobs: e.read(state.logprobs) };
+      if (running.length > 0)
+        pending = { dispatches, samples: running, tokens: e.read(state.tokens), logprobs: e.read(state.logprobs) };
       free = rows.flatMap((s, r) => (s === null || s.queued.progress.done ? [r] : []));
       for (const r of free) if (rows[r]) release(r);
       if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * rows.length) {
@@ -209,7 +248,12 @@ export async function decodeContinuous(decoders: RolloutDecoders, queue: SampleQ
     c.onDecodeStep?.(rows.length);
     const newcomers = arrived.length > 0 ? admit(arrived, free) : null;
     // Newcomers sample their first token from their prompt's logits, the others from this step's.
-    newcomers?.rows.forEach((r, k) => e.copy(newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]), logits.view(`${logits.name}[${r}]`, r * V, [V])));
+    newcomers?.rows.forEach((r, k) =>
+      e.copy(
+        newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]),
+        logits.view(`${logits.name}[${r}]`, r * V, [V]),
+      ),
+    );
     e.flush();
   }
   await harvest();

@@ -17,7 +17,11 @@ export class RolloutDecoders {
     const d = this.decoders.get(role);
     if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity) return d;
     d?.destroy();
-    const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, { maxRows: rows, capacity, lora: this.policy.lora });
+    const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, {
+      maxRows: rows,
+      capacity,
+      lora: this.policy.lora,
+    });
     this.decoders.set(role, fresh);
     return fresh;
   }

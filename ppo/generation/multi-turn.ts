@@ -19,20 +19,37 @@ export function multiTurnCacheCapacity(P: number, R: number, maxTurns: number): 
 
 /** Every sample's response, decoded `slots` samples at a time. */
 export async function decodeMultiTurn(
-  decoders: RolloutDecoders, prompts: PromptBatch, c: RolloutConfig, environment: TurnEnvironment, slots: number, capacity: number,
+  decoders: RolloutDecoders,
+  prompts: PromptBatch,
+  c: RolloutConfig,
+  environment: TurnEnvironment,
+  slots: number,
+  capacity: number,
 ): Promise<SampleRecord[]> {
   const N = prompts.groupIds.length;
   const records = prompts.groupIds.map(() => new SampleRecord());
   for (let first = 0; first < N; first += slots) {
     const chunk = Array.from({ length: Math.min(slots, N - first) }, (_, k) => first + k);
     await decodeTurns(decoders, prompts, records, chunk, c, environment, capacity);
-    c.onProgress?.({ done: first + chunk.length, total: N, tokens: records.reduce((n, r) => n + r.generated.reduce((a, g) => a + g, 0), 0) });
+    c.onProgress?.({
+      done: first + chunk.length,
+      total: N,
+      tokens: records.reduce((n, r) => n + r.generated.reduce((a, g) => a + g, 0), 0),
+    });
   }
   return records;
 }
 
 /** Multi-turn decoding of the samples `chunk` (ascending) in lockstep, turn by turn. */
-async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, records: SampleRecord[], chunk: readonly number[], c: RolloutConfig, environment: TurnEnvironment, capacity: number): Promise<void> {
+async function decodeTurns(
+  decoders: RolloutDecoders,
+  prompts: PromptBatch,
+  records: SampleRecord[],
+  chunk: readonly number[],
+  c: RolloutConfig,
+  environment: TurnEnvironment,
+  capacity: number,
+): Promise<void> {
   const e = decoders.engine;
   const R = c.maxResponseLength;
   const turnEndIds = environment.turnEndTokenIds;
@@ -42,18 +59,34 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
   // rowSample[r]: the sample row r holds (the GPU's streams and output rows, mirrored).
   let rowSample = [...chunk];
   // Each turn draws from its own seed, so a later turn does not replay the first turn's random numbers.
-  const sampling = (i: number, turn: number): RowSampling =>
-    ({ temperature: c.temperature, topK: c.topK, topP: c.topP, seed: (c.seed ^ Math.imul(turn, 0x9e3779b9)) >>> 0, stream: i, outRow: i });
+  const sampling = (i: number, turn: number): RowSampling => ({
+    temperature: c.temperature,
+    topK: c.topK,
+    topP: c.topP,
+    seed: (c.seed ^ Math.imul(turn, 0x9e3779b9)) >>> 0,
+    stream: i,
+    outRow: i,
+  });
 
   decoder.reset(chunk.length);
   const width = Math.max(...chunk.map((i) => prompts.lengths[i]));
   const cut = (row: readonly number[]) => row.slice(prompts.P - width);
-  let logits = decoders.feedBlock(decoder, chunk.map((i) => cut(prompts.ids[i])), chunk.map((i) => cut(prompts.mask[i])), chunk.map((i) => cut(positionsFromMask(prompts.mask[i]))));
+  let logits = decoders.feedBlock(
+    decoder,
+    chunk.map((i) => cut(prompts.ids[i])),
+    chunk.map((i) => cut(prompts.mask[i])),
+    chunk.map((i) => cut(positionsFromMask(prompts.mask[i]))),
+  );
   // The sampler increments positions before each token goes in: start at the last prompt token's.
-  state.startRows(0, chunk.map((i) => ({ sampling: sampling(i, 0), position: prompts.lengths[i] - 1 })));
+  state.startRows(
+    0,
+    chunk.map((i) => ({ sampling: sampling(i, 0), position: prompts.lengths[i] - 1 })),
+  );
   for (let turn = 0; ; turn++) {
     const firstSlot = decoder.cache.length;
-    const progress = new Map(rowSample.map((i) => [i, new TurnProgress(c, turnEndIds, stopStrings, R - records[i].tokens.length)]));
+    const progress = new Map(
+      rowSample.map((i) => [i, new TurnProgress(c, turnEndIds, stopStrings, R - records[i].tokens.length)]),
+    );
     const decoded = await decodeTurn(decoders, decoder, state, logits, rowSample, progress, c);
     for (const [i, p] of progress) {
       records[i].append(p.tokens, decoded.logprobs.subarray(i * R, i * R + p.tokens.length));
@@ -67,13 +100,21 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
       return { row, from: firstSlot + fed, to: firstSlot + decoded.fed };
     });
 
-    const ended = rowSample.map((i) => ({ sample: i, tokens: progress.get(i)!.tokens, reason: records[i].reason!, responseLength: records[i].tokens.length }));
+    const ended = rowSample.map((i) => ({
+      sample: i,
+      tokens: progress.get(i)!.tokens,
+      reason: records[i].reason!,
+      responseLength: records[i].tokens.length,
+    }));
     const observations = await environment.observe(turn, ended);
     const keep: number[] = [];
     rowSample.forEach((i, row) => {
       const observation = observations[row];
       if (observation === null) return;
-      if (turn + 1 >= environment.maxTurns) throw new Error(`rollout: the environment continued sample ${i} after its last turn (maxTurns ${environment.maxTurns})`);
+      if (turn + 1 >= environment.maxTurns)
+        throw new Error(
+          `rollout: the environment continued sample ${i} after its last turn (maxTurns ${environment.maxTurns})`,
+        );
       // An observation with no room left to answer after it ends the response instead.
       if (records[i].tokens.length + observation.length >= R) {
         records[i].reason = 'length';
@@ -90,7 +131,11 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
     rowSample = keep.map((row) => rowSample[row]);
 
     // The next block per row: its unfed token(s), then its observation, left-padded to a common width.
-    const blocks = rowSample.map((i) => ({ ids: records[i].tokens.slice(records[i].cached), first: records[i].cached, prompt: prompts.lengths[i] }));
+    const blocks = rowSample.map((i) => ({
+      ids: records[i].tokens.slice(records[i].cached),
+      first: records[i].cached,
+      prompt: prompts.lengths[i],
+    }));
     const blockWidth = Math.max(...blocks.map((b) => b.ids.length));
     const left = (b: { ids: number[] }) => blockWidth - b.ids.length;
     logits = decoders.feedBlock(
@@ -100,7 +145,13 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
       blocks.map((b) => [...new Array<number>(left(b)).fill(1), ...b.ids.map((_, j) => b.prompt + b.first + j)]),
     );
     rowSample.forEach((i) => (records[i].cached = records[i].tokens.length));
-    state.startRows(0, rowSample.map((i) => ({ sampling: sampling(i, turn + 1), position: prompts.lengths[i] + records[i].tokens.length - 1 })));
+    state.startRows(
+      0,
+      rowSample.map((i) => ({
+        sampling: sampling(i, turn + 1),
+        position: prompts.lengths[i] + records[i].tokens.length - 1,
+      })),
+    );
   }
   state.destroy();
 }
@@ -112,7 +163,12 @@ async function decodeTurns(decoders: RolloutDecoders, prompts: PromptBatch, reco
  * sampled step but the last).
  */
 async function decodeTurn(
-  decoders: RolloutDecoders, decoder: IncrementalDecoder, state: SamplerState, firstLogits: Tensor, rowSample: readonly number[], progress: Map<number, TurnProgress>,
+  decoders: RolloutDecoders,
+  decoder: IncrementalDecoder,
+  state: SamplerState,
+  firstLogits: Tensor,
+  rowSample: readonly number[],
+  progress: Map<number, TurnProgress>,
   c: RolloutConfig,
 ): Promise<{ logprobs: Float32Array; fed: number }> {
   const e = decoders.engine;
@@ -140,8 +196,16 @@ async function decodeTurn(
   const rows = rowSample.length;
   for (let step = 0; step < steps; step++) {
     sampleTokens(e, {
-      logits, V, rows, ...state.view(rows), tokens: state.tokens, logprobs: state.logprobs, eosIds: state.eosIds,
-      numEos: state.numEos, outStride: R, padId: c.padTokenId,
+      logits,
+      V,
+      rows,
+      ...state.view(rows),
+      tokens: state.tokens,
+      logprobs: state.logprobs,
+      eosIds: state.eosIds,
+      numEos: state.numEos,
+      outStride: R,
+      padId: c.padTokenId,
     });
     sampled = step + 1;
     if (step + 1 === steps) break;

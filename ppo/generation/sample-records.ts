@@ -45,7 +45,7 @@ export class TurnProgress {
       this.tokens.push(tokens[i]);
       if (eosTokenIds.includes(tokens[i])) this.reason = 'eos';
       else if (this.turnEndIds.includes(tokens[i])) this.reason = 'stop';
-      else if (this.stopStrings.length && await this.endsOnStopString(decode!)) this.reason = 'stop';
+      else if (this.stopStrings.length && (await this.endsOnStopString(decode!))) this.reason = 'stop';
       else if (this.tokens.length === this.budget) this.reason = 'length';
     }
   }
@@ -68,7 +68,10 @@ export function promptBatch(prompts: readonly (readonly number[])[], c: RolloutC
 }
 
 /** Each sample's one-turn response and the log-probs of its tokens. */
-export function singleTurnRecords(progress: readonly TurnProgress[], logprobs: readonly Float32Array[]): SampleRecord[] {
+export function singleTurnRecords(
+  progress: readonly TurnProgress[],
+  logprobs: readonly Float32Array[],
+): SampleRecord[] {
   return progress.map((p, i) => {
     const record = new SampleRecord();
     record.append(p.tokens, logprobs[i]);
@@ -92,8 +95,17 @@ export function assemble(prompts: PromptBatch, records: readonly AssembledSample
     prompts: prompts.ids,
     responses,
     inputIds: prompts.ids.map((p, i) => [...p, ...responses[i]]),
-    attentionMask: prompts.mask.map((m, i) => [...m, ...pad(records[i].tokens.map(() => 1), 0)]),
-    positionIds: prompts.mask.map((m, i) => [...positionsFromMask(m), ...Array.from({ length: R }, (_, t) => prompts.lengths[i] + t)]),
+    attentionMask: prompts.mask.map((m, i) => [
+      ...m,
+      ...pad(
+        records[i].tokens.map(() => 1),
+        0,
+      ),
+    ]),
+    positionIds: prompts.mask.map((m, i) => [
+      ...positionsFromMask(m),
+      ...Array.from({ length: R }, (_, t) => prompts.lengths[i] + t),
+    ]),
     responseMask: records.map((s) => pad(s.generated, 0)),
     oldLogProbs: records.map((s) => Float32Array.from(pad(s.logprobs, 0))),
     responseLengths: records.map((s) => s.tokens.length),

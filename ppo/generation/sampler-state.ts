@@ -20,7 +20,13 @@ export class SamplerState {
   readonly numEos: number;
   private readonly scratch: Tensor;
 
-  constructor(private readonly engine: Engine, readonly rows: number, outRows: number, readonly R: number, eosTokenIds: readonly number[]) {
+  constructor(
+    private readonly engine: Engine,
+    readonly rows: number,
+    outRows: number,
+    readonly R: number,
+    eosTokenIds: readonly number[],
+  ) {
     this.numEos = eosTokenIds.length;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
@@ -29,29 +35,63 @@ export class SamplerState {
     this.rowSampling = engine.tensor('rollout.rowSampling', [rows * ROW_SAMPLING_WORDS], 'u32');
     this.tokens = engine.tensor('rollout.tokens', [outRows, R], 'u32');
     this.logprobs = engine.tensor('rollout.logprobs', [outRows, R]);
-    this.eosIds = engine.tensorFrom('rollout.eosIds', [Math.max(1, eosTokenIds.length)], eosTokenIds.length ? eosTokenIds : [0], 'u32');
+    this.eosIds = engine.tensorFrom(
+      'rollout.eosIds',
+      [Math.max(1, eosTokenIds.length)],
+      eosTokenIds.length ? eosTokenIds : [0],
+      'u32',
+    );
     this.scratch = engine.tensor('rollout.compaction', [rows * ROW_SAMPLING_WORDS]);
   }
 
   private get perRow(): [Tensor, number][] {
-    return [[this.ids, 1], [this.positions, 1], [this.steps, 1], [this.finished, 1], [this.rowSampling, ROW_SAMPLING_WORDS]];
+    return [
+      [this.ids, 1],
+      [this.positions, 1],
+      [this.steps, 1],
+      [this.finished, 1],
+      [this.rowSampling, ROW_SAMPLING_WORDS],
+    ];
   }
 
   /** The per-row tensors restricted to the first `rows` rows. */
   view(rows: number) {
     const view = <T extends Tensor>(t: T) => (rows === this.rows ? t : (t.view(t.name, 0, [rows]) as T));
-    const rowSampling = rows === this.rows ? this.rowSampling : this.rowSampling.view(this.rowSampling.name, 0, [rows * ROW_SAMPLING_WORDS]);
-    return { ids: view(this.ids), positions: view(this.positions), steps: view(this.steps), finished: view(this.finished), rowSampling };
+    const rowSampling =
+      rows === this.rows
+        ? this.rowSampling
+        : this.rowSampling.view(this.rowSampling.name, 0, [rows * ROW_SAMPLING_WORDS]);
+    return {
+      ids: view(this.ids),
+      positions: view(this.positions),
+      steps: view(this.steps),
+      finished: view(this.finished),
+      rowSampling,
+    };
   }
 
   /** Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0. */
   startRows(first: number, values: readonly { sampling: RowSampling; position: number }[]): void {
     const range = <T extends Tensor>(t: T, width = 1) =>
-      (first === 0 && values.length === this.rows ? t : (t.view(`${t.name}[${first}:]`, first * width, [values.length * width]) as T));
-    this.engine.upload(range(this.rowSampling, ROW_SAMPLING_WORDS), values.flatMap((v) => packRowSampling(v.sampling)));
-    this.engine.upload(range(this.positions), values.map((v) => v.position));
-    this.engine.upload(range(this.steps), values.map(() => 0));
-    this.engine.upload(range(this.finished), values.map(() => 0));
+      first === 0 && values.length === this.rows
+        ? t
+        : (t.view(`${t.name}[${first}:]`, first * width, [values.length * width]) as T);
+    this.engine.upload(
+      range(this.rowSampling, ROW_SAMPLING_WORDS),
+      values.flatMap((v) => packRowSampling(v.sampling)),
+    );
+    this.engine.upload(
+      range(this.positions),
+      values.map((v) => v.position),
+    );
+    this.engine.upload(
+      range(this.steps),
+      values.map(() => 0),
+    );
+    this.engine.upload(
+      range(this.finished),
+      values.map(() => 0),
+    );
   }
 
   /** Sets row r's finished flag: the host ended it (a stop string, its budget) or it waits for nothing. */
@@ -64,6 +104,7 @@ export class SamplerState {
   }
 
   destroy(): void {
-    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch]) this.engine.destroyTensor(t);
+    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch])
+      this.engine.destroyTensor(t);
   }
 }

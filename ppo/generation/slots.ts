@@ -19,8 +19,10 @@ function slotFootprint(m: DecoderConfig, P: number, capacity: number) {
   const activations = P * (3 * C + 2 * W + NHS + 3 * I + m.numHeads * 2) * f32;
   const head = (3 * C + m.vocabSize) * f32;
   const largest: [string, number][] = [
-    ['a KV cache layer', capacity * kvWidth * f32], ['the prefill qkv', P * W * f32],
-    ['the prefill gate_up', P * 2 * I * f32], ['the logits', m.vocabSize * f32],
+    ['a KV cache layer', capacity * kvWidth * f32],
+    ['the prefill qkv', P * W * f32],
+    ['the prefill gate_up', P * 2 * I * f32],
+    ['the logits', m.vocabSize * f32],
   ];
   return { bytes: caches + activations + head, largest };
 }
@@ -29,17 +31,30 @@ function slotFootprint(m: DecoderConfig, P: number, capacity: number) {
  * How many samples decode at once: every tensor of the decode batch must fit one binding
  * (maxStorageBufferBindingSize, maxBufferSize) and the whole batch the memory budget.
  */
-export function rolloutSlots(caps: Pick<DeviceCapabilities, 'maxBufferSize' | 'maxStorageBufferBindingSize'>, m: DecoderConfig,
-  shape: { promptLength: number; capacity: number; samples: number }, c: Pick<RolloutConfig, 'memoryBudgetBytes' | 'maxSlots'>): number {
+export function rolloutSlots(
+  caps: Pick<DeviceCapabilities, 'maxBufferSize' | 'maxStorageBufferBindingSize'>,
+  m: DecoderConfig,
+  shape: { promptLength: number; capacity: number; samples: number },
+  c: Pick<RolloutConfig, 'memoryBudgetBytes' | 'maxSlots'>,
+): number {
   const { bytes, largest } = slotFootprint(m, shape.promptLength, shape.capacity);
   const binding = Math.min(caps.maxStorageBufferBindingSize, caps.maxBufferSize);
   const [what, perSlot] = largest.reduce((x, y) => (y[1] > x[1] ? y : x));
   const budget = c.memoryBudgetBytes ?? Infinity;
-  const slots = Math.min(shape.samples, c.maxSlots ?? Infinity, Math.floor(binding / perSlot), Math.floor(budget / bytes));
+  const slots = Math.min(
+    shape.samples,
+    c.maxSlots ?? Infinity,
+    Math.floor(binding / perSlot),
+    Math.floor(budget / bytes),
+  );
   if (slots < 1) {
-    throw new Error(`rollout: one sample (prompt ${shape.promptLength} + cache ${shape.capacity} slots) needs ${bytes} bytes and ${perSlot} bytes for ${what}; ` +
-      `the budget is ${budget} bytes (actor_rollout_ref.rollout.gpu_memory_utilization) and one binding holds ${binding}: ` +
-      'lower data.max_prompt_length or data.max_response_length, or raise gpu_memory_utilization');
+    throw new Error(
+      `rollout: one sample (prompt ${shape.promptLength} + cache ${shape.capacity} slots) needs ${bytes} bytes and ` +
+        `${perSlot} bytes for ${what}; ` +
+        `the budget is ${budget} bytes (actor_rollout_ref.rollout.gpu_memory_utilization) and one binding holds ` +
+        `${binding}: ` +
+        'lower data.max_prompt_length or data.max_response_length, or raise gpu_memory_utilization',
+    );
   }
   return slots;
 }

@@ -23,7 +23,8 @@ export interface RolloutConfig extends SamplingParams {
   /** Drop finished rows once at most this fraction of the batch is still generating and none is waiting (0: never). */
   compactBelow?: number;
   /** Bytes the decode batch may allocate (KV caches, activations, logits): the trainer passes verl's
-   *  rollout.gpu_memory_utilization × the device's memory (engine/device-memory.ts); unset, only the binding limits bound it. */
+   *  rollout.gpu_memory_utilization × the device's memory (engine/device-memory.ts); unset, only the binding limits
+   *  bound it. */
   memoryBudgetBytes?: number;
   /** Samples decoded at once, at most; the device's limits and memoryBudgetBytes may allow fewer. */
   maxSlots?: number;
@@ -40,7 +41,12 @@ export interface RolloutProgress {
 }
 
 /** verl's val_kwargs default: one greedy sample per prompt. */
-export const VALIDATION_SAMPLING: Pick<RolloutConfig, 'n' | 'temperature' | 'topK' | 'topP'> = { n: 1, temperature: 0, topK: -1, topP: 1 };
+export const VALIDATION_SAMPLING: Pick<RolloutConfig, 'n' | 'temperature' | 'topK' | 'topP'> = {
+  n: 1,
+  temperature: 0,
+  topK: -1,
+  topP: 1,
+};
 
 export type FinishReason = 'eos' | 'stop' | 'length';
 
@@ -75,8 +81,15 @@ export interface PolicyWeights {
 
 /** The ids that end a response and pad one: config.json's eos and generation_config.json's (Qwen lists <|im_end|>
  *  and <|endoftext|> there), as vLLM stops; config.json's pad id, else the tokenizer's, else 0. */
-export function endTokenIds(actor: DecoderConfig, generationConfig: { eosTokenIds: readonly number[] } | null, tokenizer: Pick<Tokenizer, 'special'>) {
-  return { eosTokenIds: [...new Set([...actor.eosTokenIds, ...(generationConfig?.eosTokenIds ?? [])])], padTokenId: actor.padTokenId ?? tokenizer.special.pad?.id ?? 0 };
+export function endTokenIds(
+  actor: DecoderConfig,
+  generationConfig: { eosTokenIds: readonly number[] } | null,
+  tokenizer: Pick<Tokenizer, 'special'>,
+) {
+  return {
+    eosTokenIds: [...new Set([...actor.eosTokenIds, ...(generationConfig?.eosTokenIds ?? [])])],
+    padTokenId: actor.padTokenId ?? tokenizer.special.pad?.id ?? 0,
+  };
 }
 
 /** Decode steps between reads of the sampled ids when RolloutConfig.readEvery is unset. */
@@ -108,23 +121,35 @@ export interface TurnEnd {
 }
 
 /** Throws, naming the prompt, key or token, on inputs no rollout can decode. */
-export function checkRolloutConfig(prompts: readonly (readonly number[])[], c: RolloutConfig, V: number, environment: TurnEnvironment | null): void {
+export function checkRolloutConfig(
+  prompts: readonly (readonly number[])[],
+  c: RolloutConfig,
+  V: number,
+  environment: TurnEnvironment | null,
+): void {
   if (prompts.length === 0) throw new Error('rollout: no prompts');
   prompts.forEach((p, i) => {
     if (p.length === 0) throw new Error(`rollout: prompt ${i} is empty`);
     p.forEach((id) => {
-      if (!Number.isInteger(id) || id < 0 || id >= V) throw new Error(`rollout: prompt ${i} holds token ${id}, outside the vocabulary [0, ${V})`);
+      if (!Number.isInteger(id) || id < 0 || id >= V)
+        throw new Error(`rollout: prompt ${i} holds token ${id}, outside the vocabulary [0, ${V})`);
     });
   });
   if (!Number.isInteger(c.n) || c.n < 1) throw new Error(`rollout: n = ${c.n}, expected a positive integer`);
-  if (!Number.isInteger(c.maxResponseLength) || c.maxResponseLength < 1) throw new Error(`rollout: maxResponseLength = ${c.maxResponseLength}, expected a positive integer`);
-  if (!Number.isInteger(c.padTokenId) || c.padTokenId < 0 || c.padTokenId >= V) throw new Error(`rollout: padTokenId = ${c.padTokenId} is outside the vocabulary [0, ${V})`);
-  if (c.stopStrings?.length && !c.decode) throw new Error('rollout: stopStrings need a decode function (token ids → text)');
+  if (!Number.isInteger(c.maxResponseLength) || c.maxResponseLength < 1)
+    throw new Error(`rollout: maxResponseLength = ${c.maxResponseLength}, expected a positive integer`);
+  if (!Number.isInteger(c.padTokenId) || c.padTokenId < 0 || c.padTokenId >= V)
+    throw new Error(`rollout: padTokenId = ${c.padTokenId} is outside the vocabulary [0, ${V})`);
+  if (c.stopStrings?.length && !c.decode)
+    throw new Error('rollout: stopStrings need a decode function (token ids → text)');
   if (environment) {
-    if (environment.turnEndStrings.length && !c.decode) throw new Error('rollout: the environment\'s turn-ending strings need a decode function (token ids → text)');
-    if (!Number.isInteger(environment.maxTurns) || environment.maxTurns < 1) throw new Error(`rollout: environment maxTurns = ${environment.maxTurns}, expected a positive integer`);
+    if (environment.turnEndStrings.length && !c.decode)
+      throw new Error("rollout: the environment's turn-ending strings need a decode function (token ids → text)");
+    if (!Number.isInteger(environment.maxTurns) || environment.maxTurns < 1)
+      throw new Error(`rollout: environment maxTurns = ${environment.maxTurns}, expected a positive integer`);
     environment.turnEndTokenIds.forEach((id) => {
-      if (!Number.isInteger(id) || id < 0 || id >= V) throw new Error(`rollout: turn-ending token ${id} is outside the vocabulary [0, ${V})`);
+      if (!Number.isInteger(id) || id < 0 || id >= V)
+        throw new Error(`rollout: turn-ending token ${id} is outside the vocabulary [0, ${V})`);
     });
   }
 }

@@ -41,18 +41,33 @@ export function builtinTask(config: PpoConfig): BuiltinTask {
 }
 
 /** A built-in task's tokenizer, chat template and the files that describe them. */
-export function builtinTokenizer(task: BuiltinTask): { tokenizer: Tokenizer; template: ChatTemplate; files: Record<string, string> } {
+export function builtinTokenizer(task: BuiltinTask): {
+  tokenizer: Tokenizer;
+  template: ChatTemplate;
+  files: Record<string, string>;
+} {
   const { tokenizerJson, tokenizerConfig } = task.tokenizerFiles();
   const tokenizer = JsTokenizer.fromJson(tokenizerJson, tokenizerConfig);
   return {
     tokenizer,
     template: new ChatTemplate(tokenizerConfig, tokenizer.special),
-    files: { 'tokenizer.json': JSON.stringify(tokenizerJson), 'tokenizer_config.json': JSON.stringify(tokenizerConfig, null, 2) },
+    files: {
+      'tokenizer.json': JSON.stringify(tokenizerJson),
+      'tokenizer_config.json': JSON.stringify(tokenizerConfig, null, 2),
+    },
   };
 }
 
-/** A built-in task's train/validation prompts, tokenized with the chat template (seeded by data.seed), and its corpus. */
-export async function builtinDataset(config: PpoConfig, task: BuiltinTask, tokenizer: Tokenizer, template: ChatTemplate, valSize = task.valSize): Promise<{ train: RlExample[]; val: RlExample[]; corpus: CorpusDocument[] | null }> {
+/**
+ * A built-in task's train/validation prompts, tokenized with the chat template (seeded by data.seed), and its corpus.
+ */
+export async function builtinDataset(
+  config: PpoConfig,
+  task: BuiltinTask,
+  tokenizer: Tokenizer,
+  template: ChatTemplate,
+  valSize = task.valSize,
+): Promise<{ train: RlExample[]; val: RlExample[]; corpus: CorpusDocument[] | null }> {
   const options = { ...config.data, tokenizer, template };
   const records = task.records(config.data.seed, valSize);
   return {
@@ -64,7 +79,12 @@ export async function builtinDataset(config: PpoConfig, task: BuiltinTask, token
 
 /** The built-in actor after the task's warm-start stages (seeded by trainer.seed). */
 export async function warmStartedBuiltinActor(
-  engine: Engine, config: PpoConfig, task: BuiltinTask, tokenizer: Tokenizer, train: readonly RlExample[], retriever: Retriever | null,
+  engine: Engine,
+  config: PpoConfig,
+  task: BuiltinTask,
+  tokenizer: Tokenizer,
+  train: readonly RlExample[],
+  retriever: Retriever | null,
   options: Pick<BuiltinRunOptions, 'warmStart' | 'onWarmStartStep'> = {},
 ): Promise<{ actor: ModelWeights; history: SftStepResult[] }> {
   const seed = config.trainer.seed;
@@ -73,7 +93,11 @@ export async function warmStartedBuiltinActor(
   const padId = tokenizer.special.pad?.id ?? 0;
   const warm = await warmStartBuiltinActor(
     engine,
-    { stages: steps === undefined ? stages : withTotalSteps(stages, steps), batchSize: options.warmStart?.batchSize ?? task.warmStartBatchSize, seed },
+    {
+      stages: steps === undefined ? stages : withTotalSteps(stages, steps),
+      batchSize: options.warmStart?.batchSize ?? task.warmStartBatchSize,
+      seed,
+    },
     { vocabSize: tokenizer.vocabSize, padId },
     options.onWarmStartStep ?? (() => {}),
   );
@@ -90,40 +114,80 @@ export interface BuiltinRunOptions {
   actor?: ModelWeights;
 }
 
-export async function setUpBuiltinRun(engine: Engine, config: PpoConfig, options: BuiltinRunOptions = {}): Promise<BuiltinRun> {
+export async function setUpBuiltinRun(
+  engine: Engine,
+  config: PpoConfig,
+  options: BuiltinRunOptions = {},
+): Promise<BuiltinRun> {
   if (config.data.train_files !== null || config.data.val_files !== null || config.retriever.corpus_path !== null) {
-    throw new Error('setUpBuiltinRun: the built-in run needs data.train_files, data.val_files and retriever.corpus_path all null');
+    throw new Error(
+      'setUpBuiltinRun: the built-in run needs data.train_files, data.val_files and retriever.corpus_path all null',
+    );
   }
   const modelPath = config.actor_rollout_ref.model.path;
   if ((modelPath !== null) !== (options.actor !== undefined)) {
-    throw new Error(`setUpBuiltinRun: actor_rollout_ref.model.path is ${JSON.stringify(modelPath)} but the model loaded from it was ${options.actor ? '' : 'not '}given; both or neither`);
+    throw new Error(
+      `setUpBuiltinRun: actor_rollout_ref.model.path is ${JSON.stringify(modelPath)} but the model loaded from it ` +
+        `was ${options.actor ? '' : 'not '}given; both or neither`,
+    );
   }
   const task = builtinTask(config);
   const { tokenizer, template, files } = builtinTokenizer(task);
   if (options.actor && options.actor.config.vocabSize < tokenizer.vocabSize) {
-    throw new Error(`actor_rollout_ref.model.path ${modelPath}: vocab_size ${options.actor.config.vocabSize} is below the ${config.data.builtin_task} tokenizer's ${tokenizer.vocabSize}`);
+    throw new Error(
+      `actor_rollout_ref.model.path ${modelPath}: vocab_size ${options.actor.config.vocabSize} is below the ` +
+        `${config.data.builtin_task} tokenizer's ${tokenizer.vocabSize}`,
+    );
   }
   const { train, val, corpus } = await builtinDataset(config, task, tokenizer, template, options.valSize);
-  const retriever = config.do_search ? retrieverFromConfig(config, corpus && { documents: corpus, source: `built-in ${config.data.builtin_task} corpus` }) : null;
-  const { actor, history } = options.actor ? { actor: options.actor, history: [] } : await warmStartedBuiltinActor(engine, config, task, tokenizer, train, retriever, options);
-  const critic = usesCritic(config) ? await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed) : null;
-  const reward: RewardFunction = (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
+  const retriever = config.do_search
+    ? retrieverFromConfig(
+        config,
+        corpus && { documents: corpus, source: `built-in ${config.data.builtin_task} corpus` },
+      )
+    : null;
+  const { actor, history } = options.actor
+    ? { actor: options.actor, history: [] }
+    : await warmStartedBuiltinActor(engine, config, task, tokenizer, train, retriever, options);
+  const critic = usesCritic(config)
+    ? await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed)
+    : null;
+  const reward: RewardFunction = (dataSource, text, groundTruth, extraInfo) =>
+    computeScore(dataSource, text, groundTruth, extraInfo);
   const search = retriever && searchProtocol(config, retriever, tokenizer, task.search);
   return { tokenizer, tokenizerFiles: files, train, val, actor, critic, reward, search, warmStart: history };
 }
 
 /** The score of one response under a run's reward function, with what else the function returned. */
-export async function scoreResponse(reward: RewardFunction, prompt: Pick<PromptRecord, 'dataSource' | 'groundTruth' | 'extraInfo'>, text: string): Promise<RewardScore> {
-  return toRewardScore(await reward(prompt.dataSource, text, prompt.groundTruth, prompt.extraInfo), `reward (data_source ${prompt.dataSource})`);
+export async function scoreResponse(
+  reward: RewardFunction,
+  prompt: Pick<PromptRecord, 'dataSource' | 'groundTruth' | 'extraInfo'>,
+  text: string,
+): Promise<RewardScore> {
+  return toRewardScore(
+    await reward(prompt.dataSource, text, prompt.groundTruth, prompt.extraInfo),
+    `reward (data_source ${prompt.dataSource})`,
+  );
 }
 
 export function toPromptRecord(example: RlExample): PromptRecord {
-  return { promptIds: example.promptIds, dataSource: example.dataSource, groundTruth: example.groundTruth, extraInfo: example.extraInfo };
+  return {
+    promptIds: example.promptIds,
+    dataSource: example.dataSource,
+    groundTruth: example.groundTruth,
+    extraInfo: example.extraInfo,
+  };
 }
 
 /** The trainer's view of a run: batches from `sampler` starting at `start`, the validation set, decode and score. */
-export function runTrainerIo(run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & { generationConfig?: { eosTokenIds: readonly number[] } | null; toolAgent?: ToolAgent | null },
-  sampler: PromptSampler, start: DataCursor = { epoch: 0, index: 0 }): { io: TrainerIo; cursor: () => DataCursor } {
+export function runTrainerIo(
+  run: Pick<BuiltinRun, 'tokenizer' | 'train' | 'val' | 'actor' | 'reward' | 'search'> & {
+    generationConfig?: { eosTokenIds: readonly number[] } | null;
+    toolAgent?: ToolAgent | null;
+  },
+  sampler: PromptSampler,
+  start: DataCursor = { epoch: 0, index: 0 },
+): { io: TrainerIo; cursor: () => DataCursor } {
   let cursor = start;
   const io: TrainerIo = {
     nextTrainBatch: () => {

@@ -12,7 +12,10 @@ import { computeScore } from '../rewards/index.ts';
  * rule and its ground_truth the form that rule reads: each row is scored once with an empty response, so an
  * unknown data_source or a missing ground truth stops the run naming the row, before any model work.
  */
-export function checkRewardsCanScore(config: Pick<PpoConfig, 'custom_reward_function' | 'reward_model'>, examples: readonly RlExample[]): void {
+export function checkRewardsCanScore(
+  config: Pick<PpoConfig, 'custom_reward_function' | 'reward_model'>,
+  examples: readonly RlExample[],
+): void {
   if (config.custom_reward_function.path !== null || config.reward_model.enable) return;
   for (const example of examples) {
     try {
@@ -24,14 +27,25 @@ export function checkRewardsCanScore(config: Pick<PpoConfig, 'custom_reward_func
 }
 
 /** The model can hold a whole sequence, and every id the tokenizer can produce is a row of its embedding. */
-export function checkModelFitsRun(config: Pick<PpoConfig, 'data'>, model: DecoderConfig, tokenizer: Pick<Tokenizer, 'vocabSize'>): void {
+export function checkModelFitsRun(
+  config: Pick<PpoConfig, 'data'>,
+  model: DecoderConfig,
+  tokenizer: Pick<Tokenizer, 'vocabSize'>,
+): void {
   const { max_prompt_length: prompt, max_response_length: response } = config.data;
   if (prompt + response > model.maxPositionEmbeddings) {
-    throw new Error(`data.max_prompt_length + data.max_response_length = ${prompt} + ${response} = ${prompt + response} exceeds the model's ` +
-      `max_position_embeddings ${model.maxPositionEmbeddings} (config.json); lower them`);
+    throw new Error(
+      `data.max_prompt_length + data.max_response_length = ${prompt} + ${response} = ${prompt + response} exceeds ` +
+        `the model's ` +
+        `max_position_embeddings ${model.maxPositionEmbeddings} (config.json); lower them`,
+    );
   }
   if (tokenizer.vocabSize > model.vocabSize) {
-    throw new Error(`the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocab_size is ${model.vocabSize} (config.json): ` +
-      'its ids past the embedding would be read as other tokens — use the tokenizer the model was trained with (data.tokenizer)');
+    throw new Error(
+      `the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocab_size is ${model.vocabSize} ` +
+        `(config.json): ` +
+        'its ids past the embedding would be read as other tokens — use the tokenizer the model was trained with ' +
+        '(data.tokenizer)',
+    );
   }
 }

@@ -8,7 +8,14 @@
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
-import { bytesPerElement, chooseVariant, elementCount, type DeviceMemorySize, type Engine, type FloatDType } from '../../engine/index.ts';
+import {
+  bytesPerElement,
+  chooseVariant,
+  elementCount,
+  type DeviceMemorySize,
+  type Engine,
+  type FloatDType,
+} from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
@@ -71,8 +78,13 @@ export interface MemoryPlan {
 }
 
 /** Elements of a model's parameters, or of those `keep` accepts. */
-export function parameterCount(c: DecoderConfig, keep: (name: string, shape: readonly number[]) => boolean = () => true): number {
-  return parameterEntries(c).filter((e) => keep(e.name, e.shape)).reduce((n, e) => n + elementCount(e.shape), 0);
+export function parameterCount(
+  c: DecoderConfig,
+  keep: (name: string, shape: readonly number[]) => boolean = () => true,
+): number {
+  return parameterEntries(c)
+    .filter((e) => keep(e.name, e.shape))
+    .reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
 /** Bytes of a model's parameters with its matrices stored in `dtype` (a frozen model's). */
@@ -109,7 +121,9 @@ function layerWeightElements(c: DecoderConfig): number {
 }
 
 function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
-  return Math.min(LM_HEAD_SCRATCH_BYTES, maxBindingBytes / 4, tokens * c.vocabSize * F32) + tokens * (3 + c.hiddenSize) * F32;
+  return (
+    Math.min(LM_HEAD_SCRATCH_BYTES, maxBindingBytes / 4, tokens * c.vocabSize * F32) + tokens * (3 + c.hiddenSize) * F32
+  );
 }
 
 function phase(name: string, items: MemoryItem[], residentBytes: number, largestTensor: MemoryItem): PhasePlan {
@@ -118,7 +132,12 @@ function phase(name: string, items: MemoryItem[], residentBytes: number, largest
 }
 
 /** The memory plan of `config` with these models on this device, validating on `validationPrompts` prompts. */
-export function planMemory(config: PpoConfig, models: PlanModels, device: DeviceMemory, validationPrompts = 0): MemoryPlan {
+export function planMemory(
+  config: PpoConfig,
+  models: PlanModels,
+  device: DeviceMemory,
+  validationPrompts = 0,
+): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
   const sizes = batchSizes(config);
@@ -140,9 +159,15 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   if (device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
-    resident.push({ what: 'actor weights transposed for decode steps', bytes: parameterCount(actor, (name) => transposed.has(name)) * F32 });
+    resident.push({
+      what: 'actor weights transposed for decode steps',
+      bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
+    });
   } else if (device.transposedWeights) {
-    resident.push({ what: 'actor layer weights transposed (training forward)', bytes: layerWeightElements(actor) * F32 });
+    resident.push({
+      what: 'actor layer weights transposed (training forward)',
+      bytes: layerWeightElements(actor) * F32,
+    });
   }
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
@@ -156,7 +181,11 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
       resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
-      if (device.transposedWeights) resident.push({ what: 'critic layer weights transposed (training forward)', bytes: layerWeightElements(critic) * F32 });
+      if (device.transposedWeights)
+        resident.push({
+          what: 'critic layer weights transposed (training forward)',
+          bytes: layerWeightElements(critic) * F32,
+        });
     }
   }
   if (rewardModel) {
@@ -166,15 +195,19 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
-  // Rollout: the KV cache of every sequence in flight (as many slots as ppo/generation/slots.ts lets it decode at
-  // once, from the same budget the trainer gives it), the prompt prefill's activations, the sampling logits. Validation generates the
-  // whole validation set through the same slots, so a large set decodes more sequences at once than a batch.
+  // Rollout: the KV cache of every sequence in flight (as many slots as ppo/generation/slots.ts lets it decode at once,
+  // from the same budget the trainer gives it), the prompt prefill's activations, the sampling logits. Validation
+  // generates the whole validation set through the same slots, so a large set decodes more sequences at once than a
+  // batch.
   const rollout = (name: string, sequences: number) => {
     let S = 1;
     try {
-      S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor,
+      S = rolloutSlots(
+        { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
+        actor,
         { promptLength, capacity: sequenceLength, samples: sequences },
-        { memoryBudgetBytes: rolloutBudgetBytes });
+        { memoryBudgetBytes: rolloutBudgetBytes },
+      );
     } catch (err) {
       problems.push((err as Error).message);
     }
@@ -182,15 +215,25 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
     const kvLayer = S * sequenceLength * kvWidth * F32;
     const prefill = trunkActivations(actor, S * promptLength, false);
     const samplingLogits = S * actor.vocabSize * F32;
-    phases.push(phase(`${name} (${S} of ${sequences} sequences at once)`, [
-      { what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`, bytes: 2 * actor.numLayers * kvLayer + kvLayer },
-      { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
-      { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
-    ], residentBytes, largest([
-      { what: 'KV cache of one layer', bytes: kvLayer },
-      { what: 'sampling logits', bytes: samplingLogits },
-      { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
-    ])));
+    phases.push(
+      phase(
+        `${name} (${S} of ${sequences} sequences at once)`,
+        [
+          {
+            what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`,
+            bytes: 2 * actor.numLayers * kvLayer + kvLayer,
+          },
+          { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
+          { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
+        ],
+        residentBytes,
+        largest([
+          { what: 'KV cache of one layer', bytes: kvLayer },
+          { what: 'sampling logits', bytes: samplingLogits },
+          { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
+        ]),
+      ),
+    );
   };
   rollout('rollout', sizes.sequences);
   const validationSequences = validationPrompts * config.actor_rollout_ref.rollout.val_kwargs.n;
@@ -199,19 +242,32 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const forward = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
     const tokens = sequences * sequenceLength;
     const trunk = trunkActivations(c, tokens, false);
-    const items = [{ what: `activations (${sequences} × ${sequenceLength} tokens, one layer at a time)`, bytes: trunk.bytes }];
-    if (head === 'lm') items.push({ what: 'LM head (logits chunk, per-token statistics)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    const items = [
+      { what: `activations (${sequences} × ${sequenceLength} tokens, one layer at a time)`, bytes: trunk.bytes },
+    ];
+    if (head === 'lm')
+      items.push({
+        what: 'LM head (logits chunk, per-token statistics)',
+        bytes: lmHeadScratch(c, tokens, device.maxBindingBytes),
+      });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
   const update = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
     const tokens = sequences * sequenceLength;
     const trunk = trunkActivations(c, tokens, true);
-    const items = [{ what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`, bytes: trunk.bytes }];
-    if (head === 'lm') items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
+    const items = [
+      {
+        what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
+        bytes: trunk.bytes,
+      },
+    ];
+    if (head === 'lm')
+      items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
     // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
     const logits = tokens * c.vocabSize * F32;
-    if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4)) items.push({ what: 'LM head logits kept for the backward', bytes: logits });
+    if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4))
+      items.push({ what: 'LM head logits kept for the backward', bytes: logits });
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
@@ -219,12 +275,32 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   const logProbMicro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu ?? sizes.sequences;
   forward('old log-probs', actor, logProbMicro, 'lm', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu');
   if (hasReference) {
-    forward('reference log-probs', actor, config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? sizes.sequences, 'lm', 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu');
+    forward(
+      'reference log-probs',
+      actor,
+      config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? sizes.sequences,
+      'lm',
+      'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu',
+    );
   }
-  if (rewardModel) forward('reward model', rewardModel, config.reward_model.micro_batch_size_per_gpu ?? sizes.sequences, 'value', 'reward_model.micro_batch_size_per_gpu');
+  if (rewardModel)
+    forward(
+      'reward model',
+      rewardModel,
+      config.reward_model.micro_batch_size_per_gpu ?? sizes.sequences,
+      'value',
+      'reward_model.micro_batch_size_per_gpu',
+    );
   if (critic) {
-    forward('values', critic, config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences, 'value', 'critic.forward_micro_batch_size_per_gpu');
-    if (!config.critic.freeze) update('critic update', critic, sizes.criticMicroBatch, 'value', 'critic.ppo_micro_batch_size_per_gpu');
+    forward(
+      'values',
+      critic,
+      config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences,
+      'value',
+      'critic.forward_micro_batch_size_per_gpu',
+    );
+    if (!config.critic.freeze)
+      update('critic update', critic, sizes.criticMicroBatch, 'value', 'critic.ppo_micro_batch_size_per_gpu');
   }
   update('actor update', actor, sizes.actorMicroBatch, 'lm', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu');
 
@@ -233,13 +309,25 @@ export function planMemory(config: PpoConfig, models: PlanModels, device: Device
   if (peakBytes > budgetBytes) {
     const worst = phases.reduce((a, b) => (b.peakBytes > a.peakBytes ? b : a));
     const keys = PHASE_KEYS[worst.phase.split(' (')[0]] ?? [];
-    const guessed = device.memory.source === 'unknown' ? ' (a guess: set WEBGPU_DEVICE_MEMORY to the device\'s memory)' : '';
-    problems.push(`peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(budgetBytes)}${guessed}: ` +
-      (residentBytes > budgetBytes
-        ? `the models alone take ${gib(residentBytes)} — use a smaller model or fewer layers`
-        : `lower ${keys.join(', ')}`));
+    const guessed =
+      device.memory.source === 'unknown' ? " (a guess: set WEBGPU_DEVICE_MEMORY to the device's memory)" : '';
+    problems.push(
+      `peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(budgetBytes)}${guessed}: ` +
+        (residentBytes > budgetBytes
+          ? `the models alone take ${gib(residentBytes)} — use a smaller model or fewer layers`
+          : `lower ${keys.join(', ')}`),
+    );
   }
-  return { resident, residentBytes, phases, peakBytes, budgetBytes, budgetLabel: device.memory.label, rolloutBudgetBytes, problems };
+  return {
+    resident,
+    residentBytes,
+    phases,
+    peakBytes,
+    budgetBytes,
+    budgetLabel: device.memory.label,
+    rolloutBudgetBytes,
+    problems,
+  };
 }
 
 const PHASE_KEYS: Record<string, string[]> = {
@@ -258,14 +346,26 @@ function largest(items: MemoryItem[]): MemoryItem {
 }
 
 /** A micro-batch whose widest activation (R, 2I) outgrows one binding fails at its first dispatch: say so now. */
-function checkMicroBatch(problems: string[], phaseName: string, key: string, sequences: number, bytesPerSequence: number, maxBindingBytes: number): void {
+function checkMicroBatch(
+  problems: string[],
+  phaseName: string,
+  key: string,
+  sequences: number,
+  bytesPerSequence: number,
+  maxBindingBytes: number,
+): void {
   if (sequences * bytesPerSequence <= maxBindingBytes) return;
   const fits = Math.floor(maxBindingBytes / bytesPerSequence);
-  problems.push(fits >= 1
-    ? `${phaseName}: ${sequences} sequences per micro-batch need a ${mib(sequences * bytesPerSequence)} activation, above the ` +
-      `${mib(maxBindingBytes)} binding limit — set ${key}=${fits} or less`
-    : `${phaseName}: one sequence of data.max_prompt_length + data.max_response_length tokens needs a ${mib(bytesPerSequence)} activation, ` +
-      `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or data.max_response_length`);
+  problems.push(
+    fits >= 1
+      ? `${phaseName}: ${sequences} sequences per micro-batch need a ${mib(sequences * bytesPerSequence)} ` +
+          `activation, above the ` +
+          `${mib(maxBindingBytes)} binding limit — set ${key}=${fits} or less`
+      : `${phaseName}: one sequence of data.max_prompt_length + data.max_response_length tokens needs a ` +
+          `${mib(bytesPerSequence)} activation, ` +
+          `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or ` +
+          `data.max_response_length`,
+  );
 }
 
 function mib(bytes: number): string {
@@ -288,11 +388,18 @@ export function deviceMemory(engine: Engine, memory: DeviceMemorySize = engine.m
 
 /** The plan as printed at the start of a run (`detail`: each phase's parts too, as `node tools/bench.js memory`). */
 export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
-  const lines = [`memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)} of a ${gib(plan.budgetBytes)} budget, ` +
-    `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization)`, `  budget: ${plan.budgetLabel}`];
+  const lines = [
+    `memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)} of a ${gib(plan.budgetBytes)} ` +
+      `budget, ` +
+      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization)`,
+    `  budget: ${plan.budgetLabel}`,
+  ];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
   for (const p of plan.phases) {
-    lines.push(`  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)}  peak ${gib(p.peakBytes)}; largest tensor ${mib(p.largestTensor.bytes)} (${p.largestTensor.what})`);
+    lines.push(
+      `  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)}  peak ${gib(p.peakBytes)}; largest tensor ` +
+        `${mib(p.largestTensor.bytes)} (${p.largestTensor.what})`,
+    );
     if (detail) for (const item of p.items) lines.push(`    ${item.what}: ${mib(item.bytes)}`);
   }
   for (const problem of plan.problems) lines.push(`  does not fit: ${problem}`);

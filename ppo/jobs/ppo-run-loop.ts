@@ -16,11 +16,19 @@ export type RunEnd = 'finished' | 'stopped' | 'interrupted';
 /** Why a validation runs: trainer.test_freq, or the end of the run. */
 export type ValidationPoint = 'test_freq' | 'final';
 
-/** Why a checkpoint is saved: trainer.save_freq, the end of the run, a stop signal, or an error after completed steps. */
+/**
+ * Why a checkpoint is saved: trainer.save_freq, the end of the run, a stop signal, or an error after completed steps.
+ */
 export type SavePoint = 'save_freq' | 'final' | 'interrupt' | 'error';
 
 /** What the run is doing, which decides what a stop signal does (stop-signals-node.ts). */
-export type RunPhase = 'setup' | 'step' | 'validation' | 'writing-checkpoint' | 'renaming-checkpoint' | 'final-validation';
+export type RunPhase =
+  | 'setup'
+  | 'step'
+  | 'validation'
+  | 'writing-checkpoint'
+  | 'renaming-checkpoint'
+  | 'final-validation';
 
 /** A stop asked for from outside (a signal); the loop keeps `phase` current. (stop-signals-node.ts's watch, which this
  *  browser-safe file cannot import.) */
@@ -38,14 +46,25 @@ export type StopSave = 'saved' | 'already saved' | 'not saved' | 'no step comple
  * good checkpoint (the weights of a diverging step are never saved), and a fresh run stopped in its first step has
  * nothing to save or resume: those stay as they are.
  */
-export function stopError(err: unknown, saved: StopSave, step: number, lastCheckpoint: string | null, resume: (dir: string) => string): Error {
+export function stopError(
+  err: unknown,
+  saved: StopSave,
+  step: number,
+  lastCheckpoint: string | null,
+  resume: (dir: string) => string,
+): Error {
   if (err instanceof NonFiniteError || (saved === 'no step completed' && lastCheckpoint === null)) return err as Error;
   const message = err instanceof Error ? err.message : String(err);
-  const outcome = saved === 'saved' ? `saved step ${step}, the last completed, to ${resume(lastCheckpoint!)}`
-    : saved === 'already saved' ? `the last completed step ${step} is saved in ${resume(lastCheckpoint!)}`
-      : saved === 'no step completed' ? `no step completed since ${resume(lastCheckpoint!)}`
-      : lastCheckpoint ? `nothing was saved after this error; the newest checkpoint is ${resume(lastCheckpoint)}`
-        : 'nothing was saved: the run had no checkpoint yet';
+  const outcome =
+    saved === 'saved'
+      ? `saved step ${step}, the last completed, to ${resume(lastCheckpoint!)}`
+      : saved === 'already saved'
+        ? `the last completed step ${step} is saved in ${resume(lastCheckpoint!)}`
+        : saved === 'no step completed'
+          ? `no step completed since ${resume(lastCheckpoint!)}`
+          : lastCheckpoint
+            ? `nothing was saved after this error; the newest checkpoint is ${resume(lastCheckpoint)}`
+            : 'nothing was saved: the run had no checkpoint yet';
   return new Error(`${message}; ${outcome}`, { cause: err });
 }
 
@@ -69,9 +88,16 @@ export interface RunLoopHooks {
   describeStop?(err: unknown, saved: StopSave): Error;
 }
 
-/** Runs from `trainer.globalStep` (a resumed run's step) to `totalSteps`; the caller returns early when there is nothing left. */
-export async function runTrainingLoop(trainer: { readonly globalStep: number }, totalSteps: number,
-  freq: Pick<PpoConfig['trainer'], 'test_freq' | 'save_freq'>, hooks: RunLoopHooks): Promise<RunEnd> {
+/**
+ * Runs from `trainer.globalStep` (a resumed run's step) to `totalSteps`; the caller returns early when there is nothing
+ * left.
+ */
+export async function runTrainingLoop(
+  trainer: { readonly globalStep: number },
+  totalSteps: number,
+  freq: Pick<PpoConfig['trainer'], 'test_freq' | 'save_freq'>,
+  hooks: RunLoopHooks,
+): Promise<RunEnd> {
   const every = (n: number, step: number) => n > 0 && step % n === 0;
   const startStep = trainer.globalStep;
   let savedStep = -1;

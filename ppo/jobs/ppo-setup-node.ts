@@ -67,12 +67,17 @@ async function probeRetriever(url: string, retriever: Retriever, topk: number): 
   try {
     await retriever.search([PROBE_QUERY], topk);
   } catch (err) {
-    throw new Error(`retriever.url=${url}: the start-up probe (one search for "${PROBE_QUERY}") failed — ${(err as Error).message}; ` +
-      'start the retrieval server (node tools/retrieval-server.js) or correct retriever.url');
+    throw new Error(
+      `retriever.url=${url}: the start-up probe (one search for "${PROBE_QUERY}") failed — ` +
+        `${(err as Error).message}; ` +
+        'start the retrieval server (node tools/retrieval-server.js) or correct retriever.url',
+    );
   }
 }
 
-async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; template: ChatTemplate; files: Record<string, string> }> {
+async function tokenizerOf(
+  config: PpoConfig,
+): Promise<{ tokenizer: Tokenizer; template: ChatTemplate; files: Record<string, string> }> {
   const dir = config.data.tokenizer ?? config.actor_rollout_ref.model.path;
   if (dir === null) return builtinTokenizer(builtinTask(config));
   const files = await readTokenizerFiles(dir);
@@ -87,7 +92,11 @@ async function tokenizerOf(config: PpoConfig): Promise<{ tokenizer: Tokenizer; t
   }
   const custom = config.actor_rollout_ref.model.custom_chat_template;
   if (custom !== null) copied['chat_template.jinja'] = custom;
-  return { tokenizer, template: new ChatTemplate(files.config, tokenizer.special, custom ?? files.chatTemplateFile), files: copied };
+  return {
+    tokenizer,
+    template: new ChatTemplate(files.config, tokenizer.special, custom ?? files.chatTemplateFile),
+    files: copied,
+  };
 }
 
 /** A Hub id such as Qwen/Qwen2.5-0.5B-Instruct, which verl's examples pass as a model path. */
@@ -111,11 +120,21 @@ export async function checkModelDirectories(config: PpoConfig): Promise<string[]
   for (const [key, path] of paths) {
     if (path === null || checked.has(path)) continue;
     checked.add(path);
-    if (await stat(path).then((s) => s.isDirectory(), () => false)) continue;
-    problems.push(`${key}=${path}: no such directory${HUB_ID.test(path)
-      ? ` — a Hugging Face Hub id? This engine reads local model directories only (no download): ` +
-        `\`huggingface-cli download ${path} --local-dir DIR\`, then ${key}=DIR`
-      : ''}`);
+    if (
+      await stat(path).then(
+        (s) => s.isDirectory(),
+        () => false,
+      )
+    )
+      continue;
+    problems.push(
+      `${key}=${path}: no such directory${
+        HUB_ID.test(path)
+          ? ` — a Hugging Face Hub id? This engine reads local model directories only (no download): ` +
+            `\`huggingface-cli download ${path} --local-dir DIR\`, then ${key}=DIR`
+          : ''
+      }`,
+    );
   }
   return problems;
 }
@@ -129,46 +148,77 @@ function firstSamples(examples: RlExample[], max: number): RlExample[] {
  * Auto-resume continues a checkpoint only of the configured model: same architecture (when
  * actor_rollout_ref.model.path names one) and same tokenizer; otherwise the run stops and says how to start over.
  */
-export async function assertResumable(config: PpoConfig, checkpointDir: string, checkpointActor: DecoderConfig): Promise<void> {
-  const startOver = `resume another way: trainer.resume_mode=disable (start fresh), or a different trainer.default_local_dir / trainer.experiment_name`;
+export async function assertResumable(
+  config: PpoConfig,
+  checkpointDir: string,
+  checkpointActor: DecoderConfig,
+): Promise<void> {
+  const startOver =
+    `resume another way: trainer.resume_mode=disable (start fresh), or a different ` +
+    `trainer.default_local_dir / trainer.experiment_name`;
   const modelPath = config.actor_rollout_ref.model.path;
   if (modelPath !== null) {
-    const configured = parseHfConfig(JSON.parse(await readFile(join(modelPath, 'config.json'), 'utf8')), join(modelPath, 'config.json'));
+    const configured = parseHfConfig(
+      JSON.parse(await readFile(join(modelPath, 'config.json'), 'utf8')),
+      join(modelPath, 'config.json'),
+    );
     const differences = networkDifferences(checkpointActor, configured);
     if (differences.length > 0) {
-      throw new Error(`resume: the checkpoint ${checkpointDir} holds a different model than actor_rollout_ref.model.path=${modelPath} (${differences.join(', ')}) — ${startOver}`);
+      throw new Error(
+        `resume: the checkpoint ${checkpointDir} holds a different model than ` +
+          `actor_rollout_ref.model.path=${modelPath} (${differences.join(', ')}) — ${startOver}`,
+      );
     }
   }
   const { files } = await tokenizerOf(config);
   const saved = await readFile(join(checkpointDir, 'actor', 'tokenizer.json'), 'utf8').catch(() => null);
   if (saved !== null && saved !== files['tokenizer.json']) {
     const source = config.data.tokenizer ?? modelPath ?? `the built-in ${config.data.builtin_task} task`;
-    throw new Error(`resume: the checkpoint ${checkpointDir} was trained with a different tokenizer than ${source} — ${startOver}`);
+    throw new Error(
+      `resume: the checkpoint ${checkpointDir} was trained with a different tokenizer than ${source} — ${startOver}`,
+    );
   }
 }
 
-
-export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { actor: ModelWeights; critic: ModelWeights | null } | null, onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void): Promise<RunSetup> {
+export async function setUpRun(
+  engine: Engine,
+  config: PpoConfig,
+  resumed: { actor: ModelWeights; critic: ModelWeights | null } | null,
+  onWarmStartStep: (r: SftStepResult, progress: WarmStartProgress) => void,
+): Promise<RunSetup> {
   const { tokenizer, template, files } = await tokenizerOf(config);
   const toolAgent = await toolAgentOf(config, tokenizer, template);
   const datasetOptions = { ...config.data, tokenizer, template, tools: toolAgent?.schemas ?? null };
-  const builtin = config.data.train_files === null ? await builtinDataset(config, builtinTask(config), tokenizer, template) : null;
+  const builtin =
+    config.data.train_files === null ? await builtinDataset(config, builtinTask(config), tokenizer, template) : null;
   const notes: string[] = [];
   // As verl prints the dataset's size after filtering: dropped rows are never silent.
   const loadData = async (key: string, files: string | string[]): Promise<RlExample[]> => {
     const { examples, filtered } = await loadRlDataset(files, datasetOptions);
     if (filtered > 0) {
-      notes.push(`${key}: filtered ${filtered} of ${filtered + examples.length} prompts longer than data.max_prompt_length=${config.data.max_prompt_length} tokens ` +
-        `(data.filter_overlong_prompts=true); ${examples.length} left`);
+      notes.push(
+        `${key}: filtered ${filtered} of ${filtered + examples.length} prompts longer than ` +
+          `data.max_prompt_length=${config.data.max_prompt_length} tokens ` +
+          `(data.filter_overlong_prompts=true); ${examples.length} left`,
+      );
     }
     return examples;
   };
-  const train = firstSamples(builtin ? builtin.train : await loadData('data.train_files', config.data.train_files!), config.data.train_max_samples);
+  const train = firstSamples(
+    builtin ? builtin.train : await loadData('data.train_files', config.data.train_files!),
+    config.data.train_max_samples,
+  );
   const valFiles = config.data.val_files;
-  const val = firstSamples(valFiles !== null ? await loadData('data.val_files', valFiles) : builtin?.val ?? [], config.data.val_max_samples);
+  const val = firstSamples(
+    valFiles !== null ? await loadData('data.val_files', valFiles) : (builtin?.val ?? []),
+    config.data.val_max_samples,
+  );
   checkRewardsCanScore(config, [...train, ...val]);
-  const retriever = config.do_search ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null)) : null;
-  if (retriever && config.retriever.url !== null) await probeRetriever(config.retriever.url, retriever, config.retriever.topk);
+  const retriever = config.do_search
+    ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null))
+    : null;
+  if (retriever && config.retriever.url !== null)
+    await probeRetriever(config.retriever.url, retriever, config.retriever.topk);
 
   let actor: ModelWeights;
   let warmStart: SftStepResult[] | null = null;
@@ -177,11 +227,20 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
     actor = resumed.actor;
   } else if (actorPath !== null) {
     const loaded = await loadModel(engine, actorPath, { label: 'actor' });
-    if (loaded.config.head !== 'causal-lm') throw new Error(`actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    if (loaded.config.head !== 'causal-lm')
+      throw new Error(
+        `actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`,
+      );
     actor = { config: loaded.config, params: loaded.params };
   } else {
-    if (!builtin) throw new Error('actor_rollout_ref.model.path is null (the built-in model) but data.train_files is set: the built-in model only knows the built-in task; give a model path');
-    const warm = await warmStartedBuiltinActor(engine, config, builtinTask(config), tokenizer, train, retriever, { onWarmStartStep });
+    if (!builtin)
+      throw new Error(
+        'actor_rollout_ref.model.path is null (the built-in model) but data.train_files is set: the built-in model ' +
+          'only knows the built-in task; give a model path',
+      );
+    const warm = await warmStartedBuiltinActor(engine, config, builtinTask(config), tokenizer, train, retriever, {
+      onWarmStartStep,
+    });
     actor = warm.actor;
     warmStart = warm.history;
   }
@@ -191,63 +250,127 @@ export async function setUpRun(engine: Engine, config: PpoConfig, resumed: { act
 
   let critic: ModelWeights | null = null;
   if (resumed && usesCritic(config)) {
-    if (!resumed.critic) throw new Error('resume: the checkpoint has no critic, but algorithm.adv_estimator=gae needs one');
+    if (!resumed.critic)
+      throw new Error('resume: the checkpoint has no critic, but algorithm.adv_estimator=gae needs one');
     critic = resumed.critic;
   } else if (usesCritic(config)) {
     const criticPath = config.critic.model.path;
     if (criticPath !== null && criticPath !== actorPath) {
       const loaded = await loadModel(engine, criticPath, {
-        as: 'token-classification', label: 'critic', seed: config.trainer.seed, weightDtype: (dtype) => weightDtype(config, 'critic', dtype),
+        as: 'token-classification',
+        label: 'critic',
+        seed: config.trainer.seed,
+        weightDtype: (dtype) => weightDtype(config, 'critic', dtype),
       });
       critic = { config: loaded.config, params: loaded.params };
     } else {
-      critic = await criticFromCausalLm(engine, actor.config, actor.params, config.trainer.seed, weightDtype(config, 'critic', actor.config.torchDtype));
+      critic = await criticFromCausalLm(
+        engine,
+        actor.config,
+        actor.params,
+        config.trainer.seed,
+        weightDtype(config, 'critic', actor.config.torchDtype),
+      );
     }
   }
 
   const custom = config.custom_reward_function.path;
-  const reward: RewardFunction = custom !== null
-    ? await loadCustomRewardFunction({ path: custom, name: config.custom_reward_function.name, timeout: config.custom_reward_function.timeout })
-    : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
+  const reward: RewardFunction =
+    custom !== null
+      ? await loadCustomRewardFunction({
+          path: custom,
+          name: config.custom_reward_function.name,
+          timeout: config.custom_reward_function.timeout,
+        })
+      : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {
-    const loaded = await loadModel(engine, config.reward_model.model.path!, { label: 'reward_model', weightDtype: (dtype) => weightDtype(config, 'reward_model', dtype) });
+    const loaded = await loadModel(engine, config.reward_model.model.path!, {
+      label: 'reward_model',
+      weightDtype: (dtype) => weightDtype(config, 'reward_model', dtype),
+    });
     rewardModel = { config: loaded.config, params: loaded.params };
   }
   // Observations in Search-R1's words, unless the built-in task's small vocabulary needs its own.
   const builtinVocabulary = (config.data.tokenizer ?? actorPath) === null;
-  const search = retriever && searchProtocol(config, retriever, tokenizer, builtinVocabulary ? builtinTask(config).search : null);
+  const search =
+    retriever && searchProtocol(config, retriever, tokenizer, builtinVocabulary ? builtinTask(config).search : null);
   const generationConfig = actorPath === null ? null : await readGenerationConfig(actorPath);
-  return { tokenizer, tokenizerFiles: files, train, val, actor, generationConfig, critic, reward, rewardModel, search, toolAgent, warmStart, notes };
+  return {
+    tokenizer,
+    tokenizerFiles: files,
+    train,
+    val,
+    actor,
+    generationConfig,
+    critic,
+    reward,
+    rewardModel,
+    search,
+    toolAgent,
+    warmStart,
+    notes,
+  };
 }
 
 /** LoRA (verl: lora_rank > 0 or a lora_adapter_path): a PEFT adapter to start from, or fresh adapters (PEFT's
  *  initialisation, seeded by trainer.seed); null without LoRA. */
-async function actorLoraAdapters(engine: Engine, config: PpoConfig, actorConfig: DecoderConfig): Promise<LoraAdapters | null> {
+async function actorLoraAdapters(
+  engine: Engine,
+  config: PpoConfig,
+  actorConfig: DecoderConfig,
+): Promise<LoraAdapters | null> {
   const { lora_adapter_path: path, lora_rank: rank } = config.actor_rollout_ref.model;
   if (path !== null) {
     const adapters = await loadLoraAdapter(engine, path, actorConfig, 'actor');
     if (rank > 0 && rank !== adapters.settings.rank) {
-      throw new CheckpointError(`actor_rollout_ref.model.lora_rank=${rank} but the adapter at lora_adapter_path=${path} has r=${adapters.settings.rank} — set lora_rank=${adapters.settings.rank} or leave it at 0`);
+      throw new CheckpointError(
+        `actor_rollout_ref.model.lora_rank=${rank} but the adapter at lora_adapter_path=${path} has ` +
+          `r=${adapters.settings.rank} — set lora_rank=${adapters.settings.rank} or leave it at 0`,
+      );
     }
     return adapters;
   }
   const settings = actorLoraSettings(config);
-  return settings && new LoraAdapters(engine, actorConfig, settings, initialLoraValues(actorConfig, settings, config.trainer.seed), 'actor');
+  return (
+    settings &&
+    new LoraAdapters(
+      engine,
+      actorConfig,
+      settings,
+      initialLoraValues(actorConfig, settings, config.trainer.seed),
+      'actor',
+    )
+  );
 }
 
 /** The BM25 corpus: retriever.corpus_path, else the built-in task's; null when retriever.url serves instead. */
-async function corpusOf(config: PpoConfig, builtinCorpus: CorpusDocument[] | null): Promise<{ documents: CorpusDocument[]; source: string } | null> {
+async function corpusOf(
+  config: PpoConfig,
+  builtinCorpus: CorpusDocument[] | null,
+): Promise<{ documents: CorpusDocument[]; source: string } | null> {
   const path = config.retriever.corpus_path;
   if (config.retriever.url !== null) return null;
   if (path !== null) return { documents: await loadCorpus(path), source: path };
   return builtinCorpus && { documents: builtinCorpus, source: `built-in ${config.data.builtin_task} corpus` };
 }
 
-/** multi_turn.enable: the tools of multi_turn.tool_config_path (none when it is null, as verl) and the loop's limits. */
-async function toolAgentOf(config: PpoConfig, tokenizer: RunSetup['tokenizer'], template: ChatTemplate): Promise<ToolAgent | null> {
+/**
+ * multi_turn.enable: the tools of multi_turn.tool_config_path (none when it is null, as verl) and the loop's limits.
+ */
+async function toolAgentOf(
+  config: PpoConfig,
+  tokenizer: RunSetup['tokenizer'],
+  template: ChatTemplate,
+): Promise<ToolAgent | null> {
   const multiTurn = config.actor_rollout_ref.rollout.multi_turn;
   if (!multiTurn.enable) return null;
   const tools = multiTurn.tool_config_path === null ? [] : await loadTools(multiTurn.tool_config_path);
-  return { tools: new Map(tools.map((t) => [t.name, t])), schemas: tools.map((t) => t.schema), settings: toolAgentSettings(config), tokenizer, template };
+  return {
+    tools: new Map(tools.map((t) => [t.name, t])),
+    schemas: tools.map((t) => t.schema),
+    settings: toolAgentSettings(config),
+    tokenizer,
+    template,
+  };
 }

@@ -10,15 +10,25 @@ import { diskWeightsPublisher } from './weights-publisher-node.ts';
 
 export const DEFAULT_WEIGHTS_SUBDIR = 'rollout_weights';
 
-export function rolloutServers(engine: Engine, config: PpoConfig, actor: ModelWeights, tokenizerFiles: Record<string, string>,
-  generationConfig: Record<string, unknown> | undefined, warn: (line: string) => void): ServerRollout {
+export function rolloutServers(
+  engine: Engine,
+  config: PpoConfig,
+  actor: ModelWeights,
+  tokenizerFiles: Record<string, string>,
+  generationConfig: Record<string, unknown> | undefined,
+  warn: (line: string) => void,
+): ServerRollout {
   const r = config.actor_rollout_ref.rollout;
   const backend = r.name === 'vllm' ? 'vllm' : 'sglang';
   const pool = new ServerPool(r.server_urls, {
-    timeoutS: r.server_timeout_s, maxRetries: r.server_max_retries,
+    timeoutS: r.server_timeout_s,
+    maxRetries: r.server_max_retries,
     onServerLost: (url, reason) => warn(`rollout server ${url} left the pool: ${reason}`),
   });
   const dir = config.trainer.rollout_weights_dir ?? join(config.trainer.default_local_dir, DEFAULT_WEIGHTS_SUBDIR);
   const publisher = diskWeightsPublisher(dir, backend, { engine, actor, config, tokenizerFiles, generationConfig });
-  return new ServerRollout(pool, backend, publisher, { fingerprintTolerance: r.server_fingerprint_tol, vocabSize: actor.config.vocabSize });
+  return new ServerRollout(pool, backend, publisher, {
+    fingerprintTolerance: r.server_fingerprint_tol,
+    vocabSize: actor.config.vocabSize,
+  });
 }

@@ -17,28 +17,56 @@ import { RewardModelTrainer } from '../reward-model/reward-trainer.ts';
 import type { RewardConfig } from '../reward-model/reward-config.ts';
 
 /** `log`: the job's progress; `warn`: its notices and stop messages (stderr). */
-export async function runRewardJob(engine: Engine, config: RewardConfig, log: (line: string) => void, warn = (line: string) => console.error(line)): Promise<TrainingJobResult> {
+export async function runRewardJob(
+  engine: Engine,
+  config: RewardConfig,
+  log: (line: string) => void,
+  warn = (line: string) => console.error(line),
+): Promise<TrainingJobResult> {
   return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadRewardJob(engine, config, resumeDir, warn));
 }
 
 /** The reward-model job from model.partial_pretrain, or from the checkpoint it resumes. */
-async function loadRewardJob(engine: Engine, config: RewardConfig, resumeDir: string | null, warn: JobOutput['warn']): Promise<TrainingJob<PreferencePair>> {
+async function loadRewardJob(
+  engine: Engine,
+  config: RewardConfig,
+  resumeDir: string | null,
+  warn: JobOutput['warn'],
+): Promise<TrainingJob<PreferencePair>> {
   const modelDir = config.model.partial_pretrain!;
   const { tokenizer, template } = await modelTokenizer(modelDir);
   const { data } = config;
-  const columns = { promptKey: data.prompt_key, chosenKey: data.chosen_key, rejectedKey: data.rejected_key, marginKey: data.margin_key };
+  const columns = {
+    promptKey: data.prompt_key,
+    chosenKey: data.chosen_key,
+    rejectedKey: data.rejected_key,
+    marginKey: data.margin_key,
+  };
   const pairsOf = async (files: string | string[], option: string): Promise<PreferencePair[]> => {
-    const { pairs, dropped } = await buildPreferencePairs(await readRlRecords(files), { ...columns, tokenizer, template, maxLength: data.max_length });
+    const { pairs, dropped } = await buildPreferencePairs(await readRlRecords(files), {
+      ...columns,
+      tokenizer,
+      template,
+      maxLength: data.max_length,
+    });
     if (dropped > 0) warn(`${option}: dropped ${dropped} pairs longer than data.max_length=${data.max_length}`);
     return pairs;
   };
   const train = await pairsOf(data.train_files!, 'data.train_files');
   const val = data.val_files === null ? [] : await pairsOf(data.val_files, 'data.val_files');
 
-  const loaded = await loadModel(engine, resumeDir ?? modelDir, { as: 'sequence-classification', label: 'reward_model', seed: config.trainer.seed });
+  const loaded = await loadModel(engine, resumeDir ?? modelDir, {
+    as: 'sequence-classification',
+    label: 'reward_model',
+    seed: config.trainer.seed,
+  });
   // As TRL: a tokenizer without a pad token pads (and marks each row's end) with EOS.
   const padId = loaded.config.padTokenId ?? tokenizer.special.pad?.id ?? tokenizer.special.eos?.id ?? null;
-  if (padId === null) throw new Error(`model.partial_pretrain=${modelDir}: neither config.json nor the tokenizer names a pad or EOS token, which a sequence classifier needs`);
+  if (padId === null)
+    throw new Error(
+      `model.partial_pretrain=${modelDir}: neither config.json nor the tokenizer names a pad or EOS token, which a ` +
+        `sequence classifier needs`,
+    );
   const modelConfig = { ...loaded.config, padTokenId: padId };
   const model = new ValueModel(engine, modelConfig, loaded.params);
   model.trunk.gradientCheckpointing = config.model.enable_gradient_checkpointing;
@@ -47,10 +75,20 @@ async function loadRewardJob(engine: Engine, config: RewardConfig, resumeDir: st
   const T = Math.max(...[...train, ...val].map((p) => Math.max(p.chosen.length, p.rejected.length)));
   const trainer = new RewardModelTrainer(engine, model, optimizer, { P, T });
   return {
-    name: 'reward model', items: train, batchSize: data.train_batch_size, schedule: sftSchedule(config.optim), optimizer, params: loaded.params,
+    name: 'reward model',
+    items: train,
+    batchSize: data.train_batch_size,
+    schedule: sftSchedule(config.optim),
+    optimizer,
+    params: loaded.params,
     step: async (batch, lr) => {
       const r = await trainer.trainStep(batch, lr);
-      return { 'train/loss': r.loss, 'train/accuracy': r.accuracy, 'train/margin': r.margin, 'train/grad_norm': r.gradNorm };
+      return {
+        'train/loss': r.loss,
+        'train/accuracy': r.accuracy,
+        'train/margin': r.margin,
+        'train/grad_norm': r.gradNorm,
+      };
     },
     validate: async () => {
       if (val.length < P) return null;

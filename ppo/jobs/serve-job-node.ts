@@ -15,11 +15,14 @@ interface Flag {
   parse: (text: string, flag: string) => number | string;
 }
 
-const integer = (min: number, max: number) => (text: string, flag: string): number => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`${flag} ${text}: expected an integer in [${min}, ${max}]`);
-  return n;
-};
+const integer =
+  (min: number, max: number) =>
+  (text: string, flag: string): number => {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new UsageError(`${flag} ${text}: expected an integer in [${min}, ${max}]`);
+    return n;
+  };
 const fraction = (text: string, flag: string): number => {
   const x = Number(text);
   if (!(x > 0 && x <= 1)) throw new UsageError(`${flag} ${text}: expected a number in (0, 1]`);
@@ -28,15 +31,60 @@ const fraction = (text: string, flag: string): number => {
 const word = (text: string): string => text;
 
 const FLAGS: Record<string, Flag & { default: number | string | null }> = {
-  '--model': { value: 'DIR', help: 'a Hugging Face model directory (config.json, safetensors, tokenizer.json); required', parse: word, default: null },
-  '--port': { value: 'N', help: `port to listen on (0: any free port; default ${DEFAULT_PORT})`, parse: integer(0, 65535), default: DEFAULT_PORT },
-  '--host': { value: 'ADDR', help: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)', parse: word, default: '127.0.0.1' },
-  '--served-model-name': { value: 'NAME', help: 'the model name of /v1/models and requests\' "model" (default: --model as given)', parse: word, default: null },
-  '--max-prompt-tokens': { value: 'N', help: 'longest prompt accepted, in tokens (default 512)', parse: integer(1, 2 ** 20), default: 512 },
-  '--max-new-tokens': { value: 'N', help: 'largest max_tokens / max_new_tokens accepted (default 512)', parse: integer(1, 2 ** 20), default: 512 },
-  '--max-slots': { value: 'N', help: 'samples decoded at once, at most (default 16; the device may allow fewer)', parse: integer(1, 65535), default: 16 },
-  '--max-request-samples': { value: 'N', help: 'prompts × n one request may ask for (default 4096)', parse: integer(1, 2 ** 24), default: 4096 },
-  '--gpu-memory-utilization': { value: 'X', help: 'fraction of 4 GiB the decode batch may take (default 0.5, verl\'s)', parse: fraction, default: 0.5 },
+  '--model': {
+    value: 'DIR',
+    help: 'a Hugging Face model directory (config.json, safetensors, tokenizer.json); required',
+    parse: word,
+    default: null,
+  },
+  '--port': {
+    value: 'N',
+    help: `port to listen on (0: any free port; default ${DEFAULT_PORT})`,
+    parse: integer(0, 65535),
+    default: DEFAULT_PORT,
+  },
+  '--host': {
+    value: 'ADDR',
+    help: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)',
+    parse: word,
+    default: '127.0.0.1',
+  },
+  '--served-model-name': {
+    value: 'NAME',
+    help: 'the model name of /v1/models and requests\' "model" (default: --model as given)',
+    parse: word,
+    default: null,
+  },
+  '--max-prompt-tokens': {
+    value: 'N',
+    help: 'longest prompt accepted, in tokens (default 512)',
+    parse: integer(1, 2 ** 20),
+    default: 512,
+  },
+  '--max-new-tokens': {
+    value: 'N',
+    help: 'largest max_tokens / max_new_tokens accepted (default 512)',
+    parse: integer(1, 2 ** 20),
+    default: 512,
+  },
+  '--max-slots': {
+    value: 'N',
+    help: 'samples decoded at once, at most (default 16; the device may allow fewer)',
+    parse: integer(1, 65535),
+    default: 16,
+  },
+  '--max-request-samples': {
+    value: 'N',
+    help: 'prompts × n one request may ask for (default 4096)',
+    parse: integer(1, 2 ** 24),
+    default: 4096,
+  },
+  '--gpu-memory-utilization': {
+    value: 'X',
+    help: "fraction of 4 GiB the decode batch may take (default 0.5, verl's)",
+    parse: fraction,
+    default: 0.5,
+  },
 };
 
 export class UsageError extends Error {
@@ -45,8 +93,14 @@ export class UsageError extends Error {
 
 export function usage(): string {
   const rows = Object.entries(FLAGS).map(([flag, f]) => `  ${`${flag} ${f.value}`.padEnd(30)} ${f.help}`);
-  return ['usage: node serve.js --model DIR [--port N] [--host ADDR] [options]', '', 'Serves the model over HTTP: OpenAI /v1/completions, /v1/chat/completions, /v1/models; SGLang /generate,',
-    '/update_weights_from_disk, /load_lora_adapter, /get_model_info; /health (docs/serving.md).', '', ...rows].join('\n');
+  return [
+    'usage: node serve.js --model DIR [--port N] [--host ADDR] [options]',
+    '',
+    'Serves the model over HTTP: OpenAI /v1/completions, /v1/chat/completions, /v1/models; SGLang /generate,',
+    '/update_weights_from_disk, /load_lora_adapter, /get_model_info; /health (docs/serving.md).',
+    '',
+    ...rows,
+  ].join('\n');
 }
 
 export function parseServeArgs(argv: readonly string[]): ServeOptions & { port: number; host: string } {
@@ -56,7 +110,9 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions & { port: 
     const spec = FLAGS[flag];
     if (!spec) {
       const near = Object.keys(FLAGS).find((f) => f.includes(flag.replace(/^-+/, '')) || flag.includes(f.slice(2)));
-      throw new UsageError(`unknown option ${argv[i]}${near ? ` (did you mean ${near}?)` : ''}; node serve.js --help lists them`);
+      throw new UsageError(
+        `unknown option ${argv[i]}${near ? ` (did you mean ${near}?)` : ''}; node serve.js --help lists them`,
+      );
     }
     const text = inline ?? argv[++i];
     if (text === undefined) throw new UsageError(`${flag} needs a value (${spec.value})`);
@@ -66,10 +122,14 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions & { port: 
   const model = get('--model');
   if (model === null) throw new UsageError('--model DIR is required (a Hugging Face model directory)');
   return {
-    modelDir: model as string, servedModelName: (get('--served-model-name') ?? model) as string,
-    port: get('--port') as number, host: get('--host') as string,
-    maxPromptTokens: get('--max-prompt-tokens') as number, maxNewTokens: get('--max-new-tokens') as number,
-    maxSlots: get('--max-slots') as number, maxRequestSamples: get('--max-request-samples') as number,
+    modelDir: model as string,
+    servedModelName: (get('--served-model-name') ?? model) as string,
+    port: get('--port') as number,
+    host: get('--host') as string,
+    maxPromptTokens: get('--max-prompt-tokens') as number,
+    maxNewTokens: get('--max-new-tokens') as number,
+    maxSlots: get('--max-slots') as number,
+    maxRequestSamples: get('--max-request-samples') as number,
     gpuMemoryUtilization: get('--gpu-memory-utilization') as number,
   };
 }
@@ -98,8 +158,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     });
     const c = host.config;
     const { slots, capacity } = host.batch;
-    console.log(`serving ${options.servedModelName} (${c.architecture}, ${c.numLayers} layers, vocab ${c.vocabSize}) on http://${options.host}:${port} ` +
-      `with ${slots} decode slots of ${capacity} cache positions`);
+    console.log(
+      `serving ${options.servedModelName} (${c.architecture}, ${c.numLayers} layers, vocab ${c.vocabSize}) on ` +
+        `http://${options.host}:${port} ` +
+        `with ${slots} decode slots of ${capacity} cache positions`,
+    );
     const signal = await new Promise<NodeJS.Signals>((resolve) => {
       for (const s of STOP_SIGNALS) process.once(s, () => resolve(s));
     });

@@ -29,75 +29,150 @@ export async function modelTokenizer(dir: string) {
   const files = await readTokenizerFiles(dir);
   const tokenizer = await loadTokenizer(dir, 'native');
   const hasTemplate = files.chatTemplateFile !== null || (files.config.chat_template ?? null) !== null;
-  return { tokenizer, template: hasTemplate ? new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile) : null };
+  return {
+    tokenizer,
+    template: hasTemplate ? new ChatTemplate(files.config, tokenizer.special, files.chatTemplateFile) : null,
+  };
 }
 
-/** verl's learning-rate schedule of the SFT trainer: linear warmup over warmup_steps_ratio, then cosine to 0 or constant. */
+/**
+ * verl's learning-rate schedule of the SFT trainer: linear warmup over warmup_steps_ratio, then cosine to 0 or
+ * constant.
+ */
 export function sftSchedule(optim: SftConfig['optim']) {
-  return { lr: optim.lr, lr_warmup_steps: -1, lr_warmup_steps_ratio: optim.warmup_steps_ratio, lr_scheduler_type: optim.lr_scheduler, min_lr_ratio: 0, num_cycles: 0.5 };
+  return {
+    lr: optim.lr,
+    lr_warmup_steps: -1,
+    lr_warmup_steps_ratio: optim.warmup_steps_ratio,
+    lr_scheduler_type: optim.lr_scheduler,
+    min_lr_ratio: 0,
+    num_cycles: 0.5,
+  };
 }
 
 export function adamwOf(optim: SftConfig['optim']) {
   const [beta1, beta2] = optim.betas;
-  return { lr: optim.lr, betas: [beta1, beta2] as [number, number], eps: 1e-8, weightDecay: optim.weight_decay, maxGradNorm: optim.clip_grad };
+  return {
+    lr: optim.lr,
+    betas: [beta1, beta2] as [number, number],
+    eps: 1e-8,
+    weightDecay: optim.weight_decay,
+    maxGradNorm: optim.clip_grad,
+  };
 }
 
 /** The adapters to train (null: full fine-tuning): a resumed checkpoint's, else fresh ones (PEFT's initialisation,
  *  B = 0, seeded by trainer.seed). A checkpoint trained the other way, or with other LoRA settings, is refused. */
-async function sftLoraAdapters(engine: Engine, config: SftConfig, model: DecoderConfig, resumeDir: string | null): Promise<LoraAdapters | null> {
+async function sftLoraAdapters(
+  engine: Engine,
+  config: SftConfig,
+  model: DecoderConfig,
+  resumeDir: string | null,
+): Promise<LoraAdapters | null> {
   const settings = sftLoraSettings(config.model);
-  if (resumeDir === null) return settings && new LoraAdapters(engine, model, settings, initialLoraValues(model, settings, config.trainer.seed), 'sft');
+  if (resumeDir === null)
+    return (
+      settings &&
+      new LoraAdapters(engine, model, settings, initialLoraValues(model, settings, config.trainer.seed), 'sft')
+    );
   const adapterDir = join(resumeDir, LORA_ADAPTER_DIR);
   const hasAdapter = await exists(adapterDir);
   if (!hasAdapter) {
-    if (settings) throw new Error(`resume: the checkpoint ${resumeDir} trained the whole model (no ${LORA_ADAPTER_DIR}/) but model.lora_rank=${settings.rank}; drop lora_rank or start a new trainer.default_local_dir`);
+    if (settings)
+      throw new Error(
+        `resume: the checkpoint ${resumeDir} trained the whole model (no ${LORA_ADAPTER_DIR}/) but ` +
+          `model.lora_rank=${settings.rank}; drop lora_rank or start a new trainer.default_local_dir`,
+      );
     return null;
   }
-  if (!settings) throw new Error(`resume: the checkpoint ${resumeDir} trained LoRA adapters (${LORA_ADAPTER_DIR}/) but model.lora_rank=0; set model.lora_rank as that run did`);
+  if (!settings)
+    throw new Error(
+      `resume: the checkpoint ${resumeDir} trained LoRA adapters (${LORA_ADAPTER_DIR}/) but model.lora_rank=0; set ` +
+        `model.lora_rank as that run did`,
+    );
   const adapters = await loadLoraAdapter(engine, adapterDir, model, 'sft');
   const saved = adapters.settings;
-  if (saved.rank !== settings.rank || saved.alpha !== settings.alpha || saved.targetModules.join() !== settings.targetModules.join()) {
-    throw new Error(`resume: the adapter in ${adapterDir} has r=${saved.rank}, lora_alpha=${saved.alpha}, target_modules [${saved.targetModules.join(', ')}]; `
-      + `model.lora_rank=${settings.rank}, lora_alpha=${settings.alpha}, target_modules [${settings.targetModules.join(', ')}] differ`);
+  if (
+    saved.rank !== settings.rank ||
+    saved.alpha !== settings.alpha ||
+    saved.targetModules.join() !== settings.targetModules.join()
+  ) {
+    throw new Error(
+      `resume: the adapter in ${adapterDir} has r=${saved.rank}, lora_alpha=${saved.alpha}, target_modules ` +
+        `[${saved.targetModules.join(', ')}]; ` +
+        `model.lora_rank=${settings.rank}, lora_alpha=${settings.alpha}, target_modules ` +
+        `[${settings.targetModules.join(', ')}] differ`,
+    );
   }
   return adapters;
 }
 
 /** `log`: the job's progress; `warn`: its notices and stop messages (stderr). */
-export async function runSftJob(engine: Engine, config: SftConfig, log: (line: string) => void, warn = (line: string) => console.error(line)): Promise<TrainingJobResult> {
+export async function runSftJob(
+  engine: Engine,
+  config: SftConfig,
+  log: (line: string) => void,
+  warn = (line: string) => console.error(line),
+): Promise<TrainingJobResult> {
   return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadSftJob(engine, config, resumeDir));
 }
 
 /** The SFT job from model.partial_pretrain, or from the checkpoint it resumes (weights, LoRA adapters). */
-async function loadSftJob(engine: Engine, config: SftConfig, resumeDir: string | null): Promise<TrainingJob<SftExample>> {
+async function loadSftJob(
+  engine: Engine,
+  config: SftConfig,
+  resumeDir: string | null,
+): Promise<TrainingJob<SftExample>> {
   const modelDir = config.model.partial_pretrain!;
   const { tokenizer, template } = await modelTokenizer(modelDir);
-  if (!template) throw new Error(`model.partial_pretrain=${modelDir}: the tokenizer has no chat template, which verl's SFT datasets apply`);
-  const examplesOf = async (files: string | string[]): Promise<SftExample[]> => buildSftExamples(await readRlRecords(files), { ...config.data, tokenizer, template });
+  if (!template)
+    throw new Error(
+      `model.partial_pretrain=${modelDir}: the tokenizer has no chat template, which verl's SFT datasets apply`,
+    );
+  const examplesOf = async (files: string | string[]): Promise<SftExample[]> =>
+    buildSftExamples(await readRlRecords(files), { ...config.data, tokenizer, template });
   const train = await examplesOf(config.data.train_files!);
   const val = config.data.val_files === null ? [] : await examplesOf(config.data.val_files);
 
   const loaded = await loadModel(engine, resumeDir ?? modelDir, { label: 'sft' });
-  if (loaded.config.head !== 'causal-lm') throw new Error(`model.partial_pretrain=${modelDir}: ${loaded.config.architecture} is not a causal LM`);
+  if (loaded.config.head !== 'causal-lm')
+    throw new Error(`model.partial_pretrain=${modelDir}: ${loaded.config.architecture} is not a causal LM`);
   const model = new CausalLm(engine, loaded.config, loaded.params);
   model.trunk.gradientCheckpointing = config.model.enable_gradient_checkpointing;
   const lora = await sftLoraAdapters(engine, config, loaded.config, resumeDir);
   model.trunk.lora = lora;
   const trained = lora ? lora.params : loaded.params;
-  const optimizer = new AdamWOptimizer(engine, trained, adamwOf(config.optim), lora && ((grads) => lora.clearOffBlockGradients(grads)));
+  const optimizer = new AdamWOptimizer(
+    engine,
+    trained,
+    adamwOf(config.optim),
+    lora && ((grads) => lora.clearOffBlockGradients(grads)),
+  );
   const B = config.data.micro_batch_size_per_gpu;
   const T = Math.max(...[...train, ...val].map((e) => e.prompt.length + e.response.length));
   const padId = loaded.config.padTokenId ?? tokenizer.special.pad?.id ?? tokenizer.special.eos!.id;
   const trainer = new SftTrainer(engine, model, optimizer, { B, T, padId });
   return {
-    name: 'SFT', items: train, batchSize: config.data.train_batch_size, schedule: sftSchedule(config.optim), optimizer, params: trained,
+    name: 'SFT',
+    items: train,
+    batchSize: config.data.train_batch_size,
+    schedule: sftSchedule(config.optim),
+    optimizer,
+    params: trained,
     step: async (batch, lr) => {
       const result = await trainer.trainStep(batch, lr, batch.length / B);
-      return { 'train/loss': result.loss, 'train/grad_norm': await optimizer.gradNorm(), 'train/tokens_per_s': result.tokensPerSecond };
+      return {
+        'train/loss': result.loss,
+        'train/grad_norm': await optimizer.gradNorm(),
+        'train/tokens_per_s': result.tokensPerSecond,
+      };
     },
     validate: async () => (val.length < B ? null : { 'val/loss': await trainer.evaluate(val) }),
     saveModel: async (dir) => {
-      await saveModel(engine, dir, loaded.config, loaded.params, { tokenizerFrom: modelDir, generationConfig: loaded.checkpoint.generationConfig?.raw });
+      await saveModel(engine, dir, loaded.config, loaded.params, {
+        tokenizerFrom: modelDir,
+        generationConfig: loaded.checkpoint.generationConfig?.raw,
+      });
       if (lora) await saveLoraAdapter(join(dir, LORA_ADAPTER_DIR), lora, modelDir);
     },
   };

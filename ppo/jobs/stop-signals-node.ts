@@ -44,7 +44,9 @@ export interface RunPosition {
 }
 
 function resumeHint(lastCheckpoint: string | null): string {
-  return lastCheckpoint ? `the same command resumes from ${lastCheckpoint}` : 'no checkpoint was saved yet, so the same command starts over';
+  return lastCheckpoint
+    ? `the same command resumes from ${lastCheckpoint}`
+    : 'no checkpoint was saved yet, so the same command starts over';
 }
 
 /** Watches the stop signals from the run directory's first write to the end of the run. */
@@ -63,18 +65,39 @@ export function watchStopSignals(position: () => RunPosition, write: (line: stri
       case 'setup':
         return exit(`stopped before the first step; ${resumeHint(lastCheckpoint)}`);
       case 'final-validation':
-        return exit(`stopped the final validation; the trained model is saved in ${lastCheckpoint}, and the same command runs the final validation again`);
+        return exit(
+          `stopped the final validation; the trained model is saved in ${lastCheckpoint}, and the same command runs ` +
+            `the final validation again`,
+        );
       case 'renaming-checkpoint':
-        return write(`${received}: the checkpoint of step ${step} is being renamed into place; stopping as soon as it is`);
+        return write(
+          `${received}: the checkpoint of step ${step} is being renamed into place; stopping as soon as it is`,
+        );
       case 'writing-checkpoint':
-        if (first) return write(`${received}: finishing the checkpoint of step ${step}, then stopping (a second signal abandons it)`);
-        return exit(`abandoned the checkpoint of step ${step} before it was complete (its staging folder goes at the next start); ` +
-          (lastCheckpoint ? `the previous checkpoint ${lastCheckpoint} is as it was, and ${resumeHint(lastCheckpoint)}` : resumeHint(null)));
+        if (first)
+          return write(
+            `${received}: finishing the checkpoint of step ${step}, then stopping (a second signal abandons it)`,
+          );
+        return exit(
+          `abandoned the checkpoint of step ${step} before it was complete (its staging folder goes at the next ` +
+            `start); ` +
+            (lastCheckpoint
+              ? `the previous checkpoint ${lastCheckpoint} is as it was, and ${resumeHint(lastCheckpoint)}`
+              : resumeHint(null)),
+        );
       case 'validation':
-        if (first) return write(`${received}: finishing the validation at step ${step}, then saving a checkpoint and stopping (a second signal stops at once)`);
+        if (first)
+          return write(
+            `${received}: finishing the validation at step ${step}, then saving a checkpoint and stopping (a second ` +
+              `signal stops at once)`,
+          );
         return exit(`stopped during the validation at step ${step}; ${resumeHint(lastCheckpoint)}`);
       case 'step':
-        if (first) return write(`${received}: finishing step ${step + 1}, then saving a checkpoint and stopping (a second signal abandons the step)`);
+        if (first)
+          return write(
+            `${received}: finishing step ${step + 1}, then saving a checkpoint and stopping (a second signal ` +
+              `abandons the step)`,
+          );
         return exit(`abandoned step ${step + 1}; ${resumeHint(lastCheckpoint)}`);
     }
   };

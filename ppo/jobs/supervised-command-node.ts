@@ -25,16 +25,26 @@ interface SupervisedJob {
 
 export const SUPERVISED_JOBS: Record<SupervisedJobName, SupervisedJob> = {
   sft: {
-    script: 'sft.js', verlModule: 'verl.trainer.fsdp_sft_trainer', defaults: SFT_DEFAULTS, parse: parseSftOverrides,
-    run: (engine, config, { log, warn }) => runSftJob(engine, config as ReturnType<typeof parseSftOverrides>['config'], log, warn),
+    script: 'sft.js',
+    verlModule: 'verl.trainer.fsdp_sft_trainer',
+    defaults: SFT_DEFAULTS,
+    parse: parseSftOverrides,
+    run: (engine, config, { log, warn }) =>
+      runSftJob(engine, config as ReturnType<typeof parseSftOverrides>['config'], log, warn),
   },
   'reward-model': {
-    script: 'reward-model.js', verlModule: null, defaults: REWARD_DEFAULTS, parse: parseRewardOverrides,
-    run: (engine, config, { log, warn }) => runRewardJob(engine, config as ReturnType<typeof parseRewardOverrides>['config'], log, warn),
+    script: 'reward-model.js',
+    verlModule: null,
+    defaults: REWARD_DEFAULTS,
+    parse: parseRewardOverrides,
+    run: (engine, config, { log, warn }) =>
+      runRewardJob(engine, config as ReturnType<typeof parseRewardOverrides>['config'], log, warn),
   },
 };
 
-const usage = (job: SupervisedJob) => `usage: node ${job.script} data.train_files=FILE model.partial_pretrain=DIR [key=value ...]   (node ${job.script} --help lists every key)`;
+const usage = (job: SupervisedJob) =>
+  `usage: node ${job.script} data.train_files=FILE model.partial_pretrain=DIR [key=value ...]   (node ${job.script} ` +
+  `--help lists every key)`;
 
 /** The key=value arguments: a verl launch prefix (torchrun …, python3 -m MODULE) dropped. */
 export function jobOverrides(name: SupervisedJobName, argv: readonly string[]): string[] {
@@ -45,7 +55,10 @@ export function jobOverrides(name: SupervisedJobName, argv: readonly string[]): 
     if (option) throw new ConfigError([`unknown option ${option} (${usage(job)})`]);
     return [...argv];
   }
-  if (argv[module + 1] !== job.verlModule) throw new ConfigError([`-m ${argv[module + 1] ?? ''}: node ${job.script} runs ${job.verlModule} (the PPO trainer is node train.js)`]);
+  if (argv[module + 1] !== job.verlModule)
+    throw new ConfigError([
+      `-m ${argv[module + 1] ?? ''}: node ${job.script} runs ${job.verlModule} (the PPO trainer is node train.js)`,
+    ]);
   return argv.slice(module + 2);
 }
 
@@ -60,14 +73,21 @@ export async function main(name: SupervisedJobName, argv: string[]): Promise<num
     parsed = job.parse(jobOverrides(name, argv));
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    console.error(err.problems.length === 1 ? `configuration error: ${err.problems[0]}` : `configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`);
+    console.error(
+      err.problems.length === 1
+        ? `configuration error: ${err.problems[0]}`
+        : `configuration error:\n${err.problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
     return 2;
   }
   for (const note of parsed.notes) console.error(note);
   const toConsole = parsed.config.trainer.logger.includes('console');
   const engine = await Engine.create();
   try {
-    const result = await job.run(engine, parsed.config, { log: (line) => toConsole && console.log(line), warn: (line) => console.error(line) });
+    const result = await job.run(engine, parsed.config, {
+      log: (line) => toConsole && console.log(line),
+      warn: (line) => console.error(line),
+    });
     // Stopped by a signal after saving its last completed step: exits as shells report a process that signal ended.
     return result.stoppedBy ? signalExitCode(result.stoppedBy) : 0;
   } finally {

@@ -49,7 +49,10 @@ export interface JobOutput {
 /** The checkpoint a job resumes from: trainer.resume_path, else the newest whole global_step_N of default_local_dir. */
 async function checkpointToResume(trainer: JobTrainerKeys): Promise<string | null> {
   if (trainer.resume_path !== null) {
-    if (!(await exists(join(trainer.resume_path, JOB_STATE_FILE)))) throw new Error(`trainer.resume_path=${trainer.resume_path}: not a finished checkpoint of this job (no ${JOB_STATE_FILE})`);
+    if (!(await exists(join(trainer.resume_path, JOB_STATE_FILE))))
+      throw new Error(
+        `trainer.resume_path=${trainer.resume_path}: not a finished checkpoint of this job (no ${JOB_STATE_FILE})`,
+      );
     return trainer.resume_path;
   }
   const dir = resolve(trainer.default_local_dir);
@@ -98,9 +101,12 @@ async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Pr
   } catch (err) {
     throw new Error(`${stateFile}: cannot be read as JSON (${(err as Error).message})`, { cause: err });
   }
-  if (!Number.isInteger(step) || (step as number) < 0) throw new Error(`${stateFile}: expected "global_step" to be a step number, found ${JSON.stringify(step)}`);
+  if (!Number.isInteger(step) || (step as number) < 0)
+    throw new Error(`${stateFile}: expected "global_step" to be a step number, found ${JSON.stringify(step)}`);
   const optimizerFile = join(resumeDir, OPTIMIZER_FILE);
-  job.optimizer.loadState(decodeOptimizerState(new Uint8Array(await readFile(optimizerFile)), optimizerFile, job.params.layout.slots));
+  job.optimizer.loadState(
+    decodeOptimizerState(new Uint8Array(await readFile(optimizerFile)), optimizerFile, job.params.layout.slots),
+  );
   return step as number;
 }
 
@@ -108,8 +114,11 @@ async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Pr
  * Runs the job `load` builds from the checkpoint it resumes (null: a fresh start). `load` reads every input (model,
  * tokenizer, data); only then is the run directory written.
  */
-export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn }: JobOutput,
-  load: (resumeDir: string | null) => Promise<TrainingJob<Item>>): Promise<TrainingJobResult> {
+export async function runTrainingJob<Item>(
+  trainer: JobTrainerKeys,
+  { log, warn }: JobOutput,
+  load: (resumeDir: string | null) => Promise<TrainingJob<Item>>,
+): Promise<TrainingJobResult> {
   const started = performance.now();
   const runDir = resolve(trainer.default_local_dir);
   await checkRunLockFree(runDir);
@@ -124,7 +133,10 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
     stopWatchingSetup();
   }
   const stepsPerEpoch = Math.floor(job.items.length / job.batchSize);
-  if (stepsPerEpoch === 0) throw new Error(`data.train_files: ${job.items.length} training items, fewer than data.train_batch_size=${job.batchSize}`);
+  if (stepsPerEpoch === 0)
+    throw new Error(
+      `data.train_files: ${job.items.length} training items, fewer than data.train_batch_size=${job.batchSize}`,
+    );
   const totalSteps = trainer.total_training_steps ?? stepsPerEpoch * trainer.total_epochs;
   if (resumeDir) log(`resuming from ${resumeDir} (step ${startStep})`);
 
@@ -145,17 +157,29 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
       const metrics = await job.validate();
       if (metrics) {
         await record(metrics);
-        log(`validation @ step ${step}: ${Object.entries(metrics).map(([k, v]) => `${k} ${v.toFixed(4)}`).join(', ')}`);
+        log(
+          `validation @ step ${step}: ${Object.entries(metrics)
+            .map(([k, v]) => `${k} ${v.toFixed(4)}`)
+            .join(', ')}`,
+        );
       }
       return metrics;
     };
     const save = async () => {
       stop.phase = 'writing-checkpoint';
-      checkpoint = await writeStepDirectory(runDir, step, async (dir) => {
-        await job.saveModel(dir);
-        await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
-        await writeFile(join(dir, JOB_STATE_FILE), `${JSON.stringify({ global_step: step, total_training_steps: totalSteps })}\n`);
-      }, () => (stop.phase = 'renaming-checkpoint'));
+      checkpoint = await writeStepDirectory(
+        runDir,
+        step,
+        async (dir) => {
+          await job.saveModel(dir);
+          await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
+          await writeFile(
+            join(dir, JOB_STATE_FILE),
+            `${JSON.stringify({ global_step: step, total_training_steps: totalSteps })}\n`,
+          );
+        },
+        () => (stop.phase = 'renaming-checkpoint'),
+      );
       savedStep = step;
       // Until the next step starts, a signal stops the job at the top of the loop, with this save as its checkpoint.
       stop.phase = 'step';
@@ -187,11 +211,20 @@ export async function runTrainingJob<Item>(trainer: JobTrainerKeys, { log, warn 
       const first = (step % stepsPerEpoch) * job.batchSize;
       const lr = learningRate(job.schedule, step, totalSteps);
       const batch = Array.from(order.subarray(first, first + job.batchSize), (i) => job.items[i]);
-      const metrics = { ...await guardStep(step + 1, checkpoint, () => job.step(batch, lr)).catch(stopOnError), 'train/lr': lr, 'train/epoch': epoch };
+      const metrics = {
+        ...(await guardStep(step + 1, checkpoint, () => job.step(batch, lr)).catch(stopOnError)),
+        'train/lr': lr,
+        'train/epoch': epoch,
+      };
       step++;
       history.push(metrics);
       await record(metrics);
-      log(`step ${step}/${totalSteps}: ${Object.entries(metrics).filter(([k]) => k !== 'train/epoch').map(([k, v]) => `${k.replace('train/', '')} ${Math.abs(v) < 1e-2 ? v.toExponential(2) : v.toFixed(4)}`).join(', ')}`);
+      log(
+        `step ${step}/${totalSteps}: ${Object.entries(metrics)
+          .filter(([k]) => k !== 'train/epoch')
+          .map(([k, v]) => `${k.replace('train/', '')} ${Math.abs(v) < 1e-2 ? v.toExponential(2) : v.toFixed(4)}`)
+          .join(', ')}`,
+      );
       // A stop asked for during the step saves it at once, without the validation due.
       if (stop.requested) break;
       const last = step === totalSteps;

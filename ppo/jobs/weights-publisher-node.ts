@@ -31,18 +31,33 @@ export interface PublisherSource {
 export function diskWeightsPublisher(dir: string, backend: RolloutBackend, source: PublisherSource): WeightsPublisher {
   const root = resolve(dir);
   return {
-    publish: (version) => withFileContext(`publishing the actor's weights to ${root}`, () => publish(root, backend, source, version)),
+    publish: (version) =>
+      withFileContext(`publishing the actor's weights to ${root}`, () => publish(root, backend, source, version)),
   };
 }
 
-async function publish(root: string, backend: RolloutBackend, s: PublisherSource, version: number): Promise<WeightsVersion> {
+async function publish(
+  root: string,
+  backend: RolloutBackend,
+  s: PublisherSource,
+  version: number,
+): Promise<WeightsVersion> {
   await mkdir(root, { recursive: true });
   const target = join(root, `v${version}`);
   const staging = join(root, `.v${version}.writing-${process.pid}`);
   await rm(staging, { recursive: true, force: true });
   const lora = s.actor.lora ?? null;
   if (lora) await saveLoraAdapter(staging, lora, s.config.actor_rollout_ref.model.path);
-  else await saveModelWithTokenizer(s.engine, staging, s.actor.config, s.actor.params, s.tokenizerFiles, s.config.trainer.save_dtype, s.generationConfig);
+  else
+    await saveModelWithTokenizer(
+      s.engine,
+      staging,
+      s.actor.config,
+      s.actor.params,
+      s.tokenizerFiles,
+      s.config.trainer.save_dtype,
+      s.generationConfig,
+    );
   // A version published again (a resumed run) replaces the old copy, which no server may keep serving.
   await rm(target, { recursive: true, force: true });
   await rename(staging, target);

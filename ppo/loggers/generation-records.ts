@@ -5,7 +5,10 @@
 // the batch; a field named `score` replaces the score, as in verl).
 
 /** One line of a dump. */
-export type GenerationRecord = { input: string; output: string; gts: unknown; score: number; step: number } & Record<string, unknown>;
+export type GenerationRecord = { input: string; output: string; gts: unknown; score: number; step: number } & Record<
+  string,
+  unknown
+>;
 
 /** What a dump knows of one sample. */
 export interface GeneratedSample {
@@ -24,11 +27,19 @@ export interface GenerationDumps {
 }
 
 /** The dump's lines; `columns` come before the reward's extra fields (validation's `reward`, as verl's _validate). */
-export function generationRecords(step: number, samples: readonly GeneratedSample[], columns: Record<string, readonly unknown[]> = {}): GenerationRecord[] {
+export function generationRecords(
+  step: number,
+  samples: readonly GeneratedSample[],
+  columns: Record<string, readonly unknown[]> = {},
+): GenerationRecord[] {
   const extra = new Map<string, unknown[]>(Object.entries(columns).map(([key, values]) => [key, [...values]]));
   const keys = new Set(samples.flatMap((s) => Object.keys(s.rewardExtraInfo ?? {})));
   for (const key of keys) {
-    if (samples.every((s) => s.rewardExtraInfo !== null && key in s.rewardExtraInfo)) extra.set(key, samples.map((s) => s.rewardExtraInfo![key]));
+    if (samples.every((s) => s.rewardExtraInfo !== null && key in s.rewardExtraInfo))
+      extra.set(
+        key,
+        samples.map((s) => s.rewardExtraInfo![key]),
+      );
   }
   return samples.map((s, i) => {
     const record: GenerationRecord = { input: s.input, output: s.output, gts: s.gts ?? null, score: s.score, step };

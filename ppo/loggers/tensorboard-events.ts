@@ -109,7 +109,8 @@ export function fileVersionRecord(wallTime: number): Uint8Array {
 /** One Event holding every scalar of `scalars` as a simple_value at `step` (NaN too: TensorBoard shows it). */
 export function scalarsRecord(wallTime: number, step: number, scalars: Record<string, number>): Uint8Array {
   const summary = new ProtoWriter();
-  for (const [tag, value] of Object.entries(scalars)) summary.bytesField(1, new ProtoWriter().string(1, tag).float(2, value).finish());
+  for (const [tag, value] of Object.entries(scalars))
+    summary.bytesField(1, new ProtoWriter().string(1, tag).float(2, value).finish());
   return tfRecord(new ProtoWriter().double(1, wallTime).int64(2, step).bytesField(5, summary.finish()).finish());
 }
 

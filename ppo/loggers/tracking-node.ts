@@ -20,7 +20,12 @@ export class Tracking {
    * Opens the sinks. A fresh run empties metrics.jsonl; a resumed one appends to it. Each run (and each resume)
    * writes its own event file, as TensorBoard's writers do; TensorBoard reads a directory of them in order.
    */
-  static async open(config: PpoConfig, runDir: string, resumed: boolean, env: Readonly<Record<string, string | undefined>>): Promise<Tracking> {
+  static async open(
+    config: PpoConfig,
+    runDir: string,
+    resumed: boolean,
+    env: Readonly<Record<string, string | undefined>>,
+  ): Promise<Tracking> {
     const loggers = config.trainer.logger;
     let metricsFile: string | null = null;
     if (loggers.includes('file')) {
@@ -42,8 +47,11 @@ export class Tracking {
   static skippedServicesNote(config: PpoConfig): string | null {
     const skipped = config.trainer.logger.filter((l) => (SERVICE_LOGGERS as readonly string[]).includes(l));
     if (skipped.length === 0) return null;
-    return `trainer.logger: skipped ${skipped.join(', ')} (needs a service this engine does not ship) — use tensorboard; ` +
-      'its event files import into W&B (wandb sync --sync-tensorboard DIR) and SwanLab (swanlab convert -t tensorboard --tb-logdir DIR)';
+    return (
+      `trainer.logger: skipped ${skipped.join(', ')} (needs a service this engine does not ship) — use tensorboard; ` +
+      'its event files import into W&B (wandb sync --sync-tensorboard DIR) and SwanLab (swanlab convert -t ' +
+      'tensorboard --tb-logdir DIR)'
+    );
   }
 
   /** Where the TensorBoard event file is, when trainer.logger has tensorboard. */
@@ -60,10 +68,17 @@ export class Tracking {
    * trainer.log_val_generations: the validation samples as a markdown table under val/generations, as verl's
    * ValidationGenerationsLogger gives TensorBoard (the console prints them; verl's JSONL file has no place for text).
    */
-  async logGenerations(step: number, samples: readonly { input: string; output: string; score: number }[]): Promise<void> {
+  async logGenerations(
+    step: number,
+    samples: readonly { input: string; output: string; score: number }[],
+  ): Promise<void> {
     if (!this.eventFile || samples.length === 0) return;
     const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, '<br>');
-    const table = ['| input | output | score |', '| --- | --- | --- |', ...samples.map((s) => `| ${cell(s.input)} | ${cell(s.output)} | ${s.score} |`)];
+    const table = [
+      '| input | output | score |',
+      '| --- | --- | --- |',
+      ...samples.map((s) => `| ${cell(s.input)} | ${cell(s.output)} | ${s.score} |`),
+    ];
     await appendFile(this.eventFile, textRecord(Date.now() / 1000, step, 'val/generations', table.join('\n')));
   }
 }

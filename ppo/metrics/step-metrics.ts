@@ -24,7 +24,11 @@ function maskedStats(values: Float32Array, mask: Float32Array): { mean: number; 
 
 function listStats(values: readonly number[]): { mean: number; max: number; min: number } {
   if (values.length === 0) return { mean: 0, max: 0, min: 0 };
-  return { mean: values.reduce((a, b) => a + b, 0) / values.length, max: Math.max(...values), min: Math.min(...values) };
+  return {
+    mean: values.reduce((a, b) => a + b, 0) / values.length,
+    max: Math.max(...values),
+    min: Math.min(...values),
+  };
 }
 
 /** Unbiased variance, as torch.var. */
@@ -42,7 +46,8 @@ function explainedVariance(returns: Float32Array, values: Float32Array, mask: Fl
 
 /** Matmul FLOPs of one token through the forward pass (2 × weights), plus causal attention at context `T`. */
 export function forwardFlopsPerToken(c: DecoderConfig, T: number): number {
-  const perLayer = c.hiddenSize * qkvWidth(c) + c.numHeads * c.headDim * c.hiddenSize + 3 * c.intermediateSize * c.hiddenSize;
+  const perLayer =
+    c.hiddenSize * qkvWidth(c) + c.numHeads * c.headDim * c.hiddenSize + 3 * c.intermediateSize * c.hiddenSize;
   const weights = c.numLayers * perLayer + c.vocabSize * c.hiddenSize;
   const attention = c.numLayers * 2 * 2 * c.numHeads * c.headDim * (T / 2);
   return 2 * weights + attention;
@@ -65,11 +70,14 @@ export function stepMetrics(a: {
   // verl leaves aborted samples (no response token) out of the score and reward statistics.
   const nonAborted = [...x.rollout.responseLengths.keys()].filter((i) => x.rollout.responseLengths[i] > 0);
   const score = listStats(nonAborted.map((i) => x.scores[i]));
-  const rowRewards = nonAborted.map((b) => x.tokenLevelRewards.subarray(b * x.R, (b + 1) * x.R).reduce((s, v) => s + v, 0));
+  const rowRewards = nonAborted.map((b) =>
+    x.tokenLevelRewards.subarray(b * x.R, (b + 1) * x.R).reduce((s, v) => s + v, 0),
+  );
   const rewards = listStats(rowRewards);
   const advantages = maskedStats(x.advantages, x.responseMask);
   const returns = maskedStats(x.returns, x.responseMask);
-  const clipRatio = (lengths: readonly number[], width: number) => lengths.length ? lengths.filter((l) => l === width).length / lengths.length : 0;
+  const clipRatio = (lengths: readonly number[], width: number) =>
+    lengths.length ? lengths.filter((l) => l === width).length / lengths.length : 0;
   const lengths = listStats(x.rollout.responseLengths);
   const nonAbortedLengths = nonAborted.map((i) => x.rollout.responseLengths[i]);
   const nonAbortedStats = listStats(nonAbortedLengths);
@@ -77,16 +85,30 @@ export function stepMetrics(a: {
   const promptLengths = listStats(promptRows);
   const metrics: Record<string, number> = {
     'training/global_step': a.step,
-    'critic/score/mean': score.mean, 'critic/score/max': score.max, 'critic/score/min': score.min,
-    'critic/rewards/mean': rewards.mean, 'critic/rewards/max': rewards.max, 'critic/rewards/min': rewards.min,
-    'critic/advantages/mean': advantages.mean, 'critic/advantages/max': advantages.max, 'critic/advantages/min': advantages.min,
-    'critic/returns/mean': returns.mean, 'critic/returns/max': returns.max, 'critic/returns/min': returns.min,
-    'response_length/mean': lengths.mean, 'response_length/max': lengths.max, 'response_length/min': lengths.min,
+    'critic/score/mean': score.mean,
+    'critic/score/max': score.max,
+    'critic/score/min': score.min,
+    'critic/rewards/mean': rewards.mean,
+    'critic/rewards/max': rewards.max,
+    'critic/rewards/min': rewards.min,
+    'critic/advantages/mean': advantages.mean,
+    'critic/advantages/max': advantages.max,
+    'critic/advantages/min': advantages.min,
+    'critic/returns/mean': returns.mean,
+    'critic/returns/max': returns.max,
+    'critic/returns/min': returns.min,
+    'response_length/mean': lengths.mean,
+    'response_length/max': lengths.max,
+    'response_length/min': lengths.min,
     'response_length/clip_ratio': clipRatio(x.rollout.responseLengths, x.R),
-    'response_length_non_aborted/mean': nonAbortedStats.mean, 'response_length_non_aborted/max': nonAbortedStats.max,
-    'response_length_non_aborted/min': nonAbortedStats.min, 'response_length_non_aborted/clip_ratio': clipRatio(nonAbortedLengths, x.R),
+    'response_length_non_aborted/mean': nonAbortedStats.mean,
+    'response_length_non_aborted/max': nonAbortedStats.max,
+    'response_length_non_aborted/min': nonAbortedStats.min,
+    'response_length_non_aborted/clip_ratio': clipRatio(nonAbortedLengths, x.R),
     'response/aborted_ratio': (x.N - nonAborted.length) / x.N,
-    'prompt_length/mean': promptLengths.mean, 'prompt_length/max': promptLengths.max, 'prompt_length/min': promptLengths.min,
+    'prompt_length/mean': promptLengths.mean,
+    'prompt_length/max': promptLengths.max,
+    'prompt_length/min': promptLengths.min,
     'prompt_length/clip_ratio': clipRatio(promptRows, a.maxPromptLength),
     ...x.metrics,
     ...a.updateMetrics,
@@ -96,7 +118,11 @@ export function stepMetrics(a: {
   if (x.scores.every((v) => v === 0 || v === 1)) metrics['critic/score/accuracy'] = score.mean;
   if (x.values) {
     const values = maskedStats(x.values, x.responseMask);
-    Object.assign(metrics, { 'critic/values/mean': values.mean, 'critic/values/max': values.max, 'critic/values/min': values.min });
+    Object.assign(metrics, {
+      'critic/values/mean': values.mean,
+      'critic/values/max': values.max,
+      'critic/values/min': values.min,
+    });
     metrics['critic/vf_explained_var'] = explainedVariance(x.returns, x.values, x.responseMask);
   }
   // Tokens through the models this step: the rollout's, then each training pass over the full sequences.
@@ -105,7 +131,9 @@ export function stepMetrics(a: {
   if (stepSeconds > 0) {
     metrics['perf/total_num_tokens'] = tokens;
     metrics['perf/throughput'] = tokens / stepSeconds;
-    const flops = 3 * forwardFlopsPerToken(a.actorConfig, x.S) * tokens + (a.criticConfig ? 3 * forwardFlopsPerToken(a.criticConfig, x.S) * tokens : 0);
+    const flops =
+      3 * forwardFlopsPerToken(a.actorConfig, x.S) * tokens +
+      (a.criticConfig ? 3 * forwardFlopsPerToken(a.criticConfig, x.S) * tokens : 0);
     if (a.peakFlops !== null) metrics['perf/mfu'] = flops / stepSeconds / a.peakFlops;
   }
   return metrics;

@@ -53,7 +53,10 @@ function numericValues(values: readonly unknown[]): number[] | null {
   return out;
 }
 
-/** verl's calc_maj_val: the value of the first response giving the answer given most often (ties: the answer seen first). */
+/**
+ * verl's calc_maj_val: the value of the first response giving the answer given most often (ties: the answer seen
+ * first).
+ */
 function majorityValue(values: readonly number[], votes: readonly string[]): number {
   const counts = new Map<string, { count: number; value: number }>();
   votes.forEach((vote, i) => {
@@ -67,7 +70,11 @@ function majorityValue(values: readonly number[], votes: readonly string[]): num
 }
 
 /** Mean and std, over bootstrap draws of k of `values` with replacement, of each reduction of a draw's indices. */
-function bootstrap(n: number, k: number, reductions: readonly ((indices: readonly number[]) => number)[]): [number, number][] {
+function bootstrap(
+  n: number,
+  k: number,
+  reductions: readonly ((indices: readonly number[]) => number)[],
+): [number, number][] {
   const rng = new Rng(BOOTSTRAP_SEED);
   const results = reductions.map(() => new Array<number>(BOOTSTRAP_DRAWS));
   const indices = new Array<number>(k);
@@ -86,10 +93,23 @@ function promptMetrics(values: readonly number[], votes: readonly string[] | nul
   metrics.set(`std@${n}`, std(values));
   for (const k of subsetSizes(n)) {
     const pick = (indices: readonly number[]) => indices.map((i) => values[i]);
-    const [[bestMean, bestStd], [worstMean, worstStd]] = bootstrap(n, k, [(ix) => Math.max(...pick(ix)), (ix) => Math.min(...pick(ix))]);
-    metrics.set(`best@${k}/mean`, bestMean).set(`best@${k}/std`, bestStd).set(`worst@${k}/mean`, worstMean).set(`worst@${k}/std`, worstStd);
+    const [[bestMean, bestStd], [worstMean, worstStd]] = bootstrap(n, k, [
+      (ix) => Math.max(...pick(ix)),
+      (ix) => Math.min(...pick(ix)),
+    ]);
+    metrics
+      .set(`best@${k}/mean`, bestMean)
+      .set(`best@${k}/std`, bestStd)
+      .set(`worst@${k}/mean`, worstMean)
+      .set(`worst@${k}/std`, worstStd);
     if (votes) {
-      const [[majMean, majStd]] = bootstrap(n, k, [(ix) => majorityValue(pick(ix), ix.map((i) => votes[i]))]);
+      const [[majMean, majStd]] = bootstrap(n, k, [
+        (ix) =>
+          majorityValue(
+            pick(ix),
+            ix.map((i) => votes[i]),
+          ),
+      ]);
       metrics.set(`maj@${k}/mean`, majMean).set(`maj@${k}/std`, majStd);
     }
   }
@@ -114,7 +134,10 @@ export function validationMetrics(responses: readonly ValidationResponse[]): Rec
     for (const group of prompts.values()) {
       const variables = new Map<string, unknown[]>([['reward', group.map((r) => r.reward)]]);
       for (const key of new Set(group.flatMap((r) => Object.keys(r.rewardExtraInfo ?? {})))) {
-        variables.set(key, group.map((r) => r.rewardExtraInfo?.[key]));
+        variables.set(
+          key,
+          group.map((r) => r.rewardExtraInfo?.[key]),
+        );
       }
       const preds = variables.get('pred');
       const votes = preds ? preds.map((p) => JSON.stringify(p)) : null;
@@ -123,14 +146,16 @@ export function validationMetrics(responses: readonly ValidationResponse[]): Rec
         if (!values) continue;
         const metrics = collected.get(name) ?? new Map<string, number[]>();
         collected.set(name, metrics);
-        for (const [metric, value] of promptMetrics(values, votes)) metrics.set(metric, [...(metrics.get(metric) ?? []), value]);
+        for (const [metric, value] of promptMetrics(values, votes))
+          metrics.set(metric, [...(metrics.get(metric) ?? []), value]);
       }
     }
     const core = collected.has('acc') ? 'acc' : 'reward';
     for (const [name, metrics] of collected) {
       const nMax = Math.max(...[...metrics.keys()].map((m) => Number(m.split('@')[1].split('/')[0])));
       for (const [metric, perPrompt] of metrics) {
-        const isCore = name === core && ['mean', 'maj', 'best'].some((p) => metric.startsWith(p)) && metric.includes(`@${nMax}`);
+        const isCore =
+          name === core && ['mean', 'maj', 'best'].some((p) => metric.startsWith(p)) && metric.includes(`@${nMax}`);
         out[`${isCore ? 'val-core' : 'val-aux'}/${source}/${name}/${metric}`] = mean(perPrompt);
       }
     }

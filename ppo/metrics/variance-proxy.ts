@@ -21,13 +21,21 @@ export interface VarianceProxyInputs {
   R: number;
 }
 
-/** variance_proxy/* under verl's names; `gradientNorm`: the step's actor/grad_norm, null when the actor did not update. */
+/**
+ * variance_proxy/* under verl's names; `gradientNorm`: the step's actor/grad_norm, null when the actor did not update.
+ */
 export function varianceProxyMetrics(x: VarianceProxyInputs, gradientNorm: number | null): Record<string, number> {
   const { N, R, responseMask: mask } = x;
   const rho = x.rolloutIsWeights;
-  let totalPower = 0, expectedASquared = 0, expectedW = 0;
+  let totalPower = 0,
+    expectedASquared = 0,
+    expectedW = 0;
   for (let b = 0; b < N; b++) {
-    let tokens = 0, advantageSum = 0, w = 0, wWithoutIs = 0, rhoSum = 0;
+    let tokens = 0,
+      advantageSum = 0,
+      w = 0,
+      wWithoutIs = 0,
+      rhoSum = 0;
     for (let i = b * R; i < (b + 1) * R; i++) {
       if (!mask[i]) continue;
       const score = 1 - 2 * Math.exp(x.oldLogProbs[i]) + x.sumPiSquared[i];

@@ -42,12 +42,19 @@ export class ActorUpdater {
     private readonly actor: CausalLm,
     private readonly optimizer: AdamWOptimizer,
   ) {
-    this.target = { optimizer, pool: new SequenceBufferPool(engine, actor.config.vocabSize), log: new DeviceMetricLog(engine, 'actor.metrics'), gradNormMetric: 'actor/grad_norm' };
+    this.target = {
+      optimizer,
+      pool: new SequenceBufferPool(engine, actor.config.vocabSize),
+      log: new DeviceMetricLog(engine, 'actor.metrics'),
+      gradNormMetric: 'actor/grad_norm',
+    };
   }
 
   async update(x: Experience, config: ActorUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
-    const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) => this.lossAndBackward(x, config, micro, log, metrics, rng));
+    const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) =>
+      this.lossAndBackward(x, config, micro, log, metrics, rng),
+    );
     if (!config.useKlLoss) delete result['actor/kl_loss'];
     result['actor/lr'] = config.lr;
     return result;
@@ -59,13 +66,30 @@ export class ActorUpdater {
    * advantages: the plain ones, as verl's pick, whatever rollout_is weights the loss), one read-back of m×R floats
    * per micro-batch that only these two modes pay, and uploaded as a 0/1 flag per token.
    */
-  private async covarianceSelection(x: Experience, config: PolicyLossConfig, rows: readonly number[], b: MicroBatch['buffers'], rng: Rng): Promise<void> {
+  private async covarianceSelection(
+    x: Experience,
+    config: PolicyLossConfig,
+    rows: readonly number[],
+    b: MicroBatch['buffers'],
+    rng: Rng,
+  ): Promise<void> {
     const pick = (all: Float32Array) => responseRows(all, x.R, rows, b.R);
-    const selected = selectCovarianceTokens(config.lossMode as 'clip_cov' | 'kl_cov', {
-      oldLogProb: pick(x.oldLogProbs), logProb: await this.microBatchLogProbs(rows, b), advantages: pick(x.advantages),
-      responseMask: pick(x.responseMask), clipRatioLow: config.clipRatioLow, clipRatioHigh: config.clipRatioHigh,
-      clipCovRatio: config.clipCovRatio!, clipCovLb: config.clipCovLb!, clipCovUb: config.clipCovUb!, klCovRatio: config.klCovRatio!,
-    }, shuffledIndices(() => rng.next()));
+    const selected = selectCovarianceTokens(
+      config.lossMode as 'clip_cov' | 'kl_cov',
+      {
+        oldLogProb: pick(x.oldLogProbs),
+        logProb: await this.microBatchLogProbs(rows, b),
+        advantages: pick(x.advantages),
+        responseMask: pick(x.responseMask),
+        clipRatioLow: config.clipRatioLow,
+        clipRatioHigh: config.clipRatioHigh,
+        clipCovRatio: config.clipCovRatio!,
+        clipCovLb: config.clipCovLb!,
+        clipCovUb: config.clipCovUb!,
+        klCovRatio: config.klCovRatio!,
+      },
+      shuffledIndices(() => rng.next()),
+    );
     this.engine.upload(b.tokenFlags, selected);
   }
 
@@ -76,11 +100,23 @@ export class ActorUpdater {
    * weights as the loss's weights. Metrics are averaged over micro-batches, as verl's reduce_metrics does.
    * Returns which of the two were uploaded.
    */
-  private async bypassCorrection(x: Experience, plan: BypassCorrectionPlan, rows: readonly number[], b: MicroBatch['buffers'],
-    metrics: MetricAccumulator): Promise<{ policyMask: boolean; isWeights: boolean }> {
+  private async bypassCorrection(
+    x: Experience,
+    plan: BypassCorrectionPlan,
+    rows: readonly number[],
+    b: MicroBatch['buffers'],
+    metrics: MetricAccumulator,
+  ): Promise<{ policyMask: boolean; isWeights: boolean }> {
     const pick = (all: Float32Array) => responseRows(all, x.R, rows, b.R);
     // In bypass mode the experience's old log-probs are the rollout's own.
-    const correction = bypassCorrection(plan, await this.microBatchLogProbs(rows, b), pick(x.oldLogProbs), pick(x.responseMask), rows.length, b.R);
+    const correction = bypassCorrection(
+      plan,
+      await this.microBatchLogProbs(rows, b),
+      pick(x.oldLogProbs),
+      pick(x.responseMask),
+      rows.length,
+      b.R,
+    );
     for (const [name, value] of Object.entries(correction.metrics)) metrics.addMean(name, value, 1);
     if (correction.lossWeights) this.engine.upload(b.isWeights, correction.lossWeights);
     if (correction.policyMask) this.engine.upload(b.tokenFlags, correction.policyMask);
@@ -89,11 +125,17 @@ export class ActorUpdater {
 
   /** The micro-batch's current log-probs (m, R) on the host. */
   private async microBatchLogProbs(rows: readonly number[], b: MicroBatch['buffers']): Promise<Float32Array> {
-    return (await this.engine.read(b.logProbs) as Float32Array).subarray(0, rows.length * b.R);
+    return ((await this.engine.read(b.logProbs)) as Float32Array).subarray(0, rows.length * b.R);
   }
 
-  private async lossAndBackward(x: Experience, config: ActorUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
-    log: DeviceMetricLog, metrics: MetricAccumulator, rng: Rng): Promise<void> {
+  private async lossAndBackward(
+    x: Experience,
+    config: ActorUpdateConfig,
+    { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
+    log: DeviceMetricLog,
+    metrics: MetricAccumulator,
+    rng: Rng,
+  ): Promise<void> {
     const e = this.engine;
     const { S, R } = b;
     const m = rows.length;
@@ -108,15 +150,33 @@ export class ActorUpdater {
     const covariance = config.policyLoss.lossMode === 'clip_cov' || config.policyLoss.lossMode === 'kl_cov';
     if (covariance) await this.covarianceSelection(x, config.policyLoss, rows, b, rng);
     const bypass = config.bypass ? await this.bypassCorrection(x, config.bypass, rows, b, metrics) : null;
-    computeActorLossGpu(e, {
-      oldLogProb: b.oldLogProbs, logProb: b.logProbs, advantages: b.advantages, responseMask: b.responseMask,
-      entropy: b.entropy, refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
-      grads: b.actorGrads, rowPartials: b.actorPartials, out: b.actorOut, selected: covariance ? b.tokenFlags : undefined,
-      policyMask: bypass?.policyMask ? b.tokenFlags : undefined, isWeights: x.rolloutIsWeights || bypass?.isWeights ? b.isWeights : undefined,
-    }, {
-      config: config.policyLoss, aggregation, entropyCoeff: config.entropyCoeff,
-      klLossCoef: config.klLossCoef, klLossType: config.klLossType, B: m, T: R, geoMeanRows: miniBatchRows.length,
-    });
+    computeActorLossGpu(
+      e,
+      {
+        oldLogProb: b.oldLogProbs,
+        logProb: b.logProbs,
+        advantages: b.advantages,
+        responseMask: b.responseMask,
+        entropy: b.entropy,
+        refLogProb: config.useKlLoss ? b.refLogProbs : undefined,
+        grads: b.actorGrads,
+        rowPartials: b.actorPartials,
+        out: b.actorOut,
+        selected: covariance ? b.tokenFlags : undefined,
+        policyMask: bypass?.policyMask ? b.tokenFlags : undefined,
+        isWeights: x.rolloutIsWeights || bypass?.isWeights ? b.isWeights : undefined,
+      },
+      {
+        config: config.policyLoss,
+        aggregation,
+        entropyCoeff: config.entropyCoeff,
+        klLossCoef: config.klLossCoef,
+        klLossType: config.klLossType,
+        B: m,
+        T: R,
+        geoMeanRows: miniBatchRows.length,
+      },
+    );
     scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
     this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);
     log.record(b.actorOut, (values) => {

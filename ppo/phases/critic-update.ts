@@ -28,17 +28,29 @@ export class CriticUpdater {
     private readonly critic: ValueModel,
     private readonly optimizer: AdamWOptimizer,
   ) {
-    this.target = { optimizer, pool: new SequenceBufferPool(engine, critic.config.vocabSize), log: new DeviceMetricLog(engine, 'critic.metrics'), gradNormMetric: 'critic/grad_norm' };
+    this.target = {
+      optimizer,
+      pool: new SequenceBufferPool(engine, critic.config.vocabSize),
+      log: new DeviceMetricLog(engine, 'critic.metrics'),
+      gradNormMetric: 'critic/grad_norm',
+    };
   }
 
   async update(x: Experience, config: CriticUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (!x.values) throw new Error('critic update: the experience has no values');
-    const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) => this.lossAndBackward(x, config, micro, log, metrics));
+    const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) =>
+      this.lossAndBackward(x, config, micro, log, metrics),
+    );
     return { ...result, 'critic/lr': config.lr };
   }
 
-  private async lossAndBackward(x: Experience, config: CriticUpdateConfig, { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
-    log: DeviceMetricLog, metrics: MetricAccumulator): Promise<void> {
+  private async lossAndBackward(
+    x: Experience,
+    config: CriticUpdateConfig,
+    { miniBatchRows, aggregation, rows, buffers: b, batch }: MicroBatch,
+    log: DeviceMetricLog,
+    metrics: MetricAccumulator,
+  ): Promise<void> {
     const e = this.engine;
     const { S, R } = b;
     const m = rows.length;
@@ -47,8 +59,17 @@ export class CriticUpdater {
     const values = this.critic.tokenValues(batch, { saveForBackward: true });
     gatherResponseValuesGpu(e, values, b.vpreds, m, S, R);
     computeValueLossGpu(e, {
-      vpreds: b.vpreds, returns: b.returns, values: b.oldValues, responseMask: b.responseMask, gradVpreds: b.gradVpreds,
-      rowPartials: b.valuePartials, out: b.valueOut, cliprangeValue: config.cliprangeValue, aggregation, B: m, T: R,
+      vpreds: b.vpreds,
+      returns: b.returns,
+      values: b.oldValues,
+      responseMask: b.responseMask,
+      gradVpreds: b.gradVpreds,
+      rowPartials: b.valuePartials,
+      out: b.valueOut,
+      cliprangeValue: config.cliprangeValue,
+      aggregation,
+      B: m,
+      T: R,
     });
     scatterResponseValueGradsGpu(e, b.dValues, b.gradVpreds, m, S, R);
     this.critic.backward(b.dValues, this.optimizer.grads);

@@ -117,7 +117,13 @@ function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Arra
 
 export class ExperienceMaker {
   private readonly pool: SequenceBufferPool;
-  private scratch: { N: number; R: number; tensors: ExperienceTensors; hostCopies: Tensor<'f32'>; rowIndex: Tensor<'u32'> } | null = null;
+  private scratch: {
+    N: number;
+    R: number;
+    tensors: ExperienceTensors;
+    hostCopies: Tensor<'f32'>;
+    rowIndex: Tensor<'u32'>;
+  } | null = null;
 
   constructor(
     private readonly engine: Engine,
@@ -132,36 +138,78 @@ export class ExperienceMaker {
 
   /** (N, R) tensors of the whole batch, reused while the shape stays, the (HOST_COPIES, N, R) staging tensor the
    *  host copies come back through, and (N) row indices for resample. */
-  private batchTensors(N: number, R: number): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'>; rowIndex: Tensor<'u32'> } {
+  private batchTensors(
+    N: number,
+    R: number,
+  ): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'>; rowIndex: Tensor<'u32'> } {
     if (this.scratch?.N === N && this.scratch.R === R) return this.scratch;
-    if (this.scratch) for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies, this.scratch.rowIndex]) if (tensor) this.engine.destroyTensor(tensor);
+    if (this.scratch)
+      for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies, this.scratch.rowIndex])
+        if (tensor) this.engine.destroyTensor(tensor);
     const e = this.engine;
     const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
     const tensors: ExperienceTensors = {
-      scores: t('scores', [N, R]), rewards: t('rewards', [N, R]), mask: t('mask', [N, R]), old: t('old', [N, R]), ref: t('ref', [N, R]),
-      values: t('values', [N, R]), advantages: t('advantages', [N, R]), rolloutIsWeights: t('rolloutIsWeights', [N, R]),
-      returns: t('returns', [N, R]), sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null, rowKl: t('rowKl', [N]), stats: t('stats', [4]), rowStats: t('rowStats', [2 * N]),
+      scores: t('scores', [N, R]),
+      rewards: t('rewards', [N, R]),
+      mask: t('mask', [N, R]),
+      old: t('old', [N, R]),
+      ref: t('ref', [N, R]),
+      values: t('values', [N, R]),
+      advantages: t('advantages', [N, R]),
+      rolloutIsWeights: t('rolloutIsWeights', [N, R]),
+      returns: t('returns', [N, R]),
+      sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null,
+      rowKl: t('rowKl', [N]),
+      stats: t('stats', [4]),
+      rowStats: t('rowStats', [2 * N]),
     };
-    this.scratch = { N, R, tensors, hostCopies: t('hostCopies', [HOST_COPIES, N, R]), rowIndex: e.tensor('experience.rowIndex', [N], 'u32') };
+    this.scratch = {
+      N,
+      R,
+      tensors,
+      hostCopies: t('hostCopies', [HOST_COPIES, N, R]),
+      rowIndex: e.tensor('experience.rowIndex', [N], 'u32'),
+    };
     return this.scratch;
   }
 
   /** Runs `model` over the experience's sequences in micro-batches, gathering each of its per-position outputs,
    *  response-aligned, into the matching one of `targets` (N, R) on the GPU (zero past each micro-batch's window). */
-  private responseAligned(rollout: RolloutBatch, split: MicroBatching, targets: readonly Tensor<'f32'>[], run: (buffers: SequenceBuffers) => readonly Tensor[]): void {
+  private responseAligned(
+    rollout: RolloutBatch,
+    split: MicroBatching,
+    targets: readonly Tensor<'f32'>[],
+    run: (buffers: SequenceBuffers) => readonly Tensor[],
+  ): void {
     const N = rollout.inputIds.length;
     const R = rollout.responseLength;
     for (const target of targets) this.engine.clear(target);
-    for (const plan of planMicroBatches(Array.from({ length: N }, (_, i) => i), rollout, split)) {
+    for (const plan of planMicroBatches(
+      Array.from({ length: N }, (_, i) => i),
+      rollout,
+      split,
+    )) {
       const window = plan.promptLength + plan.responseLength;
       const buffers = this.pool.get(plan.rows.length, window, plan.responseLength);
       buffers.uploadSequences(rollout, plan.rows);
       const outputs = run(buffers);
       targets.forEach((target, k) => {
-        gatherResponseValuesGpu(this.engine, outputs[k], buffers.logProbs, plan.rows.length, window, plan.responseLength);
+        gatherResponseValuesGpu(
+          this.engine,
+          outputs[k],
+          buffers.logProbs,
+          plan.rows.length,
+          window,
+          plan.responseLength,
+        );
         // Copies, not a gather into views: rows need not start at a storage-binding alignment, nor be adjacent.
         const Rb = plan.responseLength;
-        plan.rows.forEach((row, b) => this.engine.copy(buffers.logProbs.view(`${buffers.logProbs.name}[${b}]`, b * Rb, [Rb]), target.view(`${target.name}[${row}]`, row * R, [Rb])));
+        plan.rows.forEach((row, b) =>
+          this.engine.copy(
+            buffers.logProbs.view(`${buffers.logProbs.name}[${b}]`, b * Rb, [Rb]),
+            target.view(`${target.name}[${row}]`, row * R, [Rb]),
+          ),
+        );
       });
     }
   }
@@ -183,8 +231,22 @@ export class ExperienceMaker {
     this.engine.upload(tensors.mask, responseMask);
     this.engine.upload(tensors.old, oldLogProbs);
     return {
-      rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs: null, sumPiSquared: null, refLogProbs: null, values: null, rewards: tensors.scores, tensors,
-      hasRefLogProbs: false, hasValues: false, metrics: { ...mask.metrics },
+      rollout,
+      N,
+      S,
+      R,
+      scores,
+      responseMask,
+      oldLogProbs,
+      rolloutLogProbs: null,
+      sumPiSquared: null,
+      refLogProbs: null,
+      values: null,
+      rewards: tensors.scores,
+      tensors,
+      hasRefLogProbs: false,
+      hasValues: false,
+      metrics: { ...mask.metrics },
     };
   }
 
@@ -194,12 +256,24 @@ export class ExperienceMaker {
   async recomputeOldLogProbs(x: ExperienceBatch, plan: ExperiencePlan, actor: CausalLm): Promise<void> {
     if (!plan.calculateLogProbs && !plan.calculateSumPiSquared) return;
     const sumPiSquared = plan.calculateSumPiSquared ? x.tensors.sumPiSquared : null;
-    if (plan.calculateSumPiSquared && !sumPiSquared) throw new Error('ExperienceMaker: calculate_sum_pi_squared needs an ExperienceMaker made with Σπ² (withSumPiSquared)');
+    if (plan.calculateSumPiSquared && !sumPiSquared)
+      throw new Error(
+        'ExperienceMaker: calculate_sum_pi_squared needs an ExperienceMaker made with Σπ² (withSumPiSquared)',
+      );
     x.rolloutLogProbs = x.oldLogProbs;
-    this.responseAligned(x.rollout, plan.oldForward, sumPiSquared ? [x.tensors.old, sumPiSquared] : [x.tensors.old], (buffers) => {
-      const out = actor.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false, sumPiSquared: sumPiSquared !== null });
-      return sumPiSquared ? [out.logprobs, out.sumPiSquared!] : [out.logprobs];
-    });
+    this.responseAligned(
+      x.rollout,
+      plan.oldForward,
+      sumPiSquared ? [x.tensors.old, sumPiSquared] : [x.tensors.old],
+      (buffers) => {
+        const out = actor.tokenLogprobs(buffers.batch!, buffers.targets, {
+          temperature: plan.temperature,
+          saveForBackward: false,
+          sumPiSquared: sumPiSquared !== null,
+        });
+        return sumPiSquared ? [out.logprobs, out.sumPiSquared!] : [out.logprobs];
+      },
+    );
     const [old, sumPiSquaredHost] = await this.hostCopies(x, [x.tensors.old, sumPiSquared]);
     x.oldLogProbs = old!;
     x.sumPiSquared = sumPiSquaredHost;
@@ -211,7 +285,12 @@ export class ExperienceMaker {
     if (!this.reference) return;
     const reference = this.reference;
     this.responseAligned(x.rollout, plan.refForward, [x.tensors.ref], (buffers) => {
-      return [reference.tokenLogprobs(buffers.batch!, buffers.targets, { temperature: plan.temperature, saveForBackward: false }).logprobs];
+      return [
+        reference.tokenLogprobs(buffers.batch!, buffers.targets, {
+          temperature: plan.temperature,
+          saveForBackward: false,
+        }).logprobs,
+      ];
     });
     x.hasRefLogProbs = true;
   }
@@ -231,10 +310,21 @@ export class ExperienceMaker {
     if (!plan.useKlInReward) return;
     if (!x.hasRefLogProbs) throw new Error('algorithm.use_kl_in_reward needs the reference model');
     const t = x.tensors;
-    Object.assign(x.metrics, await applyKlInRewardGpu(this.engine, {
-      tokenLevelScores: t.scores, oldLogProbs: t.old, refLogProb: t.ref, responseMask: t.mask, tokenLevelRewards: t.rewards,
-      rowKl: t.rowKl, klCtrl, klPenalty: plan.klPenalty, B: x.N, T: x.R,
-    }));
+    Object.assign(
+      x.metrics,
+      await applyKlInRewardGpu(this.engine, {
+        tokenLevelScores: t.scores,
+        oldLogProbs: t.old,
+        refLogProb: t.ref,
+        responseMask: t.mask,
+        tokenLevelRewards: t.rewards,
+        rowKl: t.rowKl,
+        klCtrl,
+        klPenalty: plan.klPenalty,
+        B: x.N,
+        T: x.R,
+      }),
+    );
     x.rewards = t.rewards;
   }
 
@@ -249,34 +339,82 @@ export class ExperienceMaker {
   /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample;
    *  `rolloutIsWeights` (N, R): rollout_is's weights, uploaded once for the optimal token baselines (which read them
    *  as verl's do) and the actor update. */
-  async advantages(x: ExperienceBatch, plan: ExperiencePlan, baselineScores: number[] | null, rolloutIsWeights: Float32Array | null = null): Promise<Experience> {
+  async advantages(
+    x: ExperienceBatch,
+    plan: ExperiencePlan,
+    baselineScores: number[] | null,
+    rolloutIsWeights: Float32Array | null = null,
+  ): Promise<Experience> {
     const e = this.engine;
     const t = x.tensors;
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
     const otb = SUM_PI_SQUARED_ESTIMATORS.includes(plan.advEstimator);
     if (rolloutIsWeights) e.upload(t.rolloutIsWeights, rolloutIsWeights);
     computeAdvantagesGpu(e, plan.advEstimator, {
-      tokenLevelRewards: x.rewards, responseMask: t.mask, responseMaskHost: x.responseMask, advantages: t.advantages, returns: t.returns,
-      values: x.hasValues ? t.values : null, rewardBaselines: baselines, index: x.rollout.groupIds, stats: t.stats, rowStats: t.rowStats,
-      oldLogProbs: t.old, sumPiSquared: x.sumPiSquared ? t.sumPiSquared : null, rolloutIsWeights: otb && rolloutIsWeights ? t.rolloutIsWeights : null,
+      tokenLevelRewards: x.rewards,
+      responseMask: t.mask,
+      responseMaskHost: x.responseMask,
+      advantages: t.advantages,
+      returns: t.returns,
+      values: x.hasValues ? t.values : null,
+      rewardBaselines: baselines,
+      index: x.rollout.groupIds,
+      stats: t.stats,
+      rowStats: t.rowStats,
+      oldLogProbs: t.old,
+      sumPiSquared: x.sumPiSquared ? t.sumPiSquared : null,
+      rolloutIsWeights: otb && rolloutIsWeights ? t.rolloutIsWeights : null,
       // verl's compute_advantage leaves each estimator its own default epsilon: 1e-8 for the optimal token baselines.
-      gamma: plan.gamma, lam: plan.lam, normAdvByStd: plan.normAdvByStdInGrpo, epsilon: otb ? 1e-8 : 1e-6, B: x.N, T: x.R,
+      gamma: plan.gamma,
+      lam: plan.lam,
+      normAdvByStd: plan.normAdvByStdInGrpo,
+      epsilon: otb ? 1e-8 : 1e-6,
+      B: x.N,
+      T: x.R,
     });
     if (baselines) e.destroyTensor(baselines);
-    const [tokenLevelRewards, advantages, returns, values, refLogProbs] = await this.hostCopies(x, [x.rewards, t.advantages, t.returns, x.hasValues ? t.values : null, x.hasRefLogProbs ? t.ref : null]);
+    const [tokenLevelRewards, advantages, returns, values, refLogProbs] = await this.hostCopies(x, [
+      x.rewards,
+      t.advantages,
+      t.returns,
+      x.hasValues ? t.values : null,
+      x.hasRefLogProbs ? t.ref : null,
+    ]);
     const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, metrics, tensors } = x;
-    return { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, refLogProbs, values, tokenLevelRewards: tokenLevelRewards!,
-      advantages: advantages!, returns: returns!, rolloutIsWeights, metrics, tensors };
+    return {
+      rollout,
+      N,
+      S,
+      R,
+      scores,
+      responseMask,
+      oldLogProbs,
+      rolloutLogProbs,
+      sumPiSquared,
+      refLogProbs,
+      values,
+      tokenLevelRewards: tokenLevelRewards!,
+      advantages: advantages!,
+      returns: returns!,
+      rolloutIsWeights,
+      metrics,
+      tensors,
+    };
   }
 
   /** Host copies of (N, R) tensors (null: none) through one read-back: each is copied into its slot of the staging
    *  tensor on the device, then the used slots come back together. */
-  private async hostCopies(x: ExperienceBatch, sources: readonly (Tensor<'f32'> | null)[]): Promise<(Float32Array | null)[]> {
+  private async hostCopies(
+    x: ExperienceBatch,
+    sources: readonly (Tensor<'f32'> | null)[],
+  ): Promise<(Float32Array | null)[]> {
     const staging = this.batchTensors(x.N, x.R).hostCopies;
     const size = x.N * x.R;
     const slots = sources.map((source, i) => (source ? i : -1));
     const used = Math.max(...slots) + 1;
-    sources.forEach((source, i) => source && this.engine.copy(source, staging.view(`${staging.name}[${i}]`, i * size, [size])));
+    sources.forEach(
+      (source, i) => source && this.engine.copy(source, staging.view(`${staging.name}[${i}]`, i * size, [size])),
+    );
     const values = await this.engine.read(staging.view(staging.name, 0, [used * size]));
     return slots.map((slot) => (slot < 0 ? null : values.slice(slot * size, (slot + 1) * size)));
   }
@@ -297,18 +435,38 @@ export class ExperienceMaker {
     const { hostCopies, rowIndex } = this.batchTensors(N, R);
     const scratch = hostCopies.view(`${hostCopies.name}[0]`, 0, [N * R]);
     this.engine.upload(rowIndex, indices);
-    for (const tensor of [t.scores, t.rewards, t.mask, t.old, x.refLogProbs && t.ref, x.values && t.values, t.advantages, t.returns,
-      x.sumPiSquared && t.sumPiSquared, x.rolloutIsWeights && t.rolloutIsWeights]) {
+    for (const tensor of [
+      t.scores,
+      t.rewards,
+      t.mask,
+      t.old,
+      x.refLogProbs && t.ref,
+      x.values && t.values,
+      t.advantages,
+      t.returns,
+      x.sumPiSquared && t.sumPiSquared,
+      x.rolloutIsWeights && t.rolloutIsWeights,
+    ]) {
       if (!tensor) continue;
       gatherRows(this.engine, { source: tensor, sourceStride: R, rows: rowIndex, m: N, width: R, out: scratch });
       this.engine.copy(scratch, tensor);
     }
     const pick = (all: Float32Array) => responseRows(all, R, indices);
     return {
-      ...x, rollout: rolloutRows(x.rollout, indices), scores: indices.map((i) => x.scores[i]), responseMask: pick(x.responseMask),
-      oldLogProbs: pick(x.oldLogProbs), rolloutLogProbs: x.rolloutLogProbs && pick(x.rolloutLogProbs), sumPiSquared: x.sumPiSquared && pick(x.sumPiSquared),
-      refLogProbs: x.refLogProbs && pick(x.refLogProbs), values: x.values && pick(x.values), tokenLevelRewards: pick(x.tokenLevelRewards),
-      advantages: pick(x.advantages), returns: pick(x.returns), rolloutIsWeights: x.rolloutIsWeights && pick(x.rolloutIsWeights), metrics: { ...x.metrics },
+      ...x,
+      rollout: rolloutRows(x.rollout, indices),
+      scores: indices.map((i) => x.scores[i]),
+      responseMask: pick(x.responseMask),
+      oldLogProbs: pick(x.oldLogProbs),
+      rolloutLogProbs: x.rolloutLogProbs && pick(x.rolloutLogProbs),
+      sumPiSquared: x.sumPiSquared && pick(x.sumPiSquared),
+      refLogProbs: x.refLogProbs && pick(x.refLogProbs),
+      values: x.values && pick(x.values),
+      tokenLevelRewards: pick(x.tokenLevelRewards),
+      advantages: pick(x.advantages),
+      returns: pick(x.returns),
+      rolloutIsWeights: x.rolloutIsWeights && pick(x.rolloutIsWeights),
+      metrics: { ...x.metrics },
     };
   }
 }

@@ -6,7 +6,14 @@
 // step's input; the old log-prob of each sampled token comes out of the sampler, computed from the same logits,
 // so it equals a teacher-forced pass over the finished sequence.
 import type { Engine } from '../../engine/index.ts';
-import { DEFAULT_READ_EVERY, checkRolloutConfig, type PolicyWeights, type RolloutBatch, type RolloutConfig, type TurnEnvironment } from '../generation/types.ts';
+import {
+  DEFAULT_READ_EVERY,
+  checkRolloutConfig,
+  type PolicyWeights,
+  type RolloutBatch,
+  type RolloutConfig,
+  type TurnEnvironment,
+} from '../generation/types.ts';
 import { assemble, promptBatch } from '../generation/sample-records.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { RolloutDecoders } from '../generation/decoders.ts';
@@ -26,15 +33,25 @@ export class RolloutGenerator {
   }
 
   /** n responses per prompt; with an environment, each a multi-turn conversation with it. */
-  async generate(promptIds: readonly (readonly number[])[], c: RolloutConfig, environment: TurnEnvironment | null = null): Promise<RolloutBatch> {
+  async generate(
+    promptIds: readonly (readonly number[])[],
+    c: RolloutConfig,
+    environment: TurnEnvironment | null = null,
+  ): Promise<RolloutBatch> {
     checkRolloutConfig(promptIds, c, this.policy.config.vocabSize, environment);
     const prompts = promptBatch(promptIds, c);
     const R = c.maxResponseLength;
     const capacity = environment
       ? multiTurnCacheCapacity(prompts.P, R, environment.maxTurns)
       : continuousCacheCapacity(prompts.P, R, c.readEvery ?? DEFAULT_READ_EVERY);
-    const slots = rolloutSlots(this.engine.caps, this.policy.config, { promptLength: prompts.P, capacity, samples: prompts.groupIds.length }, c);
-    if (environment) return assemble(prompts, await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity), c);
+    const slots = rolloutSlots(
+      this.engine.caps,
+      this.policy.config,
+      { promptLength: prompts.P, capacity, samples: prompts.groupIds.length },
+      c,
+    );
+    if (environment)
+      return assemble(prompts, await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity), c);
     const queue = new BatchQueue(prompts, c);
     await decodeContinuous(this.decoders, queue, { ...c, P: prompts.P, R }, slots, capacity);
     return assemble(prompts, queue.records(), c);

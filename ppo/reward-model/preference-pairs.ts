@@ -33,20 +33,34 @@ export interface PreferencePairOptions extends PreferenceColumns {
 }
 
 function isMessages(value: unknown): value is ChatMessage[] {
-  return Array.isArray(value) && value.every((m) => m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string');
+  return (
+    Array.isArray(value) &&
+    value.every(
+      (m) => m !== null && typeof m === 'object' && typeof m.role === 'string' && typeof m.content === 'string',
+    )
+  );
 }
 
-async function tokenizeSide(record: RlRecord, key: string, prompt: unknown, options: PreferencePairOptions): Promise<number[]> {
+async function tokenizeSide(
+  record: RlRecord,
+  key: string,
+  prompt: unknown,
+  options: PreferencePairOptions,
+): Promise<number[]> {
   const answer = record.row[key];
   const fail = (what: string) => new Error(`${record.where}: '${key}' ${what}`);
   if (typeof answer === 'string') {
-    if (prompt !== undefined && typeof prompt !== 'string') throw fail(`is text but '${options.promptKey}' is not: give both as text or both as chat messages`);
+    if (prompt !== undefined && typeof prompt !== 'string')
+      throw fail(`is text but '${options.promptKey}' is not: give both as text or both as chat messages`);
     const ids = await options.tokenizer.encode(`${prompt ?? ''}${answer}`);
     const eos = options.tokenizer.special.eos?.id;
     return eos !== undefined && ids[ids.length - 1] !== eos ? [...ids, eos] : ids;
   }
   if (isMessages(answer)) {
-    if (prompt !== undefined && !isMessages(prompt)) throw fail(`is a list of chat messages but '${options.promptKey}' is not: give both as text or both as chat messages`);
+    if (prompt !== undefined && !isMessages(prompt))
+      throw fail(
+        `is a list of chat messages but '${options.promptKey}' is not: give both as text or both as chat messages`,
+      );
     if (!options.template) throw fail('is a list of chat messages but the tokenizer has no chat template');
     return (await applyChatTemplate(options.tokenizer, options.template, [...(prompt ?? []), ...answer])).ids;
   }
@@ -55,7 +69,10 @@ async function tokenizeSide(record: RlRecord, key: string, prompt: unknown, opti
 }
 
 /** The pairs of `records` in order; `dropped` counts those longer than maxLength. */
-export async function buildPreferencePairs(records: readonly RlRecord[], options: PreferencePairOptions): Promise<{ pairs: PreferencePair[]; dropped: number }> {
+export async function buildPreferencePairs(
+  records: readonly RlRecord[],
+  options: PreferencePairOptions,
+): Promise<{ pairs: PreferencePair[]; dropped: number }> {
   const pairs: PreferencePair[] = [];
   let dropped = 0;
   for (const record of records) {
@@ -63,7 +80,8 @@ export async function buildPreferencePairs(records: readonly RlRecord[], options
     const chosen = await tokenizeSide(record, options.chosenKey, prompt, options);
     const rejected = await tokenizeSide(record, options.rejectedKey, prompt, options);
     const margin = record.row[options.marginKey] ?? 0;
-    if (typeof margin !== 'number' || !Number.isFinite(margin)) throw new Error(`${record.where}: '${options.marginKey}' is ${JSON.stringify(margin)}, expected a number`);
+    if (typeof margin !== 'number' || !Number.isFinite(margin))
+      throw new Error(`${record.where}: '${options.marginKey}' is ${JSON.stringify(margin)}, expected a number`);
     if (Math.max(chosen.length, rejected.length) > options.maxLength) dropped++;
     else pairs.push({ where: record.where, chosen, rejected, margin });
   }

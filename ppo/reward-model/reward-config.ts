@@ -31,7 +31,13 @@ export type RewardConfig = typeof REWARD_DEFAULTS;
 
 export const REWARD_SCHEMA: JobSchema<RewardConfig> = {
   defaults: REWARD_DEFAULTS,
-  nullable: new Set(['data.train_files', 'data.val_files', 'model.partial_pretrain', 'trainer.resume_path', 'trainer.total_training_steps']),
+  nullable: new Set([
+    'data.train_files',
+    'data.val_files',
+    'model.partial_pretrain',
+    'trainer.resume_path',
+    'trainer.total_training_steps',
+  ]),
   pathLists: new Set(['data.train_files', 'data.val_files']),
   choices: { 'optim.lr_scheduler': SFT_LR_SCHEDULERS },
   integers: /batch_size|max_length|total_|seed|_freq/,

@@ -29,7 +29,8 @@ export function buildPairBatch(pairs: readonly PreferencePair[], T: number, padI
   const attentionMask: number[][] = [];
   const last = new Uint32Array(rows.length);
   rows.forEach((ids, b) => {
-    if (ids.length === 0 || ids.length > T) throw new Error(`reward-model batch row ${b}: ${ids.length} tokens, expected 1 to ${T}`);
+    if (ids.length === 0 || ids.length > T)
+      throw new Error(`reward-model batch row ${b}: ${ids.length} tokens, expected 1 to ${T}`);
     inputIds.push([...ids, ...new Array<number>(T - ids.length).fill(padId)]);
     attentionMask.push([...ids.map(() => 1), ...new Array<number>(T - ids.length).fill(0)]);
     last[b] = ids.length - 1;
@@ -60,7 +61,8 @@ export class RewardModelTrainer {
 
   private padId(): number {
     const pad = this.model.config.padTokenId;
-    if (pad === null) throw new Error(`${this.model.config.architecture} needs pad_token_id to find each row's last token`);
+    if (pad === null)
+      throw new Error(`${this.model.config.architecture} needs pad_token_id to find each row's last token`);
     return pad;
   }
 
@@ -74,10 +76,23 @@ export class RewardModelTrainer {
     e.upload(this.last, built.last);
     e.upload(this.margin, built.margin);
     const values = this.model.tokenValues(this.batch, { saveForBackward: train });
-    pairwiseLoss(e, { values, last: this.last, margin: this.margin, dValues: this.dValues, stats: this.stats, P, T, gradScale });
+    pairwiseLoss(e, {
+      values,
+      last: this.last,
+      margin: this.margin,
+      dValues: this.dValues,
+      stats: this.stats,
+      P,
+      T,
+      gradScale,
+    });
     if (train) this.model.backward(this.dValues, this.optimizer!.grads);
     const stats = await e.read(this.stats);
-    return { loss: stats[PAIRWISE_STATS.loss], accuracy: stats[PAIRWISE_STATS.accuracy], margin: stats[PAIRWISE_STATS.margin] };
+    return {
+      loss: stats[PAIRWISE_STATS.loss],
+      accuracy: stats[PAIRWISE_STATS.accuracy],
+      margin: stats[PAIRWISE_STATS.margin],
+    };
   }
 
   /** One AdamW step on `pairs` (a multiple of P), its gradient the mean over micro-batches of P pairs. */
@@ -97,7 +112,10 @@ export class RewardModelTrainer {
   /** Held-out metrics over every whole micro-batch of `pairs` (a remainder short of P pairs is left out). */
   async evaluate(pairs: readonly PreferencePair[]): Promise<PairMetrics> {
     const whole = pairs.slice(0, pairs.length - (pairs.length % this.shape.P));
-    if (whole.length === 0) throw new Error(`reward-model evaluation: ${pairs.length} held-out pairs, fewer than a micro-batch of ${this.shape.P}`);
+    if (whole.length === 0)
+      throw new Error(
+        `reward-model evaluation: ${pairs.length} held-out pairs, fewer than a micro-batch of ${this.shape.P}`,
+      );
     const metrics: PairMetrics[] = [];
     for (const part of chunks(whole, this.shape.P)) metrics.push(await this.micro(part, false, 1));
     return meanMetrics(metrics);
@@ -105,7 +123,8 @@ export class RewardModelTrainer {
 }
 
 function chunks<T>(items: readonly T[], size: number): T[][] {
-  if (items.length === 0 || items.length % size !== 0) throw new Error(`reward-model batch: ${items.length} pairs is not a positive multiple of the micro-batch ${size}`);
+  if (items.length === 0 || items.length % size !== 0)
+    throw new Error(`reward-model batch: ${items.length} pairs is not a positive multiple of the micro-batch ${size}`);
   return Array.from({ length: items.length / size }, (_, i) => items.slice(i * size, (i + 1) * size));
 }
 

@@ -2,7 +2,10 @@
 // special token (the end token, or padding), is exactly an integer equal to the ground truth; 0 otherwise —
 // no partial credit, so the reward is the task's accuracy.
 
-/** The special tokens of the built-in arithmetic vocabulary (ppo/tasks/arithmetic.ts's tokenizer): an answer ends at any. */
+/**
+ * The special tokens of the built-in arithmetic vocabulary (ppo/tasks/arithmetic.ts's tokenizer): an answer ends at
+ * any.
+ */
 export const ARITHMETIC_SPECIAL_TOKENS = ['<pad>', '<s>', '</s>', '<|user|>', '<|assistant|>'] as const;
 
 /** The response text before the first special token (the whole text when the decoder already dropped them). */
@@ -18,7 +21,8 @@ function answerText(solution: string): string {
 const INTEGER = /^-?[0-9]+$/;
 
 export function computeScore(solution: string, groundTruth: string): number {
-  if (!INTEGER.test(groundTruth)) throw new Error(`arithmetic: ground truth must be an integer, got ${JSON.stringify(groundTruth)}`);
+  if (!INTEGER.test(groundTruth))
+    throw new Error(`arithmetic: ground truth must be an integer, got ${JSON.stringify(groundTruth)}`);
   const answer = answerText(solution);
   // BigInt: operands of many digits exceed 2^53, where Number would call different sums equal.
   return INTEGER.test(answer) && BigInt(answer) === BigInt(groundTruth) ? 1 : 0;

@@ -26,8 +26,11 @@ function messageOf(err: unknown): string {
 
 /** The call an error is about: "<where> (data_source "…", ground_truth …, extra_info.index …, response …)". */
 function describeCall(where: string, { dataSource, solutionStr, groundTruth, extraInfo }: RewardCall): string {
-  return `${where} (data_source "${dataSource}", ground_truth ${excerpt(groundTruth)}` +
-    `${extraInfo && 'index' in extraInfo ? `, extra_info.index ${excerpt(extraInfo.index)}` : ''}, response ${excerpt(solutionStr)})`;
+  return (
+    `${where} (data_source "${dataSource}", ground_truth ${excerpt(groundTruth)}` +
+    `${extraInfo && 'index' in extraInfo ? `, extra_info.index ${excerpt(extraInfo.index)}` : ''}, response ` +
+    `${excerpt(solutionStr)})`
+  );
 }
 
 interface PendingCall {
@@ -46,7 +49,11 @@ class RewardWorker {
   /** Why the worker was stopped; every later call fails with it. */
   private stopped: Error | null = null;
 
-  constructor(private readonly worker: Worker, private readonly where: string, private readonly timeoutSeconds: number) {
+  constructor(
+    private readonly worker: Worker,
+    private readonly where: string,
+    private readonly timeoutSeconds: number,
+  ) {
     worker.on('message', (reply: RewardWorkerCallReply) => this.settle(reply));
     worker.on('error', (err) => this.stop(new Error(`${this.running()} stopped its worker thread: ${messageOf(err)}`)));
     worker.on('exit', (code) => this.stop(new Error(`${this.running()} ended its worker thread (exit code ${code})`)));
@@ -76,7 +83,12 @@ class RewardWorker {
     try {
       this.worker.postMessage(batch.map((pending) => pending.call));
     } catch (err) {
-      for (const pending of batch) pending.reject(new Error(`${describeCall(this.where, pending.call)} cannot be sent to the reward's worker thread: ${messageOf(err)}`));
+      for (const pending of batch)
+        pending.reject(
+          new Error(
+            `${describeCall(this.where, pending.call)} cannot be sent to the reward's worker thread: ${messageOf(err)}`,
+          ),
+        );
       return;
     }
     this.sent.push(...batch);
@@ -88,8 +100,16 @@ class RewardWorker {
     clearTimeout(this.timer);
     if (this.sent.length === 0) return;
     const running = this.sent[0].call;
-    this.timer = setTimeout(() => this.stop(new Error(
-      `${describeCall(this.where, running)} did not return within custom_reward_function.timeout=${this.timeoutSeconds} s`)), this.timeoutSeconds * 1000);
+    this.timer = setTimeout(
+      () =>
+        this.stop(
+          new Error(
+            `${describeCall(this.where, running)} did not return within ` +
+              `custom_reward_function.timeout=${this.timeoutSeconds} s`,
+          ),
+        ),
+      this.timeoutSeconds * 1000,
+    );
   }
 
   private settle(reply: RewardWorkerCallReply): void {
@@ -118,8 +138,14 @@ class RewardWorker {
 }
 
 /** Starts the worker and waits until it has imported the module, or failed to, or its import ran past the timeout. */
-async function startWorker(file: string, name: string, timeoutSeconds: number): Promise<{ worker: Worker; reply: Exclude<RewardWorkerLoadReply, { kind: 'importing' }> }> {
-  const worker = new Worker(new URL('./custom-reward-worker-node.js', import.meta.url), { workerData: { url: pathToFileURL(file).href, name } satisfies RewardWorkerData });
+async function startWorker(
+  file: string,
+  name: string,
+  timeoutSeconds: number,
+): Promise<{ worker: Worker; reply: Exclude<RewardWorkerLoadReply, { kind: 'importing' }> }> {
+  const worker = new Worker(new URL('./custom-reward-worker-node.js', import.meta.url), {
+    workerData: { url: pathToFileURL(file).href, name } satisfies RewardWorkerData,
+  });
   let timer: ReturnType<typeof setTimeout> | undefined;
   let received: (reply: RewardWorkerLoadReply) => void = () => {};
   let failed: (err: unknown) => void = () => {};
@@ -129,7 +155,11 @@ async function startWorker(file: string, name: string, timeoutSeconds: number): 
       failed = reject;
       received = (reply) => {
         if (reply.kind !== 'importing') return resolve(reply);
-        timer = setTimeout(() => reject(new Error(`importing it did not finish within custom_reward_function.timeout=${timeoutSeconds} s`)), timeoutSeconds * 1000);
+        timer = setTimeout(
+          () =>
+            reject(new Error(`importing it did not finish within custom_reward_function.timeout=${timeoutSeconds} s`)),
+          timeoutSeconds * 1000,
+        );
       };
       worker.on('message', received);
       worker.on('error', failed);
@@ -146,16 +176,26 @@ async function startWorker(file: string, name: string, timeoutSeconds: number): 
   }
 }
 
-export async function loadCustomRewardFunction(config: { path: string; name: string; timeout: number }): Promise<RewardFunction> {
+export async function loadCustomRewardFunction(config: {
+  path: string;
+  name: string;
+  timeout: number;
+}): Promise<RewardFunction> {
   const file = resolve(config.path.replace(/^~(?=$|\/)/, homedir()));
   if (!existsSync(file)) throw new Error(`custom_reward_function.path: ${file} does not exist`);
   const { worker, reply } = await startWorker(file, config.name, config.timeout);
-  if (reply.kind === 'load-failed') throw new Error(`custom_reward_function.path: cannot load ${file}: ${reply.message}`);
+  if (reply.kind === 'load-failed')
+    throw new Error(`custom_reward_function.path: cannot load ${file}: ${reply.message}`);
   if (!reply.functions.includes(config.name)) {
     void worker.terminate();
-    throw new Error(`custom_reward_function.name: ${file} exports no function "${config.name}"` +
-      (reply.functions.length > 0 ? ` (its functions: ${reply.functions.join(', ')}) — set custom_reward_function.name` : ''));
+    throw new Error(
+      `custom_reward_function.name: ${file} exports no function "${config.name}"` +
+        (reply.functions.length > 0
+          ? ` (its functions: ${reply.functions.join(', ')}) — set custom_reward_function.name`
+          : ''),
+    );
   }
   const rewardWorker = new RewardWorker(worker, `custom_reward_function ${config.name} of ${file}`, config.timeout);
-  return (dataSource, solutionStr, groundTruth, extraInfo) => rewardWorker.call({ dataSource, solutionStr, groundTruth, extraInfo });
+  return (dataSource, solutionStr, groundTruth, extraInfo) =>
+    rewardWorker.call({ dataSource, solutionStr, groundTruth, extraInfo });
 }

@@ -16,7 +16,10 @@ export interface RewardWorkerData {
  * The worker's first messages: that it is importing the module (its own start and loader are not the module's
  * time), then whether the module loaded, with the names of the functions it exports.
  */
-export type RewardWorkerLoadReply = { kind: 'importing' } | { kind: 'loaded'; functions: string[] } | { kind: 'load-failed'; message: string };
+export type RewardWorkerLoadReply =
+  | { kind: 'importing' }
+  | { kind: 'loaded'; functions: string[] }
+  | { kind: 'load-failed'; message: string };
 
 /** Then one reply per call; `reason` completes "<call> …": "threw: …" or why the result could not be sent back. */
 export type RewardWorkerCallReply = { kind: 'returned'; result: unknown } | { kind: 'failed'; reason: string };
@@ -25,11 +28,18 @@ function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-async function answer(fn: (...args: unknown[]) => unknown, calls: readonly RewardCall[], port: NonNullable<typeof parentPort>): Promise<void> {
+async function answer(
+  fn: (...args: unknown[]) => unknown,
+  calls: readonly RewardCall[],
+  port: NonNullable<typeof parentPort>,
+): Promise<void> {
   for (const call of calls) {
     let reply: RewardWorkerCallReply;
     try {
-      reply = { kind: 'returned', result: await fn(call.dataSource, call.solutionStr, call.groundTruth, call.extraInfo) };
+      reply = {
+        kind: 'returned',
+        result: await fn(call.dataSource, call.solutionStr, call.groundTruth, call.extraInfo),
+      };
     } catch (err) {
       reply = { kind: 'failed', reason: `threw: ${messageOf(err)}` };
     }
@@ -37,7 +47,10 @@ async function answer(fn: (...args: unknown[]) => unknown, calls: readonly Rewar
       port.postMessage(reply);
     } catch (err) {
       // A result holding a function or a class instance with private state cannot cross threads.
-      port.postMessage({ kind: 'failed', reason: `returned a value that cannot be passed back to the trainer (${messageOf(err)})` } satisfies RewardWorkerCallReply);
+      port.postMessage({
+        kind: 'failed',
+        reason: `returned a value that cannot be passed back to the trainer (${messageOf(err)})`,
+      } satisfies RewardWorkerCallReply);
     }
   }
 }
@@ -56,7 +69,10 @@ async function serve(port: NonNullable<typeof parentPort>, { url, name }: Reward
   } finally {
     clearInterval(waitForImport);
   }
-  port.postMessage({ kind: 'loaded', functions: Object.keys(module).filter((k) => typeof module[k] === 'function') } satisfies RewardWorkerLoadReply);
+  port.postMessage({
+    kind: 'loaded',
+    functions: Object.keys(module).filter((k) => typeof module[k] === 'function'),
+  } satisfies RewardWorkerLoadReply);
   const fn = module[name];
   if (typeof fn !== 'function') return;
   let previous = Promise.resolve();

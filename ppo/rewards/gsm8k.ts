@@ -7,7 +7,8 @@ const SOLUTION_CLIP_CHARS = 300;
 export type Gsm8kMethod = 'strict' | 'flexible';
 
 export function extractSolution(solution: string, method: Gsm8kMethod = 'strict'): string | null {
-  if (method !== 'strict' && method !== 'flexible') throw new Error(`gsm8k: method must be strict or flexible, got ${method}`);
+  if (method !== 'strict' && method !== 'flexible')
+    throw new Error(`gsm8k: method must be strict or flexible, got ${method}`);
   // Python slices by code point; Array.from splits by code point too (string.slice would split surrogate pairs).
   const chars = Array.from(solution);
   const text = chars.length > SOLUTION_CLIP_CHARS ? chars.slice(-SOLUTION_CLIP_CHARS).join('') : solution;
@@ -25,7 +26,13 @@ export function extractSolution(solution: string, method: Gsm8kMethod = 'strict'
   return answer;
 }
 
-export function computeScore(solution: string, groundTruth: string, method: Gsm8kMethod = 'strict', formatScore = 0, score = 1): number {
+export function computeScore(
+  solution: string,
+  groundTruth: string,
+  method: Gsm8kMethod = 'strict',
+  formatScore = 0,
+  score = 1,
+): number {
   const answer = extractSolution(solution, method);
   if (answer === null) return 0;
   return answer === groundTruth ? score : formatScore;

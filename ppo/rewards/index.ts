@@ -10,7 +10,12 @@ import * as qaEm from './qa-em.ts';
 export type RewardResult = number | boolean | { score: number; [extra: string]: unknown };
 
 /** verl's compute_score signature: (data_source, solution_str, ground_truth, extra_info). */
-export type RewardFunction = (dataSource: string, solutionStr: string, groundTruth: unknown, extraInfo: Record<string, unknown> | null) => RewardResult | Promise<RewardResult>;
+export type RewardFunction = (
+  dataSource: string,
+  solutionStr: string,
+  groundTruth: unknown,
+  extraInfo: Record<string, unknown> | null,
+) => RewardResult | Promise<RewardResult>;
 
 /** The arguments of one call of a reward function, by their verl names. */
 export interface RewardCall {
@@ -35,7 +40,8 @@ export function toRewardScore(result: unknown, where: string): RewardScore {
   }
   if (result !== null && typeof result === 'object' && 'score' in result) {
     const { score } = result as { score: unknown };
-    if (typeof score !== 'number' || !Number.isFinite(score)) throw new Error(`${where} returned ${describeReturned(result)}; score must be a finite number`);
+    if (typeof score !== 'number' || !Number.isFinite(score))
+      throw new Error(`${where} returned ${describeReturned(result)}; score must be a finite number`);
     return { score, rewardExtraInfo: { ...result } };
   }
   throw new Error(`${where} returned ${describeReturned(result)}; expected a number or {score, ...}`);
@@ -44,7 +50,8 @@ export function toRewardScore(result: unknown, where: string): RewardScore {
 /** What a reward function returned, as JSON (a string score keeps its quotes); NaN and Infinity, which JSON cannot
  *  show, and values it cannot encode, as JavaScript writes them. */
 function describeReturned(result: unknown): string {
-  const nonJson = (_key: string, value: unknown) => typeof value === 'number' && !Number.isFinite(value) ? `__${value}__` : value;
+  const nonJson = (_key: string, value: unknown) =>
+    typeof value === 'number' && !Number.isFinite(value) ? `__${value}__` : value;
   try {
     return (JSON.stringify(result, nonJson) ?? String(result)).replace(/"__(NaN|-?Infinity)__"/g, '$1');
   } catch {
@@ -53,15 +60,26 @@ function describeReturned(result: unknown): string {
 }
 
 function stringTruth(dataSource: string, groundTruth: unknown): string {
-  if (typeof groundTruth !== 'string') throw new Error(`reward for data_source "${dataSource}": reward_model.ground_truth must be a string, got ${JSON.stringify(groundTruth)}`);
+  if (typeof groundTruth !== 'string')
+    throw new Error(
+      `reward for data_source "${dataSource}": reward_model.ground_truth must be a string, got ` +
+        `${JSON.stringify(groundTruth)}`,
+    );
   return groundTruth;
 }
 
 /** Search-R1 stores {target: [answers]}; a bare answer or list is accepted too. */
 function goldenAnswers(dataSource: string, groundTruth: unknown): qaEm.GoldenAnswers {
-  const target = groundTruth !== null && typeof groundTruth === 'object' && !Array.isArray(groundTruth) ? (groundTruth as { target?: unknown }).target : groundTruth;
+  const target =
+    groundTruth !== null && typeof groundTruth === 'object' && !Array.isArray(groundTruth)
+      ? (groundTruth as { target?: unknown }).target
+      : groundTruth;
   const valid = typeof target === 'string' || (Array.isArray(target) && target.every((t) => typeof t === 'string'));
-  if (!valid) throw new Error(`reward for data_source "${dataSource}": reward_model.ground_truth must be {target: [answers]}, got ${JSON.stringify(groundTruth)}`);
+  if (!valid)
+    throw new Error(
+      `reward for data_source "${dataSource}": reward_model.ground_truth must be {target: [answers]}, got ` +
+        `${JSON.stringify(groundTruth)}`,
+    );
   return target as qaEm.GoldenAnswers;
 }
 
@@ -71,10 +89,14 @@ type RuleReward = (dataSource: string, solution: string, groundTruth: unknown) =
 
 const gsm8kReward: RuleReward = (source, solution, truth) => gsm8k.computeScore(solution, stringTruth(source, truth));
 const mathReward: RuleReward = (source, solution, truth) => math.computeScore(solution, stringTruth(source, truth));
-const mathDapoReward: RuleReward = (source, solution, truth) => mathDapo.computeScore(solution, stringTruth(source, truth));
-const qaReward: RuleReward = (source, solution, truth) => qaEm.computeScore(solution, { target: goldenAnswers(source, truth) });
-const qaSubemReward: RuleReward = (source, solution, truth) => qaEm.computeScoreSubem(solution, { target: goldenAnswers(source, truth) });
-const arithmeticReward: RuleReward = (source, solution, truth) => arithmetic.computeScore(solution, stringTruth(source, truth));
+const mathDapoReward: RuleReward = (source, solution, truth) =>
+  mathDapo.computeScore(solution, stringTruth(source, truth));
+const qaReward: RuleReward = (source, solution, truth) =>
+  qaEm.computeScore(solution, { target: goldenAnswers(source, truth) });
+const qaSubemReward: RuleReward = (source, solution, truth) =>
+  qaEm.computeScoreSubem(solution, { target: goldenAnswers(source, truth) });
+const arithmeticReward: RuleReward = (source, solution, truth) =>
+  arithmetic.computeScore(solution, stringTruth(source, truth));
 
 /** data_source → rule: verl's names, plus Search-R1's own dataset names and the built-in tasks. */
 const RULES = new Map<string, RuleReward>([
@@ -85,7 +107,10 @@ const RULES = new Map<string, RuleReward>([
   ['math_dapo', mathDapoReward],
   ['math', mathDapoReward],
   ['math_dapo_reasoning', mathDapoReward],
-  ...QA_DATASETS.flatMap((name): [string, RuleReward][] => [[`searchR1_${name}`, qaReward], [name, qaReward]]),
+  ...QA_DATASETS.flatMap((name): [string, RuleReward][] => [
+    [`searchR1_${name}`, qaReward],
+    [name, qaReward],
+  ]),
   ['arithmetic', arithmeticReward],
   ['synthetic_qa', qaReward],
 ]);
@@ -106,12 +131,20 @@ function ruleFor(dataSource: string): RuleReward | undefined {
 
 /** verl's default_compute_score: a number, or math_dapo's {score, acc, pred}. extra_info is part of the signature
  *  (custom functions use it); these rules ignore it. */
-export function computeScore(dataSource: string, solutionStr: string, groundTruth: unknown, _extraInfo: Record<string, unknown> | null = null): RewardResult {
+export function computeScore(
+  dataSource: string,
+  solutionStr: string,
+  groundTruth: unknown,
+  _extraInfo: Record<string, unknown> | null = null,
+): RewardResult {
   const rule = ruleFor(dataSource);
   if (!rule) {
-    throw new Error(`no rule reward for data_source "${dataSource}" (known: ${RULE_DATA_SOURCES.join(', ')}, any name starting with ${AIME_PREFIX}, ` +
-      `and any name ending in ${SUBEM_SUFFIX}); ` +
-      'set custom_reward_function.path to a module with your own compute_score, or reward_model.enable=true');
+    throw new Error(
+      `no rule reward for data_source "${dataSource}" (known: ${RULE_DATA_SOURCES.join(', ')}, any name starting ` +
+        `with ${AIME_PREFIX}, ` +
+        `and any name ending in ${SUBEM_SUFFIX}); ` +
+        'set custom_reward_function.path to a module with your own compute_score, or reward_model.enable=true',
+    );
   }
   return rule(dataSource, solutionStr, groundTruth);
 }

@@ -28,7 +28,8 @@ const ANSWER_PATTERN = new RegExp(`Answer[${PY_SPACE}]*:[${PY_SPACE}]*([^\\n]+)`
 
 /** Python's str.isdigit(): non-empty, each character a decimal digit or one of Unicode's other digits
  *  (Numeric_Type=Digit: superscripts, circled digits, …, listed from Python 3.11's unicodedata). */
-const PY_DIGITS = /^[\p{Nd}\u00b2\u00b3\u00b9\u1369-\u1371\u19da\u2070\u2074-\u2079\u2080-\u2089\u2460-\u2468\u2474-\u247c\u2488-\u2490\u24ea\u24f5-\u24fd\u24ff\u2776-\u277e\u2780-\u2788\u278a-\u2792\u{10a40}-\u{10a43}\u{10e60}-\u{10e68}\u{11052}-\u{1105a}\u{1f100}-\u{1f10a}]+$/u;
+const PY_DIGITS =
+  /^[\p{Nd}\u00b2\u00b3\u00b9\u1369-\u1371\u19da\u2070\u2074-\u2079\u2080-\u2089\u2460-\u2468\u2474-\u247c\u2488-\u2490\u24ea\u24f5-\u24fd\u24ff\u2776-\u277e\u2780-\u2788\u278a-\u2792\u{10a40}-\u{10a43}\u{10e60}-\u{10e68}\u{11052}-\u{1105a}\u{1f100}-\u{1f10a}]+$/u;
 
 // ppo/rewards/math.ts has functions of these names (verl's math_reward), but they also take "\boxed x" and
 // \fbox{x}; math_dapo sees only \boxed{…}, so a response boxed the other ways has no box here.
@@ -39,20 +40,66 @@ export function lastBoxedOnlyString(text: string): string | null {
 }
 
 export function removeBoxed(boxed: string): string {
-  if (!boxed.startsWith('\\boxed{') || !boxed.endsWith('}')) throw new Error(`math_dapo remove_boxed: ${JSON.stringify(boxed)} is not \\boxed{…}`);
+  if (!boxed.startsWith('\\boxed{') || !boxed.endsWith('}'))
+    throw new Error(`math_dapo remove_boxed: ${JSON.stringify(boxed)} is not \\boxed{…}`);
   return boxed.slice('\\boxed{'.length, -1);
 }
 
 const SUBSTITUTIONS: readonly [string, string][] = [
-  ['an ', ''], ['a ', ''], ['.$', '$'], ['\\$', ''], ['\\ ', ''], [' ', ''], ['mbox', 'text'],
-  [',\\text{and}', ','], ['\\text{and}', ','], ['\\text{m}', '\\text{}'],
+  ['an ', ''],
+  ['a ', ''],
+  ['.$', '$'],
+  ['\\$', ''],
+  ['\\ ', ''],
+  [' ', ''],
+  ['mbox', 'text'],
+  [',\\text{and}', ','],
+  ['\\text{and}', ','],
+  ['\\text{m}', '\\text{}'],
 ];
 
 const REMOVED_EXPRESSIONS: readonly string[] = [
-  'square', 'ways', 'integers', 'dollars', 'mph', 'inches', 'hours', 'km', 'units', '\\ldots', 'sue', 'points', 'feet',
-  'minutes', 'digits', 'cents', 'degrees', 'cm', 'gm', 'pounds', 'meters', 'meals', 'edges', 'students',
-  'childrentickets', 'multiples', '\\text{s}', '\\text{.}', '\\text{\ns}', '\\text{}^2', '\\text{}^3', '\\text{\n}',
-  '\\text{}', '\\mathrm{th}', '^\\circ', '^{\\circ}', '\\;', ',\\!', '{,}', '"', '\\dots',
+  'square',
+  'ways',
+  'integers',
+  'dollars',
+  'mph',
+  'inches',
+  'hours',
+  'km',
+  'units',
+  '\\ldots',
+  'sue',
+  'points',
+  'feet',
+  'minutes',
+  'digits',
+  'cents',
+  'degrees',
+  'cm',
+  'gm',
+  'pounds',
+  'meters',
+  'meals',
+  'edges',
+  'students',
+  'childrentickets',
+  'multiples',
+  '\\text{s}',
+  '\\text{.}',
+  '\\text{\ns}',
+  '\\text{}^2',
+  '\\text{}^3',
+  '\\text{\n}',
+  '\\text{}',
+  '\\mathrm{th}',
+  '^\\circ',
+  '^{\\circ}',
+  '\\;',
+  ',\\!',
+  '{,}',
+  '"',
+  '\\dots',
 ];
 
 /** verl's normalize_final_answer, its re.sub calls as global replaces with `[^\n]` for Python's `.`. */
@@ -83,10 +130,15 @@ export function isCorrectMinerva(solution: string, groundTruth: string): { corre
 }
 
 /** The last \boxed{…} of the last 100 characters (from 100 before the last pause token when given), unnormalised. */
-export function isCorrectStrictBox(solution: string, groundTruth: string, pauseTokensIndex: readonly number[] | null = null): { correct: boolean; pred: string | null } {
+export function isCorrectStrictBox(
+  solution: string,
+  groundTruth: string,
+  pauseTokensIndex: readonly number[] | null = null,
+): { correct: boolean; pred: string | null } {
   let tail: string;
   if (pauseTokensIndex !== null) {
-    if (pauseTokensIndex.length !== 4) throw new Error(`math_dapo: pause_tokens_index must hold 4 indices, got ${JSON.stringify(pauseTokensIndex)}`);
+    if (pauseTokensIndex.length !== 4)
+      throw new Error(`math_dapo: pause_tokens_index must hold 4 indices, got ${JSON.stringify(pauseTokensIndex)}`);
     tail = sliceFrom(solution, pauseTokensIndex[3] - STRICT_BOX_CHARS);
   } else {
     tail = sliceFrom(solution, -STRICT_BOX_CHARS);
@@ -96,8 +148,15 @@ export function isCorrectStrictBox(solution: string, groundTruth: string, pauseT
   return { correct: pred === groundTruth, pred };
 }
 
-export function computeScore(solution: string, groundTruth: string, strictBoxVerify = false, pauseTokensIndex: readonly number[] | null = null): MathDapoResult {
+export function computeScore(
+  solution: string,
+  groundTruth: string,
+  strictBoxVerify = false,
+  pauseTokensIndex: readonly number[] | null = null,
+): MathDapoResult {
   const clipped = sliceFrom(solution, -SOLUTION_CLIP_CHARS);
-  const { correct, pred } = strictBoxVerify ? isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex) : isCorrectMinerva(clipped, groundTruth);
+  const { correct, pred } = strictBoxVerify
+    ? isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex)
+    : isCorrectMinerva(clipped, groundTruth);
   return { score: correct ? 1 : -1, acc: correct, pred };
 }

@@ -37,10 +37,12 @@ export function lastBoxedOnlyString(text: string): string | null {
 
 export function removeBoxed(boxed: string): string {
   if (boxed.includes('\\boxed ')) {
-    if (!boxed.startsWith('\\boxed ')) throw new Error(`remove_boxed: ${JSON.stringify(boxed)} does not start with "\\boxed "`);
+    if (!boxed.startsWith('\\boxed '))
+      throw new Error(`remove_boxed: ${JSON.stringify(boxed)} does not start with "\\boxed "`);
     return boxed.slice('\\boxed '.length);
   }
-  if (!boxed.startsWith('\\boxed{') || !boxed.endsWith('}')) throw new Error(`remove_boxed: ${JSON.stringify(boxed)} is not \\boxed{…}`);
+  if (!boxed.startsWith('\\boxed{') || !boxed.endsWith('}'))
+    throw new Error(`remove_boxed: ${JSON.stringify(boxed)} is not \\boxed{…}`);
   return boxed.slice('\\boxed{'.length, -1);
 }
 

@@ -20,19 +20,28 @@ export type GoldenAnswers = string | readonly string[];
 
 export function normalizeAnswer(text: string): string {
   const lower = text.toLowerCase();
-  const noPunctuation = Array.from(lower).filter((ch) => !PUNCTUATION.has(ch)).join('');
+  const noPunctuation = Array.from(lower)
+    .filter((ch) => !PUNCTUATION.has(ch))
+    .join('');
   const noArticles = noPunctuation.replace(ARTICLES, ' ');
-  return noArticles.split(PY_SPACE_RUN).filter((word) => word !== '').join(' ');
+  return noArticles
+    .split(PY_SPACE_RUN)
+    .filter((word) => word !== '')
+    .join(' ');
 }
 
 export function emCheck(prediction: string, goldenAnswers: GoldenAnswers): boolean {
   const normalized = normalizeAnswer(prediction);
-  return (typeof goldenAnswers === 'string' ? [goldenAnswers] : goldenAnswers).some((golden) => normalizeAnswer(golden) === normalized);
+  return (typeof goldenAnswers === 'string' ? [goldenAnswers] : goldenAnswers).some(
+    (golden) => normalizeAnswer(golden) === normalized,
+  );
 }
 
 export function subemCheck(prediction: string, goldenAnswers: GoldenAnswers): boolean {
   const normalized = normalizeAnswer(prediction);
-  return (typeof goldenAnswers === 'string' ? [goldenAnswers] : goldenAnswers).some((golden) => normalized.includes(normalizeAnswer(golden)));
+  return (typeof goldenAnswers === 'string' ? [goldenAnswers] : goldenAnswers).some((golden) =>
+    normalized.includes(normalizeAnswer(golden)),
+  );
 }
 
 export function extractSolution(solution: string): string | null {
@@ -45,7 +54,12 @@ function count(text: string, tag: string): number {
 }
 
 /** ground_truth is verl's {target: golden answers}. */
-export function computeScore(solution: string, groundTruth: { target: GoldenAnswers }, formatScore = 0, score = 1): number {
+export function computeScore(
+  solution: string,
+  groundTruth: { target: GoldenAnswers },
+  formatScore = 0,
+  score = 1,
+): number {
   const answer = extractSolution(solution);
   if (answer === null) return 0;
   if (!emCheck(answer, groundTruth.target)) return formatScore;
@@ -53,7 +67,12 @@ export function computeScore(solution: string, groundTruth: { target: GoldenAnsw
 }
 
 /** compute_score_subem; ground_truth is verl's {target: golden answers}. */
-export function computeScoreSubem(solution: string, groundTruth: { target: GoldenAnswers }, formatScore = 0, score = 1): number {
+export function computeScoreSubem(
+  solution: string,
+  groundTruth: { target: GoldenAnswers },
+  formatScore = 0,
+  score = 1,
+): number {
   const answer = extractSolution(solution);
   if (answer === null) return 0;
   return subemCheck(answer, groundTruth.target) ? score : formatScore;
@@ -64,7 +83,13 @@ export function computeScoreSubem(solution: string, groundTruth: { target: Golde
  * response together): the answer is the last <answer>…</answer> only when there are at least two (the first is
  * the prompt's example), and repeated tags cost nothing.
  */
-export function computeScoreSearchR1(solution: string, groundTruth: { target: GoldenAnswers }, substring: boolean, formatScore = 0, score = 1): number {
+export function computeScoreSearchR1(
+  solution: string,
+  groundTruth: { target: GoldenAnswers },
+  substring: boolean,
+  formatScore = 0,
+  score = 1,
+): number {
   const matches = [...solution.matchAll(/<answer>(.*?)<\/answer>/gs)];
   if (matches.length <= 1) return 0;
   const answer = matches[matches.length - 1][1].replace(PY_STRIP, '');

@@ -11,7 +11,13 @@ import { readFile, rm, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
-import { ADAPTER_WEIGHTS_FILE, LORA_ADAPTER_DIR, loadLoraAdapter, saveLoraAdapter, saveMergedModel } from '../../models/lora-files-node.ts';
+import {
+  ADAPTER_WEIGHTS_FILE,
+  LORA_ADAPTER_DIR,
+  loadLoraAdapter,
+  saveLoraAdapter,
+  saveMergedModel,
+} from '../../models/lora-files-node.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights, SavedPrefetchedBatch } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
@@ -32,13 +38,23 @@ async function writeTokenizerFiles(dir: string, files: Record<string, string>): 
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
 }
 
-export async function saveModelWithTokenizer(engine: Engine, dir: string, config: DecoderConfig, params: Arena, tokenizerFiles: Record<string, string>,
-  saveDtype: PpoConfig['trainer']['save_dtype'], generationConfig?: Record<string, unknown>): Promise<void> {
+export async function saveModelWithTokenizer(
+  engine: Engine,
+  dir: string,
+  config: DecoderConfig,
+  params: Arena,
+  tokenizerFiles: Record<string, string>,
+  saveDtype: PpoConfig['trainer']['save_dtype'],
+  generationConfig?: Record<string, unknown>,
+): Promise<void> {
   await saveModel(engine, dir, config, params, saveOptions(saveDtype, generationConfig));
   await writeTokenizerFiles(dir, tokenizerFiles);
 }
 
-function saveOptions(saveDtype: PpoConfig['trainer']['save_dtype'], generationConfig?: Record<string, unknown>): SaveModelOptions {
+function saveOptions(
+  saveDtype: PpoConfig['trainer']['save_dtype'],
+  generationConfig?: Record<string, unknown>,
+): SaveModelOptions {
   return { dtype: saveDtype === 'auto' ? undefined : saveDtype, generationConfig };
 }
 
@@ -49,41 +65,92 @@ export interface SaveCheckpointOptions {
   beforeRename?: () => void;
 }
 
-export async function saveCheckpoint(engine: Engine, runDir: string, trainer: PpoTrainer, tokenizerFiles: Record<string, string>, cursor: DataCursor,
-  options: SaveCheckpointOptions = {}): Promise<string> {
+export async function saveCheckpoint(
+  engine: Engine,
+  runDir: string,
+  trainer: PpoTrainer,
+  tokenizerFiles: Record<string, string>,
+  cursor: DataCursor,
+  options: SaveCheckpointOptions = {},
+): Promise<string> {
   const snapshot = await trainer.snapshot();
-  const target = await writeStepDirectory(runDir, snapshot.state.globalStep,
-    (staging) => writeCheckpoint(engine, staging, trainer, snapshot, tokenizerFiles, cursor, options.generationConfig), options.beforeRename);
+  const target = await writeStepDirectory(
+    runDir,
+    snapshot.state.globalStep,
+    (staging) => writeCheckpoint(engine, staging, trainer, snapshot, tokenizerFiles, cursor, options.generationConfig),
+    options.beforeRename,
+  );
   await pruneCheckpoints(runDir, trainer.config.trainer.max_actor_ckpt_to_keep);
   return target;
 }
 
-async function writeCheckpoint(engine: Engine, staging: string, trainer: PpoTrainer, snapshot: TrainerSnapshot, tokenizerFiles: Record<string, string>, cursor: DataCursor,
-  generationConfig: Record<string, unknown> | undefined): Promise<void> {
-  await saveModelWithTokenizer(engine, join(staging, 'actor'), trainer.actor.config, trainer.actor.params, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
+async function writeCheckpoint(
+  engine: Engine,
+  staging: string,
+  trainer: PpoTrainer,
+  snapshot: TrainerSnapshot,
+  tokenizerFiles: Record<string, string>,
+  cursor: DataCursor,
+  generationConfig: Record<string, unknown> | undefined,
+): Promise<void> {
+  await saveModelWithTokenizer(
+    engine,
+    join(staging, 'actor'),
+    trainer.actor.config,
+    trainer.actor.params,
+    tokenizerFiles,
+    trainer.config.trainer.save_dtype,
+    generationConfig,
+  );
   await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
   const lora = trainer.actorLora;
   if (lora) {
     await saveLoraAdapter(join(staging, 'actor', LORA_ADAPTER_DIR), lora, trainer.config.actor_rollout_ref.model.path);
     if (trainer.config.actor_rollout_ref.model.lora_save_merged) {
       const merged = join(staging, 'actor', LORA_MERGED_DIR);
-      await saveMergedModel(engine, merged, trainer.actor.params, lora, saveOptions(trainer.config.trainer.save_dtype, generationConfig));
+      await saveMergedModel(
+        engine,
+        merged,
+        trainer.actor.params,
+        lora,
+        saveOptions(trainer.config.trainer.save_dtype, generationConfig),
+      );
       await writeTokenizerFiles(merged, tokenizerFiles);
     }
   }
   if (trainer.critic) {
-    await saveModelWithTokenizer(engine, join(staging, 'critic'), trainer.critic.config, trainer.critic.params, tokenizerFiles, trainer.config.trainer.save_dtype);
-    if (snapshot.criticOptimizer) await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
+    await saveModelWithTokenizer(
+      engine,
+      join(staging, 'critic'),
+      trainer.critic.config,
+      trainer.critic.params,
+      tokenizerFiles,
+      trainer.config.trainer.save_dtype,
+    );
+    if (snapshot.criticOptimizer)
+      await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
   }
   const reference = trainer.referenceParams;
   if (reference && trainer.config.actor_rollout_ref.model.path === null) {
-    await saveModelWithTokenizer(engine, join(staging, 'reference'), trainer.actor.config, reference, tokenizerFiles, trainer.config.trainer.save_dtype, generationConfig);
+    await saveModelWithTokenizer(
+      engine,
+      join(staging, 'reference'),
+      trainer.actor.config,
+      reference,
+      tokenizerFiles,
+      trainer.config.trainer.save_dtype,
+      generationConfig,
+    );
   }
   // Named in trainer_state.json only when there is one, so a sync run's checkpoint keeps its format and a copy that
   // lost the file is found by checkpointProblem.
-  if (snapshot.prefetched) await writeFile(join(staging, PREFETCHED_BATCH_FILE), `${JSON.stringify(snapshot.prefetched)}\n`);
+  if (snapshot.prefetched)
+    await writeFile(join(staging, PREFETCHED_BATCH_FILE), `${JSON.stringify(snapshot.prefetched)}\n`);
   const state: CheckpointState = {
-    ...snapshot.state, dataCursor: cursor, finalValidationDone: false, ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
+    ...snapshot.state,
+    dataCursor: cursor,
+    finalValidationDone: false,
+    ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
   };
   await writeFile(join(staging, STATE_FILE), `${JSON.stringify(state, null, 2)}\n`);
 }
@@ -144,7 +211,11 @@ export async function checkpointProblem(dir: string): Promise<string | null> {
     const state = JSON.parse(await readFile(join(dir, STATE_FILE), 'utf8')) as Partial<CheckpointState>;
     if (!Number.isInteger(state.globalStep)) return `${join(dir, STATE_FILE)} has no integer globalStep`;
     if (state.prefetchedBatch !== undefined) await readPrefetchedBatch(dir);
-    const present = (path: string) => access(path).then(() => true, () => false);
+    const present = (path: string) =>
+      access(path).then(
+        () => true,
+        () => false,
+      );
     const checkHeader = async (file: string) => (await SafetensorsFile.open(file)).close();
     for (const model of ['actor', 'critic', 'reference']) {
       const modelDir = join(dir, model);
@@ -152,7 +223,8 @@ export async function checkpointProblem(dir: string): Promise<string | null> {
       const { tensors } = await openHfCheckpoint(modelDir);
       await tensors.close();
       // A trained model has its AdamW state beside it (a frozen critic has none).
-      if (model === 'actor' || await present(join(modelDir, 'optimizer.safetensors'))) await checkHeader(join(modelDir, 'optimizer.safetensors'));
+      if (model === 'actor' || (await present(join(modelDir, 'optimizer.safetensors'))))
+        await checkHeader(join(modelDir, 'optimizer.safetensors'));
     }
     const adapterDir = join(dir, 'actor', LORA_ADAPTER_DIR);
     if (await present(adapterDir)) await checkHeader(join(adapterDir, ADAPTER_WEIGHTS_FILE));
@@ -172,7 +244,9 @@ export interface ResumedRun {
   dataCursor: DataCursor;
 }
 
-/** The batch an async run generated for the step after the checkpoint's; one line naming the file when it is not one. */
+/**
+ * The batch an async run generated for the step after the checkpoint's; one line naming the file when it is not one.
+ */
 async function readPrefetchedBatch(dir: string): Promise<SavedPrefetchedBatch> {
   const file = join(dir, PREFETCHED_BATCH_FILE);
   let batch: Partial<SavedPrefetchedBatch>;
@@ -181,7 +255,12 @@ async function readPrefetchedBatch(dir: string): Promise<SavedPrefetchedBatch> {
   } catch (err) {
     throw new Error(`resume: cannot read ${file} (${(err as Error).message})`);
   }
-  if (!Array.isArray(batch.records) || !Number.isInteger(batch.seed) || !Number.isInteger(batch.weightVersion) || !(batch.samples === null || Array.isArray(batch.samples))) {
+  if (
+    !Array.isArray(batch.records) ||
+    !Number.isInteger(batch.seed) ||
+    !Number.isInteger(batch.weightVersion) ||
+    !(batch.samples === null || Array.isArray(batch.samples))
+  ) {
     throw new Error(`resume: ${file} is not a prefetched batch (expected records, seed, weightVersion and samples)`);
   }
   return batch as SavedPrefetchedBatch;
@@ -191,11 +270,17 @@ async function readPrefetchedBatch(dir: string): Promise<SavedPrefetchedBatch> {
  *  they are not rollout.n per prompt or are longer than data.max_response_length. */
 function checkPrefetchedBatchFits(dir: string, batch: SavedPrefetchedBatch, config: PpoConfig): SavedPrefetchedBatch {
   const { records, samples } = batch;
-  const n = config.actor_rollout_ref.rollout.n, maxLength = config.data.max_response_length;
+  const n = config.actor_rollout_ref.rollout.n,
+    maxLength = config.data.max_response_length;
   if (samples && (samples.length !== records.length * n || samples.some((s) => s.tokens.length > maxLength))) {
-    throw new CheckpointError(`resume: ${join(dir, PREFETCHED_BATCH_FILE)} holds ${samples.length} samples of ${records.length} prompts, up to ` +
-      `${Math.max(...samples.map((s) => s.tokens.length))} tokens each, but this run has actor_rollout_ref.rollout.n=${n} and ` +
-      `data.max_response_length=${maxLength} — resume with the values of the run that saved it, or trainer.resume_mode=disable`);
+    throw new CheckpointError(
+      `resume: ${join(dir, PREFETCHED_BATCH_FILE)} holds ${samples.length} samples of ${records.length} prompts, up ` +
+        `to ` +
+        `${Math.max(...samples.map((s) => s.tokens.length))} tokens each, but this run has ` +
+        `actor_rollout_ref.rollout.n=${n} and ` +
+        `data.max_response_length=${maxLength} — resume with the values of the run that saved it, or ` +
+        `trainer.resume_mode=disable`,
+    );
   }
   return batch;
 }
@@ -217,18 +302,26 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   const m = config.actor_rollout_ref.model;
   const wantsLora = m.lora_rank > 0 || m.lora_adapter_path !== null;
   if (hasAdapter !== wantsLora) {
-    throw new CheckpointError(hasAdapter
-      ? `resume: the checkpoint ${dir} trained LoRA adapters (actor/${LORA_ADAPTER_DIR}) but actor_rollout_ref.model.lora_rank=0 — set lora_rank as that run did, or trainer.resume_mode=disable`
-      : `resume: the checkpoint ${dir} trained the whole actor (no actor/${LORA_ADAPTER_DIR}) but actor_rollout_ref.model.lora_rank=${m.lora_rank} — drop lora_rank, or trainer.resume_mode=disable`);
+    throw new CheckpointError(
+      hasAdapter
+        ? `resume: the checkpoint ${dir} trained LoRA adapters (actor/${LORA_ADAPTER_DIR}) but ` +
+            `actor_rollout_ref.model.lora_rank=0 — set lora_rank as that run did, or trainer.resume_mode=disable`
+        : `resume: the checkpoint ${dir} trained the whole actor (no actor/${LORA_ADAPTER_DIR}) but ` +
+            `actor_rollout_ref.model.lora_rank=${m.lora_rank} — drop lora_rank, or trainer.resume_mode=disable`,
+    );
   }
   const actor: ModelWeights = {
-    config: actorLoaded.config, params: actorLoaded.params,
+    config: actorLoaded.config,
+    params: actorLoaded.params,
     lora: hasAdapter ? await loadLoraAdapter(engine, adapterDir, actorLoaded.config, 'actor') : null,
   };
   let critic: ModelWeights | null = null;
   try {
     await access(join(dir, 'critic'));
-    const loaded = await loadModel(engine, join(dir, 'critic'), { label: 'critic', weightDtype: (dtype) => weightDtype(config, 'critic', dtype) });
+    const loaded = await loadModel(engine, join(dir, 'critic'), {
+      label: 'critic',
+      weightDtype: (dtype) => weightDtype(config, 'critic', dtype),
+    });
     critic = { config: loaded.config, params: loaded.params };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -238,7 +331,12 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   // With LoRA the reference is the actor's base weights (the trainer reads them in place).
   if ((config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) && !actor.lora) {
     const referenceDir = modelPath ?? join(dir, 'reference');
-    reference = (await loadModel(engine, referenceDir, { label: 'reference', weightDtype: (dtype) => weightDtype(config, 'reference', dtype) })).params;
+    reference = (
+      await loadModel(engine, referenceDir, {
+        label: 'reference',
+        weightDtype: (dtype) => weightDtype(config, 'reference', dtype),
+      })
+    ).params;
   }
   const criticOptimizerFile = join(dir, 'critic', 'optimizer.safetensors');
   let criticOptimizer = null;
@@ -251,12 +349,24 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   }
   return {
     finalValidationDone: typeof stateJson.finalValidationDone === 'boolean' ? stateJson.finalValidationDone : null,
-    actor, critic, reference,
+    actor,
+    critic,
+    reference,
     snapshot: {
-      state: { globalStep: stateJson.globalStep as number, rng: stateJson.rng as TrainerSnapshot['state']['rng'], klCoef: stateJson.klCoef as number },
-      actorOptimizer: await readOptimizer(join(dir, 'actor', 'optimizer.safetensors'), actor.lora?.params ?? actor.params),
+      state: {
+        globalStep: stateJson.globalStep as number,
+        rng: stateJson.rng as TrainerSnapshot['state']['rng'],
+        klCoef: stateJson.klCoef as number,
+      },
+      actorOptimizer: await readOptimizer(
+        join(dir, 'actor', 'optimizer.safetensors'),
+        actor.lora?.params ?? actor.params,
+      ),
       criticOptimizer,
-      prefetched: stateJson.prefetchedBatch === undefined ? null : checkPrefetchedBatchFits(dir, await readPrefetchedBatch(dir), config),
+      prefetched:
+        stateJson.prefetchedBatch === undefined
+          ? null
+          : checkPrefetchedBatchFits(dir, await readPrefetchedBatch(dir), config),
     },
     dataCursor: stateJson.dataCursor as DataCursor,
   };

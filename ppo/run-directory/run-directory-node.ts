@@ -35,7 +35,8 @@ export async function claimRunDirectory(runDir: string, warn: (line: string) => 
   await prepareRunDirectory(runDir);
   const release = await acquireRunLock(runDir, warn);
   try {
-    for (const name of await removeStaleSaves(runDir)) warn(`removed ${name}: the staging folder of a save that did not finish`);
+    for (const name of await removeStaleSaves(runDir))
+      warn(`removed ${name}: the staging folder of a save that did not finish`);
   } catch (err) {
     release();
     throw err;
@@ -47,7 +48,11 @@ export async function claimRunDirectory(runDir: string, warn: (line: string) => 
  * The run's history in a claimed run directory: a resumed run (from the checkpoint of `resumedStep`) continues the
  * metrics up to that step; a fresh one (null) moves a previous run's metrics and checkpoints aside and says where.
  */
-export async function startRunHistory(runDir: string, resumedStep: number | null, warn: (line: string) => void): Promise<void> {
+export async function startRunHistory(
+  runDir: string,
+  resumedStep: number | null,
+  warn: (line: string) => void,
+): Promise<void> {
   if (resumedStep !== null) {
     await trimMetricsAfter(join(runDir, METRICS_FILE), resumedStep);
     return;
@@ -56,7 +61,9 @@ export async function startRunHistory(runDir: string, resumedStep: number | null
   if (archive) warn(`fresh start: the previous run's metrics and checkpoints moved to ${archive}`);
 }
 
-/** Removes `.global_step_N.saving-PID` staging folders whose process is gone (a save killed or failed); returns them. */
+/**
+ * Removes `.global_step_N.saving-PID` staging folders whose process is gone (a save killed or failed); returns them.
+ */
 export async function removeStaleSaves(runDir: string): Promise<string[]> {
   const removed: string[] = [];
   for (const name of await readdir(runDir)) {
@@ -69,12 +76,14 @@ export async function removeStaleSaves(runDir: string): Promise<string[]> {
 }
 
 /**
- * A fresh start (nothing resumed, e.g. trainer.resume_mode=disable) in a directory holding a previous run:
- * its metrics.jsonl, config.yaml and global_step_* move into previous_run_<time>/, so this run's history starts empty and
- * a later auto-resume cannot continue an old checkpoint into the new metrics. Returns that folder, or null.
+ * A fresh start (nothing resumed, e.g. trainer.resume_mode=disable) in a directory holding a previous run: its
+ * metrics.jsonl, config.yaml and global_step_* move into previous_run_<time>/, so this run's history starts empty and a
+ * later auto-resume cannot continue an old checkpoint into the new metrics. Returns that folder, or null.
  */
 export async function setAsidePreviousRun(runDir: string, now = new Date()): Promise<string | null> {
-  const names = (await readdir(runDir)).filter((name) => name === METRICS_FILE || name === CONFIG_FILE || name.startsWith(STEP_DIR_PREFIX));
+  const names = (await readdir(runDir)).filter(
+    (name) => name === METRICS_FILE || name === CONFIG_FILE || name.startsWith(STEP_DIR_PREFIX),
+  );
   if (names.length === 0) return null;
   const archive = join(runDir, `${PREVIOUS_RUN_PREFIX}${now.toISOString().replace(/[:.]/g, '-')}`);
   await withFileContext(`moving the previous run in ${runDir} to ${archive}`, async () => {
@@ -84,9 +93,14 @@ export async function setAsidePreviousRun(runDir: string, now = new Date()): Pro
   return archive;
 }
 
-/** Where an unreadable checkpoint goes when auto-resume falls back past it: `unreadable_global_step_N_<time>` beside it. */
+/**
+ * Where an unreadable checkpoint goes when auto-resume falls back past it: `unreadable_global_step_N_<time>` beside it.
+ */
 export async function setAsideUnreadableCheckpoint(checkpointDir: string, now = new Date()): Promise<string> {
-  const aside = join(dirname(checkpointDir), `unreadable_${basename(checkpointDir)}_${now.toISOString().replace(/[:.]/g, '-')}`);
+  const aside = join(
+    dirname(checkpointDir),
+    `unreadable_${basename(checkpointDir)}_${now.toISOString().replace(/[:.]/g, '-')}`,
+  );
   await withFileContext(`moving the unreadable checkpoint ${checkpointDir} aside`, () => rename(checkpointDir, aside));
   return aside;
 }
@@ -114,6 +128,8 @@ export async function trimMetricsAfter(metricsFile: string, step: number): Promi
     }
   });
   if (kept.length === lines.length) return 0;
-  await withFileContext(`trimming ${metricsFile} to step ${step}`, () => replaceFile(metricsFile, kept.map((line) => `${line}\n`).join('')));
+  await withFileContext(`trimming ${metricsFile} to step ${step}`, () =>
+    replaceFile(metricsFile, kept.map((line) => `${line}\n`).join('')),
+  );
   return lines.length - kept.length;
 }

@@ -31,7 +31,9 @@ export function processAlive(pid: number): boolean {
 async function readOwner(file: string): Promise<LockOwner | null> {
   try {
     const owner = JSON.parse(await readFile(file, 'utf8')) as Partial<LockOwner>;
-    return Number.isInteger(owner.pid) && typeof owner.host === 'string' ? { pid: owner.pid!, host: owner.host, started: String(owner.started) } : null;
+    return Number.isInteger(owner.pid) && typeof owner.host === 'string'
+      ? { pid: owner.pid!, host: owner.host, started: String(owner.started) }
+      : null;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     // A lock file torn by a crash mid-write names nobody: treat it as stale.
@@ -39,15 +41,21 @@ async function readOwner(file: string): Promise<LockOwner | null> {
   }
 }
 
-/** A lock held by a live run: another process on this host that is alive, or a run on another host (which this host cannot check). */
+/**
+ * A lock held by a live run: another process on this host that is alive, or a run on another host (which this host
+ * cannot check).
+ */
 function heldByAnother(owner: LockOwner): boolean {
   if (owner.host !== hostname()) return true;
   return owner.pid !== process.pid && owner.pid > 0 && processAlive(owner.pid);
 }
 
 function refusal(runDir: string, owner: LockOwner): Error {
-  return new Error(`trainer.default_local_dir=${runDir} is in use by another run (pid ${owner.pid} on ${owner.host}, since ${owner.started}) — ` +
-    `wait for it to end or use another directory; if that run is gone, remove ${join(runDir, LOCK_FILE)}`);
+  return new Error(
+    `trainer.default_local_dir=${runDir} is in use by another run (pid ${owner.pid} on ${owner.host}, since ` +
+      `${owner.started}) — ` +
+      `wait for it to end or use another directory; if that run is gone, remove ${join(runDir, LOCK_FILE)}`,
+  );
 }
 
 /** Before any input loads: refuses at once when a live run holds the directory (nothing is written). */
@@ -75,7 +83,8 @@ export async function acquireRunLock(runDir: string, say: (line: string) => void
     }
     const owner = await readOwner(file);
     if (owner && heldByAnother(owner)) throw refusal(runDir, owner);
-    if (owner && owner.pid !== process.pid) say(`took over ${file}: its run (pid ${owner.pid} on ${owner.host}) is gone`);
+    if (owner && owner.pid !== process.pid)
+      say(`took over ${file}: its run (pid ${owner.pid} on ${owner.host}) is gone`);
     await replaceFile(file, text);
   });
   const release = () => {

@@ -21,7 +21,10 @@ export async function stepDirectories(runDir: string): Promise<number[]> {
   } catch {
     return [];
   }
-  return names.flatMap((name) => STEP_DIRECTORY.exec(name)?.[1] ?? []).map(Number).sort((a, b) => a - b);
+  return names
+    .flatMap((name) => STEP_DIRECTORY.exec(name)?.[1] ?? [])
+    .map(Number)
+    .sort((a, b) => a - b);
 }
 
 /** Where this process assembles the checkpoint of `step` before renaming it into place. */
@@ -37,7 +40,12 @@ export const STAGING_DIRECTORY = new RegExp(`^\\.${STEP_DIR_PREFIX}\\d+\\.saving
  * global_step_N (`beforeRename` marks that moment: a stop signal then waits for it). A save killed midway leaves only
  * its staging folder, which the next start removes; a failed one removes it at once and names the checkpoint.
  */
-export async function writeStepDirectory(runDir: string, step: number, write: (dir: string) => Promise<void>, beforeRename?: () => void): Promise<string> {
+export async function writeStepDirectory(
+  runDir: string,
+  step: number,
+  write: (dir: string) => Promise<void>,
+  beforeRename?: () => void,
+): Promise<string> {
   const target = stepDirectory(runDir, step);
   const staging = stagingDirectory(runDir, step);
   try {
@@ -55,4 +63,3 @@ export async function writeStepDirectory(runDir: string, step: number, write: (d
   }
   return target;
 }
-

@@ -23,6 +23,6 @@ export class ApiError extends Error {
 
 /** A 400 naming the field and what it must be. */
 export function badRequest(param: string, expected: string, got: unknown): ApiError {
-  const shown = got === undefined ? 'nothing' : JSON.stringify(got)?.slice(0, 80) ?? String(got);
+  const shown = got === undefined ? 'nothing' : (JSON.stringify(got)?.slice(0, 80) ?? String(got));
   return new ApiError(400, `${param}: expected ${expected}, got ${shown}`, param);
 }

@@ -14,7 +14,11 @@ export interface CompletionText {
   eos: boolean;
 }
 
-export async function completionText(tokenizer: Pick<Tokenizer, 'decode'>, sample: SampleResult, request: Pick<GenerationRequest, 'stop' | 'stopTokenIds' | 'keepStopString' | 'skipSpecialTokens'>): Promise<CompletionText> {
+export async function completionText(
+  tokenizer: Pick<Tokenizer, 'decode'>,
+  sample: SampleResult,
+  request: Pick<GenerationRequest, 'stop' | 'stopTokenIds' | 'keepStopString' | 'skipSpecialTokens'>,
+): Promise<CompletionText> {
   const text = await tokenizer.decode(sample.tokens, { skipSpecialTokens: request.skipSpecialTokens });
   const last = sample.tokens[sample.tokens.length - 1];
   if (sample.reason === 'eos') return { text, finishReason: 'stop', matched: last, eos: true };
@@ -26,7 +30,12 @@ export async function completionText(tokenizer: Pick<Tokenizer, 'decode'>, sampl
     const at = text.indexOf(stop);
     if (at >= 0 && at < cut.at) cut = { at, stop };
   }
-  return { text: text.slice(0, cut.at + (request.keepStopString ? cut.stop.length : 0)), finishReason: 'stop', matched: cut.stop, eos: false };
+  return {
+    text: text.slice(0, cut.at + (request.keepStopString ? cut.stop.length : 0)),
+    finishReason: 'stop',
+    matched: cut.stop,
+    eos: false,
+  };
 }
 
 /** Each token's own text (the `tokens` of OpenAI's logprobs). */

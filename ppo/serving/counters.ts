@@ -47,7 +47,10 @@ export class ServeCounters {
   }
 }
 
-/** One counter's value in a /metrics text (0 when absent): `name` with its labels, e.g. 'requests_total{route="/generate"}'. */
+/**
+ * One counter's value in a /metrics text (0 when absent): `name` with its labels, e.g.
+ * 'requests_total{route="/generate"}'.
+ */
 export function counterValue(text: string, name: string): number {
   const line = text.split('\n').find((l) => l.startsWith(`${PREFIX}:${name} `));
   return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));

@@ -7,7 +7,9 @@ import type { RequestFields } from './request-fields.ts';
 /** A prompt as the client sent it: text to tokenize, or token ids. */
 export type PromptInput = { text: string } | { ids: number[] };
 
-/** A sample's random stream: (seed, sampleOffset + j) for the request's j-th sample (prompt-major: j = prompt·n + k). */
+/**
+ * A sample's random stream: (seed, sampleOffset + j) for the request's j-th sample (prompt-major: j = prompt·n + k).
+ */
 export interface SeedSpec {
   seed: number;
   sampleOffset: number;
@@ -61,44 +63,82 @@ export function samplingFields(f: RequestFields) {
 
 /** The sampling knobs this engine does not implement: each refused at any value but its neutral one. */
 export function refuseUnsupportedSampling(f: RequestFields): void {
-  for (const key of ['frequency_penalty', 'presence_penalty', 'min_p']) f.unsupported(key, 0, 'not supported by this server (only 0)');
+  for (const key of ['frequency_penalty', 'presence_penalty', 'min_p'])
+    f.unsupported(key, 0, 'not supported by this server (only 0)');
   f.unsupported('repetition_penalty', 1, 'not supported by this server (only 1)');
   f.unsupported('min_tokens', 0, 'not supported by this server (only 0)');
   f.unsupported('min_new_tokens', 0, 'not supported by this server (only 0)');
   f.unsupported('ignore_eos', false, 'not supported by this server (only false)');
-  for (const key of ['logit_bias', 'regex', 'json_schema', 'ebnf', 'guided_json', 'guided_regex', 'response_format', 'structural_tag']) {
-    if (f.has(key)) throw new ApiError(400, `${f.name(key)}: constrained decoding is not supported by this server`, f.name(key));
+  for (const key of [
+    'logit_bias',
+    'regex',
+    'json_schema',
+    'ebnf',
+    'guided_json',
+    'guided_regex',
+    'response_format',
+    'structural_tag',
+  ]) {
+    if (f.has(key))
+      throw new ApiError(400, `${f.name(key)}: constrained decoding is not supported by this server`, f.name(key));
   }
 }
 
 /** Prompt token ids checked against the vocabulary and the server's lengths; the budget resolved. */
-export function checkPromptIds(prompts: readonly number[][], maxTokens: number | null, defaultMaxTokens: number, n: number, limits: ServerLimits, param: string): number {
+export function checkPromptIds(
+  prompts: readonly number[][],
+  maxTokens: number | null,
+  defaultMaxTokens: number,
+  n: number,
+  limits: ServerLimits,
+  param: string,
+): number {
   prompts.forEach((ids, i) => {
     const where = prompts.length > 1 ? `${param}[${i}]` : param;
     if (ids.length === 0) throw new ApiError(400, `${where}: the prompt is empty`, param);
     if (ids.length > limits.maxPromptTokens) {
-      throw new ApiError(400, `${where}: the prompt has ${ids.length} tokens, more than this server's --max-prompt-tokens ${limits.maxPromptTokens}`, param);
+      throw new ApiError(
+        400,
+        `${where}: the prompt has ${ids.length} tokens, more than this server's --max-prompt-tokens ` +
+          `${limits.maxPromptTokens}`,
+        param,
+      );
     }
     const bad = ids.find((id) => !Number.isInteger(id) || id < 0 || id >= limits.vocabSize);
-    if (bad !== undefined) throw new ApiError(400, `${where}: token id ${bad} is outside the vocabulary [0, ${limits.vocabSize})`, param);
+    if (bad !== undefined)
+      throw new ApiError(400, `${where}: token id ${bad} is outside the vocabulary [0, ${limits.vocabSize})`, param);
   });
   if (prompts.length * n > limits.maxSamples) {
-    throw new ApiError(400, `${prompts.length} prompts × n=${n} = ${prompts.length * n} samples, more than this server takes in one request (${limits.maxSamples})`, 'n');
+    throw new ApiError(
+      400,
+      `${prompts.length} prompts × n=${n} = ${prompts.length * n} samples, more than this server takes in one ` +
+        `request (${limits.maxSamples})`,
+      'n',
+    );
   }
   if (maxTokens !== null && (maxTokens < 1 || maxTokens > limits.maxNewTokens)) {
-    throw badRequest('max_tokens', `an integer in [1, ${limits.maxNewTokens}] (this server's --max-new-tokens)`, maxTokens);
+    throw badRequest(
+      'max_tokens',
+      `an integer in [1, ${limits.maxNewTokens}] (this server's --max-new-tokens)`,
+      maxTokens,
+    );
   }
   return maxTokens ?? Math.min(defaultMaxTokens, limits.maxNewTokens);
 }
 
 /** `prompt` / `input_ids` / `text` values: one prompt or a batch, as text or token ids. */
 export function promptInputs(value: unknown, param: string): PromptInput[] {
-  const isIds = (v: unknown): v is number[] => Array.isArray(v) && v.length > 0 && v.every((id) => Number.isInteger(id));
+  const isIds = (v: unknown): v is number[] =>
+    Array.isArray(v) && v.length > 0 && v.every((id) => Number.isInteger(id));
   if (typeof value === 'string') return [{ text: value }];
   if (isIds(value)) return [{ ids: value }];
   if (Array.isArray(value) && value.length > 0) {
     if (value.every((v) => typeof v === 'string')) return (value as string[]).map((text) => ({ text }));
     if (value.every(isIds)) return value.map((ids) => ({ ids }));
   }
-  throw badRequest(param, 'a string, a list of strings, a list of token ids or a list of lists of token ids (none empty)', value);
+  throw badRequest(
+    param,
+    'a string, a list of strings, a list of token ids or a list of lists of token ids (none empty)',
+    value,
+  );
 }

@@ -8,8 +8,22 @@ import { SafetensorsError } from '../../models/safetensors.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ApiError } from './api-error.ts';
 import { completionText, tokenTexts } from './completion-text.ts';
-import { COMPLETIONS_DEFAULT_MAX_TOKENS, chatResponse, completionResponse, modelList, parseChatRequest, parseCompletionRequest, type ReportedSample } from './openai.ts';
-import { GENERATE_DEFAULT_MAX_NEW_TOKENS, generateResponse, parseGenerateRequest, parseLoraRequest, parseUpdateWeightsRequest } from './sglang.ts';
+import {
+  COMPLETIONS_DEFAULT_MAX_TOKENS,
+  chatResponse,
+  completionResponse,
+  modelList,
+  parseChatRequest,
+  parseCompletionRequest,
+  type ReportedSample,
+} from './openai.ts';
+import {
+  GENERATE_DEFAULT_MAX_NEW_TOKENS,
+  generateResponse,
+  parseGenerateRequest,
+  parseLoraRequest,
+  parseUpdateWeightsRequest,
+} from './sglang.ts';
 import type { GenerationRequest } from './generation-request.ts';
 import type { SampleResult } from './scheduler.ts';
 import type { ModelHost } from './model-host-node.ts';
@@ -41,15 +55,19 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 function send(res: ServerResponse, status: number, payload: { json?: unknown; text?: string }): void {
-  const body = payload.json !== undefined ? JSON.stringify(payload.json) : payload.text ?? '';
-  res.writeHead(status, { 'content-type': payload.json !== undefined ? 'application/json' : 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  const body = payload.json !== undefined ? JSON.stringify(payload.json) : (payload.text ?? '');
+  res.writeHead(status, {
+    'content-type': payload.json !== undefined ? 'application/json' : 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+  });
   res.end(body);
 }
 
 /** An error as a response: the ApiError it is, a 400 for unusable input, else a 500. */
 function errorOf(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  if (INPUT_ERRORS.some((kind) => err instanceof kind) || (err as NodeJS.ErrnoException)?.code === 'ENOENT') return new ApiError(400, (err as Error).message);
+  if (INPUT_ERRORS.some((kind) => err instanceof kind) || (err as NodeJS.ErrnoException)?.code === 'ENOENT')
+    return new ApiError(400, (err as Error).message);
   return new ApiError(500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
 }
 
@@ -57,14 +75,37 @@ export class ServeHttp {
   private readonly routes: Record<string, Record<string, Handler>>;
   readonly server: Server;
 
-  constructor(private readonly host: ModelHost, private readonly log: (line: string) => void) {
+  constructor(
+    private readonly host: ModelHost,
+    private readonly log: (line: string) => void,
+  ) {
     const post = (handler: Handler) => ({ POST: handler });
     this.routes = {
       '/health': { GET: async () => ({ text: '' }) },
-      '/v1/models': { GET: async () => ({ json: modelList({ name: host.options.servedModelName, root: host.modelPath, maxModelLen: host.limits.maxPromptTokens + host.limits.maxNewTokens }, host.loadedAdapters) }) },
+      '/v1/models': {
+        GET: async () => ({
+          json: modelList(
+            {
+              name: host.options.servedModelName,
+              root: host.modelPath,
+              maxModelLen: host.limits.maxPromptTokens + host.limits.maxNewTokens,
+            },
+            host.loadedAdapters,
+          ),
+        }),
+      },
       '/get_model_info': {
         // owned_by (as /v1/models says it): tells a client this is this engine's server, which takes sample_offset.
-        GET: async () => ({ json: { model_path: host.modelPath, tokenizer_path: host.options.modelDir, is_generation: true, preferred_sampling_params: null, weight_version: host.weightVersion, owned_by: ENGINE_SERVER_OWNER } }),
+        GET: async () => ({
+          json: {
+            model_path: host.modelPath,
+            tokenizer_path: host.options.modelDir,
+            is_generation: true,
+            preferred_sampling_params: null,
+            weight_version: host.weightVersion,
+            owned_by: ENGINE_SERVER_OWNER,
+          },
+        }),
       },
       '/metrics': { GET: async () => ({ text: this.host.counters.prometheusText() }) },
       '/v1/completions': post((body) => this.completions(body)),
@@ -105,14 +146,23 @@ export class ServeHttp {
     throw new ApiError(404, `The model \`${model}\` does not exist.`, 'model', 'NotFoundError');
   }
 
-  private async report(request: GenerationRequest, samples: readonly SampleResult[], promptIds: number[][], withTokenTexts: boolean): Promise<ReportedSample[]> {
+  private async report(
+    request: GenerationRequest,
+    samples: readonly SampleResult[],
+    promptIds: number[][],
+    withTokenTexts: boolean,
+  ): Promise<ReportedSample[]> {
     const tokenizer = this.host.tokenizer;
     this.host.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
-    return Promise.all(samples.map(async (s) => ({
-      ...(await completionText(tokenizer, s, request)),
-      tokens: s.tokens, logprobs: s.logprobs, promptIds: promptIds[s.prompt],
-      tokenTexts: withTokenTexts ? await tokenTexts(tokenizer, s.tokens) : [],
-    })));
+    return Promise.all(
+      samples.map(async (s) => ({
+        ...(await completionText(tokenizer, s, request)),
+        tokens: s.tokens,
+        logprobs: s.logprobs,
+        promptIds: promptIds[s.prompt],
+        tokenTexts: withTokenTexts ? await tokenTexts(tokenizer, s.tokens) : [],
+      })),
+    );
   }
 
   private async completions(body: unknown) {
@@ -121,7 +171,14 @@ export class ServeHttp {
     const promptIds = await this.host.tokenize(c.request.prompts);
     const samples = await this.host.generate(c.request, promptIds, COMPLETIONS_DEFAULT_MAX_TOKENS, 'prompt');
     const reported = await this.report(c.request, samples, promptIds, c.logprobs);
-    return { json: completionResponse(c.model ?? this.host.options.servedModelName, reported, promptIds.reduce((n, p) => n + p.length, 0), c) };
+    return {
+      json: completionResponse(
+        c.model ?? this.host.options.servedModelName,
+        reported,
+        promptIds.reduce((n, p) => n + p.length, 0),
+        c,
+      ),
+    };
   }
 
   private async chat(body: unknown) {
@@ -137,7 +194,12 @@ export class ServeHttp {
     const started = performance.now();
     const g = parseGenerateRequest(body);
     const promptIds = await this.host.tokenize(g.request.prompts);
-    const samples = await this.host.generate(g.request, promptIds, GENERATE_DEFAULT_MAX_NEW_TOKENS, g.request.prompts.length > 0 && 'ids' in g.request.prompts[0] ? 'input_ids' : 'text');
+    const samples = await this.host.generate(
+      g.request,
+      promptIds,
+      GENERATE_DEFAULT_MAX_NEW_TOKENS,
+      g.request.prompts.length > 0 && 'ids' in g.request.prompts[0] ? 'input_ids' : 'text',
+    );
     const reported = await this.report(g.request, samples, promptIds, false);
     const generated = reported.map((s) => ({ ...s, promptTokens: s.promptIds.length }));
     return { json: generateResponse(generated, g, (performance.now() - started) / 1000, this.host.weightVersion) };
@@ -151,7 +213,14 @@ export class ServeHttp {
     } catch (err) {
       const error = errorOf(err);
       if (error.status >= 500) throw error;
-      return { status: 400, json: { success: false, message: `Failed to update weights: ${error.message}. The previous weights are still served.`, num_paused_requests: 0 } };
+      return {
+        status: 400,
+        json: {
+          success: false,
+          message: `Failed to update weights: ${error.message}. The previous weights are still served.`,
+          num_paused_requests: 0,
+        },
+      };
     }
     if (weightVersion !== null) this.host.weightVersion = weightVersion;
     return { json: { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 } };
@@ -160,12 +229,20 @@ export class ServeHttp {
   /** SGLang answers {success, error_message, loaded_adapters}; vLLM a line of text, or its error body. */
   private async loadLora(body: unknown, protocol: 'sglang' | 'vllm') {
     const { name, path } = parseLoraRequest(body, true);
-    return this.loraChange(protocol, () => this.host.loadLoraAdapter(name, path), `Success: LoRA adapter '${name}' added successfully.`);
+    return this.loraChange(
+      protocol,
+      () => this.host.loadLoraAdapter(name, path),
+      `Success: LoRA adapter '${name}' added successfully.`,
+    );
   }
 
   private async unloadLora(body: unknown, protocol: 'sglang' | 'vllm') {
     const { name } = parseLoraRequest(body, false);
-    return this.loraChange(protocol, () => this.host.unloadLoraAdapter(name), `Success: LoRA adapter '${name}' removed successfully.`);
+    return this.loraChange(
+      protocol,
+      () => this.host.unloadLoraAdapter(name),
+      `Success: LoRA adapter '${name}' removed successfully.`,
+    );
   }
 
   private async loraChange(protocol: 'sglang' | 'vllm', change: () => Promise<void>, vllmSuccess: string) {
@@ -177,7 +254,9 @@ export class ServeHttp {
       if (protocol === 'vllm' || error.status >= 500) throw error;
       return { status: 400, json: { success: false, error_message: error.message, loaded_adapters: loaded() } };
     }
-    return protocol === 'vllm' ? { text: vllmSuccess } : { json: { success: true, error_message: null, loaded_adapters: loaded() } };
+    return protocol === 'vllm'
+      ? { text: vllmSuccess }
+      : { json: { success: true, error_message: null, loaded_adapters: loaded() } };
   }
 
   listen(port: number, hostname: string): Promise<number> {

@@ -32,7 +32,9 @@ export interface ServeOptions {
   maxSlots: number;
   /** Samples one request may ask for. */
   maxRequestSamples: number;
-  /** Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization). */
+  /**
+   * Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization).
+   */
   gpuMemoryUtilization: number;
 }
 
@@ -75,9 +77,18 @@ export class ModelHost {
     this.end = end;
     const { maxPromptTokens: P, maxNewTokens: R } = options;
     this.capacity = continuousCacheCapacity(P, R, SERVER_READ_EVERY);
-    this.slots = rolloutSlots(engine.caps, config, { promptLength: P, capacity: this.capacity, samples: options.maxSlots },
-      { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * this.engine.memory.bytes });
-    this.limits = { maxPromptTokens: P, maxNewTokens: R, vocabSize: config.vocabSize, maxSamples: options.maxRequestSamples };
+    this.slots = rolloutSlots(
+      engine.caps,
+      config,
+      { promptLength: P, capacity: this.capacity, samples: options.maxSlots },
+      { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * this.engine.memory.bytes },
+    );
+    this.limits = {
+      maxPromptTokens: P,
+      maxNewTokens: R,
+      vocabSize: config.vocabSize,
+      maxSamples: options.maxRequestSamples,
+    };
     const decode = (ids: readonly number[]) => tokenizer.decode(ids, { skipSpecialTokens: true });
     this.scheduler = new Scheduler((queue, adapter) => this.decodeLoop(queue, adapter), end.eosTokenIds, decode);
   }
@@ -87,7 +98,8 @@ export class ModelHost {
     const tokenizerJson = (await readTokenizerFiles(dir)).tokenizerJson;
     const tokenizer = await loadTokenizer(dir, 'native');
     const loaded = await loadModel(engine, dir, { label: 'served' });
-    if (loaded.config.head !== 'causal-lm') throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    if (loaded.config.head !== 'causal-lm')
+      throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
     const end = endTokenIds(loaded.config, await readGenerationConfig(dir), tokenizer);
     return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end);
   }
@@ -111,7 +123,11 @@ export class ModelHost {
   }
 
   /** A chat's prompt ids: the model's chat template, rendered and encoded as apply_chat_template does. */
-  async chatPrompt(messages: readonly ChatMessage[], addGenerationPrompt: boolean, kwargs: Record<string, unknown>): Promise<number[]> {
+  async chatPrompt(
+    messages: readonly ChatMessage[],
+    addGenerationPrompt: boolean,
+    kwargs: Record<string, unknown>,
+  ): Promise<number[]> {
     if (this.chatTemplate === null) {
       try {
         const files = await readTokenizerFiles(this.options.modelDir);
@@ -120,26 +136,54 @@ export class ModelHost {
         this.chatTemplate = err as Error;
       }
     }
-    if (this.chatTemplate instanceof Error) throw new ApiError(400, `messages: ${this.options.modelDir} has no usable chat template (${this.chatTemplate.message}); use /v1/completions`, 'messages');
+    if (this.chatTemplate instanceof Error)
+      throw new ApiError(
+        400,
+        `messages: ${this.options.modelDir} has no usable chat template (${this.chatTemplate.message}); use ` +
+          `/v1/completions`,
+        'messages',
+      );
     try {
-      return (await applyChatTemplate(this.tokenizer, this.chatTemplate, messages, { addGenerationPrompt, kwargs })).ids;
+      return (await applyChatTemplate(this.tokenizer, this.chatTemplate, messages, { addGenerationPrompt, kwargs }))
+        .ids;
     } catch (err) {
       throw new ApiError(400, `messages: the chat template cannot render them (${(err as Error).message})`, 'messages');
     }
   }
 
   /** Checks the prompts and the budget, then waits for every sample; `param` names the prompt field in errors. */
-  async generate(request: GenerationRequest, promptIds: number[][], defaultMaxTokens: number, param: string): Promise<SampleResult[]> {
+  async generate(
+    request: GenerationRequest,
+    promptIds: number[][],
+    defaultMaxTokens: number,
+    param: string,
+  ): Promise<SampleResult[]> {
     const budget = checkPromptIds(promptIds, request.maxTokens, defaultMaxTokens, request.n, this.limits, param);
     const bad = request.stopTokenIds.find((id) => id < 0 || id >= this.config.vocabSize);
-    if (bad !== undefined) throw new ApiError(400, `stop_token_ids: ${bad} is outside the vocabulary [0, ${this.config.vocabSize})`, 'stop_token_ids');
+    if (bad !== undefined)
+      throw new ApiError(
+        400,
+        `stop_token_ids: ${bad} is outside the vocabulary [0, ${this.config.vocabSize})`,
+        'stop_token_ids',
+      );
     if (request.adapter !== null && !this.adapters.has(request.adapter)) {
-      throw new ApiError(400, `no LoRA adapter named ${JSON.stringify(request.adapter)} is loaded (loaded: ${[...this.adapters.keys()].join(', ') || 'none'})`, 'lora_path');
+      throw new ApiError(
+        400,
+        `no LoRA adapter named ${JSON.stringify(request.adapter)} is loaded (loaded: ` +
+          `${[...this.adapters.keys()].join(', ') || 'none'})`,
+        'lora_path',
+      );
     }
     const { temperature, topK, topP } = request;
     return this.scheduler.generate({
-      prompts: promptIds, n: request.n, budget, sampling: { temperature, topK, topP, seed: request.seed.seed }, sampleOffset: request.seed.sampleOffset,
-      stopStrings: request.stop, stopTokenIds: request.stopTokenIds, adapter: request.adapter,
+      prompts: promptIds,
+      n: request.n,
+      budget,
+      sampling: { temperature, topK, topP, seed: request.seed.seed },
+      sampleOffset: request.seed.sampleOffset,
+      stopStrings: request.stop,
+      stopTokenIds: request.stopTokenIds,
+      adapter: request.adapter,
     });
   }
 
@@ -147,7 +191,8 @@ export class ModelHost {
   updateWeightsFromDisk(dir: string): Promise<void> {
     return this.scheduler.exclusive(async () => {
       const tokenizerJson = await readFile(join(dir, 'tokenizer.json'), 'utf8').catch(() => null);
-      if (tokenizerJson !== null && tokenizerJson !== this.tokenizerJson) throw new ApiError(400, `${dir}/tokenizer.json is another tokenizer than the served model's`);
+      if (tokenizerJson !== null && tokenizerJson !== this.tokenizerJson)
+        throw new ApiError(400, `${dir}/tokenizer.json is another tokenizer than the served model's`);
       await reloadModel(this.engine, dir, this.config, this.params, 'served');
       // The decoders keep transposed copies of the weights: rebuild them from the new ones.
       this.dropDecoders();
@@ -157,8 +202,16 @@ export class ModelHost {
 
   loadLoraAdapter(name: string, dir: string): Promise<void> {
     return this.scheduler.exclusive(async () => {
-      if (this.adapters.has(name)) throw new ApiError(400, `a LoRA adapter named ${JSON.stringify(name)} is already loaded (unload it first)`, 'lora_name');
-      this.adapters.set(name, { path: dir, adapters: await loadLoraAdapter(this.engine, dir, this.config, `lora:${name}`) });
+      if (this.adapters.has(name))
+        throw new ApiError(
+          400,
+          `a LoRA adapter named ${JSON.stringify(name)} is already loaded (unload it first)`,
+          'lora_name',
+        );
+      this.adapters.set(name, {
+        path: dir,
+        adapters: await loadLoraAdapter(this.engine, dir, this.config, `lora:${name}`),
+      });
     });
   }
 
@@ -177,16 +230,33 @@ export class ModelHost {
     this.decoders = null;
   }
 
-  /** One continuous-batching loop with the base weights or an adapter; its decoders kept while the adapter is the same. */
+  /**
+   * One continuous-batching loop with the base weights or an adapter; its decoders kept while the adapter is the same.
+   */
   private async decodeLoop(queue: SampleQueue, adapter: string | null): Promise<void> {
     if (this.decoders?.adapter !== adapter) {
       this.dropDecoders();
       const lora = adapter === null ? null : this.adapters.get(adapter)?.adapters;
-      if (lora === undefined) throw new ApiError(400, `the LoRA adapter ${JSON.stringify(adapter)} was unloaded before this request ran`, 'lora_path');
-      this.decoders = { adapter, decoders: new RolloutDecoders(this.engine, { config: this.config, params: this.params, lora }) };
+      if (lora === undefined)
+        throw new ApiError(
+          400,
+          `the LoRA adapter ${JSON.stringify(adapter)} was unloaded before this request ran`,
+          'lora_path',
+        );
+      this.decoders = {
+        adapter,
+        decoders: new RolloutDecoders(this.engine, { config: this.config, params: this.params, lora }),
+      };
     }
     const { maxPromptTokens: P, maxNewTokens: R } = this.options;
-    const loop = { P, R, ...this.end, readEvery: SERVER_READ_EVERY, compactBelow: SERVER_COMPACT_BELOW, onDecodeStep: (rows: number) => this.counters.decoded(rows) };
+    const loop = {
+      P,
+      R,
+      ...this.end,
+      readEvery: SERVER_READ_EVERY,
+      compactBelow: SERVER_COMPACT_BELOW,
+      onDecodeStep: (rows: number) => this.counters.decoded(rows),
+    };
     await decodeContinuous(this.decoders.decoders, queue, loop, this.slots, this.capacity);
   }
 

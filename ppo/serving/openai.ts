@@ -7,7 +7,13 @@
 import type { ChatMessage } from '../../models/chat-template.ts';
 import { ApiError, badRequest } from './api-error.ts';
 import { RequestFields, isObject } from './request-fields.ts';
-import { promptInputs, refuseUnsupportedSampling, samplingFields, seedOf, type GenerationRequest } from './generation-request.ts';
+import {
+  promptInputs,
+  refuseUnsupportedSampling,
+  samplingFields,
+  seedOf,
+  type GenerationRequest,
+} from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
 
@@ -22,7 +28,10 @@ interface OpenAiRequest {
 }
 
 /** The fields /v1/completions and /v1/chat/completions share. */
-function commonFields(f: RequestFields, maxTokens: number | null): Omit<GenerationRequest, 'prompts'> & { model: string | null; returnTokenIds: boolean } {
+function commonFields(
+  f: RequestFields,
+  maxTokens: number | null,
+): Omit<GenerationRequest, 'prompts'> & { model: string | null; returnTokenIds: boolean } {
   f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
   refuseUnsupportedSampling(f);
   const s = samplingFields(f);
@@ -30,9 +39,14 @@ function commonFields(f: RequestFields, maxTokens: number | null): Omit<Generati
   f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
   const seed = f.optionalInteger('seed');
   return {
-    n: s.n, maxTokens, temperature: s.temperature, topP: s.topP, topK: s.topK,
+    n: s.n,
+    maxTokens,
+    temperature: s.temperature,
+    topP: s.topP,
+    topK: s.topK,
     seed: { seed: seedOf(seed), sampleOffset: s.sampleOffset },
-    stop: f.strings('stop'), stopTokenIds: s.stopTokenIds,
+    stop: f.strings('stop'),
+    stopTokenIds: s.stopTokenIds,
     keepStopString: f.boolean('include_stop_str_in_output', false),
     skipSpecialTokens: f.boolean('skip_special_tokens', true),
     adapter: null,
@@ -54,9 +68,17 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   f.unsupported('suffix', '', 'suffix is not supported by this server');
   const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0 }) : null;
   if (logprobs !== null && logprobs > 0) {
-    throw new ApiError(400, `logprobs: ${logprobs} top alternatives per token are not computed by this server; logprobs=0 returns each sampled token's log-prob`, 'logprobs');
+    throw new ApiError(
+      400,
+      `logprobs: ${logprobs} top alternatives per token are not computed by this server; logprobs=0 returns each ` +
+        `sampled token's log-prob`,
+      'logprobs',
+    );
   }
-  const { model, returnTokenIds, ...rest } = commonFields(f, f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null);
+  const { model, returnTokenIds, ...rest } = commonFields(
+    f,
+    f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null,
+  );
   return { request: { prompts, ...rest }, model, returnTokenIds, logprobs: logprobs !== null };
 }
 
@@ -73,7 +95,11 @@ function messageContent(value: unknown, param: string): string {
   if (Array.isArray(value) && value.every((p) => isObject(p) && p.type === 'text' && typeof p.text === 'string')) {
     return value.map((p) => (p as { text: string }).text).join('');
   }
-  throw badRequest(param, 'a string or a list of {"type": "text", "text": ...} parts (this server reads text only)', value);
+  throw badRequest(
+    param,
+    'a string or a list of {"type": "text", "text": ...} parts (this server reads text only)',
+    value,
+  );
 }
 
 export function parseChatRequest(body: unknown): ChatRequest {
@@ -81,19 +107,39 @@ export function parseChatRequest(body: unknown): ChatRequest {
   const raw = f.raw('messages');
   if (!Array.isArray(raw) || raw.length === 0) throw badRequest('messages', 'a non-empty list of messages', raw);
   const messages = raw.map((m, i): ChatMessage => {
-    if (!isObject(m) || typeof m.role !== 'string') throw badRequest(`messages[${i}]`, 'an object with a string role', m);
-    return { ...m, role: m.role, content: m.content === undefined || m.content === null ? '' : messageContent(m.content, `messages[${i}].content`) };
+    if (!isObject(m) || typeof m.role !== 'string')
+      throw badRequest(`messages[${i}]`, 'an object with a string role', m);
+    return {
+      ...m,
+      role: m.role,
+      content: m.content === undefined || m.content === null ? '' : messageContent(m.content, `messages[${i}].content`),
+    };
   });
   if (f.has('tools')) throw new ApiError(400, 'tools: tool calling is not supported by this server', 'tools');
   const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0 });
-  if (topLogprobs > 0) throw new ApiError(400, `top_logprobs: ${topLogprobs} alternatives per token are not computed by this server; logprobs=true returns each sampled token's log-prob`, 'top_logprobs');
+  if (topLogprobs > 0)
+    throw new ApiError(
+      400,
+      `top_logprobs: ${topLogprobs} alternatives per token are not computed by this server; logprobs=true returns ` +
+        `each sampled token's log-prob`,
+      'top_logprobs',
+    );
   const kwargs = f.raw('chat_template_kwargs');
-  if (kwargs !== undefined && kwargs !== null && !isObject(kwargs)) throw badRequest('chat_template_kwargs', 'an object', kwargs);
-  const budget = f.has('max_completion_tokens') ? f.number('max_completion_tokens', 0, { integer: true }) : f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null;
+  if (kwargs !== undefined && kwargs !== null && !isObject(kwargs))
+    throw badRequest('chat_template_kwargs', 'an object', kwargs);
+  const budget = f.has('max_completion_tokens')
+    ? f.number('max_completion_tokens', 0, { integer: true })
+    : f.has('max_tokens')
+      ? f.number('max_tokens', 0, { integer: true })
+      : null;
   const { model, returnTokenIds, ...rest } = commonFields(f, budget);
   return {
-    request: { prompts: [], ...rest }, model, returnTokenIds, messages,
-    addGenerationPrompt: f.boolean('add_generation_prompt', true), templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
+    request: { prompts: [], ...rest },
+    model,
+    returnTokenIds,
+    messages,
+    addGenerationPrompt: f.boolean('add_generation_prompt', true),
+    templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
     logprobs: f.boolean('logprobs', false),
   };
 }
@@ -124,16 +170,33 @@ function randomId(prefix: string): string {
 const now = () => Math.floor(Date.now() / 1000);
 
 /** Prompt tokens counted once per prompt (not per sample), as vLLM does. */
-export function completionResponse(model: string, samples: readonly ReportedSample[], promptTokens: number, c: Pick<CompletionRequest, 'logprobs' | 'returnTokenIds'>) {
+export function completionResponse(
+  model: string,
+  samples: readonly ReportedSample[],
+  promptTokens: number,
+  c: Pick<CompletionRequest, 'logprobs' | 'returnTokenIds'>,
+) {
   return {
-    id: randomId('cmpl'), object: 'text_completion', created: now(), model,
+    id: randomId('cmpl'),
+    object: 'text_completion',
+    created: now(),
+    model,
     choices: samples.map((s, index) => {
       let offset = 0;
       const textOffset = s.tokenTexts.map((t) => (offset += t.length) - t.length);
       return {
-        index, text: s.text,
-        logprobs: c.logprobs ? { text_offset: textOffset, token_logprobs: Array.from(s.logprobs), tokens: s.tokenTexts, top_logprobs: null } : null,
-        finish_reason: s.finishReason, stop_reason: stopReason(s),
+        index,
+        text: s.text,
+        logprobs: c.logprobs
+          ? {
+              text_offset: textOffset,
+              token_logprobs: Array.from(s.logprobs),
+              tokens: s.tokenTexts,
+              top_logprobs: null,
+            }
+          : null,
+        finish_reason: s.finishReason,
+        stop_reason: stopReason(s),
         ...(c.returnTokenIds ? { prompt_token_ids: s.promptIds, token_ids: s.tokens } : {}),
       };
     }),
@@ -141,14 +204,33 @@ export function completionResponse(model: string, samples: readonly ReportedSamp
   };
 }
 
-export function chatResponse(model: string, samples: readonly ReportedSample[], promptTokens: number, c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds'>) {
+export function chatResponse(
+  model: string,
+  samples: readonly ReportedSample[],
+  promptTokens: number,
+  c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds'>,
+) {
   const bytes = (text: string) => Array.from(new TextEncoder().encode(text));
   return {
-    id: randomId('chatcmpl'), object: 'chat.completion', created: now(), model,
+    id: randomId('chatcmpl'),
+    object: 'chat.completion',
+    created: now(),
+    model,
     choices: samples.map((s, index) => ({
-      index, message: { role: 'assistant', content: s.text },
-      logprobs: c.logprobs ? { content: s.tokenTexts.map((token, t) => ({ token, logprob: s.logprobs[t], bytes: bytes(token), top_logprobs: [] })) } : null,
-      finish_reason: s.finishReason, stop_reason: stopReason(s),
+      index,
+      message: { role: 'assistant', content: s.text },
+      logprobs: c.logprobs
+        ? {
+            content: s.tokenTexts.map((token, t) => ({
+              token,
+              logprob: s.logprobs[t],
+              bytes: bytes(token),
+              top_logprobs: [],
+            })),
+          }
+        : null,
+      finish_reason: s.finishReason,
+      stop_reason: stopReason(s),
       ...(c.returnTokenIds ? { token_ids: s.tokens } : {}),
     })),
     usage: usage(promptTokens, samples),
@@ -157,8 +239,23 @@ export function chatResponse(model: string, samples: readonly ReportedSample[], 
 }
 
 /** GET /v1/models: the base model and each loaded LoRA adapter (its parent the base), as vLLM lists them. */
-export function modelList(base: { name: string; root: string; maxModelLen: number }, adapters: readonly { name: string; path: string }[]) {
+export function modelList(
+  base: { name: string; root: string; maxModelLen: number },
+  adapters: readonly { name: string; path: string }[],
+) {
   const created = now();
-  const card = (id: string, root: string, parent: string | null) => ({ id, object: 'model', created, owned_by: ENGINE_SERVER_OWNER, root, parent, max_model_len: base.maxModelLen, permission: [] });
-  return { object: 'list', data: [card(base.name, base.root, null), ...adapters.map((a) => card(a.name, a.path, base.name))] };
+  const card = (id: string, root: string, parent: string | null) => ({
+    id,
+    object: 'model',
+    created,
+    owned_by: ENGINE_SERVER_OWNER,
+    root,
+    parent,
+    max_model_len: base.maxModelLen,
+    permission: [],
+  });
+  return {
+    object: 'list',
+    data: [card(base.name, base.root, null), ...adapters.map((a) => card(a.name, a.path, base.name))],
+  };
 }

@@ -40,14 +40,30 @@ export class RequestFields {
     return new RequestFields(value, `${this.name(key)}.`);
   }
 
-  number(key: string, fallback: number, range: { min?: number; max?: number; integer?: boolean; above?: number } = {}): number {
+  number(
+    key: string,
+    fallback: number,
+    range: { min?: number; max?: number; integer?: boolean; above?: number } = {},
+  ): number {
     if (!this.has(key)) return fallback;
     const value = this.body[key];
     const { min, max, integer, above } = range;
-    const expected = [integer ? 'an integer' : 'a number', min !== undefined ? `≥ ${min}` : '', above !== undefined ? `> ${above}` : '', max !== undefined ? `≤ ${max}` : '']
-      .filter(Boolean).join(' ');
-    if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value)) ||
-      (min !== undefined && value < min) || (max !== undefined && value > max) || (above !== undefined && value <= above)) {
+    const expected = [
+      integer ? 'an integer' : 'a number',
+      min !== undefined ? `≥ ${min}` : '',
+      above !== undefined ? `> ${above}` : '',
+      max !== undefined ? `≤ ${max}` : '',
+    ]
+      .filter(Boolean)
+      .join(' ');
+    if (
+      typeof value !== 'number' ||
+      !Number.isFinite(value) ||
+      (integer && !Number.isInteger(value)) ||
+      (min !== undefined && value < min) ||
+      (max !== undefined && value > max) ||
+      (above !== undefined && value <= above)
+    ) {
       throw badRequest(this.name(key), expected, value);
     }
     return value;
@@ -89,6 +105,7 @@ export class RequestFields {
 
   /** A field this server does not implement: refused unless absent or at the value that means "off". */
   unsupported(key: string, off: unknown, why: string): void {
-    if (this.has(key) && this.body[key] !== off) throw new ApiError(400, `${this.name(key)}: ${why} (got ${JSON.stringify(this.body[key])})`, this.name(key));
+    if (this.has(key) && this.body[key] !== off)
+      throw new ApiError(400, `${this.name(key)}: ${why} (got ${JSON.stringify(this.body[key])})`, this.name(key));
   }
 }

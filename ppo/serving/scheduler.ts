@@ -74,12 +74,26 @@ export class Scheduler {
   generate(r: ScheduledRequest): Promise<SampleResult[]> {
     return new Promise((resolve, reject) => {
       const config = { eosTokenIds: this.eosTokenIds, decode: this.decode };
-      const samples = r.prompts.flatMap((prompt) => Array.from({ length: r.n }, () => prompt)).map((prompt, j): QueuedSample => ({
-        prompt,
-        sampling: { ...r.sampling, stream: (r.sampleOffset + j) >>> 0 },
-        progress: new TurnProgress(config, r.stopTokenIds, r.stopStrings, r.budget),
-      }));
-      const job: GenerateJob = { kind: 'generate', adapter: r.adapter, n: r.n, samples, taken: 0, results: samples.map(() => null), remaining: samples.length, resolve, reject };
+      const samples = r.prompts
+        .flatMap((prompt) => Array.from({ length: r.n }, () => prompt))
+        .map(
+          (prompt, j): QueuedSample => ({
+            prompt,
+            sampling: { ...r.sampling, stream: (r.sampleOffset + j) >>> 0 },
+            progress: new TurnProgress(config, r.stopTokenIds, r.stopStrings, r.budget),
+          }),
+        );
+      const job: GenerateJob = {
+        kind: 'generate',
+        adapter: r.adapter,
+        n: r.n,
+        samples,
+        taken: 0,
+        results: samples.map(() => null),
+        remaining: samples.length,
+        resolve,
+        reject,
+      };
       samples.forEach((s, index) => this.owners.set(s, { job, index }));
       this.jobs.push(job);
       this.pump();
@@ -119,7 +133,7 @@ export class Scheduler {
       }
       // Every request the loop took samples of has ended unless the loop failed: fail those, never leave them hanging.
       for (const job of this.jobs.filter((j): j is GenerateJob => j.kind === 'generate' && j.taken > 0)) {
-        this.fail(job, failure ?? new Error('the decode loop ended before this request\'s samples did'));
+        this.fail(job, failure ?? new Error("the decode loop ended before this request's samples did"));
       }
     }
   }
@@ -130,7 +144,9 @@ export class Scheduler {
     job.reject(err);
   }
 
-  /** The requests a loop with `adapter` may take samples from: those queued before the first that needs another loop. */
+  /**
+   * The requests a loop with `adapter` may take samples from: those queued before the first that needs another loop.
+   */
   admissible(adapter: string | null): GenerateJob[] {
     const open: GenerateJob[] = [];
     for (const job of this.jobs) {
@@ -145,7 +161,12 @@ export class Scheduler {
     if (!owner) return;
     const { job, index } = owner;
     this.owners.delete(sample);
-    job.results[index] = { prompt: Math.floor(index / job.n), tokens: sample.progress.tokens, logprobs, reason: sample.progress.reason ?? 'length' };
+    job.results[index] = {
+      prompt: Math.floor(index / job.n),
+      tokens: sample.progress.tokens,
+      logprobs,
+      reason: sample.progress.reason ?? 'length',
+    };
     if (--job.remaining === 0) {
       this.jobs.splice(this.jobs.indexOf(job), 1);
       job.resolve(job.results as SampleResult[]);

@@ -4,7 +4,13 @@
 // /load_lora_adapter, /unload_lora_adapter, /get_model_info.
 import { ApiError, badRequest } from './api-error.ts';
 import { RequestFields } from './request-fields.ts';
-import { promptInputs, refuseUnsupportedSampling, samplingFields, seedOf, type GenerationRequest } from './generation-request.ts';
+import {
+  promptInputs,
+  refuseUnsupportedSampling,
+  samplingFields,
+  seedOf,
+  type GenerationRequest,
+} from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
 
 /** SGLang's SamplingParams default max_new_tokens. */
@@ -21,16 +27,22 @@ export interface GenerateRequest {
 
 export function parseGenerateRequest(body: unknown): GenerateRequest {
   const f = RequestFields.of(body);
-  if (f.has('text') === f.has('input_ids')) throw new ApiError(400, 'exactly one of text and input_ids must be given', f.has('text') ? 'input_ids' : 'text');
+  if (f.has('text') === f.has('input_ids'))
+    throw new ApiError(400, 'exactly one of text and input_ids must be given', f.has('text') ? 'input_ids' : 'text');
   const input = f.has('text') ? f.raw('text') : f.raw('input_ids');
   const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
   const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
   f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
   f.unsupported('top_logprobs_num', 0, 'top log-probs are not computed by this server (only 0)');
   f.unsupported('logprob_start_len', -1, 'prompt log-probs are not computed by this server (only -1: output tokens)');
-  if (f.has('input_embeds') || f.has('image_data')) throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
+  if (f.has('input_embeds') || f.has('image_data'))
+    throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
   if (Array.isArray(f.raw('sampling_params'))) {
-    throw badRequest('sampling_params', 'one object for every prompt (a list of per-prompt sampling_params is not supported by this server)', '[...]');
+    throw badRequest(
+      'sampling_params',
+      'one object for every prompt (a list of per-prompt sampling_params is not supported by this server)',
+      '[...]',
+    );
   }
   const s = f.object('sampling_params');
   refuseUnsupportedSampling(s);
@@ -41,16 +53,24 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
   const names = Array.isArray(given) ? [...new Set(given)] : [given];
   const lora = names.length === 1 ? names[0] : given;
   if (lora !== undefined && lora !== null && typeof lora !== 'string') {
-    throw badRequest('lora_path', 'the name of a loaded adapter, or a list naming the same one for every input (one adapter per request)', given);
+    throw badRequest(
+      'lora_path',
+      'the name of a loaded adapter, or a list naming the same one for every input (one adapter per request)',
+      given,
+    );
   }
   const rid = f.raw('rid');
   return {
     request: {
-      prompts, n: sampling.n,
+      prompts,
+      n: sampling.n,
       maxTokens: s.has('max_new_tokens') ? s.number('max_new_tokens', 0, { integer: true }) : null,
-      temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK,
+      temperature: sampling.temperature,
+      topP: sampling.topP,
+      topK: sampling.topK,
       seed: { seed: seedOf(seed), sampleOffset: sampling.sampleOffset },
-      stop: s.strings('stop'), stopTokenIds: sampling.stopTokenIds,
+      stop: s.strings('stop'),
+      stopTokenIds: sampling.stopTokenIds,
       keepStopString: s.boolean('no_stop_trim', false),
       skipSpecialTokens: s.boolean('skip_special_tokens', true),
       adapter: (lora as string | null | undefined) ?? null,
@@ -68,14 +88,22 @@ export interface GeneratedSample extends CompletionText {
 }
 
 /** One sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
-export function generateResponse(samples: readonly GeneratedSample[], g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>, latencySeconds: number, weightVersion: string) {
+export function generateResponse(
+  samples: readonly GeneratedSample[],
+  g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>,
+  latencySeconds: number,
+  weightVersion: string,
+) {
   const rid = g.rid ?? Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16)).join('');
   const outputs = samples.map((s, i) => ({
     text: s.text,
     output_ids: s.tokens,
     meta_info: {
       id: samples.length > 1 ? `${rid}-${i}` : rid,
-      finish_reason: s.finishReason === 'length' ? { type: 'length', length: s.tokens.length } : { type: 'stop', matched: s.matched },
+      finish_reason:
+        s.finishReason === 'length'
+          ? { type: 'length', length: s.tokens.length }
+          : { type: 'stop', matched: s.matched },
       prompt_tokens: s.promptTokens,
       completion_tokens: s.tokens.length,
       cached_tokens: 0,
@@ -92,7 +120,10 @@ export function parseUpdateWeightsRequest(body: unknown): { modelPath: string; w
   const f = RequestFields.of(body);
   if (!f.has('model_path')) throw badRequest('model_path', 'the directory of a Hugging Face checkpoint', undefined);
   f.unsupported('load_format', 'auto', 'only the Hugging Face safetensors directory format is read');
-  return { modelPath: f.string('model_path', ''), weightVersion: f.has('weight_version') ? f.string('weight_version', '') : null };
+  return {
+    modelPath: f.string('model_path', ''),
+    weightVersion: f.has('weight_version') ? f.string('weight_version', '') : null,
+  };
 }
 
 export function parseLoraRequest(body: unknown, needsPath: boolean): { name: string; path: string } {

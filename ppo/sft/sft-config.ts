@@ -55,8 +55,15 @@ export type SftConfig = typeof SFT_DEFAULTS;
 
 export const SFT_SCHEMA: JobSchema<SftConfig> = {
   defaults: SFT_DEFAULTS,
-  nullable: new Set(['data.train_files', 'data.val_files', 'data.prompt_dict_keys', 'data.response_dict_keys', 'model.partial_pretrain',
-    'trainer.resume_path', 'trainer.total_training_steps']),
+  nullable: new Set([
+    'data.train_files',
+    'data.val_files',
+    'data.prompt_dict_keys',
+    'data.response_dict_keys',
+    'model.partial_pretrain',
+    'trainer.resume_path',
+    'trainer.total_training_steps',
+  ]),
   pathLists: new Set(['data.train_files', 'data.val_files', 'model.target_modules']),
   choices: { 'data.truncation': SFT_TRUNCATIONS, 'optim.lr_scheduler': SFT_LR_SCHEDULERS },
   integers: /batch_size|max_length|lora_rank|total_|seed|_freq/,
@@ -65,7 +72,11 @@ export const SFT_SCHEMA: JobSchema<SftConfig> = {
   onlyDefault: { 'data.chat_template': null, 'data.custom_cls.path': null, 'data.custom_cls.name': null },
   check: (values) => {
     try {
-      resolveTargetModules(moduleList(values.get('model.target_modules') as string | string[]), null, 'model.target_modules');
+      resolveTargetModules(
+        moduleList(values.get('model.target_modules') as string | string[]),
+        null,
+        'model.target_modules',
+      );
       return [];
     } catch (err) {
       return [(err as Error).message];
@@ -82,10 +93,18 @@ function moduleList(target: string | string[]): string[] {
  *  for full fine-tuning. */
 export function sftLoraSettings(model: SftConfig['model']): LoraSettings | null {
   if (model.lora_rank === 0) return null;
-  return { rank: model.lora_rank, alpha: model.lora_alpha, useRslora: false, targetModules: resolveTargetModules(moduleList(model.target_modules), null, 'model.target_modules') };
+  return {
+    rank: model.lora_rank,
+    alpha: model.lora_alpha,
+    useRslora: false,
+    targetModules: resolveTargetModules(moduleList(model.target_modules), null, 'model.target_modules'),
+  };
 }
 
-/** The SFT job's configuration of `overrides` (verl's `key=value` arguments) over verl's defaults, and notes on ignored keys. */
+/**
+ * The SFT job's configuration of `overrides` (verl's `key=value` arguments) over verl's defaults, and notes on ignored
+ * keys.
+ */
 export function parseSftOverrides(overrides: readonly string[]): { config: SftConfig; notes: string[] } {
   return parseJobOverrides(SFT_SCHEMA, overrides);
 }

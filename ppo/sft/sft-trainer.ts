@@ -42,7 +42,10 @@ export function buildSftBatch(examples: readonly SftExample[], T: number, padId:
     inputIds.push([...ids, ...new Array(T - ids.length).fill(padId)]);
     attentionMask.push(ids.map(() => 1).concat(new Array(T - ids.length).fill(0)));
     if (ex.responseMask && ex.responseMask.length !== ex.response.length) {
-      throw new Error(`SFT example ${b}: responseMask has ${ex.responseMask.length} entries for ${ex.response.length} response tokens`);
+      throw new Error(
+        `SFT example ${b}: responseMask has ${ex.responseMask.length} entries for ${ex.response.length} response ` +
+          `tokens`,
+      );
     }
     for (let t = 0; t + 1 < ids.length; t++) {
       targets[b * T + t] = ids[t + 1];
@@ -78,7 +81,11 @@ export class SftTrainer {
   }
 
   /** Forward (and with `train`, backward) of one micro-batch; returns its mean loss × scale. */
-  private async micro(examples: readonly SftExample[], train: boolean, scale: number): Promise<{ loss: number; realTokens: number }> {
+  private async micro(
+    examples: readonly SftExample[],
+    train: boolean,
+    scale: number,
+  ): Promise<{ loss: number; realTokens: number }> {
     const { B, T, padId } = this.shape;
     if (examples.length !== B) throw new Error(`SFT micro-batch: ${examples.length} examples, its size is ${B}`);
     const built = buildSftBatch(examples, T, padId, scale);
@@ -97,7 +104,8 @@ export class SftTrainer {
   /** One AdamW step whose gradient is the mean over `microBatches` (each of B examples) of their mean token loss. */
   async trainStep(examples: readonly SftExample[], lr?: number, microBatches = 1): Promise<SftStepResult> {
     const { B } = this.shape;
-    if (examples.length !== B * microBatches) throw new Error(`SFT step: ${examples.length} examples, expected ${microBatches} micro-batches of ${B}`);
+    if (examples.length !== B * microBatches)
+      throw new Error(`SFT step: ${examples.length} examples, expected ${microBatches} micro-batches of ${B}`);
     const start = performance.now();
     this.optimizer.zeroGrad();
     let loss = 0;

@@ -17,7 +17,8 @@ export const arithmeticTokenizer = new CharTokenizer({
 /** Chat template (Jinja, Hugging Face's apply_chat_template) that renders the prompts below. */
 export const ARITHMETIC_CHAT_TEMPLATE =
   "{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>' + message['content'] }}" +
-  "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>' + message['content'] + '</s>' }}{% endif %}{% endfor %}" +
+  "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>' + message['content'] + '</s>' }}{% endif %}{% endfor " +
+  '%}' +
   "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
 export interface ArithmeticProblem {
@@ -62,10 +63,15 @@ function record(problem: ArithmeticProblem, split: string, index: number): RlRec
  * Disjoint train and validation sets of distinct problems, drawn with `seed`: validation accuracy measures
  * problems the model never trained on.
  */
-export function arithmeticDataset(config: ArithmeticTaskConfig & { trainSize: number; valSize: number; seed: number }): { train: RlRecord[]; val: RlRecord[] } {
+export function arithmeticDataset(
+  config: ArithmeticTaskConfig & { trainSize: number; valSize: number; seed: number },
+): { train: RlRecord[]; val: RlRecord[] } {
   const limit = 10 ** config.digits;
   if (config.trainSize + config.valSize > limit * limit) {
-    throw new Error(`arithmetic task: ${config.trainSize} + ${config.valSize} problems exceed the ${limit * limit} distinct ${config.digits}-digit sums`);
+    throw new Error(
+      `arithmetic task: ${config.trainSize} + ${config.valSize} problems exceed the ${limit * limit} distinct ` +
+        `${config.digits}-digit sums`,
+    );
   }
   const rng = new Rng(config.seed);
   const seen = new Set<number>();

@@ -9,8 +9,15 @@ import type { BuiltinSearchFormat } from '../environments/search/search-protocol
 import { sloppyAnswer } from './arithmetic-preferences.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from './arithmetic.ts';
 import {
-  formatDocuments, formatObservation, guessDemonstration, searchDemonstration, syntheticQaDataset, syntheticQaFact,
-  syntheticQaSearchQuery, syntheticQaTokenizerFiles, type Demonstration,
+  formatDocuments,
+  formatObservation,
+  guessDemonstration,
+  searchDemonstration,
+  syntheticQaDataset,
+  syntheticQaFact,
+  syntheticQaSearchQuery,
+  syntheticQaTokenizerFiles,
+  type Demonstration,
 } from './synthetic-qa.ts';
 
 export type BuiltinTaskName = 'arithmetic' | 'search_qa';
@@ -31,8 +38,15 @@ export interface BuiltinTask {
   warmStartBatchSize: number;
   /** Held-out prompts of `node train.js`. */
   valSize: number;
-  /** The warm start's stages in order, on the training prompts; a search task's demonstrations come from `retriever`. */
-  warmStart(train: readonly RlExample[], seed: number, retriever: Retriever | null, topk: number): Promise<WarmStartStage[]>;
+  /**
+   * The warm start's stages in order, on the training prompts; a search task's demonstrations come from `retriever`.
+   */
+  warmStart(
+    train: readonly RlExample[],
+    seed: number,
+    retriever: Retriever | null,
+    topk: number,
+  ): Promise<WarmStartStage[]>;
   search: BuiltinSearchFormat | null;
 }
 
@@ -53,7 +67,10 @@ const arithmetic: BuiltinTask = {
   warmStart: async (train, seed) => {
     const rng = new Rng(seed);
     const answered = (text: (sum: string) => string): SftExample[] =>
-      train.map((example) => ({ prompt: example.promptIds, response: arithmeticTokenizer.encode(`${text(String(example.groundTruth))}</s>`) }));
+      train.map((example) => ({
+        prompt: example.promptIds,
+        response: arithmeticTokenizer.encode(`${text(String(example.groundTruth))}</s>`),
+      }));
     return [
       { name: 'pretraining', steps: 900, lr: 3e-3, examples: answered((sum) => sum) },
       { name: 'SFT', steps: 100, lr: 1e-3, examples: answered((sum) => sloppyAnswer(sum, rng)) },
@@ -79,9 +96,16 @@ const searchQa: BuiltinTask = {
   valSize: 128,
   warmStart: async (train, _seed, retriever, topk) => {
     if (!retriever) throw new Error('built-in task search_qa: its demonstrations need the retriever');
-    const results = await retriever.search(train.map((example) => syntheticQaSearchQuery(syntheticQaFact(example))), topk);
+    const results = await retriever.search(
+      train.map((example) => syntheticQaSearchQuery(syntheticQaFact(example))),
+      topk,
+    );
     const examples = train.flatMap((example, k) => {
-      const sft = (demo: Demonstration): SftExample => ({ prompt: example.promptIds, response: demo.ids, responseMask: demo.generatedMask });
+      const sft = (demo: Demonstration): SftExample => ({
+        prompt: example.promptIds,
+        response: demo.ids,
+        responseMask: demo.generatedMask,
+      });
       const searching = sft(searchDemonstration(example, formatObservation(formatDocuments(results[k]))));
       const guessing = sft(guessDemonstration(example));
       return [

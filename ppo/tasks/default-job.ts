@@ -27,12 +27,17 @@ export interface WarmStartResult {
   history: SftStepResult[];
 }
 
-/** A saved warm start's own record, beside its checkpoint (the demo's starting model): how to make it again and its loss per step. */
+/**
+ * A saved warm start's own record, beside its checkpoint (the demo's starting model): how to make it again and its loss
+ * per step.
+ */
 export const WARM_START_RECORD_FILE = 'warm_start.json';
 export interface WarmStartRecord {
   command: string;
   trainerSeed: number;
-  /** data.seed: which prompts were training prompts, so a run from the checkpoint validates on the same held-out ones. */
+  /**
+   * data.seed: which prompts were training prompts, so a run from the checkpoint validates on the same held-out ones.
+   */
   dataSeed: number;
   stages: { name: string; steps: number }[];
   loss: number[];
@@ -60,7 +65,9 @@ export function withTotalSteps(stages: readonly WarmStartStage[], totalSteps: nu
  * freshly reset AdamW with a 10-step warmup and a cosine decay to a tenth of its learning rate.
  */
 export async function warmStartBuiltinActor(
-  engine: Engine, options: { stages: readonly WarmStartStage[]; batchSize: number; seed: number }, tokenizer: { vocabSize: number; padId: number },
+  engine: Engine,
+  options: { stages: readonly WarmStartStage[]; batchSize: number; seed: number },
+  tokenizer: { vocabSize: number; padId: number },
   onStep: (result: SftStepResult, progress: WarmStartProgress) => void,
 ): Promise<WarmStartResult> {
   const config = tinyQwen3Config(tokenizer.vocabSize);
@@ -68,8 +75,16 @@ export async function warmStartBuiltinActor(
   uploadArenaTensors(engine, params, initialParameters(config, options.seed));
   const model = new CausalLm(engine, config, params);
   // Every step passes its stage's scheduled learning rate.
-  const optimizer = new AdamWOptimizer(engine, params, { lr: 0, betas: [0.9, 0.95], eps: 1e-8, weightDecay: 0.01, maxGradNorm: 1 });
-  const T = Math.max(...options.stages.flatMap((stage) => stage.examples.map((e) => e.prompt.length + e.response.length)));
+  const optimizer = new AdamWOptimizer(engine, params, {
+    lr: 0,
+    betas: [0.9, 0.95],
+    eps: 1e-8,
+    weightDecay: 0.01,
+    maxGradNorm: 1,
+  });
+  const T = Math.max(
+    ...options.stages.flatMap((stage) => stage.examples.map((e) => e.prompt.length + e.response.length)),
+  );
   const trainer = new SftTrainer(engine, model, optimizer, { B: options.batchSize, T, padId: tokenizer.padId });
   const rng = new Rng(options.seed);
   const totalSteps = options.stages.reduce((sum, stage) => sum + stage.steps, 0);
@@ -77,7 +92,10 @@ export async function warmStartBuiltinActor(
   for (const stage of options.stages) {
     optimizer.reset();
     for (let step = 0; step < stage.steps; step++) {
-      const batch = Array.from({ length: options.batchSize }, () => stage.examples[Math.floor(rng.next() * stage.examples.length)]);
+      const batch = Array.from(
+        { length: options.batchSize },
+        () => stage.examples[Math.floor(rng.next() * stage.examples.length)],
+      );
       const warmup = Math.min(1, (step + 1) / 10);
       const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / stage.steps));
       const result = await trainer.trainStep(batch, stage.lr * warmup * decay);

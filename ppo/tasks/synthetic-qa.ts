@@ -1,14 +1,14 @@
 // The built-in search task: questions about invented entities ("color of zor vak") whose answers exist only in a
 // generated corpus with one short fact per document ("zor vak\nzor vak color teal", title on the first line as in
 // Search-R1's wiki dump), so a model cannot answer without <search>. Every entity has a value for every attribute,
-// drawn with the seed from a small shared set, so each answer is a single word seen in training; validation asks
-// facts that training never asks (at most one per entity, and only values some training question also has), so
-// memorised answers do not help there. Sequences stay short for a tiny model: a word-level vocabulary, a 6-token
-// prompt, and documents shown as their bare fact sentence. A name is two words ("zor vak") of 16 each rather than
-// one of 256: a tiny model learns to copy a name into its query within a short warm start only when each word
-// is common in training (with one-word names it had not after 300 steps, with two-word names it had). The task comes as a user would bring it: verl-schema
-// rows (data_source "synthetic_qa", Search-R1's {target: [answers]} ground truth), a Hugging Face tokenizer with a
-// chat template, and a {id, contents} corpus for a retriever. Browser-safe.
+// drawn with the seed from a small shared set, so each answer is a single word seen in training; validation asks facts
+// that training never asks (at most one per entity, and only values some training question also has), so memorised
+// answers do not help there. Sequences stay short for a tiny model: a word-level vocabulary, a 6-token prompt, and
+// documents shown as their bare fact sentence. A name is two words ("zor vak") of 16 each rather than one of 256: a
+// tiny model learns to copy a name into its query within a short warm start only when each word is common in training
+// (with one-word names it had not after 300 steps, with two-word names it had). The task comes as a user would bring
+// it: verl-schema rows (data_source "synthetic_qa", Search-R1's {target: [answers]} ground truth), a Hugging Face
+// tokenizer with a chat template, and a {id, contents} corpus for a retriever. Browser-safe.
 import { WordTokenizer } from '../../models/word-tokenizer.ts';
 import { builtinTokenizerFiles } from '../../models/word-level-tokenizer.ts';
 import { Rng } from '../../engine/rng.ts';
@@ -18,14 +18,60 @@ import type { CorpusDocument } from '../environments/search/retriever.ts';
 export const SYNTHETIC_QA_DATA_SOURCE = 'synthetic_qa';
 
 export const SEARCH_SPECIAL_TOKENS = [
-  '<pad>', '<s>', '</s>', '<|user|>', '<|assistant|>', '<search>', '</search>', '<information>', '</information>', '<answer>', '</answer>',
+  '<pad>',
+  '<s>',
+  '</s>',
+  '<|user|>',
+  '<|assistant|>',
+  '<search>',
+  '</search>',
+  '<information>',
+  '</information>',
+  '<answer>',
+  '</answer>',
 ] as const;
 
-const FIRST_SYLLABLES = ['zor', 'mi', 'ka', 'tel', 'bro', 'fen', 'gal', 'ha', 'jun', 'lor', 'nim', 'pex', 'qua', 'ros', 'vel', 'wy'];
-const SECOND_SYLLABLES = ['vak', 'bel', 'dor', 'fin', 'gex', 'lum', 'mar', 'nok', 'pil', 'rud', 'sek', 'tam', 'vin', 'wox', 'zul', 'ot'];
+const FIRST_SYLLABLES = [
+  'zor',
+  'mi',
+  'ka',
+  'tel',
+  'bro',
+  'fen',
+  'gal',
+  'ha',
+  'jun',
+  'lor',
+  'nim',
+  'pex',
+  'qua',
+  'ros',
+  'vel',
+  'wy',
+];
+const SECOND_SYLLABLES = [
+  'vak',
+  'bel',
+  'dor',
+  'fin',
+  'gex',
+  'lum',
+  'mar',
+  'nok',
+  'pil',
+  'rud',
+  'sek',
+  'tam',
+  'vin',
+  'wox',
+  'zul',
+  'ot',
+];
 
 /** The world's 256 entities, every pairing of the syllables ("zor vak", "mi bel"): names no pretrained text has. */
-export const SYNTHETIC_QA_ENTITIES: readonly string[] = FIRST_SYLLABLES.flatMap((a) => SECOND_SYLLABLES.map((b) => `${a} ${b}`));
+export const SYNTHETIC_QA_ENTITIES: readonly string[] = FIRST_SYLLABLES.flatMap((a) =>
+  SECOND_SYLLABLES.map((b) => `${a} ${b}`),
+);
 
 /** Attribute → the values an entity may have. */
 export const SYNTHETIC_QA_ATTRIBUTES = {
@@ -40,13 +86,22 @@ const ATTRIBUTES = Object.keys(SYNTHETIC_QA_ATTRIBUTES) as SyntheticQaAttribute[
 /** Independent of the seed: the seed changes which values the entities have, not the words. */
 export const syntheticQaTokenizer = new WordTokenizer({
   specialTokens: SEARCH_SPECIAL_TOKENS,
-  words: [...FIRST_SYLLABLES, ...SECOND_SYLLABLES, ...ATTRIBUTES, 'of', ...Object.values(SYNTHETIC_QA_ATTRIBUTES).flat()],
+  words: [
+    ...FIRST_SYLLABLES,
+    ...SECOND_SYLLABLES,
+    ...ATTRIBUTES,
+    'of',
+    ...Object.values(SYNTHETIC_QA_ATTRIBUTES).flat(),
+  ],
 });
 
-/** Chat template (Jinja, Hugging Face's apply_chat_template); the space after <|user|> starts the first word's token. */
+/**
+ * Chat template (Jinja, Hugging Face's apply_chat_template); the space after <|user|> starts the first word's token.
+ */
 export const SYNTHETIC_QA_CHAT_TEMPLATE =
   "{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|> ' + message['content'] }}" +
-  "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>' + message['content'] + '</s>' }}{% endif %}{% endfor %}" +
+  "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>' + message['content'] + '</s>' }}{% endif %}{% endfor " +
+  '%}' +
   "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
 
 /** tokenizer.json and tokenizer_config.json of the task's word vocabulary, as a checkpoint stores them. */
@@ -61,10 +116,12 @@ export interface SyntheticQaFact {
 }
 
 function drawFacts(rng: Rng): SyntheticQaFact[] {
-  return SYNTHETIC_QA_ENTITIES.flatMap((entity) => ATTRIBUTES.map((attribute) => {
-    const values = SYNTHETIC_QA_ATTRIBUTES[attribute];
-    return { entity, attribute, value: values[Math.floor(rng.next() * values.length)] };
-  }));
+  return SYNTHETIC_QA_ENTITIES.flatMap((entity) =>
+    ATTRIBUTES.map((attribute) => {
+      const values = SYNTHETIC_QA_ATTRIBUTES[attribute];
+      return { entity, attribute, value: values[Math.floor(rng.next() * values.length)] };
+    }),
+  );
 }
 
 /** Every (entity, attribute) fact of the world drawn with `seed`, entity by entity. */
@@ -109,9 +166,16 @@ function record(fact: SyntheticQaFact, split: string, index: number): RlRecord {
  * `valSize` facts are held out (at most one per entity, each value still answered by some training question)
  * and every other fact is a training question.
  */
-export function syntheticQaDataset(config: { seed: number; valSize: number }): { train: RlRecord[]; val: RlRecord[]; corpus: CorpusDocument[] } {
+export function syntheticQaDataset(config: { seed: number; valSize: number }): {
+  train: RlRecord[];
+  val: RlRecord[];
+  corpus: CorpusDocument[];
+} {
   if (!Number.isInteger(config.valSize) || config.valSize < 0 || config.valSize > SYNTHETIC_QA_ENTITIES.length) {
-    throw new Error(`synthetic_qa task: valSize must be an integer in [0, ${SYNTHETIC_QA_ENTITIES.length}] (one held-out fact per entity at most), got ${config.valSize}`);
+    throw new Error(
+      `synthetic_qa task: valSize must be an integer in [0, ${SYNTHETIC_QA_ENTITIES.length}] (one held-out fact per ` +
+        `entity at most), got ${config.valSize}`,
+    );
   }
   const rng = new Rng(config.seed);
   const facts = drawFacts(rng);
@@ -138,7 +202,11 @@ export function syntheticQaDataset(config: { seed: number; valSize: number }): {
       train.push(f);
     }
   }
-  if (val.length < config.valSize) throw new Error(`synthetic_qa task: only ${val.length} of ${config.valSize} validation facts can be held out with seed ${config.seed}`);
+  if (val.length < config.valSize)
+    throw new Error(
+      `synthetic_qa task: only ${val.length} of ${config.valSize} validation facts can be held out with seed ` +
+        `${config.seed}`,
+    );
   return {
     train: train.map((f, i) => record(f, 'train', i)),
     val: val.map((f, i) => record(f, 'test', i)),
@@ -152,7 +220,15 @@ export function syntheticQaDataset(config: { seed: number; valSize: number }): {
  */
 export function formatDocuments(docs: readonly CorpusDocument[]): string {
   const sentence = (doc: CorpusDocument) => doc.contents.slice(doc.contents.indexOf('\n') + 1);
-  return docs.map((doc) => sentence(doc).split(/\s+/).filter((w) => w !== '').map((w) => ` ${w}`).join('')).join('');
+  return docs
+    .map((doc) =>
+      sentence(doc)
+        .split(/\s+/)
+        .filter((w) => w !== '')
+        .map((w) => ` ${w}`)
+        .join(''),
+    )
+    .join('');
 }
 
 /** What the rollout inserts after </search>: the formatted documents between the information tags. */
@@ -165,14 +241,22 @@ export function syntheticQaFact(example: Pick<RlExample, 'where' | 'extraInfo' |
   const { entity, attribute } = example.extraInfo;
   const target = (example.groundTruth as { target?: unknown } | null)?.target;
   if (typeof entity !== 'string' || !SYNTHETIC_QA_ENTITIES.includes(entity)) {
-    throw new Error(`${example.where}: extra_info.entity must be one of the synthetic_qa entities, got ${JSON.stringify(entity)}`);
+    throw new Error(
+      `${example.where}: extra_info.entity must be one of the synthetic_qa entities, got ${JSON.stringify(entity)}`,
+    );
   }
   if (typeof attribute !== 'string' || !(ATTRIBUTES as string[]).includes(attribute)) {
-    throw new Error(`${example.where}: extra_info.attribute must be one of ${ATTRIBUTES.join(', ')}, got ${JSON.stringify(attribute)}`);
+    throw new Error(
+      `${example.where}: extra_info.attribute must be one of ${ATTRIBUTES.join(', ')}, got ` +
+        `${JSON.stringify(attribute)}`,
+    );
   }
   const values: readonly string[] = SYNTHETIC_QA_ATTRIBUTES[attribute as SyntheticQaAttribute];
   if (!Array.isArray(target) || target.length !== 1 || !values.includes(target[0])) {
-    throw new Error(`${example.where}: reward_model.ground_truth must be {target: [one ${attribute} value]}, got ${JSON.stringify(example.groundTruth)}`);
+    throw new Error(
+      `${example.where}: reward_model.ground_truth must be {target: [one ${attribute} value]}, got ` +
+        `${JSON.stringify(example.groundTruth)}`,
+    );
   }
   return { entity, attribute: attribute as SyntheticQaAttribute, value: target[0] };
 }
@@ -184,7 +268,9 @@ export interface DemonstrationSegment {
   ids: number[];
 }
 
-/** A response for supervised warm starting; its segments' ids concatenated are the tokens of their texts concatenated. */
+/**
+ * A response for supervised warm starting; its segments' ids concatenated are the tokens of their texts concatenated.
+ */
 export interface Demonstration {
   segments: DemonstrationSegment[];
   ids: number[];
@@ -210,7 +296,10 @@ function answerText(value: string): string {
  * formatObservation(formatDocuments(docs)) for the documents the retriever returns for syntheticQaSearchQuery),
  * then "<answer> teal</answer></s>".
  */
-export function searchDemonstration(example: Pick<RlExample, 'where' | 'extraInfo' | 'groundTruth'>, observation: string): Demonstration {
+export function searchDemonstration(
+  example: Pick<RlExample, 'where' | 'extraInfo' | 'groundTruth'>,
+  observation: string,
+): Demonstration {
   const fact = syntheticQaFact(example);
   return demonstration([
     { text: `<search> ${syntheticQaSearchQuery(fact)}</search>`, generated: true },

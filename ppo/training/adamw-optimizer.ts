@@ -37,7 +37,10 @@ export class AdamWOptimizer {
   ) {
     // Trained weights are float32 master copies; half-precision arenas belong to frozen models.
     const half = params.layout.slots.find((slot) => slot.dtype !== 'f32');
-    if (half) throw new Error(`AdamW over ${params.label}: tensor ${half.name} is ${half.dtype}; a trained model's weights must be float32`);
+    if (half)
+      throw new Error(
+        `AdamW over ${params.label}: tensor ${half.name} is ${half.dtype}; a trained model's weights must be float32`,
+      );
     this.grads = new Arena(engine, `${params.label}.grad`, params.layout);
     this.m = new Arena(engine, `${params.label}.adam_m`, params.layout);
     this.v = new Arena(engine, `${params.label}.adam_v`, params.layout);
@@ -61,9 +64,19 @@ export class AdamWOptimizer {
     gradNormSquared(this.engine, { grads: this.grads.segments, normSquared: this.normSquared });
     this.params.segments.forEach((params, i) => {
       adamwStep(this.engine, {
-        params, grads: this.grads.segments[i], m: this.m.segments[i], v: this.v.segments[i], normSquared: this.normSquared,
-        maxNorm: this.config.maxGradNorm, lr, beta1: this.config.betas[0], beta2: this.config.betas[1], eps: this.config.eps,
-        weightDecay: this.config.weightDecay, step: this.stepCount, gradScale,
+        params,
+        grads: this.grads.segments[i],
+        m: this.m.segments[i],
+        v: this.v.segments[i],
+        normSquared: this.normSquared,
+        maxNorm: this.config.maxGradNorm,
+        lr,
+        beta1: this.config.betas[0],
+        beta2: this.config.betas[1],
+        eps: this.config.eps,
+        weightDecay: this.config.weightDecay,
+        step: this.stepCount,
+        gradScale,
       });
     });
   }
@@ -76,7 +89,10 @@ export class AdamWOptimizer {
   }
 
   async saveState(): Promise<AdamWState> {
-    const read = async (arena: Arena) => new Map(await Promise.all(arena.names().map(async (name) => [name, await this.engine.read(arena.get(name))] as const)));
+    const read = async (arena: Arena) =>
+      new Map(
+        await Promise.all(arena.names().map(async (name) => [name, await this.engine.read(arena.get(name))] as const)),
+      );
     return { step: this.stepCount, m: await read(this.m), v: await read(this.v) };
   }
 
@@ -84,7 +100,10 @@ export class AdamWOptimizer {
   loadState(state: AdamWState): void {
     this.reset();
     this.stepCount = state.step;
-    for (const [moments, arena] of [[state.m, this.m], [state.v, this.v]] as const) {
+    for (const [moments, arena] of [
+      [state.m, this.m],
+      [state.v, this.v],
+    ] as const) {
       for (const name of arena.names()) {
         const data = moments.get(name);
         if (!data) throw new Error(`optimizer state: no moments for ${name}`);

@@ -6,9 +6,17 @@ import type { RolloutBatch } from '../generation/types.ts';
 export function rolloutRows(r: RolloutBatch, rows: readonly number[]): RolloutBatch {
   const pick = <T>(list: readonly T[]) => rows.map((i) => list[i]);
   return {
-    ...r, groupIds: pick(r.groupIds), prompts: pick(r.prompts), responses: pick(r.responses), inputIds: pick(r.inputIds),
-    attentionMask: pick(r.attentionMask), positionIds: pick(r.positionIds), responseMask: pick(r.responseMask), oldLogProbs: pick(r.oldLogProbs),
-    responseLengths: pick(r.responseLengths), finishReasons: pick(r.finishReasons),
+    ...r,
+    groupIds: pick(r.groupIds),
+    prompts: pick(r.prompts),
+    responses: pick(r.responses),
+    inputIds: pick(r.inputIds),
+    attentionMask: pick(r.attentionMask),
+    positionIds: pick(r.positionIds),
+    responseMask: pick(r.responseMask),
+    oldLogProbs: pick(r.oldLogProbs),
+    responseLengths: pick(r.responseLengths),
+    finishReasons: pick(r.finishReasons),
   };
 }
 

@@ -32,7 +32,8 @@ export class DeviceMetricLog {
 
   /** Copies `source` (f32) into the log now, in queue order; `consume` gets its values at flush(). */
   record(source: Tensor, consume: (values: Float32Array) => void): void {
-    if (source.dtype !== 'f32') throw new Error(`metric log ${this.label}: tensor ${source.name} is ${source.dtype}, expected f32`);
+    if (source.dtype !== 'f32')
+      throw new Error(`metric log ${this.label}: tensor ${source.name} is ${source.dtype}, expected f32`);
     const log = this.reserve(this.used + source.size);
     this.engine.copy(source, log.view(`${this.label}[${this.used}]`, this.used, [source.size]));
     this.entries.push({ offset: this.used, length: source.size, consume });
@@ -53,7 +54,8 @@ export class DeviceMetricLog {
     if (this.log && this.log.size >= size) return this.log;
     const grown = this.engine.tensor(this.label, [Math.max(size, 2 * (this.log?.size ?? 0), 256)]);
     if (this.log) {
-      if (this.used > 0) this.engine.copy(this.log.view(this.label, 0, [this.used]), grown.view(this.label, 0, [this.used]));
+      if (this.used > 0)
+        this.engine.copy(this.log.view(this.label, 0, [this.used]), grown.view(this.label, 0, [this.used]));
       this.engine.destroyTensor(this.log);
     }
     this.log = grown;

@@ -12,7 +12,10 @@ export interface MicroBatchPlan {
   responseLength: number;
 }
 
-/** Sequences per micro-batch (null: all at once), or with `maxTokens` (use_dynamic_bsz) a token budget, padding included. */
+/**
+ * Sequences per micro-batch (null: all at once), or with `maxTokens` (use_dynamic_bsz) a token budget, padding
+ * included.
+ */
 export interface MicroBatching {
   microBatchSize: number | null;
   maxTokens?: number | null;
@@ -23,7 +26,8 @@ export interface MicroBatching {
 /** Each row's real prompt tokens and response tokens (generated and observations). */
 export function sequenceLengths(rows: ExperienceRows): { prompt: number[]; response: number[] } {
   const P = rows.promptLength;
-  const count = (row: readonly number[], from: number, to: number) => row.slice(from, to).reduce((n, m) => n + (m ? 1 : 0), 0);
+  const count = (row: readonly number[], from: number, to: number) =>
+    row.slice(from, to).reduce((n, m) => n + (m ? 1 : 0), 0);
   return {
     prompt: rows.attentionMask.map((m) => count(m, 0, P)),
     response: rows.attentionMask.map((m) => count(m, P, m.length)),
@@ -37,10 +41,19 @@ export function sequenceLengths(rows: ExperienceRows): { prompt: number[]; respo
  * first and each micro-batch takes rows while rows × (longest prompt + longest response) stays within the budget —
  * similar lengths together, little padding, never more tokens than the budget.
  */
-export function planMicroBatches(rows: readonly number[], experience: ExperienceRows, split: MicroBatching): MicroBatchPlan[] {
+export function planMicroBatches(
+  rows: readonly number[],
+  experience: ExperienceRows,
+  split: MicroBatching,
+): MicroBatchPlan[] {
   const P = experience.promptLength;
   const R = experience.responseLength;
-  if (!split.maxTokens) return blocks(rows, split.microBatchSize ?? rows.length).map((r) => ({ rows: r, promptLength: P, responseLength: R }));
+  if (!split.maxTokens)
+    return blocks(rows, split.microBatchSize ?? rows.length).map((r) => ({
+      rows: r,
+      promptLength: P,
+      responseLength: R,
+    }));
   const budget = split.maxTokens;
   const lengths = sequenceLengths(experience);
   // A row needs one response column even when empty: the gathers and losses need R ≥ 1.
@@ -50,7 +63,10 @@ export function planMicroBatches(rows: readonly number[], experience: Experience
   const plans: MicroBatchPlan[] = [];
   for (const i of order) {
     if (prompt(i) + response(i) > budget) {
-      throw new Error(`${split.maxTokensKey ?? 'max_token_len'}=${budget} is below sequence ${i}'s ${prompt(i) + response(i)} tokens: raise it to at least the longest prompt + response`);
+      throw new Error(
+        `${split.maxTokensKey ?? 'max_token_len'}=${budget} is below sequence ${i}'s ${prompt(i) + response(i)} ` +
+          `tokens: raise it to at least the longest prompt + response`,
+      );
     }
     const last = plans.at(-1);
     if (last) {

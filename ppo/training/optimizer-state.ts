@@ -19,16 +19,25 @@ export function encodeOptimizerState(state: AdamWState): Uint8Array {
 export function decodeOptimizerState(bytes: Uint8Array, file: string, parameters: readonly ArenaEntry[]): AdamWState {
   const { header, tensors } = parseSafetensors(bytes, file);
   const step = Number(header.metadata?.step);
-  if (!Number.isInteger(step) || step < 0) throw new Error(`${file}: metadata "step" must be a non-negative integer, got ${header.metadata?.step}`);
+  if (!Number.isInteger(step) || step < 0)
+    throw new Error(`${file}: metadata "step" must be a non-negative integer, got ${header.metadata?.step}`);
   const take = (name: string, size: number): Float32Array => {
     const data = tensors.get(name);
-    if (!data) throw new Error(`${file}: missing tensor ${name} (the optimizer state of another model, or of an older version of this engine)`);
-    if (data.length !== size) throw new Error(`${file}: tensor ${name} has ${data.length} values, the model's optimizer needs ${size}`);
+    if (!data)
+      throw new Error(
+        `${file}: missing tensor ${name} (the optimizer state of another model, or of an older version of this engine)`,
+      );
+    if (data.length !== size)
+      throw new Error(`${file}: tensor ${name} has ${data.length} values, the model's optimizer needs ${size}`);
     const bad = firstNonFinite(data);
     // A non-finite moment would turn the first update of every weight it belongs to into NaN.
-    if (bad >= 0) throw new Error(`${file}: ${describeNonFinite(name, data, bad, [size])}; refusing to resume from a non-finite optimizer state`);
+    if (bad >= 0)
+      throw new Error(
+        `${file}: ${describeNonFinite(name, data, bad, [size])}; refusing to resume from a non-finite optimizer state`,
+      );
     return Float32Array.from(data);
   };
-  const moments = (prefix: string) => new Map(parameters.map((p) => [p.name, take(`${prefix}.${p.name}`, elementCount(p.shape))]));
+  const moments = (prefix: string) =>
+    new Map(parameters.map((p) => [p.name, take(`${prefix}.${p.name}`, elementCount(p.shape))]));
   return { step, m: moments('exp_avg'), v: moments('exp_avg_sq') };
 }

@@ -59,8 +59,17 @@ export class SequenceBuffers {
   readonly valuePartials: Tensor;
   readonly valueOut: Tensor;
 
-  constructor(private readonly engine: Engine, buffers: GrowingBuffers, readonly rows: number, readonly S: number, readonly R: number, private readonly vocabSize: number) {
-    const e = { tensor: <D extends DType = 'f32'>(name: string, shape: number[], dtype?: D) => buffers.get(name, shape, dtype) };
+  constructor(
+    private readonly engine: Engine,
+    buffers: GrowingBuffers,
+    readonly rows: number,
+    readonly S: number,
+    readonly R: number,
+    private readonly vocabSize: number,
+  ) {
+    const e = {
+      tensor: <D extends DType = 'f32'>(name: string, shape: number[], dtype?: D) => buffers.get(name, shape, dtype),
+    };
     const tag = 'seq';
     this.ids = e.tensor(`${tag}.ids`, [rows * S], 'u32');
     this.positions = e.tensor(`${tag}.positions`, [rows * S], 'i32');
@@ -99,13 +108,27 @@ export class SequenceBuffers {
     if (indices.length !== this.rows) throw new Error(`sequence buffers of ${this.rows} rows given ${indices.length}`);
     const P = this.S - this.R;
     if (P > rows.promptLength || this.R > rows.responseLength) {
-      throw new Error(`sequence buffers: a window of ${P} prompt + ${this.R} response columns exceeds the experience's ${rows.promptLength} + ${rows.responseLength}`);
+      throw new Error(
+        `sequence buffers: a window of ${P} prompt + ${this.R} response columns exceeds the experience's ` +
+          `${rows.promptLength} + ${rows.responseLength}`,
+      );
     }
     const from = rows.promptLength - P;
     const pick = (all: number[][]) => indices.map((i) => all[i].slice(from, from + this.S));
-    const host = tokenArrays({ inputIds: pick(rows.inputIds), attentionMask: pick(rows.attentionMask), positionIds: pick(rows.positionIds) }, this.vocabSize);
+    const host = tokenArrays(
+      { inputIds: pick(rows.inputIds), attentionMask: pick(rows.attentionMask), positionIds: pick(rows.positionIds) },
+      this.vocabSize,
+    );
     const n = this.rows * this.S;
-    this.batch = { B: this.rows, T: this.S, hostIds: host.ids, vocabSize: this.vocabSize, ids: this.ids, positions: this.positions, keyMask: this.keyMask };
+    this.batch = {
+      B: this.rows,
+      T: this.S,
+      hostIds: host.ids,
+      vocabSize: this.vocabSize,
+      ids: this.ids,
+      positions: this.positions,
+      keyMask: this.keyMask,
+    };
     this.engine.upload(this.batch.ids, host.ids);
     this.engine.upload(this.batch.positions, host.positions);
     this.engine.upload(this.batch.keyMask, host.mask);
@@ -116,7 +139,8 @@ export class SequenceBuffers {
     });
     this.engine.upload(this.targets, targets);
     indices.forEach((row) => {
-      if (!(Number.isInteger(row) && row >= 0 && row < rows.inputIds.length)) throw new Error(`sequence buffers: row ${row} is not one of the experience's ${rows.inputIds.length}`);
+      if (!(Number.isInteger(row) && row >= 0 && row < rows.inputIds.length))
+        throw new Error(`sequence buffers: row ${row} is not one of the experience's ${rows.inputIds.length}`);
     });
     this.engine.upload(this.rowIndex, indices);
     this.sourceR = rows.responseLength;
@@ -127,7 +151,14 @@ export class SequenceBuffers {
    *  tensor of the experience into a response tensor, on the device. */
   gatherResponse(target: Tensor, all: Tensor): void {
     if (!this.sourceR) throw new Error('SequenceBuffers.gatherResponse: upload the sequences first');
-    gatherRows(this.engine, { source: all, sourceStride: this.sourceR, rows: this.rowIndex, m: this.rows, width: this.R, out: target });
+    gatherRows(this.engine, {
+      source: all,
+      sourceStride: this.sourceR,
+      rows: this.rowIndex,
+      m: this.rows,
+      width: this.R,
+      out: target,
+    });
   }
 }
 
@@ -137,7 +168,10 @@ export class SequenceBufferPool {
   private readonly buffers: GrowingBuffers;
   private generation = 0;
 
-  constructor(private readonly engine: Engine, private readonly vocabSize: number) {
+  constructor(
+    private readonly engine: Engine,
+    private readonly vocabSize: number,
+  ) {
     this.buffers = new GrowingBuffers(engine, 'ppo');
   }
 

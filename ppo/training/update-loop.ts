@@ -64,9 +64,18 @@ export interface MicroBatch {
 export type MicroBatchStep = (micro: MicroBatch, log: DeviceMetricLog, metrics: MetricAccumulator) => Promise<void>;
 
 /** One update over the experience; returns the metrics the micro-batch steps recorded and the gradient norm. */
-export async function runUpdate(x: UpdateExperience, config: ScheduleConfig, rng: Rng, target: UpdateTarget, lossAndBackward: MicroBatchStep): Promise<Record<string, number>> {
+export async function runUpdate(
+  x: UpdateExperience,
+  config: ScheduleConfig,
+  rng: Rng,
+  target: UpdateTarget,
+  lossAndBackward: MicroBatchStep,
+): Promise<Record<string, number>> {
   const { optimizer, pool, log, gradNormMetric } = target;
-  if (x.N % config.miniBatchSize !== 0) throw new Error(`ppo_mini_batch_size × rollout.n = ${config.miniBatchSize} does not divide the ${x.N} sequences of a step`);
+  if (x.N % config.miniBatchSize !== 0)
+    throw new Error(
+      `ppo_mini_batch_size × rollout.n = ${config.miniBatchSize} does not divide the ${x.N} sequences of a step`,
+    );
   const metrics = new MetricAccumulator();
   log.clear();
   for (let epoch = 0; epoch < config.epochs; epoch++) {
@@ -104,7 +113,12 @@ function permutation(n: number, rng: Rng): number[] {
 }
 
 /** Mini-batch aggregation denominators: valid tokens and non-empty rows of the mini-batch, response length R. */
-export function miniBatchAggregation(mode: string, responseMask: Float32Array, rows: readonly number[], R: number): LossAggregation {
+export function miniBatchAggregation(
+  mode: string,
+  responseMask: Float32Array,
+  rows: readonly number[],
+  R: number,
+): LossAggregation {
   let tokens = 0;
   let nonEmpty = 0;
   for (const row of rows) {
@@ -114,5 +128,11 @@ export function miniBatchAggregation(mode: string, responseMask: Float32Array, r
     if (count > 0) nonEmpty++;
   }
   // An all-masked mini-batch has zero loss; a denominator of 1 keeps its weights finite (and zero).
-  return { mode: checkLossAggMode(mode), batchNumTokens: Math.max(1, tokens), globalBatchSize: Math.max(1, nonEmpty), lossScaleFactor: R, dpSize: 1 };
+  return {
+    mode: checkLossAggMode(mode),
+    batchNumTokens: Math.max(1, tokens),
+    globalBatchSize: Math.max(1, nonEmpty),
+    lossScaleFactor: R,
+    dpSize: 1,
+  };
 }

@@ -24,8 +24,12 @@ const ARTIFACTS = join(ROOT, 'test-artifacts');
 const CHROMIUM = '/usr/bin/chromium';
 // Closed network: no update checks, sync or first-run fetches. --no-sandbox because CI runs as root.
 const CHROMIUM_FLAGS = [
-  '--enable-unsafe-webgpu', '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  '--no-first-run', '--no-sandbox',
+  '--enable-unsafe-webgpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--no-sandbox',
 ];
 // The page's own settings but the number of steps: enough for the gain to show on SwiftShader.
 const PPO_STEPS = 5;
@@ -39,14 +43,27 @@ const RUN_TIMEOUT_MS = 480_000;
 const GPU_CLASS_SETTINGS = { steps: '2', batchSize: '8' };
 
 const CONTENT_TYPES: Record<string, string> = {
-  '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.png': 'image/png', '.json': 'application/json',
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.json': 'application/json',
 };
 
 function serveStatic(dir: string): Promise<Server> {
   const server = createServer(async (req, res) => {
-    const path = normalize(decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname)).replace(/^(\.\.[/\\])+/, '');
+    const path = normalize(decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname)).replace(
+      /^(\.\.[/\\])+/,
+      '',
+    );
     const file = join(dir, path.endsWith('/') ? `${path}index.html` : path);
-    const found = file.startsWith(dir) && (await stat(file).then((s) => s.isFile(), () => false));
+    const found =
+      file.startsWith(dir) &&
+      (await stat(file).then(
+        (s) => s.isFile(),
+        () => false,
+      ));
     if (!found) {
       res.writeHead(404).end();
       return;
@@ -61,7 +78,10 @@ let server: Server;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run \`bash tools/setup.sh\` (it installs Debian's chromium for this test)`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `${CHROMIUM} is missing: run \`bash tools/setup.sh\` (it installs Debian's chromium for this test)`,
+    );
   await build({ configFile: join(ROOT, 'demo/vite.config.ts'), logLevel: 'warn' });
   server = await serveStatic(DIST);
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
@@ -91,11 +111,15 @@ async function unpackModels(zip: Uint8Array): Promise<{ root: string; cleanup: (
 async function downloadMetrics(page: Page): Promise<Record<string, number>[]> {
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-metrics')]);
   const text = await readFile(await download.path(), 'utf8');
-  return text.trimEnd().split('\n').map((line) => JSON.parse(line));
+  return text
+    .trimEnd()
+    .split('\n')
+    .map((line) => JSON.parse(line));
 }
 
 const stepOf = (page: Page) => page.evaluate(() => Number(document.querySelector('[data-testid=step]')!.textContent));
-const chartPoints = (page: Page, chart: string) => page.locator(`figure[data-chart="${chart}"]`).getAttribute('data-points').then(Number);
+const chartPoints = (page: Page, chart: string) =>
+  page.locator(`figure[data-chart="${chart}"]`).getAttribute('data-points').then(Number);
 
 /** The page on SwiftShader, ready to start (the shipped checkpoint fetched); errors it logs collect in the array.
  *  `query`: the page's URL query (engine knobs, e.g. WEBGPU_DEVICE_CLASS=gpu). */
@@ -106,101 +130,141 @@ async function openDemo(query = ''): Promise<{ page: Page; pageErrors: string[] 
   page.on('console', (msg) => msg.type() === 'error' && pageErrors.push(msg.text()));
   await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/${query}`);
   await expect.poll(() => page.locator('#device').innerText(), { timeout: 60_000 }).toMatch(/swiftshader/i);
-  await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, { timeout: 60_000 });
+  await page.waitForFunction(() => !(document.getElementById('start') as HTMLButtonElement).disabled, null, {
+    timeout: 60_000,
+  });
   return { page, pageErrors };
 }
 
-test('from the shipped checkpoint, PPO raises validation accuracy within a few steps in headless Chromium', async () => {
-  const { page, pageErrors } = await openDemo();
-  // SwiftShader is a CPU device: without a query the page chooses the CPU variants.
-  expect(await text(page, 'device-class')).toBe('cpu');
-  // The shipped checkpoint is the default start, and its warm start is charted before any training.
-  expect(await page.inputValue('select[name=startFrom]')).toBe('checkpoint');
-  expect(await chartPoints(page, 'Warm-start loss')).toBeGreaterThanOrEqual(100);
-  for (const [name, value] of Object.entries(RUN_SETTINGS)) await page.fill(`input[name=${name}]`, value);
-  const command = await page.locator('#command').innerText();
-  expect(command).toContain('node train.js ');
-  expect(command).toContain('actor_rollout_ref.model.path=demo/public/warm-start');
-  expect(command).toContain(`trainer.total_training_steps=${PPO_STEPS}`);
-  await page.click('#start');
+test(
+  'from the shipped checkpoint, PPO raises validation accuracy within a few steps in headless Chromium',
+  async () => {
+    const { page, pageErrors } = await openDemo();
+    // SwiftShader is a CPU device: without a query the page chooses the CPU variants.
+    expect(await text(page, 'device-class')).toBe('cpu');
+    // The shipped checkpoint is the default start, and its warm start is charted before any training.
+    expect(await page.inputValue('select[name=startFrom]')).toBe('checkpoint');
+    expect(await chartPoints(page, 'Warm-start loss')).toBeGreaterThanOrEqual(100);
+    for (const [name, value] of Object.entries(RUN_SETTINGS)) await page.fill(`input[name=${name}]`, value);
+    const command = await page.locator('#command').innerText();
+    expect(command).toContain('node train.js ');
+    expect(command).toContain('actor_rollout_ref.model.path=demo/public/warm-start');
+    expect(command).toContain(`trainer.total_training_steps=${PPO_STEPS}`);
+    await page.click('#start');
 
-  // Before the first PPO step the table shows the checkpoint's answers, their trailing spaces drawn as ␣.
-  await page.waitForFunction(() => document.getElementById('samples-note')!.textContent!.includes('after 0 PPO steps'), null, { timeout: 120_000, polling: 100 });
-  const startAnswers = await page.locator('#samples tbody td:nth-child(2)').allInnerTexts();
-  expect(startAnswers.filter((a) => a.endsWith('\u2423')).length).toBeGreaterThan(startAnswers.length / 2);
+    // Before the first PPO step the table shows the checkpoint's answers, their trailing spaces drawn as ␣.
+    await page.waitForFunction(
+      () => document.getElementById('samples-note')!.textContent!.includes('after 0 PPO steps'),
+      null,
+      { timeout: 120_000, polling: 100 },
+    );
+    const startAnswers = await page.locator('#samples tbody td:nth-child(2)').allInnerTexts();
+    expect(startAnswers.filter((a) => a.endsWith('\u2423')).length).toBeGreaterThan(startAnswers.length / 2);
 
-  // The last step is followed by a validation: accuracy is final once the run says done.
-  await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
-  expect(await stepOf(page)).toBe(PPO_STEPS);
-  expect(pageErrors).toEqual([]);
+    // The last step is followed by a validation: accuracy is final once the run says done.
+    await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
+    expect(await stepOf(page)).toBe(PPO_STEPS);
+    expect(pageErrors).toEqual([]);
 
-  const metrics = await downloadMetrics(page);
-  const validation = metrics.filter((m) => 'val/test_score/mean' in m);
-  const accuracyAt = (step: number) => validation.find((m) => m['training/global_step'] === step)!['val/test_score/mean'];
-  const before = accuracyAt(0);
-  const after = accuracyAt(PPO_STEPS);
-  // What a person looks for: the model got better at the task, by a margin no sampling noise gives.
-  expect(after).toBeGreaterThanOrEqual(before + MIN_GAIN);
-  expect(Number(await text(page, 'start-accuracy'))).toBeCloseTo(before, 3);
-  expect(Number(await text(page, 'accuracy'))).toBeCloseTo(after, 3);
-  const steps = metrics.filter((m) => 'critic/score/mean' in m);
-  expect(steps.map((m) => m['training/global_step'])).toEqual(Array.from({ length: PPO_STEPS }, (_, i) => i + 1));
-  const secondsPerStep = steps.reduce((sum, m) => sum + m['timing_s/step'], 0) / steps.length;
-  const charts = await page.locator('figure.chart').evaluateAll((figures) => figures.map((f) => [(f as HTMLElement).dataset.chart, Number((f as HTMLElement).dataset.points)]));
-  expect(charts.length).toBe(6);
-  for (const [chart, points] of charts) expect(points, String(chart)).toBeGreaterThanOrEqual(PPO_STEPS);
+    const metrics = await downloadMetrics(page);
+    const validation = metrics.filter((m) => 'val/test_score/mean' in m);
+    const accuracyAt = (step: number) =>
+      validation.find((m) => m['training/global_step'] === step)!['val/test_score/mean'];
+    const before = accuracyAt(0);
+    const after = accuracyAt(PPO_STEPS);
+    // What a person looks for: the model got better at the task, by a margin no sampling noise gives.
+    expect(after).toBeGreaterThanOrEqual(before + MIN_GAIN);
+    expect(Number(await text(page, 'start-accuracy'))).toBeCloseTo(before, 3);
+    expect(Number(await text(page, 'accuracy'))).toBeCloseTo(after, 3);
+    const steps = metrics.filter((m) => 'critic/score/mean' in m);
+    expect(steps.map((m) => m['training/global_step'])).toEqual(Array.from({ length: PPO_STEPS }, (_, i) => i + 1));
+    const secondsPerStep = steps.reduce((sum, m) => sum + m['timing_s/step'], 0) / steps.length;
+    const charts = await page
+      .locator('figure.chart')
+      .evaluateAll((figures) =>
+        figures.map((f) => [(f as HTMLElement).dataset.chart, Number((f as HTMLElement).dataset.points)]),
+      );
+    expect(charts.length).toBe(6);
+    for (const [chart, points] of charts) expect(points, String(chart)).toBeGreaterThanOrEqual(PPO_STEPS);
 
-  await mkdir(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: join(ARTIFACTS, 'demo.png'), fullPage: true });
-  const figures = { before, after, steps: PPO_STEPS, secondsPerStep, settings: RUN_SETTINGS, validation: validation.map((m) => [m['training/global_step'], m['val/test_score/mean']]) };
-  await writeFile(join(ARTIFACTS, 'demo.json'), `${JSON.stringify(figures, null, 2)}\n`);
-  console.log(`browser demo: validation accuracy ${before.toFixed(3)} -> ${after.toFixed(3)} in ${PPO_STEPS} PPO steps, ${secondsPerStep.toFixed(1)} s per step`);
+    await mkdir(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'demo.png'), fullPage: true });
+    const figures = {
+      before,
+      after,
+      steps: PPO_STEPS,
+      secondsPerStep,
+      settings: RUN_SETTINGS,
+      validation: validation.map((m) => [m['training/global_step'], m['val/test_score/mean']]),
+    };
+    await writeFile(join(ARTIFACTS, 'demo.json'), `${JSON.stringify(figures, null, 2)}\n`);
+    console.log(
+      `browser demo: validation accuracy ${before.toFixed(3)} -> ${after.toFixed(3)} in ${PPO_STEPS} PPO steps, ` +
+        `${secondsPerStep.toFixed(1)} s per step`,
+    );
 
-  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
-  const models = await unpackModels(new Uint8Array(await readFile(await download.path())));
-  try {
-    const heads = { actor: 'causal-lm', critic: 'token-classification' } as const;
-    for (const [dir, head] of Object.entries(heads)) {
-      const checkpoint = await openHfCheckpoint(join(models.root, dir));
-      await checkpoint.tensors.close();
-      expect(checkpoint.config.head).toBe(head);
-      const tokenizer = await loadTokenizer(join(models.root, dir), 'native');
-      expect(await tokenizer.decode(await tokenizer.encode('37+58=', { addSpecialTokens: false }))).toBe('37+58=');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+    const models = await unpackModels(new Uint8Array(await readFile(await download.path())));
+    try {
+      const heads = { actor: 'causal-lm', critic: 'token-classification' } as const;
+      for (const [dir, head] of Object.entries(heads)) {
+        const checkpoint = await openHfCheckpoint(join(models.root, dir));
+        await checkpoint.tensors.close();
+        expect(checkpoint.config.head).toBe(head);
+        const tokenizer = await loadTokenizer(join(models.root, dir), 'native');
+        expect(await tokenizer.decode(await tokenizer.encode('37+58=', { addSpecialTokens: false }))).toBe('37+58=');
+      }
+    } finally {
+      await models.cleanup();
     }
-  } finally {
-    await models.cleanup();
-  }
-}, RUN_TIMEOUT_MS + 180_000);
+  },
+  RUN_TIMEOUT_MS + 180_000,
+);
 
-test('the warm start can still run live in the tab, charted step by step', async () => {
-  const { page, pageErrors } = await openDemo();
-  await page.selectOption('select[name=startFrom]', 'live');
-  for (const [name, value] of Object.entries(LIVE_SETTINGS)) await page.fill(`input[name=${name}]`, value);
-  expect(await page.locator('#command').innerText()).not.toContain('actor_rollout_ref.model.path');
-  expect(await page.locator('#command-differences').innerText()).toContain(`live warm start has ${LIVE_SETTINGS.warmStartSteps} steps`);
-  await page.click('#start');
-  await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
-  expect(await chartPoints(page, 'Warm-start loss')).toBe(Number(LIVE_SETTINGS.warmStartSteps));
-  expect(await stepOf(page)).toBe(1);
-  expect(pageErrors).toEqual([]);
-}, RUN_TIMEOUT_MS);
+test(
+  'the warm start can still run live in the tab, charted step by step',
+  async () => {
+    const { page, pageErrors } = await openDemo();
+    await page.selectOption('select[name=startFrom]', 'live');
+    for (const [name, value] of Object.entries(LIVE_SETTINGS)) await page.fill(`input[name=${name}]`, value);
+    expect(await page.locator('#command').innerText()).not.toContain('actor_rollout_ref.model.path');
+    expect(await page.locator('#command-differences').innerText()).toContain(
+      `live warm start has ${LIVE_SETTINGS.warmStartSteps} steps`,
+    );
+    await page.click('#start');
+    await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
+    expect(await chartPoints(page, 'Warm-start loss')).toBe(Number(LIVE_SETTINGS.warmStartSteps));
+    expect(await stepOf(page)).toBe(1);
+    expect(pageErrors).toEqual([]);
+  },
+  RUN_TIMEOUT_MS,
+);
 
-test('?WEBGPU_DEVICE_CLASS=gpu runs the GPU kernel variants in the tab (what a real GPU runs): a few PPO steps, finite metrics', async () => {
-  const { page, pageErrors } = await openDemo('?WEBGPU_DEVICE_CLASS=gpu');
-  expect(await text(page, 'device-class')).toBe('gpu');
-  for (const [name, value] of Object.entries(GPU_CLASS_SETTINGS)) await page.fill(`input[name=${name}]`, value);
-  expect(await page.locator('#command').innerText()).toMatch(/^WEBGPU_DEVICE_CLASS=gpu node train\.js /);
-  await page.click('#start');
-  await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
-  expect(await stepOf(page)).toBe(Number(GPU_CLASS_SETTINGS.steps));
-  expect(pageErrors).toEqual([]);
-  const steps = (await downloadMetrics(page)).filter((m) => 'critic/score/mean' in m);
-  expect(steps).toHaveLength(Number(GPU_CLASS_SETTINGS.steps));
-  for (const m of steps) for (const key of ['actor/pg_loss', 'actor/ppo_kl', 'actor/grad_norm', 'critic/vf_loss']) expect(Number.isFinite(m[key]), `${key} = ${m[key]}`).toBe(true);
-}, RUN_TIMEOUT_MS);
+test(
+  '?WEBGPU_DEVICE_CLASS=gpu runs the GPU kernel variants in the tab (what a real GPU runs): a few PPO steps, finite ' +
+    'metrics',
+  async () => {
+    const { page, pageErrors } = await openDemo('?WEBGPU_DEVICE_CLASS=gpu');
+    expect(await text(page, 'device-class')).toBe('gpu');
+    for (const [name, value] of Object.entries(GPU_CLASS_SETTINGS)) await page.fill(`input[name=${name}]`, value);
+    expect(await page.locator('#command').innerText()).toMatch(/^WEBGPU_DEVICE_CLASS=gpu node train\.js /);
+    await page.click('#start');
+    await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
+    expect(await stepOf(page)).toBe(Number(GPU_CLASS_SETTINGS.steps));
+    expect(pageErrors).toEqual([]);
+    const steps = (await downloadMetrics(page)).filter((m) => 'critic/score/mean' in m);
+    expect(steps).toHaveLength(Number(GPU_CLASS_SETTINGS.steps));
+    for (const m of steps)
+      for (const key of ['actor/pg_loss', 'actor/ppo_kl', 'actor/grad_norm', 'critic/vf_loss'])
+        expect(Number.isFinite(m[key]), `${key} = ${m[key]}`).toBe(true);
+  },
+  RUN_TIMEOUT_MS,
+);
 
 test('a bad ?WEBGPU_DEVICE_CLASS is named on the page', async () => {
   const page = await browser.newPage();
   await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/?WEBGPU_DEVICE_CLASS=tpu`);
-  await expect.poll(() => page.locator('#no-webgpu-reason').innerText(), { timeout: 60_000 }).toContain('WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu');
+  await expect
+    .poll(() => page.locator('#no-webgpu-reason').innerText(), { timeout: 60_000 })
+    .toContain('WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu');
 });

@@ -7,7 +7,12 @@ import type { RlExample } from '../../ppo/data/dataset.ts';
 import { computeScore } from '../../ppo/rewards/arithmetic.ts';
 import { arithmeticDataset, arithmeticTokenizer } from '../../ppo/tasks/arithmetic.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
-import { arithmeticQa, preferencePairs, rejectedAnswer, sloppyDemonstrations } from '../../ppo/tasks/arithmetic-preferences.ts';
+import {
+  arithmeticQa,
+  preferencePairs,
+  rejectedAnswer,
+  sloppyDemonstrations,
+} from '../../ppo/tasks/arithmetic-preferences.ts';
 
 const problems = arithmeticQa(arithmeticDataset({ digits: 2, trainSize: 2000, valSize: 0, seed: 4 }).train);
 
@@ -22,7 +27,9 @@ describe('arithmetic preference pairs', () => {
       expect(pair.rejected[0].role).toBe('assistant');
       expect(computeScore(pair.rejected[0].content, problems[i].answer)).toBe(0);
       // Every answer is spelled in the task's vocabulary (no unknown token).
-      expect(arithmeticTokenizer.decode(arithmeticTokenizer.encode(pair.rejected[0].content))).toBe(pair.rejected[0].content);
+      expect(arithmeticTokenizer.decode(arithmeticTokenizer.encode(pair.rejected[0].content))).toBe(
+        pair.rejected[0].content,
+      );
     });
   });
 
@@ -31,7 +38,11 @@ describe('arithmetic preference pairs', () => {
     const share = (test: (rejected: string, sum: string) => boolean) =>
       pairs.filter((p) => test(p.rejected[0].content, p.chosen[0].content)).length / pairs.length;
     expect(share((r, s) => r === `${s} `)).toBeCloseTo(0.5, 1);
-    expect(share((r, s) => /^[0-9]+$/.test(r) && Math.abs(Number(r) - Number(s)) >= 1 && Math.abs(Number(r) - Number(s)) <= 3)).toBeCloseTo(0.25, 1);
+    expect(
+      share(
+        (r, s) => /^[0-9]+$/.test(r) && Math.abs(Number(r) - Number(s)) >= 1 && Math.abs(Number(r) - Number(s)) <= 3,
+      ),
+    ).toBeCloseTo(0.25, 1);
     expect(share((r, s) => r.endsWith(`=${s}`) && r.includes('+'))).toBeCloseTo(0.25, 1);
     expect(preferencePairs(problems, 2)).toEqual(pairs);
     expect(preferencePairs(problems, 3)).not.toEqual(pairs);
@@ -45,10 +56,15 @@ describe('arithmetic preference pairs', () => {
   it("the SFT demonstrations are the built-in warm start's SFT stage", async () => {
     const { train } = BUILTIN_TASKS.arithmetic.records(1, 16);
     // The arithmetic warm start reads only each example's ground truth and prompt ids.
-    const examples = train.map((r) => ({ promptIds: [], groundTruth: (r.row.reward_model as { ground_truth: string }).ground_truth }));
+    const examples = train.map((r) => ({
+      promptIds: [],
+      groundTruth: (r.row.reward_model as { ground_truth: string }).ground_truth,
+    }));
     const [, sftStage] = await BUILTIN_TASKS.arithmetic.warmStart(examples as unknown as RlExample[], 9, null, 0);
     const demonstrations = sloppyDemonstrations(arithmeticQa(train), 9);
-    expect(sftStage.examples.map((e) => arithmeticTokenizer.decode(e.response))).toEqual(demonstrations.map((d) => `${d.answer}</s>`));
+    expect(sftStage.examples.map((e) => arithmeticTokenizer.decode(e.response))).toEqual(
+      demonstrations.map((d) => `${d.answer}</s>`),
+    );
     expect(demonstrations.filter((d) => d.answer.endsWith(' ')).length / demonstrations.length).toBeCloseTo(0.7, 1);
   });
 });

@@ -1,6 +1,10 @@
 // The reference backward of attention against central finite differences of f(q, k, v) = Σ dOut∘out, in float64.
 import { describe, it, expect } from 'vitest';
-import { attentionForwardRef, attentionBackwardRef, type AttentionRefArgs } from '../../kernels/attention/attention.ref.ts';
+import {
+  attentionForwardRef,
+  attentionBackwardRef,
+  type AttentionRefArgs,
+} from '../../kernels/attention/attention.ref.ts';
 import type { AttentionDims } from '../../kernels/attention/attention.ts';
 import { seededRandom } from '../support/arrays.ts';
 
@@ -17,7 +21,12 @@ function objective(args: AttentionRefArgs, dOut: Float64Array): number {
 }
 
 /** Largest relative error of `analytic` against central differences of the objective in `param`. */
-function finiteDifferenceError(args: AttentionRefArgs, dOut: Float64Array, param: Float64Array, analytic: Float64Array): number {
+function finiteDifferenceError(
+  args: AttentionRefArgs,
+  dOut: Float64Array,
+  param: Float64Array,
+  analytic: Float64Array,
+): number {
   const h = 1e-5;
   let worst = 0;
   for (let i = 0; i < param.length; i++) {
@@ -45,9 +54,21 @@ describe('attention reference backward', () => {
     const [B, T, NH, NKV, HS] = [2, 5, 4, 2, 3];
     const W = (NH + 2 * NKV) * HS;
     const dims: AttentionDims = {
-      B, Tq: T, Tk: T, NH, NKV, HS,
-      qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
-      kvBatchStride: T * W, queryStart: 0, scale: 0.8,
+      B,
+      Tq: T,
+      Tk: T,
+      NH,
+      NKV,
+      HS,
+      qRowStride: W,
+      qColOffset: 0,
+      kRowStride: W,
+      kColOffset: NH * HS,
+      vRowStride: W,
+      vColOffset: (NH + NKV) * HS,
+      kvBatchStride: T * W,
+      queryStart: 0,
+      scale: 0.8,
     };
     const qkv = random64(B * T * W, 1);
     const args: AttentionRefArgs = { ...dims, q: qkv, k: qkv, v: qkv, keyMask: leftPaddedMask(B, T, 2) };
@@ -69,9 +90,22 @@ describe('attention reference backward', () => {
   it('matches finite differences for queries against a KV cache (queryStart > 0, capacity > Tk)', () => {
     const [B, Tq, Tk, NH, NKV, HS, capacity] = [2, 2, 5, 6, 1, 4, 7];
     const dims: AttentionDims = {
-      B, Tq, Tk, NH, NKV, HS,
-      qRowStride: NH * HS, qColOffset: 0, kRowStride: NKV * HS, kColOffset: 0, vRowStride: NKV * HS, vColOffset: 0,
-      kvBatchStride: capacity * NKV * HS, queryStart: Tk - Tq, scale: 0.5, maskBatchStride: capacity,
+      B,
+      Tq,
+      Tk,
+      NH,
+      NKV,
+      HS,
+      qRowStride: NH * HS,
+      qColOffset: 0,
+      kRowStride: NKV * HS,
+      kColOffset: 0,
+      vRowStride: NKV * HS,
+      vColOffset: 0,
+      kvBatchStride: capacity * NKV * HS,
+      queryStart: Tk - Tq,
+      scale: 0.5,
+      maskBatchStride: capacity,
     };
     const q = random64(B * Tq * NH * HS, 3);
     const k = random64(B * capacity * NKV * HS, 4);

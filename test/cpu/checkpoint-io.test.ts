@@ -16,11 +16,15 @@ function bits(a: TensorData): string {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('hex');
 }
 
-async function loadAll(dir: string, as?: DecoderConfig['head']): Promise<{ ck: HfCheckpoint; tensors: TensorSource[] }> {
+async function loadAll(
+  dir: string,
+  as?: DecoderConfig['head'],
+): Promise<{ ck: HfCheckpoint; tensors: TensorSource[] }> {
   const ck = await openHfCheckpoint(dir, { as });
   try {
     const tensors: TensorSource[] = [];
-    for (const name of ck.tensors.names()) tensors.push({ name, shape: ck.tensors.info(name)!.shape, data: await ck.tensors.read(name) });
+    for (const name of ck.tensors.names())
+      tensors.push({ name, shape: ck.tensors.info(name)!.shape, data: await ck.tensors.read(name) });
     return { ck, tensors };
   } finally {
     await ck.tensors.close();
@@ -72,7 +76,11 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
 
     it('a causal-LM checkpoint opened as a critic keeps its backbone', async () => {
       const { ck, tensors } = await loadAll(LLAMA, 'token-classification');
-      expect(ck.config).toMatchObject({ architecture: 'LlamaForTokenClassification', head: 'token-classification', numLabels: 1 });
+      expect(ck.config).toMatchObject({
+        architecture: 'LlamaForTokenClassification',
+        head: 'token-classification',
+        numLabels: 1,
+      });
       expect(tensors.map((t) => t.name)).toContain('model.layers.1.mlp.down_proj.weight');
     });
 
@@ -80,19 +88,31 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
       const dir = join(tmp, 'broken');
       await mkdir(dir);
       await copyFile(join(LLAMA, 'config.json'), join(dir, 'config.json'));
-      await writeCheckpointTensors(dir, llama.tensors.filter((t) => t.name !== 'model.norm.weight'));
-      await expect(openHfCheckpoint(dir)).rejects.toThrow(/broken: LlamaForCausalLM needs tensor 'model\.norm\.weight' \[64\], which the checkpoint does not have/);
-      await writeCheckpointTensors(dir, llama.tensors.map((t) => (t.name === 'model.norm.weight' ? { ...t, shape: [1, 64] } : t)));
-      await expect(openHfCheckpoint(dir)).rejects.toThrow(/tensor 'model\.norm\.weight' has shape \[1, 64\], config\.json implies \[64\]/);
+      await writeCheckpointTensors(
+        dir,
+        llama.tensors.filter((t) => t.name !== 'model.norm.weight'),
+      );
+      await expect(openHfCheckpoint(dir)).rejects.toThrow(
+        /broken: LlamaForCausalLM needs tensor 'model\.norm\.weight' \[64\], which the checkpoint does not have/,
+      );
+      await writeCheckpointTensors(
+        dir,
+        llama.tensors.map((t) => (t.name === 'model.norm.weight' ? { ...t, shape: [1, 64] } : t)),
+      );
+      await expect(openHfCheckpoint(dir)).rejects.toThrow(
+        /tensor 'model\.norm\.weight' has shape \[1, 64\], config\.json implies \[64\]/,
+      );
     });
 
-    it('num_hidden_layers below the checkpoint\'s layer count is rejected instead of dropping layers', async () => {
+    it("num_hidden_layers below the checkpoint's layer count is rejected instead of dropping layers", async () => {
       const dir = join(tmp, 'fewer-layers');
       await mkdir(dir);
       const config = JSON.parse(await readFile(join(LLAMA, 'config.json'), 'utf8'));
       await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, num_hidden_layers: 1 }));
       await writeCheckpointTensors(dir, llama.tensors);
-      await expect(openHfCheckpoint(dir)).rejects.toThrow(/fewer-layers: the weights hold 2 layers but config\.json num_hidden_layers is 1/);
+      await expect(openHfCheckpoint(dir)).rejects.toThrow(
+        /fewer-layers: the weights hold 2 layers but config\.json num_hidden_layers is 1/,
+      );
     });
   });
 
@@ -100,11 +120,29 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
     it('actor: a complete HF directory that loads back bit-identically', async () => {
       const dir = join(tmp, 'actor');
       await saveHfCheckpoint(dir, { config: llama.ck.config, tensors: llama.tensors, tokenizerFrom: STORIES });
-      expect((await readdir(dir)).sort()).toEqual(['config.json', 'generation_config.json', 'model.safetensors', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer_config.json']);
-      expect(await readFile(join(dir, 'tokenizer.json'), 'utf8')).toBe(await readFile(join(STORIES, 'tokenizer.json'), 'utf8'));
+      expect((await readdir(dir)).sort()).toEqual([
+        'config.json',
+        'generation_config.json',
+        'model.safetensors',
+        'special_tokens_map.json',
+        'tokenizer.json',
+        'tokenizer_config.json',
+      ]);
+      expect(await readFile(join(dir, 'tokenizer.json'), 'utf8')).toBe(
+        await readFile(join(STORIES, 'tokenizer.json'), 'utf8'),
+      );
       const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
-      expect(config).toMatchObject({ architectures: ['LlamaForCausalLM'], model_type: 'llama', torch_dtype: 'float32', tie_word_embeddings: false });
-      expect(JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8'))).toEqual({ bos_token_id: 1, eos_token_id: 2, pad_token_id: null });
+      expect(config).toMatchObject({
+        architectures: ['LlamaForCausalLM'],
+        model_type: 'llama',
+        torch_dtype: 'float32',
+        tie_word_embeddings: false,
+      });
+      expect(JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8'))).toEqual({
+        bos_token_id: 1,
+        eos_token_id: 2,
+        pad_token_id: null,
+      });
       const back = await loadAll(dir);
       expect(back.ck.config).toEqual(llama.ck.config);
       expectSameTensors(back.tensors, llama.tensors);
@@ -116,7 +154,11 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
       await saveHfCheckpoint(dir, { config, tensors });
       expect((await readdir(dir)).sort()).toEqual(['config.json', 'model.safetensors']);
       const json = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
-      expect(json).toMatchObject({ architectures: ['LlamaForTokenClassification'], id2label: { 0: 'LABEL_0' }, label2id: { LABEL_0: 0 } });
+      expect(json).toMatchObject({
+        architectures: ['LlamaForTokenClassification'],
+        id2label: { 0: 'LABEL_0' },
+        label2id: { LABEL_0: 0 },
+      });
       const back = await loadAll(dir);
       expect(back.ck.config).toEqual(config);
       expectSameTensors(back.tensors, tensors);
@@ -124,7 +166,12 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
 
     it('sharded save: shards plus index, bit-identical', async () => {
       const dir = join(tmp, 'sharded');
-      await saveHfCheckpoint(dir, { config: llama.ck.config, tensors: llama.tensors, generationConfig: { eos_token_id: [2, 1], do_sample: true }, maxShardBytes: 150_000 });
+      await saveHfCheckpoint(dir, {
+        config: llama.ck.config,
+        tensors: llama.tensors,
+        generationConfig: { eos_token_id: [2, 1], do_sample: true },
+        maxShardBytes: 150_000,
+      });
       const files = await readdir(dir);
       expect(files).toContain('model.safetensors.index.json');
       expect(files.filter((f) => /^model-\d{5}-of-\d{5}\.safetensors$/.test(f)).length).toBeGreaterThan(1);
@@ -145,7 +192,16 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
     it('an interrupted save leaves the previous checkpoint intact and cleans up', async () => {
       const dir = join(tmp, 'interrupted');
       await saveHfCheckpoint(dir, { config: llama.ck.config, tensors: llama.tensors });
-      const failing = llama.tensors.map((t, i) => (i === 10 ? { ...t, data: () => { throw new Error('device lost while reading weights'); } } : t));
+      const failing = llama.tensors.map((t, i) =>
+        i === 10
+          ? {
+              ...t,
+              data: () => {
+                throw new Error('device lost while reading weights');
+              },
+            }
+          : t,
+      );
       await expect(saveHfCheckpoint(dir, { config: llama.ck.config, tensors: failing })).rejects.toThrow(/device lost/);
       const back = await loadAll(dir);
       expectSameTensors(back.tensors, llama.tensors);
@@ -156,16 +212,30 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
       const dir = join(tmp, 'outputs');
       await mkdir(dir);
       await writeFile(join(dir, 'notes.txt'), 'keep me');
-      await expect(saveHfCheckpoint(dir, { config: llama.ck.config, tensors: llama.tensors })).rejects.toThrow(/outputs: exists, is not empty and holds no config\.json; refusing to replace it/);
+      await expect(saveHfCheckpoint(dir, { config: llama.ck.config, tensors: llama.tensors })).rejects.toThrow(
+        /outputs: exists, is not empty and holds no config\.json; refusing to replace it/,
+      );
       expect(await readFile(join(dir, 'notes.txt'), 'utf8')).toBe('keep me');
     });
 
     it('refuses tensor sets transformers could not load', async () => {
       const config = llama.ck.config;
       const target = join(tmp, 'never');
-      await expect(saveHfCheckpoint(target, { config, tensors: llama.tensors.slice(1) })).rejects.toThrow(/LlamaForCausalLM needs tensors that were not given: lm_head\.weight/);
-      await expect(saveHfCheckpoint(target, { config, tensors: [...llama.tensors, { name: 'score.bias', shape: [1], data: new Float32Array(1) }] })).rejects.toThrow(/tensor 'score\.bias' is not part of LlamaForCausalLM/);
-      await expect(saveHfCheckpoint(target, { config, tensors: llama.tensors.map((t) => (t.name === 'model.norm.weight' ? { ...t, shape: [32, 2] } : t)) })).rejects.toThrow(/tensor 'model\.norm\.weight' has shape \[32, 2\], LlamaForCausalLM needs \[64\]/);
+      await expect(saveHfCheckpoint(target, { config, tensors: llama.tensors.slice(1) })).rejects.toThrow(
+        /LlamaForCausalLM needs tensors that were not given: lm_head\.weight/,
+      );
+      await expect(
+        saveHfCheckpoint(target, {
+          config,
+          tensors: [...llama.tensors, { name: 'score.bias', shape: [1], data: new Float32Array(1) }],
+        }),
+      ).rejects.toThrow(/tensor 'score\.bias' is not part of LlamaForCausalLM/);
+      await expect(
+        saveHfCheckpoint(target, {
+          config,
+          tensors: llama.tensors.map((t) => (t.name === 'model.norm.weight' ? { ...t, shape: [32, 2] } : t)),
+        }),
+      ).rejects.toThrow(/tensor 'model\.norm\.weight' has shape \[32, 2\], LlamaForCausalLM needs \[64\]/);
       expect((await readdir(tmp)).some((f) => f.includes('never'))).toBe(false);
     });
   });

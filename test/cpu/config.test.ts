@@ -22,7 +22,7 @@ function expectProblem(overrides: string[], ...fragments: string[]): void {
 describe('config defaults', () => {
   const config = loadConfig();
 
-  it('has verl\'s defaults', () => {
+  it("has verl's defaults", () => {
     expect(config.data.train_batch_size).toBe(1024);
     expect(config.data.max_prompt_length).toBe(512);
     expect(config.data.truncation).toBe('error');
@@ -32,16 +32,37 @@ describe('config defaults', () => {
     expect(config.actor_rollout_ref.actor.loss_agg_mode).toBe('token-mean');
     expect(config.actor_rollout_ref.actor.kl_loss_type).toBe('low_var_kl');
     expect(config.actor_rollout_ref.actor.optim.lr).toBe(1e-6);
-    expect(config.actor_rollout_ref.rollout.val_kwargs).toEqual({ n: 1, temperature: 0, top_k: -1, top_p: 1, do_sample: false });
+    expect(config.actor_rollout_ref.rollout.val_kwargs).toEqual({
+      n: 1,
+      temperature: 0,
+      top_k: -1,
+      top_p: 1,
+      do_sample: false,
+    });
     expect(config.critic.optim.lr).toBe(1e-5);
     expect(config.critic.cliprange_value).toBe(0.5);
     expect(config.custom_reward_function).toEqual({ path: null, name: 'compute_score', timeout: 300 });
     expect(config.algorithm).toEqual({
-      gamma: 1, lam: 1, adv_estimator: 'gae', norm_adv_by_std_in_grpo: true, use_kl_in_reward: false, kl_penalty: 'kl',
+      gamma: 1,
+      lam: 1,
+      adv_estimator: 'gae',
+      norm_adv_by_std_in_grpo: true,
+      use_kl_in_reward: false,
+      kl_penalty: 'kl',
       kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 },
-      use_pf_ppo: false, pf_ppo: { reweight_method: 'pow', weight_pow: 2 },
-      filter_groups: { enable: false, metric: 'acc', max_num_gen_batches: 0 }, reward_mask_ratio: 0,
-      rollout_correction: { rollout_is: null, rollout_is_threshold: 2, rollout_is_batch_normalize: false, rollout_rs: null, rollout_rs_threshold: null, bypass_mode: false, loss_type: 'ppo_clip' },
+      use_pf_ppo: false,
+      pf_ppo: { reweight_method: 'pow', weight_pow: 2 },
+      filter_groups: { enable: false, metric: 'acc', max_num_gen_batches: 0 },
+      reward_mask_ratio: 0,
+      rollout_correction: {
+        rollout_is: null,
+        rollout_is_threshold: 2,
+        rollout_is_batch_normalize: false,
+        rollout_rs: null,
+        rollout_rs_threshold: null,
+        bypass_mode: false,
+        loss_type: 'ppo_clip',
+      },
     });
     expect(config.actor_rollout_ref.rollout.calculate_log_probs).toBe(false);
     expect(config.trainer.resume_mode).toBe('auto');
@@ -49,7 +70,7 @@ describe('config defaults', () => {
     expect(config.critic.freeze).toBe(false);
   });
 
-  it('resolves verl\'s interpolated defaults', () => {
+  it("resolves verl's interpolated defaults", () => {
     expect(config.critic.ppo_mini_batch_size).toBe(256);
     expect(config.critic.ppo_epochs).toBe(1);
     expect(config.critic.loss_agg_mode).toBe('token-mean');
@@ -57,8 +78,21 @@ describe('config defaults', () => {
   });
 
   it('derives batch sizes in sequences', () => {
-    const c = loadConfig({ overrides: ['data.train_batch_size=8', 'actor_rollout_ref.rollout.n=3', 'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=6'] });
-    expect(batchSizes(c)).toEqual({ sequences: 24, actorMiniBatch: 12, actorMicroBatch: 6, criticMiniBatch: 12, criticMicroBatch: 12 });
+    const c = loadConfig({
+      overrides: [
+        'data.train_batch_size=8',
+        'actor_rollout_ref.rollout.n=3',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=6',
+      ],
+    });
+    expect(batchSizes(c)).toEqual({
+      sequences: 24,
+      actorMiniBatch: 12,
+      actorMicroBatch: 6,
+      criticMiniBatch: 12,
+      criticMicroBatch: 12,
+    });
     expect(usesCritic(c)).toBe(true);
   });
 
@@ -88,7 +122,10 @@ describe('config precedence', () => {
   ].join('\n');
 
   it('YAML overrides defaults, key=value overrides YAML, interpolations follow', () => {
-    const c = loadConfig({ layers: [{ text: yamlText, source: 'run.yaml' }], overrides: ['actor_rollout_ref.actor.ppo_mini_batch_size=4', 'trainer.experiment_name=run1'] });
+    const c = loadConfig({
+      layers: [{ text: yamlText, source: 'run.yaml' }],
+      overrides: ['actor_rollout_ref.actor.ppo_mini_batch_size=4', 'trainer.experiment_name=run1'],
+    });
     expect(c.data.train_batch_size).toBe(16);
     expect(c.data.train_files).toEqual(['a.parquet', 'b.jsonl']);
     expect(c.actor_rollout_ref.actor.optim.lr).toBe(1e-5);
@@ -101,9 +138,16 @@ describe('config precedence', () => {
   it('parses override values like Hydra', () => {
     const c = loadConfig({
       overrides: [
-        'actor_rollout_ref.actor.optim.lr=3e-6', 'data.shuffle=false', 'data.val_batch_size=null', 'trainer.logger=[console]',
-        'trainer.experiment_name=42', 'custom_reward_function.path=~/rewards/my reward.ts', '+algorithm.gamma=0.99',
-        'data.train_files="x=y.parquet"', 'critic.freeze=true', 'algorithm.kl_penalty=low_var_kl+',
+        'actor_rollout_ref.actor.optim.lr=3e-6',
+        'data.shuffle=false',
+        'data.val_batch_size=null',
+        'trainer.logger=[console]',
+        'trainer.experiment_name=42',
+        'custom_reward_function.path=~/rewards/my reward.ts',
+        '+algorithm.gamma=0.99',
+        'data.train_files="x=y.parquet"',
+        'critic.freeze=true',
+        'algorithm.kl_penalty=low_var_kl+',
       ],
     });
     expect(c.actor_rollout_ref.actor.optim.lr).toBe(3e-6);
@@ -135,7 +179,11 @@ describe('config precedence', () => {
 
 describe('config errors', () => {
   it('unknown keys suggest the closest key', () => {
-    expectProblem(['actor_rollout_ref.actor.clip_ration=0.3'], 'unknown key actor_rollout_ref.actor.clip_ration', 'did you mean actor_rollout_ref.actor.clip_ratio?');
+    expectProblem(
+      ['actor_rollout_ref.actor.clip_ration=0.3'],
+      'unknown key actor_rollout_ref.actor.clip_ration',
+      'did you mean actor_rollout_ref.actor.clip_ratio?',
+    );
     expectProblem(['trainer.ppo_epochs=2'], 'did you mean actor_rollout_ref.actor.ppo_epochs or critic.ppo_epochs?');
     expectProblem(['algorithm.kl_ctrl.kl_coeff=0.1'], 'did you mean algorithm.kl_ctrl.kl_coef?');
   });
@@ -149,7 +197,11 @@ describe('config errors', () => {
     expectProblem(['trainer.total_epochs=abc'], 'trainer.total_epochs', '"abc"', 'expected an integer');
     expectProblem(['trainer.total_epochs=2.5'], 'expected an integer, got 2.5');
     expectProblem(['data.shuffle=yes'], 'data.shuffle', 'expected true or false, got "yes"');
-    expectProblem(['actor_rollout_ref.actor.optim.lr=null'], 'actor_rollout_ref.actor.optim.lr', 'expected a number, got null');
+    expectProblem(
+      ['actor_rollout_ref.actor.optim.lr=null'],
+      'actor_rollout_ref.actor.optim.lr',
+      'expected a number, got null',
+    );
     expectProblem(['trainer.logger=3'], 'trainer.logger', 'expected a list of strings');
     expectProblem(['trainer.project_name=[a,b]'], 'expected a string, got ["a", "b"]');
     expectProblem(['trainer=3'], 'trainer (command line) is a group of keys');
@@ -163,46 +215,106 @@ describe('config errors', () => {
     expectProblem(['actor_rollout_ref.actor.kl_loss_type=full'], 'actor_rollout_ref.actor.kl_loss_type');
     expectProblem(['trainer.logger=[console,tensorbord]'], 'unknown value "tensorbord"', 'did you mean tensorboard?');
     expectProblem(['algorithm.adv_estimator=vtrace'], 'unknown value "vtrace" (expected one of');
-    expectProblem(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_prj]'],
-      'actor_rollout_ref.model.target_modules (command line): unknown value "v_prj" — did you mean v_proj?');
-    expectProblem(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.exclude_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]'],
-      'actor_rollout_ref.model.target_modules: no module left to adapt');
+    expectProblem(
+      ['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_prj]'],
+      'actor_rollout_ref.model.target_modules (command line): unknown value "v_prj" — did you mean v_proj?',
+    );
+    expectProblem(
+      [
+        'actor_rollout_ref.model.lora_rank=8',
+        'actor_rollout_ref.model.exclude_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]',
+      ],
+      'actor_rollout_ref.model.target_modules: no module left to adapt',
+    );
     expectProblem(['critic.model.lora_rank=8'], 'critic.model.lora_rank', 'LoRA is implemented for the actor only');
     expectProblem(['trainer.resume_mode=resume'], 'trainer.resume_mode', 'expected one of auto, disable, resume_path');
     expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gspoo'], 'did you mean gspo?');
   });
 
-  it('PF-PPO: a reweight_method outside verl\'s three is one line naming the key and the choices', () => {
-    expectProblem(['algorithm.use_pf_ppo=true', 'algorithm.pf_ppo.reweight_method=maxmin'],
-      'algorithm.pf_ppo.reweight_method (command line): unknown value "maxmin" — did you mean max_min? (expected one of pow, max_min, max_random)');
-    expectProblem(['algorithm.pf_ppo.reweight_method=softmax'], 'algorithm.pf_ppo.reweight_method', '(expected one of pow, max_min, max_random)');
+  it("PF-PPO: a reweight_method outside verl's three is one line naming the key and the choices", () => {
+    expectProblem(
+      ['algorithm.use_pf_ppo=true', 'algorithm.pf_ppo.reweight_method=maxmin'],
+      'algorithm.pf_ppo.reweight_method (command line): unknown value "maxmin" — did you mean max_min? (expected one ' +
+        'of pow, max_min, max_random)',
+    );
+    expectProblem(
+      ['algorithm.pf_ppo.reweight_method=softmax'],
+      'algorithm.pf_ppo.reweight_method',
+      '(expected one of pow, max_min, max_random)',
+    );
   });
 
   for (const estimator of ['optimal_token_baseline', 'tir_optimal_token_baseline']) {
-    it(`${estimator} needs calculate_sum_pi_squared (verl asserts it) and the old-log-prob forward bypass mode skips`, () => {
-      const otb = [`algorithm.adv_estimator=${estimator}`, 'actor_rollout_ref.rollout.n=2'];
-      expectProblem(otb, `algorithm.adv_estimator=${estimator} needs Σπ²`, 'set actor_rollout_ref.actor.calculate_sum_pi_squared=true');
-      const withSumPiSquared = [...otb, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true'];
-      expect(problemsOf({ overrides: withSumPiSquared })).toEqual([]);
-      expect(problemsOf({ overrides: [...withSumPiSquared, 'actor_rollout_ref.actor.sum_pi_squared_checkpointing=true'] })).toEqual([]);
-      expectProblem([...withSumPiSquared, 'actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.bypass_mode=true'],
-        `algorithm.adv_estimator=${estimator} reads Σπ²`, 'algorithm.rollout_correction.bypass_mode=true skips');
-    });
+    it(
+      `${estimator} needs calculate_sum_pi_squared (verl asserts it) and the old-log-prob forward bypass mode ` +
+        `skips`,
+      () => {
+        const otb = [`algorithm.adv_estimator=${estimator}`, 'actor_rollout_ref.rollout.n=2'];
+        expectProblem(
+          otb,
+          `algorithm.adv_estimator=${estimator} needs Σπ²`,
+          'set actor_rollout_ref.actor.calculate_sum_pi_squared=true',
+        );
+        const withSumPiSquared = [...otb, 'actor_rollout_ref.actor.calculate_sum_pi_squared=true'];
+        expect(problemsOf({ overrides: withSumPiSquared })).toEqual([]);
+        expect(
+          problemsOf({ overrides: [...withSumPiSquared, 'actor_rollout_ref.actor.sum_pi_squared_checkpointing=true'] }),
+        ).toEqual([]);
+        expectProblem(
+          [
+            ...withSumPiSquared,
+            'actor_rollout_ref.rollout.calculate_log_probs=true',
+            'algorithm.rollout_correction.bypass_mode=true',
+          ],
+          `algorithm.adv_estimator=${estimator} reads Σπ²`,
+          'algorithm.rollout_correction.bypass_mode=true skips',
+        );
+      },
+    );
   }
 
   it('mini-batches must divide the batch and micro-batches the mini-batch', () => {
-    expectProblem(['data.train_batch_size=12', 'actor_rollout_ref.actor.ppo_mini_batch_size=8'],
-      'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'must divide data.train_batch_size × rollout.n = 12', 'try actor_rollout_ref.actor.ppo_mini_batch_size=6');
+    expectProblem(
+      ['data.train_batch_size=12', 'actor_rollout_ref.actor.ppo_mini_batch_size=8'],
+      'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+      'must divide data.train_batch_size × rollout.n = 12',
+      'try actor_rollout_ref.actor.ppo_mini_batch_size=6',
+    );
     expectProblem(['data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=16'], 'must divide');
-    expectProblem(['data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'actor_rollout_ref.rollout.n=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3'],
-      'ppo_micro_batch_size_per_gpu=3 must divide the mini-batch of 8 sequences', 'try actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2');
-    expectProblem(['data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'critic.ppo_mini_batch_size=3'], 'critic.ppo_mini_batch_size=3');
-    expectProblem(['data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'critic.ppo_micro_batch_size_per_gpu=5'], 'critic.ppo_micro_batch_size_per_gpu=5');
-    expectProblem(['actor_rollout_ref.actor.ppo_micro_batch_size=4', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4'], 'mutually exclusive');
+    expectProblem(
+      [
+        'data.train_batch_size=8',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+        'actor_rollout_ref.rollout.n=2',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3',
+      ],
+      'ppo_micro_batch_size_per_gpu=3 must divide the mini-batch of 8 sequences',
+      'try actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
+    );
+    expectProblem(
+      ['data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'critic.ppo_mini_batch_size=3'],
+      'critic.ppo_mini_batch_size=3',
+    );
+    expectProblem(
+      [
+        'data.train_batch_size=8',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+        'critic.ppo_micro_batch_size_per_gpu=5',
+      ],
+      'critic.ppo_micro_batch_size_per_gpu=5',
+    );
+    expectProblem(
+      ['actor_rollout_ref.actor.ppo_micro_batch_size=4', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4'],
+      'mutually exclusive',
+    );
   });
 
   it('clip ratios and other ranges are checked', () => {
-    expectProblem(['actor_rollout_ref.actor.clip_ratio=1.5'], 'actor_rollout_ref.actor.clip_ratio', 'must be in (0, 1)');
+    expectProblem(
+      ['actor_rollout_ref.actor.clip_ratio=1.5'],
+      'actor_rollout_ref.actor.clip_ratio',
+      'must be in (0, 1)',
+    );
     expectProblem(['actor_rollout_ref.actor.clip_ratio_low=0'], 'clip_ratio_low', 'must be positive');
     expectProblem(['actor_rollout_ref.actor.clip_ratio_high=-0.1'], 'clip_ratio_high', 'must be positive');
     expectProblem(['actor_rollout_ref.actor.clip_ratio_c=1'], 'clip_ratio_c', 'must be greater than 1');
@@ -218,64 +330,131 @@ describe('config errors', () => {
   });
 
   it('GAE needs a critic; critic-free estimators accept a critic path but no critic options', () => {
-    expectProblem(['actor_rollout_ref.model.path=/models/qwen', 'critic.model.path=null'], 'adv_estimator=gae trains a critic', 'critic.model.path');
+    expectProblem(
+      ['actor_rollout_ref.model.path=/models/qwen', 'critic.model.path=null'],
+      'adv_estimator=gae trains a critic',
+      'critic.model.path',
+    );
     const grpo = ['algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=4'];
     expect(problemsOf({ overrides: [...grpo, 'actor_rollout_ref.model.path=/m', 'critic.model.path=/c'] })).toEqual([]);
-    expect(problemsOf({ overrides: [...grpo, 'actor_rollout_ref.model.path=/m', 'critic.model.path=null'] })).toEqual([]);
+    expect(problemsOf({ overrides: [...grpo, 'actor_rollout_ref.model.path=/m', 'critic.model.path=null'] })).toEqual(
+      [],
+    );
     expect(usesCritic(loadConfig({ overrides: grpo }))).toBe(false);
-    expectProblem([...grpo, 'critic.freeze=true'], 'critic.freeze=true but algorithm.adv_estimator=grpo uses no critic');
-    expectProblem([...grpo, 'trainer.critic_warmup=2'], 'trainer.critic_warmup=2 but algorithm.adv_estimator=grpo uses no critic');
+    expectProblem(
+      [...grpo, 'critic.freeze=true'],
+      'critic.freeze=true but algorithm.adv_estimator=grpo uses no critic',
+    );
+    expectProblem(
+      [...grpo, 'trainer.critic_warmup=2'],
+      'trainer.critic_warmup=2 but algorithm.adv_estimator=grpo uses no critic',
+    );
     expectProblem(['critic.freeze=true', 'trainer.critic_warmup=2'], 'nothing would train');
   });
 
   it('critic-free estimators skip the critic batch checks', () => {
-    const overrides = ['algorithm.adv_estimator=rloo', 'actor_rollout_ref.rollout.n=2', 'data.train_batch_size=8', 'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'critic.ppo_mini_batch_size=3'];
+    const overrides = [
+      'algorithm.adv_estimator=rloo',
+      'actor_rollout_ref.rollout.n=2',
+      'data.train_batch_size=8',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+      'critic.ppo_mini_batch_size=3',
+    ];
     expect(problemsOf({ overrides })).toEqual([]);
   });
 
-  it('pass@k needs several samples per prompt (GRPO runs a group of one, as verl); greedy sampling cannot give them', () => {
-    expect(problemsOf({ overrides: ['algorithm.adv_estimator=grpo'] })).toEqual([]);
-    expectProblem(['algorithm.adv_estimator=grpo_passk'], 'rollout.n=1', 'set actor_rollout_ref.rollout.n to 2 or more');
-    expectProblem(['actor_rollout_ref.rollout.n=4', 'actor_rollout_ref.rollout.do_sample=false'], 'identical responses');
-    expectProblem(['actor_rollout_ref.rollout.temperature=0'], 'needs a positive temperature');
-    expectProblem(['actor_rollout_ref.rollout.val_kwargs.n=2'], 'actor_rollout_ref.rollout.val_kwargs.n=2', 'identical responses');
-  });
+  it(
+    'pass@k needs several samples per prompt (GRPO runs a group of one, as verl); greedy sampling cannot give ' +
+      'them',
+    () => {
+      expect(problemsOf({ overrides: ['algorithm.adv_estimator=grpo'] })).toEqual([]);
+      expectProblem(
+        ['algorithm.adv_estimator=grpo_passk'],
+        'rollout.n=1',
+        'set actor_rollout_ref.rollout.n to 2 or more',
+      );
+      expectProblem(
+        ['actor_rollout_ref.rollout.n=4', 'actor_rollout_ref.rollout.do_sample=false'],
+        'identical responses',
+      );
+      expectProblem(['actor_rollout_ref.rollout.temperature=0'], 'needs a positive temperature');
+      expectProblem(
+        ['actor_rollout_ref.rollout.val_kwargs.n=2'],
+        'actor_rollout_ref.rollout.val_kwargs.n=2',
+        'identical responses',
+      );
+    },
+  );
 
   it('reward model, custom reward and resume combinations', () => {
     expectProblem(['reward_model.enable=true'], 'reward_model.model.path is null');
-    expectProblem(['reward_model.enable=true', 'reward_model.model.path=/rm', 'custom_reward_function.path=r.ts'], 'would be ignored');
+    expectProblem(
+      ['reward_model.enable=true', 'reward_model.model.path=/rm', 'custom_reward_function.path=r.ts'],
+      'would be ignored',
+    );
     expectProblem(['trainer.resume_mode=resume_path'], 'needs trainer.resume_from_path');
     expectProblem(['trainer.resume_mode=resume_path', 'trainer.resume_from_path=ckpt/latest'], 'global_step_N');
     expectProblem(['trainer.resume_from_path=ckpt/global_step_4'], 'set trainer.resume_mode=resume_path');
-    expect(problemsOf({ overrides: ['trainer.resume_mode=resume_path', 'trainer.resume_from_path=ckpt/global_step_4'] })).toEqual([]);
+    expect(
+      problemsOf({ overrides: ['trainer.resume_mode=resume_path', 'trainer.resume_from_path=ckpt/global_step_4'] }),
+    ).toEqual([]);
   });
 
   it('search keys: a retriever is needed, one at a time, and only with do_search', () => {
-    expectProblem(['do_search=true', 'data.train_files=t.jsonl'], 'do_search=true needs a retriever', 'retriever.url', 'retriever.corpus_path');
-    expectProblem(['do_search=true', 'retriever.url=http://127.0.0.1:8000/retrieve', 'retriever.corpus_path=c.jsonl'], 'both set');
-    expectProblem(['do_search=false', 'retriever.url=http://127.0.0.1:8000/retrieve'], 'retriever.url is set but do_search=false');
+    expectProblem(
+      ['do_search=true', 'data.train_files=t.jsonl'],
+      'do_search=true needs a retriever',
+      'retriever.url',
+      'retriever.corpus_path',
+    );
+    expectProblem(
+      ['do_search=true', 'retriever.url=http://127.0.0.1:8000/retrieve', 'retriever.corpus_path=c.jsonl'],
+      'both set',
+    );
+    expectProblem(
+      ['do_search=false', 'retriever.url=http://127.0.0.1:8000/retrieve'],
+      'retriever.url is set but do_search=false',
+    );
     // Unset, do_search follows the retriever, as Search-R1's scripts (which never set it) expect.
     expect(loadConfig({ overrides: ['retriever.url=http://127.0.0.1:8000/retrieve'] }).do_search).toBe(true);
     expect(loadConfig().do_search).toBe(false);
     expectProblem(['do_search=false', 'data.builtin_task=search_qa'], 'set do_search=true');
     expectProblem(['do_search=true', 'max_turns=0'], 'max_turns (command line) must be positive');
-    expectProblem(['do_search=true', 'data.builtin_task=search_qa', 'retriever.topk=1.5'], 'retriever.topk', 'expected an integer');
+    expectProblem(
+      ['do_search=true', 'data.builtin_task=search_qa', 'retriever.topk=1.5'],
+      'retriever.topk',
+      'expected an integer',
+    );
     expectProblem(['data.builtin_task=search'], 'data.builtin_task', 'did you mean search_qa?');
     expect(problemsOf({ overrides: ['do_search=true', 'data.builtin_task=search_qa'] })).toEqual([]);
-    expect(problemsOf({ overrides: ['do_search=true', 'data.train_files=t.jsonl', 'retriever.url=http://127.0.0.1:8000/retrieve'] })).toEqual([]);
+    expect(
+      problemsOf({
+        overrides: ['do_search=true', 'data.train_files=t.jsonl', 'retriever.url=http://127.0.0.1:8000/retrieve'],
+      }),
+    ).toEqual([]);
   });
 
   it('interpolations must name known keys and must not cycle', () => {
-    expectProblem(['trainer.experiment_name=${trainer.project}'], 'interpolation ${trainer.project} names an unknown key', 'did you mean trainer.project_name?');
-    const problems = problemsOf({ overrides: ['trainer.project_name=${trainer.experiment_name}', 'trainer.experiment_name=${trainer.project_name}'] });
+    expectProblem(
+      ['trainer.experiment_name=${trainer.project}'],
+      'interpolation ${trainer.project} names an unknown key',
+      'did you mean trainer.project_name?',
+    );
+    const problems = problemsOf({
+      overrides: ['trainer.project_name=${trainer.experiment_name}', 'trainer.experiment_name=${trainer.project_name}'],
+    });
     expect(problems.some((p) => p.includes('interpolation cycle'))).toBe(true);
   });
 
   it('malformed input is a clear error', () => {
-    expect(problemsOf({ overrides: ['trainer.total_epochs'] })).toEqual(['override "trainer.total_epochs" is not key.sub=value']);
+    expect(problemsOf({ overrides: ['trainer.total_epochs'] })).toEqual([
+      'override "trainer.total_epochs" is not key.sub=value',
+    ]);
     expect(problemsOf({ overrides: ['data.train_files=[a,b'] })[0]).toContain('cannot parse the value of override');
     expect(problemsOf({ overrides: ['~trainer.sed'] })).toEqual(['~trainer.sed (command line): no such key to delete']);
-    expect(problemsOf({ layers: [{ text: '- a\n- b\n', source: 'run.yaml' }] })[0]).toContain('run.yaml: expected a mapping');
+    expect(problemsOf({ layers: [{ text: '- a\n- b\n', source: 'run.yaml' }] })[0]).toContain(
+      'run.yaml: expected a mapping',
+    );
     expect(problemsOf({ layers: [{ text: 'a: [1\n', source: 'run.yaml' }] })[0]).toContain('run.yaml: not valid YAML');
   });
 
@@ -287,7 +466,13 @@ describe('config errors', () => {
 
 describe('PF-PPO keys (algorithm.use_pf_ppo, algorithm.pf_ppo.*)', () => {
   it('are accepted with GAE and give the step its resampling plan, without a note', () => {
-    const { config, notes } = composeConfig({ overrides: ['algorithm.use_pf_ppo=true', 'algorithm.pf_ppo.reweight_method=max_random', 'algorithm.pf_ppo.weight_pow=1.5'] });
+    const { config, notes } = composeConfig({
+      overrides: [
+        'algorithm.use_pf_ppo=true',
+        'algorithm.pf_ppo.reweight_method=max_random',
+        'algorithm.pf_ppo.weight_pow=1.5',
+      ],
+    });
     expect(config.algorithm.use_pf_ppo).toBe(true);
     expect(config.algorithm.pf_ppo).toEqual({ reweight_method: 'max_random', weight_pow: 1.5 });
     expect(planStep(config).pfPpo).toEqual({ reweightMethod: 'max_random', weightPow: 1.5 });
@@ -296,8 +481,13 @@ describe('PF-PPO keys (algorithm.use_pf_ppo, algorithm.pf_ppo.*)', () => {
   });
 
   it('do nothing with another estimator, as in verl, and a note says so', () => {
-    const { config, notes } = composeConfig({ overrides: ['algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=2', 'algorithm.use_pf_ppo=true'] });
+    const { config, notes } = composeConfig({
+      overrides: ['algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=2', 'algorithm.use_pf_ppo=true'],
+    });
     expect(planStep(config).pfPpo).toBeNull();
-    expect(notes).toEqual(['algorithm.use_pf_ppo=true does nothing with algorithm.adv_estimator=grpo: verl resamples the batch for PF-PPO only after GAE\'s advantages, so this run trains on the batch as generated']);
+    expect(notes).toEqual([
+      'algorithm.use_pf_ppo=true does nothing with algorithm.adv_estimator=grpo: verl resamples the batch for PF-PPO ' +
+        "only after GAE's advantages, so this run trains on the batch as generated",
+    ]);
   });
 });

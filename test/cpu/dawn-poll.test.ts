@@ -1,5 +1,6 @@
 // engine/dawn-poll.ts: while the engine awaits a Dawn operation, only the binding's own polls (anonymous native
-// functions) move to a timer, after a grace period; everyone else's setImmediate runs as before, and the global comes back afterwards.
+// functions) move to a timer, after a grace period; everyone else's setImmediate runs as before, and the global comes
+// back afterwards.
 import { describe, it, expect } from 'vitest';
 import { awaitDawn } from '../../engine/dawn-poll.ts';
 
@@ -22,24 +23,27 @@ describe('awaitDawn', () => {
     expect(await plain).toBe(3);
   });
 
-  it('sends only anonymous native callbacks (the binding\'s polls) to a timer, once a wait is past its grace period', async () => {
-    let release!: () => void;
-    const wait = awaitDawn(new Promise<void>((resolve) => (release = resolve)), true);
-    const kind = (handle: unknown) => (handle as object).constructor.name;
-    const immediateKind = kind(immediate(() => {}));
-    const timerKind = kind(setTimeout(() => {}, 0));
-    expect(kind(globalThis.setImmediate(() => {}))).toBe(immediateKind);
-    // Function.prototype is an anonymous native function, as the binding's polls are: immediate within the
-    // grace period, on a timer after it.
-    const poll = Function.prototype as () => void;
-    expect(kind(globalThis.setImmediate(poll))).toBe(immediateKind);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-    expect(kind(globalThis.setImmediate(poll))).toBe(timerKind);
-    expect(kind(globalThis.setImmediate(() => {}))).toBe(immediateKind);
-    release();
-    await wait;
-    expect(kind(globalThis.setImmediate(poll))).toBe(immediateKind);
-  });
+  it(
+    "sends only anonymous native callbacks (the binding's polls) to a timer, once a wait is past its grace " + 'period',
+    async () => {
+      let release!: () => void;
+      const wait = awaitDawn(new Promise<void>((resolve) => (release = resolve)), true);
+      const kind = (handle: unknown) => (handle as object).constructor.name;
+      const immediateKind = kind(immediate(() => {}));
+      const timerKind = kind(setTimeout(() => {}, 0));
+      expect(kind(globalThis.setImmediate(() => {}))).toBe(immediateKind);
+      // Function.prototype is an anonymous native function, as the binding's polls are: immediate within the
+      // grace period, on a timer after it.
+      const poll = Function.prototype as () => void;
+      expect(kind(globalThis.setImmediate(poll))).toBe(immediateKind);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      expect(kind(globalThis.setImmediate(poll))).toBe(timerKind);
+      expect(kind(globalThis.setImmediate(() => {}))).toBe(immediateKind);
+      release();
+      await wait;
+      expect(kind(globalThis.setImmediate(poll))).toBe(immediateKind);
+    },
+  );
 
   it('rethrows a failed operation and still restores setImmediate', async () => {
     await expect(awaitDawn(Promise.reject(new Error('mapAsync failed')), true)).rejects.toThrow('mapAsync failed');

@@ -16,15 +16,16 @@ import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 const DIR = resolve(import.meta.dirname, '../..', SHIPPED_CHECKPOINT_PATH);
 const REMAKE = 'make it again with `node tools/demo-checkpoint.js`';
 
-describe('the demo\'s shipped checkpoint', () => {
-  it('is the built-in model in BF16, a few hundred KB, and its tokenizer files are the arithmetic task\'s', async () => {
+describe("the demo's shipped checkpoint", () => {
+  it("is the built-in model in BF16, a few hundred KB, and its tokenizer files are the arithmetic task's", async () => {
     const checkpoint = await openHfCheckpoint(DIR);
     try {
       const task = BUILTIN_TASKS.arithmetic;
       const { tokenizer, files } = builtinTokenizer(task);
       expect(checkpoint.config, REMAKE).toEqual(tinyQwen3Config(tokenizer.vocabSize));
       for (const name of checkpoint.tensors.names()) expect(checkpoint.tensors.info(name)!.dtype).toBe('BF16');
-      for (const [name, text] of Object.entries(files)) expect(await readFile(join(DIR, name), 'utf8'), `${name}: ${REMAKE}`).toBe(text);
+      for (const [name, text] of Object.entries(files))
+        expect(await readFile(join(DIR, name), 'utf8'), `${name}: ${REMAKE}`).toBe(text);
     } finally {
       await checkpoint.tensors.close();
     }
@@ -32,7 +33,7 @@ describe('the demo\'s shipped checkpoint', () => {
     expect(bytes).toBeLessThan(1024 * 1024);
   });
 
-  it('records the default job\'s warm-start stages, seeds and a loss per step', async () => {
+  it("records the default job's warm-start stages, seeds and a loss per step", async () => {
     const record = JSON.parse(await readFile(join(DIR, WARM_START_RECORD_FILE), 'utf8')) as WarmStartRecord;
     const config = loadConfig({ layers: [DEFAULT_JOB] });
     const task = BUILTIN_TASKS.arithmetic;

@@ -7,7 +7,18 @@ import { formatValue } from '../../demo/src/format-value.ts';
 import { parse as parseYaml } from 'yaml';
 import { runCli } from '../support/run-cli.ts';
 
-const BASE: DemoSettings = { estimator: 'gae', lr: 2e-4, klCoef: 0.001, rewardMaskRatio: 0.25, freezeCritic: true, seed: 7, checkpoint: null, warmStartSteps: 10, batchSize: 8, steps: 5 };
+const BASE: DemoSettings = {
+  estimator: 'gae',
+  lr: 2e-4,
+  klCoef: 0.001,
+  rewardMaskRatio: 0.25,
+  freezeCritic: true,
+  seed: 7,
+  checkpoint: null,
+  warmStartSteps: 10,
+  batchSize: 8,
+  steps: 5,
+};
 
 describe('demo settings', () => {
   test('GAE with a frozen critic, KL in the reward, reward mask and seed', () => {
@@ -31,14 +42,22 @@ describe('demo settings', () => {
     expect(batchSizes(c).sequences).toBe(8 * GRPO_SAMPLES_PER_PROMPT);
   });
 
-  test('from the shipped checkpoint: its path, and its data.seed so validation stays on prompts its warm start never saw', () => {
-    const c = demoConfig({ ...BASE, checkpoint: { dataSeed: 3 } });
-    expect(c.actor_rollout_ref.model.path).toBe(SHIPPED_CHECKPOINT_PATH);
-    expect([c.trainer.seed, c.data.seed]).toEqual([7, 3]);
-    expect(demoConfig(BASE).actor_rollout_ref.model.path).toBeNull();
-  });
+  test(
+    'from the shipped checkpoint: its path, and its data.seed so validation stays on prompts its warm start never ' +
+      'saw',
+    () => {
+      const c = demoConfig({ ...BASE, checkpoint: { dataSeed: 3 } });
+      expect(c.actor_rollout_ref.model.path).toBe(SHIPPED_CHECKPOINT_PATH);
+      expect([c.trainer.seed, c.data.seed]).toEqual([7, 3]);
+      expect(demoConfig(BASE).actor_rollout_ref.model.path).toBeNull();
+    },
+  );
 
-  test.each([BASE, { ...BASE, checkpoint: { dataSeed: 1 } }, { ...BASE, estimator: 'grpo' as const, klCoef: 0, freezeCritic: false }])('the command line shown runs as written, with the same configuration (%#)', async (settings) => {
+  test.each([
+    BASE,
+    { ...BASE, checkpoint: { dataSeed: 1 } },
+    { ...BASE, estimator: 'grpo' as const, klCoef: 0, freezeCritic: false },
+  ])('the command line shown runs as written, with the same configuration (%#)', async (settings) => {
     const { command, differences } = trainCommand(settings);
     const [node, script, ...args] = command.split(' ');
     expect(`${node} ${script}`).toBe('node train.js');
@@ -55,7 +74,16 @@ describe('demo settings', () => {
 
 describe('chart numbers', () => {
   test('three significant digits, and negative values keep a visible minus sign', () => {
-    expect([0, 1, 0.25, 12.345, 0.000512, -0.0005, -0.2, 123456, -3e-7].map(formatValue)).toEqual(
-      ['0', '1', '0.25', '12.3', '5.12e-4', '\u22125e-4', '\u22120.2', '1.23e+5', '\u22123e-7']);
+    expect([0, 1, 0.25, 12.345, 0.000512, -0.0005, -0.2, 123456, -3e-7].map(formatValue)).toEqual([
+      '0',
+      '1',
+      '0.25',
+      '12.3',
+      '5.12e-4',
+      '\u22125e-4',
+      '\u22120.2',
+      '1.23e+5',
+      '\u22123e-7',
+    ]);
   });
 });

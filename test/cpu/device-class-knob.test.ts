@@ -13,20 +13,26 @@ describe('WEBGPU_DEVICE_CLASS', () => {
 
   it('refuses any other value, naming the knob and the values it takes', () => {
     for (const value of ['GPU', 'tpu', 'software']) {
-      expect(() => readKnobs({ WEBGPU_DEVICE_CLASS: value })).toThrow(`WEBGPU_DEVICE_CLASS: "${value}" must be gpu or cpu (or unset: the adapter's own class)`);
+      expect(() => readKnobs({ WEBGPU_DEVICE_CLASS: value })).toThrow(
+        `WEBGPU_DEVICE_CLASS: "${value}" must be gpu or cpu (or unset: the adapter's own class)`,
+      );
     }
   });
 
   it('stops the benchmarks as it stops train.js: one error line, exit 1, before any device starts', async () => {
     vi.stubEnv('WEBGPU_DEVICE_CLASS', 'tpu');
     const errors: string[] = [];
-    const error = vi.spyOn(console, 'error').mockImplementation((...parts) => { errors.push(parts.join(' ')); });
+    const error = vi.spyOn(console, 'error').mockImplementation((...parts) => {
+      errors.push(parts.join(' '));
+    });
     try {
       expect(await runBenchmarks(['kernels'])).toBe(1);
     } finally {
       error.mockRestore();
       vi.unstubAllEnvs();
     }
-    expect(errors).toEqual(['error: WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu (or unset: the adapter\'s own class)']);
+    expect(errors).toEqual([
+      'error: WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu (or unset: the adapter\'s own class)',
+    ]);
   });
 });

@@ -24,7 +24,10 @@ interface DocCommand {
 }
 
 function docFiles(): string[] {
-  const docs = readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
+  const docs = readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`);
   return ['README.md', ...docs];
 }
 
@@ -93,13 +96,24 @@ function shellWords(text: string, where: string): string[][] {
 function docCommands(): DocCommand[] {
   return docFiles().flatMap((file) =>
     shellLines(file).flatMap(({ line, text }) =>
-      shellWords(text, `${file}:${line}`).map((words) => ({ where: `${file}:${line}`, words }))));
+      shellWords(text, `${file}:${line}`).map((words) => ({ where: `${file}:${line}`, words })),
+    ),
+  );
 }
 
 /** GitHub's anchors of a markdown file's headings. */
 function headingSlugs(path: string): string[] {
-  return readFileSync(path, 'utf8').split('\n').filter((l) => /^#{1,6} /.test(l))
-    .map((l) => l.replace(/^#+ /, '').trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'));
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => /^#{1,6} /.test(l))
+    .map((l) =>
+      l
+        .replace(/^#+ /, '')
+        .trim()
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N} _-]/gu, '')
+        .replace(/ /g, '-'),
+    );
 }
 
 /** The script a `node` command runs: its first word that is not an option or an option's value. */
@@ -113,9 +127,14 @@ function nodeScript(words: string[]): { script: string; args: string[] } | null 
 
 function runCfgJob(args: string[]): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['train.js', ...args, '--cfg', 'job'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['train.js', ...args, '--cfg', 'job'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
-    child.stderr.on('data', (chunk) => { stderr += String(chunk); });
+    child.stderr.on('data', (chunk) => {
+      stderr += String(chunk);
+    });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stderr }));
   });
@@ -167,7 +186,10 @@ describe('commands in README.md and docs/', () => {
     const argvs = [...new Set(trainCommands.map((c) => JSON.stringify(nodeScript(c.words)!.args)))];
     const results = new Map<string, { code: number | null; stderr: string }>();
     beforeAll(async () => {
-      const done = await pool(argvs.map((argv) => () => runCfgJob(JSON.parse(argv))), PARALLEL_CFG_JOBS);
+      const done = await pool(
+        argvs.map((argv) => () => runCfgJob(JSON.parse(argv))),
+        PARALLEL_CFG_JOBS,
+      );
       argvs.forEach((argv, i) => results.set(argv, done[i]));
     }, 240_000);
     for (const c of trainCommands) {
@@ -187,8 +209,10 @@ describe('commands in README.md and docs/', () => {
         expect(existsSync(join(ROOT, run!.script)), `${c.where}: no file ${run!.script}`).toBe(true);
         if (run!.script === 'tools/bench.js') {
           const suite = run!.args.find((a) => !a.startsWith('-'));
-          expect(suite && (benchSource.includes(`'${suite}'`) || benchSource.includes(`  ${suite}:`)),
-            `${c.where}: tools/bench.js has no suite '${suite}'`).toBeTruthy();
+          expect(
+            suite && (benchSource.includes(`'${suite}'`) || benchSource.includes(`  ${suite}:`)),
+            `${c.where}: tools/bench.js has no suite '${suite}'`,
+          ).toBeTruthy();
         }
       } else if (program === 'bash') {
         expect(existsSync(join(ROOT, args[0])), `${c.where}: no file ${args[0]}`).toBe(true);
@@ -201,8 +225,11 @@ describe('commands in README.md and docs/', () => {
           expect(existsSync(join(ROOT, path)), `${c.where}: no file ${path}`).toBe(true);
         }
       } else {
-        expect(EXTERNAL.has(program), `${c.where}: '${program}' is neither this project's nor a known outside program ` +
-          '(fence illustrative lines as text)').toBe(true);
+        expect(
+          EXTERNAL.has(program),
+          `${c.where}: '${program}' is neither this project's nor a known outside program ` +
+            '(fence illustrative lines as text)',
+        ).toBe(true);
       }
     });
   }

@@ -2,7 +2,13 @@ import { describe, it, expect } from 'vitest';
 import { generationRecords } from '../../ppo/loggers/generation-records.ts';
 
 describe('generation records (verl _dump_generations)', () => {
-  const sample = (score: number, extra: Record<string, unknown> | null) => ({ input: 'q', output: 'a', gts: undefined, score, rewardExtraInfo: extra });
+  const sample = (score: number, extra: Record<string, unknown> | null) => ({
+    input: 'q',
+    output: 'a',
+    gts: undefined,
+    score,
+    rewardExtraInfo: extra,
+  });
 
   it('keeps an extra field only when every sample has it, as verl keeps a column as long as the batch', () => {
     expect(generationRecords(3, [sample(1, { acc: 1, pred: 'x' }), sample(0, { acc: 0 })])).toEqual([
@@ -10,7 +16,8 @@ describe('generation records (verl _dump_generations)', () => {
       { input: 'q', output: 'a', gts: null, score: 0, step: 3, acc: 0 },
     ]);
     expect(generationRecords(1, [sample(1, null), sample(0, { acc: 0 })])).toEqual([
-      { input: 'q', output: 'a', gts: null, score: 1, step: 1 }, { input: 'q', output: 'a', gts: null, score: 0, step: 1 },
+      { input: 'q', output: 'a', gts: null, score: 1, step: 1 },
+      { input: 'q', output: 'a', gts: null, score: 0, step: 1 },
     ]);
   });
 

@@ -5,19 +5,39 @@ import { parseReportArgs, readPpoStep } from '../../tools/bench/gpu-report.ts';
 
 describe('gpu-report inputs', () => {
   it('parses its options and names a bad one', () => {
-    expect(parseReportArgs(['--tiny', '--skip=torch,jax-js', '--out=r.json'])).toEqual({ tiny: true, allowSoftware: false, skip: ['torch', 'jax-js'], out: 'r.json' });
+    expect(parseReportArgs(['--tiny', '--skip=torch,jax-js', '--out=r.json'])).toEqual({
+      tiny: true,
+      allowSoftware: false,
+      skip: ['torch', 'jax-js'],
+      out: 'r.json',
+    });
     expect(parseReportArgs([])).toEqual({ tiny: false, allowSoftware: false, skip: [], out: 'gpu-report.json' });
-    expect(() => parseReportArgs(['--skip=pytorch'])).toThrow(/^gpu-report: --skip=pytorch: no such section \(sections: adapter, kernels, matmul, train, generation, ppo-step, torch, jax-js\)$/);
+    expect(() => parseReportArgs(['--skip=pytorch'])).toThrow(
+      /^gpu-report: --skip=pytorch: no such section \(sections: adapter, kernels, matmul, train, generation, ppo-step, torch, jax-js\)$/,
+    );
     expect(() => parseReportArgs(['--fast'])).toThrow(/^gpu-report: unknown option --fast/);
   });
 
-  it('reads the memory plan header and the last step\'s perf and timing metrics', () => {
-    const stdout = ['wrote /tmp/m', 'memory plan: resident 5.22 GiB, peak 5.28 GiB of a 80.00 GiB budget, …', '  budget: device memory of H100: 80 GiB (table)', '  actor parameters 0.64 GiB'].join('\n');
-    const metrics = JSON.stringify({ step: 1, data: { 'perf/max_memory_allocated_gb': 5.29, 'timing_s/gen': 31, 'actor/pg_loss': 0.1 } });
+  it("reads the memory plan header and the last step's perf and timing metrics", () => {
+    const stdout = [
+      'wrote /tmp/m',
+      'memory plan: resident 5.22 GiB, peak 5.28 GiB of a 80.00 GiB budget, …',
+      '  budget: device memory of H100: 80 GiB (table)',
+      '  actor parameters 0.64 GiB',
+    ].join('\n');
+    const metrics = JSON.stringify({
+      step: 1,
+      data: { 'perf/max_memory_allocated_gb': 5.29, 'timing_s/gen': 31, 'actor/pg_loss': 0.1 },
+    });
     expect(readPpoStep(stdout, `${metrics}\n`)).toEqual({
-      memory_plan: ['memory plan: resident 5.22 GiB, peak 5.28 GiB of a 80.00 GiB budget, …', '  budget: device memory of H100: 80 GiB (table)'],
+      memory_plan: [
+        'memory plan: resident 5.22 GiB, peak 5.28 GiB of a 80.00 GiB budget, …',
+        '  budget: device memory of H100: 80 GiB (table)',
+      ],
       metrics: { 'perf/max_memory_allocated_gb': 5.29, 'timing_s/gen': 31 },
     });
-    expect(() => readPpoStep('no plan', metrics)).toThrow(/^ppo-step: train.js printed no memory plan or wrote no step metrics$/);
+    expect(() => readPpoStep('no plan', metrics)).toThrow(
+      /^ppo-step: train.js printed no memory plan or wrote no step metrics$/,
+    );
   });
 });

@@ -7,7 +7,12 @@ import { importsOf as importEdges, sourceFiles } from '../support/import-graph.t
 // Modules a reference may use at run time besides other references; each must import nothing (checked below).
 // engine/half-float.ts is the host conversion uploads use, which to-half's reference is by design; zero-tail.ts and
 // covariance-selection.ts are host-side decisions the kernels take as input, so their references take them too.
-const LEAVES = ['kernels/ppo/ppo-vocabulary.ts', 'engine/half-float.ts', 'kernels/ppo/zero-tail.ts', 'kernels/ppo/covariance-selection.ts'];
+const LEAVES = [
+  'kernels/ppo/ppo-vocabulary.ts',
+  'engine/half-float.ts',
+  'kernels/ppo/zero-tail.ts',
+  'kernels/ppo/covariance-selection.ts',
+];
 
 /** Every import of `path`, package imports included (a leaf module imports nothing at all). */
 const importsOf = (path: string) => importEdges(path, { packages: true });
@@ -16,16 +21,21 @@ const isReference = (path: string) => path.startsWith('kernels/') && path.endsWi
 
 /** `path:line imports specifier` for each run-time import of a reference outside the leaf. */
 function referenceLeafViolations(references: string[]): string[] {
-  return references.flatMap((path) => importsOf(path).filter((i) => !i.typeOnly)
-    .filter((i) => !isReference(i.target) && !LEAVES.includes(i.target))
-    .map((i) => `${path}:${i.line} imports ${i.specifier}`));
+  return references.flatMap((path) =>
+    importsOf(path)
+      .filter((i) => !i.typeOnly)
+      .filter((i) => !isReference(i.target) && !LEAVES.includes(i.target))
+      .map((i) => `${path}:${i.line} imports ${i.specifier}`),
+  );
 }
 
 /** `path:line imports specifier` for each import of a reference (type-only included) by production code. */
 function productionReferenceImports(files: string[]): string[] {
-  return files.flatMap((path) => importsOf(path)
-    .filter((i) => isReference(i.target) || i.target.startsWith('kernels/ref/'))
-    .map((i) => `${path}:${i.line} imports ${i.specifier}`));
+  return files.flatMap((path) =>
+    importsOf(path)
+      .filter((i) => isReference(i.target) || i.target.startsWith('kernels/ref/'))
+      .map((i) => `${path}:${i.line} imports ${i.specifier}`),
+  );
 }
 
 describe('the CPU references are a leaf', () => {
@@ -41,12 +51,15 @@ describe('the CPU references are a leaf', () => {
   });
 
   it('the leaf modules import nothing', () => {
-    expect(LEAVES.flatMap((path) => importsOf(path).map((i) => `${path}:${i.line} imports ${i.specifier}`))).toEqual([]);
+    expect(LEAVES.flatMap((path) => importsOf(path).map((i) => `${path}:${i.line} imports ${i.specifier}`))).toEqual(
+      [],
+    );
   });
 
   it('production code (engine/, models/ but models/ref/, ppo/) imports no reference', () => {
-    const production = [...sourceFiles('engine'), ...sourceFiles('models'), ...sourceFiles('ppo')]
-      .filter((p) => !p.startsWith('models/ref/'));
+    const production = [...sourceFiles('engine'), ...sourceFiles('models'), ...sourceFiles('ppo')].filter(
+      (p) => !p.startsWith('models/ref/'),
+    );
     expect(production.length).toBeGreaterThan(50);
     expect(productionReferenceImports(production)).toEqual([]);
   });

@@ -17,7 +17,12 @@ function objective(args: MatmulRefArgs, dout: Float64Array): number {
 }
 
 /** Largest relative error of `analytic` against central differences of the objective in `param`. */
-function finiteDifferenceError(args: MatmulRefArgs, dout: Float64Array, param: Float64Array, analytic: Float64Array): number {
+function finiteDifferenceError(
+  args: MatmulRefArgs,
+  dout: Float64Array,
+  param: Float64Array,
+  analytic: Float64Array,
+): number {
   const h = 1e-5;
   let worst = 0;
   for (let i = 0; i < param.length; i++) {

@@ -7,95 +7,196 @@ import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '..
 import { deviceMemorySize } from '../../engine/device-memory.ts';
 
 const actor = parseHfConfig({
-  architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true,
+  architectures: ['Qwen3ForCausalLM'],
+  vocab_size: 151936,
+  hidden_size: 128,
+  intermediate_size: 384,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 32,
+  tie_word_embeddings: true,
 });
 const critic = withHead(actor, 'token-classification');
 const MIB = 2 ** 20;
 const GIB = 2 ** 30;
 /** A device of `bytes` as WEBGPU_DEVICE_MEMORY sets it. */
-const overrideMemory = (bytes: number) => deviceMemorySize({ description: 'test adapter', software: false }, bytes, null);
+const overrideMemory = (bytes: number) =>
+  deviceMemorySize({ description: 'test adapter', software: false }, bytes, null);
 /** The device size these plans were written for (the rollout's budget 0.5 × 4 GiB). */
 const FOUR_GIB = overrideMemory(4 * GIB);
 
 function config(overrides: string[]) {
-  return loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', 'algorithm.adv_estimator=gae', 'data.train_batch_size=16',
-    'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'data.max_prompt_length=256', 'data.max_response_length=768', ...overrides] });
+  return loadConfig({
+    overrides: [
+      'actor_rollout_ref.model.path=/m',
+      'algorithm.adv_estimator=gae',
+      'data.train_batch_size=16',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+      'data.max_prompt_length=256',
+      'data.max_response_length=768',
+      ...overrides,
+    ],
+  });
 }
 
 describe('memory plan', () => {
   it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
-    const plan = planMemory(config(['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4', 'critic.forward_micro_batch_size_per_gpu=4',
-      'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2', 'critic.ppo_micro_batch_size_per_gpu=2']),
-    { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB });
+    const plan = planMemory(
+      config([
+        'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4',
+        'critic.forward_micro_batch_size_per_gpu=4',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
+        'critic.ppo_micro_batch_size_per_gpu=2',
+      ]),
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+    );
     const actorBytes = parameterCount(actor) * 4;
-    expect(parameterCount(actor)).toBe(151936 * 128 + 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128 + 2 * 128 + 2 * 32) + 128);
-    expect(plan.resident.map((r) => r.what)).toEqual(['actor parameters', 'actor gradients', 'actor AdamW moments', 'critic parameters', 'critic gradients', 'critic AdamW moments']);
+    expect(parameterCount(actor)).toBe(
+      151936 * 128 + 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128 + 2 * 128 + 2 * 32) + 128,
+    );
+    expect(plan.resident.map((r) => r.what)).toEqual([
+      'actor parameters',
+      'actor gradients',
+      'actor AdamW moments',
+      'critic parameters',
+      'critic gradients',
+      'critic AdamW moments',
+    ]);
     expect(plan.resident[2].bytes).toBe(2 * actorBytes);
     // rollout.ts would decode all 16 sequences at once here (one binding and the budget hold them).
-    expect(plan.phases.map((p) => p.phase)).toEqual(['rollout (16 of 16 sequences at once)', 'old log-probs', 'values', 'critic update', 'actor update']);
+    expect(plan.phases.map((p) => p.phase)).toEqual([
+      'rollout (16 of 16 sequences at once)',
+      'old log-probs',
+      'values',
+      'critic update',
+      'actor update',
+    ]);
     expect(plan.peakBytes).toBe(Math.max(...plan.phases.map((p) => p.peakBytes)));
     // 16 sequences × 1,024 tokens × 2 layers × (K, V) × 64 floats, plus one layer's compaction scratch.
     expect(plan.phases[0].items[0].bytes).toBe((2 * 2 + 1) * 16 * 1024 * 64 * 4);
     expect(plan.problems).toEqual([]);
-    expect(formatMemoryPlan(plan).join('\n')).toMatch(/actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/);
+    expect(formatMemoryPlan(plan).join('\n')).toMatch(
+      /actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/,
+    );
   });
 
-  it('counts frozen models in the dtype they are stored in: a bf16 checkpoint\'s reference and frozen critic in bf16, fp32 when asked', () => {
-    const bf16Actor = parseHfConfig({
-      architectures: ['Qwen3ForCausalLM'], vocab_size: 151936, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 2,
-      num_attention_heads: 4, num_key_value_heads: 2, head_dim: 32, tie_word_embeddings: true, torch_dtype: 'bfloat16',
-    });
-    const models = { actor: bf16Actor, critic: withHead(bf16Actor, 'token-classification'), rewardModel: null };
-    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
-    const resident = (overrides: string[]) => new Map(planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true', 'critic.freeze=true', ...overrides]), models, device)
-      .resident.map((r) => [r.what, r.bytes]));
-    // Matrices in 2 bytes, the norms (2 layers × (2·128 + 2·32) + 128 floats) in 4.
-    const norms = 2 * (2 * 128 + 2 * 32) + 128;
-    const halfBytes = (parameterCount(bf16Actor) - norms) * 2 + norms * 4;
-    expect(parameterBytes(bf16Actor, 'bf16')).toBe(halfBytes);
-    const byDefault = resident([]);
-    expect(byDefault.get('actor parameters')).toBe(parameterCount(bf16Actor) * 4);
-    expect(byDefault.get('reference parameters (bf16 matrices)')).toBe(halfBytes);
-    expect(byDefault.get('critic parameters (bf16 matrices)')).toBe(parameterBytes(models.critic, 'bf16'));
-    const asked = resident(['actor_rollout_ref.ref.fsdp_config.model_dtype=fp32', 'critic.model.fsdp_config.model_dtype=fp16']);
-    expect(asked.get('reference parameters')).toBe(parameterCount(bf16Actor) * 4);
-    expect(asked.get('critic parameters (f16 matrices)')).toBe(parameterBytes(models.critic, 'f16'));
-    // A critic that trains keeps float32 whatever its model_dtype.
-    const trained = new Map(planMemory(config(['critic.model.fsdp_config.model_dtype=bf16']), models, device).resident.map((r) => [r.what, r.bytes]));
-    expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
-  });
+  it(
+    "counts frozen models in the dtype they are stored in: a bf16 checkpoint's reference and frozen critic in bf16, " +
+      'fp32 when asked',
+    () => {
+      const bf16Actor = parseHfConfig({
+        architectures: ['Qwen3ForCausalLM'],
+        vocab_size: 151936,
+        hidden_size: 128,
+        intermediate_size: 384,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        head_dim: 32,
+        tie_word_embeddings: true,
+        torch_dtype: 'bfloat16',
+      });
+      const models = { actor: bf16Actor, critic: withHead(bf16Actor, 'token-classification'), rewardModel: null };
+      const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
+      const resident = (overrides: string[]) =>
+        new Map(
+          planMemory(
+            config(['actor_rollout_ref.actor.use_kl_loss=true', 'critic.freeze=true', ...overrides]),
+            models,
+            device,
+          ).resident.map((r) => [r.what, r.bytes]),
+        );
+      // Matrices in 2 bytes, the norms (2 layers × (2·128 + 2·32) + 128 floats) in 4.
+      const norms = 2 * (2 * 128 + 2 * 32) + 128;
+      const halfBytes = (parameterCount(bf16Actor) - norms) * 2 + norms * 4;
+      expect(parameterBytes(bf16Actor, 'bf16')).toBe(halfBytes);
+      const byDefault = resident([]);
+      expect(byDefault.get('actor parameters')).toBe(parameterCount(bf16Actor) * 4);
+      expect(byDefault.get('reference parameters (bf16 matrices)')).toBe(halfBytes);
+      expect(byDefault.get('critic parameters (bf16 matrices)')).toBe(parameterBytes(models.critic, 'bf16'));
+      const asked = resident([
+        'actor_rollout_ref.ref.fsdp_config.model_dtype=fp32',
+        'critic.model.fsdp_config.model_dtype=fp16',
+      ]);
+      expect(asked.get('reference parameters')).toBe(parameterCount(bf16Actor) * 4);
+      expect(asked.get('critic parameters (f16 matrices)')).toBe(parameterBytes(models.critic, 'f16'));
+      // A critic that trains keeps float32 whatever its model_dtype.
+      const trained = new Map(
+        planMemory(config(['critic.model.fsdp_config.model_dtype=bf16']), models, device).resident.map((r) => [
+          r.what,
+          r.bytes,
+        ]),
+      );
+      expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
+    },
+  );
 
-  it('keeps the transposed layer weights of the actor and a trained critic resident where training forwards use them (CPU devices)', () => {
-    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
-    const plain = planMemory(config([]), { actor, critic, rewardModel: null }, device);
-    const transposed = planMemory(config([]), { actor, critic, rewardModel: null }, { ...device, transposedWeights: true });
-    const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
-    expect(transposed.residentBytes - plain.residentBytes).toBe(2 * layerWeights);
-    transposed.phases.forEach((p, i) => expect(p.bytes, p.phase).toBe(plain.phases[i].bytes));
-    // A frozen critic runs no training forward.
-    const frozen = planMemory(config(['critic.freeze=true']), { actor, critic, rewardModel: null }, { ...device, transposedWeights: true });
-    expect(frozen.resident.find((r) => r.what.startsWith('critic layer weights transposed'))).toBeUndefined();
-  });
+  it(
+    'keeps the transposed layer weights of the actor and a trained critic resident where training forwards use them ' +
+      '(CPU devices)',
+    () => {
+      const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
+      const plain = planMemory(config([]), { actor, critic, rewardModel: null }, device);
+      const transposed = planMemory(
+        config([]),
+        { actor, critic, rewardModel: null },
+        { ...device, transposedWeights: true },
+      );
+      const layerWeights = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
+      expect(transposed.residentBytes - plain.residentBytes).toBe(2 * layerWeights);
+      transposed.phases.forEach((p, i) => expect(p.bytes, p.phase).toBe(plain.phases[i].bytes));
+      // A frozen critic runs no training forward.
+      const frozen = planMemory(
+        config(['critic.freeze=true']),
+        { actor, critic, rewardModel: null },
+        { ...device, transposedWeights: true },
+      );
+      expect(frozen.resident.find((r) => r.what.startsWith('critic layer weights transposed'))).toBeUndefined();
+    },
+  );
 
-  it('keeps the actor\'s weights transposed for decode steps resident where the rollout uses them (CPU devices)', () => {
+  it("keeps the actor's weights transposed for decode steps resident where the rollout uses them (CPU devices)", () => {
     const overrides = config([]);
-    const plain = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB });
-    const decoded = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true });
+    const plain = planMemory(
+      overrides,
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+    );
+    const decoded = planMemory(
+      overrides,
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+    );
     // The layer weights; not the LM head: 151,936 × 128 is above the 4M elements decode steps transpose.
     const copies = 2 * (128 * 256 + 128 * 128 + 3 * 384 * 128) * 4;
     expect(decoded.resident.find((r) => r.what === 'actor weights transposed for decode steps')?.bytes).toBe(copies);
     expect(decoded.residentBytes - plain.residentBytes).toBe(copies);
-    // With the training forward's copies too, the actor's training forwards share the decode set; the critic's are its own.
-    const both = planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, transposedWeights: true, decodeTransposedWeights: true });
+    // With the training forward's copies too, the actor's training forwards share the decode set; the critic's are its
+    // own.
+    const both = planMemory(
+      overrides,
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, transposedWeights: true, decodeTransposedWeights: true },
+    );
     expect(both.residentBytes - plain.residentBytes).toBe(2 * copies);
-    expect(both.resident.find((r) => r.what === 'critic layer weights transposed (training forward)')?.bytes).toBe(copies);
+    expect(both.resident.find((r) => r.what === 'critic layer weights transposed (training forward)')?.bytes).toBe(
+      copies,
+    );
   });
 
-  it('LoRA: adapter gradients and moments instead of the whole actor\'s, and no reference copy', () => {
+  it("LoRA: adapter gradients and moments instead of the whole actor's, and no reference copy", () => {
     const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
-    const plan = planMemory(config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.target_modules=[q_proj,v_proj]', 'actor_rollout_ref.actor.use_kl_loss=true']),
-      { actor, critic, rewardModel: null }, device);
+    const plan = planMemory(
+      config([
+        'actor_rollout_ref.model.lora_rank=8',
+        'actor_rollout_ref.model.target_modules=[q_proj,v_proj]',
+        'actor_rollout_ref.actor.use_kl_loss=true',
+      ]),
+      { actor, critic, rewardModel: null },
+      device,
+    );
     // Per layer: stacked A [16, 128] and block Bᵀ [16, qkv 256] for q and v.
     const adapterBytes = 2 * (16 * 128 + 16 * 256) * 4;
     expect(plan.resident.slice(0, 4)).toEqual([
@@ -104,7 +205,11 @@ describe('memory plan', () => {
       { what: 'actor adapter gradients', bytes: adapterBytes },
       { what: 'actor adapter AdamW moments', bytes: 2 * adapterBytes },
     ]);
-    const full = planMemory(config(['actor_rollout_ref.actor.use_kl_loss=true']), { actor, critic, rewardModel: null }, device);
+    const full = planMemory(
+      config(['actor_rollout_ref.actor.use_kl_loss=true']),
+      { actor, critic, rewardModel: null },
+      device,
+    );
     expect(full.resident.map((r) => r.what)).toContain('reference parameters');
     expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
   });
@@ -113,66 +218,155 @@ describe('memory plan', () => {
     const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
     const advice = plan.problems.find((p) => p.startsWith('actor update'))!;
-    expect(advice).toMatch(/actor update: 8 sequences per micro-batch need a 24\.0 MiB activation, above the 16\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=5 or less/);
-    const fixed = planMemory(config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']), { actor, critic, rewardModel: null }, device);
+    expect(advice).toMatch(
+      /actor update: 8 sequences per micro-batch need a 24\.0 MiB activation, above the 16\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=5 or less/,
+    );
+    const fixed = planMemory(
+      config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']),
+      { actor, critic, rewardModel: null },
+      device,
+    );
     expect(fixed.problems.some((p) => p.startsWith('actor update'))).toBe(false);
-    expect(plan.problems.some((p) => p.startsWith('old log-probs') && p.includes('actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu='))).toBe(true);
+    expect(
+      plan.problems.some(
+        (p) =>
+          p.startsWith('old log-probs') && p.includes('actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu='),
+      ),
+    ).toBe(true);
   });
 
   it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
-    const plan = planMemory(config(['data.train_batch_size=512', 'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'actor_rollout_ref.rollout.gpu_memory_utilization=1']),
-      { actor, critic, rewardModel: null }, { maxBindingBytes: 16 * MIB, memory: FOUR_GIB });
+    const plan = planMemory(
+      config([
+        'data.train_batch_size=512',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+        'actor_rollout_ref.rollout.gpu_memory_utilization=1',
+      ]),
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 16 * MIB, memory: FOUR_GIB },
+    );
     // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
     expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
     expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
   });
 
-  it('validation decodes the whole validation set through the same slots: its own phase, more sequences at once', () => {
-    const overrides = ['data.max_prompt_length=128', 'data.max_response_length=16', 'data.train_batch_size=4', 'actor_rollout_ref.actor.ppo_mini_batch_size=2'];
-    const without = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB });
-    const plan = planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB }, 1319);
-    expect(without.phases.map((p) => p.phase)).not.toContain(expect.stringMatching(/^validation/));
-    const validation = plan.phases.find((p) => p.phase.startsWith('validation rollout'))!;
-    // 128 MiB / (151,936 logits × 4 bytes) = 220 rows of sampling logits per binding.
-    expect(validation.phase).toBe('validation rollout (220 of 1319 sequences at once)');
-    expect(validation.peakBytes).toBeGreaterThan(plan.phases[0].peakBytes);
-    expect(plan.peakBytes).toBe(validation.peakBytes);
-    const sampled = planMemory(config([...overrides, 'actor_rollout_ref.rollout.val_kwargs.n=4', 'actor_rollout_ref.rollout.val_kwargs.do_sample=true', 'actor_rollout_ref.rollout.val_kwargs.temperature=0.6']), { actor, critic, rewardModel: null }, { maxBindingBytes: 128 * MIB, memory: FOUR_GIB }, 10);
-    expect(sampled.phases.map((p) => p.phase)).toContain('validation rollout (40 of 40 sequences at once)');
-  });
+  it(
+    'validation decodes the whole validation set through the same slots: its own phase, more sequences at ' + 'once',
+    () => {
+      const overrides = [
+        'data.max_prompt_length=128',
+        'data.max_response_length=16',
+        'data.train_batch_size=4',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=2',
+      ];
+      const without = planMemory(
+        config(overrides),
+        { actor, critic, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+      );
+      const plan = planMemory(
+        config(overrides),
+        { actor, critic, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+        1319,
+      );
+      expect(without.phases.map((p) => p.phase)).not.toContain(expect.stringMatching(/^validation/));
+      const validation = plan.phases.find((p) => p.phase.startsWith('validation rollout'))!;
+      // 128 MiB / (151,936 logits × 4 bytes) = 220 rows of sampling logits per binding.
+      expect(validation.phase).toBe('validation rollout (220 of 1319 sequences at once)');
+      expect(validation.peakBytes).toBeGreaterThan(plan.phases[0].peakBytes);
+      expect(plan.peakBytes).toBe(validation.peakBytes);
+      const sampled = planMemory(
+        config([
+          ...overrides,
+          'actor_rollout_ref.rollout.val_kwargs.n=4',
+          'actor_rollout_ref.rollout.val_kwargs.do_sample=true',
+          'actor_rollout_ref.rollout.val_kwargs.temperature=0.6',
+        ]),
+        { actor, critic, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+        10,
+      );
+      expect(sampled.phases.map((p) => p.phase)).toContain('validation rollout (40 of 40 sequences at once)');
+    },
+  );
 
   it('a peak above the budget names the phase and its keys', () => {
-    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) });
+    const plan = planMemory(
+      config([]),
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) },
+    );
     expect(plan.problems).toHaveLength(1);
-    expect(plan.problems[0]).toMatch(/^peak 0\.84 GiB \(actor update\) is above the memory budget of 0\.70 GiB: lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/);
-    const tiny = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.3 * 2 ** 30) });
+    expect(plan.problems[0]).toMatch(
+      /^peak 0\.84 GiB \(actor update\) is above the memory budget of 0\.70 GiB: lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/,
+    );
+    const tiny = planMemory(
+      config([]),
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.3 * 2 ** 30) },
+    );
     expect(tiny.problems[0]).toMatch(/the models alone take .* — use a smaller model/);
   });
 
-  it('the rollout decodes as many sequences at once as its share of the device memory holds: the slot count follows the budget', () => {
-    const overrides = config(['data.train_batch_size=16384', 'actor_rollout_ref.actor.ppo_mini_batch_size=8']);
-    const slots = (memory: ReturnType<typeof overrideMemory>) => Number(/^rollout \((\d+) of 16384/.exec(
-      planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 64 * 1024 * MIB, memory }).phases[0].phase)![1]);
-    const h100 = deviceMemorySize({ description: 'nvidia hopper NVIDIA H100 80GB HBM3', software: false }, null, null);
-    const small = slots(FOUR_GIB);
-    // 0.5 of 80 GiB holds 20 times the sequences of 0.5 of 4 GiB (within the floor of each division).
-    expect(slots(h100)).toBeGreaterThanOrEqual(20 * small);
-    expect(slots(h100)).toBeLessThan(20 * (small + 1));
-    const lowered = planMemory(config(['data.train_batch_size=16384', 'actor_rollout_ref.actor.ppo_mini_batch_size=8', 'actor_rollout_ref.rollout.gpu_memory_utilization=0.25']),
-      { actor, critic, rewardModel: null }, { maxBindingBytes: 64 * 1024 * MIB, memory: h100 });
-    expect(lowered.rolloutBudgetBytes).toBe(20 * GIB);
-    expect(lowered.phases[0].phase).toMatch(new RegExp(`^rollout \\(${Math.floor(slots(h100) / 2)} of 16384`));
-  });
+  it(
+    'the rollout decodes as many sequences at once as its share of the device memory holds: the slot count follows ' +
+      'the budget',
+    () => {
+      const overrides = config(['data.train_batch_size=16384', 'actor_rollout_ref.actor.ppo_mini_batch_size=8']);
+      const slots = (memory: ReturnType<typeof overrideMemory>) =>
+        Number(
+          /^rollout \((\d+) of 16384/.exec(
+            planMemory(overrides, { actor, critic, rewardModel: null }, { maxBindingBytes: 64 * 1024 * MIB, memory })
+              .phases[0].phase,
+          )![1],
+        );
+      const h100 = deviceMemorySize(
+        { description: 'nvidia hopper NVIDIA H100 80GB HBM3', software: false },
+        null,
+        null,
+      );
+      const small = slots(FOUR_GIB);
+      // 0.5 of 80 GiB holds 20 times the sequences of 0.5 of 4 GiB (within the floor of each division).
+      expect(slots(h100)).toBeGreaterThanOrEqual(20 * small);
+      expect(slots(h100)).toBeLessThan(20 * (small + 1));
+      const lowered = planMemory(
+        config([
+          'data.train_batch_size=16384',
+          'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+          'actor_rollout_ref.rollout.gpu_memory_utilization=0.25',
+        ]),
+        { actor, critic, rewardModel: null },
+        { maxBindingBytes: 64 * 1024 * MIB, memory: h100 },
+      );
+      expect(lowered.rolloutBudgetBytes).toBe(20 * GIB);
+      expect(lowered.phases[0].phase).toMatch(new RegExp(`^rollout \\(${Math.floor(slots(h100) / 2)} of 16384`));
+    },
+  );
 
   it('prints what the budget is, and a guessed size says which knob sets the real one', () => {
-    const h100 = planMemory(config([]), { actor, critic, rewardModel: null },
-      { maxBindingBytes: 128 * MIB, memory: deviceMemorySize({ description: 'nvidia hopper NVIDIA H100 PCIe', software: false }, null, null) });
+    const h100 = planMemory(
+      config([]),
+      { actor, critic, rewardModel: null },
+      {
+        maxBindingBytes: 128 * MIB,
+        memory: deviceMemorySize({ description: 'nvidia hopper NVIDIA H100 PCIe', software: false }, null, null),
+      },
+    );
     expect(formatMemoryPlan(h100, false).slice(0, 2)).toEqual([
-      expect.stringMatching(/^memory plan: resident .* of a 80\.00 GiB budget, the rollout's 40\.00 GiB of it \(actor_rollout_ref\.rollout\.gpu_memory_utilization\)$/),
+      expect.stringMatching(
+        /^memory plan: resident .* of a 80\.00 GiB budget, the rollout's 40\.00 GiB of it \(actor_rollout_ref\.rollout\.gpu_memory_utilization\)$/,
+      ),
       '  budget: device memory of nvidia hopper NVIDIA H100 PCIe: 80 GiB (table)',
     ]);
     const unknown = deviceMemorySize({ description: 'acme gpu-9000', software: false }, null, null);
-    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, { maxBindingBytes: 4096 * MIB, memory: { ...unknown, bytes: 0.7 * GIB } });
-    expect(plan.problems[0]).toMatch(/above the memory budget of 0\.70 GiB \(a guess: set WEBGPU_DEVICE_MEMORY to the device's memory\): lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/);
+    const plan = planMemory(
+      config([]),
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 4096 * MIB, memory: { ...unknown, bytes: 0.7 * GIB } },
+    );
+    expect(plan.problems[0]).toMatch(
+      /above the memory budget of 0\.70 GiB \(a guess: set WEBGPU_DEVICE_MEMORY to the device's memory\): lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/,
+    );
   });
 });

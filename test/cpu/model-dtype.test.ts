@@ -16,21 +16,45 @@ describe('fsdp_config.model_dtype', () => {
   });
 
   it('takes every verl spelling, for the reference, the reward model and a frozen critic', () => {
-    for (const [value, dtype] of [['fp32', 'f32'], ['float32', 'f32'], ['bf16', 'bf16'], ['bfloat16', 'bf16'], ['fp16', 'f16'], ['float16', 'f16']] as const) {
-      const c = config(`actor_rollout_ref.ref.fsdp_config.model_dtype=${value}`, `reward_model.model.fsdp_config.model_dtype=${value}`,
-        `critic.model.fsdp_config.model_dtype=${value}`, 'critic.freeze=true');
-      expect([weightDtype(c, 'reference', 'bfloat16'), weightDtype(c, 'reward_model', 'float32'), weightDtype(c, 'critic', 'float32')]).toEqual([dtype, dtype, dtype]);
+    for (const [value, dtype] of [
+      ['fp32', 'f32'],
+      ['float32', 'f32'],
+      ['bf16', 'bf16'],
+      ['bfloat16', 'bf16'],
+      ['fp16', 'f16'],
+      ['float16', 'f16'],
+    ] as const) {
+      const c = config(
+        `actor_rollout_ref.ref.fsdp_config.model_dtype=${value}`,
+        `reward_model.model.fsdp_config.model_dtype=${value}`,
+        `critic.model.fsdp_config.model_dtype=${value}`,
+        'critic.freeze=true',
+      );
+      expect([
+        weightDtype(c, 'reference', 'bfloat16'),
+        weightDtype(c, 'reward_model', 'float32'),
+        weightDtype(c, 'critic', 'float32'),
+      ]).toEqual([dtype, dtype, dtype]);
     }
-    expect(() => config('actor_rollout_ref.ref.fsdp_config.model_dtype=int8')).toThrow(/model_dtype .*unknown value "?int8"?.*expected one of fp32, float32, bf16, bfloat16, fp16, float16/);
+    expect(() => config('actor_rollout_ref.ref.fsdp_config.model_dtype=int8')).toThrow(
+      /model_dtype .*unknown value "?int8"?.*expected one of fp32, float32, bf16, bfloat16, fp16, float16/,
+    );
   });
 
   it('a trained model keeps float32 and says so in one line', () => {
-    const c = config('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16', 'critic.model.fsdp_config.model_dtype=bf16');
+    const c = config(
+      'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16',
+      'critic.model.fsdp_config.model_dtype=bf16',
+    );
     expect(weightDtype(c, 'critic', 'bfloat16')).toBe('f32');
     const notes = trainedModelDtypeNotes(c);
     expect(notes).toHaveLength(2);
-    expect(notes[0]).toMatch(/^actor_rollout_ref\.actor\.fsdp_config\.model_dtype=bf16: this model trains, so its weights stay float32 master copies/);
-    expect(trainedModelDtypeNotes(config('critic.model.fsdp_config.model_dtype=bf16', 'critic.freeze=true'))).toEqual([]);
+    expect(notes[0]).toMatch(
+      /^actor_rollout_ref\.actor\.fsdp_config\.model_dtype=bf16: this model trains, so its weights stay float32 master copies/,
+    );
+    expect(trainedModelDtypeNotes(config('critic.model.fsdp_config.model_dtype=bf16', 'critic.freeze=true'))).toEqual(
+      [],
+    );
     expect(trainedModelDtypeNotes(config('actor_rollout_ref.actor.fsdp_config.model_dtype=fp32'))).toEqual([]);
   });
 });

@@ -7,8 +7,11 @@ import { overlongPenalty } from '../../ppo/rewards/overlong-penalty.ts';
 describe('overlong penalty (reward_model.reward_manager=dapo)', () => {
   const dapo = loadConfig({
     overrides: [
-      'data.max_response_length=8', 'reward_model.reward_manager=dapo', '+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True',
-      '+reward_model.reward_kwargs.overlong_buffer_cfg.len=4', '+reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0',
+      'data.max_response_length=8',
+      'reward_model.reward_manager=dapo',
+      '+reward_model.reward_kwargs.overlong_buffer_cfg.enable=True',
+      '+reward_model.reward_kwargs.overlong_buffer_cfg.len=4',
+      '+reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0',
     ],
   });
 
@@ -17,9 +20,17 @@ describe('overlong penalty (reward_model.reward_manager=dapo)', () => {
   });
 
   it('counts from reward_kwargs.max_resp_len when given, and is off for naive or without the buffer', () => {
-    const longer = loadConfig({ overrides: ['data.max_response_length=8', 'reward_model.reward_manager=dapo', 'reward_model.reward_kwargs={max_resp_len: 16, overlong_buffer_cfg: {enable: true, len: 8, penalty_factor: 2}}'] });
+    const longer = loadConfig({
+      overrides: [
+        'data.max_response_length=8',
+        'reward_model.reward_manager=dapo',
+        'reward_model.reward_kwargs={max_resp_len: 16, overlong_buffer_cfg: {enable: true, len: 8, penalty_factor: 2}}',
+      ],
+    });
     expect(overlongPenalty(12, longer)).toBe(-1);
-    expect(overlongPenalty(8, loadConfig({ overrides: ['data.max_response_length=8', 'reward_model.reward_manager=dapo'] }))).toBe(0);
+    expect(
+      overlongPenalty(8, loadConfig({ overrides: ['data.max_response_length=8', 'reward_model.reward_manager=dapo'] })),
+    ).toBe(0);
     expect(overlongPenalty(8, loadConfig())).toBe(0);
   });
 });

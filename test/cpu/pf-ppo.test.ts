@@ -5,7 +5,9 @@ import { Rng } from '../../engine/rng.ts';
 import { drawWithReplacement, pfPpoSample, pfPpoWeights } from '../../ppo/algorithm/pf-ppo.ts';
 import { expectClose } from '../support/arrays.ts';
 
-/** token_level_scores summed per row: ties at the highest score (rows 3, 5) and the lowest (rows 1, 4), a zero (row 2). */
+/**
+ * token_level_scores summed per row: ties at the highest score (rows 3, 5) and the lowest (rows 1, 4), a zero (row 2).
+ */
 const SCORES = [0.5, -1.0, 0.0, 2.0, -1.0, 2.0, 0.25, 1.5];
 
 // Golden weights from verl's compute_weights and clamp (verl/trainer/ppo/core_algos.py at b178a3cd) with its torch
@@ -13,10 +15,17 @@ const SCORES = [0.5, -1.0, 0.0, 2.0, -1.0, 2.0, 0.25, 1.5];
 //   pow: np.power(np.abs(s), p); max_min: np.where((s == s.max()) | (s == s.min()), 1.0, 0.0);
 //   max_random: np.where(s == s.max(), 0.4, 0.1); then np.clip(w + 1e-8, 1e-8, None), printed with repr().
 const GOLDEN: [string, number, number[]][] = [
-  ['pow', 2.0, [0.25000001, 1.00000001, 1e-08, 4.00000001, 1.00000001, 4.00000001, 0.06250001, 2.25000001]],
-  ['pow', 0.5, [0.7071067911865476, 1.00000001, 1e-08, 1.414213572373095, 1.00000001, 1.414213572373095, 0.50000001, 1.2247448813915889]],
-  ['pow', 3.0, [0.12500001, 1.00000001, 1e-08, 8.00000001, 1.00000001, 8.00000001, 0.01562501, 3.37500001]],
-  ['max_min', 2.0, [1e-08, 1.00000001, 1e-08, 1.00000001, 1.00000001, 1.00000001, 1e-08, 1e-08]],
+  ['pow', 2.0, [0.25000001, 1.00000001, 1e-8, 4.00000001, 1.00000001, 4.00000001, 0.06250001, 2.25000001]],
+  [
+    'pow',
+    0.5,
+    [
+      0.7071067911865476, 1.00000001, 1e-8, 1.414213572373095, 1.00000001, 1.414213572373095, 0.50000001,
+      1.2247448813915889,
+    ],
+  ],
+  ['pow', 3.0, [0.12500001, 1.00000001, 1e-8, 8.00000001, 1.00000001, 8.00000001, 0.01562501, 3.37500001]],
+  ['max_min', 2.0, [1e-8, 1.00000001, 1e-8, 1.00000001, 1.00000001, 1.00000001, 1e-8, 1e-8]],
   ['max_random', 2.0, [0.10000001, 0.10000001, 0.10000001, 0.40000001, 0.10000001, 0.40000001, 0.10000001, 0.10000001]],
 ];
 
@@ -27,8 +36,9 @@ describe('PF-PPO weights', () => {
     });
   }
 
-  it('floor every weight at 1e-8, so a zero score (or a score between max_min\'s extremes) can still be drawn', () => {
-    for (const [method, weightPow] of GOLDEN) expect(Math.min(...pfPpoWeights(SCORES, method, weightPow))).toBeGreaterThanOrEqual(1e-8);
+  it("floor every weight at 1e-8, so a zero score (or a score between max_min's extremes) can still be drawn", () => {
+    for (const [method, weightPow] of GOLDEN)
+      expect(Math.min(...pfPpoWeights(SCORES, method, weightPow))).toBeGreaterThanOrEqual(1e-8);
     expect(pfPpoWeights(SCORES, 'pow', 2)[2]).toBe(1e-8);
     expect(pfPpoWeights(SCORES, 'max_min', 2)[0]).toBe(1e-8);
     // One score is both the highest and the lowest: max_min weighs every row 1.
@@ -37,7 +47,9 @@ describe('PF-PPO weights', () => {
 
   it("refuses an unknown method with verl's message, and a weight that is not finite", () => {
     expect(() => pfPpoWeights(SCORES, 'max', 2)).toThrow('Unsupported reweight_method: max');
-    expect(() => pfPpoWeights(SCORES, 'pow', -1)).toThrow(/algorithm\.pf_ppo\.weight_pow=-1: sequence 2's weight \|0\|\^-1 is Infinity/);
+    expect(() => pfPpoWeights(SCORES, 'pow', -1)).toThrow(
+      /algorithm\.pf_ppo\.weight_pow=-1: sequence 2's weight \|0\|\^-1 is Infinity/,
+    );
   });
 });
 

@@ -13,7 +13,7 @@ function decodePng(bytes: Uint8Array): { width: number; height: number; rgb: Uin
   expect([...bytes.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const chunks: { type: string; data: Uint8Array }[] = [];
-  for (let at = 8; at < bytes.length;) {
+  for (let at = 8; at < bytes.length; ) {
     const length = view.getUint32(at);
     const typeAndData = bytes.subarray(at + 4, at + 8 + length);
     expect(view.getUint32(at + 8 + length)).toBe(zlibCrc32(typeAndData));
@@ -45,19 +45,29 @@ function countPixels(rgb: Uint8Array, hex: string): number {
 
 /** A small run as the trainer writes it: validation before training and after the last step, no critic, no KL term. */
 function syntheticRun(steps: number): string {
-  const lines = [JSON.stringify({ 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val-core/arithmetic/reward/mean@1': 0.1 })];
+  const lines = [
+    JSON.stringify({ 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val-core/arithmetic/reward/mean@1': 0.1 }),
+  ];
   for (let step = 1; step <= steps; step++) {
-    lines.push(JSON.stringify({
-      'training/global_step': step,
-      'critic/score/mean': step / (steps + 1),
-      'response_length/mean': 10 + step,
-      'actor/pg_loss': step % 2 ? 0.01 * step : -0.02,
-      'actor/entropy': step === 2 ? null : 1.5 - 0.1 * step,
-      'actor/ppo_kl': 1e-4 * step,
-      'timing_s/step': 2.5,
-    }));
+    lines.push(
+      JSON.stringify({
+        'training/global_step': step,
+        'critic/score/mean': step / (steps + 1),
+        'response_length/mean': 10 + step,
+        'actor/pg_loss': step % 2 ? 0.01 * step : -0.02,
+        'actor/entropy': step === 2 ? null : 1.5 - 0.1 * step,
+        'actor/ppo_kl': 1e-4 * step,
+        'timing_s/step': 2.5,
+      }),
+    );
   }
-  lines.push(JSON.stringify({ 'training/global_step': steps, 'val/test_score/mean': 0.6, 'val-core/arithmetic/reward/mean@1': 0.6 }));
+  lines.push(
+    JSON.stringify({
+      'training/global_step': steps,
+      'val/test_score/mean': 0.6,
+      'val-core/arithmetic/reward/mean@1': 0.6,
+    }),
+  );
   return `${lines.join('\n')}\n`;
 }
 
@@ -66,17 +76,25 @@ describe('metrics.jsonl', () => {
     const text = `${syntheticRun(4) + JSON.stringify({ 'training/global_step': 2, 'actor/pg_loss': 7 })}\n\n`;
     const run = parseMetrics(text, 'm.jsonl');
     expect(run.steps.map((s) => s.step)).toEqual([0, 1, 2, 3, 4]);
-    expect(series(run, 'val/test_score/mean')).toEqual([{ step: 0, value: 0.1 }, { step: 4, value: 0.6 }]);
+    expect(series(run, 'val/test_score/mean')).toEqual([
+      { step: 0, value: 0.1 },
+      { step: 4, value: 0.6 },
+    ]);
     expect(series(run, 'actor/pg_loss').map((p) => p.value)).toEqual([0.01, 7, 0.03, -0.02]);
     expect(series(run, 'actor/entropy').map((p) => p.step)).toEqual([1, 3, 4]);
     expect(run.steps[4].metrics.get('critic/score/mean')).toBe(0.8);
   });
 
   it('names the file and line of a bad line', () => {
-    expect(() => parseMetrics('{"training/global_step": 0}\n\n{"training/global_step": 1,\n', 'run/metrics.jsonl'))
-      .toThrow(/^run\/metrics\.jsonl:3: invalid JSON/);
-    expect(() => parseMetrics('[1, 2]\n', 'm.jsonl')).toThrow('m.jsonl:1: expected a JSON object of metrics, found an array');
-    expect(() => parseMetrics('{"critic/score/mean": 1}\n', 'm.jsonl')).toThrow('m.jsonl:1: "training/global_step" is undefined, expected a non-negative integer');
+    expect(() =>
+      parseMetrics('{"training/global_step": 0}\n\n{"training/global_step": 1,\n', 'run/metrics.jsonl'),
+    ).toThrow(/^run\/metrics\.jsonl:3: invalid JSON/);
+    expect(() => parseMetrics('[1, 2]\n', 'm.jsonl')).toThrow(
+      'm.jsonl:1: expected a JSON object of metrics, found an array',
+    );
+    expect(() => parseMetrics('{"critic/score/mean": 1}\n', 'm.jsonl')).toThrow(
+      'm.jsonl:1: "training/global_step" is undefined, expected a non-negative integer',
+    );
   });
 
   it('reports a missing run directory, metrics file or empty file', () => {
@@ -128,7 +146,11 @@ describe('node tools/plot.js RUN_DIR', () => {
   it('writes a PNG for each chart with data and the page', () => {
     const charts = join(dir, 'charts');
     // No critic/vf_loss, but pg_loss keeps the losses chart; ppo_kl keeps the KL chart.
-    expect(written).toEqual(['reward', 'kl', 'entropy', 'response_length', 'losses'].map((c) => join(charts, `${c}.png`)).concat(join(charts, 'index.html')));
+    expect(written).toEqual(
+      ['reward', 'kl', 'entropy', 'response_length', 'losses']
+        .map((c) => join(charts, `${c}.png`))
+        .concat(join(charts, 'index.html')),
+    );
     expect(written.every(existsSync)).toBe(true);
   });
 
@@ -146,7 +168,8 @@ describe('node tools/plot.js RUN_DIR', () => {
     expect(html.match(/<figure /g)).toHaveLength(5);
     expect(html.match(/<figcaption>/g)).toHaveLength(5);
     expect(html.match(/<svg [^>]*role="img" aria-labelledby="chart-\w+-title chart-\w+-desc"/g)).toHaveLength(5);
-    const points = (key: string) => html.match(new RegExp(`data-series="${key}" points="([^"]*)"`))?.[1].split(' ').length;
+    const points = (key: string) =>
+      html.match(new RegExp(`data-series="${key}" points="([^"]*)"`))?.[1].split(' ').length;
     expect(points('critic/score/mean')).toBe(STEPS);
     expect(points('val/test_score/mean')).toBe(2);
     expect(points('actor/entropy')).toBe(STEPS - 1);
@@ -156,15 +179,32 @@ describe('node tools/plot.js RUN_DIR', () => {
   });
 
   it('a search run gets the search chart: training and validation searches, answers', () => {
-    const run = parseMetrics([
-      { 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val/env/number_of_valid_search': 0 },
-      { 'training/global_step': 1, 'critic/score/mean': 0.4, 'env/number_of_valid_search': 0.4, 'env/finish_ratio': 1 },
-      { 'training/global_step': 2, 'critic/score/mean': 0.8, 'env/number_of_valid_search': 0.8, 'env/finish_ratio': 0.9 },
-      { 'training/global_step': 2, 'val/test_score/mean': 1, 'val/env/number_of_valid_search': 1 },
-    ].map((m) => JSON.stringify(m)).join('\n'), 'search.jsonl');
+    const run = parseMetrics(
+      [
+        { 'training/global_step': 0, 'val/test_score/mean': 0.1, 'val/env/number_of_valid_search': 0 },
+        {
+          'training/global_step': 1,
+          'critic/score/mean': 0.4,
+          'env/number_of_valid_search': 0.4,
+          'env/finish_ratio': 1,
+        },
+        {
+          'training/global_step': 2,
+          'critic/score/mean': 0.8,
+          'env/number_of_valid_search': 0.8,
+          'env/finish_ratio': 0.9,
+        },
+        { 'training/global_step': 2, 'val/test_score/mean': 1, 'val/env/number_of_valid_search': 1 },
+      ]
+        .map((m) => JSON.stringify(m))
+        .join('\n'),
+      'search.jsonl',
+    );
     const search = chartsWithData(run).find((c) => c.id === 'search')!;
     expect(search.series.map((s) => [s.key, s.points.length])).toEqual([
-      ['env/number_of_valid_search', 2], ['val/env/number_of_valid_search', 2], ['env/finish_ratio', 2],
+      ['env/number_of_valid_search', 2],
+      ['val/env/number_of_valid_search', 2],
+      ['env/finish_ratio', 2],
     ]);
     expect(chartsWithData(parseMetrics(syntheticRun(3), 'plain.jsonl')).some((c) => c.id === 'search')).toBe(false);
   });
@@ -176,7 +216,9 @@ describe('node tools/plot.js RUN_DIR', () => {
       mkdirSync(bad);
       writeFileSync(join(bad, 'metrics.jsonl'), '{"training/global_step": 1}\nnot json\n');
       expect(runPlot([bad])).toBe(1);
-      expect(error).toHaveBeenLastCalledWith(expect.stringMatching(new RegExp(`^plot: ${join(bad, 'metrics.jsonl')}:2: invalid JSON`)));
+      expect(error).toHaveBeenLastCalledWith(
+        expect.stringMatching(new RegExp(`^plot: ${join(bad, 'metrics.jsonl')}:2: invalid JSON`)),
+      );
       expect(runPlot([])).toBe(2);
       expect(error).toHaveBeenLastCalledWith(expect.stringMatching(/^usage: node tools\/plot\.js RUN_DIR/));
     } finally {

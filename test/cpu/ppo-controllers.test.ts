@@ -1,6 +1,11 @@
 // KL controllers, the seeded RNG, the reward mask draw, the critic plan and the GSM8K rule reward.
 import { describe, it, expect } from 'vitest';
-import { AdaptiveKLController, FixedKLController, getKlController, type KLController } from '../../ppo/algorithm/kl-controller.ts';
+import {
+  AdaptiveKLController,
+  FixedKLController,
+  getKlController,
+  type KLController,
+} from '../../ppo/algorithm/kl-controller.ts';
 import { Rng } from '../../engine/rng.ts';
 import { sampleRewardMask } from '../../ppo/algorithm/reward-mask.ts';
 import { criticMetrics, planCritic } from '../../ppo/algorithm/critic-plan.ts';
@@ -70,7 +75,10 @@ describe('freeze critic', () => {
     expect(() => criticMetrics(frozen, { 'critic/vf_loss': 1, 'critic/vf_clipfrac': 0 })).toThrow(/frozen/);
     const training = planCritic({ advEstimator: 'gae', freeze: false });
     expect(training).toEqual({ computeValues: true, allocateOptimizerState: true, update: true });
-    expect(criticMetrics(training, { 'critic/vf_loss': 0.5, 'critic/vf_clipfrac': 0.1 })).toEqual({ 'critic/vf_loss': 0.5, 'critic/vf_clipfrac': 0.1 });
+    expect(criticMetrics(training, { 'critic/vf_loss': 0.5, 'critic/vf_clipfrac': 0.1 })).toEqual({
+      'critic/vf_loss': 0.5,
+      'critic/vf_clipfrac': 0.1,
+    });
     expect(planCritic({ advEstimator: 'grpo', freeze: false }).computeValues).toBe(false);
   });
 });

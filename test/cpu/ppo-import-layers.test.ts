@@ -17,10 +17,15 @@ import { REPO_ROOT, importsOf as importEdges, sourceFiles } from '../support/imp
 /** Repository-relative paths of the relative imports of `file`; with `loaded`, only those that load a module when
  *  it runs (not `import type`). */
 function importsOf(file: string, loaded = false): string[] {
-  return importEdges(file).filter((e) => !(loaded && e.typeOnly)).map((e) => e.target);
+  return importEdges(file)
+    .filter((e) => !(loaded && e.typeOnly))
+    .map((e) => e.target);
 }
 
-/** The ppo/ subfolder a file belongs to; ppo/config.ts is the config folder's entry, other top-level files are the trainer's. */
+/**
+ * The ppo/ subfolder a file belongs to; ppo/config.ts is the config folder's entry, other top-level files are the
+ * trainer's.
+ */
 function ppoLayer(path: string): string {
   const parts = path.split('/');
   if (parts.length === 2) return path === 'ppo/config.ts' ? 'config' : 'trainer';
@@ -42,7 +47,11 @@ describe('ppo/ import layers', () => {
 
   it('models/, engine/ and kernels/ do not import ppo/', () => {
     const below = ['models', 'engine', 'kernels'].flatMap(sourceFiles);
-    const upward = below.flatMap((file) => importsOf(file).filter((to) => to.startsWith('ppo/')).map((to) => `${file} → ${to}`));
+    const upward = below.flatMap((file) =>
+      importsOf(file)
+        .filter((to) => to.startsWith('ppo/'))
+        .map((to) => `${file} → ${to}`),
+    );
     expect(upward).toEqual([]);
   });
 
@@ -54,7 +63,9 @@ describe('ppo/ import layers', () => {
       if (file.endsWith('.ts')) importsOf(file, true).forEach(visit);
     };
     visit('ppo/config.ts');
-    const launchers = [...reached].filter((f) => f.startsWith('kernels/') && (!f.endsWith('.ts') || importsOf(f).length > 0));
+    const launchers = [...reached].filter(
+      (f) => f.startsWith('kernels/') && (!f.endsWith('.ts') || importsOf(f).length > 0),
+    );
     expect(reached.size).toBeGreaterThan(5);
     expect(launchers).toEqual([]);
   });
@@ -92,12 +103,20 @@ describe('node-only modules', () => {
   const nodeOnly = (file: string) => /-node\.(ts|js)$/.test(file);
 
   it('a module that imports a node: builtin is named *-node, so the browser demo never loads it', () => {
-    const unnamed = files.filter((f) => !nodeOnly(f) && /from\s+['"]node:|import\(\s*['"]node:/.test(readFileSync(join(REPO_ROOT, f), 'utf8')));
+    const unnamed = files.filter(
+      (f) => !nodeOnly(f) && /from\s+['"]node:|import\(\s*['"]node:/.test(readFileSync(join(REPO_ROOT, f), 'utf8')),
+    );
     expect(unnamed).toEqual([]);
   });
 
   it('only *-node modules load *-node modules', () => {
-    const leaks = files.filter((f) => !nodeOnly(f)).flatMap((f) => importsOf(f, true).filter(nodeOnly).map((to) => `${f} → ${to}`));
+    const leaks = files
+      .filter((f) => !nodeOnly(f))
+      .flatMap((f) =>
+        importsOf(f, true)
+          .filter(nodeOnly)
+          .map((to) => `${f} → ${to}`),
+      );
     expect(leaks).toEqual([]);
   });
 });

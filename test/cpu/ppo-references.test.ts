@@ -13,7 +13,11 @@ const B = 5;
 const T = 7;
 // Ragged rows, an interior observation gap (row 3) and an empty row (row 4).
 const MASK = [
-  [1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 1, 1, 0], [0, 0, 0, 0, 0, 0, 0],
+  [1, 1, 1, 1, 1, 1, 1],
+  [1, 1, 1, 0, 0, 0, 0],
+  [1, 0, 0, 0, 0, 0, 0],
+  [1, 1, 0, 0, 1, 1, 0],
+  [0, 0, 0, 0, 0, 0, 0],
 ].flat();
 
 function values(seed: number, scale = 1, offset = 0): Float64Array {
@@ -25,8 +29,10 @@ function values(seed: number, scale = 1, offset = 0): Float64Array {
 function fdError(f: (x: Float64Array) => number, x: Float64Array, grad: ArrayLike<number>, h = 1e-6): number {
   let worst = 0;
   for (let i = 0; i < x.length; i++) {
-    const plus = Float64Array.from(x); plus[i] += h;
-    const minus = Float64Array.from(x); minus[i] -= h;
+    const plus = Float64Array.from(x);
+    plus[i] += h;
+    const minus = Float64Array.from(x);
+    minus[i] -= h;
     const numeric = (f(plus) - f(minus)) / (2 * h);
     worst = Math.max(worst, Math.abs(numeric - grad[i]) / Math.max(1e-3, Math.abs(numeric)));
   }
@@ -34,18 +40,28 @@ function fdError(f: (x: Float64Array) => number, x: Float64Array, grad: ArrayLik
 }
 
 /** GSPO's policy term with each sequence's log-ratio frozen at lp0, so only a token's own log-prob moves its ratio. */
-function gspoSurrogate(x: Float64Array, lp0: Float64Array, old: Float64Array, adv: Float64Array, config: PolicyLossConfig, agg: LossAggregation): number {
+function gspoSurrogate(
+  x: Float64Array,
+  lp0: Float64Array,
+  old: Float64Array,
+  adv: Float64Array,
+  config: PolicyLossConfig,
+  agg: LossAggregation,
+): number {
   let loss = 0;
   for (let b = 0; b < B; b++) {
     let count = 0;
     let logRatio = 0;
-    for (let t = 0; t < T; t++) { count += MASK[b * T + t]; logRatio += (lp0[b * T + t] - old[b * T + t]) * MASK[b * T + t]; }
+    for (let t = 0; t < T; t++) {
+      count += MASK[b * T + t];
+      logRatio += (lp0[b * T + t] - old[b * T + t]) * MASK[b * T + t];
+    }
     for (let t = 0; t < T; t++) {
       const i = b * T + t;
       if (MASK[i] === 0) continue;
       const ratio = Math.exp(Math.min(logRatio / Math.max(count, 1) + x[i] - lp0[i], 10));
       const clipped = Math.min(Math.max(ratio, 1 - config.clipRatioLow), 1 + config.clipRatioHigh);
-      loss += Math.max(-adv[i] * ratio, -adv[i] * clipped) / (count + 1e-8) * (agg.dpSize / agg.globalBatchSize);
+      loss += (Math.max(-adv[i] * ratio, -adv[i] * clipped) / (count + 1e-8)) * (agg.dpSize / agg.globalBatchSize);
     }
   }
   return loss;
@@ -74,16 +90,26 @@ describe('PPO reference gradients', () => {
         const entropy = values(6, 1, 2);
         const refLogProb = values(7, 0.3, -1);
         const aggregation = localAggregation(mode, MASK, B, T);
-        const run = (x: Float64Array, e = entropy) => computeActorLossRef({
-          oldLogProb: old, logProb: x, advantages: adv, responseMask: MASK, B, T, config, aggregation,
-          terms: { entropyCoeff: 0.01, entropy: e, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb },
-        });
+        const run = (x: Float64Array, e = entropy) =>
+          computeActorLossRef({
+            oldLogProb: old,
+            logProb: x,
+            advantages: adv,
+            responseMask: MASK,
+            B,
+            T,
+            config,
+            aggregation,
+            terms: { entropyCoeff: 0.01, entropy: e, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb },
+          });
         const result = run(lp);
         // GSPO's ratio is straight-through (log s_t = sg[seq log-ratio] + log_prob − sg[log_prob]): its gradient is
         // that of the surrogate in which a token's own log-prob moves the ratio and the sequence term stays fixed.
-        const objective = config.lossMode === 'gspo'
-          ? (x: Float64Array) => run(x).policyLoss - run(x).pgLoss + gspoSurrogate(x, lp, old, adv, config, aggregation)
-          : (x: Float64Array) => run(x).policyLoss;
+        const objective =
+          config.lossMode === 'gspo'
+            ? (x: Float64Array) =>
+                run(x).policyLoss - run(x).pgLoss + gspoSurrogate(x, lp, old, adv, config, aggregation)
+            : (x: Float64Array) => run(x).policyLoss;
         expect(fdError(objective, lp, result.gradLogProb)).toBeLessThan(1e-6);
         expect(fdError((e) => run(lp, e).policyLoss, entropy, result.gradEntropy)).toBeLessThan(1e-6);
       });
@@ -110,10 +136,19 @@ describe('PPO reference gradients', () => {
       const refLogProb = values(7, 0.3, -1);
       const selected = Float64Array.from({ length: B * T }, (_, i) => (i % 3 === 0 ? 1 : 0));
       const aggregation = localAggregation('seq-mean-token-mean', MASK, B, T);
-      const run = (x: Float64Array, e = entropy) => computeActorLossRef({
-        oldLogProb: old, logProb: x, advantages: adv, responseMask: MASK, B, T, config, aggregation, selected,
-        terms: { entropyCoeff: 0.01, entropy: e, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb },
-      });
+      const run = (x: Float64Array, e = entropy) =>
+        computeActorLossRef({
+          oldLogProb: old,
+          logProb: x,
+          advantages: adv,
+          responseMask: MASK,
+          B,
+          T,
+          config,
+          aggregation,
+          selected,
+          terms: { entropyCoeff: 0.01, entropy: e, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb },
+        });
       const result = run(lp);
       const cispoSurrogate = (x: Float64Array) => {
         let loss = 0;
@@ -121,15 +156,21 @@ describe('PPO reference gradients', () => {
           const count = MASK.slice(b * T, (b + 1) * T).reduce((a, v) => a + v, 0);
           for (let t = 0; t < T; t++) {
             const i = b * T + t;
-            const clipped = Math.min(Math.max(Math.exp(lp[i] - old[i]), 1 - config.clipRatioLow), 1 + config.clipRatioHigh);
-            loss += MASK[i] * (-clipped * adv[i] * x[i]) / (count + 1e-8) * (aggregation.dpSize / aggregation.globalBatchSize);
+            const clipped = Math.min(
+              Math.max(Math.exp(lp[i] - old[i]), 1 - config.clipRatioLow),
+              1 + config.clipRatioHigh,
+            );
+            loss +=
+              ((MASK[i] * (-clipped * adv[i] * x[i])) / (count + 1e-8)) *
+              (aggregation.dpSize / aggregation.globalBatchSize);
           }
         }
         return loss;
       };
-      const objective = config.lossMode === 'cispo'
-        ? (x: Float64Array) => run(x).policyLoss - run(x).pgLoss + cispoSurrogate(x)
-        : (x: Float64Array) => run(x).policyLoss;
+      const objective =
+        config.lossMode === 'cispo'
+          ? (x: Float64Array) => run(x).policyLoss - run(x).pgLoss + cispoSurrogate(x)
+          : (x: Float64Array) => run(x).policyLoss;
       expect(fdError(objective, lp, result.gradLogProb)).toBeLessThan(1e-6);
       expect(Number.isFinite(result.pgLoss)).toBe(true);
     });
@@ -141,29 +182,64 @@ describe('PPO reference gradients', () => {
   const policyMask = Float64Array.from({ length: B * T }, (_, i) => (Math.floor(i / T) === 1 || i % 4 === 2 ? 0 : 1));
   for (const lossMode of ['vanilla', 'gpg'] as const) {
     for (const mode of ['token-mean', 'seq-mean-token-mean'] as const) {
-      it(`actor loss ${lossMode} ${mode} with a bypass policy mask: the policy term over the kept tokens, entropy and KL over all`, () => {
-        const config: PolicyLossConfig = { lossMode, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 };
-        const old = values(12, 0.3, -1);
-        const lp = values(13, 0.3, -1);
-        const adv = values(14, 2);
-        const entropy = values(15, 1, 2);
-        const refLogProb = values(16, 0.3, -1);
-        const aggregation = localAggregation(mode, MASK, B, T);
-        const terms = { entropyCoeff: 0.01, entropy, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb };
-        const run = (x: Float64Array, responseMask: ArrayLike<number>, masked?: ArrayLike<number>) => computeActorLossRef({
-          oldLogProb: old, logProb: x, advantages: adv, responseMask, B, T, config, aggregation, terms, policyMask: masked,
-        });
-        const result = run(lp, MASK, policyMask);
-        const effective = run(lp, MASK.map((m, i) => m * policyMask[i]));
-        const whole = run(lp, MASK);
-        expect(effective.pgLoss).not.toBeCloseTo(whole.pgLoss, 3);
-        for (const key of ['pgLoss', 'pgClipfrac', 'ppoKl', 'pgClipfracLower'] as const) expect(result[key], key).toBeCloseTo(effective[key], 12);
-        expect(result.entropyAgg).toBeCloseTo(whole.entropyAgg, 12);
-        expect(result.klLoss).toBeCloseTo(whole.klLoss, 12);
-        expect(fdError((x) => run(x, MASK, policyMask).policyLoss, lp, result.gradLogProb)).toBeLessThan(1e-6);
-        expect(fdError((e) => computeActorLossRef({ oldLogProb: old, logProb: lp, advantages: adv, responseMask: MASK, B, T, config, aggregation,
-          terms: { ...terms, entropy: e }, policyMask }).policyLoss, entropy, result.gradEntropy)).toBeLessThan(1e-6);
-      });
+      it(
+        `actor loss ${lossMode} ${mode} with a bypass policy mask: the policy term over the kept tokens, entropy ` +
+          `and KL over all`,
+        () => {
+          const config: PolicyLossConfig = { lossMode, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 };
+          const old = values(12, 0.3, -1);
+          const lp = values(13, 0.3, -1);
+          const adv = values(14, 2);
+          const entropy = values(15, 1, 2);
+          const refLogProb = values(16, 0.3, -1);
+          const aggregation = localAggregation(mode, MASK, B, T);
+          const terms = { entropyCoeff: 0.01, entropy, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb };
+          const run = (x: Float64Array, responseMask: ArrayLike<number>, masked?: ArrayLike<number>) =>
+            computeActorLossRef({
+              oldLogProb: old,
+              logProb: x,
+              advantages: adv,
+              responseMask,
+              B,
+              T,
+              config,
+              aggregation,
+              terms,
+              policyMask: masked,
+            });
+          const result = run(lp, MASK, policyMask);
+          const effective = run(
+            lp,
+            MASK.map((m, i) => m * policyMask[i]),
+          );
+          const whole = run(lp, MASK);
+          expect(effective.pgLoss).not.toBeCloseTo(whole.pgLoss, 3);
+          for (const key of ['pgLoss', 'pgClipfrac', 'ppoKl', 'pgClipfracLower'] as const)
+            expect(result[key], key).toBeCloseTo(effective[key], 12);
+          expect(result.entropyAgg).toBeCloseTo(whole.entropyAgg, 12);
+          expect(result.klLoss).toBeCloseTo(whole.klLoss, 12);
+          expect(fdError((x) => run(x, MASK, policyMask).policyLoss, lp, result.gradLogProb)).toBeLessThan(1e-6);
+          expect(
+            fdError(
+              (e) =>
+                computeActorLossRef({
+                  oldLogProb: old,
+                  logProb: lp,
+                  advantages: adv,
+                  responseMask: MASK,
+                  B,
+                  T,
+                  config,
+                  aggregation,
+                  terms: { ...terms, entropy: e },
+                  policyMask,
+                }).policyLoss,
+              entropy,
+              result.gradEntropy,
+            ),
+          ).toBeLessThan(1e-6);
+        },
+      );
     }
   }
 
@@ -172,7 +248,17 @@ describe('PPO reference gradients', () => {
     const returns = values(9, 1);
     const old = values(10, 1);
     const aggregation = localAggregation('seq-mean-token-mean', MASK, B, T);
-    const run = (x: Float64Array) => computeValueLossRef({ vpreds: x, returns, values: old, responseMask: MASK, cliprangeValue: 0.3, B, T, aggregation });
+    const run = (x: Float64Array) =>
+      computeValueLossRef({
+        vpreds: x,
+        returns,
+        values: old,
+        responseMask: MASK,
+        cliprangeValue: 0.3,
+        B,
+        T,
+        aggregation,
+      });
     expect(fdError((x) => run(x).vfLoss, vpreds, run(vpreds).gradVpreds)).toBeLessThan(1e-6);
   });
 
@@ -188,7 +274,9 @@ describe('PPO reference gradients', () => {
       const { logProb, entropy } = logprobEntropyRef(x, labels, N, V);
       return logProb.reduce((a, v, n) => a + v * gLogProb[n] + entropy[n] * gEntropy[n], 0);
     };
-    expect(fdError(loss, logits, logprobEntropyBackwardRef(logits, labels, gLogProb, gEntropy, N, V))).toBeLessThan(1e-6);
+    expect(fdError(loss, logits, logprobEntropyBackwardRef(logits, labels, gLogProb, gEntropy, N, V))).toBeLessThan(
+      1e-6,
+    );
   });
 });
 
@@ -200,7 +288,11 @@ describe('loss aggregation across micro-batches', () => {
       const full = aggLossRef(loss, MASK, B, T, whole);
       let sum = 0;
       const grad = new Float64Array(B * T);
-      for (const [start, rows] of [[0, 2], [2, 1], [3, 2]]) {
+      for (const [start, rows] of [
+        [0, 2],
+        [2, 1],
+        [3, 2],
+      ]) {
         const slice = (a: ArrayLike<number>) => Array.from(a).slice(start * T, (start + rows) * T);
         // The global denominators come from the whole mini-batch; only the loss_scale_factor default (T) is local.
         const micro: LossAggregation = { ...whole };
@@ -214,7 +306,13 @@ describe('loss aggregation across micro-batches', () => {
   }
 
   it('verl defaults: local token count, local non-empty rows, response length', () => {
-    expect(localAggregation('token-mean', MASK, B, T)).toEqual({ mode: 'token-mean', batchNumTokens: 15, globalBatchSize: 4, lossScaleFactor: T, dpSize: 1 });
+    expect(localAggregation('token-mean', MASK, B, T)).toEqual({
+      mode: 'token-mean',
+      batchNumTokens: 15,
+      globalBatchSize: 4,
+      lossScaleFactor: T,
+      dpSize: 1,
+    });
     expect(() => localAggregation('token-sum-mean', MASK, B, T)).toThrow(/Invalid loss_agg_mode/);
   });
 });

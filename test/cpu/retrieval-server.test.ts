@@ -34,11 +34,21 @@ describe('retrieval server', () => {
       return { status: res.status, json: await res.json() };
     };
     expect(await post(JSON.stringify({ queries: ['zor vak color'], topk: 1 }))).toEqual({
-      status: 200, json: { result: [[{ id: corpus[0].id, contents: corpus[0].contents }]] },
+      status: 200,
+      json: { result: [[{ id: corpus[0].id, contents: corpus[0].contents }]] },
     });
     expect(await post('{')).toMatchObject({ status: 400, json: { error: expect.stringContaining('not JSON') } });
-    expect(await post(JSON.stringify({ queries: 'zor' }))).toMatchObject({ status: 400, json: { error: expect.stringContaining('"queries" must be a list of strings') } });
-    expect(await post(JSON.stringify({ queries: ['zor'], topk: 0 }))).toMatchObject({ status: 400, json: { error: expect.stringContaining('"topk" must be a positive integer') } });
-    expect(await post('{}', '/search')).toMatchObject({ status: 404, json: { error: 'POST /search: this server answers POST /retrieve' } });
+    expect(await post(JSON.stringify({ queries: 'zor' }))).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining('"queries" must be a list of strings') },
+    });
+    expect(await post(JSON.stringify({ queries: ['zor'], topk: 0 }))).toMatchObject({
+      status: 400,
+      json: { error: expect.stringContaining('"topk" must be a positive integer') },
+    });
+    expect(await post('{}', '/search')).toMatchObject({
+      status: 404,
+      json: { error: 'POST /search: this server answers POST /retrieve' },
+    });
   });
 });

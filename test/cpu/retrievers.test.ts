@@ -20,13 +20,23 @@ interface RecordedRequest {
 type Handler = (body: { queries: string[]; topk: number }, res: ServerResponse, attempt: number) => void;
 
 /** A retrieval server on 127.0.0.1; `handler` answers each request, `requests` records them. */
-async function startServer(state: { handler: Handler; requests: RecordedRequest[] }): Promise<{ server: Server; url: string }> {
+async function startServer(state: {
+  handler: Handler;
+  requests: RecordedRequest[];
+}): Promise<{ server: Server; url: string }> {
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.setEncoding('utf8');
-    req.on('data', (chunk: string) => { body += chunk; });
+    req.on('data', (chunk: string) => {
+      body += chunk;
+    });
     req.on('end', () => {
-      state.requests.push({ method: req.method ?? '', path: req.url ?? '', contentType: req.headers['content-type'], body });
+      state.requests.push({
+        method: req.method ?? '',
+        path: req.url ?? '',
+        contentType: req.headers['content-type'],
+        body,
+      });
       state.handler(JSON.parse(body), res, state.requests.length);
     });
   });
@@ -45,9 +55,15 @@ function answer(res: ServerResponse, status: number, payload: unknown): void {
 }
 
 /** Search-R1's return_scores=true shape: document i of query q is "{q}\ndoc {i}" with score 1/(i+1). */
-const searchR1Answer: Handler = ({ queries, topk }, res) => answer(res, 200, {
-  result: queries.map((q) => Array.from({ length: topk }, (_, i) => ({ document: { id: `${q}-${i}`, contents: `${q}\ndoc ${i}` }, score: 1 / (i + 1) }))),
-});
+const searchR1Answer: Handler = ({ queries, topk }, res) =>
+  answer(res, 200, {
+    result: queries.map((q) =>
+      Array.from({ length: topk }, (_, i) => ({
+        document: { id: `${q}-${i}`, contents: `${q}\ndoc ${i}` },
+        score: 1 / (i + 1),
+      })),
+    ),
+  });
 
 describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
   const state: { handler: Handler; requests: RecordedRequest[] } = { handler: searchR1Answer, requests: [] };
@@ -67,16 +83,20 @@ describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
     const retriever = new HttpRetriever({ url });
     expect(retriever.description).toBe(url);
     const results = await retriever.search(['who wrote hamlet'], 2);
-    expect(state.requests).toEqual([{
-      method: 'POST',
-      path: '/retrieve',
-      contentType: 'application/json',
-      body: '{"queries":["who wrote hamlet"],"topk":2,"return_scores":true}',
-    }]);
-    expect(results).toEqual([[
-      { id: 'who wrote hamlet-0', contents: 'who wrote hamlet\ndoc 0', score: 1 },
-      { id: 'who wrote hamlet-1', contents: 'who wrote hamlet\ndoc 1', score: 0.5 },
-    ]]);
+    expect(state.requests).toEqual([
+      {
+        method: 'POST',
+        path: '/retrieve',
+        contentType: 'application/json',
+        body: '{"queries":["who wrote hamlet"],"topk":2,"return_scores":true}',
+      },
+    ]);
+    expect(results).toEqual([
+      [
+        { id: 'who wrote hamlet-0', contents: 'who wrote hamlet\ndoc 0', score: 1 },
+        { id: 'who wrote hamlet-1', contents: 'who wrote hamlet\ndoc 1', score: 0.5 },
+      ],
+    ]);
   });
 
   it('sends a batch of queries in one request and keeps their order', async () => {
@@ -86,9 +106,21 @@ describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
   });
 
   it('accepts bare documents (return_scores=false shape), numeric ids and documents without id', async () => {
-    state.handler = (_, res) => answer(res, 200, { result: [[{ id: 7, contents: 'T\nx' }, { title: 'T', text: 'y', contents: 'T\ny' }], []] });
+    state.handler = (_, res) =>
+      answer(res, 200, {
+        result: [
+          [
+            { id: 7, contents: 'T\nx' },
+            { title: 'T', text: 'y', contents: 'T\ny' },
+          ],
+          [],
+        ],
+      });
     expect(await new HttpRetriever({ url }).search(['q', 'r'], 3)).toEqual([
-      [{ id: '7', contents: 'T\nx', score: null }, { id: '', contents: 'T\ny', score: null }],
+      [
+        { id: '7', contents: 'T\nx', score: null },
+        { id: '', contents: 'T\ny', score: null },
+      ],
       [],
     ]);
   });
@@ -99,7 +131,8 @@ describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
   });
 
   it('retries HTTP 503 and 429 with back-off and then succeeds', async () => {
-    state.handler = (body, res, attempt) => (attempt <= 2 ? answer(res, attempt === 1 ? 503 : 429, { detail: 'busy' }) : searchR1Answer(body, res, attempt));
+    state.handler = (body, res, attempt) =>
+      attempt <= 2 ? answer(res, attempt === 1 ? 503 : 429, { detail: 'busy' }) : searchR1Answer(body, res, attempt);
     const started = performance.now();
     const results = await new HttpRetriever({ url, retryDelayMs: 20 }).search(['q'], 1);
     expect(results[0][0].id).toBe('q-0');
@@ -110,14 +143,17 @@ describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
   it('gives up on a server that never answers after maxRetries retries, naming the URL', async () => {
     state.handler = () => {};
     const retriever = new HttpRetriever({ url, timeoutMs: 200, maxRetries: 2, retryDelayMs: 5 });
-    await expect(retriever.search(['q'], 1)).rejects.toThrow(`retriever ${url}: no answer after 3 attempts; last: no answer within 200 ms`);
+    await expect(retriever.search(['q'], 1)).rejects.toThrow(
+      `retriever ${url}: no answer after 3 attempts; last: no answer within 200 ms`,
+    );
     expect(state.requests.length).toBe(3);
   });
 
   it('does not retry HTTP 400', async () => {
     state.handler = (_, res) => answer(res, 400, { detail: 'topk must be positive' });
-    await expect(new HttpRetriever({ url, retryDelayMs: 1 }).search(['q'], 1))
-      .rejects.toThrow(`retriever ${url}: HTTP 400 Bad Request: {"detail":"topk must be positive"} (not retried`);
+    await expect(new HttpRetriever({ url, retryDelayMs: 1 }).search(['q'], 1)).rejects.toThrow(
+      `retriever ${url}: HTTP 400 Bad Request: {"detail":"topk must be positive"} (not retried`,
+    );
     expect(state.requests.length).toBe(1);
   });
 
@@ -128,16 +164,35 @@ describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
       [{ results: [[], []] }, 'answer has no "result" list'],
       [{ result: [[{ document: { id: '1' }, score: 1 }], []] }, 'result 0 document 0 has no string "contents"'],
       [{ result: [[], [{ id: '1', contents: 5 }]] }, 'result 1 document 0 has no string "contents"'],
-      [{ result: [[], [{ document: { id: '1', contents: 'x' }, score: 'high' }]] }, 'result 1 document 0 has score "high", not a number'],
-      [{ result: [[{ id: '1', contents: 'x' }, { id: '2', contents: 'y' }], []] }, 'result 0 has 2 documents, more than topk=1'],
+      [
+        { result: [[], [{ document: { id: '1', contents: 'x' }, score: 'high' }]] },
+        'result 1 document 0 has score "high", not a number',
+      ],
+      [
+        {
+          result: [
+            [
+              { id: '1', contents: 'x' },
+              { id: '2', contents: 'y' },
+            ],
+            [],
+          ],
+        },
+        'result 0 has 2 documents, more than topk=1',
+      ],
       [{ result: [null, []] }, 'result 0 is null, not a list'],
     ];
     for (const [payload, message] of cases) {
       state.handler = (_, res) => answer(res, 200, payload);
       await expect(retriever.search(['q', 'r'], 1)).rejects.toThrow(`retriever ${url}: ${message}`);
     }
-    state.handler = (_, res) => { res.writeHead(200); res.end('<html>oops</html>'); };
-    await expect(retriever.search(['q', 'r'], 1)).rejects.toThrow(`retriever ${url}: answer is not JSON: <html>oops</html>`);
+    state.handler = (_, res) => {
+      res.writeHead(200);
+      res.end('<html>oops</html>');
+    };
+    await expect(retriever.search(['q', 'r'], 1)).rejects.toThrow(
+      `retriever ${url}: answer is not JSON: <html>oops</html>`,
+    );
     expect(state.requests.length).toBe(cases.length + 1);
   });
 
@@ -147,12 +202,16 @@ describe('HttpRetriever (Search-R1 retrieval server protocol)', () => {
       calls.push(this, String(input));
       return new Response(JSON.stringify({ result: [[{ document: { id: 'x', contents: 'T\nx' }, score: 2 }]] }));
     };
-    expect(await new HttpRetriever({ url: 'http://retriever.test/retrieve', fetch }).search(['q'], 1)).toEqual([[{ id: 'x', contents: 'T\nx', score: 2 }]]);
+    expect(await new HttpRetriever({ url: 'http://retriever.test/retrieve', fetch }).search(['q'], 1)).toEqual([
+      [{ id: 'x', contents: 'T\nx', score: 2 }],
+    ]);
     expect(calls).toEqual([undefined, 'http://retriever.test/retrieve']);
   });
 
   it('rejects a bad topk and a bad url before any request', async () => {
-    await expect(new HttpRetriever({ url }).search(['q'], 0)).rejects.toThrow(`retriever ${url}: topk must be a positive integer, got 0`);
+    await expect(new HttpRetriever({ url }).search(['q'], 0)).rejects.toThrow(
+      `retriever ${url}: topk must be a positive integer, got 0`,
+    );
     expect(() => new HttpRetriever({ url: '127.0.0.1:8000/retrieve' })).toThrow(/must be an http\(s\) URL/);
     expect(state.requests.length).toBe(0);
   });
@@ -162,14 +221,19 @@ describe('HttpRetriever without a server', () => {
   it('throws naming the URL, the attempts and the connection error', async () => {
     const { server, url } = await startServer({ handler: searchR1Answer, requests: [] });
     await stopServer(server);
-    await expect(new HttpRetriever({ url, maxRetries: 1, retryDelayMs: 1 }).search(['q'], 1))
-      .rejects.toThrow(new RegExp(`^retriever ${url}: no answer after 2 attempts; last: fetch failed: ECONNREFUSED$`));
+    await expect(new HttpRetriever({ url, maxRetries: 1, retryDelayMs: 1 }).search(['q'], 1)).rejects.toThrow(
+      new RegExp(`^retriever ${url}: no answer after 2 attempts; last: fetch failed: ECONNREFUSED$`),
+    );
   });
 });
 
 // Independent BM25 as Lucene/Pyserini score it (k1=0.9, b=0.4, no (k1+1) factor), straight from the formula.
 function bm25Scores(corpus: readonly string[], query: string): number[] {
-  const tokenize = (text: string): string[] => text.toLowerCase().split(/[^a-z0-9]+/).filter((t) => t !== '');
+  const tokenize = (text: string): string[] =>
+    text
+      .toLowerCase()
+      .split(/[^a-z0-9]+/)
+      .filter((t) => t !== '');
   const docs = corpus.map(tokenize);
   const avgdl = docs.reduce((sum, d) => sum + d.length, 0) / docs.length;
   return docs.map((doc) => {
@@ -179,7 +243,7 @@ function bm25Scores(corpus: readonly string[], query: string): number[] {
       if (df === 0) continue;
       const tf = doc.filter((t) => t === term).length;
       const idf = Math.log(1 + (docs.length - df + 0.5) / (df + 0.5));
-      score += idf * tf / (tf + 0.9 * (1 - 0.4 + 0.4 * doc.length / avgdl));
+      score += (idf * tf) / (tf + 0.9 * (1 - 0.4 + (0.4 * doc.length) / avgdl));
     }
     return score;
   });
@@ -201,7 +265,10 @@ describe('Bm25Retriever', () => {
     const queries = ['Shakespeare tragedy', 'capital of Denmark', 'macbeth MACBETH general', 'the'];
     const results = await retriever.search(queries, CORPUS.length);
     queries.forEach((query, q) => {
-      const expected = bm25Scores(CORPUS.map((d) => d.contents), query)
+      const expected = bm25Scores(
+        CORPUS.map((d) => d.contents),
+        query,
+      )
         .map((score, d) => ({ d, score }))
         .filter(({ score }) => score > 0)
         .sort((x, y) => y.score - x.score || x.d - y.d);
@@ -211,7 +278,12 @@ describe('Bm25Retriever', () => {
         expect(doc.score).toBeCloseTo(expected[rank].score, 12);
       });
     });
-    expect(results.map((docs) => docs.map((d) => d.id))).toEqual([['d0', 'd1', 'd4'], ['d2', 'd3', 'd5', 'd0'], ['d1'], ['d3', 'd5', 'd2']]);
+    expect(results.map((docs) => docs.map((d) => d.id))).toEqual([
+      ['d0', 'd1', 'd4'],
+      ['d2', 'd3', 'd5', 'd0'],
+      ['d1'],
+      ['d3', 'd5', 'd2'],
+    ]);
   });
 
   it('keeps the best topk and ranks equal scores by corpus order', async () => {
@@ -244,16 +316,20 @@ describe('Bm25Retriever', () => {
   it('describes itself and rejects an empty corpus and a bad topk', async () => {
     expect(retriever.description).toBe('bm25 (test corpus, 6 docs)');
     expect(() => new Bm25Retriever([], { source: 'x.jsonl' })).toThrow('bm25 (x.jsonl): the corpus is empty');
-    await expect(retriever.search(['q'], 1.5)).rejects.toThrow('bm25 (test corpus, 6 docs): topk must be a positive integer, got 1.5');
+    await expect(retriever.search(['q'], 1.5)).rejects.toThrow(
+      'bm25 (test corpus, 6 docs): topk must be a positive integer, got 1.5',
+    );
   });
 });
 
 describe('formatDocuments', () => {
-  it('writes Search-R1\'s passage list: title from the first line, the rest as text', () => {
-    expect(formatDocuments([
-      { id: '1', contents: '"Hamlet"\nHamlet is a tragedy\nby Shakespeare.', score: 3.5 },
-      { id: '2', contents: 'Only a title', score: null },
-    ])).toBe('Doc 1(Title: "Hamlet") Hamlet is a tragedy\nby Shakespeare.\nDoc 2(Title: Only a title) \n');
+  it("writes Search-R1's passage list: title from the first line, the rest as text", () => {
+    expect(
+      formatDocuments([
+        { id: '1', contents: '"Hamlet"\nHamlet is a tragedy\nby Shakespeare.', score: 3.5 },
+        { id: '2', contents: 'Only a title', score: null },
+      ]),
+    ).toBe('Doc 1(Title: "Hamlet") Hamlet is a tragedy\nby Shakespeare.\nDoc 2(Title: Only a title) \n');
     expect(formatDocuments([])).toBe('');
   });
 });
@@ -267,15 +343,24 @@ describe('loadCorpus', () => {
   };
 
   it('reads one {id, contents} per line, skipping blank lines, ids as strings', async () => {
-    const path = write('ok.jsonl', '{"id": "0", "contents": "\\"A\\"\\ntext a"}\r\n\n  \n{"id": 17, "contents": "B\\nb", "extra": 1}\n');
-    expect(await loadCorpus(path)).toEqual([{ id: '0', contents: '"A"\ntext a' }, { id: '17', contents: 'B\nb' }]);
+    const path = write(
+      'ok.jsonl',
+      '{"id": "0", "contents": "\\"A\\"\\ntext a"}\r\n\n  \n{"id": 17, "contents": "B\\nb", "extra": 1}\n',
+    );
+    expect(await loadCorpus(path)).toEqual([
+      { id: '0', contents: '"A"\ntext a' },
+      { id: '17', contents: 'B\nb' },
+    ]);
   });
 
   it('names file:line and what was expected', async () => {
     const good = '{"id": "0", "contents": "x"}\n';
     const cases: [string, string][] = [
       ['{"id": "1", "contents": "y"', 'not valid JSON'],
-      ['{"id": "1"}', '"contents" is missing; expected one JSON object {"id": string or number, "contents": string} per line'],
+      [
+        '{"id": "1"}',
+        '"contents" is missing; expected one JSON object {"id": string or number, "contents": string} per line',
+      ],
       ['{"id": "1", "contents": ["y"]}', '"contents" is ["y"]'],
       ['{"contents": "y"}', '"id" is missing'],
       ['{"id": {"n": 1}, "contents": "y"}', '"id" is {"n":1}'],
@@ -290,6 +375,8 @@ describe('loadCorpus', () => {
   it('rejects an empty corpus and a missing file', async () => {
     const empty = write('empty.jsonl', '\n\n');
     await expect(loadCorpus(empty)).rejects.toThrow(`corpus ${empty}: no documents`);
-    await expect(loadCorpus(join(dir, 'missing.jsonl'))).rejects.toThrow(`corpus ${join(dir, 'missing.jsonl')}: cannot read: ENOENT`);
+    await expect(loadCorpus(join(dir, 'missing.jsonl'))).rejects.toThrow(
+      `corpus ${join(dir, 'missing.jsonl')}: cannot read: ENOENT`,
+    );
   });
 });

@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ServerPool } from '../../ppo/generation/remote/server-pool.ts';
 import { ServerRollout, probeSequence, type WeightsPublisher } from '../../ppo/generation/remote/remote-generation.ts';
-import { generateCall, parseGenerate, parseModelInfo, weightUpdateCalls } from '../../ppo/generation/remote/wire-format.ts';
+import {
+  generateCall,
+  parseGenerate,
+  parseModelInfo,
+  weightUpdateCalls,
+} from '../../ppo/generation/remote/wire-format.ts';
 import type { RolloutConfig } from '../../ppo/generation/types.ts';
 import { type ConfigError, composeConfig, loadConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
@@ -37,7 +42,15 @@ interface Stub {
 
 const servers: Server[] = [];
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => new Promise((done) => { s.closeAllConnections(); s.close(done); })));
+  await Promise.all(
+    servers.splice(0).map(
+      (s) =>
+        new Promise((done) => {
+          s.closeAllConnections();
+          s.close(done);
+        }),
+    ),
+  );
 });
 
 async function readBody(req: IncomingMessage): Promise<unknown> {
@@ -47,30 +60,56 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 async function stubServer(behaviour: Behaviour = 'ok'): Promise<Stub> {
-  const stub = { behaviour, after: null, logProb: -0.5, updateSuccess: true, generated: 0, loads: [] } as unknown as Stub;
-  const send = (res: ServerResponse, json: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+  const stub = {
+    behaviour,
+    after: null,
+    logProb: -0.5,
+    updateSuccess: true,
+    generated: 0,
+    loads: [],
+  } as unknown as Stub;
+  const send = (res: ServerResponse, json: unknown) =>
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(json));
   stub.server = createServer(async (req, res) => {
-    const body = await readBody(req) as Record<string, unknown> | null;
+    const body = (await readBody(req)) as Record<string, unknown> | null;
     if (req.url === '/get_model_info') return send(res, { model_path: '/models/tiny' });
     if (req.url === '/update_weights_from_disk') {
       stub.loads.push(String(body!.model_path));
-      return send(res, stub.updateSuccess ? { success: true, message: 'ok' } : { success: false, message: 'shape mismatch' });
+      return send(
+        res,
+        stub.updateSuccess ? { success: true, message: 'ok' } : { success: false, message: 'shape mismatch' },
+      );
     }
     if (req.url !== '/generate') return res.writeHead(404).end(JSON.stringify({ error: { message: 'not found' } }));
     const ids = body!.input_ids as number[][];
     const mode = stub.after && stub.generated >= stub.after.count ? stub.after.behaviour : stub.behaviour;
     if (mode === 'hang') return;
     if (mode === 'die') return req.socket.destroy();
-    if (mode === 'http500') return res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'CUDA out of memory' } }));
+    if (mode === 'http500')
+      return res
+        .writeHead(500, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: 'CUDA out of memory' } }));
     if (mode === 'malformed') return res.writeHead(200).end('{"meta_info": [');
     if (mode === 'foreignTokens') {
-      return send(res, ids.map(() => ({ meta_info: { finish_reason: { type: 'length' }, output_token_logprobs: [[-0.5, VOCAB + 7, null]] } })));
+      return send(
+        res,
+        ids.map(() => ({
+          meta_info: { finish_reason: { type: 'length' }, output_token_logprobs: [[-0.5, VOCAB + 7, null]] },
+        })),
+      );
     }
     stub.generated++;
-    send(res, ids.map(() => ({
-      text: '', output_ids: [7, 8, EOS],
-      meta_info: { finish_reason: { type: 'stop', matched: EOS }, output_token_logprobs: [7, 8, EOS].map((id) => [stub.logProb, id, null]) },
-    })));
+    send(
+      res,
+      ids.map(() => ({
+        text: '',
+        output_ids: [7, 8, EOS],
+        meta_info: {
+          finish_reason: { type: 'stop', matched: EOS },
+          output_token_logprobs: [7, 8, EOS].map((id) => [stub.logProb, id, null]),
+        },
+      })),
+    );
   });
   servers.push(stub.server);
   await new Promise<void>((done) => stub.server.listen(0, '127.0.0.1', done));
@@ -87,12 +126,30 @@ async function refusingUrl(): Promise<string> {
   return `http://127.0.0.1:${port}`;
 }
 
-const ROLLOUT: RolloutConfig = { n: 2, temperature: 1, topK: -1, topP: 1, maxResponseLength: 4, eosTokenIds: [EOS], padTokenId: 0, seed: 1 };
+const ROLLOUT: RolloutConfig = {
+  n: 2,
+  temperature: 1,
+  topK: -1,
+  topP: 1,
+  maxResponseLength: 4,
+  eosTokenIds: [EOS],
+  padTokenId: 0,
+  seed: 1,
+};
 const PROMPTS = Array.from({ length: 6 }, (_, i) => [3 + i, 4, 5]);
 
-function rollout(urls: string[], options: { timeoutS?: number; maxRetries?: number; lost?: string[] } = {}): ServerRollout {
-  const pool = new ServerPool(urls, { timeoutS: options.timeoutS ?? 5, maxRetries: options.maxRetries ?? 2, onServerLost: (url, reason) => options.lost?.push(`${url}: ${reason}`) });
-  const publisher: WeightsPublisher = { publish: async (version) => ({ version, dir: `/shared/v${version}`, kind: 'full' }) };
+function rollout(
+  urls: string[],
+  options: { timeoutS?: number; maxRetries?: number; lost?: string[] } = {},
+): ServerRollout {
+  const pool = new ServerPool(urls, {
+    timeoutS: options.timeoutS ?? 5,
+    maxRetries: options.maxRetries ?? 2,
+    onServerLost: (url, reason) => options.lost?.push(`${url}: ${reason}`),
+  });
+  const publisher: WeightsPublisher = {
+    publish: async (version) => ({ version, dir: `/shared/v${version}`, kind: 'full' }),
+  };
   return new ServerRollout(pool, 'sglang', publisher, { fingerprintTolerance: 0.01, vocabSize: VOCAB });
 }
 
@@ -102,17 +159,46 @@ const localProbe = (value: number) => async (ids: readonly number[]) => ids.slic
 
 describe('rollout servers: documented wire shapes', () => {
   it('SGLang /generate: the prompt repeated n times, answers read from output_token_logprobs', () => {
-    const call = generateCall('sglang', 'm', [1, 2], 2, { temperature: 0.7, topP: 0.9, topK: 5, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null }, null);
+    const call = generateCall(
+      'sglang',
+      'm',
+      [1, 2],
+      2,
+      { temperature: 0.7, topP: 0.9, topK: 5, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null },
+      null,
+    );
     expect(call.path).toBe('/generate');
-    expect(call.body).toMatchObject({ input_ids: [[1, 2], [1, 2]], return_logprob: true, sampling_params: { max_new_tokens: 8, top_k: 5, stop_token_ids: [EOS] } });
+    expect(call.body).toMatchObject({
+      input_ids: [
+        [1, 2],
+        [1, 2],
+      ],
+      return_logprob: true,
+      sampling_params: { max_new_tokens: 8, top_k: 5, stop_token_ids: [EOS] },
+    });
     // sample_offset is serve.js's own field: only sent when the server said it is serve.js (SGLang would refuse it).
     expect((call.body as { sampling_params: object }).sampling_params).not.toHaveProperty('sample_offset');
-    const toEngine = generateCall('sglang', 'm', [1, 2], 2, { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: 6 }, null);
+    const toEngine = generateCall(
+      'sglang',
+      'm',
+      [1, 2],
+      2,
+      { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: 6 },
+      null,
+    );
     expect(toEngine.body).toMatchObject({ sampling_params: { sampling_seed: 3, sample_offset: 6 } });
     expect(parseModelInfo('sglang', { model_path: '/m' })).toEqual({ name: '/m', engineServer: false });
-    expect(parseModelInfo('sglang', { model_path: '/m', owned_by: 'webgpu-rlhf' })).toEqual({ name: '/m', engineServer: true });
-    expect(parseModelInfo('vllm', { data: [{ id: 'q', owned_by: 'vllm' }] })).toEqual({ name: 'q', engineServer: false });
-    const out = (ids: number[], type: string) => ({ meta_info: { finish_reason: { type }, output_token_logprobs: ids.map((id) => [-1, id, null]) } });
+    expect(parseModelInfo('sglang', { model_path: '/m', owned_by: 'webgpu-rlhf' })).toEqual({
+      name: '/m',
+      engineServer: true,
+    });
+    expect(parseModelInfo('vllm', { data: [{ id: 'q', owned_by: 'vllm' }] })).toEqual({
+      name: 'q',
+      engineServer: false,
+    });
+    const out = (ids: number[], type: string) => ({
+      meta_info: { finish_reason: { type }, output_token_logprobs: ids.map((id) => [-1, id, null]) },
+    });
     expect(parseGenerate('sglang', [out([4, EOS], 'stop'), out([4, 5], 'length')], 2, [EOS])).toEqual([
       { tokenIds: [4, EOS], logProbs: [-1, -1], finishReason: 'eos' },
       { tokenIds: [4, 5], logProbs: [-1, -1], finishReason: 'length' },
@@ -121,25 +207,63 @@ describe('rollout servers: documented wire shapes', () => {
   });
 
   it('vLLM /v1/completions: token ids back as "token_id:<id>", choices ordered by index', () => {
-    const call = generateCall('vllm', 'served', [1, 2], 2, { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null }, 'actor_v4');
-    expect(call.body).toMatchObject({ model: 'actor_v4', prompt: [1, 2], n: 2, logprobs: 1, return_tokens_as_token_ids: true });
-    const choice = (index: number, ids: number[], finish: string) => ({ index, text: '', finish_reason: finish, logprobs: { tokens: ids.map((id) => `token_id:${id}`), token_logprobs: ids.map(() => -2) } });
-    expect(parseGenerate('vllm', { choices: [choice(1, [6, 7], 'length'), choice(0, [EOS], 'stop')] }, 2, [EOS])).toEqual([
+    const call = generateCall(
+      'vllm',
+      'served',
+      [1, 2],
+      2,
+      { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null },
+      'actor_v4',
+    );
+    expect(call.body).toMatchObject({
+      model: 'actor_v4',
+      prompt: [1, 2],
+      n: 2,
+      logprobs: 1,
+      return_tokens_as_token_ids: true,
+    });
+    const choice = (index: number, ids: number[], finish: string) => ({
+      index,
+      text: '',
+      finish_reason: finish,
+      logprobs: { tokens: ids.map((id) => `token_id:${id}`), token_logprobs: ids.map(() => -2) },
+    });
+    expect(
+      parseGenerate('vllm', { choices: [choice(1, [6, 7], 'length'), choice(0, [EOS], 'stop')] }, 2, [EOS]),
+    ).toEqual([
       { tokenIds: [EOS], logProbs: [-2], finishReason: 'eos' },
       { tokenIds: [6, 7], logProbs: [-2, -2], finishReason: 'length' },
     ]);
     expect(() => parseGenerate('vllm', { choices: [choice(0, [1], 'stop')] }, 1, [EOS])).not.toThrow();
-    expect(() => parseGenerate('vllm', { choices: [{ index: 0, finish_reason: 'stop', logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }, 1, [EOS])).toThrow('return_tokens_as_token_ids');
+    expect(() =>
+      parseGenerate(
+        'vllm',
+        { choices: [{ index: 0, finish_reason: 'stop', logprobs: { tokens: ['a'], token_logprobs: [-1] } }] },
+        1,
+        [EOS],
+      ),
+    ).toThrow('return_tokens_as_token_ids');
   });
 
-  it('weight loads: SGLang from any directory; vLLM full weights by the dev-mode level-2 reload; LoRA by name per version', () => {
-    expect(weightUpdateCalls('sglang', { version: 3, dir: '/w/v3', kind: 'full' }, null)).toEqual([{ method: 'POST', path: '/update_weights_from_disk', body: { model_path: '/w/v3', weight_version: 'v3' } }]);
-    expect(weightUpdateCalls('vllm', { version: 3, dir: '/w/v3', kind: 'full' }, null).map((c) => c.path)).toEqual(['/sleep?level=2', '/wake_up?tags=weights', '/collective_rpc', '/wake_up?tags=kv_cache']);
-    expect(weightUpdateCalls('vllm', { version: 3, dir: '/w/v3', kind: 'lora' }, 'actor_v2')).toEqual([
-      { method: 'POST', path: '/v1/load_lora_adapter', body: { lora_name: 'actor_v3', lora_path: '/w/v3' } },
-      { method: 'POST', path: '/v1/unload_lora_adapter', body: { lora_name: 'actor_v2' } },
-    ]);
-  });
+  it(
+    'weight loads: SGLang from any directory; vLLM full weights by the dev-mode level-2 reload; LoRA by name per ' +
+      'version',
+    () => {
+      expect(weightUpdateCalls('sglang', { version: 3, dir: '/w/v3', kind: 'full' }, null)).toEqual([
+        { method: 'POST', path: '/update_weights_from_disk', body: { model_path: '/w/v3', weight_version: 'v3' } },
+      ]);
+      expect(weightUpdateCalls('vllm', { version: 3, dir: '/w/v3', kind: 'full' }, null).map((c) => c.path)).toEqual([
+        '/sleep?level=2',
+        '/wake_up?tags=weights',
+        '/collective_rpc',
+        '/wake_up?tags=kv_cache',
+      ]);
+      expect(weightUpdateCalls('vllm', { version: 3, dir: '/w/v3', kind: 'lora' }, 'actor_v2')).toEqual([
+        { method: 'POST', path: '/v1/load_lora_adapter', body: { lora_name: 'actor_v3', lora_path: '/w/v3' } },
+        { method: 'POST', path: '/v1/unload_lora_adapter', body: { lora_name: 'actor_v2' } },
+      ]);
+    },
+  );
 });
 
 describe('rollout servers: configuration', () => {
@@ -153,13 +277,15 @@ describe('rollout servers: configuration', () => {
   };
   const URLS = 'actor_rollout_ref.rollout.server_urls=[http://127.0.0.1:30000,http://127.0.0.1:30001]';
 
-  it('server_urls need a server backend; verl\'s name=vllm without them stays in-process', () => {
+  it("server_urls need a server backend; verl's name=vllm without them stays in-process", () => {
     expect(problems(URLS)[0]).toContain('actor_rollout_ref.rollout.name=hf generates in-process');
     expect(problems('actor_rollout_ref.rollout.name=vllm', 'actor_rollout_ref.rollout.mode=async')).toEqual([]);
     // …and says so in one note, which a run prints to stderr; with servers, or with name=hf, no such note.
-    const inProcessNotes = (...overrides: string[]) => composeConfig({ overrides }).notes.filter((n) => n.includes('without rollout.server_urls'));
+    const inProcessNotes = (...overrides: string[]) =>
+      composeConfig({ overrides }).notes.filter((n) => n.includes('without rollout.server_urls'));
     expect(inProcessNotes('actor_rollout_ref.rollout.name=vllm')).toEqual([
-      'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this engine\'s decoder (docs/rollout-servers.md)',
+      'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this ' +
+        "engine's decoder (docs/rollout-servers.md)",
     ]);
     expect(inProcessNotes('actor_rollout_ref.rollout.name=sglang', URLS)).toEqual([]);
     expect(inProcessNotes()).toEqual([]);
@@ -171,8 +297,22 @@ describe('rollout servers: configuration', () => {
   });
 
   it('refuses what servers cannot run: search rollouts, and dynamic sampling with mode=async', () => {
-    expect(problems('actor_rollout_ref.rollout.name=sglang', URLS, 'do_search=true', 'retriever.url=http://127.0.0.1:8000/retrieve')[0]).toContain('multi-turn search rollouts run in-process only');
-    expect(problems('actor_rollout_ref.rollout.name=sglang', URLS, 'actor_rollout_ref.rollout.mode=async', 'algorithm.filter_groups.enable=true')[0]).toContain('one-step-off generation cannot prefetch');
+    expect(
+      problems(
+        'actor_rollout_ref.rollout.name=sglang',
+        URLS,
+        'do_search=true',
+        'retriever.url=http://127.0.0.1:8000/retrieve',
+      )[0],
+    ).toContain('multi-turn search rollouts run in-process only');
+    expect(
+      problems(
+        'actor_rollout_ref.rollout.name=sglang',
+        URLS,
+        'actor_rollout_ref.rollout.mode=async',
+        'algorithm.filter_groups.enable=true',
+      )[0],
+    ).toContain('one-step-off generation cannot prefetch');
   });
 });
 
@@ -190,10 +330,19 @@ describe('rollout servers: faults on loopback', () => {
 
   for (const [fault, make] of [
     // The first call to a server asks who it is: that is where a refused connection shows.
-    ['refuses connections', async () => ({ url: await refusingUrl(), expect: 'connection refused', path: '/get_model_info' })],
+    [
+      'refuses connections',
+      async () => ({ url: await refusingUrl(), expect: 'connection refused', path: '/get_model_info' }),
+    ],
     ['times out', async () => ({ url: (await stubServer('hang')).url, expect: 'no answer within 1s' })],
-    ['answers HTTP 500', async () => ({ url: (await stubServer('http500')).url, expect: 'HTTP 500 (CUDA out of memory)' })],
-    ['answers malformed JSON', async () => ({ url: (await stubServer('malformed')).url, expect: 'the answer is not JSON' })],
+    [
+      'answers HTTP 500',
+      async () => ({ url: (await stubServer('http500')).url, expect: 'HTTP 500 (CUDA out of memory)' }),
+    ],
+    [
+      'answers malformed JSON',
+      async () => ({ url: (await stubServer('malformed')).url, expect: 'the answer is not JSON' }),
+    ],
   ] as const) {
     it(`a server that ${fault}: its prompts go to the other server, and it leaves the pool`, async () => {
       const good = await stubServer();
@@ -226,78 +375,127 @@ describe('rollout servers: faults on loopback', () => {
     const lost: string[] = [];
     await rollout([foreign.url, good.url], { lost }).generate(PROMPTS, ROLLOUT);
     expect(good.generated).toBe(PROMPTS.length);
-    expect(lost[0]).toMatch(new RegExp(`holds token ${VOCAB + 7}; expected ids in the actor's vocabulary \\[0, ${VOCAB}\\)`));
+    expect(lost[0]).toMatch(
+      new RegExp(`holds token ${VOCAB + 7}; expected ids in the actor's vocabulary \\[0, ${VOCAB}\\)`),
+    );
   });
 
   it('no server left: the batch stops with one line naming the URL and what was expected', async () => {
     const [a, b] = [await stubServer('http500'), await stubServer('malformed')];
     const failure = rollout([a.url, b.url]).generate(PROMPTS, ROLLOUT);
-    await expect(failure).rejects.toThrow(/^http:\/\/127\.0\.0\.1:\d+\/generate: .*; expected 2 completions of prompt \d \(no rollout server left\)$/);
+    await expect(failure).rejects.toThrow(
+      /^http:\/\/127\.0\.0\.1:\d+\/generate: .*; expected 2 completions of prompt \d \(no rollout server left\)$/,
+    );
   });
 
   it('retries are bounded: a prompt that failed on max_retries+1 servers stops the batch', async () => {
     const bad = await Promise.all([stubServer('http500'), stubServer('http500')]);
     const good = await stubServer('hang');
-    const failure = rollout([...bad, good].map((s) => s.url), { timeoutS: 1, maxRetries: 1 }).generate(PROMPTS.slice(0, 1), { ...ROLLOUT });
+    const failure = rollout(
+      [...bad, good].map((s) => s.url),
+      { timeoutS: 1, maxRetries: 1 },
+    ).generate(PROMPTS.slice(0, 1), { ...ROLLOUT });
     await expect(failure).rejects.toThrow('(job retried 1 times on other servers)');
   });
 
   it('a server of another backend (no /get_model_info) is refused before any weight is published', async () => {
-    const [good, foreign] = [await stubServer(), createServer((_, res) => res.writeHead(404).end('{"detail": "Not Found"}'))];
+    const [good, foreign] = [
+      await stubServer(),
+      createServer((_, res) => res.writeHead(404).end('{"detail": "Not Found"}')),
+    ];
     servers.push(foreign);
     await new Promise<void>((done) => foreign.listen(0, '127.0.0.1', done));
     const foreignUrl = `http://127.0.0.1:${(foreign.address() as AddressInfo).port}`;
     const r = rollout([good.url, foreignUrl]);
-    await expect(r.connect()).rejects.toThrow(`${foreignUrl}/get_model_info: HTTP 404 (Not Found); expected a sglang server (/get_model_info)`);
+    await expect(r.connect()).rejects.toThrow(
+      `${foreignUrl}/get_model_info: HTTP 404 (Not Found); expected a sglang server (/get_model_info)`,
+    );
     expect(good.loads).toEqual([]);
   });
 
-  it('weight sync: each server loads the version and passes the fingerprint; a server of another model is refused', async () => {
-    const [a, b] = [await stubServer(), await stubServer()];
-    const r = rollout([a.url, b.url]);
-    const metrics = await r.syncWeights(0, PROBE, localProbe(-0.505));
-    expect(metrics['rollout_servers/fingerprint_max_gap']).toBeCloseTo(0.005, 6);
-    expect([a.loads, b.loads]).toEqual([['/shared/v0'], ['/shared/v0']]);
-    expect(r.servedVersion).toBe(0);
-    b.logProb = -2.5; // now serving something else
-    await expect(r.syncWeights(1, PROBE, localProbe(-0.5))).rejects.toThrow(`${b.url}: after loading /shared/v1 the server's log-probs of its probe tokens differ from the trainer's by up to 2.0000`);
-    expect(r.servedVersion).toBe(0);
-  });
+  it(
+    'weight sync: each server loads the version and passes the fingerprint; a server of another model is ' + 'refused',
+    async () => {
+      const [a, b] = [await stubServer(), await stubServer()];
+      const r = rollout([a.url, b.url]);
+      const metrics = await r.syncWeights(0, PROBE, localProbe(-0.505));
+      expect(metrics['rollout_servers/fingerprint_max_gap']).toBeCloseTo(0.005, 6);
+      expect([a.loads, b.loads]).toEqual([['/shared/v0'], ['/shared/v0']]);
+      expect(r.servedVersion).toBe(0);
+      b.logProb = -2.5; // now serving something else
+      await expect(r.syncWeights(1, PROBE, localProbe(-0.5))).rejects.toThrow(
+        `${b.url}: after loading /shared/v1 the server's log-probs of its probe tokens differ from the trainer's by ` +
+          `up ` +
+          `to 2.0000`,
+      );
+      expect(r.servedVersion).toBe(0);
+    },
+  );
 
-  it('a weight load that fails stops the sync: the version is not marked served, so no step generates on stale weights', async () => {
-    const [a, b] = [await stubServer(), await stubServer()];
-    b.updateSuccess = false;
-    const r = rollout([a.url, b.url]);
-    await expect(r.syncWeights(0, PROBE, localProbe(-1))).rejects.toThrow(`${b.url}/update_weights_from_disk: malformed answer, expected success: true, got success: false (shape mismatch)`);
-    expect(r.servedVersion).toBe(-1);
-  });
+  it(
+    'a weight load that fails stops the sync: the version is not marked served, so no step generates on stale ' +
+      'weights',
+    async () => {
+      const [a, b] = [await stubServer(), await stubServer()];
+      b.updateSuccess = false;
+      const r = rollout([a.url, b.url]);
+      await expect(r.syncWeights(0, PROBE, localProbe(-1))).rejects.toThrow(
+        `${b.url}/update_weights_from_disk: malformed answer, expected success: true, got success: false (shape ` +
+          `mismatch)`,
+      );
+      expect(r.servedVersion).toBe(-1);
+    },
+  );
 });
 
 describe('rollout servers: a prefetched batch in a checkpoint', () => {
-  it('the samples read back from a batch assemble into the same batch (tokens, log-probs, masks, finish reasons)', () => {
-    const c: RolloutConfig = { n: 2, maxResponseLength: 4, eosTokenIds: [EOS], padTokenId: 0, temperature: 1, topK: -1, topP: 1, seed: 5 };
-    const prompts = [[3, 4, 5], [6]];
-    const sample = (tokens: number[], logprobs: number[] | null, reason: SampleRecord['reason']) => {
-      const record = new SampleRecord();
-      record.append(tokens, logprobs);
-      record.reason = reason;
-      return record;
-    };
-    const records = [sample([7, EOS], [-0.25, -1.5], 'eos'), sample([8, 9, 10, 11], [-0.1, -0.2, -0.3, -0.4], 'length'), sample([12], [-3], 'stop'), sample([13], [-0.7], 'eos')];
-    records[2].append([14, 15], null); // an observation: in the response, out of the mask
-    const batch = assemble(promptBatch(prompts, c), records, c);
-    const stored = JSON.parse(JSON.stringify(disassemble(batch)));
-    expect(assemble(promptBatch(prompts, c), stored, c)).toEqual(batch);
-  });
+  it(
+    'the samples read back from a batch assemble into the same batch (tokens, log-probs, masks, finish ' + 'reasons)',
+    () => {
+      const c: RolloutConfig = {
+        n: 2,
+        maxResponseLength: 4,
+        eosTokenIds: [EOS],
+        padTokenId: 0,
+        temperature: 1,
+        topK: -1,
+        topP: 1,
+        seed: 5,
+      };
+      const prompts = [[3, 4, 5], [6]];
+      const sample = (tokens: number[], logprobs: number[] | null, reason: SampleRecord['reason']) => {
+        const record = new SampleRecord();
+        record.append(tokens, logprobs);
+        record.reason = reason;
+        return record;
+      };
+      const records = [
+        sample([7, EOS], [-0.25, -1.5], 'eos'),
+        sample([8, 9, 10, 11], [-0.1, -0.2, -0.3, -0.4], 'length'),
+        sample([12], [-3], 'stop'),
+        sample([13], [-0.7], 'eos'),
+      ];
+      records[2].append([14, 15], null); // an observation: in the response, out of the mask
+      const batch = assemble(promptBatch(prompts, c), records, c);
+      const stored = JSON.parse(JSON.stringify(disassemble(batch)));
+      expect(assemble(promptBatch(prompts, c), stored, c)).toEqual(batch);
+    },
+  );
 
-  it('a checkpoint whose trainer_state.json names a prefetched batch cut short cannot be resumed, naming the file', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'prefetched-'));
-    await writeFile(join(dir, 'trainer_state.json'), JSON.stringify({ globalStep: 2, prefetchedBatch: 'prefetched_batch.json' }));
-    await writeFile(join(dir, 'prefetched_batch.json'), '{"records": [{"promptIds": [1, 2');
-    try {
-      expect(await checkpointProblem(dir)).toMatch(/^resume: cannot read \S+prefetched_batch\.json \(.*JSON.*\)$/);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it(
+    'a checkpoint whose trainer_state.json names a prefetched batch cut short cannot be resumed, naming the ' + 'file',
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'prefetched-'));
+      await writeFile(
+        join(dir, 'trainer_state.json'),
+        JSON.stringify({ globalStep: 2, prefetchedBatch: 'prefetched_batch.json' }),
+      );
+      await writeFile(join(dir, 'prefetched_batch.json'), '{"records": [{"promptIds": [1, 2');
+      try {
+        expect(await checkpointProblem(dir)).toMatch(/^resume: cannot read \S+prefetched_batch\.json \(.*JSON.*\)$/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -8,16 +8,31 @@ const LAVAPIPE = { maxBufferSize: 2 ** 32 - 1, maxStorageBufferBindingSize: 2 **
 
 function qwen3(hidden: number, heads: number, kvHeads: number, intermediate: number, vocab: number) {
   return parseHfConfig({
-    architectures: ['Qwen3ForCausalLM'], vocab_size: vocab, hidden_size: hidden, intermediate_size: intermediate, num_hidden_layers: 2,
-    num_attention_heads: heads, num_key_value_heads: kvHeads, head_dim: 128, rms_norm_eps: 1e-6, tie_word_embeddings: true,
+    architectures: ['Qwen3ForCausalLM'],
+    vocab_size: vocab,
+    hidden_size: hidden,
+    intermediate_size: intermediate,
+    num_hidden_layers: 2,
+    num_attention_heads: heads,
+    num_key_value_heads: kvHeads,
+    head_dim: 128,
+    rms_norm_eps: 1e-6,
+    tie_word_embeddings: true,
   });
 }
 
 describe('rollout slots', () => {
   it('takes as many slots as one binding and the memory budget hold', () => {
     const m = parseHfConfig({
-      architectures: ['LlamaForCausalLM'], vocab_size: 61, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
-      num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6,
+      architectures: ['LlamaForCausalLM'],
+      vocab_size: 61,
+      hidden_size: 32,
+      intermediate_size: 48,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 8,
+      rms_norm_eps: 1e-6,
     });
     const caps = { maxBufferSize: 2 ** 31, maxStorageBufferBindingSize: 2 ** 27 };
     const shape = { promptLength: 100, capacity: 1200, samples: 100_000 };
@@ -31,17 +46,26 @@ describe('rollout slots', () => {
     expect(() => rolloutSlots(caps, m, shape, { memoryBudgetBytes: 1000 })).toThrow(/gpu_memory_utilization/);
   });
 
-  it('plans the validation that overran lavapipe\'s binding: 1,319 GSM8K prompts of 211 tokens, 1,024-token responses, Qwen3 vocabulary', () => {
-    const shape = { promptLength: 211, capacity: 211 + 1024 + 17 + 313, samples: 1319 };
-    for (const m of [qwen3(128, 2, 1, 384, 151_936), qwen3(1024, 16, 8, 3072, 151_936)]) {
-      const slots = rolloutSlots(LAVAPIPE, m, shape, { memoryBudgetBytes: 0.5 * 2 ** 32 });
-      expect(slots).toBeGreaterThan(0);
-      expect(slots).toBeLessThan(1319);
-      const kvWidth = m.numKvHeads * m.headDim;
-      const qkvWidth = (m.numHeads + 2 * m.numKvHeads) * m.headDim;
-      for (const perSlot of [shape.capacity * kvWidth, shape.promptLength * qkvWidth, shape.promptLength * 2 * m.intermediateSize, m.vocabSize]) {
-        expect(slots * perSlot * 4).toBeLessThanOrEqual(LAVAPIPE.maxStorageBufferBindingSize);
+  it(
+    "plans the validation that overran lavapipe's binding: 1,319 GSM8K prompts of 211 tokens, 1,024-token " +
+      'responses, Qwen3 vocabulary',
+    () => {
+      const shape = { promptLength: 211, capacity: 211 + 1024 + 17 + 313, samples: 1319 };
+      for (const m of [qwen3(128, 2, 1, 384, 151_936), qwen3(1024, 16, 8, 3072, 151_936)]) {
+        const slots = rolloutSlots(LAVAPIPE, m, shape, { memoryBudgetBytes: 0.5 * 2 ** 32 });
+        expect(slots).toBeGreaterThan(0);
+        expect(slots).toBeLessThan(1319);
+        const kvWidth = m.numKvHeads * m.headDim;
+        const qkvWidth = (m.numHeads + 2 * m.numKvHeads) * m.headDim;
+        for (const perSlot of [
+          shape.capacity * kvWidth,
+          shape.promptLength * qkvWidth,
+          shape.promptLength * 2 * m.intermediateSize,
+          m.vocabSize,
+        ]) {
+          expect(slots * perSlot * 4).toBeLessThanOrEqual(LAVAPIPE.maxStorageBufferBindingSize);
+        }
       }
-    }
-  });
+    },
+  );
 });

@@ -39,8 +39,21 @@ describe('sample reference', () => {
       const logits = new Float32Array(draws * V);
       for (let r = 0; r < draws; r++) logits.set(row, r * V);
       const { ids, logprobs } = sampleRef({
-        logits, V, rows: draws, eosIds: [], rowSampling: Array.from({ length: draws }, (_, r) => ({ stream: r, outRow: r, seed: 99, temperature, topK: -1, topP: 1 })),
-        finished: new Uint32Array(draws), steps: new Uint32Array(draws).fill(5), padId: 0,
+        logits,
+        V,
+        rows: draws,
+        eosIds: [],
+        rowSampling: Array.from({ length: draws }, (_, r) => ({
+          stream: r,
+          outRow: r,
+          seed: 99,
+          temperature,
+          topK: -1,
+          topP: 1,
+        })),
+        finished: new Uint32Array(draws),
+        steps: new Uint32Array(draws).fill(5),
+        padId: 0,
       });
       const counts = new Array<number>(V).fill(0);
       for (const id of ids) counts[id]++;
@@ -79,8 +92,14 @@ describe('sample reference', () => {
     const V = 5;
     const logits = new Float32Array([1, 4, 4, 0, 2, 9, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
     const r = sampleRef({
-      logits, V, rows: 3, eosIds: [5, 0], rowSampling: new Array(3).fill({ stream: 0, outRow: 0, seed: 1, temperature: 0, topK: -1, topP: 1 }),
-      finished: new Uint32Array([0, 0, 1]), steps: new Uint32Array(3), padId: 7,
+      logits,
+      V,
+      rows: 3,
+      eosIds: [5, 0],
+      rowSampling: new Array(3).fill({ stream: 0, outRow: 0, seed: 1, temperature: 0, topK: -1, topP: 1 }),
+      finished: new Uint32Array([0, 0, 1]),
+      steps: new Uint32Array(3),
+      padId: 7,
     });
     expect(Array.from(r.ids)).toEqual([1, 0, 7]);
     expect(Array.from(r.finished)).toEqual([0, 1, 1]);

@@ -3,7 +3,12 @@
 // and exclusive work (weight updates) over a stand-in decode loop.
 import { describe, it, expect } from 'vitest';
 import { ApiError } from '../../ppo/serving/api-error.ts';
-import { parseChatRequest, parseCompletionRequest, completionResponse, type ReportedSample } from '../../ppo/serving/openai.ts';
+import {
+  parseChatRequest,
+  parseCompletionRequest,
+  completionResponse,
+  type ReportedSample,
+} from '../../ppo/serving/openai.ts';
 import { generateResponse, parseGenerateRequest, parseUpdateWeightsRequest } from '../../ppo/serving/sglang.ts';
 import { checkPromptIds, promptInputs, seedOf } from '../../ppo/serving/generation-request.ts';
 import { completionText } from '../../ppo/serving/completion-text.ts';
@@ -28,54 +33,128 @@ describe('serve request parsing', () => {
     expect(promptInputs([1, 2], 'prompt')).toEqual([{ ids: [1, 2] }]);
     expect(promptInputs([[1], [2, 3]], 'prompt')).toEqual([{ ids: [1] }, { ids: [2, 3] }]);
     expect(promptInputs(['a', 'b'], 'prompt')).toEqual([{ text: 'a' }, { text: 'b' }]);
-    for (const bad of [[], [[]], [1, 'a'], 3, [1.5]]) expect(refusal(() => promptInputs(bad, 'prompt')).body.error.param).toBe('prompt');
+    for (const bad of [[], [[]], [1, 'a'], 3, [1.5]])
+      expect(refusal(() => promptInputs(bad, 'prompt')).body.error.param).toBe('prompt');
   });
 
   it('SGLang /generate: sampling_params with SGLang defaults; sampling_seed, stop_token_ids and sample_offset', () => {
     const g = parseGenerateRequest({
-      input_ids: [[1, 2], [3]], return_logprob: true,
-      sampling_params: { temperature: 0.7, top_k: 5, top_p: 0.9, n: 2, max_new_tokens: 6, stop: 'x', stop_token_ids: [4], sampling_seed: 2 ** 32 + 5, sample_offset: 8 },
+      input_ids: [[1, 2], [3]],
+      return_logprob: true,
+      sampling_params: {
+        temperature: 0.7,
+        top_k: 5,
+        top_p: 0.9,
+        n: 2,
+        max_new_tokens: 6,
+        stop: 'x',
+        stop_token_ids: [4],
+        sampling_seed: 2 ** 32 + 5,
+        sample_offset: 8,
+      },
     });
     expect(g).toMatchObject({ returnLogprob: true, batch: true });
-    expect(g.request).toMatchObject({ n: 2, maxTokens: 6, temperature: 0.7, topK: 5, topP: 0.9, stop: ['x'], stopTokenIds: [4], seed: { seed: 5, sampleOffset: 8 } });
-    expect(parseGenerateRequest({ text: 'a' })).toMatchObject({ batch: false, request: { maxTokens: null, temperature: 1, topK: -1, topP: 1, n: 1 } });
+    expect(g.request).toMatchObject({
+      n: 2,
+      maxTokens: 6,
+      temperature: 0.7,
+      topK: 5,
+      topP: 0.9,
+      stop: ['x'],
+      stopTokenIds: [4],
+      seed: { seed: 5, sampleOffset: 8 },
+    });
+    expect(parseGenerateRequest({ text: 'a' })).toMatchObject({
+      batch: false,
+      request: { maxTokens: null, temperature: 1, topK: -1, topP: 1, n: 1 },
+    });
     expect(parseGenerateRequest({ input_ids: [1, 2] }).batch).toBe(false);
     expect(refusal(() => parseGenerateRequest({ text: 'a', input_ids: [1] })).status).toBe(400);
-    expect(refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { top_p: 0 } })).body.error).toMatchObject({ param: 'sampling_params.top_p', code: 400 });
-    expect(refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { frequency_penalty: 0.5 } })).body.error.param).toBe('sampling_params.frequency_penalty');
+    expect(refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { top_p: 0 } })).body.error).toMatchObject({
+      param: 'sampling_params.top_p',
+      code: 400,
+    });
+    expect(
+      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { frequency_penalty: 0.5 } })).body.error.param,
+    ).toBe('sampling_params.frequency_penalty');
     expect(refusal(() => parseGenerateRequest({ text: 'a', stream: true })).body.error.message).toContain('streaming');
     expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 2 })).status).toBe(400);
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
     // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
     expect(parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'a'] }).request.adapter).toBe('a');
     expect(parseGenerateRequest({ input_ids: [1], lora_path: 'a' }).request.adapter).toBe('a');
-    expect(refusal(() => parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'b'] })).body.error.param).toBe('lora_path');
+    expect(refusal(() => parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'b'] })).body.error.param).toBe(
+      'lora_path',
+    );
   });
 
   it('OpenAI /v1/completions and /v1/chat/completions: defaults, vLLM extensions, and what is refused', () => {
-    const c = parseCompletionRequest({ prompt: 'hi', n: 3, seed: 9, logprobs: 0, stop: ['\n'], top_k: 4, return_token_ids: true, model: 'm' });
-    expect(c).toMatchObject({ logprobs: true, returnTokenIds: true, model: 'm', request: { n: 3, topK: 4, stop: ['\n'], seed: { seed: 9, sampleOffset: 0 }, maxTokens: null } });
+    const c = parseCompletionRequest({
+      prompt: 'hi',
+      n: 3,
+      seed: 9,
+      logprobs: 0,
+      stop: ['\n'],
+      top_k: 4,
+      return_token_ids: true,
+      model: 'm',
+    });
+    expect(c).toMatchObject({
+      logprobs: true,
+      returnTokenIds: true,
+      model: 'm',
+      request: { n: 3, topK: 4, stop: ['\n'], seed: { seed: 9, sampleOffset: 0 }, maxTokens: null },
+    });
     expect(parseCompletionRequest({ prompt: [5] }).logprobs).toBe(false);
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 2 })).body.error.param).toBe('logprobs');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', echo: true })).body.error.param).toBe('echo');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', best_of: 3 })).body.error.param).toBe('best_of');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', temperature: -1 })).body.error).toEqual({
-      message: 'temperature: expected a number ≥ 0, got -1', type: 'BadRequestError', param: 'temperature', code: 400,
+      message: 'temperature: expected a number ≥ 0, got -1',
+      type: 'BadRequestError',
+      param: 'temperature',
+      code: 400,
     });
     expect(refusal(() => parseCompletionRequest({})).body.error.param).toBe('prompt');
-    const chat = parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }], max_completion_tokens: 3, logprobs: true });
-    expect(chat).toMatchObject({ messages: [{ role: 'user', content: 'ab' }], addGenerationPrompt: true, logprobs: true, request: { maxTokens: 3 } });
+    const chat = parseChatRequest({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'a' },
+            { type: 'text', text: 'b' },
+          ],
+        },
+      ],
+      max_completion_tokens: 3,
+      logprobs: true,
+    });
+    expect(chat).toMatchObject({
+      messages: [{ role: 'user', content: 'ab' }],
+      addGenerationPrompt: true,
+      logprobs: true,
+      request: { maxTokens: 3 },
+    });
     expect(refusal(() => parseChatRequest({ messages: [] })).body.error.param).toBe('messages');
-    expect(refusal(() => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], top_logprobs: 2 })).body.error.param).toBe('top_logprobs');
-    expect(refusal(() => parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] })).body.error.param).toBe('messages[0].content');
+    expect(
+      refusal(() => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], top_logprobs: 2 })).body.error.param,
+    ).toBe('top_logprobs');
+    expect(
+      refusal(() => parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] })).body.error
+        .param,
+    ).toBe('messages[0].content');
   });
 
   it('checks prompts against the vocabulary and the server limits, and resolves the budget', () => {
     const limits = { maxPromptTokens: 4, maxNewTokens: 8, vocabSize: 10, maxSamples: 6 };
     expect(checkPromptIds([[1, 2]], null, 16, 1, limits, 'prompt')).toBe(8);
     expect(checkPromptIds([[1, 2]], 3, 16, 1, limits, 'prompt')).toBe(3);
-    expect(refusal(() => checkPromptIds([[1, 2, 3, 4, 5]], null, 16, 1, limits, 'prompt')).body.error.message).toContain('--max-prompt-tokens 4');
-    expect(refusal(() => checkPromptIds([[10]], null, 16, 1, limits, 'input_ids')).body.error.message).toContain('token id 10');
+    expect(
+      refusal(() => checkPromptIds([[1, 2, 3, 4, 5]], null, 16, 1, limits, 'prompt')).body.error.message,
+    ).toContain('--max-prompt-tokens 4');
+    expect(refusal(() => checkPromptIds([[10]], null, 16, 1, limits, 'input_ids')).body.error.message).toContain(
+      'token id 10',
+    );
     expect(refusal(() => checkPromptIds([[1], [2]], null, 16, 4, limits, 'prompt')).body.error.param).toBe('n');
     expect(refusal(() => checkPromptIds([[1]], 9, 16, 1, limits, 'prompt')).body.error.param).toBe('max_tokens');
     expect(seedOf(-1)).toBe(2 ** 32 - 1);
@@ -83,41 +162,123 @@ describe('serve request parsing', () => {
   });
 
   it('update_weights_from_disk and the command line name what is missing or wrong', () => {
-    expect(parseUpdateWeightsRequest({ model_path: '/m', weight_version: 'v2' })).toEqual({ modelPath: '/m', weightVersion: 'v2' });
+    expect(parseUpdateWeightsRequest({ model_path: '/m', weight_version: 'v2' })).toEqual({
+      modelPath: '/m',
+      weightVersion: 'v2',
+    });
     expect(refusal(() => parseUpdateWeightsRequest({})).body.error.param).toBe('model_path');
-    expect(parseServeArgs(['--model', '/m', '--port=0'])).toMatchObject({ modelDir: '/m', servedModelName: '/m', port: 0, host: '127.0.0.1' });
+    expect(parseServeArgs(['--model', '/m', '--port=0'])).toMatchObject({
+      modelDir: '/m',
+      servedModelName: '/m',
+      port: 0,
+      host: '127.0.0.1',
+    });
     expect(() => parseServeArgs(['--port', '1'])).toThrow(/--model DIR is required/);
     expect(() => parseServeArgs(['--model', '/m', '--prot', '1'])).toThrow(UsageError);
-    expect(() => parseServeArgs(['--model', '/m', '--port', '70000'])).toThrow(/--port 70000: expected an integer in \[0, 65535\]/);
+    expect(() => parseServeArgs(['--model', '/m', '--port', '70000'])).toThrow(
+      /--port 70000: expected an integer in \[0, 65535\]/,
+    );
   });
 });
 
 describe('serve responses', () => {
-  const decodeChars = { decode: async (ids: readonly number[]) => ids.map((i) => String.fromCharCode(96 + i)).join('') };
+  const decodeChars = {
+    decode: async (ids: readonly number[]) => ids.map((i) => String.fromCharCode(96 + i)).join(''),
+  };
   const request = { stop: ['cd', 'b'], stopTokenIds: [9], keepStopString: false, skipSpecialTokens: true };
 
   it('cuts the text before the first stop string it holds, and reports what ended each sample', async () => {
-    const sample = (tokens: number[], reason: 'eos' | 'stop' | 'length') => ({ prompt: 0, tokens, logprobs: new Float32Array(tokens.length), reason });
-    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), request)).toEqual({ text: 'a', finishReason: 'stop', matched: 'cd', eos: false });
-    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), { ...request, keepStopString: true })).toMatchObject({ text: 'acd' });
-    expect(await completionText(decodeChars, sample([1, 9], 'stop'), request)).toEqual({ text: 'ai', finishReason: 'stop', matched: 9, eos: false });
-    expect(await completionText(decodeChars, sample([1, 5], 'eos'), request)).toEqual({ text: 'ae', finishReason: 'stop', matched: 5, eos: true });
-    expect(await completionText(decodeChars, sample([1, 1], 'length'), request)).toEqual({ text: 'aa', finishReason: 'length', matched: null, eos: false });
+    const sample = (tokens: number[], reason: 'eos' | 'stop' | 'length') => ({
+      prompt: 0,
+      tokens,
+      logprobs: new Float32Array(tokens.length),
+      reason,
+    });
+    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), request)).toEqual({
+      text: 'a',
+      finishReason: 'stop',
+      matched: 'cd',
+      eos: false,
+    });
+    expect(
+      await completionText(decodeChars, sample([1, 3, 4], 'stop'), { ...request, keepStopString: true }),
+    ).toMatchObject({ text: 'acd' });
+    expect(await completionText(decodeChars, sample([1, 9], 'stop'), request)).toEqual({
+      text: 'ai',
+      finishReason: 'stop',
+      matched: 9,
+      eos: false,
+    });
+    expect(await completionText(decodeChars, sample([1, 5], 'eos'), request)).toEqual({
+      text: 'ae',
+      finishReason: 'stop',
+      matched: 5,
+      eos: true,
+    });
+    expect(await completionText(decodeChars, sample([1, 1], 'length'), request)).toEqual({
+      text: 'aa',
+      finishReason: 'length',
+      matched: null,
+      eos: false,
+    });
   });
 
-  it('answers in OpenAI\'s and SGLang\'s shapes: one object or a list, log-probs per token', () => {
-    const s: ReportedSample = { text: 'ab', finishReason: 'stop', matched: 5, eos: true, tokens: [1, 2, 5], logprobs: Float32Array.of(-1, -2, -0.5), tokenTexts: ['a', 'b', ''], promptIds: [7] };
+  it("answers in OpenAI's and SGLang's shapes: one object or a list, log-probs per token", () => {
+    const s: ReportedSample = {
+      text: 'ab',
+      finishReason: 'stop',
+      matched: 5,
+      eos: true,
+      tokens: [1, 2, 5],
+      logprobs: Float32Array.of(-1, -2, -0.5),
+      tokenTexts: ['a', 'b', ''],
+      promptIds: [7],
+    };
     const openai = completionResponse('m', [s], 1, { logprobs: true, returnTokenIds: true });
     expect(openai).toMatchObject({
-      object: 'text_completion', model: 'm', usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 },
-      choices: [{ index: 0, text: 'ab', finish_reason: 'stop', stop_reason: null, token_ids: [1, 2, 5], prompt_token_ids: [7],
-        logprobs: { tokens: ['a', 'b', ''], token_logprobs: [-1, -2, -0.5], text_offset: [0, 1, 2], top_logprobs: null } }],
+      object: 'text_completion',
+      model: 'm',
+      usage: { prompt_tokens: 1, completion_tokens: 3, total_tokens: 4 },
+      choices: [
+        {
+          index: 0,
+          text: 'ab',
+          finish_reason: 'stop',
+          stop_reason: null,
+          token_ids: [1, 2, 5],
+          prompt_token_ids: [7],
+          logprobs: {
+            tokens: ['a', 'b', ''],
+            token_logprobs: [-1, -2, -0.5],
+            text_offset: [0, 1, 2],
+            top_logprobs: null,
+          },
+        },
+      ],
     });
     const g = { ...s, promptTokens: 1 };
     const one = generateResponse([g], { returnLogprob: true, rid: 'r', batch: false }, 0.5, 'default');
-    expect(one).toMatchObject({ text: 'ab', output_ids: [1, 2, 5], meta_info: { id: 'r', finish_reason: { type: 'stop', matched: 5 }, prompt_tokens: 1, completion_tokens: 3,
-      output_token_logprobs: [[-1, 1, null], [-2, 2, null], [-0.5, 5, null]] } });
-    const list = generateResponse([g, { ...g, finishReason: 'length' }], { returnLogprob: false, rid: null, batch: false }, 0.5, 'default') as unknown[];
+    expect(one).toMatchObject({
+      text: 'ab',
+      output_ids: [1, 2, 5],
+      meta_info: {
+        id: 'r',
+        finish_reason: { type: 'stop', matched: 5 },
+        prompt_tokens: 1,
+        completion_tokens: 3,
+        output_token_logprobs: [
+          [-1, 1, null],
+          [-2, 2, null],
+          [-0.5, 5, null],
+        ],
+      },
+    });
+    const list = generateResponse(
+      [g, { ...g, finishReason: 'length' }],
+      { returnLogprob: false, rid: null, batch: false },
+      0.5,
+      'default',
+    ) as unknown[];
     expect(list).toHaveLength(2);
     expect(list[1]).toMatchObject({ meta_info: { finish_reason: { type: 'length', length: 3 } } });
     expect(generateResponse([g], { returnLogprob: false, rid: null, batch: true }, 0, 'v')).toHaveLength(1);
@@ -142,47 +303,72 @@ describe('serve scheduler', () => {
     };
   }
   const request = (over: Partial<ScheduledRequest> = {}): ScheduledRequest => ({
-    prompts: [[1]], n: 2, budget: 2, sampling: { temperature: 1, topK: -1, topP: 1, seed: 3 }, sampleOffset: 10, stopStrings: [], stopTokenIds: [], adapter: null, ...over,
+    prompts: [[1]],
+    n: 2,
+    budget: 2,
+    sampling: { temperature: 1, topK: -1, topP: 1, seed: 3 },
+    sampleOffset: 10,
+    stopStrings: [],
+    stopTokenIds: [],
+    adapter: null,
+    ...over,
   });
 
-  it('serves requests queued before an exclusive update with the old weights and those after with the new', async () => {
-    const state = { weights: 1, loops: [] as string[] };
-    const scheduler = new Scheduler(fakeLoop(state, 2), [], async () => '');
-    const before = scheduler.generate(request({ prompts: [[1], [2]] }));
-    const update = scheduler.exclusive(async () => { state.weights = 2; });
-    const after = scheduler.generate(request());
-    const [old, , fresh] = await Promise.all([before, update, after]);
-    expect(old.map((s) => s.tokens)).toEqual([[1, 10], [1, 11], [1, 12], [1, 13]]);
-    expect(old.map((s) => s.prompt)).toEqual([0, 0, 1, 1]);
-    expect(fresh.map((s) => s.tokens[0])).toEqual([2, 2]);
-    expect(Array.from(fresh[0].logprobs)).toEqual([3, 1]);
-    expect(state.loops).toEqual(['base', 'base']);
-  });
+  it(
+    'serves requests queued before an exclusive update with the old weights and those after with the ' + 'new',
+    async () => {
+      const state = { weights: 1, loops: [] as string[] };
+      const scheduler = new Scheduler(fakeLoop(state, 2), [], async () => '');
+      const before = scheduler.generate(request({ prompts: [[1], [2]] }));
+      const update = scheduler.exclusive(async () => {
+        state.weights = 2;
+      });
+      const after = scheduler.generate(request());
+      const [old, , fresh] = await Promise.all([before, update, after]);
+      expect(old.map((s) => s.tokens)).toEqual([
+        [1, 10],
+        [1, 11],
+        [1, 12],
+        [1, 13],
+      ]);
+      expect(old.map((s) => s.prompt)).toEqual([0, 0, 1, 1]);
+      expect(fresh.map((s) => s.tokens[0])).toEqual([2, 2]);
+      expect(Array.from(fresh[0].logprobs)).toEqual([3, 1]);
+      expect(state.loops).toEqual(['base', 'base']);
+    },
+  );
 
-  it('lets requests for the same weights join a running loop, and starts another loop for another adapter', async () => {
-    const state = { weights: 1, loops: [] as string[] };
-    const scheduler = new Scheduler(fakeLoop(state, 4), [], async () => '');
-    const first = scheduler.generate(request({ n: 3 }));
-    await new Promise((resolve) => setTimeout(resolve, 2));
-    const joined = scheduler.generate(request());
-    const adapted = scheduler.generate(request({ adapter: 'a' }));
-    await Promise.all([first, joined, adapted]);
-    expect(state.loops).toEqual(['base', 'a']);
-    expect(scheduler.pendingSamples).toBe(0);
-  });
+  it(
+    'lets requests for the same weights join a running loop, and starts another loop for another ' + 'adapter',
+    async () => {
+      const state = { weights: 1, loops: [] as string[] };
+      const scheduler = new Scheduler(fakeLoop(state, 4), [], async () => '');
+      const first = scheduler.generate(request({ n: 3 }));
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      const joined = scheduler.generate(request());
+      const adapted = scheduler.generate(request({ adapter: 'a' }));
+      await Promise.all([first, joined, adapted]);
+      expect(state.loops).toEqual(['base', 'a']);
+      expect(scheduler.pendingSamples).toBe(0);
+    },
+  );
 
   it('fails the requests of a loop that throws, and keeps serving', async () => {
     let fail = true;
     const state = { weights: 1, loops: [] as string[] };
     const loop = fakeLoop(state, 2);
-    const scheduler = new Scheduler(async (queue, adapter) => {
-      if (fail) {
-        fail = false;
-        queue.take(1);
-        throw new Error('device lost');
-      }
-      return loop(queue, adapter);
-    }, [], async () => '');
+    const scheduler = new Scheduler(
+      async (queue, adapter) => {
+        if (fail) {
+          fail = false;
+          queue.take(1);
+          throw new Error('device lost');
+        }
+        return loop(queue, adapter);
+      },
+      [],
+      async () => '',
+    );
     await expect(scheduler.generate(request())).rejects.toThrow('device lost');
     expect((await scheduler.generate(request())).length).toBe(2);
   });

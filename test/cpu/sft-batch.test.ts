@@ -6,10 +6,14 @@ import { buildSftBatch } from '../../ppo/sft/sft-trainer.ts';
 describe('SFT batch', () => {
   it('weights response targets equally, skipping masked observation tokens, with the mean over trained tokens', () => {
     const T = 8;
-    const built = buildSftBatch([
-      { prompt: [5, 6], response: [7, 8, 2] },
-      { prompt: [5], response: [9, 10, 11, 12, 2], responseMask: [1, 0, 0, 1, 1] },
-    ], T, 0);
+    const built = buildSftBatch(
+      [
+        { prompt: [5, 6], response: [7, 8, 2] },
+        { prompt: [5], response: [9, 10, 11, 12, 2], responseMask: [1, 0, 0, 1, 1] },
+      ],
+      T,
+      0,
+    );
     // Position t predicts token t + 1; 3 + 3 trained targets.
     const weight = Math.fround(-1 / 6);
     // + 0 turns the −0 of untrained positions into 0
@@ -21,6 +25,8 @@ describe('SFT batch', () => {
   });
 
   it('rejects a mask that does not match the response', () => {
-    expect(() => buildSftBatch([{ prompt: [1], response: [2, 3], responseMask: [1] }], 4, 0)).toThrow(/responseMask has 1 entries for 2 response tokens/);
+    expect(() => buildSftBatch([{ prompt: [1], response: [2, 3], responseMask: [1] }], 4, 0)).toThrow(
+      /responseMask has 1 entries for 2 response tokens/,
+    );
   });
 });

@@ -7,7 +7,11 @@ import { loadTokenizer, readTokenizerFiles, NativeTokenizer } from '../../models
 import { describeWithFixtures, fixturePath, readFixtureJson } from '../support/fixtures.ts';
 
 const STORIES = fixturePath('hf/stories260K');
-const STORIES_FILES = ['hf/stories260K/tokenizer.json', 'hf/stories260K/tokenizer_config.json', 'hf/stories260K/fixtures.json'];
+const STORIES_FILES = [
+  'hf/stories260K/tokenizer.json',
+  'hf/stories260K/tokenizer_config.json',
+  'hf/stories260K/fixtures.json',
+];
 
 describeWithFixtures('stories260K', STORIES_FILES, () => {
   const fixtures = readFixtureJson('hf/stories260K/fixtures.json');
@@ -20,15 +24,23 @@ describeWithFixtures('stories260K', STORIES_FILES, () => {
     it('vocabulary and special tokens', async () => {
       const t = await load();
       expect(t.vocabSize).toBe(512);
-      expect(t.special).toEqual({ bos: { token: '<s>', id: 1 }, eos: { token: '</s>', id: 2 }, pad: null, unk: { token: '<unk>', id: 0 } });
+      expect(t.special).toEqual({
+        bos: { token: '<s>', id: 1 },
+        eos: { token: '</s>', id: 2 },
+        pad: null,
+        unk: { token: '<unk>', id: 0 },
+      });
     });
 
-    it.each(cases.map((c) => [JSON.stringify(c.text).slice(0, 40), c] as const))('encodes and decodes %s exactly', async (_, c) => {
-      const t = await load();
-      expect(await t.encode(c.text)).toEqual(c.ids_with_bos);
-      expect(await t.encode(c.text, { addSpecialTokens: false })).toEqual(c.ids_with_bos.slice(1));
-      expect(await t.decode(c.ids_with_bos, { skipSpecialTokens: true })).toBe(c.text);
-    });
+    it.each(cases.map((c) => [JSON.stringify(c.text).slice(0, 40), c] as const))(
+      'encodes and decodes %s exactly',
+      async (_, c) => {
+        const t = await load();
+        expect(await t.encode(c.text)).toEqual(c.ids_with_bos);
+        expect(await t.encode(c.text, { addSpecialTokens: false })).toEqual(c.ids_with_bos.slice(1));
+        expect(await t.decode(c.ids_with_bos, { skipSpecialTokens: true })).toBe(c.text);
+      },
+    );
 
     it('decodes the greedy story to the recorded text, and keeps special tokens unless told', async () => {
       const t = await load();
@@ -39,25 +51,38 @@ describeWithFixtures('stories260K', STORIES_FILES, () => {
   });
 
   describe('tokenizer configuration', () => {
-    it('both backends agree with the special tokens given as AddedToken objects or only in special_tokens_map.json', async () => {
-      const files = await readTokenizerFiles(STORIES);
-      const config = { ...files.config, bos_token: { content: '<s>', lstrip: false }, eos_token: undefined };
-      const map = { eos_token: '</s>' };
-      for (const t of [NativeTokenizer.fromJson(files.tokenizerJson, config, map), JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), config, map)]) {
-        expect(t.special.bos).toEqual({ token: '<s>', id: 1 });
-        expect(t.special.eos).toEqual({ token: '</s>', id: 2 });
-      }
-    });
+    it(
+      'both backends agree with the special tokens given as AddedToken objects or only in ' + 'special_tokens_map.json',
+      async () => {
+        const files = await readTokenizerFiles(STORIES);
+        const config = { ...files.config, bos_token: { content: '<s>', lstrip: false }, eos_token: undefined };
+        const map = { eos_token: '</s>' };
+        for (const t of [
+          NativeTokenizer.fromJson(files.tokenizerJson, config, map),
+          JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), config, map),
+        ]) {
+          expect(t.special.bos).toEqual({ token: '<s>', id: 1 });
+          expect(t.special.eos).toEqual({ token: '</s>', id: 2 });
+        }
+      },
+    );
 
     it('a special token missing from the vocabulary is an error', async () => {
       const files = await readTokenizerFiles(STORIES);
-      expect(() => NativeTokenizer.fromJson(files.tokenizerJson, { ...files.config, pad_token: '<pad>' })).toThrow(/pad_token "<pad>" is not in the tokenizer's vocabulary/);
+      expect(() => NativeTokenizer.fromJson(files.tokenizerJson, { ...files.config, pad_token: '<pad>' })).toThrow(
+        /pad_token "<pad>" is not in the tokenizer's vocabulary/,
+      );
     });
 
     it('clean_up_tokenization_spaces as transformers applies it', async () => {
       const files = await readTokenizerFiles(STORIES);
-      const ids = await NativeTokenizer.fromJson(files.tokenizerJson, files.config).encode('a , b', { addSpecialTokens: false });
-      for (const t of [NativeTokenizer.fromJson(files.tokenizerJson, { ...files.config, clean_up_tokenization_spaces: true }), JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), { ...files.config, clean_up_tokenization_spaces: true })]) {
+      const ids = await NativeTokenizer.fromJson(files.tokenizerJson, files.config).encode('a , b', {
+        addSpecialTokens: false,
+      });
+      for (const t of [
+        NativeTokenizer.fromJson(files.tokenizerJson, { ...files.config, clean_up_tokenization_spaces: true }),
+        JsTokenizer.fromJson(JSON.parse(files.tokenizerJson), { ...files.config, clean_up_tokenization_spaces: true }),
+      ]) {
         expect(await t.decode(ids)).toBe('a, b');
       }
     });

@@ -4,7 +4,7 @@ import { describe, it, expect } from 'vitest';
 import { mt19937Outputs, torchRandperm } from '../../tools/verl/torch-randperm.ts';
 
 describe("torch's CPU randperm", () => {
-  it('MT19937 gives the reference outputs (seed 5489, the generator\'s default)', () => {
+  it("MT19937 gives the reference outputs (seed 5489, the generator's default)", () => {
     expect(mt19937Outputs(5489, 3)).toEqual([3499211612, 581869302, 3890346734]);
   });
 

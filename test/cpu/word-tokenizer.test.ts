@@ -22,8 +22,16 @@ const TEXTS = [
   '<answer><answer></answer> teal teal</s><pad>',
   ' 1(Title: zorvak<e>x> x><e> x>',
 ];
-// Text from outside the vocabulary (a foreign retriever's document): every backend gives the unknown token the same way.
-const FOREIGN_TEXTS = [' mauve', '<answer>teal', ' teal </answer>', ' teal  teal', 'Doc 1(Title: Zorvak) Zorvak is teal.\n', ' zorvak\u00e9 teal'];
+// Text from outside the vocabulary (a foreign retriever's document): every backend gives the unknown token the same
+// way.
+const FOREIGN_TEXTS = [
+  ' mauve',
+  '<answer>teal',
+  ' teal </answer>',
+  ' teal  teal',
+  'Doc 1(Title: Zorvak) Zorvak is teal.\n',
+  ' zorvak\u00e9 teal',
+];
 
 describe.each(backends)('word tokenizer through the %s backend', (_, backend) => {
   it('has the same vocabulary and special tokens', () => {
@@ -47,7 +55,12 @@ describe.each(backends)('word tokenizer through the %s backend', (_, backend) =>
 
 describe('word tokenizer', () => {
   it('one token per word (with its leading space) and per special token; decode inverts encode', () => {
-    expect(words.encode('<|user|> color of zorvak')).toEqual([2, words.tokenId(' color'), words.tokenId(' of'), words.tokenId(' zorvak')]);
+    expect(words.encode('<|user|> color of zorvak')).toEqual([
+      2,
+      words.tokenId(' color'),
+      words.tokenId(' of'),
+      words.tokenId(' zorvak'),
+    ]);
     expect(words.encode('<e>x>')).toEqual([words.tokenId('<e>x>')]);
     for (const text of TEXTS) expect(words.decode(words.encode(text))).toBe(text);
     expect(words.decode(words.encode('<answer> teal</answer>'), { skipSpecialTokens: true })).toBe(' teal');
@@ -64,9 +77,13 @@ describe('word tokenizer', () => {
   });
 
   it('rejects vocabularies it could not split back into their words', () => {
-    expect(() => new WordTokenizer({ specialTokens: ['<pad>'], words: ['two words'] })).toThrow(/word "two words" must be non-empty, without whitespace or "<"/);
+    expect(() => new WordTokenizer({ specialTokens: ['<pad>'], words: ['two words'] })).toThrow(
+      /word "two words" must be non-empty, without whitespace or "<"/,
+    );
     expect(() => new WordTokenizer({ specialTokens: ['<pad>'], words: ['a<b'] })).toThrow(/without whitespace or "<"/);
-    expect(() => new WordTokenizer({ specialTokens: ['[PAD]'], words: ['a'] })).toThrow(/special token "\[PAD\]" must begin with "<"/);
+    expect(() => new WordTokenizer({ specialTokens: ['[PAD]'], words: ['a'] })).toThrow(
+      /special token "\[PAD\]" must begin with "<"/,
+    );
     expect(() => new WordTokenizer({ specialTokens: ['<pad>'], words: ['a', 'a'] })).toThrow(/token " a" listed twice/);
   });
 });

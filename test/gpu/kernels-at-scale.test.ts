@@ -21,7 +21,15 @@ describe('real GPU', () => {
       const a = randomArray(M * K, 1);
       const b = randomArray(K * N, 2);
       const out = engine.tensor('out', [M, N]);
-      matmul(engine, { a: engine.tensorFrom('a', [M * K], a), b: engine.tensorFrom('b', [K * N], b), out, M, N, K, layout });
+      matmul(engine, {
+        a: engine.tensorFrom('a', [M * K], a),
+        b: engine.tensorFrom('b', [K * N], b),
+        out,
+        M,
+        N,
+        K,
+        layout,
+      });
       expectClose(await engine.read(out), matmulForwardRef({ a, b, M, N, K, layout }), 1e-4, 1e-4, `matmul ${layout}`);
     }, 300_000);
   }

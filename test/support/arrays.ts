@@ -20,15 +20,27 @@ export function randomArray(n: number, seed: number, scale = 1): Float32Array {
   return out;
 }
 
-export function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, atol: number, rtol: number, what = 'values'): void {
+export function expectClose(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  atol: number,
+  rtol: number,
+  what = 'values',
+): void {
   const v = maxViolation(actual, expected, atol, rtol);
   if (v > 1) {
     let at = 0;
     let worst = -1;
     for (let i = 0; i < actual.length; i++) {
       const e = Math.abs(actual[i] - expected[i]) / (atol + rtol * Math.abs(expected[i]));
-      if (!(e <= worst)) { worst = Number.isNaN(e) ? Infinity : e; at = i; }
+      if (!(e <= worst)) {
+        worst = Number.isNaN(e) ? Infinity : e;
+        at = i;
+      }
     }
-    throw new Error(`${what}: element ${at} is ${actual[at]}, expected ${expected[at]} (atol ${atol}, rtol ${rtol}, ${v.toFixed(2)}x over)`);
+    throw new Error(
+      `${what}: element ${at} is ${actual[at]}, expected ${expected[at]} (atol ${atol}, rtol ${rtol}, ` +
+        `${v.toFixed(2)}x over)`,
+    );
   }
 }

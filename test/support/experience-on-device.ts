@@ -7,12 +7,18 @@ import type { Experience } from '../../ppo/phases/experience.ts';
  *  its host arrays (zeros where one is null). */
 export function experienceOnDevice(engine: Engine, x: Experience): Experience {
   const size = x.N * x.R;
-  const upload = (name: string, data: Float32Array | null) => engine.tensorFrom(`test.experience.${name}`, [x.N, x.R], data ?? new Float32Array(size));
+  const upload = (name: string, data: Float32Array | null) =>
+    engine.tensorFrom(`test.experience.${name}`, [x.N, x.R], data ?? new Float32Array(size));
   return {
     ...x,
     tensors: {
-      ...x.tensors, mask: upload('mask', x.responseMask), old: upload('old', x.oldLogProbs), ref: upload('ref', x.refLogProbs),
-      values: upload('values', x.values), advantages: upload('advantages', x.advantages), returns: upload('returns', x.returns),
+      ...x.tensors,
+      mask: upload('mask', x.responseMask),
+      old: upload('old', x.oldLogProbs),
+      ref: upload('ref', x.refLogProbs),
+      values: upload('values', x.values),
+      advantages: upload('advantages', x.advantages),
+      returns: upload('returns', x.returns),
     },
   };
 }

@@ -30,9 +30,15 @@ function missingFixturesMessage(files: readonly string[]): string | null {
   const missing = files.filter((f) => !existsSync(fixturePath(f)));
   if (missing.length === 0) return null;
   if (!existsSync(FIXTURES_DIR)) {
-    return `outside-truth fixtures not found at ${FIXTURES_DIR}; set RLHF_FIXTURES_DIR to a copy of shared/fixtures or clone with ../shared beside the repo`;
+    return (
+      `outside-truth fixtures not found at ${FIXTURES_DIR}; set RLHF_FIXTURES_DIR to a copy of shared/fixtures ` +
+      `or clone with ../shared beside the repo`
+    );
   }
-  return `${missing.join(', ')} missing from the outside-truth fixtures at ${FIXTURES_DIR}; set RLHF_FIXTURES_DIR to a complete copy of shared/fixtures`;
+  return (
+    `${missing.join(', ')} missing from the outside-truth fixtures at ${FIXTURES_DIR}; set RLHF_FIXTURES_DIR to ` +
+    `a complete copy of shared/fixtures`
+  );
 }
 
 // Vitest loads this module afresh for each test file, so each reason is printed once per file.
@@ -51,7 +57,11 @@ export function describeWithFixtures(name: string, files: readonly string[], bod
   }
   const title = `needs outside-truth fixtures: ${files.join(', ')}`;
   if (IN_CI) {
-    describe(name, () => it(title, () => { throw new Error(`CI=true, so a missing fixture fails: ${reason}`); }));
+    describe(name, () =>
+      it(title, () => {
+        throw new Error(`CI=true, so a missing fixture fails: ${reason}`);
+      }),
+    );
     return;
   }
   if (!printed.has(reason)) {

@@ -59,7 +59,8 @@ export function sourceFiles(folder = ''): string[] {
 
 // Static imports and re-exports start a line (`import … from '…'`, `export … from '…'`, `import '…'`), so a
 // commented-out one does not count; dynamic `import('…')` counts wherever it stands.
-const IMPORT = /^[ \t]*(?:import|export)\b(\s+type\b)?(?:[^;'"]*?\bfrom)?\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
+const IMPORT =
+  /^[ \t]*(?:import|export)\b(\s+type\b)?(?:[^;'"]*?\bfrom)?\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
 
 /** The relative imports of one file (repository-relative path); with `packages`, its package imports too. */
 export function importsOf(file: string, options: ImportOptions = {}): ImportEdge[] {
@@ -81,14 +82,19 @@ export function importsIn(file: string, source: string, { packages = false }: Im
 }
 
 /** One line per import that breaks a rule: `tools/x.ts:12 imports test/y.ts (why)`. */
-export function importViolations(rules: readonly ImportRule[], files: readonly string[] = sourceFiles(), edgesOf = importsOf): string[] {
+export function importViolations(
+  rules: readonly ImportRule[],
+  files: readonly string[] = sourceFiles(),
+  edgesOf = importsOf,
+): string[] {
   const out: string[] = [];
   for (const file of files) {
     const applying = rules.filter((r) => matches(file, r.from) && !(r.exceptFrom && matches(file, r.exceptFrom)));
     if (applying.length === 0) continue;
     for (const edge of edgesOf(file)) {
       for (const rule of applying) {
-        if (matches(edge.target, rule.mustNotImport)) out.push(`${edge.file}:${edge.line} imports ${edge.target} (${rule.why})`);
+        if (matches(edge.target, rule.mustNotImport))
+          out.push(`${edge.file}:${edge.line} imports ${edge.target} (${rule.why})`);
       }
     }
   }

@@ -57,4 +57,9 @@ export const QWEN25_TEMPLATE = String.raw`{%- if tools %}
     {{- '<|im_start|>assistant\n' }}
 {%- endif %}`;
 
-export const QWEN_SPECIAL: SpecialTokens = { bos: null, eos: { token: '<|im_end|>', id: 151645 }, pad: { token: '<|endoftext|>', id: 151643 }, unk: null };
+export const QWEN_SPECIAL: SpecialTokens = {
+  bos: null,
+  eos: { token: '<|im_end|>', id: 151645 },
+  pad: { token: '<|endoftext|>', id: 151643 },
+  unk: null,
+};

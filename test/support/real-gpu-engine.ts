@@ -12,8 +12,10 @@ export async function requireHardwareGpu(): Promise<Engine> {
   if (engine.caps.softwareAdapter) {
     const description = engine.caps.description;
     engine.destroy();
-    throw new Error(`test/gpu needs a hardware GPU adapter; found the software adapter "${description}". ` +
-      'npm test runs the cpu, webgpu and browser tiers on any adapter.');
+    throw new Error(
+      `test/gpu needs a hardware GPU adapter; found the software adapter "${description}". ` +
+        'npm test runs the cpu, webgpu and browser tiers on any adapter.',
+    );
   }
   return engine;
 }

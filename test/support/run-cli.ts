@@ -9,12 +9,23 @@ interface Printed {
 }
 
 /** Runs main(argv) capturing what it prints. */
-export async function runCli(argv: string[], env: Record<string, string> = {}, options: MainOptions = {}): Promise<Printed> {
+export async function runCli(
+  argv: string[],
+  env: Record<string, string> = {},
+  options: MainOptions = {},
+): Promise<Printed> {
   let stdout = '';
   let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => { stdout += String(chunk); return true; });
-  const log = vi.spyOn(console, 'log').mockImplementation((...parts) => { stdout += `${parts.join(' ')}\n`; });
-  const error = vi.spyOn(console, 'error').mockImplementation((...parts) => { stderr += `${parts.join(' ')}\n`; });
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    stdout += String(chunk);
+    return true;
+  });
+  const log = vi.spyOn(console, 'log').mockImplementation((...parts) => {
+    stdout += `${parts.join(' ')}\n`;
+  });
+  const error = vi.spyOn(console, 'error').mockImplementation((...parts) => {
+    stderr += `${parts.join(' ')}\n`;
+  });
   try {
     const code = await main(argv, { ...options, env });
     return { code, stdout, stderr };
@@ -24,4 +35,3 @@ export async function runCli(argv: string[], env: Record<string, string> = {}, o
     error.mockRestore();
   }
 }
-

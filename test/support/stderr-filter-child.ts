@@ -7,10 +7,18 @@ import { runWithFilteredStderr } from '../../engine/native-stderr-node.ts';
 const code = await runWithFilteredStderr();
 if (code !== null) process.exitCode = code;
 else {
-  writeSync(2, 'Warning: maxDynamicUniformBuffersPerPipelineLayout artificially reduced from 1000000 to 16 to fit dynamic offset allocation limit.\n');
-  writeSync(2, 'Warning: maxDynamicStorageBuffersPerPipelineLayout artificially reduced from 1000000 to 16 to fit dynamic offset allocation limit.\n');
+  writeSync(
+    2,
+    'Warning: maxDynamicUniformBuffersPerPipelineLayout artificially reduced from 1000000 to 16 to fit dynamic ' +
+      'offset allocation limit.\n',
+  );
+  writeSync(
+    2,
+    'Warning: maxDynamicStorageBuffersPerPipelineLayout artificially reduced from 1000000 to 16 to fit dynamic ' +
+      'offset allocation limit.\n',
+  );
   writeSync(2, 'Warning: a device warning the engine does not know\n');
-  process.stdout.write('stdout is the child\'s own\n');
+  process.stdout.write("stdout is the child's own\n");
   console.error('WebGPU error: a validation error');
   process.exitCode = Number(process.argv[2]);
 }

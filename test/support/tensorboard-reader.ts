@@ -1,10 +1,11 @@
-// An event-file reader that is not ours: TFRecord frames checked with TensorFlow's masked CRC-32C, each Event
-// decoded by protobufjs from TensorFlow's own message definitions (event.proto / summary.proto, the fields a
-// scalar log and the text plugin use). The CRC-32C itself is checked against the standard values in tensorboard-events.test.ts.
+// An event-file reader that is not ours: TFRecord frames checked with TensorFlow's masked CRC-32C, each Event decoded
+// by protobufjs from TensorFlow's own message definitions (event.proto / summary.proto, the fields a scalar log and the
+// text plugin use). The CRC-32C itself is checked against the standard values in tensorboard-events.test.ts.
 import protobuf from 'protobufjs';
 import { crc32c } from '../../ppo/loggers/tensorboard-events.ts';
 
-// tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto, the fields a scalar log and the text plugin use.
+// tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto, the fields a scalar log and the text
+// plugin use.
 const EVENT_PROTO = `
 syntax = "proto3";
 package tensorflow;
@@ -46,18 +47,22 @@ const masked = (crc: number) => ((((crc >>> 15) | (crc << 17)) >>> 0) + 0xa282ea
 function readRecords(bytes: Uint8Array): Uint8Array[] {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const records: Uint8Array[] = [];
-  for (let at = 0; at < bytes.length;) {
+  for (let at = 0; at < bytes.length; ) {
     const length = Number(view.getBigUint64(at, true));
-    if (view.getUint32(at + 8, true) !== masked(crc32c(bytes.subarray(at, at + 8)))) throw new Error(`record at byte ${at}: length checksum mismatch`);
+    if (view.getUint32(at + 8, true) !== masked(crc32c(bytes.subarray(at, at + 8))))
+      throw new Error(`record at byte ${at}: length checksum mismatch`);
     const data = bytes.subarray(at + 12, at + 12 + length);
-    if (view.getUint32(at + 12 + length, true) !== masked(crc32c(data))) throw new Error(`record at byte ${at}: data checksum mismatch`);
+    if (view.getUint32(at + 12 + length, true) !== masked(crc32c(data)))
+      throw new Error(`record at byte ${at}: data checksum mismatch`);
     records.push(data);
     at += 12 + length + 4;
   }
   return records;
 }
 
-/** Every Event of an event file, as plain objects (wallTime, step, fileVersion or summary.value[{tag, simpleValue}]). */
+/**
+ * Every Event of an event file, as plain objects (wallTime, step, fileVersion or summary.value[{tag, simpleValue}]).
+ */
 export function readEvents(bytes: Uint8Array): any[] {
   return readRecords(bytes).map((record) => Event.toObject(Event.decode(record), { longs: Number }));
 }

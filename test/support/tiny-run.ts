@@ -10,22 +10,39 @@ import { initialParameters } from '../../models/init.ts';
 import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticTokenizer, arithmeticTokenizerFiles, arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
 import { jobOverrides } from '../../ppo/jobs/supervised-command-node.ts';
-import { corpusJsonl, syntheticQaDataset, syntheticQaTokenizer, syntheticQaTokenizerFiles } from '../../ppo/tasks/synthetic-qa.ts';
+import {
+  corpusJsonl,
+  syntheticQaDataset,
+  syntheticQaTokenizer,
+  syntheticQaTokenizerFiles,
+} from '../../ppo/tasks/synthetic-qa.ts';
 
 export interface TinyRun {
   root: string;
-  /** Overrides that point a run at the tiny model and data, with small batches and file-only logging; no validation, and
-   *  a save_freq above any tiny run's length, so (verl: a save at the last step whenever save_freq > 0) only the last step is saved. */
+  /**
+   * Overrides that point a run at the tiny model and data, with small batches and file-only logging; no validation, and
+   *  a save_freq above any tiny run's length, so (verl: a save at the last step whenever save_freq > 0) only the last
+   *  step is saved. */
   overrides: string[];
 }
 
 /** The task's tokenizer files, training rows and (search task) corpus. */
 function taskData(task: 'arithmetic' | 'search_qa', trainSize: number) {
   if (task === 'arithmetic') {
-    return { vocabSize: arithmeticTokenizer.vocabSize, files: arithmeticTokenizerFiles(), train: arithmeticDataset({ digits: 1, trainSize, valSize: 0, seed: 3 }).train, corpus: null };
+    return {
+      vocabSize: arithmeticTokenizer.vocabSize,
+      files: arithmeticTokenizerFiles(),
+      train: arithmeticDataset({ digits: 1, trainSize, valSize: 0, seed: 3 }).train,
+      corpus: null,
+    };
   }
   const { train, corpus } = syntheticQaDataset({ seed: 3, valSize: 0 });
-  return { vocabSize: syntheticQaTokenizer.vocabSize, files: syntheticQaTokenizerFiles(), train: train.slice(0, trainSize), corpus };
+  return {
+    vocabSize: syntheticQaTokenizer.vocabSize,
+    files: syntheticQaTokenizerFiles(),
+    train: train.slice(0, trainSize),
+    corpus,
+  };
 }
 
 export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa' = 'arithmetic'): Promise<TinyRun> {
@@ -34,7 +51,14 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
   const model = join(root, 'model');
   const { vocabSize, files, train, corpus } = taskData(task, trainSize);
   try {
-    const config = tinyQwen3Config(vocabSize, { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 });
+    const config = tinyQwen3Config(vocabSize, {
+      layers: 1,
+      hidden: 32,
+      heads: 2,
+      kvHeads: 1,
+      headDim: 16,
+      intermediate: 64,
+    });
     const params = createParameterArena(engine, config, 'actor');
     uploadArenaTensors(engine, params, initialParameters(config, 5));
     await saveModel(engine, model, config, params);
@@ -49,9 +73,17 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
   return {
     root,
     overrides: [
-      `actor_rollout_ref.model.path=${model}`, `data.train_files=${data}`, 'data.train_batch_size=4', 'data.max_prompt_length=16',
-      'data.max_response_length=3', 'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.optim.lr=1e-2',
-      'critic.optim.lr=1e-2', 'trainer.val_before_train=false', 'trainer.test_freq=-1', 'trainer.save_freq=1000',
+      `actor_rollout_ref.model.path=${model}`,
+      `data.train_files=${data}`,
+      'data.train_batch_size=4',
+      'data.max_prompt_length=16',
+      'data.max_response_length=3',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=2',
+      'actor_rollout_ref.actor.optim.lr=1e-2',
+      'critic.optim.lr=1e-2',
+      'trainer.val_before_train=false',
+      'trainer.test_freq=-1',
+      'trainer.save_freq=1000',
       'trainer.logger=[file]',
     ],
   };
@@ -59,7 +91,10 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
 
 /** The metrics a run's file logger wrote, one record per line (verl's shape: {"step": N, "data": {...}}). */
 export async function runMetrics(runDir: string): Promise<{ step: number; data: Record<string, number> }[]> {
-  return (await readFile(join(runDir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((line) => JSON.parse(line));
+  return (await readFile(join(runDir, 'metrics.jsonl'), 'utf8'))
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
 }
 
 /**
@@ -69,18 +104,48 @@ export async function runMetrics(runDir: string): Promise<{ step: number; data: 
 export async function makeTinySftRun() {
   const { root } = await makeTinyRun(0);
   const { train, val } = arithmeticDataset({ digits: 1, trainSize: 32, valSize: 8, seed: 4 });
-  const rows = (records: typeof train) => records.map((r) => JSON.stringify({ extra_info: { question: (r.row.prompt as { content: string }[])[0].content, answer: (r.row.reward_model as { ground_truth: string }).ground_truth } })).join('\n');
+  const rows = (records: typeof train) =>
+    records
+      .map((r) =>
+        JSON.stringify({
+          extra_info: {
+            question: (r.row.prompt as { content: string }[])[0].content,
+            answer: (r.row.reward_model as { ground_truth: string }).ground_truth,
+          },
+        }),
+      )
+      .join('\n');
   await writeFile(join(root, 'sft-train.jsonl'), rows(train));
   await writeFile(join(root, 'sft-val.jsonl'), rows(val));
   // verl's GSM8K SFT example passes exactly these data keys.
-  const launch = (dir: string, steps: number, extra: string[] = []) => jobOverrides('sft', [
-    'torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=8', '-m', 'verl.trainer.fsdp_sft_trainer',
-    `data.train_files=${join(root, 'sft-train.jsonl')}`, `data.val_files=${join(root, 'sft-val.jsonl')}`,
-    'data.prompt_key=extra_info', 'data.response_key=extra_info', "data.prompt_dict_keys=['question']", "+data.response_dict_keys=['answer']",
-    'data.train_batch_size=8', 'data.micro_batch_size_per_gpu=4', 'data.max_length=16', `model.partial_pretrain=${join(root, 'model')}`,
-    'optim.lr=3e-3', 'optim.lr_scheduler=constant', 'optim.warmup_steps_ratio=0', `trainer.default_local_dir=${join(root, dir)}`,
-    `trainer.total_training_steps=${steps}`, 'trainer.save_freq=2', 'trainer.test_freq=2', 'trainer.logger=[console,file]', 'trainer.n_gpus_per_node=8',
-    ...extra,
-  ]);
+  const launch = (dir: string, steps: number, extra: string[] = []) =>
+    jobOverrides('sft', [
+      'torchrun',
+      '--standalone',
+      '--nnodes=1',
+      '--nproc_per_node=8',
+      '-m',
+      'verl.trainer.fsdp_sft_trainer',
+      `data.train_files=${join(root, 'sft-train.jsonl')}`,
+      `data.val_files=${join(root, 'sft-val.jsonl')}`,
+      'data.prompt_key=extra_info',
+      'data.response_key=extra_info',
+      "data.prompt_dict_keys=['question']",
+      "+data.response_dict_keys=['answer']",
+      'data.train_batch_size=8',
+      'data.micro_batch_size_per_gpu=4',
+      'data.max_length=16',
+      `model.partial_pretrain=${join(root, 'model')}`,
+      'optim.lr=3e-3',
+      'optim.lr_scheduler=constant',
+      'optim.warmup_steps_ratio=0',
+      `trainer.default_local_dir=${join(root, dir)}`,
+      `trainer.total_training_steps=${steps}`,
+      'trainer.save_freq=2',
+      'trainer.test_freq=2',
+      'trainer.logger=[console,file]',
+      'trainer.n_gpus_per_node=8',
+      ...extra,
+    ]);
   return { root, launch };
 }

@@ -48,7 +48,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'critic.model.fsdp_config.optimizer_offload=False',
       'algorithm.use_kl_in_reward=False',
       'trainer.critic_warmup=0',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=verl_example_gsm8k',
       'trainer.experiment_name=qwen2-7b_function_rm_bsz8k_p4k_r4k_seq_packing',
       'trainer.n_gpus_per_node=8',
@@ -105,7 +105,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'reward_model.num_workers=8',
       'algorithm.use_kl_in_reward=False',
       'trainer.critic_warmup=0',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=verl_example_gsm8k',
       'trainer.experiment_name=qwen2-7b_hybrid_rm_bsz8k_p4k_r4k_seq_packing',
       'trainer.n_gpus_per_node=8',
@@ -149,7 +149,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'actor_rollout_ref.ref.fsdp_config.param_offload=True',
       'algorithm.use_kl_in_reward=False',
       'trainer.critic_warmup=0',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=verl_grpo_example_gsm8k',
       'trainer.experiment_name=qwen2_7b_function_rm',
       'trainer.n_gpus_per_node=8',
@@ -191,7 +191,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'algorithm.kl_penalty=kl',
       'algorithm.kl_ctrl.kl_coef=0.001',
       'trainer.critic_warmup=0',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=verl_rloo_example_gsm8k',
       'trainer.experiment_name=qwen2_7b_function_rm',
       'trainer.n_gpus_per_node=8',
@@ -234,7 +234,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'actor_rollout_ref.ref.fsdp_config.param_offload=True',
       'algorithm.use_kl_in_reward=True',
       'trainer.critic_warmup=0',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=verl_grpo_example_gsm8k',
       'trainer.experiment_name=qwen2_7b_function_rm',
       'trainer.n_gpus_per_node=16',
@@ -275,7 +275,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       'algorithm.kl_penalty=kl',
       'algorithm.kl_ctrl.kl_coef=0.001',
       'trainer.critic_warmup=0',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=verl_remax_example_gsm8k',
       'trainer.experiment_name=qwen2.5_3b_function_rm_kl1e-3',
       'trainer.val_before_train=False',
@@ -352,7 +352,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
       '+reward_model.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0',
       '+reward_model.reward_kwargs.overlong_buffer_cfg.log=false',
       '+reward_model.reward_kwargs.max_resp_len=8192',
-      "trainer.logger=[\"console\",\"wandb\"]",
+      'trainer.logger=["console","wandb"]',
       'trainer.project_name=RL-GSPO',
       'trainer.experiment_name=gspo-epslow-0.0003-epshigh-0.0004-Qwen2.5-3B-Instruct-RL',
       'trainer.n_gpus_per_node=8',
@@ -492,7 +492,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
     ],
   },
   {
-    name: 'GRPO on verl\'s own config named by --config-path/--config-name',
+    name: "GRPO on verl's own config named by --config-path/--config-name",
     source: 'verl examples/grpo_trainer/run_qwen2-32b_sglang_fsdp_npu.sh',
     argv: [
       '--config-path=config',
@@ -1067,7 +1067,7 @@ export const LAUNCH_SCRIPTS: LaunchScript[] = [
     ],
   },
   {
-    name: 'GRPO with verl\'s tool agent loop (GSM8K tool)',
+    name: "GRPO with verl's tool agent loop (GSM8K tool)",
     source: 'verl examples/sglang_multiturn/run_qwen2.5-3b_gsm8k_multiturn.sh (PROJECT_DIR=/PROJECT, its $(now) fixed)',
     argv: [
       '--config-path=/PROJECT/examples/sglang_multiturn/config',
@@ -1238,7 +1238,10 @@ export const REFUSED_LAUNCH_SCRIPTS: RefusedScript[] = [
   {
     name: 'CISPO',
     source: 'verl examples/cispo_trainer/run_cispo_qwen2_5_0_5b_gsm8k.sh',
-    refused: { message: 'unknown key actor_rollout_ref.model.torch_dtype (command line)', why: "verl's own config has no actor_rollout_ref.model.torch_dtype either: Hydra stops on it without a leading +" },
+    refused: {
+      message: 'unknown key actor_rollout_ref.model.torch_dtype (command line)',
+      why: "verl's own config has no actor_rollout_ref.model.torch_dtype either: Hydra stops on it without a leading +",
+    },
     argv: [
       'algorithm.adv_estimator=grpo',
       'actor_rollout_ref.actor.policy_loss.loss_mode=cispo',
@@ -1291,18 +1294,27 @@ export interface ScriptPaths {
   runDir: string;
 }
 
-/** Where the copies of verl's examples/sglang_multiturn/config files are (the script's $PROJECT_DIR/examples/sglang_multiturn/config). */
-const SGLANG_MULTITURN_CONFIG = { script: '/PROJECT/examples/sglang_multiturn/config', copy: 'test/support/data/verl-sglang-multiturn-config' };
+/**
+ * Where the copies of verl's examples/sglang_multiturn/config files are (the script's
+ * $PROJECT_DIR/examples/sglang_multiturn/config).
+ */
+const SGLANG_MULTITURN_CONFIG = {
+  script: '/PROJECT/examples/sglang_multiturn/config',
+  copy: 'test/support/data/verl-sglang-multiturn-config',
+};
 
-/** The script's argv with its model, data and run-directory paths replaced, and verl's example configs by their copies. */
+/**
+ * The script's argv with its model, data and run-directory paths replaced, and verl's example configs by their copies.
+ */
 export function withPaths(argv: readonly string[], paths: ScriptPaths): string[] {
-  return argv.map((arg) => arg.replace(SGLANG_MULTITURN_CONFIG.script, SGLANG_MULTITURN_CONFIG.copy)).map((arg) => {
-    const eq = arg.indexOf('=');
-    const key = arg.slice(0, eq).replace(/^\+\+?/, '');
-    if (key.endsWith('model.path')) return `${arg.slice(0, eq)}=${paths.model}`;
-    if (key === 'data.train_files' || key === 'data.val_files') return `${arg.slice(0, eq)}=${paths.data}`;
-    if (key === 'trainer.default_local_dir') return `${arg.slice(0, eq)}=${paths.runDir}`;
-    return arg;
-  });
+  return argv
+    .map((arg) => arg.replace(SGLANG_MULTITURN_CONFIG.script, SGLANG_MULTITURN_CONFIG.copy))
+    .map((arg) => {
+      const eq = arg.indexOf('=');
+      const key = arg.slice(0, eq).replace(/^\+\+?/, '');
+      if (key.endsWith('model.path')) return `${arg.slice(0, eq)}=${paths.model}`;
+      if (key === 'data.train_files' || key === 'data.val_files') return `${arg.slice(0, eq)}=${paths.data}`;
+      if (key === 'trainer.default_local_dir') return `${arg.slice(0, eq)}=${paths.runDir}`;
+      return arg;
+    });
 }
-

@@ -32,12 +32,32 @@ describe('AdamW with global-norm clipping', () => {
         grads.forEach((g, s) => engine.upload(gpuGrads[s], g));
         gradNormSquared(engine, { grads: gpuGrads, normSquared });
         for (let s = 0; s < segmentSizes.length; s++) {
-          adamwStep(engine, { params: gpuParams[s], grads: gpuGrads[s], m: gpuM[s], v: gpuV[s], normSquared, maxNorm, ...hyper, step, gradScale });
+          adamwStep(engine, {
+            params: gpuParams[s],
+            grads: gpuGrads[s],
+            m: gpuM[s],
+            v: gpuV[s],
+            normSquared,
+            maxNorm,
+            ...hyper,
+            step,
+            gradScale,
+          });
         }
         const expectedNormSquared = gradNormSquaredRef(grads);
         expectClose(await engine.read(normSquared), [expectedNormSquared], 0, 1e-5, `normSquared at step ${step}`);
         for (let s = 0; s < segmentSizes.length; s++) {
-          adamwStepRef({ params: params[s], grads: grads[s], m: m[s], v: v[s], normSquared: expectedNormSquared, maxNorm, ...hyper, step, gradScale });
+          adamwStepRef({
+            params: params[s],
+            grads: grads[s],
+            m: m[s],
+            v: v[s],
+            normSquared: expectedNormSquared,
+            maxNorm,
+            ...hyper,
+            step,
+            gradScale,
+          });
         }
       }
       for (let s = 0; s < segmentSizes.length; s++) {
@@ -49,32 +69,39 @@ describe('AdamW with global-norm clipping', () => {
   }
 
   for (const bad of [NaN, Infinity]) {
-    it(`skips the update when a gradient is ${bad}: params and moments keep their values, as the reference does`, async () => {
-      const engine = await gpuEngine();
-      const n = 256;
-      const start = randomArray(n, 11);
-      const moment = randomArray(n, 12, 0.1);
-      const grads = randomArray(n, 13, 0.2);
-      grads[77] = bad;
-      const params = engine.tensorFrom('params', [n], start);
-      const m = engine.tensorFrom('m', [n], moment);
-      const v = engine.tensorFrom('v', [n], moment.map(Math.abs));
-      const gpuGrads = engine.tensorFrom('grads', [n], grads);
-      const normSquared = engine.tensor('normSquared', [1]);
-      gradNormSquared(engine, { grads: [gpuGrads], normSquared });
-      adamwStep(engine, { params, grads: gpuGrads, m, v, normSquared, maxNorm: 1, ...hyper, step: 3 });
-      const [norm] = await engine.read(normSquared);
-      expect(Number.isFinite(norm)).toBe(false);
-      expect(await engine.read(params)).toEqual(start);
-      expect(await engine.read(m)).toEqual(moment);
-      expect(await engine.read(v)).toEqual(moment.map(Math.abs));
-      const ref = { params: Float64Array.from(start), m: Float64Array.from(moment), v: Float64Array.from(moment.map(Math.abs)) };
-      adamwStepRef({ ...ref, grads, normSquared: norm, maxNorm: 1, ...hyper, step: 3 });
-      expect(ref.params).toEqual(Float64Array.from(start));
-    });
+    it(
+      `skips the update when a gradient is ${bad}: params and moments keep their values, as the reference ` + `does`,
+      async () => {
+        const engine = await gpuEngine();
+        const n = 256;
+        const start = randomArray(n, 11);
+        const moment = randomArray(n, 12, 0.1);
+        const grads = randomArray(n, 13, 0.2);
+        grads[77] = bad;
+        const params = engine.tensorFrom('params', [n], start);
+        const m = engine.tensorFrom('m', [n], moment);
+        const v = engine.tensorFrom('v', [n], moment.map(Math.abs));
+        const gpuGrads = engine.tensorFrom('grads', [n], grads);
+        const normSquared = engine.tensor('normSquared', [1]);
+        gradNormSquared(engine, { grads: [gpuGrads], normSquared });
+        adamwStep(engine, { params, grads: gpuGrads, m, v, normSquared, maxNorm: 1, ...hyper, step: 3 });
+        const [norm] = await engine.read(normSquared);
+        expect(Number.isFinite(norm)).toBe(false);
+        expect(await engine.read(params)).toEqual(start);
+        expect(await engine.read(m)).toEqual(moment);
+        expect(await engine.read(v)).toEqual(moment.map(Math.abs));
+        const ref = {
+          params: Float64Array.from(start),
+          m: Float64Array.from(moment),
+          v: Float64Array.from(moment.map(Math.abs)),
+        };
+        adamwStepRef({ ...ref, grads, normSquared: norm, maxNorm: 1, ...hyper, step: 3 });
+        expect(ref.params).toEqual(Float64Array.from(start));
+      },
+    );
   }
 
-  it('reset: the next step is a fresh optimizer\'s first (moments and bias correction start over)', async () => {
+  it("reset: the next step is a fresh optimizer's first (moments and bias correction start over)", async () => {
     const engine = await gpuEngine();
     const layout = Arena.plan(engine, [{ name: 'w', shape: [256] }]);
     const n = layout.segments[0].size;

@@ -15,9 +15,21 @@ function leftPaddedMask(B: number, Tk: number, pad: number, stride = Tk): Uint32
 function fusedDims(B: number, T: number, NH: number, NKV: number, HS: number): AttentionDims {
   const W = (NH + 2 * NKV) * HS;
   return {
-    B, Tq: T, Tk: T, NH, NKV, HS,
-    qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
-    kvBatchStride: T * W, queryStart: 0, scale: 1 / Math.sqrt(HS),
+    B,
+    Tq: T,
+    Tk: T,
+    NH,
+    NKV,
+    HS,
+    qRowStride: W,
+    qColOffset: 0,
+    kRowStride: W,
+    kColOffset: NH * HS,
+    vRowStride: W,
+    vColOffset: (NH + NKV) * HS,
+    kvBatchStride: T * W,
+    queryStart: 0,
+    scale: 1 / Math.sqrt(HS),
   };
 }
 
@@ -48,7 +60,13 @@ async function checkFused(engine: Engine, dims: AttentionDims, mask: Uint32Array
   expect(engine.dispatchCount - mid).toBe(3);
   const got = await engine.read(dqkv);
   const grads = attentionBackwardRef({ ...dims, q: qkvData, k: qkvData, v: qkvData, keyMask: mask, dOut: dOutData });
-  expectClose(got, grads.dq.map((x, i) => x + grads.dk[i] + grads.dv[i]), 1e-5, 1e-4, 'dqkv');
+  expectClose(
+    got,
+    grads.dq.map((x, i) => x + grads.dk[i] + grads.dv[i]),
+    1e-5,
+    1e-4,
+    'dqkv',
+  );
   attentionBackward(engine, args);
   expect(Array.from(await engine.read(dqkv))).toEqual(Array.from(got));
 }
@@ -58,9 +76,22 @@ async function checkCacheDecode(engine: Engine, Tq: number, HS: number): Promise
   const [B, Tk, NH, NKV, capacity] = [2, 45, 4, 2, 52];
   const rowStride = NKV * HS;
   const dims: AttentionDims = {
-    B, Tq, Tk, NH, NKV, HS,
-    qRowStride: NH * HS, qColOffset: 0, kRowStride: rowStride, kColOffset: 0, vRowStride: rowStride, vColOffset: 0,
-    kvBatchStride: capacity * rowStride, queryStart: Tk - Tq, scale: 1 / Math.sqrt(HS), maskBatchStride: capacity,
+    B,
+    Tq,
+    Tk,
+    NH,
+    NKV,
+    HS,
+    qRowStride: NH * HS,
+    qColOffset: 0,
+    kRowStride: rowStride,
+    kColOffset: 0,
+    vRowStride: rowStride,
+    vColOffset: 0,
+    kvBatchStride: capacity * rowStride,
+    queryStart: Tk - Tq,
+    scale: 1 / Math.sqrt(HS),
+    maskBatchStride: capacity,
   };
   const mask = leftPaddedMask(B, Tk, 3, capacity);
   const qData = randomArray(B * Tq * NH * HS, 5, 2);
@@ -106,17 +137,22 @@ describe('attention kernel', () => {
     [20, 2, 1, 128],
   ];
   for (const [T, NH, NKV, HS] of cases) {
-    it(`forward and backward match the reference: B=2 T=${T} NH/NKV=${NH}/${NKV} HS=${HS}, row 1 left-padded by 3`, async () => {
-      const engine = await gpuEngine();
-      await checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true);
-    });
+    it(
+      `forward and backward match the reference: B=2 T=${T} NH/NKV=${NH}/${NKV} HS=${HS}, row 1 left-padded by ` + `3`,
+      async () => {
+        const engine = await gpuEngine();
+        await checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true);
+      },
+    );
   }
 
   // Lavapipe runs the register passes, and the tiled ones with rolled loops where HS is not a multiple of 4
-  // (kernels/attention/attention.ts): the GPUs' variant, tiled with unrolled loops, forced here at such a head size (one more
-  // set of pipelines; its template is the same at every head size), is otherwise untested.
+  // (kernels/attention/attention.ts): the GPUs' variant, tiled with unrolled loops, forced here at such a head size
+  // (one more set of pipelines; its template is the same at every head size), is otherwise untested.
   it('the unrolled tiled variant matches the reference: B=2 T=37 NH/NKV=4/2 HS=6, row 1 left-padded by 3', async () => {
-    await withVariant('unrolled', (engine) => checkFused(engine, fusedDims(2, 37, 4, 2, 6), leftPaddedMask(2, 37, 3), true));
+    await withVariant('unrolled', (engine) =>
+      checkFused(engine, fusedDims(2, 37, 4, 2, 6), leftPaddedMask(2, 37, 3), true),
+    );
   });
 
   // The GPUs' variant (split-head: 2 lanes a row at HS = 64, 4 at 128, rowSum's subgroup shuffles), forced on this
@@ -129,9 +165,15 @@ describe('attention kernel', () => {
     [20, 2, 1, 128],
   ];
   for (const [T, NH, NKV, HS] of splitHeadCases) {
-    it(`the split-head variant matches the reference: B=2 T=${T} NH/NKV=${NH}/${NKV} HS=${HS}, row 1 left-padded by 3`, async () => {
-      await withVariant('split-head', (engine) => checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true));
-    });
+    it(
+      `the split-head variant matches the reference: B=2 T=${T} NH/NKV=${NH}/${NKV} HS=${HS}, row 1 left-padded by ` +
+        `3`,
+      async () => {
+        await withVariant('split-head', (engine) =>
+          checkFused(engine, fusedDims(2, T, NH, NKV, HS), leftPaddedMask(2, T, 3), true),
+        );
+      },
+    );
   }
   it('the split-head variant decodes Tq=3 new queries against a KV cache at HS=64', async () => {
     await withVariant('split-head', (engine) => checkCacheDecode(engine, 3, 64));
@@ -139,21 +181,36 @@ describe('attention kernel', () => {
   // A device with WebGPU's guaranteed 16 KiB of workgroup memory (this one has more; the launcher sizes its tiles
   // from the limit): HS = 128 takes 8-row tiles, and the decode forward's key split shrinks to what they can merge
   // (Tq = 6: 8 rows × 4 lanes, where 8 lanes would park 32 partial states in room for 16).
-  it('the split-head variant fits HS=128 in 16 KiB of workgroup memory: B=2 T=20 NH/NKV=2/1, and a Tq=6 decode', async () => {
-    await withVariant('split-head', async (engine) => {
-      engine.caps.maxComputeWorkgroupStorageSize = 16384;
-      await checkFused(engine, fusedDims(2, 20, 2, 1, 128), leftPaddedMask(2, 20, 3), true);
-      await checkCacheDecode(engine, 6, 128);
-    });
-  });
+  it(
+    'the split-head variant fits HS=128 in 16 KiB of workgroup memory: B=2 T=20 NH/NKV=2/1, and a Tq=6 ' + 'decode',
+    async () => {
+      await withVariant('split-head', async (engine) => {
+        engine.caps.maxComputeWorkgroupStorageSize = 16384;
+        await checkFused(engine, fusedDims(2, 20, 2, 1, 128), leftPaddedMask(2, 20, 3), true);
+        await checkCacheDecode(engine, 6, 128);
+      });
+    },
+  );
 
   it('reads q, k and v from separate tensors with their own strides', async () => {
     const engine = await gpuEngine();
     const [B, T, NH, NKV, HS] = [3, 9, 4, 2, 8];
     const dims: AttentionDims = {
-      B, Tq: T, Tk: T, NH, NKV, HS,
-      qRowStride: NH * HS + 4, qColOffset: 4, kRowStride: NKV * HS + 8, kColOffset: 0, vRowStride: NKV * HS + 8, vColOffset: 8,
-      kvBatchStride: T * (NKV * HS + 8), queryStart: 0, scale: 0.3,
+      B,
+      Tq: T,
+      Tk: T,
+      NH,
+      NKV,
+      HS,
+      qRowStride: NH * HS + 4,
+      qColOffset: 4,
+      kRowStride: NKV * HS + 8,
+      kColOffset: 0,
+      vRowStride: NKV * HS + 8,
+      vColOffset: 8,
+      kvBatchStride: T * (NKV * HS + 8),
+      queryStart: 0,
+      scale: 0.3,
     };
     const mask = leftPaddedMask(B, T, 4);
     const qData = randomArray(B * T * dims.qRowStride, 1);
@@ -193,6 +250,8 @@ describe('attention kernel', () => {
     const keyMask = engine.tensor('keyMask', [2, 4], 'u32');
     const out = engine.tensor('out', [8, 32]);
     const lse = engine.tensor('lse', [2, 4, 4]);
-    expect(() => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse })).toThrow(/^attentionForward: v \(tensor qkv, shape \[8, 63\]\) has 504 elements, expected at least 512 = v\(b,j,g,d\)/);
+    expect(() => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse })).toThrow(
+      /^attentionForward: v \(tensor qkv, shape \[8, 63\]\) has 504 elements, expected at least 512 = v\(b,j,g,d\)/,
+    );
   });
 });

@@ -13,8 +13,16 @@ import { Arena, elementCount } from '../../engine/index.ts';
 
 function config(tied: boolean) {
   return parseHfConfig({
-    architectures: ['Qwen3ForCausalLM'], vocab_size: 23, hidden_size: 16, intermediate_size: 20, num_hidden_layers: 2,
-    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, tie_word_embeddings: tied,
+    architectures: ['Qwen3ForCausalLM'],
+    vocab_size: 23,
+    hidden_size: 16,
+    intermediate_size: 20,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 8,
+    rms_norm_eps: 1e-6,
+    tie_word_embeddings: tied,
   });
 }
 
@@ -26,21 +34,30 @@ describe('causal LM with tied embeddings', () => {
     const values = new Map<string, Float32Array>();
     for (const entry of parameterEntries(untied)) {
       const data = new Float32Array(elementCount(entry.shape));
-      for (let i = 0; i < data.length; i++) data[i] = entry.name.includes('norm') ? 1 + 0.2 * (random() - 0.5) : 0.5 * (random() - 0.5);
+      for (let i = 0; i < data.length; i++)
+        data[i] = entry.name.includes('norm') ? 1 + 0.2 * (random() - 0.5) : 0.5 * (random() - 0.5);
       values.set(entry.name, data);
     }
     values.set('lm_head.weight', values.get('model.embed_tokens.weight')!.slice());
     const tied = config(true);
     const tiedValues = new Map([...values].filter(([name]) => name !== 'lm_head.weight'));
 
-    const inputIds = [[3, 7, 1, 22, 9, 4], [0, 0, 5, 11, 2, 8]];
-    const attentionMask = [[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]];
+    const inputIds = [
+      [3, 7, 1, 22, 9, 4],
+      [0, 0, 5, 11, 2, 8],
+    ];
+    const attentionMask = [
+      [1, 1, 1, 1, 1, 1],
+      [0, 0, 1, 1, 1, 1],
+    ];
     const targets = new Uint32Array(12);
     const weights = new Float32Array(12);
-    inputIds.forEach((row, b) => row.slice(1).forEach((id, t) => {
-      targets[b * 6 + t] = id;
-      weights[b * 6 + t] = attentionMask[b][t] * (random() - 0.3);
-    }));
+    inputIds.forEach((row, b) =>
+      row.slice(1).forEach((id, t) => {
+        targets[b * 6 + t] = id;
+        weights[b * 6 + t] = attentionMask[b][t] * (random() - 0.3);
+      }),
+    );
     const grads = async (c: typeof tied, v: Map<string, Float32Array>, label: string) => {
       const params = createParameterArena(engine, c, label);
       uploadArenaTensors(engine, params, v);
@@ -48,7 +65,15 @@ describe('causal LM with tied embeddings', () => {
       const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, c.vocabSize, label);
       lm.tokenLogprobs(batch, engine.tensorFrom(`${label}.targets`, [12], targets, 'u32'), { saveForBackward: true });
       const g = new Arena(engine, `${label}.grads`, params.layout);
-      lm.backward(engine.tensorFrom(`${label}.d`, [12], weights), engine.tensorFrom(`${label}.dh`, [12], weights.map((w) => 0.5 * w)), g);
+      lm.backward(
+        engine.tensorFrom(`${label}.d`, [12], weights),
+        engine.tensorFrom(
+          `${label}.dh`,
+          [12],
+          weights.map((w) => 0.5 * w),
+        ),
+        g,
+      );
       return g;
     };
     const gTied = await grads(tied, tiedValues, 'tied');
@@ -56,7 +81,19 @@ describe('causal LM with tied embeddings', () => {
     const embed = await engine.read(gUntied.get('model.embed_tokens.weight'));
     const head = await engine.read(gUntied.get('lm_head.weight'));
     const expected = embed.map((x, i) => x + head[i]);
-    expectClose(await engine.read(gTied.get('model.embed_tokens.weight')), expected, 1e-6, 1e-4, 'tied embedding gradient');
-    expectClose(await engine.read(gTied.get('model.norm.weight')), await engine.read(gUntied.get('model.norm.weight')), 1e-6, 1e-4, 'final norm gradient');
+    expectClose(
+      await engine.read(gTied.get('model.embed_tokens.weight')),
+      expected,
+      1e-6,
+      1e-4,
+      'tied embedding gradient',
+    );
+    expectClose(
+      await engine.read(gTied.get('model.norm.weight')),
+      await engine.read(gUntied.get('model.norm.weight')),
+      1e-6,
+      1e-4,
+      'final norm gradient',
+    );
   });
 });

@@ -21,13 +21,28 @@ async function forEachVariant(engine: Engine, body: (variant: string) => Promise
   }
 }
 
-interface DecodeCase { B: number; NH: number; NKV: number; HS: number; capacity: number; slot: number; cacheRows: number }
+interface DecodeCase {
+  B: number;
+  NH: number;
+  NKV: number;
+  HS: number;
+  capacity: number;
+  slot: number;
+  cacheRows: number;
+}
 
 /** The kernel's out, k cache and v cache under each variant (forEachVariant), every run from the same inputs. */
 async function decodeEachVariant(
   engine: Engine,
   c: DecodeCase,
-  inputs: { qkv: Float32Array; kBefore: Float32Array; vBefore: Float32Array; keyMask: number[]; maskBatchStride: number; rope?: { positions: number[]; theta: number } },
+  inputs: {
+    qkv: Float32Array;
+    kBefore: Float32Array;
+    vBefore: Float32Array;
+    keyMask: number[];
+    maskBatchStride: number;
+    rope?: { positions: number[]; theta: number };
+  },
   check: (variant: string, out: Float32Array, kCache: Float32Array, vCache: Float32Array, dispatches: number) => void,
 ): Promise<void> {
   const { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope } = inputs;
@@ -39,9 +54,17 @@ async function decodeEachVariant(
     engine.upload(vCache, vBefore);
     const before = engine.dispatchCount;
     decodeAttention(engine, {
-      ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv: engine.tensorFrom('qkv', [c.B, qkv.length / c.B], qkv), kCache, vCache, out,
+      ...c,
+      maskBatchStride,
+      scale: 1 / Math.sqrt(c.HS),
+      qkv: engine.tensorFrom('qkv', [c.B, qkv.length / c.B], qkv),
+      kCache,
+      vCache,
+      out,
       keyMask: engine.tensorFrom('mask', [keyMask.length], keyMask, 'u32'),
-      ...(rope ? { rope: { positions: engine.tensorFrom('positions', [c.B], rope.positions, 'i32'), theta: rope.theta } } : {}),
+      ...(rope
+        ? { rope: { positions: engine.tensorFrom('positions', [c.B], rope.positions, 'i32'), theta: rope.theta } }
+        : {}),
     });
     const dispatches = engine.dispatchCount - before;
     check(variant, await engine.read(out), await engine.read(kCache), await engine.read(vCache), dispatches);
@@ -64,16 +87,31 @@ describe('decode-attention kernel', () => {
     const maskBatchStride = c.capacity + 3;
     const random = seededRandom(c.slot + 1);
     // left padding: the first slots of row 1 are masked; the new slot is always real
-    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) => (i % maskBatchStride === c.slot || random() > 0.2 ? 1 : 0));
+    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) =>
+      i % maskBatchStride === c.slot || random() > 0.2 ? 1 : 0,
+    );
     const qkv = randomArray(c.B * W, 1, 2);
     const kBefore = randomArray(cacheSize, 2, 2);
     const vBefore = randomArray(cacheSize, 3);
-    const ref = decodeAttentionRef({ ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv, kCache: kBefore, vCache: vBefore, keyMask });
-    await decodeEachVariant(engine, c, { qkv, kBefore, vBefore, keyMask, maskBatchStride }, (variant, out, kCache, vCache) => {
-      expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
-      expect(kCache).toEqual(Float32Array.from(ref.kCache));
-      expect(vCache).toEqual(Float32Array.from(ref.vCache));
+    const ref = decodeAttentionRef({
+      ...c,
+      maskBatchStride,
+      scale: 1 / Math.sqrt(c.HS),
+      qkv,
+      kCache: kBefore,
+      vCache: vBefore,
+      keyMask,
     });
+    await decodeEachVariant(
+      engine,
+      c,
+      { qkv, kBefore, vBefore, keyMask, maskBatchStride },
+      (variant, out, kCache, vCache) => {
+        expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
+        expect(kCache).toEqual(Float32Array.from(ref.kCache));
+        expect(vCache).toEqual(Float32Array.from(ref.vCache));
+      },
+    );
   });
 
   // A long cache, which the GPUs' variant splits over workgroups (601 slots: splits of 256, 256 and 89) and merges in
@@ -84,19 +122,34 @@ describe('decode-attention kernel', () => {
     const W = (c.NH + 2 * c.NKV) * c.HS;
     const cacheSize = c.cacheRows * c.capacity * c.NKV * c.HS;
     const maskBatchStride = c.capacity;
-    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) => (i >= maskBatchStride && i % maskBatchStride < 300 ? 0 : 1));
+    const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) =>
+      i >= maskBatchStride && i % maskBatchStride < 300 ? 0 : 1,
+    );
     const qkv = randomArray(c.B * W, 7, 2);
     const kBefore = randomArray(cacheSize, 8, 2);
     const vBefore = randomArray(cacheSize, 9);
-    const ref = decodeAttentionRef({ ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv, kCache: kBefore, vCache: vBefore, keyMask });
-    await decodeEachVariant(engine, c, { qkv, kBefore, vBefore, keyMask, maskBatchStride }, (variant, out, kCache, vCache, dispatches) => {
-      expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
-      expect(kCache).toEqual(Float32Array.from(ref.kCache));
-      expect(vCache).toEqual(Float32Array.from(ref.vCache));
-      // The split variant: the splits, then the combine pass; the others attend in one dispatch.
-      const split = variant === 'split' || (variant === '' && engine.caps.deviceClass === 'gpu');
-      expect(dispatches, variant).toBe(split ? 2 : 1);
+    const ref = decodeAttentionRef({
+      ...c,
+      maskBatchStride,
+      scale: 1 / Math.sqrt(c.HS),
+      qkv,
+      kCache: kBefore,
+      vCache: vBefore,
+      keyMask,
     });
+    await decodeEachVariant(
+      engine,
+      c,
+      { qkv, kBefore, vBefore, keyMask, maskBatchStride },
+      (variant, out, kCache, vCache, dispatches) => {
+        expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
+        expect(kCache).toEqual(Float32Array.from(ref.kCache));
+        expect(vCache).toEqual(Float32Array.from(ref.vCache));
+        // The split variant: the splits, then the combine pass; the others attend in one dispatch.
+        const split = variant === 'split' || (variant === '' && engine.caps.deviceClass === 'gpu');
+        expect(dispatches, variant).toBe(split ? 2 : 1);
+      },
+    );
   });
 
   // RoPE fused (HS a multiple of 8): the same as the rope reference followed by the attention reference, at
@@ -113,11 +166,24 @@ describe('decode-attention kernel', () => {
     const positions = Array.from({ length: c.B }, (_, b) => c.slot + 1000 * b);
     const theta = 10000;
     const rotated = ropeForwardRef({ qkv, positions, rows: c.B, NH: c.NH, NKV: c.NKV, HS: c.HS, theta });
-    const ref = decodeAttentionRef({ ...c, maskBatchStride, scale: 1 / Math.sqrt(c.HS), qkv: rotated, kCache: kBefore, vCache: vBefore, keyMask });
-    await decodeEachVariant(engine, c, { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope: { positions, theta } }, (variant, out, kCache, vCache) => {
-      expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
-      expectClose(kCache, ref.kCache, 1e-5, 1e-5, `${variant} kCache`);
-      expect(vCache).toEqual(Float32Array.from(ref.vCache));
+    const ref = decodeAttentionRef({
+      ...c,
+      maskBatchStride,
+      scale: 1 / Math.sqrt(c.HS),
+      qkv: rotated,
+      kCache: kBefore,
+      vCache: vBefore,
+      keyMask,
     });
+    await decodeEachVariant(
+      engine,
+      c,
+      { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope: { positions, theta } },
+      (variant, out, kCache, vCache) => {
+        expectClose(out, ref.out, 1e-5, 1e-4, `${variant} out`);
+        expectClose(kCache, ref.kCache, 1e-5, 1e-5, `${variant} kCache`);
+        expect(vCache).toEqual(Float32Array.from(ref.vCache));
+      },
+    );
   });
 });

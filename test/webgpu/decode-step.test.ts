@@ -1,9 +1,9 @@
-// A decode step's dispatch count and its fusions: on a CPU device each layer is one dispatch (kernels/decode/decode-layer);
-// without it the rmsnorms fold into the projections after them, swiglu into down_proj and RoPE into the decode
-// attention (kernels/matmul/matmul-register.wgsl prologues, kernels/decode/decode-attention.wgsl); the logits equal those of the
-// unfused kernels; the transposed copies of
-// the weights (CPU devices) give the logits of the weights as stored, follow the weights when they are written, and
-// are one set shared with the training trunk of the same arena.
+// A decode step's dispatch count and its fusions: on a CPU device each layer is one dispatch
+// (kernels/decode/decode-layer); without it the rmsnorms fold into the projections after them, swiglu into down_proj
+// and RoPE into the decode attention (kernels/matmul/matmul-register.wgsl prologues,
+// kernels/decode/decode-attention.wgsl); the logits equal those of the unfused kernels; the transposed copies of the
+// weights (CPU devices) give the logits of the weights as stored, follow the weights when they are written, and are one
+// set shared with the training trunk of the same arena.
 import { describe, it, expect, vi } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine, KernelSpec } from '../../engine/index.ts';
@@ -19,15 +19,28 @@ import { matmulPrologueVariants } from '../../kernels/matmul/matmul.ts';
 
 function config(architecture: string): DecoderConfig {
   return parseHfConfig({
-    architectures: [architecture], vocab_size: 61, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
-    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000,
+    architectures: [architecture],
+    vocab_size: 61,
+    hidden_size: 32,
+    intermediate_size: 48,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 8,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
     tie_word_embeddings: false,
   });
 }
 
 /** Logits after a 3-token prefill of 2 rows and two decode steps, and the second step's dispatches (the first
  *  also makes the transposed weights), with the given kernel variants. */
-async function decodeStep(engine: Engine, c: DecoderConfig, variants: Record<string, string>, seed = 3): Promise<{ dispatches: number; logits: ArrayLike<number> }> {
+async function decodeStep(
+  engine: Engine,
+  c: DecoderConfig,
+  variants: Record<string, string>,
+  seed = 3,
+): Promise<{ dispatches: number; logits: ArrayLike<number> }> {
   const params = createParameterArena(engine, c, `decode-step-${c.architecture}-${Object.values(variants).join('-')}`);
   uploadArenaTensors(engine, params, initialParameters(c, seed, 0.35));
   Object.assign(engine.knobs.kernelVariants, variants);
@@ -37,11 +50,23 @@ async function decodeStep(engine: Engine, c: DecoderConfig, variants: Record<str
     const T = 3;
     decoder.extend({
       ids: engine.tensorFrom('ids', [2 * T], [5, 9, 12, 7, 3, 40], 'u32'),
-      positions: engine.tensorFrom('positions', [2 * T], [0, 1, 2, 0, 1, 2], 'i32'), T, mask: null,
+      positions: engine.tensorFrom('positions', [2 * T], [0, 1, 2, 0, 1, 2], 'i32'),
+      T,
+      mask: null,
     });
-    decoder.extend({ ids: engine.tensorFrom('next', [2], [17, 33], 'u32'), positions: engine.tensorFrom('nextPositions', [2], [3, 3], 'i32'), T: 1, mask: null });
+    decoder.extend({
+      ids: engine.tensorFrom('next', [2], [17, 33], 'u32'),
+      positions: engine.tensorFrom('nextPositions', [2], [3, 3], 'i32'),
+      T: 1,
+      mask: null,
+    });
     const before = engine.dispatchCount;
-    const logits = decoder.extend({ ids: engine.tensorFrom('next2', [2], [8, 21], 'u32'), positions: engine.tensorFrom('nextPositions2', [2], [4, 4], 'i32'), T: 1, mask: null });
+    const logits = decoder.extend({
+      ids: engine.tensorFrom('next2', [2], [8, 21], 'u32'),
+      positions: engine.tensorFrom('nextPositions2', [2], [4, 4], 'i32'),
+      T: 1,
+      mask: null,
+    });
     const dispatches = engine.dispatchCount - before;
     return { dispatches, logits: await engine.read(logits) };
   } finally {
@@ -52,27 +77,33 @@ async function decodeStep(engine: Engine, c: DecoderConfig, variants: Record<str
 
 describe('decode step', () => {
   for (const architecture of ['LlamaForCausalLM', 'Qwen3ForCausalLM']) {
-    it(`${architecture}: one dispatch per layer (CPU class), prologues fused, and separate kernels give the same logits`, async () => {
-      const engine = await gpuEngine();
-      const c = config(architecture);
-      const layer = await decodeStep(engine, c, {});
-      const fused = await decodeStep(engine, c, { 'decode-layer': 'separate', 'matmul-prologue': 'fused' });
-      const separate = await decodeStep(engine, c, { 'decode-layer': 'separate', 'matmul-prologue': 'separate' });
-      expectClose(layer.logits, separate.logits, 1e-5, 1e-5, 'logits of the fused layers');
-      expectClose(fused.logits, separate.logits, 1e-5, 1e-5, 'logits with prologues');
-      // embedding; per layer qkv, [q/k norm], attention, o_proj, gate_up, down; final norm and LM head (one
-      // dispatch against the CPU class's transposed head).
-      const perLayer = 5 + (c.qkNorm ? 1 : 0);
-      const head = engine.caps.deviceClass === 'cpu' ? 1 : 2;
-      expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + head);
-      // Separate: the rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
-      expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers + 2 - head);
-      // The device class's own choice: one dispatch per layer where kernels/decode/decode-layer runs (the CPU class
-      // with 8-lane subgroups), else the prologues fused (CPU class) or separate kernels (GPU class).
-      const oneDispatchPerLayer = decodeLayerVariants[0].supported(engine.caps);
-      const prologuesFused = matmulPrologueVariants[0].supported(engine.caps);
-      expect(layer.dispatches).toBe(oneDispatchPerLayer ? 1 + c.numLayers + head : prologuesFused ? fused.dispatches : separate.dispatches);
-    });
+    it(
+      `${architecture}: one dispatch per layer (CPU class), prologues fused, and separate kernels give the same ` +
+        `logits`,
+      async () => {
+        const engine = await gpuEngine();
+        const c = config(architecture);
+        const layer = await decodeStep(engine, c, {});
+        const fused = await decodeStep(engine, c, { 'decode-layer': 'separate', 'matmul-prologue': 'fused' });
+        const separate = await decodeStep(engine, c, { 'decode-layer': 'separate', 'matmul-prologue': 'separate' });
+        expectClose(layer.logits, separate.logits, 1e-5, 1e-5, 'logits of the fused layers');
+        expectClose(fused.logits, separate.logits, 1e-5, 1e-5, 'logits with prologues');
+        // embedding; per layer qkv, [q/k norm], attention, o_proj, gate_up, down; final norm and LM head (one
+        // dispatch against the CPU class's transposed head).
+        const perLayer = 5 + (c.qkNorm ? 1 : 0);
+        const head = engine.caps.deviceClass === 'cpu' ? 1 : 2;
+        expect(fused.dispatches).toBe(1 + c.numLayers * perLayer + head);
+        // Separate: the rmsnorms and swiglu come back (RoPE stays fused: it is not a CPU-only choice).
+        expect(separate.dispatches).toBe(fused.dispatches + 3 * c.numLayers + 2 - head);
+        // The device class's own choice: one dispatch per layer where kernels/decode/decode-layer runs (the CPU class
+        // with 8-lane subgroups), else the prologues fused (CPU class) or separate kernels (GPU class).
+        const oneDispatchPerLayer = decodeLayerVariants[0].supported(engine.caps);
+        const prologuesFused = matmulPrologueVariants[0].supported(engine.caps);
+        expect(layer.dispatches).toBe(
+          oneDispatchPerLayer ? 1 + c.numLayers + head : prologuesFused ? fused.dispatches : separate.dispatches,
+        );
+      },
+    );
   }
 
   it('multiplies by transposed weights or the weights as stored to the same logits, fused or not', async () => {
@@ -85,70 +116,98 @@ describe('decode step', () => {
     }
   });
 
-  it('transposes the weights again once they are written (an optimizer update), so decode steps follow them', async () => {
-    const engine = await gpuEngine();
-    const c = config('LlamaForCausalLM');
-    const params = createParameterArena(engine, c, 'decode-step-refresh');
-    uploadArenaTensors(engine, params, initialParameters(c, 3, 0.35));
-    engine.knobs.kernelVariants['decode-weights'] = 'transposed';
-    const decoder = new IncrementalDecoder(engine, c, params, { maxRows: 1, capacity: 4 });
-    const step = async () => {
-      decoder.reset(1);
-      return Array.from(await engine.read(decoder.extend({ ids: engine.tensorFrom('id', [1], [7], 'u32'), positions: engine.tensorFrom('position', [1], [0], 'i32'), T: 1, mask: null })));
-    };
-    try {
-      const before = await step();
-      uploadArenaTensors(engine, params, initialParameters(c, 4, 0.35));
-      const after = await step();
-      // The reference multiplies by the weights as stored: another decoder of this arena would share the copies.
-      engine.knobs.kernelVariants['decode-weights'] = 'as-stored';
-      const expected = await step();
-      decoder.destroy();
-      expect(after).not.toEqual(before);
-      expectClose(after, expected, 1e-5, 1e-5, 'logits after the update');
-    } finally {
-      delete engine.knobs.kernelVariants['decode-weights'];
-    }
-  });
-
-  it('shares one set of transposed copies with the training trunk of the same arena, remade once per weight write', async () => {
-    const engine = await gpuEngine();
-    const c = config('LlamaForCausalLM');
-    const params = createParameterArena(engine, c, 'decode-step-shared');
-    uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
-    Object.assign(engine.knobs.kernelVariants, { 'decode-weights': 'transposed', 'transposed-weights': 'transposed' });
-    const trunk = new DecoderTrunk(engine, c, params);
-    const decoder = new IncrementalDecoder(engine, c, params, { maxRows: 1, capacity: 4 });
-    const transposes = (work: () => unknown) => {
-      const dispatch = vi.spyOn(engine, 'dispatch');
+  it(
+    'transposes the weights again once they are written (an optimizer update), so decode steps follow ' + 'them',
+    async () => {
+      const engine = await gpuEngine();
+      const c = config('LlamaForCausalLM');
+      const params = createParameterArena(engine, c, 'decode-step-refresh');
+      uploadArenaTensors(engine, params, initialParameters(c, 3, 0.35));
+      engine.knobs.kernelVariants['decode-weights'] = 'transposed';
+      const decoder = new IncrementalDecoder(engine, c, params, { maxRows: 1, capacity: 4 });
+      const step = async () => {
+        decoder.reset(1);
+        return Array.from(
+          await engine.read(
+            decoder.extend({
+              ids: engine.tensorFrom('id', [1], [7], 'u32'),
+              positions: engine.tensorFrom('position', [1], [0], 'i32'),
+              T: 1,
+              mask: null,
+            }),
+          ),
+        );
+      };
       try {
-        work();
-        return dispatch.mock.calls.filter(([spec]) => (spec as KernelSpec).name.startsWith('transpose/')).length;
+        const before = await step();
+        uploadArenaTensors(engine, params, initialParameters(c, 4, 0.35));
+        const after = await step();
+        // The reference multiplies by the weights as stored: another decoder of this arena would share the copies.
+        engine.knobs.kernelVariants['decode-weights'] = 'as-stored';
+        const expected = await step();
+        decoder.destroy();
+        expect(after).not.toEqual(before);
+        expectClose(after, expected, 1e-5, 1e-5, 'logits after the update');
       } finally {
-        dispatch.mockRestore();
+        delete engine.knobs.kernelVariants['decode-weights'];
       }
-    };
-    const batch = uploadTokenBatch(engine, { inputIds: [[3, 8, 1]], attentionMask: [[1, 1, 1]] }, c.vocabSize, 'shared-batch');
-    const decode = () => {
-      decoder.reset(1);
-      decoder.extend({ ids: engine.tensorFrom('id', [1], [7], 'u32'), positions: engine.tensorFrom('position', [1], [0], 'i32'), T: 1, mask: null });
-    };
-    try {
-      const layerWeights = 4 * c.numLayers;
-      // The trunk makes the layers' copies; the decoder then adds only the LM head's (61 × 32 is under 4M).
-      expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(layerWeights);
-      expect(transposes(decode)).toBe(1);
-      expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(0);
-      // A write into the arena: whoever runs next remakes them, once, for both.
-      uploadArenaTensors(engine, params, initialParameters(c, 6, 0.35));
-      expect(transposes(decode)).toBe(layerWeights + 1);
-      expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(0);
-      // The decoder's release leaves the trunk's set in place.
-      decoder.destroy();
-      expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(0);
-    } finally {
-      delete engine.knobs.kernelVariants['decode-weights'];
-      delete engine.knobs.kernelVariants['transposed-weights'];
-    }
-  });
+    },
+  );
+
+  it(
+    'shares one set of transposed copies with the training trunk of the same arena, remade once per weight ' + 'write',
+    async () => {
+      const engine = await gpuEngine();
+      const c = config('LlamaForCausalLM');
+      const params = createParameterArena(engine, c, 'decode-step-shared');
+      uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
+      Object.assign(engine.knobs.kernelVariants, {
+        'decode-weights': 'transposed',
+        'transposed-weights': 'transposed',
+      });
+      const trunk = new DecoderTrunk(engine, c, params);
+      const decoder = new IncrementalDecoder(engine, c, params, { maxRows: 1, capacity: 4 });
+      const transposes = (work: () => unknown) => {
+        const dispatch = vi.spyOn(engine, 'dispatch');
+        try {
+          work();
+          return dispatch.mock.calls.filter(([spec]) => (spec as KernelSpec).name.startsWith('transpose/')).length;
+        } finally {
+          dispatch.mockRestore();
+        }
+      };
+      const batch = uploadTokenBatch(
+        engine,
+        { inputIds: [[3, 8, 1]], attentionMask: [[1, 1, 1]] },
+        c.vocabSize,
+        'shared-batch',
+      );
+      const decode = () => {
+        decoder.reset(1);
+        decoder.extend({
+          ids: engine.tensorFrom('id', [1], [7], 'u32'),
+          positions: engine.tensorFrom('position', [1], [0], 'i32'),
+          T: 1,
+          mask: null,
+        });
+      };
+      try {
+        const layerWeights = 4 * c.numLayers;
+        // The trunk makes the layers' copies; the decoder then adds only the LM head's (61 × 32 is under 4M).
+        expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(layerWeights);
+        expect(transposes(decode)).toBe(1);
+        expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(0);
+        // A write into the arena: whoever runs next remakes them, once, for both.
+        uploadArenaTensors(engine, params, initialParameters(c, 6, 0.35));
+        expect(transposes(decode)).toBe(layerWeights + 1);
+        expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(0);
+        // The decoder's release leaves the trunk's set in place.
+        decoder.destroy();
+        expect(transposes(() => trunk.forward(batch, { saveForBackward: true }))).toBe(0);
+      } finally {
+        delete engine.knobs.kernelVariants['decode-weights'];
+        delete engine.knobs.kernelVariants['transposed-weights'];
+      }
+    },
+  );
 });

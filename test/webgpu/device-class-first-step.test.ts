@@ -19,8 +19,15 @@ import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
 const SAME_SAMPLES = ['critic/score/mean', 'response_length/mean', 'actor/pg_clipfrac'];
 /** The numbers every kernel of the step feeds: values and GAE, both updates' losses, KL and gradient norms. */
 const ROUNDING_CLOSE = [
-  'critic/values/mean', 'critic/advantages/mean', 'critic/returns/mean', 'actor/entropy', 'actor/pg_loss', 'actor/ppo_kl',
-  'actor/grad_norm', 'critic/vf_loss', 'critic/grad_norm',
+  'critic/values/mean',
+  'critic/advantages/mean',
+  'critic/returns/mean',
+  'actor/entropy',
+  'actor/pg_loss',
+  'actor/ppo_kl',
+  'actor/grad_norm',
+  'critic/vf_loss',
+  'critic/grad_norm',
 ];
 // Float32 rounding of sums over the step's tokens and parameters, with room: measured differences are at most
 // 6e-8 absolute (losses, KL, advantages, whose terms are O(1)) and 2e-7 relative (gradient norms). A wrong variant
@@ -29,24 +36,42 @@ const ABSOLUTE = 1e-6;
 const RELATIVE = 1e-5;
 
 async function firstStep(deviceClass: 'cpu' | 'gpu'): Promise<Record<string, number>> {
-  const { dataSeed } = JSON.parse(await readFile(join(SHIPPED_CHECKPOINT_PATH, 'warm_start.json'), 'utf8')) as { dataSeed: number };
+  const { dataSeed } = JSON.parse(await readFile(join(SHIPPED_CHECKPOINT_PATH, 'warm_start.json'), 'utf8')) as {
+    dataSeed: number;
+  };
   const dir = await mkdtemp(join(tmpdir(), `first-step-${deviceClass}-`));
   const knobs = readKnobs({ ...process.env, WEBGPU_DEVICE_CLASS: deviceClass });
-  const { code, stderr } = await runCli(['--config', DEFAULT_JOB.source, `actor_rollout_ref.model.path=${SHIPPED_CHECKPOINT_PATH}`,
-    `data.seed=${dataSeed}`, 'trainer.total_training_steps=1', 'trainer.val_before_train=false', 'trainer.test_freq=-1',
-    'trainer.save_freq=-1', 'trainer.logger=[file]', `trainer.default_local_dir=${dir}`], {}, { knobs });
+  const { code, stderr } = await runCli(
+    [
+      '--config',
+      DEFAULT_JOB.source,
+      `actor_rollout_ref.model.path=${SHIPPED_CHECKPOINT_PATH}`,
+      `data.seed=${dataSeed}`,
+      'trainer.total_training_steps=1',
+      'trainer.val_before_train=false',
+      'trainer.test_freq=-1',
+      'trainer.save_freq=-1',
+      'trainer.logger=[file]',
+      `trainer.default_local_dir=${dir}`,
+    ],
+    {},
+    { knobs },
+  );
   expect(code, stderr).toBe(0);
   return (await runMetrics(dir)).map((line) => line.data).find((m) => m['critic/score/mean'] !== undefined)!;
 }
 
 describe('device classes', () => {
-  it('the default job\'s first PPO step: the same samples, and losses, KL and gradient norms equal to float32 rounding', async () => {
+  it("the default job's first PPO step: the same samples, and losses, KL and gradient norms equal to float32 " +
+    'rounding', async () => {
     const cpu = await firstStep('cpu');
     const gpu = await firstStep('gpu');
     for (const key of SAME_SAMPLES) expect(gpu[key], key).toBe(cpu[key]);
     for (const key of ROUNDING_CLOSE) {
       expect(Number.isFinite(cpu[key]), `${key} = ${cpu[key]}`).toBe(true);
-      expect(Math.abs(gpu[key] - cpu[key]), `${key}: cpu ${cpu[key]}, gpu ${gpu[key]}`).toBeLessThanOrEqual(ABSOLUTE + RELATIVE * Math.abs(cpu[key]));
+      expect(Math.abs(gpu[key] - cpu[key]), `${key}: cpu ${cpu[key]}, gpu ${gpu[key]}`).toBeLessThanOrEqual(
+        ABSOLUTE + RELATIVE * Math.abs(cpu[key]),
+      );
     }
   }, 600_000);
 });

@@ -14,7 +14,7 @@ describe('device class', () => {
     expect(engine.caps.deviceClass).toBe(process.env.WEBGPU_DEVICE_CLASS || detected);
   });
 
-  it('two engines on one adapter choose their own class\'s variants; the adapter stays what it is', async () => {
+  it("two engines on one adapter choose their own class's variants; the adapter stays what it is", async () => {
     const engines = {
       cpu: await Engine.create(readKnobs({ WEBGPU_DEVICE_CLASS: 'cpu' })),
       gpu: await Engine.create(readKnobs({ WEBGPU_DEVICE_CLASS: 'gpu' })),

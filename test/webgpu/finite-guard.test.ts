@@ -35,36 +35,61 @@ describe('non-finite guard', () => {
     const params = createParameterArena(engine, config, 'actor');
     uploadArenaTensors(engine, params, values);
     const dir = join((await makeTinyRun()).root, 'inf-model');
-    await expect(saveModel(engine, dir, config, params)).rejects.toThrow(`saving ${dir}: tensor 'model.norm.weight' holds Infinity at index 5`);
+    await expect(saveModel(engine, dir, config, params)).rejects.toThrow(
+      `saving ${dir}: tensor 'model.norm.weight' holds Infinity at index 5`,
+    );
     await expect(stat(dir)).rejects.toThrow(/ENOENT/);
   });
 
-  it('NaN weights in the model file never reach a step: refused at load, naming the file and tensor, before the run directory exists', async () => {
+  it('NaN weights in the model file never reach a step: refused at load, naming the file and tensor, before the run ' +
+    'directory exists', async () => {
     const { root, overrides } = await makeTinyRun();
     await poisonWeights(join(root, 'model'));
     const dir = join(root, 'run');
     const errors: string[] = [];
     const spy = vi.spyOn(console, 'error').mockImplementation((line: string) => void errors.push(line));
     try {
-      expect(await main([...overrides, `trainer.default_local_dir=${dir}`, 'trainer.total_training_steps=2', 'trainer.save_freq=1'])).toBe(1);
+      expect(
+        await main([
+          ...overrides,
+          `trainer.default_local_dir=${dir}`,
+          'trainer.total_training_steps=2',
+          'trainer.save_freq=1',
+        ]),
+      ).toBe(1);
     } finally {
       spy.mockRestore();
     }
-    expect(errors).toEqual([expect.stringMatching(/^error: \S+model\.safetensors: tensor '\S+' holds NaN at index \d+.*; refusing to load the actor with non-finite weights/)]);
+    expect(errors).toEqual([
+      expect.stringMatching(
+        /^error: \S+model\.safetensors: tensor '\S+' holds NaN at index \d+.*; refusing to load the actor with non-finite weights/,
+      ),
+    ]);
     await expect(stat(dir)).rejects.toThrow(/ENOENT/);
   }, 300_000);
 
-  it('lr=1e9: the run stops naming the step, leaves no checkpoint or metrics line of it, and resumes from the last good one', async () => {
+  it('lr=1e9: the run stops naming the step, leaves no checkpoint or metrics line of it, and resumes from the last ' +
+    'good one', async () => {
     const { root, overrides } = await makeTinyRun();
     const dir = join(root, 'run');
     const common = [...overrides, `trainer.default_local_dir=${dir}`, 'trainer.save_freq=1'];
     expect(await main([...common, 'trainer.total_training_steps=1'])).toBe(0);
-    const error = await main([...common, 'trainer.total_training_steps=6', 'actor_rollout_ref.actor.optim.lr=1e9', 'critic.optim.lr=1e9'])
-      .then(() => null, (err: Error) => err);
+    const error = await main([
+      ...common,
+      'trainer.total_training_steps=6',
+      'actor_rollout_ref.actor.optim.lr=1e9',
+      'critic.optim.lr=1e9',
+    ]).then(
+      () => null,
+      (err: Error) => err,
+    );
     expect(error?.message).toMatch(/^step \d+: \S+ is (NaN|-?Infinity)/);
     const failed = Number(/^step (\d+)/.exec(error!.message)![1]);
     expect(await stepDirs(dir)).not.toContain(`global_step_${failed}`);
-    const metrics = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    const metrics = (await readFile(join(dir, 'metrics.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(metrics.every((m) => m.step < failed)).toBe(true);
     const latest = Math.max(...(await stepDirs(dir)).map((n) => Number(n.slice('global_step_'.length))));
     expect(latest).toBe(failed - 1);

@@ -19,8 +19,17 @@ describe('gather-rows kernel', () => {
       const data = randomArray(N * stride, N + stride);
       const source = engine.tensorFrom('source', [N, stride], data);
       const out = engine.tensor('out', [rows.length, width]);
-      gatherRows(engine, { source, sourceStride: stride, rows: engine.tensorFrom('rows', [rows.length], rows, 'u32'), m: rows.length, width, out });
-      expect(Array.from(await engine.read(out))).toEqual(Array.from(gatherRowsRef({ source: data, sourceStride: stride, rows, width })));
+      gatherRows(engine, {
+        source,
+        sourceStride: stride,
+        rows: engine.tensorFrom('rows', [rows.length], rows, 'u32'),
+        m: rows.length,
+        width,
+        out,
+      });
+      expect(Array.from(await engine.read(out))).toEqual(
+        Array.from(gatherRowsRef({ source: data, sourceStride: stride, rows, width })),
+      );
     });
   }
 
@@ -28,7 +37,8 @@ describe('gather-rows kernel', () => {
     const engine = await gpuEngine();
     const source = engine.tensor('experience.old', [2, 4]);
     const rows = engine.tensorFrom('rows', [1], [0], 'u32');
-    expect(() => gatherRows(engine, { source, sourceStride: 4, rows, m: 1, width: 5, out: engine.tensor('out', [5]) }))
-      .toThrow('gatherRows: width 5 exceeds the source\'s 4 columns (tensor experience.old)');
+    expect(() =>
+      gatherRows(engine, { source, sourceStride: 4, rows, m: 1, width: 5, out: engine.tensor('out', [5]) }),
+    ).toThrow("gatherRows: width 5 exceeds the source's 4 columns (tensor experience.old)");
   });
 });

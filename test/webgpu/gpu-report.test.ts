@@ -15,7 +15,10 @@ describe('gpu-report --tiny', () => {
     if (!engine.caps.softwareAdapter) return;
     const dir = await mkdtemp(join(tmpdir(), 'gpu-report-'));
     try {
-      expect(await runGpuReport(engine, ['--tiny', `--out=${join(dir, 'r.json')}`], () => {})).toEqual({ code: 1, report: null });
+      expect(await runGpuReport(engine, ['--tiny', `--out=${join(dir, 'r.json')}`], () => {})).toEqual({
+        code: 1,
+        report: null,
+      });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -27,7 +30,11 @@ describe('gpu-report --tiny', () => {
     const out = join(dir, 'report.json');
     const lines: string[] = [];
     try {
-      const { code, report } = await runGpuReport(engine, ['--tiny', '--allow-software', '--skip=ppo-step,jax-js', `--out=${out}`], (l) => lines.push(l));
+      const { code, report } = await runGpuReport(
+        engine,
+        ['--tiny', '--allow-software', '--skip=ppo-step,jax-js', `--out=${out}`],
+        (l) => lines.push(l),
+      );
       expect(code, lines.join('\n')).toBe(0);
       expect(JSON.parse(await readFile(out, 'utf8'))).toEqual(report);
       const sections = Object.fromEntries(report!.sections.map((s) => [s.section, s]));
@@ -36,17 +43,25 @@ describe('gpu-report --tiny', () => {
       expect(sections['jax-js']).toMatchObject({ status: 'skipped', reason: 'asked (--skip)' });
       // torch runs where python3 imports it (on the CPU here, asked by --allow-software), else says why not.
       expect(sections.torch.status === 'ok' || /torch|python3/.test(sections.torch.reason ?? '')).toBe(true);
-      for (const name of ['adapter', 'kernels', 'matmul', 'train', 'generation'] as const) expect(sections[name].status, name).toBe('ok');
+      for (const name of ['adapter', 'kernels', 'matmul', 'train', 'generation'] as const)
+        expect(sections[name].status, name).toBe('ok');
       expect(sections.adapter.result).toMatchObject({ description: engine.caps.description, memory: engine.memory });
       const kernels = sections.kernels.result as { kernel: string; gbps: number }[];
       expect(kernels.map((k) => k.kernel)).toEqual(['rmsnorm forward', 'rmsnorm backward']);
       expect(kernels.every((k) => k.gbps > 0)).toBe(true);
       const matmul = sections.matmul.result as { kernel: string; shape: string; gflops: number; peak_share?: number }[];
-      expect(matmul.map((m) => `${m.kernel} ${m.shape}`)).toEqual(['matmul nt 128x128x128', 'matmul nn 128x128x128', 'matmul tn 128x128x128']);
+      expect(matmul.map((m) => `${m.kernel} ${m.shape}`)).toEqual([
+        'matmul nt 128x128x128',
+        'matmul nn 128x128x128',
+        'matmul tn 128x128x128',
+      ]);
       // Every adapter the peak table knows (lavapipe's measured rate included) gives each matmul its share of peak.
-      if (engine.caps.softwareAdapter) expect(Object.keys(report!.summary)).toContain('matmul nt 128x128x128 share of fp32 peak');
+      if (engine.caps.softwareAdapter)
+        expect(Object.keys(report!.summary)).toContain('matmul nt 128x128x128 share of fp32 peak');
       expect(sections.train.result).toEqual([expect.objectContaining({ config: 'tiny', batch: 8, seq_len: 128 })]);
-      expect(sections.generation.result).toEqual([expect.objectContaining({ config: 'tiny', mode: 'kv-cache', new_tokens: 112 })]);
+      expect(sections.generation.result).toEqual([
+        expect.objectContaining({ config: 'tiny', mode: 'kv-cache', new_tokens: 112 }),
+      ]);
       expect(lines.filter((l) => l.startsWith('['))).toHaveLength(SECTIONS.length);
     } finally {
       await rm(dir, { recursive: true, force: true });

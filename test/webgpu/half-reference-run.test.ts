@@ -10,16 +10,32 @@ import { runCli } from '../support/run-cli.ts';
 describe('frozen models in bf16 from the command line', () => {
   it('runs a step with a bf16 reference and a bf16 frozen critic', async () => {
     const { root, overrides } = await makeTinyRun(6);
-    const run = (name: string, extra: string[]) => runCli([
-      ...overrides, 'trainer.logger=[console,file]', 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, name)}`,
-      'actor_rollout_ref.actor.use_kl_loss=true', 'critic.freeze=true', ...extra,
-    ]);
-    const klLoss = async (name: string) => (await runMetrics(join(root, name))).find((l) => l.data['actor/kl_loss'] !== undefined)!.data;
+    const run = (name: string, extra: string[]) =>
+      runCli([
+        ...overrides,
+        'trainer.logger=[console,file]',
+        'trainer.total_training_steps=1',
+        `trainer.default_local_dir=${join(root, name)}`,
+        'actor_rollout_ref.actor.use_kl_loss=true',
+        'critic.freeze=true',
+        ...extra,
+      ]);
+    const klLoss = async (name: string) =>
+      (await runMetrics(join(root, name))).find((l) => l.data['actor/kl_loss'] !== undefined)!.data;
     // The two runs differ only in the reference's dtype, so a different KL can only come from the reference.
-    const halfOthers = ['critic.model.fsdp_config.model_dtype=bfloat16', 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'];
-    const { code, stdout, stderr } = await run('half-run', ['actor_rollout_ref.ref.fsdp_config.model_dtype=bf16', ...halfOthers]);
+    const halfOthers = [
+      'critic.model.fsdp_config.model_dtype=bfloat16',
+      'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16',
+    ];
+    const { code, stdout, stderr } = await run('half-run', [
+      'actor_rollout_ref.ref.fsdp_config.model_dtype=bf16',
+      ...halfOthers,
+    ]);
     expect(code, stderr).toBe(0);
-    expect(stderr).toContain('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16: this model trains, so its weights stay float32 master copies');
+    expect(stderr).toContain(
+      'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16: this model trains, so its weights stay float32 master ' +
+        'copies',
+    );
     expect(stdout).toMatch(/reference parameters \(bf16 matrices\)/);
     expect(stdout).toMatch(/critic parameters \(bf16 matrices\)/);
     const half = await klLoss('half-run');

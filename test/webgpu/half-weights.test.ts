@@ -4,7 +4,13 @@
 // an engine that binds at most 16 KiB (the half embedding split into windows) up to float rounding.
 import { describe, it, expect, afterAll } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { SPLIT_BYTES, SPLIT_MODEL_ROWS, randomSplitModelParameters, splitModelBatch, splitModelConfig } from '../support/split-model.ts';
+import {
+  SPLIT_BYTES,
+  SPLIT_MODEL_ROWS,
+  randomSplitModelParameters,
+  splitModelBatch,
+  splitModelConfig,
+} from '../support/split-model.ts';
 import { expectClose, randomArray, seededRandom } from '../support/arrays.ts';
 import { Engine, Tensor, readKnobs, roundToHalf, type Arena, type FloatDType } from '../../engine/index.ts';
 import { toHalf } from '../../kernels/util/to-half.ts';
@@ -26,19 +32,39 @@ const DTYPES = ['bf16', 'f16'] as const;
 
 /** The packed 16-bit patterns of a half tensor, read through a u32 view of its words. */
 async function halfBits(engine: Engine, tensor: Tensor): Promise<number[]> {
-  const words = await engine.read(new Tensor(`${tensor.name}.words`, tensor.buffer, tensor.byteOffset, [Math.ceil(tensor.size / 2)], 'u32'));
+  const words = await engine.read(
+    new Tensor(`${tensor.name}.words`, tensor.buffer, tensor.byteOffset, [Math.ceil(tensor.size / 2)], 'u32'),
+  );
   return [...new Uint16Array(words.buffer, words.byteOffset, tensor.size)];
 }
 
 // Specials and ties of both formats: ±0, ±inf, NaN, f16's overflow and subnormal edges, bf16 ties.
-const SPECIALS = [0, -0, Infinity, -Infinity, NaN, 65504, 65520, 65519.99, 2 ** -25, 2 ** -24, 1e-30, -3.4e38, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -11];
+const SPECIALS = [
+  0,
+  -0,
+  Infinity,
+  -Infinity,
+  NaN,
+  65504,
+  65520,
+  65519.99,
+  2 ** -25,
+  2 ** -24,
+  1e-30,
+  -3.4e38,
+  1 + 2 ** -8,
+  1 + 3 * 2 ** -8,
+  1 + 2 ** -11,
+];
 
 describe('to-half kernel', () => {
   for (const dtype of DTYPES) {
     it(`${dtype}: bit-exact against the host conversion, odd lengths included`, async () => {
       const engine = await gpuEngine();
       for (const n of [1, 2, 15, 1001]) {
-        const values = Float32Array.from({ length: n }, (_, i) => (i < SPECIALS.length ? SPECIALS[i] : Math.sin(i) * 10 ** ((i % 9) - 4)));
+        const values = Float32Array.from({ length: n }, (_, i) =>
+          i < SPECIALS.length ? SPECIALS[i] : Math.sin(i) * 10 ** ((i % 9) - 4),
+        );
         const halves = engine.tensor('halves', [n], dtype);
         toHalf(engine, { values: engine.tensorFrom('values', [n], values), halves });
         expect(await halfBits(engine, halves), `${dtype} n=${n}`).toEqual([...toHalfRef(dtype, values).slice(0, n)]);
@@ -52,13 +78,26 @@ describe('embedding with a half-precision table', () => {
     it(`${dtype}: rows of the ${dtype}-rounded table, vec4 and scalar widths`, async () => {
       const engine = await gpuEngine();
       const V = 11;
-      for (const [N, C] of [[7, 12], [5, 6], [33, 130]]) {
+      for (const [N, C] of [
+        [7, 12],
+        [5, 6],
+        [33, 130],
+      ]) {
         const random = seededRandom(N * C);
         const ids = Uint32Array.from({ length: N }, () => Math.floor(random() * V));
         const tableData = randomArray(V * C, C);
         const out = engine.tensor('out', [N, C]);
-        embeddingForward(engine, { ids: engine.tensorFrom('ids', [N], ids, 'u32'), table: engine.tensorFrom('table', [V, C], tableData, dtype), out, N, V, C });
-        expect([...await engine.read(out)], `${dtype} N=${N} C=${C}`).toEqual([...embeddingForwardRef({ ids, table: roundToHalf(dtype, tableData), N, V, C })]);
+        embeddingForward(engine, {
+          ids: engine.tensorFrom('ids', [N], ids, 'u32'),
+          table: engine.tensorFrom('table', [V, C], tableData, dtype),
+          out,
+          N,
+          V,
+          C,
+        });
+        expect([...(await engine.read(out))], `${dtype} N=${N} C=${C}`).toEqual([
+          ...embeddingForwardRef({ ids, table: roundToHalf(dtype, tableData), N, V, C }),
+        ]);
       }
     });
   }
@@ -70,11 +109,20 @@ const { inputIds, attentionMask } = splitModelBatch;
 const R = SPLIT_MODEL_ROWS;
 const targets = Uint32Array.from({ length: R }, (_, i) => (i * 71) % 1000);
 
-async function logprobs(engine: Engine, params: Arena, label: string): Promise<{ logprobs: Float32Array; entropy: Float32Array }> {
+async function logprobs(
+  engine: Engine,
+  params: Arena,
+  label: string,
+): Promise<{ logprobs: Float32Array; entropy: Float32Array }> {
   const lm = new CausalLm(engine, config, params);
   const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize, label);
-  const out = lm.tokenLogprobs(batch, engine.tensorFrom(`${label}.targets`, [R], targets, 'u32'), { saveForBackward: false });
-  return { logprobs: Float32Array.from(await engine.read(out.logprobs)), entropy: Float32Array.from(await engine.read(out.entropy)) };
+  const out = lm.tokenLogprobs(batch, engine.tensorFrom(`${label}.targets`, [R], targets, 'u32'), {
+    saveForBackward: false,
+  });
+  return {
+    logprobs: Float32Array.from(await engine.read(out.logprobs)),
+    entropy: Float32Array.from(await engine.read(out.entropy)),
+  };
 }
 
 function uploaded(engine: Engine, values: Map<string, Float32Array>, label: string, dtype: FloatDType = 'f32'): Arena {
@@ -85,7 +133,11 @@ function uploaded(engine: Engine, values: Map<string, Float32Array>, label: stri
 
 /** The values a half arena holds: matrices rounded, norms as they are. */
 function rounded(values: Map<string, Float32Array>, dtype: 'bf16' | 'f16'): Map<string, Float32Array> {
-  const half = new Set(parameterEntries(config, dtype).filter((e) => e.dtype === dtype).map((e) => e.name));
+  const half = new Set(
+    parameterEntries(config, dtype)
+      .filter((e) => e.dtype === dtype)
+      .map((e) => e.name),
+  );
   return new Map([...values].map(([name, data]) => [name, half.has(name) ? roundToHalf(dtype, data) : data]));
 }
 
@@ -94,28 +146,48 @@ describe('a frozen model in half precision', () => {
   afterAll(() => split?.destroy());
 
   for (const dtype of DTYPES) {
-    it(`${dtype}: the log-probs of float32 arithmetic over the ${dtype}-rounded weights, bit for bit; close to the float32 model`, async () => {
-      const engine = await gpuEngine();
-      const values = randomParameters();
-      const half = uploaded(engine, values, `half-${dtype}`, dtype);
-      expect(half.get('model.layers.0.mlp.gate_up_proj.weight').dtype).toBe(dtype);
-      expect(half.get('model.layers.0.input_layernorm.weight').dtype).toBe('f32');
-      const actual = await logprobs(engine, half, `half-${dtype}`);
-      const exact = await logprobs(engine, uploaded(engine, rounded(values, dtype), `rounded-${dtype}`), `rounded-${dtype}`);
-      expect([...actual.logprobs]).toEqual([...exact.logprobs]);
-      expect([...actual.entropy]).toEqual([...exact.entropy]);
-      const full = await logprobs(engine, uploaded(engine, values, `f32-${dtype}`), `f32-${dtype}`);
-      // bf16 keeps 8 mantissa bits: relative weight error ≤ 2^-9, a few hundredths of a nat over this model.
-      expectClose(actual.logprobs, full.logprobs, dtype === 'bf16' ? 0.05 : 0.005, 0.01, `${dtype} vs float32 log-probs`);
+    it(
+      `${dtype}: the log-probs of float32 arithmetic over the ${dtype}-rounded weights, bit for bit; close to the ` +
+        `float32 model`,
+      async () => {
+        const engine = await gpuEngine();
+        const values = randomParameters();
+        const half = uploaded(engine, values, `half-${dtype}`, dtype);
+        expect(half.get('model.layers.0.mlp.gate_up_proj.weight').dtype).toBe(dtype);
+        expect(half.get('model.layers.0.input_layernorm.weight').dtype).toBe('f32');
+        const actual = await logprobs(engine, half, `half-${dtype}`);
+        const exact = await logprobs(
+          engine,
+          uploaded(engine, rounded(values, dtype), `rounded-${dtype}`),
+          `rounded-${dtype}`,
+        );
+        expect([...actual.logprobs]).toEqual([...exact.logprobs]);
+        expect([...actual.entropy]).toEqual([...exact.entropy]);
+        const full = await logprobs(engine, uploaded(engine, values, `f32-${dtype}`), `f32-${dtype}`);
+        // bf16 keeps 8 mantissa bits: relative weight error ≤ 2^-9, a few hundredths of a nat over this model.
+        expectClose(
+          actual.logprobs,
+          full.logprobs,
+          dtype === 'bf16' ? 0.05 : 0.005,
+          0.01,
+          `${dtype} vs float32 log-probs`,
+        );
 
-      // The reference made on the device from a float32 actor holds the same bits as one uploaded in dtype.
-      const copy = frozenParameterCopy(engine, config, uploaded(engine, values, `actor-${dtype}`), `copy-${dtype}`, dtype);
-      for (const name of half.names()) {
-        const [a, b] = [copy.get(name), half.get(name)];
-        if (a.dtype === 'f32') expect([...await engine.read(a)], name).toEqual([...await engine.read(b)]);
-        else expect(await halfBits(engine, a), name).toEqual(await halfBits(engine, b));
-      }
-    });
+        // The reference made on the device from a float32 actor holds the same bits as one uploaded in dtype.
+        const copy = frozenParameterCopy(
+          engine,
+          config,
+          uploaded(engine, values, `actor-${dtype}`),
+          `copy-${dtype}`,
+          dtype,
+        );
+        for (const name of half.names()) {
+          const [a, b] = [copy.get(name), half.get(name)];
+          if (a.dtype === 'f32') expect([...(await engine.read(a))], name).toEqual([...(await engine.read(b))]);
+          else expect(await halfBits(engine, a), name).toEqual(await halfBits(engine, b));
+        }
+      },
+    );
   }
 
   it('bf16 under a forced 16 KiB binding limit: the half embedding splits into windows, same log-probs', async () => {
@@ -136,29 +208,48 @@ describe('a frozen model in half precision', () => {
 });
 
 describe('a Qwen3-shaped bf16 checkpoint (vocabulary 151,936) loaded as a bf16 frozen model', () => {
-  it('takes the plan\'s half bytes and gives the float32-loaded model\'s log-probs bit for bit (its weights are bf16 values)', async () => {
-    const engine = await gpuEngine();
-    const root = await mkdtemp(join(tmpdir(), 'qwen3-half-'));
-    try {
-      await writeQwen3Model(root, { ...QWEN3_TINY_LAYER, layers: 1 }, 4);
-      const f32 = await loadModel(engine, root, { label: 'qwen3-f32' });
-      const bf16 = await loadModel(engine, root, { label: 'qwen3-bf16', weightDtype: (dtype) => (dtype === 'bfloat16' ? 'bf16' : 'f32') });
-      // Arena words hold the bytes the memory plan counts, up to each tensor's 256-byte alignment.
-      const arenaBytes = (params: Arena) => params.totalElements * 4;
-      expect(arenaBytes(bf16.params)).toBeGreaterThanOrEqual(parameterBytes(bf16.config, 'bf16'));
-      expect(arenaBytes(bf16.params) - parameterBytes(bf16.config, 'bf16')).toBeLessThan(256 * bf16.params.layout.slots.length);
-      expect(arenaBytes(bf16.params) / arenaBytes(f32.params)).toBeCloseTo(0.5, 2);
-      const inputIds = [[151644, 872, 198, 9707, 11, 1879, 0, 151645], [151643, 151643, 151644, 77091, 198, 16, 10, 151935]];
-      const attentionMask = [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1, 1, 1]];
-      const targets = inputIds.flatMap((row) => [...row.slice(1), 151645]);
-      const run = async (params: Arena, label: string) => {
-        const lm = new CausalLm(engine, f32.config, params);
-        const out = lm.tokenLogprobs(uploadTokenBatch(engine, { inputIds, attentionMask }, f32.config.vocabSize, label), engine.tensorFrom(`${label}.targets`, [16], targets, 'u32'), { saveForBackward: false });
-        return [...await engine.read(out.logprobs)];
-      };
-      expect(await run(bf16.params, 'qwen3-bf16')).toEqual(await run(f32.params, 'qwen3-f32'));
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
-  });
+  it(
+    "takes the plan's half bytes and gives the float32-loaded model's log-probs bit for bit (its weights are bf16 " +
+      'values)',
+    async () => {
+      const engine = await gpuEngine();
+      const root = await mkdtemp(join(tmpdir(), 'qwen3-half-'));
+      try {
+        await writeQwen3Model(root, { ...QWEN3_TINY_LAYER, layers: 1 }, 4);
+        const f32 = await loadModel(engine, root, { label: 'qwen3-f32' });
+        const bf16 = await loadModel(engine, root, {
+          label: 'qwen3-bf16',
+          weightDtype: (dtype) => (dtype === 'bfloat16' ? 'bf16' : 'f32'),
+        });
+        // Arena words hold the bytes the memory plan counts, up to each tensor's 256-byte alignment.
+        const arenaBytes = (params: Arena) => params.totalElements * 4;
+        expect(arenaBytes(bf16.params)).toBeGreaterThanOrEqual(parameterBytes(bf16.config, 'bf16'));
+        expect(arenaBytes(bf16.params) - parameterBytes(bf16.config, 'bf16')).toBeLessThan(
+          256 * bf16.params.layout.slots.length,
+        );
+        expect(arenaBytes(bf16.params) / arenaBytes(f32.params)).toBeCloseTo(0.5, 2);
+        const inputIds = [
+          [151644, 872, 198, 9707, 11, 1879, 0, 151645],
+          [151643, 151643, 151644, 77091, 198, 16, 10, 151935],
+        ];
+        const attentionMask = [
+          [1, 1, 1, 1, 1, 1, 1, 1],
+          [0, 0, 1, 1, 1, 1, 1, 1],
+        ];
+        const targets = inputIds.flatMap((row) => [...row.slice(1), 151645]);
+        const run = async (params: Arena, label: string) => {
+          const lm = new CausalLm(engine, f32.config, params);
+          const out = lm.tokenLogprobs(
+            uploadTokenBatch(engine, { inputIds, attentionMask }, f32.config.vocabSize, label),
+            engine.tensorFrom(`${label}.targets`, [16], targets, 'u32'),
+            { saveForBackward: false },
+          );
+          return [...(await engine.read(out.logprobs))];
+        };
+        expect(await run(bf16.params, 'qwen3-bf16')).toEqual(await run(f32.params, 'qwen3-f32'));
+      } finally {
+        await rm(root, { recursive: true, force: true });
+      }
+    },
+  );
 });

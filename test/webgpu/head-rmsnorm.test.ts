@@ -34,16 +34,43 @@ describe('head-rmsnorm kernel', () => {
       const dKWeight = engine.tensorFrom('dKWeight', [HS], dKWeightBefore);
       headRmsnormForward(engine, { qkv, qWeight, kWeight, out, rstd, ...shape, eps });
       headRmsnormBackward(engine, {
-        qkv, qWeight, kWeight, rstd, dOut: engine.tensorFrom('dOut', [rows, size / rows], dOutData), dQkv, dQWeight, dKWeight, ...shape,
+        qkv,
+        qWeight,
+        kWeight,
+        rstd,
+        dOut: engine.tensorFrom('dOut', [rows, size / rows], dOutData),
+        dQkv,
+        dQWeight,
+        dKWeight,
+        ...shape,
       });
 
       const ref = headRmsnormForwardRef({ ...shape, qkv: qkvData, qWeight: qWeightData, kWeight: kWeightData, eps });
       expectClose(await engine.read(out), ref.out, 1e-5, 1e-5, 'out');
       expectClose(await engine.read(rstd), ref.rstd, 0, 1e-5, 'rstd');
-      const grads = headRmsnormBackwardRef({ ...shape, qkv: qkvData, qWeight: qWeightData, kWeight: kWeightData, rstd: ref.rstd, dOut: dOutData });
+      const grads = headRmsnormBackwardRef({
+        ...shape,
+        qkv: qkvData,
+        qWeight: qWeightData,
+        kWeight: kWeightData,
+        rstd: ref.rstd,
+        dOut: dOutData,
+      });
       expectClose(await engine.read(dQkv), grads.dQkv, 1e-5, 1e-5, 'dQkv');
-      expectClose(await engine.read(dQWeight), grads.dQWeight.map((g, d) => g + dQWeightBefore[d]), 1e-5, 1e-5, 'dQWeight');
-      expectClose(await engine.read(dKWeight), grads.dKWeight.map((g, d) => g + dKWeightBefore[d]), 1e-5, 1e-5, 'dKWeight');
+      expectClose(
+        await engine.read(dQWeight),
+        grads.dQWeight.map((g, d) => g + dQWeightBefore[d]),
+        1e-5,
+        1e-5,
+        'dQWeight',
+      );
+      expectClose(
+        await engine.read(dKWeight),
+        grads.dKWeight.map((g, d) => g + dKWeightBefore[d]),
+        1e-5,
+        1e-5,
+        'dKWeight',
+      );
     });
   }
 });

@@ -16,17 +16,29 @@ const LLAMA_TINY = ['hf/llama-tiny/fixtures.json', 'hf/llama-tiny/config.json', 
 
 describeWithFixtures('llama-tiny matches transformers', LLAMA_TINY, () => {
   const fixture = readFixtureJson('hf/llama-tiny/fixtures.json');
-  const config = parseHfConfig(readFileSync(fixturePath('hf/llama-tiny/config.json'), 'utf8'), 'llama-tiny/config.json');
-  const weights = parseSafetensors(new Uint8Array(readFileSync(fixturePath('hf/llama-tiny/model.safetensors'))), 'llama-tiny/model.safetensors');
+  const config = parseHfConfig(
+    readFileSync(fixturePath('hf/llama-tiny/config.json'), 'utf8'),
+    'llama-tiny/config.json',
+  );
+  const weights = parseSafetensors(
+    new Uint8Array(readFileSync(fixturePath('hf/llama-tiny/model.safetensors'))),
+    'llama-tiny/model.safetensors',
+  );
 
   async function loadModel() {
     const engine = await gpuEngine();
     const params = createParameterArena(engine, config, 'llama-tiny');
-    uploadHfTensors(engine, params, config, (name) => {
-      const data = weights.tensors.get(name);
-      const info = weights.header.tensors.find((t) => t.name === name);
-      return data && info ? { shape: info.shape, data: Float32Array.from(data) } : undefined;
-    }, 'llama-tiny');
+    uploadHfTensors(
+      engine,
+      params,
+      config,
+      (name) => {
+        const data = weights.tensors.get(name);
+        const info = weights.header.tensors.find((t) => t.name === name);
+        return data && info ? { shape: info.shape, data: Float32Array.from(data) } : undefined;
+      },
+      'llama-tiny',
+    );
     return { engine, params, model: new CausalLm(engine, config, params) };
   }
 
@@ -47,7 +59,13 @@ describeWithFixtures('llama-tiny matches transformers', LLAMA_TINY, () => {
       for (let b = 0; b < B; b++) {
         for (let t = 0; t < T; t++) {
           if (!mask[b][t]) continue;
-          expectClose(logits.subarray((b * T + t) * V, (b * T + t + 1) * V), run.logits[b][t], 1e-4, 0, `logits[${b}][${t}]`);
+          expectClose(
+            logits.subarray((b * T + t) * V, (b * T + t + 1) * V),
+            run.logits[b][t],
+            1e-4,
+            0,
+            `logits[${b}][${t}]`,
+          );
         }
       }
 
@@ -59,11 +77,14 @@ describeWithFixtures('llama-tiny matches transformers', LLAMA_TINY, () => {
           weightsOfLoss[b * T + t] = run.loss_mask[b][t];
         }
       }
-      const out = model.tokenLogprobs(batch, engine.tensorFrom('targets', [B * T], targets, 'u32'), { saveForBackward: true });
+      const out = model.tokenLogprobs(batch, engine.tensorFrom('targets', [B * T], targets, 'u32'), {
+        saveForBackward: true,
+      });
       const logprobs = await engine.read(out.logprobs);
       for (let b = 0; b < B; b++) {
         for (let t = 0; t + 1 < T; t++) {
-          if (run.loss_mask[b][t]) expect(Math.abs(logprobs[b * T + t] - run.next_token_logprobs[b][t])).toBeLessThan(1e-4);
+          if (run.loss_mask[b][t])
+            expect(Math.abs(logprobs[b * T + t] - run.next_token_logprobs[b][t])).toBeLessThan(1e-4);
         }
       }
 

@@ -19,7 +19,8 @@ import { readHfTensors } from '../../models/parameter-store.ts';
 import { expectClose } from '../support/arrays.ts';
 
 function withoutTimings({ data: metrics }: { data: Record<string, number> }): Record<string, number> {
-  for (const key of Object.keys(metrics)) if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];
+  for (const key of Object.keys(metrics))
+    if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];
   return metrics;
 }
 
@@ -28,12 +29,17 @@ async function tensorsOf(file: string) {
 }
 
 describe('LoRA run', () => {
-  it('trains only the adapters, starts at KL 0, saves PEFT + merged checkpoints, resumes, and loads lora_adapter_path', async () => {
+  it('trains only the adapters, starts at KL 0, saves PEFT + merged checkpoints, resumes, and loads ' +
+    'lora_adapter_path', async () => {
     const { root, overrides } = await makeTinyRun();
     const common = [
-      ...overrides, 'actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.lora_alpha=16',
-      'actor_rollout_ref.model.lora_save_merged=true', 'actor_rollout_ref.actor.use_kl_loss=true',
-      'actor_rollout_ref.actor.ppo_mini_batch_size=4', 'trainer.save_freq=1',
+      ...overrides,
+      'actor_rollout_ref.model.lora_rank=8',
+      'actor_rollout_ref.model.lora_alpha=16',
+      'actor_rollout_ref.model.lora_save_merged=true',
+      'actor_rollout_ref.actor.use_kl_loss=true',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+      'trainer.save_freq=1',
     ];
     const a = join(root, 'a');
     const b = join(root, 'b');
@@ -44,7 +50,9 @@ describe('LoRA run', () => {
     const metrics = (await runMetrics(a)).map(withoutTimings).filter((m) => m['critic/score/mean'] !== undefined);
     expect(metrics[0]['actor/kl_loss']).toBe(0);
     expect(metrics[1]['actor/kl_loss']).toBeGreaterThan(0);
-    expect((await runMetrics(b)).map(withoutTimings).filter((m) => m['critic/score/mean'] !== undefined)).toEqual(metrics);
+    expect((await runMetrics(b)).map(withoutTimings).filter((m) => m['critic/score/mean'] !== undefined)).toEqual(
+      metrics,
+    );
 
     // Base weights bit-identical to the starting model; the adapter moved.
     const start = await tensorsOf(join(root, 'model', 'model.safetensors'));
@@ -53,7 +61,13 @@ describe('LoRA run', () => {
     const adapterDir = join(a, 'global_step_2', 'actor', 'lora_adapter');
     const adapterConfig = JSON.parse(await readFile(join(adapterDir, 'adapter_config.json'), 'utf8'));
     expect(adapterConfig).toMatchObject({
-      peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 8, lora_alpha: 16, bias: 'none', use_rslora: false, use_dora: false,
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      r: 8,
+      lora_alpha: 16,
+      bias: 'none',
+      use_rslora: false,
+      use_dora: false,
       target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
     });
     const adapter = await readLoraAdapter(adapterDir);
@@ -61,7 +75,10 @@ describe('LoRA run', () => {
     expect(adapter.tensors.get(bName)!.shape).toEqual([32, 8]);
     expect(adapter.tensors.get(bName)!.data.some((v) => v !== 0)).toBe(true);
     for (const file of ['actor/lora_adapter/adapter_model.safetensors', 'actor/optimizer.safetensors']) {
-      expect(Buffer.compare(await readFile(join(a, 'global_step_2', file)), await readFile(join(b, 'global_step_2', file))), file).toBe(0);
+      expect(
+        Buffer.compare(await readFile(join(a, 'global_step_2', file)), await readFile(join(b, 'global_step_2', file))),
+        file,
+      ).toBe(0);
     }
 
     // The merged directory is base + scaling·B·A; the adapter on the base gives the merged model's logits.
@@ -69,16 +86,32 @@ describe('LoRA run', () => {
     try {
       const base = await loadModel(engine, join(a, 'global_step_2', 'actor'), { label: 'base' });
       const merged = await loadModel(engine, join(a, 'global_step_2', 'actor', 'lora_merged'), { label: 'merged' });
-      const expected = mergeLora(base.config, adapter.settings, await readHfTensors(engine, base.params, base.config), adapter.tensors);
-      for (const [name, t] of await readHfTensors(engine, merged.params, merged.config)) expect(t.data, name).toEqual(expected.get(name)!.data);
+      const expected = mergeLora(
+        base.config,
+        adapter.settings,
+        await readHfTensors(engine, base.params, base.config),
+        adapter.tensors,
+      );
+      for (const [name, t] of await readHfTensors(engine, merged.params, merged.config))
+        expect(t.data, name).toEqual(expected.get(name)!.data);
       const lora = await loadLoraAdapter(engine, adapterDir, base.config, 'loaded');
       const logits = async (params: typeof base.params, withLora: boolean) => {
         const lm = new CausalLm(engine, base.config, params);
         lm.trunk.lora = withLora ? lora : null;
-        const batch = uploadTokenBatch(engine, { inputIds: [[1, 5, 7, 2]], attentionMask: [[1, 1, 1, 1]] }, base.config.vocabSize);
+        const batch = uploadTokenBatch(
+          engine,
+          { inputIds: [[1, 5, 7, 2]], attentionMask: [[1, 1, 1, 1]] },
+          base.config.vocabSize,
+        );
         return engine.read(lm.logits(batch, engine.tensor('logits', [4, base.config.vocabSize])));
       };
-      expectClose(await logits(base.params, true), await logits(merged.params, false), 1e-5, 1e-4, 'adapter vs merged logits');
+      expectClose(
+        await logits(base.params, true),
+        await logits(merged.params, false),
+        1e-5,
+        1e-4,
+        'adapter vs merged logits',
+      );
     } finally {
       engine.destroy();
     }
@@ -87,15 +120,24 @@ describe('LoRA run', () => {
     const c = join(root, 'c');
     const log = vi.spyOn(console, 'log').mockImplementation(() => {});
     try {
-      expect(await main([
-        ...overrides, `actor_rollout_ref.model.lora_adapter_path=${adapterDir}`, `trainer.default_local_dir=${c}`,
-        'trainer.total_training_steps=1', 'actor_rollout_ref.actor.optim.lr=0', 'trainer.save_freq=1', 'trainer.logger=[console]',
-      ])).toBe(0);
+      expect(
+        await main([
+          ...overrides,
+          `actor_rollout_ref.model.lora_adapter_path=${adapterDir}`,
+          `trainer.default_local_dir=${c}`,
+          'trainer.total_training_steps=1',
+          'actor_rollout_ref.actor.optim.lr=0',
+          'trainer.save_freq=1',
+          'trainer.logger=[console]',
+        ]),
+      ).toBe(0);
       // 7 modules × r·(in + out) on the 32-wide, 1-layer model (q 32, k/v 16, intermediate 64).
-      const trainable = 8 * ((32 + 32) + 2 * (32 + 16) + (32 + 32) + 2 * (32 + 64) + (64 + 32));
+      const trainable = 8 * (32 + 32 + 2 * (32 + 16) + (32 + 32) + 2 * (32 + 64) + (64 + 32));
       expect(log.mock.calls.map((args) => String(args[0]))).toContain(
-        `LoRA r=8, lora_alpha 16 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: ${trainable.toLocaleString('en-US')} trainable parameters of ` +
-        `${[...start.values()].reduce((n, t) => n + t.length, 0).toLocaleString('en-US')} (the base model frozen)`);
+        `LoRA r=8, lora_alpha 16 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: ` +
+          `${trainable.toLocaleString('en-US')} trainable parameters of ` +
+          `${[...start.values()].reduce((n, t) => n + t.length, 0).toLocaleString('en-US')} (the base model frozen)`,
+      );
     } finally {
       log.mockRestore();
     }

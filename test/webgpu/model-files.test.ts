@@ -42,21 +42,27 @@ describeWithFixtures('model directories', ['hf/llama-tiny'], () => {
     expect(criticAgain.params.has('score.bias')).toBe(true);
   });
 
-  it('file contents (a fetched directory) load bit-identically to the directory on disk; a missing tensor is named', async () => {
-    const engine = await gpuEngine();
-    const dir = fixturePath('hf/llama-tiny');
-    const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
-    const safetensors = new Uint8Array(await readFile(join(dir, 'model.safetensors')));
-    const fromDisk = await loadModel(engine, dir);
-    const fromFiles = modelFromFiles(engine, { config, safetensors }, 'https://example.org/llama-tiny');
-    expect(fromFiles.config).toEqual(fromDisk.config);
-    expect(await arenaBytes(engine, fromFiles.params)).toEqual(await arenaBytes(engine, fromDisk.params));
+  it(
+    'file contents (a fetched directory) load bit-identically to the directory on disk; a missing tensor is ' + 'named',
+    async () => {
+      const engine = await gpuEngine();
+      const dir = fixturePath('hf/llama-tiny');
+      const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
+      const safetensors = new Uint8Array(await readFile(join(dir, 'model.safetensors')));
+      const fromDisk = await loadModel(engine, dir);
+      const fromFiles = modelFromFiles(engine, { config, safetensors }, 'https://example.org/llama-tiny');
+      expect(fromFiles.config).toEqual(fromDisk.config);
+      expect(await arenaBytes(engine, fromFiles.params)).toEqual(await arenaBytes(engine, fromDisk.params));
 
-    const { header, tensors } = parseSafetensors(safetensors);
-    const kept = header.tensors.filter((t) => t.name !== 'model.norm.weight').map((t) => ({ name: t.name, shape: t.shape, data: tensors.get(t.name)! }));
-    expect(() => modelFromFiles(engine, { config, safetensors: serializeSafetensors(kept) }, 'https://example.org/llama-tiny'))
-      .toThrow(/https:\/\/example.org\/llama-tiny\/model.safetensors: missing tensor model.norm.weight/);
-  });
+      const { header, tensors } = parseSafetensors(safetensors);
+      const kept = header.tensors
+        .filter((t) => t.name !== 'model.norm.weight')
+        .map((t) => ({ name: t.name, shape: t.shape, data: tensors.get(t.name)! }));
+      expect(() =>
+        modelFromFiles(engine, { config, safetensors: serializeSafetensors(kept) }, 'https://example.org/llama-tiny'),
+      ).toThrow(/https:\/\/example.org\/llama-tiny\/model.safetensors: missing tensor model.norm.weight/);
+    },
+  );
 
   it('tools/forward.js prints logits, values and rewards', async () => {
     const engine = await gpuEngine();
@@ -73,8 +79,26 @@ describeWithFixtures('model directories', ['hf/llama-tiny'], () => {
     await saveModel(engine, join(root, 'reward'), rewardConfig, rewardParams);
 
     const input = join(root, 'input.json');
-    await writeFile(input, JSON.stringify({ input_ids: [[1, 4, 186, 246], [0, 0, 56, 123]], attention_mask: [[1, 1, 1, 1], [0, 0, 1, 1]] }));
-    const run = (model: string) => JSON.parse(execFileSync('node', ['tools/forward.js', '--model', model, '--input', input], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
+    await writeFile(
+      input,
+      JSON.stringify({
+        input_ids: [
+          [1, 4, 186, 246],
+          [0, 0, 56, 123],
+        ],
+        attention_mask: [
+          [1, 1, 1, 1],
+          [0, 0, 1, 1],
+        ],
+      }),
+    );
+    const run = (model: string) =>
+      JSON.parse(
+        execFileSync('node', ['tools/forward.js', '--model', model, '--input', input], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'ignore'],
+        }),
+      );
     const logits = run(fixturePath('hf/llama-tiny')).logits;
     expect([logits.length, logits[0].length, logits[0][0].length]).toEqual([2, 4, 256]);
     const values = run(join(root, 'critic')).values;

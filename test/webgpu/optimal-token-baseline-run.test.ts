@@ -8,7 +8,10 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { ExperienceMaker, type Experience } from '../../ppo/phases/experience.ts';
-import { computeOptimalTokenBaselineRef, computeMultiTurnOptimalTokenBaselineRef } from '../../kernels/ppo/optimal-token-baseline.ref.ts';
+import {
+  computeOptimalTokenBaselineRef,
+  computeMultiTurnOptimalTokenBaselineRef,
+} from '../../kernels/ppo/optimal-token-baseline.ref.ts';
 import { varianceProxyMetrics } from '../../ppo/metrics/variance-proxy.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { expectClose } from '../support/arrays.ts';
@@ -17,12 +20,23 @@ type Estimator = 'optimal_token_baseline' | 'tir_optimal_token_baseline';
 
 /** Runs two steps, recording each call of ExperienceMaker.advantages (its IS weights passed through `weights`);
  *  tir_optimal_token_baseline on the Search-R1 task (two turns, BM25 observations masked out between them). */
-async function otbRun(estimator: Estimator, extra: string[], weights: (w: Float32Array | null) => Float32Array | null = (w) => w) {
+async function otbRun(
+  estimator: Estimator,
+  extra: string[],
+  weights: (w: Float32Array | null) => Float32Array | null = (w) => w,
+) {
   const search = estimator === 'tir_optimal_token_baseline';
   const { root, overrides } = await makeTinyRun(search ? 8 : 6, search ? 'search_qa' : 'arithmetic');
   const task = search
-    ? ['do_search=true', `retriever.corpus_path=${join(root, 'corpus.jsonl')}`, 'retriever.topk=2', 'max_turns=2', 'data.max_response_length=20',
-      'data.max_obs_length=8', 'actor_rollout_ref.rollout.temperature=1.5']
+    ? [
+        'do_search=true',
+        `retriever.corpus_path=${join(root, 'corpus.jsonl')}`,
+        'retriever.topk=2',
+        'max_turns=2',
+        'data.max_response_length=20',
+        'data.max_obs_length=8',
+        'actor_rollout_ref.rollout.temperature=1.5',
+      ]
     : ['data.max_response_length=5'];
   // Rewards that differ within a group, so the baseline has something to weigh.
   const reward = join(root, 'length-reward.mjs');
@@ -30,16 +44,32 @@ async function otbRun(estimator: Estimator, extra: string[], weights: (w: Float3
   const dir = join(root, 'run');
   const original = ExperienceMaker.prototype.advantages;
   const calls: { experience: Experience; isWeights: Float32Array | null }[] = [];
-  const spy = vi.spyOn(ExperienceMaker.prototype, 'advantages').mockImplementation(async function (this: ExperienceMaker, x, plan, baselines, isWeights) {
+  const spy = vi.spyOn(ExperienceMaker.prototype, 'advantages').mockImplementation(async function (
+    this: ExperienceMaker,
+    x,
+    plan,
+    baselines,
+    isWeights,
+  ) {
     const used = weights(isWeights ?? null);
     const experience = await original.call(this, x, plan, baselines, used);
     calls.push({ experience, isWeights: used });
     return experience;
   });
   try {
-    expect(await main([...overrides, ...task, `custom_reward_function.path=${reward}`, 'actor_rollout_ref.rollout.n=2',
-      `algorithm.adv_estimator=${estimator}`, 'actor_rollout_ref.actor.calculate_sum_pi_squared=True', ...extra,
-      'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+    expect(
+      await main([
+        ...overrides,
+        ...task,
+        `custom_reward_function.path=${reward}`,
+        'actor_rollout_ref.rollout.n=2',
+        `algorithm.adv_estimator=${estimator}`,
+        'actor_rollout_ref.actor.calculate_sum_pi_squared=True',
+        ...extra,
+        'trainer.total_training_steps=2',
+        `trainer.default_local_dir=${dir}`,
+      ]),
+    ).toBe(0);
   } finally {
     spy.mockRestore();
   }
@@ -48,17 +78,34 @@ async function otbRun(estimator: Estimator, extra: string[], weights: (w: Float3
 }
 
 /** An estimator's CPU reference on a step's own inputs, with verl's default handle_zero_tail unless given. */
-function reference(estimator: Estimator, x: Experience, isWeights: Float32Array | null, handleZeroTail = estimator === 'tir_optimal_token_baseline') {
+function reference(
+  estimator: Estimator,
+  x: Experience,
+  isWeights: Float32Array | null,
+  handleZeroTail = estimator === 'tir_optimal_token_baseline',
+) {
   expect(x.sumPiSquared).not.toBeNull();
-  const compute = estimator === 'optimal_token_baseline' ? computeOptimalTokenBaselineRef : computeMultiTurnOptimalTokenBaselineRef;
+  const compute =
+    estimator === 'optimal_token_baseline' ? computeOptimalTokenBaselineRef : computeMultiTurnOptimalTokenBaselineRef;
   return compute({
-    tokenLevelRewards: x.tokenLevelRewards, responseMask: x.responseMask, groupOf: x.rollout.groupIds, oldLogProbs: x.oldLogProbs,
-    sumPiSquared: x.sumPiSquared!, rolloutIsWeights: isWeights ?? undefined, handleZeroTail, epsilon: 1e-8, B: x.N, T: x.R,
+    tokenLevelRewards: x.tokenLevelRewards,
+    responseMask: x.responseMask,
+    groupOf: x.rollout.groupIds,
+    oldLogProbs: x.oldLogProbs,
+    sumPiSquared: x.sumPiSquared!,
+    rolloutIsWeights: isWeights ?? undefined,
+    handleZeroTail,
+    epsilon: 1e-8,
+    B: x.N,
+    T: x.R,
   });
 }
 
 /** The advantages the trainer used against the CPU reference on the step's own inputs. */
-function expectReferenceAdvantages(estimator: Estimator, { experience: x, isWeights }: { experience: Experience; isWeights: Float32Array | null }): Float64Array {
+function expectReferenceAdvantages(
+  estimator: Estimator,
+  { experience: x, isWeights }: { experience: Experience; isWeights: Float32Array | null },
+): Float64Array {
   const expected = reference(estimator, x, isWeights);
   expectClose(x.advantages, expected.advantages, 1e-5, 1e-4, 'advantages');
   expectClose(x.returns, expected.returns, 1e-6, 1e-6, 'returns');
@@ -66,7 +113,8 @@ function expectReferenceAdvantages(estimator: Estimator, { experience: x, isWeig
 }
 
 describe('optimal_token_baseline in a run', () => {
-  it('recomputes old log-probs with Σπ², uses the estimator\'s reference advantages, logs finite variance_proxy/*', async () => {
+  it("recomputes old log-probs with Σπ², uses the estimator's reference advantages, logs finite " +
+    'variance_proxy/*', async () => {
     const { steps, calls } = await otbRun('optimal_token_baseline', []);
     expect(steps).toHaveLength(2);
     expect(calls).toHaveLength(2);
@@ -82,17 +130,24 @@ describe('optimal_token_baseline in a run', () => {
         expect(x.sumPiSquared![k]).toBeLessThanOrEqual(1 + 1e-6);
         expect(x.sumPiSquared![k]).toBeGreaterThanOrEqual(Math.exp(2 * x.oldLogProbs[k]) * (1 - 1e-5));
       });
-      const expected = varianceProxyMetrics({ ...x, sumPiSquared: x.sumPiSquared!, rolloutIsWeights: null }, step['actor/grad_norm']);
+      const expected = varianceProxyMetrics(
+        { ...x, sumPiSquared: x.sumPiSquared!, rolloutIsWeights: null },
+        step['actor/grad_norm'],
+      );
       for (const [key, value] of Object.entries(expected)) expect(step[key], key).toBeCloseTo(value, 6);
       expect(step['variance_proxy/proxy1_signal_strength']).toBeGreaterThan(0);
     }
   }, 300_000);
 
-  it('with rollout_is=token the estimator reads the step\'s importance weights, as verl passes rollout_is_weights', async () => {
+  it("with rollout_is=token the estimator reads the step's importance weights, as verl passes " +
+    'rollout_is_weights', async () => {
     // The decode kernels and the training forward agree to float32 noise (weights ≈ 1): the test scales them
     // unevenly on their way in, so advantages that ignored them would differ from the reference.
-    const { steps, calls } = await otbRun('optimal_token_baseline', ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_is=token'],
-      (w) => (w === null ? null : w.map((v, k) => v * (1 + (k % 3) * 0.5))));
+    const { steps, calls } = await otbRun(
+      'optimal_token_baseline',
+      ['actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_is=token'],
+      (w) => (w === null ? null : w.map((v, k) => v * (1 + (k % 3) * 0.5))),
+    );
     expect(steps).toHaveLength(2);
     for (const [i, step] of steps.entries()) {
       for (const [key, value] of Object.entries(step)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
@@ -105,7 +160,8 @@ describe('optimal_token_baseline in a run', () => {
     }
   }, 300_000);
 
-  it('tir_optimal_token_baseline on Search-R1 rollouts: the multi-turn reference, not the single-turn one, on masks with observation gaps', async () => {
+  it('tir_optimal_token_baseline on Search-R1 rollouts: the multi-turn reference, not the single-turn one, on masks ' +
+    'with observation gaps', async () => {
     const { steps, calls } = await otbRun('tir_optimal_token_baseline', []);
     expect(steps).toHaveLength(2);
     expect(calls).toHaveLength(2);
@@ -124,7 +180,10 @@ describe('optimal_token_baseline in a run', () => {
       // A silent fallback to optimal_token_baseline (with either handle_zero_tail) would give these.
       for (const handleZeroTail of [false, true]) {
         const otb = reference('optimal_token_baseline', x, null, handleZeroTail).advantages;
-        expect(used.some((a, k) => Math.abs(a - otb[k]) > 1e-3), `optimal_token_baseline, handle_zero_tail=${handleZeroTail}`).toBe(true);
+        expect(
+          used.some((a, k) => Math.abs(a - otb[k]) > 1e-3),
+          `optimal_token_baseline, handle_zero_tail=${handleZeroTail}`,
+        ).toBe(true);
       }
     }
     expect(gapped).toBeGreaterThan(0);

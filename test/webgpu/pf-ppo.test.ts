@@ -21,8 +21,17 @@ import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 const CONFIG = parseHfConfig({
-  architectures: ['Qwen3ForCausalLM'], vocab_size: 29, hidden_size: 16, intermediate_size: 32, num_hidden_layers: 1,
-  num_attention_heads: 2, num_key_value_heads: 1, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000, tie_word_embeddings: true,
+  architectures: ['Qwen3ForCausalLM'],
+  vocab_size: 29,
+  hidden_size: 16,
+  intermediate_size: 32,
+  num_hidden_layers: 1,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+  head_dim: 8,
+  rms_norm_eps: 1e-6,
+  rope_theta: 10000,
+  tie_word_embeddings: true,
 });
 const P = 4;
 const R = 5;
@@ -33,10 +42,20 @@ const N = PROMPT_LENGTHS.length;
 const INDICES = [3, 3, 0, 5, 1, 3];
 
 function rolloutBatch(): RolloutBatch {
-  return raggedRolloutBatch({ promptLengths: PROMPT_LENGTHS, responseLengths: RESPONSE_LENGTHS, P, R, vocabSize: CONFIG.vocabSize, seed: 11, randomOldLogProbs: true });
+  return raggedRolloutBatch({
+    promptLengths: PROMPT_LENGTHS,
+    responseLengths: RESPONSE_LENGTHS,
+    P,
+    R,
+    vocabSize: CONFIG.vocabSize,
+    seed: 11,
+    randomOldLogProbs: true,
+  });
 }
 
-/** GAE experience of the rollout with a reference (KL in the reward, so token rewards differ from scores) and a critic. */
+/**
+ * GAE experience of the rollout with a reference (KL in the reward, so token rewards differ from scores) and a critic.
+ */
 async function gaeExperience(): Promise<{ maker: ExperienceMaker; x: Experience }> {
   const engine = await gpuEngine();
   const arena = (config: typeof CONFIG, label: string) => {
@@ -45,11 +64,26 @@ async function gaeExperience(): Promise<{ maker: ExperienceMaker; x: Experience 
     return params;
   };
   const criticConfig = withHead(CONFIG, 'token-classification');
-  const maker = new ExperienceMaker(engine, new CausalLm(engine, CONFIG, arena(CONFIG, 'pf-reference')), new ValueModel(engine, criticConfig, arena(criticConfig, 'pf-critic')), CONFIG.vocabSize);
+  const maker = new ExperienceMaker(
+    engine,
+    new CausalLm(engine, CONFIG, arena(CONFIG, 'pf-reference')),
+    new ValueModel(engine, criticConfig, arena(criticConfig, 'pf-critic')),
+    CONFIG.vocabSize,
+  );
   const all = { microBatchSize: null };
   const plan = {
-    advEstimator: 'gae', gamma: 1, lam: 0.95, normAdvByStdInGrpo: true, useKlInReward: true, klPenalty: 'kl', temperature: 1,
-    calculateLogProbs: false, calculateSumPiSquared: false, oldForward: all, refForward: all, valueForward: all,
+    advEstimator: 'gae',
+    gamma: 1,
+    lam: 0.95,
+    normAdvByStdInGrpo: true,
+    useKlInReward: true,
+    klPenalty: 'kl',
+    temperature: 1,
+    calculateLogProbs: false,
+    calculateSumPiSquared: false,
+    oldForward: all,
+    refForward: all,
+    valueForward: all,
   };
   const batch = maker.begin(rolloutBatch(), [1, -0.5, 0, 2, 0.25, -1], sampleRewardMask(new Rng(1), N, 0));
   await maker.referenceLogProbs(batch, plan);
@@ -59,39 +93,68 @@ async function gaeExperience(): Promise<{ maker: ExperienceMaker; x: Experience 
 }
 
 /** Rows `indices` of an (N, R) array. */
-const rowsOf = (all: ArrayLike<number>, indices: readonly number[]) => indices.flatMap((i) => Array.from(all).slice(i * R, (i + 1) * R));
+const rowsOf = (all: ArrayLike<number>, indices: readonly number[]) =>
+  indices.flatMap((i) => Array.from(all).slice(i * R, (i + 1) * R));
 
 describe('ExperienceMaker.resample', () => {
-  it('gathers every per-token tensor on the device to the rows its host copies pick: the original rows at the drawn indices', async () => {
-    const engine = await gpuEngine();
-    const { maker, x } = await gaeExperience();
-    const t = x.tensors;
-    const device = { scores: t.scores, rewards: t.rewards, mask: t.mask, old: t.old, ref: t.ref, values: t.values, advantages: t.advantages, returns: t.returns };
-    const before: Record<string, Float32Array> = {};
-    for (const [name, tensor] of Object.entries(device)) before[name] = await engine.read(tensor) as Float32Array;
-    expect(rowsOf(before.rewards, [0, 1, 2, 3, 4, 5])).not.toEqual(rowsOf(before.scores, [0, 1, 2, 3, 4, 5]));
-    const readbacks = engine.transfers.readbacks;
-    const uploads = engine.transfers.uploads;
-    const y = maker.resample(x, INDICES);
-    // One upload (the indices), no read-back.
-    expect(engine.transfers.uploads - uploads).toBe(1);
-    expect(engine.transfers.readbacks - readbacks).toBe(0);
-    for (const [name, tensor] of Object.entries(device)) expect(Array.from(await engine.read(tensor) as Float32Array), name).toEqual(rowsOf(before[name], INDICES));
-    // The host copies are those rows too, and equal what the device now holds: the updates read the same batch either way.
-    const host: [string, Float32Array, Float32Array][] = [
-      ['mask', x.responseMask, y.responseMask], ['old', x.oldLogProbs, y.oldLogProbs], ['ref', x.refLogProbs!, y.refLogProbs!], ['values', x.values!, y.values!],
-      ['advantages', x.advantages, y.advantages], ['returns', x.returns, y.returns], ['rewards', x.tokenLevelRewards, y.tokenLevelRewards],
-    ];
-    for (const [name, original, resampled] of host) {
-      expect(Array.from(resampled), name).toEqual(rowsOf(original, INDICES));
-      expect(Array.from(resampled), `${name} on the device`).toEqual(rowsOf(before[name], INDICES));
-    }
-    expect(y.scores).toEqual(INDICES.map((i) => x.scores[i]));
-    for (const key of ['groupIds', 'inputIds', 'attentionMask', 'positionIds', 'responseMask', 'responseLengths', 'finishReasons'] as const) {
-      expect(y.rollout[key], key).toEqual(INDICES.map((i) => x.rollout[key][i]));
-    }
-    expect(() => maker.resample(x, [0, 1])).toThrow(`expected ${N} row indices in [0, ${N})`);
-  });
+  it(
+    'gathers every per-token tensor on the device to the rows its host copies pick: the original rows at the drawn ' +
+      'indices',
+    async () => {
+      const engine = await gpuEngine();
+      const { maker, x } = await gaeExperience();
+      const t = x.tensors;
+      const device = {
+        scores: t.scores,
+        rewards: t.rewards,
+        mask: t.mask,
+        old: t.old,
+        ref: t.ref,
+        values: t.values,
+        advantages: t.advantages,
+        returns: t.returns,
+      };
+      const before: Record<string, Float32Array> = {};
+      for (const [name, tensor] of Object.entries(device)) before[name] = (await engine.read(tensor)) as Float32Array;
+      expect(rowsOf(before.rewards, [0, 1, 2, 3, 4, 5])).not.toEqual(rowsOf(before.scores, [0, 1, 2, 3, 4, 5]));
+      const readbacks = engine.transfers.readbacks;
+      const uploads = engine.transfers.uploads;
+      const y = maker.resample(x, INDICES);
+      // One upload (the indices), no read-back.
+      expect(engine.transfers.uploads - uploads).toBe(1);
+      expect(engine.transfers.readbacks - readbacks).toBe(0);
+      for (const [name, tensor] of Object.entries(device))
+        expect(Array.from((await engine.read(tensor)) as Float32Array), name).toEqual(rowsOf(before[name], INDICES));
+      // The host copies are those rows too, and equal what the device now holds: the updates read the same batch either
+      // way.
+      const host: [string, Float32Array, Float32Array][] = [
+        ['mask', x.responseMask, y.responseMask],
+        ['old', x.oldLogProbs, y.oldLogProbs],
+        ['ref', x.refLogProbs!, y.refLogProbs!],
+        ['values', x.values!, y.values!],
+        ['advantages', x.advantages, y.advantages],
+        ['returns', x.returns, y.returns],
+        ['rewards', x.tokenLevelRewards, y.tokenLevelRewards],
+      ];
+      for (const [name, original, resampled] of host) {
+        expect(Array.from(resampled), name).toEqual(rowsOf(original, INDICES));
+        expect(Array.from(resampled), `${name} on the device`).toEqual(rowsOf(before[name], INDICES));
+      }
+      expect(y.scores).toEqual(INDICES.map((i) => x.scores[i]));
+      for (const key of [
+        'groupIds',
+        'inputIds',
+        'attentionMask',
+        'positionIds',
+        'responseMask',
+        'responseLengths',
+        'finishReasons',
+      ] as const) {
+        expect(y.rollout[key], key).toEqual(INDICES.map((i) => x.rollout[key][i]));
+      }
+      expect(() => maker.resample(x, [0, 1])).toThrow(`expected ${N} row indices in [0, ${N})`);
+    },
+  );
 });
 
 /** Two steps of the tiny model with PF-PPO, recording each resample (its input, the drawn indices, its output). */
@@ -103,14 +166,28 @@ async function pfPpoRun(extra: string[]) {
   const dir = join(root, 'run');
   const original = ExperienceMaker.prototype.resample;
   const calls: { x: Experience; indices: number[]; y: Experience }[] = [];
-  const spy = vi.spyOn(ExperienceMaker.prototype, 'resample').mockImplementation(function (this: ExperienceMaker, x, indices) {
+  const spy = vi.spyOn(ExperienceMaker.prototype, 'resample').mockImplementation(function (
+    this: ExperienceMaker,
+    x,
+    indices,
+  ) {
     const y = original.call(this, x, indices);
     calls.push({ x, indices: [...indices], y });
     return y;
   });
   try {
-    expect(await main([...overrides, `custom_reward_function.path=${reward}`, 'data.max_response_length=5', 'actor_rollout_ref.rollout.n=2',
-      'algorithm.use_pf_ppo=true', ...extra, 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+    expect(
+      await main([
+        ...overrides,
+        `custom_reward_function.path=${reward}`,
+        'data.max_response_length=5',
+        'actor_rollout_ref.rollout.n=2',
+        'algorithm.use_pf_ppo=true',
+        ...extra,
+        'trainer.total_training_steps=2',
+        `trainer.default_local_dir=${dir}`,
+      ]),
+    ).toBe(0);
   } finally {
     spy.mockRestore();
   }
@@ -119,9 +196,14 @@ async function pfPpoRun(extra: string[]) {
 }
 
 describe('PF-PPO in a run', () => {
-  it('GAE with max_min: trains on the highest- and lowest-scored rows, resampled consistently, with finite metrics of that batch', async () => {
-    const { steps, calls } = await pfPpoRun(['algorithm.pf_ppo.reweight_method=max_min', 'actor_rollout_ref.actor.use_kl_loss=true',
-      'actor_rollout_ref.rollout.calculate_log_probs=true', 'algorithm.rollout_correction.rollout_is=token']);
+  it('GAE with max_min: trains on the highest- and lowest-scored rows, resampled consistently, with finite metrics ' +
+    'of that batch', async () => {
+    const { steps, calls } = await pfPpoRun([
+      'algorithm.pf_ppo.reweight_method=max_min',
+      'actor_rollout_ref.actor.use_kl_loss=true',
+      'actor_rollout_ref.rollout.calculate_log_probs=true',
+      'algorithm.rollout_correction.rollout_is=token',
+    ]);
     expect(steps).toHaveLength(2);
     expect(calls).toHaveLength(2);
     for (const [s, step] of steps.entries()) {
@@ -132,12 +214,23 @@ describe('PF-PPO in a run', () => {
       // Every other row weighs 1e-8 against at least 1.
       for (const i of indices) expect([max, min]).toContain(x.scores[i]);
       expect(step['pf_ppo/distinct_rows']).toBe(new Set(indices).size);
-      for (const key of ['advantages', 'returns', 'oldLogProbs', 'rolloutLogProbs', 'refLogProbs', 'values', 'responseMask'] as const) {
+      for (const key of [
+        'advantages',
+        'returns',
+        'oldLogProbs',
+        'rolloutLogProbs',
+        'refLogProbs',
+        'values',
+        'responseMask',
+      ] as const) {
         expect(Array.from(y[key]!), key).toEqual(rowsOf(x[key]!, indices));
       }
       expect(y.rollout.inputIds).toEqual(indices.map((i) => x.rollout.inputIds[i]));
       // The data metrics describe the resampled batch, as verl computes them after compute_advantage.
-      expect(step['critic/score/mean']).toBeCloseTo(indices.reduce((sum, i) => sum + x.scores[i], 0) / indices.length, 6);
+      expect(step['critic/score/mean']).toBeCloseTo(
+        indices.reduce((sum, i) => sum + x.scores[i], 0) / indices.length,
+        6,
+      );
       expect(step['actor/pg_loss']).toBeDefined();
       expect(step['critic/vf_loss']).toBeDefined();
     }

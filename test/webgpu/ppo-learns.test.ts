@@ -11,12 +11,22 @@ describe('PPO on a micro task', () => {
   it('raises the mean reward', async () => {
     const { root, overrides } = await makeTinyRun();
     const rewardModule = join(root, 'contains-seven.mjs');
-    await writeFile(rewardModule, "export function compute_score(dataSource, solution) { return solution.includes('7') ? 1 : 0; }\n");
+    await writeFile(
+      rewardModule,
+      "export function compute_score(dataSource, solution) { return solution.includes('7') ? 1 : 0; }\n",
+    );
     const dir = join(root, 'run');
-    expect(await main([
-      ...overrides, `custom_reward_function.path=${rewardModule}`, 'algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=4',
-      'actor_rollout_ref.actor.optim.lr=3e-2', 'trainer.total_training_steps=12', `trainer.default_local_dir=${dir}`,
-    ])).toBe(0);
+    expect(
+      await main([
+        ...overrides,
+        `custom_reward_function.path=${rewardModule}`,
+        'algorithm.adv_estimator=grpo',
+        'actor_rollout_ref.rollout.n=4',
+        'actor_rollout_ref.actor.optim.lr=3e-2',
+        'trainer.total_training_steps=12',
+        `trainer.default_local_dir=${dir}`,
+      ]),
+    ).toBe(0);
     const lines = (await runMetrics(dir)).map((l) => l.data);
     const rewards = lines.filter((m) => m['critic/score/mean'] !== undefined).map((m) => m['critic/score/mean']);
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;

@@ -14,8 +14,17 @@ const RUNS: [string, string[]][] = [
   ['loss_mode=geo_mean', ['actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean']],
   ['loss_mode=cispo', ['actor_rollout_ref.actor.policy_loss.loss_mode=cispo']],
   ['loss_mode=sapo', ['actor_rollout_ref.actor.policy_loss.loss_mode=sapo', 'actor_rollout_ref.actor.tau_neg=2']],
-  ['loss_mode=clip_cov', ['actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov', 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.1']],
-  ['loss_mode=kl_cov', ['actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov', 'actor_rollout_ref.actor.policy_loss.kl_cov_ratio=0.1']],
+  [
+    'loss_mode=clip_cov',
+    [
+      'actor_rollout_ref.actor.policy_loss.loss_mode=clip_cov',
+      'actor_rollout_ref.actor.policy_loss.clip_cov_ratio=0.1',
+    ],
+  ],
+  [
+    'loss_mode=kl_cov',
+    ['actor_rollout_ref.actor.policy_loss.loss_mode=kl_cov', 'actor_rollout_ref.actor.policy_loss.kl_cov_ratio=0.1'],
+  ],
 ];
 
 describe('new estimators and policy losses in a run', () => {
@@ -23,11 +32,20 @@ describe('new estimators and policy losses in a run', () => {
     it(`${name}: one step with finite metrics`, async () => {
       const { root, overrides } = await makeTinyRun();
       const dir = join(root, 'run');
-      expect(await main([...overrides, 'algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=2', ...settings,
-        'trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`])).toBe(0);
+      expect(
+        await main([
+          ...overrides,
+          'algorithm.adv_estimator=grpo',
+          'actor_rollout_ref.rollout.n=2',
+          ...settings,
+          'trainer.total_training_steps=1',
+          `trainer.default_local_dir=${dir}`,
+        ]),
+      ).toBe(0);
       const steps = (await runMetrics(dir)).map((l) => l.data).filter((m) => m['critic/score/mean'] !== undefined);
       expect(steps).toHaveLength(1);
-      for (const [key, value] of Object.entries(steps[0])) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+      for (const [key, value] of Object.entries(steps[0]))
+        expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
       expect(steps[0]['actor/pg_loss']).toBeDefined();
     }, 300_000);
   }

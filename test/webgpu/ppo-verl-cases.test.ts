@@ -23,13 +23,15 @@ function compare(actual: unknown, expected: unknown, path: string): void {
   if (typeof expected === 'number') {
     expect(typeof actual, `${path} is a number`).toBe('number');
     const error = Math.abs((actual as number) - expected);
-    if (!(error <= ATOL + RTOL * Math.abs(expected))) throw new Error(`${path}: got ${actual}, verl ${expected} (|diff| ${error.toExponential(2)})`);
+    if (!(error <= ATOL + RTOL * Math.abs(expected)))
+      throw new Error(`${path}: got ${actual}, verl ${expected} (|diff| ${error.toExponential(2)})`);
   } else if (Array.isArray(expected)) {
     expect(Array.isArray(actual), `${path} is an array`).toBe(true);
     expect((actual as unknown[]).length, `${path} length`).toBe(expected.length);
     expected.forEach((e, i) => compare((actual as unknown[])[i], e, `${path}[${i}]`));
   } else if (expected && typeof expected === 'object') {
-    for (const [key, e] of Object.entries(expected)) compare((actual as Record<string, unknown>)[key], e, `${path}.${key}`);
+    for (const [key, e] of Object.entries(expected))
+      compare((actual as Record<string, unknown>)[key], e, `${path}.${key}`);
   } else {
     expect(actual, path).toEqual(expected);
   }
@@ -47,7 +49,11 @@ describeWithFixtures('verl sample cases', ['verl/sample.json'], () => {
       const engine = await gpuEngine();
       if (c.raises) {
         // The refusal must be verl's own: our message opens with the words of verl's (its exception type dropped).
-        const opening = c.raises.replace(/^\w+(Error|Exception):\s*/, '').split(/\s+/).slice(0, 3).join(' ');
+        const opening = c.raises
+          .replace(/^\w+(Error|Exception):\s*/, '')
+          .split(/\s+/)
+          .slice(0, 3)
+          .join(' ');
         await expect(runVerlCase(engine, c)).rejects.toThrow(opening);
         return;
       }

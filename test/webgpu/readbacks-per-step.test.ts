@@ -9,8 +9,12 @@ import { join } from 'node:path';
 import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
-const MICRO_BATCH_KEYS = ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu', 'critic.ppo_micro_batch_size_per_gpu',
-  'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu', 'critic.forward_micro_batch_size_per_gpu'];
+const MICRO_BATCH_KEYS = [
+  'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu',
+  'critic.ppo_micro_batch_size_per_gpu',
+  'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu',
+  'critic.forward_micro_batch_size_per_gpu',
+];
 
 describe('read-backs per step', () => {
   it('do not grow with the number of micro-batches, and the losses stay the same', async () => {
@@ -18,8 +22,15 @@ describe('read-backs per step', () => {
     const run = async (microBatchSize: number) => {
       const dir = join(root, `micro-${microBatchSize}`);
       // 4 sequences a step, mini-batches of 2: one or two micro-batches per mini-batch, in every phase.
-      expect(await main([...overrides, 'actor_rollout_ref.actor.use_kl_loss=true', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`,
-        ...MICRO_BATCH_KEYS.map((key) => `${key}=${microBatchSize}`)])).toBe(0);
+      expect(
+        await main([
+          ...overrides,
+          'actor_rollout_ref.actor.use_kl_loss=true',
+          'trainer.total_training_steps=2',
+          `trainer.default_local_dir=${dir}`,
+          ...MICRO_BATCH_KEYS.map((key) => `${key}=${microBatchSize}`),
+        ]),
+      ).toBe(0);
       return (await runMetrics(dir)).map((line) => line.data).filter((m) => m['perf/readbacks'] !== undefined);
     };
     const whole = await run(2);
@@ -30,9 +41,20 @@ describe('read-backs per step', () => {
       // The actor and the critic each run 4 backwards instead of 2, each with the token index of its own rows.
       expect(step['perf/upload_bytes'], `step ${i + 1} uploaded bytes`).toBe(whole[i]['perf/upload_bytes']);
       expect(step['perf/uploads'], `step ${i + 1} uploads`).toBeGreaterThan(whole[i]['perf/uploads']);
-      for (const key of ['actor/pg_loss', 'actor/kl_loss', 'actor/grad_norm', 'critic/vf_loss', 'critic/grad_norm', 'critic/values/mean', 'critic/advantages/mean']) {
+      for (const key of [
+        'actor/pg_loss',
+        'actor/kl_loss',
+        'actor/grad_norm',
+        'critic/vf_loss',
+        'critic/grad_norm',
+        'critic/values/mean',
+        'critic/advantages/mean',
+      ]) {
         expect(step[key], key).toBeDefined();
-        expect(Math.abs(step[key] - whole[i][key]), `step ${i + 1} ${key}: ${step[key]} vs ${whole[i][key]}`).toBeLessThan(1e-5 * Math.max(1, Math.abs(whole[i][key])));
+        expect(
+          Math.abs(step[key] - whole[i][key]),
+          `step ${i + 1} ${key}: ${step[key]} vs ${whole[i][key]}`,
+        ).toBeLessThan(1e-5 * Math.max(1, Math.abs(whole[i][key])));
       }
     });
   }, 300_000);

@@ -7,7 +7,8 @@ import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 
 function withoutTimings({ data: metrics }: { data: Record<string, number> }): Record<string, number> {
-  for (const key of Object.keys(metrics)) if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];
+  for (const key of Object.keys(metrics))
+    if (key.startsWith('timing_s/') || key.startsWith('perf/')) delete metrics[key];
   return metrics;
 }
 
@@ -15,7 +16,10 @@ describe('resume', () => {
   it('continues bit-identically after a restart across epoch boundaries', async () => {
     const { root, overrides } = await makeTinyRun();
     const common = [
-      ...overrides, 'algorithm.use_kl_in_reward=true', 'algorithm.kl_ctrl.type=adaptive', 'actor_rollout_ref.actor.shuffle=true',
+      ...overrides,
+      'algorithm.use_kl_in_reward=true',
+      'algorithm.kl_ctrl.type=adaptive',
+      'actor_rollout_ref.actor.shuffle=true',
       'trainer.save_freq=1',
     ];
     const a = join(root, 'a');
@@ -27,7 +31,12 @@ describe('resume', () => {
     const metrics = async (dir: string) => (await runMetrics(dir)).map(withoutTimings);
     const stepLines = (lines: Record<string, number>[]) => lines.filter((m) => m['critic/score/mean'] !== undefined);
     expect(stepLines(await metrics(b))).toEqual(stepLines(await metrics(a)));
-    for (const file of ['actor/model.safetensors', 'critic/model.safetensors', 'actor/optimizer.safetensors', 'critic/optimizer.safetensors']) {
+    for (const file of [
+      'actor/model.safetensors',
+      'critic/model.safetensors',
+      'actor/optimizer.safetensors',
+      'critic/optimizer.safetensors',
+    ]) {
       const fromA = await readFile(join(a, 'global_step_3', file));
       const fromB = await readFile(join(b, 'global_step_3', file));
       expect(Buffer.compare(fromA, fromB), file).toBe(0);

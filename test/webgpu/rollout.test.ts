@@ -19,19 +19,40 @@ import { initialLoraValues, loraValuesFromPeft, peftTensors, resolveTargetModule
 import { seededRandom } from '../support/arrays.ts';
 import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
-import { VALIDATION_SAMPLING, type RolloutBatch, type RolloutConfig, type RolloutProgress, type PolicyWeights, type TurnEnvironment, type TurnEnd } from '../../ppo/generation/types.ts';
+import {
+  VALIDATION_SAMPLING,
+  type RolloutBatch,
+  type RolloutConfig,
+  type RolloutProgress,
+  type PolicyWeights,
+  type TurnEnvironment,
+  type TurnEnd,
+} from '../../ppo/generation/types.ts';
 import { generateWithoutCache } from '../../tools/bench/rollout-without-cache.ts';
 import { RolloutDecoders } from '../../ppo/generation/decoders.ts';
 import { BatchQueue } from '../../ppo/generation/batch-queue.ts';
 import { assemble, promptBatch } from '../../ppo/generation/sample-records.ts';
-import { continuousCacheCapacity, decodeContinuous, type QueuedSample, type SampleQueue } from '../../ppo/generation/continuous-batching.ts';
+import {
+  continuousCacheCapacity,
+  decodeContinuous,
+  type QueuedSample,
+  type SampleQueue,
+} from '../../ppo/generation/continuous-batching.ts';
 
 const STORIES = fixturePath('hf/stories260K');
 
 function config(architecture: string): DecoderConfig {
   return parseHfConfig({
-    architectures: [architecture], vocab_size: 61, hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2,
-    num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, rms_norm_eps: 1e-6, rope_theta: 10000,
+    architectures: [architecture],
+    vocab_size: 61,
+    hidden_size: 32,
+    intermediate_size: 48,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 8,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
     tie_word_embeddings: architecture.startsWith('Qwen3'),
   });
 }
@@ -47,25 +68,45 @@ async function randomPolicy(engine: Engine, c: DecoderConfig, seed: number): Pro
 const PROMPTS = [[5, 9, 12, 3, 40], [7], [33, 2, 18]];
 
 const BASE: RolloutConfig = {
-  n: 2, temperature: 0.8, topK: -1, topP: 1, seed: 11, maxResponseLength: 12, eosTokenIds: [4, 17], padTokenId: 0,
+  n: 2,
+  temperature: 0.8,
+  topK: -1,
+  topP: 1,
+  seed: 11,
+  maxResponseLength: 12,
+  eosTokenIds: [4, 17],
+  padTokenId: 0,
 };
 
 /** Teacher-forced log-probs of each response token, at the rollout's temperature (1 for greedy). */
-async function teacherForced(engine: Engine, policy: PolicyWeights, batch: RolloutBatch, temperature: number): Promise<Float32Array> {
+async function teacherForced(
+  engine: Engine,
+  policy: PolicyWeights,
+  batch: RolloutBatch,
+  temperature: number,
+): Promise<Float32Array> {
   const lm = new CausalLm(engine, policy.config, policy.params);
   lm.trunk.lora = policy.lora ?? null;
-  const tokens = uploadTokenBatch(engine, { inputIds: batch.inputIds, attentionMask: batch.attentionMask, positionIds: batch.positionIds }, policy.config.vocabSize);
+  const tokens = uploadTokenBatch(
+    engine,
+    { inputIds: batch.inputIds, attentionMask: batch.attentionMask, positionIds: batch.positionIds },
+    policy.config.vocabSize,
+  );
   const T = batch.promptLength + batch.responseLength;
   const targets = batch.inputIds.flatMap((row) => [...row.slice(1), 0]);
   const targetTensor = engine.tensorFrom('targets', [targets.length], targets, 'u32');
-  const { logprobs } = lm.tokenLogprobs(tokens, targetTensor, { temperature: temperature || 1, saveForBackward: false });
+  const { logprobs } = lm.tokenLogprobs(tokens, targetTensor, {
+    temperature: temperature || 1,
+    saveForBackward: false,
+  });
   const all = await engine.read(logprobs);
   destroyTokenBatch(engine, tokens);
   engine.destroyTensor(targetTensor);
   // Response token t of row i is predicted at position P + t − 1.
   const out = new Float32Array(batch.inputIds.length * batch.responseLength);
   batch.inputIds.forEach((_, i) => {
-    for (let t = 0; t < batch.responseLength; t++) out[i * batch.responseLength + t] = all[i * T + batch.promptLength + t - 1];
+    for (let t = 0; t < batch.responseLength; t++)
+      out[i * batch.responseLength + t] = all[i * T + batch.promptLength + t - 1];
   });
   return out;
 }
@@ -78,9 +119,15 @@ function expectWellFormed(batch: RolloutBatch, c: RolloutConfig): void {
     const prompt = PROMPTS[batch.groupIds[i]];
     const length = batch.responseLengths[i];
     expect(row.slice(0, P)).toEqual([...new Array(P - prompt.length).fill(c.padTokenId), ...prompt]);
-    expect(batch.attentionMask[i]).toEqual([...new Array(P - prompt.length).fill(0), ...new Array(prompt.length + length).fill(1), ...new Array(R - length).fill(0)]);
+    expect(batch.attentionMask[i]).toEqual([
+      ...new Array(P - prompt.length).fill(0),
+      ...new Array(prompt.length + length).fill(1),
+      ...new Array(R - length).fill(0),
+    ]);
     expect(batch.responseMask[i]).toEqual([...new Array(length).fill(1), ...new Array(R - length).fill(0)]);
-    expect(batch.positionIds[i].slice(P - prompt.length, P + length)).toEqual(Array.from({ length: prompt.length + length }, (_, t) => t));
+    expect(batch.positionIds[i].slice(P - prompt.length, P + length)).toEqual(
+      Array.from({ length: prompt.length + length }, (_, t) => t),
+    );
     expect(batch.responses[i].slice(length)).toEqual(new Array(R - length).fill(c.padTokenId));
     const response = batch.responses[i].slice(0, length);
     const eosAt = response.findIndex((id) => c.eosTokenIds.includes(id));
@@ -126,29 +173,38 @@ describe('rollout', () => {
     expect(compared).toBeGreaterThan(20);
   });
 
-  it('with LoRA adapters: old log-probs equal the adapted training forward\'s, and differ from the base model\'s', async () => {
-    const engine = await gpuEngine();
-    const base = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
-    const settings = { rank: 4, alpha: 8, targetModules: resolveTargetModules(['all-linear'], null, 'target_modules'), useRslora: false };
-    // Trained-looking adapters: PEFT's A and a random (non-zero) B.
-    const peft = peftTensors(base.config, settings, initialLoraValues(base.config, settings, 5));
-    const random = seededRandom(6);
-    for (const [name, t] of peft) if (name.endsWith('.lora_B.weight')) t.data.forEach((_, i, b) => (b[i] = random() - 0.5));
-    const values = loraValuesFromPeft(base.config, settings, (n) => peft.get(n), 'test');
-    const policy = { ...base, lora: new LoraAdapters(engine, base.config, settings, values, 'rollout-lora') };
-    const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9 };
-    const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
-    const adapted = await teacherForced(engine, policy, batch, c.temperature);
-    const plain = await teacherForced(engine, base, batch, c.temperature);
-    let differs = 0;
-    batch.oldLogProbs.forEach((row, i) => {
-      for (let t = 0; t < batch.responseLengths[i]; t++) {
-        expect(Math.abs(row[t] - adapted[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
-        if (Math.abs(row[t] - plain[i * c.maxResponseLength + t]) > 1e-2) differs++;
-      }
-    });
-    expect(differs).toBeGreaterThan(5);
-  });
+  it(
+    "with LoRA adapters: old log-probs equal the adapted training forward's, and differ from the base " + "model's",
+    async () => {
+      const engine = await gpuEngine();
+      const base = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+      const settings = {
+        rank: 4,
+        alpha: 8,
+        targetModules: resolveTargetModules(['all-linear'], null, 'target_modules'),
+        useRslora: false,
+      };
+      // Trained-looking adapters: PEFT's A and a random (non-zero) B.
+      const peft = peftTensors(base.config, settings, initialLoraValues(base.config, settings, 5));
+      const random = seededRandom(6);
+      for (const [name, t] of peft)
+        if (name.endsWith('.lora_B.weight')) t.data.forEach((_, i, b) => (b[i] = random() - 0.5));
+      const values = loraValuesFromPeft(base.config, settings, (n) => peft.get(n), 'test');
+      const policy = { ...base, lora: new LoraAdapters(engine, base.config, settings, values, 'rollout-lora') };
+      const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9 };
+      const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
+      const adapted = await teacherForced(engine, policy, batch, c.temperature);
+      const plain = await teacherForced(engine, base, batch, c.temperature);
+      let differs = 0;
+      batch.oldLogProbs.forEach((row, i) => {
+        for (let t = 0; t < batch.responseLengths[i]; t++) {
+          expect(Math.abs(row[t] - adapted[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
+          if (Math.abs(row[t] - plain[i * c.maxResponseLength + t]) > 1e-2) differs++;
+        }
+      });
+      expect(differs).toBeGreaterThan(5);
+    },
+  );
 
   it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {
     const engine = await gpuEngine();
@@ -171,23 +227,27 @@ describe('rollout', () => {
     expect(plain.responses[0]).not.toEqual(plain.responses[1]);
   });
 
-  it('decodes no step past the last sample\'s budget: R tokens without eos take R − 1 decode steps, whatever readEvery', async () => {
-    const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
-    const generator = new RolloutGenerator(engine, policy);
-    const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
-    try {
-      for (const readEvery of [1, 5, 8]) {
-        extend.mockClear();
-        const c: RolloutConfig = { ...BASE, eosTokenIds: [], readEvery };
-        const batch = await generator.generate(PROMPTS, c);
-        expect(batch.responseLengths).toEqual(new Array(PROMPTS.length * c.n).fill(c.maxResponseLength));
-        expect(extend.mock.calls.filter(([input]) => input.T === 1).length).toBe(c.maxResponseLength - 1);
+  it(
+    "decodes no step past the last sample's budget: R tokens without eos take R − 1 decode steps, whatever " +
+      'readEvery',
+    async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const generator = new RolloutGenerator(engine, policy);
+      const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
+      try {
+        for (const readEvery of [1, 5, 8]) {
+          extend.mockClear();
+          const c: RolloutConfig = { ...BASE, eosTokenIds: [], readEvery };
+          const batch = await generator.generate(PROMPTS, c);
+          expect(batch.responseLengths).toEqual(new Array(PROMPTS.length * c.n).fill(c.maxResponseLength));
+          expect(extend.mock.calls.filter(([input]) => input.T === 1).length).toBe(c.maxResponseLength - 1);
+        }
+      } finally {
+        extend.mockRestore();
       }
-    } finally {
-      extend.mockRestore();
-    }
-  });
+    },
+  );
 
   it('stops at a stop string, keeping the token that completes it', async () => {
     const engine = await gpuEngine();
@@ -221,7 +281,11 @@ describe('rollout', () => {
       const generation = model.checkpoint.generationConfig!;
       // The story holds no eos id (2 or 1), so stopping on them still runs all max_new_tokens, as recorded.
       const batch = await new RolloutGenerator(engine, model).generate([fixture.input_ids], {
-        ...VALIDATION_SAMPLING, seed: 0, maxResponseLength: fixture.max_new_tokens, eosTokenIds: generation.eosTokenIds, padTokenId: 0,
+        ...VALIDATION_SAMPLING,
+        seed: 0,
+        maxResponseLength: fixture.max_new_tokens,
+        eosTokenIds: generation.eosTokenIds,
+        padTokenId: 0,
       });
       expect([...fixture.input_ids, ...batch.responses[0]]).toEqual(fixture.output_ids);
     });
@@ -232,72 +296,109 @@ describe('continuous batching', () => {
   // Six prompt lengths, two samples each: 12 samples whose responses end at many different steps.
   const prompts = [...PROMPTS, [8, 8], [1, 2, 3, 6, 7, 9, 10], [19]];
 
-  for (const [what, sampling] of [['greedy', VALIDATION_SAMPLING], ['sampled', { temperature: 0.9, topK: -1, topP: 0.95 }]] as const) {
-    it(`${what}: 3 slots for 12 samples give the tokens and old log-probs of one batch; slots refill and the cache shifts`, async () => {
-      const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
-      const c: RolloutConfig = { ...BASE, ...sampling, n: 2, maxResponseLength: 40, eosTokenIds: [4, 17, 30], readEvery: 2 };
-      const generator = new RolloutGenerator(engine, policy);
-      const one = await generator.generate(prompts, c);
-      const shift = vi.spyOn(KvCache.prototype, 'shiftSlots');
-      const import_ = vi.spyOn(KvCache.prototype, 'importRows');
-      const reports: RolloutProgress[] = [];
-      const slotted = await generator.generate(prompts, { ...c, maxSlots: 3, onProgress: (p) => reports.push(p) });
-      // Progress as samples end: of all 12, never going back, the tokens those reads had seen.
-      expect(reports.length).toBeGreaterThan(3);
-      expect(reports.every((p) => p.total === 12)).toBe(true);
-      reports.slice(1).forEach((p, i) => expect(p.done >= reports[i].done && p.tokens >= reports[i].tokens).toBe(true));
-      expect(reports.at(-1)!.done).toBeGreaterThan(6);
-      expect(reports.at(-1)!.tokens).toBeLessThanOrEqual(slotted.responseLengths.reduce((a, b) => a + b, 0));
-      // the first fill, then refills one or two rows at a time; the shared index passed the capacity
-      expect(import_.mock.calls.length).toBeGreaterThan(4);
-      expect(shift).toHaveBeenCalled();
-      shift.mockRestore();
-      import_.mockRestore();
-      expect(new Set(one.responseLengths).size).toBeGreaterThan(3);
-      expect(one.finishReasons).toContain('eos');
-      expect(slotted.responses).toEqual(one.responses);
-      expect(slotted.finishReasons).toEqual(one.finishReasons);
-      slotted.oldLogProbs.forEach((row, i) => {
-        for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
-      });
-      const recomputed = await generateWithoutCache(new CausalLm(engine, policy.config, policy.params), prompts, c);
-      expect(slotted.responses).toEqual(recomputed.responses);
-    });
+  for (const [what, sampling] of [
+    ['greedy', VALIDATION_SAMPLING],
+    ['sampled', { temperature: 0.9, topK: -1, topP: 0.95 }],
+  ] as const) {
+    it(
+      `${what}: 3 slots for 12 samples give the tokens and old log-probs of one batch; slots refill and the cache ` +
+        `shifts`,
+      async () => {
+        const engine = await gpuEngine();
+        const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+        const c: RolloutConfig = {
+          ...BASE,
+          ...sampling,
+          n: 2,
+          maxResponseLength: 40,
+          eosTokenIds: [4, 17, 30],
+          readEvery: 2,
+        };
+        const generator = new RolloutGenerator(engine, policy);
+        const one = await generator.generate(prompts, c);
+        const shift = vi.spyOn(KvCache.prototype, 'shiftSlots');
+        const import_ = vi.spyOn(KvCache.prototype, 'importRows');
+        const reports: RolloutProgress[] = [];
+        const slotted = await generator.generate(prompts, { ...c, maxSlots: 3, onProgress: (p) => reports.push(p) });
+        // Progress as samples end: of all 12, never going back, the tokens those reads had seen.
+        expect(reports.length).toBeGreaterThan(3);
+        expect(reports.every((p) => p.total === 12)).toBe(true);
+        reports
+          .slice(1)
+          .forEach((p, i) => expect(p.done >= reports[i].done && p.tokens >= reports[i].tokens).toBe(true));
+        expect(reports.at(-1)!.done).toBeGreaterThan(6);
+        expect(reports.at(-1)!.tokens).toBeLessThanOrEqual(slotted.responseLengths.reduce((a, b) => a + b, 0));
+        // the first fill, then refills one or two rows at a time; the shared index passed the capacity
+        expect(import_.mock.calls.length).toBeGreaterThan(4);
+        expect(shift).toHaveBeenCalled();
+        shift.mockRestore();
+        import_.mockRestore();
+        expect(new Set(one.responseLengths).size).toBeGreaterThan(3);
+        expect(one.finishReasons).toContain('eos');
+        expect(slotted.responses).toEqual(one.responses);
+        expect(slotted.finishReasons).toEqual(one.finishReasons);
+        slotted.oldLogProbs.forEach((row, i) => {
+          for (let t = 0; t < row.length; t++)
+            expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+        });
+        const recomputed = await generateWithoutCache(new CausalLm(engine, policy.config, policy.params), prompts, c);
+        expect(slotted.responses).toEqual(recomputed.responses);
+      },
+    );
   }
 
-  it('samples that arrive after the batch dropped its finished rows join as new rows, with the tokens and old log-probs of one batch', async () => {
-    const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
-    const c: RolloutConfig = { ...BASE, temperature: 0.9, topP: 0.95, n: 2, maxResponseLength: 40, eosTokenIds: [4, 17, 30], readEvery: 2 };
-    const one = await new RolloutGenerator(engine, policy).generate(prompts, c);
-    // The longest sample decodes alone once the shortest has ended, until the others arrive.
-    const lengths = one.responseLengths;
-    const longest = lengths.indexOf(Math.max(...lengths));
-    const shortest = lengths.indexOf(Math.min(...lengths));
-    expect(lengths[longest] - lengths[shortest]).toBeGreaterThan(6 * c.readEvery!);
-    const batch = promptBatch(prompts, c);
-    const queue = new BatchQueue(batch, c);
-    const rowsPerStep: number[] = [];
-    const slots = 4;
-    const decoders = new RolloutDecoders(engine, policy);
-    await decodeContinuous(decoders, new ArrivingQueue(queue, [longest, shortest].sort((a, b) => a - b)),
-      { ...c, P: batch.P, R: c.maxResponseLength, compactBelow: 1, onDecodeStep: (rows) => rowsPerStep.push(rows) },
-      slots, continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!));
-    decoders.destroy();
-    // Two rows, one after the shortest ended, all four once the others arrived, fewer again as they end.
-    const full = rowsPerStep.indexOf(slots);
-    expect(rowsPerStep[0]).toBe(2);
-    expect(full).toBeGreaterThan(0);
-    expect(rowsPerStep.slice(0, full)).toContain(1);
-    expect(rowsPerStep.at(-1)).toBeLessThan(slots);
-    const arrived = assemble(batch, queue.records(), c);
-    expect(arrived.responses).toEqual(one.responses);
-    expect(arrived.finishReasons).toEqual(one.finishReasons);
-    arrived.oldLogProbs.forEach((row, i) => {
-      for (let t = 0; t < row.length; t++) expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
-    });
-  });
+  it(
+    'samples that arrive after the batch dropped its finished rows join as new rows, with the tokens and old ' +
+      'log-probs of one batch',
+    async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const c: RolloutConfig = {
+        ...BASE,
+        temperature: 0.9,
+        topP: 0.95,
+        n: 2,
+        maxResponseLength: 40,
+        eosTokenIds: [4, 17, 30],
+        readEvery: 2,
+      };
+      const one = await new RolloutGenerator(engine, policy).generate(prompts, c);
+      // The longest sample decodes alone once the shortest has ended, until the others arrive.
+      const lengths = one.responseLengths;
+      const longest = lengths.indexOf(Math.max(...lengths));
+      const shortest = lengths.indexOf(Math.min(...lengths));
+      expect(lengths[longest] - lengths[shortest]).toBeGreaterThan(6 * c.readEvery!);
+      const batch = promptBatch(prompts, c);
+      const queue = new BatchQueue(batch, c);
+      const rowsPerStep: number[] = [];
+      const slots = 4;
+      const decoders = new RolloutDecoders(engine, policy);
+      await decodeContinuous(
+        decoders,
+        new ArrivingQueue(
+          queue,
+          [longest, shortest].sort((a, b) => a - b),
+        ),
+        { ...c, P: batch.P, R: c.maxResponseLength, compactBelow: 1, onDecodeStep: (rows) => rowsPerStep.push(rows) },
+        slots,
+        continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!),
+      );
+      decoders.destroy();
+      // Two rows, one after the shortest ended, all four once the others arrived, fewer again as they end.
+      const full = rowsPerStep.indexOf(slots);
+      expect(rowsPerStep[0]).toBe(2);
+      expect(full).toBeGreaterThan(0);
+      expect(rowsPerStep.slice(0, full)).toContain(1);
+      expect(rowsPerStep.at(-1)).toBeLessThan(slots);
+      const arrived = assemble(batch, queue.records(), c);
+      expect(arrived.responses).toEqual(one.responses);
+      expect(arrived.finishReasons).toEqual(one.finishReasons);
+      arrived.oldLogProbs.forEach((row, i) => {
+        for (let t = 0; t < row.length; t++)
+          expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+      });
+    },
+  );
 });
 
 /**
@@ -310,7 +411,10 @@ class ArrivingQueue implements SampleQueue {
   private reads = 0;
   private firstEndedAtRead: number | null = null;
 
-  constructor(private readonly batch: BatchQueue, first: readonly number[]) {
+  constructor(
+    private readonly batch: BatchQueue,
+    first: readonly number[],
+  ) {
     const all = batch.take(batch.waiting);
     this.waitingNow = first.map((i) => all[i]);
     this.later = all.filter((_, i) => !first.includes(i));
@@ -331,7 +435,8 @@ class ArrivingQueue implements SampleQueue {
 
   onRead(): void {
     this.reads++;
-    if (this.firstEndedAtRead !== null && this.reads > this.firstEndedAtRead) this.waitingNow.push(...this.later.splice(0));
+    if (this.firstEndedAtRead !== null && this.reads > this.firstEndedAtRead)
+      this.waitingNow.push(...this.later.splice(0));
   }
 }
 
@@ -351,7 +456,9 @@ class ScriptedEnvironment implements TurnEnvironment {
 
   async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
     this.calls.push({ turn, ended: [...ended] });
-    return ended.map((end) => (turn + 1 < this.maxTurns && end.reason === 'stop' ? ScriptedEnvironment.observation(end.sample, turn) : null));
+    return ended.map((end) =>
+      turn + 1 < this.maxTurns && end.reason === 'stop' ? ScriptedEnvironment.observation(end.sample, turn) : null,
+    );
   }
 }
 
@@ -369,66 +476,83 @@ function segments(batch: RolloutBatch, i: number): { generated: boolean; start: 
 describe('multi-turn rollout', () => {
   const C: RolloutConfig = { ...BASE, n: 2, maxResponseLength: 24, eosTokenIds: [4], readEvery: 3 };
 
-  it('continues from the KV cache after each observation: greedy turns equal a full recompute of their prefix', async () => {
-    const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
-    const environment = new ScriptedEnvironment();
-    const c: RolloutConfig = { ...C, ...VALIDATION_SAMPLING, n: 1 };
-    const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c, environment);
-    const lm = new CausalLm(engine, policy.config, policy.params);
-    let continued = 0;
-    for (let i = 0; i < PROMPTS.length; i++) {
-      const parts = segments(batch, i);
-      for (const part of parts.filter((p) => p.generated)) {
-        const prefix = [...PROMPTS[i], ...batch.responses[i].slice(0, part.start)];
-        const turn = await generateWithoutCache(lm, [prefix], { ...c, maxResponseLength: part.tokens.length, eosTokenIds: [...c.eosTokenIds, ...environment.turnEndTokenIds] });
-        expect(turn.responses[0], `sample ${i} turn at ${part.start}`).toEqual(part.tokens);
-        if (part.start > 0) continued++;
-      }
-      // each observation follows a turn that ended on a turn-ending token, and is the scripted one
-      parts.forEach((part, k) => {
-        if (part.generated) return;
-        expect(environment.turnEndTokenIds).toContain(parts[k - 1].tokens.at(-1));
-        expect(part.tokens).toEqual(ScriptedEnvironment.observation(i, (k - 1) / 2));
-      });
-    }
-    expect(continued).toBeGreaterThan(1);
-  });
-
-  it('masks observations out of response_mask, keeps them attended, and old log-probs equal teacher forcing', async () => {
-    const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 6);
-    const environment = new ScriptedEnvironment();
-    const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, C, environment);
-    const P = batch.promptLength;
-    let observed = 0;
-    batch.responses.forEach((row, i) => {
-      const length = batch.responseLengths[i];
-      expect(batch.attentionMask[i].slice(P)).toEqual([...new Array(length).fill(1), ...new Array(C.maxResponseLength - length).fill(0)]);
-      const prompt = PROMPTS[batch.groupIds[i]];
-      expect(batch.positionIds[i].slice(P - prompt.length, P + length)).toEqual(Array.from({ length: prompt.length + length }, (_, t) => t));
-      for (let t = 0; t < length; t++) {
-        if (batch.responseMask[i][t] === 0) {
-          observed++;
-          expect(batch.oldLogProbs[i][t]).toBe(0);
+  it(
+    'continues from the KV cache after each observation: greedy turns equal a full recompute of their ' + 'prefix',
+    async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const environment = new ScriptedEnvironment();
+      const c: RolloutConfig = { ...C, ...VALIDATION_SAMPLING, n: 1 };
+      const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c, environment);
+      const lm = new CausalLm(engine, policy.config, policy.params);
+      let continued = 0;
+      for (let i = 0; i < PROMPTS.length; i++) {
+        const parts = segments(batch, i);
+        for (const part of parts.filter((p) => p.generated)) {
+          const prefix = [...PROMPTS[i], ...batch.responses[i].slice(0, part.start)];
+          const turn = await generateWithoutCache(lm, [prefix], {
+            ...c,
+            maxResponseLength: part.tokens.length,
+            eosTokenIds: [...c.eosTokenIds, ...environment.turnEndTokenIds],
+          });
+          expect(turn.responses[0], `sample ${i} turn at ${part.start}`).toEqual(part.tokens);
+          if (part.start > 0) continued++;
         }
+        // each observation follows a turn that ended on a turn-ending token, and is the scripted one
+        parts.forEach((part, k) => {
+          if (part.generated) return;
+          expect(environment.turnEndTokenIds).toContain(parts[k - 1].tokens.at(-1));
+          expect(part.tokens).toEqual(ScriptedEnvironment.observation(i, (k - 1) / 2));
+        });
       }
-      expect(row.slice(length)).toEqual(new Array(C.maxResponseLength - length).fill(C.padTokenId));
-    });
-    expect(observed).toBeGreaterThan(4);
-    // the environment saw every sample end its first turn, and the ended turns' tokens as generated
-    expect(environment.calls[0].ended.map((e) => e.sample)).toEqual(batch.groupIds.map((_, i) => i));
-    const reference = await teacherForced(engine, policy, batch, C.temperature);
-    let compared = 0;
-    batch.oldLogProbs.forEach((row, i) => {
-      for (let t = 0; t < batch.responseLengths[i]; t++) {
-        if (batch.responseMask[i][t] === 0) continue;
-        expect(Math.abs(row[t] - reference[i * C.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
-        compared++;
-      }
-    });
-    expect(compared).toBeGreaterThan(20);
-  });
+      expect(continued).toBeGreaterThan(1);
+    },
+  );
+
+  it(
+    'masks observations out of response_mask, keeps them attended, and old log-probs equal teacher ' + 'forcing',
+    async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 6);
+      const environment = new ScriptedEnvironment();
+      const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, C, environment);
+      const P = batch.promptLength;
+      let observed = 0;
+      batch.responses.forEach((row, i) => {
+        const length = batch.responseLengths[i];
+        expect(batch.attentionMask[i].slice(P)).toEqual([
+          ...new Array(length).fill(1),
+          ...new Array(C.maxResponseLength - length).fill(0),
+        ]);
+        const prompt = PROMPTS[batch.groupIds[i]];
+        expect(batch.positionIds[i].slice(P - prompt.length, P + length)).toEqual(
+          Array.from({ length: prompt.length + length }, (_, t) => t),
+        );
+        for (let t = 0; t < length; t++) {
+          if (batch.responseMask[i][t] === 0) {
+            observed++;
+            expect(batch.oldLogProbs[i][t]).toBe(0);
+          }
+        }
+        expect(row.slice(length)).toEqual(new Array(C.maxResponseLength - length).fill(C.padTokenId));
+      });
+      expect(observed).toBeGreaterThan(4);
+      // the environment saw every sample end its first turn, and the ended turns' tokens as generated
+      expect(environment.calls[0].ended.map((e) => e.sample)).toEqual(batch.groupIds.map((_, i) => i));
+      const reference = await teacherForced(engine, policy, batch, C.temperature);
+      let compared = 0;
+      batch.oldLogProbs.forEach((row, i) => {
+        for (let t = 0; t < batch.responseLengths[i]; t++) {
+          if (batch.responseMask[i][t] === 0) continue;
+          expect(Math.abs(row[t] - reference[i * C.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(
+            1e-4,
+          );
+          compared++;
+        }
+      });
+      expect(compared).toBeGreaterThan(20);
+    },
+  );
 
   it('samples in slot-sized chunks give the multi-turn rollout of one batch', async () => {
     const engine = await gpuEngine();
@@ -438,7 +562,10 @@ describe('multi-turn rollout', () => {
     const chunked = new ScriptedEnvironment();
     const two = await generator.generate(PROMPTS, { ...C, maxSlots: 4 }, chunked);
     // chunks of 4 and 2 samples, each from turn 0
-    expect(chunked.calls.filter((call) => call.turn === 0).map((call) => call.ended.map((end) => end.sample))).toEqual([[0, 1, 2, 3], [4, 5]]);
+    expect(chunked.calls.filter((call) => call.turn === 0).map((call) => call.ended.map((end) => end.sample))).toEqual([
+      [0, 1, 2, 3],
+      [4, 5],
+    ]);
     expect(two.responses).toEqual(one.responses);
     expect(two.responseMask).toEqual(one.responseMask);
     two.oldLogProbs.forEach((row, i) => {
@@ -453,7 +580,11 @@ describe('multi-turn rollout', () => {
     const single = await generator.generate(PROMPTS, C);
     const oneTurn = new ScriptedEnvironment();
     Object.assign(oneTurn, { maxTurns: 1 });
-    const withEnvironment = await generator.generate(PROMPTS, C, { ...oneTurn, turnEndTokenIds: [], observe: oneTurn.observe.bind(oneTurn) });
+    const withEnvironment = await generator.generate(PROMPTS, C, {
+      ...oneTurn,
+      turnEndTokenIds: [],
+      observe: oneTurn.observe.bind(oneTurn),
+    });
     expect(withEnvironment.responses).toEqual(single.responses);
   });
 });

@@ -36,11 +36,14 @@ describe('rope kernel', () => {
     { B: 3, T: 11, NH: 6, NKV: 1, HS: 6 },
   ];
   for (const { B, T, NH, NKV, HS } of cases) {
-    it(`forward and backward match the reference for rows=${B * T}, NH=${NH}, NKV=${NKV}, HS=${HS}, left padding`, async () => {
-      const rows = B * T;
-      const args = { positions: leftPaddedPositions(B, T, rows + HS), rows, NH, NKV, HS, theta: 10000 };
-      await checkRope(args, rows * (NH + 2 * NKV) * HS);
-    });
+    it(
+      `forward and backward match the reference for rows=${B * T}, NH=${NH}, NKV=${NKV}, HS=${HS}, left ` + `padding`,
+      async () => {
+        const rows = B * T;
+        const args = { positions: leftPaddedPositions(B, T, rows + HS), rows, NH, NKV, HS, theta: 10000 };
+        await checkRope(args, rows * (NH + 2 * NKV) * HS);
+      },
+    );
   }
 
   it('keeps f32 accuracy at positions up to 400k (angles range-reduced before sin and cos)', async () => {
@@ -53,7 +56,16 @@ describe('rope kernel', () => {
     // k heads only (NH = 0) of a cache with rows of NKV k heads then NKV v heads, starting at cache row 2.
     const [NKV, HS, rows] = [2, 16, 5];
     const rowStride = 2 * NKV * HS;
-    const args = { positions: Int32Array.from([2, 3, 4, 5, 6]), rows, NH: 0, NKV, HS, theta: 10000, rowStride, colOffset: 2 * rowStride };
+    const args = {
+      positions: Int32Array.from([2, 3, 4, 5, 6]),
+      rows,
+      NH: 0,
+      NKV,
+      HS,
+      theta: 10000,
+      rowStride,
+      colOffset: 2 * rowStride,
+    };
     await checkRope(args, 9 * rowStride);
     // A column offset that breaks vec4 alignment takes the scalar path.
     await checkRope({ ...args, colOffset: 2 * rowStride + 2 }, 9 * rowStride);

@@ -1,7 +1,14 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
-import { ROW_SAMPLING_WORDS, packRowSampling, sampleTokens, sampleVariants, type RowSampling, type SamplingParams } from '../../kernels/decode/sample.ts';
+import {
+  ROW_SAMPLING_WORDS,
+  packRowSampling,
+  sampleTokens,
+  sampleVariants,
+  type RowSampling,
+  type SamplingParams,
+} from '../../kernels/decode/sample.ts';
 import { sampleRef, keptTokens } from '../../kernels/decode/sample.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 
@@ -30,9 +37,19 @@ async function runGpu(engine: Engine, c: Case) {
   const t = {
     logits: engine.tensorFrom('logits', [c.logits.length], c.logits),
     eosIds: engine.tensorFrom('eos', [Math.max(1, eos.length)], eos.length ? eos : [0], 'u32'),
-    rowSampling: engine.tensorFrom('rowSampling', [rows * ROW_SAMPLING_WORDS], rowSamplingOf(c).flatMap(packRowSampling), 'u32'),
+    rowSampling: engine.tensorFrom(
+      'rowSampling',
+      [rows * ROW_SAMPLING_WORDS],
+      rowSamplingOf(c).flatMap(packRowSampling),
+      'u32',
+    ),
     ids: engine.tensor('ids', [rows], 'u32'),
-    positions: engine.tensorFrom('positions', [rows], Array.from({ length: rows }, (_, r) => 10 + r), 'i32'),
+    positions: engine.tensorFrom(
+      'positions',
+      [rows],
+      Array.from({ length: rows }, (_, r) => 10 + r),
+      'i32',
+    ),
     steps: engine.tensorFrom('steps', [rows], stepsOf(c), 'u32'),
     finished: engine.tensorFrom('finished', [rows], finishedIn, 'u32'),
     tokens: engine.tensor('tokens', [rows, outStride], 'u32'),
@@ -65,7 +82,10 @@ function stepsOf(c: Case): number[] {
 
 function reference(c: Case) {
   return sampleRef({
-    ...c, eosIds: c.eosIds ?? [], steps: stepsOf(c), padId: 3,
+    ...c,
+    eosIds: c.eosIds ?? [],
+    steps: stepsOf(c),
+    padId: 3,
     finished: c.finished ?? new Array<number>(c.rows).fill(0),
     rowSampling: rowSamplingOf(c),
   });
@@ -82,50 +102,91 @@ function expectSameDraw(got: ArrayLike<number>, ref: ReturnType<typeof reference
 }
 
 describe('sample kernel', () => {
-  it.each(sampleVariants.map((v) => v.name))('%s matches the reference: greedy, temperature, top-k, top-p; odd V, strided rows, eos, finished rows', async (variant) => {
-    const engine = await gpuEngine();
-    engine.knobs.kernelVariants.sample = variant;
-    const cases: Case[] = [];
-    for (const V of [37, 1000]) {
-      const rows = 5;
-      // permuted sample ids: rows of a compacted batch write to their own samples' output rows
-      const base = { V, rows, seed: 1234, eosIds: [2, 7], finished: [0, 0, 1, 0, 0], sampleIds: V > 100 ? [3, 0, 4, 1, 2] : undefined };
-      const logits = randomArray(rows * V, V, 3);
-      cases.push({ ...base, logits, temperature: 0, topK: -1, topP: 1 });
-      cases.push({ ...base, logits, temperature: 1, topK: -1, topP: 1 });
-      cases.push({ ...base, logits, temperature: 0.6, topK: 5, topP: 1 });
-      cases.push({ ...base, logits, temperature: 1.3, topK: -1, topP: 0.7 });
-      cases.push({ ...base, logits, temperature: 0.9, topK: 12, topP: 0.8 });
-      cases.push({ ...base, logits, temperature: 1, topK: 1, topP: 1 });
-    }
-    // rows of different requests in one batch: each its own temperature, top-k, top-p and seed
-    cases.push({
-      V: 300, rows: 4, logits: randomArray(4 * 300, 31, 3), temperature: 1, topK: -1, topP: 1, seed: 8,
-      perRow: [{ temperature: 0 }, { temperature: 0.7, topK: 9, seed: 40 }, { topP: 0.6, seed: 41 }, { temperature: 1.4, topK: 30, topP: 0.9 }],
-    });
-    // rows of a (B, T, V) batch: each row samples at its last position (the no-cache path)
-    cases.push({ V: 50, rows: 3, rowStride: 4, rowOffset: 3, logits: randomArray(3 * 4 * 50, 9, 2), temperature: 0.8, topK: -1, topP: 0.95, seed: 5 });
-    cases.push({ V: 50, rows: 3, rowStride: 4, rowOffset: 3, logits: randomArray(3 * 4 * 50, 9, 2), temperature: 0, topK: -1, topP: 1, seed: 5 });
-    for (const c of cases) {
-      const got = await runGpu(engine, c);
-      const ref = reference(c);
-      const what = `V=${c.V} T=${c.temperature} k=${c.topK} p=${c.topP}`;
-      expectSameDraw(got.ids, ref);
-      const outStride = c.outStride ?? 4;
-      for (let r = 0; r < c.rows; r++) {
-        const at = (c.sampleIds?.[r] ?? r) * outStride + stepsOf(c)[r];
-        expect(got.tokens[at], what).toBe(got.ids[r]);
-        const done = ref.finished[r] === 1 && (c.finished?.[r] ?? 0) === 1;
-        expect(got.positions[r], what).toBe(10 + r + (done ? 0 : 1));
-        expect(got.steps[r], what).toBe(stepsOf(c)[r] + (done ? 0 : 1));
-        if (got.ids[r] === ref.ids[r]) {
-          expect(got.finished[r], what).toBe(ref.finished[r]);
-          expectClose([got.logprobs[at]], [ref.logprobs[r]], 1e-5, 1e-5, `${what} logprob row ${r}`);
+  it.each(sampleVariants.map((v) => v.name))(
+    '%s matches the reference: greedy, temperature, top-k, top-p; odd V, strided rows, eos, finished rows',
+    async (variant) => {
+      const engine = await gpuEngine();
+      engine.knobs.kernelVariants.sample = variant;
+      const cases: Case[] = [];
+      for (const V of [37, 1000]) {
+        const rows = 5;
+        // permuted sample ids: rows of a compacted batch write to their own samples' output rows
+        const base = {
+          V,
+          rows,
+          seed: 1234,
+          eosIds: [2, 7],
+          finished: [0, 0, 1, 0, 0],
+          sampleIds: V > 100 ? [3, 0, 4, 1, 2] : undefined,
+        };
+        const logits = randomArray(rows * V, V, 3);
+        cases.push({ ...base, logits, temperature: 0, topK: -1, topP: 1 });
+        cases.push({ ...base, logits, temperature: 1, topK: -1, topP: 1 });
+        cases.push({ ...base, logits, temperature: 0.6, topK: 5, topP: 1 });
+        cases.push({ ...base, logits, temperature: 1.3, topK: -1, topP: 0.7 });
+        cases.push({ ...base, logits, temperature: 0.9, topK: 12, topP: 0.8 });
+        cases.push({ ...base, logits, temperature: 1, topK: 1, topP: 1 });
+      }
+      // rows of different requests in one batch: each its own temperature, top-k, top-p and seed
+      cases.push({
+        V: 300,
+        rows: 4,
+        logits: randomArray(4 * 300, 31, 3),
+        temperature: 1,
+        topK: -1,
+        topP: 1,
+        seed: 8,
+        perRow: [
+          { temperature: 0 },
+          { temperature: 0.7, topK: 9, seed: 40 },
+          { topP: 0.6, seed: 41 },
+          { temperature: 1.4, topK: 30, topP: 0.9 },
+        ],
+      });
+      // rows of a (B, T, V) batch: each row samples at its last position (the no-cache path)
+      cases.push({
+        V: 50,
+        rows: 3,
+        rowStride: 4,
+        rowOffset: 3,
+        logits: randomArray(3 * 4 * 50, 9, 2),
+        temperature: 0.8,
+        topK: -1,
+        topP: 0.95,
+        seed: 5,
+      });
+      cases.push({
+        V: 50,
+        rows: 3,
+        rowStride: 4,
+        rowOffset: 3,
+        logits: randomArray(3 * 4 * 50, 9, 2),
+        temperature: 0,
+        topK: -1,
+        topP: 1,
+        seed: 5,
+      });
+      for (const c of cases) {
+        const got = await runGpu(engine, c);
+        const ref = reference(c);
+        const what = `V=${c.V} T=${c.temperature} k=${c.topK} p=${c.topP}`;
+        expectSameDraw(got.ids, ref);
+        const outStride = c.outStride ?? 4;
+        for (let r = 0; r < c.rows; r++) {
+          const at = (c.sampleIds?.[r] ?? r) * outStride + stepsOf(c)[r];
+          expect(got.tokens[at], what).toBe(got.ids[r]);
+          const done = ref.finished[r] === 1 && (c.finished?.[r] ?? 0) === 1;
+          expect(got.positions[r], what).toBe(10 + r + (done ? 0 : 1));
+          expect(got.steps[r], what).toBe(stepsOf(c)[r] + (done ? 0 : 1));
+          if (got.ids[r] === ref.ids[r]) {
+            expect(got.finished[r], what).toBe(ref.finished[r]);
+            expectClose([got.logprobs[at]], [ref.logprobs[r]], 1e-5, 1e-5, `${what} logprob row ${r}`);
+          }
         }
       }
-    }
-    delete engine.knobs.kernelVariants.sample;
-  });
+      delete engine.knobs.kernelVariants.sample;
+    },
+  );
 
   it('draws at temperature 1 follow the softmax (χ² test) and are reproducible from the seed', async () => {
     const engine = await gpuEngine();
@@ -163,7 +224,12 @@ describe('sample kernel', () => {
     row[17] = row[40]; // a tie, to exercise the tie rule at the thresholds
     const logits = new Float32Array(rows * V);
     for (let r = 0; r < rows; r++) logits.set(row, r * V);
-    for (const [temperature, topK, topP] of [[1, 10, 1], [0.7, -1, 0.5], [1.5, 40, 0.9], [1, 3, 0.3]]) {
+    for (const [temperature, topK, topP] of [
+      [1, 10, 1],
+      [0.7, -1, 0.5],
+      [1.5, 40, 0.9],
+      [1, 3, 0.3],
+    ]) {
       const kept = keptTokens(row, temperature, topK, topP);
       const got = await runGpu(engine, { V, rows, logits, temperature, topK, topP, seed: 3 });
       const seen = new Set(got.ids);
@@ -176,7 +242,17 @@ describe('sample kernel', () => {
   it('a row whose step reached outStride has spent its budget: pad, no write, no advance', async () => {
     const engine = await gpuEngine();
     const V = 16;
-    const got = await runGpu(engine, { V, rows: 2, logits: randomArray(2 * V, 4, 1), temperature: 1, topK: -1, topP: 1, seed: 9, steps: [4, 3], outStride: 4 });
+    const got = await runGpu(engine, {
+      V,
+      rows: 2,
+      logits: randomArray(2 * V, 4, 1),
+      temperature: 1,
+      topK: -1,
+      topP: 1,
+      seed: 9,
+      steps: [4, 3],
+      outStride: 4,
+    });
     expect(got.ids[0]).toBe(3);
     expect(Array.from(got.steps)).toEqual([4, 4]);
     expect(Array.from(got.positions)).toEqual([10, 12]);

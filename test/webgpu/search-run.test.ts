@@ -11,11 +11,22 @@ describe('search run', () => {
     const { root, overrides } = await makeTinyRun(8, 'search_qa');
     const dir = join(root, 'search');
     const data = overrides.find((o) => o.startsWith('data.train_files='))!.split('=')[1];
-    expect(await main([
-      ...overrides, 'do_search=true', `retriever.corpus_path=${join(root, 'corpus.jsonl')}`, 'retriever.topk=2', 'max_turns=2',
-      'data.max_response_length=20', 'data.max_obs_length=8', `data.val_files=${data}`, 'trainer.val_before_train=true',
-      'actor_rollout_ref.rollout.temperature=1.5', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`,
-    ])).toBe(0);
+    expect(
+      await main([
+        ...overrides,
+        'do_search=true',
+        `retriever.corpus_path=${join(root, 'corpus.jsonl')}`,
+        'retriever.topk=2',
+        'max_turns=2',
+        'data.max_response_length=20',
+        'data.max_obs_length=8',
+        `data.val_files=${data}`,
+        'trainer.val_before_train=true',
+        'actor_rollout_ref.rollout.temperature=1.5',
+        'trainer.total_training_steps=2',
+        `trainer.default_local_dir=${dir}`,
+      ]),
+    ).toBe(0);
     const lines = (await runMetrics(dir)).map((l) => l.data);
     const steps = lines.filter((m) => m['critic/score/mean'] !== undefined);
     expect(steps).toHaveLength(2);

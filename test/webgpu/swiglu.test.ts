@@ -5,7 +5,12 @@ import { swigluForwardRef, swigluBackwardRef } from '../../kernels/layers/swiglu
 import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('swiglu kernel', () => {
-  for (const [rows, I] of [[1, 4], [7, 12], [33, 130], [5, 3]]) {
+  for (const [rows, I] of [
+    [1, 4],
+    [7, 12],
+    [33, 130],
+    [5, 3],
+  ]) {
     it(`forward and backward match the reference for rows=${rows}, I=${I}`, async () => {
       const engine = await gpuEngine();
       const gateUpData = randomArray(rows * 2 * I, rows + I, 12);
@@ -19,7 +24,13 @@ describe('swiglu kernel', () => {
       swigluForward(engine, { gateUp, out, rows, I });
       swigluBackward(engine, { gateUp, dOut: engine.tensorFrom('dOut', [rows, I], dOutData), dGateUp, rows, I });
       expectClose(await engine.read(out), swigluForwardRef({ gateUp: gateUpData, rows, I }), 1e-6, 1e-5, 'out');
-      expectClose(await engine.read(dGateUp), swigluBackwardRef({ gateUp: gateUpData, dOut: dOutData, rows, I }), 1e-6, 1e-5, 'dGateUp');
+      expectClose(
+        await engine.read(dGateUp),
+        swigluBackwardRef({ gateUp: gateUpData, dOut: dOutData, rows, I }),
+        1e-6,
+        1e-5,
+        'dGateUp',
+      );
     });
   }
 });

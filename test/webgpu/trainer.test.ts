@@ -22,8 +22,16 @@ describe('PPO trainer runs', () => {
   it('GRPO: groups of n samples, no critic allocated or reported', async () => {
     const { root, overrides } = await makeTinyRun();
     const dir = join(root, 'grpo');
-    expect(await main([...overrides, 'algorithm.adv_estimator=grpo', 'actor_rollout_ref.rollout.n=2', 'actor_rollout_ref.actor.use_kl_loss=true',
-      'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`])).toBe(0);
+    expect(
+      await main([
+        ...overrides,
+        'algorithm.adv_estimator=grpo',
+        'actor_rollout_ref.rollout.n=2',
+        'actor_rollout_ref.actor.use_kl_loss=true',
+        'trainer.total_training_steps=2',
+        `trainer.default_local_dir=${dir}`,
+      ]),
+    ).toBe(0);
     const steps = await stepMetrics(dir);
     expect(steps).toHaveLength(2);
     for (const m of steps) {
@@ -35,26 +43,47 @@ describe('PPO trainer runs', () => {
     await expect(readFile(join(dir, 'global_step_2', 'critic', 'config.json'))).rejects.toThrow();
   }, 300_000);
 
-  it('allocates the reference copy of the actor only where a KL term reads it (as verl adds the RefPolicy role)', async () => {
+  it('allocates the reference copy of the actor only where a KL term reads it (as verl adds the RefPolicy ' +
+    'role)', async () => {
     const { root, overrides } = await makeTinyRun();
     /** Labels of every buffer the run allocates. */
     const labels = async (name: string, extra: string[]) => {
       const createBuffer = vi.spyOn(Engine.prototype, 'createBuffer');
       try {
-        expect(await main([...overrides, ...extra, 'trainer.total_training_steps=1', `trainer.default_local_dir=${join(root, name)}`])).toBe(0);
+        expect(
+          await main([
+            ...overrides,
+            ...extra,
+            'trainer.total_training_steps=1',
+            `trainer.default_local_dir=${join(root, name)}`,
+          ]),
+        ).toBe(0);
         return createBuffer.mock.calls.map(([label]) => label);
       } finally {
         createBuffer.mockRestore();
       }
     };
-    expect((await labels('kl', ['actor_rollout_ref.actor.use_kl_loss=true'])).some((label) => label.startsWith('reference'))).toBe(true);
+    expect(
+      (await labels('kl', ['actor_rollout_ref.actor.use_kl_loss=true'])).some((label) => label.startsWith('reference')),
+    ).toBe(true);
     expect((await labels('no-kl', [])).filter((label) => label.startsWith('reference'))).toEqual([]);
   }, 300_000);
 
   it('GAE with critic.freeze: values feed GAE, the critic never changes and reports no vf_loss', async () => {
     const { root, overrides } = await makeTinyRun();
     const dir = join(root, 'frozen');
-    expect(await main([...overrides, 'critic.freeze=true', 'trainer.save_freq=1', 'trainer.total_training_steps=2', `trainer.default_local_dir=${dir}`], { writeCharts: plotRun })).toBe(0);
+    expect(
+      await main(
+        [
+          ...overrides,
+          'critic.freeze=true',
+          'trainer.save_freq=1',
+          'trainer.total_training_steps=2',
+          `trainer.default_local_dir=${dir}`,
+        ],
+        { writeCharts: plotRun },
+      ),
+    ).toBe(0);
     expect(await readFile(join(dir, 'charts', 'index.html'), 'utf8')).toContain('<svg');
     const steps = await stepMetrics(dir);
     expect(steps).toHaveLength(2);
@@ -73,20 +102,41 @@ describe('PPO trainer runs', () => {
     expect(Buffer.compare(await actor(1), await actor(2))).not.toBe(0);
   }, 300_000);
 
-  it('use_dynamic_bsz and gradient checkpointing: the losses and gradient norms of fixed micro-batches with stored activations', async () => {
+  it('use_dynamic_bsz and gradient checkpointing: the losses and gradient norms of fixed micro-batches with stored ' +
+    'activations', async () => {
     const { root, overrides } = await makeTinyRun();
     const run = async (name: string, extra: string[]) => {
       const dir = join(root, name);
-      expect(await main([...overrides, 'actor_rollout_ref.actor.use_kl_loss=true', 'trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`, ...extra])).toBe(0);
+      expect(
+        await main([
+          ...overrides,
+          'actor_rollout_ref.actor.use_kl_loss=true',
+          'trainer.total_training_steps=1',
+          `trainer.default_local_dir=${dir}`,
+          ...extra,
+        ]),
+      ).toBe(0);
       return (await stepMetrics(dir))[0];
     };
     const fixed = await run('fixed', []);
     const budget = await run('budget', [
-      'actor_rollout_ref.actor.use_dynamic_bsz=true', 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40', 'critic.ppo_max_token_len_per_gpu=40',
-      'actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true', 'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40',
-      'actor_rollout_ref.model.enable_gradient_checkpointing=true', 'critic.model.enable_gradient_checkpointing=true',
+      'actor_rollout_ref.actor.use_dynamic_bsz=true',
+      'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=40',
+      'critic.ppo_max_token_len_per_gpu=40',
+      'actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true',
+      'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=40',
+      'actor_rollout_ref.model.enable_gradient_checkpointing=true',
+      'critic.model.enable_gradient_checkpointing=true',
     ]);
-    const compared = ['actor/pg_loss', 'actor/kl_loss', 'actor/entropy', 'actor/grad_norm', 'critic/vf_loss', 'critic/grad_norm', 'critic/advantages/mean'];
+    const compared = [
+      'actor/pg_loss',
+      'actor/kl_loss',
+      'actor/entropy',
+      'actor/grad_norm',
+      'critic/vf_loss',
+      'critic/grad_norm',
+      'critic/advantages/mean',
+    ];
     for (const key of compared) {
       expect(fixed[key], key).toBeDefined();
       expect(Math.abs(budget[key] - fixed[key]), key).toBeLessThan(1e-5 * Math.max(1, Math.abs(fixed[key])));
@@ -100,8 +150,15 @@ describe('PPO trainer runs', () => {
     await writeFile(rewardModule, 'export function compute_score() { return 1; }\n');
     const run = async (ratio: number) => {
       const dir = join(root, `masked-${ratio}`);
-      expect(await main([...overrides, `custom_reward_function.path=${rewardModule}`, `algorithm.reward_mask_ratio=${ratio}`,
-        'trainer.total_training_steps=1', `trainer.default_local_dir=${dir}`])).toBe(0);
+      expect(
+        await main([
+          ...overrides,
+          `custom_reward_function.path=${rewardModule}`,
+          `algorithm.reward_mask_ratio=${ratio}`,
+          'trainer.total_training_steps=1',
+          `trainer.default_local_dir=${dir}`,
+        ]),
+      ).toBe(0);
       return (await stepMetrics(dir))[0];
     };
     const unmasked = await run(0);

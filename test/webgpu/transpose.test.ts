@@ -6,7 +6,16 @@ import { randomArray, expectClose } from '../support/arrays.ts';
 
 describe('transpose kernel', () => {
   // 4x4 blocks (both sides multiples of 4, square and not, more than one workgroup) and the element path.
-  for (const [rows, cols] of [[4, 4], [8, 12], [256, 128], [128, 384], [1, 1], [7, 13], [12, 6], [3, 64]]) {
+  for (const [rows, cols] of [
+    [4, 4],
+    [8, 12],
+    [256, 128],
+    [128, 384],
+    [1, 1],
+    [7, 13],
+    [12, 6],
+    [3, 64],
+  ]) {
     it(`matches the reference for rows=${rows}, cols=${cols}`, async () => {
       const engine = await gpuEngine();
       const data = randomArray(rows * cols, rows * 31 + cols);

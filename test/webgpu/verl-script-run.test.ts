@@ -20,18 +20,30 @@ describe('a verl launch script on a tiny model', () => {
     const grpo = LAUNCH_SCRIPTS.find((s) => s.source === 'verl examples/grpo_trainer/run_qwen2-7b.sh')!;
     const argv = [
       ...withPaths(grpo.argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
-      'data.train_batch_size=4', 'data.max_prompt_length=16', 'data.max_response_length=3', 'data.val_max_samples=2',
-      'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
-      'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2', 'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2',
-      'actor_rollout_ref.rollout.n=2', 'trainer.total_training_steps=1', 'trainer.n_gpus_per_node=1', `trainer.default_local_dir=${runDir}`,
+      'data.train_batch_size=4',
+      'data.max_prompt_length=16',
+      'data.max_response_length=3',
+      'data.val_max_samples=2',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=2',
+      'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
+      'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2',
+      'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2',
+      'actor_rollout_ref.rollout.n=2',
+      'trainer.total_training_steps=1',
+      'trainer.n_gpus_per_node=1',
+      `trainer.default_local_dir=${runDir}`,
       'trainer.logger=["console","file","tensorboard","wandb"]',
     ];
     const { code, stderr } = await runCli(argv);
     expect(code, stderr).toBe(0);
-    // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, and one note says so.
-    expect(stderr).toContain('ignored 5 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding');
+    // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, and one note says
+    // so.
+    expect(stderr).toContain(
+      'ignored 5 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding',
+    );
     expect(stderr.split('\n').filter((line) => line.includes('actor_rollout_ref.rollout.name'))).toEqual([
-      'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this engine\'s decoder (docs/rollout-servers.md)',
+      'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this ' +
+        "engine's decoder (docs/rollout-servers.md)",
     ]);
     expect(stderr).toContain('trainer.logger: skipped wandb');
 
@@ -45,26 +57,40 @@ describe('a verl launch script on a tiny model', () => {
     const [eventFile] = await readdir(join(runDir, 'tensorboard'));
     const events = readEvents(new Uint8Array(await readFile(join(runDir, 'tensorboard', eventFile))));
     expect(events[0].fileVersion).toBe('brain.Event:2');
-    const stepEvent = events.find((e) => e.step === 1 && e.summary.value.some((v: { tag: string }) => v.tag === 'critic/score/mean'));
+    const stepEvent = events.find(
+      (e) => e.step === 1 && e.summary.value.some((v: { tag: string }) => v.tag === 'critic/score/mean'),
+    );
     const score = stepEvent.summary.value.find((v: { tag: string }) => v.tag === 'critic/score/mean').simpleValue;
     expect(score).toBeCloseTo(step.data['critic/score/mean'], 6);
   });
 
-  it('runs DAPO\'s script: dynamic sampling draws generation batches until the kept groups fill the batch', async () => {
+  it("runs DAPO's script: dynamic sampling draws generation batches until the kept groups fill the batch", async () => {
     const { root, overrides } = await makeTinyRun(12);
     const tiny = Object.fromEntries(overrides.map((o) => [o.slice(0, o.indexOf('=')), o.slice(o.indexOf('=') + 1)]));
     const runDir = join(root, 'dapo-script');
     // Prompts whose ground truth is a multiple of 3 score 1 then 0 within their group of 2 (kept), the others a
     // constant 1 (dropped while the overlong buffer, which starts past every response here, leaves them uniform).
     const reward = join(root, 'some-uniform.mjs');
-    await writeFile(reward, 'let calls = 0;\nexport function compute_score(source, text, truth) { const parity = calls++ % 2; return Number(truth) % 3 === 0 ? 1 - parity : 1; }\n');
+    await writeFile(
+      reward,
+      'let calls = 0;\nexport function compute_score(source, text, truth) { const parity = calls++ % 2; return ' +
+        'Number(truth) % 3 === 0 ? 1 - parity : 1; }\n',
+    );
     const dapo = LAUNCH_SCRIPTS.find((s) => s.source === 'verl tests/special_e2e/run_dapo.sh')!;
     const argv = [
       ...withPaths(dapo.argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
-      `custom_reward_function.path=${reward}`, 'reward_model.overlong_buffer.len=1', 'reward_model.reward_kwargs.max_resp_len=8',
-      'data.train_batch_size=2', 'data.gen_batch_size=4', 'data.max_prompt_length=16', 'data.max_response_length=3',
-      'actor_rollout_ref.actor.ppo_mini_batch_size=2', 'actor_rollout_ref.rollout.n=2', 'trainer.n_gpus_per_node=1',
-      `trainer.default_local_dir=${runDir}`, 'trainer.logger=["console","file"]',
+      `custom_reward_function.path=${reward}`,
+      'reward_model.overlong_buffer.len=1',
+      'reward_model.reward_kwargs.max_resp_len=8',
+      'data.train_batch_size=2',
+      'data.gen_batch_size=4',
+      'data.max_prompt_length=16',
+      'data.max_response_length=3',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=2',
+      'actor_rollout_ref.rollout.n=2',
+      'trainer.n_gpus_per_node=1',
+      `trainer.default_local_dir=${runDir}`,
+      'trainer.logger=["console","file"]',
     ];
     const { code, stderr } = await runCli(argv);
     expect(code, stderr).toBe(0);
@@ -73,7 +99,8 @@ describe('a verl launch script on a tiny model', () => {
     expect(config.reward_model.reward_manager).toBe('dapo');
     const step = (await runMetrics(runDir)).find((l) => l.data['critic/score/mean'] !== undefined)!;
     expect(step.step).toBe(1);
-    for (const [key, value] of Object.entries(step.data)) expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
+    for (const [key, value] of Object.entries(step.data))
+      expect(Number.isFinite(value), `${key} = ${value}`).toBe(true);
     expect(step.data['train/num_gen_batches']).toBeGreaterThanOrEqual(1);
     // Only kept groups are trained on: each has one 1 and one 0.
     expect(step.data['critic/score/mean']).toBe(0.5);

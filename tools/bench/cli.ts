@@ -10,7 +10,10 @@ type Row = Record<string, string | number>;
 
 const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>> = {
   kernels: async (engine, argv) => {
-    const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+    const only = argv
+      .find((a) => a.startsWith('--only='))
+      ?.slice('--only='.length)
+      .split(',');
     return (await import('./kernels.ts')).benchmarkKernels(engine, { only }) as unknown as Promise<Row[]>;
   },
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
@@ -25,23 +28,42 @@ function formatTable(rows: Row[]): string {
   if (rows.length === 0) return '(no rows)';
   const keys = [...new Set(rows.flatMap((r) => Object.keys(r)))];
   const cell = (v: string | number | undefined) =>
-    v === undefined ? '' : typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v >= 100 ? v.toFixed(0) : v.toPrecision(4)) : v;
+    v === undefined
+      ? ''
+      : typeof v === 'number'
+        ? Number.isInteger(v)
+          ? String(v)
+          : v >= 100
+            ? v.toFixed(0)
+            : v.toPrecision(4)
+        : v;
   const widths = keys.map((k) => Math.max(k.length, ...rows.map((r) => cell(r[k]).length)));
   const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i])).join('  ');
-  return [line(keys), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(keys.map((k) => cell(r[k]))))].join('\n');
+  return [
+    line(keys),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...rows.map((r) => line(keys.map((k) => cell(r[k])))),
+  ].join('\n');
 }
 
 export async function runBenchmarks(argv: string[]): Promise<number> {
   const json = argv.includes('--json');
   const suite = argv.find((a) => !a.startsWith('--'));
   if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile' || suite === 'gpu-report')) {
-    console.error(`usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: --steps=N --warmup=N --every=N] [servers: --steps=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
-      ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] [--json]');
+    console.error(
+      `usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: ` +
+        `--steps=N --warmup=N --every=N] [servers: --steps=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
+        ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] ' +
+        '[--json]',
+    );
     return 2;
   }
   const pipelineLog = argv.filter((a) => !a.startsWith('--'))[1];
   if (suite === 'compile' && !pipelineLog) {
-    console.error('usage: node tools/bench.js compile PIPELINES.jsonl (record it with WEBGPU_PIPELINE_LOG=PIPELINES.jsonl on any run, e.g. npm test)');
+    console.error(
+      'usage: node tools/bench.js compile PIPELINES.jsonl (record it with WEBGPU_PIPELINE_LOG=PIPELINES.jsonl on any ' +
+        'run, e.g. npm test)',
+    );
     return 2;
   }
   let pipelines: PipelineRecord[] = [];
@@ -69,7 +91,11 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
     if (!json) console.log(`device: ${engine.caps.description}`);
     if (suite === 'gpu-report') {
       // With --json the report goes to stdout and the progress lines to stderr.
-      const { code, report } = await (await import('./gpu-report.ts')).runGpuReport(engine, argv, json ? console.error : console.log);
+      const { code, report } = await (await import('./gpu-report.ts')).runGpuReport(
+        engine,
+        argv,
+        json ? console.error : console.log,
+      );
       if (json && report) console.log(JSON.stringify(report, null, 2));
       return code;
     }
@@ -82,7 +108,10 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
       console.log(json ? JSON.stringify(result.plan, null, 2) : result.lines.join('\n'));
       return result.plan.problems.length > 0 ? 1 : 0;
     }
-    const rows = suite === 'compile' ? await benchmarkCompile(engine, pipelines) as unknown as Row[] : await SUITES[suite](engine, argv);
+    const rows =
+      suite === 'compile'
+        ? ((await benchmarkCompile(engine, pipelines)) as unknown as Row[])
+        : await SUITES[suite](engine, argv);
     console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
     return 0;
   } finally {

@@ -16,7 +16,9 @@ export interface CompileRow {
 }
 
 function describeConstants(record: PipelineRecord): string {
-  const consts = [...record.code.matchAll(/^const (\w+): (?:u32|bool) = (\w+?)u?;$/gm)].map(([, name, value]) => `${name}=${value}`);
+  const consts = [...record.code.matchAll(/^const (\w+): (?:u32|bool) = (\w+?)u?;$/gm)].map(
+    ([, name, value]) => `${name}=${value}`,
+  );
   return [...consts, ...Object.entries(record.constants).map(([name, value]) => `${name}=${value}`)].join(',');
 }
 
@@ -24,16 +26,18 @@ const DUMMY_BYTES = 4096;
 
 export function readPipelineLog(path: string): PipelineRecord[] {
   const unique = new Map<string, PipelineRecord>();
-  readFileSync(path, 'utf8').split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    let record: PipelineRecord;
-    try {
-      record = JSON.parse(line) as PipelineRecord;
-    } catch {
-      throw new Error(`${path}:${i + 1}: not a JSON pipeline record (write the file with WEBGPU_PIPELINE_LOG)`);
-    }
-    unique.set(pipelineKey(record), record);
-  });
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .forEach((line, i) => {
+      if (line.trim() === '') return;
+      let record: PipelineRecord;
+      try {
+        record = JSON.parse(line) as PipelineRecord;
+      } catch {
+        throw new Error(`${path}:${i + 1}: not a JSON pipeline record (write the file with WEBGPU_PIPELINE_LOG)`);
+      }
+      unique.set(pipelineKey(record), record);
+    });
   return [...unique.values()];
 }
 
@@ -53,7 +57,11 @@ async function compileOnce(engine: Engine, record: PipelineRecord): Promise<numb
   const pipeline = device.createComputePipeline({
     label: record.name,
     layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),
-    compute: { module: device.createShaderModule({ label: record.name, code: record.code }), entryPoint: record.entryPoint, constants: record.constants },
+    compute: {
+      module: device.createShaderModule({ label: record.name, code: record.code }),
+      entryPoint: record.entryPoint,
+      constants: record.constants,
+    },
   });
   const uniform = device.createBuffer({ size: record.uniformBytes, usage: GPUBufferUsage.UNIFORM });
   const storage = record.bindings.map(() => device.createBuffer({ size: DUMMY_BYTES, usage: GPUBufferUsage.STORAGE }));
@@ -74,7 +82,10 @@ async function compileOnce(engine: Engine, record: PipelineRecord): Promise<numb
   return ms;
 }
 
-/** Compiles each record (readPipelineLog: the distinct pipelines of a log); rows slowest first, then one row per kernel name, then the total. */
+/**
+ * Compiles each record (readPipelineLog: the distinct pipelines of a log); rows slowest first, then one row per kernel
+ * name, then the total.
+ */
 export async function benchmarkCompile(engine: Engine, records: readonly PipelineRecord[]): Promise<CompileRow[]> {
   const rows: CompileRow[] = [];
   for (const [i, record] of records.entries()) {
@@ -91,7 +102,8 @@ export async function benchmarkCompile(engine: Engine, records: readonly Pipelin
     entry.count += 1;
     byKernel.set(row.kernel, entry);
   }
-  const kernels = [...byKernel.entries()].sort((a, b) => b[1].ms - a[1].ms)
+  const kernels = [...byKernel.entries()]
+    .sort((a, b) => b[1].ms - a[1].ms)
     .map(([kernel, { ms, count }]) => ({ kernel: `Σ ${kernel}`, constants: `${count} pipelines`, ms }));
   const total = rows.reduce((sum, row) => sum + row.ms, 0);
   return [...rows, ...kernels, { kernel: 'total', constants: `${rows.length} pipelines`, ms: total }];

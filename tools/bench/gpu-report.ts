@@ -48,11 +48,25 @@ export interface GpuReport {
 
 /** Seconds each section may take, full mode: 585 in all, so the report ends within 10 minutes with start-up. */
 const BUDGET_S: Record<SectionName, number> = {
-  adapter: 5, kernels: 90, matmul: 40, train: 60, generation: 40, 'ppo-step': 200, torch: 90, 'jax-js': 60,
+  adapter: 5,
+  kernels: 90,
+  matmul: 40,
+  train: 60,
+  generation: 40,
+  'ppo-step': 200,
+  torch: 90,
+  'jax-js': 60,
 };
 /** --tiny: the PPO step keeps Qwen3's 151,936-word head (its tokenizer is the real one): minutes on lavapipe. */
 const TINY_BUDGET_S: Record<SectionName, number> = {
-  adapter: 5, kernels: 10, matmul: 10, train: 20, generation: 20, 'ppo-step': 400, torch: 60, 'jax-js': 60,
+  adapter: 5,
+  kernels: 10,
+  matmul: 10,
+  train: 20,
+  generation: 20,
+  'ppo-step': 400,
+  torch: 60,
+  'jax-js': 60,
 };
 
 const JAXJS_PACKAGES = ['@jax-js/jax@0.1.25'];
@@ -70,28 +84,59 @@ interface Sizes {
 }
 
 const FULL: Sizes = {
-  matmul: 4096, trainConfigs: ['tiny', 'small', 'gpt2-124m'], trainSteps: 5, generationConfigs: ['tiny', 'small'], generationRuns: 3,
+  matmul: 4096,
+  trainConfigs: ['tiny', 'small', 'gpt2-124m'],
+  trainSteps: 5,
+  generationConfigs: ['tiny', 'small'],
+  generationRuns: 3,
   ppoStepArgs: ['--layers', '28', '--no-save'],
 };
 const TINY: Sizes = {
-  kernelOps: ['rmsnorm'], kernelTargetMs: 20, matmul: 128, trainConfigs: ['tiny'], trainSteps: 1, generationConfigs: ['tiny'], generationRuns: 1,
+  kernelOps: ['rmsnorm'],
+  kernelTargetMs: 20,
+  matmul: 128,
+  trainConfigs: ['tiny'],
+  trainSteps: 1,
+  generationConfigs: ['tiny'],
+  generationRuns: 1,
   ppoStepArgs: ['--hidden', '128', '--layers', '1', '--no-save'],
 };
 
-const TRAIN_CONFIGS: Record<TrainBenchRow['config'], DecoderConfig> = { tiny: BENCH_TINY, small: BENCH_SMALL, 'gpt2-124m': BENCH_GPT2_124M };
+const TRAIN_CONFIGS: Record<TrainBenchRow['config'], DecoderConfig> = {
+  tiny: BENCH_TINY,
+  small: BENCH_SMALL,
+  'gpt2-124m': BENCH_GPT2_124M,
+};
 
 function usageError(message: string): Error {
   return Object.assign(new Error(message), { usage: true });
 }
 
-export function parseReportArgs(argv: string[]): { tiny: boolean; allowSoftware: boolean; skip: SectionName[]; out: string } {
-  const skip = (argv.find((a) => a.startsWith('--skip='))?.slice('--skip='.length).split(',') ?? []).filter((s) => s.length > 0);
+export function parseReportArgs(argv: string[]): {
+  tiny: boolean;
+  allowSoftware: boolean;
+  skip: SectionName[];
+  out: string;
+} {
+  const skip = (
+    argv
+      .find((a) => a.startsWith('--skip='))
+      ?.slice('--skip='.length)
+      .split(',') ?? []
+  ).filter((s) => s.length > 0);
   for (const name of skip) {
-    if (!(SECTIONS as readonly string[]).includes(name)) throw usageError(`gpu-report: --skip=${name}: no such section (sections: ${SECTIONS.join(', ')})`);
+    if (!(SECTIONS as readonly string[]).includes(name))
+      throw usageError(`gpu-report: --skip=${name}: no such section (sections: ${SECTIONS.join(', ')})`);
   }
   for (const arg of argv.filter((a) => a.startsWith('--'))) {
-    if (!['--tiny', '--allow-software', '--json'].includes(arg) && !arg.startsWith('--skip=') && !arg.startsWith('--out=')) {
-      throw usageError(`gpu-report: unknown option ${arg} (options: --tiny, --allow-software, --skip=section,..., --out=FILE)`);
+    if (
+      !['--tiny', '--allow-software', '--json'].includes(arg) &&
+      !arg.startsWith('--skip=') &&
+      !arg.startsWith('--out=')
+    ) {
+      throw usageError(
+        `gpu-report: unknown option ${arg} (options: --tiny, --allow-software, --skip=section,..., --out=FILE)`,
+      );
     }
   }
   return {
@@ -103,7 +148,11 @@ export function parseReportArgs(argv: string[]): { tiny: boolean; allowSoftware:
 }
 
 /** The run's outcome: the exit code and the report (null when refused before any section ran). */
-export async function runGpuReport(engine: Engine, argv: string[], log: (line: string) => void = console.log): Promise<{ code: number; report: GpuReport | null }> {
+export async function runGpuReport(
+  engine: Engine,
+  argv: string[],
+  log: (line: string) => void = console.log,
+): Promise<{ code: number; report: GpuReport | null }> {
   let args: ReturnType<typeof parseReportArgs>;
   try {
     args = parseReportArgs(argv);
@@ -112,40 +161,79 @@ export async function runGpuReport(engine: Engine, argv: string[], log: (line: s
     return { code: 2, report: null };
   }
   if (engine.caps.softwareAdapter && !args.allowSoftware) {
-    console.error(`gpu-report: the adapter is a software one (${engine.caps.description}): its timings are a CPU's, not a GPU's ` +
-      '(pass --allow-software to run it anyway, e.g. with --tiny as CI does)');
+    console.error(
+      `gpu-report: the adapter is a software one (${engine.caps.description}): its timings are a CPU's, not a GPU's ` +
+        '(pass --allow-software to run it anyway, e.g. with --tiny as CI does)',
+    );
     return { code: 1, report: null };
   }
   const sizes = args.tiny ? TINY : FULL;
   const budgets = args.tiny ? TINY_BUDGET_S : BUDGET_S;
   const peak = peakFp32Flops(engine.caps, engine.knobs.peakFlops);
   const bandwidth = peakBandwidth(engine.caps.description);
-  const report: GpuReport = { mode: args.tiny ? 'tiny' : 'full', adapter: engine.caps.description, sections: [], summary: {} };
+  const report: GpuReport = {
+    mode: args.tiny ? 'tiny' : 'full',
+    adapter: engine.caps.description,
+    sections: [],
+    summary: {},
+  };
   const results: Partial<Record<SectionName, unknown>> = {};
 
   const bodies: Record<SectionName, (deadline: number) => Promise<{ result: unknown; reason?: string }>> = {
     adapter: async () => ({
       result: {
-        description: engine.caps.description, software: engine.caps.softwareAdapter, limits: limitsOf(engine),
-        features: { 'shader-f16': engine.caps.shaderF16, subgroups: engine.caps.subgroups, 'timestamp-query': engine.caps.timestampQuery, subgroup_min_size: engine.caps.subgroupMinSize },
-        memory: engine.memory, peak_fp32_flops: peak, peak_bytes_per_s: bandwidth,
+        description: engine.caps.description,
+        software: engine.caps.softwareAdapter,
+        limits: limitsOf(engine),
+        features: {
+          'shader-f16': engine.caps.shaderF16,
+          subgroups: engine.caps.subgroups,
+          'timestamp-query': engine.caps.timestampQuery,
+          subgroup_min_size: engine.caps.subgroupMinSize,
+        },
+        memory: engine.memory,
+        peak_fp32_flops: peak,
+        peak_bytes_per_s: bandwidth,
       },
     }),
     kernels: async (deadline) => {
       const all = kernelCases(engine, sizes.kernelOps).length;
-      const rows = (await benchmarkKernels(engine, { only: sizes.kernelOps, baselines: false, targetMs: sizes.kernelTargetMs, deadline })).map((row) => withShares(row, peak, bandwidth));
-      return { result: rows, reason: rows.length < all ? `budget spent after ${rows.length} of ${all} cases` : undefined };
+      const rows = (
+        await benchmarkKernels(engine, {
+          only: sizes.kernelOps,
+          baselines: false,
+          targetMs: sizes.kernelTargetMs,
+          deadline,
+        })
+      ).map((row) => withShares(row, peak, bandwidth));
+      return {
+        result: rows,
+        reason: rows.length < all ? `budget spent after ${rows.length} of ${all} cases` : undefined,
+      };
     },
     matmul: async () => ({ result: await timeLargeMatmul(engine, sizes.matmul, peak) }),
     train: async (deadline) => {
       const rows: TrainBenchRow[] = [];
       for (const config of sizes.trainConfigs) {
         if (performance.now() > deadline) return { result: rows, reason: `budget spent before ${config}` };
-        rows.push(...await benchmarkTrainStep(engine, { configs: [config], microBatches: [1], steps: sizes.trainSteps, warmup: args.tiny ? 1 : 2 }));
+        rows.push(
+          ...(await benchmarkTrainStep(engine, {
+            configs: [config],
+            microBatches: [1],
+            steps: sizes.trainSteps,
+            warmup: args.tiny ? 1 : 2,
+          })),
+        );
       }
       return { result: rows };
     },
-    generation: async () => ({ result: await benchmarkRollout(engine, { configs: sizes.generationConfigs, modes: ['kv-cache'], runs: sizes.generationRuns }) }),
+    generation: async () => ({
+      result: await benchmarkRollout(engine, {
+        configs: sizes.generationConfigs,
+        modes: ['kv-cache'],
+        runs: sizes.generationRuns,
+      }),
+    }),
     'ppo-step': async () => ({ result: await ppoStep(sizes.ppoStepArgs, budgets['ppo-step']) }),
     torch: async () => {
       const torch = await torchStep(sizes, args.allowSoftware, budgets.torch);
@@ -166,17 +254,32 @@ export async function runGpuReport(engine: Engine, argv: string[], log: (line: s
         const seconds = (performance.now() - start) / 1000;
         // torch reports "skipped" as a result of its own (no torch, no CUDA): a reason and no result.
         const skipped = result === null;
-        entry = { section, status: skipped ? 'skipped' : 'ok', seconds, budget_s: budget, ...(skipped ? {} : { result }) };
+        entry = {
+          section,
+          status: skipped ? 'skipped' : 'ok',
+          seconds,
+          budget_s: budget,
+          ...(skipped ? {} : { result }),
+        };
         const over = seconds > budget ? `took ${seconds.toFixed(0)} s of a ${budget} s budget` : undefined;
         const why = [reason, over].filter((s) => s !== undefined).join('; ');
         if (why) entry.reason = why;
         if (!skipped) results[section] = result;
       } catch (err) {
-        entry = { section, status: 'failed', reason: (err as Error).message.split('\n')[0], seconds: (performance.now() - start) / 1000, budget_s: budget };
+        entry = {
+          section,
+          status: 'failed',
+          reason: (err as Error).message.split('\n')[0],
+          seconds: (performance.now() - start) / 1000,
+          budget_s: budget,
+        };
       }
     }
     report.sections.push(entry);
-    log(`[${section}] ${entry.status} in ${entry.seconds.toFixed(1)} s${entry.reason ? ` (${entry.reason})` : ''}${headline(section, entry)}`);
+    log(
+      `[${section}] ${entry.status} in ${entry.seconds.toFixed(1)} ` +
+        `s${entry.reason ? ` (${entry.reason})` : ''}${headline(section, entry)}`,
+    );
   }
   report.summary = summarize(results);
   for (const [key, value] of Object.entries(report.summary)) log(`  ${key}: ${value.toPrecision(4)}`);
@@ -190,14 +293,32 @@ export async function runGpuReport(engine: Engine, argv: string[], log: (line: s
 }
 
 function limitsOf(engine: Engine): Record<string, number> {
-  const { maxBufferSize, maxStorageBufferBindingSize, maxStorageBuffersPerShaderStage, maxComputeWorkgroupStorageSize,
-    maxComputeInvocationsPerWorkgroup, maxComputeWorkgroupsPerDimension, minStorageBufferOffsetAlignment } = engine.caps;
-  return { maxBufferSize, maxStorageBufferBindingSize, maxStorageBuffersPerShaderStage, maxComputeWorkgroupStorageSize,
-    maxComputeInvocationsPerWorkgroup, maxComputeWorkgroupsPerDimension, minStorageBufferOffsetAlignment };
+  const {
+    maxBufferSize,
+    maxStorageBufferBindingSize,
+    maxStorageBuffersPerShaderStage,
+    maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupsPerDimension,
+    minStorageBufferOffsetAlignment,
+  } = engine.caps;
+  return {
+    maxBufferSize,
+    maxStorageBufferBindingSize,
+    maxStorageBuffersPerShaderStage,
+    maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupsPerDimension,
+    minStorageBufferOffsetAlignment,
+  };
 }
 
 /** A kernel row with its share of the card's peak FLOP/s (flops rows) or bandwidth (bytes rows), where known. */
-function withShares(row: KernelBenchRow, peak: number | null, bandwidth: number | null): KernelBenchRow & { peak_share?: number; bandwidth_share?: number } {
+function withShares(
+  row: KernelBenchRow,
+  peak: number | null,
+  bandwidth: number | null,
+): KernelBenchRow & { peak_share?: number; bandwidth_share?: number } {
   return {
     ...row,
     ...(row.gflops !== undefined && peak !== null ? { peak_share: (row.gflops * 1e9) / peak } : {}),
@@ -206,14 +327,25 @@ function withShares(row: KernelBenchRow, peak: number | null, bandwidth: number 
 }
 
 /** The engine's fp32 matmul at n³ in each of `layouts` (the issue's target: at least half the fp32 peak at 4096³). */
-async function timeLargeMatmul(engine: Engine, n: number, peak: number | null, layouts: readonly MatmulLayout[] = ['nt', 'nn', 'tn']): Promise<(KernelBenchRow & { peak_share?: number })[]> {
+async function timeLargeMatmul(
+  engine: Engine,
+  n: number,
+  peak: number | null,
+  layouts: readonly MatmulLayout[] = ['nt', 'nn', 'tn'],
+): Promise<(KernelBenchRow & { peak_share?: number })[]> {
   const a = engine.tensor('report-a', [n * n]);
   const b = engine.tensor('report-b', [n * n]);
   const out = engine.tensor('report-out', [n * n]);
   const rows = [];
   try {
     for (const layout of layouts) {
-      const row = await timeKernel(engine, `matmul ${layout}`, `${n}x${n}x${n}`, () => matmul(engine, { a, b, out, M: n, N: n, K: n, layout }), { flops: 2 * n ** 3, samples: 3 });
+      const row = await timeKernel(
+        engine,
+        `matmul ${layout}`,
+        `${n}x${n}x${n}`,
+        () => matmul(engine, { a, b, out, M: n, N: n, K: n, layout }),
+        { flops: 2 * n ** 3, samples: 3 },
+      );
       rows.push(withShares(row, peak, null));
     }
   } finally {
@@ -225,13 +357,27 @@ async function timeLargeMatmul(engine: Engine, n: number, peak: number | null, l
 /** Runs `command` with a hard limit of `budgetS` seconds; stdout, or an error naming what happened. */
 function runChild(command: string, args: string[], budgetS: number, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(command, args, { timeout: budgetS * 1000, killSignal: 'SIGKILL', maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      if (!err) return resolve(stdout);
-      const { killed, code } = err as { killed?: boolean; code?: unknown };
-      const last = `${stderr}`.trim().split('\n').pop() ?? '';
-      // The code stays on the error: ENOENT (no such program) is a reason to skip, not a failure.
-      reject(Object.assign(new Error(killed ? `${what}: stopped at its budget of ${budgetS} s` : `${what}: exit ${code}: ${last || err.message}`), { code }));
-    });
+    execFile(
+      command,
+      args,
+      { timeout: budgetS * 1000, killSignal: 'SIGKILL', maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        if (!err) return resolve(stdout);
+        const { killed, code } = err as { killed?: boolean; code?: unknown };
+        const last = `${stderr}`.trim().split('\n').pop() ?? '';
+        // The code stays on the error: ENOENT (no such program) is a reason to skip, not a failure.
+        reject(
+          Object.assign(
+            new Error(
+              killed
+                ? `${what}: stopped at its budget of ${budgetS} s`
+                : `${what}: exit ${code}: ${last || err.message}`,
+            ),
+            { code },
+          ),
+        );
+      },
+    );
   });
 }
 
@@ -246,12 +392,19 @@ export interface PpoStepResult {
 export function readPpoStep(stdout: string, metricsJsonl: string): PpoStepResult {
   const lines = stdout.split('\n');
   const at = lines.findIndex((l) => l.startsWith('memory plan:'));
-  const records = metricsJsonl.trim().split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as { step: number; data: Record<string, number> });
-  if (at < 0 || records.length === 0) throw new Error('ppo-step: train.js printed no memory plan or wrote no step metrics');
+  const records = metricsJsonl
+    .trim()
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as { step: number; data: Record<string, number> });
+  if (at < 0 || records.length === 0)
+    throw new Error('ppo-step: train.js printed no memory plan or wrote no step metrics');
   const data = records[records.length - 1].data;
   return {
     memory_plan: lines.slice(at, at + 2),
-    metrics: Object.fromEntries(Object.entries(data).filter(([k]) => k.startsWith('perf/') || k.startsWith('timing_s/'))),
+    metrics: Object.fromEntries(
+      Object.entries(data).filter(([k]) => k.startsWith('perf/') || k.startsWith('timing_s/')),
+    ),
   };
 }
 
@@ -259,7 +412,12 @@ export function readPpoStep(stdout: string, metricsJsonl: string): PpoStepResult
 async function ppoStep(stepArgs: string[], budgetS: number): Promise<PpoStepResult> {
   const root = await mkdtemp(join(tmpdir(), 'gpu-report-ppo-'));
   try {
-    const stdout = await runChild(process.execPath, [join(TOOLS_DIR, 'qwen3-ppo-step.js'), ...stepArgs, '--keep', root], budgetS, 'ppo-step');
+    const stdout = await runChild(
+      process.execPath,
+      [join(TOOLS_DIR, 'qwen3-ppo-step.js'), ...stepArgs, '--keep', root],
+      budgetS,
+      'ppo-step',
+    );
     return readPpoStep(stdout, await readFile(join(root, 'run', 'metrics.jsonl'), 'utf8'));
   } finally {
     await rm(root, { recursive: true, force: true });
@@ -279,16 +437,33 @@ async function torchStep(sizes: Sizes, allowCpu: boolean, budgetS: number): Prom
   const spec = {
     configs: sizes.trainConfigs.map((name) => {
       const c = TRAIN_CONFIGS[name];
-      return { name, layers: c.numLayers, hidden: c.hiddenSize, heads: c.numHeads, kv_heads: c.numKvHeads, intermediate: c.intermediateSize, vocab: c.vocabSize, tie: c.tieWordEmbeddings };
+      return {
+        name,
+        layers: c.numLayers,
+        hidden: c.hiddenSize,
+        heads: c.numHeads,
+        kv_heads: c.numKvHeads,
+        intermediate: c.intermediateSize,
+        vocab: c.vocabSize,
+        tie: c.tieWordEmbeddings,
+      };
     }),
-    batch: 8, seq_len: 128, steps: sizes.trainSteps, warmup: 1,
+    batch: 8,
+    seq_len: 128,
+    steps: sizes.trainSteps,
+    warmup: 1,
     gen: { configs: sizes.generationConfigs, batch: 8, prompt_len: 16, new_tokens: 112, runs: sizes.generationRuns },
     matmul: [[sizes.matmul, sizes.matmul, sizes.matmul]],
     allow_cpu: allowCpu,
   };
   let stdout: string;
   try {
-    stdout = await runChild('python3', [join(TOOLS_DIR, 'bench', 'torch_step.py'), JSON.stringify(spec)], budgetS, 'torch');
+    stdout = await runChild(
+      'python3',
+      [join(TOOLS_DIR, 'bench', 'torch_step.py'), JSON.stringify(spec)],
+      budgetS,
+      'torch',
+    );
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { skipped: 'no python3 on PATH' };
     throw err;
@@ -299,13 +474,18 @@ async function torchStep(sizes: Sizes, allowCpu: boolean, budgetS: number): Prom
 // jax-js has no types here (it lives outside the project); the few calls below are checked by running them.
 type Jax = any;
 
-/** jax-js's jit-compiled fp32 matmul (A·B, our nn layout) at n³ on the engine's adapter, and the engine's nn beside it. */
+/**
+ * jax-js's jit-compiled fp32 matmul (A·B, our nn layout) at n³ on the engine's adapter, and the engine's nn beside it.
+ */
 async function jaxMatmul(engine: Engine, n: number, peak: number | null): Promise<Record<string, number | string>> {
   let dir: string;
   try {
     dir = peerFolder('JAXJS_DIR', JAXJS_PACKAGES, '@jax-js/jax');
   } catch (err) {
-    throw new Error(`jax-js: npm could not install ${JAXJS_PACKAGES.join(' ')} (no registry? set JAXJS_DIR to a folder that has it): ${(err as Error).message.split('\n')[0]}`);
+    throw new Error(
+      `jax-js: npm could not install ${JAXJS_PACKAGES.join(' ')} (no registry? set JAXJS_DIR to a folder that has ` +
+        `it): ${(err as Error).message.split('\n')[0]}`,
+    );
   }
   await shareDawnWithPeers();
   const jax: Jax = await import(pathToFileURL(join(dir, 'node_modules', '@jax-js', 'jax', 'dist', 'index.js')).href);
@@ -338,8 +518,14 @@ async function jaxMatmul(engine: Engine, n: number, peak: number | null): Promis
   const [ours] = await timeLargeMatmul(engine, n, peak, ['nn']);
   const gflops = (2 * n ** 3) / ms / 1e6;
   return {
-    version: JAXJS_PACKAGES[0], shape: `${n}x${n}x${n}`, first_call_ms: first, ms, gflops,
-    ...(peak !== null ? { peak_share: (gflops * 1e9) / peak } : {}), ours_nn_gflops: ours.gflops!, ours_over_jax: ours.gflops! / gflops,
+    version: JAXJS_PACKAGES[0],
+    shape: `${n}x${n}x${n}`,
+    first_call_ms: first,
+    ms,
+    gflops,
+    ...(peak !== null ? { peak_share: (gflops * 1e9) / peak } : {}),
+    ours_nn_gflops: ours.gflops!,
+    ours_over_jax: ours.gflops! / gflops,
   };
 }
 
@@ -349,13 +535,21 @@ function headline(section: SectionName, entry: SectionReport): string {
   const r = entry.result as any;
   const pct = (share: number | undefined) => (share === undefined ? '' : ` (${(100 * share).toFixed(1)}% of peak)`);
   switch (section) {
-    case 'adapter': return `: ${r.description}; ${r.memory.label}`;
-    case 'kernels': return `: ${r.length} kernels`;
-    case 'matmul': return `: ${r.map((row: any) => `${row.kernel} ${row.gflops.toFixed(0)} GFLOP/s${pct(row.peak_share)}`).join(', ')}`;
-    case 'train': case 'generation': return `: ${r.map((row: any) => `${row.config} ${row.tokens_per_s.toFixed(0)} tokens/s`).join(', ')}`;
-    case 'ppo-step': return `: ${r.memory_plan[0] ?? ''}`;
-    case 'torch': return `: ${r.device}, torch ${r.torch}`;
-    case 'jax-js': return `: ${r.gflops.toFixed(0)} GFLOP/s at ${r.shape}, ours/jax-js ${r.ours_over_jax.toFixed(2)}`;
+    case 'adapter':
+      return `: ${r.description}; ${r.memory.label}`;
+    case 'kernels':
+      return `: ${r.length} kernels`;
+    case 'matmul':
+      return `: ${r.map((row: any) => `${row.kernel} ${row.gflops.toFixed(0)} GFLOP/s${pct(row.peak_share)}`).join(', ')}`;
+    case 'train':
+    case 'generation':
+      return `: ${r.map((row: any) => `${row.config} ${row.tokens_per_s.toFixed(0)} tokens/s`).join(', ')}`;
+    case 'ppo-step':
+      return `: ${r.memory_plan[0] ?? ''}`;
+    case 'torch':
+      return `: ${r.device}, torch ${r.torch}`;
+    case 'jax-js':
+      return `: ${r.gflops.toFixed(0)} GFLOP/s at ${r.shape}, ours/jax-js ${r.ours_over_jax.toFixed(2)}`;
   }
 }
 
@@ -363,22 +557,27 @@ function headline(section: SectionName, entry: SectionReport): string {
 function summarize(results: Partial<Record<SectionName, unknown>>): Record<string, number> {
   const summary: Record<string, number> = {};
   const matmulRows = results.matmul as (KernelBenchRow & { peak_share?: number })[] | undefined;
-  for (const row of matmulRows ?? []) if (row.peak_share !== undefined) summary[`${row.kernel} ${row.shape} share of fp32 peak`] = row.peak_share;
+  for (const row of matmulRows ?? [])
+    if (row.peak_share !== undefined) summary[`${row.kernel} ${row.shape} share of fp32 peak`] = row.peak_share;
   const torch = results.torch as TorchResult | undefined;
   for (const row of (results.train as TrainBenchRow[] | undefined) ?? []) {
     const theirs = torch?.train.find((t) => t.config === row.config);
-    if (theirs) summary[`train step ${row.config}: ours / torch eager fp32 tokens/s`] = row.tokens_per_s / theirs.tokens_per_s;
+    if (theirs)
+      summary[`train step ${row.config}: ours / torch eager fp32 tokens/s`] = row.tokens_per_s / theirs.tokens_per_s;
   }
   for (const row of (results.generation as RolloutBenchRow[] | undefined) ?? []) {
     const theirs = torch?.generation.find((t) => t.config === row.config);
-    if (theirs) summary[`generation ${row.config}: ours / torch eager fp32 tokens/s`] = row.tokens_per_s / theirs.tokens_per_s;
+    if (theirs)
+      summary[`generation ${row.config}: ours / torch eager fp32 tokens/s`] = row.tokens_per_s / theirs.tokens_per_s;
   }
   const cublas = torch?.matmul[0];
   const ours = matmulRows?.find((r) => r.kernel === 'matmul nt');
-  if (cublas && ours?.gflops !== undefined) summary[`matmul nt ${ours.shape}: ours / cuBLAS fp32`] = ours.gflops / cublas.gflops;
+  if (cublas && ours?.gflops !== undefined)
+    summary[`matmul nt ${ours.shape}: ours / cuBLAS fp32`] = ours.gflops / cublas.gflops;
   const jax = results['jax-js'] as { ours_over_jax: number; shape: string } | undefined;
   if (jax) summary[`matmul nn ${jax.shape}: ours / jax-js`] = jax.ours_over_jax;
   const ppo = results['ppo-step'] as PpoStepResult | undefined;
-  if (ppo?.metrics['perf/max_memory_allocated_gb'] !== undefined) summary['ppo step: peak memory GiB'] = ppo.metrics['perf/max_memory_allocated_gb'];
+  if (ppo?.metrics['perf/max_memory_allocated_gb'] !== undefined)
+    summary['ppo step: peak memory GiB'] = ppo.metrics['perf/max_memory_allocated_gb'];
   return summary;
 }

@@ -15,7 +15,10 @@ export interface KernelBenchRow {
   cpu_ms?: number;
   /** Naive variant's ms over this row's ms, where the kernel keeps a naive baseline. */
   vs_naive?: number;
-  /** The op's CPU reference (kernels/<family>/<op>.ref.ts, float64) ms over this row's ms, where the kernel has no naive variant. */
+  /**
+   * The op's CPU reference (kernels/<family>/<op>.ref.ts, float64) ms over this row's ms, where the kernel has no naive
+   * variant.
+   */
   vs_cpu?: number;
 }
 
@@ -53,7 +56,13 @@ export function median(values: readonly number[]): number {
 }
 
 /** Times `run` (which records dispatches and must not read back). */
-export async function timeKernel(engine: Engine, kernel: string, shape: string, run: () => void, options: TimingOptions = {}): Promise<KernelBenchRow> {
+export async function timeKernel(
+  engine: Engine,
+  kernel: string,
+  shape: string,
+  run: () => void,
+  options: TimingOptions = {},
+): Promise<KernelBenchRow> {
   const { flops, bytes, samples = 5, targetMs = 200 } = options;
   await timeRuns(engine, run, 1);
   let reps = options.reps;

@@ -1,8 +1,8 @@
-// `node tools/bench.js kernels`: per-kernel timings at the shapes the model runs (the "tiny" benchmark config:
-// batch 8 x 128 tokens, hidden 128, 4 / 2 heads of 32, SwiGLU 384, vocab 512; PPO kernels at 256 sequences x 128
-// response tokens). Each op's cases live beside its lab, in tools/kernel-lab/<op>.bench.ts. A case with a naive
-// GPU variant is timed twice and reports vs_naive; the others carry the op's CPU reference (kernels/<family>/<op>.ref.ts) on the
-// same inputs and report vs_cpu, its time over the kernel's, where one reference run takes at most a few seconds.
+// `node tools/bench.js kernels`: per-kernel timings at the shapes the model runs (the "tiny" benchmark config: batch 8
+// x 128 tokens, hidden 128, 4 / 2 heads of 32, SwiGLU 384, vocab 512; PPO kernels at 256 sequences x 128 response
+// tokens). Each op's cases live beside its lab, in tools/kernel-lab/<op>.bench.ts. A case with a naive GPU variant is
+// timed twice and reports vs_naive; the others carry the op's CPU reference (kernels/<family>/<op>.ref.ts) on the same
+// inputs and report vs_cpu, its time over the kernel's, where one reference run takes at most a few seconds.
 import type { Engine } from '../../engine/index.ts';
 import { timeKernel, timeReference, withVariant, type KernelBenchRow } from './harness.ts';
 import { matmulCases } from '../kernel-lab/matmul.bench.ts';
@@ -25,8 +25,21 @@ import type { KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
 export type { KernelBenchRow } from './harness.ts';
 
 const CASES: (() => KernelBenchCase[])[] = [
-  matmulCases, embeddingCases, rmsnormCases, headRmsnormCases, ropeCases, attentionCases, swigluCases, lmHeadCases,
-  valueHeadCases, adamwCases, weightedSumCases, transposeCases, clearRangesCases, ppoCases, decodeLayerCases,
+  matmulCases,
+  embeddingCases,
+  rmsnormCases,
+  headRmsnormCases,
+  ropeCases,
+  attentionCases,
+  swigluCases,
+  lmHeadCases,
+  valueHeadCases,
+  adamwCases,
+  weightedSumCases,
+  transposeCases,
+  clearRangesCases,
+  ppoCases,
+  decodeLayerCases,
 ];
 
 export interface KernelBenchOptions {
@@ -42,7 +55,9 @@ export interface KernelBenchOptions {
 
 /** The cases this device runs, of the ops `only` names or all. */
 export function kernelCases(engine: Engine, only?: readonly string[]): KernelBenchCase[] {
-  return CASES.flatMap((cases) => cases()).filter((c) => (!only || only.includes(c.op)) && (c.runsOn?.(engine) ?? true));
+  return CASES.flatMap((cases) => cases()).filter(
+    (c) => (!only || only.includes(c.op)) && (c.runsOn?.(engine) ?? true),
+  );
 }
 
 /** A row per case, in order, until `deadline`. */
@@ -53,7 +68,12 @@ export async function benchmarkKernels(engine: Engine, options: KernelBenchOptio
     if (performance.now() > deadline) break;
     const run = benchCase.setup(engine);
     const time = (samples?: number) =>
-      timeKernel(engine, benchCase.kernel, benchCase.shape, run, { flops: benchCase.flops, bytes: benchCase.bytes, samples, targetMs });
+      timeKernel(engine, benchCase.kernel, benchCase.shape, run, {
+        flops: benchCase.flops,
+        bytes: benchCase.bytes,
+        samples,
+        targetMs,
+      });
     const row = await time();
     if (baselines && benchCase.naiveVariant) {
       const naive = await withVariant(engine, benchCase.op, benchCase.naiveVariant, () => time(3));

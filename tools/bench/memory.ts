@@ -1,6 +1,6 @@
-// `node tools/bench.js memory --model DIR [--memory-gb N] [key=value ...]`: the memory plan of a PPO run on this
-// device (or on one of N GiB) for the checkpoint in DIR, read from its config.json alone — no weights are loaded, nothing runs.
-// Overrides are the trainer's (verl keys, defaults as verl's); the critic is the same trunk with a value head
+// `node tools/bench.js memory --model DIR [--memory-gb N] [key=value ...]`: the memory plan of a PPO run on this device
+// (or on one of N GiB) for the checkpoint in DIR, read from its config.json alone — no weights are loaded, nothing
+// runs. Overrides are the trainer's (verl keys, defaults as verl's); the critic is the same trunk with a value head
 // unless critic.model.path names another directory.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,22 +15,43 @@ async function readModelConfig(dir: string): Promise<DecoderConfig> {
   return parseHfConfig(await readFile(file, 'utf8'), file);
 }
 
-export async function memoryPlanOfCheckpoint(engine: Engine, argv: string[]): Promise<{ plan: MemoryPlan; lines: string[] } | string> {
+export async function memoryPlanOfCheckpoint(
+  engine: Engine,
+  argv: string[],
+): Promise<{ plan: MemoryPlan; lines: string[] } | string> {
   const modelAt = argv.indexOf('--model');
   const gbAt = argv.indexOf('--memory-gb');
-  if (modelAt < 0 || !argv[modelAt + 1]) return 'usage: node tools/bench.js memory --model DIR [--memory-gb N] [key=value ...]';
+  if (modelAt < 0 || !argv[modelAt + 1])
+    return 'usage: node tools/bench.js memory --model DIR [--memory-gb N] [key=value ...]';
   const dir = argv[modelAt + 1];
   const overrides = argv.filter((a, i) => !a.startsWith('--') && i !== modelAt + 1 && i !== gbAt + 1 && a !== 'memory');
   const config = loadConfig({ overrides: [`actor_rollout_ref.model.path=${dir}`, ...overrides] });
   const actor = await readModelConfig(dir);
   const criticPath = config.critic.model.path;
-  const critic = !usesCritic(config) ? null
-    : criticPath === null || criticPath === dir ? withHead(actor, 'token-classification')
-      : await readModelConfig(criticPath).then((c) => (c.head === 'causal-lm' ? withHead(c, 'token-classification') : c));
+  const critic = !usesCritic(config)
+    ? null
+    : criticPath === null || criticPath === dir
+      ? withHead(actor, 'token-classification')
+      : await readModelConfig(criticPath).then((c) =>
+          c.head === 'causal-lm' ? withHead(c, 'token-classification') : c,
+        );
   const rewardModel = config.reward_model.enable ? await readModelConfig(config.reward_model.model.path!) : null;
   const gib = Number(argv[gbAt + 1]);
   if (gbAt >= 0 && !(gib > 0)) return `--memory-gb: "${argv[gbAt + 1] ?? ''}" must be a positive number of GiB`;
-  const memory = gbAt >= 0 ? { bytes: gib * 2 ** 30, source: 'override' as const, label: `--memory-gb ${gib}: ${formatGib(gib * 2 ** 30)} (override)` } : engine.memory;
+  const memory =
+    gbAt >= 0
+      ? {
+          bytes: gib * 2 ** 30,
+          source: 'override' as const,
+          label: `--memory-gb ${gib}: ${formatGib(gib * 2 ** 30)} (override)`,
+        }
+      : engine.memory;
   const plan = planMemory(config, { actor, critic, rewardModel }, deviceMemory(engine, memory));
-  return { plan, lines: [`${dir}: ${actor.architecture}, ${actor.numLayers} layers, hidden ${actor.hiddenSize}, vocab ${actor.vocabSize}`, ...formatMemoryPlan(plan)] };
+  return {
+    plan,
+    lines: [
+      `${dir}: ${actor.architecture}, ${actor.numLayers} layers, hidden ${actor.hiddenSize}, vocab ${actor.vocabSize}`,
+      ...formatMemoryPlan(plan),
+    ],
+  };
 }

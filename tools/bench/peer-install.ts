@@ -15,7 +15,9 @@ export function peerFolder(envVar: string, packages: readonly string[], probe: s
   if (!dir || !existsSync(join(dir, 'node_modules', ...probe.split('/')))) {
     dir = dir ?? mkdtempSync(join(tmpdir(), 'bench-peer-'));
     console.error(`installing ${packages.join(' ')} into ${dir} (set ${envVar}=${dir} to reuse it)`);
-    execFileSync('npm', ['install', '--no-save', '--prefix', dir, ...packages], { stdio: ['ignore', 'inherit', 'inherit'] });
+    execFileSync('npm', ['install', '--no-save', '--prefix', dir, ...packages], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
   }
   return dir;
 }

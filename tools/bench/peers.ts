@@ -1,12 +1,12 @@
 // `node tools/bench.js peers`: the tiny benchmark config's training step (batch 8 × 128, forward, cross-entropy,
 // backward, AdamW with clipping) and generation (8 prompts of 16 tokens, 112 new tokens, KV cache, sampled at
-// temperature 1) in this engine and in TensorFlow.js, in one process on the same WebGPU adapter, with ratios.
-// TF.js is no dependency of the project: it is installed into a temporary folder on each run (npm registry
-// needed), or loaded from TFJS_DIR when that names a folder where it already is (peer-install.ts). Peers: TF.js WebGPU (the same
-// Dawn adapter) and TF.js WASM, single thread (the fastest TF.js engine on a CPU-only machine). Medians of
-// interleaved rounds; ratios are ours / peer's tokens per second. TF.js waits for the GPU as the engine does on
-// a CPU device (engine/dawn-poll.ts: the binding's polls on a 1 ms timer instead of a spin that takes a core from
-// lavapipe), so the ratio compares the two engines' GPU work, not how they wait for it.
+// temperature 1) in this engine and in TensorFlow.js, in one process on the same WebGPU adapter, with ratios. TF.js is
+// no dependency of the project: it is installed into a temporary folder on each run (npm registry needed), or loaded
+// from TFJS_DIR when that names a folder where it already is (peer-install.ts). Peers: TF.js WebGPU (the same Dawn
+// adapter) and TF.js WASM, single thread (the fastest TF.js engine on a CPU-only machine). Medians of interleaved
+// rounds; ratios are ours / peer's tokens per second. TF.js waits for the GPU as the engine does on a CPU device
+// (engine/dawn-poll.ts: the binding's polls on a 1 ms timer instead of a spin that takes a core from lavapipe), so the
+// ratio compares the two engines' GPU work, not how they wait for it.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
@@ -19,7 +19,11 @@ import { benchmarkRollout } from './rollout.ts';
 import { median } from './harness.ts';
 import { awaitDawn } from '../../engine/dawn-poll.ts';
 
-const TFJS_PACKAGES = ['@tensorflow/tfjs@4.22.0', '@tensorflow/tfjs-backend-webgpu@4.22.0', '@tensorflow/tfjs-backend-wasm@4.22.0'];
+const TFJS_PACKAGES = [
+  '@tensorflow/tfjs@4.22.0',
+  '@tensorflow/tfjs-backend-webgpu@4.22.0',
+  '@tensorflow/tfjs-backend-wasm@4.22.0',
+];
 const B = 8;
 const T = 128;
 const PROMPT_LENGTH = 16;
@@ -62,7 +66,10 @@ class TfLlama {
   private readonly ropeSin: TfTensor;
   private readonly rotateHalf: TfTensor;
 
-  constructor(private readonly tf: Tf, private readonly c: DecoderConfig) {
+  constructor(
+    private readonly tf: Tf,
+    private readonly c: DecoderConfig,
+  ) {
     const random = seededRandom(1);
     const weight = (rows: number, cols: number) => {
       const data = new Float32Array(rows * cols);
@@ -74,8 +81,15 @@ class TfLlama {
     this.embed = weight(V, C);
     for (let l = 0; l < c.numLayers; l++) {
       this.layers.push({
-        inputNorm: ones(C), q: weight(C, NH * HS), k: weight(C, KV * HS), v: weight(C, KV * HS), o: weight(NH * HS, C),
-        postNorm: ones(C), gate: weight(C, I), up: weight(C, I), down: weight(I, C),
+        inputNorm: ones(C),
+        q: weight(C, NH * HS),
+        k: weight(C, KV * HS),
+        v: weight(C, KV * HS),
+        o: weight(NH * HS, C),
+        postNorm: ones(C),
+        gate: weight(C, I),
+        up: weight(C, I),
+        down: weight(I, C),
       });
     }
     this.norm = ones(C);
@@ -113,7 +127,9 @@ class TfLlama {
     return this.tf.matMul(x, w);
   }
 
-  /** HF rotate-half RoPE on [Bn, heads, Tn, HS] with the cos and sin rows [Tn, HS] of its positions: x·cos + (x·R)·sin, where the
+  /**
+   * HF rotate-half RoPE on [Bn, heads, Tn, HS] with the cos and sin rows [Tn, HS] of its positions: x·cos + (x·R)·sin,
+   * where the
    *  constant matrix R is rotate_half (a matmul is cheaper in TF.js than split, negate and concat). */
   private rope(x: TfTensor, cos: TfTensor, sin: TfTensor): TfTensor {
     const tf = this.tf;
@@ -133,7 +149,8 @@ class TfLlama {
     if (Tn > 1) {
       // Rows are (query head within the group, position): the causal pattern repeats per head.
       const m = new Float32Array(group * Tn * total);
-      for (let r = 0; r < group * Tn; r++) for (let j = 0; j < total; j++) m[r * total + j] = j <= pos0 + (r % Tn) ? 0 : -1e9;
+      for (let r = 0; r < group * Tn; r++)
+        for (let j = 0; j < total; j++) m[r * total + j] = j <= pos0 + (r % Tn) ? 0 : -1e9;
       mask = tf.tensor2d(m, [group * Tn, total]);
     }
     const cos = tf.slice(this.ropeCos, [pos0, 0], [Tn, HS]);
@@ -141,7 +158,8 @@ class TfLlama {
     let x = tf.gather(this.embed, tf.reshape(ids, [Bn * Tn]));
     this.layers.forEach((w, l) => {
       const h = this.rmsnorm(x, w.inputNorm);
-      const heads = (y: TfTensor, n: number) => (Tn === 1 ? tf.reshape(y, [Bn, n, 1, HS]) : tf.transpose(tf.reshape(y, [Bn, Tn, n, HS]), [0, 2, 1, 3]));
+      const heads = (y: TfTensor, n: number) =>
+        Tn === 1 ? tf.reshape(y, [Bn, n, 1, HS]) : tf.transpose(tf.reshape(y, [Bn, Tn, n, HS]), [0, 2, 1, 3]);
       const q = this.rope(heads(this.linear(h, w.q), NH), cos, sin);
       let k = this.rope(heads(this.linear(h, w.k), KV), cos, sin);
       let v = heads(this.linear(h, w.v), KV);
@@ -177,7 +195,10 @@ class TfAdamW {
   private readonly v: TfTensor[];
   private step = 0;
 
-  constructor(private readonly tf: Tf, private readonly vars: TfTensor[]) {
+  constructor(
+    private readonly tf: Tf,
+    private readonly vars: TfTensor[],
+  ) {
     this.m = vars.map((p) => tf.variable(tf.zerosLike(p)));
     this.v = vars.map((p) => tf.variable(tf.zerosLike(p)));
   }
@@ -235,8 +256,17 @@ export async function tfGenerate(tf: Tf, c: DecoderConfig, runs: number, patient
   const prompts = Array.from({ length: B * PROMPT_LENGTH }, () => Math.floor(random() * c.vocabSize));
   const generate = async (newTokens: number) => {
     const cache = { k: [] as TfTensor[], v: [] as TfTensor[] };
-    let next = tf.tidy(() => tf.multinomial(model.forward(tf.tensor2d(prompts, [B, PROMPT_LENGTH], 'int32'), B, PROMPT_LENGTH, 0, cache)
-      .reshape([B, PROMPT_LENGTH, c.vocabSize]).slice([0, PROMPT_LENGTH - 1, 0], [B, 1, c.vocabSize]).reshape([B, c.vocabSize]), 1, 1));
+    let next = tf.tidy(() =>
+      tf.multinomial(
+        model
+          .forward(tf.tensor2d(prompts, [B, PROMPT_LENGTH], 'int32'), B, PROMPT_LENGTH, 0, cache)
+          .reshape([B, PROMPT_LENGTH, c.vocabSize])
+          .slice([0, PROMPT_LENGTH - 1, 0], [B, 1, c.vocabSize])
+          .reshape([B, c.vocabSize]),
+        1,
+        1,
+      ),
+    );
     const tokens: TfTensor[] = [next];
     for (let s = 1; s < newTokens; s++) {
       const ids = next;
@@ -264,7 +294,8 @@ export async function benchmarkPeers(engine: Engine): Promise<PeerBenchRow[]> {
   const tf = await loadTfjs();
   const patient = engine.caps.softwareAdapter;
   const samples = new Map<string, number[]>();
-  const record = (key: string, tokensPerSecond: number) => samples.set(key, [...(samples.get(key) ?? []), tokensPerSecond]);
+  const record = (key: string, tokensPerSecond: number) =>
+    samples.set(key, [...(samples.get(key) ?? []), tokensPerSecond]);
   const useBackend = async (backend: string) => {
     if (!(await tf.setBackend(backend))) throw new Error(`peers: TF.js backend ${backend} did not start`);
     await tf.ready();

@@ -14,7 +14,11 @@ const RECOMPUTE_BUCKET = 16;
  * reads the sampled ids back. The reference of the cached path (greedy tokens must agree exactly) and its
  * benchmark baseline; samples draw the same random numbers as in the cached path.
  */
-export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (readonly number[])[], c: RolloutConfig): Promise<RolloutBatch> {
+export async function generateWithoutCache(
+  lm: CausalLm,
+  promptIds: readonly (readonly number[])[],
+  c: RolloutConfig,
+): Promise<RolloutBatch> {
   const e = lm.engine;
   const V = lm.config.vocabSize;
   checkRolloutConfig(promptIds, c, V, null);
@@ -24,7 +28,13 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
   const samples = prompts.groupIds.map(() => new TurnProgress(c, [], c.stopStrings ?? [], R));
   const state = new SamplerState(e, N, N, R, c.eosTokenIds);
   const { temperature, topK, topP, seed } = c;
-  state.startRows(0, prompts.lengths.map((n, i) => ({ sampling: { temperature, topK, topP, seed, stream: i, outRow: i }, position: n - 1 })));
+  state.startRows(
+    0,
+    prompts.lengths.map((n, i) => ({
+      sampling: { temperature, topK, topP, seed, stream: i, outRow: i },
+      position: n - 1,
+    })),
+  );
   const sequences = prompts.ids.map((row) => [...row]);
   const masks = prompts.mask.map((row) => [...row]);
   for (let step = 0; step < R && samples.some((s) => !s.done); step++) {
@@ -33,14 +43,29 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
     // position, and the trunk allocates one workspace per bucket rather than per length.
     const padded = Math.ceil(T / RECOMPUTE_BUCKET) * RECOMPUTE_BUCKET;
     const padding = (value: number) => new Array<number>(padded - T).fill(value);
-    const batch = uploadTokenBatch(e, {
-      inputIds: sequences.map((row) => [...row, ...padding(c.padTokenId)]),
-      attentionMask: masks.map((row) => [...row, ...padding(0)]),
-    }, V, 'rollout.recompute');
+    const batch = uploadTokenBatch(
+      e,
+      {
+        inputIds: sequences.map((row) => [...row, ...padding(c.padTokenId)]),
+        attentionMask: masks.map((row) => [...row, ...padding(0)]),
+      },
+      V,
+      'rollout.recompute',
+    );
     const logits = lm.logits(batch, e.tensor('rollout.recompute.logits', [N * padded, V]));
     sampleTokens(e, {
-      logits, V, rows: N, rowStride: padded, rowOffset: T - 1, ...state.view(N), tokens: state.tokens, logprobs: state.logprobs,
-      eosIds: state.eosIds, numEos: c.eosTokenIds.length, outStride: R, padId: c.padTokenId,
+      logits,
+      V,
+      rows: N,
+      rowStride: padded,
+      rowOffset: T - 1,
+      ...state.view(N),
+      tokens: state.tokens,
+      logprobs: state.logprobs,
+      eosIds: state.eosIds,
+      numEos: c.eosTokenIds.length,
+      outStride: R,
+      padId: c.padTokenId,
     });
     const next = await e.read(state.ids);
     destroyTokenBatch(e, batch);
@@ -53,7 +78,10 @@ export async function generateWithoutCache(lm: CausalLm, promptIds: readonly (re
     }
   }
   const logprobs = await e.read(state.logprobs);
-  const records = singleTurnRecords(samples, samples.map((s, i) => logprobs.subarray(i * R, i * R + s.tokens.length)));
+  const records = singleTurnRecords(
+    samples,
+    samples.map((s, i) => logprobs.subarray(i * R, i * R + s.tokens.length)),
+  );
   state.destroy();
   return assemble(prompts, records, c);
 }

@@ -35,22 +35,46 @@ export async function benchmarkRollout(
   const rows: RolloutBenchRow[] = [];
   const configs = options.configs ?? ['tiny', 'small'];
   const wanted = options.modes ?? ['kv-cache', 'no-cache'];
-  for (const [name, config] of ([['tiny', BENCH_TINY], ['small', BENCH_SMALL]] as const).filter(([n]) => configs.includes(n))) {
+  for (const [name, config] of (
+    [
+      ['tiny', BENCH_TINY],
+      ['small', BENCH_SMALL],
+    ] as const
+  ).filter(([n]) => configs.includes(n))) {
     const params = createParameterArena(engine, config, `bench-rollout-${name}`);
     uploadArenaTensors(engine, params, initialParameters(config, 1));
     const policy = { config, params };
     const random = seededRandom(7);
-    const prompts = Array.from({ length: BATCH }, () => Array.from({ length: PROMPT_LENGTH }, () => Math.floor(random() * config.vocabSize)));
+    const prompts = Array.from({ length: BATCH }, () =>
+      Array.from({ length: PROMPT_LENGTH }, () => Math.floor(random() * config.vocabSize)),
+    );
     const rollout: RolloutConfig = {
-      n: 1, temperature: 1, topK: -1, topP: 1, seed: 1, maxResponseLength: NEW_TOKENS, eosTokenIds: [], padTokenId: 0,
+      n: 1,
+      temperature: 1,
+      topK: -1,
+      topP: 1,
+      seed: 1,
+      maxResponseLength: NEW_TOKENS,
+      eosTokenIds: [],
+      padTokenId: 0,
     };
     const generator = new RolloutGenerator(engine, policy);
     const lm = new CausalLm(engine, config, params);
     // The no-cache path costs minutes per run on a CPU: it is timed once, after a shorter warm-up that still
     // reaches every attention block size (queries up to 64) its full run compiles.
     const modes: [RolloutBenchRow['mode'], (length: number) => Promise<RolloutBatch>, number, number][] = [
-      ['kv-cache', (length) => generator.generate(prompts, { ...rollout, maxResponseLength: length }), NEW_TOKENS, runs],
-      ['no-cache', (length) => generateWithoutCache(lm, prompts, { ...rollout, maxResponseLength: length }), 64 - PROMPT_LENGTH + 1, 1],
+      [
+        'kv-cache',
+        (length) => generator.generate(prompts, { ...rollout, maxResponseLength: length }),
+        NEW_TOKENS,
+        runs,
+      ],
+      [
+        'no-cache',
+        (length) => generateWithoutCache(lm, prompts, { ...rollout, maxResponseLength: length }),
+        64 - PROMPT_LENGTH + 1,
+        1,
+      ],
     ];
     for (const [mode, generate, warmupLength, timedRuns] of modes.filter(([m]) => wanted.includes(m))) {
       await generate(warmupLength);
@@ -60,10 +84,19 @@ export async function benchmarkRollout(
         const batch = await generate(NEW_TOKENS);
         times.push(performance.now() - start);
         const generated = batch.responseLengths.reduce((s, n) => s + n, 0);
-        if (generated !== BATCH * NEW_TOKENS) throw new Error(`rollout bench: ${generated} tokens generated, expected ${BATCH * NEW_TOKENS}`);
+        if (generated !== BATCH * NEW_TOKENS)
+          throw new Error(`rollout bench: ${generated} tokens generated, expected ${BATCH * NEW_TOKENS}`);
       }
       const ms = median(times);
-      rows.push({ config: name, mode, batch: BATCH, prompt_len: PROMPT_LENGTH, new_tokens: NEW_TOKENS, ms, tokens_per_s: (BATCH * NEW_TOKENS) / (ms / 1000) });
+      rows.push({
+        config: name,
+        mode,
+        batch: BATCH,
+        prompt_len: PROMPT_LENGTH,
+        new_tokens: NEW_TOKENS,
+        ms,
+        tokens_per_s: (BATCH * NEW_TOKENS) / (ms / 1000),
+      });
     }
     generator.destroy();
     for (const buffer of params.buffers) engine.destroyTensor(buffer);

@@ -14,8 +14,12 @@ export interface ServeProcess {
 
 export function startServeJs(modelDir: string, extraArgs: readonly string[] = []): Promise<ServeProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['serve.js', '--model', modelDir, '--port', '0', ...extraArgs], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '', stderr = '';
+    const child = spawn(process.execPath, ['serve.js', '--model', modelDir, '--port', '0', ...extraArgs], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '',
+      stderr = '';
     child.stderr!.on('data', (d) => (stderr += d));
     child.stdout!.on('data', (d) => {
       stdout += d;

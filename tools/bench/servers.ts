@@ -45,32 +45,64 @@ async function writeModelAndData(dir: string): Promise<{ model: string; data: st
   await writeFile(join(model, 'tokenizer.json'), JSON.stringify(files.tokenizerJson));
   await writeFile(join(model, 'tokenizer_config.json'), JSON.stringify(files.tokenizerConfig));
   const data = join(dir, 'train.jsonl');
-  await writeFile(data, `${arithmeticDataset({ digits: 2, trainSize: 256, valSize: 0, seed: 3 }).train.map((r) => JSON.stringify(r.row)).join('\n')}\n`);
+  await writeFile(
+    data,
+    `${arithmeticDataset({ digits: 2, trainSize: 256, valSize: 0, seed: 3 })
+      .train.map((r) => JSON.stringify(r.row))
+      .join('\n')}\n`,
+  );
   return { model, data };
 }
 
 /** Tokens each server has generated since it started (its /metrics). */
 async function serverTokens(servers: readonly ServeProcess[]): Promise<number[]> {
-  return Promise.all(servers.map(async (s) => counterValue(await (await fetch(`${s.url}/metrics`)).text(), 'generation_tokens_total')));
+  return Promise.all(
+    servers.map(async (s) => counterValue(await (await fetch(`${s.url}/metrics`)).text(), 'generation_tokens_total')),
+  );
 }
 
 export async function benchmarkServers(argv: string[]): Promise<Row[]> {
   const stepsArg = argv.find((a) => a.startsWith('--steps='))?.slice('--steps='.length);
   const steps = stepsArg === undefined ? 4 : Number(stepsArg);
-  if (!Number.isInteger(steps) || steps < 2) throw new Error(`--steps=${stepsArg}: expected an integer ≥ 2 (step 1 is the warm-up)`);
+  if (!Number.isInteger(steps) || steps < 2)
+    throw new Error(`--steps=${stepsArg}: expected an integer ≥ 2 (step 1 is the warm-up)`);
   const dir = mkdtempSync(join(tmpdir(), 'bench-servers-'));
   const servers: ServeProcess[] = [];
   try {
     const { model, data } = await writeModelAndData(dir);
     // Each server sized for the job, as one would launch it for this trainer: a step's samples in one batch, caches
     // as long as prompt + response (serve.js' defaults, 16 slots of 512 + 512 positions, decode 4 times slower here).
-    const sized = ['--max-slots', String(PROMPTS * SAMPLES_PER_PROMPT), '--max-prompt-tokens', String(PROMPT_TOKENS), '--max-new-tokens', String(NEW_TOKENS)];
-    servers.push(...await Promise.all([0, 1].map(() => startServeJs(model, sized))));
-    const common = [`actor_rollout_ref.model.path=${model}`, `data.train_files=${data}`, 'algorithm.adv_estimator=grpo',
-      `data.train_batch_size=${PROMPTS}`, `actor_rollout_ref.rollout.n=${SAMPLES_PER_PROMPT}`, 'actor_rollout_ref.actor.ppo_mini_batch_size=8',
-      `data.max_prompt_length=${PROMPT_TOKENS}`, `data.max_response_length=${NEW_TOKENS}`, 'trainer.val_before_train=false', 'trainer.test_freq=-1',
-      'trainer.save_freq=-1', 'trainer.logger=[file]', `trainer.total_training_steps=${steps}`];
-    const on = (n: number) => ['actor_rollout_ref.rollout.name=sglang', `actor_rollout_ref.rollout.server_urls=[${servers.slice(0, n).map((s) => s.url).join(',')}]`];
+    const sized = [
+      '--max-slots',
+      String(PROMPTS * SAMPLES_PER_PROMPT),
+      '--max-prompt-tokens',
+      String(PROMPT_TOKENS),
+      '--max-new-tokens',
+      String(NEW_TOKENS),
+    ];
+    servers.push(...(await Promise.all([0, 1].map(() => startServeJs(model, sized)))));
+    const common = [
+      `actor_rollout_ref.model.path=${model}`,
+      `data.train_files=${data}`,
+      'algorithm.adv_estimator=grpo',
+      `data.train_batch_size=${PROMPTS}`,
+      `actor_rollout_ref.rollout.n=${SAMPLES_PER_PROMPT}`,
+      'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+      `data.max_prompt_length=${PROMPT_TOKENS}`,
+      `data.max_response_length=${NEW_TOKENS}`,
+      'trainer.val_before_train=false',
+      'trainer.test_freq=-1',
+      'trainer.save_freq=-1',
+      'trainer.logger=[file]',
+      `trainer.total_training_steps=${steps}`,
+    ];
+    const on = (n: number) => [
+      'actor_rollout_ref.rollout.name=sglang',
+      `actor_rollout_ref.rollout.server_urls=[${servers
+        .slice(0, n)
+        .map((s) => s.url)
+        .join(',')}]`,
+    ];
     const setups: [string, number, string[]][] = [
       ['in-process', 0, []],
       ['1 serve.js', 1, on(1)],
@@ -82,21 +114,39 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
       const runDir = join(dir, `run-${rows.length}`);
       const before = await serverTokens(servers);
       const load = loadavg()[0];
-      const code = await new Promise<number | null>((done) => spawn(process.execPath, [TRAIN_JS, ...common, ...keys, `trainer.default_local_dir=${runDir}`],
-        { stdio: ['ignore', 'ignore', 'inherit'] }).on('exit', done));
+      const code = await new Promise<number | null>((done) =>
+        spawn(process.execPath, [TRAIN_JS, ...common, ...keys, `trainer.default_local_dir=${runDir}`], {
+          stdio: ['ignore', 'ignore', 'inherit'],
+        }).on('exit', done),
+      );
       if (code !== 0) throw new Error(`servers bench (${name}): node train.js exited with ${code}`);
       const after = await serverTokens(servers);
-      const timed = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { step: number; data: Record<string, number> })
-        .filter((r) => r.step >= 2 && 'timing_s/gen' in r.data).map((r) => r.data);
+      const timed = readFileSync(join(runDir, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { step: number; data: Record<string, number> })
+        .filter((r) => r.step >= 2 && 'timing_s/gen' in r.data)
+        .map((r) => r.data);
       const tokens = median(timed.map((m) => m['response_length/mean'] * PROMPTS * SAMPLES_PER_PROMPT));
       const genS = median(timed.map((m) => m['timing_s/gen']));
       const stepS = median(timed.map((m) => m['timing_s/step']));
       const overlapped = keys.includes('actor_rollout_ref.rollout.mode=async');
       rows.push({
-        rollout: name, gen_s: genS, step_s: stepS, sync_s: count === 0 ? '-' : median(timed.map((m) => m['timing_s/sync_rollout_weights'] ?? 0)),
+        rollout: name,
+        gen_s: genS,
+        step_s: stepS,
+        sync_s: count === 0 ? '-' : median(timed.map((m) => m['timing_s/sync_rollout_weights'] ?? 0)),
         // With overlap timing_s/gen is the wait for a batch generated during the last update, not a generation rate.
-        gen_tokens_per_s: overlapped ? '-' : tokens / genS, tokens_per_step: tokens,
-        server_tokens: count === 0 ? '-' : after.slice(0, count).map((t, i) => t - before[i]).join('+'), load1: load,
+        gen_tokens_per_s: overlapped ? '-' : tokens / genS,
+        tokens_per_step: tokens,
+        server_tokens:
+          count === 0
+            ? '-'
+            : after
+                .slice(0, count)
+                .map((t, i) => t - before[i])
+                .join('+'),
+        load1: load,
       });
     }
     const base = rows[0];
@@ -104,8 +154,12 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
       row.gen_s_ratio = (row.gen_s as number) / (base.gen_s as number);
       row.step_s_ratio = (row.step_s as number) / (base.step_s as number);
     }
-    rows.push({ rollout: `medians of steps 2-${steps}; ratios to in-process of this run; load1: 1-min load average when the setup started; ` +
-      `each serve.js: ${servers[0].slots} decode slots` });
+    rows.push({
+      rollout:
+        `medians of steps 2-${steps}; ratios to in-process of this run; load1: 1-min load average when the setup ` +
+        `started; ` +
+        `each serve.js: ${servers[0].slots} decode slots`,
+    });
     return rows;
   } finally {
     for (const s of servers) s.child.kill('SIGTERM');

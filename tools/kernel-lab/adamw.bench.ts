@@ -10,13 +10,22 @@ export function adamwCases(): KernelBenchCase[] {
   const n = 1 << 20;
   // 4M seeded values take seconds on a CPU: made when a case first runs, not when the list is built (a run of
   // other ops' cases, `--only=rmsnorm`, never pays for them).
-  let inputs: { grads: Float32Array; params: Float64Array; m: Float64Array; v: Float64Array; normSquared: number } | null = null;
+  let inputs: {
+    grads: Float32Array;
+    params: Float64Array;
+    m: Float64Array;
+    v: Float64Array;
+    normSquared: number;
+  } | null = null;
   const made = () => {
     if (!inputs) {
       const grads = randomValues(n, 25, 1e-3);
       inputs = {
-        grads, params: Float64Array.from(randomValues(n, 26, 0.1)), m: Float64Array.from(randomValues(n, 27, 1e-3)),
-        v: Float64Array.from(randomValues(n, 28, 1e-3), (x) => x * x), normSquared: gradNormSquaredRef([grads]),
+        grads,
+        params: Float64Array.from(randomValues(n, 26, 0.1)),
+        m: Float64Array.from(randomValues(n, 27, 1e-3)),
+        v: Float64Array.from(randomValues(n, 28, 1e-3), (x) => x * x),
+        normSquared: gradNormSquaredRef([grads]),
       };
     }
     return inputs;
@@ -31,7 +40,10 @@ export function adamwCases(): KernelBenchCase[] {
   };
   return [
     {
-      op: 'reduce', kernel: 'grad norm', shape, bytes: F32_BYTES * (n + 1),
+      op: 'reduce',
+      kernel: 'grad norm',
+      shape,
+      bytes: F32_BYTES * (n + 1),
       reference: () => gradNormSquaredRef([made().grads]),
       setup: (engine) => {
         const t = setupGrads(engine);
@@ -39,13 +51,18 @@ export function adamwCases(): KernelBenchCase[] {
       },
     },
     {
-      op: 'adamw', kernel: 'adamw step', shape, bytes: F32_BYTES * (7 * n + 1),
+      op: 'adamw',
+      kernel: 'adamw step',
+      shape,
+      bytes: F32_BYTES * (7 * n + 1),
       reference: () => adamwStepRef({ ...made(), ...hyper }),
       setup: (engine) => {
         const { params, m, v } = made();
         const t = {
-          ...setupGrads(engine), params: upload(engine, 'params', Float32Array.from(params)),
-          m: upload(engine, 'm', Float32Array.from(m)), v: upload(engine, 'v', Float32Array.from(v)),
+          ...setupGrads(engine),
+          params: upload(engine, 'params', Float32Array.from(params)),
+          m: upload(engine, 'm', Float32Array.from(m)),
+          v: upload(engine, 'v', Float32Array.from(v)),
         };
         return () => adamwStep(engine, { ...t, ...hyper });
       },

@@ -11,9 +11,21 @@ export function attentionCases(): KernelBenchCase[] {
   const { numHeads: NH, numKvHeads: NKV, headDim: HS } = MODEL;
   const W = qkvWidth(MODEL);
   const dims: AttentionDims = {
-    B, Tq: T, Tk: T, NH, NKV, HS,
-    qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
-    kvBatchStride: T * W, queryStart: 0, scale: 1 / Math.sqrt(HS),
+    B,
+    Tq: T,
+    Tk: T,
+    NH,
+    NKV,
+    HS,
+    qRowStride: W,
+    qColOffset: 0,
+    kRowStride: W,
+    kColOffset: NH * HS,
+    vRowStride: W,
+    vColOffset: (NH + NKV) * HS,
+    kvBatchStride: T * W,
+    queryStart: 0,
+    scale: 1 / Math.sqrt(HS),
   };
   const qkv = randomValues(ROWS * W, 12);
   const keyMask = new Uint32Array(B * T).fill(1);
@@ -29,12 +41,18 @@ export function attentionCases(): KernelBenchCase[] {
   };
   return [
     {
-      op: 'attention', kernel: 'attention forward', shape, flops: forwardFlops,
+      op: 'attention',
+      kernel: 'attention forward',
+      shape,
+      flops: forwardFlops,
       reference: () => attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask }),
       setup: (engine) => forward(engine).run,
     },
     {
-      op: 'attention', kernel: 'attention backward', shape, flops: 2 * forwardFlops,
+      op: 'attention',
+      kernel: 'attention backward',
+      shape,
+      flops: 2 * forwardFlops,
       reference: () => attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut }),
       setup: (engine) => {
         const { args, run } = forward(engine);

@@ -1,11 +1,11 @@
 // Kernel lab for attention: validates and times the GPU forward and backward of each variant on fused-qkv training
 // shapes (many reps in one submit), in one process, against the float64 CPU reference. Each variant gets its own
-// engine; the variants' rounds alternate, so a load change on a shared machine hits both. Each variant's outputs
-// (out, lse, and dq + dk + dv in the fused gradient) are checked against the reference first, and the run stops
-// with an error if one is off. Times are also given as a ratio to the first variant listed. On a software device
-// the process's CPU time per call is printed too (it barely moves when other processes share the cores); there a
-// GPU variant's ratio says what it costs on a CPU, not how it runs on a GPU.
-// Usage: node --import ./tools/node-loader.js tools/kernel-lab/attention.ts [B,T,NH,NKV,HS[;B,T,NH,NKV,HS...]] [reps] [variants]
+// engine; the variants' rounds alternate, so a load change on a shared machine hits both. Each variant's outputs (out,
+// lse, and dq + dk + dv in the fused gradient) are checked against the reference first, and the run stops with an error
+// if one is off. Times are also given as a ratio to the first variant listed. On a software device the process's CPU
+// time per call is printed too (it barely moves when other processes share the cores); there a GPU variant's ratio says
+// what it costs on a CPU, not how it runs on a GPU. Usage: node --import ./tools/node-loader.js
+// tools/kernel-lab/attention.ts [B,T,NH,NKV,HS[;B,T,NH,NKV,HS...]] [reps] [variants]
 //   variants: comma-separated attention variants (default cpu,register: the tiled passes lavapipe ran before, and
 //   the register passes; unrolled,split-head compares the GPUs' variants); the first call's compile time is shown.
 import { Engine, readKnobs } from '../../engine/index.ts';
@@ -27,7 +27,13 @@ const ROUNDS = 3;
 /** Largest error allowed against the float64 reference, relative to the reference's largest magnitude. */
 const TOLERANCE = 1e-4;
 
-interface Lab { variant: string; engine: Engine; forward: () => void; backward: () => void; outputs: () => Promise<Float32Array[]> }
+interface Lab {
+  variant: string;
+  engine: Engine;
+  forward: () => void;
+  backward: () => void;
+  outputs: () => Promise<Float32Array[]>;
+}
 
 /** Wall and CPU ms of one call, `reps` calls in one submit. */
 async function timeCalls(engine: Engine, record: () => void, count: number): Promise<{ wall: number; cpu: number }> {
@@ -59,9 +65,21 @@ function relativeError(actual: Float32Array, expected: ArrayLike<number>): numbe
 async function runShape([B, T, NH, NKV, HS]: number[]): Promise<void> {
   const W = (NH + 2 * NKV) * HS;
   const dims: AttentionDims = {
-    B, Tq: T, Tk: T, NH, NKV, HS,
-    qRowStride: W, qColOffset: 0, kRowStride: W, kColOffset: NH * HS, vRowStride: W, vColOffset: (NH + NKV) * HS,
-    kvBatchStride: T * W, queryStart: 0, scale: 1 / Math.sqrt(HS),
+    B,
+    Tq: T,
+    Tk: T,
+    NH,
+    NKV,
+    HS,
+    qRowStride: W,
+    qColOffset: 0,
+    kRowStride: W,
+    kColOffset: NH * HS,
+    vRowStride: W,
+    vColOffset: (NH + NKV) * HS,
+    kvBatchStride: T * W,
+    queryStart: 0,
+    scale: 1 / Math.sqrt(HS),
   };
   const qkvData = randomValues(B * T * W, 1);
   const dOutData = randomValues(B * T * NH * HS, 2);
@@ -79,9 +97,23 @@ async function runShape([B, T, NH, NKV, HS]: number[]): Promise<void> {
     const dOut = engine.tensorFrom('dOut', [B * T, NH * HS], dOutData);
     const dqkv = engine.tensor('dqkv', [B * T, W]);
     return {
-      variant, engine,
+      variant,
+      engine,
       forward: () => attentionForward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse }),
-      backward: () => attentionBackward(engine, { ...dims, q: qkv, k: qkv, v: qkv, keyMask, out, lse, dOut, dq: dqkv, dk: dqkv, dv: dqkv }),
+      backward: () =>
+        attentionBackward(engine, {
+          ...dims,
+          q: qkv,
+          k: qkv,
+          v: qkv,
+          keyMask,
+          out,
+          lse,
+          dOut,
+          dq: dqkv,
+          dk: dqkv,
+          dv: dqkv,
+        }),
       outputs: async () => [await engine.read(out), await engine.read(lse), await engine.read(dqkv)],
     };
   }
@@ -97,21 +129,33 @@ async function runShape([B, T, NH, NKV, HS]: number[]): Promise<void> {
   const expected = [refForward.result.out, refForward.result.lse, dq.map((x, i) => x + dk[i] + dv[i])];
   const results = new Map<string, { wall: number[]; cpu: number[] }>();
   for (const lab of labs) {
-    for (const [pass, record] of [['forward', lab.forward], ['backward', lab.backward]] as const) {
+    for (const [pass, record] of [
+      ['forward', lab.forward],
+      ['backward', lab.backward],
+    ] as const) {
       const first = await timeCalls(lab.engine, record, 1);
       console.log(`${lab.variant} ${pass}: first call (compile) ${first.wall.toFixed(0)} ms`);
       results.set(`${lab.variant} ${pass}`, { wall: [], cpu: [] });
     }
     const errors = (await lab.outputs()).map((actual, i) => relativeError(actual, expected[i]));
-    console.log(`${lab.variant}: relative error against the reference: out ${errors[0].toExponential(1)}, lse ${errors[1].toExponential(1)}, dqkv ${errors[2].toExponential(1)}`);
+    console.log(
+      `${lab.variant}: relative error against the reference: out ${errors[0].toExponential(1)}, lse ` +
+        `${errors[1].toExponential(1)}, dqkv ${errors[2].toExponential(1)}`,
+    );
     if (errors.some((e) => !(e <= TOLERANCE))) {
-      console.error(`attention lab: variant ${lab.variant} is off the reference by more than ${TOLERANCE} at B=${B} T=${T} NH=${NH} NKV=${NKV} HS=${HS}`);
+      console.error(
+        `attention lab: variant ${lab.variant} is off the reference by more than ${TOLERANCE} at B=${B} T=${T} ` +
+          `NH=${NH} NKV=${NKV} HS=${HS}`,
+      );
       process.exit(1);
     }
   }
   for (let round = 0; round < ROUNDS; round++) {
     for (const lab of labs) {
-      for (const [pass, record] of [['forward', lab.forward], ['backward', lab.backward]] as const) {
+      for (const [pass, record] of [
+        ['forward', lab.forward],
+        ['backward', lab.backward],
+      ] as const) {
         const { wall, cpu } = await timeCalls(lab.engine, record, reps);
         results.get(`${lab.variant} ${pass}`)!.wall.push(wall);
         results.get(`${lab.variant} ${pass}`)!.cpu.push(cpu);
@@ -123,8 +167,10 @@ async function runShape([B, T, NH, NKV, HS]: number[]): Promise<void> {
     const flops = pass === 'forward' ? forwardFlops : 2 * forwardFlops;
     const ms = median(wall);
     const baseline = median(results.get(`${variants[0]} ${pass}`)!.wall);
-    console.log(`${name}: ${ms.toFixed(2)} ms/call (cpu ${median(cpu).toFixed(2)} ms), ${(flops / ms / 1e6).toFixed(2)} GFLOP/s, ` +
-      `${(refMs[pass] / ms).toFixed(1)}x the float64 CPU reference (${refMs[pass].toFixed(0)} ms), ${(ms / baseline).toFixed(2)}x ${variants[0]}'s time`);
+    console.log(
+      `${name}: ${ms.toFixed(2)} ms/call (cpu ${median(cpu).toFixed(2)} ms), ${(flops / ms / 1e6).toFixed(2)} GFLOP/s, ` +
+        `${(refMs[pass] / ms).toFixed(1)}x the float64 CPU reference (${refMs[pass].toFixed(0)} ms), ${(ms / baseline).toFixed(2)}x ${variants[0]}'s time`,
+    );
   }
   for (const lab of labs) lab.engine.destroy();
 }

@@ -12,14 +12,19 @@ export function clearRangesCases(): KernelBenchCase[] {
   const ranges = offBlockRanges(qkv, settings);
   const data = randomValues(size, 31);
   const cleared = ranges.reduce((n, [start, end]) => n + end - start, 0);
-  return [{
-    op: 'clear-ranges', kernel: 'clear-ranges', shape: `ranges=${ranges.length},elements=${cleared}`, bytes: F32_BYTES * cleared,
-    reference: () => clearRangesRef({ data, ranges }),
-    setup: (engine) => {
-      const tensor = upload(engine, 'data', data);
-      const table = rangeTable(ranges, size, 'bench');
-      const rangesTensor = engine.tensorFrom('bench-ranges', [table.pairs.length], table.pairs, 'u32');
-      return () => clearRanges(engine, { data: tensor, ranges: rangesTensor, table });
+  return [
+    {
+      op: 'clear-ranges',
+      kernel: 'clear-ranges',
+      shape: `ranges=${ranges.length},elements=${cleared}`,
+      bytes: F32_BYTES * cleared,
+      reference: () => clearRangesRef({ data, ranges }),
+      setup: (engine) => {
+        const tensor = upload(engine, 'data', data);
+        const table = rangeTable(ranges, size, 'bench');
+        const rangesTensor = engine.tensorFrom('bench-ranges', [table.pairs.length], table.pairs, 'u32');
+        return () => clearRanges(engine, { data: tensor, ranges: rangesTensor, table });
+      },
     },
-  }];
+  ];
 }

@@ -2,7 +2,12 @@
 // (test/support/arrays.ts) use the same measure.
 
 /** Largest |a-b| / (atol + rtol·|b|); ≤ 1 means every element is within tolerance, NaN counts as Infinity. */
-export function maxViolation(actual: ArrayLike<number>, expected: ArrayLike<number>, atol: number, rtol: number): number {
+export function maxViolation(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  atol: number,
+  rtol: number,
+): number {
   if (actual.length !== expected.length) throw new Error(`length ${actual.length} vs expected ${expected.length}`);
   let worst = 0;
   for (let i = 0; i < actual.length; i++) {

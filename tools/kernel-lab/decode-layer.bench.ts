@@ -19,30 +19,50 @@ export function decodeLayerCases(): KernelBenchCase[] {
   const kvSize = shape.B * shape.capacity * NKV * HS;
   const inputs = {
     ...shape,
-    x: randomValues(shape.B * C, 40), qkvWeight: randomValues(W * C, 41, 0.1), oWeight: randomValues(C * NH * HS, 42, 0.1),
-    gateUpWeight: randomValues(2 * I * C, 43, 0.1), downWeight: randomValues(C * I, 44, 0.1),
-    inputNorm: randomValues(C, 45), postNorm: randomValues(C, 46), positions: Array.from({ length: shape.B }, () => 86), theta: 10000,
-    kCache: randomValues(kvSize, 47), vCache: randomValues(kvSize, 48), keyMask: new Array<number>(shape.B * shape.capacity).fill(1),
-    maskBatchStride: shape.capacity, eps: 1e-6, scale: 1 / Math.sqrt(HS),
+    x: randomValues(shape.B * C, 40),
+    qkvWeight: randomValues(W * C, 41, 0.1),
+    oWeight: randomValues(C * NH * HS, 42, 0.1),
+    gateUpWeight: randomValues(2 * I * C, 43, 0.1),
+    downWeight: randomValues(C * I, 44, 0.1),
+    inputNorm: randomValues(C, 45),
+    postNorm: randomValues(C, 46),
+    positions: Array.from({ length: shape.B }, () => 86),
+    theta: 10000,
+    kCache: randomValues(kvSize, 47),
+    vCache: randomValues(kvSize, 48),
+    keyMask: new Array<number>(shape.B * shape.capacity).fill(1),
+    maskBatchStride: shape.capacity,
+    eps: 1e-6,
+    scale: 1 / Math.sqrt(HS),
   };
   const weightFloats = W * C + NH * HS * C + 3 * I * C;
-  return [{
-    op: 'decode-layer', kernel: 'decode layer (fused)', shape: `B=8,C=${C},I=${I},slot=${shape.slot}`,
-    flops: 2 * shape.B * weightFloats + 4 * shape.B * NH * HS * (shape.slot + 1),
-    bytes: F32_BYTES * (weightFloats + 2 * shape.B * NKV * HS * (shape.slot + 1)),
-    reference: () => decodeLayerRef(inputs),
-    runsOn: (engine) => useDecodeLayer(engine, shape),
-    setup: (engine) => {
-      const x = upload(engine, 'x', inputs.x);
-      const args = {
-        ...inputs, x, kCache: upload(engine, 'kCache', inputs.kCache), vCache: upload(engine, 'vCache', inputs.vCache),
-        qkvT: upload(engine, 'qkvT', transposed(inputs.qkvWeight, W, C)), oT: upload(engine, 'oT', transposed(inputs.oWeight, C, NH * HS)),
-        gateUpT: upload(engine, 'gateUpT', transposed(inputs.gateUpWeight, 2 * I, C)), downT: upload(engine, 'downT', transposed(inputs.downWeight, C, I)),
-        inputNorm: upload(engine, 'inputNorm', inputs.inputNorm), postNorm: upload(engine, 'postNorm', inputs.postNorm),
-        positions: engine.tensorFrom('bench-positions', [shape.B], inputs.positions, 'i32'),
-        keyMask: engine.tensorFrom('bench-keyMask', [inputs.keyMask.length], inputs.keyMask, 'u32'),
-      };
-      return () => decodeLayer(engine, args);
+  return [
+    {
+      op: 'decode-layer',
+      kernel: 'decode layer (fused)',
+      shape: `B=8,C=${C},I=${I},slot=${shape.slot}`,
+      flops: 2 * shape.B * weightFloats + 4 * shape.B * NH * HS * (shape.slot + 1),
+      bytes: F32_BYTES * (weightFloats + 2 * shape.B * NKV * HS * (shape.slot + 1)),
+      reference: () => decodeLayerRef(inputs),
+      runsOn: (engine) => useDecodeLayer(engine, shape),
+      setup: (engine) => {
+        const x = upload(engine, 'x', inputs.x);
+        const args = {
+          ...inputs,
+          x,
+          kCache: upload(engine, 'kCache', inputs.kCache),
+          vCache: upload(engine, 'vCache', inputs.vCache),
+          qkvT: upload(engine, 'qkvT', transposed(inputs.qkvWeight, W, C)),
+          oT: upload(engine, 'oT', transposed(inputs.oWeight, C, NH * HS)),
+          gateUpT: upload(engine, 'gateUpT', transposed(inputs.gateUpWeight, 2 * I, C)),
+          downT: upload(engine, 'downT', transposed(inputs.downWeight, C, I)),
+          inputNorm: upload(engine, 'inputNorm', inputs.inputNorm),
+          postNorm: upload(engine, 'postNorm', inputs.postNorm),
+          positions: engine.tensorFrom('bench-positions', [shape.B], inputs.positions, 'i32'),
+          keyMask: engine.tensorFrom('bench-keyMask', [inputs.keyMask.length], inputs.keyMask, 'u32'),
+        };
+        return () => decodeLayer(engine, args);
+      },
     },
-  }];
+  ];
 }

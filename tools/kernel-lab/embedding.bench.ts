@@ -13,7 +13,10 @@ export function embeddingCases(): KernelBenchCase[] {
   const shape = `N=${N},V=${V},C=${C}`;
   return [
     {
-      op: 'embedding', kernel: 'embedding forward', shape, bytes: F32_BYTES * (N + V * C + N * C),
+      op: 'embedding',
+      kernel: 'embedding forward',
+      shape,
+      bytes: F32_BYTES * (N + V * C + N * C),
       reference: () => embeddingForwardRef({ ids, table, N, V, C }),
       setup: (engine) => {
         const idsTensor = engine.tensorFrom('bench-ids', [N], ids, 'u32');
@@ -23,7 +26,10 @@ export function embeddingCases(): KernelBenchCase[] {
       },
     },
     {
-      op: 'embedding', kernel: 'embedding backward', shape, bytes: F32_BYTES * (V + 1 + N + N * C + V * C),
+      op: 'embedding',
+      kernel: 'embedding backward',
+      shape,
+      bytes: F32_BYTES * (V + 1 + N + N * C + V * C),
       reference: () => embeddingBackwardRef({ ids, dOut, N, V, C }),
       setup: (engine) => {
         const index = buildTokenIndex(ids, V);
@@ -31,7 +37,8 @@ export function embeddingCases(): KernelBenchCase[] {
         const tokenPositions = engine.tensorFrom('bench-token-positions', [N], index.positions, 'u32');
         const dOutTensor = upload(engine, 'dOut', dOut);
         const dTable = engine.tensor('bench-dTable', [V * C]);
-        return () => embeddingBackward(engine, { tokenIds, tokenPositions, dOut: dOutTensor, dTable, N, V, C, accumulate: false });
+        return () =>
+          embeddingBackward(engine, { tokenIds, tokenPositions, dOut: dOutTensor, dTable, N, V, C, accumulate: false });
       },
     },
   ];

@@ -1,9 +1,9 @@
-// Frozen-reference lab: `node --import ./tools/node-loader.js tools/kernel-lab/half-reference.ts [hidden] [layers] [B] [T]`
-// writes a Qwen3-shaped bf16 checkpoint (real vocabulary 151,936, random weights; hidden 128 × 2 layers by default,
-// or Qwen3-0.6B's layer at hidden 1024) to a temporary directory, loads it as a float32 and as a bf16 reference,
-// and prints each one's arena bytes and the time of the reference log-prob forward (B = 4 sequences × T = 128 tokens),
-// the two timed alternately in the same process (medians of 5; CPU time on a software device, which holds steady
-// when other processes share the cores).
+// Frozen-reference lab: `node --import ./tools/node-loader.js tools/kernel-lab/half-reference.ts [hidden] [layers] [B]
+// [T]` writes a Qwen3-shaped bf16 checkpoint (real vocabulary 151,936, random weights; hidden 128 × 2 layers by
+// default, or Qwen3-0.6B's layer at hidden 1024) to a temporary directory, loads it as a float32 and as a bf16
+// reference, and prints each one's arena bytes and the time of the reference log-prob forward (B = 4 sequences × T =
+// 128 tokens), the two timed alternately in the same process (medians of 5; CPU time on a software device, which holds
+// steady when other processes share the cores).
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,9 +23,16 @@ try {
   await writeQwen3Model(root, { ...(hidden === 1024 ? QWEN3_0_6B_LAYER : { ...QWEN3_TINY_LAYER, hidden }), layers });
   const f32 = await loadModel(engine, root, { label: 'reference-f32' });
   const bf16 = await loadModel(engine, root, { label: 'reference-bf16', weightDtype: () => 'bf16' });
-  const inputIds = Array.from({ length: B }, (_, b) => Array.from({ length: T }, (_, t) => (b * 7919 + t * 104729) % 151936));
+  const inputIds = Array.from({ length: B }, (_, b) =>
+    Array.from({ length: T }, (_, t) => (b * 7919 + t * 104729) % 151936),
+  );
   const attentionMask = inputIds.map((row) => row.map(() => 1));
-  const targets = engine.tensorFrom('targets', [B * T], inputIds.flatMap((row) => [...row.slice(1), 151645]), 'u32');
+  const targets = engine.tensorFrom(
+    'targets',
+    [B * T],
+    inputIds.flatMap((row) => [...row.slice(1), 151645]),
+    'u32',
+  );
   const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, f32.config.vocabSize, 'half-reference');
   const forward = async (params: Arena): Promise<number> => {
     const lm = new CausalLm(engine, f32.config, params);
@@ -42,10 +49,15 @@ try {
     times.f32.push(await forward(f32.params));
     times.bf16.push(await forward(bf16.params));
   }
-  const mb = (params: Arena) => (params.totalElements * 4 / 1e6).toFixed(1);
+  const mb = (params: Arena) => ((params.totalElements * 4) / 1e6).toFixed(1);
   console.log(`device: ${engine.caps.description}`);
-  console.log(`Qwen3-shaped hidden ${hidden} × ${layers} layers, vocabulary 151,936: reference arena ${mb(f32.params)} MB float32, ${mb(bf16.params)} MB bf16`);
-  console.log(`reference log-probs of ${B} × ${T} tokens (${engine.caps.softwareAdapter ? 'CPU' : 'wall'} ms, median of 5): float32 ${median(times.f32).toFixed(0)}, bf16 ${median(times.bf16).toFixed(0)} (${(median(times.bf16) / median(times.f32)).toFixed(2)}x)`);
+  console.log(
+    `Qwen3-shaped hidden ${hidden} × ${layers} layers, vocabulary 151,936: reference arena ${mb(f32.params)} MB ` +
+      `float32, ${mb(bf16.params)} MB bf16`,
+  );
+  console.log(
+    `reference log-probs of ${B} × ${T} tokens (${engine.caps.softwareAdapter ? 'CPU' : 'wall'} ms, median of 5): float32 ${median(times.f32).toFixed(0)}, bf16 ${median(times.bf16).toFixed(0)} (${(median(times.bf16) / median(times.f32)).toFixed(2)}x)`,
+  );
 } finally {
   await rm(root, { recursive: true, force: true });
   engine.destroy();

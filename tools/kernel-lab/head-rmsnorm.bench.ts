@@ -16,10 +16,16 @@ export function headRmsnormCases(): KernelBenchCase[] {
   const dOut = randomValues(rows * W, 10);
   const { rstd } = headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps });
   const shape = `rows=${rows},NH=${NH},NKV=${NKV},HS=${HS}`;
-  const weights = (engine: Engine) => ({ qWeight: upload(engine, 'qWeight', qWeight), kWeight: upload(engine, 'kWeight', kWeight) });
+  const weights = (engine: Engine) => ({
+    qWeight: upload(engine, 'qWeight', qWeight),
+    kWeight: upload(engine, 'kWeight', kWeight),
+  });
   return [
     {
-      op: 'head-rmsnorm', kernel: 'head-rmsnorm forward', shape, bytes: F32_BYTES * (2 * rows * W + 2 * HS + rows * (NH + NKV)),
+      op: 'head-rmsnorm',
+      kernel: 'head-rmsnorm forward',
+      shape,
+      bytes: F32_BYTES * (2 * rows * W + 2 * HS + rows * (NH + NKV)),
       reference: () => headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps }),
       setup: (engine) => {
         const t = { qkv: upload(engine, 'qkv', qkv), ...weights(engine) };
@@ -29,10 +35,18 @@ export function headRmsnormCases(): KernelBenchCase[] {
       },
     },
     {
-      op: 'head-rmsnorm', kernel: 'head-rmsnorm backward', shape, bytes: F32_BYTES * (3 * rows * W + rows * (NH + NKV) + 6 * HS),
+      op: 'head-rmsnorm',
+      kernel: 'head-rmsnorm backward',
+      shape,
+      bytes: F32_BYTES * (3 * rows * W + rows * (NH + NKV) + 6 * HS),
       reference: () => headRmsnormBackwardRef({ qkv, qWeight, kWeight, rstd, dOut, rows, NH, NKV, HS }),
       setup: (engine) => {
-        const t = { qkv: upload(engine, 'qkv', qkv), ...weights(engine), rstd: upload(engine, 'rstd', Float32Array.from(rstd)), dOut: upload(engine, 'dOut', dOut) };
+        const t = {
+          qkv: upload(engine, 'qkv', qkv),
+          ...weights(engine),
+          rstd: upload(engine, 'rstd', Float32Array.from(rstd)),
+          dOut: upload(engine, 'dOut', dOut),
+        };
         const dQkv = engine.tensor('bench-dQkv', [rows * W]);
         const dQWeight = engine.tensor('bench-dQWeight', [HS]);
         const dKWeight = engine.tensor('bench-dKWeight', [HS]);

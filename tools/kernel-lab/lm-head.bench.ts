@@ -17,28 +17,43 @@ export function lmHeadCases(): KernelBenchCase[] {
   const shape = `N=${N},C=${C},V=${V}`;
   const forward = (engine: Engine) => {
     const args = {
-      hidden: upload(engine, 'hidden', hidden), weight: upload(engine, 'weight', weight),
-      targets: engine.tensorFrom('bench-targets', [N], targets, 'u32'), N, C, V, temperature: 1,
-      logprobs: engine.tensor('bench-logprobs', [N]), entropy: engine.tensor('bench-entropy', [N]), lse: engine.tensor('bench-lse', [N]),
+      hidden: upload(engine, 'hidden', hidden),
+      weight: upload(engine, 'weight', weight),
+      targets: engine.tensorFrom('bench-targets', [N], targets, 'u32'),
+      N,
+      C,
+      V,
+      temperature: 1,
+      logprobs: engine.tensor('bench-logprobs', [N]),
+      entropy: engine.tensor('bench-entropy', [N]),
+      lse: engine.tensor('bench-lse', [N]),
     };
     return { args, run: () => lmHeadForward(engine, args) };
   };
   const reference = { hidden, weight, targets, N, C, V, temperature: 1 };
   return [
     {
-      op: 'lm-head', kernel: 'lm-head forward', shape, flops: 2 * N * V * C,
+      op: 'lm-head',
+      kernel: 'lm-head forward',
+      shape,
+      flops: 2 * N * V * C,
       reference: () => lmHeadForwardRef(reference),
       setup: (engine) => forward(engine).run,
     },
     {
-      op: 'lm-head', kernel: 'lm-head backward', shape, flops: 6 * N * V * C,
+      op: 'lm-head',
+      kernel: 'lm-head backward',
+      shape,
+      flops: 6 * N * V * C,
       reference: () => lmHeadBackwardRef({ ...reference, dLogprobs, dEntropy }),
       setup: (engine) => {
         const { args, run } = forward(engine);
         run();
         const grads = {
-          dLogprobs: upload(engine, 'dLogprobs', dLogprobs), dEntropy: upload(engine, 'dEntropy', dEntropy),
-          dHidden: engine.tensor('bench-dHidden', [N * C]), dWeight: engine.tensor('bench-dWeight', [V * C]),
+          dLogprobs: upload(engine, 'dLogprobs', dLogprobs),
+          dEntropy: upload(engine, 'dEntropy', dEntropy),
+          dHidden: engine.tensor('bench-dHidden', [N * C]),
+          dWeight: engine.tensor('bench-dWeight', [V * C]),
         };
         return () => lmHeadBackward(engine, { ...args, ...grads });
       },

@@ -42,49 +42,116 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   ],
 };
 
-const [N, C, V] = process.argv.slice(2).map(Number).concat([1024, 128, 512].slice(process.argv.length - 2));
+const [N, C, V] = process.argv
+  .slice(2)
+  .map(Number)
+  .concat([1024, 128, 512].slice(process.argv.length - 2));
 const engine = await Engine.create();
 const shape = `N=${N} C=${C} V=${V}`;
 const random = (n: number, scale: number) => Float32Array.from({ length: n }, () => (Math.random() * 2 - 1) * scale);
 const hidden = engine.tensorFrom('hidden', [N, C], random(N * C, 1));
 const weight = engine.tensorFrom('weight', [V, C], random(V * C, 0.2));
-const targets = engine.tensorFrom('targets', [N], Array.from({ length: N }, () => Math.floor(Math.random() * V)), 'u32');
-const [logprobs, entropy, lse, sumPiSquared] = [engine.tensor('logprobs', [N]), engine.tensor('entropy', [N]), engine.tensor('lse', [N]), engine.tensor('sumPiSquared', [N])];
+const targets = engine.tensorFrom(
+  'targets',
+  [N],
+  Array.from({ length: N }, () => Math.floor(Math.random() * V)),
+  'u32',
+);
+const [logprobs, entropy, lse, sumPiSquared] = [
+  engine.tensor('logprobs', [N]),
+  engine.tensor('entropy', [N]),
+  engine.tensor('lse', [N]),
+  engine.tensor('sumPiSquared', [N]),
+];
 const [dHidden, dWeight] = [engine.tensor('dHidden', [N, C]), engine.tensor('dWeight', [V, C])];
 const dLogprobs = engine.tensorFrom('dLogprobs', [N], random(N, 1));
 const logits = engine.tensor('logits', [N, V]);
 const logSoftmax = engine.tensor('logSoftmax', [N, V]);
 const common = { hidden, weight, targets, N, C, V, temperature: 0.7 };
 
-const naiveLogSoftmax = () => engine.dispatch(naiveLogSoftmaxSpec, {
-  bindings: { logits, targets, logSoftmax, logprobs, entropy },
-  uniforms: { rows: N, V, invTemperature: 1 / 0.7 },
-  workgroups: [Math.ceil(N / 64)],
-});
+const naiveLogSoftmax = () =>
+  engine.dispatch(naiveLogSoftmaxSpec, {
+    bindings: { logits, targets, logSoftmax, logprobs, entropy },
+    uniforms: { rows: N, V, invTemperature: 1 / 0.7 },
+    workgroups: [Math.ceil(N / 64)],
+  });
 // The fused forward's own kernel on the same (N, V) logits, as one chunk (width V, vec4 when V % 4 == 0).
 const rowStats = engine.tensor('rowStats', [N * 4]);
 const statsRows = [];
 for (const variant of lmHeadStatsVariants) {
-  statsRows.push(await timeKernel(engine, `stats kernel alone (${variant.name})`, shape, () => engine.dispatch(variant.value.specs[V % 4 === 0 ? 4 : 1], {
-    bindings: { logits, targets, rowStats, logprobs, entropy, lse },
-    uniforms: { rows: N, width: V, v0: 0, invTemperature: 1 / 0.7, first: 1, last: 1 },
-    workgroups: foldWorkgroups(Math.ceil(N / variant.value.rowsPerWorkgroup)),
-  }), { bytes: 4 * N * V }));
+  statsRows.push(
+    await timeKernel(
+      engine,
+      `stats kernel alone (${variant.name})`,
+      shape,
+      () =>
+        engine.dispatch(variant.value.specs[V % 4 === 0 ? 4 : 1], {
+          bindings: { logits, targets, rowStats, logprobs, entropy, lse },
+          uniforms: { rows: N, width: V, v0: 0, invTemperature: 1 / 0.7, first: 1, last: 1 },
+          workgroups: foldWorkgroups(Math.ceil(N / variant.value.rowsPerWorkgroup)),
+        }),
+      { bytes: 4 * N * V },
+    ),
+  );
 }
 
 const rows = [
-  await timeKernel(engine, 'lm-head forward (fused)', shape, () => lmHeadForward(engine, { ...common, logprobs, entropy, lse }), { flops: 2 * N * C * V }),
+  await timeKernel(
+    engine,
+    'lm-head forward (fused)',
+    shape,
+    () => lmHeadForward(engine, { ...common, logprobs, entropy, lse }),
+    { flops: 2 * N * C * V },
+  ),
   // verl's calculate_sum_pi_squared: one more stats pass per chunk and one small dispatch.
-  await timeKernel(engine, 'lm-head forward (fused) with Σπ²', shape, () => lmHeadForward(engine, { ...common, logprobs, entropy, lse, sumPiSquared }), { flops: 2 * N * C * V }),
-  await timeKernel(engine, 'naive: logits + log-softmax', shape, () => {
-    lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V });
-    naiveLogSoftmax();
-  }, { flops: 2 * N * C * V }),
-  await timeKernel(engine, 'logits matmul alone', shape, () => lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V }), { flops: 2 * N * C * V }),
+  await timeKernel(
+    engine,
+    'lm-head forward (fused) with Σπ²',
+    shape,
+    () => lmHeadForward(engine, { ...common, logprobs, entropy, lse, sumPiSquared }),
+    { flops: 2 * N * C * V },
+  ),
+  await timeKernel(
+    engine,
+    'naive: logits + log-softmax',
+    shape,
+    () => {
+      lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V });
+      naiveLogSoftmax();
+    },
+    { flops: 2 * N * C * V },
+  ),
+  await timeKernel(
+    engine,
+    'logits matmul alone',
+    shape,
+    () => lmHeadLogits(engine, { hidden, weight, out: logits, N, C, V }),
+    { flops: 2 * N * C * V },
+  ),
   ...statsRows,
   await timeKernel(engine, 'naive log-softmax kernel alone', shape, naiveLogSoftmax, { bytes: 4 * N * V }),
-  await timeKernel(engine, 'lm-head backward (fused)', shape, () => lmHeadBackward(engine, { ...common, lse, dLogprobs, dEntropy: null, dHidden, dWeight }), { flops: 6 * N * C * V }),
-  await timeKernel(engine, 'lm-head backward, entropy term', shape, () => lmHeadBackward(engine, { ...common, lse, entropy, dLogprobs, dEntropy: dLogprobs, dHidden, dWeight }), { flops: 6 * N * C * V }),
+  await timeKernel(
+    engine,
+    'lm-head backward (fused)',
+    shape,
+    () => lmHeadBackward(engine, { ...common, lse, dLogprobs, dEntropy: null, dHidden, dWeight }),
+    { flops: 6 * N * C * V },
+  ),
+  await timeKernel(
+    engine,
+    'lm-head backward, entropy term',
+    shape,
+    () => lmHeadBackward(engine, { ...common, lse, entropy, dLogprobs, dEntropy: dLogprobs, dHidden, dWeight }),
+    { flops: 6 * N * C * V },
+  ),
 ];
-console.table(rows.map((r) => ({ kernel: r.kernel, shape: r.shape, ms: r.ms.toFixed(3), gflops: r.gflops?.toFixed(2), gbps: r.gbps?.toFixed(2) })));
+console.table(
+  rows.map((r) => ({
+    kernel: r.kernel,
+    shape: r.shape,
+    ms: r.ms.toFixed(3),
+    gflops: r.gflops?.toFixed(2),
+    gbps: r.gbps?.toFixed(2),
+  })),
+);
 engine.destroy();

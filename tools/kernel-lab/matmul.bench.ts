@@ -8,9 +8,15 @@ import type { KernelBenchCase } from './bench-inputs.ts';
  *  layout, the smallest cube whose output takes the gpu variant's wide tiles (1024³ takes its narrow ones). */
 export function matmulCases(): KernelBenchCase[] {
   const shapes: [MatmulLayout, number, number, number, boolean?][] = [
-    ['nt', 1024, 1024, 1024], ['nn', 1024, 1024, 1024], ['tn', 1024, 1024, 1024],
-    ['nt', 1024, 384, 128], ['nn', 1024, 128, 384], ['tn', 128, 384, 1024],
-    ['nt', 2048, 2048, 2048, true], ['nn', 2048, 2048, 2048, true], ['tn', 2048, 2048, 2048, true],
+    ['nt', 1024, 1024, 1024],
+    ['nn', 1024, 1024, 1024],
+    ['tn', 1024, 1024, 1024],
+    ['nt', 1024, 384, 128],
+    ['nn', 1024, 128, 384],
+    ['tn', 128, 384, 1024],
+    ['nt', 2048, 2048, 2048, true],
+    ['nn', 2048, 2048, 2048, true],
+    ['tn', 2048, 2048, 2048, true],
   ];
   return shapes.map(([layout, M, N, K, hardwareOnly]) => ({
     op: 'matmul',

@@ -34,67 +34,145 @@ export function ppoCases(): KernelBenchCase[] {
   const shape = `B=${Bp},T=${Tp}`;
   return [
     {
-      op: 'policy-loss', kernel: 'policy loss', shape, bytes: F32_BYTES * (8 * n + 8 * Bp + 8),
-      reference: () => computeActorLossRef({
-        oldLogProb, logProb, advantages, responseMask: mask, B: Bp, T: Tp, config: policyConfig, aggregation,
-        terms: { ...actorTerms, entropy, refLogProb },
-      }),
+      op: 'policy-loss',
+      kernel: 'policy loss',
+      shape,
+      bytes: F32_BYTES * (8 * n + 8 * Bp + 8),
+      reference: () =>
+        computeActorLossRef({
+          oldLogProb,
+          logProb,
+          advantages,
+          responseMask: mask,
+          B: Bp,
+          T: Tp,
+          config: policyConfig,
+          aggregation,
+          terms: { ...actorTerms, entropy, refLogProb },
+        }),
       setup: (engine) => {
         const t = {
-          oldLogProb: upload(engine, 'oldLogProb', oldLogProb), logProb: upload(engine, 'logProb', logProb),
-          advantages: upload(engine, 'advantages', advantages), responseMask: upload(engine, 'mask', mask),
-          entropy: upload(engine, 'entropy', entropy), refLogProb: upload(engine, 'refLogProb', refLogProb),
-          grads: engine.tensor('bench-grads', [n * 2]), rowPartials: engine.tensor('bench-rowPartials', [Bp * 8]), out: engine.tensor('bench-out', [8]),
+          oldLogProb: upload(engine, 'oldLogProb', oldLogProb),
+          logProb: upload(engine, 'logProb', logProb),
+          advantages: upload(engine, 'advantages', advantages),
+          responseMask: upload(engine, 'mask', mask),
+          entropy: upload(engine, 'entropy', entropy),
+          refLogProb: upload(engine, 'refLogProb', refLogProb),
+          grads: engine.tensor('bench-grads', [n * 2]),
+          rowPartials: engine.tensor('bench-rowPartials', [Bp * 8]),
+          out: engine.tensor('bench-out', [8]),
         };
         return () => computeActorLossGpu(engine, t, { config: policyConfig, aggregation, ...actorTerms, B: Bp, T: Tp });
       },
     },
     {
-      op: 'value-loss', kernel: 'value loss', shape, bytes: F32_BYTES * (5 * n + 3 * Bp + 3),
-      reference: () => computeValueLossRef({ vpreds, returns, values, responseMask: mask, cliprangeValue: 0.5, B: Bp, T: Tp, aggregation }),
+      op: 'value-loss',
+      kernel: 'value loss',
+      shape,
+      bytes: F32_BYTES * (5 * n + 3 * Bp + 3),
+      reference: () =>
+        computeValueLossRef({
+          vpreds,
+          returns,
+          values,
+          responseMask: mask,
+          cliprangeValue: 0.5,
+          B: Bp,
+          T: Tp,
+          aggregation,
+        }),
       setup: (engine) => {
         const t = {
-          vpreds: upload(engine, 'vpreds', vpreds), returns: upload(engine, 'returns', returns), values: upload(engine, 'values', values),
-          responseMask: upload(engine, 'mask', mask), gradVpreds: engine.tensor('bench-gradVpreds', [n]),
-          rowPartials: engine.tensor('bench-rowPartials', [Bp * 3]), out: engine.tensor('bench-out', [3]),
+          vpreds: upload(engine, 'vpreds', vpreds),
+          returns: upload(engine, 'returns', returns),
+          values: upload(engine, 'values', values),
+          responseMask: upload(engine, 'mask', mask),
+          gradVpreds: engine.tensor('bench-gradVpreds', [n]),
+          rowPartials: engine.tensor('bench-rowPartials', [Bp * 3]),
+          out: engine.tensor('bench-out', [3]),
         };
         return () => computeValueLossGpu(engine, { ...t, cliprangeValue: 0.5, aggregation, B: Bp, T: Tp });
       },
     },
     {
-      op: 'gae', kernel: 'gae', shape, bytes: F32_BYTES * 5 * n,
-      reference: () => computeGaeAdvantageReturnRef({ tokenLevelRewards: rewards, values, responseMask: mask, gamma: 1, lam: 0.95, B: Bp, T: Tp }),
+      op: 'gae',
+      kernel: 'gae',
+      shape,
+      bytes: F32_BYTES * 5 * n,
+      reference: () =>
+        computeGaeAdvantageReturnRef({
+          tokenLevelRewards: rewards,
+          values,
+          responseMask: mask,
+          gamma: 1,
+          lam: 0.95,
+          B: Bp,
+          T: Tp,
+        }),
       setup: (engine) => {
         const t = {
-          tokenLevelRewards: upload(engine, 'rewards', rewards), values: upload(engine, 'values', values), responseMask: upload(engine, 'mask', mask),
-          advantages: engine.tensor('bench-advantages', [n]), returns: engine.tensor('bench-returns', [n]), stats: engine.tensor('bench-stats', [4]),
+          tokenLevelRewards: upload(engine, 'rewards', rewards),
+          values: upload(engine, 'values', values),
+          responseMask: upload(engine, 'mask', mask),
+          advantages: engine.tensor('bench-advantages', [n]),
+          returns: engine.tensor('bench-returns', [n]),
+          stats: engine.tensor('bench-stats', [4]),
         };
         return () => computeGaeAdvantageReturnGpu(engine, { ...t, gamma: 1, lam: 0.95, B: Bp, T: Tp });
       },
     },
     {
-      op: 'advantage-outcome', kernel: 'grpo advantage', shape: `${shape},group=8`, bytes: F32_BYTES * (3 * n + 2 * Bp + groups.groupStart.length),
-      reference: () => computeOutcomeAdvantageRef('grpo', {
-        tokenLevelRewards: rewards, responseMask: mask, groupOf: groups.groupOf, epsilon: 1e-6, normAdvByStd: true, B: Bp, T: Tp,
-      }),
+      op: 'advantage-outcome',
+      kernel: 'grpo advantage',
+      shape: `${shape},group=8`,
+      bytes: F32_BYTES * (3 * n + 2 * Bp + groups.groupStart.length),
+      reference: () =>
+        computeOutcomeAdvantageRef('grpo', {
+          tokenLevelRewards: rewards,
+          responseMask: mask,
+          groupOf: groups.groupOf,
+          epsilon: 1e-6,
+          normAdvByStd: true,
+          B: Bp,
+          T: Tp,
+        }),
       setup: (engine) => {
         const t = {
-          tokenLevelRewards: upload(engine, 'rewards', rewards), responseMask: upload(engine, 'mask', mask), ...groupTensors(engine, groups),
-          rowStats: engine.tensor('bench-rowStats', [2 * Bp]), stats: engine.tensor('bench-stats', [4]), advantages: engine.tensor('bench-advantages', [n]),
+          tokenLevelRewards: upload(engine, 'rewards', rewards),
+          responseMask: upload(engine, 'mask', mask),
+          ...groupTensors(engine, groups),
+          rowStats: engine.tensor('bench-rowStats', [2 * Bp]),
+          stats: engine.tensor('bench-stats', [4]),
+          advantages: engine.tensor('bench-advantages', [n]),
         };
-        return () => computeOutcomeAdvantageGpu(engine, 'grpo', { ...t, epsilon: 1e-6, normAdvByStd: true, B: Bp, T: Tp });
+        return () =>
+          computeOutcomeAdvantageGpu(engine, 'grpo', { ...t, epsilon: 1e-6, normAdvByStd: true, B: Bp, T: Tp });
       },
     },
     {
-      op: 'kl-penalty', kernel: 'apply kl penalty', shape, bytes: F32_BYTES * (5 * n + Bp),
-      reference: () => applyKlPenaltyRef({
-        tokenLevelScores: rewards, oldLogProbs: oldLogProb, refLogProb, responseMask: mask, beta: 1e-3, klPenalty: 'kl', B: Bp, T: Tp,
-      }),
+      op: 'kl-penalty',
+      kernel: 'apply kl penalty',
+      shape,
+      bytes: F32_BYTES * (5 * n + Bp),
+      reference: () =>
+        applyKlPenaltyRef({
+          tokenLevelScores: rewards,
+          oldLogProbs: oldLogProb,
+          refLogProb,
+          responseMask: mask,
+          beta: 1e-3,
+          klPenalty: 'kl',
+          B: Bp,
+          T: Tp,
+        }),
       setup: (engine) => {
         const t = {
-          tokenLevelScores: upload(engine, 'scores', rewards), oldLogProbs: upload(engine, 'oldLogProb', oldLogProb),
-          refLogProb: upload(engine, 'refLogProb', refLogProb), responseMask: upload(engine, 'mask', mask),
-          tokenLevelRewards: engine.tensor('bench-rewards', [n]), rowKl: engine.tensor('bench-rowKl', [Bp]),
+          tokenLevelScores: upload(engine, 'scores', rewards),
+          oldLogProbs: upload(engine, 'oldLogProb', oldLogProb),
+          refLogProb: upload(engine, 'refLogProb', refLogProb),
+          responseMask: upload(engine, 'mask', mask),
+          tokenLevelRewards: engine.tensor('bench-rewards', [n]),
+          rowKl: engine.tensor('bench-rowKl', [Bp]),
         };
         return () => applyKlPenaltyGpu(engine, { ...t, beta: 1e-3, klPenalty: 'kl', B: Bp, T: Tp });
       },

@@ -8,13 +8,18 @@ export function weightedSumCases(): KernelBenchCase[] {
   const n = ROWS;
   const values = randomValues(n, 29);
   const weights = randomValues(n, 30);
-  return [{
-    op: 'reduce', kernel: 'weighted sum', shape: `n=${n}`, bytes: F32_BYTES * (2 * n + 1),
-    reference: () => weightedSumRef({ values, weights, n }),
-    setup: (engine) => {
-      const t = { values: upload(engine, 'values', values), weights: upload(engine, 'weights', weights) };
-      const out = engine.tensor('bench-out', [1]);
-      return () => weightedSum(engine, { ...t, out, n });
+  return [
+    {
+      op: 'reduce',
+      kernel: 'weighted sum',
+      shape: `n=${n}`,
+      bytes: F32_BYTES * (2 * n + 1),
+      reference: () => weightedSumRef({ values, weights, n }),
+      setup: (engine) => {
+        const t = { values: upload(engine, 'values', values), weights: upload(engine, 'weights', weights) };
+        const out = engine.tensor('bench-out', [1]);
+        return () => weightedSum(engine, { ...t, out, n });
+      },
     },
-  }];
+  ];
 }

@@ -14,7 +14,10 @@ export function rmsnormCases(): KernelBenchCase[] {
   const shape = `rows=${rows},C=${cols}`;
   return [
     {
-      op: 'rmsnorm', kernel: 'rmsnorm forward', shape, bytes: F32_BYTES * (2 * rows * cols + cols + rows),
+      op: 'rmsnorm',
+      kernel: 'rmsnorm forward',
+      shape,
+      bytes: F32_BYTES * (2 * rows * cols + cols + rows),
       reference: () => rmsnormForwardRef({ x, weight, rows, cols, eps }),
       setup: (engine) => {
         const t = { x: upload(engine, 'x', x), weight: upload(engine, 'weight', weight) };
@@ -24,16 +27,22 @@ export function rmsnormCases(): KernelBenchCase[] {
       },
     },
     {
-      op: 'rmsnorm', kernel: 'rmsnorm backward', shape, bytes: F32_BYTES * (3 * rows * cols + rows + 3 * cols),
+      op: 'rmsnorm',
+      kernel: 'rmsnorm backward',
+      shape,
+      bytes: F32_BYTES * (3 * rows * cols + rows + 3 * cols),
       reference: () => rmsnormBackwardRef({ x, weight, rstd, dOut, rows, cols }),
       setup: (engine) => {
         const t = {
-          x: upload(engine, 'x', x), weight: upload(engine, 'weight', weight),
-          rstd: upload(engine, 'rstd', Float32Array.from(rstd)), dOut: upload(engine, 'dOut', dOut),
+          x: upload(engine, 'x', x),
+          weight: upload(engine, 'weight', weight),
+          rstd: upload(engine, 'rstd', Float32Array.from(rstd)),
+          dOut: upload(engine, 'dOut', dOut),
         };
         const dx = engine.tensor('bench-dx', [rows * cols]);
         const dWeight = engine.tensor('bench-dWeight', [cols]);
-        return () => rmsnormBackward(engine, { ...t, dx, dWeight, rows, cols, accumulateDx: false, accumulateDWeight: true });
+        return () =>
+          rmsnormBackward(engine, { ...t, dx, dWeight, rows, cols, accumulateDx: false, accumulateDWeight: true });
       },
     },
   ];

@@ -10,13 +10,18 @@ export function ropeCases(): KernelBenchCase[] {
   const rows = ROWS;
   const qkv = randomValues(rows * qkvWidth(MODEL), 11);
   const positions = Int32Array.from({ length: rows }, (_, r) => r % T);
-  return [{
-    op: 'rope', kernel: 'rope', shape: `rows=${rows},NH=${NH},NKV=${NKV},HS=${HS}`, bytes: F32_BYTES * (2 * rows * (NH + NKV) * HS + rows),
-    reference: () => ropeForwardRef({ qkv, positions, rows, NH, NKV, HS, theta }),
-    setup: (engine) => {
-      const qkvTensor = upload(engine, 'qkv', qkv);
-      const positionsTensor = engine.tensorFrom('bench-positions', [rows], positions, 'i32');
-      return () => ropeForward(engine, { qkv: qkvTensor, positions: positionsTensor, rows, NH, NKV, HS, theta });
+  return [
+    {
+      op: 'rope',
+      kernel: 'rope',
+      shape: `rows=${rows},NH=${NH},NKV=${NKV},HS=${HS}`,
+      bytes: F32_BYTES * (2 * rows * (NH + NKV) * HS + rows),
+      reference: () => ropeForwardRef({ qkv, positions, rows, NH, NKV, HS, theta }),
+      setup: (engine) => {
+        const qkvTensor = upload(engine, 'qkv', qkv);
+        const positionsTensor = engine.tensorFrom('bench-positions', [rows], positions, 'i32');
+        return () => ropeForward(engine, { qkv: qkvTensor, positions: positionsTensor, rows, NH, NKV, HS, theta });
+      },
     },
-  }];
+  ];
 }

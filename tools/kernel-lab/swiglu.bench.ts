@@ -12,7 +12,10 @@ export function swigluCases(): KernelBenchCase[] {
   const shape = `rows=${rows},I=${I}`;
   return [
     {
-      op: 'swiglu', kernel: 'swiglu forward', shape, bytes: F32_BYTES * 3 * rows * I,
+      op: 'swiglu',
+      kernel: 'swiglu forward',
+      shape,
+      bytes: F32_BYTES * 3 * rows * I,
       reference: () => swigluForwardRef({ gateUp, rows, I }),
       setup: (engine) => {
         const gateUpTensor = upload(engine, 'gateUp', gateUp);
@@ -21,7 +24,10 @@ export function swigluCases(): KernelBenchCase[] {
       },
     },
     {
-      op: 'swiglu', kernel: 'swiglu backward', shape, bytes: F32_BYTES * 5 * rows * I,
+      op: 'swiglu',
+      kernel: 'swiglu backward',
+      shape,
+      bytes: F32_BYTES * 5 * rows * I,
       reference: () => swigluBackwardRef({ gateUp, dOut, rows, I }),
       setup: (engine) => {
         const t = { gateUp: upload(engine, 'gateUp', gateUp), dOut: upload(engine, 'dOut', dOut) };

@@ -8,13 +8,18 @@ export function transposeCases(): KernelBenchCase[] {
   const rows = 2 * MODEL.intermediateSize;
   const cols = MODEL.hiddenSize;
   const x = randomValues(rows * cols, 29);
-  return [{
-    op: 'transpose', kernel: 'transpose', shape: `rows=${rows},cols=${cols}`, bytes: F32_BYTES * 2 * rows * cols,
-    reference: () => transposeRef({ x, rows, cols }),
-    setup: (engine) => {
-      const xTensor = upload(engine, 'x', x);
-      const out = engine.tensor('bench-out', [cols * rows]);
-      return () => transpose(engine, { x: xTensor, out, rows, cols });
+  return [
+    {
+      op: 'transpose',
+      kernel: 'transpose',
+      shape: `rows=${rows},cols=${cols}`,
+      bytes: F32_BYTES * 2 * rows * cols,
+      reference: () => transposeRef({ x, rows, cols }),
+      setup: (engine) => {
+        const xTensor = upload(engine, 'x', x);
+        const out = engine.tensor('bench-out', [cols * rows]);
+        return () => transpose(engine, { x: xTensor, out, rows, cols });
+      },
     },
-  }];
+  ];
 }

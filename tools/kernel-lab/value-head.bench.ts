@@ -14,20 +14,38 @@ export function valueHeadCases(): KernelBenchCase[] {
   const shape = `N=${N},C=${C}`;
   return [
     {
-      op: 'value-head', kernel: 'value-head forward', shape, bytes: F32_BYTES * (N * C + C + 1 + N),
+      op: 'value-head',
+      kernel: 'value-head forward',
+      shape,
+      bytes: F32_BYTES * (N * C + C + 1 + N),
       reference: () => valueHeadForwardRef({ hidden, weight, bias, N, C }),
       setup: (engine) => {
-        const t = { hidden: upload(engine, 'hidden', hidden), weight: upload(engine, 'weight', weight), bias: upload(engine, 'bias', bias) };
+        const t = {
+          hidden: upload(engine, 'hidden', hidden),
+          weight: upload(engine, 'weight', weight),
+          bias: upload(engine, 'bias', bias),
+        };
         const values = engine.tensor('bench-values', [N]);
         return () => valueHeadForward(engine, { ...t, values, N, C });
       },
     },
     {
-      op: 'value-head', kernel: 'value-head backward', shape, bytes: F32_BYTES * (2 * N * C + N + 3 * C + 2),
+      op: 'value-head',
+      kernel: 'value-head backward',
+      shape,
+      bytes: F32_BYTES * (2 * N * C + N + 3 * C + 2),
       reference: () => valueHeadBackwardRef({ hidden, weight, dValues, N, C }),
       setup: (engine) => {
-        const t = { hidden: upload(engine, 'hidden', hidden), weight: upload(engine, 'weight', weight), dValues: upload(engine, 'dValues', dValues) };
-        const grads = { dHidden: engine.tensor('bench-dHidden', [N * C]), dWeight: engine.tensor('bench-dWeight', [C]), dBias: engine.tensor('bench-dBias', [1]) };
+        const t = {
+          hidden: upload(engine, 'hidden', hidden),
+          weight: upload(engine, 'weight', weight),
+          dValues: upload(engine, 'dValues', dValues),
+        };
+        const grads = {
+          dHidden: engine.tensor('bench-dHidden', [N * C]),
+          dWeight: engine.tensor('bench-dWeight', [C]),
+          dBias: engine.tensor('bench-dBias', [1]),
+        };
         return () => valueHeadBackward(engine, { ...t, ...grads, N, C });
       },
     },

@@ -18,7 +18,8 @@ type Inferred =
   | { kind: 'list'; element: Inferred }
   | { kind: 'struct'; fields: Map<string, Inferred> };
 
-const _isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const _isObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function describe(t: Inferred): string {
   if (t.kind === 'list') return `list<${describe(t.element)}>`;
@@ -31,25 +32,32 @@ function typeOf(value: unknown): Inferred {
   if (typeof value === 'string') return { kind: 'string' };
   if (typeof value === 'boolean') return { kind: 'bool' };
   if (typeof value === 'number') return { kind: Number.isInteger(value) ? 'int' : 'double' };
-  if (Array.isArray(value)) return { kind: 'list', element: value.map(typeOf).reduce((a, b) => merge(a, b, ''), { kind: 'null' } as Inferred) };
+  if (Array.isArray(value))
+    return { kind: 'list', element: value.map(typeOf).reduce((a, b) => merge(a, b, ''), { kind: 'null' } as Inferred) };
   const fields = new Map<string, Inferred>();
   for (const [name, member] of Object.entries(value as Record<string, unknown>)) fields.set(name, typeOf(member));
   return { kind: 'struct', fields };
 }
 
-/** The type both values fit, as pyarrow widens int to double and null to anything; `path` names the key for a conflict. */
+/**
+ * The type both values fit, as pyarrow widens int to double and null to anything; `path` names the key for a conflict.
+ */
 function merge(a: Inferred, b: Inferred, path: string): Inferred {
   if (a.kind === 'null') return b;
   if (b.kind === 'null') return a;
-  if (a.kind === 'list' && b.kind === 'list') return { kind: 'list', element: merge(a.element, b.element, `${path}[]`) };
+  if (a.kind === 'list' && b.kind === 'list')
+    return { kind: 'list', element: merge(a.element, b.element, `${path}[]`) };
   if (a.kind === 'struct' && b.kind === 'struct') {
     const fields = new Map(a.fields);
-    for (const [name, t] of b.fields) fields.set(name, fields.has(name) ? merge(fields.get(name)!, t, path ? `${path}.${name}` : name) : t);
+    for (const [name, t] of b.fields)
+      fields.set(name, fields.has(name) ? merge(fields.get(name)!, t, path ? `${path}.${name}` : name) : t);
     return { kind: 'struct', fields };
   }
   if ((a.kind === 'int' && b.kind === 'double') || (a.kind === 'double' && b.kind === 'int')) return { kind: 'double' };
   if (a.kind === b.kind) return a;
-  throw new ConversionError(`${path || 'row'} is ${describe(b)} here but ${describe(a)} in earlier rows (a column holds one type)`);
+  throw new ConversionError(
+    `${path || 'row'} is ${describe(b)} here but ${describe(a)} in earlier rows (a column holds one type)`,
+  );
 }
 
 type SchemaElement = Record<string, unknown>;
@@ -58,19 +66,25 @@ type SchemaElement = Record<string, unknown>;
 function schemaOf(name: string, t: Inferred): SchemaElement[] {
   switch (t.kind) {
     case 'null':
-    case 'string': return [{ name, type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' }];
-    case 'bool': return [{ name, type: 'BOOLEAN', repetition_type: 'OPTIONAL' }];
-    case 'int': return [{ name, type: 'INT64', repetition_type: 'OPTIONAL' }];
-    case 'double': return [{ name, type: 'DOUBLE', repetition_type: 'OPTIONAL' }];
-    case 'list': return [
-      { name, repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
-      { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
-      ...schemaOf('element', t.element),
-    ];
-    case 'struct': return [
-      { name, repetition_type: 'OPTIONAL', num_children: t.fields.size },
-      ...[...t.fields].flatMap(([field, ft]) => schemaOf(field, ft)),
-    ];
+    case 'string':
+      return [{ name, type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' }];
+    case 'bool':
+      return [{ name, type: 'BOOLEAN', repetition_type: 'OPTIONAL' }];
+    case 'int':
+      return [{ name, type: 'INT64', repetition_type: 'OPTIONAL' }];
+    case 'double':
+      return [{ name, type: 'DOUBLE', repetition_type: 'OPTIONAL' }];
+    case 'list':
+      return [
+        { name, repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
+        { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+        ...schemaOf('element', t.element),
+      ];
+    case 'struct':
+      return [
+        { name, repetition_type: 'OPTIONAL', num_children: t.fields.size },
+        ...[...t.fields].flatMap(([field, ft]) => schemaOf(field, ft)),
+      ];
   }
 }
 
@@ -79,7 +93,10 @@ function shaped(value: unknown, t: Inferred): unknown {
   if (value === null || value === undefined) return null;
   if (t.kind === 'int') return BigInt(value as number);
   if (t.kind === 'list') return (value as unknown[]).map((v) => shaped(v, t.element));
-  if (t.kind === 'struct') return Object.fromEntries([...t.fields].map(([name, ft]) => [name, shaped((value as Record<string, unknown>)[name], ft)]));
+  if (t.kind === 'struct')
+    return Object.fromEntries(
+      [...t.fields].map(([name, ft]) => [name, shaped((value as Record<string, unknown>)[name], ft)]),
+    );
   return value;
 }
 
@@ -96,21 +113,31 @@ export function rowsToParquet(records: readonly RlRecord[]): ArrayBuffer {
     }
   }
   const fields = (row as Extract<Inferred, { kind: 'struct' }>).fields;
-  const schema = [{ name: 'root', num_children: fields.size }, ...[...fields].flatMap(([name, t]) => schemaOf(name, t))];
+  const schema = [
+    { name: 'root', num_children: fields.size },
+    ...[...fields].flatMap(([name, t]) => schemaOf(name, t)),
+  ];
   const columnData = [...fields].map(([name, t]) => ({ name, data: records.map((r) => shaped(r.row[name], t)) }));
   return parquetWriteBuffer({ columnData, schema } as unknown as Parameters<typeof parquetWriteBuffer>[0]);
 }
 
 const GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".';
 
-/** GSM8K's raw row as verl's examples/data_preprocess/gsm8k.py writes it (extract_solution: the first `#### N`, commas removed). */
+/**
+ * GSM8K's raw row as verl's examples/data_preprocess/gsm8k.py writes it (extract_solution: the first `#### N`, commas
+ * removed).
+ */
 export function gsm8kRow({ row, where }: RlRecord, split: string, index: number): RlRecord {
   const { question, answer } = row;
   if (typeof question !== 'string' || typeof answer !== 'string') {
-    throw new ConversionError(`${where}: --gsm8k expects GSM8K's raw rows {"question": string, "answer": string}, got keys ${Object.keys(row).join(', ') || 'none'}`);
+    throw new ConversionError(
+      `${where}: --gsm8k expects GSM8K's raw rows {"question": string, "answer": string}, got keys ` +
+        `${Object.keys(row).join(', ') || 'none'}`,
+    );
   }
   const solution = /#### (-?[0-9.,]+)/.exec(answer);
-  if (solution === null) throw new ConversionError(`${where}: answer has no final "#### N" line: ${JSON.stringify(answer.slice(-80))}`);
+  if (solution === null)
+    throw new ConversionError(`${where}: answer has no final "#### N" line: ${JSON.stringify(answer.slice(-80))}`);
   return {
     where,
     row: {
@@ -143,7 +170,9 @@ export function runJsonlToParquet(argv: string[]): number {
     try {
       text = readFileSync(input, 'utf8');
     } catch (err) {
-      throw new ConversionError(`${input}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      throw new ConversionError(
+        `${input}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      );
     }
     let records: RlRecord[];
     try {
@@ -155,7 +184,10 @@ export function runJsonlToParquet(argv: string[]): number {
     const bytes = rowsToParquet(records);
     writeFileSync(temporary, new Uint8Array(bytes));
     renameSync(temporary, output);
-    console.log(`${output}: ${records.length} rows${gsm8k ? ` (GSM8K ${split}, as verl's examples/data_preprocess/gsm8k.py)` : ''}`);
+    console.log(
+      `${output}: ${records.length} ` +
+        `rows${gsm8k ? ` (GSM8K ${split}, as verl's examples/data_preprocess/gsm8k.py)` : ''}`,
+    );
     return 0;
   } catch (err) {
     rmSync(temporary, { force: true });

@@ -37,14 +37,18 @@ const CHARTS: ChartSpec[] = [
     id: 'reward',
     title: 'Reward and validation accuracy',
     yLabel: 'score',
-    caption: 'Mean rule reward of the training rollouts (equal to accuracy for exact-match tasks) and mean score on the validation set.',
+    caption:
+      'Mean rule reward of the training rollouts (equal to accuracy for exact-match tasks) and mean score on the ' +
+      'validation set.',
     metrics: (run) => {
       const sources = metricNames(run).filter((k) => VAL_SOURCE.test(k));
       return [
         { key: 'critic/score/mean', label: 'reward (critic/score/mean)' },
         { key: 'val/test_score/mean', label: 'validation (val/test_score/mean)' },
         // One source's score is the mean itself; several are worth telling apart.
-        ...(sources.length > 1 ? sources.map((key) => ({ key, label: `validation: ${VAL_SOURCE.exec(key)![1]}` })) : []),
+        ...(sources.length > 1
+          ? sources.map((key) => ({ key, label: `validation: ${VAL_SOURCE.exec(key)![1]}` }))
+          : []),
       ];
     },
   },
@@ -52,7 +56,9 @@ const CHARTS: ChartSpec[] = [
     id: 'kl',
     title: 'KL divergence',
     yLabel: 'KL (nats)',
-    caption: 'KL to the reference policy (as reward penalty or as loss term, whichever is enabled) and between the rollout policy and the updated policy.',
+    caption:
+      'KL to the reference policy (as reward penalty or as loss term, whichever is enabled) and between the rollout ' +
+      'policy and the updated policy.',
     metrics: () => [
       { key: 'actor/reward_kl_penalty', label: 'KL penalty in reward (actor/reward_kl_penalty)' },
       { key: 'actor/kl_loss', label: 'KL loss (actor/kl_loss)' },
@@ -77,7 +83,9 @@ const CHARTS: ChartSpec[] = [
     id: 'search',
     title: 'Search tool use',
     yLabel: 'per response',
-    caption: 'Search-R1 runs (do_search): searches per response in the training rollouts and in greedy validation, and the share of responses that end in an answer.',
+    caption:
+      'Search-R1 runs (do_search): searches per response in the training rollouts and in greedy validation, and the ' +
+      'share of responses that end in an answer.',
     metrics: () => [
       { key: 'env/number_of_valid_search', label: 'searches (env/number_of_valid_search)' },
       { key: 'val/env/number_of_valid_search', label: 'validation searches (val/env/number_of_valid_search)' },

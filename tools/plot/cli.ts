@@ -31,7 +31,9 @@ export function plotRun(runDir: string): string[] {
 
 export function runPlot(argv: string[]): number {
   if (argv.length !== 1 || argv[0].startsWith('-')) {
-    console.error('usage: node tools/plot.js RUN_DIR   (the trainer\'s trainer.default_local_dir, holding metrics.jsonl)');
+    console.error(
+      "usage: node tools/plot.js RUN_DIR   (the trainer's trainer.default_local_dir, holding metrics.jsonl)",
+    );
     return 2;
   }
   try {

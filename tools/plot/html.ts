@@ -21,10 +21,19 @@ function formatValue(v: number): string {
   return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6)));
 }
 
-export function renderPage(a: { title: string; source: string; charts: { chart: ChartData; scene: Scene }[]; last: StepRecord }): string {
-  const figures = a.charts.map(({ chart, scene }) =>
-    `<figure id="${chart.id}">\n${sceneToSvg(scene, `chart-${chart.id}`)}\n<figcaption>${escapeXml(chart.caption)}</figcaption>\n</figure>`);
-  const rows = [...a.last.metrics].map(([key, value]) => `<tr><th scope="row">${escapeXml(key)}</th><td class="value">${formatValue(value)}</td></tr>`);
+export function renderPage(a: {
+  title: string;
+  source: string;
+  charts: { chart: ChartData; scene: Scene }[];
+  last: StepRecord;
+}): string {
+  const figures = a.charts.map(
+    ({ chart, scene }) =>
+      `<figure id="${chart.id}">\n${sceneToSvg(scene, `chart-${chart.id}`)}\n<figcaption>${escapeXml(chart.caption)}</figcaption>\n</figure>`,
+  );
+  const rows = [...a.last.metrics].map(
+    ([key, value]) => `<tr><th scope="row">${escapeXml(key)}</th><td class="value">${formatValue(value)}</td></tr>`,
+  );
   return `<!doctype html>
 <html lang="en">
 <head>

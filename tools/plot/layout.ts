@@ -10,7 +10,16 @@ export type Shape =
   | { kind: 'polyline'; series: string; points: [number, number][]; color: string; width: number }
   | { kind: 'dot'; x: number; y: number; radius: number; color: string }
   /** (x, y) is the anchor point at the vertical middle of capital letters; vertical text reads bottom to top. */
-  | { kind: 'text'; x: number; y: number; text: string; size: number; color: string; anchor: Anchor; vertical?: boolean };
+  | {
+      kind: 'text';
+      x: number;
+      y: number;
+      text: string;
+      size: number;
+      color: string;
+      anchor: Anchor;
+      vertical?: boolean;
+    };
 
 export interface Scene {
   width: number;
@@ -88,8 +97,10 @@ function describe(chart: ChartData): string {
     .map(({ label, points }) => {
       const first = points[0];
       const last = points[points.length - 1];
-      return `${label}: ${points.length} point${points.length === 1 ? '' : 's'}, ${fmt(first.value)} at step ${first.step}` +
-        (points.length > 1 ? ` to ${fmt(last.value)} at step ${last.step}` : '');
+      return (
+        `${label}: ${points.length} point${points.length === 1 ? '' : 's'}, ${fmt(first.value)} at step ${first.step}` +
+        (points.length > 1 ? ` to ${fmt(last.value)} at step ${last.step}` : '')
+      );
     })
     .join('; ');
 }
@@ -137,7 +148,9 @@ export function layoutChart(chart: ChartData, width = 800, height = 500): Scene 
     text(left - 10, ty, yAxis.labels[i], LABEL_SIZE, 'end');
   });
   // A long run would crowd the step labels; keep every k-th so each has room.
-  const labelEvery = Math.ceil((xAxis.ticks.length * (Math.max(...xAxis.labels.map((l) => textWidth(l, LABEL_SIZE))) + 16)) / (right - left));
+  const labelEvery = Math.ceil(
+    (xAxis.ticks.length * (Math.max(...xAxis.labels.map((l) => textWidth(l, LABEL_SIZE))) + 16)) / (right - left),
+  );
   xAxis.ticks.forEach((t, i) => {
     const tx = crisp(px(t));
     shapes.push({ kind: 'line', x1: tx, y1: bottom, x2: tx, y2: bottom + 6, color: AXIS, width: 1 });
@@ -151,7 +164,8 @@ export function layoutChart(chart: ChartData, width = 800, height = 500): Scene 
   for (const s of chart.series) {
     const coords = s.points.map((p): [number, number] => [px(p.step), py(p.value)]);
     shapes.push({ kind: 'polyline', series: s.key, points: coords, color: s.color, width: LINE_WIDTH });
-    if (coords.length <= MAX_DOTTED_POINTS) for (const [cx, cy] of coords) shapes.push({ kind: 'dot', x: cx, y: cy, radius: 4, color: s.color });
+    if (coords.length <= MAX_DOTTED_POINTS)
+      for (const [cx, cy] of coords) shapes.push({ kind: 'dot', x: cx, y: cy, radius: 4, color: s.color });
   }
 
   return { width, height, title: chart.title, description: describe(chart), shapes };

@@ -41,10 +41,13 @@ export function parseMetrics(text: string, file: string): RunMetrics {
       throw new RunInputError(`${where}: invalid JSON (${(err as Error).message})`);
     }
     if (json === null || typeof json !== 'object' || Array.isArray(json)) {
-      throw new RunInputError(`${where}: expected a JSON object of metrics, found ${Array.isArray(json) ? 'an array' : JSON.stringify(json)}`);
+      throw new RunInputError(
+        `${where}: expected a JSON object of metrics, found ${Array.isArray(json) ? 'an array' : JSON.stringify(json)}`,
+      );
     }
     const entry = json as Record<string, unknown>;
-    const verlShape = 'data' in entry && entry.data !== null && typeof entry.data === 'object' && !Array.isArray(entry.data);
+    const verlShape =
+      'data' in entry && entry.data !== null && typeof entry.data === 'object' && !Array.isArray(entry.data);
     const record = (verlShape ? entry.data : entry) as Record<string, unknown>;
     const stepKey = verlShape ? 'step' : STEP_KEY;
     const step = entry[stepKey];
@@ -63,9 +66,11 @@ export function parseMetrics(text: string, file: string): RunMetrics {
 }
 
 export function readRunMetrics(runDir: string): RunMetrics {
-  if (!existsSync(runDir) || !statSync(runDir).isDirectory()) throw new RunInputError(`run directory ${runDir} not found`);
+  if (!existsSync(runDir) || !statSync(runDir).isDirectory())
+    throw new RunInputError(`run directory ${runDir} not found`);
   const file = join(runDir, 'metrics.jsonl');
-  if (!existsSync(file)) throw new RunInputError(`${file} not found (the trainer writes it when trainer.logger includes "file")`);
+  if (!existsSync(file))
+    throw new RunInputError(`${file} not found (the trainer writes it when trainer.logger includes "file")`);
   const run = parseMetrics(readFileSync(file, 'utf8'), file);
   if (run.steps.length === 0) throw new RunInputError(`${file} has no metrics lines`);
   return run;

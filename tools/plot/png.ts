@@ -33,7 +33,8 @@ export function encodePng(width: number, height: number, rgb: Uint8Array): Uint8
     throw new Error(`encodePng: image size ${width}x${height}, expected positive integers`);
   }
   const stride = width * 3;
-  if (rgb.length !== stride * height) throw new Error(`encodePng: rgb has ${rgb.length} bytes, expected ${width}x${height}x3 = ${stride * height}`);
+  if (rgb.length !== stride * height)
+    throw new Error(`encodePng: rgb has ${rgb.length} bytes, expected ${width}x${height}x3 = ${stride * height}`);
 
   const header = new Uint8Array(13);
   const view = new DataView(header.buffer);
@@ -46,5 +47,10 @@ export function encodePng(width: number, height: number, rgb: Uint8Array): Uint8
   const raw = new Uint8Array((stride + 1) * height);
   for (let y = 0; y < height; y++) raw.set(rgb.subarray(y * stride, (y + 1) * stride), y * (stride + 1) + 1);
 
-  return Buffer.concat([SIGNATURE, chunk('IHDR', header), chunk('IDAT', deflateSync(raw)), chunk('IEND', new Uint8Array(0))]);
+  return Buffer.concat([
+    SIGNATURE,
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(raw)),
+    chunk('IEND', new Uint8Array(0)),
+  ]);
 }

@@ -31,7 +31,10 @@ class Canvas implements Raster {
   /** Per-pixel coverage of the stroke being drawn, so that a polyline's joints are not painted twice. */
   private readonly coverage: Float32Array;
 
-  constructor(readonly width: number, readonly height: number) {
+  constructor(
+    readonly width: number,
+    readonly height: number,
+  ) {
     this.rgb = new Uint8Array(width * height * 3).fill(255);
     this.coverage = new Float32Array(width * height);
   }
@@ -97,7 +100,14 @@ export function rasterize(scene: Scene): Raster {
   for (const shape of scene.shapes) {
     switch (shape.kind) {
       case 'line':
-        canvas.stroke([[shape.x1, shape.y1], [shape.x2, shape.y2]], shape.width, parseColor(shape.color));
+        canvas.stroke(
+          [
+            [shape.x1, shape.y1],
+            [shape.x2, shape.y2],
+          ],
+          shape.width,
+          parseColor(shape.color),
+        );
         break;
       case 'polyline':
         canvas.stroke(shape.points, shape.width, parseColor(shape.color));

@@ -40,7 +40,12 @@ interface EstimatorArgs {
 async function run(engine: Engine, estimator: string, args: EstimatorArgs): Promise<Advantages> {
   const { B, T } = shapeOf('token_level_rewards', args.tokenLevelRewards);
   sameShape('response_mask', args.responseMask, { B, T });
-  for (const [name, m] of [['values', args.values], ['old_log_probs', args.oldLogProbs], ['sum_pi_squared', args.sumPiSquared], ['rollout_is_weights', args.rolloutIsWeights]] as const) {
+  for (const [name, m] of [
+    ['values', args.values],
+    ['old_log_probs', args.oldLogProbs],
+    ['sum_pi_squared', args.sumPiSquared],
+    ['rollout_is_weights', args.rolloutIsWeights],
+  ] as const) {
     if (m) sameShape(name, m, { B, T });
   }
   if (args.rewardBaselines && args.rewardBaselines.length !== B) {
@@ -49,31 +54,57 @@ async function run(engine: Engine, estimator: string, args: EstimatorArgs): Prom
   const advantages = engine.tensor('advantages', [B, T]);
   const returns = engine.tensor('returns', [B, T]);
   computeAdvantagesGpu(engine, estimator, {
-    tokenLevelRewards: upload(engine, 'token_level_rewards', args.tokenLevelRewards), responseMask: upload(engine, 'response_mask', args.responseMask),
-    responseMaskHost: flatten(args.responseMask), advantages, returns,
+    tokenLevelRewards: upload(engine, 'token_level_rewards', args.tokenLevelRewards),
+    responseMask: upload(engine, 'response_mask', args.responseMask),
+    responseMaskHost: flatten(args.responseMask),
+    advantages,
+    returns,
     values: args.values ? upload(engine, 'values', args.values) : null,
     rewardBaselines: args.rewardBaselines ? engine.tensorFrom('reward_baselines', [B], args.rewardBaselines) : null,
-    index: args.index, stats: engine.tensor('stats', [4]), rowStats: engine.tensor('row_stats', [B, 2]),
-    gamma: args.gamma ?? 1, lam: args.lam ?? 1, epsilon: args.epsilon ?? 1e-6, normAdvByStd: args.normAdvByStdInGrpo ?? true, fNorm: args.fNorm, B, T,
+    index: args.index,
+    stats: engine.tensor('stats', [4]),
+    rowStats: engine.tensor('row_stats', [B, 2]),
+    gamma: args.gamma ?? 1,
+    lam: args.lam ?? 1,
+    epsilon: args.epsilon ?? 1e-6,
+    normAdvByStd: args.normAdvByStdInGrpo ?? true,
+    fNorm: args.fNorm,
+    B,
+    T,
     oldLogProbs: args.oldLogProbs ? upload(engine, 'old_log_probs', args.oldLogProbs) : null,
     sumPiSquared: args.sumPiSquared ? upload(engine, 'sum_pi_squared', args.sumPiSquared) : null,
-    rolloutIsWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : null, handleZeroTail: args.handleZeroTail,
+    rolloutIsWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : null,
+    handleZeroTail: args.handleZeroTail,
   });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
 
-export function computeGaeAdvantageReturn(engine: Engine, args: {
-  tokenLevelRewards: Matrix; values: Matrix; responseMask: Matrix; gamma: number; lam: number;
-}): Promise<Advantages> {
+export function computeGaeAdvantageReturn(
+  engine: Engine,
+  args: {
+    tokenLevelRewards: Matrix;
+    values: Matrix;
+    responseMask: Matrix;
+    gamma: number;
+    lam: number;
+  },
+): Promise<Advantages> {
   return run(engine, 'gae', args);
 }
 
 /** verl v0.2's compute_gae_advantage_return (Search-R1's too): its recursion runs through every position — v0.2 had
  *  no skipping of masked (observation) tokens, so next value and GAE carry across them — and only the whitening reads
  *  eos_mask. The scan kernel under an all-ones mask is that recursion. */
-export async function computeGaeAdvantageReturnV02(engine: Engine, args: {
-  tokenLevelRewards: Matrix; values: Matrix; eosMask: Matrix; gamma: number; lam: number;
-}): Promise<Advantages> {
+export async function computeGaeAdvantageReturnV02(
+  engine: Engine,
+  args: {
+    tokenLevelRewards: Matrix;
+    values: Matrix;
+    eosMask: Matrix;
+    gamma: number;
+    lam: number;
+  },
+): Promise<Advantages> {
   const { B, T } = shapeOf('token_level_rewards', args.tokenLevelRewards);
   sameShape('values', args.values, { B, T });
   sameShape('eos_mask', args.eosMask, { B, T });
@@ -82,20 +113,38 @@ export async function computeGaeAdvantageReturnV02(engine: Engine, args: {
   const returns = engine.tensor('returns', [B, T]);
   engine.dispatch(gaeSpec, {
     bindings: {
-      rewards: upload(engine, 'token_level_rewards', args.tokenLevelRewards), values: upload(engine, 'values', args.values),
-      mask: engine.tensorFrom('ones', [B, T], new Float32Array(B * T).fill(1)), advantages, returns,
+      rewards: upload(engine, 'token_level_rewards', args.tokenLevelRewards),
+      values: upload(engine, 'values', args.values),
+      mask: engine.tensorFrom('ones', [B, T], new Float32Array(B * T).fill(1)),
+      advantages,
+      returns,
     },
     uniforms: { B, T, gamma: args.gamma, lam: args.lam },
     workgroups: [Math.ceil(B / 64)],
   });
-  maskedWhitenGpu(engine, { values: advantages, mask: upload(engine, 'eos_mask', args.eosMask), stats: engine.tensor('stats', [4]) });
+  maskedWhitenGpu(engine, {
+    values: advantages,
+    mask: upload(engine, 'eos_mask', args.eosMask),
+    stats: engine.tensor('stats', [4]),
+  });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
 
 /** algorithm.adv_estimator dispatch, with verl's argument names (camelCase). */
-export function computeAdvantage(engine: Engine, advEstimator: string, args: OutcomeArgs & {
-  values?: Matrix; gamma?: number; lam?: number; rewardBaselines?: readonly number[]; fNorm?: number;
-  oldLogProbs?: Matrix; sumPiSquared?: Matrix; rolloutIsWeights?: Matrix; handleZeroTail?: boolean;
-}): Promise<Advantages> {
+export function computeAdvantage(
+  engine: Engine,
+  advEstimator: string,
+  args: OutcomeArgs & {
+    values?: Matrix;
+    gamma?: number;
+    lam?: number;
+    rewardBaselines?: readonly number[];
+    fNorm?: number;
+    oldLogProbs?: Matrix;
+    sumPiSquared?: Matrix;
+    rolloutIsWeights?: Matrix;
+    handleZeroTail?: boolean;
+  },
+): Promise<Advantages> {
   return run(engine, advEstimator, args);
 }

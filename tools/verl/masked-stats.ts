@@ -26,20 +26,43 @@ export async function maskedVar(engine: Engine, values: Matrix, mask: Matrix, un
 }
 
 /** Row-wise (axis=-1) masked sums and means. */
-export async function maskedRowSums(engine: Engine, values: Matrix, mask: Matrix): Promise<{ sum: number[]; mean: number[] }> {
+export async function maskedRowSums(
+  engine: Engine,
+  values: Matrix,
+  mask: Matrix,
+): Promise<{ sum: number[]; mean: number[] }> {
   const { B, T } = shapeOf('values', values);
   sameShape('mask', mask, { B, T });
   const sums = engine.tensor('row_sums', [B, 2]);
-  maskedRowSumsGpu(engine, { values: upload(engine, 'values', values), mask: upload(engine, 'mask', mask), sums, B, T });
+  maskedRowSumsGpu(engine, {
+    values: upload(engine, 'values', values),
+    mask: upload(engine, 'mask', mask),
+    sums,
+    B,
+    T,
+  });
   const out = await engine.read(sums);
-  return { sum: Array.from({ length: B }, (_, b) => out[2 * b]), mean: Array.from({ length: B }, (_, b) => out[2 * b + 1]) };
+  return {
+    sum: Array.from({ length: B }, (_, b) => out[2 * b]),
+    mean: Array.from({ length: B }, (_, b) => out[2 * b + 1]),
+  };
 }
 
-export async function maskedWhiten(engine: Engine, values: Matrix, mask: Matrix, shiftMean = true): Promise<number[][]> {
+export async function maskedWhiten(
+  engine: Engine,
+  values: Matrix,
+  mask: Matrix,
+  shiftMean = true,
+): Promise<number[][]> {
   const { B, T } = shapeOf('values', values);
   sameShape('mask', mask, { B, T });
   checkUnbiasedCount(flatten(mask));
   const v = upload(engine, 'values', values);
-  maskedWhitenGpu(engine, { values: v, mask: upload(engine, 'mask', mask), stats: engine.tensor('stats', [4]), shiftMean });
+  maskedWhitenGpu(engine, {
+    values: v,
+    mask: upload(engine, 'mask', mask),
+    stats: engine.tensor('stats', [4]),
+    shiftMean,
+  });
   return readMatrix(engine, v, B, T);
 }

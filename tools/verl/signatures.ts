@@ -12,9 +12,26 @@ interface Signature {
 }
 
 const OUTCOME = ['token_level_rewards', 'response_mask', 'index', 'epsilon'];
-const POLICY = ['old_log_prob', 'log_prob', 'advantages', 'response_mask', 'loss_agg_mode', 'config', 'rollout_is_weights'];
+const POLICY = [
+  'old_log_prob',
+  'log_prob',
+  'advantages',
+  'response_mask',
+  'loss_agg_mode',
+  'config',
+  'rollout_is_weights',
+];
 const POLICY_MODES = ['vanilla', 'gspo', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'cispo', 'bypass_mode'];
-const OPTIMAL_TOKEN_BASELINE = ['token_level_rewards', 'response_mask', 'index', 'old_log_probs', 'sum_pi_squared', 'rollout_is_weights', 'handle_zero_tail', 'epsilon'];
+const OPTIMAL_TOKEN_BASELINE = [
+  'token_level_rewards',
+  'response_mask',
+  'index',
+  'old_log_probs',
+  'sum_pi_squared',
+  'rollout_is_weights',
+  'handle_zero_tail',
+  'epsilon',
+];
 const MASKED_STATS = { params: ['values', 'mask', 'axis', 'unbiased', 'shift_mean'] };
 
 const HEAD: Record<string, Signature> = {
@@ -27,15 +44,41 @@ const HEAD: Record<string, Signature> = {
   compute_opo_outcome_advantage: { params: [...OUTCOME, 'config'], varkw: true },
   compute_rloo_vectorized_outcome_advantage: { params: [...OUTCOME, 'config'], varkw: true },
   compute_gpg_outcome_advantage: { params: [...OUTCOME, 'f_norm', 'alpha', 'config'], varkw: true },
-  compute_reinforce_plus_plus_outcome_advantage: { params: ['token_level_rewards', 'response_mask', 'config'], varkw: true },
-  compute_remax_outcome_advantage: { params: ['token_level_rewards', 'reward_baselines', 'response_mask', 'config'], varkw: true },
+  compute_reinforce_plus_plus_outcome_advantage: {
+    params: ['token_level_rewards', 'response_mask', 'config'],
+    varkw: true,
+  },
+  compute_remax_outcome_advantage: {
+    params: ['token_level_rewards', 'reward_baselines', 'response_mask', 'config'],
+    varkw: true,
+  },
   compute_optimal_token_baseline_advantage: { params: OPTIMAL_TOKEN_BASELINE },
   compute_multi_turn_optimal_token_baseline_advantage: { params: OPTIMAL_TOKEN_BASELINE },
   compute_pf_ppo_reweight_data: { params: ['data', 'reweight_method', 'weight_pow'] },
   compute_rewards: { params: ['token_level_scores', 'old_log_prob', 'ref_log_prob', 'kl_ratio'] },
-  agg_loss: { params: ['loss_mat', 'loss_mask', 'loss_agg_mode', 'dp_size', 'batch_num_tokens', 'global_batch_size', 'loss_scale_factor'] },
+  agg_loss: {
+    params: [
+      'loss_mat',
+      'loss_mask',
+      'loss_agg_mode',
+      'dp_size',
+      'batch_num_tokens',
+      'global_batch_size',
+      'loss_scale_factor',
+    ],
+  },
   compute_policy_loss: {
-    params: ['old_log_prob', 'log_prob', 'advantages', 'response_mask', 'cliprange', 'cliprange_low', 'cliprange_high', 'clip_ratio_c', 'loss_agg_mode'],
+    params: [
+      'old_log_prob',
+      'log_prob',
+      'advantages',
+      'response_mask',
+      'cliprange',
+      'cliprange_low',
+      'cliprange_high',
+      'clip_ratio_c',
+      'loss_agg_mode',
+    ],
   },
   ...Object.fromEntries(POLICY_MODES.map((mode) => [`compute_policy_loss_${mode}`, { params: POLICY }])),
   get_policy_loss_fn: { params: ['name', 'loss_mode', ...POLICY] },
@@ -47,11 +90,22 @@ const HEAD: Record<string, Signature> = {
   get_kl_controller: { params: ['kl_ctrl'] },
   masked_stats: MASKED_STATS,
   entropy_from_logits_with_chunking: { params: ['logits', 'chunk_size'] },
-  compute_rollout_correction_weights: { params: ['log_ratio', 'response_mask', 'rollout_is', 'rollout_is_threshold', 'rollout_is_batch_normalize'] },
+  compute_rollout_correction_weights: {
+    params: ['log_ratio', 'response_mask', 'rollout_is', 'rollout_is_threshold', 'rollout_is_batch_normalize'],
+  },
   compute_rollout_rejection_mask: { params: ['log_ratio', 'response_mask', 'rollout_rs', 'rollout_rs_threshold'] },
   compute_offpolicy_metrics: { params: ['old_log_prob', 'rollout_log_prob', 'response_mask'] },
   compute_rollout_correction_and_rejection_mask: {
-    params: ['old_log_prob', 'rollout_log_prob', 'response_mask', 'rollout_is', 'rollout_is_threshold', 'rollout_is_batch_normalize', 'rollout_rs', 'rollout_rs_threshold'],
+    params: [
+      'old_log_prob',
+      'rollout_log_prob',
+      'response_mask',
+      'rollout_is',
+      'rollout_is_threshold',
+      'rollout_is_batch_normalize',
+      'rollout_rs',
+      'rollout_rs_threshold',
+    ],
   },
   compute_rollout_corr_metrics_from_logprobs: { params: ['log_prob', 'rollout_log_prob', 'response_mask'] },
 };
@@ -77,12 +131,19 @@ const NOT_IN_SEARCH_R1 = ['compute_reinforce_plus_plus_outcome_advantage', 'comp
 
 /** Refuses a core_algos function the version lacks and keyword arguments its signature does not take. `name` is the
  *  function's own name (masked_stats for torch_functional's masked_*); names outside the table pass unchecked. */
-export function checkVerlSignature(name: string, version: VerlVersion, kwargs: Record<string, unknown>, options: { module: string; searchR1?: boolean }): void {
+export function checkVerlSignature(
+  name: string,
+  version: VerlVersion,
+  kwargs: Record<string, unknown>,
+  options: { module: string; searchR1?: boolean },
+): void {
   const table = version === 'head' ? HEAD : V02;
   const signature = table[name];
   if (!signature) {
     if (version === 'v02' && options.module === 'core_algos' && name in HEAD) {
-      throw new Error(`module 'verl.trainer.ppo.core_algos' has no attribute '${name}' (verl v0.2 and Search-R1 have no ${name})`);
+      throw new Error(
+        `module 'verl.trainer.ppo.core_algos' has no attribute '${name}' (verl v0.2 and Search-R1 have no ${name})`,
+      );
     }
     return;
   }
@@ -93,7 +154,10 @@ export function checkVerlSignature(name: string, version: VerlVersion, kwargs: R
   for (const key of Object.keys(kwargs)) {
     const parameter = key.split('.')[0];
     if (!signature.params.includes(parameter)) {
-      throw new Error(`${name}() got an unexpected keyword argument '${parameter}' (verl ${version === 'head' ? 'main' : 'v0.2'} takes ${signature.params.join(', ')})`);
+      throw new Error(
+        `${name}() got an unexpected keyword argument '${parameter}' (verl ${version === 'head' ? 'main' : 'v0.2'} ` +
+          `takes ${signature.params.join(', ')})`,
+      );
     }
   }
 }

@@ -4,7 +4,10 @@ import type { Engine, Tensor } from '../../engine/index.ts';
 
 export type Matrix = readonly (readonly number[])[];
 
-export interface Shape2 { B: number; T: number }
+export interface Shape2 {
+  B: number;
+  T: number;
+}
 
 export function shapeOf(name: string, m: Matrix): Shape2 {
   const B = m.length;
@@ -18,7 +21,8 @@ export function shapeOf(name: string, m: Matrix): Shape2 {
 
 export function sameShape(name: string, m: Matrix, shape: Shape2): void {
   const s = shapeOf(name, m);
-  if (s.B !== shape.B || s.T !== shape.T) throw new Error(`${name}: shape [${s.B}, ${s.T}], expected [${shape.B}, ${shape.T}]`);
+  if (s.B !== shape.B || s.T !== shape.T)
+    throw new Error(`${name}: shape [${s.B}, ${s.T}], expected [${shape.B}, ${shape.T}]`);
 }
 
 export function flatten(m: Matrix): Float32Array {

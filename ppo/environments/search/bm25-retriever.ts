@@ -1,18 +1,16 @@
-// An in-process BM25 retriever over a corpus held in memory, for Search-R1-style rollouts without a retrieval
-// server (small corpora: tens of thousands to a few hundred thousand passages). Scoring is Lucene's BM25Similarity
-// as Pyserini runs it, with Pyserini's defaults k1=0.9, b=0.4:
-//   score(q, d) = Σ_t w_t · idf_t · tf_td / (tf_td + k1·(1 − b + b·|d|/avgdl)),  idf_t = ln(1 + (N − df_t + 0.5)/(df_t + 0.5))
-// where w_t is how often t occurs in the query (Anserini's bag-of-words query boosts a repeated term by its count)
-// and avgdl is the mean document length in tokens. Like Lucene ≥ 8 there is no (k1 + 1) factor (it scales every
-// score alike); unlike Lucene, document lengths are exact rather than rounded to one byte, so scores of long
-// documents differ from Pyserini's in the third digit.
-// Analyzer: lower-case, then tokens are maximal runs of Unicode letters, numbers and combining marks (marks keep
-// decomposed accents and Indic vowel signs inside their word). No stemming and no stopword list, unlike
-// Pyserini's default English analyzer: "running" does not match "run", and "the" counts like any other term
-// (its low idf keeps it from mattering).
-// Only documents containing at least one query term are returned, so a query gets fewer than topk documents
-// (none when no term occurs in the corpus), as Lucene does; Search-R1's dense retriever always returns topk.
-// Equal scores rank by corpus order.
+// An in-process BM25 retriever over a corpus held in memory, for Search-R1-style rollouts without a retrieval server
+// (small corpora: tens of thousands to a few hundred thousand passages). Scoring is Lucene's BM25Similarity as Pyserini
+// runs it, with Pyserini's defaults k1=0.9, b=0.4:
+//   score(q, d) = Σ_t w_t · idf_t · tf_td / (tf_td + k1·(1 − b + b·|d|/avgdl)), idf_t = ln(1 + (N − df_t + 0.5)/(df_t +
+//   0.5)) where w_t is how often t occurs in the query (Anserini's bag-of-words query boosts a repeated term by its
+//   count) and avgdl is the mean document length in tokens. Like Lucene ≥ 8 there is no (k1 + 1) factor (it scales
+//   every score alike); unlike Lucene, document lengths are exact rather than rounded to one byte, so scores of long
+//   documents differ from Pyserini's in the third digit. Analyzer: lower-case, then tokens are maximal runs of Unicode
+//   letters, numbers and combining marks (marks keep decomposed accents and Indic vowel signs inside their word). No
+//   stemming and no stopword list, unlike Pyserini's default English analyzer: "running" does not match "run", and
+//   "the" counts like any other term (its low idf keeps it from mattering). Only documents containing at least one
+//   query term are returned, so a query gets fewer than topk documents (none when no term occurs in the corpus), as
+//   Lucene does; Search-R1's dense retriever always returns topk. Equal scores rank by corpus order.
 import { checkTopk, type CorpusDocument, type Retriever, type RetrievedDocument } from './retriever.ts';
 
 export interface Bm25Options {
@@ -114,7 +112,7 @@ export class Bm25Retriever implements Retriever {
     this.lengthNorm = new Float64Array(n);
     for (let d = 0; d < n; d++) {
       // An all-empty corpus has avgdl 0; its documents match nothing, so any finite norm will do.
-      this.lengthNorm[d] = k1 * (1 - b + (avgdl > 0 ? b * (docStart[d + 1] - docStart[d]) / avgdl : 0));
+      this.lengthNorm[d] = k1 * (1 - b + (avgdl > 0 ? (b * (docStart[d + 1] - docStart[d])) / avgdl : 0));
     }
     this.scores = new Float64Array(n);
   }
@@ -138,7 +136,7 @@ export class Bm25Retriever implements Retriever {
         const d = this.postingDocs[p];
         const tf = this.postingFreqs[p];
         if (scores[d] === 0) matched.push(d);
-        scores[d] += termWeight * tf / (tf + this.lengthNorm[d]);
+        scores[d] += (termWeight * tf) / (tf + this.lengthNorm[d]);
       }
     }
     // Best topk kept sorted by (score desc, doc asc); most candidates fail the first comparison with the worst kept.

@@ -37,9 +37,12 @@ function parseCorpusLine(line: string, where: string): CorpusDocument {
   } catch (err) {
     throw new Error(`${where}: not valid JSON (${(err as Error).message}); ${EXPECTED}`);
   }
-  if (row === null || typeof row !== 'object' || Array.isArray(row)) throw new Error(`${where}: got ${line.slice(0, 100)}; ${EXPECTED}`);
+  if (row === null || typeof row !== 'object' || Array.isArray(row))
+    throw new Error(`${where}: got ${line.slice(0, 100)}; ${EXPECTED}`);
   const { id, contents } = row as { id?: unknown; contents?: unknown };
-  if (typeof contents !== 'string') throw new Error(`${where}: "contents" is ${JSON.stringify(contents) ?? 'missing'}; ${EXPECTED}`);
-  if (typeof id !== 'string' && typeof id !== 'number') throw new Error(`${where}: "id" is ${JSON.stringify(id) ?? 'missing'}; ${EXPECTED}`);
+  if (typeof contents !== 'string')
+    throw new Error(`${where}: "contents" is ${JSON.stringify(contents) ?? 'missing'}; ${EXPECTED}`);
+  if (typeof id !== 'string' && typeof id !== 'number')
+    throw new Error(`${where}: "id" is ${JSON.stringify(id) ?? 'missing'}; ${EXPECTED}`);
   return { id: String(id), contents };
 }

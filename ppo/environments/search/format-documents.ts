@@ -4,8 +4,10 @@
 import type { RetrievedDocument } from './retriever.ts';
 
 export function formatDocuments(docs: readonly RetrievedDocument[]): string {
-  return docs.map((doc, i) => {
-    const [title, ...text] = doc.contents.split('\n');
-    return `Doc ${i + 1}(Title: ${title}) ${text.join('\n')}\n`;
-  }).join('');
+  return docs
+    .map((doc, i) => {
+      const [title, ...text] = doc.contents.split('\n');
+      return `Doc ${i + 1}(Title: ${title}) ${text.join('\n')}\n`;
+    })
+    .join('');
 }

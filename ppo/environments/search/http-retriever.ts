@@ -44,11 +44,19 @@ export class HttpRetriever implements Retriever {
   private readonly retryDelayMs: number;
   private readonly fetch: typeof fetch;
 
-  constructor({ url, timeoutMs = 10_000, maxRetries = 3, retryDelayMs = 500, fetch: fetchFn = globalThis.fetch }: HttpRetrieverOptions) {
+  constructor({
+    url,
+    timeoutMs = 10_000,
+    maxRetries = 3,
+    retryDelayMs = 500,
+    fetch: fetchFn = globalThis.fetch,
+  }: HttpRetrieverOptions) {
     if (!/^https?:\/\//.test(url)) throw new Error(`retriever url must be an http(s) URL, got "${url}"`);
     if (!(timeoutMs > 0)) throw new Error(`retriever ${url}: timeoutMs must be positive, got ${timeoutMs}`);
-    if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new Error(`retriever ${url}: maxRetries must be a non-negative integer, got ${maxRetries}`);
-    if (!(retryDelayMs >= 0)) throw new Error(`retriever ${url}: retryDelayMs must be non-negative, got ${retryDelayMs}`);
+    if (!Number.isInteger(maxRetries) || maxRetries < 0)
+      throw new Error(`retriever ${url}: maxRetries must be a non-negative integer, got ${maxRetries}`);
+    if (!(retryDelayMs >= 0))
+      throw new Error(`retriever ${url}: retryDelayMs must be non-negative, got ${retryDelayMs}`);
     this.url = url;
     this.description = url;
     this.timeoutMs = timeoutMs;
@@ -75,7 +83,9 @@ export class HttpRetriever implements Retriever {
       }
       return parseAnswer(this.url, text, queries.length, topk);
     }
-    throw new Error(`retriever ${this.url}: no answer after ${attempts} attempt${attempts === 1 ? '' : 's'}; last: ${lastCause}`);
+    throw new Error(
+      `retriever ${this.url}: no answer after ${attempts} attempt${attempts === 1 ? '' : 's'}; last: ${lastCause}`,
+    );
   }
 
   /** The answer's text; TransientError for what a retry may fix. */
@@ -85,7 +95,12 @@ export class HttpRetriever implements Retriever {
     try {
       // Called unbound: browsers reject window.fetch called as a method of another object.
       const send = this.fetch;
-      const response = await send(this.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: abort.signal });
+      const response = await send(this.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        signal: abort.signal,
+      });
       const text = await response.text();
       if (response.ok) return text;
       const status = `HTTP ${response.status} ${response.statusText}: ${text.slice(0, 200)}`;
@@ -102,7 +117,10 @@ export class HttpRetriever implements Retriever {
 }
 
 function invalidAnswer(url: string, what: string): never {
-  throw new Error(`retriever ${url}: ${what}; expected {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}, one list per query`);
+  throw new Error(
+    `retriever ${url}: ${what}; expected {"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}, one ` +
+      `list per query`,
+  );
 }
 
 function parseAnswer(url: string, text: string, queryCount: number, topk: number): RetrievedDocument[][] {
@@ -114,10 +132,12 @@ function parseAnswer(url: string, text: string, queryCount: number, topk: number
   }
   const result = isObject(answer) ? answer.result : undefined;
   if (!Array.isArray(result)) invalidAnswer(url, `answer has no "result" list: ${text.slice(0, 200)}`);
-  if (result.length !== queryCount) invalidAnswer(url, `answer has ${result.length} result lists for ${queryCount} queries`);
+  if (result.length !== queryCount)
+    invalidAnswer(url, `answer has ${result.length} result lists for ${queryCount} queries`);
   return result.map((entries: unknown, q) => {
     if (!Array.isArray(entries)) invalidAnswer(url, `result ${q} is ${JSON.stringify(entries)}, not a list`);
-    if (entries.length > topk) invalidAnswer(url, `result ${q} has ${entries.length} documents, more than topk=${topk}`);
+    if (entries.length > topk)
+      invalidAnswer(url, `result ${q} has ${entries.length} documents, more than topk=${topk}`);
     return entries.map((entry: unknown, rank) => parseDocument(url, entry, `result ${q} document ${rank}`));
   });
 }
@@ -125,10 +145,13 @@ function parseAnswer(url: string, text: string, queryCount: number, topk: number
 function parseDocument(url: string, entry: unknown, where: string): RetrievedDocument {
   const wrapped = isObject(entry) && isObject(entry.document);
   const doc = wrapped ? entry.document : entry;
-  const score = wrapped ? entry.score ?? null : null;
-  if (!isObject(doc) || typeof doc.contents !== 'string') invalidAnswer(url, `${where} has no string "contents": ${JSON.stringify(entry)?.slice(0, 200)}`);
+  const score = wrapped ? (entry.score ?? null) : null;
+  if (!isObject(doc) || typeof doc.contents !== 'string')
+    invalidAnswer(url, `${where} has no string "contents": ${JSON.stringify(entry)?.slice(0, 200)}`);
   const { id, contents } = doc;
-  if (id !== undefined && typeof id !== 'string' && typeof id !== 'number') invalidAnswer(url, `${where} has id ${JSON.stringify(id)}, not a string or number`);
-  if (score !== null && (typeof score !== 'number' || !Number.isFinite(score))) invalidAnswer(url, `${where} has score ${JSON.stringify(score)}, not a number`);
+  if (id !== undefined && typeof id !== 'string' && typeof id !== 'number')
+    invalidAnswer(url, `${where} has id ${JSON.stringify(id)}, not a string or number`);
+  if (score !== null && (typeof score !== 'number' || !Number.isFinite(score)))
+    invalidAnswer(url, `${where} has score ${JSON.stringify(score)}, not a number`);
   return { id: id === undefined ? '' : String(id), contents, score };
 }

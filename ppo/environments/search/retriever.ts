@@ -16,7 +16,9 @@ export interface RetrievedDocument extends CorpusDocument {
 export interface Retriever {
   /** One list of up to topk documents per query, best first; batched: one call per rollout turn. */
   search(queries: readonly string[], topk: number): Promise<RetrievedDocument[][]>;
-  /** Human-readable name for errors and logs, e.g. "http://127.0.0.1:8000/retrieve" or "bm25 (corpus.jsonl, 1200 docs)". */
+  /**
+   * Human-readable name for errors and logs, e.g. "http://127.0.0.1:8000/retrieve" or "bm25 (corpus.jsonl, 1200 docs)".
+   */
   readonly description: string;
 }
 

@@ -16,16 +16,28 @@ export interface BuiltinSearchFormat {
 }
 
 /** retriever.url's server, or BM25 over `corpus` (named `source` in logs and errors). */
-export function retrieverFromConfig(config: PpoConfig, corpus: { documents: readonly CorpusDocument[]; source: string } | null): Retriever {
+export function retrieverFromConfig(
+  config: PpoConfig,
+  corpus: { documents: readonly CorpusDocument[]; source: string } | null,
+): Retriever {
   const { url, timeout, max_retries } = config.retriever;
   if (url !== null) return new HttpRetriever({ url, timeoutMs: timeout * 1000, maxRetries: max_retries });
   if (!corpus) throw new Error('do_search=true: no retriever — set retriever.url or retriever.corpus_path');
   return new Bm25Retriever(corpus.documents, { source: corpus.source });
 }
 
-export function searchProtocol(config: PpoConfig, retriever: Retriever, tokenizer: Pick<Tokenizer, 'encode' | 'decode'>, format: BuiltinSearchFormat | null): SearchProtocol {
+export function searchProtocol(
+  config: PpoConfig,
+  retriever: Retriever,
+  tokenizer: Pick<Tokenizer, 'encode' | 'decode'>,
+  format: BuiltinSearchFormat | null,
+): SearchProtocol {
   return {
-    retriever, tokenizer, topk: config.retriever.topk, maxSearchTurns: config.max_turns, maxObsLength: config.data.max_obs_length,
+    retriever,
+    tokenizer,
+    topk: config.retriever.topk,
+    maxSearchTurns: config.max_turns,
+    maxObsLength: config.data.max_obs_length,
     ...(format ?? {}),
   };
 }

@@ -54,7 +54,10 @@ interface SampleStats {
 }
 
 /** A closing tag that is one token of the vocabulary ends a turn on the GPU; a longer one, by its text. */
-async function turnEnders(tokenizer: Pick<Tokenizer, 'encode'>, tags: readonly string[]): Promise<{ ids: number[]; strings: string[] }> {
+async function turnEnders(
+  tokenizer: Pick<Tokenizer, 'encode'>,
+  tags: readonly string[],
+): Promise<{ ids: number[]; strings: string[] }> {
   const ids: number[] = [];
   const strings: string[] = [];
   for (const tag of tags) {
@@ -79,7 +82,14 @@ export class SearchSession implements TurnEnvironment {
     samples: number,
   ) {
     this.maxTurns = protocol.maxSearchTurns + 1;
-    this.stats = Array.from({ length: samples }, () => ({ turns: 0, observations: 0, validActions: 0, searches: 0, answered: false, observationTokens: 0 }));
+    this.stats = Array.from({ length: samples }, () => ({
+      turns: 0,
+      observations: 0,
+      validActions: 0,
+      searches: 0,
+      answered: false,
+      observationTokens: 0,
+    }));
   }
 
   static async start(protocol: SearchProtocol, samples: number): Promise<SearchSession> {
@@ -90,29 +100,37 @@ export class SearchSession implements TurnEnvironment {
   async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
     const { protocol } = this;
     const final = turn + 1 >= this.maxTurns;
-    const actions = await Promise.all(ended.map(async (end) => parseAction(await protocol.tokenizer.decode(end.tokens, { skipSpecialTokens: false }))));
+    const actions = await Promise.all(
+      ended.map(async (end) => parseAction(await protocol.tokenizer.decode(end.tokens, { skipSpecialTokens: false }))),
+    );
     const searching = ended.flatMap((_, k) => (!final && actions[k].kind === 'search' ? [k] : []));
     const queries = searching.map((k) => (actions[k] as { content: string }).content);
     const results = queries.length > 0 ? await protocol.retriever.search(queries, protocol.topk) : [];
     const observations: (string | null)[] = ended.map((_, k) => {
       const action = actions[k];
       if (action.kind === 'answer' || final) return null;
-      if (action.kind === 'search') return (protocol.formatObservation ?? searchR1Observation)(results[searching.indexOf(k)]);
+      if (action.kind === 'search')
+        return (protocol.formatObservation ?? searchR1Observation)(results[searching.indexOf(k)]);
       return protocol.invalidActionText ?? SEARCH_R1_INVALID_ACTION;
     });
-    return Promise.all(ended.map(async (end, k) => {
-      const stats = this.stats[end.sample];
-      stats.turns++;
-      if (actions[k].kind !== 'invalid') stats.validActions++;
-      if (actions[k].kind === 'answer') stats.answered = true;
-      const text = observations[k];
-      if (text === null) return null;
-      stats.observations++;
-      if (actions[k].kind === 'search') stats.searches++;
-      const ids = (await protocol.tokenizer.encode(text, { addSpecialTokens: false })).slice(0, protocol.maxObsLength);
-      stats.observationTokens += ids.length;
-      return ids;
-    }));
+    return Promise.all(
+      ended.map(async (end, k) => {
+        const stats = this.stats[end.sample];
+        stats.turns++;
+        if (actions[k].kind !== 'invalid') stats.validActions++;
+        if (actions[k].kind === 'answer') stats.answered = true;
+        const text = observations[k];
+        if (text === null) return null;
+        stats.observations++;
+        if (actions[k].kind === 'search') stats.searches++;
+        const ids = (await protocol.tokenizer.encode(text, { addSpecialTokens: false })).slice(
+          0,
+          protocol.maxObsLength,
+        );
+        stats.observationTokens += ids.length;
+        return ids;
+      }),
+    );
   }
 
   /** Search-R1's env/* metrics, plus the share of response tokens that were observations, and verl's
@@ -133,7 +151,9 @@ export class SearchSession implements TurnEnvironment {
       'env/ratio_of_valid_action': mean((s) => (s.turns ? s.validActions / s.turns : 0)),
       'env/number_of_valid_search': mean((s) => s.searches),
       'env/finish_ratio': mean((s) => (s.answered ? 1 : 0)),
-      'env/observation_token_share': responseTokens ? this.stats.reduce((sum, s) => sum + s.observationTokens, 0) / responseTokens : 0,
+      'env/observation_token_share': responseTokens
+        ? this.stats.reduce((sum, s) => sum + s.observationTokens, 0) / responseTokens
+        : 0,
     };
   }
 }

@@ -17,10 +17,19 @@ export interface ToolResponse {
 }
 
 export interface AgentTool {
-  /** Starts an instance for one call; `kwargs.create_kwargs` is the row's extra_info.tools_kwargs[name].create_kwargs. */
-  create(instanceId: string | null, kwargs: { create_kwargs?: Record<string, unknown> }): Promise<[string, ToolResponse] | string>;
+  /**
+   * Starts an instance for one call; `kwargs.create_kwargs` is the row's extra_info.tools_kwargs[name].create_kwargs.
+   */
+  create(
+    instanceId: string | null,
+    kwargs: { create_kwargs?: Record<string, unknown> },
+  ): Promise<[string, ToolResponse] | string>;
   /** Runs the call: the response the model reads, a step reward, and the tool's metrics. */
-  execute(instanceId: string, parameters: Record<string, unknown>, kwargs: Record<string, unknown>): Promise<[ToolResponse, number, Record<string, unknown>]>;
+  execute(
+    instanceId: string,
+    parameters: Record<string, unknown>,
+    kwargs: Record<string, unknown>,
+  ): Promise<[ToolResponse, number, Record<string, unknown>]>;
   calc_reward(instanceId: string, kwargs?: Record<string, unknown>): Promise<number>;
   release(instanceId: string, kwargs?: Record<string, unknown>): Promise<void>;
 }

@@ -10,9 +10,15 @@ export interface BuiltinToolContext {
   retrieverFor(config: Record<string, unknown>, where: string): Promise<Retriever>;
 }
 
-type BuiltinFactory = (config: Record<string, unknown>, schema: ToolSchema, context: BuiltinToolContext, where: string) => Promise<AgentTool>;
+type BuiltinFactory = (
+  config: Record<string, unknown>,
+  schema: ToolSchema,
+  context: BuiltinToolContext,
+  where: string,
+) => Promise<AgentTool>;
 
 export const BUILTIN_TOOLS: Readonly<Record<string, BuiltinFactory>> = {
   'verl.tools.gsm8k_tool.Gsm8kTool': async (config, schema) => new Gsm8kTool(config, schema),
-  'verl.tools.search_tool.SearchTool': async (config, schema, context, where) => new SearchTool(config, schema, await context.retrieverFor(config, where)),
+  'verl.tools.search_tool.SearchTool': async (config, schema, context, where) =>
+    new SearchTool(config, schema, await context.retrieverFor(config, where)),
 };

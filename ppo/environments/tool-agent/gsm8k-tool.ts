@@ -12,7 +12,9 @@ interface Gsm8kInstance {
 
 /** Python's repr of a str, as verl's f"{answer=}" writes it. */
 function pythonRepr(text: string): string {
-  return text.includes("'") && !text.includes('"') ? `"${text}"` : `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+  return text.includes("'") && !text.includes('"')
+    ? `"${text}"`
+    : `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
 }
 
 /** Python's str of a float (1.0, not 1). */
@@ -23,16 +25,29 @@ function pythonFloat(value: number): string {
 export class Gsm8kTool implements AgentTool {
   private readonly instances = new Map<string, Gsm8kInstance>();
 
-  constructor(readonly config: Record<string, unknown>, readonly toolSchema: ToolSchema) {}
+  constructor(
+    readonly config: Record<string, unknown>,
+    readonly toolSchema: ToolSchema,
+  ) {}
 
-  async create(instanceId: string | null, kwargs: { create_kwargs?: Record<string, unknown> }): Promise<[string, ToolResponse]> {
+  async create(
+    instanceId: string | null,
+    kwargs: { create_kwargs?: Record<string, unknown> },
+  ): Promise<[string, ToolResponse]> {
     const id = instanceId ?? newInstanceId();
     const groundTruth = kwargs.create_kwargs?.ground_truth;
-    this.instances.set(id, { response: '', groundTruth: groundTruth === undefined || groundTruth === null ? null : String(groundTruth), reward: 0 });
+    this.instances.set(id, {
+      response: '',
+      groundTruth: groundTruth === undefined || groundTruth === null ? null : String(groundTruth),
+      reward: 0,
+    });
     return [id, {}];
   }
 
-  async execute(instanceId: string, parameters: Record<string, unknown>): Promise<[ToolResponse, number, Record<string, unknown>]> {
+  async execute(
+    instanceId: string,
+    parameters: Record<string, unknown>,
+  ): Promise<[ToolResponse, number, Record<string, unknown>]> {
     const instance = this.instanceOf(instanceId);
     const raw = parameters.answer ?? '';
     const answer = typeof raw === 'string' ? raw : String(raw);

@@ -19,12 +19,17 @@ export function parseHermesToolCalls(text: string): ToolCall[] {
     try {
       call = JSON.parse(match[1]);
     } catch (err) {
-      return { malformed: `the tool call ${JSON.stringify(describe(match[1]))} is not JSON (${(err as Error).message})` };
+      return {
+        malformed: `the tool call ${JSON.stringify(describe(match[1]))} is not JSON (${(err as Error).message})`,
+      };
     }
-    if (call === null || typeof call !== 'object' || Array.isArray(call)) return { malformed: `the tool call ${JSON.stringify(describe(match[1]))} is not a JSON object` };
+    if (call === null || typeof call !== 'object' || Array.isArray(call))
+      return { malformed: `the tool call ${JSON.stringify(describe(match[1]))} is not a JSON object` };
     const { name, arguments: args } = call as Record<string, unknown>;
-    if (typeof name !== 'string') return { malformed: `the tool call ${JSON.stringify(describe(match[1]))} has no "name" string` };
-    if (args === null || typeof args !== 'object' || Array.isArray(args)) return { malformed: `the call of ${name} has no "arguments" object` };
+    if (typeof name !== 'string')
+      return { malformed: `the tool call ${JSON.stringify(describe(match[1]))} has no "name" string` };
+    if (args === null || typeof args !== 'object' || Array.isArray(args))
+      return { malformed: `the call of ${name} has no "arguments" object` };
     return { name, arguments: args as Record<string, unknown> };
   });
 }

@@ -62,7 +62,10 @@ export function truncateToolResponse(text: string, max: number, side: TruncateSi
  */
 export function appendedMessagesText(template: ChatTemplate, messages: { role: string; content: string }[]): string {
   const one = template.render([{ role: 'user', content: '' }]);
-  const two = template.render([{ role: 'user', content: '' }, { role: 'user', content: '' }]);
+  const two = template.render([
+    { role: 'user', content: '' },
+    { role: 'user', content: '' },
+  ]);
   const systemPrompt = one.slice(0, one.length - (two.length - one.length));
   const text = template.render(messages, { addGenerationPrompt: true });
   return text.startsWith(systemPrompt) ? text.slice(systemPrompt.length) : text;
@@ -94,32 +97,69 @@ export interface ToolCallResult {
 const errorText = (message: string) => `Error when executing tool: ${message}`;
 
 /** verl's _call_tool, with every failure turned into the text the model reads. */
-export async function callTool(agent: Pick<ToolAgent, 'tools' | 'settings'>, call: ToolCall, toolsKwargs: Record<string, unknown>): Promise<ToolCallResult> {
+export async function callTool(
+  agent: Pick<ToolAgent, 'tools' | 'settings'>,
+  call: ToolCall,
+  toolsKwargs: Record<string, unknown>,
+): Promise<ToolCallResult> {
   const started = performance.now();
-  const done = (text: string, failure: ToolFailure | null): ToolCallResult => ({ text, failure, seconds: (performance.now() - started) / 1000 });
+  const done = (text: string, failure: ToolFailure | null): ToolCallResult => ({
+    text,
+    failure,
+    seconds: (performance.now() - started) / 1000,
+  });
   if ('malformed' in call) return done(errorText(call.malformed), 'malformed');
   const loaded = agent.tools.get(call.name);
-  if (!loaded) return done(errorText(`no tool named ${JSON.stringify(call.name)} (tools: ${[...agent.tools.keys()].join(', ') || 'none'})`), 'malformed');
+  if (!loaded)
+    return done(
+      errorText(`no tool named ${JSON.stringify(call.name)} (tools: ${[...agent.tools.keys()].join(', ') || 'none'})`),
+      'malformed',
+    );
   const required = loaded.schema.function.parameters?.required;
-  const missing = Array.isArray(required) ? required.filter((key) => typeof key === 'string' && !(key in call.arguments)) : [];
-  if (missing.length > 0) return done(errorText(`${call.name} needs the argument(s) ${missing.join(', ')}`), 'malformed');
+  const missing = Array.isArray(required)
+    ? required.filter((key) => typeof key === 'string' && !(key in call.arguments))
+    : [];
+  if (missing.length > 0)
+    return done(errorText(`${call.name} needs the argument(s) ${missing.join(', ')}`), 'malformed');
   const kwargs = toolsKwargs[call.name];
-  const createKwargs = (kwargs !== null && typeof kwargs === 'object' ? (kwargs as Record<string, unknown>).create_kwargs : undefined) ?? {};
+  const createKwargs =
+    (kwargs !== null && typeof kwargs === 'object' ? (kwargs as Record<string, unknown>).create_kwargs : undefined) ??
+    {};
   const { tool, timeoutMs } = loaded;
   let instanceId: string | null = null;
   let result: ToolCallResult;
   try {
-    const created = await bounded(Promise.resolve(tool.create(null, { create_kwargs: createKwargs as Record<string, unknown> })), timeoutMs, `${call.name}.create`);
+    const created = await bounded(
+      Promise.resolve(tool.create(null, { create_kwargs: createKwargs as Record<string, unknown> })),
+      timeoutMs,
+      `${call.name}.create`,
+    );
     instanceId = Array.isArray(created) ? created[0] : created;
-    const executed = await bounded(Promise.resolve(tool.execute(instanceId!, call.arguments, {})), timeoutMs, `${call.name}.execute`);
+    const executed = await bounded(
+      Promise.resolve(tool.execute(instanceId!, call.arguments, {})),
+      timeoutMs,
+      `${call.name}.execute`,
+    );
     const response: unknown = Array.isArray(executed) ? executed[0] : executed;
     const text = typeof response === 'string' ? response : (response as { text?: unknown } | null)?.text;
-    const media = response !== null && typeof response === 'object' && ((response as { image?: unknown }).image != null || (response as { video?: unknown }).video != null);
-    result = typeof text === 'string' && !media
-      ? done(truncateToolResponse(text, agent.settings.maxToolResponseLength, agent.settings.truncateSide), null)
-      : done(errorText(`${call.name} returned ${media ? 'an image or video' : JSON.stringify(response)}; only text is supported`), 'non_text');
+    const media =
+      response !== null &&
+      typeof response === 'object' &&
+      ((response as { image?: unknown }).image != null || (response as { video?: unknown }).video != null);
+    result =
+      typeof text === 'string' && !media
+        ? done(truncateToolResponse(text, agent.settings.maxToolResponseLength, agent.settings.truncateSide), null)
+        : done(
+            errorText(
+              `${call.name} returned ${media ? 'an image or video' : JSON.stringify(response)}; only text is supported`,
+            ),
+            'non_text',
+          );
   } catch (err) {
-    result = done(errorText(err instanceof Error ? err.message : String(err)), err instanceof ToolTimeout ? 'timeout' : 'error');
+    result = done(
+      errorText(err instanceof Error ? err.message : String(err)),
+      err instanceof ToolTimeout ? 'timeout' : 'error',
+    );
   }
   if (instanceId !== null) {
     try {
@@ -147,46 +187,75 @@ export class ToolAgentSession implements TurnEnvironment {
   private readonly stats: SampleStats[];
   private readonly failures: Record<ToolFailure, number> = { malformed: 0, error: 0, timeout: 0, non_text: 0 };
 
-  /** `toolsKwargs(sample)`: the sample's row's extra_info.tools_kwargs ({tool name: {create_kwargs}}); `maxResponseLength`:
+  /**
+   * `toolsKwargs(sample)`: the sample's row's extra_info.tools_kwargs ({tool name: {create_kwargs}});
+   * `maxResponseLength`:
    *  the response budget, which a tool message must leave room in. */
-  constructor(private readonly agent: ToolAgent, samples: number, private readonly toolsKwargs: (sample: number) => Record<string, unknown>, private readonly maxResponseLength: number) {
+  constructor(
+    private readonly agent: ToolAgent,
+    samples: number,
+    private readonly toolsKwargs: (sample: number) => Record<string, unknown>,
+    private readonly maxResponseLength: number,
+  ) {
     const { maxAssistantTurns, maxUserTurns } = agent.settings;
     this.maxTurns = maxUserTurns === null ? maxAssistantTurns : Math.min(maxAssistantTurns, maxUserTurns + 1);
-    this.stats = Array.from({ length: samples }, () => ({ assistantTurns: 0, userTurns: 0, toolCalls: 0, toolSeconds: 0 }));
+    this.stats = Array.from({ length: samples }, () => ({
+      assistantTurns: 0,
+      userTurns: 0,
+      toolCalls: 0,
+      toolSeconds: 0,
+    }));
   }
 
   async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
-    return Promise.all(ended.map(async (end) => {
-      const stats = this.stats[end.sample];
-      stats.assistantTurns++;
-      // verl ends at the response budget, the assistant-turn limit, the user-turn limit, or a turn with no call.
-      if (end.reason === 'length' || turn + 1 >= this.maxTurns) return null;
-      const text = await this.agent.tokenizer.decode(end.tokens, { skipSpecialTokens: false });
-      const calls = parseHermesToolCalls(text).slice(0, this.agent.settings.maxParallelCalls);
-      if (calls.length === 0) return null;
-      const results = await Promise.all(calls.map((call) => callTool(this.agent, call, this.toolsKwargs(end.sample))));
-      stats.toolCalls += calls.length;
-      stats.toolSeconds += Math.max(...results.map((r) => r.seconds));
-      for (const r of results) if (r.failure) this.failures[r.failure]++;
-      const messages = results.map((r) => ({ role: 'tool', content: r.text }));
-      const ids = await this.agent.tokenizer.encode(appendedMessagesText(this.agent.template, messages), { addSpecialTokens: false });
-      // verl ends the response, not counting a user turn, when the tool messages leave no room for an answer.
-      if (end.responseLength + ids.length >= this.maxResponseLength) return null;
-      stats.userTurns++;
-      return ids;
-    }));
+    return Promise.all(
+      ended.map(async (end) => {
+        const stats = this.stats[end.sample];
+        stats.assistantTurns++;
+        // verl ends at the response budget, the assistant-turn limit, the user-turn limit, or a turn with no call.
+        if (end.reason === 'length' || turn + 1 >= this.maxTurns) return null;
+        const text = await this.agent.tokenizer.decode(end.tokens, { skipSpecialTokens: false });
+        const calls = parseHermesToolCalls(text).slice(0, this.agent.settings.maxParallelCalls);
+        if (calls.length === 0) return null;
+        const results = await Promise.all(
+          calls.map((call) => callTool(this.agent, call, this.toolsKwargs(end.sample))),
+        );
+        stats.toolCalls += calls.length;
+        stats.toolSeconds += Math.max(...results.map((r) => r.seconds));
+        for (const r of results) if (r.failure) this.failures[r.failure]++;
+        const messages = results.map((r) => ({ role: 'tool', content: r.text }));
+        const ids = await this.agent.tokenizer.encode(appendedMessagesText(this.agent.template, messages), {
+          addSpecialTokens: false,
+        });
+        // verl ends the response, not counting a user turn, when the tool messages leave no room for an answer.
+        if (end.responseLength + ids.length >= this.maxResponseLength) return null;
+        stats.userTurns++;
+        return ids;
+      }),
+    );
   }
 
   /** verl's num_turns/* (user turns + assistant turns + 1) and tool_call_counts/* (trainer/ppo/metric_utils.py),
    *  agent_loop/tool_calls/* (seconds per sample in tool calls, agent_loop.py), and per-batch failure counts. */
   metrics(): Record<string, number> {
     const summary = (name: string, values: number[]) => ({
-      [`${name}/min`]: Math.min(...values), [`${name}/max`]: Math.max(...values), [`${name}/mean`]: values.reduce((a, b) => a + b, 0) / values.length,
+      [`${name}/min`]: Math.min(...values),
+      [`${name}/max`]: Math.max(...values),
+      [`${name}/mean`]: values.reduce((a, b) => a + b, 0) / values.length,
     });
     return {
-      ...summary('num_turns', this.stats.map((s) => s.userTurns + s.assistantTurns + 1)),
-      ...summary('tool_call_counts', this.stats.map((s) => s.toolCalls)),
-      ...summary('agent_loop/tool_calls', this.stats.map((s) => s.toolSeconds)),
+      ...summary(
+        'num_turns',
+        this.stats.map((s) => s.userTurns + s.assistantTurns + 1),
+      ),
+      ...summary(
+        'tool_call_counts',
+        this.stats.map((s) => s.toolCalls),
+      ),
+      ...summary(
+        'agent_loop/tool_calls',
+        this.stats.map((s) => s.toolSeconds),
+      ),
       ...Object.fromEntries(Object.entries(this.failures).map(([kind, n]) => [`tool_call_failures/${kind}`, n])),
     };
   }

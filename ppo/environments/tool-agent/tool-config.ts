@@ -15,19 +15,32 @@ function isMapping(value: unknown): value is Record<string, unknown> {
 }
 
 export function parseToolConfig(value: unknown, file: string): ToolEntry[] {
-  if (!isMapping(value) || !Array.isArray(value.tools)) throw new Error(`${file}: expected a mapping with a \`tools:\` list (verl's tool config format)`);
+  if (!isMapping(value) || !Array.isArray(value.tools))
+    throw new Error(`${file}: expected a mapping with a \`tools:\` list (verl's tool config format)`);
   const names = new Set<string>();
   return value.tools.map((entry, i) => {
     const where = `${file}: tools[${i}]`;
-    if (!isMapping(entry)) throw new Error(`${where}: expected {class_name, config, tool_schema}, got ${JSON.stringify(entry)}`);
-    if (typeof entry.class_name !== 'string' || entry.class_name === '') throw new Error(`${where}.class_name: expected a class path, got ${JSON.stringify(entry.class_name)}`);
+    if (!isMapping(entry))
+      throw new Error(`${where}: expected {class_name, config, tool_schema}, got ${JSON.stringify(entry)}`);
+    if (typeof entry.class_name !== 'string' || entry.class_name === '')
+      throw new Error(`${where}.class_name: expected a class path, got ${JSON.stringify(entry.class_name)}`);
     const config = entry.config ?? {};
     if (!isMapping(config)) throw new Error(`${where}.config: expected a mapping, got ${JSON.stringify(config)}`);
     const schema = entry.tool_schema;
-    if (!isMapping(schema) || schema.type !== 'function' || !isMapping(schema.function) || typeof schema.function.name !== 'string' || schema.function.name === '') {
-      throw new Error(`${where}.tool_schema: expected {type: function, function: {name, description, parameters}}, got ${JSON.stringify(schema)}`);
+    if (
+      !isMapping(schema) ||
+      schema.type !== 'function' ||
+      !isMapping(schema.function) ||
+      typeof schema.function.name !== 'string' ||
+      schema.function.name === ''
+    ) {
+      throw new Error(
+        `${where}.tool_schema: expected {type: function, function: {name, description, parameters}}, got ` +
+          `${JSON.stringify(schema)}`,
+      );
     }
-    if (schema.function.parameters !== undefined && !isMapping(schema.function.parameters)) throw new Error(`${where}.tool_schema.function.parameters: expected a JSON schema mapping`);
+    if (schema.function.parameters !== undefined && !isMapping(schema.function.parameters))
+      throw new Error(`${where}.tool_schema.function.parameters: expected a JSON schema mapping`);
     const name = schema.function.name;
     if (names.has(name)) throw new Error(`${where}: a second tool named ${name}`);
     names.add(name);

@@ -20,17 +20,25 @@ async function retrieverFor(config: Record<string, unknown>, where: string): Pro
   const timeout = typeof config.timeout === 'number' ? config.timeout : DEFAULT_TOOL_TIMEOUT_S;
   if (typeof url === 'string' && url !== '') return new HttpRetriever({ url, timeoutMs: timeout * 1000 });
   const corpus = config.corpus_path;
-  if (typeof corpus === 'string' && corpus !== '') return new Bm25Retriever(await loadCorpus(corpus), { source: corpus });
-  throw new Error(`${where}.config: the search tool needs retrieval_service_url (a Search-R1 retrieval server) or corpus_path (a JSONL corpus for BM25)`);
+  if (typeof corpus === 'string' && corpus !== '')
+    return new Bm25Retriever(await loadCorpus(corpus), { source: corpus });
+  throw new Error(
+    `${where}.config: the search tool needs retrieval_service_url (a Search-R1 retrieval server) or corpus_path (a ` +
+      `JSONL corpus for BM25)`,
+  );
 }
 
 const CONTEXT: BuiltinToolContext = { retrieverFor };
 
 async function customTool(entry: ToolEntry, where: string): Promise<AgentTool> {
   const colon = entry.className.lastIndexOf(':');
-  const [file, exported] = colon > 1 ? [entry.className.slice(0, colon), entry.className.slice(colon + 1)] : [entry.className, 'default'];
+  const [file, exported] =
+    colon > 1 ? [entry.className.slice(0, colon), entry.className.slice(colon + 1)] : [entry.className, 'default'];
   if (!/\.(m?js|ts)$/.test(file)) {
-    throw new Error(`${where}.class_name: ${entry.className} is neither a built-in (${Object.keys(BUILTIN_TOOLS).join(', ')}) nor a JS module path/to/tool.js:ClassName`);
+    throw new Error(
+      `${where}.class_name: ${entry.className} is neither a built-in (${Object.keys(BUILTIN_TOOLS).join(', ')}) nor ` +
+        `a JS module path/to/tool.js:ClassName`,
+    );
   }
   let module: Record<string, unknown>;
   try {
@@ -39,10 +47,18 @@ async function customTool(entry: ToolEntry, where: string): Promise<AgentTool> {
     throw new Error(`${where}.class_name: cannot import ${file}: ${(err as Error).message}`);
   }
   const ToolClass = module[exported];
-  if (typeof ToolClass !== 'function') throw new Error(`${where}.class_name: ${file} exports no class ${exported} (exports: ${Object.keys(module).join(', ') || 'none'})`);
+  if (typeof ToolClass !== 'function')
+    throw new Error(
+      `${where}.class_name: ${file} exports no class ${exported} (exports: ` +
+        `${Object.keys(module).join(', ') || 'none'})`,
+    );
   const tool = new (ToolClass as AgentToolClass)(entry.config, entry.schema);
   const missing = METHODS.filter((m) => typeof (tool as unknown as Record<string, unknown>)[m] !== 'function');
-  if (missing.length > 0) throw new Error(`${where}.class_name: ${entry.className} lacks ${missing.join(', ')} (a tool has verl's create / execute / calc_reward / release)`);
+  if (missing.length > 0)
+    throw new Error(
+      `${where}.class_name: ${entry.className} lacks ${missing.join(', ')} (a tool has verl's create / execute / ` +
+        `calc_reward / release)`,
+    );
   return tool;
 }
 
@@ -51,7 +67,10 @@ export async function loadTools(path: string): Promise<LoadedTool[]> {
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    throw new Error(`actor_rollout_ref.rollout.multi_turn.tool_config_path=${path}: cannot read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new Error(
+      `actor_rollout_ref.rollout.multi_turn.tool_config_path=${path}: cannot read ` +
+        `(${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   }
   let value: unknown;
   try {
@@ -60,12 +79,15 @@ export async function loadTools(path: string): Promise<LoadedTool[]> {
     throw new Error(`${path}: not valid YAML: ${(err as Error).message}`);
   }
   const entries = parseToolConfig(value, path);
-  return Promise.all(entries.map(async (entry, i) => {
-    const where = `${path}: tools[${i}]`;
-    const timeout = entry.config.timeout_s ?? DEFAULT_TOOL_TIMEOUT_S;
-    if (typeof timeout !== 'number' || !(timeout > 0)) throw new Error(`${where}.config.timeout_s: expected seconds > 0, got ${JSON.stringify(timeout)}`);
-    const builtin = BUILTIN_TOOLS[entry.className];
-    const tool = builtin ? await builtin(entry.config, entry.schema, CONTEXT, where) : await customTool(entry, where);
-    return { name: entry.schema.function.name, schema: entry.schema, tool, timeoutMs: timeout * 1000 };
-  }));
+  return Promise.all(
+    entries.map(async (entry, i) => {
+      const where = `${path}: tools[${i}]`;
+      const timeout = entry.config.timeout_s ?? DEFAULT_TOOL_TIMEOUT_S;
+      if (typeof timeout !== 'number' || !(timeout > 0))
+        throw new Error(`${where}.config.timeout_s: expected seconds > 0, got ${JSON.stringify(timeout)}`);
+      const builtin = BUILTIN_TOOLS[entry.className];
+      const tool = builtin ? await builtin(entry.config, entry.schema, CONTEXT, where) : await customTool(entry, where);
+      return { name: entry.schema.function.name, schema: entry.schema, tool, timeoutMs: timeout * 1000 };
+    }),
+  );
 }

@@ -7,7 +7,12 @@ import { destroyTokenBatch, uploadTokenBatch } from '../../../models/token-batch
 /** log p(ids[t] | ids[<t]) for t = 1 … L−1 under the actor's current weights. */
 export async function localProbeLogProbs(engine: Engine, actor: CausalLm, ids: readonly number[]): Promise<number[]> {
   const L = ids.length;
-  const batch = uploadTokenBatch(engine, { inputIds: [ids], attentionMask: [ids.map(() => 1)], positionIds: [ids.map((_, t) => t)] }, actor.config.vocabSize, 'probe');
+  const batch = uploadTokenBatch(
+    engine,
+    { inputIds: [ids], attentionMask: [ids.map(() => 1)], positionIds: [ids.map((_, t) => t)] },
+    actor.config.vocabSize,
+    'probe',
+  );
   // The last position has no next token; its target is any id, and its log-prob is dropped.
   const targets = engine.tensorFrom('probe.targets', [L], [...ids.slice(1), 0], 'u32');
   try {

@@ -16,7 +16,10 @@ export interface ServerPoolOptions {
 
 /** A server's failure, one line: "<url><path>: <what happened>; expected <what>". */
 export class ServerError extends Error {
-  constructor(readonly url: string, message: string) {
+  constructor(
+    readonly url: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -25,8 +28,12 @@ export class ServerError extends Error {
 export class ServerPool {
   private readonly live: string[];
 
-  constructor(urls: readonly string[], readonly options: ServerPoolOptions) {
-    if (urls.length === 0) throw new Error('actor_rollout_ref.rollout.server_urls: no server; expected [http://host:port, …]');
+  constructor(
+    urls: readonly string[],
+    readonly options: ServerPoolOptions,
+  ) {
+    if (urls.length === 0)
+      throw new Error('actor_rollout_ref.rollout.server_urls: no server; expected [http://host:port, …]');
     this.live = urls.map((u) => checkServerUrl(u));
   }
 
@@ -52,14 +59,21 @@ export class ServerPool {
     try {
       text = await response.text();
     } catch (err) {
-      throw new ServerError(url, `${where}: the answer broke off (${connectionFailure(err, this.options.timeoutS)}); expected ${expected}`);
+      throw new ServerError(
+        url,
+        `${where}: the answer broke off (${connectionFailure(err, this.options.timeoutS)}); expected ${expected}`,
+      );
     }
-    if (!response.ok) throw new ServerError(url, `${where}: HTTP ${response.status} ${errorMessage(text)}; expected ${expected}`);
+    if (!response.ok)
+      throw new ServerError(url, `${where}: HTTP ${response.status} ${errorMessage(text)}; expected ${expected}`);
     if (text.trim() === '') return null;
     try {
       return JSON.parse(text);
     } catch {
-      throw new ServerError(url, `${where}: the answer is not JSON (${JSON.stringify(text.slice(0, 60))}); expected ${expected}`);
+      throw new ServerError(
+        url,
+        `${where}: the answer is not JSON (${JSON.stringify(text.slice(0, 60))}); expected ${expected}`,
+      );
     }
   }
 
@@ -69,7 +83,8 @@ export class ServerPool {
     try {
       return parse(json);
     } catch (err) {
-      if (err instanceof WireFormatError) throw new ServerError(url, `${url}${call.path}: malformed answer, expected ${err.message}`);
+      if (err instanceof WireFormatError)
+        throw new ServerError(url, `${url}${call.path}: malformed answer, expected ${err.message}`);
       throw err;
     }
   }
@@ -87,9 +102,13 @@ export class ServerPool {
         try {
           results[i] = await run(url, jobs[i]);
         } catch (err) {
-          if (!(err instanceof ServerError)) { fatal = err as Error; return; }
+          if (!(err instanceof ServerError)) {
+            fatal = err as Error;
+            return;
+          }
           this.drop(url, err.message);
-          if (attempts[i]++ >= this.options.maxRetries) fatal = new Error(`${err.message} (job retried ${this.options.maxRetries} times on other servers)`);
+          if (attempts[i]++ >= this.options.maxRetries)
+            fatal = new Error(`${err.message} (job retried ${this.options.maxRetries} times on other servers)`);
           else if (this.live.length === 0) fatal = new Error(`${err.message} (no rollout server left)`);
           else queue.unshift(i);
           return;
@@ -124,9 +143,12 @@ function checkServerUrl(url: string): string {
   try {
     parsed = new URL(url);
   } catch {
-    throw new Error(`actor_rollout_ref.rollout.server_urls: ${JSON.stringify(url)} is not a URL; expected http://host:port`);
+    throw new Error(
+      `actor_rollout_ref.rollout.server_urls: ${JSON.stringify(url)} is not a URL; expected http://host:port`,
+    );
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error(`actor_rollout_ref.rollout.server_urls: ${url}: expected an http:// or https:// URL`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new Error(`actor_rollout_ref.rollout.server_urls: ${url}: expected an http:// or https:// URL`);
   return url.replace(/\/+$/, '');
 }
 
@@ -139,12 +161,18 @@ function connectionFailure(err: unknown, timeoutS: number): string {
   return code ?? e.message ?? String(err);
 }
 
-/** The error's text as OpenAI ({error: {message}}), SGLang ({error: {message}} or {message}) and FastAPI ({detail}) send it. */
+/**
+ * The error's text as OpenAI ({error: {message}}), SGLang ({error: {message}} or {message}) and FastAPI ({detail}) send
+ * it.
+ */
 function errorMessage(text: string): string {
   try {
     const json = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown };
-    const message = typeof json.error === 'object' ? json.error?.message : json.error ?? json.message ?? json.detail;
-    if (message !== undefined) return `(${typeof message === 'string' ? message : JSON.stringify(message)})`.slice(0, 200);
-  } catch { /* not JSON: show the text */ }
+    const message = typeof json.error === 'object' ? json.error?.message : (json.error ?? json.message ?? json.detail);
+    if (message !== undefined)
+      return `(${typeof message === 'string' ? message : JSON.stringify(message)})`.slice(0, 200);
+  } catch {
+    /* not JSON: show the text */
+  }
   return `(${text.slice(0, 120)})`;
 }

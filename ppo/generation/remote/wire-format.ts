@@ -65,14 +65,29 @@ export const loraName = (version: number) => `actor_v${version}`;
 
 /** n samples of one prompt. SGLang: the prompt repeated n times in one batched /generate (one answer per input, in
  *  order); vLLM: one /v1/completions with n. `lora` names the adapter to generate with, null for the full model. */
-export function generateCall(backend: RolloutBackend, model: string, promptIds: readonly number[], n: number, s: SamplingRequest, lora: string | null): HttpCall {
+export function generateCall(
+  backend: RolloutBackend,
+  model: string,
+  promptIds: readonly number[],
+  n: number,
+  s: SamplingRequest,
+  lora: string | null,
+): HttpCall {
   if (backend === 'sglang') {
     return {
-      method: 'POST', path: '/generate', body: {
+      method: 'POST',
+      path: '/generate',
+      body: {
         input_ids: Array.from({ length: n }, () => [...promptIds]),
         sampling_params: {
-          temperature: s.temperature, top_p: s.topP, top_k: s.topK, max_new_tokens: s.maxTokens,
-          stop_token_ids: [...s.stopTokenIds], skip_special_tokens: false, no_stop_trim: true, sampling_seed: s.seed,
+          temperature: s.temperature,
+          top_p: s.topP,
+          top_k: s.topK,
+          max_new_tokens: s.maxTokens,
+          stop_token_ids: [...s.stopTokenIds],
+          skip_special_tokens: false,
+          no_stop_trim: true,
+          sampling_seed: s.seed,
           ...(s.sampleOffset === null ? {} : { sample_offset: s.sampleOffset }),
         },
         return_logprob: true,
@@ -81,30 +96,59 @@ export function generateCall(backend: RolloutBackend, model: string, promptIds: 
     };
   }
   return {
-    method: 'POST', path: '/v1/completions', body: {
-      model: lora ?? model, prompt: [...promptIds], n, temperature: s.temperature, top_p: s.topP, top_k: s.topK,
-      max_tokens: s.maxTokens, seed: s.seed, logprobs: 1, stop_token_ids: [...s.stopTokenIds],
-      skip_special_tokens: false, include_stop_str_in_output: true, return_tokens_as_token_ids: true,
+    method: 'POST',
+    path: '/v1/completions',
+    body: {
+      model: lora ?? model,
+      prompt: [...promptIds],
+      n,
+      temperature: s.temperature,
+      top_p: s.topP,
+      top_k: s.topK,
+      max_tokens: s.maxTokens,
+      seed: s.seed,
+      logprobs: 1,
+      stop_token_ids: [...s.stopTokenIds],
+      skip_special_tokens: false,
+      include_stop_str_in_output: true,
+      return_tokens_as_token_ids: true,
       ...(s.sampleOffset === null ? {} : { sample_offset: s.sampleOffset }),
     },
   };
 }
 
 /** The n samples of a generateCall's answer, in order. */
-export function parseGenerate(backend: RolloutBackend, json: unknown, n: number, stopTokenIds: readonly number[]): ServerSample[] {
+export function parseGenerate(
+  backend: RolloutBackend,
+  json: unknown,
+  n: number,
+  stopTokenIds: readonly number[],
+): ServerSample[] {
   if (backend === 'sglang') {
     expect(Array.isArray(json) && json.length === n, `a JSON array of ${n} /generate outputs (one per input_ids row)`);
     return json.map((out: unknown) => {
       const meta = (out as { meta_info?: Record<string, unknown> } | null)?.meta_info;
-      expect(meta && Array.isArray(meta.output_token_logprobs), 'meta_info.output_token_logprobs (return_logprob=true)');
+      expect(
+        meta && Array.isArray(meta.output_token_logprobs),
+        'meta_info.output_token_logprobs (return_logprob=true)',
+      );
       const entries = meta.output_token_logprobs as unknown[];
-      expect(entries.every((e) => Array.isArray(e) && typeof e[0] === 'number' && Number.isInteger(e[1])),
-        'output_token_logprobs entries [logprob, token_id, text]');
+      expect(
+        entries.every((e) => Array.isArray(e) && typeof e[0] === 'number' && Number.isInteger(e[1])),
+        'output_token_logprobs entries [logprob, token_id, text]',
+      );
       const tokenIds = entries.map((e) => (e as number[])[1]);
       const finish = meta.finish_reason as { type?: unknown } | null;
-      expect(finish && (finish.type === 'length' || finish.type === 'stop' || finish.type === 'abort'), 'meta_info.finish_reason.type "stop" or "length"');
+      expect(
+        finish && (finish.type === 'length' || finish.type === 'stop' || finish.type === 'abort'),
+        'meta_info.finish_reason.type "stop" or "length"',
+      );
       expect(finish.type !== 'abort', 'a finished generation, got finish_reason "abort"');
-      return { tokenIds, logProbs: entries.map((e) => (e as number[])[0]), finishReason: finishReason(finish.type === 'length', tokenIds, stopTokenIds) };
+      return {
+        tokenIds,
+        logProbs: entries.map((e) => (e as number[])[0]),
+        finishReason: finishReason(finish.type === 'length', tokenIds, stopTokenIds),
+      };
     });
   }
   const choices = (json as { choices?: unknown } | null)?.choices;
@@ -112,18 +156,27 @@ export function parseGenerate(backend: RolloutBackend, json: unknown, n: number,
   const ordered = [...choices].sort((a, b) => (a as { index: number }).index - (b as { index: number }).index);
   return ordered.map((choice: unknown) => {
     const c = choice as { logprobs?: { tokens?: unknown; token_logprobs?: unknown }; finish_reason?: unknown };
-    expect(c.logprobs && Array.isArray(c.logprobs.tokens) && isNumberArray(c.logprobs.token_logprobs), 'choices[].logprobs.tokens and token_logprobs (logprobs=1)');
+    expect(
+      c.logprobs && Array.isArray(c.logprobs.tokens) && isNumberArray(c.logprobs.token_logprobs),
+      'choices[].logprobs.tokens and token_logprobs (logprobs=1)',
+    );
     const tokenIds = (c.logprobs.tokens as unknown[]).map((t) => {
       const m = typeof t === 'string' ? /^token_id:(\d+)$/.exec(t) : null;
       expect(m, `tokens as "token_id:<id>" (return_tokens_as_token_ids=true), got ${JSON.stringify(t)}`);
       return Number(m[1]);
     });
     expect(c.finish_reason === 'stop' || c.finish_reason === 'length', 'choices[].finish_reason "stop" or "length"');
-    return { tokenIds, logProbs: c.logprobs.token_logprobs as number[], finishReason: finishReason(c.finish_reason === 'length', tokenIds, stopTokenIds) };
+    return {
+      tokenIds,
+      logProbs: c.logprobs.token_logprobs as number[],
+      finishReason: finishReason(c.finish_reason === 'length', tokenIds, stopTokenIds),
+    };
   });
 }
 
-/** The rollout's reasons: eos when the response ends on one of the stop (EOS) ids, as the in-process rollout records it. */
+/**
+ * The rollout's reasons: eos when the response ends on one of the stop (EOS) ids, as the in-process rollout records it.
+ */
 function finishReason(length: boolean, tokenIds: readonly number[], stopTokenIds: readonly number[]): FinishReason {
   if (length) return 'length';
   return stopTokenIds.includes(tokenIds[tokenIds.length - 1]) ? 'eos' : 'stop';
@@ -159,14 +212,30 @@ export function parseModelInfo(backend: RolloutBackend, json: unknown): ServedMo
  * which the publisher moves to each version before these calls. LoRA: load the version's adapter under its own name,
  * then unload the previous one.
  */
-export function weightUpdateCalls(backend: RolloutBackend, weights: WeightsVersion, previousLora: string | null): HttpCall[] {
-  const unload = (path: string): HttpCall[] => (previousLora ? [{ method: 'POST', path, body: { lora_name: previousLora } }] : []);
+export function weightUpdateCalls(
+  backend: RolloutBackend,
+  weights: WeightsVersion,
+  previousLora: string | null,
+): HttpCall[] {
+  const unload = (path: string): HttpCall[] =>
+    previousLora ? [{ method: 'POST', path, body: { lora_name: previousLora } }] : [];
   if (weights.kind === 'lora') {
-    const load: HttpCall = { method: 'POST', path: backend === 'sglang' ? '/load_lora_adapter' : '/v1/load_lora_adapter', body: { lora_name: loraName(weights.version), lora_path: weights.dir } };
+    const load: HttpCall = {
+      method: 'POST',
+      path: backend === 'sglang' ? '/load_lora_adapter' : '/v1/load_lora_adapter',
+      body: { lora_name: loraName(weights.version), lora_path: weights.dir },
+    };
     return [load, ...unload(backend === 'sglang' ? '/unload_lora_adapter' : '/v1/unload_lora_adapter')];
   }
   // weight_version: SGLang reports it in /get_model_info and each /generate's meta_info.
-  if (backend === 'sglang') return [{ method: 'POST', path: '/update_weights_from_disk', body: { model_path: weights.dir, weight_version: `v${weights.version}` } }];
+  if (backend === 'sglang')
+    return [
+      {
+        method: 'POST',
+        path: '/update_weights_from_disk',
+        body: { model_path: weights.dir, weight_version: `v${weights.version}` },
+      },
+    ];
   return [
     { method: 'POST', path: '/sleep?level=2' },
     { method: 'POST', path: '/wake_up?tags=weights' },
@@ -175,10 +244,15 @@ export function weightUpdateCalls(backend: RolloutBackend, weights: WeightsVersi
   ];
 }
 
-/** SGLang answers weight updates with {success, message} and status 200 even when it refused; vLLM with an HTTP error. */
+/**
+ * SGLang answers weight updates with {success, message} and status 200 even when it refused; vLLM with an HTTP error.
+ */
 export function checkUpdateAnswer(json: unknown): void {
   if (json && typeof json === 'object' && 'success' in json) {
     const { success, message } = json as { success: unknown; message?: unknown };
-    expect(success === true, `success: true, got success: ${JSON.stringify(success)}${typeof message === 'string' ? ` (${message})` : ''}`);
+    expect(
+      success === true,
+      `success: true, got success: ${JSON.stringify(success)}${typeof message === 'string' ? ` (${message})` : ''}`,
+    );
   }
 }
