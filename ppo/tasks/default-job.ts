@@ -67,7 +67,7 @@ export function withTotalSteps(stages: readonly WarmStartStage[], totalSteps: nu
   });
 }
 
-/** The stage's learning rate at `step`: a 10-step warmup, then a cosine decay to a tenth over its `steps`, then flat. */
+/** The stage's learning rate at `step`: a 10-step warmup, a cosine decay to a tenth over its `steps`, then flat. */
 function stageLr(stage: WarmStartStage, step: number): number {
   const warmup = Math.min(1, (step + 1) / 10);
   const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * Math.min(step, stage.steps)) / stage.steps));
