@@ -10,7 +10,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { totalmem } from 'node:os';
-import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
+import { Engine, describeDevice, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import { HfConfigError } from '../../models/hf-config.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
@@ -275,10 +275,7 @@ async function train(
   }
   const resumed = resumeDir ? await loadCheckpoint(engine, resumeDir, config) : null;
   if (resumeDir && resumed) await assertResumable(config, resumeDir, resumed.actor.config);
-  log(
-    `device: ${engine.caps.description} (${engine.caps.deviceClass} ` +
-      `kernels${engine.knobs.deviceClass ? ', WEBGPU_DEVICE_CLASS' : ''})`,
-  );
+  log(`device: ${describeDevice(engine.caps, engine.knobs)}`);
   if (resumed) log(`resuming from ${resumeDir} (step ${resumed.snapshot.state.globalStep})`);
   // Every input (model, tokenizer, data, reward function) is read before the run directory is written.
   const stopWatchingSetup = stopOnSignalDuringSetup(

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
+import { Engine, describeDevice, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import type { PipelineRecord } from '../../engine/pipeline-log.ts';
 import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
@@ -88,7 +88,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   }
   const engine = await Engine.create(knobs, totalmem());
   try {
-    if (!json) console.log(`device: ${engine.caps.description}`);
+    if (!json) console.log(`device: ${describeDevice(engine.caps, engine.knobs)}`);
     if (suite === 'gpu-report') {
       // With --json the report goes to stdout and the progress lines to stderr.
       const { code, report } = await (await import('./gpu-report.ts')).runGpuReport(

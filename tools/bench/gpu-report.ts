@@ -184,6 +184,7 @@ export async function runGpuReport(
       result: {
         description: engine.caps.description,
         software: engine.caps.softwareAdapter,
+        default_limits: engine.caps.defaultLimits,
         limits: limitsOf(engine),
         features: {
           'shader-f16': engine.caps.shaderF16,
