@@ -198,8 +198,6 @@ export async function decodeContinuous(
       ...state.view(logitRows),
       tokens: state.tokens,
       logprobs: state.logprobs,
-      eosIds: state.eosIds,
-      numEos: state.numEos,
       outStride: R,
       padId: c.padTokenId,
     });

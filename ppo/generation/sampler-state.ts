@@ -4,7 +4,13 @@
 // never by its row.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { keepTensorRows } from '../../models/kv-cache.ts';
-import { ROW_SAMPLING_WORDS, packRowSampling, type RowSampling } from '../../kernels/decode/sample.ts';
+import {
+  createSamplingTable,
+  ROW_SAMPLING_WORDS,
+  packRowSampling,
+  type RowSampling,
+  type SamplingTable,
+} from '../../kernels/decode/sample.ts';
 
 /** GPU state of the sampler for `rows` rows writing the (samples, R) outputs. */
 export class SamplerState {
@@ -15,9 +21,8 @@ export class SamplerState {
   readonly rowSampling: Tensor<'u32'>;
   readonly tokens: Tensor<'u32'>;
   readonly logprobs: Tensor<'f32'>;
-  /** Ids that finish a row on the GPU: the EOS ids and an environment's turn-ending ids. */
-  readonly eosIds: Tensor<'u32'>;
-  readonly numEos: number;
+  /** The ids that finish a row on the GPU (the EOS ids and an environment's turn-ending ids) and rowSampling. */
+  readonly sampling: SamplingTable;
   private readonly scratch: Tensor;
 
   constructor(
@@ -27,20 +32,14 @@ export class SamplerState {
     readonly R: number,
     eosTokenIds: readonly number[],
   ) {
-    this.numEos = eosTokenIds.length;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
     this.steps = engine.tensor('rollout.steps', [rows], 'u32');
     this.finished = engine.tensor('rollout.finished', [rows], 'u32');
-    this.rowSampling = engine.tensor('rollout.rowSampling', [rows * ROW_SAMPLING_WORDS], 'u32');
+    this.sampling = createSamplingTable(engine, 'rollout.sampling', rows, eosTokenIds);
+    this.rowSampling = this.sampling.rowSampling;
     this.tokens = engine.tensor('rollout.tokens', [outRows, R], 'u32');
     this.logprobs = engine.tensor('rollout.logprobs', [outRows, R]);
-    this.eosIds = engine.tensorFrom(
-      'rollout.eosIds',
-      [Math.max(1, eosTokenIds.length)],
-      eosTokenIds.length ? eosTokenIds : [0],
-      'u32',
-    );
     this.scratch = engine.tensor('rollout.compaction', [rows * ROW_SAMPLING_WORDS]);
   }
 
@@ -57,16 +56,12 @@ export class SamplerState {
   /** The per-row tensors restricted to the first `rows` rows. */
   view(rows: number) {
     const view = <T extends Tensor>(t: T) => (rows === this.rows ? t : (t.view(t.name, 0, [rows]) as T));
-    const rowSampling =
-      rows === this.rows
-        ? this.rowSampling
-        : this.rowSampling.view(this.rowSampling.name, 0, [rows * ROW_SAMPLING_WORDS]);
     return {
       ids: view(this.ids),
       positions: view(this.positions),
       steps: view(this.steps),
       finished: view(this.finished),
-      rowSampling,
+      sampling: this.sampling,
     };
   }
 
@@ -104,7 +99,8 @@ export class SamplerState {
   }
 
   destroy(): void {
-    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch])
+    const perRow = this.perRow.map(([t]) => t).filter((t) => t !== this.rowSampling);
+    for (const t of [...perRow, this.sampling.table, this.tokens, this.logprobs, this.scratch])
       this.engine.destroyTensor(t);
   }
 }

@@ -22,7 +22,7 @@ import {
   type LossAggregation,
   type PolicyLossConfig,
 } from '../../kernels/ppo/ppo-vocabulary.ts';
-import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, separateActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import {
   computeOptimalTokenBaselineRef,
@@ -436,13 +436,15 @@ async function expectActorLossAsReference(
       logProb: up(engine, 'lp', lp),
       advantages: up(engine, 'adv', adv),
       responseMask: up(engine, 'm', MASK),
-      entropy: up(engine, 'entropy', entropy),
-      refLogProb: up(engine, 'ref', ref),
+      ...separateActorLossExtras(engine, B, T, {
+        entropy: up(engine, 'entropy', entropy),
+        refLogProb: up(engine, 'ref', ref),
+        selected: selected ? up(engine, 'selected', selected) : undefined,
+        isWeights: isWeights ? up(engine, 'isWeights', isWeights) : undefined,
+      }),
       grads,
       rowPartials: engine.tensor('partials', [8 * B]),
       out,
-      selected: selected ? up(engine, 'selected', selected) : undefined,
-      isWeights: isWeights ? up(engine, 'isWeights', isWeights) : undefined,
     },
     { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 },
   );
@@ -526,8 +528,10 @@ describe('loss kernels', () => {
               logProb: up(engine, 'lp', lp),
               advantages: up(engine, 'adv', adv),
               responseMask: up(engine, 'm', MASK),
-              entropy: up(engine, 'entropy', entropy),
-              refLogProb: up(engine, 'ref', ref),
+              ...separateActorLossExtras(engine, B, T, {
+                entropy: up(engine, 'entropy', entropy),
+                refLogProb: up(engine, 'ref', ref),
+              }),
               grads,
               rowPartials: engine.tensor('partials', [8 * B]),
               out,
@@ -657,12 +661,14 @@ describe('loss kernels', () => {
             logProb: up(engine, 'lp', lp),
             advantages: up(engine, 'adv', adv),
             responseMask: up(engine, 'm', MASK),
-            entropy: up(engine, 'entropy', entropy),
-            refLogProb: up(engine, 'ref', ref),
+            ...separateActorLossExtras(engine, B, T, {
+              entropy: up(engine, 'entropy', entropy),
+              refLogProb: up(engine, 'ref', ref),
+              policyMask: up(engine, 'policyMask', policyMask),
+            }),
             grads,
             rowPartials: engine.tensor('partials', [8 * B]),
             out,
-            policyMask: up(engine, 'policyMask', policyMask),
           },
           { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T },
         );
@@ -733,6 +739,7 @@ describe('loss kernels', () => {
           logProb: up(engine, 'lp', slice(lp)),
           advantages: up(engine, 'adv', slice(adv)),
           responseMask: up(engine, 'm', slice(MASK)),
+          ...separateActorLossExtras(engine, rows, T, {}),
           grads,
           rowPartials: engine.tensor('partials', [8 * rows]),
           out,

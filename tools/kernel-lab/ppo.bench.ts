@@ -1,5 +1,5 @@
 // Bench cases of ppo for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, separateActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { computeGaeAdvantageReturnGpu } from '../../kernels/ppo/gae.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/ppo/advantage-outcome.ts';
@@ -56,8 +56,10 @@ export function ppoCases(): KernelBenchCase[] {
           logProb: upload(engine, 'logProb', logProb),
           advantages: upload(engine, 'advantages', advantages),
           responseMask: upload(engine, 'mask', mask),
-          entropy: upload(engine, 'entropy', entropy),
-          refLogProb: upload(engine, 'refLogProb', refLogProb),
+          ...separateActorLossExtras(engine, Bp, Tp, {
+            entropy: upload(engine, 'entropy', entropy),
+            refLogProb: upload(engine, 'refLogProb', refLogProb),
+          }),
           grads: engine.tensor('bench-grads', [n * 2]),
           rowPartials: engine.tensor('bench-rowPartials', [Bp * 8]),
           out: engine.tensor('bench-out', [8]),
