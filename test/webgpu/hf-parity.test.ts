@@ -1,7 +1,8 @@
 // The GPU models against Hugging Face transformers' own outputs (the outside-truth fixtures hf/<model>), for both
-// position-id conventions: the causal LMs' logits, next-token log-probs and parameter gradients (llama-tiny; qwen2-tiny:
-// q/k/v biases and a tied embedding; qwen3-tiny: q/k norms and a head_dim apart from hidden / heads), and a critic's
-// per-token values and gradients (qwen3-critic-tiny, Qwen3ForTokenClassification: a score head with a bias).
+// position-id conventions: the causal LMs' logits, next-token log-probs and parameter gradients (llama-tiny;
+// qwen2-tiny: q/k/v biases and a tied embedding; qwen3-tiny: q/k norms and a head_dim apart from hidden / heads), and
+// a critic's per-token values and gradients (qwen3-critic-tiny, Qwen3ForTokenClassification: a score head with a
+// bias).
 import { it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { gpuEngine } from '../support/gpu-engine.ts';
@@ -62,7 +63,7 @@ function hfModel(model: string) {
   return { fixture, config, load, ids, mask, B: ids.length, T: ids[0].length, batchOf };
 }
 
-/** Every recorded gradient, 1e-4 relative to the tensor's largest: float32 accumulation order differs from PyTorch's. */
+/** Every recorded gradient, to 1e-4 of the tensor's largest: float32 accumulation order differs from PyTorch's. */
 async function expectHfGrads(engine: Engine, grads: Arena, config: ReturnType<typeof parseHfConfig>, recorded: object) {
   const got = await readHfTensors(engine, grads, config);
   for (const [name, expected] of Object.entries(recorded as Record<string, RecordedGrad>)) {
