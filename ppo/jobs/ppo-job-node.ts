@@ -281,8 +281,12 @@ async function train(
   const stopWatchingSetup = stopOnSignalDuringSetup(
     resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start',
   );
+  // A stage's first step is printed too: a stage that ends by its loss (pretraining) shows where it ended.
+  let lastStage = '';
   const setup = await setUpRun(engine, config, resumed, (r, { stage, totalSteps }) => {
-    if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
+    const firstOfStage = stage !== lastStage;
+    lastStage = stage;
+    if (r.step === 1 || r.step % 25 === 0 || firstOfStage) {
       log(
         `warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ` +
           `${Math.round(r.tokensPerSecond)} tokens/s`,

@@ -51,6 +51,8 @@ export interface KernelBenchOptions {
   targetMs?: number;
   /** performance.now() after which no further case starts (the GPU report's budget). */
   deadline?: number;
+  /** Check the cases before timing them (validateKernels); default true. The GPU report's validate section did. */
+  validate?: boolean;
 }
 
 /** The cases this device runs, of the ops `only` names or all. */
@@ -96,12 +98,14 @@ export async function benchmarkKernels(
   options: KernelBenchOptions = {},
   log: (line: string) => void = () => {},
 ): Promise<KernelBenchRow[]> {
-  const { baselines = true, targetMs, deadline = Infinity } = options;
+  const { baselines = true, targetMs, deadline = Infinity, validate = true } = options;
   const cases = kernelCases(engine, options.only);
-  const unchecked = await validateKernels(engine, cases);
-  log(
-    `All results match. Starting benchmarks.${unchecked.length ? ` (not yet checked: ${unchecked.join('; ')})` : ''}`,
-  );
+  if (validate) {
+    const unchecked = await validateKernels(engine, cases);
+    log(
+      `All results match. Starting benchmarks.${unchecked.length ? ` (not yet checked: ${unchecked.join('; ')})` : ''}`,
+    );
+  }
   const rows: KernelBenchRow[] = [];
   for (const benchCase of cases) {
     if (performance.now() > deadline) break;
