@@ -38,6 +38,17 @@ export interface BenchCheck {
   tolerance: string;
 }
 
+/** The worst of several outputs' checks: [output, tensor, expected, atol, rtol] each. */
+export async function checkOutputs(
+  engine: Engine,
+  outputs: [string, Tensor, ArrayLike<number>, number, number][],
+): Promise<BenchCheck> {
+  const checks = [];
+  for (const [output, tensor, expected, atol, rtol] of outputs)
+    checks.push(await checkOutput(engine, output, tensor, expected, atol, rtol));
+  return checks.reduce((worst, c) => (c.violation > worst.violation ? c : worst));
+}
+
 /** A check of `tensor` against `expected` (its reference at the case's shape) to atol + rtol·|expected|. */
 export async function checkOutput(
   engine: Engine,

@@ -1,7 +1,16 @@
 // Bench cases of rmsnorm for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { rmsnormForward, rmsnormBackward } from '../../kernels/layers/rmsnorm.ts';
 import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
-import { F32_BYTES, MODEL, ROWS, checkOutput, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  F32_BYTES,
+  MODEL,
+  ROWS,
+  checkOutput,
+  checkOutputs,
+  randomValues,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** The trunk's RMSNorm over hidden rows; the backward adds into dWeight as every call in the trunk does. */
 export function rmsnormCases(): KernelBenchCase[] {
@@ -49,11 +58,12 @@ export function rmsnormCases(): KernelBenchCase[] {
         return {
           run: () =>
             rmsnormBackward(engine, { ...t, dx, dWeight, rows, cols, accumulateDx: false, accumulateDWeight: true }),
-          check: async () => {
+          check: () => {
             const expected = rmsnormBackwardRef({ x, weight, rstd, dOut, rows, cols });
-            const dxCheck = await checkOutput(engine, 'dx', dx, expected.dx, 1e-5, 1e-4);
-            const dWeightCheck = await checkOutput(engine, 'dWeight', dWeight, expected.dWeight, 1e-4, 1e-4);
-            return dxCheck.violation >= dWeightCheck.violation ? dxCheck : dWeightCheck;
+            return checkOutputs(engine, [
+              ['dx', dx, expected.dx, 1e-5, 1e-4],
+              ['dWeight', dWeight, expected.dWeight, 1e-4, 1e-4],
+            ]);
           },
         };
       },
