@@ -58,12 +58,22 @@ export async function checkOutput(
   atol: number,
   rtol: number,
 ): Promise<BenchCheck> {
-  const got = await engine.read(tensor);
+  return checkValues(output, await engine.read(tensor), expected, atol, rtol);
+}
+
+/** checkOutput of values already read (a tensor's chosen elements). */
+export function checkValues(
+  output: string,
+  got: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  atol: number,
+  rtol: number,
+): BenchCheck {
   let maxAbsError = 0;
   for (let i = 0; i < expected.length; i++) maxAbsError = Math.max(maxAbsError, Math.abs(got[i] - expected[i]) || 0);
   return {
     output,
-    violation: maxViolation(got.subarray(0, expected.length), expected, atol, rtol),
+    violation: maxViolation(Array.prototype.slice.call(got, 0, expected.length), expected, atol, rtol),
     maxAbsError,
     tolerance: `atol ${atol}, rtol ${rtol}`,
   };
