@@ -129,7 +129,9 @@ describe('--config-path / --config-name', () => {
       expect(await refused([`--config-path=${dir}`, '--config-name=typo', MODEL])).toContain(
         `unknown key data.max_promt_length (${join(dir, 'typo.yaml')}) — did you mean data.max_prompt_length?`,
       );
-      expect(await refused(['--config-name=gsm8k_multiturn_grpo', MODEL])).toContain('only ppo_trainer is built in');
+      expect(await refused(['--config-name=gsm8k_multiturn_grpo', MODEL])).toContain(
+        'only ppo_trainer and ppo_megatron_trainer are built in',
+      );
       expect(
         await refused(['--config', 'examples/search_r1_tiny.yaml', `--config-path=${dir}`, '--config-name=my_grpo']),
       ).toContain('both name the primary config');

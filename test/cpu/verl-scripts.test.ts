@@ -174,7 +174,7 @@ describe('verl and Search-R1 launch scripts', () => {
     "--config with verl's generated config loads every key: unimplemented features at their defaults, cluster keys " +
       'ignored',
     async () => {
-      const generated = 'test/support/data/verl-generated-ppo_trainer.yaml';
+      const generated = 'test/support/data/verl-b178a3cd/verl/trainer/config/_generated_ppo_trainer.yaml';
       const { code, stdout, stderr } = await runCli([
         '--cfg',
         'job',
