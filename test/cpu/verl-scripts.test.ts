@@ -197,11 +197,11 @@ describe('verl and Search-R1 launch scripts', () => {
         'job',
         '--config',
         generated,
-        'actor_rollout_ref.actor.use_prefix_grouper=true',
+        'actor_rollout_ref.model.tiled_mlp.enabled=true',
       ]);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain(
-        'actor_rollout_ref.actor.use_prefix_grouper=true (command line): this verl feature is not implemented here; ' +
+        'actor_rollout_ref.model.tiled_mlp.enabled=true (command line): this verl feature is not implemented here; ' +
           "only verl's default false is accepted",
       );
       // Implemented since: verl's generated config holds the optimal token baseline's keys at their defaults.
