@@ -127,7 +127,7 @@ interface HeadScript {
   check?: (config: any, stderr: string, argv: readonly string[]) => void;
 }
 
-/** The 26 scripts of issue 36: verl's quickstart and examples a one-GPU user runs, and verl-recipe's DAPO and tool agent. */
+/** Issue 36's 26 scripts: verl's quickstart and examples a one-GPU user runs, verl-recipe's DAPO and tool agent. */
 const HEAD_SCRIPTS: HeadScript[] = [
   {
     name: 'quickstart',
