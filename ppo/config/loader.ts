@@ -87,6 +87,8 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
     const aliased = compat.value ? compat.value(value) : value;
     if (aliased !== undefined)
       layers.aliases.set(compat.to, { from: path, value: aliased, origin, weak: compat.weak, when: compat.when });
+    // A later "not set" (null) of the same spelling takes back what an earlier layer set through it.
+    else if (layers.aliases.get(compat.to)?.from === path) layers.aliases.delete(compat.to);
   } else if (compat.kind === 'only') {
     if (!sameValue(value, compat.value))
       problems.push(

@@ -90,7 +90,13 @@ describe('--config-path / --config-name', () => {
     "--config-name=ppo_trainer, with no folder or verl's relative config folder, is verl's own config: the schema's " +
       'defaults',
     async () => {
-      for (const argv of [['--config-name=ppo_trainer'], ['--config-path=config', '--config-name=ppo_trainer.yaml']]) {
+      for (const argv of [
+        ['--config-name=ppo_trainer'],
+        ['--config-path=config', '--config-name=ppo_trainer.yaml'],
+        // verl's Megatron config is the same defaults with Megatron sharding, which means nothing on one adapter.
+        ['--config-name=ppo_megatron_trainer'],
+        ['--config-path=./config', '--config-name=ppo_megatron_trainer'],
+      ]) {
         const { config } = await composed([...argv, MODEL]);
         expect(config.data.max_prompt_length).toBe(512);
         expect(config.data.train_batch_size).toBe(1024);

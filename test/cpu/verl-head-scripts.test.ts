@@ -57,11 +57,51 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
     expect(ignoredNote(stderr)).toContain('actor_rollout_ref.rollout.checkpoint_engine.backend');
   });
 
+  it("the schema's defaults are the generated config's, but for verl's example paths and this engine's own choices", async () => {
+    const model = `actor_rollout_ref.model.path=${FIXTURES.model}`;
+    const flat = (value: unknown, prefix = '', out = new Map<string, unknown>()): Map<string, unknown> => {
+      if (
+        value !== null &&
+        typeof value === 'object' &&
+        !Array.isArray(value) &&
+        prefix !== 'distillation.teacher_models'
+      )
+        for (const [k, v] of Object.entries(value)) flat(v, prefix ? `${prefix}.${k}` : k, out);
+      else out.set(prefix, JSON.stringify(value));
+      return out;
+    };
+    const ours = flat((await compose([model])).config);
+    const verls = flat((await compose(['--config', GENERATED, model])).config);
+    const differ = [...ours.keys()].filter((key) => ours.get(key) !== verls.get(key));
+    expect(differ).toEqual([
+      // verl's example data and its critic's and reward model's example paths.
+      'data.train_files',
+      'data.val_files',
+      // verl pins fp32 for FSDP's master copies; here null keeps a frozen model in its checkpoint's dtype.
+      'actor_rollout_ref.actor.fsdp_config.model_dtype',
+      // verl's server mode is async; here async is one-step-off generation and sync the default.
+      'actor_rollout_ref.rollout.mode',
+      'actor_rollout_ref.ref.fsdp_config.model_dtype',
+      'critic.model.path',
+      'critic.model.fsdp_config.model_dtype',
+      // wandb is skipped here; the file logger writes verl's JSONL.
+      'trainer.logger',
+      // One adapter.
+      'trainer.n_gpus_per_node',
+    ]);
+  });
+
   it('reward.* gives way to a legacy reward key that is set, as verl migrates them (DAPO passes the legacy one)', async () => {
     const dapo = await compose(['--config', GENERATED, 'reward_model.reward_manager=dapo']);
     expect(dapo.config.reward_model.reward_manager).toBe('dapo');
     const renamed = await compose(['--config', GENERATED, 'reward.reward_manager.name=dapo']);
     expect(renamed.config.reward_model.reward_manager).toBe('dapo');
+    // A later null of a reward.* key is "not set" again, as in verl.
+    const unset = await compose([
+      'reward.custom_reward_function.path=/rewards/mine.py',
+      'reward.custom_reward_function.path=null',
+    ]);
+    expect(unset.config.custom_reward_function.path).toBe(null);
     const kwargs = await compose([
       '--config',
       GENERATED,
@@ -87,6 +127,20 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
     const refused = await runCli(['--cfg', 'job', 'critic.model.lora.rank=8']);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain('critic.model.lora.rank=8 (command line) cannot be honoured: LoRA is implemented');
+  });
+
+  it('accepts what means nothing on one adapter with one note line: model_engine, checkpoint_engine, trainer.v1', async () => {
+    const { stderr } = await compose([
+      '--config',
+      GENERATED,
+      'model_engine=megatron',
+      'actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=4096',
+      'trainer.v1.trainer_mode=separate_async',
+    ]);
+    const note = ignoredNote(stderr);
+    expect(note).toMatch(/model_engine[^;]*\(FSDP\/Megatron setting/);
+    expect(note).toContain('actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes');
+    expect(stderr.split('\n').filter((line) => line.startsWith('# ignored '))).toHaveLength(1);
   });
 
   it('refuses what it cannot honour in one line naming the key', async () => {
