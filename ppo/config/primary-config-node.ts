@@ -17,8 +17,8 @@ export const VERL_PRIMARY_CONFIG = 'ppo_trainer';
 
 /**
  * verl's own primary configs (verl/trainer/config at 1dda039b), built in: what each is here. The generated Megatron
- * config differs from ppo_trainer's only outside the schema (optim.optimizer adam, use_remove_padding, seeds, sharding),
- * at 1dda039b and at b178a3cd alike.
+ * config differs from ppo_trainer's only outside the schema (optim.optimizer adam, use_remove_padding, seeds,
+ * sharding), at 1dda039b and at b178a3cd alike.
  */
 const VERL_BUILTIN_CONFIGS: Record<string, string> = {
   [VERL_PRIMARY_CONFIG]: "verl's own config, whose keys and defaults the schema holds",
