@@ -298,16 +298,16 @@ const SCHEMA = {
         test: (v) => v > 1,
       }),
       loss_agg_mode: oneOf('token-mean', LOSS_AGG_MODES, 'How token losses become one loss'),
+      loss_scale_factor: optInt(
+        null,
+        'seq-mean-token-sum-norm: the constant that divides the per-sequence mean of token sums; null: the longest ' +
+          "response of the micro-batch (verl's padded width)",
+        positive,
+      ),
       entropy_coeff: float(0, 'Entropy bonus coefficient'),
       use_kl_loss: bool(false, 'Add a KL-to-reference loss term (as GRPO does)'),
       kl_loss_coef: float(0.001, 'Coefficient of the KL loss term', nonNegative),
       kl_loss_type: str('low_var_kl', `KL estimator of the loss term: ${KL_ESTIMATOR_HELP}`),
-      loss_scale_factor: optFloat(
-        null,
-        "verl's agg_loss divisor override for the seq-mean-token-sum-norm and token-sum modes; null: verl's default " +
-          '(accepted; the trainer divides as with null until this is wired — docs/training.md)',
-        positive,
-      ),
       tau_pos: float(1.0, 'sapo: gate temperature for tokens with A > 0', positive),
       tau_neg: float(1.05, 'sapo: gate temperature for tokens with A ≤ 0', positive),
       calculate_sum_pi_squared: bool(
@@ -339,12 +339,7 @@ const SCHEMA = {
           positive,
         ),
         ppo_kl_coef: float(0.1, 'kl_cov: coefficient of that penalty', nonNegative),
-        dro_beta: optFloat(
-          null,
-          "dro: the quadratic log-ratio penalty β, required by verl's dro loss (accepted; the loss itself is the " +
-            'algorithms work of issue 36)',
-          nonNegative,
-        ),
+        dro_beta: optFloat(null, 'dro: β of the penalty β/2·(log π − log π_old)²; required (> 0) with dro', positive),
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {
@@ -564,15 +559,12 @@ const SCHEMA = {
       LOSS_AGG_MODES,
       'How token value losses become one loss',
     ),
-    freeze: bool(false, 'Compute values but never update the critic'),
-    loss_scale_factor: new Key<number | null>(
-      'float',
-      '${actor_rollout_ref.actor.loss_scale_factor}',
-      "verl's value-loss divisor override (seq-mean-token-sum-norm, token-sum); null: verl's default (accepted, " +
-        "not yet wired, as the actor's)",
-      true,
+    loss_scale_factor: optInt(
+      null,
+      "seq-mean-token-sum-norm: the value loss's constant divisor; null: the longest response of the micro-batch",
       positive,
     ),
+    freeze: bool(false, 'Compute values but never update the critic'),
   },
   reward_model: {
     enable: bool(false, 'Score responses with a neural reward model instead of the rule reward'),
