@@ -49,12 +49,15 @@ export interface PrefetchSource<R> {
   vocabSize: number;
 }
 
+/** What the prefetch uses of the servers (ServerRollout). */
+export type RolloutServers = Pick<ServerRollout, 'servedVersion' | 'syncWeights' | 'generate'>;
+
 /** Wall time of a phase, as the trainer's timing_s/<phase> metrics. */
 type Timed = <T>(name: string, work: () => Promise<T>) => Promise<T>;
 
 export class PrefetchedGeneration<R extends { promptIds: number[] }> {
   /** Rollout servers (actor_rollout_ref.rollout.server_urls), set by the command line; null: generation in-process. */
-  servers: ServerRollout | null = null;
+  servers: RolloutServers | null = null;
   /** mode=async: the next step's batch, generating on the servers while this step updates (or restored from a
    *  checkpoint). */
   private held: PrefetchedBatch<R> | null = null;
