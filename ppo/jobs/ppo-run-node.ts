@@ -32,7 +32,7 @@ import { guardStep, NonFiniteError } from '../training/finite-guard.ts';
 import { runTrainerIo } from './builtin-run.ts';
 import { deviceMemory, formatMemoryPlan, parameterCount, planMemory } from './memory-plan.ts';
 import { assertResumable, setUpRun, type RunSetup } from './ppo-setup-node.ts';
-import { runTrainingLoop, stopError, type RunEnd, type SavePoint, type ValidationPoint } from './ppo-run-loop.ts';
+import { runTrainingLoop, stopError, type SavePoint, type ValidationPoint } from './ppo-run-loop.ts';
 import { formatStepLine, validationProgress } from './progress.ts';
 import { rolloutServers } from './remote-generation-node.ts';
 import {
@@ -122,8 +122,6 @@ export class PpoRun {
     );
     if (this.resumed) this.log(`resuming from ${this.resumeDir} (step ${this.resumed.snapshot.state.globalStep})`);
     await this.readInputs();
-    this.lastCheckpoint = this.resumeDir;
-    this.lastSavedStep = this.resumed?.snapshot.state.globalStep ?? -1;
     this.stop = watchStopSignals(() => ({
       step: this.trainer?.globalStep ?? this.resumed?.snapshot.state.globalStep ?? 0,
       lastCheckpoint: this.lastCheckpoint,
@@ -158,6 +156,8 @@ export class PpoRun {
     if (!this.resumeDir) return;
     this.resumed = await loadCheckpoint(this.engine, this.resumeDir, config);
     await assertResumable(config, this.resumeDir, this.resumed.actor.config);
+    this.lastCheckpoint = this.resumeDir;
+    this.lastSavedStep = this.resumed.snapshot.state.globalStep;
   }
 
   /** Every input (model, tokenizer, data, reward function), read before the run directory is written. */
@@ -302,7 +302,7 @@ export class PpoRun {
     const ppoStarted = performance.now();
     const firstStep = ppo.globalStep;
     this.completedCursor = this.cursor();
-    const end: RunEnd = await runTrainingLoop(ppo, this.totalSteps, config.trainer, {
+    const end = await runTrainingLoop(ppo, this.totalSteps, config.trainer, {
       step: () => this.step(firstStep, ppoStarted),
       // The final validation runs after the final save, so one that fails (a bad val_files row, a reward or
       // retriever error) can name the checkpoint holding the trained weights.
