@@ -469,7 +469,7 @@ function notesOf(layers: Layers, skippedBlocks: Set<string>, config: PpoConfig):
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
   if (layers.aliases.size > 0) {
     notes.push(
-      `read ${layers.aliases.size} deprecated, recipe or Search-R1 spelling(s) as schema keys: ` +
+      `read ${layers.aliases.size} deprecated, renamed (verl 1dda039b), recipe or Search-R1 spelling(s) as schema keys: ` +
         [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '),
     );
   }

@@ -165,6 +165,19 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
     }
   });
 
+  it('a run stops on what composes but is not carried out yet, one line each, after --cfg job printed it', async () => {
+    for (const [key, message] of [
+      ['distillation.enabled=true', 'on-policy distillation is not carried out by a run yet'],
+      ['reward.reward_manager.name=gdpo', 'the GDPO reward manager is not carried out by a run yet'],
+    ]) {
+      const argv = [`actor_rollout_ref.model.path=${FIXTURES.model}`, 'trainer.n_gpus_per_node=1', key];
+      expect((await runCli(['--cfg', 'job', ...argv])).code).toBe(0);
+      const run = await runCli(argv);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain(message);
+    }
+  });
+
   it('--help names the verl commit the keys and defaults follow', async () => {
     const { stdout } = await runCli(['--help']);
     expect(stdout).toContain('Keys and defaults follow verl verl-project/verl 1dda039b (2026-08-22)');
