@@ -16,7 +16,7 @@ async function composed(argv: string[], env: Record<string, string> = {}): Promi
 
 afterEach(() => vi.restoreAllMocks());
 
-// README's GSM8K command.
+// A verl user's GRPO command on GSM8K with a Hugging Face model id (verl's quickstart shape).
 const GSM8K = [
   'actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct',
   'data.train_files=gsm8k/train.parquet',
