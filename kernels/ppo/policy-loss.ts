@@ -10,7 +10,7 @@ import {
   type PolicyLossMode,
 } from './ppo-vocabulary.ts';
 
-/** The lossMode uniform of each verl loss_mode; the shader's switch names them LOSS_MODE_<MODE> (gspo: LOSS_MODE_GSPO). */
+/** The lossMode uniform of each verl loss_mode; the shader's switch names them LOSS_MODE_<MODE> (LOSS_MODE_GSPO). */
 export function policyLossModeCode(mode: PolicyLossMode): number {
   return POLICY_LOSS_MODES.indexOf(mode);
 }

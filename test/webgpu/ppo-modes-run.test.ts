@@ -1,7 +1,8 @@
 // The policy loss a run is configured with is the one its actor update computes: from the same tiny model, data and
 // seed, a run with loss_mode cispo or sapo logs a different actor/pg_loss from vanilla's (at the first mini-batch,
-// whose ratio is 1, vanilla's token loss is −A, cispo's −A·log π and sapo's −A·2/τ under its own aggregation). test/cpu/policy-loss-modes.test.ts checks
-// that every loss_mode reaches its kernel case; ppo-kernels.test.ts, each case's math.
+// whose ratio is 1, vanilla's token loss is −A, cispo's −A·log π and sapo's −A·2/τ under its own aggregation).
+// test/cpu/policy-loss-modes.test.ts checks that every loss_mode reaches its kernel case; ppo-kernels.test.ts, each
+// case's math.
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { main } from '../../ppo/jobs/ppo-job-node.ts';
