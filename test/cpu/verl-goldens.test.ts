@@ -49,9 +49,7 @@ describe('verl-case goldens', () => {
     const run = spawnSync('python3', [SCRIPT], { encoding: 'utf8' });
     expect(run.status, run.stderr).toBe(0);
     const printed = JSON.parse(run.stdout) as Record<string, unknown>;
-    // The script covers these; the rest of GOLDENS (verl v0.2, Search-R1, rollout_corr_helper) is listed in its
-    // docstring as not yet ported.
-    expect(Object.keys(printed).length).toBeGreaterThanOrEqual(6);
+    expect(Object.keys(printed).sort()).toEqual(Object.keys(GOLDENS).sort());
     for (const [key, value] of Object.entries(printed)) expectSame(value, GOLDENS[key as keyof typeof GOLDENS], key);
   });
 });

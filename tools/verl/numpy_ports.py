@@ -2,8 +2,11 @@
 
 Ported from verl main b178a3cd: verl/trainer/ppo/core_algos.py (agg_loss, the deprecated compute_policy_loss, the
 registered policy losses with rollout_is_weights, compute_gae_advantage_return,
-compute_reinforce_plus_plus_outcome_advantage, compute_grpo_passk_outcome_advantage) and
-verl/utils/torch_functional.py (masked_sum, masked_mean, masked_var, masked_whiten). Each function keeps verl's name,
+compute_reinforce_plus_plus_outcome_advantage, compute_grpo_passk_outcome_advantage, AdaptiveKLController),
+verl/trainer/ppo/rollout_corr_helper.py (compute_offpolicy_metrics) and verl/utils/torch_functional.py (masked_sum,
+masked_mean, masked_var, masked_whiten); from verl v0.2.0.post2 fb532783 and Search-R1 a14dc3a the functions whose
+signature or arithmetic differ (suffix _v02: no 1e-8 in masked_mean, GAE through masked positions, the policy loss
+without dual clip; apply_kl_penalty; Search-R1's state-masked actor loss). Each function keeps verl's name,
 arguments and order of operations; torch calls become their numpy equivalents (torch.clamp -> np.clip,
 torch.maximum -> np.maximum, torch.where -> np.where).
 
@@ -378,3 +381,212 @@ def compute_grpo_passk_outcome_advantage(token_level_rewards, response_mask, ind
         advantages[i_max] = advantage
     advantages = advantages[:, None] * response_mask
     return advantages, advantages
+
+
+class AdaptiveKLController:
+    """verl main and v0.2 alike."""
+
+    def __init__(self, init_kl_coef, target_kl, horizon):
+        self.value = init_kl_coef
+        self.target = target_kl
+        self.horizon = horizon
+
+    def update(self, current_kl, n_steps):
+        target = self.target
+        proportional_error = np.clip(current_kl / target - 1, -0.2, 0.2)
+        mult = 1 + proportional_error * n_steps / self.horizon
+        self.value *= mult
+
+
+class FixedKLController:
+    def __init__(self, kl_coef):
+        self.value = kl_coef
+
+    def update(self, current_kl, n_steps):
+        pass
+
+
+# verl v0.2.0.post2 fb532783 (verl/trainer/ppo/core_algos.py, ray_trainer.py) and Search-R1 a14dc3a, whose
+# verl/utils/torch_functional.py divides by the mask's sum without main's 1e-8.
+
+
+def masked_mean_v02(values, mask, axis=None):
+    return (values * mask).sum(axis=axis) / mask.sum(axis=axis)
+
+
+def masked_var_v02(values, mask, unbiased=True):
+    mean = masked_mean_v02(values, mask)
+    centered_values = values - mean
+    variance = masked_mean_v02(centered_values**2, mask)
+    if unbiased:
+        mask_sum = mask.sum()
+        if mask_sum == 0:
+            raise ValueError("At least one element in the mask has to be 1.")
+        if mask_sum == 1:
+            raise ValueError("The sum of the mask is one, which can cause a division by zero.")
+        variance = variance * (mask_sum / (mask_sum - 1))
+    return variance
+
+
+def masked_whiten_v02(values, mask, shift_mean=True):
+    mean, var = masked_mean_v02(values, mask), masked_var_v02(values, mask)
+    whitened = (values - mean) / np.sqrt(var + 1e-8)
+    if not shift_mean:
+        whitened += mean
+    return whitened
+
+
+def compute_gae_advantage_return_v02(token_level_rewards, values, eos_mask, gamma, lam):
+    """v0.2: GAE runs through masked positions (no skipping of observation tokens)."""
+    lastgaelam = 0
+    advantages_reversed = []
+    gen_len = token_level_rewards.shape[-1]
+    for t in reversed(range(gen_len)):
+        nextvalues = values[:, t + 1] if t < gen_len - 1 else 0.0
+        delta = token_level_rewards[:, t] + gamma * nextvalues - values[:, t]
+        lastgaelam = delta + gamma * lam * lastgaelam
+        advantages_reversed.append(lastgaelam)
+    advantages = np.stack(advantages_reversed[::-1], axis=1)
+    returns = advantages + values
+    advantages = masked_whiten_v02(advantages, eos_mask)
+    return advantages, returns
+
+
+def compute_policy_loss_v02(old_log_prob, log_prob, advantages, eos_mask, cliprange):
+    """v0.2: no ±20 clamp, no dual clip, a masked mean, three outputs."""
+    negative_approx_kl = log_prob - old_log_prob
+    ratio = np.exp(negative_approx_kl)
+    ppo_kl = masked_mean_v02(-negative_approx_kl, eos_mask)
+    pg_losses = -advantages * ratio
+    pg_losses2 = -advantages * np.clip(ratio, 1.0 - cliprange, 1.0 + cliprange)
+    pg_loss = masked_mean_v02(np.maximum(pg_losses, pg_losses2), eos_mask)
+    pg_clipfrac = masked_mean_v02((pg_losses2 > pg_losses).astype(np.float64), eos_mask)
+    return pg_loss, pg_clipfrac, ppo_kl
+
+
+def kl_penalty_kl(logprob, ref_logprob):
+    """kl_penalty(..., "kl") of v0.2 and Search-R1."""
+    return logprob - ref_logprob
+
+
+def apply_kl_penalty(token_level_scores, old_log_probs, response_mask, kl_ctrl, ref_log_prob=None):
+    """ray_trainer.apply_kl_penalty with kl_penalty='kl'. v0.2 takes response_mask from attention_mask's last
+    response_length columns; Search-R1 a14dc3a from info_mask's when the batch has one (the caller passes it)."""
+    batch_size = token_level_scores.shape[0]
+    if ref_log_prob is not None:
+        kld = kl_penalty_kl(old_log_probs, ref_log_prob)
+        kld = kld * response_mask
+        beta = kl_ctrl.value
+    else:
+        beta = 0
+        kld = np.zeros_like(response_mask)
+    token_level_rewards = token_level_scores - beta * kld
+    current_kl = masked_mean_v02(kld, mask=response_mask, axis=-1)
+    current_kl = float(np.mean(current_kl, axis=0))
+    kl_ctrl.update(current_kl=current_kl, n_steps=batch_size)
+    return token_level_rewards, {"critic/kl": current_kl, "critic/kl_coeff": beta}
+
+
+# verl main b178a3cd: verl/trainer/ppo/rollout_corr_helper.py
+
+SAFETY_BOUND = 20.0
+
+
+def compute_offpolicy_metrics(old_log_prob, rollout_log_prob, response_mask):
+    assert response_mask.any(), "Expected at least one valid token in response_mask"
+    metrics = {}
+    mean_log_prob_training = masked_mean(old_log_prob, response_mask, axis=-1)
+    metrics["training_ppl"] = np.exp(-mean_log_prob_training).mean()
+    metrics["training_log_ppl"] = (-mean_log_prob_training).mean()
+    if rollout_log_prob is not None:
+        metrics["kl"] = masked_mean(rollout_log_prob - old_log_prob, response_mask)
+        log_ratio = old_log_prob - rollout_log_prob
+        k3_kl_matrix = np.exp(log_ratio) - log_ratio - 1
+        metrics["k3_kl"] = masked_mean(k3_kl_matrix, response_mask)
+        mean_log_prob_rollout = masked_mean(rollout_log_prob, response_mask, axis=-1)
+        metrics["rollout_ppl"] = np.exp(-mean_log_prob_rollout).mean()
+        metrics["rollout_log_ppl"] = (-mean_log_prob_rollout).mean()
+        log_ppl_diff = mean_log_prob_rollout - mean_log_prob_training
+        metrics["log_ppl_diff"] = log_ppl_diff.mean()
+        metrics["log_ppl_abs_diff"] = np.abs(log_ppl_diff).mean()
+        metrics["log_ppl_diff_max"] = log_ppl_diff.max()
+        metrics["log_ppl_diff_min"] = log_ppl_diff.min()
+        metrics["ppl_ratio"] = np.exp(log_ppl_diff).mean()
+        log_ratio_safe = np.clip(log_ratio, -SAFETY_BOUND, SAFETY_BOUND)
+        rho_squared_token = np.square(np.exp(log_ratio_safe))
+        metrics["chi2_token"] = masked_mean(rho_squared_token, response_mask) - 1.0
+        log_ratio_sum = masked_sum(log_ratio, response_mask, axis=-1)
+        log_ratio_sum_safe = np.clip(log_ratio_sum, -SAFETY_BOUND, SAFETY_BOUND)
+        metrics["chi2_seq"] = np.exp(2.0 * log_ratio_sum_safe).mean() - 1.0
+    return metrics
+
+
+def compute_rollout_corr_metrics_from_logprobs(log_prob, rollout_log_prob, response_mask):
+    metrics = compute_offpolicy_metrics(old_log_prob=log_prob, rollout_log_prob=rollout_log_prob,
+                                        response_mask=response_mask)
+    return {f"rollout_corr/{key}": float(value) for key, value in metrics.items()}
+
+
+# Search-R1 a14dc3a (verl v0.2 with state masking): verl/utils/torch_functional.py, core_algos.py and
+# workers/actor/dp_actor.py's update_policy for one micro-batch.
+
+
+def log_softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def logprobs_from_logits(logits, labels):
+    return np.take_along_axis(log_softmax(logits), labels[..., None], axis=-1)[..., 0]
+
+
+def entropy_from_logits(logits):
+    pd = np.exp(log_softmax(logits))
+    top = logits.max(axis=-1, keepdims=True)
+    logsumexp = (top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True)))[..., 0]
+    return logsumexp - np.sum(pd * logits, axis=-1)
+
+
+def kl_penalty_low_var_kl(logprob, ref_logprob):
+    kl = ref_logprob - logprob
+    ratio = np.exp(kl)
+    kld = ratio - kl - 1
+    return np.clip(kld, -10, 10)
+
+
+def clip_by_value(x, tensor_min, tensor_max):
+    return np.maximum(np.minimum(x, tensor_max), tensor_min)
+
+
+def compute_value_loss_v02(vpreds, returns, values, eos_mask, cliprange_value):
+    vpredclipped = clip_by_value(vpreds, values - cliprange_value, values + cliprange_value)
+    vf_losses1 = (vpreds - returns) ** 2
+    vf_losses2 = (vpredclipped - returns) ** 2
+    vf_loss = 0.5 * masked_mean_v02(np.maximum(vf_losses1, vf_losses2), eos_mask)
+    vf_clipfrac = masked_mean_v02((vf_losses2 > vf_losses1).astype(np.float64), eos_mask)
+    return vf_loss, vf_clipfrac
+
+
+def search_r1_actor_loss(logits, responses, old_log_prob, advantages, loss_mask, ref_log_prob, clip_ratio,
+                         entropy_coeff, kl_loss_coef):
+    """dp_actor.update_policy with state_masking and use_kl_loss (low_var_kl), temperature 1: the micro-batch's
+    policy_loss and what it logs."""
+    response_mask = loss_mask
+    entropy = entropy_from_logits(logits)
+    log_prob = logprobs_from_logits(logits, responses)
+    pg_loss, pg_clipfrac, ppo_kl = compute_policy_loss_v02(old_log_prob, log_prob, advantages, response_mask,
+                                                           clip_ratio)
+    entropy_loss = masked_mean_v02(entropy, response_mask)
+    policy_loss = pg_loss - entropy_loss * entropy_coeff
+    kld = kl_penalty_low_var_kl(log_prob, ref_log_prob)
+    kl_loss = masked_mean_v02(kld, response_mask)
+    policy_loss = policy_loss + kl_loss * kl_loss_coef
+    return {
+        "log_prob": log_prob,
+        "entropy": entropy,
+        "pg_loss": pg_loss,
+        "pg_metrics": {"actor/pg_clipfrac": pg_clipfrac, "actor/ppo_kl": ppo_kl},
+        "entropy_agg": entropy_loss,
+        "kl_loss": kl_loss,
+        "policy_loss": policy_loss,
+    }
