@@ -110,6 +110,13 @@ main() {
     install_lavapipe
   fi
 
+  # test/cpu/verl-goldens.test.ts reruns tools/verl/goldens.py, numpy ports of verl's functions.
+  if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+    as_root apt-get update -qq
+    apt_install python3 python3-numpy
+    echo "setup: installed python3-numpy for the verl goldens' check (tools/verl/goldens.py)"
+  fi
+
   # The browser demo's test (test/browser/demo.test.ts) drives headless chromium at /usr/bin/chromium; WebGPU runs
   # on its built-in SwiftShader there, so no other package is needed. Present already, or not wanted: nothing to do.
   if [ -x /usr/bin/chromium ]; then return; fi
