@@ -5,9 +5,9 @@
 // on a machine without torch_npu: the scripts that probe it take their GPU branch. What comes back is what Hydra
 // would be given, with no hand-typed copy in between.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { makeTempDirSync } from './temp-dir.ts';
 
 export const VERL_HEAD_ROOT = 'test/support/data/verl-1dda039b';
 export const VERL_B178A3CD_ROOT = 'test/support/data/verl-b178a3cd';
@@ -21,7 +21,7 @@ let stubs: { dir: string; home: string; argvFile: string } | null = null;
 
 function stubDirectory() {
   if (stubs) return stubs;
-  const dir = mkdtempSync(join(tmpdir(), 'verl-script-stubs-'));
+  const dir = makeTempDirSync('verl-script-stubs-');
   const argvFile = join(dir, 'argv');
   const write = (name: string, body: string) => {
     writeFileSync(join(dir, name), `#!/bin/bash\n${body}\n`);
@@ -34,7 +34,7 @@ function stubDirectory() {
   write('uv', `exec "${join(dir, 'python3')}" "$@"`);
   write('tee', 'cat > /dev/null');
   for (const name of DO_NOTHING) write(name, 'exit 0');
-  stubs = { dir, home: mkdtempSync(join(tmpdir(), 'verl-script-home-')), argvFile };
+  stubs = { dir, home: makeTempDirSync('verl-script-home-'), argvFile };
   return stubs;
 }
 
