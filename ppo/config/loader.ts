@@ -606,7 +606,7 @@ export function formatHelp(builtinJob?: ConfigLayer, section?: string): string {
   }
   const job = builtinJob ? flatten(parseLayer(builtinJob), '', new Map()) : new Map<string, unknown>();
   const lines = [
-    `Keys and defaults follow verl ${VERL_FOLLOWED.repo} ${VERL_FOLLOWED.commit} (${VERL_FOLLOWED.date}); verl ` +
+    `Keys and defaults follow ${VERL_FOLLOWED.repo} ${VERL_FOLLOWED.commit} (${VERL_FOLLOWED.date}); verl ` +
       'b178a3cd command lines and its generated config still load (docs/training.md).',
     "Configuration keys, by layer (later wins): verl's default (shown after =)" +
       (builtinJob

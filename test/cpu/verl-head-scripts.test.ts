@@ -180,7 +180,7 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
 
   it('--help names the verl commit the keys and defaults follow', async () => {
     const { stdout } = await runCli(['--help']);
-    expect(stdout).toContain('Keys and defaults follow verl verl-project/verl 1dda039b (2026-08-22)');
+    expect(stdout).toContain('Keys and defaults follow verl-project/verl 1dda039b (2026-08-22)');
     expect(stdout).toContain('<name>.model_path = null');
   });
 });
