@@ -585,7 +585,8 @@ const SCHEMA = {
       'naive',
       ['naive', 'dapo', 'gdpo'],
       'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty; gdpo: the score, ' +
-        "every field of the reward's dict kept for algorithm.gdpo_reward_keys (verl's reward.reward_manager.name)",
+        "every field of the reward's dict kept for algorithm.gdpo_reward_keys (composes; a run refuses it until it " +
+        'is carried out)',
     ),
     reward_kwargs: {
       overlong_buffer_cfg: {
@@ -727,8 +728,8 @@ const SCHEMA = {
     enabled: bool(
       false,
       "On-policy distillation (verl's examples/on_policy_distillation_trainer): frozen teachers score the student's " +
-        'rollouts and a per-token distillation loss pulls the student to them (accepted; the algorithms work of issue ' +
-        '36 implements it)',
+        'rollouts and a per-token distillation loss pulls the student to them (composes; a run refuses true until it ' +
+        'is carried out)',
     ),
     teacher_key: str('data_source', 'Column whose value picks the teacher of a sample (its teacher_models.*.key)'),
     teacher_models: new Key<Record<string, TeacherModel>>(
