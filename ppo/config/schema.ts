@@ -584,9 +584,8 @@ const SCHEMA = {
     reward_manager: oneOf(
       'naive',
       ['naive', 'dapo', 'gdpo'],
-      'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty; gdpo: the score, ' +
-        "every field of the reward's dict kept for algorithm.gdpo_reward_keys (composes; a run refuses it until it " +
-        'is carried out)',
+      'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty; gdpo: the same, ' +
+        'extra_info.experiment_name = trainer.experiment_name (the rlla reward picks its chat template by it)',
     ),
     reward_kwargs: {
       overlong_buffer_cfg: {
@@ -631,14 +630,20 @@ const SCHEMA = {
     gamma: float(1.0, 'Discount factor', unitInterval),
     lam: float(1.0, 'GAE λ', unitInterval),
     adv_estimator: oneOf('gae', ADV_ESTIMATORS, 'Advantage estimator; only gae uses a critic'),
+    norm_adv_by_std_in_grpo: bool(true, "GRPO: divide by the group's standard deviation (false: Dr. GRPO)"),
     gdpo_reward_keys: new Key<string[] | null>(
       'strings',
       null,
-      "gdpo: the fields of the reward's dict normalised per group one by one, then summed (verl's GDPO example adds " +
-        'it with +algorithm.gdpo_reward_keys=[…])',
+      "gdpo: the reward function's result keys (e.g. [format_reward, accuracy_reward]) each normalised within its " +
+        'group before the weighted sum; null: token_level_rewards alone',
       true,
     ),
-    norm_adv_by_std_in_grpo: bool(true, "GRPO: divide by the group's standard deviation (false: Dr. GRPO)"),
+    gdpo_reward_weights: new Key<number[] | null>(
+      'floats',
+      null,
+      'gdpo: one weight per gdpo_reward_keys entry; null: ones',
+      true,
+    ),
     use_kl_in_reward: bool(false, 'Subtract β·KL(actor‖reference) from the token rewards'),
     kl_penalty: str('kl', `KL estimator of the in-reward penalty: ${KL_ESTIMATOR_HELP}`),
     kl_ctrl: {

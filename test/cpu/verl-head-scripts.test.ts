@@ -166,16 +166,11 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
   });
 
   it('a run stops on what composes but is not carried out yet, one line each, after --cfg job printed it', async () => {
-    for (const [key, message] of [
-      ['distillation.enabled=true', 'on-policy distillation is not carried out by a run yet'],
-      ['reward.reward_manager.name=gdpo', 'the GDPO reward manager is not carried out by a run yet'],
-    ]) {
-      const argv = [`actor_rollout_ref.model.path=${FIXTURES.model}`, 'trainer.n_gpus_per_node=1', key];
-      expect((await runCli(['--cfg', 'job', ...argv])).code).toBe(0);
-      const run = await runCli(argv);
-      expect(run.code).toBe(2);
-      expect(run.stderr).toContain(message);
-    }
+    const argv = [`actor_rollout_ref.model.path=${FIXTURES.model}`, 'distillation.enabled=true'];
+    expect((await runCli(['--cfg', 'job', ...argv])).code).toBe(0);
+    const run = await runCli(argv);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('on-policy distillation is not carried out by a run yet');
   });
 
   it('--help names the verl commit the keys and defaults follow', async () => {
