@@ -4,13 +4,12 @@ import { DEFAULT_LIMITS_TESTS, GPU_CLASS_TESTS } from './test/support/gpu-class-
 
 // test/webgpu runs once per device class (engine/device.ts): every tier under the CPU class, then the files of
 // test/support/gpu-class-tests.ts again under the GPU class, and its kernel, model and trainer files once more within
-// WebGPU's default limits (WEBGPU_LIMITS=default), so every kernel is known to fit any WebGPU device. Whole `npm test`
-// budget: docs/tests.md.
+// WebGPU's default limits (WEBGPU_LIMITS=default), so every kernel is known to fit any WebGPU device.
 
 const shared = {
   // lavapipe is CPU-bound: one GPU test file at a time per core keeps timings stable.
   // A cold Mesa shader cache (a fresh machine) compiles each pipeline at its first dispatch: the slowest test
-  // took 44 s on an empty cache (load average 7; README's cold-compile paragraph), so 5 minutes leaves room for a
+  // took 44 s on an empty cache (load average 7; docs/tests.md#timeouts), so 5 minutes leaves room for a
   // loaded machine and still catches hangs.
   testTimeout: 300_000,
   hookTimeout: 300_000,
