@@ -40,6 +40,7 @@ import {
   type PolicyLossOptions,
   type VerlVersion,
 } from './verl/index.ts';
+import { VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import { POLICY_LOSS_MODES } from '../kernels/ppo/ppo-vocabulary.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
@@ -74,14 +75,14 @@ export interface VerlCase {
 type Outputs = Record<string, unknown>;
 type Fields = Record<string, unknown>;
 
-/** verl v0.2's functions answer legacy_v020 and search_r1 cases, and any call spelled with v0.2's eos_mask. */
+/** The verl version a case answers as (its profile or commit; v0.2 for any call spelled with v0.2's eos_mask). */
 function verlVersion(c: VerlCase): VerlVersion {
-  const v02 =
-    c.profile === 'legacy_v020' ||
-    c.profile === 'search_r1' ||
-    /^(fb532783|a14dc3a)/.test(c.verl_commit ?? '') ||
-    c.inputs.eos_mask !== undefined;
-  return v02 ? 'v02' : 'head';
+  return c.inputs.eos_mask !== undefined ? 'v02' : verlVersionOf(c.profile, c.verl_commit);
+}
+
+/** What the case's version computes differently (tools/verl/verl-versions.ts). */
+function behaviour(c: VerlCase): VerlBehaviour {
+  return VERL_VERSIONS[verlVersion(c)];
 }
 
 function isSearchR1(c: VerlCase): boolean {
@@ -162,16 +163,30 @@ function responseColumns(mask: Matrix, T: number): Matrix {
   return mask[0].length > T ? mask.map((row) => row.slice(row.length - T)) : mask;
 }
 
-/** agg_loss's keyword arguments from `info` (agg_loss's own kwargs, or a policy loss's config.global_batch_info). */
-function aggOptions(lossAggMode: string, info: Fields): AggOptions {
+/** agg_loss's keyword arguments from `info` (agg_loss's own kwargs, or a policy loss's config.global_batch_info), as
+ *  the case's version reads them. */
+function aggOptions(c: VerlCase, lossAggMode: string, info: Fields): AggOptions {
   const count = (key: string) => (given(info[key]) ? Number(info[key]) : undefined);
-  return {
+  const options = {
     lossAggMode,
     dpSize: count('dp_size'),
     batchNumTokens: count('batch_num_tokens'),
     globalBatchSize: count('global_batch_size'),
     lossScaleFactor: count('loss_scale_factor'),
   };
+  const version = behaviour(c);
+  if (version.dpNeedsGlobalNormaliser && (options.dpSize ?? 1) > 1) {
+    if (lossAggMode === 'token-mean' && options.batchNumTokens === undefined)
+      throw new Error('(global) batch_num_tokens is required when dp_size > 1');
+    if (lossAggMode.startsWith('seq-mean') && options.globalBatchSize === undefined)
+      throw new Error('global_batch_size is required when dp_size > 1');
+  }
+  if (lossAggMode === 'token-sum' && !version.seqMeanTokenSumNormPerBatch)
+    throw new Error(`Invalid loss_agg_mode: ${lossAggMode} (verl ${version.label} has no token-sum)`);
+  // b178a3cd's seq-mean-token-sum-norm summed every sequence and divided by loss_scale_factor alone.
+  if (lossAggMode === 'seq-mean-token-sum-norm' && !version.seqMeanTokenSumNormPerBatch)
+    return { ...options, dpSize: 1, globalBatchSize: 1 };
+  return options;
 }
 
 /** The policy-loss settings, read by `read` (config fields for verl's functions, flat kwargs for the pipeline). */
@@ -251,19 +266,21 @@ function checkUnclampedRatio(oldLogProb: Matrix, logProb: Matrix, mask: Matrix):
   );
 }
 
-/** kl_penalty's estimators per version. verl main passes a "+" name unstripped to kl_penalty_forward, which raises
- *  for it: verl never returns the straight-through estimate its docs (and this trainer's kl_loss_type) describe. */
-const KL_NAMES: Record<VerlVersion, readonly string[]> = {
-  head: ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'],
+/** kl_penalty's estimators per version. b178a3cd passes a "+" name unstripped to kl_penalty_forward, which raises
+ *  for it; 1dda039b strips the "+" (the estimator's value, the straight-through k2 gradient the kernel computes). */
+const KL_NAMES: Record<'main' | 'v02', readonly string[]> = {
+  main: ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'],
   v02: ['kl', 'abs', 'mse', 'low_var_kl'],
 };
 
 function verlKlName(c: VerlCase, name: string): string {
-  const known = KL_NAMES[verlVersion(c)];
-  if (!known.includes(name)) {
+  const version = behaviour(c);
+  const known = KL_NAMES[verlVersion(c) === 'v02' ? 'v02' : 'main'];
+  const base = version.klPlusNames && name.endsWith('+') ? name.slice(0, -1) : name;
+  if (!known.includes(base)) {
     throw new Error(
-      `kl_penalty="${name}": verl ${verlVersion(c) === 'head' ? 'main' : 'v0.2'} raises NotImplementedError (it ` +
-        `knows ${known.join(', ')}${name.endsWith('+') ? '; main hands a "+" name to kl_penalty_forward unstripped' : ''})`,
+      `kl_penalty="${name}": verl ${version.label} raises NotImplementedError (it knows ${known.join(', ')}` +
+        `${name.endsWith('+') && !version.klPlusNames ? '; it hands a "+" name to kl_penalty_forward unstripped' : ''})`,
     );
   }
   return name;
@@ -310,8 +327,9 @@ function bypassPlan(c: VerlCase): BypassCorrectionPlan {
         ? null
         : {
             level: rolloutIsLevel(is),
-            threshold: rolloutCorrectionKwarg(c, 'rollout_is_threshold', 2.0),
+            threshold: rolloutCorrectionKwarg<number | string>(c, 'rollout_is_threshold', 2.0),
             batchNormalize: rolloutCorrectionKwarg(c, 'rollout_is_batch_normalize', false),
+            metricsFromAppliedWeights: behaviour(c).isMetricsFromAppliedWeights,
           },
     rolloutRs: rolloutRsKwargs(c, null),
   };
@@ -451,7 +469,7 @@ async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
     : await computeGaeAdvantageReturn(engine, { ...gaeArgs, responseMask: mask });
   const agg = v02
     ? { lossAggMode: 'token-mean' }
-    : aggOptions(kwarg(c, 'loss_agg_mode', 'token-mean'), {
+    : aggOptions(c, kwarg(c, 'loss_agg_mode', 'token-mean'), {
         ...kwarg<Fields>(c, 'global_batch_info', {}),
         ...c.kwargs,
       });
@@ -529,8 +547,9 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
         B,
         T,
         rolloutIsLevel(arg(c, 'rollout_is', 'token')),
-        arg(c, 'rollout_is_threshold', 2.0),
+        arg<number | string>(c, 'rollout_is_threshold', 2.0),
         arg(c, 'rollout_is_batch_normalize', false),
+        behaviour(c).isMetricsFromAppliedWeights,
       );
       return { rollout_is_weights: toMatrix(r.weights, B, T), metrics: unprefixed(r.metrics) };
     }
@@ -820,19 +839,19 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
         engine,
         input(c, 'loss_mat'),
         input(c, 'loss_mask'),
-        aggOptions(requiredArg(c, 'loss_agg_mode'), c.kwargs),
+        aggOptions(c, requiredArg(c, 'loss_agg_mode'), c.kwargs),
       );
       return { loss: r.loss };
     }
     case 'compute_value_loss': {
-      // v0.2: masked_mean, which is token-mean.
+      // v0.2: masked_mean, which is token-mean; b178a3cd: agg_loss with local normalisers.
       const r = await computeValueLoss(engine, {
         vpreds: input(c, 'vpreds'),
         returns: input(c, 'returns'),
         values: input(c, 'values'),
         responseMask: input(c, 'response_mask', 'eos_mask'),
         cliprangeValue: requiredArg(c, 'cliprange_value'),
-        lossAggMode: arg(c, 'loss_agg_mode', 'token-mean'),
+        ...aggOptions(c, arg(c, 'loss_agg_mode', 'token-mean'), behaviour(c).valueLossTakesGlobalInfo ? c.kwargs : {}),
       });
       return { vf_loss: r.vfLoss, vf_clipfrac: r.vfClipfrac, grad_vpreds: r.gradVpreds };
     }
@@ -941,7 +960,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       advantages: input(c, 'advantages'),
       rolloutIsWeights: rolloutIsWeightsInput(c),
       lossMode: 'gpg',
-      ...aggOptions(arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
+      ...aggOptions(c, arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
     });
     return { pg_loss: r.pgLoss, metrics: { 'actor/ppo_kl': r.metrics['actor/ppo_kl'] }, grad_log_prob: r.gradLogProb };
   }
@@ -962,7 +981,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       responseMask: input(c, 'response_mask'),
       correction,
       ...policyOptions(actorConfigReader(c), 'vanilla'),
-      ...aggOptions(arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})),
+      ...aggOptions(c, arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})),
     });
     const keys =
       correction.lossType === 'reinforce'
@@ -985,6 +1004,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       rolloutIsWeights: rolloutIsWeightsInput(c),
       ...policyOptions(actorConfigReader(c), lossMode),
       ...aggOptions(
+        c,
         FIXED_AGGREGATION[lossMode] ?? arg(c, 'loss_agg_mode', 'token-mean'),
         config(c, 'global_batch_info', {}),
       ),
@@ -999,8 +1019,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
   }
   const estimator = OUTCOME_FUNCTIONS[name];
   if (estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline') {
-    // Without handle_zero_tail, each function's own default (HANDLE_ZERO_TAIL in
-    // ppo/algorithm/advantage-estimators.ts).
+    // Without handle_zero_tail, each function's own default at the case's version.
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'),
       responseMask: input(c, 'response_mask'),
@@ -1008,7 +1027,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       oldLogProbs: input(c, 'old_log_probs'),
       sumPiSquared: input(c, 'sum_pi_squared'),
       rolloutIsWeights: rolloutIsWeightsInput(c),
-      handleZeroTail: arg<boolean | undefined>(c, 'handle_zero_tail', undefined),
+      handleZeroTail: arg(c, 'handle_zero_tail', behaviour(c).otbHandleZeroTailDefault[estimator]),
       epsilon: arg(c, 'epsilon', 1e-8),
     });
     return { advantages: r.advantages, returns: r.returns };
@@ -1029,6 +1048,8 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       gamma: estimator !== 'reinforce_plus_plus' ? 1 : v02 ? requiredArg<number>(c, 'gamma') : config(c, 'gamma', 1.0),
       rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined,
       fNorm: arg(c, 'f_norm', 1),
+      reinforcePlusPlusCarriesAcrossMask: behaviour(c).reinforcePlusPlusCarriesAcrossMask,
+      grpoVectorizedVarianceFloor: behaviour(c).grpoVectorizedFloorsVarianceAtEpsilon ? arg(c, 'epsilon', 1e-6) : 0,
     });
     return { advantages: r.advantages, returns: r.returns };
   }

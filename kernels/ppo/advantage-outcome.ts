@@ -26,6 +26,7 @@ const uniforms: UniformSpec[] = [
   { name: 'epsilon', type: 'f32' },
   { name: 'normByStd', type: 'u32' },
   { name: 'fNorm', type: 'f32' },
+  { name: 'varianceFloor', type: 'f32' },
 ];
 
 export const outcomeRowStatsSpec: KernelSpec = {
@@ -117,6 +118,8 @@ export function computeOutcomeAdvantageGpu(
     T: number;
     /** gpg: the divisor f_norm (default 1, as verl's trainer leaves it). */
     fNorm?: number;
+    /** grpo_vectorized: the floor under each group's variance (verl 1dda039b: 0; b178a3cd: epsilon). */
+    varianceFloor?: number;
   },
 ): void {
   const { B, T } = args;
@@ -147,6 +150,7 @@ export function computeOutcomeAdvantageGpu(
       epsilon: args.epsilon,
       normByStd: args.normAdvByStd ? 1 : 0,
       fNorm: args.fNorm ?? 1,
+      varianceFloor: args.varianceFloor ?? 0,
     },
     workgroups: [B] as [number],
   };

@@ -7,6 +7,7 @@ export const LOSS_AGG_MODES = [
   'seq-mean-token-sum',
   'seq-mean-token-mean',
   'seq-mean-token-sum-norm',
+  'token-sum',
 ] as const;
 export type LossAggMode = (typeof LOSS_AGG_MODES)[number];
 
@@ -14,9 +15,9 @@ export interface LossAggregation {
   mode: LossAggMode;
   /** token-mean: valid tokens of the whole (global) mini-batch. */
   batchNumTokens: number;
-  /** seq-mean-*: non-empty sequences of the whole (global) mini-batch. */
+  /** seq-mean-*: sequences of the whole (global) mini-batch (verl's trainer: all its rows; alone: the non-empty ones). */
   globalBatchSize: number;
-  /** seq-mean-token-sum-norm: the constant divisor (verl default: the response length). */
+  /** seq-mean-token-sum-norm: a further constant divisor (verl default: the response length). */
   lossScaleFactor: number;
   dpSize: number;
 }

@@ -76,13 +76,13 @@ export interface AdvantageArgs {
   oldLogProbs?: Tensor | null;
   sumPiSquared?: Tensor | null;
   rolloutIsWeights?: Tensor | null;
-  /** The optimal token baselines: verl's handle_zero_tail (default HANDLE_ZERO_TAIL's, as verl's compute_advantage
-   *  leaves each function its own). */
+  /** The optimal token baselines: verl's handle_zero_tail (default true for both, verl 1dda039b's default). */
   handleZeroTail?: boolean;
+  /** Older verl's forms, set only by the verl-case harness (tools/verl/verl-versions.ts): REINFORCE++ resetting the
+   *  return at mask-0 tokens (b178a3cd) instead of carrying it across, grpo_vectorized's variance floor (b178a3cd: ε). */
+  reinforcePlusPlusCarriesAcrossMask?: boolean;
+  grpoVectorizedVarianceFloor?: number;
 }
-
-/** verl's handle_zero_tail defaults: the multi-turn form zeroes the tail, the single-turn one does not. */
-const HANDLE_ZERO_TAIL: Record<string, boolean> = { optimal_token_baseline: false, tir_optimal_token_baseline: true };
 
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
 export function computeAdvantagesGpu(engine: Engine, estimator: string, a: AdvantageArgs): void {
@@ -116,6 +116,7 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
         returns,
         stats,
         gamma: a.gamma,
+        carryAcrossMask: a.reinforcePlusPlusCarriesAcrossMask,
         B,
         T,
       });
@@ -156,6 +157,7 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
         epsilon: a.epsilon,
         normAdvByStd: a.normAdvByStd,
         fNorm: a.fNorm,
+        varianceFloor: a.grpoVectorizedVarianceFloor,
         B,
         T,
       });
@@ -174,7 +176,7 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
       const tailStart = engine.tensorFrom(
         'tailStart',
         [B],
-        zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? HANDLE_ZERO_TAIL[estimator]),
+        zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? true),
         'u32',
       );
       const slotWeights = engine.tensor('slotWeights', [B, T, 2]);

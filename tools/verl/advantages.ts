@@ -35,6 +35,8 @@ interface EstimatorArgs {
   sumPiSquared?: Matrix;
   rolloutIsWeights?: Matrix;
   handleZeroTail?: boolean;
+  reinforcePlusPlusCarriesAcrossMask?: boolean;
+  grpoVectorizedVarianceFloor?: number;
 }
 
 async function run(engine: Engine, estimator: string, args: EstimatorArgs): Promise<Advantages> {
@@ -75,6 +77,8 @@ async function run(engine: Engine, estimator: string, args: EstimatorArgs): Prom
     sumPiSquared: args.sumPiSquared ? upload(engine, 'sum_pi_squared', args.sumPiSquared) : null,
     rolloutIsWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : null,
     handleZeroTail: args.handleZeroTail,
+    reinforcePlusPlusCarriesAcrossMask: args.reinforcePlusPlusCarriesAcrossMask,
+    grpoVectorizedVarianceFloor: args.grpoVectorizedVarianceFloor,
   });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
@@ -144,6 +148,8 @@ export function computeAdvantage(
     sumPiSquared?: Matrix;
     rolloutIsWeights?: Matrix;
     handleZeroTail?: boolean;
+    reinforcePlusPlusCarriesAcrossMask?: boolean;
+    grpoVectorizedVarianceFloor?: number;
   },
 ): Promise<Advantages> {
   return run(engine, advEstimator, args);
