@@ -87,6 +87,7 @@ export function planStep(c: PpoConfig): StepPlan {
       maxTokensKey: 'critic.ppo_max_token_len_per_gpu',
       shuffle: c.critic.shuffle,
       lossAggMode: c.critic.loss_agg_mode,
+      lossScaleFactor: c.critic.loss_scale_factor,
       cliprangeValue: c.critic.cliprange_value,
     },
     criticOptim: c.critic.optim,
@@ -98,6 +99,7 @@ export function planStep(c: PpoConfig): StepPlan {
       maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null,
       maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
       lossAggMode: a.loss_agg_mode,
+      lossScaleFactor: a.loss_scale_factor,
       policyLoss: resolvePolicyLossConfig({
         lossMode: bypass ? BYPASS_LOSS_MODES[bypass.lossType] : a.policy_loss.loss_mode,
         clipRatio: a.clip_ratio,

@@ -380,7 +380,8 @@ function scoreFunction(c: VerlCase): CaseReward {
   if (module === 'math_dapo') {
     const strictBoxVerify = kwarg(c, 'strict_box_verify', false);
     const pauseTokensIndex = kwarg<number[] | null>(c, 'pause_tokens_index', null);
-    return (arg) => mathDapo.computeScore(solution(arg), truth(arg), strictBoxVerify, pauseTokensIndex);
+    const boxedFallback = behaviour(c).mathDapoBoxedFallback;
+    return (arg) => mathDapo.computeScore(solution(arg), truth(arg), strictBoxVerify, pauseTokensIndex, boxedFallback);
   }
   if (module === 'qa_em') {
     // Search-R1's fork: compute_score_em / compute_score_subem over prompt + response.

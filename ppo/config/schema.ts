@@ -273,6 +273,12 @@ const SCHEMA = {
         test: (v) => v > 1,
       }),
       loss_agg_mode: oneOf('token-mean', LOSS_AGG_MODES, 'How token losses become one loss'),
+      loss_scale_factor: optInt(
+        null,
+        'seq-mean-token-sum-norm: the constant that divides the per-sequence mean of token sums; null: the longest ' +
+          "response of the micro-batch (verl's padded width)",
+        positive,
+      ),
       entropy_coeff: float(0, 'Entropy bonus coefficient'),
       use_kl_loss: bool(false, 'Add a KL-to-reference loss term (as GRPO does)'),
       kl_loss_coef: float(0.001, 'Coefficient of the KL loss term', nonNegative),
@@ -516,6 +522,11 @@ const SCHEMA = {
       '${actor_rollout_ref.actor.loss_agg_mode}',
       LOSS_AGG_MODES,
       'How token value losses become one loss',
+    ),
+    loss_scale_factor: optInt(
+      null,
+      "seq-mean-token-sum-norm: the value loss's constant divisor; null: the longest response of the micro-batch",
+      positive,
     ),
     freeze: bool(false, 'Compute values but never update the critic'),
   },

@@ -9,7 +9,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'actor_rollout_ref.actor.optim.clip_grad': 1,
   'actor_rollout_ref.actor.optim.override_optimizer_config': null,
   'actor_rollout_ref.actor.freeze_vision_tower': false,
-  'actor_rollout_ref.actor.loss_scale_factor': null,
   'actor_rollout_ref.actor.calculate_entropy': false,
   'actor_rollout_ref.actor.use_prefix_grouper': false,
   'actor_rollout_ref.actor.data_loader_seed': 42,

@@ -148,15 +148,24 @@ export function isCorrectStrictBox(
   return { correct: pred === groundTruth, pred };
 }
 
+/** verl 1dda039b's verify: the strict box when asked; else the Minerva "Answer:" line, falling back to the last
+ *  \boxed{…} (compared raw, as strict_box_verify does) when there is none. `boxedFallback` false is verl b178a3cd's
+ *  Minerva-only form (the verl-case harness's head profile). */
 export function computeScore(
   solution: string,
   groundTruth: string,
   strictBoxVerify = false,
   pauseTokensIndex: readonly number[] | null = null,
+  boxedFallback = true,
 ): MathDapoResult {
   const clipped = sliceFrom(solution, -SOLUTION_CLIP_CHARS);
-  const { correct, pred } = strictBoxVerify
-    ? isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex)
-    : isCorrectMinerva(clipped, groundTruth);
+  const verify = (): { correct: boolean; pred: string | null } => {
+    if (strictBoxVerify) return isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex);
+    const minerva = isCorrectMinerva(clipped, groundTruth);
+    if (minerva.pred !== INVALID_ANSWER || !boxedFallback) return minerva;
+    const box = isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex);
+    return box.pred !== null ? box : minerva;
+  };
+  const { correct, pred } = verify();
   return { score: correct ? 1 : -1, acc: correct, pred };
 }
