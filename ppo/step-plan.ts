@@ -113,6 +113,7 @@ export function planStep(c: PpoConfig): StepPlan {
         clipCovUb: a.policy_loss.clip_cov_ub,
         klCovRatio: a.policy_loss.kl_cov_ratio,
         ppoKlCoef: a.policy_loss.ppo_kl_coef,
+        droBeta: a.policy_loss.dro_beta,
       }),
       entropyCoeff: a.entropy_coeff,
       useKlLoss: a.use_kl_loss,

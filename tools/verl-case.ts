@@ -40,7 +40,7 @@ import {
   type PolicyLossOptions,
   type VerlVersion,
 } from './verl/index.ts';
-import { VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
+import { NEWEST_VERL, VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import { POLICY_LOSS_MODES } from '../kernels/ppo/ppo-vocabulary.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
@@ -198,7 +198,8 @@ function policyOptions(read: <V>(name: string, fallback: V) => V, lossMode: stri
     clipRatio,
     clipRatioLow: read('clip_ratio_low', clipRatio),
     clipRatioHigh: read('clip_ratio_high', clipRatio),
-    clipRatioC: read('clip_ratio_c', 3.0),
+    // DPPO reads config.get("clip_ratio_c", 20.0): a config without the field gets 20 (ActorConfig's is 3.0).
+    clipRatioC: read('clip_ratio_c', lossMode.startsWith('dppo') ? 20.0 : 3.0),
     tauPos: optional('tau_pos'),
     tauNeg: optional('tau_neg'),
     clipCovRatio: optional('policy_loss.clip_cov_ratio'),
@@ -206,6 +207,7 @@ function policyOptions(read: <V>(name: string, fallback: V) => V, lossMode: stri
     clipCovUb: optional('policy_loss.clip_cov_ub'),
     klCovRatio: optional('policy_loss.kl_cov_ratio'),
     ppoKlCoef: optional('policy_loss.ppo_kl_coef'),
+    droBeta: read<number | null>('policy_loss.dro_beta', null),
   };
 }
 
@@ -221,6 +223,7 @@ function actorConfigReader(c: VerlCase) {
 /** The metric keys each verl policy loss returns (gpg none, clip_cov no pg_clipfrac_lower, kl_cov only ppo_kl). */
 const POLICY_METRICS: Record<string, readonly string[]> = {
   gpg: [],
+  dro: ['actor/ppo_kl'],
   clip_cov: ['actor/pg_clipfrac', 'actor/ppo_kl'],
   kl_cov: ['actor/ppo_kl'],
 };
@@ -245,8 +248,11 @@ const FIXED_AGGREGATION: Record<string, string> = {
   geo_mean: 'token-mean',
 };
 
-/** verl main's POLICY_LOSS_REGISTRY: the names get_policy_loss_fn finds. */
-const POLICY_LOSS_REGISTRY: readonly string[] = [...POLICY_LOSS_MODES, 'bypass_mode'];
+/** verl's POLICY_LOSS_REGISTRY at the case's version: the names get_policy_loss_fn finds. */
+function policyLossRegistry(c: VerlCase): readonly string[] {
+  const later = VERL_VERSIONS[NEWEST_VERL].newPolicyLosses.filter((m) => !behaviour(c).newPolicyLosses.includes(m));
+  return [...POLICY_LOSS_MODES.filter((mode) => !later.includes(mode)), 'bypass_mode'];
+}
 
 /** v0.2's compute_policy_loss has no dual clip: a bound no loss reaches. */
 const NO_DUAL_CLIP = 3e38;
@@ -948,8 +954,9 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     };
   }
   const lossMode = policyLossMode(c, name);
-  if (fn.includes('get_policy_loss_fn') && !POLICY_LOSS_REGISTRY.includes(lossMode!)) {
-    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${POLICY_LOSS_REGISTRY.join(', ')}`);
+  const registry = policyLossRegistry(c);
+  if (fn.includes('get_policy_loss_fn') && !registry.includes(lossMode!)) {
+    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${registry.join(', ')}`);
   }
   if (name === 'compute_policy_loss_reinforce') {
     requireConfig(c, 'ActorConfig must be provided for REINFORCE loss');

@@ -41,6 +41,7 @@ export const policyLossSpec: KernelSpec = {
     { name: 'geoRows', type: 'f32' },
     { name: 'policyMasked', type: 'u32' },
     { name: 'useIsWeights', type: 'u32' },
+    { name: 'droBeta', type: 'f32' },
   ],
 };
 
@@ -173,6 +174,7 @@ export function computeActorLossGpu(
       geoRows: args.geoMeanRows ?? B,
       policyMasked: t.policyMask ? 1 : 0,
       useIsWeights: t.isWeights ? 1 : 0,
+      droBeta: args.config.droBeta ?? 0,
     },
     workgroups: [B],
   });

@@ -65,7 +65,19 @@ export const OUTCOME_ESTIMATORS = [
 export type OutcomeEstimator = (typeof OUTCOME_ESTIMATORS)[number];
 
 /** actor.policy_loss.loss_mode values: verl's registered policy losses (core_algos.POLICY_LOSS_REGISTRY). */
-export const POLICY_LOSS_MODES = ['vanilla', 'gspo', 'gpg', 'geo_mean', 'cispo', 'sapo', 'clip_cov', 'kl_cov'] as const;
+export const POLICY_LOSS_MODES = [
+  'vanilla',
+  'gspo',
+  'gpg',
+  'geo_mean',
+  'cispo',
+  'sapo',
+  'clip_cov',
+  'kl_cov',
+  'dppo_tv',
+  'dppo_kl',
+  'dro',
+] as const;
 export type PolicyLossMode = (typeof POLICY_LOSS_MODES)[number];
 
 export interface PolicyLossConfig {
@@ -89,4 +101,6 @@ export interface PolicyLossConfig {
    */
   klCovRatio?: number;
   ppoKlCoef?: number;
+  /** dro: the weight β of the quadratic log-ratio penalty β/2·(log π − log π_old)² (policy_loss.dro_beta). */
+  droBeta?: number;
 }

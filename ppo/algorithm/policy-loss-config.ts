@@ -5,7 +5,12 @@ import { POLICY_LOSS_MODES, type PolicyLossConfig, type PolicyLossMode } from '.
 
 /** actor config keys of the policy loss: the resolved config's fields, each optional, the mode still unchecked, and
  *  clip_ratio, which clip_ratio_low/high default to (as in verl). */
-export type PolicyLossOptions = Partial<Omit<PolicyLossConfig, 'lossMode'>> & { lossMode?: string; clipRatio?: number };
+export type PolicyLossOptions = Partial<Omit<PolicyLossConfig, 'lossMode' | 'droBeta'>> & {
+  lossMode?: string;
+  clipRatio?: number;
+  /** dro: policy_loss.dro_beta, null (verl's default) refused when dro runs. */
+  droBeta?: number | null;
+};
 
 export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossConfig {
   const clipRatio = options.clipRatio ?? 0.2;
@@ -28,6 +33,7 @@ export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossC
     clipCovUb: options.clipCovUb ?? 5.0,
     klCovRatio: options.klCovRatio ?? 0.0002,
     ppoKlCoef: options.ppoKlCoef ?? 0.1,
+    ...(options.droBeta === undefined || options.droBeta === null ? {} : { droBeta: options.droBeta }),
   };
   if (config.lossMode === 'vanilla' && !(config.clipRatioC > 1)) {
     throw new Error(
@@ -39,5 +45,10 @@ export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossC
     throw new Error('clip_ratio should be larger than 0. (actor.policy_loss.clip_cov_ratio)');
   if (config.lossMode === 'kl_cov' && !(config.klCovRatio! > 0))
     throw new Error('kl_cov_ratio should be larger than 0. (actor.policy_loss.kl_cov_ratio)');
+  if (config.lossMode === 'dro' && !((config.droBeta ?? 0) > 0))
+    throw new Error(
+      `policy_loss.dro_beta must be a positive value when using DRO (actor.policy_loss.dro_beta, got ` +
+        `${String(options.droBeta ?? null)})`,
+    );
   return config;
 }

@@ -41,7 +41,7 @@ const optInt = (value: number | null | Interpolation, help: string, range: Range
   new Key<number | null>('int', value, help, true, range);
 const float = (value: number, help: string, range: Range | null = null) =>
   new Key<number>('float', value, help, false, range);
-const _optFloat = (value: number | null, help: string, range: Range | null = null) =>
+const optFloat = (value: number | null, help: string, range: Range | null = null) =>
   new Key<number | null>('float', value, help, true, range);
 const bool = (value: boolean | Interpolation, help: string) => new Key<boolean>('bool', value, help);
 const optBool = (value: boolean | null, help: string) => new Key<boolean | null>('bool', value, help, true);
@@ -303,7 +303,8 @@ const SCHEMA = {
           'vanilla',
           POLICY_LOSS_MODES,
           'Policy loss: vanilla (token-level clipped PPO), gspo (sequence ratio), gpg, geo_mean (GMPO), cispo, sapo, ' +
-            'clip_cov, kl_cov (see docs/training.md)',
+            'clip_cov, kl_cov, dppo_tv and dppo_kl (DPPO-Binary: clip_ratio_* are TV / binary-KL thresholds), dro ' +
+            '(see docs/training.md)',
         ),
         clip_cov_ratio: float(0.0002, 'clip_cov: fraction of the valid tokens whose loss is cut', positive),
         clip_cov_lb: float(1.0, 'clip_cov: only tokens with covariance above this are cut'),
@@ -314,6 +315,7 @@ const SCHEMA = {
           positive,
         ),
         ppo_kl_coef: float(0.1, 'kl_cov: coefficient of that penalty', nonNegative),
+        dro_beta: optFloat(null, 'dro: β of the penalty β/2·(log π − log π_old)²; required (> 0) with dro', positive),
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {

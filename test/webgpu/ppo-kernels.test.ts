@@ -598,9 +598,12 @@ describe('loss kernels', () => {
       clipCovUb: 5,
     },
     { lossMode: 'kl_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, klCovRatio: 0.2, ppoKlCoef: 0.1 },
+    { lossMode: 'dppo_tv', clipRatioLow: 0.05, clipRatioHigh: 0.04, clipRatioC: 1.1 },
+    { lossMode: 'dppo_kl', clipRatioLow: 0.01, clipRatioHigh: 0.008, clipRatioC: 1.1 },
+    { lossMode: 'dro', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, droBeta: 0.7 },
   ];
   for (const config of newModes) {
-    for (const mode of ['token-mean', 'seq-mean-token-sum'] as const) {
+    for (const mode of ['token-mean', 'seq-mean-token-sum', 'token-sum'] as const) {
       it(`actor loss ${config.lossMode} ${mode} with entropy bonus and KL loss`, async () => {
         await expectActorLossAsReference(config, mode, 16);
       });
