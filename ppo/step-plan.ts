@@ -56,6 +56,10 @@ export function planStep(c: PpoConfig): StepPlan {
       gamma: c.algorithm.gamma,
       lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo,
+      gdpo:
+        c.algorithm.gdpo_reward_keys === null
+          ? null
+          : { keys: c.algorithm.gdpo_reward_keys, weights: c.algorithm.gdpo_reward_weights },
       useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty,
       temperature,

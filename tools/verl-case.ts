@@ -441,7 +441,29 @@ const OUTCOME_FUNCTIONS: Record<string, string> = {
   compute_gpg_outcome_advantage: 'gpg',
   compute_optimal_token_baseline_advantage: 'optimal_token_baseline',
   compute_multi_turn_optimal_token_baseline_advantage: 'tir_optimal_token_baseline',
+  compute_gdpo_outcome_advantage: 'gdpo',
 };
+
+/** GDPO's reward keys: with config, non_tensor_batch and batch, each of config.gdpo_reward_keys's scores (float32)
+ *  and config.gdpo_reward_weights; without them, none (token_level_rewards alone), as verl falls back. */
+function gdpoRewardKeys(c: VerlCase): { scores: number[][]; weights: number[] | null } | null {
+  if (!given(field(c, 'config')) || !given(c.inputs.non_tensor_batch) || !given(c.inputs.batch)) return null;
+  const keys = config<string[] | null>(c, 'gdpo_reward_keys', null);
+  if (!keys || keys.length === 0)
+    throw new Error(
+      "GDPO requires 'algorithm.gdpo_reward_keys' listing the individual reward component keys returned by " +
+        'compute_score',
+    );
+  const extra = c.inputs.non_tensor_batch as Record<string, unknown[]>;
+  const scores = keys.map((key) => {
+    if (!(key in extra))
+      throw new Error(
+        `GDPO reward key '${key}' not found in non_tensor_batch. Available keys: ${JSON.stringify(Object.keys(extra))}`,
+      );
+    return extra[key].map((v) => Math.fround(Number(v)));
+  });
+  return { scores, weights: config<number[] | null>(c, 'gdpo_reward_weights', null) };
+}
 
 /** The composed PPO step (apply_kl_penalty → compute_advantage(GAE) → actor loss + critic loss). At v0.2 and in
  *  Search-R1: critic/kl metrics, v0.2's GAE, v0.2's policy loss (no dual clip) with token means, and Search-R1's
@@ -708,6 +730,7 @@ async function computeAdvantageRoute(engine: Engine, c: VerlCase): Promise<Outpu
   return call(fn, Object.keys(configKwargs).length ? configKwargs : { config: null }, {
     ...(index === undefined ? {} : { index }),
     ...optional('reward_baselines', 'sum_pi_squared', 'old_log_probs', 'rollout_is_weights'),
+    ...(estimator === 'gdpo' ? optional('non_tensor_batch', 'batch') : {}),
   });
 }
 
@@ -1057,6 +1080,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined,
       fNorm: arg(c, 'f_norm', 1),
       reinforcePlusPlusCarriesAcrossMask: behaviour(c).reinforcePlusPlusCarriesAcrossMask,
+      rewardKeyScores: estimator === 'gdpo' ? gdpoRewardKeys(c) : null,
       grpoVectorizedVarianceFloor: behaviour(c).grpoVectorizedFloorsVarianceAtEpsilon ? arg(c, 'epsilon', 1e-6) : 0,
     });
     return { advantages: r.advantages, returns: r.returns };

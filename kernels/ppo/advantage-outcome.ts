@@ -27,6 +27,8 @@ const uniforms: UniformSpec[] = [
   { name: 'normByStd', type: 'u32' },
   { name: 'fNorm', type: 'f32' },
   { name: 'varianceFloor', type: 'f32' },
+  { name: 'outputWeight', type: 'f32' },
+  { name: 'accumulate', type: 'u32' },
 ];
 
 export const outcomeRowStatsSpec: KernelSpec = {
@@ -120,6 +122,8 @@ export function computeOutcomeAdvantageGpu(
     fNorm?: number;
     /** grpo_vectorized: the floor under each group's variance (verl 1dda039b: 0; b178a3cd: epsilon). */
     varianceFloor?: number;
+    /** GDPO's sum: advantages = (add ? advantages : 0) + weight·(scalar·mask); default {weight: 1, add: false}. */
+    output?: { weight: number; add: boolean };
   },
 ): void {
   const { B, T } = args;
@@ -151,6 +155,8 @@ export function computeOutcomeAdvantageGpu(
       normByStd: args.normAdvByStd ? 1 : 0,
       fNorm: args.fNorm ?? 1,
       varianceFloor: args.varianceFloor ?? 0,
+      outputWeight: args.output?.weight ?? 1,
+      accumulate: args.output?.add ? 1 : 0,
     },
     workgroups: [B] as [number],
   };

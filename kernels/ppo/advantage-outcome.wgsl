@@ -2,7 +2,8 @@
 // CSR (groupStart [G+1], groupMembers [B]) and groupOf [B]. Needs workgroup-reduce.wgsl prepended.
 //   rowStats:  one 64-lane workgroup per row: rowStats[2b] = Σ_t rewards (unmasked, as verl), [2b+1] = Σ_t mask.
 //   broadcast: one 64-lane workgroup per row: lane 0 computes the row's scalar from its group, every lane
-//              writes advantages[b,t] = scalar·mask[b,t].
+//              writes advantages[b,t] = scalar·mask[b,t], times outputWeight and added to what advantages holds when
+//              accumulate = 1 (GDPO's weighted sum of per-reward-key GRPO advantages).
 // estimator: 0 grpo, 1 rloo, 2 opo, 3 reinforce_plus_plus_baseline (group mean only; whitened afterwards),
 //            4 grpo_passk (only the group's first best sequence gets (max − second)/(std + ε)),
 //            5 grpo_vectorized (grpo with the variance floored at varianceFloor: verl's group_mean_std; 0 at verl
@@ -115,6 +116,8 @@ fn broadcast(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
   workgroupBarrier();
   let scalar = rowScalar;
   for (var t = lid; t < params.T; t = t + 64u) {
-    advantages[row * params.T + t] = scalar * mask[row * params.T + t];
+    let i = row * params.T + t;
+    let previous = select(0.0, advantages[i], params.accumulate != 0u);
+    advantages[i] = previous + params.outputWeight * (scalar * mask[i]);
   }
 }

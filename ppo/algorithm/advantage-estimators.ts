@@ -15,6 +15,7 @@ import {
 } from '../../kernels/ppo/advantage-outcome.ts';
 import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
+import { maskedWhitenGpu } from '../../kernels/ppo/masked-stats.ts';
 import { ADV_ESTIMATORS } from '../config/schema.ts';
 
 /**
@@ -82,6 +83,51 @@ export interface AdvantageArgs {
    *  return at mask-0 tokens (b178a3cd) instead of carrying it across, grpo_vectorized's variance floor (b178a3cd: ε). */
   reinforcePlusPlusCarriesAcrossMask?: boolean;
   grpoVectorizedVarianceFloor?: number;
+  /** gdpo: one score per sequence for each of algorithm.gdpo_reward_keys, and their weights (default ones); absent,
+   *  GDPO normalises token_level_rewards alone, as verl without reward keys. */
+  rewardKeyScores?: { scores: readonly (readonly number[])[]; weights: readonly number[] | null } | null;
+}
+
+/** verl's GDPO: each reward key's scores normalised within their groups by GRPO, summed with their weights, then
+ *  whitened over the batch's response tokens (masked_whiten · mask). GRPO reads only each row's score sum, so a key's
+ *  scores go to the row's first column (verl places them at its last attended response token: the same sums). */
+function computeGdpoAdvantageGpu(engine: Engine, a: AdvantageArgs, layout: GroupLayout): void {
+  const { B, T } = a;
+  const keys = a.rewardKeyScores;
+  const scoreTensors = keys
+    ? keys.scores.map((scores) => {
+        const placed = new Float32Array(B * T);
+        scores.forEach((score, b) => {
+          placed[b * T] = score;
+        });
+        return engine.tensorFrom('gdpo_scores', [B, T], placed);
+      })
+    : [a.tokenLevelRewards];
+  const weights = keys?.weights ?? scoreTensors.map(() => 1);
+  if (weights.length !== scoreTensors.length)
+    throw new Error(
+      `algorithm.gdpo_reward_weights has ${weights.length} weights for ${scoreTensors.length} gdpo_reward_keys`,
+    );
+  const groups = groupTensors(engine, layout);
+  scoreTensors.forEach((rewards, k) => {
+    computeOutcomeAdvantageGpu(engine, 'grpo', {
+      tokenLevelRewards: rewards,
+      responseMask: a.responseMask,
+      ...groups,
+      rowStats: a.rowStats,
+      stats: a.stats,
+      advantages: a.advantages,
+      epsilon: a.epsilon,
+      normAdvByStd: a.normAdvByStd,
+      // verl's weights are float32.
+      output: { weight: Math.fround(weights[k]), add: k > 0 },
+      B,
+      T,
+    });
+  });
+  maskedWhitenGpu(engine, { values: a.advantages, mask: a.responseMask, stats: a.stats, multiplyByMask: true });
+  engine.copy(a.advantages, a.returns);
+  for (const t of [...Object.values(groups), ...(keys ? scoreTensors : [])]) engine.destroyTensor(t);
 }
 
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
@@ -163,6 +209,14 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
       });
       engine.copy(advantages, returns);
       for (const g of Object.values(groups)) engine.destroyTensor(g);
+      return;
+    }
+    case 'gdpo': {
+      const index = need(a.index, 'index (a group id per sequence)');
+      if (index.length !== B)
+        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
+      checkUnbiasedCount(a.responseMaskHost);
+      computeGdpoAdvantageGpu(engine, a, groupLayout(index));
       return;
     }
     case 'optimal_token_baseline':

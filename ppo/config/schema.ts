@@ -88,6 +88,7 @@ export const ADV_ESTIMATORS = [
   'gpg',
   'optimal_token_baseline',
   'tir_optimal_token_baseline',
+  'gdpo',
 ] as const;
 export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
 /** The estimators verl's compute_advantage hands sum_pi_squared and rollout_is_weights: the optimal token baselines. */
@@ -596,6 +597,19 @@ const SCHEMA = {
     lam: float(1.0, 'GAE λ', unitInterval),
     adv_estimator: oneOf('gae', ADV_ESTIMATORS, 'Advantage estimator; only gae uses a critic'),
     norm_adv_by_std_in_grpo: bool(true, "GRPO: divide by the group's standard deviation (false: Dr. GRPO)"),
+    gdpo_reward_keys: new Key<string[] | null>(
+      'strings',
+      null,
+      'gdpo: the reward function\'s result keys (e.g. [format_reward, accuracy_reward]) each normalised within its ' +
+        'group before the weighted sum; null: token_level_rewards alone',
+      true,
+    ),
+    gdpo_reward_weights: new Key<number[] | null>(
+      'floats',
+      null,
+      'gdpo: one weight per gdpo_reward_keys entry; null: ones',
+      true,
+    ),
     use_kl_in_reward: bool(false, 'Subtract β·KL(actor‖reference) from the token rewards'),
     kl_penalty: str('kl', `KL estimator of the in-reward penalty: ${KL_ESTIMATOR_HELP}`),
     kl_ctrl: {

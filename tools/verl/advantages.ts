@@ -37,6 +37,7 @@ interface EstimatorArgs {
   handleZeroTail?: boolean;
   reinforcePlusPlusCarriesAcrossMask?: boolean;
   grpoVectorizedVarianceFloor?: number;
+  rewardKeyScores?: { scores: number[][]; weights: number[] | null } | null;
 }
 
 async function run(engine: Engine, estimator: string, args: EstimatorArgs): Promise<Advantages> {
@@ -79,6 +80,7 @@ async function run(engine: Engine, estimator: string, args: EstimatorArgs): Prom
     handleZeroTail: args.handleZeroTail,
     reinforcePlusPlusCarriesAcrossMask: args.reinforcePlusPlusCarriesAcrossMask,
     grpoVectorizedVarianceFloor: args.grpoVectorizedVarianceFloor,
+    rewardKeyScores: args.rewardKeyScores,
   });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
@@ -150,6 +152,7 @@ export function computeAdvantage(
     handleZeroTail?: boolean;
     reinforcePlusPlusCarriesAcrossMask?: boolean;
     grpoVectorizedVarianceFloor?: number;
+    rewardKeyScores?: { scores: number[][]; weights: number[] | null } | null;
   },
 ): Promise<Advantages> {
   return run(engine, advEstimator, args);
