@@ -52,6 +52,7 @@ import { computeScore, toRewardScore, type RewardResult } from '../ppo/rewards/i
 import * as math from '../ppo/rewards/math.ts';
 import * as mathDapo from '../ppo/rewards/math-dapo.ts';
 import * as qaEm from '../ppo/rewards/qa-em.ts';
+import * as rlla from '../ppo/rewards/rlla.ts';
 
 export interface VerlCase {
   id?: string;
@@ -389,6 +390,14 @@ function scoreFunction(c: VerlCase): CaseReward {
     const boxedFallback = behaviour(c).mathDapoBoxedFallback;
     return (arg) => mathDapo.computeScore(solution(arg), truth(arg), strictBoxVerify, pauseTokensIndex, boxedFallback);
   }
+  if (module === 'rlla') {
+    const extraInfo = (arg: (name: string) => unknown) =>
+      (c.inputs.extra_info !== undefined ? arg('extra_info') : kwarg(c, 'extra_info', null)) as Record<
+        string,
+        unknown
+      > | null;
+    return (arg) => rlla.computeScore(solution(arg), truth(arg), extraInfo(arg));
+  }
   if (module === 'qa_em') {
     // Search-R1's fork: compute_score_em / compute_score_subem over prompt + response.
     return (arg) =>
@@ -405,7 +414,7 @@ function scoreFunction(c: VerlCase): CaseReward {
     return (arg) => scorer(solution(arg), arg('ground_truth') as { target: qaEm.GoldenAnswers }, formatScore, score);
   }
   throw new Error(
-    `verl-case: no reward module ${module} (known: gsm8k, math, math_reward, math_dapo, search_r1_like_qa_em, qa_em, ` +
+    `verl-case: no reward module ${module} (known: gsm8k, math, math_reward, math_dapo, rlla, search_r1_like_qa_em, qa_em, ` +
       `and reward_score.default_compute_score)`,
   );
 }

@@ -1,5 +1,6 @@
 // CPU reference (float64) for kernels/ppo/policy-loss: verl's compute_policy_loss_{vanilla (dual-clip PPO), gspo,
-// gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov, dppo_tv, dppo_kl, dro} (verl 1dda039b), composed into the actor loss of dp_actor.update_policy:
+// gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov, dppo_tv, dppo_kl, dro} (verl 1dda039b), composed into the
+// actor loss of dp_actor.update_policy:
 //   policy_loss = pg_loss − entropy_coeff·agg(entropy) + kl_loss_coef·agg(kl_penalty(log_prob, ref_log_prob)).
 // Gradients follow torch autograd exactly: clamp passes gradient on its closed interval, and torch.maximum /
 // torch.min split the gradient in half on ties (which is what happens inside the clip band); detach() (cispo's

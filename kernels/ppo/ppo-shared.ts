@@ -27,7 +27,8 @@ const AGG_MODE_CODES = {
   'token-sum': 4,
 } as const;
 
-/** aggWeight's (mode, scale): scale folds dp_size and the global denominators of the mode (verl 1dda039b's agg_loss). */
+/** aggWeight's (mode, scale): scale folds dp_size and the global denominators of the mode (verl 1dda039b's
+ *  agg_loss). */
 export function aggregationUniforms(agg: LossAggregation): { mode: number; scale: number } {
   const denominator = {
     'token-mean': agg.batchNumTokens,

@@ -15,7 +15,8 @@ export interface LossAggregation {
   mode: LossAggMode;
   /** token-mean: valid tokens of the whole (global) mini-batch. */
   batchNumTokens: number;
-  /** seq-mean-*: sequences of the whole (global) mini-batch (verl's trainer: all its rows; alone: the non-empty ones). */
+  /** seq-mean-*: sequences of the whole (global) mini-batch (verl's trainer: all its rows; alone: the non-empty
+   *  ones). */
   globalBatchSize: number;
   /** seq-mean-token-sum-norm: a further constant divisor (verl default: the response length). */
   lossScaleFactor: number;

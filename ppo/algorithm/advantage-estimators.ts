@@ -80,7 +80,8 @@ export interface AdvantageArgs {
   /** The optimal token baselines: verl's handle_zero_tail (default true for both, verl 1dda039b's default). */
   handleZeroTail?: boolean;
   /** Older verl's forms, set only by the verl-case harness (tools/verl/verl-versions.ts): REINFORCE++ resetting the
-   *  return at mask-0 tokens (b178a3cd) instead of carrying it across, grpo_vectorized's variance floor (b178a3cd: ε). */
+   *  return at mask-0 tokens (b178a3cd) instead of carrying it across, grpo_vectorized's variance floor (b178a3cd:
+   *  ε). */
   reinforcePlusPlusCarriesAcrossMask?: boolean;
   grpoVectorizedVarianceFloor?: number;
   /** gdpo: one score per sequence for each of algorithm.gdpo_reward_keys, and their weights (default ones); absent,

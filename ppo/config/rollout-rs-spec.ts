@@ -123,7 +123,8 @@ export function parseRolloutIsThreshold(spec: number | string): RolloutIsThresho
   const cut = text.indexOf('_');
   const upper = number(cut < 0 ? text : text.slice(cut + 1));
   const lower = cut < 0 ? null : number(text.slice(0, cut));
-  if (!(upper > 0)) throw new Error(`rollout_is_threshold upper bound must be positive, got ${upper} (${IS_THRESHOLD_KEY})`);
+  if (!(upper > 0))
+    throw new Error(`rollout_is_threshold upper bound must be positive, got ${upper} (${IS_THRESHOLD_KEY})`);
   if (lower !== null && !(lower > 0))
     throw new Error(`rollout_is_threshold lower bound must be positive, got ${lower} (${IS_THRESHOLD_KEY})`);
   if (lower !== null && lower > upper)

@@ -550,8 +550,9 @@ const SCHEMA = {
     ),
     reward_manager: oneOf(
       'naive',
-      ['naive', 'dapo'],
-      'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty',
+      ['naive', 'dapo', 'gdpo'],
+      'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty; gdpo: the same, ' +
+        'extra_info.experiment_name = trainer.experiment_name (the rlla reward picks its chat template by it)',
     ),
     reward_kwargs: {
       overlong_buffer_cfg: {
@@ -600,7 +601,7 @@ const SCHEMA = {
     gdpo_reward_keys: new Key<string[] | null>(
       'strings',
       null,
-      'gdpo: the reward function\'s result keys (e.g. [format_reward, accuracy_reward]) each normalised within its ' +
+      "gdpo: the reward function's result keys (e.g. [format_reward, accuracy_reward]) each normalised within its " +
         'group before the weighted sum; null: token_level_rewards alone',
       true,
     ),

@@ -22,7 +22,7 @@ function sliceFrom(s: string, start: number): string {
 /** Python's whitespace (str.isspace, and re's \s on str): JavaScript's \s and trim() leave out U+001C–U+001F and
  *  U+0085, and add U+FEFF. */
 const PY_SPACE = '\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
-const PY_STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, 'gu');
+export const PY_STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, 'gu');
 /** Minerva's `(?i)Answer\s*:\s*([^\n]+)`; with the u flag, case-insensitive matching folds ſ to s as Python does. */
 const ANSWER_PATTERN = new RegExp(`Answer[${PY_SPACE}]*:[${PY_SPACE}]*([^\\n]+)`, 'giu');
 

@@ -181,7 +181,8 @@ describe('PPO reference gradients', () => {
           for (let t = 0; t < T; t++) {
             const i = b * T + t;
             loss +=
-              ((MASK[i] * coefficient(i)! * x[i]) / (count + 1e-8)) * (aggregation.dpSize / aggregation.globalBatchSize);
+              ((MASK[i] * coefficient(i)! * x[i]) / (count + 1e-8)) *
+              (aggregation.dpSize / aggregation.globalBatchSize);
           }
         }
         return loss;

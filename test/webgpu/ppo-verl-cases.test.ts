@@ -66,7 +66,6 @@ function recordedCases(fixturePath: string): { case_count: number; cases: Record
 describeWithFixtures('verl sample cases (b178a3cd and v0.2)', ['verl/sample.json'], () => {
   const fixture = recordedCases('verl/sample.json');
 
-
   it('prints {"outputs": ...} from the command line', () => {
     const c = fixture.cases.find((x) => x.function.endsWith('kl_penalty'))!;
     const file = join(mkdtempSync(join(tmpdir(), 'verl-case-')), 'case.json');

@@ -961,7 +961,13 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
         grad_logprob_of_sum: number[][];
       };
       expectClose(plus.kl.flat(), klPenaltyRef(LOG_PROB.flat(), REF.flat(), 'k3').kl, 1e-6, 1e-5, 'k3+ kl');
-      expectClose(plus.grad_logprob_of_sum.flat(), klPenaltyRef(LOG_PROB.flat(), REF.flat(), 'k2').grad, 1e-6, 1e-5, 'k3+ grad');
+      expectClose(
+        plus.grad_logprob_of_sum.flat(),
+        klPenaltyRef(LOG_PROB.flat(), REF.flat(), 'k2').grad,
+        1e-6,
+        1e-5,
+        'k3+ grad',
+      );
       await expect(
         run({ profile: 'legacy_v020', function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3' }, inputs }),
       ).rejects.toThrow('NotImplementedError');

@@ -23,7 +23,17 @@ const POLICY = [
   'config',
   'rollout_is_weights',
 ];
-const POLICY_MODES_B178A3CD = ['vanilla', 'gspo', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'cispo', 'bypass_mode'];
+const POLICY_MODES_B178A3CD = [
+  'vanilla',
+  'gspo',
+  'sapo',
+  'gpg',
+  'clip_cov',
+  'kl_cov',
+  'geo_mean',
+  'cispo',
+  'bypass_mode',
+];
 const OPTIMAL_TOKEN_BASELINE = [
   'token_level_rewards',
   'response_mask',
