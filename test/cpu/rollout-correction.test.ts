@@ -178,6 +178,8 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
               'algorithm.rollout_correction.rollout_is=token',
               'actor_rollout_ref.rollout.calculate_log_probs=true',
               `actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode}`,
+              // dro has no default β.
+              'actor_rollout_ref.actor.policy_loss.dro_beta=0.1',
             ],
           }),
         ).rolloutIs,
