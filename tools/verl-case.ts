@@ -42,7 +42,7 @@ import {
 } from './verl/index.ts';
 import { NEWEST_VERL, VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
-import { POLICY_LOSS_MODES } from '../kernels/ppo/ppo-vocabulary.ts';
+import { POLICY_LOSS_MODES, policyLossMetrics, lossModeSpec } from '../kernels/ppo/policy-loss-modes.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
 import { bypassCorrection } from '../ppo/algorithm/bypass-correction.ts';
 import { drawWithReplacement, pfPpoWeights } from '../ppo/algorithm/pf-ppo.ts';
@@ -221,14 +221,6 @@ function actorConfigReader(c: VerlCase) {
   };
 }
 
-/** The metric keys each verl policy loss returns (gpg none, clip_cov no pg_clipfrac_lower, kl_cov only ppo_kl). */
-const POLICY_METRICS: Record<string, readonly string[]> = {
-  gpg: [],
-  dro: ['actor/ppo_kl'],
-  clip_cov: ['actor/pg_clipfrac', 'actor/ppo_kl'],
-  kl_cov: ['actor/ppo_kl'],
-};
-
 /**
  * The loss mode a policy-loss case names: compute_policy_loss_<mode>, get_policy_loss_fn('<mode>') or its name kwarg.
  */
@@ -242,12 +234,10 @@ function policyLossMode(c: VerlCase, name: string): string | null {
 }
 
 /** Policy losses that never read their loss_agg_mode (so never refuse a bad one): gspo and sapo aggregate as
- *  seq-mean-token-mean, geo_mean takes a plain mean over sequences. */
-const FIXED_AGGREGATION: Record<string, string> = {
-  gspo: 'seq-mean-token-mean',
-  sapo: 'seq-mean-token-mean',
-  geo_mean: 'token-mean',
-};
+ *  seq-mean-token-mean, geo_mean takes a plain mean over sequences (the table's fixedAggregation). */
+function fixedAggregation(mode: string): string | undefined {
+  return lossModeSpec(mode)?.fixedAggregation;
+}
 
 /** verl's POLICY_LOSS_REGISTRY at the case's version: the names get_policy_loss_fn finds. */
 function policyLossRegistry(c: VerlCase): readonly string[] {
@@ -1045,12 +1035,12 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       ...policyOptions(actorConfigReader(c), lossMode),
       ...aggOptions(
         c,
-        FIXED_AGGREGATION[lossMode] ?? arg(c, 'loss_agg_mode', 'token-mean'),
+        fixedAggregation(lossMode) ?? arg(c, 'loss_agg_mode', 'token-mean'),
         config(c, 'global_batch_info', {}),
       ),
       seed: c.seed,
     });
-    const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
+    const keys = policyLossMetrics(lossMode);
     return {
       pg_loss: r.pgLoss,
       metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])),

@@ -11,6 +11,7 @@
 import { aggWeight } from './agg-loss.ref.ts';
 import { klToken } from './kl-penalty.ref.ts';
 import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
+import { lossModeSpec } from './policy-loss-modes.ts';
 
 export interface ActorLossTerms {
   entropyCoeff: number;
@@ -90,8 +91,8 @@ export function computeActorLossRef(args: {
   const terms = args.terms ?? { entropyCoeff: 0, klLossCoef: 0, klLossType: 'low_var_kl' };
   const kl = terms.refLogProb ? parseKlEstimator(terms.klLossType) : null;
   // GSPO and SAPO always aggregate their policy term as seq-mean-token-mean; entropy and KL keep the configured mode.
-  const pgAggregation: LossAggregation =
-    mode === 'gspo' || mode === 'sapo' ? { ...aggregation, mode: 'seq-mean-token-mean' } : aggregation;
+  const fixed = lossModeSpec(mode)?.fixedAggregation;
+  const pgAggregation: LossAggregation = fixed ? { ...aggregation, mode: fixed } : aggregation;
   const low = config.clipRatioLow,
     high = config.clipRatioHigh;
   const gradLogProb = new Float64Array(B * T);

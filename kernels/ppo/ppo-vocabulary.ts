@@ -1,6 +1,7 @@
 // The names the PPO kernels, their CPU references and the trainer's config share (verl's spellings): loss
 // aggregation modes, KL estimators, outcome estimators, the policy-loss settings. A leaf: it imports nothing, so
-// kernels/<family>/<op>.ref.ts and the launchers can both use it without either depending on the other.
+// kernels/<family>/<op>.ref.ts and the launchers can both use it without either depending on the other (it
+// re-exports the policy-loss table, another leaf).
 
 export const LOSS_AGG_MODES = [
   'token-mean',
@@ -65,21 +66,9 @@ export const OUTCOME_ESTIMATORS = [
 ] as const;
 export type OutcomeEstimator = (typeof OUTCOME_ESTIMATORS)[number];
 
-/** actor.policy_loss.loss_mode values: verl's registered policy losses (core_algos.POLICY_LOSS_REGISTRY). */
-export const POLICY_LOSS_MODES = [
-  'vanilla',
-  'gspo',
-  'gpg',
-  'geo_mean',
-  'cispo',
-  'sapo',
-  'clip_cov',
-  'kl_cov',
-  'dppo_tv',
-  'dppo_kl',
-  'dro',
-] as const;
-export type PolicyLossMode = (typeof POLICY_LOSS_MODES)[number];
+/** actor.policy_loss.loss_mode values: verl's registered policy losses, declared in policy-loss-modes.ts. */
+export { POLICY_LOSS_MODES, type PolicyLossMode } from './policy-loss-modes.ts';
+import type { PolicyLossMode } from './policy-loss-modes.ts';
 
 export interface PolicyLossConfig {
   lossMode: PolicyLossMode;

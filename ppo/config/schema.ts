@@ -3,6 +3,7 @@
 // keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES, POLICY_LOSS_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { policyLossModesHelp } from '../../kernels/ppo/policy-loss-modes.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
@@ -303,9 +304,7 @@ const SCHEMA = {
         loss_mode: oneOf(
           'vanilla',
           POLICY_LOSS_MODES,
-          'Policy loss: vanilla (token-level clipped PPO), gspo (sequence ratio), gpg, geo_mean (GMPO), cispo, sapo, ' +
-            'clip_cov, kl_cov, dppo_tv and dppo_kl (DPPO-Binary: clip_ratio_* are TV / binary-KL thresholds), dro ' +
-            '(see docs/training.md)',
+          `Policy loss (verl 1dda039b's, see docs/training.md): ${policyLossModesHelp()}`,
         ),
         clip_cov_ratio: float(0.0002, 'clip_cov: fraction of the valid tokens whose loss is cut', positive),
         clip_cov_lb: float(1.0, 'clip_cov: only tokens with covariance above this are cut'),

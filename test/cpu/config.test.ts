@@ -47,6 +47,8 @@ describe('config defaults', () => {
       lam: 1,
       adv_estimator: 'gae',
       norm_adv_by_std_in_grpo: true,
+      gdpo_reward_keys: null,
+      gdpo_reward_weights: null,
       use_kl_in_reward: false,
       kl_penalty: 'kl',
       kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 },
