@@ -5,7 +5,8 @@
 //   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl,
 //   kl-estimators.wgsl and the LOSS_<MODE> constants of policy-loss-modes.ts prepended. lossMode: 0 vanilla
 //   (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence ratio), 2 gpg
-//   (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row, a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
+//   (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row,
+//   a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
 //   τ = tauPos if A > 0 else tauNeg), 6 clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens),
 //   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens), 8 dppo_tv and 9 dppo_kl (DPPO-Binary: −A·sg(min(ratio,
 //   c))·logProb·valid, valid = the token's probability moved less than the TV / binary-KL threshold toward A's sign,
