@@ -1,6 +1,7 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
+import { advEstimatorSpec } from './algorithm/advantage-estimator-table.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
 import { parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
@@ -46,7 +47,7 @@ export function planStep(c: PpoConfig): StepPlan {
   return {
     rolloutIs: bypass ? null : decoupledIs(c),
     rolloutRs: bypass ? null : decoupledRs(c),
-    remaxBaseline: c.algorithm.adv_estimator === 'remax',
+    remaxBaseline: advEstimatorSpec(c.algorithm.adv_estimator)?.rewardBaselines === true,
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     pfPpo: usesPfPpo(c)
       ? { reweightMethod: c.algorithm.pf_ppo.reweight_method, weightPow: c.algorithm.pf_ppo.weight_pow }

@@ -40,6 +40,7 @@ import {
   type PolicyLossOptions,
   type VerlVersion,
 } from './verl/index.ts';
+import { ADV_ESTIMATOR_TABLE } from '../ppo/algorithm/advantage-estimator-table.ts';
 import { NEWEST_VERL, VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import { POLICY_LOSS_MODES, policyLossMetrics, lossModeSpec } from '../kernels/ppo/policy-loss-modes.ts';
@@ -427,21 +428,10 @@ function rewardOutputs(c: VerlCase, reward: CaseReward): Outputs {
   return outputs;
 }
 
-const OUTCOME_FUNCTIONS: Record<string, string> = {
-  compute_grpo_outcome_advantage: 'grpo',
-  compute_rloo_outcome_advantage: 'rloo',
-  compute_opo_outcome_advantage: 'opo',
-  compute_reinforce_plus_plus_baseline_outcome_advantage: 'reinforce_plus_plus_baseline',
-  compute_grpo_passk_outcome_advantage: 'grpo_passk',
-  compute_reinforce_plus_plus_outcome_advantage: 'reinforce_plus_plus',
-  compute_remax_outcome_advantage: 'remax',
-  compute_grpo_vectorized_outcome_advantage: 'grpo_vectorized',
-  compute_rloo_vectorized_outcome_advantage: 'rloo_vectorized',
-  compute_gpg_outcome_advantage: 'gpg',
-  compute_optimal_token_baseline_advantage: 'optimal_token_baseline',
-  compute_multi_turn_optimal_token_baseline_advantage: 'tir_optimal_token_baseline',
-  compute_gdpo_outcome_advantage: 'gdpo',
-};
+/** verl function name → estimator, from the estimator table. */
+const OUTCOME_FUNCTIONS: Record<string, string> = Object.fromEntries(
+  ADV_ESTIMATOR_TABLE.map((e) => [e.verlFunction, e.name]),
+);
 
 /** GDPO's reward keys: with config, non_tensor_batch and batch, each of config.gdpo_reward_keys's scores (float32)
  *  and config.gdpo_reward_weights; without them, none (token_level_rewards alone), as verl falls back. */

@@ -4,6 +4,12 @@
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES, POLICY_LOSS_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { policyLossModesHelp } from '../../kernels/ppo/policy-loss-modes.ts';
+import {
+  ADV_ESTIMATORS,
+  SUM_PI_SQUARED_ESTIMATORS,
+  advEstimatorsHelp,
+  type AdvEstimator,
+} from '../algorithm/advantage-estimator-table.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
@@ -75,28 +81,7 @@ export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'cl
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 
 /** algorithm.adv_estimator values (ppo/algorithm/advantage-estimators.ts dispatches each to its kernel). */
-export const ADV_ESTIMATORS = [
-  'gae',
-  'grpo',
-  'rloo',
-  'opo',
-  'reinforce_plus_plus',
-  'reinforce_plus_plus_baseline',
-  'remax',
-  'grpo_passk',
-  'grpo_vectorized',
-  'rloo_vectorized',
-  'gpg',
-  'optimal_token_baseline',
-  'tir_optimal_token_baseline',
-  'gdpo',
-] as const;
-export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
-/** The estimators verl's compute_advantage hands sum_pi_squared and rollout_is_weights: the optimal token baselines. */
-export const SUM_PI_SQUARED_ESTIMATORS: readonly string[] = [
-  'optimal_token_baseline',
-  'tir_optimal_token_baseline',
-] satisfies readonly AdvEstimator[];
+export { ADV_ESTIMATORS, SUM_PI_SQUARED_ESTIMATORS, type AdvEstimator };
 
 /** algorithm.pf_ppo.reweight_method values (ppo/algorithm/pf-ppo.ts weighs each). */
 export const PF_PPO_REWEIGHT_METHODS = ['pow', 'max_min', 'max_random'] as const;
@@ -595,7 +580,11 @@ const SCHEMA = {
   algorithm: {
     gamma: float(1.0, 'Discount factor', unitInterval),
     lam: float(1.0, 'GAE λ', unitInterval),
-    adv_estimator: oneOf('gae', ADV_ESTIMATORS, 'Advantage estimator; only gae uses a critic'),
+    adv_estimator: oneOf<AdvEstimator>(
+      'gae',
+      ADV_ESTIMATORS,
+      `Advantage estimator (verl 1dda039b's; only gae uses a critic): ${advEstimatorsHelp()}`,
+    ),
     norm_adv_by_std_in_grpo: bool(true, "GRPO: divide by the group's standard deviation (false: Dr. GRPO)"),
     gdpo_reward_keys: new Key<string[] | null>(
       'strings',
