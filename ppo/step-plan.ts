@@ -3,7 +3,7 @@
 // from step to step (ppo/algorithm/lr-schedule.ts).
 import { advEstimatorSpec } from './algorithm/advantage-estimator-table.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
-import { parseRolloutRs } from './config/rollout-rs-spec.ts';
+import { parseRolloutIsThreshold, parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesPfPpo, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -142,9 +142,10 @@ function rolloutLogProbsKept(c: PpoConfig): boolean {
 /** algorithm.rollout_correction's settings, for either mode. */
 function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
-  return rc.rollout_is === null
-    ? null
-    : { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
+  if (rc.rollout_is === null) return null;
+  // A bad threshold is refused at composition; the weights parse it again each step.
+  parseRolloutIsThreshold(rc.rollout_is_threshold);
+  return { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
 }
 
 function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {

@@ -12,7 +12,7 @@ import {
 } from '../algorithm/advantage-estimator-table.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
-export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
+export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files' | 'numberOrString';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */
 type Interpolation = `\${${string}}${string}`;
 
@@ -655,7 +655,12 @@ const SCHEMA = {
         null,
         ['token', 'sequence'],
       ),
-      rollout_is_threshold: float(2.0, 'rollout_is: weights above it are truncated to it (TIS)', positive),
+      rollout_is_threshold: new Key<number | string>(
+        'numberOrString',
+        2.0,
+        'rollout_is: a number (TIS: weights above it truncated to it) or "LOWER_UPPER" (IcePop: weights outside ' +
+          '[LOWER, UPPER] zeroed), verl 1dda039b',
+      ),
       rollout_is_batch_normalize: bool(false, 'rollout_is: divide the truncated weights by their batch mean'),
       rollout_rs: optStr(
         null,

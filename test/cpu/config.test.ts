@@ -522,4 +522,20 @@ describe("verl 1dda039b's policy losses and loss keys", () => {
     expect(plan.critic.lossScaleFactor).toBe(256);
     expect(formatHelp()).toContain('dro_beta');
   });
+
+  it('takes IcePop\'s "LOWER_UPPER" rollout_is_threshold, and refuses bounds out of order', () => {
+    const rc = 'algorithm.rollout_correction';
+    const is = [`${rc}.rollout_is=token`, 'actor_rollout_ref.rollout.calculate_log_probs=true'];
+    expect(planStep(loadConfig({ overrides: [...is, `${rc}.rollout_is_threshold=0.5_2.0`] })).rolloutIs).toEqual({
+      level: 'token',
+      threshold: '0.5_2.0',
+      batchNormalize: false,
+    });
+    expect(planStep(loadConfig({ overrides: [...is, `${rc}.rollout_is_threshold=1.5`] })).rolloutIs?.threshold).toBe(
+      1.5,
+    );
+    expect(() => planStep(loadConfig({ overrides: [...is, `${rc}.rollout_is_threshold=2.0_0.5`] }))).toThrow(
+      /lower bound must be <= upper bound/,
+    );
+  });
 });
