@@ -113,3 +113,21 @@ export function computeOutcomeAdvantageRef(estimator: OutcomeEstimator, args: Ou
     ? maskedWhiten(broadcast, args.responseMask, true, true)
     : broadcast;
 }
+
+/** verl's compute_gdpo_outcome_advantage: each reward key's per-sequence scores (keyScores[k][b]) normalised by
+ *  GRPO within their groups, summed with `weights`, then masked_whiten · mask over the response tokens. */
+export function computeGdpoAdvantageRef(
+  args: Omit<OutcomeArgs, 'tokenLevelRewards'> & {
+    keyScores: readonly ArrayLike<number>[];
+    weights: readonly number[];
+  },
+): Float64Array {
+  const { B, T } = args;
+  const sum = new Float64Array(B * T);
+  args.keyScores.forEach((scores, k) => {
+    const rewards = Float64Array.from({ length: B * T }, (_, i) => (i % T === 0 ? scores[Math.floor(i / T)] : 0));
+    const grpo = computeOutcomeAdvantageRef('grpo', { ...args, tokenLevelRewards: rewards });
+    for (let i = 0; i < B * T; i++) sum[i] += args.weights[k] * grpo[i];
+  });
+  return maskedWhiten(sum, args.responseMask, true, true);
+}
