@@ -1,12 +1,12 @@
 // verl's policy losses (core_algos.POLICY_LOSS_REGISTRY, actor.policy_loss.loss_mode) declared as data, one entry
 // per mode: from this table follow the config's choices and --help, the checks, the verl-case harness's registry,
-// metric keys and fixed aggregations, and the policy-loss kernel's mode constants (LOSS_<NAME>, prepended to its
+// metric keys and fixed aggregations, and the policy-loss kernel's mode constants (LOSS_MODE_<NAME>, prepended to its
 // WGSL); the math is the entry's `case` in policy-loss.wgsl and its branch in policy-loss.ref.ts. A leaf: imports
 // nothing. `code` is explicit so that reordering the table cannot renumber the shader.
 
 export interface PolicyLossModeSpec {
   name: string;
-  /** The kernel's integer for the mode (WGSL const LOSS_<NAME>). */
+  /** The kernel's integer for the mode (WGSL const LOSS_MODE_<NAME>). */
   code: number;
   /** The verl function that defines it. */
   verlFunction: string;
@@ -141,9 +141,9 @@ export function policyLossMetrics(mode: string): readonly string[] {
   return lossModeSpec(mode)?.metrics ?? ALL_METRICS;
 }
 
-/** `const LOSS_<NAME>: u32 = <code>u;` per mode, prepended to policy-loss.wgsl for its switch. */
+/** `const LOSS_MODE_<NAME>: u32 = <code>u;` per mode, prepended to policy-loss.wgsl for its switch. */
 export function policyLossModeConstants(): string {
-  return POLICY_LOSS_TABLE.map((m) => `const LOSS_${m.name.toUpperCase()}: u32 = ${m.code}u;`).join('\n');
+  return POLICY_LOSS_TABLE.map((m) => `const LOSS_MODE_${m.name.toUpperCase()}: u32 = ${m.code}u;`).join('\n');
 }
 
 /** "vanilla (…), gspo (…), …" for --help and errors. */

@@ -3,7 +3,7 @@
 //   grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
 //   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total
 //   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl,
-//   kl-estimators.wgsl and the LOSS_<MODE> constants of policy-loss-modes.ts prepended. lossMode: 0 vanilla
+//   kl-estimators.wgsl and the LOSS_MODE_<MODE> constants of policy-loss-modes.ts prepended. lossMode: 0 vanilla
 //   (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence ratio), 2 gpg
 //   (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row,
 //   a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
@@ -56,7 +56,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (m != 0.0) {
       let raw = logProb[base + t] - oldLogProb[base + t];
       pre.y = pre.y + raw * m;
-      if (params.lossMode == LOSS_GEO_MEAN) {
+      if (params.lossMode == LOSS_MODE_GEO_MEAN) {
         pre.z = pre.z + geoMeanLogRatio(raw, advantages[base + t]).x * m;
         pre.w = pre.w + advantages[base + t] * m;
       }
@@ -71,7 +71,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     policyRowCount = workgroupSum4(lid, 64u, vec4<f32>(kept, 0.0, 0.0, 0.0)).x;
   }
   var geoIsWeight = 1.0;
-  if (params.lossMode == LOSS_GEO_MEAN && params.useIsWeights != 0u) {
+  if (params.lossMode == LOSS_MODE_GEO_MEAN && params.useIsWeights != 0u) {
     var logWeight = 0.0;
     for (var t = lid; t < params.T; t = t + 64u) {
       let m = mask[base + t];
@@ -108,7 +108,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, pm, policyRowCount);
     var isWeight = select(1.0, isWeights[i], params.useIsWeights != 0u);
     switch params.lossMode {
-      case LOSS_VANILLA: {
+      case LOSS_MODE_VANILLA: {
         negKl = nkl;
         let cr = clamp(ratio20, low, high);
         let dcr = select(0.0, dratio20, ratio20 >= low && ratio20 <= high);
@@ -122,7 +122,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (c1.x > l3) { c2 = vec2<f32>(l3, 0.0); } else if (c1.x == l3) { c2 = vec2<f32>(l3, 0.5 * c1.y); }
         loss = select(c1, c2, a < 0.0);
       }
-      case LOSS_GSPO: {
+      case LOSS_MODE_GSPO: {
         let logRatio = min(seqLogRatio, 10.0);
         let ratio = exp(logRatio);
         let dratio = select(0.0, ratio, seqLogRatio <= 10.0);
@@ -133,10 +133,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         clipped = l2 > l1;
         loss = maxWithGrad(l1, -a * dratio, l2, -a * dcr);
       }
-      case LOSS_GPG: {
+      case LOSS_MODE_GPG: {
         loss = vec2<f32>(-lp * a, -a);
       }
-      case LOSS_GEO_MEAN: {
+      case LOSS_MODE_GEO_MEAN: {
         let g = geoMeanLogRatio(raw, a);
         loss = vec2<f32>(geoRowLoss, geoRowLoss * g.y);
         clipped = g.z != 0.0 && a > 0.0;
@@ -144,19 +144,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         pgWeight = m / ((rowCount + 1e-8) * params.geoRows);
         isWeight = geoIsWeight;
       }
-      case LOSS_CISPO: {
+      case LOSS_MODE_CISPO: {
         negKl = nkl;
         let cr = clamp(ratio20, low, high);
         loss = vec2<f32>(-cr * a * lp, -cr * a);
         clipped = cr != ratio20;
       }
-      case LOSS_SAPO: {
+      case LOSS_MODE_SAPO: {
         negKl = nkl;
         let tau = select(params.tauNeg, params.tauPos, a > 0.0);
         let s = 1.0 / (1.0 + exp(-tau * (ratio20 - 1.0)));
         loss = vec2<f32>(-s * (4.0 / tau) * a, -a * 4.0 * s * (1.0 - s) * dratio20);
       }
-      case LOSS_CLIP_COV: {
+      case LOSS_MODE_CLIP_COV: {
         let ratio = exp(raw);
         let cr = clamp(ratio, low, high);
         let dcr = select(0.0, ratio, ratio >= low && ratio <= high);
@@ -164,12 +164,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         loss = maxWithGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr) * keep;
         clipped = keep == 0.0;
       }
-      case LOSS_DPPO_TV, LOSS_DPPO_KL: {
+      case LOSS_MODE_DPPO_TV, LOSS_MODE_DPPO_KL: {
         negKl = nkl;
         let p = exp(lp);
         let pOld = exp(oldLogProb[i]);
         var valid: bool;
-        if (params.lossMode == LOSS_DPPO_TV) {
+        if (params.lossMode == LOSS_MODE_DPPO_TV) {
           valid = select(p - pOld >= -params.clipRatioLow, p - pOld <= params.clipRatioHigh, a > 0.0);
         } else {
           let binaryKl = pOld * (oldLogProb[i] - lp) + (1.0 - pOld) * log((1.0 - pOld + 1e-8) / (1.0 - p + 1e-8));
@@ -181,10 +181,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         clipped = !valid;
         clippedLower = valid && ratio20 > params.clipRatioC;
       }
-      case LOSS_DRO: {
+      case LOSS_MODE_DRO: {
         loss = vec2<f32>(-(lp * a - 0.5 * params.droBeta * raw * raw), -a + params.droBeta * raw);
       }
-      case LOSS_KL_COV, default: {
+      case LOSS_MODE_KL_COV, default: {
         let ratio = exp(raw);
         let penalty = tokenFlags[i] * params.ppoKlCoef;
         loss = vec2<f32>(-a * ratio + penalty * abs(raw), -a * ratio + penalty * sign(raw));

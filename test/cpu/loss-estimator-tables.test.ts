@@ -27,9 +27,9 @@ describe('policy losses declared as data', () => {
     const codes = POLICY_LOSS_TABLE.map((m) => m.code);
     expect(new Set(codes).size).toBe(codes.length);
     for (const { name } of POLICY_LOSS_TABLE)
-      expect(wgsl, name).toMatch(new RegExp(`case [^:{]*LOSS_${name.toUpperCase()}\\b`));
+      expect(wgsl, name).toMatch(new RegExp(`case [^:{]*LOSS_MODE_${name.toUpperCase()}\\b`));
     expect(wgsl).not.toMatch(/case \d+u/);
-    expect(policyLossModeConstants()).toContain('const LOSS_DRO: u32 = 10u;');
+    expect(policyLossModeConstants()).toContain('const LOSS_MODE_DRO: u32 = 10u;');
   });
 
   it("derives the config's choices, --help, the checks and the harness's metric keys", () => {
