@@ -376,9 +376,10 @@ export function rolloutIsWeights(
   batchNormalize: boolean,
   metricsFromApplied = true,
 ): { weights: Float32Array; metrics: Record<string, number> } {
+  // verl b178a3cd took a number only, checked as positive.
+  if (!metricsFromApplied && !(typeof thresholdSpec === 'number' && thresholdSpec > 0))
+    throw new Error(`algorithm.rollout_correction.rollout_is_threshold must be positive, got ${thresholdSpec}`);
   const threshold = parseRolloutIsThreshold(thresholdSpec);
-  if (threshold.lower !== null && !metricsFromApplied)
-    throw new Error(`rollout_is_threshold must be positive, got ${thresholdSpec} (verl b178a3cd takes a number)`);
   const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
   const raw = new Float32Array(N * R);
   const logRatioSums = new Float64Array(N);
