@@ -752,6 +752,9 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
     },
     kl_cov: { 'config.policy_loss.kl_cov_ratio': 0.2, 'config.policy_loss.ppo_kl_coef': 0.5 },
     geo_mean: { 'config.clip_ratio': 0.1 },
+    dppo_tv: { 'config.clip_ratio': 0.05, 'config.clip_ratio_c': 1.1 },
+    dppo_kl: { 'config.clip_ratio': 0.01, 'config.clip_ratio_c': 1.1 },
+    dro: { 'config.policy_loss.dro_beta': 0.7 },
   };
   for (const [mode, kwargs] of Object.entries(WEIGHTED_CONFIGS)) {
     it(`compute_policy_loss_${mode} multiplies the token losses by rollout_is_weights`, async () => {
@@ -924,6 +927,26 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
       expectGolden(got, GOLDENS.passk_norm_false, 'passk');
     },
   );
+
+  it("agg_loss at 1dda039b: token-sum, the per-sequence norm mode, the trainer's global normalisers", async () => {
+    const info = { dp_size: 2, batch_num_tokens: 30, global_batch_size: 6, loss_scale_factor: 7 };
+    for (const [scope, kwargs] of [
+      ['local', {}],
+      ['global', info],
+    ] as const) {
+      for (const [mode, loss] of Object.entries(GOLDENS.agg_1dda039b[scope])) {
+        expectGolden(
+          await run({
+            function: `${CORE}.agg_loss`,
+            kwargs: { loss_agg_mode: mode, ...kwargs },
+            inputs: { loss_mat: wave(6, 1), loss_mask: HOLES },
+          }),
+          { loss },
+          `${scope} ${mode}`,
+        );
+      }
+    }
+  });
 
   it('agg_loss with dp_size 2 and no global counts: b178a3cd divides by the local ones, 1dda039b raises', async () => {
     for (const [mode, loss] of Object.entries(GOLDENS.agg_dp2)) {
