@@ -5,8 +5,8 @@
 // (compute_offpolicy_metrics), verl v0.2.0.post2 fb532783 (compute_gae_advantage_return, compute_policy_loss,
 // ray_trainer.apply_kl_penalty) and Search-R1 a14dc3a (apply_kl_penalty on info_mask; dp_actor's state-masked actor
 // loss), and verl-project/verl 1dda039b (dppo_tv, dppo_kl, dro with rollout_is_weights; agg_loss with token-sum and
-// the global normalisers). Gradients are central differences of those ports with verl's .detach() terms held fixed. The ports are
-// tools/verl/numpy_ports.py; python3 tools/verl/goldens.py prints every value below, and
+// the global normalisers). Gradients are central differences of those ports with verl's .detach() terms held fixed.
+// The ports are tools/verl/numpy_ports.py; python3 tools/verl/goldens.py prints every value below, and
 // test/cpu/verl-goldens.test.ts checks them against it (docs/tests.md).
 export const GOLDENS = {
   weighted: {
