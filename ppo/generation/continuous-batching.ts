@@ -33,7 +33,17 @@ export interface QueuedSample {
   sampling: Omit<RowSampling, 'outRow'>;
   /** Its response so far; its budget is at most the loop's R. */
   progress: TurnProgress;
+  /**
+   * Set when nobody waits for it any more (a server's client went away): the loop ends it at the next decode step,
+   * before its budget, and its row is free for the next waiting sample at the next read.
+   */
+  cancelled?: boolean;
+  /** Told the tokens each read adds to its response and their log-probs (a server streams them). */
+  onTokens?(tokens: readonly number[], logprobs: readonly number[]): void;
 }
+
+/** The sample needs no more tokens: its response ended, or it was cancelled. */
+const ended = (q: QueuedSample): boolean => q.progress.done || q.cancelled === true;
 
 /** Where the samples come from, and where they go once their response has ended. */
 export interface SampleQueue {
@@ -159,10 +169,12 @@ export async function decodeContinuous(
   /** Takes columns [s.harvested, to) of a sample's output row from the host copies. */
   const takeColumns = async (s: SlotSample, tokens: Uint32Array, logprobs: Float32Array, to: number): Promise<void> => {
     const p = s.queued.progress;
-    if (p.done || to <= s.harvested) return;
+    if (ended(s.queued) || to <= s.harvested) return;
+    const before = p.tokens.length;
     await p.take(tokens.subarray(s.outRow * R + s.harvested, s.outRow * R + to));
     for (let t = s.harvested; t < to; t++) s.logprobs.push(logprobs[s.outRow * R + t]);
     s.harvested = to;
+    s.queued.onTokens?.(p.tokens.slice(before), s.logprobs.slice(before, p.tokens.length));
   };
 
   // A read of the output rows after `dispatches` sampler dispatches, and the samples it holds.
@@ -204,7 +216,11 @@ export async function decodeContinuous(
       padId: c.padTokenId,
     });
     dispatches++;
-    const live = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
+    // A cancelled sample leaves now: its row stops sampling (the kernel pads a finished row) and is free at the read.
+    rows.forEach((s, r) => {
+      if (s?.queued.cancelled) release(r);
+    });
+    const live = rows.filter((s): s is SlotSample => s !== null && !ended(s.queued));
     // Once every live sample has drawn its budget and none waits, stop without the reads' lag (up to
     // 2·readEvery steps of decoding whose tokens nobody keeps).
     if (queue.waiting === 0 && live.every((s) => dispatches >= s.firstDispatch + s.queued.progress.budget)) break;
@@ -214,11 +230,11 @@ export async function decodeContinuous(
       // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
       await harvest();
       queue.onRead?.();
-      const running = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
+      const running = rows.filter((s): s is SlotSample => s !== null && !ended(s.queued));
       if (running.length === 0 && queue.waiting === 0) break;
       if (running.length > 0)
         pending = { dispatches, samples: running, tokens: e.read(state.tokens), logprobs: e.read(state.logprobs) };
-      free = rows.flatMap((s, r) => (s === null || s.queued.progress.done ? [r] : []));
+      free = rows.flatMap((s, r) => (s === null || ended(s.queued) ? [r] : []));
       for (const r of free) if (rows[r]) release(r);
       if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * rows.length) {
         const keep = rows.flatMap((s, r) => (s ? [r] : []));

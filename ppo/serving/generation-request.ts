@@ -2,7 +2,7 @@
 // token ids, n samples each, a token budget, sampling parameters and stop conditions; and the checks of a
 // request against the served model before it waits for a slot.
 import { ApiError, badRequest } from './api-error.ts';
-import type { RequestFields } from './request-fields.ts';
+import { isObject, type RequestFields } from './request-fields.ts';
 
 /** A prompt as the client sent it: text to tokenize, or token ids. */
 export type PromptInput = { text: string } | { ids: number[] };
@@ -69,6 +69,9 @@ export function refuseUnsupportedSampling(f: RequestFields): void {
   f.unsupported('min_tokens', 0, 'not supported by this server (only 0)');
   f.unsupported('min_new_tokens', 0, 'not supported by this server (only 0)');
   f.unsupported('ignore_eos', false, 'not supported by this server (only false)');
+  // {"type": "text"} is the default format, which SDKs send: it constrains nothing.
+  const format = f.raw('response_format');
+  const plainText = isObject(format) && format.type === 'text' && Object.keys(format).length === 1;
   for (const key of [
     'logit_bias',
     'regex',
@@ -79,7 +82,7 @@ export function refuseUnsupportedSampling(f: RequestFields): void {
     'response_format',
     'structural_tag',
   ]) {
-    if (f.has(key))
+    if (f.has(key) && !(key === 'response_format' && plainText))
       throw new ApiError(400, `${f.name(key)}: constrained decoding is not supported by this server`, f.name(key));
   }
 }

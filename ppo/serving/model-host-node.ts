@@ -19,7 +19,7 @@ import { rolloutSlots } from '../generation/slots.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
 import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
-import { Scheduler, type SampleResult } from './scheduler.ts';
+import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
 
 export interface ServeOptions {
@@ -48,6 +48,33 @@ const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
  */
 const SERVER_COMPACT_BELOW = 1;
 
+/**
+ * How much a tokenizer's normalizer may shrink a text (accents stripped, sequences composed) before tokens cover it.
+ */
+const NORMALIZER_MARGIN = 4;
+
+/**
+ * Bytes of text that --max-prompt-tokens tokens can cover, at most: each token's text has no more bytes than its
+ * vocabulary entry (byte-level BPE spells a byte as one character, SentencePiece a space as "▁" and a byte as
+ * "<0x0A>", WordPiece a word's middle as "##…"), times the normalizer's margin. A tokenizer that drops text
+ * (whitespace between BERT's words) could fit more; such a prompt is refused, as the docs say.
+ */
+export function promptByteLimit(tokenizerJson: string, maxPromptTokens: number): number {
+  const json = JSON.parse(tokenizerJson) as {
+    model?: { vocab?: Record<string, number> | [string, number][]; max_input_chars_per_word?: number };
+    added_tokens?: { content: string }[];
+  };
+  const vocab = json.model?.vocab;
+  const pieces = [
+    ...(Array.isArray(vocab) ? vocab.map(([piece]) => piece) : Object.keys(vocab ?? {})),
+    ...(json.added_tokens ?? []).map((t) => t.content),
+  ];
+  // WordPiece's unknown token stands for a whole word of up to max_input_chars_per_word characters (4 bytes each).
+  const unknownWord = 4 * (json.model?.max_input_chars_per_word ?? 0);
+  const longest = pieces.reduce((m, p) => Math.max(m, Buffer.byteLength(p)), Math.max(1, unknownWord));
+  return maxPromptTokens * longest * NORMALIZER_MARGIN;
+}
+
 export class ModelHost {
   readonly limits: ServerLimits;
   readonly scheduler: Scheduler;
@@ -63,6 +90,8 @@ export class ModelHost {
   private readonly slots: number;
   private readonly end: { eosTokenIds: number[]; padTokenId: number };
   private chatTemplate: ChatTemplate | Error | null = null;
+  /** Bytes of text a prompt may have: more cannot tokenize within --max-prompt-tokens (promptByteLimit). */
+  private readonly promptBytes: number;
 
   private constructor(
     readonly engine: Engine,
@@ -89,8 +118,14 @@ export class ModelHost {
       vocabSize: config.vocabSize,
       maxSamples: options.maxRequestSamples,
     };
+    this.promptBytes = promptByteLimit(tokenizerJson, P);
     const decode = (ids: readonly number[]) => tokenizer.decode(ids, { skipSpecialTokens: true });
-    this.scheduler = new Scheduler((queue, adapter) => this.decodeLoop(queue, adapter), end.eosTokenIds, decode);
+    this.scheduler = new Scheduler(
+      (queue, adapter) => this.decodeLoop(queue, adapter),
+      end.eosTokenIds,
+      decode,
+      () => this.counters.aborted(),
+    );
   }
 
   static async open(engine: Engine, options: ServeOptions): Promise<ModelHost> {
@@ -117,9 +152,29 @@ export class ModelHost {
     return this.adapters.has(name);
   }
 
-  /** Text prompts tokenized as vLLM and SGLang do (the tokenizer's special tokens added); ids as given. */
-  tokenize(prompts: readonly PromptInput[]): Promise<number[][]> {
+  /**
+   * Text prompts tokenized as vLLM and SGLang do (the tokenizer's special tokens added); ids as given. A text too
+   * long to fit is refused before it is tokenized (checkPromptText).
+   */
+  tokenize(prompts: readonly PromptInput[], param: string): Promise<number[][]> {
+    prompts.forEach((p, i) => {
+      if ('text' in p) this.checkPromptText(p.text, prompts.length > 1 ? `${param}[${i}]` : param);
+    });
     return Promise.all(prompts.map((p) => ('ids' in p ? p.ids : this.tokenizer.encode(p.text))));
+  }
+
+  /** A 400 in a few milliseconds for a text whose tokens would surely exceed --max-prompt-tokens. */
+  checkPromptText(text: string, param: string): void {
+    // UTF-16 units are at least a third of the UTF-8 bytes: most texts are decided without counting bytes.
+    if (text.length * 3 <= this.promptBytes) return;
+    const bytes = Buffer.byteLength(text);
+    if (bytes > this.promptBytes)
+      throw new ApiError(
+        400,
+        `${param}: the prompt has ${bytes} bytes of text, more than ${this.promptBytes} (this server's ` +
+          `--max-prompt-tokens ${this.limits.maxPromptTokens} × the longest token's bytes × ${NORMALIZER_MARGIN})`,
+        param,
+      );
   }
 
   /** A chat's prompt ids: the model's chat template, rendered and encoded as apply_chat_template does. */
@@ -151,12 +206,16 @@ export class ModelHost {
     }
   }
 
-  /** Checks the prompts and the budget, then waits for every sample; `param` names the prompt field in errors. */
-  async generate(
+  /**
+   * Checks the prompts and the budget (throwing at once, before a stream starts), then waits for every sample;
+   * `param` names the prompt field in errors. `signal` aborts the request; `observer` sees its tokens as they come.
+   */
+  generate(
     request: GenerationRequest,
     promptIds: number[][],
     defaultMaxTokens: number,
     param: string,
+    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
   ): Promise<SampleResult[]> {
     const budget = checkPromptIds(promptIds, request.maxTokens, defaultMaxTokens, request.n, this.limits, param);
     const bad = request.stopTokenIds.find((id) => id < 0 || id >= this.config.vocabSize);
@@ -184,6 +243,25 @@ export class ModelHost {
       stopStrings: request.stop,
       stopTokenIds: request.stopTokenIds,
       adapter: request.adapter,
+      ...watch,
+    });
+  }
+
+  /**
+   * One short request through the whole decode loop (prefill, decode steps, sampling, a read), so that its
+   * pipelines are compiled before the server listens: the first client waits for its own tokens only.
+   */
+  async warmUp(): Promise<void> {
+    const prompt = Array.from({ length: Math.min(4, this.limits.maxPromptTokens) }, (_, i) => i);
+    await this.scheduler.generate({
+      prompts: [prompt],
+      n: 1,
+      budget: Math.min(this.limits.maxNewTokens, 2 * SERVER_READ_EVERY + 1),
+      sampling: { temperature: 1, topK: -1, topP: 1, seed: 0 },
+      sampleOffset: 0,
+      stopStrings: [],
+      stopTokenIds: [],
+      adapter: null,
     });
   }
 

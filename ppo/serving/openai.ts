@@ -25,18 +25,33 @@ interface OpenAiRequest {
   /** The `model` field, or null when absent. */
   model: string | null;
   returnTokenIds: boolean;
+  /** Server-Sent Events, one chunk per read of the decode batch, then `data: [DONE]`. */
+  stream: boolean;
+  /** stream_options.include_usage: `usage: null` on every chunk, then a last chunk with no choices and the usage. */
+  includeUsage: boolean;
 }
 
 /** The fields /v1/completions and /v1/chat/completions share. */
 function commonFields(
   f: RequestFields,
   maxTokens: number | null,
-): Omit<GenerationRequest, 'prompts'> & { model: string | null; returnTokenIds: boolean } {
-  f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
+): Omit<GenerationRequest, 'prompts'> & Omit<OpenAiRequest, 'request'> {
   refuseUnsupportedSampling(f);
+  const stream = f.boolean('stream', false);
+  const streamOptions = f.object('stream_options');
+  if (!stream && f.has('stream_options')) throw badRequest('stream_options', 'nothing unless stream is true', '{...}');
   const s = samplingFields(f);
   f.unsupported('best_of', s.n, 'best_of other than n is not supported by this server');
   f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
+  // Accepted and ignored they would answer something else than asked: refused until they are computed.
+  if (f.has('prompt_logprobs'))
+    throw new ApiError(400, 'prompt_logprobs: prompt log-probs are not computed by this server', 'prompt_logprobs');
+  if (f.has('truncate_prompt_tokens'))
+    throw new ApiError(
+      400,
+      'truncate_prompt_tokens: prompts are not truncated by this server (a prompt over --max-prompt-tokens is a 400)',
+      'truncate_prompt_tokens',
+    );
   const seed = f.optionalInteger('seed');
   return {
     n: s.n,
@@ -52,6 +67,8 @@ function commonFields(
     adapter: null,
     model: f.has('model') ? f.string('model', '') : null,
     returnTokenIds: f.boolean('return_token_ids', false),
+    stream,
+    includeUsage: streamOptions.boolean('include_usage', false),
   };
 }
 
@@ -75,11 +92,11 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
       'logprobs',
     );
   }
-  const { model, returnTokenIds, ...rest } = commonFields(
+  const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(
     f,
     f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null,
   );
-  return { request: { prompts, ...rest }, model, returnTokenIds, logprobs: logprobs !== null };
+  return { request: { prompts, ...rest }, model, returnTokenIds, stream, includeUsage, logprobs: logprobs !== null };
 }
 
 export interface ChatRequest extends OpenAiRequest {
@@ -115,7 +132,13 @@ export function parseChatRequest(body: unknown): ChatRequest {
       content: m.content === undefined || m.content === null ? '' : messageContent(m.content, `messages[${i}].content`),
     };
   });
-  if (f.has('tools')) throw new ApiError(400, 'tools: tool calling is not supported by this server', 'tools');
+  // SDKs send an empty tool list and tool_choice "none" or "auto" with it: both mean plain text.
+  const tools = f.raw('tools');
+  if (tools !== undefined && tools !== null && !(Array.isArray(tools) && tools.length === 0))
+    throw new ApiError(400, 'tools: tool calling is not supported by this server (only [])', 'tools');
+  const toolChoice = f.raw('tool_choice');
+  if (toolChoice !== undefined && toolChoice !== null && toolChoice !== 'none' && toolChoice !== 'auto')
+    throw badRequest('tool_choice', '"none" or "auto" (there are no tools)', toolChoice);
   const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0 });
   if (topLogprobs > 0)
     throw new ApiError(
@@ -132,11 +155,13 @@ export function parseChatRequest(body: unknown): ChatRequest {
     : f.has('max_tokens')
       ? f.number('max_tokens', 0, { integer: true })
       : null;
-  const { model, returnTokenIds, ...rest } = commonFields(f, budget);
+  const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(f, budget);
   return {
     request: { prompts: [], ...rest },
     model,
     returnTokenIds,
+    stream,
+    includeUsage,
     messages,
     addGenerationPrompt: f.boolean('add_generation_prompt', true),
     templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
@@ -148,8 +173,6 @@ export function parseChatRequest(body: unknown): ChatRequest {
 export interface ReportedSample extends CompletionText {
   tokens: number[];
   logprobs: Float32Array;
-  /** Each token's text (for log-probs). */
-  tokenTexts: string[];
   promptIds: number[];
 }
 
@@ -159,7 +182,7 @@ function usage(promptTokens: number, samples: readonly ReportedSample[]) {
 }
 
 /** vLLM's stop_reason: the stop string or stop token id that ended the sample; null at EOS or the budget. */
-function stopReason(s: ReportedSample): string | number | null {
+function stopReason(s: CompletionText): string | number | null {
   return s.eos ? null : s.matched;
 }
 
@@ -235,6 +258,116 @@ export function chatResponse(
     })),
     usage: usage(promptTokens, samples),
     ...(c.returnTokenIds ? { prompt_token_ids: samples[0]?.promptIds ?? [] } : {}),
+  };
+}
+
+/** The part of a sample one stream chunk carries: its new text and tokens, and the end once it ended. */
+export interface StreamDelta {
+  /** Choice index (prompt-major sample index). */
+  index: number;
+  text: string;
+  tokens: readonly number[];
+  logprobs: readonly number[];
+  tokenTexts: readonly string[];
+  /** Offset of the first token's text in the sample's text (text_offset). */
+  textOffset: number;
+  /** Set on the sample's last chunk. */
+  end: CompletionText | null;
+}
+
+/** Stream chunks of one response share its id, creation time and model. */
+export interface StreamHead {
+  id: string;
+  created: number;
+  model: string;
+}
+
+export function streamHead(model: string, kind: 'cmpl' | 'chatcmpl'): StreamHead {
+  return { id: randomId(kind), created: now(), model };
+}
+
+/** A text_completion chunk (vLLM's CompletionStreamResponse). */
+export function completionChunk(
+  head: StreamHead,
+  d: StreamDelta,
+  c: Pick<CompletionRequest, 'logprobs' | 'includeUsage' | 'returnTokenIds'>,
+) {
+  let offset = d.textOffset;
+  return {
+    ...head,
+    object: 'text_completion',
+    choices: [
+      {
+        index: d.index,
+        text: d.text,
+        logprobs: c.logprobs
+          ? {
+              text_offset: d.tokenTexts.map((t) => (offset += t.length) - t.length),
+              token_logprobs: [...d.logprobs],
+              tokens: [...d.tokenTexts],
+              top_logprobs: null,
+            }
+          : null,
+        finish_reason: d.end?.finishReason ?? null,
+        stop_reason: d.end ? stopReason(d.end) : null,
+        ...(c.returnTokenIds ? { token_ids: [...d.tokens] } : {}),
+      },
+    ],
+    ...(c.includeUsage ? { usage: null } : {}),
+  };
+}
+
+/** A chat.completion.chunk (vLLM's ChatCompletionStreamResponse); `role` starts a choice's stream. */
+export function chatChunk(
+  head: StreamHead,
+  d: StreamDelta | { index: number; role: 'assistant' },
+  c: Pick<ChatRequest, 'logprobs' | 'includeUsage' | 'returnTokenIds'>,
+) {
+  const bytes = (text: string) => Array.from(new TextEncoder().encode(text));
+  const choice =
+    'role' in d
+      ? { index: d.index, delta: { role: d.role, content: '' }, logprobs: null, finish_reason: null }
+      : {
+          index: d.index,
+          delta: d.text === '' && d.end ? {} : { content: d.text },
+          logprobs: c.logprobs
+            ? {
+                content: d.tokenTexts.map((token, t) => ({
+                  token,
+                  logprob: d.logprobs[t],
+                  bytes: bytes(token),
+                  top_logprobs: [],
+                })),
+              }
+            : null,
+          finish_reason: d.end?.finishReason ?? null,
+          stop_reason: d.end ? stopReason(d.end) : null,
+          ...(c.returnTokenIds ? { token_ids: [...d.tokens] } : {}),
+        };
+  return {
+    ...head,
+    object: 'chat.completion.chunk',
+    choices: [choice],
+    ...(c.includeUsage ? { usage: null } : {}),
+  };
+}
+
+/** stream_options.include_usage's last chunk: no choices, the request's usage. */
+export function usageChunk(
+  head: StreamHead,
+  object: 'text_completion' | 'chat.completion.chunk',
+  promptTokens: number,
+  completionTokens: number,
+) {
+  return {
+    ...head,
+    object,
+    choices: [],
+    usage: {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    },
   };
 }
 

@@ -23,6 +23,8 @@ export interface GenerateRequest {
   rid: string | null;
   /** A batch of prompts (text or input_ids a list of them): SGLang answers a list even for one sample. */
   batch: boolean;
+  /** Server-Sent Events: each sample's text and output_ids so far at every read, then `data: [DONE]`. */
+  stream: boolean;
 }
 
 export function parseGenerateRequest(body: unknown): GenerateRequest {
@@ -32,7 +34,6 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
   const input = f.has('text') ? f.raw('text') : f.raw('input_ids');
   const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
   const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
-  f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
   f.unsupported('top_logprobs_num', 0, 'top log-probs are not computed by this server (only 0)');
   f.unsupported('logprob_start_len', -1, 'prompt log-probs are not computed by this server (only -1: output tokens)');
   if (f.has('input_embeds') || f.has('image_data'))
@@ -78,32 +79,47 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
     returnLogprob: f.boolean('return_logprob', false),
     rid: typeof rid === 'string' ? rid : null,
     batch,
+    stream: f.boolean('stream', false),
   };
 }
 
-export interface GeneratedSample extends CompletionText {
-  tokens: number[];
-  logprobs: Float32Array;
+/** A sample so far (`end` null while it generates) or finished. */
+export interface GeneratedSample {
+  text: string;
+  tokens: readonly number[];
+  logprobs: ArrayLike<number>;
   promptTokens: number;
+  end: Pick<CompletionText, 'finishReason' | 'matched'> | null;
 }
 
-/** One sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
-export function generateResponse(
-  samples: readonly GeneratedSample[],
-  g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>,
+/** A random request id, as SGLang makes one. */
+export function newRid(): string {
+  return Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16)).join('');
+}
+
+/** SGLang's finish_reason: null while generating, {type: "stop", matched}, {type: "length", length} or abort. */
+function finishReason(s: GeneratedSample) {
+  if (s.end === null) return null;
+  if (s.end.finishReason === 'length') return { type: 'length', length: s.tokens.length };
+  if (s.end.finishReason === 'abort') return { type: 'abort', message: 'the request was aborted' };
+  return { type: 'stop', matched: s.end.matched };
+}
+
+/** One sample's output, sample i of `count` (its id `${rid}-${i}` when there are several). */
+export function generateOutput(
+  s: GeneratedSample,
+  i: number,
+  count: number,
+  g: Pick<GenerateRequest, 'returnLogprob'> & { rid: string },
   latencySeconds: number,
   weightVersion: string,
 ) {
-  const rid = g.rid ?? Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16)).join('');
-  const outputs = samples.map((s, i) => ({
+  return {
     text: s.text,
-    output_ids: s.tokens,
+    output_ids: [...s.tokens],
     meta_info: {
-      id: samples.length > 1 ? `${rid}-${i}` : rid,
-      finish_reason:
-        s.finishReason === 'length'
-          ? { type: 'length', length: s.tokens.length }
-          : { type: 'stop', matched: s.matched },
+      id: count > 1 ? `${g.rid}-${i}` : g.rid,
+      finish_reason: finishReason(s),
       prompt_tokens: s.promptTokens,
       completion_tokens: s.tokens.length,
       cached_tokens: 0,
@@ -112,8 +128,30 @@ export function generateResponse(
       // [logprob, token id, token text]: the text only with return_text_in_logprobs, which this server leaves null.
       ...(g.returnLogprob ? { output_token_logprobs: s.tokens.map((id, t) => [s.logprobs[t], id, null]) } : {}),
     },
-  }));
+  };
+}
+
+/** Every sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
+export function generateResponse(
+  samples: readonly GeneratedSample[],
+  g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>,
+  latencySeconds: number,
+  weightVersion: string,
+) {
+  const rid = g.rid ?? newRid();
+  const outputs = samples.map((s, i) =>
+    generateOutput(s, i, samples.length, { ...g, rid }, latencySeconds, weightVersion),
+  );
   return g.batch || outputs.length > 1 ? outputs : outputs[0];
+}
+
+/** SGLang's /abort_request: a request's rid, or abort_all. */
+export function parseAbortRequest(body: unknown): { rid: string | null; all: boolean } {
+  const f = RequestFields.of(body);
+  const all = f.boolean('abort_all', false);
+  if (!all && !f.has('rid'))
+    throw badRequest('rid', 'the rid of a running /generate request (or abort_all)', undefined);
+  return { rid: f.has('rid') ? f.string('rid', '') : null, all };
 }
 
 export function parseUpdateWeightsRequest(body: unknown): { modelPath: string; weightVersion: string | null } {

@@ -77,7 +77,7 @@ describe('serve request parsing', () => {
     expect(
       refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { frequency_penalty: 0.5 } })).body.error.param,
     ).toBe('sampling_params.frequency_penalty');
-    expect(refusal(() => parseGenerateRequest({ text: 'a', stream: true })).body.error.message).toContain('streaming');
+    expect(parseGenerateRequest({ text: 'a', stream: true }).stream).toBe(true);
     expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 2 })).status).toBe(400);
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
     // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
@@ -109,6 +109,8 @@ describe('serve request parsing', () => {
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 2 })).body.error.param).toBe('logprobs');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', echo: true })).body.error.param).toBe('echo');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', best_of: 3 })).body.error.param).toBe('best_of');
+    for (const key of ['prompt_logprobs', 'truncate_prompt_tokens'])
+      expect(refusal(() => parseCompletionRequest({ prompt: 'a', [key]: 1 })).body.error.param).toBe(key);
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', temperature: -1 })).body.error).toEqual({
       message: 'temperature: expected a number ≥ 0, got -1',
       type: 'BadRequestError',
@@ -136,6 +138,28 @@ describe('serve request parsing', () => {
       request: { maxTokens: 3 },
     });
     expect(refusal(() => parseChatRequest({ messages: [] })).body.error.param).toBe('messages');
+    // Streaming, and the no-op values SDKs send: a plain-text response format, an empty tool list.
+    const user = [{ role: 'user', content: 'a' }];
+    expect(
+      parseChatRequest({
+        messages: user,
+        stream: true,
+        stream_options: { include_usage: true },
+        response_format: { type: 'text' },
+        tools: [],
+        tool_choice: 'none',
+      }),
+    ).toMatchObject({ stream: true, includeUsage: true });
+    expect(parseCompletionRequest({ prompt: 'a', stream: true })).toMatchObject({ stream: true, includeUsage: false });
+    expect(refusal(() => parseCompletionRequest({ prompt: 'a', stream_options: {} })).body.error.param).toBe(
+      'stream_options',
+    );
+    for (const [key, value] of [
+      ['response_format', { type: 'json_object' }],
+      ['tools', [{ type: 'function', function: { name: 'f' } }]],
+      ['tool_choice', 'required'],
+    ] as const)
+      expect(refusal(() => parseChatRequest({ messages: user, [key]: value })).body.error.param).toBe(key);
     expect(
       refusal(() => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], top_logprobs: 2 })).body.error.param,
     ).toBe('top_logprobs');
@@ -194,32 +218,36 @@ describe('serve responses', () => {
       logprobs: new Float32Array(tokens.length),
       reason,
     });
-    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), [], request)).toEqual({
       text: 'a',
       finishReason: 'stop',
       matched: 'cd',
       eos: false,
+      tokenTexts: ['a', 'c', 'd'],
     });
     expect(
-      await completionText(decodeChars, sample([1, 3, 4], 'stop'), { ...request, keepStopString: true }),
+      await completionText(decodeChars, sample([1, 3, 4], 'stop'), [], { ...request, keepStopString: true }),
     ).toMatchObject({ text: 'acd' });
-    expect(await completionText(decodeChars, sample([1, 9], 'stop'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 9], 'stop'), [], request)).toEqual({
       text: 'ai',
       finishReason: 'stop',
       matched: 9,
       eos: false,
+      tokenTexts: ['a', 'i'],
     });
-    expect(await completionText(decodeChars, sample([1, 5], 'eos'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 5], 'eos'), [], request)).toEqual({
       text: 'ae',
       finishReason: 'stop',
       matched: 5,
       eos: true,
+      tokenTexts: ['a', 'e'],
     });
-    expect(await completionText(decodeChars, sample([1, 1], 'length'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 1], 'length'), [], request)).toEqual({
       text: 'aa',
       finishReason: 'length',
       matched: null,
       eos: false,
+      tokenTexts: ['a', 'a'],
     });
   });
 
@@ -256,7 +284,7 @@ describe('serve responses', () => {
         },
       ],
     });
-    const g = { ...s, promptTokens: 1 };
+    const g = { ...s, promptTokens: 1, end: s };
     const one = generateResponse([g], { returnLogprob: true, rid: 'r', batch: false }, 0.5, 'default');
     expect(one).toMatchObject({
       text: 'ab',
@@ -274,7 +302,7 @@ describe('serve responses', () => {
       },
     });
     const list = generateResponse(
-      [g, { ...g, finishReason: 'length' }],
+      [g, { ...g, end: { ...s, finishReason: 'length' as const } }],
       { returnLogprob: false, rid: null, batch: false },
       0.5,
       'default',
