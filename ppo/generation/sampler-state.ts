@@ -18,6 +18,8 @@ export class SamplerState {
   /** Ids that finish a row on the GPU: the EOS ids and an environment's turn-ending ids. */
   readonly eosIds: Tensor<'u32'>;
   readonly numEos: number;
+  /** (outRows, R, topK) each column's most likely tokens and their log-probs, when a server asks for them. */
+  readonly top: { ids: Tensor<'u32'>; logprobs: Tensor<'f32'>; K: number } | null;
   private readonly scratch: Tensor;
 
   constructor(
@@ -26,7 +28,17 @@ export class SamplerState {
     outRows: number,
     readonly R: number,
     eosTokenIds: readonly number[],
+    /** Alternatives kept per column (0: none, as the trainer's rollout, which pays nothing for them). */
+    topK = 0,
   ) {
+    this.top =
+      topK > 0
+        ? {
+            ids: engine.tensor('rollout.topIds', [outRows, R, topK], 'u32'),
+            logprobs: engine.tensor('rollout.topLogprobs', [outRows, R, topK]),
+            K: topK,
+          }
+        : null;
     this.numEos = eosTokenIds.length;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
@@ -104,7 +116,8 @@ export class SamplerState {
   }
 
   destroy(): void {
-    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch])
+    const top = this.top ? [this.top.ids, this.top.logprobs] : [];
+    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch, ...top])
       this.engine.destroyTensor(t);
   }
 }

@@ -10,6 +10,7 @@
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import type { SampleResult } from './scheduler.ts';
 import type { GenerationRequest } from './generation-request.ts';
+import type { TopAlternatives } from '../generation/continuous-batching.ts';
 
 /** vLLM's INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET: prompt tokens decoded as context before the first new one. */
 const PROMPT_CONTEXT_TOKENS = 5;
@@ -123,4 +124,30 @@ export function finishedText(
   // The generator saw the stop string in the tokens decoded alone; with the prompt's context it may read otherwise.
   if (cut === null) return ended('stop', request.stop[0] ?? null);
   return { ...ended('stop', cut.stop), text: cut.text };
+}
+
+/**
+ * The text each alternative would have added where it stands (after the prompt and the tokens before it), as the
+ * sampled token's own text is read: top[i] holds the alternatives of tokens[first + i].
+ */
+export function alternativeTexts(
+  tokenizer: Decoder,
+  promptIds: readonly number[],
+  tokens: readonly number[],
+  top: readonly TopAlternatives[],
+  skipSpecialTokens: boolean,
+  first = 0,
+): Promise<string[][]> {
+  const options = { skipSpecialTokens };
+  const ids = [...promptIds, ...tokens];
+  return Promise.all(
+    top.map(async (alternatives, i) => {
+      const at = promptIds.length + first + i;
+      const context = ids.slice(Math.max(0, at - PROMPT_CONTEXT_TOKENS), at);
+      const before = await tokenizer.decode(context, options);
+      return Promise.all(
+        alternatives.ids.map(async (id) => (await tokenizer.decode([...context, id], options)).slice(before.length)),
+      );
+    }),
+  );
 }

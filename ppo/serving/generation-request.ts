@@ -31,6 +31,8 @@ export interface GenerationRequest {
   skipSpecialTokens: boolean;
   /** A LoRA adapter loaded by name (/load_lora_adapter), or null for the base model. */
   adapter: string | null;
+  /** Most likely alternatives reported per generated token, with their log-probs (0: none). */
+  topLogprobs: number;
 }
 
 /** The served model's limits, fixed when the server starts. */

@@ -7,7 +7,7 @@ import { CheckpointError } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ApiError } from './api-error.ts';
-import { completionText } from './completion-text.ts';
+import { alternativeTexts, completionText } from './completion-text.ts';
 import {
   COMPLETIONS_DEFAULT_MAX_TOKENS,
   chatChunk,
@@ -271,12 +271,18 @@ export class ServeHttp {
     promptIds: number[][],
   ): Promise<ReportedSample[]> {
     this.host.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
+    const tokenizer = this.host.tokenizer;
     return Promise.all(
       samples.map(async (s) => ({
-        ...(await completionText(this.host.tokenizer, s, promptIds[s.prompt], request)),
+        ...(await completionText(tokenizer, s, promptIds[s.prompt], request)),
         tokens: s.tokens,
         logprobs: s.logprobs,
         promptIds: promptIds[s.prompt],
+        top: s.top && {
+          ids: s.top.map((a) => a.ids),
+          logprobs: s.top.map((a) => a.logprobs),
+          texts: await alternativeTexts(tokenizer, promptIds[s.prompt], s.tokens, s.top, request.skipSpecialTokens),
+        },
       })),
     );
   }
@@ -310,7 +316,7 @@ export class ServeHttp {
       });
     };
     const done = start({
-      tokens: (j, tokens, logprobs) => write((s) => s.add(tokens, logprobs), j),
+      tokens: (j, tokens, logprobs, top) => write((s) => s.add(tokens, logprobs, top), j),
       finished: (j, result) => write((s) => s.finish(result), j),
     });
     const sse = startEvents(res);
@@ -406,6 +412,7 @@ export class ServeHttp {
               logprobs: s.logprobs,
               promptTokens: promptIds[Math.floor(d.index / g.request.n)].length,
               end: d.end,
+              top: s.top,
             };
             const output = generateOutput(sample, d.index, count, { ...g, rid }, seconds(), this.host.weightVersion);
             return g.batch || count > 1 ? { ...output, index: d.index } : output;

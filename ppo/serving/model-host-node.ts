@@ -18,6 +18,7 @@ import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../
 import { rolloutSlots } from '../generation/slots.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
 import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
@@ -243,6 +244,7 @@ export class ModelHost {
       stopStrings: request.stop,
       stopTokenIds: request.stopTokenIds,
       adapter: request.adapter,
+      topLogprobs: request.topLogprobs,
       ...watch,
     });
   }
@@ -334,6 +336,7 @@ export class ModelHost {
       readEvery: SERVER_READ_EVERY,
       compactBelow: SERVER_COMPACT_BELOW,
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
+      topLogprobs: MAX_TOP_LOGPROBS,
     };
     await decodeContinuous(this.decoders.decoders, queue, loop, this.slots, this.capacity);
   }

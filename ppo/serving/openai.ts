@@ -16,6 +16,7 @@ import {
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 
 /** vLLM's default budget of /v1/completions (OpenAI's max_tokens default). */
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
@@ -65,6 +66,7 @@ function commonFields(
     keepStopString: f.boolean('include_stop_str_in_output', false),
     skipSpecialTokens: f.boolean('skip_special_tokens', true),
     adapter: null,
+    topLogprobs: 0,
     model: f.has('model') ? f.string('model', '') : null,
     returnTokenIds: f.boolean('return_token_ids', false),
     stream,
@@ -83,20 +85,20 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   const prompts = promptInputs(f.raw('prompt'), 'prompt');
   f.unsupported('echo', false, 'echo is not supported by this server (only false)');
   f.unsupported('suffix', '', 'suffix is not supported by this server');
-  const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0 }) : null;
-  if (logprobs !== null && logprobs > 0) {
-    throw new ApiError(
-      400,
-      `logprobs: ${logprobs} top alternatives per token are not computed by this server; logprobs=0 returns each ` +
-        `sampled token's log-prob`,
-      'logprobs',
-    );
-  }
+  // vLLM's max_logprobs (20) bounds the alternatives per token.
+  const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS }) : null;
   const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(
     f,
     f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null,
   );
-  return { request: { prompts, ...rest }, model, returnTokenIds, stream, includeUsage, logprobs: logprobs !== null };
+  return {
+    request: { prompts, ...rest, topLogprobs: logprobs ?? 0 },
+    model,
+    returnTokenIds,
+    stream,
+    includeUsage,
+    logprobs: logprobs !== null,
+  };
 }
 
 export interface ChatRequest extends OpenAiRequest {
@@ -139,14 +141,10 @@ export function parseChatRequest(body: unknown): ChatRequest {
   const toolChoice = f.raw('tool_choice');
   if (toolChoice !== undefined && toolChoice !== null && toolChoice !== 'none' && toolChoice !== 'auto')
     throw badRequest('tool_choice', '"none" or "auto" (there are no tools)', toolChoice);
-  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0 });
-  if (topLogprobs > 0)
-    throw new ApiError(
-      400,
-      `top_logprobs: ${topLogprobs} alternatives per token are not computed by this server; logprobs=true returns ` +
-        `each sampled token's log-prob`,
-      'top_logprobs',
-    );
+  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS });
+  const logprobs = f.boolean('logprobs', false);
+  if (topLogprobs > 0 && !logprobs)
+    throw new ApiError(400, 'top_logprobs: needs logprobs to be true (as OpenAI requires)', 'top_logprobs');
   const kwargs = f.raw('chat_template_kwargs');
   if (kwargs !== undefined && kwargs !== null && !isObject(kwargs))
     throw badRequest('chat_template_kwargs', 'an object', kwargs);
@@ -157,7 +155,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
       : null;
   const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(f, budget);
   return {
-    request: { prompts: [], ...rest },
+    request: { prompts: [], ...rest, topLogprobs },
     model,
     returnTokenIds,
     stream,
@@ -165,7 +163,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
     messages,
     addGenerationPrompt: f.boolean('add_generation_prompt', true),
     templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
-    logprobs: f.boolean('logprobs', false),
+    logprobs,
   };
 }
 
@@ -174,7 +172,35 @@ export interface ReportedSample extends CompletionText {
   tokens: number[];
   logprobs: Float32Array;
   promptIds: number[];
+  /** Per token, its alternatives and their texts, when asked for. */
+  top: Alternatives | null;
 }
+
+/** Per generated token, its most likely alternatives, their log-probs and texts (most likely first). */
+export interface Alternatives {
+  ids: number[][];
+  logprobs: number[][];
+  texts: string[][];
+}
+
+/** vLLM's completions top_logprobs: per token {text: log-prob} of its alternatives, and of the token drawn. */
+function topLogprobDicts(top: Alternatives, tokenTexts: readonly string[], logprobs: ArrayLike<number>) {
+  return top.texts.map((texts, t) => {
+    const dict: Record<string, number> = {};
+    texts.forEach((text, k) => {
+      dict[text] ??= top.logprobs[t][k];
+    });
+    dict[tokenTexts[t]] ??= logprobs[t];
+    return dict;
+  });
+}
+
+/** OpenAI's chat top_logprobs: per token [{token, logprob, bytes}] of its alternatives. */
+function topLogprobLists(top: Alternatives, t: number) {
+  return top.texts[t].map((token, k) => ({ token, logprob: top.logprobs[t][k], bytes: utf8Bytes(token) }));
+}
+
+const utf8Bytes = (text: string) => Array.from(new TextEncoder().encode(text));
 
 function usage(promptTokens: number, samples: readonly ReportedSample[]) {
   const completion = samples.reduce((n, s) => n + s.tokens.length, 0);
@@ -215,7 +241,7 @@ export function completionResponse(
               text_offset: textOffset,
               token_logprobs: Array.from(s.logprobs),
               tokens: s.tokenTexts,
-              top_logprobs: null,
+              top_logprobs: s.top ? topLogprobDicts(s.top, s.tokenTexts, s.logprobs) : null,
             }
           : null,
         finish_reason: s.finishReason,
@@ -233,7 +259,6 @@ export function chatResponse(
   promptTokens: number,
   c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds'>,
 ) {
-  const bytes = (text: string) => Array.from(new TextEncoder().encode(text));
   return {
     id: randomId('chatcmpl'),
     object: 'chat.completion',
@@ -247,8 +272,8 @@ export function chatResponse(
             content: s.tokenTexts.map((token, t) => ({
               token,
               logprob: s.logprobs[t],
-              bytes: bytes(token),
-              top_logprobs: [],
+              bytes: utf8Bytes(token),
+              top_logprobs: s.top ? topLogprobLists(s.top, t) : [],
             })),
           }
         : null,
@@ -271,6 +296,8 @@ export interface StreamDelta {
   tokenTexts: readonly string[];
   /** Offset of the first token's text in the sample's text (text_offset). */
   textOffset: number;
+  /** The tokens' alternatives, when asked for. */
+  top: Alternatives | null;
   /** Set on the sample's last chunk. */
   end: CompletionText | null;
 }
@@ -305,7 +332,7 @@ export function completionChunk(
               text_offset: d.tokenTexts.map((t) => (offset += t.length) - t.length),
               token_logprobs: [...d.logprobs],
               tokens: [...d.tokenTexts],
-              top_logprobs: null,
+              top_logprobs: d.top ? topLogprobDicts(d.top, d.tokenTexts, d.logprobs) : null,
             }
           : null,
         finish_reason: d.end?.finishReason ?? null,
@@ -323,7 +350,6 @@ export function chatChunk(
   d: StreamDelta | { index: number; role: 'assistant' },
   c: Pick<ChatRequest, 'logprobs' | 'includeUsage' | 'returnTokenIds'>,
 ) {
-  const bytes = (text: string) => Array.from(new TextEncoder().encode(text));
   const choice =
     'role' in d
       ? { index: d.index, delta: { role: d.role, content: '' }, logprobs: null, finish_reason: null }
@@ -335,8 +361,8 @@ export function chatChunk(
                 content: d.tokenTexts.map((token, t) => ({
                   token,
                   logprob: d.logprobs[t],
-                  bytes: bytes(token),
-                  top_logprobs: [],
+                  bytes: utf8Bytes(token),
+                  top_logprobs: d.top ? topLogprobLists(d.top, t) : [],
                 })),
               }
             : null,

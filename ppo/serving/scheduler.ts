@@ -6,7 +6,7 @@
 // that loop to end (a decode batch runs one set of weights).
 import type { FinishReason } from '../generation/types.ts';
 import { TurnProgress } from '../generation/sample-records.ts';
-import type { QueuedSample, SampleQueue } from '../generation/continuous-batching.ts';
+import type { QueuedSample, SampleQueue, TopAlternatives } from '../generation/continuous-batching.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
 
 /** A request as the loop runs it: token ids, n samples per prompt, each with the stream (seed, sampleOffset + j). */
@@ -20,6 +20,8 @@ export interface ScheduledRequest {
   stopStrings: readonly string[];
   stopTokenIds: readonly number[];
   adapter: string | null;
+  /** Most likely alternatives to report per generated token (0: none). */
+  topLogprobs?: number;
   /** Aborting it ends the request's samples: waiting ones at once, decoding ones at the next decode step. */
   signal?: AbortSignal;
   /** Told each sample's tokens as the host reads them, and each sample's result as it ends (streaming). */
@@ -28,7 +30,7 @@ export interface ScheduledRequest {
 
 export interface SampleObserver {
   /** Sample j (prompt-major) drew these tokens, with their log-probs. */
-  tokens(j: number, tokens: readonly number[], logprobs: readonly number[]): void;
+  tokens(j: number, tokens: readonly number[], logprobs: readonly number[], top: readonly TopAlternatives[]): void;
   finished(j: number, result: SampleResult): void;
 }
 
@@ -41,6 +43,8 @@ export interface SampleResult {
   prompt: number;
   tokens: number[];
   logprobs: Float32Array;
+  /** Per token, its most likely alternatives (when the request asked for them), else null. */
+  top: TopAlternatives[] | null;
   reason: SampleEnd;
 }
 
@@ -98,7 +102,8 @@ export class Scheduler {
             prompt,
             sampling: { ...r.sampling, stream: (r.sampleOffset + j) >>> 0 },
             progress: new TurnProgress(config, r.stopTokenIds, r.stopStrings, r.budget),
-            onTokens: r.observer ? (tokens, logprobs) => r.observer!.tokens(j, tokens, logprobs) : undefined,
+            topLogprobs: r.topLogprobs ?? 0,
+            onTokens: r.observer ? (tokens, logprobs, top) => r.observer!.tokens(j, tokens, logprobs, top) : undefined,
           }),
         );
       const job: GenerateJob = {
@@ -198,6 +203,7 @@ export class Scheduler {
       prompt: Math.floor(index / job.n),
       tokens: sample.progress.tokens,
       logprobs,
+      top: (sample.topLogprobs ?? 0) > 0 ? (sample.top ?? []) : null,
       reason: sample.progress.reason ?? (sample.cancelled || job.aborted ? 'abort' : 'length'),
     };
     job.results[index] = result;

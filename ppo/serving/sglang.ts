@@ -12,6 +12,7 @@ import {
   type GenerationRequest,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 
 /** SGLang's SamplingParams default max_new_tokens. */
 export const GENERATE_DEFAULT_MAX_NEW_TOKENS = 128;
@@ -34,7 +35,7 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
   const input = f.has('text') ? f.raw('text') : f.raw('input_ids');
   const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
   const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
-  f.unsupported('top_logprobs_num', 0, 'top log-probs are not computed by this server (only 0)');
+  f.unsupported('token_ids_logprob', null, 'log-probs of chosen token ids are not computed by this server');
   f.unsupported('logprob_start_len', -1, 'prompt log-probs are not computed by this server (only -1: output tokens)');
   if (f.has('input_embeds') || f.has('image_data'))
     throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
@@ -75,6 +76,7 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
       keepStopString: s.boolean('no_stop_trim', false),
       skipSpecialTokens: s.boolean('skip_special_tokens', true),
       adapter: (lora as string | null | undefined) ?? null,
+      topLogprobs: f.number('top_logprobs_num', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS }),
     },
     returnLogprob: f.boolean('return_logprob', false),
     rid: typeof rid === 'string' ? rid : null,
@@ -90,6 +92,8 @@ export interface GeneratedSample {
   logprobs: ArrayLike<number>;
   promptTokens: number;
   end: Pick<CompletionText, 'finishReason' | 'matched'> | null;
+  /** Per token, its alternatives (top_logprobs_num), when asked for. */
+  top: { ids: number[][]; logprobs: number[][] } | null;
 }
 
 /** A random request id, as SGLang makes one. */
@@ -127,6 +131,11 @@ export function generateOutput(
       e2e_latency: latencySeconds,
       // [logprob, token id, token text]: the text only with return_text_in_logprobs, which this server leaves null.
       ...(g.returnLogprob ? { output_token_logprobs: s.tokens.map((id, t) => [s.logprobs[t], id, null]) } : {}),
+      ...(g.returnLogprob && s.top
+        ? {
+            output_top_logprobs: s.top.ids.map((ids, t) => ids.map((id, k) => [s.top!.logprobs[t][k], id, null])),
+          }
+        : {}),
     },
   };
 }

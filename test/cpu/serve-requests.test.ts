@@ -216,6 +216,7 @@ describe('serve responses', () => {
       prompt: 0,
       tokens,
       logprobs: new Float32Array(tokens.length),
+      top: null,
       reason,
     });
     expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), [], request)).toEqual({
@@ -261,6 +262,7 @@ describe('serve responses', () => {
       logprobs: Float32Array.of(-1, -2, -0.5),
       tokenTexts: ['a', 'b', ''],
       promptIds: [7],
+      top: null,
     };
     const openai = completionResponse('m', [s], 1, { logprobs: true, returnTokenIds: true });
     expect(openai).toMatchObject({

@@ -20,7 +20,7 @@ import type { SampleQueue } from '../../ppo/generation/continuous-batching.ts';
 /** A prompt and completion in the built-in word vocabulary (each word a token with its leading space). */
 const WORDS = { prompt: ' zor of', completion: ' teal paris fox' };
 
-const request = { stop: [], stopTokenIds: [], keepStopString: false, skipSpecialTokens: true };
+const request = { stop: [], stopTokenIds: [], keepStopString: false, skipSpecialTokens: true, topLogprobs: 0 };
 
 /** GPT-2's bytes_to_unicode: the byte-level BPE alphabet. */
 function byteAlphabet(): string[] {
@@ -63,6 +63,7 @@ const sample = (tokens: number[], reason: SampleResult['reason'] = 'length'): Sa
   prompt: 0,
   tokens,
   logprobs: new Float32Array(tokens.length),
+  top: null,
   reason,
 });
 
@@ -82,7 +83,7 @@ function checkTokenizer(name: string, load: () => Promise<Tokenizer>, prompt: st
     const stop = completion.trim().slice(2, 4);
     const stream = new SampleStream(t, promptIds, { ...request, stop: [stop] }, 0);
     let sent = '';
-    for (const token of tokens) sent += (await stream.add([token], [0])).text;
+    for (const token of tokens) sent += (await stream.add([token], [0], [])).text;
     expect(sent.includes(stop)).toBe(false);
     const end = await stream.finish(sample(tokens, 'stop'));
     expect(sent + end.text).toBe(completion.slice(0, completion.indexOf(stop)));
@@ -141,7 +142,7 @@ describe('serve scheduler: abort and observers', () => {
       if (!s) return;
       if (!s.cancelled) {
         await s.progress.take([4, 5]);
-        s.onTokens?.([4, 5], [-1, -2]);
+        s.onTokens?.([4, 5], [-1, -2], []);
       }
       queue.finished(s, Float32Array.of(-1, -2));
     }

@@ -106,6 +106,78 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(c.usage).toMatchObject({ completion_tokens: 12 });
   }, 60_000);
 
+  it("top-N log-probs (completions logprobs: 5, chat top_logprobs, SGLang top_logprobs_num) are Hugging Face's", async () => {
+    const check: { input_ids: number[]; logits: number[] } =
+      readFixtureJson('hf/stories260K/fixtures.json').logits_check;
+    const V = 512;
+    /** Hugging Face's top 5 (token, log-prob) after input_ids[0..t]. */
+    const hfTop = (t: number) => {
+      const row = check.logits.slice(t * V, (t + 1) * V);
+      const max = Math.max(...row);
+      const log = Math.log(row.reduce((a, x) => a + Math.exp(x - max), 0));
+      return row
+        .map((x, id) => ({ id, lp: x - max - log }))
+        .sort((a, b) => b.lp - a.lp)
+        .slice(0, 5);
+    };
+    const P = 12;
+    const prompt = check.input_ids.slice(0, P);
+    const c = await client.completions.create({
+      model: 'stories',
+      prompt,
+      max_tokens: 4,
+      temperature: 0,
+      logprobs: 5,
+      // @ts-expect-error vLLM's extension: the token ids of the completion
+      return_token_ids: true,
+    });
+    const choice = c.choices[0] as (typeof c.choices)[0] & { token_ids: number[] };
+    expect(choice.token_ids).toEqual(check.input_ids.slice(P, P + 4));
+    const g = await post('/generate', {
+      input_ids: prompt,
+      return_logprob: true,
+      top_logprobs_num: 5,
+      sampling_params: { temperature: 0, max_new_tokens: 4 },
+    });
+    choice.logprobs!.top_logprobs!.forEach((dict, t) => {
+      const want = hfTop(P - 1 + t);
+      const got = Object.values(dict);
+      expect(got).toHaveLength(5);
+      got.forEach((lp, k) => expect(Math.abs(lp - want[k].lp), `token ${t} alternative ${k}`).toBeLessThan(1e-4));
+      // The greedy token is the first alternative, with its own log-prob.
+      expect(Object.keys(dict)[0]).toBe(choice.logprobs!.tokens![t]);
+      const sglang = g.json.meta_info.output_top_logprobs[t] as [number, number, null][];
+      expect(sglang.map(([, id]) => id)).toEqual(want.map((w) => w.id));
+    });
+    const chat = await client.chat.completions.create({
+      model: 'stories',
+      messages: [{ role: 'user', content: PROMPT }],
+      max_tokens: 3,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+    });
+    for (const token of chat.choices[0].logprobs!.content!) {
+      expect(token.top_logprobs).toHaveLength(3);
+      expect(token.top_logprobs[0]).toMatchObject({ token: token.token, logprob: token.logprob });
+      expect(token.top_logprobs[0].bytes).toEqual(Array.from(new TextEncoder().encode(token.token)));
+    }
+    const stream = await client.completions.create({
+      model: 'stories',
+      prompt,
+      max_tokens: 4,
+      temperature: 0,
+      logprobs: 2,
+      stream: true,
+    });
+    const streamed = [];
+    for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.top_logprobs ?? []));
+    expect(streamed.map((d) => Object.values(d))).toEqual(
+      choice.logprobs!.top_logprobs!.map((d) => Object.values(d).slice(0, 2)),
+    );
+    expect((await post('/v1/completions', { prompt, logprobs: 21 })).status).toBe(400);
+  }, 60_000);
+
   it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {
     const body = { model: 'stories', prompt: PROMPT, max_tokens: 20, temperature: 0 };
     const whole = await client.completions.create(body);
