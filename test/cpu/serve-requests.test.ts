@@ -78,7 +78,9 @@ describe('serve request parsing', () => {
       refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { frequency_penalty: 0.5 } })).body.error.param,
     ).toBe('sampling_params.frequency_penalty');
     expect(parseGenerateRequest({ text: 'a', stream: true }).stream).toBe(true);
-    expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 2 })).status).toBe(400);
+    expect(parseGenerateRequest({ text: 'a', top_logprobs_num: 2 }).request.topLogprobs).toBe(2);
+    expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 21 })).status).toBe(400);
+    expect(refusal(() => parseGenerateRequest({ text: 'a', token_ids_logprob: [1] })).status).toBe(400);
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
     // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
     expect(parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'a'] }).request.adapter).toBe('a');
@@ -106,7 +108,8 @@ describe('serve request parsing', () => {
       request: { n: 3, topK: 4, stop: ['\n'], seed: { seed: 9, sampleOffset: 0 }, maxTokens: null },
     });
     expect(parseCompletionRequest({ prompt: [5] }).logprobs).toBe(false);
-    expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 2 })).body.error.param).toBe('logprobs');
+    expect(parseCompletionRequest({ prompt: 'a', logprobs: 2 }).request.topLogprobs).toBe(2);
+    expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 21 })).body.error.param).toBe('logprobs');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', echo: true })).body.error.param).toBe('echo');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', best_of: 3 })).body.error.param).toBe('best_of');
     for (const key of ['prompt_logprobs', 'truncate_prompt_tokens'])
@@ -160,9 +163,14 @@ describe('serve request parsing', () => {
       ['tool_choice', 'required'],
     ] as const)
       expect(refusal(() => parseChatRequest({ messages: user, [key]: value })).body.error.param).toBe(key);
+    // OpenAI takes top_logprobs with logprobs only.
     expect(
       refusal(() => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], top_logprobs: 2 })).body.error.param,
     ).toBe('top_logprobs');
+    expect(
+      parseChatRequest({ messages: [{ role: 'user', content: 'a' }], logprobs: true, top_logprobs: 2 }).request
+        .topLogprobs,
+    ).toBe(2);
     expect(
       refusal(() => parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] })).body.error
         .param,
