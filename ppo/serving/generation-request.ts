@@ -2,7 +2,7 @@
 // token ids, n samples each, a token budget, sampling parameters and stop conditions; and the checks of a
 // request against the served model before it waits for a slot.
 import { ApiError, badRequest } from './api-error.ts';
-import { isObject, type RequestFields } from './request-fields.ts';
+import { RequestFields, isObject } from './request-fields.ts';
 
 /** A prompt as the client sent it: text to tokenize, or token ids. */
 export type PromptInput = { text: string } | { ids: number[] };
@@ -50,13 +50,43 @@ export function seedOf(seed: number | null): number {
   return Number(BigInt.asUintN(32, BigInt(seed)));
 }
 
+/** A request's sampling where it sets none: OpenAI's neutral values, or the model's generation_config.json. */
+export interface SamplingDefaults {
+  temperature: number;
+  topP: number;
+  topK: number;
+}
+
+export const NEUTRAL_SAMPLING: SamplingDefaults = { temperature: 1, topP: 1, topK: -1 };
+
+/**
+ * The sampling defaults a model's generation_config.json sets, as vLLM applies them (--generation-config auto):
+ * temperature, top_p and top_k where the file has them, the neutral value elsewhere; the keys it sets that this
+ * server cannot apply are listed in `ignored`. A value out of range is an error naming the file.
+ */
+export function generationConfigDefaults(
+  raw: Record<string, unknown> | null,
+  file: string,
+): { defaults: SamplingDefaults; ignored: string[] } {
+  const f = new RequestFields(raw ?? {}, `${file}: `);
+  const topK = f.number('top_k', NEUTRAL_SAMPLING.topK, { integer: true, min: -1 });
+  const defaults = {
+    temperature: f.number('temperature', NEUTRAL_SAMPLING.temperature, { min: 0 }),
+    topP: f.number('top_p', NEUTRAL_SAMPLING.topP, { above: 0, max: 1 }),
+    topK: topK === 0 ? -1 : topK,
+  };
+  const neutral: Record<string, unknown> = { repetition_penalty: 1, min_p: 0 };
+  const ignored = Object.keys(neutral).filter((k) => f.has(k) && f.raw(k) !== neutral[k]);
+  return { defaults, ignored };
+}
+
 /** The sampling fields OpenAI and SGLang name alike (temperature, top_p, top_k, n), read from `f`. */
-export function samplingFields(f: RequestFields) {
+export function samplingFields(f: RequestFields, defaults: SamplingDefaults = NEUTRAL_SAMPLING) {
   return {
-    temperature: f.number('temperature', 1, { min: 0 }),
-    topP: f.number('top_p', 1, { above: 0, max: 1 }),
+    temperature: f.number('temperature', defaults.temperature, { min: 0 }),
+    topP: f.number('top_p', defaults.topP, { above: 0, max: 1 }),
     // vLLM and SGLang: -1 turns top-k off; 0 does too in vLLM.
-    topK: Math.max(-1, f.number('top_k', -1, { integer: true, min: -1 })),
+    topK: Math.max(-1, f.number('top_k', defaults.topK, { integer: true, min: -1 })),
     n: f.number('n', 1, { integer: true, min: 1 }),
     stopTokenIds: f.integers('stop_token_ids'),
     sampleOffset: f.number('sample_offset', 0, { integer: true, min: 0, max: 2 ** 32 - 1 }),

@@ -160,7 +160,12 @@ export class ServeHttp {
             model_path: host.modelPath,
             tokenizer_path: host.options.modelDir,
             is_generation: true,
-            preferred_sampling_params: null,
+            // generation_config.json's sampling defaults, which requests that set none get.
+            preferred_sampling_params: {
+              temperature: host.sampling.defaults.temperature,
+              top_p: host.sampling.defaults.topP,
+              top_k: host.sampling.defaults.topK,
+            },
             weight_version: host.weightVersion,
             owned_by: ENGINE_SERVER_OWNER,
           },
@@ -336,7 +341,7 @@ export class ServeHttp {
   }
 
   private async completions(body: unknown, x: Exchange) {
-    const c = parseCompletionRequest(body);
+    const c = parseCompletionRequest(body, this.host.sampling.defaults);
     c.request.adapter = this.adapterOfModel(c.model);
     const promptIds = await this.host.tokenize(c.request.prompts, 'prompt');
     const run = (observer?: SampleObserver) =>
@@ -360,7 +365,7 @@ export class ServeHttp {
   }
 
   private async chat(body: unknown, x: Exchange) {
-    const c = parseChatRequest(body);
+    const c = parseChatRequest(body, this.host.sampling.defaults);
     c.request.adapter = this.adapterOfModel(c.model);
     const promptIds = [await this.host.chatPrompt(c.messages, c.addGenerationPrompt, c.templateKwargs)];
     const run = (observer?: SampleObserver) =>
@@ -384,7 +389,7 @@ export class ServeHttp {
 
   private async generate(body: unknown, x: Exchange) {
     const started = performance.now();
-    const g = parseGenerateRequest(body);
+    const g = parseGenerateRequest(body, this.host.sampling.defaults);
     const rid = g.rid ?? newRid();
     const promptIds = await this.host.tokenize(g.request.prompts, 'text');
     const abort = new AbortController();

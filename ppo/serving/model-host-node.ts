@@ -19,7 +19,14 @@ import { rolloutSlots } from '../generation/slots.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
-import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
+import {
+  checkPromptIds,
+  generationConfigDefaults,
+  type GenerationRequest,
+  type PromptInput,
+  type SamplingDefaults,
+  type ServerLimits,
+} from './generation-request.ts';
 import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
 
@@ -102,6 +109,8 @@ export class ModelHost {
     readonly tokenizer: Tokenizer,
     private readonly tokenizerJson: string,
     end: { eosTokenIds: number[]; padTokenId: number },
+    /** generation_config.json's sampling defaults, and the keys of it this server cannot apply. */
+    readonly sampling: { defaults: SamplingDefaults; ignored: string[] },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -136,8 +145,10 @@ export class ModelHost {
     const loaded = await loadModel(engine, dir, { label: 'served' });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
-    const end = endTokenIds(loaded.config, await readGenerationConfig(dir), tokenizer);
-    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end);
+    const generationConfig = await readGenerationConfig(dir);
+    const end = endTokenIds(loaded.config, generationConfig, tokenizer);
+    const sampling = generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json'));
+    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
   }
 
   /** Decode slots and the cache capacity each slot has. */

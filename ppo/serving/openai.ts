@@ -12,7 +12,9 @@ import {
   refuseUnsupportedSampling,
   samplingFields,
   seedOf,
+  NEUTRAL_SAMPLING,
   type GenerationRequest,
+  type SamplingDefaults,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
@@ -36,12 +38,13 @@ interface OpenAiRequest {
 function commonFields(
   f: RequestFields,
   maxTokens: number | null,
+  defaults: SamplingDefaults,
 ): Omit<GenerationRequest, 'prompts'> & Omit<OpenAiRequest, 'request'> {
   refuseUnsupportedSampling(f);
   const stream = f.boolean('stream', false);
   const streamOptions = f.object('stream_options');
   if (!stream && f.has('stream_options')) throw badRequest('stream_options', 'nothing unless stream is true', '{...}');
-  const s = samplingFields(f);
+  const s = samplingFields(f, defaults);
   f.unsupported('best_of', s.n, 'best_of other than n is not supported by this server');
   f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
   // Accepted and ignored they would answer something else than asked: refused until they are computed.
@@ -79,7 +82,10 @@ export interface CompletionRequest extends OpenAiRequest {
   logprobs: boolean;
 }
 
-export function parseCompletionRequest(body: unknown): CompletionRequest {
+export function parseCompletionRequest(
+  body: unknown,
+  defaults: SamplingDefaults = NEUTRAL_SAMPLING,
+): CompletionRequest {
   const f = RequestFields.of(body);
   if (!f.has('prompt')) throw badRequest('prompt', 'a prompt (text or token ids)', undefined);
   const prompts = promptInputs(f.raw('prompt'), 'prompt');
@@ -90,6 +96,7 @@ export function parseCompletionRequest(body: unknown): CompletionRequest {
   const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(
     f,
     f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null,
+    defaults,
   );
   return {
     request: { prompts, ...rest, topLogprobs: logprobs ?? 0 },
@@ -121,7 +128,7 @@ function messageContent(value: unknown, param: string): string {
   );
 }
 
-export function parseChatRequest(body: unknown): ChatRequest {
+export function parseChatRequest(body: unknown, defaults: SamplingDefaults = NEUTRAL_SAMPLING): ChatRequest {
   const f = RequestFields.of(body);
   const raw = f.raw('messages');
   if (!Array.isArray(raw) || raw.length === 0) throw badRequest('messages', 'a non-empty list of messages', raw);
@@ -153,7 +160,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
     : f.has('max_tokens')
       ? f.number('max_tokens', 0, { integer: true })
       : null;
-  const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(f, budget);
+  const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(f, budget, defaults);
   return {
     request: { prompts: [], ...rest, topLogprobs },
     model,

@@ -9,7 +9,9 @@ import {
   refuseUnsupportedSampling,
   samplingFields,
   seedOf,
+  NEUTRAL_SAMPLING,
   type GenerationRequest,
+  type SamplingDefaults,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
@@ -28,7 +30,7 @@ export interface GenerateRequest {
   stream: boolean;
 }
 
-export function parseGenerateRequest(body: unknown): GenerateRequest {
+export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults = NEUTRAL_SAMPLING): GenerateRequest {
   const f = RequestFields.of(body);
   if (f.has('text') === f.has('input_ids'))
     throw new ApiError(400, 'exactly one of text and input_ids must be given', f.has('text') ? 'input_ids' : 'text');
@@ -48,7 +50,7 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
   }
   const s = f.object('sampling_params');
   refuseUnsupportedSampling(s);
-  const sampling = samplingFields(s);
+  const sampling = samplingFields(s, defaults);
   const seed = s.has('sampling_seed') ? s.optionalInteger('sampling_seed') : s.optionalInteger('seed');
   // SGLang takes one name, or a list of one per input: here the list must name one adapter (a batch runs one).
   const given = f.raw('lora_path');

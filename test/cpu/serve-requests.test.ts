@@ -10,7 +10,12 @@ import {
   type ReportedSample,
 } from '../../ppo/serving/openai.ts';
 import { generateResponse, parseGenerateRequest, parseUpdateWeightsRequest } from '../../ppo/serving/sglang.ts';
-import { checkPromptIds, promptInputs, seedOf } from '../../ppo/serving/generation-request.ts';
+import {
+  checkPromptIds,
+  generationConfigDefaults,
+  promptInputs,
+  seedOf,
+} from '../../ppo/serving/generation-request.ts';
 import { completionText } from '../../ppo/serving/completion-text.ts';
 import { Scheduler, type ScheduledRequest } from '../../ppo/serving/scheduler.ts';
 import { parseServeArgs, UsageError } from '../../ppo/jobs/serve-job-node.ts';
@@ -175,6 +180,30 @@ describe('serve request parsing', () => {
       refusal(() => parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] })).body.error
         .param,
     ).toBe('messages[0].content');
+  });
+
+  it("applies generation_config.json's temperature, top_p and top_k where a request sets none (vLLM's)", () => {
+    const qwen3 = { temperature: 0.6, top_k: 20, top_p: 0.95, repetition_penalty: 1.05, do_sample: true };
+    const { defaults, ignored } = generationConfigDefaults(qwen3, 'm/generation_config.json');
+    expect(defaults).toEqual({ temperature: 0.6, topP: 0.95, topK: 20 });
+    expect(ignored).toEqual(['repetition_penalty']);
+    expect(parseCompletionRequest({ prompt: 'a' }, defaults).request).toMatchObject({
+      temperature: 0.6,
+      topP: 0.95,
+      topK: 20,
+    });
+    expect(parseCompletionRequest({ prompt: 'a', temperature: 0, top_k: -1 }, defaults).request).toMatchObject({
+      temperature: 0,
+      topP: 0.95,
+      topK: -1,
+    });
+    expect(parseGenerateRequest({ text: 'a' }, defaults).request.topK).toBe(20);
+    expect(parseChatRequest({ messages: [{ role: 'user', content: 'a' }] }, defaults).request.temperature).toBe(0.6);
+    expect(generationConfigDefaults(null, 'g').defaults).toEqual({ temperature: 1, topP: 1, topK: -1 });
+    expect(generationConfigDefaults({ top_k: 0 }, 'g').defaults.topK).toBe(-1);
+    expect(() => generationConfigDefaults({ top_p: 2 }, 'm/generation_config.json')).toThrow(
+      'm/generation_config.json: top_p',
+    );
   });
 
   it('checks prompts against the vocabulary and the server limits, and resolves the budget', () => {
