@@ -58,7 +58,7 @@ export class PpoRun {
   private readonly toConsole: boolean;
   private readonly started = performance.now();
 
-  // Resume (findCheckpointToResume): the newest intact checkpoint, what it holds, and the unreadable ones newer than it.
+  // Resume (findCheckpointToResume): the newest intact checkpoint, what it holds, the unreadable ones newer than it.
   private resumeDir: string | null = null;
   private resumed: ResumedRun | null = null;
   private readonly unreadable: { dir: string; problem: string }[] = [];
