@@ -32,8 +32,8 @@ fn workgroupFirst(lid: u32, value: f32, index: u32) -> u32 {
   for (var stride = workgroupUniformLoad(&treeStart); stride > 0u; stride >>= 1u) {
     if (lid < stride) {
       let otherIndex = reduceIndex[lid + stride];
-      if (otherIndex != NONE &&
-          (reduceIndex[lid] == NONE || before(reduceValue[lid + stride], otherIndex, reduceValue[lid], reduceIndex[lid]))) {
+      let otherFirst = before(reduceValue[lid + stride], otherIndex, reduceValue[lid], reduceIndex[lid]);
+      if (otherIndex != NONE && (reduceIndex[lid] == NONE || otherFirst)) {
         reduceValue[lid] = reduceValue[lid + stride];
         reduceIndex[lid] = otherIndex;
       }

@@ -10,6 +10,7 @@ import type { Tensor } from '../../engine/index.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
 import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
 import { topLogprobs } from '../../kernels/decode/top-logprobs.ts';
+import { isNeutralProcessing, processLogits, type RowProcessing } from '../../kernels/decode/logits-processors.ts';
 import { DEFAULT_READ_EVERY } from './types.ts';
 import type { TurnProgress } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';
@@ -41,6 +42,8 @@ export interface QueuedSample {
   cancelled?: boolean;
   /** Most likely tokens to report per generated token, with their log-probs (a server's top log-probs); 0: none. */
   topLogprobs?: number;
+  /** Its logits processing (a server's penalties, bias, ignore_eos, ...); absent: none. */
+  processing?: RowProcessing;
   /** Filled by the loop when topLogprobs > 0: per generated token, its alternatives. */
   top?: TopAlternatives[];
   /** Told the tokens each read adds to its response and their log-probs (a server streams them). */
@@ -85,6 +88,8 @@ export interface ContinuousOptions {
   onDecodeStep?(rows: number): void;
   /** Alternatives computed per column for samples that ask for top log-probs, at most (0: none, the default). */
   topLogprobs?: number;
+  /** Samples may carry logits processing (a server's); without it the loop never runs the processing kernel. */
+  processing?: boolean;
 }
 
 /** The output rows as the host read them. */
@@ -132,7 +137,7 @@ export async function decodeContinuous(
   // goes on writing padding into its own output row (past its last token) until its next sample restarts it, so
   // no other row may use that output row; a dropped row's output row is free for a row added later. The host has
   // read the last sample's columns before the next one is admitted.
-  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0);
+  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0, c.processing ?? false);
   const top = state.top;
   let outRows: number[] = [];
   let rows: (SlotSample | null)[] = [];
@@ -177,7 +182,13 @@ export async function decodeContinuous(
         logprobs: [],
         windowStart: decoder.cache.length - width,
       };
-      state.startRows(r, [{ sampling: { ...samples[k].sampling, outRow }, position: samples[k].prompt.length - 1 }]);
+      state.startRows(r, [
+        {
+          sampling: { ...samples[k].sampling, outRow },
+          position: samples[k].prompt.length - 1,
+          processing: samples[k].processing,
+        },
+      ]);
     });
     return { logits, rows: taken };
   };
@@ -188,6 +199,8 @@ export async function decodeContinuous(
     rows[r] = null;
   };
   const wantsTop = (s: SlotSample | null) => (s?.queued.topLogprobs ?? 0) > 0;
+  const processes = (s: SlotSample | null) =>
+    s?.queued.processing !== undefined && !isNeutralProcessing(s.queued.processing);
   /** Takes columns [s.harvested, to) of a sample's output row from the host copies. */
   const takeColumns = async (s: SlotSample, read: HostRead, to: number): Promise<void> => {
     const p = s.queued.progress;
@@ -241,6 +254,23 @@ export async function decodeContinuous(
   let logits = first.logits;
   let logitRows = first.rows.length;
   for (;;) {
+    if (state.rowProcessing && rows.some(processes)) {
+      // Before the alternatives and the sampler: both read the processed logits (vLLM's processed log-probs).
+      const v = state.view(logitRows);
+      processLogits(e, {
+        logits,
+        V,
+        rows: logitRows,
+        rowProcessing: state.rowProcessing,
+        rowSampling: v.rowSampling,
+        tokens: state.tokens,
+        steps: v.steps,
+        finished: v.finished,
+        eosIds: state.eosIds,
+        numEos: state.numEos,
+        outStride: R,
+      });
+    }
     if (top && rows.some(wantsTop)) {
       // Before the sampler, on the same logits: its alternatives go to the column the sampler fills.
       const v = state.view(logitRows);

@@ -5,6 +5,12 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { keepTensorRows } from '../../models/kv-cache.ts';
 import { ROW_SAMPLING_WORDS, packRowSampling, type RowSampling } from '../../kernels/decode/sample.ts';
+import {
+  NEUTRAL_PROCESSING,
+  ROW_PROCESSING_WORDS,
+  packRowProcessing,
+  type RowProcessing,
+} from '../../kernels/decode/logits-processors.ts';
 
 /** GPU state of the sampler for `rows` rows writing the (samples, R) outputs. */
 export class SamplerState {
@@ -20,6 +26,8 @@ export class SamplerState {
   readonly numEos: number;
   /** (outRows, R, topK) each column's most likely tokens and their log-probs, when a server asks for them. */
   readonly top: { ids: Tensor<'u32'>; logprobs: Tensor<'f32'>; K: number } | null;
+  /** (rows, ROW_PROCESSING_WORDS) each row's logits processing, when a server may ask for it. */
+  readonly rowProcessing: Tensor<'u32'> | null;
   private readonly scratch: Tensor;
 
   constructor(
@@ -30,7 +38,12 @@ export class SamplerState {
     eosTokenIds: readonly number[],
     /** Alternatives kept per column (0: none, as the trainer's rollout, which pays nothing for them). */
     topK = 0,
+    /** Per-row logits processing (penalties, bias, ...): a server's; the trainer's rollout has none. */
+    processing = false,
   ) {
+    this.rowProcessing = processing
+      ? engine.tensor('rollout.rowProcessing', [rows * ROW_PROCESSING_WORDS], 'u32')
+      : null;
     this.top =
       topK > 0
         ? {
@@ -53,7 +66,8 @@ export class SamplerState {
       eosTokenIds.length ? eosTokenIds : [0],
       'u32',
     );
-    this.scratch = engine.tensor('rollout.compaction', [rows * ROW_SAMPLING_WORDS]);
+    const widest = processing ? ROW_PROCESSING_WORDS : ROW_SAMPLING_WORDS;
+    this.scratch = engine.tensor('rollout.compaction', [rows * widest]);
   }
 
   private get perRow(): [Tensor, number][] {
@@ -63,6 +77,7 @@ export class SamplerState {
       [this.steps, 1],
       [this.finished, 1],
       [this.rowSampling, ROW_SAMPLING_WORDS],
+      ...(this.rowProcessing ? [[this.rowProcessing, ROW_PROCESSING_WORDS] as [Tensor, number]] : []),
     ];
   }
 
@@ -83,7 +98,10 @@ export class SamplerState {
   }
 
   /** Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0. */
-  startRows(first: number, values: readonly { sampling: RowSampling; position: number }[]): void {
+  startRows(
+    first: number,
+    values: readonly { sampling: RowSampling; position: number; processing?: RowProcessing }[],
+  ): void {
     const range = <T extends Tensor>(t: T, width = 1) =>
       first === 0 && values.length === this.rows
         ? t
@@ -92,6 +110,11 @@ export class SamplerState {
       range(this.rowSampling, ROW_SAMPLING_WORDS),
       values.flatMap((v) => packRowSampling(v.sampling)),
     );
+    if (this.rowProcessing)
+      this.engine.upload(
+        range(this.rowProcessing, ROW_PROCESSING_WORDS),
+        values.flatMap((v) => packRowProcessing(v.processing ?? NEUTRAL_PROCESSING)),
+      );
     this.engine.upload(
       range(this.positions),
       values.map((v) => v.position),

@@ -2,6 +2,7 @@
 // token ids, n samples each, a token budget, sampling parameters and stop conditions; and the checks of a
 // request against the served model before it waits for a slot.
 import { ApiError, badRequest } from './api-error.ts';
+import { MAX_LOGIT_BIAS, type RowProcessing } from '../../kernels/decode/logits-processors.ts';
 import { RequestFields, isObject } from './request-fields.ts';
 
 /** A prompt as the client sent it: text to tokenize, or token ids. */
@@ -33,6 +34,8 @@ export interface GenerationRequest {
   adapter: string | null;
   /** Most likely alternatives reported per generated token, with their log-probs (0: none). */
   topLogprobs: number;
+  /** Penalties, logit_bias, ignore_eos, min_tokens, min_p. */
+  processing: RowProcessing;
 }
 
 /** The served model's limits, fixed when the server starts. */
@@ -93,19 +96,43 @@ export function samplingFields(f: RequestFields, defaults: SamplingDefaults = NE
   };
 }
 
+/**
+ * The logits processing vLLM and SGLang name alike (presence_penalty, frequency_penalty, min_p, logit_bias,
+ * ignore_eos, and vLLM's min_tokens or SGLang's min_new_tokens), read from `f`.
+ */
+export function processingFields(f: RequestFields, minTokensKey: 'min_tokens' | 'min_new_tokens'): RowProcessing {
+  const bias = f.raw('logit_bias');
+  const logitBias = new Map<number, number>();
+  if (bias !== undefined && bias !== null) {
+    const entries = isObject(bias) ? Object.entries(bias) : null;
+    const valid = entries?.every(
+      ([id, b]) => /^\d+$/.test(id) && typeof b === 'number' && Number.isFinite(b) && b >= -100 && b <= 100,
+    );
+    if (!entries || !valid || entries.length > MAX_LOGIT_BIAS)
+      throw badRequest(
+        f.name('logit_bias'),
+        `an object of at most ${MAX_LOGIT_BIAS} token ids (as strings) to biases in [-100, 100]`,
+        bias,
+      );
+    for (const [id, b] of entries) logitBias.set(Number(id), b as number);
+  }
+  return {
+    presencePenalty: f.number('presence_penalty', 0, { min: -2, max: 2 }),
+    frequencyPenalty: f.number('frequency_penalty', 0, { min: -2, max: 2 }),
+    logitBias,
+    minTokens: f.number(minTokensKey, 0, { integer: true, min: 0 }),
+    ignoreEos: f.boolean('ignore_eos', false),
+    minP: f.number('min_p', 0, { min: 0, max: 1 }),
+  };
+}
+
 /** The sampling knobs this engine does not implement: each refused at any value but its neutral one. */
 export function refuseUnsupportedSampling(f: RequestFields): void {
-  for (const key of ['frequency_penalty', 'presence_penalty', 'min_p'])
-    f.unsupported(key, 0, 'not supported by this server (only 0)');
   f.unsupported('repetition_penalty', 1, 'not supported by this server (only 1)');
-  f.unsupported('min_tokens', 0, 'not supported by this server (only 0)');
-  f.unsupported('min_new_tokens', 0, 'not supported by this server (only 0)');
-  f.unsupported('ignore_eos', false, 'not supported by this server (only false)');
   // {"type": "text"} is the default format, which SDKs send: it constrains nothing.
   const format = f.raw('response_format');
   const plainText = isObject(format) && format.type === 'text' && Object.keys(format).length === 1;
   for (const key of [
-    'logit_bias',
     'regex',
     'json_schema',
     'ebnf',

@@ -237,6 +237,13 @@ export class ModelHost {
         `stop_token_ids: ${bad} is outside the vocabulary [0, ${this.config.vocabSize})`,
         'stop_token_ids',
       );
+    const biased = [...request.processing.logitBias.keys()].find((id) => id >= this.config.vocabSize);
+    if (biased !== undefined)
+      throw new ApiError(
+        400,
+        `logit_bias: token id ${biased} is outside the vocabulary [0, ${this.config.vocabSize})`,
+        'logit_bias',
+      );
     if (request.adapter !== null && !this.adapters.has(request.adapter)) {
       throw new ApiError(
         400,
@@ -256,6 +263,7 @@ export class ModelHost {
       stopTokenIds: request.stopTokenIds,
       adapter: request.adapter,
       topLogprobs: request.topLogprobs,
+      processing: request.processing,
       ...watch,
     });
   }
@@ -348,6 +356,7 @@ export class ModelHost {
       compactBelow: SERVER_COMPACT_BELOW,
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
       topLogprobs: MAX_TOP_LOGPROBS,
+      processing: true,
     };
     await decodeContinuous(this.decoders.decoders, queue, loop, this.slots, this.capacity);
   }

@@ -8,6 +8,7 @@ import type { FinishReason } from '../generation/types.ts';
 import { TurnProgress } from '../generation/sample-records.ts';
 import type { QueuedSample, SampleQueue, TopAlternatives } from '../generation/continuous-batching.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
+import type { RowProcessing } from '../../kernels/decode/logits-processors.ts';
 
 /** A request as the loop runs it: token ids, n samples per prompt, each with the stream (seed, sampleOffset + j). */
 export interface ScheduledRequest {
@@ -22,6 +23,8 @@ export interface ScheduledRequest {
   adapter: string | null;
   /** Most likely alternatives to report per generated token (0: none). */
   topLogprobs?: number;
+  /** Penalties, logit_bias, ignore_eos, min_tokens, min_p (absent: none). */
+  processing?: RowProcessing;
   /** Aborting it ends the request's samples: waiting ones at once, decoding ones at the next decode step. */
   signal?: AbortSignal;
   /** Told each sample's tokens as the host reads them, and each sample's result as it ends (streaming). */
@@ -103,6 +106,7 @@ export class Scheduler {
             sampling: { ...r.sampling, stream: (r.sampleOffset + j) >>> 0 },
             progress: new TurnProgress(config, r.stopTokenIds, r.stopStrings, r.budget),
             topLogprobs: r.topLogprobs ?? 0,
+            processing: r.processing,
             onTokens: r.observer ? (tokens, logprobs, top) => r.observer!.tokens(j, tokens, logprobs, top) : undefined,
           }),
         );

@@ -80,8 +80,29 @@ describe('serve request parsing', () => {
       code: 400,
     });
     expect(
-      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { frequency_penalty: 0.5 } })).body.error.param,
-    ).toBe('sampling_params.frequency_penalty');
+      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1.1 } })).body.error.param,
+    ).toBe('sampling_params.repetition_penalty');
+    // The logits processing vLLM and SGLang take (SGLang's min_new_tokens, vLLM's min_tokens).
+    const knobs = { presence_penalty: 0.5, frequency_penalty: -1, min_p: 0.05, ignore_eos: true, logit_bias: { 7: 3 } };
+    expect(
+      parseGenerateRequest({ text: 'a', sampling_params: { ...knobs, min_new_tokens: 4 } }).request.processing,
+    ).toEqual({
+      presencePenalty: 0.5,
+      frequencyPenalty: -1,
+      minP: 0.05,
+      ignoreEos: true,
+      logitBias: new Map([[7, 3]]),
+      minTokens: 4,
+    });
+    expect(parseCompletionRequest({ prompt: 'a', min_tokens: 2 }).request.processing.minTokens).toBe(2);
+    for (const [key, value] of [
+      ['presence_penalty', 3],
+      ['min_p', 2],
+      ['logit_bias', { x: 1 }],
+      ['logit_bias', { 1: 101 }],
+      ['min_tokens', -1],
+    ] as const)
+      expect(refusal(() => parseCompletionRequest({ prompt: 'a', [key]: value })).body.error.param).toBe(key);
     expect(parseGenerateRequest({ text: 'a', stream: true }).stream).toBe(true);
     expect(parseGenerateRequest({ text: 'a', top_logprobs_num: 2 }).request.topLogprobs).toBe(2);
     expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 21 })).status).toBe(400);

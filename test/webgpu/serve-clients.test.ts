@@ -178,6 +178,42 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect((await post('/v1/completions', { prompt, logprobs: 21 })).status).toBe(400);
   }, 60_000);
 
+  it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, beside neutral rows', async () => {
+    const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
+    const plain = await post('/generate', greedy);
+    // The story ends with EOS (id 1) at 331 tokens; ignore_eos runs it to the budget, min_tokens past 331.
+    expect(plain.json.meta_info.finish_reason).toEqual({ type: 'stop', matched: 1 });
+    const ends = plain.json.output_ids.length;
+    const [ignored, atLeast, biased, penalised, again] = await Promise.all([
+      post('/generate', { ...greedy, sampling_params: { ...greedy.sampling_params, ignore_eos: true } }),
+      post('/generate', { ...greedy, sampling_params: { ...greedy.sampling_params, min_new_tokens: ends + 5 } }),
+      post('/v1/completions', {
+        prompt: PROMPT,
+        max_tokens: 6,
+        temperature: 0,
+        logit_bias: { 403: 100 },
+        return_token_ids: true,
+      }),
+      post('/v1/completions', {
+        prompt: PROMPT,
+        max_tokens: 40,
+        temperature: 0,
+        presence_penalty: 2,
+        return_token_ids: true,
+      }),
+      post('/generate', greedy),
+    ]);
+    expect(ignored.json.meta_info.finish_reason).toEqual({ type: 'length', length: 400 });
+    expect(ignored.json.output_ids.slice(0, ends - 1)).toEqual(plain.json.output_ids.slice(0, ends - 1));
+    expect(atLeast.json.output_ids.length).toBeGreaterThanOrEqual(ends + 5);
+    expect(biased.json.choices[0].token_ids).toEqual(new Array(6).fill(403));
+    const penalisedIds: number[] = penalised.json.choices[0].token_ids;
+    expect(penalisedIds).not.toEqual(plain.json.output_ids.slice(0, 40));
+    // Rows without processing in the same batch are untouched: the same greedy story.
+    expect(again.json.output_ids).toEqual(plain.json.output_ids);
+    expect((await post('/v1/completions', { prompt: PROMPT, logit_bias: { 512: 1 } })).status).toBe(400);
+  }, 60_000);
+
   it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {
     const body = { model: 'stories', prompt: PROMPT, max_tokens: 20, temperature: 0 };
     const whole = await client.completions.create(body);
