@@ -22,6 +22,7 @@ import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
+import { layerWeightsAreF32 } from './weight-operand.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -333,8 +334,11 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
+    // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base is multiplied as stored.
     const transposed =
-      options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
+      options.saveForBackward &&
+      layerWeightsAreF32(this.params) &&
+      chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
     if (transposed) this.refreshTransposedWeights();
 
     embeddingForward(e, {

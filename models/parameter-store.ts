@@ -9,8 +9,8 @@ export interface NamedTensor {
   data: Float32Array;
 }
 
-/** The parameters of `config`; `weightDtype` bf16/f16 stores a frozen model's matrices in half precision (see
- *  parameterEntries) — forward only: no kernel reads half weights in backward. */
+/** The parameters of `config`; `weightDtype` bf16/f16 stores frozen matrices in half precision (see
+ *  parameterEntries): read by forwards, and by a LoRA base's backward dX = dY·W, never given a gradient. */
 export function createParameterArena(
   engine: Engine,
   config: DecoderConfig,

@@ -21,4 +21,10 @@ export {
   actorLoraSettings,
   type BatchSizes,
 } from './config/checks.ts';
-export { weightDtype, trainedModelDtypeNotes, type FrozenModel } from './config/model-dtype.ts';
+export {
+  weightDtype,
+  trainedModelDtypeNotes,
+  actorUsesLora,
+  actorBaseStorage,
+  type FrozenModel,
+} from './config/model-dtype.ts';

@@ -29,7 +29,8 @@ export interface MatmulArgs {
   /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
   /**
-   * nn, tn: [K, N]; nt: [N, K]. f32, or with layout nt bf16/f16 (a frozen model's weights, unpacked as they are read).
+   * nn, tn: [K, N]; nt: [N, K]. f32, or with layouts nt and nn bf16/f16 (frozen weights, unpacked as they are
+   * read).
    */
   b: Tensor;
   /** [M, N]. */
@@ -353,11 +354,12 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
         `of the trained actor); b (tensor ${b.name}) is ${b.dtype}`,
     );
   }
-  // Half weights belong to frozen models, which only run forwards (x·Wᵀ): no backward multiplies by them.
-  if (isHalf(bDtype) && layout !== 'nt') {
+  // Half weights are frozen: read by forwards (nt: x·Wᵀ) and by the backward's dX = dY·W (nn: W [N, K] is B
+  // [K, N] in its own row-major order) of a LoRA base, but never the weight gradient (tn) a trained weight needs.
+  if (isHalf(bDtype) && layout === 'tn') {
     throw new Error(
-      `matmul: a ${bDtype} b (tensor ${b.name}, a frozen model's weights) is read in layout nt only (the forward ` +
-        `x·Wᵀ); got ${layout}`,
+      `matmul: a ${bDtype} b (tensor ${b.name}, frozen weights) is read in layouts nt and nn only (x·Wᵀ, dY·W); ` +
+        `got tn`,
     );
   }
   const bStorage: BStorage =

@@ -112,6 +112,9 @@ const FROZEN_DTYPE_HELP =
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
   'line: no mixed-precision training here)';
+const ACTOR_DTYPE_HELP =
+  `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
+  `bytes of fp32 for the largest resident tensor; without LoRA, ${TRAINED_DTYPE_HELP}`;
 
 const KL_ESTIMATOR_HELP = 'kl|k1, abs, mse|k2, low_var_kl|k3; a trailing + keeps the value and takes the k2 gradient';
 
@@ -311,7 +314,7 @@ const SCHEMA = {
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {
-        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${TRAINED_DTYPE_HELP}`),
+        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
       },
     },
     rollout: {

@@ -3,8 +3,9 @@
 // (rollout: KV cache, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
 // activations of one micro-batch), the peak, and what cannot work — a single tensor above the device's binding
 // limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
-// Estimates follow the tensors models/ allocates (float32, except frozen models' matrices stored in bf16/f16 by
-// their fsdp_config.model_dtype); small per-sequence buffers are left out.
+// Estimates follow the tensors models/ allocates (float32, except frozen weights — the reference, reward model,
+// frozen critic, the actor's LoRA base — whose matrices are stored in bf16/f16 by their fsdp_config.model_dtype or
+// their checkpoint's torch_dtype); small per-sequence buffers are left out.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
@@ -17,7 +18,7 @@ import {
   type FloatDType,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
-import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
+import { batchSizes, usesCritic, actorLoraSettings, actorBaseStorage, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
@@ -147,23 +148,27 @@ export function planMemory(
   const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
   const resident: MemoryItem[] = [];
-  const actorParams = parameterCount(actor) * F32;
-  resident.push({ what: 'actor parameters', bytes: actorParams });
-  // LoRA: gradients and moments of the adapters only, and the reference reads the actor's frozen base.
+  // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
+  // the actor's base.
   const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
+  const actorStorage = lora ? actorBaseStorage(config, actor.torchDtype) : 'f32';
+  const actorParams = parameterBytes(actor, actorStorage);
+  resident.push({ what: `actor parameters${dtypeNote(actorStorage)}`, bytes: actorParams });
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
   // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
-  if (device.decodeTransposedWeights) {
+  // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
+  const transposes = actorStorage === 'f32';
+  if (transposes && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
       bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
     });
-  } else if (device.transposedWeights) {
+  } else if (transposes && device.transposedWeights) {
     resident.push({
       what: 'actor layer weights transposed (training forward)',
       bytes: layerWeightElements(actor) * F32,

@@ -5,7 +5,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
+import { usesCritic, actorLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { networkDifferences, parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
@@ -226,7 +226,10 @@ export async function setUpRun(
   if (resumed) {
     actor = resumed.actor;
   } else if (actorPath !== null) {
-    const loaded = await loadModel(engine, actorPath, { label: 'actor' });
+    const loaded = await loadModel(engine, actorPath, {
+      label: 'actor',
+      weightDtype: (dtype) => actorBaseStorage(config, dtype),
+    });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(
         `actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`,

@@ -214,6 +214,31 @@ describe('memory plan', () => {
     expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
   });
 
+  it('LoRA on a bf16 checkpoint: the base (also the reference) in bf16, and no float32 transposed copies', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const device = {
+      maxBindingBytes: 128 * MIB,
+      memory: FOUR_GIB,
+      transposedWeights: true,
+      decodeTransposedWeights: true,
+    };
+    const lora = ['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.actor.use_kl_loss=true'];
+    const plan = planMemory(config(lora), { actor: bf16Actor, critic: null, rewardModel: null }, device);
+    const matrices = parameterCount(actor, (_, shape) => shape.length === 2);
+    const others = parameterCount(actor) - matrices;
+    expect(plan.resident[0]).toEqual({ what: 'actor parameters (bf16 matrices)', bytes: 2 * matrices + 4 * others });
+    expect(parameterBytes(actor, 'bf16')).toBe(2 * matrices + 4 * others);
+    expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
+    // model_dtype=fp32 widens it again, and the CPU device's copies come back.
+    const widened = planMemory(
+      config([...lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=fp32']),
+      { actor: bf16Actor, critic: null, rewardModel: null },
+      device,
+    );
+    expect(widened.resident[0]).toEqual({ what: 'actor parameters', bytes: 4 * parameterCount(actor) });
+    expect(widened.resident.map((r) => r.what)).toContain('actor weights transposed for decode steps');
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);

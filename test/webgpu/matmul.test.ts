@@ -273,9 +273,9 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
   });
 });
 
-// A frozen model's weights as B in bf16 or f16 (nt, the forward), unpacked in-kernel: the same sums as float32
-// arithmetic over the half-rounded weights. K = 4·j takes the quad loads, other K the scalar loads; an odd K ends
-// a B row mid-word.
+// Frozen weights as B in bf16 or f16 (nt, the forward; nn, a LoRA base's dX = dY·W), unpacked in-kernel: the
+// same sums as float32 arithmetic over the half-rounded weights. K = 4·j takes the quad loads, other K the scalar
+// loads; an odd K ends a B row mid-word.
 describe('matmul with a half-precision B', () => {
   const HALF_SHAPES: [number, number, number][] = [
     [1, 1, 1],
@@ -302,26 +302,27 @@ describe('matmul with a half-precision B', () => {
         v.name !== 'register-shuffle' &&
         (f16Variant !== 'native' || v.name.startsWith('gpu-')),
     )) {
-      it(`${label} ${variant.name}: nt matches the reference over the ${dtype}-rounded weights`, async () => {
+      it(`${label} ${variant.name}: nt and nn match the reference over the ${dtype}-rounded weights`, async () => {
         const engine = await gpuEngine();
         if (f16Variant === 'native' && !engine.caps.shaderF16) return;
         engine.knobs.kernelVariants.matmul = variant.name;
         if (f16Variant) engine.knobs.kernelVariants['matmul-f16'] = f16Variant;
         try {
           let seed = 300;
-          const layout = 'nt';
-          for (const [M, N, K] of HALF_SHAPES) {
-            const option = OPTIONS[seed % OPTIONS.length];
-            seed = await expectMatchesReference(engine, {
-              M,
-              N,
-              K,
-              layout,
-              option,
-              seed,
-              dtype,
-              what: `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`,
-            });
+          for (const layout of ['nt', 'nn'] as const) {
+            for (const [M, N, K] of HALF_SHAPES) {
+              const option = OPTIONS[seed % OPTIONS.length];
+              seed = await expectMatchesReference(engine, {
+                M,
+                N,
+                K,
+                layout,
+                option,
+                seed,
+                dtype,
+                what: `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`,
+              });
+            }
           }
         } finally {
           delete engine.knobs.kernelVariants.matmul;
@@ -345,7 +346,7 @@ describe('matmul with a half-precision B', () => {
     ).toThrow(/a \(tensor x\) is bf16; only b may be half precision/);
   });
 
-  it('refuses a half b in a layout other than nt (frozen models only run forwards)', async () => {
+  it('refuses a half b in layout tn (frozen weights have no weight gradient)', async () => {
     const engine = await gpuEngine();
     expect(() =>
       matmul(engine, {
@@ -355,9 +356,9 @@ describe('matmul with a half-precision B', () => {
         M: 4,
         N: 4,
         K: 4,
-        layout: 'nn',
+        layout: 'tn',
       }),
-    ).toThrow(/a bf16 b \(tensor w, a frozen model's weights\) is read in layout nt only \(the forward x·Wᵀ\); got nn/);
+    ).toThrow(/a bf16 b \(tensor w, frozen weights\) is read in layouts nt and nn only \(x·Wᵀ, dY·W\); got tn/);
   });
 
   it('refuses a prologue or epilogue with a half b (decode steps multiply by float32 weights only)', async () => {
