@@ -33,7 +33,7 @@ import { LINEAR_WEIGHTS } from './decoder.ts';
 import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant, elementCount } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
-import { layerWeightsAreF32 } from './weight-operand.ts';
+import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 
 /** Activations of one call; R = rows·T. */
 interface StepBuffers {
@@ -323,7 +323,10 @@ export class IncrementalDecoder {
     // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
     const linear = (name: string, args: Omit<MatmulArgs, 'b' | 'layout'>) => {
       const copy = transposed?.get(name);
-      matmul(e, copy ? { ...args, b: copy, layout: 'nn' } : { ...args, b: this.param(name), layout: 'nt' });
+      matmul(
+        e,
+        copy ? { ...args, b: copy, layout: 'nn' } : { ...args, ...weightOperand(this.params, name), layout: 'nt' },
+      );
     };
     // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj (float32 weights:
     // matmul has no prologue pipelines for a half-precision LoRA base).

@@ -5,6 +5,7 @@
 // honoured. Browser-safe.
 import type { FloatDType } from '../../engine/index.ts';
 import type { TorchDtype } from '../../models/hf-config.ts';
+import type { WeightStorage } from '../../models/parameter-layout.ts';
 import type { PpoConfig, ModelDtype } from './schema.ts';
 
 const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = {
@@ -40,10 +41,11 @@ export function actorUsesLora(config: PpoConfig): boolean {
 }
 
 /** How the actor's weights are stored, given its checkpoint's torch_dtype: float32 when they all train; under
- *  LoRA the frozen base (which is also the reference) as actor.fsdp_config.model_dtype says, or when that is null
- *  in the checkpoint's own dtype. */
-export function actorBaseStorage(config: PpoConfig, checkpointDtype: TorchDtype): FloatDType {
+ *  LoRA the frozen base (which is also the reference) in NF4 with load_in_4bit, else as
+ *  actor.fsdp_config.model_dtype says, or when that is null in the checkpoint's own dtype. */
+export function actorBaseStorage(config: PpoConfig, checkpointDtype: TorchDtype): WeightStorage {
   if (!actorUsesLora(config)) return 'f32';
+  if (config.actor_rollout_ref.model.load_in_4bit) return 'nf4';
   const key = config.actor_rollout_ref.actor.fsdp_config.model_dtype;
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }

@@ -228,6 +228,17 @@ const SCHEMA = {
         'A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from; its r, lora_alpha ' +
           'and target_modules apply',
       ),
+      load_in_4bit: bool(
+        false,
+        "QLoRA (TRL's and OpenRLHF's key): the frozen LoRA base's layer projections quantized at load to NF4 as " +
+          'bitsandbytes does (blocks of 64, a float32 absmax each, no double quantization: 4.5 bits per weight), ' +
+          "dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's dtype, adapters are " +
+          'float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 (or lora_adapter_path)',
+      ),
+      load_in_8bit: bool(
+        false,
+        'Accepted for TRL/OpenRLHF configs; true is refused (not implemented: use load_in_4bit)',
+      ),
       lora_save_merged: bool(
         false,
         'LoRA: checkpoints also hold actor/lora_merged/, the model with W + (lora_alpha / r)·B·A merged in (a plain ' +

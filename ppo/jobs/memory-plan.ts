@@ -8,14 +8,13 @@
 // their checkpoint's torch_dtype); small per-sequence buffers are left out.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
+import { parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
 import {
   bytesPerElement,
   chooseVariant,
   elementCount,
   type DeviceMemorySize,
   type Engine,
-  type FloatDType,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { batchSizes, usesCritic, actorLoraSettings, actorBaseStorage, weightDtype, type PpoConfig } from '../config.ts';
@@ -88,14 +87,18 @@ export function parameterCount(
     .reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
-/** Bytes of a model's parameters with its matrices stored in `dtype` (a frozen model's). */
-export function parameterBytes(c: DecoderConfig, dtype: FloatDType = 'f32'): number {
-  return parameterEntries(c, dtype).reduce((n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'), 0);
+/** Bytes of a model's parameters with its matrices stored as `storage` (a frozen model's). */
+export function parameterBytes(c: DecoderConfig, storage: WeightStorage = 'f32'): number {
+  return parameterEntries(c, storage).reduce(
+    (n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'),
+    0,
+  );
 }
 
-/** " (bf16 matrices)" for a half dtype, else nothing. */
-function dtypeNote(dtype: FloatDType): string {
-  return dtype === 'f32' ? '' : ` (${dtype} matrices)`;
+/** " (bf16 matrices)" for a half dtype, the NF4 split for nf4, else nothing. */
+function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
+  if (storage === 'nf4') return ` (nf4 layer matrices, ${parameterEntries(c, 'nf4')[0].dtype} embedding)`;
+  return storage === 'f32' ? '' : ` (${storage} matrices)`;
 }
 
 /** Float32 elements per token of a decoder trunk's activations. */
@@ -153,7 +156,7 @@ export function planMemory(
   const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
   const actorStorage = lora ? actorBaseStorage(config, actor.torchDtype) : 'f32';
   const actorParams = parameterBytes(actor, actorStorage);
-  resident.push({ what: `actor parameters${dtypeNote(actorStorage)}`, bytes: actorParams });
+  resident.push({ what: `actor parameters${dtypeNote(actorStorage, actor)}`, bytes: actorParams });
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
@@ -177,12 +180,12 @@ export function planMemory(
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
     const dtype = weightDtype(config, 'reference', actor.torchDtype);
-    resident.push({ what: `reference parameters${dtypeNote(dtype)}`, bytes: parameterBytes(actor, dtype) });
+    resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: parameterBytes(actor, dtype) });
   }
   if (critic) {
     const criticParams = parameterCount(critic) * F32;
     const dtype = weightDtype(config, 'critic', critic.torchDtype);
-    resident.push({ what: `critic parameters${dtypeNote(dtype)}`, bytes: parameterBytes(critic, dtype) });
+    resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
       resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
@@ -195,7 +198,10 @@ export function planMemory(
   }
   if (rewardModel) {
     const dtype = weightDtype(config, 'reward_model', rewardModel.torchDtype);
-    resident.push({ what: `reward model parameters${dtypeNote(dtype)}`, bytes: parameterBytes(rewardModel, dtype) });
+    resident.push({
+      what: `reward model parameters${dtypeNote(dtype, rewardModel)}`,
+      bytes: parameterBytes(rewardModel, dtype),
+    });
   }
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 

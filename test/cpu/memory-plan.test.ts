@@ -239,6 +239,26 @@ describe('memory plan', () => {
     expect(widened.resident.map((r) => r.what)).toContain('actor weights transposed for decode steps');
   });
 
+  it('load_in_4bit: the layer projections at 4.5 bits per weight, the embedding in the checkpoint dtype', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const plan = planMemory(
+      config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_4bit=true']),
+      { actor: bf16Actor, critic: null, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+    );
+    const layerMatrices = parameterCount(
+      actor,
+      (name, shape) => name.startsWith('model.layers.') && shape.length === 2,
+    );
+    const embedding = 151936 * 128;
+    const norms = parameterCount(actor) - layerMatrices - embedding;
+    expect(plan.resident[0]).toEqual({
+      what: 'actor parameters (nf4 layer matrices, bf16 embedding)',
+      bytes: layerMatrices * 0.5625 + 2 * embedding + 4 * norms,
+    });
+    expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);

@@ -75,4 +75,19 @@ describe('fsdp_config.model_dtype', () => {
     // Under LoRA the key is honoured, so no note.
     expect(trainedModelDtypeNotes(config(lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'))).toEqual([]);
   });
+
+  it('load_in_4bit: an NF4 LoRA base; without LoRA, and load_in_8bit, refused in one line', () => {
+    expect(
+      actorBaseStorage(
+        config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_4bit=true'),
+        'bfloat16',
+      ),
+    ).toBe('nf4');
+    expect(() => config('actor_rollout_ref.model.load_in_4bit=true')).toThrow(
+      /actor_rollout_ref\.model\.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set actor_rollout_ref\.model\.lora_rank/,
+    );
+    expect(() => config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_8bit=true')).toThrow(
+      /actor_rollout_ref\.model\.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true/,
+    );
+  });
 });
