@@ -136,3 +136,19 @@ export function frozenParameterCopy(
   }
   return copy;
 }
+
+/** `params` stored anew as `storage` (the built-in model's float32 weights as a LoRA base); the old arena is freed.
+ *  Goes through the host, as a checkpoint load does: NF4 is quantized there. */
+export async function restoredParameters(
+  engine: Engine,
+  config: DecoderConfig,
+  params: Arena,
+  storage: WeightStorage,
+): Promise<Arena> {
+  if (storage === 'f32') return params;
+  const values = await readHfTensors(engine, params, config);
+  const stored = createParameterArena(engine, config, params.label, storage);
+  uploadHfTensors(engine, stored, config, (name) => values.get(name), params.label);
+  for (const buffer of params.buffers) engine.destroyTensor(buffer);
+  return stored;
+}

@@ -113,10 +113,22 @@ function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: n
   return { perLayer, fixed: 2 * C + 1 + (training ? backward : 0), widest: Math.max(2 * I, W, C, heads) };
 }
 
-/** Trunk activations of `tokens` tokens: every layer's when training, one layer's (reused) otherwise. */
-function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): { bytes: number; widestRow: number } {
+/** Trunk activations of `tokens` tokens: every layer's when training, one layer's (reused) otherwise; with
+ *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward
+ *  (models/decoder.ts's checkpointed workspace). */
+function trunkActivations(
+  c: DecoderConfig,
+  tokens: number,
+  training: boolean,
+  checkpointed = false,
+): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training);
-  return { bytes: tokens * (perLayer * (training ? c.numLayers : 1) + fixed) * F32, widestRow: widest * F32 };
+  const layers = !training
+    ? perLayer
+    : checkpointed
+      ? perLayer + (c.numLayers - 1) * c.hiddenSize
+      : perLayer * c.numLayers;
+  return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -264,12 +276,22 @@ export function planMemory(
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
-  const update = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
+  const update = (
+    name: string,
+    c: DecoderConfig,
+    sequences: number,
+    head: 'lm' | 'value',
+    key: string,
+    checkpointed: boolean,
+  ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, true);
+    const trunk = trunkActivations(c, tokens, true, checkpointed);
     const items = [
       {
-        what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
+        what: checkpointed
+          ? `every layer's input and one layer's activations (${sequences} × ${sequenceLength} tokens, gradient ` +
+            `checkpointing) and backward scratch`
+          : `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
         bytes: trunk.bytes,
       },
     ];
@@ -311,9 +333,23 @@ export function planMemory(
       'critic.forward_micro_batch_size_per_gpu',
     );
     if (!config.critic.freeze)
-      update('critic update', critic, sizes.criticMicroBatch, 'value', 'critic.ppo_micro_batch_size_per_gpu');
+      update(
+        'critic update',
+        critic,
+        sizes.criticMicroBatch,
+        'value',
+        'critic.ppo_micro_batch_size_per_gpu',
+        config.critic.model.enable_gradient_checkpointing,
+      );
   }
-  update('actor update', actor, sizes.actorMicroBatch, 'lm', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu');
+  update(
+    'actor update',
+    actor,
+    sizes.actorMicroBatch,
+    'lm',
+    'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu',
+    config.actor_rollout_ref.model.enable_gradient_checkpointing,
+  );
 
   const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
   const budgetBytes = device.memory.bytes;

@@ -7,6 +7,7 @@ import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
 import { usesCritic, actorLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
+import { restoredParameters } from '../../models/parameter-store.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { networkDifferences, parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
@@ -244,7 +245,16 @@ export async function setUpRun(
     const warm = await warmStartedBuiltinActor(engine, config, builtinTask(config), tokenizer, train, retriever, {
       onWarmStartStep,
     });
-    actor = warm.actor;
+    // The warm start trains float32 weights; a LoRA run then stores its frozen base as a loaded one would be.
+    actor = {
+      ...warm.actor,
+      params: await restoredParameters(
+        engine,
+        warm.actor.config,
+        warm.actor.params,
+        actorBaseStorage(config, warm.actor.config.torchDtype),
+      ),
+    };
     warmStart = warm.history;
   }
 

@@ -26,6 +26,12 @@ const overrideMemory = (bytes: number) =>
 /** The device size these plans were written for (the rollout's budget 0.5 × 4 GiB). */
 const FOUR_GIB = overrideMemory(4 * GIB);
 
+/** Without gradient checkpointing the updates keep every layer's activations: the peak is the actor update's. */
+const EVERY_LAYER = [
+  'actor_rollout_ref.model.enable_gradient_checkpointing=false',
+  'critic.model.enable_gradient_checkpointing=false',
+];
+
 function config(overrides: string[]) {
   return loadConfig({
     overrides: [
@@ -239,6 +245,21 @@ describe('memory plan', () => {
     expect(widened.resident.map((r) => r.what)).toContain('actor weights transposed for decode steps');
   });
 
+  it("gradient checkpointing: an update keeps every layer's input and one layer's activations", () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
+    const update = (overrides: string[]) =>
+      planMemory(config(overrides), { actor, critic, rewardModel: null }, device).phases.find(
+        (p) => p.phase === 'actor update',
+      )!.items[0];
+    const all = update(EVERY_LAYER);
+    const checkpointed = update([]);
+    // 8 sequences of 1,024 tokens; a layer's activations are 4·C + 2 + (2·W + NH + NKV) + NH·HS + NH + 3·I floats
+    // per token (W = 256, Qwen3's q/k norm), and checkpointing keeps one of the two layers plus the other's input.
+    const perLayer = 4 * 128 + 2 + (2 * 256 + 4 + 2) + 128 + 4 + 3 * 384;
+    expect(all.bytes - checkpointed.bytes).toBe(8 * 1024 * (perLayer - 128) * 4);
+    expect(checkpointed.what).toMatch(/every layer's input and one layer's activations .*gradient checkpointing/);
+  });
+
   it('load_in_4bit: the layer projections at 4.5 bits per weight, the embedding in the checkpoint dtype', () => {
     const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
     const plan = planMemory(
@@ -338,7 +359,7 @@ describe('memory plan', () => {
 
   it('a peak above the budget names the phase and its keys', () => {
     const plan = planMemory(
-      config([]),
+      config(EVERY_LAYER),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) },
     );
@@ -347,7 +368,7 @@ describe('memory plan', () => {
       /^peak 0\.84 GiB \(actor update\) is above the memory budget of 0\.70 GiB: lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/,
     );
     const tiny = planMemory(
-      config([]),
+      config(EVERY_LAYER),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.3 * 2 ** 30) },
     );
@@ -406,7 +427,7 @@ describe('memory plan', () => {
     ]);
     const unknown = deviceMemorySize({ description: 'acme gpu-9000', software: false }, null, null);
     const plan = planMemory(
-      config([]),
+      config(EVERY_LAYER),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 4096 * MIB, memory: { ...unknown, bytes: 0.7 * GIB } },
     );
