@@ -8,8 +8,6 @@
 // (13.0 MiB) below it whatever the storage (fp32: plan 0.90 of measured; bf16 and nf4: 0.85) — buffers outside the
 // plan's items, the same in all three runs; this test holds that shortfall under 16 MiB so it cannot grow unseen.
 import { describe, it, expect } from 'vitest';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Engine, readKnobs } from '../../engine/index.ts';
 import { loadConfig } from '../../ppo/config.ts';
@@ -18,10 +16,11 @@ import { actorLoraSettings } from '../../ppo/config.ts';
 import { writeQwen3Model, QWEN3_TINY_LAYER } from '../../tools/qwen3-model.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
 describe('memory plan against the measured peak', () => {
   it("LoRA on a float32, bf16 and NF4 base: the plan counts each storage's bytes", async () => {
-    const root = await mkdtemp(join(tmpdir(), 'plan-measured-'));
+    const root = await makeTempDir('plan-measured-');
     const model = join(root, 'qwen3');
     const actor = await writeQwen3Model(model, { ...QWEN3_TINY_LAYER, layers: 2 });
     const { overrides } = await makeTinyRun();
