@@ -114,7 +114,8 @@ const TRAINED_DTYPE_HELP =
   'line: no mixed-precision training here)';
 const ACTOR_DTYPE_HELP =
   `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
-  `bytes of fp32 for the largest resident tensor; without LoRA, ${TRAINED_DTYPE_HELP}`;
+  `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
+  `LoRA, ${TRAINED_DTYPE_HELP}`;
 
 const KL_ESTIMATOR_HELP = 'kl|k1, abs, mse|k2, low_var_kl|k3; a trailing + keeps the value and takes the k2 gradient';
 
