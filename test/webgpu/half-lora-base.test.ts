@@ -4,8 +4,8 @@
 // both sides (the paths only float32 weights take — transposed copies, matmul prologues, the fused decode layer —
 // switched off for both runs) every sample, loss and gradient norm agrees. In NF4 (load_in_4bit) the run trains
 // with the device's default kernels, the reference is the same quantized base (KL exactly 0 before the first
-// update), the saved base re-quantizes to the same codes, and the quantized model's log-probs stay near the bf16
-// model's. The memory plan prints each storage.
+// update), the saved base re-quantizes to the same codes (a resumed run repeats the uninterrupted one), and the
+// quantized model's log-probs stay near the bf16 model's. The memory plan prints each storage.
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { Engine, readKnobs, type Arena } from '../../engine/index.ts';
@@ -73,17 +73,24 @@ describe('LoRA on a frozen base in bf16 or NF4', () => {
 
   it('load_in_4bit: an NF4 base trains, is its own reference, saves re-quantizable weights', async () => {
     const { model, run } = await bf16LoraRuns();
-    // One mini-batch a step, so the first step's KL is measured before any update.
-    const quantized = await run(
-      'nf4',
-      ['actor_rollout_ref.model.load_in_4bit=true', 'actor_rollout_ref.actor.ppo_mini_batch_size=4'],
-      readKnobs(),
-    );
+    // One mini-batch a step, so the first step's KL is measured before any update; a checkpoint every step.
+    const nf4 = [
+      'actor_rollout_ref.model.load_in_4bit=true',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+      'trainer.save_freq=1',
+    ];
+    const quantized = await run('nf4', nf4, readKnobs());
     expect(quantized.planLine).toMatch(/actor parameters \(nf4 layer matrices, bf16 embedding\)/);
     const updates = quantized.metrics.filter((m) => m['actor/kl_loss'] !== undefined);
     expect(updates[0]['actor/kl_loss']).toBe(0);
     expect(updates[1]['actor/kl_loss']).toBeGreaterThan(0);
     expect(Number.isFinite(updates[1]['actor/pg_loss'])).toBe(true);
+
+    // Stopped after step 1 and resumed (the base quantized again from its save; float32, the exact-resume save
+    // dtype, for the trained critic's sake): step 2 as in one run.
+    const resumable = [...nf4, 'trainer.save_dtype=float32'];
+    await run('nf4-resumed', [...resumable, 'trainer.total_training_steps=1'], readKnobs());
+    expect((await run('nf4-resumed', resumable, readKnobs())).metrics).toEqual(quantized.metrics);
 
     const engine = await Engine.create();
     try {
