@@ -4,12 +4,13 @@
 // computes it and compared with the engine's measured peak (perf/max_memory_allocated_gb: every buffer alive at
 // once). What the base's storage changes, the plan counts: its difference between two storages is within 10% of
 // the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16 and 41,820,160 B
-// fp32 → nf4). The plan as a whole is not yet within 10% above the peak at this size: it is 13,681,072 B
-// (13.0 MiB) below it whatever the storage (fp32: plan 0.90 of measured; bf16 and nf4: 0.85). The cause, from the
-// buffers alive at the measured peak (the NF4 run, during the actor update): the plan counts phases as disjoint,
-// but the rollout's decode buffers (9.7 MB of them its logits) and KV cache, and the log-prob forwards' workspace,
-// stay allocated into the update (GrowingBuffers only grow). This test holds that shortfall under 16 MiB so it
-// cannot grow unseen; counting those buffers as resident from their phase on is the fix still to make.
+// fp32 → nf4). The plan as a whole is not yet within 10% above the peak at this size: it is 16,112,992 B
+// (15.4 MiB) below it whatever the storage (fp32: plan 0.88 of measured; bf16 and nf4: 0.82; 13,681,072 B before
+// main's 3363225 changed the defaults). The cause, from the buffers alive at the measured peak (the NF4 run, during
+// the actor update): the plan counts phases as disjoint, but the rollout's two decoders (decode and prefill, their
+// logits 9.7 MB here) and KV caches, and the log-prob forwards' workspace, stay allocated into the update
+// (GrowingBuffers only grow). This test holds that shortfall under 20 MiB so it cannot grow unseen; counting those
+// buffers as resident from their phase on is the fix still to make.
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { Engine, readKnobs } from '../../engine/index.ts';
@@ -71,6 +72,6 @@ describe('memory plan against the measured peak', () => {
       );
     }
     for (const { name, plan, measured } of peaks)
-      expect(measured - plan, `${name}: unplanned bytes at the peak`).toBeLessThan(16 * 2 ** 20);
+      expect(measured - plan, `${name}: unplanned bytes at the peak`).toBeLessThan(20 * 2 ** 20);
   }, 600_000);
 });
