@@ -159,6 +159,16 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   } catch (err) {
     problems.push((err as Error).message);
   }
+  if (model.load_in_8bit)
+    problems.push(
+      'actor_rollout_ref.model.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true (NF4, ' +
+        'with lora_rank > 0)',
+    );
+  if (model.load_in_4bit && model.lora_rank === 0 && model.lora_adapter_path === null)
+    problems.push(
+      'actor_rollout_ref.model.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set ' +
+        'actor_rollout_ref.model.lora_rank (e.g. 16) or lora_adapter_path; a fully trained actor keeps float32 weights',
+    );
   if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
     problems.push(
       'actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. ' +

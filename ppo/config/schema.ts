@@ -104,6 +104,10 @@ const FROZEN_DTYPE_HELP =
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
   'line: no mixed-precision training here)';
+const ACTOR_DTYPE_HELP =
+  `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
+  `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
+  `LoRA, ${TRAINED_DTYPE_HELP}`;
 
 /** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
 export const DISTILLATION_LOSS_MODES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3', 'forward_kl_topk'] as const;
@@ -229,6 +233,17 @@ const SCHEMA = {
         'A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from; its r, lora_alpha ' +
           'and target_modules apply',
       ),
+      load_in_4bit: bool(
+        false,
+        "QLoRA (TRL's and OpenRLHF's key): the frozen LoRA base's layer projections quantized at load to NF4 as " +
+          'bitsandbytes does (blocks of 64, a float32 absmax each, no double quantization: 4.5 bits per weight), ' +
+          "dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's dtype, adapters are " +
+          'float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 (or lora_adapter_path)',
+      ),
+      load_in_8bit: bool(
+        false,
+        'Accepted for TRL/OpenRLHF configs; true is refused (not implemented: use load_in_4bit)',
+      ),
       lora_save_merged: bool(
         false,
         'LoRA: checkpoints also hold actor/lora_merged/, the model with W + (lora_alpha / r)·B·A merged in (a plain ' +
@@ -329,7 +344,7 @@ const SCHEMA = {
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {
-        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${TRAINED_DTYPE_HELP}`),
+        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
       },
     },
     rollout: {

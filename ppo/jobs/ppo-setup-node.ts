@@ -5,8 +5,9 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
+import { usesCritic, actorLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
+import { restoredParameters } from '../../models/parameter-store.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { networkDifferences, parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
@@ -226,7 +227,10 @@ export async function setUpRun(
   if (resumed) {
     actor = resumed.actor;
   } else if (actorPath !== null) {
-    const loaded = await loadModel(engine, actorPath, { label: 'actor' });
+    const loaded = await loadModel(engine, actorPath, {
+      label: 'actor',
+      weightDtype: (dtype) => actorBaseStorage(config, dtype),
+    });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(
         `actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`,
@@ -241,7 +245,16 @@ export async function setUpRun(
     const warm = await warmStartedBuiltinActor(engine, config, builtinTask(config), tokenizer, train, retriever, {
       onWarmStartStep,
     });
-    actor = warm.actor;
+    // The warm start trains float32 weights; a LoRA run then stores its frozen base as a loaded one would be.
+    actor = {
+      ...warm.actor,
+      params: await restoredParameters(
+        engine,
+        warm.actor.config,
+        warm.actor.params,
+        actorBaseStorage(config, warm.actor.config.torchDtype),
+      ),
+    };
     warmStart = warm.history;
   }
 
