@@ -2,6 +2,7 @@
 // each other), and the batch sizes the trainer schedules with. Each problem says what to set instead.
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { SUM_PI_SQUARED_ESTIMATORS, type PpoConfig } from './schema.ts';
+import { estimatorUsesCritic } from '../algorithm/advantage-estimator-table.ts';
 import { show } from './errors.ts';
 import { parseRolloutRs } from './rollout-rs-spec.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
@@ -74,7 +75,7 @@ export function usesRolloutServers(config: PpoConfig): boolean {
 
 /** Whether this configuration trains with a critic (verl: only GAE uses one). */
 export function usesCritic(config: PpoConfig): boolean {
-  return config.algorithm.adv_estimator === 'gae';
+  return estimatorUsesCritic(config.algorithm.adv_estimator);
 }
 
 /** Whether the step resamples its batch for PF-PPO: verl's compute_advantage reads use_pf_ppo in its GAE branch

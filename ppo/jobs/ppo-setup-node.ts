@@ -29,7 +29,7 @@ import { loadTools } from '../environments/tool-agent/tool-loader-node.ts';
 import type { SftStepResult } from '../sft/sft-trainer.ts';
 import type { WarmStartProgress } from '../tasks/default-job.ts';
 import { computeScore, type RewardFunction } from '../rewards/index.ts';
-import { loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';
+import { builtinRewardModule, loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';
 import type { ModelWeights } from '../trainer.ts';
 import { checkRewardsCanScore, checkModelFitsRun } from './input-checks.ts';
 
@@ -288,14 +288,22 @@ export async function setUpRun(
   }
 
   const custom = config.custom_reward_function.path;
-  const reward: RewardFunction =
-    custom !== null
-      ? await loadCustomRewardFunction({
+  const verlModule = custom === null ? null : builtinRewardModule(custom);
+  const scorer: RewardFunction =
+    custom === null
+      ? (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo)
+      : (verlModule ??
+        (await loadCustomRewardFunction({
           path: custom,
           name: config.custom_reward_function.name,
           timeout: config.custom_reward_function.timeout,
-        })
-      : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
+        })));
+  // verl's gdpo reward manager hands every call extra_info.experiment_name.
+  const reward: RewardFunction =
+    config.reward_model.reward_manager === 'gdpo'
+      ? (dataSource, text, groundTruth, extraInfo) =>
+          scorer(dataSource, text, groundTruth, { ...extraInfo, experiment_name: config.trainer.experiment_name })
+      : scorer;
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {
     const loaded = await loadModel(engine, config.reward_model.model.path!, {
