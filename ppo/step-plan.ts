@@ -1,7 +1,7 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
-import { advEstimatorSpec } from './algorithm/advantage-estimator-table.ts';
+import { advEstimatorSpec } from './config/advantage-estimator-table.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
 import { parseRolloutIsThreshold, parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';

@@ -40,7 +40,7 @@ import {
   type PolicyLossOptions,
   type VerlVersion,
 } from './verl/index.ts';
-import { ADV_ESTIMATOR_TABLE } from '../ppo/algorithm/advantage-estimator-table.ts';
+import { ADV_ESTIMATOR_TABLE } from '../ppo/config/advantage-estimator-table.ts';
 import { NEWEST_VERL, VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
 import { POLICY_LOSS_MODES, policyLossMetrics, lossModeSpec } from '../kernels/ppo/policy-loss-modes.ts';

@@ -1,7 +1,7 @@
 // Whether the step needs a critic, and what it does with it: GAE needs values; the others need none.
 // critic.freeze: values are still computed (GAE needs them) but nothing trains: no optimizer state, no update,
 // and no critic/vf_loss metric that would read as if the critic had learned.
-import { estimatorUsesCritic } from './advantage-estimator-table.ts';
+import { estimatorUsesCritic } from '../config/advantage-estimator-table.ts';
 
 export interface CriticPlan {
   /** Run the critic forward to get values for GAE. */

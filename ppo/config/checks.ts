@@ -2,7 +2,7 @@
 // each other), and the batch sizes the trainer schedules with. Each problem says what to set instead.
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { SUM_PI_SQUARED_ESTIMATORS, type PpoConfig } from './schema.ts';
-import { estimatorUsesCritic } from '../algorithm/advantage-estimator-table.ts';
+import { estimatorUsesCritic } from './advantage-estimator-table.ts';
 import { show } from './errors.ts';
 import { parseRolloutRs } from './rollout-rs-spec.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';

@@ -9,7 +9,7 @@ import {
   SUM_PI_SQUARED_ESTIMATORS,
   advEstimatorsHelp,
   type AdvEstimator,
-} from '../algorithm/advantage-estimator-table.ts';
+} from './advantage-estimator-table.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 /** The verl commit whose config tree and defaults the schema follows (--help, docs/training.md and README say so). */

@@ -1,5 +1,5 @@
 // The policy-loss table (kernels/ppo/policy-loss-modes.ts) and the estimator table
-// (ppo/algorithm/advantage-estimator-table.ts) are what the kernel, the checks, --help and the harness derive from:
+// (ppo/config/advantage-estimator-table.ts) are what the kernel, the checks, --help and the harness derive from:
 // every loss must reach the shader's switch under its own constant, and the derived lists follow the tables.
 import { describe, it, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -18,7 +18,7 @@ import {
   ADV_ESTIMATORS,
   SUM_PI_SQUARED_ESTIMATORS,
   estimatorUsesCritic,
-} from '../../ppo/algorithm/advantage-estimator-table.ts';
+} from '../../ppo/config/advantage-estimator-table.ts';
 
 const wgsl = readFileSync(fileURLToPath(new URL('../../kernels/ppo/policy-loss.wgsl', import.meta.url)), 'utf8');
 
