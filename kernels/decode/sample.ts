@@ -80,6 +80,8 @@ export interface SamplingTable {
   table: Tensor<'u32'>;
   /** The ids that finish a row: a tokenizer's eos ids and an environment's turn-ending ids. */
   eosIds: readonly number[];
+  /** The same as a tensor, the table's head (at least one element; only eosIds.length are meaningful). */
+  eosTensor: Tensor<'u32'>;
   rowStart: number;
   /** (rows, ROW_SAMPLING_WORDS) the rows' sampling, a view of `table`. */
   rowSampling: Tensor<'u32'>;
@@ -97,7 +99,8 @@ export function createSamplingTable(
   const table = engine.tensor(name, [rowStart + rows * ROW_SAMPLING_WORDS], 'u32');
   if (eosIds.length > 0) engine.upload(table.view(`${name}.eosIds`, 0, [eosIds.length]), eosIds);
   const rowSampling = table.view(`${name}.rows`, rowStart, [rows * ROW_SAMPLING_WORDS]);
-  return { table, eosIds: [...eosIds], rowStart, rowSampling };
+  const eosTensor = table.view(`${name}.eosIds`, 0, [Math.max(1, eosIds.length)]);
+  return { table, eosIds: [...eosIds], eosTensor, rowStart, rowSampling };
 }
 
 export interface SampleArgs {

@@ -11,6 +11,12 @@ import {
   type RowSampling,
   type SamplingTable,
 } from '../../kernels/decode/sample.ts';
+import {
+  NEUTRAL_PROCESSING,
+  ROW_PROCESSING_WORDS,
+  packRowProcessing,
+  type RowProcessing,
+} from '../../kernels/decode/logits-processors.ts';
 
 /** GPU state of the sampler for `rows` rows writing the (samples, R) outputs. */
 export class SamplerState {
@@ -23,6 +29,10 @@ export class SamplerState {
   readonly logprobs: Tensor<'f32'>;
   /** The ids that finish a row on the GPU (the EOS ids and an environment's turn-ending ids) and rowSampling. */
   readonly sampling: SamplingTable;
+  /** (outRows, R, topK) each column's most likely tokens and their log-probs, when a server asks for them. */
+  readonly top: { ids: Tensor<'u32'>; logprobs: Tensor<'f32'>; K: number } | null;
+  /** (rows, ROW_PROCESSING_WORDS) each row's logits processing, when a server may ask for it. */
+  readonly rowProcessing: Tensor<'u32'> | null;
   private readonly scratch: Tensor;
 
   constructor(
@@ -31,7 +41,22 @@ export class SamplerState {
     outRows: number,
     readonly R: number,
     eosTokenIds: readonly number[],
+    /** Alternatives kept per column (0: none, as the trainer's rollout, which pays nothing for them). */
+    topK = 0,
+    /** Per-row logits processing (penalties, bias, ...): a server's; the trainer's rollout has none. */
+    processing = false,
   ) {
+    this.rowProcessing = processing
+      ? engine.tensor('rollout.rowProcessing', [rows * ROW_PROCESSING_WORDS], 'u32')
+      : null;
+    this.top =
+      topK > 0
+        ? {
+            ids: engine.tensor('rollout.topIds', [outRows, R, topK], 'u32'),
+            logprobs: engine.tensor('rollout.topLogprobs', [outRows, R, topK]),
+            K: topK,
+          }
+        : null;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
     this.steps = engine.tensor('rollout.steps', [rows], 'u32');
@@ -40,7 +65,8 @@ export class SamplerState {
     this.rowSampling = this.sampling.rowSampling;
     this.tokens = engine.tensor('rollout.tokens', [outRows, R], 'u32');
     this.logprobs = engine.tensor('rollout.logprobs', [outRows, R]);
-    this.scratch = engine.tensor('rollout.compaction', [rows * ROW_SAMPLING_WORDS]);
+    const widest = processing ? ROW_PROCESSING_WORDS : ROW_SAMPLING_WORDS;
+    this.scratch = engine.tensor('rollout.compaction', [rows * widest]);
   }
 
   private get perRow(): [Tensor, number][] {
@@ -50,6 +76,7 @@ export class SamplerState {
       [this.steps, 1],
       [this.finished, 1],
       [this.rowSampling, ROW_SAMPLING_WORDS],
+      ...(this.rowProcessing ? [[this.rowProcessing, ROW_PROCESSING_WORDS] as [Tensor, number]] : []),
     ];
   }
 
@@ -66,7 +93,10 @@ export class SamplerState {
   }
 
   /** Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0. */
-  startRows(first: number, values: readonly { sampling: RowSampling; position: number }[]): void {
+  startRows(
+    first: number,
+    values: readonly { sampling: RowSampling; position: number; processing?: RowProcessing }[],
+  ): void {
     const range = <T extends Tensor>(t: T, width = 1) =>
       first === 0 && values.length === this.rows
         ? t
@@ -75,6 +105,11 @@ export class SamplerState {
       range(this.rowSampling, ROW_SAMPLING_WORDS),
       values.flatMap((v) => packRowSampling(v.sampling)),
     );
+    if (this.rowProcessing)
+      this.engine.upload(
+        range(this.rowProcessing, ROW_PROCESSING_WORDS),
+        values.flatMap((v) => packRowProcessing(v.processing ?? NEUTRAL_PROCESSING)),
+      );
     this.engine.upload(
       range(this.positions),
       values.map((v) => v.position),
@@ -99,8 +134,9 @@ export class SamplerState {
   }
 
   destroy(): void {
+    const top = this.top ? [this.top.ids, this.top.logprobs] : [];
     const perRow = this.perRow.map(([t]) => t).filter((t) => t !== this.rowSampling);
-    for (const t of [...perRow, this.sampling.table, this.tokens, this.logprobs, this.scratch])
+    for (const t of [...perRow, this.sampling.table, this.tokens, this.logprobs, this.scratch, ...top])
       this.engine.destroyTensor(t);
   }
 }
