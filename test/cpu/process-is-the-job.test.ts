@@ -3,32 +3,9 @@
 // send) ends that child too, within about a second, so no worker trains on holding the run's lock. Checked with ps
 // over every entry point, each killed while its child is loading or running.
 import { describe, it, expect } from 'vitest';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-
-/** The process ids whose parent is `pid`, with ps as a user would look. */
-function childrenOf(pid: number): number[] {
-  try {
-    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l.trim() !== '')
-      .map(Number);
-  } catch {
-    return []; // ps exits 1 when it lists nothing
-  }
-}
-
-/** Whether `pid` is a live process: a zombie (ended, not yet reaped by whoever adopted it) is not. */
-function alive(pid: number): boolean {
-  try {
-    const state = execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).trim();
-    return state !== '' && !state.startsWith('Z');
-  } catch {
-    return false;
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { alive, childrenOf, sleep } from '../support/processes.ts';
 
 /** Starts `node entry args`, waits for its worker child, kills the launcher with SIGKILL and returns how long the
  *  worker outlived it (ms), or null if the worker had already ended on its own before the kill. */
