@@ -45,7 +45,8 @@ import { loraParameterCount } from '../../models/lora.ts';
 import { guardStep, NonFiniteError } from '../training/finite-guard.ts';
 import {
   claimRunDirectory,
-  setAsideUnreadableCheckpoint,
+  setAsideUnreadableCheckpoints,
+  type UnreadableCheckpoint,
   startRunHistory,
 } from '../run-directory/run-directory-node.ts';
 import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
@@ -261,7 +262,7 @@ async function train(
   await checkRunLockFree(runDir);
 
   // The newest checkpoint that is whole; unreadable ones are moved aside once the run directory may be written.
-  const unreadable: { dir: string; problem: string }[] = [];
+  const unreadable: UnreadableCheckpoint[] = [];
   let resumeDir: string | null = null;
   for (const dir of await checkpointsToResume(config, runDir)) {
     const problem = await checkpointProblem(dir);
@@ -311,15 +312,7 @@ async function train(
     // folder goes, a resumed run continues its metrics from the resumed step, a fresh one moves a previous run aside
     // (never deletes), and unreadable checkpoints are moved aside too.
     releaseLock = await claimRunDirectory(runDir, warn);
-    for (const { dir, problem } of unreadable) {
-      const aside = await setAsideUnreadableCheckpoint(dir);
-      warn(
-        `resume: ${dir} cannot be resumed (${problem}); moved it to ${aside} and ` +
-          (resumeDir
-            ? `resuming from ${resumeDir}, the newest intact checkpoint`
-            : 'starting fresh: no intact checkpoint is left'),
-      );
-    }
+    await setAsideUnreadableCheckpoints(unreadable, resumeDir, warn);
     await startRunHistory(runDir, resumed?.snapshot.state.globalStep ?? null, warn);
     await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
     const tracking = await Tracking.open(config, runDir, resumed !== null, env);

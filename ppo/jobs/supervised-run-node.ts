@@ -2,8 +2,9 @@
 // seeded epoch orders of the training items, train_batch_size items a step under the learning-rate schedule, the
 // validation metrics before training, every test_freq steps and at the end, and a checkpoint every save_freq steps
 // and at the end: default_local_dir/global_step_N with the model as a Hugging Face directory, the optimizer state and
-// job_state.json. A job resumes from resume_path, else from the newest whole global_step_N (verl's resume_mode auto):
-// weights, AdamW moments and data order, so the resumed steps are the uninterrupted run's.
+// job_state.json. A job resumes from resume_path, else from the newest whole global_step_N (verl's resume_mode auto;
+// an unreadable one is moved aside, as train.js does): weights, AdamW moments and data order, so the resumed steps
+// are the uninterrupted run's. A non-finite metric stops the job as it stops train.js (finite-guard.ts).
 // The run directory is kept as the PPO trainer keeps it (run-directory-node.ts, run-lock-node.ts,
 // stop-signals-node.ts): nothing is written before every input has loaded; one run at a time holds the directory's
 // lock; a fresh start moves a previous run aside and a resumed one drops the metrics lines past its checkpoint;
@@ -19,11 +20,19 @@ import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import { encodeOptimizerState, decodeOptimizerState } from '../training/optimizer-state.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
-import { claimRunDirectory, startRunHistory } from '../run-directory/run-directory-node.ts';
+import {
+  claimRunDirectory,
+  setAsideUnreadableCheckpoints,
+  startRunHistory,
+  type UnreadableCheckpoint,
+} from '../run-directory/run-directory-node.ts';
+import { openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
+import { SafetensorsFile } from '../../models/safetensors-node.ts';
+import { ADAPTER_WEIGHTS_FILE, LORA_ADAPTER_DIR } from '../../models/lora-files-node.ts';
 import { stepDirectories, stepDirectory, writeStepDirectory } from '../run-directory/step-directory-node.ts';
 import { interruptedLine, stopOnSignalDuringSetup, watchStopSignals, type StopSignal } from './stop-signals-node.ts';
 import { stopError, type StopSave } from './ppo-run-loop.ts';
-import { guardStep, NonFiniteError } from '../training/finite-guard.ts';
+import { checkFinite, guardStep, NonFiniteError } from '../training/finite-guard.ts';
 
 export const JOB_STATE_FILE = 'job_state.json';
 const OPTIMIZER_FILE = 'optimizer.safetensors';
@@ -46,21 +55,54 @@ export interface JobOutput {
   warn(line: string): void;
 }
 
-/** The checkpoint a job resumes from: trainer.resume_path, else the newest whole global_step_N of default_local_dir. */
-async function checkpointToResume(trainer: JobTrainerKeys): Promise<string | null> {
+/**
+ * Why a job checkpoint cannot be resumed (a save killed by something no process catches, a full disk, a file deleted
+ * by hand), or null when it is whole: job_state.json parses, and the model, its optimizer state and any LoRA adapter
+ * have valid headers. Headers only, as train.js checks its own (checkpoint-node.ts checkpointProblem).
+ */
+async function jobCheckpointProblem(dir: string): Promise<string | null> {
+  try {
+    const stateFile = join(dir, JOB_STATE_FILE);
+    const state = JSON.parse(await readFile(stateFile, 'utf8')) as { global_step?: unknown };
+    if (!Number.isInteger(state.global_step)) return `${stateFile} has no integer global_step`;
+    const { tensors } = await openHfCheckpoint(dir);
+    await tensors.close();
+    (await SafetensorsFile.open(join(dir, OPTIMIZER_FILE))).close();
+    if (await exists(join(dir, LORA_ADAPTER_DIR)))
+      (await SafetensorsFile.open(join(dir, LORA_ADAPTER_DIR, ADAPTER_WEIGHTS_FILE))).close();
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/**
+ * The checkpoint a job resumes from: trainer.resume_path (refused when it is not whole), else the newest whole
+ * global_step_N of default_local_dir (verl's resume_mode auto), with the newer ones it fell back past.
+ */
+async function checkpointToResume(
+  trainer: JobTrainerKeys,
+): Promise<{ resumeDir: string | null; unreadable: UnreadableCheckpoint[] }> {
   if (trainer.resume_path !== null) {
     if (!(await exists(join(trainer.resume_path, JOB_STATE_FILE))))
       throw new Error(
         `trainer.resume_path=${trainer.resume_path}: not a finished checkpoint of this job (no ${JOB_STATE_FILE})`,
       );
-    return trainer.resume_path;
+    const problem = await jobCheckpointProblem(trainer.resume_path);
+    if (problem) throw new Error(`trainer.resume_path=${trainer.resume_path} cannot be resumed: ${problem}`);
+    return { resumeDir: trainer.resume_path, unreadable: [] };
   }
   const dir = resolve(trainer.default_local_dir);
+  const unreadable: UnreadableCheckpoint[] = [];
   for (const step of (await stepDirectories(dir)).reverse()) {
     const candidate = stepDirectory(dir, step);
-    if (await exists(join(candidate, JOB_STATE_FILE))) return candidate;
+    // No job_state.json: a save that never finished; the next start's staging clean-up and fresh start handle it.
+    if (!(await exists(join(candidate, JOB_STATE_FILE)))) continue;
+    const problem = await jobCheckpointProblem(candidate);
+    if (problem === null) return { resumeDir: candidate, unreadable };
+    unreadable.push({ dir: candidate, problem });
   }
-  return null;
+  return { resumeDir: null, unreadable };
 }
 
 export interface TrainingJob<Item> {
@@ -90,6 +132,17 @@ export interface TrainingJobResult {
   /** The signal that stopped the job after it saved its last completed step; null when it ran to its end. */
   stoppedBy: StopSignal | null;
   seconds: number;
+}
+
+/**
+ * One step whose every metric is finite, as the PPO trainer's guard demands: a NaN or Inf loss or gradient norm stops
+ * the job naming the last good checkpoint (adamw.wgsl skipped a non-finite gradient's update, so the weights on the
+ * device are still those of the last good step) instead of training on with every update skipped.
+ */
+async function finiteStep<Item>(job: TrainingJob<Item>, batch: Item[], lr: number): Promise<Record<string, number>> {
+  const metrics = await job.step(batch, lr);
+  for (const [name, value] of Object.entries(metrics)) checkFinite(name, value);
+  return metrics;
 }
 
 /** The step a checkpoint holds, and its optimizer state loaded into the job. */
@@ -122,7 +175,7 @@ export async function runTrainingJob<Item>(
   const started = performance.now();
   const runDir = resolve(trainer.default_local_dir);
   await checkRunLockFree(runDir);
-  const resumeDir = await checkpointToResume(trainer);
+  const { resumeDir, unreadable } = await checkpointToResume(trainer);
   const stopWatchingSetup = stopOnSignalDuringSetup('loading the model and data', warn);
   let job: TrainingJob<Item>;
   let startStep = 0;
@@ -148,6 +201,7 @@ export async function runTrainingJob<Item>(
   let releaseLock = () => {};
   try {
     releaseLock = await claimRunDirectory(runDir, warn);
+    await setAsideUnreadableCheckpoints(unreadable, resumeDir, warn);
     await startRunHistory(runDir, resumeDir ? startStep : null, warn);
     const toFile = trainer.logger.includes('file');
     const record = async (data: Record<string, number>) => {
@@ -212,7 +266,7 @@ export async function runTrainingJob<Item>(
       const lr = learningRate(job.schedule, step, totalSteps);
       const batch = Array.from(order.subarray(first, first + job.batchSize), (i) => job.items[i]);
       const metrics = {
-        ...(await guardStep(step + 1, checkpoint, () => job.step(batch, lr)).catch(stopOnError)),
+        ...(await guardStep(step + 1, checkpoint, () => finiteStep(job, batch, lr)).catch(stopOnError)),
         'train/lr': lr,
         'train/epoch': epoch,
       };
