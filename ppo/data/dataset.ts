@@ -9,7 +9,6 @@ import { compressors } from 'hyparquet-compressors';
 import { Rng } from '../../engine/rng.ts';
 import { applyChatTemplate, type ChatMessage, type ChatTemplate } from '../../models/chat-template.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
-import type { PpoConfig } from '../config.ts';
 
 /** One raw row and where it came from ("train.parquet row 12"), for error messages. */
 export interface RlRecord {
@@ -37,15 +36,29 @@ export interface RlDataset {
   filtered: number;
 }
 
-export type RlDatasetOptions = Pick<
-  PpoConfig['data'],
-  'prompt_key' | 'reward_fn_key' | 'max_prompt_length' | 'filter_overlong_prompts' | 'truncation'
-> & {
+/** data.truncation: what an overlong prompt becomes (error: the run stops). */
+export type PromptTruncation = 'error' | 'left' | 'right' | 'middle';
+
+/** The data.* keys the dataset reads, as the config spells them (a caller spreads config.data), and its tokenizer. */
+export interface RlDatasetOptions {
+  prompt_key: string;
+  reward_fn_key: string;
+  max_prompt_length: number;
+  filter_overlong_prompts: boolean;
+  truncation: PromptTruncation;
   tokenizer: Pick<Tokenizer, 'encode'>;
   template: ChatTemplate;
   /** Tool schemas the chat template shows the model (multi_turn.tool_config_path's). */
   tools?: unknown[] | null;
-};
+}
+
+/** The data.* keys that size and order the training batches (config.data fits). */
+export interface PromptSamplerOptions {
+  train_batch_size: number;
+  gen_batch_size: number | null;
+  shuffle: boolean;
+  seed: number;
+}
 
 function isMapping(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -122,7 +135,7 @@ function parseRecord({ row, where }: RlRecord, options: Pick<RlDatasetOptions, '
 export function truncatePrompt(
   ids: number[],
   maxLength: number,
-  truncation: PpoConfig['data']['truncation'],
+  truncation: PromptTruncation,
   where: string,
 ): number[] {
   if (ids.length <= maxLength) return ids;
@@ -228,7 +241,7 @@ export class PromptSampler {
     }
   }
 
-  static fromConfig(size: number, data: PpoConfig['data']): PromptSampler {
+  static fromConfig(size: number, data: PromptSamplerOptions): PromptSampler {
     const batchKey = data.gen_batch_size === null ? 'data.train_batch_size' : 'data.gen_batch_size';
     return new PromptSampler(size, {
       batchSize: data.gen_batch_size ?? data.train_batch_size,
@@ -269,7 +282,7 @@ export class PromptSampler {
 /** verl: trainer.total_training_steps when set, else every batch of every epoch. */
 export function totalTrainingSteps(
   sampler: PromptSampler,
-  trainer: Pick<PpoConfig['trainer'], 'total_training_steps' | 'total_epochs'>,
+  trainer: { total_training_steps: number | null; total_epochs: number },
 ): number {
   return trainer.total_training_steps ?? sampler.batchesPerEpoch * trainer.total_epochs;
 }

@@ -142,7 +142,7 @@ export async function setUpBuiltinRun(
   const { train, val, corpus } = await builtinDataset(config, task, tokenizer, template, options.valSize);
   const retriever = config.do_search
     ? retrieverFromConfig(
-        config,
+        config.retriever,
         corpus && { documents: corpus, source: `built-in ${config.data.builtin_task} corpus` },
       )
     : null;

@@ -215,7 +215,7 @@ export async function setUpRun(
   );
   checkRewardsCanScore(config, [...train, ...val]);
   const retriever = config.do_search
-    ? retrieverFromConfig(config, await corpusOf(config, builtin?.corpus ?? null))
+    ? retrieverFromConfig(config.retriever, await corpusOf(config, builtin?.corpus ?? null))
     : null;
   if (retriever && config.retriever.url !== null)
     await probeRetriever(config.retriever.url, retriever, config.retriever.topk);

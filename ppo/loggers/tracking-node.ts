@@ -1,6 +1,6 @@
 // The run's metric sinks, chosen by trainer.logger as in verl's Tracking: `file` appends verl's JSONL records
 // ({"step": N, "data": {...}}) to RUN_DIR/metrics.jsonl; `tensorboard` writes an event file under
-// $TENSORBOARD_DIR or RUN_DIR/tensorboard. `console` is the trainer's progress line (ppo/jobs/ppo-job-node.ts). wandb,
+// $TENSORBOARD_DIR or RUN_DIR/tensorboard. `console` is the trainer's progress line (ppo/jobs/ppo-run-node.ts). wandb,
 // mlflow and swanlab need services this engine does not ship: they are accepted and skipped with one line.
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';

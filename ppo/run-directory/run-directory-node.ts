@@ -1,8 +1,8 @@
 // The run directory (trainer.default_local_dir) across runs: nothing of a previous run is deleted or truncated
 // before this run's inputs have loaded, a fresh start moves the previous run's history aside instead of
 // emptying it, a resumed run drops the metrics lines written after the step it resumes from, and staging
-// folders of saves that died with their process are removed. Shared by the PPO trainer (cli-node.ts) and the
-// supervised jobs (training-job-node.ts).
+// folders of saves that died with their process are removed. Shared by the PPO run (ppo/jobs/ppo-run-node.ts) and
+// the supervised jobs (ppo/jobs/supervised-run-node.ts).
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { STAGING_DIRECTORY, STEP_DIR_PREFIX } from './step-directory-node.ts';
@@ -13,7 +13,7 @@ import { acquireRunLock, processAlive } from './run-lock-node.ts';
 
 /** Where a fresh start moves a previous run's metrics and checkpoints: `<run dir>/previous_run_<time>/`. */
 const PREVIOUS_RUN_PREFIX = 'previous_run_';
-/** The resolved configuration a run writes beside its metrics (cli-node.ts). */
+/** The resolved configuration a run writes beside its metrics (ppo/jobs/ppo-run-node.ts). */
 const CONFIG_FILE = 'config.yaml';
 
 /** Creates the run directory and proves it writable before any work, so a read-only one fails in a second. */

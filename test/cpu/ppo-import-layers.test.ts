@@ -1,7 +1,8 @@
 // The layering the style guide asks for, checked on the source: tools/, the entry points and demo/ → ppo/ → models/
 // → engine/ + kernels/, nothing below importing from above. Within ppo/ the subfolders form a DAG (no two import
 // each other, directly or through a third), so a reader can learn them bottom up:
-//   config ← algorithm, rewards, data, loggers          (the config's schema, the key parser, input errors)
+//   config ← algorithm, loggers                          (the config's schema, the key parser, input errors)
+//   data, rewards, environments: own option objects      (the config sections a caller passes; no PpoConfig)
 //   generation ← training                               (the generation engine; the update loop every trainer shares)
 //   environments → generation                           (multi-turn environments: Search-R1, the tool agent)
 //   phases → algorithm, generation, training ← metrics
@@ -68,6 +69,13 @@ describe('ppo/ import layers', () => {
     );
     expect(reached.size).toBeGreaterThan(5);
     expect(launchers).toEqual([]);
+  });
+
+  it('data/, environments/ and rewards/ declare their own options instead of importing the PPO config', () => {
+    const config = (to: string) => to === 'ppo/config.ts' || to === 'ppo/config/schema.ts';
+    const lower = edges.filter((e) => /^ppo\/(data|environments|rewards)\//.test(e.from) && config(e.to));
+    expect(edges.some((e) => e.from.startsWith('ppo/jobs/') && config(e.to))).toBe(true);
+    expect(lower.map((e) => `${e.from} → ${e.to}`)).toEqual([]);
   });
 
   it('no cycle between ppo/ subfolders', () => {

@@ -2,7 +2,6 @@
 // the retriever — Search-R1's retrieval server at retriever.url, else BM25 over a corpus — and how observations
 // read (Search-R1's text, or a built-in task's own for its small vocabulary). Browser-safe: the caller loads a
 // corpus file.
-import type { PpoConfig } from '../../config.ts';
 import type { Tokenizer } from '../../../models/tokenizer.ts';
 import type { CorpusDocument, RetrievedDocument, Retriever } from './retriever.ts';
 import { HttpRetriever } from './http-retriever.ts';
@@ -15,19 +14,34 @@ export interface BuiltinSearchFormat {
   invalidActionText: string;
 }
 
+/** The retriever.* keys, as the config spells them (config.retriever fits). */
+export interface RetrieverOptions {
+  url: string | null;
+  topk: number;
+  timeout: number;
+  max_retries: number;
+}
+
+/** What a search rollout reads of the config: retriever.topk, max_turns, data.max_obs_length (the config fits). */
+export interface SearchOptions {
+  retriever: Pick<RetrieverOptions, 'topk'>;
+  max_turns: number;
+  data: { max_obs_length: number };
+}
+
 /** retriever.url's server, or BM25 over `corpus` (named `source` in logs and errors). */
 export function retrieverFromConfig(
-  config: PpoConfig,
+  retriever: RetrieverOptions,
   corpus: { documents: readonly CorpusDocument[]; source: string } | null,
 ): Retriever {
-  const { url, timeout, max_retries } = config.retriever;
+  const { url, timeout, max_retries } = retriever;
   if (url !== null) return new HttpRetriever({ url, timeoutMs: timeout * 1000, maxRetries: max_retries });
   if (!corpus) throw new Error('do_search=true: no retriever — set retriever.url or retriever.corpus_path');
   return new Bm25Retriever(corpus.documents, { source: corpus.source });
 }
 
 export function searchProtocol(
-  config: PpoConfig,
+  config: SearchOptions,
   retriever: Retriever,
   tokenizer: Pick<Tokenizer, 'encode' | 'decode'>,
   format: BuiltinSearchFormat | null,

@@ -7,7 +7,6 @@
 // call the model wrote wrong, give the model verl's "Error when executing tool: …" and are counted; the run goes on.
 import type { Tokenizer } from '../../../models/tokenizer.ts';
 import type { ChatTemplate } from '../../../models/chat-template.ts';
-import type { PpoConfig } from '../../config.ts';
 import type { TurnEnd, TurnEnvironment } from '../../generation/types.ts';
 import { ToolTimeout, type LoadedTool, type ToolSchema } from './agent-tool.ts';
 import { parseHermesToolCalls, type ToolCall } from './hermes-tool-calls.ts';
@@ -33,9 +32,25 @@ export interface ToolAgent {
   template: ChatTemplate;
 }
 
+/** The actor_rollout_ref.rollout.multi_turn.* keys, as the config spells them (the config fits). */
+export interface ToolAgentOptions {
+  actor_rollout_ref: {
+    rollout: {
+      multi_turn: {
+        max_assistant_turns: number | null;
+        max_user_turns: number | null;
+        max_parallel_calls: number;
+        max_tool_response_length: number;
+        tool_response_truncate_side: TruncateSide;
+      };
+    };
+  };
+  data: { max_response_length: number };
+}
+
 /** actor_rollout_ref.rollout.multi_turn.*; max_assistant_turns null is data.max_response_length // 3, as verl's
  *  SGLang rollout bounds it (every later turn sizes the decode cache). */
-export function toolAgentSettings(config: PpoConfig): ToolAgentSettings {
+export function toolAgentSettings(config: ToolAgentOptions): ToolAgentSettings {
   const m = config.actor_rollout_ref.rollout.multi_turn;
   return {
     maxAssistantTurns: m.max_assistant_turns ?? Math.max(1, Math.floor(config.data.max_response_length / 3)),
