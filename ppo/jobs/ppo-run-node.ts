@@ -239,8 +239,14 @@ export class PpoRun {
     ppo.generationDumps = generationDumps(config.trainer);
     if (usesRolloutServers(config)) {
       ppo.useRolloutServers(
-        rolloutServers(this.engine, config, setup.actor, setup.tokenizerFiles, setup.generationConfig?.raw, (line) =>
-          this.warn(line),
+        rolloutServers(
+          this.engine,
+          config,
+          setup.actor,
+          setup.tokenizerFiles,
+          setup.generationConfig?.raw,
+          (line) => this.warn(line),
+          this.stop.aborted,
         ),
       );
     }
