@@ -10,7 +10,13 @@ import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { ValueModel } from '../../models/value-model.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
-import { runTrainingJob, type JobOutput, type TrainingJob, type TrainingJobResult } from './supervised-run-node.ts';
+import {
+  runTrainingJob,
+  supervisedSettings,
+  type JobOutput,
+  type TrainingJob,
+  type TrainingJobResult,
+} from './supervised-run-node.ts';
 import { adamwOf, modelTokenizer, sftSchedule } from './sft-job-node.ts';
 import { buildPreferencePairs, type PreferencePair } from '../reward-model/preference-pairs.ts';
 import { RewardModelTrainer } from '../reward-model/reward-trainer.ts';
@@ -23,7 +29,12 @@ export async function runRewardJob(
   log: (line: string) => void,
   warn = (line: string) => console.error(line),
 ): Promise<TrainingJobResult> {
-  return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadRewardJob(engine, config, resumeDir, warn));
+  return runTrainingJob(
+    config.trainer,
+    { log, warn },
+    (resumeDir) => loadRewardJob(engine, config, resumeDir, warn),
+    supervisedSettings(config.model),
+  );
 }
 
 /** The reward-model job from model.partial_pretrain, or from the checkpoint it resumes. */

@@ -15,14 +15,14 @@ import { CausalLm } from '../../models/causal-lm.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { exists } from '../../models/fs-node.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
-import { initialLoraValues } from '../../models/lora.ts';
+import { describeLoraSettings, initialLoraValues, sameLoraSettings } from '../../models/lora.ts';
 import { LORA_ADAPTER_DIR, loadLoraAdapter, saveLoraAdapter } from '../../models/lora-files-node.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import { buildSftExamples } from '../sft/sft-dataset.ts';
 import { SftTrainer, type SftExample } from '../sft/sft-trainer.ts';
 import { sftLoraSettings, type SftConfig } from '../sft/sft-config.ts';
-import { runTrainingJob, type TrainingJob, type TrainingJobResult } from './supervised-run-node.ts';
+import { runTrainingJob, supervisedSettings, type TrainingJob, type TrainingJobResult } from './supervised-run-node.ts';
 
 /** The tokenizer of a model directory and its chat template (null when it has none). */
 export async function modelTokenizer(dir: string) {
@@ -91,19 +91,11 @@ async function sftLoraAdapters(
         `model.lora_rank as that run did`,
     );
   const adapters = await loadLoraAdapter(engine, adapterDir, model, 'sft');
-  const saved = adapters.settings;
-  if (
-    saved.rank !== settings.rank ||
-    saved.alpha !== settings.alpha ||
-    saved.targetModules.join() !== settings.targetModules.join()
-  ) {
+  if (!sameLoraSettings(adapters.settings, settings))
     throw new Error(
-      `resume: the adapter in ${adapterDir} has r=${saved.rank}, lora_alpha=${saved.alpha}, target_modules ` +
-        `[${saved.targetModules.join(', ')}]; ` +
-        `model.lora_rank=${settings.rank}, lora_alpha=${settings.alpha}, target_modules ` +
-        `[${settings.targetModules.join(', ')}] differ`,
+      `resume: the adapter in ${adapterDir} has ${describeLoraSettings(adapters.settings)}; model.* gives ` +
+        `${describeLoraSettings(settings)} — give them as that run did, or a fresh trainer.default_local_dir`,
     );
-  }
   return adapters;
 }
 
@@ -114,7 +106,12 @@ export async function runSftJob(
   log: (line: string) => void,
   warn = (line: string) => console.error(line),
 ): Promise<TrainingJobResult> {
-  return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadSftJob(engine, config, resumeDir));
+  return runTrainingJob(
+    config.trainer,
+    { log, warn },
+    (resumeDir) => loadSftJob(engine, config, resumeDir),
+    supervisedSettings(config.model),
+  );
 }
 
 /** The SFT job from model.partial_pretrain, or from the checkpoint it resumes (weights, LoRA adapters). */

@@ -164,6 +164,31 @@ async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Pr
 }
 
 /**
+ * The keys a resumed job must keep, as given (model.partial_pretrain, model.lora_rank, …): job_state.json records
+ * them, and a resume with another value stops naming both, instead of silently training the checkpoint's.
+ */
+export type JobSettings = Record<string, unknown>;
+
+/** What an SFT or reward-model job must keep: the model it trains (resolved, so any spelling of a path matches). */
+export function supervisedSettings(model: { partial_pretrain: string | null }): JobSettings {
+  return { 'model.partial_pretrain': model.partial_pretrain && resolve(model.partial_pretrain) };
+}
+
+/** One line naming the key, the checkpoint's value and this run's, for the first key that differs. */
+async function assertSameSettings(resumeDir: string, settings: JobSettings): Promise<void> {
+  const stateFile = join(resumeDir, JOB_STATE_FILE);
+  const saved = (JSON.parse(await readFile(stateFile, 'utf8')) as { settings?: JobSettings }).settings ?? {};
+  for (const [key, value] of Object.entries(settings)) {
+    // A checkpoint from before the key was recorded cannot say; it is trusted.
+    if (!(key in saved) || JSON.stringify(saved[key]) === JSON.stringify(value)) continue;
+    throw new Error(
+      `resume: ${resumeDir} was trained with ${key}=${JSON.stringify(saved[key])}, this run has ${key}=` +
+        `${JSON.stringify(value)} — give ${key} as that run did, or a fresh trainer.default_local_dir`,
+    );
+  }
+}
+
+/**
  * Runs the job `load` builds from the checkpoint it resumes (null: a fresh start). `load` reads every input (model,
  * tokenizer, data); only then is the run directory written.
  */
@@ -171,11 +196,13 @@ export async function runTrainingJob<Item>(
   trainer: JobTrainerKeys,
   { log, warn }: JobOutput,
   load: (resumeDir: string | null) => Promise<TrainingJob<Item>>,
+  settings: JobSettings = {},
 ): Promise<TrainingJobResult> {
   const started = performance.now();
   const runDir = resolve(trainer.default_local_dir);
   await checkRunLockFree(runDir);
   const { resumeDir, unreadable } = await checkpointToResume(trainer);
+  if (resumeDir) await assertSameSettings(resumeDir, settings);
   const stopWatchingSetup = stopOnSignalDuringSetup('loading the model and data', warn);
   let job: TrainingJob<Item>;
   let startStep = 0;
@@ -229,7 +256,7 @@ export async function runTrainingJob<Item>(
           await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
           await writeFile(
             join(dir, JOB_STATE_FILE),
-            `${JSON.stringify({ global_step: step, total_training_steps: totalSteps })}\n`,
+            `${JSON.stringify({ global_step: step, total_training_steps: totalSteps, settings })}\n`,
           );
         },
         () => (stop.phase = 'renaming-checkpoint'),

@@ -21,7 +21,8 @@ import {
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights, SavedPrefetchedBatch } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
-import { weightDtype, type PpoConfig } from '../config.ts';
+import { actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
+import { describeLoraSettings, sameLoraSettings } from '../../models/lora.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../training/optimizer-state.ts';
 import { withFileContext } from '../config/user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
@@ -310,11 +311,15 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
             `actor_rollout_ref.model.lora_rank=${m.lora_rank} — drop lora_rank, or trainer.resume_mode=disable`,
     );
   }
-  const actor: ModelWeights = {
-    config: actorLoaded.config,
-    params: actorLoaded.params,
-    lora: hasAdapter ? await loadLoraAdapter(engine, adapterDir, actorLoaded.config, 'actor') : null,
-  };
+  const lora = hasAdapter ? await loadLoraAdapter(engine, adapterDir, actorLoaded.config, 'actor') : null;
+  const configured = actorLoraSettings(config);
+  if (lora && configured && !sameLoraSettings(lora.settings, configured))
+    throw new CheckpointError(
+      `resume: the checkpoint ${dir} has LoRA adapters with ${describeLoraSettings(lora.settings)}; ` +
+        `actor_rollout_ref.model gives ${describeLoraSettings(configured)} — give them as that run did, or ` +
+        `trainer.resume_mode=disable`,
+    );
+  const actor: ModelWeights = { config: actorLoaded.config, params: actorLoaded.params, lora };
   let critic: ModelWeights | null = null;
   try {
     await access(join(dir, 'critic'));
