@@ -11,6 +11,8 @@ import { ValueModel } from '../../models/value-model.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import {
+  noteSkippedValidation,
+  requireTrainingItems,
   runTrainingJob,
   supervisedSettings,
   type JobOutput,
@@ -63,8 +65,19 @@ async function loadRewardJob(
     if (dropped > 0) warn(`${option}: dropped ${dropped} pairs longer than data.max_length=${data.max_length}`);
     return pairs;
   };
-  const train = await pairsOf(data.train_files!, 'data.train_files');
+  const train = requireTrainingItems(
+    data.train_files!,
+    await pairsOf(data.train_files!, 'data.train_files'),
+    `preference pairs (none left within data.max_length=${data.max_length})`,
+  );
   const val = data.val_files === null ? [] : await pairsOf(data.val_files, 'data.val_files');
+  noteSkippedValidation(data.val_files, val.length, data.micro_batch_size_per_gpu, 'pairs', warn);
+  const same = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((t, i) => t === b[i]);
+  if (train.every((p) => same(p.chosen, p.rejected)))
+    warn(
+      `data.train_files: every pair's ${data.chosen_key} equals its ${data.rejected_key} (as tokens): the reward model ` +
+        `has nothing to learn — check data.chosen_key and data.rejected_key`,
+    );
 
   const loaded = await loadModel(engine, resumeDir ?? modelDir, {
     as: 'sequence-classification',

@@ -22,7 +22,14 @@ import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import { buildSftExamples } from '../sft/sft-dataset.ts';
 import { SftTrainer, type SftExample } from '../sft/sft-trainer.ts';
 import { sftLoraSettings, type SftConfig } from '../sft/sft-config.ts';
-import { runTrainingJob, supervisedSettings, type TrainingJob, type TrainingJobResult } from './supervised-run-node.ts';
+import {
+  noteSkippedValidation,
+  requireTrainingItems,
+  runTrainingJob,
+  supervisedSettings,
+  type TrainingJob,
+  type TrainingJobResult,
+} from './supervised-run-node.ts';
 
 /** The tokenizer of a model directory and its chat template (null when it has none). */
 export async function modelTokenizer(dir: string) {
@@ -109,7 +116,7 @@ export async function runSftJob(
   return runTrainingJob(
     config.trainer,
     { log, warn },
-    (resumeDir) => loadSftJob(engine, config, resumeDir),
+    (resumeDir) => loadSftJob(engine, config, resumeDir, warn),
     supervisedSettings(config.model),
   );
 }
@@ -119,6 +126,7 @@ async function loadSftJob(
   engine: Engine,
   config: SftConfig,
   resumeDir: string | null,
+  warn: (line: string) => void,
 ): Promise<TrainingJob<SftExample>> {
   const modelDir = config.model.partial_pretrain!;
   const { tokenizer, template } = await modelTokenizer(modelDir);
@@ -128,8 +136,9 @@ async function loadSftJob(
     );
   const examplesOf = async (files: string | string[]): Promise<SftExample[]> =>
     buildSftExamples(await readRlRecords(files), { ...config.data, tokenizer, template });
-  const train = await examplesOf(config.data.train_files!);
+  const train = requireTrainingItems(config.data.train_files!, await examplesOf(config.data.train_files!), 'examples');
   const val = config.data.val_files === null ? [] : await examplesOf(config.data.val_files);
+  noteSkippedValidation(config.data.val_files, val.length, config.data.micro_batch_size_per_gpu, 'examples', warn);
 
   const loaded = await loadModel(engine, resumeDir ?? modelDir, { label: 'sft' });
   if (loaded.config.head !== 'causal-lm')

@@ -163,6 +163,30 @@ async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Pr
   return step as number;
 }
 
+const filesText = (files: string | string[]) => (Array.isArray(files) ? `[${files.join(', ')}]` : files);
+
+/** A job's training items, refused when there are none (an empty file, every row dropped), naming the files. */
+export function requireTrainingItems<T>(files: string | string[], items: readonly T[], what: string): readonly T[] {
+  if (items.length === 0)
+    throw new Error(`data.train_files=${filesText(files)}: no ${what} to train on — expected at least one row`);
+  return items;
+}
+
+/** Validation items that fill no micro-batch validate nothing: said on stderr rather than skipped in silence. */
+export function noteSkippedValidation(
+  files: string | string[] | null,
+  count: number,
+  microBatch: number,
+  what: string,
+  warn: (line: string) => void,
+): void {
+  if (files !== null && count < microBatch)
+    warn(
+      `data.val_files=${filesText(files)}: ${count} ${what}, fewer than data.micro_batch_size_per_gpu=${microBatch} — ` +
+        'no validation runs',
+    );
+}
+
 /**
  * The keys a resumed job must keep, as given (model.partial_pretrain, model.lora_rank, …): job_state.json records
  * them, and a resume with another value stops naming both, instead of silently training the checkpoint's.

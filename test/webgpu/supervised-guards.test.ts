@@ -3,7 +3,7 @@
 // training on with every update skipped and saying "done"; a checkpoint whose optimizer state was deleted is moved
 // aside and the job resumes from the newest intact one. Tiny runs on the test's one-layer model.
 import { describe, it, expect } from 'vitest';
-import { readdir, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { makeTinySftRun } from '../support/tiny-run.ts';
@@ -105,4 +105,46 @@ describe('SFT and reward-model jobs: the guards train.js has', () => {
     );
     expect(await stepDirs(dir)).toEqual(['global_step_2', 'global_step_4']);
   });
+
+  it(
+    'input errors name the file or key: an empty training file, every pair dropped; a validation set too small to ' +
+      'fill a micro-batch and pairs whose chosen equals rejected are said on stderr',
+    async () => {
+      const engine = await gpuEngine();
+      const { root, launch, rewardLaunch } = await makeTinyJobs();
+      const empty = join(root, 'empty.jsonl');
+      await writeFile(empty, '');
+      const said: string[] = [];
+      const warn = (line: string) => said.push(line);
+      const sft = (dir: string, extra: string[]) =>
+        runSftJob(engine, parseSftOverrides(launch(dir, 1, extra)).config, () => {}, warn);
+      await expect(sft('empty', [`data.train_files=${empty}`])).rejects.toThrow(
+        `data.train_files=${empty}: no examples to train on — expected at least one row`,
+      );
+      const rm = (dir: string, extra: string[]) =>
+        runRewardJob(engine, parseRewardOverrides(rewardLaunch(dir, 1, extra)).config, () => {}, warn);
+      await expect(rm('dropped', ['data.max_length=2'])).rejects.toThrow(
+        `data.train_files=${join(root, 'pairs.jsonl')}: no preference pairs (none left within data.max_length=2) to ` +
+          'train on — expected at least one row',
+      );
+
+      // One validation row; a micro-batch of 4.
+      const oneRow = join(root, 'one-val.jsonl');
+      await writeFile(oneRow, (await readFile(join(root, 'sft-val.jsonl'), 'utf8')).split('\n')[0]);
+      said.length = 0;
+      await sft('small-val', [`data.val_files=${oneRow}`]);
+      expect(said).toContain(
+        `data.val_files=${oneRow}: 1 examples, fewer than data.micro_batch_size_per_gpu=4 — no validation runs`,
+      );
+
+      const samePairs = join(root, 'same.jsonl');
+      await writeFile(samePairs, JSON.stringify({ prompt: 'q', chosen: 'a', rejected: 'a' }).concat('\n').repeat(4));
+      said.length = 0;
+      await rm('same', [`data.train_files=${samePairs}`]);
+      expect(said).toContain(
+        "data.train_files: every pair's chosen equals its rejected (as tokens): the reward model has nothing to " +
+          'learn — check data.chosen_key and data.rejected_key',
+      );
+    },
+  );
 });
