@@ -3,12 +3,12 @@ import { wgslAsString } from './tools/vite-wgsl-plugin.ts';
 import { GPU_CLASS_TESTS } from './test/support/gpu-class-tests.ts';
 
 // test/webgpu runs once per device class (engine/device.ts): every tier under the CPU class, then the files of
-// test/support/gpu-class-tests.ts again under the GPU class. Whole `npm test` budget: docs/tests.md.
+// test/support/gpu-class-tests.ts again under the GPU class.
 
 const shared = {
   // lavapipe is CPU-bound: one GPU test file at a time per core keeps timings stable.
   // A cold Mesa shader cache (a fresh machine) compiles each pipeline at its first dispatch: the slowest test
-  // took 44 s on an empty cache (load average 7; README's cold-compile paragraph), so 5 minutes leaves room for a
+  // took 44 s on an empty cache (load average 7; docs/tests.md#timeouts), so 5 minutes leaves room for a
   // loaded machine and still catches hangs.
   testTimeout: 300_000,
   hookTimeout: 300_000,

@@ -16,13 +16,6 @@ override BLOCK: u32;
 var<workgroup> rowTile: array<vec4<f32>, 2u * TILE * HS4>;
 var<workgroup> statsTile: array<vec2<f32>, TILE>;
 
-fn loadDOut(base: u32, d4: u32) -> vec4<f32> {
-  let d = base + 4u * d4;
-  if (4u * d4 + 4u <= HS) { return vec4<f32>(dOut[d], dOut[d + 1u], dOut[d + 2u], dOut[d + 3u]); }
-  let n = HS - 4u * d4;
-  return vec4<f32>(dOut[d], select(0.0, dOut[d + 1u], n > 1u), select(0.0, dOut[d + 2u], n > 2u), 0.0);
-}
-
 @compute @workgroup_size(BLOCK * L)
 fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let lanes = BLOCK * L;

@@ -9,22 +9,12 @@
 
 override BLOCK: u32;
 
-var<workgroup> kvTile: array<vec4<f32>, 2u * TILE * HS4>;
-var<workgroup> maskTile: array<u32, TILE>;
-
 fn storeDq(base: u32, d4: u32, x: vec4<f32>) {
   let d = base + 4u * d4;
   dq[d] = x.x;
   if (4u * d4 + 1u < HS) { dq[d + 1u] = x.y; }
   if (4u * d4 + 2u < HS) { dq[d + 2u] = x.z; }
   if (4u * d4 + 3u < HS) { dq[d + 3u] = x.w; }
-}
-
-fn loadDOut(base: u32, d4: u32) -> vec4<f32> {
-  let d = base + 4u * d4;
-  if (4u * d4 + 4u <= HS) { return vec4<f32>(dOut[d], dOut[d + 1u], dOut[d + 2u], dOut[d + 3u]); }
-  let n = HS - 4u * d4;
-  return vec4<f32>(dOut[d], select(0.0, dOut[d + 1u], n > 1u), select(0.0, dOut[d + 2u], n > 2u), 0.0);
 }
 
 @compute @workgroup_size(BLOCK * L)
@@ -55,22 +45,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
 
   for (var j0 = 0u; j0 < keyEnd; j0 += TILE) {
     workgroupBarrier();
-    for (var i = index; i < TILE * HS4; i += lanes) {
-      let j = j0 + i / HS4;
-      let d4 = i % HS4;
-      var kx = vec4<f32>(0.0);
-      var vx = vec4<f32>(0.0);
-      if (j < keyEnd) {
-        kx = loadK(kBase(b, j, g), d4);
-        vx = loadV(vBase(b, j, g), d4);
-      }
-      kvTile[i] = kx;
-      kvTile[TILE * HS4 + i] = vx;
-    }
-    for (var jj = index; jj < TILE; jj += lanes) {
-      let j = j0 + jj;
-      maskTile[jj] = select(0u, 1u, j < keyEnd && keyVisible(b, j));
-    }
+    stageKeyTile(b, g, j0, keyEnd, index, lanes);
     workgroupBarrier();
     let keys = min(TILE, keyEnd - j0);
     for (var jj = 0u; jj < keys; jj++) {

@@ -17,9 +17,7 @@
 
 override BLOCK: u32;
 
-// K rows then V rows of the current tile; reused as the split-K merge buffer (needs TILE >= 16).
-var<workgroup> kvTile: array<vec4<f32>, 2u * TILE * HS4>;
-var<workgroup> maskTile: array<u32, TILE>;
+// kvTile (attention-key-tile.wgsl) is reused as the split-K merge buffer (needs TILE >= 16).
 var<workgroup> mergeMax: array<f32, 32>;
 var<workgroup> mergeSum: array<f32, 32>;
 
@@ -60,22 +58,7 @@ fn main(@builtin(local_invocation_index) index: u32, @builtin(workgroup_id) wid:
 
   for (var j0 = 0u; j0 < keyEnd; j0 += TILE) {
     workgroupBarrier();
-    for (var i = index; i < TILE * HS4; i += lanes) {
-      let j = j0 + i / HS4;
-      let d4 = i % HS4;
-      var kx = vec4<f32>(0.0);
-      var vx = vec4<f32>(0.0);
-      if (j < keyEnd) {
-        kx = loadK(kBase(b, j, g), d4);
-        vx = loadV(vBase(b, j, g), d4);
-      }
-      kvTile[i] = kx;
-      kvTile[TILE * HS4 + i] = vx;
-    }
-    for (var jj = index; jj < TILE; jj += lanes) {
-      let j = j0 + jj;
-      maskTile[jj] = select(0u, 1u, j < keyEnd && keyVisible(b, j));
-    }
+    stageKeyTile(b, g, j0, keyEnd, index, lanes);
     workgroupBarrier();
     let keys = min(TILE, keyEnd - j0);
     // Uniform trip count (rowSum's subgroup shuffles need it): lanes past the tile's keys compute a dot they drop.

@@ -1,4 +1,6 @@
 import preludeSource from './attention.wgsl';
+import keyTileSource from './attention-key-tile.wgsl';
+import dOutSource from './attention-dout.wgsl';
 import forwardSource from './attention-forward.wgsl';
 import deltaSource from './attention-backward-delta.wgsl';
 import dqSource from './attention-backward-dq.wgsl';
@@ -193,10 +195,10 @@ const deltaSpec: KernelSpec = {
 type Pass = 'forward' | 'dq' | 'dkdv' | 'dkdv-fused';
 
 const PASS_SOURCES: Record<Pass, string> = {
-  forward: forwardSource,
-  dq: dqSource,
-  dkdv: dkdvStoreSource + dkdvSource,
-  'dkdv-fused': dkdvStoreFusedSource + dkdvSource,
+  forward: keyTileSource + forwardSource,
+  dq: keyTileSource + dOutSource + dqSource,
+  dkdv: dOutSource + dkdvStoreSource + dkdvSource,
+  'dkdv-fused': dOutSource + dkdvStoreFusedSource + dkdvSource,
 };
 
 const STATS_BINDING = { name: 'stats', access: 'read', type: 'vec2<f32>' } as const;

@@ -1,6 +1,7 @@
 // attention: causal grouped-query attention (FlashAttention-2 style), shared prelude of the forward, dq and dkdv
 // kernels (attention-forward.wgsl, attention-backward-dq.wgsl, attention-backward-dkdv.wgsl; the launcher
-// prepends this file to each). Shapes: q(b,t,h,d) for t < Tq, k/v(b,j,g,d) for j < Tk, read through strided
+// prepends this file to each, with attention-key-tile.wgsl for forward and dq and attention-dout.wgsl for dq and
+// dkdv). Shapes: q(b,t,h,d) for t < Tq, k/v(b,j,g,d) for j < Tk, read through strided
 // views so they can live in the fused qkv buffer [B*T, (NH+2*NKV)*HS] or in a KV cache; keyMask [B, Tk] u32.
 // Query t is at key position queryStart + t and attends key j iff j <= queryStart + t and keyMask[b, j] == 1;
 // head h reads kv group g = h / (NH/NKV). Softmax runs in the exp2 domain (scores pre-multiplied by log2 e).

@@ -13,11 +13,12 @@ import {
   specsByWidth,
   vectorElementType,
   widestVector,
+  withColumnGrad,
   withWorkgroupSum,
   type VectorWidth,
 } from '../util/rowwise.ts';
 
-// Must match WG and TILE_COLS in rmsnorm.wgsl.
+// Must match WG in rmsnorm.wgsl and TILE_COLS in ../util/column-grad.wgsl.
 const WG = 64;
 const TILE_COLS = 16;
 
@@ -48,7 +49,9 @@ function kernels(variant: 'workgroup-per-row' | 'lane-per-row'): RmsnormKernels 
     })),
     backward: specsByWidth((width) => ({
       name: `rmsnorm/backward-${variant}-vec${width}`,
-      source: withWorkgroupSum(shaderSource('rmsnorm', rmsnormSource, ['backward', `backward-${variant}`], width)),
+      source: withWorkgroupSum(
+        withColumnGrad(shaderSource('rmsnorm', rmsnormSource, ['backward', `backward-${variant}`], width)),
+      ),
       entryPoint: 'backward',
       bindings: [
         { name: 'x', access: 'read', type: vectorElementType(width) },

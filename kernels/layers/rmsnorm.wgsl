@@ -53,27 +53,15 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
 }
 
 //// backward
-const TILE_COLS = 16u;
-const SLICES = WG / TILE_COLS;
+// The dWeight half is column-grad.wgsl's weightGradTile: dWeight[c] (+)= Σ_rows dOut·x·rstd.
+fn columnTerm(row: u32, at: u32) -> vecN {
+  return dOut[at] * x[at] * rstd[row];
+}
 
-var<workgroup> columnPartial: array<vecN, WG>;
-
-fn weightGradTile(tile: u32, lane: u32) {
-  let n = params.cols / VW;
-  let col = tile * TILE_COLS + lane % TILE_COLS;
-  let slice = lane / TILE_COLS;
-  var acc = vecN(0.0);
-  if (col < n) {
-    for (var row = slice; row < params.rows; row += SLICES) {
-      acc += dOut[row * n + col] * x[row * n + col] * rstd[row];
-    }
-  }
-  columnPartial[lane] = acc;
-  workgroupBarrier();
-  if (slice == 0u && col < n) {
-    var sum = columnPartial[lane];
-    for (var s = 1u; s < SLICES; s++) { sum += columnPartial[lane + s * TILE_COLS]; }
-    if (params.accumulateDWeight != 0u) { sum += dWeight[col]; }
+fn writeColumnGrad(col: u32, sum: vecN) {
+  if (params.accumulateDWeight != 0u) {
+    dWeight[col] += sum;
+  } else {
     dWeight[col] = sum;
   }
 }
@@ -90,11 +78,10 @@ fn writeInputGrad(at: u32, g: vecN) {
 fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lane: u32) {
   let id = wid.x + wid.y * nwg.x;
-  let tiles = (params.cols / VW + TILE_COLS - 1u) / TILE_COLS;
-  if (id < tiles) {
+  if (id < columnTiles()) {
     weightGradTile(id, lane);
   } else {
-    inputGrad(id - tiles, lane);
+    inputGrad(id - columnTiles(), lane);
   }
 }
 

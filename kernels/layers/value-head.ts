@@ -13,12 +13,13 @@ import {
   specsByWidth,
   vectorElementType,
   widestVector,
+  withColumnGrad,
   withWorkgroupSum,
   type VectorWidth,
 } from '../util/rowwise.ts';
 
-// Must match WG and TILE_COLS in value-head.wgsl: lanes per workgroup, dWeight columns (in vectors) per backward
-// workgroup.
+// Must match WG in value-head.wgsl and TILE_COLS in ../util/column-grad.wgsl: lanes per workgroup, dWeight columns
+// (in vectors) per backward workgroup.
 const WG = 64;
 const TILE_COLS = 16;
 
@@ -54,7 +55,9 @@ const backwardSpecs = (variant: RowVariant) =>
   specsByWidth(
     (width): KernelSpec => ({
       name: `value-head/backward-${variant}-vec${width}`,
-      source: withWorkgroupSum(shaderSource('value-head', valueHeadSource, ['backward', `backward-${variant}`], width)),
+      source: withWorkgroupSum(
+        withColumnGrad(shaderSource('value-head', valueHeadSource, ['backward', `backward-${variant}`], width)),
+      ),
       entryPoint: 'backward',
       bindings: [
         { name: 'hidden', access: 'read', type: vectorElementType(width) },

@@ -38,43 +38,31 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
 }
 
 //// backward
-const TILE_COLS = 16u;
-const SLICES = WG / TILE_COLS;
+// The dWeight half is column-grad.wgsl's weightGradTile: dWeight[c] += Σ_n dValues[n]·hidden[n, c].
+fn columnTerm(row: u32, at: u32) -> vecN {
+  return dValues[row] * hidden[at];
+}
 
-var<workgroup> columnPartial: array<vecN, WG>;
+fn writeColumnGrad(col: u32, sum: vecN) {
+  dWeight[col] += sum;
+}
 
-fn weightGradTile(tile: u32, lane: u32) {
-  let n = params.cols / VW;
-  let col = tile * TILE_COLS + lane % TILE_COLS;
-  let slice = lane / TILE_COLS;
-  var acc = vecN(0.0);
-  if (col < n) {
-    for (var row = slice; row < params.rows; row += SLICES) { acc += dValues[row] * hidden[row * n + col]; }
-  }
-  columnPartial[lane] = acc;
-  workgroupBarrier();
-  if (slice == 0u && col < n) {
-    var sum = columnPartial[lane];
-    for (var s = 1u; s < SLICES; s++) { sum += columnPartial[lane + s * TILE_COLS]; }
-    dWeight[col] += sum;
-  }
-  if (tile == 0u) {
-    var biasSum = 0.0;
-    for (var row = lane; row < params.rows; row += WG) { biasSum += dValues[row]; }
-    let total = workgroupSum(lane, biasSum);
-    if (lane == 0u) { dBias[0] += total; }
-  }
+fn biasGrad(lane: u32) {
+  var biasSum = 0.0;
+  for (var row = lane; row < params.rows; row += WG) { biasSum += dValues[row]; }
+  let total = workgroupSum(lane, biasSum);
+  if (lane == 0u) { dBias[0] += total; }
 }
 
 @compute @workgroup_size(WG)
 fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lane: u32) {
   let id = wid.x + wid.y * nwg.x;
-  let tiles = (params.cols / VW + TILE_COLS - 1u) / TILE_COLS;
-  if (id < tiles) {
+  if (id < columnTiles()) {
     weightGradTile(id, lane);
+    if (id == 0u) { biasGrad(lane); }
   } else {
-    hiddenGrad(id - tiles, lane);
+    hiddenGrad(id - columnTiles(), lane);
   }
 }
 

@@ -2,11 +2,26 @@ import source from './policy-loss.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize } from '../../engine/index.ts';
 import { aggregationUniforms, expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
-import { parseKlEstimator, POLICY_LOSS_MODES, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
+import {
+  parseKlEstimator,
+  POLICY_LOSS_MODES,
+  type LossAggregation,
+  type PolicyLossConfig,
+  type PolicyLossMode,
+} from './ppo-vocabulary.ts';
+
+/** The lossMode uniform of each verl loss_mode; the shader's switch names them LOSS_MODE_<MODE> (LOSS_MODE_GSPO). */
+export function policyLossModeCode(mode: PolicyLossMode): number {
+  return POLICY_LOSS_MODES.indexOf(mode);
+}
+
+const lossModeConstants = POLICY_LOSS_MODES.map(
+  (mode) => `const LOSS_MODE_${mode.toUpperCase()}: u32 = ${policyLossModeCode(mode)}u;`,
+).join('\n');
 
 export const policyLossSpec: KernelSpec = {
   name: 'policy-loss',
-  source: withWorkgroupReduce(withKlEstimators(source)),
+  source: withWorkgroupReduce(withKlEstimators(`${lossModeConstants}\n${source}`)),
   bindings: [
     { name: 'oldLogProb', access: 'read' },
     { name: 'logProb', access: 'read' },
@@ -153,7 +168,7 @@ export function computeActorLossGpu(
     },
     uniforms: {
       T,
-      lossMode: POLICY_LOSS_MODES.indexOf(mode),
+      lossMode: policyLossModeCode(mode),
       clipRatioLow: args.config.clipRatioLow,
       clipRatioHigh: args.config.clipRatioHigh,
       clipRatioC: args.config.clipRatioC,

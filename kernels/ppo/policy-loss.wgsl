@@ -3,12 +3,12 @@
 //   grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
 //   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total
 //   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl and
-//   kl-estimators.wgsl prepended. lossMode: 0 vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A
-//   < 0), 1 gspo (sequence
-//   ratio), 2 gpg (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high)))
-//   per row, a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
-//   τ = tauPos if A > 0 else tauNeg), 6 clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens),
-//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens). tokenFlags[B, T], a 0/1 pick made on the host: for 6 and 7
+//   kl-estimators.wgsl and the LOSS_MODE_* constants (policy-loss.ts, one per verl loss_mode) prepended. lossMode:
+//   vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), gspo (sequence ratio), gpg
+//   (−A·logProb), geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row, a mean
+//   over geoRows rows), cispo (−sg(clip(ratio))·A·logProb), sapo (−A·sigmoid(τ(ratio−1))·4/τ, τ = tauPos if A > 0
+//   else tauNeg), clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens), kl_cov (−A·ratio,
+//   + ppoKlCoef·|r| on selected tokens). tokenFlags[B, T], a 0/1 pick made on the host: for clip_cov and kl_cov
 //   the covariance selection (covariance-selection.ts);
 //   with policyMasked = 1 (vanilla and gpg: rollout correction's bypass mode) the tokens its rejection sampling
 //   keeps, so the policy term, its aggregation and its metrics run over mask·tokenFlags while the entropy and
@@ -53,7 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (m != 0.0) {
       let raw = logProb[base + t] - oldLogProb[base + t];
       pre.y = pre.y + raw * m;
-      if (params.lossMode == 3u) {
+      if (params.lossMode == LOSS_MODE_GEO_MEAN) {
         pre.z = pre.z + geoMeanLogRatio(raw, advantages[base + t]).x * m;
         pre.w = pre.w + advantages[base + t] * m;
       }
@@ -68,7 +68,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     policyRowCount = workgroupSum4(lid, 64u, vec4<f32>(kept, 0.0, 0.0, 0.0)).x;
   }
   var geoIsWeight = 1.0;
-  if (params.lossMode == 3u && params.useIsWeights != 0u) {
+  if (params.lossMode == LOSS_MODE_GEO_MEAN && params.useIsWeights != 0u) {
     var logWeight = 0.0;
     for (var t = lid; t < params.T; t = t + 64u) {
       let m = mask[base + t];
@@ -105,7 +105,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, pm, policyRowCount);
     var isWeight = select(1.0, isWeights[i], params.useIsWeights != 0u);
     switch params.lossMode {
-      case 0u: {
+      case LOSS_MODE_VANILLA: {
         negKl = nkl;
         let cr = clamp(ratio20, low, high);
         let dcr = select(0.0, dratio20, ratio20 >= low && ratio20 <= high);
@@ -119,7 +119,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (c1.x > l3) { c2 = vec2<f32>(l3, 0.0); } else if (c1.x == l3) { c2 = vec2<f32>(l3, 0.5 * c1.y); }
         loss = select(c1, c2, a < 0.0);
       }
-      case 1u: {
+      case LOSS_MODE_GSPO: {
         let logRatio = min(seqLogRatio, 10.0);
         let ratio = exp(logRatio);
         let dratio = select(0.0, ratio, seqLogRatio <= 10.0);
@@ -130,10 +130,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         clipped = l2 > l1;
         loss = maxWithGrad(l1, -a * dratio, l2, -a * dcr);
       }
-      case 2u: {
+      case LOSS_MODE_GPG: {
         loss = vec2<f32>(-lp * a, -a);
       }
-      case 3u: {
+      case LOSS_MODE_GEO_MEAN: {
         let g = geoMeanLogRatio(raw, a);
         loss = vec2<f32>(geoRowLoss, geoRowLoss * g.y);
         clipped = g.z != 0.0 && a > 0.0;
@@ -141,19 +141,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         pgWeight = m / ((rowCount + 1e-8) * params.geoRows);
         isWeight = geoIsWeight;
       }
-      case 4u: {
+      case LOSS_MODE_CISPO: {
         negKl = nkl;
         let cr = clamp(ratio20, low, high);
         loss = vec2<f32>(-cr * a * lp, -cr * a);
         clipped = cr != ratio20;
       }
-      case 5u: {
+      case LOSS_MODE_SAPO: {
         negKl = nkl;
         let tau = select(params.tauNeg, params.tauPos, a > 0.0);
         let s = 1.0 / (1.0 + exp(-tau * (ratio20 - 1.0)));
         loss = vec2<f32>(-s * (4.0 / tau) * a, -a * 4.0 * s * (1.0 - s) * dratio20);
       }
-      case 6u: {
+      case LOSS_MODE_CLIP_COV: {
         let ratio = exp(raw);
         let cr = clamp(ratio, low, high);
         let dcr = select(0.0, ratio, ratio >= low && ratio <= high);
@@ -161,7 +161,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         loss = maxWithGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr) * keep;
         clipped = keep == 0.0;
       }
-      default: {
+      case LOSS_MODE_KL_COV, default: {
         let ratio = exp(raw);
         let penalty = tokenFlags[i] * params.ppoKlCoef;
         loss = vec2<f32>(-a * ratio + penalty * abs(raw), -a * ratio + penalty * sign(raw));

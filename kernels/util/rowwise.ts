@@ -8,6 +8,7 @@
 //   the same code on scalars.
 import type { ElementType } from '../../engine/kernel.ts';
 import workgroupSumSource from './workgroup-sum.wgsl';
+import columnGradSource from './column-grad.wgsl';
 
 export type VectorWidth = 1 | 4;
 
@@ -57,4 +58,9 @@ export function withWorkgroupSum(source: string): string {
 /** One spec per width, built once so the engine's pipeline cache (keyed by spec identity) hits. */
 export function specsByWidth<S>(build: (width: VectorWidth) => S): Record<VectorWidth, S> {
   return { 1: build(1), 4: build(4) };
+}
+
+/** `source` with column-grad.wgsl: weightGradTile, the per-column weight gradient of a one-dispatch backward. */
+export function withColumnGrad(source: string): string {
+  return `${columnGradSource}\n${source}`;
 }

@@ -485,22 +485,42 @@ function flatten(value: unknown, prefix: string, out: Map<string, unknown>): Map
   return out;
 }
 
+/** The groups --help can show alone: each dotted prefix of a key, e.g. algorithm, actor_rollout_ref.actor. */
+function helpSections(): Set<string> {
+  const sections = new Set<string>();
+  for (const path of KEYS.keys()) {
+    const parts = path.split('.');
+    for (let n = 1; n < parts.length; n++) sections.add(parts.slice(0, n).join('.'));
+  }
+  return sections;
+}
+
 /**
  * Every key with its default and meaning, grouped as in the YAML file (for `node train.js --help`); a key the
- * built-in job's layer sets shows that value too, as it runs when no model and no data are given.
+ * built-in job's layer sets to another value shows that value too, as it runs when no model and no data are given.
+ * With `section` (`--help algorithm`), only the keys under that group; an unknown one is a ConfigError naming the
+ * top-level groups.
  */
-export function formatHelp(builtinJob?: ConfigLayer): string {
+export function formatHelp(builtinJob?: ConfigLayer, section?: string): string {
+  if (section !== undefined && !helpSections().has(section)) {
+    const top = [...helpSections()].filter((s) => !s.includes('.'));
+    throw new ConfigError([
+      `--help ${section}: no such group of keys; expected one of ${top.join(', ')} or a group inside one (e.g. ` +
+        'actor_rollout_ref.actor)',
+    ]);
+  }
   const job = builtinJob ? flatten(parseLayer(builtinJob), '', new Map()) : new Map<string, unknown>();
   const lines = [
     "Configuration keys, by layer (later wins): verl's default (shown after =)" +
       (builtinJob
         ? `, or ${builtinJob.source} when neither actor_rollout_ref.model.path nor data.train_files is set (shown as ` +
-          `[built-in job: …])`
+          `[built-in job: …] where it differs)`
         : '') +
       ', then a --config YAML file, then key.sub=value on the command line.',
   ];
   let group: string | null = null;
   for (const [path, key] of KEYS) {
+    if (section !== undefined && !path.startsWith(`${section}.`)) continue;
     const dot = path.lastIndexOf('.');
     const parent = dot < 0 ? '' : path.slice(0, dot);
     if (parent !== group) {
@@ -508,8 +528,10 @@ export function formatHelp(builtinJob?: ConfigLayer): string {
       group = parent;
     }
     const choices = key.choices && key.kind === 'string' ? ` (${key.choices.join(' | ')})` : '';
-    const layer = job.has(path) ? `   [built-in job: ${showDefault(job.get(path))}]` : '';
-    lines.push(`  ${path.slice(dot + 1)} = ${showDefault(key.defaultValue)}${layer}`, `      ${key.help}${choices}`);
+    const shown = showDefault(key.defaultValue);
+    const jobValue = job.has(path) ? showDefault(job.get(path)) : shown;
+    const layer = jobValue !== shown ? `   [built-in job: ${jobValue}]` : '';
+    lines.push(`  ${path.slice(dot + 1)} = ${shown}${layer}`, `      ${key.help}${choices}`);
   }
   return lines.join('\n');
 }

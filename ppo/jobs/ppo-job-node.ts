@@ -25,7 +25,7 @@ const INPUT_ERRORS = [HfConfigError, TokenizerError, ChatTemplateError, Safetens
 
 const USAGE =
   'usage: node train.js [--config run.yaml | --config-path=DIR --config-name=NAME] [--cfg job] [key.sub=value ...]   ' +
-  '(node train.js --help lists every key)';
+  '(node train.js --help lists every key, --help SECTION those under one, e.g. --help algorithm)';
 
 interface Args {
   configFile: string | null;
@@ -35,6 +35,8 @@ interface Args {
   configName: string | null;
   overrides: string[];
   help: boolean;
+  /** --help SECTION: the group of keys to list (all without one). */
+  helpSection?: string;
   /** Hydra's --cfg job: print the composed config and exit. */
   printConfig: boolean;
 }
@@ -54,8 +56,15 @@ function parseArgs(argv: string[]): Args {
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
-    if (arg === '--help' || arg === '-h') args.help = true;
-    else if (arg === '--config' || arg.startsWith('--config=')) {
+    if (arg === '--help' || arg === '-h') {
+      args.help = true;
+      // A following word that is not an option or a key=value names the section.
+      if (i + 1 < argv.length && !argv[i + 1].startsWith('-') && !argv[i + 1].includes('='))
+        args.helpSection = argv[++i];
+    } else if (arg.startsWith('--help=')) {
+      args.help = true;
+      args.helpSection = arg.slice('--help='.length);
+    } else if (arg === '--config' || arg.startsWith('--config=')) {
       const file = arg === '--config' ? value(++i, '--config') : arg.slice('--config='.length);
       // Hydra composes one primary config; a second --config silently winning would hide the first.
       if (args.configFile !== null)
@@ -150,7 +159,7 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
   try {
     const args = parseArgs(argv);
     if (args.help) {
-      console.log(`${USAGE}\n\n${formatHelp(DEFAULT_JOB)}`);
+      console.log(`${USAGE}\n\n${formatHelp(DEFAULT_JOB, args.helpSection)}`);
       return 0;
     }
     const primary = await readLayers(args);

@@ -7,6 +7,7 @@ import {
 } from '../../kernels/attention/attention.ref.ts';
 import type { AttentionDims } from '../../kernels/attention/attention.ts';
 import { seededRandom } from '../support/arrays.ts';
+import { numericGradientError } from '../support/numeric-gradient.ts';
 
 function random64(n: number, seed: number): Float64Array {
   const random = seededRandom(seed);
@@ -27,19 +28,7 @@ function finiteDifferenceError(
   param: Float64Array,
   analytic: Float64Array,
 ): number {
-  const h = 1e-5;
-  let worst = 0;
-  for (let i = 0; i < param.length; i++) {
-    const saved = param[i];
-    param[i] = saved + h;
-    const up = objective(args, dOut);
-    param[i] = saved - h;
-    const down = objective(args, dOut);
-    param[i] = saved;
-    const numeric = (up - down) / (2 * h);
-    worst = Math.max(worst, Math.abs(numeric - analytic[i]) / Math.max(1, Math.abs(numeric)));
-  }
-  return worst;
+  return numericGradientError(param, () => objective(args, dOut), analytic, { h: 1e-5 });
 }
 
 /** Row 1 left-padded by `pad` keys. */

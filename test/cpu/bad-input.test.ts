@@ -4,8 +4,7 @@
 // test/webgpu/bad-input-cli.test.ts.
 import { describe, it, expect } from 'vitest';
 import { spawn } from 'node:child_process';
-import { mkdtemp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseJsonl } from '../../ppo/data/dataset.ts';
 import { loadRlDataset } from '../../ppo/data/dataset-node.ts';
@@ -23,8 +22,9 @@ import {
   prepareRunDirectory,
 } from '../../ppo/run-directory/run-directory-node.ts';
 import { formatRunError, runMain, withFileContext } from '../../ppo/config/user-error.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
-const tmp = () => mkdtemp(join(tmpdir(), 'bad-input-'));
+const tmp = () => makeTempDir('bad-input-');
 const config = (overrides: string[] = []) => loadConfig({ overrides });
 
 describe('data files', () => {

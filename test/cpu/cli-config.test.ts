@@ -16,7 +16,7 @@ async function composed(argv: string[], env: Record<string, string> = {}): Promi
 
 afterEach(() => vi.restoreAllMocks());
 
-// README's GSM8K command.
+// A verl user's GRPO command on GSM8K with a Hugging Face model id (verl's quickstart shape).
 const GSM8K = [
   'actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct',
   'data.train_files=gsm8k/train.parquet',
@@ -65,6 +65,35 @@ describe('layers', () => {
     );
     expect(help).toMatch(/ {2}max_prompt_length = 512 {3}\[built-in job: 16\]/);
     expect(help).toMatch(/ {2}max_obs_length = 512\n/);
+  });
+
+  it('--help shows the built-in job only where it differs from the default', () => {
+    const help = formatHelp(DEFAULT_JOB);
+    expect(help).toMatch(/ {2}total_training_steps = null {3}\[built-in job: 40\]/);
+    // The built-in job sets algorithm.adv_estimator=gae and ppo_epochs=1, verl's defaults too.
+    expect(help).toMatch(/ {2}adv_estimator = gae\n/);
+    for (const [, value, job] of help.matchAll(/ = (.*) {3}\[built-in job: (.*)\]/g)) expect(job).not.toBe(value);
+  });
+
+  it('--help SECTION lists only the keys under that group', async () => {
+    const { code, stdout } = await runCli(['--help', 'algorithm']);
+    expect(code).toBe(0);
+    const groups = stdout.split('\n').filter((line) => /^\S.*:$/.test(line));
+    expect(groups[0]).toBe('algorithm:');
+    for (const group of groups) expect(group).toMatch(/^algorithm[.:]/);
+    expect(stdout).toContain('  adv_estimator = gae');
+    expect(stdout).not.toContain('ppo_mini_batch_size');
+    const nested = await runCli(['--help=actor_rollout_ref.actor.optim']);
+    expect(nested.stdout).toContain('actor_rollout_ref.actor.optim:');
+    expect(nested.stdout).not.toContain('clip_ratio');
+  });
+
+  it('--help with an unknown section is one line naming the sections, exit 2', async () => {
+    const { code, stdout, stderr } = await runCli(['--help', 'algorithms']);
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toContain('--help algorithms: no such group of keys; expected one of data, actor_rollout_ref,');
   });
 });
 

@@ -1,6 +1,5 @@
 import { describe, it, expect, beforeAll } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { CharTokenizer } from '../../models/char-tokenizer.ts';
@@ -18,6 +17,7 @@ import {
   type RlDatasetOptions,
 } from '../../ppo/data/dataset.ts';
 import { loadRlDataset, readRlRecords } from '../../ppo/data/dataset-node.ts';
+import { makeTempDirSync } from '../support/temp-dir.ts';
 
 // A real tokenizer.json (one token per printable character) and a ChatML template, through the same classes a
 // Hugging Face model directory loads into.
@@ -95,7 +95,7 @@ function options(overrides: string[] = []): RlDatasetOptions {
 describe('RL dataset files', () => {
   let dir: string;
   beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'rl-dataset-'));
+    dir = makeTempDirSync('rl-dataset-');
     writeVerlParquet(join(dir, 'train.parquet'));
     writeFileSync(join(dir, 'train.jsonl'), `${ROWS.map((r) => JSON.stringify(r)).join('\n')}\n`);
   });

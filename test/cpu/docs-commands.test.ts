@@ -214,7 +214,7 @@ describe('commands in README.md and docs/', () => {
             `${c.where}: tools/bench.js has no suite '${suite}'`,
           ).toBeTruthy();
         }
-      } else if (program === 'bash') {
+      } else if (program === 'bash' || program === 'python3') {
         expect(existsSync(join(ROOT, args[0])), `${c.where}: no file ${args[0]}`).toBe(true);
       } else if (program === 'npm') {
         const script = args[0] === 'run' ? args[1] : args[0];

@@ -3,6 +3,7 @@ import { describe, it, expect } from 'vitest';
 import { matmulForwardRef, matmulBackwardRef, type MatmulRefArgs } from '../../kernels/matmul/matmul.ref.ts';
 import type { MatmulLayout } from '../../kernels/matmul/matmul.ts';
 import { seededRandom } from '../support/arrays.ts';
+import { numericGradientError } from '../support/numeric-gradient.ts';
 
 function random64(n: number, seed: number): Float64Array {
   const random = seededRandom(seed);
@@ -23,19 +24,7 @@ function finiteDifferenceError(
   param: Float64Array,
   analytic: Float64Array,
 ): number {
-  const h = 1e-5;
-  let worst = 0;
-  for (let i = 0; i < param.length; i++) {
-    const saved = param[i];
-    param[i] = saved + h;
-    const up = objective(args, dout);
-    param[i] = saved - h;
-    const down = objective(args, dout);
-    param[i] = saved;
-    const numeric = (up - down) / (2 * h);
-    worst = Math.max(worst, Math.abs(numeric - analytic[i]) / Math.max(1, Math.abs(numeric)));
-  }
-  return worst;
+  return numericGradientError(param, () => objective(args, dout), analytic, { h: 1e-5 });
 }
 
 describe('matmul reference backward', () => {

@@ -1,12 +1,17 @@
 // The memory plan: resident parameters, gradients and AdamW moments per model, a phase per stage of the step,
 // and what does not fit named with the key (and value) that makes it fit — taking the advice removes the problem.
 import { describe, it, expect } from 'vitest';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
 import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/jobs/memory-plan.ts';
 import { deviceMemorySize } from '../../engine/device-memory.ts';
+import type { Engine } from '../../engine/index.ts';
+import { memoryPlanOfCheckpoint } from '../../tools/bench/memory.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
-const actor = parseHfConfig({
+const QWEN3_SMALL = {
   architectures: ['Qwen3ForCausalLM'],
   vocab_size: 151936,
   hidden_size: 128,
@@ -16,7 +21,8 @@ const actor = parseHfConfig({
   num_key_value_heads: 2,
   head_dim: 32,
   tie_word_embeddings: true,
-});
+};
+const actor = parseHfConfig(QWEN3_SMALL);
 const critic = withHead(actor, 'token-classification');
 const MIB = 2 ** 20;
 const GIB = 2 ** 30;
@@ -367,6 +373,23 @@ describe('memory plan', () => {
     );
     expect(plan.problems[0]).toMatch(
       /above the memory budget of 0\.70 GiB \(a guess: set WEBGPU_DEVICE_MEMORY to the device's memory\): lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/,
+    );
+  });
+});
+
+describe('node tools/bench.js memory', () => {
+  // The bad input is found before the device is asked for its memory, so no engine is needed.
+  const noEngine = {} as Engine;
+
+  it('an unknown key or a directory without config.json is one line (the suite exits 2), not a stack trace', async () => {
+    const dir = await makeTempDir('memory-plan-');
+    await writeFile(join(dir, 'config.json'), JSON.stringify(QWEN3_SMALL));
+    expect(await memoryPlanOfCheckpoint(noEngine, ['memory', '--model', dir, 'foo.bar=1'])).toBe(
+      'configuration error: unknown key foo.bar (command line)',
+    );
+    const empty = join(dir, 'empty');
+    expect(await memoryPlanOfCheckpoint(noEngine, ['memory', '--model', empty])).toBe(
+      `--model ${empty}: no config.json there`,
     );
   });
 });

@@ -1,4 +1,4 @@
-// The layering the style guide asks for, checked on the source: tools/, the entry points and demo/ → ppo/ → models/
+// The one-way layering, checked on the source: tools/, the entry points and demo/ → ppo/ → models/
 // → engine/ + kernels/, nothing below importing from above. Within ppo/ the subfolders form a DAG (no two import
 // each other, directly or through a third), so a reader can learn them bottom up:
 //   config ← algorithm, loggers                          (the config's schema, the key parser, input errors)

@@ -2,6 +2,7 @@
 // micro-batch property of the loss aggregation.
 import { describe, it, expect } from 'vitest';
 import { seededRandom } from '../support/arrays.ts';
+import { numericGradientError } from '../support/numeric-gradient.ts';
 import { klPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
 import { aggLossRef, localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
@@ -25,18 +26,13 @@ function values(seed: number, scale = 1, offset = 0): Float64Array {
   return Float64Array.from({ length: B * T }, () => offset + (random() * 2 - 1) * scale);
 }
 
-/** Max relative error of an analytic gradient against central differences of f. */
-function fdError(f: (x: Float64Array) => number, x: Float64Array, grad: ArrayLike<number>, h = 1e-6): number {
-  let worst = 0;
-  for (let i = 0; i < x.length; i++) {
-    const plus = Float64Array.from(x);
-    plus[i] += h;
-    const minus = Float64Array.from(x);
-    minus[i] -= h;
-    const numeric = (f(plus) - f(minus)) / (2 * h);
-    worst = Math.max(worst, Math.abs(numeric - grad[i]) / Math.max(1e-3, Math.abs(numeric)));
-  }
-  return worst;
+/**
+ * Max relative error of an analytic gradient against central differences of f. A copy of x is perturbed: the
+ * surrogates below freeze terms at x itself.
+ */
+function fdError(f: (x: Float64Array) => number, x: Float64Array, grad: ArrayLike<number>): number {
+  const probe = Float64Array.from(x);
+  return numericGradientError(probe, () => f(probe), grad, { floor: 1e-3 });
 }
 
 /** GSPO's policy term with each sequence's log-ratio frozen at lp0, so only a token's own log-prob moves its ratio. */

@@ -1,14 +1,14 @@
 import { describe, it, expect, beforeAll, afterAll, beforeEach } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HttpRetriever } from '../../ppo/environments/search/http-retriever.ts';
 import { Bm25Retriever } from '../../ppo/environments/search/bm25-retriever.ts';
 import { formatDocuments } from '../../ppo/environments/search/format-documents.ts';
 import { loadCorpus } from '../../ppo/environments/search/corpus-node.ts';
 import type { CorpusDocument } from '../../ppo/environments/search/retriever.ts';
+import { makeTempDirSync } from '../support/temp-dir.ts';
 
 interface RecordedRequest {
   method: string;
@@ -335,7 +335,7 @@ describe('formatDocuments', () => {
 });
 
 describe('loadCorpus', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'corpus-'));
+  const dir = makeTempDirSync('corpus-');
   const write = (name: string, text: string): string => {
     const path = join(dir, name);
     writeFileSync(path, text);

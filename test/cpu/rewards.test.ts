@@ -1,7 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { computeScore, toRewardScore, RULE_DATA_SOURCES } from '../../ppo/rewards/index.ts';
@@ -10,6 +9,7 @@ import * as math from '../../ppo/rewards/math.ts';
 import * as qaEm from '../../ppo/rewards/qa-em.ts';
 import { loadCustomRewardFunction } from '../../ppo/rewards/custom-reward-node.ts';
 import { describeWithFixtures, readFixtureJson } from '../support/fixtures.ts';
+import { makeTempDirSync } from '../support/temp-dir.ts';
 
 const CUSTOM_REWARD = fileURLToPath(new URL('../support/data/custom-reward.ts', import.meta.url));
 const CUSTOM_REWARD_NODE = new URL('../../ppo/rewards/custom-reward-node.ts', import.meta.url).href;
@@ -230,7 +230,7 @@ describe('custom reward function', () => {
     );
   });
 
-  const modules = mkdtempSync(join(tmpdir(), 'custom-reward-'));
+  const modules = makeTempDirSync('custom-reward-');
   /** A reward module with this source, loaded as custom_reward_function with a timeout in seconds. */
   async function rewardFrom(name: string, source: string, timeout = 60) {
     const path = join(modules, name);

@@ -3,8 +3,7 @@
 // system prompt removed), and every failure — a malformed call, a tool that throws, hangs or returns no text — turned
 // into an error observation and counted, never a crash.
 import { describe, it, expect } from 'vitest';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { QWEN25_TEMPLATE, QWEN_SPECIAL } from '../support/qwen-chat-template.ts';
@@ -19,6 +18,7 @@ import {
   type ToolAgentSettings,
 } from '../../ppo/environments/tool-agent/tool-agent.ts';
 import type { AgentTool, LoadedTool, ToolSchema } from '../../ppo/environments/tool-agent/agent-tool.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
 const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';
 
@@ -111,7 +111,7 @@ describe('tool config', () => {
   });
 
   it('loads a JS tool by path:ClassName; bad entries name the file, the entry and the field', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'tools-'));
+    const dir = await makeTempDir('tools-');
     await writeFile(
       join(dir, 'echo.mjs'),
       'export class Echo { constructor(config) { this.config = config; } async create() { return ["i", {}]; } ' +
@@ -177,7 +177,7 @@ describe('search tool', () => {
     "verl's SearchTool over BM25 (config.corpus_path): verl's result text per query, an error text for a bad " +
       'query_list',
     async () => {
-      const dir = await mkdtemp(join(tmpdir(), 'search-tool-'));
+      const dir = await makeTempDir('search-tool-');
       await writeFile(
         join(dir, 'corpus.jsonl'),
         `${[

@@ -5,7 +5,7 @@
 // line, run directory, checkpoints, resume, signals, config routes, dumps, the trainer's modes), which dispatch
 // nothing the chosen files do not and cost ~10× their CPU-class time under the GPU class on lavapipe (its GPU
 // variants are many small workgroups, each a loop on a CPU), and device-class-first-step, which runs both classes
-// itself. Whole `npm test` budget: docs/tests.md. The real-GPU tier (vitest.gpu.config.ts) runs the same files on a
+// itself. The real-GPU tier (vitest.gpu.config.ts) runs the same files on a
 // hardware adapter, where the detected class is gpu.
 export const GPU_CLASS_TESTS: string[] = [
   // kernels against their CPU references (every GPU variant)

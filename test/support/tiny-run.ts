@@ -1,7 +1,6 @@
 // A tiny real run for trainer tests: a fresh 1-layer Qwen3-style model saved as a Hugging Face directory with a
 // built-in task's tokenizer, and a JSONL training file in verl's schema (for the search task, also its corpus).
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
@@ -16,6 +15,7 @@ import {
   syntheticQaTokenizer,
   syntheticQaTokenizerFiles,
 } from '../../ppo/tasks/synthetic-qa.ts';
+import { makeTempDir } from './temp-dir.ts';
 
 export interface TinyRun {
   root: string;
@@ -46,7 +46,7 @@ function taskData(task: 'arithmetic' | 'search_qa', trainSize: number) {
 }
 
 export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa' = 'arithmetic'): Promise<TinyRun> {
-  const root = await mkdtemp(join(tmpdir(), 'tiny-run-'));
+  const root = await makeTempDir('tiny-run-');
   const engine = await Engine.create();
   const model = join(root, 'model');
   const { vocabSize, files, train, corpus } = taskData(task, trainSize);

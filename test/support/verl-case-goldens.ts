@@ -4,7 +4,9 @@
 // compute_grpo_passk_outcome_advantage, the deprecated compute_policy_loss) and rollout_corr_helper.py
 // (compute_offpolicy_metrics), verl v0.2.0.post2 fb532783 (compute_gae_advantage_return, compute_policy_loss,
 // ray_trainer.apply_kl_penalty) and Search-R1 a14dc3a (apply_kl_penalty on info_mask; dp_actor's state-masked actor
-// loss). Gradients are central differences of those ports with verl's .detach() terms held fixed.
+// loss). Gradients are central differences of those ports with verl's .detach() terms held fixed. The ports are
+// tools/verl/numpy_ports.py; python3 tools/verl/goldens.py prints every value below, and
+// test/cpu/verl-goldens.test.ts checks them against it (docs/tests.md).
 export const GOLDENS = {
   weighted: {
     vanilla: {

@@ -5,14 +5,14 @@
 // numbers are not bit-identical; they must agree to float32 rounding. (The checkpoint is the warm start stored in
 // bf16, so this is the default job's first step up to that rounding of the starting weights.)
 import { describe, it, expect } from 'vitest';
-import { mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readKnobs } from '../../engine/index.ts';
 import { runCli } from '../support/run-cli.ts';
 import { runMetrics } from '../support/tiny-run.ts';
 import { DEFAULT_JOB } from '../../ppo/tasks/default-job.ts';
 import { SHIPPED_CHECKPOINT_PATH } from '../../demo/src/shipped-checkpoint.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
 /** The step's draws: both classes must sample the same responses (a draw flips only on a near-tie of two
  *  Gumbel-perturbed logits, far rarer than once in the step's 128 × 5 tokens at float32 rounding). */
@@ -39,7 +39,7 @@ async function firstStep(deviceClass: 'cpu' | 'gpu'): Promise<Record<string, num
   const { dataSeed } = JSON.parse(await readFile(join(SHIPPED_CHECKPOINT_PATH, 'warm_start.json'), 'utf8')) as {
     dataSeed: number;
   };
-  const dir = await mkdtemp(join(tmpdir(), `first-step-${deviceClass}-`));
+  const dir = await makeTempDir(`first-step-${deviceClass}-`);
   const knobs = readKnobs({ ...process.env, WEBGPU_DEVICE_CLASS: deviceClass });
   const { code, stderr } = await runCli(
     [

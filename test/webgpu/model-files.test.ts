@@ -3,9 +3,8 @@
 // directory given as file contents (the browser demo's fetched checkpoint) loads as from disk, and
 // tools/forward.js prints logits / values / rewards for the three heads.
 import { it, expect } from 'vitest';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
@@ -16,6 +15,7 @@ import { readHfTensors, createParameterArena, uploadHfTensors } from '../../mode
 import { modelFromFiles } from '../../models/model-files.ts';
 import { parseSafetensors, serializeSafetensors } from '../../models/safetensors.ts';
 import type { Arena, Engine } from '../../engine/index.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
 async function arenaBytes(engine: Engine, arena: Arena): Promise<Uint8Array[]> {
   return Promise.all(arena.segments.map(async (s) => new Uint8Array((await engine.read(s)).buffer)));
@@ -24,7 +24,7 @@ async function arenaBytes(engine: Engine, arena: Arena): Promise<Uint8Array[]> {
 describeWithFixtures('model directories', ['hf/llama-tiny'], () => {
   it('actor and critic survive save → load bit-identically', async () => {
     const engine = await gpuEngine();
-    const root = await mkdtemp(join(tmpdir(), 'model-files-'));
+    const root = await makeTempDir('model-files-');
     const actor = await loadModel(engine, fixturePath('hf/llama-tiny'));
     await saveModel(engine, join(root, 'actor'), actor.config, actor.params);
     const actorAgain = await loadModel(engine, join(root, 'actor'));
@@ -66,7 +66,7 @@ describeWithFixtures('model directories', ['hf/llama-tiny'], () => {
 
   it('tools/forward.js prints logits, values and rewards', async () => {
     const engine = await gpuEngine();
-    const root = await mkdtemp(join(tmpdir(), 'forward-'));
+    const root = await makeTempDir('forward-');
     const actor = await loadModel(engine, fixturePath('hf/llama-tiny'));
     const critic = await criticFromCausalLm(engine, actor.config, actor.params, 3);
     await saveModel(engine, join(root, 'critic'), critic.config, critic.params);

@@ -388,24 +388,35 @@ describe('optimal token baselines', () => {
   });
 });
 
+/** Random actor-loss inputs [B, T] drawn from seeds `seed`…`seed + 4`. */
+function actorLossInputs(seed: number) {
+  return {
+    old: random(seed, B * T, 0.4, -1),
+    lp: random(seed + 1, B * T, 0.4, -1),
+    adv: random(seed + 2, B * T, 2),
+    entropy: random(seed + 3, B * T, 1, 2),
+    ref: random(seed + 4, B * T, 0.4, -1),
+  };
+}
+
 /**
- * The actor-loss kernel against its float64 reference on random inputs drawn from seeds `seed`…`seed + 4`, with the
- * entropy bonus and the KL loss on (clip_cov and kl_cov pick their tokens from the plain advantages, as verl's do).
- * With `isWeights` (rollout_is) the policy term and its gradient are the weighted reference's and the metrics the
- * unweighted one's. Returns both references.
+ * The actor-loss kernel against its float64 reference with the entropy bonus and the KL loss on (clip_cov and kl_cov
+ * pick their tokens from the plain advantages, as verl's do). With `isWeights` (rollout_is) the policy term and its
+ * gradient are the weighted reference's and the metrics the unweighted one's; with `policyMask` (bypass mode) the
+ * policy term runs over the kept tokens. Returns both references.
  */
 async function expectActorLossAsReference(
   config: PolicyLossConfig,
   aggMode: LossAggregation['mode'],
-  seed: number,
-  isWeights?: Float32Array,
+  inputs: ReturnType<typeof actorLossInputs>,
+  {
+    klLossType = 'low_var_kl',
+    isWeights,
+    policyMask,
+  }: { klLossType?: string; isWeights?: Float32Array; policyMask?: Float32Array } = {},
 ) {
   const engine = await gpuEngine();
-  const old = random(seed, B * T, 0.4, -1);
-  const lp = random(seed + 1, B * T, 0.4, -1);
-  const adv = random(seed + 2, B * T, 2);
-  const entropy = random(seed + 3, B * T, 1, 2);
-  const ref = random(seed + 4, B * T, 0.4, -1);
+  const { old, lp, adv, entropy, ref } = inputs;
   const aggregation = localAggregation(aggMode, MASK, B, T);
   const covariance = config.lossMode === 'clip_cov' || config.lossMode === 'kl_cov';
   const selected = covariance
@@ -442,9 +453,10 @@ async function expectActorLossAsReference(
       rowPartials: engine.tensor('partials', [8 * B]),
       out,
       selected: selected ? up(engine, 'selected', selected) : undefined,
+      policyMask: policyMask ? up(engine, 'policyMask', policyMask) : undefined,
       isWeights: isWeights ? up(engine, 'isWeights', isWeights) : undefined,
     },
-    { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T, geoMeanRows: B + 2 },
+    { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType, B, T, geoMeanRows: B + 2 },
   );
   const reference = (weights?: Float32Array) =>
     computeActorLossRef({
@@ -457,20 +469,23 @@ async function expectActorLossAsReference(
       config,
       aggregation,
       selected,
+      policyMask,
       geoMeanRows: B + 2,
       isWeights: weights,
-      terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
+      terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType, refLogProb: ref },
     });
   const expected = reference(isWeights);
   const plain = isWeights ? reference() : expected;
+  const policyTokens = Array.from(MASK).reduce((a, m, i) => a + m * (policyMask ? policyMask[i] : 1), 0);
   const o = await engine.read(out);
   expectClose(
-    [o[0], o[1], o[2], o[3], o[5], o[6], o[7]],
+    o,
     [
       expected.pgLoss,
       plain.pgClipfrac,
       plain.ppoKl,
       plain.pgClipfracLower,
+      policyTokens,
       expected.entropyAgg,
       expected.klLoss,
       expected.policyLoss,
@@ -508,74 +523,10 @@ describe('loss kernels', () => {
         `actor loss ${config.lossMode} ${mode} with entropy bonus and ` +
           `${config.lossMode === 'vanilla' ? 'k3' : 'k1+'} KL loss`,
         async () => {
-          const engine = await gpuEngine();
-          const old = random(6, B * T, 0.4, -1);
-          const lp = random(7, B * T, 0.4, -1);
-          lp[5] = old[5] + 25;
-          const adv = random(8, B * T, 2);
-          const entropy = random(9, B * T, 1, 2);
-          const ref = random(10, B * T, 0.4, -1);
+          const inputs = actorLossInputs(6);
+          inputs.lp[5] = inputs.old[5] + 25;
           const klLossType = config.lossMode === 'vanilla' ? 'low_var_kl' : 'k1+';
-          const aggregation = localAggregation(mode, MASK, B, T);
-          const grads = engine.tensor('grads', [B * T * 2]);
-          const out = engine.tensor('out', [8]);
-          computeActorLossGpu(
-            engine,
-            {
-              oldLogProb: up(engine, 'old', old),
-              logProb: up(engine, 'lp', lp),
-              advantages: up(engine, 'adv', adv),
-              responseMask: up(engine, 'm', MASK),
-              entropy: up(engine, 'entropy', entropy),
-              refLogProb: up(engine, 'ref', ref),
-              grads,
-              rowPartials: engine.tensor('partials', [8 * B]),
-              out,
-            },
-            { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType, B, T },
-          );
-          const expected = computeActorLossRef({
-            oldLogProb: old,
-            logProb: lp,
-            advantages: adv,
-            responseMask: MASK,
-            B,
-            T,
-            config,
-            aggregation,
-            terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType, refLogProb: ref },
-          });
-          const o = await engine.read(out);
-          expectClose(
-            [o[0], o[1], o[2], o[3], o[5], o[6], o[7]],
-            [
-              expected.pgLoss,
-              expected.pgClipfrac,
-              expected.ppoKl,
-              expected.pgClipfracLower,
-              expected.entropyAgg,
-              expected.klLoss,
-              expected.policyLoss,
-            ],
-            1e-5,
-            1e-5,
-            'losses and metrics',
-          );
-          const g = await engine.read(grads);
-          expectClose(
-            g.filter((_, i) => i % 2 === 0),
-            expected.gradLogProb,
-            1e-6,
-            1e-4,
-            'd loss / d log_prob',
-          );
-          expectClose(
-            g.filter((_, i) => i % 2 === 1),
-            expected.gradEntropy,
-            1e-7,
-            1e-5,
-            'd loss / d entropy',
-          );
+          await expectActorLossAsReference(config, mode, inputs, { klLossType });
         },
       );
     }
@@ -602,7 +553,7 @@ describe('loss kernels', () => {
   for (const config of newModes) {
     for (const mode of ['token-mean', 'seq-mean-token-sum'] as const) {
       it(`actor loss ${config.lossMode} ${mode} with entropy bonus and KL loss`, async () => {
-        await expectActorLossAsReference(config, mode, 16);
+        await expectActorLossAsReference(config, mode, actorLossInputs(16));
       });
     }
   }
@@ -627,7 +578,9 @@ describe('loss kernels', () => {
     it(`actor loss ${config.lossMode} with rollout_is weights, entropy bonus and KL loss`, async () => {
       const isWeights = random(41, B * T, 1, 1);
       isWeights[2] = 0;
-      const { expected, plain } = await expectActorLossAsReference(config, 'seq-mean-token-mean', 36, isWeights);
+      const { expected, plain } = await expectActorLossAsReference(config, 'seq-mean-token-mean', actorLossInputs(36), {
+        isWeights,
+      });
       expect(Math.abs(expected.pgLoss - plain.pgLoss)).toBeGreaterThan(1e-3 * Math.abs(plain.pgLoss) + 1e-4);
     });
   }
@@ -637,80 +590,11 @@ describe('loss kernels', () => {
   for (const lossMode of ['vanilla', 'gpg'] as const) {
     for (const mode of ['token-mean', 'seq-mean-token-mean'] as const) {
       it(`actor loss ${lossMode} ${mode} with a bypass policy mask`, async () => {
-        const engine = await gpuEngine();
         const config: PolicyLossConfig = { lossMode, clipRatioLow: 0.2, clipRatioHigh: 0.28, clipRatioC: 3 };
-        const old = random(26, B * T, 0.4, -1);
-        const lp = random(27, B * T, 0.4, -1);
-        const adv = random(28, B * T, 2);
-        const entropy = random(29, B * T, 1, 2);
-        const ref = random(30, B * T, 0.4, -1);
         const policyMask = Float32Array.from({ length: B * T }, (_, i) =>
           Math.floor(i / T) === 1 || i % 5 === 3 ? 0 : 1,
         );
-        const aggregation = localAggregation(mode, MASK, B, T);
-        const grads = engine.tensor('grads', [B * T * 2]);
-        const out = engine.tensor('out', [8]);
-        computeActorLossGpu(
-          engine,
-          {
-            oldLogProb: up(engine, 'old', old),
-            logProb: up(engine, 'lp', lp),
-            advantages: up(engine, 'adv', adv),
-            responseMask: up(engine, 'm', MASK),
-            entropy: up(engine, 'entropy', entropy),
-            refLogProb: up(engine, 'ref', ref),
-            grads,
-            rowPartials: engine.tensor('partials', [8 * B]),
-            out,
-            policyMask: up(engine, 'policyMask', policyMask),
-          },
-          { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType: 'low_var_kl', B, T },
-        );
-        const expected = computeActorLossRef({
-          oldLogProb: old,
-          logProb: lp,
-          advantages: adv,
-          responseMask: MASK,
-          B,
-          T,
-          config,
-          aggregation,
-          policyMask,
-          terms: { entropyCoeff: 0.01, entropy, klLossCoef: 0.05, klLossType: 'low_var_kl', refLogProb: ref },
-        });
-        const o = await engine.read(out);
-        const keptTokens = Array.from(MASK).reduce((a, m, i) => a + m * policyMask[i], 0);
-        expectClose(
-          [o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]],
-          [
-            expected.pgLoss,
-            expected.pgClipfrac,
-            expected.ppoKl,
-            expected.pgClipfracLower,
-            keptTokens,
-            expected.entropyAgg,
-            expected.klLoss,
-            expected.policyLoss,
-          ],
-          1e-5,
-          1e-5,
-          'losses and metrics',
-        );
-        const g = await engine.read(grads);
-        expectClose(
-          g.filter((_, i) => i % 2 === 0),
-          expected.gradLogProb,
-          1e-6,
-          1e-4,
-          'd loss / d log_prob',
-        );
-        expectClose(
-          g.filter((_, i) => i % 2 === 1),
-          expected.gradEntropy,
-          1e-7,
-          1e-5,
-          'd loss / d entropy',
-        );
+        await expectActorLossAsReference(config, mode, actorLossInputs(26), { policyMask });
       });
     }
   }

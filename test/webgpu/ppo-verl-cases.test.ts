@@ -1,14 +1,14 @@
 // Every case of verl's recorded sample through tools/verl-case.ts (the code path of `node tools/verl-case.js`),
 // plus one run of the CLI itself.
 import { it, expect } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { describeWithFixtures, readFixtureJson } from '../support/fixtures.ts';
 import { runVerlCase, type VerlCase } from '../../tools/verl-case.ts';
+import { makeTempDirSync } from '../support/temp-dir.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 type RecordedCase = VerlCase & { id: string; outputs: unknown; raises?: string };
@@ -63,7 +63,7 @@ describeWithFixtures('verl sample cases', ['verl/sample.json'], () => {
 
   it('prints {"outputs": ...} from the command line', () => {
     const c = fixture.cases.find((x) => x.function.endsWith('kl_penalty'))!;
-    const file = join(mkdtempSync(join(tmpdir(), 'verl-case-')), 'case.json');
+    const file = join(makeTempDirSync('verl-case-'), 'case.json');
     writeFileSync(file, JSON.stringify(c));
     const printed = JSON.parse(execFileSync('node', ['tools/verl-case.js', file], { cwd: root, encoding: 'utf8' }));
     compare(printed.outputs, c.outputs, `cli ${c.id}`);

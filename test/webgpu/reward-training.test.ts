@@ -3,8 +3,7 @@
 // model), trained on preference pairs with gradient accumulation until held-out pairs are ranked right, then saved
 // in HF's layout and loaded back as this engine's reward model and as a critic, both scoring as the trained model.
 import { describe, it, expect } from 'vitest';
-import { mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { seededRandom } from '../support/arrays.ts';
@@ -18,6 +17,7 @@ import { SafetensorsFile } from '../../models/safetensors-node.ts';
 import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 import { RewardModelTrainer, buildPairBatch } from '../../ppo/reward-model/reward-trainer.ts';
 import type { PreferencePair } from '../../ppo/reward-model/preference-pairs.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
 const EOS = 2;
 
@@ -40,7 +40,7 @@ describe('reward-model training', () => {
     'learns held-out preferences; its save is HF *ForSequenceClassification that loads as reward model and ' + 'critic',
     async () => {
       const engine = await gpuEngine();
-      const root = await mkdtemp(join(tmpdir(), 'reward-training-'));
+      const root = await makeTempDir('reward-training-');
       const lmConfig = tinyQwen3Config(32, {
         layers: 1,
         hidden: 32,

@@ -3,8 +3,7 @@
 // with a ToolAgentSession masks exactly the tool messages out of the loss; `node train.js`'s entry point runs a
 // few GRPO steps with verl's GSM8K tool config and reports the agent loop's metrics.
 import { describe, it, expect } from 'vitest';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
@@ -19,6 +18,7 @@ import { ToolAgentSession } from '../../ppo/environments/tool-agent/tool-agent.t
 import { loadTools } from '../../ppo/environments/tool-agent/tool-loader-node.ts';
 import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { runMetrics } from '../support/tiny-run.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
 
 const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';
 const CALL = '{"name":"calc_gsm8k_reward","arguments":{"answer":"3"}}';
@@ -159,7 +159,7 @@ describe('tool agent run', () => {
 
   it("GRPO steps with verl's GSM8K tool config through train.js's entry point log the agent loop's " +
     'metrics', async () => {
-    const root = await mkdtemp(join(tmpdir(), 'tool-run-'));
+    const root = await makeTempDir('tool-run-');
     const model = await tinyModel(root);
     const data = join(root, 'train.jsonl');
     await writeFile(data, `${Array.from({ length: 4 }, () => JSON.stringify(ROW)).join('\n')}\n`);

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import { formatGib } from '../../engine/device-memory.ts';
 import { parseHfConfig, withHead, type DecoderConfig } from '../../models/hf-config.ts';
-import { loadConfig, usesCritic } from '../../ppo/config.ts';
+import { ConfigError, loadConfig, usesCritic, type PpoConfig } from '../../ppo/config.ts';
 import { planMemory, formatMemoryPlan, deviceMemory, type MemoryPlan } from '../../ppo/jobs/memory-plan.ts';
 
 async function readModelConfig(dir: string): Promise<DecoderConfig> {
@@ -25,8 +25,17 @@ export async function memoryPlanOfCheckpoint(
     return 'usage: node tools/bench.js memory --model DIR [--memory-gb N] [key=value ...]';
   const dir = argv[modelAt + 1];
   const overrides = argv.filter((a, i) => !a.startsWith('--') && i !== modelAt + 1 && i !== gbAt + 1 && a !== 'memory');
-  const config = loadConfig({ overrides: [`actor_rollout_ref.model.path=${dir}`, ...overrides] });
-  const actor = await readModelConfig(dir);
+  let config: PpoConfig;
+  let actor: DecoderConfig;
+  // A bad key or model directory is bad input: one line and exit 2, as the usage line, not a stack trace.
+  try {
+    config = loadConfig({ overrides: [`actor_rollout_ref.model.path=${dir}`, ...overrides] });
+    actor = await readModelConfig(dir);
+  } catch (err) {
+    if (err instanceof ConfigError) return `configuration error: ${err.problems.join('; ')}`;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return `--model ${dir}: no config.json there`;
+    throw err;
+  }
   const criticPath = config.critic.model.path;
   const critic = !usesCritic(config)
     ? null
