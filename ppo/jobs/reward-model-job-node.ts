@@ -6,13 +6,14 @@
 // checkpoint is a Hugging Face *ForSequenceClassification that PPO loads as reward_model.model.path and as
 // critic.model.path.
 import type { Engine } from '../../engine/index.ts';
-import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { ValueModel } from '../../models/value-model.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import {
+  loadJobModel,
   noteSkippedValidation,
   requireTrainingItems,
+  saveJobModel,
   runTrainingJob,
   supervisedSettings,
   type JobOutput,
@@ -79,7 +80,7 @@ async function loadRewardJob(
         `has nothing to learn — check data.chosen_key and data.rejected_key`,
     );
 
-  const loaded = await loadModel(engine, resumeDir ?? modelDir, {
+  const loaded = await loadJobModel(engine, modelDir, resumeDir, {
     as: 'sequence-classification',
     label: 'reward_model',
     seed: config.trainer.seed,
@@ -119,6 +120,7 @@ async function loadRewardJob(
       const m = await trainer.evaluate(val);
       return { 'val/loss': m.loss, 'val/accuracy': m.accuracy, 'val/margin': m.margin };
     },
-    saveModel: (dir) => saveModel(engine, dir, modelConfig, loaded.params, { tokenizerFrom: modelDir }),
+    saveModel: (dir) =>
+      saveJobModel(engine, dir, modelConfig, loaded.params, config.trainer.save_dtype, { tokenizerFrom: modelDir }),
   };
 }

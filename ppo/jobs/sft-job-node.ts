@@ -8,7 +8,6 @@
 // lora_adapter/ (the directory name verl's workers use) and their AdamW state; resume restores both.
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
-import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
@@ -23,8 +22,10 @@ import { buildSftExamples } from '../sft/sft-dataset.ts';
 import { SftTrainer, type SftExample } from '../sft/sft-trainer.ts';
 import { sftLoraSettings, type SftConfig } from '../sft/sft-config.ts';
 import {
+  loadJobModel,
   noteSkippedValidation,
   requireTrainingItems,
+  saveJobModel,
   runTrainingJob,
   supervisedSettings,
   type TrainingJob,
@@ -140,7 +141,7 @@ async function loadSftJob(
   const val = config.data.val_files === null ? [] : await examplesOf(config.data.val_files);
   noteSkippedValidation(config.data.val_files, val.length, config.data.micro_batch_size_per_gpu, 'examples', warn);
 
-  const loaded = await loadModel(engine, resumeDir ?? modelDir, { label: 'sft' });
+  const loaded = await loadJobModel(engine, modelDir, resumeDir, { label: 'sft' });
   if (loaded.config.head !== 'causal-lm')
     throw new Error(`model.partial_pretrain=${modelDir}: ${loaded.config.architecture} is not a causal LM`);
   const model = new CausalLm(engine, loaded.config, loaded.params);
@@ -175,7 +176,7 @@ async function loadSftJob(
     },
     validate: async () => (val.length < B ? null : { 'val/loss': await trainer.evaluate(val) }),
     saveModel: async (dir) => {
-      await saveModel(engine, dir, loaded.config, loaded.params, {
+      await saveJobModel(engine, dir, loaded.config, loaded.params, config.trainer.save_dtype, {
         tokenizerFrom: modelDir,
         generationConfig: loaded.checkpoint.generationConfig?.raw,
       });

@@ -12,7 +12,15 @@
 // stops (the same command resumes), a second signal abandons the step.
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { Arena } from '../../engine/index.ts';
+import type { Arena, Engine } from '../../engine/index.ts';
+import type { DecoderConfig, TorchDtype } from '../../models/hf-config.ts';
+import {
+  loadModel,
+  saveModel,
+  type LoadedModel,
+  type LoadModelOptions,
+  type SaveModelOptions,
+} from '../../models/model-files-node.ts';
 import { exists } from '../../models/fs-node.ts';
 import { epochPermutation } from '../data/dataset.ts';
 import { learningRate, type LrSchedule } from '../algorithm/lr-schedule.ts';
@@ -35,10 +43,13 @@ import { stopError, type StopSave } from './ppo-run-loop.ts';
 import { checkFinite, guardStep, NonFiniteError } from '../training/finite-guard.ts';
 
 export const JOB_STATE_FILE = 'job_state.json';
+/** Inside a checkpoint whose model is stored in a half dtype: the float32 weights the optimizer trained. */
+export const MASTER_WEIGHTS_DIR = 'master_weights';
 const OPTIMIZER_FILE = 'optimizer.safetensors';
 
 /** The trainer keys the SFT and reward-model jobs share (verl's sft_trainer.yaml trainer group). */
 export interface JobTrainerKeys {
+  save_dtype: 'auto' | TorchDtype;
   default_local_dir: string;
   resume_path: string | null;
   total_epochs: number;
@@ -68,6 +79,10 @@ async function jobCheckpointProblem(dir: string): Promise<string | null> {
     const { tensors } = await openHfCheckpoint(dir);
     await tensors.close();
     (await SafetensorsFile.open(join(dir, OPTIMIZER_FILE))).close();
+    if (await exists(join(dir, MASTER_WEIGHTS_DIR))) {
+      const master = await openHfCheckpoint(join(dir, MASTER_WEIGHTS_DIR));
+      await master.tensors.close();
+    }
     if (await exists(join(dir, LORA_ADAPTER_DIR)))
       (await SafetensorsFile.open(join(dir, LORA_ADAPTER_DIR, ADAPTER_WEIGHTS_FILE))).close();
     return null;
@@ -143,6 +158,42 @@ async function finiteStep<Item>(job: TrainingJob<Item>, batch: Item[], lr: numbe
   const metrics = await job.step(batch, lr);
   for (const [name, value] of Object.entries(metrics)) checkFinite(name, value);
   return metrics;
+}
+
+/**
+ * Writes the trained model of a checkpoint: the Hugging Face directory in trainer.save_dtype (auto: the dtype the
+ * model came in), and, when that is not float32, the float32 weights beside it (MASTER_WEIGHTS_DIR), which a resume
+ * loads: rounded to bf16 and back, the resumed steps would drift from the uninterrupted run's.
+ */
+export async function saveJobModel(
+  engine: Engine,
+  dir: string,
+  config: DecoderConfig,
+  params: Arena,
+  saveDtype: JobTrainerKeys['save_dtype'],
+  options: Omit<SaveModelOptions, 'dtype'>,
+): Promise<void> {
+  const dtype = saveDtype === 'auto' ? config.torchDtype : saveDtype;
+  await saveModel(engine, dir, config, params, { ...options, dtype });
+  if (dtype !== 'float32') await saveModel(engine, join(dir, MASTER_WEIGHTS_DIR), config, params, { dtype: 'float32' });
+}
+
+/**
+ * The model a job starts from: model.partial_pretrain, or a resumed checkpoint's float32 weights where it has them,
+ * with the dtype of the model it exports (so save_dtype=auto keeps exporting the model's own dtype).
+ */
+export async function loadJobModel(
+  engine: Engine,
+  modelDir: string,
+  resumeDir: string | null,
+  options: LoadModelOptions,
+): Promise<LoadedModel> {
+  const master = resumeDir === null ? null : join(resumeDir, MASTER_WEIGHTS_DIR);
+  if (master === null || !(await exists(master))) return loadModel(engine, resumeDir ?? modelDir, options);
+  const loaded = await loadModel(engine, master, options);
+  const exported = await openHfCheckpoint(resumeDir!, { as: options.as });
+  await exported.tensors.close();
+  return { ...loaded, config: { ...loaded.config, torchDtype: exported.config.torchDtype } };
 }
 
 /** The step a checkpoint holds, and its optimizer state loaded into the job. */

@@ -143,7 +143,7 @@ describe('tool config', () => {
 describe('custom tools run in a worker thread', () => {
   it('a tool whose execute loops forever is stopped at its timeout_s and counted as a timeout; the next call gets a ' +
     'fresh worker; a constructor that throws names the entry and the class', { timeout: 60_000 }, async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'tools-'));
+    const dir = await makeTempDir('tools-');
     await writeFile(
       join(dir, 'loop.mjs'),
       'export class Loop { constructor(config) { this.config = config; } async create() { return "i"; } ' +

@@ -6,6 +6,7 @@ import { describe, it, expect } from 'vitest';
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { makeTinySftRun } from '../support/tiny-run.ts';
 import { arithmeticDataset } from '../../ppo/tasks/arithmetic.ts';
 import { jobOverrides } from '../../ppo/jobs/supervised-command-node.ts';
@@ -145,6 +146,38 @@ describe('SFT and reward-model jobs: the guards train.js has', () => {
         "data.train_files: every pair's chosen equals its rejected (as tokens): the reward model has nothing to " +
           'learn — check data.chosen_key and data.rejected_key',
       );
+    },
+  );
+
+  it(
+    'a bf16 model resumes exactly: checkpoints export bf16 (trainer.save_dtype=auto) and keep the float32 weights ' +
+      'the optimizer trained for the resume',
+    async () => {
+      const engine = await gpuEngine();
+      const { root, launch } = await makeTinySftRun();
+      const f32 = await loadModel(engine, join(root, 'model'));
+      const bf16 = join(root, 'model-bf16');
+      await saveModel(engine, bf16, f32.config, f32.params, { tokenizerFrom: join(root, 'model'), dtype: 'bfloat16' });
+      const run = (dir: string, steps: number) =>
+        runSftJob(
+          engine,
+          parseSftOverrides(launch(dir, steps, [`model.partial_pretrain=${bf16}`, 'trainer.save_freq=2'])).config,
+          () => {},
+          () => {},
+        );
+      const straight = await run('straight', 4);
+      await run('resumed', 2);
+      const resumed = await run('resumed', 4);
+      expect(resumed.history.map((m) => m['train/loss'])).toEqual(
+        straight.history.slice(2).map((m) => m['train/loss']),
+      );
+      for (const step of [2, 4]) {
+        const dir = join(root, 'resumed', `global_step_${step}`);
+        expect(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')).torch_dtype).toBe('bfloat16');
+        expect(JSON.parse(await readFile(join(dir, 'master_weights', 'config.json'), 'utf8')).torch_dtype).toBe(
+          'float32',
+        );
+      }
     },
   );
 });
