@@ -36,6 +36,7 @@ import { assertResumable, setUpRun, type RunSetup } from './ppo-setup-node.ts';
 import { runTrainingLoop, stopError, type SavePoint, type ValidationPoint } from './ppo-run-loop.ts';
 import { formatStepLine, validationProgress } from './progress.ts';
 import { rolloutServers } from './remote-generation-node.ts';
+import type { ServerRollout } from '../generation/remote/remote-generation.ts';
 import {
   interruptedLine,
   signalExitCode,
@@ -75,6 +76,8 @@ export class PpoRun {
   private releaseLock = () => {};
   private tracking!: Tracking;
   private trainer!: PpoTrainer;
+  /** actor_rollout_ref.rollout.server_urls' pool, connected before the run directory is claimed. */
+  private servers: ServerRollout | null = null;
   /** The data position now (past the batches drawn, a failed step's included). */
   private cursor!: () => DataCursor;
 
@@ -128,6 +131,7 @@ export class PpoRun {
       lastCheckpoint: this.lastCheckpoint,
     }));
     try {
+      await this.connectRolloutServers();
       await this.claimRunDirectory();
       this.printMemoryPlan();
       this.createTrainer();
@@ -237,20 +241,27 @@ export class PpoRun {
     );
     this.trainer = ppo;
     ppo.generationDumps = generationDumps(config.trainer);
-    if (usesRolloutServers(config)) {
-      ppo.useRolloutServers(
-        rolloutServers(
-          this.engine,
-          config,
-          setup.actor,
-          setup.tokenizerFiles,
-          setup.generationConfig?.raw,
-          (line) => this.warn(line),
-          this.stop.aborted,
-        ),
-      );
-    }
+    if (this.servers) ppo.useRolloutServers(this.servers);
     if (resumed) ppo.restore(resumed.snapshot);
+  }
+
+  /**
+   * The rollout servers, asked who they are before the run directory is touched: a server that is down or serves
+   * another backend stops the run with nothing of it written (a fresh start has not yet moved the previous run aside).
+   */
+  private async connectRolloutServers(): Promise<void> {
+    const { config, setup } = this;
+    if (!usesRolloutServers(config)) return;
+    this.servers = rolloutServers(
+      this.engine,
+      config,
+      setup.actor,
+      setup.tokenizerFiles,
+      setup.generationConfig?.raw,
+      (line) => this.warn(line),
+      this.stop.aborted,
+    );
+    await this.servers.connect();
   }
 
   /** trainer.val_only: validates the model (a resumed checkpoint's, or the starting one) and trains nothing. */

@@ -1,4 +1,5 @@
-// Signals beat a hung rollout server: `node train.js` with one `node serve.js` behind a loopback proxy that stops
+// A fresh start (trainer.resume_mode=disable) whose rollout server is down stops before it touches the run directory:
+// the previous run is not moved aside. Signals beat a hung rollout server: `node train.js` with one `node serve.js` behind a loopback proxy that stops
 // answering after the first step (as a SIGSTOP'd or wedged server does). SIGTERM then aborts the call under way at
 // once, instead of waiting out server_timeout_s: the weights are untouched, so the last completed step is saved,
 // the run says so and exits 143.
@@ -6,10 +7,11 @@ import { describe, it, expect, afterAll } from 'vitest';
 import { spawn } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFile, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { runCli } from '../support/run-cli.ts';
 import { startServeJs, type ServeProcess } from '../../tools/bench/serve-process.ts';
 import { sleep } from '../support/processes.ts';
 
@@ -88,5 +90,33 @@ describe('signals beat a hung rollout server', () => {
     expect((await stat(checkpoint)).isDirectory()).toBe(true);
     expect(stderr).toContain(`interrupted by SIGTERM after step ${steps}: checkpoint ${checkpoint}`);
     expect(stderr).not.toMatch(/no answer within/);
+  });
+
+  it('resume_mode=disable with a server that is down: refused naming the URL, the previous run left as it was', async () => {
+    const tiny = await makeTinyRun(8);
+    const dir = join(tiny.root, 'used');
+    await mkdir(dir, { recursive: true });
+    const previous = '{"step":1,"data":{"actor/pg_loss":1}}\n';
+    await writeFile(join(dir, 'metrics.jsonl'), previous);
+    const closed = await new Promise<string>((done) => {
+      const probe = createServer();
+      probe.listen(0, '127.0.0.1', () => {
+        const port = (probe.address() as AddressInfo).port;
+        probe.close(() => done(`http://127.0.0.1:${port}`));
+      });
+    });
+    const run = runCli([
+      ...tiny.overrides,
+      'actor_rollout_ref.rollout.name=sglang',
+      `actor_rollout_ref.rollout.server_urls=[${closed}]`,
+      'actor_rollout_ref.rollout.server_max_retries=0',
+      'trainer.resume_mode=disable',
+      `trainer.default_local_dir=${dir}`,
+    ]);
+    await expect(run).rejects.toThrow(
+      new RegExp(`^${closed.replace(/[.:/]/g, '\\$&')}/get_model_info: connection refused`),
+    );
+    expect(await readdir(dir)).toEqual(['metrics.jsonl']);
+    expect(await readFile(join(dir, 'metrics.jsonl'), 'utf8')).toBe(previous);
   });
 });
