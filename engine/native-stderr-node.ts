@@ -45,6 +45,8 @@ export function spawnTiedChild(args: readonly string[], options: SpawnOptions): 
  */
 export function endWithParent(): void {
   const parent = Number(process.env[PARENT_MARK]);
+  // Read once and dropped: a process this one starts without spawnTiedChild is not tied to this one's parent.
+  delete process.env[PARENT_MARK];
   if (!Number.isInteger(parent) || parent <= 0 || process.platform === 'win32') return;
   if (process.ppid !== parent) process.kill(process.pid, 'SIGKILL');
   const watcher = new Worker(
