@@ -3,7 +3,7 @@
 // send) ends that child too, within about a second, so no worker trains on holding the run's lock. Checked with ps
 // over every entry point, each killed while its child is loading or running.
 import { describe, it, expect } from 'vitest';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { alive, childrenOf, sleep } from '../support/processes.ts';
 
@@ -51,5 +51,12 @@ describe('the process you start is the job', () => {
     expect(early!).toBeLessThan(3000);
     const later = await killLauncher(entry, ENTRY_ARGS[entry] ?? [], 2500);
     if (later !== null) expect(later).toBeLessThan(3000);
+  });
+
+  it("an entry point that a worker starts as a plain child is not tied to that worker's launcher", () => {
+    const run = spawnSync(process.execPath, ['--import', './tools/node-loader.js', 'test/support/spawning-worker.ts'], {
+      encoding: 'utf8',
+    });
+    expect(run.status).toBe(5);
   });
 });
