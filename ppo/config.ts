@@ -19,6 +19,7 @@ export {
   usesPfPpo,
   usesRolloutServers,
   actorLoraSettings,
+  notYetCarriedOut,
   type BatchSizes,
 } from './config/checks.ts';
 export { weightDtype, trainedModelDtypeNotes, type FrozenModel } from './config/model-dtype.ts';

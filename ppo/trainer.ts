@@ -448,7 +448,8 @@ export class PpoTrainer {
       {
         trainBatchSize: this.config.data.train_batch_size,
         maxNumGenBatches: filter.max_num_gen_batches,
-        metric: filter.metric,
+        // checkCombinations refuses filter_groups.enable=true without a metric.
+        metric: filter.metric!,
         padTokenId: this.io.padTokenId,
       },
       async () => {

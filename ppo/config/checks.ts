@@ -55,6 +55,18 @@ export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
   };
 }
 
+/**
+ * verl 1dda039b settings that compose (so verl's scripts print with --cfg job) but that no run carries out yet: a run
+ * stops on them, one line each, rather than train something else than asked for. The algorithms work of issue 36
+ * removes each line as it lands.
+ */
+export function notYetCarriedOut(config: PpoConfig): string[] {
+  const problems: string[] = [];
+  if (config.distillation.enabled)
+    problems.push('distillation.enabled=true: on-policy distillation is not carried out by a run yet — remove it');
+  return problems;
+}
+
 /** Generation on rollout servers: server_urls given (checkCombinations refuses them with name=hf). */
 export function usesRolloutServers(config: PpoConfig): boolean {
   return config.actor_rollout_ref.rollout.server_urls.length > 0;
@@ -124,6 +136,10 @@ function checkKlEstimator(path: string, name: string, problems: string[]): void 
 export function deriveDefaults(config: PpoConfig): void {
   const { retriever, data } = config;
   config.data.seed ??= config.trainer.seed;
+  const { rollout } = config.actor_rollout_ref;
+  if (rollout.agent.default_agent_loop === 'tool_agent') rollout.multi_turn.enable = true;
+  // verl's Search-R1 example config writes format: qwen, which Qwen's chat templates write as hermes tool calls.
+  if (rollout.multi_turn.format === 'qwen') rollout.multi_turn.format = 'hermes';
   config.do_search ??=
     retriever.url !== null ||
     retriever.corpus_path !== null ||
@@ -251,6 +267,12 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
         `data.gen_batch_size`,
     );
   }
+  if (filter.enable && filter.metric === null) {
+    problems.push(
+      'algorithm.filter_groups.enable=true but algorithm.filter_groups.metric is null (verl 1dda039b has no default) — ' +
+        'set algorithm.filter_groups.metric to acc, score, seq_reward, seq_final_reward or a field your reward returns',
+    );
+  }
   if (filter.enable && filter.metric === 'seq_final_reward' && config.algorithm.use_kl_in_reward) {
     problems.push(
       'algorithm.filter_groups.metric=seq_final_reward with algorithm.use_kl_in_reward=true: the KL penalty needs ' +
@@ -356,6 +378,11 @@ function checkRolloutServers(config: PpoConfig, problems: string[]): void {
     problems.push(
       'actor_rollout_ref.rollout.server_urls with multi_turn.enable=true: tool-agent rollouts run in-process only — ' +
         'remove server_urls',
+    );
+  if (config.actor_rollout_ref.model.lora.merge)
+    problems.push(
+      'actor_rollout_ref.model.lora.merge=true with actor_rollout_ref.rollout.server_urls: the servers are sent the ' +
+        'LoRA adapter each step, not merged weights — remove lora.merge (the numbers are the same)',
     );
   if (rollout.mode === 'async' && config.algorithm.filter_groups.enable) {
     problems.push(

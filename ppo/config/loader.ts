@@ -5,9 +5,9 @@
 // interpolation, types, ranges and cross-key checks. Every problem is reported at once. Browser-safe: the caller reads
 // files and passes the environment.
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { KEYS, GROUPS, type Key, type Kind, type PpoConfig } from './schema.ts';
+import { KEYS, GROUPS, VERL_FOLLOWED, type Key, type Kind, type PpoConfig } from './schema.ts';
 import { ConfigError, show, closeMatches, suggestKeys } from './errors.ts';
-import { compatKey, HYDRA_BLOCKS } from './verl-compat.ts';
+import { compatKey, HYDRA_BLOCKS, isLegacyNullUnset } from './verl-compat.ts';
 import { checkCombinations, deriveDefaults, usesPfPpo } from './checks.ts';
 
 function isMapping(value: unknown): value is Record<string, unknown> {
@@ -21,14 +21,48 @@ type RawValues = Map<string, { value: unknown; origin: string }>;
 interface Layers {
   raw: RawValues;
   /** Aliases seen, applied over their targets once every layer is in. */
-  aliases: Map<string, { from: string; value: unknown; origin: string }>;
+  aliases: Map<string, { from: string; value: unknown; origin: string; weak?: boolean; when?: string }>;
+  /** The last value written to each alias's own path (a conditional alias reads its condition here). */
+  aliasSources: Map<string, unknown>;
   /** Keys accepted without effect, with why. */
   ignored: Map<string, string>;
   problems: string[];
 }
 
+/** The map-kind key (distillation.teacher_models) that holds `path` as `<map>.<name>[.<member>…]`, if one does. */
+function mapKeyOf(path: string): string | null {
+  for (const [mapPath, key] of KEYS)
+    if (key.kind === 'map' && (path === mapPath || path.startsWith(`${mapPath}.`))) return mapPath;
+  return null;
+}
+
+/** Sets one member of one named entry of a map key, or the entries of a mapping, as Hydra merges them. */
+function assignMapEntry(layers: Layers, mapPath: string, path: string, value: unknown, origin: string): boolean {
+  const key = KEYS.get(mapPath)!;
+  const [name, member, ...rest] = path.slice(mapPath.length + 1).split('.');
+  if (path === mapPath || member === undefined) {
+    if (!isMapping(value)) return false;
+    for (const [child, v] of Object.entries(value)) assign(layers, `${path}.${child}`, v, origin);
+    return true;
+  }
+  if (rest.length > 0 || !(member in key.entry!)) return false;
+  const current = layers.raw.get(mapPath)!;
+  const entries = structuredClone(current.value) as Record<string, Record<string, unknown>>;
+  entries[name] = { ...(entries[name] ?? {}), [member]: value };
+  layers.raw.set(mapPath, { value: entries, origin: current.origin === 'default' ? origin : current.origin });
+  return true;
+}
+
 function assign(layers: Layers, path: string, value: unknown, origin: string): void {
   const { raw, problems } = layers;
+  const mapPath = mapKeyOf(path);
+  if (mapPath !== null && assignMapEntry(layers, mapPath, path, value, origin)) return;
+  // verl 1dda039b writes every key of the legacy reward trees as null, meaning "not set" (its
+  // migrate_legacy_reward_impl reads reward.* then): the key stays at its default, and a reward.* alias may set it.
+  if (value === null && isLegacyNullUnset(path) && (KEYS.has(path) || compatKey(path) !== null)) {
+    if (KEYS.has(path)) raw.set(path, { value: KEYS.get(path)!.defaultValue, origin: 'default' });
+    return;
+  }
   if (KEYS.has(path)) {
     raw.set(path, { value, origin });
     return;
@@ -49,8 +83,12 @@ function assign(layers: Layers, path: string, value: unknown, origin: string): v
       `unknown key ${path} (${origin})${suggestions.length > 0 ? ` — did you mean ${suggestions.join(' or ')}?` : ''}`,
     );
   } else if (compat.kind === 'alias') {
+    layers.aliasSources.set(path, value);
     const aliased = compat.value ? compat.value(value) : value;
-    if (aliased !== undefined) layers.aliases.set(compat.to, { from: path, value: aliased, origin });
+    if (aliased !== undefined)
+      layers.aliases.set(compat.to, { from: path, value: aliased, origin, weak: compat.weak, when: compat.when });
+    // A later "not set" (null) of the same spelling takes back what an earlier layer set through it.
+    else if (layers.aliases.get(compat.to)?.from === path) layers.aliases.delete(compat.to);
   } else if (compat.kind === 'only') {
     if (!sameValue(value, compat.value))
       problems.push(
@@ -78,6 +116,16 @@ function sameValue(value: unknown, expected: unknown): boolean {
 }
 
 function removeKey(layers: Layers, path: string, origin: string): void {
+  const mapPath = mapKeyOf(path);
+  if (mapPath !== null && path !== mapPath) {
+    const [name, member] = path.slice(mapPath.length + 1).split('.');
+    const entries = structuredClone(layers.raw.get(mapPath)!.value) as Record<string, Record<string, unknown>>;
+    if (!(name in entries)) layers.problems.push(`~${path} (${origin}): no such key to delete`);
+    else if (member === undefined) delete entries[name];
+    else delete entries[name][member];
+    layers.raw.set(mapPath, { value: entries, origin: `${origin}, deleted` });
+    return;
+  }
   const matched = [...KEYS.keys()].filter((k) => k === path || k.startsWith(`${path}.`));
   for (const key of matched) layers.raw.set(key, { value: KEYS.get(key)!.defaultValue, origin: `${origin}, deleted` });
   let found = matched.length > 0;
@@ -239,6 +287,7 @@ const EXPECTED: Record<Kind, string> = {
   strings: 'a list of strings',
   floats: 'a list of numbers',
   files: 'a file path or a list of file paths',
+  map: 'a mapping of named entries',
 };
 
 /**
@@ -289,6 +338,8 @@ function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expec
         ? { value: numbers }
         : { expected: EXPECTED.floats };
     }
+    case 'map':
+      return isMapping(value) && Object.values(value).every(isMapping) ? { value } : { expected: EXPECTED.map };
   }
 }
 
@@ -307,6 +358,8 @@ function checkValue(path: string, key: Key<unknown>, value: unknown, origin: str
     return undefined;
   }
   const v = result.value;
+  if (key.kind === 'map')
+    return checkEntries(path, key, v as Record<string, Record<string, unknown>>, origin, problems);
   if (key.range && typeof v === 'number' && !key.range.test(v))
     problems.push(`${path} (${origin}) must be ${key.range.what}, got ${v}`);
   if (key.choices) {
@@ -322,6 +375,25 @@ function checkValue(path: string, key: Key<unknown>, value: unknown, origin: str
     }
   }
   return v;
+}
+
+/** Each entry of a map key with every member checked by its own key and missing members at their defaults. */
+function checkEntries(
+  path: string,
+  key: Key<unknown>,
+  entries: Record<string, Record<string, unknown>>,
+  origin: string,
+  problems: string[],
+): Record<string, Record<string, unknown>> {
+  const checked: Record<string, Record<string, unknown>> = {};
+  for (const [name, entry] of Object.entries(entries)) {
+    checked[name] = {};
+    for (const [member, memberKey] of Object.entries(key.entry!)) {
+      const value = member in entry ? entry[member] : memberKey.defaultValue;
+      checked[name][member] = checkValue(`${path}.${name}.${member}`, memberKey, value, origin, problems);
+    }
+  }
+  return checked;
 }
 
 function buildTree(values: Map<string, unknown>): PpoConfig {
@@ -388,10 +460,16 @@ function notesOf(layers: Layers, skippedBlocks: Set<string>, config: PpoConfig):
         `resamples the batch for PF-PPO only after GAE's advantages, so this run trains on the batch as generated`,
     );
   }
+  if (layers.raw.get('actor_rollout_ref.rollout.multi_turn.format')?.value === 'qwen') {
+    notes.push(
+      'actor_rollout_ref.rollout.multi_turn.format=qwen read as hermes: Qwen2.5/3 chat templates write ' +
+        '<tool_call>{json}</tool_call>, the hermes format',
+    );
+  }
   for (const block of skippedBlocks) notes.push(`skipped the ${block}: block (${HYDRA_BLOCKS[block]})`);
   if (layers.aliases.size > 0) {
     notes.push(
-      `read ${layers.aliases.size} deprecated, recipe or Search-R1 spelling(s) as schema keys: ` +
+      `read ${layers.aliases.size} deprecated, renamed (verl 1dda039b), recipe or Search-R1 spelling(s) as schema keys: ` +
         [...layers.aliases].map(([target, alias]) => `${alias.from} → ${target}=${show(alias.value)}`).join(', '),
     );
   }
@@ -413,6 +491,7 @@ export function composeConfig({ layers = [], overrides = [], env = {} }: LoadCon
   const state: Layers = {
     raw: new Map([...KEYS].map(([path, key]) => [path, { value: key.defaultValue, origin: 'default' }])),
     aliases: new Map(),
+    aliasSources: new Map(),
     ignored: new Map(),
     problems: [],
   };
@@ -429,8 +508,20 @@ export function composeConfig({ layers = [], overrides = [], env = {} }: LoadCon
     if (remove) removeKey(state, path, 'command line');
     else assign(state, path, value, 'command line');
   }
-  for (const [target, alias] of state.aliases)
+  for (const [target, alias] of state.aliases) {
+    // A weak alias (verl 1dda039b's reward.* over the legacy reward_model.* / custom_reward_function.*) loses to a
+    // target some layer set: verl's migration keeps a legacy value that is not null.
+    if (alias.weak && raw.get(target)!.origin !== 'default' && raw.get(target)!.value !== null) {
+      state.aliases.delete(target);
+      continue;
+    }
+    // A conditional alias (the nested lora.* keys) applies only while its condition's key is > 0 (lora.rank).
+    if (alias.when !== undefined && !((asNumber(state.aliasSources.get(alias.when)) ?? 0) > 0)) {
+      state.aliases.delete(target);
+      continue;
+    }
     raw.set(target, { value: alias.value, origin: `${alias.origin}, as ${alias.from}` });
+  }
 
   const resolved = resolveInterpolations(raw, env, problems);
   const values = new Map<string, unknown>();
@@ -472,6 +563,10 @@ export function configToYaml(config: PpoConfig): string {
 function showDefault(value: unknown): string {
   if (typeof value === 'string') return value === '' ? '""' : value;
   if (Array.isArray(value)) return `[${value.map(showDefault).join(', ')}]`;
+  if (isMapping(value))
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${k}: ${showDefault(v)}`)
+      .join(', ')}}`;
   return String(value);
 }
 
@@ -511,6 +606,8 @@ export function formatHelp(builtinJob?: ConfigLayer, section?: string): string {
   }
   const job = builtinJob ? flatten(parseLayer(builtinJob), '', new Map()) : new Map<string, unknown>();
   const lines = [
+    `Keys and defaults follow ${VERL_FOLLOWED.repo} ${VERL_FOLLOWED.commit} (${VERL_FOLLOWED.date}); verl ` +
+      'b178a3cd command lines and its generated config still load (docs/training.md).',
     "Configuration keys, by layer (later wins): verl's default (shown after =)" +
       (builtinJob
         ? `, or ${builtinJob.source} when neither actor_rollout_ref.model.path nor data.train_files is set (shown as ` +
@@ -532,6 +629,8 @@ export function formatHelp(builtinJob?: ConfigLayer, section?: string): string {
     const jobValue = job.has(path) ? showDefault(job.get(path)) : shown;
     const layer = jobValue !== shown ? `   [built-in job: ${jobValue}]` : '';
     lines.push(`  ${path.slice(dot + 1)} = ${shown}${layer}`, `      ${key.help}${choices}`);
+    for (const [member, memberKey] of Object.entries(key.entry ?? {}))
+      lines.push(`    <name>.${member} = ${showDefault(memberKey.defaultValue)}`, `        ${memberKey.help}`);
   }
   return lines.join('\n');
 }

@@ -1,10 +1,12 @@
 // Hydra's primary config (`--config-path=DIR --config-name=NAME`, `-cp`/`-cn`) as verl's main_ppo reads it: the
 // file NAME.yaml in DIR, composed through its `defaults:` list. verl's own ppo_trainer is the schema's defaults,
-// so `- ppo_trainer` (and `--config-name=ppo_trainer` with no file of that name in DIR, or no DIR: verl's
-// `@hydra.main(config_path="config")` resolves a relative DIR against verl/trainer/) adds nothing; `_self_` places
-// the file's own keys (Hydra 1.1+: at the end when the list leaves it out); another plain entry is NAME.yaml beside
-// it, composed the same way. `group@package: option` entries name verl's component files, whose keys the schema
-// already holds: the loader skips the block with a note, as it does for ppo_trainer.yaml given by --config.
+// and its ppo_megatron_trainer the same with Megatron sharding (ignored on one adapter), so `- ppo_trainer` (and
+// `--config-name=ppo_megatron_trainer` with no file of that name in DIR, or no DIR: verl's
+// `@hydra.main(config_path="config")` resolves a relative DIR such as ./config against verl/trainer/) adds
+// nothing; `_self_` places the file's own keys (Hydra 1.1+: at the end when the list leaves it out); another plain
+// entry is NAME.yaml beside it, composed the same way. `group@package: option` entries name verl's component files,
+// whose keys the schema already holds: the loader skips the block with a note, as it does for ppo_trainer.yaml given
+// by --config.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -12,6 +14,18 @@ import { ConfigError, type ConfigLayer } from '../config.ts';
 
 /** verl's own config that the schema's defaults stand for. */
 export const VERL_PRIMARY_CONFIG = 'ppo_trainer';
+
+/**
+ * verl's own primary configs (verl/trainer/config at 1dda039b), built in: what each is here. The generated Megatron
+ * config differs from ppo_trainer's only outside the schema (optim.optimizer adam, use_remove_padding, seeds,
+ * sharding), at 1dda039b and at b178a3cd alike.
+ */
+const VERL_BUILTIN_CONFIGS: Record<string, string> = {
+  [VERL_PRIMARY_CONFIG]: "verl's own config, whose keys and defaults the schema holds",
+  ppo_megatron_trainer:
+    "verl's own config: verl's defaults with Megatron sharding (defaults: ppo_trainer, override model_engine: " +
+    'megatron), which means nothing on one adapter',
+};
 
 export interface PrimaryConfig {
   layers: ConfigLayer[];
@@ -40,11 +54,8 @@ async function compose(
   const file = join(dir, `${name}.yaml`);
   const text = await readIfPresent(file);
   if (text === null) {
-    if (name === VERL_PRIMARY_CONFIG) {
-      notes.push(
-        `${from}: ${VERL_PRIMARY_CONFIG} is verl's own config, whose keys and defaults the schema holds (no ${file} ` +
-          `here)`,
-      );
+    if (name in VERL_BUILTIN_CONFIGS) {
+      notes.push(`${from}: ${name} is ${VERL_BUILTIN_CONFIGS[name]} (no ${file} here)`);
       return [];
     }
     throw new ConfigError([
@@ -77,7 +88,7 @@ async function compose(
     if (entry === '_self_') selfSeen = true;
     else if (typeof entry === 'string') {
       const entryName = withoutExtension(entry.trim());
-      if (entryName === VERL_PRIMARY_CONFIG && (await readIfPresent(join(dir, `${entryName}.yaml`))) === null) continue;
+      if (entryName in VERL_BUILTIN_CONFIGS && (await readIfPresent(join(dir, `${entryName}.yaml`))) === null) continue;
       target.push(...(await compose(dir, entryName, `${file} defaults entry ${entry}`, [...seen, file], notes)));
     }
     // `group@package: option` and `optional …` entries: verl's component files (the loader notes the skipped block).
@@ -91,12 +102,15 @@ export async function readPrimaryConfig(dir: string | null, name: string): Promi
   const configName = withoutExtension(name);
   const option = `--config-name=${name}`;
   if (dir === null) {
-    if (configName !== VERL_PRIMARY_CONFIG) {
+    if (!(configName in VERL_BUILTIN_CONFIGS)) {
       throw new ConfigError([
-        `${option} without --config-path names a config of verl's own folder; only ${VERL_PRIMARY_CONFIG} is built ` +
-          `in — give --config-path=DIR for your own ${configName}.yaml`,
+        `${option} without --config-path names a config of verl's own folder; only ` +
+          `${Object.keys(VERL_BUILTIN_CONFIGS).join(' and ')} are built in — give --config-path=DIR for your own ` +
+          `${configName}.yaml`,
       ]);
     }
+    if (configName !== VERL_PRIMARY_CONFIG)
+      notes.push(`${option}: ${configName} is ${VERL_BUILTIN_CONFIGS[configName]}`);
     return { layers: [], notes };
   }
   const layers = await compose(dir, configName, `${option} --config-path=${dir}`, [], notes);

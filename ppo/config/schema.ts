@@ -1,11 +1,14 @@
-// The trainer's configuration schema: verl's ppo_trainer.yaml keys and verl's defaults (only those that mean
-// something in this engine, plus algorithm.reward_mask_ratio, critic.freeze, trainer.seed and Search-R1's search
-// keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
+// The trainer's configuration schema: verl's ppo_trainer.yaml keys and verl's defaults as of VERL_FOLLOWED (only those
+// that mean something in this engine, plus algorithm.reward_mask_ratio, critic.freeze, trainer.seed and Search-R1's
+// search keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES, POLICY_LOSS_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
-export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files';
+/** The verl commit whose config tree and defaults the schema follows (--help, docs/training.md and README say so). */
+export const VERL_FOLLOWED = { repo: 'verl-project/verl', commit: '1dda039b', date: '2026-08-22' } as const;
+
+export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files' | 'map';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */
 type Interpolation = `\${${string}}${string}`;
 
@@ -32,6 +35,8 @@ export class Key<T> {
     readonly nullable = false,
     readonly range: Range | null = null,
     readonly choices: readonly string[] | null = null,
+    /** kind 'map': the keys of each named entry (verl's distillation.teacher_models.<name>.{key, model_path}). */
+    readonly entry: Readonly<Record<string, Key<unknown>>> | null = null,
   ) {}
 }
 
@@ -41,7 +46,7 @@ const optInt = (value: number | null | Interpolation, help: string, range: Range
   new Key<number | null>('int', value, help, true, range);
 const float = (value: number, help: string, range: Range | null = null) =>
   new Key<number>('float', value, help, false, range);
-const _optFloat = (value: number | null, help: string, range: Range | null = null) =>
+const optFloat = (value: number | null, help: string, range: Range | null = null) =>
   new Key<number | null>('float', value, help, true, range);
 const bool = (value: boolean | Interpolation, help: string) => new Key<boolean>('bool', value, help);
 const optBool = (value: boolean | null, help: string) => new Key<boolean | null>('bool', value, help, true);
@@ -112,6 +117,15 @@ const FROZEN_DTYPE_HELP =
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
   'line: no mixed-precision training here)';
+
+/** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
+export const DISTILLATION_LOSS_MODES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3', 'forward_kl_topk'] as const;
+
+/** One of distillation.teacher_models. */
+export interface TeacherModel {
+  key: string | null;
+  model_path: string | null;
+}
 
 const KL_ESTIMATOR_HELP = 'kl|k1, abs, mse|k2, low_var_kl|k3; a trailing + keeps the value and takes the k2 gradient';
 
@@ -202,7 +216,11 @@ const SCHEMA = {
           'base model with adapters off (no second copy)',
         nonNegative,
       ),
-      lora_alpha: float(16, 'LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight', positive),
+      lora_alpha: float(
+        16,
+        "LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight (verl's tests pass 0 with rank 0)",
+        nonNegative,
+      ),
       target_modules: new Key<string[]>(
         'strings',
         [ALL_LINEAR],
@@ -212,13 +230,12 @@ const SCHEMA = {
         null,
         [ALL_LINEAR, ...LORA_MODULES],
       ),
+      // Names are checked when LoRA is on (resolveTargetModules): verl's tests pass DONT_EXCLUDE with rank 0.
       exclude_modules: new Key<string[] | null>(
         'strings',
         null,
-        'Modules of target_modules left without adapters',
+        `Modules of target_modules left without adapters (${LORA_MODULES.join(', ')})`,
         true,
-        null,
-        LORA_MODULES,
       ),
       lora_adapter_path: optStr(
         null,
@@ -230,6 +247,14 @@ const SCHEMA = {
         'LoRA: checkpoints also hold actor/lora_merged/, the model with W + (lora_alpha / r)·B·A merged in (a plain ' +
           'HF directory, no PEFT needed)',
       ),
+      lora: {
+        merge: bool(
+          false,
+          "verl: merge the adapters into the weights before each sync to the rollout; this engine's decoder already " +
+            'generates with W + (α/r)·B·A, so true changes nothing in-process (refused with rollout.server_urls, which ' +
+            "load the adapter). verl's other nested lora.* keys set the flat ones when lora.rank > 0",
+        ),
+      },
     },
     actor: {
       ppo_mini_batch_size: int(256, 'Prompts per optimizer step (× rollout.n sequences)', positive),
@@ -273,6 +298,12 @@ const SCHEMA = {
         test: (v) => v > 1,
       }),
       loss_agg_mode: oneOf('token-mean', LOSS_AGG_MODES, 'How token losses become one loss'),
+      loss_scale_factor: optInt(
+        null,
+        'seq-mean-token-sum-norm: the constant that divides the per-sequence mean of token sums; null: the longest ' +
+          "response of the micro-batch (verl's padded width)",
+        positive,
+      ),
       entropy_coeff: float(0, 'Entropy bonus coefficient'),
       use_kl_loss: bool(false, 'Add a KL-to-reference loss term (as GRPO does)'),
       kl_loss_coef: float(0.001, 'Coefficient of the KL loss term', nonNegative),
@@ -308,6 +339,7 @@ const SCHEMA = {
           positive,
         ),
         ppo_kl_coef: float(0.1, 'kl_cov: coefficient of that penalty', nonNegative),
+        dro_beta: optFloat(null, 'dro: β of the penalty β/2·(log π − log π_old)²; required (> 0) with dro', positive),
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {
@@ -365,10 +397,11 @@ const SCHEMA = {
         positive,
       ),
       calculate_log_probs: bool(
-        false,
+        true,
         "Keep the sampler's own log-probs as rollout log-probs and recompute old log-probs with the training forward " +
-          '(one more actor forward), logging rollout_corr/* drift metrics (kl, k3_kl, training_ppl, rollout_ppl, ' +
-          "log_ppl_diff, chi2_token, …); false: old log-probs are the sampler's",
+          '(one more actor forward per step: verl 1dda039b turned this on by default), logging rollout_corr/* drift ' +
+          'metrics (kl, k3_kl, training_ppl, rollout_ppl, log_ppl_diff, chi2_token, …); false: old log-probs are the ' +
+          "sampler's, one forward fewer",
       ),
       gpu_memory_utilization: float(
         0.5,
@@ -434,8 +467,17 @@ const SCHEMA = {
         ),
         format: oneOf(
           'hermes',
-          ['hermes'],
-          'Tool-call format the model writes: hermes (<tool_call>{"name", "arguments"}</tool_call>, Qwen\'s)',
+          ['hermes', 'qwen'],
+          'Tool-call format the model writes: hermes (<tool_call>{"name", "arguments"}</tool_call>, Qwen\'s); qwen ' +
+            "(verl's Search-R1 example config) is the same format and is read as hermes",
+        ),
+      },
+      agent: {
+        default_agent_loop: oneOf(
+          'single_turn_agent',
+          ['single_turn_agent', 'tool_agent'],
+          "verl's agent loop for every sample: single_turn_agent, one response; tool_agent, the tool loop of " +
+            'multi_turn (turns multi_turn.enable on; a per-sample agent_name column is not read)',
         ),
       },
     },
@@ -517,6 +559,11 @@ const SCHEMA = {
       LOSS_AGG_MODES,
       'How token value losses become one loss',
     ),
+    loss_scale_factor: optInt(
+      null,
+      "seq-mean-token-sum-norm: the value loss's constant divisor; null: the longest response of the micro-batch",
+      positive,
+    ),
     freeze: bool(false, 'Compute values but never update the critic'),
   },
   reward_model: {
@@ -536,8 +583,9 @@ const SCHEMA = {
     ),
     reward_manager: oneOf(
       'naive',
-      ['naive', 'dapo'],
-      'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty',
+      ['naive', 'dapo', 'gdpo'],
+      'naive: the rule (or custom) score; dapo: the same plus the overlong-buffer length penalty; gdpo: the same, ' +
+        'extra_info.experiment_name = trainer.experiment_name (the rlla reward picks its chat template by it)',
     ),
     reward_kwargs: {
       overlong_buffer_cfg: {
@@ -583,6 +631,19 @@ const SCHEMA = {
     lam: float(1.0, 'GAE λ', unitInterval),
     adv_estimator: oneOf('gae', ADV_ESTIMATORS, 'Advantage estimator; only gae uses a critic'),
     norm_adv_by_std_in_grpo: bool(true, "GRPO: divide by the group's standard deviation (false: Dr. GRPO)"),
+    gdpo_reward_keys: new Key<string[] | null>(
+      'strings',
+      null,
+      "gdpo: the reward function's result keys (e.g. [format_reward, accuracy_reward]) each normalised within its " +
+        'group before the weighted sum; null: token_level_rewards alone',
+      true,
+    ),
+    gdpo_reward_weights: new Key<number[] | null>(
+      'floats',
+      null,
+      'gdpo: one weight per gdpo_reward_keys entry; null: ones',
+      true,
+    ),
     use_kl_in_reward: bool(false, 'Subtract β·KL(actor‖reference) from the token rewards'),
     kl_penalty: str('kl', `KL estimator of the in-reward penalty: ${KL_ESTIMATOR_HELP}`),
     kl_ctrl: {
@@ -612,10 +673,11 @@ const SCHEMA = {
         'DAPO dynamic sampling: drop prompt groups whose samples all have the same metric value, and generate ' +
           'data.gen_batch_size batches until data.train_batch_size prompts are kept',
       ),
-      metric: str(
-        'acc',
+      metric: optStr(
+        null,
         "Value compared within a group: acc or score (the reward's field of that name, else the score), seq_reward / " +
-          'seq_final_reward (the sequence score), or any field the reward returns',
+          'seq_final_reward (the sequence score), or any field the reward returns; null (verl 1dda039b): none, so ' +
+          'enable=true needs it',
       ),
       max_num_gen_batches: int(
         0,
@@ -665,6 +727,54 @@ const SCHEMA = {
         'bypass_mode: the policy loss — ppo_clip (vanilla clipped PPO with ratio π_θ/π_rollout; IS weights only ' +
           "measured) or reinforce (−w·A·log π_θ with rollout_is's truncated weight w, none without rollout_is)",
       ),
+    },
+  },
+  distillation: {
+    enabled: bool(
+      false,
+      "On-policy distillation (verl's examples/on_policy_distillation_trainer): frozen teachers score the student's " +
+        'rollouts and a per-token distillation loss pulls the student to them (composes; a run refuses true until it ' +
+        'is carried out)',
+    ),
+    teacher_key: str('data_source', 'Column whose value picks the teacher of a sample (its teacher_models.*.key)'),
+    teacher_models: new Key<Record<string, TeacherModel>>(
+      'map',
+      { teacher_model: { key: null, model_path: null } },
+      'Named teachers, each <name>.key (the teacher_key value it serves; null with a single teacher) and ' +
+        "<name>.model_path (a Hugging Face directory sharing the student's tokenizer); add one with " +
+        '+distillation.teacher_models.NAME.model_path=…',
+      false,
+      null,
+      null,
+      {
+        key: optStr(null, 'The teacher_key value whose samples this teacher scores; null: every sample'),
+        model_path: optStr(null, 'Hugging Face directory of the teacher'),
+      },
+    ),
+    distillation_loss: {
+      loss_mode: oneOf(
+        'k3',
+        DISTILLATION_LOSS_MODES,
+        'Per-token loss of student against teacher log-probs: a KL estimator (kl|k1, abs, mse|k2, low_var_kl|k3) on ' +
+          "the sampled token, or forward_kl_topk over the teacher's top-k tokens",
+      ),
+      topk: optInt(32, 'forward_kl_topk: teacher tokens per position', positive),
+      use_task_rewards: bool(true, 'Keep the PPO loss of the task reward and add the distillation loss to it'),
+      distillation_loss_coef: float(1.0, 'Weight of the distillation loss beside the task loss', nonNegative),
+      loss_max_clamp: optFloat(null, 'Clamp each token loss to ± this; null: no clamp', positive),
+      log_prob_min_clamp: optFloat(null, 'Clamp student and teacher log-probs from below; null: no clamp'),
+      use_policy_gradient: bool(
+        false,
+        'Train on −loss as a per-token advantage through the clipped policy loss instead of back-propagating the loss',
+      ),
+      policy_loss_mode: oneOf(
+        'vanilla',
+        ['vanilla'],
+        'use_policy_gradient: the policy loss (verl allows vanilla only)',
+      ),
+      clip_ratio: float(0.2, 'use_policy_gradient: PPO clip ε', openUnitInterval),
+      clip_ratio_low: float(0.2, 'use_policy_gradient: lower clip', positive),
+      clip_ratio_high: float(0.2, 'use_policy_gradient: upper clip', positive),
     },
   },
   do_search: optBool(

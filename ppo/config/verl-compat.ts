@@ -1,14 +1,15 @@
-// verl and Search-R1 keys that are not keys of the schema but that their launch scripts pass: aliases (a deprecated
-// or forked spelling of a schema key), keys honoured only at one value, verl's unimplemented features at their
-// defaults (verl-unimplemented.ts), and keys that configure a GPU cluster or an inference/sharding engine (vLLM,
-// SGLang, FSDP, Megatron, Ray) and mean nothing to one WebGPU adapter — accepted, and listed by the run in one
-// line with the reason.
+// verl and Search-R1 keys that are not keys of the schema but that their launch scripts and verl's generated configs
+// pass (verl 1dda039b, the schema's VERL_FOLLOWED, and b178a3cd before it): aliases (a deprecated, renamed or forked
+// spelling of a schema key), keys honoured only at one value, verl's unimplemented features at their defaults
+// (verl-unimplemented.ts), and keys that configure a GPU cluster or an inference/sharding engine (vLLM, SGLang, FSDP,
+// Megatron, Ray) and mean nothing to one WebGPU adapter — accepted, and listed by the run in one line with the reason.
+import { KEYS } from './schema.ts';
 import { VERL_UNIMPLEMENTED_DEFAULTS, VERL_MIRROR_KEYS } from './verl-unimplemented.ts';
 
 /** What the loader does with a key that is not in the schema. */
 export type CompatKey =
   /** value: what the alias sets its target to; undefined leaves the target alone. */
-  | { kind: 'alias'; to: string; source: string; value?: (value: unknown) => unknown }
+  | ({ kind: 'alias' } & Alias)
   | { kind: 'only'; value: unknown; reason: string }
   | { kind: 'default'; value: unknown }
   | { kind: 'marker' }
@@ -20,12 +21,49 @@ const unsetWhenNull = (value: unknown) => (value === null ? undefined : value);
 /** Search-R1 writes null for "every sample", verl -1. */
 const allWhenNull = (value: unknown) => (value === null ? -1 : value);
 
+interface Alias {
+  to: string;
+  source: string;
+  value?: (value: unknown) => unknown;
+  /** Applies only when no layer set the target to a non-null value (verl's legacy reward keys win over reward.*). */
+  weak?: boolean;
+  /** Applies only while this alias path's own value is > 0 (verl reads the nested lora.* when lora.rank > 0). */
+  when?: string;
+}
+
+/** Megatron's linear names in verl's nested lora.target_modules, as the Hugging Face projections they cover. */
+const MEGATRON_LINEAR: Record<string, string[]> = {
+  linear_qkv: ['q_proj', 'k_proj', 'v_proj'],
+  linear_proj: ['o_proj'],
+  linear_fc1: ['gate_proj', 'up_proj'],
+  linear_fc2: ['down_proj'],
+};
+const hfModules = (value: unknown) =>
+  Array.isArray(value) ? value.flatMap((name) => MEGATRON_LINEAR[name as string] ?? [name]) : value;
+
+/** The nested actor LoRA block of verl 1dda039b (verl/utils/config.py: lora.rank > 0 overrides the flat keys). */
+const NESTED_LORA = 'actor_rollout_ref.model.lora';
+const nestedLora = (to: string, value?: (value: unknown) => unknown): Alias => ({
+  to: `actor_rollout_ref.model.${to}`,
+  source: 'verl 1dda039b nested LoRA, read while lora.rank > 0',
+  when: `${NESTED_LORA}.rank`,
+  value,
+});
+
+/** verl 1dda039b's reward.* tree, read as the legacy keys unless a legacy key is set (migrate_legacy_reward_impl). */
+const reward = (to: string, value?: (value: unknown) => unknown): Alias => ({
+  to,
+  source: 'verl 1dda039b reward.*; a non-null legacy key wins',
+  weak: true,
+  value,
+});
+
 /**
  * Spellings that set a schema key. An alias wins over its target whatever the order, as in the programs that
  * define them (verl reads warmup_style before lr_scheduler_type; Search-R1's max_start_length is the prompt
- * limit while its max_prompt_length bounds the whole multi-turn context).
+ * limit while its max_prompt_length bounds the whole multi-turn context), unless it is weak or conditional.
  */
-const ALIASES: Record<string, { to: string; source: string; value?: (value: unknown) => unknown }> = {
+const ALIASES: Record<string, Alias> = {
   'actor_rollout_ref.actor.optim.warmup_style': {
     to: 'actor_rollout_ref.actor.optim.lr_scheduler_type',
     source: 'verl, deprecated',
@@ -61,7 +99,23 @@ const ALIASES: Record<string, { to: string; source: string; value?: (value: unkn
   'data.max_start_length': { to: 'data.max_prompt_length', source: 'Search-R1: the prompt before the first turn' },
   'data.shuffle_train_dataloader': { to: 'data.shuffle', source: 'Search-R1' },
   'actor_rollout_ref.rollout.n_agent': { to: 'actor_rollout_ref.rollout.n', source: 'Search-R1' },
-  'reward.reward_manager.name': { to: 'reward_model.reward_manager', source: 'verl DAPO recipe config' },
+  'reward.reward_manager.name': reward('reward_model.reward_manager', unsetWhenNull),
+  'reward.custom_reward_function.path': reward('custom_reward_function.path', unsetWhenNull),
+  'reward.custom_reward_function.name': reward('custom_reward_function.name', unsetWhenNull),
+  'reward.reward_model.enable': reward('reward_model.enable', unsetWhenNull),
+  'reward.reward_model.model_path': reward('reward_model.model.path', unsetWhenNull),
+  'critic.fsdp.model_dtype': {
+    to: 'critic.model.fsdp_config.model_dtype',
+    source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
+    weak: true,
+  },
+  [`${NESTED_LORA}.rank`]: nestedLora('lora_rank'),
+  [`${NESTED_LORA}.alpha`]: nestedLora('lora_alpha'),
+  [`${NESTED_LORA}.target_modules`]: nestedLora('target_modules', hfModules),
+  [`${NESTED_LORA}.exclude_modules`]: nestedLora('exclude_modules', (value) =>
+    Array.isArray(value) && value.length === 0 ? null : hfModules(value),
+  ),
+  [`${NESTED_LORA}.adapter_path`]: nestedLora('lora_adapter_path', unsetWhenNull),
   'reward_model.overlong_buffer.enable': {
     to: 'reward_model.reward_kwargs.overlong_buffer_cfg.enable',
     source: 'verl DAPO recipe config',
@@ -96,6 +150,37 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
     value: false,
     reason: "verl's TransferQueue is a Ray data service; batches stay in one process here",
   },
+  'actor_rollout_ref.actor.qat.enable': { value: false, reason: 'quantization-aware training is not implemented' },
+  'critic.fsdp.qat.enable': { value: false, reason: 'quantization-aware training is not implemented' },
+  'critic.model.lora.rank': {
+    value: 0,
+    reason: 'LoRA is implemented for the actor only; the critic trains every parameter',
+  },
+  [`${NESTED_LORA}.type`]: { value: 'lora', reason: 'plain LoRA adapters (no DoRA or other PEFT types)' },
+  [`${NESTED_LORA}.dropout`]: { value: 0, reason: 'LoRA adapters train without dropout here' },
+  'actor_rollout_ref.actor.optim.zero_indexed_step': {
+    value: true,
+    reason: "the learning-rate schedule counts steps from 0, as verl's default",
+  },
+  'critic.optim.zero_indexed_step': {
+    value: true,
+    reason: "the learning-rate schedule counts steps from 0, as verl's default",
+  },
+  'algorithm.filter_groups.max_inflight_gen_batches': {
+    value: 1,
+    reason: 'dynamic sampling generates one batch at a time here',
+  },
+  'actor_rollout_ref.rollout.disaggregation.enabled': {
+    value: false,
+    reason: 'prefill and decode run in one decoder here',
+  },
+  'actor_rollout_ref.model.mtp.enable': { value: false, reason: 'multi-token prediction is not implemented' },
+  'actor_rollout_ref.model.mtp.enable_train': { value: false, reason: 'multi-token prediction is not implemented' },
+  'actor_rollout_ref.model.mtp.enable_rollout': { value: false, reason: 'multi-token prediction is not implemented' },
+  'critic.model.mtp.enable': { value: false, reason: 'multi-token prediction is not implemented' },
+  'skip.rollout.enable': { value: false, reason: "verl's rollout dump replay is not implemented" },
+  'skip.rollout_tq.enable': { value: false, reason: "verl's rollout dump replay is not implemented" },
+  'skip.async_rollout.enable': { value: false, reason: "verl's rollout dump replay is not implemented" },
   'algorithm.rollout_correction.rollout_rs_threshold_lower': {
     value: null,
     reason:
@@ -109,6 +194,10 @@ const INFERENCE = "vLLM/SGLang setting; generation runs on this engine's own dec
 const SHARDING = 'FSDP/Megatron setting; parameters live in one arena on one adapter';
 const SERVICE = 'Ray/HDFS/profiler service this engine does not run';
 const PADDING = 'padding removal: batches here are padded and masked, the same math';
+const ONE_PROCESS = "verl's Ray trainer modes and data services; the trainer here is one process";
+const MTP = 'multi-token prediction settings, read only when mtp.enable';
+const SAPO_TAU = "verl's SAPO reads actor.tau_pos / actor.tau_neg; under policy_loss nothing reads it";
+const NO_CRITIC_LORA = 'the critic has no LoRA (critic.model.lora.rank is 0)';
 
 /** Patterns (one `*` = one segment, `**` = any segments) of keys accepted and ignored, with the reason. */
 const IGNORED: [string, string][] = [
@@ -172,6 +261,48 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],
+  ['actor_rollout_ref.rollout.checkpoint_engine.**', INFERENCE],
+  ['actor_rollout_ref.rollout.disaggregation.**', INFERENCE],
+  ['actor_rollout_ref.rollout.nnodes', CLUSTER],
+  ['actor_rollout_ref.rollout.n_gpus_per_node', CLUSTER],
+  ['actor_rollout_ref.rollout.full_determinism', INFERENCE],
+  ['actor_rollout_ref.rollout.seed', "sampling draws from trainer.seed's generator here"],
+  ['actor_rollout_ref.rollout.moe_load_balance_metrics_interval', 'no mixture-of-experts models here'],
+  ['model_engine', SHARDING],
+  ['trainer.use_v1', ONE_PROCESS],
+  ['trainer.v1.**', ONE_PROCESS],
+  ['transfer_queue.**', ONE_PROCESS],
+  ['skip.**', "verl's rollout dump replay (off)"],
+  ['critic.fsdp.**', SHARDING],
+  ['actor_rollout_ref.actor.qat.**', 'quantization-aware training settings (off)'],
+  ['actor_rollout_ref.model.mtp.**', MTP],
+  ['critic.model.mtp.**', MTP],
+  ['critic.model.lora.**', NO_CRITIC_LORA],
+  [`${NESTED_LORA}.dropout_position`, 'LoRA adapters train without dropout here'],
+  [`${NESTED_LORA}.lora_A_init_method`, 'initialisation only matters when training starts at rank > 0 (A: Kaiming)'],
+  [`${NESTED_LORA}.lora_B_init_method`, 'initialisation only matters when training starts at rank > 0 (B: zero)'],
+  [`${NESTED_LORA}.a2a_experimental`, SHARDING],
+  [`${NESTED_LORA}.dtype`, 'adapters train in float32 here'],
+  [`${NESTED_LORA}.freeze_vision_model`, 'text-only models here: no vision tower to freeze'],
+  [`${NESTED_LORA}.freeze_vision_projection`, 'text-only models here: no vision tower to freeze'],
+  [`${NESTED_LORA}.freeze_language_model`, 'only the adapters train when LoRA is on'],
+  ['**.entropy_from_logits_chunk_size', 'the fused classifier picks its own chunk'],
+  ['**.pad_to_length', PADDING],
+  [
+    'actor_rollout_ref.actor.use_prefix_grouper',
+    "a speed feature: verl computes a group's shared prompt once; the " + 'numbers are the same',
+  ],
+  ['actor_rollout_ref.actor.policy_loss.tau_pos', SAPO_TAU],
+  ['actor_rollout_ref.actor.policy_loss.tau_neg', SAPO_TAU],
+  ['reward.num_workers', CLUSTER],
+  ['reward.reward_model.enable_resource_pool', CLUSTER],
+  ['reward.reward_model.n_gpus_per_node', CLUSTER],
+  ['reward.reward_model.nnodes', CLUSTER],
+  ['reward.reward_model.rollout.**', INFERENCE],
+  ['distillation.n_gpus_per_node', CLUSTER],
+  ['distillation.nnodes', CLUSTER],
+  ['distillation.teacher_models.*.num_replicas', CLUSTER],
+  ['distillation.teacher_models.*.inference.**', INFERENCE],
   // verl's async servers abort the last over_sample_rate of requests to cut tail latency; every response finishes here
   // (over_sample_rate=0), listed among the ignored keys so the user sees it.
   [
@@ -203,11 +334,22 @@ function patternRegex(pattern: string): RegExp {
 
 const IGNORED_REGEXES: [RegExp, string][] = IGNORED.map(([pattern, reason]) => [patternRegex(pattern), reason]);
 
+/** Prefixes of verl 1dda039b's legacy reward trees, which it writes as null for "not set" (legacy_reward_impl.yaml). */
+const LEGACY_NULL_UNSET = ['reward_model.', 'custom_reward_function.', 'sandbox_fusion.'];
+
+/** Whether a null at this path means "not set" rather than a value. */
+export function isLegacyNullUnset(path: string): boolean {
+  return LEGACY_NULL_UNSET.some((prefix) => path.startsWith(prefix));
+}
+
 /** How a key outside the schema is taken, or null when it is unknown. */
 export function compatKey(path: string): CompatKey | null {
   // verl's dataclass markers (`_target_: verl.workers.config.FSDPActorConfig`) say how Python builds the group.
   if (path.endsWith('._target_')) return { kind: 'marker' };
   if (path in ALIASES) return { kind: 'alias', ...ALIASES[path] };
+  // verl 1dda039b's DAPO reads reward.reward_kwargs: the same tree as the legacy reward_model.reward_kwargs.
+  if (path.startsWith('reward.reward_kwargs.') && KEYS.has(`reward_model.${path.slice('reward.'.length)}`))
+    return { kind: 'alias', ...reward(`reward_model.${path.slice('reward.'.length)}`) };
   if (path in ONLY) return { kind: 'only', ...ONLY[path] };
   if (path in VERL_UNIMPLEMENTED_DEFAULTS) return { kind: 'default', value: VERL_UNIMPLEMENTED_DEFAULTS[path] };
   if (VERL_MIRROR_KEYS.includes(path)) return { kind: 'ignored', reason: "mirrors another key in verl's config" };

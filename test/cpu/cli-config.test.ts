@@ -211,7 +211,7 @@ describe('verl keys beside the schema', () => {
     expect(config.data.train_max_samples).toBe(100);
     expect(config.data.shuffle).toBe(false);
     expect(notes[0]).toMatch(
-      /^read 6 deprecated, recipe or Search-R1 spelling\(s\) as schema keys: .*data.max_start_length → data.max_prompt_length=64/,
+      /^read 6 deprecated, renamed \(verl 1dda039b\), recipe or Search-R1 spelling\(s\) as schema keys: .*data.max_start_length → data.max_prompt_length=64/,
     );
   });
 

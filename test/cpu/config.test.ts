@@ -47,12 +47,15 @@ describe('config defaults', () => {
       lam: 1,
       adv_estimator: 'gae',
       norm_adv_by_std_in_grpo: true,
+      gdpo_reward_keys: null,
+      gdpo_reward_weights: null,
       use_kl_in_reward: false,
       kl_penalty: 'kl',
       kl_ctrl: { type: 'fixed', kl_coef: 0.001, horizon: 10000, target_kl: 0.1 },
       use_pf_ppo: false,
       pf_ppo: { reweight_method: 'pow', weight_pow: 2 },
-      filter_groups: { enable: false, metric: 'acc', max_num_gen_batches: 0 },
+      // verl 1dda039b: no metric until dynamic sampling is enabled with one.
+      filter_groups: { enable: false, metric: null, max_num_gen_batches: 0 },
       reward_mask_ratio: 0,
       rollout_correction: {
         rollout_is: null,
@@ -64,7 +67,8 @@ describe('config defaults', () => {
         loss_type: 'ppo_clip',
       },
     });
-    expect(config.actor_rollout_ref.rollout.calculate_log_probs).toBe(false);
+    // verl 614ffc04c (in 1dda039b): old log-probs are recomputed by the training forward unless this is false.
+    expect(config.actor_rollout_ref.rollout.calculate_log_probs).toBe(true);
     expect(config.trainer.resume_mode).toBe('auto');
     expect(config.trainer.total_epochs).toBe(30);
     expect(config.critic.freeze).toBe(false);

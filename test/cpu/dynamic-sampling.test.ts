@@ -145,9 +145,9 @@ describe('DAPO dynamic sampling (algorithm.filter_groups)', () => {
 
 describe('filter_groups and gen_batch_size config', () => {
   const small = ['data.train_batch_size=4', 'actor_rollout_ref.actor.ppo_mini_batch_size=2'];
-  it('defaults as verl: off, acc, unlimited; gen_batch_size null draws train_batch_size prompts', () => {
+  it('defaults as verl: off, no metric, unlimited; gen_batch_size null draws train_batch_size prompts', () => {
     const config = loadConfig({ overrides: small });
-    expect(config.algorithm.filter_groups).toEqual({ enable: false, metric: 'acc', max_num_gen_batches: 0 });
+    expect(config.algorithm.filter_groups).toEqual({ enable: false, metric: null, max_num_gen_batches: 0 });
     expect(config.data.gen_batch_size).toBeNull();
     expect(PromptSampler.fromConfig(12, config.data).batchAt({ epoch: 0, index: 0 }).indices).toHaveLength(4);
   });

@@ -90,7 +90,13 @@ describe('--config-path / --config-name', () => {
     "--config-name=ppo_trainer, with no folder or verl's relative config folder, is verl's own config: the schema's " +
       'defaults',
     async () => {
-      for (const argv of [['--config-name=ppo_trainer'], ['--config-path=config', '--config-name=ppo_trainer.yaml']]) {
+      for (const argv of [
+        ['--config-name=ppo_trainer'],
+        ['--config-path=config', '--config-name=ppo_trainer.yaml'],
+        // verl's Megatron config is the same defaults with Megatron sharding, which means nothing on one adapter.
+        ['--config-name=ppo_megatron_trainer'],
+        ['--config-path=./config', '--config-name=ppo_megatron_trainer'],
+      ]) {
         const { config } = await composed([...argv, MODEL]);
         expect(config.data.max_prompt_length).toBe(512);
         expect(config.data.train_batch_size).toBe(1024);
@@ -129,7 +135,9 @@ describe('--config-path / --config-name', () => {
       expect(await refused([`--config-path=${dir}`, '--config-name=typo', MODEL])).toContain(
         `unknown key data.max_promt_length (${join(dir, 'typo.yaml')}) — did you mean data.max_prompt_length?`,
       );
-      expect(await refused(['--config-name=gsm8k_multiturn_grpo', MODEL])).toContain('only ppo_trainer is built in');
+      expect(await refused(['--config-name=gsm8k_multiturn_grpo', MODEL])).toContain(
+        'only ppo_trainer and ppo_megatron_trainer are built in',
+      );
       expect(
         await refused(['--config', 'examples/search_r1_tiny.yaml', `--config-path=${dir}`, '--config-name=my_grpo']),
       ).toContain('both name the primary config');

@@ -120,9 +120,16 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
   });
 
   it("the config refuses rollout_is without the rollout's log-probs, and takes it with every policy loss", () => {
-    expect(() => planStep(loadConfig({ overrides: ['algorithm.rollout_correction.rollout_is=token'] }))).toThrow(
-      /calculate_log_probs=true/,
-    );
+    expect(() =>
+      planStep(
+        loadConfig({
+          overrides: [
+            'algorithm.rollout_correction.rollout_is=token',
+            'actor_rollout_ref.rollout.calculate_log_probs=false',
+          ],
+        }),
+      ),
+    ).toThrow(/calculate_log_probs=true/);
     for (const lossMode of POLICY_LOSS_MODES) {
       expect(
         planStep(
@@ -414,6 +421,7 @@ describe('rollout_rs rejection (verl compute_rollout_rejection_mask, rollout_cor
           overrides: [
             'algorithm.rollout_correction.rollout_rs=token_k1',
             'algorithm.rollout_correction.rollout_rs_threshold=2',
+            'actor_rollout_ref.rollout.calculate_log_probs=false',
           ],
         }),
       ),

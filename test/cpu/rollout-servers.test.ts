@@ -289,11 +289,12 @@ describe('rollout servers: configuration', () => {
     ]);
     expect(inProcessNotes('actor_rollout_ref.rollout.name=sglang', URLS)).toEqual([]);
     expect(inProcessNotes()).toEqual([]);
-    const config = loadConfig({ overrides: ['actor_rollout_ref.rollout.name=sglang', URLS] });
+    const noRecompute = 'actor_rollout_ref.rollout.calculate_log_probs=false';
+    const config = loadConfig({ overrides: ['actor_rollout_ref.rollout.name=sglang', URLS, noRecompute] });
     expect(config.actor_rollout_ref.rollout.server_urls).toEqual(['http://127.0.0.1:30000', 'http://127.0.0.1:30001']);
-    // Old log-probs are recomputed by the trainer with servers even without calculate_log_probs (verl's default).
+    // Old log-probs are recomputed by the trainer with servers even without calculate_log_probs.
     expect(planStep(config).experience.calculateLogProbs).toBe(true);
-    expect(planStep(loadConfig({ overrides: [] })).experience.calculateLogProbs).toBe(false);
+    expect(planStep(loadConfig({ overrides: [noRecompute] })).experience.calculateLogProbs).toBe(false);
   });
 
   it('refuses what servers cannot run: search rollouts, and dynamic sampling with mode=async', () => {
@@ -311,6 +312,7 @@ describe('rollout servers: configuration', () => {
         URLS,
         'actor_rollout_ref.rollout.mode=async',
         'algorithm.filter_groups.enable=true',
+        'algorithm.filter_groups.metric=acc',
       )[0],
     ).toContain('one-step-off generation cannot prefetch');
   });

@@ -174,7 +174,7 @@ describe('verl and Search-R1 launch scripts', () => {
     "--config with verl's generated config loads every key: unimplemented features at their defaults, cluster keys " +
       'ignored',
     async () => {
-      const generated = 'test/support/data/verl-generated-ppo_trainer.yaml';
+      const generated = 'test/support/data/verl-b178a3cd/verl/trainer/config/_generated_ppo_trainer.yaml';
       const { code, stdout, stderr } = await runCli([
         '--cfg',
         'job',
@@ -197,11 +197,11 @@ describe('verl and Search-R1 launch scripts', () => {
         'job',
         '--config',
         generated,
-        'actor_rollout_ref.actor.use_prefix_grouper=true',
+        'actor_rollout_ref.model.tiled_mlp.enabled=true',
       ]);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toContain(
-        'actor_rollout_ref.actor.use_prefix_grouper=true (command line): this verl feature is not implemented here; ' +
+        'actor_rollout_ref.model.tiled_mlp.enabled=true (command line): this verl feature is not implemented here; ' +
           "only verl's default false is accepted",
       );
       // Implemented since: verl's generated config holds the optimal token baseline's keys at their defaults.

@@ -35,6 +35,8 @@ describe('DAPO dynamic sampling run', () => {
       'data.train_batch_size=2',
       'data.gen_batch_size=4',
       'algorithm.filter_groups.enable=true',
+      // verl 1dda039b has no default metric.
+      'algorithm.filter_groups.metric=acc',
       'algorithm.filter_groups.max_num_gen_batches=20',
     ];
     const straight = join(root, 'straight');
@@ -70,6 +72,8 @@ describe('DAPO dynamic sampling run', () => {
         'actor_rollout_ref.rollout.n=2',
         'data.train_batch_size=2',
         'algorithm.filter_groups.enable=true',
+        // verl 1dda039b has no default metric.
+        'algorithm.filter_groups.metric=acc',
         'algorithm.filter_groups.max_num_gen_batches=2',
         `trainer.default_local_dir=${join(root, 'uniform')}`,
         'trainer.total_training_steps=1',

@@ -136,8 +136,12 @@ describe('rollout.calculate_log_probs in a run', () => {
     }
   }, 300_000);
 
-  it('is off by default: no recomputation, no rollout_corr/* metrics', async () => {
-    const [step] = await stepMetrics([]);
-    expect(Object.keys(step).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
+  it('is on by default as in verl 1dda039b, and off with calculate_log_probs=false: no recomputation, no ' +
+    'rollout_corr/* metrics', async () => {
+    const [byDefault] = await stepMetrics([]);
+    expect(byDefault['timing_s/old_log_prob']).toBeGreaterThanOrEqual(0);
+    expect(Number.isFinite(byDefault['rollout_corr/kl'])).toBe(true);
+    const [off] = await stepMetrics(['actor_rollout_ref.rollout.calculate_log_probs=false']);
+    expect(Object.keys(off).filter((k) => k.startsWith('rollout_corr/') || k === 'timing_s/old_log_prob')).toEqual([]);
   }, 300_000);
 });

@@ -2,7 +2,7 @@
 // dataset and shrunk by appended overrides, as a user would append them to the script's `$@`: one step runs,
 // writes its resolved config.yaml, verl's JSONL metrics and TensorBoard events that an independent reader opens.
 // DAPO's end-to-end script (tests/special_e2e/run_dapo.sh) runs the same way, with its dynamic sampling and overlong
-// buffer on.
+// buffer on, and so does verl 1dda039b's GRPO script, its argv from bash running verl's own file.
 import { describe, it, expect } from 'vitest';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { parse as parseYaml } from 'yaml';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
 import { LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
 import { runCli } from '../support/run-cli.ts';
+import { HAS_BASH, scriptArgv, VERL_HEAD_ROOT } from '../support/verl-script-argv.ts';
 import { readEvents } from '../support/tensorboard-reader.ts';
 
 describe('a verl launch script on a tiny model', () => {
@@ -63,6 +64,39 @@ describe('a verl launch script on a tiny model', () => {
     const score = stepEvent.summary.value.find((v: { tag: string }) => v.tag === 'critic/score/mean').simpleValue;
     expect(score).toBeCloseTo(step.data['critic/score/mean'], 6);
   });
+
+  it.skipIf(!HAS_BASH)(
+    "runs verl 1dda039b's GRPO script one step, recomputing old log-probs as verl's default now does",
+    async () => {
+      const { root, overrides } = await makeTinyRun(6);
+      const tiny = Object.fromEntries(overrides.map((o) => [o.slice(0, o.indexOf('=')), o.slice(o.indexOf('=') + 1)]));
+      const runDir = join(root, 'grpo-head-script');
+      const argv = scriptArgv(VERL_HEAD_ROOT, 'examples/grpo_trainer/run_qwen3_8b_fsdp.sh');
+      const { code, stderr } = await runCli([
+        ...withPaths(argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
+        'data.train_batch_size=4',
+        'data.max_prompt_length=16',
+        'data.max_response_length=3',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=2',
+        'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=64',
+        'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=64',
+        'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=64',
+        'actor_rollout_ref.rollout.n=2',
+        'trainer.total_training_steps=1',
+        'trainer.val_before_train=false',
+        'trainer.test_freq=-1',
+        'trainer.n_gpus_per_node=1',
+        `trainer.default_local_dir=${runDir}`,
+        'trainer.logger=[file]',
+      ]);
+      expect(code, stderr).toBe(0);
+      const [step] = (await runMetrics(runDir)).filter((l) => l.data['critic/score/mean'] !== undefined);
+      expect(step.step).toBe(1);
+      expect(step.data['timing_s/old_log_prob']).toBeGreaterThanOrEqual(0);
+      expect(Math.abs(step.data['rollout_corr/kl'])).toBeLessThan(1e-3);
+    },
+    300_000,
+  );
 
   it("runs DAPO's script: dynamic sampling draws generation batches until the kept groups fill the batch", async () => {
     const { root, overrides } = await makeTinyRun(12);
