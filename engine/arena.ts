@@ -7,17 +7,20 @@
 import type { Engine } from './engine.ts';
 import { Tensor, elementCount, bytesPerElement, BYTES_PER_ELEMENT, shapeString, type FloatDType } from './tensor.ts';
 
+/** What an arena stores: floating-point values, or u32 words of packed codes (a frozen base's NF4 weights). */
+export type ArenaDType = FloatDType | 'u32';
+
 export interface ArenaEntry {
   name: string;
   shape: readonly number[];
   /** f32 when omitted. */
-  dtype?: FloatDType;
+  dtype?: ArenaDType;
 }
 
 export interface ArenaSlot {
   name: string;
   shape: readonly number[];
-  dtype: FloatDType;
+  dtype: ArenaDType;
   buffer: number;
   /** Word offset inside the buffer. */
   offset: number;
@@ -95,7 +98,7 @@ export class Arena {
   readonly buffers: Tensor<'f32'>[];
   /** Bindable windows covering every buffer (see ArenaLayout.segments). */
   readonly segments: Tensor<'f32'>[];
-  private readonly byName = new Map<string, Tensor<FloatDType>>();
+  private readonly byName = new Map<string, Tensor<ArenaDType>>();
 
   constructor(
     engine: Engine,
@@ -130,7 +133,27 @@ export class Arena {
     );
   }
 
+  /** The float tensor `name` (f32, bf16 or f16). */
   get(name: string): Tensor<FloatDType> {
+    const t = this.slot(name);
+    if (t.dtype === 'u32')
+      throw new Error(`arena ${this.label}: ${name} holds packed u32 codes (NF4), not floats: read it with words()`);
+    return t as Tensor<FloatDType>;
+  }
+
+  /** The u32 tensor `name` (packed codes: a frozen base's NF4 weights). */
+  words(name: string): Tensor<'u32'> {
+    const t = this.slot(name);
+    if (t.dtype !== 'u32') throw new Error(`arena ${this.label}: ${name} is ${t.dtype}, not u32 words`);
+    return t as Tensor<'u32'>;
+  }
+
+  /** How `name` is stored. */
+  dtypeOf(name: string): ArenaDType {
+    return this.slot(name).dtype;
+  }
+
+  private slot(name: string): Tensor<ArenaDType> {
     const t = this.byName.get(name);
     if (!t) throw new Error(`arena ${this.label}: no tensor named ${name}`);
     return t;

@@ -22,6 +22,7 @@ import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
+import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -125,7 +126,7 @@ export class DecoderTrunk {
     args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor },
   ): void {
     if (transposed) matmul(this.engine, { ...args, b: this.transposed.copy(name), layout: 'nn' });
-    else matmul(this.engine, { ...args, b: this.param(name), layout: 'nt' });
+    else matmul(this.engine, { ...args, ...weightOperand(this.params, name), layout: 'nt' });
   }
 
   /** Bytes of the activation buffers a forward in this mode has allocated (the largest call so far). */
@@ -333,8 +334,11 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
+    // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base is multiplied as stored.
     const transposed =
-      options.saveForBackward && chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
+      options.saveForBackward &&
+      layerWeightsAreF32(this.params) &&
+      chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
     if (transposed) this.refreshTransposedWeights();
 
     embeddingForward(e, {
@@ -422,7 +426,7 @@ export class DecoderTrunk {
       // MLP: next = mid + act·W_downᵀ
       matmul(e, {
         a: ws.dResidual,
-        b: this.param(`${p}.mlp.down_proj.weight`),
+        ...weightOperand(this.params, `${p}.mlp.down_proj.weight`),
         out: ws.dAct,
         M: R,
         N: I,
@@ -444,7 +448,7 @@ export class DecoderTrunk {
       swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
       matmul(e, {
         a: ws.dGateUp,
-        b: this.param(`${p}.mlp.gate_up_proj.weight`),
+        ...weightOperand(this.params, `${p}.mlp.gate_up_proj.weight`),
         out: ws.dNormed,
         M: R,
         N: C,
@@ -478,7 +482,7 @@ export class DecoderTrunk {
       // Attention: mid = input + attnOut·W_oᵀ
       matmul(e, {
         a: ws.dResidual,
-        b: this.param(`${p}.self_attn.o_proj.weight`),
+        ...weightOperand(this.params, `${p}.self_attn.o_proj.weight`),
         out: ws.dAttnOut,
         M: R,
         N: NHS,
@@ -564,7 +568,7 @@ export class DecoderTrunk {
       }
       matmul(e, {
         a: dProjection,
-        b: this.param(`${p}.self_attn.qkv_proj.weight`),
+        ...weightOperand(this.params, `${p}.self_attn.qkv_proj.weight`),
         out: ws.dNormed,
         M: R,
         N: C,

@@ -33,6 +33,7 @@ import { LINEAR_WEIGHTS } from './decoder.ts';
 import { TransposedWeights } from './transposed-weights.ts';
 import { chooseVariant, elementCount } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
+import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 
 /** Activations of one call; R = rows·T. */
 interface StepBuffers {
@@ -133,7 +134,7 @@ export class IncrementalDecoder {
   /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights. */
   private decodesTransposed(): boolean {
     return (
-      this.param(`${layerPrefix(0)}.self_attn.qkv_proj.weight`).dtype === 'f32' &&
+      layerWeightsAreF32(this.params) &&
       chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value
     );
   }
@@ -322,12 +323,17 @@ export class IncrementalDecoder {
     // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
     const linear = (name: string, args: Omit<MatmulArgs, 'b' | 'layout'>) => {
       const copy = transposed?.get(name);
-      matmul(e, copy ? { ...args, b: copy, layout: 'nn' } : { ...args, b: this.param(name), layout: 'nt' });
+      matmul(
+        e,
+        copy ? { ...args, b: copy, layout: 'nn' } : { ...args, ...weightOperand(this.params, name), layout: 'nt' },
+      );
     };
-    // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj.
+    // Decode steps fold each rmsnorm into the projection after it, and swiglu into down_proj (float32 weights:
+    // matmul has no prologue pipelines for a half-precision LoRA base).
     const layout = transposed ? 'nn' : 'nt';
-    const fuseNorm = T === 1 && useMatmulPrologue(e, layout, C);
-    const fuseSwiglu = T === 1 && useMatmulPrologue(e, layout, I);
+    const fuses = T === 1 && layerWeightsAreF32(this.params);
+    const fuseNorm = fuses && useMatmulPrologue(e, layout, C);
+    const fuseSwiglu = fuses && useMatmulPrologue(e, layout, I);
     // Against the transposed gate_up, swiglu goes into its matmul's epilogue instead (act straight out, down_proj
     // without a prologue), unless LoRA adds to gate_up before swiglu.
     const swigluOut = fuseSwiglu && transposed !== null && !this.lora;

@@ -2,12 +2,12 @@
 // part the loss never touches (an unused embedding row) would otherwise train unnoticed and fail the final save. A
 // critic opened from a causal-LM checkpoint (`as: 'token-classification'`) keeps the trunk and gets a fresh `score`
 // head (as transformers initialises it, see critic-init.ts); the causal LM's lm_head is then not loaded.
-import type { Arena, Engine, FloatDType } from '../engine/index.ts';
+import type { Arena, Engine } from '../engine/index.ts';
 import { CheckpointError, openHfCheckpoint, saveHfCheckpoint, type HfCheckpoint } from './checkpoint-io-node.ts';
 import { networkDifferences, type DecoderConfig, type TorchDtype } from './hf-config.ts';
 import type { SafetensorsDtype } from './safetensors.ts';
 import { createParameterArena, uploadHfTensors, readHfTensors, type NamedTensor } from './parameter-store.ts';
-import { hfSlices } from './parameter-layout.ts';
+import { hfSlices, type WeightStorage } from './parameter-layout.ts';
 import { freshScoreTensor } from './critic-init.ts';
 import { describeNonFinite, firstNonFinite } from './non-finite.ts';
 
@@ -21,8 +21,8 @@ export interface LoadModelOptions {
   as?: DecoderConfig['head'];
   label?: string;
   seed?: number;
-  /** A frozen model's stored dtype given its checkpoint's (see createParameterArena); float32 by default. */
-  weightDtype?: (checkpointDtype: TorchDtype) => FloatDType;
+  /** A frozen model's storage given its checkpoint's dtype (see createParameterArena); float32 by default. */
+  weightDtype?: (checkpointDtype: TorchDtype) => WeightStorage;
 }
 
 /** Every tensor of an open checkpoint on the host, each checked finite; a missing score head made fresh. */

@@ -2,7 +2,18 @@
 // fused tensors map to Hugging Face names. q/k/v projections live in one [(NH+2·NKV)·HS, C] tensor and gate/up
 // in one [2·I, C] tensor so each needs a single matmul; loading and saving split them back into HF's names.
 import type { ArenaEntry, FloatDType } from '../engine/index.ts';
-import type { DecoderConfig } from './hf-config.ts';
+import { nf4Sizes } from '../engine/nf4.ts';
+import type { DecoderConfig, TorchDtype } from './hf-config.ts';
+
+/** How a model's matrices are stored: float32, bf16/f16 (frozen weights), or NF4 (a frozen LoRA base's layer
+ *  projections, QLoRA; engine/nf4.ts). */
+export type WeightStorage = FloatDType | 'nf4';
+
+const CHECKPOINT_DTYPE: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
+
+/** The suffix of an NF4 weight's block-scale tensor: `${name}.absmax` holds the float32 absmax of each block of
+ *  64, `${name}` itself the codes as u32 words. */
+export const NF4_ABSMAX = '.absmax';
 
 export interface HfSlice {
   /** Hugging Face tensor name. */
@@ -22,17 +33,33 @@ export function layerPrefix(layer: number): string {
 }
 
 /**
- * Engine tensors of the trunk (embedding, layers, final norm), plus the head the config asks for. `weightDtype`
- * (a frozen model's: bf16/f16) applies to the matrices of the trunk and the LM head — nearly all the bytes, and
+ * Engine tensors of the trunk (embedding, layers, final norm), plus the head the config asks for. `storage` (a
+ * frozen model's: bf16/f16) applies to the matrices of the trunk and the LM head — nearly all the bytes, and
  * every one read by a kernel with a half path (matmul's B, the embedding); norms, biases and the value/score
- * head stay float32.
+ * head stay float32. `nf4` quantizes the layer projections, as bitsandbytes quantizes nn.Linear and skips the
+ * embedding and lm_head: each becomes its u32 codes and its `.absmax` scales, and the embedding and LM head keep
+ * the checkpoint's dtype.
  */
-export function parameterEntries(c: DecoderConfig, weightDtype: FloatDType = 'f32'): ArenaEntry[] {
-  return trunkAndHeadEntries(c).map((entry) => (storesWeightDtype(entry) ? { ...entry, dtype: weightDtype } : entry));
+export function parameterEntries(c: DecoderConfig, storage: WeightStorage = 'f32'): ArenaEntry[] {
+  const matrices = storage === 'nf4' ? CHECKPOINT_DTYPE[c.torchDtype] : storage;
+  return trunkAndHeadEntries(c).flatMap((entry): ArenaEntry[] => {
+    if (!storesWeightDtype(entry)) return [entry];
+    if (storage !== 'nf4' || !isLayerMatrix(entry.name)) return [{ ...entry, dtype: matrices }];
+    const { words, blocks } = nf4Sizes(entry.shape[0] * entry.shape[1]);
+    return [
+      { name: entry.name, shape: [words], dtype: 'u32' },
+      { name: `${entry.name}${NF4_ABSMAX}`, shape: [blocks] },
+    ];
+  });
 }
 
 function storesWeightDtype(entry: ArenaEntry): boolean {
   return entry.shape.length === 2 && !entry.name.startsWith('score.');
+}
+
+/** A layer projection (qkv, o, gate_up, down): the matrices NF4 quantizes. */
+function isLayerMatrix(name: string): boolean {
+  return name.startsWith('model.layers.') && name.endsWith('_proj.weight');
 }
 
 function trunkAndHeadEntries(c: DecoderConfig): ArenaEntry[] {

@@ -1,7 +1,8 @@
 // Moves parameters between Hugging Face tensors (by HF name) and the engine's arena (fused tensors).
 import { Arena, elementCount, type Engine, type FloatDType } from '../engine/index.ts';
+import { NF4_BLOCK, dequantizeNf4, quantizeNf4 } from '../engine/nf4.ts';
 import type { DecoderConfig } from './hf-config.ts';
-import { hfSlices, parameterEntries } from './parameter-layout.ts';
+import { NF4_ABSMAX, hfSlices, parameterEntries, type WeightStorage } from './parameter-layout.ts';
 import { toHalf } from '../kernels/util/to-half.ts';
 
 export interface NamedTensor {
@@ -9,15 +10,31 @@ export interface NamedTensor {
   data: Float32Array;
 }
 
-/** The parameters of `config`; `weightDtype` bf16/f16 stores a frozen model's matrices in half precision (see
- *  parameterEntries) — forward only: no kernel reads half weights in backward. */
+/** The parameters of `config`; `storage` bf16/f16 stores frozen matrices in half precision, nf4 a frozen LoRA
+ *  base's layer projections in NF4 (see parameterEntries): read by forwards, and by a LoRA base's backward
+ *  dX = dY·W, never given a gradient. */
 export function createParameterArena(
   engine: Engine,
   config: DecoderConfig,
   label: string,
-  weightDtype: FloatDType = 'f32',
+  storage: WeightStorage = 'f32',
 ): Arena {
-  return new Arena(engine, label, Arena.plan(engine, parameterEntries(config, weightDtype)));
+  if (storage === 'nf4') checkNf4Blocks(config, label);
+  return new Arena(engine, label, Arena.plan(engine, parameterEntries(config, storage)));
+}
+
+/** A fused tensor (q/k/v, gate/up) quantizes as bitsandbytes quantizes each of its HF tensors only when every part
+ *  is whole blocks: true of every released shape (hidden sizes are multiples of 64), refused otherwise. */
+function checkNf4Blocks(config: DecoderConfig, label: string): void {
+  for (const slice of hfSlices(config)) {
+    const count = elementCount(slice.shape);
+    if (slice.shape.length === 2 && slice.tensor.endsWith('_proj.weight') && count % NF4_BLOCK !== 0) {
+      throw new Error(
+        `${label}: load_in_4bit: ${slice.hfName} [${slice.shape.join(', ')}] has ${count} elements, not a multiple ` +
+          `of NF4's block of ${NF4_BLOCK}; its blocks would straddle the fused ${slice.tensor}`,
+      );
+    }
+  }
 }
 
 /** Fills the arena from HF-named tensors; `lookup` returns undefined for a missing name (an error here). */
@@ -45,13 +62,31 @@ export function uploadHfTensors(
   uploadArenaTensors(engine, arena, fused);
 }
 
-/** Fills the arena from tensors named as the arena names them (fused q/k/v, gate/up). */
+/** Fills the arena from tensors named as the arena names them (fused q/k/v, gate/up); an NF4 weight is quantized
+ *  here, on the host, into its codes and block scales. */
 export function uploadArenaTensors(engine: Engine, arena: Arena, values: ReadonlyMap<string, Float32Array>): void {
   for (const name of arena.names()) {
+    if (name.endsWith(NF4_ABSMAX) && arena.dtypeOf(name.slice(0, -NF4_ABSMAX.length)) === 'u32') continue;
     const data = values.get(name);
     if (!data) throw new Error(`parameters: no values for ${name}`);
-    engine.upload(arena.get(name), data);
+    if (arena.dtypeOf(name) !== 'u32') {
+      engine.upload(arena.get(name), data);
+      continue;
+    }
+    const { codes, absmax } = quantizeNf4(data);
+    engine.upload(arena.words(name), codes);
+    engine.upload(arena.get(`${name}${NF4_ABSMAX}`), absmax);
   }
+}
+
+/** The float32 values of the arena's tensor `name` (shape `shape`): an NF4 weight dequantized. */
+async function readValues(engine: Engine, arena: Arena, name: string, shape: readonly number[]): Promise<Float32Array> {
+  if (arena.dtypeOf(name) !== 'u32') return engine.read(arena.get(name));
+  const [codes, absmax] = await Promise.all([
+    engine.read(arena.words(name)),
+    engine.read(arena.get(`${name}${NF4_ABSMAX}`)),
+  ]);
+  return dequantizeNf4(codes, absmax, elementCount(shape));
 }
 
 /** Reads the arena back as HF-named tensors (fused tensors split again). */
@@ -61,7 +96,8 @@ export async function readHfTensors(
   config: DecoderConfig,
 ): Promise<Map<string, NamedTensor>> {
   const fused = new Map<string, Float32Array>();
-  for (const entry of parameterEntries(config)) fused.set(entry.name, await engine.read(arena.get(entry.name)));
+  for (const entry of parameterEntries(config))
+    fused.set(entry.name, await readValues(engine, arena, entry.name, entry.shape));
   return splitHfTensors(config, fused);
 }
 
@@ -99,4 +135,20 @@ export function frozenParameterCopy(
     else toHalf(engine, { values: source, halves: target });
   }
   return copy;
+}
+
+/** `params` stored anew as `storage` (the built-in model's float32 weights as a LoRA base); the old arena is freed.
+ *  Goes through the host, as a checkpoint load does: NF4 is quantized there. */
+export async function restoredParameters(
+  engine: Engine,
+  config: DecoderConfig,
+  params: Arena,
+  storage: WeightStorage,
+): Promise<Arena> {
+  if (storage === 'f32') return params;
+  const values = await readHfTensors(engine, params, config);
+  const stored = createParameterArena(engine, config, params.label, storage);
+  uploadHfTensors(engine, stored, config, (name) => values.get(name), params.label);
+  for (const buffer of params.buffers) engine.destroyTensor(buffer);
+  return stored;
 }

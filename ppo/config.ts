@@ -22,4 +22,10 @@ export {
   notYetCarriedOut,
   type BatchSizes,
 } from './config/checks.ts';
-export { weightDtype, trainedModelDtypeNotes, type FrozenModel } from './config/model-dtype.ts';
+export {
+  weightDtype,
+  trainedModelDtypeNotes,
+  actorUsesLora,
+  actorBaseStorage,
+  type FrozenModel,
+} from './config/model-dtype.ts';

@@ -1,8 +1,9 @@
 // The PPO step's settings, resolved from the verl config once when the trainer is built, so the step reads
 // each phase's options instead of translating config keys every iteration. Only the learning rate changes
 // from step to step (ppo/algorithm/lr-schedule.ts).
+import { advEstimatorSpec } from './config/advantage-estimator-table.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
-import { parseRolloutRs } from './config/rollout-rs-spec.ts';
+import { parseRolloutIsThreshold, parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
 import { batchSizes, usesPfPpo, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
@@ -46,7 +47,7 @@ export function planStep(c: PpoConfig): StepPlan {
   return {
     rolloutIs: bypass ? null : decoupledIs(c),
     rolloutRs: bypass ? null : decoupledRs(c),
-    remaxBaseline: c.algorithm.adv_estimator === 'remax',
+    remaxBaseline: advEstimatorSpec(c.algorithm.adv_estimator)?.rewardBaselines === true,
     rewardMaskRatio: c.algorithm.reward_mask_ratio,
     pfPpo: usesPfPpo(c)
       ? { reweightMethod: c.algorithm.pf_ppo.reweight_method, weightPow: c.algorithm.pf_ppo.weight_pow }
@@ -56,6 +57,10 @@ export function planStep(c: PpoConfig): StepPlan {
       gamma: c.algorithm.gamma,
       lam: c.algorithm.lam,
       normAdvByStdInGrpo: c.algorithm.norm_adv_by_std_in_grpo,
+      gdpo:
+        c.algorithm.gdpo_reward_keys === null
+          ? null
+          : { keys: c.algorithm.gdpo_reward_keys, weights: c.algorithm.gdpo_reward_weights },
       useKlInReward: c.algorithm.use_kl_in_reward,
       klPenalty: c.algorithm.kl_penalty,
       temperature,
@@ -87,6 +92,7 @@ export function planStep(c: PpoConfig): StepPlan {
       maxTokensKey: 'critic.ppo_max_token_len_per_gpu',
       shuffle: c.critic.shuffle,
       lossAggMode: c.critic.loss_agg_mode,
+      lossScaleFactor: c.critic.loss_scale_factor,
       cliprangeValue: c.critic.cliprange_value,
     },
     criticOptim: c.critic.optim,
@@ -98,6 +104,7 @@ export function planStep(c: PpoConfig): StepPlan {
       maxTokens: a.use_dynamic_bsz ? a.ppo_max_token_len_per_gpu : null,
       maxTokensKey: 'actor_rollout_ref.actor.ppo_max_token_len_per_gpu',
       lossAggMode: a.loss_agg_mode,
+      lossScaleFactor: a.loss_scale_factor,
       policyLoss: resolvePolicyLossConfig({
         lossMode: bypass ? BYPASS_LOSS_MODES[bypass.lossType] : a.policy_loss.loss_mode,
         clipRatio: a.clip_ratio,
@@ -111,6 +118,7 @@ export function planStep(c: PpoConfig): StepPlan {
         clipCovUb: a.policy_loss.clip_cov_ub,
         klCovRatio: a.policy_loss.kl_cov_ratio,
         ppoKlCoef: a.policy_loss.ppo_kl_coef,
+        droBeta: a.policy_loss.dro_beta,
       }),
       entropyCoeff: a.entropy_coeff,
       useKlLoss: a.use_kl_loss,
@@ -134,9 +142,10 @@ function rolloutLogProbsKept(c: PpoConfig): boolean {
 /** algorithm.rollout_correction's settings, for either mode. */
 function rolloutIsPlan(c: PpoConfig): StepPlan['rolloutIs'] {
   const rc = c.algorithm.rollout_correction;
-  return rc.rollout_is === null
-    ? null
-    : { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
+  if (rc.rollout_is === null) return null;
+  // A bad threshold is refused at composition; the weights parse it again each step.
+  parseRolloutIsThreshold(rc.rollout_is_threshold);
+  return { level: rc.rollout_is, threshold: rc.rollout_is_threshold, batchNormalize: rc.rollout_is_batch_normalize };
 }
 
 function rolloutRsPlan(c: PpoConfig): StepPlan['rolloutRs'] {

@@ -336,7 +336,7 @@ export class PpoTrainer {
     }
     const isWeights = this.rolloutIsWeights(batch, rolloutMask);
     let experience = await timed('adv', () =>
-      this.experience.advantages(batch, plan.experience, baselineScores, isWeights),
+      this.experience.advantages(batch, plan.experience, baselineScores, isWeights, rewardExtraInfo),
     );
     if (plan.pfPpo) {
       // PF-PPO (GAE only): the updates and the data metrics see the batch resampled by sequence score, as verl's

@@ -40,8 +40,10 @@ import {
   type PolicyLossOptions,
   type VerlVersion,
 } from './verl/index.ts';
+import { ADV_ESTIMATOR_TABLE } from '../ppo/config/advantage-estimator-table.ts';
+import { NEWEST_VERL, VERL_VERSIONS, verlVersionOf, type VerlBehaviour } from './verl/verl-versions.ts';
 import { parseRolloutRs } from '../ppo/config/rollout-rs-spec.ts';
-import { POLICY_LOSS_MODES } from '../kernels/ppo/ppo-vocabulary.ts';
+import { POLICY_LOSS_MODES, policyLossMetrics, lossModeSpec } from '../kernels/ppo/policy-loss-modes.ts';
 import { rolloutIsWeights, rolloutMismatchMetrics, rolloutRejectionMask } from '../ppo/algorithm/rollout-correction.ts';
 import { bypassCorrection } from '../ppo/algorithm/bypass-correction.ts';
 import { drawWithReplacement, pfPpoWeights } from '../ppo/algorithm/pf-ppo.ts';
@@ -51,6 +53,7 @@ import { computeScore, toRewardScore, type RewardResult } from '../ppo/rewards/i
 import * as math from '../ppo/rewards/math.ts';
 import * as mathDapo from '../ppo/rewards/math-dapo.ts';
 import * as qaEm from '../ppo/rewards/qa-em.ts';
+import * as rlla from '../ppo/rewards/rlla.ts';
 
 export interface VerlCase {
   id?: string;
@@ -74,14 +77,14 @@ export interface VerlCase {
 type Outputs = Record<string, unknown>;
 type Fields = Record<string, unknown>;
 
-/** verl v0.2's functions answer legacy_v020 and search_r1 cases, and any call spelled with v0.2's eos_mask. */
+/** The verl version a case answers as (its profile or commit; v0.2 for any call spelled with v0.2's eos_mask). */
 function verlVersion(c: VerlCase): VerlVersion {
-  const v02 =
-    c.profile === 'legacy_v020' ||
-    c.profile === 'search_r1' ||
-    /^(fb532783|a14dc3a)/.test(c.verl_commit ?? '') ||
-    c.inputs.eos_mask !== undefined;
-  return v02 ? 'v02' : 'head';
+  return c.inputs.eos_mask !== undefined ? 'v02' : verlVersionOf(c.profile, c.verl_commit);
+}
+
+/** What the case's version computes differently (tools/verl/verl-versions.ts). */
+function behaviour(c: VerlCase): VerlBehaviour {
+  return VERL_VERSIONS[verlVersion(c)];
 }
 
 function isSearchR1(c: VerlCase): boolean {
@@ -162,16 +165,30 @@ function responseColumns(mask: Matrix, T: number): Matrix {
   return mask[0].length > T ? mask.map((row) => row.slice(row.length - T)) : mask;
 }
 
-/** agg_loss's keyword arguments from `info` (agg_loss's own kwargs, or a policy loss's config.global_batch_info). */
-function aggOptions(lossAggMode: string, info: Fields): AggOptions {
+/** agg_loss's keyword arguments from `info` (agg_loss's own kwargs, or a policy loss's config.global_batch_info), as
+ *  the case's version reads them. */
+function aggOptions(c: VerlCase, lossAggMode: string, info: Fields): AggOptions {
   const count = (key: string) => (given(info[key]) ? Number(info[key]) : undefined);
-  return {
+  const options = {
     lossAggMode,
     dpSize: count('dp_size'),
     batchNumTokens: count('batch_num_tokens'),
     globalBatchSize: count('global_batch_size'),
     lossScaleFactor: count('loss_scale_factor'),
   };
+  const version = behaviour(c);
+  if (version.dpNeedsGlobalNormaliser && (options.dpSize ?? 1) > 1) {
+    if (lossAggMode === 'token-mean' && options.batchNumTokens === undefined)
+      throw new Error('(global) batch_num_tokens is required when dp_size > 1');
+    if (lossAggMode.startsWith('seq-mean') && options.globalBatchSize === undefined)
+      throw new Error('global_batch_size is required when dp_size > 1');
+  }
+  if (lossAggMode === 'token-sum' && !version.seqMeanTokenSumNormPerBatch)
+    throw new Error(`Invalid loss_agg_mode: ${lossAggMode} (verl ${version.label} has no token-sum)`);
+  // b178a3cd's seq-mean-token-sum-norm summed every sequence and divided by loss_scale_factor alone.
+  if (lossAggMode === 'seq-mean-token-sum-norm' && !version.seqMeanTokenSumNormPerBatch)
+    return { ...options, dpSize: 1, globalBatchSize: 1 };
+  return options;
 }
 
 /** The policy-loss settings, read by `read` (config fields for verl's functions, flat kwargs for the pipeline). */
@@ -183,7 +200,8 @@ function policyOptions(read: <V>(name: string, fallback: V) => V, lossMode: stri
     clipRatio,
     clipRatioLow: read('clip_ratio_low', clipRatio),
     clipRatioHigh: read('clip_ratio_high', clipRatio),
-    clipRatioC: read('clip_ratio_c', 3.0),
+    // DPPO reads config.get("clip_ratio_c", 20.0): a config without the field gets 20 (ActorConfig's is 3.0).
+    clipRatioC: read('clip_ratio_c', lossMode.startsWith('dppo') ? 20.0 : 3.0),
     tauPos: optional('tau_pos'),
     tauNeg: optional('tau_neg'),
     clipCovRatio: optional('policy_loss.clip_cov_ratio'),
@@ -191,6 +209,7 @@ function policyOptions(read: <V>(name: string, fallback: V) => V, lossMode: stri
     clipCovUb: optional('policy_loss.clip_cov_ub'),
     klCovRatio: optional('policy_loss.kl_cov_ratio'),
     ppoKlCoef: optional('policy_loss.ppo_kl_coef'),
+    droBeta: read<number | null>('policy_loss.dro_beta', null),
   };
 }
 
@@ -202,13 +221,6 @@ function actorConfigReader(c: VerlCase) {
     return config(c, name, fallback);
   };
 }
-
-/** The metric keys each verl policy loss returns (gpg none, clip_cov no pg_clipfrac_lower, kl_cov only ppo_kl). */
-const POLICY_METRICS: Record<string, readonly string[]> = {
-  gpg: [],
-  clip_cov: ['actor/pg_clipfrac', 'actor/ppo_kl'],
-  kl_cov: ['actor/ppo_kl'],
-};
 
 /**
  * The loss mode a policy-loss case names: compute_policy_loss_<mode>, get_policy_loss_fn('<mode>') or its name kwarg.
@@ -223,15 +235,16 @@ function policyLossMode(c: VerlCase, name: string): string | null {
 }
 
 /** Policy losses that never read their loss_agg_mode (so never refuse a bad one): gspo and sapo aggregate as
- *  seq-mean-token-mean, geo_mean takes a plain mean over sequences. */
-const FIXED_AGGREGATION: Record<string, string> = {
-  gspo: 'seq-mean-token-mean',
-  sapo: 'seq-mean-token-mean',
-  geo_mean: 'token-mean',
-};
+ *  seq-mean-token-mean, geo_mean takes a plain mean over sequences (the table's fixedAggregation). */
+function fixedAggregation(mode: string): string | undefined {
+  return lossModeSpec(mode)?.fixedAggregation;
+}
 
-/** verl main's POLICY_LOSS_REGISTRY: the names get_policy_loss_fn finds. */
-const POLICY_LOSS_REGISTRY: readonly string[] = [...POLICY_LOSS_MODES, 'bypass_mode'];
+/** verl's POLICY_LOSS_REGISTRY at the case's version: the names get_policy_loss_fn finds. */
+function policyLossRegistry(c: VerlCase): readonly string[] {
+  const later = VERL_VERSIONS[NEWEST_VERL].newPolicyLosses.filter((m) => !behaviour(c).newPolicyLosses.includes(m));
+  return [...POLICY_LOSS_MODES.filter((mode) => !later.includes(mode)), 'bypass_mode'];
+}
 
 /** v0.2's compute_policy_loss has no dual clip: a bound no loss reaches. */
 const NO_DUAL_CLIP = 3e38;
@@ -251,19 +264,21 @@ function checkUnclampedRatio(oldLogProb: Matrix, logProb: Matrix, mask: Matrix):
   );
 }
 
-/** kl_penalty's estimators per version. verl main passes a "+" name unstripped to kl_penalty_forward, which raises
- *  for it: verl never returns the straight-through estimate its docs (and this trainer's kl_loss_type) describe. */
-const KL_NAMES: Record<VerlVersion, readonly string[]> = {
-  head: ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'],
+/** kl_penalty's estimators per version. b178a3cd passes a "+" name unstripped to kl_penalty_forward, which raises
+ *  for it; 1dda039b strips the "+" (the estimator's value, the straight-through k2 gradient the kernel computes). */
+const KL_NAMES: Record<'main' | 'v02', readonly string[]> = {
+  main: ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3'],
   v02: ['kl', 'abs', 'mse', 'low_var_kl'],
 };
 
 function verlKlName(c: VerlCase, name: string): string {
-  const known = KL_NAMES[verlVersion(c)];
-  if (!known.includes(name)) {
+  const version = behaviour(c);
+  const known = KL_NAMES[verlVersion(c) === 'v02' ? 'v02' : 'main'];
+  const base = version.klPlusNames && name.endsWith('+') ? name.slice(0, -1) : name;
+  if (!known.includes(base)) {
     throw new Error(
-      `kl_penalty="${name}": verl ${verlVersion(c) === 'head' ? 'main' : 'v0.2'} raises NotImplementedError (it ` +
-        `knows ${known.join(', ')}${name.endsWith('+') ? '; main hands a "+" name to kl_penalty_forward unstripped' : ''})`,
+      `kl_penalty="${name}": verl ${version.label} raises NotImplementedError (it knows ${known.join(', ')}` +
+        `${name.endsWith('+') && !version.klPlusNames ? '; it hands a "+" name to kl_penalty_forward unstripped' : ''})`,
     );
   }
   return name;
@@ -310,8 +325,9 @@ function bypassPlan(c: VerlCase): BypassCorrectionPlan {
         ? null
         : {
             level: rolloutIsLevel(is),
-            threshold: rolloutCorrectionKwarg(c, 'rollout_is_threshold', 2.0),
+            threshold: rolloutCorrectionKwarg<number | string>(c, 'rollout_is_threshold', 2.0),
             batchNormalize: rolloutCorrectionKwarg(c, 'rollout_is_batch_normalize', false),
+            metricsFromAppliedWeights: behaviour(c).isMetricsFromAppliedWeights,
           },
     rolloutRs: rolloutRsKwargs(c, null),
   };
@@ -362,7 +378,16 @@ function scoreFunction(c: VerlCase): CaseReward {
   if (module === 'math_dapo') {
     const strictBoxVerify = kwarg(c, 'strict_box_verify', false);
     const pauseTokensIndex = kwarg<number[] | null>(c, 'pause_tokens_index', null);
-    return (arg) => mathDapo.computeScore(solution(arg), truth(arg), strictBoxVerify, pauseTokensIndex);
+    const boxedFallback = behaviour(c).mathDapoBoxedFallback;
+    return (arg) => mathDapo.computeScore(solution(arg), truth(arg), strictBoxVerify, pauseTokensIndex, boxedFallback);
+  }
+  if (module === 'rlla') {
+    const extraInfo = (arg: (name: string) => unknown) =>
+      (c.inputs.extra_info !== undefined ? arg('extra_info') : kwarg(c, 'extra_info', null)) as Record<
+        string,
+        unknown
+      > | null;
+    return (arg) => rlla.computeScore(solution(arg), truth(arg), extraInfo(arg));
   }
   if (module === 'qa_em') {
     // Search-R1's fork: compute_score_em / compute_score_subem over prompt + response.
@@ -380,7 +405,7 @@ function scoreFunction(c: VerlCase): CaseReward {
     return (arg) => scorer(solution(arg), arg('ground_truth') as { target: qaEm.GoldenAnswers }, formatScore, score);
   }
   throw new Error(
-    `verl-case: no reward module ${module} (known: gsm8k, math, math_reward, math_dapo, search_r1_like_qa_em, qa_em, ` +
+    `verl-case: no reward module ${module} (known: gsm8k, math, math_reward, math_dapo, rlla, search_r1_like_qa_em, qa_em, ` +
       `and reward_score.default_compute_score)`,
   );
 }
@@ -403,20 +428,31 @@ function rewardOutputs(c: VerlCase, reward: CaseReward): Outputs {
   return outputs;
 }
 
-const OUTCOME_FUNCTIONS: Record<string, string> = {
-  compute_grpo_outcome_advantage: 'grpo',
-  compute_rloo_outcome_advantage: 'rloo',
-  compute_opo_outcome_advantage: 'opo',
-  compute_reinforce_plus_plus_baseline_outcome_advantage: 'reinforce_plus_plus_baseline',
-  compute_grpo_passk_outcome_advantage: 'grpo_passk',
-  compute_reinforce_plus_plus_outcome_advantage: 'reinforce_plus_plus',
-  compute_remax_outcome_advantage: 'remax',
-  compute_grpo_vectorized_outcome_advantage: 'grpo_vectorized',
-  compute_rloo_vectorized_outcome_advantage: 'rloo_vectorized',
-  compute_gpg_outcome_advantage: 'gpg',
-  compute_optimal_token_baseline_advantage: 'optimal_token_baseline',
-  compute_multi_turn_optimal_token_baseline_advantage: 'tir_optimal_token_baseline',
-};
+/** verl function name → estimator, from the estimator table. */
+const OUTCOME_FUNCTIONS: Record<string, string> = Object.fromEntries(
+  ADV_ESTIMATOR_TABLE.map((e) => [e.verlFunction, e.name]),
+);
+
+/** GDPO's reward keys: with config, non_tensor_batch and batch, each of config.gdpo_reward_keys's scores (float32)
+ *  and config.gdpo_reward_weights; without them, none (token_level_rewards alone), as verl falls back. */
+function gdpoRewardKeys(c: VerlCase): { scores: number[][]; weights: number[] | null } | null {
+  if (!given(field(c, 'config')) || !given(c.inputs.non_tensor_batch) || !given(c.inputs.batch)) return null;
+  const keys = config<string[] | null>(c, 'gdpo_reward_keys', null);
+  if (!keys || keys.length === 0)
+    throw new Error(
+      "GDPO requires 'algorithm.gdpo_reward_keys' listing the individual reward component keys returned by " +
+        'compute_score',
+    );
+  const extra = c.inputs.non_tensor_batch as Record<string, unknown[]>;
+  const scores = keys.map((key) => {
+    if (!(key in extra))
+      throw new Error(
+        `GDPO reward key '${key}' not found in non_tensor_batch. Available keys: ${JSON.stringify(Object.keys(extra))}`,
+      );
+    return extra[key].map((v) => Math.fround(Number(v)));
+  });
+  return { scores, weights: config<number[] | null>(c, 'gdpo_reward_weights', null) };
+}
 
 /** The composed PPO step (apply_kl_penalty → compute_advantage(GAE) → actor loss + critic loss). At v0.2 and in
  *  Search-R1: critic/kl metrics, v0.2's GAE, v0.2's policy loss (no dual clip) with token means, and Search-R1's
@@ -451,7 +487,7 @@ async function runPipeline(engine: Engine, c: VerlCase): Promise<Outputs> {
     : await computeGaeAdvantageReturn(engine, { ...gaeArgs, responseMask: mask });
   const agg = v02
     ? { lossAggMode: 'token-mean' }
-    : aggOptions(kwarg(c, 'loss_agg_mode', 'token-mean'), {
+    : aggOptions(c, kwarg(c, 'loss_agg_mode', 'token-mean'), {
         ...kwarg<Fields>(c, 'global_batch_info', {}),
         ...c.kwargs,
       });
@@ -529,8 +565,9 @@ function rolloutCorrectionRoute(c: VerlCase, name: string): Outputs | null {
         B,
         T,
         rolloutIsLevel(arg(c, 'rollout_is', 'token')),
-        arg(c, 'rollout_is_threshold', 2.0),
+        arg<number | string>(c, 'rollout_is_threshold', 2.0),
         arg(c, 'rollout_is_batch_normalize', false),
+        behaviour(c).isMetricsFromAppliedWeights,
       );
       return { rollout_is_weights: toMatrix(r.weights, B, T), metrics: unprefixed(r.metrics) };
     }
@@ -682,6 +719,7 @@ async function computeAdvantageRoute(engine: Engine, c: VerlCase): Promise<Outpu
   return call(fn, Object.keys(configKwargs).length ? configKwargs : { config: null }, {
     ...(index === undefined ? {} : { index }),
     ...optional('reward_baselines', 'sum_pi_squared', 'old_log_probs', 'rollout_is_weights'),
+    ...(estimator === 'gdpo' ? optional('non_tensor_batch', 'batch') : {}),
   });
 }
 
@@ -820,19 +858,19 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
         engine,
         input(c, 'loss_mat'),
         input(c, 'loss_mask'),
-        aggOptions(requiredArg(c, 'loss_agg_mode'), c.kwargs),
+        aggOptions(c, requiredArg(c, 'loss_agg_mode'), c.kwargs),
       );
       return { loss: r.loss };
     }
     case 'compute_value_loss': {
-      // v0.2: masked_mean, which is token-mean.
+      // v0.2: masked_mean, which is token-mean; b178a3cd: agg_loss with local normalisers.
       const r = await computeValueLoss(engine, {
         vpreds: input(c, 'vpreds'),
         returns: input(c, 'returns'),
         values: input(c, 'values'),
         responseMask: input(c, 'response_mask', 'eos_mask'),
         cliprangeValue: requiredArg(c, 'cliprange_value'),
-        lossAggMode: arg(c, 'loss_agg_mode', 'token-mean'),
+        ...aggOptions(c, arg(c, 'loss_agg_mode', 'token-mean'), behaviour(c).valueLossTakesGlobalInfo ? c.kwargs : {}),
       });
       return { vf_loss: r.vfLoss, vf_clipfrac: r.vfClipfrac, grad_vpreds: r.gradVpreds };
     }
@@ -928,8 +966,9 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
     };
   }
   const lossMode = policyLossMode(c, name);
-  if (fn.includes('get_policy_loss_fn') && !POLICY_LOSS_REGISTRY.includes(lossMode!)) {
-    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${POLICY_LOSS_REGISTRY.join(', ')}`);
+  const registry = policyLossRegistry(c);
+  if (fn.includes('get_policy_loss_fn') && !registry.includes(lossMode!)) {
+    throw new Error(`Unsupported loss mode: ${lossMode}. Supported modes are: ${registry.join(', ')}`);
   }
   if (name === 'compute_policy_loss_reinforce') {
     requireConfig(c, 'ActorConfig must be provided for REINFORCE loss');
@@ -941,7 +980,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       advantages: input(c, 'advantages'),
       rolloutIsWeights: rolloutIsWeightsInput(c),
       lossMode: 'gpg',
-      ...aggOptions(arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
+      ...aggOptions(c, arg(c, 'loss_agg_mode', 'seq-mean-token-sum'), config(c, 'global_batch_info', {})),
     });
     return { pg_loss: r.pgLoss, metrics: { 'actor/ppo_kl': r.metrics['actor/ppo_kl'] }, grad_log_prob: r.gradLogProb };
   }
@@ -962,7 +1001,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       responseMask: input(c, 'response_mask'),
       correction,
       ...policyOptions(actorConfigReader(c), 'vanilla'),
-      ...aggOptions(arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})),
+      ...aggOptions(c, arg(c, 'loss_agg_mode', 'token-mean'), config(c, 'global_batch_info', {})),
     });
     const keys =
       correction.lossType === 'reinforce'
@@ -985,12 +1024,13 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       rolloutIsWeights: rolloutIsWeightsInput(c),
       ...policyOptions(actorConfigReader(c), lossMode),
       ...aggOptions(
-        FIXED_AGGREGATION[lossMode] ?? arg(c, 'loss_agg_mode', 'token-mean'),
+        c,
+        fixedAggregation(lossMode) ?? arg(c, 'loss_agg_mode', 'token-mean'),
         config(c, 'global_batch_info', {}),
       ),
       seed: c.seed,
     });
-    const keys = POLICY_METRICS[lossMode] ?? ['actor/pg_clipfrac', 'actor/ppo_kl', 'actor/pg_clipfrac_lower'];
+    const keys = policyLossMetrics(lossMode);
     return {
       pg_loss: r.pgLoss,
       metrics: Object.fromEntries(keys.map((k) => [k, r.metrics[k]])),
@@ -999,8 +1039,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
   }
   const estimator = OUTCOME_FUNCTIONS[name];
   if (estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline') {
-    // Without handle_zero_tail, each function's own default (HANDLE_ZERO_TAIL in
-    // ppo/algorithm/advantage-estimators.ts).
+    // Without handle_zero_tail, each function's own default at the case's version.
     const r = await computeAdvantage(engine, estimator, {
       tokenLevelRewards: input(c, 'token_level_rewards'),
       responseMask: input(c, 'response_mask'),
@@ -1008,7 +1047,7 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       oldLogProbs: input(c, 'old_log_probs'),
       sumPiSquared: input(c, 'sum_pi_squared'),
       rolloutIsWeights: rolloutIsWeightsInput(c),
-      handleZeroTail: arg<boolean | undefined>(c, 'handle_zero_tail', undefined),
+      handleZeroTail: arg(c, 'handle_zero_tail', behaviour(c).otbHandleZeroTailDefault[estimator]),
       epsilon: arg(c, 'epsilon', 1e-8),
     });
     return { advantages: r.advantages, returns: r.returns };
@@ -1029,6 +1068,9 @@ export async function runVerlCase(engine: Engine, c: VerlCase): Promise<Outputs>
       gamma: estimator !== 'reinforce_plus_plus' ? 1 : v02 ? requiredArg<number>(c, 'gamma') : config(c, 'gamma', 1.0),
       rewardBaselines: estimator === 'remax' ? input(c, 'reward_baselines') : undefined,
       fNorm: arg(c, 'f_norm', 1),
+      reinforcePlusPlusCarriesAcrossMask: behaviour(c).reinforcePlusPlusCarriesAcrossMask,
+      rewardKeyScores: estimator === 'gdpo' ? gdpoRewardKeys(c) : null,
+      grpoVectorizedVarianceFloor: behaviour(c).grpoVectorizedFloorsVarianceAtEpsilon ? arg(c, 'epsilon', 1e-6) : 0,
     });
     return { advantages: r.advantages, returns: r.returns };
   }

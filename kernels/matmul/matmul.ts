@@ -8,6 +8,7 @@ import commonSource from './matmul-common.wgsl';
 import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
 import bF16Source from './matmul-b-f16.wgsl';
+import bNf4Source from './matmul-b-nf4.wgsl';
 import {
   type Engine,
   type KernelSpec,
@@ -22,6 +23,7 @@ import {
 import type { ElementType } from '../../engine/kernel.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { unpackPairSource } from '../util/half-weights.ts';
+import { NF4_CODE, nf4Sizes } from '../../engine/nf4.ts';
 
 export type MatmulLayout = 'nn' | 'nt' | 'tn';
 
@@ -29,9 +31,13 @@ export interface MatmulArgs {
   /** nn, nt: [M, K]; tn: [K, M]. At least that many elements; only they are read. */
   a: Tensor;
   /**
-   * nn, tn: [K, N]; nt: [N, K]. f32, or with layout nt bf16/f16 (a frozen model's weights, unpacked as they are read).
+   * nn, tn: [K, N]; nt: [N, K]. f32, or with layouts nt and nn bf16/f16 (frozen weights, unpacked as they are
+   * read).
    */
   b: Tensor;
+  /** Present when `b` holds NF4 codes (u32 words, engine/nf4.ts) of the weight: its float32 block scales
+   *  [ceil(N·K / 64)]. Layouts nt and nn. */
+  bAbsmax?: Tensor;
   /** [M, N]. */
   out: Tensor;
   M: number;
@@ -66,9 +72,9 @@ interface MatmulKernel {
   tile: readonly [number, number];
 }
 
-/** How B is stored and read: float32; bf16 or f16 unpacked from u32 words (core WGSL, any device); or f16 read
- *  natively (shader-f16). */
-type BStorage = FloatDType | 'f16-native';
+/** How B is stored and read: float32; bf16 or f16 unpacked from u32 words (core WGSL, any device); f16 read
+ *  natively (shader-f16); or NF4 codes with float32 block scales. */
+type BStorage = FloatDType | 'f16-native' | 'nf4';
 
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows); so does `N` (the gpu variant's tile
  *  size follows the output's), last because only the gpu choice reads it. */
@@ -90,6 +96,7 @@ const B_TYPES: Record<BStorage, readonly [ElementType, ElementType]> = {
   bf16: ['u32', 'vec2<u32>'],
   f16: ['u32', 'vec2<u32>'],
   'f16-native': ['f16', 'vec4<f16>'],
+  nf4: ['u32', 'u32'],
 };
 
 function bindings(b: BStorage): BindingSpec[] {
@@ -101,11 +108,18 @@ function bindings(b: BStorage): BindingSpec[] {
     { name: 'bias', access: 'read' },
     { name: 'out', access: 'read_write' },
     { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
+    // The eighth storage binding, WebGPU's default limit per stage.
+    ...(b === 'nf4' ? [{ name: 'bAbsmax', access: 'read' } as const] : []),
   ];
 }
 
+/** The NF4 codes as a WGSL private array: runtime indexing of a module-scope const array is not portable across
+ *  WGSL compilers, and one table (engine/nf4.ts) stays the only copy of the values. */
+const NF4_TABLE_SOURCE = `var<private> NF4: array<f32, 16> = array<f32, 16>(${NF4_CODE.map((c) => `${c}f`).join(', ')});\n`;
+
 function bLoads(b: BStorage): string {
   if (b === 'f16-native') return bF16Source;
+  if (b === 'nf4') return NF4_TABLE_SOURCE + bNf4Source;
   return isHalf(b) ? unpackPairSource(b) + bHalfSource : bF32Source;
 }
 
@@ -300,7 +314,7 @@ export function useMatmulPrologue(engine: Engine, layout: MatmulLayout, K: numbe
 
 /** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
 export function matmul(engine: Engine, args: MatmulArgs): void {
-  const { a, b, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue, epilogue } = args;
+  const { a, b, bAbsmax, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue, epilogue } = args;
   for (const [name, value] of [
     ['M', M],
     ['N', N],
@@ -333,7 +347,11 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   if (epilogue)
     expectSize('matmul', 'b', b, 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`, 'at least');
-  else expectSize('matmul', 'b', b, K * N, `${layout} B ${bShape}`, 'at least');
+  else if (bAbsmax) {
+    const { words, blocks } = nf4Sizes(K * N);
+    expectSize('matmul', 'b', b, words, `NF4 codes of ${layout} B ${bShape} (8 per word)`, 'at least');
+    expectSize('matmul', 'bAbsmax', bAbsmax, blocks, `block scales of ${layout} B ${bShape} (1 per 64)`, 'at least');
+  } else expectSize('matmul', 'b', b, K * N, `${layout} B ${bShape}`, 'at least');
   for (const [role, input] of [
     ['a', a],
     ['out', out],
@@ -342,9 +360,21 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
     if (input && input.dtype !== 'f32')
       throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
   }
-  const bDtype = b.dtype as FloatDType;
+  if (bAbsmax) {
+    if (b.dtype !== 'u32' || bAbsmax.dtype !== 'f32')
+      throw new Error(
+        `matmul: an NF4 b needs u32 codes and f32 block scales; b (tensor ${b.name}) is ${b.dtype}, bAbsmax ` +
+          `(tensor ${bAbsmax.name}) ${bAbsmax.dtype}`,
+      );
+    if (layout === 'tn' || prologue || epilogue)
+      throw new Error(
+        `matmul: an NF4 b (tensor ${b.name}, a frozen LoRA base) is read in layouts nt and nn without prologue or ` +
+          `epilogue; got ${layout}${prologue ? ` with a ${prologue.kind} prologue` : ''}${epilogue ? ` with a ${epilogue} epilogue` : ''}`,
+      );
+  }
+  const bDtype = (bAbsmax ? 'f32' : b.dtype) as FloatDType;
   if (bDtype !== 'f32' && !isHalf(bDtype))
-    throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16`);
+    throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16 (or u32 with bAbsmax)`);
   // Only decode steps fold ops into a matmul, and only the trained actor decodes: its weights are float32.
   // A half B would compile two more register pipelines that nothing runs.
   if ((prologue || epilogue) && bDtype !== 'f32') {
@@ -353,15 +383,17 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
         `of the trained actor); b (tensor ${b.name}) is ${b.dtype}`,
     );
   }
-  // Half weights belong to frozen models, which only run forwards (x·Wᵀ): no backward multiplies by them.
-  if (isHalf(bDtype) && layout !== 'nt') {
+  // Half weights are frozen: read by forwards (nt: x·Wᵀ) and by the backward's dX = dY·W (nn: W [N, K] is B
+  // [K, N] in its own row-major order) of a LoRA base, but never the weight gradient (tn) a trained weight needs.
+  if (isHalf(bDtype) && layout === 'tn') {
     throw new Error(
-      `matmul: a ${bDtype} b (tensor ${b.name}, a frozen model's weights) is read in layout nt only (the forward ` +
-        `x·Wᵀ); got ${layout}`,
+      `matmul: a ${bDtype} b (tensor ${b.name}, frozen weights) is read in layouts nt and nn only (x·Wᵀ, dY·W); ` +
+        `got tn`,
     );
   }
-  const bStorage: BStorage =
-    bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value
+  const bStorage: BStorage = bAbsmax
+    ? 'nf4'
+    : bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value
       ? 'f16-native'
       : bDtype;
   expectSize('matmul', 'out', out, M * N, `[M=${M}, N=${N}]`, 'at least');
@@ -370,6 +402,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   for (const [role, input] of [
     ['a', a],
     ['b', b],
+    ['bAbsmax', bAbsmax],
     ['bias', bias],
     ['prologue weight', prologueWeight],
   ] as const) {
@@ -428,6 +461,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
       bias: bias ?? a,
       out,
       prologueWeight: paddedToVec4(prologueWeight ?? a),
+      ...(bAbsmax ? { bAbsmax } : {}),
     },
     uniforms: {
       M,

@@ -13,6 +13,8 @@ export interface OutcomeArgs {
   normAdvByStd: boolean;
   /** gpg: the divisor f_norm (verl's default 1). */
   fNorm?: number;
+  /** grpo_vectorized: the floor under each group's variance (verl 1dda039b: 0; b178a3cd: epsilon). */
+  varianceFloor?: number;
   B: number;
   T: number;
 }
@@ -70,8 +72,9 @@ export function outcomeScalarsRef(estimator: OutcomeEstimator, args: OutcomeArgs
         out[b] = scores[b] - mean;
         break;
       case 'grpo_vectorized': {
-        // verl.utils.groupwise.group_mean_std: the unbiased variance floored at ε before the square root.
-        const sd = n > 1 ? Math.sqrt(Math.max(std(groupScores) ** 2, args.epsilon)) : 1;
+        // verl.utils.groupwise.group_mean_std: the unbiased variance floored before the square root (at 0 since verl
+        // 1dda039b, at ε before).
+        const sd = n > 1 ? Math.sqrt(Math.max(std(groupScores) ** 2, args.varianceFloor ?? 0)) : 1;
         out[b] = args.normAdvByStd ? (scores[b] - mean) / (sd + args.epsilon) : scores[b] - mean;
         break;
       }
@@ -109,4 +112,22 @@ export function computeOutcomeAdvantageRef(estimator: OutcomeEstimator, args: Ou
   return estimator === 'reinforce_plus_plus_baseline'
     ? maskedWhiten(broadcast, args.responseMask, true, true)
     : broadcast;
+}
+
+/** verl's compute_gdpo_outcome_advantage: each reward key's per-sequence scores (keyScores[k][b]) normalised by
+ *  GRPO within their groups, summed with `weights`, then masked_whiten · mask over the response tokens. */
+export function computeGdpoAdvantageRef(
+  args: Omit<OutcomeArgs, 'tokenLevelRewards'> & {
+    keyScores: readonly ArrayLike<number>[];
+    weights: readonly number[];
+  },
+): Float64Array {
+  const { B, T } = args;
+  const sum = new Float64Array(B * T);
+  args.keyScores.forEach((scores, k) => {
+    const rewards = Float64Array.from({ length: B * T }, (_, i) => (i % T === 0 ? scores[Math.floor(i / T)] : 0));
+    const grpo = computeOutcomeAdvantageRef('grpo', { ...args, tokenLevelRewards: rewards });
+    for (let i = 0; i < B * T; i++) sum[i] += args.weights[k] * grpo[i];
+  });
+  return maskedWhiten(sum, args.responseMask, true, true);
 }

@@ -26,6 +26,9 @@ const uniforms: UniformSpec[] = [
   { name: 'epsilon', type: 'f32' },
   { name: 'normByStd', type: 'u32' },
   { name: 'fNorm', type: 'f32' },
+  { name: 'varianceFloor', type: 'f32' },
+  { name: 'outputWeight', type: 'f32' },
+  { name: 'accumulate', type: 'u32' },
 ];
 
 export const outcomeRowStatsSpec: KernelSpec = {
@@ -117,6 +120,10 @@ export function computeOutcomeAdvantageGpu(
     T: number;
     /** gpg: the divisor f_norm (default 1, as verl's trainer leaves it). */
     fNorm?: number;
+    /** grpo_vectorized: the floor under each group's variance (verl 1dda039b: 0; b178a3cd: epsilon). */
+    varianceFloor?: number;
+    /** GDPO's sum: advantages = (add ? advantages : 0) + weight·(scalar·mask); default {weight: 1, add: false}. */
+    output?: { weight: number; add: boolean };
   },
 ): void {
   const { B, T } = args;
@@ -147,6 +154,9 @@ export function computeOutcomeAdvantageGpu(
       epsilon: args.epsilon,
       normByStd: args.normAdvByStd ? 1 : 0,
       fNorm: args.fNorm ?? 1,
+      varianceFloor: args.varianceFloor ?? 0,
+      outputWeight: args.output?.weight ?? 1,
+      accumulate: args.output?.add ? 1 : 0,
     },
     workgroups: [B] as [number],
   };

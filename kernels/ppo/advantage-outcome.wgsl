@@ -2,10 +2,12 @@
 // CSR (groupStart [G+1], groupMembers [B]) and groupOf [B]. Needs workgroup-reduce.wgsl prepended.
 //   rowStats:  one 64-lane workgroup per row: rowStats[2b] = Σ_t rewards (unmasked, as verl), [2b+1] = Σ_t mask.
 //   broadcast: one 64-lane workgroup per row: lane 0 computes the row's scalar from its group, every lane
-//              writes advantages[b,t] = scalar·mask[b,t].
+//              writes advantages[b,t] = scalar·mask[b,t], times outputWeight and added to what advantages holds when
+//              accumulate = 1 (GDPO's weighted sum of per-reward-key GRPO advantages).
 // estimator: 0 grpo, 1 rloo, 2 opo, 3 reinforce_plus_plus_baseline (group mean only; whitened afterwards),
 //            4 grpo_passk (only the group's first best sequence gets (max − second)/(std + ε)),
-//            5 grpo_vectorized (grpo with the variance floored at ε: verl's group_mean_std),
+//            5 grpo_vectorized (grpo with the variance floored at varianceFloor: verl's group_mean_std; 0 at verl
+//              1dda039b, ε at b178a3cd),
 //            6 rloo_vectorized (rloo, but 0 for a one-member group), 7 gpg (α·(score − mean)/fNorm with
 //            α = B / max(#non-zero scores in the batch, 1): lane 0 scans every row).
 
@@ -34,22 +36,28 @@ fn groupScalar(row: u32) -> f32 {
   let score = rowStats[2u * row];
   var mean = 0.0;
   var deviation = 1.0;
+  // score − mean, from scores shifted by the group's first: near-equal scores then subtract exactly (Sterbenz), so
+  // a near-degenerate group's tiny spread keeps its f32 precision instead of drowning in the rounding of the mean.
+  var centered = score;
   if (n > 1u) {
+    let shift = rowStats[2u * groupMembers[start]];
     var sum = 0.0;
-    for (var k = 0u; k < n; k = k + 1u) { sum = sum + rowStats[2u * groupMembers[start + k]]; }
-    mean = sum / nf;
+    for (var k = 0u; k < n; k = k + 1u) { sum = sum + (rowStats[2u * groupMembers[start + k]] - shift); }
+    let shiftedMean = sum / nf;
+    mean = shift + shiftedMean;
+    centered = (score - shift) - shiftedMean;
     var squares = 0.0;
     for (var k = 0u; k < n; k = k + 1u) {
-      let d = rowStats[2u * groupMembers[start + k]] - mean;
+      let d = (rowStats[2u * groupMembers[start + k]] - shift) - shiftedMean;
       squares = squares + d * d;
     }
     deviation = sqrt(squares / (nf - 1.0));
   }
   switch params.estimator {
     case 5u: {
-      let floored = select(1.0, sqrt(max(deviation * deviation, params.epsilon)), n > 1u);
-      if (params.normByStd != 0u) { return (score - mean) / (floored + params.epsilon); }
-      return score - mean;
+      let floored = select(1.0, sqrt(max(deviation * deviation, params.varianceFloor)), n > 1u);
+      if (params.normByStd != 0u) { return centered / (floored + params.epsilon); }
+      return centered;
     }
     case 6u: {
       if (n > 1u) { return (nf * score - nf * mean) / (nf - 1.0); }
@@ -61,11 +69,11 @@ fn groupScalar(row: u32) -> f32 {
       for (var r = 0u; r < rows; r = r + 1u) {
         if (rowStats[2u * r] != 0.0) { nonZero = nonZero + 1u; }
       }
-      return f32(rows) / f32(max(nonZero, 1u)) * (score - mean) / params.fNorm;
+      return f32(rows) / f32(max(nonZero, 1u)) * centered / params.fNorm;
     }
     case 0u: {
-      if (params.normByStd != 0u) { return (score - mean) / (deviation + params.epsilon); }
-      return score - mean;
+      if (params.normByStd != 0u) { return centered / (deviation + params.epsilon); }
+      return centered;
     }
     case 1u: {
       if (n > 1u) { return score * nf / (nf - 1.0) - mean * nf / (nf - 1.0); }
@@ -82,7 +90,7 @@ fn groupScalar(row: u32) -> f32 {
       }
       return score - weighted / lengths;
     }
-    case 3u: { return score - mean; }
+    case 3u: { return centered; }
     default: {
       var best = groupMembers[start];
       for (var k = 1u; k < n; k = k + 1u) {
@@ -108,6 +116,8 @@ fn broadcast(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
   workgroupBarrier();
   let scalar = rowScalar;
   for (var t = lid; t < params.T; t = t + 64u) {
-    advantages[row * params.T + t] = scalar * mask[row * params.T + t];
+    let i = row * params.T + t;
+    let previous = select(0.0, advantages[i], params.accumulate != 0u);
+    advantages[i] = previous + params.outputWeight * (scalar * mask[i]);
   }
 }

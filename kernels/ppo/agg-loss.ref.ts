@@ -28,7 +28,9 @@ export function aggWeight(agg: LossAggregation, mask: number, rowCount: number):
     case 'seq-mean-token-mean':
       return (mask / (rowCount + 1e-8)) * (agg.dpSize / agg.globalBatchSize);
     case 'seq-mean-token-sum-norm':
-      return mask / agg.lossScaleFactor;
+      return (mask * agg.dpSize) / agg.globalBatchSize / agg.lossScaleFactor;
+    case 'token-sum':
+      return mask * agg.dpSize;
   }
 }
 

@@ -1,5 +1,6 @@
 // CPU reference (float64) for kernels/ppo/policy-loss: verl's compute_policy_loss_{vanilla (dual-clip PPO), gspo,
-// gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov}, composed into the actor loss of dp_actor.update_policy:
+// gpg, geo_mean (GMPO), cispo, sapo, clip_cov, kl_cov, dppo_tv, dppo_kl, dro} (verl 1dda039b), composed into the
+// actor loss of dp_actor.update_policy:
 //   policy_loss = pg_loss − entropy_coeff·agg(entropy) + kl_loss_coef·agg(kl_penalty(log_prob, ref_log_prob)).
 // Gradients follow torch autograd exactly: clamp passes gradient on its closed interval, and torch.maximum /
 // torch.min split the gradient in half on ties (which is what happens inside the clip band); detach() (cispo's
@@ -10,6 +11,7 @@
 import { aggWeight } from './agg-loss.ref.ts';
 import { klToken } from './kl-penalty.ref.ts';
 import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
+import { lossModeSpec } from './policy-loss-modes.ts';
 
 export interface ActorLossTerms {
   entropyCoeff: number;
@@ -89,8 +91,8 @@ export function computeActorLossRef(args: {
   const terms = args.terms ?? { entropyCoeff: 0, klLossCoef: 0, klLossType: 'low_var_kl' };
   const kl = terms.refLogProb ? parseKlEstimator(terms.klLossType) : null;
   // GSPO and SAPO always aggregate their policy term as seq-mean-token-mean; entropy and KL keep the configured mode.
-  const pgAggregation: LossAggregation =
-    mode === 'gspo' || mode === 'sapo' ? { ...aggregation, mode: 'seq-mean-token-mean' } : aggregation;
+  const fixed = lossModeSpec(mode)?.fixedAggregation;
+  const pgAggregation: LossAggregation = fixed ? { ...aggregation, mode: fixed } : aggregation;
   const low = config.clipRatioLow,
     high = config.clipRatioHigh;
   const gradLogProb = new Float64Array(B * T);
@@ -188,6 +190,27 @@ export function computeActorLossRef(args: {
         const [c, dc] = maxGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr);
         [loss, dloss] = [c * (1 - sel), dc * (1 - sel)];
         clip = sel !== 0;
+      } else if (mode === 'dppo_tv' || mode === 'dppo_kl') {
+        // DPPO-Binary: the trust region is a threshold on how far the token's probability moved (TV or binary KL);
+        // the ratio, truncated at clip_ratio_c, and the valid mask are detached.
+        negKl = nkl;
+        const old = args.oldLogProb[i];
+        const p = Math.exp(lp),
+          pOld = Math.exp(old);
+        let valid: boolean;
+        if (mode === 'dppo_tv') valid = a > 0 ? p - pOld <= high : p - pOld >= -low;
+        else {
+          const binaryKl = pOld * (old - lp) + (1 - pOld) * Math.log((1 - pOld + 1e-8) / (1 - p + 1e-8));
+          valid = a > 0 ? binaryKl <= high || p <= pOld : binaryKl <= low || p >= pOld;
+        }
+        const coefficient = -a * Math.min(ratio20, config.clipRatioC) * (valid ? 1 : 0);
+        [loss, dloss] = [coefficient * lp, coefficient];
+        clip = !valid;
+        clipLower = valid && ratio20 > config.clipRatioC;
+      } else if (mode === 'dro') {
+        // −(log π·A − β/2·r²), r unclamped; actor/ppo_kl = mean(−r), also unclamped.
+        const beta = config.droBeta!;
+        [loss, dloss] = [-(lp * a - 0.5 * beta * raw * raw), -a + beta * raw];
       } else {
         const ratio = Math.exp(raw);
         [loss, dloss] = [

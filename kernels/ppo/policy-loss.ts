@@ -2,26 +2,12 @@ import source from './policy-loss.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize } from '../../engine/index.ts';
 import { aggregationUniforms, expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
-import {
-  parseKlEstimator,
-  POLICY_LOSS_MODES,
-  type LossAggregation,
-  type PolicyLossConfig,
-  type PolicyLossMode,
-} from './ppo-vocabulary.ts';
-
-/** The lossMode uniform of each verl loss_mode; the shader's switch names them LOSS_MODE_<MODE> (LOSS_MODE_GSPO). */
-export function policyLossModeCode(mode: PolicyLossMode): number {
-  return POLICY_LOSS_MODES.indexOf(mode);
-}
-
-const lossModeConstants = POLICY_LOSS_MODES.map(
-  (mode) => `const LOSS_MODE_${mode.toUpperCase()}: u32 = ${policyLossModeCode(mode)}u;`,
-).join('\n');
+import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
+import { lossModeSpec, policyLossModeConstants } from './policy-loss-modes.ts';
 
 export const policyLossSpec: KernelSpec = {
   name: 'policy-loss',
-  source: withWorkgroupReduce(withKlEstimators(`${lossModeConstants}\n${source}`)),
+  source: withWorkgroupReduce(withKlEstimators(`${policyLossModeConstants()}\n${source}`)),
   bindings: [
     { name: 'oldLogProb', access: 'read' },
     { name: 'logProb', access: 'read' },
@@ -56,6 +42,7 @@ export const policyLossSpec: KernelSpec = {
     { name: 'geoRows', type: 'f32' },
     { name: 'policyMasked', type: 'u32' },
     { name: 'useIsWeights', type: 'u32' },
+    { name: 'droBeta', type: 'f32' },
   ],
 };
 
@@ -139,18 +126,18 @@ export function computeActorLossGpu(
   expectSize('policy-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
   const agg = aggregationUniforms(args.aggregation);
   const mode = args.config.lossMode;
-  if ((mode === 'clip_cov' || mode === 'kl_cov') && !t.selected)
+  const spec = lossModeSpec(mode);
+  if (!spec) throw new Error(`policy-loss: unknown loss_mode ${mode}`);
+  if (spec.covarianceSelection && !t.selected)
     throw new Error(`policy-loss: loss_mode ${mode} needs its token selection (selected)`);
   // Both picks share one binding: the covariance modes never run in bypass mode, which forces vanilla or gpg.
-  if (t.policyMask && mode !== 'vanilla' && mode !== 'gpg')
+  if (t.policyMask && !spec.takesPolicyMask)
     throw new Error(
       `policy-loss: a policyMask (bypass-mode rejection sampling) applies to loss_mode vanilla or gpg, not ${mode}`,
     );
-  // GSPO and SAPO aggregate their policy term as seq-mean-token-mean whatever loss_agg_mode says, as verl does.
-  const pgAgg =
-    mode === 'gspo' || mode === 'sapo'
-      ? aggregationUniforms({ ...args.aggregation, mode: 'seq-mean-token-mean' })
-      : agg;
+  // GSPO and SAPO aggregate their policy term as seq-mean-token-mean whatever loss_agg_mode says, as verl does
+  // (geo_mean's fixed mean over sequences is its own weight in the kernel).
+  const pgAgg = spec.fixedAggregation ? aggregationUniforms({ ...args.aggregation, mode: spec.fixedAggregation }) : agg;
   const kl = parseKlEstimator(args.klLossType);
   engine.dispatch(policyLossSpec, {
     bindings: {
@@ -168,7 +155,7 @@ export function computeActorLossGpu(
     },
     uniforms: {
       T,
-      lossMode: policyLossModeCode(mode),
+      lossMode: spec.code,
       clipRatioLow: args.config.clipRatioLow,
       clipRatioHigh: args.config.clipRatioHigh,
       clipRatioC: args.config.clipRatioC,
@@ -188,6 +175,7 @@ export function computeActorLossGpu(
       geoRows: args.geoMeanRows ?? B,
       policyMasked: t.policyMask ? 1 : 0,
       useIsWeights: t.isWeights ? 1 : 0,
+      droBeta: args.config.droBeta ?? 0,
     },
     workgroups: [B],
   });

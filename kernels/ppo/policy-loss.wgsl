@@ -2,13 +2,16 @@
 //   pg (verl's loss_mode) − entropyCoeff·agg(entropy) + klCoef·agg(kl(logProb, refLogProb)) and its gradients
 //   grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
 //   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total
-//   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl and
-//   kl-estimators.wgsl and the LOSS_MODE_* constants (policy-loss.ts, one per verl loss_mode) prepended. lossMode:
-//   vanilla (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), gspo (sequence ratio), gpg
-//   (−A·logProb), geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row, a mean
-//   over geoRows rows), cispo (−sg(clip(ratio))·A·logProb), sapo (−A·sigmoid(τ(ratio−1))·4/τ, τ = tauPos if A > 0
-//   else tauNeg), clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens), kl_cov (−A·ratio,
-//   + ppoKlCoef·|r| on selected tokens). tokenFlags[B, T], a 0/1 pick made on the host: for clip_cov and kl_cov
+//   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl,
+//   kl-estimators.wgsl and the LOSS_MODE_<MODE> constants of policy-loss-modes.ts prepended. lossMode: 0 vanilla
+//   (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence ratio), 2 gpg
+//   (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row,
+//   a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
+//   τ = tauPos if A > 0 else tauNeg), 6 clip_cov (vanilla's max(l1, l2) without dual clip, 0 on selected tokens),
+//   7 kl_cov (−A·ratio, + ppoKlCoef·|r| on selected tokens), 8 dppo_tv and 9 dppo_kl (DPPO-Binary: −A·sg(min(ratio,
+//   c))·logProb·valid, valid = the token's probability moved less than the TV / binary-KL threshold toward A's sign,
+//   clipRatioLow/High as thresholds), 10 dro (−(A·logProb − droBeta/2·r²), unclamped r). tokenFlags[B, T], a 0/1
+//   pick made on the host: for 6 and 7
 //   the covariance selection (covariance-selection.ts);
 //   with policyMasked = 1 (vanilla and gpg: rollout correction's bypass mode) the tokens its rejection sampling
 //   keeps, so the policy term, its aggregation and its metrics run over mask·tokenFlags while the entropy and
@@ -160,6 +163,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let keep = 1.0 - tokenFlags[i];
         loss = maxWithGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr) * keep;
         clipped = keep == 0.0;
+      }
+      case LOSS_MODE_DPPO_TV, LOSS_MODE_DPPO_KL: {
+        negKl = nkl;
+        let p = exp(lp);
+        let pOld = exp(oldLogProb[i]);
+        var valid: bool;
+        if (params.lossMode == LOSS_MODE_DPPO_TV) {
+          valid = select(p - pOld >= -params.clipRatioLow, p - pOld <= params.clipRatioHigh, a > 0.0);
+        } else {
+          let binaryKl = pOld * (oldLogProb[i] - lp) + (1.0 - pOld) * log((1.0 - pOld + 1e-8) / (1.0 - p + 1e-8));
+          valid = select(binaryKl <= params.clipRatioLow || p >= pOld, binaryKl <= params.clipRatioHigh || p <= pOld,
+              a > 0.0);
+        }
+        let coefficient = -a * min(ratio20, params.clipRatioC) * select(0.0, 1.0, valid);
+        loss = vec2<f32>(coefficient * lp, coefficient);
+        clipped = !valid;
+        clippedLower = valid && ratio20 > params.clipRatioC;
+      }
+      case LOSS_MODE_DRO: {
+        loss = vec2<f32>(-(lp * a - 0.5 * params.droBeta * raw * raw), -a + params.droBeta * raw);
       }
       case LOSS_MODE_KL_COV, default: {
         let ratio = exp(raw);

@@ -24,16 +24,19 @@ const AGG_MODE_CODES = {
   'seq-mean-token-sum': 1,
   'seq-mean-token-mean': 2,
   'seq-mean-token-sum-norm': 3,
+  'token-sum': 4,
 } as const;
 
-/** aggWeight's (mode, scale): scale folds dp_size and the global denominator of the mode. */
+/** aggWeight's (mode, scale): scale folds dp_size and the global denominators of the mode (verl 1dda039b's
+ *  agg_loss). */
 export function aggregationUniforms(agg: LossAggregation): { mode: number; scale: number } {
-  const denominator =
-    agg.mode === 'token-mean'
-      ? agg.batchNumTokens
-      : agg.mode === 'seq-mean-token-sum-norm'
-        ? agg.lossScaleFactor
-        : agg.globalBatchSize;
-  const scale = agg.mode === 'seq-mean-token-sum-norm' ? 1 / denominator : agg.dpSize / denominator;
+  const denominator = {
+    'token-mean': agg.batchNumTokens,
+    'seq-mean-token-sum': agg.globalBatchSize,
+    'seq-mean-token-mean': agg.globalBatchSize,
+    'seq-mean-token-sum-norm': agg.globalBatchSize * agg.lossScaleFactor,
+    'token-sum': 1,
+  }[agg.mode];
+  const scale = agg.dpSize / denominator;
   return { mode: AGG_MODE_CODES[agg.mode], scale: Number.isFinite(scale) ? scale : 0 };
 }

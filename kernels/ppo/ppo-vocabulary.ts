@@ -1,12 +1,14 @@
 // The names the PPO kernels, their CPU references and the trainer's config share (verl's spellings): loss
 // aggregation modes, KL estimators, outcome estimators, the policy-loss settings. A leaf: it imports nothing, so
-// kernels/<family>/<op>.ref.ts and the launchers can both use it without either depending on the other.
+// kernels/<family>/<op>.ref.ts and the launchers can both use it without either depending on the other (it
+// re-exports the policy-loss table, another leaf).
 
 export const LOSS_AGG_MODES = [
   'token-mean',
   'seq-mean-token-sum',
   'seq-mean-token-mean',
   'seq-mean-token-sum-norm',
+  'token-sum',
 ] as const;
 export type LossAggMode = (typeof LOSS_AGG_MODES)[number];
 
@@ -14,9 +16,10 @@ export interface LossAggregation {
   mode: LossAggMode;
   /** token-mean: valid tokens of the whole (global) mini-batch. */
   batchNumTokens: number;
-  /** seq-mean-*: non-empty sequences of the whole (global) mini-batch. */
+  /** seq-mean-*: sequences of the whole (global) mini-batch (verl's trainer: all its rows; alone: the non-empty
+   *  ones). */
   globalBatchSize: number;
-  /** seq-mean-token-sum-norm: the constant divisor (verl default: the response length). */
+  /** seq-mean-token-sum-norm: a further constant divisor (verl default: the response length). */
   lossScaleFactor: number;
   dpSize: number;
 }
@@ -63,9 +66,9 @@ export const OUTCOME_ESTIMATORS = [
 ] as const;
 export type OutcomeEstimator = (typeof OUTCOME_ESTIMATORS)[number];
 
-/** actor.policy_loss.loss_mode values: verl's registered policy losses (core_algos.POLICY_LOSS_REGISTRY). */
-export const POLICY_LOSS_MODES = ['vanilla', 'gspo', 'gpg', 'geo_mean', 'cispo', 'sapo', 'clip_cov', 'kl_cov'] as const;
-export type PolicyLossMode = (typeof POLICY_LOSS_MODES)[number];
+/** actor.policy_loss.loss_mode values: verl's registered policy losses, declared in policy-loss-modes.ts. */
+export { POLICY_LOSS_MODES, type PolicyLossMode } from './policy-loss-modes.ts';
+import type { PolicyLossMode } from './policy-loss-modes.ts';
 
 export interface PolicyLossConfig {
   lossMode: PolicyLossMode;
@@ -88,4 +91,6 @@ export interface PolicyLossConfig {
    */
   klCovRatio?: number;
   ppoKlCoef?: number;
+  /** dro: the weight β of the quadratic log-ratio penalty β/2·(log π − log π_old)² (policy_loss.dro_beta). */
+  droBeta?: number;
 }

@@ -20,6 +20,7 @@ const uniforms: UniformSpec[] = [
   { name: 'B', type: 'u32' },
   { name: 'T', type: 'u32' },
   { name: 'gamma', type: 'f32' },
+  { name: 'carryAcrossMask', type: 'u32' },
 ];
 
 export const reinforcePlusPlusSpec: KernelSpec = {
@@ -50,10 +51,12 @@ function checkScan(op: string, args: ScanArgs): void {
     expectSize(op, what, t, args.B * args.T, `[B=${args.B}, T=${args.T}]`);
 }
 
-/** verl's compute_reinforce_plus_plus_outcome_advantage: discounted return-to-go, masked-whitened, · mask. */
+/** verl's compute_reinforce_plus_plus_outcome_advantage: discounted return-to-go, masked-whitened, · mask.
+ *  carryAcrossMask (default true, verl 1dda039b): the return carries across mask-0 spans; false: verl b178a3cd's reset
+ *  there. */
 export function computeReinforcePlusPlusOutcomeAdvantageGpu(
   engine: Engine,
-  args: ScanArgs & { gamma: number; stats: Tensor },
+  args: ScanArgs & { gamma: number; stats: Tensor; carryAcrossMask?: boolean },
 ): void {
   checkScan('reinforce_plus_plus', args);
   engine.dispatch(reinforcePlusPlusSpec, {
@@ -64,7 +67,7 @@ export function computeReinforcePlusPlusOutcomeAdvantageGpu(
       returns: args.returns,
       advantages: args.advantages,
     },
-    uniforms: { B: args.B, T: args.T, gamma: args.gamma },
+    uniforms: { B: args.B, T: args.T, gamma: args.gamma, carryAcrossMask: args.carryAcrossMask === false ? 0 : 1 },
     workgroups: [Math.ceil(args.B / 64)],
   });
   maskedWhitenGpu(engine, {
@@ -87,7 +90,7 @@ export function computeRemaxOutcomeAdvantageGpu(engine: Engine, args: ScanArgs &
       returns: args.returns,
       advantages: args.advantages,
     },
-    uniforms: { B: args.B, T: args.T, gamma: 1 },
+    uniforms: { B: args.B, T: args.T, gamma: 1, carryAcrossMask: 0 },
     workgroups: [Math.ceil(args.B / 64)],
   });
 }

@@ -15,6 +15,7 @@ import {
 } from '../../kernels/ppo/advantage-outcome.ts';
 import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
+import { maskedWhitenGpu } from '../../kernels/ppo/masked-stats.ts';
 import { ADV_ESTIMATORS } from '../config/schema.ts';
 
 /**
@@ -76,13 +77,59 @@ export interface AdvantageArgs {
   oldLogProbs?: Tensor | null;
   sumPiSquared?: Tensor | null;
   rolloutIsWeights?: Tensor | null;
-  /** The optimal token baselines: verl's handle_zero_tail (default HANDLE_ZERO_TAIL's, as verl's compute_advantage
-   *  leaves each function its own). */
+  /** The optimal token baselines: verl's handle_zero_tail (default true for both, verl 1dda039b's default). */
   handleZeroTail?: boolean;
+  /** Older verl's forms, set only by the verl-case harness (tools/verl/verl-versions.ts): REINFORCE++ resetting the
+   *  return at mask-0 tokens (b178a3cd) instead of carrying it across, grpo_vectorized's variance floor (b178a3cd:
+   *  ε). */
+  reinforcePlusPlusCarriesAcrossMask?: boolean;
+  grpoVectorizedVarianceFloor?: number;
+  /** gdpo: one score per sequence for each of algorithm.gdpo_reward_keys, and their weights (default ones); absent,
+   *  GDPO normalises token_level_rewards alone, as verl without reward keys. */
+  rewardKeyScores?: { scores: readonly (readonly number[])[]; weights: readonly number[] | null } | null;
 }
 
-/** verl's handle_zero_tail defaults: the multi-turn form zeroes the tail, the single-turn one does not. */
-const HANDLE_ZERO_TAIL: Record<string, boolean> = { optimal_token_baseline: false, tir_optimal_token_baseline: true };
+/** verl's GDPO: each reward key's scores normalised within their groups by GRPO, summed with their weights, then
+ *  whitened over the batch's response tokens (masked_whiten · mask). GRPO reads only each row's score sum, so a key's
+ *  scores go to the row's first column (verl places them at its last attended response token: the same sums). */
+function computeGdpoAdvantageGpu(engine: Engine, a: AdvantageArgs, layout: GroupLayout): void {
+  const { B, T } = a;
+  const keys = a.rewardKeyScores;
+  const scoreTensors = keys
+    ? keys.scores.map((scores) => {
+        const placed = new Float32Array(B * T);
+        scores.forEach((score, b) => {
+          placed[b * T] = score;
+        });
+        return engine.tensorFrom('gdpo_scores', [B, T], placed);
+      })
+    : [a.tokenLevelRewards];
+  const weights = keys?.weights ?? scoreTensors.map(() => 1);
+  if (weights.length !== scoreTensors.length)
+    throw new Error(
+      `algorithm.gdpo_reward_weights has ${weights.length} weights for ${scoreTensors.length} gdpo_reward_keys`,
+    );
+  const groups = groupTensors(engine, layout);
+  scoreTensors.forEach((rewards, k) => {
+    computeOutcomeAdvantageGpu(engine, 'grpo', {
+      tokenLevelRewards: rewards,
+      responseMask: a.responseMask,
+      ...groups,
+      rowStats: a.rowStats,
+      stats: a.stats,
+      advantages: a.advantages,
+      epsilon: a.epsilon,
+      normAdvByStd: a.normAdvByStd,
+      // verl's weights are float32.
+      output: { weight: Math.fround(weights[k]), add: k > 0 },
+      B,
+      T,
+    });
+  });
+  maskedWhitenGpu(engine, { values: a.advantages, mask: a.responseMask, stats: a.stats, multiplyByMask: true });
+  engine.copy(a.advantages, a.returns);
+  for (const t of [...Object.values(groups), ...(keys ? scoreTensors : [])]) engine.destroyTensor(t);
+}
 
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
 export function computeAdvantagesGpu(engine: Engine, estimator: string, a: AdvantageArgs): void {
@@ -116,6 +163,7 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
         returns,
         stats,
         gamma: a.gamma,
+        carryAcrossMask: a.reinforcePlusPlusCarriesAcrossMask,
         B,
         T,
       });
@@ -156,11 +204,20 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
         epsilon: a.epsilon,
         normAdvByStd: a.normAdvByStd,
         fNorm: a.fNorm,
+        varianceFloor: a.grpoVectorizedVarianceFloor,
         B,
         T,
       });
       engine.copy(advantages, returns);
       for (const g of Object.values(groups)) engine.destroyTensor(g);
+      return;
+    }
+    case 'gdpo': {
+      const index = need(a.index, 'index (a group id per sequence)');
+      if (index.length !== B)
+        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
+      checkUnbiasedCount(a.responseMaskHost);
+      computeGdpoAdvantageGpu(engine, a, groupLayout(index));
       return;
     }
     case 'optimal_token_baseline':
@@ -174,7 +231,7 @@ export function computeAdvantagesGpu(engine: Engine, estimator: string, a: Advan
       const tailStart = engine.tensorFrom(
         'tailStart',
         [B],
-        zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? HANDLE_ZERO_TAIL[estimator]),
+        zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? true),
         'u32',
       );
       const slotWeights = engine.tensor('slotWeights', [B, T, 2]);

@@ -16,7 +16,14 @@ export type BypassLossType = 'ppo_clip' | 'reinforce';
 
 export interface BypassCorrectionPlan {
   lossType: BypassLossType;
-  rolloutIs: { level: RolloutIsLevel; threshold: number; batchNormalize: boolean } | null;
+  rolloutIs: {
+    level: RolloutIsLevel;
+    /** TIS's upper bound, or IcePop's "lower_upper". */
+    threshold: number | string;
+    batchNormalize: boolean;
+    /** false: verl b178a3cd's metrics of the raw weights (only the verl-case harness sets it). */
+    metricsFromAppliedWeights?: boolean;
+  } | null;
   rolloutRs: RolloutRsCriterion[] | null;
 }
 
@@ -49,8 +56,18 @@ export function bypassCorrection(
   const metrics: Record<string, number> = {};
   let weights: Float32Array | null = null;
   if (plan.rolloutIs) {
-    const { level, threshold, batchNormalize } = plan.rolloutIs;
-    const is = rolloutIsWeights(current, rollout, mask, N, R, level, threshold, batchNormalize);
+    const { level, threshold, batchNormalize, metricsFromAppliedWeights } = plan.rolloutIs;
+    const is = rolloutIsWeights(
+      current,
+      rollout,
+      mask,
+      N,
+      R,
+      level,
+      threshold,
+      batchNormalize,
+      metricsFromAppliedWeights,
+    );
     Object.assign(metrics, is.metrics);
     weights = is.weights;
   }

@@ -1,6 +1,8 @@
 // Whether the step needs a critic, and what it does with it: GAE needs values; the others need none.
 // critic.freeze: values are still computed (GAE needs them) but nothing trains: no optimizer state, no update,
 // and no critic/vf_loss metric that would read as if the critic had learned.
+import { estimatorUsesCritic } from '../config/advantage-estimator-table.ts';
+
 export interface CriticPlan {
   /** Run the critic forward to get values for GAE. */
   computeValues: boolean;
@@ -11,7 +13,7 @@ export interface CriticPlan {
 }
 
 export function planCritic(config: { advEstimator: string; freeze: boolean }): CriticPlan {
-  const computeValues = config.advEstimator === 'gae';
+  const computeValues = estimatorUsesCritic(config.advEstimator);
   if (!computeValues && config.freeze)
     throw new Error(`critic.freeze is set but algorithm.adv_estimator=${config.advEstimator} uses no critic`);
   const trains = computeValues && !config.freeze;

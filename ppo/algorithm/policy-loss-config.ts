@@ -1,11 +1,17 @@
 // The actor's policy-loss keys resolved once (verl's defaults: clip_ratio_low/high default to clip_ratio; the
 // policy_loss.* and tau_* defaults of verl's generated ppo_trainer.yaml) and checked the way verl's policy-loss
-// functions check them.
+// functions check them (each mode's check in kernels/ppo/policy-loss-modes.ts).
 import { POLICY_LOSS_MODES, type PolicyLossConfig, type PolicyLossMode } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { lossModeSpec } from '../../kernels/ppo/policy-loss-modes.ts';
 
 /** actor config keys of the policy loss: the resolved config's fields, each optional, the mode still unchecked, and
  *  clip_ratio, which clip_ratio_low/high default to (as in verl). */
-export type PolicyLossOptions = Partial<Omit<PolicyLossConfig, 'lossMode'>> & { lossMode?: string; clipRatio?: number };
+export type PolicyLossOptions = Partial<Omit<PolicyLossConfig, 'lossMode' | 'droBeta'>> & {
+  lossMode?: string;
+  clipRatio?: number;
+  /** dro: policy_loss.dro_beta, null (verl's default) refused when dro runs. */
+  droBeta?: number | null;
+};
 
 export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossConfig {
   const clipRatio = options.clipRatio ?? 0.2;
@@ -28,16 +34,9 @@ export function resolvePolicyLossConfig(options: PolicyLossOptions): PolicyLossC
     clipCovUb: options.clipCovUb ?? 5.0,
     klCovRatio: options.klCovRatio ?? 0.0002,
     ppoKlCoef: options.ppoKlCoef ?? 0.1,
+    ...(options.droBeta === undefined || options.droBeta === null ? {} : { droBeta: options.droBeta }),
   };
-  if (config.lossMode === 'vanilla' && !(config.clipRatioC > 1)) {
-    throw new Error(
-      `actor.clip_ratio_c: The lower bound of the clip_ratio_c for dual-clip PPO should be greater than 1.0, but get ` +
-        `the value: ${config.clipRatioC}.`,
-    );
-  }
-  if (config.lossMode === 'clip_cov' && !(config.clipCovRatio! > 0))
-    throw new Error('clip_ratio should be larger than 0. (actor.policy_loss.clip_cov_ratio)');
-  if (config.lossMode === 'kl_cov' && !(config.klCovRatio! > 0))
-    throw new Error('kl_cov_ratio should be larger than 0. (actor.policy_loss.kl_cov_ratio)');
+  const problem = lossModeSpec(config.lossMode)?.check?.(config);
+  if (problem) throw new Error(problem);
   return config;
 }

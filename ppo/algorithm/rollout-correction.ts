@@ -2,7 +2,7 @@
 // rollout sampled with (our fused decode kernels) drift from the training forward's recomputed old log-probs, over
 // the response tokens. Host arithmetic on the (N, R) copies the experience already reads back: no extra read-back.
 //   old, rollout, mask: (N, R) row-major; per-sequence means divide by (tokens + 1e-8), as verl_F.masked_mean.
-import type { RolloutRsCriterion } from '../config/rollout-rs-spec.ts';
+import { parseRolloutIsThreshold, type RolloutRsCriterion } from '../config/rollout-rs-spec.ts';
 
 /** verl clamps log-ratios to ±20 before exponentiating them (SAFETY_BOUND). */
 const SAFETY_BOUND = 20;
@@ -96,20 +96,25 @@ export function rolloutMismatchMetrics(
 
 export type RolloutIsLevel = 'token' | 'sequence';
 
-/** verl's compute_is_metrics of ratios `weights` (N, R) before truncation: token-level from the weights,
- *  sequence-level max/min/fractions from each sequence's summed log-ratio `seqLogs`; std and ESS over the weights
- *  clamped to [lower, upper]. */
+/** verl's compute_is_metrics (1dda039b) of the applied weights `applied` (N, R) and the raw ones `raw` (before TIS or
+ *  IcePop): token-level mean, max and min of the applied weights and high/low fractions of the raw; sequence-level
+ *  max/min/fractions from each sequence's summed log-ratio `seqLogs`; std and ESS over the applied weights clamped
+ *  to [0, upper]; per-sequence means of the applied weights, their high/low fractions from the raw ones. verl
+ *  b178a3cd (`fromApplied` false) measured the raw weights throughout, std and ESS clamped to [lower, upper]. */
 function ratioMetrics(
   prefix: string,
-  weights: Float32Array,
+  applied: Float32Array,
+  raw: Float32Array,
   mask: Float32Array,
   N: number,
   R: number,
   seqLogs: Float64Array | null,
   upper: number,
   lower: number,
+  fromApplied: boolean,
 ): Record<string, number> {
   const name = (key: string) => `rollout_corr/${prefix}_${key}`;
+  const weights = fromApplied ? applied : raw;
   let tokens = 0,
     sum = 0,
     high = 0,
@@ -120,8 +125,8 @@ function ratioMetrics(
     if (mask[t] === 0) continue;
     tokens += mask[t];
     sum += mask[t] * weights[t];
-    high += mask[t] * Number(weights[t] > upper);
-    low += mask[t] * Number(weights[t] < lower);
+    high += mask[t] * Number(raw[t] > upper);
+    low += mask[t] * Number(raw[t] < lower);
     max = Math.max(max, weights[t]);
     min = Math.min(min, weights[t]);
   }
@@ -151,22 +156,25 @@ function ratioMetrics(
   let clampedSum = 0,
     clampedSquares = 0;
   for (let t = 0; t < N * R; t++) {
-    const w = Math.min(upper, Math.max(lower, weights[t]));
+    const w = Math.min(upper, Math.max(fromApplied ? 0 : lower, weights[t]));
     clampedSum += mask[t] * w;
     clampedSquares += mask[t] * w * w;
   }
   const clampedMean = tokenMean(clampedSum);
   metrics[name('std')] = tokens > 1 ? Math.sqrt(Math.max(0, tokenMean(clampedSquares) - clampedMean ** 2)) : 0;
   metrics[name('eff_sample_size')] = 1 / (tokenMean(clampedSquares) / (clampedMean + 1e-8) ** 2);
-  const seqMeans = Array.from({ length: N }, (_, b) => {
-    let s = 0,
-      n = 0;
-    for (let t = b * R; t < (b + 1) * R; t++) {
-      s += mask[t] * weights[t];
-      n += mask[t];
-    }
-    return s / (n + 1e-8);
-  });
+  const rowMeans = (w: Float32Array) =>
+    Array.from({ length: N }, (_, b) => {
+      let s = 0,
+        n = 0;
+      for (let t = b * R; t < (b + 1) * R; t++) {
+        s += mask[t] * w[t];
+        n += mask[t];
+      }
+      return s / (n + 1e-8);
+    });
+  const seqMeans = rowMeans(weights);
+  const rawSeqMeans = fromApplied ? rowMeans(raw) : seqMeans;
   const seqMean = seqMeans.reduce((a, v) => a + v, 0) / N;
   Object.assign(metrics, {
     [name('seq_mean')]: seqMean,
@@ -174,8 +182,8 @@ function ratioMetrics(
     [name('seq_max')]: Math.max(...seqMeans),
     [name('seq_min')]: Math.min(...seqMeans),
     [name('seq_max_deviation')]: Math.max(...seqMeans.map((v) => Math.abs(v - 1))),
-    [name('seq_fraction_high')]: seqMeans.filter((v) => v > upper).length / N,
-    [name('seq_fraction_low')]: seqMeans.filter((v) => v < lower).length / N,
+    [name('seq_fraction_high')]: rawSeqMeans.filter((v) => v > upper).length / N,
+    [name('seq_fraction_low')]: rawSeqMeans.filter((v) => v < lower).length / N,
   });
   return metrics;
 }
@@ -352,8 +360,10 @@ function rsStatisticMetrics(
 }
 
 /** verl's compute_rollout_correction_weights: w = exp(old − rollout) per token, or exp(Σ over the sequence) on every
- *  token of it, log-ratios clamped to ±20, zero off the response mask, metrics taken before truncation at
- *  `threshold` (TIS), then with batchNormalize divided by their mean (over tokens, or over sequences).
+ *  token of it, log-ratios clamped to ±20, zero off the response mask; then TIS (a number or float string: w clamped
+ *  to its upper bound) or IcePop ("lower_upper": w zeroed outside [lower, upper]); metrics of the applied weights
+ *  (ratioMetrics), and with batchNormalize the weights divided by their mean (over tokens, or over sequences).
+ *  `metricsFromApplied` false is verl b178a3cd's form (TIS only, metrics of the raw weights), kept for its harness.
  *  Returns (N, R) weights and rollout_corr/rollout_is_* metrics. */
 export function rolloutIsWeights(
   old: Float32Array,
@@ -362,32 +372,46 @@ export function rolloutIsWeights(
   N: number,
   R: number,
   level: RolloutIsLevel,
-  threshold: number,
+  thresholdSpec: number | string,
   batchNormalize: boolean,
+  metricsFromApplied = true,
 ): { weights: Float32Array; metrics: Record<string, number> } {
-  if (!(threshold > 0))
-    throw new Error(`algorithm.rollout_correction.rollout_is_threshold must be positive, got ${threshold}`);
+  // verl b178a3cd took a number only, checked as positive.
+  if (!metricsFromApplied && !(typeof thresholdSpec === 'number' && thresholdSpec > 0))
+    throw new Error(`algorithm.rollout_correction.rollout_is_threshold must be positive, got ${thresholdSpec}`);
+  const threshold = parseRolloutIsThreshold(thresholdSpec);
   const clamp = (x: number) => Math.min(SAFETY_BOUND, Math.max(-SAFETY_BOUND, x));
-  const weights = new Float32Array(N * R);
+  const raw = new Float32Array(N * R);
   const logRatioSums = new Float64Array(N);
   for (let b = 0; b < N; b++) {
     for (let t = b * R; t < (b + 1) * R; t++) logRatioSums[b] += mask[t] * (old[t] - rollout[t]);
     for (let t = b * R; t < (b + 1) * R; t++) {
-      weights[t] = mask[t] * Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : logRatioSums[b]));
+      raw[t] = mask[t] * Math.exp(clamp(level === 'token' ? old[t] - rollout[t] : logRatioSums[b]));
     }
   }
-  const lower = 1 / threshold;
+  const { upper, lower } = threshold;
+  const weights = raw.map((w) => (lower === null ? Math.min(w, upper) : w >= lower && w <= upper ? w : 0));
   const metrics = ratioMetrics(
     'rollout_is',
     weights,
+    raw,
     mask,
     N,
     R,
     level === 'token' ? null : logRatioSums,
-    threshold,
-    lower,
+    upper,
+    lower ?? 1 / upper,
+    metricsFromApplied,
   );
-  for (let t = 0; t < N * R; t++) weights[t] = Math.min(weights[t], threshold);
+  if (lower !== null) {
+    let outside = 0,
+      tokens = 0;
+    for (let t = 0; t < N * R; t++) {
+      outside += mask[t] * Number(raw[t] < lower || raw[t] > upper);
+      tokens += mask[t];
+    }
+    metrics['rollout_corr/rollout_is_oob_ratio'] = outside / (tokens + 1e-8);
+  }
   if (batchNormalize) {
     let mean: number;
     if (level === 'token') {

@@ -2,6 +2,7 @@
 // each other), and the batch sizes the trainer schedules with. Each problem says what to set instead.
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { SUM_PI_SQUARED_ESTIMATORS, type PpoConfig } from './schema.ts';
+import { estimatorUsesCritic } from './advantage-estimator-table.ts';
 import { betasProblem, emptyRunDirectoryProblem, show } from './errors.ts';
 import { parseRolloutRs } from './rollout-rs-spec.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
@@ -74,7 +75,7 @@ export function usesRolloutServers(config: PpoConfig): boolean {
 
 /** Whether this configuration trains with a critic (verl: only GAE uses one). */
 export function usesCritic(config: PpoConfig): boolean {
-  return config.algorithm.adv_estimator === 'gae';
+  return estimatorUsesCritic(config.algorithm.adv_estimator);
 }
 
 /** Whether the step resamples its batch for PF-PPO: verl's compute_advantage reads use_pf_ppo in its GAE branch
@@ -158,6 +159,16 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   } catch (err) {
     problems.push((err as Error).message);
   }
+  if (model.load_in_8bit)
+    problems.push(
+      'actor_rollout_ref.model.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true (NF4, ' +
+        'with lora_rank > 0)',
+    );
+  if (model.load_in_4bit && model.lora_rank === 0 && model.lora_adapter_path === null)
+    problems.push(
+      'actor_rollout_ref.model.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set ' +
+        'actor_rollout_ref.model.lora_rank (e.g. 16) or lora_adapter_path; a fully trained actor keeps float32 weights',
+    );
   if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
     problems.push(
       'actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. ' +

@@ -287,6 +287,7 @@ const EXPECTED: Record<Kind, string> = {
   strings: 'a list of strings',
   floats: 'a list of numbers',
   files: 'a file path or a list of file paths',
+  numberOrString: 'a number or a string',
   map: 'a mapping of named entries',
 };
 
@@ -332,6 +333,9 @@ function coerce(key: Key<unknown>, value: unknown): { value: unknown } | { expec
       return Array.isArray(value) && value.every((v) => typeof v === 'string')
         ? { value }
         : { expected: EXPECTED.strings };
+    case 'numberOrString':
+      // As given: "0.5_2.0" must not pass through asNumber, which reads digit separators.
+      return typeof value === 'number' || typeof value === 'string' ? { value } : { expected: EXPECTED.numberOrString };
     case 'floats': {
       const numbers = Array.isArray(value) ? value.map(asNumber) : null;
       return numbers?.every((n) => n !== null && Number.isFinite(n))

@@ -1,9 +1,11 @@
 // The stored dtype of each model's weights, from verl's fsdp_config.model_dtype keys. Frozen models (the
-// reference, the reward model, a frozen critic) may keep their matrices in bf16/f16 — half the bytes, read by
-// kernels that unpack them to float32; trained models keep float32 master weights (the optimizer updates those),
-// and a half dtype asked for one is reported in one line rather than honoured. Browser-safe.
+// reference, the reward model, a frozen critic, the actor's LoRA base) may keep their matrices in bf16/f16 — half
+// the bytes, read by kernels that unpack them to float32; trained weights stay float32 master weights (the
+// optimizer updates those), and a half dtype asked for a fully trained model is reported in one line rather than
+// honoured. Browser-safe.
 import type { FloatDType } from '../../engine/index.ts';
 import type { TorchDtype } from '../../models/hf-config.ts';
+import type { WeightStorage } from '../../models/parameter-layout.ts';
 import type { PpoConfig, ModelDtype } from './schema.ts';
 
 const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = {
@@ -32,11 +34,31 @@ export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDty
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }
 
+/** Whether the actor trains LoRA adapters (lora_rank > 0, or an adapter to start from): its base is frozen. */
+export function actorUsesLora(config: PpoConfig): boolean {
+  const m = config.actor_rollout_ref.model;
+  return m.lora_rank > 0 || m.lora_adapter_path !== null;
+}
+
+/** How the actor's weights are stored, given its checkpoint's torch_dtype: float32 when they all train; under
+ *  LoRA the frozen base (which is also the reference) in NF4 with load_in_4bit, else as
+ *  actor.fsdp_config.model_dtype says, or when that is null in the checkpoint's own dtype. */
+export function actorBaseStorage(config: PpoConfig, checkpointDtype: TorchDtype): WeightStorage {
+  if (!actorUsesLora(config)) return 'f32';
+  if (config.actor_rollout_ref.model.load_in_4bit) return 'nf4';
+  const key = config.actor_rollout_ref.actor.fsdp_config.model_dtype;
+  return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
+}
+
 /** One line per trained model whose model_dtype asks for half precision (kept float32 here), or none. */
 export function trainedModelDtypeNotes(config: PpoConfig): string[] {
-  const asked: [string, ModelDtype | null][] = [
-    ['actor_rollout_ref.actor.fsdp_config.model_dtype', config.actor_rollout_ref.actor.fsdp_config.model_dtype],
-  ];
+  const asked: [string, ModelDtype | null][] = [];
+  // Under LoRA the actor's model_dtype is its frozen base's, honoured by actorBaseStorage.
+  if (!actorUsesLora(config))
+    asked.push([
+      'actor_rollout_ref.actor.fsdp_config.model_dtype',
+      config.actor_rollout_ref.actor.fsdp_config.model_dtype,
+    ]);
   if (!config.critic.freeze)
     asked.push(['critic.model.fsdp_config.model_dtype', config.critic.model.fsdp_config.model_dtype]);
   return asked
@@ -44,6 +66,6 @@ export function trainedModelDtypeNotes(config: PpoConfig): string[] {
     .map(
       ([key, value]) =>
         `${key}=${value}: this model trains, so its weights stay float32 master copies (no mixed-precision training ` +
-        `here); only frozen models (reference, reward model, critic.freeze) are stored in half precision`,
+        `here); only frozen weights (reference, reward model, critic.freeze, a LoRA base) are stored in half precision`,
     );
 }

@@ -1,6 +1,6 @@
 // verl's rollout_rs specification (algorithm.rollout_correction.rollout_rs and rollout_rs_threshold) parsed into
-// rejection criteria: the config checks refuse a bad spec at composition (--cfg job), and the step plan hands the
-// criteria to ppo/algorithm/rollout-correction.ts, which applies them.
+// rejection criteria, and rollout_is_threshold into TIS or IcePop bounds: the config checks refuse a bad spec at
+// composition (--cfg job), and the step plan hands them to ppo/algorithm/rollout-correction.ts, which applies them.
 
 /** verl's rollout_rs options (rollout_corr_helper.SUPPORTED_ROLLOUT_RS_OPTIONS): a divergence estimator of the
  *  log-ratio lr = old − rollout log-prob (k1 = −lr, k2 = lr²/2, k3 = e^lr − 1 − lr) per token, or its sum, mean or
@@ -89,10 +89,45 @@ export function parseRolloutRs(options: string, thresholds: string | null): Roll
     if (option.endsWith('k1')) {
       const cut = spec.indexOf('_');
       const upper = positiveNumber(cut < 0 ? spec : spec.slice(cut + 1), spec, option);
-      return { option, upper, lower: cut < 0 ? 1 / upper : positiveNumber(spec.slice(0, cut), spec, option) };
+      const lower = cut < 0 ? 1 / upper : positiveNumber(spec.slice(0, cut), spec, option);
+      if (lower > upper)
+        throw new Error(`Thresholds for option '${option}' must be lower <= upper, got ${spec} (${RS_THRESHOLD_KEY})`);
+      return { option, upper, lower };
     }
     if (spec.includes('_'))
       throw new Error(`${RS_THRESHOLD_KEY}: option ${option} takes a single upper bound, not LOWER_UPPER "${spec}"`);
     return { option, upper: positiveNumber(spec, spec, option), lower: null };
   });
+}
+
+const IS_THRESHOLD_KEY = 'algorithm.rollout_correction.rollout_is_threshold';
+
+/** rollout_is's bounds: TIS clamps the weights to `upper` (lower null); IcePop zeroes those outside [lower, upper]. */
+export interface RolloutIsThreshold {
+  upper: number;
+  lower: number | null;
+}
+
+/** verl 1dda039b's _parse_rollout_is_threshold: a number or float string is TIS's upper bound, "LOWER_UPPER" IcePop's
+ *  bounds; both positive, lower ≤ upper. */
+export function parseRolloutIsThreshold(spec: number | string): RolloutIsThreshold {
+  if (typeof spec === 'boolean')
+    throw new Error(`${IS_THRESHOLD_KEY} must be a float or a string threshold specification, not a boolean`);
+  const text = String(spec).trim();
+  if (text === '') throw new Error(`${IS_THRESHOLD_KEY} must not be an empty string`);
+  const number = (part: string) => {
+    const value = part.trim() === '' ? NaN : Number(part);
+    if (Number.isNaN(value)) throw new Error(`Invalid rollout_is_threshold '${spec}' (${IS_THRESHOLD_KEY})`);
+    return value;
+  };
+  const cut = text.indexOf('_');
+  const upper = number(cut < 0 ? text : text.slice(cut + 1));
+  const lower = cut < 0 ? null : number(text.slice(0, cut));
+  if (!(upper > 0))
+    throw new Error(`rollout_is_threshold upper bound must be positive, got ${upper} (${IS_THRESHOLD_KEY})`);
+  if (lower !== null && !(lower > 0))
+    throw new Error(`rollout_is_threshold lower bound must be positive, got ${lower} (${IS_THRESHOLD_KEY})`);
+  if (lower !== null && lower > upper)
+    throw new Error(`rollout_is_threshold lower bound must be <= upper bound, got ${spec} (${IS_THRESHOLD_KEY})`);
+  return { upper, lower };
 }

@@ -3,12 +3,19 @@
 // search keys), each with a one-line meaning, in ONE typed object. The loader (loader.ts) layers YAML files and
 // command-line overrides on top; verl-compat.ts names the verl keys that are accepted without being keys here.
 import { LOSS_AGG_MODES, POLICY_LOSS_MODES } from '../../kernels/ppo/ppo-vocabulary.ts';
+import { policyLossModesHelp } from '../../kernels/ppo/policy-loss-modes.ts';
+import {
+  ADV_ESTIMATORS,
+  SUM_PI_SQUARED_ESTIMATORS,
+  advEstimatorsHelp,
+  type AdvEstimator,
+} from './advantage-estimator-table.ts';
 import { ALL_LINEAR, LORA_MODULES } from '../../models/lora.ts';
 
 /** The verl commit whose config tree and defaults the schema follows (--help, docs/training.md and README say so). */
 export const VERL_FOLLOWED = { repo: 'verl-project/verl', commit: '1dda039b', date: '2026-08-22' } as const;
 
-export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files' | 'map';
+export type Kind = 'int' | 'float' | 'bool' | 'string' | 'strings' | 'floats' | 'files' | 'map' | 'numberOrString';
 /** An OmegaConf interpolation written as a default, e.g. `${actor_rollout_ref.actor.ppo_epochs}`. */
 type Interpolation = `\${${string}}${string}`;
 
@@ -79,27 +86,7 @@ export const SERVICE_LOGGERS = ['wandb', 'mlflow', 'swanlab', 'vemlp_wandb', 'cl
 const LOGGERS = [...WRITTEN_LOGGERS, ...SERVICE_LOGGERS];
 
 /** algorithm.adv_estimator values (ppo/algorithm/advantage-estimators.ts dispatches each to its kernel). */
-export const ADV_ESTIMATORS = [
-  'gae',
-  'grpo',
-  'rloo',
-  'opo',
-  'reinforce_plus_plus',
-  'reinforce_plus_plus_baseline',
-  'remax',
-  'grpo_passk',
-  'grpo_vectorized',
-  'rloo_vectorized',
-  'gpg',
-  'optimal_token_baseline',
-  'tir_optimal_token_baseline',
-] as const;
-export type AdvEstimator = (typeof ADV_ESTIMATORS)[number];
-/** The estimators verl's compute_advantage hands sum_pi_squared and rollout_is_weights: the optimal token baselines. */
-export const SUM_PI_SQUARED_ESTIMATORS: readonly string[] = [
-  'optimal_token_baseline',
-  'tir_optimal_token_baseline',
-] satisfies readonly AdvEstimator[];
+export { ADV_ESTIMATORS, SUM_PI_SQUARED_ESTIMATORS, type AdvEstimator };
 
 /** algorithm.pf_ppo.reweight_method values (ppo/algorithm/pf-ppo.ts weighs each). */
 export const PF_PPO_REWEIGHT_METHODS = ['pow', 'max_min', 'max_random'] as const;
@@ -117,6 +104,10 @@ const FROZEN_DTYPE_HELP =
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
   'line: no mixed-precision training here)';
+const ACTOR_DTYPE_HELP =
+  `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
+  `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
+  `LoRA, ${TRAINED_DTYPE_HELP}`;
 
 /** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
 export const DISTILLATION_LOSS_MODES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3', 'forward_kl_topk'] as const;
@@ -242,6 +233,17 @@ const SCHEMA = {
         'A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from; its r, lora_alpha ' +
           'and target_modules apply',
       ),
+      load_in_4bit: bool(
+        false,
+        "QLoRA (TRL's and OpenRLHF's key): the frozen LoRA base's layer projections quantized at load to NF4 as " +
+          'bitsandbytes does (blocks of 64, a float32 absmax each, no double quantization: 4.5 bits per weight), ' +
+          "dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's dtype, adapters are " +
+          'float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 (or lora_adapter_path)',
+      ),
+      load_in_8bit: bool(
+        false,
+        'Accepted for TRL/OpenRLHF configs; true is refused (not implemented: use load_in_4bit)',
+      ),
       lora_save_merged: bool(
         false,
         'LoRA: checkpoints also hold actor/lora_merged/, the model with W + (lora_alpha / r)·B·A merged in (a plain ' +
@@ -327,8 +329,7 @@ const SCHEMA = {
         loss_mode: oneOf(
           'vanilla',
           POLICY_LOSS_MODES,
-          'Policy loss: vanilla (token-level clipped PPO), gspo (sequence ratio), gpg, geo_mean (GMPO), cispo, sapo, ' +
-            'clip_cov, kl_cov (see docs/training.md)',
+          `Policy loss (verl 1dda039b's, see docs/training.md): ${policyLossModesHelp()}`,
         ),
         clip_cov_ratio: float(0.0002, 'clip_cov: fraction of the valid tokens whose loss is cut', positive),
         clip_cov_lb: float(1.0, 'clip_cov: only tokens with covariance above this are cut'),
@@ -343,7 +344,7 @@ const SCHEMA = {
       },
       optim: optimizerKeys(1e-6),
       fsdp_config: {
-        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${TRAINED_DTYPE_HELP}`),
+        model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
       },
     },
     rollout: {
@@ -629,7 +630,11 @@ const SCHEMA = {
   algorithm: {
     gamma: float(1.0, 'Discount factor', unitInterval),
     lam: float(1.0, 'GAE λ', unitInterval),
-    adv_estimator: oneOf('gae', ADV_ESTIMATORS, 'Advantage estimator; only gae uses a critic'),
+    adv_estimator: oneOf<AdvEstimator>(
+      'gae',
+      ADV_ESTIMATORS,
+      `Advantage estimator (verl 1dda039b's; only gae uses a critic): ${advEstimatorsHelp()}`,
+    ),
     norm_adv_by_std_in_grpo: bool(true, "GRPO: divide by the group's standard deviation (false: Dr. GRPO)"),
     gdpo_reward_keys: new Key<string[] | null>(
       'strings',
@@ -701,7 +706,12 @@ const SCHEMA = {
         null,
         ['token', 'sequence'],
       ),
-      rollout_is_threshold: float(2.0, 'rollout_is: weights above it are truncated to it (TIS)', positive),
+      rollout_is_threshold: new Key<number | string>(
+        'numberOrString',
+        2.0,
+        'rollout_is: a number (TIS: weights above it truncated to it) or "LOWER_UPPER" (IcePop: weights outside ' +
+          '[LOWER, UPPER] zeroed), verl 1dda039b',
+      ),
       rollout_is_batch_normalize: bool(false, 'rollout_is: divide the truncated weights by their batch mean'),
       rollout_rs: optStr(
         null,

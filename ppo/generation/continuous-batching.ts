@@ -9,6 +9,8 @@
 import type { Tensor } from '../../engine/index.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
 import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
+import { topLogprobs } from '../../kernels/decode/top-logprobs.ts';
+import { isNeutralProcessing, processLogits, type RowProcessing } from '../../kernels/decode/logits-processors.ts';
 import { DEFAULT_READ_EVERY } from './types.ts';
 import type { TurnProgress } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';
@@ -33,7 +35,29 @@ export interface QueuedSample {
   sampling: Omit<RowSampling, 'outRow'>;
   /** Its response so far; its budget is at most the loop's R. */
   progress: TurnProgress;
+  /**
+   * Set when nobody waits for it any more (a server's client went away): the loop ends it at the next decode step,
+   * before its budget, and its row is free for the next waiting sample at the next read.
+   */
+  cancelled?: boolean;
+  /** Most likely tokens to report per generated token, with their log-probs (a server's top log-probs); 0: none. */
+  topLogprobs?: number;
+  /** Its logits processing (a server's penalties, bias, ignore_eos, ...); absent: none. */
+  processing?: RowProcessing;
+  /** Filled by the loop when topLogprobs > 0: per generated token, its alternatives. */
+  top?: TopAlternatives[];
+  /** Told the tokens each read adds to its response and their log-probs (a server streams them). */
+  onTokens?(tokens: readonly number[], logprobs: readonly number[], top: readonly TopAlternatives[]): void;
 }
+
+/** One generated position's most likely tokens, most likely first, and their log-probs. */
+export interface TopAlternatives {
+  ids: number[];
+  logprobs: number[];
+}
+
+/** The sample needs no more tokens: its response ended, or it was cancelled. */
+const ended = (q: QueuedSample): boolean => q.progress.done || q.cancelled === true;
 
 /** Where the samples come from, and where they go once their response has ended. */
 export interface SampleQueue {
@@ -62,6 +86,17 @@ export interface ContinuousOptions {
   compactBelow?: number;
   /** Told the rows of each decode step (the steps after the prefills), e.g. to count decode row-steps. */
   onDecodeStep?(rows: number): void;
+  /** Alternatives computed per column for samples that ask for top log-probs, at most (0: none, the default). */
+  topLogprobs?: number;
+  /** Samples may carry logits processing (a server's); without it the loop never runs the processing kernel. */
+  processing?: boolean;
+}
+
+/** The output rows as the host read them. */
+interface HostRead {
+  tokens: Uint32Array;
+  logprobs: Float32Array;
+  top: { ids: Uint32Array; logprobs: Float32Array } | null;
 }
 
 /** A sample decoding in a slot of the continuous batch. */
@@ -102,7 +137,8 @@ export async function decodeContinuous(
   // goes on writing padding into its own output row (past its last token) until its next sample restarts it, so
   // no other row may use that output row; a dropped row's output row is free for a row added later. The host has
   // read the last sample's columns before the next one is admitted.
-  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds);
+  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0, c.processing ?? false);
+  const top = state.top;
   let outRows: number[] = [];
   let rows: (SlotSample | null)[] = [];
   let dispatches = 0;
@@ -146,7 +182,13 @@ export async function decodeContinuous(
         logprobs: [],
         windowStart: decoder.cache.length - width,
       };
-      state.startRows(r, [{ sampling: { ...samples[k].sampling, outRow }, position: samples[k].prompt.length - 1 }]);
+      state.startRows(r, [
+        {
+          sampling: { ...samples[k].sampling, outRow },
+          position: samples[k].prompt.length - 1,
+          processing: samples[k].processing,
+        },
+      ]);
     });
     return { logits, rows: taken };
   };
@@ -156,28 +198,49 @@ export async function decodeContinuous(
     state.finish(r);
     rows[r] = null;
   };
+  const wantsTop = (s: SlotSample | null) => (s?.queued.topLogprobs ?? 0) > 0;
+  const processes = (s: SlotSample | null) =>
+    s?.queued.processing !== undefined && !isNeutralProcessing(s.queued.processing);
   /** Takes columns [s.harvested, to) of a sample's output row from the host copies. */
-  const takeColumns = async (s: SlotSample, tokens: Uint32Array, logprobs: Float32Array, to: number): Promise<void> => {
+  const takeColumns = async (s: SlotSample, read: HostRead, to: number): Promise<void> => {
     const p = s.queued.progress;
-    if (p.done || to <= s.harvested) return;
-    await p.take(tokens.subarray(s.outRow * R + s.harvested, s.outRow * R + to));
-    for (let t = s.harvested; t < to; t++) s.logprobs.push(logprobs[s.outRow * R + t]);
+    if (ended(s.queued) || to <= s.harvested) return;
+    const before = p.tokens.length;
+    await p.take(read.tokens.subarray(s.outRow * R + s.harvested, s.outRow * R + to));
+    for (let t = s.harvested; t < to; t++) s.logprobs.push(read.logprobs[s.outRow * R + t]);
+    const added: TopAlternatives[] = [];
+    if (wantsTop(s) && top && read.top) {
+      const n = s.queued.topLogprobs!;
+      for (let t = before; t < p.tokens.length; t++) {
+        const at = (s.outRow * R + t) * top.K;
+        added.push({
+          ids: Array.from(read.top.ids.subarray(at, at + n)),
+          logprobs: Array.from(read.top.logprobs.subarray(at, at + n)),
+        });
+      }
+      (s.queued.top ??= []).push(...added);
+    }
     s.harvested = to;
+    s.queued.onTokens?.(p.tokens.slice(before), s.logprobs.slice(before, p.tokens.length), added);
+  };
+  /** Reads the output rows (and the alternatives, when a sample of `samples` wants them) without waiting. */
+  const readOutputs = (samples: readonly SlotSample[]): Promise<HostRead> => {
+    const topRead = top && samples.some(wantsTop) ? Promise.all([e.read(top.ids), e.read(top.logprobs)]) : null;
+    return Promise.all([e.read(state.tokens), e.read(state.logprobs), topRead]).then(([tokens, logprobs, t]) => ({
+      tokens,
+      logprobs,
+      top: t && { ids: t[0], logprobs: t[1] },
+    }));
   };
 
   // A read of the output rows after `dispatches` sampler dispatches, and the samples it holds.
-  let pending: {
-    dispatches: number;
-    samples: SlotSample[];
-    tokens: Promise<Uint32Array>;
-    logprobs: Promise<Float32Array>;
-  } | null = null;
+  let pending: { dispatches: number; samples: SlotSample[]; read: Promise<HostRead> } | null = null;
   const harvest = async (): Promise<void> => {
     if (!pending) return;
-    const { dispatches: through, samples, tokens, logprobs } = pending;
+    const { dispatches: through, samples, read } = pending;
     pending = null;
-    const [hostTokens, hostLogprobs] = await Promise.all([tokens, logprobs]);
-    for (const s of samples) await takeColumns(s, hostTokens, hostLogprobs, Math.min(R, through - s.firstDispatch));
+    const host = await read;
+    for (const s of samples) await takeColumns(s, host, Math.min(R, through - s.firstDispatch));
   };
   const firstSamples = queue.take(slots);
   if (firstSamples.length === 0) {
@@ -191,6 +254,37 @@ export async function decodeContinuous(
   let logits = first.logits;
   let logitRows = first.rows.length;
   for (;;) {
+    if (state.rowProcessing && rows.some(processes)) {
+      // Before the alternatives and the sampler: both read the processed logits (vLLM's processed log-probs).
+      const v = state.view(logitRows);
+      processLogits(e, {
+        logits,
+        V,
+        rows: logitRows,
+        rowProcessing: state.rowProcessing,
+        rowSampling: v.rowSampling,
+        tokens: state.tokens,
+        steps: v.steps,
+        finished: v.finished,
+        eosIds: state.eosIds,
+        numEos: state.numEos,
+        outStride: R,
+      });
+    }
+    if (top && rows.some(wantsTop)) {
+      // Before the sampler, on the same logits: its alternatives go to the column the sampler fills.
+      const v = state.view(logitRows);
+      topLogprobs(e, {
+        logits,
+        V,
+        rows: logitRows,
+        ...v,
+        topIds: top.ids,
+        topLogprobs: top.logprobs,
+        outStride: R,
+        K: top.K,
+      });
+    }
     sampleTokens(e, {
       logits,
       V,
@@ -204,7 +298,11 @@ export async function decodeContinuous(
       padId: c.padTokenId,
     });
     dispatches++;
-    const live = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
+    // A cancelled sample leaves now: its row stops sampling (the kernel pads a finished row) and is free at the read.
+    rows.forEach((s, r) => {
+      if (s?.queued.cancelled) release(r);
+    });
+    const live = rows.filter((s): s is SlotSample => s !== null && !ended(s.queued));
     // Once every live sample has drawn its budget and none waits, stop without the reads' lag (up to
     // 2·readEvery steps of decoding whose tokens nobody keeps).
     if (queue.waiting === 0 && live.every((s) => dispatches >= s.firstDispatch + s.queued.progress.budget)) break;
@@ -214,11 +312,10 @@ export async function decodeContinuous(
       // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
       await harvest();
       queue.onRead?.();
-      const running = rows.filter((s): s is SlotSample => s !== null && !s.queued.progress.done);
+      const running = rows.filter((s): s is SlotSample => s !== null && !ended(s.queued));
       if (running.length === 0 && queue.waiting === 0) break;
-      if (running.length > 0)
-        pending = { dispatches, samples: running, tokens: e.read(state.tokens), logprobs: e.read(state.logprobs) };
-      free = rows.flatMap((s, r) => (s === null || s.queued.progress.done ? [r] : []));
+      if (running.length > 0) pending = { dispatches, samples: running, read: readOutputs(running) };
+      free = rows.flatMap((s, r) => (s === null || ended(s.queued) ? [r] : []));
       for (const r of free) if (rows[r]) release(r);
       if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * rows.length) {
         const keep = rows.flatMap((s, r) => (s ? [r] : []));
@@ -257,10 +354,10 @@ export async function decodeContinuous(
     e.flush();
   }
   await harvest();
-  const [tokens, logprobs] = await Promise.all([e.read(state.tokens), e.read(state.logprobs)]);
+  const last = await readOutputs(rows.filter((s): s is SlotSample => s !== null));
   for (const [r, s] of rows.entries()) {
     if (!s) continue;
-    await takeColumns(s, tokens, logprobs, Math.min(R, dispatches - s.firstDispatch));
+    await takeColumns(s, last, Math.min(R, dispatches - s.firstDispatch));
     release(r);
   }
   state.destroy();

@@ -5,6 +5,12 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { keepTensorRows } from '../../models/kv-cache.ts';
 import { ROW_SAMPLING_WORDS, packRowSampling, type RowSampling } from '../../kernels/decode/sample.ts';
+import {
+  NEUTRAL_PROCESSING,
+  ROW_PROCESSING_WORDS,
+  packRowProcessing,
+  type RowProcessing,
+} from '../../kernels/decode/logits-processors.ts';
 
 /** GPU state of the sampler for `rows` rows writing the (samples, R) outputs. */
 export class SamplerState {
@@ -18,6 +24,10 @@ export class SamplerState {
   /** Ids that finish a row on the GPU: the EOS ids and an environment's turn-ending ids. */
   readonly eosIds: Tensor<'u32'>;
   readonly numEos: number;
+  /** (outRows, R, topK) each column's most likely tokens and their log-probs, when a server asks for them. */
+  readonly top: { ids: Tensor<'u32'>; logprobs: Tensor<'f32'>; K: number } | null;
+  /** (rows, ROW_PROCESSING_WORDS) each row's logits processing, when a server may ask for it. */
+  readonly rowProcessing: Tensor<'u32'> | null;
   private readonly scratch: Tensor;
 
   constructor(
@@ -26,7 +36,22 @@ export class SamplerState {
     outRows: number,
     readonly R: number,
     eosTokenIds: readonly number[],
+    /** Alternatives kept per column (0: none, as the trainer's rollout, which pays nothing for them). */
+    topK = 0,
+    /** Per-row logits processing (penalties, bias, ...): a server's; the trainer's rollout has none. */
+    processing = false,
   ) {
+    this.rowProcessing = processing
+      ? engine.tensor('rollout.rowProcessing', [rows * ROW_PROCESSING_WORDS], 'u32')
+      : null;
+    this.top =
+      topK > 0
+        ? {
+            ids: engine.tensor('rollout.topIds', [outRows, R, topK], 'u32'),
+            logprobs: engine.tensor('rollout.topLogprobs', [outRows, R, topK]),
+            K: topK,
+          }
+        : null;
     this.numEos = eosTokenIds.length;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
@@ -41,7 +66,8 @@ export class SamplerState {
       eosTokenIds.length ? eosTokenIds : [0],
       'u32',
     );
-    this.scratch = engine.tensor('rollout.compaction', [rows * ROW_SAMPLING_WORDS]);
+    const widest = processing ? ROW_PROCESSING_WORDS : ROW_SAMPLING_WORDS;
+    this.scratch = engine.tensor('rollout.compaction', [rows * widest]);
   }
 
   private get perRow(): [Tensor, number][] {
@@ -51,6 +77,7 @@ export class SamplerState {
       [this.steps, 1],
       [this.finished, 1],
       [this.rowSampling, ROW_SAMPLING_WORDS],
+      ...(this.rowProcessing ? [[this.rowProcessing, ROW_PROCESSING_WORDS] as [Tensor, number]] : []),
     ];
   }
 
@@ -71,7 +98,10 @@ export class SamplerState {
   }
 
   /** Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0. */
-  startRows(first: number, values: readonly { sampling: RowSampling; position: number }[]): void {
+  startRows(
+    first: number,
+    values: readonly { sampling: RowSampling; position: number; processing?: RowProcessing }[],
+  ): void {
     const range = <T extends Tensor>(t: T, width = 1) =>
       first === 0 && values.length === this.rows
         ? t
@@ -80,6 +110,11 @@ export class SamplerState {
       range(this.rowSampling, ROW_SAMPLING_WORDS),
       values.flatMap((v) => packRowSampling(v.sampling)),
     );
+    if (this.rowProcessing)
+      this.engine.upload(
+        range(this.rowProcessing, ROW_PROCESSING_WORDS),
+        values.flatMap((v) => packRowProcessing(v.processing ?? NEUTRAL_PROCESSING)),
+      );
     this.engine.upload(
       range(this.positions),
       values.map((v) => v.position),
@@ -104,7 +139,8 @@ export class SamplerState {
   }
 
   destroy(): void {
-    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch])
+    const top = this.top ? [this.top.ids, this.top.logprobs] : [];
+    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch, ...top])
       this.engine.destroyTensor(t);
   }
 }

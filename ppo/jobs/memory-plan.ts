@@ -3,21 +3,21 @@
 // (rollout: KV cache, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
 // activations of one micro-batch), the peak, and what cannot work — a single tensor above the device's binding
 // limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
-// Estimates follow the tensors models/ allocates (float32, except frozen models' matrices stored in bf16/f16 by
-// their fsdp_config.model_dtype); small per-sequence buffers are left out.
+// Estimates follow the tensors models/ allocates (float32, except frozen weights — the reference, reward model,
+// frozen critic, the actor's LoRA base — whose matrices are stored in bf16/f16 by their fsdp_config.model_dtype or
+// their checkpoint's torch_dtype); small per-sequence buffers are left out.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { parameterEntries, qkvWidth } from '../../models/parameter-layout.ts';
+import { parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
 import {
   bytesPerElement,
   chooseVariant,
   elementCount,
   type DeviceMemorySize,
   type Engine,
-  type FloatDType,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
-import { batchSizes, usesCritic, actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
+import { batchSizes, usesCritic, actorLoraSettings, actorBaseStorage, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
@@ -87,14 +87,18 @@ export function parameterCount(
     .reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
-/** Bytes of a model's parameters with its matrices stored in `dtype` (a frozen model's). */
-export function parameterBytes(c: DecoderConfig, dtype: FloatDType = 'f32'): number {
-  return parameterEntries(c, dtype).reduce((n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'), 0);
+/** Bytes of a model's parameters with its matrices stored as `storage` (a frozen model's). */
+export function parameterBytes(c: DecoderConfig, storage: WeightStorage = 'f32'): number {
+  return parameterEntries(c, storage).reduce(
+    (n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'),
+    0,
+  );
 }
 
-/** " (bf16 matrices)" for a half dtype, else nothing. */
-function dtypeNote(dtype: FloatDType): string {
-  return dtype === 'f32' ? '' : ` (${dtype} matrices)`;
+/** " (bf16 matrices)" for a half dtype, the NF4 split for nf4, else nothing. */
+function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
+  if (storage === 'nf4') return ` (nf4 layer matrices, ${parameterEntries(c, 'nf4')[0].dtype} embedding)`;
+  return storage === 'f32' ? '' : ` (${storage} matrices)`;
 }
 
 /** Float32 elements per token of a decoder trunk's activations. */
@@ -109,10 +113,22 @@ function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: n
   return { perLayer, fixed: 2 * C + 1 + (training ? backward : 0), widest: Math.max(2 * I, W, C, heads) };
 }
 
-/** Trunk activations of `tokens` tokens: every layer's when training, one layer's (reused) otherwise. */
-function trunkActivations(c: DecoderConfig, tokens: number, training: boolean): { bytes: number; widestRow: number } {
+/** Trunk activations of `tokens` tokens: every layer's when training, one layer's (reused) otherwise; with
+ *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward
+ *  (models/decoder.ts's checkpointed workspace). */
+function trunkActivations(
+  c: DecoderConfig,
+  tokens: number,
+  training: boolean,
+  checkpointed = false,
+): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training);
-  return { bytes: tokens * (perLayer * (training ? c.numLayers : 1) + fixed) * F32, widestRow: widest * F32 };
+  const layers = !training
+    ? perLayer
+    : checkpointed
+      ? perLayer + (c.numLayers - 1) * c.hiddenSize
+      : perLayer * c.numLayers;
+  return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -147,23 +163,27 @@ export function planMemory(
   const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
   const resident: MemoryItem[] = [];
-  const actorParams = parameterCount(actor) * F32;
-  resident.push({ what: 'actor parameters', bytes: actorParams });
-  // LoRA: gradients and moments of the adapters only, and the reference reads the actor's frozen base.
+  // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
+  // the actor's base.
   const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
+  const actorStorage = lora ? actorBaseStorage(config, actor.torchDtype) : 'f32';
+  const actorParams = parameterBytes(actor, actorStorage);
+  resident.push({ what: `actor parameters${dtypeNote(actorStorage, actor)}`, bytes: actorParams });
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
   // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
-  if (device.decodeTransposedWeights) {
+  // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
+  const transposes = actorStorage === 'f32';
+  if (transposes && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
       bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
     });
-  } else if (device.transposedWeights) {
+  } else if (transposes && device.transposedWeights) {
     resident.push({
       what: 'actor layer weights transposed (training forward)',
       bytes: layerWeightElements(actor) * F32,
@@ -172,12 +192,12 @@ export function planMemory(
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
     const dtype = weightDtype(config, 'reference', actor.torchDtype);
-    resident.push({ what: `reference parameters${dtypeNote(dtype)}`, bytes: parameterBytes(actor, dtype) });
+    resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: parameterBytes(actor, dtype) });
   }
   if (critic) {
     const criticParams = parameterCount(critic) * F32;
     const dtype = weightDtype(config, 'critic', critic.torchDtype);
-    resident.push({ what: `critic parameters${dtypeNote(dtype)}`, bytes: parameterBytes(critic, dtype) });
+    resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
       resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
@@ -190,7 +210,10 @@ export function planMemory(
   }
   if (rewardModel) {
     const dtype = weightDtype(config, 'reward_model', rewardModel.torchDtype);
-    resident.push({ what: `reward model parameters${dtypeNote(dtype)}`, bytes: parameterBytes(rewardModel, dtype) });
+    resident.push({
+      what: `reward model parameters${dtypeNote(dtype, rewardModel)}`,
+      bytes: parameterBytes(rewardModel, dtype),
+    });
   }
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
@@ -253,12 +276,22 @@ export function planMemory(
     phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
-  const update = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
+  const update = (
+    name: string,
+    c: DecoderConfig,
+    sequences: number,
+    head: 'lm' | 'value',
+    key: string,
+    checkpointed: boolean,
+  ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, true);
+    const trunk = trunkActivations(c, tokens, true, checkpointed);
     const items = [
       {
-        what: `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
+        what: checkpointed
+          ? `every layer's input and one layer's activations (${sequences} × ${sequenceLength} tokens, gradient ` +
+            `checkpointing) and backward scratch`
+          : `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
         bytes: trunk.bytes,
       },
     ];
@@ -300,9 +333,23 @@ export function planMemory(
       'critic.forward_micro_batch_size_per_gpu',
     );
     if (!config.critic.freeze)
-      update('critic update', critic, sizes.criticMicroBatch, 'value', 'critic.ppo_micro_batch_size_per_gpu');
+      update(
+        'critic update',
+        critic,
+        sizes.criticMicroBatch,
+        'value',
+        'critic.ppo_micro_batch_size_per_gpu',
+        config.critic.model.enable_gradient_checkpointing,
+      );
   }
-  update('actor update', actor, sizes.actorMicroBatch, 'lm', 'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu');
+  update(
+    'actor update',
+    actor,
+    sizes.actorMicroBatch,
+    'lm',
+    'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu',
+    config.actor_rollout_ref.model.enable_gradient_checkpointing,
+  );
 
   const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
   const budgetBytes = device.memory.bytes;

@@ -5,8 +5,9 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic, actorLoraSettings, weightDtype } from '../config.ts';
+import { usesCritic, actorLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
 import { loadModel } from '../../models/model-files-node.ts';
+import { restoredParameters } from '../../models/parameter-store.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { networkDifferences, parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
@@ -28,7 +29,7 @@ import { loadTools } from '../environments/tool-agent/tool-loader-node.ts';
 import type { SftStepResult } from '../sft/sft-trainer.ts';
 import type { WarmStartProgress } from '../tasks/default-job.ts';
 import { computeScore, type RewardFunction } from '../rewards/index.ts';
-import { loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';
+import { builtinRewardModule, loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';
 import type { ModelWeights } from '../trainer.ts';
 import { checkRewardsCanScore, checkModelFitsRun } from './input-checks.ts';
 
@@ -226,7 +227,10 @@ export async function setUpRun(
   if (resumed) {
     actor = resumed.actor;
   } else if (actorPath !== null) {
-    const loaded = await loadModel(engine, actorPath, { label: 'actor' });
+    const loaded = await loadModel(engine, actorPath, {
+      label: 'actor',
+      weightDtype: (dtype) => actorBaseStorage(config, dtype),
+    });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(
         `actor_rollout_ref.model.path: ${actorPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`,
@@ -241,7 +245,16 @@ export async function setUpRun(
     const warm = await warmStartedBuiltinActor(engine, config, builtinTask(config), tokenizer, train, retriever, {
       onWarmStartStep,
     });
-    actor = warm.actor;
+    // The warm start trains float32 weights; a LoRA run then stores its frozen base as a loaded one would be.
+    actor = {
+      ...warm.actor,
+      params: await restoredParameters(
+        engine,
+        warm.actor.config,
+        warm.actor.params,
+        actorBaseStorage(config, warm.actor.config.torchDtype),
+      ),
+    };
     warmStart = warm.history;
   }
 
@@ -275,14 +288,22 @@ export async function setUpRun(
   }
 
   const custom = config.custom_reward_function.path;
-  const reward: RewardFunction =
-    custom !== null
-      ? await loadCustomRewardFunction({
+  const verlModule = custom === null ? null : builtinRewardModule(custom);
+  const scorer: RewardFunction =
+    custom === null
+      ? (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo)
+      : (verlModule ??
+        (await loadCustomRewardFunction({
           path: custom,
           name: config.custom_reward_function.name,
           timeout: config.custom_reward_function.timeout,
-        })
-      : (dataSource, text, groundTruth, extraInfo) => computeScore(dataSource, text, groundTruth, extraInfo);
+        })));
+  // verl's gdpo reward manager hands every call extra_info.experiment_name.
+  const reward: RewardFunction =
+    config.reward_model.reward_manager === 'gdpo'
+      ? (dataSource, text, groundTruth, extraInfo) =>
+          scorer(dataSource, text, groundTruth, { ...extraInfo, experiment_name: config.trainer.experiment_name })
+      : scorer;
   let rewardModel: ModelWeights | null = null;
   if (config.reward_model.enable) {
     const loaded = await loadModel(engine, config.reward_model.model.path!, {

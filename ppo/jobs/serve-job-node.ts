@@ -2,6 +2,7 @@
 // until SIGINT/SIGTERM, and prints one line once it listens (the URL, with the port the system chose for --port 0).
 import { Engine, readKnobs } from '../../engine/index.ts';
 import { totalmem } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { STOP_SIGNALS } from '../../engine/native-stderr-node.ts';
 import { ModelHost, type ServeOptions } from '../serving/model-host-node.ts';
 import { ServeHttp } from '../serving/http-server-node.ts';
@@ -152,7 +153,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   let host: ModelHost | null = null;
   try {
     host = await ModelHost.open(engine, options);
-    const http = new ServeHttp(host, (line) => console.error(line));
+    for (const key of host.sampling.ignored)
+      console.error(`${options.modelDir}/generation_config.json: ${key} is not applied (this server has no ${key})`);
+    // /health answers 200 only once the server listens, after the warm-up compiled the decode loop's pipelines.
+    await host.warmUp();
+    const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
+    const http = new ServeHttp(host, (line) => console.error(line), version);
     const port = await http.listen(options.port, options.host).catch((err: NodeJS.ErrnoException) => {
       throw new Error(`cannot listen on ${options.host}:${options.port} (${err.code ?? err.message})`);
     });

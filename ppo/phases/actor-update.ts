@@ -4,6 +4,7 @@
 // gradients, and the model backward. The micro-batch's old log-probs, advantages, reference log-probs and
 // rollout_is weights are gathered from the experience's device tensors; its loss outputs wait in the update's
 // metric log.
+import { lossModeSpec } from '../../kernels/ppo/policy-loss-modes.ts';
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { CausalLm } from '../../models/causal-lm.ts';
@@ -147,7 +148,7 @@ export class ActorUpdater {
     const out = this.actor.tokenLogprobs(batch, b.targets, { temperature: config.temperature, saveForBackward: true });
     gatherResponseValuesGpu(e, out.logprobs, b.logProbs, m, S, R);
     gatherResponseValuesGpu(e, out.entropy, b.entropy, m, S, R);
-    const covariance = config.policyLoss.lossMode === 'clip_cov' || config.policyLoss.lossMode === 'kl_cov';
+    const covariance = lossModeSpec(config.policyLoss.lossMode)?.covarianceSelection === true;
     if (covariance) await this.covarianceSelection(x, config.policyLoss, rows, b, rng);
     const bypass = config.bypass ? await this.bypassCorrection(x, config.bypass, rows, b, metrics) : null;
     computeActorLossGpu(

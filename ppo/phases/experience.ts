@@ -16,6 +16,7 @@ import { planMicroBatches, type MicroBatching } from '../training/micro-batches.
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
 import { computeAdvantagesGpu } from '../algorithm/advantage-estimators.ts';
+import { gdpoRewardKeyScores, type GdpoRewardKeys } from '../algorithm/gdpo.ts';
 import { SUM_PI_SQUARED_ESTIMATORS } from '../config/schema.ts';
 import type { KLController } from '../algorithm/kl-controller.ts';
 import type { RewardMask } from '../algorithm/reward-mask.ts';
@@ -29,6 +30,8 @@ export interface ExperiencePlan {
   gamma: number;
   lam: number;
   normAdvByStdInGrpo: boolean;
+  /** gdpo: algorithm.gdpo_reward_keys and gdpo_reward_weights (null keys: token_level_rewards alone). */
+  gdpo?: GdpoRewardKeys | null;
   useKlInReward: boolean;
   klPenalty: string;
   temperature: number;
@@ -338,15 +341,19 @@ export class ExperienceMaker {
 
   /** algorithm.adv_estimator's advantages and returns; `baselineScores`: ReMax's greedy score per sample;
    *  `rolloutIsWeights` (N, R): rollout_is's weights, uploaded once for the optimal token baselines (which read them
-   *  as verl's do) and the actor update. */
+   *  as verl's do) and the actor update; `rewardExtraInfo`: each sample's reward result beside its number, where
+   *  GDPO reads its reward keys. */
   async advantages(
     x: ExperienceBatch,
     plan: ExperiencePlan,
     baselineScores: number[] | null,
     rolloutIsWeights: Float32Array | null = null,
+    rewardExtraInfo: readonly (Readonly<Record<string, unknown>> | null)[] = [],
   ): Promise<Experience> {
     const e = this.engine;
     const t = x.tensors;
+    const gdpo = plan.advEstimator === 'gdpo' && plan.gdpo ? gdpoRewardKeyScores(plan.gdpo, rewardExtraInfo) : null;
+    if (gdpo) Object.assign(x.metrics, gdpo.metrics);
     const baselines = baselineScores ? e.tensorFrom('experience.remaxBaselines', [x.N], baselineScores) : null;
     const otb = SUM_PI_SQUARED_ESTIMATORS.includes(plan.advEstimator);
     if (rolloutIsWeights) e.upload(t.rolloutIsWeights, rolloutIsWeights);
@@ -369,6 +376,7 @@ export class ExperienceMaker {
       lam: plan.lam,
       normAdvByStd: plan.normAdvByStdInGrpo,
       epsilon: otb ? 1e-8 : 1e-6,
+      rewardKeyScores: gdpo,
       B: x.N,
       T: x.R,
     });

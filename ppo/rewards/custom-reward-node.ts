@@ -11,6 +11,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RewardCall, RewardFunction, RewardResult } from './index.ts';
+import * as rlla from './rlla.ts';
 import type { RewardWorkerCallReply, RewardWorkerData, RewardWorkerLoadReply } from './custom-reward-worker-node.ts';
 
 const EXCERPT_CHARS = 80;
@@ -174,6 +175,14 @@ async function startWorker(
     // Only this function's listeners: Node's Worker keeps internal ones, and dropping them loses replies.
     worker.off('message', received).off('error', failed).off('exit', exited);
   }
+}
+
+/** verl's own reward modules that its examples name by path (<verl>/verl/utils/reward_score/<module>.py), which run
+ *  as this engine's ports instead of being loaded: rlla (the GDPO example's). Null for any other path. */
+export function builtinRewardModule(path: string): RewardFunction | null {
+  if (/(^|\/)verl\/utils\/reward_score\/rlla\.py$/.test(path))
+    return (_dataSource, text, groundTruth, extraInfo) => rlla.computeScore(text, String(groundTruth), extraInfo);
+  return null;
 }
 
 export async function loadCustomRewardFunction(config: {

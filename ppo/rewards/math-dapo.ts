@@ -22,7 +22,7 @@ function sliceFrom(s: string, start: number): string {
 /** Python's whitespace (str.isspace, and re's \s on str): JavaScript's \s and trim() leave out U+001C–U+001F and
  *  U+0085, and add U+FEFF. */
 const PY_SPACE = '\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
-const PY_STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, 'gu');
+export const PY_STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, 'gu');
 /** Minerva's `(?i)Answer\s*:\s*([^\n]+)`; with the u flag, case-insensitive matching folds ſ to s as Python does. */
 const ANSWER_PATTERN = new RegExp(`Answer[${PY_SPACE}]*:[${PY_SPACE}]*([^\\n]+)`, 'giu');
 
@@ -148,15 +148,24 @@ export function isCorrectStrictBox(
   return { correct: pred === groundTruth, pred };
 }
 
+/** verl 1dda039b's verify: the strict box when asked; else the Minerva "Answer:" line, falling back to the last
+ *  \boxed{…} (compared raw, as strict_box_verify does) when there is none. `boxedFallback` false is verl b178a3cd's
+ *  Minerva-only form (the verl-case harness's head profile). */
 export function computeScore(
   solution: string,
   groundTruth: string,
   strictBoxVerify = false,
   pauseTokensIndex: readonly number[] | null = null,
+  boxedFallback = true,
 ): MathDapoResult {
   const clipped = sliceFrom(solution, -SOLUTION_CLIP_CHARS);
-  const { correct, pred } = strictBoxVerify
-    ? isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex)
-    : isCorrectMinerva(clipped, groundTruth);
+  const verify = (): { correct: boolean; pred: string | null } => {
+    if (strictBoxVerify) return isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex);
+    const minerva = isCorrectMinerva(clipped, groundTruth);
+    if (minerva.pred !== INVALID_ANSWER || !boxedFallback) return minerva;
+    const box = isCorrectStrictBox(clipped, groundTruth, pauseTokensIndex);
+    return box.pred !== null ? box : minerva;
+  };
+  const { correct, pred } = verify();
   return { score: correct ? 1 : -1, acc: correct, pred };
 }

@@ -21,7 +21,7 @@ import {
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights, SavedPrefetchedBatch } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
-import { actorLoraSettings, weightDtype, type PpoConfig } from '../config.ts';
+import { actorLoraSettings, weightDtype, actorBaseStorage, actorUsesLora, type PpoConfig } from '../config.ts';
 import { describeLoraSettings, sameLoraSettings } from '../../models/lora.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../training/optimizer-state.ts';
 import { withFileContext } from '../config/user-error.ts';
@@ -297,12 +297,14 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   } catch (err) {
     throw new Error(`resume: cannot read ${join(dir, STATE_FILE)} (${(err as Error).message})`);
   }
-  const actorLoaded = await loadModel(engine, join(dir, 'actor'), { label: 'actor' });
+  const actorLoaded = await loadModel(engine, join(dir, 'actor'), {
+    label: 'actor',
+    weightDtype: (dtype) => actorBaseStorage(config, dtype),
+  });
   const adapterDir = join(dir, 'actor', LORA_ADAPTER_DIR);
   const hasAdapter = await exists(adapterDir);
   const m = config.actor_rollout_ref.model;
-  const wantsLora = m.lora_rank > 0 || m.lora_adapter_path !== null;
-  if (hasAdapter !== wantsLora) {
+  if (hasAdapter !== actorUsesLora(config)) {
     throw new CheckpointError(
       hasAdapter
         ? `resume: the checkpoint ${dir} trained LoRA adapters (actor/${LORA_ADAPTER_DIR}) but ` +

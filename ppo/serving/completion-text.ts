@@ -1,44 +1,153 @@
-// A finished sample as the protocols report it: its text (special tokens skipped or not, cut before the stop
-// string that ended it unless asked to keep it), why it ended (OpenAI's "stop" / "length") and what it matched
-// (vLLM's stop_reason, SGLang's finish_reason.matched: the stop token id or stop string; null for EOS in vLLM).
+// A sample's text as the protocols report it, decoded incrementally with the prompt as context (vLLM's
+// detokenize_incrementally, SGLang's DetokenizerManager): a SentencePiece tokenizer drops the leading space of the
+// first token it decodes ("▁Lily" alone is "Lily"), so a completion decoded on its own loses the space that
+// separates it from the prompt, and each token decoded alone loses its own. Decoding a window that starts a few
+// tokens back and keeping what the new tokens add keeps every space, and a token that ends inside a UTF-8 character
+// adds nothing until the token that completes it. Each token's own text (OpenAI's log-prob `tokens`) is what it
+// added, so the token texts join to the text and text_offset points into it. The text is cut before the stop string
+// that ended the sample unless asked to keep it; the finish reason is OpenAI's ("stop" / "length" / vLLM's
+// "abort"), and `matched` what ended it (vLLM's stop_reason, SGLang's finish_reason.matched).
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import type { SampleResult } from './scheduler.ts';
 import type { GenerationRequest } from './generation-request.ts';
+import type { TopAlternatives } from '../generation/continuous-batching.ts';
+
+/** vLLM's INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET: prompt tokens decoded as context before the first new one. */
+const PROMPT_CONTEXT_TOKENS = 5;
+
+/** What a half-decoded UTF-8 sequence decodes to: the text waits for the next token. */
+const REPLACEMENT = '\uFFFD';
+
+type Decoder = Pick<Tokenizer, 'decode'>;
+type TextRequest = Pick<GenerationRequest, 'stop' | 'stopTokenIds' | 'keepStopString' | 'skipSpecialTokens'>;
+
+/** One sample's text as tokens arrive: the prompt's last tokens are context, never part of the text. */
+export class IncrementalText {
+  private readonly ids: number[];
+  private prefixOffset: number;
+  private readOffset: number;
+  /** The generated tokens' text so far. */
+  text = '';
+
+  constructor(
+    private readonly tokenizer: Decoder,
+    promptIds: readonly number[],
+    private readonly skipSpecialTokens: boolean,
+  ) {
+    this.ids = promptIds.slice(-PROMPT_CONTEXT_TOKENS);
+    this.prefixOffset = 0;
+    this.readOffset = this.ids.length;
+  }
+
+  /** Appends tokens; returns the text each added (empty while it leaves a character incomplete). */
+  async push(tokens: readonly number[]): Promise<string[]> {
+    const added: string[] = [];
+    for (const token of tokens) {
+      this.ids.push(token);
+      added.push(await this.advance(false));
+    }
+    return added;
+  }
+
+  /** At the end of the sample: an incomplete character's bytes as the tokenizer decodes them (U+FFFD). */
+  flush(): Promise<string> {
+    return this.advance(true);
+  }
+
+  private async advance(final: boolean): Promise<string> {
+    const options = { skipSpecialTokens: this.skipSpecialTokens };
+    const prefix = await this.tokenizer.decode(this.ids.slice(this.prefixOffset, this.readOffset), options);
+    const whole = await this.tokenizer.decode(this.ids.slice(this.prefixOffset), options);
+    if (whole.length <= prefix.length || (!final && whole.endsWith(REPLACEMENT))) return '';
+    const delta = whole.slice(prefix.length);
+    this.prefixOffset = this.readOffset;
+    this.readOffset = this.ids.length;
+    this.text += delta;
+    return delta;
+  }
+}
 
 export interface CompletionText {
   text: string;
-  finishReason: 'stop' | 'length';
+  finishReason: 'stop' | 'length' | 'abort';
   /** The stop string or stop token id that ended the sample; the EOS id for SGLang; null at the budget. */
   matched: string | number | null;
   /** The sample ended on one of the model's EOS ids (vLLM reports stop_reason null for it). */
   eos: boolean;
+  /** Each token's own text (log-probs' `tokens`): they join to the uncut text. */
+  tokenTexts: string[];
 }
 
-export async function completionText(
-  tokenizer: Pick<Tokenizer, 'decode'>,
-  sample: SampleResult,
-  request: Pick<GenerationRequest, 'stop' | 'stopTokenIds' | 'keepStopString' | 'skipSpecialTokens'>,
-): Promise<CompletionText> {
-  const text = await tokenizer.decode(sample.tokens, { skipSpecialTokens: request.skipSpecialTokens });
-  const last = sample.tokens[sample.tokens.length - 1];
-  if (sample.reason === 'eos') return { text, finishReason: 'stop', matched: last, eos: true };
-  if (sample.reason === 'length') return { text, finishReason: 'length', matched: null, eos: false };
-  if (request.stopTokenIds.includes(last)) return { text, finishReason: 'stop', matched: last, eos: false };
-  // A stop string: the first that occurs; the text ends before it (or after it when kept).
-  let cut = { at: text.length, stop: request.stop[0] ?? '' };
+/** The earliest stop string in `text`, and the text cut before it (or after it when kept); null when none occurs. */
+export function cutAtStop(text: string, request: TextRequest): { text: string; stop: string } | null {
+  let cut: { at: number; stop: string } | null = null;
   for (const stop of request.stop) {
     const at = text.indexOf(stop);
-    if (at >= 0 && at < cut.at) cut = { at, stop };
+    if (at >= 0 && (cut === null || at < cut.at)) cut = { at, stop };
   }
-  return {
-    text: text.slice(0, cut.at + (request.keepStopString ? cut.stop.length : 0)),
-    finishReason: 'stop',
-    matched: cut.stop,
-    eos: false,
-  };
+  return cut && { text: text.slice(0, cut.at + (request.keepStopString ? cut.stop.length : 0)), stop: cut.stop };
 }
 
-/** Each token's own text (the `tokens` of OpenAI's logprobs). */
-export function tokenTexts(tokenizer: Pick<Tokenizer, 'decode'>, tokens: readonly number[]): Promise<string[]> {
-  return Promise.all(tokens.map((t) => tokenizer.decode([t], { skipSpecialTokens: false })));
+/** A finished sample's text, decoded after `promptIds`, with what ended it. */
+export async function completionText(
+  tokenizer: Decoder,
+  sample: SampleResult,
+  promptIds: readonly number[],
+  request: TextRequest,
+): Promise<CompletionText> {
+  const incremental = new IncrementalText(tokenizer, promptIds, request.skipSpecialTokens);
+  const tokenTexts = await incremental.push(sample.tokens);
+  if (tokenTexts.length > 0) tokenTexts[tokenTexts.length - 1] += await incremental.flush();
+  return finishedText(incremental.text, tokenTexts, sample, request);
+}
+
+/** The text and finish reason of a sample whose (uncut) text is `text`. */
+export function finishedText(
+  text: string,
+  tokenTexts: string[],
+  sample: Pick<SampleResult, 'tokens' | 'reason'>,
+  request: TextRequest,
+): CompletionText {
+  const last = sample.tokens[sample.tokens.length - 1];
+  const ended = (finishReason: CompletionText['finishReason'], matched: string | number | null, eos = false) => ({
+    text,
+    finishReason,
+    matched,
+    eos,
+    tokenTexts,
+  });
+  if (sample.reason === 'eos') return ended('stop', last, true);
+  if (sample.reason === 'length') return ended('length', null);
+  if (sample.reason === 'abort') return ended('abort', null);
+  if (request.stopTokenIds.includes(last)) return ended('stop', last);
+  const cut = cutAtStop(text, request);
+  // The generator saw the stop string in the tokens decoded alone; with the prompt's context it may read otherwise.
+  if (cut === null) return ended('stop', request.stop[0] ?? null);
+  return { ...ended('stop', cut.stop), text: cut.text };
+}
+
+/**
+ * The text each alternative would have added where it stands (after the prompt and the tokens before it), as the
+ * sampled token's own text is read: top[i] holds the alternatives of tokens[first + i].
+ */
+export function alternativeTexts(
+  tokenizer: Decoder,
+  promptIds: readonly number[],
+  tokens: readonly number[],
+  top: readonly TopAlternatives[],
+  skipSpecialTokens: boolean,
+  first = 0,
+): Promise<string[][]> {
+  const options = { skipSpecialTokens };
+  const ids = [...promptIds, ...tokens];
+  return Promise.all(
+    top.map(async (alternatives, i) => {
+      const at = promptIds.length + first + i;
+      const context = ids.slice(Math.max(0, at - PROMPT_CONTEXT_TOKENS), at);
+      const before = await tokenizer.decode(context, options);
+      return Promise.all(
+        alternatives.ids.map(async (id) => (await tokenizer.decode([...context, id], options)).slice(before.length)),
+      );
+    }),
+  );
 }

@@ -2,7 +2,7 @@
 // SGLang expose under their own prefixes): requests answered with success per route, tokens generated, and decode
 // steps with the rows they decoded. A trainer or a test reads them to see that each server took weight loads and
 // served its share of the prompts; the row-steps show what the decode batch cost (a batch holds only the rows
-// with samples).
+// with samples); the aborted requests, the work clients gave up on.
 
 /** The metric names' prefix (vLLM writes `vllm:`, SGLang `sglang:`). */
 const PREFIX = 'webgpu_rlhf';
@@ -12,6 +12,7 @@ export class ServeCounters {
   private tokens = 0;
   private decodeSteps = 0;
   private decodeRowSteps = 0;
+  private abortedRequests = 0;
 
   /** A POST route answered with success (200). */
   answered(route: string): void {
@@ -20,6 +21,11 @@ export class ServeCounters {
 
   generated(tokens: number): void {
     this.tokens += tokens;
+  }
+
+  /** A request ended before its samples did: its client went away, or /abort_request named it. */
+  aborted(): void {
+    this.abortedRequests++;
   }
 
   /** One decode step of the batch, over `rows` rows. */
@@ -42,6 +48,9 @@ export class ServeCounters {
       `# HELP ${PREFIX}:decode_row_steps_total Rows decoded, summed over the decode steps: what the batch cost.`,
       `# TYPE ${PREFIX}:decode_row_steps_total counter`,
       `${PREFIX}:decode_row_steps_total ${this.decodeRowSteps}`,
+      `# HELP ${PREFIX}:aborted_requests_total Requests aborted by their client (it went away) or by /abort_request.`,
+      `# TYPE ${PREFIX}:aborted_requests_total counter`,
+      `${PREFIX}:aborted_requests_total ${this.abortedRequests}`,
     ];
     return `${lines.join('\n')}\n`;
   }

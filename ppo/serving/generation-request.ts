@@ -2,7 +2,8 @@
 // token ids, n samples each, a token budget, sampling parameters and stop conditions; and the checks of a
 // request against the served model before it waits for a slot.
 import { ApiError, badRequest } from './api-error.ts';
-import type { RequestFields } from './request-fields.ts';
+import { MAX_LOGIT_BIAS, type RowProcessing } from '../../kernels/decode/logits-processors.ts';
+import { RequestFields, isObject } from './request-fields.ts';
 
 /** A prompt as the client sent it: text to tokenize, or token ids. */
 export type PromptInput = { text: string } | { ids: number[] };
@@ -31,6 +32,10 @@ export interface GenerationRequest {
   skipSpecialTokens: boolean;
   /** A LoRA adapter loaded by name (/load_lora_adapter), or null for the base model. */
   adapter: string | null;
+  /** Most likely alternatives reported per generated token, with their log-probs (0: none). */
+  topLogprobs: number;
+  /** Penalties, logit_bias, ignore_eos, min_tokens, min_p. */
+  processing: RowProcessing;
 }
 
 /** The served model's limits, fixed when the server starts. */
@@ -48,29 +53,86 @@ export function seedOf(seed: number | null): number {
   return Number(BigInt.asUintN(32, BigInt(seed)));
 }
 
+/** A request's sampling where it sets none: OpenAI's neutral values, or the model's generation_config.json. */
+export interface SamplingDefaults {
+  temperature: number;
+  topP: number;
+  topK: number;
+}
+
+export const NEUTRAL_SAMPLING: SamplingDefaults = { temperature: 1, topP: 1, topK: -1 };
+
+/**
+ * The sampling defaults a model's generation_config.json sets, as vLLM applies them (--generation-config auto):
+ * temperature, top_p and top_k where the file has them, the neutral value elsewhere; the keys it sets that this
+ * server cannot apply are listed in `ignored`. A value out of range is an error naming the file.
+ */
+export function generationConfigDefaults(
+  raw: Record<string, unknown> | null,
+  file: string,
+): { defaults: SamplingDefaults; ignored: string[] } {
+  const f = new RequestFields(raw ?? {}, `${file}: `);
+  const topK = f.number('top_k', NEUTRAL_SAMPLING.topK, { integer: true, min: -1 });
+  const defaults = {
+    temperature: f.number('temperature', NEUTRAL_SAMPLING.temperature, { min: 0 }),
+    topP: f.number('top_p', NEUTRAL_SAMPLING.topP, { above: 0, max: 1 }),
+    topK: topK === 0 ? -1 : topK,
+  };
+  const neutral: Record<string, unknown> = { repetition_penalty: 1, min_p: 0 };
+  const ignored = Object.keys(neutral).filter((k) => f.has(k) && f.raw(k) !== neutral[k]);
+  return { defaults, ignored };
+}
+
 /** The sampling fields OpenAI and SGLang name alike (temperature, top_p, top_k, n), read from `f`. */
-export function samplingFields(f: RequestFields) {
+export function samplingFields(f: RequestFields, defaults: SamplingDefaults = NEUTRAL_SAMPLING) {
   return {
-    temperature: f.number('temperature', 1, { min: 0 }),
-    topP: f.number('top_p', 1, { above: 0, max: 1 }),
+    temperature: f.number('temperature', defaults.temperature, { min: 0 }),
+    topP: f.number('top_p', defaults.topP, { above: 0, max: 1 }),
     // vLLM and SGLang: -1 turns top-k off; 0 does too in vLLM.
-    topK: Math.max(-1, f.number('top_k', -1, { integer: true, min: -1 })),
+    topK: Math.max(-1, f.number('top_k', defaults.topK, { integer: true, min: -1 })),
     n: f.number('n', 1, { integer: true, min: 1 }),
     stopTokenIds: f.integers('stop_token_ids'),
     sampleOffset: f.number('sample_offset', 0, { integer: true, min: 0, max: 2 ** 32 - 1 }),
   };
 }
 
+/**
+ * The logits processing vLLM and SGLang name alike (presence_penalty, frequency_penalty, min_p, logit_bias,
+ * ignore_eos, and vLLM's min_tokens or SGLang's min_new_tokens), read from `f`.
+ */
+export function processingFields(f: RequestFields, minTokensKey: 'min_tokens' | 'min_new_tokens'): RowProcessing {
+  const bias = f.raw('logit_bias');
+  const logitBias = new Map<number, number>();
+  if (bias !== undefined && bias !== null) {
+    const entries = isObject(bias) ? Object.entries(bias) : null;
+    const valid = entries?.every(
+      ([id, b]) => /^\d+$/.test(id) && typeof b === 'number' && Number.isFinite(b) && b >= -100 && b <= 100,
+    );
+    if (!entries || !valid || entries.length > MAX_LOGIT_BIAS)
+      throw badRequest(
+        f.name('logit_bias'),
+        `an object of at most ${MAX_LOGIT_BIAS} token ids (as strings) to biases in [-100, 100]`,
+        bias,
+      );
+    for (const [id, b] of entries) logitBias.set(Number(id), b as number);
+  }
+  return {
+    presencePenalty: f.number('presence_penalty', 0, { min: -2, max: 2 }),
+    frequencyPenalty: f.number('frequency_penalty', 0, { min: -2, max: 2 }),
+    logitBias,
+    minTokens: f.number(minTokensKey, 0, { integer: true, min: 0 }),
+    ignoreEos: f.boolean('ignore_eos', false),
+    minP: f.number('min_p', 0, { min: 0, max: 1 }),
+  };
+}
+
 /** The sampling knobs this engine does not implement: each refused at any value but its neutral one. */
 export function refuseUnsupportedSampling(f: RequestFields): void {
-  for (const key of ['frequency_penalty', 'presence_penalty', 'min_p'])
-    f.unsupported(key, 0, 'not supported by this server (only 0)');
   f.unsupported('repetition_penalty', 1, 'not supported by this server (only 1)');
-  f.unsupported('min_tokens', 0, 'not supported by this server (only 0)');
-  f.unsupported('min_new_tokens', 0, 'not supported by this server (only 0)');
-  f.unsupported('ignore_eos', false, 'not supported by this server (only false)');
+  // {"type": "text"} is the default format, which SDKs send: it constrains nothing.
+  const format = f.raw('response_format');
+  const plainText = isObject(format) && format.type === 'text' && Object.keys(format).length === 1;
   for (const key of [
-    'logit_bias',
     'regex',
     'json_schema',
     'ebnf',
@@ -79,7 +141,7 @@ export function refuseUnsupportedSampling(f: RequestFields): void {
     'response_format',
     'structural_tag',
   ]) {
-    if (f.has(key))
+    if (f.has(key) && !(key === 'response_format' && plainText))
       throw new ApiError(400, `${f.name(key)}: constrained decoding is not supported by this server`, f.name(key));
   }
 }

@@ -7,27 +7,39 @@ import { CheckpointError } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
 import { ApiError } from './api-error.ts';
-import { completionText, tokenTexts } from './completion-text.ts';
+import { alternativeTexts, completionText } from './completion-text.ts';
 import {
   COMPLETIONS_DEFAULT_MAX_TOKENS,
+  chatChunk,
   chatResponse,
+  completionChunk,
   completionResponse,
   modelList,
   parseChatRequest,
   parseCompletionRequest,
+  streamHead,
+  usageChunk,
   type ReportedSample,
+  type StreamDelta,
 } from './openai.ts';
 import {
   GENERATE_DEFAULT_MAX_NEW_TOKENS,
+  generateOutput,
   generateResponse,
+  newRid,
+  parseAbortRequest,
   parseGenerateRequest,
   parseLoraRequest,
   parseUpdateWeightsRequest,
 } from './sglang.ts';
 import type { GenerationRequest } from './generation-request.ts';
-import type { SampleResult } from './scheduler.ts';
+import type { SampleObserver, SampleResult } from './scheduler.ts';
+import { SampleStream } from './streaming.ts';
 import type { ModelHost } from './model-host-node.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
+import { RequestFields } from './request-fields.ts';
+
+const tokenCount = (samples: readonly SampleResult[]) => samples.reduce((n, s) => n + s.tokens.length, 0);
 
 /** Request bodies past this size are refused (a batch of long prompts as token ids stays well below). */
 const MAX_BODY_BYTES = 64 * 2 ** 20;
@@ -35,7 +47,40 @@ const MAX_BODY_BYTES = 64 * 2 ** 20;
 /** Errors that mean "this input is not usable", answered 400 with their message. */
 const INPUT_ERRORS = [CheckpointError, HfConfigError, SafetensorsError, TokenizerError];
 
-type Handler = (body: unknown) => Promise<{ status?: number; json?: unknown; text?: string }>;
+/** JSON nested deeper than this is refused before it is parsed (recursive readers would overflow the stack). */
+const MAX_JSON_DEPTH = 64;
+
+interface Reply {
+  status?: number;
+  json?: unknown;
+  text?: string;
+}
+
+/** What a handler gets besides the body: the response, for a stream, and the signal of the client going away. */
+interface Exchange {
+  res: ServerResponse;
+  signal: AbortSignal;
+}
+
+/** A handler answers with a reply, or null when it has written the response itself (a stream). */
+type Handler = (body: unknown, exchange: Exchange) => Promise<Reply | null>;
+
+/** The deepest nesting of arrays and objects in a JSON text (strings skipped), in one pass. */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++;
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) deepest = Math.max(deepest, ++depth);
+    else if (c === 125 || c === 93) depth--;
+  }
+  return deepest;
+}
 
 async function readBody(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
@@ -47,11 +92,28 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return {};
+  const depth = jsonDepth(text);
+  if (depth > MAX_JSON_DEPTH)
+    throw new ApiError(
+      400,
+      `the request body nests ${depth} levels deep, more than this server reads (${MAX_JSON_DEPTH})`,
+    );
   try {
     return JSON.parse(text);
   } catch (err) {
     throw new ApiError(400, `the request body is not valid JSON (${(err as Error).message})`);
   }
+}
+
+/** Server-Sent Events, as OpenAI streams them: `data: <json>` per event, `data: [DONE]` at the end. */
+function startEvents(res: ServerResponse): { event: (json: unknown) => void; end: () => void } {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  // A client that went away takes no more events: writing to its closed socket would only raise errors.
+  const open = () => !res.destroyed && !res.writableEnded;
+  return {
+    event: (json) => void (open() && res.write(`data: ${JSON.stringify(json)}\n\n`)),
+    end: () => void (open() && res.end('data: [DONE]\n\n')),
+  };
 }
 
 function send(res: ServerResponse, status: number, payload: { json?: unknown; text?: string }): void {
@@ -74,43 +136,53 @@ function errorOf(err: unknown): ApiError {
 export class ServeHttp {
   private readonly routes: Record<string, Record<string, Handler>>;
   readonly server: Server;
+  /** The /generate requests running, by rid: /abort_request ends them. */
+  private readonly running = new Map<string, AbortController>();
 
   constructor(
     private readonly host: ModelHost,
     private readonly log: (line: string) => void,
+    private readonly version: string,
   ) {
     const post = (handler: Handler) => ({ POST: handler });
+    const get = (reply: () => Reply | Promise<Reply>) => async () => reply();
+    const empty = get(() => ({ text: '' }));
     this.routes = {
-      '/health': { GET: async () => ({ text: '' }) },
-      '/v1/models': {
-        GET: async () => ({
-          json: modelList(
-            {
-              name: host.options.servedModelName,
-              root: host.modelPath,
-              maxModelLen: host.limits.maxPromptTokens + host.limits.maxNewTokens,
-            },
-            host.loadedAdapters,
-          ),
-        }),
-      },
+      '/health': { GET: empty },
+      // vLLM's liveness probe: GET or POST, an empty 200.
+      '/ping': { GET: empty, POST: empty },
+      '/version': { GET: get(() => ({ json: { version: this.version } })) },
+      '/v1/models': { GET: get(() => ({ json: this.models() })) },
       '/get_model_info': {
         // owned_by (as /v1/models says it): tells a client this is this engine's server, which takes sample_offset.
-        GET: async () => ({
+        GET: get(() => ({
           json: {
             model_path: host.modelPath,
             tokenizer_path: host.options.modelDir,
             is_generation: true,
-            preferred_sampling_params: null,
+            // generation_config.json's sampling defaults, which requests that set none get.
+            preferred_sampling_params: {
+              temperature: host.sampling.defaults.temperature,
+              top_p: host.sampling.defaults.topP,
+              top_k: host.sampling.defaults.topK,
+            },
             weight_version: host.weightVersion,
             owned_by: ENGINE_SERVER_OWNER,
           },
-        }),
+        })),
       },
-      '/metrics': { GET: async () => ({ text: this.host.counters.prometheusText() }) },
-      '/v1/completions': post((body) => this.completions(body)),
-      '/v1/chat/completions': post((body) => this.chat(body)),
-      '/generate': post((body) => this.generate(body)),
+      '/get_server_info': { GET: get(() => ({ json: this.serverInfo() })) },
+      // There is no prefix cache to flush: verl's SGLang rollout calls it after each weight update.
+      '/flush_cache': { GET: get(() => ({ text: 'Cache flushed.' })), POST: get(() => ({ text: 'Cache flushed.' })) },
+      '/metrics': { GET: get(() => ({ text: this.host.counters.prometheusText() })) },
+      '/v1/completions': post((body, x) => this.completions(body, x)),
+      '/v1/chat/completions': post((body, x) => this.chat(body, x)),
+      '/generate': post((body, x) => this.generate(body, x)),
+      '/abort_request': post(async (body) => this.abort(body)),
+      '/tokenize': post((body) => this.tokenize(body)),
+      '/v1/tokenize': post((body) => this.tokenize(body)),
+      '/detokenize': post((body) => this.detokenize(body)),
+      '/v1/detokenize': post((body) => this.detokenize(body)),
       '/update_weights_from_disk': post((body) => this.updateWeights(body)),
       '/load_lora_adapter': post((body) => this.loadLora(body, 'sglang')),
       '/unload_lora_adapter': post((body) => this.unloadLora(body, 'sglang')),
@@ -120,23 +192,75 @@ export class ServeHttp {
     this.server = createServer((req, res) => void this.handle(req, res));
   }
 
+  /** The route of a path: a fixed one, or GET /v1/models/{id}. */
+  private route(path: string): Record<string, Handler> | undefined {
+    if (this.routes[path]) return this.routes[path];
+    const prefix = '/v1/models/';
+    if (!path.startsWith(prefix)) return undefined;
+    const id = decodeURIComponent(path.slice(prefix.length));
+    return {
+      GET: async () => {
+        const card = this.models().data.find((m) => m.id === id);
+        if (!card) throw new ApiError(404, `The model \`${id}\` does not exist.`, 'model', 'NotFoundError');
+        return { json: card };
+      },
+    };
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
+    // A client that closes its connection before the answer aborts its request (its samples leave the batch).
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableEnded) gone.abort();
+    });
     try {
-      const route = this.routes[path];
+      const route = this.route(path);
       if (!route) throw new ApiError(404, `no route ${req.method} ${path}`);
       const handler = route[req.method ?? ''];
       if (!handler) throw new ApiError(405, `${path} takes ${Object.keys(route).join(', ')}, not ${req.method}`);
       const body = req.method === 'POST' ? await readBody(req) : {};
-      const { status = 200, ...payload } = await handler(body);
-      if (req.method === 'POST' && status === 200) this.host.counters.answered(path);
-      send(res, status, payload);
+      const reply = await handler(body, { res, signal: gone.signal });
+      if (req.method === 'POST' && (reply?.status ?? 200) === 200) this.host.counters.answered(path);
+      if (reply !== null) {
+        const { status = 200, ...payload } = reply;
+        send(res, status, payload);
+      }
     } catch (err) {
       const error = errorOf(err);
       if (error.status >= 500) this.log(`${req.method} ${path}: ${error.message}`);
       if (!res.headersSent) send(res, error.status, { json: error.body() });
       else res.destroy();
     }
+  }
+
+  private get maxModelLen(): number {
+    const { maxPromptTokens, maxNewTokens } = this.host.limits;
+    return Math.min(maxPromptTokens + maxNewTokens, this.host.config.maxPositionEmbeddings);
+  }
+
+  private models() {
+    const base = { name: this.host.options.servedModelName, root: this.host.modelPath, maxModelLen: this.maxModelLen };
+    return modelList(base, this.host.loadedAdapters);
+  }
+
+  /** SGLang's /get_server_info: the server's arguments and state, under SGLang's names where it has them. */
+  private serverInfo() {
+    const o = this.host.options;
+    return {
+      model_path: this.host.modelPath,
+      tokenizer_path: o.modelDir,
+      served_model_name: o.servedModelName,
+      context_length: this.maxModelLen,
+      max_prompt_tokens: o.maxPromptTokens,
+      max_new_tokens: o.maxNewTokens,
+      max_running_requests: this.host.batch.slots,
+      max_request_samples: o.maxRequestSamples,
+      gpu_memory_utilization: o.gpuMemoryUtilization,
+      weight_version: this.host.weightVersion,
+      version: this.version,
+      lora_adapters: Object.fromEntries(this.host.loadedAdapters.map((a) => [a.name, a.path])),
+    };
   }
 
   /** The request's `model`: the served model, or a loaded adapter's name; anything else is vLLM's 404. */
@@ -150,59 +274,193 @@ export class ServeHttp {
     request: GenerationRequest,
     samples: readonly SampleResult[],
     promptIds: number[][],
-    withTokenTexts: boolean,
   ): Promise<ReportedSample[]> {
-    const tokenizer = this.host.tokenizer;
     this.host.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
+    const tokenizer = this.host.tokenizer;
     return Promise.all(
       samples.map(async (s) => ({
-        ...(await completionText(tokenizer, s, request)),
+        ...(await completionText(tokenizer, s, promptIds[s.prompt], request)),
         tokens: s.tokens,
         logprobs: s.logprobs,
         promptIds: promptIds[s.prompt],
-        tokenTexts: withTokenTexts ? await tokenTexts(tokenizer, s.tokens) : [],
+        top: s.top && {
+          ids: s.top.map((a) => a.ids),
+          logprobs: s.top.map((a) => a.logprobs),
+          texts: await alternativeTexts(tokenizer, promptIds[s.prompt], s.tokens, s.top, request.skipSpecialTokens),
+        },
       })),
     );
   }
 
-  private async completions(body: unknown) {
-    const c = parseCompletionRequest(body);
-    c.request.adapter = this.adapterOfModel(c.model);
-    const promptIds = await this.host.tokenize(c.request.prompts);
-    const samples = await this.host.generate(c.request, promptIds, COMPLETIONS_DEFAULT_MAX_TOKENS, 'prompt');
-    const reported = await this.report(c.request, samples, promptIds, c.logprobs);
-    return {
-      json: completionResponse(
-        c.model ?? this.host.options.servedModelName,
-        reported,
-        promptIds.reduce((n, p) => n + p.length, 0),
-        c,
-      ),
+  /**
+   * Streams a request's samples as Server-Sent Events: `opening` first, then per read of the batch one event per
+   * sample with new tokens (`event`, which may skip it by answering null), then `closing` and `data: [DONE]`. The
+   * request's checks run before the stream starts, so a refused request still gets its 400.
+   */
+  private async stream(
+    res: ServerResponse,
+    request: GenerationRequest,
+    promptIds: number[][],
+    start: (observer: SampleObserver) => Promise<SampleResult[]>,
+    events: {
+      opening: unknown[];
+      event: (d: StreamDelta, stream: SampleStream) => unknown | null;
+      closing: (samples: readonly SampleResult[]) => unknown[];
+    },
+  ): Promise<null> {
+    const streams = Array.from(
+      { length: promptIds.length * request.n },
+      (_, j) => new SampleStream(this.host.tokenizer, promptIds[Math.floor(j / request.n)], request, j),
+    );
+    // Decoding text is asynchronous: the samples' events are written in the order the loop reported them.
+    let order = Promise.resolve();
+    const write = (delta: (s: SampleStream) => Promise<StreamDelta>, j: number) => {
+      order = order.then(async () => {
+        const e = events.event(await delta(streams[j]), streams[j]);
+        if (e !== null) sse.event(e);
+      });
     };
+    const done = start({
+      tokens: (j, tokens, logprobs, top) => write((s) => s.add(tokens, logprobs, top), j),
+      finished: (j, result) => write((s) => s.finish(result), j),
+    });
+    const sse = startEvents(res);
+    for (const e of events.opening) sse.event(e);
+    try {
+      const samples = await done;
+      await order;
+      this.host.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
+      for (const e of events.closing(samples)) sse.event(e);
+    } catch (err) {
+      const error = errorOf(err);
+      if (error.status >= 500) this.log(`stream: ${error.message}`);
+      sse.event(error.body());
+    }
+    sse.end();
+    return null;
   }
 
-  private async chat(body: unknown) {
-    const c = parseChatRequest(body);
+  private async completions(body: unknown, x: Exchange) {
+    const c = parseCompletionRequest(body, this.host.sampling.defaults);
+    c.request.adapter = this.adapterOfModel(c.model);
+    const promptIds = await this.host.tokenize(c.request.prompts, 'prompt');
+    const run = (observer?: SampleObserver) =>
+      this.host.generate(c.request, promptIds, COMPLETIONS_DEFAULT_MAX_TOKENS, 'prompt', {
+        signal: x.signal,
+        observer,
+      });
+    const model = c.model ?? this.host.options.servedModelName;
+    const promptTokens = promptIds.reduce((n, p) => n + p.length, 0);
+    if (c.stream) {
+      const head = streamHead(model, 'cmpl');
+      return this.stream(x.res, c.request, promptIds, run, {
+        opening: [],
+        event: (d) => (d.text === '' && d.end === null && !c.logprobs ? null : completionChunk(head, d, c)),
+        closing: (samples) =>
+          c.includeUsage ? [usageChunk(head, 'text_completion', promptTokens, tokenCount(samples))] : [],
+      });
+    }
+    const reported = await this.report(c.request, await run(), promptIds);
+    return { json: completionResponse(model, reported, promptTokens, c) };
+  }
+
+  private async chat(body: unknown, x: Exchange) {
+    const c = parseChatRequest(body, this.host.sampling.defaults);
     c.request.adapter = this.adapterOfModel(c.model);
     const promptIds = [await this.host.chatPrompt(c.messages, c.addGenerationPrompt, c.templateKwargs)];
-    const samples = await this.host.generate(c.request, promptIds, this.host.limits.maxNewTokens, 'messages');
-    const reported = await this.report(c.request, samples, promptIds, c.logprobs);
-    return { json: chatResponse(c.model ?? this.host.options.servedModelName, reported, promptIds[0].length, c) };
+    const run = (observer?: SampleObserver) =>
+      this.host.generate(c.request, promptIds, this.host.limits.maxNewTokens, 'messages', {
+        signal: x.signal,
+        observer,
+      });
+    const model = c.model ?? this.host.options.servedModelName;
+    if (c.stream) {
+      const head = streamHead(model, 'chatcmpl');
+      return this.stream(x.res, c.request, promptIds, run, {
+        opening: Array.from({ length: c.request.n }, (_, index) => chatChunk(head, { index, role: 'assistant' }, c)),
+        event: (d) => (d.text === '' && d.end === null && !c.logprobs ? null : chatChunk(head, d, c)),
+        closing: (samples) =>
+          c.includeUsage ? [usageChunk(head, 'chat.completion.chunk', promptIds[0].length, tokenCount(samples))] : [],
+      });
+    }
+    const reported = await this.report(c.request, await run(), promptIds);
+    return { json: chatResponse(model, reported, promptIds[0].length, c) };
   }
 
-  private async generate(body: unknown) {
+  private async generate(body: unknown, x: Exchange) {
     const started = performance.now();
-    const g = parseGenerateRequest(body);
-    const promptIds = await this.host.tokenize(g.request.prompts);
-    const samples = await this.host.generate(
-      g.request,
-      promptIds,
-      GENERATE_DEFAULT_MAX_NEW_TOKENS,
-      g.request.prompts.length > 0 && 'ids' in g.request.prompts[0] ? 'input_ids' : 'text',
-    );
-    const reported = await this.report(g.request, samples, promptIds, false);
-    const generated = reported.map((s) => ({ ...s, promptTokens: s.promptIds.length }));
-    return { json: generateResponse(generated, g, (performance.now() - started) / 1000, this.host.weightVersion) };
+    const g = parseGenerateRequest(body, this.host.sampling.defaults);
+    const rid = g.rid ?? newRid();
+    const promptIds = await this.host.tokenize(g.request.prompts, 'text');
+    const abort = new AbortController();
+    x.signal.addEventListener('abort', () => abort.abort(), { once: true });
+    const run = (observer?: SampleObserver) =>
+      this.host.generate(
+        g.request,
+        promptIds,
+        GENERATE_DEFAULT_MAX_NEW_TOKENS,
+        g.request.prompts.length > 0 && 'ids' in g.request.prompts[0] ? 'input_ids' : 'text',
+        { signal: abort.signal, observer },
+      );
+    this.running.set(rid, abort);
+    try {
+      const count = g.request.prompts.length * g.request.n;
+      const seconds = () => (performance.now() - started) / 1000;
+      if (g.stream) {
+        // SGLang streams each sample's text and output_ids so far (cumulative), with its index in a batch.
+        return await this.stream(x.res, g.request, promptIds, run, {
+          opening: [],
+          event: (d, s) => {
+            const sample = {
+              text: s.text,
+              tokens: s.tokens,
+              logprobs: s.logprobs,
+              promptTokens: promptIds[Math.floor(d.index / g.request.n)].length,
+              end: d.end,
+              top: s.top,
+            };
+            const output = generateOutput(sample, d.index, count, { ...g, rid }, seconds(), this.host.weightVersion);
+            return g.batch || count > 1 ? { ...output, index: d.index } : output;
+          },
+          closing: () => [],
+        });
+      }
+      const reported = await this.report(g.request, await run(), promptIds);
+      const generated = reported.map((s) => ({ ...s, promptTokens: s.promptIds.length, end: s }));
+      return { json: generateResponse(generated, { ...g, rid }, seconds(), this.host.weightVersion) };
+    } finally {
+      this.running.delete(rid);
+    }
+  }
+
+  /** SGLang's /abort_request: ends the /generate request with this rid (or every one); its samples end 'abort'. */
+  private abort(body: unknown): Reply {
+    const { rid, all } = parseAbortRequest(body);
+    for (const [id, controller] of this.running) if (all || id === rid) controller.abort();
+    return { text: '' };
+  }
+
+  /** vLLM's and SGLang's /tokenize: a prompt's ids (special tokens added unless add_special_tokens is false). */
+  private async tokenize(body: unknown): Promise<Reply> {
+    const f = RequestFields.of(body);
+    const prompt = f.has('prompt') ? f.string('prompt', '') : f.string('text', '');
+    const addSpecialTokens = f.boolean('add_special_tokens', true);
+    this.host.checkPromptText(prompt, 'prompt');
+    const tokens = await this.host.tokenizer.encode(prompt, { addSpecialTokens });
+    return { json: { tokens, count: tokens.length, max_model_len: this.maxModelLen, token_strs: null } };
+  }
+
+  /** vLLM's /detokenize answers {prompt}, SGLang's {text}: both are given. */
+  private async detokenize(body: unknown): Promise<Reply> {
+    const f = RequestFields.of(body);
+    const tokens = f.integers('tokens');
+    const bad = tokens.find((id) => id < 0 || id >= this.host.limits.vocabSize);
+    if (bad !== undefined)
+      throw new ApiError(400, `tokens: ${bad} is outside the vocabulary [0, ${this.host.limits.vocabSize})`, 'tokens');
+    const text = await this.host.tokenizer.decode(tokens, {
+      skipSpecialTokens: f.boolean('skip_special_tokens', false),
+    });
+    return { json: { prompt: text, text } };
   }
 
   /** SGLang's answer: {success, message, num_paused_requests}, 200 or 400; the old weights serve on after a refusal. */

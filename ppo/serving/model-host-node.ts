@@ -18,8 +18,16 @@ import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../
 import { rolloutSlots } from '../generation/slots.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
-import { checkPromptIds, type GenerationRequest, type PromptInput, type ServerLimits } from './generation-request.ts';
-import { Scheduler, type SampleResult } from './scheduler.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
+import {
+  checkPromptIds,
+  generationConfigDefaults,
+  type GenerationRequest,
+  type PromptInput,
+  type SamplingDefaults,
+  type ServerLimits,
+} from './generation-request.ts';
+import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
 
 export interface ServeOptions {
@@ -48,6 +56,33 @@ const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
  */
 const SERVER_COMPACT_BELOW = 1;
 
+/**
+ * How much a tokenizer's normalizer may shrink a text (accents stripped, sequences composed) before tokens cover it.
+ */
+const NORMALIZER_MARGIN = 4;
+
+/**
+ * Bytes of text that --max-prompt-tokens tokens can cover, at most: each token's text has no more bytes than its
+ * vocabulary entry (byte-level BPE spells a byte as one character, SentencePiece a space as "▁" and a byte as
+ * "<0x0A>", WordPiece a word's middle as "##…"), times the normalizer's margin. A tokenizer that drops text
+ * (whitespace between BERT's words) could fit more; such a prompt is refused, as the docs say.
+ */
+export function promptByteLimit(tokenizerJson: string, maxPromptTokens: number): number {
+  const json = JSON.parse(tokenizerJson) as {
+    model?: { vocab?: Record<string, number> | [string, number][]; max_input_chars_per_word?: number };
+    added_tokens?: { content: string }[];
+  };
+  const vocab = json.model?.vocab;
+  const pieces = [
+    ...(Array.isArray(vocab) ? vocab.map(([piece]) => piece) : Object.keys(vocab ?? {})),
+    ...(json.added_tokens ?? []).map((t) => t.content),
+  ];
+  // WordPiece's unknown token stands for a whole word of up to max_input_chars_per_word characters (4 bytes each).
+  const unknownWord = 4 * (json.model?.max_input_chars_per_word ?? 0);
+  const longest = pieces.reduce((m, p) => Math.max(m, Buffer.byteLength(p)), Math.max(1, unknownWord));
+  return maxPromptTokens * longest * NORMALIZER_MARGIN;
+}
+
 export class ModelHost {
   readonly limits: ServerLimits;
   readonly scheduler: Scheduler;
@@ -63,6 +98,8 @@ export class ModelHost {
   private readonly slots: number;
   private readonly end: { eosTokenIds: number[]; padTokenId: number };
   private chatTemplate: ChatTemplate | Error | null = null;
+  /** Bytes of text a prompt may have: more cannot tokenize within --max-prompt-tokens (promptByteLimit). */
+  private readonly promptBytes: number;
 
   private constructor(
     readonly engine: Engine,
@@ -72,6 +109,8 @@ export class ModelHost {
     readonly tokenizer: Tokenizer,
     private readonly tokenizerJson: string,
     end: { eosTokenIds: number[]; padTokenId: number },
+    /** generation_config.json's sampling defaults, and the keys of it this server cannot apply. */
+    readonly sampling: { defaults: SamplingDefaults; ignored: string[] },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -89,8 +128,14 @@ export class ModelHost {
       vocabSize: config.vocabSize,
       maxSamples: options.maxRequestSamples,
     };
+    this.promptBytes = promptByteLimit(tokenizerJson, P);
     const decode = (ids: readonly number[]) => tokenizer.decode(ids, { skipSpecialTokens: true });
-    this.scheduler = new Scheduler((queue, adapter) => this.decodeLoop(queue, adapter), end.eosTokenIds, decode);
+    this.scheduler = new Scheduler(
+      (queue, adapter) => this.decodeLoop(queue, adapter),
+      end.eosTokenIds,
+      decode,
+      () => this.counters.aborted(),
+    );
   }
 
   static async open(engine: Engine, options: ServeOptions): Promise<ModelHost> {
@@ -100,8 +145,10 @@ export class ModelHost {
     const loaded = await loadModel(engine, dir, { label: 'served' });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
-    const end = endTokenIds(loaded.config, await readGenerationConfig(dir), tokenizer);
-    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end);
+    const generationConfig = await readGenerationConfig(dir);
+    const end = endTokenIds(loaded.config, generationConfig, tokenizer);
+    const sampling = generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json'));
+    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
   }
 
   /** Decode slots and the cache capacity each slot has. */
@@ -117,9 +164,29 @@ export class ModelHost {
     return this.adapters.has(name);
   }
 
-  /** Text prompts tokenized as vLLM and SGLang do (the tokenizer's special tokens added); ids as given. */
-  tokenize(prompts: readonly PromptInput[]): Promise<number[][]> {
+  /**
+   * Text prompts tokenized as vLLM and SGLang do (the tokenizer's special tokens added); ids as given. A text too
+   * long to fit is refused before it is tokenized (checkPromptText).
+   */
+  tokenize(prompts: readonly PromptInput[], param: string): Promise<number[][]> {
+    prompts.forEach((p, i) => {
+      if ('text' in p) this.checkPromptText(p.text, prompts.length > 1 ? `${param}[${i}]` : param);
+    });
     return Promise.all(prompts.map((p) => ('ids' in p ? p.ids : this.tokenizer.encode(p.text))));
+  }
+
+  /** A 400 in a few milliseconds for a text whose tokens would surely exceed --max-prompt-tokens. */
+  checkPromptText(text: string, param: string): void {
+    // UTF-16 units are at least a third of the UTF-8 bytes: most texts are decided without counting bytes.
+    if (text.length * 3 <= this.promptBytes) return;
+    const bytes = Buffer.byteLength(text);
+    if (bytes > this.promptBytes)
+      throw new ApiError(
+        400,
+        `${param}: the prompt has ${bytes} bytes of text, more than ${this.promptBytes} (this server's ` +
+          `--max-prompt-tokens ${this.limits.maxPromptTokens} × the longest token's bytes × ${NORMALIZER_MARGIN})`,
+        param,
+      );
   }
 
   /** A chat's prompt ids: the model's chat template, rendered and encoded as apply_chat_template does. */
@@ -151,12 +218,16 @@ export class ModelHost {
     }
   }
 
-  /** Checks the prompts and the budget, then waits for every sample; `param` names the prompt field in errors. */
-  async generate(
+  /**
+   * Checks the prompts and the budget (throwing at once, before a stream starts), then waits for every sample;
+   * `param` names the prompt field in errors. `signal` aborts the request; `observer` sees its tokens as they come.
+   */
+  generate(
     request: GenerationRequest,
     promptIds: number[][],
     defaultMaxTokens: number,
     param: string,
+    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
   ): Promise<SampleResult[]> {
     const budget = checkPromptIds(promptIds, request.maxTokens, defaultMaxTokens, request.n, this.limits, param);
     const bad = request.stopTokenIds.find((id) => id < 0 || id >= this.config.vocabSize);
@@ -165,6 +236,13 @@ export class ModelHost {
         400,
         `stop_token_ids: ${bad} is outside the vocabulary [0, ${this.config.vocabSize})`,
         'stop_token_ids',
+      );
+    const biased = [...request.processing.logitBias.keys()].find((id) => id >= this.config.vocabSize);
+    if (biased !== undefined)
+      throw new ApiError(
+        400,
+        `logit_bias: token id ${biased} is outside the vocabulary [0, ${this.config.vocabSize})`,
+        'logit_bias',
       );
     if (request.adapter !== null && !this.adapters.has(request.adapter)) {
       throw new ApiError(
@@ -184,6 +262,27 @@ export class ModelHost {
       stopStrings: request.stop,
       stopTokenIds: request.stopTokenIds,
       adapter: request.adapter,
+      topLogprobs: request.topLogprobs,
+      processing: request.processing,
+      ...watch,
+    });
+  }
+
+  /**
+   * One short request through the whole decode loop (prefill, decode steps, sampling, a read), so that its
+   * pipelines are compiled before the server listens: the first client waits for its own tokens only.
+   */
+  async warmUp(): Promise<void> {
+    const prompt = Array.from({ length: Math.min(4, this.limits.maxPromptTokens) }, (_, i) => i);
+    await this.scheduler.generate({
+      prompts: [prompt],
+      n: 1,
+      budget: Math.min(this.limits.maxNewTokens, 2 * SERVER_READ_EVERY + 1),
+      sampling: { temperature: 1, topK: -1, topP: 1, seed: 0 },
+      sampleOffset: 0,
+      stopStrings: [],
+      stopTokenIds: [],
+      adapter: null,
     });
   }
 
@@ -256,6 +355,8 @@ export class ModelHost {
       readEvery: SERVER_READ_EVERY,
       compactBelow: SERVER_COMPACT_BELOW,
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
+      topLogprobs: MAX_TOP_LOGPROBS,
+      processing: true,
     };
     await decodeContinuous(this.decoders.decoders, queue, loop, this.slots, this.capacity);
   }

@@ -12,10 +12,14 @@ import {
   refuseUnsupportedSampling,
   samplingFields,
   seedOf,
+  processingFields,
+  NEUTRAL_SAMPLING,
   type GenerationRequest,
+  type SamplingDefaults,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 
 /** vLLM's default budget of /v1/completions (OpenAI's max_tokens default). */
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
@@ -25,18 +29,34 @@ interface OpenAiRequest {
   /** The `model` field, or null when absent. */
   model: string | null;
   returnTokenIds: boolean;
+  /** Server-Sent Events, one chunk per read of the decode batch, then `data: [DONE]`. */
+  stream: boolean;
+  /** stream_options.include_usage: `usage: null` on every chunk, then a last chunk with no choices and the usage. */
+  includeUsage: boolean;
 }
 
 /** The fields /v1/completions and /v1/chat/completions share. */
 function commonFields(
   f: RequestFields,
   maxTokens: number | null,
-): Omit<GenerationRequest, 'prompts'> & { model: string | null; returnTokenIds: boolean } {
-  f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
+  defaults: SamplingDefaults,
+): Omit<GenerationRequest, 'prompts'> & Omit<OpenAiRequest, 'request'> {
   refuseUnsupportedSampling(f);
-  const s = samplingFields(f);
+  const stream = f.boolean('stream', false);
+  const streamOptions = f.object('stream_options');
+  if (!stream && f.has('stream_options')) throw badRequest('stream_options', 'nothing unless stream is true', '{...}');
+  const s = samplingFields(f, defaults);
   f.unsupported('best_of', s.n, 'best_of other than n is not supported by this server');
   f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
+  // Accepted and ignored they would answer something else than asked: refused until they are computed.
+  if (f.has('prompt_logprobs'))
+    throw new ApiError(400, 'prompt_logprobs: prompt log-probs are not computed by this server', 'prompt_logprobs');
+  if (f.has('truncate_prompt_tokens'))
+    throw new ApiError(
+      400,
+      'truncate_prompt_tokens: prompts are not truncated by this server (a prompt over --max-prompt-tokens is a 400)',
+      'truncate_prompt_tokens',
+    );
   const seed = f.optionalInteger('seed');
   return {
     n: s.n,
@@ -50,8 +70,12 @@ function commonFields(
     keepStopString: f.boolean('include_stop_str_in_output', false),
     skipSpecialTokens: f.boolean('skip_special_tokens', true),
     adapter: null,
+    topLogprobs: 0,
+    processing: processingFields(f, 'min_tokens'),
     model: f.has('model') ? f.string('model', '') : null,
     returnTokenIds: f.boolean('return_token_ids', false),
+    stream,
+    includeUsage: streamOptions.boolean('include_usage', false),
   };
 }
 
@@ -60,26 +84,30 @@ export interface CompletionRequest extends OpenAiRequest {
   logprobs: boolean;
 }
 
-export function parseCompletionRequest(body: unknown): CompletionRequest {
+export function parseCompletionRequest(
+  body: unknown,
+  defaults: SamplingDefaults = NEUTRAL_SAMPLING,
+): CompletionRequest {
   const f = RequestFields.of(body);
   if (!f.has('prompt')) throw badRequest('prompt', 'a prompt (text or token ids)', undefined);
   const prompts = promptInputs(f.raw('prompt'), 'prompt');
   f.unsupported('echo', false, 'echo is not supported by this server (only false)');
   f.unsupported('suffix', '', 'suffix is not supported by this server');
-  const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0 }) : null;
-  if (logprobs !== null && logprobs > 0) {
-    throw new ApiError(
-      400,
-      `logprobs: ${logprobs} top alternatives per token are not computed by this server; logprobs=0 returns each ` +
-        `sampled token's log-prob`,
-      'logprobs',
-    );
-  }
-  const { model, returnTokenIds, ...rest } = commonFields(
+  // vLLM's max_logprobs (20) bounds the alternatives per token.
+  const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS }) : null;
+  const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(
     f,
     f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null,
+    defaults,
   );
-  return { request: { prompts, ...rest }, model, returnTokenIds, logprobs: logprobs !== null };
+  return {
+    request: { prompts, ...rest, topLogprobs: logprobs ?? 0 },
+    model,
+    returnTokenIds,
+    stream,
+    includeUsage,
+    logprobs: logprobs !== null,
+  };
 }
 
 export interface ChatRequest extends OpenAiRequest {
@@ -102,7 +130,7 @@ function messageContent(value: unknown, param: string): string {
   );
 }
 
-export function parseChatRequest(body: unknown): ChatRequest {
+export function parseChatRequest(body: unknown, defaults: SamplingDefaults = NEUTRAL_SAMPLING): ChatRequest {
   const f = RequestFields.of(body);
   const raw = f.raw('messages');
   if (!Array.isArray(raw) || raw.length === 0) throw badRequest('messages', 'a non-empty list of messages', raw);
@@ -115,15 +143,17 @@ export function parseChatRequest(body: unknown): ChatRequest {
       content: m.content === undefined || m.content === null ? '' : messageContent(m.content, `messages[${i}].content`),
     };
   });
-  if (f.has('tools')) throw new ApiError(400, 'tools: tool calling is not supported by this server', 'tools');
-  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0 });
-  if (topLogprobs > 0)
-    throw new ApiError(
-      400,
-      `top_logprobs: ${topLogprobs} alternatives per token are not computed by this server; logprobs=true returns ` +
-        `each sampled token's log-prob`,
-      'top_logprobs',
-    );
+  // SDKs send an empty tool list and tool_choice "none" or "auto" with it: both mean plain text.
+  const tools = f.raw('tools');
+  if (tools !== undefined && tools !== null && !(Array.isArray(tools) && tools.length === 0))
+    throw new ApiError(400, 'tools: tool calling is not supported by this server (only [])', 'tools');
+  const toolChoice = f.raw('tool_choice');
+  if (toolChoice !== undefined && toolChoice !== null && toolChoice !== 'none' && toolChoice !== 'auto')
+    throw badRequest('tool_choice', '"none" or "auto" (there are no tools)', toolChoice);
+  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS });
+  const logprobs = f.boolean('logprobs', false);
+  if (topLogprobs > 0 && !logprobs)
+    throw new ApiError(400, 'top_logprobs: needs logprobs to be true (as OpenAI requires)', 'top_logprobs');
   const kwargs = f.raw('chat_template_kwargs');
   if (kwargs !== undefined && kwargs !== null && !isObject(kwargs))
     throw badRequest('chat_template_kwargs', 'an object', kwargs);
@@ -132,15 +162,17 @@ export function parseChatRequest(body: unknown): ChatRequest {
     : f.has('max_tokens')
       ? f.number('max_tokens', 0, { integer: true })
       : null;
-  const { model, returnTokenIds, ...rest } = commonFields(f, budget);
+  const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(f, budget, defaults);
   return {
-    request: { prompts: [], ...rest },
+    request: { prompts: [], ...rest, topLogprobs },
     model,
     returnTokenIds,
+    stream,
+    includeUsage,
     messages,
     addGenerationPrompt: f.boolean('add_generation_prompt', true),
     templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
-    logprobs: f.boolean('logprobs', false),
+    logprobs,
   };
 }
 
@@ -148,10 +180,36 @@ export function parseChatRequest(body: unknown): ChatRequest {
 export interface ReportedSample extends CompletionText {
   tokens: number[];
   logprobs: Float32Array;
-  /** Each token's text (for log-probs). */
-  tokenTexts: string[];
   promptIds: number[];
+  /** Per token, its alternatives and their texts, when asked for. */
+  top: Alternatives | null;
 }
+
+/** Per generated token, its most likely alternatives, their log-probs and texts (most likely first). */
+export interface Alternatives {
+  ids: number[][];
+  logprobs: number[][];
+  texts: string[][];
+}
+
+/** vLLM's completions top_logprobs: per token {text: log-prob} of its alternatives, and of the token drawn. */
+function topLogprobDicts(top: Alternatives, tokenTexts: readonly string[], logprobs: ArrayLike<number>) {
+  return top.texts.map((texts, t) => {
+    const dict: Record<string, number> = {};
+    texts.forEach((text, k) => {
+      dict[text] ??= top.logprobs[t][k];
+    });
+    dict[tokenTexts[t]] ??= logprobs[t];
+    return dict;
+  });
+}
+
+/** OpenAI's chat top_logprobs: per token [{token, logprob, bytes}] of its alternatives. */
+function topLogprobLists(top: Alternatives, t: number) {
+  return top.texts[t].map((token, k) => ({ token, logprob: top.logprobs[t][k], bytes: utf8Bytes(token) }));
+}
+
+const utf8Bytes = (text: string) => Array.from(new TextEncoder().encode(text));
 
 function usage(promptTokens: number, samples: readonly ReportedSample[]) {
   const completion = samples.reduce((n, s) => n + s.tokens.length, 0);
@@ -159,7 +217,7 @@ function usage(promptTokens: number, samples: readonly ReportedSample[]) {
 }
 
 /** vLLM's stop_reason: the stop string or stop token id that ended the sample; null at EOS or the budget. */
-function stopReason(s: ReportedSample): string | number | null {
+function stopReason(s: CompletionText): string | number | null {
   return s.eos ? null : s.matched;
 }
 
@@ -192,7 +250,7 @@ export function completionResponse(
               text_offset: textOffset,
               token_logprobs: Array.from(s.logprobs),
               tokens: s.tokenTexts,
-              top_logprobs: null,
+              top_logprobs: s.top ? topLogprobDicts(s.top, s.tokenTexts, s.logprobs) : null,
             }
           : null,
         finish_reason: s.finishReason,
@@ -210,7 +268,6 @@ export function chatResponse(
   promptTokens: number,
   c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds'>,
 ) {
-  const bytes = (text: string) => Array.from(new TextEncoder().encode(text));
   return {
     id: randomId('chatcmpl'),
     object: 'chat.completion',
@@ -224,8 +281,8 @@ export function chatResponse(
             content: s.tokenTexts.map((token, t) => ({
               token,
               logprob: s.logprobs[t],
-              bytes: bytes(token),
-              top_logprobs: [],
+              bytes: utf8Bytes(token),
+              top_logprobs: s.top ? topLogprobLists(s.top, t) : [],
             })),
           }
         : null,
@@ -235,6 +292,117 @@ export function chatResponse(
     })),
     usage: usage(promptTokens, samples),
     ...(c.returnTokenIds ? { prompt_token_ids: samples[0]?.promptIds ?? [] } : {}),
+  };
+}
+
+/** The part of a sample one stream chunk carries: its new text and tokens, and the end once it ended. */
+export interface StreamDelta {
+  /** Choice index (prompt-major sample index). */
+  index: number;
+  text: string;
+  tokens: readonly number[];
+  logprobs: readonly number[];
+  tokenTexts: readonly string[];
+  /** Offset of the first token's text in the sample's text (text_offset). */
+  textOffset: number;
+  /** The tokens' alternatives, when asked for. */
+  top: Alternatives | null;
+  /** Set on the sample's last chunk. */
+  end: CompletionText | null;
+}
+
+/** Stream chunks of one response share its id, creation time and model. */
+export interface StreamHead {
+  id: string;
+  created: number;
+  model: string;
+}
+
+export function streamHead(model: string, kind: 'cmpl' | 'chatcmpl'): StreamHead {
+  return { id: randomId(kind), created: now(), model };
+}
+
+/** A text_completion chunk (vLLM's CompletionStreamResponse). */
+export function completionChunk(
+  head: StreamHead,
+  d: StreamDelta,
+  c: Pick<CompletionRequest, 'logprobs' | 'includeUsage' | 'returnTokenIds'>,
+) {
+  let offset = d.textOffset;
+  return {
+    ...head,
+    object: 'text_completion',
+    choices: [
+      {
+        index: d.index,
+        text: d.text,
+        logprobs: c.logprobs
+          ? {
+              text_offset: d.tokenTexts.map((t) => (offset += t.length) - t.length),
+              token_logprobs: [...d.logprobs],
+              tokens: [...d.tokenTexts],
+              top_logprobs: d.top ? topLogprobDicts(d.top, d.tokenTexts, d.logprobs) : null,
+            }
+          : null,
+        finish_reason: d.end?.finishReason ?? null,
+        stop_reason: d.end ? stopReason(d.end) : null,
+        ...(c.returnTokenIds ? { token_ids: [...d.tokens] } : {}),
+      },
+    ],
+    ...(c.includeUsage ? { usage: null } : {}),
+  };
+}
+
+/** A chat.completion.chunk (vLLM's ChatCompletionStreamResponse); `role` starts a choice's stream. */
+export function chatChunk(
+  head: StreamHead,
+  d: StreamDelta | { index: number; role: 'assistant' },
+  c: Pick<ChatRequest, 'logprobs' | 'includeUsage' | 'returnTokenIds'>,
+) {
+  const choice =
+    'role' in d
+      ? { index: d.index, delta: { role: d.role, content: '' }, logprobs: null, finish_reason: null }
+      : {
+          index: d.index,
+          delta: d.text === '' && d.end ? {} : { content: d.text },
+          logprobs: c.logprobs
+            ? {
+                content: d.tokenTexts.map((token, t) => ({
+                  token,
+                  logprob: d.logprobs[t],
+                  bytes: utf8Bytes(token),
+                  top_logprobs: d.top ? topLogprobLists(d.top, t) : [],
+                })),
+              }
+            : null,
+          finish_reason: d.end?.finishReason ?? null,
+          stop_reason: d.end ? stopReason(d.end) : null,
+          ...(c.returnTokenIds ? { token_ids: [...d.tokens] } : {}),
+        };
+  return {
+    ...head,
+    object: 'chat.completion.chunk',
+    choices: [choice],
+    ...(c.includeUsage ? { usage: null } : {}),
+  };
+}
+
+/** stream_options.include_usage's last chunk: no choices, the request's usage. */
+export function usageChunk(
+  head: StreamHead,
+  object: 'text_completion' | 'chat.completion.chunk',
+  promptTokens: number,
+  completionTokens: number,
+) {
+  return {
+    ...head,
+    object,
+    choices: [],
+    usage: {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    },
   };
 }
 

@@ -6,8 +6,9 @@
 // that loop to end (a decode batch runs one set of weights).
 import type { FinishReason } from '../generation/types.ts';
 import { TurnProgress } from '../generation/sample-records.ts';
-import type { QueuedSample, SampleQueue } from '../generation/continuous-batching.ts';
+import type { QueuedSample, SampleQueue, TopAlternatives } from '../generation/continuous-batching.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
+import type { RowProcessing } from '../../kernels/decode/logits-processors.ts';
 
 /** A request as the loop runs it: token ids, n samples per prompt, each with the stream (seed, sampleOffset + j). */
 export interface ScheduledRequest {
@@ -20,7 +21,24 @@ export interface ScheduledRequest {
   stopStrings: readonly string[];
   stopTokenIds: readonly number[];
   adapter: string | null;
+  /** Most likely alternatives to report per generated token (0: none). */
+  topLogprobs?: number;
+  /** Penalties, logit_bias, ignore_eos, min_tokens, min_p (absent: none). */
+  processing?: RowProcessing;
+  /** Aborting it ends the request's samples: waiting ones at once, decoding ones at the next decode step. */
+  signal?: AbortSignal;
+  /** Told each sample's tokens as the host reads them, and each sample's result as it ends (streaming). */
+  observer?: SampleObserver;
 }
+
+export interface SampleObserver {
+  /** Sample j (prompt-major) drew these tokens, with their log-probs. */
+  tokens(j: number, tokens: readonly number[], logprobs: readonly number[], top: readonly TopAlternatives[]): void;
+  finished(j: number, result: SampleResult): void;
+}
+
+/** Why a sample ended: the rollout's reasons, or 'abort' (its request was aborted or its client went away). */
+export type SampleEnd = FinishReason | 'abort';
 
 /** One sample's response: the tokens drawn (the ending token included) and their log-probs. */
 export interface SampleResult {
@@ -28,7 +46,9 @@ export interface SampleResult {
   prompt: number;
   tokens: number[];
   logprobs: Float32Array;
-  reason: FinishReason;
+  /** Per token, its most likely alternatives (when the request asked for them), else null. */
+  top: TopAlternatives[] | null;
+  reason: SampleEnd;
 }
 
 interface GenerateJob {
@@ -40,6 +60,8 @@ interface GenerateJob {
   taken: number;
   results: (SampleResult | null)[];
   remaining: number;
+  aborted: boolean;
+  observer: SampleObserver | undefined;
   resolve: (results: SampleResult[]) => void;
   reject: (err: unknown) => void;
 }
@@ -64,6 +86,8 @@ export class Scheduler {
     private readonly eosTokenIds: readonly number[],
     /** Token ids → text, for stop strings. */
     private readonly decode: (ids: readonly number[]) => Promise<string>,
+    /** Told each request aborted (by its client or /abort_request) before all its samples ended. */
+    private readonly onAbort: () => void = () => {},
   ) {}
 
   /** Samples waiting for a slot or decoding, over all requests. */
@@ -81,6 +105,9 @@ export class Scheduler {
             prompt,
             sampling: { ...r.sampling, stream: (r.sampleOffset + j) >>> 0 },
             progress: new TurnProgress(config, r.stopTokenIds, r.stopStrings, r.budget),
+            topLogprobs: r.topLogprobs ?? 0,
+            processing: r.processing,
+            onTokens: r.observer ? (tokens, logprobs, top) => r.observer!.tokens(j, tokens, logprobs, top) : undefined,
           }),
         );
       const job: GenerateJob = {
@@ -91,13 +118,28 @@ export class Scheduler {
         taken: 0,
         results: samples.map(() => null),
         remaining: samples.length,
+        aborted: false,
+        observer: r.observer,
         resolve,
         reject,
       };
       samples.forEach((s, index) => this.owners.set(s, { job, index }));
       this.jobs.push(job);
+      if (r.signal?.aborted) this.abort(job);
+      else r.signal?.addEventListener('abort', () => this.abort(job), { once: true });
       this.pump();
     });
+  }
+
+  /** Ends a request's samples: the waiting ones now (reason 'abort'), the decoding ones at the loop's next step. */
+  private abort(job: GenerateJob): void {
+    if (job.aborted || job.remaining === 0) return;
+    job.aborted = true;
+    this.onAbort();
+    for (const s of job.samples.slice(0, job.taken)) s.cancelled = true;
+    const waiting = job.samples.slice(job.taken);
+    job.taken = job.samples.length;
+    for (const s of waiting) this.finished(s, new Float32Array(0));
   }
 
   /** Runs `work` once every request queued before it has ended, before any queued after it starts. */
@@ -161,12 +203,15 @@ export class Scheduler {
     if (!owner) return;
     const { job, index } = owner;
     this.owners.delete(sample);
-    job.results[index] = {
+    const result: SampleResult = {
       prompt: Math.floor(index / job.n),
       tokens: sample.progress.tokens,
       logprobs,
-      reason: sample.progress.reason ?? 'length',
+      top: (sample.topLogprobs ?? 0) > 0 ? (sample.top ?? []) : null,
+      reason: sample.progress.reason ?? (sample.cancelled || job.aborted ? 'abort' : 'length'),
     };
+    job.results[index] = result;
+    job.observer?.finished(index, result);
     if (--job.remaining === 0) {
       this.jobs.splice(this.jobs.indexOf(job), 1);
       job.resolve(job.results as SampleResult[]);

@@ -9,9 +9,13 @@ import {
   refuseUnsupportedSampling,
   samplingFields,
   seedOf,
+  processingFields,
+  NEUTRAL_SAMPLING,
   type GenerationRequest,
+  type SamplingDefaults,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 
 /** SGLang's SamplingParams default max_new_tokens. */
 export const GENERATE_DEFAULT_MAX_NEW_TOKENS = 128;
@@ -23,17 +27,18 @@ export interface GenerateRequest {
   rid: string | null;
   /** A batch of prompts (text or input_ids a list of them): SGLang answers a list even for one sample. */
   batch: boolean;
+  /** Server-Sent Events: each sample's text and output_ids so far at every read, then `data: [DONE]`. */
+  stream: boolean;
 }
 
-export function parseGenerateRequest(body: unknown): GenerateRequest {
+export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults = NEUTRAL_SAMPLING): GenerateRequest {
   const f = RequestFields.of(body);
   if (f.has('text') === f.has('input_ids'))
     throw new ApiError(400, 'exactly one of text and input_ids must be given', f.has('text') ? 'input_ids' : 'text');
   const input = f.has('text') ? f.raw('text') : f.raw('input_ids');
   const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
   const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
-  f.unsupported('stream', false, 'streaming is not supported by this server (only false)');
-  f.unsupported('top_logprobs_num', 0, 'top log-probs are not computed by this server (only 0)');
+  f.unsupported('token_ids_logprob', null, 'log-probs of chosen token ids are not computed by this server');
   f.unsupported('logprob_start_len', -1, 'prompt log-probs are not computed by this server (only -1: output tokens)');
   if (f.has('input_embeds') || f.has('image_data'))
     throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
@@ -46,7 +51,7 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
   }
   const s = f.object('sampling_params');
   refuseUnsupportedSampling(s);
-  const sampling = samplingFields(s);
+  const sampling = samplingFields(s, defaults);
   const seed = s.has('sampling_seed') ? s.optionalInteger('sampling_seed') : s.optionalInteger('seed');
   // SGLang takes one name, or a list of one per input: here the list must name one adapter (a batch runs one).
   const given = f.raw('lora_path');
@@ -74,36 +79,55 @@ export function parseGenerateRequest(body: unknown): GenerateRequest {
       keepStopString: s.boolean('no_stop_trim', false),
       skipSpecialTokens: s.boolean('skip_special_tokens', true),
       adapter: (lora as string | null | undefined) ?? null,
+      topLogprobs: f.number('top_logprobs_num', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS }),
+      processing: processingFields(s, 'min_new_tokens'),
     },
     returnLogprob: f.boolean('return_logprob', false),
     rid: typeof rid === 'string' ? rid : null,
     batch,
+    stream: f.boolean('stream', false),
   };
 }
 
-export interface GeneratedSample extends CompletionText {
-  tokens: number[];
-  logprobs: Float32Array;
+/** A sample so far (`end` null while it generates) or finished. */
+export interface GeneratedSample {
+  text: string;
+  tokens: readonly number[];
+  logprobs: ArrayLike<number>;
   promptTokens: number;
+  end: Pick<CompletionText, 'finishReason' | 'matched'> | null;
+  /** Per token, its alternatives (top_logprobs_num), when asked for. */
+  top: { ids: number[][]; logprobs: number[][] } | null;
 }
 
-/** One sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
-export function generateResponse(
-  samples: readonly GeneratedSample[],
-  g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>,
+/** A random request id, as SGLang makes one. */
+export function newRid(): string {
+  return Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16)).join('');
+}
+
+/** SGLang's finish_reason: null while generating, {type: "stop", matched}, {type: "length", length} or abort. */
+function finishReason(s: GeneratedSample) {
+  if (s.end === null) return null;
+  if (s.end.finishReason === 'length') return { type: 'length', length: s.tokens.length };
+  if (s.end.finishReason === 'abort') return { type: 'abort', message: 'the request was aborted' };
+  return { type: 'stop', matched: s.end.matched };
+}
+
+/** One sample's output, sample i of `count` (its id `${rid}-${i}` when there are several). */
+export function generateOutput(
+  s: GeneratedSample,
+  i: number,
+  count: number,
+  g: Pick<GenerateRequest, 'returnLogprob'> & { rid: string },
   latencySeconds: number,
   weightVersion: string,
 ) {
-  const rid = g.rid ?? Array.from({ length: 32 }, () => Math.floor(Math.random() * 16).toString(16)).join('');
-  const outputs = samples.map((s, i) => ({
+  return {
     text: s.text,
-    output_ids: s.tokens,
+    output_ids: [...s.tokens],
     meta_info: {
-      id: samples.length > 1 ? `${rid}-${i}` : rid,
-      finish_reason:
-        s.finishReason === 'length'
-          ? { type: 'length', length: s.tokens.length }
-          : { type: 'stop', matched: s.matched },
+      id: count > 1 ? `${g.rid}-${i}` : g.rid,
+      finish_reason: finishReason(s),
       prompt_tokens: s.promptTokens,
       completion_tokens: s.tokens.length,
       cached_tokens: 0,
@@ -111,9 +135,36 @@ export function generateResponse(
       e2e_latency: latencySeconds,
       // [logprob, token id, token text]: the text only with return_text_in_logprobs, which this server leaves null.
       ...(g.returnLogprob ? { output_token_logprobs: s.tokens.map((id, t) => [s.logprobs[t], id, null]) } : {}),
+      ...(g.returnLogprob && s.top
+        ? {
+            output_top_logprobs: s.top.ids.map((ids, t) => ids.map((id, k) => [s.top!.logprobs[t][k], id, null])),
+          }
+        : {}),
     },
-  }));
+  };
+}
+
+/** Every sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
+export function generateResponse(
+  samples: readonly GeneratedSample[],
+  g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>,
+  latencySeconds: number,
+  weightVersion: string,
+) {
+  const rid = g.rid ?? newRid();
+  const outputs = samples.map((s, i) =>
+    generateOutput(s, i, samples.length, { ...g, rid }, latencySeconds, weightVersion),
+  );
   return g.batch || outputs.length > 1 ? outputs : outputs[0];
+}
+
+/** SGLang's /abort_request: a request's rid, or abort_all. */
+export function parseAbortRequest(body: unknown): { rid: string | null; all: boolean } {
+  const f = RequestFields.of(body);
+  const all = f.boolean('abort_all', false);
+  if (!all && !f.has('rid'))
+    throw badRequest('rid', 'the rid of a running /generate request (or abort_all)', undefined);
+  return { rid: f.has('rid') ? f.string('rid', '') : null, all };
 }
 
 export function parseUpdateWeightsRequest(body: unknown): { modelPath: string; weightVersion: string | null } {

@@ -11,7 +11,7 @@ import type { Tensor } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
 import type { TokenBatch } from '../../models/token-batch.ts';
 import { checkLossAggMode, type LossAggregation } from '../../kernels/ppo/ppo-vocabulary.ts';
-import { blocks, planMicroBatches, type MicroBatching } from './micro-batches.ts';
+import { blocks, planMicroBatches, sequenceLengths, type MicroBatching } from './micro-batches.ts';
 import type { ExperienceRows, SequenceBufferPool, SequenceBuffers } from './sequence-buffers.ts';
 import type { AdamWOptimizer } from './adamw-optimizer.ts';
 import { MetricAccumulator } from './metric-accumulator.ts';
@@ -23,6 +23,9 @@ export interface ScheduleConfig extends MicroBatching {
   miniBatchSize: number;
   shuffle: boolean;
   lossAggMode: string;
+  /** seq-mean-token-sum-norm's constant divisor (actor/critic.loss_scale_factor); null: each micro-batch's longest
+   *  response, the width verl pads a micro-batch to. */
+  lossScaleFactor?: number | null;
   /** This step's learning rate (ppo/algorithm/lr-schedule.ts). */
   lr: number;
 }
@@ -77,6 +80,7 @@ export async function runUpdate(
       `ppo_mini_batch_size × rollout.n = ${config.miniBatchSize} does not divide the ${x.N} sequences of a step`,
     );
   const metrics = new MetricAccumulator();
+  const lengths = sequenceLengths(x.rollout).response;
   log.clear();
   for (let epoch = 0; epoch < config.epochs; epoch++) {
     const order = config.shuffle ? permutation(x.N, rng) : Array.from({ length: x.N }, (_, i) => i);
@@ -88,7 +92,12 @@ export async function runUpdate(
         const buffers = pool.get(rows.length, promptLength + responseLength, responseLength);
         const batch = buffers.uploadSequences(x.rollout, rows);
         buffers.gatherResponse(buffers.responseMask, x.tensors.mask);
-        await lossAndBackward({ miniBatchRows, aggregation, rows, buffers, batch }, log, metrics);
+        const lossScaleFactor = config.lossScaleFactor ?? longestResponse(lengths, rows);
+        await lossAndBackward(
+          { miniBatchRows, aggregation: { ...aggregation, lossScaleFactor }, rows, buffers, batch },
+          log,
+          metrics,
+        );
       }
       optimizer.step(config.lr);
       log.record(optimizer.normSquared, ([normSquared]) => {
@@ -112,7 +121,14 @@ function permutation(n: number, rng: Rng): number[] {
   return order;
 }
 
-/** Mini-batch aggregation denominators: valid tokens and non-empty rows of the mini-batch, response length R. */
+/** verl's default loss_scale_factor: the response width of the micro-batch (observations included), at least 1. */
+function longestResponse(lengths: readonly number[], rows: readonly number[]): number {
+  return Math.max(1, ...rows.map((row) => lengths[row]));
+}
+
+/** Mini-batch aggregation denominators as verl 1dda039b's trainer passes them (global_batch_info): the mini-batch's
+ *  valid tokens and all its rows (ppo_mini_batch_size × rollout.n, empty ones included); loss_scale_factor is set
+ *  per micro-batch by runUpdate (R here). */
 export function miniBatchAggregation(
   mode: string,
   responseMask: Float32Array,
@@ -120,18 +136,12 @@ export function miniBatchAggregation(
   R: number,
 ): LossAggregation {
   let tokens = 0;
-  let nonEmpty = 0;
-  for (const row of rows) {
-    let count = 0;
-    for (let t = 0; t < R; t++) count += responseMask[row * R + t];
-    tokens += count;
-    if (count > 0) nonEmpty++;
-  }
+  for (const row of rows) for (let t = 0; t < R; t++) tokens += responseMask[row * R + t];
   // An all-masked mini-batch has zero loss; a denominator of 1 keeps its weights finite (and zero).
   return {
     mode: checkLossAggMode(mode),
     batchNumTokens: Math.max(1, tokens),
-    globalBatchSize: Math.max(1, nonEmpty),
+    globalBatchSize: Math.max(1, rows.length),
     lossScaleFactor: R,
     dpSize: 1,
   };

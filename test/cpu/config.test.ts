@@ -495,3 +495,49 @@ describe('PF-PPO keys (algorithm.use_pf_ppo, algorithm.pf_ppo.*)', () => {
     ]);
   });
 });
+
+describe("verl 1dda039b's policy losses and loss keys", () => {
+  const actor = 'actor_rollout_ref.actor';
+  it('dro needs policy_loss.dro_beta > 0, in verl words; the step plan carries it', () => {
+    expect(() => planStep(loadConfig({ overrides: [`${actor}.policy_loss.loss_mode=dro`] }))).toThrow(
+      'policy_loss.dro_beta must be a positive value when using DRO',
+    );
+    const plan = planStep(
+      loadConfig({ overrides: [`${actor}.policy_loss.loss_mode=dro`, `${actor}.policy_loss.dro_beta=0.05`] }),
+    );
+    expect(plan.actor.policyLoss).toMatchObject({ lossMode: 'dro', droBeta: 0.05 });
+  });
+
+  it('takes dppo_tv, dppo_kl, token-sum and loss_scale_factor', () => {
+    const plan = planStep(
+      loadConfig({
+        overrides: [
+          `${actor}.policy_loss.loss_mode=dppo_kl`,
+          `${actor}.loss_agg_mode=token-sum`,
+          `${actor}.loss_scale_factor=512`,
+          'critic.loss_scale_factor=256',
+        ],
+      }),
+    );
+    expect(plan.actor).toMatchObject({ lossAggMode: 'token-sum', lossScaleFactor: 512 });
+    expect(plan.actor.policyLoss.lossMode).toBe('dppo_kl');
+    expect(plan.critic.lossScaleFactor).toBe(256);
+    expect(formatHelp()).toContain('dro_beta');
+  });
+
+  it('takes IcePop\'s "LOWER_UPPER" rollout_is_threshold, and refuses bounds out of order', () => {
+    const rc = 'algorithm.rollout_correction';
+    const is = [`${rc}.rollout_is=token`, 'actor_rollout_ref.rollout.calculate_log_probs=true'];
+    expect(planStep(loadConfig({ overrides: [...is, `${rc}.rollout_is_threshold=0.5_2.0`] })).rolloutIs).toEqual({
+      level: 'token',
+      threshold: '0.5_2.0',
+      batchNormalize: false,
+    });
+    expect(planStep(loadConfig({ overrides: [...is, `${rc}.rollout_is_threshold=1.5`] })).rolloutIs?.threshold).toBe(
+      1.5,
+    );
+    expect(() => planStep(loadConfig({ overrides: [...is, `${rc}.rollout_is_threshold=2.0_0.5`] }))).toThrow(
+      /lower bound must be <= upper bound/,
+    );
+  });
+});

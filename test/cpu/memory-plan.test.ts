@@ -32,6 +32,12 @@ const overrideMemory = (bytes: number) =>
 /** The device size these plans were written for (the rollout's budget 0.5 × 4 GiB). */
 const FOUR_GIB = overrideMemory(4 * GIB);
 
+/** Without gradient checkpointing the updates keep every layer's activations: the peak is the actor update's. */
+const EVERY_LAYER = [
+  'actor_rollout_ref.model.enable_gradient_checkpointing=false',
+  'critic.model.enable_gradient_checkpointing=false',
+];
+
 function config(overrides: string[]) {
   return loadConfig({
     overrides: [
@@ -220,6 +226,66 @@ describe('memory plan', () => {
     expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
   });
 
+  it('LoRA on a bf16 checkpoint: the base (also the reference) in bf16, and no float32 transposed copies', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const device = {
+      maxBindingBytes: 128 * MIB,
+      memory: FOUR_GIB,
+      transposedWeights: true,
+      decodeTransposedWeights: true,
+    };
+    const lora = ['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.actor.use_kl_loss=true'];
+    const plan = planMemory(config(lora), { actor: bf16Actor, critic: null, rewardModel: null }, device);
+    const matrices = parameterCount(actor, (_, shape) => shape.length === 2);
+    const others = parameterCount(actor) - matrices;
+    expect(plan.resident[0]).toEqual({ what: 'actor parameters (bf16 matrices)', bytes: 2 * matrices + 4 * others });
+    expect(parameterBytes(actor, 'bf16')).toBe(2 * matrices + 4 * others);
+    expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
+    // model_dtype=fp32 widens it again, and the CPU device's copies come back.
+    const widened = planMemory(
+      config([...lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=fp32']),
+      { actor: bf16Actor, critic: null, rewardModel: null },
+      device,
+    );
+    expect(widened.resident[0]).toEqual({ what: 'actor parameters', bytes: 4 * parameterCount(actor) });
+    expect(widened.resident.map((r) => r.what)).toContain('actor weights transposed for decode steps');
+  });
+
+  it("gradient checkpointing: an update keeps every layer's input and one layer's activations", () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
+    const update = (overrides: string[]) =>
+      planMemory(config(overrides), { actor, critic, rewardModel: null }, device).phases.find(
+        (p) => p.phase === 'actor update',
+      )!.items[0];
+    const all = update(EVERY_LAYER);
+    const checkpointed = update([]);
+    // 8 sequences of 1,024 tokens; a layer's activations are 4·C + 2 + (2·W + NH + NKV) + NH·HS + NH + 3·I floats
+    // per token (W = 256, Qwen3's q/k norm), and checkpointing keeps one of the two layers plus the other's input.
+    const perLayer = 4 * 128 + 2 + (2 * 256 + 4 + 2) + 128 + 4 + 3 * 384;
+    expect(all.bytes - checkpointed.bytes).toBe(8 * 1024 * (perLayer - 128) * 4);
+    expect(checkpointed.what).toMatch(/every layer's input and one layer's activations .*gradient checkpointing/);
+  });
+
+  it('load_in_4bit: the layer projections at 4.5 bits per weight, the embedding in the checkpoint dtype', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const plan = planMemory(
+      config(['actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_4bit=true']),
+      { actor: bf16Actor, critic: null, rewardModel: null },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+    );
+    const layerMatrices = parameterCount(
+      actor,
+      (name, shape) => name.startsWith('model.layers.') && shape.length === 2,
+    );
+    const embedding = 151936 * 128;
+    const norms = parameterCount(actor) - layerMatrices - embedding;
+    expect(plan.resident[0]).toEqual({
+      what: 'actor parameters (nf4 layer matrices, bf16 embedding)',
+      bytes: layerMatrices * 0.5625 + 2 * embedding + 4 * norms,
+    });
+    expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
@@ -299,7 +365,7 @@ describe('memory plan', () => {
 
   it('a peak above the budget names the phase and its keys', () => {
     const plan = planMemory(
-      config([]),
+      config(EVERY_LAYER),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) },
     );
@@ -308,7 +374,7 @@ describe('memory plan', () => {
       /^peak 0\.84 GiB \(actor update\) is above the memory budget of 0\.70 GiB: lower actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu$/,
     );
     const tiny = planMemory(
-      config([]),
+      config(EVERY_LAYER),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.3 * 2 ** 30) },
     );
@@ -367,7 +433,7 @@ describe('memory plan', () => {
     ]);
     const unknown = deviceMemorySize({ description: 'acme gpu-9000', software: false }, null, null);
     const plan = planMemory(
-      config([]),
+      config(EVERY_LAYER),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 4096 * MIB, memory: { ...unknown, bytes: 0.7 * GIB } },
     );

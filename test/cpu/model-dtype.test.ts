@@ -2,7 +2,7 @@
 // checkpoint's reference is bf16, exactly its own values), every verl spelling maps to one dtype, a trained
 // critic stays float32, and a half dtype asked for a trained model is one line, not a silent change.
 import { describe, it, expect } from 'vitest';
-import { loadConfig, weightDtype, trainedModelDtypeNotes } from '../../ppo/config.ts';
+import { loadConfig, weightDtype, trainedModelDtypeNotes, actorBaseStorage } from '../../ppo/config.ts';
 
 const config = (...overrides: string[]) => loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', ...overrides] });
 
@@ -56,5 +56,38 @@ describe('fsdp_config.model_dtype', () => {
       [],
     );
     expect(trainedModelDtypeNotes(config('actor_rollout_ref.actor.fsdp_config.model_dtype=fp32'))).toEqual([]);
+  });
+
+  it('the actor: float32 when it all trains; under LoRA its frozen base as model_dtype or the checkpoint says', () => {
+    const lora = 'actor_rollout_ref.model.lora_rank=8';
+    expect(actorBaseStorage(config(), 'bfloat16')).toBe('f32');
+    expect(actorBaseStorage(config('actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'), 'bfloat16')).toBe('f32');
+    expect(actorBaseStorage(config(lora), 'bfloat16')).toBe('bf16');
+    expect(actorBaseStorage(config(lora), 'float16')).toBe('f16');
+    expect(actorBaseStorage(config(lora), 'float32')).toBe('f32');
+    expect(actorBaseStorage(config(lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=fp32'), 'bfloat16')).toBe(
+      'f32',
+    );
+    expect(actorBaseStorage(config(lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'), 'float32')).toBe(
+      'bf16',
+    );
+    expect(actorBaseStorage(config('actor_rollout_ref.model.lora_adapter_path=/a'), 'bfloat16')).toBe('bf16');
+    // Under LoRA the key is honoured, so no note.
+    expect(trainedModelDtypeNotes(config(lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'))).toEqual([]);
+  });
+
+  it('load_in_4bit: an NF4 LoRA base; without LoRA, and load_in_8bit, refused in one line', () => {
+    expect(
+      actorBaseStorage(
+        config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_4bit=true'),
+        'bfloat16',
+      ),
+    ).toBe('nf4');
+    expect(() => config('actor_rollout_ref.model.load_in_4bit=true')).toThrow(
+      /actor_rollout_ref\.model\.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set actor_rollout_ref\.model\.lora_rank/,
+    );
+    expect(() => config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_8bit=true')).toThrow(
+      /actor_rollout_ref\.model\.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true/,
+    );
   });
 });

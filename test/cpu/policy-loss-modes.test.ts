@@ -8,9 +8,21 @@ import { computeActorLossGpu, policyLossSpec } from '../../kernels/ppo/policy-lo
 import { composeConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 
-// verl main b178a3cd, core_algos.py: every @register_policy_loss name but bypass_mode, which verl reaches through
-// algorithm.rollout_correction (below).
-const VERL_LOSS_MODES = ['vanilla', 'gspo', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'cispo'];
+// verl-project/verl 1dda039b, core_algos.py: every @register_policy_loss name but bypass_mode, which verl reaches
+// through algorithm.rollout_correction (below); b178a3cd had all but dppo_tv, dppo_kl and dro.
+const VERL_LOSS_MODES = [
+  'vanilla',
+  'gspo',
+  'sapo',
+  'gpg',
+  'clip_cov',
+  'kl_cov',
+  'geo_mean',
+  'cispo',
+  'dppo_tv',
+  'dppo_kl',
+  'dro',
+];
 
 const B = 2;
 const T = 3;
@@ -59,7 +71,10 @@ function shaderModeConstant(mode: string): number {
   const name = `LOSS_MODE_${mode.toUpperCase()}`;
   const constant = policyLossSpec.source.match(new RegExp(`const ${name}: u32 = (\\d+)u;`));
   expect(constant, `policy-loss.wgsl declares ${name}`).not.toBeNull();
-  expect(policyLossSpec.source, `policy-loss.wgsl has a case for ${name}`).toMatch(new RegExp(`case ${name}\\b`));
+  // A case may list several selectors (case LOSS_MODE_DPPO_TV, LOSS_MODE_DPPO_KL).
+  expect(policyLossSpec.source, `policy-loss.wgsl has a case for ${name}`).toMatch(
+    new RegExp(`case [^:{]*\\b${name}\\b`),
+  );
   return Number(constant![1]);
 }
 
@@ -71,7 +86,9 @@ describe("each loss_mode reaches the policy-loss kernel's case of that name", ()
 
   for (const mode of VERL_LOSS_MODES) {
     it(`actor_rollout_ref.actor.policy_loss.loss_mode=${mode}`, () => {
-      expect(dispatchedLossMode([`actor_rollout_ref.actor.policy_loss.loss_mode=${mode}`])).toBe(
+      // dro has no default β.
+      const beta = mode === 'dro' ? ['actor_rollout_ref.actor.policy_loss.dro_beta=0.1'] : [];
+      expect(dispatchedLossMode([`actor_rollout_ref.actor.policy_loss.loss_mode=${mode}`, ...beta])).toBe(
         shaderModeConstant(mode),
       );
     });

@@ -122,6 +122,10 @@ describe('PPO reference gradients', () => {
     { lossMode: 'sapo', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, tauPos: 1, tauNeg: 1.05 },
     { lossMode: 'clip_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3 },
     { lossMode: 'kl_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, ppoKlCoef: 0.3 },
+    // verl 1dda039b's: DPPO's thresholds are on the probability's move (TV, binary KL), c truncates the ratio.
+    { lossMode: 'dppo_tv', clipRatioLow: 0.05, clipRatioHigh: 0.04, clipRatioC: 1.1 },
+    { lossMode: 'dppo_kl', clipRatioLow: 0.01, clipRatioHigh: 0.008, clipRatioC: 1.1 },
+    { lossMode: 'dro', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, droBeta: 0.7 },
   ];
   for (const config of newModes) {
     it(`actor loss ${config.lossMode} with entropy bonus and KL loss`, () => {
@@ -146,27 +150,49 @@ describe('PPO reference gradients', () => {
           terms: { entropyCoeff: 0.01, entropy: e, klLossCoef: 0.1, klLossType: 'low_var_kl', refLogProb },
         });
       const result = run(lp);
-      const cispoSurrogate = (x: Float64Array) => {
+      // The loss with its detached factor frozen at lp: Σ weight·coefficient·x (cispo: its clipped ratio; DPPO: the
+      // truncated ratio and the valid mask, restated here from verl's formulas).
+      const coefficient = (i: number): number | null => {
+        const ratio = Math.exp(lp[i] - old[i]);
+        if (config.lossMode === 'cispo')
+          return -Math.min(Math.max(ratio, 1 - config.clipRatioLow), 1 + config.clipRatioHigh) * adv[i];
+        if (config.lossMode !== 'dppo_tv' && config.lossMode !== 'dppo_kl') return null;
+        const p = Math.exp(lp[i]),
+          pOld = Math.exp(old[i]);
+        const binaryKl = pOld * (old[i] - lp[i]) + (1 - pOld) * Math.log((1 - pOld + 1e-8) / (1 - p + 1e-8));
+        const valid =
+          config.lossMode === 'dppo_tv'
+            ? adv[i] > 0
+              ? p - pOld <= config.clipRatioHigh
+              : p - pOld >= -config.clipRatioLow
+            : adv[i] > 0
+              ? binaryKl <= config.clipRatioHigh || p <= pOld
+              : binaryKl <= config.clipRatioLow || p >= pOld;
+        return -adv[i] * Math.min(ratio, config.clipRatioC) * (valid ? 1 : 0);
+      };
+      const frozen = (x: Float64Array) => {
         let loss = 0;
         for (let b = 0; b < B; b++) {
           const count = MASK.slice(b * T, (b + 1) * T).reduce((a, v) => a + v, 0);
           for (let t = 0; t < T; t++) {
             const i = b * T + t;
-            const clipped = Math.min(
-              Math.max(Math.exp(lp[i] - old[i]), 1 - config.clipRatioLow),
-              1 + config.clipRatioHigh,
-            );
             loss +=
-              ((MASK[i] * (-clipped * adv[i] * x[i])) / (count + 1e-8)) *
+              ((MASK[i] * coefficient(i)! * x[i]) / (count + 1e-8)) *
               (aggregation.dpSize / aggregation.globalBatchSize);
           }
         }
         return loss;
       };
       const objective =
-        config.lossMode === 'cispo'
-          ? (x: Float64Array) => run(x).policyLoss - run(x).pgLoss + cispoSurrogate(x)
+        coefficient(0) !== null
+          ? (x: Float64Array) => run(x).policyLoss - run(x).pgLoss + frozen(x)
           : (x: Float64Array) => run(x).policyLoss;
+      if (config.lossMode.startsWith('dppo')) {
+        // Both sides of the thresholds and of the truncation occur, so the check tells the regimes apart.
+        expect(result.pgClipfrac).toBeGreaterThan(0);
+        expect(result.pgClipfrac).toBeLessThan(1);
+        expect(result.pgClipfracLower).toBeGreaterThan(0);
+      }
       expect(fdError(objective, lp, result.gradLogProb)).toBeLessThan(1e-6);
       expect(Number.isFinite(result.pgLoss)).toBe(true);
     });

@@ -74,11 +74,44 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
   const rollout = Float32Array.from([-2 * ln2, -2 * ln2, -100, -ln2, 3, 9]);
   const mask = Float32Array.from([1, 1, 0, 1, 0, 0]);
 
-  it("token: truncated per-token weights and verl's rollout_is_* metrics", () => {
+  const expectMetrics = (metrics: Record<string, number>, expected: Record<string, number>) => {
+    expect(Object.keys(metrics).sort()).toEqual(
+      Object.keys(expected)
+        .map((k) => `rollout_corr/${k}`)
+        .sort(),
+    );
+    for (const [key, value] of Object.entries(expected))
+      expect(metrics[`rollout_corr/${key}`], key).toBeCloseTo(value, 5);
+  };
+
+  it("token: truncated per-token weights and verl 1dda039b's rollout_is_* metrics of them", () => {
     const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', 1.5, false);
     expect(Array.from(weights)).toEqual([1.5, 1, 0, 1, 0, 0]);
-    // std and ESS over the weights clamped to [1/1.5, 1.5]: 1.5, 1, 1.
-    const expected: Record<string, number> = {
+    // Mean, max, min, std, ESS and the sequence means of the applied weights 1.5, 1 | 1; the high/low fractions
+    // (token and sequence) of the raw ratios 2, 1 | 1.
+    expectMetrics(metrics, {
+      rollout_is_mean: 3.5 / 3,
+      rollout_is_ratio_fraction_high: 1 / 3,
+      rollout_is_ratio_fraction_low: 0,
+      rollout_is_max: 1.5,
+      rollout_is_min: 1,
+      rollout_is_std: Math.sqrt(4.25 / 3 - (3.5 / 3) ** 2),
+      rollout_is_eff_sample_size: (3.5 / 3) ** 2 / (4.25 / 3),
+      rollout_is_seq_mean: 1.125,
+      rollout_is_seq_std: Math.sqrt(2 * 0.125 ** 2),
+      rollout_is_seq_max: 1.25,
+      rollout_is_seq_min: 1,
+      rollout_is_seq_max_deviation: 0.25,
+      rollout_is_seq_fraction_high: 0,
+      rollout_is_seq_fraction_low: 0,
+    });
+  });
+
+  it("token: verl b178a3cd's metrics of the raw ratios (the harness's head profile)", () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', 1.5, false, false);
+    expect(Array.from(weights)).toEqual([1.5, 1, 0, 1, 0, 0]);
+    // std and ESS over the ratios clamped to [1/1.5, 1.5]: 1.5, 1, 1.
+    expectMetrics(metrics, {
       rollout_is_mean: 4 / 3,
       rollout_is_ratio_fraction_high: 1 / 3,
       rollout_is_ratio_fraction_low: 0,
@@ -93,20 +126,34 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
       rollout_is_seq_max_deviation: 0.5,
       rollout_is_seq_fraction_high: 0,
       rollout_is_seq_fraction_low: 0,
-    };
-    expect(Object.keys(metrics).sort()).toEqual(
-      Object.keys(expected)
-        .map((k) => `rollout_corr/${k}`)
-        .sort(),
-    );
-    for (const [key, value] of Object.entries(expected))
-      expect(metrics[`rollout_corr/${key}`], key).toBeCloseTo(value, 5);
+    });
+  });
+
+  it('IcePop ("lower_upper"): weights outside the bounds are zeroed, and their share is rollout_is_oob_ratio', () => {
+    const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'token', '0.8_1.5', false);
+    expect(Array.from(weights)).toEqual([0, 1, 0, 1, 0, 0]);
+    expect(metrics['rollout_corr/rollout_is_oob_ratio']).toBeCloseTo(1 / 3, 6);
+    expect(metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(2 / 3, 6);
+    expect(metrics['rollout_corr/rollout_is_min']).toBe(0);
+    expect(metrics['rollout_corr/rollout_is_ratio_fraction_high']).toBeCloseTo(1 / 3, 6);
+    // A float string is TIS, as a number.
+    expect(Array.from(rolloutIsWeights(old, rollout, mask, 2, 3, 'token', '1.5', false).weights)).toEqual([
+      1.5, 1, 0, 1, 0, 0,
+    ]);
+    for (const [spec, message] of [
+      ['2.0_0.5', /lower bound must be <= upper bound/],
+      ['0_2', /lower bound must be positive/],
+      ['', /must not be an empty string/],
+      ['a_b', /Invalid rollout_is_threshold/],
+      [-1, /upper bound must be positive/],
+    ] as const)
+      expect(() => rolloutIsWeights(old, rollout, mask, 2, 3, 'token', spec, false)).toThrow(message);
   });
 
   it("sequence: the product of the sequence's ratios on each of its tokens", () => {
     const { weights, metrics } = rolloutIsWeights(old, rollout, mask, 2, 3, 'sequence', 1.5, false);
     expect(Array.from(weights)).toEqual([1.5, 1.5, 0, 1, 0, 0]);
-    expect(metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(5 / 3, 5);
+    expect(metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(4 / 3, 5);
     expect(metrics['rollout_corr/rollout_is_max']).toBeCloseTo(2, 5);
     expect(metrics['rollout_corr/rollout_is_min']).toBeCloseTo(1, 5);
     expect(metrics['rollout_corr/rollout_is_ratio_fraction_high']).toBe(0.5);
@@ -138,6 +185,8 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
               'algorithm.rollout_correction.rollout_is=token',
               'actor_rollout_ref.rollout.calculate_log_probs=true',
               `actor_rollout_ref.actor.policy_loss.loss_mode=${lossMode}`,
+              // dro has no default β.
+              'actor_rollout_ref.actor.policy_loss.dro_beta=0.1',
             ],
           }),
         ).rolloutIs,
@@ -525,7 +574,8 @@ describe('bypass_mode (verl compute_policy_loss_bypass_mode, core_algos.py:2064-
       );
       [2, 1, 0.25, 1.5, 0.6, 0].forEach((w, i) => expect(reinforce.lossWeights![i], `weight ${i}`).toBeCloseTo(w, 5));
       expect(reinforce.policyMask).toBeNull();
-      expect(reinforce.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo((4 + 1 + 0.25 + 1.5 + 0.6) / 5, 5);
+      // verl 1dda039b measures the applied (truncated) weights.
+      expect(reinforce.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo((2 + 1 + 0.25 + 1.5 + 0.6) / 5, 5);
       const clip = bypassCorrection(
         { lossType: 'ppo_clip', rolloutIs: tokenIs, rolloutRs: null },
         current,

@@ -10,7 +10,12 @@ import {
   type ReportedSample,
 } from '../../ppo/serving/openai.ts';
 import { generateResponse, parseGenerateRequest, parseUpdateWeightsRequest } from '../../ppo/serving/sglang.ts';
-import { checkPromptIds, promptInputs, seedOf } from '../../ppo/serving/generation-request.ts';
+import {
+  checkPromptIds,
+  generationConfigDefaults,
+  promptInputs,
+  seedOf,
+} from '../../ppo/serving/generation-request.ts';
 import { completionText } from '../../ppo/serving/completion-text.ts';
 import { Scheduler, type ScheduledRequest } from '../../ppo/serving/scheduler.ts';
 import { parseServeArgs, UsageError } from '../../ppo/jobs/serve-job-node.ts';
@@ -75,10 +80,33 @@ describe('serve request parsing', () => {
       code: 400,
     });
     expect(
-      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { frequency_penalty: 0.5 } })).body.error.param,
-    ).toBe('sampling_params.frequency_penalty');
-    expect(refusal(() => parseGenerateRequest({ text: 'a', stream: true })).body.error.message).toContain('streaming');
-    expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 2 })).status).toBe(400);
+      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1.1 } })).body.error.param,
+    ).toBe('sampling_params.repetition_penalty');
+    // The logits processing vLLM and SGLang take (SGLang's min_new_tokens, vLLM's min_tokens).
+    const knobs = { presence_penalty: 0.5, frequency_penalty: -1, min_p: 0.05, ignore_eos: true, logit_bias: { 7: 3 } };
+    expect(
+      parseGenerateRequest({ text: 'a', sampling_params: { ...knobs, min_new_tokens: 4 } }).request.processing,
+    ).toEqual({
+      presencePenalty: 0.5,
+      frequencyPenalty: -1,
+      minP: 0.05,
+      ignoreEos: true,
+      logitBias: new Map([[7, 3]]),
+      minTokens: 4,
+    });
+    expect(parseCompletionRequest({ prompt: 'a', min_tokens: 2 }).request.processing.minTokens).toBe(2);
+    for (const [key, value] of [
+      ['presence_penalty', 3],
+      ['min_p', 2],
+      ['logit_bias', { x: 1 }],
+      ['logit_bias', { 1: 101 }],
+      ['min_tokens', -1],
+    ] as const)
+      expect(refusal(() => parseCompletionRequest({ prompt: 'a', [key]: value })).body.error.param).toBe(key);
+    expect(parseGenerateRequest({ text: 'a', stream: true }).stream).toBe(true);
+    expect(parseGenerateRequest({ text: 'a', top_logprobs_num: 2 }).request.topLogprobs).toBe(2);
+    expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 21 })).status).toBe(400);
+    expect(refusal(() => parseGenerateRequest({ text: 'a', token_ids_logprob: [1] })).status).toBe(400);
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
     // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
     expect(parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'a'] }).request.adapter).toBe('a');
@@ -106,9 +134,12 @@ describe('serve request parsing', () => {
       request: { n: 3, topK: 4, stop: ['\n'], seed: { seed: 9, sampleOffset: 0 }, maxTokens: null },
     });
     expect(parseCompletionRequest({ prompt: [5] }).logprobs).toBe(false);
-    expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 2 })).body.error.param).toBe('logprobs');
+    expect(parseCompletionRequest({ prompt: 'a', logprobs: 2 }).request.topLogprobs).toBe(2);
+    expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 21 })).body.error.param).toBe('logprobs');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', echo: true })).body.error.param).toBe('echo');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', best_of: 3 })).body.error.param).toBe('best_of');
+    for (const key of ['prompt_logprobs', 'truncate_prompt_tokens'])
+      expect(refusal(() => parseCompletionRequest({ prompt: 'a', [key]: 1 })).body.error.param).toBe(key);
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', temperature: -1 })).body.error).toEqual({
       message: 'temperature: expected a number ≥ 0, got -1',
       type: 'BadRequestError',
@@ -136,13 +167,64 @@ describe('serve request parsing', () => {
       request: { maxTokens: 3 },
     });
     expect(refusal(() => parseChatRequest({ messages: [] })).body.error.param).toBe('messages');
+    // Streaming, and the no-op values SDKs send: a plain-text response format, an empty tool list.
+    const user = [{ role: 'user', content: 'a' }];
+    expect(
+      parseChatRequest({
+        messages: user,
+        stream: true,
+        stream_options: { include_usage: true },
+        response_format: { type: 'text' },
+        tools: [],
+        tool_choice: 'none',
+      }),
+    ).toMatchObject({ stream: true, includeUsage: true });
+    expect(parseCompletionRequest({ prompt: 'a', stream: true })).toMatchObject({ stream: true, includeUsage: false });
+    expect(refusal(() => parseCompletionRequest({ prompt: 'a', stream_options: {} })).body.error.param).toBe(
+      'stream_options',
+    );
+    for (const [key, value] of [
+      ['response_format', { type: 'json_object' }],
+      ['tools', [{ type: 'function', function: { name: 'f' } }]],
+      ['tool_choice', 'required'],
+    ] as const)
+      expect(refusal(() => parseChatRequest({ messages: user, [key]: value })).body.error.param).toBe(key);
+    // OpenAI takes top_logprobs with logprobs only.
     expect(
       refusal(() => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], top_logprobs: 2 })).body.error.param,
     ).toBe('top_logprobs');
     expect(
+      parseChatRequest({ messages: [{ role: 'user', content: 'a' }], logprobs: true, top_logprobs: 2 }).request
+        .topLogprobs,
+    ).toBe(2);
+    expect(
       refusal(() => parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] })).body.error
         .param,
     ).toBe('messages[0].content');
+  });
+
+  it("applies generation_config.json's temperature, top_p and top_k where a request sets none (vLLM's)", () => {
+    const qwen3 = { temperature: 0.6, top_k: 20, top_p: 0.95, repetition_penalty: 1.05, do_sample: true };
+    const { defaults, ignored } = generationConfigDefaults(qwen3, 'm/generation_config.json');
+    expect(defaults).toEqual({ temperature: 0.6, topP: 0.95, topK: 20 });
+    expect(ignored).toEqual(['repetition_penalty']);
+    expect(parseCompletionRequest({ prompt: 'a' }, defaults).request).toMatchObject({
+      temperature: 0.6,
+      topP: 0.95,
+      topK: 20,
+    });
+    expect(parseCompletionRequest({ prompt: 'a', temperature: 0, top_k: -1 }, defaults).request).toMatchObject({
+      temperature: 0,
+      topP: 0.95,
+      topK: -1,
+    });
+    expect(parseGenerateRequest({ text: 'a' }, defaults).request.topK).toBe(20);
+    expect(parseChatRequest({ messages: [{ role: 'user', content: 'a' }] }, defaults).request.temperature).toBe(0.6);
+    expect(generationConfigDefaults(null, 'g').defaults).toEqual({ temperature: 1, topP: 1, topK: -1 });
+    expect(generationConfigDefaults({ top_k: 0 }, 'g').defaults.topK).toBe(-1);
+    expect(() => generationConfigDefaults({ top_p: 2 }, 'm/generation_config.json')).toThrow(
+      'm/generation_config.json: top_p',
+    );
   });
 
   it('checks prompts against the vocabulary and the server limits, and resolves the budget', () => {
@@ -192,34 +274,39 @@ describe('serve responses', () => {
       prompt: 0,
       tokens,
       logprobs: new Float32Array(tokens.length),
+      top: null,
       reason,
     });
-    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 3, 4], 'stop'), [], request)).toEqual({
       text: 'a',
       finishReason: 'stop',
       matched: 'cd',
       eos: false,
+      tokenTexts: ['a', 'c', 'd'],
     });
     expect(
-      await completionText(decodeChars, sample([1, 3, 4], 'stop'), { ...request, keepStopString: true }),
+      await completionText(decodeChars, sample([1, 3, 4], 'stop'), [], { ...request, keepStopString: true }),
     ).toMatchObject({ text: 'acd' });
-    expect(await completionText(decodeChars, sample([1, 9], 'stop'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 9], 'stop'), [], request)).toEqual({
       text: 'ai',
       finishReason: 'stop',
       matched: 9,
       eos: false,
+      tokenTexts: ['a', 'i'],
     });
-    expect(await completionText(decodeChars, sample([1, 5], 'eos'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 5], 'eos'), [], request)).toEqual({
       text: 'ae',
       finishReason: 'stop',
       matched: 5,
       eos: true,
+      tokenTexts: ['a', 'e'],
     });
-    expect(await completionText(decodeChars, sample([1, 1], 'length'), request)).toEqual({
+    expect(await completionText(decodeChars, sample([1, 1], 'length'), [], request)).toEqual({
       text: 'aa',
       finishReason: 'length',
       matched: null,
       eos: false,
+      tokenTexts: ['a', 'a'],
     });
   });
 
@@ -233,6 +320,7 @@ describe('serve responses', () => {
       logprobs: Float32Array.of(-1, -2, -0.5),
       tokenTexts: ['a', 'b', ''],
       promptIds: [7],
+      top: null,
     };
     const openai = completionResponse('m', [s], 1, { logprobs: true, returnTokenIds: true });
     expect(openai).toMatchObject({
@@ -256,7 +344,7 @@ describe('serve responses', () => {
         },
       ],
     });
-    const g = { ...s, promptTokens: 1 };
+    const g = { ...s, promptTokens: 1, end: s };
     const one = generateResponse([g], { returnLogprob: true, rid: 'r', batch: false }, 0.5, 'default');
     expect(one).toMatchObject({
       text: 'ab',
@@ -274,7 +362,7 @@ describe('serve responses', () => {
       },
     });
     const list = generateResponse(
-      [g, { ...g, finishReason: 'length' }],
+      [g, { ...g, end: { ...s, finishReason: 'length' as const } }],
       { returnLogprob: false, rid: null, batch: false },
       0.5,
       'default',

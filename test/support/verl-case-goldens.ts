@@ -4,8 +4,9 @@
 // compute_grpo_passk_outcome_advantage, the deprecated compute_policy_loss) and rollout_corr_helper.py
 // (compute_offpolicy_metrics), verl v0.2.0.post2 fb532783 (compute_gae_advantage_return, compute_policy_loss,
 // ray_trainer.apply_kl_penalty) and Search-R1 a14dc3a (apply_kl_penalty on info_mask; dp_actor's state-masked actor
-// loss). Gradients are central differences of those ports with verl's .detach() terms held fixed. The ports are
-// tools/verl/numpy_ports.py; python3 tools/verl/goldens.py prints every value below, and
+// loss), and verl-project/verl 1dda039b (dppo_tv, dppo_kl, dro with rollout_is_weights; agg_loss with token-sum and
+// the global normalisers). Gradients are central differences of those ports with verl's .detach() terms held fixed.
+// The ports are tools/verl/numpy_ports.py; python3 tools/verl/goldens.py prints every value below, and
 // test/cpu/verl-goldens.test.ts checks them against it (docs/tests.md).
 export const GOLDENS = {
   weighted: {
@@ -95,6 +96,46 @@ export const GOLDENS = {
         [0.0, 0.0609433298271, 0.0, 0.0, 0.0],
         [0.0, 0.0, 0.0, 0.0, 0.0],
         [0.0, 0.0, 0.0, 0.0, 0.0],
+      ],
+    },
+    dppo_tv: {
+      pg_loss: 0.0187888311892,
+      metrics: {
+        'actor/pg_clipfrac': 0.818181817438,
+        'actor/ppo_kl': 0.0147910467559,
+        'actor/pg_clipfrac_lower': 0.0909090908264,
+      },
+      grad_log_prob: [
+        [0.0, 0.0, -0.0648240253854, 0.0, 0.0],
+        [0.0, 0.0452843024884, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+      ],
+    },
+    dppo_kl: {
+      pg_loss: -0.0532689480785,
+      metrics: {
+        'actor/pg_clipfrac': 0.636363635785,
+        'actor/ppo_kl': 0.0147910467559,
+        'actor/pg_clipfrac_lower': 0.181818181653,
+      },
+      grad_log_prob: [
+        [0.0, 0.0, -0.0648240253906, -0.0613990269495, 0.0],
+        [0.0, 0.0452843024884, 0.0, 0.0, 0.0],
+        [0.0895047317755, 0.0, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0],
+      ],
+    },
+    dro: {
+      pg_loss: 0.09684360402,
+      metrics: {
+        'actor/ppo_kl': 0.0147910467559,
+      },
+      grad_log_prob: [
+        [-0.114023127669, 0.0, -0.0493331029569, -0.0492587346676, 0.0992991905091],
+        [0.036888489513, 0.0432424133653, 0.0, 0.0, 0.0],
+        [0.0963816772226, -0.147404706545, 0.0378990465261, 0.0, 0.0],
+        [-0.1182647721, 0.0, 0.0, 0.0, 0.0],
       ],
     },
   },
@@ -206,6 +247,22 @@ export const GOLDENS = {
     'seq-mean-token-sum': 0.108423886974,
     'seq-mean-token-mean': -0.292620905449,
     'seq-mean-token-sum-norm': 0.0433695547898,
+  },
+  agg_1dda039b: {
+    local: {
+      'token-mean': 0.166690910071,
+      'token-sum': 2.333672741,
+      'seq-mean-token-sum': 0.583418185249,
+      'seq-mean-token-mean': 0.183196889268,
+      'seq-mean-token-sum-norm': 0.11668363705,
+    },
+    global: {
+      'token-mean': 0.155578182733,
+      'token-sum': 4.66734548199,
+      'seq-mean-token-sum': 0.777890913666,
+      'seq-mean-token-mean': 0.244262519024,
+      'seq-mean-token-sum-norm': 0.111127273381,
+    },
   },
   compute_advantage_gae: {
     advantages: [

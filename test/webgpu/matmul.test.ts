@@ -6,6 +6,7 @@ import { rmsnormForwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { swigluForwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
+import { dequantizeNf4, quantizeNf4 } from '../../engine/nf4.ts';
 
 // [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32, gpu's 128x128x8 and 64x64x8),
 // a whole tile, N and K not multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A
@@ -273,9 +274,112 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
   });
 });
 
-// A frozen model's weights as B in bf16 or f16 (nt, the forward), unpacked in-kernel: the same sums as float32
-// arithmetic over the half-rounded weights. K = 4·j takes the quad loads, other K the scalar loads; an odd K ends
-// a B row mid-word.
+// A frozen LoRA base in NF4 (engine/nf4.ts) as B: codes and block scales dequantized in-kernel. Each dequantized
+// value is one float32 product code·absmax, the same rounding as the host's dequantizeNf4, so the kernel multiplies
+// exactly the values the float64 reference gets; what is left is float32 arithmetic: |out − ref| ≤ γ(K+3)·(|α|·Σ_k
+// |a_k·b_k| + |bias| + |out before|), γ(n) = n·u/(1 − n·u), u = 2⁻²⁴ (K products and sums, α, the bias and the
+// accumulated out). nt is the forward, nn the backward's dX = dY·W. K = 4·j takes the quad loads; odd N·K ends in
+// a padded nibble and a partial block. gpu-wide is gpu-narrow's source with another tile constant: not repeated.
+describe('matmul with an NF4 B', () => {
+  const NF4_SHAPES: [number, number, number][] = [
+    [1, 1, 1],
+    [7, 13, 5],
+    [3, 9, 12],
+    [8, 65, 64],
+    [33, 70, 96],
+    [2, 131, 136],
+  ];
+  const u = 2 ** -24;
+  for (const variant of matmulVariants.filter(
+    (v) => !COMBINATIONS.includes(v.name) && v.name !== 'register-shuffle' && v.name !== 'gpu-wide',
+  )) {
+    it(`${variant.name}: nt and nn within float32 summation error of the float64 product`, async () => {
+      const engine = await gpuEngine();
+      engine.knobs.kernelVariants.matmul = variant.name;
+      try {
+        let seed = 500;
+        for (const layout of ['nt', 'nn'] as const) {
+          for (const [M, N, K] of NF4_SHAPES) {
+            const option = OPTIONS[seed % OPTIONS.length];
+            const aData = randomArray(M * K, seed++);
+            const weights = randomArray(K * N, seed++, 0.05);
+            const biasData = randomArray(N, seed++);
+            const before = randomArray(M * N, seed++);
+            const { codes, absmax } = quantizeNf4(weights);
+            const b = dequantizeNf4(codes, absmax, K * N);
+            const out = engine.tensorFrom('out', [M, N], before);
+            matmul(engine, {
+              a: engine.tensorFrom('a', [M * K], aData),
+              b: engine.tensorFrom('codes', [codes.length], codes, 'u32'),
+              bAbsmax: engine.tensorFrom('absmax', [absmax.length], absmax),
+              out,
+              M,
+              N,
+              K,
+              layout,
+              bias: option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined,
+              accumulate: option.accumulate,
+              alpha: option.alpha,
+            });
+            const ref = { a: aData, M, N, K, layout, accumulate: option.accumulate, alpha: option.alpha };
+            const expected = matmulForwardRef({
+              ...ref,
+              b,
+              bias: option.bias ? biasData : undefined,
+              out: before,
+            });
+            // Σ|a·b| from the same reference over |a| and |b|, then the bias and the old out on top.
+            const magnitude = matmulForwardRef({
+              ...ref,
+              a: aData.map(Math.abs),
+              b: b.map(Math.abs),
+              accumulate: false,
+            });
+            const got = await engine.read(out);
+            const gamma = ((K + 3) * u) / (1 - (K + 3) * u);
+            for (let i = 0; i < M * N; i++) {
+              const bound =
+                gamma *
+                (Math.abs(option.alpha ?? 1) * magnitude[i] +
+                  (option.bias ? Math.abs(biasData[i % N]) : 0) +
+                  (option.accumulate ? Math.abs(before[i]) : 0));
+              expect(
+                Math.abs(got[i] - expected[i]),
+                `${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label} [${i}]`,
+              ).toBeLessThanOrEqual(bound);
+            }
+          }
+        }
+      } finally {
+        delete engine.knobs.kernelVariants.matmul;
+      }
+    });
+  }
+
+  it('refuses an NF4 b in layout tn, with a prologue, or without u32 codes', async () => {
+    const engine = await gpuEngine();
+    const [a, out] = [engine.tensor('x', [4, 4]), engine.tensor('y', [4, 4])];
+    const codes = engine.tensor('w', [2], 'u32');
+    const bAbsmax = engine.tensor('w.absmax', [1]);
+    expect(() => matmul(engine, { a, b: codes, bAbsmax, out, M: 4, N: 4, K: 4, layout: 'tn' })).toThrow(
+      /an NF4 b \(tensor w, a frozen LoRA base\) is read in layouts nt and nn without prologue or epilogue; got tn/,
+    );
+    const norm = { kind: 'rmsnorm', weight: engine.tensor('norm', [4]), eps: 1e-6 } as const;
+    expect(() => matmul(engine, { a, b: codes, bAbsmax, out, M: 4, N: 4, K: 4, layout: 'nt', prologue: norm })).toThrow(
+      /got nt with a rmsnorm prologue/,
+    );
+    expect(() =>
+      matmul(engine, { a, b: engine.tensor('w', [16]), bAbsmax, out, M: 4, N: 4, K: 4, layout: 'nt' }),
+    ).toThrow(/an NF4 b needs u32 codes and f32 block scales; b \(tensor w\) is f32/);
+    expect(() =>
+      matmul(engine, { a, b: engine.tensor('w', [1], 'u32'), bAbsmax, out, M: 4, N: 4, K: 4, layout: 'nt' }),
+    ).toThrow(/b \(tensor w, shape \[1\]\) has 1 elements, expected at least 2 = NF4 codes of nt B/);
+  });
+});
+
+// Frozen weights as B in bf16 or f16 (nt, the forward; nn, a LoRA base's dX = dY·W), unpacked in-kernel: the
+// same sums as float32 arithmetic over the half-rounded weights. K = 4·j takes the quad loads, other K the scalar
+// loads; an odd K ends a B row mid-word.
 describe('matmul with a half-precision B', () => {
   const HALF_SHAPES: [number, number, number][] = [
     [1, 1, 1],
@@ -302,26 +406,27 @@ describe('matmul with a half-precision B', () => {
         v.name !== 'register-shuffle' &&
         (f16Variant !== 'native' || v.name.startsWith('gpu-')),
     )) {
-      it(`${label} ${variant.name}: nt matches the reference over the ${dtype}-rounded weights`, async () => {
+      it(`${label} ${variant.name}: nt and nn match the reference over the ${dtype}-rounded weights`, async () => {
         const engine = await gpuEngine();
         if (f16Variant === 'native' && !engine.caps.shaderF16) return;
         engine.knobs.kernelVariants.matmul = variant.name;
         if (f16Variant) engine.knobs.kernelVariants['matmul-f16'] = f16Variant;
         try {
           let seed = 300;
-          const layout = 'nt';
-          for (const [M, N, K] of HALF_SHAPES) {
-            const option = OPTIONS[seed % OPTIONS.length];
-            seed = await expectMatchesReference(engine, {
-              M,
-              N,
-              K,
-              layout,
-              option,
-              seed,
-              dtype,
-              what: `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`,
-            });
+          for (const layout of ['nt', 'nn'] as const) {
+            for (const [M, N, K] of HALF_SHAPES) {
+              const option = OPTIONS[seed % OPTIONS.length];
+              seed = await expectMatchesReference(engine, {
+                M,
+                N,
+                K,
+                layout,
+                option,
+                seed,
+                dtype,
+                what: `${dtype} ${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label}`,
+              });
+            }
           }
         } finally {
           delete engine.knobs.kernelVariants.matmul;
@@ -345,7 +450,7 @@ describe('matmul with a half-precision B', () => {
     ).toThrow(/a \(tensor x\) is bf16; only b may be half precision/);
   });
 
-  it('refuses a half b in a layout other than nt (frozen models only run forwards)', async () => {
+  it('refuses a half b in layout tn (frozen weights have no weight gradient)', async () => {
     const engine = await gpuEngine();
     expect(() =>
       matmul(engine, {
@@ -355,9 +460,9 @@ describe('matmul with a half-precision B', () => {
         M: 4,
         N: 4,
         K: 4,
-        layout: 'nn',
+        layout: 'tn',
       }),
-    ).toThrow(/a bf16 b \(tensor w, a frozen model's weights\) is read in layout nt only \(the forward x·Wᵀ\); got nn/);
+    ).toThrow(/a bf16 b \(tensor w, frozen weights\) is read in layouts nt and nn only \(x·Wᵀ, dY·W\); got tn/);
   });
 
   it('refuses a prologue or epilogue with a half b (decode steps multiply by float32 weights only)', async () => {

@@ -15,7 +15,7 @@ import {
   computeRemaxOutcomeAdvantageRef,
 } from '../../kernels/ppo/reverse-returns.ref.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/ppo/advantage-outcome.ts';
-import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
+import { computeGdpoAdvantageRef, computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
 import {
   LOSS_AGG_MODES,
   OUTCOME_ESTIMATORS,
@@ -158,6 +158,46 @@ describe('advantage kernels', () => {
       });
     }
   }
+});
+
+// GDPO through the trainer's dispatch: two reward keys with weights 1 and 0.5, groups with a tie and a singleton.
+it('gdpo: per-key GRPO, weighted, whitened (computeAdvantagesGpu against the float64 reference)', async () => {
+  const engine = await gpuEngine();
+  const index = ['a', 'b', 'a', 'c', 'b', 'a', 'd'];
+  const keyScores = [random(11, B, 1), random(12, B, 2)];
+  keyScores[1][2] = keyScores[1][0];
+  const weights = [1, 0.5];
+  const advantages = engine.tensor('a', [B * T]);
+  const returns = engine.tensor('r', [B * T]);
+  computeAdvantagesGpu(engine, 'gdpo', {
+    tokenLevelRewards: up(engine, 'rewards', new Float64Array(B * T)),
+    responseMask: up(engine, 'm', MASK),
+    responseMaskHost: MASK,
+    advantages,
+    returns,
+    index,
+    stats: engine.tensor('stats', [4]),
+    rowStats: engine.tensor('rowStats', [2 * B]),
+    gamma: 1,
+    lam: 1,
+    normAdvByStd: true,
+    epsilon: 1e-6,
+    rewardKeyScores: { scores: keyScores.map((s) => Array.from(s)), weights },
+    B,
+    T,
+  });
+  const ref = computeGdpoAdvantageRef({
+    keyScores,
+    weights,
+    responseMask: MASK,
+    groupOf: groupLayout(index).groupOf,
+    epsilon: 1e-6,
+    normAdvByStd: true,
+    B,
+    T,
+  });
+  expectClose(await engine.read(advantages), ref, 1e-5, 1e-4, 'gdpo advantages');
+  expectClose(await engine.read(returns), ref, 1e-5, 1e-4, 'gdpo returns');
 });
 
 interface OtbInputs {
@@ -549,9 +589,12 @@ describe('loss kernels', () => {
       clipCovUb: 5,
     },
     { lossMode: 'kl_cov', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, klCovRatio: 0.2, ppoKlCoef: 0.1 },
+    { lossMode: 'dppo_tv', clipRatioLow: 0.05, clipRatioHigh: 0.04, clipRatioC: 1.1 },
+    { lossMode: 'dppo_kl', clipRatioLow: 0.01, clipRatioHigh: 0.008, clipRatioC: 1.1 },
+    { lossMode: 'dro', clipRatioLow: 0.2, clipRatioHigh: 0.2, clipRatioC: 3, droBeta: 0.7 },
   ];
   for (const config of newModes) {
-    for (const mode of ['token-mean', 'seq-mean-token-sum'] as const) {
+    for (const mode of ['token-mean', 'seq-mean-token-sum', 'token-sum'] as const) {
       it(`actor loss ${config.lossMode} ${mode} with entropy bonus and KL loss`, async () => {
         await expectActorLossAsReference(config, mode, actorLossInputs(16));
       });

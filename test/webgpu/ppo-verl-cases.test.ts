@@ -37,8 +37,8 @@ function compare(actual: unknown, expected: unknown, path: string): void {
   }
 }
 
-describeWithFixtures('verl sample cases', ['verl/sample.json'], () => {
-  const fixture = readFixtureJson<{ case_count: number; cases: RecordedCase[] }>('verl/sample.json');
+function recordedCases(fixturePath: string): { case_count: number; cases: RecordedCase[] } {
+  const fixture = readFixtureJson<{ case_count: number; cases: RecordedCase[] }>(fixturePath);
 
   it('holds all the cases it announces', () => {
     expect(fixture.cases.length).toBe(fixture.case_count);
@@ -60,6 +60,11 @@ describeWithFixtures('verl sample cases', ['verl/sample.json'], () => {
       compare(await runVerlCase(engine, c), c.outputs, c.id);
     });
   }
+  return fixture;
+}
+
+describeWithFixtures('verl sample cases (b178a3cd and v0.2)', ['verl/sample.json'], () => {
+  const fixture = recordedCases('verl/sample.json');
 
   it('prints {"outputs": ...} from the command line', () => {
     const c = fixture.cases.find((x) => x.function.endsWith('kl_penalty'))!;
@@ -68,4 +73,8 @@ describeWithFixtures('verl sample cases', ['verl/sample.json'], () => {
     const printed = JSON.parse(execFileSync('node', ['tools/verl-case.js', file], { cwd: root, encoding: 'utf8' }));
     compare(printed.outputs, c.outputs, `cli ${c.id}`);
   });
+});
+
+describeWithFixtures('verl sample cases (verl-project/verl 1dda039b)', ['verl/sample-verl_1dda039b.json'], () => {
+  recordedCases('verl/sample-verl_1dda039b.json');
 });

@@ -329,7 +329,8 @@ describe('node serve.js', () => {
       ['/generate', { input_ids: [1, VOCAB] }, 400, 'input_ids'],
       ['/generate', { text: 'a', sampling_params: { max_new_tokens: MAX_NEW_TOKENS + 1 } }, 400, 'max_tokens'],
       ['/generate', { input_ids: new Array(17).fill(1) }, 400, 'input_ids'],
-      ['/v1/completions', { prompt: 'a', stream: true }, 400, 'stream'],
+      // A stream's request is checked before the stream starts.
+      ['/v1/completions', { prompt: 'a', stream: true, max_tokens: MAX_NEW_TOKENS + 1 }, 400, 'max_tokens'],
       ['/v1/completions', { prompt: 'a', model: 'gpt-4' }, 404, 'model'],
       ['/v1/completions', { prompt: 'a', temperature: 'hot' }, 400, 'temperature'],
       ['/v1/chat/completions', { messages: 'hi' }, 400, 'messages'],

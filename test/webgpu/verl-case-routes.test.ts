@@ -219,16 +219,17 @@ describe('verl-case routes beyond the recorded sample', () => {
         expect(keptCount).toBeLessThan(tokens - 2);
         const w = (b: number, t: number) => Math.min(ratio(b, t), 1.2);
         if (lossType === 'reinforce') {
-          // token-mean over the kept tokens with the whole mask's token count (verl's global batch_num_tokens).
+          // token-mean over the kept tokens: without global_batch_info, agg_loss counts the mask it is handed, the
+          // rejection's.
           const loss =
             kept.reduce(
               (a, row, b) => a + row.reduce((s, k, t) => s - k * ADVANTAGES[b][t] * LOG_PROB[b][t] * w(b, t), 0),
               0,
-            ) / tokens;
+            ) / keptCount;
           expectClose([got.pg_loss], [loss], 1e-6, 1e-5, 'pg_loss');
           expectClose(
             got.grad_log_prob.flat(),
-            kept.flatMap((row, b) => row.map((k, t) => (-k * ADVANTAGES[b][t] * w(b, t)) / tokens)),
+            kept.flatMap((row, b) => row.map((k, t) => (-k * ADVANTAGES[b][t] * w(b, t)) / keptCount)),
             1e-6,
             1e-4,
             'grad_log_prob',
@@ -243,7 +244,7 @@ describe('verl-case routes beyond the recorded sample', () => {
             B,
             T,
             config: resolvePolicyLossConfig({ clipRatio: 0.2 }),
-            aggregation: { ...localAggregation('token-mean', flatMask, B, T) },
+            aggregation: { ...localAggregation('token-mean', kept.flat(), B, T) },
           });
           expectClose(
             [got.pg_loss, got.metrics['actor/pg_clipfrac'], got.metrics['actor/ppo_kl']],
@@ -254,8 +255,9 @@ describe('verl-case routes beyond the recorded sample', () => {
           );
           expectClose(got.grad_log_prob.flat(), expected.gradLogProb, 1e-6, 1e-4, 'grad_log_prob');
         }
-        const meanRatio = MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * ratio(b, t), 0), 0) / tokens;
-        expect(got.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(meanRatio, 5);
+        // verl 1dda039b measures the applied (truncated) weights.
+        const meanWeight = MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * w(b, t), 0), 0) / tokens;
+        expect(got.metrics['rollout_corr/rollout_is_mean']).toBeCloseTo(meanWeight, 5);
         expect(got.metrics['rollout_corr/rollout_rs_masked_fraction']).toBeCloseTo(1 - keptCount / tokens, 5);
         expect(got.metrics['rollout_corr/kl']).toBeCloseTo(
           MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * (OLD[b][t] - LOG_PROB[b][t]), 0), 0) / tokens,
@@ -284,7 +286,18 @@ describe('verl-case routes beyond the recorded sample', () => {
         1e-5,
         'rollout_is_weights',
       );
+      // verl 1dda039b measures the applied (truncated) weights, b178a3cd the raw ratios.
       expect(weights.metrics.rollout_is_mean).toBeCloseTo(
+        MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * Math.min(ratio(b, t), 1.2), 0), 0) / tokens,
+        5,
+      );
+      const b178a3cd = (await runVerlCase(engine, {
+        profile: 'head',
+        function: `${HELPER}.compute_rollout_correction_weights`,
+        kwargs: { rollout_is: 'token', rollout_is_threshold: 1.2 },
+        inputs: { log_ratio: logRatio, response_mask: MASK },
+      })) as { metrics: Record<string, number> };
+      expect(b178a3cd.metrics.rollout_is_mean).toBeCloseTo(
         MASK.reduce((a, row, b) => a + row.reduce((s, m, t) => s + m * ratio(b, t), 0), 0) / tokens,
         5,
       );
@@ -739,6 +752,9 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
     },
     kl_cov: { 'config.policy_loss.kl_cov_ratio': 0.2, 'config.policy_loss.ppo_kl_coef': 0.5 },
     geo_mean: { 'config.clip_ratio': 0.1 },
+    dppo_tv: { 'config.clip_ratio': 0.05, 'config.clip_ratio_c': 1.1 },
+    dppo_kl: { 'config.clip_ratio': 0.01, 'config.clip_ratio_c': 1.1 },
+    dro: { 'config.policy_loss.dro_beta': 0.7 },
   };
   for (const [mode, kwargs] of Object.entries(WEIGHTED_CONFIGS)) {
     it(`compute_policy_loss_${mode} multiplies the token losses by rollout_is_weights`, async () => {
@@ -912,10 +928,31 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
     },
   );
 
-  it('agg_loss with dp_size 2 and no global counts divides by the local ones, as verl does', async () => {
+  it("agg_loss at 1dda039b: token-sum, the per-sequence norm mode, the trainer's global normalisers", async () => {
+    const info = { dp_size: 2, batch_num_tokens: 30, global_batch_size: 6, loss_scale_factor: 7 };
+    for (const [scope, kwargs] of [
+      ['local', {}],
+      ['global', info],
+    ] as const) {
+      for (const [mode, loss] of Object.entries(GOLDENS.agg_1dda039b[scope])) {
+        expectGolden(
+          await run({
+            function: `${CORE}.agg_loss`,
+            kwargs: { loss_agg_mode: mode, ...kwargs },
+            inputs: { loss_mat: wave(6, 1), loss_mask: HOLES },
+          }),
+          { loss },
+          `${scope} ${mode}`,
+        );
+      }
+    }
+  });
+
+  it('agg_loss with dp_size 2 and no global counts: b178a3cd divides by the local ones, 1dda039b raises', async () => {
     for (const [mode, loss] of Object.entries(GOLDENS.agg_dp2)) {
       expectGolden(
         await run({
+          profile: 'head',
           function: `${CORE}.agg_loss`,
           kwargs: { loss_agg_mode: mode, dp_size: 2 },
           inputs: { loss_mat: wave(6, 1), loss_mask: MASK },
@@ -923,16 +960,36 @@ describe('verl-case follows the signature of verl main, v0.2 and Search-R1', () 
         { loss },
         mode,
       );
+      await expect(
+        run({
+          function: `${CORE}.agg_loss`,
+          kwargs: { loss_agg_mode: mode, dp_size: 2 },
+          inputs: { loss_mat: wave(6, 1), loss_mask: MASK },
+        }),
+      ).rejects.toThrow('is required when dp_size > 1');
     }
   });
 
   it(
-    "kl_penalty: main raises for a '+' name (kl_penalty_forward gets it unstripped), v0.2 for k1/k2/k3; " +
-      'kl_penalty_forward',
+    "kl_penalty: b178a3cd raises for a '+' name (kl_penalty_forward gets it unstripped), 1dda039b strips it, v0.2 " +
+      'raises for k1/k2/k3; kl_penalty_forward',
     async () => {
       const inputs = { logprob: LOG_PROB, ref_logprob: REF };
-      await expect(run({ function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3+' }, inputs })).rejects.toThrow(
-        'NotImplementedError',
+      await expect(
+        run({ profile: 'head', function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3+' }, inputs }),
+      ).rejects.toThrow('NotImplementedError');
+      // The k3 value with the straight-through gradient logprob − ref (k2's).
+      const plus = (await run({ function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3+' }, inputs })) as {
+        kl: number[][];
+        grad_logprob_of_sum: number[][];
+      };
+      expectClose(plus.kl.flat(), klPenaltyRef(LOG_PROB.flat(), REF.flat(), 'k3').kl, 1e-6, 1e-5, 'k3+ kl');
+      expectClose(
+        plus.grad_logprob_of_sum.flat(),
+        klPenaltyRef(LOG_PROB.flat(), REF.flat(), 'k2').grad,
+        1e-6,
+        1e-5,
+        'k3+ grad',
       );
       await expect(
         run({ profile: 'legacy_v020', function: `${CORE}.kl_penalty`, kwargs: { kl_penalty: 'k3' }, inputs }),

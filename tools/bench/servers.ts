@@ -5,6 +5,9 @@
 // overlap only the wait for the batch generated during the last update), the step time, generated tokens per
 // second of generation, and each as a ratio to in-process from this run; the servers' own /metrics give the
 // tokens each generated. The load average is reported: on a shared machine the ratios are what it could show.
+// `node tools/bench.js servers --serve-throughput[=C]` measures the server alone instead: the same prompts
+// generated in this process (the trainer's RolloutGenerator, one batch) and through one `node serve.js` with C
+// requests in flight (default 32, one sample each, --max-slots C), alternated, and the ratio of their tokens/s.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -19,6 +22,11 @@ import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from '../../ppo/tasks/arithmetic.ts';
 import { counterValue } from '../../ppo/serving/counters.ts';
 import { median } from './harness.ts';
+import { loadModel } from '../../models/model-files-node.ts';
+import { readGenerationConfig } from '../../models/checkpoint-io-node.ts';
+import { loadTokenizer } from '../../models/tokenizer-node.ts';
+import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import { endTokenIds } from '../../ppo/generation/types.ts';
 import { startServeJs, type ServeProcess } from './serve-process.ts';
 
 const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
@@ -64,7 +72,126 @@ async function serverTokens(servers: readonly ServeProcess[]): Promise<number[]>
   );
 }
 
+/** Requests per alternation of the throughput bench, and the new tokens each asks for. */
+const THROUGHPUT_REQUESTS = 64;
+const THROUGHPUT_NEW_TOKENS = 64;
+const THROUGHPUT_ROUNDS = 3;
+
+/**
+ * Generated tokens per second in this process (RolloutGenerator over every prompt, `concurrency` slots) and through
+ * one serve.js with `concurrency` requests in flight, alternated `THROUGHPUT_ROUNDS` times after a warm-up of each.
+ */
+async function benchmarkServeThroughput(model: string, concurrency: number): Promise<Row[]> {
+  const prompts = arithmeticDataset({ digits: 2, trainSize: THROUGHPUT_REQUESTS, valSize: 0, seed: 4 }).train.map(
+    (r) => (r.row.prompt as { content: string }[])[0].content,
+  );
+  const engine = await Engine.create();
+  const server = await startServeJs(model, [
+    '--max-slots',
+    String(concurrency),
+    '--max-prompt-tokens',
+    String(PROMPT_TOKENS),
+    '--max-new-tokens',
+    String(THROUGHPUT_NEW_TOKENS),
+  ]);
+  try {
+    const loaded = await loadModel(engine, model);
+    const tokenizer = await loadTokenizer(model);
+    const end = endTokenIds(loaded.config, await readGenerationConfig(model), tokenizer);
+    const ids = await Promise.all(prompts.map((p) => tokenizer.encode(p)));
+    const generator = new RolloutGenerator(engine, { config: loaded.config, params: loaded.params });
+    const inProcess = async (seed: number) => {
+      const started = performance.now();
+      const batch = await generator.generate(ids, {
+        n: 1,
+        temperature: 1,
+        topK: -1,
+        topP: 1,
+        seed,
+        maxSlots: concurrency,
+        maxResponseLength: THROUGHPUT_NEW_TOKENS,
+        ...end,
+      });
+      return batch.responseLengths.reduce((a, b) => a + b, 0) / ((performance.now() - started) / 1000);
+    };
+    const served = async (seed: number) => {
+      const started = performance.now();
+      let next = 0;
+      let tokens = 0;
+      const worker = async () => {
+        for (let i = next++; i < ids.length; i = next++) {
+          const res = await fetch(`${server.url}/generate`, {
+            method: 'POST',
+            body: JSON.stringify({
+              input_ids: ids[i],
+              sampling_params: { temperature: 1, seed, sample_offset: i, max_new_tokens: THROUGHPUT_NEW_TOKENS },
+            }),
+          });
+          tokens += ((await res.json()) as { output_ids: number[] }).output_ids.length;
+        }
+      };
+      await Promise.all(Array.from({ length: concurrency }, worker));
+      return tokens / ((performance.now() - started) / 1000);
+    };
+    const counters = async () => {
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      return [counterValue(text, 'decode_steps_total'), counterValue(text, 'decode_row_steps_total')];
+    };
+    await inProcess(1);
+    await served(1);
+    const rates = { in: [] as number[], served: [] as number[] };
+    const [steps0, rowSteps0] = await counters();
+    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+      rates.in.push(await inProcess(10 + round));
+      rates.served.push(await served(10 + round));
+    }
+    const [steps1, rowSteps1] = await counters();
+    const load = loadavg()[0];
+    const inRate = median(rates.in);
+    const servedRate = median(rates.served);
+    return [
+      {
+        generation: 'in-process (RolloutGenerator)',
+        tokens_per_s: inRate,
+        ratio: 1,
+        load1: load,
+        decode_steps: '-',
+        rows_per_step: '-',
+      },
+      {
+        generation: `1 serve.js, ${concurrency} requests in flight`,
+        tokens_per_s: servedRate,
+        ratio: servedRate / inRate,
+        load1: load,
+        // The server's decode steps per round and the rows they decoded on average (what the batch held).
+        decode_steps: (steps1 - steps0) / THROUGHPUT_ROUNDS,
+        rows_per_step: (rowSteps1 - rowSteps0) / (steps1 - steps0),
+      },
+      {
+        generation:
+          `${THROUGHPUT_REQUESTS} prompts × ${THROUGHPUT_NEW_TOKENS} new tokens (temperature 1), ${concurrency} slots ` +
+          `each; medians of ${THROUGHPUT_ROUNDS} alternated rounds after a warm-up; serve.js: ${server.slots} slots`,
+      },
+    ];
+  } finally {
+    server.child.kill('SIGTERM');
+    engine.destroy();
+  }
+}
+
 export async function benchmarkServers(argv: string[]): Promise<Row[]> {
+  const throughput = argv.find((a) => a.startsWith('--serve-throughput'));
+  if (throughput !== undefined) {
+    const concurrency = throughput.includes('=') ? Number(throughput.split('=')[1]) : 32;
+    if (!Number.isInteger(concurrency) || concurrency < 1)
+      throw new Error(`${throughput}: expected --serve-throughput or --serve-throughput=C, C an integer ≥ 1`);
+    const dir = mkdtempSync(join(tmpdir(), 'bench-serve-throughput-'));
+    try {
+      return await benchmarkServeThroughput((await writeModelAndData(dir)).model, concurrency);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
   const stepsArg = argv.find((a) => a.startsWith('--steps='))?.slice('--steps='.length);
   const steps = stepsArg === undefined ? 4 : Number(stepsArg);
   if (!Number.isInteger(steps) || steps < 2)

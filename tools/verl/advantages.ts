@@ -35,6 +35,9 @@ interface EstimatorArgs {
   sumPiSquared?: Matrix;
   rolloutIsWeights?: Matrix;
   handleZeroTail?: boolean;
+  reinforcePlusPlusCarriesAcrossMask?: boolean;
+  grpoVectorizedVarianceFloor?: number;
+  rewardKeyScores?: { scores: number[][]; weights: number[] | null } | null;
 }
 
 async function run(engine: Engine, estimator: string, args: EstimatorArgs): Promise<Advantages> {
@@ -75,6 +78,9 @@ async function run(engine: Engine, estimator: string, args: EstimatorArgs): Prom
     sumPiSquared: args.sumPiSquared ? upload(engine, 'sum_pi_squared', args.sumPiSquared) : null,
     rolloutIsWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : null,
     handleZeroTail: args.handleZeroTail,
+    reinforcePlusPlusCarriesAcrossMask: args.reinforcePlusPlusCarriesAcrossMask,
+    grpoVectorizedVarianceFloor: args.grpoVectorizedVarianceFloor,
+    rewardKeyScores: args.rewardKeyScores,
   });
   return { advantages: await readMatrix(engine, advantages, B, T), returns: await readMatrix(engine, returns, B, T) };
 }
@@ -144,6 +150,9 @@ export function computeAdvantage(
     sumPiSquared?: Matrix;
     rolloutIsWeights?: Matrix;
     handleZeroTail?: boolean;
+    reinforcePlusPlusCarriesAcrossMask?: boolean;
+    grpoVectorizedVarianceFloor?: number;
+    rewardKeyScores?: { scores: number[][]; weights: number[] | null } | null;
   },
 ): Promise<Advantages> {
   return run(engine, advEstimator, args);

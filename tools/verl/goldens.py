@@ -8,7 +8,9 @@ Gradients are central differences (float64, h = 1e-6) of each port in its input 
 verl's .detach() terms held at the evaluation point. Every entry of GOLDENS is printed: verl main's (the policy losses
 with rollout_is_weights, the deprecated compute_policy_loss, GAE, REINFORCE++, pass@k, agg_loss, the adaptive KL
 controller, ray_trainer.compute_advantage, rollout_corr_helper's metrics), verl v0.2.0.post2's (compute_policy_loss,
-GAE, apply_kl_penalty, compute_advantage) and Search-R1's (apply_kl_penalty on info_mask, the state-masked PPO step).
+GAE, apply_kl_penalty, compute_advantage), Search-R1's (apply_kl_penalty on info_mask, the state-masked PPO step)
+and verl-project/verl 1dda039b's (dppo_tv, dppo_kl, dro with rollout_is_weights; agg_loss with token-sum and the
+global normalisers).
 """
 
 import json
@@ -59,6 +61,9 @@ WEIGHTED_CONFIGS = {
     "clip_cov": {"clip_cov_ratio": 1, "clip_cov_lb": 0, "clip_cov_ub": 5},
     "kl_cov": {"kl_cov_ratio": 0.2, "ppo_kl_coef": 0.5},
     "geo_mean": {"clip_ratio": 0.1},
+    "dppo_tv": {"clip_ratio": 0.05, "clip_ratio_c": 1.1},
+    "dppo_kl": {"clip_ratio": 0.01, "clip_ratio_c": 1.1},
+    "dro": {"dro_beta": 0.7},
 }
 
 
@@ -209,6 +214,16 @@ def agg_dp2():
     return {mode: float(verl.agg_loss(wave(6, 1), MASK, mode, dp_size=2)) for mode in modes}
 
 
+def agg_1dda039b():
+    """verl 1dda039b's agg_loss on the holes mask: local normalisers, then the trainer's global_batch_info."""
+    modes = ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+    info = {"dp_size": 2, "batch_num_tokens": 30, "global_batch_size": 6, "loss_scale_factor": 7}
+    return {
+        "local": {mode: float(verl.agg_loss_1dda039b(wave(6, 1), HOLES, mode)) for mode in modes},
+        "global": {mode: float(verl.agg_loss_1dda039b(wave(6, 1), HOLES, mode, **info)) for mode in modes},
+    }
+
+
 if __name__ == "__main__":
     goldens = {
         "weighted": {mode: weighted(mode) for mode in WEIGHTED_CONFIGS},
@@ -217,6 +232,7 @@ if __name__ == "__main__":
         "rfpp_gamma09": rfpp_gamma09(),
         "passk_norm_false": passk_norm_false(),
         "agg_dp2": agg_dp2(),
+        "agg_1dda039b": agg_1dda039b(),
         "v02_policy": v02_policy(),
         "gae_v02": gae_v02(),
         "apply_kl_v02": apply_kl(MASK),

@@ -261,11 +261,17 @@ export async function computePolicyLossBypassMode(
     B,
     T,
   );
+  // verl hands the loss the rejection's mask as its response_mask: agg_loss's local denominators count what it kept.
+  const policyMask = correction.policyMask ? toMatrix(correction.policyMask, B, T) : undefined;
+  const local = resolveAggregation(args, policyMask ?? args.responseMask);
   const result = await computePolicyLoss(engine, {
     ...args,
+    batchNumTokens: local.batchNumTokens,
+    globalBatchSize: local.globalBatchSize,
+    lossScaleFactor: local.lossScaleFactor,
     lossMode: BYPASS_LOSS_MODES[args.correction.lossType],
     rolloutIsWeights: correction.lossWeights ? toMatrix(correction.lossWeights, B, T) : undefined,
-    policyMask: correction.policyMask ? toMatrix(correction.policyMask, B, T) : undefined,
+    policyMask,
   });
   return { ...result, metrics: { ...result.metrics, ...correction.metrics } };
 }

@@ -116,7 +116,7 @@ class ActorConfig:
 
     def __init__(self, clip_ratio=0.2, clip_ratio_low=None, clip_ratio_high=None, clip_ratio_c=3.0, tau_pos=1.0,
                  tau_neg=1.05, clip_cov_ratio=0.0002, clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=0.0002,
-                 ppo_kl_coef=0.1):
+                 ppo_kl_coef=0.1, dro_beta=None):
         self.clip_ratio = clip_ratio
         self.clip_ratio_low = clip_ratio_low
         self.clip_ratio_high = clip_ratio_high
@@ -128,6 +128,7 @@ class ActorConfig:
         self.clip_cov_ub = clip_cov_ub
         self.kl_cov_ratio = kl_cov_ratio
         self.ppo_kl_coef = ppo_kl_coef
+        self.dro_beta = dro_beta
         self.global_batch_info = {}
 
     def low(self):
@@ -316,6 +317,96 @@ def compute_policy_loss_cispo(old_log_prob, log_prob, advantages, response_mask,
     return pg_loss, {"actor/pg_clipfrac": pg_clipfrac, "actor/ppo_kl": ppo_kl, "actor/pg_clipfrac_lower": 0.0}
 
 
+def agg_loss_1dda039b(loss_mat, loss_mask, loss_agg_mode, dp_size=1, batch_num_tokens=None, global_batch_size=None,
+                      loss_scale_factor=None):
+    """verl-project/verl 1dda039b's agg_loss: token-sum, seq-mean-token-sum-norm per sequence of the global batch,
+    ValueErrors for a missing global normaliser with dp_size > 1."""
+    if loss_agg_mode == "token-mean":
+        if batch_num_tokens is None:
+            if dp_size > 1:
+                raise ValueError("(global) batch_num_tokens is required when dp_size > 1")
+            batch_num_tokens = loss_mask.sum()
+        return masked_sum(loss_mat, loss_mask) / batch_num_tokens * dp_size
+    if loss_agg_mode == "token-sum":
+        return masked_sum(loss_mat, loss_mask) * dp_size
+    if loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
+        seq_losses = np.sum(loss_mat * loss_mask, axis=-1)
+        seq_mask = (np.sum(loss_mask, axis=-1) > 0).astype(np.float64)
+        if global_batch_size is None:
+            if dp_size > 1:
+                raise ValueError("global_batch_size is required when dp_size > 1")
+            global_batch_size = seq_mask.sum()
+        loss = masked_sum(seq_losses, seq_mask) / global_batch_size * dp_size
+        if loss_agg_mode == "seq-mean-token-sum-norm":
+            loss /= loss_scale_factor if loss_scale_factor is not None else loss_mask.shape[-1]
+        return loss
+    if loss_agg_mode == "seq-mean-token-mean":
+        seq_mask = np.sum(loss_mask, axis=-1)
+        seq_losses = np.sum(loss_mat * loss_mask, axis=-1) / (seq_mask + 1e-8)
+        seq_mask = (seq_mask > 0).astype(np.float64)
+        if global_batch_size is None:
+            if dp_size > 1:
+                raise ValueError("global_batch_size is required when dp_size > 1")
+            global_batch_size = seq_mask.sum()
+        return masked_sum(seq_losses, seq_mask) / global_batch_size * dp_size
+    raise ValueError(f"Invalid loss_agg_mode: {loss_agg_mode}")
+
+
+def _dppo(old_log_prob, log_prob, advantages, response_mask, frozen, loss_agg_mode, config, rollout_is_weights,
+          binary_kl):
+    """verl 1dda039b's compute_policy_loss_dppo_tv / _dppo_kl; the truncated ratio and the valid mask are detached
+    (taken at the frozen log-probs)."""
+    low, high = config.low(), config.high()
+    negative_approx_kl = np.clip(log_prob - old_log_prob, -20.0, 20.0)
+    ratio = np.exp(negative_approx_kl)
+    ppo_kl = masked_mean(-negative_approx_kl, response_mask)
+    clip_ratio_c = config.clip_ratio_c
+    truncated_ratio = np.minimum(np.exp(np.clip(frozen - old_log_prob, -20.0, 20.0)), clip_ratio_c)
+    prob = np.exp(frozen)
+    old_prob = np.exp(old_log_prob)
+    if binary_kl:
+        bkl = old_prob * (old_log_prob - frozen) + (1 - old_prob) * np.log((1.0 - old_prob + 1e-8) / (1.0 - prob + 1e-8))
+        valid_positive = (bkl <= high) | (prob <= old_prob)
+        valid_negative = (bkl <= low) | (prob >= old_prob)
+    else:
+        valid_positive = (prob - old_prob) <= high
+        valid_negative = (prob - old_prob) >= -low
+    valid = np.where(advantages > 0, valid_positive, valid_negative).astype(np.float64)
+    pg_losses = -advantages * truncated_ratio * log_prob * valid
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
+    pg_loss = agg_loss_1dda039b(pg_losses, response_mask, loss_agg_mode, **config.global_batch_info)
+    pg_clipfrac = masked_mean(1.0 - valid, response_mask)
+    pg_clipfrac_lower = masked_mean((ratio > clip_ratio_c).astype(np.float64) * valid, response_mask)
+    return pg_loss, {"actor/pg_clipfrac": pg_clipfrac, "actor/ppo_kl": ppo_kl, "actor/pg_clipfrac_lower": pg_clipfrac_lower}
+
+
+def compute_policy_loss_dppo_tv(old_log_prob, log_prob, advantages, response_mask, frozen, loss_agg_mode="token-mean",
+                                config=None, rollout_is_weights=None):
+    return _dppo(old_log_prob, log_prob, advantages, response_mask, frozen, loss_agg_mode, config, rollout_is_weights,
+                 binary_kl=False)
+
+
+def compute_policy_loss_dppo_kl(old_log_prob, log_prob, advantages, response_mask, frozen, loss_agg_mode="token-mean",
+                                config=None, rollout_is_weights=None):
+    return _dppo(old_log_prob, log_prob, advantages, response_mask, frozen, loss_agg_mode, config, rollout_is_weights,
+                 binary_kl=True)
+
+
+def compute_policy_loss_dro(old_log_prob, log_prob, advantages, response_mask, frozen, loss_agg_mode="token-mean",
+                            config=None, rollout_is_weights=None):
+    """verl 1dda039b's compute_policy_loss_dro: −(log π·A − β/2·(log π − log π_old)²), actor/ppo_kl unclamped."""
+    beta = config.dro_beta
+    if beta is None or beta <= 0:
+        raise ValueError("policy_loss.dro_beta must be a positive value when using DRO")
+    log_ratio = log_prob - old_log_prob
+    pg_losses = -(log_prob * advantages - 0.5 * beta * log_ratio ** 2)
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
+    pg_loss = agg_loss_1dda039b(pg_losses, response_mask, loss_agg_mode, **config.global_batch_info)
+    return pg_loss, {"actor/ppo_kl": masked_mean(-log_ratio, response_mask)}
+
+
 POLICY_LOSSES = {
     "vanilla": compute_policy_loss_vanilla,
     "gspo": compute_policy_loss_gspo,
@@ -325,6 +416,9 @@ POLICY_LOSSES = {
     "kl_cov": compute_policy_loss_kl_cov,
     "geo_mean": compute_policy_loss_geo_mean,
     "cispo": compute_policy_loss_cispo,
+    "dppo_tv": compute_policy_loss_dppo_tv,
+    "dppo_kl": compute_policy_loss_dppo_kl,
+    "dro": compute_policy_loss_dro,
 }
 
 

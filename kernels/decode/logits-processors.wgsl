@@ -1,0 +1,87 @@
+// logits-processors: a server's per-request sampling knobs applied in place to each row's logits before `sample`
+// (vLLM's order): presence and frequency penalties over the tokens the row's sample generated so far, logit_bias,
+// EOS masked (ignore_eos, or before min_tokens), then min_p.
+//   logits (B, V) modified in place; rowProcessing (B, 8 + 2·MAX_BIAS) u32 per row: [minTokens, ignoreEos,
+//     biasCount, bits(presence), bits(frequency), bits(minP), 0, 0, then biasCount (token, bits(bias)) pairs]
+//   rowSampling (B, 6) as sample.wgsl reads it: outRow (word 1), temperature (word 3)
+//   tokens (outRows, outStride) the sampler's output so far: columns [0, steps[b]) are the sample's tokens
+//   steps, finished (B): a finished row, or one past its budget, is left alone (the sampler pads it)
+//   eosIds (numEos ≥ 1)
+// A penalised token's logit loses presence + frequency · count (count: its occurrences); min_p keeps the tokens
+// whose probability at the row's temperature is at least minP times the largest: x ≥ max + T · log(minP) (off when
+// greedy). Masked logits become the lowest finite f32, which `sample` never draws and whose probability is 0.
+// v1: one workgroup of WG lanes per row; each distinct generated token is penalised by the lane holding its first
+//     occurrence (one writer per logit), phases separated by storage barriers.
+
+override WG: u32 = 256u;
+
+var<workgroup> reduceValue: array<f32, WG>;
+var<workgroup> rowSkipped: u32;
+var<workgroup> treeStart: u32;
+
+const LOWEST: f32 = -3.4028234e38;
+const HEADER: u32 = 8u;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = wid.x;
+  let step = steps[row];
+  if (lid == 0u) {
+    rowSkipped = select(finished[row], 1u, step >= params.outStride);
+    treeStart = WG / 2u;
+  }
+  if (workgroupUniformLoad(&rowSkipped) != 0u) { return; }
+  let p = row * params.rowWords;
+  let minTokens = rowProcessing[p];
+  let ignoreEos = rowProcessing[p + 1u];
+  let biasCount = rowProcessing[p + 2u];
+  let presence = bitcast<f32>(rowProcessing[p + 3u]);
+  let frequency = bitcast<f32>(rowProcessing[p + 4u]);
+  let minP = bitcast<f32>(rowProcessing[p + 5u]);
+  let temperature = bitcast<f32>(rowSampling[row * 6u + 3u]);
+  let base = row * params.V;
+  let out = rowSampling[row * 6u + 1u] * params.outStride;
+
+  if (presence != 0.0 || frequency != 0.0) {
+    for (var j = lid; j < step; j += WG) {
+      let token = tokens[out + j];
+      var first = true;
+      var count = 0u;
+      for (var k = 0u; k < step; k++) {
+        if (tokens[out + k] == token) {
+          count++;
+          if (k < j) { first = false; }
+        }
+      }
+      if (first && token < params.V) { logits[base + token] -= presence + frequency * f32(count); }
+    }
+  }
+  storageBarrier();
+  workgroupBarrier();
+  for (var k = lid; k < biasCount; k += WG) {
+    let token = rowProcessing[p + HEADER + 2u * k];
+    if (token < params.V) { logits[base + token] += bitcast<f32>(rowProcessing[p + HEADER + 2u * k + 1u]); }
+  }
+  storageBarrier();
+  workgroupBarrier();
+  if ((ignoreEos != 0u || step < minTokens) && lid == 0u) {
+    for (var i = 0u; i < params.numEos; i++) {
+      if (eosIds[i] < params.V) { logits[base + eosIds[i]] = LOWEST; }
+    }
+  }
+  storageBarrier();
+  workgroupBarrier();
+  if (minP > 0.0 && temperature > 0.0) {
+    var best = LOWEST;
+    for (var v = lid; v < params.V; v += WG) { best = max(best, logits[base + v]); }
+    reduceValue[lid] = best;
+    for (var stride = workgroupUniformLoad(&treeStart); stride > 0u; stride >>= 1u) {
+      if (lid < stride) { reduceValue[lid] = max(reduceValue[lid], reduceValue[lid + stride]); }
+      workgroupBarrier();
+    }
+    let floor = workgroupUniformLoad(&reduceValue[0]) + temperature * log(minP);
+    for (var v = lid; v < params.V; v += WG) {
+      if (logits[base + v] < floor) { logits[base + v] = LOWEST; }
+    }
+  }
+}

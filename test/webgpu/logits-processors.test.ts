@@ -1,0 +1,107 @@
+// kernels/decode/logits-processors against its float64 reference: presence and frequency penalties over each row's
+// generated tokens (repeats counted once per distinct token, by count), logit_bias, EOS masked by ignore_eos and
+// before min_tokens (not after), min_p at the row's temperature (off when greedy), finished rows left alone.
+import { describe, it, expect } from 'vitest';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { ROW_SAMPLING_WORDS, packRowSampling } from '../../kernels/decode/sample.ts';
+import {
+  NEUTRAL_PROCESSING,
+  ROW_PROCESSING_WORDS,
+  logitsProcessorsVariants,
+  packRowProcessing,
+  processLogits,
+  type RowProcessing,
+} from '../../kernels/decode/logits-processors.ts';
+import { processLogitsRef } from '../../kernels/decode/logits-processors.ref.ts';
+import { randomArray } from '../support/arrays.ts';
+
+describe.each(logitsProcessorsVariants.map((v) => [v.name]))('logits-processors (%s)', (variant) => {
+  it('matches the reference: penalties, logit_bias, ignore_eos, min_tokens, min_p; finished rows untouched', async () => {
+    const engine = await gpuEngine();
+    engine.knobs.kernelVariants['logits-processors'] = variant;
+    const V = 70;
+    const outStride = 6;
+    const eosIds = [2, 9];
+    const logits = randomArray(5 * V, 3, 3);
+    const rows: { p: RowProcessing; generated: number[]; temperature: number; finished?: boolean }[] = [
+      {
+        p: { ...NEUTRAL_PROCESSING, presencePenalty: 0.5, frequencyPenalty: 0.25 },
+        generated: [4, 7, 4, 4, 11],
+        temperature: 1,
+      },
+      {
+        p: {
+          ...NEUTRAL_PROCESSING,
+          logitBias: new Map([
+            [3, 5],
+            [60, -100],
+          ]),
+          ignoreEos: true,
+        },
+        generated: [1],
+        temperature: 0.7,
+      },
+      { p: { ...NEUTRAL_PROCESSING, minTokens: 3, minP: 0.1 }, generated: [5, 6], temperature: 0.8 },
+      { p: { ...NEUTRAL_PROCESSING, minTokens: 2, minP: 0.1 }, generated: [5, 6], temperature: 0 },
+      {
+        p: { ...NEUTRAL_PROCESSING, presencePenalty: 9, ignoreEos: true },
+        generated: [1, 2],
+        temperature: 1,
+        finished: true,
+      },
+    ];
+    const outRows = [3, 0, 4, 1, 2];
+    const tokens = new Array<number>(5 * outStride).fill(0);
+    rows.forEach((r, b) => r.generated.forEach((t, j) => (tokens[outRows[b] * outStride + j] = t)));
+    const t = {
+      logits: engine.tensorFrom('logits', [5 * V], logits),
+      rowProcessing: engine.tensorFrom(
+        'rowProcessing',
+        [5 * ROW_PROCESSING_WORDS],
+        rows.flatMap((r) => packRowProcessing(r.p)),
+        'u32',
+      ),
+      rowSampling: engine.tensorFrom(
+        'rowSampling',
+        [5 * ROW_SAMPLING_WORDS],
+        rows.flatMap((r, b) =>
+          packRowSampling({ temperature: r.temperature, topK: -1, topP: 1, seed: 0, stream: b, outRow: outRows[b] }),
+        ),
+        'u32',
+      ),
+      tokens: engine.tensorFrom('tokens', [5 * outStride], tokens, 'u32'),
+      steps: engine.tensorFrom(
+        'steps',
+        [5],
+        rows.map((r) => r.generated.length),
+        'u32',
+      ),
+      finished: engine.tensorFrom(
+        'finished',
+        [5],
+        rows.map((r) => (r.finished ? 1 : 0)),
+        'u32',
+      ),
+      eosIds: engine.tensorFrom('eosIds', [2], eosIds, 'u32'),
+    };
+    processLogits(engine, { ...t, V, rows: 5, numEos: 2, outStride });
+    const got = await engine.read(t.logits);
+    rows.forEach((r, b) => {
+      const row = logits.subarray(b * V, (b + 1) * V);
+      const want = r.finished ? Array.from(row) : processLogitsRef(row, r.p, r.generated, eosIds, r.temperature);
+      want.forEach((w, v) => {
+        const x = got[b * V + v];
+        if (w === -Infinity) expect(x, `row ${b} token ${v} masked`).toBeLessThan(-1e38);
+        else expect(Math.abs(x - w), `row ${b} token ${v}`).toBeLessThan(1e-5);
+      });
+    });
+    // The cases do something: EOS masked in rows 1 and 2 but not 3 (min_tokens reached), min_p masks in row 2 only.
+    expect(got[V + 2]).toBeLessThan(-1e38);
+    expect(got[2 * V + 9]).toBeLessThan(-1e38);
+    expect(got[3 * V + 9]).toBeGreaterThan(-1e38);
+    expect(Array.from(got.subarray(2 * V, 3 * V)).filter((x) => x < -1e38).length).toBeGreaterThan(2);
+    expect(Array.from(got.subarray(3 * V, 4 * V)).filter((x) => x < -1e38).length).toBe(0);
+    for (const x of Object.values(t)) engine.destroyTensor(x);
+    delete engine.knobs.kernelVariants['logits-processors'];
+  });
+});

@@ -1,0 +1,77 @@
+// The memory plan against what a run allocates: a Qwen3-shaped model (2 layers of hidden 128, Qwen3's 151,936-token
+// vocabulary and real tokenizer, bf16 checkpoint) runs one GRPO step with LoRA r=8 and the KL loss, its base stored
+// float32 (model_dtype=fp32), bf16 (the checkpoint's) and NF4 (load_in_4bit); the plan is computed as the trainer
+// computes it and compared with the engine's measured peak (perf/max_memory_allocated_gb: every buffer alive at
+// once). What the base's storage changes, the plan counts: its difference between two storages is within 10% of
+// the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16 and 41,820,160 B
+// fp32 → nf4). The plan as a whole is not yet within 10% above the peak at this size: it is 16,112,992 B
+// (15.4 MiB) below it whatever the storage (fp32: plan 0.88 of measured; bf16 and nf4: 0.82; 13,681,072 B before
+// main's 3363225 changed the defaults). The cause, from the buffers alive at the measured peak (the NF4 run, during
+// the actor update): the plan counts phases as disjoint, but the rollout's two decoders (decode and prefill, their
+// logits 9.7 MB here) and KV caches, and the log-prob forwards' workspace, stay allocated into the update
+// (GrowingBuffers only grow). This test holds that shortfall under 20 MiB so it cannot grow unseen; counting those
+// buffers as resident from their phase on is the fix still to make.
+import { describe, it, expect } from 'vitest';
+import { join } from 'node:path';
+import { Engine, readKnobs } from '../../engine/index.ts';
+import { loadConfig } from '../../ppo/config.ts';
+import { planMemory, deviceMemory } from '../../ppo/jobs/memory-plan.ts';
+import { actorLoraSettings } from '../../ppo/config.ts';
+import { writeQwen3Model, QWEN3_TINY_LAYER } from '../../tools/qwen3-model.ts';
+import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { runCli } from '../support/run-cli.ts';
+import { makeTempDir } from '../support/temp-dir.ts';
+
+describe('memory plan against the measured peak', () => {
+  it("LoRA on a float32, bf16 and NF4 base: the plan counts each storage's bytes", async () => {
+    const root = await makeTempDir('plan-measured-');
+    const model = join(root, 'qwen3');
+    const actor = await writeQwen3Model(model, { ...QWEN3_TINY_LAYER, layers: 2 });
+    const { overrides } = await makeTinyRun();
+    const common = [
+      ...overrides,
+      `actor_rollout_ref.model.path=${model}`,
+      'algorithm.adv_estimator=grpo',
+      'actor_rollout_ref.rollout.n=2',
+      'actor_rollout_ref.model.lora_rank=8',
+      'actor_rollout_ref.actor.use_kl_loss=true',
+      'trainer.total_training_steps=1',
+    ];
+    const knobs = readKnobs();
+    const engine = await Engine.create(knobs);
+    const device = deviceMemory(engine);
+    engine.destroy();
+    const peaks: { name: string; plan: number; measured: number }[] = [];
+    for (const [name, extra] of [
+      ['fp32', ['actor_rollout_ref.actor.fsdp_config.model_dtype=fp32']],
+      ['bf16', []],
+      ['nf4', ['actor_rollout_ref.model.load_in_4bit=true']],
+    ] as const) {
+      const dir = join(root, name);
+      const argv = [...common, ...extra, `trainer.default_local_dir=${dir}`];
+      const printed = await runCli(argv, {}, { knobs });
+      expect(printed.code, printed.stderr).toBe(0);
+      const measured = (await runMetrics(dir))[0].data['perf/max_memory_allocated_gb'] * 2 ** 30;
+      const config = loadConfig({ overrides: argv });
+      const plan = planMemory(
+        config,
+        { actor, critic: null, rewardModel: null, actorLora: actorLoraSettings(config) },
+        device,
+      );
+      peaks.push({ name, plan: plan.peakBytes, measured });
+      console.log(
+        `${name}: plan ${plan.peakBytes} B, measured ${measured} B, ratio ${(plan.peakBytes / measured).toFixed(4)}`,
+      );
+    }
+    const [full, ...stored] = peaks;
+    for (const { name, plan, measured } of stored) {
+      const measuredSaving = full.measured - measured;
+      expect(measuredSaving, name).toBeGreaterThan(0);
+      expect(Math.abs(full.plan - plan - measuredSaving), `${name}: plan's saving vs measured`).toBeLessThanOrEqual(
+        0.1 * measuredSaving,
+      );
+    }
+    for (const { name, plan, measured } of peaks)
+      expect(measured - plan, `${name}: unplanned bytes at the peak`).toBeLessThan(20 * 2 ** 20);
+  }, 600_000);
+});

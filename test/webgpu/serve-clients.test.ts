@@ -1,0 +1,397 @@
+// `node serve.js` serving stories260K (a real Llama with its SentencePiece tokenizer), driven by the official `openai`
+// client and by plain HTTP as curl would: completions and chat with and without streaming (include_usage, [DONE],
+// log-probs per chunk), the text Hugging Face decodes for the same greedy tokens (its leading space kept), SGLang's
+// streaming /generate, a client that aborts mid-stream and /abort_request (the sample leaves the batch, /metrics
+// counts it), the routes clients and RL frameworks call, and requests refused in milliseconds (a 20 MB prompt, deep
+// JSON, a body over the limit) with the server's memory back at its level.
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import type { ChildProcess } from 'node:child_process';
+import { cp, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { startServeJs } from '../../tools/bench/serve-process.ts';
+import { counterValue } from '../../ppo/serving/counters.ts';
+import { describeWithFixtures, fixturePath, readFixtureJson } from '../support/fixtures.ts';
+
+const MAX_PROMPT_TOKENS = 64;
+/** More than the model's 512 positions allow: max_model_len says 512. */
+const MAX_NEW_TOKENS = 2000;
+/** A prompt whose greedy story runs 975 tokens before it ends: a request aborted early is still running. */
+const LONG_STORY = 'Tom and Sue';
+/** The start of the story stories260K tells greedily from <s> (fixtures.json, Hugging Face's generate). */
+const PROMPT = 'Once upon a time, there was a little girl named Lily.';
+
+let server: ChildProcess;
+let url = '';
+let client: OpenAI;
+let story = '';
+
+async function post(path: string, body: unknown): Promise<{ status: number; json: any; ms: number }> {
+  const started = performance.now();
+  const res = await fetch(url + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const ms = performance.now() - started;
+  try {
+    return { status: res.status, json: JSON.parse(text), ms };
+  } catch {
+    return { status: res.status, json: text, ms };
+  }
+}
+
+/** The events of a Server-Sent Events body: each `data:` line's JSON, and whether it ended with [DONE]. */
+async function events(res: Response): Promise<{ events: any[]; done: boolean }> {
+  const lines = (await res.text()).split('\n\n').filter((l) => l.startsWith('data: '));
+  const data = lines.map((l) => l.slice('data: '.length));
+  const done = data.at(-1) === '[DONE]';
+  return { events: data.filter((d) => d !== '[DONE]').map((d) => JSON.parse(d)), done };
+}
+
+const metric = async (name: string) => counterValue(await (await fetch(`${url}/metrics`)).text(), name);
+
+/** The server's resident memory, in bytes. */
+async function rss(): Promise<number> {
+  const status = await readFile(`/proc/${server.pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stories260K/tokenizer.json'], () => {
+  beforeAll(async () => {
+    story = readFixtureJson('hf/stories260K/fixtures.json').greedy_from_bos.text;
+    // The checkpoint with a chat template (the fixture has none), so the chat routes have something to render.
+    const dir = await mkdtemp(join(tmpdir(), 'serve-clients-'));
+    await cp(fixturePath('hf/stories260K'), dir, { recursive: true });
+    const config = JSON.parse(await readFile(join(dir, 'tokenizer_config.json'), 'utf8'));
+    config.chat_template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}";
+    await writeFile(join(dir, 'tokenizer_config.json'), JSON.stringify(config));
+    ({ url, child: server } = await startServeJs(dir, [
+      '--served-model-name',
+      'stories',
+      '--max-prompt-tokens',
+      String(MAX_PROMPT_TOKENS),
+      '--max-new-tokens',
+      String(MAX_NEW_TOKENS),
+      '--max-slots',
+      '2',
+    ]));
+    client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  }, 180_000);
+
+  afterAll(async () => {
+    if (!server || server.exitCode !== null) return;
+    const exited = new Promise((resolve) => server.on('exit', resolve));
+    server.kill('SIGTERM');
+    await exited;
+  });
+
+  it("completions: Hugging Face's greedy text with its leading space, log-prob tokens that join to it", async () => {
+    const c = await client.completions.create({
+      model: 'stories',
+      prompt: PROMPT,
+      max_tokens: 12,
+      temperature: 0,
+      logprobs: 0,
+    });
+    const text = c.choices[0].text;
+    expect(text.startsWith(' She')).toBe(true);
+    expect(story.startsWith(PROMPT + text)).toBe(true);
+    const lp = c.choices[0].logprobs!;
+    expect(lp.tokens!.join('')).toBe(text);
+    expect(lp.text_offset).toEqual(lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join('').length));
+    expect(lp.token_logprobs!.every((x) => x <= 0)).toBe(true);
+    expect(c.usage).toMatchObject({ completion_tokens: 12 });
+  }, 60_000);
+
+  it("top-N log-probs (completions logprobs: 5, chat top_logprobs, SGLang top_logprobs_num) are Hugging Face's", async () => {
+    const check: { input_ids: number[]; logits: number[] } =
+      readFixtureJson('hf/stories260K/fixtures.json').logits_check;
+    const V = 512;
+    /** Hugging Face's top 5 (token, log-prob) after input_ids[0..t]. */
+    const hfTop = (t: number) => {
+      const row = check.logits.slice(t * V, (t + 1) * V);
+      const max = Math.max(...row);
+      const log = Math.log(row.reduce((a, x) => a + Math.exp(x - max), 0));
+      return row
+        .map((x, id) => ({ id, lp: x - max - log }))
+        .sort((a, b) => b.lp - a.lp)
+        .slice(0, 5);
+    };
+    const P = 12;
+    const prompt = check.input_ids.slice(0, P);
+    const c = await client.completions.create({
+      model: 'stories',
+      prompt,
+      max_tokens: 4,
+      temperature: 0,
+      logprobs: 5,
+      // @ts-expect-error vLLM's extension: the token ids of the completion
+      return_token_ids: true,
+    });
+    const choice = c.choices[0] as (typeof c.choices)[0] & { token_ids: number[] };
+    expect(choice.token_ids).toEqual(check.input_ids.slice(P, P + 4));
+    const g = await post('/generate', {
+      input_ids: prompt,
+      return_logprob: true,
+      top_logprobs_num: 5,
+      sampling_params: { temperature: 0, max_new_tokens: 4 },
+    });
+    choice.logprobs!.top_logprobs!.forEach((dict, t) => {
+      const want = hfTop(P - 1 + t);
+      const got = Object.values(dict);
+      expect(got).toHaveLength(5);
+      got.forEach((lp, k) => expect(Math.abs(lp - want[k].lp), `token ${t} alternative ${k}`).toBeLessThan(1e-4));
+      // The greedy token is the first alternative, with its own log-prob.
+      expect(Object.keys(dict)[0]).toBe(choice.logprobs!.tokens![t]);
+      const sglang = g.json.meta_info.output_top_logprobs[t] as [number, number, null][];
+      expect(sglang.map(([, id]) => id)).toEqual(want.map((w) => w.id));
+    });
+    const chat = await client.chat.completions.create({
+      model: 'stories',
+      messages: [{ role: 'user', content: PROMPT }],
+      max_tokens: 3,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+    });
+    for (const token of chat.choices[0].logprobs!.content!) {
+      expect(token.top_logprobs).toHaveLength(3);
+      expect(token.top_logprobs[0]).toMatchObject({ token: token.token, logprob: token.logprob });
+      expect(token.top_logprobs[0].bytes).toEqual(Array.from(new TextEncoder().encode(token.token)));
+    }
+    const stream = await client.completions.create({
+      model: 'stories',
+      prompt,
+      max_tokens: 4,
+      temperature: 0,
+      logprobs: 2,
+      stream: true,
+    });
+    const streamed = [];
+    for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.top_logprobs ?? []));
+    expect(streamed.map((d) => Object.values(d))).toEqual(
+      choice.logprobs!.top_logprobs!.map((d) => Object.values(d).slice(0, 2)),
+    );
+    expect((await post('/v1/completions', { prompt, logprobs: 21 })).status).toBe(400);
+  }, 60_000);
+
+  it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, beside neutral rows', async () => {
+    const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
+    const plain = await post('/generate', greedy);
+    // The story ends with EOS (id 1) at 331 tokens; ignore_eos runs it to the budget, min_tokens past 331.
+    expect(plain.json.meta_info.finish_reason).toEqual({ type: 'stop', matched: 1 });
+    const ends = plain.json.output_ids.length;
+    const [ignored, atLeast, biased, penalised, again] = await Promise.all([
+      post('/generate', { ...greedy, sampling_params: { ...greedy.sampling_params, ignore_eos: true } }),
+      post('/generate', { ...greedy, sampling_params: { ...greedy.sampling_params, min_new_tokens: ends + 5 } }),
+      post('/v1/completions', {
+        prompt: PROMPT,
+        max_tokens: 6,
+        temperature: 0,
+        logit_bias: { 403: 100 },
+        return_token_ids: true,
+      }),
+      post('/v1/completions', {
+        prompt: PROMPT,
+        max_tokens: 40,
+        temperature: 0,
+        presence_penalty: 2,
+        return_token_ids: true,
+      }),
+      post('/generate', greedy),
+    ]);
+    expect(ignored.json.meta_info.finish_reason).toEqual({ type: 'length', length: 400 });
+    expect(ignored.json.output_ids.slice(0, ends - 1)).toEqual(plain.json.output_ids.slice(0, ends - 1));
+    expect(atLeast.json.output_ids.length).toBeGreaterThanOrEqual(ends + 5);
+    expect(biased.json.choices[0].token_ids).toEqual(new Array(6).fill(403));
+    const penalisedIds: number[] = penalised.json.choices[0].token_ids;
+    expect(penalisedIds).not.toEqual(plain.json.output_ids.slice(0, 40));
+    // Rows without processing in the same batch are untouched: the same greedy story.
+    expect(again.json.output_ids).toEqual(plain.json.output_ids);
+    expect((await post('/v1/completions', { prompt: PROMPT, logit_bias: { 512: 1 } })).status).toBe(400);
+  }, 60_000);
+
+  it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {
+    const body = { model: 'stories', prompt: PROMPT, max_tokens: 20, temperature: 0 };
+    const whole = await client.completions.create(body);
+    const stream = await client.completions.create({
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+      logprobs: 0,
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    const usage = chunks.at(-1)!;
+    expect(usage.choices).toEqual([]);
+    expect(usage.usage).toMatchObject({ completion_tokens: 20, total_tokens: 20 + usage.usage!.prompt_tokens });
+    const choices = chunks.slice(0, -1).map((c) => c.choices[0]);
+    expect(choices.length).toBeGreaterThan(1);
+    expect(choices.map((c) => c.text).join('')).toBe(whole.choices[0].text);
+    expect(choices.at(-1)!.finish_reason).toBe('length');
+    expect(choices.slice(0, -1).every((c) => c.finish_reason === null)).toBe(true);
+    expect(choices.flatMap((c) => c.logprobs?.token_logprobs ?? [])).toHaveLength(20);
+    // The wire format as curl sees it: data lines, the last one [DONE].
+    const raw = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+    expect(raw.headers.get('content-type')).toContain('text/event-stream');
+    expect((await events(raw)).done).toBe(true);
+  }, 60_000);
+
+  it('chat: the stream joins to the answer, role first; response_format text and tools [] are accepted', async () => {
+    const messages = [{ role: 'user' as const, content: PROMPT }];
+    const body = { model: 'stories', messages, max_tokens: 16, temperature: 0 };
+    const whole = await client.chat.completions.create({ ...body, response_format: { type: 'text' }, tools: [] });
+    expect(story.startsWith(PROMPT + whole.choices[0].message.content)).toBe(true);
+    const stream = await client.chat.completions.create({
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+      logprobs: true,
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks[0].choices[0].delta.role).toBe('assistant');
+    const content = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
+    expect(content).toBe(whole.choices[0].message.content);
+    expect(chunks.at(-1)!.usage).toMatchObject({ completion_tokens: 16 });
+    expect(
+      chunks
+        .flatMap((c) => c.choices[0]?.logprobs?.content ?? [])
+        .map((t) => t.token)
+        .join(''),
+    ).toBe(content);
+    // The SDK's helper assembles the same message from the stream.
+    const final = await client.chat.completions.stream(body).finalChatCompletion();
+    expect(final.choices[0].message.content).toBe(whole.choices[0].message.content);
+  }, 60_000);
+
+  it("SGLang's streaming /generate: each sample's text and output_ids so far, the last with finish_reason", async () => {
+    const body = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 20 } };
+    const whole = await post('/generate', body);
+    const res = await fetch(`${url}/generate`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+    const { events: got, done } = await events(res);
+    expect(done).toBe(true);
+    const last = got.at(-1);
+    expect(last.output_ids).toEqual(whole.json.output_ids);
+    expect(last.text).toBe(whole.json.text);
+    expect(last.meta_info.finish_reason).toEqual({ type: 'length', length: 20 });
+    expect(got.slice(0, -1).every((e) => e.meta_info.finish_reason === null && last.text.startsWith(e.text))).toBe(
+      true,
+    );
+  }, 60_000);
+
+  it('a client that goes away mid-stream leaves the batch at once: /metrics counts it, the next request is served', async () => {
+    const aborted = await metric('aborted_requests_total');
+    const steps = await metric('decode_steps_total');
+    const controller = new AbortController();
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: LONG_STORY, max_tokens: MAX_NEW_TOKENS, temperature: 0, stream: true }),
+      signal: controller.signal,
+    });
+    await res.body!.getReader().read();
+    controller.abort();
+    await expect.poll(() => metric('aborted_requests_total')).toBe(aborted + 1);
+    const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
+    expect(after.choices[0].text.length).toBeGreaterThan(0);
+    // Its sample stopped decoding long before its story's end (975 tokens).
+    expect((await metric('decode_steps_total')) - steps).toBeLessThan(600);
+  }, 60_000);
+
+  it("the openai client's abort mid-stream: the server counts it and keeps serving", async () => {
+    const aborted = await metric('aborted_requests_total');
+    const controller = new AbortController();
+    const stream = await client.completions.create(
+      { model: 'stories', prompt: LONG_STORY, max_tokens: MAX_NEW_TOKENS, temperature: 0, stream: true },
+      { signal: controller.signal },
+    );
+    try {
+      for await (const _ of stream) controller.abort();
+    } catch (err) {
+      // The SDK ends the iteration, or throws its abort error, depending on where the abort finds it.
+      expect((err as Error).name).toMatch(/Abort/);
+    }
+    await expect.poll(() => metric('aborted_requests_total')).toBe(aborted + 1);
+    const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
+    expect(after.choices[0].text.length).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('/abort_request ends a /generate by rid: its stream ends with finish_reason abort', async () => {
+    const aborted = await metric('aborted_requests_total');
+    const res = await fetch(`${url}/generate`, {
+      method: 'POST',
+      body: JSON.stringify({
+        text: LONG_STORY,
+        rid: 'story-1',
+        stream: true,
+        sampling_params: { temperature: 0, max_new_tokens: MAX_NEW_TOKENS },
+      }),
+    });
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    while (!text.includes('\n\n')) text += decoder.decode((await reader.read()).value);
+    expect((await post('/abort_request', { rid: 'story-1' })).status).toBe(200);
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += decoder.decode(r.value);
+    const last = JSON.parse(
+      text
+        .split('\n\n')
+        .filter((l) => l.startsWith('data: {'))
+        .at(-1)!
+        .slice(6),
+    );
+    expect(last.meta_info.finish_reason.type).toBe('abort');
+    expect(last.output_ids.length).toBeLessThan(975);
+    expect(await metric('aborted_requests_total')).toBe(aborted + 1);
+  }, 60_000);
+
+  it('routes: tokenize and detokenize (both spellings), a model by id, flush_cache, version, ping, server info', async () => {
+    const tokenized = await post('/tokenize', { prompt: PROMPT });
+    expect(tokenized.json).toMatchObject({ count: tokenized.json.tokens.length, max_model_len: 512 });
+    expect(tokenized.json.tokens[0]).toBe(1);
+    const back = await post('/v1/detokenize', { tokens: tokenized.json.tokens, skip_special_tokens: true });
+    expect(back.json).toEqual({ prompt: PROMPT, text: PROMPT });
+    expect((await post('/v1/tokenize', { prompt: PROMPT, add_special_tokens: false })).json.tokens).toEqual(
+      tokenized.json.tokens.slice(1),
+    );
+    const model = await client.models.retrieve('stories');
+    // The server's prompt and budget would allow 64 + 2000 tokens; the model's context is 512 positions.
+    expect(model).toMatchObject({ id: 'stories', max_model_len: 512 });
+    expect((await fetch(`${url}/v1/models/other`)).status).toBe(404);
+    expect((await post('/flush_cache', {})).status).toBe(200);
+    expect((await fetch(`${url}/ping`)).status).toBe(200);
+    expect((await (await fetch(`${url}/version`)).json()).version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(await (await fetch(`${url}/get_server_info`)).json()).toMatchObject({
+      served_model_name: 'stories',
+      context_length: 512,
+      max_running_requests: 2,
+    });
+  }, 60_000);
+
+  it('refuses a 20 MB prompt in milliseconds, five times, with memory back at its level; deep JSON 400, 65 MB 413', async () => {
+    const before = await rss();
+    const huge = 'Lily '.repeat(4_000_000);
+    for (let i = 0; i < 5; i++) {
+      const r = await post('/v1/completions', { prompt: huge, max_tokens: 1 });
+      expect(r.status).toBe(400);
+      expect(r.json.error.message).toContain('bytes of text');
+    }
+    const tokenize = await post('/tokenize', { prompt: huge });
+    expect(tokenize.status).toBe(400);
+    expect(tokenize.ms).toBeLessThan(5_000);
+    // The body itself (20 MB) is read and parsed each time; nothing is tokenized or kept.
+    expect(await rss()).toBeLessThan(before + 300 * 2 ** 20);
+    const deep = await post('/v1/completions', `${'['.repeat(100_000)}${']'.repeat(100_000)}`);
+    expect(deep.status).toBe(400);
+    expect(deep.json.error.message).toContain('nests');
+    expect((await post('/generate', 'x'.repeat(65 * 2 ** 20))).status).toBe(413);
+    expect((await post('/v1/completions', { prompt: PROMPT, max_tokens: 2 })).status).toBe(200);
+  }, 120_000);
+});
