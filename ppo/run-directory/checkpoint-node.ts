@@ -8,7 +8,7 @@
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
 // actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
 import { readFile, rm, writeFile, access } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
 import {
@@ -147,9 +147,11 @@ async function writeCheckpoint(
   // lost the file is found by checkpointProblem.
   if (snapshot.prefetched)
     await writeFile(join(staging, PREFETCHED_BATCH_FILE), `${JSON.stringify(snapshot.prefetched)}\n`);
+  const modelPath = trainer.config.actor_rollout_ref.model.path;
   const state: CheckpointState = {
     ...snapshot.state,
     dataCursor: cursor,
+    ...(modelPath !== null && { modelPath: resolve(modelPath) }),
     finalValidationDone: false,
     ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
   };
@@ -162,6 +164,8 @@ async function writeCheckpoint(
 interface CheckpointState extends Record<string, unknown> {
   globalStep: number;
   dataCursor: DataCursor;
+  /** actor_rollout_ref.model.path, resolved: a resume with another model is refused (absent: the built-in model). */
+  modelPath?: string;
   finalValidationDone?: boolean;
   prefetchedBatch?: string;
 }
@@ -297,6 +301,13 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   } catch (err) {
     throw new Error(`resume: cannot read ${join(dir, STATE_FILE)} (${(err as Error).message})`);
   }
+  const savedPath = stateJson.modelPath;
+  const modelPath = config.actor_rollout_ref.model.path;
+  if (typeof savedPath === 'string' && modelPath !== null && resolve(modelPath) !== savedPath)
+    throw new CheckpointError(
+      `resume: the checkpoint ${dir} was trained from actor_rollout_ref.model.path=${savedPath}, this run has ` +
+        `${resolve(modelPath)} — give the same model, or trainer.resume_mode=disable`,
+    );
   const actorLoaded = await loadModel(engine, join(dir, 'actor'), {
     label: 'actor',
     weightDtype: (dtype) => actorBaseStorage(config, dtype),
@@ -334,7 +345,6 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   let reference: Arena | null = null;
-  const modelPath = config.actor_rollout_ref.model.path;
   // With LoRA the reference is the actor's base weights (the trainer reads them in place).
   if ((config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) && !actor.lora) {
     const referenceDir = modelPath ?? join(dir, 'reference');

@@ -53,4 +53,26 @@ describe('resume refuses a changed model or LoRA rank', () => {
       ),
     );
   });
+
+  it('train.js: actor_rollout_ref.model.path changed between the run and its resume', async () => {
+    const { root, overrides } = await makeTinyRun();
+    const dir = join(root, 'moved');
+    const other = join(root, 'other-model');
+    await cp(join(root, 'model'), other, { recursive: true });
+    const args = (steps: number, extra: string[] = []) => [
+      ...overrides,
+      'trainer.save_freq=1',
+      `trainer.total_training_steps=${steps}`,
+      `trainer.default_local_dir=${dir}`,
+      ...extra,
+    ];
+    expect((await runCli(args(1))).code).toBe(0);
+    const refused = await runCli(args(2, [`actor_rollout_ref.model.path=${other}`]));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      `resume: the checkpoint ${join(dir, 'global_step_1')} was trained from actor_rollout_ref.model.path=` +
+        `${join(root, 'model')}, this run has ${other} — give the same model, or trainer.resume_mode=disable`,
+    );
+    expect((await runCli(args(2))).code).toBe(0);
+  });
 });
