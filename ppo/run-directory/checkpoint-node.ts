@@ -170,6 +170,12 @@ interface CheckpointState extends Record<string, unknown> {
   prefetchedBatch?: string;
 }
 
+/** The actor_rollout_ref.model.path a checkpoint's run trained from, resolved; null where it does not say. */
+export async function checkpointModelPath(checkpointDir: string): Promise<string | null> {
+  const state = JSON.parse(await readFile(join(checkpointDir, STATE_FILE), 'utf8')) as Partial<CheckpointState>;
+  return typeof state.modelPath === 'string' ? state.modelPath : null;
+}
+
 /** Records in a checkpoint that the run's final validation finished, so the same command has nothing left to do. */
 export async function markFinalValidationDone(checkpointDir: string): Promise<void> {
   const file = join(checkpointDir, STATE_FILE);
@@ -301,13 +307,6 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   } catch (err) {
     throw new Error(`resume: cannot read ${join(dir, STATE_FILE)} (${(err as Error).message})`);
   }
-  const savedPath = stateJson.modelPath;
-  const modelPath = config.actor_rollout_ref.model.path;
-  if (typeof savedPath === 'string' && modelPath !== null && resolve(modelPath) !== savedPath)
-    throw new CheckpointError(
-      `resume: the checkpoint ${dir} was trained from actor_rollout_ref.model.path=${savedPath}, this run has ` +
-        `${resolve(modelPath)} — give the same model, or trainer.resume_mode=disable`,
-    );
   const actorLoaded = await loadModel(engine, join(dir, 'actor'), {
     label: 'actor',
     weightDtype: (dtype) => actorBaseStorage(config, dtype),
@@ -345,6 +344,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   let reference: Arena | null = null;
+  const modelPath = config.actor_rollout_ref.model.path;
   // With LoRA the reference is the actor's base weights (the trainer reads them in place).
   if ((config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss) && !actor.lora) {
     const referenceDir = modelPath ?? join(dir, 'reference');

@@ -67,11 +67,10 @@ describe('resume refuses a changed model or LoRA rank', () => {
       ...extra,
     ];
     expect((await runCli(args(1))).code).toBe(0);
-    const refused = await runCli(args(2, [`actor_rollout_ref.model.path=${other}`]));
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(
+    await expect(runCli(args(2, [`actor_rollout_ref.model.path=${other}`]))).rejects.toThrow(
       `resume: the checkpoint ${join(dir, 'global_step_1')} was trained from actor_rollout_ref.model.path=` +
-        `${join(root, 'model')}, this run has ${other} — give the same model, or trainer.resume_mode=disable`,
+        `${join(root, 'model')}, this run has ${other} — resume another way: trainer.resume_mode=disable (start ` +
+        'fresh), or a different trainer.default_local_dir / trainer.experiment_name',
     );
     expect((await runCli(args(2))).code).toBe(0);
   });
