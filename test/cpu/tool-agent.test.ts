@@ -140,6 +140,38 @@ describe('tool config', () => {
   });
 });
 
+describe('custom tools run in a worker thread', () => {
+  it('a tool whose execute loops forever is stopped at its timeout_s and counted as a timeout; the next call gets a ' +
+    'fresh worker; a constructor that throws names the entry and the class', { timeout: 60_000 }, async () => {
+    const dir = await makeTempDir('tools-');
+    await writeFile(
+      join(dir, 'loop.mjs'),
+      'export class Loop { constructor(config) { this.config = config; } async create() { return "i"; } ' +
+        'async execute(id, p) { if (p.loop) for (;;) {} return [{ text: "fine" }, 0, {}]; } ' +
+        'async calc_reward() { return 0; } async release() {} }\n' +
+        'export class Boom { constructor() { throw new Error("ctor boom"); } }\n',
+    );
+    const yaml = (className: string) =>
+      `tools:\n  - class_name: ${join(dir, 'loop.mjs')}:${className}\n    config: {timeout_s: 1}\n    ` +
+      'tool_schema:\n      type: function\n      function: {name: loop, parameters: {type: object}}\n';
+    await writeFile(join(dir, 'loop.yaml'), yaml('Loop'));
+    const [loop] = await loadTools(join(dir, 'loop.yaml'));
+    const session = new ToolAgentSession(agentWith([loop]), 7, () => ({}), 1000);
+    const started = performance.now();
+    const [looped] = (await session.observe(0, [end(0, call('loop', { loop: true }))])).map(read);
+    // The trainer's thread stayed free: the timer fired at the tool's timeout_s, not never.
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(looped).toContain('Error when executing tool: loop.execute did not answer within 1 s');
+    expect(session.metrics()['tool_call_failures/timeout']).toBe(1);
+    expect(await loop.tool.execute('i', {}, {})).toEqual([{ text: 'fine' }, 0, {}]);
+
+    await writeFile(join(dir, 'boom.yaml'), yaml('Boom'));
+    await expect(loadTools(join(dir, 'boom.yaml'))).rejects.toThrow(
+      `boom.yaml: tools[0].class_name: ${join(dir, 'loop.mjs')}: the constructor of Boom threw: ctor boom`,
+    );
+  });
+});
+
 describe('search tool', () => {
   it(
     "verl's SearchTool over BM25 (config.corpus_path): verl's result text per query, an error text for a bad " +
