@@ -1,8 +1,8 @@
 // A fresh start (trainer.resume_mode=disable) whose rollout server is down stops before it touches the run directory:
 // the previous run is not moved aside. Signals beat a hung rollout server: `node train.js` with one `node serve.js`
-// behind a loopback proxy that stops answering after the first step (as a SIGSTOP'd or wedged server does). SIGTERM then aborts the call under way at
-// once, instead of waiting out server_timeout_s: the weights are untouched, so the last completed step is saved,
-// the run says so and exits 143.
+// behind a loopback proxy that stops answering after the first step (as a SIGSTOP'd or wedged server does). SIGTERM
+// then aborts the call under way at once, instead of waiting out server_timeout_s: the weights are untouched, so the
+// last completed step is saved, the run says so and exits 143.
 import { describe, it, expect, afterAll } from 'vitest';
 import { spawn } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
