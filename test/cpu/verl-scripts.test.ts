@@ -223,64 +223,66 @@ describe.skipIf(!HAS_BASH)(
         max_resp_len: 8192,
       });
     });
-
-    it(
-      "--config with verl's own ppo_trainer.yaml loads: its defaults list and hydra block are skipped, its keys " +
-        'read',
-      async () => {
-        const { code, stdout, stderr } = await runCli([
-          '--cfg',
-          'job',
-          '--config',
-          `${VERL_B178A3CD_ROOT}/verl/trainer/config/ppo_trainer.yaml`,
-          `actor_rollout_ref.model.path=${FIXTURES.model}`,
-        ]);
-        expect(code, stderr).toBe(0);
-        expect(stderr).toContain('# skipped the defaults: block');
-        const config = parseYaml(stdout);
-        expect(config.data.max_prompt_length).toBe(512);
-        expect(config.trainer.project_name).toBe('verl_examples');
-      },
-    );
-
-    it(
-      "--config with verl's generated config loads every key: unimplemented features at their defaults, cluster keys " +
-        'ignored',
-      async () => {
-        const generated = `${VERL_B178A3CD_ROOT}/verl/trainer/config/_generated_ppo_trainer.yaml`;
-        const { code, stdout, stderr } = await runCli([
-          '--cfg',
-          'job',
-          '--config',
-          generated,
-          `actor_rollout_ref.model.path=${FIXTURES.model}`,
-        ]);
-        expect(code, stderr).toBe(0);
-        const config = parseYaml(stdout);
-        expect(config.actor_rollout_ref.actor.optim.lr_scheduler_type).toBe('constant');
-        expect(config.critic.ppo_mini_batch_size).toBe(256);
-        expect(config.critic.forward_max_token_len_per_gpu).toBe(32768);
-        expect(config.data.seed).toBe(1);
-        // fsdp_config.model_dtype is a key here (frozen models' stored dtype): verl's generated config pins fp32.
-        expect(config.actor_rollout_ref.ref.fsdp_config.model_dtype).toBe('fp32');
-        expect(config.critic.model.fsdp_config.model_dtype).toBe('fp32');
-        // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
-        const refused = await runCli([
-          '--cfg',
-          'job',
-          '--config',
-          generated,
-          'actor_rollout_ref.model.tiled_mlp.enabled=true',
-        ]);
-        expect(refused.code).toBe(2);
-        expect(refused.stderr).toContain(
-          'actor_rollout_ref.model.tiled_mlp.enabled=true (command line): this verl feature is not implemented here; ' +
-            "only verl's default false is accepted",
-        );
-        // Implemented since: verl's generated config holds the optimal token baseline's keys at their defaults.
-        expect(config.actor_rollout_ref.actor.calculate_sum_pi_squared).toBe(false);
-        expect(config.actor_rollout_ref.actor.sum_pi_squared_checkpointing).toBe(false);
-      },
-    );
   },
 );
+
+describe("verl b178a3cd's own config files, read with --config", () => {
+  it(
+    "--config with verl's own ppo_trainer.yaml loads: its defaults list and hydra block are skipped, its keys " +
+      'read',
+    async () => {
+      const { code, stdout, stderr } = await runCli([
+        '--cfg',
+        'job',
+        '--config',
+        `${VERL_B178A3CD_ROOT}/verl/trainer/config/ppo_trainer.yaml`,
+        `actor_rollout_ref.model.path=${FIXTURES.model}`,
+      ]);
+      expect(code, stderr).toBe(0);
+      expect(stderr).toContain('# skipped the defaults: block');
+      const config = parseYaml(stdout);
+      expect(config.data.max_prompt_length).toBe(512);
+      expect(config.trainer.project_name).toBe('verl_examples');
+    },
+  );
+
+  it(
+    "--config with verl's generated config loads every key: unimplemented features at their defaults, cluster keys " +
+      'ignored',
+    async () => {
+      const generated = `${VERL_B178A3CD_ROOT}/verl/trainer/config/_generated_ppo_trainer.yaml`;
+      const { code, stdout, stderr } = await runCli([
+        '--cfg',
+        'job',
+        '--config',
+        generated,
+        `actor_rollout_ref.model.path=${FIXTURES.model}`,
+      ]);
+      expect(code, stderr).toBe(0);
+      const config = parseYaml(stdout);
+      expect(config.actor_rollout_ref.actor.optim.lr_scheduler_type).toBe('constant');
+      expect(config.critic.ppo_mini_batch_size).toBe(256);
+      expect(config.critic.forward_max_token_len_per_gpu).toBe(32768);
+      expect(config.data.seed).toBe(1);
+      // fsdp_config.model_dtype is a key here (frozen models' stored dtype): verl's generated config pins fp32.
+      expect(config.actor_rollout_ref.ref.fsdp_config.model_dtype).toBe('fp32');
+      expect(config.critic.model.fsdp_config.model_dtype).toBe('fp32');
+      // A feature verl has and this engine lacks is refused when asked for, never silently dropped.
+      const refused = await runCli([
+        '--cfg',
+        'job',
+        '--config',
+        generated,
+        'actor_rollout_ref.model.tiled_mlp.enabled=true',
+      ]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(
+        'actor_rollout_ref.model.tiled_mlp.enabled=true (command line): this verl feature is not implemented here; ' +
+          "only verl's default false is accepted",
+      );
+      // Implemented since: verl's generated config holds the optimal token baseline's keys at their defaults.
+      expect(config.actor_rollout_ref.actor.calculate_sum_pi_squared).toBe(false);
+      expect(config.actor_rollout_ref.actor.sum_pi_squared_checkpointing).toBe(false);
+    },
+  );
+});
