@@ -26,6 +26,21 @@ export interface LoraSettings {
   useRslora: boolean;
 }
 
+/** PEFT's adapter_config.json fields, as a user reads them: "r=4, lora_alpha=8, target_modules [q_proj, v_proj]". */
+export function describeLoraSettings(s: LoraSettings): string {
+  return `r=${s.rank}, lora_alpha=${s.alpha}, target_modules [${s.targetModules.join(', ')}]`;
+}
+
+/** Whether adapters of settings `a` are adapters of settings `b` (the target set in any order). */
+export function sameLoraSettings(a: LoraSettings, b: LoraSettings): boolean {
+  return (
+    a.rank === b.rank &&
+    a.alpha === b.alpha &&
+    a.useRslora === b.useRslora &&
+    [...a.targetModules].sort().join() === [...b.targetModules].sort().join()
+  );
+}
+
 export function loraScaling(s: LoraSettings): number {
   return s.useRslora ? s.alpha / Math.sqrt(s.rank) : s.alpha / s.rank;
 }

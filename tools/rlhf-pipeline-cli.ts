@@ -5,10 +5,14 @@
 // (reward_model.enable=true, the critic initialised from it too); the task's exact-match rule only validates.
 // The base model is the browser demo's starting checkpoint (the default job's warm start, which can add and mostly
 // answers with a trailing space): training addition from scratch would take the pipeline's whole budget.
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { spawn } from 'node:child_process';
+// Stopping and resuming: Ctrl-C, SIGTERM or SIGHUP reaches the running stage once (it runs in its own process
+// group, tied to this process: a kill -9 of the pipeline ends it too), which saves its last completed step as it
+// does alone; the pipeline then says what was saved and exits as the stage did. --out's pipeline.json records each
+// finished stage, so the same command skips those and resumes the first unfinished one from its newest checkpoint.
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawnTiedChild, STOP_SIGNALS } from '../engine/native-stderr-node.ts';
 import { BUILTIN_TASKS } from '../ppo/tasks/builtin-tasks.ts';
 import { WARM_START_RECORD_FILE, type WarmStartRecord } from '../ppo/tasks/default-job.ts';
 import { arithmeticQa, preferencePairs, sloppyDemonstrations } from '../ppo/tasks/arithmetic-preferences.ts';
@@ -36,18 +40,52 @@ function commandLine(script: string, args: readonly string[]): string {
   return ['node', script, ...args].map(quote).join(' ');
 }
 
-/** Runs `node script args…` in the repository root with the output passed through; stops the pipeline if it fails. */
+/** What --out/pipeline.json records: each finished stage's seconds, so a re-run skips it. */
+interface PipelineState {
+  finished: Partial<Record<Stage, { seconds: number }>>;
+}
+type Stage = 'sft' | 'rm' | 'ppo';
+const STATE_FILE = 'pipeline.json';
+
+/** A stage that did not finish: its exit status becomes the pipeline's, after `message`. */
+class StageStopped extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Runs `node script args…` with the output passed through and a stop signal forwarded to it; resolves to its
+ * seconds, or throws StageStopped when it did not end with status 0.
+ */
 async function runStage(script: string, args: readonly string[]): Promise<number> {
   console.log(`\n$ ${commandLine(script, args)}`);
   const started = performance.now();
-  const code = await new Promise<number>((done, fail) => {
-    const child = spawn(process.execPath, [join(REPO, script), ...args], { stdio: 'inherit' });
+  let stopSignal: NodeJS.Signals | null = null;
+  const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((done, fail) => {
+    const child = spawnTiedChild([join(REPO, script), ...args], { stdio: 'inherit' });
+    const forward = (received: NodeJS.Signals) => {
+      stopSignal ??= received;
+      child.kill(received);
+    };
+    for (const s of STOP_SIGNALS) process.on(s, forward);
     child.on('error', fail);
-    child.on('exit', (status, signal) => done(status ?? (signal ? 128 : 1)));
+    child.on('exit', (c, s) => {
+      for (const stop of STOP_SIGNALS) process.off(stop, forward);
+      done([c, s]);
+    });
   });
-  if (code !== 0)
-    throw new Error(`${script} exited with status ${code}; the pipeline stops (its command is printed above)`);
-  return (performance.now() - started) / 1000;
+  if (status === 0) return (performance.now() - started) / 1000;
+  const code = status ?? 128 + (signal === 'SIGKILL' ? 9 : 1);
+  throw new StageStopped(
+    stopSignal
+      ? `${stopSignal}: stopped ${script} (status ${code})`
+      : `${script} exited with status ${signal ?? code}; the pipeline stops (its command is printed above)`,
+    code,
+  );
 }
 
 /** The metrics a stage's file logger wrote (verl's {"step", "data"} lines). */
@@ -81,10 +119,77 @@ export async function runPipeline(argv: string[]): Promise<number> {
   const given = outAt >= 0 ? argv.slice(outAt, outAt + 2) : [];
   if (argv.length !== given.length || given.length === 1) throw new Error(USAGE);
   const out = resolve(given[1] ?? 'runs/rlhf-pipeline');
-  if ((await readdir(out).catch(() => [])).length > 0)
-    throw new Error(`--out ${out}: not empty; the pipeline starts from a fresh directory`);
   const rel = (path: string) => relative(process.cwd(), path) || '.';
+  const stateFile = join(out, STATE_FILE);
+  const state = await readState(out, stateFile);
+  const saveState = async () => {
+    await writeFile(`${stateFile}.tmp`, `${JSON.stringify(state, null, 1)}\n`);
+    await rename(`${stateFile}.tmp`, stateFile);
+  };
+  const dirs = { sft: join(out, 'sft'), rm: join(out, 'rm'), ppo: join(out, 'ppo') };
+  const continueCommand = commandLine('tools/rlhf-pipeline.js', ['--out', rel(out)]);
+  const stage = async (name: Stage, script: string, args: readonly string[]) => {
+    const done = state.finished[name];
+    if (done) {
+      console.log(`\n${name}: finished in an earlier run (${rel(dirs[name])}), skipped`);
+      return;
+    }
+    try {
+      state.finished[name] = { seconds: await runStage(script, args) };
+    } catch (err) {
+      if (!(err instanceof StageStopped)) throw err;
+      const saved = (Object.keys(state.finished) as Stage[]).map((s) => `${s} (${rel(dirs[s])})`);
+      const partial = await newestCheckpoint(dirs[name]).catch(() => null);
+      console.error(
+        `${err.message}; the pipeline stopped in its ${name} stage. Saved: ` +
+          [...saved, partial ? `${name} up to ${rel(partial)}` : `nothing of ${name}`].join(', ') +
+          `. \`${continueCommand}\` continues with the ${name} stage` +
+          (partial ? `, resuming from ${rel(partial)}` : ''),
+      );
+      throw err;
+    }
+    await saveState();
+  };
+  try {
+    return await runStages(out, rel, dirs, stage, state, saveState);
+  } catch (err) {
+    if (err instanceof StageStopped) return err.status;
+    throw err;
+  }
+}
 
+/** --out's record of finished stages: empty for a fresh (or empty) directory; any other non-empty one is refused. */
+async function readState(out: string, stateFile: string): Promise<PipelineState> {
+  const text = await readFile(stateFile, 'utf8').catch(() => null);
+  if (text === null) {
+    if ((await readdir(out).catch(() => [])).length > 0)
+      throw new Error(
+        `--out ${out}: not empty and not a pipeline's directory (no ${STATE_FILE}); the pipeline starts from a ` +
+          `fresh directory or resumes its own`,
+      );
+    return { finished: {} };
+  }
+  try {
+    const state = JSON.parse(text) as PipelineState;
+    if (typeof state.finished !== 'object' || state.finished === null) throw new Error('no "finished" object');
+    console.log(
+      `resuming the pipeline in ${out}: finished ${Object.keys(state.finished).join(', ') || 'no stage yet'}`,
+    );
+    return state;
+  } catch (err) {
+    throw new Error(`${stateFile}: not the pipeline's record of finished stages (${(err as Error).message})`);
+  }
+}
+
+/** Writes the data (the same files each time) and runs each stage not finished yet; then prints the figures. */
+async function runStages(
+  out: string,
+  rel: (path: string) => string,
+  dirs: Record<Stage, string>,
+  stage: (name: Stage, script: string, args: readonly string[]) => Promise<void>,
+  state: PipelineState,
+  saveState: () => Promise<void>,
+): Promise<number> {
   // The base model's own split: its warm start trained on these training problems, so the held-out ones stay unseen.
   const record = JSON.parse(await readFile(join(BASE_MODEL, WARM_START_RECORD_FILE), 'utf8')) as WarmStartRecord;
   const { train, val } = BUILTIN_TASKS.arithmetic.records(record.dataSeed, VAL_SIZE);
@@ -110,10 +215,9 @@ export async function runPipeline(argv: string[]): Promise<number> {
     `wrote ${rel(data)}: ${trainQa.length} SFT demonstrations, ${PAIRS} preference pairs, ${train.length} PPO ` +
       `prompts (${VAL_SIZE} held out)`,
   );
+  await saveState();
 
-  const dirs = { sft: join(out, 'sft'), rm: join(out, 'rm'), ppo: join(out, 'ppo') };
-  const wall: Record<string, number> = {};
-  wall.sft = await runStage('sft.js', [
+  await stage('sft', 'sft.js', [
     `data.train_files=${rel(files.sftTrain)}`,
     `data.val_files=${rel(files.sftVal)}`,
     'data.prompt_key=question',
@@ -131,7 +235,7 @@ export async function runPipeline(argv: string[]): Promise<number> {
     'trainer.logger=[console,file]',
   ]);
   const sft = await newestCheckpoint(dirs.sft);
-  wall.rm = await runStage('reward-model.js', [
+  await stage('rm', 'reward-model.js', [
     `data.train_files=${rel(files.pairsTrain)}`,
     `data.val_files=${rel(files.pairsVal)}`,
     'data.max_length=32',
@@ -145,7 +249,7 @@ export async function runPipeline(argv: string[]): Promise<number> {
     'trainer.logger=[console,file]',
   ]);
   const rm = await newestCheckpoint(dirs.rm);
-  wall.ppo = await runStage('train.js', [
+  await stage('ppo', 'train.js', [
     '--config',
     rel(join(REPO, 'examples/arithmetic_tiny.yaml')),
     `data.train_files=${rel(files.ppoTrain)}`,
@@ -164,6 +268,7 @@ export async function runPipeline(argv: string[]): Promise<number> {
     'trainer.logger=[console,file]',
   ]);
 
+  const wall = Object.fromEntries(Object.entries(state.finished).map(([k, v]) => [k, v.seconds]));
   const sftLoss = await metrics(dirs.sft);
   const rmMetrics = await metrics(dirs.rm);
   const ppoMetrics = await metrics(dirs.ppo);

@@ -3,7 +3,7 @@
 import { parseKlEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { SUM_PI_SQUARED_ESTIMATORS, type PpoConfig } from './schema.ts';
 import { estimatorUsesCritic } from './advantage-estimator-table.ts';
-import { show } from './errors.ts';
+import { betasProblem, emptyRunDirectoryProblem, show } from './errors.ts';
 import { parseRolloutRs } from './rollout-rs-spec.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 
@@ -343,15 +343,8 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     );
   }
 
-  // An empty run directory resolves to the current directory: checkpoints and metrics would land among the user's
-  // files.
-  if (trainer.default_local_dir.trim() === '') {
-    problems.push(
-      'trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current ' +
-        'directory — give it a directory of its own (default: ' +
-        'checkpoints/${trainer.project_name}/${trainer.experiment_name})',
-    );
-  }
+  const emptyRunDirectory = emptyRunDirectoryProblem(trainer.default_local_dir);
+  if (emptyRunDirectory) problems.push(emptyRunDirectory);
   if (trainer.resume_mode === 'resume_path') {
     if (trainer.resume_from_path === null)
       problems.push('trainer.resume_mode=resume_path needs trainer.resume_from_path (a global_step_N directory)');
@@ -370,8 +363,8 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     ['actor_rollout_ref.actor.optim.betas', actor.optim.betas],
     ['critic.optim.betas', critic.optim.betas],
   ] as const) {
-    if (betas.length !== 2 || !betas.every((b) => b >= 0 && b < 1))
-      problems.push(`${path} must be two numbers in [0, 1), got ${show(betas)}`);
+    const problem = betasProblem(path, betas);
+    if (problem) problems.push(problem);
   }
 }
 

@@ -21,6 +21,25 @@ export function show(value: unknown): string {
 }
 
 /**
+ * trainer.default_local_dir given empty, in the PPO, SFT and reward-model jobs alike: it would resolve to the
+ * current directory, and checkpoints and metrics would land among the user's files.
+ */
+export function emptyRunDirectoryProblem(dir: string): string | null {
+  return dir.trim() === ''
+    ? 'trainer.default_local_dir is empty: the run would write its checkpoints and metrics into the current ' +
+        'directory — give it a directory of its own (default: ' +
+        'checkpoints/${trainer.project_name}/${trainer.experiment_name})'
+    : null;
+}
+
+/** AdamW's optim.betas of any job: two numbers in [0, 1) (a missing beta2 would reach the kernel undefined). */
+export function betasProblem(key: string, betas: unknown): string | null {
+  return Array.isArray(betas) && betas.length === 2 && betas.every((b) => typeof b === 'number' && b >= 0 && b < 1)
+    ? null
+    : `${key} must be two numbers in [0, 1) (beta1, beta2), got ${show(betas)}`;
+}
+
+/**
  * Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of neighbours (grop → grpo) cost 1.
  */
 function editDistance(a: string, b: string): number {

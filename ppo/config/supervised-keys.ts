@@ -4,7 +4,7 @@
 // (verl's batch sizes are global, so one adapter takes the same steps); unknown keys are errors with a suggestion;
 // every problem is reported at once. Browser-safe.
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, show, suggestKeys } from './errors.ts';
+import { betasProblem, ConfigError, emptyRunDirectoryProblem, show, suggestKeys } from './errors.ts';
 
 export interface JobSchema<Config> {
   defaults: Config;
@@ -137,6 +137,10 @@ export function parseJobOverrides<C extends object>(
           `(${key === 'data.train_files' ? 'a .parquet or .jsonl file, or a list of them' : 'a Hugging Face model directory'})`,
       );
   }
+  const emptyRunDirectory = emptyRunDirectoryProblem(String(values.get('trainer.default_local_dir') ?? ''));
+  if (emptyRunDirectory) problems.push(emptyRunDirectory);
+  const betas = betasProblem('optim.betas', values.get('optim.betas'));
+  if (betas) problems.push(betas);
   const batch = values.get('data.train_batch_size') as number;
   const micro = values.get('data.micro_batch_size_per_gpu') as number;
   if (batch % micro !== 0)

@@ -131,6 +131,11 @@ export async function runTrainingLoop(
     throw hooks.describeStop(err, saved ? 'saved' : 'already saved');
   };
   const stopRequested = () => hooks.stop?.requested ?? false;
+  // A stop signal aborts calls that wait on other processes (rollout servers): a step or validation that fails that
+  // way with the weights untouched is the interruption, and the last completed step is saved as for any stop.
+  const stopOrFail = async (err: unknown): Promise<void> => {
+    if (!(stopRequested() && (hooks.canSaveAfter?.(err) ?? false))) await stopOnError(err);
+  };
 
   while (trainer.globalStep < totalSteps) {
     if (stopRequested()) {
@@ -139,13 +144,13 @@ export async function runTrainingLoop(
     }
     if (hooks.beforeStep && !(await hooks.beforeStep())) return 'stopped';
     phase('step');
-    await hooks.step().catch(stopOnError);
+    await hooks.step().catch(stopOrFail);
     const step = trainer.globalStep;
     if (stopRequested()) continue;
     // The last step's validation is the final one, after the final save.
     if (every(freq.test_freq, step) && step < totalSteps) {
       phase('validation');
-      await hooks.validate('test_freq').catch(stopOnError);
+      await hooks.validate('test_freq').catch(stopOrFail);
     }
     if (hooks.save && every(freq.save_freq, step)) await save('save_freq');
   }

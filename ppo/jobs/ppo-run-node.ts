@@ -23,8 +23,9 @@ import {
 } from '../run-directory/checkpoint-node.ts';
 import {
   claimRunDirectory,
-  setAsideUnreadableCheckpoint,
+  setAsideUnreadableCheckpoints,
   startRunHistory,
+  type UnreadableCheckpoint,
 } from '../run-directory/run-directory-node.ts';
 import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
 import { PpoTrainer } from '../trainer.ts';
@@ -35,6 +36,7 @@ import { assertResumable, setUpRun, type RunSetup } from './ppo-setup-node.ts';
 import { runTrainingLoop, stopError, type SavePoint, type ValidationPoint } from './ppo-run-loop.ts';
 import { formatStepLine, validationProgress } from './progress.ts';
 import { rolloutServers } from './remote-generation-node.ts';
+import type { ServerRollout } from '../generation/remote/remote-generation.ts';
 import {
   interruptedLine,
   signalExitCode,
@@ -61,7 +63,7 @@ export class PpoRun {
   // Resume (findCheckpointToResume): the newest intact checkpoint, what it holds, the unreadable ones newer than it.
   private resumeDir: string | null = null;
   private resumed: ResumedRun | null = null;
-  private readonly unreadable: { dir: string; problem: string }[] = [];
+  private readonly unreadable: UnreadableCheckpoint[] = [];
 
   // The inputs (readInputs): models, tokenizer, data and reward, and the run's length in steps.
   private setup!: RunSetup;
@@ -74,6 +76,8 @@ export class PpoRun {
   private releaseLock = () => {};
   private tracking!: Tracking;
   private trainer!: PpoTrainer;
+  /** actor_rollout_ref.rollout.server_urls' pool, connected before the run directory is claimed. */
+  private servers: ServerRollout | null = null;
   /** The data position now (past the batches drawn, a failed step's included). */
   private cursor!: () => DataCursor;
 
@@ -124,6 +128,7 @@ export class PpoRun {
       lastCheckpoint: this.lastCheckpoint,
     }));
     try {
+      await this.connectRolloutServers();
       await this.claimRunDirectory();
       this.printMemoryPlan();
       this.createTrainer();
@@ -190,15 +195,7 @@ export class PpoRun {
     const { config, runDir, resumeDir, resumed } = this;
     const warn = (line: string) => this.warn(line);
     this.releaseLock = await claimRunDirectory(runDir, warn);
-    for (const { dir, problem } of this.unreadable) {
-      const aside = await setAsideUnreadableCheckpoint(dir);
-      this.warn(
-        `resume: ${dir} cannot be resumed (${problem}); moved it to ${aside} and ` +
-          (resumeDir
-            ? `resuming from ${resumeDir}, the newest intact checkpoint`
-            : 'starting fresh: no intact checkpoint is left'),
-      );
-    }
+    await setAsideUnreadableCheckpoints(this.unreadable, resumeDir, warn);
     await startRunHistory(runDir, resumed?.snapshot.state.globalStep ?? null, warn);
     await writeFile(join(runDir, 'config.yaml'), configToYaml(config));
     this.tracking = await Tracking.open(config, runDir, resumed !== null, this.options.env);
@@ -245,14 +242,27 @@ export class PpoRun {
     );
     this.trainer = ppo;
     ppo.generationDumps = generationDumps(config.trainer);
-    if (usesRolloutServers(config)) {
-      ppo.useRolloutServers(
-        rolloutServers(this.engine, config, setup.actor, setup.tokenizerFiles, setup.generationConfig?.raw, (line) =>
-          this.warn(line),
-        ),
-      );
-    }
+    if (this.servers) ppo.useRolloutServers(this.servers);
     if (resumed) ppo.restore(resumed.snapshot);
+  }
+
+  /**
+   * The rollout servers, asked who they are before the run directory is touched: a server that is down or serves
+   * another backend stops the run with nothing of it written (a fresh start has not yet moved the previous run aside).
+   */
+  private async connectRolloutServers(): Promise<void> {
+    const { config, setup } = this;
+    if (!usesRolloutServers(config)) return;
+    this.servers = rolloutServers(
+      this.engine,
+      config,
+      setup.actor,
+      setup.tokenizerFiles,
+      setup.generationConfig?.raw,
+      (line) => this.warn(line),
+      this.stop.aborted,
+    );
+    await this.servers.connect();
   }
 
   /** trainer.val_only: validates the model (a resumed checkpoint's, or the starting one) and trains nothing. */

@@ -2,7 +2,8 @@
 // template, training and validation prompts, actor (loaded, or the built-in model with its warm start),
 // critic, and the reward function.
 import { readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { checkpointModelPath } from '../run-directory/checkpoint-node.ts';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
 import { usesCritic, actorLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
@@ -170,6 +171,13 @@ export async function assertResumable(
           `actor_rollout_ref.model.path=${modelPath} (${differences.join(', ')}) — ${startOver}`,
       );
     }
+    // The same network from another directory (another fine-tune, another revision) is still another model.
+    const trainedFrom = await checkpointModelPath(checkpointDir);
+    if (trainedFrom !== null && trainedFrom !== resolve(modelPath))
+      throw new Error(
+        `resume: the checkpoint ${checkpointDir} was trained from actor_rollout_ref.model.path=${trainedFrom}, this ` +
+          `run has ${resolve(modelPath)} — ${startOver}`,
+      );
   }
   const { files } = await tokenizerOf(config);
   const saved = await readFile(join(checkpointDir, 'actor', 'tokenizer.json'), 'utf8').catch(() => null);

@@ -17,6 +17,7 @@ export function rolloutServers(
   tokenizerFiles: Record<string, string>,
   generationConfig: Record<string, unknown> | undefined,
   warn: (line: string) => void,
+  stop?: AbortSignal,
 ): ServerRollout {
   const r = config.actor_rollout_ref.rollout;
   const backend = r.name === 'vllm' ? 'vllm' : 'sglang';
@@ -24,6 +25,7 @@ export function rolloutServers(
     timeoutS: r.server_timeout_s,
     maxRetries: r.server_max_retries,
     onServerLost: (url, reason) => warn(`rollout server ${url} left the pool: ${reason}`),
+    stop,
   });
   const dir = config.trainer.rollout_weights_dir ?? join(config.trainer.default_local_dir, DEFAULT_WEIGHTS_SUBDIR);
   const publisher = diskWeightsPublisher(dir, backend, { engine, actor, config, tokenizerFiles, generationConfig });

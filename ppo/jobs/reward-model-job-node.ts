@@ -6,11 +6,20 @@
 // checkpoint is a Hugging Face *ForSequenceClassification that PPO loads as reward_model.model.path and as
 // critic.model.path.
 import type { Engine } from '../../engine/index.ts';
-import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { ValueModel } from '../../models/value-model.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
-import { runTrainingJob, type JobOutput, type TrainingJob, type TrainingJobResult } from './supervised-run-node.ts';
+import {
+  loadJobModel,
+  noteSkippedValidation,
+  requireTrainingItems,
+  saveJobModel,
+  runTrainingJob,
+  supervisedSettings,
+  type JobOutput,
+  type TrainingJob,
+  type TrainingJobResult,
+} from './supervised-run-node.ts';
 import { adamwOf, modelTokenizer, sftSchedule } from './sft-job-node.ts';
 import { buildPreferencePairs, type PreferencePair } from '../reward-model/preference-pairs.ts';
 import { RewardModelTrainer } from '../reward-model/reward-trainer.ts';
@@ -23,7 +32,12 @@ export async function runRewardJob(
   log: (line: string) => void,
   warn = (line: string) => console.error(line),
 ): Promise<TrainingJobResult> {
-  return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadRewardJob(engine, config, resumeDir, warn));
+  return runTrainingJob(
+    config.trainer,
+    { log, warn },
+    (resumeDir) => loadRewardJob(engine, config, resumeDir, warn),
+    supervisedSettings(config.model),
+  );
 }
 
 /** The reward-model job from model.partial_pretrain, or from the checkpoint it resumes. */
@@ -52,10 +66,21 @@ async function loadRewardJob(
     if (dropped > 0) warn(`${option}: dropped ${dropped} pairs longer than data.max_length=${data.max_length}`);
     return pairs;
   };
-  const train = await pairsOf(data.train_files!, 'data.train_files');
+  const train = requireTrainingItems(
+    data.train_files!,
+    await pairsOf(data.train_files!, 'data.train_files'),
+    `preference pairs (none left within data.max_length=${data.max_length})`,
+  );
   const val = data.val_files === null ? [] : await pairsOf(data.val_files, 'data.val_files');
+  noteSkippedValidation(data.val_files, val.length, data.micro_batch_size_per_gpu, 'pairs', warn);
+  const same = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((t, i) => t === b[i]);
+  if (train.every((p) => same(p.chosen, p.rejected)))
+    warn(
+      `data.train_files: every pair's ${data.chosen_key} equals its ${data.rejected_key} (as tokens): the reward model ` +
+        `has nothing to learn — check data.chosen_key and data.rejected_key`,
+    );
 
-  const loaded = await loadModel(engine, resumeDir ?? modelDir, {
+  const loaded = await loadJobModel(engine, modelDir, resumeDir, {
     as: 'sequence-classification',
     label: 'reward_model',
     seed: config.trainer.seed,
@@ -95,6 +120,7 @@ async function loadRewardJob(
       const m = await trainer.evaluate(val);
       return { 'val/loss': m.loss, 'val/accuracy': m.accuracy, 'val/margin': m.margin };
     },
-    saveModel: (dir) => saveModel(engine, dir, modelConfig, loaded.params, { tokenizerFrom: modelDir }),
+    saveModel: (dir) =>
+      saveJobModel(engine, dir, modelConfig, loaded.params, config.trainer.save_dtype, { tokenizerFrom: modelDir }),
   };
 }

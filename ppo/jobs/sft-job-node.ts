@@ -8,21 +8,29 @@
 // lora_adapter/ (the directory name verl's workers use) and their AdamW state; resume restores both.
 import { join } from 'node:path';
 import type { Engine } from '../../engine/index.ts';
-import { loadModel, saveModel } from '../../models/model-files-node.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
 import { ChatTemplate } from '../../models/chat-template.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { exists } from '../../models/fs-node.ts';
 import { LoraAdapters } from '../../models/lora-adapters.ts';
-import { initialLoraValues } from '../../models/lora.ts';
+import { describeLoraSettings, initialLoraValues, sameLoraSettings } from '../../models/lora.ts';
 import { LORA_ADAPTER_DIR, loadLoraAdapter, saveLoraAdapter } from '../../models/lora-files-node.ts';
 import { readRlRecords } from '../data/dataset-node.ts';
 import { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import { buildSftExamples } from '../sft/sft-dataset.ts';
 import { SftTrainer, type SftExample } from '../sft/sft-trainer.ts';
 import { sftLoraSettings, type SftConfig } from '../sft/sft-config.ts';
-import { runTrainingJob, type TrainingJob, type TrainingJobResult } from './supervised-run-node.ts';
+import {
+  loadJobModel,
+  noteSkippedValidation,
+  requireTrainingItems,
+  saveJobModel,
+  runTrainingJob,
+  supervisedSettings,
+  type TrainingJob,
+  type TrainingJobResult,
+} from './supervised-run-node.ts';
 
 /** The tokenizer of a model directory and its chat template (null when it has none). */
 export async function modelTokenizer(dir: string) {
@@ -91,19 +99,11 @@ async function sftLoraAdapters(
         `model.lora_rank as that run did`,
     );
   const adapters = await loadLoraAdapter(engine, adapterDir, model, 'sft');
-  const saved = adapters.settings;
-  if (
-    saved.rank !== settings.rank ||
-    saved.alpha !== settings.alpha ||
-    saved.targetModules.join() !== settings.targetModules.join()
-  ) {
+  if (!sameLoraSettings(adapters.settings, settings))
     throw new Error(
-      `resume: the adapter in ${adapterDir} has r=${saved.rank}, lora_alpha=${saved.alpha}, target_modules ` +
-        `[${saved.targetModules.join(', ')}]; ` +
-        `model.lora_rank=${settings.rank}, lora_alpha=${settings.alpha}, target_modules ` +
-        `[${settings.targetModules.join(', ')}] differ`,
+      `resume: the adapter in ${adapterDir} has ${describeLoraSettings(adapters.settings)}; model.* gives ` +
+        `${describeLoraSettings(settings)} — give them as that run did, or a fresh trainer.default_local_dir`,
     );
-  }
   return adapters;
 }
 
@@ -114,7 +114,12 @@ export async function runSftJob(
   log: (line: string) => void,
   warn = (line: string) => console.error(line),
 ): Promise<TrainingJobResult> {
-  return runTrainingJob(config.trainer, { log, warn }, (resumeDir) => loadSftJob(engine, config, resumeDir));
+  return runTrainingJob(
+    config.trainer,
+    { log, warn },
+    (resumeDir) => loadSftJob(engine, config, resumeDir, warn),
+    supervisedSettings(config.model),
+  );
 }
 
 /** The SFT job from model.partial_pretrain, or from the checkpoint it resumes (weights, LoRA adapters). */
@@ -122,6 +127,7 @@ async function loadSftJob(
   engine: Engine,
   config: SftConfig,
   resumeDir: string | null,
+  warn: (line: string) => void,
 ): Promise<TrainingJob<SftExample>> {
   const modelDir = config.model.partial_pretrain!;
   const { tokenizer, template } = await modelTokenizer(modelDir);
@@ -131,10 +137,11 @@ async function loadSftJob(
     );
   const examplesOf = async (files: string | string[]): Promise<SftExample[]> =>
     buildSftExamples(await readRlRecords(files), { ...config.data, tokenizer, template });
-  const train = await examplesOf(config.data.train_files!);
+  const train = requireTrainingItems(config.data.train_files!, await examplesOf(config.data.train_files!), 'examples');
   const val = config.data.val_files === null ? [] : await examplesOf(config.data.val_files);
+  noteSkippedValidation(config.data.val_files, val.length, config.data.micro_batch_size_per_gpu, 'examples', warn);
 
-  const loaded = await loadModel(engine, resumeDir ?? modelDir, { label: 'sft' });
+  const loaded = await loadJobModel(engine, modelDir, resumeDir, { label: 'sft' });
   if (loaded.config.head !== 'causal-lm')
     throw new Error(`model.partial_pretrain=${modelDir}: ${loaded.config.architecture} is not a causal LM`);
   const model = new CausalLm(engine, loaded.config, loaded.params);
@@ -169,7 +176,7 @@ async function loadSftJob(
     },
     validate: async () => (val.length < B ? null : { 'val/loss': await trainer.evaluate(val) }),
     saveModel: async (dir) => {
-      await saveModel(engine, dir, loaded.config, loaded.params, {
+      await saveJobModel(engine, dir, loaded.config, loaded.params, config.trainer.save_dtype, {
         tokenizerFrom: modelDir,
         generationConfig: loaded.checkpoint.generationConfig?.raw,
       });

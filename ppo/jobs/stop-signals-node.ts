@@ -34,6 +34,8 @@ function onStopSignals(handler: (signal: StopSignal) => void): () => void {
 /** A run's watch of the stop signals; the run loop keeps `phase` current, which decides what a signal does. */
 export interface StopWatch extends StopRequest {
   readonly signal: StopSignal | null;
+  /** Aborted at the first signal: calls that wait on another process (a rollout server) end at once. */
+  readonly aborted: AbortSignal;
   dispose(): void;
 }
 
@@ -53,10 +55,12 @@ function resumeHint(lastCheckpoint: string | null): string {
 export function watchStopSignals(position: () => RunPosition, write: (line: string) => void = say): StopWatch {
   let signal: StopSignal | null = null;
   let phase: RunPhase = 'setup';
+  const abort = new AbortController();
   const onSignal = (received: StopSignal) => {
     const { step, lastCheckpoint } = position();
     const first = signal === null;
     signal ??= received;
+    abort.abort();
     const exit = (line: string) => {
       write(`${received}: ${line}`);
       process.exit(signalExitCode(received));
@@ -109,6 +113,7 @@ export function watchStopSignals(position: () => RunPosition, write: (line: stri
     get requested() {
       return signal !== null;
     },
+    aborted: abort.signal,
     get phase() {
       return phase;
     },

@@ -2,8 +2,9 @@
 // seeded epoch orders of the training items, train_batch_size items a step under the learning-rate schedule, the
 // validation metrics before training, every test_freq steps and at the end, and a checkpoint every save_freq steps
 // and at the end: default_local_dir/global_step_N with the model as a Hugging Face directory, the optimizer state and
-// job_state.json. A job resumes from resume_path, else from the newest whole global_step_N (verl's resume_mode auto):
-// weights, AdamW moments and data order, so the resumed steps are the uninterrupted run's.
+// job_state.json. A job resumes from resume_path, else from the newest whole global_step_N (verl's resume_mode auto;
+// an unreadable one is moved aside, as train.js does): weights, AdamW moments and data order, so the resumed steps
+// are the uninterrupted run's. A non-finite metric stops the job as it stops train.js (finite-guard.ts).
 // The run directory is kept as the PPO trainer keeps it (run-directory-node.ts, run-lock-node.ts,
 // stop-signals-node.ts): nothing is written before every input has loaded; one run at a time holds the directory's
 // lock; a fresh start moves a previous run aside and a resumed one drops the metrics lines past its checkpoint;
@@ -11,7 +12,15 @@
 // stops (the same command resumes), a second signal abandons the step.
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { Arena } from '../../engine/index.ts';
+import type { Arena, Engine } from '../../engine/index.ts';
+import type { DecoderConfig, TorchDtype } from '../../models/hf-config.ts';
+import {
+  loadModel,
+  saveModel,
+  type LoadedModel,
+  type LoadModelOptions,
+  type SaveModelOptions,
+} from '../../models/model-files-node.ts';
 import { exists } from '../../models/fs-node.ts';
 import { epochPermutation } from '../data/dataset.ts';
 import { learningRate, type LrSchedule } from '../algorithm/lr-schedule.ts';
@@ -19,17 +28,28 @@ import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
 import { encodeOptimizerState, decodeOptimizerState } from '../training/optimizer-state.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
-import { claimRunDirectory, startRunHistory } from '../run-directory/run-directory-node.ts';
+import {
+  claimRunDirectory,
+  setAsideUnreadableCheckpoints,
+  startRunHistory,
+  type UnreadableCheckpoint,
+} from '../run-directory/run-directory-node.ts';
+import { openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
+import { SafetensorsFile } from '../../models/safetensors-node.ts';
+import { ADAPTER_WEIGHTS_FILE, LORA_ADAPTER_DIR } from '../../models/lora-files-node.ts';
 import { stepDirectories, stepDirectory, writeStepDirectory } from '../run-directory/step-directory-node.ts';
 import { interruptedLine, stopOnSignalDuringSetup, watchStopSignals, type StopSignal } from './stop-signals-node.ts';
 import { stopError, type StopSave } from './ppo-run-loop.ts';
-import { guardStep, NonFiniteError } from '../training/finite-guard.ts';
+import { checkFinite, guardStep, NonFiniteError } from '../training/finite-guard.ts';
 
 export const JOB_STATE_FILE = 'job_state.json';
+/** Inside a checkpoint whose model is stored in a half dtype: the float32 weights the optimizer trained. */
+export const MASTER_WEIGHTS_DIR = 'master_weights';
 const OPTIMIZER_FILE = 'optimizer.safetensors';
 
 /** The trainer keys the SFT and reward-model jobs share (verl's sft_trainer.yaml trainer group). */
 export interface JobTrainerKeys {
+  save_dtype: 'auto' | TorchDtype;
   default_local_dir: string;
   resume_path: string | null;
   total_epochs: number;
@@ -46,21 +66,58 @@ export interface JobOutput {
   warn(line: string): void;
 }
 
-/** The checkpoint a job resumes from: trainer.resume_path, else the newest whole global_step_N of default_local_dir. */
-async function checkpointToResume(trainer: JobTrainerKeys): Promise<string | null> {
+/**
+ * Why a job checkpoint cannot be resumed (a save killed by something no process catches, a full disk, a file deleted
+ * by hand), or null when it is whole: job_state.json parses, and the model, its optimizer state and any LoRA adapter
+ * have valid headers. Headers only, as train.js checks its own (checkpoint-node.ts checkpointProblem).
+ */
+async function jobCheckpointProblem(dir: string): Promise<string | null> {
+  try {
+    const stateFile = join(dir, JOB_STATE_FILE);
+    const state = JSON.parse(await readFile(stateFile, 'utf8')) as { global_step?: unknown };
+    if (!Number.isInteger(state.global_step)) return `${stateFile} has no integer global_step`;
+    const { tensors } = await openHfCheckpoint(dir);
+    await tensors.close();
+    (await SafetensorsFile.open(join(dir, OPTIMIZER_FILE))).close();
+    if (await exists(join(dir, MASTER_WEIGHTS_DIR))) {
+      const master = await openHfCheckpoint(join(dir, MASTER_WEIGHTS_DIR));
+      await master.tensors.close();
+    }
+    if (await exists(join(dir, LORA_ADAPTER_DIR)))
+      (await SafetensorsFile.open(join(dir, LORA_ADAPTER_DIR, ADAPTER_WEIGHTS_FILE))).close();
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/**
+ * The checkpoint a job resumes from: trainer.resume_path (refused when it is not whole), else the newest whole
+ * global_step_N of default_local_dir (verl's resume_mode auto), with the newer ones it fell back past.
+ */
+async function checkpointToResume(
+  trainer: JobTrainerKeys,
+): Promise<{ resumeDir: string | null; unreadable: UnreadableCheckpoint[] }> {
   if (trainer.resume_path !== null) {
     if (!(await exists(join(trainer.resume_path, JOB_STATE_FILE))))
       throw new Error(
         `trainer.resume_path=${trainer.resume_path}: not a finished checkpoint of this job (no ${JOB_STATE_FILE})`,
       );
-    return trainer.resume_path;
+    const problem = await jobCheckpointProblem(trainer.resume_path);
+    if (problem) throw new Error(`trainer.resume_path=${trainer.resume_path} cannot be resumed: ${problem}`);
+    return { resumeDir: trainer.resume_path, unreadable: [] };
   }
   const dir = resolve(trainer.default_local_dir);
+  const unreadable: UnreadableCheckpoint[] = [];
   for (const step of (await stepDirectories(dir)).reverse()) {
     const candidate = stepDirectory(dir, step);
-    if (await exists(join(candidate, JOB_STATE_FILE))) return candidate;
+    // No job_state.json: a save that never finished; the next start's staging clean-up and fresh start handle it.
+    if (!(await exists(join(candidate, JOB_STATE_FILE)))) continue;
+    const problem = await jobCheckpointProblem(candidate);
+    if (problem === null) return { resumeDir: candidate, unreadable };
+    unreadable.push({ dir: candidate, problem });
   }
-  return null;
+  return { resumeDir: null, unreadable };
 }
 
 export interface TrainingJob<Item> {
@@ -92,6 +149,53 @@ export interface TrainingJobResult {
   seconds: number;
 }
 
+/**
+ * One step whose every metric is finite, as the PPO trainer's guard demands: a NaN or Inf loss or gradient norm stops
+ * the job naming the last good checkpoint (adamw.wgsl skipped a non-finite gradient's update, so the weights on the
+ * device are still those of the last good step) instead of training on with every update skipped.
+ */
+async function finiteStep<Item>(job: TrainingJob<Item>, batch: Item[], lr: number): Promise<Record<string, number>> {
+  const metrics = await job.step(batch, lr);
+  for (const [name, value] of Object.entries(metrics)) checkFinite(name, value);
+  return metrics;
+}
+
+/**
+ * Writes the trained model of a checkpoint: the Hugging Face directory in trainer.save_dtype (auto: the dtype the
+ * model came in), and, when that is not float32, the float32 weights beside it (MASTER_WEIGHTS_DIR), which a resume
+ * loads: rounded to bf16 and back, the resumed steps would drift from the uninterrupted run's.
+ */
+export async function saveJobModel(
+  engine: Engine,
+  dir: string,
+  config: DecoderConfig,
+  params: Arena,
+  saveDtype: JobTrainerKeys['save_dtype'],
+  options: Omit<SaveModelOptions, 'dtype'>,
+): Promise<void> {
+  const dtype = saveDtype === 'auto' ? config.torchDtype : saveDtype;
+  await saveModel(engine, dir, config, params, { ...options, dtype });
+  if (dtype !== 'float32') await saveModel(engine, join(dir, MASTER_WEIGHTS_DIR), config, params, { dtype: 'float32' });
+}
+
+/**
+ * The model a job starts from: model.partial_pretrain, or a resumed checkpoint's float32 weights where it has them,
+ * with the dtype of the model it exports (so save_dtype=auto keeps exporting the model's own dtype).
+ */
+export async function loadJobModel(
+  engine: Engine,
+  modelDir: string,
+  resumeDir: string | null,
+  options: LoadModelOptions,
+): Promise<LoadedModel> {
+  const master = resumeDir === null ? null : join(resumeDir, MASTER_WEIGHTS_DIR);
+  if (master === null || !(await exists(master))) return loadModel(engine, resumeDir ?? modelDir, options);
+  const loaded = await loadModel(engine, master, options);
+  const exported = await openHfCheckpoint(resumeDir!, { as: options.as });
+  await exported.tensors.close();
+  return { ...loaded, config: { ...loaded.config, torchDtype: exported.config.torchDtype } };
+}
+
 /** The step a checkpoint holds, and its optimizer state loaded into the job. */
 async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Promise<number> {
   const stateFile = join(resumeDir, JOB_STATE_FILE);
@@ -110,6 +214,55 @@ async function restoreJobState(job: TrainingJob<unknown>, resumeDir: string): Pr
   return step as number;
 }
 
+const filesText = (files: string | string[]) => (Array.isArray(files) ? `[${files.join(', ')}]` : files);
+
+/** A job's training items, refused when there are none (an empty file, every row dropped), naming the files. */
+export function requireTrainingItems<T>(files: string | string[], items: readonly T[], what: string): readonly T[] {
+  if (items.length === 0)
+    throw new Error(`data.train_files=${filesText(files)}: no ${what} to train on — expected at least one row`);
+  return items;
+}
+
+/** Validation items that fill no micro-batch validate nothing: said on stderr rather than skipped in silence. */
+export function noteSkippedValidation(
+  files: string | string[] | null,
+  count: number,
+  microBatch: number,
+  what: string,
+  warn: (line: string) => void,
+): void {
+  if (files !== null && count < microBatch)
+    warn(
+      `data.val_files=${filesText(files)}: ${count} ${what}, fewer than data.micro_batch_size_per_gpu=${microBatch} — ` +
+        'no validation runs',
+    );
+}
+
+/**
+ * The keys a resumed job must keep, as given (model.partial_pretrain, model.lora_rank, …): job_state.json records
+ * them, and a resume with another value stops naming both, instead of silently training the checkpoint's.
+ */
+export type JobSettings = Record<string, unknown>;
+
+/** What an SFT or reward-model job must keep: the model it trains (resolved, so any spelling of a path matches). */
+export function supervisedSettings(model: { partial_pretrain: string | null }): JobSettings {
+  return { 'model.partial_pretrain': model.partial_pretrain && resolve(model.partial_pretrain) };
+}
+
+/** One line naming the key, the checkpoint's value and this run's, for the first key that differs. */
+async function assertSameSettings(resumeDir: string, settings: JobSettings): Promise<void> {
+  const stateFile = join(resumeDir, JOB_STATE_FILE);
+  const saved = (JSON.parse(await readFile(stateFile, 'utf8')) as { settings?: JobSettings }).settings ?? {};
+  for (const [key, value] of Object.entries(settings)) {
+    // A checkpoint from before the key was recorded cannot say; it is trusted.
+    if (!(key in saved) || JSON.stringify(saved[key]) === JSON.stringify(value)) continue;
+    throw new Error(
+      `resume: ${resumeDir} was trained with ${key}=${JSON.stringify(saved[key])}, this run has ${key}=` +
+        `${JSON.stringify(value)} — give ${key} as that run did, or a fresh trainer.default_local_dir`,
+    );
+  }
+}
+
 /**
  * Runs the job `load` builds from the checkpoint it resumes (null: a fresh start). `load` reads every input (model,
  * tokenizer, data); only then is the run directory written.
@@ -118,11 +271,13 @@ export async function runTrainingJob<Item>(
   trainer: JobTrainerKeys,
   { log, warn }: JobOutput,
   load: (resumeDir: string | null) => Promise<TrainingJob<Item>>,
+  settings: JobSettings = {},
 ): Promise<TrainingJobResult> {
   const started = performance.now();
   const runDir = resolve(trainer.default_local_dir);
   await checkRunLockFree(runDir);
-  const resumeDir = await checkpointToResume(trainer);
+  const { resumeDir, unreadable } = await checkpointToResume(trainer);
+  if (resumeDir) await assertSameSettings(resumeDir, settings);
   const stopWatchingSetup = stopOnSignalDuringSetup('loading the model and data', warn);
   let job: TrainingJob<Item>;
   let startStep = 0;
@@ -148,6 +303,7 @@ export async function runTrainingJob<Item>(
   let releaseLock = () => {};
   try {
     releaseLock = await claimRunDirectory(runDir, warn);
+    await setAsideUnreadableCheckpoints(unreadable, resumeDir, warn);
     await startRunHistory(runDir, resumeDir ? startStep : null, warn);
     const toFile = trainer.logger.includes('file');
     const record = async (data: Record<string, number>) => {
@@ -175,7 +331,7 @@ export async function runTrainingJob<Item>(
           await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
           await writeFile(
             join(dir, JOB_STATE_FILE),
-            `${JSON.stringify({ global_step: step, total_training_steps: totalSteps })}\n`,
+            `${JSON.stringify({ global_step: step, total_training_steps: totalSteps, settings })}\n`,
           );
         },
         () => (stop.phase = 'renaming-checkpoint'),
@@ -212,7 +368,7 @@ export async function runTrainingJob<Item>(
       const lr = learningRate(job.schedule, step, totalSteps);
       const batch = Array.from(order.subarray(first, first + job.batchSize), (i) => job.items[i]);
       const metrics = {
-        ...(await guardStep(step + 1, checkpoint, () => job.step(batch, lr)).catch(stopOnError)),
+        ...(await guardStep(step + 1, checkpoint, () => finiteStep(job, batch, lr)).catch(stopOnError)),
         'train/lr': lr,
         'train/epoch': epoch,
       };

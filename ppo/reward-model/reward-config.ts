@@ -5,7 +5,7 @@
 // margin column. Defaults where they differ from the SFT job's: OpenRLHF's train_rm (one epoch, warmup ratio 0.03, no
 // weight decay, max length 512). Read from `key=value` arguments (job-config.ts). Browser-safe.
 import { parseJobOverrides, type JobSchema } from '../config/supervised-keys.ts';
-import { SFT_DEFAULTS, SFT_LR_SCHEDULERS } from '../sft/sft-config.ts';
+import { SAVE_DTYPES, SFT_DEFAULTS, SFT_LR_SCHEDULERS } from '../sft/sft-config.ts';
 
 export const REWARD_DEFAULTS = {
   data: {
@@ -39,7 +39,7 @@ export const REWARD_SCHEMA: JobSchema<RewardConfig> = {
     'trainer.total_training_steps',
   ]),
   pathLists: new Set(['data.train_files', 'data.val_files']),
-  choices: { 'optim.lr_scheduler': SFT_LR_SCHEDULERS },
+  choices: { 'optim.lr_scheduler': SFT_LR_SCHEDULERS, 'trainer.save_dtype': SAVE_DTYPES },
   integers: /batch_size|max_length|total_|seed|_freq/,
   aliases: { 'data.micro_batch_size': 'data.micro_batch_size_per_gpu' },
   onlyDefault: {},

@@ -8,7 +8,7 @@
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
 // actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
 import { readFile, rm, writeFile, access } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
 import { loadModel, saveModel, type SaveModelOptions } from '../../models/model-files-node.ts';
 import {
@@ -21,7 +21,8 @@ import {
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights, SavedPrefetchedBatch } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
-import { weightDtype, actorBaseStorage, actorUsesLora, type PpoConfig } from '../config.ts';
+import { actorLoraSettings, weightDtype, actorBaseStorage, actorUsesLora, type PpoConfig } from '../config.ts';
+import { describeLoraSettings, sameLoraSettings } from '../../models/lora.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../training/optimizer-state.ts';
 import { withFileContext } from '../config/user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
@@ -146,9 +147,11 @@ async function writeCheckpoint(
   // lost the file is found by checkpointProblem.
   if (snapshot.prefetched)
     await writeFile(join(staging, PREFETCHED_BATCH_FILE), `${JSON.stringify(snapshot.prefetched)}\n`);
+  const modelPath = trainer.config.actor_rollout_ref.model.path;
   const state: CheckpointState = {
     ...snapshot.state,
     dataCursor: cursor,
+    ...(modelPath !== null && { modelPath: resolve(modelPath) }),
     finalValidationDone: false,
     ...(snapshot.prefetched && { prefetchedBatch: PREFETCHED_BATCH_FILE }),
   };
@@ -161,8 +164,16 @@ async function writeCheckpoint(
 interface CheckpointState extends Record<string, unknown> {
   globalStep: number;
   dataCursor: DataCursor;
+  /** actor_rollout_ref.model.path, resolved: a resume with another model is refused (absent: the built-in model). */
+  modelPath?: string;
   finalValidationDone?: boolean;
   prefetchedBatch?: string;
+}
+
+/** The actor_rollout_ref.model.path a checkpoint's run trained from, resolved; null where it does not say. */
+export async function checkpointModelPath(checkpointDir: string): Promise<string | null> {
+  const state = JSON.parse(await readFile(join(checkpointDir, STATE_FILE), 'utf8')) as Partial<CheckpointState>;
+  return typeof state.modelPath === 'string' ? state.modelPath : null;
 }
 
 /** Records in a checkpoint that the run's final validation finished, so the same command has nothing left to do. */
@@ -312,11 +323,15 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
             `actor_rollout_ref.model.lora_rank=${m.lora_rank} — drop lora_rank, or trainer.resume_mode=disable`,
     );
   }
-  const actor: ModelWeights = {
-    config: actorLoaded.config,
-    params: actorLoaded.params,
-    lora: hasAdapter ? await loadLoraAdapter(engine, adapterDir, actorLoaded.config, 'actor') : null,
-  };
+  const lora = hasAdapter ? await loadLoraAdapter(engine, adapterDir, actorLoaded.config, 'actor') : null;
+  const configured = actorLoraSettings(config);
+  if (lora && configured && !sameLoraSettings(lora.settings, configured))
+    throw new CheckpointError(
+      `resume: the checkpoint ${dir} has LoRA adapters with ${describeLoraSettings(lora.settings)}; ` +
+        `actor_rollout_ref.model gives ${describeLoraSettings(configured)} — give them as that run did, or ` +
+        `trainer.resume_mode=disable`,
+    );
+  const actor: ModelWeights = { config: actorLoaded.config, params: actorLoaded.params, lora };
   let critic: ModelWeights | null = null;
   try {
     await access(join(dir, 'critic'));

@@ -105,6 +105,32 @@ export async function setAsideUnreadableCheckpoint(checkpointDir: string, now = 
   return aside;
 }
 
+/** A checkpoint auto-resume fell back past, and why it cannot be resumed. */
+export interface UnreadableCheckpoint {
+  dir: string;
+  problem: string;
+}
+
+/**
+ * Moves each checkpoint auto-resume fell back past aside, once the run directory may be written, and says so with
+ * the checkpoint the run resumes instead (train.js, sft.js and reward-model.js alike).
+ */
+export async function setAsideUnreadableCheckpoints(
+  unreadable: readonly UnreadableCheckpoint[],
+  resumeDir: string | null,
+  warn: (line: string) => void,
+): Promise<void> {
+  for (const { dir, problem } of unreadable) {
+    const aside = await setAsideUnreadableCheckpoint(dir);
+    warn(
+      `resume: ${dir} cannot be resumed (${problem}); moved it to ${aside} and ` +
+        (resumeDir
+          ? `resuming from ${resumeDir}, the newest intact checkpoint`
+          : 'starting fresh: no intact checkpoint is left'),
+    );
+  }
+}
+
 /**
  * A resumed run continues the metrics of the run it resumes: lines of steps after `step` (written after the
  * last checkpoint, before a kill) and a torn last line are dropped, so no step appears twice. Atomic (rename).

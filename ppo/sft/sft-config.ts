@@ -5,6 +5,12 @@ import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 import { parseJobOverrides, type JobSchema } from '../config/supervised-keys.ts';
 
 export const SFT_TRUNCATIONS = ['error', 'left', 'right'] as const;
+/**
+ * trainer.save_dtype (train.js's key): the dtype of each checkpoint's Hugging Face model; auto, the dtype the model
+ * came in. Whatever it is, a checkpoint whose model is not float32 also holds the float32 weights the optimizer
+ * trained (master_weights/), which a resume loads: the resumed steps are the uninterrupted run's.
+ */
+export const SAVE_DTYPES = ['auto', 'float32', 'bfloat16', 'float16'] as const;
 export const SFT_LR_SCHEDULERS = ['cosine', 'constant'] as const;
 
 /** verl's defaults (sft_trainer.yaml); the data and model paths have no default here (verl's are its authors' own). */
@@ -48,6 +54,7 @@ export const SFT_DEFAULTS = {
     seed: 1,
     save_freq: -1,
     test_freq: -1,
+    save_dtype: 'auto' as (typeof SAVE_DTYPES)[number],
   },
 };
 
@@ -65,7 +72,11 @@ export const SFT_SCHEMA: JobSchema<SftConfig> = {
     'trainer.total_training_steps',
   ]),
   pathLists: new Set(['data.train_files', 'data.val_files', 'model.target_modules']),
-  choices: { 'data.truncation': SFT_TRUNCATIONS, 'optim.lr_scheduler': SFT_LR_SCHEDULERS },
+  choices: {
+    'data.truncation': SFT_TRUNCATIONS,
+    'optim.lr_scheduler': SFT_LR_SCHEDULERS,
+    'trainer.save_dtype': SAVE_DTYPES,
+  },
   integers: /batch_size|max_length|lora_rank|total_|seed|_freq/,
   // verl's deprecated data.micro_batch_size (global) is its per-GPU size on one adapter.
   aliases: { 'data.micro_batch_size': 'data.micro_batch_size_per_gpu' },

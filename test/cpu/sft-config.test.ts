@@ -3,6 +3,7 @@
 import { describe, it, expect } from 'vitest';
 import { parseSftOverrides, sftLoraSettings, SFT_DEFAULTS } from '../../ppo/sft/sft-config.ts';
 import { jobOverrides } from '../../ppo/jobs/supervised-command-node.ts';
+import { parseRewardOverrides } from '../../ppo/reward-model/reward-config.ts';
 
 const required = ['data.train_files=train.parquet', 'model.partial_pretrain=/models/qwen3'];
 
@@ -78,4 +79,19 @@ describe('SFT config', () => {
       }),
     );
   });
+
+  it(
+    'refuses an empty trainer.default_local_dir (it would write into the current directory) and betas that are not ' +
+      'two, naming the key, in the SFT and reward-model jobs alike',
+    () => {
+      for (const parse of [parseSftOverrides, parseRewardOverrides]) {
+        expect(() => parse([...required, 'trainer.default_local_dir='])).toThrow(
+          /^trainer\.default_local_dir is empty: the run would write its checkpoints and metrics into the current directory/,
+        );
+        expect(() => parse([...required, 'optim.betas=[0.9]'])).toThrow(
+          'optim.betas must be two numbers in [0, 1) (beta1, beta2), got [0.9]',
+        );
+      }
+    },
+  );
 });

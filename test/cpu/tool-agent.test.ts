@@ -19,8 +19,10 @@ import {
 } from '../../ppo/environments/tool-agent/tool-agent.ts';
 import type { AgentTool, LoadedTool, ToolSchema } from '../../ppo/environments/tool-agent/agent-tool.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
+import { VERL_B178A3CD_ROOT } from '../support/verl-script-argv.ts';
 
-const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';
+/** verl b178a3cd's own GSM8K tool config (byte for byte). */
+const GSM8K_TOOLS = `${VERL_B178A3CD_ROOT}/examples/sglang_multiturn/config/tool_config/gsm8k_tool_config.yaml`;
 
 const template = new ChatTemplate({ chat_template: QWEN25_TEMPLATE }, QWEN_SPECIAL);
 /** One id per UTF-16 unit: text in, text out, so observations read back exactly. */
@@ -136,6 +138,38 @@ describe('tool config', () => {
     ).toThrow('t.yaml: tools[0].tool_schema');
     await expect(loadTools(join(dir, 'missing.yaml'))).rejects.toThrow(
       /tool_config_path=.*missing\.yaml: cannot read \(ENOENT\)/,
+    );
+  });
+});
+
+describe('custom tools run in a worker thread', () => {
+  it('a tool whose execute loops forever is stopped at its timeout_s and counted as a timeout; the next call gets a ' +
+    'fresh worker; a constructor that throws names the entry and the class', { timeout: 60_000 }, async () => {
+    const dir = await makeTempDir('tools-');
+    await writeFile(
+      join(dir, 'loop.mjs'),
+      'export class Loop { constructor(config) { this.config = config; } async create() { return "i"; } ' +
+        'async execute(id, p) { if (p.loop) for (;;) {} return [{ text: "fine" }, 0, {}]; } ' +
+        'async calc_reward() { return 0; } async release() {} }\n' +
+        'export class Boom { constructor() { throw new Error("ctor boom"); } }\n',
+    );
+    const yaml = (className: string) =>
+      `tools:\n  - class_name: ${join(dir, 'loop.mjs')}:${className}\n    config: {timeout_s: 1}\n    ` +
+      'tool_schema:\n      type: function\n      function: {name: loop, parameters: {type: object}}\n';
+    await writeFile(join(dir, 'loop.yaml'), yaml('Loop'));
+    const [loop] = await loadTools(join(dir, 'loop.yaml'));
+    const session = new ToolAgentSession(agentWith([loop]), 7, () => ({}), 1000);
+    const started = performance.now();
+    const [looped] = (await session.observe(0, [end(0, call('loop', { loop: true }))])).map(read);
+    // The trainer's thread stayed free: the timer fired at the tool's timeout_s, not never.
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(looped).toContain('Error when executing tool: loop.execute did not answer within 1 s');
+    expect(session.metrics()['tool_call_failures/timeout']).toBe(1);
+    expect(await loop.tool.execute('i', {}, {})).toEqual([{ text: 'fine' }, 0, {}]);
+
+    await writeFile(join(dir, 'boom.yaml'), yaml('Boom'));
+    await expect(loadTools(join(dir, 'boom.yaml'))).rejects.toThrow(
+      `boom.yaml: tools[0].class_name: ${join(dir, 'loop.mjs')}: the constructor of Boom threw: ctor boom`,
     );
   });
 });

@@ -77,13 +77,11 @@ async function otbRun(
   return { steps, calls };
 }
 
-/** An estimator's CPU reference on a step's own inputs, with verl's default handle_zero_tail unless given. */
-function reference(
-  estimator: Estimator,
-  x: Experience,
-  isWeights: Float32Array | null,
-  handleZeroTail = estimator === 'tir_optimal_token_baseline',
-) {
+/**
+ * An estimator's CPU reference on a step's own inputs, with verl's default handle_zero_tail (true for both since
+ * 1dda039b) unless given.
+ */
+function reference(estimator: Estimator, x: Experience, isWeights: Float32Array | null, handleZeroTail = true) {
   expect(x.sumPiSquared).not.toBeNull();
   const compute =
     estimator === 'optimal_token_baseline' ? computeOptimalTokenBaselineRef : computeMultiTurnOptimalTokenBaselineRef;

@@ -25,6 +25,7 @@ const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>>
   peers: async (engine) => (await import('./peers.ts')).benchmarkPeers(engine) as unknown as Promise<Row[]>,
   soak: async (_engine, argv) => (await import('./soak.ts')).benchmarkSoak(argv),
   servers: async (_engine, argv) => (await import('./servers.ts')).benchmarkServers(argv),
+  'serve-soak': async (_engine, argv) => (await import('./serve-soak.ts')).benchmarkServeSoak(argv),
 };
 
 function formatTable(rows: Row[]): string {
@@ -55,7 +56,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile' || suite === 'gpu-report')) {
     console.error(
       `usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: ` +
-        `--steps=N --warmup=N --every=N] [servers: --steps=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
+        `--steps=N --warmup=N --every=N] [servers: --steps=N] [serve-soak: --requests=N --in-flight=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
         ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] ' +
         '[--json]',
     );

@@ -37,14 +37,17 @@ const PROMPT_TOKENS = 16;
 
 type Row = Record<string, string | number>;
 
-/** A fresh model (the built-in model's shape) and the arithmetic task's training file, as HF files on disk. */
-async function writeModelAndData(dir: string): Promise<{ model: string; data: string }> {
+/**
+ * A fresh model (the built-in model's shape, initialised from `seed`) and the arithmetic task's training file, as HF
+ * files on disk.
+ */
+export async function writeModelAndData(dir: string, seed = 5): Promise<{ model: string; data: string }> {
   const engine = await Engine.create();
   const model = join(dir, 'model');
   try {
     const config = tinyQwen3Config(arithmeticTokenizer.vocabSize);
     const params = createParameterArena(engine, config, 'bench-servers');
-    uploadArenaTensors(engine, params, initialParameters(config, 5));
+    uploadArenaTensors(engine, params, initialParameters(config, seed));
     await saveModel(engine, model, config, params);
   } finally {
     engine.destroy();

@@ -34,9 +34,6 @@ export interface AgentTool {
   release(instanceId: string, kwargs?: Record<string, unknown>): Promise<void>;
 }
 
-/** A tool class: verl's constructor signature. */
-export type AgentToolClass = new (config: Record<string, unknown>, toolSchema: ToolSchema) => AgentTool;
-
 /** One loaded tool of the config file: the name the model calls it by, its schema, its instance. */
 export interface LoadedTool {
   name: string;
@@ -45,6 +42,9 @@ export interface LoadedTool {
   /** Bound on each of create, execute and release (config.timeout_s of its entry, default DEFAULT_TOOL_TIMEOUT_S). */
   timeoutMs: number;
 }
+
+/** A tool call that did not answer within its entry's timeout_s: counted as a timeout, not an error. */
+export class ToolTimeout extends Error {}
 
 /** verl's tools have no bound; here a tool that hangs becomes an error observation after this long. */
 export const DEFAULT_TOOL_TIMEOUT_S = 30;

@@ -8,7 +8,7 @@
 import type { Tokenizer } from '../../../models/tokenizer.ts';
 import type { ChatTemplate } from '../../../models/chat-template.ts';
 import type { TurnEnd, TurnEnvironment } from '../../generation/types.ts';
-import type { LoadedTool, ToolSchema } from './agent-tool.ts';
+import { ToolTimeout, type LoadedTool, type ToolSchema } from './agent-tool.ts';
 import { parseHermesToolCalls, type ToolCall } from './hermes-tool-calls.ts';
 
 export type TruncateSide = 'left' | 'middle' | 'right';
@@ -87,8 +87,6 @@ export function appendedMessagesText(template: ChatTemplate, messages: { role: s
 }
 
 export type ToolFailure = 'malformed' | 'error' | 'timeout' | 'non_text';
-
-class ToolTimeout extends Error {}
 
 async function bounded<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;

@@ -1,6 +1,7 @@
 // Loads multi_turn.tool_config_path: verl's YAML, each entry's class a built-in (by verl's class path) or a JS
 // module of the user's, `path/to/tool.js:ClassName` (the path from the working directory, as verl imports
-// class_name from its own; `:ClassName` omitted, the module's default export).
+// class_name from its own; `:ClassName` omitted, the module's default export), built and run in a worker thread of
+// its own (tool-thread-node.ts), so a tool that loops cannot hang the run.
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -9,11 +10,10 @@ import { HttpRetriever } from '../search/http-retriever.ts';
 import { Bm25Retriever } from '../search/bm25-retriever.ts';
 import { loadCorpus } from '../search/corpus-node.ts';
 import type { Retriever } from '../search/retriever.ts';
-import { DEFAULT_TOOL_TIMEOUT_S, type AgentTool, type AgentToolClass, type LoadedTool } from './agent-tool.ts';
+import { DEFAULT_TOOL_TIMEOUT_S, type AgentTool, type LoadedTool } from './agent-tool.ts';
+import { startToolThread } from './tool-thread-node.ts';
 import { parseToolConfig, type ToolEntry } from './tool-config.ts';
 import { BUILTIN_TOOLS, type BuiltinToolContext } from './builtin-tools.ts';
-
-const METHODS = ['create', 'execute', 'calc_reward', 'release'] as const;
 
 async function retrieverFor(config: Record<string, unknown>, where: string): Promise<Retriever> {
   const url = config.retrieval_service_url;
@@ -30,7 +30,8 @@ async function retrieverFor(config: Record<string, unknown>, where: string): Pro
 
 const CONTEXT: BuiltinToolContext = { retrieverFor };
 
-async function customTool(entry: ToolEntry, where: string): Promise<AgentTool> {
+/** A tool of the user's, `path/to/tool.js:ClassName`, built in its own worker thread (tool-thread-node.ts). */
+async function customTool(entry: ToolEntry, where: string, timeoutMs: number): Promise<AgentTool> {
   const colon = entry.className.lastIndexOf(':');
   const [file, exported] =
     colon > 1 ? [entry.className.slice(0, colon), entry.className.slice(colon + 1)] : [entry.className, 'default'];
@@ -40,26 +41,12 @@ async function customTool(entry: ToolEntry, where: string): Promise<AgentTool> {
         `a JS module path/to/tool.js:ClassName`,
     );
   }
-  let module: Record<string, unknown>;
+  const data = { url: pathToFileURL(resolve(file)).href, exported, config: entry.config, schema: entry.schema };
   try {
-    module = await import(pathToFileURL(resolve(file)).href);
+    return await startToolThread(data, entry.schema.function.name, timeoutMs);
   } catch (err) {
-    throw new Error(`${where}.class_name: cannot import ${file}: ${(err as Error).message}`);
+    throw new Error(`${where}.class_name: ${file}: ${(err as Error).message}`);
   }
-  const ToolClass = module[exported];
-  if (typeof ToolClass !== 'function')
-    throw new Error(
-      `${where}.class_name: ${file} exports no class ${exported} (exports: ` +
-        `${Object.keys(module).join(', ') || 'none'})`,
-    );
-  const tool = new (ToolClass as AgentToolClass)(entry.config, entry.schema);
-  const missing = METHODS.filter((m) => typeof (tool as unknown as Record<string, unknown>)[m] !== 'function');
-  if (missing.length > 0)
-    throw new Error(
-      `${where}.class_name: ${entry.className} lacks ${missing.join(', ')} (a tool has verl's create / execute / ` +
-        `calc_reward / release)`,
-    );
-  return tool;
 }
 
 export async function loadTools(path: string): Promise<LoadedTool[]> {
@@ -86,7 +73,9 @@ export async function loadTools(path: string): Promise<LoadedTool[]> {
       if (typeof timeout !== 'number' || !(timeout > 0))
         throw new Error(`${where}.config.timeout_s: expected seconds > 0, got ${JSON.stringify(timeout)}`);
       const builtin = BUILTIN_TOOLS[entry.className];
-      const tool = builtin ? await builtin(entry.config, entry.schema, CONTEXT, where) : await customTool(entry, where);
+      const tool = builtin
+        ? await builtin(entry.config, entry.schema, CONTEXT, where)
+        : await customTool(entry, where, timeout * 1000);
       return { name: entry.schema.function.name, schema: entry.schema, tool, timeoutMs: timeout * 1000 };
     }),
   );

@@ -12,6 +12,13 @@ export interface ServerPoolOptions {
   maxRetries: number;
   /** Told when a server leaves the pool (a warning line). */
   onServerLost?: (url: string, reason: string) => void;
+  /** Aborted when the run is asked to stop (a signal): every call under way ends at once with CallStopped. */
+  stop?: AbortSignal;
+}
+
+/** A call ended because the run is stopping, not because of its server: the server stays in the pool. */
+export class CallStopped extends Error {
+  override name = 'CallStopped';
 }
 
 /** A server's failure, one line: "<url><path>: <what happened>; expected <what>". */
@@ -44,21 +51,27 @@ export class ServerPool {
   /** One call; the parsed JSON answer (null for an empty body). */
   async call(url: string, call: HttpCall, expected: string): Promise<unknown> {
     const where = `${url}${call.path}`;
+    const { stop } = this.options;
+    const stopped = () => new CallStopped(`${where}: abandoned, the run is stopping`);
+    if (stop?.aborted) throw stopped();
+    const timeout = AbortSignal.timeout(this.options.timeoutS * 1000);
     let response: Response;
     try {
       response = await fetch(where, {
         method: call.method,
         headers: call.body === undefined ? undefined : { 'content-type': 'application/json' },
         body: call.body === undefined ? undefined : JSON.stringify(call.body),
-        signal: AbortSignal.timeout(this.options.timeoutS * 1000),
+        signal: stop ? AbortSignal.any([timeout, stop]) : timeout,
       });
     } catch (err) {
+      if (stop?.aborted) throw stopped();
       throw new ServerError(url, `${where}: ${connectionFailure(err, this.options.timeoutS)}; expected ${expected}`);
     }
     let text: string;
     try {
       text = await response.text();
     } catch (err) {
+      if (stop?.aborted) throw stopped();
       throw new ServerError(
         url,
         `${where}: the answer broke off (${connectionFailure(err, this.options.timeoutS)}); expected ${expected}`,
