@@ -7,13 +7,21 @@ describe('gpu-report inputs', () => {
   it('parses its options and names a bad one', () => {
     expect(parseReportArgs(['--tiny', '--skip=torch,jax-js', '--out=r.json'])).toEqual({
       tiny: true,
+      quick: false,
       allowSoftware: false,
       skip: ['torch', 'jax-js'],
       out: 'r.json',
     });
-    expect(parseReportArgs([])).toEqual({ tiny: false, allowSoftware: false, skip: [], out: 'gpu-report.json' });
+    expect(parseReportArgs([])).toEqual({
+      tiny: false,
+      quick: false,
+      allowSoftware: false,
+      skip: [],
+      out: 'gpu-report.json',
+    });
+    expect(parseReportArgs(['--quick']).quick).toBe(true);
     expect(() => parseReportArgs(['--skip=pytorch'])).toThrow(
-      /^gpu-report: --skip=pytorch: no such section \(sections: adapter, kernels, matmul, train, generation, ppo-step, torch, jax-js\)$/,
+      /^gpu-report: --skip=pytorch: no such section \(sections: adapter, validate, matmul, train, generation, kernels, torch, ppo-step, jax-js\)$/,
     );
     expect(() => parseReportArgs(['--fast'])).toThrow(/^gpu-report: unknown option --fast/);
   });
