@@ -43,8 +43,9 @@ describe('node tools/rlhf-pipeline.js: stopped and resumed', () => {
     const out = await makeTempDir('pipeline-');
     const first = startPipeline(out);
     await waitFor(first, /reward model: .*\n(.*\n)*step 2\/32/);
+    // The stage's launcher and its worker, and whatever else they run at that moment: none may survive the stop.
     const stage = descendants(first.child.pid!);
-    expect(stage.length).toBe(2);
+    expect(stage.length).toBeGreaterThanOrEqual(2);
     first.child.kill('SIGTERM');
     expect(await first.exit).toBe(143);
     expect(await survivors(stage, 5000)).toEqual([]);
