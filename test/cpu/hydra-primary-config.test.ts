@@ -106,7 +106,7 @@ describe('--config-path / --config-name', () => {
 
   it("verl's multi-turn example config is read: its multi_turn keys over verl's defaults", async () => {
     const { config } = await composed([
-      '--config-path=test/support/data/verl-sglang-multiturn-config',
+      '--config-path=test/support/data/verl-b178a3cd/examples/sglang_multiturn/config',
       '--config-name=gsm8k_multiturn_grpo',
       MODEL,
     ]);

@@ -19,8 +19,10 @@ import {
 } from '../../ppo/environments/tool-agent/tool-agent.ts';
 import type { AgentTool, LoadedTool, ToolSchema } from '../../ppo/environments/tool-agent/agent-tool.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
+import { VERL_B178A3CD_ROOT } from '../support/verl-script-argv.ts';
 
-const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';
+/** verl b178a3cd's own GSM8K tool config (byte for byte). */
+const GSM8K_TOOLS = `${VERL_B178A3CD_ROOT}/examples/sglang_multiturn/config/tool_config/gsm8k_tool_config.yaml`;
 
 const template = new ChatTemplate({ chat_template: QWEN25_TEMPLATE }, QWEN_SPECIAL);
 /** One id per UTF-16 unit: text in, text out, so observations read back exactly. */

@@ -6,8 +6,14 @@ import { describe, it, expect } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { runCli } from '../support/run-cli.ts';
 import { fixturePath } from '../support/fixtures.ts';
-import { withPaths } from '../support/verl-launch-scripts.ts';
-import { HAS_BASH, rstBlockArgv, scriptArgv, VERL_B178A3CD_ROOT, VERL_HEAD_ROOT } from '../support/verl-script-argv.ts';
+import {
+  HAS_BASH,
+  rstBlockArgv,
+  scriptArgv,
+  VERL_B178A3CD_ROOT,
+  VERL_HEAD_ROOT,
+  withPaths,
+} from '../support/verl-script-argv.ts';
 import { ADV_ESTIMATORS } from '../../ppo/config/schema.ts';
 
 const FIXTURES = {

@@ -4,7 +4,7 @@
 // streaming /generate, a client that aborts mid-stream and /abort_request (the sample leaves the batch, /metrics
 // counts it), the routes clients and RL frameworks call, and requests refused in milliseconds (a 20 MB prompt, deep
 // JSON, a body over the limit) with the server's memory back at its level.
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { it, expect, beforeAll, afterAll } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -19,8 +19,10 @@ import { loadTools } from '../../ppo/environments/tool-agent/tool-loader-node.ts
 import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { runMetrics } from '../support/tiny-run.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
+import { VERL_B178A3CD_ROOT } from '../support/verl-script-argv.ts';
 
-const GSM8K_TOOLS = 'test/support/data/verl-sglang-multiturn-config/tool_config/gsm8k_tool_config.yaml';
+/** verl b178a3cd's own GSM8K tool config (byte for byte). */
+const GSM8K_TOOLS = `${VERL_B178A3CD_ROOT}/examples/sglang_multiturn/config/tool_config/gsm8k_tool_config.yaml`;
 const CALL = '{"name":"calc_gsm8k_reward","arguments":{"answer":"3"}}';
 const tokenizer = new WordTokenizer({
   specialTokens: [

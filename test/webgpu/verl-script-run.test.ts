@@ -1,26 +1,25 @@
-// verl's GRPO example script (examples/grpo_trainer/run_qwen2-7b.sh) as written, pointed at a tiny model and
-// dataset and shrunk by appended overrides, as a user would append them to the script's `$@`: one step runs,
-// writes its resolved config.yaml, verl's JSONL metrics and TensorBoard events that an independent reader opens.
-// DAPO's end-to-end script (tests/special_e2e/run_dapo.sh) runs the same way, with its dynamic sampling and overlong
-// buffer on, and so does verl 1dda039b's GRPO script, its argv from bash running verl's own file.
+// verl b178a3cd's GRPO example script (examples/grpo_trainer/run_qwen2-7b.sh), its argv from bash running verl's own
+// file (test/support/data/verl-b178a3cd), pointed at a tiny model and dataset and shrunk by appended overrides, as a
+// user would append them to the script's `$@`: one step runs, writes its resolved config.yaml, verl's JSONL metrics and
+// TensorBoard events that an independent reader opens. DAPO's end-to-end script (tests/special_e2e/run_dapo.sh) runs
+// the same way, with its dynamic sampling and overlong buffer on, and so does verl 1dda039b's GRPO script.
 import { describe, it, expect } from 'vitest';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
-import { LAUNCH_SCRIPTS, withPaths } from '../support/verl-launch-scripts.ts';
 import { runCli } from '../support/run-cli.ts';
-import { HAS_BASH, scriptArgv, VERL_HEAD_ROOT } from '../support/verl-script-argv.ts';
+import { HAS_BASH, scriptArgv, VERL_B178A3CD_ROOT, VERL_HEAD_ROOT, withPaths } from '../support/verl-script-argv.ts';
 import { readEvents } from '../support/tensorboard-reader.ts';
 
-describe('a verl launch script on a tiny model', () => {
+describe.skipIf(!HAS_BASH)('a verl launch script on a tiny model', () => {
   it('runs one step with console, file and tensorboard loggers', async () => {
     const { root, overrides } = await makeTinyRun(6);
     const tiny = Object.fromEntries(overrides.map((o) => [o.slice(0, o.indexOf('=')), o.slice(o.indexOf('=') + 1)]));
     const runDir = join(root, 'grpo-script');
-    const grpo = LAUNCH_SCRIPTS.find((s) => s.source === 'verl examples/grpo_trainer/run_qwen2-7b.sh')!;
+    const grpo = scriptArgv(VERL_B178A3CD_ROOT, 'examples/grpo_trainer/run_qwen2-7b.sh');
     const argv = [
-      ...withPaths(grpo.argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
+      ...withPaths(grpo, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
       'data.train_batch_size=4',
       'data.max_prompt_length=16',
       'data.max_response_length=3',
@@ -65,38 +64,34 @@ describe('a verl launch script on a tiny model', () => {
     expect(score).toBeCloseTo(step.data['critic/score/mean'], 6);
   });
 
-  it.skipIf(!HAS_BASH)(
-    "runs verl 1dda039b's GRPO script one step, recomputing old log-probs as verl's default now does",
-    async () => {
-      const { root, overrides } = await makeTinyRun(6);
-      const tiny = Object.fromEntries(overrides.map((o) => [o.slice(0, o.indexOf('=')), o.slice(o.indexOf('=') + 1)]));
-      const runDir = join(root, 'grpo-head-script');
-      const argv = scriptArgv(VERL_HEAD_ROOT, 'examples/grpo_trainer/run_qwen3_8b_fsdp.sh');
-      const { code, stderr } = await runCli([
-        ...withPaths(argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
-        'data.train_batch_size=4',
-        'data.max_prompt_length=16',
-        'data.max_response_length=3',
-        'actor_rollout_ref.actor.ppo_mini_batch_size=2',
-        'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=64',
-        'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=64',
-        'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=64',
-        'actor_rollout_ref.rollout.n=2',
-        'trainer.total_training_steps=1',
-        'trainer.val_before_train=false',
-        'trainer.test_freq=-1',
-        'trainer.n_gpus_per_node=1',
-        `trainer.default_local_dir=${runDir}`,
-        'trainer.logger=[file]',
-      ]);
-      expect(code, stderr).toBe(0);
-      const [step] = (await runMetrics(runDir)).filter((l) => l.data['critic/score/mean'] !== undefined);
-      expect(step.step).toBe(1);
-      expect(step.data['timing_s/old_log_prob']).toBeGreaterThanOrEqual(0);
-      expect(Math.abs(step.data['rollout_corr/kl'])).toBeLessThan(1e-3);
-    },
-    300_000,
-  );
+  it("runs verl 1dda039b's GRPO script one step, recomputing old log-probs as verl's default now does", async () => {
+    const { root, overrides } = await makeTinyRun(6);
+    const tiny = Object.fromEntries(overrides.map((o) => [o.slice(0, o.indexOf('=')), o.slice(o.indexOf('=') + 1)]));
+    const runDir = join(root, 'grpo-head-script');
+    const argv = scriptArgv(VERL_HEAD_ROOT, 'examples/grpo_trainer/run_qwen3_8b_fsdp.sh');
+    const { code, stderr } = await runCli([
+      ...withPaths(argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
+      'data.train_batch_size=4',
+      'data.max_prompt_length=16',
+      'data.max_response_length=3',
+      'actor_rollout_ref.actor.ppo_mini_batch_size=2',
+      'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=64',
+      'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=64',
+      'actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=64',
+      'actor_rollout_ref.rollout.n=2',
+      'trainer.total_training_steps=1',
+      'trainer.val_before_train=false',
+      'trainer.test_freq=-1',
+      'trainer.n_gpus_per_node=1',
+      `trainer.default_local_dir=${runDir}`,
+      'trainer.logger=[file]',
+    ]);
+    expect(code, stderr).toBe(0);
+    const [step] = (await runMetrics(runDir)).filter((l) => l.data['critic/score/mean'] !== undefined);
+    expect(step.step).toBe(1);
+    expect(step.data['timing_s/old_log_prob']).toBeGreaterThanOrEqual(0);
+    expect(Math.abs(step.data['rollout_corr/kl'])).toBeLessThan(1e-3);
+  }, 300_000);
 
   it("runs DAPO's script: dynamic sampling draws generation batches until the kept groups fill the batch", async () => {
     const { root, overrides } = await makeTinyRun(12);
@@ -110,9 +105,9 @@ describe('a verl launch script on a tiny model', () => {
       'let calls = 0;\nexport function compute_score(source, text, truth) { const parity = calls++ % 2; return ' +
         'Number(truth) % 3 === 0 ? 1 - parity : 1; }\n',
     );
-    const dapo = LAUNCH_SCRIPTS.find((s) => s.source === 'verl tests/special_e2e/run_dapo.sh')!;
+    const dapo = scriptArgv(VERL_B178A3CD_ROOT, 'tests/special_e2e/run_dapo.sh');
     const argv = [
-      ...withPaths(dapo.argv, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
+      ...withPaths(dapo, { model: tiny['actor_rollout_ref.model.path'], data: tiny['data.train_files'], runDir }),
       `custom_reward_function.path=${reward}`,
       'reward_model.overlong_buffer.len=1',
       'reward_model.reward_kwargs.max_resp_len=8',
