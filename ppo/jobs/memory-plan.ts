@@ -294,7 +294,7 @@ export function planMemory(
     }
     const work = incrementalWork(actor, loraRank);
     const kvWidth = actor.numKvHeads * actor.headDim;
-    const widestRow = Math.max(2 * actor.intermediateSize, qkvWidth(actor), actor.hiddenSize) * F32;
+    const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
