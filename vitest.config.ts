@@ -1,9 +1,10 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 import { wgslAsString } from './tools/vite-wgsl-plugin.ts';
-import { GPU_CLASS_TESTS } from './test/support/gpu-class-tests.ts';
+import { DEFAULT_LIMITS_TESTS, GPU_CLASS_TESTS } from './test/support/gpu-class-tests.ts';
 
 // test/webgpu runs once per device class (engine/device.ts): every tier under the CPU class, then the files of
-// test/support/gpu-class-tests.ts again under the GPU class.
+// test/support/gpu-class-tests.ts again under the GPU class, and its kernel, model and trainer files once more within
+// WebGPU's default limits (WEBGPU_LIMITS=default), so every kernel is known to fit any WebGPU device.
 
 const shared = {
   // lavapipe is CPU-bound: one GPU test file at a time per core keeps timings stable.
@@ -34,6 +35,15 @@ export default defineConfig({
       {
         plugins: [wgslAsString],
         test: { ...shared, name: 'gpu-class', include: GPU_CLASS_TESTS, env: { WEBGPU_DEVICE_CLASS: 'gpu' } },
+      },
+      {
+        plugins: [wgslAsString],
+        test: {
+          ...shared,
+          name: 'default-limits',
+          include: DEFAULT_LIMITS_TESTS,
+          env: { WEBGPU_DEVICE_CLASS: 'gpu', WEBGPU_LIMITS: 'default' },
+        },
       },
     ],
   },

@@ -1,11 +1,35 @@
 // The only module that talks to the WebGPU adapter: finds one (Node via the `webgpu` package, a browser via
-// navigator.gpu), asks for the adapter's own limits and optional features, and records what it got.
+// navigator.gpu), asks for the adapter's own limits (or WebGPU's defaults, WEBGPU_LIMITS=default) and optional
+// features, and records what it got.
 import { readKnobs, type DeviceClass, type EngineKnobs } from './knobs.ts';
 
 const OPTIONAL_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
 
+/**
+ * WebGPU's default limits (the spec's table): what every implementation gives a device that asks for nothing more,
+ * phones and integrated GPUs included. Under WEBGPU_LIMITS=default the engine runs within these.
+ */
+export const WEBGPU_DEFAULT_LIMITS = {
+  maxBufferSize: 268435456,
+  maxStorageBufferBindingSize: 134217728,
+  maxStorageBuffersPerShaderStage: 8,
+  maxComputeWorkgroupStorageSize: 16384,
+  maxComputeInvocationsPerWorkgroup: 256,
+  maxComputeWorkgroupSizeX: 256,
+  maxComputeWorkgroupSizeY: 256,
+  maxComputeWorkgroupsPerDimension: 65535,
+  minStorageBufferOffsetAlignment: 256,
+  minUniformBufferOffsetAlignment: 256,
+} as const;
+
+type LimitName = keyof typeof WEBGPU_DEFAULT_LIMITS;
+// The two alignments are minimums: a larger value is the stricter one.
+const ALIGNMENTS: readonly LimitName[] = ['minStorageBufferOffsetAlignment', 'minUniformBufferOffsetAlignment'];
+
 export interface DeviceCapabilities {
   description: string;
+  /** WEBGPU_LIMITS=default: every limit below is at most WebGPU's default (the alignments at least). */
+  defaultLimits: boolean;
   /**
    * The class every kernel variant is chosen for: 'cpu' prefers fewer loads and fewer dispatches (a CPU runs a
    * workgroup as a loop), 'gpu' prefers many small workgroups and tiles in workgroup memory. The adapter's own class
@@ -79,18 +103,22 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
   if (!adapter) throw new Error(NO_ADAPTER_HELP);
 
   const wanted = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f) && !knobs.disabledFeatures.includes(f));
+  const defaultLimits = knobs.limits === 'default';
+  // Asking for no limit gives the defaults.
   const requiredLimits: Record<string, number> = {};
-  for (const key of [
-    'maxBufferSize',
-    'maxStorageBufferBindingSize',
-    'maxStorageBuffersPerShaderStage',
-    'maxComputeWorkgroupStorageSize',
-    'maxComputeInvocationsPerWorkgroup',
-    'maxComputeWorkgroupSizeX',
-    'maxComputeWorkgroupSizeY',
-    'maxComputeWorkgroupsPerDimension',
-  ] as const) {
-    requiredLimits[key] = adapter.limits[key];
+  if (!defaultLimits) {
+    for (const key of [
+      'maxBufferSize',
+      'maxStorageBufferBindingSize',
+      'maxStorageBuffersPerShaderStage',
+      'maxComputeWorkgroupStorageSize',
+      'maxComputeInvocationsPerWorkgroup',
+      'maxComputeWorkgroupSizeX',
+      'maxComputeWorkgroupSizeY',
+      'maxComputeWorkgroupsPerDimension',
+    ] as const) {
+      requiredLimits[key] = adapter.limits[key];
+    }
   }
   const device = await adapter.requestDevice({ requiredFeatures: wanted as GPUFeatureName[], requiredLimits });
 
@@ -100,23 +128,31 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     .join(' ')
     .replace(/\s+/g, ' ');
   const softwareAdapter = /llvmpipe|lavapipe|swiftshader|software/i.test(description) || info.architecture === 'cpu';
-  const limits = device.limits;
+  // An implementation may hand out more than was asked for; under default limits the engine still keeps to them.
+  const limit = (key: LimitName): number => {
+    const given = device.limits[key];
+    if (!defaultLimits) return given;
+    return ALIGNMENTS.includes(key)
+      ? Math.max(given, WEBGPU_DEFAULT_LIMITS[key])
+      : Math.min(given, WEBGPU_DEFAULT_LIMITS[key]);
+  };
   const caps: DeviceCapabilities = {
     description,
+    defaultLimits,
     deviceClass: knobs.deviceClass ?? (softwareAdapter ? 'cpu' : 'gpu'),
     softwareAdapter,
     shaderF16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
     subgroupMinSize: info.subgroupMinSize ?? 0,
     timestampQuery: device.features.has('timestamp-query'),
-    maxBufferSize: limits.maxBufferSize,
-    maxStorageBufferBindingSize: Math.min(limits.maxStorageBufferBindingSize, knobs.maxBindingBytes ?? Infinity),
-    maxStorageBuffersPerShaderStage: limits.maxStorageBuffersPerShaderStage,
-    maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
-    maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,
-    maxComputeWorkgroupsPerDimension: limits.maxComputeWorkgroupsPerDimension,
-    minStorageBufferOffsetAlignment: limits.minStorageBufferOffsetAlignment,
-    minUniformBufferOffsetAlignment: limits.minUniformBufferOffsetAlignment,
+    maxBufferSize: limit('maxBufferSize'),
+    maxStorageBufferBindingSize: Math.min(limit('maxStorageBufferBindingSize'), knobs.maxBindingBytes ?? Infinity),
+    maxStorageBuffersPerShaderStage: limit('maxStorageBuffersPerShaderStage'),
+    maxComputeWorkgroupStorageSize: limit('maxComputeWorkgroupStorageSize'),
+    maxComputeInvocationsPerWorkgroup: limit('maxComputeInvocationsPerWorkgroup'),
+    maxComputeWorkgroupsPerDimension: limit('maxComputeWorkgroupsPerDimension'),
+    minStorageBufferOffsetAlignment: limit('minStorageBufferOffsetAlignment'),
+    minUniformBufferOffsetAlignment: limit('minUniformBufferOffsetAlignment'),
   };
 
   const result: Gpu = {
@@ -135,10 +171,21 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
   });
   if (knobs.debug >= 1) {
     console.error(
-      `webgpu: ${description}; ${caps.deviceClass} class${knobs.deviceClass ? ' (WEBGPU_DEVICE_CLASS)' : ''}; ` +
+      `webgpu: ${describeDevice(caps, knobs)}; ` +
         `features ${wanted.join(',') || 'none'}; ` +
         `maxStorageBufferBindingSize ${caps.maxStorageBufferBindingSize}`,
     );
   }
   return result;
+}
+
+/**
+ * The line a run prints about its device: `<adapter> (<class> kernels[, WEBGPU_DEVICE_CLASS][, WebGPU default
+ * limits])`, so a pasted log says which variants ran and within which limits.
+ */
+export function describeDevice(caps: DeviceCapabilities, knobs: Pick<EngineKnobs, 'deviceClass'>): string {
+  const notes = [`${caps.deviceClass} kernels`];
+  if (knobs.deviceClass) notes.push('WEBGPU_DEVICE_CLASS');
+  if (caps.defaultLimits) notes.push('WebGPU default limits');
+  return `${caps.description} (${notes.join(', ')})`;
 }

@@ -13,7 +13,7 @@ export {
 } from './tensor.ts';
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry, type ArenaDType } from './arena.ts';
-export type { DeviceCapabilities } from './device.ts';
+export { describeDevice, WEBGPU_DEFAULT_LIMITS, type DeviceCapabilities } from './device.ts';
 export { deviceMemorySize, type DeviceMemorySize } from './device-memory.ts';
 export { peakFp32Flops, SOFTWARE_PEAK_FLOPS } from './peak-flops.ts';
 export { readKnobs, type EngineKnobs } from './knobs.ts';

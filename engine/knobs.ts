@@ -41,6 +41,18 @@ function readDeviceClass(value: string | undefined): DeviceClass | null {
   return value as DeviceClass;
 }
 
+/** Which limits the device is asked for (engine/device.ts). */
+export const LIMITS_CHOICES = ['default'] as const;
+export type LimitsChoice = 'adapter' | (typeof LIMITS_CHOICES)[number];
+
+function readLimits(value: string | undefined): LimitsChoice {
+  if (value === undefined || value === '') return 'adapter';
+  if (!(LIMITS_CHOICES as readonly string[]).includes(value)) {
+    throw new Error(`WEBGPU_LIMITS: "${value}" must be default (or unset: the adapter's own limits)`);
+  }
+  return value as LimitsChoice;
+}
+
 function readPeakFlops(value: string | undefined): number | null {
   if (value === undefined || value === '') return null;
   const flops = Number(value);
@@ -69,6 +81,10 @@ export interface EngineKnobs {
   /** WEBGPU_DEVICE_CLASS=gpu|cpu: choose every kernel variant as on a discrete GPU or on a CPU device, whatever
    *  the adapter is (so lavapipe runs the GPU variants in CI). null: the adapter's own class. */
   deviceClass: DeviceClass | null;
+  /** WEBGPU_LIMITS=default: ask the device for WebGPU's default limits only (8 storage buffers per stage, 256 MiB
+   *  buffers, 16 KiB workgroup memory, ...), whatever the adapter offers, so every kernel is run within what any
+   *  WebGPU implementation gives. 'adapter' (unset): the adapter's own limits. */
+  limits: LimitsChoice;
   /** WEBGPU_PEAK_FLOPS=66.9e12: the device's peak FP32 FLOP/s for MFU, instead of engine/peak-flops.ts's table. */
   peakFlops: number | null;
   /** WEBGPU_DEVICE_MEMORY=80GiB: the device's memory, instead of engine/device-memory.ts's table (the base of
@@ -96,6 +112,7 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     kernelVariants,
     maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
     deviceClass: readDeviceClass(env.WEBGPU_DEVICE_CLASS),
+    limits: readLimits(env.WEBGPU_LIMITS),
     peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),
     deviceMemoryBytes: env.WEBGPU_DEVICE_MEMORY
       ? parseMemorySize(env.WEBGPU_DEVICE_MEMORY, 'WEBGPU_DEVICE_MEMORY')

@@ -103,8 +103,10 @@ function showCommand(): void {
   warmStartStepsField.disabled = startField.value === 'checkpoint';
   const settings = currentSettings();
   const { command, differences } = trainCommand(settings);
-  const deviceClass = new URLSearchParams(location.search).get('WEBGPU_DEVICE_CLASS');
-  show('command', deviceClass ? `WEBGPU_DEVICE_CLASS=${deviceClass} ${command}` : command);
+  // The engine knobs the page's query sets, as the environment of the same run on the command line.
+  const query = new URLSearchParams(location.search);
+  const knobs = ['WEBGPU_DEVICE_CLASS', 'WEBGPU_LIMITS'].flatMap((k) => (query.get(k) ? [`${k}=${query.get(k)}`] : []));
+  show('command', [...knobs, command].join(' '));
   show('command-differences', `Differences: ${differences.join('; ')}.`);
 }
 
@@ -254,7 +256,10 @@ async function init(): Promise<void> {
     unsupported(`WebGPU is present but no device could be created: ${(err as Error).message}`);
     return;
   }
-  show('device', engine.caps.description || 'unnamed WebGPU adapter');
+  show(
+    'device',
+    `${engine.caps.description || 'unnamed WebGPU adapter'}${engine.caps.defaultLimits ? ' (WebGPU default limits)' : ''}`,
+  );
   show('device-class', engine.caps.deviceClass);
   buttons.start.addEventListener('click', start);
   buttons.pause.addEventListener('click', () => session?.pause());

@@ -8,8 +8,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
   constants: { WG },
   bindings: [
     { name: 'logits', access: 'read' },
-    { name: 'eosIds', access: 'read', type: 'u32' },
-    { name: 'rowSampling', access: 'read', type: 'u32' },
+    { name: 'samplingTable', access: 'read', type: 'u32' },
     { name: 'ids', access: 'read_write', type: 'u32' },
     { name: 'positions', access: 'read_write', type: 'i32' },
     { name: 'steps', access: 'read_write', type: 'u32' },
@@ -23,6 +22,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'rowOffset', type: 'u32' },
     { name: 'outStride', type: 'u32' },
     { name: 'numEos', type: 'u32' },
+    { name: 'rowStart', type: 'u32' },
     { name: 'padId', type: 'u32' },
   ],
 });
@@ -71,6 +71,38 @@ export function packRowSampling(s: RowSampling): number[] {
   return [s.stream >>> 0, s.outRow >>> 0, s.seed >>> 0, f32Bits(s.temperature), Math.max(0, s.topK), f32Bits(s.topP)];
 }
 
+/**
+ * What the sampler reads besides the logits, one u32 tensor (so the kernel binds 8 storage buffers, WebGPU's default
+ * limit): the ids that finish a row from word 0, then each row's packRowSampling from word `rowStart`, a
+ * device-aligned offset, so the rows are a tensor of their own (`rowSampling`) that uploads and compaction write.
+ */
+export interface SamplingTable {
+  table: Tensor<'u32'>;
+  /** The ids that finish a row: a tokenizer's eos ids and an environment's turn-ending ids. */
+  eosIds: readonly number[];
+  /** The same as a tensor, the table's head (at least one element; only eosIds.length are meaningful). */
+  eosTensor: Tensor<'u32'>;
+  rowStart: number;
+  /** (rows, ROW_SAMPLING_WORDS) the rows' sampling, a view of `table`. */
+  rowSampling: Tensor<'u32'>;
+}
+
+/** A sampling table for `rows` rows with these eos ids (uploaded; the rows are left to the caller). */
+export function createSamplingTable(
+  engine: Engine,
+  name: string,
+  rows: number,
+  eosIds: readonly number[],
+): SamplingTable {
+  const align = engine.caps.minStorageBufferOffsetAlignment / 4;
+  const rowStart = Math.ceil(eosIds.length / align) * align;
+  const table = engine.tensor(name, [rowStart + rows * ROW_SAMPLING_WORDS], 'u32');
+  if (eosIds.length > 0) engine.upload(table.view(`${name}.eosIds`, 0, [eosIds.length]), eosIds);
+  const rowSampling = table.view(`${name}.rows`, rowStart, [rows * ROW_SAMPLING_WORDS]);
+  const eosTensor = table.view(`${name}.eosIds`, 0, [Math.max(1, eosIds.length)]);
+  return { table, eosIds: [...eosIds], eosTensor, rowStart, rowSampling };
+}
+
 export interface SampleArgs {
   /** (rows·rowStride, V); row b samples from logits row b·rowStride + rowOffset. */
   logits: Tensor;
@@ -79,11 +111,8 @@ export interface SampleArgs {
   rows: number;
   rowStride?: number;
   rowOffset?: number;
-  /** (numEos ≥ 1 elements; only the first numEos are read) */
-  eosIds: Tensor<'u32'>;
-  numEos: number;
-  /** (B, ROW_SAMPLING_WORDS) each row's packRowSampling. */
-  rowSampling: Tensor<'u32'>;
+  /** The eos ids, and the first B rows' packRowSampling. */
+  sampling: SamplingTable;
   /** (B) receives the sampled token, the next step's input. */
   ids: Tensor<'u32'>;
   /** (B) incremented for rows still generating. */
@@ -102,8 +131,7 @@ export interface SampleArgs {
 
 /** Records one sampling step; see sample.wgsl for the exact semantics of temperature, top-k and top-p. */
 export function sampleTokens(engine: Engine, a: SampleArgs): void {
-  const { logits, V, rows, eosIds, numEos, rowSampling, ids, positions, steps, finished, tokens, logprobs, outStride } =
-    a;
+  const { logits, V, rows, sampling, ids, positions, steps, finished, tokens, logprobs, outStride } = a;
   const rowStride = a.rowStride ?? 1;
   const rowOffset = a.rowOffset ?? 0;
   const launcher = 'sampleTokens';
@@ -119,11 +147,10 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
     `rows·rowStride·V = ${rows}·${rowStride}·${V}`,
     'at least',
   );
-  expectSize(launcher, 'eosIds', eosIds, Math.max(1, numEos), `[max(1, numEos=${numEos})]`, 'at least');
   expectSize(
     launcher,
-    'rowSampling',
-    rowSampling,
+    'sampling.rowSampling',
+    sampling.rowSampling,
     rows * ROW_SAMPLING_WORDS,
     `[B=${rows}, ${ROW_SAMPLING_WORDS}]`,
     'at least',
@@ -147,13 +174,14 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
     }
   }
   engine.dispatch(chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, eosIds, rowSampling, ids, positions, steps, finished, tokens, logprobs },
+    bindings: { logits, samplingTable: sampling.table, ids, positions, steps, finished, tokens, logprobs },
     uniforms: {
       V,
       rowStride,
       rowOffset,
       outStride,
-      numEos,
+      numEos: sampling.eosIds.length,
+      rowStart: sampling.rowStart,
       padId: a.padId,
     },
     workgroups: [rows],

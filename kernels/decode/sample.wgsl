@@ -1,12 +1,14 @@
 // sample: draws one next token per row from its logits, entirely on the GPU, and advances the decode state.
 //   logits (rows·rowStride, V): row r reads logits row r·rowStride + rowOffset (1, 0 for a decode step's (B, V))
-//   rowSampling (B, 6) u32 per row: [stream, outRow, seed, bits of temperature, topK, bits of topP]: the sample
+//   samplingTable u32: the numEos ids that finish a row from word 0, then from word rowStart (B, 6) per row (one
+//     binding, so the kernel binds 8 storage buffers, WebGPU's default limit):
+//     [stream, outRow, seed, bits of temperature, topK, bits of topP]: the sample
 //     each row holds draws from the random stream (seed, stream) and writes output row outRow, with its own
 //     temperature, top-k and top-p, so all survive batch compaction (finished rows dropped, the rest renumbered)
 //     and rows of different requests (a server's) decode together
 //   steps (B) each row's own step (the column it writes; the random stream's step), += 1 with positions: rows
 //     decode at different steps when a finished row's slot has taken the next waiting sample
-//   ids (B) ← sampled token (padId once finished); positions (B) += 1; finished (B) ← sampled ∈ eosIds
+//   ids (B) ← sampled token (padId once finished); positions (B) += 1; finished (B) ← sampled is an eos id
 //   tokens, logprobs (outRows, outStride) ← token and log_softmax(logits / temperature)[token] at
 //     (outRow[b], steps[b]); a row whose step reached outStride has spent its budget and writes nothing
 // temperature 0 is greedy (argmax, lowest index on ties; log-prob at temperature 1). Otherwise the kept set is
@@ -143,13 +145,14 @@ fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u3
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = wid.x;
-  let stream = rowSampling[row * 6u];
-  let seed = rowSampling[row * 6u + 2u];
-  let temperature = bitcast<f32>(rowSampling[row * 6u + 3u]);
-  let topK = rowSampling[row * 6u + 4u];
-  let topP = bitcast<f32>(rowSampling[row * 6u + 5u]);
+  let rowSampling = params.rowStart + row * 6u;
+  let stream = samplingTable[rowSampling];
+  let seed = samplingTable[rowSampling + 2u];
+  let temperature = bitcast<f32>(samplingTable[rowSampling + 3u]);
+  let topK = samplingTable[rowSampling + 4u];
+  let topP = bitcast<f32>(samplingTable[rowSampling + 5u]);
   let step = steps[row];
-  let out = rowSampling[row * 6u + 1u] * params.outStride + step;
+  let out = samplingTable[rowSampling + 1u] * params.outStride + step;
   if (lid == 0u) {
     rowFinished = select(finished[row], 1u, step >= params.outStride);
     treeStart = WG / 2u;
@@ -199,7 +202,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (lid == 0u) {
     var isEos = false;
     for (var i = 0u; i < params.numEos; i++) {
-      if (eosIds[i] == chosen) { isEos = true; }
+      if (samplingTable[i] == chosen) { isEos = true; }
     }
     ids[row] = chosen;
     tokens[out] = chosen;

@@ -16,13 +16,20 @@
 //   with policyMasked = 1 (vanilla and gpg: rollout correction's bypass mode) the tokens its rejection sampling
 //   keeps, so the policy term, its aggregation and its metrics run over mask·tokenFlags while the entropy and
 //   KL terms keep the whole mask (verl passes the rejected mask to the policy loss only). Unread otherwise.
-//   isWeights[B, T], read when useIsWeights = 1: rollout correction's importance weights (verl's rollout_is_weights),
+//   isWeights(B, T), read when useIsWeights = 1: rollout correction's importance weights (verl's rollout_is_weights),
 //   detached. They multiply each token's policy term and its gradient after the metrics are taken, as verl
 //   multiplies pg_losses after computing its metrics; geo_mean's per-row term takes the geometric mean of its
 //   tokens' weights, exp(Σ log(w + 1e-10)·mask / (Σ mask + 1e-8)). Entropy and KL terms stay unweighted. Gradients
 //   follow torch autograd: clamp passes on its closed interval, max/min split ties in half. v1: one 64-lane workgroup
 //   per row: a row pass (count, Σ log-ratio for GSPO, Σ GMPO log-ratio and Σ A for
 //   geo_mean; Σ log-weight for weighted geo_mean), then the token pass.
+
+// The four optional inputs are planes of one binding, `plane` elements apart, so the kernel binds 7 storage buffers
+// (WebGPU's default limit is 8): refLogProb, entropy, tokenFlags, isWeights.
+fn refLogProb(i: u32) -> f32 { return extras[i]; }
+fn entropy(i: u32) -> f32 { return extras[params.plane + i]; }
+fn tokenFlags(i: u32) -> f32 { return extras[2u * params.plane + i]; }
+fn isWeights(i: u32) -> f32 { return extras[3u * params.plane + i]; }
 
 fn maxWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
   if (a > b) { return vec2<f32>(a, da); }
@@ -67,7 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var policyRowCount = rowCount;
   if (params.policyMasked != 0u) {
     var kept = 0.0;
-    for (var t = lid; t < params.T; t = t + 64u) { kept = kept + mask[base + t] * tokenFlags[base + t]; }
+    for (var t = lid; t < params.T; t = t + 64u) { kept = kept + mask[base + t] * tokenFlags(base + t); }
     policyRowCount = workgroupSum4(lid, 64u, vec4<f32>(kept, 0.0, 0.0, 0.0)).x;
   }
   var geoIsWeight = 1.0;
@@ -75,7 +82,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var logWeight = 0.0;
     for (var t = lid; t < params.T; t = t + 64u) {
       let m = mask[base + t];
-      if (m != 0.0) { logWeight = logWeight + log(isWeights[base + t] + 1e-10) * m; }
+      if (m != 0.0) { logWeight = logWeight + log(isWeights(base + t) + 1e-10) * m; }
     }
     geoIsWeight = exp(workgroupSum4(lid, 64u, vec4<f32>(logWeight, 0.0, 0.0, 0.0)).x / (rowCount + 1e-8));
   }
@@ -104,9 +111,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let nkl = clamp(raw, -20.0, 20.0);
     let ratio20 = exp(nkl);
     let dratio20 = select(0.0, ratio20, raw >= -20.0 && raw <= 20.0);
-    let pm = select(m, m * tokenFlags[i], params.policyMasked != 0u);
+    let pm = select(m, m * tokenFlags(i), params.policyMasked != 0u);
     var pgWeight = aggWeight(params.pgAggMode, params.pgAggScale, pm, policyRowCount);
-    var isWeight = select(1.0, isWeights[i], params.useIsWeights != 0u);
+    var isWeight = select(1.0, isWeights(i), params.useIsWeights != 0u);
     switch params.lossMode {
       case LOSS_MODE_VANILLA: {
         negKl = nkl;
@@ -160,7 +167,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let ratio = exp(raw);
         let cr = clamp(ratio, low, high);
         let dcr = select(0.0, ratio, ratio >= low && ratio <= high);
-        let keep = 1.0 - tokenFlags[i];
+        let keep = 1.0 - tokenFlags(i);
         loss = maxWithGrad(-a * ratio, -a * ratio, -a * cr, -a * dcr) * keep;
         clipped = keep == 0.0;
       }
@@ -186,7 +193,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
       case LOSS_MODE_KL_COV, default: {
         let ratio = exp(raw);
-        let penalty = tokenFlags[i] * params.ppoKlCoef;
+        let penalty = tokenFlags(i) * params.ppoKlCoef;
         loss = vec2<f32>(-a * ratio + penalty * abs(raw), -a * ratio + penalty * sign(raw));
         // kl_cov reports mean |log-ratio| as actor/ppo_kl.
         negKl = -abs(raw);
@@ -200,11 +207,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var entropyTerm = 0.0;
     var klTerm = 0.0;
     if (params.useEntropy != 0u) {
-      entropyTerm = weight * entropy[i];
+      entropyTerm = weight * entropy(i);
       gradEntropy = -params.entropyCoeff * weight;
     }
     if (params.useKl != 0u) {
-      let k = klEstimate(logProb[i], refLogProb[i], params.klCode, params.klStraightThrough);
+      let k = klEstimate(logProb[i], refLogProb(i), params.klCode, params.klStraightThrough);
       klTerm = weight * k.x;
       gradLogProb = gradLogProb + params.klCoef * weight * k.y;
     }

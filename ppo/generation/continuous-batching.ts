@@ -262,12 +262,12 @@ export async function decodeContinuous(
         V,
         rows: logitRows,
         rowProcessing: state.rowProcessing,
-        rowSampling: v.rowSampling,
+        rowSampling: v.sampling.rowSampling,
         tokens: state.tokens,
         steps: v.steps,
         finished: v.finished,
-        eosIds: state.eosIds,
-        numEos: state.numEos,
+        eosIds: v.sampling.eosTensor,
+        numEos: v.sampling.eosIds.length,
         outStride: R,
       });
     }
@@ -279,6 +279,7 @@ export async function decodeContinuous(
         V,
         rows: logitRows,
         ...v,
+        rowSampling: v.sampling.rowSampling,
         topIds: top.ids,
         topLogprobs: top.logprobs,
         outStride: R,
@@ -292,8 +293,6 @@ export async function decodeContinuous(
       ...state.view(logitRows),
       tokens: state.tokens,
       logprobs: state.logprobs,
-      eosIds: state.eosIds,
-      numEos: state.numEos,
       outStride: R,
       padId: c.padTokenId,
     });

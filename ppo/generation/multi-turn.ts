@@ -202,8 +202,6 @@ async function decodeTurn(
       ...state.view(rows),
       tokens: state.tokens,
       logprobs: state.logprobs,
-      eosIds: state.eosIds,
-      numEos: state.numEos,
       outStride: R,
       padId: c.padTokenId,
     });

@@ -4,7 +4,13 @@
 // never by its row.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { keepTensorRows } from '../../models/kv-cache.ts';
-import { ROW_SAMPLING_WORDS, packRowSampling, type RowSampling } from '../../kernels/decode/sample.ts';
+import {
+  createSamplingTable,
+  ROW_SAMPLING_WORDS,
+  packRowSampling,
+  type RowSampling,
+  type SamplingTable,
+} from '../../kernels/decode/sample.ts';
 import {
   NEUTRAL_PROCESSING,
   ROW_PROCESSING_WORDS,
@@ -21,9 +27,8 @@ export class SamplerState {
   readonly rowSampling: Tensor<'u32'>;
   readonly tokens: Tensor<'u32'>;
   readonly logprobs: Tensor<'f32'>;
-  /** Ids that finish a row on the GPU: the EOS ids and an environment's turn-ending ids. */
-  readonly eosIds: Tensor<'u32'>;
-  readonly numEos: number;
+  /** The ids that finish a row on the GPU (the EOS ids and an environment's turn-ending ids) and rowSampling. */
+  readonly sampling: SamplingTable;
   /** (outRows, R, topK) each column's most likely tokens and their log-probs, when a server asks for them. */
   readonly top: { ids: Tensor<'u32'>; logprobs: Tensor<'f32'>; K: number } | null;
   /** (rows, ROW_PROCESSING_WORDS) each row's logits processing, when a server may ask for it. */
@@ -52,20 +57,14 @@ export class SamplerState {
             K: topK,
           }
         : null;
-    this.numEos = eosTokenIds.length;
     this.ids = engine.tensor('rollout.ids', [rows], 'u32');
     this.positions = engine.tensor('rollout.positions', [rows], 'i32');
     this.steps = engine.tensor('rollout.steps', [rows], 'u32');
     this.finished = engine.tensor('rollout.finished', [rows], 'u32');
-    this.rowSampling = engine.tensor('rollout.rowSampling', [rows * ROW_SAMPLING_WORDS], 'u32');
+    this.sampling = createSamplingTable(engine, 'rollout.sampling', rows, eosTokenIds);
+    this.rowSampling = this.sampling.rowSampling;
     this.tokens = engine.tensor('rollout.tokens', [outRows, R], 'u32');
     this.logprobs = engine.tensor('rollout.logprobs', [outRows, R]);
-    this.eosIds = engine.tensorFrom(
-      'rollout.eosIds',
-      [Math.max(1, eosTokenIds.length)],
-      eosTokenIds.length ? eosTokenIds : [0],
-      'u32',
-    );
     const widest = processing ? ROW_PROCESSING_WORDS : ROW_SAMPLING_WORDS;
     this.scratch = engine.tensor('rollout.compaction', [rows * widest]);
   }
@@ -84,16 +83,12 @@ export class SamplerState {
   /** The per-row tensors restricted to the first `rows` rows. */
   view(rows: number) {
     const view = <T extends Tensor>(t: T) => (rows === this.rows ? t : (t.view(t.name, 0, [rows]) as T));
-    const rowSampling =
-      rows === this.rows
-        ? this.rowSampling
-        : this.rowSampling.view(this.rowSampling.name, 0, [rows * ROW_SAMPLING_WORDS]);
     return {
       ids: view(this.ids),
       positions: view(this.positions),
       steps: view(this.steps),
       finished: view(this.finished),
-      rowSampling,
+      sampling: this.sampling,
     };
   }
 
@@ -140,7 +135,8 @@ export class SamplerState {
 
   destroy(): void {
     const top = this.top ? [this.top.ids, this.top.logprobs] : [];
-    for (const t of [...this.perRow.map(([t]) => t), this.tokens, this.logprobs, this.eosIds, this.scratch, ...top])
+    const perRow = this.perRow.map(([t]) => t).filter((t) => t !== this.rowSampling);
+    for (const t of [...perRow, this.sampling.table, this.tokens, this.logprobs, this.scratch, ...top])
       this.engine.destroyTensor(t);
   }
 }

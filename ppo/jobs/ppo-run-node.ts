@@ -6,7 +6,7 @@
 // previous run as it was.
 import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { Engine } from '../../engine/index.ts';
+import { describeDevice, type Engine } from '../../engine/index.ts';
 import { CheckpointError } from '../../models/checkpoint-io-node.ts';
 import { loraParameterCount } from '../../models/lora.ts';
 import { configToYaml, trainedModelDtypeNotes, usesRolloutServers, type PpoConfig } from '../config.ts';
@@ -120,10 +120,7 @@ export class PpoRun {
       if (note) this.warn(note);
     await checkRunLockFree(this.runDir);
     await this.findCheckpointToResume();
-    this.log(
-      `device: ${this.engine.caps.description} (${this.engine.caps.deviceClass} ` +
-        `kernels${this.engine.knobs.deviceClass ? ', WEBGPU_DEVICE_CLASS' : ''})`,
-    );
+    this.log(`device: ${describeDevice(this.engine.caps, this.engine.knobs)}`);
     if (this.resumed) this.log(`resuming from ${this.resumeDir} (step ${this.resumed.snapshot.state.globalStep})`);
     await this.readInputs();
     this.stop = watchStopSignals(() => ({
@@ -171,8 +168,12 @@ export class PpoRun {
     const stopWatchingSetup = stopOnSignalDuringSetup(
       resumed || config.actor_rollout_ref.model.path !== null ? 'setup' : 'setup and the warm start',
     );
+    // A stage's first step is printed too: a stage that ends by its loss (pretraining) shows where it ended.
+    let lastStage = '';
     this.setup = await setUpRun(this.engine, config, resumed, (r, { stage, totalSteps }) => {
-      if (r.step === 1 || r.step % 25 === 0 || r.step === totalSteps) {
+      const firstOfStage = stage !== lastStage;
+      lastStage = stage;
+      if (r.step === 1 || r.step % 25 === 0 || firstOfStage) {
         this.log(
           `warm start (${stage}) step ${r.step}/${totalSteps}: loss ${r.loss.toFixed(4)}, ` +
             `${Math.round(r.tokensPerSecond)} tokens/s`,

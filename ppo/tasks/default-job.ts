@@ -43,26 +43,50 @@ export interface WarmStartRecord {
   loss: number[];
 }
 
-/** Where a warm-start step sits: its stage, and the steps of all stages (a step's number counts across them). */
+/**
+ * Where a warm-start step sits: its stage, and the most steps all stages can take (a step's number counts across
+ * them; a stage with `until` may end before its `maxSteps`).
+ */
 export interface WarmStartProgress {
   stage: string;
   totalSteps: number;
 }
 
-/** The stages with `totalSteps` steps among them, shared in the stages' own proportions (at least one each). */
+/**
+ * The stages with `totalSteps` steps among them, shared in the stages' own proportions (at least one each), without
+ * their loss gates: a caller that sets the count (the demo) gets that count.
+ */
 export function withTotalSteps(stages: readonly WarmStartStage[], totalSteps: number): WarmStartStage[] {
   const planned = stages.reduce((sum, stage) => sum + stage.steps, 0);
   let before = 0;
   return stages.map((stage) => {
     const start = Math.round((before * totalSteps) / planned);
     before += stage.steps;
-    return { ...stage, steps: Math.max(1, Math.round((before * totalSteps) / planned) - start) };
+    const { until: _gate, ...fixed } = stage;
+    return { ...fixed, steps: Math.max(1, Math.round((before * totalSteps) / planned) - start) };
   });
+}
+
+/** The stage's learning rate at `step`: a 10-step warmup, a cosine decay to a tenth over its `steps`, then flat. */
+function stageLr(stage: WarmStartStage, step: number): number {
+  const warmup = Math.min(1, (step + 1) / 10);
+  const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * Math.min(step, stage.steps)) / stage.steps));
+  return stage.lr * warmup * decay;
+}
+
+/** Whether the stage goes on after `losses` (its steps so far): its schedule, then its loss gate. */
+function stageContinues(stage: WarmStartStage, losses: readonly number[]): boolean {
+  if (losses.length < stage.steps) return true;
+  const gate = stage.until;
+  if (!gate || losses.length >= gate.maxSteps) return false;
+  const recent = losses.slice(-gate.window);
+  return recent.reduce((sum, loss) => sum + loss, 0) / recent.length >= gate.meanLossBelow;
 }
 
 /**
  * Creates the built-in actor (seeded) and trains it through the task's warm-start stages in order, each from a
- * freshly reset AdamW with a 10-step warmup and a cosine decay to a tenth of its learning rate.
+ * freshly reset AdamW with a 10-step warmup and a cosine decay to a tenth of its learning rate, then on at that rate
+ * while its loss gate (`until`) is not met.
  */
 export async function warmStartBuiltinActor(
   engine: Engine,
@@ -87,18 +111,18 @@ export async function warmStartBuiltinActor(
   );
   const trainer = new SftTrainer(engine, model, optimizer, { B: options.batchSize, T, padId: tokenizer.padId });
   const rng = new Rng(options.seed);
-  const totalSteps = options.stages.reduce((sum, stage) => sum + stage.steps, 0);
+  const totalSteps = options.stages.reduce((sum, stage) => sum + Math.max(stage.steps, stage.until?.maxSteps ?? 0), 0);
   const history: SftStepResult[] = [];
   for (const stage of options.stages) {
     optimizer.reset();
-    for (let step = 0; step < stage.steps; step++) {
+    const losses: number[] = [];
+    while (stageContinues(stage, losses)) {
       const batch = Array.from(
         { length: options.batchSize },
         () => stage.examples[Math.floor(rng.next() * stage.examples.length)],
       );
-      const warmup = Math.min(1, (step + 1) / 10);
-      const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / stage.steps));
-      const result = await trainer.trainStep(batch, stage.lr * warmup * decay);
+      const result = await trainer.trainStep(batch, stageLr(stage, losses.length));
+      losses.push(result.loss);
       history.push(result);
       onStep(result, { stage: stage.name, totalSteps });
     }

@@ -9,6 +9,7 @@ import type { Engine, Tensor, DType } from '../../engine/index.ts';
 import { tokenArrays, type TokenBatch } from '../../models/token-batch.ts';
 import { GrowingBuffers } from '../../models/growing-buffers.ts';
 import { gatherRows } from '../../kernels/util/gather-rows.ts';
+import { actorLossExtras, actorLossExtrasSize, type ActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 
 export interface ExperienceRows {
   inputIds: number[][];
@@ -48,6 +49,8 @@ export class SequenceBuffers {
   /** (m, R) rollout correction's importance weights on the policy loss: rollout_is's, gathered from the experience,
    *  or bypass-mode reinforce's, made on the host and uploaded. */
   readonly isWeights: Tensor;
+  /** refLogProbs, entropy, tokenFlags and isWeights are its planes: the actor loss binds them as one. */
+  readonly actorExtras: ActorLossExtras;
   /** (m, R, 2) d loss/d (log-prob, entropy). */
   readonly actorGrads: Tensor;
   /** (m·S) the same moved to the sequence positions that predict each token. */
@@ -79,16 +82,22 @@ export class SequenceBuffers {
     this.targets = e.tensor(`${tag}.targets`, [rows * S], 'u32');
     this.responseMask = response('responseMask');
     this.oldLogProbs = response('oldLogProbs');
-    this.refLogProbs = response('refLogProbs');
+    this.actorExtras = actorLossExtras(
+      engine,
+      e.tensor(`${tag}.actorExtras`, [actorLossExtrasSize(engine, rows, R)]),
+      rows,
+      R,
+    );
+    this.refLogProbs = this.actorExtras.refLogProb;
     this.advantages = response('advantages');
     this.returns = response('returns');
     this.oldValues = response('oldValues');
     this.logProbs = response('logProbs');
-    this.entropy = response('entropy');
+    this.entropy = this.actorExtras.entropy;
     this.vpreds = response('vpreds');
     this.gradVpreds = response('gradVpreds');
-    this.tokenFlags = response('tokenFlags');
-    this.isWeights = response('isWeights');
+    this.tokenFlags = this.actorExtras.tokenFlags;
+    this.isWeights = this.actorExtras.isWeights;
     this.actorGrads = e.tensor(`${tag}.actorGrads`, [rows, R, 2]);
     this.dLogprobs = e.tensor(`${tag}.dLogprobs`, [rows * S]);
     this.dEntropy = e.tensor(`${tag}.dEntropy`, [rows * S]);

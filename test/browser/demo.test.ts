@@ -240,6 +240,19 @@ test(
   RUN_TIMEOUT_MS,
 );
 
+/** Starts the page's run (GPU_CLASS_SETTINGS) and expects every step done, no page error and finite losses. */
+async function runsWithFiniteMetrics(page: Page, pageErrors: string[]): Promise<void> {
+  await page.click('#start');
+  await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
+  expect(await stepOf(page)).toBe(Number(GPU_CLASS_SETTINGS.steps));
+  expect(pageErrors).toEqual([]);
+  const steps = (await downloadMetrics(page)).filter((m) => 'critic/score/mean' in m);
+  expect(steps).toHaveLength(Number(GPU_CLASS_SETTINGS.steps));
+  for (const m of steps)
+    for (const key of ['actor/pg_loss', 'actor/ppo_kl', 'actor/grad_norm', 'critic/vf_loss'])
+      expect(Number.isFinite(m[key]), `${key} = ${m[key]}`).toBe(true);
+}
+
 test(
   '?WEBGPU_DEVICE_CLASS=gpu runs the GPU kernel variants in the tab (what a real GPU runs): a few PPO steps, finite ' +
     'metrics',
@@ -248,15 +261,22 @@ test(
     expect(await text(page, 'device-class')).toBe('gpu');
     for (const [name, value] of Object.entries(GPU_CLASS_SETTINGS)) await page.fill(`input[name=${name}]`, value);
     expect(await page.locator('#command').innerText()).toMatch(/^WEBGPU_DEVICE_CLASS=gpu node train\.js /);
-    await page.click('#start');
-    await expect.poll(() => page.locator('#phase').innerText(), { timeout: RUN_TIMEOUT_MS }).toBe('done');
-    expect(await stepOf(page)).toBe(Number(GPU_CLASS_SETTINGS.steps));
-    expect(pageErrors).toEqual([]);
-    const steps = (await downloadMetrics(page)).filter((m) => 'critic/score/mean' in m);
-    expect(steps).toHaveLength(Number(GPU_CLASS_SETTINGS.steps));
-    for (const m of steps)
-      for (const key of ['actor/pg_loss', 'actor/ppo_kl', 'actor/grad_norm', 'critic/vf_loss'])
-        expect(Number.isFinite(m[key]), `${key} = ${m[key]}`).toBe(true);
+    await runsWithFiniteMetrics(page, pageErrors);
+  },
+  RUN_TIMEOUT_MS,
+);
+
+test(
+  '?WEBGPU_LIMITS=default keeps the tab within the WebGPU default limits (what a phone gives): a few PPO steps, ' +
+    'finite metrics',
+  async () => {
+    const { page, pageErrors } = await openDemo('?WEBGPU_LIMITS=default&WEBGPU_DEVICE_CLASS=gpu');
+    expect(await page.locator('#device').innerText()).toMatch(/\(WebGPU default limits\)$/);
+    for (const [name, value] of Object.entries(GPU_CLASS_SETTINGS)) await page.fill(`input[name=${name}]`, value);
+    expect(await page.locator('#command').innerText()).toMatch(
+      /^WEBGPU_DEVICE_CLASS=gpu WEBGPU_LIMITS=default node train\.js /,
+    );
+    await runsWithFiniteMetrics(page, pageErrors);
   },
   RUN_TIMEOUT_MS,
 );

@@ -8,6 +8,7 @@ import {
   type DecoderConfig,
 } from '../../models/hf-config.ts';
 import { checkpointTensorShapes } from '../../models/parameter-layout.ts';
+import { parseSafetensors } from '../../models/safetensors.ts';
 import { describeWithFixtures, fixturePath, readFixtureJson } from '../support/fixtures.ts';
 
 const LLAMA_CONFIG = 'hf/llama-tiny/config.json';
@@ -113,6 +114,33 @@ describeWithFixtures("parsing the fixtures' config.json", [LLAMA_CONFIG, STORIES
     expect(parseHfConfig({ ...llamaNoIds, eos_token_id: [2, 1] }).eosTokenIds).toEqual([2, 1]);
   });
 });
+
+// transformers' own tiny Qwen2, Qwen3 and Qwen3 critic (hf/<model>): each config parses to what the architecture
+// means, and the tensors the engine expects are exactly those transformers saved, with their shapes.
+const QWEN_FIXTURES = {
+  'qwen2-tiny': { architecture: 'Qwen2ForCausalLM', attentionBias: true, qkNorm: false, headDim: 16, numLabels: null },
+  'qwen3-tiny': { architecture: 'Qwen3ForCausalLM', attentionBias: false, qkNorm: true, headDim: 32, numLabels: null },
+  'qwen3-critic-tiny': {
+    architecture: 'Qwen3ForTokenClassification',
+    head: 'token-classification',
+    attentionBias: false,
+    qkNorm: true,
+    headDim: 32,
+    numLabels: 1,
+  },
+} as const;
+
+for (const [model, expected] of Object.entries(QWEN_FIXTURES)) {
+  const files = [`hf/${model}/config.json`, `hf/${model}/model.safetensors`];
+  describeWithFixtures(`parsing ${model}'s config.json`, files, () => {
+    it('its architecture, and the tensors transformers saved with their shapes', () => {
+      const c = parseHfConfig(readFixtureJson(files[0]));
+      expect(c).toMatchObject({ ...expected, hiddenSize: 64, numHeads: 4, numKvHeads: 2, tieWordEmbeddings: true });
+      const saved = parseSafetensors(new Uint8Array(readFileSync(fixturePath(files[1]))), files[1]).header.tensors;
+      expect(new Map(saved.map((t) => [t.name, [...t.shape]]))).toEqual(checkpointTensorShapes(c));
+    });
+  });
+}
 
 describe('parsing config.json', () => {
   it('Qwen2: q/k/v bias hard-coded, no o_proj bias, head_dim from hidden/heads', () => {

@@ -4,7 +4,7 @@
 // float64 reference). A recording engine stands in for the device, so this runs in milliseconds.
 import { describe, it, expect } from 'vitest';
 import type { Engine, KernelSpec, Tensor } from '../../engine/index.ts';
-import { computeActorLossGpu, policyLossSpec } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, policyLossSpec, type ActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 import { composeConfig } from '../../ppo/config.ts';
 import { planStep } from '../../ppo/step-plan.ts';
 
@@ -33,6 +33,7 @@ function dispatchedLossMode(overrides: string[]): number {
   const policyLoss = planStep(config).actor.policyLoss;
   const dispatches: { spec: KernelSpec; uniforms: Record<string, number> }[] = [];
   const engine = {
+    caps: { minStorageBufferOffsetAlignment: 256 },
     dispatch: (spec: KernelSpec, args: { uniforms: Record<string, number> }) =>
       dispatches.push({ spec, uniforms: args.uniforms }),
   } as unknown as Engine;
@@ -46,7 +47,9 @@ function dispatchedLossMode(overrides: string[]): number {
       logProb: rows('lp'),
       advantages: rows('adv'),
       responseMask: rows('mask'),
-      selected: covariance ? rows('selected') : undefined,
+      // Planes of B·T = 6 rounded up to the 256-byte alignment the recording engine reports.
+      extras: { planes: tensor('extras', 4 * 64), plane: 64 } as ActorLossExtras,
+      uses: { selected: covariance },
       grads: tensor('grads', 2 * B * T),
       rowPartials: tensor('partials', 8 * B),
       out: tensor('out', 8),

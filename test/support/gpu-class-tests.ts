@@ -47,4 +47,21 @@ export const GPU_CLASS_TESTS: string[] = [
   'ppo-verl-cases',
   'ppo-learns',
   'trainer',
-].map((name) => `test/webgpu/${name}.test.ts`);
+].map(webgpuTest);
+
+/**
+ * The files the `default-limits` project runs under WebGPU's default limits (WEBGPU_LIMITS=default) and the GPU
+ * class, the pairing of the phones and integrated GPUs that give only those limits: the GPU-class files above but
+ * ppo-learns, whose whole runs dispatch nothing that the PPO cases and the trainer's steps do not, at several times
+ * their cost, plus serving's kernel tests.
+ */
+export const DEFAULT_LIMITS_TESTS: string[] = [
+  ...GPU_CLASS_TESTS.filter((file) => file !== webgpuTest('ppo-learns')),
+  // serving's kernels before the sampler: kernels too, so they must fit the default limits as well
+  webgpuTest('logits-processors'),
+  webgpuTest('top-logprobs'),
+];
+
+function webgpuTest(name: string): string {
+  return `test/webgpu/${name}.test.ts`;
+}

@@ -167,6 +167,13 @@ describe('node train.js with bad input', () => {
     },
   );
 
+  it('a WEBGPU_LIMITS other than default: one line naming the knob and its value', async () => {
+    expectOneLine(
+      await train(inPreviousRun(), { WEBGPU_LIMITS: 'max' }),
+      /^error: WEBGPU_LIMITS: "max" must be default/,
+    );
+  });
+
   it('TRAIN_DEBUG=1 adds the stack trace', async () => {
     const outcome = await train([...inPreviousRun(), 'data.train_files=/nonexistent/train.jsonl'], {
       TRAIN_DEBUG: '1',

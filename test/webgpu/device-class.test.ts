@@ -2,7 +2,7 @@
 // while what depends on the real adapter (softwareAdapter: peak FLOP/s, memory, how the host waits) stays detected.
 // Two engines of different classes live side by side in one process.
 import { describe, it, expect } from 'vitest';
-import { chooseVariant, Engine, readKnobs } from '../../engine/index.ts';
+import { chooseVariant, Engine, readKnobs, WEBGPU_DEFAULT_LIMITS } from '../../engine/index.ts';
 import { sampleVariants } from '../../kernels/decode/sample.ts';
 import { sumSquaresVariants } from '../../kernels/util/reduce.ts';
 import { gpuEngine } from '../support/gpu-engine.ts';
@@ -31,6 +31,22 @@ describe('device class', () => {
       expect(chosen(engines.gpu)).toEqual(['wg256', 'many-workgroups']);
     } finally {
       for (const engine of Object.values(engines)) engine.destroy();
+    }
+  });
+
+  it("WEBGPU_LIMITS=default: every limit the engine keeps to is WebGPU's default, whatever the adapter offers", async () => {
+    const engine = await Engine.create(readKnobs({ WEBGPU_LIMITS: 'default' }));
+    try {
+      expect(engine.caps.defaultLimits).toBe(true);
+      for (const [key, value] of Object.entries(WEBGPU_DEFAULT_LIMITS)) {
+        const cap = engine.caps[key as keyof typeof engine.caps];
+        if (cap === undefined) continue;
+        if (key.startsWith('min')) expect(cap, key).toBeGreaterThanOrEqual(value);
+        else expect(cap, key).toBeLessThanOrEqual(value);
+      }
+      expect(engine.caps.maxStorageBuffersPerShaderStage).toBe(8);
+    } finally {
+      engine.destroy();
     }
   });
 });

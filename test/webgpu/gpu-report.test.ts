@@ -1,13 +1,15 @@
 // The GPU report's CI smoke run (`node tools/bench.js gpu-report --tiny --allow-software`) on this adapter: every
 // section in order, each ok or skipped with its reason, the JSON file the same as the report; the PPO step (two
 // minutes on lavapipe even at hidden 128: Qwen3's 151,936-word head) and jax-js (npm registry) are skipped here.
+// --quick: its five sections within their 110 s, the report on disk after each.
 // On a software adapter the report refuses to run unless asked.
 import { describe, it, expect } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { runGpuReport, SECTIONS } from '../../tools/bench/gpu-report.ts';
+import { runGpuReport, QUICK_SECTIONS, SECTIONS } from '../../tools/bench/gpu-report.ts';
 
 describe('gpu-report --tiny', () => {
   it('refuses a software adapter unless --allow-software', async () => {
@@ -43,8 +45,9 @@ describe('gpu-report --tiny', () => {
       expect(sections['jax-js']).toMatchObject({ status: 'skipped', reason: 'asked (--skip)' });
       // torch runs where python3 imports it (on the CPU here, asked by --allow-software), else says why not.
       expect(sections.torch.status === 'ok' || /torch|python3/.test(sections.torch.reason ?? '')).toBe(true);
-      for (const name of ['adapter', 'kernels', 'matmul', 'train', 'generation'] as const)
+      for (const name of ['adapter', 'validate', 'kernels', 'matmul', 'train', 'generation'] as const)
         expect(sections[name].status, name).toBe('ok');
+      expect(sections.validate.result).toEqual({ cases: 2, checked: 2, unchecked: [] });
       expect(sections.adapter.result).toMatchObject({ description: engine.caps.description, memory: engine.memory });
       const kernels = sections.kernels.result as { kernel: string; gbps: number }[];
       expect(kernels.map((k) => k.kernel)).toEqual(['rmsnorm forward', 'rmsnorm backward']);
@@ -67,4 +70,34 @@ describe('gpu-report --tiny', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('--quick runs the first five sections within 110 s of budgets, the report written after each', async () => {
+    const engine = await gpuEngine();
+    const dir = await mkdtemp(join(tmpdir(), 'gpu-report-'));
+    const out = join(dir, 'report.json');
+    const written: string[][] = [];
+    try {
+      const { code, report } = await runGpuReport(
+        engine,
+        ['--tiny', '--quick', '--allow-software', `--out=${out}`],
+        (line) => {
+          // Each section's line comes after its report is on disk: what a lease cut there would keep.
+          if (line.startsWith('['))
+            written.push(JSON.parse(readFileSync(out, 'utf8')).sections.map((s: { section: string }) => s.section));
+        },
+      );
+      expect(code).toBe(0);
+      expect(report!.quick).toBe(true);
+      expect(written).toEqual(SECTIONS.map((_, i) => SECTIONS.slice(0, i + 1)));
+      const ran = report!.sections.filter((s) => s.status !== 'skipped');
+      expect(ran.map((s) => s.section)).toEqual([...QUICK_SECTIONS]);
+      expect(ran.every((s) => s.status === 'ok')).toBe(true);
+      expect(ran.reduce((sum, s) => sum + s.budget_s, 0)).toBeLessThanOrEqual(120);
+      expect(ran.reduce((sum, s) => sum + s.seconds, 0)).toBeLessThanOrEqual(120);
+      const matmul = report!.sections.find((s) => s.section === 'matmul')!.result as { kernel: string }[];
+      expect(matmul.map((m) => m.kernel)).toEqual(['matmul nt']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
 });

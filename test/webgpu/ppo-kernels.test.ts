@@ -22,7 +22,7 @@ import {
   type LossAggregation,
   type PolicyLossConfig,
 } from '../../kernels/ppo/ppo-vocabulary.ts';
-import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, separateActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 import { computeActorLossRef } from '../../kernels/ppo/policy-loss.ref.ts';
 import {
   computeOptimalTokenBaselineRef,
@@ -487,14 +487,16 @@ async function expectActorLossAsReference(
       logProb: up(engine, 'lp', lp),
       advantages: up(engine, 'adv', adv),
       responseMask: up(engine, 'm', MASK),
-      entropy: up(engine, 'entropy', entropy),
-      refLogProb: up(engine, 'ref', ref),
+      ...separateActorLossExtras(engine, B, T, {
+        entropy: up(engine, 'entropy', entropy),
+        refLogProb: up(engine, 'ref', ref),
+        selected: selected ? up(engine, 'selected', selected) : undefined,
+        policyMask: policyMask ? up(engine, 'policyMask', policyMask) : undefined,
+        isWeights: isWeights ? up(engine, 'isWeights', isWeights) : undefined,
+      }),
       grads,
       rowPartials: engine.tensor('partials', [8 * B]),
       out,
-      selected: selected ? up(engine, 'selected', selected) : undefined,
-      policyMask: policyMask ? up(engine, 'policyMask', policyMask) : undefined,
-      isWeights: isWeights ? up(engine, 'isWeights', isWeights) : undefined,
     },
     { config, aggregation, entropyCoeff: 0.01, klLossCoef: 0.05, klLossType, B, T, geoMeanRows: B + 2 },
   );
@@ -660,6 +662,7 @@ describe('loss kernels', () => {
           logProb: up(engine, 'lp', slice(lp)),
           advantages: up(engine, 'adv', slice(adv)),
           responseMask: up(engine, 'm', slice(MASK)),
+          ...separateActorLossExtras(engine, rows, T, {}),
           grads,
           rowPartials: engine.tensor('partials', [8 * rows]),
           out,

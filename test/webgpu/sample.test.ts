@@ -2,7 +2,7 @@ import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import type { Engine } from '../../engine/index.ts';
 import {
-  ROW_SAMPLING_WORDS,
+  createSamplingTable,
   packRowSampling,
   sampleTokens,
   sampleVariants,
@@ -36,13 +36,7 @@ async function runGpu(engine: Engine, c: Case) {
   const finishedIn = c.finished ?? new Array<number>(rows).fill(0);
   const t = {
     logits: engine.tensorFrom('logits', [c.logits.length], c.logits),
-    eosIds: engine.tensorFrom('eos', [Math.max(1, eos.length)], eos.length ? eos : [0], 'u32'),
-    rowSampling: engine.tensorFrom(
-      'rowSampling',
-      [rows * ROW_SAMPLING_WORDS],
-      rowSamplingOf(c).flatMap(packRowSampling),
-      'u32',
-    ),
+    sampling: createSamplingTable(engine, 'sampling', rows, eos),
     ids: engine.tensor('ids', [rows], 'u32'),
     positions: engine.tensorFrom(
       'positions',
@@ -55,7 +49,8 @@ async function runGpu(engine: Engine, c: Case) {
     tokens: engine.tensor('tokens', [rows, outStride], 'u32'),
     logprobs: engine.tensor('logprobs', [rows, outStride]),
   };
-  sampleTokens(engine, { ...c, ...t, numEos: eos.length, outStride, padId: 3 });
+  engine.upload(t.sampling.rowSampling, rowSamplingOf(c).flatMap(packRowSampling));
+  sampleTokens(engine, { ...c, ...t, outStride, padId: 3 });
   const out = {
     ids: await engine.read(t.ids),
     positions: await engine.read(t.positions),
@@ -64,7 +59,8 @@ async function runGpu(engine: Engine, c: Case) {
     tokens: await engine.read(t.tokens),
     logprobs: await engine.read(t.logprobs),
   };
-  for (const tensor of Object.values(t)) engine.destroyTensor(tensor);
+  const { sampling, ...tensors } = t;
+  for (const tensor of [...Object.values(tensors), sampling.table]) engine.destroyTensor(tensor);
   return out;
 }
 
@@ -126,6 +122,8 @@ describe('sample kernel', () => {
         cases.push({ ...base, logits, temperature: 1.3, topK: -1, topP: 0.7 });
         cases.push({ ...base, logits, temperature: 0.9, topK: 12, topP: 0.8 });
         cases.push({ ...base, logits, temperature: 1, topK: 1, topP: 1 });
+        // ten ids that finish a row (an environment's turn-ending ids), more than a quarter of V = 37
+        cases.push({ ...base, logits, temperature: 1, topK: -1, topP: 1, eosIds: [12, 11, 10, 9, 8, 7, 6, 5, 4, 3] });
       }
       // rows of different requests in one batch: each its own temperature, top-k, top-p and seed
       cases.push({

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
+import { Engine, describeDevice, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 import type { PipelineRecord } from '../../engine/pipeline-log.ts';
 import { benchmarkCompile, readPipelineLog } from './compile.ts';
 
@@ -14,7 +14,10 @@ const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>>
       .find((a) => a.startsWith('--only='))
       ?.slice('--only='.length)
       .split(',');
-    return (await import('./kernels.ts')).benchmarkKernels(engine, { only }) as unknown as Promise<Row[]>;
+    // The validation line goes to stderr, so --json's stdout stays one JSON document.
+    return (await import('./kernels.ts')).benchmarkKernels(engine, { only }, console.error) as unknown as Promise<
+      Row[]
+    >;
   },
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
@@ -89,7 +92,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   }
   const engine = await Engine.create(knobs, totalmem());
   try {
-    if (!json) console.log(`device: ${engine.caps.description}`);
+    if (!json) console.log(`device: ${describeDevice(engine.caps, engine.knobs)}`);
     if (suite === 'gpu-report') {
       // With --json the report goes to stdout and the progress lines to stderr.
       const { code, report } = await (await import('./gpu-report.ts')).runGpuReport(
@@ -109,10 +112,18 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
       console.log(json ? JSON.stringify(result.plan, null, 2) : result.lines.join('\n'));
       return result.plan.problems.length > 0 ? 1 : 0;
     }
-    const rows =
-      suite === 'compile'
-        ? ((await benchmarkCompile(engine, pipelines)) as unknown as Row[])
-        : await SUITES[suite](engine, argv);
+    let rows: Row[];
+    try {
+      rows =
+        suite === 'compile'
+          ? ((await benchmarkCompile(engine, pipelines)) as unknown as Row[])
+          : await SUITES[suite](engine, argv);
+    } catch (err) {
+      // A kernel whose output is off its reference stops the benchmark: one line, exit 1, nothing timed.
+      if (!(err as Error).message.startsWith('kernel ')) throw err;
+      console.error(`error: ${(err as Error).message}`);
+      return 1;
+    }
     console.log(json ? JSON.stringify(rows, null, 2) : formatTable(rows));
     return 0;
   } finally {

@@ -1,31 +1,48 @@
-// `node tools/bench.js gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE]`: everything a
-// first run on a GPU should measure, in one command that finishes within 10 minutes: the adapter (limits, features,
-// memory, peak); each kernel's GFLOP/s or GB/s and its share of the card's peak; fp32 matmul at 4096³; the training
-// step (tiny, small, a GPT-2-124M-sized Llama); generation; one PPO step at Qwen3-0.6B's full shape (28 layers) and
-// its memory; the same training step, generation and matmul in PyTorch eager fp32 on the same card (when python3
-// imports torch); jax-js's WebGPU matmul on the same adapter (installed into a temporary folder, as `peers` installs
-// TF.js). Each section has a budget: a child process (the PPO step, torch) is killed at it, an in-process one starts
-// no further case past it and says so. A section that cannot run is reported skipped with the reason. It refuses a
-// software adapter (its timings are a CPU's) unless --allow-software; --tiny runs every section at tiny sizes
-// (the CI smoke run on lavapipe). Prints a line per section and writes the whole report as JSON (FILE, default
-// gpu-report.json), replaced whole, never half-written.
+// `node tools/bench.js gpu-report [--quick] [--tiny] [--allow-software] [--skip=section,...] [--out=FILE]`: what a
+// first run on a GPU should measure, sized to a lease: sections ordered by value, each writing the report as it
+// finishes, so a lease cut short keeps what finished. The adapter (limits, features, memory, peak); every kernel
+// case run once and compared with its reference at its own shape (validate); fp32 matmul at 4096³, checked by
+// Freivalds' probes before it is timed; the training step (tiny, small, a GPT-2-124M-sized Llama); generation; each
+// kernel's GFLOP/s or GB/s and its share of the card's peak; the same training step, generation and matmul in PyTorch
+// eager fp32 on the same card (when python3 imports torch); one PPO step at Qwen3-0.6B's full shape (28 layers) and
+// its memory; jax-js's WebGPU matmul on the same adapter (installed into a temporary folder, as `peers` installs
+// TF.js). Full: 420 s of budgets. --quick: the first five sections at their smallest (one matmul layout, the tiny
+// training step and generation), 110 s. Each section has a budget: a child process (the PPO step, torch) is killed
+// at it, an in-process one starts no further case past it and says so. A section that cannot run is reported skipped
+// with the reason. It refuses a software adapter (its timings are a CPU's) unless --allow-software; --tiny runs
+// every section at tiny sizes (the CI smoke run on lavapipe). Prints a line per section and writes the report as
+// JSON (FILE, default gpu-report.json) after each, replaced whole, never half-written.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { peakFp32Flops, type Engine } from '../../engine/index.ts';
-import { matmul, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import type { MatmulLayout } from '../../kernels/matmul/matmul.ts';
+import { matmulBench } from '../kernel-lab/matmul.bench.ts';
 import { BENCH_GPT2_124M, BENCH_SMALL, BENCH_TINY } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { timeKernel, type KernelBenchRow } from './harness.ts';
-import { benchmarkKernels, kernelCases } from './kernels.ts';
+import { benchmarkKernels, kernelCases, validateKernels } from './kernels.ts';
 import { benchmarkTrainStep, type TrainBenchRow } from './train.ts';
 import { benchmarkRollout, type RolloutBenchRow } from './rollout.ts';
 import { peakBandwidth } from './peak-bandwidth.ts';
 import { peerFolder, shareDawnWithPeers } from './peer-install.ts';
 
-export const SECTIONS = ['adapter', 'kernels', 'matmul', 'train', 'generation', 'ppo-step', 'torch', 'jax-js'] as const;
+/** In order of value: what a cut-short lease must not lose comes first. */
+export const SECTIONS = [
+  'adapter',
+  'validate',
+  'matmul',
+  'train',
+  'generation',
+  'kernels',
+  'torch',
+  'ppo-step',
+  'jax-js',
+] as const;
+/** The sections of --quick. */
+export const QUICK_SECTIONS: readonly SectionName[] = ['adapter', 'validate', 'matmul', 'train', 'generation'];
 export type SectionName = (typeof SECTIONS)[number];
 
 export interface SectionReport {
@@ -40,40 +57,59 @@ export interface SectionReport {
 
 export interface GpuReport {
   mode: 'full' | 'tiny';
+  quick: boolean;
   adapter: string;
   sections: SectionReport[];
   /** The headline figures, each named by what it compares (absent when a section behind it did not run). */
   summary: Record<string, number>;
 }
 
-/** Seconds each section may take, full mode: 585 in all, so the report ends within 10 minutes with start-up. */
+/**
+ * Seconds each section may take, full mode: 420 in all, so with the machine's start and the quick report the full
+ * one fits a 15-minute lease once, with room for one rerun of the quick one.
+ */
 const BUDGET_S: Record<SectionName, number> = {
   adapter: 5,
-  kernels: 90,
+  validate: 30,
   matmul: 40,
   train: 60,
   generation: 40,
-  'ppo-step': 200,
-  torch: 90,
-  'jax-js': 60,
+  kernels: 60,
+  torch: 60,
+  'ppo-step': 100,
+  'jax-js': 25,
 };
-/** --tiny: the PPO step keeps Qwen3's 151,936-word head (its tokenizer is the real one): minutes on lavapipe. */
+/** --quick: 110 s in all, under the 120 s a first call on a fresh lease can spend. */
+const QUICK_BUDGET_S: Partial<Record<SectionName, number>> = {
+  adapter: 5,
+  validate: 30,
+  matmul: 25,
+  train: 30,
+  generation: 20,
+};
+/**
+ * --tiny: the PPO step keeps Qwen3's 151,936-word head (its tokenizer is the real one), minutes on lavapipe; the
+ * full tiny report is 420 s too.
+ */
 const TINY_BUDGET_S: Record<SectionName, number> = {
   adapter: 5,
-  kernels: 10,
+  validate: 10,
   matmul: 10,
   train: 20,
   generation: 20,
-  'ppo-step': 400,
+  kernels: 10,
   torch: 60,
-  'jax-js': 60,
+  'ppo-step': 240,
+  'jax-js': 45,
 };
 
 const JAXJS_PACKAGES = ['@jax-js/jax@0.1.25'];
 const TOOLS_DIR = fileURLToPath(new URL('..', import.meta.url));
 
 interface Sizes {
+  /** The ops whose cases the validate and kernels sections run (all when absent). */
   kernelOps?: string[];
+  matmulLayouts: MatmulLayout[];
   kernelTargetMs?: number;
   matmul: number;
   trainConfigs: TrainBenchRow['config'][];
@@ -85,6 +121,7 @@ interface Sizes {
 
 const FULL: Sizes = {
   matmul: 4096,
+  matmulLayouts: ['nt', 'nn', 'tn'],
   trainConfigs: ['tiny', 'small', 'gpt2-124m'],
   trainSteps: 5,
   generationConfigs: ['tiny', 'small'],
@@ -93,6 +130,7 @@ const FULL: Sizes = {
 };
 const TINY: Sizes = {
   kernelOps: ['rmsnorm'],
+  matmulLayouts: ['nt', 'nn', 'tn'],
   kernelTargetMs: 20,
   matmul: 128,
   trainConfigs: ['tiny'],
@@ -101,6 +139,18 @@ const TINY: Sizes = {
   generationRuns: 1,
   ppoStepArgs: ['--hidden', '128', '--layers', '1', '--no-save'],
 };
+
+/** --quick over the full or tiny sizes: one matmul layout, the tiny model's training step and generation once. */
+function quickSizes(sizes: Sizes): Sizes {
+  return {
+    ...sizes,
+    matmulLayouts: ['nt'],
+    trainConfigs: ['tiny'],
+    trainSteps: 1,
+    generationConfigs: ['tiny'],
+    generationRuns: 1,
+  };
+}
 
 const TRAIN_CONFIGS: Record<TrainBenchRow['config'], DecoderConfig> = {
   tiny: BENCH_TINY,
@@ -114,6 +164,7 @@ function usageError(message: string): Error {
 
 export function parseReportArgs(argv: string[]): {
   tiny: boolean;
+  quick: boolean;
   allowSoftware: boolean;
   skip: SectionName[];
   out: string;
@@ -130,17 +181,19 @@ export function parseReportArgs(argv: string[]): {
   }
   for (const arg of argv.filter((a) => a.startsWith('--'))) {
     if (
-      !['--tiny', '--allow-software', '--json'].includes(arg) &&
+      !['--tiny', '--quick', '--allow-software', '--json'].includes(arg) &&
       !arg.startsWith('--skip=') &&
       !arg.startsWith('--out=')
     ) {
       throw usageError(
-        `gpu-report: unknown option ${arg} (options: --tiny, --allow-software, --skip=section,..., --out=FILE)`,
+        `gpu-report: unknown option ${arg} (options: --quick, --tiny, --allow-software, --skip=section,..., ` +
+          '--out=FILE)',
       );
     }
   }
   return {
     tiny: argv.includes('--tiny'),
+    quick: argv.includes('--quick'),
     allowSoftware: argv.includes('--allow-software'),
     skip: skip as SectionName[],
     out: argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) || 'gpu-report.json',
@@ -167,12 +220,13 @@ export async function runGpuReport(
     );
     return { code: 1, report: null };
   }
-  const sizes = args.tiny ? TINY : FULL;
-  const budgets = args.tiny ? TINY_BUDGET_S : BUDGET_S;
+  const sizes = args.quick ? quickSizes(args.tiny ? TINY : FULL) : args.tiny ? TINY : FULL;
+  const budgets = { ...(args.tiny ? TINY_BUDGET_S : BUDGET_S), ...(args.quick ? QUICK_BUDGET_S : {}) };
   const peak = peakFp32Flops(engine.caps, engine.knobs.peakFlops);
   const bandwidth = peakBandwidth(engine.caps.description);
   const report: GpuReport = {
     mode: args.tiny ? 'tiny' : 'full',
+    quick: args.quick,
     adapter: engine.caps.description,
     sections: [],
     summary: {},
@@ -184,6 +238,7 @@ export async function runGpuReport(
       result: {
         description: engine.caps.description,
         software: engine.caps.softwareAdapter,
+        default_limits: engine.caps.defaultLimits,
         limits: limitsOf(engine),
         features: {
           'shader-f16': engine.caps.shaderF16,
@@ -196,6 +251,14 @@ export async function runGpuReport(
         peak_bytes_per_s: bandwidth,
       },
     }),
+    validate: async () => {
+      const cases = kernelCases(engine, sizes.kernelOps);
+      const unchecked = await validateKernels(engine, cases);
+      return {
+        result: { cases: cases.length, checked: cases.length - unchecked.length, unchecked },
+        reason: unchecked.length ? `${unchecked.length} of ${cases.length} cases have no check yet` : undefined,
+      };
+    },
     kernels: async (deadline) => {
       const all = kernelCases(engine, sizes.kernelOps).length;
       const rows = (
@@ -204,6 +267,8 @@ export async function runGpuReport(
           baselines: false,
           targetMs: sizes.kernelTargetMs,
           deadline,
+          // The validate section checked these cases; a report that skipped it checks them here.
+          validate: !('validate' in results),
         })
       ).map((row) => withShares(row, peak, bandwidth));
       return {
@@ -211,7 +276,7 @@ export async function runGpuReport(
         reason: rows.length < all ? `budget spent after ${rows.length} of ${all} cases` : undefined,
       };
     },
-    matmul: async () => ({ result: await timeLargeMatmul(engine, sizes.matmul, peak) }),
+    matmul: async () => ({ result: await timeLargeMatmul(engine, sizes.matmul, peak, sizes.matmulLayouts) }),
     train: async (deadline) => {
       const rows: TrainBenchRow[] = [];
       for (const config of sizes.trainConfigs) {
@@ -242,12 +307,20 @@ export async function runGpuReport(
     'jax-js': async () => ({ result: await jaxMatmul(engine, sizes.matmul, peak) }),
   };
 
+  // Replaced whole after every section: a lease cut short leaves the sections that finished.
+  const write = async () => {
+    const temporary = `${args.out}.partial`;
+    await writeFile(temporary, `${JSON.stringify(report, null, 2)}\n`);
+    await rename(temporary, args.out);
+  };
   for (const section of SECTIONS) {
     const budget = budgets[section];
     const start = performance.now();
     let entry: SectionReport;
     if (args.skip.includes(section)) {
       entry = { section, status: 'skipped', reason: 'asked (--skip)', seconds: 0, budget_s: budget };
+    } else if (args.quick && !QUICK_SECTIONS.includes(section)) {
+      entry = { section, status: 'skipped', reason: 'not in --quick', seconds: 0, budget_s: 0 };
     } else {
       try {
         const { result, reason } = await bodies[section](start + budget * 1000);
@@ -276,16 +349,14 @@ export async function runGpuReport(
       }
     }
     report.sections.push(entry);
+    report.summary = summarize(results);
+    await write();
     log(
       `[${section}] ${entry.status} in ${entry.seconds.toFixed(1)} ` +
         `s${entry.reason ? ` (${entry.reason})` : ''}${headline(section, entry)}`,
     );
   }
-  report.summary = summarize(results);
   for (const [key, value] of Object.entries(report.summary)) log(`  ${key}: ${value.toPrecision(4)}`);
-  const temporary = `${args.out}.partial`;
-  await writeFile(temporary, `${JSON.stringify(report, null, 2)}\n`);
-  await rename(temporary, args.out);
   log(`wrote ${args.out}`);
   const failed = report.sections.filter((s) => s.status === 'failed').map((s) => s.section);
   if (failed.length > 0) console.error(`gpu-report: ${failed.join(', ')} failed (see ${args.out})`);
@@ -326,30 +397,34 @@ function withShares(
   };
 }
 
-/** The engine's fp32 matmul at n³ in each of `layouts` (the issue's target: at least half the fp32 peak at 4096³). */
+/**
+ * The engine's fp32 matmul at n³ in each of `layouts` (the issue's target: at least half the fp32 peak at 4096³), on
+ * seeded random inputs, each layout's output checked by Freivalds' probes before it is timed.
+ */
 async function timeLargeMatmul(
   engine: Engine,
   n: number,
   peak: number | null,
-  layouts: readonly MatmulLayout[] = ['nt', 'nn', 'tn'],
+  layouts: readonly MatmulLayout[],
 ): Promise<(KernelBenchRow & { peak_share?: number })[]> {
-  const a = engine.tensor('report-a', [n * n]);
-  const b = engine.tensor('report-b', [n * n]);
-  const out = engine.tensor('report-out', [n * n]);
   const rows = [];
-  try {
-    for (const layout of layouts) {
-      const row = await timeKernel(
-        engine,
-        `matmul ${layout}`,
-        `${n}x${n}x${n}`,
-        () => matmul(engine, { a, b, out, M: n, N: n, K: n, layout }),
-        { flops: 2 * n ** 3, samples: 3 },
-      );
+  for (const layout of layouts) {
+    const { run, check, tensors } = matmulBench(engine, layout, n, n, n);
+    try {
+      run();
+      const result = await check();
+      if (!(result.violation <= 1))
+        throw new Error(
+          `kernel matmul ${layout} ${n}x${n}x${n}: out off by ${result.maxAbsError.toPrecision(3)} (${result.tolerance})`,
+        );
+      const row = await timeKernel(engine, `matmul ${layout}`, `${n}x${n}x${n}`, run, {
+        flops: 2 * n ** 3,
+        samples: 3,
+      });
       rows.push(withShares(row, peak, null));
+    } finally {
+      for (const t of tensors) engine.destroyTensor(t);
     }
-  } finally {
-    for (const t of [a, b, out]) engine.destroyTensor(t);
   }
   return rows;
 }
@@ -537,6 +612,8 @@ function headline(section: SectionName, entry: SectionReport): string {
   switch (section) {
     case 'adapter':
       return `: ${r.description}; ${r.memory.label}`;
+    case 'validate':
+      return `: ${r.checked} of ${r.cases} kernel cases match their references`;
     case 'kernels':
       return `: ${r.length} kernels`;
     case 'matmul':

@@ -20,7 +20,7 @@ import { transposeCases } from '../kernel-lab/transpose.bench.ts';
 import { clearRangesCases } from '../kernel-lab/clear-ranges.bench.ts';
 import { ppoCases } from '../kernel-lab/ppo.bench.ts';
 import { decodeLayerCases } from '../kernel-lab/decode-layer.bench.ts';
-import type { KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
+import type { BenchCheck, KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
 
 export type { KernelBenchRow } from './harness.ts';
 
@@ -51,6 +51,8 @@ export interface KernelBenchOptions {
   targetMs?: number;
   /** performance.now() after which no further case starts (the GPU report's budget). */
   deadline?: number;
+  /** Check the cases before timing them (validateKernels); default true. The GPU report's validate section did. */
+  validate?: boolean;
 }
 
 /** The cases this device runs, of the ops `only` names or all. */
@@ -60,13 +62,54 @@ export function kernelCases(engine: Engine, only?: readonly string[]): KernelBen
   );
 }
 
-/** A row per case, in order, until `deadline`. */
-export async function benchmarkKernels(engine: Engine, options: KernelBenchOptions = {}): Promise<KernelBenchRow[]> {
-  const { baselines = true, targetMs, deadline = Infinity } = options;
+/** A case set up: the run to time and, where the case has one, the check of one run's output. */
+function setUp(engine: Engine, benchCase: KernelBenchCase): { run: () => void; check?: () => Promise<BenchCheck> } {
+  const made = benchCase.setup(engine);
+  return typeof made === 'function' ? { run: made } : made;
+}
+
+/**
+ * Runs each case once and compares its output with the reference at the case's own shape; throws at the first that
+ * is off (`kernel <kernel> <shape>: <output> off by <max abs error> (...)`), so nothing wrong is timed. Returns the
+ * cases that have no check yet.
+ */
+export async function validateKernels(engine: Engine, cases: readonly KernelBenchCase[]): Promise<string[]> {
+  const unchecked: string[] = [];
+  for (const benchCase of cases) {
+    const { run, check } = setUp(engine, benchCase);
+    if (!check) {
+      unchecked.push(`${benchCase.kernel} ${benchCase.shape}`);
+      continue;
+    }
+    run();
+    const result = await check();
+    if (!(result.violation <= 1))
+      throw new Error(
+        `kernel ${benchCase.kernel} ${benchCase.shape}: ${result.output} off by ${result.maxAbsError.toPrecision(3)} ` +
+          `(${result.violation.toPrecision(3)}× the tolerance, ${result.tolerance})`,
+      );
+  }
+  return unchecked;
+}
+
+/** A row per case, in order, until `deadline`; every case with a check is validated first (validateKernels). */
+export async function benchmarkKernels(
+  engine: Engine,
+  options: KernelBenchOptions = {},
+  log: (line: string) => void = () => {},
+): Promise<KernelBenchRow[]> {
+  const { baselines = true, targetMs, deadline = Infinity, validate = true } = options;
+  const cases = kernelCases(engine, options.only);
+  if (validate) {
+    const unchecked = await validateKernels(engine, cases);
+    log(
+      `All results match. Starting benchmarks.${unchecked.length ? ` (not yet checked: ${unchecked.join('; ')})` : ''}`,
+    );
+  }
   const rows: KernelBenchRow[] = [];
-  for (const benchCase of kernelCases(engine, options.only)) {
+  for (const benchCase of cases) {
     if (performance.now() > deadline) break;
-    const run = benchCase.setup(engine);
+    const { run } = setUp(engine, benchCase);
     const time = (samples?: number) =>
       timeKernel(engine, benchCase.kernel, benchCase.shape, run, {
         flops: benchCase.flops,

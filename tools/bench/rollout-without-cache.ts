@@ -62,8 +62,6 @@ export async function generateWithoutCache(
       ...state.view(N),
       tokens: state.tokens,
       logprobs: state.logprobs,
-      eosIds: state.eosIds,
-      numEos: c.eosTokenIds.length,
       outStride: R,
       padId: c.padTokenId,
     });

@@ -2,7 +2,7 @@
 import type { Engine } from '../../engine/index.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamwStepRef, gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';
-import { F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, checkOutput, checkOutputs, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The optimizer step over one arena segment of 2^20 parameters (the tiny model has about 0.9M): the global
  *  gradient norm, then AdamW with clipping (params, m, v read and written, grads read). */
@@ -32,6 +32,13 @@ export function adamwCases(): KernelBenchCase[] {
   };
   const hyper = { maxNorm: 1, lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.01, step: 1 };
   const shape = `n=${n}`;
+  // The reference updates params, m and v in place: each call gets copies, so the inputs stay the uploaded ones.
+  const stepped = () => {
+    const { params, m, v, grads, normSquared } = made();
+    const after = { params: params.slice(), m: m.slice(), v: v.slice() };
+    adamwStepRef({ ...after, grads, normSquared, ...hyper });
+    return after;
+  };
   const setupGrads = (engine: Engine) => {
     const gradsTensor = upload(engine, 'grads', made().grads);
     const normSquaredTensor = engine.tensor('bench-normSquared', [1]);
@@ -47,7 +54,11 @@ export function adamwCases(): KernelBenchCase[] {
       reference: () => gradNormSquaredRef([made().grads]),
       setup: (engine) => {
         const t = setupGrads(engine);
-        return () => gradNormSquared(engine, { grads: [t.grads], normSquared: t.normSquared });
+        // setupGrads ran it once already; the check reads that run's sum.
+        return {
+          run: () => gradNormSquared(engine, { grads: [t.grads], normSquared: t.normSquared }),
+          check: () => checkOutput(engine, 'normSquared', t.normSquared, [made().normSquared], 1e-9, 1e-4),
+        };
       },
     },
     {
@@ -55,7 +66,7 @@ export function adamwCases(): KernelBenchCase[] {
       kernel: 'adamw step',
       shape,
       bytes: F32_BYTES * (7 * n + 1),
-      reference: () => adamwStepRef({ ...made(), ...hyper }),
+      reference: stepped,
       setup: (engine) => {
         const { params, m, v } = made();
         const t = {
@@ -64,7 +75,17 @@ export function adamwCases(): KernelBenchCase[] {
           m: upload(engine, 'm', Float32Array.from(m)),
           v: upload(engine, 'v', Float32Array.from(v)),
         };
-        return () => adamwStep(engine, { ...t, ...hyper });
+        return {
+          run: () => adamwStep(engine, { ...t, ...hyper }),
+          check: () => {
+            const expected = stepped();
+            return checkOutputs(engine, [
+              ['params', t.params, expected.params, 1e-7, 1e-5],
+              ['m', t.m, expected.m, 1e-9, 1e-5],
+              ['v', t.v, expected.v, 1e-12, 1e-5],
+            ]);
+          },
+        };
       },
     },
   ];

@@ -3,7 +3,17 @@ import type { Engine } from '../../engine/index.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
-import { MODEL, B, T, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  MODEL,
+  B,
+  T,
+  ROWS,
+  checkOutput,
+  checkOutputs,
+  randomValues,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** Causal grouped-query attention over the fused qkv rows, as the trunk calls it (no padding). FLOPs are the
  *  causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation. */
@@ -37,7 +47,15 @@ export function attentionCases(): KernelBenchCase[] {
     const out = engine.tensor('bench-out', [ROWS * NH * HS]);
     const lse = engine.tensor('bench-lse', [B * NH * T]);
     const args = { ...dims, q: t.q, k: t.q, v: t.q, keyMask: t.keyMask, out, lse };
-    return { args, run: () => attentionForward(engine, args) };
+    const run = () => attentionForward(engine, args);
+    const check = () => {
+      const expected = attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask });
+      return checkOutputs(engine, [
+        ['out', out, expected.out, 1e-5, 1e-4],
+        ['lse', lse, expected.lse, 1e-5, 1e-4],
+      ]);
+    };
+    return { args, run, check };
   };
   return [
     {
@@ -46,7 +64,10 @@ export function attentionCases(): KernelBenchCase[] {
       shape,
       flops: forwardFlops,
       reference: () => attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask }),
-      setup: (engine) => forward(engine).run,
+      setup: (engine) => {
+        const { run, check } = forward(engine);
+        return { run, check };
+      },
     },
     {
       op: 'attention',
@@ -59,7 +80,21 @@ export function attentionCases(): KernelBenchCase[] {
         run();
         const dQkv = engine.tensor('bench-dQkv', [ROWS * W]);
         const dOutTensor = upload(engine, 'dOut', dOut);
-        return () => attentionBackward(engine, { ...args, dOut: dOutTensor, dq: dQkv, dk: dQkv, dv: dQkv });
+        return {
+          run: () => attentionBackward(engine, { ...args, dOut: dOutTensor, dq: dQkv, dk: dQkv, dv: dQkv }),
+          check: () => {
+            // dq, dk and dv are column blocks of the one fused dQkv.
+            const { dq, dk, dv } = attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut });
+            return checkOutput(
+              engine,
+              'dQkv',
+              dQkv,
+              dq.map((x, i) => x + dk[i] + dv[i]),
+              1e-5,
+              1e-4,
+            );
+          },
+        };
       },
     },
   ];

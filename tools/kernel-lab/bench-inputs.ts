@@ -2,6 +2,7 @@
 // runs, the benchmark model's batch, and seeded inputs.
 import { type Engine, type Tensor, seededRandom } from '../../engine/index.ts';
 import { BENCH_TINY } from '../../models/presets.ts';
+import { maxViolation } from './compare.ts';
 
 export interface KernelBenchCase {
   /** Op name as WEBGPU_KERNEL_VARIANTS knows it. */
@@ -19,8 +20,63 @@ export interface KernelBenchCase {
   reference?: () => unknown;
   /** Whether the case runs on this device (a CPU-only kernel); every device when absent. */
   runsOn?: (engine: Engine) => boolean;
-  /** Allocates the inputs once and returns the function that records one run. */
-  setup: (engine: Engine) => () => void;
+  /**
+   * Allocates the inputs once and returns the function that records one run, with the check of what one run wrote
+   * (a run from the state setup leaves) against the CPU or float64 reference at this shape. A case without a check
+   * is timed as "unchecked" (tools/bench/kernels.ts says so); every case should have one.
+   */
+  setup: (engine: Engine) => (() => void) | { run: () => void; check: () => Promise<BenchCheck> };
+}
+
+/** How far one run's output is from its reference: maxViolation (tools/kernel-lab/compare.ts), ≤ 1 passes. */
+export interface BenchCheck {
+  /** What was compared, named as the kernel names its output ("out", "dx"). */
+  output: string;
+  violation: number;
+  /** The largest absolute difference, for the error line. */
+  maxAbsError: number;
+  tolerance: string;
+}
+
+/** The worst of several outputs' checks: [output, tensor, expected, atol, rtol] each. */
+export async function checkOutputs(
+  engine: Engine,
+  outputs: [string, Tensor, ArrayLike<number>, number, number][],
+): Promise<BenchCheck> {
+  const checks = [];
+  for (const [output, tensor, expected, atol, rtol] of outputs)
+    checks.push(await checkOutput(engine, output, tensor, expected, atol, rtol));
+  return checks.reduce((worst, c) => (c.violation > worst.violation ? c : worst));
+}
+
+/** A check of `tensor` against `expected` (its reference at the case's shape) to atol + rtol·|expected|. */
+export async function checkOutput(
+  engine: Engine,
+  output: string,
+  tensor: Tensor,
+  expected: ArrayLike<number>,
+  atol: number,
+  rtol: number,
+): Promise<BenchCheck> {
+  return checkValues(output, await engine.read(tensor), expected, atol, rtol);
+}
+
+/** checkOutput of values already read (a tensor's chosen elements). */
+export function checkValues(
+  output: string,
+  got: ArrayLike<number>,
+  expected: ArrayLike<number>,
+  atol: number,
+  rtol: number,
+): BenchCheck {
+  let maxAbsError = 0;
+  for (let i = 0; i < expected.length; i++) maxAbsError = Math.max(maxAbsError, Math.abs(got[i] - expected[i]) || 0);
+  return {
+    output,
+    violation: maxViolation(Array.prototype.slice.call(got, 0, expected.length), expected, atol, rtol),
+    maxAbsError,
+    tolerance: `atol ${atol}, rtol ${rtol}`,
+  };
 }
 
 export const F32_BYTES = 4;

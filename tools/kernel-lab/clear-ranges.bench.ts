@@ -2,7 +2,7 @@
 import { clearRanges, rangeTable } from '../../kernels/util/clear-ranges.ts';
 import { clearRangesRef } from '../../kernels/util/clear-ranges.ref.ts';
 import { LORA_MODULES, loraProjections, offBlockRanges, stackedRank } from '../../models/lora.ts';
-import { F32_BYTES, MODEL, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, MODEL, checkOutput, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The off-block entries of one layer's fused-qkv Bᵀ gradient under rank-8 LoRA on every linear module (24 ranges). */
 export function clearRangesCases(): KernelBenchCase[] {
@@ -23,7 +23,10 @@ export function clearRangesCases(): KernelBenchCase[] {
         const tensor = upload(engine, 'data', data);
         const table = rangeTable(ranges, size, 'bench');
         const rangesTensor = engine.tensorFrom('bench-ranges', [table.pairs.length], table.pairs, 'u32');
-        return () => clearRanges(engine, { data: tensor, ranges: rangesTensor, table });
+        return {
+          run: () => clearRanges(engine, { data: tensor, ranges: rangesTensor, table }),
+          check: () => checkOutput(engine, 'data', tensor, clearRangesRef({ data, ranges }), 1e-7, 0),
+        };
       },
     },
   ];

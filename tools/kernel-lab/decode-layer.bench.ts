@@ -5,7 +5,7 @@
 import { decodeLayer, useDecodeLayer } from '../../kernels/decode/decode-layer.ts';
 import { decodeLayerRef } from '../../kernels/decode/decode-layer.ref.ts';
 import { transposeRef } from '../../kernels/util/transpose.ref.ts';
-import { MODEL, F32_BYTES, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { MODEL, F32_BYTES, checkOutputs, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** (N, K) row-major -> (K, N): the transposed copies decode steps multiply by. */
 function transposed(w: Float32Array, N: number, K: number): Float32Array {
@@ -61,7 +61,18 @@ export function decodeLayerCases(): KernelBenchCase[] {
           positions: engine.tensorFrom('bench-positions', [shape.B], inputs.positions, 'i32'),
           keyMask: engine.tensorFrom('bench-keyMask', [inputs.keyMask.length], inputs.keyMask, 'u32'),
         };
-        return () => decodeLayer(engine, args);
+        // In place: the check reads the first run's hidden state and cache rows.
+        return {
+          run: () => decodeLayer(engine, args),
+          check: () => {
+            const expected = decodeLayerRef(inputs);
+            return checkOutputs(engine, [
+              ['x', x, expected.x, 1e-4, 1e-4],
+              ['kCache', args.kCache, expected.kCache, 1e-5, 1e-5],
+              ['vCache', args.vCache, expected.vCache, 1e-5, 1e-5],
+            ]);
+          },
+        };
       },
     },
   ];

@@ -1,7 +1,16 @@
 // Bench cases of embedding for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { embeddingForward, embeddingBackward, buildTokenIndex } from '../../kernels/layers/embedding.ts';
 import { embeddingForwardRef, embeddingBackwardRef } from '../../kernels/layers/embedding.ref.ts';
-import { F32_BYTES, MODEL, ROWS, randomValues, randomIds, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  F32_BYTES,
+  MODEL,
+  ROWS,
+  checkOutput,
+  randomValues,
+  randomIds,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** Token embedding gather, and its scatter-add backward over the token index the trainer builds on the host. */
 export function embeddingCases(): KernelBenchCase[] {
@@ -22,7 +31,10 @@ export function embeddingCases(): KernelBenchCase[] {
         const idsTensor = engine.tensorFrom('bench-ids', [N], ids, 'u32');
         const tableTensor = upload(engine, 'table', table);
         const out = engine.tensor('bench-out', [N * C]);
-        return () => embeddingForward(engine, { ids: idsTensor, table: tableTensor, out, N, V, C });
+        return {
+          run: () => embeddingForward(engine, { ids: idsTensor, table: tableTensor, out, N, V, C }),
+          check: () => checkOutput(engine, 'out', out, embeddingForwardRef({ ids, table, N, V, C }), 1e-7, 0),
+        };
       },
     },
     {
@@ -37,8 +49,20 @@ export function embeddingCases(): KernelBenchCase[] {
         const tokenPositions = engine.tensorFrom('bench-token-positions', [N], index.positions, 'u32');
         const dOutTensor = upload(engine, 'dOut', dOut);
         const dTable = engine.tensor('bench-dTable', [V * C]);
-        return () =>
-          embeddingBackward(engine, { tokenIds, tokenPositions, dOut: dOutTensor, dTable, N, V, C, accumulate: false });
+        return {
+          run: () =>
+            embeddingBackward(engine, {
+              tokenIds,
+              tokenPositions,
+              dOut: dOutTensor,
+              dTable,
+              N,
+              V,
+              C,
+              accumulate: false,
+            }),
+          check: () => checkOutput(engine, 'dTable', dTable, embeddingBackwardRef({ ids, dOut, N, V, C }), 1e-5, 1e-4),
+        };
       },
     },
   ];

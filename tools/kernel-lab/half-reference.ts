@@ -7,7 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Engine, type Arena } from '../../engine/index.ts';
+import { Engine, describeDevice, type Arena } from '../../engine/index.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
@@ -50,7 +50,7 @@ try {
     times.bf16.push(await forward(bf16.params));
   }
   const mb = (params: Arena) => ((params.totalElements * 4) / 1e6).toFixed(1);
-  console.log(`device: ${engine.caps.description}`);
+  console.log(`device: ${describeDevice(engine.caps, engine.knobs)}`);
   console.log(
     `Qwen3-shaped hidden ${hidden} × ${layers} layers, vocabulary 151,936: reference arena ${mb(f32.params)} MB ` +
       `float32, ${mb(bf16.params)} MB bf16`,

@@ -3,7 +3,16 @@ import type { Engine } from '../../engine/index.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { headRmsnormForward, headRmsnormBackward } from '../../kernels/layers/head-rmsnorm.ts';
 import { headRmsnormForwardRef, headRmsnormBackwardRef } from '../../kernels/layers/head-rmsnorm.ref.ts';
-import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  F32_BYTES,
+  MODEL,
+  ROWS,
+  checkOutput,
+  checkOutputs,
+  randomValues,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** Per-head RMSNorm of the q and k heads inside the fused qkv rows (Qwen3's q_norm / k_norm). */
 export function headRmsnormCases(): KernelBenchCase[] {
@@ -31,7 +40,18 @@ export function headRmsnormCases(): KernelBenchCase[] {
         const t = { qkv: upload(engine, 'qkv', qkv), ...weights(engine) };
         const out = engine.tensor('bench-out', [rows * W]);
         const rstdTensor = engine.tensor('bench-rstd', [rows * (NH + NKV)]);
-        return () => headRmsnormForward(engine, { ...t, out, rstd: rstdTensor, rows, NH, NKV, HS, eps });
+        return {
+          run: () => headRmsnormForward(engine, { ...t, out, rstd: rstdTensor, rows, NH, NKV, HS, eps }),
+          check: () =>
+            checkOutput(
+              engine,
+              'out',
+              out,
+              headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps }).out,
+              1e-5,
+              1e-4,
+            ),
+        };
       },
     },
     {
@@ -50,7 +70,18 @@ export function headRmsnormCases(): KernelBenchCase[] {
         const dQkv = engine.tensor('bench-dQkv', [rows * W]);
         const dQWeight = engine.tensor('bench-dQWeight', [HS]);
         const dKWeight = engine.tensor('bench-dKWeight', [HS]);
-        return () => headRmsnormBackward(engine, { ...t, dQkv, dQWeight, dKWeight, rows, NH, NKV, HS });
+        // One run from zeroed weight gradients, which are added to.
+        return {
+          run: () => headRmsnormBackward(engine, { ...t, dQkv, dQWeight, dKWeight, rows, NH, NKV, HS }),
+          check: () => {
+            const expected = headRmsnormBackwardRef({ qkv, qWeight, kWeight, rstd, dOut, rows, NH, NKV, HS });
+            return checkOutputs(engine, [
+              ['dQkv', dQkv, expected.dQkv, 1e-5, 1e-4],
+              ['dQWeight', dQWeight, expected.dQWeight, 1e-4, 1e-4],
+              ['dKWeight', dKWeight, expected.dKWeight, 1e-4, 1e-4],
+            ]);
+          },
+        };
       },
     },
   ];

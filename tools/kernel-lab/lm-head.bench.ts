@@ -2,7 +2,7 @@
 import type { Engine } from '../../engine/index.ts';
 import { lmHeadForward, lmHeadBackward } from '../../kernels/layers/lm-head.ts';
 import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/layers/lm-head.ref.ts';
-import { MODEL, ROWS, randomValues, randomIds, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { MODEL, ROWS, checkOutputs, randomValues, randomIds, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The fused LM head (log-probs and entropies of the targets). FLOPs are its matmuls: the logits (2NVC) forward;
  *  logits again, dHidden and dWeight backward, which gets the forward's entropy and an entropy gradient (PPO). */
@@ -31,6 +31,14 @@ export function lmHeadCases(): KernelBenchCase[] {
     return { args, run: () => lmHeadForward(engine, args) };
   };
   const reference = { hidden, weight, targets, N, C, V, temperature: 1 };
+  const checkForward = (engine: Engine, args: ReturnType<typeof forward>['args']) => {
+    const expected = lmHeadForwardRef(reference);
+    return checkOutputs(engine, [
+      ['logprobs', args.logprobs, expected.logprobs, 1e-4, 1e-4],
+      ['entropy', args.entropy, expected.entropy, 1e-4, 1e-4],
+      ['lse', args.lse, expected.lse, 1e-4, 1e-4],
+    ]);
+  };
   return [
     {
       op: 'lm-head',
@@ -38,7 +46,10 @@ export function lmHeadCases(): KernelBenchCase[] {
       shape,
       flops: 2 * N * V * C,
       reference: () => lmHeadForwardRef(reference),
-      setup: (engine) => forward(engine).run,
+      setup: (engine) => {
+        const { args, run } = forward(engine);
+        return { run, check: () => checkForward(engine, args) };
+      },
     },
     {
       op: 'lm-head',
@@ -55,7 +66,17 @@ export function lmHeadCases(): KernelBenchCase[] {
           dHidden: engine.tensor('bench-dHidden', [N * C]),
           dWeight: engine.tensor('bench-dWeight', [V * C]),
         };
-        return () => lmHeadBackward(engine, { ...args, ...grads });
+        // One run from a zeroed dWeight, which is added to; dHidden is written.
+        return {
+          run: () => lmHeadBackward(engine, { ...args, ...grads }),
+          check: () => {
+            const expected = lmHeadBackwardRef({ ...reference, dLogprobs, dEntropy });
+            return checkOutputs(engine, [
+              ['dHidden', grads.dHidden, expected.dHidden, 1e-4, 1e-3],
+              ['dWeight', grads.dWeight, expected.dWeight, 1e-4, 1e-3],
+            ]);
+          },
+        };
       },
     },
   ];

@@ -1,10 +1,14 @@
 // Kernel lab for the fused LM head: `node --import ./tools/node-loader.js tools/kernel-lab/lm-head.ts [N C V]`.
 // Times lmHeadForward / lmHeadBackward against the naive route this op replaces: full (N, V) logits, then a
 // log-softmax that writes all N·V log-probabilities (one lane per row: max, sum, write passes) and gathers
-// the target's log-probability and the entropy from them.
+// the target's log-probability and the entropy from them. Validates first, at the timed shape: the fused forward's
+// log-probs, entropies and log-sum-exps and the backward's dHidden on up to 16 rows against lm-head.ref.ts (the rows
+// are independent; a subset keeps the float64 reference to seconds at a 151,936-word vocabulary).
 import { Engine, type KernelSpec, foldWorkgroups } from '../../engine/index.ts';
 import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadStatsVariants } from '../../kernels/layers/lm-head.ts';
+import { lmHeadBackwardRef, lmHeadForwardRef } from '../../kernels/layers/lm-head.ref.ts';
 import { timeKernel } from '../bench/harness.ts';
+import { maxViolation } from './compare.ts';
 
 const naiveLogSoftmaxSpec: KernelSpec = {
   name: 'lab/naive-log-softmax',
@@ -49,14 +53,12 @@ const [N, C, V] = process.argv
 const engine = await Engine.create();
 const shape = `N=${N} C=${C} V=${V}`;
 const random = (n: number, scale: number) => Float32Array.from({ length: n }, () => (Math.random() * 2 - 1) * scale);
-const hidden = engine.tensorFrom('hidden', [N, C], random(N * C, 1));
-const weight = engine.tensorFrom('weight', [V, C], random(V * C, 0.2));
-const targets = engine.tensorFrom(
-  'targets',
-  [N],
-  Array.from({ length: N }, () => Math.floor(Math.random() * V)),
-  'u32',
-);
+const hiddenValues = random(N * C, 1);
+const weightValues = random(V * C, 0.2);
+const targetValues = Array.from({ length: N }, () => Math.floor(Math.random() * V));
+const hidden = engine.tensorFrom('hidden', [N, C], hiddenValues);
+const weight = engine.tensorFrom('weight', [V, C], weightValues);
+const targets = engine.tensorFrom('targets', [N], targetValues, 'u32');
 const [logprobs, entropy, lse, sumPiSquared] = [
   engine.tensor('logprobs', [N]),
   engine.tensor('entropy', [N]),
@@ -64,7 +66,8 @@ const [logprobs, entropy, lse, sumPiSquared] = [
   engine.tensor('sumPiSquared', [N]),
 ];
 const [dHidden, dWeight] = [engine.tensor('dHidden', [N, C]), engine.tensor('dWeight', [V, C])];
-const dLogprobs = engine.tensorFrom('dLogprobs', [N], random(N, 1));
+const dLogprobValues = random(N, 1);
+const dLogprobs = engine.tensorFrom('dLogprobs', [N], dLogprobValues);
 const logits = engine.tensor('logits', [N, V]);
 const logSoftmax = engine.tensor('logSoftmax', [N, V]);
 const common = { hidden, weight, targets, N, C, V, temperature: 0.7 };
@@ -76,6 +79,37 @@ const naiveLogSoftmax = () =>
     workgroups: [Math.ceil(N / 64)],
   });
 // The fused forward's own kernel on the same (N, V) logits, as one chunk (width V, vec4 when V % 4 == 0).
+{
+  lmHeadForward(engine, { ...common, logprobs, entropy, lse });
+  lmHeadBackward(engine, { ...common, lse, dLogprobs, dEntropy: null, dHidden, dWeight });
+  const checked = Math.min(N, 16);
+  const subset = {
+    hidden: hiddenValues.subarray(0, checked * C),
+    weight: weightValues,
+    targets: targetValues.slice(0, checked),
+    N: checked,
+    C,
+    V,
+    temperature: 0.7,
+  };
+  const forward = lmHeadForwardRef(subset);
+  const backward = lmHeadBackwardRef({ ...subset, dLogprobs: dLogprobValues.subarray(0, checked), dEntropy: null });
+  const outputs: [string, Float32Array, ArrayLike<number>][] = [
+    ['logprobs', await engine.read(logprobs), forward.logprobs],
+    ['entropy', await engine.read(entropy), forward.entropy],
+    ['lse', await engine.read(lse), forward.lse],
+    ['dHidden', await engine.read(dHidden), backward.dHidden],
+  ];
+  for (const [name, got, expected] of outputs) {
+    const violation = maxViolation(got.subarray(0, expected.length), expected, 1e-4, 1e-3);
+    if (!(violation <= 1)) {
+      console.error(`lm-head ${shape}: ${name} off its reference (${violation.toPrecision(3)}× atol 1e-4, rtol 1e-3)`);
+      process.exit(1);
+    }
+  }
+  console.log(`All results match (${checked} rows). Starting benchmarks.`);
+}
+
 const rowStats = engine.tensor('rowStats', [N * 4]);
 const statsRows = [];
 for (const variant of lmHeadStatsVariants) {

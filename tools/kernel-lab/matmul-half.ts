@@ -5,7 +5,7 @@
 // kernel, 4 halves per vec2<u32> load) and prefill rows (M = 256: the tiled kernel), and the LM head's 16,384-row
 // vocabulary chunk, float32 and half B in the same run, and prints each half time as a ratio of the float32 one — on a
 // software device from the process's CPU time per run (steady when other processes share the cores; wall time is not).
-import { Engine, chooseVariant, roundToHalf, type FloatDType } from '../../engine/index.ts';
+import { Engine, describeDevice, chooseVariant, roundToHalf, type FloatDType } from '../../engine/index.ts';
 import { matmul, matmulVariants } from '../../kernels/matmul/matmul.ts';
 import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
@@ -112,7 +112,7 @@ async function sweep(engine: Engine): Promise<void> {
 
 const engine = await Engine.create();
 console.log(
-  `device: ${engine.caps.description}; matmul variant ` +
+  `device: ${describeDevice(engine.caps, engine.knobs)}; matmul variant ` +
     `${chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).name}`,
 );
 const valid = await validate(engine);

@@ -8,7 +8,7 @@
 // machine. A GPU variant's ratio to naive on lavapipe says little about a GPU: there workgroup memory is ordinary
 // memory and 256 invocations run as a loop, so only a GPU's timing counts.
 import { availableParallelism } from 'node:os';
-import { Engine, chooseVariant, type KernelSpec, type Tensor } from '../../engine/index.ts';
+import { Engine, describeDevice, chooseVariant, type KernelSpec, type Tensor } from '../../engine/index.ts';
 import { matmul, matmulVariants, type MatmulLayout } from '../../kernels/matmul/matmul.ts';
 import { matmulForwardRef } from '../../kernels/matmul/matmul.ref.ts';
 import { timeKernel, withVariant } from '../bench/harness.ts';
@@ -180,7 +180,7 @@ const quick = process.argv.includes('--quick');
 const variant =
   process.argv.slice(2).find((arg) => !arg.startsWith('--')) ??
   chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).name;
-console.log(`device: ${engine.caps.description}; matmul variant ${variant}`);
+console.log(`device: ${describeDevice(engine.caps, engine.knobs)}; matmul variant ${variant}`);
 const valid =
   (await withVariant(engine, 'matmul', variant, () => validate(engine, variant))) &&
   (await validateHandWritten(engine));

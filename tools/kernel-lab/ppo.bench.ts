@@ -1,5 +1,5 @@
 // Bench cases of ppo for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
-import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, separateActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { computeGaeAdvantageReturnGpu } from '../../kernels/ppo/gae.ts';
 import { computeOutcomeAdvantageGpu, groupLayout, groupTensors } from '../../kernels/ppo/advantage-outcome.ts';
@@ -11,7 +11,18 @@ import { computeGaeAdvantageReturnRef } from '../../kernels/ppo/gae.ref.ts';
 import { computeOutcomeAdvantageRef } from '../../kernels/ppo/advantage-outcome.ref.ts';
 import { applyKlPenaltyRef } from '../../kernels/ppo/kl-penalty.ref.ts';
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
-import { F32_BYTES, PPO_B, PPO_T, randomValues, responseMask, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  F32_BYTES,
+  PPO_B,
+  PPO_T,
+  checkOutput,
+  checkOutputs,
+  checkValues,
+  randomValues,
+  responseMask,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** PPO's per-token kernels over a rollout batch of PPO_B responses of PPO_T tokens (ragged, by mask). */
 export function ppoCases(): KernelBenchCase[] {
@@ -56,13 +67,45 @@ export function ppoCases(): KernelBenchCase[] {
           logProb: upload(engine, 'logProb', logProb),
           advantages: upload(engine, 'advantages', advantages),
           responseMask: upload(engine, 'mask', mask),
-          entropy: upload(engine, 'entropy', entropy),
-          refLogProb: upload(engine, 'refLogProb', refLogProb),
+          ...separateActorLossExtras(engine, Bp, Tp, {
+            entropy: upload(engine, 'entropy', entropy),
+            refLogProb: upload(engine, 'refLogProb', refLogProb),
+          }),
           grads: engine.tensor('bench-grads', [n * 2]),
           rowPartials: engine.tensor('bench-rowPartials', [Bp * 8]),
           out: engine.tensor('bench-out', [8]),
         };
-        return () => computeActorLossGpu(engine, t, { config: policyConfig, aggregation, ...actorTerms, B: Bp, T: Tp });
+        return {
+          run: () => computeActorLossGpu(engine, t, { config: policyConfig, aggregation, ...actorTerms, B: Bp, T: Tp }),
+          check: async () => {
+            const e = computeActorLossRef({
+              oldLogProb,
+              logProb,
+              advantages,
+              responseMask: mask,
+              B: Bp,
+              T: Tp,
+              config: policyConfig,
+              aggregation,
+              terms: { ...actorTerms, entropy, refLogProb },
+            });
+            const out = await engine.read(t.out);
+            // ACTOR_LOSS_OUTPUTS but token_count (4), which the reference does not return.
+            const losses = checkValues(
+              'out',
+              [0, 1, 2, 3, 5, 6, 7].map((i) => out[i]),
+              [e.pgLoss, e.pgClipfrac, e.ppoKl, e.pgClipfracLower, e.entropyAgg, e.klLoss, e.policyLoss],
+              1e-5,
+              1e-4,
+            );
+            const interleaved = Array.from(
+              { length: 2 * n },
+              (_, i) => (i % 2 ? e.gradEntropy : e.gradLogProb)[i >> 1],
+            );
+            const grads = await checkOutput(engine, 'grads', t.grads, interleaved, 1e-7, 1e-4);
+            return grads.violation > losses.violation ? grads : losses;
+          },
+        };
       },
     },
     {
@@ -91,7 +134,25 @@ export function ppoCases(): KernelBenchCase[] {
           rowPartials: engine.tensor('bench-rowPartials', [Bp * 3]),
           out: engine.tensor('bench-out', [3]),
         };
-        return () => computeValueLossGpu(engine, { ...t, cliprangeValue: 0.5, aggregation, B: Bp, T: Tp });
+        return {
+          run: () => computeValueLossGpu(engine, { ...t, cliprangeValue: 0.5, aggregation, B: Bp, T: Tp }),
+          check: async () => {
+            const e = computeValueLossRef({
+              vpreds,
+              returns,
+              values,
+              responseMask: mask,
+              cliprangeValue: 0.5,
+              B: Bp,
+              T: Tp,
+              aggregation,
+            });
+            const out = await engine.read(t.out);
+            const losses = checkValues('out', [out[0], out[1]], [e.vfLoss, e.vfClipfrac], 1e-5, 1e-4);
+            const grads = await checkOutput(engine, 'gradVpreds', t.gradVpreds, e.gradVpreds, 1e-7, 1e-4);
+            return grads.violation > losses.violation ? grads : losses;
+          },
+        };
       },
     },
     {
@@ -118,7 +179,24 @@ export function ppoCases(): KernelBenchCase[] {
           returns: engine.tensor('bench-returns', [n]),
           stats: engine.tensor('bench-stats', [4]),
         };
-        return () => computeGaeAdvantageReturnGpu(engine, { ...t, gamma: 1, lam: 0.95, B: Bp, T: Tp });
+        return {
+          run: () => computeGaeAdvantageReturnGpu(engine, { ...t, gamma: 1, lam: 0.95, B: Bp, T: Tp }),
+          check: () => {
+            const e = computeGaeAdvantageReturnRef({
+              tokenLevelRewards: rewards,
+              values,
+              responseMask: mask,
+              gamma: 1,
+              lam: 0.95,
+              B: Bp,
+              T: Tp,
+            });
+            return checkOutputs(engine, [
+              ['advantages', t.advantages, e.advantages, 1e-4, 1e-4],
+              ['returns', t.returns, e.returns, 1e-4, 1e-4],
+            ]);
+          },
+        };
       },
     },
     {
@@ -145,8 +223,27 @@ export function ppoCases(): KernelBenchCase[] {
           stats: engine.tensor('bench-stats', [4]),
           advantages: engine.tensor('bench-advantages', [n]),
         };
-        return () =>
-          computeOutcomeAdvantageGpu(engine, 'grpo', { ...t, epsilon: 1e-6, normAdvByStd: true, B: Bp, T: Tp });
+        return {
+          run: () =>
+            computeOutcomeAdvantageGpu(engine, 'grpo', { ...t, epsilon: 1e-6, normAdvByStd: true, B: Bp, T: Tp }),
+          check: () =>
+            checkOutput(
+              engine,
+              'advantages',
+              t.advantages,
+              computeOutcomeAdvantageRef('grpo', {
+                tokenLevelRewards: rewards,
+                responseMask: mask,
+                groupOf: groups.groupOf,
+                epsilon: 1e-6,
+                normAdvByStd: true,
+                B: Bp,
+                T: Tp,
+              }),
+              1e-4,
+              1e-4,
+            ),
+        };
       },
     },
     {
@@ -174,7 +271,25 @@ export function ppoCases(): KernelBenchCase[] {
           tokenLevelRewards: engine.tensor('bench-rewards', [n]),
           rowKl: engine.tensor('bench-rowKl', [Bp]),
         };
-        return () => applyKlPenaltyGpu(engine, { ...t, beta: 1e-3, klPenalty: 'kl', B: Bp, T: Tp });
+        return {
+          run: () => applyKlPenaltyGpu(engine, { ...t, beta: 1e-3, klPenalty: 'kl', B: Bp, T: Tp }),
+          check: () => {
+            const e = applyKlPenaltyRef({
+              tokenLevelScores: rewards,
+              oldLogProbs: oldLogProb,
+              refLogProb,
+              responseMask: mask,
+              beta: 1e-3,
+              klPenalty: 'kl',
+              B: Bp,
+              T: Tp,
+            });
+            return checkOutputs(engine, [
+              ['tokenLevelRewards', t.tokenLevelRewards, e.tokenLevelRewards, 1e-6, 1e-5],
+              ['rowKl', t.rowKl, e.rowKl, 1e-5, 1e-4],
+            ]);
+          },
+        };
       },
     },
   ];

@@ -1,7 +1,7 @@
 // Bench cases of reduce for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { weightedSum } from '../../kernels/util/reduce.ts';
 import { weightedSumRef } from '../../kernels/util/reduce.ref.ts';
-import { F32_BYTES, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, ROWS, checkOutput, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The SFT loss's deterministic single-workgroup dot product of per-token log-probs and weights. */
 export function weightedSumCases(): KernelBenchCase[] {
@@ -18,7 +18,10 @@ export function weightedSumCases(): KernelBenchCase[] {
       setup: (engine) => {
         const t = { values: upload(engine, 'values', values), weights: upload(engine, 'weights', weights) };
         const out = engine.tensor('bench-out', [1]);
-        return () => weightedSum(engine, { ...t, out, n });
+        return {
+          run: () => weightedSum(engine, { ...t, out, n }),
+          check: () => checkOutput(engine, 'out', out, [weightedSumRef({ values, weights, n })], 1e-4, 1e-4),
+        };
       },
     },
   ];

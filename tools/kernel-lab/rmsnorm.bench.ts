@@ -1,7 +1,16 @@
 // Bench cases of rmsnorm for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { rmsnormForward, rmsnormBackward } from '../../kernels/layers/rmsnorm.ts';
 import { rmsnormForwardRef, rmsnormBackwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
-import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  F32_BYTES,
+  MODEL,
+  ROWS,
+  checkOutput,
+  checkOutputs,
+  randomValues,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** The trunk's RMSNorm over hidden rows; the backward adds into dWeight as every call in the trunk does. */
 export function rmsnormCases(): KernelBenchCase[] {
@@ -23,7 +32,11 @@ export function rmsnormCases(): KernelBenchCase[] {
         const t = { x: upload(engine, 'x', x), weight: upload(engine, 'weight', weight) };
         const out = engine.tensor('bench-out', [rows * cols]);
         const rstdTensor = engine.tensor('bench-rstd', [rows]);
-        return () => rmsnormForward(engine, { ...t, out, rstd: rstdTensor, rows, cols, eps });
+        return {
+          run: () => rmsnormForward(engine, { ...t, out, rstd: rstdTensor, rows, cols, eps }),
+          check: () =>
+            checkOutput(engine, 'out', out, rmsnormForwardRef({ x, weight, rows, cols, eps }).out, 1e-5, 1e-4),
+        };
       },
     },
     {
@@ -41,8 +54,18 @@ export function rmsnormCases(): KernelBenchCase[] {
         };
         const dx = engine.tensor('bench-dx', [rows * cols]);
         const dWeight = engine.tensor('bench-dWeight', [cols]);
-        return () =>
-          rmsnormBackward(engine, { ...t, dx, dWeight, rows, cols, accumulateDx: false, accumulateDWeight: true });
+        // One run from zeroed gradients: dWeight accumulates across the timed runs, dx is written.
+        return {
+          run: () =>
+            rmsnormBackward(engine, { ...t, dx, dWeight, rows, cols, accumulateDx: false, accumulateDWeight: true }),
+          check: () => {
+            const expected = rmsnormBackwardRef({ x, weight, rstd, dOut, rows, cols });
+            return checkOutputs(engine, [
+              ['dx', dx, expected.dx, 1e-5, 1e-4],
+              ['dWeight', dWeight, expected.dWeight, 1e-4, 1e-4],
+            ]);
+          },
+        };
       },
     },
   ];

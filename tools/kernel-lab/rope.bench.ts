@@ -2,7 +2,7 @@
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { ropeForward } from '../../kernels/layers/rope.ts';
 import { ropeForwardRef } from '../../kernels/layers/rope.ref.ts';
-import { F32_BYTES, MODEL, T, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, MODEL, T, ROWS, checkOutput, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** Rotary embedding of the q and k heads, in place (ropeBackward is the same shader rotating by -angle). */
 export function ropeCases(): KernelBenchCase[] {
@@ -20,7 +20,19 @@ export function ropeCases(): KernelBenchCase[] {
       setup: (engine) => {
         const qkvTensor = upload(engine, 'qkv', qkv);
         const positionsTensor = engine.tensorFrom('bench-positions', [rows], positions, 'i32');
-        return () => ropeForward(engine, { qkv: qkvTensor, positions: positionsTensor, rows, NH, NKV, HS, theta });
+        // In place: the check reads the first run's rotation, before the timed runs rotate further.
+        return {
+          run: () => ropeForward(engine, { qkv: qkvTensor, positions: positionsTensor, rows, NH, NKV, HS, theta }),
+          check: () =>
+            checkOutput(
+              engine,
+              'qkv',
+              qkvTensor,
+              ropeForwardRef({ qkv, positions, rows, NH, NKV, HS, theta }),
+              1e-5,
+              1e-4,
+            ),
+        };
       },
     },
   ];

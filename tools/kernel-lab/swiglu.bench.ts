@@ -1,7 +1,7 @@
 // Bench cases of swiglu for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { swigluForward, swigluBackward } from '../../kernels/layers/swiglu.ts';
 import { swigluForwardRef, swigluBackwardRef } from '../../kernels/layers/swiglu.ref.ts';
-import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, MODEL, ROWS, checkOutput, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** SwiGLU of the fused gate/up rows. */
 export function swigluCases(): KernelBenchCase[] {
@@ -20,7 +20,10 @@ export function swigluCases(): KernelBenchCase[] {
       setup: (engine) => {
         const gateUpTensor = upload(engine, 'gateUp', gateUp);
         const out = engine.tensor('bench-out', [rows * I]);
-        return () => swigluForward(engine, { gateUp: gateUpTensor, out, rows, I });
+        return {
+          run: () => swigluForward(engine, { gateUp: gateUpTensor, out, rows, I }),
+          check: () => checkOutput(engine, 'out', out, swigluForwardRef({ gateUp, rows, I }), 1e-5, 1e-4),
+        };
       },
     },
     {
@@ -32,7 +35,11 @@ export function swigluCases(): KernelBenchCase[] {
       setup: (engine) => {
         const t = { gateUp: upload(engine, 'gateUp', gateUp), dOut: upload(engine, 'dOut', dOut) };
         const dGateUp = engine.tensor('bench-dGateUp', [rows * 2 * I]);
-        return () => swigluBackward(engine, { ...t, dGateUp, rows, I });
+        return {
+          run: () => swigluBackward(engine, { ...t, dGateUp, rows, I }),
+          check: () =>
+            checkOutput(engine, 'dGateUp', dGateUp, swigluBackwardRef({ gateUp, dOut, rows, I }), 1e-5, 1e-4),
+        };
       },
     },
   ];

@@ -1,7 +1,7 @@
 // Bench cases of transpose for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { transpose } from '../../kernels/util/transpose.ts';
 import { transposeRef } from '../../kernels/util/transpose.ref.ts';
-import { F32_BYTES, MODEL, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import { F32_BYTES, MODEL, checkOutput, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The copy Wᵀ of the largest layer weight, fused gate/up (2I, C), that a training forward on a CPU multiplies by. */
 export function transposeCases(): KernelBenchCase[] {
@@ -18,7 +18,10 @@ export function transposeCases(): KernelBenchCase[] {
       setup: (engine) => {
         const xTensor = upload(engine, 'x', x);
         const out = engine.tensor('bench-out', [cols * rows]);
-        return () => transpose(engine, { x: xTensor, out, rows, cols });
+        return {
+          run: () => transpose(engine, { x: xTensor, out, rows, cols }),
+          check: () => checkOutput(engine, 'out', out, transposeRef({ x, rows, cols }), 1e-7, 0),
+        };
       },
     },
   ];

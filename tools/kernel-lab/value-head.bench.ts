@@ -1,7 +1,16 @@
 // Bench cases of value-head for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import { valueHeadForward, valueHeadBackward } from '../../kernels/layers/value-head.ts';
 import { valueHeadForwardRef, valueHeadBackwardRef } from '../../kernels/layers/value-head.ref.ts';
-import { F32_BYTES, MODEL, ROWS, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
+import {
+  F32_BYTES,
+  MODEL,
+  ROWS,
+  checkOutput,
+  checkOutputs,
+  randomValues,
+  upload,
+  type KernelBenchCase,
+} from './bench-inputs.ts';
 
 /** The critic's scalar head over hidden rows. */
 export function valueHeadCases(): KernelBenchCase[] {
@@ -26,7 +35,11 @@ export function valueHeadCases(): KernelBenchCase[] {
           bias: upload(engine, 'bias', bias),
         };
         const values = engine.tensor('bench-values', [N]);
-        return () => valueHeadForward(engine, { ...t, values, N, C });
+        return {
+          run: () => valueHeadForward(engine, { ...t, values, N, C }),
+          check: () =>
+            checkOutput(engine, 'values', values, valueHeadForwardRef({ hidden, weight, bias, N, C }), 1e-5, 1e-4),
+        };
       },
     },
     {
@@ -46,7 +59,18 @@ export function valueHeadCases(): KernelBenchCase[] {
           dWeight: engine.tensor('bench-dWeight', [C]),
           dBias: engine.tensor('bench-dBias', [1]),
         };
-        return () => valueHeadBackward(engine, { ...t, ...grads, N, C });
+        // One run from zeroed gradients: dWeight and dBias are added to.
+        return {
+          run: () => valueHeadBackward(engine, { ...t, ...grads, N, C }),
+          check: () => {
+            const expected = valueHeadBackwardRef({ hidden, weight, dValues, N, C });
+            return checkOutputs(engine, [
+              ['dHidden', grads.dHidden, expected.dHidden, 1e-5, 1e-4],
+              ['dWeight', grads.dWeight, expected.dWeight, 1e-4, 1e-4],
+              ['dBias', grads.dBias, expected.dBias, 1e-4, 1e-4],
+            ]);
+          },
+        };
       },
     },
   ];

@@ -4,7 +4,7 @@
 // tensors.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { aggLossGpu } from '../../kernels/ppo/agg-loss.ts';
-import { computeActorLossGpu } from '../../kernels/ppo/policy-loss.ts';
+import { computeActorLossGpu, separateActorLossExtras } from '../../kernels/ppo/policy-loss.ts';
 import { computeValueLossGpu } from '../../kernels/ppo/value-loss.ts';
 import { logprobEntropyBackwardGpu, logprobEntropyGpu } from '../../kernels/ppo/logprob-entropy.ts';
 import { localAggregation } from '../../kernels/ppo/agg-loss.ref.ts';
@@ -162,14 +162,16 @@ async function actorLoss(
       logProb: args.logProb,
       advantages: upload(engine, 'advantages', args.advantages),
       responseMask: upload(engine, 'response_mask', args.responseMask),
-      entropy: args.entropy,
-      refLogProb: args.refLogProb ? upload(engine, 'ref_log_prob', args.refLogProb) : undefined,
+      ...separateActorLossExtras(engine, B, T, {
+        entropy: args.entropy,
+        refLogProb: args.refLogProb ? upload(engine, 'ref_log_prob', args.refLogProb) : undefined,
+        selected: await covarianceSelection(engine, config, args),
+        policyMask: args.policyMask ? upload(engine, 'policy_mask', args.policyMask) : undefined,
+        isWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : undefined,
+      }),
       grads,
       rowPartials: engine.tensor('row_partials', [B, 8]),
       out,
-      selected: await covarianceSelection(engine, config, args),
-      policyMask: args.policyMask ? upload(engine, 'policy_mask', args.policyMask) : undefined,
-      isWeights: args.rolloutIsWeights ? upload(engine, 'rollout_is_weights', args.rolloutIsWeights) : undefined,
     },
     {
       config,

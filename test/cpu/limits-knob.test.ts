@@ -1,0 +1,45 @@
+// WEBGPU_LIMITS (engine/knobs.ts): default for WebGPU's default limits, unset for the adapter's own, anything else
+// one line.
+import { describe, it, expect, vi } from 'vitest';
+import { readKnobs } from '../../engine/knobs.ts';
+import { describeDevice, type DeviceCapabilities } from '../../engine/device.ts';
+import { runBenchmarks } from '../../tools/bench/cli.ts';
+
+describe('WEBGPU_LIMITS', () => {
+  it("reads default; unset or empty asks for the adapter's own limits", () => {
+    expect(readKnobs({ WEBGPU_LIMITS: 'default' }).limits).toBe('default');
+    expect(readKnobs({}).limits).toBe('adapter');
+    expect(readKnobs({ WEBGPU_LIMITS: '' }).limits).toBe('adapter');
+  });
+
+  it('refuses any other value, naming the knob and the value it takes', () => {
+    for (const value of ['Default', 'adapter', 'max']) {
+      expect(() => readKnobs({ WEBGPU_LIMITS: value })).toThrow(
+        `WEBGPU_LIMITS: "${value}" must be default (or unset: the adapter's own limits)`,
+      );
+    }
+  });
+
+  it('stops the benchmarks with one error line and exit 1, before any device starts', async () => {
+    vi.stubEnv('WEBGPU_LIMITS', 'max');
+    const errors: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((...parts) => {
+      errors.push(parts.join(' '));
+    });
+    try {
+      expect(await runBenchmarks(['kernels'])).toBe(1);
+    } finally {
+      error.mockRestore();
+      vi.unstubAllEnvs();
+    }
+    expect(errors).toEqual([`error: WEBGPU_LIMITS: "max" must be default (or unset: the adapter's own limits)`]);
+  });
+
+  it('the device line names the class, the knob that chose it and the default limits', () => {
+    const caps = { description: 'lavapipe', deviceClass: 'gpu', defaultLimits: true } as DeviceCapabilities;
+    expect(describeDevice(caps, { deviceClass: 'gpu' })).toBe(
+      'lavapipe (gpu kernels, WEBGPU_DEVICE_CLASS, WebGPU default limits)',
+    );
+    expect(describeDevice({ ...caps, defaultLimits: false }, { deviceClass: null })).toBe('lavapipe (gpu kernels)');
+  });
+});
