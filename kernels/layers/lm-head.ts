@@ -170,11 +170,21 @@ function chunkWidth(engine: Engine, launcher: string, N: number, C: number, V: n
     }
     return Math.min(chunkSize, V);
   }
-  const budget = Math.min(SCRATCH_BYTES, engine.maxBindingBytes / 4);
+  return lmHeadDefaultChunkWidth(N, C, V, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment);
+}
+
+/** chunkWidth's default from the device's binding limit and offset alignment alone (the memory plan sizes the
+ *  (N, chunk) logits scratch with it before an engine exists). */
+export function lmHeadDefaultChunkWidth(
+  N: number,
+  C: number,
+  V: number,
+  maxBindingBytes: number,
+  alignBytes: number,
+): number {
+  const budget = Math.min(SCRATCH_BYTES, maxBindingBytes / 4);
   const scratchRows = Math.floor(budget / (4 * N) / CHUNK_ALIGN) * CHUNK_ALIGN;
-  const bindableRows =
-    Math.floor(rowsPerWindow(C, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment) / CHUNK_ALIGN) *
-    CHUNK_ALIGN;
+  const bindableRows = Math.floor(rowsPerWindow(C, maxBindingBytes, alignBytes) / CHUNK_ALIGN) * CHUNK_ALIGN;
   return Math.min(Math.max(CHUNK_ALIGN, Math.min(scratchRows, bindableRows)), V);
 }
 

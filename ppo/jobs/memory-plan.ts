@@ -1,11 +1,14 @@
 // The run's memory plan, computed from the configuration and the models' shapes before anything is allocated:
 // what stays resident (parameters, gradients, AdamW moments of each model) and what each phase adds on top
-// (rollout: KV cache, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
+// (rollout: KV caches, prefill activations, sampling logits; log-prob and value forwards; actor and critic updates:
 // activations of one micro-batch), the peak, and what cannot work — a single tensor above the device's binding
 // limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
 // Estimates follow the tensors models/ allocates (float32, except frozen weights — the reference, reward model,
 // frozen critic, the actor's LoRA base — whose matrices are stored in bf16/f16 by their fsdp_config.model_dtype or
-// their checkpoint's torch_dtype); small per-sequence buffers are left out.
+// their checkpoint's torch_dtype); small per-sequence buffers are left out. Phases are not disjoint: what a phase
+// allocates stays allocated after it (the rollout keeps its decoders, each model its work buffers, the engine its
+// LM-head scratch: models/growing-buffers.ts, kernels/util/scratch.ts only grow), so each phase's peak counts what
+// earlier phases left, and a buffer a later phase reuses once, at its larger size.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
@@ -17,18 +20,23 @@ import {
   type Engine,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
+import { lmHeadDefaultChunkWidth } from '../../kernels/layers/lm-head.ts';
 import { batchSizes, usesCritic, actorLoraSettings, actorBaseStorage, weightDtype, type PpoConfig } from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots } from '../generation/slots.ts';
+import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
+import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
-/** The LM head's logits scratch is at most this (kernels/layers/lm-head.ts). */
-const LM_HEAD_SCRATCH_BYTES = 32 << 20;
+/** WebGPU's default minStorageBufferOffsetAlignment, where the device's is not given. */
+const DEFAULT_BINDING_ALIGNMENT = 256;
 
 export interface DeviceMemory {
   /** Largest storage binding (maxStorageBufferBindingSize). */
   maxBindingBytes: number;
+  /** minStorageBufferOffsetAlignment (256 when not given): where binding windows of a weight may start. */
+  bindingAlignBytes?: number;
   /** The device's memory (engine/device-memory.ts): the peak must fit it, and the rollout may take
    *  rollout.gpu_memory_utilization of it. */
   memory: DeviceMemorySize;
@@ -50,6 +58,10 @@ export interface PlanModels {
 export interface MemoryItem {
   what: string;
   bytes: number;
+  /** A phase's buffers: which they are (a model's work buffers, the rollout's decoders, the engine's LM-head scratch
+   *  of this size). They stay allocated after the phase; a later item with the same key reuses them, grown to the
+   *  larger of the two. */
+  key?: string;
 }
 
 export interface PhasePlan {
@@ -57,7 +69,10 @@ export interface PhasePlan {
   /** What the phase allocates beyond the resident tensors. */
   items: MemoryItem[];
   bytes: number;
-  /** Resident + this phase. */
+  /** What earlier phases left allocated on top of this phase's items (their buffers, or the part of a reused
+   *  buffer an earlier phase grew larger). */
+  keptBytes: number;
+  /** Resident + kept + this phase. */
   peakBytes: number;
   /** Its largest single tensor that kernels bind whole. */
   largestTensor: MemoryItem;
@@ -101,50 +116,63 @@ function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
   return storage === 'f32' ? '' : ` (${storage} matrices)`;
 }
 
-/** Float32 elements per token of a decoder trunk's activations. */
-function activationsPerToken(c: DecoderConfig, training: boolean): { perLayer: number; fixed: number; widest: number } {
+/** Float32 elements per token of a decoder trunk's activations; `loraRank`: the actor's adapters (r), whose
+ *  low-rank activations are 3r (q, k, v) + r (o) + 2r (gate, up) + r (down) a layer, and whose backward keeps the
+ *  widest (3r). */
+function activationsPerToken(
+  c: DecoderConfig,
+  training: boolean,
+  loraRank: number,
+): { perLayer: number; fixed: number; widest: number } {
   const C = c.hiddenSize;
   const W = qkvWidth(c);
   const I = c.intermediateSize;
   const heads = c.numHeads * c.headDim;
   const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
-  const perLayer = 4 * C + 2 + qkv + heads + c.numHeads + 3 * I;
-  const backward = 2 * C + 3 * I + heads + (c.qkNorm ? 2 * W : W) + 1;
+  const perLayer = 4 * C + 2 + qkv + heads + c.numHeads + 3 * I + 7 * loraRank;
+  const backward = 2 * C + 3 * I + heads + (c.qkNorm ? 2 * W : W) + 1 + 3 * loraRank;
   return { perLayer, fixed: 2 * C + 1 + (training ? backward : 0), widest: Math.max(2 * I, W, C, heads) };
 }
 
-/** Trunk activations of `tokens` tokens: every layer's when training, one layer's (reused) otherwise; with
- *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward
- *  (models/decoder.ts's checkpointed workspace). */
+/** Trunk activations of `tokens` tokens (models/decoder.ts's workspaces): every layer's when training; with
+ *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward;
+ *  otherwise two layers' sets, each layer reading the other's output. */
 function trunkActivations(
   c: DecoderConfig,
   tokens: number,
   training: boolean,
   checkpointed = false,
+  loraRank = 0,
 ): { bytes: number; widestRow: number } {
-  const { perLayer, fixed, widest } = activationsPerToken(c, training);
+  const { perLayer, fixed, widest } = activationsPerToken(c, training, loraRank);
   const layers = !training
-    ? perLayer
+    ? 2 * perLayer
     : checkpointed
       ? perLayer + (c.numLayers - 1) * c.hiddenSize
       : perLayer * c.numLayers;
   return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
 }
 
+/** Float32 elements of an IncrementalDecoder's work buffers (models/incremental-decoder.ts) per token of a call and
+ *  per row (its LM head: the last token's hidden state and the logits). */
+function incrementalWork(c: DecoderConfig, loraRank: number): { perToken: number; perRow: number } {
+  const W = qkvWidth(c);
+  const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
+  return {
+    perToken: 2 * c.hiddenSize + 1 + qkv + c.numHeads * c.headDim + c.numHeads + 3 * c.intermediateSize + 3 * loraRank,
+    perRow: 2 * c.hiddenSize + 1 + c.vocabSize,
+  };
+}
+
+/** Bytes of a KV cache (models/kv-cache.ts): keys and values of every layer, one layer's compaction scratch, the
+ *  key mask. */
+function kvCacheBytes(c: DecoderConfig, rows: number, capacity: number): number {
+  return ((2 * c.numLayers + 1) * c.numKvHeads * c.headDim + 1) * rows * capacity * F32;
+}
+
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
 function layerWeightElements(c: DecoderConfig): number {
   return parameterCount(c, (name, shape) => name.startsWith('model.layers.') && shape.length === 2);
-}
-
-function lmHeadScratch(c: DecoderConfig, tokens: number, maxBindingBytes: number): number {
-  return (
-    Math.min(LM_HEAD_SCRATCH_BYTES, maxBindingBytes / 4, tokens * c.vocabSize * F32) + tokens * (3 + c.hiddenSize) * F32
-  );
-}
-
-function phase(name: string, items: MemoryItem[], residentBytes: number, largestTensor: MemoryItem): PhasePlan {
-  const bytes = items.reduce((s, i) => s + i.bytes, 0);
-  return { phase: name, items, bytes, peakBytes: residentBytes + bytes, largestTensor };
 }
 
 /** The memory plan of `config` with these models on this device, validating on `validationPrompts` prompts. */
@@ -218,99 +246,166 @@ export function planMemory(
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
-  // Rollout: the KV cache of every sequence in flight (as many slots as ppo/generation/slots.ts lets it decode at once,
-  // from the same budget the trainer gives it), the prompt prefill's activations, the sampling logits. Validation
-  // generates the whole validation set through the same slots, so a large set decodes more sequences at once than a
-  // batch.
+  // Every buffer allocated so far, by key, at its largest.
+  const allocated = new Map<string, number>();
+  const phase = (name: string, items: MemoryItem[], largestTensor: MemoryItem) => {
+    for (const { key, bytes } of items) allocated.set(key!, Math.max(allocated.get(key!) ?? 0, bytes));
+    const bytes = items.reduce((s, i) => s + i.bytes, 0);
+    const held = [...allocated.values()].reduce((s, b) => s + b, 0);
+    phases.push({ phase: name, items, bytes, keptBytes: held - bytes, peakBytes: residentBytes + held, largestTensor });
+  };
+  const loraRank = lora ? lora.rank : 0;
+  const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
+  /** The LM head over `tokens` tokens: its logits chunk (kernels/layers/lm-head.ts: one scratch per size, shared by
+   *  every model) and the model's per-token outputs, row statistics and hidden-state gradient. */
+  const lmHead = (c: DecoderConfig, model: string, tokens: number): { items: MemoryItem[]; chunk: number } => {
+    const chunk = lmHeadDefaultChunkWidth(tokens, c.hiddenSize, c.vocabSize, device.maxBindingBytes, alignBytes);
+    return {
+      chunk,
+      items: [
+        {
+          what: `LM head logits chunk (${tokens} × ${chunk}, shared by every model)`,
+          bytes: tokens * chunk * F32,
+          key: `lm-head logits ${tokens * chunk}`,
+        },
+        { what: 'LM head per-token statistics, dhidden', bytes: tokens * (c.hiddenSize + 7) * F32, key: `${model} lm` },
+      ],
+    };
+  };
+  // Rollout (ppo/generation/continuous-batching.ts): as many slots as ppo/generation/slots.ts lets it decode at once,
+  // from the same budget the trainer gives it, in two IncrementalDecoders kept between rollouts — the decode batch's
+  // (its KV cache of continuousCacheCapacity slots, one token's buffers and the sampling logits of each row) and the
+  // one newcomers' prompts are prefilled in (a cache of the prompt's length, the prompt's activations, the logits of
+  // each row's last token). Validation generates the whole validation set through the same slots and decoders, so
+  // a large set decodes more sequences at once than a batch.
+  const responseLength = config.data.max_response_length;
+  const capacity = continuousCacheCapacity(promptLength, responseLength, DEFAULT_READ_EVERY);
   const rollout = (name: string, sequences: number) => {
     let S = 1;
     try {
       S = rolloutSlots(
         { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
         actor,
-        { promptLength, capacity: sequenceLength, samples: sequences },
+        { promptLength, capacity, samples: sequences },
         { memoryBudgetBytes: rolloutBudgetBytes },
       );
     } catch (err) {
       problems.push((err as Error).message);
     }
+    const work = incrementalWork(actor, loraRank);
     const kvWidth = actor.numKvHeads * actor.headDim;
-    const kvLayer = S * sequenceLength * kvWidth * F32;
-    const prefill = trunkActivations(actor, S * promptLength, false);
-    const samplingLogits = S * actor.vocabSize * F32;
-    phases.push(
-      phase(
-        `${name} (${S} of ${sequences} sequences at once)`,
-        [
-          {
-            what: `KV cache (${S} sequences × ${sequenceLength} tokens × ${actor.numLayers} layers × K,V)`,
-            bytes: 2 * actor.numLayers * kvLayer + kvLayer,
-          },
-          { what: `prefill activations (${S} × ${promptLength} prompt tokens)`, bytes: prefill.bytes },
-          { what: `sampling logits (${S} × ${actor.vocabSize})`, bytes: samplingLogits },
-        ],
-        residentBytes,
-        largest([
-          { what: 'KV cache of one layer', bytes: kvLayer },
-          { what: 'sampling logits', bytes: samplingLogits },
-          { what: 'widest prefill activation', bytes: S * promptLength * prefill.widestRow },
-        ]),
-      ),
+    const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
+    phase(
+      `${name} (${S} of ${sequences} sequences at once)`,
+      [
+        {
+          what: `KV cache (${S} sequences × ${capacity} slots × ${actor.numLayers} layers × K,V)`,
+          bytes: kvCacheBytes(actor, S, capacity),
+          key: 'rollout decode cache',
+        },
+        {
+          what: `decode step buffers and sampling logits (${S} × ${actor.vocabSize})`,
+          bytes: S * (work.perToken + work.perRow) * F32,
+          key: 'rollout decode buffers',
+        },
+        {
+          what: `prefill KV cache (${S} × ${promptLength} prompt tokens)`,
+          bytes: kvCacheBytes(actor, S, promptLength),
+          key: 'rollout prefill cache',
+        },
+        {
+          what: `prefill activations and logits (${S} × ${promptLength} prompt tokens)`,
+          bytes: S * (promptLength * work.perToken + work.perRow) * F32,
+          key: 'rollout prefill buffers',
+        },
+      ],
+      largest([
+        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * F32 },
+        { what: 'sampling logits', bytes: S * actor.vocabSize * F32 },
+        { what: 'widest prefill activation', bytes: S * promptLength * widestRow },
+      ]),
     );
   };
   rollout('rollout', sizes.sequences);
   const validationSequences = validationPrompts * config.actor_rollout_ref.rollout.val_kwargs.n;
   if (validationSequences > 0) rollout('validation rollout', validationSequences);
 
-  const forward = (name: string, c: DecoderConfig, sequences: number, head: 'lm' | 'value', key: string) => {
+  // Each model (`model`: the actor, the reference — its own work buffers even when it reads the actor's base —,
+  // the critic, the reward model) keeps its forward's and its update's workspaces apart (models/decoder.ts).
+  const forward = (
+    name: string,
+    c: DecoderConfig,
+    model: string,
+    sequences: number,
+    head: 'lm' | 'value',
+    key: string,
+    rank = 0,
+  ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, false);
-    const items = [
-      { what: `activations (${sequences} × ${sequenceLength} tokens, one layer at a time)`, bytes: trunk.bytes },
+    const trunk = trunkActivations(c, tokens, false, false, rank);
+    const items: MemoryItem[] = [
+      {
+        what: `activations (${sequences} × ${sequenceLength} tokens, two layers' sets)`,
+        bytes: trunk.bytes,
+        key: `${model} forward`,
+      },
     ];
-    if (head === 'lm')
-      items.push({
-        what: 'LM head (logits chunk, per-token statistics)',
-        bytes: lmHeadScratch(c, tokens, device.maxBindingBytes),
-      });
-    phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
+    if (head === 'lm') items.push(...lmHead(c, model, tokens).items);
+    phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
   const update = (
     name: string,
     c: DecoderConfig,
+    model: string,
     sequences: number,
     head: 'lm' | 'value',
     key: string,
     checkpointed: boolean,
+    rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, true, checkpointed);
-    const items = [
+    const trunk = trunkActivations(c, tokens, true, checkpointed, rank);
+    const items: MemoryItem[] = [
       {
         what: checkpointed
           ? `every layer's input and one layer's activations (${sequences} × ${sequenceLength} tokens, gradient ` +
             `checkpointing) and backward scratch`
           : `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
         bytes: trunk.bytes,
+        key: `${model} update`,
       },
     ];
-    if (head === 'lm')
-      items.push({ what: 'LM head (logits chunk, dhidden)', bytes: lmHeadScratch(c, tokens, device.maxBindingBytes) });
-    // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
-    const logits = tokens * c.vocabSize * F32;
-    if (head === 'lm' && logits <= Math.min(LM_HEAD_SCRATCH_BYTES, device.maxBindingBytes / 4))
-      items.push({ what: 'LM head logits kept for the backward', bytes: logits });
-    phases.push(phase(name, items, residentBytes, { what: 'widest activation', bytes: tokens * trunk.widestRow }));
+    if (head === 'lm') {
+      const lm = lmHead(c, model, tokens);
+      items.push(...lm.items);
+      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
+      if (lm.chunk >= c.vocabSize)
+        items.push({
+          what: 'LM head logits kept for the backward',
+          bytes: tokens * c.vocabSize * F32,
+          key: `${model} saved logits`,
+        });
+    }
+    phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
 
   const logProbMicro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu ?? sizes.sequences;
-  forward('old log-probs', actor, logProbMicro, 'lm', 'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu');
+  forward(
+    'old log-probs',
+    actor,
+    'actor',
+    logProbMicro,
+    'lm',
+    'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu',
+    loraRank,
+  );
   if (hasReference) {
     forward(
       'reference log-probs',
       actor,
+      'reference',
       config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? sizes.sequences,
       'lm',
       'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu',
@@ -320,6 +415,7 @@ export function planMemory(
     forward(
       'reward model',
       rewardModel,
+      'reward model',
       config.reward_model.micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
       'reward_model.micro_batch_size_per_gpu',
@@ -328,6 +424,7 @@ export function planMemory(
     forward(
       'values',
       critic,
+      'critic',
       config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
       'critic.forward_micro_batch_size_per_gpu',
@@ -336,6 +433,7 @@ export function planMemory(
       update(
         'critic update',
         critic,
+        'critic',
         sizes.criticMicroBatch,
         'value',
         'critic.ppo_micro_batch_size_per_gpu',
@@ -345,24 +443,35 @@ export function planMemory(
   update(
     'actor update',
     actor,
+    'actor',
     sizes.actorMicroBatch,
     'lm',
     'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu',
     config.actor_rollout_ref.model.enable_gradient_checkpointing,
+    loraRank,
   );
 
   const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
   const budgetBytes = device.memory.bytes;
   if (peakBytes > budgetBytes) {
     const worst = phases.reduce((a, b) => (b.peakBytes > a.peakBytes ? b : a));
-    const keys = PHASE_KEYS[worst.phase.split(' (')[0]] ?? [];
+    const keysOf = (p: PhasePlan) => PHASE_KEYS[p.phase.split(' (')[0]] ?? [];
+    const keys = keysOf(worst);
+    // What earlier phases keep allocated counts at this one's peak too: their keys shrink it.
+    const earlier = [...new Set(phases.slice(0, phases.indexOf(worst)).flatMap(keysOf))].filter(
+      (k) => !keys.includes(k),
+    );
+    const kept =
+      worst.keptBytes > 0 && earlier.length > 0
+        ? `; of it, ${gib(worst.keptBytes)} stays allocated from earlier phases: lower ${earlier.join(', ')}`
+        : '';
     const guessed =
       device.memory.source === 'unknown' ? " (a guess: set WEBGPU_DEVICE_MEMORY to the device's memory)" : '';
     problems.push(
       `peak ${gib(peakBytes)} (${worst.phase}) is above the memory budget of ${gib(budgetBytes)}${guessed}: ` +
         (residentBytes > budgetBytes
           ? `the models alone take ${gib(residentBytes)} — use a smaller model or fewer layers`
-          : `lower ${keys.join(', ')}`),
+          : `lower ${keys.join(', ')}${kept}`),
     );
   }
   return {
@@ -427,6 +536,7 @@ function gib(bytes: number): string {
 export function deviceMemory(engine: Engine, memory: DeviceMemorySize = engine.memory): DeviceMemory {
   return {
     maxBindingBytes: engine.maxBindingBytes,
+    bindingAlignBytes: engine.caps.minStorageBufferOffsetAlignment,
     memory,
     transposedWeights: chooseVariant('transposed-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
     decodeTransposedWeights: chooseVariant('decode-weights', transposedWeightVariants, engine.caps, engine.knobs).value,
@@ -444,7 +554,8 @@ export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
   for (const p of plan.phases) {
     lines.push(
-      `  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)}  peak ${gib(p.peakBytes)}; largest tensor ` +
+      `  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)} on ${gib(p.keptBytes)} kept  peak ` +
+        `${gib(p.peakBytes)}; largest tensor ` +
         `${mib(p.largestTensor.bytes)} (${p.largestTensor.what})`,
     );
     if (detail) for (const item of p.items) lines.push(`    ${item.what}: ${mib(item.bytes)}`);

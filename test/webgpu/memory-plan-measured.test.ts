@@ -4,13 +4,10 @@
 // computes it and compared with the engine's measured peak (perf/max_memory_allocated_gb: every buffer alive at
 // once). What the base's storage changes, the plan counts: its difference between two storages is within 10% of
 // the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16 and 41,820,160 B
-// fp32 → nf4). The plan as a whole is not yet within 10% above the peak at this size: it is 16,112,992 B
-// (15.4 MiB) below it whatever the storage (fp32: plan 0.88 of measured; bf16 and nf4: 0.82; 13,681,072 B before
-// main's 3363225 changed the defaults). The cause, from the buffers alive at the measured peak (the NF4 run, during
-// the actor update): the plan counts phases as disjoint, but the rollout's two decoders (decode and prefill, their
-// logits 9.7 MB here) and KV caches, and the log-prob forwards' workspace, stay allocated into the update
-// (GrowingBuffers only grow). This test holds that shortfall under 20 MiB so it cannot grow unseen; counting those
-// buffers as resident from their phase on is the fix still to make.
+// fp32 → nf4). The plan's peak is at or above the measured one and within 10% of it (on lavapipe: 1.015 fp32,
+// 1.021 bf16 and nf4 — the plan takes every prompt at max_prompt_length; 0.82–0.88, below, while it counted phases
+// as disjoint: the measured peak, in the actor update, still holds the rollout's two decoders and both log-prob
+// forwards' workspaces).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { Engine, readKnobs } from '../../engine/index.ts';
@@ -71,7 +68,9 @@ describe('memory plan against the measured peak', () => {
         0.1 * measuredSaving,
       );
     }
-    for (const { name, plan, measured } of peaks)
-      expect(measured - plan, `${name}: unplanned bytes at the peak`).toBeLessThan(20 * 2 ** 20);
+    for (const { name, plan, measured } of peaks) {
+      expect(plan, `${name}: plan's peak vs measured`).toBeGreaterThanOrEqual(measured);
+      expect(plan, `${name}: plan's peak vs measured`).toBeLessThanOrEqual(1.1 * measured);
+    }
   }, 600_000);
 });
