@@ -2,7 +2,7 @@
 // reward model) opened as a *ForSequenceClassification with num_labels=1 — a causal LM keeps its trunk and gets a
 // fresh bias-free `score`, as transformers' AutoModelForSequenceClassification.from_pretrained(…, num_labels=1) —
 // then trained on preference pairs (reward-training/preference-pairs.ts) with the Bradley–Terry loss; the run
-// (validation loss, accuracy and mean margin on data.val_files, checkpoints, resume) is training-job-node.ts's. Each
+// (validation loss, accuracy and mean margin on data.val_files, checkpoints, resume) is supervised-run-node.ts's. Each
 // checkpoint is a Hugging Face *ForSequenceClassification that PPO loads as reward_model.model.path and as
 // critic.model.path.
 import type { Engine } from '../../engine/index.ts';

@@ -3,7 +3,7 @@
 // trains data.train_batch_size examples per step in micro-batches of data.micro_batch_size_per_gpu (gradients
 // accumulate), with AdamW (optim.betas, weight_decay, clip_grad) under warmup (optim.warmup_steps_ratio) and
 // optim.lr_scheduler; the run, its validation loss, checkpoints (in the model's own dtype, with the tokenizer) and
-// resume are training-job-node.ts's. With model.lora_rank > 0 only PEFT-style LoRA adapters train (the base is
+// resume are supervised-run-node.ts's. With model.lora_rank > 0 only PEFT-style LoRA adapters train (the base is
 // frozen, as for PPO's actor): a checkpoint is then the unchanged base model with the adapters in PEFT's format in
 // lora_adapter/ (the directory name verl's workers use) and their AdamW state; resume restores both.
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 // A checkpoint directory (global_step_N) written whole or not at all, by the PPO trainer (checkpoint-node.ts) and
-// the supervised jobs (training-job-node.ts): assembled in a staging folder named after this process, then renamed
+// the supervised jobs (supervised-run-node.ts): assembled in a staging folder named after this process, then renamed
 // into place. run-directory-node.ts removes the staging folders of saves that died with their process.
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
