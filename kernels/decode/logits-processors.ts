@@ -1,4 +1,5 @@
 import logitsProcessorsSource from './logits-processors.wgsl';
+import rowReduceSource from './row-reduce.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { ROW_SAMPLING_WORDS } from './sample.ts';
@@ -66,7 +67,7 @@ export function packRowProcessing(p: RowProcessing): number[] {
 
 const specOfWidth = (WG: number): KernelSpec => ({
   name: `logits-processors/wg${WG}`,
-  source: logitsProcessorsSource,
+  source: rowReduceSource + logitsProcessorsSource,
   constants: { WG },
   bindings: [
     { name: 'logits', access: 'read_write' },

@@ -15,9 +15,8 @@
 
 override WG: u32 = 256u;
 
-var<workgroup> reduceValue: array<f32, WG>;
+// reduceValue, treeStart and workgroupMax: row-reduce.wgsl, prepended by the launcher.
 var<workgroup> rowSkipped: u32;
-var<workgroup> treeStart: u32;
 
 const LOWEST: f32 = -3.4028234e38;
 const HEADER: u32 = 8u;
@@ -74,12 +73,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (minP > 0.0 && temperature > 0.0) {
     var best = LOWEST;
     for (var v = lid; v < params.V; v += WG) { best = max(best, logits[base + v]); }
-    reduceValue[lid] = best;
-    for (var stride = workgroupUniformLoad(&treeStart); stride > 0u; stride >>= 1u) {
-      if (lid < stride) { reduceValue[lid] = max(reduceValue[lid], reduceValue[lid + stride]); }
-      workgroupBarrier();
-    }
-    let floor = workgroupUniformLoad(&reduceValue[0]) + temperature * log(minP);
+    let floor = workgroupMax(lid, best) + temperature * log(minP);
     for (var v = lid; v < params.V; v += WG) {
       if (logits[base + v] < floor) { logits[base + v] = LOWEST; }
     }

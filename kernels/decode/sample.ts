@@ -1,10 +1,11 @@
 import sampleSource from './sample.wgsl';
+import rowReduceSource from './row-reduce.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 
 const specOfWidth = (WG: number): KernelSpec => ({
   name: `sample/wg${WG}`,
-  source: sampleSource,
+  source: rowReduceSource + sampleSource,
   constants: { WG },
   bindings: [
     { name: 'logits', access: 'read' },

@@ -25,13 +25,8 @@
 
 override WG: u32 = 256u;
 
-var<workgroup> reduceValue: array<f32, WG>;
-var<workgroup> reduceIndex: array<u32, WG>;
+// reduceValue, reduceIndex, treeStart and workgroupSum: row-reduce.wgsl, prepended by the launcher.
 var<workgroup> rowFinished: u32;
-// WG / 2, the reduction trees' first stride, read back through workgroup memory: a loop bound the shader
-// compiler cannot fold keeps each tree a loop. Unrolled, LLVM inlines every level's barrier at each of the six
-// reductions, and lavapipe compiled wg256 in 6-10 s (1.5-1.8 s rolled); a GPU pays a few instructions a level.
-var<workgroup> treeStart: u32;
 
 // The lowest finite f32: WGSL has no infinity literal (and fast-math may assume none).
 const LOWEST: f32 = -3.4028234e38;
@@ -60,18 +55,6 @@ fn gumbel(token: u32, stream: u32, step: u32, seed: u32) -> f32 {
 }
 
 // The reductions return a workgroup-uniform value (loop bounds and branches downstream depend on it).
-fn workgroupSum(lid: u32, value: f32) -> f32 {
-  reduceValue[lid] = value;
-  // The uniform load is also the barrier that publishes the stores above.
-  for (var stride = workgroupUniformLoad(&treeStart); stride > 0u; stride >>= 1u) {
-    if (lid < stride) { reduceValue[lid] += reduceValue[lid + stride]; }
-    workgroupBarrier();
-  }
-  let total = workgroupUniformLoad(&reduceValue[0]);
-  workgroupBarrier();
-  return total;
-}
-
 fn workgroupCount(lid: u32, value: u32) -> u32 {
   reduceIndex[lid] = value;
   // The uniform load is also the barrier that publishes the stores above.

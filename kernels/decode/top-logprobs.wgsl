@@ -11,11 +11,8 @@
 
 override WG: u32 = 256u;
 
-var<workgroup> reduceValue: array<f32, WG>;
-var<workgroup> reduceIndex: array<u32, WG>;
+// reduceValue, reduceIndex, treeStart and workgroupSum: row-reduce.wgsl, prepended by the launcher.
 var<workgroup> rowSkipped: u32;
-// WG / 2 read through workgroup memory keeps the reduction a loop (see sample.wgsl: lavapipe's compile time).
-var<workgroup> treeStart: u32;
 
 const LOWEST: f32 = -3.4028234e38;
 const NONE: u32 = 0xFFFFFFFFu;
@@ -43,17 +40,6 @@ fn workgroupFirst(lid: u32, value: f32, index: u32) -> u32 {
   let first = workgroupUniformLoad(&reduceIndex[0]);
   workgroupBarrier();
   return first;
-}
-
-fn workgroupSum(lid: u32, value: f32) -> f32 {
-  reduceValue[lid] = value;
-  for (var stride = workgroupUniformLoad(&treeStart); stride > 0u; stride >>= 1u) {
-    if (lid < stride) { reduceValue[lid] += reduceValue[lid + stride]; }
-    workgroupBarrier();
-  }
-  let total = workgroupUniformLoad(&reduceValue[0]);
-  workgroupBarrier();
-  return total;
 }
 
 @compute @workgroup_size(WG)

@@ -1,6 +1,7 @@
 // Shader code shared by several kernels lives in one section that their launchers prepend, not in copies: the
-// attention passes' k/v tile staging (attention-key-tile.wgsl, forward and dq) and the per-column weight gradient of
-// rmsnorm and value-head (util/column-grad.wgsl). Each check names a line only that code has.
+// attention passes' k/v tile staging (attention-key-tile.wgsl, forward and dq), the per-column weight gradient of
+// rmsnorm and value-head (util/column-grad.wgsl) and the decode row kernels' reductions (decode/row-reduce.wgsl).
+// Each check names a line only that code has.
 import { describe, it, expect } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -30,6 +31,12 @@ function filesWith(line: string): string[] {
 describe('shared WGSL sections', () => {
   it('the k/v tile staging of the attention passes is written once', () => {
     expect(filesWith('kvTile[TILE * HS4 + i] = vx;')).toEqual(['kernels/attention/attention-key-tile.wgsl']);
+  });
+
+  it('the decode row kernels share one set of reductions', () => {
+    expect(filesWith('if (lid < stride) { reduceValue[lid] += reduceValue[lid + stride]; }')).toEqual([
+      'kernels/decode/row-reduce.wgsl',
+    ]);
   });
 
   it('the column-tile weight gradient of rmsnorm and value-head is written once', () => {
