@@ -7,9 +7,11 @@ import { kernelCases, validateKernels } from '../../tools/bench/kernels.ts';
 import { checkOutput, randomValues, upload, type KernelBenchCase } from '../../tools/kernel-lab/bench-inputs.ts';
 
 describe('bench validation', () => {
-  it("passes the op's real cases and names none unchecked", async () => {
+  it("passes the op's real cases", async () => {
     const engine = await gpuEngine();
-    expect(await validateKernels(engine, kernelCases(engine, ['rmsnorm', 'swiglu', 'embedding']))).toEqual([]);
+    await expect(
+      validateKernels(engine, kernelCases(engine, ['rmsnorm', 'swiglu', 'embedding'])),
+    ).resolves.toBeUndefined();
   });
 
   it('stops at a case whose output is off, with the max error', async () => {

@@ -20,7 +20,7 @@ import { transposeCases } from '../kernel-lab/transpose.bench.ts';
 import { clearRangesCases } from '../kernel-lab/clear-ranges.bench.ts';
 import { ppoCases } from '../kernel-lab/ppo.bench.ts';
 import { decodeLayerCases } from '../kernel-lab/decode-layer.bench.ts';
-import type { BenchCheck, KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
+import type { KernelBenchCase } from '../kernel-lab/bench-inputs.ts';
 
 export type { KernelBenchRow } from './harness.ts';
 
@@ -62,25 +62,13 @@ export function kernelCases(engine: Engine, only?: readonly string[]): KernelBen
   );
 }
 
-/** A case set up: the run to time and, where the case has one, the check of one run's output. */
-function setUp(engine: Engine, benchCase: KernelBenchCase): { run: () => void; check?: () => Promise<BenchCheck> } {
-  const made = benchCase.setup(engine);
-  return typeof made === 'function' ? { run: made } : made;
-}
-
 /**
  * Runs each case once and compares its output with the reference at the case's own shape; throws at the first that
- * is off (`kernel <kernel> <shape>: <output> off by <max abs error> (...)`), so nothing wrong is timed. Returns the
- * cases that have no check yet.
+ * is off (`kernel <kernel> <shape>: <output> off by <max abs error> (...)`), so nothing wrong is timed.
  */
-export async function validateKernels(engine: Engine, cases: readonly KernelBenchCase[]): Promise<string[]> {
-  const unchecked: string[] = [];
+export async function validateKernels(engine: Engine, cases: readonly KernelBenchCase[]): Promise<void> {
   for (const benchCase of cases) {
-    const { run, check } = setUp(engine, benchCase);
-    if (!check) {
-      unchecked.push(`${benchCase.kernel} ${benchCase.shape}`);
-      continue;
-    }
+    const { run, check } = benchCase.setup(engine);
     run();
     const result = await check();
     if (!(result.violation <= 1))
@@ -89,10 +77,9 @@ export async function validateKernels(engine: Engine, cases: readonly KernelBenc
           `(${result.violation.toPrecision(3)}× the tolerance, ${result.tolerance})`,
       );
   }
-  return unchecked;
 }
 
-/** A row per case, in order, until `deadline`; every case with a check is validated first (validateKernels). */
+/** A row per case, in order, until `deadline`; every case is validated first (validateKernels). */
 export async function benchmarkKernels(
   engine: Engine,
   options: KernelBenchOptions = {},
@@ -101,15 +88,13 @@ export async function benchmarkKernels(
   const { baselines = true, targetMs, deadline = Infinity, validate = true } = options;
   const cases = kernelCases(engine, options.only);
   if (validate) {
-    const unchecked = await validateKernels(engine, cases);
-    log(
-      `All results match. Starting benchmarks.${unchecked.length ? ` (not yet checked: ${unchecked.join('; ')})` : ''}`,
-    );
+    await validateKernels(engine, cases);
+    log('All results match. Starting benchmarks.');
   }
   const rows: KernelBenchRow[] = [];
   for (const benchCase of cases) {
     if (performance.now() > deadline) break;
-    const { run } = setUp(engine, benchCase);
+    const { run } = benchCase.setup(engine);
     const time = (samples?: number) =>
       timeKernel(engine, benchCase.kernel, benchCase.shape, run, {
         flops: benchCase.flops,

@@ -22,10 +22,9 @@ export interface KernelBenchCase {
   runsOn?: (engine: Engine) => boolean;
   /**
    * Allocates the inputs once and returns the function that records one run, with the check of what one run wrote
-   * (a run from the state setup leaves) against the CPU or float64 reference at this shape. A case without a check
-   * is timed as "unchecked" (tools/bench/kernels.ts says so); every case should have one.
+   * (a run from the state setup leaves) against the CPU or float64 reference at this shape.
    */
-  setup: (engine: Engine) => (() => void) | { run: () => void; check: () => Promise<BenchCheck> };
+  setup: (engine: Engine) => { run: () => void; check: () => Promise<BenchCheck> };
 }
 
 /** How far one run's output is from its reference: maxViolation (tools/kernel-lab/compare.ts), ≤ 1 passes. */
