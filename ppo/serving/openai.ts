@@ -209,6 +209,37 @@ function topLogprobLists(top: Alternatives, t: number) {
   return top.texts[t].map((token, k) => ({ token, logprob: top.logprobs[t][k], bytes: utf8Bytes(token) }));
 }
 
+/**
+ * A completions choice's logprobs (vLLM's): the tokens' texts and log-probs, where each text starts in the sample's
+ * text (its first at `start`), and their alternatives. A response's choice and a stream chunk's both take it.
+ */
+function completionLogprobs(
+  tokenTexts: readonly string[],
+  logprobs: ArrayLike<number>,
+  top: Alternatives | null,
+  start: number,
+) {
+  let offset = start;
+  return {
+    text_offset: tokenTexts.map((t) => (offset += t.length) - t.length),
+    token_logprobs: Array.from(logprobs),
+    tokens: [...tokenTexts],
+    top_logprobs: top ? topLogprobDicts(top, tokenTexts, logprobs) : null,
+  };
+}
+
+/** A chat choice's logprobs (OpenAI's content list), for a response's choice and a stream chunk's alike. */
+function chatLogprobs(tokenTexts: readonly string[], logprobs: ArrayLike<number>, top: Alternatives | null) {
+  return {
+    content: tokenTexts.map((token, t) => ({
+      token,
+      logprob: logprobs[t],
+      bytes: utf8Bytes(token),
+      top_logprobs: top ? topLogprobLists(top, t) : [],
+    })),
+  };
+}
+
 const utf8Bytes = (text: string) => Array.from(new TextEncoder().encode(text));
 
 function usage(promptTokens: number, samples: readonly ReportedSample[]) {
@@ -239,25 +270,14 @@ export function completionResponse(
     object: 'text_completion',
     created: now(),
     model,
-    choices: samples.map((s, index) => {
-      let offset = 0;
-      const textOffset = s.tokenTexts.map((t) => (offset += t.length) - t.length);
-      return {
-        index,
-        text: s.text,
-        logprobs: c.logprobs
-          ? {
-              text_offset: textOffset,
-              token_logprobs: Array.from(s.logprobs),
-              tokens: s.tokenTexts,
-              top_logprobs: s.top ? topLogprobDicts(s.top, s.tokenTexts, s.logprobs) : null,
-            }
-          : null,
-        finish_reason: s.finishReason,
-        stop_reason: stopReason(s),
-        ...(c.returnTokenIds ? { prompt_token_ids: s.promptIds, token_ids: s.tokens } : {}),
-      };
-    }),
+    choices: samples.map((s, index) => ({
+      index,
+      text: s.text,
+      logprobs: c.logprobs ? completionLogprobs(s.tokenTexts, s.logprobs, s.top, 0) : null,
+      finish_reason: s.finishReason,
+      stop_reason: stopReason(s),
+      ...(c.returnTokenIds ? { prompt_token_ids: s.promptIds, token_ids: s.tokens } : {}),
+    })),
     usage: usage(promptTokens, samples),
   };
 }
@@ -276,16 +296,7 @@ export function chatResponse(
     choices: samples.map((s, index) => ({
       index,
       message: { role: 'assistant', content: s.text },
-      logprobs: c.logprobs
-        ? {
-            content: s.tokenTexts.map((token, t) => ({
-              token,
-              logprob: s.logprobs[t],
-              bytes: utf8Bytes(token),
-              top_logprobs: s.top ? topLogprobLists(s.top, t) : [],
-            })),
-          }
-        : null,
+      logprobs: c.logprobs ? chatLogprobs(s.tokenTexts, s.logprobs, s.top) : null,
       finish_reason: s.finishReason,
       stop_reason: stopReason(s),
       ...(c.returnTokenIds ? { token_ids: s.tokens } : {}),
@@ -328,7 +339,6 @@ export function completionChunk(
   d: StreamDelta,
   c: Pick<CompletionRequest, 'logprobs' | 'includeUsage' | 'returnTokenIds'>,
 ) {
-  let offset = d.textOffset;
   return {
     ...head,
     object: 'text_completion',
@@ -336,14 +346,7 @@ export function completionChunk(
       {
         index: d.index,
         text: d.text,
-        logprobs: c.logprobs
-          ? {
-              text_offset: d.tokenTexts.map((t) => (offset += t.length) - t.length),
-              token_logprobs: [...d.logprobs],
-              tokens: [...d.tokenTexts],
-              top_logprobs: d.top ? topLogprobDicts(d.top, d.tokenTexts, d.logprobs) : null,
-            }
-          : null,
+        logprobs: c.logprobs ? completionLogprobs(d.tokenTexts, d.logprobs, d.top, d.textOffset) : null,
         finish_reason: d.end?.finishReason ?? null,
         stop_reason: d.end ? stopReason(d.end) : null,
         ...(c.returnTokenIds ? { token_ids: [...d.tokens] } : {}),
@@ -365,16 +368,7 @@ export function chatChunk(
       : {
           index: d.index,
           delta: d.text === '' && d.end ? {} : { content: d.text },
-          logprobs: c.logprobs
-            ? {
-                content: d.tokenTexts.map((token, t) => ({
-                  token,
-                  logprob: d.logprobs[t],
-                  bytes: utf8Bytes(token),
-                  top_logprobs: d.top ? topLogprobLists(d.top, t) : [],
-                })),
-              }
-            : null,
+          logprobs: c.logprobs ? chatLogprobs(d.tokenTexts, d.logprobs, d.top) : null,
           finish_reason: d.end?.finishReason ?? null,
           stop_reason: d.end ? stopReason(d.end) : null,
           ...(c.returnTokenIds ? { token_ids: [...d.tokens] } : {}),
