@@ -1,7 +1,7 @@
 // WEBGPU_DEVICE_CLASS (engine/knobs.ts): gpu or cpu, unset for the adapter's own class, anything else one line.
-import { describe, it, expect, vi } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { readKnobs } from '../../engine/knobs.ts';
-import { runBenchmarks } from '../../tools/bench/cli.ts';
+import { benchWithEnv } from '../support/bench-with-env.ts';
 
 describe('WEBGPU_DEVICE_CLASS', () => {
   it('reads gpu and cpu; unset or empty leaves the choice to the adapter', () => {
@@ -20,17 +20,8 @@ describe('WEBGPU_DEVICE_CLASS', () => {
   });
 
   it('stops the benchmarks as it stops train.js: one error line, exit 1, before any device starts', async () => {
-    vi.stubEnv('WEBGPU_DEVICE_CLASS', 'tpu');
-    const errors: string[] = [];
-    const error = vi.spyOn(console, 'error').mockImplementation((...parts) => {
-      errors.push(parts.join(' '));
-    });
-    try {
-      expect(await runBenchmarks(['kernels'])).toBe(1);
-    } finally {
-      error.mockRestore();
-      vi.unstubAllEnvs();
-    }
+    const { code, errors } = await benchWithEnv('WEBGPU_DEVICE_CLASS', 'tpu', ['kernels']);
+    expect(code).toBe(1);
     expect(errors).toEqual([
       'error: WEBGPU_DEVICE_CLASS: "tpu" must be gpu or cpu (or unset: the adapter\'s own class)',
     ]);

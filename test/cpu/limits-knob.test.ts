@@ -1,9 +1,9 @@
 // WEBGPU_LIMITS (engine/knobs.ts): default for WebGPU's default limits, unset for the adapter's own, anything else
 // one line.
-import { describe, it, expect, vi } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { readKnobs } from '../../engine/knobs.ts';
 import { describeDevice, type DeviceCapabilities } from '../../engine/device.ts';
-import { runBenchmarks } from '../../tools/bench/cli.ts';
+import { benchWithEnv } from '../support/bench-with-env.ts';
 
 describe('WEBGPU_LIMITS', () => {
   it("reads default; unset or empty asks for the adapter's own limits", () => {
@@ -21,17 +21,8 @@ describe('WEBGPU_LIMITS', () => {
   });
 
   it('stops the benchmarks with one error line and exit 1, before any device starts', async () => {
-    vi.stubEnv('WEBGPU_LIMITS', 'max');
-    const errors: string[] = [];
-    const error = vi.spyOn(console, 'error').mockImplementation((...parts) => {
-      errors.push(parts.join(' '));
-    });
-    try {
-      expect(await runBenchmarks(['kernels'])).toBe(1);
-    } finally {
-      error.mockRestore();
-      vi.unstubAllEnvs();
-    }
+    const { code, errors } = await benchWithEnv('WEBGPU_LIMITS', 'max', ['kernels']);
+    expect(code).toBe(1);
     expect(errors).toEqual([`error: WEBGPU_LIMITS: "max" must be default (or unset: the adapter's own limits)`]);
   });
 
