@@ -63,8 +63,11 @@ export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
  */
 export function notYetCarriedOut(config: PpoConfig): string[] {
   const problems: string[] = [];
-  if (config.distillation.enabled)
-    problems.push('distillation.enabled=true: on-policy distillation is not carried out by a run yet — remove it');
+  if (config.distillation.enabled && config.distillation.distillation_loss.loss_mode === 'forward_kl_topk')
+    problems.push(
+      'distillation.distillation_loss.loss_mode=forward_kl_topk: the top-k forward KL is not carried out by a run ' +
+        'yet — use a sampled-token mode (k1 with use_policy_gradient=true, k3, …)',
+    );
   return problems;
 }
 

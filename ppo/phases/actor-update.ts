@@ -3,7 +3,9 @@
 // temperature, the fused actor loss (clipped policy loss − entropy bonus + KL loss) with its per-token
 // gradients, and the model backward. The micro-batch's old log-probs, advantages, reference log-probs and
 // rollout_is weights are gathered from the experience's device tensors; its loss outputs wait in the update's
-// metric log.
+// metric log. With on-policy distillation (distillation.enabled) the distillation loss of the teachers' log-probs
+// (kernels/ppo/distillation-loss) adds its gradient to the actor loss's, or replaces it (use_task_rewards=false:
+// verl's policy loss is then 0, entropy bonus and KL loss included; the actor/* metrics are still reported).
 import { lossModeSpec } from '../../kernels/ppo/policy-loss-modes.ts';
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
@@ -17,6 +19,8 @@ import { DeviceMetricLog } from '../training/device-metric-log.ts';
 import { checkFiniteRecord } from '../training/finite-guard.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
+import { computeDistillationLossGpu, distillationPartialTotals } from '../../kernels/ppo/distillation-loss.ts';
+import type { DistillationLossSettings } from '../algorithm/distillation.ts';
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
@@ -33,6 +37,9 @@ export interface ActorUpdateConfig extends ScheduleConfig {
   /** algorithm.rollout_correction.bypass_mode: the old log-probs are the rollout's, and each micro-batch weighs and
    *  rejects against the current policy; null: off. */
   bypass: BypassCorrectionPlan | null;
+  /** distillation.distillation_loss when distillation.enabled (the experience then has the teachers' log-probs);
+   *  null: off. */
+  distillation?: DistillationLossSettings | null;
 }
 
 export class ActorUpdater {
@@ -42,10 +49,11 @@ export class ActorUpdater {
     private readonly engine: Engine,
     private readonly actor: CausalLm,
     private readonly optimizer: AdamWOptimizer,
+    distillation = false,
   ) {
     this.target = {
       optimizer,
-      pool: new SequenceBufferPool(engine, actor.config.vocabSize),
+      pool: new SequenceBufferPool(engine, actor.config.vocabSize, distillation),
       log: new DeviceMetricLog(engine, 'actor.metrics'),
       gradNormMetric: 'actor/grad_norm',
     };
@@ -53,6 +61,8 @@ export class ActorUpdater {
 
   async update(x: Experience, config: ActorUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
+    if (config.distillation && !x.hasTeacherLogProbs)
+      throw new Error("distillation.enabled needs the teachers' log-probs in the experience");
     const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) =>
       this.lossAndBackward(x, config, micro, log, metrics, rng),
     );
@@ -181,8 +191,12 @@ export class ActorUpdater {
         geoMeanRows: miniBatchRows.length,
       },
     );
+    const distillation = config.distillation;
+    if (distillation)
+      this.distillationLoss(x, distillation, { miniBatchRows, aggregation, rows, buffers: b, batch }, log, metrics);
     scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
-    this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);
+    const entropyBonus = config.entropyCoeff !== 0 && (distillation?.use_task_rewards ?? true);
+    this.actor.backward(b.dLogprobs, entropyBonus ? b.dEntropy : null, this.optimizer.grads);
     log.record(b.actorOut, (values) => {
       // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
       const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
@@ -194,6 +208,69 @@ export class ActorUpdater {
       metrics.addMean('actor/pg_clipfrac', named.pg_clipfrac, named.token_count);
       metrics.addMean('actor/pg_clipfrac_lower', named.pg_clipfrac_lower, named.token_count);
       metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
+    });
+  }
+
+  /**
+   * verl's distillation_ppo_loss for the sampled-token modes: the clamped per-token loss of the student's and the
+   * teacher's log-probs, back-propagated (agg_loss) or as the advantage −loss of a vanilla PPO term
+   * (use_policy_gradient), times distillation_loss_coef beside the task loss (use_task_rewards), else alone.
+   * Metrics as verl names them: distillation/loss (summed over micro-batches, before the coefficient), abs_loss,
+   * loss_min and loss_max (before the clamp), and the policy-gradient path's pg_clipfrac, ppo_kl, pg_clipfrac_lower.
+   */
+  private distillationLoss(
+    x: Experience,
+    settings: DistillationLossSettings,
+    { miniBatchRows, aggregation, rows, buffers: b }: MicroBatch,
+    log: DeviceMetricLog,
+    metrics: MetricAccumulator,
+  ): void {
+    const teacher = b.teacherLogProbs!;
+    const partials = b.distillationPartials!;
+    b.gatherResponse(teacher, x.tensors.teacher!);
+    const m = rows.length;
+    computeDistillationLossGpu(
+      this.engine,
+      {
+        logProb: b.logProbs,
+        oldLogProb: b.oldLogProbs,
+        teacher,
+        responseMask: b.responseMask,
+        isWeights: x.rolloutIsWeights ? b.isWeights : null,
+        grads: b.actorGrads,
+        rowPartials: partials,
+      },
+      {
+        lossMode: settings.loss_mode,
+        usePolicyGradient: settings.use_policy_gradient,
+        lossMaxClamp: settings.loss_max_clamp,
+        clipRatioLow: settings.clip_ratio_low,
+        clipRatioHigh: settings.clip_ratio_high,
+        coef: settings.use_task_rewards ? settings.distillation_loss_coef : 1,
+        accumulate: settings.use_task_rewards,
+        aggregation,
+        B: m,
+        T: b.R,
+      },
+    );
+    log.record(partials, (values) => {
+      const totals = distillationPartialTotals(values, m);
+      checkFiniteRecord('distillation', { loss: totals.loss, abs_loss: totals.abs_loss_sum });
+      metrics.addSum(miniBatchRows, 'distillation/loss', totals.loss);
+      metrics.addMean(
+        'distillation/abs_loss',
+        totals.abs_loss_sum / Math.max(1, totals.token_count),
+        totals.token_count,
+      );
+      if (totals.token_count > 0) {
+        metrics.addExtreme('distillation/loss_min', totals.loss_min, Math.min);
+        metrics.addExtreme('distillation/loss_max', totals.loss_max, Math.max);
+      }
+      if (!settings.use_policy_gradient) return;
+      const perToken = (sum: number) => sum / Math.max(1, totals.token_count);
+      metrics.addMean('distillation/pg_clipfrac', perToken(totals.pg_clipped), totals.token_count);
+      metrics.addMean('distillation/ppo_kl', perToken(totals.ppo_kl_sum), totals.token_count);
+      metrics.addMean('distillation/pg_clipfrac_lower', perToken(totals.pg_clipped_lower), totals.token_count);
     });
   }
 }

@@ -62,6 +62,8 @@ export interface ExperienceTensors {
   returns: Tensor<'f32'>;
   /** Σ_v π_v² per response token (calculate_sum_pi_squared only; null otherwise, no buffer). */
   sumPiSquared: Tensor<'f32'> | null;
+  /** The teachers' log-probs of the sampled tokens (on-policy distillation only; null otherwise, no buffer). */
+  teacher: Tensor<'f32'> | null;
   /** (N) each row's KL; (4) and (2N) the advantage estimators' statistics. */
   rowKl: Tensor<'f32'>;
   stats: Tensor<'f32'>;
@@ -85,6 +87,8 @@ interface ExperienceSoFar {
   sumPiSquared: Float32Array | null;
   refLogProbs: Float32Array | null;
   values: Float32Array | null;
+  /** Whether tensors.teacher holds this batch's teacher log-probs (distillation; they stay on the device). */
+  hasTeacherLogProbs: boolean;
   metrics: Record<string, number>;
   tensors: ExperienceTensors;
 }
@@ -135,6 +139,8 @@ export class ExperienceMaker {
     vocabSize: number,
     /** calculate_sum_pi_squared: keep an (N, R) tensor for Σπ². */
     private readonly withSumPiSquared = false,
+    /** On-policy distillation: the frozen teachers (distillation.teacher_models, in plan order); none: off. */
+    private readonly teachers: readonly CausalLm[] = [],
   ) {
     this.pool = new SequenceBufferPool(engine, vocabSize);
   }
@@ -162,6 +168,7 @@ export class ExperienceMaker {
       rolloutIsWeights: t('rolloutIsWeights', [N, R]),
       returns: t('returns', [N, R]),
       sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null,
+      teacher: this.teachers.length > 0 ? t('teacher', [N, R]) : null,
       rowKl: t('rowKl', [N]),
       stats: t('stats', [4]),
       rowStats: t('rowStats', [2 * N]),
@@ -176,26 +183,26 @@ export class ExperienceMaker {
     return this.scratch;
   }
 
-  /** Runs `model` over the experience's sequences in micro-batches, gathering each of its per-position outputs,
-   *  response-aligned, into the matching one of `targets` (N, R) on the GPU (zero past each micro-batch's window). */
+  /** Runs a model over the experience's sequences in micro-batches, gathering each of its per-position outputs,
+   *  response-aligned, into the matching one of `targets` (N, R) on the GPU (zero past each micro-batch's window).
+   *  `rowGroups` (default: all rows, one group) split the rows between models: `run` gets the group's index. */
   private responseAligned(
     rollout: RolloutBatch,
     split: MicroBatching,
     targets: readonly Tensor<'f32'>[],
-    run: (buffers: SequenceBuffers) => readonly Tensor[],
+    run: (buffers: SequenceBuffers, group: number) => readonly Tensor[],
+    rowGroups: readonly (readonly number[])[] = [Array.from({ length: rollout.inputIds.length }, (_, i) => i)],
   ): void {
-    const N = rollout.inputIds.length;
     const R = rollout.responseLength;
     for (const target of targets) this.engine.clear(target);
-    for (const plan of planMicroBatches(
-      Array.from({ length: N }, (_, i) => i),
-      rollout,
-      split,
-    )) {
+    const plans = rowGroups.flatMap((rows, group) =>
+      rows.length === 0 ? [] : planMicroBatches(rows, rollout, split).map((plan) => ({ plan, group })),
+    );
+    for (const { plan, group } of plans) {
       const window = plan.promptLength + plan.responseLength;
       const buffers = this.pool.get(plan.rows.length, window, plan.responseLength);
       buffers.uploadSequences(rollout, plan.rows);
-      const outputs = run(buffers);
+      const outputs = run(buffers, group);
       targets.forEach((target, k) => {
         gatherResponseValuesGpu(
           this.engine,
@@ -249,6 +256,7 @@ export class ExperienceMaker {
       tensors,
       hasRefLogProbs: false,
       hasValues: false,
+      hasTeacherLogProbs: false,
       metrics: { ...mask.metrics },
     };
   }
@@ -296,6 +304,26 @@ export class ExperienceMaker {
       ];
     });
     x.hasRefLogProbs = true;
+  }
+
+  /** On-policy distillation: each frozen teacher's log-probs of the sampled tokens of the rows routed to it
+   *  (`teacherOfRow`, verl's teacher_key routing), at temperature 1 as verl's teacher servers score prompt_logprobs
+   *  whatever the rollout's; micro-batched as the reference. */
+  async teacherLogProbs(x: ExperienceBatch, plan: ExperiencePlan, teacherOfRow: readonly number[]): Promise<void> {
+    const target = x.tensors.teacher;
+    if (!target) throw new Error('ExperienceMaker: teacher log-probs need an ExperienceMaker made with teachers');
+    const groups = this.teachers.map((_, k) => teacherOfRow.flatMap((teacher, row) => (teacher === k ? [row] : [])));
+    this.responseAligned(
+      x.rollout,
+      plan.refForward,
+      [target],
+      (buffers, k) => [
+        this.teachers[k].tokenLogprobs(buffers.batch!, buffers.targets, { temperature: 1, saveForBackward: false })
+          .logprobs,
+      ],
+      groups,
+    );
+    x.hasTeacherLogProbs = true;
   }
 
   /** The critic's value of each response token (GAE's baseline). */
@@ -389,6 +417,7 @@ export class ExperienceMaker {
       x.hasRefLogProbs ? t.ref : null,
     ]);
     const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, metrics, tensors } = x;
+    const { hasTeacherLogProbs } = x;
     return {
       rollout,
       N,
@@ -405,6 +434,7 @@ export class ExperienceMaker {
       advantages: advantages!,
       returns: returns!,
       rolloutIsWeights,
+      hasTeacherLogProbs,
       metrics,
       tensors,
     };
@@ -454,6 +484,7 @@ export class ExperienceMaker {
       t.returns,
       x.sumPiSquared && t.sumPiSquared,
       x.rolloutIsWeights && t.rolloutIsWeights,
+      x.hasTeacherLogProbs && t.teacher,
     ]) {
       if (!tensor) continue;
       gatherRows(this.engine, { source: tensor, sourceStride: R, rows: rowIndex, m: N, width: R, out: scratch });

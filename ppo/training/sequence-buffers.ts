@@ -61,6 +61,10 @@ export class SequenceBuffers {
   readonly actorOut: Tensor;
   readonly valuePartials: Tensor;
   readonly valueOut: Tensor;
+  /** On-policy distillation (a pool made with `distillation`): (m, R) the teachers' log-probs of the sampled tokens,
+   *  and the distillation loss's (m, 8) partials; null otherwise, no buffers. */
+  readonly teacherLogProbs: Tensor | null;
+  readonly distillationPartials: Tensor | null;
 
   constructor(
     private readonly engine: Engine,
@@ -69,6 +73,7 @@ export class SequenceBuffers {
     readonly S: number,
     readonly R: number,
     private readonly vocabSize: number,
+    distillation = false,
   ) {
     const e = {
       tensor: <D extends DType = 'f32'>(name: string, shape: number[], dtype?: D) => buffers.get(name, shape, dtype),
@@ -106,6 +111,8 @@ export class SequenceBuffers {
     this.actorOut = e.tensor(`${tag}.actorOut`, [8]);
     this.valuePartials = e.tensor(`${tag}.valuePartials`, [rows, 3]);
     this.valueOut = e.tensor(`${tag}.valueOut`, [3]);
+    this.teacherLogProbs = distillation ? response('teacherLogProbs') : null;
+    this.distillationPartials = distillation ? e.tensor(`${tag}.distillationPartials`, [rows, 8]) : null;
   }
 
   /**
@@ -180,6 +187,8 @@ export class SequenceBufferPool {
   constructor(
     private readonly engine: Engine,
     private readonly vocabSize: number,
+    /** Allocate the distillation loss's buffers (SequenceBuffers.teacherLogProbs) too. */
+    private readonly distillation = false,
   ) {
     this.buffers = new GrowingBuffers(engine, 'ppo');
   }
@@ -189,7 +198,7 @@ export class SequenceBufferPool {
     const key = `${rows}x${S}x${R}`;
     let buffers = this.pool.get(key);
     if (!buffers || this.buffers.generation !== this.generation) {
-      buffers = new SequenceBuffers(this.engine, this.buffers, rows, S, R, this.vocabSize);
+      buffers = new SequenceBuffers(this.engine, this.buffers, rows, S, R, this.vocabSize, this.distillation);
       // A larger block reallocated the buffers: the views of every other shape are stale.
       if (this.buffers.generation !== this.generation) this.pool.clear();
       this.generation = this.buffers.generation;
