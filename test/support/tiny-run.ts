@@ -45,13 +45,16 @@ function taskData(task: 'arithmetic' | 'search_qa', trainSize: number) {
   };
 }
 
-/** A fresh Qwen3-style model (1 layer unless `shape` says otherwise, weights seeded by `seed`) saved as a Hugging Face
- *  directory with the task's tokenizer. */
+/** A fresh Qwen3-style model (1 layer unless `shape` says otherwise, weights seeded by `seed`, drawn with standard
+ *  deviation `initializerRange`) saved as a Hugging Face directory with the task's tokenizer. */
 export async function saveTinyModel(
   dir: string,
   task: 'arithmetic' | 'search_qa',
   seed: number,
   shape: Partial<Parameters<typeof tinyQwen3Config>[1]> = {},
+  initializerRange = 0.02,
+  /** Changes the drawn weights (by Hugging Face name) before they are saved. */
+  edit: (values: Map<string, Float32Array>) => void = () => {},
 ): Promise<void> {
   const { vocabSize, files } = taskData(task, 0);
   const engine = await Engine.create();
@@ -66,7 +69,9 @@ export async function saveTinyModel(
       ...shape,
     });
     const params = createParameterArena(engine, config, 'actor');
-    uploadArenaTensors(engine, params, initialParameters(config, seed));
+    const values = initialParameters(config, seed, initializerRange);
+    edit(values);
+    uploadArenaTensors(engine, params, values);
     await saveModel(engine, dir, config, params);
   } finally {
     engine.destroy();
