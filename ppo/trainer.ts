@@ -244,6 +244,7 @@ export class PpoTrainer {
             `actor's ${actor.config.vocabSize}; teacher and student must share a tokenizer`,
         );
     this.teachers = teachers.map((t) => new CausalLm(engine, t.config, t.params));
+    const teacherTopk = this.plan.distillation?.useTopk ? this.plan.distillation.loss.topk : null;
     this.experience = new ExperienceMaker(
       engine,
       this.reference,
@@ -251,8 +252,14 @@ export class PpoTrainer {
       actor.config.vocabSize,
       this.plan.experience.calculateSumPiSquared,
       this.teachers,
+      teacherTopk,
     );
-    this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer, teacherCount > 0);
+    this.actorUpdater = new ActorUpdater(
+      engine,
+      this.actor,
+      this.actorOptimizer,
+      this.plan.distillation && { topk: teacherTopk },
+    );
     this.criticUpdater =
       this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);

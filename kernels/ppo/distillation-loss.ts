@@ -20,6 +20,7 @@ export const distillationLossSpec: KernelSpec = {
     { name: 'isWeights', access: 'read' },
     { name: 'grads', access: 'read_write', type: 'vec2<f32>' },
     { name: 'rowPartials', access: 'read_write' },
+    { name: 'lossGrad', access: 'read_write' },
   ],
   uniforms: [
     { name: 'T', type: 'u32' },
@@ -65,11 +66,15 @@ export interface DistillationLossTensors {
   grads: Tensor;
   /** Output [B, 8], see DISTILLATION_PARTIALS. */
   rowPartials: Tensor;
+  /** Output [B, T]: the back-propagated path's gradient per token; precomputed, coef × d loss / d (the token's
+   *  loss), which scales forward_kl_topk's logits gradient (forward-kl-topk.ts). */
+  lossGrad: Tensor;
 }
 
 /** The distillation loss's settings a dispatch needs (verl's DistillationLossConfig, resolved). */
 export interface DistillationLossArgs {
-  /** A kl_penalty estimator name (k1 … k3, kl, abs, mse, low_var_kl), or 'precomputed'. */
+  /** A kl_penalty estimator name (k1 … k3, kl, abs, mse, low_var_kl), or 'precomputed' (`teacher` holds each
+   *  token's loss; back-propagated, its gradient leaves through lossGrad only). */
   lossMode: string;
   usePolicyGradient: boolean;
   /** null: no clamp. */
@@ -85,7 +90,7 @@ export interface DistillationLossArgs {
   T: number;
 }
 
-/** On-policy distillation's loss of one micro-batch for the sampled-token modes, into the actor's gradients. */
+/** On-policy distillation's loss of one micro-batch, into the actor's gradients (see distillation-loss.wgsl). */
 export function computeDistillationLossGpu(engine: Engine, t: DistillationLossTensors, args: DistillationLossArgs) {
   const { B, T } = args;
   expectRows('distillation-loss', B, T);
@@ -100,6 +105,7 @@ export function computeDistillationLossGpu(engine: Engine, t: DistillationLossTe
     if (tensor) expectSize('distillation-loss', what, tensor, B * T, `[B=${B}, T=${T}]`);
   expectSize('distillation-loss', 'grads', t.grads, 2 * B * T, `[B=${B}, T=${T}, 2]`);
   expectSize('distillation-loss', 'rowPartials', t.rowPartials, 8 * B, `[B=${B}, 8]`);
+  expectSize('distillation-loss', 'lossGrad', t.lossGrad, B * T, `[B=${B}, T=${T}]`);
   const precomputed = args.lossMode === 'precomputed';
   const kl = precomputed ? { code: 0, straightThrough: false } : parseKlEstimator(args.lossMode);
   const agg = aggregationUniforms(args.aggregation);
@@ -112,6 +118,7 @@ export function computeDistillationLossGpu(engine: Engine, t: DistillationLossTe
       isWeights: t.isWeights ?? t.responseMask,
       grads: t.grads,
       rowPartials: t.rowPartials,
+      lossGrad: t.lossGrad,
     },
     uniforms: {
       T,

@@ -1,14 +1,16 @@
-// distillation-loss: on-policy distillation's sampled-token loss for one micro-batch (verl 1dda039b's
-//   compute_distillation_loss_reverse_kl_estimator and distillation_loss), fused per row of [B, T]. Per token:
-//   l = kl_penalty(logProb, teacher, klCode) (or teacher[i] itself with precomputed = 1: a per-token loss made
-//   elsewhere, no gradient of its own), clamped to ±maxClamp. usePolicyGradient = 0: loss = agg(l), d/dlogProb
-//   through the estimator and the clamp; 1: vanilla PPO with advantage −sg(l) against oldLogProb (clip [1−low,
-//   1+high], dual clip clipC, isWeights times the term when useIsWeights = 1). coef × d loss / d logProb goes to
-//   grads[b,t].x: added to what the actor loss wrote there (accumulate = 1), or written with grads.y = 0.
+// distillation-loss: on-policy distillation's loss for one micro-batch (verl 1dda039b's distillation_loss with
+//   compute_distillation_loss_reverse_kl_estimator, or a per-token loss made elsewhere), fused per row of [B, T].
+//   Per token: l = kl_penalty(logProb, teacher, klCode), or with precomputed = 1 teacher[i] itself (forward_kl_topk's
+//   KL, whose gradient goes through the logits), clamped to ±maxClamp. usePolicyGradient = 0: loss = agg(l);
+//   1: vanilla PPO with advantage −sg(l) against oldLogProb (clip [1−low, 1+high], dual clip clipC, isWeights times
+//   the term when useIsWeights = 1). coef × d loss / d logProb goes to grads[b,t].x: added to what the actor loss
+//   wrote there (accumulate = 1), or written with grads.y = 0. lossGrad[b,t]: the back-propagated path's gradient
+//   (0 on the policy-gradient path); precomputed, coef × d loss / d l, and grads.x gets none of it (the loss's
+//   gradient leaves through the logits).
 //   rowPartials[b] holds 8 values: [loss (aggregated, before coef), Σ |l| before the clamp, token count, clipped
-//   count, Σ −log-ratio, clipped-lower count, min l, max l (before the clamp; ±3.4e38 for a row without tokens)]. Needs
-//   workgroup-reduce.wgsl, kl-estimators.wgsl and vanilla-policy-term.wgsl prepended. v1: one 64-lane workgroup per
-//   row: a count pass (the row's tokens for seq-mean-token-mean), then the token pass.
+//   count, Σ −log-ratio, clipped-lower count, min l, max l (before the clamp; ±3.4e38 for a row without tokens)].
+//   Needs workgroup-reduce.wgsl, kl-estimators.wgsl and vanilla-policy-term.wgsl prepended. v1: one 64-lane
+//   workgroup per row: a count pass (the row's tokens for seq-mean-token-mean), then the token pass.
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -26,10 +28,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let m = mask[i];
     if (m == 0.0) {
       if (params.accumulate == 0u) { grads[i] = vec2<f32>(0.0); }
+      lossGrad[i] = 0.0;
       continue;
     }
     let lp = logProb[i];
-    var k = vec2<f32>(teacher[i], 0.0);
+    var k = vec2<f32>(teacher[i], 1.0);
     if (params.precomputed == 0u) { k = klEstimate(lp, teacher[i], params.klCode, params.klStraightThrough); }
     lowest = min(lowest, k.x);
     highest = max(highest, k.x);
@@ -49,7 +52,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       clippedLower = v.clippedLower;
     }
     let weight = aggWeight(params.aggMode, params.aggScale, m, rowCount);
-    let g = params.coef * weight * term.y;
+    var g = params.coef * weight * term.y;
+    lossGrad[i] = select(g, 0.0, params.usePolicyGradient != 0u);
+    if (params.precomputed != 0u && params.usePolicyGradient == 0u) { g = 0.0; }
     if (params.accumulate != 0u) {
       grads[i] = vec2<f32>(grads[i].x + g, grads[i].y);
     } else {

@@ -142,6 +142,15 @@ export function planDistillation(config: PpoConfig): DistillationPlan | null {
   const d = config.distillation;
   if (!d.enabled) return null;
   checkDistillationLoss(d.distillation_loss);
+  if (
+    d.distillation_loss.loss_mode === 'forward_kl_topk' &&
+    config.algorithm.use_pf_ppo &&
+    config.algorithm.adv_estimator === 'gae'
+  )
+    throw new Error(
+      "distillation.distillation_loss.loss_mode=forward_kl_topk with algorithm.use_pf_ppo: PF-PPO's resampling does " +
+        "not carry the teachers' top-k — use a sampled-token mode (k3, …) or use_pf_ppo=false",
+    );
   return {
     teachers: resolveTeachers(d.teacher_models),
     teacherKey: d.teacher_key,

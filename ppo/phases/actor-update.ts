@@ -20,6 +20,9 @@ import { checkFiniteRecord } from '../training/finite-guard.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
 import { computeDistillationLossGpu, distillationPartialTotals } from '../../kernels/ppo/distillation-loss.ts';
+import { forwardKlTopkGpu, forwardKlTopkPairsGpu } from '../../kernels/ppo/forward-kl-topk.ts';
+import { lmHeadWeightName } from '../../models/parameter-layout.ts';
+import type { LogitGradPairs } from '../../kernels/layers/lm-head.ts';
 import type { DistillationLossSettings } from '../algorithm/distillation.ts';
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
@@ -49,7 +52,8 @@ export class ActorUpdater {
     private readonly engine: Engine,
     private readonly actor: CausalLm,
     private readonly optimizer: AdamWOptimizer,
-    distillation = false,
+    /** On-policy distillation's buffers (topk: forward_kl_topk's K); null: off. */
+    distillation: { topk: number | null } | null = null,
   ) {
     this.target = {
       optimizer,
@@ -192,11 +196,19 @@ export class ActorUpdater {
       },
     );
     const distillation = config.distillation;
-    if (distillation)
-      this.distillationLoss(x, distillation, { miniBatchRows, aggregation, rows, buffers: b, batch }, log, metrics);
+    const logitGrads = distillation
+      ? this.distillationLoss(
+          x,
+          distillation,
+          config.temperature,
+          { miniBatchRows, aggregation, rows, buffers: b, batch },
+          log,
+          metrics,
+        )
+      : null;
     scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
     const entropyBonus = config.entropyCoeff !== 0 && (distillation?.use_task_rewards ?? true);
-    this.actor.backward(b.dLogprobs, entropyBonus ? b.dEntropy : null, this.optimizer.grads);
+    this.actor.backward(b.dLogprobs, entropyBonus ? b.dEntropy : null, this.optimizer.grads, logitGrads);
     log.record(b.actorOut, (values) => {
       // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
       const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
@@ -212,36 +224,77 @@ export class ActorUpdater {
   }
 
   /**
-   * verl's distillation_ppo_loss for the sampled-token modes: the clamped per-token loss of the student's and the
-   * teacher's log-probs, back-propagated (agg_loss) or as the advantage −loss of a vanilla PPO term
-   * (use_policy_gradient), times distillation_loss_coef beside the task loss (use_task_rewards), else alone.
-   * Metrics as verl names them: distillation/loss (summed over micro-batches, before the coefficient), abs_loss,
-   * loss_min and loss_max (before the clamp), and the policy-gradient path's pg_clipfrac, ppo_kl, pg_clipfrac_lower.
+   * verl's distillation_ppo_loss: the clamped per-token loss of the student against the teacher, back-propagated
+   * (agg_loss) or as the advantage −loss of a vanilla PPO term (use_policy_gradient), times distillation_loss_coef
+   * beside the task loss (use_task_rewards), else alone. The sampled-token modes take kl_penalty of the teachers'
+   * log-probs; forward_kl_topk the KL over the teacher's top-k from the student's forward (forward-kl-topk.ts),
+   * whose back-propagated gradient returns as the LM head's sparse logits pairs. Metrics as verl names them:
+   * distillation/loss (summed over micro-batches, before the coefficient), abs_loss (sampled-token modes), loss_min
+   * and loss_max (before the clamp), student_mass and teacher_mass with their min and max (forward_kl_topk), and the
+   * policy-gradient path's pg_clipfrac, ppo_kl, pg_clipfrac_lower.
    */
   private distillationLoss(
     x: Experience,
     settings: DistillationLossSettings,
+    temperature: number,
     { miniBatchRows, aggregation, rows, buffers: b }: MicroBatch,
     log: DeviceMetricLog,
     metrics: MetricAccumulator,
-  ): void {
-    const teacher = b.teacherLogProbs!;
-    const partials = b.distillationPartials!;
-    b.gatherResponse(teacher, x.tensors.teacher!);
+  ): LogitGradPairs | null {
+    const d = b.distillation!;
     const m = rows.length;
+    const topk = d.topk;
+    const shape = topk && {
+      m,
+      S: b.S,
+      R: b.R,
+      C: this.actor.config.hiddenSize,
+      K: topk.K,
+      temperature,
+      logProbMinClamp: settings.log_prob_min_clamp,
+    };
+    if (topk && shape) {
+      const t = x.tensors.teacherTopk!;
+      // (N, R, K) rows of the experience to the block's (m, R_block, K): one copy per row, as ids are u32.
+      rows.forEach((row, i) => {
+        const n = b.R * topk.K;
+        const from = row * x.R * topk.K;
+        this.engine.copy(t.ids.view(`${t.ids.name}[${row}]`, from, [n]), topk.ids.view(topk.ids.name, i * n, [n]));
+        this.engine.copy(
+          t.logProbs.view(`${t.logProbs.name}[${row}]`, from, [n]),
+          topk.logProbs.view(topk.logProbs.name, i * n, [n]),
+        );
+      });
+      const forward = this.actor.lastForward();
+      forwardKlTopkGpu(
+        this.engine,
+        {
+          hidden: forward.hidden,
+          weight: this.actor.params.get(lmHeadWeightName(this.actor.config)),
+          lse: forward.lse,
+          teacherIds: topk.ids,
+          teacherLogProbs: topk.logProbs,
+          responseMask: b.responseMask,
+          out: topk.out,
+          coefs: topk.coefs,
+        },
+        shape,
+      );
+    } else b.gatherResponse(d.teacherLogProbs, x.tensors.teacher!);
     computeDistillationLossGpu(
       this.engine,
       {
         logProb: b.logProbs,
         oldLogProb: b.oldLogProbs,
-        teacher,
+        teacher: topk ? topk.out.view(`${topk.out.name}.kl`, 0, [m, b.R]) : d.teacherLogProbs,
         responseMask: b.responseMask,
         isWeights: x.rolloutIsWeights ? b.isWeights : null,
         grads: b.actorGrads,
-        rowPartials: partials,
+        rowPartials: d.partials,
+        lossGrad: d.lossGrad,
       },
       {
-        lossMode: settings.loss_mode,
+        lossMode: topk ? 'precomputed' : settings.loss_mode,
         usePolicyGradient: settings.use_policy_gradient,
         lossMaxClamp: settings.loss_max_clamp,
         clipRatioLow: settings.clip_ratio_low,
@@ -253,15 +306,34 @@ export class ActorUpdater {
         T: b.R,
       },
     );
-    log.record(partials, (values) => {
+    const logitGrads =
+      topk && shape && !settings.use_policy_gradient
+        ? { ids: topk.pairIds, coefs: topk.pairCoefs, P: topk.K + 1 }
+        : null;
+    if (topk && shape && logitGrads)
+      forwardKlTopkPairsGpu(
+        this.engine,
+        {
+          lossGrad: d.lossGrad,
+          coefs: topk.coefs,
+          teacherIds: topk.ids,
+          targets: b.targets,
+          grads: b.actorGrads,
+          pairIds: topk.pairIds,
+          pairCoefs: topk.pairCoefs,
+        },
+        shape,
+      );
+    log.record(d.partials, (values) => {
       const totals = distillationPartialTotals(values, m);
       checkFiniteRecord('distillation', { loss: totals.loss, abs_loss: totals.abs_loss_sum });
       metrics.addSum(miniBatchRows, 'distillation/loss', totals.loss);
-      metrics.addMean(
-        'distillation/abs_loss',
-        totals.abs_loss_sum / Math.max(1, totals.token_count),
-        totals.token_count,
-      );
+      if (!topk)
+        metrics.addMean(
+          'distillation/abs_loss',
+          totals.abs_loss_sum / Math.max(1, totals.token_count),
+          totals.token_count,
+        );
       if (totals.token_count > 0) {
         metrics.addExtreme('distillation/loss_min', totals.loss_min, Math.min);
         metrics.addExtreme('distillation/loss_max', totals.loss_max, Math.max);
@@ -272,5 +344,18 @@ export class ActorUpdater {
       metrics.addMean('distillation/ppo_kl', perToken(totals.ppo_kl_sum), totals.token_count);
       metrics.addMean('distillation/pg_clipfrac_lower', perToken(totals.pg_clipped_lower), totals.token_count);
     });
+    if (topk) {
+      const mask = responseRows(x.responseMask, x.R, rows, b.R);
+      log.record(topk.out.view(`${topk.out.name}.masses`, m * b.R, [2 * m * b.R]), (values) => {
+        for (const [k, who] of ['student', 'teacher'].entries()) {
+          const masses = values.subarray(k * m * b.R, (k + 1) * m * b.R).filter((_, i) => mask[i] !== 0);
+          if (masses.length === 0) continue;
+          metrics.addMean(`distillation/${who}_mass`, masses.reduce((a, v) => a + v, 0) / masses.length, masses.length);
+          metrics.addExtreme(`distillation/${who}_mass_min`, Math.min(...masses), Math.min);
+          metrics.addExtreme(`distillation/${who}_mass_max`, Math.max(...masses), Math.max);
+        }
+      });
+    }
+    return logitGrads;
   }
 }

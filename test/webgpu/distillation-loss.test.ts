@@ -52,6 +52,8 @@ const cases: Case[] = [
   ...['k2', 'k3', 'abs', 'mse', 'kl+'].map((mode) => ({ mode, pg: false, clamp: 1.5, agg: 'token-mean' })),
   { mode: 'k3', pg: false, clamp: null, agg: 'token-mean', accumulate: true },
   { mode: 'k1', pg: true, clamp: null, agg: 'token-mean', weights: true, accumulate: true },
+  // forward_kl_topk's KL made elsewhere (forward-kl-topk.test.ts checks the back-propagated path through the logits).
+  { mode: 'precomputed', pg: true, clamp: 1.5, agg: 'token-mean' },
   ...LOSS_AGG_MODES.map((agg) => ({ mode: 'k3', pg: true, clamp: 1.5, agg })),
   ...LOSS_AGG_MODES.map((agg) => ({ mode: 'k3', pg: false, clamp: 1.5, agg })),
 ];
@@ -67,16 +69,19 @@ describe('distillation-loss kernel vs float64 reference', () => {
       if (c.accumulate) initial.set(Array.from(priorGrads).flatMap((g) => [g, -g]));
       const grads = up(engine, 'grads', initial);
       const rowPartials = engine.tensor('partials', [8 * B]);
+      const lossGrad = engine.tensor('lossGrad', [B * T]);
+      const precomputed = c.mode === 'precomputed';
       computeDistillationLossGpu(
         engine,
         {
           logProb: up(engine, 'lp', lp),
           oldLogProb: up(engine, 'old', old),
-          teacher: up(engine, 'teacher', teacher),
+          teacher: up(engine, 'teacher', precomputed ? teacher.map(Math.abs) : teacher),
           responseMask: up(engine, 'mask', MASK),
           isWeights: c.weights ? up(engine, 'w', isWeights) : null,
           grads,
           rowPartials,
+          lossGrad,
         },
         {
           lossMode: c.mode,
@@ -91,8 +96,10 @@ describe('distillation-loss kernel vs float64 reference', () => {
           T,
         },
       );
-      const { losses, grad } = estimatorDistillationRef(lp, teacher, c.mode);
-      const ref = combineDistillationRef({
+      const { losses, grad } = precomputed
+        ? { losses: Float64Array.from(teacher, Math.abs), grad: Float64Array.from(teacher, () => 1) }
+        : estimatorDistillationRef(lp, teacher, c.mode);
+      const refArgs = {
         losses,
         lossGrad: grad,
         logProb: lp,
@@ -106,7 +113,8 @@ describe('distillation-loss kernel vs float64 reference', () => {
         isWeights: c.weights ? isWeights : undefined,
         B,
         T,
-      });
+      };
+      const ref = combineDistillationRef(refArgs);
       const got = await engine.read(grads);
       const expected = new Float64Array(2 * B * T);
       for (let i = 0; i < B * T; i++) {
@@ -114,6 +122,10 @@ describe('distillation-loss kernel vs float64 reference', () => {
         expected[2 * i + 1] = initial[2 * i + 1];
       }
       expectClose(got, expected, 1e-5, 1e-4, 'grads');
+      // The back-propagated path's gradient per token (precomputed: d loss / d the token's loss, by which
+      // forward_kl_topk scales its logits gradient).
+      const perToken = c.pg ? new Float64Array(B * T) : ref.gradLogProb.map((g) => coef * g);
+      expectClose(await engine.read(lossGrad), perToken, 1e-6, 1e-4, 'lossGrad');
       const totals = distillationPartialTotals(await engine.read(rowPartials), B);
       expect(Math.abs(totals.loss - ref.loss)).toBeLessThan(1e-6 * (1 + Math.abs(ref.loss)));
       const valid = Array.from(losses).filter((_, i) => MASK[i] === 1);

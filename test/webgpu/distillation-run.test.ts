@@ -43,6 +43,7 @@ describe('on-policy distillation from the command line', () => {
   for (const [mode, pg] of [
     ['k3', false],
     ['k1', true],
+    ['forward_kl_topk', false],
   ] as const) {
     it(`${mode}${pg ? ' as a policy gradient' : ' back-propagated'}: the distillation loss falls`, async () => {
       const { root, sharp, run } = await setUp();
@@ -53,6 +54,8 @@ describe('on-policy distillation from the command line', () => {
         `distillation.distillation_loss.use_policy_gradient=${pg}`,
         'distillation.distillation_loss.use_task_rewards=false',
         'distillation.distillation_loss.loss_max_clamp=10.0',
+        'distillation.distillation_loss.log_prob_min_clamp=-10.0',
+        'distillation.distillation_loss.topk=4',
       ]);
       expect(code, stderr).toBe(0);
       const steps = (await runMetrics(join(root, mode))).map((l) => l.data);
@@ -62,7 +65,12 @@ describe('on-policy distillation from the command line', () => {
       expect(mean(losses.slice(-4))).toBeLessThan(0.5 * mean(losses.slice(0, 4)));
       const last = steps.at(-1)!;
       expect(last['distillation/loss_min']).toBeLessThanOrEqual(last['distillation/loss_max']);
-      expect(last['distillation/abs_loss']).toBeGreaterThan(0);
+      if (mode === 'forward_kl_topk') {
+        for (const who of ['student', 'teacher']) {
+          expect(last[`distillation/${who}_mass`]).toBeGreaterThan(0);
+          expect(last[`distillation/${who}_mass_max`]).toBeLessThanOrEqual(1 + 1e-5);
+        }
+      } else expect(last['distillation/abs_loss']).toBeGreaterThan(0);
       expect(last['distillation/pg_clipfrac'] !== undefined).toBe(pg);
       expect(last['timing_s/teacher']).toBeGreaterThan(0);
     });
