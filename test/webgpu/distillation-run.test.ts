@@ -4,9 +4,13 @@
 // distributions are sharp ones of the same contexts: far from the student's at first, and reachable), on both of
 // verl's paths (k3 back-propagated, k1 as the advantage of a clipped policy term); beside the task loss the
 // distillation/* metrics are reported; a teacher of another size routes by data_source; a teacher with another
-// tokenizer is refused in one line naming both directories; an unrouted sample stops the step naming the key.
-import { describe, it, expect } from 'vitest';
+// tokenizer is refused in one line naming both directories; an unrouted sample stops the step naming the key; and
+// verl 1dda039b's own launch script (examples/on_policy_distillation_trainer/run_qwen3_8b_fsdp.sh) runs on the tiny
+// student and teacher with verl-schema Parquet.
+import { describe, it, expect, vi } from 'vitest';
 import { join } from 'node:path';
+import { runJsonlToParquet } from '../../tools/parquet/jsonl-to-parquet.ts';
+import { HAS_BASH, scriptArgv, VERL_HEAD_ROOT, withPaths } from '../support/verl-script-argv.ts';
 import { makeTinyRun, runMetrics, saveTinyModel } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
 import { ARITHMETIC_DATA_SOURCE } from '../../ppo/tasks/arithmetic.ts';
@@ -122,4 +126,41 @@ describe('on-policy distillation from the command line', () => {
         '(distillation.teacher_models.teacher_model.model_path)',
     );
   });
+
+  it.skipIf(!HAS_BASH)(
+    "runs verl's on-policy distillation script (run_qwen3_8b_fsdp.sh) on verl-schema Parquet",
+    async () => {
+      const { root, sharp } = await setUp();
+      const parquet = join(root, 'train.parquet');
+      const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+      expect(runJsonlToParquet([join(root, 'train.jsonl'), parquet])).toBe(0);
+      log.mockRestore();
+      const runDir = join(root, 'verl-script');
+      const argv = scriptArgv(VERL_HEAD_ROOT, 'examples/on_policy_distillation_trainer/run_qwen3_8b_fsdp.sh', {
+        TEACHER_MODEL: sharp,
+      });
+      expect(argv).toContain('distillation.distillation_loss.loss_mode=k1');
+      const { code, stderr } = await runCli([
+        ...withPaths(argv, { model: join(root, 'model'), data: parquet, runDir }),
+        'data.train_batch_size=4',
+        'data.max_prompt_length=16',
+        'data.max_response_length=4',
+        'data.truncation=left',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+        'actor_rollout_ref.actor.ppo_max_token_len_per_gpu=64',
+        'actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=64',
+        'actor_rollout_ref.rollout.max_model_len=null',
+        'actor_rollout_ref.actor.optim.lr=1e-2',
+        'trainer.total_training_steps=2',
+        'trainer.n_gpus_per_node=1',
+        'trainer.logger=[file]',
+        `trainer.default_local_dir=${runDir}`,
+      ]);
+      expect(code, stderr).toBe(0);
+      // Two training steps, then the script's validation (test_freq=5: at the last step).
+      const steps = (await runMetrics(runDir)).map((l) => l.data).filter((d) => d['distillation/loss'] !== undefined);
+      expect(steps.map((d) => Number.isFinite(d['distillation/loss']))).toEqual([true, true]);
+      expect(steps[0]['distillation/pg_clipfrac']).toBeGreaterThanOrEqual(0);
+    },
+  );
 });
