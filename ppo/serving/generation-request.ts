@@ -36,6 +36,13 @@ export interface GenerationRequest {
   topLogprobs: number;
   /** Penalties, logit_bias, ignore_eos, min_tokens, min_p. */
   processing: RowProcessing;
+  /**
+   * Prompt log-probs with this many alternatives per position (vLLM's prompt_logprobs, or logprobs with echo;
+   * SGLang's logprob_start_len ≥ 0 with top_logprobs_num), null: none. With them a budget of 0 tokens is allowed.
+   */
+  promptLogprobs: number | null;
+  /** The prompt's last N tokens only (vLLM's truncate_prompt_tokens; -1: at most --max-prompt-tokens), null: all. */
+  truncatePromptTokens: number | null;
 }
 
 /** The served model's limits, fixed when the server starts. */
@@ -146,7 +153,10 @@ export function refuseUnsupportedSampling(f: RequestFields): void {
   }
 }
 
-/** Prompt token ids checked against the vocabulary and the server's lengths; the budget resolved. */
+/**
+ * Prompt token ids checked against the vocabulary and the server's lengths; the budget resolved. `minTokens` is 0
+ * for a request that asks for its prompt's log-probs (lm-evaluation-harness scores with max_tokens 0), else 1.
+ */
 export function checkPromptIds(
   prompts: readonly number[][],
   maxTokens: number | null,
@@ -154,6 +164,7 @@ export function checkPromptIds(
   n: number,
   limits: ServerLimits,
   param: string,
+  minTokens: 0 | 1 = 1,
 ): number {
   prompts.forEach((ids, i) => {
     const where = prompts.length > 1 ? `${param}[${i}]` : param;
@@ -178,14 +189,31 @@ export function checkPromptIds(
       'n',
     );
   }
-  if (maxTokens !== null && (maxTokens < 1 || maxTokens > limits.maxNewTokens)) {
+  if (maxTokens !== null && (maxTokens < minTokens || maxTokens > limits.maxNewTokens)) {
     throw badRequest(
       'max_tokens',
-      `an integer in [1, ${limits.maxNewTokens}] (this server's --max-new-tokens)`,
+      `an integer in [${minTokens}, ${limits.maxNewTokens}] (this server's --max-new-tokens` +
+        `${minTokens === 0 ? '; 0 with prompt log-probs' : ''})`,
       maxTokens,
     );
   }
   return maxTokens ?? Math.min(defaultMaxTokens, limits.maxNewTokens);
+}
+
+/**
+ * vLLM's truncate_prompt_tokens: the last N tokens of each prompt (-1: --max-prompt-tokens); more than the server
+ * takes is a 400, as vLLM refuses more than max_model_len.
+ */
+export function truncatePrompts(prompts: number[][], keep: number | null, limits: ServerLimits): number[][] {
+  if (keep === null) return prompts;
+  const n = keep === -1 ? limits.maxPromptTokens : keep;
+  if (n < 1 || n > limits.maxPromptTokens)
+    throw badRequest(
+      'truncate_prompt_tokens',
+      `-1 or an integer in [1, ${limits.maxPromptTokens}] (this server's --max-prompt-tokens)`,
+      keep,
+    );
+  return prompts.map((ids) => ids.slice(-n));
 }
 
 /** `prompt` / `input_ids` / `text` values: one prompt or a batch, as text or token ids. */
