@@ -29,6 +29,8 @@ export class PromptScorer {
     private readonly policy: PolicyWeights,
     /** Longest prompt scored. */
     private readonly maxPromptTokens: number,
+    /** Logits held per chunk at most (tests make chunks of a few positions). */
+    private readonly chunkLogits = CHUNK_LOGITS,
   ) {
     this.decoder = new IncrementalDecoder(engine, policy.config, policy.params, {
       maxRows: 1,
@@ -48,7 +50,7 @@ export class PromptScorer {
     if (prompt.length > this.maxPromptTokens)
       throw new Error(`PromptScorer.score: ${prompt.length} tokens, more than its ${this.maxPromptTokens}`);
     const V = this.policy.config.vocabSize;
-    const chunk = Math.max(1, Math.floor(CHUNK_LOGITS / V));
+    const chunk = Math.max(1, Math.floor(this.chunkLogits / V));
     const out = {
       targets: e.tensorFrom('promptScores.targets', [N], prompt.slice(1), 'u32'),
       tokenLogprobs: e.tensor('promptScores.logprobs', [N]),
