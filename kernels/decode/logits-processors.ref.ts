@@ -1,5 +1,6 @@
-// CPU reference of kernels/decode/logits-processors (float64): one row's logits after penalties over its generated
-// tokens, logit_bias, EOS masking and min_p, in vLLM's order; masked entries are -Infinity.
+// CPU reference of kernels/decode/logits-processors (float64): one row's logits after the repetition penalty over its
+// prompt and generated tokens, presence and frequency penalties over the generated, logit_bias, EOS masking and
+// min_p, in vLLM's order; masked entries are -Infinity.
 import type { RowProcessing } from './logits-processors.ts';
 
 export function processLogitsRef(
@@ -8,8 +9,12 @@ export function processLogitsRef(
   generated: readonly number[],
   eosIds: readonly number[],
   temperature: number,
+  prompt: readonly number[] = [],
 ): number[] {
   const out = Array.from(logits);
+  if (p.repetitionPenalty !== 1)
+    for (const t of new Set([...prompt, ...generated]))
+      out[t] = out[t] > 0 ? out[t] / p.repetitionPenalty : out[t] * p.repetitionPenalty;
   const counts = new Map<number, number>();
   for (const t of generated) counts.set(t, (counts.get(t) ?? 0) + 1);
   for (const [t, c] of counts) out[t] -= p.presencePenalty + p.frequencyPenalty * c;

@@ -167,6 +167,8 @@ export class ServeHttp {
               temperature: host.sampling.defaults.temperature,
               top_p: host.sampling.defaults.topP,
               top_k: host.sampling.defaults.topK,
+              repetition_penalty: host.sampling.defaults.repetitionPenalty,
+              min_p: host.sampling.defaults.minP,
             },
             weight_version: host.weightVersion,
             owned_by: ENGINE_SERVER_OWNER,

@@ -112,8 +112,8 @@ export class ModelHost {
     readonly tokenizer: Tokenizer,
     private readonly tokenizerJson: string,
     end: { eosTokenIds: number[]; padTokenId: number },
-    /** generation_config.json's sampling defaults, and the keys of it this server cannot apply. */
-    readonly sampling: { defaults: SamplingDefaults; ignored: string[] },
+    /** generation_config.json's sampling defaults. */
+    readonly sampling: { defaults: SamplingDefaults },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -150,7 +150,9 @@ export class ModelHost {
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
     const generationConfig = await readGenerationConfig(dir);
     const end = endTokenIds(loaded.config, generationConfig, tokenizer);
-    const sampling = generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json'));
+    const sampling = {
+      defaults: generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json')),
+    };
     return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
   }
 

@@ -71,7 +71,7 @@ function commonFields(
     skipSpecialTokens: f.boolean('skip_special_tokens', true),
     adapter: null,
     topLogprobs: 0,
-    processing: processingFields(f, 'min_tokens'),
+    processing: processingFields(f, 'min_tokens', defaults),
     promptLogprobs,
     truncatePromptTokens: f.has('truncate_prompt_tokens')
       ? f.number('truncate_prompt_tokens', 0, { integer: true, min: -1 })

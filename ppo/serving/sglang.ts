@@ -85,7 +85,7 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
       skipSpecialTokens: s.boolean('skip_special_tokens', true),
       adapter: (lora as string | null | undefined) ?? null,
       topLogprobs,
-      processing: processingFields(s, 'min_new_tokens'),
+      processing: processingFields(s, 'min_new_tokens', defaults),
       // -1 reports the last prompt token only, whose log-prob SGLang leaves null: nothing to score.
       promptLogprobs: returnLogprob && logprobStartLen !== -1 ? topLogprobs : null,
       truncatePromptTokens: null,

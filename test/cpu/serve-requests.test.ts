@@ -81,13 +81,18 @@ describe('serve request parsing', () => {
       code: 400,
     });
     expect(
-      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1.1 } })).body.error.param,
+      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 0 } })).body.error.param,
     ).toBe('sampling_params.repetition_penalty');
+    expect(
+      parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1.1 } }).request.processing
+        .repetitionPenalty,
+    ).toBe(1.1);
     // The logits processing vLLM and SGLang take (SGLang's min_new_tokens, vLLM's min_tokens).
     const knobs = { presence_penalty: 0.5, frequency_penalty: -1, min_p: 0.05, ignore_eos: true, logit_bias: { 7: 3 } };
     expect(
       parseGenerateRequest({ text: 'a', sampling_params: { ...knobs, min_new_tokens: 4 } }).request.processing,
     ).toEqual({
+      repetitionPenalty: 1,
       presencePenalty: 0.5,
       frequencyPenalty: -1,
       minP: 0.05,
@@ -226,11 +231,15 @@ describe('serve request parsing', () => {
     ).toBe('messages[0].content');
   });
 
-  it("applies generation_config.json's temperature, top_p and top_k where a request sets none (vLLM's)", () => {
+  it("applies generation_config.json's sampling where a request sets none (vLLM's)", () => {
     const qwen3 = { temperature: 0.6, top_k: 20, top_p: 0.95, repetition_penalty: 1.05, do_sample: true };
-    const { defaults, ignored } = generationConfigDefaults(qwen3, 'm/generation_config.json');
-    expect(defaults).toEqual({ temperature: 0.6, topP: 0.95, topK: 20 });
-    expect(ignored).toEqual(['repetition_penalty']);
+    const defaults = generationConfigDefaults(qwen3, 'm/generation_config.json');
+    expect(defaults).toEqual({ temperature: 0.6, topP: 0.95, topK: 20, repetitionPenalty: 1.05, minP: 0 });
+    // repetition_penalty and min_p are the logits processing's defaults; a request's own value wins.
+    expect(parseCompletionRequest({ prompt: 'a' }, defaults).request.processing.repetitionPenalty).toBe(1.05);
+    const own = parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1, min_p: 0.2 } }, defaults);
+    expect(own.request.processing).toMatchObject({ repetitionPenalty: 1, minP: 0.2 });
+    expect(generationConfigDefaults({ min_p: 0.05 }, 'g').minP).toBe(0.05);
     expect(parseCompletionRequest({ prompt: 'a' }, defaults).request).toMatchObject({
       temperature: 0.6,
       topP: 0.95,
@@ -243,8 +252,14 @@ describe('serve request parsing', () => {
     });
     expect(parseGenerateRequest({ text: 'a' }, defaults).request.topK).toBe(20);
     expect(parseChatRequest({ messages: [{ role: 'user', content: 'a' }] }, defaults).request.temperature).toBe(0.6);
-    expect(generationConfigDefaults(null, 'g').defaults).toEqual({ temperature: 1, topP: 1, topK: -1 });
-    expect(generationConfigDefaults({ top_k: 0 }, 'g').defaults.topK).toBe(-1);
+    expect(generationConfigDefaults(null, 'g')).toEqual({
+      temperature: 1,
+      topP: 1,
+      topK: -1,
+      repetitionPenalty: 1,
+      minP: 0,
+    });
+    expect(generationConfigDefaults({ top_k: 0 }, 'g').topK).toBe(-1);
     expect(() => generationConfigDefaults({ top_p: 2 }, 'm/generation_config.json')).toThrow(
       'm/generation_config.json: top_p',
     );
