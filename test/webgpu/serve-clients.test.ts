@@ -303,7 +303,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(streamed400.status).toBe(400);
   }, 60_000);
 
-  it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, beside neutral rows', async () => {
+  it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, repetition, beside neutral rows', async () => {
     const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
     const plain = await post('/generate', greedy);
     // The story ends with EOS (id 1) at 331 tokens; ignore_eos runs it to the budget, min_tokens past 331.
@@ -337,6 +337,31 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // Rows without processing in the same batch are untouched: the same greedy story.
     expect(again.json.output_ids).toEqual(plain.json.output_ids);
     expect((await post('/v1/completions', { prompt: PROMPT, logit_bias: { 512: 1 } })).status).toBe(400);
+    // repetition_penalty over the prompt (vLLM's): after these 8 tokens Hugging Face's greedy token (261) is one of
+    // the prompt's; penalised by 2 (positive logits halved, negative doubled) the argmax is 399, and the reported
+    // log-prob is that processed distribution's (vLLM's processed log-probs).
+    const check: { input_ids: number[]; logits: number[] } =
+      readFixtureJson('hf/stories260K/fixtures.json').logits_check;
+    const prompt = check.input_ids.slice(0, 8);
+    const inPrompt = new Set(prompt);
+    const processed = check.logits
+      .slice(7 * 512, 8 * 512)
+      .map((x, id) => (inPrompt.has(id) ? (x > 0 ? x / 2 : x * 2) : x));
+    const max = Math.max(...processed);
+    const logNormalizer = Math.log(processed.reduce((a, x) => a + Math.exp(x - max), 0));
+    const [repeated, unpenalised] = await Promise.all([
+      post('/generate', {
+        input_ids: prompt,
+        return_logprob: true,
+        sampling_params: { temperature: 0, max_new_tokens: 1, repetition_penalty: 2 },
+      }),
+      post('/generate', { input_ids: prompt, sampling_params: { temperature: 0, max_new_tokens: 1 } }),
+    ]);
+    expect(unpenalised.json.output_ids).toEqual([261]);
+    expect(repeated.json.output_ids).toEqual([processed.indexOf(max)]);
+    expect(processed.indexOf(max)).toBe(399);
+    const [[lp]] = repeated.json.meta_info.output_token_logprobs;
+    expect(Math.abs(lp - (processed[399] - max - logNormalizer))).toBeLessThan(1e-4);
   }, 60_000);
 
   it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {
