@@ -19,6 +19,7 @@ export interface RowProcessing {
   logitBias: ReadonlyMap<number, number>;
   /** EOS is masked while fewer tokens were generated (vLLM's min_tokens, SGLang's min_new_tokens). */
   minTokens: number;
+  /** Generation goes on after an EOS (vLLM's and SGLang's ignore_eos: the EOS is drawn as any token, not masked). */
   ignoreEos: boolean;
   /** 0: off. */
   minP: number;
@@ -84,7 +85,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'rowSampling', access: 'read', type: 'u32' },
     { name: 'tokens', access: 'read', type: 'u32' },
     { name: 'steps', access: 'read', type: 'u32' },
-    { name: 'finished', access: 'read', type: 'u32' },
+    { name: 'finished', access: 'read_write', type: 'u32' },
     { name: 'eosIds', access: 'read', type: 'u32' },
     { name: 'prompts', access: 'read', type: 'u32' },
   ],
@@ -110,7 +111,10 @@ export interface LogitsProcessorsArgs {
   rows: number;
   /** (B, ROW_PROCESSING_WORDS) each row's packRowProcessing. */
   rowProcessing: Tensor<'u32'>;
-  /** The sampler's per-row state: rowSampling (B, 6), steps, finished (B), its (outRows, outStride) tokens. */
+  /**
+   * The sampler's per-row state: rowSampling (B, 6), steps, finished (B; an ignore_eos row finished on an EOS is
+   * reopened), its (outRows, outStride) tokens.
+   */
   rowSampling: Tensor<'u32'>;
   tokens: Tensor<'u32'>;
   steps: Tensor<'u32'>;

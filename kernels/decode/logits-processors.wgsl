@@ -1,13 +1,15 @@
 // logits-processors: a server's per-request sampling knobs applied in place to each row's logits before `sample`
 // (vLLM's order): the repetition penalty over the row's prompt and generated tokens, presence and frequency
-// penalties over the tokens the row's sample generated so far, logit_bias, EOS masked (ignore_eos, or before
-// min_tokens), then min_p.
+// penalties over the tokens the row's sample generated so far, logit_bias, EOS masked before min_tokens, then
+// min_p. ignore_eos (vLLM's and SGLang's: generation goes on after an EOS) reopens a row that the sampler finished
+// on an EOS id at the step before.
 //   logits (B, V) modified in place; rowProcessing (B, 8 + 2·MAX_BIAS) u32 per row: [minTokens, ignoreEos,
 //     biasCount, bits(presence), bits(frequency), bits(minP), promptLength, bits(repetition), then biasCount
 //     (token, bits(bias)) pairs]
 //   rowSampling (B, 6) as sample.wgsl reads it: outRow (word 1), temperature (word 3)
 //   tokens (outRows, outStride) the sampler's output so far: columns [0, steps[b]) are the sample's tokens
-//   steps, finished (B): a finished row, or one past its budget, is left alone (the sampler pads it)
+//   steps, finished (B): a finished row, or one past its budget, is left alone (the sampler pads it); finished is 1
+//     when the sampler drew an EOS id (set back to 0 here for an ignore_eos row), 2 when the host ended the row
 //   eosIds (numEos ≥ 1)
 //   prompts (B, promptStride): columns [0, promptLength) are the row's prompt (promptLength 0 without repetition)
 // A token of the prompt or the generated ones has its logit divided by the repetition penalty when positive, else
@@ -36,14 +38,19 @@ fn sequenceToken(row: u32, out: u32, promptLength: u32, j: u32) -> u32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = wid.x;
   let step = steps[row];
+  let p = row * params.rowWords;
+  let ignoreEos = rowProcessing[p + 1u];
   if (lid == 0u) {
-    rowSkipped = select(finished[row], 1u, step >= params.outStride);
+    var ended = finished[row];
+    if (ended == 1u && ignoreEos != 0u) {
+      ended = 0u;
+      finished[row] = 0u;
+    }
+    rowSkipped = select(ended, 1u, step >= params.outStride);
     treeStart = WG / 2u;
   }
   if (workgroupUniformLoad(&rowSkipped) != 0u) { return; }
-  let p = row * params.rowWords;
   let minTokens = rowProcessing[p];
-  let ignoreEos = rowProcessing[p + 1u];
   let biasCount = rowProcessing[p + 2u];
   let presence = bitcast<f32>(rowProcessing[p + 3u]);
   let frequency = bitcast<f32>(rowProcessing[p + 4u]);
@@ -78,7 +85,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   storageBarrier();
   workgroupBarrier();
-  if ((ignoreEos != 0u || step < minTokens) && lid == 0u) {
+  if (step < minTokens && lid == 0u) {
     for (var i = 0u; i < params.numEos; i++) {
       if (eosIds[i] < params.V) { logits[base + eosIds[i]] = LOWEST; }
     }

@@ -153,9 +153,12 @@ export class SamplerState {
     );
   }
 
-  /** Sets row r's finished flag: the host ended it (a stop string, its budget) or it waits for nothing. */
+  /**
+   * Sets row r's finished flag: the host ended it (a stop string, its budget) or it waits for nothing. 2, not the
+   * sampler's 1 for an EOS, which an ignore_eos row's logits processing reopens (kernels/decode/logits-processors).
+   */
   finish(r: number): void {
-    this.engine.upload(this.finished.view(`${this.finished.name}[${r}]`, r, [1]), [1]);
+    this.engine.upload(this.finished.view(`${this.finished.name}[${r}]`, r, [1]), [2]);
   }
 
   keepRows(keep: readonly number[]): void {

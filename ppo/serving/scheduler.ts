@@ -103,7 +103,8 @@ export class Scheduler {
 
   generate(r: ScheduledRequest): Promise<SampleResult[]> {
     return new Promise((resolve, reject) => {
-      const config = { eosTokenIds: this.eosTokenIds, decode: this.decode };
+      // ignore_eos: no EOS ends a sample on the host (the logits processing reopens the row on the device).
+      const config = { eosTokenIds: r.processing?.ignoreEos ? [] : this.eosTokenIds, decode: this.decode };
       const samples = r.prompts
         .flatMap((prompt) => Array.from({ length: r.n }, () => prompt))
         .map(

@@ -1,8 +1,9 @@
 // kernels/decode/logits-processors against its float64 reference: presence and frequency penalties over each row's
 // generated tokens (repeats counted once per distinct token, by count), the repetition penalty over its prompt and
 // generated tokens (a token in both, or repeated, penalised once; above and below 1; with presence on top),
-// logit_bias, EOS masked by ignore_eos and before min_tokens (not after), min_p at the row's temperature (off when
-// greedy), finished rows left alone.
+// logit_bias, EOS masked before min_tokens (not after), min_p at the row's temperature (off when greedy), rows the
+// host finished left alone, and an ignore_eos row the sampler finished on an EOS reopened (vLLM's ignore_eos: no
+// logit masked, generation goes on).
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { ROW_SAMPLING_WORDS, packRowSampling } from '../../kernels/decode/sample.ts';
@@ -28,7 +29,8 @@ describe.each(logitsProcessorsVariants.map((v) => [v.name]))('logits-processors 
       p: RowProcessing;
       generated: number[];
       temperature: number;
-      finished?: boolean;
+      /** 1: the sampler drew an EOS; 2: the host ended the row. */
+      finished?: 1 | 2;
       prompt?: number[];
     }[] = [
       {
@@ -47,6 +49,7 @@ describe.each(logitsProcessorsVariants.map((v) => [v.name]))('logits-processors 
         },
         generated: [1],
         temperature: 0.7,
+        finished: 1,
       },
       { p: { ...NEUTRAL_PROCESSING, minTokens: 3, minP: 0.1 }, generated: [5, 6], temperature: 0.8 },
       { p: { ...NEUTRAL_PROCESSING, minTokens: 2, minP: 0.1 }, generated: [5, 6], temperature: 0 },
@@ -54,7 +57,7 @@ describe.each(logitsProcessorsVariants.map((v) => [v.name]))('logits-processors 
         p: { ...NEUTRAL_PROCESSING, presencePenalty: 9, ignoreEos: true },
         generated: [1, 2],
         temperature: 1,
-        finished: true,
+        finished: 2,
       },
       {
         p: { ...NEUTRAL_PROCESSING, repetitionPenalty: 1.3, presencePenalty: 0.5 },
@@ -99,7 +102,7 @@ describe.each(logitsProcessorsVariants.map((v) => [v.name]))('logits-processors 
       finished: engine.tensorFrom(
         'finished',
         [B],
-        rows.map((r) => (r.finished ? 1 : 0)),
+        rows.map((r) => r.finished ?? 0),
         'u32',
       ),
       eosIds: engine.tensorFrom('eosIds', [2], eosIds, 'u32'),
@@ -108,17 +111,18 @@ describe.each(logitsProcessorsVariants.map((v) => [v.name]))('logits-processors 
     const got = await engine.read(t.logits);
     rows.forEach((r, b) => {
       const row = logits.subarray(b * V, (b + 1) * V);
-      const want = r.finished
-        ? Array.from(row)
-        : processLogitsRef(row, r.p, r.generated, eosIds, r.temperature, r.prompt);
+      const want =
+        r.finished === 2 ? Array.from(row) : processLogitsRef(row, r.p, r.generated, eosIds, r.temperature, r.prompt);
       want.forEach((w, v) => {
         const x = got[b * V + v];
         if (w === -Infinity) expect(x, `row ${b} token ${v} masked`).toBeLessThan(-1e38);
         else expect(Math.abs(x - w), `row ${b} token ${v}`).toBeLessThan(1e-5);
       });
     });
-    // The cases do something: EOS masked in rows 1 and 2 but not 3 (min_tokens reached), min_p masks in row 2 only.
-    expect(got[V + 2]).toBeLessThan(-1e38);
+    // The cases do something: EOS masked in row 2 but not 3 (min_tokens reached) nor 1 (ignore_eos masks nothing),
+    // min_p masks in row 2 only; row 1 reopened, row 4 (the host's) not.
+    expect(got[V + 2]).toBe(logits[V + 2]);
+    expect(Array.from(await engine.read(t.finished))).toEqual([0, 0, 0, 0, 2, 0, 0]);
     expect(got[2 * V + 9]).toBeLessThan(-1e38);
     expect(got[3 * V + 9]).toBeGreaterThan(-1e38);
     expect(Array.from(got.subarray(2 * V, 3 * V)).filter((x) => x < -1e38).length).toBeGreaterThan(2);
