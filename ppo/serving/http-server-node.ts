@@ -467,7 +467,12 @@ export class ServeHttp {
         // SGLang streams each sample's text and output_ids so far (cumulative), with its index in a batch.
         let scored: ReportedPrompt[] | null = null;
         return await this.stream(x.res, g.request, promptIds, run, {
-          opening: scoring ? scoring.then((ps) => ((scored = ps), [])) : [],
+          opening: scoring
+            ? scoring.then((ps) => {
+                scored = ps;
+                return [];
+              })
+            : [],
           event: (d, s) => {
             const p = Math.floor(d.index / g.request.n);
             const sample = {
