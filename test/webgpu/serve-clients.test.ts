@@ -242,6 +242,17 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
         close(entry[alt.id].logprob, alt.lp, `prompt_logprobs[${p}] alternative ${k}`);
       });
     }
+    // Chat: vLLM's top-level prompt_logprobs, those of the rendered prompt (here <s> + the text, as completions').
+    const [chatScored, textScored] = await Promise.all([
+      post('/v1/chat/completions', {
+        messages: [{ role: 'user', content: PROMPT }],
+        max_tokens: 1,
+        prompt_logprobs: 1,
+      }),
+      post('/v1/completions', { prompt: PROMPT, max_tokens: 1, prompt_logprobs: 1 }),
+    ]);
+    expect(chatScored.json.prompt_logprobs.length).toBeGreaterThan(5);
+    expect(chatScored.json.prompt_logprobs).toEqual(textScored.json.choices[0].prompt_logprobs);
     // Echo with a generation: the prompt, then the same greedy completion the request gets without echo.
     const plain = await post('/v1/completions', { prompt: PROMPT, max_tokens: 6, temperature: 0, logprobs: 0 });
     const echoed = await post('/v1/completions', {
