@@ -38,7 +38,7 @@ export interface QueuedSample {
   progress: TurnProgress;
   /**
    * Set when nobody waits for it any more (a server's client went away): the loop ends it at the next decode step,
-   * before its budget, and its row is free for the next waiting sample at the next read.
+   * before its budget, and its row is free for the next waiting sample at the next read (a server's: at that step).
    */
   cancelled?: boolean;
   /** Most likely tokens to report per generated token, with their log-probs (a server's top log-probs); 0: none. */
