@@ -35,6 +35,8 @@ export interface RolloutConfig extends SamplingParams {
   maxSlots?: number;
   /** Told how far generation has come each time the host has read sampled ids (validation's progress line). */
   onProgress?: (progress: RolloutProgress) => void;
+  /** Told the rows of each decode step (a benchmark's occupancy). */
+  onDecodeStep?: (rows: number) => void;
 }
 
 export interface RolloutProgress {

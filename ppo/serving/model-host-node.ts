@@ -47,15 +47,18 @@ export interface ServeOptions {
   gpuMemoryUtilization: number;
 }
 
-/** Sampled-id reads every this many decode steps: a server ends samples and admits new ones at reads. */
-const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
 /**
- * A server drops finished rows whenever none waits, whatever share of the batch still generates (the rollout waits
- * for half: its queue never refills). Samples that arrive later join as new rows at no extra cost, so the only
- * price is copying the cache rows behind the dropped ones (none when the last rows ended), against the readEvery
- * row-steps at least that a free row would cost before a read could refill it, and every step until one arrives.
+ * The decode loop reads the sampled ids after every step and acts on each read at most this many steps later: the
+ * host sees a sample end one step after its last token (the GPU has the next step queued meanwhile), a waiting
+ * request takes its row at once, its response leaves, and the client's next request takes a row at the step after
+ * it arrives. With the rollout's cadence (reads every 8 steps, acted on 8 later, requests admitted at reads only)
+ * a row stood empty 8-24 steps per sample.
  */
-const SERVER_COMPACT_BELOW = 1;
+const SERVER_READ_LAG = 1;
+/** A row left empty with none waiting is dropped after this many steps (the decode cache's capacity allows for it). */
+const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
+/** Lets the event loop turn between two decode steps: requests arrive, responses and streamed tokens leave. */
+const turnEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * How much a tokenizer's normalizer may shrink a text (accents stripped, sequences composed) before tokens cover it.
@@ -416,7 +419,7 @@ export class ModelHost {
       R,
       ...this.end,
       readEvery: SERVER_READ_EVERY,
-      compactBelow: SERVER_COMPACT_BELOW,
+      eager: { lag: SERVER_READ_LAG, between: turnEventLoop },
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
       topLogprobs: MAX_TOP_LOGPROBS,
       processing: true,

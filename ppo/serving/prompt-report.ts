@@ -23,7 +23,7 @@ export interface ReportedScores {
 }
 
 export async function reportPrompt(
-  tokenizer: Pick<Tokenizer, 'decode'>,
+  tokenizer: Pick<Tokenizer, 'decode' | 'decodeBatch'>,
   ids: readonly number[],
   given: string | null,
   scores: PromptScores | null,

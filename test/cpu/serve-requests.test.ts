@@ -302,8 +302,10 @@ describe('serve request parsing', () => {
 });
 
 describe('serve responses', () => {
+  const chars = (ids: readonly number[]) => ids.map((i) => String.fromCharCode(96 + i)).join('');
   const decodeChars = {
-    decode: async (ids: readonly number[]) => ids.map((i) => String.fromCharCode(96 + i)).join(''),
+    decode: async (ids: readonly number[]) => chars(ids),
+    decodeBatch: async (ids: readonly (readonly number[])[]) => ids.map(chars),
   };
   const request = { stop: ['cd', 'b'], stopTokenIds: [9], keepStopString: false, skipSpecialTokens: true };
 
