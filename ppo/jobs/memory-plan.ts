@@ -306,7 +306,7 @@ export function planMemory(
       S = rolloutSlots(
         { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
         actor,
-        { promptLength, capacity, samples: sequences, cacheDtype },
+        { promptLength, capacity, samples: sequences, cacheDtype, blockKeys: promptLength },
         { memoryBudgetBytes: rolloutBudgetBytes },
       );
     } catch (err) {
@@ -316,14 +316,14 @@ export function planMemory(
     const kvWidth = actor.numKvHeads * actor.headDim;
     const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
     const cacheNote = cacheDtype === 'f32' ? '' : `, ${cacheDtype}`;
-    // A half cache's multi-token calls attend a float32 copy of one layer's filled slots (at most its capacity).
+    // A half cache's prefills attend a float32 copy of one layer's filled slots (the prompt's).
     const unpacked: MemoryItem[] =
       cacheDtype === 'f32'
         ? []
         : [
             {
-              what: `float32 copy of one ${cacheDtype} cache layer for multi-token calls (${S} × ${capacity} slots × K,V)`,
-              bytes: 2 * S * capacity * kvWidth * F32,
+              what: `float32 copy of one ${cacheDtype} prefill cache layer (${S} × ${promptLength} slots × K,V)`,
+              bytes: 2 * S * promptLength * kvWidth * F32,
               key: 'rollout unpacked cache layer',
             },
           ];
@@ -353,7 +353,7 @@ export function planMemory(
         },
       ],
       largest([
-        { what: 'KV cache of one layer (as float32)', bytes: S * capacity * kvWidth * F32 },
+        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * bytesPerElement(cacheDtype) },
         { what: 'sampling logits', bytes: S * actor.vocabSize * F32 },
         { what: 'widest prefill activation', bytes: S * promptLength * widestRow },
       ]),

@@ -57,7 +57,13 @@ export class RolloutGenerator {
     const slots = rolloutSlots(
       this.engine.caps,
       this.policy.config,
-      { promptLength: prompts.P, capacity, samples: prompts.groupIds.length, cacheDtype: this.weights.dtype },
+      {
+        promptLength: prompts.P,
+        capacity,
+        samples: prompts.groupIds.length,
+        cacheDtype: this.weights.dtype,
+        blockKeys: environment ? capacity : prompts.P,
+      },
       c,
     );
     if (environment)
