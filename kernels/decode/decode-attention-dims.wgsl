@@ -45,8 +45,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // Scaled after the rotation, as when a rope dispatch ran before.
   var q: array<vec4<f32>, REP>;
   for (var r = 0u; r < REP; r++) { q[r] = params.scale * headChunk(qAt + r * HS4, d4, c, s); }
-  let kNew = headChunk(kNewAt, d4, c, s);
-  let vNew = qkv[vNewAt + d4];
+  // As the cache holds them (rounded for a half cache), also where this step attends them.
+  let kNew = asStored(headChunk(kNewAt, d4, c, s));
+  let vNew = asStored(qkv[vNewAt + d4]);
   if (live) {
     storeK(cacheAt + params.slot * slotStride, kNew);
     storeV(cacheAt + params.slot * slotStride, vNew);

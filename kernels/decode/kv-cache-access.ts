@@ -14,10 +14,14 @@ export function cacheElementType(dtype: FloatDType, width: 1 | 4): ElementType {
 }
 
 /** WGSL loadK/loadV(i) -> vector over bindings kCache and vCache, element i of `vector` values (`vector` is
- *  vec4<f32> for a half cache), and with `stores` storeK/storeV(i, x) (read_write bindings). */
+ *  vec4<f32> for a half cache), and with `stores` storeK/storeV(i, x) (read_write bindings) and asStored(x), x as the
+ *  cache holds it once stored (rounded for a half cache): a decode step attends its new key and value that way, so
+ *  every key is attended as stored, as a prefill's are (through kv-cache-unpack), whichever call a token came in. */
 export function cacheAccessSource(dtype: FloatDType, vector: string, stores: boolean): string {
   if (!isHalf(dtype)) {
-    const loads = `fn loadK(i: u32) -> ${vector} { return kCache[i]; }\nfn loadV(i: u32) -> ${vector} { return vCache[i]; }\n`;
+    const loads =
+      `fn loadK(i: u32) -> ${vector} { return kCache[i]; }\nfn loadV(i: u32) -> ${vector} { return vCache[i]; }\n` +
+      `fn asStored(x: ${vector}) -> ${vector} { return x; }\n`;
     if (!stores) return loads;
     return `${loads}fn storeK(i: u32, x: ${vector}) { kCache[i] = x; }\nfn storeV(i: u32, x: ${vector}) { vCache[i] = x; }\n`;
   }
@@ -29,6 +33,7 @@ fn loadV(i: u32) -> vec4<f32> { return unpack4(vCache[i]); }
   return `${loads}${packPairSource(dtype)}fn pack4(x: vec4<f32>) -> vec2<u32> { return vec2<u32>(packPair(x.xy), packPair(x.zw)); }
 fn storeK(i: u32, x: vec4<f32>) { kCache[i] = pack4(x); }
 fn storeV(i: u32, x: vec4<f32>) { vCache[i] = pack4(x); }
+fn asStored(x: vec4<f32>) -> vec4<f32> { return unpack4(pack4(x)); }
 `;
 }
 

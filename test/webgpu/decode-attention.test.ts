@@ -191,8 +191,9 @@ describe('decode-attention kernel', () => {
   });
 
   // The rollout's half-precision cache (actor_rollout_ref.rollout.dtype): loads unpack it, the new k, v are stored
-  // rounded to nearest even (and attended unrounded, from qkv). Two bounds, each against float64:
-  // - over the half-rounded cache the kernel's arithmetic is the float32 kernel's: the same 1e-5 + 1e-4·|ref| as above;
+  // rounded to nearest even and attended as stored (rounded, as a prefill attends them). Two bounds, each against
+  // float64:
+  // - over the half-rounded cache and new k, v the kernel's arithmetic is the float32 kernel's: 1e-5 + 1e-4·|ref|;
   // - against the unrounded float32 cache the rounding itself: every cached k, v is off by at most u·|x| (u = 2⁻⁸ for
   //   bf16's 8-bit significand, 2⁻¹¹ for f16), so each score moves by at most ε = u·scale·Σ_d |q_d||k_d| and
   //   |Δout| ≤ max_j |v_j| · (u + e^{2ε} − 1) (softmax weights move by a factor within e^{±2ε}, Σ|Δp| ≤ e^{2ε} − 1;
@@ -217,7 +218,9 @@ describe('decode-attention kernel', () => {
       const vBefore = roundToHalf(dtype, vFull);
       const scale = 1 / Math.sqrt(c.HS);
       const common = { ...c, maskBatchStride, scale, qkv, keyMask };
-      const rounded = decodeAttentionRef({ ...common, kCache: kBefore, vCache: vBefore });
+      // qkv with its new k and v rounded (the q heads come first, NH·HS of each row).
+      const qkvStored = Float32Array.from(qkv, (x, i) => (i % W < c.NH * c.HS ? x : roundToHalf(dtype, [x])[0]));
+      const rounded = decodeAttentionRef({ ...common, qkv: qkvStored, kCache: kBefore, vCache: vBefore });
       const unrounded = decodeAttentionRef({ ...common, kCache: kFull, vCache: vFull });
       // The rounding bound per (row, head): over the slots the query attends.
       const bound = new Float64Array(c.B * c.NH * c.HS);
@@ -230,9 +233,12 @@ describe('decode-attention kernel', () => {
             if (!keyMask[b * maskBatchStride + j]) continue;
             let dot = 0;
             for (let d = 0; d < c.HS; d++) {
+              // The new token's k and v come from qkv, the others from the cache.
               const at = (b * c.capacity + j) * kvWidth + g * c.HS + d;
-              dot += Math.abs(qkv[b * W + h * c.HS + d] * kFull[at]);
-              vMax = Math.max(vMax, Math.abs(vFull[at]));
+              const k = j === c.slot ? qkv[b * W + (c.NH + g) * c.HS + d] : kFull[at];
+              const v = j === c.slot ? qkv[b * W + (c.NH + c.NKV + g) * c.HS + d] : vFull[at];
+              dot += Math.abs(qkv[b * W + h * c.HS + d] * k);
+              vMax = Math.max(vMax, Math.abs(v));
             }
             epsilon = Math.max(epsilon, u * scale * dot);
           }
