@@ -3,6 +3,7 @@ import { gpuEngine } from '../support/gpu-engine.ts';
 import { kvCacheWrite } from '../../kernels/decode/kv-cache-write.ts';
 import { kvCacheWriteRef } from '../../kernels/decode/kv-cache-write.ref.ts';
 import { kvCacheUnpack } from '../../kernels/decode/kv-cache-unpack.ts';
+import { kvCacheUnpackRef } from '../../kernels/decode/kv-cache-unpack.ref.ts';
 import { randomArray } from '../support/arrays.ts';
 import { roundToHalf, type HalfDType } from '../../engine/index.ts';
 
@@ -60,10 +61,7 @@ describe('kv-cache-write kernel', () => {
       const v = engine.tensor('unpackedV', [c.B, Tk, kvWidth]);
       kvCacheUnpack(engine, { kCache, vCache, k, v, B: c.B, Tk, capacity: c.capacity, kvWidth });
       const slots = (cache: Float32Array) =>
-        Float32Array.from({ length: c.B * Tk * kvWidth }, (_, i) => {
-          const b = Math.floor(i / (Tk * kvWidth));
-          return cache[b * c.capacity * kvWidth + (i % (Tk * kvWidth))];
-        });
+        Float32Array.from(kvCacheUnpackRef({ cache, B: c.B, Tk, capacity: c.capacity, kvWidth }));
       expect(await engine.read(k)).toEqual(slots(kRef));
       expect(await engine.read(v)).toEqual(slots(vRef));
     });
