@@ -54,12 +54,12 @@ interface StepBuffers {
   loraHidden: Tensor; // (R, max n·r) LoRA: a projection's x·Aᵀ, consumed by its next matmul
 }
 
-/** The LM-head end of a call, per row count: each sequence's last hidden state and its logits. */
+/** The LM-head end of a call: each sequence's last hidden state (or every new token's) and its logits. */
 interface HeadBuffers {
-  last: Tensor; //       (rows, C) residual at each sequence's last new token
-  lastNormed: Tensor; // (rows, C)
-  lastRstd: Tensor; //   (rows)
-  logits: Tensor; //     (rows, V)
+  last: Tensor; //       (H, C) residual at each sequence's last new token; H = rows, or rows·T for every position
+  lastNormed: Tensor; // (H, C)
+  lastRstd: Tensor; //   (H)
+  logits: Tensor; //     (H, V)
 }
 
 export interface ExtendInput {
@@ -69,6 +69,8 @@ export interface ExtendInput {
   T: number;
   /** (rows·T) 1 = real token, 0 = padding; null: all real. The last token of a row that continues must be real. */
   mask: ArrayLike<number> | null;
+  /** Logits of every new token, (rows·T, V), instead of each row's last (a server's prompt log-probs). */
+  everyPosition?: boolean;
 }
 
 /** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
@@ -149,8 +151,8 @@ export class IncrementalDecoder {
     return new Map(this.transposedNames.map((name) => [name, this.transposed.copy(name)]));
   }
 
-  /** The work buffers shaped for `rows` sequences of T new tokens. */
-  private buffersFor(rows: number, T: number): { step: StepBuffers; head: HeadBuffers } {
+  /** The work buffers shaped for `rows` sequences of T new tokens, the LM head's for `headRows` of them. */
+  private buffersFor(rows: number, T: number, headRows: number): { step: StepBuffers; head: HeadBuffers } {
     const c = this.config;
     const R = rows * T;
     // A decode step's buffers are allocated for every row the cache can hold, at its first step: continuous
@@ -175,10 +177,10 @@ export class IncrementalDecoder {
       loraHidden: t('loraHidden', [this.lora ? R * this.lora.maxRank : 1]),
     };
     const head: HeadBuffers = {
-      last: t('head.last', [rows, c.hiddenSize]),
-      lastNormed: t('head.lastNormed', [rows, c.hiddenSize]),
-      lastRstd: t('head.lastRstd', [rows]),
-      logits: t('head.logits', [rows, c.vocabSize]),
+      last: t('head.last', [headRows, c.hiddenSize]),
+      lastNormed: t('head.lastNormed', [headRows, c.hiddenSize]),
+      lastRstd: t('head.lastRstd', [headRows]),
+      logits: t('head.logits', [headRows, c.vocabSize]),
     };
     return { step, head };
   }
@@ -325,7 +327,8 @@ export class IncrementalDecoder {
 
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
-   * logits (rows, V) of each row's last new token, valid until the next call.
+   * logits (rows, V) of each row's last new token (everyPosition: (rows·T, V) of every new token), valid until the
+   * next call.
    */
   extend(input: ExtendInput): Tensor {
     const { ids, positions, T } = input;
@@ -345,7 +348,9 @@ export class IncrementalDecoder {
       );
     }
     const slotStart = cache.reserve(T, input.mask);
-    const { step: s, head } = this.buffersFor(rows, T);
+    const every = input.everyPosition === true && T > 1;
+    const headRows = every ? R : rows;
+    const { step: s, head } = this.buffersFor(rows, T, headRows);
 
     const transposed = T === 1 && this.decodesTransposed() ? this.transposedWeights() : null;
     // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
@@ -449,9 +454,9 @@ export class IncrementalDecoder {
       linear(`${p}.mlp.down_proj.weight`, { ...downInput, out: s.x, M: R, N: C, K: I, accumulate: true });
       this.lora?.forward(l, 'down', downInput, s.loraHidden, s.x, R);
     }
-    // Only each row's last token needs logits: with T > 1, gather those rows first.
+    // Unless every position's are asked for, only each row's last token needs logits: with T > 1, gather those rows.
     let last = s.x;
-    if (T > 1) {
+    if (T > 1 && !every) {
       for (let b = 0; b < rows; b++)
         e.copy(
           s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]),
@@ -464,10 +469,10 @@ export class IncrementalDecoder {
       const finalNorm = this.normedInput(
         { x: last, normed: head.lastNormed, rstd: head.lastRstd },
         'model.norm.weight',
-        rows,
+        headRows,
         fuseNorm,
       );
-      linear(headName, { ...finalNorm, out: head.logits, M: rows, N: c.vocabSize, K: C });
+      linear(headName, { ...finalNorm, out: head.logits, M: headRows, N: c.vocabSize, K: C });
       return head.logits;
     }
     rmsnormForward(e, {
@@ -475,7 +480,7 @@ export class IncrementalDecoder {
       weight: this.param('model.norm.weight'),
       out: head.lastNormed,
       rstd: head.lastRstd,
-      rows,
+      rows: headRows,
       cols: C,
       eps: c.rmsNormEps,
     });
@@ -483,7 +488,7 @@ export class IncrementalDecoder {
       hidden: head.lastNormed,
       weight: this.param(headName),
       out: head.logits,
-      N: rows,
+      N: headRows,
       C,
       V: c.vocabSize,
     });

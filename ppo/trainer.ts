@@ -507,6 +507,8 @@ export class PpoTrainer {
       temperature: sampling.do_sample ? sampling.temperature : 0,
       topK: sampling.top_k,
       topP: sampling.top_p,
+      // verl's rollout sends it with the training and the validation sampling alike.
+      ignoreEos: r.ignore_eos,
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,

@@ -405,6 +405,11 @@ const SCHEMA = {
       top_k: int(-1, 'Keep the k most likely tokens; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
       top_p: float(1, 'Nucleus sampling mass', probability),
       do_sample: bool(true, 'Sample; false: greedy'),
+      ignore_eos: bool(
+        false,
+        'Generation goes on after an EOS (vLLM/SGLang ignore_eos, sent to rollout servers too): responses run to ' +
+          'max_response_length; single-turn rollouts only',
+      ),
       log_prob_micro_batch_size_per_gpu: optInt(
         null,
         'Sequences per forward when recomputing old log-probs (calculate_log_probs); null: all at once (deprecated ' +

@@ -256,7 +256,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.enable_prefix_caching', INFERENCE],
   ['actor_rollout_ref.rollout.disable_log_stats', INFERENCE],
   ['actor_rollout_ref.rollout.swap_space', INFERENCE],
-  ['actor_rollout_ref.rollout.ignore_eos', INFERENCE],
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],

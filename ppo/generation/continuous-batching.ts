@@ -137,7 +137,8 @@ export async function decodeContinuous(
   // goes on writing padding into its own output row (past its last token) until its next sample restarts it, so
   // no other row may use that output row; a dropped row's output row is free for a row added later. The host has
   // read the last sample's columns before the next one is admitted.
-  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0, c.processing ?? false);
+  const processing = c.processing ? { promptWidth: P } : null;
+  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0, processing);
   const top = state.top;
   let outRows: number[] = [];
   let rows: (SlotSample | null)[] = [];
@@ -187,6 +188,7 @@ export async function decodeContinuous(
           sampling: { ...samples[k].sampling, outRow },
           position: samples[k].prompt.length - 1,
           processing: samples[k].processing,
+          prompt: samples[k].prompt,
         },
       ]);
     });
@@ -269,6 +271,8 @@ export async function decodeContinuous(
         eosIds: v.sampling.eosTensor,
         numEos: v.sampling.eosIds.length,
         outStride: R,
+        prompts: state.rowPrompts!.ids,
+        promptStride: state.rowPrompts!.width,
       });
     }
     if (top && rows.some(wantsTop)) {

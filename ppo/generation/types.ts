@@ -15,6 +15,11 @@ export interface RolloutConfig extends SamplingParams {
   eosTokenIds: readonly number[];
   /** Fills prompts on the left and responses on the right. */
   padTokenId: number;
+  /**
+   * Generation goes on after an EOS (verl's rollout.ignore_eos, vLLM's and SGLang's ignore_eos): responses end at
+   * maxResponseLength or a stop string, an EOS drawn as any other token. Single-turn rollouts only.
+   */
+  ignoreEos?: boolean;
   /** A response also ends at the token that completes one of these (kept); needs `decode`. */
   stopStrings?: readonly string[];
   decode?: (ids: readonly number[]) => string | Promise<string>;
@@ -145,6 +150,8 @@ export function checkRolloutConfig(
   if (c.stopStrings?.length && !c.decode)
     throw new Error('rollout: stopStrings need a decode function (token ids → text)');
   if (environment) {
+    if (c.ignoreEos)
+      throw new Error('rollout: ignoreEos is for single-turn rollouts (a multi-turn turn ends at its EOS)');
     if (environment.turnEndStrings.length && !c.decode)
       throw new Error("rollout: the environment's turn-ending strings need a decode function (token ids → text)");
     if (!Number.isInteger(environment.maxTurns) || environment.maxTurns < 1)

@@ -69,7 +69,13 @@ export class RolloutGenerator {
     if (environment)
       return assemble(prompts, await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity), c);
     const queue = new BatchQueue(prompts, c);
-    await decodeContinuous(this.decoders, queue, { ...c, P: prompts.P, R }, slots, capacity);
+    await decodeContinuous(
+      this.decoders,
+      queue,
+      { ...c, P: prompts.P, R, processing: c.ignoreEos === true },
+      slots,
+      capacity,
+    );
     return assemble(prompts, queue.records(), c);
   }
 

@@ -16,6 +16,7 @@ import type { Arena } from '../../engine/index.ts';
 import { RolloutDecoders } from '../generation/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../generation/continuous-batching.ts';
 import { rolloutSlots } from '../generation/slots.ts';
+import { PromptScorer, type PromptScores } from '../generation/prompt-scoring.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
@@ -94,6 +95,8 @@ export class ModelHost {
   modelPath: string;
   private readonly adapters = new Map<string, { path: string; adapters: LoraAdapters }>();
   private decoders: { adapter: string | null; decoders: RolloutDecoders } | null = null;
+  /** The prompt scorer (its own one-row decoder), for the weights of `adapter`. */
+  private scorer: { adapter: string | null; scorer: PromptScorer } | null = null;
   private readonly capacity: number;
   private readonly slots: number;
   private readonly end: { eosTokenIds: number[]; padTokenId: number };
@@ -109,8 +112,8 @@ export class ModelHost {
     readonly tokenizer: Tokenizer,
     private readonly tokenizerJson: string,
     end: { eosTokenIds: number[]; padTokenId: number },
-    /** generation_config.json's sampling defaults, and the keys of it this server cannot apply. */
-    readonly sampling: { defaults: SamplingDefaults; ignored: string[] },
+    /** generation_config.json's sampling defaults. */
+    readonly sampling: { defaults: SamplingDefaults },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -147,7 +150,9 @@ export class ModelHost {
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
     const generationConfig = await readGenerationConfig(dir);
     const end = endTokenIds(loaded.config, generationConfig, tokenizer);
-    const sampling = generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json'));
+    const sampling = {
+      defaults: generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json')),
+    };
     return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
   }
 
@@ -219,17 +224,20 @@ export class ModelHost {
   }
 
   /**
-   * Checks the prompts and the budget (throwing at once, before a stream starts), then waits for every sample;
-   * `param` names the prompt field in errors. `signal` aborts the request; `observer` sees its tokens as they come.
+   * A request's checks against the served model, thrown at once (before a stream starts or a prompt is scored);
+   * returns the budget. `param` names the prompt field in errors; a budget of 0 is allowed to a request that
+   * reports its prompt (prompt log-probs, or OpenAI's echo).
    */
-  generate(
+  check(
     request: GenerationRequest,
     promptIds: number[][],
     defaultMaxTokens: number,
     param: string,
-    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
-  ): Promise<SampleResult[]> {
-    const budget = checkPromptIds(promptIds, request.maxTokens, defaultMaxTokens, request.n, this.limits, param);
+    reportsPrompt = request.promptLogprobs !== null,
+  ): number {
+    const minTokens = reportsPrompt ? 0 : 1;
+    const { maxTokens, n } = request;
+    const budget = checkPromptIds(promptIds, maxTokens, defaultMaxTokens, n, this.limits, param, minTokens);
     const bad = request.stopTokenIds.find((id) => id < 0 || id >= this.config.vocabSize);
     if (bad !== undefined)
       throw new ApiError(
@@ -244,13 +252,43 @@ export class ModelHost {
         `logit_bias: token id ${biased} is outside the vocabulary [0, ${this.config.vocabSize})`,
         'logit_bias',
       );
-    if (request.adapter !== null && !this.adapters.has(request.adapter)) {
+    this.adapterWeights(request.adapter);
+    return budget;
+  }
+
+  /** A loaded adapter's weights (null: the base model's); an unknown name is a 400. */
+  private adapterWeights(adapter: string | null): LoraAdapters | null {
+    if (adapter === null) return null;
+    const loaded = this.adapters.get(adapter);
+    if (!loaded)
       throw new ApiError(
         400,
-        `no LoRA adapter named ${JSON.stringify(request.adapter)} is loaded (loaded: ` +
+        `no LoRA adapter named ${JSON.stringify(adapter)} is loaded (loaded: ` +
           `${[...this.adapters.keys()].join(', ') || 'none'})`,
         'lora_path',
       );
+    return loaded.adapters;
+  }
+
+  /**
+   * Waits for every sample of a checked request (`budget` from check()); `signal` aborts it, `observer` sees its
+   * tokens as they come. A budget of 0 (prompt log-probs only) decodes nothing: each sample ends at once.
+   */
+  generate(
+    request: GenerationRequest,
+    promptIds: number[][],
+    budget: number,
+    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
+  ): Promise<SampleResult[]> {
+    if (budget === 0) {
+      const results = promptIds.flatMap((_, prompt) =>
+        Array.from({ length: request.n }, (): SampleResult => {
+          const top = request.topLogprobs > 0 ? [] : null;
+          return { prompt, tokens: [], logprobs: new Float32Array(0), top, reason: 'length' };
+        }),
+      );
+      results.forEach((r, j) => watch.observer?.finished(j, r));
+      return Promise.resolve(results);
     }
     const { temperature, topK, topP } = request;
     return this.scheduler.generate({
@@ -266,6 +304,24 @@ export class ModelHost {
       processing: request.processing,
       ...watch,
     });
+  }
+
+  /**
+   * Each prompt's log-probs with K alternatives per position, on the device, with the weights a generation
+   * queued now would run with: at once, or after the weight or adapter changes queued before it.
+   */
+  scorePrompts(promptIds: readonly number[][], K: number, adapter: string | null): Promise<PromptScores[]> {
+    const score = () => {
+      const lora = this.adapterWeights(adapter);
+      if (this.scorer?.adapter !== adapter) {
+        this.dropScorer();
+        const policy = { config: this.config, params: this.params, lora };
+        this.scorer = { adapter, scorer: new PromptScorer(this.engine, policy, this.limits.maxPromptTokens) };
+      }
+      const scorer = this.scorer!.scorer;
+      return Promise.all(promptIds.map((ids) => scorer.score(ids, K)));
+    };
+    return this.scheduler.exclusiveQueued ? this.scheduler.exclusive(score) : score();
   }
 
   /**
@@ -295,6 +351,7 @@ export class ModelHost {
       await reloadModel(this.engine, dir, this.config, this.params, 'served');
       // The decoders keep transposed copies of the weights: rebuild them from the new ones.
       this.dropDecoders();
+      this.dropScorer();
       this.modelPath = dir;
     });
   }
@@ -319,6 +376,7 @@ export class ModelHost {
       const loaded = this.adapters.get(name);
       if (!loaded) throw new ApiError(400, `no LoRA adapter named ${JSON.stringify(name)} is loaded`, 'lora_name');
       if (this.decoders?.adapter === name) this.dropDecoders();
+      if (this.scorer?.adapter === name) this.dropScorer();
       loaded.adapters.destroy();
       this.adapters.delete(name);
     });
@@ -327,6 +385,11 @@ export class ModelHost {
   private dropDecoders(): void {
     this.decoders?.decoders.destroy();
     this.decoders = null;
+  }
+
+  private dropScorer(): void {
+    this.scorer?.scorer.destroy();
+    this.scorer = null;
   }
 
   /**
@@ -363,6 +426,7 @@ export class ModelHost {
 
   destroy(): void {
     this.dropDecoders();
+    this.dropScorer();
     for (const a of this.adapters.values()) a.adapters.destroy();
   }
 }

@@ -206,6 +206,32 @@ describe('rollout', () => {
     },
   );
 
+  it("ignoreEos (verl's rollout.ignore_eos): responses go on past an EOS to the budget, log-probs unprocessed", async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+    const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9, readEvery: 3 };
+    const generator = new RolloutGenerator(engine, policy);
+    const stopped = await generator.generate(PROMPTS, c);
+    const going = await generator.generate(PROMPTS, { ...c, ignoreEos: true });
+    expect(going.finishReasons.every((r) => r === 'length')).toBe(true);
+    expect(going.responseLengths).toEqual(new Array(going.responses.length).fill(c.maxResponseLength));
+    let continued = 0;
+    stopped.responses.forEach((row, i) => {
+      const length = stopped.responseLengths[i];
+      // The same random streams: the same tokens up to the EOS that ended the sample, then more.
+      expect(going.responses[i].slice(0, length)).toEqual(row.slice(0, length));
+      if (stopped.finishReasons[i] === 'eos') continued++;
+    });
+    expect(continued).toBeGreaterThan(0);
+    // EOS is not masked (vLLM's ignore_eos): the old log-probs are still the policy's own, teacher-forced.
+    const reference = await teacherForced(engine, policy, going, c.temperature);
+    going.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < c.maxResponseLength; t++)
+        expect(Math.abs(row[t] - reference[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
+    });
+    generator.destroy();
+  });
+
   it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {
     const engine = await gpuEngine();
     const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 3);
