@@ -4,12 +4,15 @@
 // every cached slot, and returns the logits of each sequence's last new token.
 // It uses the same kernels and the same parameter arena as DecoderTrunk, but not its schedule: inference keeps
 // no activations, so the residual stream is one buffer that o_proj and down_proj accumulate into (no copies),
-// and attention reads keys and values from the cache instead of the fused qkv buffer.
+// and attention reads keys and values from the cache instead of the fused qkv buffer. The cache may be half
+// precision (actor_rollout_ref.rollout.dtype, with the weights a half copy, ppo/generation/rollout-weights.ts):
+// decode steps read it directly (kernels/decode/decode-attention), a multi-token call through a float32 copy of
+// one layer's slots (kernels/decode/kv-cache-unpack) for the general attention kernels.
 // On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
 // weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
 // and read along its rows that is one stream through memory instead of one per output column (the tiny model's
 // 17 decode matmuls: 2.1-2.3 ms against 3.4-4.2 ms as stored, same run at load ~5).
-import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { Engine, Tensor, Arena, FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
@@ -26,6 +29,7 @@ import {
   decodeAttentionSupports,
 } from '../kernels/decode/decode-attention.ts';
 import { decodeLayer, useDecodeLayer } from '../kernels/decode/decode-layer.ts';
+import { kvCacheUnpack } from '../kernels/decode/kv-cache-unpack.ts';
 import { swigluForward } from '../kernels/layers/swiglu.ts';
 import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
 import { transposedWeightVariants } from '../kernels/util/transpose.ts';
@@ -98,11 +102,11 @@ export class IncrementalDecoder {
     readonly engine: Engine,
     readonly config: DecoderConfig,
     readonly params: Arena,
-    options: { maxRows: number; capacity: number; lora?: LoraAdapters | null },
+    options: { maxRows: number; capacity: number; lora?: LoraAdapters | null; cacheDtype?: FloatDType },
   ) {
     this.lora = options.lora ?? null;
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
-    this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
+    this.cache = new KvCache(engine, config, options.maxRows, options.capacity, options.cacheDtype ?? 'f32');
     this.work = new GrowingBuffers(engine, 'incremental');
     this.transposed = TransposedWeights.acquire(engine, params);
     this.transposedNames = decodeTransposedWeightNames(config);
@@ -209,26 +213,50 @@ export class IncrementalDecoder {
       return;
     }
     cache.write(l, s.qkv, slotStart, T);
+    const Tk = slotStart + T;
+    // A half cache is attended through a float32 copy of its filled slots (the new ones rounded too, as a decode
+    // step will read them).
+    const keys =
+      cache.dtype === 'f32'
+        ? { k: cache.k[l], v: cache.v[l], kvBatchStride: cache.capacity * cache.kvWidth }
+        : this.unpackedKeys(l, Tk);
     attentionForward(this.engine, {
       ...common,
       B: cache.rows,
       Tq: T,
-      Tk: slotStart + T,
+      Tk,
       qRowStride: qkvWidth(c),
       qColOffset: 0,
       kRowStride: cache.kvWidth,
       kColOffset: 0,
       vRowStride: cache.kvWidth,
       vColOffset: 0,
-      kvBatchStride: cache.capacity * cache.kvWidth,
       queryStart: slotStart,
       q: s.qkv,
-      k: cache.k[l],
-      v: cache.v[l],
+      ...keys,
       keyMask: cache.keyMask,
       out: s.attnOut,
       lse: s.lse,
     });
+  }
+
+  /** Slots [0, Tk) of layer l of a half cache as float32 (rows, Tk, NKV·HS), for the general attention. */
+  private unpackedKeys(l: number, Tk: number): { k: Tensor; v: Tensor; kvBatchStride: number } {
+    const cache = this.cache;
+    const shape = [cache.rows, Tk, cache.kvWidth];
+    const k = this.work.get('unpackedK', shape);
+    const v = this.work.get('unpackedV', shape);
+    kvCacheUnpack(this.engine, {
+      kCache: cache.k[l],
+      vCache: cache.v[l],
+      k,
+      v,
+      B: cache.rows,
+      Tk,
+      capacity: cache.capacity,
+      kvWidth: cache.kvWidth,
+    });
+    return { k, v, kvBatchStride: Tk * cache.kvWidth };
   }
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
@@ -350,6 +378,7 @@ export class IncrementalDecoder {
     const fusedLayers =
       transposed !== null &&
       !this.lora &&
+      cache.dtype === 'f32' &&
       useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
     for (let l = 0; l < c.numLayers; l++) {
       if (fusedLayers) {

@@ -249,7 +249,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.enforce_eager', INFERENCE],
   ['actor_rollout_ref.rollout.free_cache_engine', INFERENCE],
   ['actor_rollout_ref.rollout.load_format', INFERENCE],
-  ['actor_rollout_ref.rollout.dtype', INFERENCE],
   ['actor_rollout_ref.rollout.layered_summon', INFERENCE],
   ['actor_rollout_ref.rollout.enable_chunked_prefill', INFERENCE],
   // Wakes the inference engine's weights and KV cache in stages to bound peak memory; decoding here shares one arena.

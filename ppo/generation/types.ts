@@ -1,7 +1,7 @@
 // What a rollout is asked for and what it returns, in the layout PPO consumes (verl's DataProto fields): the
 // sampling config, the batch of prompts and responses, the policy it runs, a multi-turn environment's interface,
 // and the checks of all of them before any decoding starts.
-import type { Arena } from '../../engine/index.ts';
+import type { Arena, FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { LoraAdapters } from '../../models/lora-adapters.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
@@ -84,6 +84,8 @@ export interface PolicyWeights {
   config: DecoderConfig;
   params: Arena;
   lora?: LoraAdapters | null;
+  /** The KV cache's storage (actor_rollout_ref.rollout.dtype); float32 when absent. */
+  cacheDtype?: FloatDType;
 }
 
 /** The ids that end a response and pad one: config.json's eos and generation_config.json's (Qwen lists <|im_end|>

@@ -373,6 +373,39 @@ describe('continuous batching', () => {
     );
   }
 
+  // rollout.dtype=bfloat16: the half cache's rows are imported, shifted and dropped as words (two values each), so
+  // any slot count still gives one batch's tokens and log-probs.
+  it('a bfloat16 rollout: 3 slots for 12 samples give the tokens and old log-probs of one batch', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const c: RolloutConfig = {
+      ...BASE,
+      temperature: 0.9,
+      topK: -1,
+      topP: 0.95,
+      n: 2,
+      maxResponseLength: 40,
+      eosTokenIds: [4, 17, 30],
+      readEvery: 2,
+    };
+    const generator = new RolloutGenerator(engine, policy, 'bf16');
+    const one = await generator.generate(prompts, c);
+    const shift = vi.spyOn(KvCache.prototype, 'shiftSlots');
+    const import_ = vi.spyOn(KvCache.prototype, 'importRows');
+    const slotted = await generator.generate(prompts, { ...c, maxSlots: 3 });
+    expect(import_.mock.calls.length).toBeGreaterThan(4);
+    expect(shift).toHaveBeenCalled();
+    shift.mockRestore();
+    import_.mockRestore();
+    expect(new Set(one.responseLengths).size).toBeGreaterThan(3);
+    expect(slotted.responses).toEqual(one.responses);
+    slotted.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < row.length; t++)
+        expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+    });
+    generator.destroy();
+  });
+
   it(
     'samples that arrive after the batch dropped its finished rows join as new rows, with the tokens and old ' +
       'log-probs of one batch',
