@@ -26,5 +26,6 @@ export {
   trainedModelDtypeNotes,
   actorUsesLora,
   actorBaseStorage,
+  rolloutDtype,
   type FrozenModel,
 } from './config/model-dtype.ts';
