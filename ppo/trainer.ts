@@ -189,6 +189,7 @@ export class PpoTrainer {
         eps: 1e-8,
         weightDecay: actorCfg.optim.weight_decay,
         maxGradNorm: actorCfg.grad_clip,
+        optimizer: actorCfg.optim.optimizer,
       },
       lora && ((grads) => lora.clearOffBlockGradients(grads)),
     );
@@ -218,6 +219,7 @@ export class PpoTrainer {
             eps: 1e-8,
             weightDecay: c.critic.optim.weight_decay,
             maxGradNorm: c.critic.grad_clip,
+            optimizer: c.critic.optim.optimizer,
           })
         : null;
     this.rollout = new RolloutGenerator(engine, actor);

@@ -22,7 +22,8 @@ import {
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { lmHeadDefaultChunkWidth } from '../../kernels/layers/lm-head.ts';
 import { batchSizes, usesCritic, actorLoraSettings, actorBaseStorage, weightDtype, type PpoConfig } from '../config.ts';
-import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
+import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
+import { momentBytes } from '../training/adamw-optimizer.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
@@ -200,7 +201,11 @@ export function planMemory(
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
-  resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
+  const actorOptimizer = config.actor_rollout_ref.actor.optim.optimizer;
+  resident.push({
+    what: `${lora ? 'actor adapter' : 'actor'} ${actorOptimizer} moments`,
+    bytes: momentBytes(lora ? loraEntries(actor, lora) : parameterEntries(actor), actorOptimizer),
+  });
   // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
@@ -228,7 +233,11 @@ export function planMemory(
     resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
-      resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
+      const criticOptimizer = config.critic.optim.optimizer;
+      resident.push({
+        what: `critic ${criticOptimizer} moments`,
+        bytes: momentBytes(parameterEntries(critic), criticOptimizer),
+      });
       if (device.transposedWeights)
         resident.push({
           what: 'critic layer weights transposed (training forward)',

@@ -47,6 +47,18 @@ export function eightBitTensors(entries: readonly ArenaEntry[]): ArenaEntry[] {
   return entries.filter((e) => elementCount(e.shape) >= MIN_8BIT_SIZE);
 }
 
+/** Bytes of both moments of `entries` (a trained model's float32 tensors): 8 per value, or under AdamW8bit, for
+ *  each tensor of at least MIN_8BIT_SIZE values, its code words and block scales (2 bytes per value + 8 per 256). */
+export function momentBytes(entries: readonly ArenaEntry[], optimizer: OptimizerName = 'AdamW'): number {
+  const eightBit = new Set(optimizer === 'AdamW8bit' ? eightBitTensors(entries) : []);
+  return entries.reduce((sum, e) => {
+    const n = elementCount(e.shape);
+    if (!eightBit.has(e)) return sum + 2 * 4 * n;
+    const { words, blocks } = adamw8bitSizes(n);
+    return sum + 2 * 4 * (words + blocks);
+  }, 0);
+}
+
 export class AdamWOptimizer {
   readonly grads: Arena;
   /** Float32 moments: of every tensor (AdamW), of the tensors below MIN_8BIT_SIZE (AdamW8bit; null if none). */

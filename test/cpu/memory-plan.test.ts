@@ -53,6 +53,33 @@ function config(overrides: string[]) {
 }
 
 describe('memory plan', () => {
+  it("AdamW8bit counts bitsandbytes' state: a byte per moment and value plus 4 per 256, float32 under 4,096", () => {
+    const optimizer = ['actor_rollout_ref.actor', 'critic'].flatMap((role) => [
+      `${role}.optim.optimizer=AdamW8bit`,
+      `${role}.optim.optimizer_impl=bitsandbytes.optim`,
+    ]);
+    const resident = (overrides: string[]) =>
+      planMemory(
+        config(overrides),
+        { actor, critic, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+      ).resident;
+    const eightBit = resident(optimizer);
+    expect(eightBit.map((r) => r.what)).toContain('actor AdamW8bit moments');
+    expect(eightBit.map((r) => r.what)).toContain('critic AdamW8bit moments');
+    // Per tensor of n values: n ≥ 4096 → 2·(⌈n/4⌉ words + ⌈n/256⌉ scales)·4 bytes; else 2·4·n. The actor's tensors:
+    // the tied embedding 151,936 × 128; per layer qkv 256 × 128, o 128 × 128, gate_up 768 × 128, down 128 × 384 (all
+    // ≥ 4096) and two norms of 128, q/k norms of 32; the final norm of 128.
+    const bytes8 = (n: number) => (n >= 4096 ? 2 * 4 * (Math.ceil(n / 4) + Math.ceil(n / 256)) : 2 * 4 * n);
+    const layer = [256 * 128, 128 * 128, 768 * 128, 128 * 384, 128, 128, 32, 32].reduce((s, n) => s + bytes8(n), 0);
+    const actorMoments = bytes8(151936 * 128) + 2 * layer + bytes8(128);
+    expect(eightBit.find((r) => r.what === 'actor AdamW8bit moments')!.bytes).toBe(actorMoments);
+    const plain = resident([]).find((r) => r.what === 'actor AdamW moments')!.bytes;
+    expect(actorMoments / plain).toBeCloseTo(0.25 * (1 + 4 / 256), 2);
+    const lora = resident([...optimizer, 'actor_rollout_ref.model.lora_rank=8']);
+    expect(lora.map((r) => r.what)).toContain('actor adapter AdamW8bit moments');
+  });
+
   it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
     const plan = planMemory(
       config([
