@@ -367,7 +367,8 @@ describe('memory plan', () => {
   });
 
   it(
-    'validation decodes the whole validation set through the same slots: its own phase, more sequences at ' + 'once',
+    'validation decodes the whole validation set through the rollout decoders, grown: a phase after the step, ' +
+      'more sequences at once, freed before the next update',
     () => {
       const overrides = [
         'data.max_prompt_length=128',
@@ -384,18 +385,23 @@ describe('memory plan', () => {
         config(overrides),
         { actor, critic, rewardModel: null },
         { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
-        1319,
+        { validation: { count: 1319, longest: 200 } },
       );
       expect(without.phases.map((p) => p.phase)).not.toContain(expect.stringMatching(/^validation/));
       const validation = plan.phases.find((p) => p.phase.startsWith('validation rollout'))!;
       // 128 MiB / (151,936 logits × 4 bytes) = 220 rows of sampling logits per binding.
       expect(validation.phase).toBe('validation rollout (220 of 1319 sequences at once)');
       expect(validation.peakBytes).toBeGreaterThan(plan.phases[0].peakBytes);
-      // Validation regrows the rollout's decoders (the same ones, larger: nothing of the rollout's is left beside
-      // them), and they stay allocated into the actor update.
-      expect(validation.keptBytes).toBe(0);
-      expect(plan.peakBytes).toBe(plan.phases.at(-1)!.peakBytes);
-      expect(plan.peakBytes - without.peakBytes).toBe(validation.bytes - without.phases[0].bytes);
+      // Validation comes after the step's phases (a validation between steps holds everything else they left) and
+      // regrows the rollout's decoders, which it frees when it ends: the step's phases are those of the plan without
+      // validation, byte for byte, and validation's peak replaces the rollout's decoders by its larger ones.
+      expect(plan.phases.at(-1)).toBe(validation);
+      expect(plan.phases.slice(0, -1)).toEqual(without.phases);
+      const [rollout] = without.phases;
+      const step = without.phases.at(-1)!;
+      expect(validation.keptBytes).toBe(step.keptBytes + step.bytes - rollout.bytes);
+      expect(validation.peakBytes).toBe(step.peakBytes - rollout.bytes + validation.bytes);
+      expect(plan.peakBytes).toBe(Math.max(without.peakBytes, validation.peakBytes));
       const sampled = planMemory(
         config([
           ...overrides,
@@ -405,7 +411,7 @@ describe('memory plan', () => {
         ]),
         { actor, critic, rewardModel: null },
         { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
-        10,
+        { validation: { count: 10, longest: 100 } },
       );
       expect(sampled.phases.map((p) => p.phase)).toContain('validation rollout (40 of 40 sequences at once)');
     },
