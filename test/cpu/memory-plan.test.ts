@@ -80,6 +80,18 @@ describe('memory plan', () => {
     expect(lora.map((r) => r.what)).toContain('actor adapter AdamW8bit moments');
   });
 
+  it("optim.optimizer and optimizer_impl: verl's pairs, any other refused in one line naming the key", () => {
+    expect(() => config(['critic.optim.optimizer=AdamW8bit'])).toThrow(
+      /critic\.optim\.optimizer_impl=torch\.optim has no AdamW8bit here \(verl imports torch\.optim\.AdamW8bit\) — set critic\.optim\.optimizer_impl=bitsandbytes\.optim/,
+    );
+    expect(() => config(['actor_rollout_ref.actor.optim.optimizer_impl=bitsandbytes.optim'])).toThrow(
+      /actor_rollout_ref\.actor\.optim\.optimizer_impl=bitsandbytes\.optim has no AdamW here .* set actor_rollout_ref\.actor\.optim\.optimizer_impl=torch\.optim/,
+    );
+    expect(() => config(['actor_rollout_ref.actor.optim.optimizer=Adam8bit'])).toThrow(
+      /AdamW \| AdamW8bit|AdamW, AdamW8bit/,
+    );
+  });
+
   it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
     const plan = planMemory(
       config([
