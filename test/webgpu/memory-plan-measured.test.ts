@@ -79,9 +79,9 @@ describe('memory plan against the measured peak', () => {
   // decodes 8: it grows the rollout's decoders and frees them when it ends, so the plan counts it as a phase after the
   // step's, holding what else the step left; step 2's measured peak (the run's so far) includes the validation after
   // step 1 (on lavapipe: plan 115,389,440 B, measured 115,383,200 B). Before, validation's decoders stayed allocated
-  // through each later step (this run's step peak was 127.1 MB, now 91.9 MB). Prompts are shorter than
-  // max_prompt_length 64: the plan sizes the rollouts and forwards by the sets' longest prompt, as the run does
-  // (sized by max_prompt_length the plan was 1.36× the measured peak in a GSM8K-parquet run).
+  // through each later step (validating before one step raised that step's peak from 91.9 to 115.4 MB). Prompts are
+  // shorter than max_prompt_length 64: the plan sizes the rollouts and forwards by the sets' longest prompt, as the
+  // run does (sized by max_prompt_length the plan was 1.36× the measured peak in a GSM8K-parquet run).
   it('with validation on a set larger than a batch: its own phase, within 10% and not below', async () => {
     const root = await makeTempDir('plan-measured-val-');
     const model = join(root, 'qwen3');
