@@ -11,6 +11,7 @@ export const GPU_CLASS_TESTS: string[] = [
   // kernels against their CPU references (every GPU variant)
   'device-class',
   'adamw',
+  'adamw8bit',
   'attention',
   'binding-split',
   'clear-ranges',
