@@ -113,7 +113,7 @@ describe('tensors larger than one binding', () => {
 
     // The split really happened: the embedding has its own buffer, bound as 8 windows.
     const embeddingSlot = actual.params.layout.slots.find((s) => s.name === 'model.embed_tokens.weight')!;
-    expect(actual.params.layout.segments.filter((s) => s.buffer === embeddingSlot.buffer)).toHaveLength(8);
+    expect(actual.params.layout.segments.filter((s) => s.buffer === embeddingSlot.parts[0].buffer)).toHaveLength(8);
     expect(expected.params.layout.segments).toHaveLength(1);
 
     expectClose(actual.logprobs, expected.logprobs, 1e-6, 1e-5, 'logprobs');
