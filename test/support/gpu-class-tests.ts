@@ -13,6 +13,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'adamw',
   'attention',
   'binding-split',
+  'buffer-split',
   'clear-ranges',
   'decode-attention',
   'decode-layer',
