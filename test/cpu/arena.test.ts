@@ -4,6 +4,7 @@
 import { describe, it, expect } from 'vitest';
 import { planArena } from '../../engine/arena.ts';
 import { rowsPerWindow } from '../../engine/tensor.ts';
+import { WEBGPU_DEFAULT_LIMITS } from '../../engine/device.ts';
 
 describe('planArena', () => {
   it('packs small tensors and gives an oversized one its own buffer of bindable segments', () => {
@@ -95,6 +96,26 @@ describe('planArena', () => {
       [80, 20],
     ]);
     expect(half.bufferSizes.slice(1)).toEqual([2048, 2048, 1024]);
+  });
+
+  it("Qwen3-0.6B's 622 MB embedding under WebGPU's default limits: 3 buffers of at most 256 MiB", () => {
+    const { maxStorageBufferBindingSize, maxBufferSize, minStorageBufferOffsetAlignment } = WEBGPU_DEFAULT_LIMITS;
+    const entries = [
+      { name: 'model.embed_tokens.weight', shape: [151936, 1024] },
+      { name: 'model.layers.0.mlp.gate_up_proj.weight', shape: [6144, 1024] },
+    ];
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const layout = planArena(
+        entries.map((e) => ({ ...e, dtype })),
+        maxStorageBufferBindingSize,
+        maxBufferSize,
+        minStorageBufferOffsetAlignment,
+      );
+      // 4 KiB float32 rows: 65,536 to a 256 MiB buffer, whatever the dtype (a bf16 part is half full).
+      expect(layout.slots[0].parts.map((p) => p.rows)).toEqual([65536, 65536, 20864]);
+      expect(Math.max(...layout.bufferSizes) * 4).toBeLessThanOrEqual(maxBufferSize);
+      expect(layout.slots[1].parts).toHaveLength(1);
+    }
   });
 
   it('names a tensor whose single row is larger than the largest buffer', () => {
