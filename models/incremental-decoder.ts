@@ -4,12 +4,15 @@
 // every cached slot, and returns the logits of each sequence's last new token.
 // It uses the same kernels and the same parameter arena as DecoderTrunk, but not its schedule: inference keeps
 // no activations, so the residual stream is one buffer that o_proj and down_proj accumulate into (no copies),
-// and attention reads keys and values from the cache instead of the fused qkv buffer.
+// and attention reads keys and values from the cache instead of the fused qkv buffer. The cache may be half
+// precision (actor_rollout_ref.rollout.dtype, with the weights a half copy, ppo/generation/rollout-weights.ts):
+// decode steps read it directly (kernels/decode/decode-attention), a multi-token call through a float32 copy of
+// one layer's slots (kernels/decode/kv-cache-unpack) for the general attention kernels.
 // On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
 // weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
 // and read along its rows that is one stream through memory instead of one per output column (the tiny model's
 // 17 decode matmuls: 2.1-2.3 ms against 3.4-4.2 ms as stored, same run at load ~5).
-import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { Engine, Tensor, Arena, FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache } from './kv-cache.ts';
@@ -26,6 +29,7 @@ import {
   decodeAttentionSupports,
 } from '../kernels/decode/decode-attention.ts';
 import { decodeLayer, useDecodeLayer } from '../kernels/decode/decode-layer.ts';
+import { kvCacheUnpack } from '../kernels/decode/kv-cache-unpack.ts';
 import { swigluForward } from '../kernels/layers/swiglu.ts';
 import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
 import { transposedWeightVariants } from '../kernels/util/transpose.ts';
@@ -50,12 +54,12 @@ interface StepBuffers {
   loraHidden: Tensor; // (R, max n·r) LoRA: a projection's x·Aᵀ, consumed by its next matmul
 }
 
-/** The LM-head end of a call, per row count: each sequence's last hidden state and its logits. */
+/** The LM-head end of a call: each sequence's last hidden state (or every new token's) and its logits. */
 interface HeadBuffers {
-  last: Tensor; //       (rows, C) residual at each sequence's last new token
-  lastNormed: Tensor; // (rows, C)
-  lastRstd: Tensor; //   (rows)
-  logits: Tensor; //     (rows, V)
+  last: Tensor; //       (H, C) residual at each sequence's last new token; H = rows, or rows·T for every position
+  lastNormed: Tensor; // (H, C)
+  lastRstd: Tensor; //   (H)
+  logits: Tensor; //     (H, V)
 }
 
 export interface ExtendInput {
@@ -65,6 +69,8 @@ export interface ExtendInput {
   T: number;
   /** (rows·T) 1 = real token, 0 = padding; null: all real. The last token of a row that continues must be real. */
   mask: ArrayLike<number> | null;
+  /** Logits of every new token, (rows·T, V), instead of each row's last (a server's prompt log-probs). */
+  everyPosition?: boolean;
 }
 
 /** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
@@ -96,11 +102,11 @@ export class IncrementalDecoder {
     readonly engine: Engine,
     readonly config: DecoderConfig,
     readonly params: Arena,
-    options: { maxRows: number; capacity: number; lora?: LoraAdapters | null },
+    options: { maxRows: number; capacity: number; lora?: LoraAdapters | null; cacheDtype?: FloatDType },
   ) {
     this.lora = options.lora ?? null;
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
-    this.cache = new KvCache(engine, config, options.maxRows, options.capacity);
+    this.cache = new KvCache(engine, config, options.maxRows, options.capacity, options.cacheDtype ?? 'f32');
     this.work = new GrowingBuffers(engine, 'incremental');
     this.transposed = TransposedWeights.acquire(engine, params);
     this.transposedNames = decodeTransposedWeightNames(config);
@@ -145,8 +151,8 @@ export class IncrementalDecoder {
     return new Map(this.transposedNames.map((name) => [name, this.transposed.copy(name)]));
   }
 
-  /** The work buffers shaped for `rows` sequences of T new tokens. */
-  private buffersFor(rows: number, T: number): { step: StepBuffers; head: HeadBuffers } {
+  /** The work buffers shaped for `rows` sequences of T new tokens, the LM head's for `headRows` of them. */
+  private buffersFor(rows: number, T: number, headRows: number): { step: StepBuffers; head: HeadBuffers } {
     const c = this.config;
     const R = rows * T;
     // A decode step's buffers are allocated for every row the cache can hold, at its first step: continuous
@@ -171,10 +177,10 @@ export class IncrementalDecoder {
       loraHidden: t('loraHidden', [this.lora ? R * this.lora.maxRank : 1]),
     };
     const head: HeadBuffers = {
-      last: t('head.last', [rows, c.hiddenSize]),
-      lastNormed: t('head.lastNormed', [rows, c.hiddenSize]),
-      lastRstd: t('head.lastRstd', [rows]),
-      logits: t('head.logits', [rows, c.vocabSize]),
+      last: t('head.last', [headRows, c.hiddenSize]),
+      lastNormed: t('head.lastNormed', [headRows, c.hiddenSize]),
+      lastRstd: t('head.lastRstd', [headRows]),
+      logits: t('head.logits', [headRows, c.vocabSize]),
     };
     return { step, head };
   }
@@ -207,26 +213,50 @@ export class IncrementalDecoder {
       return;
     }
     cache.write(l, s.qkv, slotStart, T);
+    const Tk = slotStart + T;
+    // A half cache is attended through a float32 copy of its filled slots (the new ones rounded too, as a decode
+    // step will read them).
+    const keys =
+      cache.dtype === 'f32'
+        ? { k: cache.k[l], v: cache.v[l], kvBatchStride: cache.capacity * cache.kvWidth }
+        : this.unpackedKeys(l, Tk);
     attentionForward(this.engine, {
       ...common,
       B: cache.rows,
       Tq: T,
-      Tk: slotStart + T,
+      Tk,
       qRowStride: qkvWidth(c),
       qColOffset: 0,
       kRowStride: cache.kvWidth,
       kColOffset: 0,
       vRowStride: cache.kvWidth,
       vColOffset: 0,
-      kvBatchStride: cache.capacity * cache.kvWidth,
       queryStart: slotStart,
       q: s.qkv,
-      k: cache.k[l],
-      v: cache.v[l],
+      ...keys,
       keyMask: cache.keyMask,
       out: s.attnOut,
       lse: s.lse,
     });
+  }
+
+  /** Slots [0, Tk) of layer l of a half cache as float32 (rows, Tk, NKV·HS), for the general attention. */
+  private unpackedKeys(l: number, Tk: number): { k: Tensor; v: Tensor; kvBatchStride: number } {
+    const cache = this.cache;
+    const shape = [cache.rows, Tk, cache.kvWidth];
+    const k = this.work.get('unpackedK', shape);
+    const v = this.work.get('unpackedV', shape);
+    kvCacheUnpack(this.engine, {
+      kCache: cache.k[l],
+      vCache: cache.v[l],
+      k,
+      v,
+      B: cache.rows,
+      Tk,
+      capacity: cache.capacity,
+      kvWidth: cache.kvWidth,
+    });
+    return { k, v, kvBatchStride: Tk * cache.kvWidth };
   }
 
   /** The A operand of a projection of rmsnorm(x): x with the norm folded into the matmul (decode steps on CPU
@@ -297,7 +327,8 @@ export class IncrementalDecoder {
 
   /**
    * Records the forward of T new tokens for every held sequence, appending them to the cache; returns the
-   * logits (rows, V) of each row's last new token, valid until the next call.
+   * logits (rows, V) of each row's last new token (everyPosition: (rows·T, V) of every new token), valid until the
+   * next call.
    */
   extend(input: ExtendInput): Tensor {
     const { ids, positions, T } = input;
@@ -317,7 +348,9 @@ export class IncrementalDecoder {
       );
     }
     const slotStart = cache.reserve(T, input.mask);
-    const { step: s, head } = this.buffersFor(rows, T);
+    const every = input.everyPosition === true && T > 1;
+    const headRows = every ? R : rows;
+    const { step: s, head } = this.buffersFor(rows, T, headRows);
 
     const transposed = T === 1 && this.decodesTransposed() ? this.transposedWeights() : null;
     // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
@@ -345,6 +378,7 @@ export class IncrementalDecoder {
     const fusedLayers =
       transposed !== null &&
       !this.lora &&
+      cache.dtype === 'f32' &&
       useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
     for (let l = 0; l < c.numLayers; l++) {
       if (fusedLayers) {
@@ -420,9 +454,9 @@ export class IncrementalDecoder {
       linear(`${p}.mlp.down_proj.weight`, { ...downInput, out: s.x, M: R, N: C, K: I, accumulate: true });
       this.lora?.forward(l, 'down', downInput, s.loraHidden, s.x, R);
     }
-    // Only each row's last token needs logits: with T > 1, gather those rows first.
+    // Unless every position's are asked for, only each row's last token needs logits: with T > 1, gather those rows.
     let last = s.x;
-    if (T > 1) {
+    if (T > 1 && !every) {
       for (let b = 0; b < rows; b++)
         e.copy(
           s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]),
@@ -435,10 +469,10 @@ export class IncrementalDecoder {
       const finalNorm = this.normedInput(
         { x: last, normed: head.lastNormed, rstd: head.lastRstd },
         'model.norm.weight',
-        rows,
+        headRows,
         fuseNorm,
       );
-      linear(headName, { ...finalNorm, out: head.logits, M: rows, N: c.vocabSize, K: C });
+      linear(headName, { ...finalNorm, out: head.logits, M: headRows, N: c.vocabSize, K: C });
       return head.logits;
     }
     rmsnormForward(e, {
@@ -446,7 +480,7 @@ export class IncrementalDecoder {
       weight: this.param('model.norm.weight'),
       out: head.lastNormed,
       rstd: head.lastRstd,
-      rows,
+      rows: headRows,
       cols: C,
       eps: c.rmsNormEps,
     });
@@ -454,7 +488,7 @@ export class IncrementalDecoder {
       hidden: head.lastNormed,
       weight: this.param(headName),
       out: head.logits,
-      N: rows,
+      N: headRows,
       C,
       V: c.vocabSize,
     });

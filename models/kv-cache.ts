@@ -5,12 +5,14 @@
 // take a new sequence prefilled elsewhere (`importRows`: its prompt's keys end at the shared slot index,
 // earlier slots masked), and `shiftSlots` moves every row's slots left once the shared index nears capacity:
 // positions are in the keys already (RoPE before caching), so a slot's index carries no meaning.
-import type { Engine, Tensor } from '../engine/index.ts';
+// Keys and values are stored in float32 or, for actor_rollout_ref.rollout.dtype=bfloat16|float16, two halves a
+// word (rounded to nearest even when written): half the bytes, so twice the sequences in the same memory.
+import type { Engine, FloatDType, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { kvCacheWrite } from '../kernels/decode/kv-cache-write.ts';
 
 export class KvCache {
-  /** Per layer, (maxRows, capacity, NKV·HS): slot j of sequence b at (b·capacity + j)·NKV·HS. */
+  /** Per layer, (maxRows, capacity, NKV·HS) in `dtype`: slot j of sequence b at (b·capacity + j)·NKV·HS. */
   readonly k: Tensor[] = [];
   readonly v: Tensor[] = [];
   /** (maxRows, capacity): 1 = real token. Slots not yet appended hold 1, so a decode step needs no upload. */
@@ -28,15 +30,22 @@ export class KvCache {
     readonly config: DecoderConfig,
     readonly maxRows: number,
     readonly capacity: number,
+    readonly dtype: FloatDType = 'f32',
   ) {
+    if (dtype !== 'f32' && this.kvWidth % 4 !== 0) {
+      throw new Error(
+        `KvCache: a ${dtype} cache needs num_key_value_heads·head_dim = ${this.kvWidth} to be a multiple of 4 ` +
+          '(set actor_rollout_ref.rollout.dtype=float32)',
+      );
+    }
     const rowElements = capacity * this.kvWidth;
     for (let l = 0; l < config.numLayers; l++) {
-      this.k.push(engine.tensor(`kv-cache.layer${l}.k`, [maxRows, capacity, this.kvWidth]));
-      this.v.push(engine.tensor(`kv-cache.layer${l}.v`, [maxRows, capacity, this.kvWidth]));
+      this.k.push(engine.tensor(`kv-cache.layer${l}.k`, [maxRows, capacity, this.kvWidth], dtype));
+      this.v.push(engine.tensor(`kv-cache.layer${l}.v`, [maxRows, capacity, this.kvWidth], dtype));
     }
     this.keyMask = engine.tensor('kv-cache.keyMask', [maxRows, capacity], 'u32');
     this.hostMask = new Uint32Array(maxRows * capacity);
-    this.compactionScratch = engine.tensor('kv-cache.compaction', [maxRows * rowElements]);
+    this.compactionScratch = engine.tensor('kv-cache.compaction', [maxRows * rowElements], dtype);
   }
 
   get kvWidth(): number {

@@ -128,13 +128,17 @@ export function frozenParameterCopy(
   weightDtype: FloatDType,
 ): Arena {
   const copy = createParameterArena(engine, config, label, weightDtype);
-  for (const name of copy.names()) {
-    const source = params.get(name);
-    const target = copy.get(name);
-    if (target.dtype === source.dtype) engine.copy(source, target);
-    else toHalf(engine, { values: source, halves: target });
-  }
+  for (const name of copy.names()) copyParameter(engine, params, copy, name);
   return copy;
+}
+
+/** Records copying the tensor `name` of `params` into `copy` (made by frozenParameterCopy): float32 copied, half
+ *  precision converted on the device (round to nearest even). */
+export function copyParameter(engine: Engine, params: Arena, copy: Arena, name: string): void {
+  const source = params.get(name);
+  const target = copy.get(name);
+  if (target.dtype === source.dtype) engine.copy(source, target);
+  else toHalf(engine, { values: source, halves: target });
 }
 
 /** `params` stored anew as `storage` (the built-in model's float32 weights as a LoRA base); the old arena is freed.

@@ -51,6 +51,14 @@ export class NativeTokenizer implements Tokenizer {
     const text = await this.impl.decode([...ids], options.skipSpecialTokens ?? false);
     return this.cleanUp ? cleanUpTokenizationSpaces(text) : text;
   }
+
+  async decodeBatch(ids: readonly (readonly number[])[], options: DecodeOptions = {}): Promise<string[]> {
+    const texts = await this.impl.decodeBatch(
+      ids.map((sequence) => [...sequence]),
+      options.skipSpecialTokens ?? false,
+    );
+    return this.cleanUp ? texts.map(cleanUpTokenizationSpaces) : texts;
+  }
 }
 
 export interface TokenizerFiles {

@@ -31,6 +31,8 @@ export interface SpecialTokens {
 export interface Tokenizer {
   encode(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: readonly number[], options?: DecodeOptions): Promise<string>;
+  /** Each sequence decoded as decode() would, in one call (a server decodes many short windows per token). */
+  decodeBatch(ids: readonly (readonly number[])[], options?: DecodeOptions): Promise<string[]>;
   /** len(tokenizer) in transformers: the vocabulary including added tokens (may be below config.vocab_size). */
   readonly vocabSize: number;
   readonly special: SpecialTokens;
@@ -139,5 +141,9 @@ export class JsTokenizer implements Tokenizer {
       clean_up_tokenization_spaces: false,
     });
     return this.cleanUp ? cleanUpTokenizationSpaces(text) : text;
+  }
+
+  decodeBatch(ids: readonly (readonly number[])[], options: DecodeOptions = {}): Promise<string[]> {
+    return Promise.all(ids.map((sequence) => this.decode(sequence, options)));
   }
 }

@@ -27,5 +27,6 @@ export {
   trainedModelDtypeNotes,
   actorUsesLora,
   actorBaseStorage,
+  rolloutDtype,
   type FrozenModel,
 } from './config/model-dtype.ts';

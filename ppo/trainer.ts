@@ -14,7 +14,7 @@ import type { LoraAdapters } from '../models/lora-adapters.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { usesCritic, weightDtype } from './config.ts';
+import { rolloutDtype, usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './training/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
@@ -220,7 +220,7 @@ export class PpoTrainer {
             maxGradNorm: c.critic.grad_clip,
           })
         : null;
-    this.rollout = new RolloutGenerator(engine, actor);
+    this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c));
     this.plan = planStep(c);
     this.experience = new ExperienceMaker(
       engine,
@@ -507,6 +507,8 @@ export class PpoTrainer {
       temperature: sampling.do_sample ? sampling.temperature : 0,
       topK: sampling.top_k,
       topP: sampling.top_p,
+      // verl's rollout sends it with the training and the validation sampling alike.
+      ignoreEos: r.ignore_eos,
       maxResponseLength: this.config.data.max_response_length,
       eosTokenIds: this.io.eosTokenIds,
       padTokenId: this.io.padTokenId,

@@ -7,7 +7,8 @@
 // q, k, v and accumulators (~190 floats a lane at HS 32, spilled) and merged 8 partial softmaxes: for the tiny
 // model's 4 layers at 75 cached keys, 0.53-0.63 ms against 0.66-0.88 ms (same run).
 // ROPE: lane d's rotated chunk also reads chunk d ± HS/8 of its head (rope.wgsl's rotate-half pairs).
-// HS (a multiple of 4, at most 32), REP = NH / NKV and ROPE are consts the launcher prepends.
+// HS (a multiple of 4, at most 32), REP = NH / NKV and ROPE are consts the launcher prepends, and the cache's
+// loadK/loadV/storeK/storeV (kv-cache-access.ts).
 
 const HS4: u32 = HS / 4u;
 // A finite "minus infinity": exp of differences stays NaN-free before the first unmasked key.
@@ -44,11 +45,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // Scaled after the rotation, as when a rope dispatch ran before.
   var q: array<vec4<f32>, REP>;
   for (var r = 0u; r < REP; r++) { q[r] = params.scale * headChunk(qAt + r * HS4, d4, c, s); }
-  let kNew = headChunk(kNewAt, d4, c, s);
-  let vNew = qkv[vNewAt + d4];
+  // As the cache holds them (rounded for a half cache), also where this step attends them.
+  let kNew = asStored(headChunk(kNewAt, d4, c, s));
+  let vNew = asStored(qkv[vNewAt + d4]);
   if (live) {
-    kCache[cacheAt + params.slot * slotStride] = kNew;
-    vCache[cacheAt + params.slot * slotStride] = vNew;
+    storeK(cacheAt + params.slot * slotStride, kNew);
+    storeV(cacheAt + params.slot * slotStride, vNew);
   }
 
   var runningMax: array<f32, REP>;
@@ -61,8 +63,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var k = kNew;
     var v = vNew;
     if (j != params.slot) {
-      k = kCache[cacheAt + j * slotStride];
-      v = vCache[cacheAt + j * slotStride];
+      k = loadK(cacheAt + j * slotStride);
+      v = loadV(cacheAt + j * slotStride);
     }
     for (var r = 0u; r < REP; r++) {
       let score = subgroupAdd(select(0.0, dot(q[r], k), live));

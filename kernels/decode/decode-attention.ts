@@ -2,7 +2,15 @@ import decodeAttentionSource from './decode-attention.wgsl';
 import decodeAttentionDimsSource from './decode-attention-dims.wgsl';
 import decodeAttentionCombineSource from './decode-attention-combine.wgsl';
 import ropeAngleSource from '../layers/rope-angle.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type FloatDType,
+  chooseVariant,
+  expectSize,
+} from '../../engine/index.ts';
+import { cacheAccessSource, cacheDtype, cacheElementType } from './kv-cache-access.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { shaderSource } from '../util/rowwise.ts';
 import { scratchTensor } from '../util/scratch.ts';
@@ -67,23 +75,26 @@ const STORE_PARTIAL = `fn storeResult(head: u32, d4: u32, split: u32, o: vec4<f3
 `;
 
 /** WG = 0: the dims layout. split: write partial states to `partials` instead of `out`. */
-function specFor(HS: number, REP: number, WG: number, rope: boolean, split: boolean): KernelSpec {
-  const key = `${HS}/${REP}/${WG}/${rope}/${split}`;
+function specFor(HS: number, REP: number, WG: number, rope: boolean, split: boolean, cache: FloatDType): KernelSpec {
+  const key = `${HS}/${REP}/${WG}/${rope}/${split}/${cache}`;
   let spec = specs.get(key);
   if (!spec) {
     const consts = `const HS: u32 = ${HS}u;\nconst REP: u32 = ${REP}u;\nconst ROPE = ${rope};\n`;
     const body = WG ? decodeAttentionSource + (split ? STORE_PARTIAL : STORE_OUT) : decodeAttentionDimsSource;
+    const access = cacheAccessSource(cache, 'vec4<f32>', true);
     spec = {
-      name: `decode-attention/${WG ? `wg${WG}` : 'dims'}${rope ? '-rope' : ''}${split ? '-split' : ''}`,
-      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${body}`, null, 4),
+      name:
+        `decode-attention/${WG ? `wg${WG}` : 'dims'}${rope ? '-rope' : ''}${split ? '-split' : ''}` +
+        (cache === 'f32' ? '' : `-${cache}`),
+      source: shaderSource('decode-attention', `${consts}${ropeAngleSource}\n${access}${body}`, null, 4),
       ...(WG ? { constants: { WG } } : { features: ['subgroups'] as const }),
       bindings: [
         { name: 'qkv', access: 'read', type: 'vec4<f32>' },
         // RoPE positions (B) and inverse frequencies (HS/2); unread without ROPE.
         { name: 'positions', access: 'read', type: 'i32' },
         { name: 'invFreq', access: 'read', type: 'vec4<f32>' },
-        { name: 'kCache', access: 'read_write', type: 'vec4<f32>' },
-        { name: 'vCache', access: 'read_write', type: 'vec4<f32>' },
+        { name: 'kCache', access: 'read_write', type: cacheElementType(cache, 4) },
+        { name: 'vCache', access: 'read_write', type: cacheElementType(cache, 4) },
         { name: 'keyMask', access: 'read', type: 'u32' },
         { name: split ? 'partials' : 'out', access: 'read_write', type: 'vec4<f32>' },
       ],
@@ -130,7 +141,8 @@ export interface DecodeAttentionArgs {
   qkv: Tensor;
   /** Rotate q and the new k here instead of in a rope dispatch before (HS a multiple of 8). */
   rope?: { positions: Tensor<'i32'>; theta: number };
-  /** (≥ B, capacity, NKV·HS) each; slot `slot` is overwritten with the new k, v. */
+  /** (≥ B, capacity, NKV·HS) each, float32 or half precision (bf16/f16, the rollout's rollout.dtype); slot `slot`
+   *  is overwritten with the new k, v (rounded to the cache's precision). */
   kCache: Tensor;
   vCache: Tensor;
   /** (≥ B, maskBatchStride) u32. */
@@ -171,6 +183,7 @@ export function expectDecodeCache(
   if (maskBatchStride < slot + 1)
     throw new Error(`${launcher}: maskBatchStride ${maskBatchStride} does not cover slot ${slot}`);
   const kvWidth = a.NKV * a.HS;
+  cacheDtype(launcher, a.kCache, a.vCache, kvWidth);
   const cacheShape = `[B=${B}, capacity=${capacity}, NKV·HS=${kvWidth}]`;
   expectSize(launcher, 'kCache', a.kCache, B * capacity * kvWidth, cacheShape, 'at least');
   expectSize(launcher, 'vCache', a.vCache, B * capacity * kvWidth, cacheShape, 'at least');
@@ -212,7 +225,8 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
       ? scratchTensor(engine, 'decode-attention.partials', [B * NH * splitCount(capacity, B, NKV) * (HS / 4 + 1) * 4])
       : null;
   // Without RoPE, qkv fills the two rope slots (never read).
-  engine.dispatch(specFor(HS, REP, WG, rope !== undefined, partials !== null), {
+  const cache = cacheDtype(launcher, kCache, vCache, NKV * HS);
+  engine.dispatch(specFor(HS, REP, WG, rope !== undefined, partials !== null, cache), {
     bindings: {
       qkv,
       kCache,

@@ -8,7 +8,9 @@
 //   its new key itself (rope.wgsl's formula, angles from positions[b] and invFreq, so the same bits), saving the
 //   rope dispatch of a decode step. qkv is read-only here, so they are rotated in registers.
 // HS (a multiple of 4), REP = NH / NKV and ROPE are consts the launcher prepends: per-lane head vectors are private
-// arrays, whose length WGSL only accepts as a const.
+// arrays, whose length WGSL only accepts as a const. It also prepends kv-cache-access.ts's loadK/loadV/storeK/storeV
+// for the cache's storage (float32, or bf16/f16 pairs: rounded when stored, and the new key and value, read from
+// qkv, are attended rounded too, asStored: as a prefill attends them and as later steps will read them).
 // v1: one workgroup of WG lanes per (kv group, sequence, split), so each cached k and v is loaded once for the REP
 //     query heads that share it (loads are what a decode step pays for); lane i takes keys i, i + WG, ... of its
 //     split's slots [split·splitKeys, (split+1)·splitKeys) ∩ [0, slot] with its own online softmax, vec4 loads.
@@ -68,8 +70,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let split = wid.z;
   if (split == 0u) {
     for (var d4 = lane; d4 < HS4; d4 += WG) {
-      kCache[cacheAt + params.slot * slotStride + d4] = kNew[d4];
-      vCache[cacheAt + params.slot * slotStride + d4] = qkv[vNewAt + d4];
+      storeK(cacheAt + params.slot * slotStride + d4, kNew[d4]);
+      storeV(cacheAt + params.slot * slotStride + d4, qkv[vNewAt + d4]);
     }
   }
 
@@ -84,10 +86,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var k: array<vec4<f32>, HS4>;
     var v: array<vec4<f32>, HS4>;
     if (j == params.slot) {
-      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = kNew[d4]; v[d4] = qkv[vNewAt + d4]; }
+      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = asStored(kNew[d4]); v[d4] = asStored(qkv[vNewAt + d4]); }
     } else {
       let kAt = cacheAt + j * slotStride;
-      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = kCache[kAt + d4]; v[d4] = vCache[kAt + d4]; }
+      for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = loadK(kAt + d4); v[d4] = loadV(kAt + d4); }
     }
     for (var r = 0u; r < REP; r++) {
       var score = 0.0;

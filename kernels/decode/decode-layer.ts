@@ -168,6 +168,9 @@ export function decodeLayer(engine: Engine, a: DecodeLayerArgs): void {
         `${engine.caps.description}`,
     );
   expectDecodeCache(launcher, a);
+  // A half-precision cache comes with half-precision rollout weights, which this float32 layer does not read.
+  if (a.kCache.dtype !== 'f32')
+    throw new Error(`${launcher}: kCache ${a.kCache.name} is ${a.kCache.dtype}; the fused layer reads a float32 cache`);
   const W = (NH + 2 * NKV) * HS;
   expectSize(launcher, 'x', x, B * C, `[B=${B}, C=${C}]`);
   expectSize(launcher, 'qkvT', a.qkvT, C * W, `[C=${C}, W=${W}]`);

@@ -1,15 +1,36 @@
 import kvCacheWriteSource from './kv-cache-write.wgsl';
-import { type Engine, type Tensor, type KernelSpec, foldWorkgroups, expectSize } from '../../engine/index.ts';
-import { shaderSource, specsByWidth, vectorElementType, widestVector } from '../util/rowwise.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type FloatDType,
+  foldWorkgroups,
+  expectSize,
+} from '../../engine/index.ts';
+import { shaderSource, vectorElementType, widestVector, type VectorWidth } from '../util/rowwise.ts';
+import { cacheAccessSource, cacheDtype, cacheElementType } from './kv-cache-access.ts';
 
-const specs = specsByWidth(
-  (width): KernelSpec => ({
-    name: `kv-cache-write/vec${width}`,
-    source: shaderSource('kv-cache-write', kvCacheWriteSource, null, width),
+const specs = new Map<string, KernelSpec>();
+
+/** The spec for caches of `dtype` moved `width` values a lane (a half cache's rows are whole vec4s: width 4). */
+function specFor(width: VectorWidth, dtype: FloatDType): KernelSpec {
+  const key = `${width}/${dtype}`;
+  let spec = specs.get(key);
+  if (!spec) {
+    spec = buildSpec(width, dtype);
+    specs.set(key, spec);
+  }
+  return spec;
+}
+
+function buildSpec(width: VectorWidth, dtype: FloatDType): KernelSpec {
+  return {
+    name: `kv-cache-write/vec${width}${dtype === 'f32' ? '' : `-${dtype}`}`,
+    source: shaderSource('kv-cache-write', cacheAccessSource(dtype, 'vecN', true) + kvCacheWriteSource, null, width),
     bindings: [
       { name: 'qkv', access: 'read', type: vectorElementType(width) },
-      { name: 'kCache', access: 'read_write', type: vectorElementType(width) },
-      { name: 'vCache', access: 'read_write', type: vectorElementType(width) },
+      { name: 'kCache', access: 'read_write', type: cacheElementType(dtype, width) },
+      { name: 'vCache', access: 'read_write', type: cacheElementType(dtype, width) },
     ],
     uniforms: [
       { name: 'rows', type: 'u32' },
@@ -20,13 +41,13 @@ const specs = specsByWidth(
       { name: 'kColumn', type: 'u32' },
       { name: 'kvWidth', type: 'u32' },
     ],
-  }),
-);
+  };
+}
 
 export interface KvCacheWriteArgs {
   /** (B·Tnew, (NH + 2·NKV)·HS) after RoPE (and Qwen3's k norm). */
   qkv: Tensor;
-  /** (B, capacity, NKV·HS) each. */
+  /** (B, capacity, NKV·HS) each, float32 or half precision (then NKV·HS a multiple of 4): rounded to nearest even. */
   kCache: Tensor;
   vCache: Tensor;
   B: number;
@@ -63,8 +84,9 @@ export function kvCacheWrite(engine: Engine, a: KvCacheWriteArgs): void {
       'at least',
     );
   }
+  const dtype = cacheDtype(launcher, kCache, vCache, kvWidth);
   const width = widestVector(kvWidth);
-  engine.dispatch(specs[width], {
+  engine.dispatch(specFor(width, dtype), {
     bindings: { qkv, kCache, vCache },
     uniforms: { rows: B, Tnew, capacity, slotStart, W, kColumn: NH * HS, kvWidth },
     workgroups: foldWorkgroups(Math.ceil((B * Tnew * kvWidth) / width / 256)),

@@ -1,6 +1,8 @@
 // kv-cache-write: copies the k and v sections of new rows of the fused qkv buffer into a layer's KV cache.
 //   qkv (B·Tnew, W), W = (NH + 2·NKV)·HS: k at columns [NH·HS, (NH+NKV)·HS), v after it
 //   kCache, vCache (B, capacity, NKV·HS): row (b, t) lands in slot slotStart + t of sequence b
+// The cache is float32 or half precision (rounded to nearest even when stored): the launcher prepends
+// kv-cache-access.ts's storeK/storeV for its storage.
 // Inference only (rollout): nothing back-propagates through the cache.
 // v1: one lane per vecN of a k row (vec4 when NKV·HS % 4 == 0; then every column offset is one too), writing
 //     k and v, 256 lanes, workgroups folded into y.
@@ -16,6 +18,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let t = newRow % params.Tnew;
   let kAt = newRow * (params.W / VW) + params.kColumn / VW + column;
   let slotAt = (b * params.capacity + params.slotStart + t) * width + column;
-  kCache[slotAt] = qkv[kAt];
-  vCache[slotAt] = qkv[kAt + width];
+  storeK(slotAt, qkv[kAt]);
+  storeV(slotAt, qkv[kAt + width]);
 }

@@ -11,18 +11,22 @@ export const ROW_PROCESSING_WORDS = 8 + 2 * MAX_LOGIT_BIAS;
 
 /** A request's logits processing (vLLM's and OpenAI's names); NEUTRAL_PROCESSING changes nothing. */
 export interface RowProcessing {
+  /** vLLM's: over the prompt's and the generated tokens, a positive logit divided by it, another multiplied; 1: off. */
+  repetitionPenalty: number;
   presencePenalty: number;
   frequencyPenalty: number;
   /** token id → added to its logit */
   logitBias: ReadonlyMap<number, number>;
   /** EOS is masked while fewer tokens were generated (vLLM's min_tokens, SGLang's min_new_tokens). */
   minTokens: number;
+  /** Generation goes on after an EOS (vLLM's and SGLang's ignore_eos: the EOS is drawn as any token, not masked). */
   ignoreEos: boolean;
   /** 0: off. */
   minP: number;
 }
 
 export const NEUTRAL_PROCESSING: RowProcessing = {
+  repetitionPenalty: 1,
   presencePenalty: 0,
   frequencyPenalty: 0,
   logitBias: new Map(),
@@ -33,6 +37,7 @@ export const NEUTRAL_PROCESSING: RowProcessing = {
 
 export function isNeutralProcessing(p: RowProcessing): boolean {
   return (
+    p.repetitionPenalty === 1 &&
     p.presencePenalty === 0 &&
     p.frequencyPenalty === 0 &&
     p.logitBias.size === 0 &&
@@ -42,21 +47,26 @@ export function isNeutralProcessing(p: RowProcessing): boolean {
   );
 }
 
-/** One row's processing as the kernel reads it. */
-export function packRowProcessing(p: RowProcessing): number[] {
+/**
+ * One row's processing as the kernel reads it; `promptLength`: the row's prompt tokens in its `prompts` row, which
+ * only the repetition penalty reads (0 without it).
+ */
+export function packRowProcessing(p: RowProcessing, promptLength = 0): number[] {
   if (p.logitBias.size > MAX_LOGIT_BIAS)
     throw new Error(`logit_bias: ${p.logitBias.size} entries, at most ${MAX_LOGIT_BIAS}`);
   const f32Bits = (x: number) => new Uint32Array(Float32Array.of(x).buffer)[0];
   const words = new Array<number>(ROW_PROCESSING_WORDS).fill(0);
   words.splice(
     0,
-    6,
+    8,
     p.minTokens,
     p.ignoreEos ? 1 : 0,
     p.logitBias.size,
     f32Bits(p.presencePenalty),
     f32Bits(p.frequencyPenalty),
     f32Bits(p.minP),
+    p.repetitionPenalty === 1 ? 0 : promptLength,
+    f32Bits(p.repetitionPenalty),
   );
   [...p.logitBias].forEach(([id, bias], k) => {
     words[8 + 2 * k] = id;
@@ -75,14 +85,16 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'rowSampling', access: 'read', type: 'u32' },
     { name: 'tokens', access: 'read', type: 'u32' },
     { name: 'steps', access: 'read', type: 'u32' },
-    { name: 'finished', access: 'read', type: 'u32' },
+    { name: 'finished', access: 'read_write', type: 'u32' },
     { name: 'eosIds', access: 'read', type: 'u32' },
+    { name: 'prompts', access: 'read', type: 'u32' },
   ],
   uniforms: [
     { name: 'V', type: 'u32' },
     { name: 'outStride', type: 'u32' },
     { name: 'numEos', type: 'u32' },
     { name: 'rowWords', type: 'u32' },
+    { name: 'promptStride', type: 'u32' },
   ],
 });
 
@@ -99,7 +111,10 @@ export interface LogitsProcessorsArgs {
   rows: number;
   /** (B, ROW_PROCESSING_WORDS) each row's packRowProcessing. */
   rowProcessing: Tensor<'u32'>;
-  /** The sampler's per-row state: rowSampling (B, 6), steps, finished (B), its (outRows, outStride) tokens. */
+  /**
+   * The sampler's per-row state: rowSampling (B, 6), steps, finished (B; an ignore_eos row finished on an EOS is
+   * reopened), its (outRows, outStride) tokens.
+   */
   rowSampling: Tensor<'u32'>;
   tokens: Tensor<'u32'>;
   steps: Tensor<'u32'>;
@@ -107,12 +122,16 @@ export interface LogitsProcessorsArgs {
   eosIds: Tensor<'u32'>;
   numEos: number;
   outStride: number;
+  /** (B, promptStride) each row's prompt ids (the repetition penalty's; a row's length is in its rowProcessing). */
+  prompts: Tensor<'u32'>;
+  promptStride: number;
 }
 
 /** Records one step's logits processing; see logits-processors.wgsl. */
 export function processLogits(engine: Engine, a: LogitsProcessorsArgs): void {
   const launcher = 'processLogits';
   const { logits, V, rows, rowProcessing, rowSampling, tokens, steps, finished, eosIds, numEos, outStride } = a;
+  const { prompts, promptStride } = a;
   expectSize(launcher, 'logits', logits, rows * V, `rows·V = ${rows}·${V}`, 'at least');
   expectSize(
     launcher,
@@ -126,13 +145,21 @@ export function processLogits(engine: Engine, a: LogitsProcessorsArgs): void {
   expectSize(launcher, 'steps', steps, rows, `[B=${rows}]`);
   expectSize(launcher, 'finished', finished, rows, `[B=${rows}]`);
   expectSize(launcher, 'eosIds', eosIds, Math.max(1, numEos), `[max(1, numEos=${numEos})]`, 'at least');
+  expectSize(
+    launcher,
+    'prompts',
+    prompts,
+    rows * promptStride,
+    `[B=${rows}, promptStride=${promptStride}]`,
+    'at least',
+  );
   if (tokens.size % outStride !== 0)
     throw new Error(
       `${launcher}: tokens (tensor ${tokens.name}) has ${tokens.size} elements, expected [outRows, ${outStride}]`,
     );
   engine.dispatch(chooseVariant('logits-processors', logitsProcessorsVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, rowProcessing, rowSampling, tokens, steps, finished, eosIds },
-    uniforms: { V, outStride, numEos, rowWords: ROW_PROCESSING_WORDS },
+    bindings: { logits, rowProcessing, rowSampling, tokens, steps, finished, eosIds, prompts },
+    uniforms: { V, outStride, numEos, rowWords: ROW_PROCESSING_WORDS, promptStride },
     workgroups: [rows],
   });
 }

@@ -1,5 +1,6 @@
 import topLogprobsSource from './top-logprobs.wgsl';
 import rowReduceSource from './row-reduce.wgsl';
+import rowTopKSource from './row-top-k.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { ROW_SAMPLING_WORDS } from './sample.ts';
@@ -9,7 +10,7 @@ export const MAX_TOP_LOGPROBS = 20;
 
 const specOfWidth = (WG: number): KernelSpec => ({
   name: `top-logprobs/wg${WG}`,
-  source: rowReduceSource + topLogprobsSource,
+  source: rowReduceSource + rowTopKSource + topLogprobsSource,
   constants: { WG },
   bindings: [
     { name: 'logits', access: 'read' },

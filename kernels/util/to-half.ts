@@ -12,12 +12,18 @@ import {
   shapeString,
 } from '../../engine/index.ts';
 
-/** to-half.wgsl's main, then the section of `dtype` (its toHalf). */
-function source(dtype: HalfDType): string {
-  const [main, ...sections] = toHalfSource.split(/^\/\/\/\/ +(\S+).*$/m);
+/** to-half.wgsl's section of `dtype`: WGSL `toHalf(x: f32) -> u32`, x rounded to nearest even in the low 16 bits
+ *  (also what the rollout's half-precision KV cache stores with, kernels/util/half-weights.ts). */
+export function toHalfFunctionSource(dtype: HalfDType): string {
+  const [, ...sections] = toHalfSource.split(/^\/\/\/\/ +(\S+).*$/m);
   const at = sections.indexOf(dtype);
   if (at < 0 || at % 2 !== 0) throw new Error(`to-half.wgsl has no section "//// ${dtype}"`);
-  return sections[at + 1] + main;
+  return sections[at + 1];
+}
+
+/** to-half.wgsl's main after the section of `dtype`. */
+function source(dtype: HalfDType): string {
+  return toHalfFunctionSource(dtype) + toHalfSource.split(/^\/\/\/\/ +(\S+).*$/m)[0];
 }
 
 const specs: Record<HalfDType, KernelSpec> = {

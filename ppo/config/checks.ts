@@ -244,6 +244,13 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
     }
   }
 
+  if (rollout.ignore_eos && (rollout.multi_turn.enable || config.do_search)) {
+    problems.push(
+      'actor_rollout_ref.rollout.ignore_eos=true with a multi-turn rollout (multi_turn.enable or do_search): a turn ' +
+        'ends at its EOS — set ignore_eos=false',
+    );
+  }
+
   if (config.reward_model.enable && config.reward_model.model.path === null) {
     problems.push(
       'reward_model.enable=true but reward_model.model.path is null — set it to a Hugging Face ' +

@@ -34,6 +34,11 @@ export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDty
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }
 
+/** actor_rollout_ref.rollout.dtype as the dtype in-process generation stores its KV cache and decode weights in. */
+export function rolloutDtype(config: PpoConfig): FloatDType {
+  return FROM_KEY[config.actor_rollout_ref.rollout.dtype];
+}
+
 /** Whether the actor trains LoRA adapters (lora_rank > 0, or an adapter to start from): its base is frozen. */
 export function actorUsesLora(config: PpoConfig): boolean {
   const m = config.actor_rollout_ref.model;

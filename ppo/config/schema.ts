@@ -92,6 +92,10 @@ export { ADV_ESTIMATORS, SUM_PI_SQUARED_ESTIMATORS, type AdvEstimator };
 export const PF_PPO_REWEIGHT_METHODS = ['pow', 'max_min', 'max_random'] as const;
 export type PfPpoReweightMethod = (typeof PF_PPO_REWEIGHT_METHODS)[number];
 
+/** actor_rollout_ref.rollout.dtype values (verl's RolloutConfig.dtype, torch dtype names). */
+export const ROLLOUT_DTYPES = ['bfloat16', 'float16', 'float32'] as const;
+export type RolloutDtype = (typeof ROLLOUT_DTYPES)[number];
+
 /** verl's fsdp_config.model_dtype spellings (its PrecisionType). */
 export const MODEL_DTYPES = ['fp32', 'float32', 'bf16', 'bfloat16', 'fp16', 'float16'] as const;
 export type ModelDtype = (typeof MODEL_DTYPES)[number];
@@ -387,10 +391,25 @@ const SCHEMA = {
           'stops the run (a server of another model, or stale weights)',
         positive,
       ),
+      dtype: oneOf(
+        'float32',
+        ROLLOUT_DTYPES,
+        'Precision of in-process generation (name=hf): bfloat16 or float16 decode with a half-precision copy of the ' +
+          "actor's weights (remade after each actor update; a LoRA base stored in bf16/NF4 is decoded as stored, " +
+          'adapters stay float32) and a half-precision KV cache: half the cache bytes, so up to about twice the ' +
+          'sequences decode at once. The training forward stays float32: old log-probs are recomputed and rollout_corr/* reports the ' +
+          "drift, as with rollout servers. verl's default is bfloat16 (vLLM's serving dtype); float32 here keeps " +
+          'rollout and training log-probs identical (docs/models-and-memory.md)',
+      ),
       temperature: float(1.0, 'Sampling temperature', nonNegative),
       top_k: int(-1, 'Keep the k most likely tokens; -1 or 0: all', { what: '≥ -1', test: (v) => v >= -1 }),
       top_p: float(1, 'Nucleus sampling mass', probability),
       do_sample: bool(true, 'Sample; false: greedy'),
+      ignore_eos: bool(
+        false,
+        'Generation goes on after an EOS (vLLM/SGLang ignore_eos, sent to rollout servers too): responses run to ' +
+          'max_response_length; single-turn rollouts only',
+      ),
       log_prob_micro_batch_size_per_gpu: optInt(
         null,
         'Sequences per forward when recomputing old log-probs (calculate_log_probs); null: all at once (deprecated ' +

@@ -249,7 +249,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.enforce_eager', INFERENCE],
   ['actor_rollout_ref.rollout.free_cache_engine', INFERENCE],
   ['actor_rollout_ref.rollout.load_format', INFERENCE],
-  ['actor_rollout_ref.rollout.dtype', INFERENCE],
   ['actor_rollout_ref.rollout.layered_summon', INFERENCE],
   ['actor_rollout_ref.rollout.enable_chunked_prefill', INFERENCE],
   // Wakes the inference engine's weights and KV cache in stages to bound peak memory; decoding here shares one arena.
@@ -257,7 +256,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.enable_prefix_caching', INFERENCE],
   ['actor_rollout_ref.rollout.disable_log_stats', INFERENCE],
   ['actor_rollout_ref.rollout.swap_space', INFERENCE],
-  ['actor_rollout_ref.rollout.ignore_eos', INFERENCE],
   ['actor_rollout_ref.rollout.cudagraph_capture_sizes', INFERENCE],
   ['actor_rollout_ref.rollout.engine_kwargs.**', INFERENCE],
   ['actor_rollout_ref.rollout.update_weights_bucket_megabytes', INFERENCE],

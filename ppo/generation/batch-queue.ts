@@ -1,6 +1,7 @@
 // A rollout's batch as the continuous-batching loop's queue: sample i (prompt ⌊i / n⌋) draws from the random
 // stream (seed, i), so its tokens do not depend on the slot, the batch or the order it decodes in.
 import type { RolloutConfig } from './types.ts';
+import { NEUTRAL_PROCESSING } from '../../kernels/decode/logits-processors.ts';
 import { TurnProgress, singleTurnRecords, type PromptBatch, type SampleRecord } from './sample-records.ts';
 import type { QueuedSample, SampleQueue } from './continuous-batching.ts';
 
@@ -14,10 +15,14 @@ export class BatchQueue implements SampleQueue {
     private readonly c: RolloutConfig,
   ) {
     const { temperature, topK, topP, seed } = c;
+    // ignore_eos: no EOS ends a response on the host, and the logits processing reopens a row the sampler ended.
+    const ending = c.ignoreEos ? { ...c, eosTokenIds: [] } : c;
+    const processing = c.ignoreEos ? { ...NEUTRAL_PROCESSING, ignoreEos: true } : undefined;
     this.samples = prompts.groupIds.map((_, i) => ({
       prompt: prompts.ids[i].slice(prompts.P - prompts.lengths[i]),
       sampling: { temperature, topK, topP, seed, stream: i },
-      progress: new TurnProgress(c, [], c.stopStrings ?? [], c.maxResponseLength),
+      progress: new TurnProgress(ending, [], c.stopStrings ?? [], c.maxResponseLength),
+      processing,
     }));
     this.logprobs = this.samples.map(() => new Float32Array(0));
   }

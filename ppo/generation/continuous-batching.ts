@@ -4,8 +4,9 @@
 // server's requests as they arrive, so samples of different requests share the batch, each with its own random
 // stream and sampling parameters. The batch holds only rows with samples, up to `slots`: once none waits, finished
 // rows can be dropped (compaction), and samples that arrive later join as new rows. The host reads the sampled ids
-// and their log-probs every `readEvery` steps (to end samples, apply stop strings and refill slots), one chunk
-// behind the GPU.
+// and their log-probs (to end samples, apply stop strings and refill slots) every `readEvery` steps, one chunk
+// behind the GPU (a rollout: its samples all wait from the start), or, for a server, after every step, acting on
+// each read as soon as it has arrived, so that a client's next request finds its row within a few steps.
 import type { Tensor } from '../../engine/index.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
 import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
@@ -37,7 +38,7 @@ export interface QueuedSample {
   progress: TurnProgress;
   /**
    * Set when nobody waits for it any more (a server's client went away): the loop ends it at the next decode step,
-   * before its budget, and its row is free for the next waiting sample at the next read.
+   * before its budget, and its row is free for the next waiting sample at the next read (a server's: at that step).
    */
   cancelled?: boolean;
   /** Most likely tokens to report per generated token, with their log-probs (a server's top log-probs); 0: none. */
@@ -90,6 +91,15 @@ export interface ContinuousOptions {
   topLogprobs?: number;
   /** Samples may carry logits processing (a server's); without it the loop never runs the processing kernel. */
   processing?: boolean;
+  /**
+   * A server's: read the output rows after every decode step instead of every readEvery steps, and act on each read
+   * once it has arrived, at most `lag` steps later, awaiting `between()` at every step meanwhile (the event loop
+   * turns: requests arrive, responses leave, the read completes). An ended sample's row then takes a waiting one
+   * within 2·lag steps, a sample that arrives joins at the next step, and a row left empty is dropped once it has
+   * been empty for readEvery steps with none waiting. Absent: the rollout's cadence, whose samples all wait from
+   * the start.
+   */
+  eager?: { lag: number; between(): Promise<void> };
 }
 
 /** The output rows as the host read them. */
@@ -97,6 +107,14 @@ interface HostRead {
   tokens: Uint32Array;
   logprobs: Float32Array;
   top: { ids: Uint32Array; logprobs: Float32Array } | null;
+}
+
+/** A read of the output rows after `dispatches` sampler dispatches, the samples it holds, and whether it arrived. */
+interface PendingRead {
+  dispatches: number;
+  samples: SlotSample[];
+  read: Promise<HostRead>;
+  arrived: boolean;
 }
 
 /** A sample decoding in a slot of the continuous batch. */
@@ -131,16 +149,20 @@ export async function decodeContinuous(
   const { P, R } = c;
   const readEvery = c.readEvery ?? DEFAULT_READ_EVERY;
   const compactBelow = c.compactBelow ?? DEFAULT_COMPACT_BELOW;
+  const eager = c.eager;
   const decoder = decoders.decoderFor('decode', slots, capacity);
   const prefill = decoders.decoderFor('prefill', slots, P);
   // Buffers for `slots` rows, and one output row per row, kept by the row through compactions: a finished row
   // goes on writing padding into its own output row (past its last token) until its next sample restarts it, so
   // no other row may use that output row; a dropped row's output row is free for a row added later. The host has
   // read the last sample's columns before the next one is admitted.
-  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0, c.processing ?? false);
+  const processing = c.processing ? { promptWidth: P } : null;
+  const state = new SamplerState(e, slots, slots, R, c.eosTokenIds, c.topLogprobs ?? 0, processing);
   const top = state.top;
   let outRows: number[] = [];
   let rows: (SlotSample | null)[] = [];
+  /** Per row, the dispatch after which it was left empty (meaningful where rows[r] is null). */
+  let emptySince: number[] = [];
   let dispatches = 0;
 
   /** Appends `count` empty rows to the batch, each with an output row no row of the batch uses; returns them. */
@@ -154,7 +176,16 @@ export async function decodeContinuous(
         .slice(0, count),
     ];
     rows = [...rows, ...added.map(() => null)];
+    emptySince = [...emptySince, ...added.map(() => dispatches)];
     return added;
+  };
+  /** Drops the rows not listed (ascending) from the batch: the ones left move to the front. */
+  const keepRows = (keep: number[]): void => {
+    decoder.keepRows(keep);
+    state.keepRows(keep);
+    rows = keep.map((r) => rows[r]);
+    outRows = keep.map((r) => outRows[r]);
+    emptySince = keep.map((r) => emptySince[r]);
   };
   /** Prefills samples into the listed rows (ascending, at least as many); returns their (k, V) logits. */
   const admit = (samples: readonly QueuedSample[], free: readonly number[]): { logits: Tensor; rows: number[] } => {
@@ -187,6 +218,7 @@ export async function decodeContinuous(
           sampling: { ...samples[k].sampling, outRow },
           position: samples[k].prompt.length - 1,
           processing: samples[k].processing,
+          prompt: samples[k].prompt,
         },
       ]);
     });
@@ -197,6 +229,7 @@ export async function decodeContinuous(
     queue.finished(s.queued, Float32Array.from(s.logprobs.slice(0, s.queued.progress.tokens.length)));
     state.finish(r);
     rows[r] = null;
+    emptySince[r] = dispatches;
   };
   const wantsTop = (s: SlotSample | null) => (s?.queued.topLogprobs ?? 0) > 0;
   const processes = (s: SlotSample | null) =>
@@ -233,8 +266,19 @@ export async function decodeContinuous(
     }));
   };
 
-  // A read of the output rows after `dispatches` sampler dispatches, and the samples it holds.
-  let pending: { dispatches: number; samples: SlotSample[]; read: Promise<HostRead> } | null = null;
+  // The read in flight (startRead assigns it from a closure: the annotation keeps TypeScript from narrowing to null).
+  let pending = null as PendingRead | null;
+  const startRead = (samples: SlotSample[]): void => {
+    const read: PendingRead = { dispatches, samples, read: readOutputs(samples), arrived: false };
+    // A failed read fails at harvest, which awaits it.
+    read.read.then(
+      () => {
+        read.arrived = true;
+      },
+      () => {},
+    );
+    pending = read;
+  };
   const harvest = async (): Promise<void> => {
     if (!pending) return;
     const { dispatches: through, samples, read } = pending;
@@ -269,6 +313,8 @@ export async function decodeContinuous(
         eosIds: v.sampling.eosTensor,
         numEos: v.sampling.eosIds.length,
         outStride: R,
+        prompts: state.rowPrompts!.ids,
+        promptStride: state.rowPrompts!.width,
       });
     }
     if (top && rows.some(wantsTop)) {
@@ -307,23 +353,29 @@ export async function decodeContinuous(
     if (queue.waiting === 0 && live.every((s) => dispatches >= s.firstDispatch + s.queued.progress.budget)) break;
     let free: number[] = [];
     let arrived: QueuedSample[] = [];
-    if (dispatches % readEvery === 0) {
-      // Read this chunk's tokens without waiting; act on the previous chunk's, which has arrived meanwhile.
+    // The rollout acts on the previous chunk's read, which has arrived meanwhile; a server on the last read as soon
+    // as it has arrived.
+    const readNow = eager
+      ? pending === null || pending.arrived || dispatches - pending.dispatches >= eager.lag
+      : dispatches % readEvery === 0;
+    if (readNow) {
       await harvest();
       queue.onRead?.();
       const running = rows.filter((s): s is SlotSample => s !== null && !ended(s.queued));
       if (running.length === 0 && queue.waiting === 0) break;
-      if (running.length > 0) pending = { dispatches, samples: running, read: readOutputs(running) };
-      free = rows.flatMap((s, r) => (s === null || ended(s.queued) ? [r] : []));
-      for (const r of free) if (rows[r]) release(r);
-      if (queue.waiting === 0 && free.length > 0 && running.length <= compactBelow * rows.length) {
-        const keep = rows.flatMap((s, r) => (s ? [r] : []));
-        decoder.keepRows(keep);
-        state.keepRows(keep);
-        rows = keep.map((r) => rows[r]);
-        outRows = keep.map((r) => outRows[r]);
-        free = [];
-      }
+      // Read these tokens without waiting.
+      if (running.length > 0) startRead(running);
+      rows.forEach((s, r) => {
+        if (s && ended(s.queued)) release(r);
+      });
+      if (!eager && queue.waiting === 0 && running.length < rows.length && running.length <= compactBelow * rows.length)
+        keepRows(rows.flatMap((s, r) => (s ? [r] : [])));
+    }
+    // A server keeps an empty row for readEvery steps (a client's next request usually comes sooner).
+    if (eager && queue.waiting === 0 && rows.some((s, r) => !s && dispatches - emptySince[r] >= readEvery))
+      keepRows(rows.flatMap((s, r) => (s || dispatches - emptySince[r] < readEvery ? [r] : [])));
+    if (readNow || eager) {
+      free = rows.flatMap((s, r) => (s ? [] : [r]));
       // Waiting samples take the free rows, then new rows up to `slots`.
       arrived = queue.take(free.length + slots - rows.length);
       if (arrived.length > free.length) {
@@ -351,6 +403,7 @@ export async function decodeContinuous(
       ),
     );
     e.flush();
+    if (eager) await eager.between();
   }
   await harvest();
   const last = await readOutputs(rows.filter((s): s is SlotSample => s !== null));

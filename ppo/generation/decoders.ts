@@ -21,6 +21,7 @@ export class RolloutDecoders {
       maxRows: rows,
       capacity,
       lora: this.policy.lora,
+      cacheDtype: this.policy.cacheDtype,
     });
     this.decoders.set(role, fresh);
     return fresh;

@@ -33,6 +33,8 @@ export class SamplerState {
   readonly top: { ids: Tensor<'u32'>; logprobs: Tensor<'f32'>; K: number } | null;
   /** (rows, ROW_PROCESSING_WORDS) each row's logits processing, when a server may ask for it. */
   readonly rowProcessing: Tensor<'u32'> | null;
+  /** (rows, promptWidth) each row's prompt ids, for the repetition penalty (uploaded only for rows that have one). */
+  readonly rowPrompts: { ids: Tensor<'u32'>; width: number } | null;
   private readonly scratch: Tensor;
 
   constructor(
@@ -43,11 +45,20 @@ export class SamplerState {
     eosTokenIds: readonly number[],
     /** Alternatives kept per column (0: none, as the trainer's rollout, which pays nothing for them). */
     topK = 0,
-    /** Per-row logits processing (penalties, bias, ...): a server's; the trainer's rollout has none. */
-    processing = false,
+    /**
+     * Per-row logits processing (penalties, bias, ...) for prompts of up to promptWidth tokens: a server's; the
+     * trainer's rollout has none.
+     */
+    processing: { promptWidth: number } | null = null,
   ) {
     this.rowProcessing = processing
       ? engine.tensor('rollout.rowProcessing', [rows * ROW_PROCESSING_WORDS], 'u32')
+      : null;
+    this.rowPrompts = processing
+      ? {
+          ids: engine.tensor('rollout.rowPrompts', [rows * processing.promptWidth], 'u32'),
+          width: processing.promptWidth,
+        }
       : null;
     this.top =
       topK > 0
@@ -65,7 +76,7 @@ export class SamplerState {
     this.rowSampling = this.sampling.rowSampling;
     this.tokens = engine.tensor('rollout.tokens', [outRows, R], 'u32');
     this.logprobs = engine.tensor('rollout.logprobs', [outRows, R]);
-    const widest = processing ? ROW_PROCESSING_WORDS : ROW_SAMPLING_WORDS;
+    const widest = processing ? Math.max(ROW_PROCESSING_WORDS, processing.promptWidth) : ROW_SAMPLING_WORDS;
     this.scratch = engine.tensor('rollout.compaction', [rows * widest]);
   }
 
@@ -77,6 +88,7 @@ export class SamplerState {
       [this.finished, 1],
       [this.rowSampling, ROW_SAMPLING_WORDS],
       ...(this.rowProcessing ? [[this.rowProcessing, ROW_PROCESSING_WORDS] as [Tensor, number]] : []),
+      ...(this.rowPrompts ? [[this.rowPrompts.ids, this.rowPrompts.width] as [Tensor, number]] : []),
     ];
   }
 
@@ -92,10 +104,18 @@ export class SamplerState {
     };
   }
 
-  /** Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0. */
+  /**
+   * Starts rows [first, first + values.length) afresh: its sampling, position of its last token so far, step 0, and
+   * its processing with its prompt (the repetition penalty reads it).
+   */
   startRows(
     first: number,
-    values: readonly { sampling: RowSampling; position: number; processing?: RowProcessing }[],
+    values: readonly {
+      sampling: RowSampling;
+      position: number;
+      processing?: RowProcessing;
+      prompt?: readonly number[];
+    }[],
   ): void {
     const range = <T extends Tensor>(t: T, width = 1) =>
       first === 0 && values.length === this.rows
@@ -105,11 +125,20 @@ export class SamplerState {
       range(this.rowSampling, ROW_SAMPLING_WORDS),
       values.flatMap((v) => packRowSampling(v.sampling)),
     );
-    if (this.rowProcessing)
+    if (this.rowProcessing && this.rowPrompts) {
+      const { ids, width } = this.rowPrompts;
       this.engine.upload(
         range(this.rowProcessing, ROW_PROCESSING_WORDS),
-        values.flatMap((v) => packRowProcessing(v.processing ?? NEUTRAL_PROCESSING)),
+        values.flatMap((v) => packRowProcessing(v.processing ?? NEUTRAL_PROCESSING, v.prompt?.length ?? 0)),
       );
+      values.forEach((v, k) => {
+        if ((v.processing?.repetitionPenalty ?? 1) === 1 || !v.prompt) return;
+        if (v.prompt.length > width)
+          throw new Error(`SamplerState.startRows: a prompt of ${v.prompt.length} tokens, wider than ${width}`);
+        const r = first + k;
+        this.engine.upload(ids.view(`${ids.name}[${r}]`, r * width, [v.prompt.length]), v.prompt);
+      });
+    }
     this.engine.upload(
       range(this.positions),
       values.map((v) => v.position),
@@ -124,9 +153,12 @@ export class SamplerState {
     );
   }
 
-  /** Sets row r's finished flag: the host ended it (a stop string, its budget) or it waits for nothing. */
+  /**
+   * Sets row r's finished flag: the host ended it (a stop string, its budget) or it waits for nothing. 2, not the
+   * sampler's 1 for an EOS, which an ignore_eos row's logits processing reopens (kernels/decode/logits-processors).
+   */
   finish(r: number): void {
-    this.engine.upload(this.finished.view(`${this.finished.name}[${r}]`, r, [1]), [1]);
+    this.engine.upload(this.finished.view(`${this.finished.name}[${r}]`, r, [1]), [2]);
   }
 
   keepRows(keep: readonly number[]): void {

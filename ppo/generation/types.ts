@@ -1,7 +1,7 @@
 // What a rollout is asked for and what it returns, in the layout PPO consumes (verl's DataProto fields): the
 // sampling config, the batch of prompts and responses, the policy it runs, a multi-turn environment's interface,
 // and the checks of all of them before any decoding starts.
-import type { Arena } from '../../engine/index.ts';
+import type { Arena, FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { LoraAdapters } from '../../models/lora-adapters.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
@@ -15,6 +15,11 @@ export interface RolloutConfig extends SamplingParams {
   eosTokenIds: readonly number[];
   /** Fills prompts on the left and responses on the right. */
   padTokenId: number;
+  /**
+   * Generation goes on after an EOS (verl's rollout.ignore_eos, vLLM's and SGLang's ignore_eos): responses end at
+   * maxResponseLength or a stop string, an EOS drawn as any other token. Single-turn rollouts only.
+   */
+  ignoreEos?: boolean;
   /** A response also ends at the token that completes one of these (kept); needs `decode`. */
   stopStrings?: readonly string[];
   decode?: (ids: readonly number[]) => string | Promise<string>;
@@ -30,6 +35,8 @@ export interface RolloutConfig extends SamplingParams {
   maxSlots?: number;
   /** Told how far generation has come each time the host has read sampled ids (validation's progress line). */
   onProgress?: (progress: RolloutProgress) => void;
+  /** Told the rows of each decode step (a benchmark's occupancy). */
+  onDecodeStep?: (rows: number) => void;
 }
 
 export interface RolloutProgress {
@@ -77,6 +84,8 @@ export interface PolicyWeights {
   config: DecoderConfig;
   params: Arena;
   lora?: LoraAdapters | null;
+  /** The KV cache's storage (actor_rollout_ref.rollout.dtype); float32 when absent. */
+  cacheDtype?: FloatDType;
 }
 
 /** The ids that end a response and pad one: config.json's eos and generation_config.json's (Qwen lists <|im_end|>
@@ -143,6 +152,8 @@ export function checkRolloutConfig(
   if (c.stopStrings?.length && !c.decode)
     throw new Error('rollout: stopStrings need a decode function (token ids → text)');
   if (environment) {
+    if (c.ignoreEos)
+      throw new Error('rollout: ignoreEos is for single-turn rollouts (a multi-turn turn ends at its EOS)');
     if (environment.turnEndStrings.length && !c.decode)
       throw new Error("rollout: the environment's turn-ending strings need a decode function (token ids → text)");
     if (!Number.isInteger(environment.maxTurns) || environment.maxTurns < 1)

@@ -5,7 +5,8 @@
 // limit that no kernel splits, or a peak above the memory budget — each with the keys that would make it fit.
 // Estimates follow the tensors models/ allocates (float32, except frozen weights — the reference, reward model,
 // frozen critic, the actor's LoRA base — whose matrices are stored in bf16/f16 by their fsdp_config.model_dtype or
-// their checkpoint's torch_dtype); small per-sequence buffers are left out. Phases are not disjoint: what a phase
+// their checkpoint's torch_dtype, and with rollout.dtype=bfloat16|float16 the rollout's copy of the actor and its
+// KV caches); small per-sequence buffers are left out. Phases are not disjoint: what a phase
 // allocates stays allocated after it (the rollout keeps its decoders, each model its work buffers, the engine its
 // LM-head scratch: models/growing-buffers.ts, kernels/util/scratch.ts only grow), so each phase's peak counts what
 // earlier phases left, and a buffer a later phase reuses once, at its larger size.
@@ -18,10 +19,19 @@ import {
   elementCount,
   type DeviceMemorySize,
   type Engine,
+  type FloatDType,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { lmHeadDefaultChunkWidth } from '../../kernels/layers/lm-head.ts';
-import { batchSizes, usesCritic, actorLoraSettings, actorBaseStorage, weightDtype, type PpoConfig } from '../config.ts';
+import {
+  batchSizes,
+  usesCritic,
+  actorLoraSettings,
+  actorBaseStorage,
+  rolloutDtype,
+  weightDtype,
+  type PpoConfig,
+} from '../config.ts';
 import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
@@ -164,10 +174,11 @@ function incrementalWork(c: DecoderConfig, loraRank: number): { perToken: number
   };
 }
 
-/** Bytes of a KV cache (models/kv-cache.ts): keys and values of every layer, one layer's compaction scratch, the
- *  key mask. */
-function kvCacheBytes(c: DecoderConfig, rows: number, capacity: number): number {
-  return ((2 * c.numLayers + 1) * c.numKvHeads * c.headDim + 1) * rows * capacity * F32;
+/** Bytes of a KV cache (models/kv-cache.ts) stored as `dtype`: keys and values of every layer, one layer's
+ *  compaction scratch, the key mask (u32). */
+function kvCacheBytes(c: DecoderConfig, rows: number, capacity: number, dtype: FloatDType): number {
+  const kv = (2 * c.numLayers + 1) * c.numKvHeads * c.headDim * bytesPerElement(dtype);
+  return (kv + F32) * rows * capacity;
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -205,7 +216,16 @@ export function planMemory(
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
   const transposes = actorStorage === 'f32';
-  if (transposes && device.decodeTransposedWeights) {
+  // rollout.dtype=bfloat16|float16: decode steps read a half copy of a float32 actor, multiplied as stored
+  // (ppo/generation/rollout-weights.ts), and a half KV cache.
+  const cacheDtype = rolloutDtype(config);
+  if (cacheDtype !== 'f32' && actorStorage === 'f32') {
+    resident.push({
+      what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
+      bytes: parameterBytes(actor, cacheDtype),
+    });
+  }
+  if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
@@ -286,7 +306,7 @@ export function planMemory(
       S = rolloutSlots(
         { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
         actor,
-        { promptLength, capacity, samples: sequences },
+        { promptLength, capacity, samples: sequences, cacheDtype, blockKeys: promptLength },
         { memoryBudgetBytes: rolloutBudgetBytes },
       );
     } catch (err) {
@@ -295,22 +315,35 @@ export function planMemory(
     const work = incrementalWork(actor, loraRank);
     const kvWidth = actor.numKvHeads * actor.headDim;
     const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
+    const cacheNote = cacheDtype === 'f32' ? '' : `, ${cacheDtype}`;
+    // A half cache's prefills attend a float32 copy of one layer's filled slots (the prompt's).
+    const unpacked: MemoryItem[] =
+      cacheDtype === 'f32'
+        ? []
+        : [
+            {
+              what: `float32 copy of one ${cacheDtype} prefill cache layer (${S} × ${promptLength} slots × K,V)`,
+              bytes: 2 * S * promptLength * kvWidth * F32,
+              key: 'rollout unpacked cache layer',
+            },
+          ];
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
         {
-          what: `KV cache (${S} sequences × ${capacity} slots × ${actor.numLayers} layers × K,V)`,
-          bytes: kvCacheBytes(actor, S, capacity),
+          what: `KV cache (${S} sequences × ${capacity} slots × ${actor.numLayers} layers × K,V${cacheNote})`,
+          bytes: kvCacheBytes(actor, S, capacity, cacheDtype),
           key: 'rollout decode cache',
         },
+        ...unpacked,
         {
           what: `decode step buffers and sampling logits (${S} × ${actor.vocabSize})`,
           bytes: S * (work.perToken + work.perRow) * F32,
           key: 'rollout decode buffers',
         },
         {
-          what: `prefill KV cache (${S} × ${promptLength} prompt tokens)`,
-          bytes: kvCacheBytes(actor, S, promptLength),
+          what: `prefill KV cache (${S} × ${promptLength} prompt tokens${cacheNote})`,
+          bytes: kvCacheBytes(actor, S, promptLength, cacheDtype),
           key: 'rollout prefill cache',
         },
         {
@@ -320,7 +353,7 @@ export function planMemory(
         },
       ],
       largest([
-        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * F32 },
+        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * bytesPerElement(cacheDtype) },
         { what: 'sampling logits', bytes: S * actor.vocabSize * F32 },
         { what: 'widest prefill activation', bytes: S * promptLength * widestRow },
       ]),

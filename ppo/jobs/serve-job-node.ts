@@ -153,8 +153,6 @@ export async function main(argv: readonly string[]): Promise<number> {
   let host: ModelHost | null = null;
   try {
     host = await ModelHost.open(engine, options);
-    for (const key of host.sampling.ignored)
-      console.error(`${options.modelDir}/generation_config.json: ${key} is not applied (this server has no ${key})`);
     // /health answers 200 only once the server listens, after the warm-up compiled the decode loop's pipelines.
     await host.warmUp();
     const { version } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));

@@ -5,7 +5,8 @@
 // (ppo/generation/multi-turn.ts). Sampling runs on the GPU and writes each step's token straight into the next
 // step's input; the old log-prob of each sampled token comes out of the sampler, computed from the same logits,
 // so it equals a teacher-forced pass over the finished sequence.
-import type { Engine } from '../../engine/index.ts';
+import type { Engine, FloatDType } from '../../engine/index.ts';
+import { RolloutWeights } from '../generation/rollout-weights.ts';
 import {
   DEFAULT_READ_EVERY,
   checkRolloutConfig,
@@ -24,12 +25,20 @@ import { decodeMultiTurn, multiTurnCacheCapacity } from '../generation/multi-tur
 /** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size. */
 export class RolloutGenerator {
   private readonly decoders: RolloutDecoders;
+  /** The actor's weights in actor_rollout_ref.rollout.dtype (a half-precision copy and KV cache, or its own). */
+  private readonly weights: RolloutWeights;
 
   constructor(
     readonly engine: Engine,
-    readonly policy: PolicyWeights,
+    actor: PolicyWeights,
+    dtype: FloatDType = 'f32',
   ) {
-    this.decoders = new RolloutDecoders(engine, policy);
+    this.weights = new RolloutWeights(engine, actor, dtype);
+    this.decoders = new RolloutDecoders(engine, this.weights.policy);
+  }
+
+  get policy(): PolicyWeights {
+    return this.weights.policy;
   }
 
   /** n responses per prompt; with an environment, each a multi-turn conversation with it. */
@@ -39,6 +48,7 @@ export class RolloutGenerator {
     environment: TurnEnvironment | null = null,
   ): Promise<RolloutBatch> {
     checkRolloutConfig(promptIds, c, this.policy.config.vocabSize, environment);
+    this.weights.refresh();
     const prompts = promptBatch(promptIds, c);
     const R = c.maxResponseLength;
     const capacity = environment
@@ -47,17 +57,30 @@ export class RolloutGenerator {
     const slots = rolloutSlots(
       this.engine.caps,
       this.policy.config,
-      { promptLength: prompts.P, capacity, samples: prompts.groupIds.length },
+      {
+        promptLength: prompts.P,
+        capacity,
+        samples: prompts.groupIds.length,
+        cacheDtype: this.weights.dtype,
+        blockKeys: environment ? capacity : prompts.P,
+      },
       c,
     );
     if (environment)
       return assemble(prompts, await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity), c);
     const queue = new BatchQueue(prompts, c);
-    await decodeContinuous(this.decoders, queue, { ...c, P: prompts.P, R }, slots, capacity);
+    await decodeContinuous(
+      this.decoders,
+      queue,
+      { ...c, P: prompts.P, R, processing: c.ignoreEos === true },
+      slots,
+      capacity,
+    );
     return assemble(prompts, queue.records(), c);
   }
 
   destroy(): void {
     this.decoders.destroy();
+    this.weights.destroy();
   }
 }

@@ -18,7 +18,7 @@ const PROMPT_CONTEXT_TOKENS = 5;
 /** What a half-decoded UTF-8 sequence decodes to: the text waits for the next token. */
 const REPLACEMENT = '\uFFFD';
 
-type Decoder = Pick<Tokenizer, 'decode'>;
+type Decoder = Pick<Tokenizer, 'decode' | 'decodeBatch'>;
 type TextRequest = Pick<GenerationRequest, 'stop' | 'stopTokenIds' | 'keepStopString' | 'skipSpecialTokens'>;
 
 /** One sample's text as tokens arrive: the prompt's last tokens are context, never part of the text. */
@@ -42,26 +42,46 @@ export class IncrementalText {
   /** Appends tokens; returns the text each added (empty while it leaves a character incomplete). */
   async push(tokens: readonly number[]): Promise<string[]> {
     const added: string[] = [];
-    for (const token of tokens) {
-      this.ids.push(token);
-      added.push(await this.advance(false));
+    while (added.length < tokens.length) {
+      // The windows each token decodes if every token before it adds text (the usual case), in one call of the
+      // tokenizer instead of two per token; from the first token that adds nothing, the next round plans again.
+      const first = this.ids.length;
+      this.ids.push(...tokens.slice(added.length));
+      const plan: { prefix: number; read: number; end: number }[] = [];
+      for (let end = first + 1, prefix = this.prefixOffset, read = this.readOffset; end <= this.ids.length; end++) {
+        plan.push({ prefix, read, end });
+        [prefix, read] = [read, end];
+      }
+      const texts = await this.tokenizer.decodeBatch(
+        plan.flatMap((w) => [this.ids.slice(w.prefix, w.read), this.ids.slice(w.prefix, w.end)]),
+        { skipSpecialTokens: this.skipSpecialTokens },
+      );
+      for (const [k, w] of plan.entries()) {
+        if (w.prefix !== this.prefixOffset || w.read !== this.readOffset) {
+          this.ids.length = w.end - 1;
+          break;
+        }
+        added.push(this.advance(texts[2 * k], texts[2 * k + 1], w.end, false));
+      }
     }
     return added;
   }
 
   /** At the end of the sample: an incomplete character's bytes as the tokenizer decodes them (U+FFFD). */
-  flush(): Promise<string> {
-    return this.advance(true);
+  async flush(): Promise<string> {
+    const [prefix, whole] = await this.tokenizer.decodeBatch(
+      [this.ids.slice(this.prefixOffset, this.readOffset), this.ids.slice(this.prefixOffset)],
+      { skipSpecialTokens: this.skipSpecialTokens },
+    );
+    return this.advance(prefix, whole, this.ids.length, true);
   }
 
-  private async advance(final: boolean): Promise<string> {
-    const options = { skipSpecialTokens: this.skipSpecialTokens };
-    const prefix = await this.tokenizer.decode(this.ids.slice(this.prefixOffset, this.readOffset), options);
-    const whole = await this.tokenizer.decode(this.ids.slice(this.prefixOffset), options);
+  /** What the tokens up to `end` add, from the window before them decoded (`prefix`) and with them (`whole`). */
+  private advance(prefix: string, whole: string, end: number, final: boolean): string {
     if (whole.length <= prefix.length || (!final && whole.endsWith(REPLACEMENT))) return '';
     const delta = whole.slice(prefix.length);
     this.prefixOffset = this.readOffset;
-    this.readOffset = this.ids.length;
+    this.readOffset = end;
     this.text += delta;
     return delta;
   }

@@ -36,6 +36,13 @@ export interface GenerationRequest {
   topLogprobs: number;
   /** Penalties, logit_bias, ignore_eos, min_tokens, min_p. */
   processing: RowProcessing;
+  /**
+   * Prompt log-probs with this many alternatives per position (vLLM's prompt_logprobs, or logprobs with echo;
+   * SGLang's logprob_start_len ≥ 0 with top_logprobs_num), null: none. With them a budget of 0 tokens is allowed.
+   */
+  promptLogprobs: number | null;
+  /** The prompt's last N tokens only (vLLM's truncate_prompt_tokens; -1: at most --max-prompt-tokens), null: all. */
+  truncatePromptTokens: number | null;
 }
 
 /** The served model's limits, fixed when the server starts. */
@@ -53,34 +60,35 @@ export function seedOf(seed: number | null): number {
   return Number(BigInt.asUintN(32, BigInt(seed)));
 }
 
-/** A request's sampling where it sets none: OpenAI's neutral values, or the model's generation_config.json. */
+/**
+ * A request's sampling where it sets none: OpenAI's neutral values, or the model's generation_config.json (its
+ * temperature, top_p, top_k, and the repetition_penalty and min_p of the logits processing).
+ */
 export interface SamplingDefaults {
   temperature: number;
   topP: number;
   topK: number;
+  repetitionPenalty: number;
+  minP: number;
 }
 
-export const NEUTRAL_SAMPLING: SamplingDefaults = { temperature: 1, topP: 1, topK: -1 };
+export const NEUTRAL_SAMPLING: SamplingDefaults = { temperature: 1, topP: 1, topK: -1, repetitionPenalty: 1, minP: 0 };
 
 /**
  * The sampling defaults a model's generation_config.json sets, as vLLM applies them (--generation-config auto):
- * temperature, top_p and top_k where the file has them, the neutral value elsewhere; the keys it sets that this
- * server cannot apply are listed in `ignored`. A value out of range is an error naming the file.
+ * temperature, top_p, top_k, repetition_penalty and min_p where the file has them, the neutral value elsewhere. A
+ * value out of range is an error naming the file.
  */
-export function generationConfigDefaults(
-  raw: Record<string, unknown> | null,
-  file: string,
-): { defaults: SamplingDefaults; ignored: string[] } {
+export function generationConfigDefaults(raw: Record<string, unknown> | null, file: string): SamplingDefaults {
   const f = new RequestFields(raw ?? {}, `${file}: `);
   const topK = f.number('top_k', NEUTRAL_SAMPLING.topK, { integer: true, min: -1 });
-  const defaults = {
+  return {
     temperature: f.number('temperature', NEUTRAL_SAMPLING.temperature, { min: 0 }),
     topP: f.number('top_p', NEUTRAL_SAMPLING.topP, { above: 0, max: 1 }),
     topK: topK === 0 ? -1 : topK,
+    repetitionPenalty: f.number('repetition_penalty', NEUTRAL_SAMPLING.repetitionPenalty, { above: 0 }),
+    minP: f.number('min_p', NEUTRAL_SAMPLING.minP, { min: 0, max: 1 }),
   };
-  const neutral: Record<string, unknown> = { repetition_penalty: 1, min_p: 0 };
-  const ignored = Object.keys(neutral).filter((k) => f.has(k) && f.raw(k) !== neutral[k]);
-  return { defaults, ignored };
 }
 
 /** The sampling fields OpenAI and SGLang name alike (temperature, top_p, top_k, n), read from `f`. */
@@ -97,10 +105,14 @@ export function samplingFields(f: RequestFields, defaults: SamplingDefaults = NE
 }
 
 /**
- * The logits processing vLLM and SGLang name alike (presence_penalty, frequency_penalty, min_p, logit_bias,
- * ignore_eos, and vLLM's min_tokens or SGLang's min_new_tokens), read from `f`.
+ * The logits processing vLLM and SGLang name alike (repetition_penalty, presence_penalty, frequency_penalty, min_p,
+ * logit_bias, ignore_eos, and vLLM's min_tokens or SGLang's min_new_tokens), read from `f`.
  */
-export function processingFields(f: RequestFields, minTokensKey: 'min_tokens' | 'min_new_tokens'): RowProcessing {
+export function processingFields(
+  f: RequestFields,
+  minTokensKey: 'min_tokens' | 'min_new_tokens',
+  defaults: SamplingDefaults = NEUTRAL_SAMPLING,
+): RowProcessing {
   const bias = f.raw('logit_bias');
   const logitBias = new Map<number, number>();
   if (bias !== undefined && bias !== null) {
@@ -117,18 +129,19 @@ export function processingFields(f: RequestFields, minTokensKey: 'min_tokens' | 
     for (const [id, b] of entries) logitBias.set(Number(id), b as number);
   }
   return {
+    // vLLM takes any positive value (SGLang (0, 2]).
+    repetitionPenalty: f.number('repetition_penalty', defaults.repetitionPenalty, { above: 0 }),
     presencePenalty: f.number('presence_penalty', 0, { min: -2, max: 2 }),
     frequencyPenalty: f.number('frequency_penalty', 0, { min: -2, max: 2 }),
     logitBias,
     minTokens: f.number(minTokensKey, 0, { integer: true, min: 0 }),
     ignoreEos: f.boolean('ignore_eos', false),
-    minP: f.number('min_p', 0, { min: 0, max: 1 }),
+    minP: f.number('min_p', defaults.minP, { min: 0, max: 1 }),
   };
 }
 
 /** The sampling knobs this engine does not implement: each refused at any value but its neutral one. */
 export function refuseUnsupportedSampling(f: RequestFields): void {
-  f.unsupported('repetition_penalty', 1, 'not supported by this server (only 1)');
   // {"type": "text"} is the default format, which SDKs send: it constrains nothing.
   const format = f.raw('response_format');
   const plainText = isObject(format) && format.type === 'text' && Object.keys(format).length === 1;
@@ -146,7 +159,10 @@ export function refuseUnsupportedSampling(f: RequestFields): void {
   }
 }
 
-/** Prompt token ids checked against the vocabulary and the server's lengths; the budget resolved. */
+/**
+ * Prompt token ids checked against the vocabulary and the server's lengths; the budget resolved. `minTokens` is 0
+ * for a request that asks for its prompt's log-probs (lm-evaluation-harness scores with max_tokens 0), else 1.
+ */
 export function checkPromptIds(
   prompts: readonly number[][],
   maxTokens: number | null,
@@ -154,6 +170,7 @@ export function checkPromptIds(
   n: number,
   limits: ServerLimits,
   param: string,
+  minTokens: 0 | 1 = 1,
 ): number {
   prompts.forEach((ids, i) => {
     const where = prompts.length > 1 ? `${param}[${i}]` : param;
@@ -178,14 +195,31 @@ export function checkPromptIds(
       'n',
     );
   }
-  if (maxTokens !== null && (maxTokens < 1 || maxTokens > limits.maxNewTokens)) {
+  if (maxTokens !== null && (maxTokens < minTokens || maxTokens > limits.maxNewTokens)) {
     throw badRequest(
       'max_tokens',
-      `an integer in [1, ${limits.maxNewTokens}] (this server's --max-new-tokens)`,
+      `an integer in [${minTokens}, ${limits.maxNewTokens}] (this server's --max-new-tokens` +
+        `${minTokens === 0 ? '; 0 with prompt log-probs' : ''})`,
       maxTokens,
     );
   }
   return maxTokens ?? Math.min(defaultMaxTokens, limits.maxNewTokens);
+}
+
+/**
+ * vLLM's truncate_prompt_tokens: the last N tokens of each prompt (-1: --max-prompt-tokens); more than the server
+ * takes is a 400, as vLLM refuses more than max_model_len.
+ */
+export function truncatePrompts(prompts: number[][], keep: number | null, limits: ServerLimits): number[][] {
+  if (keep === null) return prompts;
+  const n = keep === -1 ? limits.maxPromptTokens : keep;
+  if (n < 1 || n > limits.maxPromptTokens)
+    throw badRequest(
+      'truncate_prompt_tokens',
+      `-1 or an integer in [1, ${limits.maxPromptTokens}] (this server's --max-prompt-tokens)`,
+      keep,
+    );
+  return prompts.map((ids) => ids.slice(-n));
 }
 
 /** `prompt` / `input_ids` / `text` values: one prompt or a batch, as text or token ids. */

@@ -10,6 +10,7 @@ import { ApiError } from './api-error.ts';
 import { alternativeTexts, completionText } from './completion-text.ts';
 import {
   COMPLETIONS_DEFAULT_MAX_TOKENS,
+  echoChunk,
   chatChunk,
   chatResponse,
   completionChunk,
@@ -32,7 +33,8 @@ import {
   parseLoraRequest,
   parseUpdateWeightsRequest,
 } from './sglang.ts';
-import type { GenerationRequest } from './generation-request.ts';
+import { truncatePrompts, type GenerationRequest } from './generation-request.ts';
+import { reportPrompt, type ReportedPrompt } from './prompt-report.ts';
 import type { SampleObserver, SampleResult } from './scheduler.ts';
 import { SampleStream } from './streaming.ts';
 import type { ModelHost } from './model-host-node.ts';
@@ -165,6 +167,8 @@ export class ServeHttp {
               temperature: host.sampling.defaults.temperature,
               top_p: host.sampling.defaults.topP,
               top_k: host.sampling.defaults.topK,
+              repetition_penalty: host.sampling.defaults.repetitionPenalty,
+              min_p: host.sampling.defaults.minP,
             },
             weight_version: host.weightVersion,
             owned_by: ENGINE_SERVER_OWNER,
@@ -274,6 +278,7 @@ export class ServeHttp {
     request: GenerationRequest,
     samples: readonly SampleResult[],
     promptIds: number[][],
+    prompts: readonly ReportedPrompt[] | null = null,
   ): Promise<ReportedSample[]> {
     this.host.counters.generated(samples.reduce((n, s) => n + s.tokens.length, 0));
     const tokenizer = this.host.tokenizer;
@@ -283,6 +288,7 @@ export class ServeHttp {
         tokens: s.tokens,
         logprobs: s.logprobs,
         promptIds: promptIds[s.prompt],
+        ...(prompts ? { prompt: prompts[s.prompt] } : {}),
         top: s.top && {
           ids: s.top.map((a) => a.ids),
           logprobs: s.top.map((a) => a.logprobs),
@@ -290,6 +296,37 @@ export class ServeHttp {
         },
       })),
     );
+  }
+
+  /**
+   * The prompts as a response reports them (OpenAI's echo, prompt log-probs), scored on the device when the
+   * request asks for their log-probs; the scoring is queued when this is called. `given`: the prompts' texts as the
+   * client sent them, where it did.
+   */
+  private async reportPrompts(
+    request: GenerationRequest,
+    promptIds: readonly number[][],
+    given: readonly (string | null)[] | null,
+  ): Promise<ReportedPrompt[]> {
+    const K = request.promptLogprobs;
+    const scored = K === null ? null : await this.host.scorePrompts(promptIds, K, request.adapter);
+    return Promise.all(
+      promptIds.map((ids, i) =>
+        reportPrompt(this.host.tokenizer, ids, given?.[i] ?? null, scored?.[i] ?? null, request.skipSpecialTokens),
+      ),
+    );
+  }
+
+  /** A request's prompt ids: tokenized (texts) or as given, truncated as vLLM's truncate_prompt_tokens asks. */
+  private async promptIds(request: GenerationRequest, param: string): Promise<number[][]> {
+    const ids = await this.host.tokenize(request.prompts, param);
+    return truncatePrompts(ids, request.truncatePromptTokens, this.host.limits);
+  }
+
+  /** The prompts' texts as the client sent them (null for token ids, or when truncation cut them). */
+  private givenTexts(request: GenerationRequest): (string | null)[] | null {
+    if (request.truncatePromptTokens !== null) return null;
+    return request.prompts.map((p) => ('text' in p ? p.text : null));
   }
 
   /**
@@ -303,7 +340,8 @@ export class ServeHttp {
     promptIds: number[][],
     start: (observer: SampleObserver) => Promise<SampleResult[]>,
     events: {
-      opening: unknown[];
+      /** Sent before any sample's event: may wait for the prompts' scores. */
+      opening: unknown[] | Promise<unknown[]>;
       event: (d: StreamDelta, stream: SampleStream) => unknown | null;
       closing: (samples: readonly SampleResult[]) => unknown[];
     },
@@ -312,8 +350,11 @@ export class ServeHttp {
       { length: promptIds.length * request.n },
       (_, j) => new SampleStream(this.host.tokenizer, promptIds[Math.floor(j / request.n)], request, j),
     );
-    // Decoding text is asynchronous: the samples' events are written in the order the loop reported them.
-    let order = Promise.resolve();
+    // Decoding text is asynchronous: the samples' events are written in the order the loop reported them, after the
+    // opening events.
+    let order = Promise.resolve(events.opening).then((opening) => {
+      for (const e of opening) sse.event(e);
+    });
     const write = (delta: (s: SampleStream) => Promise<StreamDelta>, j: number) => {
       order = order.then(async () => {
         const e = events.event(await delta(streams[j]), streams[j]);
@@ -325,7 +366,6 @@ export class ServeHttp {
       finished: (j, result) => write((s) => s.finish(result), j),
     });
     const sse = startEvents(res);
-    for (const e of events.opening) sse.event(e);
     try {
       const samples = await done;
       await order;
@@ -343,36 +383,48 @@ export class ServeHttp {
   private async completions(body: unknown, x: Exchange) {
     const c = parseCompletionRequest(body, this.host.sampling.defaults);
     c.request.adapter = this.adapterOfModel(c.model);
-    const promptIds = await this.host.tokenize(c.request.prompts, 'prompt');
+    const promptIds = await this.promptIds(c.request, 'prompt');
+    const reportsPrompt = c.echo || c.request.promptLogprobs !== null;
+    const budget = this.host.check(c.request, promptIds, COMPLETIONS_DEFAULT_MAX_TOKENS, 'prompt', reportsPrompt);
+    const prompts = reportsPrompt ? this.reportPrompts(c.request, promptIds, this.givenTexts(c.request)) : null;
     const run = (observer?: SampleObserver) =>
-      this.host.generate(c.request, promptIds, COMPLETIONS_DEFAULT_MAX_TOKENS, 'prompt', {
-        signal: x.signal,
-        observer,
-      });
+      this.host.generate(c.request, promptIds, budget, { signal: x.signal, observer });
     const model = c.model ?? this.host.options.servedModelName;
     const promptTokens = promptIds.reduce((n, p) => n + p.length, 0);
+    const n = c.request.n;
     if (c.stream) {
       const head = streamHead(model, 'cmpl');
+      // An echoing choice's text starts with its prompt: the generated tokens' offsets come after it.
+      let echoed: ReportedPrompt[] | null = null;
+      const shift = (d: StreamDelta) => (echoed ? echoed[Math.floor(d.index / n)].text.length : 0);
+      const opening = (ps: ReportedPrompt[]) => {
+        echoed = ps;
+        return Array.from({ length: ps.length * n }, (_, j) => echoChunk(head, j, ps[Math.floor(j / n)], c));
+      };
       return this.stream(x.res, c.request, promptIds, run, {
-        opening: [],
-        event: (d) => (d.text === '' && d.end === null && !c.logprobs ? null : completionChunk(head, d, c)),
+        opening: c.echo && prompts ? prompts.then(opening) : [],
+        event: (d) =>
+          d.text === '' && d.end === null && !c.logprobs
+            ? null
+            : completionChunk(head, { ...d, textOffset: d.textOffset + shift(d) }, c),
         closing: (samples) =>
           c.includeUsage ? [usageChunk(head, 'text_completion', promptTokens, tokenCount(samples))] : [],
       });
     }
-    const reported = await this.report(c.request, await run(), promptIds);
+    const [samples, reportedPrompts] = await Promise.all([run(), prompts]);
+    const reported = await this.report(c.request, samples, promptIds, reportedPrompts);
     return { json: completionResponse(model, reported, promptTokens, c) };
   }
 
   private async chat(body: unknown, x: Exchange) {
     const c = parseChatRequest(body, this.host.sampling.defaults);
     c.request.adapter = this.adapterOfModel(c.model);
-    const promptIds = [await this.host.chatPrompt(c.messages, c.addGenerationPrompt, c.templateKwargs)];
+    const chatIds = [await this.host.chatPrompt(c.messages, c.addGenerationPrompt, c.templateKwargs)];
+    const promptIds = truncatePrompts(chatIds, c.request.truncatePromptTokens, this.host.limits);
+    const budget = this.host.check(c.request, promptIds, this.host.limits.maxNewTokens, 'messages');
+    const prompts = c.request.promptLogprobs !== null ? this.reportPrompts(c.request, promptIds, null) : null;
     const run = (observer?: SampleObserver) =>
-      this.host.generate(c.request, promptIds, this.host.limits.maxNewTokens, 'messages', {
-        signal: x.signal,
-        observer,
-      });
+      this.host.generate(c.request, promptIds, budget, { signal: x.signal, observer });
     const model = c.model ?? this.host.options.servedModelName;
     if (c.stream) {
       const head = streamHead(model, 'chatcmpl');
@@ -383,7 +435,8 @@ export class ServeHttp {
           c.includeUsage ? [usageChunk(head, 'chat.completion.chunk', promptIds[0].length, tokenCount(samples))] : [],
       });
     }
-    const reported = await this.report(c.request, await run(), promptIds);
+    const [samples, reportedPrompts] = await Promise.all([run(), prompts]);
+    const reported = await this.report(c.request, samples, promptIds, reportedPrompts);
     return { json: chatResponse(model, reported, promptIds[0].length, c) };
   }
 
@@ -391,31 +444,44 @@ export class ServeHttp {
     const started = performance.now();
     const g = parseGenerateRequest(body, this.host.sampling.defaults);
     const rid = g.rid ?? newRid();
-    const promptIds = await this.host.tokenize(g.request.prompts, 'text');
+    const param = g.request.prompts.length > 0 && 'ids' in g.request.prompts[0] ? 'input_ids' : 'text';
+    const promptIds = await this.promptIds(g.request, param);
+    const budget = this.host.check(g.request, promptIds, GENERATE_DEFAULT_MAX_NEW_TOKENS, param);
+    const shortest = Math.min(...promptIds.map((ids) => ids.length));
+    if (g.returnLogprob && g.logprobStartLen >= shortest)
+      throw new ApiError(
+        400,
+        `logprob_start_len: ${g.logprobStartLen} is not below the prompt's length ${shortest}`,
+        'logprob_start_len',
+      );
+    const scoring = g.request.promptLogprobs !== null ? this.reportPrompts(g.request, promptIds, null) : null;
     const abort = new AbortController();
     x.signal.addEventListener('abort', () => abort.abort(), { once: true });
     const run = (observer?: SampleObserver) =>
-      this.host.generate(
-        g.request,
-        promptIds,
-        GENERATE_DEFAULT_MAX_NEW_TOKENS,
-        g.request.prompts.length > 0 && 'ids' in g.request.prompts[0] ? 'input_ids' : 'text',
-        { signal: abort.signal, observer },
-      );
+      this.host.generate(g.request, promptIds, budget, { signal: abort.signal, observer });
     this.running.set(rid, abort);
     try {
       const count = g.request.prompts.length * g.request.n;
       const seconds = () => (performance.now() - started) / 1000;
       if (g.stream) {
         // SGLang streams each sample's text and output_ids so far (cumulative), with its index in a batch.
+        let scored: ReportedPrompt[] | null = null;
         return await this.stream(x.res, g.request, promptIds, run, {
-          opening: [],
+          opening: scoring
+            ? scoring.then((ps) => {
+                scored = ps;
+                return [];
+              })
+            : [],
           event: (d, s) => {
+            const p = Math.floor(d.index / g.request.n);
             const sample = {
               text: s.text,
               tokens: s.tokens,
               logprobs: s.logprobs,
-              promptTokens: promptIds[Math.floor(d.index / g.request.n)].length,
+              promptTokens: promptIds[p].length,
+              promptIds: promptIds[p],
+              promptScores: scored?.[p].scores,
               end: d.end,
               top: s.top,
             };
@@ -425,8 +491,14 @@ export class ServeHttp {
           closing: () => [],
         });
       }
-      const reported = await this.report(g.request, await run(), promptIds);
-      const generated = reported.map((s) => ({ ...s, promptTokens: s.promptIds.length, end: s }));
+      const [samples, prompts] = await Promise.all([run(), scoring]);
+      const reported = await this.report(g.request, samples, promptIds, prompts);
+      const generated = reported.map((s) => ({
+        ...s,
+        promptTokens: s.promptIds.length,
+        promptScores: s.prompt?.scores,
+        end: s,
+      }));
       return { json: generateResponse(generated, { ...g, rid }, seconds(), this.host.weightVersion) };
     } finally {
       this.running.delete(rid);

@@ -16,6 +16,7 @@ import type { Arena } from '../../engine/index.ts';
 import { RolloutDecoders } from '../generation/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../generation/continuous-batching.ts';
 import { rolloutSlots } from '../generation/slots.ts';
+import { PromptScorer, type PromptScores } from '../generation/prompt-scoring.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
@@ -46,15 +47,18 @@ export interface ServeOptions {
   gpuMemoryUtilization: number;
 }
 
-/** Sampled-id reads every this many decode steps: a server ends samples and admits new ones at reads. */
-const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
 /**
- * A server drops finished rows whenever none waits, whatever share of the batch still generates (the rollout waits
- * for half: its queue never refills). Samples that arrive later join as new rows at no extra cost, so the only
- * price is copying the cache rows behind the dropped ones (none when the last rows ended), against the readEvery
- * row-steps at least that a free row would cost before a read could refill it, and every step until one arrives.
+ * The decode loop reads the sampled ids after every step and acts on each read at most this many steps later: the
+ * host sees a sample end one step after its last token (the GPU has the next step queued meanwhile), a waiting
+ * request takes its row at once, its response leaves, and the client's next request takes a row at the step after
+ * it arrives. With the rollout's cadence (reads every 8 steps, acted on 8 later, requests admitted at reads only)
+ * a row stood empty 8-24 steps per sample.
  */
-const SERVER_COMPACT_BELOW = 1;
+const SERVER_READ_LAG = 1;
+/** A row left empty with none waiting is dropped after this many steps (the decode cache's capacity allows for it). */
+const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
+/** Lets the event loop turn between two decode steps: requests arrive, responses and streamed tokens leave. */
+const turnEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * How much a tokenizer's normalizer may shrink a text (accents stripped, sequences composed) before tokens cover it.
@@ -94,6 +98,8 @@ export class ModelHost {
   modelPath: string;
   private readonly adapters = new Map<string, { path: string; adapters: LoraAdapters }>();
   private decoders: { adapter: string | null; decoders: RolloutDecoders } | null = null;
+  /** The prompt scorer (its own one-row decoder), for the weights of `adapter`. */
+  private scorer: { adapter: string | null; scorer: PromptScorer } | null = null;
   private readonly capacity: number;
   private readonly slots: number;
   private readonly end: { eosTokenIds: number[]; padTokenId: number };
@@ -109,8 +115,8 @@ export class ModelHost {
     readonly tokenizer: Tokenizer,
     private readonly tokenizerJson: string,
     end: { eosTokenIds: number[]; padTokenId: number },
-    /** generation_config.json's sampling defaults, and the keys of it this server cannot apply. */
-    readonly sampling: { defaults: SamplingDefaults; ignored: string[] },
+    /** generation_config.json's sampling defaults. */
+    readonly sampling: { defaults: SamplingDefaults },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -147,7 +153,9 @@ export class ModelHost {
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
     const generationConfig = await readGenerationConfig(dir);
     const end = endTokenIds(loaded.config, generationConfig, tokenizer);
-    const sampling = generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json'));
+    const sampling = {
+      defaults: generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json')),
+    };
     return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
   }
 
@@ -219,17 +227,20 @@ export class ModelHost {
   }
 
   /**
-   * Checks the prompts and the budget (throwing at once, before a stream starts), then waits for every sample;
-   * `param` names the prompt field in errors. `signal` aborts the request; `observer` sees its tokens as they come.
+   * A request's checks against the served model, thrown at once (before a stream starts or a prompt is scored);
+   * returns the budget. `param` names the prompt field in errors; a budget of 0 is allowed to a request that
+   * reports its prompt (prompt log-probs, or OpenAI's echo).
    */
-  generate(
+  check(
     request: GenerationRequest,
     promptIds: number[][],
     defaultMaxTokens: number,
     param: string,
-    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
-  ): Promise<SampleResult[]> {
-    const budget = checkPromptIds(promptIds, request.maxTokens, defaultMaxTokens, request.n, this.limits, param);
+    reportsPrompt = request.promptLogprobs !== null,
+  ): number {
+    const minTokens = reportsPrompt ? 0 : 1;
+    const { maxTokens, n } = request;
+    const budget = checkPromptIds(promptIds, maxTokens, defaultMaxTokens, n, this.limits, param, minTokens);
     const bad = request.stopTokenIds.find((id) => id < 0 || id >= this.config.vocabSize);
     if (bad !== undefined)
       throw new ApiError(
@@ -244,13 +255,43 @@ export class ModelHost {
         `logit_bias: token id ${biased} is outside the vocabulary [0, ${this.config.vocabSize})`,
         'logit_bias',
       );
-    if (request.adapter !== null && !this.adapters.has(request.adapter)) {
+    this.adapterWeights(request.adapter);
+    return budget;
+  }
+
+  /** A loaded adapter's weights (null: the base model's); an unknown name is a 400. */
+  private adapterWeights(adapter: string | null): LoraAdapters | null {
+    if (adapter === null) return null;
+    const loaded = this.adapters.get(adapter);
+    if (!loaded)
       throw new ApiError(
         400,
-        `no LoRA adapter named ${JSON.stringify(request.adapter)} is loaded (loaded: ` +
+        `no LoRA adapter named ${JSON.stringify(adapter)} is loaded (loaded: ` +
           `${[...this.adapters.keys()].join(', ') || 'none'})`,
         'lora_path',
       );
+    return loaded.adapters;
+  }
+
+  /**
+   * Waits for every sample of a checked request (`budget` from check()); `signal` aborts it, `observer` sees its
+   * tokens as they come. A budget of 0 (prompt log-probs only) decodes nothing: each sample ends at once.
+   */
+  generate(
+    request: GenerationRequest,
+    promptIds: number[][],
+    budget: number,
+    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
+  ): Promise<SampleResult[]> {
+    if (budget === 0) {
+      const results = promptIds.flatMap((_, prompt) =>
+        Array.from({ length: request.n }, (): SampleResult => {
+          const top = request.topLogprobs > 0 ? [] : null;
+          return { prompt, tokens: [], logprobs: new Float32Array(0), top, reason: 'length' };
+        }),
+      );
+      results.forEach((r, j) => watch.observer?.finished(j, r));
+      return Promise.resolve(results);
     }
     const { temperature, topK, topP } = request;
     return this.scheduler.generate({
@@ -266,6 +307,24 @@ export class ModelHost {
       processing: request.processing,
       ...watch,
     });
+  }
+
+  /**
+   * Each prompt's log-probs with K alternatives per position, on the device, with the weights a generation
+   * queued now would run with: at once, or after the weight or adapter changes queued before it.
+   */
+  scorePrompts(promptIds: readonly number[][], K: number, adapter: string | null): Promise<PromptScores[]> {
+    const score = () => {
+      const lora = this.adapterWeights(adapter);
+      if (this.scorer?.adapter !== adapter) {
+        this.dropScorer();
+        const policy = { config: this.config, params: this.params, lora };
+        this.scorer = { adapter, scorer: new PromptScorer(this.engine, policy, this.limits.maxPromptTokens) };
+      }
+      const scorer = this.scorer!.scorer;
+      return Promise.all(promptIds.map((ids) => scorer.score(ids, K)));
+    };
+    return this.scheduler.exclusiveQueued ? this.scheduler.exclusive(score) : score();
   }
 
   /**
@@ -295,6 +354,7 @@ export class ModelHost {
       await reloadModel(this.engine, dir, this.config, this.params, 'served');
       // The decoders keep transposed copies of the weights: rebuild them from the new ones.
       this.dropDecoders();
+      this.dropScorer();
       this.modelPath = dir;
     });
   }
@@ -319,6 +379,7 @@ export class ModelHost {
       const loaded = this.adapters.get(name);
       if (!loaded) throw new ApiError(400, `no LoRA adapter named ${JSON.stringify(name)} is loaded`, 'lora_name');
       if (this.decoders?.adapter === name) this.dropDecoders();
+      if (this.scorer?.adapter === name) this.dropScorer();
       loaded.adapters.destroy();
       this.adapters.delete(name);
     });
@@ -327,6 +388,11 @@ export class ModelHost {
   private dropDecoders(): void {
     this.decoders?.decoders.destroy();
     this.decoders = null;
+  }
+
+  private dropScorer(): void {
+    this.scorer?.scorer.destroy();
+    this.scorer = null;
   }
 
   /**
@@ -353,7 +419,7 @@ export class ModelHost {
       R,
       ...this.end,
       readEvery: SERVER_READ_EVERY,
-      compactBelow: SERVER_COMPACT_BELOW,
+      eager: { lag: SERVER_READ_LAG, between: turnEventLoop },
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
       topLogprobs: MAX_TOP_LOGPROBS,
       processing: true,
@@ -363,6 +429,7 @@ export class ModelHost {
 
   destroy(): void {
     this.dropDecoders();
+    this.dropScorer();
     for (const a of this.adapters.values()) a.adapters.destroy();
   }
 }

@@ -18,6 +18,7 @@ import {
   type SamplingDefaults,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
+import { vllmPromptLogprobs, type ReportedPrompt } from './prompt-report.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 
@@ -33,6 +34,8 @@ interface OpenAiRequest {
   stream: boolean;
   /** stream_options.include_usage: `usage: null` on every chunk, then a last chunk with no choices and the usage. */
   includeUsage: boolean;
+  /** vLLM's prompt_logprobs: alternatives per prompt position in the response's prompt_logprobs (null: absent). */
+  promptLogprobs: number | null;
 }
 
 /** The fields /v1/completions and /v1/chat/completions share. */
@@ -48,15 +51,12 @@ function commonFields(
   const s = samplingFields(f, defaults);
   f.unsupported('best_of', s.n, 'best_of other than n is not supported by this server');
   f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
-  // Accepted and ignored they would answer something else than asked: refused until they are computed.
-  if (f.has('prompt_logprobs'))
-    throw new ApiError(400, 'prompt_logprobs: prompt log-probs are not computed by this server', 'prompt_logprobs');
-  if (f.has('truncate_prompt_tokens'))
-    throw new ApiError(
-      400,
-      'truncate_prompt_tokens: prompts are not truncated by this server (a prompt over --max-prompt-tokens is a 400)',
-      'truncate_prompt_tokens',
-    );
+  const promptLogprobs = f.has('prompt_logprobs')
+    ? f.number('prompt_logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS })
+    : null;
+  // vLLM refuses them too: a stream has no place for them (echo's prompt log-probs do stream).
+  if (stream && promptLogprobs !== null)
+    throw new ApiError(400, 'prompt_logprobs: not available when stream is true (as vLLM)', 'prompt_logprobs');
   const seed = f.optionalInteger('seed');
   return {
     n: s.n,
@@ -71,7 +71,11 @@ function commonFields(
     skipSpecialTokens: f.boolean('skip_special_tokens', true),
     adapter: null,
     topLogprobs: 0,
-    processing: processingFields(f, 'min_tokens'),
+    processing: processingFields(f, 'min_tokens', defaults),
+    promptLogprobs,
+    truncatePromptTokens: f.has('truncate_prompt_tokens')
+      ? f.number('truncate_prompt_tokens', 0, { integer: true, min: -1 })
+      : null,
     model: f.has('model') ? f.string('model', '') : null,
     returnTokenIds: f.boolean('return_token_ids', false),
     stream,
@@ -80,8 +84,10 @@ function commonFields(
 }
 
 export interface CompletionRequest extends OpenAiRequest {
-  /** Per-token log-probs of the sampled tokens (logprobs=0; top alternatives are not computed). */
+  /** Per-token log-probs (`logprobs` given; its N alternatives are the request's topLogprobs). */
   logprobs: boolean;
+  /** The prompt comes first in each choice's text (and, with logprobs, its tokens in the log-probs), as vLLM's. */
+  echo: boolean;
 }
 
 export function parseCompletionRequest(
@@ -91,7 +97,7 @@ export function parseCompletionRequest(
   const f = RequestFields.of(body);
   if (!f.has('prompt')) throw badRequest('prompt', 'a prompt (text or token ids)', undefined);
   const prompts = promptInputs(f.raw('prompt'), 'prompt');
-  f.unsupported('echo', false, 'echo is not supported by this server (only false)');
+  const echo = f.boolean('echo', false);
   f.unsupported('suffix', '', 'suffix is not supported by this server');
   // vLLM's max_logprobs (20) bounds the alternatives per token.
   const logprobs = f.has('logprobs') ? f.number('logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS }) : null;
@@ -100,13 +106,23 @@ export function parseCompletionRequest(
     f.has('max_tokens') ? f.number('max_tokens', 0, { integer: true }) : null,
     defaults,
   );
+  // vLLM: echo with logprobs scores the prompt with as many alternatives; prompt_logprobs may ask for more.
+  const echoed = echo && logprobs !== null ? logprobs : null;
+  const scored = [rest.promptLogprobs, echoed].filter((k) => k !== null);
   return {
-    request: { prompts, ...rest, topLogprobs: logprobs ?? 0 },
+    request: {
+      prompts,
+      ...rest,
+      topLogprobs: logprobs ?? 0,
+      promptLogprobs: scored.length > 0 ? Math.max(...scored) : null,
+    },
     model,
     returnTokenIds,
     stream,
     includeUsage,
+    promptLogprobs: rest.promptLogprobs,
     logprobs: logprobs !== null,
+    echo,
   };
 }
 
@@ -169,6 +185,7 @@ export function parseChatRequest(body: unknown, defaults: SamplingDefaults = NEU
     returnTokenIds,
     stream,
     includeUsage,
+    promptLogprobs: rest.promptLogprobs,
     messages,
     addGenerationPrompt: f.boolean('add_generation_prompt', true),
     templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
@@ -183,6 +200,8 @@ export interface ReportedSample extends CompletionText {
   promptIds: number[];
   /** Per token, its alternatives and their texts, when asked for. */
   top: Alternatives | null;
+  /** Its prompt, when the request echoes or scores it. */
+  prompt?: ReportedPrompt;
 }
 
 /** Per generated token, its most likely alternatives, their log-probs and texts (most likely first). */
@@ -192,10 +211,12 @@ export interface Alternatives {
   texts: string[][];
 }
 
+type TopDict = Record<string, number>;
+
 /** vLLM's completions top_logprobs: per token {text: log-prob} of its alternatives, and of the token drawn. */
-function topLogprobDicts(top: Alternatives, tokenTexts: readonly string[], logprobs: ArrayLike<number>) {
+function topLogprobDicts(top: Alternatives, tokenTexts: readonly string[], logprobs: ArrayLike<number>): TopDict[] {
   return top.texts.map((texts, t) => {
-    const dict: Record<string, number> = {};
+    const dict: TopDict = {};
     texts.forEach((text, k) => {
       dict[text] ??= top.logprobs[t][k];
     });
@@ -204,27 +225,56 @@ function topLogprobDicts(top: Alternatives, tokenTexts: readonly string[], logpr
   });
 }
 
+/**
+ * An echoed prompt's part of a completions choice's logprobs (vLLM's): each token's text and log-prob (null for the
+ * first), and with N > 0 its N alternatives (null for the first).
+ */
+function promptLogprobParts(prompt: ReportedPrompt, N: number) {
+  const s = prompt.scores!;
+  const rest = prompt.tokenTexts.slice(1);
+  const top =
+    N > 0
+      ? [
+          null,
+          ...topLogprobDicts(
+            {
+              ids: s.top.ids,
+              logprobs: s.top.logprobs.map((l) => l.slice(0, N)),
+              texts: s.top.texts.map((t) => t.slice(0, N)),
+            },
+            rest,
+            s.logprobs,
+          ),
+        ]
+      : null;
+  return { tokenTexts: prompt.tokenTexts, logprobs: [null, ...Array.from(s.logprobs)], top };
+}
+
 /** OpenAI's chat top_logprobs: per token [{token, logprob, bytes}] of its alternatives. */
 function topLogprobLists(top: Alternatives, t: number) {
   return top.texts[t].map((token, k) => ({ token, logprob: top.logprobs[t][k], bytes: utf8Bytes(token) }));
 }
 
 /**
- * A completions choice's logprobs (vLLM's): the tokens' texts and log-probs, where each text starts in the sample's
- * text (its first at `start`), and their alternatives. A response's choice and a stream chunk's both take it.
+ * A completions choice's logprobs (vLLM's): the tokens' texts and log-probs, where each text starts in the choice's
+ * text (its first at `start`), and their alternatives; an echoed prompt's tokens come first. A response's choice and
+ * a stream chunk's both take it.
  */
 function completionLogprobs(
   tokenTexts: readonly string[],
   logprobs: ArrayLike<number>,
   top: Alternatives | null,
   start: number,
+  echoed: ReturnType<typeof promptLogprobParts> | null = null,
 ) {
   let offset = start;
+  const texts = [...(echoed?.tokenTexts ?? []), ...tokenTexts];
+  const sampleTop = top ? topLogprobDicts(top, tokenTexts, logprobs) : null;
   return {
-    text_offset: tokenTexts.map((t) => (offset += t.length) - t.length),
-    token_logprobs: Array.from(logprobs),
-    tokens: [...tokenTexts],
-    top_logprobs: top ? topLogprobDicts(top, tokenTexts, logprobs) : null,
+    text_offset: texts.map((t) => (offset += t.length) - t.length),
+    token_logprobs: [...(echoed?.logprobs ?? []), ...Array.from(logprobs)],
+    tokens: texts,
+    top_logprobs: sampleTop && [...(echoed?.top ?? []), ...sampleTop],
   };
 }
 
@@ -263,7 +313,7 @@ export function completionResponse(
   model: string,
   samples: readonly ReportedSample[],
   promptTokens: number,
-  c: Pick<CompletionRequest, 'logprobs' | 'returnTokenIds'>,
+  c: Pick<CompletionRequest, 'logprobs' | 'returnTokenIds'> & Partial<EchoFields>,
 ) {
   return {
     id: randomId('cmpl'),
@@ -272,22 +322,35 @@ export function completionResponse(
     model,
     choices: samples.map((s, index) => ({
       index,
-      text: s.text,
-      logprobs: c.logprobs ? completionLogprobs(s.tokenTexts, s.logprobs, s.top, 0) : null,
+      text: c.echo ? s.prompt!.text + s.text : s.text,
+      logprobs: c.logprobs
+        ? completionLogprobs(s.tokenTexts, s.logprobs, s.top, 0, c.echo ? echoedPrompt(s.prompt!, c) : null)
+        : null,
       finish_reason: s.finishReason,
       stop_reason: stopReason(s),
+      ...(s.prompt?.scores
+        ? { prompt_logprobs: vllmPromptLogprobs(s.prompt, c.promptLogprobs ?? c.request?.topLogprobs ?? 0) }
+        : {}),
       ...(c.returnTokenIds ? { prompt_token_ids: s.promptIds, token_ids: s.tokens } : {}),
     })),
     usage: usage(promptTokens, samples),
   };
 }
 
+type EchoFields = Pick<CompletionRequest, 'echo' | 'promptLogprobs' | 'request'>;
+
+/** An echoed prompt's log-prob part, with as many alternatives as the generated tokens get (logprobs: N). */
+function echoedPrompt(prompt: ReportedPrompt, c: Partial<Pick<CompletionRequest, 'request'>>) {
+  return promptLogprobParts(prompt, c.request?.topLogprobs ?? 0);
+}
+
 export function chatResponse(
   model: string,
   samples: readonly ReportedSample[],
   promptTokens: number,
-  c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds'>,
+  c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds' | 'promptLogprobs'>,
 ) {
+  const prompt = samples[0]?.prompt;
   return {
     id: randomId('chatcmpl'),
     object: 'chat.completion',
@@ -302,6 +365,8 @@ export function chatResponse(
       ...(c.returnTokenIds ? { token_ids: s.tokens } : {}),
     })),
     usage: usage(promptTokens, samples),
+    // vLLM's: the chat prompt's log-probs once, beside the choices.
+    ...(c.promptLogprobs !== null && prompt ? { prompt_logprobs: vllmPromptLogprobs(prompt, c.promptLogprobs) } : {}),
     ...(c.returnTokenIds ? { prompt_token_ids: samples[0]?.promptIds ?? [] } : {}),
   };
 }
@@ -355,6 +420,36 @@ export function completionChunk(
     ...(c.includeUsage ? { usage: null } : {}),
   };
 }
+
+/**
+ * An echoing stream's first chunk of a choice: the prompt's text and, with logprobs, its tokens' log-probs (vLLM
+ * sends them with the first generated text; here they go first, before any token is read).
+ */
+export function echoChunk(
+  head: StreamHead,
+  index: number,
+  prompt: ReportedPrompt,
+  c: Pick<CompletionRequest, 'logprobs' | 'includeUsage' | 'request'>,
+) {
+  return {
+    ...head,
+    object: 'text_completion',
+    choices: [
+      {
+        index,
+        text: prompt.text,
+        logprobs: c.logprobs
+          ? completionLogprobs([], [], c.request.topLogprobs > 0 ? EMPTY_TOP : null, 0, echoedPrompt(prompt, c))
+          : null,
+        finish_reason: null,
+        stop_reason: null,
+      },
+    ],
+    ...(c.includeUsage ? { usage: null } : {}),
+  };
+}
+
+const EMPTY_TOP: Alternatives = { ids: [], logprobs: [], texts: [] };
 
 /** A chat.completion.chunk (vLLM's ChatCompletionStreamResponse); `role` starts a choice's stream. */
 export function chatChunk(

@@ -80,6 +80,7 @@ export class Scheduler {
   private readonly jobs: (GenerateJob | ExclusiveJob)[] = [];
   private readonly owners = new Map<QueuedSample, { job: GenerateJob; index: number }>();
   private driving: Promise<void> | null = null;
+  private exclusiveRunning = false;
 
   constructor(
     private readonly decodeLoop: DecodeLoop,
@@ -95,9 +96,15 @@ export class Scheduler {
     return this.jobs.reduce((n, j) => n + (j.kind === 'generate' ? j.remaining : 0), 0);
   }
 
+  /** Work that needs the loop stopped (a weight update, an adapter change) runs or waits in the queue. */
+  get exclusiveQueued(): boolean {
+    return this.exclusiveRunning || this.jobs.some((j) => j.kind === 'exclusive');
+  }
+
   generate(r: ScheduledRequest): Promise<SampleResult[]> {
     return new Promise((resolve, reject) => {
-      const config = { eosTokenIds: this.eosTokenIds, decode: this.decode };
+      // ignore_eos: no EOS ends a sample on the host (the logits processing reopens the row on the device).
+      const config = { eosTokenIds: r.processing?.ignoreEos ? [] : this.eosTokenIds, decode: this.decode };
       const samples = r.prompts
         .flatMap((prompt) => Array.from({ length: r.n }, () => prompt))
         .map(
@@ -163,7 +170,9 @@ export class Scheduler {
       const head = this.jobs[0];
       if (head.kind === 'exclusive') {
         this.jobs.shift();
+        this.exclusiveRunning = true;
         await head.work().then(head.resolve, head.reject);
+        this.exclusiveRunning = false;
         continue;
       }
       const queue = new LoopQueue(this, head.adapter);

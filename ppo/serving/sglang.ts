@@ -15,6 +15,7 @@ import {
   type SamplingDefaults,
 } from './generation-request.ts';
 import type { CompletionText } from './completion-text.ts';
+import type { ReportedScores } from './prompt-report.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 
 /** SGLang's SamplingParams default max_new_tokens. */
@@ -23,6 +24,8 @@ export const GENERATE_DEFAULT_MAX_NEW_TOKENS = 128;
 export interface GenerateRequest {
   request: GenerationRequest;
   returnLogprob: boolean;
+  /** The first prompt token whose log-prob is reported (SGLang's logprob_start_len; -1: the last prompt token). */
+  logprobStartLen: number;
   /** rid: echoed as meta_info.id. */
   rid: string | null;
   /** A batch of prompts (text or input_ids a list of them): SGLang answers a list even for one sample. */
@@ -39,7 +42,6 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
   const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
   const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
   f.unsupported('token_ids_logprob', null, 'log-probs of chosen token ids are not computed by this server');
-  f.unsupported('logprob_start_len', -1, 'prompt log-probs are not computed by this server (only -1: output tokens)');
   if (f.has('input_embeds') || f.has('image_data'))
     throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
   if (Array.isArray(f.raw('sampling_params'))) {
@@ -65,6 +67,9 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
     );
   }
   const rid = f.raw('rid');
+  const returnLogprob = f.boolean('return_logprob', false);
+  const logprobStartLen = f.number('logprob_start_len', -1, { integer: true, min: -1 });
+  const topLogprobs = f.number('top_logprobs_num', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS });
   return {
     request: {
       prompts,
@@ -79,10 +84,14 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
       keepStopString: s.boolean('no_stop_trim', false),
       skipSpecialTokens: s.boolean('skip_special_tokens', true),
       adapter: (lora as string | null | undefined) ?? null,
-      topLogprobs: f.number('top_logprobs_num', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS }),
-      processing: processingFields(s, 'min_new_tokens'),
+      topLogprobs,
+      processing: processingFields(s, 'min_new_tokens', defaults),
+      // -1 reports the last prompt token only, whose log-prob SGLang leaves null: nothing to score.
+      promptLogprobs: returnLogprob && logprobStartLen !== -1 ? topLogprobs : null,
+      truncatePromptTokens: null,
     },
-    returnLogprob: f.boolean('return_logprob', false),
+    returnLogprob,
+    logprobStartLen,
     rid: typeof rid === 'string' ? rid : null,
     batch,
     stream: f.boolean('stream', false),
@@ -98,6 +107,9 @@ export interface GeneratedSample {
   end: Pick<CompletionText, 'finishReason' | 'matched'> | null;
   /** Per token, its alternatives (top_logprobs_num), when asked for. */
   top: { ids: number[][]; logprobs: number[][] } | null;
+  promptIds: readonly number[];
+  /** Its prompt's scores, when logprob_start_len ≥ 0. */
+  promptScores?: ReportedScores | null;
 }
 
 /** A random request id, as SGLang makes one. */
@@ -118,7 +130,7 @@ export function generateOutput(
   s: GeneratedSample,
   i: number,
   count: number,
-  g: Pick<GenerateRequest, 'returnLogprob'> & { rid: string },
+  g: Pick<GenerateRequest, 'returnLogprob' | 'logprobStartLen'> & { rid: string },
   latencySeconds: number,
   weightVersion: string,
 ) {
@@ -134,6 +146,7 @@ export function generateOutput(
       weight_version: weightVersion,
       e2e_latency: latencySeconds,
       // [logprob, token id, token text]: the text only with return_text_in_logprobs, which this server leaves null.
+      ...(g.returnLogprob ? inputLogprobs(s, g.logprobStartLen) : {}),
       ...(g.returnLogprob ? { output_token_logprobs: s.tokens.map((id, t) => [s.logprobs[t], id, null]) } : {}),
       ...(g.returnLogprob && s.top
         ? {
@@ -144,10 +157,32 @@ export function generateOutput(
   };
 }
 
+/**
+ * SGLang's input_token_logprobs: [logprob, id, null] for each prompt token from logprob_start_len (-1: the last),
+ * the first always null as SGLang leaves it; with top_logprobs_num, input_top_logprobs alike (the first null).
+ */
+function inputLogprobs(s: GeneratedSample, logprobStartLen: number) {
+  const { promptIds: ids, promptScores: scores } = s;
+  const start = logprobStartLen === -1 ? ids.length - 1 : logprobStartLen;
+  const positions = ids.slice(start).map((id, i) => ({ id, p: start + i - 1, first: i === 0 }));
+  return {
+    input_token_logprobs: positions.map(({ id, p, first }) => [first ? null : scores!.logprobs[p], id, null]),
+    ...(s.top && scores
+      ? {
+          input_top_logprobs: positions.map(({ p, first }) =>
+            first ? null : scores.top.ids[p].map((alt, k) => [scores.top.logprobs[p][k], alt, null]),
+          ),
+        }
+      : s.top
+        ? { input_top_logprobs: [null] }
+        : {}),
+  };
+}
+
 /** Every sample's response; /generate answers a list of them for a batch of prompts or n > 1, else the one object. */
 export function generateResponse(
   samples: readonly GeneratedSample[],
-  g: Pick<GenerateRequest, 'returnLogprob' | 'rid' | 'batch'>,
+  g: Pick<GenerateRequest, 'returnLogprob' | 'logprobStartLen' | 'rid' | 'batch'>,
   latencySeconds: number,
   weightVersion: string,
 ) {

@@ -21,7 +21,7 @@ export class SampleStream {
   private readonly holdBack: number;
 
   constructor(
-    private readonly tokenizer: Pick<Tokenizer, 'decode'>,
+    private readonly tokenizer: Pick<Tokenizer, 'decode' | 'decodeBatch'>,
     private readonly promptIds: readonly number[],
     private readonly request: TextRequest & Pick<GenerationRequest, 'topLogprobs'>,
     readonly index: number,

@@ -268,6 +268,38 @@ describe('memory plan', () => {
     expect(widened.resident.map((r) => r.what)).toContain('actor weights transposed for decode steps');
   });
 
+  it('rollout.dtype=bfloat16: a bf16 copy of the actor, half the KV cache bytes a sequence, more sequences at once', () => {
+    const device = { maxBindingBytes: 1024 * MIB, memory: overrideMemory(256 * MIB), decodeTransposedWeights: true };
+    const models = { actor, critic, rewardModel: null };
+    // A budget that bounds the slots: 128 sequences need more than the rollout's 128 MiB.
+    const shape = ['data.train_batch_size=128', 'actor_rollout_ref.actor.ppo_mini_batch_size=64'];
+    const f32 = planMemory(config(shape), models, device);
+    const bf16 = planMemory(config([...shape, 'actor_rollout_ref.rollout.dtype=bfloat16']), models, device);
+    expect(bf16.resident.find((r) => r.what === 'rollout copy of the actor (bf16 matrices)')?.bytes).toBe(
+      parameterBytes(actor, 'bf16'),
+    );
+    // Decode steps multiply the half copy as stored: no float32 transposed set for them.
+    expect(bf16.resident.map((r) => r.what)).not.toContain('actor weights transposed for decode steps');
+    const at = (plan: typeof f32) => {
+      const phase = plan.phases[0];
+      const S = Number(/\((\d+) of/.exec(phase.phase)![1]);
+      const cache = phase.items.find((i) => i.what.startsWith('KV cache'))!;
+      const prefill = phase.items.find((i) => i.what.startsWith('prefill KV cache'))!;
+      return { S, cache: cache.bytes / S, prefill: prefill.bytes / S, items: phase.items.map((i) => i.what) };
+    };
+    const [full, half] = [at(f32), at(bf16)];
+    // k and v of 2 layers and a compaction layer, (768 + 256 + read-ahead) slots × NKV·HS = 64, and the u32 mask.
+    const kv = (slots: number, bytes: number) => slots * (5 * 64 * bytes + 4);
+    expect(full.cache).toBe(kv((full.cache / (5 * 64 * 4 + 4)) | 0, 4));
+    expect(half.cache).toBe(kv(full.cache / (5 * 64 * 4 + 4), 2));
+    expect(half.prefill).toBe(kv(256, 2));
+    expect(half.items).toContain(`float32 copy of one bf16 prefill cache layer (${half.S} × 256 slots × K,V)`);
+    // 27 → 33: prefill activations and the 152k-vocabulary logits, not the cache, fill most of a slot of this 2-layer
+    // model (test/cpu/rollout-slots.test.ts has a 28-layer one, where the cache dominates).
+    expect(full.S).toBeLessThan(128);
+    expect(half.S).toBeGreaterThan(full.S);
+  });
+
   it("gradient checkpointing: an update keeps every layer's input and one layer's activations", () => {
     const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
     const update = (overrides: string[]) =>

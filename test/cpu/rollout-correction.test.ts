@@ -166,6 +166,30 @@ describe('rollout_is weights (verl compute_rollout_correction_weights)', () => {
     [1.5, 1, 0, 1, 0, 0].forEach((w, i) => expect(weights[i]).toBeCloseTo(w / mean, 5));
   });
 
+  it('a half-precision rollout (rollout.dtype) keeps its own log-probs and recomputes old ones, as servers do', () => {
+    const noRecompute = 'actor_rollout_ref.rollout.calculate_log_probs=false';
+    for (const dtype of ['bfloat16', 'float16']) {
+      const config = loadConfig({ overrides: [noRecompute, `actor_rollout_ref.rollout.dtype=${dtype}`] });
+      expect(planStep(config).experience.calculateLogProbs, dtype).toBe(true);
+      // …so rollout_is, which compares the two, is taken.
+      const is = loadConfig({
+        overrides: [
+          noRecompute,
+          `actor_rollout_ref.rollout.dtype=${dtype}`,
+          'algorithm.rollout_correction.rollout_is=token',
+        ],
+      });
+      expect(planStep(is).rolloutIs?.level, dtype).toBe('token');
+    }
+    expect(
+      planStep(loadConfig({ overrides: [noRecompute, 'actor_rollout_ref.rollout.dtype=float32'] })).experience
+        .calculateLogProbs,
+    ).toBe(false);
+    expect(() => loadConfig({ overrides: ['actor_rollout_ref.rollout.dtype=bf16'] })).toThrow(
+      /actor_rollout_ref\.rollout\.dtype.*bfloat16/,
+    );
+  });
+
   it("the config refuses rollout_is without the rollout's log-probs, and takes it with every policy loss", () => {
     expect(() =>
       planStep(

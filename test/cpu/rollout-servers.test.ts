@@ -164,7 +164,16 @@ describe('rollout servers: documented wire shapes', () => {
       'm',
       [1, 2],
       2,
-      { temperature: 0.7, topP: 0.9, topK: 5, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null },
+      {
+        temperature: 0.7,
+        topP: 0.9,
+        topK: 5,
+        maxTokens: 8,
+        stopTokenIds: [EOS],
+        ignoreEos: false,
+        seed: 3,
+        sampleOffset: null,
+      },
       null,
     );
     expect(call.path).toBe('/generate');
@@ -183,10 +192,12 @@ describe('rollout servers: documented wire shapes', () => {
       'm',
       [1, 2],
       2,
-      { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: 6 },
+      { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [], ignoreEos: true, seed: 3, sampleOffset: 6 },
       null,
     );
-    expect(toEngine.body).toMatchObject({ sampling_params: { sampling_seed: 3, sample_offset: 6 } });
+    // verl's rollout.ignore_eos goes to the server as SGLang's (and vLLM's) ignore_eos.
+    expect(toEngine.body).toMatchObject({ sampling_params: { sampling_seed: 3, sample_offset: 6, ignore_eos: true } });
+    expect((call.body as { sampling_params: object }).sampling_params).not.toHaveProperty('ignore_eos');
     expect(parseModelInfo('sglang', { model_path: '/m' })).toEqual({ name: '/m', engineServer: false });
     expect(parseModelInfo('sglang', { model_path: '/m', owned_by: 'webgpu-rlhf' })).toEqual({
       name: '/m',
@@ -212,7 +223,16 @@ describe('rollout servers: documented wire shapes', () => {
       'served',
       [1, 2],
       2,
-      { temperature: 1, topP: 1, topK: -1, maxTokens: 8, stopTokenIds: [EOS], seed: 3, sampleOffset: null },
+      {
+        temperature: 1,
+        topP: 1,
+        topK: -1,
+        maxTokens: 8,
+        stopTokenIds: [EOS],
+        ignoreEos: false,
+        seed: 3,
+        sampleOffset: null,
+      },
       'actor_v4',
     );
     expect(call.body).toMatchObject({

@@ -68,4 +68,32 @@ describe('rollout slots', () => {
       }
     },
   );
+
+  it('a half-precision KV cache (rollout.dtype) nearly doubles the slots a 28-layer model decodes in the same budget', () => {
+    // Qwen3-1.7B's shape: 28 layers of 8 KV heads × 128, prompts of 256 and a cache of 1,041 slots.
+    const m = parseHfConfig({
+      architectures: ['Qwen3ForCausalLM'],
+      vocab_size: 151_936,
+      hidden_size: 2048,
+      intermediate_size: 6144,
+      num_hidden_layers: 28,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      rms_norm_eps: 1e-6,
+      tie_word_embeddings: true,
+    });
+    const caps = { maxBufferSize: 2 ** 40, maxStorageBufferBindingSize: 2 ** 40 };
+    const shape = { promptLength: 256, capacity: 1041, samples: 100_000 };
+    const budget = { memoryBudgetBytes: 12 * 2 ** 30 };
+    const f32 = rolloutSlots(caps, m, shape, budget);
+    const bf16 = rolloutSlots(caps, m, { ...shape, cacheDtype: 'bf16', blockKeys: 256 }, budget);
+    // Per slot in float32: the caches' (57 layers of k or v) × (1,041 + 256) slots × 1,024 × 4 B = 303 MB of 339 MB
+    // (the prefill's activations are 36 MB); in bf16 the caches take half that, plus a 2 MB float32 copy of one
+    // prefill layer: 190 MB, 1.79 times the slots.
+    expect(bf16 / f32).toBeGreaterThan(1.75);
+    expect(bf16 / f32).toBeLessThan(2);
+    // Multi-turn appends attend the whole cache through that copy: a little less.
+    expect(rolloutSlots(caps, m, { ...shape, cacheDtype: 'bf16' }, budget)).toBeLessThan(bf16);
+  });
 });

@@ -12,6 +12,7 @@ import {
 import { generateResponse, parseGenerateRequest, parseUpdateWeightsRequest } from '../../ppo/serving/sglang.ts';
 import {
   checkPromptIds,
+  truncatePrompts,
   generationConfigDefaults,
   promptInputs,
   seedOf,
@@ -80,13 +81,18 @@ describe('serve request parsing', () => {
       code: 400,
     });
     expect(
-      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1.1 } })).body.error.param,
+      refusal(() => parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 0 } })).body.error.param,
     ).toBe('sampling_params.repetition_penalty');
+    expect(
+      parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1.1 } }).request.processing
+        .repetitionPenalty,
+    ).toBe(1.1);
     // The logits processing vLLM and SGLang take (SGLang's min_new_tokens, vLLM's min_tokens).
     const knobs = { presence_penalty: 0.5, frequency_penalty: -1, min_p: 0.05, ignore_eos: true, logit_bias: { 7: 3 } };
     expect(
       parseGenerateRequest({ text: 'a', sampling_params: { ...knobs, min_new_tokens: 4 } }).request.processing,
     ).toEqual({
+      repetitionPenalty: 1,
       presencePenalty: 0.5,
       frequencyPenalty: -1,
       minP: 0.05,
@@ -136,10 +142,32 @@ describe('serve request parsing', () => {
     expect(parseCompletionRequest({ prompt: [5] }).logprobs).toBe(false);
     expect(parseCompletionRequest({ prompt: 'a', logprobs: 2 }).request.topLogprobs).toBe(2);
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: 21 })).body.error.param).toBe('logprobs');
-    expect(refusal(() => parseCompletionRequest({ prompt: 'a', echo: true })).body.error.param).toBe('echo');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', best_of: 3 })).body.error.param).toBe('best_of');
-    for (const key of ['prompt_logprobs', 'truncate_prompt_tokens'])
-      expect(refusal(() => parseCompletionRequest({ prompt: 'a', [key]: 1 })).body.error.param).toBe(key);
+    // Prompt log-probs: echo with logprobs scores the prompt with as many alternatives, prompt_logprobs with its own.
+    const scored = (body: object) => parseCompletionRequest({ prompt: 'a', ...body }).request.promptLogprobs;
+    expect(scored({ echo: true })).toBeNull();
+    expect(scored({ echo: true, logprobs: 3 })).toBe(3);
+    expect(scored({ prompt_logprobs: 0 })).toBe(0);
+    expect(scored({ echo: true, logprobs: 1, prompt_logprobs: 5 })).toBe(5);
+    expect(refusal(() => scored({ prompt_logprobs: 21 })).body.error.param).toBe('prompt_logprobs');
+    expect(refusal(() => scored({ prompt_logprobs: 1, stream: true })).body.error.param).toBe('prompt_logprobs');
+    expect(parseGenerateRequest({ text: 'a', return_logprob: true, logprob_start_len: 0 }).request.promptLogprobs).toBe(
+      0,
+    );
+    expect(parseGenerateRequest({ text: 'a', return_logprob: true }).request.promptLogprobs).toBeNull();
+    expect(parseGenerateRequest({ text: 'a', logprob_start_len: 0 }).request.promptLogprobs).toBeNull();
+    // vLLM's truncate_prompt_tokens keeps the last N tokens; -1 the server's longest prompt; more is a 400.
+    const limits = { maxPromptTokens: 3, maxNewTokens: 8, vocabSize: 10, maxSamples: 4 };
+    const truncate = (keep: number) =>
+      truncatePrompts(
+        [[1, 2, 3, 4, 5], [6]],
+        parseCompletionRequest({ prompt: 'a', truncate_prompt_tokens: keep }).request.truncatePromptTokens,
+        limits,
+      );
+    expect(truncate(2)).toEqual([[4, 5], [6]]);
+    expect(truncate(-1)).toEqual([[3, 4, 5], [6]]);
+    expect(refusal(() => truncate(4)).body.error.param).toBe('truncate_prompt_tokens');
+    expect(refusal(() => truncate(0)).body.error.param).toBe('truncate_prompt_tokens');
     expect(refusal(() => parseCompletionRequest({ prompt: 'a', temperature: -1 })).body.error).toEqual({
       message: 'temperature: expected a number ≥ 0, got -1',
       type: 'BadRequestError',
@@ -203,11 +231,15 @@ describe('serve request parsing', () => {
     ).toBe('messages[0].content');
   });
 
-  it("applies generation_config.json's temperature, top_p and top_k where a request sets none (vLLM's)", () => {
+  it("applies generation_config.json's sampling where a request sets none (vLLM's)", () => {
     const qwen3 = { temperature: 0.6, top_k: 20, top_p: 0.95, repetition_penalty: 1.05, do_sample: true };
-    const { defaults, ignored } = generationConfigDefaults(qwen3, 'm/generation_config.json');
-    expect(defaults).toEqual({ temperature: 0.6, topP: 0.95, topK: 20 });
-    expect(ignored).toEqual(['repetition_penalty']);
+    const defaults = generationConfigDefaults(qwen3, 'm/generation_config.json');
+    expect(defaults).toEqual({ temperature: 0.6, topP: 0.95, topK: 20, repetitionPenalty: 1.05, minP: 0 });
+    // repetition_penalty and min_p are the logits processing's defaults; a request's own value wins.
+    expect(parseCompletionRequest({ prompt: 'a' }, defaults).request.processing.repetitionPenalty).toBe(1.05);
+    const own = parseGenerateRequest({ text: 'a', sampling_params: { repetition_penalty: 1, min_p: 0.2 } }, defaults);
+    expect(own.request.processing).toMatchObject({ repetitionPenalty: 1, minP: 0.2 });
+    expect(generationConfigDefaults({ min_p: 0.05 }, 'g').minP).toBe(0.05);
     expect(parseCompletionRequest({ prompt: 'a' }, defaults).request).toMatchObject({
       temperature: 0.6,
       topP: 0.95,
@@ -220,8 +252,14 @@ describe('serve request parsing', () => {
     });
     expect(parseGenerateRequest({ text: 'a' }, defaults).request.topK).toBe(20);
     expect(parseChatRequest({ messages: [{ role: 'user', content: 'a' }] }, defaults).request.temperature).toBe(0.6);
-    expect(generationConfigDefaults(null, 'g').defaults).toEqual({ temperature: 1, topP: 1, topK: -1 });
-    expect(generationConfigDefaults({ top_k: 0 }, 'g').defaults.topK).toBe(-1);
+    expect(generationConfigDefaults(null, 'g')).toEqual({
+      temperature: 1,
+      topP: 1,
+      topK: -1,
+      repetitionPenalty: 1,
+      minP: 0,
+    });
+    expect(generationConfigDefaults({ top_k: 0 }, 'g').topK).toBe(-1);
     expect(() => generationConfigDefaults({ top_p: 2 }, 'm/generation_config.json')).toThrow(
       'm/generation_config.json: top_p',
     );
@@ -264,8 +302,10 @@ describe('serve request parsing', () => {
 });
 
 describe('serve responses', () => {
+  const chars = (ids: readonly number[]) => ids.map((i) => String.fromCharCode(96 + i)).join('');
   const decodeChars = {
-    decode: async (ids: readonly number[]) => ids.map((i) => String.fromCharCode(96 + i)).join(''),
+    decode: async (ids: readonly number[]) => chars(ids),
+    decodeBatch: async (ids: readonly (readonly number[])[]) => ids.map(chars),
   };
   const request = { stop: ['cd', 'b'], stopTokenIds: [9], keepStopString: false, skipSpecialTokens: true };
 
@@ -345,7 +385,12 @@ describe('serve responses', () => {
       ],
     });
     const g = { ...s, promptTokens: 1, end: s };
-    const one = generateResponse([g], { returnLogprob: true, rid: 'r', batch: false }, 0.5, 'default');
+    const one = generateResponse(
+      [g],
+      { returnLogprob: true, logprobStartLen: -1, rid: 'r', batch: false },
+      0.5,
+      'default',
+    );
     expect(one).toMatchObject({
       text: 'ab',
       output_ids: [1, 2, 5],
@@ -354,6 +399,8 @@ describe('serve responses', () => {
         finish_reason: { type: 'stop', matched: 5 },
         prompt_tokens: 1,
         completion_tokens: 3,
+        // SGLang's default logprob_start_len -1: the last prompt token only, its log-prob null.
+        input_token_logprobs: [[null, 7, null]],
         output_token_logprobs: [
           [-1, 1, null],
           [-2, 2, null],
@@ -363,13 +410,15 @@ describe('serve responses', () => {
     });
     const list = generateResponse(
       [g, { ...g, end: { ...s, finishReason: 'length' as const } }],
-      { returnLogprob: false, rid: null, batch: false },
+      { returnLogprob: false, logprobStartLen: -1, rid: null, batch: false },
       0.5,
       'default',
     ) as unknown[];
     expect(list).toHaveLength(2);
     expect(list[1]).toMatchObject({ meta_info: { finish_reason: { type: 'length', length: 3 } } });
-    expect(generateResponse([g], { returnLogprob: false, rid: null, batch: true }, 0, 'v')).toHaveLength(1);
+    expect(
+      generateResponse([g], { returnLogprob: false, logprobStartLen: -1, rid: null, batch: true }, 0, 'v'),
+    ).toHaveLength(1);
   });
 });
 

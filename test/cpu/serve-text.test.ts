@@ -112,6 +112,27 @@ describeWithFixtures('served text: stories260K SentencePiece', ['hf/stories260K/
     const emoji = texts.findIndex((x) => x.includes('😀'));
     expect(texts.slice(emoji - 3, emoji)).toEqual(['', '', '']);
   });
+
+  it('tokens pushed at once add what they add one at a time, in one tokenizer call and one per token adding nothing', async () => {
+    const t = await load();
+    const { promptIds, tokens } = await split(t, 'Lily saw a', ' 😀 cat');
+    const oneAtATime = new IncrementalText(t, promptIds, true);
+    const texts: string[] = [];
+    for (const token of tokens) texts.push(...(await oneAtATime.push([token])));
+    let calls = 0;
+    const counted: Pick<Tokenizer, 'decode' | 'decodeBatch'> = {
+      decode: (ids, options) => t.decode(ids, options),
+      decodeBatch: (ids, options) => {
+        calls++;
+        return t.decodeBatch(ids, options);
+      },
+    };
+    const atOnce = new IncrementalText(counted, promptIds, true);
+    expect(await atOnce.push(tokens)).toEqual(texts);
+    expect(atOnce.text).toBe(oneAtATime.text);
+    // The emoji's first 3 bytes add nothing: after each the next round plans its windows again.
+    expect(calls).toBe(4);
+  });
 });
 
 describe('served text: byte-level BPE and the built-in tokenizer', () => {

@@ -87,6 +87,8 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
       'actor_rollout_ref.actor.fsdp_config.model_dtype',
       // verl's server mode is async; here async is one-step-off generation and sync the default.
       'actor_rollout_ref.rollout.mode',
+      // verl decodes in bfloat16 (vLLM's serving dtype); float32 here keeps rollout and training log-probs equal.
+      'actor_rollout_ref.rollout.dtype',
       'actor_rollout_ref.ref.fsdp_config.model_dtype',
       'critic.model.path',
       'critic.model.fsdp_config.model_dtype',

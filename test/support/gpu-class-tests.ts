@@ -61,6 +61,7 @@ export const DEFAULT_LIMITS_TESTS: string[] = [
   // serving's kernels before the sampler: kernels too, so they must fit the default limits as well
   webgpuTest('logits-processors'),
   webgpuTest('top-logprobs'),
+  webgpuTest('prompt-logprobs'),
 ];
 
 function webgpuTest(name: string): string {

@@ -4,7 +4,7 @@ import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/decode/decode-attention.ref.ts';
 import { ropeForwardRef } from '../../kernels/layers/rope.ref.ts';
 import { randomArray, expectClose, seededRandom } from '../support/arrays.ts';
-import type { Engine } from '../../engine/index.ts';
+import { roundToHalf, type Engine, type HalfDType } from '../../engine/index.ts';
 
 /** Runs `body` under each variant this device can choose: on CPU devices lanes over the head dimension (dims, with
  *  subgroups of 8 or more) and over the keys (wg8), and the GPUs' split cache (split); elsewhere its own choice. */
@@ -42,12 +42,15 @@ async function decodeEachVariant(
     keyMask: number[];
     maskBatchStride: number;
     rope?: { positions: number[]; theta: number };
+    /** The cache's storage (the rollout's rollout.dtype); float32 when absent. */
+    cacheDtype?: HalfDType;
   },
   check: (variant: string, out: Float32Array, kCache: Float32Array, vCache: Float32Array, dispatches: number) => void,
 ): Promise<void> {
   const { qkv, kBefore, vBefore, keyMask, maskBatchStride, rope } = inputs;
-  const kCache = engine.tensorFrom('k', [kBefore.length], kBefore);
-  const vCache = engine.tensorFrom('v', [vBefore.length], vBefore);
+  const dtype = inputs.cacheDtype ?? 'f32';
+  const kCache = engine.tensorFrom('k', [kBefore.length], kBefore, dtype);
+  const vCache = engine.tensorFrom('v', [vBefore.length], vBefore, dtype);
   const out = engine.tensor('out', [c.B, c.NH * c.HS]);
   await forEachVariant(engine, async (variant) => {
     engine.upload(kCache, kBefore);
@@ -186,4 +189,78 @@ describe('decode-attention kernel', () => {
       },
     );
   });
+
+  // The rollout's half-precision cache (actor_rollout_ref.rollout.dtype): loads unpack it, the new k, v are stored
+  // rounded to nearest even and attended as stored (rounded, as a prefill attends them). Two bounds, each against
+  // float64:
+  // - over the half-rounded cache and new k, v the kernel's arithmetic is the float32 kernel's: 1e-5 + 1e-4·|ref|;
+  // - against the unrounded float32 cache the rounding itself: every cached k, v is off by at most u·|x| (u = 2⁻⁸ for
+  //   bf16's 8-bit significand, 2⁻¹¹ for f16), so each score moves by at most ε = u·scale·Σ_d |q_d||k_d| and
+  //   |Δout| ≤ max_j |v_j| · (u + e^{2ε} − 1) (softmax weights move by a factor within e^{±2ε}, Σ|Δp| ≤ e^{2ε} − 1;
+  //   the value rounding adds u·Σ p_j |v_j|). Computed per (row, head) from the inputs.
+  for (const dtype of ['bf16', 'f16'] as HalfDType[]) {
+    const u = dtype === 'bf16' ? 2 ** -8 : 2 ** -11;
+    const longCase = { B: 2, NH: 4, NKV: 2, HS: 8, capacity: 640, slot: 600, cacheRows: 2 };
+    it.each([...cases, longCase])(`${dtype} cache: B=$B NH=$NH NKV=$NKV HS=$HS slot $slot of $capacity`, async (c) => {
+      const engine = await gpuEngine();
+      const W = (c.NH + 2 * c.NKV) * c.HS;
+      const kvWidth = c.NKV * c.HS;
+      const cacheSize = c.cacheRows * c.capacity * kvWidth;
+      const maskBatchStride = c.capacity + 2;
+      const random = seededRandom(c.slot + 11);
+      const keyMask = Array.from({ length: c.cacheRows * maskBatchStride }, (_, i) =>
+        i % maskBatchStride === c.slot || random() > 0.2 ? 1 : 0,
+      );
+      const qkv = randomArray(c.B * W, 21, 2);
+      const kFull = randomArray(cacheSize, 22, 2);
+      const vFull = randomArray(cacheSize, 23);
+      const kBefore = roundToHalf(dtype, kFull);
+      const vBefore = roundToHalf(dtype, vFull);
+      const scale = 1 / Math.sqrt(c.HS);
+      const common = { ...c, maskBatchStride, scale, qkv, keyMask };
+      // qkv with its new k and v rounded (the q heads come first, NH·HS of each row).
+      const qkvStored = Float32Array.from(qkv, (x, i) => (i % W < c.NH * c.HS ? x : roundToHalf(dtype, [x])[0]));
+      const rounded = decodeAttentionRef({ ...common, qkv: qkvStored, kCache: kBefore, vCache: vBefore });
+      const unrounded = decodeAttentionRef({ ...common, kCache: kFull, vCache: vFull });
+      // The rounding bound per (row, head): over the slots the query attends.
+      const bound = new Float64Array(c.B * c.NH * c.HS);
+      for (let b = 0; b < c.B; b++) {
+        for (let h = 0; h < c.NH; h++) {
+          const g = Math.floor(h / (c.NH / c.NKV));
+          let epsilon = 0;
+          let vMax = 0;
+          for (let j = 0; j <= c.slot; j++) {
+            if (!keyMask[b * maskBatchStride + j]) continue;
+            let dot = 0;
+            for (let d = 0; d < c.HS; d++) {
+              // The new token's k and v come from qkv, the others from the cache.
+              const at = (b * c.capacity + j) * kvWidth + g * c.HS + d;
+              const k = j === c.slot ? qkv[b * W + (c.NH + g) * c.HS + d] : kFull[at];
+              const v = j === c.slot ? qkv[b * W + (c.NH + c.NKV + g) * c.HS + d] : vFull[at];
+              dot += Math.abs(qkv[b * W + h * c.HS + d] * k);
+              vMax = Math.max(vMax, Math.abs(v));
+            }
+            epsilon = Math.max(epsilon, u * scale * dot);
+          }
+          bound.fill(vMax * (u + Math.expm1(2 * epsilon)), (b * c.NH + h) * c.HS, (b * c.NH + h + 1) * c.HS);
+        }
+      }
+      await decodeEachVariant(
+        engine,
+        c,
+        { qkv, kBefore, vBefore, keyMask, maskBatchStride, cacheDtype: dtype },
+        (variant, out, kCache, vCache) => {
+          expectClose(out, rounded.out, 1e-5, 1e-4, `${variant} out over the rounded cache`);
+          let worst = 0;
+          for (let i = 0; i < out.length; i++) {
+            const excess = Math.abs(out[i] - unrounded.out[i]) - (bound[i] + 1e-5 + 1e-4 * Math.abs(unrounded.out[i]));
+            worst = Math.max(worst, excess);
+          }
+          expect(worst, `${variant}: |out − float32-cache out| beyond the rounding bound`).toBe(0);
+          expect(kCache).toEqual(roundToHalf(dtype, rounded.kCache));
+          expect(vCache).toEqual(roundToHalf(dtype, rounded.vCache));
+        },
+      );
+    });
+  }
 });

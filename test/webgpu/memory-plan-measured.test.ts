@@ -7,7 +7,9 @@
 // fp32 → nf4). The plan's peak is at or above the measured one and within 10% of it (on lavapipe: 1.015 fp32,
 // 1.021 bf16 and nf4 — the plan takes every prompt at max_prompt_length; 0.82–0.88, below, while it counted phases
 // as disjoint: the measured peak, in the actor update, still holds the rollout's two decoders and both log-prob
-// forwards' workspaces).
+// forwards' workspaces). A fourth run keeps the float32 base and generates with rollout.dtype=bfloat16: a bf16
+// copy of the base and bf16 KV caches, counted by the plan too (on lavapipe: +39,156,736 B planned, +39,181,824 B
+// measured; peak ratio 1.011).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { Engine, readKnobs } from '../../engine/index.ts';
@@ -20,7 +22,7 @@ import { runCli } from '../support/run-cli.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
 
 describe('memory plan against the measured peak', () => {
-  it("LoRA on a float32, bf16 and NF4 base: the plan counts each storage's bytes", async () => {
+  it("LoRA on a float32, bf16 and NF4 base, and a bf16 rollout: the plan counts each storage's bytes", async () => {
     const root = await makeTempDir('plan-measured-');
     const model = join(root, 'qwen3');
     const actor = await writeQwen3Model(model, { ...QWEN3_TINY_LAYER, layers: 2 });
@@ -43,6 +45,11 @@ describe('memory plan against the measured peak', () => {
       ['fp32', ['actor_rollout_ref.actor.fsdp_config.model_dtype=fp32']],
       ['bf16', []],
       ['nf4', ['actor_rollout_ref.model.load_in_4bit=true']],
+      // The float32 base decoded from a bf16 copy with a bf16 KV cache (ppo/generation/rollout-weights.ts).
+      [
+        'fp32, rollout.dtype=bfloat16',
+        ['actor_rollout_ref.actor.fsdp_config.model_dtype=fp32', 'actor_rollout_ref.rollout.dtype=bfloat16'],
+      ],
     ] as const) {
       const dir = join(root, name);
       const argv = [...common, ...extra, `trainer.default_local_dir=${dir}`];
@@ -60,8 +67,15 @@ describe('memory plan against the measured peak', () => {
         `${name}: plan ${plan.peakBytes} B, measured ${measured} B, ratio ${(plan.peakBytes / measured).toFixed(4)}`,
       );
     }
-    const [full, ...stored] = peaks;
-    for (const { name, plan, measured } of stored) {
+    const [full, bf16, nf4, halfRollout] = peaks;
+    // The half rollout adds its bf16 copy of the actor and halves its KV caches: the plan's change is the measured one.
+    const measuredCost = halfRollout.measured - full.measured;
+    expect(measuredCost, halfRollout.name).toBeGreaterThan(0);
+    expect(
+      Math.abs(halfRollout.plan - full.plan - measuredCost),
+      `${halfRollout.name}: plan's change vs measured`,
+    ).toBeLessThanOrEqual(0.1 * measuredCost);
+    for (const { name, plan, measured } of [bf16, nf4]) {
       const measuredSaving = full.measured - measured;
       expect(measuredSaving, name).toBeGreaterThan(0);
       expect(Math.abs(full.plan - plan - measuredSaving), `${name}: plan's saving vs measured`).toBeLessThanOrEqual(

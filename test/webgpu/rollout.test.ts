@@ -206,6 +206,32 @@ describe('rollout', () => {
     },
   );
 
+  it("ignoreEos (verl's rollout.ignore_eos): responses go on past an EOS to the budget, log-probs unprocessed", async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+    const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9, readEvery: 3 };
+    const generator = new RolloutGenerator(engine, policy);
+    const stopped = await generator.generate(PROMPTS, c);
+    const going = await generator.generate(PROMPTS, { ...c, ignoreEos: true });
+    expect(going.finishReasons.every((r) => r === 'length')).toBe(true);
+    expect(going.responseLengths).toEqual(new Array(going.responses.length).fill(c.maxResponseLength));
+    let continued = 0;
+    stopped.responses.forEach((row, i) => {
+      const length = stopped.responseLengths[i];
+      // The same random streams: the same tokens up to the EOS that ended the sample, then more.
+      expect(going.responses[i].slice(0, length)).toEqual(row.slice(0, length));
+      if (stopped.finishReasons[i] === 'eos') continued++;
+    });
+    expect(continued).toBeGreaterThan(0);
+    // EOS is not masked (vLLM's ignore_eos): the old log-probs are still the policy's own, teacher-forced.
+    const reference = await teacherForced(engine, policy, going, c.temperature);
+    going.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < c.maxResponseLength; t++)
+        expect(Math.abs(row[t] - reference[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
+    });
+    generator.destroy();
+  });
+
   it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {
     const engine = await gpuEngine();
     const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 3);
@@ -347,6 +373,39 @@ describe('continuous batching', () => {
     );
   }
 
+  // rollout.dtype=bfloat16: the half cache's rows are imported, shifted and dropped as words (two values each), so
+  // any slot count still gives one batch's tokens and log-probs.
+  it('a bfloat16 rollout: 3 slots for 12 samples give the tokens and old log-probs of one batch', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const c: RolloutConfig = {
+      ...BASE,
+      temperature: 0.9,
+      topK: -1,
+      topP: 0.95,
+      n: 2,
+      maxResponseLength: 40,
+      eosTokenIds: [4, 17, 30],
+      readEvery: 2,
+    };
+    const generator = new RolloutGenerator(engine, policy, 'bf16');
+    const one = await generator.generate(prompts, c);
+    const shift = vi.spyOn(KvCache.prototype, 'shiftSlots');
+    const import_ = vi.spyOn(KvCache.prototype, 'importRows');
+    const slotted = await generator.generate(prompts, { ...c, maxSlots: 3 });
+    expect(import_.mock.calls.length).toBeGreaterThan(4);
+    expect(shift).toHaveBeenCalled();
+    shift.mockRestore();
+    import_.mockRestore();
+    expect(new Set(one.responseLengths).size).toBeGreaterThan(3);
+    expect(slotted.responses).toEqual(one.responses);
+    slotted.oldLogProbs.forEach((row, i) => {
+      for (let t = 0; t < row.length; t++)
+        expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+    });
+    generator.destroy();
+  });
+
   it(
     'samples that arrive after the batch dropped its finished rows join as new rows, with the tokens and old ' +
       'log-probs of one batch',
@@ -399,6 +458,75 @@ describe('continuous batching', () => {
       });
     },
   );
+
+  it(
+    "a server's loop admits a sample at the step after it arrives, and the host sees a sample end one step after " +
+      'its last token, where a waiting one takes its row; tokens and old log-probs of one batch',
+    async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const c: RolloutConfig = {
+        ...BASE,
+        temperature: 0.9,
+        topP: 0.95,
+        n: 4,
+        maxResponseLength: 40,
+        eosTokenIds: [4, 17, 30],
+        readEvery: 2,
+      };
+      const one = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
+      const batch = promptBatch(PROMPTS, c);
+      const queue = new StepQueue(new BatchQueue(batch, c));
+      const slots = 3;
+      const rowsPerStep: number[] = [];
+      const decoders = new RolloutDecoders(engine, policy);
+      await decodeContinuous(
+        decoders,
+        queue,
+        {
+          ...c,
+          P: batch.P,
+          R: c.maxResponseLength,
+          onDecodeStep: (rows) => {
+            rowsPerStep.push(rows);
+            queue.step(rowsPerStep.length);
+          },
+          eager: { lag: 1, between: () => new Promise((resolve) => setImmediate(resolve)) },
+        },
+        slots,
+        continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!),
+      );
+      decoders.destroy();
+      const arrived = assemble(batch, queue.batch.records(), c);
+      expect(arrived.responses).toEqual(one.responses);
+      expect(arrived.finishReasons).toEqual(one.finishReasons);
+      arrived.oldLogProbs.forEach((row, i) => {
+        for (let t = 0; t < row.length; t++)
+          expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+      });
+      // The second sample arrived after decode step 4, with a row free: taken before step 5, which decodes 2 rows
+      // (the rollout's cadence takes samples at reads only: after step 2·k).
+      expect(queue.takenAt[1]).toBe(StepQueue.SECOND_ARRIVES);
+      expect(rowsPerStep.slice(0, StepQueue.SECOND_ARRIVES + 1)).toEqual([1, 1, 1, 1, 2]);
+      // A sample taken after step a (firstDispatch a + 1) draws its last token L at dispatch a + 1 + L; the read
+      // after it arrives one step later, at the next step's boundary: it ends after step a + L + 1. With reads every
+      // readEvery steps acted on readEvery later, that was a + L + 1 + 0…2·readEvery − 1.
+      const lengths = one.responseLengths;
+      for (let i = 1; i < lengths.length; i++)
+        expect(queue.finishedAt[i] - queue.takenAt[i], `sample ${i}`).toBe(lengths[i] + 1);
+      // Each sample that ended while others waited gave its row to the next one at that step.
+      const lastTaken = Math.max(...queue.takenAt);
+      for (let i = 0; i < lengths.length; i++)
+        if (queue.finishedAt[i] < lastTaken) expect(queue.takenAt, `sample ${i}`).toContain(queue.finishedAt[i]);
+      // Once none waits, a row stays at most readEvery steps after its sample ended (step s decodes only the rows
+      // of samples taken before it and ended at most readEvery steps before it).
+      const kept = (step: number) =>
+        lengths.filter((_, i) => queue.takenAt[i] < step && step <= queue.finishedAt[i] + c.readEvery!).length;
+      for (let step = lastTaken + 1; step <= rowsPerStep.length; step++)
+        expect(rowsPerStep[step - 1], `step ${step}`).toBeLessThanOrEqual(kept(step));
+      expect(rowsPerStep.at(-1)).toBeLessThan(slots);
+    },
+  );
 });
 
 /**
@@ -437,6 +565,47 @@ class ArrivingQueue implements SampleQueue {
     this.reads++;
     if (this.firstEndedAtRead !== null && this.reads > this.firstEndedAtRead)
       this.waitingNow.push(...this.later.splice(0));
+  }
+}
+
+/**
+ * A rollout's samples as a server's requests arrive, recording after how many decode steps the loop took each and
+ * ended each: the first waits from the start, the second arrives after step SECOND_ARRIVES, the rest after step
+ * SECOND_ARRIVES + 2.
+ */
+class StepQueue implements SampleQueue {
+  static readonly SECOND_ARRIVES = 4;
+  readonly takenAt: number[] = [];
+  readonly finishedAt: number[] = [];
+  private readonly all: QueuedSample[];
+  private readonly waitingNow: QueuedSample[];
+  private steps = 0;
+
+  constructor(readonly batch: BatchQueue) {
+    this.all = batch.take(batch.waiting);
+    this.waitingNow = this.all.slice(0, 1);
+  }
+
+  /** Called after each decode step: samples arrive. */
+  step(steps: number): void {
+    this.steps = steps;
+    if (steps === StepQueue.SECOND_ARRIVES) this.waitingNow.push(this.all[1]);
+    if (steps === StepQueue.SECOND_ARRIVES + 2) this.waitingNow.push(...this.all.slice(2));
+  }
+
+  get waiting(): number {
+    return this.waitingNow.length;
+  }
+
+  take(count: number): QueuedSample[] {
+    const taken = this.waitingNow.splice(0, count);
+    for (const s of taken) this.takenAt[s.sampling.stream] = this.steps;
+    return taken;
+  }
+
+  finished(sample: QueuedSample, logprobs: Float32Array): void {
+    this.batch.finished(sample, logprobs);
+    this.finishedAt[sample.sampling.stream] = this.steps;
   }
 }
 

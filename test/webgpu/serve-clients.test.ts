@@ -178,7 +178,143 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect((await post('/v1/completions', { prompt, logprobs: 21 })).status).toBe(400);
   }, 60_000);
 
-  it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, beside neutral rows', async () => {
+  it("prompt log-probs (echo with max_tokens 0, prompt_logprobs, SGLang's logprob_start_len) are Hugging Face's", async () => {
+    const check: { input_ids: number[]; logits: number[]; next_token_logprobs: number[] } =
+      readFixtureJson('hf/stories260K/fixtures.json').logits_check;
+    const V = 512;
+    const ids = check.input_ids;
+    /** Hugging Face's log-probs after input_ids[0..t], and the rank of input_ids[t + 1] among them. */
+    const hf = (t: number) => {
+      const row = check.logits.slice(t * V, (t + 1) * V);
+      const max = Math.max(...row);
+      const log = Math.log(row.reduce((a, x) => a + Math.exp(x - max), 0));
+      const lps = row.map((x) => x - max - log);
+      const order = lps.map((lp, id) => ({ id, lp })).sort((a, b) => b.lp - a.lp || a.id - b.id);
+      return { order, rank: 1 + lps.filter((lp) => lp > lps[ids[t + 1]]).length };
+    };
+    const close = (got: number, want: number, what: string) =>
+      expect(Math.abs(got - want), `${what}: ${got} vs ${want}`).toBeLessThan(1e-4);
+    // lm-evaluation-harness's log-likelihood request: echo, max_tokens 0, logprobs 1, through the openai client.
+    const scored = await client.completions.create({
+      model: 'stories',
+      prompt: ids,
+      echo: true,
+      max_tokens: 0,
+      logprobs: 2,
+    });
+    const lp = scored.choices[0].logprobs!;
+    expect(scored.choices[0].finish_reason).toBe('length');
+    expect(scored.usage).toMatchObject({ prompt_tokens: ids.length, completion_tokens: 0 });
+    expect(lp.tokens).toHaveLength(ids.length);
+    expect(lp.tokens!.join('')).toBe(scored.choices[0].text);
+    expect(scored.choices[0].text.startsWith('Once upon a time')).toBe(true);
+    expect(lp.text_offset).toEqual(lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join('').length));
+    expect(lp.token_logprobs![0]).toBeNull();
+    expect(lp.top_logprobs![0]).toBeNull();
+    check.next_token_logprobs.forEach((want, t) => {
+      close(lp.token_logprobs![t + 1]!, want, `token ${t + 1}`);
+      // The two most likely tokens there, and the prompt's own token.
+      const dict = lp.top_logprobs![t + 1]!;
+      for (const { lp: alt } of hf(t).order.slice(0, 2))
+        expect(Object.values(dict).some((x) => Math.abs(x - alt) < 1e-4)).toBe(true);
+      expect(dict[lp.tokens![t + 1]]).toBeCloseTo(want, 4);
+    });
+    // vLLM's prompt_logprobs beside a generation: null first, then {id: {logprob, rank, decoded_token}}.
+    const withPrompt = await post('/v1/completions', {
+      prompt: ids.slice(0, 12),
+      max_tokens: 4,
+      temperature: 0,
+      prompt_logprobs: 3,
+      return_token_ids: true,
+    });
+    const choice = withPrompt.json.choices[0];
+    expect(choice.token_ids).toEqual(ids.slice(12, 16));
+    expect(choice.prompt_logprobs).toHaveLength(12);
+    expect(choice.prompt_logprobs[0]).toBeNull();
+    for (let p = 1; p < 12; p++) {
+      const entry = choice.prompt_logprobs[p];
+      const { order, rank } = hf(p - 1);
+      close(entry[ids[p]].logprob, check.next_token_logprobs[p - 1], `prompt_logprobs[${p}]`);
+      expect(entry[ids[p]].rank).toBe(rank);
+      expect(typeof entry[ids[p]].decoded_token).toBe('string');
+      order.slice(0, 3).forEach((alt, k) => {
+        expect(entry[alt.id].rank).toBe(k + 1);
+        close(entry[alt.id].logprob, alt.lp, `prompt_logprobs[${p}] alternative ${k}`);
+      });
+    }
+    // Chat: vLLM's top-level prompt_logprobs, those of the rendered prompt (here <s> + the text, as completions').
+    const [chatScored, textScored] = await Promise.all([
+      post('/v1/chat/completions', {
+        messages: [{ role: 'user', content: PROMPT }],
+        max_tokens: 1,
+        prompt_logprobs: 1,
+      }),
+      post('/v1/completions', { prompt: PROMPT, max_tokens: 1, prompt_logprobs: 1 }),
+    ]);
+    expect(chatScored.json.prompt_logprobs.length).toBeGreaterThan(5);
+    expect(chatScored.json.prompt_logprobs).toEqual(textScored.json.choices[0].prompt_logprobs);
+    // Echo with a generation: the prompt, then the same greedy completion the request gets without echo.
+    const plain = await post('/v1/completions', { prompt: PROMPT, max_tokens: 6, temperature: 0, logprobs: 0 });
+    const echoed = await post('/v1/completions', {
+      prompt: PROMPT,
+      max_tokens: 6,
+      temperature: 0,
+      logprobs: 0,
+      echo: true,
+    });
+    const e = echoed.json.choices[0];
+    expect(e.text).toBe(PROMPT + plain.json.choices[0].text);
+    expect(e.logprobs.token_logprobs.slice(-6)).toEqual(plain.json.choices[0].logprobs.token_logprobs);
+    expect(e.logprobs.tokens.join('')).toBe(e.text);
+    expect(e.logprobs.text_offset.at(-6)).toBe(PROMPT.length);
+    // Streamed, the prompt comes first and the chunks join to the same text.
+    const res = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: PROMPT, max_tokens: 6, temperature: 0, logprobs: 0, echo: true, stream: true }),
+    });
+    const streamed = (await events(res)).events;
+    expect(streamed[0].choices[0].text).toBe(PROMPT);
+    expect(streamed.map((c) => c.choices[0].text).join('')).toBe(e.text);
+    expect(streamed.flatMap((c) => c.choices[0].logprobs.text_offset)).toEqual(e.logprobs.text_offset);
+    // SGLang: input_token_logprobs from logprob_start_len, the first entry's log-prob null (as SGLang), and the
+    // input's alternatives with top_logprobs_num.
+    const g = await post('/generate', {
+      input_ids: ids,
+      return_logprob: true,
+      logprob_start_len: 5,
+      top_logprobs_num: 2,
+      sampling_params: { temperature: 0, max_new_tokens: 0 },
+    });
+    expect(g.status).toBe(200);
+    const input = g.json.meta_info.input_token_logprobs as [number | null, number, null][];
+    expect(input.map(([, id]) => id)).toEqual(ids.slice(5));
+    expect(input[0][0]).toBeNull();
+    input.slice(1).forEach(([x], i) => close(x!, check.next_token_logprobs[5 + i], `input_token_logprobs[${i + 1}]`));
+    const inputTop = g.json.meta_info.input_top_logprobs as ([number, number, null][] | null)[];
+    expect(inputTop[0]).toBeNull();
+    expect(inputTop[1]!.map(([, id]) => id)).toEqual(
+      hf(5)
+        .order.slice(0, 2)
+        .map((a) => a.id),
+    );
+    expect(g.json.output_ids).toEqual([]);
+    // The default (-1): the last prompt token only, null; no prompt scored.
+    const last = await post('/generate', {
+      input_ids: ids,
+      return_logprob: true,
+      sampling_params: { max_new_tokens: 1 },
+    });
+    expect(last.json.meta_info.input_token_logprobs).toEqual([[null, ids.at(-1), null]]);
+    // Refusals: max_tokens 0 without prompt log-probs, a start past the prompt, prompt_logprobs with stream.
+    expect((await post('/v1/completions', { prompt: ids, max_tokens: 0 })).json.error.param).toBe('max_tokens');
+    const past = await post('/generate', { input_ids: ids, return_logprob: true, logprob_start_len: ids.length });
+    expect(past.json.error.message).toContain('logprob_start_len');
+    const streamed400 = await post('/v1/completions', { prompt: ids, prompt_logprobs: 1, stream: true });
+    expect(streamed400.status).toBe(400);
+  }, 60_000);
+
+  it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, repetition, beside neutral rows', async () => {
     const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
     const plain = await post('/generate', greedy);
     // The story ends with EOS (id 1) at 331 tokens; ignore_eos runs it to the budget, min_tokens past 331.
@@ -212,6 +348,31 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // Rows without processing in the same batch are untouched: the same greedy story.
     expect(again.json.output_ids).toEqual(plain.json.output_ids);
     expect((await post('/v1/completions', { prompt: PROMPT, logit_bias: { 512: 1 } })).status).toBe(400);
+    // repetition_penalty over the prompt (vLLM's): after these 8 tokens Hugging Face's greedy token (261) is one of
+    // the prompt's; penalised by 2 (positive logits halved, negative doubled) the argmax is 399, and the reported
+    // log-prob is that processed distribution's (vLLM's processed log-probs).
+    const check: { input_ids: number[]; logits: number[] } =
+      readFixtureJson('hf/stories260K/fixtures.json').logits_check;
+    const prompt = check.input_ids.slice(0, 8);
+    const inPrompt = new Set(prompt);
+    const processed = check.logits
+      .slice(7 * 512, 8 * 512)
+      .map((x, id) => (inPrompt.has(id) ? (x > 0 ? x / 2 : x * 2) : x));
+    const max = Math.max(...processed);
+    const logNormalizer = Math.log(processed.reduce((a, x) => a + Math.exp(x - max), 0));
+    const [repeated, unpenalised] = await Promise.all([
+      post('/generate', {
+        input_ids: prompt,
+        return_logprob: true,
+        sampling_params: { temperature: 0, max_new_tokens: 1, repetition_penalty: 2 },
+      }),
+      post('/generate', { input_ids: prompt, sampling_params: { temperature: 0, max_new_tokens: 1 } }),
+    ]);
+    expect(unpenalised.json.output_ids).toEqual([261]);
+    expect(repeated.json.output_ids).toEqual([processed.indexOf(max)]);
+    expect(processed.indexOf(max)).toBe(399);
+    const [[lp]] = repeated.json.meta_info.output_token_logprobs;
+    expect(Math.abs(lp - (processed[399] - max - logNormalizer))).toBeLessThan(1e-4);
   }, 60_000);
 
   it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {

@@ -1,6 +1,7 @@
 // `node serve.js` as a child process, for the servers benchmark and the trainer-with-servers test: resolved with its
 // URL once it prints the line it listens on, rejected with its stderr if it exits first.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -28,4 +29,23 @@ export function startServeJs(modelDir: string, extraArgs: readonly string[] = []
     });
     child.on('exit', (code) => reject(new Error(`serve.js --model ${modelDir} exited with ${code}: ${stderr.trim()}`)));
   });
+}
+
+/** Linux's USER_HZ: /proc reports CPU time in these ticks. */
+const TICKS_PER_SECOND = 100;
+
+/**
+ * CPU time (user + system, all threads) in ms that a process and its living descendants have used, from /proc (serve.js
+ * serves in a child of its own); null where there is no /proc.
+ */
+export function processTreeCpuMs(pid: number): number | null {
+  try {
+    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    const own = ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    return children.reduce((sum, child) => sum + (processTreeCpuMs(Number(child)) ?? 0), own);
+  } catch {
+    return null;
+  }
 }

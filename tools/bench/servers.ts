@@ -7,7 +7,9 @@
 // tokens each generated. The load average is reported: on a shared machine the ratios are what it could show.
 // `node tools/bench.js servers --serve-throughput[=C]` measures the server alone instead: the same prompts
 // generated in this process (the trainer's RolloutGenerator, one batch) and through one `node serve.js` with C
-// requests in flight (default 32, one sample each, --max-slots C), alternated, and the ratio of their tokens/s.
+// requests in flight (default 32, one sample each, --max-slots C), alternated, and the ratio of their tokens/s;
+// with each side's decode steps, rows per step and CPU time per 1,000 tokens (the server's process and this one, the
+// client: on a shared machine the CPU time varies less than the wall time).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -27,7 +29,7 @@ import { readGenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { loadTokenizer } from '../../models/tokenizer-node.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { endTokenIds } from '../../ppo/generation/types.ts';
-import { startServeJs, type ServeProcess } from './serve-process.ts';
+import { processTreeCpuMs, startServeJs, type ServeProcess } from './serve-process.ts';
 
 const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
 const PROMPTS = 16;
@@ -75,7 +77,7 @@ async function serverTokens(servers: readonly ServeProcess[]): Promise<number[]>
 /** Requests per alternation of the throughput bench, and the new tokens each asks for. */
 const THROUGHPUT_REQUESTS = 64;
 const THROUGHPUT_NEW_TOKENS = 64;
-const THROUGHPUT_ROUNDS = 3;
+const THROUGHPUT_ROUNDS = 5;
 
 /**
  * Generated tokens per second in this process (RolloutGenerator over every prompt, `concurrency` slots) and through
@@ -100,8 +102,19 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     const end = endTokenIds(loaded.config, await readGenerationConfig(model), tokenizer);
     const ids = await Promise.all(prompts.map((p) => tokenizer.encode(p)));
     const generator = new RolloutGenerator(engine, { config: loaded.config, params: loaded.params });
+    // Per side: decode steps and their rows, CPU ms (this process; for the server, its process too) and tokens.
+    const used = {
+      in: { steps: 0, rowSteps: 0, cpuMs: 0, tokens: 0 },
+      served: { serverCpuMs: 0, clientCpuMs: 0, tokens: 0 },
+    };
+    const cpuMs = () => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
+    const serverCpuMs = () => processTreeCpuMs(server.child.pid!) ?? Number.NaN;
     const inProcess = async (seed: number) => {
       const started = performance.now();
+      const cpu = cpuMs();
       const batch = await generator.generate(ids, {
         n: 1,
         temperature: 1,
@@ -111,11 +124,19 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         maxSlots: concurrency,
         maxResponseLength: THROUGHPUT_NEW_TOKENS,
         ...end,
+        onDecodeStep: (rows) => {
+          used.in.steps++;
+          used.in.rowSteps += rows;
+        },
       });
-      return batch.responseLengths.reduce((a, b) => a + b, 0) / ((performance.now() - started) / 1000);
+      const tokens = batch.responseLengths.reduce((a, b) => a + b, 0);
+      used.in.cpuMs += cpuMs() - cpu;
+      used.in.tokens += tokens;
+      return tokens / ((performance.now() - started) / 1000);
     };
     const served = async (seed: number) => {
       const started = performance.now();
+      const [client, serverCpu] = [cpuMs(), serverCpuMs()];
       let next = 0;
       let tokens = 0;
       const worker = async () => {
@@ -131,6 +152,9 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         }
       };
       await Promise.all(Array.from({ length: concurrency }, worker));
+      used.served.clientCpuMs += cpuMs() - client;
+      used.served.serverCpuMs += serverCpuMs() - serverCpu;
+      used.served.tokens += tokens;
       return tokens / ((performance.now() - started) / 1000);
     };
     const counters = async () => {
@@ -139,6 +163,8 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     };
     await inProcess(1);
     await served(1);
+    used.in = { steps: 0, rowSteps: 0, cpuMs: 0, tokens: 0 };
+    used.served = { serverCpuMs: 0, clientCpuMs: 0, tokens: 0 };
     const rates = { in: [] as number[], served: [] as number[] };
     const [steps0, rowSteps0] = await counters();
     for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
@@ -149,28 +175,39 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     const load = loadavg()[0];
     const inRate = median(rates.in);
     const servedRate = median(rates.served);
+    const perThousand = (ms: number, tokens: number) => (1000 * ms) / tokens;
+    const inCpu = perThousand(used.in.cpuMs, used.in.tokens);
+    const servedCpu = perThousand(used.served.serverCpuMs + used.served.clientCpuMs, used.served.tokens);
     return [
       {
         generation: 'in-process (RolloutGenerator)',
         tokens_per_s: inRate,
         ratio: 1,
         load1: load,
-        decode_steps: '-',
-        rows_per_step: '-',
+        // Decode steps per round and the rows they decoded on average (what the batch held).
+        decode_steps: used.in.steps / THROUGHPUT_ROUNDS,
+        rows_per_step: used.in.rowSteps / used.in.steps,
+        cpu_ms_per_1k_tokens: inCpu,
+        cpu_ratio: 1,
       },
       {
         generation: `1 serve.js, ${concurrency} requests in flight`,
         tokens_per_s: servedRate,
         ratio: servedRate / inRate,
         load1: load,
-        // The server's decode steps per round and the rows they decoded on average (what the batch held).
         decode_steps: (steps1 - steps0) / THROUGHPUT_ROUNDS,
         rows_per_step: (rowSteps1 - rowSteps0) / (steps1 - steps0),
+        // The server's process and the client's (this one): in-process CPU per token over this.
+        cpu_ms_per_1k_tokens:
+          `${perThousand(used.served.serverCpuMs, used.served.tokens).toFixed(0)} + ` +
+          `${perThousand(used.served.clientCpuMs, used.served.tokens).toFixed(0)}`,
+        cpu_ratio: inCpu / servedCpu,
       },
       {
         generation:
           `${THROUGHPUT_REQUESTS} prompts × ${THROUGHPUT_NEW_TOKENS} new tokens (temperature 1), ${concurrency} slots ` +
-          `each; medians of ${THROUGHPUT_ROUNDS} alternated rounds after a warm-up; serve.js: ${server.slots} slots`,
+          `each; medians of ${THROUGHPUT_ROUNDS} alternated rounds after a warm-up; serve.js: ${server.slots} slots; ` +
+          'CPU ms per 1,000 tokens over all rounds (served: server + client)',
       },
     ];
   } finally {

@@ -51,6 +51,7 @@ const PROBE_SAMPLING: SamplingRequest = {
   topK: -1,
   maxTokens: PROBE_LENGTH,
   stopTokenIds: [],
+  ignoreEos: false,
   seed: 0,
   sampleOffset: null,
 };
@@ -162,7 +163,9 @@ export class ServerRollout {
       topP: c.topP,
       topK: c.topK,
       maxTokens: c.maxResponseLength,
-      stopTokenIds: c.eosTokenIds,
+      // The servers stop at the EOS ids as stop tokens: with ignore_eos, at none.
+      stopTokenIds: c.ignoreEos ? [] : c.eosTokenIds,
+      ignoreEos: c.ignoreEos === true,
     };
     let done = 0,
       tokens = 0;

@@ -32,6 +32,8 @@ export interface SamplingRequest {
   topK: number;
   maxTokens: number;
   stopTokenIds: readonly number[];
+  /** vLLM's and SGLang's ignore_eos: generation goes on after an EOS. */
+  ignoreEos: boolean;
   seed: number;
   /** The random stream of the first sample (serve.js's `sample_offset`); null: not sent (vLLM, SGLang). */
   sampleOffset: number | null;
@@ -85,6 +87,7 @@ export function generateCall(
           top_k: s.topK,
           max_new_tokens: s.maxTokens,
           stop_token_ids: [...s.stopTokenIds],
+          ...(s.ignoreEos ? { ignore_eos: true } : {}),
           skip_special_tokens: false,
           no_stop_trim: true,
           sampling_seed: s.seed,
@@ -109,6 +112,7 @@ export function generateCall(
       seed: s.seed,
       logprobs: 1,
       stop_token_ids: [...s.stopTokenIds],
+      ...(s.ignoreEos ? { ignore_eos: true } : {}),
       skip_special_tokens: false,
       include_stop_str_in_output: true,
       return_tokens_as_token_ids: true,
