@@ -14,6 +14,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'adamw8bit',
   'attention',
   'binding-split',
+  'buffer-split',
   'clear-ranges',
   'decode-attention',
   'decode-layer',
