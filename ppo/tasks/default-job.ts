@@ -76,7 +76,7 @@ function cosineDecay(step: number, steps: number): number {
  * The stage's learning rate at `step`: a 10-step warmup and a cosine decay to a tenth over its `steps`; past them,
  * its loss gate's restarted cosine cycles.
  */
-function stageLr(stage: WarmStartStage, step: number): number {
+export function stageLr(stage: WarmStartStage, step: number): number {
   const gate = stage.until;
   if (gate && step >= stage.steps)
     return gate.lr * cosineDecay((step - stage.steps) % gate.cycleSteps, gate.cycleSteps);
@@ -85,7 +85,7 @@ function stageLr(stage: WarmStartStage, step: number): number {
 }
 
 /** Whether the stage goes on after `losses` (its steps so far): its schedule, then its loss gate. */
-function stageContinues(stage: WarmStartStage, losses: readonly number[]): boolean {
+export function stageContinues(stage: WarmStartStage, losses: readonly number[]): boolean {
   if (losses.length < stage.steps) return true;
   const gate = stage.until;
   if (!gate || losses.length >= gate.maxSteps) return false;
