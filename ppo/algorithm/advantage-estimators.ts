@@ -15,8 +15,9 @@ import {
 } from '../../kernels/ppo/advantage-outcome.ts';
 import { computeOptimalTokenBaselineGpu } from '../../kernels/ppo/optimal-token-baseline.ts';
 import { zeroTailStarts } from '../../kernels/ppo/zero-tail.ts';
+import type { OutcomeEstimator } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { maskedWhitenGpu } from '../../kernels/ppo/masked-stats.ts';
-import { ADV_ESTIMATORS } from '../config/schema.ts';
+import { ADV_ESTIMATORS, type AdvEstimator } from '../config/advantage-estimator-table.ts';
 
 /**
  * verl raises for the unbiased variance of fewer than two masked elements; so do we, in its words (the kernel would
@@ -131,134 +132,146 @@ function computeGdpoAdvantageGpu(engine: Engine, a: AdvantageArgs, layout: Group
   for (const t of [...Object.values(groups), ...(keys ? scoreTensors : [])]) engine.destroyTensor(t);
 }
 
+function need<V>(estimator: string, value: V | null | undefined, what: string): V {
+  if (value === undefined || value === null) throw new Error(`algorithm.adv_estimator=${estimator} needs ${what}`);
+  return value;
+}
+
+function groupIndex(estimator: string, a: AdvantageArgs): readonly unknown[] {
+  const index = need(estimator, a.index, 'index (a group id per sequence)');
+  if (index.length !== a.B)
+    throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${a.B})`);
+  return index;
+}
+
+/** The group-outcome estimators computeOutcomeAdvantageGpu implements; returns are their advantages. */
+function outcomeAdvantage(estimator: OutcomeEstimator, engine: Engine, a: AdvantageArgs): void {
+  const index = groupIndex(estimator, a);
+  const layout = groupLayout(index);
+  if (estimator === 'grpo_passk') checkPasskGroups(layout, index);
+  if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
+  const groups = groupTensors(engine, layout);
+  computeOutcomeAdvantageGpu(engine, estimator, {
+    tokenLevelRewards: a.tokenLevelRewards,
+    responseMask: a.responseMask,
+    ...groups,
+    rowStats: a.rowStats,
+    stats: a.stats,
+    advantages: a.advantages,
+    epsilon: a.epsilon,
+    normAdvByStd: a.normAdvByStd,
+    fNorm: a.fNorm,
+    varianceFloor: a.grpoVectorizedVarianceFloor,
+    B: a.B,
+    T: a.T,
+  });
+  engine.copy(a.advantages, a.returns);
+  for (const g of Object.values(groups)) engine.destroyTensor(g);
+}
+
+/** optimal_token_baseline and its multi-turn form (compact groups: a response with no masked token is alone). */
+function optimalTokenBaseline(estimator: AdvEstimator, engine: Engine, a: AdvantageArgs, compact: boolean): void {
+  const { B, T } = a;
+  const index = groupIndex(estimator, a);
+  const layout = groupLayout(compact ? withoutEmptyRows(index, a.responseMaskHost, T) : index);
+  const groups = groupTensors(engine, layout);
+  const tailStart = engine.tensorFrom(
+    'tailStart',
+    [B],
+    zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? true),
+    'u32',
+  );
+  const slotWeights = engine.tensor('slotWeights', [B, T, 2]);
+  const slotBaseline = engine.tensor('slotBaseline', [B, T]);
+  computeOptimalTokenBaselineGpu(engine, {
+    tokenLevelRewards: a.tokenLevelRewards,
+    responseMask: a.responseMask,
+    oldLogProbs: need(estimator, a.oldLogProbs, 'old_log_probs'),
+    sumPiSquared: need(estimator, a.sumPiSquared, 'sum_pi_squared (Σ π² per token of the rollout policy)'),
+    rolloutIsWeights: a.rolloutIsWeights,
+    ...groups,
+    tailStart,
+    slotWeights,
+    slotBaseline,
+    advantages: a.advantages,
+    returns: a.returns,
+    compact,
+    epsilon: a.epsilon,
+    B,
+    T,
+  });
+  for (const t of [...Object.values(groups), tailStart, slotWeights, slotBaseline]) engine.destroyTensor(t);
+}
+
+type AdvantageCompute = (engine: Engine, a: AdvantageArgs) => void;
+
+/**
+ * Each estimator of ADV_ESTIMATOR_TABLE and the function that computes it: the dispatch is this lookup, so an
+ * estimator is a table entry and an entry here, and the type makes a name without one (or one not in the table) a
+ * compile error. Kept beside the kernels, not in the table, so the config layer stays free of the algorithm.
+ */
+export const ADVANTAGE_COMPUTE: { readonly [name in AdvEstimator]: AdvantageCompute } = {
+  gae: (engine, a) => {
+    checkUnbiasedCount(a.responseMaskHost);
+    computeGaeAdvantageReturnGpu(engine, {
+      tokenLevelRewards: a.tokenLevelRewards,
+      values: need('gae', a.values, 'values (a critic)'),
+      responseMask: a.responseMask,
+      advantages: a.advantages,
+      returns: a.returns,
+      stats: a.stats,
+      gamma: a.gamma,
+      lam: a.lam,
+      B: a.B,
+      T: a.T,
+    });
+  },
+  reinforce_plus_plus: (engine, a) => {
+    checkUnbiasedCount(a.responseMaskHost);
+    computeReinforcePlusPlusOutcomeAdvantageGpu(engine, {
+      tokenLevelRewards: a.tokenLevelRewards,
+      responseMask: a.responseMask,
+      advantages: a.advantages,
+      returns: a.returns,
+      stats: a.stats,
+      gamma: a.gamma,
+      carryAcrossMask: a.reinforcePlusPlusCarriesAcrossMask,
+      B: a.B,
+      T: a.T,
+    });
+  },
+  remax: (engine, a) =>
+    computeRemaxOutcomeAdvantageGpu(engine, {
+      tokenLevelRewards: a.tokenLevelRewards,
+      responseMask: a.responseMask,
+      advantages: a.advantages,
+      returns: a.returns,
+      rewardBaselines: need('remax', a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'),
+      B: a.B,
+      T: a.T,
+    }),
+  grpo: (engine, a) => outcomeAdvantage('grpo', engine, a),
+  rloo: (engine, a) => outcomeAdvantage('rloo', engine, a),
+  opo: (engine, a) => outcomeAdvantage('opo', engine, a),
+  reinforce_plus_plus_baseline: (engine, a) => outcomeAdvantage('reinforce_plus_plus_baseline', engine, a),
+  grpo_passk: (engine, a) => outcomeAdvantage('grpo_passk', engine, a),
+  grpo_vectorized: (engine, a) => outcomeAdvantage('grpo_vectorized', engine, a),
+  rloo_vectorized: (engine, a) => outcomeAdvantage('rloo_vectorized', engine, a),
+  gpg: (engine, a) => outcomeAdvantage('gpg', engine, a),
+  gdpo: (engine, a) => {
+    const index = groupIndex('gdpo', a);
+    checkUnbiasedCount(a.responseMaskHost);
+    computeGdpoAdvantageGpu(engine, a, groupLayout(index));
+  },
+  optimal_token_baseline: (engine, a) => optimalTokenBaseline('optimal_token_baseline', engine, a, false),
+  tir_optimal_token_baseline: (engine, a) => optimalTokenBaseline('tir_optimal_token_baseline', engine, a, true),
+};
+
 /** Advantages and returns [B, T] for `estimator`; the outcome estimators' returns are their advantages. */
 export function computeAdvantagesGpu(engine: Engine, estimator: string, a: AdvantageArgs): void {
-  const need = <V>(value: V | null | undefined, what: string): V => {
-    if (value === undefined || value === null) throw new Error(`algorithm.adv_estimator=${estimator} needs ${what}`);
-    return value;
-  };
-  const { tokenLevelRewards, responseMask, advantages, returns, stats, B, T } = a;
-  switch (estimator) {
-    case 'gae':
-      checkUnbiasedCount(a.responseMaskHost);
-      computeGaeAdvantageReturnGpu(engine, {
-        tokenLevelRewards,
-        values: need(a.values, 'values (a critic)'),
-        responseMask,
-        advantages,
-        returns,
-        stats,
-        gamma: a.gamma,
-        lam: a.lam,
-        B,
-        T,
-      });
-      return;
-    case 'reinforce_plus_plus':
-      checkUnbiasedCount(a.responseMaskHost);
-      computeReinforcePlusPlusOutcomeAdvantageGpu(engine, {
-        tokenLevelRewards,
-        responseMask,
-        advantages,
-        returns,
-        stats,
-        gamma: a.gamma,
-        carryAcrossMask: a.reinforcePlusPlusCarriesAcrossMask,
-        B,
-        T,
-      });
-      return;
-    case 'remax':
-      computeRemaxOutcomeAdvantageGpu(engine, {
-        tokenLevelRewards,
-        responseMask,
-        advantages,
-        returns,
-        rewardBaselines: need(a.rewardBaselines, 'reward_baselines (the greedy baseline scores)'),
-        B,
-        T,
-      });
-      return;
-    case 'grpo':
-    case 'rloo':
-    case 'opo':
-    case 'reinforce_plus_plus_baseline':
-    case 'grpo_passk':
-    case 'grpo_vectorized':
-    case 'rloo_vectorized':
-    case 'gpg': {
-      const index = need(a.index, 'index (a group id per sequence)');
-      if (index.length !== B)
-        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
-      const layout = groupLayout(index);
-      if (estimator === 'grpo_passk') checkPasskGroups(layout, index);
-      if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
-      const groups = groupTensors(engine, layout);
-      computeOutcomeAdvantageGpu(engine, estimator, {
-        tokenLevelRewards,
-        responseMask,
-        ...groups,
-        rowStats: a.rowStats,
-        stats,
-        advantages,
-        epsilon: a.epsilon,
-        normAdvByStd: a.normAdvByStd,
-        fNorm: a.fNorm,
-        varianceFloor: a.grpoVectorizedVarianceFloor,
-        B,
-        T,
-      });
-      engine.copy(advantages, returns);
-      for (const g of Object.values(groups)) engine.destroyTensor(g);
-      return;
-    }
-    case 'gdpo': {
-      const index = need(a.index, 'index (a group id per sequence)');
-      if (index.length !== B)
-        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
-      checkUnbiasedCount(a.responseMaskHost);
-      computeGdpoAdvantageGpu(engine, a, groupLayout(index));
-      return;
-    }
-    case 'optimal_token_baseline':
-    case 'tir_optimal_token_baseline': {
-      const index = need(a.index, 'index (a group id per sequence)');
-      if (index.length !== B)
-        throw new Error(`${estimator}: index has ${index.length} entries, expected one per sequence (${B})`);
-      const compact = estimator === 'tir_optimal_token_baseline';
-      const layout = groupLayout(compact ? withoutEmptyRows(index, a.responseMaskHost, T) : index);
-      const groups = groupTensors(engine, layout);
-      const tailStart = engine.tensorFrom(
-        'tailStart',
-        [B],
-        zeroTailStarts(a.responseMaskHost, layout.groupOf, B, T, a.handleZeroTail ?? true),
-        'u32',
-      );
-      const slotWeights = engine.tensor('slotWeights', [B, T, 2]);
-      const slotBaseline = engine.tensor('slotBaseline', [B, T]);
-      computeOptimalTokenBaselineGpu(engine, {
-        tokenLevelRewards,
-        responseMask,
-        oldLogProbs: need(a.oldLogProbs, 'old_log_probs'),
-        sumPiSquared: need(a.sumPiSquared, 'sum_pi_squared (Σ π² per token of the rollout policy)'),
-        rolloutIsWeights: a.rolloutIsWeights,
-        ...groups,
-        tailStart,
-        slotWeights,
-        slotBaseline,
-        advantages,
-        returns,
-        compact,
-        epsilon: a.epsilon,
-        B,
-        T,
-      });
-      for (const t of [...Object.values(groups), tailStart, slotWeights, slotBaseline]) engine.destroyTensor(t);
-      return;
-    }
-    default:
-      throw new Error(
-        `algorithm.adv_estimator: unknown estimator "${estimator}" (expected one of ${ADV_ESTIMATORS.join(', ')})`,
-      );
-  }
+  if (!Object.hasOwn(ADVANTAGE_COMPUTE, estimator))
+    throw new Error(
+      `algorithm.adv_estimator: unknown estimator "${estimator}" (expected one of ${ADV_ESTIMATORS.join(', ')})`,
+    );
+  ADVANTAGE_COMPUTE[estimator as AdvEstimator](engine, a);
 }

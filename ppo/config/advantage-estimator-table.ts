@@ -1,7 +1,8 @@
 // verl's advantage estimators (core_algos' @register_adv_est, algorithm.adv_estimator) declared as data, one entry
 // per estimator: from this table follow the config's choices and --help, whether a run needs a critic, ReMax's
-// greedy baseline, Σπ² and the verl-case harness's function names. The math is the estimator's branch of
-// computeAdvantagesGpu (advantage-estimators.ts) and its kernel's reference. A leaf: imports nothing.
+// greedy baseline, Σπ² and the verl-case harness's function names. The math is the estimator's entry of
+// ADVANTAGE_COMPUTE (ppo/algorithm/advantage-estimators.ts, keyed by these names) and its kernel's reference. A leaf:
+// imports nothing.
 
 export interface AdvEstimatorSpec {
   name: string;

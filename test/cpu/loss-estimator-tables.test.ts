@@ -19,6 +19,7 @@ import {
   SUM_PI_SQUARED_ESTIMATORS,
   estimatorUsesCritic,
 } from '../../ppo/config/advantage-estimator-table.ts';
+import { ADVANTAGE_COMPUTE, computeAdvantagesGpu } from '../../ppo/algorithm/advantage-estimators.ts';
 
 const wgsl = readFileSync(fileURLToPath(new URL('../../kernels/ppo/policy-loss.wgsl', import.meta.url)), 'utf8');
 
@@ -45,6 +46,16 @@ describe('policy losses declared as data', () => {
 });
 
 describe('advantage estimators declared as data', () => {
+  it('dispatches by lookup: every table name has one compute function, and nothing else has one', () => {
+    expect(Object.keys(ADVANTAGE_COMPUTE).sort()).toEqual([...ADV_ESTIMATORS].sort());
+    for (const name of ADV_ESTIMATORS) expect(typeof ADVANTAGE_COMPUTE[name], name).toBe('function');
+    // A name outside the table (or an Object.prototype key) is refused before any tensor is touched.
+    for (const name of ['gdpo_v2', 'toString'])
+      expect(() => computeAdvantagesGpu(null as never, name, null as never)).toThrow(
+        `algorithm.adv_estimator: unknown estimator "${name}" (expected one of gae, grpo,`,
+      );
+  });
+
   it("derives the config's choices, --help, the critic, ReMax's baseline and Σπ²", () => {
     expect(ADV_ESTIMATORS).toEqual(ADV_ESTIMATOR_TABLE.map((e) => e.name));
     expect(ADV_ESTIMATORS.filter(estimatorUsesCritic)).toEqual(['gae']);
