@@ -7,7 +7,7 @@
 // tokenizer is refused in one line naming both directories; an unrouted sample stops the step naming the key; and
 // verl 1dda039b's own launch script (examples/on_policy_distillation_trainer/run_qwen3_8b_fsdp.sh) runs on the tiny
 // student and teacher with verl-schema Parquet; and k3 and forward_kl_topk run on Qwen3-shaped student and teacher
-// (different sizes) with Qwen3's real 151,936-token tokenizer on verl-schema Parquet.
+// (different sizes) with Qwen3's real 151,936-token tokenizer on verl-schema Parquet (forward_kl_topk's loss falls).
 import { describe, it, expect, vi } from 'vitest';
 import { join } from 'node:path';
 import { runJsonlToParquet } from '../../tools/parquet/jsonl-to-parquet.ts';
@@ -167,10 +167,13 @@ describe('on-policy distillation from the command line', () => {
   );
 
   // The issue's done-criterion: Qwen3's own vocabulary (151,936) and tokenizer (tools/qwen3-model.ts), a bf16 student
-  // of hidden 64 and a teacher of hidden 128, verl-schema Parquet, 6 steps. Only finite, positive losses are asserted:
-  // both random initialisations are near-uniform over 151,936 tokens (logit std ≈ 0.02·√C), so the KL is small
-  // (on lavapipe k3 0.02–0.06, forward_kl_topk 1e-5–6e-5) and 6 steps of 8 sampled responses are noise at that
-  // scale; the fall is shown on the small vocabulary above.
+  // of hidden 64 and a teacher of hidden 128, verl-schema Parquet, 6 steps. forward_kl_topk's teacher has its
+  // embedding ×30 (logits of std ≈ 0.02·√128·30 ≈ 7: its top 4 hold real mass): the student, near-uniform at first
+  // (s_k ≈ −log 151,936 ≈ −12), raises those ids' log-probs and the loss falls (on lavapipe 11.1 → 9.0). k3's
+  // teacher is a plain random initialisation: with the sharp one every sampled token's k3 (≈ s − t) sits at the
+  // clamp and passes no gradient; with this one both models are near-uniform, the k3 is small (0.02–0.06 on
+  // lavapipe) and a few steps of 8 sampled responses over 151,936 tokens are noise at that scale, so only finite,
+  // positive losses are asserted (the fall is shown on the small vocabulary above).
   for (const mode of ['k3', 'forward_kl_topk'] as const)
     it(`${mode} on Qwen3-shaped checkpoints with the real tokenizer and verl-schema Parquet`, async () => {
       const { root, overrides } = await makeTinyRun(16);
@@ -185,7 +188,11 @@ describe('on-policy distillation from the command line', () => {
         layers: 2,
       });
       expect(config.vocabSize).toBe(QWEN3_VOCAB_SIZE);
-      await writeQwen3Model(teacher, { ...QWEN3_TINY_LAYER, layers: 2 }, 7);
+      const scale = mode === 'forward_kl_topk' ? 30 : 1;
+      await writeQwen3Model(teacher, { ...QWEN3_TINY_LAYER, layers: 2 }, 7, (values) => {
+        for (const [name, data] of values)
+          if (name.includes('embed_tokens')) for (let i = 0; i < data.length; i++) data[i] *= scale;
+      });
       const parquet = join(root, 'train.parquet');
       const log = vi.spyOn(console, 'log').mockImplementation(() => {});
       expect(runJsonlToParquet([join(root, 'train.jsonl'), parquet])).toBe(0);
@@ -213,8 +220,11 @@ describe('on-policy distillation from the command line', () => {
       expect(losses).toHaveLength(6);
       expect(losses.every((l) => Number.isFinite(l) && l > 0)).toBe(true);
       const last = steps.at(-1)!;
-      if (mode === 'forward_kl_topk')
+      if (mode === 'forward_kl_topk') {
+        expect(mean(losses.slice(-2))).toBeLessThan(0.9 * mean(losses.slice(0, 2)));
         for (const who of ['student', 'teacher']) expect(last[`distillation/${who}_mass`]).toBeGreaterThan(0);
+        expect(last['distillation/student_mass']).toBeGreaterThan(steps[0]['distillation/student_mass']);
+      }
       expect(last['timing_s/teacher']).toBeGreaterThan(0);
     });
 });
