@@ -1,7 +1,8 @@
 // `node tools/bench.js gpu-report [--quick] [--tiny] [--allow-software] [--skip=section,...] [--out=FILE]`: what a
 // first run on a GPU should measure, sized to a lease: sections ordered by value, each writing the report as it
 // finishes, so a lease cut short keeps what finished. The adapter (limits, features, memory, peak); every kernel
-// case run once and compared with its reference at its own shape (validate); fp32 matmul at 4096³, checked by
+// case run once and compared with its reference at its own shape, then the real-size cases of kernel-lab/at-scale.ts
+// checked on a seeded sample of output rows (validate); fp32 matmul at 4096³, checked by
 // Freivalds' probes before it is timed; the training step (tiny, small, a GPT-2-124M-sized Llama); generation; each
 // kernel's GFLOP/s or GB/s and its share of the card's peak; the same training step, generation and matmul in PyTorch
 // eager fp32 on the same card (when python3 imports torch); one PPO step at Qwen3-0.6B's full shape (28 layers) and
