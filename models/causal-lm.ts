@@ -7,7 +7,15 @@ import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import { lmHeadWeightName } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
-import { lmHeadForward, lmHeadBackward, lmHeadLogits, lmHeadLogitsFitOneChunk } from '../kernels/layers/lm-head.ts';
+import {
+  lmHeadForward,
+  lmHeadBackward,
+  lmHeadLogits,
+  lmHeadLogitsFitOneChunk,
+  type LogitGradPairs,
+} from '../kernels/layers/lm-head.ts';
+import { topLogprobs } from '../kernels/decode/top-logprobs.ts';
+import { packRowSampling, ROW_SAMPLING_WORDS } from '../kernels/decode/sample.ts';
 
 export interface TokenLogprobs {
   logprobs: Tensor; // (R) log p(target[r] | tokens ≤ r)
@@ -89,9 +97,18 @@ export class CausalLm {
     return { ...ws, sumPiSquared };
   }
 
+  /** The last tokenLogprobs call's final hidden states (R, C), log-normalisers (R) of logits / temperature, and
+   *  temperature: what a loss on other ids than the targets (on-policy distillation's top-k) reads of the forward. */
+  lastForward(): { rows: number; hidden: Tensor; lse: Tensor; temperature: number } {
+    if (!this.last) throw new Error('CausalLm.lastForward: call tokenLogprobs first');
+    const { rows, hidden, temperature } = this.last;
+    return { rows, hidden, lse: this.workspace(rows).lse, temperature };
+  }
+
   /** Accumulates parameter gradients of Σ dLogprobs·logprobs + Σ dEntropy·entropy for the last tokenLogprobs call
-   *  (with LoRA adapters on the trunk: only theirs, into `grads` of their layout; the head is frozen). */
-  backward(dLogprobs: Tensor, dEntropy: Tensor | null, grads: Arena): void {
+   *  (with LoRA adapters on the trunk: only theirs, into `grads` of their layout; the head is frozen);
+   *  `extraLogitGrads` adds sparse terms to its logits gradient (lm-head-sparse.wgsl). */
+  backward(dLogprobs: Tensor, dEntropy: Tensor | null, grads: Arena, extraLogitGrads?: LogitGradPairs | null): void {
     if (!this.last) throw new Error('CausalLm.backward: call tokenLogprobs(..., {saveForBackward: true}) first');
     const c = this.config;
     const { rows, hidden, targets, temperature, savedLogits } = this.last;
@@ -112,6 +129,7 @@ export class CausalLm {
       V: c.vocabSize,
       temperature,
       savedLogits,
+      extraLogitGrads,
     });
     // The backward overwrote them with d(loss)/d(logits): another backward of this forward recomputes them.
     this.last.savedLogits = undefined;
@@ -131,5 +149,56 @@ export class CausalLm {
       V: c.vocabSize,
     });
     return out;
+  }
+
+  /** The K most likely next tokens at every position (R = B·T) and their log-probs at temperature 1, into ids and
+   *  logprobs (R, K): the decode top-logprobs kernel over the logits of about `chunkRows` positions at a time, so no
+   *  (R, V) tensor is held (a teacher's top-k for on-policy distillation). */
+  topLogprobs(batch: TokenBatch, K: number, ids: Tensor<'u32'>, logprobs: Tensor, chunkRows: number): void {
+    const c = this.config;
+    const rows = batch.B * batch.T;
+    const hidden = this.trunk.forward(batch, { saveForBackward: false });
+    // Chunks start on the device's storage offset alignment: a whole number of `step` rows of C floats.
+    const align = this.engine.caps.minStorageBufferOffsetAlignment / 4;
+    const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+    const step = align / gcd(c.hiddenSize, align);
+    const chunk = Math.min(rows, Math.max(step, Math.floor(chunkRows / step) * step));
+    const b = this.buffers;
+    const logits = b.get('topLogits', [chunk, c.vocabSize]);
+    const steps = b.get('topSteps', [chunk], 'u32', 0);
+    const finished = b.get('topFinished', [chunk], 'u32', 0);
+    for (let r0 = 0; r0 < rows; r0 += chunk) {
+      const n = Math.min(chunk, rows - r0);
+      // Each position is a "row" whose output row is its own index: one step (outStride 1), temperature 1.
+      const sampling = new Uint32Array(n * ROW_SAMPLING_WORDS);
+      for (let i = 0; i < n; i++)
+        sampling.set(
+          packRowSampling({ stream: 0, outRow: r0 + i, seed: 0, temperature: 1, topK: -1, topP: 1 }),
+          i * ROW_SAMPLING_WORDS,
+        );
+      const rowSampling = b.get('topRowSampling', [chunk * ROW_SAMPLING_WORDS], 'u32');
+      this.engine.upload(rowSampling.view(rowSampling.name, 0, [n * ROW_SAMPLING_WORDS]), sampling);
+      const view = logits.view(logits.name, 0, [n, c.vocabSize]);
+      lmHeadLogits(this.engine, {
+        hidden: hidden.view(`${hidden.name}[${r0}:]`, r0 * c.hiddenSize, [n, c.hiddenSize]),
+        weight: this.params.get(lmHeadWeightName(c)),
+        out: view,
+        N: n,
+        C: c.hiddenSize,
+        V: c.vocabSize,
+      });
+      topLogprobs(this.engine, {
+        logits: view,
+        V: c.vocabSize,
+        rows: n,
+        rowSampling,
+        steps: steps.view(steps.name, 0, [n]),
+        finished: finished.view(finished.name, 0, [n]),
+        topIds: ids,
+        topLogprobs: logprobs,
+        outStride: 1,
+        K,
+      });
+    }
   }
 }

@@ -19,7 +19,6 @@ export {
   usesPfPpo,
   usesRolloutServers,
   actorLoraSettings,
-  notYetCarriedOut,
   type BatchSizes,
 } from './config/checks.ts';
 export {

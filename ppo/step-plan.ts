@@ -12,6 +12,7 @@ import type { CriticUpdateConfig } from './phases/critic-update.ts';
 import { resolvePolicyLossConfig } from './algorithm/policy-loss-config.ts';
 import type { OptimConfig } from './algorithm/lr-schedule.ts';
 import type { PfPpoPlan } from './algorithm/pf-ppo.ts';
+import { planDistillation, type DistillationPlan } from './algorithm/distillation.ts';
 
 export interface StepPlan {
   /** algorithm.rollout_correction's importance weights on the policy loss against recomputed old log-probs, once
@@ -32,6 +33,8 @@ export interface StepPlan {
   actorOptim: OptimConfig;
   /** trainer.critic_warmup: steps that update the critic only. */
   criticWarmup: number;
+  /** distillation.enabled: the teachers, their routing and the loss; null: off. */
+  distillation: DistillationPlan | null;
 }
 
 export function planStep(c: PpoConfig): StepPlan {
@@ -44,6 +47,7 @@ export function planStep(c: PpoConfig): StepPlan {
   const bypass: BypassCorrectionPlan | null = rc.bypass_mode
     ? { lossType: rc.loss_type, rolloutIs: rolloutIsPlan(c), rolloutRs: rolloutRsPlan(c) }
     : null;
+  const distillation = planDistillation(c);
   return {
     rolloutIs: bypass ? null : decoupledIs(c),
     rolloutRs: bypass ? null : decoupledRs(c),
@@ -126,9 +130,11 @@ export function planStep(c: PpoConfig): StepPlan {
       klLossType: a.kl_loss_type,
       temperature,
       bypass,
+      distillation: distillation?.loss ?? null,
     },
     actorOptim: a.optim,
     criticWarmup: c.trainer.critic_warmup,
+    distillation,
   };
 }
 

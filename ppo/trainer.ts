@@ -1,6 +1,7 @@
 // The PPO-RLHF loop, one step top to bottom as verl's ray_trainer runs it: sample prompts → rollout (n samples each,
 // old log-probs from the sampler) → reward → reward mask → reference log-probs → critic values → KL penalty in the
 // reward → advantages (→ PF-PPO's resampling) → critic update → actor update → metrics (and verl's rollout dump);
+// with on-policy distillation, frozen teachers score the rollout's tokens beside the reference;
 // validation every trainer.test_freq steps. The reference is a frozen copy of the initial actor, allocated only when a
 // KL term needs it (with LoRA: the actor's own base weights, adapters off, as verl's ref_in_actor); critic-free
 // estimators allocate no critic at all; a frozen critic computes values and nothing else.
@@ -27,6 +28,7 @@ import { ActorUpdater } from './phases/actor-update.ts';
 import { CriticUpdater } from './phases/critic-update.ts';
 import { getKlController, type KLController } from './algorithm/kl-controller.ts';
 import { sampleRewardMask } from './algorithm/reward-mask.ts';
+import { teacherFor } from './algorithm/distillation.ts';
 import { learningRate } from './algorithm/lr-schedule.ts';
 import { planCritic, criticMetrics, type CriticPlan } from './algorithm/critic-plan.ts';
 import { stepMetrics, transferMetrics } from './metrics/step-metrics.ts';
@@ -59,6 +61,11 @@ function toolsKwargsOf(record: PromptRecord): Record<string, unknown> {
   return kwargs !== null && typeof kwargs === 'object' && !Array.isArray(kwargs)
     ? (kwargs as Record<string, unknown>)
     : {};
+}
+
+/** A prompt's value of distillation.teacher_key: its data_source, or an extra_info field of that name. */
+function routingValue(record: PromptRecord, key: string): unknown {
+  return key === 'data_source' ? record.dataSource : record.extraInfo?.[key];
 }
 
 /** Where prompts come from and how responses are judged: the dataset, tokenizer and reward of the run. */
@@ -118,6 +125,8 @@ export class PpoTrainer {
   /** The actor's LoRA adapters (the only weights its optimizer updates); null: the whole actor trains. */
   readonly actorLora: LoraAdapters | null;
   private readonly reference: CausalLm | null;
+  /** On-policy distillation's frozen teachers, in distillation plan order (none when off). */
+  private readonly teachers: readonly CausalLm[];
   readonly critic: ValueModel | null;
   private readonly rewardModel: ValueModel | null = null;
 
@@ -165,6 +174,9 @@ export class PpoTrainer {
     referenceParams: Arena | null = null,
     /** A neural reward model (reward_model.enable): scores replace the rule reward. */
     rewardModel: ModelWeights | null = null,
+    /** distillation.enabled: the teachers' weights, one per distillation.teacher_models entry verl keeps, in order
+     *  (ppo/algorithm/distillation.ts resolveTeachers), each sharing the actor's vocabulary. */
+    teachers: readonly ModelWeights[] = [],
   ) {
     this.engine = engine;
     this.config = config;
@@ -224,14 +236,32 @@ export class PpoTrainer {
         : null;
     this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c));
     this.plan = planStep(c);
+    const teacherCount = this.plan.distillation?.teachers.length ?? 0;
+    if (teachers.length !== teacherCount)
+      throw new Error(`distillation.teacher_models: ${teacherCount} teacher(s) configured, ${teachers.length} given`);
+    for (const teacher of teachers)
+      if (teacher.config.vocabSize !== actor.config.vocabSize)
+        throw new Error(
+          `distillation.teacher_models: a teacher's vocabulary of ${teacher.config.vocabSize} differs from the ` +
+            `actor's ${actor.config.vocabSize}; teacher and student must share a tokenizer`,
+        );
+    this.teachers = teachers.map((t) => new CausalLm(engine, t.config, t.params));
+    const teacherTopk = this.plan.distillation?.useTopk ? this.plan.distillation.loss.topk : null;
     this.experience = new ExperienceMaker(
       engine,
       this.reference,
       this.critic,
       actor.config.vocabSize,
       this.plan.experience.calculateSumPiSquared,
+      this.teachers,
+      teacherTopk,
     );
-    this.actorUpdater = new ActorUpdater(engine, this.actor, this.actorOptimizer);
+    this.actorUpdater = new ActorUpdater(
+      engine,
+      this.actor,
+      this.actorOptimizer,
+      this.plan.distillation && { topk: teacherTopk },
+    );
     this.criticUpdater =
       this.critic && this.criticOptimizer ? new CriticUpdater(engine, this.critic, this.criticOptimizer) : null;
     this.klCtrl = getKlController(c.algorithm.kl_ctrl);
@@ -321,6 +351,13 @@ export class PpoTrainer {
     if (plan.experience.calculateLogProbs || plan.experience.calculateSumPiSquared)
       await timed('old_log_prob', () => this.experience.recomputeOldLogProbs(batch, plan.experience, this.actor));
     if (this.reference) await timed('ref', () => this.experience.referenceLogProbs(batch, plan.experience));
+    if (plan.distillation) {
+      const { teachers, teacherKey } = plan.distillation;
+      const teacherOfRow = rollout.groupIds.map((g) =>
+        teacherFor(teachers, teacherKey, routingValue(records[g], teacherKey)),
+      );
+      await timed('teacher', () => this.experience.teacherLogProbs(batch, plan.experience, teacherOfRow));
+    }
     if (this.critic) await timed('values', () => this.experience.values(batch, plan.experience));
     await this.experience.klInReward(batch, plan.experience, this.klCtrl);
     // The importance weights take the mask before rejection, as verl computes both from the same batch.

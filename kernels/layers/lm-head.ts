@@ -1,6 +1,7 @@
 // The fused LM head: log-probabilities of the targets, entropies and their gradients from hidden states and the
 // unembedding, one vocabulary chunk at a time, so the (N, V) logits never exist whole (V reaches 150k).
 import lmHeadSource from './lm-head.wgsl';
+import lmHeadSparseSource from './lm-head-sparse.wgsl';
 import lmHeadLogitsSource from './lm-head-logits.wgsl';
 import {
   type Engine,
@@ -296,6 +297,31 @@ export function lmHeadForward(
  * recomputing it (one more pass over the logits). Rows whose upstream gradients are both 0 (padding) contribute
  * nothing.
  */
+const sparseDlogitsSpec: KernelSpec = {
+  name: 'lm-head/sparse-dlogits',
+  source: lmHeadSparseSource,
+  bindings: [
+    { name: 'logits', access: 'read_write' },
+    { name: 'ids', access: 'read', type: 'u32' },
+    { name: 'coefs', access: 'read' },
+  ],
+  uniforms: [
+    { name: 'rows', type: 'u32' },
+    { name: 'width', type: 'u32' },
+    { name: 'v0', type: 'u32' },
+    { name: 'P', type: 'u32' },
+  ],
+};
+
+/** P (vocabulary id, d loss / d logit) pairs per row added to the LM head's logits gradient (lm-head-sparse.wgsl). */
+export interface LogitGradPairs {
+  /** (N, P) */
+  ids: Tensor<'u32'>;
+  /** (N, P), in d loss / d raw logit (before the temperature); 0 adds nothing. */
+  coefs: Tensor;
+  P: number;
+}
+
 export function lmHeadBackward(
   engine: Engine,
   a: LmHeadShape & {
@@ -306,6 +332,8 @@ export function lmHeadBackward(
     dWeight: Tensor | null;
     accumulateDHidden?: boolean;
     entropy?: Tensor;
+    /** Sparse terms of the loss's logits gradient beside the target's and the entropy's. */
+    extraLogitGrads?: LogitGradPairs | null;
   },
 ): void {
   const { hidden, weight, targets, lse, dLogprobs, dEntropy, dHidden, dWeight, N, C, V } = a;
@@ -315,6 +343,11 @@ export function lmHeadBackward(
   if (dEntropy) expectSize('lmHeadBackward', 'dEntropy', dEntropy, N, `[N=${N}]`);
   expectSize('lmHeadBackward', 'dHidden', dHidden, N * C, `[N=${N}, C=${C}]`);
   if (dWeight) expectSize('lmHeadBackward', 'dWeight', dWeight, V * C, `[V=${V}, C=${C}]`);
+  const extra = a.extraLogitGrads ?? null;
+  if (extra) {
+    expectSize('lmHeadBackward', 'extraLogitGrads.ids', extra.ids, N * extra.P, `[N=${N}, P=${extra.P}]`);
+    expectSize('lmHeadBackward', 'extraLogitGrads.coefs', extra.coefs, N * extra.P, `[N=${N}, P=${extra.P}]`);
+  }
   const chunk = chunkWidth(engine, 'lmHeadBackward', N, C, V, a.chunkSize);
 
   // Unused bindings take a stand-in that is read-only here; useEntropy = 0 keeps the kernel from reading them.
@@ -348,6 +381,12 @@ export function lmHeadBackward(
         uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
         workgroups: foldWorkgroups(N),
       });
+      if (extra)
+        engine.dispatch(sparseDlogitsSpec, {
+          bindings: { logits, ids: extra.ids, coefs: extra.coefs },
+          uniforms: { rows: N, width, v0, P: extra.P },
+          workgroups: foldWorkgroups(Math.ceil(N / 64)),
+        });
       matmul(engine, {
         a: logits,
         b: weightChunk,

@@ -110,6 +110,8 @@ export function combineDistillationRef(args: {
   lossMaxClamp: number | null;
   clipRatioLow: number;
   clipRatioHigh: number;
+  /** verl's rollout_is_weights on the policy-gradient path's vanilla loss. */
+  isWeights?: ArrayLike<number>;
   B: number;
   T: number;
 }): { loss: number; gradLogProb: Float64Array } {
@@ -122,6 +124,7 @@ export function combineDistillationRef(args: {
       logProb: args.logProb,
       advantages: clamped.map((l) => -l),
       responseMask: args.responseMask,
+      isWeights: args.isWeights,
       B,
       T,
       // DistillationLossConfig has no clip_ratio_c: ActorConfig's default, 3.0.

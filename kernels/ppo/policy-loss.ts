@@ -1,13 +1,19 @@
 import source from './policy-loss.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize } from '../../engine/index.ts';
-import { aggregationUniforms, expectRows, withKlEstimators, withWorkgroupReduce } from './ppo-shared.ts';
+import {
+  aggregationUniforms,
+  expectRows,
+  withKlEstimators,
+  withVanillaPolicyTerm,
+  withWorkgroupReduce,
+} from './ppo-shared.ts';
 import { reduceLossPartials } from './loss-partials.ts';
 import { parseKlEstimator, type LossAggregation, type PolicyLossConfig } from './ppo-vocabulary.ts';
 import { lossModeSpec, policyLossModeConstants } from './policy-loss-modes.ts';
 
 export const policyLossSpec: KernelSpec = {
   name: 'policy-loss',
-  source: withWorkgroupReduce(withKlEstimators(`${policyLossModeConstants()}\n${source}`)),
+  source: withWorkgroupReduce(withKlEstimators(withVanillaPolicyTerm(`${policyLossModeConstants()}\n${source}`))),
   bindings: [
     { name: 'oldLogProb', access: 'read' },
     { name: 'logProb', access: 'read' },

@@ -3,7 +3,8 @@
 //   grads[b,t] = (d loss / d logProb, d loss / d entropy). rowPartials[b] holds 8 sums:
 //   [pg loss, clipped count, Σ −log-ratio, clipped-lower count, policy-term token count, entropy agg, kl agg, total
 //   loss]; loss-partials reduces them (counts become verl's masked means). Needs workgroup-reduce.wgsl,
-//   kl-estimators.wgsl and the LOSS_MODE_<MODE> constants of policy-loss-modes.ts prepended. lossMode: 0 vanilla
+//   kl-estimators.wgsl, vanilla-policy-term.wgsl and the LOSS_MODE_<MODE> constants of policy-loss-modes.ts
+//   prepended. lossMode: 0 vanilla
 //   (log-ratio r clamped ±20, clip [1−low, 1+high], dual clip c for A < 0), 1 gspo (sequence ratio), 2 gpg
 //   (−A·logProb), 3 geo_mean (GMPO: −Ā·exp(mean of sgn(A)·min(sgn(A)·r, sgn(A)·clamp(r, −low, high))) per row,
 //   a mean over geoRows rows), 4 cispo (−sg(clip(ratio))·A·logProb), 5 sapo (−A·sigmoid(τ(ratio−1))·4/τ,
@@ -30,18 +31,6 @@ fn refLogProb(i: u32) -> f32 { return extras[i]; }
 fn entropy(i: u32) -> f32 { return extras[params.plane + i]; }
 fn tokenFlags(i: u32) -> f32 { return extras[2u * params.plane + i]; }
 fn isWeights(i: u32) -> f32 { return extras[3u * params.plane + i]; }
-
-fn maxWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
-  if (a > b) { return vec2<f32>(a, da); }
-  if (a < b) { return vec2<f32>(b, db); }
-  return vec2<f32>(a, 0.5 * (da + db));
-}
-
-fn minWithGrad(a: f32, da: f32, b: f32, db: f32) -> vec2<f32> {
-  if (a < b) { return vec2<f32>(a, da); }
-  if (a > b) { return vec2<f32>(b, db); }
-  return vec2<f32>(a, 0.5 * (da + db));
-}
 
 // GMPO's token log-ratio and its derivative; z = 1 where the clamp moved r.
 fn geoMeanLogRatio(raw: f32, a: f32) -> vec3<f32> {
@@ -117,17 +106,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     switch params.lossMode {
       case LOSS_MODE_VANILLA: {
         negKl = nkl;
-        let cr = clamp(ratio20, low, high);
-        let dcr = select(0.0, dratio20, ratio20 >= low && ratio20 <= high);
-        let l1 = -a * ratio20;
-        let l2 = -a * cr;
-        clipped = l2 > l1;
-        let c1 = maxWithGrad(l1, -a * dratio20, l2, -a * dcr);
-        let l3 = -a * params.clipRatioC;
-        clippedLower = c1.x > l3 && a < 0.0;
-        var c2 = c1;
-        if (c1.x > l3) { c2 = vec2<f32>(l3, 0.0); } else if (c1.x == l3) { c2 = vec2<f32>(l3, 0.5 * c1.y); }
-        loss = select(c1, c2, a < 0.0);
+        let v = vanillaPolicyTerm(a, ratio20, dratio20, low, high, params.clipRatioC);
+        loss = v.loss;
+        clipped = v.clipped;
+        clippedLower = v.clippedLower;
       }
       case LOSS_MODE_GSPO: {
         let logRatio = min(seqLogRatio, 10.0);

@@ -3,6 +3,7 @@
 import type { LossAggregation } from './ppo-vocabulary.ts';
 import workgroupReduceSource from './workgroup-reduce.wgsl';
 import klEstimatorsSource from './kl-estimators.wgsl';
+import vanillaPolicyTermSource from './vanilla-policy-term.wgsl';
 
 export function withWorkgroupReduce(source: string): string {
   return `${workgroupReduceSource}\n${source}`;
@@ -10,6 +11,10 @@ export function withWorkgroupReduce(source: string): string {
 
 export function withKlEstimators(source: string): string {
   return `${klEstimatorsSource}\n${source}`;
+}
+
+export function withVanillaPolicyTerm(source: string): string {
+  return `${vanillaPolicyTermSource}\n${source}`;
 }
 
 /** Row kernels launch one workgroup per sequence along x only. */

@@ -56,18 +56,6 @@ export function actorLoraSettings(config: PpoConfig): LoraSettings | null {
   };
 }
 
-/**
- * verl 1dda039b settings that compose (so verl's scripts print with --cfg job) but that no run carries out yet: a run
- * stops on them, one line each, rather than train something else than asked for. The algorithms work of issue 36
- * removes each line as it lands.
- */
-export function notYetCarriedOut(config: PpoConfig): string[] {
-  const problems: string[] = [];
-  if (config.distillation.enabled)
-    problems.push('distillation.enabled=true: on-policy distillation is not carried out by a run yet — remove it');
-  return problems;
-}
-
 /** Generation on rollout servers: server_urls given (checkCombinations refuses them with name=hf). */
 export function usesRolloutServers(config: PpoConfig): boolean {
   return config.actor_rollout_ref.rollout.server_urls.length > 0;

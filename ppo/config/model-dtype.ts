@@ -18,12 +18,14 @@ const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = {
 };
 const FROM_CHECKPOINT: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
 
-export type FrozenModel = 'reference' | 'reward_model' | 'critic';
+export type FrozenModel = 'reference' | 'reward_model' | 'critic' | 'teacher';
 
 const KEYS: Readonly<Record<FrozenModel, (c: PpoConfig) => ModelDtype | null>> = {
   reference: (c) => c.actor_rollout_ref.ref.fsdp_config.model_dtype,
   reward_model: (c) => c.reward_model.model.fsdp_config.model_dtype,
   critic: (c) => c.critic.model.fsdp_config.model_dtype,
+  // verl's distillation teachers are inference servers with no model_dtype key: the checkpoint's own dtype.
+  teacher: () => null,
 };
 
 /** The dtype a model's matrices are stored in, given the torch_dtype of the checkpoint it loads from: the

@@ -777,11 +777,15 @@ const SCHEMA = {
   distillation: {
     enabled: bool(
       false,
-      "On-policy distillation (verl's examples/on_policy_distillation_trainer): frozen teachers score the student's " +
-        'rollouts and a per-token distillation loss pulls the student to them (composes; a run refuses true until it ' +
-        'is carried out)',
+      "On-policy distillation (verl's examples/on_policy_distillation_trainer): frozen teachers, in their " +
+        "checkpoint's dtype and sharing the student's tokenizer, score the student's rollouts and a per-token " +
+        'distillation loss pulls the student to them (docs/training.md, On-policy distillation)',
     ),
-    teacher_key: str('data_source', 'Column whose value picks the teacher of a sample (its teacher_models.*.key)'),
+    teacher_key: str(
+      'data_source',
+      'Column whose value picks the teacher of a sample (its teacher_models.*.key): data_source, or an extra_info ' +
+        'field of that name; unread with a single teacher',
+    ),
     teacher_models: new Key<Record<string, TeacherModel>>(
       'map',
       { teacher_model: { key: null, model_path: null } },
@@ -804,7 +808,11 @@ const SCHEMA = {
           "the sampled token, or forward_kl_topk over the teacher's top-k tokens",
       ),
       topk: optInt(32, 'forward_kl_topk: teacher tokens per position', positive),
-      use_task_rewards: bool(true, 'Keep the PPO loss of the task reward and add the distillation loss to it'),
+      use_task_rewards: bool(
+        true,
+        'Keep the PPO loss of the task reward and add distillation_loss_coef × the distillation loss; false: the ' +
+          'distillation loss alone (no policy term, entropy bonus or KL loss; rewards are still scored and logged)',
+      ),
       distillation_loss_coef: float(1.0, 'Weight of the distillation loss beside the task loss', nonNegative),
       loss_max_clamp: optFloat(null, 'Clamp each token loss to ± this; null: no clamp', positive),
       log_prob_min_clamp: optFloat(null, 'Clamp student and teacher log-probs from below; null: no clamp'),

@@ -15,17 +15,10 @@ import { TokenizerError } from '../../models/tokenizer.ts';
 import { ChatTemplateError } from '../../models/chat-template.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { CheckpointError } from '../../models/checkpoint-io-node.ts';
-import {
-  composeConfig,
-  configToYaml,
-  formatHelp,
-  notYetCarriedOut,
-  ConfigError,
-  type ConfigLayer,
-  type PpoConfig,
-} from '../config.ts';
+import { composeConfig, configToYaml, formatHelp, ConfigError, type ConfigLayer, type PpoConfig } from '../config.ts';
 import { DEFAULT_JOB } from '../tasks/default-job.ts';
 import { checkModelDirectories } from './ppo-setup-node.ts';
+import { distillationProblems } from '../algorithm/distillation.ts';
 import { PpoRun } from './ppo-run-node.ts';
 import { readPrimaryConfig, VERL_PRIMARY_CONFIG } from '../config/primary-config-node.ts';
 
@@ -179,7 +172,7 @@ export async function main(argv: string[], options: MainOptions = {}): Promise<n
       return 0;
     }
     checkOneAdapter(config);
-    const unsupported = notYetCarriedOut(config);
+    const unsupported = distillationProblems(config);
     if (unsupported.length > 0) throw new ConfigError(unsupported);
     const missing = await checkModelDirectories(config);
     if (missing.length > 0) throw new ConfigError(missing);

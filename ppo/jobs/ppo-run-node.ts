@@ -240,6 +240,7 @@ export class PpoRun {
       this.totalSteps,
       resumed?.reference ?? null,
       setup.rewardModel,
+      setup.teachers,
     );
     this.trainer = ppo;
     ppo.generationDumps = generationDumps(config.trainer);

@@ -33,6 +33,7 @@ import { computeScore, type RewardFunction } from '../rewards/index.ts';
 import { builtinRewardModule, loadCustomRewardFunction } from '../rewards/custom-reward-node.ts';
 import type { ModelWeights } from '../trainer.ts';
 import { checkRewardsCanScore, checkModelFitsRun } from './input-checks.ts';
+import { planDistillation } from '../algorithm/distillation.ts';
 
 export interface RunSetup {
   tokenizer: Tokenizer;
@@ -48,6 +49,8 @@ export interface RunSetup {
   reward: RewardFunction;
   /** reward_model.enable: the *ForSequenceClassification that scores responses. */
   rewardModel: ModelWeights | null;
+  /** distillation.enabled: the frozen teachers, in the order ppo/algorithm/distillation.ts resolves them. */
+  teachers: ModelWeights[];
   /** do_search: the search protocol of the run. */
   search: SearchProtocol | null;
   /** multi_turn.enable: verl's tool agent loop over the tools of multi_turn.tool_config_path. */
@@ -115,6 +118,10 @@ export async function checkModelDirectories(config: PpoConfig): Promise<string[]
     ['reward_model.model.path', config.reward_model.enable ? config.reward_model.model.path : null],
     ['data.tokenizer', config.data.tokenizer],
     ['actor_rollout_ref.model.lora_adapter_path', config.actor_rollout_ref.model.lora_adapter_path],
+    ...(planDistillation(config)?.teachers ?? []).map((t): [string, string] => [
+      `distillation.teacher_models.${t.name}.model_path`,
+      t.modelPath,
+    ]),
   ];
   const problems: string[] = [];
   // critic.model.path defaults to the actor's: one missing directory is one problem, named by its first key.
@@ -320,6 +327,7 @@ export async function setUpRun(
     });
     rewardModel = { config: loaded.config, params: loaded.params };
   }
+  const teachers = await loadTeachers(engine, config, actorPath, actor.config, files);
   // Observations in Search-R1's words, unless the built-in task's small vocabulary needs its own.
   const builtinVocabulary = (config.data.tokenizer ?? actorPath) === null;
   const search =
@@ -335,11 +343,52 @@ export async function setUpRun(
     critic,
     reward,
     rewardModel,
+    teachers,
     search,
     toolAgent,
     warmStart,
     notes,
   };
+}
+
+/** distillation.enabled: each teacher, frozen in its checkpoint's dtype, refused in one line unless it is a
+ *  *ForCausalLM with the student's tokenizer (the same tokenizer.json vocabulary and added tokens where the teacher
+ *  directory has one, and the same vocabulary size): its log-probs must be of the student's token ids. */
+async function loadTeachers(
+  engine: Engine,
+  config: PpoConfig,
+  actorPath: string | null,
+  actorConfig: DecoderConfig,
+  studentTokenizer: Record<string, string>,
+): Promise<ModelWeights[]> {
+  const teachers: ModelWeights[] = [];
+  const student = config.data.tokenizer ?? actorPath ?? 'the built-in model';
+  for (const { name, modelPath } of planDistillation(config)?.teachers ?? []) {
+    const key = `distillation.teacher_models.${name}.model_path`;
+    const teacherJson = await readFile(join(modelPath, 'tokenizer.json'), 'utf8').catch(() => null);
+    const loaded = await loadModel(engine, modelPath, {
+      label: `teacher ${name}`,
+      weightDtype: (dtype) => weightDtype(config, 'teacher', dtype),
+    });
+    if (loaded.config.head !== 'causal-lm')
+      throw new Error(`${key}: ${modelPath} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    const sameVocabulary =
+      loaded.config.vocabSize === actorConfig.vocabSize &&
+      (teacherJson === null || vocabularyOf(teacherJson) === vocabularyOf(studentTokenizer['tokenizer.json']));
+    if (!sameVocabulary)
+      throw new Error(
+        `${key}=${modelPath}: its tokenizer differs from the student's (${student}); teacher and student must ` +
+          `share a tokenizer`,
+      );
+    teachers.push({ config: loaded.config, params: loaded.params });
+  }
+  return teachers;
+}
+
+/** A tokenizer.json's vocabulary and added tokens, as one comparable string. */
+function vocabularyOf(tokenizerJson: string): string {
+  const parsed = JSON.parse(tokenizerJson) as { model?: { vocab?: unknown }; added_tokens?: unknown };
+  return JSON.stringify([parsed.model?.vocab ?? null, parsed.added_tokens ?? null]);
 }
 
 /** LoRA (verl: lora_rank > 0 or a lora_adapter_path): a PEFT adapter to start from, or fresh adapters (PEFT's

@@ -3,7 +3,9 @@
 // temperature, the fused actor loss (clipped policy loss − entropy bonus + KL loss) with its per-token
 // gradients, and the model backward. The micro-batch's old log-probs, advantages, reference log-probs and
 // rollout_is weights are gathered from the experience's device tensors; its loss outputs wait in the update's
-// metric log.
+// metric log. With on-policy distillation (distillation.enabled) the distillation loss of the teachers' log-probs
+// (kernels/ppo/distillation-loss) adds its gradient to the actor loss's, or replaces it (use_task_rewards=false:
+// verl's policy loss is then 0, entropy bonus and KL loss included; the actor/* metrics are still reported).
 import { lossModeSpec } from '../../kernels/ppo/policy-loss-modes.ts';
 import type { Engine } from '../../engine/index.ts';
 import type { Rng } from '../../engine/rng.ts';
@@ -17,6 +19,11 @@ import { DeviceMetricLog } from '../training/device-metric-log.ts';
 import { checkFiniteRecord } from '../training/finite-guard.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { computeActorLossGpu, ACTOR_LOSS_OUTPUTS } from '../../kernels/ppo/policy-loss.ts';
+import { computeDistillationLossGpu, distillationPartialTotals } from '../../kernels/ppo/distillation-loss.ts';
+import { forwardKlTopkGpu, forwardKlTopkPairsGpu } from '../../kernels/ppo/forward-kl-topk.ts';
+import { lmHeadWeightName } from '../../models/parameter-layout.ts';
+import type { LogitGradPairs } from '../../kernels/layers/lm-head.ts';
+import type { DistillationLossSettings } from '../algorithm/distillation.ts';
 import { scatterResponseGradsGpu } from '../../kernels/ppo/response-grads.ts';
 import type { PolicyLossConfig } from '../../kernels/ppo/ppo-vocabulary.ts';
 import { selectCovarianceTokens, shuffledIndices } from '../../kernels/ppo/covariance-selection.ts';
@@ -33,6 +40,9 @@ export interface ActorUpdateConfig extends ScheduleConfig {
   /** algorithm.rollout_correction.bypass_mode: the old log-probs are the rollout's, and each micro-batch weighs and
    *  rejects against the current policy; null: off. */
   bypass: BypassCorrectionPlan | null;
+  /** distillation.distillation_loss when distillation.enabled (the experience then has the teachers' log-probs);
+   *  null: off. */
+  distillation?: DistillationLossSettings | null;
 }
 
 export class ActorUpdater {
@@ -42,10 +52,12 @@ export class ActorUpdater {
     private readonly engine: Engine,
     private readonly actor: CausalLm,
     private readonly optimizer: AdamWOptimizer,
+    /** On-policy distillation's buffers (topk: forward_kl_topk's K); null: off. */
+    distillation: { topk: number | null } | null = null,
   ) {
     this.target = {
       optimizer,
-      pool: new SequenceBufferPool(engine, actor.config.vocabSize),
+      pool: new SequenceBufferPool(engine, actor.config.vocabSize, distillation),
       log: new DeviceMetricLog(engine, 'actor.metrics'),
       gradNormMetric: 'actor/grad_norm',
     };
@@ -53,6 +65,8 @@ export class ActorUpdater {
 
   async update(x: Experience, config: ActorUpdateConfig, rng: Rng): Promise<Record<string, number>> {
     if (config.useKlLoss && !x.refLogProbs) throw new Error('actor.use_kl_loss needs the reference model');
+    if (config.distillation && !x.hasTeacherLogProbs)
+      throw new Error("distillation.enabled needs the teachers' log-probs in the experience");
     const result = await runUpdate(x, config, rng, this.target, (micro, log, metrics) =>
       this.lossAndBackward(x, config, micro, log, metrics, rng),
     );
@@ -181,8 +195,20 @@ export class ActorUpdater {
         geoMeanRows: miniBatchRows.length,
       },
     );
+    const distillation = config.distillation;
+    const logitGrads = distillation
+      ? this.distillationLoss(
+          x,
+          distillation,
+          config.temperature,
+          { miniBatchRows, aggregation, rows, buffers: b, batch },
+          log,
+          metrics,
+        )
+      : null;
     scatterResponseGradsGpu(e, { grads: b.actorGrads, dLogprobs: b.dLogprobs, dEntropy: b.dEntropy, B: m, S, T: R });
-    this.actor.backward(b.dLogprobs, config.entropyCoeff !== 0 ? b.dEntropy : null, this.optimizer.grads);
+    const entropyBonus = config.entropyCoeff !== 0 && (distillation?.use_task_rewards ?? true);
+    this.actor.backward(b.dLogprobs, entropyBonus ? b.dEntropy : null, this.optimizer.grads, logitGrads);
     log.record(b.actorOut, (values) => {
       // Loss terms are already scaled to the mini-batch, so micro-batches add; ratios are per micro-batch means.
       const named = Object.fromEntries(ACTOR_LOSS_OUTPUTS.map((name, i) => [name, values[i]]));
@@ -195,5 +221,141 @@ export class ActorUpdater {
       metrics.addMean('actor/pg_clipfrac_lower', named.pg_clipfrac_lower, named.token_count);
       metrics.addMean('actor/ppo_kl', named.ppo_kl, named.token_count);
     });
+  }
+
+  /**
+   * verl's distillation_ppo_loss: the clamped per-token loss of the student against the teacher, back-propagated
+   * (agg_loss) or as the advantage −loss of a vanilla PPO term (use_policy_gradient), times distillation_loss_coef
+   * beside the task loss (use_task_rewards), else alone. The sampled-token modes take kl_penalty of the teachers'
+   * log-probs; forward_kl_topk the KL over the teacher's top-k from the student's forward (forward-kl-topk.ts),
+   * whose back-propagated gradient returns as the LM head's sparse logits pairs. Metrics as verl names them:
+   * distillation/loss (summed over micro-batches, before the coefficient), abs_loss (sampled-token modes), loss_min
+   * and loss_max (before the clamp), student_mass and teacher_mass with their min and max (forward_kl_topk), and the
+   * policy-gradient path's pg_clipfrac, ppo_kl, pg_clipfrac_lower.
+   */
+  private distillationLoss(
+    x: Experience,
+    settings: DistillationLossSettings,
+    temperature: number,
+    { miniBatchRows, aggregation, rows, buffers: b }: MicroBatch,
+    log: DeviceMetricLog,
+    metrics: MetricAccumulator,
+  ): LogitGradPairs | null {
+    const d = b.distillation!;
+    const m = rows.length;
+    const topk = d.topk;
+    const shape = topk && {
+      m,
+      S: b.S,
+      R: b.R,
+      C: this.actor.config.hiddenSize,
+      K: topk.K,
+      temperature,
+      logProbMinClamp: settings.log_prob_min_clamp,
+    };
+    if (topk && shape) {
+      const t = x.tensors.teacherTopk!;
+      // (N, R, K) rows of the experience to the block's (m, R_block, K): one copy per row, as ids are u32.
+      rows.forEach((row, i) => {
+        const n = b.R * topk.K;
+        const from = row * x.R * topk.K;
+        this.engine.copy(t.ids.view(`${t.ids.name}[${row}]`, from, [n]), topk.ids.view(topk.ids.name, i * n, [n]));
+        this.engine.copy(
+          t.logProbs.view(`${t.logProbs.name}[${row}]`, from, [n]),
+          topk.logProbs.view(topk.logProbs.name, i * n, [n]),
+        );
+      });
+      const forward = this.actor.lastForward();
+      forwardKlTopkGpu(
+        this.engine,
+        {
+          hidden: forward.hidden,
+          weight: this.actor.params.get(lmHeadWeightName(this.actor.config)),
+          lse: forward.lse,
+          teacherIds: topk.ids,
+          teacherLogProbs: topk.logProbs,
+          responseMask: b.responseMask,
+          out: topk.out,
+          coefs: topk.coefs,
+        },
+        shape,
+      );
+    } else b.gatherResponse(d.teacherLogProbs, x.tensors.teacher!);
+    computeDistillationLossGpu(
+      this.engine,
+      {
+        logProb: b.logProbs,
+        oldLogProb: b.oldLogProbs,
+        teacher: topk ? topk.out.view(`${topk.out.name}.kl`, 0, [m, b.R]) : d.teacherLogProbs,
+        responseMask: b.responseMask,
+        isWeights: x.rolloutIsWeights ? b.isWeights : null,
+        grads: b.actorGrads,
+        rowPartials: d.partials,
+        lossGrad: d.lossGrad,
+      },
+      {
+        lossMode: topk ? 'precomputed' : settings.loss_mode,
+        usePolicyGradient: settings.use_policy_gradient,
+        lossMaxClamp: settings.loss_max_clamp,
+        clipRatioLow: settings.clip_ratio_low,
+        clipRatioHigh: settings.clip_ratio_high,
+        coef: settings.use_task_rewards ? settings.distillation_loss_coef : 1,
+        accumulate: settings.use_task_rewards,
+        aggregation,
+        B: m,
+        T: b.R,
+      },
+    );
+    const logitGrads =
+      topk && shape && !settings.use_policy_gradient
+        ? { ids: topk.pairIds, coefs: topk.pairCoefs, P: topk.K + 1 }
+        : null;
+    if (topk && shape && logitGrads)
+      forwardKlTopkPairsGpu(
+        this.engine,
+        {
+          lossGrad: d.lossGrad,
+          coefs: topk.coefs,
+          teacherIds: topk.ids,
+          targets: b.targets,
+          grads: b.actorGrads,
+          pairIds: topk.pairIds,
+          pairCoefs: topk.pairCoefs,
+        },
+        shape,
+      );
+    log.record(d.partials, (values) => {
+      const totals = distillationPartialTotals(values, m);
+      checkFiniteRecord('distillation', { loss: totals.loss, abs_loss: totals.abs_loss_sum });
+      metrics.addSum(miniBatchRows, 'distillation/loss', totals.loss);
+      if (!topk)
+        metrics.addMean(
+          'distillation/abs_loss',
+          totals.abs_loss_sum / Math.max(1, totals.token_count),
+          totals.token_count,
+        );
+      if (totals.token_count > 0) {
+        metrics.addExtreme('distillation/loss_min', totals.loss_min, Math.min);
+        metrics.addExtreme('distillation/loss_max', totals.loss_max, Math.max);
+      }
+      if (!settings.use_policy_gradient) return;
+      const perToken = (sum: number) => sum / Math.max(1, totals.token_count);
+      metrics.addMean('distillation/pg_clipfrac', perToken(totals.pg_clipped), totals.token_count);
+      metrics.addMean('distillation/ppo_kl', perToken(totals.ppo_kl_sum), totals.token_count);
+      metrics.addMean('distillation/pg_clipfrac_lower', perToken(totals.pg_clipped_lower), totals.token_count);
+    });
+    if (topk) {
+      const mask = responseRows(x.responseMask, x.R, rows, b.R);
+      log.record(topk.out.view(`${topk.out.name}.masses`, m * b.R, [2 * m * b.R]), (values) => {
+        for (const [k, who] of ['student', 'teacher'].entries()) {
+          const masses = values.subarray(k * m * b.R, (k + 1) * m * b.R).filter((_, i) => mask[i] !== 0);
+          if (masses.length === 0) continue;
+          metrics.addMean(`distillation/${who}_mass`, masses.reduce((a, v) => a + v, 0) / masses.length, masses.length);
+          metrics.addExtreme(`distillation/${who}_mass_min`, Math.min(...masses), Math.min);
+          metrics.addExtreme(`distillation/${who}_mass_max`, Math.max(...masses), Math.max);
+        }
+      });
+    }
+    return logitGrads;
   }
 }

@@ -12,6 +12,7 @@ import type { CausalLm } from '../../models/causal-lm.ts';
 import type { ValueModel } from '../../models/value-model.ts';
 import type { RolloutBatch } from '../generation/types.ts';
 import { SequenceBufferPool, type SequenceBuffers } from '../training/sequence-buffers.ts';
+import { GrowingBuffers } from '../../models/growing-buffers.ts';
 import { planMicroBatches, type MicroBatching } from '../training/micro-batches.ts';
 import { gatherResponseValuesGpu } from '../../kernels/ppo/response-values.ts';
 import { applyKlInRewardGpu } from '../algorithm/kl-in-reward.ts';
@@ -62,6 +63,11 @@ export interface ExperienceTensors {
   returns: Tensor<'f32'>;
   /** Σ_v π_v² per response token (calculate_sum_pi_squared only; null otherwise, no buffer). */
   sumPiSquared: Tensor<'f32'> | null;
+  /** The teachers' log-probs of the sampled tokens (on-policy distillation's sampled-token modes only; null
+   *  otherwise, no buffer). */
+  teacher: Tensor<'f32'> | null;
+  /** forward_kl_topk: the teachers' K most likely tokens at each response position and their log-probs (N, R, K). */
+  teacherTopk: { K: number; ids: Tensor<'u32'>; logProbs: Tensor<'f32'> } | null;
   /** (N) each row's KL; (4) and (2N) the advantage estimators' statistics. */
   rowKl: Tensor<'f32'>;
   stats: Tensor<'f32'>;
@@ -85,6 +91,8 @@ interface ExperienceSoFar {
   sumPiSquared: Float32Array | null;
   refLogProbs: Float32Array | null;
   values: Float32Array | null;
+  /** Whether tensors.teacher holds this batch's teacher log-probs (distillation; they stay on the device). */
+  hasTeacherLogProbs: boolean;
   metrics: Record<string, number>;
   tensors: ExperienceTensors;
 }
@@ -120,6 +128,9 @@ function flattenRows(rows: readonly ArrayLike<number>[], R: number): Float32Arra
 
 export class ExperienceMaker {
   private readonly pool: SequenceBufferPool;
+  /** forward_kl_topk: the teachers' top-k at every position of a micro-batch, before its response positions are
+   *  kept. */
+  private readonly topkScratch: GrowingBuffers;
   private scratch: {
     N: number;
     R: number;
@@ -135,8 +146,13 @@ export class ExperienceMaker {
     vocabSize: number,
     /** calculate_sum_pi_squared: keep an (N, R) tensor for Σπ². */
     private readonly withSumPiSquared = false,
+    /** On-policy distillation: the frozen teachers (distillation.teacher_models, in plan order); none: off. */
+    private readonly teachers: readonly CausalLm[] = [],
+    /** forward_kl_topk: the teachers' top-k per position (distillation_loss.topk); null: the sampled token's. */
+    private readonly teacherTopk: number | null = null,
   ) {
     this.pool = new SequenceBufferPool(engine, vocabSize);
+    this.topkScratch = new GrowingBuffers(engine, 'experience.teacherTopk');
   }
 
   /** (N, R) tensors of the whole batch, reused while the shape stays, the (HOST_COPIES, N, R) staging tensor the
@@ -147,8 +163,9 @@ export class ExperienceMaker {
   ): { tensors: ExperienceTensors; hostCopies: Tensor<'f32'>; rowIndex: Tensor<'u32'> } {
     if (this.scratch?.N === N && this.scratch.R === R) return this.scratch;
     if (this.scratch)
-      for (const tensor of [...Object.values(this.scratch.tensors), this.scratch.hostCopies, this.scratch.rowIndex])
-        if (tensor) this.engine.destroyTensor(tensor);
+      for (const value of [...Object.values(this.scratch.tensors), this.scratch.hostCopies, this.scratch.rowIndex])
+        for (const tensor of value && 'K' in value ? [value.ids, value.logProbs] : [value])
+          if (tensor) this.engine.destroyTensor(tensor);
     const e = this.engine;
     const t = (name: string, shape: number[]) => e.tensor(`experience.${name}`, shape);
     const tensors: ExperienceTensors = {
@@ -162,6 +179,15 @@ export class ExperienceMaker {
       rolloutIsWeights: t('rolloutIsWeights', [N, R]),
       returns: t('returns', [N, R]),
       sumPiSquared: this.withSumPiSquared ? t('sumPiSquared', [N, R]) : null,
+      teacher: this.teachers.length > 0 && this.teacherTopk === null ? t('teacher', [N, R]) : null,
+      teacherTopk:
+        this.teachers.length > 0 && this.teacherTopk !== null
+          ? {
+              K: this.teacherTopk,
+              ids: e.tensor('experience.teacherTopIds', [N, R, this.teacherTopk], 'u32'),
+              logProbs: t('teacherTopLogProbs', [N, R, this.teacherTopk]),
+            }
+          : null,
       rowKl: t('rowKl', [N]),
       stats: t('stats', [4]),
       rowStats: t('rowStats', [2 * N]),
@@ -176,26 +202,26 @@ export class ExperienceMaker {
     return this.scratch;
   }
 
-  /** Runs `model` over the experience's sequences in micro-batches, gathering each of its per-position outputs,
-   *  response-aligned, into the matching one of `targets` (N, R) on the GPU (zero past each micro-batch's window). */
+  /** Runs a model over the experience's sequences in micro-batches, gathering each of its per-position outputs,
+   *  response-aligned, into the matching one of `targets` (N, R) on the GPU (zero past each micro-batch's window).
+   *  `rowGroups` (default: all rows, one group) split the rows between models: `run` gets the group's index. */
   private responseAligned(
     rollout: RolloutBatch,
     split: MicroBatching,
     targets: readonly Tensor<'f32'>[],
-    run: (buffers: SequenceBuffers) => readonly Tensor[],
+    run: (buffers: SequenceBuffers, group: number) => readonly Tensor[],
+    rowGroups: readonly (readonly number[])[] = [Array.from({ length: rollout.inputIds.length }, (_, i) => i)],
   ): void {
-    const N = rollout.inputIds.length;
     const R = rollout.responseLength;
     for (const target of targets) this.engine.clear(target);
-    for (const plan of planMicroBatches(
-      Array.from({ length: N }, (_, i) => i),
-      rollout,
-      split,
-    )) {
+    const plans = rowGroups.flatMap((rows, group) =>
+      rows.length === 0 ? [] : planMicroBatches(rows, rollout, split).map((plan) => ({ plan, group })),
+    );
+    for (const { plan, group } of plans) {
       const window = plan.promptLength + plan.responseLength;
       const buffers = this.pool.get(plan.rows.length, window, plan.responseLength);
       buffers.uploadSequences(rollout, plan.rows);
-      const outputs = run(buffers);
+      const outputs = run(buffers, group);
       targets.forEach((target, k) => {
         gatherResponseValuesGpu(
           this.engine,
@@ -249,6 +275,7 @@ export class ExperienceMaker {
       tensors,
       hasRefLogProbs: false,
       hasValues: false,
+      hasTeacherLogProbs: false,
       metrics: { ...mask.metrics },
     };
   }
@@ -296,6 +323,71 @@ export class ExperienceMaker {
       ];
     });
     x.hasRefLogProbs = true;
+  }
+
+  /** On-policy distillation: each frozen teacher's log-probs of the sampled tokens of the rows routed to it
+   *  (`teacherOfRow`, verl's teacher_key routing), or with forward_kl_topk its top-k tokens and log-probs at each
+   *  response position; at temperature 1 as verl's teacher servers score prompt_logprobs whatever the rollout's;
+   *  micro-batched as the reference. */
+  async teacherLogProbs(x: ExperienceBatch, plan: ExperiencePlan, teacherOfRow: readonly number[]): Promise<void> {
+    const groups = this.teachers.map((_, k) => teacherOfRow.flatMap((teacher, row) => (teacher === k ? [row] : [])));
+    const topk = x.tensors.teacherTopk;
+    if (topk) this.teacherTopkRows(x.rollout, plan.refForward, topk, groups);
+    else {
+      const target = x.tensors.teacher;
+      if (!target) throw new Error('ExperienceMaker: teacher log-probs need an ExperienceMaker made with teachers');
+      this.responseAligned(
+        x.rollout,
+        plan.refForward,
+        [target],
+        (buffers, k) => [
+          this.teachers[k].tokenLogprobs(buffers.batch!, buffers.targets, { temperature: 1, saveForBackward: false })
+            .logprobs,
+        ],
+        groups,
+      );
+    }
+    x.hasTeacherLogProbs = true;
+  }
+
+  /** forward_kl_topk: each teacher's top-k at every position of its rows' micro-batches (the decode top-logprobs
+   *  kernel over chunks of its logits, CausalLm.topLogprobs), the response positions copied into (N, R, K). */
+  private teacherTopkRows(
+    rollout: RolloutBatch,
+    split: MicroBatching,
+    topk: NonNullable<ExperienceTensors['teacherTopk']>,
+    groups: readonly (readonly number[])[],
+  ): void {
+    const R = rollout.responseLength;
+    const { K } = topk;
+    this.engine.clear(topk.logProbs);
+    groups.forEach((rows, k) => {
+      if (rows.length === 0) return;
+      const teacher = this.teachers[k];
+      for (const plan of planMicroBatches(rows, rollout, split)) {
+        const S = plan.promptLength + plan.responseLength;
+        const Rb = plan.responseLength;
+        const m = plan.rows.length;
+        const buffers = this.pool.get(m, S, Rb);
+        buffers.uploadSequences(rollout, plan.rows);
+        const ids = this.topkScratch.get('ids', [m * S, K], 'u32');
+        const logProbs = this.topkScratch.get('logProbs', [m * S, K]);
+        // Logits of up to 2^22 floats (16 MiB) at a time.
+        teacher.topLogprobs(buffers.batch!, K, ids, logProbs, Math.floor(2 ** 22 / teacher.config.vocabSize));
+        // Response token t of row b is predicted at position b·S + S − Rb − 1 + t: Rb·K values from there.
+        plan.rows.forEach((row, b) => {
+          const from = (b * S + S - Rb - 1) * K;
+          for (const [source, target] of [
+            [ids, topk.ids],
+            [logProbs, topk.logProbs],
+          ] as const)
+            this.engine.copy(
+              source.view(`${source.name}[${b}]`, from, [Rb * K]),
+              target.view(`${target.name}[${row}]`, row * R * K, [Rb * K]),
+            );
+        });
+      }
+    });
   }
 
   /** The critic's value of each response token (GAE's baseline). */
@@ -389,6 +481,7 @@ export class ExperienceMaker {
       x.hasRefLogProbs ? t.ref : null,
     ]);
     const { rollout, N, S, R, scores, responseMask, oldLogProbs, rolloutLogProbs, sumPiSquared, metrics, tensors } = x;
+    const { hasTeacherLogProbs } = x;
     return {
       rollout,
       N,
@@ -405,6 +498,7 @@ export class ExperienceMaker {
       advantages: advantages!,
       returns: returns!,
       rolloutIsWeights,
+      hasTeacherLogProbs,
       metrics,
       tensors,
     };
@@ -454,6 +548,7 @@ export class ExperienceMaker {
       t.returns,
       x.sumPiSquared && t.sumPiSquared,
       x.rolloutIsWeights && t.rolloutIsWeights,
+      x.hasTeacherLogProbs && t.teacher,
     ]) {
       if (!tensor) continue;
       gatherRows(this.engine, { source: tensor, sourceStride: R, rows: rowIndex, m: N, width: R, out: scratch });

@@ -20,6 +20,29 @@ export interface ExperienceRows {
   responseLength: number;
 }
 
+/** On-policy distillation's (m, R) per-token tensors of a block (kernels/ppo/distillation-loss.ts) and, for
+ *  forward_kl_topk, the teacher's top-k and the forward KL's outputs (kernels/ppo/forward-kl-topk.ts). */
+export interface DistillationBuffers {
+  /** The teachers' log-probs of the sampled tokens (sampled-token modes). */
+  teacherLogProbs: Tensor;
+  /** (m, 8) the distillation loss's partials. */
+  partials: Tensor;
+  /** d loss / d each token's distillation loss. */
+  lossGrad: Tensor;
+  topk: {
+    K: number;
+    /** (m, R, K) the teacher's top-k ids and log-probs. */
+    ids: Tensor<'u32'>;
+    logProbs: Tensor;
+    /** [3, m·R]: the KL, student mass, teacher mass. */
+    out: Tensor;
+    coefs: Tensor;
+    /** (m·S, K + 1) the LM head's sparse logits-gradient pairs. */
+    pairIds: Tensor<'u32'>;
+    pairCoefs: Tensor;
+  } | null;
+}
+
 export class SequenceBuffers {
   batch: TokenBatch | undefined;
   /** The experience's response columns (the row stride of its (N, R) tensors), set by uploadSequences. */
@@ -61,6 +84,8 @@ export class SequenceBuffers {
   readonly actorOut: Tensor;
   readonly valuePartials: Tensor;
   readonly valueOut: Tensor;
+  /** On-policy distillation's buffers (a pool made with `distillation`); null otherwise, none allocated. */
+  readonly distillation: DistillationBuffers | null;
 
   constructor(
     private readonly engine: Engine,
@@ -69,6 +94,7 @@ export class SequenceBuffers {
     readonly S: number,
     readonly R: number,
     private readonly vocabSize: number,
+    distillation: { topk: number | null } | null = null,
   ) {
     const e = {
       tensor: <D extends DType = 'f32'>(name: string, shape: number[], dtype?: D) => buffers.get(name, shape, dtype),
@@ -106,6 +132,24 @@ export class SequenceBuffers {
     this.actorOut = e.tensor(`${tag}.actorOut`, [8]);
     this.valuePartials = e.tensor(`${tag}.valuePartials`, [rows, 3]);
     this.valueOut = e.tensor(`${tag}.valueOut`, [3]);
+    const K = distillation?.topk ?? null;
+    this.distillation = distillation && {
+      teacherLogProbs: response('teacherLogProbs'),
+      partials: e.tensor(`${tag}.distillationPartials`, [rows, 8]),
+      lossGrad: response('distillationLossGrad'),
+      topk:
+        K === null
+          ? null
+          : {
+              K,
+              ids: e.tensor(`${tag}.teacherTopIds`, [rows, R, K], 'u32'),
+              logProbs: e.tensor(`${tag}.teacherTopLogProbs`, [rows, R, K]),
+              out: e.tensor(`${tag}.topkOut`, [3, rows * R]),
+              coefs: e.tensor(`${tag}.topkCoefs`, [rows, R, K]),
+              pairIds: e.tensor(`${tag}.topkPairIds`, [rows * S, K + 1], 'u32'),
+              pairCoefs: e.tensor(`${tag}.topkPairCoefs`, [rows * S, K + 1]),
+            },
+    };
   }
 
   /**
@@ -180,6 +224,8 @@ export class SequenceBufferPool {
   constructor(
     private readonly engine: Engine,
     private readonly vocabSize: number,
+    /** Allocate on-policy distillation's buffers too (SequenceBuffers.distillation; topk: forward_kl_topk's K). */
+    private readonly distillation: { topk: number | null } | null = null,
   ) {
     this.buffers = new GrowingBuffers(engine, 'ppo');
   }
@@ -189,7 +235,7 @@ export class SequenceBufferPool {
     const key = `${rows}x${S}x${R}`;
     let buffers = this.pool.get(key);
     if (!buffers || this.buffers.generation !== this.generation) {
-      buffers = new SequenceBuffers(this.engine, this.buffers, rows, S, R, this.vocabSize);
+      buffers = new SequenceBuffers(this.engine, this.buffers, rows, S, R, this.vocabSize, this.distillation);
       // A larger block reallocated the buffers: the views of every other shape are stale.
       if (this.buffers.generation !== this.generation) this.pool.clear();
       this.generation = this.buffers.generation;

@@ -40,6 +40,7 @@ function batch(): Omit<Experience, 'tensors'> {
     sumPiSquared: null,
     refLogProbs: null,
     values: null,
+    hasTeacherLogProbs: false,
     metrics: {},
     tokenLevelRewards,
     advantages: new Float32Array(N * R),

@@ -173,12 +173,35 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
     }
   });
 
-  it('a run stops on what composes but is not carried out yet, one line each, after --cfg job printed it', async () => {
-    const argv = [`actor_rollout_ref.model.path=${FIXTURES.model}`, 'distillation.enabled=true'];
-    expect((await runCli(['--cfg', 'job', ...argv])).code).toBe(0);
-    const run = await runCli(argv);
-    expect(run.code).toBe(2);
-    expect(run.stderr).toContain('on-policy distillation is not carried out by a run yet');
+  it("a distillation run checks verl's DistillationConfig before loading anything, after --cfg job printed it", async () => {
+    const model = `actor_rollout_ref.model.path=${FIXTURES.model}`;
+    const cases: [string[], string][] = [
+      [[], 'model_path must be specified for distillation teacher model config.'],
+      [
+        [
+          `distillation.teacher_models.teacher_model.model_path=${FIXTURES.model}`,
+          'distillation.distillation_loss.loss_mode=k1',
+          'distillation.distillation_loss.use_policy_gradient=false',
+        ],
+        'Directly backpropagating k1 loss is incorrect',
+      ],
+      [
+        [
+          `+distillation.teacher_models.a.model_path=${FIXTURES.model}`,
+          '+distillation.teacher_models.a.key=gsm8k',
+          `+distillation.teacher_models.b.model_path=${FIXTURES.model}`,
+          '+distillation.teacher_models.b.key=gsm8k',
+        ],
+        'Duplicate teacher key gsm8k found in teacher models. (distillation.teacher_models.b.key)',
+      ],
+    ];
+    for (const [extra, message] of cases) {
+      const argv = [model, 'distillation.enabled=true', ...extra];
+      expect((await runCli(['--cfg', 'job', ...argv])).code, extra.join(' ')).toBe(0);
+      const run = await runCli(argv);
+      expect(run.code, extra.join(' ')).toBe(2);
+      expect(run.stderr).toContain(message);
+    }
   });
 
   it('--help names the verl commit the keys and defaults follow', async () => {

@@ -45,11 +45,19 @@ function taskData(task: 'arithmetic' | 'search_qa', trainSize: number) {
   };
 }
 
-export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa' = 'arithmetic'): Promise<TinyRun> {
-  const root = await makeTempDir('tiny-run-');
+/** A fresh Qwen3-style model (1 layer unless `shape` says otherwise, weights seeded by `seed`, drawn with standard
+ *  deviation `initializerRange`) saved as a Hugging Face directory with the task's tokenizer. */
+export async function saveTinyModel(
+  dir: string,
+  task: 'arithmetic' | 'search_qa',
+  seed: number,
+  shape: Partial<Parameters<typeof tinyQwen3Config>[1]> = {},
+  initializerRange = 0.02,
+  /** Changes the drawn weights (by Hugging Face name) before they are saved. */
+  edit: (values: Map<string, Float32Array>) => void = () => {},
+): Promise<void> {
+  const { vocabSize, files } = taskData(task, 0);
   const engine = await Engine.create();
-  const model = join(root, 'model');
-  const { vocabSize, files, train, corpus } = taskData(task, trainSize);
   try {
     const config = tinyQwen3Config(vocabSize, {
       layers: 1,
@@ -58,15 +66,25 @@ export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa
       kvHeads: 1,
       headDim: 16,
       intermediate: 64,
+      ...shape,
     });
     const params = createParameterArena(engine, config, 'actor');
-    uploadArenaTensors(engine, params, initialParameters(config, 5));
-    await saveModel(engine, model, config, params);
+    const values = initialParameters(config, seed, initializerRange);
+    edit(values);
+    uploadArenaTensors(engine, params, values);
+    await saveModel(engine, dir, config, params);
   } finally {
     engine.destroy();
   }
-  await writeFile(join(model, 'tokenizer.json'), JSON.stringify(files.tokenizerJson));
-  await writeFile(join(model, 'tokenizer_config.json'), JSON.stringify(files.tokenizerConfig));
+  await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(files.tokenizerJson));
+  await writeFile(join(dir, 'tokenizer_config.json'), JSON.stringify(files.tokenizerConfig));
+}
+
+export async function makeTinyRun(trainSize = 6, task: 'arithmetic' | 'search_qa' = 'arithmetic'): Promise<TinyRun> {
+  const root = await makeTempDir('tiny-run-');
+  const model = join(root, 'model');
+  const { train, corpus } = taskData(task, trainSize);
+  await saveTinyModel(model, task, 5);
   const data = join(root, 'train.jsonl');
   await writeFile(data, `${train.map((r) => JSON.stringify(r.row)).join('\n')}\n`);
   if (corpus) await writeFile(join(root, 'corpus.jsonl'), corpusJsonl(corpus));

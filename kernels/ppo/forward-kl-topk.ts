@@ -1,0 +1,156 @@
+import source from './forward-kl-topk.wgsl';
+import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups } from '../../engine/index.ts';
+import { wgslSections } from '../util/rowwise.ts';
+
+const UNIFORMS: KernelSpec['uniforms'] = [
+  { name: 'm', type: 'u32' },
+  { name: 'S', type: 'u32' },
+  { name: 'R', type: 'u32' },
+  { name: 'C', type: 'u32' },
+  { name: 'K', type: 'u32' },
+  { name: 'invTemperature', type: 'f32' },
+  { name: 'minClamp', type: 'f32' },
+];
+
+export const forwardKlTopkSpec: KernelSpec = {
+  name: 'forward-kl-topk/kl',
+  source: wgslSections('forward-kl-topk', source, 'kl'),
+  entryPoint: 'kl',
+  bindings: [
+    { name: 'hidden', access: 'read' },
+    { name: 'weight', access: 'read' },
+    { name: 'lse', access: 'read' },
+    { name: 'teacherIds', access: 'read', type: 'u32' },
+    { name: 'teacherLogProbs', access: 'read' },
+    { name: 'mask', access: 'read' },
+    { name: 'out', access: 'read_write' },
+    { name: 'coefs', access: 'read_write' },
+  ],
+  uniforms: UNIFORMS,
+};
+
+export const forwardKlTopkPairsSpec: KernelSpec = {
+  name: 'forward-kl-topk/pairs',
+  source: wgslSections('forward-kl-topk', source, 'pairs'),
+  entryPoint: 'pairs',
+  bindings: [
+    { name: 'lossGrad', access: 'read' },
+    { name: 'coefs', access: 'read' },
+    { name: 'teacherIds', access: 'read', type: 'u32' },
+    { name: 'targets', access: 'read', type: 'u32' },
+    { name: 'grads', access: 'read_write', type: 'vec2<f32>' },
+    { name: 'pairIds', access: 'read_write', type: 'u32' },
+    { name: 'pairCoefs', access: 'read_write' },
+  ],
+  uniforms: UNIFORMS,
+};
+
+export interface ForwardKlTopkShape {
+  /** m sequences of S positions, R response columns (the last R of each window). */
+  m: number;
+  S: number;
+  R: number;
+  /** The student's hidden size and the teacher's top-k. */
+  C: number;
+  K: number;
+  temperature: number;
+  /** distillation_loss.log_prob_min_clamp; null: none. */
+  logProbMinClamp: number | null;
+}
+
+const uniforms = (s: ForwardKlTopkShape) => ({
+  m: s.m,
+  S: s.S,
+  R: s.R,
+  C: s.C,
+  K: s.K,
+  invTemperature: 1 / s.temperature,
+  minClamp: s.logProbMinClamp ?? -3.4e38,
+});
+
+/** Per response token: the forward KL over the teacher's top-k, the two masses (out [3, m·R]) and the coefficients
+ *  of its logits gradient (coefs (m, R, K)); see forward-kl-topk.wgsl. */
+export function forwardKlTopkGpu(
+  engine: Engine,
+  t: {
+    hidden: Tensor;
+    weight: Tensor;
+    lse: Tensor;
+    teacherIds: Tensor<'u32'>;
+    teacherLogProbs: Tensor;
+    responseMask: Tensor;
+    out: Tensor;
+    coefs: Tensor;
+  },
+  s: ForwardKlTopkShape,
+): void {
+  const op = 'forward-kl-topk';
+  const { m, S, R, C, K } = s;
+  if (t.weight.dtype !== 'f32')
+    throw new Error(
+      `${op}: the LM head weight (tensor ${t.weight.name}) is ${t.weight.dtype}; forward_kl_topk reads a float32 ` +
+        'head (a LoRA base stored in bf16/fp16/NF4 is not supported)',
+    );
+  expectSize(op, 'hidden', t.hidden, m * S * C, `[m·S=${m * S}, C=${C}]`);
+  expectSize(op, 'lse', t.lse, m * S, `[m·S=${m * S}]`);
+  for (const [tensor, what] of [
+    [t.teacherIds, 'teacherIds'],
+    [t.teacherLogProbs, 'teacherLogProbs'],
+    [t.coefs, 'coefs'],
+  ] as const)
+    expectSize(op, what, tensor, m * R * K, `[m=${m}, R=${R}, K=${K}]`);
+  expectSize(op, 'responseMask', t.responseMask, m * R, `[m=${m}, R=${R}]`);
+  expectSize(op, 'out', t.out, 3 * m * R, `[3, m·R=${m * R}]`);
+  engine.dispatch(forwardKlTopkSpec, {
+    bindings: {
+      hidden: t.hidden,
+      weight: t.weight,
+      lse: t.lse,
+      teacherIds: t.teacherIds,
+      teacherLogProbs: t.teacherLogProbs,
+      mask: t.responseMask,
+      out: t.out,
+      coefs: t.coefs,
+    },
+    uniforms: uniforms(s),
+    workgroups: foldWorkgroups(Math.ceil((m * R) / 64)),
+  });
+}
+
+/** The forward KL's gradient scaled by d loss / d KL (lossGrad (m, R)): grads.x adjusted and the LM head's sparse
+ *  pairs (pairIds, pairCoefs (m·S, K + 1), zero elsewhere: cleared here); see forward-kl-topk.wgsl. */
+export function forwardKlTopkPairsGpu(
+  engine: Engine,
+  t: {
+    lossGrad: Tensor;
+    coefs: Tensor;
+    teacherIds: Tensor<'u32'>;
+    targets: Tensor<'u32'>;
+    grads: Tensor;
+    pairIds: Tensor<'u32'>;
+    pairCoefs: Tensor;
+  },
+  s: ForwardKlTopkShape,
+): void {
+  const op = 'forward-kl-topk/pairs';
+  const { m, S, R, K } = s;
+  expectSize(op, 'lossGrad', t.lossGrad, m * R, `[m=${m}, R=${R}]`);
+  expectSize(op, 'targets', t.targets, m * S, `[m·S=${m * S}]`);
+  expectSize(op, 'grads', t.grads, 2 * m * R, `[m=${m}, R=${R}, 2]`);
+  expectSize(op, 'pairIds', t.pairIds, m * S * (K + 1), `[m·S=${m * S}, K+1=${K + 1}]`);
+  expectSize(op, 'pairCoefs', t.pairCoefs, m * S * (K + 1), `[m·S=${m * S}, K+1=${K + 1}]`);
+  engine.clear(t.pairCoefs);
+  engine.dispatch(forwardKlTopkPairsSpec, {
+    bindings: {
+      lossGrad: t.lossGrad,
+      coefs: t.coefs,
+      teacherIds: t.teacherIds,
+      targets: t.targets,
+      grads: t.grads,
+      pairIds: t.pairIds,
+      pairCoefs: t.pairCoefs,
+    },
+    uniforms: uniforms(s),
+    workgroups: foldWorkgroups(Math.ceil((m * R) / 64)),
+  });
+}
