@@ -67,15 +67,25 @@ export function withTotalSteps(stages: readonly WarmStartStage[], totalSteps: nu
   });
 }
 
-/** The stage's learning rate at `step`: a 10-step warmup, a cosine decay to a tenth over its `steps`, then flat. */
-function stageLr(stage: WarmStartStage, step: number): number {
+/** A cosine decay from 1 at `step` 0 to a tenth at `steps`. */
+function cosineDecay(step: number, steps: number): number {
+  return 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * step) / steps));
+}
+
+/**
+ * The stage's learning rate at `step`: a 10-step warmup and a cosine decay to a tenth over its `steps`; past them,
+ * its loss gate's restarted cosine cycles.
+ */
+export function stageLr(stage: WarmStartStage, step: number): number {
+  const gate = stage.until;
+  if (gate && step >= stage.steps)
+    return gate.lr * cosineDecay((step - stage.steps) % gate.cycleSteps, gate.cycleSteps);
   const warmup = Math.min(1, (step + 1) / 10);
-  const decay = 0.1 + 0.9 * 0.5 * (1 + Math.cos((Math.PI * Math.min(step, stage.steps)) / stage.steps));
-  return stage.lr * warmup * decay;
+  return stage.lr * warmup * cosineDecay(Math.min(step, stage.steps), stage.steps);
 }
 
 /** Whether the stage goes on after `losses` (its steps so far): its schedule, then its loss gate. */
-function stageContinues(stage: WarmStartStage, losses: readonly number[]): boolean {
+export function stageContinues(stage: WarmStartStage, losses: readonly number[]): boolean {
   if (losses.length < stage.steps) return true;
   const gate = stage.until;
   if (!gate || losses.length >= gate.maxSteps) return false;
@@ -85,8 +95,8 @@ function stageContinues(stage: WarmStartStage, losses: readonly number[]): boole
 
 /**
  * Creates the built-in actor (seeded) and trains it through the task's warm-start stages in order, each from a
- * freshly reset AdamW with a 10-step warmup and a cosine decay to a tenth of its learning rate, then on at that rate
- * while its loss gate (`until`) is not met.
+ * freshly reset AdamW with a 10-step warmup and a cosine decay to a tenth of its learning rate, then on in restarted
+ * cosine cycles while its loss gate (`until`) is not met.
  */
 export async function warmStartBuiltinActor(
   engine: Engine,

@@ -4,7 +4,7 @@ import { describe, it, expect } from 'vitest';
 import { loadConfig } from '../../ppo/config.ts';
 import { builtinDataset, builtinTokenizer } from '../../ppo/jobs/builtin-run.ts';
 import { BUILTIN_TASKS } from '../../ppo/tasks/builtin-tasks.ts';
-import { withTotalSteps } from '../../ppo/tasks/default-job.ts';
+import { stageContinues, stageLr, withTotalSteps } from '../../ppo/tasks/default-job.ts';
 import { Bm25Retriever } from '../../ppo/environments/search/bm25-retriever.ts';
 import { computeScore } from '../../ppo/rewards/index.ts';
 import { syntheticQaFact } from '../../ppo/tasks/synthetic-qa.ts';
@@ -82,5 +82,25 @@ describe('built-in task demonstrations', () => {
       ['pretraining', 3e-3],
       ['SFT', 1e-3],
     ]);
+  });
+
+  it('a gated stage runs its schedule, then restarted cosine cycles until its mean loss passes the gate', () => {
+    const until = { meanLossBelow: 0.04, window: 3, maxSteps: 20, lr: 1e-3, cycleSteps: 4 };
+    const stage = { name: 'pretraining', steps: 8, lr: 3e-3, examples: [], until };
+    // The schedule: a 10-step warmup under a cosine from the peak towards a tenth at its end.
+    expect(stageLr(stage, 0)).toBeCloseTo(3e-4, 12);
+    expect(stageLr(stage, 7)).toBeCloseTo(3e-3 * 0.8 * (0.1 + 0.45 * (1 + Math.cos((7 * Math.PI) / 8))), 12);
+    // Past it, each cycle starts at the gate's rate and decays towards a tenth of it.
+    for (const start of [8, 12, 16]) {
+      expect(stageLr(stage, start)).toBe(1e-3);
+      expect(stageLr(stage, start + 2)).toBeCloseTo(1e-3 * 0.55, 12);
+      expect(stageLr(stage, start + 3)).toBeLessThan(stageLr(stage, start + 2));
+    }
+    const losses = (n: number, last: number) => [...Array.from({ length: n - 3 }, () => 1), last, last, last];
+    expect(stageContinues(stage, losses(7, 0))).toBe(true); // inside the schedule the gate is not asked
+    expect(stageContinues(stage, losses(8, 0.05))).toBe(true);
+    expect(stageContinues(stage, losses(8, 0.03))).toBe(false);
+    expect(stageContinues(stage, losses(20, 0.05))).toBe(false); // the cap
+    expect(stageContinues({ ...stage, until: undefined }, losses(8, 0.05))).toBe(false);
   });
 });
