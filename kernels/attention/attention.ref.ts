@@ -62,22 +62,43 @@ function probabilities(args: AttentionRefArgs, b: number, t: number, h: number):
   return { p, lse: max + Math.log(sum) };
 }
 
-export function attentionForwardRef(args: AttentionRefArgs): AttentionRefForward {
+/** One query row: batch b, query t, head h. */
+export interface AttentionQuery {
+  b: number;
+  t: number;
+  h: number;
+}
+
+/** One key row: batch b, key j, kv group g. */
+export interface AttentionKey {
+  b: number;
+  j: number;
+  g: number;
+}
+
+function allQueries({ B, Tq, NH }: AttentionDims): AttentionQuery[] {
+  const queries: AttentionQuery[] = [];
+  for (let b = 0; b < B; b++) for (let h = 0; h < NH; h++) for (let t = 0; t < Tq; t++) queries.push({ b, t, h });
+  return queries;
+}
+
+/** out and lse of `queries` (every query when absent; the other rows stay 0), each over the whole key range: a
+ *  sample of rows is O(Tk·HS) each where the whole is O(B·NH·Tq·Tk·HS) (gpu-report's real-size check). */
+export function attentionForwardRef(
+  args: AttentionRefArgs,
+  queries: readonly AttentionQuery[] = allQueries(args),
+): AttentionRefForward {
   const { B, Tq, Tk, NH, NKV, HS, v } = args;
   const { vAt, outAt } = indexers(args);
   const out = new Float64Array(B * Tq * NH * HS);
   const lse = new Float64Array(B * NH * Tq);
-  for (let b = 0; b < B; b++) {
-    for (let h = 0; h < NH; h++) {
-      const g = Math.floor(h / (NH / NKV));
-      for (let t = 0; t < Tq; t++) {
-        const row = probabilities(args, b, t, h);
-        lse[(b * NH + h) * Tq + t] = row.lse;
-        for (let j = 0; j < Tk; j++) {
-          if (row.p[j] === 0) continue;
-          for (let d = 0; d < HS; d++) out[outAt(b, t, h) + d] += row.p[j] * v[vAt(b, j, g) + d];
-        }
-      }
+  for (const { b, t, h } of queries) {
+    const g = Math.floor(h / (NH / NKV));
+    const row = probabilities(args, b, t, h);
+    lse[(b * NH + h) * Tq + t] = row.lse;
+    for (let j = 0; j < Tk; j++) {
+      if (row.p[j] === 0) continue;
+      for (let d = 0; d < HS; d++) out[outAt(b, t, h) + d] += row.p[j] * v[vAt(b, j, g) + d];
     }
   }
   return { out, lse };
@@ -112,6 +133,60 @@ export function attentionBackwardRef(args: AttentionRefArgs & { dOut: ArrayLike<
         }
       }
     }
+  }
+  return { dq, dk, dv };
+}
+
+/**
+ * dq of `queries` and dk, dv of `keys`, from what the backward kernel takes: the forward's out and lse are inputs, as
+ * the kernel reads them, not recomputed. That makes a key's gradient O(NH/NKV · Tq · HS) (a column of P needs every
+ * row's lse) where recomputing lse would cost the whole forward; the forward's outputs have their own check. Each
+ * returned row is HS values, in the order asked.
+ */
+export function attentionBackwardAtRef(
+  args: AttentionRefArgs & { dOut: ArrayLike<number>; out: ArrayLike<number>; lse: ArrayLike<number> },
+  at: { queries: readonly AttentionQuery[]; keys: readonly AttentionKey[] },
+): { dq: Float64Array[]; dk: Float64Array[]; dv: Float64Array[] } {
+  const { Tq, Tk, NH, NKV, HS, scale, q, k, v, dOut, out, lse, keyMask } = args;
+  const { qAt, kAt, vAt, outAt, allowed } = indexers(args);
+  const dot = (x: ArrayLike<number>, i: number, y: ArrayLike<number>, j: number) => {
+    let sum = 0;
+    for (let d = 0; d < HS; d++) sum += x[i + d] * y[j + d];
+    return sum;
+  };
+  // P[t, j], dP[t, j] − rowsum(dOut∘out)[t] of query row (b, t, h) against key j of its group g.
+  const entry = (b: number, t: number, h: number, j: number, g: number) => {
+    const p = Math.exp(scale * dot(q, qAt(b, t, h), k, kAt(b, j, g)) - lse[(b * NH + h) * Tq + t]);
+    const o = outAt(b, t, h);
+    return { p, dScore: p * (dot(dOut, o, v, vAt(b, j, g)) - dot(dOut, o, out, o)) * scale };
+  };
+  const dq = at.queries.map(({ b, t, h }) => {
+    const g = Math.floor(h / (NH / NKV));
+    const row = new Float64Array(HS);
+    for (let j = 0; j < Tk; j++) {
+      if (!allowed(keyMask, b, t, j)) continue;
+      const { dScore } = entry(b, t, h, j, g);
+      for (let d = 0; d < HS; d++) row[d] += dScore * k[kAt(b, j, g) + d];
+    }
+    return row;
+  });
+  const dk: Float64Array[] = [];
+  const dv: Float64Array[] = [];
+  for (const { b, j, g } of at.keys) {
+    const dkRow = new Float64Array(HS);
+    const dvRow = new Float64Array(HS);
+    for (let h = g * (NH / NKV); h < (g + 1) * (NH / NKV); h++) {
+      for (let t = 0; t < Tq; t++) {
+        if (!allowed(keyMask, b, t, j)) continue;
+        const { p, dScore } = entry(b, t, h, j, g);
+        for (let d = 0; d < HS; d++) {
+          dvRow[d] += p * dOut[outAt(b, t, h) + d];
+          dkRow[d] += dScore * q[qAt(b, t, h) + d];
+        }
+      }
+    }
+    dk.push(dkRow);
+    dv.push(dvRow);
   }
   return { dq, dk, dv };
 }

@@ -12,13 +12,25 @@ const UNIFORMS: KernelSpec['uniforms'] = [
   { name: 'minClamp', type: 'f32' },
 ];
 
+export const forwardKlTopkLogitsSpec: KernelSpec = {
+  name: 'forward-kl-topk/logits',
+  source: wgslSections('forward-kl-topk', source, 'logits'),
+  entryPoint: 'logits',
+  bindings: [
+    { name: 'hidden', access: 'read' },
+    { name: 'weight', access: 'read' },
+    { name: 'teacherIds', access: 'read', type: 'u32' },
+    { name: 'mask', access: 'read' },
+    { name: 'coefs', access: 'read_write' },
+  ],
+  uniforms: [...UNIFORMS, { name: 'v0', type: 'u32' }, { name: 'width', type: 'u32' }],
+};
+
 export const forwardKlTopkSpec: KernelSpec = {
   name: 'forward-kl-topk/kl',
   source: wgslSections('forward-kl-topk', source, 'kl'),
   entryPoint: 'kl',
   bindings: [
-    { name: 'hidden', access: 'read' },
-    { name: 'weight', access: 'read' },
     { name: 'lse', access: 'read' },
     { name: 'teacherIds', access: 'read', type: 'u32' },
     { name: 'teacherLogProbs', access: 'read' },
@@ -69,7 +81,8 @@ const uniforms = (s: ForwardKlTopkShape) => ({
 });
 
 /** Per response token: the forward KL over the teacher's top-k, the two masses (out [3, m·R]) and the coefficients
- *  of its logits gradient (coefs (m, R, K)); see forward-kl-topk.wgsl. */
+ *  of its logits gradient (coefs (m, R, K)); see forward-kl-topk.wgsl. The weight is read one binding window at a
+ *  time (engine.bindingWindows), so a head above one binding or split across buffers needs no copy. */
 export function forwardKlTopkGpu(
   engine: Engine,
   t: {
@@ -101,10 +114,21 @@ export function forwardKlTopkGpu(
     expectSize(op, what, tensor, m * R * K, `[m=${m}, R=${R}, K=${K}]`);
   expectSize(op, 'responseMask', t.responseMask, m * R, `[m=${m}, R=${R}]`);
   expectSize(op, 'out', t.out, 3 * m * R, `[3, m·R=${m * R}]`);
+  const workgroups = foldWorkgroups(Math.ceil((m * R) / 64));
+  for (const { firstRow, rows, tensor } of engine.bindingWindows(t.weight, C))
+    engine.dispatch(forwardKlTopkLogitsSpec, {
+      bindings: {
+        hidden: t.hidden,
+        weight: tensor,
+        teacherIds: t.teacherIds,
+        mask: t.responseMask,
+        coefs: t.coefs,
+      },
+      uniforms: { ...uniforms(s), v0: firstRow, width: rows },
+      workgroups,
+    });
   engine.dispatch(forwardKlTopkSpec, {
     bindings: {
-      hidden: t.hidden,
-      weight: t.weight,
       lse: t.lse,
       teacherIds: t.teacherIds,
       teacherLogProbs: t.teacherLogProbs,
@@ -113,7 +137,7 @@ export function forwardKlTopkGpu(
       coefs: t.coefs,
     },
     uniforms: uniforms(s),
-    workgroups: foldWorkgroups(Math.ceil((m * R) / 64)),
+    workgroups,
   });
 }
 

@@ -6,7 +6,8 @@
 // distillation/* metrics are reported; a teacher of another size routes by data_source; a teacher with another
 // tokenizer is refused in one line naming both directories; an unrouted sample stops the step naming the key; and
 // verl 1dda039b's own launch script (examples/on_policy_distillation_trainer/run_qwen3_8b_fsdp.sh) runs on the tiny
-// student and teacher with verl-schema Parquet.
+// student and teacher with verl-schema Parquet; and k3 and forward_kl_topk run on Qwen3-shaped student and teacher
+// (different sizes) with Qwen3's real 151,936-token tokenizer on verl-schema Parquet (forward_kl_topk's loss falls).
 import { describe, it, expect, vi } from 'vitest';
 import { join } from 'node:path';
 import { runJsonlToParquet } from '../../tools/parquet/jsonl-to-parquet.ts';
@@ -14,6 +15,7 @@ import { HAS_BASH, scriptArgv, VERL_HEAD_ROOT, withPaths } from '../support/verl
 import { makeTinyRun, runMetrics, saveTinyModel } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
 import { ARITHMETIC_DATA_SOURCE } from '../../ppo/tasks/arithmetic.ts';
+import { QWEN3_TINY_LAYER, QWEN3_VOCAB_SIZE, writeQwen3Model } from '../../tools/qwen3-model.ts';
 
 const STUDENT_SEED = 5;
 
@@ -163,4 +165,66 @@ describe('on-policy distillation from the command line', () => {
       expect(steps[0]['distillation/pg_clipfrac']).toBeGreaterThanOrEqual(0);
     },
   );
+
+  // The issue's done-criterion: Qwen3's own vocabulary (151,936) and tokenizer (tools/qwen3-model.ts), a bf16 student
+  // of hidden 64 and a teacher of hidden 128, verl-schema Parquet, 6 steps. forward_kl_topk's teacher has its
+  // embedding ×30 (logits of std ≈ 0.02·√128·30 ≈ 7: its top 4 hold real mass): the student, near-uniform at first
+  // (s_k ≈ −log 151,936 ≈ −12), raises those ids' log-probs and the loss falls (on lavapipe 11.1 → 9.0). k3's
+  // teacher is a plain random initialisation: with the sharp one every sampled token's k3 (≈ s − t) sits at the
+  // clamp and passes no gradient; with this one both models are near-uniform, the k3 is small (0.02–0.06 on
+  // lavapipe) and a few steps of 8 sampled responses over 151,936 tokens are noise at that scale, so only finite,
+  // positive losses are asserted (the fall is shown on the small vocabulary above).
+  for (const mode of ['k3', 'forward_kl_topk'] as const)
+    it(`${mode} on Qwen3-shaped checkpoints with the real tokenizer and verl-schema Parquet`, async () => {
+      const { root, overrides } = await makeTinyRun(16);
+      const student = join(root, 'qwen3-student');
+      const teacher = join(root, 'qwen3-teacher');
+      const config = await writeQwen3Model(student, {
+        hidden: 64,
+        heads: 2,
+        kvHeads: 1,
+        headDim: 32,
+        intermediate: 192,
+        layers: 2,
+      });
+      expect(config.vocabSize).toBe(QWEN3_VOCAB_SIZE);
+      const scale = mode === 'forward_kl_topk' ? 30 : 1;
+      await writeQwen3Model(teacher, { ...QWEN3_TINY_LAYER, layers: 2 }, 7, (values) => {
+        for (const [name, data] of values)
+          if (name.includes('embed_tokens')) for (let i = 0; i < data.length; i++) data[i] *= scale;
+      });
+      const parquet = join(root, 'train.parquet');
+      const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+      expect(runJsonlToParquet([join(root, 'train.jsonl'), parquet])).toBe(0);
+      log.mockRestore();
+      const runDir = join(root, mode);
+      const { code, stderr } = await runCli([
+        ...overrides,
+        `actor_rollout_ref.model.path=${student}`,
+        `data.train_files=${parquet}`,
+        `trainer.default_local_dir=${runDir}`,
+        'algorithm.adv_estimator=grpo',
+        'actor_rollout_ref.rollout.n=2',
+        'data.max_response_length=4',
+        'trainer.total_training_steps=6',
+        'distillation.enabled=true',
+        `distillation.teacher_models.teacher_model.model_path=${teacher}`,
+        `distillation.distillation_loss.loss_mode=${mode}`,
+        'distillation.distillation_loss.use_policy_gradient=false',
+        'distillation.distillation_loss.use_task_rewards=false',
+        'distillation.distillation_loss.topk=4',
+      ]);
+      expect(code, stderr).toBe(0);
+      const steps = (await runMetrics(runDir)).map((l) => l.data);
+      const losses = steps.map((d) => d['distillation/loss']);
+      expect(losses).toHaveLength(6);
+      expect(losses.every((l) => Number.isFinite(l) && l > 0)).toBe(true);
+      const last = steps.at(-1)!;
+      if (mode === 'forward_kl_topk') {
+        expect(mean(losses.slice(-2))).toBeLessThan(0.9 * mean(losses.slice(0, 2)));
+        for (const who of ['student', 'teacher']) expect(last[`distillation/${who}_mass`]).toBeGreaterThan(0);
+        expect(last['distillation/student_mass']).toBeGreaterThan(steps[0]['distillation/student_mass']);
+      }
+      expect(last['timing_s/teacher']).toBeGreaterThan(0);
+    });
 });

@@ -3,9 +3,11 @@
 // differences): the KL and masses from the student's hidden states (forward-kl-topk/kl), the loss clamped and
 // aggregated (distillation-loss, precomputed), and its gradient back through the fused LM head's sparse pairs
 // (forward-kl-topk/pairs, lm-head-sparse) into dHidden and dWeight, vocabulary chunks and the target among the
-// teacher's ids included; and a teacher's top-k (CausalLm.topLogprobs) against its full logits.
-import { describe, it, expect } from 'vitest';
+// teacher's ids included, also with the LM head split into binding windows and across buffers; and a teacher's
+// top-k (CausalLm.topLogprobs) against its full logits.
+import { describe, it, expect, onTestFinished } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { Arena, Engine, readKnobs } from '../../engine/index.ts';
 import { expectClose, randomArray, seededRandom } from '../support/arrays.ts';
 import { lmHeadBackward, lmHeadForward } from '../../kernels/layers/lm-head.ts';
 import { forwardKlTopkGpu, forwardKlTopkPairsGpu } from '../../kernels/ppo/forward-kl-topk.ts';
@@ -32,12 +34,23 @@ const N = m * S;
 const MASK = Float32Array.from([1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1]);
 
 describe('forward_kl_topk on the GPU vs float64', () => {
-  for (const [V, chunkSize] of [
-    [50, undefined],
-    [150, 64],
+  // The last two cases split the head (600 rows of 32 bytes) as a real vocabulary splits on a real device: an
+  // engine binding at most 8 KiB reads it in 3 windows of at most 256 rows, one whose largest buffer is 16 KiB also
+  // keeps it (and its gradient) in 2 buffers; both must match the same float64 values as the unsplit engine.
+  for (const [V, chunkSize, limits] of [
+    [50, undefined, null],
+    [150, 64, null],
+    [600, 64, { maxBindingBytes: 8192, maxBufferBytes: null }],
+    [600, 64, { maxBindingBytes: 8192, maxBufferBytes: 16384 }],
   ] as const) {
-    it(`KL, masses, loss and the gradient into dHidden and dWeight (V=${V}, LM head chunk ${chunkSize ?? 'auto'})`, async () => {
-      const engine = await gpuEngine();
+    const split = limits
+      ? `, binding ≤ ${limits.maxBindingBytes} B${limits.maxBufferBytes ? `, buffers ≤ ${limits.maxBufferBytes} B` : ''}`
+      : '';
+    it(`KL, masses, loss and the gradient into dHidden and dWeight (V=${V}, LM head chunk ${chunkSize ?? 'auto'}${split})`, async () => {
+      const engine = limits ? await Engine.create({ ...readKnobs(), ...limits }) : await gpuEngine();
+      onTestFinished(() => {
+        if (limits) engine.destroy();
+      });
       const random = seededRandom(7);
       const hidden = randomArray(N * C, 1);
       const weight = randomArray(V * C, 2).map((w) => 3 * w);
@@ -107,7 +120,19 @@ describe('forward_kl_topk on the GPU vs float64', () => {
 
       const t = (name: string, data: ArrayLike<number>) => engine.tensorFrom(name, [data.length], data);
       const gpuHidden = t('hidden', hidden);
-      const gpuWeight = t('weight', weight);
+      // The head and its gradient in an arena, split across buffers where the engine's largest buffer is below them.
+      const head = new Arena(
+        engine,
+        'head',
+        Arena.plan(engine, [
+          { name: 'weight', shape: [V, C] },
+          { name: 'dWeight', shape: [V, C] },
+        ]),
+      );
+      const gpuWeight = head.get('weight');
+      engine.upload(gpuWeight, weight);
+      if (limits?.maxBufferBytes) expect(gpuWeight.parts.length).toBe(2);
+      if (limits) expect(engine.bindingWindows(gpuWeight, C)).toHaveLength(3);
       const gpuTargets = engine.tensorFrom('targets', [N], targets, 'u32');
       const lse = engine.tensor('lse', [N]);
       const shape = { N, C, V, temperature, chunkSize };
@@ -184,7 +209,7 @@ describe('forward_kl_topk on the GPU vs float64', () => {
       const dLogprobs = engine.tensor('dLogprobs', [N]);
       scatterResponseGradsGpu(engine, { grads, dLogprobs, dEntropy: engine.tensor('dEntropy', [N]), B: m, S, T: R });
       const dHidden = engine.tensor('dHidden', [N * C]);
-      const dWeight = engine.tensor('dWeight', [V * C]);
+      const dWeight = head.get('dWeight');
       lmHeadBackward(engine, {
         ...shape,
         hidden: gpuHidden,

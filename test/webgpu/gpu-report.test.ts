@@ -47,7 +47,19 @@ describe('gpu-report --tiny', () => {
       expect(sections.torch.status === 'ok' || /torch|python3/.test(sections.torch.reason ?? '')).toBe(true);
       for (const name of ['adapter', 'validate', 'kernels', 'matmul', 'train', 'generation'] as const)
         expect(sections[name].status, name).toBe('ok');
-      expect(sections.validate.result).toEqual({ cases: 2, checked: 2 });
+      // The real-size cases' code runs at tiny sizes after the benchmark cases, each checked on a sample.
+      expect(sections.validate.result).toEqual({
+        cases: 2,
+        checked: 2,
+        at_scale: [
+          'attention forward B=1,T=256,NH=4,NKV=2,HS=32',
+          'attention backward B=1,T=256,NH=4,NKV=2,HS=32',
+          'lm-head forward N=16,C=64,V=4096',
+          'lm-head backward N=16,C=64,V=4096',
+          'decode attention B=2,NH=4,NKV=2,HS=32,slot 511 of 512',
+          'sample rows=4,V=4096',
+        ],
+      });
       expect(sections.adapter.result).toMatchObject({ description: engine.caps.description, memory: engine.memory });
       const kernels = sections.kernels.result as { kernel: string; gbps: number }[];
       expect(kernels.map((k) => k.kernel)).toEqual(['rmsnorm forward', 'rmsnorm backward']);
@@ -96,6 +108,9 @@ describe('gpu-report --tiny', () => {
       expect(ran.reduce((sum, s) => sum + s.seconds, 0)).toBeLessThanOrEqual(120);
       const matmul = report!.sections.find((s) => s.section === 'matmul')!.result as { kernel: string }[];
       expect(matmul.map((m) => m.kernel)).toEqual(['matmul nt']);
+      // Of the real-size cases, --quick runs attention's only.
+      const validate = report!.sections.find((s) => s.section === 'validate')!.result as { at_scale: string[] };
+      expect(validate.at_scale.map((c) => c.split(' B=')[0])).toEqual(['attention forward', 'attention backward']);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

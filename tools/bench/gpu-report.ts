@@ -1,7 +1,8 @@
 // `node tools/bench.js gpu-report [--quick] [--tiny] [--allow-software] [--skip=section,...] [--out=FILE]`: what a
 // first run on a GPU should measure, sized to a lease: sections ordered by value, each writing the report as it
 // finishes, so a lease cut short keeps what finished. The adapter (limits, features, memory, peak); every kernel
-// case run once and compared with its reference at its own shape (validate); fp32 matmul at 4096³, checked by
+// case run once and compared with its reference at its own shape, then the real-size cases of kernel-lab/at-scale.ts
+// checked on a seeded sample of output rows (validate); fp32 matmul at 4096³, checked by
 // Freivalds' probes before it is timed; the training step (tiny, small, a GPT-2-124M-sized Llama); generation; each
 // kernel's GFLOP/s or GB/s and its share of the card's peak; the same training step, generation and matmul in PyTorch
 // eager fp32 on the same card (when python3 imports torch); one PPO step at Qwen3-0.6B's full shape (28 layers) and
@@ -20,6 +21,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { peakFp32Flops, type Engine } from '../../engine/index.ts';
 import type { MatmulLayout } from '../../kernels/matmul/matmul.ts';
 import { matmulBench } from '../kernel-lab/matmul.bench.ts';
+import { AT_SCALE, atScaleCases, type AtScaleShape } from '../kernel-lab/at-scale.ts';
 import { BENCH_GPT2_124M, BENCH_SMALL, BENCH_TINY } from '../../models/presets.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import { timeKernel, type KernelBenchRow } from './harness.ts';
@@ -109,6 +111,9 @@ const TOOLS_DIR = fileURLToPath(new URL('..', import.meta.url));
 interface Sizes {
   /** The ops whose cases the validate and kernels sections run (all when absent). */
   kernelOps?: string[];
+  /** The real-size cases validate runs after those, checked on a sample (tools/kernel-lab/at-scale.ts): the shape
+   *  and the ops (all when absent). */
+  atScale: { shape: AtScaleShape; ops?: string[] };
   matmulLayouts: MatmulLayout[];
   kernelTargetMs?: number;
   matmul: number;
@@ -120,6 +125,7 @@ interface Sizes {
 }
 
 const FULL: Sizes = {
+  atScale: { shape: AT_SCALE },
   matmul: 4096,
   matmulLayouts: ['nt', 'nn', 'tn'],
   trainConfigs: ['tiny', 'small', 'gpt2-124m'],
@@ -130,6 +136,8 @@ const FULL: Sizes = {
 };
 const TINY: Sizes = {
   kernelOps: ['rmsnorm'],
+  // The real-size cases' code at a shape lavapipe runs in a second or two.
+  atScale: { shape: { T: 256, NH: 4, NKV: 2, HS: 32, C: 64, V: 4096, cache: 512 } },
   matmulLayouts: ['nt', 'nn', 'tn'],
   kernelTargetMs: 20,
   matmul: 128,
@@ -140,10 +148,12 @@ const TINY: Sizes = {
   ppoStepArgs: ['--hidden', '128', '--layers', '1', '--no-save'],
 };
 
-/** --quick over the full or tiny sizes: one matmul layout, the tiny model's training step and generation once. */
+/** --quick over the full or tiny sizes: one matmul layout, the tiny model's training step and generation once; of
+ *  the real-size cases only attention's (seconds on a GPU; the LM head's 155M-value weight alone takes more). */
 function quickSizes(sizes: Sizes): Sizes {
   return {
     ...sizes,
+    atScale: { ...sizes.atScale, ops: ['attention'] },
     matmulLayouts: ['nt'],
     trainConfigs: ['tiny'],
     trainSteps: 1,
@@ -251,10 +261,25 @@ export async function runGpuReport(
         peak_bytes_per_s: bandwidth,
       },
     }),
-    validate: async () => {
+    validate: async (deadline) => {
       const cases = kernelCases(engine, sizes.kernelOps);
       await validateKernels(engine, cases);
-      return { result: { cases: cases.length, checked: cases.length } };
+      const { shape, ops } = sizes.atScale;
+      const atScale = atScaleCases('sampled', shape).filter((c) => !ops || ops.includes(c.op));
+      const runs = atScale.filter((c) => c.runsOn?.(engine) ?? true);
+      const checked = await validateKernels(engine, runs, deadline);
+      const left = [
+        ...runs.slice(checked).map((c) => `${c.kernel}: budget spent`),
+        ...atScale.filter((c) => !runs.includes(c)).map((c) => `${c.kernel}: ${c.shape} does not fit this device`),
+      ];
+      return {
+        result: {
+          cases: cases.length,
+          checked: cases.length,
+          at_scale: runs.slice(0, checked).map((c) => `${c.kernel} ${c.shape}`),
+        },
+        reason: left.length > 0 ? `real-size cases not checked: ${left.join('; ')}` : undefined,
+      };
     },
     kernels: async (deadline) => {
       const all = kernelCases(engine, sizes.kernelOps).length;
@@ -610,7 +635,10 @@ function headline(section: SectionName, entry: SectionReport): string {
     case 'adapter':
       return `: ${r.description}; ${r.memory.label}`;
     case 'validate':
-      return `: ${r.checked} of ${r.cases} kernel cases match their references`;
+      return (
+        `: ${r.checked} of ${r.cases} kernel cases match their references, and ${r.at_scale.length} real-size ` +
+        'cases on a sample'
+      );
     case 'kernels':
       return `: ${r.length} kernels`;
     case 'matmul':

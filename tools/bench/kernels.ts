@@ -66,10 +66,17 @@ export function kernelCases(engine: Engine, only?: readonly string[]): KernelBen
 
 /**
  * Runs each case once and compares its output with the reference at the case's own shape; throws at the first that
- * is off (`kernel <kernel> <shape>: <output> off by <max abs error> (...)`), so nothing wrong is timed.
+ * is off (`kernel <kernel> <shape>: <output> off by <max abs error> (...)`), so nothing wrong is timed. Starts no
+ * case past `deadline` (performance.now()); returns how many it checked.
  */
-export async function validateKernels(engine: Engine, cases: readonly KernelBenchCase[]): Promise<void> {
+export async function validateKernels(
+  engine: Engine,
+  cases: readonly KernelBenchCase[],
+  deadline = Infinity,
+): Promise<number> {
+  let checked = 0;
   for (const benchCase of cases) {
+    if (performance.now() > deadline) break;
     const { run, check } = benchCase.setup(engine);
     run();
     const result = await check();
@@ -78,7 +85,9 @@ export async function validateKernels(engine: Engine, cases: readonly KernelBenc
         `kernel ${benchCase.kernel} ${benchCase.shape}: ${result.output} off by ${result.maxAbsError.toPrecision(3)} ` +
           `(${result.violation.toPrecision(3)}× the tolerance, ${result.tolerance})`,
       );
+    checked++;
   }
+  return checked;
 }
 
 /** A row per case, in order, until `deadline`; every case is validated first (validateKernels). */

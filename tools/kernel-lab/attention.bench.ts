@@ -1,23 +1,38 @@
 // Bench cases of attention for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import type { Engine } from '../../engine/index.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
-import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
+import {
+  attentionForwardRef,
+  attentionBackwardRef,
+  attentionBackwardAtRef,
+  type AttentionKey,
+  type AttentionQuery,
+} from '../../kernels/attention/attention.ref.ts';
 import {
   MODEL,
   B as BATCH,
   T as TOKENS,
   checkOutput,
   checkOutputs,
+  checkRows,
+  checkValues,
   randomValues,
+  sampleIndices,
   upload,
+  worstCheck,
   type KernelBenchCase,
+  type KernelCheck,
 } from './bench-inputs.ts';
+
+/** Query rows and key rows a sampled check recomputes, each over the whole key (query) range. */
+const SAMPLED_ROWS = 32;
 
 /** Causal grouped-query attention over the fused qkv rows, as the trunk calls it (no padding). FLOPs are the
  *  causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation.
- *  At the benchmark model's shape unless given another (tools/kernel-lab/at-scale.ts). */
+ *  At the benchmark model's shape unless given another (tools/kernel-lab/at-scale.ts), which may check a sample. */
 export function attentionCases(
   { B, T, NH, NKV, HS } = { B: BATCH, T: TOKENS, NH: MODEL.numHeads, NKV: MODEL.numKvHeads, HS: MODEL.headDim },
+  kernelCheck: KernelCheck = 'full',
 ): KernelBenchCase[] {
   const ROWS = B * T;
   const W = (NH + 2 * NKV) * HS;
@@ -43,13 +58,50 @@ export function attentionCases(
   const dOut = randomValues(ROWS * NH * HS, 13);
   const forwardFlops = 2 * 2 * B * NH * HS * ((T * (T + 1)) / 2);
   const shape = `B=${B},T=${T},NH=${NH},NKV=${NKV},HS=${HS}`;
+  const queries = sampleIndices(B * NH * T, SAMPLED_ROWS, 14).map(
+    (i): AttentionQuery => ({ b: Math.floor(i / (NH * T)), h: Math.floor(i / T) % NH, t: i % T }),
+  );
+  const keys = sampleIndices(B * NKV * T, SAMPLED_ROWS, 15).map(
+    (i): AttentionKey => ({ b: Math.floor(i / (NKV * T)), g: Math.floor(i / T) % NKV, j: i % T }),
+  );
+  // Where each sampled row sits in out [B·T, NH·HS] and in the fused dQkv [B·T, W] (dq, dk, dv column blocks).
+  const sampled = {
+    queries,
+    keys,
+    outAt: queries.map(({ b, t, h }) => ((b * T + t) * NH + h) * HS),
+    dqAt: queries.map(({ b, t, h }) => (b * T + t) * W + h * HS),
+    dkAt: keys.map(({ b, j, g }) => (b * T + j) * W + (NH + g) * HS),
+    dvAt: keys.map(({ b, j, g }) => (b * T + j) * W + (NH + NKV + g) * HS),
+  };
   const forward = (engine: Engine) => {
     const t = { q: upload(engine, 'qkv', qkv), keyMask: engine.tensorFrom('bench-keyMask', [B * T], keyMask, 'u32') };
     const out = engine.tensor('bench-out', [ROWS * NH * HS]);
     const lse = engine.tensor('bench-lse', [B * NH * T]);
     const args = { ...dims, q: t.q, k: t.q, v: t.q, keyMask: t.keyMask, out, lse };
     const run = () => attentionForward(engine, args);
-    const check = () => {
+    const check = async () => {
+      if (kernelCheck === 'sampled') {
+        const expected = attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask }, sampled.queries);
+        const [gotOut, gotLse] = [await engine.read(out), await engine.read(lse)];
+        const lseAt = sampled.queries.map(({ b, t, h }) => (b * NH + h) * T + t);
+        return worstCheck([
+          checkRows(
+            'out',
+            gotOut,
+            sampled.outAt,
+            sampled.outAt.map((o) => expected.out.subarray(o, o + HS)),
+            1e-5,
+            1e-4,
+          ),
+          checkValues(
+            'lse',
+            Array.from(lseAt, (i) => gotLse[i]),
+            Array.from(lseAt, (i) => expected.lse[i]),
+            1e-5,
+            1e-4,
+          ),
+        ]);
+      }
       const expected = attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask });
       return checkOutputs(engine, [
         ['out', out, expected.out, 1e-5, 1e-4],
@@ -83,7 +135,28 @@ export function attentionCases(
         const dOutTensor = upload(engine, 'dOut', dOut);
         return {
           run: () => attentionBackward(engine, { ...args, dOut: dOutTensor, dq: dQkv, dk: dQkv, dv: dQkv }),
-          check: () => {
+          check: async () => {
+            if (kernelCheck === 'sampled') {
+              const got = await engine.read(dQkv);
+              const expected = attentionBackwardAtRef(
+                {
+                  ...dims,
+                  q: qkv,
+                  k: qkv,
+                  v: qkv,
+                  keyMask,
+                  dOut,
+                  out: await engine.read(args.out),
+                  lse: await engine.read(args.lse),
+                },
+                sampled,
+              );
+              return worstCheck([
+                checkRows('dq', got, sampled.dqAt, expected.dq, 1e-5, 1e-4),
+                checkRows('dk', got, sampled.dkAt, expected.dk, 1e-5, 1e-4),
+                checkRows('dv', got, sampled.dvAt, expected.dv, 1e-5, 1e-4),
+              ]);
+            }
             // dq, dk and dv are column blocks of the one fused dQkv.
             const { dq, dk, dv } = attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut });
             return checkOutput(
