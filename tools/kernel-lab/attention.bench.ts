@@ -102,7 +102,7 @@ export function attentionCases(
           ),
         ]);
       }
-      const expected = attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask });
+      const expected = attentionForwardExpected();
       return checkOutputs(engine, [
         ['out', out, expected.out, 1e-5, 1e-4],
         ['lse', lse, expected.lse, 1e-5, 1e-4],
@@ -110,13 +110,15 @@ export function attentionCases(
     };
     return { args, run, check };
   };
+  const attentionForwardExpected = () => attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask });
+  const attentionBackwardExpected = () => attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut });
   return [
     {
       op: 'attention',
       kernel: 'attention forward',
       shape,
       flops: forwardFlops,
-      reference: () => attentionForwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask }),
+      reference: attentionForwardExpected,
       setup: (engine) => {
         const { run, check } = forward(engine);
         return { run, check };
@@ -127,7 +129,7 @@ export function attentionCases(
       kernel: 'attention backward',
       shape,
       flops: 2 * forwardFlops,
-      reference: () => attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut }),
+      reference: attentionBackwardExpected,
       setup: (engine) => {
         const { args, run } = forward(engine);
         run();
@@ -158,7 +160,7 @@ export function attentionCases(
               ]);
             }
             // dq, dk and dv are column blocks of the one fused dQkv.
-            const { dq, dk, dv } = attentionBackwardRef({ ...dims, q: qkv, k: qkv, v: qkv, keyMask, dOut });
+            const { dq, dk, dv } = attentionBackwardExpected();
             return checkOutput(
               engine,
               'dQkv',

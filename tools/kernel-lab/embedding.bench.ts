@@ -20,20 +20,22 @@ export function embeddingCases(): KernelBenchCase[] {
   const table = randomValues(V * C, 2);
   const dOut = randomValues(N * C, 3);
   const shape = `N=${N},V=${V},C=${C}`;
+  const embeddingForwardExpected = () => embeddingForwardRef({ ids, table, N, V, C });
+  const embeddingBackwardExpected = () => embeddingBackwardRef({ ids, dOut, N, V, C });
   return [
     {
       op: 'embedding',
       kernel: 'embedding forward',
       shape,
       bytes: F32_BYTES * (N + V * C + N * C),
-      reference: () => embeddingForwardRef({ ids, table, N, V, C }),
+      reference: embeddingForwardExpected,
       setup: (engine) => {
         const idsTensor = engine.tensorFrom('bench-ids', [N], ids, 'u32');
         const tableTensor = upload(engine, 'table', table);
         const out = engine.tensor('bench-out', [N * C]);
         return {
           run: () => embeddingForward(engine, { ids: idsTensor, table: tableTensor, out, N, V, C }),
-          check: () => checkOutput(engine, 'out', out, embeddingForwardRef({ ids, table, N, V, C }), 1e-7, 0),
+          check: () => checkOutput(engine, 'out', out, embeddingForwardExpected(), 1e-7, 0),
         };
       },
     },
@@ -42,7 +44,7 @@ export function embeddingCases(): KernelBenchCase[] {
       kernel: 'embedding backward',
       shape,
       bytes: F32_BYTES * (V + 1 + N + N * C + V * C),
-      reference: () => embeddingBackwardRef({ ids, dOut, N, V, C }),
+      reference: embeddingBackwardExpected,
       setup: (engine) => {
         const index = buildTokenIndex(ids, V);
         const tokenIds = engine.tensorFrom('bench-token-ids', [N], index.ids, 'u32');
@@ -61,7 +63,7 @@ export function embeddingCases(): KernelBenchCase[] {
               C,
               accumulate: false,
             }),
-          check: () => checkOutput(engine, 'dTable', dTable, embeddingBackwardRef({ ids, dOut, N, V, C }), 1e-5, 1e-4),
+          check: () => checkOutput(engine, 'dTable', dTable, embeddingBackwardExpected(), 1e-5, 1e-4),
         };
       },
     },

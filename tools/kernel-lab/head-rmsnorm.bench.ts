@@ -23,34 +23,29 @@ export function headRmsnormCases(): KernelBenchCase[] {
   const qWeight = randomValues(HS, 8);
   const kWeight = randomValues(HS, 9);
   const dOut = randomValues(rows * W, 10);
-  const { rstd } = headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps });
+  const headRmsnormForwardExpected = () => headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps });
+  const { rstd } = headRmsnormForwardExpected();
   const shape = `rows=${rows},NH=${NH},NKV=${NKV},HS=${HS}`;
   const weights = (engine: Engine) => ({
     qWeight: upload(engine, 'qWeight', qWeight),
     kWeight: upload(engine, 'kWeight', kWeight),
   });
+  const headRmsnormBackwardExpected = () =>
+    headRmsnormBackwardRef({ qkv, qWeight, kWeight, rstd, dOut, rows, NH, NKV, HS });
   return [
     {
       op: 'head-rmsnorm',
       kernel: 'head-rmsnorm forward',
       shape,
       bytes: F32_BYTES * (2 * rows * W + 2 * HS + rows * (NH + NKV)),
-      reference: () => headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps }),
+      reference: headRmsnormForwardExpected,
       setup: (engine) => {
         const t = { qkv: upload(engine, 'qkv', qkv), ...weights(engine) };
         const out = engine.tensor('bench-out', [rows * W]);
         const rstdTensor = engine.tensor('bench-rstd', [rows * (NH + NKV)]);
         return {
           run: () => headRmsnormForward(engine, { ...t, out, rstd: rstdTensor, rows, NH, NKV, HS, eps }),
-          check: () =>
-            checkOutput(
-              engine,
-              'out',
-              out,
-              headRmsnormForwardRef({ qkv, qWeight, kWeight, rows, NH, NKV, HS, eps }).out,
-              1e-5,
-              1e-4,
-            ),
+          check: () => checkOutput(engine, 'out', out, headRmsnormForwardExpected().out, 1e-5, 1e-4),
         };
       },
     },
@@ -59,7 +54,7 @@ export function headRmsnormCases(): KernelBenchCase[] {
       kernel: 'head-rmsnorm backward',
       shape,
       bytes: F32_BYTES * (3 * rows * W + rows * (NH + NKV) + 6 * HS),
-      reference: () => headRmsnormBackwardRef({ qkv, qWeight, kWeight, rstd, dOut, rows, NH, NKV, HS }),
+      reference: headRmsnormBackwardExpected,
       setup: (engine) => {
         const t = {
           qkv: upload(engine, 'qkv', qkv),
@@ -74,7 +69,7 @@ export function headRmsnormCases(): KernelBenchCase[] {
         return {
           run: () => headRmsnormBackward(engine, { ...t, dQkv, dQWeight, dKWeight, rows, NH, NKV, HS }),
           check: () => {
-            const expected = headRmsnormBackwardRef({ qkv, qWeight, kWeight, rstd, dOut, rows, NH, NKV, HS });
+            const expected = headRmsnormBackwardExpected();
             return checkOutputs(engine, [
               ['dQkv', dQkv, expected.dQkv, 1e-5, 1e-4],
               ['dQWeight', dQWeight, expected.dQWeight, 1e-4, 1e-4],

@@ -43,24 +43,67 @@ export function ppoCases(): KernelBenchCase[] {
   const actorTerms = { entropyCoeff: 1e-3, klLossCoef: 1e-3, klLossType: 'low_var_kl' };
   const groups = groupLayout(Array.from({ length: Bp }, (_, b) => b >> 3));
   const shape = `B=${Bp},T=${Tp}`;
+  const computeActorLossExpected = () =>
+    computeActorLossRef({
+      oldLogProb,
+      logProb,
+      advantages,
+      responseMask: mask,
+      B: Bp,
+      T: Tp,
+      config: policyConfig,
+      aggregation,
+      terms: { ...actorTerms, entropy, refLogProb },
+    });
+  const computeValueLossExpected = () =>
+    computeValueLossRef({
+      vpreds,
+      returns,
+      values,
+      responseMask: mask,
+      cliprangeValue: 0.5,
+      B: Bp,
+      T: Tp,
+      aggregation,
+    });
+  const computeGaeAdvantageReturnExpected = () =>
+    computeGaeAdvantageReturnRef({
+      tokenLevelRewards: rewards,
+      values,
+      responseMask: mask,
+      gamma: 1,
+      lam: 0.95,
+      B: Bp,
+      T: Tp,
+    });
+  const applyKlPenaltyExpected = () =>
+    applyKlPenaltyRef({
+      tokenLevelScores: rewards,
+      oldLogProbs: oldLogProb,
+      refLogProb,
+      responseMask: mask,
+      beta: 1e-3,
+      klPenalty: 'kl',
+      B: Bp,
+      T: Tp,
+    });
+  const grpoAdvantageExpected = () =>
+    computeOutcomeAdvantageRef('grpo', {
+      tokenLevelRewards: rewards,
+      responseMask: mask,
+      groupOf: groups.groupOf,
+      epsilon: 1e-6,
+      normAdvByStd: true,
+      B: Bp,
+      T: Tp,
+    });
   return [
     {
       op: 'policy-loss',
       kernel: 'policy loss',
       shape,
       bytes: F32_BYTES * (8 * n + 8 * Bp + 8),
-      reference: () =>
-        computeActorLossRef({
-          oldLogProb,
-          logProb,
-          advantages,
-          responseMask: mask,
-          B: Bp,
-          T: Tp,
-          config: policyConfig,
-          aggregation,
-          terms: { ...actorTerms, entropy, refLogProb },
-        }),
+      reference: computeActorLossExpected,
       setup: (engine) => {
         const t = {
           oldLogProb: upload(engine, 'oldLogProb', oldLogProb),
@@ -78,17 +121,7 @@ export function ppoCases(): KernelBenchCase[] {
         return {
           run: () => computeActorLossGpu(engine, t, { config: policyConfig, aggregation, ...actorTerms, B: Bp, T: Tp }),
           check: async () => {
-            const e = computeActorLossRef({
-              oldLogProb,
-              logProb,
-              advantages,
-              responseMask: mask,
-              B: Bp,
-              T: Tp,
-              config: policyConfig,
-              aggregation,
-              terms: { ...actorTerms, entropy, refLogProb },
-            });
+            const e = computeActorLossExpected();
             const out = await engine.read(t.out);
             // ACTOR_LOSS_OUTPUTS but token_count (4), which the reference does not return.
             const losses = checkValues(
@@ -113,17 +146,7 @@ export function ppoCases(): KernelBenchCase[] {
       kernel: 'value loss',
       shape,
       bytes: F32_BYTES * (5 * n + 3 * Bp + 3),
-      reference: () =>
-        computeValueLossRef({
-          vpreds,
-          returns,
-          values,
-          responseMask: mask,
-          cliprangeValue: 0.5,
-          B: Bp,
-          T: Tp,
-          aggregation,
-        }),
+      reference: computeValueLossExpected,
       setup: (engine) => {
         const t = {
           vpreds: upload(engine, 'vpreds', vpreds),
@@ -137,16 +160,7 @@ export function ppoCases(): KernelBenchCase[] {
         return {
           run: () => computeValueLossGpu(engine, { ...t, cliprangeValue: 0.5, aggregation, B: Bp, T: Tp }),
           check: async () => {
-            const e = computeValueLossRef({
-              vpreds,
-              returns,
-              values,
-              responseMask: mask,
-              cliprangeValue: 0.5,
-              B: Bp,
-              T: Tp,
-              aggregation,
-            });
+            const e = computeValueLossExpected();
             const out = await engine.read(t.out);
             const losses = checkValues('out', [out[0], out[1]], [e.vfLoss, e.vfClipfrac], 1e-5, 1e-4);
             const grads = await checkOutput(engine, 'gradVpreds', t.gradVpreds, e.gradVpreds, 1e-7, 1e-4);
@@ -160,16 +174,7 @@ export function ppoCases(): KernelBenchCase[] {
       kernel: 'gae',
       shape,
       bytes: F32_BYTES * 5 * n,
-      reference: () =>
-        computeGaeAdvantageReturnRef({
-          tokenLevelRewards: rewards,
-          values,
-          responseMask: mask,
-          gamma: 1,
-          lam: 0.95,
-          B: Bp,
-          T: Tp,
-        }),
+      reference: computeGaeAdvantageReturnExpected,
       setup: (engine) => {
         const t = {
           tokenLevelRewards: upload(engine, 'rewards', rewards),
@@ -182,15 +187,7 @@ export function ppoCases(): KernelBenchCase[] {
         return {
           run: () => computeGaeAdvantageReturnGpu(engine, { ...t, gamma: 1, lam: 0.95, B: Bp, T: Tp }),
           check: () => {
-            const e = computeGaeAdvantageReturnRef({
-              tokenLevelRewards: rewards,
-              values,
-              responseMask: mask,
-              gamma: 1,
-              lam: 0.95,
-              B: Bp,
-              T: Tp,
-            });
+            const e = computeGaeAdvantageReturnExpected();
             return checkOutputs(engine, [
               ['advantages', t.advantages, e.advantages, 1e-4, 1e-4],
               ['returns', t.returns, e.returns, 1e-4, 1e-4],
@@ -204,16 +201,7 @@ export function ppoCases(): KernelBenchCase[] {
       kernel: 'grpo advantage',
       shape: `${shape},group=8`,
       bytes: F32_BYTES * (3 * n + 2 * Bp + groups.groupStart.length),
-      reference: () =>
-        computeOutcomeAdvantageRef('grpo', {
-          tokenLevelRewards: rewards,
-          responseMask: mask,
-          groupOf: groups.groupOf,
-          epsilon: 1e-6,
-          normAdvByStd: true,
-          B: Bp,
-          T: Tp,
-        }),
+      reference: grpoAdvantageExpected,
       setup: (engine) => {
         const t = {
           tokenLevelRewards: upload(engine, 'rewards', rewards),
@@ -226,23 +214,7 @@ export function ppoCases(): KernelBenchCase[] {
         return {
           run: () =>
             computeOutcomeAdvantageGpu(engine, 'grpo', { ...t, epsilon: 1e-6, normAdvByStd: true, B: Bp, T: Tp }),
-          check: () =>
-            checkOutput(
-              engine,
-              'advantages',
-              t.advantages,
-              computeOutcomeAdvantageRef('grpo', {
-                tokenLevelRewards: rewards,
-                responseMask: mask,
-                groupOf: groups.groupOf,
-                epsilon: 1e-6,
-                normAdvByStd: true,
-                B: Bp,
-                T: Tp,
-              }),
-              1e-4,
-              1e-4,
-            ),
+          check: () => checkOutput(engine, 'advantages', t.advantages, grpoAdvantageExpected(), 1e-4, 1e-4),
         };
       },
     },
@@ -251,17 +223,7 @@ export function ppoCases(): KernelBenchCase[] {
       kernel: 'apply kl penalty',
       shape,
       bytes: F32_BYTES * (5 * n + Bp),
-      reference: () =>
-        applyKlPenaltyRef({
-          tokenLevelScores: rewards,
-          oldLogProbs: oldLogProb,
-          refLogProb,
-          responseMask: mask,
-          beta: 1e-3,
-          klPenalty: 'kl',
-          B: Bp,
-          T: Tp,
-        }),
+      reference: applyKlPenaltyExpected,
       setup: (engine) => {
         const t = {
           tokenLevelScores: upload(engine, 'scores', rewards),
@@ -274,16 +236,7 @@ export function ppoCases(): KernelBenchCase[] {
         return {
           run: () => applyKlPenaltyGpu(engine, { ...t, beta: 1e-3, klPenalty: 'kl', B: Bp, T: Tp }),
           check: () => {
-            const e = applyKlPenaltyRef({
-              tokenLevelScores: rewards,
-              oldLogProbs: oldLogProb,
-              refLogProb,
-              responseMask: mask,
-              beta: 1e-3,
-              klPenalty: 'kl',
-              B: Bp,
-              T: Tp,
-            });
+            const e = applyKlPenaltyExpected();
             return checkOutputs(engine, [
               ['tokenLevelRewards', t.tokenLevelRewards, e.tokenLevelRewards, 1e-6, 1e-5],
               ['rowKl', t.rowKl, e.rowKl, 1e-5, 1e-4],

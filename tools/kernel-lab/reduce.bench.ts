@@ -8,19 +8,20 @@ export function weightedSumCases(): KernelBenchCase[] {
   const n = ROWS;
   const values = randomValues(n, 29);
   const weights = randomValues(n, 30);
+  const weightedSumExpected = () => weightedSumRef({ values, weights, n });
   return [
     {
       op: 'reduce',
       kernel: 'weighted sum',
       shape: `n=${n}`,
       bytes: F32_BYTES * (2 * n + 1),
-      reference: () => weightedSumRef({ values, weights, n }),
+      reference: weightedSumExpected,
       setup: (engine) => {
         const t = { values: upload(engine, 'values', values), weights: upload(engine, 'weights', weights) };
         const out = engine.tensor('bench-out', [1]);
         return {
           run: () => weightedSum(engine, { ...t, out, n }),
-          check: () => checkOutput(engine, 'out', out, [weightedSumRef({ values, weights, n })], 1e-4, 1e-4),
+          check: () => checkOutput(engine, 'out', out, [weightedSumExpected()], 1e-4, 1e-4),
         };
       },
     },

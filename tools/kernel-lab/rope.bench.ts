@@ -10,28 +10,21 @@ export function ropeCases(): KernelBenchCase[] {
   const rows = ROWS;
   const qkv = randomValues(rows * qkvWidth(MODEL), 11);
   const positions = Int32Array.from({ length: rows }, (_, r) => r % T);
+  const ropeForwardExpected = () => ropeForwardRef({ qkv, positions, rows, NH, NKV, HS, theta });
   return [
     {
       op: 'rope',
       kernel: 'rope',
       shape: `rows=${rows},NH=${NH},NKV=${NKV},HS=${HS}`,
       bytes: F32_BYTES * (2 * rows * (NH + NKV) * HS + rows),
-      reference: () => ropeForwardRef({ qkv, positions, rows, NH, NKV, HS, theta }),
+      reference: ropeForwardExpected,
       setup: (engine) => {
         const qkvTensor = upload(engine, 'qkv', qkv);
         const positionsTensor = engine.tensorFrom('bench-positions', [rows], positions, 'i32');
         // In place: the check reads the first run's rotation, before the timed runs rotate further.
         return {
           run: () => ropeForward(engine, { qkv: qkvTensor, positions: positionsTensor, rows, NH, NKV, HS, theta }),
-          check: () =>
-            checkOutput(
-              engine,
-              'qkv',
-              qkvTensor,
-              ropeForwardRef({ qkv, positions, rows, NH, NKV, HS, theta }),
-              1e-5,
-              1e-4,
-            ),
+          check: () => checkOutput(engine, 'qkv', qkvTensor, ropeForwardExpected(), 1e-5, 1e-4),
         };
       },
     },

@@ -10,19 +10,21 @@ export function swigluCases(): KernelBenchCase[] {
   const gateUp = randomValues(rows * 2 * I, 14);
   const dOut = randomValues(rows * I, 15);
   const shape = `rows=${rows},I=${I}`;
+  const swigluForwardExpected = () => swigluForwardRef({ gateUp, rows, I });
+  const swigluBackwardExpected = () => swigluBackwardRef({ gateUp, dOut, rows, I });
   return [
     {
       op: 'swiglu',
       kernel: 'swiglu forward',
       shape,
       bytes: F32_BYTES * 3 * rows * I,
-      reference: () => swigluForwardRef({ gateUp, rows, I }),
+      reference: swigluForwardExpected,
       setup: (engine) => {
         const gateUpTensor = upload(engine, 'gateUp', gateUp);
         const out = engine.tensor('bench-out', [rows * I]);
         return {
           run: () => swigluForward(engine, { gateUp: gateUpTensor, out, rows, I }),
-          check: () => checkOutput(engine, 'out', out, swigluForwardRef({ gateUp, rows, I }), 1e-5, 1e-4),
+          check: () => checkOutput(engine, 'out', out, swigluForwardExpected(), 1e-5, 1e-4),
         };
       },
     },
@@ -31,14 +33,13 @@ export function swigluCases(): KernelBenchCase[] {
       kernel: 'swiglu backward',
       shape,
       bytes: F32_BYTES * 5 * rows * I,
-      reference: () => swigluBackwardRef({ gateUp, dOut, rows, I }),
+      reference: swigluBackwardExpected,
       setup: (engine) => {
         const t = { gateUp: upload(engine, 'gateUp', gateUp), dOut: upload(engine, 'dOut', dOut) };
         const dGateUp = engine.tensor('bench-dGateUp', [rows * 2 * I]);
         return {
           run: () => swigluBackward(engine, { ...t, dGateUp, rows, I }),
-          check: () =>
-            checkOutput(engine, 'dGateUp', dGateUp, swigluBackwardRef({ gateUp, dOut, rows, I }), 1e-5, 1e-4),
+          check: () => checkOutput(engine, 'dGateUp', dGateUp, swigluBackwardExpected(), 1e-5, 1e-4),
         };
       },
     },

@@ -8,19 +8,20 @@ export function transposeCases(): KernelBenchCase[] {
   const rows = 2 * MODEL.intermediateSize;
   const cols = MODEL.hiddenSize;
   const x = randomValues(rows * cols, 29);
+  const transposeExpected = () => transposeRef({ x, rows, cols });
   return [
     {
       op: 'transpose',
       kernel: 'transpose',
       shape: `rows=${rows},cols=${cols}`,
       bytes: F32_BYTES * 2 * rows * cols,
-      reference: () => transposeRef({ x, rows, cols }),
+      reference: transposeExpected,
       setup: (engine) => {
         const xTensor = upload(engine, 'x', x);
         const out = engine.tensor('bench-out', [cols * rows]);
         return {
           run: () => transpose(engine, { x: xTensor, out, rows, cols }),
-          check: () => checkOutput(engine, 'out', out, transposeRef({ x, rows, cols }), 1e-7, 0),
+          check: () => checkOutput(engine, 'out', out, transposeExpected(), 1e-7, 0),
         };
       },
     },

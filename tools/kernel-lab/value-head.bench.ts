@@ -21,13 +21,15 @@ export function valueHeadCases(): KernelBenchCase[] {
   const bias = randomValues(1, 23);
   const dValues = randomValues(N, 24);
   const shape = `N=${N},C=${C}`;
+  const valueHeadForwardExpected = () => valueHeadForwardRef({ hidden, weight, bias, N, C });
+  const valueHeadBackwardExpected = () => valueHeadBackwardRef({ hidden, weight, dValues, N, C });
   return [
     {
       op: 'value-head',
       kernel: 'value-head forward',
       shape,
       bytes: F32_BYTES * (N * C + C + 1 + N),
-      reference: () => valueHeadForwardRef({ hidden, weight, bias, N, C }),
+      reference: valueHeadForwardExpected,
       setup: (engine) => {
         const t = {
           hidden: upload(engine, 'hidden', hidden),
@@ -37,8 +39,7 @@ export function valueHeadCases(): KernelBenchCase[] {
         const values = engine.tensor('bench-values', [N]);
         return {
           run: () => valueHeadForward(engine, { ...t, values, N, C }),
-          check: () =>
-            checkOutput(engine, 'values', values, valueHeadForwardRef({ hidden, weight, bias, N, C }), 1e-5, 1e-4),
+          check: () => checkOutput(engine, 'values', values, valueHeadForwardExpected(), 1e-5, 1e-4),
         };
       },
     },
@@ -47,7 +48,7 @@ export function valueHeadCases(): KernelBenchCase[] {
       kernel: 'value-head backward',
       shape,
       bytes: F32_BYTES * (2 * N * C + N + 3 * C + 2),
-      reference: () => valueHeadBackwardRef({ hidden, weight, dValues, N, C }),
+      reference: valueHeadBackwardExpected,
       setup: (engine) => {
         const t = {
           hidden: upload(engine, 'hidden', hidden),
@@ -63,7 +64,7 @@ export function valueHeadCases(): KernelBenchCase[] {
         return {
           run: () => valueHeadBackward(engine, { ...t, ...grads, N, C }),
           check: () => {
-            const expected = valueHeadBackwardRef({ hidden, weight, dValues, N, C });
+            const expected = valueHeadBackwardExpected();
             return checkOutputs(engine, [
               ['dHidden', grads.dHidden, expected.dHidden, 1e-5, 1e-4],
               ['dWeight', grads.dWeight, expected.dWeight, 1e-4, 1e-4],
