@@ -1,11 +1,21 @@
 // One arena for many tensors: a layout assigns each named tensor a device-aligned offset, packing them into
 // as few buffers as the device's binding limit allows. A tensor larger than one binding (a 152K-row embedding)
-// gets a buffer of its own, seen as several bindable segments. Parameters, gradients and both AdamW moments are
-// four instances of one layout, so a flat kernel (AdamW, gradient norm) walks the same segments of each.
+// gets a buffer of its own, seen as several bindable segments; one larger than the device's largest buffer
+// (maxBufferSize: 256 MiB by default, and Qwen3-0.6B's embedding is 622 MB) gets several, each holding a run of
+// its whole rows (a part). Parameters, gradients and both AdamW moments are four instances of one layout, so a
+// flat kernel (AdamW, gradient norm) walks the same segments of each.
 // Offsets and sizes count 4-byte words: an entry of a half dtype (a frozen model's bf16 weights) takes half as
 // many words as elements.
 import type { Engine } from './engine.ts';
-import { Tensor, elementCount, bytesPerElement, BYTES_PER_ELEMENT, shapeString, type FloatDType } from './tensor.ts';
+import {
+  Tensor,
+  elementCount,
+  bytesPerElement,
+  rowsPerWindow,
+  BYTES_PER_ELEMENT,
+  shapeString,
+  type FloatDType,
+} from './tensor.ts';
 
 /** What an arena stores: floating-point values, or u32 words of packed codes (a frozen base's NF4 weights). */
 export type ArenaDType = FloatDType | 'u32';
@@ -21,9 +31,17 @@ export interface ArenaSlot {
   name: string;
   shape: readonly number[];
   dtype: ArenaDType;
+  /** Where the tensor lives: one part, or (above maxBufferSize) runs of whole rows in buffers of their own. */
+  parts: ArenaPart[];
+}
+
+/** Rows [firstRow, firstRow + rows) of a slot (rows of its leading dimension; a 0-d tensor is one row). */
+export interface ArenaPart {
   buffer: number;
   /** Word offset inside the buffer. */
   offset: number;
+  firstRow: number;
+  rows: number;
 }
 
 /** A bindable window of one buffer. */
@@ -60,16 +78,34 @@ export function planArena(
     if (seen.has(entry.name)) throw new Error(`arena: tensor ${entry.name} listed twice`);
     seen.add(entry.name);
     const dtype = entry.dtype ?? 'f32';
-    const size = Math.ceil((elementCount(entry.shape) * bytesPerElement(dtype)) / BYTES_PER_ELEMENT);
-    if (size > maxBinding) {
-      if (size * BYTES_PER_ELEMENT > maxBufferBytes) {
+    const totalRows = entry.shape.length > 0 ? entry.shape[0] : 1;
+    const rowElements = totalRows > 0 ? elementCount(entry.shape) / totalRows : 0;
+    const words = (rows: number) => Math.ceil((rows * rowElements * bytesPerElement(dtype)) / BYTES_PER_ELEMENT);
+    const slot = (parts: ArenaPart[]) => slots.push({ name: entry.name, shape: entry.shape, dtype, parts });
+    const size = words(totalRows);
+    // A tensor and its half-precision copy (a frozen reference) split at the same rows: where the float32 form
+    // must, so a copy or conversion walks matching parts.
+    if (elementCount(entry.shape) * BYTES_PER_ELEMENT > maxBufferBytes) {
+      const rowBytes = rowElements * BYTES_PER_ELEMENT;
+      if (rowBytes > maxBufferBytes) {
         throw new Error(
-          `arena: tensor ${entry.name} ${shapeString(entry.shape)}${dtype === 'f32' ? '' : ` (${dtype})`} needs ` +
-            `${size * BYTES_PER_ELEMENT} bytes, ` +
+          `arena: tensor ${entry.name} ${shapeString(entry.shape)} has rows of ${rowBytes} bytes (as float32), ` +
             `above the device's largest buffer of ${maxBufferBytes} bytes (maxBufferSize)`,
         );
       }
-      slots.push({ name: entry.name, shape: entry.shape, dtype, buffer: bufferSizes.length, offset: 0 });
+      // Whole words of halves in every part but the last (its rows × rowElements is even).
+      const step = rowsPerWindow(rowElements, maxBufferBytes, 2 * BYTES_PER_ELEMENT);
+      const parts: ArenaPart[] = [];
+      for (let firstRow = 0; firstRow < totalRows; firstRow += step) {
+        const rows = Math.min(step, totalRows - firstRow);
+        parts.push({ buffer: bufferSizes.length, offset: 0, firstRow, rows });
+        bufferSizes.push(words(rows));
+      }
+      slot(parts);
+      continue;
+    }
+    if (size > maxBinding) {
+      slot([{ buffer: bufferSizes.length, offset: 0, firstRow: 0, rows: totalRows }]);
       bufferSizes.push(size);
       continue;
     }
@@ -79,7 +115,7 @@ export function planArena(
       bufferSizes.push(0);
       offset = 0;
     }
-    slots.push({ name: entry.name, shape: entry.shape, dtype, buffer: packing, offset });
+    slot([{ buffer: packing, offset, firstRow: 0, rows: totalRows }]);
     bufferSizes[packing] = offset + size;
   }
   const alignedSizes = bufferSizes.map(alignUp);
@@ -110,17 +146,18 @@ export class Arena {
       this.buffers[s.buffer].view(`${label}#${s.buffer}[${s.offset}:${s.offset + s.size}]`, s.offset, [s.size]),
     );
     for (const slot of layout.slots) {
-      const buffer = this.buffers[slot.buffer];
-      this.byName.set(
-        slot.name,
-        new Tensor(
-          `${label}:${slot.name}`,
+      const rowShape = slot.shape.slice(1);
+      const parts = slot.parts.map((part, i) => {
+        const buffer = this.buffers[part.buffer];
+        return new Tensor(
+          slot.parts.length > 1 ? `${label}:${slot.name}#${i}` : `${label}:${slot.name}`,
           buffer.buffer,
-          buffer.byteOffset + slot.offset * BYTES_PER_ELEMENT,
-          slot.shape,
+          buffer.byteOffset + part.offset * BYTES_PER_ELEMENT,
+          slot.shape.length > 0 ? [part.rows, ...rowShape] : [],
           slot.dtype,
-        ),
-      );
+        );
+      });
+      this.byName.set(slot.name, Tensor.split(`${label}:${slot.name}`, slot.shape, parts));
     }
   }
 

@@ -145,7 +145,7 @@ export async function createGpu(knobs: EngineKnobs = readKnobs()): Promise<Gpu> 
     subgroups: device.features.has('subgroups'),
     subgroupMinSize: info.subgroupMinSize ?? 0,
     timestampQuery: device.features.has('timestamp-query'),
-    maxBufferSize: limit('maxBufferSize'),
+    maxBufferSize: Math.min(limit('maxBufferSize'), knobs.maxBufferBytes ?? Infinity),
     maxStorageBufferBindingSize: Math.min(limit('maxStorageBufferBindingSize'), knobs.maxBindingBytes ?? Infinity),
     maxStorageBuffersPerShaderStage: limit('maxStorageBuffersPerShaderStage'),
     maxComputeWorkgroupStorageSize: limit('maxComputeWorkgroupStorageSize'),

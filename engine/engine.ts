@@ -10,6 +10,8 @@ import {
   bytesPerElement,
   elementCount,
   isHalf,
+  matchingPieces,
+  partRanges,
   rowWindows,
   type DType,
   type RowWindow,
@@ -179,10 +181,16 @@ export class Engine {
     }
     const typed = toTyped(tensor.dtype, data);
     if (this.encoder) this.flush();
-    this.countWrite(tensor.buffer);
     this.transfers.uploads++;
     this.transfers.uploadBytes += typed.byteLength;
-    this.device.queue.writeBuffer(tensor.buffer, tensor.byteOffset, typed.buffer, typed.byteOffset, typed.byteLength);
+    const ranges = partRanges(tensor);
+    ranges.forEach(({ first, tensor: part }, i) => {
+      this.countWrite(part.buffer);
+      const start = first * typed.BYTES_PER_ELEMENT;
+      // The last part takes the rest: encoded halves of an odd count end in a padding half.
+      const end = i + 1 < ranges.length ? ranges[i + 1].first * typed.BYTES_PER_ELEMENT : typed.byteLength;
+      this.device.queue.writeBuffer(part.buffer, part.byteOffset, typed.buffer, typed.byteOffset + start, end - start);
+    });
   }
 
   /**
@@ -191,7 +199,7 @@ export class Engine {
    * stale exactly when this count has moved since it was derived; a count that has not moved proves no write.
    */
   writeCount(tensor: Tensor): number {
-    return this.writeCounts.get(tensor.buffer) ?? 0;
+    return tensor.parts.reduce((n, part) => n + (this.writeCounts.get(part.buffer) ?? 0), 0);
   }
 
   private countWrite(buffer: GPUBuffer): void {
@@ -199,13 +207,15 @@ export class Engine {
   }
 
   destroyTensor(tensor: Tensor): void {
-    const id = this.bufferIds.get(tensor.buffer);
-    if (id !== undefined) {
-      for (const key of [...this.bindGroups.keys()]) if (key.includes(`|${id}@`)) this.bindGroups.delete(key);
-    }
     if (this.encoder) this.flush();
-    if (this.liveBuffers.delete(tensor.buffer)) this.allocatedBytes -= tensor.buffer.size;
-    tensor.buffer.destroy();
+    for (const { buffer } of tensor.parts) {
+      const id = this.bufferIds.get(buffer);
+      if (id !== undefined) {
+        for (const key of [...this.bindGroups.keys()]) if (key.includes(`|${id}@`)) this.bindGroups.delete(key);
+      }
+      if (this.liveBuffers.delete(buffer)) this.allocatedBytes -= buffer.size;
+      buffer.destroy();
+    }
   }
 
   // ---- recording ----------------------------------------------------------------------------------------
@@ -285,6 +295,13 @@ export class Engine {
     spec.bindings.forEach((b, i) => {
       const t = bindings[b.name];
       if (!t) throw new Error(`kernel ${spec.name}: binding ${b.name} is missing`);
+      if (t.parts.length > 1) {
+        throw new Error(
+          `kernel ${spec.name}: binding ${b.name} (tensor ${t.name}, ${shapeString(t.shape)}) lies in ` +
+            `${t.parts.length} buffers (it is above maxBufferSize); the launcher must bind it in windows ` +
+            `(engine.bindingWindows)`,
+        );
+      }
       if (t.byteOffset % this.caps.minStorageBufferOffsetAlignment !== 0) {
         throw new Error(
           `kernel ${spec.name}: binding ${b.name} (tensor ${t.name}) starts at byte ${t.byteOffset}, ` +
@@ -361,9 +378,11 @@ export class Engine {
 
   /** Zero-fills a tensor (in queue order with the dispatches around it). */
   clear(tensor: Tensor): void {
-    this.countWrite(tensor.buffer);
     this.endPass();
-    this.ensureEncoder().clearBuffer(tensor.buffer, tensor.byteOffset, Math.ceil(tensor.byteLength / 4) * 4);
+    for (const part of tensor.parts) {
+      this.countWrite(part.buffer);
+      this.ensureEncoder().clearBuffer(part.buffer, part.byteOffset, Math.ceil(part.byteLength / 4) * 4);
+    }
   }
 
   copy(source: Tensor, target: Tensor): void {
@@ -373,21 +392,16 @@ export class Engine {
     // A raw copy of words: 32-bit dtypes copy into each other (ids into scratch), never halves into 32-bit.
     if (bytesPerElement(source.dtype) !== bytesPerElement(target.dtype))
       throw new Error(`copy ${source.name} -> ${target.name}: ${source.dtype} vs ${target.dtype}`);
-    // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
-    if (source.byteLength % 4 !== 0)
-      throw new Error(
-        `copy ${source.name} -> ${target.name}: ${source.size} ${source.dtype} elements end mid-word; copy an even ` +
-          `count`,
-      );
-    this.countWrite(target.buffer);
     this.endPass();
-    this.ensureEncoder().copyBufferToBuffer(
-      source.buffer,
-      source.byteOffset,
-      target.buffer,
-      target.byteOffset,
-      wordBytes(source.byteLength),
-    );
+    for (const [from, to] of matchingPieces(source, target)) {
+      // Buffers copy whole words: an odd count of halves would overwrite the element after the target's last.
+      if (from.byteLength % 4 !== 0)
+        throw new Error(
+          `copy ${from.name} -> ${to.name}: ${from.size} ${from.dtype} elements end mid-word; copy an even count`,
+        );
+      this.countWrite(to.buffer);
+      this.ensureEncoder().copyBufferToBuffer(from.buffer, from.byteOffset, to.buffer, to.byteOffset, from.byteLength);
+    }
   }
 
   /** Submits everything recorded so far as one command buffer. */
@@ -427,14 +441,11 @@ export class Engine {
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
     this.endPass();
-    if (tensor.byteLength > 0) {
-      this.ensureEncoder().copyBufferToBuffer(
-        tensor.buffer,
-        tensor.byteOffset,
-        staging,
-        0,
-        wordBytes(tensor.byteLength),
-      );
+    let at = 0;
+    for (const part of tensor.parts) {
+      if (part.byteLength > 0)
+        this.ensureEncoder().copyBufferToBuffer(part.buffer, part.byteOffset, staging, at, wordBytes(part.byteLength));
+      at += part.byteLength;
     }
     this.flush();
     this.transfers.readbacks++;

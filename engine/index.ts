@@ -10,6 +10,8 @@ export {
   elementCount,
   shapeString,
   rowsPerWindow,
+  partRanges,
+  matchingPieces,
 } from './tensor.ts';
 export { type KernelSpec, type BindingSpec, type UniformSpec, foldWorkgroups } from './kernel.ts';
 export { Arena, planArena, type ArenaLayout, type ArenaEntry, type ArenaDType } from './arena.ts';

@@ -16,13 +16,12 @@ function list(value: string | undefined): string[] {
     .filter((s) => s.length > 0);
 }
 
-function readMaxBindingBytes(value: string | undefined): number | null {
+/** WEBGPU_MAX_BINDING_BYTES, WEBGPU_MAX_BUFFER_BYTES: a byte limit the engine keeps to below the device's. */
+function readMaxBytes(key: string, value: string | undefined): number | null {
   if (value === undefined || value === '') return null;
   const bytes = Number(value);
   if (!Number.isInteger(bytes) || bytes < 4096 || bytes % 256 !== 0) {
-    throw new Error(
-      `WEBGPU_MAX_BINDING_BYTES: "${value}" must be a whole number of bytes, a multiple of 256 and at least 4096`,
-    );
+    throw new Error(`${key}: "${value}" must be a whole number of bytes, a multiple of 256 and at least 4096`);
   }
   return bytes;
 }
@@ -78,6 +77,10 @@ export interface EngineKnobs {
   /** WEBGPU_MAX_BINDING_BYTES=65536: pretend the device binds at most this many bytes per storage binding, so the
    *  paths that split large tensors run (and are tested) on shapes that would fit whole. null: the device's limit. */
   maxBindingBytes: number | null;
+  /** WEBGPU_MAX_BUFFER_BYTES=32768: pretend the device's largest buffer (maxBufferSize) is this many bytes, so a
+   *  tensor above it is split across buffers (engine/arena.ts) on shapes that would fit one; every other tensor
+   *  must fit it too. null: the device's limit. */
+  maxBufferBytes: number | null;
   /** WEBGPU_DEVICE_CLASS=gpu|cpu: choose every kernel variant as on a discrete GPU or on a CPU device, whatever
    *  the adapter is (so lavapipe runs the GPU variants in CI). null: the adapter's own class. */
   deviceClass: DeviceClass | null;
@@ -110,7 +113,8 @@ export function readKnobs(env: Env = environment()): EngineKnobs {
     profile: env.WEBGPU_PROFILE === '1',
     disabledFeatures: list(env.WEBGPU_DISABLE_FEATURES),
     kernelVariants,
-    maxBindingBytes: readMaxBindingBytes(env.WEBGPU_MAX_BINDING_BYTES),
+    maxBindingBytes: readMaxBytes('WEBGPU_MAX_BINDING_BYTES', env.WEBGPU_MAX_BINDING_BYTES),
+    maxBufferBytes: readMaxBytes('WEBGPU_MAX_BUFFER_BYTES', env.WEBGPU_MAX_BUFFER_BYTES),
     deviceClass: readDeviceClass(env.WEBGPU_DEVICE_CLASS),
     limits: readLimits(env.WEBGPU_LIMITS),
     peakFlops: readPeakFlops(env.WEBGPU_PEAK_FLOPS),

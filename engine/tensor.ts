@@ -28,21 +28,46 @@ export function elementCount(shape: readonly number[]): number {
 export type TypedArrayOf<D extends DType> = D extends 'u32' ? Uint32Array : D extends 'i32' ? Int32Array : Float32Array;
 
 export class Tensor<D extends DType = DType> {
+  /** The single-buffer tensors this one is made of, in order: itself, unless it is larger than the device's
+   *  largest buffer (maxBufferSize) and lives in several, cut on whole rows (Tensor.split; engine/arena.ts). A split
+   *  tensor's `buffer` and `byteOffset` are its first part's; a kernel binds it in windows (engine.bindingWindows),
+   *  and uploads, reads, copies and clears walk its parts. */
+  readonly parts: readonly Tensor<D>[];
+
   constructor(
     readonly name: string,
     readonly buffer: GPUBuffer,
     readonly byteOffset: number,
     readonly shape: readonly number[],
     readonly dtype: D,
+    parts?: readonly Tensor<D>[],
   ) {
     for (const d of shape) {
       if (!Number.isInteger(d) || d < 0) throw new Error(`tensor ${name}: bad shape [${shape.join(', ')}]`);
+    }
+    if (parts) {
+      const partElements = parts.reduce((n, part) => n + part.size, 0);
+      if (parts.some((part) => part.parts.length !== 1 || part.dtype !== dtype) || partElements !== this.size) {
+        throw new Error(
+          `tensor ${name}: parts of ${partElements} elements (${parts.map((p) => p.dtype).join(', ')}) for ` +
+            `${shapeString(shape)} ${dtype}; expected single-buffer ${dtype} tensors of ${this.size} elements in all`,
+        );
+      }
+      this.parts = parts;
+      return;
     }
     if (byteOffset + this.byteLength > buffer.size) {
       throw new Error(
         `tensor ${name}: ${this.byteLength} bytes at offset ${byteOffset} overrun its buffer of ${buffer.size} bytes`,
       );
     }
+    this.parts = [this];
+  }
+
+  /** One tensor of `shape` made of `parts` (single-buffer tensors of one dtype, in order). */
+  static split<D extends DType>(name: string, shape: readonly number[], parts: readonly Tensor<D>[]): Tensor<D> {
+    const [first] = parts;
+    return new Tensor(name, first.buffer, first.byteOffset, shape, first.dtype, parts.length > 1 ? parts : undefined);
   }
 
   get size(): number {
@@ -53,8 +78,20 @@ export class Tensor<D extends DType = DType> {
     return this.size * bytesPerElement(this.dtype);
   }
 
-  /** A sub-tensor starting `elementOffset` elements in; binding it needs a device-aligned byte offset. */
+  /** A sub-tensor starting `elementOffset` elements in; binding it needs a device-aligned byte offset. In a split
+   *  tensor it must lie within one part. */
   view(name: string, elementOffset: number, shape: readonly number[]): Tensor<D> {
+    if (this.parts.length > 1) {
+      const size = elementCount(shape);
+      for (const { first, tensor } of partRanges(this)) {
+        if (elementOffset >= first && elementOffset + size <= first + tensor.size)
+          return tensor.view(name, elementOffset - first, shape);
+      }
+      throw new Error(
+        `tensor ${this.name}: view ${name} (elements ${elementOffset} to ${elementOffset + size}) crosses the ` +
+          `buffers the tensor is split across (maxBufferSize); take it part by part`,
+      );
+    }
     return new Tensor(
       name,
       this.buffer,
@@ -69,8 +106,35 @@ export class Tensor<D extends DType = DType> {
     if (elementCount(shape) !== this.size) {
       throw new Error(`tensor ${this.name}: cannot reshape [${this.shape.join(', ')}] to [${shape.join(', ')}]`);
     }
-    return new Tensor(this.name, this.buffer, this.byteOffset, shape, this.dtype);
+    const parts = this.parts.length > 1 ? this.parts : undefined;
+    return new Tensor(this.name, this.buffer, this.byteOffset, shape, this.dtype, parts);
   }
+}
+
+/** Each part of `tensor` with the index of its first element in the whole. */
+export function partRanges<D extends DType>(tensor: Tensor<D>): { first: number; tensor: Tensor<D> }[] {
+  let first = 0;
+  return tensor.parts.map((part) => {
+    const range = { first, tensor: part };
+    first += part.size;
+    return range;
+  });
+}
+
+/** `a` and `b` (the same element count) as pairs of single-buffer views over the same elements, cut wherever
+ *  either tensor passes from one part to the next. */
+export function matchingPieces<A extends DType, B extends DType>(a: Tensor<A>, b: Tensor<B>): [Tensor<A>, Tensor<B>][] {
+  if (a.parts.length === 1 && b.parts.length === 1) return [[a, b]];
+  const cuts = [...new Set([...partRanges(a), ...partRanges(b)].map((r) => r.first)), a.size].sort((x, y) => x - y);
+  const pieces: [Tensor<A>, Tensor<B>][] = [];
+  for (let i = 0; i + 1 < cuts.length; i++) {
+    const [first, end] = [cuts[i], cuts[i + 1]];
+    pieces.push([
+      a.view(`${a.name}[${first}:${end}]`, first, [end - first]),
+      b.view(`${b.name}[${first}:${end}]`, first, [end - first]),
+    ]);
+  }
+  return pieces;
 }
 
 export function shapeString(shape: readonly number[]): string {
@@ -105,8 +169,8 @@ export function rowsPerWindow(
   return rows;
 }
 
-/** `tensor` (rows of `rowElements`) cut into consecutive windows of whole rows, each bindable. One window (the
- *  tensor itself) when it fits. */
+/** `tensor` (rows of `rowElements`) cut into consecutive windows of whole rows, each bindable and within one of
+ *  its parts. One window (the tensor itself) when it fits. */
 export function rowWindows<D extends DType>(
   tensor: Tensor<D>,
   rowElements: number,
@@ -116,19 +180,28 @@ export function rowWindows<D extends DType>(
   const totalRows = tensor.size / rowElements;
   if (!Number.isInteger(totalRows))
     throw new Error(`tensor ${tensor.name} ${shapeString(tensor.shape)}: not whole rows of ${rowElements} elements`);
-  if (tensor.byteLength <= maxBytes) return [{ firstRow: 0, rows: totalRows, tensor }];
+  if (tensor.parts.length === 1 && tensor.byteLength <= maxBytes) return [{ firstRow: 0, rows: totalRows, tensor }];
   const step = rowsPerWindow(rowElements, maxBytes, alignBytes, bytesPerElement(tensor.dtype));
   const windows: RowWindow<D>[] = [];
-  for (let firstRow = 0; firstRow < totalRows; firstRow += step) {
-    const rows = Math.min(step, totalRows - firstRow);
-    windows.push({
-      firstRow,
-      rows,
-      tensor: tensor.view(`${tensor.name}[${firstRow}:${firstRow + rows}]`, firstRow * rowElements, [
+  for (const part of partRanges(tensor)) {
+    if (part.first % rowElements !== 0)
+      throw new Error(
+        `tensor ${tensor.name} ${shapeString(tensor.shape)}: a part starts at element ${part.first}, inside a row ` +
+          `of ${rowElements}`,
+      );
+    const partRows = part.tensor.size / rowElements;
+    for (let row = 0; row < partRows; row += step) {
+      const firstRow = part.first / rowElements + row;
+      const rows = Math.min(step, partRows - row);
+      windows.push({
+        firstRow,
         rows,
-        rowElements,
-      ]),
-    });
+        tensor: part.tensor.view(`${tensor.name}[${firstRow}:${firstRow + rows}]`, row * rowElements, [
+          rows,
+          rowElements,
+        ]),
+      });
+    }
   }
   return windows;
 }

@@ -1,7 +1,7 @@
 // LoRA adapters on the device (models/lora.ts has the table, PEFT names and layouts): their own parameter arena,
 // and the two matmuls each adapted projection adds to the base one, forward and backward. The base weights get no
 // gradient: the trunk skips their weight-gradient matmuls (LoRA's speed win), and dX flows through W and the adapter.
-import { Arena, type ArenaLayout, type Engine, type Tensor } from '../engine/index.ts';
+import { Arena, elementCount, type ArenaLayout, type Engine, type Tensor } from '../engine/index.ts';
 import { matmul, type MatmulPrologue } from '../kernels/matmul/matmul.ts';
 import { clearRanges, rangeTable, type RangeTable } from '../kernels/util/clear-ranges.ts';
 import type { DecoderConfig } from './hf-config.ts';
@@ -158,13 +158,19 @@ function offBlockTables(
   const bySegment = new Map<number, [number, number][]>();
   for (const p of projections) {
     const slot = layout.slots.find((x) => x.name === p.bT)!;
+    const rowWords = elementCount(slot.shape) / slot.shape[0];
     for (const [start, end] of offBlockRanges(p, s)) {
-      layout.segments.forEach((segment, i) => {
-        if (segment.buffer !== slot.buffer) return;
-        const lo = Math.max(slot.offset + start, segment.offset);
-        const hi = Math.min(slot.offset + end, segment.offset + segment.size);
-        if (lo < hi) bySegment.set(i, [...(bySegment.get(i) ?? []), [lo - segment.offset, hi - segment.offset]]);
-      });
+      for (const part of slot.parts) {
+        // The range's words in this part's buffer (a Bᵀ above maxBufferSize spans several).
+        const shift = part.offset - part.firstRow * rowWords;
+        const [first, last] = [part.offset, part.offset + part.rows * rowWords];
+        layout.segments.forEach((segment, i) => {
+          if (segment.buffer !== part.buffer) return;
+          const lo = Math.max(start + shift, first, segment.offset);
+          const hi = Math.min(end + shift, last, segment.offset + segment.size);
+          if (lo < hi) bySegment.set(i, [...(bySegment.get(i) ?? []), [lo - segment.offset, hi - segment.offset]]);
+        });
+      }
     }
   }
   return [...bySegment].map(([segment, ranges]) => {

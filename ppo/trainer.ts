@@ -189,6 +189,7 @@ export class PpoTrainer {
         eps: 1e-8,
         weightDecay: actorCfg.optim.weight_decay,
         maxGradNorm: actorCfg.grad_clip,
+        optimizer: actorCfg.optim.optimizer,
       },
       lora && ((grads) => lora.clearOffBlockGradients(grads)),
     );
@@ -218,6 +219,7 @@ export class PpoTrainer {
             eps: 1e-8,
             weightDecay: c.critic.optim.weight_decay,
             maxGradNorm: c.critic.grad_clip,
+            optimizer: c.critic.optim.optimizer,
           })
         : null;
     this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c));
@@ -611,7 +613,12 @@ export class PpoTrainer {
   ): Promise<{ metrics: Record<string, number>; samples: { prompt: number[]; response: string; score: number }[] }> {
     const started = performance.now();
     const records = this.io.validationSet();
-    const { rollout, envMetrics } = await this.generate(records, { ...this.rolloutConfig(true), onProgress });
+    // The rollout's decoders, freed when it ends: a validation set larger than a batch grows them to decode more
+    // sequences at once, and kept, those larger caches and logits would stay allocated through every later step (the
+    // memory plan counts validation as a phase after the step's that no later phase carries).
+    const { rollout, envMetrics } = await this.generate(records, { ...this.rolloutConfig(true), onProgress }).finally(
+      () => this.rollout.destroy(),
+    );
     const { scores, rewardExtraInfo, texts } = await this.scoreRollout(records, rollout);
     const seconds = (performance.now() - started) / 1000;
     // verl logs validation's turn counts as val-aux/num_turns/*; Search-R1's env/* go under val/.

@@ -10,6 +10,7 @@ import {
   foldWorkgroups,
   rowsPerWindow,
   expectSize,
+  partRanges,
 } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { shaderSource, specsByWidth, vectorElementType, widestVector, type VectorWidth } from '../util/rowwise.ts';
@@ -189,14 +190,15 @@ export function lmHeadDefaultChunkWidth(
 }
 
 /** Calls `body` for each vocabulary chunk with its first row v0, its width, and the logits scratch viewed as (N, width)
- *  — or `saved` (N, V), checked to be the only chunk. */
+ *  — or `saved` (N, V), checked to be the only chunk. No chunk straddles two parts of a weight in `weights` (one
+ *  above maxBufferSize is split on whole rows across buffers, engine/arena.ts): chunks restart at each part. */
 function forEachChunk(
   engine: Engine,
   launcher: string,
-  N: number,
-  V: number,
+  { N, C, V }: { N: number; C: number; V: number },
   chunk: number,
   saved: Tensor | undefined,
+  weights: readonly Tensor[],
   body: (v0: number, width: number, logits: Tensor) => void,
 ): void {
   if (saved) {
@@ -210,9 +212,15 @@ function forEachChunk(
     return;
   }
   const scratch = scratchTensor(engine, 'lm-head/logits', [N * chunk]);
-  for (let v0 = 0; v0 < V; v0 += chunk) {
-    const width = Math.min(chunk, V - v0);
-    body(v0, width, scratch.view(`lm-head/logits[${v0}:${v0 + width}]`, 0, [N, width]));
+  const cuts = [...new Set([V, ...weights.flatMap((w) => partRanges(w).map((part) => part.first / C))])];
+  cuts.sort((a, b) => a - b);
+  let start = 0;
+  for (const end of cuts) {
+    for (let v0 = start; v0 < end; v0 += chunk) {
+      const width = Math.min(chunk, end - v0);
+      body(v0, width, scratch.view(`lm-head/logits[${v0}:${v0 + width}]`, 0, [N, width]));
+    }
+    start = end;
   }
 }
 
@@ -249,7 +257,7 @@ export function lmHeadForward(
         entropy: scratchTensor(engine, 'lm-head/entropy-doubled', [N]),
       }
     : null;
-  forEachChunk(engine, 'lmHeadForward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
+  forEachChunk(engine, 'lmHeadForward', a, chunk, a.savedLogits, [weight], (v0, width, logits) => {
     matmul(engine, { a: hidden, b: weightRows(weight, v0, width, C), out: logits, M: N, N: width, K: C, layout: 'nt' });
     const passes = doubled
       ? ([
@@ -324,37 +332,46 @@ export function lmHeadBackward(
     expectSize('lmHeadBackward', 'entropy', a.entropy, N, `[N=${N}]`);
   }
 
-  forEachChunk(engine, 'lmHeadBackward', N, V, chunk, a.savedLogits, (v0, width, logits) => {
-    const weightChunk = weightRows(weight, v0, width, C);
-    if (!a.savedLogits) matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
-    engine.dispatch(dlogitsSpecs[widestVector(width)], {
-      bindings: { logits, targets, lse, entropy, dLogprobs, dEntropy: dEntropy ?? dLogprobs },
-      uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
-      workgroups: foldWorkgroups(N),
-    });
-    matmul(engine, {
-      a: logits,
-      b: weightChunk,
-      out: dHidden,
-      M: N,
-      N: C,
-      K: width,
-      layout: 'nn',
-      accumulate: v0 > 0 || !!a.accumulateDHidden,
-    });
-    if (dWeight) {
+  forEachChunk(
+    engine,
+    'lmHeadBackward',
+    a,
+    chunk,
+    a.savedLogits,
+    dWeight ? [weight, dWeight] : [weight],
+    (v0, width, logits) => {
+      const weightChunk = weightRows(weight, v0, width, C);
+      if (!a.savedLogits)
+        matmul(engine, { a: hidden, b: weightChunk, out: logits, M: N, N: width, K: C, layout: 'nt' });
+      engine.dispatch(dlogitsSpecs[widestVector(width)], {
+        bindings: { logits, targets, lse, entropy, dLogprobs, dEntropy: dEntropy ?? dLogprobs },
+        uniforms: { rows: N, width, v0, invTemperature: 1 / a.temperature, useEntropy: Number(dEntropy !== null) },
+        workgroups: foldWorkgroups(N),
+      });
       matmul(engine, {
         a: logits,
-        b: hidden,
-        out: weightRows(dWeight, v0, width, C),
-        M: width,
+        b: weightChunk,
+        out: dHidden,
+        M: N,
         N: C,
-        K: N,
-        layout: 'tn',
-        accumulate: true,
+        K: width,
+        layout: 'nn',
+        accumulate: v0 > 0 || !!a.accumulateDHidden,
       });
-    }
-  });
+      if (dWeight) {
+        matmul(engine, {
+          a: logits,
+          b: hidden,
+          out: weightRows(dWeight, v0, width, C),
+          M: width,
+          N: C,
+          K: N,
+          layout: 'tn',
+          accumulate: true,
+        });
+      }
+    },
+  );
 }
 
 const decodeLogitsSpec: KernelSpec = {
@@ -391,10 +408,10 @@ function logitsByMatmul(engine: Engine, a: LogitsArgs): void {
   forEachChunk(
     engine,
     'lmHeadLogits',
-    N,
-    V,
+    a,
     chunkWidth(engine, 'lmHeadLogits', N, C, V),
     undefined,
+    [weight],
     (v0, width, logits) => {
       matmul(engine, {
         a: hidden,

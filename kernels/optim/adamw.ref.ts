@@ -22,6 +22,8 @@ export interface AdamwRefArgs {
   weightDecay: number;
   step: number;
   gradScale?: number;
+  /** When the weight decay applies: torch's 'before' the step (default), bitsandbytes' 'after'. */
+  decay?: 'before' | 'after';
 }
 
 /** A non-finite normSquared (a NaN or Inf gradient) leaves params, m and v as they were, as the kernel does. */
@@ -37,10 +39,11 @@ export function adamwStepRef(a: AdamwRefArgs): void {
   const stepSize = lr / biasCorrection1;
   for (let i = 0; i < params.length; i++) {
     const g = grads[i] * gradScale * clip;
-    params[i] *= 1 - lr * weightDecay;
+    if (a.decay !== 'after') params[i] *= 1 - lr * weightDecay;
     m[i] = beta1 * m[i] + (1 - beta1) * g;
     v[i] = beta2 * v[i] + (1 - beta2) * g * g;
     const denom = Math.sqrt(v[i]) / biasCorrection2Sqrt + eps;
     params[i] -= stepSize * (m[i] / denom);
+    if (a.decay === 'after') params[i] *= 1 - lr * weightDecay;
   }
 }

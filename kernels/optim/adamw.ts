@@ -26,7 +26,8 @@ export const adamwSpec: KernelSpec = {
     { name: 'beta1', type: 'f32' },
     { name: 'beta2', type: 'f32' },
     { name: 'eps', type: 'f32' },
-    { name: 'decay', type: 'f32' },
+    { name: 'decayBefore', type: 'f32' },
+    { name: 'decayAfter', type: 'f32' },
     { name: 'stepSize', type: 'f32' },
     { name: 'biasCorrection2Sqrt', type: 'f32' },
   ],
@@ -40,7 +41,8 @@ export function gradNormSquared(engine: Engine, a: { grads: readonly Tensor[]; n
 /**
  * One torch.optim.AdamW step over a segment (params, grads, m, v: matching tensors of one arena layout), after
  * grads·gradScale and torch.nn.utils.clip_grad_norm_(maxNorm) with the global norm |gradScale|·√normSquared[0].
- * step counts from 1. maxNorm ≤ 0 disables clipping.
+ * step counts from 1. maxNorm ≤ 0 disables clipping. `decay: 'after'` applies the weight decay after the step, as
+ * bitsandbytes' optimizers do (AdamW8bit's 32-bit state for small tensors), instead of torch's before.
  */
 export function adamwStep(
   engine: Engine,
@@ -58,6 +60,7 @@ export function adamwStep(
     weightDecay: number;
     step: number;
     gradScale?: number;
+    decay?: 'before' | 'after';
   },
 ): void {
   const { params, grads, m, v, normSquared, step } = a;
@@ -94,7 +97,8 @@ export function adamwStep(
       beta2: a.beta2,
       eps: a.eps,
       // Step-dependent factors once, in float64, instead of a pow per lane in f32.
-      decay: 1 - a.lr * a.weightDecay,
+      decayBefore: a.decay === 'after' ? 1 : 1 - a.lr * a.weightDecay,
+      decayAfter: a.decay === 'after' ? 1 - a.lr * a.weightDecay : 1,
       stepSize: a.lr / (1 - a.beta1 ** step),
       biasCorrection2Sqrt: Math.sqrt(1 - a.beta2 ** step),
     },

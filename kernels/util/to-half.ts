@@ -7,6 +7,7 @@ import {
   expectSize,
   foldWorkgroups,
   isHalf,
+  matchingPieces,
   rowsPerWindow,
   shapeString,
 } from '../../engine/index.ts';
@@ -57,19 +58,23 @@ export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): v
     values.size,
     `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`,
   );
-  // Windows sized by the float32 side; an aligned half window start is then an aligned float32 start too.
+  // Windows sized by the float32 side; an aligned half window start is then an aligned float32 start too. A tensor
+  // above maxBufferSize and its half copy are split at the same rows (engine/arena.ts): pieces are whole parts.
   const align = engine.caps.minStorageBufferOffsetAlignment;
-  const step =
-    values.byteLength <= engine.maxBindingBytes ? values.size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);
-  for (let first = 0; first < values.size; first += step) {
-    const n = Math.min(step, values.size - first);
-    engine.dispatch(specs[halves.dtype], {
-      bindings: {
-        values: values.view(`${values.name}[${first}:${first + n}]`, first, [n]),
-        halves: halves.view(`${halves.name}[${first}:${first + n}]`, first, [n]),
-      },
-      uniforms: { n },
-      workgroups: foldWorkgroups(Math.ceil(n / 2 / 256)),
-    });
+  for (const [valuesPiece, halvesPiece] of matchingPieces(values, halves)) {
+    const size = valuesPiece.size;
+    const step =
+      valuesPiece.byteLength <= engine.maxBindingBytes ? size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);
+    for (let first = 0; first < size; first += step) {
+      const n = Math.min(step, size - first);
+      engine.dispatch(specs[halves.dtype], {
+        bindings: {
+          values: valuesPiece.view(`${valuesPiece.name}[${first}:${first + n}]`, first, [n]),
+          halves: halvesPiece.view(`${halvesPiece.name}[${first}:${first + n}]`, first, [n]),
+        },
+        uniforms: { n },
+        workgroups: foldWorkgroups(Math.ceil(n / 2 / 256)),
+      });
+    }
   }
 }

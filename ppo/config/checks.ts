@@ -159,6 +159,17 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
   } catch (err) {
     problems.push((err as Error).message);
   }
+  for (const [path, optim] of [
+    ['actor_rollout_ref.actor.optim', actor.optim],
+    ['critic.optim', critic.optim],
+  ] as const) {
+    const impl = optim.optimizer === 'AdamW8bit' ? 'bitsandbytes.optim' : 'torch.optim';
+    if (optim.optimizer_impl !== impl)
+      problems.push(
+        `${path}.optimizer_impl=${optim.optimizer_impl} has no ${optim.optimizer} here (verl imports ` +
+          `${optim.optimizer_impl}.${optim.optimizer}) — set ${path}.optimizer_impl=${impl}`,
+      );
+  }
   if (model.load_in_8bit)
     problems.push(
       'actor_rollout_ref.model.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true (NF4, ' +

@@ -77,8 +77,24 @@ function optimizerKeys(lr: number) {
     num_cycles: float(0.5, 'cosine: number of cosine half-periods × 2 over the run (0.5 decays once)', positive),
     weight_decay: float(0.01, 'AdamW decoupled weight decay', nonNegative),
     betas: new Key<number[]>('floats', [0.9, 0.999], 'AdamW β1, β2'),
+    optimizer: oneOf(
+      'AdamW',
+      OPTIMIZERS,
+      "AdamW, or AdamW8bit (with optimizer_impl=bitsandbytes.optim): bitsandbytes' blockwise 8-bit moments, 2 bytes " +
+        'per weight plus 8 bytes per 256 instead of 8 (tensors under 4,096 values keep float32 moments) — for a full ' +
+        'fine-tune whose AdamW state does not fit; the update decays after the step, as bitsandbytes does',
+    ),
+    optimizer_impl: oneOf(
+      'torch.optim',
+      OPTIMIZER_IMPLS,
+      'The library verl imports optim.optimizer from: torch.optim (AdamW) or bitsandbytes.optim (AdamW8bit)',
+    ),
   };
 }
+
+/** optim.optimizer / optim.optimizer_impl values: verl builds `getattr(import_module(impl), optimizer)`. */
+export const OPTIMIZERS = ['AdamW', 'AdamW8bit'] as const;
+export const OPTIMIZER_IMPLS = ['torch.optim', 'bitsandbytes.optim'] as const;
 
 /** trainer.logger values: the sinks this engine writes, and verl's service loggers it accepts and skips. */
 export const WRITTEN_LOGGERS = ['console', 'file', 'tensorboard'] as const;

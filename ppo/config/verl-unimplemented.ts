@@ -4,8 +4,6 @@
 // off, so the key is accepted without a word (a --config of verl's generated file loads); any other value is refused,
 // since silently ignoring it would train something else than the user asked for.
 export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
-  'actor_rollout_ref.actor.optim.optimizer': 'AdamW',
-  'actor_rollout_ref.actor.optim.optimizer_impl': 'torch.optim',
   'actor_rollout_ref.actor.optim.total_training_steps': -1,
   'actor_rollout_ref.actor.optim.clip_grad': 1,
   'actor_rollout_ref.actor.optim.override_optimizer_config': null,
@@ -62,8 +60,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'reward_manager.source': 'register',
   'reward_manager.module.path': null,
   'reward_manager.module.name': 'custom_reward_manager',
-  'critic.optim.optimizer': 'AdamW',
-  'critic.optim.optimizer_impl': 'torch.optim',
   'critic.optim.total_training_steps': -1,
   'critic.optim.clip_grad': 1,
   'critic.optim.override_optimizer_config': null,

@@ -32,7 +32,8 @@ import {
   weightDtype,
   type PpoConfig,
 } from '../config.ts';
-import { loraArenaElements, type LoraSettings } from '../../models/lora.ts';
+import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
+import { momentBytes } from '../training/adamw-optimizer.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
@@ -186,18 +187,39 @@ function layerWeightElements(c: DecoderConfig): number {
   return parameterCount(c, (name, shape) => name.startsWith('model.layers.') && shape.length === 2);
 }
 
-/** The memory plan of `config` with these models on this device, validating on `validationPrompts` prompts. */
+/** A prompt set as the run loaded it: how many prompts, and the longest one's tokens. */
+export interface PromptSet {
+  count: number;
+  longest: number;
+}
+
+/** The run's prompts where they are known (train.js knows both sets; the bench plans a model alone): each rollout
+ *  sizes its decoders by its batch's longest prompt (ppo/generation/sample-records.ts promptBatch), so the set's
+ *  longest bounds them more tightly than data.max_prompt_length. No validation set: no validation phase. */
+export interface PlanPrompts {
+  training?: PromptSet;
+  validation?: PromptSet;
+}
+
+/** The PromptSet of loaded prompts (undefined for none). */
+export function promptSetOf(examples: readonly { promptIds: readonly number[] }[]): PromptSet | undefined {
+  if (examples.length === 0) return undefined;
+  return { count: examples.length, longest: Math.max(...examples.map((e) => e.promptIds.length)) };
+}
+
+/** The memory plan of `config` with these models on this device. */
 export function planMemory(
   config: PpoConfig,
   models: PlanModels,
   device: DeviceMemory,
-  validationPrompts = 0,
+  prompts: PlanPrompts = {},
 ): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
   const sizes = batchSizes(config);
-  const promptLength = config.data.max_prompt_length;
-  const sequenceLength = promptLength + config.data.max_response_length;
+  // The forwards and updates run on the batch's longest prompt plus max_response_length tokens.
+  const longestTrainingPrompt = Math.min(config.data.max_prompt_length, prompts.training?.longest ?? Infinity);
+  const sequenceLength = longestTrainingPrompt + config.data.max_response_length;
   const problems: string[] = [];
   const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
@@ -211,7 +233,11 @@ export function planMemory(
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
-  resident.push({ what: lora ? 'actor adapter AdamW moments' : 'actor AdamW moments', bytes: 2 * trainedBytes });
+  const actorOptimizer = config.actor_rollout_ref.actor.optim.optimizer;
+  resident.push({
+    what: `${lora ? 'actor adapter' : 'actor'} ${actorOptimizer} moments`,
+    bytes: momentBytes(lora ? loraEntries(actor, lora) : parameterEntries(actor), actorOptimizer),
+  });
   // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
@@ -248,7 +274,11 @@ export function planMemory(
     resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
       resident.push({ what: 'critic gradients', bytes: criticParams });
-      resident.push({ what: 'critic AdamW moments', bytes: 2 * criticParams });
+      const criticOptimizer = config.critic.optim.optimizer;
+      resident.push({
+        what: `critic ${criticOptimizer} moments`,
+        bytes: momentBytes(parameterEntries(critic), criticOptimizer),
+      });
       if (device.transposedWeights)
         resident.push({
           what: 'critic layer weights transposed (training forward)',
@@ -296,11 +326,13 @@ export function planMemory(
   // from the same budget the trainer gives it, in two IncrementalDecoders kept between rollouts — the decode batch's
   // (its KV cache of continuousCacheCapacity slots, one token's buffers and the sampling logits of each row) and the
   // one newcomers' prompts are prefilled in (a cache of the prompt's length, the prompt's activations, the logits of
-  // each row's last token). Validation generates the whole validation set through the same slots and decoders, so
-  // a large set decodes more sequences at once than a batch.
+  // each row's last token). Validation generates the whole validation set through the same decoders, grown to its
+  // size, and frees them when it ends (ppo/trainer.ts validate): a phase after the step's (a validation between
+  // steps, and the final one, holds everything else the step left) whose decoders no later phase keeps.
   const responseLength = config.data.max_response_length;
-  const capacity = continuousCacheCapacity(promptLength, responseLength, DEFAULT_READ_EVERY);
-  const rollout = (name: string, sequences: number) => {
+  const rollout = (name: string, sequences: number, set: PromptSet | undefined) => {
+    const promptLength = Math.min(config.data.max_prompt_length, set?.longest ?? Infinity);
+    const capacity = continuousCacheCapacity(promptLength, responseLength, DEFAULT_READ_EVERY);
     let S = 1;
     try {
       S = rolloutSlots(
@@ -351,6 +383,14 @@ export function planMemory(
           bytes: S * (promptLength * work.perToken + work.perRow) * F32,
           key: 'rollout prefill buffers',
         },
+        {
+          // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
+          // (rows, S), 11 of (rows, R)): each a few KiB, counted together once as 16 floats a sequence token (a
+          // live-buffer list at a measured peak held 16,800 B of them for 24 sequences of 15 tokens).
+          what: `sampler rows, experience and update per-token tensors (${sequences} × ${promptLength + responseLength} tokens)`,
+          bytes: sequences * (promptLength + responseLength) * 16 * F32,
+          key: 'per-sequence buffers',
+        },
       ],
       largest([
         { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * bytesPerElement(cacheDtype) },
@@ -359,9 +399,7 @@ export function planMemory(
       ]),
     );
   };
-  rollout('rollout', sizes.sequences);
-  const validationSequences = validationPrompts * config.actor_rollout_ref.rollout.val_kwargs.n;
-  if (validationSequences > 0) rollout('validation rollout', validationSequences);
+  rollout('rollout', sizes.sequences, prompts.training);
 
   // Each model (`model`: the actor, the reference — its own work buffers even when it reads the actor's base —,
   // the critic, the reward model) keeps its forward's and its update's workspaces apart (models/decoder.ts).
@@ -483,6 +521,8 @@ export function planMemory(
     config.actor_rollout_ref.model.enable_gradient_checkpointing,
     loraRank,
   );
+  const validationSequences = (prompts.validation?.count ?? 0) * config.actor_rollout_ref.rollout.val_kwargs.n;
+  if (validationSequences > 0) rollout('validation rollout', validationSequences, prompts.validation);
 
   const peakBytes = Math.max(...phases.map((p) => p.peakBytes));
   const budgetBytes = device.memory.bytes;

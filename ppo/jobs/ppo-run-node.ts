@@ -31,7 +31,7 @@ import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
 import { PpoTrainer } from '../trainer.ts';
 import { guardStep, NonFiniteError } from '../training/finite-guard.ts';
 import { runTrainerIo } from './builtin-run.ts';
-import { deviceMemory, formatMemoryPlan, parameterCount, planMemory } from './memory-plan.ts';
+import { deviceMemory, formatMemoryPlan, parameterCount, planMemory, promptSetOf } from './memory-plan.ts';
 import { assertResumable, setUpRun, type RunSetup } from './ppo-setup-node.ts';
 import { runTrainingLoop, stopError, type SavePoint, type ValidationPoint } from './ppo-run-loop.ts';
 import { formatStepLine, validationProgress } from './progress.ts';
@@ -211,7 +211,8 @@ export class PpoRun {
       rewardModel: setup.rewardModel?.config ?? null,
       actorLora: setup.actor.lora?.settings ?? null,
     };
-    for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(this.engine), setup.val.length), false))
+    const prompts = { training: promptSetOf(setup.train), validation: promptSetOf(setup.val) };
+    for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(this.engine), prompts), false))
       this.log(line);
     const lora = setup.actor.lora;
     if (lora) {

@@ -79,6 +79,7 @@ export class RolloutGenerator {
     return assemble(prompts, queue.records(), c);
   }
 
+  /** Frees the caches and buffers; a later generate allocates them again. */
   destroy(): void {
     this.decoders.destroy();
     this.weights.destroy();

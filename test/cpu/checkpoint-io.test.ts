@@ -11,6 +11,7 @@ import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
 
 const LLAMA = fixturePath('hf/llama-tiny');
 const STORIES = fixturePath('hf/stories260K');
+const QWEN3_CRITIC = fixturePath('hf/qwen3-critic-tiny');
 
 function bits(a: TensorData): string {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('hex');
@@ -238,5 +239,59 @@ describeWithFixtures('Hugging Face checkpoints (llama-tiny, stories260K)', ['hf/
       ).rejects.toThrow(/tensor 'model\.norm\.weight' has shape \[32, 2\], LlamaForCausalLM needs \[64\]/);
       expect((await readdir(tmp)).some((f) => f.includes('never'))).toBe(false);
     });
+  });
+});
+
+describeWithFixtures('a Qwen3 critic transformers saved (qwen3-critic-tiny)', ['hf/qwen3-critic-tiny'], () => {
+  let tmp: string;
+  beforeAll(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'checkpoint-io-critic-'));
+  });
+  afterAll(async () => {
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('loads as a critic and saves a directory that loads back to the same config and bits', async () => {
+    const original = await loadAll(QWEN3_CRITIC);
+    expect(original.ck.config).toMatchObject({
+      architecture: 'Qwen3ForTokenClassification',
+      head: 'token-classification',
+      numLabels: 1,
+      headDim: 32,
+      qkNorm: true,
+      tieWordEmbeddings: true,
+    });
+    const names = original.tensors.map((t) => t.name);
+    expect(names).toEqual(
+      expect.arrayContaining(['score.weight', 'score.bias', 'model.layers.1.self_attn.k_norm.weight']),
+    );
+    expect(names).not.toContain('lm_head.weight');
+
+    const dir = join(tmp, 'critic');
+    await saveHfCheckpoint(dir, { config: original.ck.config, tensors: original.tensors });
+    // What transformers reads to build Qwen3ForTokenClassification again, as the fixture's own config.json says it.
+    const fixture = JSON.parse(await readFile(join(QWEN3_CRITIC, 'config.json'), 'utf8'));
+    const saved = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
+    for (const key of [
+      'architectures',
+      'model_type',
+      'id2label',
+      'label2id',
+      'head_dim',
+      'hidden_size',
+      'intermediate_size',
+      'num_attention_heads',
+      'num_key_value_heads',
+      'num_hidden_layers',
+      'rms_norm_eps',
+      'rope_theta',
+      'tie_word_embeddings',
+      'torch_dtype',
+      'vocab_size',
+    ])
+      expect(saved[key], key).toEqual(fixture[key]);
+    const back = await loadAll(dir);
+    expect(back.ck.config).toEqual(original.ck.config);
+    expectSameTensors(back.tensors, original.tensors);
   });
 });

@@ -53,6 +53,45 @@ function config(overrides: string[]) {
 }
 
 describe('memory plan', () => {
+  it("AdamW8bit counts bitsandbytes' state: a byte per moment and value plus 4 per 256, float32 under 4,096", () => {
+    const optimizer = ['actor_rollout_ref.actor', 'critic'].flatMap((role) => [
+      `${role}.optim.optimizer=AdamW8bit`,
+      `${role}.optim.optimizer_impl=bitsandbytes.optim`,
+    ]);
+    const resident = (overrides: string[]) =>
+      planMemory(
+        config(overrides),
+        { actor, critic, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
+      ).resident;
+    const eightBit = resident(optimizer);
+    expect(eightBit.map((r) => r.what)).toContain('actor AdamW8bit moments');
+    expect(eightBit.map((r) => r.what)).toContain('critic AdamW8bit moments');
+    // Per tensor of n values: n ≥ 4096 → 2·(⌈n/4⌉ words + ⌈n/256⌉ scales)·4 bytes; else 2·4·n. The actor's tensors:
+    // the tied embedding 151,936 × 128; per layer qkv 256 × 128, o 128 × 128, gate_up 768 × 128, down 128 × 384 (all
+    // ≥ 4096) and two norms of 128, q/k norms of 32; the final norm of 128.
+    const bytes8 = (n: number) => (n >= 4096 ? 2 * 4 * (Math.ceil(n / 4) + Math.ceil(n / 256)) : 2 * 4 * n);
+    const layer = [256 * 128, 128 * 128, 768 * 128, 128 * 384, 128, 128, 32, 32].reduce((s, n) => s + bytes8(n), 0);
+    const actorMoments = bytes8(151936 * 128) + 2 * layer + bytes8(128);
+    expect(eightBit.find((r) => r.what === 'actor AdamW8bit moments')!.bytes).toBe(actorMoments);
+    const plain = resident([]).find((r) => r.what === 'actor AdamW moments')!.bytes;
+    expect(actorMoments / plain).toBeCloseTo(0.25 * (1 + 4 / 256), 2);
+    const lora = resident([...optimizer, 'actor_rollout_ref.model.lora_rank=8']);
+    expect(lora.map((r) => r.what)).toContain('actor adapter AdamW8bit moments');
+  });
+
+  it("optim.optimizer and optimizer_impl: verl's pairs, any other refused in one line naming the key", () => {
+    expect(() => config(['critic.optim.optimizer=AdamW8bit'])).toThrow(
+      /critic\.optim\.optimizer_impl=torch\.optim has no AdamW8bit here \(verl imports torch\.optim\.AdamW8bit\) — set critic\.optim\.optimizer_impl=bitsandbytes\.optim/,
+    );
+    expect(() => config(['actor_rollout_ref.actor.optim.optimizer_impl=bitsandbytes.optim'])).toThrow(
+      /actor_rollout_ref\.actor\.optim\.optimizer_impl=bitsandbytes\.optim has no AdamW here .* set actor_rollout_ref\.actor\.optim\.optimizer_impl=torch\.optim/,
+    );
+    expect(() => config(['actor_rollout_ref.actor.optim.optimizer=Adam8bit'])).toThrow(
+      /AdamW \| AdamW8bit|AdamW, AdamW8bit/,
+    );
+  });
+
   it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
     const plan = planMemory(
       config([
@@ -372,7 +411,8 @@ describe('memory plan', () => {
   });
 
   it(
-    'validation decodes the whole validation set through the same slots: its own phase, more sequences at ' + 'once',
+    'validation decodes the whole validation set through the rollout decoders, grown: a phase after the step, ' +
+      'more sequences at once, freed before the next update',
     () => {
       const overrides = [
         'data.max_prompt_length=128',
@@ -389,18 +429,23 @@ describe('memory plan', () => {
         config(overrides),
         { actor, critic, rewardModel: null },
         { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
-        1319,
+        { validation: { count: 1319, longest: 200 } },
       );
       expect(without.phases.map((p) => p.phase)).not.toContain(expect.stringMatching(/^validation/));
       const validation = plan.phases.find((p) => p.phase.startsWith('validation rollout'))!;
       // 128 MiB / (151,936 logits × 4 bytes) = 220 rows of sampling logits per binding.
       expect(validation.phase).toBe('validation rollout (220 of 1319 sequences at once)');
       expect(validation.peakBytes).toBeGreaterThan(plan.phases[0].peakBytes);
-      // Validation regrows the rollout's decoders (the same ones, larger: nothing of the rollout's is left beside
-      // them), and they stay allocated into the actor update.
-      expect(validation.keptBytes).toBe(0);
-      expect(plan.peakBytes).toBe(plan.phases.at(-1)!.peakBytes);
-      expect(plan.peakBytes - without.peakBytes).toBe(validation.bytes - without.phases[0].bytes);
+      // Validation comes after the step's phases (a validation between steps holds everything else they left) and
+      // regrows the rollout's decoders, which it frees when it ends: the step's phases are those of the plan without
+      // validation, byte for byte, and validation's peak replaces the rollout's decoders by its larger ones.
+      expect(plan.phases.at(-1)).toBe(validation);
+      expect(plan.phases.slice(0, -1)).toEqual(without.phases);
+      const [rollout] = without.phases;
+      const step = without.phases.at(-1)!;
+      expect(validation.keptBytes).toBe(step.keptBytes + step.bytes - rollout.bytes);
+      expect(validation.peakBytes).toBe(step.peakBytes - rollout.bytes + validation.bytes);
+      expect(plan.peakBytes).toBe(Math.max(without.peakBytes, validation.peakBytes));
       const sampled = planMemory(
         config([
           ...overrides,
@@ -410,7 +455,7 @@ describe('memory plan', () => {
         ]),
         { actor, critic, rewardModel: null },
         { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
-        10,
+        { validation: { count: 10, longest: 100 } },
       );
       expect(sampled.phases.map((p) => p.phase)).toContain('validation rollout (40 of 40 sequences at once)');
     },

@@ -119,29 +119,38 @@ describeWithFixtures(
 );
 
 describe('writing', () => {
-  describeWithFixtures('llama-tiny', ['hf/llama-tiny/model.safetensors'], () => {
-    it('rewrites llama-tiny bit-identically, with the same data section byte for byte', async () => {
-      const src = join(HF, 'llama-tiny');
-      const sources = await readSources(src);
-      const tensors = new Map(sources.map((t) => [t.name, t.data as TensorData]));
-      const dir = join(tmp, 'single');
-      await mkdir(dir);
-      expect(await writeCheckpointTensors(dir, sources)).toEqual(['model.safetensors']);
-      const back = await readAll(dir);
-      expect([...back.keys()]).toEqual([...tensors.keys()]);
-      for (const [name, t] of tensors) expect(bits(back.get(name)!)).toEqual(bits(t));
-      const dataSection = async (path: string) => {
-        const bytes = await readFile(path);
-        return {
-          bytes: bytes.subarray(parseSafetensors(bytes).header.dataOffset),
-          headerLength: bytes.readUInt32LE(0),
+  // Every Hugging Face fixture transformers saved: Llama, Qwen2 (q/k/v biases, tied), Qwen3 (q/k norms, tied) and a
+  // Qwen3 critic (score head).
+  for (const model of ['llama-tiny', 'qwen2-tiny', 'qwen3-tiny', 'qwen3-critic-tiny']) {
+    describeWithFixtures(model, [`hf/${model}/model.safetensors`], () => {
+      it(`rewrites ${model} bit-identically: same header (tensors, dtypes, shapes, metadata), same data bytes`, async () => {
+        const src = join(HF, model);
+        const sources = await readSources(src);
+        const tensors = new Map(sources.map((t) => [t.name, t.data as TensorData]));
+        const dir = join(tmp, `single-${model}`);
+        await mkdir(dir);
+        expect(await writeCheckpointTensors(dir, sources)).toEqual(['model.safetensors']);
+        const back = await readAll(dir);
+        expect([...back.keys()]).toEqual([...tensors.keys()]);
+        for (const [name, t] of tensors) expect(bits(back.get(name)!)).toEqual(bits(t));
+        const parsed = async (path: string) => {
+          const bytes = await readFile(path);
+          const { header } = parseSafetensors(bytes);
+          return { header, bytes: bytes.subarray(header.dataOffset), headerLength: bytes.readUInt32LE(0) };
         };
-      };
-      const ours = await dataSection(join(dir, 'model.safetensors'));
-      expect(Buffer.compare(ours.bytes, (await dataSection(join(src, 'model.safetensors'))).bytes)).toBe(0);
-      expect(ours.headerLength % 8).toBe(0);
+        const [ours, theirs] = [
+          await parsed(join(dir, 'model.safetensors')),
+          await parsed(join(src, 'model.safetensors')),
+        ];
+        expect(ours.header.metadata).toEqual(theirs.header.metadata);
+        expect(ours.header.tensors).toEqual(theirs.header.tensors);
+        expect(Buffer.compare(ours.bytes, theirs.bytes)).toBe(0);
+        expect(ours.headerLength % 8).toBe(0);
+      });
     });
+  }
 
+  describeWithFixtures('llama-tiny', ['hf/llama-tiny/model.safetensors'], () => {
     it(
       'shards above the size limit with an index transformers reads, and reads them back ' + 'bit-identically',
       async () => {

@@ -44,3 +44,34 @@ export function expectClose(
     );
   }
 }
+
+/** `actual` holds exactly `expected`'s float32 bit patterns; a failure names the first differing element and how many
+ *  differ (a diff of two long arrays would take the test runner minutes to print). */
+export function expectSameBits(actual: Float32Array, expected: Float32Array, what = 'values'): void {
+  if (actual.length !== expected.length)
+    throw new Error(`${what}: ${actual.length} values, expected ${expected.length}`);
+  const [a, e] = [actual, expected].map((x) => new Uint32Array(x.buffer, x.byteOffset, x.length));
+  let first = -1;
+  let count = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] === e[i]) continue;
+    if (first < 0) first = i;
+    count++;
+  }
+  if (first >= 0)
+    throw new Error(
+      `${what}: ${count} of ${a.length} values differ, first element ${first}: ${actual[first]}, ` +
+        `expected ${expected[first]}`,
+    );
+}
+
+/** expectSameBits for every tensor of `expected`, and no other names in `actual`. */
+export function expectSameTensorBits(
+  actual: ReadonlyMap<string, Float32Array>,
+  expected: ReadonlyMap<string, Float32Array>,
+  what: string,
+): void {
+  if ([...actual.keys()].sort().join() !== [...expected.keys()].sort().join())
+    throw new Error(`${what}: tensors ${[...actual.keys()].join(', ')}, expected ${[...expected.keys()].join(', ')}`);
+  for (const [name, values] of expected) expectSameBits(actual.get(name)!, values, `${what}: ${name}`);
+}

@@ -11,8 +11,10 @@ export const GPU_CLASS_TESTS: string[] = [
   // kernels against their CPU references (every GPU variant)
   'device-class',
   'adamw',
+  'adamw8bit',
   'attention',
   'binding-split',
+  'buffer-split',
   'clear-ranges',
   'decode-attention',
   'decode-layer',

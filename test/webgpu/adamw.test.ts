@@ -15,8 +15,9 @@ describe('AdamW with global-norm clipping', () => {
     { what: 'clipping inactive', maxNorm: 1e6, gradScale: 1 },
     { what: 'clipping disabled, scaled grads', maxNorm: 0, gradScale: 0.25 },
     { what: 'clipping active, scaled grads', maxNorm: 1, gradScale: 0.5 },
+    { what: "weight decay after the step, bitsandbytes' order", maxNorm: 1, gradScale: 1, decay: 'after' as const },
   ];
-  for (const { what, maxNorm, gradScale } of cases) {
+  for (const { what, maxNorm, gradScale, decay } of cases) {
     it(`matches torch.optim.AdamW over several steps (${what})`, async () => {
       const engine = await gpuEngine();
       const params = segmentSizes.map((n, s) => Float64Array.from(randomArray(n, 100 + s)));
@@ -42,6 +43,7 @@ describe('AdamW with global-norm clipping', () => {
             ...hyper,
             step,
             gradScale,
+            decay,
           });
         }
         const expectedNormSquared = gradNormSquaredRef(grads);
@@ -57,6 +59,7 @@ describe('AdamW with global-norm clipping', () => {
             ...hyper,
             step,
             gradScale,
+            decay,
           });
         }
       }

@@ -197,7 +197,7 @@ describe('a frozen model in half precision', () => {
     const params = uploaded(split, values, 'split-bf16', 'bf16');
     const slot = params.layout.slots.find((s) => s.name === 'model.embed_tokens.weight')!;
     // 1000 × 32 bf16 = 64 KiB: its own buffer, bound as 4 windows.
-    expect(params.layout.segments.filter((s) => s.buffer === slot.buffer)).toHaveLength(4);
+    expect(params.layout.segments.filter((s) => s.buffer === slot.parts[0].buffer)).toHaveLength(4);
     const expected = await logprobs(whole, uploaded(whole, values, 'whole-bf16', 'bf16'), 'whole-bf16');
     const actual = await logprobs(split, params, 'split-bf16');
     // The split LM head also runs in vocabulary chunks (an online log-sum-exp): float rounding, as unsplit f32.

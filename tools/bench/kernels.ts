@@ -15,6 +15,7 @@ import { swigluCases } from '../kernel-lab/swiglu.bench.ts';
 import { lmHeadCases } from '../kernel-lab/lm-head.bench.ts';
 import { valueHeadCases } from '../kernel-lab/value-head.bench.ts';
 import { adamwCases } from '../kernel-lab/adamw.bench.ts';
+import { adamw8bitCases } from '../kernel-lab/adamw8bit.bench.ts';
 import { weightedSumCases } from '../kernel-lab/reduce.bench.ts';
 import { transposeCases } from '../kernel-lab/transpose.bench.ts';
 import { clearRangesCases } from '../kernel-lab/clear-ranges.bench.ts';
@@ -35,6 +36,7 @@ const CASES: (() => KernelBenchCase[])[] = [
   lmHeadCases,
   valueHeadCases,
   adamwCases,
+  adamw8bitCases,
   weightedSumCases,
   transposeCases,
   clearRangesCases,

@@ -1,13 +1,11 @@
 // Bench cases of attention for `node tools/bench.js kernels` (tools/bench/kernels.ts runs them).
 import type { Engine } from '../../engine/index.ts';
-import { qkvWidth } from '../../models/parameter-layout.ts';
 import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
 import {
   MODEL,
-  B,
-  T,
-  ROWS,
+  B as BATCH,
+  T as TOKENS,
   checkOutput,
   checkOutputs,
   randomValues,
@@ -16,10 +14,13 @@ import {
 } from './bench-inputs.ts';
 
 /** Causal grouped-query attention over the fused qkv rows, as the trunk calls it (no padding). FLOPs are the
- *  causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation. */
-export function attentionCases(): KernelBenchCase[] {
-  const { numHeads: NH, numKvHeads: NKV, headDim: HS } = MODEL;
-  const W = qkvWidth(MODEL);
+ *  causal QKᵀ and PV products; the backward counts twice the forward's (dQ, dK, dV, dP), not its recomputation.
+ *  At the benchmark model's shape unless given another (tools/kernel-lab/at-scale.ts). */
+export function attentionCases(
+  { B, T, NH, NKV, HS } = { B: BATCH, T: TOKENS, NH: MODEL.numHeads, NKV: MODEL.numKvHeads, HS: MODEL.headDim },
+): KernelBenchCase[] {
+  const ROWS = B * T;
+  const W = (NH + 2 * NKV) * HS;
   const dims: AttentionDims = {
     B,
     Tq: T,

@@ -72,7 +72,7 @@ export function checkValues(
   for (let i = 0; i < expected.length; i++) maxAbsError = Math.max(maxAbsError, Math.abs(got[i] - expected[i]) || 0);
   return {
     output,
-    violation: maxViolation(Array.prototype.slice.call(got, 0, expected.length), expected, atol, rtol),
+    violation: maxViolation(firstValues(got, expected.length), expected, atol, rtol),
     maxAbsError,
     tolerance: `atol ${atol}, rtol ${rtol}`,
   };
@@ -112,4 +112,11 @@ export function responseMask(seed: number): Float32Array {
 
 export function upload(engine: Engine, name: string, data: Float32Array): Tensor {
   return engine.tensorFrom(`bench-${name}`, [data.length], data);
+}
+
+/** The first n of `values` without copying a typed array: an array copy of a 151,936 × 1,024 gradient (155M values)
+ *  is past what a JS array may hold. */
+function firstValues(values: ArrayLike<number>, n: number): ArrayLike<number> {
+  if (values instanceof Float32Array || values instanceof Float64Array) return values.subarray(0, n);
+  return Array.prototype.slice.call(values, 0, n);
 }

@@ -5,10 +5,9 @@ import { lmHeadForwardRef, lmHeadBackwardRef } from '../../kernels/layers/lm-hea
 import { MODEL, ROWS, checkOutputs, randomValues, randomIds, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** The fused LM head (log-probs and entropies of the targets). FLOPs are its matmuls: the logits (2NVC) forward;
- *  logits again, dHidden and dWeight backward, which gets the forward's entropy and an entropy gradient (PPO). */
-export function lmHeadCases(): KernelBenchCase[] {
-  const { hiddenSize: C, vocabSize: V } = MODEL;
-  const N = ROWS;
+ *  logits again, dHidden and dWeight backward, which gets the forward's entropy and an entropy gradient (PPO).
+ *  At the benchmark model's shape unless given another (tools/kernel-lab/at-scale.ts). */
+export function lmHeadCases({ N, C, V } = { N: ROWS, C: MODEL.hiddenSize, V: MODEL.vocabSize }): KernelBenchCase[] {
   const hidden = randomValues(N * C, 16);
   const weight = randomValues(V * C, 17, 0.1);
   const targets = randomIds(N, 18, V);
