@@ -87,6 +87,8 @@ export interface ContinuousOptions {
   compactBelow?: number;
   /** Told the rows of each decode step (the steps after the prefills), e.g. to count decode row-steps. */
   onDecodeStep?(rows: number): void;
+  /** Told the rows of each prefill (a group of waiting samples admitted together), e.g. to count prefill groups. */
+  onPrefill?(rows: number): void;
   /** Alternatives computed per column for samples that ask for top log-probs, at most (0: none, the default). */
   topLogprobs?: number;
   /** Samples may carry logits processing (a server's); without it the loop never runs the processing kernel. */
@@ -97,9 +99,12 @@ export interface ContinuousOptions {
    * turns: requests arrive, responses leave, the read completes). An ended sample's row then takes a waiting one
    * within 2·lag steps, a sample that arrives joins at the next step, and a row left empty is dropped once it has
    * been empty for readEvery steps with none waiting. Absent: the rollout's cadence, whose samples all wait from
-   * the start.
+   * the start. `gather`: steps a waiting sample may wait for others while rows run, so that samples arriving a few
+   * steps apart are prefilled as one group (each prefill is a forward pass of its own: many small groups cost
+   * more host and device time than one) and, with equal budgets, end together and are refilled together; a sample
+   * is admitted at once when nothing else runs or when the samples waiting fill every free row (0 or absent: at once).
    */
-  eager?: { lag: number; between(): Promise<void> };
+  eager?: { lag: number; gather?: number; between(): Promise<void> };
 }
 
 /** The output rows as the host read them. */
@@ -164,6 +169,8 @@ export async function decodeContinuous(
   /** Per row, the dispatch after which it was left empty (meaningful where rows[r] is null). */
   let emptySince: number[] = [];
   let dispatches = 0;
+  /** A server's: the dispatch since which samples have waited with a row free (null: none waits). */
+  let waitingSince: number | null = null;
 
   /** Appends `count` empty rows to the batch, each with an output row no row of the batch uses; returns them. */
   const addRows = (count: number): number[] => {
@@ -193,6 +200,7 @@ export async function decodeContinuous(
     const width = Math.max(...samples.map((s) => s.prompt.length));
     const masks = samples.map((s) => Array.from({ length: width }, (_, t) => (t >= width - s.prompt.length ? 1 : 0)));
     prefill.reset(taken.length);
+    c.onPrefill?.(taken.length);
     const logits = decoders.feedBlock(
       prefill,
       samples.map((s) => [...new Array<number>(width - s.prompt.length).fill(c.padTokenId), ...s.prompt]),
@@ -376,8 +384,19 @@ export async function decodeContinuous(
       keepRows(rows.flatMap((s, r) => (s || dispatches - emptySince[r] < readEvery ? [r] : [])));
     if (readNow || eager) {
       free = rows.flatMap((s, r) => (s ? [] : [r]));
+      const room = free.length + slots - rows.length;
+      if (eager && queue.waiting > 0 && room > 0) waitingSince ??= dispatches;
+      // A server gathers arrivals for up to `gather` steps while other rows run and the waiting leave rows free.
+      const gathering =
+        eager !== undefined &&
+        waitingSince !== null &&
+        dispatches - waitingSince < (eager.gather ?? 0) &&
+        queue.waiting < room &&
+        rows.some((s) => s !== null && !ended(s.queued));
       // Waiting samples take the free rows, then new rows up to `slots`.
-      arrived = queue.take(free.length + slots - rows.length);
+      arrived = gathering ? [] : queue.take(room);
+      // Samples left waiting have waited already: they take the next free row at once.
+      if (queue.waiting === 0) waitingSince = null;
       if (arrived.length > free.length) {
         decoder.addRows(arrived.length - free.length);
         free.push(...addRows(arrived.length - free.length));

@@ -37,6 +37,8 @@ export interface RolloutConfig extends SamplingParams {
   onProgress?: (progress: RolloutProgress) => void;
   /** Told the rows of each decode step (a benchmark's occupancy). */
   onDecodeStep?: (rows: number) => void;
+  /** Told the rows of each prefill group (a benchmark's count of prefills). */
+  onPrefill?: (rows: number) => void;
 }
 
 export interface RolloutProgress {

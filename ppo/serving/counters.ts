@@ -1,8 +1,9 @@
 // What the server has done since it started, as /metrics reports it (Prometheus' text format, the counters vLLM and
 // SGLang expose under their own prefixes): requests answered with success per route, tokens generated, and decode
-// steps with the rows they decoded. A trainer or a test reads them to see that each server took weight loads and
-// served its share of the prompts; the row-steps show what the decode batch cost (a batch holds only the rows
-// with samples); the aborted requests, the work clients gave up on.
+// steps and prefills with the rows they took. A trainer or a test reads them to see that each server took weight
+// loads and served its share of the prompts; the row-steps show what the decode batch cost (a batch holds only the
+// rows with samples); the prefills, in how many groups the requests joined it; the aborted requests, the work
+// clients gave up on.
 
 /** The metric names' prefix (vLLM writes `vllm:`, SGLang `sglang:`). */
 const PREFIX = 'webgpu_rlhf';
@@ -13,6 +14,8 @@ export class ServeCounters {
   private decodeSteps = 0;
   private decodeRowSteps = 0;
   private abortedRequests = 0;
+  private prefills = 0;
+  private prefillRows = 0;
 
   /** A POST route answered with success (200). */
   answered(route: string): void {
@@ -34,6 +37,12 @@ export class ServeCounters {
     this.decodeRowSteps += rows;
   }
 
+  /** One prefill of `rows` waiting samples admitted together. */
+  prefilled(rows: number): void {
+    this.prefills++;
+    this.prefillRows += rows;
+  }
+
   prometheusText(): string {
     const lines = [
       `# HELP ${PREFIX}:requests_total POST requests answered with success, per route.`,
@@ -48,6 +57,12 @@ export class ServeCounters {
       `# HELP ${PREFIX}:decode_row_steps_total Rows decoded, summed over the decode steps: what the batch cost.`,
       `# TYPE ${PREFIX}:decode_row_steps_total counter`,
       `${PREFIX}:decode_row_steps_total ${this.decodeRowSteps}`,
+      `# HELP ${PREFIX}:prefills_total Prefills: groups of waiting samples admitted to the batch together.`,
+      `# TYPE ${PREFIX}:prefills_total counter`,
+      `${PREFIX}:prefills_total ${this.prefills}`,
+      `# HELP ${PREFIX}:prefill_rows_total Samples prefilled, summed over the prefills.`,
+      `# TYPE ${PREFIX}:prefill_rows_total counter`,
+      `${PREFIX}:prefill_rows_total ${this.prefillRows}`,
       `# HELP ${PREFIX}:aborted_requests_total Requests aborted by their client (it went away) or by /abort_request.`,
       `# TYPE ${PREFIX}:aborted_requests_total counter`,
       `${PREFIX}:aborted_requests_total ${this.abortedRequests}`,

@@ -55,6 +55,12 @@ export interface ServeOptions {
  * a row stood empty 8-24 steps per sample.
  */
 const SERVER_READ_LAG = 1;
+/**
+ * A request that finds a row free while others decode waits up to this many steps for more requests, so that
+ * requests arriving a few steps apart (a client's batch, closed-loop clients answered at the same step) are
+ * prefilled as one group: one forward pass instead of several, and samples with equal budgets end together again.
+ */
+const SERVER_GATHER_STEPS = 2;
 /** A row left empty with none waiting is dropped after this many steps (the decode cache's capacity allows for it). */
 const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
 /** Lets the event loop turn between two decode steps: requests arrive, responses and streamed tokens leave. */
@@ -419,8 +425,9 @@ export class ModelHost {
       R,
       ...this.end,
       readEvery: SERVER_READ_EVERY,
-      eager: { lag: SERVER_READ_LAG, between: turnEventLoop },
+      eager: { lag: SERVER_READ_LAG, gather: SERVER_GATHER_STEPS, between: turnEventLoop },
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
+      onPrefill: (rows: number) => this.counters.prefilled(rows),
       topLogprobs: MAX_TOP_LOGPROBS,
       processing: true,
     };

@@ -527,6 +527,60 @@ describe('continuous batching', () => {
       expect(rowsPerStep.at(-1)).toBeLessThan(slots);
     },
   );
+
+  it(
+    "a server's loop gathers samples arriving a step apart into one prefill (at most `gather` steps of waiting " +
+      'while rows run), admits at once when nothing runs; tokens and old log-probs of one batch',
+    async () => {
+      const engine = await gpuEngine();
+      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const c: RolloutConfig = { ...BASE, n: 3, maxResponseLength: 16, readEvery: 2 };
+      const one = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
+      const batch = promptBatch(PROMPTS, c);
+      // Sample 0 waits from the start, sample k arrives after decode step k (closed-loop clients answered a step
+      // apart); 9 samples, 9 slots: a row is free for each.
+      const arrivals = Array.from({ length: 9 }, (_, k) => k);
+      const run = async (gather: number) => {
+        const queue = new ScheduledQueue(new BatchQueue(batch, c), arrivals);
+        const prefills: number[] = [];
+        const decoders = new RolloutDecoders(engine, policy);
+        await decodeContinuous(
+          decoders,
+          queue,
+          {
+            ...c,
+            P: batch.P,
+            R: c.maxResponseLength,
+            onDecodeStep: () => queue.step(),
+            onPrefill: (rows) => prefills.push(rows),
+            eager: { lag: 1, gather, between: () => new Promise((resolve) => setImmediate(resolve)) },
+          },
+          9,
+          continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!),
+        );
+        decoders.destroy();
+        return { prefills, queue, rollout: assemble(batch, queue.batch.records(), c) };
+      };
+      const atOnce = await run(0);
+      const gathered = await run(2);
+      // At once: a prefill per arrival. Gathered: sample 0 alone (nothing ran), then one prefill per 3 steps (the
+      // first arrival of a group waits 2 steps, the next ones 1 and 0).
+      expect(atOnce.prefills).toEqual([1, 1, 1, 1, 1, 1, 1, 1, 1]);
+      expect(gathered.prefills).toEqual([1, 3, 3, 2]);
+      for (let k = 0; k < arrivals.length; k++) {
+        expect(atOnce.queue.takenAt[k] - arrivals[k], `sample ${k}`).toBe(0);
+        expect(gathered.queue.takenAt[k] - arrivals[k], `sample ${k}`).toBeLessThanOrEqual(2);
+      }
+      for (const { rollout } of [atOnce, gathered]) {
+        expect(rollout.responses).toEqual(one.responses);
+        expect(rollout.finishReasons).toEqual(one.finishReasons);
+        rollout.oldLogProbs.forEach((row, i) => {
+          for (let t = 0; t < row.length; t++)
+            expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
+        });
+      }
+    },
+  );
 });
 
 /**
@@ -757,3 +811,45 @@ describe('multi-turn rollout', () => {
     expect(withEnvironment.responses).toEqual(single.responses);
   });
 });
+
+/** A rollout's samples arriving as a server's requests would: sample k once `arrivals[k]` decode steps have run. */
+class ScheduledQueue implements SampleQueue {
+  readonly takenAt: number[] = [];
+  private readonly all: QueuedSample[];
+  private readonly waitingNow: QueuedSample[] = [];
+  private steps = 0;
+
+  constructor(
+    readonly batch: BatchQueue,
+    private readonly arrivals: readonly number[],
+  ) {
+    this.all = batch.take(batch.waiting);
+    this.arrive();
+  }
+
+  /** Called after each decode step. */
+  step(): void {
+    this.steps++;
+    this.arrive();
+  }
+
+  private arrive(): void {
+    this.all.forEach((s, k) => {
+      if (this.arrivals[k] === this.steps) this.waitingNow.push(s);
+    });
+  }
+
+  get waiting(): number {
+    return this.waitingNow.length;
+  }
+
+  take(count: number): QueuedSample[] {
+    const taken = this.waitingNow.splice(0, count);
+    for (const s of taken) this.takenAt[s.sampling.stream] = this.steps;
+    return taken;
+  }
+
+  finished(sample: QueuedSample, logprobs: Float32Array): void {
+    this.batch.finished(sample, logprobs);
+  }
+}

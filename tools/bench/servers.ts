@@ -8,8 +8,8 @@
 // `node tools/bench.js servers --serve-throughput[=C]` measures the server alone instead: the same prompts
 // generated in this process (the trainer's RolloutGenerator, one batch) and through one `node serve.js` with C
 // requests in flight (default 32, one sample each, --max-slots C), alternated, and the ratio of their tokens/s;
-// with each side's decode steps, rows per step and CPU time per 1,000 tokens (the server's process and this one, the
-// client: on a shared machine the CPU time varies less than the wall time).
+// with each side's decode steps, rows per step, prefill groups and CPU time per 1,000 tokens (the server's process
+// and this one, the client: on a shared machine the CPU time varies less than the wall time).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -102,9 +102,10 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     const end = endTokenIds(loaded.config, await readGenerationConfig(model), tokenizer);
     const ids = await Promise.all(prompts.map((p) => tokenizer.encode(p)));
     const generator = new RolloutGenerator(engine, { config: loaded.config, params: loaded.params });
-    // Per side: decode steps and their rows, CPU ms (this process; for the server, its process too) and tokens.
+    // Per side: decode steps and their rows, prefill groups, CPU ms (this process; for the server, its process too)
+    // and tokens.
     const used = {
-      in: { steps: 0, rowSteps: 0, cpuMs: 0, tokens: 0 },
+      in: { steps: 0, rowSteps: 0, prefills: 0, cpuMs: 0, tokens: 0 },
       served: { serverCpuMs: 0, clientCpuMs: 0, tokens: 0 },
     };
     const cpuMs = () => {
@@ -127,6 +128,9 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         onDecodeStep: (rows) => {
           used.in.steps++;
           used.in.rowSteps += rows;
+        },
+        onPrefill: () => {
+          used.in.prefills++;
         },
       });
       const tokens = batch.responseLengths.reduce((a, b) => a + b, 0);
@@ -159,19 +163,19 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     };
     const counters = async () => {
       const text = await (await fetch(`${server.url}/metrics`)).text();
-      return [counterValue(text, 'decode_steps_total'), counterValue(text, 'decode_row_steps_total')];
+      return ['decode_steps_total', 'decode_row_steps_total', 'prefills_total'].map((n) => counterValue(text, n));
     };
     await inProcess(1);
     await served(1);
-    used.in = { steps: 0, rowSteps: 0, cpuMs: 0, tokens: 0 };
+    used.in = { steps: 0, rowSteps: 0, prefills: 0, cpuMs: 0, tokens: 0 };
     used.served = { serverCpuMs: 0, clientCpuMs: 0, tokens: 0 };
     const rates = { in: [] as number[], served: [] as number[] };
-    const [steps0, rowSteps0] = await counters();
+    const [steps0, rowSteps0, prefills0] = await counters();
     for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
       rates.in.push(await inProcess(10 + round));
       rates.served.push(await served(10 + round));
     }
-    const [steps1, rowSteps1] = await counters();
+    const [steps1, rowSteps1, prefills1] = await counters();
     const load = loadavg()[0];
     const inRate = median(rates.in);
     const servedRate = median(rates.served);
@@ -184,9 +188,10 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         tokens_per_s: inRate,
         ratio: 1,
         load1: load,
-        // Decode steps per round and the rows they decoded on average (what the batch held).
+        // Decode steps per round and the rows they decoded on average (what the batch held); prefill groups per round.
         decode_steps: used.in.steps / THROUGHPUT_ROUNDS,
         rows_per_step: used.in.rowSteps / used.in.steps,
+        prefills: used.in.prefills / THROUGHPUT_ROUNDS,
         cpu_ms_per_1k_tokens: inCpu,
         cpu_ratio: 1,
       },
@@ -197,6 +202,7 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         load1: load,
         decode_steps: (steps1 - steps0) / THROUGHPUT_ROUNDS,
         rows_per_step: (rowSteps1 - rowSteps0) / (steps1 - steps0),
+        prefills: (prefills1 - prefills0) / THROUGHPUT_ROUNDS,
         // The server's process and the client's (this one): in-process CPU per token over this.
         cpu_ms_per_1k_tokens:
           `${perThousand(used.served.serverCpuMs, used.served.tokens).toFixed(0)} + ` +
