@@ -13,6 +13,7 @@ import {
   echoChunk,
   chatChunk,
   chatResponse,
+  echoDelta,
   completionChunk,
   completionResponse,
   modelList,
@@ -429,7 +430,11 @@ export class ServeHttp {
     if (c.stream) {
       const head = streamHead(model, 'chatcmpl');
       return this.stream(x.res, c.request, promptIds, run, {
-        opening: Array.from({ length: c.request.n }, (_, index) => chatChunk(head, { index, role: 'assistant' }, c)),
+        // vLLM streams an echoed message as each choice's first content, without log-probs.
+        opening: Array.from({ length: c.request.n }, (_, index) => [
+          chatChunk(head, { index, role: 'assistant' }, c),
+          ...(c.echo === '' ? [] : [chatChunk(head, echoDelta(index, c.echo), { ...c, logprobs: false })]),
+        ]).flat(),
         event: (d) => (d.text === '' && d.end === null && !c.logprobs ? null : chatChunk(head, d, c)),
         closing: (samples) =>
           c.includeUsage ? [usageChunk(head, 'chat.completion.chunk', promptIds[0].length, tokenCount(samples))] : [],

@@ -131,6 +131,8 @@ export interface ChatRequest extends OpenAiRequest {
   addGenerationPrompt: boolean;
   templateKwargs: Record<string, unknown>;
   logprobs: boolean;
+  /** The text each choice's content starts with: vLLM's `echo`, the last message's when it has the reply's role. */
+  echo: string;
 }
 
 /** A message's content: a string, or a list of text parts (OpenAI's content parts), joined. */
@@ -179,6 +181,10 @@ export function parseChatRequest(body: unknown, defaults: SamplingDefaults = NEU
       ? f.number('max_tokens', 0, { integer: true })
       : null;
   const { model, returnTokenIds, stream, includeUsage, ...rest } = commonFields(f, budget, defaults);
+  const addGenerationPrompt = f.boolean('add_generation_prompt', true);
+  // vLLM's reply role: the assistant's, or without a generation prompt the last message's (which it continues).
+  const last = messages[messages.length - 1];
+  const replyRole = addGenerationPrompt ? 'assistant' : last.role;
   return {
     request: { prompts: [], ...rest, topLogprobs },
     model,
@@ -187,9 +193,10 @@ export function parseChatRequest(body: unknown, defaults: SamplingDefaults = NEU
     includeUsage,
     promptLogprobs: rest.promptLogprobs,
     messages,
-    addGenerationPrompt: f.boolean('add_generation_prompt', true),
+    addGenerationPrompt,
     templateKwargs: (kwargs as Record<string, unknown> | undefined) ?? {},
     logprobs,
+    echo: f.boolean('echo', false) && last.role === replyRole ? last.content : '',
   };
 }
 
@@ -348,7 +355,7 @@ export function chatResponse(
   model: string,
   samples: readonly ReportedSample[],
   promptTokens: number,
-  c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds' | 'promptLogprobs'>,
+  c: Pick<ChatRequest, 'logprobs' | 'returnTokenIds' | 'promptLogprobs' | 'echo'>,
 ) {
   const prompt = samples[0]?.prompt;
   return {
@@ -358,7 +365,7 @@ export function chatResponse(
     model,
     choices: samples.map((s, index) => ({
       index,
-      message: { role: 'assistant', content: s.text },
+      message: { role: 'assistant', content: c.echo + s.text },
       logprobs: c.logprobs ? chatLogprobs(s.tokenTexts, s.logprobs, s.top) : null,
       finish_reason: s.finishReason,
       stop_reason: stopReason(s),
@@ -450,6 +457,11 @@ export function echoChunk(
 }
 
 const EMPTY_TOP: Alternatives = { ids: [], logprobs: [], texts: [] };
+
+/** A choice's echoed message (ChatRequest.echo) as a stream delta: text, no tokens. */
+export function echoDelta(index: number, text: string): StreamDelta {
+  return { index, text, tokens: [], logprobs: [], tokenTexts: [], textOffset: 0, top: null, end: null };
+}
 
 /** A chat.completion.chunk (vLLM's ChatCompletionStreamResponse); `role` starts a choice's stream. */
 export function chatChunk(

@@ -195,6 +195,16 @@ describe('serve request parsing', () => {
       request: { maxTokens: 3 },
     });
     expect(refusal(() => parseChatRequest({ messages: [] })).body.error.param).toBe('messages');
+    // vLLM's echo: the last message when it has the reply's role (the assistant's, or any without a generation prompt).
+    const continued = [
+      { role: 'user', content: 'a' },
+      { role: 'assistant', content: 'b' },
+    ];
+    const echo = (body: object) => parseChatRequest({ echo: true, ...body }).echo;
+    expect(echo({ messages: continued })).toBe('b');
+    expect(echo({ messages: continued.slice(0, 1) })).toBe('');
+    expect(echo({ messages: continued.slice(0, 1), add_generation_prompt: false })).toBe('a');
+    expect(parseChatRequest({ messages: continued }).echo).toBe('');
     // Streaming, and the no-op values SDKs send: a plain-text response format, an empty tool list.
     const user = [{ role: 'user', content: 'a' }];
     expect(

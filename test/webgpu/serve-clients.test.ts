@@ -405,7 +405,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect((await events(raw)).done).toBe(true);
   }, 60_000);
 
-  it('chat: the stream joins to the answer, role first; response_format text and tools [] are accepted', async () => {
+  it('chat: the stream joins to the answer, role first; response_format text and tools [] are accepted; echo', async () => {
     const messages = [{ role: 'user' as const, content: PROMPT }];
     const body = { model: 'stories', messages, max_tokens: 16, temperature: 0 };
     const whole = await client.chat.completions.create({ ...body, response_format: { type: 'text' }, tools: [] });
@@ -431,6 +431,28 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // The SDK's helper assembles the same message from the stream.
     const final = await client.chat.completions.stream(body).finalChatCompletion();
     expect(final.choices[0].message.content).toBe(whole.choices[0].message.content);
+    // vLLM's echo: without a generation prompt the reply continues the last message, which its content starts with,
+    // also as the stream's first content.
+    const cont = {
+      messages: [...messages, { role: 'assistant', content: 'Once' }],
+      max_tokens: 8,
+      temperature: 0,
+      add_generation_prompt: false,
+    };
+    const plain = (await post('/v1/chat/completions', cont)).json.choices[0].message.content;
+    const echoed = (await post('/v1/chat/completions', { ...cont, echo: true })).json.choices[0].message.content;
+    expect(echoed).toBe(`Once${plain}`);
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...cont, echo: true, stream: true }),
+    });
+    const got = (await events(res)).events;
+    expect(got[1].choices[0]).toMatchObject({ delta: { content: 'Once' }, logprobs: null });
+    expect(got.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(echoed);
+    // With a generation prompt the last message is the user's, not the reply's role: nothing is echoed.
+    const asked = await post('/v1/chat/completions', { ...body, echo: true });
+    expect(asked.json.choices[0].message.content).toBe(whole.choices[0].message.content);
   }, 60_000);
 
   it("SGLang's streaming /generate: each sample's text and output_ids so far, the last with finish_reason", async () => {
