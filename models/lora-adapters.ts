@@ -1,7 +1,7 @@
 // LoRA adapters on the device (models/lora.ts has the table, PEFT names and layouts): their own parameter arena,
 // and the two matmuls each adapted projection adds to the base one, forward and backward. The base weights get no
 // gradient: the trunk skips their weight-gradient matmuls (LoRA's speed win), and dX flows through W and the adapter.
-import { Arena, elementCount, type ArenaLayout, type Engine, type Tensor } from '../engine/index.ts';
+import { Arena, elementCount, type ArenaEntry, type ArenaLayout, type Engine, type Tensor } from '../engine/index.ts';
 import { matmul, type MatmulPrologue } from '../kernels/matmul/matmul.ts';
 import { clearRanges, rangeTable, type RangeTable } from '../kernels/util/clear-ranges.ts';
 import type { DecoderConfig } from './hf-config.ts';
@@ -36,8 +36,15 @@ export class LoraAdapters {
     readonly settings: LoraSettings,
     values: ReadonlyMap<string, Float32Array>,
     label: string,
+    /** Base tensors that train beside the adapters (PEFT's modules_to_save: a critic's `score` head), held in this
+     *  arena so one optimizer and one gradient arena cover both; their values come in `values` too. */
+    modulesToSave: readonly ArenaEntry[] = [],
   ) {
-    this.params = new Arena(engine, `${label}.lora`, Arena.plan(engine, loraEntries(config, settings)));
+    this.params = new Arena(
+      engine,
+      `${label}.lora`,
+      Arena.plan(engine, [...loraEntries(config, settings), ...modulesToSave]),
+    );
     uploadArenaTensors(engine, this.params, values);
     this.scaling = loraScaling(settings);
     for (const p of loraProjections(config, settings)) this.byKey.set(`${p.layer}.${p.kind}`, p);

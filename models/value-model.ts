@@ -37,8 +37,15 @@ export class ValueModel {
     };
   }
 
+  /** Where `score` lives: the LoRA arena when the adapters train it (PEFT's modules_to_save, a LoRA critic), else
+   *  the model's own parameters. Its gradient goes to the same names in whichever arena `backward` is given. */
+  private get head(): Arena {
+    const lora = this.trunk.lora;
+    return lora?.params.has('score.weight') ? lora.params : this.params;
+  }
+
   private get bias(): Tensor {
-    return this.config.head === 'token-classification' ? this.params.get('score.bias') : this.zeroBias;
+    return this.config.head === 'token-classification' ? this.head.get('score.bias') : this.zeroBias;
   }
 
   /** Per-token scores (R = B·T): the critic's values, or the reward model's score at every position. */
@@ -48,7 +55,7 @@ export class ValueModel {
     const { values } = this.buffers(rows);
     valueHeadForward(this.engine, {
       hidden,
-      weight: this.params.get('score.weight'),
+      weight: this.head.get('score.weight'),
       bias: this.bias,
       values,
       N: rows,
@@ -68,7 +75,7 @@ export class ValueModel {
     const { dHidden } = this.buffers(rows);
     valueHeadBackward(this.engine, {
       hidden,
-      weight: this.params.get('score.weight'),
+      weight: this.head.get('score.weight'),
       dValues,
       dHidden,
       dWeight: grads.get('score.weight'),
