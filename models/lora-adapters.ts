@@ -38,7 +38,7 @@ export class LoraAdapters {
     label: string,
     /** Base tensors that train beside the adapters (PEFT's modules_to_save: a critic's `score` head), held in this
      *  arena so one optimizer and one gradient arena cover both; their values come in `values` too. */
-    modulesToSave: readonly ArenaEntry[] = [],
+    readonly modulesToSave: readonly ArenaEntry[] = [],
   ) {
     this.params = new Arena(
       engine,

@@ -3,7 +3,7 @@
 // model), and the merged model (W + scaling·B·A) as a plain Hugging Face directory.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Arena, Engine } from '../engine/index.ts';
+import type { Arena, ArenaEntry, Engine } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { LoraAdapters } from './lora-adapters.ts';
 import {
@@ -12,6 +12,7 @@ import {
   parsePeftAdapterConfig,
   peftAdapterConfig,
   peftTensors,
+  PEFT_PREFIX,
   type LoraSettings,
 } from './lora.ts';
 import { readHfTensors, type NamedTensor } from './parameter-store.ts';
@@ -28,11 +29,16 @@ export const LORA_ADAPTER_DIR = 'lora_adapter';
 
 /** Writes the adapters as a PEFT adapter directory; `baseModel` is recorded as base_model_name_or_path. */
 export async function saveLoraAdapter(dir: string, adapters: LoraAdapters, baseModel: string | null): Promise<void> {
-  const tensors = peftTensors(adapters.config, adapters.settings, await adapters.read());
+  const values = await adapters.read();
+  const tensors = peftTensors(adapters.config, adapters.settings, values);
+  // modules_to_save under PEFT's saved names (get_peft_model_state_dict drops ".modules_to_save.default").
+  for (const { name, shape } of adapters.modulesToSave)
+    tensors.set(`${PEFT_PREFIX}${name}`, { shape, data: values.get(name)! });
   await mkdir(dir, { recursive: true });
+  const modules = [...new Set(adapters.modulesToSave.map((e) => moduleOf(e.name)))];
   await writeFile(
     join(dir, ADAPTER_CONFIG_FILE),
-    `${JSON.stringify(peftAdapterConfig(adapters.settings, baseModel), null, 2)}\n`,
+    `${JSON.stringify(peftAdapterConfig(adapters.settings, baseModel, modules), null, 2)}\n`,
   );
   await writeFile(
     join(dir, ADAPTER_WEIGHTS_FILE),
@@ -43,11 +49,12 @@ export async function saveLoraAdapter(dir: string, adapters: LoraAdapters, baseM
 /** A PEFT adapter directory's settings and tensors (by PEFT name). Problems are CheckpointErrors naming the file. */
 export async function readLoraAdapter(
   dir: string,
+  allowedModulesToSave: readonly string[] = [],
 ): Promise<{ settings: LoraSettings; tensors: Map<string, NamedTensor> }> {
   const configFile = join(dir, ADAPTER_CONFIG_FILE);
   let settings: LoraSettings;
   try {
-    settings = parsePeftAdapterConfig(JSON.parse(await readFile(configFile, 'utf8')), configFile);
+    settings = parsePeftAdapterConfig(JSON.parse(await readFile(configFile, 'utf8')), configFile, allowedModulesToSave);
   } catch (err) {
     const message = (err as Error).message;
     throw new CheckpointError(
@@ -70,21 +77,37 @@ export async function readLoraAdapter(
   return { settings, tensors: named };
 }
 
-/** Loads a PEFT adapter directory onto a base model of `config`. */
+/** Loads a PEFT adapter directory onto a base model of `config`; `modulesToSave` (a critic's score) must be in it. */
 export async function loadLoraAdapter(
   engine: Engine,
   dir: string,
   config: DecoderConfig,
   label: string,
+  modulesToSave: readonly ArenaEntry[] = [],
 ): Promise<LoraAdapters> {
-  const { settings, tensors } = await readLoraAdapter(dir);
+  const { settings, tensors } = await readLoraAdapter(dir, [...new Set(modulesToSave.map((e) => moduleOf(e.name)))]);
+  const weightsFile = join(dir, ADAPTER_WEIGHTS_FILE);
   let values: Map<string, Float32Array>;
   try {
-    values = loraValuesFromPeft(config, settings, (name) => tensors.get(name), join(dir, ADAPTER_WEIGHTS_FILE));
+    values = loraValuesFromPeft(config, settings, (name) => tensors.get(name), weightsFile);
   } catch (err) {
     throw new CheckpointError((err as Error).message);
   }
-  return new LoraAdapters(engine, config, settings, values, label);
+  for (const { name, shape } of modulesToSave) {
+    const t = tensors.get(`${PEFT_PREFIX}${name}`);
+    if (!t || t.shape.join() !== shape.join())
+      throw new CheckpointError(
+        `${weightsFile}: ${PEFT_PREFIX}${name} is ${t ? `shape [${t.shape.join(', ')}]` : 'missing'}, expected ` +
+          `shape [${shape.join(', ')}] (modules_to_save)`,
+      );
+    values.set(name, t.data);
+  }
+  return new LoraAdapters(engine, config, settings, values, label, modulesToSave);
+}
+
+/** The module a tensor belongs to: "score.weight" → "score". */
+function moduleOf(name: string): string {
+  return name.slice(0, name.lastIndexOf('.'));
 }
 
 /** Saves base + adapters merged (W + scaling·B·A) as a complete HF directory. */

@@ -197,7 +197,7 @@ export function initialLoraValues(c: DecoderConfig, s: LoraSettings, seed: numbe
   return values;
 }
 
-const PEFT_PREFIX = 'base_model.model.';
+export const PEFT_PREFIX = 'base_model.model.';
 
 export function peftNames(hfModule: string): { a: string; b: string } {
   return { a: `${PEFT_PREFIX}${hfModule}.lora_A.weight`, b: `${PEFT_PREFIX}${hfModule}.lora_B.weight` };
@@ -291,7 +291,13 @@ export function mergeLora(
 }
 
 /** adapter_config.json as PEFT writes it for this adapter (the fields LoraConfig reads). */
-export function peftAdapterConfig(s: LoraSettings, baseModel: string | null): Record<string, unknown> {
+/** `modulesToSave`: base modules trained and saved whole beside the adapters (a critic's ['score'], PEFT's
+ *  modules_to_save; task_type TOKEN_CLS then, as PEFT's for a token classifier). */
+export function peftAdapterConfig(
+  s: LoraSettings,
+  baseModel: string | null,
+  modulesToSave: readonly string[] = [],
+): Record<string, unknown> {
   return {
     alpha_pattern: {},
     auto_mapping: null,
@@ -304,20 +310,25 @@ export function peftAdapterConfig(s: LoraSettings, baseModel: string | null): Re
     layers_to_transform: null,
     lora_alpha: s.alpha,
     lora_dropout: 0,
-    modules_to_save: null,
+    modules_to_save: modulesToSave.length > 0 ? [...modulesToSave] : null,
     peft_type: 'LORA',
     r: s.rank,
     rank_pattern: {},
     revision: null,
     target_modules: [...s.targetModules],
-    task_type: 'CAUSAL_LM',
+    task_type: modulesToSave.length > 0 ? 'TOKEN_CLS' : 'CAUSAL_LM',
     use_dora: false,
     use_rslora: s.useRslora,
   };
 }
 
-/** LoRA settings of a PEFT adapter_config.json; features this engine does not run are refused by name. */
-export function parsePeftAdapterConfig(json: Record<string, unknown>, file: string): LoraSettings {
+/** LoRA settings of a PEFT adapter_config.json; features this engine does not run are refused by name.
+ *  modules_to_save is accepted when it names only `allowedModulesToSave` (a critic's head). */
+export function parsePeftAdapterConfig(
+  json: Record<string, unknown>,
+  file: string,
+  allowedModulesToSave: readonly string[] = [],
+): LoraSettings {
   if (json.peft_type !== 'LORA')
     throw new Error(`${file}: peft_type is ${JSON.stringify(json.peft_type)}, expected "LORA"`);
   const r = json.r;
@@ -330,7 +341,10 @@ export function parsePeftAdapterConfig(json: Record<string, unknown>, file: stri
     ['use_dora', (v) => !v],
     ['fan_in_fan_out', (v) => !v],
     ['layers_to_transform', (v) => v === undefined || v === null],
-    ['modules_to_save', (v) => v === undefined || v === null || (Array.isArray(v) && v.length === 0)],
+    [
+      'modules_to_save',
+      (v) => v === undefined || v === null || (Array.isArray(v) && v.every((m) => allowedModulesToSave.includes(m))),
+    ],
     ['rank_pattern', (v) => v === undefined || v === null || Object.keys(v as object).length === 0],
     ['alpha_pattern', (v) => v === undefined || v === null || Object.keys(v as object).length === 0],
   ];

@@ -1,7 +1,8 @@
 // A LoRA critic (issue 35 item 6): the value model's trunk carries adapters and its `score` head trains beside them
 // in the adapters' arena (PEFT's modules_to_save). Outside truth: central differences of the float64 reference
 // decoder with the adapters merged into its weights, then the value head (hidden·w + b), for Σ G ∘ values — the
-// gradient the critic's value loss feeds back. The base arena gets no gradient (there is no arena for it).
+// gradient the critic's value loss feeds back. The base arena gets no gradient (there is no arena for it). Then the
+// PEFT round trip of adapters + score.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { expectClose, seededRandom } from '../support/arrays.ts';
@@ -21,6 +22,15 @@ import {
 import { uploadTokenBatch, positionsFromMask } from '../../models/token-batch.ts';
 import { decoderForwardRef } from '../../models/ref/decoder.ts';
 import { Arena } from '../../engine/index.ts';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ADAPTER_CONFIG_FILE,
+  loadLoraAdapter,
+  readLoraAdapter,
+  saveLoraAdapter,
+} from '../../models/lora-files-node.ts';
 
 const CRITIC = parseHfConfig({
   architectures: ['Qwen3ForTokenClassification'],
@@ -164,5 +174,24 @@ describe('LoRA critic', () => {
     }
     // `score` trains in the adapters' arena; the base arena's head is only the starting value.
     expect(adapters.params.has('score.weight') && !grads.has('model.norm.weight')).toBe(true);
+
+    // Saved as PEFT saves a LoRA critic: modules_to_save ["score"], the head under its saved name, and loaded
+    // back bit for bit; an adapter without the head cannot be loaded as a critic's.
+    const dir = await mkdtemp(join(tmpdir(), 'critic-lora-'));
+    await saveLoraAdapter(dir, adapters, null);
+    const json = JSON.parse(await readFile(join(dir, ADAPTER_CONFIG_FILE), 'utf8'));
+    expect([json.modules_to_save, json.task_type]).toEqual([['score'], 'TOKEN_CLS']);
+    const { tensors } = await readLoraAdapter(dir, ['score']);
+    expect(tensors.get('base_model.model.score.weight')?.shape).toEqual([1, c.hiddenSize]);
+    const loaded = await loadLoraAdapter(engine, dir, c, 'critic-lora-loaded', headEntries);
+    const [before, after] = [await adapters.read(), await loaded.read()];
+    expect([...after.keys()]).toEqual([...before.keys()]);
+    for (const [name, data] of before) expect(after.get(name), name).toEqual(data);
+    await expect(readLoraAdapter(dir)).rejects.toThrow(/modules_to_save=\["score"\] is not supported/);
+    const plain = new LoraAdapters(engine, c, s, loraValues, 'critic-lora-plain');
+    await saveLoraAdapter(dir, plain, null);
+    await expect(loadLoraAdapter(engine, dir, c, 'x', headEntries)).rejects.toThrow(
+      /base_model\.model\.score\.weight is missing/,
+    );
   });
 });
