@@ -85,7 +85,8 @@ function trunkAndHeadEntries(c: DecoderConfig): ArenaEntry[] {
   return entries;
 }
 
-function headEntries(c: DecoderConfig): ArenaEntry[] {
+/** The head's tensors: lm_head (untied), or a classifier's score (a LoRA critic trains these beside its adapters). */
+export function headEntries(c: DecoderConfig): ArenaEntry[] {
   switch (c.head) {
     case 'causal-lm':
       return c.tieWordEmbeddings ? [] : [{ name: 'lm_head.weight', shape: [c.vocabSize, c.hiddenSize] }];

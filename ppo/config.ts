@@ -19,6 +19,7 @@ export {
   usesPfPpo,
   usesRolloutServers,
   actorLoraSettings,
+  criticLoraSettings,
   type BatchSizes,
 } from './config/checks.ts';
 export {

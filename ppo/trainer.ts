@@ -90,7 +90,8 @@ export interface TrainerIo {
 export interface ModelWeights {
   config: DecoderConfig;
   params: Arena;
-  /** LoRA adapters (actor_rollout_ref.model.lora_rank): then only they train, and `params` stays the base model. */
+  /** LoRA adapters (actor_rollout_ref.model.lora_rank, critic.model.lora_rank): then only they train (a critic's
+   *  with its `score` head, held in their arena), and `params` stays the base model. */
   lora?: LoraAdapters | null;
 }
 
@@ -124,6 +125,8 @@ export class PpoTrainer {
   readonly actor: CausalLm;
   /** The actor's LoRA adapters (the only weights its optimizer updates); null: the whole actor trains. */
   readonly actorLora: LoraAdapters | null;
+  /** The critic's LoRA adapters and its `score` (critic.model.lora_rank > 0), saved as a PEFT adapter; else null. */
+  readonly criticLora: LoraAdapters | null;
   private readonly reference: CausalLm | null;
   /** On-policy distillation's frozen teachers, in distillation plan order (none when off). */
   private readonly teachers: readonly CausalLm[];
@@ -221,18 +224,26 @@ export class PpoTrainer {
           ));
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights()) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
+    const criticLora = critic?.lora ?? null;
+    this.criticLora = criticLora;
+    if (this.critic) this.critic.trunk.lora = criticLora;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
     if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
     this.criticOptimizer =
       plan.allocateOptimizerState && critic
-        ? new AdamWOptimizer(engine, critic.params, {
-            lr: c.critic.optim.lr,
-            betas: c.critic.optim.betas as [number, number],
-            eps: 1e-8,
-            weightDecay: c.critic.optim.weight_decay,
-            maxGradNorm: c.critic.grad_clip,
-            optimizer: c.critic.optim.optimizer,
-          })
+        ? new AdamWOptimizer(
+            engine,
+            criticLora ? criticLora.params : critic.params,
+            {
+              lr: c.critic.optim.lr,
+              betas: c.critic.optim.betas as [number, number],
+              eps: 1e-8,
+              weightDecay: c.critic.optim.weight_decay,
+              maxGradNorm: c.critic.grad_clip,
+              optimizer: c.critic.optim.optimizer,
+            },
+            criticLora && ((grads) => criticLora.clearOffBlockGradients(grads)),
+          )
         : null;
     this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c));
     this.plan = planStep(c);

@@ -61,6 +61,18 @@ export function usesRolloutServers(config: PpoConfig): boolean {
   return config.actor_rollout_ref.rollout.server_urls.length > 0;
 }
 
+/** Critic LoRA (critic.model.lora_rank > 0): the adapters' settings; null when the critic trains every weight. */
+export function criticLoraSettings(config: PpoConfig): LoraSettings | null {
+  const m = config.critic.model;
+  if (m.lora_rank === 0) return null;
+  return {
+    rank: m.lora_rank,
+    alpha: m.lora_alpha,
+    useRslora: false,
+    targetModules: resolveTargetModules(m.target_modules, null, 'critic.model.target_modules'),
+  };
+}
+
 /** Whether this configuration trains with a critic (verl: only GAE uses one). */
 export function usesCritic(config: PpoConfig): boolean {
   return estimatorUsesCritic(config.algorithm.adv_estimator);

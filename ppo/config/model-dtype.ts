@@ -31,7 +31,8 @@ const KEYS: Readonly<Record<FrozenModel, (c: PpoConfig) => ModelDtype | null>> =
 /** The dtype a model's matrices are stored in, given the torch_dtype of the checkpoint it loads from: the
  *  model's model_dtype key, or when that is null the checkpoint's own dtype. A critic that trains is float32. */
 export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDtype: TorchDtype): FloatDType {
-  if (model === 'critic' && !config.critic.freeze) return 'f32';
+  // A trained critic is float32, except under LoRA, where its frozen base is stored as a frozen model is.
+  if (model === 'critic' && !config.critic.freeze && config.critic.model.lora_rank === 0) return 'f32';
   const key = KEYS[model](config);
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }
@@ -66,7 +67,7 @@ export function trainedModelDtypeNotes(config: PpoConfig): string[] {
       'actor_rollout_ref.actor.fsdp_config.model_dtype',
       config.actor_rollout_ref.actor.fsdp_config.model_dtype,
     ]);
-  if (!config.critic.freeze)
+  if (!config.critic.freeze && config.critic.model.lora_rank === 0)
     asked.push(['critic.model.fsdp_config.model_dtype', config.critic.model.fsdp_config.model_dtype]);
   return asked
     .filter(([, value]) => value !== null && FROM_KEY[value] !== 'f32')

@@ -548,10 +548,30 @@ const SCHEMA = {
         true,
         'Critic activation recomputation in backward (same gradients, about a third more compute)',
       ),
+      lora_rank: int(
+        0,
+        "Critic LoRA rank r (PEFT): > 0 trains adapters on target_modules and the value head `score` (PEFT's " +
+          'modules_to_save), the base critic frozen in its checkpoint dtype (or fsdp_config.model_dtype)',
+        nonNegative,
+      ),
+      lora_alpha: float(
+        16,
+        'Critic LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight',
+        nonNegative,
+      ),
+      target_modules: new Key<string[]>(
+        'strings',
+        [ALL_LINEAR],
+        'Linear modules of the critic that get adapters: all-linear, or a list of q_proj, k_proj, v_proj, o_proj, ' +
+          'gate_proj, up_proj, down_proj',
+        false,
+        null,
+        [ALL_LINEAR, ...LORA_MODULES],
+      ),
       fsdp_config: {
         model_dtype: modelDtype(
-          `Stored dtype of the critic's matrices when critic.freeze=true: ${FROZEN_DTYPE_HELP}; a trained critic: ` +
-            `${TRAINED_DTYPE_HELP}`,
+          `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
+            `${FROZEN_DTYPE_HELP}; a fully trained critic: ${TRAINED_DTYPE_HELP}`,
         ),
       },
     },

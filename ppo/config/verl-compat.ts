@@ -41,12 +41,14 @@ const MEGATRON_LINEAR: Record<string, string[]> = {
 const hfModules = (value: unknown) =>
   Array.isArray(value) ? value.flatMap((name) => MEGATRON_LINEAR[name as string] ?? [name]) : value;
 
-/** The nested actor LoRA block of verl 1dda039b (verl/utils/config.py: lora.rank > 0 overrides the flat keys). */
+/** The nested LoRA blocks of verl 1dda039b (verl/utils/config.py: lora.rank > 0 overrides the flat keys), the
+ *  actor's and the critic's. */
 const NESTED_LORA = 'actor_rollout_ref.model.lora';
-const nestedLora = (to: string, value?: (value: unknown) => unknown): Alias => ({
-  to: `actor_rollout_ref.model.${to}`,
+const NESTED_CRITIC_LORA = 'critic.model.lora';
+const nestedLora = (to: string, value?: (value: unknown) => unknown, model = 'actor_rollout_ref.model'): Alias => ({
+  to: `${model}.${to}`,
   source: 'verl 1dda039b nested LoRA, read while lora.rank > 0',
-  when: `${NESTED_LORA}.rank`,
+  when: `${model}.lora.rank`,
   value,
 });
 
@@ -116,6 +118,9 @@ const ALIASES: Record<string, Alias> = {
     Array.isArray(value) && value.length === 0 ? null : hfModules(value),
   ),
   [`${NESTED_LORA}.adapter_path`]: nestedLora('lora_adapter_path', unsetWhenNull),
+  [`${NESTED_CRITIC_LORA}.rank`]: nestedLora('lora_rank', undefined, 'critic.model'),
+  [`${NESTED_CRITIC_LORA}.alpha`]: nestedLora('lora_alpha', undefined, 'critic.model'),
+  [`${NESTED_CRITIC_LORA}.target_modules`]: nestedLora('target_modules', hfModules, 'critic.model'),
   'reward_model.overlong_buffer.enable': {
     to: 'reward_model.reward_kwargs.overlong_buffer_cfg.enable',
     source: 'verl DAPO recipe config',
@@ -141,10 +146,6 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
     reason: 'retrieved <information> tokens are always masked out of the loss (response_mask 0)',
   },
   'algorithm.no_think_rl': { value: false, reason: 'the search protocol always lets the model reason before it acts' },
-  'critic.model.lora_rank': {
-    value: 0,
-    reason: 'LoRA is implemented for the actor only; the critic trains every parameter',
-  },
   'trainer.device': { value: 'cuda', reason: 'the device is the WebGPU adapter' },
   'transfer_queue.enable': {
     value: false,
@@ -152,12 +153,12 @@ const ONLY: Record<string, { value: unknown; reason: string }> = {
   },
   'actor_rollout_ref.actor.qat.enable': { value: false, reason: 'quantization-aware training is not implemented' },
   'critic.fsdp.qat.enable': { value: false, reason: 'quantization-aware training is not implemented' },
-  'critic.model.lora.rank': {
-    value: 0,
-    reason: 'LoRA is implemented for the actor only; the critic trains every parameter',
-  },
-  [`${NESTED_LORA}.type`]: { value: 'lora', reason: 'plain LoRA adapters (no DoRA or other PEFT types)' },
-  [`${NESTED_LORA}.dropout`]: { value: 0, reason: 'LoRA adapters train without dropout here' },
+  ...Object.fromEntries(
+    [NESTED_LORA, NESTED_CRITIC_LORA].flatMap((block) => [
+      [`${block}.type`, { value: 'lora', reason: 'plain LoRA adapters (no DoRA or other PEFT types)' }],
+      [`${block}.dropout`, { value: 0, reason: 'LoRA adapters train without dropout here' }],
+    ]),
+  ),
   'actor_rollout_ref.actor.optim.zero_indexed_step': {
     value: true,
     reason: "the learning-rate schedule counts steps from 0, as verl's default",
@@ -197,7 +198,6 @@ const PADDING = 'padding removal: batches here are padded and masked, the same m
 const ONE_PROCESS = "verl's Ray trainer modes and data services; the trainer here is one process";
 const MTP = 'multi-token prediction settings, read only when mtp.enable';
 const SAPO_TAU = "verl's SAPO reads actor.tau_pos / actor.tau_neg; under policy_loss nothing reads it";
-const NO_CRITIC_LORA = 'the critic has no LoRA (critic.model.lora.rank is 0)';
 
 /** Patterns (one `*` = one segment, `**` = any segments) of keys accepted and ignored, with the reason. */
 const IGNORED: [string, string][] = [
@@ -275,15 +275,16 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.actor.qat.**', 'quantization-aware training settings (off)'],
   ['actor_rollout_ref.model.mtp.**', MTP],
   ['critic.model.mtp.**', MTP],
-  ['critic.model.lora.**', NO_CRITIC_LORA],
-  [`${NESTED_LORA}.dropout_position`, 'LoRA adapters train without dropout here'],
-  [`${NESTED_LORA}.lora_A_init_method`, 'initialisation only matters when training starts at rank > 0 (A: Kaiming)'],
-  [`${NESTED_LORA}.lora_B_init_method`, 'initialisation only matters when training starts at rank > 0 (B: zero)'],
-  [`${NESTED_LORA}.a2a_experimental`, SHARDING],
-  [`${NESTED_LORA}.dtype`, 'adapters train in float32 here'],
-  [`${NESTED_LORA}.freeze_vision_model`, 'text-only models here: no vision tower to freeze'],
-  [`${NESTED_LORA}.freeze_vision_projection`, 'text-only models here: no vision tower to freeze'],
-  [`${NESTED_LORA}.freeze_language_model`, 'only the adapters train when LoRA is on'],
+  ...[NESTED_LORA, NESTED_CRITIC_LORA].flatMap((block): [string, string][] => [
+    [`${block}.dropout_position`, 'LoRA adapters train without dropout here'],
+    [`${block}.lora_A_init_method`, 'initialisation only matters when training starts at rank > 0 (A: Kaiming)'],
+    [`${block}.lora_B_init_method`, 'initialisation only matters when training starts at rank > 0 (B: zero)'],
+    [`${block}.a2a_experimental`, SHARDING],
+    [`${block}.dtype`, 'adapters train in float32 here'],
+    [`${block}.freeze_vision_model`, 'text-only models here: no vision tower to freeze'],
+    [`${block}.freeze_vision_projection`, 'text-only models here: no vision tower to freeze'],
+    [`${block}.freeze_language_model`, 'only the adapters train when LoRA is on'],
+  ]),
   ['**.entropy_from_logits_chunk_size', 'the fused classifier picks its own chunk'],
   ['**.pad_to_length', PADDING],
   [

@@ -68,8 +68,6 @@ export const VERL_UNIMPLEMENTED_DEFAULTS: Readonly<Record<string, unknown>> = {
   'critic.model.custom_chat_template': null,
   'critic.model.exclude_modules': null,
   'critic.model.lora_adapter_path': null,
-  'critic.model.lora_alpha': 16,
-  'critic.model.target_modules': 'all-linear',
   'critic.model.tiled_mlp.enabled': false,
   'critic.model.tiled_mlp.num_shards': 4,
   'critic.enable': null,

@@ -6,7 +6,8 @@ import { join, resolve } from 'node:path';
 import { checkpointModelPath } from '../run-directory/checkpoint-node.ts';
 import type { Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic, actorLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
+import { usesCritic, actorLoraSettings, criticLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
+import { headEntries } from '../../models/parameter-layout.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { restoredParameters } from '../../models/parameter-store.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
@@ -300,6 +301,7 @@ export async function setUpRun(
         weightDtype(config, 'critic', actor.config.torchDtype),
       );
     }
+    critic.lora = await criticLoraAdapters(engine, config, critic);
   }
 
   const custom = config.custom_reward_function.path;
@@ -420,6 +422,21 @@ async function actorLoraAdapters(
       'actor',
     )
   );
+}
+
+/** Critic LoRA (critic.model.lora_rank > 0): fresh adapters (PEFT's initialisation, seeded by trainer.seed) with the
+ *  critic's `score` beside them (PEFT's modules_to_save: it trains, starting from the loaded head); null without. */
+async function criticLoraAdapters(
+  engine: Engine,
+  config: PpoConfig,
+  critic: ModelWeights,
+): Promise<LoraAdapters | null> {
+  const settings = criticLoraSettings(config);
+  if (!settings) return null;
+  const values = initialLoraValues(critic.config, settings, config.trainer.seed);
+  const head = headEntries(critic.config);
+  for (const { name } of head) values.set(name, await engine.read(critic.params.get(name)));
+  return new LoraAdapters(engine, critic.config, settings, values, 'critic', head);
 }
 
 /** The BM25 corpus: retriever.corpus_path, else the built-in task's; null when retriever.url serves instead. */

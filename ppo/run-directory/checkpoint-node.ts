@@ -21,8 +21,17 @@ import {
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import type { PpoTrainer, TrainerSnapshot, ModelWeights, SavedPrefetchedBatch } from '../trainer.ts';
 import type { DataCursor } from '../data/dataset.ts';
-import { actorLoraSettings, weightDtype, actorBaseStorage, actorUsesLora, type PpoConfig } from '../config.ts';
+import {
+  actorLoraSettings,
+  criticLoraSettings,
+  weightDtype,
+  actorBaseStorage,
+  actorUsesLora,
+  type PpoConfig,
+} from '../config.ts';
+import { headEntries } from '../../models/parameter-layout.ts';
 import { describeLoraSettings, sameLoraSettings } from '../../models/lora.ts';
+import type { LoraAdapters } from '../../models/lora-adapters.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../training/optimizer-state.ts';
 import { withFileContext } from '../config/user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
@@ -130,6 +139,14 @@ async function writeCheckpoint(
     );
     if (snapshot.criticOptimizer)
       await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
+    // Critic LoRA: critic/ holds the frozen base (its score as loaded), critic/lora_adapter/ the adapters and the
+    // trained score (PEFT's modules_to_save), as PeftModel.save_pretrained writes a LoRA token classifier.
+    if (trainer.criticLora)
+      await saveLoraAdapter(
+        join(staging, 'critic', LORA_ADAPTER_DIR),
+        trainer.criticLora,
+        trainer.config.critic.model.path,
+      );
   }
   const reference = trainer.referenceParams;
   if (reference && trainer.config.actor_rollout_ref.model.path === null) {
@@ -300,6 +317,36 @@ async function readOptimizer(file: string, params: Arena) {
   return decodeOptimizerState(new Uint8Array(await readFile(file)), file, params.layout.slots);
 }
 
+/** The critic's LoRA adapters and score from critic/lora_adapter/, checked against critic.model's LoRA keys as the
+ *  actor's are; null when neither the checkpoint nor the config has critic LoRA. */
+async function criticAdapters(
+  engine: Engine,
+  dir: string,
+  config: PpoConfig,
+  criticConfig: DecoderConfig,
+): Promise<LoraAdapters | null> {
+  const adapterDir = join(dir, 'critic', LORA_ADAPTER_DIR);
+  const hasAdapter = await exists(adapterDir);
+  const configured = criticLoraSettings(config);
+  if (hasAdapter !== (configured !== null))
+    throw new CheckpointError(
+      hasAdapter
+        ? `resume: the checkpoint ${dir} trained critic LoRA adapters (critic/${LORA_ADAPTER_DIR}) but ` +
+            `critic.model.lora_rank=0 — set lora_rank as that run did, or trainer.resume_mode=disable`
+        : `resume: the checkpoint ${dir} trained the whole critic (no critic/${LORA_ADAPTER_DIR}) but ` +
+            `critic.model.lora_rank=${config.critic.model.lora_rank} — drop it, or trainer.resume_mode=disable`,
+    );
+  if (!configured) return null;
+  const lora = await loadLoraAdapter(engine, adapterDir, criticConfig, 'critic', headEntries(criticConfig));
+  if (!sameLoraSettings(lora.settings, configured))
+    throw new CheckpointError(
+      `resume: the checkpoint ${dir} has critic LoRA adapters with ${describeLoraSettings(lora.settings)}; ` +
+        `critic.model gives ${describeLoraSettings(configured)} — give them as that run did, or ` +
+        `trainer.resume_mode=disable`,
+    );
+  return lora;
+}
+
 export async function loadCheckpoint(engine: Engine, dir: string, config: PpoConfig): Promise<ResumedRun> {
   let stateJson: Record<string, unknown>;
   try {
@@ -339,7 +386,11 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
       label: 'critic',
       weightDtype: (dtype) => weightDtype(config, 'critic', dtype),
     });
-    critic = { config: loaded.config, params: loaded.params };
+    critic = {
+      config: loaded.config,
+      params: loaded.params,
+      lora: await criticAdapters(engine, dir, config, loaded.config),
+    };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
@@ -359,7 +410,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
   let criticOptimizer = null;
   if (critic) {
     try {
-      criticOptimizer = await readOptimizer(criticOptimizerFile, critic.params);
+      criticOptimizer = await readOptimizer(criticOptimizerFile, critic.lora?.params ?? critic.params);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
