@@ -69,7 +69,7 @@ export function criticLoraSettings(config: PpoConfig): LoraSettings | null {
     rank: m.lora_rank,
     alpha: m.lora_alpha,
     useRslora: false,
-    targetModules: resolveTargetModules(m.target_modules, null, 'critic.model.target_modules'),
+    targetModules: resolveTargetModules(m.target_modules, m.exclude_modules, 'critic.model.target_modules'),
   };
 }
 

@@ -568,6 +568,12 @@ const SCHEMA = {
         null,
         [ALL_LINEAR, ...LORA_MODULES],
       ),
+      exclude_modules: new Key<string[] | null>(
+        'strings',
+        null,
+        `Modules of the critic's target_modules left without adapters (${LORA_MODULES.join(', ')})`,
+        true,
+      ),
       fsdp_config: {
         model_dtype: modelDtype(
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +

@@ -41,6 +41,8 @@ const MEGATRON_LINEAR: Record<string, string[]> = {
 const hfModules = (value: unknown) =>
   Array.isArray(value) ? value.flatMap((name) => MEGATRON_LINEAR[name as string] ?? [name]) : value;
 
+const excludeModules = (value: unknown) => (Array.isArray(value) && value.length === 0 ? null : hfModules(value));
+
 /** The nested LoRA blocks of verl 1dda039b (verl/utils/config.py: lora.rank > 0 overrides the flat keys), the
  *  actor's and the critic's. */
 const NESTED_LORA = 'actor_rollout_ref.model.lora';
@@ -114,13 +116,12 @@ const ALIASES: Record<string, Alias> = {
   [`${NESTED_LORA}.rank`]: nestedLora('lora_rank'),
   [`${NESTED_LORA}.alpha`]: nestedLora('lora_alpha'),
   [`${NESTED_LORA}.target_modules`]: nestedLora('target_modules', hfModules),
-  [`${NESTED_LORA}.exclude_modules`]: nestedLora('exclude_modules', (value) =>
-    Array.isArray(value) && value.length === 0 ? null : hfModules(value),
-  ),
+  [`${NESTED_LORA}.exclude_modules`]: nestedLora('exclude_modules', excludeModules),
   [`${NESTED_LORA}.adapter_path`]: nestedLora('lora_adapter_path', unsetWhenNull),
   [`${NESTED_CRITIC_LORA}.rank`]: nestedLora('lora_rank', undefined, 'critic.model'),
   [`${NESTED_CRITIC_LORA}.alpha`]: nestedLora('lora_alpha', undefined, 'critic.model'),
   [`${NESTED_CRITIC_LORA}.target_modules`]: nestedLora('target_modules', hfModules, 'critic.model'),
+  [`${NESTED_CRITIC_LORA}.exclude_modules`]: nestedLora('exclude_modules', excludeModules, 'critic.model'),
   'reward_model.overlong_buffer.enable': {
     to: 'reward_model.reward_kwargs.overlong_buffer_cfg.enable',
     source: 'verl DAPO recipe config',
@@ -275,6 +276,10 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.actor.qat.**', 'quantization-aware training settings (off)'],
   ['actor_rollout_ref.model.mtp.**', MTP],
   ['critic.model.mtp.**', MTP],
+  [
+    `${NESTED_CRITIC_LORA}.merge`,
+    'merging adapters before a rollout sync concerns the actor; the critic has no rollout',
+  ],
   ...[NESTED_LORA, NESTED_CRITIC_LORA].flatMap((block): [string, string][] => [
     [`${block}.dropout_position`, 'LoRA adapters train without dropout here'],
     [`${block}.lora_A_init_method`, 'initialisation only matters when training starts at rank > 0 (A: Kaiming)'],

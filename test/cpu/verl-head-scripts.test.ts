@@ -132,9 +132,28 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
     expect([model.lora_rank, model.lora_alpha]).toEqual([8, 32]);
     expect(model.target_modules).toEqual(['q_proj', 'k_proj', 'v_proj', 'down_proj']);
     expect(model.exclude_modules).toBe(null);
-    const refused = await runCli(['--cfg', 'job', 'critic.model.lora.rank=8']);
+    // The critic's nested block the same way (its alpha 32 and Megatron names from the generated config).
+    const critic = (
+      await compose([
+        '--config',
+        GENERATED,
+        'critic.model.lora.rank=4',
+        'critic.model.lora.exclude_modules=[linear_proj]',
+      ])
+    ).config.critic.model;
+    expect([critic.lora_rank, critic.lora_alpha, critic.exclude_modules]).toEqual([4, 32, ['o_proj']]);
+    expect(critic.target_modules).toEqual([
+      'q_proj',
+      'k_proj',
+      'v_proj',
+      'o_proj',
+      'gate_proj',
+      'up_proj',
+      'down_proj',
+    ]);
+    const refused = await runCli(['--cfg', 'job', 'critic.model.lora.rank=8', 'critic.model.lora.adapter_path=/x']);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('critic.model.lora.rank=8 (command line) cannot be honoured: LoRA is implemented');
+    expect(refused.stderr).toContain('critic.model.lora.adapter_path="/x" (command line): this verl feature is not');
   });
 
   it('accepts what means nothing on one adapter with one note line: model_engine, checkpoint_engine, trainer.v1', async () => {
