@@ -12,7 +12,7 @@
 // earlier phases left, and a buffer a later phase reuses once, at its larger size.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
+import { headEntries, parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
 import {
   bytesPerElement,
   chooseVariant,
@@ -27,6 +27,7 @@ import {
   batchSizes,
   usesCritic,
   actorLoraSettings,
+  criticLoraSettings,
   actorBaseStorage,
   rolloutDtype,
   weightDtype,
@@ -268,18 +269,26 @@ export function planMemory(
     const dtype = weightDtype(config, 'reference', actor.torchDtype);
     resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: parameterBytes(actor, dtype) });
   }
+  // Critic LoRA: the frozen base in its stored dtype; adapters and the score head (PEFT's modules_to_save) train.
+  const criticLora = critic ? criticLoraSettings(config) : null;
   if (critic) {
-    const criticParams = parameterCount(critic) * F32;
     const dtype = weightDtype(config, 'critic', critic.torchDtype);
     resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
     if (!config.critic.freeze) {
-      resident.push({ what: 'critic gradients', bytes: criticParams });
+      const trained = criticLora
+        ? [...loraEntries(critic, criticLora), ...headEntries(critic)]
+        : parameterEntries(critic);
+      const trainedBytes = trained.reduce((n, e) => n + elementCount(e.shape), 0) * F32;
+      if (criticLora)
+        resident.push({ what: `critic LoRA adapters (r=${criticLora.rank}) + score`, bytes: trainedBytes });
+      resident.push({ what: criticLora ? 'critic adapter gradients' : 'critic gradients', bytes: trainedBytes });
       const criticOptimizer = config.critic.optim.optimizer;
       resident.push({
-        what: `critic ${criticOptimizer} moments`,
-        bytes: momentBytes(parameterEntries(critic), criticOptimizer),
+        what: `${criticLora ? 'critic adapter' : 'critic'} ${criticOptimizer} moments`,
+        bytes: momentBytes(trained, criticOptimizer),
       });
-      if (device.transposedWeights)
+      // Only float32 weights are transposed (a half base is multiplied as stored).
+      if (device.transposedWeights && dtype === 'f32')
         resident.push({
           what: 'critic layer weights transposed (training forward)',
           bytes: layerWeightElements(critic) * F32,
@@ -499,6 +508,7 @@ export function planMemory(
       config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
       'critic.forward_micro_batch_size_per_gpu',
+      criticLora?.rank ?? 0,
     );
     if (!config.critic.freeze)
       update(
@@ -509,6 +519,7 @@ export function planMemory(
         'value',
         'critic.ppo_micro_batch_size_per_gpu',
         config.critic.model.enable_gradient_checkpointing,
+        criticLora?.rank ?? 0,
       );
   }
   update(

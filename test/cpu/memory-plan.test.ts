@@ -282,6 +282,32 @@ describe('memory plan', () => {
     expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
   });
 
+  it("critic LoRA: the critic's adapters + score (modules_to_save) train, its base in the checkpoint's dtype", () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
+    const lora = ['critic.model.lora_rank=8', 'critic.model.target_modules=[q_proj,v_proj]'];
+    const plan = planMemory(config(lora), { actor, critic, rewardModel: null }, device);
+    // As the actor's case: stacked A [16, 128] and block Bᵀ [16, 256] per layer, then score.weight and score.bias.
+    const trainedBytes = (2 * (16 * 128 + 16 * 256) + critic.hiddenSize + 1) * 4;
+    const criticItems = plan.resident.filter((r) => r.what.startsWith('critic'));
+    expect(criticItems).toEqual([
+      { what: 'critic parameters', bytes: parameterCount(critic) * 4 },
+      { what: 'critic LoRA adapters (r=8) + score', bytes: trainedBytes },
+      { what: 'critic adapter gradients', bytes: trainedBytes },
+      { what: 'critic adapter AdamW moments', bytes: 2 * trainedBytes },
+    ]);
+    const full = planMemory(config([]), { actor, critic, rewardModel: null }, device);
+    expect(full.residentBytes - plan.residentBytes).toBe(3 * parameterCount(critic) * 4 - 4 * trainedBytes);
+    // A bf16 critic checkpoint: under LoRA its base stays bf16 (a fully trained critic is widened to float32).
+    const bf16Critic = { ...critic, torchDtype: 'bfloat16' as const };
+    const half = planMemory(config(lora), { actor, critic: bf16Critic, rewardModel: null }, device);
+    const matrices = parameterCount(critic, (_, shape) => shape.length === 2) - critic.hiddenSize;
+    expect(half.resident.find((r) => r.what.startsWith('critic parameters'))).toEqual({
+      what: 'critic parameters (bf16 matrices)',
+      bytes: parameterBytes(critic, 'bf16'),
+    });
+    expect(parameterBytes(critic, 'bf16')).toBe(2 * matrices + 4 * (parameterCount(critic) - matrices));
+  });
+
   it('LoRA on a bf16 checkpoint: the base (also the reference) in bf16, and no float32 transposed copies', () => {
     const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
     const device = {
