@@ -6,7 +6,8 @@
 // under a temporary name and renamed into place, so an interrupted save never leaves a half checkpoint;
 // trainer.max_actor_ckpt_to_keep prunes old ones. With LoRA, actor/ holds the (unchanged) base model, its
 // lora_adapter/ the adapters in PEFT's format and optimizer.safetensors their AdamW state, as verl saves them;
-// actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory.
+// actor_rollout_ref.model.lora_save_merged adds actor/lora_merged/, the merged model as a plain HF directory. Critic
+// LoRA likewise: critic/ the frozen base, critic/lora_adapter/ the adapters and the trained score (modules_to_save).
 import { readFile, rm, writeFile, access } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Arena, Engine } from '../../engine/index.ts';
