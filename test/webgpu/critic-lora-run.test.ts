@@ -1,7 +1,7 @@
 // Critic LoRA through train.js (critic.model.lora_rank=8, verl's key; issue 35 item 6): the GAE critic trains only
 // its adapters and its value head (PEFT's modules_to_save), its value loss falls over a short run, the saved critic
 // base stays the model it started from, checkpoints hold critic/lora_adapter in PEFT's format, and a run stopped
-// after step 1 resumes bit-identically (metrics and every checkpoint file).
+// after step 1 resumes bit-identically (metrics and every checkpoint file); a bf16 critic base trains and resumes too.
 import { describe, it, expect } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -68,5 +68,19 @@ describe('critic LoRA run', () => {
       expect(await readFile(join(b, `global_step_${steps}`, file)), file).toEqual(
         await readFile(join(a, `global_step_${steps}`, file)),
       );
+
+    // A bf16 base (critic.model.fsdp_config.model_dtype, as a frozen model's): trains and resumes the same way.
+    const half = [...common, 'critic.model.fsdp_config.model_dtype=bf16'];
+    const c = join(root, 'c');
+    const d = join(root, 'd');
+    expect(await main([...half, `trainer.default_local_dir=${c}`, 'trainer.total_training_steps=3'])).toBe(0);
+    expect(await main([...half, `trainer.default_local_dir=${d}`, 'trainer.total_training_steps=1'])).toBe(0);
+    expect(await main([...half, `trainer.default_local_dir=${d}`, 'trainer.total_training_steps=3'])).toBe(0);
+    const halfMetrics = (await runMetrics(c)).map(withoutTimings).filter((m) => m['critic/vf_loss'] !== undefined);
+    expect(halfMetrics).toHaveLength(3);
+    expect(halfMetrics.map((m) => m['critic/vf_loss'])).not.toEqual(loss.slice(0, 3));
+    expect((await runMetrics(d)).map(withoutTimings).filter((m) => m['critic/vf_loss'] !== undefined)).toEqual(
+      halfMetrics,
+    );
   });
 });
