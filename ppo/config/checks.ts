@@ -201,6 +201,11 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
           `would train — set trainer.critic_warmup=0 or critic.freeze=false`,
       );
     }
+    if (critic.freeze && critic.model.lora_rank > 0)
+      problems.push(
+        `critic.model.lora_rank=${critic.model.lora_rank} trains critic adapters, but critic.freeze=true trains ` +
+          'nothing — set critic.model.lora_rank=0 or critic.freeze=false',
+      );
   } else {
     if (critic.freeze)
       problems.push(

@@ -231,6 +231,7 @@ describe('config errors', () => {
       'actor_rollout_ref.model.target_modules: no module left to adapt',
     );
     expectProblem(['critic.model.lora_rank=8', 'critic.model.lora_adapter_path=/x'], 'critic.model.lora_adapter_path');
+    expectProblem(['critic.model.lora_rank=8', 'critic.freeze=true'], 'critic.model.lora_rank=8', 'critic.freeze=true');
     expectProblem(['trainer.resume_mode=resume'], 'trainer.resume_mode', 'expected one of auto, disable, resume_path');
     expectProblem(['actor_rollout_ref.actor.policy_loss.loss_mode=gspoo'], 'did you mean gspo?');
   });
