@@ -1,5 +1,6 @@
 // CPU reference of the optimizer (float64), following torch.optim.AdamW (single-tensor path) and
 // torch.nn.utils.clip_grad_norm_. Updates params, m, v in place.
+import type { AdamwHyperparameters } from './adamw.ts';
 
 export function gradNormSquaredRef(grads: readonly ArrayLike<number>[]): number {
   let sum = 0;
@@ -7,21 +8,13 @@ export function gradNormSquaredRef(grads: readonly ArrayLike<number>[]): number 
   return sum;
 }
 
-export interface AdamwRefArgs {
+export interface AdamwRefArgs extends AdamwHyperparameters {
   params: Float64Array;
   grads: ArrayLike<number>;
   m: Float64Array;
   v: Float64Array;
   /** Σ g² over every segment, of the unscaled gradients. */
   normSquared: number;
-  maxNorm: number;
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weightDecay: number;
-  step: number;
-  gradScale?: number;
   /** When the weight decay applies: torch's 'before' the step (default), bitsandbytes' 'after'. */
   decay?: 'before' | 'after';
 }

@@ -33,6 +33,21 @@ export const adamwSpec: KernelSpec = {
   ],
 };
 
+/**
+ * One AdamW step's settings, shared by the float32 and 8-bit kernels and their references: clipping to `maxNorm` (≤ 0
+ * disables it) of the gradients times `gradScale` (default 1), and `step` counting from 1.
+ */
+export interface AdamwHyperparameters {
+  maxNorm: number;
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  step: number;
+  gradScale?: number;
+}
+
 /** normSquared[0] = Σ g² over every gradient segment, in a fixed order (no readback: adamwStep reads it on the GPU). */
 export function gradNormSquared(engine: Engine, a: { grads: readonly Tensor[]; normSquared: Tensor }): void {
   sumOfSquares(engine, { tensors: a.grads, out: a.normSquared });
@@ -46,20 +61,12 @@ export function gradNormSquared(engine: Engine, a: { grads: readonly Tensor[]; n
  */
 export function adamwStep(
   engine: Engine,
-  a: {
+  a: AdamwHyperparameters & {
     params: Tensor;
     grads: Tensor;
     m: Tensor;
     v: Tensor;
     normSquared: Tensor;
-    maxNorm: number;
-    lr: number;
-    beta1: number;
-    beta2: number;
-    eps: number;
-    weightDecay: number;
-    step: number;
-    gradScale?: number;
     decay?: 'before' | 'after';
   },
 ): void {

@@ -3,6 +3,7 @@
 // its quantize_2D. Updates params, codes and absmax in place; codes are one byte per element (bitsandbytes' uint8
 // state1/state2), the kernel's words unpacked.
 import { OPTIMIZER_8BIT_BLOCK } from './dynamic-map.ts';
+import type { AdamwHyperparameters } from './adamw.ts';
 
 /** bitsandbytes' quantize_2D over a sorted 256-value code: the index stored for x (a moment over its block's absmax).
  *  `lowest` is what the search takes below code[0]: -1 for the signed code, 0 for the unsigned one. */
@@ -31,7 +32,7 @@ export function quantize2dRef(code: ArrayLike<number>, x: number, lowest: number
 
 const signBit = (x: number) => x < 0 || Object.is(x, -0);
 
-export interface Adamw8bitRefArgs {
+export interface Adamw8bitRefArgs extends AdamwHyperparameters {
   params: Float64Array;
   grads: ArrayLike<number>;
   /** One code per element. */
@@ -43,14 +44,6 @@ export interface Adamw8bitRefArgs {
   code1: ArrayLike<number>;
   code2: ArrayLike<number>;
   normSquared: number;
-  maxNorm: number;
-  lr: number;
-  beta1: number;
-  beta2: number;
-  eps: number;
-  weightDecay: number;
-  step: number;
-  gradScale?: number;
 }
 
 /** A non-finite normSquared leaves everything as it was, as the kernel does (bitsandbytes zeroes the moments of a

@@ -1,6 +1,7 @@
 import adamw8bitSource from './adamw8bit.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups } from '../../engine/index.ts';
 import { OPTIMIZER_8BIT_BLOCK } from './dynamic-map.ts';
+import type { AdamwHyperparameters } from './adamw.ts';
 
 export const adamw8bitSpec: KernelSpec = {
   name: 'adamw8bit',
@@ -44,7 +45,7 @@ const WINDOW_QUANTUM = 64 * OPTIMIZER_8BIT_BLOCK;
  */
 export function adamw8bitStep(
   engine: Engine,
-  a: {
+  a: AdamwHyperparameters & {
     params: Tensor;
     grads: Tensor;
     state1: Tensor;
@@ -54,14 +55,6 @@ export function adamw8bitStep(
     qmap: Tensor;
     normSquared: Tensor;
     count: number;
-    maxNorm: number;
-    lr: number;
-    beta1: number;
-    beta2: number;
-    eps: number;
-    weightDecay: number;
-    step: number;
-    gradScale?: number;
   },
 ): void {
   const { count, step } = a;
