@@ -90,9 +90,11 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new ApiError(413, `the request body exceeds ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk as Buffer);
+    // Past the limit the rest is read and dropped rather than the request destroyed: a client still writing its
+    // body would get a reset (EPIPE) instead of the 413.
+    if (size <= MAX_BODY_BYTES) chunks.push(chunk as Buffer);
   }
+  if (size > MAX_BODY_BYTES) throw new ApiError(413, `the request body exceeds ${MAX_BODY_BYTES} bytes`);
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return {};
   const depth = jsonDepth(text);
