@@ -19,7 +19,6 @@ import {
   elementCount,
   type DeviceMemorySize,
   type Engine,
-  type FloatDType,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { lmHeadDefaultChunkWidth } from '../../kernels/layers/lm-head.ts';
@@ -35,7 +34,7 @@ import {
 } from '../config.ts';
 import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
 import { momentBytes } from '../training/adamw-optimizer.ts';
-import { rolloutSlots } from '../generation/slots.ts';
+import { rolloutMemory, rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
@@ -163,24 +162,6 @@ function trunkActivations(
       ? perLayer + (c.numLayers - 1) * c.hiddenSize
       : perLayer * c.numLayers;
   return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
-}
-
-/** Float32 elements of an IncrementalDecoder's work buffers (models/incremental-decoder.ts) per token of a call and
- *  per row (its LM head: the last token's hidden state and the logits). */
-function incrementalWork(c: DecoderConfig, loraRank: number): { perToken: number; perRow: number } {
-  const W = qkvWidth(c);
-  const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
-  return {
-    perToken: 2 * c.hiddenSize + 1 + qkv + c.numHeads * c.headDim + c.numHeads + 3 * c.intermediateSize + 3 * loraRank,
-    perRow: 2 * c.hiddenSize + 1 + c.vocabSize,
-  };
-}
-
-/** Bytes of a KV cache (models/kv-cache.ts) stored as `dtype`: keys and values of every layer, one layer's
- *  compaction scratch, the key mask (u32). */
-function kvCacheBytes(c: DecoderConfig, rows: number, capacity: number, dtype: FloatDType): number {
-  const kv = (2 * c.numLayers + 1) * c.numKvHeads * c.headDim * bytesPerElement(dtype);
-  return (kv + F32) * rows * capacity;
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -342,56 +323,26 @@ export function planMemory(
   const rollout = (name: string, sequences: number, set: PromptSet | undefined) => {
     const promptLength = Math.min(config.data.max_prompt_length, set?.longest ?? Infinity);
     const capacity = continuousCacheCapacity(promptLength, responseLength, DEFAULT_READ_EVERY);
+    const shape = { promptLength, capacity, samples: sequences, cacheDtype, loraRank };
     let S = 1;
     try {
-      S = rolloutSlots(
-        { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
-        actor,
-        { promptLength, capacity, samples: sequences, cacheDtype, blockKeys: promptLength },
-        { memoryBudgetBytes: rolloutBudgetBytes },
-      );
+      S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor, shape, {
+        memoryBudgetBytes: rolloutBudgetBytes,
+      });
     } catch (err) {
       problems.push((err as Error).message);
     }
-    const work = incrementalWork(actor, loraRank);
-    const kvWidth = actor.numKvHeads * actor.headDim;
-    const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
-    const cacheNote = cacheDtype === 'f32' ? '' : `, ${cacheDtype}`;
-    // A half cache's prefills attend a float32 copy of one layer's filled slots (the prompt's).
-    const unpacked: MemoryItem[] =
-      cacheDtype === 'f32'
-        ? []
-        : [
-            {
-              what: `float32 copy of one ${cacheDtype} prefill cache layer (${S} × ${promptLength} slots × K,V)`,
-              bytes: 2 * S * promptLength * kvWidth * F32,
-              key: 'rollout unpacked cache layer',
-            },
-          ];
+    let memory: ReturnType<typeof rolloutMemory> | null = null;
+    try {
+      memory = rolloutMemory(device.maxBindingBytes, actor, shape, S);
+    } catch {
+      // One sequence outgrows a binding: rolloutSlots said so above.
+      return;
+    }
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
-        {
-          what: `KV cache (${S} sequences × ${capacity} slots × ${actor.numLayers} layers × K,V${cacheNote})`,
-          bytes: kvCacheBytes(actor, S, capacity, cacheDtype),
-          key: 'rollout decode cache',
-        },
-        ...unpacked,
-        {
-          what: `decode step buffers and sampling logits (${S} × ${actor.vocabSize})`,
-          bytes: S * (work.perToken + work.perRow) * F32,
-          key: 'rollout decode buffers',
-        },
-        {
-          what: `prefill KV cache (${S} × ${promptLength} prompt tokens${cacheNote})`,
-          bytes: kvCacheBytes(actor, S, promptLength, cacheDtype),
-          key: 'rollout prefill cache',
-        },
-        {
-          what: `prefill activations and logits (${S} × ${promptLength} prompt tokens)`,
-          bytes: S * (promptLength * work.perToken + work.perRow) * F32,
-          key: 'rollout prefill buffers',
-        },
+        ...memory.items,
         {
           // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
           // (rows, S), 11 of (rows, R)): each a few KiB, counted together once as 16 floats a sequence token (a
@@ -401,11 +352,7 @@ export function planMemory(
           key: 'per-sequence buffers',
         },
       ],
-      largest([
-        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * bytesPerElement(cacheDtype) },
-        { what: 'sampling logits', bytes: S * actor.vocabSize * F32 },
-        { what: 'widest prefill activation', bytes: S * promptLength * widestRow },
-      ]),
+      memory.largest,
     );
   };
   rollout('rollout', sizes.sequences, prompts.training);
@@ -580,10 +527,6 @@ const PHASE_KEYS: Record<string, string[]> = {
   'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
-
-function largest(items: MemoryItem[]): MemoryItem {
-  return items.reduce((a, b) => (b.bytes > a.bytes ? b : a));
-}
 
 /** A micro-batch whose widest activation (R, 2I) outgrows one binding fails at its first dispatch: say so now. */
 function checkMicroBatch(

@@ -10,6 +10,9 @@ import { deviceMemorySize } from '../../engine/device-memory.ts';
 import type { Engine } from '../../engine/index.ts';
 import { memoryPlanOfCheckpoint } from '../../tools/bench/memory.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
+import { rolloutMemory } from '../../ppo/generation/slots.ts';
+import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
+import { DEFAULT_READ_EVERY } from '../../ppo/generation/types.ts';
 
 const QWEN3_SMALL = {
   architectures: ['Qwen3ForCausalLM'],
@@ -421,7 +424,7 @@ describe('memory plan', () => {
     ).toBe(true);
   });
 
-  it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
+  it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {
     const plan = planMemory(
       config([
         'data.train_batch_size=512',
@@ -431,9 +434,16 @@ describe('memory plan', () => {
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 16 * MIB, memory: FOUR_GIB },
     );
-    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
-    expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
-    expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding: the
+    // slots before decode groups. Now the prefill takes 21 at a time, and what binds is the one tensor a decode step
+    // still binds whole, its sampling logits: 16 MiB / (151,936 × 4 bytes) = 27 rows, in far less than 4 GiB.
+    const [rollout] = plan.phases;
+    expect(rollout.phase).toBe('rollout (27 of 512 sequences at once)');
+    expect(rollout.items.find((i) => i.key === 'rollout prefill buffers')!.what).toMatch(/\(21 of 27 sequences/);
+    expect(rollout.largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+    const shape = { promptLength: 256, capacity: continuousCacheCapacity(256, 768, DEFAULT_READ_EVERY), samples: 512 };
+    const bytes = rolloutMemory(16 * MIB, actor, shape, 27).items.reduce((n, i) => n + i.bytes, 0);
+    expect(bytes).toBeLessThan(GIB);
   });
 
   it(
