@@ -474,6 +474,13 @@ export class PpoTrainer {
     return { ...this.sampling.train, seed };
   }
 
+  /** Gives the rollout the memory plan's budget (ppo/jobs/memory-plan.ts: gpu_memory_utilization of the device, less
+   *  what the rest of the run needs) instead of gpu_memory_utilization of the device. */
+  useRolloutBudget(bytes: number): void {
+    this.sampling.train.memoryBudgetBytes = bytes;
+    this.sampling.validation.memoryBudgetBytes = bytes;
+  }
+
   /** mode=async (verl's one-step-off-policy) with rollout servers: the next step's batch starts generating during
    *  this step's updates, except in the last step, since no step would train on it. */
   private prefetchesNext(): boolean {

@@ -97,8 +97,11 @@ export interface MemoryPlan {
   budgetBytes: number;
   /** What the budget is: the device's memory, of which GPU or system RAM, and where the size came from. */
   budgetLabel: string;
-  /** The rollout's share of it (rollout.gpu_memory_utilization × budgetBytes). */
+  /** The rollout's share of it: rollout.gpu_memory_utilization × budgetBytes, less what would push the run's peak
+   *  past the budget (the trainer gives its rollout this). */
   rolloutBudgetBytes: number;
+  /** The rollout's budget is less than gpu_memory_utilization of the device, so that the run's peak fits. */
+  rolloutBudgetShrunk: boolean;
   /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
   problems: string[];
 }
@@ -189,12 +192,40 @@ export function promptSetOf(examples: readonly { promptIds: readonly number[] }[
   return { count: examples.length, longest: Math.max(...examples.map((e) => e.promptIds.length)) };
 }
 
-/** The memory plan of `config` with these models on this device. */
+/**
+ * The memory plan of `config` with these models on this device. The rollout takes up to gpu_memory_utilization of
+ * the device, but no more than the rest of the run leaves: its decoders stay allocated through the forwards and
+ * updates, so a rollout that filled its share on top of a large resident model would push the run's peak past the
+ * device (one storage binding used to keep the rollout small; decode groups lift that). Where the peak is over, the
+ * rollout's budget shrinks by the excess, as long as that lowers the peak and leaves room for one sequence.
+ */
 export function planMemory(
   config: PpoConfig,
   models: PlanModels,
   device: DeviceMemory,
   prompts: PlanPrompts = {},
+): MemoryPlan {
+  let plan = planWithRolloutBudget(config, models, device, prompts, null);
+  for (let tries = 0; tries < 8 && plan.peakBytes > plan.budgetBytes; tries++) {
+    // What the rollout's decoders take (at most its budget), less the excess.
+    const rollout = plan.phases.find((p) => p.phase.startsWith('rollout ('));
+    const used = (rollout?.items ?? []).filter((i) => i.key?.startsWith('rollout ')).reduce((n, i) => n + i.bytes, 0);
+    const budget = Math.min(plan.rolloutBudgetBytes, used) - (plan.peakBytes - plan.budgetBytes);
+    if (budget <= 0) break;
+    const smaller = planWithRolloutBudget(config, models, device, prompts, budget);
+    if (smaller.peakBytes >= plan.peakBytes || smaller.problems.some((p) => p.startsWith('rollout: '))) break;
+    plan = { ...smaller, rolloutBudgetShrunk: true };
+  }
+  return plan;
+}
+
+function planWithRolloutBudget(
+  config: PpoConfig,
+  models: PlanModels,
+  device: DeviceMemory,
+  prompts: PlanPrompts,
+  /** The rollout's budget; null: gpu_memory_utilization of the device. */
+  rolloutBudget: number | null,
 ): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
@@ -203,7 +234,8 @@ export function planMemory(
   const longestTrainingPrompt = Math.min(config.data.max_prompt_length, prompts.training?.longest ?? Infinity);
   const sequenceLength = longestTrainingPrompt + config.data.max_response_length;
   const problems: string[] = [];
-  const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
+  const rolloutBudgetBytes =
+    rolloutBudget ?? config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
   const resident: MemoryItem[] = [];
   // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
@@ -513,6 +545,7 @@ export function planMemory(
     budgetBytes,
     budgetLabel: device.memory.label,
     rolloutBudgetBytes,
+    rolloutBudgetShrunk: false,
     problems,
   };
 }
@@ -575,7 +608,8 @@ export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
   const lines = [
     `memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)} of a ${gib(plan.budgetBytes)} ` +
       `budget, ` +
-      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization)`,
+      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization` +
+      (plan.rolloutBudgetShrunk ? ', less what the rest of the run needs)' : ')'),
     `  budget: ${plan.budgetLabel}`,
   ];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);

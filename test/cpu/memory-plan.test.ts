@@ -447,6 +447,55 @@ describe('memory plan', () => {
   });
 
   it(
+    "Unsloth's GRPO on 24 GB: the rollout decodes all 64 Qwen3-1.7B LoRA sequences at once (bf16 cache), and takes " +
+      "only what Qwen3-8B's resident base leaves, so the run's peak still fits",
+    () => {
+      const unsloth = [
+        'algorithm.adv_estimator=grpo',
+        'data.train_batch_size=8',
+        'actor_rollout_ref.rollout.n=8',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.model.lora_rank=64',
+        'actor_rollout_ref.rollout.dtype=bfloat16',
+      ];
+      const qwen3 = (hidden: number, layers: number, heads: number, intermediate: number, tied: boolean) =>
+        parseHfConfig({
+          ...QWEN3_SMALL,
+          hidden_size: hidden,
+          intermediate_size: intermediate,
+          num_hidden_layers: layers,
+          num_attention_heads: heads,
+          num_key_value_heads: 8,
+          head_dim: 128,
+          tie_word_embeddings: tied,
+          torch_dtype: 'bfloat16',
+        });
+      const device = { maxBindingBytes: 128 * MIB, memory: overrideMemory(24 * GIB) };
+      const small = planMemory(
+        config(unsloth),
+        { actor: qwen3(2048, 28, 16, 6144, true), critic: null, rewardModel: null },
+        device,
+      );
+      expect(small.phases[0].phase).toBe('rollout (64 of 64 sequences at once)');
+      expect(small.rolloutBudgetShrunk).toBe(false);
+      expect(small.problems).toEqual([]);
+      const large = planMemory(
+        config(unsloth),
+        { actor: qwen3(4096, 36, 32, 12288, false), critic: null, rewardModel: null },
+        device,
+      );
+      // Its half of 24 GiB would take 53 sequences and a 32.7 GiB peak; the budget shrinks to what fits.
+      expect(large.rolloutBudgetShrunk).toBe(true);
+      expect(large.rolloutBudgetBytes).toBeLessThan(12 * GIB);
+      expect(large.peakBytes).toBeLessThanOrEqual(24 * GIB);
+      expect(large.problems).toEqual([]);
+      expect(formatMemoryPlan(large, false)[0]).toMatch(/less what the rest of the run needs\)$/);
+    },
+  );
+
+  it(
     'validation decodes the whole validation set through the rollout decoders, grown: a phase after the step, ' +
       'more sequences at once, freed before the next update',
     () => {
