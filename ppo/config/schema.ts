@@ -441,7 +441,8 @@ const SCHEMA = {
       ),
       gpu_memory_utilization: float(
         0.5,
-        'Fraction of the device memory generation may take (KV caches, activations, logits). WebGPU reports no ' +
+        'Fraction of the device memory generation may take (KV caches, activations, logits), at most: the memory ' +
+          "plan gives it less where the run's peak would otherwise exceed the device. WebGPU reports no " +
           'memory size: ' +
           "the device's is looked up by adapter name (engine/device-memory.ts), is system RAM for a software adapter " +
           'and a share of it for unified memory, ' +
