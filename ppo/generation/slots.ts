@@ -49,8 +49,8 @@ export function incrementalWork(c: DecoderConfig, loraRank: number): { perToken:
  * Bytes of an IncrementalDecoder of `rows` rows and `capacity` cache slots whose calls append up to `maxTokens`
  * tokens (`steps`: it also takes decode steps over every row): its KV cache (keys and values of every layer, the
  * key mask, one group's layer of compaction scratch), its work buffers (a decode step's for every row, a
- * multi-token call's for one group's rows, and the logits gathered from several groups), and a half cache's
- * float32 copy of one group's layer (multi-token calls attend through it).
+ * multi-token call's for one group's rows, the logits gathered from several groups, the groups' copies), and a half
+ * cache's float32 copy of one group's layer (multi-token calls attend through it).
  */
 function decoderBytes(
   m: DecoderConfig,
@@ -70,10 +70,19 @@ function decoderBytes(
   const tokenRows = Math.max(d.steps ? d.rows : 0, multiToken ? n * d.maxTokens : 0);
   const headRows = Math.max(d.steps ? d.rows : 0, multiToken ? n : 0);
   const gathered = multiToken && groups > 1 ? d.rows * m.vocabSize : 0;
+  // Where a group's rows start at an offset a binding cannot (models/incremental-decoder.ts rowSpan), they are copied
+  // to buffers of one group's rows: a multi-token call's ids and positions; a decode step's positions per group, its
+  // qkv, attention output and log-sum-exp, and the residual of a fused layer. Counted whenever there are groups.
+  const NHS = m.numHeads * m.headDim;
+  const copies =
+    groups > 1
+      ? (multiToken ? 2 * n * d.maxTokens : 0) +
+        (d.steps ? groups * n + n * (qkvWidth(m) + NHS + m.numHeads + m.hiddenSize) : 0)
+      : 0;
   const unpacks = cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(m.headDim));
   return {
     cache: (2 * m.numLayers * d.rows + n) * d.capacity * kvWidth * cacheBytes + d.rows * d.capacity * F32,
-    work: (tokenRows * perToken + headRows * perRow + gathered) * F32,
+    work: (tokenRows * perToken + headRows * perRow + gathered + copies) * F32,
     unpacked: unpacks ? 2 * n * d.capacity * kvWidth * F32 : 0,
     groupRows: n,
     groups,
