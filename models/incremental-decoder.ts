@@ -325,6 +325,7 @@ export class IncrementalDecoder {
           keyMask: group.keyMask,
           out: out.tensor,
           B: rows,
+          splitRows: cache.rows,
           capacity: cache.capacity,
           slot: slotStart,
           rope: positions ? { positions, theta: c.ropeTheta } : undefined,

@@ -12,6 +12,8 @@ import { KvCache } from '../../models/kv-cache.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { rolloutMemory } from '../../ppo/generation/slots.ts';
 import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
+import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
+import { randomArray } from '../support/arrays.ts';
 import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
 
 const SPLIT_BYTES = 16 * 1024;
@@ -158,5 +160,51 @@ describe('decode groups', () => {
     console.log(`grouped rollout: planned ${plannedBytes} B, allocated ${allocated} B`);
     expect(plannedBytes).toBeGreaterThanOrEqual(allocated);
     expect(plannedBytes).toBeLessThanOrEqual(1.02 * allocated);
+  });
+
+  // The GPUs' decode attention splits a long cache over workgroups, fewer splits the more rows there are (a quarter of
+  // the batch would take 3 splits of its 600 slots where the whole takes 2): a group passes its batch's rows.
+  it("a decode group's attention splits the cache as its whole batch's does (the GPUs' split variant)", async () => {
+    const engine = await gpuEngine();
+    const [B, NH, NKV, HS, capacity, slot] = [64, 16, 8, 16, 600, 599];
+    const W = (NH + 2 * NKV) * HS;
+    const kvWidth = NKV * HS;
+    const qkv = engine.tensorFrom('qkv', [B, W], randomArray(B * W, 1));
+    const k = randomArray(B * capacity * kvWidth, 2);
+    const v = randomArray(B * capacity * kvWidth, 3);
+    const keyMask = engine.tensorFrom('mask', [B * capacity], new Array<number>(B * capacity).fill(1), 'u32');
+    const run = async (groups: number, splitRows: boolean): Promise<Float32Array> => {
+      const rows = B / groups;
+      const out = engine.tensor('out', [B, NH * HS]);
+      for (let g = 0; g < groups; g++) {
+        const part = (t: Float32Array) =>
+          t.subarray(g * rows * capacity * kvWidth, (g + 1) * rows * capacity * kvWidth);
+        decodeAttention(engine, {
+          qkv: qkv.view('qkv[g]', g * rows * W, [rows, W]),
+          kCache: engine.tensorFrom('k', [rows * capacity * kvWidth], part(k)),
+          vCache: engine.tensorFrom('v', [rows * capacity * kvWidth], part(v)),
+          keyMask: keyMask.view('mask[g]', g * rows * capacity, [rows * capacity]),
+          out: out.view('out[g]', g * rows * NH * HS, [rows, NH * HS]),
+          B: rows,
+          NH,
+          NKV,
+          HS,
+          capacity,
+          slot,
+          maskBatchStride: capacity,
+          scale: 0.25,
+          ...(splitRows ? { splitRows: B } : {}),
+        });
+      }
+      return engine.read(out);
+    };
+    engine.knobs.kernelVariants['decode-attention'] = 'split';
+    try {
+      const whole = await run(1, false);
+      expect(await run(4, true)).toEqual(whole);
+      expect(await run(4, false)).not.toEqual(whole);
+    } finally {
+      delete engine.knobs.kernelVariants['decode-attention'];
+    }
   });
 });
