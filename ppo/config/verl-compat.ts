@@ -113,6 +113,11 @@ const ALIASES: Record<string, Alias> = {
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
     weak: true,
   },
+  'critic.fsdp.optimizer_offload': {
+    to: 'critic.model.fsdp_config.optimizer_offload',
+    source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
+    weak: true,
+  },
   [`${NESTED_LORA}.rank`]: nestedLora('lora_rank'),
   [`${NESTED_LORA}.alpha`]: nestedLora('lora_alpha'),
   [`${NESTED_LORA}.target_modules`]: nestedLora('target_modules', hfModules),
