@@ -5,12 +5,11 @@
 // elementwise or per 256-value block, so cutting a tensor into runs (whole blocks under AdamW8bit) and updating it run
 // by run gives the resident update bit for bit. Two fills are in flight at once: the queue orders fill k + 1's
 // uploads after fill k's copy out, so one staging buffer serves both while the host waits for fill k's read.
-import { type Engine, Tensor, elementCount, partRanges } from '../../engine/index.ts';
+import { type Arena, type ArenaEntry, type Engine, Tensor, elementCount, partRanges } from '../../engine/index.ts';
 import { adamwStep, type AdamwHyperparameters } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
 import { OPTIMIZER_8BIT_BLOCK } from '../../kernels/optim/dynamic-map.ts';
-import type { Arena, ArenaEntry } from '../../engine/index.ts';
-import type { AdamWState, QuantizedMoments } from './adamw-optimizer.ts';
+import type { QuantizedMoments } from './adamw-optimizer.ts';
 
 /**
  * The staging buffer's size unless a test asks for less: 0.25% of Qwen3-1.7B's 12.8 GiB of float32 moments, a
