@@ -66,11 +66,16 @@ export function momentBytes(entries: readonly ArenaEntry[], optimizer: Optimizer
   }, 0);
 }
 
-/** Device bytes of the staging buffer an offloaded optimizer of `entries` allocates (on a device whose bindings
- *  hold at least OFFLOAD_STAGING_BYTES). */
-export function offloadStagingBytes(entries: readonly ArenaEntry[], optimizer: OptimizerName = 'AdamW'): number {
+/** Device bytes of the staging buffer an offloaded optimizer of `entries` allocates: all their moments, or at most
+ *  `limitBytes` and one binding. */
+export function offloadStagingBytes(
+  entries: readonly ArenaEntry[],
+  optimizer: OptimizerName,
+  maxBindingBytes: number,
+  limitBytes = OFFLOAD_STAGING_BYTES,
+): number {
   const eightBit = new Set(optimizer === 'AdamW8bit' ? eightBitTensors(entries).map((e) => e.name) : []);
-  return stagingBytes(entries, eightBit, OFFLOAD_STAGING_BYTES);
+  return stagingBytes(entries, eightBit, Math.min(limitBytes, maxBindingBytes));
 }
 
 export class AdamWOptimizer {
@@ -107,8 +112,13 @@ export class AdamWOptimizer {
     if (config.offload) {
       this.m = this.v = null;
       const names = new Set(eightBit ? eightBitTensors(params.layout.slots).map((e) => e.name) : []);
-      const limit = config.offloadStagingBytes ?? OFFLOAD_STAGING_BYTES;
-      const moments = new OffloadedMoments(engine, params, this.grads, names, eightBit ? 'after' : 'before', limit);
+      const bytes = offloadStagingBytes(
+        params.layout.slots,
+        config.optimizer ?? 'AdamW',
+        engine.maxBindingBytes,
+        config.offloadStagingBytes,
+      );
+      const moments = new OffloadedMoments(engine, params, this.grads, names, eightBit ? 'after' : 'before', bytes);
       this.offloaded = { moments, qmap: eightBit ? qmap() : null };
     } else if (eightBit) {
       const quantizedEntries = eightBitTensors(params.layout.slots);

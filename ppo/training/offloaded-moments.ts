@@ -88,7 +88,8 @@ export class OffloadedMoments {
     private readonly eightBit: ReadonlySet<string>,
     /** AdamW8bit decays after the step for its float32 tensors too (bitsandbytes); torch's AdamW before. */
     private readonly decay: 'before' | 'after',
-    limitBytes: number,
+    /** The staging buffer's size (stagingBytes). */
+    bytes: number,
   ) {
     for (const name of params.names()) {
       const n = params.get(name).size;
@@ -105,7 +106,6 @@ export class OffloadedMoments {
         absmax2: new Float32Array(blocks),
       });
     }
-    const bytes = stagingBytes(params.layout.slots, eightBit, Math.min(limitBytes, engine.maxBindingBytes));
     this.staging = engine.tensor(`${params.label}.adam_staging`, [bytes / 4]);
     this.plan(bytes / 4);
   }
