@@ -3,7 +3,8 @@
 // values ("pieces") into the staging buffer: their moments are uploaded, the same kernels the resident optimizer runs
 // update those runs of the parameters, and the moments are read back into the host arrays. Both kernels are
 // elementwise or per 256-value block, so cutting a tensor into runs (whole blocks under AdamW8bit) and updating it run
-// by run gives the resident update bit for bit. Two fills are in flight at once: the queue orders fill k + 1's
+// by run gives the resident update bit for bit (the arena's alignment padding between tensors, which the resident
+// optimizer updates with zero gradients and zero moments, stays zero untouched). Two fills are in flight at once: the queue orders fill k + 1's
 // uploads after fill k's copy out, so one staging buffer serves both while the host waits for fill k's read.
 import { type Arena, type ArenaEntry, type Engine, Tensor, elementCount, partRanges } from '../../engine/index.ts';
 import { adamwStep, type AdamwHyperparameters } from '../../kernels/optim/adamw.ts';
