@@ -4,8 +4,9 @@
 // update those runs of the parameters, and the moments are read back into the host arrays. Both kernels are
 // elementwise or per 256-value block, so cutting a tensor into runs (whole blocks under AdamW8bit) and updating it run
 // by run gives the resident update bit for bit (the arena's alignment padding between tensors, which the resident
-// optimizer updates with zero gradients and zero moments, stays zero untouched). Two fills are in flight at once: the queue orders fill k + 1's
-// uploads after fill k's copy out, so one staging buffer serves both while the host waits for fill k's read.
+// optimizer updates with zero gradients and zero moments, stays zero untouched). Two fills are in flight at once:
+// the queue orders fill k + 1's uploads after fill k's copy out, so one staging buffer serves both while the host
+// waits for fill k's read.
 import { type Arena, type ArenaEntry, type Engine, Tensor, elementCount, partRanges } from '../../engine/index.ts';
 import { adamwStep, type AdamwHyperparameters } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
