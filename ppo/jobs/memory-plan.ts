@@ -478,14 +478,19 @@ export function planMemory(
     ];
     if (head === 'lm') {
       const lm = lmHead(c, model, tokens);
-      items.push(...lm.items);
-      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
-      if (lm.chunk >= c.vocabSize)
-        items.push({
-          what: 'LM head logits kept for the backward',
-          bytes: tokens * c.vocabSize * F32,
-          key: `${model} saved logits`,
-        });
+      const [logitsChunk, statistics] = lm.items;
+      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits),
+      // and both passes compute in them instead of the logits scratch, which this size then never allocates.
+      items.push(
+        lm.chunk >= c.vocabSize
+          ? {
+              what: 'LM head logits kept for the backward',
+              bytes: tokens * c.vocabSize * F32,
+              key: `${model} saved logits`,
+            }
+          : logitsChunk,
+        statistics,
+      );
     }
     phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
