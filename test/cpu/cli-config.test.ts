@@ -196,12 +196,15 @@ describe('verl keys beside the schema', () => {
         'actor_rollout_ref.actor.fsdp_config.optimizer_offload=True',
         'critic.fsdp.optimizer_offload=True',
         'actor_rollout_ref.ref.fsdp_config.optimizer_offload=True',
+        'actor_rollout_ref.actor.fsdp_config.param_offload=True',
       ],
     });
     expect(config.actor_rollout_ref.actor.fsdp_config.optimizer_offload).toBe(true);
     expect(config.critic.model.fsdp_config.optimizer_offload).toBe(true);
-    // The reference trains nothing: its key stays an FSDP setting with no meaning here.
-    expect(notes.find((n) => n.startsWith('ignored'))).toContain('actor_rollout_ref.ref.fsdp_config.optimizer_offload');
+    // The reference has no optimizer state; weights are not offloaded: both ignored, each with its reason.
+    const ignored = notes.find((n) => n.startsWith('ignored'));
+    expect(ignored).toContain('actor_rollout_ref.ref.fsdp_config.optimizer_offload (the reference trains nothing');
+    expect(ignored).toContain('actor_rollout_ref.actor.fsdp_config.param_offload (weights stay on the device');
     const defaults = composeConfig({ overrides: [] }).config;
     expect(defaults.actor_rollout_ref.actor.fsdp_config.optimizer_offload).toBe(false);
     expect(defaults.critic.model.fsdp_config.optimizer_offload).toBe(false);
