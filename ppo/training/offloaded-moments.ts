@@ -155,17 +155,22 @@ export class OffloadedMoments {
   /** One update of every tensor, fill by fill; `qmap` (AdamW8bit): the two dynamic codes. */
   async step(hyper: AdamwHyperparameters & { normSquared: Tensor }, qmap: Tensor | null): Promise<void> {
     const inFlight: Promise<void>[] = [];
-    for (const fill of this.fills) {
-      for (const piece of fill.pieces) this.upload(piece);
-      for (const piece of fill.pieces) this.dispatch(piece, hyper, qmap);
-      inFlight.push(
-        this.engine.read(this.staging.view(`${this.staging.name}[0:${fill.words}]`, 0, [fill.words])).then((data) => {
-          for (const piece of fill.pieces) this.download(piece, data);
-        }),
-      );
-      if (inFlight.length === 2) await inFlight.shift();
+    try {
+      for (const fill of this.fills) {
+        for (const piece of fill.pieces) this.upload(piece);
+        for (const piece of fill.pieces) this.dispatch(piece, hyper, qmap);
+        inFlight.push(
+          this.engine.read(this.staging.view(`${this.staging.name}[0:${fill.words}]`, 0, [fill.words])).then((data) => {
+            for (const piece of fill.pieces) this.download(piece, data);
+          }),
+        );
+        if (inFlight.length === 2) await inFlight.shift();
+      }
+      await Promise.all(inFlight);
+    } finally {
+      // A failed read leaves the other fill's read awaited, not an unhandled rejection.
+      await Promise.allSettled(inFlight);
     }
-    await Promise.all(inFlight);
   }
 
   /** The staging regions of a piece, as the kernels bind them. */

@@ -8,7 +8,7 @@ import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { randomArray } from '../support/arrays.ts';
 import { Arena, type Engine } from '../../engine/index.ts';
-import { AdamWOptimizer, type OptimizerName } from '../../ppo/training/adamw-optimizer.ts';
+import { AdamWOptimizer, offloadStagingBytes, type OptimizerName } from '../../ppo/training/adamw-optimizer.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/training/optimizer-state.ts';
 
 const ENTRIES = [
@@ -55,6 +55,13 @@ describe('optimizer offload', () => {
       const grads = layout.bufferSizes.reduce((a, b) => a + b, 0) * 4;
       const qmap = optimizer === 'AdamW8bit' ? 512 * 4 : 0;
       expect(offloaded.deviceBytes).toBe(grads + 16 + qmap + STAGING);
+      // Without a limit from the test, the staging buffer the memory plan counts: here, all the moments at once.
+      const params = new Arena(engine, 'default-staging', layout);
+      const before = engine.allocatedBytes;
+      new AdamWOptimizer(engine, params, { ...CONFIG, optimizer, offload: true });
+      const planned = offloadStagingBytes(ENTRIES, optimizer, engine.maxBindingBytes);
+      expect(engine.allocatedBytes - before).toBe(grads + 16 + qmap + planned);
+      expect(planned).toBeLessThan(32 * 2 ** 20);
       expect(resident.deviceBytes).toBeGreaterThan(offloaded.deviceBytes + (optimizer === 'AdamW' ? 300_000 : 80_000));
 
       for (let step = 0; step < 3; step++) {
