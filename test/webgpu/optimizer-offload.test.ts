@@ -7,7 +7,7 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { randomArray } from '../support/arrays.ts';
-import { Arena, type Engine } from '../../engine/index.ts';
+import { Arena, Engine, readKnobs } from '../../engine/index.ts';
 import { AdamWOptimizer, offloadStagingBytes, type OptimizerName } from '../../ppo/training/adamw-optimizer.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/training/optimizer-state.ts';
 
@@ -100,6 +100,43 @@ describe('optimizer offload', () => {
         expect(encodeOptimizerState(await o.saveState())).toEqual(expectedState);
       }
     });
+
+  // A tensor above the device's largest buffer lives in parts (engine/arena.ts): runs stop at each part. 25,600 values
+  // in buffers of 64 KiB: parts of 128 and 72 rows (16,384 and 9,216 values, whole 8-bit blocks). (adamw8bitStep
+  // windows a tensor by 64 KiB: no smaller binding.) The reference is the resident optimizer on an unsplit engine (the
+  // resident AdamW8bit binds each tensor whole, so it cannot run split).
+  it('a tensor split across buffers: its runs stop at the parts, the update is the unsplit one', async () => {
+    const entries = [{ name: 'embed', shape: [200, 128] }, ...ENTRIES.slice(1)];
+    const whole = await gpuEngine();
+    const split = await Engine.create({ ...readKnobs(), maxBindingBytes: 64 * 1024, maxBufferBytes: 64 * 1024 });
+    try {
+      for (const optimizer of ['AdamW', 'AdamW8bit'] as OptimizerName[]) {
+        const run = async (engine: Engine, offload: boolean) => {
+          const params = new Arena(engine, `split-${offload}`, Arena.plan(engine, entries));
+          expect(params.get('embed').parts).toHaveLength(engine === split ? 2 : 1);
+          for (const [i, { name }] of entries.entries())
+            engine.upload(params.get(name), randomArray(params.get(name).size, i + 1));
+          const o = new AdamWOptimizer(engine, params, { ...CONFIG, optimizer, offload });
+          for (let step = 0; step < 3; step++) {
+            for (const { name } of entries) {
+              const g = o.grads.get(name);
+              engine.upload(g, randomArray(g.size, 100 * step + g.size, 0.3));
+            }
+            await o.step();
+          }
+          const weights = await Promise.all(entries.map(({ name }) => engine.read(params.get(name))));
+          return { weights, state: encodeOptimizerState(await o.saveState()) };
+        };
+        const offloaded = await run(split, true);
+        expect(split.caps.maxBufferSize).toBe(64 * 1024);
+        const reference = await run(whole, false);
+        expect(offloaded.weights, optimizer).toEqual(reference.weights);
+        expect(offloaded.state, optimizer).toEqual(reference.state);
+      }
+    } finally {
+      split.destroy();
+    }
+  });
 
   it('reset: an offloaded optimizer starts over as a new one', async () => {
     const engine = await gpuEngine();
