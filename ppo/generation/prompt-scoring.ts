@@ -36,6 +36,8 @@ export class PromptScorer {
       maxRows: 1,
       capacity: maxPromptTokens,
       lora: policy.lora,
+      // The decode batch's cache dtype: a prompt is scored with the numerics its prefill has.
+      cacheDtype: policy.cacheDtype,
     });
   }
 

@@ -6,6 +6,7 @@ import { HfConfigError } from '../../models/hf-config.ts';
 import { CheckpointError } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
+import { TORCH_NAME } from './serve-dtype.ts';
 import { ApiError } from './api-error.ts';
 import { alternativeTexts, completionText } from './completion-text.ts';
 import {
@@ -174,6 +175,7 @@ export class ServeHttp {
               min_p: host.sampling.defaults.minP,
             },
             weight_version: host.weightVersion,
+            dtype: TORCH_NAME[host.dtypes.weights],
             owned_by: ENGINE_SERVER_OWNER,
           },
         })),
@@ -262,6 +264,10 @@ export class ServeHttp {
       max_prompt_tokens: o.maxPromptTokens,
       max_new_tokens: o.maxNewTokens,
       max_running_requests: this.host.batch.slots,
+      // SGLang's: the tokens the KV cache holds, every slot's positions.
+      max_total_num_tokens: this.host.batch.slots * this.host.batch.capacity,
+      dtype: TORCH_NAME[this.host.dtypes.weights],
+      kv_cache_dtype: TORCH_NAME[this.host.dtypes.cache],
       max_request_samples: o.maxRequestSamples,
       gpu_memory_utilization: o.gpuMemoryUtilization,
       weight_version: this.host.weightVersion,

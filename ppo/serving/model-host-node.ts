@@ -12,7 +12,7 @@ import { loadLoraAdapter } from '../../models/lora-files-node.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
 import { ChatTemplate, applyChatTemplate, type ChatMessage } from '../../models/chat-template.ts';
-import type { Arena } from '../../engine/index.ts';
+import type { Arena, FloatDType } from '../../engine/index.ts';
 import { RolloutDecoders } from '../generation/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../generation/continuous-batching.ts';
 import { rolloutSlots } from '../generation/slots.ts';
@@ -30,6 +30,8 @@ import {
 } from './generation-request.ts';
 import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
+import { servedDtypes, type KvCacheDtype, type ServeDtype } from './serve-dtype.ts';
+import type { PolicyWeights } from '../generation/types.ts';
 
 export interface ServeOptions {
   modelDir: string;
@@ -45,6 +47,10 @@ export interface ServeOptions {
    * Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization).
    */
   gpuMemoryUtilization: number;
+  /** vLLM's --dtype: the served weights' storage (serve-dtype.ts). */
+  dtype: ServeDtype;
+  /** vLLM's --kv-cache-dtype: the KV cache's storage. */
+  kvCacheDtype: KvCacheDtype;
 }
 
 /**
@@ -123,6 +129,8 @@ export class ModelHost {
     end: { eosTokenIds: number[]; padTokenId: number },
     /** generation_config.json's sampling defaults. */
     readonly sampling: { defaults: SamplingDefaults },
+    /** The weights' and the KV cache's storage (--dtype, --kv-cache-dtype). */
+    readonly dtypes: { weights: FloatDType; cache: FloatDType },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -131,7 +139,14 @@ export class ModelHost {
     this.slots = rolloutSlots(
       engine.caps,
       config,
-      { promptLength: P, capacity: this.capacity, samples: options.maxSlots },
+      // Only prefills take several tokens at once: a half cache unpacks at most the prompt's slots (slots.ts).
+      {
+        promptLength: P,
+        capacity: this.capacity,
+        samples: options.maxSlots,
+        cacheDtype: dtypes.cache,
+        blockKeys: P,
+      },
       { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * this.engine.memory.bytes },
     );
     this.limits = {
@@ -154,15 +169,40 @@ export class ModelHost {
     const dir = options.modelDir;
     const tokenizerJson = (await readTokenizerFiles(dir)).tokenizerJson;
     const tokenizer = await loadTokenizer(dir, 'native');
-    const loaded = await loadModel(engine, dir, { label: 'served' });
+    let dtypes: { weights: FloatDType; cache: FloatDType } | null = null;
+    // Half-precision weights are stored half from the start: the server never holds a float32 copy.
+    const loaded = await loadModel(engine, dir, {
+      label: 'served',
+      weightDtype: (checkpointDtype) => {
+        dtypes = servedDtypes(options.dtype, options.kvCacheDtype, checkpointDtype);
+        return dtypes.weights;
+      },
+    });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    const { cache } = dtypes!;
+    const kvWidth = loaded.config.numKvHeads * loaded.config.headDim;
+    if (cache !== 'f32' && kvWidth % 4 !== 0)
+      throw new Error(
+        `${dir}: a ${cache} KV cache needs num_key_value_heads·head_dim (${kvWidth}) to be a multiple of 4; ` +
+          'serve it with --dtype float32 and --kv-cache-dtype auto',
+      );
     const generationConfig = await readGenerationConfig(dir);
     const end = endTokenIds(loaded.config, generationConfig, tokenizer);
     const sampling = {
       defaults: generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json')),
     };
-    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
+    return new ModelHost(
+      engine,
+      options,
+      loaded.config,
+      loaded.params,
+      tokenizer,
+      tokenizerJson,
+      end,
+      sampling,
+      dtypes!,
+    );
   }
 
   /** Decode slots and the cache capacity each slot has. */
@@ -324,8 +364,8 @@ export class ModelHost {
       const lora = this.adapterWeights(adapter);
       if (this.scorer?.adapter !== adapter) {
         this.dropScorer();
-        const policy = { config: this.config, params: this.params, lora };
-        this.scorer = { adapter, scorer: new PromptScorer(this.engine, policy, this.limits.maxPromptTokens) };
+        const scorer = new PromptScorer(this.engine, this.policy(lora), this.limits.maxPromptTokens);
+        this.scorer = { adapter, scorer };
       }
       const scorer = this.scorer!.scorer;
       return Promise.all(promptIds.map((ids) => scorer.score(ids, K)));
@@ -391,6 +431,11 @@ export class ModelHost {
     });
   }
 
+  /** The served weights with an adapter's (or none), decoded with the served KV cache dtype. */
+  private policy(lora: LoraAdapters | null): PolicyWeights {
+    return { config: this.config, params: this.params, lora, cacheDtype: this.dtypes.cache };
+  }
+
   private dropDecoders(): void {
     this.decoders?.decoders.destroy();
     this.decoders = null;
@@ -414,10 +459,7 @@ export class ModelHost {
           `the LoRA adapter ${JSON.stringify(adapter)} was unloaded before this request ran`,
           'lora_path',
         );
-      this.decoders = {
-        adapter,
-        decoders: new RolloutDecoders(this.engine, { config: this.config, params: this.params, lora }),
-      };
+      this.decoders = { adapter, decoders: new RolloutDecoders(this.engine, this.policy(lora)) };
     }
     const { maxPromptTokens: P, maxNewTokens: R } = this.options;
     const loop = {

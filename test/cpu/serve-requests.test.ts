@@ -20,6 +20,7 @@ import {
 import { completionText } from '../../ppo/serving/completion-text.ts';
 import { Scheduler, type ScheduledRequest } from '../../ppo/serving/scheduler.ts';
 import { parseServeArgs, UsageError } from '../../ppo/jobs/serve-job-node.ts';
+import { servedDtypes } from '../../ppo/serving/serve-dtype.ts';
 import type { SampleQueue } from '../../ppo/generation/continuous-batching.ts';
 
 /** The ApiError `parse` throws: its status and body. */
@@ -303,11 +304,34 @@ describe('serve request parsing', () => {
       port: 0,
       host: '127.0.0.1',
     });
+    expect(parseServeArgs(['--model', '/m'])).toMatchObject({ dtype: 'auto', kvCacheDtype: 'auto' });
+    expect(parseServeArgs(['--model', '/m', '--dtype', 'half', '--kv-cache-dtype=bf16'])).toMatchObject({
+      dtype: 'half',
+      kvCacheDtype: 'bf16',
+    });
+    expect(() => parseServeArgs(['--model', '/m', '--dtype', 'fp16'])).toThrow(
+      /--dtype fp16: expected one of auto, half, float16, bfloat16, float, float32/,
+    );
+    expect(() => parseServeArgs(['--model', '/m', '--kv-cache-dtype', 'fp8'])).toThrow(
+      /fp8 caches are not implemented/,
+    );
     expect(() => parseServeArgs(['--port', '1'])).toThrow(/--model DIR is required/);
     expect(() => parseServeArgs(['--model', '/m', '--prot', '1'])).toThrow(UsageError);
     expect(() => parseServeArgs(['--model', '/m', '--port', '70000'])).toThrow(
       /--port 70000: expected an integer in \[0, 65535\]/,
     );
+  });
+});
+
+describe('--dtype and --kv-cache-dtype', () => {
+  it("resolve as vLLM's, except that auto keeps a float32 checkpoint float32", () => {
+    expect(servedDtypes('auto', 'auto', 'bfloat16')).toEqual({ weights: 'bf16', cache: 'bf16' });
+    expect(servedDtypes('auto', 'auto', 'float16')).toEqual({ weights: 'f16', cache: 'f16' });
+    expect(servedDtypes('auto', 'auto', 'float32')).toEqual({ weights: 'f32', cache: 'f32' });
+    expect(servedDtypes('half', 'auto', 'bfloat16')).toEqual({ weights: 'f16', cache: 'f16' });
+    expect(servedDtypes('float', 'auto', 'bfloat16')).toEqual({ weights: 'f32', cache: 'f32' });
+    expect(servedDtypes('float32', 'bf16', 'float32')).toEqual({ weights: 'f32', cache: 'bf16' });
+    expect(servedDtypes('bfloat16', 'float16', 'float32')).toEqual({ weights: 'bf16', cache: 'f16' });
   });
 });
 
