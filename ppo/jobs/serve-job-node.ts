@@ -87,6 +87,12 @@ const FLAGS: Record<string, Flag & { default: number | string | null }> = {
     parse: integer(1, 2 ** 24),
     default: 4096,
   },
+  '--max-logprobs': {
+    value: 'N',
+    help: "most log-prob alternatives a request may ask for (vLLM's; default 20; -1: the whole vocabulary)",
+    parse: integer(-1, 2 ** 31),
+    default: 20,
+  },
   '--dtype': {
     value: 'DTYPE',
     help:
@@ -153,6 +159,7 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions & { port: 
     maxSlots: get('--max-slots') as number,
     maxRequestSamples: get('--max-request-samples') as number,
     gpuMemoryUtilization: get('--gpu-memory-utilization') as number,
+    maxLogprobs: get('--max-logprobs') as number,
     dtype: get('--dtype') as ServeOptions['dtype'],
     kvCacheDtype: get('--kv-cache-dtype') as ServeOptions['kvCacheDtype'],
   };

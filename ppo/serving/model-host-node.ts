@@ -16,7 +16,7 @@ import type { Arena, FloatDType } from '../../engine/index.ts';
 import { RolloutDecoders } from '../generation/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../generation/continuous-batching.ts';
 import { rolloutSlots } from '../generation/slots.ts';
-import { PromptScorer, type PromptScores } from '../generation/prompt-scoring.ts';
+import { PromptScorer, type PromptScores, type ScoreOptions } from '../generation/prompt-scoring.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
@@ -47,6 +47,8 @@ export interface ServeOptions {
    * Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization).
    */
   gpuMemoryUtilization: number;
+  /** vLLM's --max-logprobs: the most alternatives a request's log-probs may have (-1: the whole vocabulary). */
+  maxLogprobs: number;
   /** vLLM's --dtype: the served weights' storage (serve-dtype.ts). */
   dtype: ServeDtype;
   /** vLLM's --kv-cache-dtype: the KV cache's storage. */
@@ -301,8 +303,34 @@ export class ModelHost {
         `logit_bias: token id ${biased} is outside the vocabulary [0, ${this.config.vocabSize})`,
         'logit_bias',
       );
+    this.checkLogprobCounts(request);
     this.adapterWeights(request.adapter);
     return budget;
+  }
+
+  /**
+   * vLLM's --max-logprobs check: -1 asks for the whole vocabulary, and a count above the flag (default 20) is refused
+   * in vLLM's words. Prompt log-probs take any count up to the vocabulary; a generated token's alternatives are at
+   * most the decode loop's 20 (MAX_TOP_LOGPROBS).
+   */
+  private checkLogprobCounts(request: GenerationRequest): void {
+    const V = this.config.vocabSize;
+    const max = this.options.maxLogprobs === -1 ? V : this.options.maxLogprobs;
+    const refuse = (what: 'prompt' | 'sample', count: number, param: string) => {
+      const n = count === -1 ? V : count;
+      if (n > max)
+        throw new ApiError(400, `Requested ${what} logprobs of ${n}, which is greater than max allowed: ${max}`, param);
+      return n;
+    };
+    if (request.promptLogprobs !== null) refuse('prompt', request.promptLogprobs, 'prompt_logprobs');
+    const sample = refuse('sample', request.topLogprobs, 'top_logprobs');
+    if (sample > MAX_TOP_LOGPROBS)
+      throw new ApiError(
+        400,
+        `top_logprobs: ${sample} alternatives per generated token; this server computes at most ${MAX_TOP_LOGPROBS} ` +
+          '(prompt_logprobs takes up to --max-logprobs)',
+        'top_logprobs',
+      );
   }
 
   /** A loaded adapter's weights (null: the base model's); an unknown name is a 400. */
@@ -359,16 +387,25 @@ export class ModelHost {
    * Each prompt's log-probs with K alternatives per position, on the device, with the weights a generation
    * queued now would run with: at once, or after the weight or adapter changes queued before it.
    */
-  scorePrompts(promptIds: readonly number[][], K: number, adapter: string | null): Promise<PromptScores[]> {
+  scorePrompts(
+    promptIds: readonly number[][],
+    K: number,
+    adapter: string | null,
+    options: (prompt: number) => ScoreOptions = () => ({}),
+  ): Promise<PromptScores[]> {
     const score = () => {
       const lora = this.adapterWeights(adapter);
       if (this.scorer?.adapter !== adapter) {
         this.dropScorer();
-        const scorer = new PromptScorer(this.engine, this.policy(lora), this.limits.maxPromptTokens);
+        // Prompts, and a prompt with its response (token_ids_logprob's generated tokens).
+        const capacity = this.limits.maxPromptTokens + this.limits.maxNewTokens;
+        const scorer = new PromptScorer(this.engine, this.policy(lora), capacity);
         this.scorer = { adapter, scorer };
       }
       const scorer = this.scorer!.scorer;
-      return Promise.all(promptIds.map((ids) => scorer.score(ids, K)));
+      // -1: the whole vocabulary (vLLM's prompt_logprobs: -1).
+      const count = K === -1 ? this.config.vocabSize : K;
+      return Promise.all(promptIds.map((ids, i) => scorer.score(ids, count, options(i))));
     };
     return this.scheduler.exclusiveQueued ? this.scheduler.exclusive(score) : score();
   }

@@ -113,7 +113,22 @@ describe('serve request parsing', () => {
     expect(parseGenerateRequest({ text: 'a', stream: true }).stream).toBe(true);
     expect(parseGenerateRequest({ text: 'a', top_logprobs_num: 2 }).request.topLogprobs).toBe(2);
     expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 21 })).status).toBe(400);
-    expect(refusal(() => parseGenerateRequest({ text: 'a', token_ids_logprob: [1] })).status).toBe(400);
+    // token_ids_logprob: one list for every prompt, or one per prompt; not with a stream (scored after the response).
+    expect(parseGenerateRequest({ input_ids: [[1], [2]], token_ids_logprob: [3, 0] }).tokenIdsLogprob).toEqual([
+      [3, 0],
+      [3, 0],
+    ]);
+    expect(parseGenerateRequest({ input_ids: [[1], [2]], token_ids_logprob: [[3], [4, 5]] }).tokenIdsLogprob).toEqual([
+      [3],
+      [4, 5],
+    ]);
+    expect(parseGenerateRequest({ text: 'a' }).tokenIdsLogprob).toBeNull();
+    for (const bad of [[[1], [2]], [-1], 'x', [1.5]])
+      expect(refusal(() => parseGenerateRequest({ text: 'a', token_ids_logprob: bad })).body.error.param).toBe(
+        'token_ids_logprob',
+      );
+    const streamed = { text: 'a', token_ids_logprob: [1], return_logprob: true, stream: true };
+    expect(refusal(() => parseGenerateRequest(streamed)).body.error.param).toBe('token_ids_logprob');
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
     // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
     expect(parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'a'] }).request.adapter).toBe('a');
@@ -150,7 +165,15 @@ describe('serve request parsing', () => {
     expect(scored({ echo: true, logprobs: 3 })).toBe(3);
     expect(scored({ prompt_logprobs: 0 })).toBe(0);
     expect(scored({ echo: true, logprobs: 1, prompt_logprobs: 5 })).toBe(5);
-    expect(refusal(() => scored({ prompt_logprobs: 21 })).body.error.param).toBe('prompt_logprobs');
+    // vLLM's: -1 (the whole vocabulary) and counts above 20 parse; the served model checks them (--max-logprobs).
+    expect(scored({ prompt_logprobs: 21 })).toBe(21);
+    expect(scored({ prompt_logprobs: -1, echo: true, logprobs: 2 })).toBe(-1);
+    expect(refusal(() => scored({ prompt_logprobs: -2 })).body.error.param).toBe('prompt_logprobs');
+    expect(refusal(() => scored({ prompt_logprobs: -1, stream: true })).body.error.param).toBe('prompt_logprobs');
+    expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: -1 })).body.error.param).toBe('logprobs');
+    const chatOf = (body: object) => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], ...body });
+    expect(chatOf({ logprobs: true, top_logprobs: -1 }).request.topLogprobs).toBe(-1);
+    expect(refusal(() => chatOf({ top_logprobs: -1 })).body.error.param).toBe('top_logprobs');
     expect(refusal(() => scored({ prompt_logprobs: 1, stream: true })).body.error.param).toBe('prompt_logprobs');
     expect(parseGenerateRequest({ text: 'a', return_logprob: true, logprob_start_len: 0 }).request.promptLogprobs).toBe(
       0,

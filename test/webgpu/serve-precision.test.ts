@@ -27,6 +27,7 @@ const OPTIONS: Omit<ServeOptions, 'modelDir' | 'dtype'> = {
   maxSlots: 4,
   maxRequestSamples: 64,
   gpuMemoryUtilization: 0.5,
+  maxLogprobs: 20,
   kvCacheDtype: 'auto',
 };
 
