@@ -404,7 +404,11 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       expect(again.json.output_ids).toEqual(tokens);
       const own = (again.json.meta_info.output_token_logprobs as [number][]).map(([lp]) => lp);
       const gathered = again.json.meta_info.output_token_ids_logprobs as [number, number, null][][];
-      tokens.forEach((id, t) => close(gathered[t][t][0], own[t], `temperature ${temperature}, token ${t}`));
+      tokens.forEach((id, t) => {
+        expect(gathered[t].map(([, asked]) => asked)).toEqual(tokens);
+        expect(gathered[t][t][1]).toBe(id);
+        close(gathered[t][t][0], own[t], `temperature ${temperature}, token ${t}`);
+      });
       // No prompt positions were asked for (logprob_start_len -1): SGLang's single null.
       expect(again.json.meta_info.input_token_ids_logprobs).toEqual([null]);
     }
