@@ -205,6 +205,7 @@ export class PpoTrainer {
         weightDecay: actorCfg.optim.weight_decay,
         maxGradNorm: actorCfg.grad_clip,
         optimizer: actorCfg.optim.optimizer,
+        offload: actorCfg.fsdp_config.optimizer_offload,
       },
       lora && ((grads) => lora.clearOffBlockGradients(grads)),
     );
@@ -241,6 +242,7 @@ export class PpoTrainer {
               weightDecay: c.critic.optim.weight_decay,
               maxGradNorm: c.critic.grad_clip,
               optimizer: c.critic.optim.optimizer,
+              offload: c.critic.model.fsdp_config.optimizer_offload,
             },
             criticLora && ((grads) => criticLora.clearOffBlockGradients(grads)),
           )

@@ -129,6 +129,17 @@ const ACTOR_DTYPE_HELP =
   `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
   `LoRA, ${TRAINED_DTYPE_HELP}`;
 
+/** verl's fsdp_config.optimizer_offload for a trained model's AdamW state. */
+const optimizerOffload = (model: 'actor' | 'critic') =>
+  bool(
+    false,
+    `Keep the ${model}'s AdamW moments (float32, or optim.optimizer=AdamW8bit's codes and scales) in host memory; ` +
+      'each update streams them through one 32 MiB device staging buffer, the same kernels in the same order, so ' +
+      "the weights are the resident optimizer's bit for bit. Device memory drops by the moments (8 bytes a weight, " +
+      'AdamW8bit 2.03) for one upload and read-back of them per optimizer step. Checkpoints are the same files ' +
+      'either way (docs/models-and-memory.md)',
+  );
+
 /** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
 export const DISTILLATION_LOSS_MODES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3', 'forward_kl_topk'] as const;
 
@@ -365,6 +376,7 @@ const SCHEMA = {
       optim: optimizerKeys(1e-6),
       fsdp_config: {
         model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
+        optimizer_offload: optimizerOffload('actor'),
       },
     },
     rollout: {
@@ -579,6 +591,7 @@ const SCHEMA = {
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
             `${FROZEN_DTYPE_HELP}; a fully trained critic: ${TRAINED_DTYPE_HELP}`,
         ),
+        optimizer_offload: optimizerOffload('critic'),
       },
     },
     optim: optimizerKeys(1e-5),

@@ -20,6 +20,7 @@ import {
   type DeviceMemorySize,
   type Engine,
   type FloatDType,
+  type ArenaEntry,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { lmHeadDefaultChunkWidth } from '../../kernels/layers/lm-head.ts';
@@ -34,7 +35,7 @@ import {
   type PpoConfig,
 } from '../config.ts';
 import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
-import { momentBytes } from '../training/adamw-optimizer.ts';
+import { momentBytes, offloadStagingBytes, type OptimizerName } from '../training/adamw-optimizer.ts';
 import { rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
@@ -93,6 +94,8 @@ export interface PhasePlan {
 export interface MemoryPlan {
   resident: MemoryItem[];
   residentBytes: number;
+  /** What lives in host memory instead (fsdp_config.optimizer_offload: the moments); not part of the peak. */
+  host: MemoryItem[];
   phases: PhasePlan[];
   peakBytes: number;
   budgetBytes: number;
@@ -234,11 +237,27 @@ export function planMemory(
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
-  const actorOptimizer = config.actor_rollout_ref.actor.optim.optimizer;
-  resident.push({
-    what: `${lora ? 'actor adapter' : 'actor'} ${actorOptimizer} moments`,
-    bytes: momentBytes(lora ? loraEntries(actor, lora) : parameterEntries(actor), actorOptimizer),
-  });
+  const host: MemoryItem[] = [];
+  /** A trained model's AdamW moments: resident, or with optimizer_offload in host memory, the device holding the
+   *  staging buffer each update streams them through (ppo/training/offloaded-moments.ts). */
+  const moments = (who: string, entries: readonly ArenaEntry[], optimizer: OptimizerName, offload: boolean) => {
+    const item = { what: `${who} ${optimizer} moments`, bytes: momentBytes(entries, optimizer) };
+    if (!offload) {
+      resident.push(item);
+      return;
+    }
+    host.push(item);
+    resident.push({
+      what: `${who} ${optimizer} offload staging`,
+      bytes: offloadStagingBytes(entries, optimizer, device.maxBindingBytes),
+    });
+  };
+  moments(
+    lora ? 'actor adapter' : 'actor',
+    lora ? loraEntries(actor, lora) : parameterEntries(actor),
+    config.actor_rollout_ref.actor.optim.optimizer,
+    config.actor_rollout_ref.actor.fsdp_config.optimizer_offload,
+  );
   // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
@@ -282,11 +301,12 @@ export function planMemory(
       if (criticLora)
         resident.push({ what: `critic LoRA adapters (r=${criticLora.rank}) + score`, bytes: trainedBytes });
       resident.push({ what: criticLora ? 'critic adapter gradients' : 'critic gradients', bytes: trainedBytes });
-      const criticOptimizer = config.critic.optim.optimizer;
-      resident.push({
-        what: `${criticLora ? 'critic adapter' : 'critic'} ${criticOptimizer} moments`,
-        bytes: momentBytes(trained, criticOptimizer),
-      });
+      moments(
+        criticLora ? 'critic adapter' : 'critic',
+        trained,
+        config.critic.optim.optimizer,
+        config.critic.model.fsdp_config.optimizer_offload,
+      );
       // Only float32 weights are transposed (a half base is multiplied as stored).
       if (device.transposedWeights && dtype === 'f32')
         resident.push({
@@ -458,14 +478,19 @@ export function planMemory(
     ];
     if (head === 'lm') {
       const lm = lmHead(c, model, tokens);
-      items.push(...lm.items);
-      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
-      if (lm.chunk >= c.vocabSize)
-        items.push({
-          what: 'LM head logits kept for the backward',
-          bytes: tokens * c.vocabSize * F32,
-          key: `${model} saved logits`,
-        });
+      const [logitsChunk, statistics] = lm.items;
+      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits),
+      // and both passes compute in them instead of the logits scratch, which this size then never allocates.
+      items.push(
+        lm.chunk >= c.vocabSize
+          ? {
+              what: 'LM head logits kept for the backward',
+              bytes: tokens * c.vocabSize * F32,
+              key: `${model} saved logits`,
+            }
+          : logitsChunk,
+        statistics,
+      );
     }
     phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
@@ -561,6 +586,7 @@ export function planMemory(
   return {
     resident,
     residentBytes,
+    host,
     phases,
     peakBytes,
     budgetBytes,
@@ -636,6 +662,7 @@ export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
     `  budget: ${plan.budgetLabel}`,
   ];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
+  for (const item of plan.host) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)} in host memory`);
   for (const p of plan.phases) {
     lines.push(
       `  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)} on ${gib(p.keptBytes)} kept  peak ` +

@@ -80,6 +80,42 @@ describe('memory plan', () => {
     expect(lora.map((r) => r.what)).toContain('actor adapter AdamW8bit moments');
   });
 
+  it('optimizer_offload: the moments in host memory, one staging buffer of at most 32 MiB on the device', () => {
+    const offload = [
+      'actor_rollout_ref.actor.fsdp_config.optimizer_offload=true',
+      'critic.model.fsdp_config.optimizer_offload=true',
+    ];
+    const plan = (overrides: string[], maxBindingBytes = 128 * MIB) =>
+      planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes, memory: FOUR_GIB });
+    const resident = plan([]);
+    const offloaded = plan(offload);
+    const bytesOf = (items: { what: string; bytes: number }[], what: string) =>
+      items.find((i) => i.what === what)?.bytes;
+    for (const model of ['actor', 'critic']) {
+      const moments = bytesOf(resident.resident, `${model} AdamW moments`)!;
+      expect(bytesOf(offloaded.host, `${model} AdamW moments`)).toBe(moments);
+      expect(bytesOf(offloaded.resident, `${model} AdamW moments`)).toBeUndefined();
+      expect(bytesOf(offloaded.resident, `${model} AdamW offload staging`)).toBe(32 * MIB);
+    }
+    expect(resident.host).toEqual([]);
+    const saving = ['actor', 'critic'].reduce(
+      (sum, model) => sum + bytesOf(resident.resident, `${model} AdamW moments`)! - 32 * MIB,
+      0,
+    );
+    expect(resident.residentBytes - offloaded.residentBytes).toBe(saving);
+    expect(resident.peakBytes - offloaded.peakBytes).toBe(resident.residentBytes - offloaded.residentBytes);
+    expect(formatMemoryPlan(offloaded).join('\n')).toMatch(/actor AdamW moments +0\.\d\d GiB in host memory/);
+    // A device whose bindings are smaller binds the staging buffer whole: at most one binding.
+    expect(bytesOf(plan(offload, 8 * MIB).resident, 'actor AdamW offload staging')).toBe(8 * MIB);
+    // Moments smaller than the staging buffer (LoRA adapters): staging them all, each region 256-byte aligned.
+    const lora = plan([...offload, 'actor_rollout_ref.model.lora_rank=8']);
+    const adapterMoments = bytesOf(lora.host, 'actor adapter AdamW moments')!;
+    const staging = bytesOf(lora.resident, 'actor adapter AdamW offload staging')!;
+    expect(staging).toBeGreaterThanOrEqual(adapterMoments);
+    expect(staging).toBeLessThan(adapterMoments * 1.1);
+    expect(staging % 256).toBe(0);
+  });
+
   it("optim.optimizer and optimizer_impl: verl's pairs, any other refused in one line naming the key", () => {
     expect(() => config(['critic.optim.optimizer=AdamW8bit'])).toThrow(
       /critic\.optim\.optimizer_impl=torch\.optim has no AdamW8bit here \(verl imports torch\.optim\.AdamW8bit\) — set critic\.optim\.optimizer_impl=bitsandbytes\.optim/,

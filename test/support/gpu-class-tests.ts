@@ -12,6 +12,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'device-class',
   'adamw',
   'adamw8bit',
+  'optimizer-offload',
   'attention',
   'binding-split',
   'buffer-split',
