@@ -87,7 +87,7 @@ async function generate(
   const held = vi.spyOn(KvCache.prototype, 'held');
   const generator = new RolloutGenerator(engine, await randomPolicy(engine), dtype);
   const batch = await generator.generate(prompts, c, environment);
-  generator.destroy();
+  generator.release();
   const groups = Math.max(...held.mock.results.map((r) => (r.value as unknown[]).length));
   held.mockRestore();
   return {
@@ -147,7 +147,7 @@ describe('decode groups', () => {
     await generator.generate(PROMPTS, { ...C, maxSlots: 16 });
     await engine.sync();
     const allocated = engine.allocatedBytes - before;
-    generator.destroy();
+    generator.release();
     const shape = {
       promptLength: 5,
       capacity: continuousCacheCapacity(5, C.maxResponseLength, C.readEvery!),
