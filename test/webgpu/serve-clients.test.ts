@@ -2,8 +2,9 @@
 // client and by plain HTTP as curl would: completions and chat with and without streaming (include_usage, [DONE],
 // log-probs per chunk), the text Hugging Face decodes for the same greedy tokens (its leading space kept), SGLang's
 // streaming /generate, a client that aborts mid-stream and /abort_request (the sample leaves the batch, /metrics
-// counts it), the routes clients and RL frameworks call, and requests refused in milliseconds (a 20 MB prompt, deep
-// JSON, a body over the limit) with the server's memory back at its level.
+// counts it), the routes clients and RL frameworks call, and requests refused before the work they would cost (a
+// 20 MB prompt by its bytes before tokenizing, deep JSON before parsing, a body over the limit) with the server's
+// memory back at its level.
 import { it, expect, beforeAll, afterAll } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -22,24 +23,25 @@ const LONG_STORY = 'Tom and Sue';
 /** The start of the story stories260K tells greedily from <s> (fixtures.json, Hugging Face's generate). */
 const PROMPT = 'Once upon a time, there was a little girl named Lily.';
 
+/** expect.poll's default 1 s is shorter than a loaded machine may starve the server: the count is what is checked. */
+const POLL = { timeout: 30_000 };
+
 let server: ChildProcess;
 let url = '';
 let client: OpenAI;
 let story = '';
 
-async function post(path: string, body: unknown): Promise<{ status: number; json: any; ms: number }> {
-  const started = performance.now();
+async function post(path: string, body: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(url + path, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
-  const ms = performance.now() - started;
   try {
-    return { status: res.status, json: JSON.parse(text), ms };
+    return { status: res.status, json: JSON.parse(text) };
   } catch {
-    return { status: res.status, json: text, ms };
+    return { status: res.status, json: text };
   }
 }
 
@@ -481,7 +483,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     });
     await res.body!.getReader().read();
     controller.abort();
-    await expect.poll(() => metric('aborted_requests_total')).toBe(aborted + 1);
+    await expect.poll(() => metric('aborted_requests_total'), POLL).toBe(aborted + 1);
     const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
     expect(after.choices[0].text.length).toBeGreaterThan(0);
     // Its sample stopped decoding long before its story's end (975 tokens).
@@ -501,7 +503,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       // The SDK ends the iteration, or throws its abort error, depending on where the abort finds it.
       expect((err as Error).name).toMatch(/Abort/);
     }
-    await expect.poll(() => metric('aborted_requests_total')).toBe(aborted + 1);
+    await expect.poll(() => metric('aborted_requests_total'), POLL).toBe(aborted + 1);
     const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
     expect(after.choices[0].text.length).toBeGreaterThan(0);
   }, 60_000);
@@ -558,7 +560,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     });
   }, 60_000);
 
-  it('refuses a 20 MB prompt in milliseconds, five times, with memory back at its level; deep JSON 400, 65 MB 413', async () => {
+  it('refuses a 20 MB prompt by its bytes before tokenizing, five times, with memory back at its level; deep JSON 400, 65 MB 413', async () => {
     const before = await rss();
     const huge = 'Lily '.repeat(4_000_000);
     for (let i = 0; i < 5; i++) {
@@ -566,9 +568,10 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       expect(r.status).toBe(400);
       expect(r.json.error.message).toContain('bytes of text');
     }
+    // Refused by its byte count, before any tokenizing (what makes the refusal fast; its speed is not timed here).
     const tokenize = await post('/tokenize', { prompt: huge });
     expect(tokenize.status).toBe(400);
-    expect(tokenize.ms).toBeLessThan(5_000);
+    expect(tokenize.json.error.message).toContain('bytes of text');
     // The body itself (20 MB) is read and parsed each time; nothing is tokenized or kept.
     expect(await rss()).toBeLessThan(before + 300 * 2 ** 20);
     const deep = await post('/v1/completions', `${'['.repeat(100_000)}${']'.repeat(100_000)}`);
