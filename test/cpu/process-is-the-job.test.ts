@@ -5,7 +5,7 @@
 import { describe, it, expect } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { alive, childrenOf, sleep, survivors } from '../support/processes.ts';
+import { alive, childrenOf, isNode, sleep, survivors } from '../support/processes.ts';
 
 /** How long a worker may outlive its launcher's SIGKILL: it ends when it next looks (every 200 ms, or once its
  *  modules load), which a loaded machine may delay by seconds; an untied long job (train.js, serve.js, qwen3-ppo-step)
@@ -29,7 +29,7 @@ async function killLauncher(entry: string, args: string[], settleMs: number): Pr
   const launched = new Promise((r) => launcher.on('exit', r));
   let worker: number | undefined;
   for (let i = 0; i < 400 && worker === undefined; i++) {
-    worker = childrenOf(launcher.pid!)[0];
+    worker = childrenOf(launcher.pid!).find(isNode);
     if (worker === undefined) await sleep(25);
   }
   expect(worker, `${entry}: no worker child appeared`).toBeDefined();

@@ -291,7 +291,7 @@ describe('custom reward function', () => {
           expect(queued).rejects.toThrow(/data_source "loop".*did not return within/),
         ]);
         let timedOut = false;
-        looped.catch(() => (timedOut = true));
+        Promise.resolve(looped).catch(() => (timedOut = true));
         await vi.advanceTimersByTimeAsync(999);
         expect(timedOut).toBe(false);
         await vi.advanceTimersByTimeAsync(1);
