@@ -11,8 +11,9 @@
 // training step and generation), 110 s. Each section has a budget: a child process (the PPO step, torch) is killed
 // at it, an in-process one starts no further case past it and says so. A section that cannot run is reported skipped
 // with the reason. It refuses a software adapter (its timings are a CPU's) unless --allow-software; --tiny runs
-// every section at tiny sizes (the CI smoke run on lavapipe), every case of each past its budget too. Prints a line per section and writes the report as
-// JSON (FILE, default gpu-report.json) after each, replaced whole, never half-written.
+// every section at tiny sizes (the CI smoke run on lavapipe), every case of each past its budget too. Prints a line
+// per section and writes the report as JSON (FILE, default gpu-report.json) after each, replaced whole, never
+// half-written.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
