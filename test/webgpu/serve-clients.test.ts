@@ -81,7 +81,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       '2',
     ]));
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  }, 180_000);
+  });
 
   afterAll(async () => {
     if (!server || server.exitCode !== null) return;
@@ -106,7 +106,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(lp.text_offset).toEqual(lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join('').length));
     expect(lp.token_logprobs!.every((x) => x <= 0)).toBe(true);
     expect(c.usage).toMatchObject({ completion_tokens: 12 });
-  }, 60_000);
+  });
 
   it("top-N log-probs (completions logprobs: 5, chat top_logprobs, SGLang top_logprobs_num) are Hugging Face's", async () => {
     const check: { input_ids: number[]; logits: number[] } =
@@ -178,7 +178,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       choice.logprobs!.top_logprobs!.map((d) => Object.values(d).slice(0, 2)),
     );
     expect((await post('/v1/completions', { prompt, logprobs: 21 })).status).toBe(400);
-  }, 60_000);
+  });
 
   it("prompt log-probs (echo with max_tokens 0, prompt_logprobs, SGLang's logprob_start_len) are Hugging Face's", async () => {
     const check: { input_ids: number[]; logits: number[]; next_token_logprobs: number[] } =
@@ -314,7 +314,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(past.json.error.message).toContain('logprob_start_len');
     const streamed400 = await post('/v1/completions', { prompt: ids, prompt_logprobs: 1, stream: true });
     expect(streamed400.status).toBe(400);
-  }, 60_000);
+  });
 
   it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, repetition, beside neutral rows', async () => {
     const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
@@ -375,7 +375,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(processed.indexOf(max)).toBe(399);
     const [[lp]] = repeated.json.meta_info.output_token_logprobs;
     expect(Math.abs(lp - (processed[399] - max - logNormalizer))).toBeLessThan(1e-4);
-  }, 60_000);
+  });
 
   it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {
     const body = { model: 'stories', prompt: PROMPT, max_tokens: 20, temperature: 0 };
@@ -405,7 +405,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     });
     expect(raw.headers.get('content-type')).toContain('text/event-stream');
     expect((await events(raw)).done).toBe(true);
-  }, 60_000);
+  });
 
   it('chat: the stream joins to the answer, role first; response_format text and tools [] are accepted; echo', async () => {
     const messages = [{ role: 'user' as const, content: PROMPT }];
@@ -455,7 +455,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // With a generation prompt the last message is the user's, not the reply's role: nothing is echoed.
     const asked = await post('/v1/chat/completions', { ...body, echo: true });
     expect(asked.json.choices[0].message.content).toBe(whole.choices[0].message.content);
-  }, 60_000);
+  });
 
   it("SGLang's streaming /generate: each sample's text and output_ids so far, the last with finish_reason", async () => {
     const body = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 20 } };
@@ -470,7 +470,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(got.slice(0, -1).every((e) => e.meta_info.finish_reason === null && last.text.startsWith(e.text))).toBe(
       true,
     );
-  }, 60_000);
+  });
 
   it('a client that goes away mid-stream leaves the batch at once: /metrics counts it, the next request is served', async () => {
     const aborted = await metric('aborted_requests_total');
@@ -488,7 +488,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(after.choices[0].text.length).toBeGreaterThan(0);
     // Its sample stopped decoding long before its story's end (975 tokens).
     expect((await metric('decode_steps_total')) - steps).toBeLessThan(600);
-  }, 60_000);
+  });
 
   it("the openai client's abort mid-stream: the server counts it and keeps serving", async () => {
     const aborted = await metric('aborted_requests_total');
@@ -506,7 +506,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     await expect.poll(() => metric('aborted_requests_total'), POLL).toBe(aborted + 1);
     const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
     expect(after.choices[0].text.length).toBeGreaterThan(0);
-  }, 60_000);
+  });
 
   it('/abort_request ends a /generate by rid: its stream ends with finish_reason abort', async () => {
     const aborted = await metric('aborted_requests_total');
@@ -535,7 +535,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(last.meta_info.finish_reason.type).toBe('abort');
     expect(last.output_ids.length).toBeLessThan(975);
     expect(await metric('aborted_requests_total')).toBe(aborted + 1);
-  }, 60_000);
+  });
 
   it('routes: tokenize and detokenize (both spellings), a model by id, flush_cache, version, ping, server info', async () => {
     const tokenized = await post('/tokenize', { prompt: PROMPT });
@@ -558,7 +558,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       context_length: 512,
       max_running_requests: 2,
     });
-  }, 60_000);
+  });
 
   it('refuses a 20 MB prompt by its bytes before tokenizing, five times, with memory back at its level; deep JSON 400, 65 MB 413', async () => {
     const before = await rss();
@@ -579,5 +579,5 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(deep.json.error.message).toContain('nests');
     expect((await post('/generate', 'x'.repeat(65 * 2 ** 20))).status).toBe(413);
     expect((await post('/v1/completions', { prompt: PROMPT, max_tokens: 2 })).status).toBe(200);
-  }, 120_000);
+  });
 });
