@@ -4,7 +4,7 @@
 // (every activation, or with gradient checkpointing each layer's input, the rest recomputed in backward); the
 // backward walks the same schedule in reverse and accumulates parameter gradients into a gradient arena.
 // Heads (LM head, value head, reward score) sit on top of the final hidden state and live in their own files.
-import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { Engine, Tensor, Arena, FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, qkvWidth } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
@@ -23,6 +23,7 @@ import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
 import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
+import { HalfParameterCopy } from './half-parameter-copy.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -96,6 +97,9 @@ export class DecoderTrunk {
     null;
   /** The layer weights' transposed copies that training forwards multiply by on CPU devices. */
   private readonly transposed: TransposedWeights;
+  /** Mixed precision (fsdp_config.dtype): the half-precision copy of the float32 master weights that forwards and
+   *  backward multiply by; null: they read the master weights. */
+  private compute: HalfParameterCopy | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -106,8 +110,30 @@ export class DecoderTrunk {
     this.transposed = TransposedWeights.acquire(engine, params);
   }
 
+  /** Mixed-precision training (verl's fsdp_config.dtype, FSDP's MixedPrecision param_dtype): with bf16/f16 the
+   *  forward and the backward's data products multiply by a half-precision copy of the float32 master weights,
+   *  remade from them before the first forward after each write (an optimizer step); weight gradients still land in
+   *  the float32 gradient arena and the optimizer updates the master. For a model whose weights all train: a LoRA
+   *  base is frozen and already computes in its stored dtype. */
+  setComputeDtype(dtype: FloatDType): void {
+    this.compute?.destroy();
+    this.compute = null;
+    if (dtype === 'f32') return;
+    if (this.lora || !layerWeightsAreF32(this.params))
+      throw new Error(
+        `${this.params.label}: a ${dtype} compute copy needs float32 master weights that all train (no LoRA adapters)`,
+      );
+    this.compute = new HalfParameterCopy(this.engine, this.config, this.params, `${this.params.label}.compute`, dtype);
+  }
+
+  /** The weights forwards and backward read: the mixed-precision compute copy, or the parameters themselves. Current
+   *  from the start of each forward on. */
+  get weights(): Arena {
+    return this.compute?.params ?? this.params;
+  }
+
   private param(name: string): Tensor {
-    return this.params.get(name);
+    return this.weights.get(name);
   }
 
   /** Brings every layer weight's transposed copy up to date (models/transposed-weights.ts). */
@@ -126,7 +152,7 @@ export class DecoderTrunk {
     args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor },
   ): void {
     if (transposed) matmul(this.engine, { ...args, b: this.transposed.copy(name), layout: 'nn' });
-    else matmul(this.engine, { ...args, ...weightOperand(this.params, name), layout: 'nt' });
+    else matmul(this.engine, { ...args, ...weightOperand(this.weights, name), layout: 'nt' });
   }
 
   /** Bytes of the activation buffers a forward in this mode has allocated (the largest call so far). */
@@ -334,10 +360,12 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
-    // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base is multiplied as stored.
+    this.compute?.refresh();
+    // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base or compute copy is multiplied as
+    // stored.
     const transposed =
       options.saveForBackward &&
-      layerWeightsAreF32(this.params) &&
+      layerWeightsAreF32(this.weights) &&
       chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
     if (transposed) this.refreshTransposedWeights();
 
@@ -426,7 +454,7 @@ export class DecoderTrunk {
       // MLP: next = mid + act·W_downᵀ
       matmul(e, {
         a: ws.dResidual,
-        ...weightOperand(this.params, `${p}.mlp.down_proj.weight`),
+        ...weightOperand(this.weights, `${p}.mlp.down_proj.weight`),
         out: ws.dAct,
         M: R,
         N: I,
@@ -448,7 +476,7 @@ export class DecoderTrunk {
       swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
       matmul(e, {
         a: ws.dGateUp,
-        ...weightOperand(this.params, `${p}.mlp.gate_up_proj.weight`),
+        ...weightOperand(this.weights, `${p}.mlp.gate_up_proj.weight`),
         out: ws.dNormed,
         M: R,
         N: C,
@@ -482,7 +510,7 @@ export class DecoderTrunk {
       // Attention: mid = input + attnOut·W_oᵀ
       matmul(e, {
         a: ws.dResidual,
-        ...weightOperand(this.params, `${p}.self_attn.o_proj.weight`),
+        ...weightOperand(this.weights, `${p}.self_attn.o_proj.weight`),
         out: ws.dAttnOut,
         M: R,
         N: NHS,
@@ -568,7 +596,7 @@ export class DecoderTrunk {
       }
       matmul(e, {
         a: dProjection,
-        ...weightOperand(this.params, `${p}.self_attn.qkv_proj.weight`),
+        ...weightOperand(this.weights, `${p}.self_attn.qkv_proj.weight`),
         out: ws.dNormed,
         M: R,
         N: C,

@@ -123,7 +123,20 @@ const FROZEN_DTYPE_HELP =
   "bf16 values). verl's generated config writes fp32";
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
-  'line: no mixed-precision training here)';
+  'line: set fsdp_config.dtype for half-precision compute)';
+/** fsdp_config.dtype: a trained model's compute dtype (verl's FSDP MixedPrecision param_dtype). */
+const computeDtype = (model: string) =>
+  oneOf(
+    'float32',
+    MODEL_DTYPES,
+    `Compute dtype of the ${model} while it trains (verl's fsdp_config.dtype; older configs' ` +
+      'fsdp_config.mixed_precision.param_dtype): bfloat16 or float16 run its forward and backward on a half-precision ' +
+      'copy of its weight matrices, remade from the float32 master weights after each optimizer step; gradients ' +
+      'accumulate and AdamW runs in float32 (reduce/buffer dtype fp32), and every activation stays float32. Needs ' +
+      "weights that all train (a LoRA base computes in its stored dtype: model_dtype). verl's default is bfloat16; " +
+      'float32 here, as bf16 compute made the built-in job slower on both device classes and no better ' +
+      '(docs/models-and-memory.md "Mixed-precision training")',
+  );
 const ACTOR_DTYPE_HELP =
   `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
   `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
@@ -365,6 +378,7 @@ const SCHEMA = {
       optim: optimizerKeys(1e-6),
       fsdp_config: {
         model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
+        dtype: computeDtype('actor'),
       },
     },
     rollout: {
@@ -579,6 +593,7 @@ const SCHEMA = {
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
             `${FROZEN_DTYPE_HELP}; a fully trained critic: ${TRAINED_DTYPE_HELP}`,
         ),
+        dtype: computeDtype('critic'),
       },
     },
     optim: optimizerKeys(1e-5),

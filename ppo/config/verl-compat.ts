@@ -113,6 +113,19 @@ const ALIASES: Record<string, Alias> = {
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
     weak: true,
   },
+  'critic.fsdp.dtype': {
+    to: 'critic.model.fsdp_config.dtype',
+    source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
+    weak: true,
+  },
+  'actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype': {
+    to: 'actor_rollout_ref.actor.fsdp_config.dtype',
+    source: "verl before fsdp_config.dtype: FSDP MixedPrecision's param_dtype",
+  },
+  'critic.model.fsdp_config.mixed_precision.param_dtype': {
+    to: 'critic.model.fsdp_config.dtype',
+    source: "verl before fsdp_config.dtype: FSDP MixedPrecision's param_dtype",
+  },
   [`${NESTED_LORA}.rank`]: nestedLora('lora_rank'),
   [`${NESTED_LORA}.alpha`]: nestedLora('lora_alpha'),
   [`${NESTED_LORA}.target_modules`]: nestedLora('target_modules', hfModules),
@@ -228,6 +241,9 @@ const IGNORED: [string, string][] = [
   ['global_profiler.**', SERVICE],
   ['**.profiler.**', SERVICE],
   ['**.checkpoint.**', 'checkpoint contents are fixed: complete Hugging Face directories with optimizer state'],
+  // FSDP MixedPrecision's gradient-reduction and buffer dtypes: gradients, norms' buffers and AdamW are float32 here.
+  ['**.mixed_precision.reduce_dtype', 'gradients accumulate and AdamW runs in float32 here'],
+  ['**.mixed_precision.buffer_dtype', 'gradients accumulate and AdamW runs in float32 here'],
   ['**.fsdp_config.**', SHARDING],
   ['**.megatron.**', SHARDING],
   ['**.strategy', SHARDING],
