@@ -30,6 +30,7 @@ import {
   criticLoraSettings,
   actorBaseStorage,
   rolloutDtype,
+  computeDtype,
   weightDtype,
   type PpoConfig,
 } from '../config.ts';
@@ -252,13 +253,21 @@ export function planMemory(
       bytes: parameterBytes(actor, cacheDtype),
     });
   }
+  // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
+  // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
+  const actorCompute = computeDtype(config, 'actor');
+  if (actorCompute !== 'f32')
+    resident.push({
+      what: `actor compute copy${dtypeNote(actorCompute, actor)}`,
+      bytes: parameterBytes(actor, actorCompute),
+    });
   if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
       bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
     });
-  } else if (transposes && device.transposedWeights) {
+  } else if (transposes && actorCompute === 'f32' && device.transposedWeights) {
     resident.push({
       what: 'actor layer weights transposed (training forward)',
       bytes: layerWeightElements(actor) * F32,
@@ -287,8 +296,14 @@ export function planMemory(
         what: `${criticLora ? 'critic adapter' : 'critic'} ${criticOptimizer} moments`,
         bytes: momentBytes(trained, criticOptimizer),
       });
-      // Only float32 weights are transposed (a half base is multiplied as stored).
-      if (device.transposedWeights && dtype === 'f32')
+      const criticCompute = computeDtype(config, 'critic');
+      if (criticCompute !== 'f32')
+        resident.push({
+          what: `critic compute copy${dtypeNote(criticCompute, critic)}`,
+          bytes: parameterBytes(critic, criticCompute),
+        });
+      // Only float32 weights are transposed (a half base or compute copy is multiplied as stored).
+      else if (device.transposedWeights && dtype === 'f32')
         resident.push({
           what: 'critic layer weights transposed (training forward)',
           bytes: layerWeightElements(critic) * F32,
