@@ -24,6 +24,8 @@ import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
 import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 import { HalfParameterCopy } from './half-parameter-copy.ts';
+import { toHalf } from '../kernels/util/to-half.ts';
+import { fromHalf } from '../kernels/util/from-half.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -63,6 +65,13 @@ interface Workspace {
   // LoRA backward scratch: the low-rank activations' gradient, and the frozen norms' unused weight gradients
   dLora: Tensor; //        (R, max n·r)
   frozenNormGrads: { hidden: Tensor; q: Tensor; k: Tensor }; // (C), (HS), (HS)
+  /** Mixed precision: the residual stream rounded to the compute dtype between layers (roundResidual). */
+  half: {
+    scratch: Tensor; //    (R, C) in the compute dtype
+    /** With gradient checkpointing: each layer's input as kept for the backward, in the compute dtype (every layer
+     *  shares one float32 input buffer), and the float32 (R, C) output each layer writes before it is rounded. */
+    checkpoints: { inputs: Tensor[]; next: Tensor } | null;
+  } | null;
 }
 
 export interface DecoderForwardOptions {
@@ -173,6 +182,7 @@ export class DecoderTrunk {
     const I = c.intermediateSize;
     const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
     const lora = this.lora;
+    const computeDtype = this.compute?.dtype ?? null;
     const layer = (tag: string, l: number, input?: Tensor): LayerActivations => {
       const n = (what: string) => `${tag}.${what}`;
       const qkv = t(n('qkv'), [R, W]);
@@ -202,9 +212,11 @@ export class DecoderTrunk {
     if (mode === 'train') {
       for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`, l));
     } else if (mode === 'checkpointed') {
-      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts).
+      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts). Under mixed precision the
+      // layers' inputs are kept in half precision and unpacked into one shared float32 input.
       const shared = layer('shared', 0, t('layer0.input', [R, C]));
-      for (let l = 0; l < c.numLayers; l++) layers.push({ ...shared, input: t(`layer${l}.input`, [R, C]) });
+      for (let l = 0; l < c.numLayers; l++)
+        layers.push({ ...shared, input: computeDtype ? shared.input : t(`layer${l}.input`, [R, C]) });
     } else {
       // Inference: layer l's input is layer l−1's output; two sets of buffers alternate.
       const a = layer('a', 0);
@@ -232,6 +244,18 @@ export class DecoderTrunk {
         saved && lora
           ? { hidden: t('frozen.dNorm', [C]), q: t('frozen.dQNorm', [c.headDim]), k: t('frozen.dKNorm', [c.headDim]) }
           : undefined!,
+      half: computeDtype && {
+        scratch: this.buffers.get(`${mode}.roundScratch`, [R, C], computeDtype),
+        checkpoints:
+          mode === 'checkpointed'
+            ? {
+                inputs: Array.from({ length: c.numLayers }, (_, l) =>
+                  this.buffers.get(`${mode}.layer${l}.input.${computeDtype}`, [R, C], computeDtype),
+                ),
+                next: t('next', [R, C]),
+              }
+            : null,
+      },
     };
   }
 
@@ -350,6 +374,21 @@ export class DecoderTrunk {
     this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, next, R);
   }
 
+  /**
+   * Mixed precision: the residual stream `x` entering layer l (l = L: the final norm) rounded to the compute dtype,
+   * as a bf16 model's hidden states are between its layers — in every mode alike, so a log-prob forward, a training
+   * forward and the backward's recomputation see the same values. With gradient checkpointing the rounded input is
+   * what the backward keeps (half the bytes of float32), unpacked into the layers' shared float32 input. The
+   * backward passes the residual gradient through the rounding unchanged, as autograd does through a cast.
+   */
+  private roundResidual(ws: Workspace, l: number, x: Tensor): void {
+    if (!ws.half) return;
+    const kept = l < ws.layers.length ? ws.half.checkpoints?.inputs[l] : undefined;
+    const halves = kept ?? ws.half.scratch;
+    toHalf(this.engine, { values: x, halves });
+    fromHalf(this.engine, { halves, values: kept ? ws.layers[l].input : x });
+  }
+
   /** Runs the trunk; returns the final normed hidden state (R, C), valid until the next forward. */
   forward(batch: TokenBatch, options: DecoderForwardOptions): Tensor {
     const c = this.config;
@@ -377,15 +416,12 @@ export class DecoderTrunk {
       V: c.vocabSize,
       C,
     });
+    this.roundResidual(ws, 0, ws.layers[0].input);
     for (let l = 0; l < c.numLayers; l++) {
-      this.layerForward(
-        l,
-        ws.layers[l],
-        l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output,
-        batch,
-        dims,
-        transposed,
-      );
+      const last = l + 1 === c.numLayers;
+      const next = last ? ws.output : (ws.half?.checkpoints?.next ?? ws.layers[l + 1].input);
+      this.layerForward(l, ws.layers[l], next, batch, dims, transposed);
+      this.roundResidual(ws, l + 1, next);
     }
     rmsnormForward(e, {
       x: ws.output,
@@ -450,7 +486,11 @@ export class DecoderTrunk {
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
-      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims, transposed);
+      if (mode === 'checkpointed') {
+        const kept = ws.half?.checkpoints?.inputs[l];
+        if (kept) fromHalf(e, { halves: kept, values: a.input });
+        this.layerForward(l, a, null, batch, dims, transposed);
+      }
       // MLP: next = mid + act·W_downᵀ
       matmul(e, {
         a: ws.dResidual,

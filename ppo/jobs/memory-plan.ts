@@ -42,6 +42,7 @@ import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
+const HALF = 2;
 /** WebGPU's default minStorageBufferOffsetAlignment, where the device's is not given. */
 const DEFAULT_BINDING_ALIGNMENT = 256;
 
@@ -149,21 +150,26 @@ function activationsPerToken(
 
 /** Trunk activations of `tokens` tokens (models/decoder.ts's workspaces): every layer's when training; with
  *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward;
- *  otherwise two layers' sets, each layer reading the other's output. */
+ *  otherwise two layers' sets, each layer reading the other's output. `halfCompute` (mixed precision): a half (R, C)
+ *  scratch that rounds the residual stream, and checkpointed inputs kept in half precision, unpacked into one shared
+ *  float32 input, with one float32 output before rounding. */
 function trunkActivations(
   c: DecoderConfig,
   tokens: number,
   training: boolean,
   checkpointed = false,
   loraRank = 0,
+  halfCompute = false,
 ): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training, loraRank);
+  const C = c.hiddenSize;
   const layers = !training
     ? 2 * perLayer
     : checkpointed
-      ? perLayer + (c.numLayers - 1) * c.hiddenSize
+      ? perLayer + (halfCompute ? C : (c.numLayers - 1) * C)
       : perLayer * c.numLayers;
-  return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
+  const halves = !halfCompute ? 0 : training && checkpointed ? (c.numLayers + 1) * C : C;
+  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32 };
 }
 
 /** Float32 elements of an IncrementalDecoder's work buffers (models/incremental-decoder.ts) per token of a call and
@@ -427,6 +433,9 @@ export function planMemory(
 
   // Each model (`model`: the actor, the reference — its own work buffers even when it reads the actor's base —,
   // the critic, the reward model) keeps its forward's and its update's workspaces apart (models/decoder.ts).
+  // Mixed precision (fsdp_config.dtype): the actor's and critic's trunks round their residual stream to it.
+  const halfCompute = (model: string) =>
+    (model === 'actor' || model === 'critic') && computeDtype(config, model) !== 'f32';
   const forward = (
     name: string,
     c: DecoderConfig,
@@ -437,7 +446,7 @@ export function planMemory(
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, false, false, rank);
+    const trunk = trunkActivations(c, tokens, false, false, rank, halfCompute(model));
     const items: MemoryItem[] = [
       {
         what: `activations (${sequences} × ${sequenceLength} tokens, two layers' sets)`,
@@ -460,12 +469,12 @@ export function planMemory(
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, true, checkpointed, rank);
+    const trunk = trunkActivations(c, tokens, true, checkpointed, rank, halfCompute(model));
     const items: MemoryItem[] = [
       {
         what: checkpointed
-          ? `every layer's input and one layer's activations (${sequences} × ${sequenceLength} tokens, gradient ` +
-            `checkpointing) and backward scratch`
+          ? `every layer's input${halfCompute(model) ? ` (${computeDtype(config, model as 'actor')})` : ''} and one ` +
+            `layer's activations (${sequences} × ${sequenceLength} tokens, gradient checkpointing) and backward scratch`
           : `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
         bytes: trunk.bytes,
         key: `${model} update`,

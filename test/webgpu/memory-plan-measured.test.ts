@@ -89,9 +89,10 @@ describe('memory plan against the measured peak', () => {
     }
   }, 600_000);
 
-  // Mixed precision: the same model fully fine-tuned with float32 compute and with fsdp_config.dtype=bfloat16, whose
-  // trunk multiplies by a bf16 compute copy of the float32 master weights (and then needs no transposed set on CPU
-  // devices); the plan's change between the two is the measured one, and each peak is within 10% and not below.
+  // Mixed precision: the same model fully fine-tuned with gradient checkpointing, with float32 compute and with
+  // fsdp_config.dtype=bfloat16, whose trunk multiplies by a bf16 compute copy of the float32 master weights (and then
+  // needs no transposed set on CPU devices) and keeps its layers' inputs in bf16; the plan's change between the two
+  // is the measured one, and each peak is within 10% and not below.
   it('full fine-tune with float32 and bf16 compute: the plan counts the compute copy', async () => {
     const root = await makeTempDir('plan-measured-mp-');
     const model = join(root, 'qwen3');
@@ -111,6 +112,7 @@ describe('memory plan against the measured peak', () => {
         'actor_rollout_ref.rollout.n=2',
         'actor_rollout_ref.actor.use_kl_loss=true',
         'trainer.total_training_steps=1',
+        'actor_rollout_ref.model.enable_gradient_checkpointing=true',
         `actor_rollout_ref.actor.fsdp_config.dtype=${dtype}`,
         `trainer.default_local_dir=${dir}`,
       ];
