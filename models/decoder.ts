@@ -135,6 +135,11 @@ export class DecoderTrunk {
     this.compute = new HalfParameterCopy(this.engine, this.config, this.params, `${this.params.label}.compute`, dtype);
   }
 
+  /** The mixed-precision compute copy, if any (the rollout decodes from it when it asks for the same dtype). */
+  get computeCopy(): HalfParameterCopy | null {
+    return this.compute;
+  }
+
   /** The weights forwards and backward read: the mixed-precision compute copy, or the parameters themselves. Current
    *  from the start of each forward on. */
   get weights(): Arena {

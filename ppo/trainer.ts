@@ -247,7 +247,7 @@ export class PpoTrainer {
             criticLora && ((grads) => criticLora.clearOffBlockGradients(grads)),
           )
         : null;
-    this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c));
+    this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c), this.actor.trunk.computeCopy);
     this.plan = planStep(c);
     const teacherCount = this.plan.distillation?.teachers.length ?? 0;
     if (teachers.length !== teacherCount)

@@ -253,7 +253,9 @@ export function planMemory(
   // rollout.dtype=bfloat16|float16: decode steps read a half copy of a float32 actor, multiplied as stored
   // (ppo/generation/rollout-weights.ts), and a half KV cache.
   const cacheDtype = rolloutDtype(config);
-  if (cacheDtype !== 'f32' && actorStorage === 'f32') {
+  const actorCompute = computeDtype(config, 'actor');
+  // Under mixed precision in the same dtype the rollout decodes from the actor's compute copy (below).
+  if (cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute) {
     resident.push({
       what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
       bytes: parameterBytes(actor, cacheDtype),
@@ -261,10 +263,9 @@ export function planMemory(
   }
   // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
   // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
-  const actorCompute = computeDtype(config, 'actor');
   if (actorCompute !== 'f32')
     resident.push({
-      what: `actor compute copy${dtypeNote(actorCompute, actor)}`,
+      what: `actor compute copy${dtypeNote(actorCompute, actor)}${cacheDtype === actorCompute ? ", also the rollout's" : ''}`,
       bytes: parameterBytes(actor, actorCompute),
     });
   if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {

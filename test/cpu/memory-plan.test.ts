@@ -401,6 +401,16 @@ describe('memory plan', () => {
     // both layers' inputs in bf16 (2·C halves), one float32 output before rounding (C) and a bf16 rounding scratch (C).
     expect(update(bf16).bytes - update(f32).bytes).toBe(8 * 1024 * (3 * 128 * 2 + 128 * 4 - 128 * 4));
     expect(update(bf16).what).toMatch(/every layer's input \(bf16\) and one layer's activations/);
+    // With rollout.dtype=bfloat16 too, the rollout decodes from the compute copy: no second copy.
+    const both = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'actor_rollout_ref.rollout.dtype=bfloat16']),
+      models,
+      device,
+    );
+    expect(resident(both, "actor compute copy (bf16 matrices), also the rollout's")).toBe(
+      parameterBytes(actor, 'bf16'),
+    );
+    expect(both.resident.map((r) => r.what)).not.toContain('rollout copy of the actor (bf16 matrices)');
     // Log-prob forwards round their residual through one bf16 scratch.
     const forward = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'old log-probs')!.items[0].bytes;
     expect(forward(bf16) - forward(f32)).toBe(16 * 1024 * 128 * 2);
