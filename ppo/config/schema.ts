@@ -131,11 +131,12 @@ const computeDtype = (model: string) =>
     MODEL_DTYPES,
     `Compute dtype of the ${model} while it trains (verl's fsdp_config.dtype; older configs' ` +
       'fsdp_config.mixed_precision.param_dtype): bfloat16 or float16 run its forward and backward on a half-precision ' +
-      'copy of its weight matrices, remade from the float32 master weights after each optimizer step; gradients ' +
-      'accumulate and AdamW runs in float32 (reduce/buffer dtype fp32), and every activation stays float32. Needs ' +
-      "weights that all train (a LoRA base computes in its stored dtype: model_dtype). verl's default is bfloat16; " +
-      'float32 here, as bf16 compute made the built-in job slower on both device classes and no better ' +
-      '(docs/models-and-memory.md "Mixed-precision training")',
+      'copy of its weight matrices, remade from the float32 master weights after each optimizer step, with the ' +
+      'residual stream rounded to it between layers (gradient checkpointing keeps those inputs in it: half their ' +
+      'bytes); gradients accumulate and AdamW runs in float32 (reduce/buffer dtype fp32). The copy adds half the ' +
+      'parameter bytes. For weights that all train (a LoRA base computes in its stored dtype: model_dtype). ' +
+      "verl's default is bfloat16; float32 here: on lavapipe bf16 compute ended the built-in job where float32 does " +
+      'and made its step slower on both device classes (docs/models-and-memory.md)',
   );
 const ACTOR_DTYPE_HELP =
   `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
