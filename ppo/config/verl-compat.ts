@@ -126,6 +126,11 @@ const ALIASES: Record<string, Alias> = {
     to: 'critic.model.fsdp_config.dtype',
     source: "verl before fsdp_config.dtype: FSDP MixedPrecision's param_dtype",
   },
+  'critic.fsdp.optimizer_offload': {
+    to: 'critic.model.fsdp_config.optimizer_offload',
+    source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
+    weak: true,
+  },
   [`${NESTED_LORA}.rank`]: nestedLora('lora_rank'),
   [`${NESTED_LORA}.alpha`]: nestedLora('lora_alpha'),
   [`${NESTED_LORA}.target_modules`]: nestedLora('target_modules', hfModules),
@@ -244,6 +249,12 @@ const IGNORED: [string, string][] = [
   // FSDP MixedPrecision's gradient-reduction and buffer dtypes: gradients, norms' buffers and AdamW are float32 here.
   ['**.mixed_precision.reduce_dtype', 'gradients accumulate and AdamW runs in float32 here'],
   ['**.mixed_precision.buffer_dtype', 'gradients accumulate and AdamW runs in float32 here'],
+  [
+    '**.param_offload',
+    'weights stay on the device: every phase of a step reads them (fsdp_config.optimizer_offload moves the AdamW ' +
+      'state of the actor and critic to host memory)',
+  ],
+  ['actor_rollout_ref.ref.fsdp_config.optimizer_offload', 'the reference trains nothing: it has no optimizer state'],
   ['**.fsdp_config.**', SHARDING],
   ['**.megatron.**', SHARDING],
   ['**.strategy', SHARDING],
