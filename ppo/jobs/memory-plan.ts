@@ -19,7 +19,6 @@ import {
   elementCount,
   type DeviceMemorySize,
   type Engine,
-  type FloatDType,
   type ArenaEntry,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
@@ -31,17 +30,19 @@ import {
   criticLoraSettings,
   actorBaseStorage,
   rolloutDtype,
+  computeDtype,
   weightDtype,
   type PpoConfig,
 } from '../config.ts';
 import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
 import { momentBytes, offloadStagingBytes, type OptimizerName } from '../training/adamw-optimizer.ts';
-import { rolloutSlots } from '../generation/slots.ts';
+import { rolloutMemory, rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
+const HALF = 2;
 /** WebGPU's default minStorageBufferOffsetAlignment, where the device's is not given. */
 const DEFAULT_BINDING_ALIGNMENT = 256;
 
@@ -101,8 +102,11 @@ export interface MemoryPlan {
   budgetBytes: number;
   /** What the budget is: the device's memory, of which GPU or system RAM, and where the size came from. */
   budgetLabel: string;
-  /** The rollout's share of it (rollout.gpu_memory_utilization × budgetBytes). */
+  /** The rollout's share of it: rollout.gpu_memory_utilization × budgetBytes, less what would push the run's peak
+   *  past the budget (the trainer gives its rollout this). */
   rolloutBudgetBytes: number;
+  /** The rollout's budget is less than gpu_memory_utilization of the device, so that the run's peak fits. */
+  rolloutBudgetShrunk: boolean;
   /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
   problems: string[];
 }
@@ -151,39 +155,26 @@ function activationsPerToken(
 
 /** Trunk activations of `tokens` tokens (models/decoder.ts's workspaces): every layer's when training; with
  *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward;
- *  otherwise two layers' sets, each layer reading the other's output. */
+ *  otherwise two layers' sets, each layer reading the other's output. `halfCompute` (mixed precision): a half (R, C)
+ *  scratch that rounds the residual stream, and checkpointed inputs kept in half precision, unpacked into one shared
+ *  float32 input, with one float32 output before rounding. */
 function trunkActivations(
   c: DecoderConfig,
   tokens: number,
   training: boolean,
   checkpointed = false,
   loraRank = 0,
+  halfCompute = false,
 ): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training, loraRank);
+  const C = c.hiddenSize;
   const layers = !training
     ? 2 * perLayer
     : checkpointed
-      ? perLayer + (c.numLayers - 1) * c.hiddenSize
+      ? perLayer + (halfCompute ? C : (c.numLayers - 1) * C)
       : perLayer * c.numLayers;
-  return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
-}
-
-/** Float32 elements of an IncrementalDecoder's work buffers (models/incremental-decoder.ts) per token of a call and
- *  per row (its LM head: the last token's hidden state and the logits). */
-function incrementalWork(c: DecoderConfig, loraRank: number): { perToken: number; perRow: number } {
-  const W = qkvWidth(c);
-  const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
-  return {
-    perToken: 2 * c.hiddenSize + 1 + qkv + c.numHeads * c.headDim + c.numHeads + 3 * c.intermediateSize + 3 * loraRank,
-    perRow: 2 * c.hiddenSize + 1 + c.vocabSize,
-  };
-}
-
-/** Bytes of a KV cache (models/kv-cache.ts) stored as `dtype`: keys and values of every layer, one layer's
- *  compaction scratch, the key mask (u32). */
-function kvCacheBytes(c: DecoderConfig, rows: number, capacity: number, dtype: FloatDType): number {
-  const kv = (2 * c.numLayers + 1) * c.numKvHeads * c.headDim * bytesPerElement(dtype);
-  return (kv + F32) * rows * capacity;
+  const halves = !halfCompute ? 0 : training && checkpointed ? (c.numLayers + 1) * C : C;
+  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32 };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -211,12 +202,40 @@ export function promptSetOf(examples: readonly { promptIds: readonly number[] }[
   return { count: examples.length, longest: Math.max(...examples.map((e) => e.promptIds.length)) };
 }
 
-/** The memory plan of `config` with these models on this device. */
+/**
+ * The memory plan of `config` with these models on this device. The rollout takes up to gpu_memory_utilization of
+ * the device, but no more than the rest of the run leaves: its decoders stay allocated through the forwards and
+ * updates, so a rollout that filled its share on top of a large resident model would push the run's peak past the
+ * device (one storage binding used to keep the rollout small; decode groups lift that). Where the peak is over, the
+ * rollout's budget shrinks by the excess, as long as that lowers the peak and leaves room for one sequence.
+ */
 export function planMemory(
   config: PpoConfig,
   models: PlanModels,
   device: DeviceMemory,
   prompts: PlanPrompts = {},
+): MemoryPlan {
+  let plan = planWithRolloutBudget(config, models, device, prompts, null);
+  for (let tries = 0; tries < 8 && plan.peakBytes > plan.budgetBytes; tries++) {
+    // What the rollout's decoders take (at most its budget), less the excess.
+    const rollout = plan.phases.find((p) => p.phase.startsWith('rollout ('));
+    const used = (rollout?.items ?? []).filter((i) => i.key?.startsWith('rollout ')).reduce((n, i) => n + i.bytes, 0);
+    const budget = Math.min(plan.rolloutBudgetBytes, used) - (plan.peakBytes - plan.budgetBytes);
+    if (budget <= 0) break;
+    const smaller = planWithRolloutBudget(config, models, device, prompts, budget);
+    if (smaller.peakBytes >= plan.peakBytes || smaller.problems.some((p) => p.startsWith('rollout: '))) break;
+    plan = { ...smaller, rolloutBudgetShrunk: true };
+  }
+  return plan;
+}
+
+function planWithRolloutBudget(
+  config: PpoConfig,
+  models: PlanModels,
+  device: DeviceMemory,
+  prompts: PlanPrompts,
+  /** The rollout's budget; null: gpu_memory_utilization of the device. */
+  rolloutBudget: number | null,
 ): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
@@ -225,7 +244,8 @@ export function planMemory(
   const longestTrainingPrompt = Math.min(config.data.max_prompt_length, prompts.training?.longest ?? Infinity);
   const sequenceLength = longestTrainingPrompt + config.data.max_response_length;
   const problems: string[] = [];
-  const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
+  const rolloutBudgetBytes =
+    rolloutBudget ?? config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
   const resident: MemoryItem[] = [];
   // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
@@ -265,19 +285,28 @@ export function planMemory(
   // rollout.dtype=bfloat16|float16: decode steps read a half copy of a float32 actor, multiplied as stored
   // (ppo/generation/rollout-weights.ts), and a half KV cache.
   const cacheDtype = rolloutDtype(config);
-  if (cacheDtype !== 'f32' && actorStorage === 'f32') {
+  const actorCompute = computeDtype(config, 'actor');
+  // Under mixed precision in the same dtype the rollout decodes from the actor's compute copy (below).
+  if (cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute) {
     resident.push({
       what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
       bytes: parameterBytes(actor, cacheDtype),
     });
   }
+  // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
+  // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
+  if (actorCompute !== 'f32')
+    resident.push({
+      what: `actor compute copy${dtypeNote(actorCompute, actor)}${cacheDtype === actorCompute ? ", also the rollout's" : ''}`,
+      bytes: parameterBytes(actor, actorCompute),
+    });
   if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
       bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
     });
-  } else if (transposes && device.transposedWeights) {
+  } else if (transposes && actorCompute === 'f32' && device.transposedWeights) {
     resident.push({
       what: 'actor layer weights transposed (training forward)',
       bytes: layerWeightElements(actor) * F32,
@@ -307,8 +336,14 @@ export function planMemory(
         config.critic.optim.optimizer,
         config.critic.model.fsdp_config.optimizer_offload,
       );
-      // Only float32 weights are transposed (a half base is multiplied as stored).
-      if (device.transposedWeights && dtype === 'f32')
+      const criticCompute = computeDtype(config, 'critic');
+      if (criticCompute !== 'f32')
+        resident.push({
+          what: `critic compute copy${dtypeNote(criticCompute, critic)}`,
+          bytes: parameterBytes(critic, criticCompute),
+        });
+      // Only float32 weights are transposed (a half base or compute copy is multiplied as stored).
+      else if (device.transposedWeights && dtype === 'f32')
         resident.push({
           what: 'critic layer weights transposed (training forward)',
           bytes: layerWeightElements(critic) * F32,
@@ -362,56 +397,26 @@ export function planMemory(
   const rollout = (name: string, sequences: number, set: PromptSet | undefined) => {
     const promptLength = Math.min(config.data.max_prompt_length, set?.longest ?? Infinity);
     const capacity = continuousCacheCapacity(promptLength, responseLength, DEFAULT_READ_EVERY);
+    const shape = { promptLength, capacity, samples: sequences, cacheDtype, loraRank };
     let S = 1;
     try {
-      S = rolloutSlots(
-        { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
-        actor,
-        { promptLength, capacity, samples: sequences, cacheDtype, blockKeys: promptLength },
-        { memoryBudgetBytes: rolloutBudgetBytes },
-      );
+      S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor, shape, {
+        memoryBudgetBytes: rolloutBudgetBytes,
+      });
     } catch (err) {
       problems.push((err as Error).message);
     }
-    const work = incrementalWork(actor, loraRank);
-    const kvWidth = actor.numKvHeads * actor.headDim;
-    const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
-    const cacheNote = cacheDtype === 'f32' ? '' : `, ${cacheDtype}`;
-    // A half cache's prefills attend a float32 copy of one layer's filled slots (the prompt's).
-    const unpacked: MemoryItem[] =
-      cacheDtype === 'f32'
-        ? []
-        : [
-            {
-              what: `float32 copy of one ${cacheDtype} prefill cache layer (${S} × ${promptLength} slots × K,V)`,
-              bytes: 2 * S * promptLength * kvWidth * F32,
-              key: 'rollout unpacked cache layer',
-            },
-          ];
+    let memory: ReturnType<typeof rolloutMemory> | null = null;
+    try {
+      memory = rolloutMemory(device.maxBindingBytes, actor, shape, S);
+    } catch {
+      // One sequence outgrows a binding: rolloutSlots said so above.
+      return;
+    }
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
-        {
-          what: `KV cache (${S} sequences × ${capacity} slots × ${actor.numLayers} layers × K,V${cacheNote})`,
-          bytes: kvCacheBytes(actor, S, capacity, cacheDtype),
-          key: 'rollout decode cache',
-        },
-        ...unpacked,
-        {
-          what: `decode step buffers and sampling logits (${S} × ${actor.vocabSize})`,
-          bytes: S * (work.perToken + work.perRow) * F32,
-          key: 'rollout decode buffers',
-        },
-        {
-          what: `prefill KV cache (${S} × ${promptLength} prompt tokens${cacheNote})`,
-          bytes: kvCacheBytes(actor, S, promptLength, cacheDtype),
-          key: 'rollout prefill cache',
-        },
-        {
-          what: `prefill activations and logits (${S} × ${promptLength} prompt tokens)`,
-          bytes: S * (promptLength * work.perToken + work.perRow) * F32,
-          key: 'rollout prefill buffers',
-        },
+        ...memory.items,
         {
           // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
           // (rows, S), 11 of (rows, R)): each a few KiB, counted together once as 16 floats a sequence token (a
@@ -421,17 +426,16 @@ export function planMemory(
           key: 'per-sequence buffers',
         },
       ],
-      largest([
-        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * bytesPerElement(cacheDtype) },
-        { what: 'sampling logits', bytes: S * actor.vocabSize * F32 },
-        { what: 'widest prefill activation', bytes: S * promptLength * widestRow },
-      ]),
+      memory.largest,
     );
   };
   rollout('rollout', sizes.sequences, prompts.training);
 
   // Each model (`model`: the actor, the reference — its own work buffers even when it reads the actor's base —,
   // the critic, the reward model) keeps its forward's and its update's workspaces apart (models/decoder.ts).
+  // Mixed precision (fsdp_config.dtype): the actor's and critic's trunks round their residual stream to it.
+  const halfCompute = (model: string) =>
+    (model === 'actor' || model === 'critic') && computeDtype(config, model) !== 'f32';
   const forward = (
     name: string,
     c: DecoderConfig,
@@ -442,7 +446,7 @@ export function planMemory(
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, false, false, rank);
+    const trunk = trunkActivations(c, tokens, false, false, rank, halfCompute(model));
     const items: MemoryItem[] = [
       {
         what: `activations (${sequences} × ${sequenceLength} tokens, two layers' sets)`,
@@ -465,12 +469,12 @@ export function planMemory(
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, true, checkpointed, rank);
+    const trunk = trunkActivations(c, tokens, true, checkpointed, rank, halfCompute(model));
     const items: MemoryItem[] = [
       {
         what: checkpointed
-          ? `every layer's input and one layer's activations (${sequences} × ${sequenceLength} tokens, gradient ` +
-            `checkpointing) and backward scratch`
+          ? `every layer's input${halfCompute(model) ? ` (${computeDtype(config, model as 'actor')})` : ''} and one ` +
+            `layer's activations (${sequences} × ${sequenceLength} tokens, gradient checkpointing) and backward scratch`
           : `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
         bytes: trunk.bytes,
         key: `${model} update`,
@@ -592,6 +596,7 @@ export function planMemory(
     budgetBytes,
     budgetLabel: device.memory.label,
     rolloutBudgetBytes,
+    rolloutBudgetShrunk: false,
     problems,
   };
 }
@@ -606,10 +611,6 @@ const PHASE_KEYS: Record<string, string[]> = {
   'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
-
-function largest(items: MemoryItem[]): MemoryItem {
-  return items.reduce((a, b) => (b.bytes > a.bytes ? b : a));
-}
 
 /** A micro-batch whose widest activation (R, 2I) outgrows one binding fails at its first dispatch: say so now. */
 function checkMicroBatch(
@@ -658,7 +659,8 @@ export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
   const lines = [
     `memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)} of a ${gib(plan.budgetBytes)} ` +
       `budget, ` +
-      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization)`,
+      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization` +
+      (plan.rolloutBudgetShrunk ? ', less what the rest of the run needs)' : ')'),
     `  budget: ${plan.budgetLabel}`,
   ];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);

@@ -10,6 +10,9 @@ import { deviceMemorySize } from '../../engine/device-memory.ts';
 import type { Engine } from '../../engine/index.ts';
 import { memoryPlanOfCheckpoint } from '../../tools/bench/memory.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
+import { rolloutMemory } from '../../ppo/generation/slots.ts';
+import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
+import { DEFAULT_READ_EVERY } from '../../ppo/generation/types.ts';
 
 const QWEN3_SMALL = {
   architectures: ['Qwen3ForCausalLM'],
@@ -416,6 +419,42 @@ describe('memory plan', () => {
     expect(checkpointed.what).toMatch(/every layer's input and one layer's activations .*gradient checkpointing/);
   });
 
+  it('fsdp_config.dtype=bfloat16: a bf16 compute copy of actor and critic, checkpointed layer inputs in bf16', () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, transposedWeights: true };
+    const models = { actor, critic, rewardModel: null };
+    const f32 = planMemory(config([]), models, device);
+    const bf16 = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'critic.model.fsdp_config.dtype=bfloat16']),
+      models,
+      device,
+    );
+    const resident = (plan: typeof f32, what: string) => plan.resident.find((r) => r.what === what)?.bytes;
+    expect(resident(bf16, 'actor compute copy (bf16 matrices)')).toBe(parameterBytes(actor, 'bf16'));
+    expect(resident(bf16, 'critic compute copy (bf16 matrices)')).toBe(parameterBytes(critic, 'bf16'));
+    // The half copies are multiplied as stored: no float32 transposed set for the training forwards.
+    expect(resident(f32, 'actor layer weights transposed (training forward)')).toBeGreaterThan(0);
+    expect(resident(bf16, 'actor layer weights transposed (training forward)')).toBeUndefined();
+    expect(resident(bf16, 'critic layer weights transposed (training forward)')).toBeUndefined();
+    const update = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'actor update')!.items[0];
+    // 8 × 1,024 tokens, C = 128, 2 layers: float32 keeps layer 1's input (C floats) beside the shared set; bf16 keeps
+    // both layers' inputs in bf16 (2·C halves), one float32 output before rounding (C) and a bf16 rounding scratch (C).
+    expect(update(bf16).bytes - update(f32).bytes).toBe(8 * 1024 * (3 * 128 * 2 + 128 * 4 - 128 * 4));
+    expect(update(bf16).what).toMatch(/every layer's input \(bf16\) and one layer's activations/);
+    // With rollout.dtype=bfloat16 too, the rollout decodes from the compute copy: no second copy.
+    const both = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'actor_rollout_ref.rollout.dtype=bfloat16']),
+      models,
+      device,
+    );
+    expect(resident(both, "actor compute copy (bf16 matrices), also the rollout's")).toBe(
+      parameterBytes(actor, 'bf16'),
+    );
+    expect(both.resident.map((r) => r.what)).not.toContain('rollout copy of the actor (bf16 matrices)');
+    // Log-prob forwards round their residual through one bf16 scratch.
+    const forward = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'old log-probs')!.items[0].bytes;
+    expect(forward(bf16) - forward(f32)).toBe(16 * 1024 * 128 * 2);
+  });
+
   it('load_in_4bit: the layer projections at 4.5 bits per weight, the embedding in the checkpoint dtype', () => {
     const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
     const plan = planMemory(
@@ -457,7 +496,7 @@ describe('memory plan', () => {
     ).toBe(true);
   });
 
-  it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
+  it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {
     const plan = planMemory(
       config([
         'data.train_batch_size=512',
@@ -467,10 +506,66 @@ describe('memory plan', () => {
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 16 * MIB, memory: FOUR_GIB },
     );
-    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
-    expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
-    expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding: the
+    // slots before decode groups. Now the prefill takes 21 at a time, and what binds is the one tensor a decode step
+    // still binds whole, its sampling logits: 16 MiB / (151,936 × 4 bytes) = 27 rows, in far less than 4 GiB.
+    const [rollout] = plan.phases;
+    expect(rollout.phase).toBe('rollout (27 of 512 sequences at once)');
+    expect(rollout.items.find((i) => i.key === 'rollout prefill buffers')!.what).toMatch(/\(21 of 27 sequences/);
+    expect(rollout.largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+    const shape = { promptLength: 256, capacity: continuousCacheCapacity(256, 768, DEFAULT_READ_EVERY), samples: 512 };
+    const bytes = rolloutMemory(16 * MIB, actor, shape, 27).items.reduce((n, i) => n + i.bytes, 0);
+    expect(bytes).toBeLessThan(GIB);
   });
+
+  it(
+    "Unsloth's GRPO on 24 GB: the rollout decodes all 64 Qwen3-1.7B LoRA sequences at once (bf16 cache), and takes " +
+      "only what Qwen3-8B's resident base leaves, so the run's peak still fits",
+    () => {
+      const unsloth = [
+        'algorithm.adv_estimator=grpo',
+        'data.train_batch_size=8',
+        'actor_rollout_ref.rollout.n=8',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.model.lora_rank=64',
+        'actor_rollout_ref.rollout.dtype=bfloat16',
+      ];
+      const qwen3 = (hidden: number, layers: number, heads: number, intermediate: number, tied: boolean) =>
+        parseHfConfig({
+          ...QWEN3_SMALL,
+          hidden_size: hidden,
+          intermediate_size: intermediate,
+          num_hidden_layers: layers,
+          num_attention_heads: heads,
+          num_key_value_heads: 8,
+          head_dim: 128,
+          tie_word_embeddings: tied,
+          torch_dtype: 'bfloat16',
+        });
+      const device = { maxBindingBytes: 128 * MIB, memory: overrideMemory(24 * GIB) };
+      const small = planMemory(
+        config(unsloth),
+        { actor: qwen3(2048, 28, 16, 6144, true), critic: null, rewardModel: null },
+        device,
+      );
+      expect(small.phases[0].phase).toBe('rollout (64 of 64 sequences at once)');
+      expect(small.rolloutBudgetShrunk).toBe(false);
+      expect(small.problems).toEqual([]);
+      const large = planMemory(
+        config(unsloth),
+        { actor: qwen3(4096, 36, 32, 12288, false), critic: null, rewardModel: null },
+        device,
+      );
+      // Its half of 24 GiB would take 53 sequences and a 32.7 GiB peak; the budget shrinks to what fits.
+      expect(large.rolloutBudgetShrunk).toBe(true);
+      expect(large.rolloutBudgetBytes).toBeLessThan(12 * GIB);
+      expect(large.peakBytes).toBeLessThanOrEqual(24 * GIB);
+      expect(large.problems).toEqual([]);
+      expect(formatMemoryPlan(large, false)[0]).toMatch(/less what the rest of the run needs\)$/);
+    },
+  );
 
   it(
     'validation decodes the whole validation set through the rollout decoders, grown: a phase after the step, ' +

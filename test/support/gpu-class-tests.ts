@@ -38,9 +38,11 @@ export const GPU_CLASS_TESTS: string[] = [
   'value-head',
   // models: the decoder against the CPU reference model and Hugging Face, decode steps, generation
   'causal-lm',
+  'decode-groups',
   'decode-step',
   'decoder',
   'gradient-checkpointing',
+  'mixed-precision',
   'hf-parity',
   'lora',
   'micro-batching',
