@@ -417,7 +417,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // Token ids outside the vocabulary, and with a stream, are 400s.
     const outside = await post('/generate', { input_ids: ids, return_logprob: true, token_ids_logprob: [512] });
     expect(outside.json.error.param).toBe('token_ids_logprob');
-  }, 60_000);
+  });
 
   it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, repetition, beside neutral rows', async () => {
     const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
