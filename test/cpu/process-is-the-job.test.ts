@@ -5,6 +5,7 @@
 import { describe, it, expect } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { alive, childrenOf, isNode, sleep, survivors } from '../support/processes.ts';
 
 /** How long a worker may outlive its launcher's SIGKILL: it ends when it next looks (every 200 ms, or once its
@@ -22,21 +23,33 @@ function signal(pid: number, name: NodeJS.Signals): boolean {
   }
 }
 
-/** Starts `node entry args`, waits for its worker child, kills the launcher with SIGKILL and checks that the worker
- *  ends too; false if the worker had already ended on its own before the kill (nothing to check). */
+const STOP_AT_START = fileURLToPath(new URL('../support/stop-at-start.mjs', import.meta.url));
+
+/** Whether `pid` is stopped (SIGSTOP). */
+const stopped = (pid: number) =>
+  spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' })
+    .stdout.trim()
+    .startsWith('T');
+
+/** Starts `node entry args`, finds its worker child stopped at its start, lets it run `settleMs`, kills the launcher
+ *  with SIGKILL and checks that the worker ends too; false if the worker had already ended on its own by then. */
 async function killLauncher(entry: string, args: string[], settleMs: number): Promise<boolean> {
-  const launcher = spawn(process.execPath, [entry, ...args], { stdio: 'ignore' });
+  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${STOP_AT_START}` };
+  const launcher = spawn(process.execPath, [entry, ...args], { stdio: 'ignore', env });
   const launched = new Promise((r) => launcher.on('exit', r));
   let worker: number | undefined;
-  for (let i = 0; i < 400 && worker === undefined; i++) {
-    worker = childrenOf(launcher.pid!).find(isNode);
-    if (worker === undefined) await sleep(25);
+  for (let i = 0; i < 400 && !(worker !== undefined && stopped(worker)); i++) {
+    worker ??= childrenOf(launcher.pid!).find(isNode);
+    await sleep(25);
   }
-  expect(worker, `${entry}: no worker child appeared`).toBeDefined();
-  await sleep(settleMs);
+  expect(worker !== undefined && stopped(worker), `${entry}: no worker child stopped at its start`).toBe(true);
   // Stopped, the worker cannot end on its own between the look and the kill, however long this process is paused
   // there; it goes on once its launcher is gone. (Its own session: the launcher's death sends it no SIGHUP.)
-  if (!signal(worker!, 'SIGSTOP')) return false;
+  if (settleMs > 0) {
+    signal(worker!, 'SIGCONT');
+    await sleep(settleMs);
+    if (!signal(worker!, 'SIGSTOP')) return false;
+  }
   try {
     if (!alive(worker!)) return false;
     launcher.kill('SIGKILL');
@@ -65,7 +78,7 @@ describe('the process you start is the job', () => {
   ].filter((f) => readFileSync(f, 'utf8').includes('runWithFilteredStderr()'));
 
   it.each(entries)('kill -9 of `node %s` ends its worker too', { timeout: 120_000 }, async (entry) => {
-    // Killed twice: once while the worker loads its modules, once a while later (running, or ended on its own).
+    // Killed twice: before the worker loads its modules, and 2.5 s later (running, or ended on its own).
     expect(await killLauncher(entry, ENTRY_ARGS[entry] ?? [], 0)).toBe(true);
     await killLauncher(entry, ENTRY_ARGS[entry] ?? [], 2500);
   });
