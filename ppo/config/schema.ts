@@ -126,7 +126,8 @@ const TRAINED_DTYPE_HELP =
   'line: no mixed-precision training here)';
 const ACTOR_DTYPE_HELP =
   `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
-  `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
+  `bytes of fp32 for the largest resident tensor (model.load_in_4bit / load_in_8bit: NF4 or int8 layer projections ` +
+  `instead); without ` +
   `LoRA, ${TRAINED_DTYPE_HELP}`;
 
 /** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
@@ -256,13 +257,25 @@ const SCHEMA = {
       load_in_4bit: bool(
         false,
         "QLoRA (TRL's and OpenRLHF's key): the frozen LoRA base's layer projections quantized at load to NF4 as " +
-          'bitsandbytes does (blocks of 64, a float32 absmax each, no double quantization: 4.5 bits per weight), ' +
-          "dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's dtype, adapters are " +
-          'float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 (or lora_adapter_path)',
+          'bitsandbytes does (blocks of 64, a float32 absmax each: 4.5 bits per weight; ~4.127 with ' +
+          "use_bnb_nested_quant), dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's " +
+          'dtype, adapters are float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 ' +
+          '(or lora_adapter_path)',
+      ),
+      use_bnb_nested_quant: bool(
+        false,
+        "TRL's key for HF's bnb_4bit_use_double_quant (OpenRLHF's load_in_4bit always sets it): with load_in_4bit, " +
+          "the block scales are themselves quantized as bitsandbytes' compress_statistics does (minus their mean, " +
+          'blocks of 256 in the 8-bit dynamic map): 0.127 instead of 0.5 bits per weight for the scales, ~0.37 bits ' +
+          "less in all; scales off by up to ~1% of a block absmax, far below NF4's own step",
       ),
       load_in_8bit: bool(
         false,
-        'Accepted for TRL/OpenRLHF configs; true is refused (not implemented: use load_in_4bit)',
+        "LLM.int8's weight format (TRL's key; HF's BitsAndBytesConfig(load_in_8bit=True)): the frozen LoRA base's " +
+          "layer projections rounded at load to int8 per row (each row scaled by 127 / its absmax, as bitsandbytes' " +
+          'Int8Params stores them: 8 bits plus 32 per row), dequantized inside the matmuls; activations stay float32 ' +
+          '(no int8 activations, no outlier threshold: llm_int8_threshold has nothing to split). Closer to the ' +
+          'checkpoint than NF4 at about twice its bytes. Needs lora_rank > 0 (or lora_adapter_path)',
       ),
       lora_save_merged: bool(
         false,
