@@ -424,7 +424,7 @@ const SCHEMA = {
         'float32',
         ROLLOUT_DTYPES,
         'Precision of in-process generation (name=hf): bfloat16 or float16 decode with a half-precision copy of the ' +
-          "actor's weights (remade after each actor update; a LoRA base stored in bf16/NF4 is decoded as stored, " +
+          "actor's weights (remade after each actor update; a LoRA base stored in bf16/NF4/int8 is decoded as stored, " +
           'adapters stay float32) and a half-precision KV cache: half the cache bytes, so up to about twice the ' +
           'sequences decode at once. The training forward stays float32: old log-probs are recomputed and rollout_corr/* reports the ' +
           "drift, as with rollout servers. verl's default is bfloat16 (vLLM's serving dtype); float32 here keeps " +
