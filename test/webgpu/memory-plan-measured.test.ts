@@ -7,10 +7,10 @@
 // the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16, 41,820,160 B
 // fp32 → nf4, 41,637,888 B fp32 → int8). The plan's peak is at or above the measured one and within 10% of it (on
 // lavapipe: 1.015 fp32, 1.021 bf16, nf4 and int8 — the plan takes every prompt at max_prompt_length; 0.82–0.88,
-// below, while it counted phases as disjoint: the measured peak, in the actor update, still holds the rollout's two decoders and both log-prob
-// forwards' workspaces). A fifth run keeps the float32 base and generates with rollout.dtype=bfloat16: a bf16
-// copy of the base and bf16 KV caches, counted by the plan too (on lavapipe: +39,156,736 B planned, +39,181,824 B
-// measured; peak ratio 1.011).
+// below, while it counted phases as disjoint: the measured peak, in the actor update, still holds the rollout's two
+// decoders and both log-prob forwards' workspaces). A fifth run keeps the float32 base and generates with
+// rollout.dtype=bfloat16: a bf16 copy of the base and bf16 KV caches, counted by the plan too (on lavapipe:
+// +39,156,736 B planned, +39,181,824 B measured; peak ratio 1.011).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { Engine, readKnobs } from '../../engine/index.ts';
