@@ -257,7 +257,7 @@ const SCHEMA = {
       load_in_4bit: bool(
         false,
         "QLoRA (TRL's and OpenRLHF's key): the frozen LoRA base's layer projections quantized at load to NF4 as " +
-          'bitsandbytes does (blocks of 64, a float32 absmax each: 4.5 bits per weight; ~4.127 with ' +
+          'bitsandbytes does (blocks of 64, a float32 absmax each: 4.5 bits per weight; ~4.13 with ' +
           "use_bnb_nested_quant), dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's " +
           'dtype, adapters are float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 ' +
           '(or lora_adapter_path)',
@@ -266,8 +266,9 @@ const SCHEMA = {
         false,
         "TRL's key for HF's bnb_4bit_use_double_quant (OpenRLHF's load_in_4bit always sets it): with load_in_4bit, " +
           "the block scales are themselves quantized as bitsandbytes' compress_statistics does (minus their mean, " +
-          'blocks of 256 in the 8-bit dynamic map): 0.127 instead of 0.5 bits per weight for the scales, ~0.37 bits ' +
-          "less in all; scales off by up to ~1% of a block absmax, far below NF4's own step",
+          'blocks of 256 in the 8-bit dynamic map): 0.129 instead of 0.5 bits per weight for the scales, ~4.13 bits ' +
+          "in all; each scale moves by at most 0.7% of its 256-block's spread, far below NF4's own step. Needs every " +
+          'fused q/k/v, gate/up part but the last to be whole 16,384-weight blocks (all released Qwen/Llama shapes)',
       ),
       load_in_8bit: bool(
         false,
