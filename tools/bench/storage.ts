@@ -2,7 +2,8 @@
 // rollout's dtype cost in time on this device, as ratios measured in one run: the rollout's generated tokens/s
 // (timing_s/gen, prefill included) and the PPO step's seconds (timing_s/step), LoRA r=8 on a float32 base, the
 // checkpoint's bf16 base, a float32 base generating with rollout.dtype=bfloat16, NF4 (load_in_4bit), NF4 with
-// double-quantized scales (use_bnb_nested_quant) and int8 (load_in_8bit). One process and one engine (pipelines
+// double-quantized scales (use_bnb_nested_quant) and int8 (load_in_8bit); and the float32 base multiplied by the
+// kernels the others take (AS_STORED), which parts what a storage costs from what its kernel path costs. One process and one engine (pipelines
 // compile once), the variants' runs interleaved round by round so a busy machine slows each alike; each run's first
 // step (allocation, and compilation in the first round) is left out. The model has Qwen3-0.6B's layer (hidden 1,024,
 // 16 heads, 8 KV heads of 128, intermediate 3,072), `--layers` of them (1), a bf16 checkpoint, and the arithmetic
@@ -22,13 +23,22 @@ import { loadConfig } from '../../ppo/config.ts';
 import { PpoRun } from '../../ppo/jobs/ppo-run-node.ts';
 import { median } from './harness.ts';
 
-const VARIANTS: readonly [string, readonly string[]][] = [
-  ['fp32 base', ['actor_rollout_ref.actor.fsdp_config.model_dtype=fp32']],
+/** The kernel choices of a base that is not float32 (models/weight-operand.ts), forced on a float32 one: CPU devices
+ *  otherwise multiply float32 weights through transposed copies and fused decode matmuls, which the other storages
+ *  skip (the copies would be float32), so this variant parts the storage's own cost from the path's. */
+const AS_STORED = {
+  'transposed-weights': 'as-stored',
+  'decode-weights': 'as-stored',
+  'matmul-prologue': 'separate',
+};
+
+const FP32 = 'actor_rollout_ref.actor.fsdp_config.model_dtype=fp32';
+
+const VARIANTS: readonly [string, readonly string[], Record<string, string>?][] = [
+  ['fp32 base', [FP32]],
+  ['fp32 base, kernels as stored', [FP32], AS_STORED],
   ['bf16 base', []],
-  [
-    'fp32 base, rollout bf16',
-    ['actor_rollout_ref.actor.fsdp_config.model_dtype=fp32', 'actor_rollout_ref.rollout.dtype=bfloat16'],
-  ],
+  ['fp32 base, rollout bf16', [FP32, 'actor_rollout_ref.rollout.dtype=bfloat16']],
   ['nf4 base', ['actor_rollout_ref.model.load_in_4bit=true']],
   [
     'nf4 base, nested',
@@ -101,14 +111,18 @@ export async function benchmarkStorage(engine: Engine, argv: string[]): Promise<
       VARIANTS.map(([name]) => [name, { tokensPerS: [], stepS: [] }]),
     );
     for (let round = 0; round < rounds; round++) {
-      for (const [name, keys] of VARIANTS) {
+      for (const [name, keys, variants = {}] of VARIANTS) {
         const dir = join(root, `run-${round}-${name.replace(/[^a-z0-9]+/g, '-')}`);
         const overrides = [...common, ...keys, `trainer.default_local_dir=${dir}`];
         const run = new PpoRun(engine, loadConfig({ overrides }), {
           env: process.env,
           resumeCommand: `node train.js ${overrides.join(' ')}`,
         });
-        const code = await run.run([]);
+        const chosen = { ...engine.knobs.kernelVariants };
+        Object.assign(engine.knobs.kernelVariants, variants);
+        const code = await run.run([]).finally(() => {
+          engine.knobs.kernelVariants = chosen;
+        });
         if (code !== 0) throw new Error(`storage bench: the ${name} run exited with ${code}`);
         const lines = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n');
         for (const line of lines.slice(1)) {
