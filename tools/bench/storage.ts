@@ -3,12 +3,12 @@
 // (timing_s/gen, prefill included) and the PPO step's seconds (timing_s/step), LoRA r=8 on a float32 base, the
 // checkpoint's bf16 base, a float32 base generating with rollout.dtype=bfloat16, NF4 (load_in_4bit), NF4 with
 // double-quantized scales (use_bnb_nested_quant) and int8 (load_in_8bit); and the float32 base multiplied by the
-// kernels the others take (AS_STORED), which parts what a storage costs from what its kernel path costs. One process and one engine (pipelines
-// compile once), the variants' runs interleaved round by round so a busy machine slows each alike; each run's first
-// step (allocation, and compilation in the first round) is left out. The model has Qwen3-0.6B's layer (hidden 1,024,
-// 16 heads, 8 KV heads of 128, intermediate 3,072), `--layers` of them (1), a bf16 checkpoint, and the arithmetic
-// task's small vocabulary, so the layers' matmuls are the time, as in a real model, not a 151,936-row LM head; GRPO,
-// 4 prompts × 2 samples of up to 24 tokens.
+// kernels the others take (AS_STORED), which parts what a storage costs from what its kernel path costs. One
+// process and one engine (pipelines compile once), the variants' runs interleaved round by round so a busy machine
+// slows each alike; each run's first step (allocation, and compilation in the first round) is left out. The model
+// has Qwen3-0.6B's layer (hidden 1,024, 16 heads, 8 KV heads of 128, intermediate 3,072), `--layers` of them (1), a
+// bf16 checkpoint, and the arithmetic task's small vocabulary, so the layers' matmuls are the time, as in a real
+// model, not a 151,936-row LM head; GRPO, 4 prompts × 2 samples of up to 24 tokens.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
