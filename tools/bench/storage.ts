@@ -55,9 +55,14 @@ export interface StorageBenchRow {
   steps: number;
   gen_tokens_per_s: number;
   step_s: number;
-  /** This variant's tokens/s over the float32 base's, and its step seconds over the float32 base's. */
+  /** Process CPU seconds of a whole run (load, quantization, every step), rounds after the first (which compiles
+   *  the pipelines): lavapipe's threads are this process's, so unlike wall time it barely moves when other
+   *  processes share the cores. */
+  run_cpu_s: number;
+  /** This variant's tokens/s over the float32 base's, and its step seconds and run CPU over the float32 base's. */
   gen_vs_fp32: number;
   step_vs_fp32: number;
+  cpu_vs_fp32: number;
 }
 
 function option(argv: string[], name: string, fallback: number): number {
@@ -107,8 +112,8 @@ export async function benchmarkStorage(engine: Engine, argv: string[]): Promise<
       'trainer.save_freq=-1',
       'trainer.logger=[file]',
     ];
-    const measured = new Map<string, { tokensPerS: number[]; stepS: number[] }>(
-      VARIANTS.map(([name]) => [name, { tokensPerS: [], stepS: [] }]),
+    const measured = new Map<string, { tokensPerS: number[]; stepS: number[]; cpuS: number[] }>(
+      VARIANTS.map(([name]) => [name, { tokensPerS: [], stepS: [], cpuS: [] }]),
     );
     for (let round = 0; round < rounds; round++) {
       for (const [name, keys, variants = {}] of VARIANTS) {
@@ -120,9 +125,12 @@ export async function benchmarkStorage(engine: Engine, argv: string[]): Promise<
         });
         const chosen = { ...engine.knobs.kernelVariants };
         Object.assign(engine.knobs.kernelVariants, variants);
+        const cpu = process.cpuUsage();
         const code = await run.run([]).finally(() => {
           engine.knobs.kernelVariants = chosen;
         });
+        const used = process.cpuUsage(cpu);
+        if (round > 0) measured.get(name)!.cpuS.push((used.user + used.system) / 1e6);
         if (code !== 0) throw new Error(`storage bench: the ${name} run exited with ${code}`);
         const lines = (await readFile(join(dir, 'metrics.jsonl'), 'utf8')).trim().split('\n');
         for (const line of lines.slice(1)) {
@@ -134,13 +142,20 @@ export async function benchmarkStorage(engine: Engine, argv: string[]): Promise<
       }
     }
     const rows = VARIANTS.map(([name]) => {
-      const { tokensPerS, stepS } = measured.get(name)!;
-      return { variant: name, steps: stepS.length, gen_tokens_per_s: median(tokensPerS), step_s: median(stepS) };
+      const { tokensPerS, stepS, cpuS } = measured.get(name)!;
+      return {
+        variant: name,
+        steps: stepS.length,
+        gen_tokens_per_s: median(tokensPerS),
+        step_s: median(stepS),
+        run_cpu_s: cpuS.length > 0 ? median(cpuS) : Number.NaN,
+      };
     });
     return rows.map((row) => ({
       ...row,
       gen_vs_fp32: row.gen_tokens_per_s / rows[0].gen_tokens_per_s,
       step_vs_fp32: row.step_s / rows[0].step_s,
+      cpu_vs_fp32: row.run_cpu_s / rows[0].run_cpu_s,
     }));
   } finally {
     rmSync(root, { recursive: true, force: true });
