@@ -8,6 +8,10 @@
 // precision (actor_rollout_ref.rollout.dtype, with the weights a half copy, ppo/generation/rollout-weights.ts):
 // decode steps read it directly (kernels/decode/decode-attention), a multi-token call through a float32 copy of
 // one layer's slots (kernels/decode/kv-cache-unpack) for the general attention kernels.
+// The cache's rows come in decode groups that each fit one storage binding (models/kv-cache.ts): a decode step
+// runs its projections over every row at once and attends group by group; a call of several tokens runs group by
+// group, its activations sized for one group's rows, so no tensor of either outgrows a binding however many rows
+// decode together. One group is the plain batch, with no dispatch added.
 // On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
 // weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
 // and read along its rows that is one stream through memory instead of one per output column (the tiny model's
@@ -15,7 +19,7 @@
 import type { Engine, Tensor, Arena, FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
-import { KvCache } from './kv-cache.ts';
+import { KvCache, type CacheGroup } from './kv-cache.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import { matmul, useMatmulPrologue, type MatmulArgs } from '../kernels/matmul/matmul.ts';
 import { embeddingForward } from '../kernels/layers/embedding.ts';
@@ -35,7 +39,7 @@ import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
 import { transposedWeightVariants } from '../kernels/util/transpose.ts';
 import { LINEAR_WEIGHTS } from './decoder.ts';
 import { TransposedWeights } from './transposed-weights.ts';
-import { chooseVariant, elementCount } from '../engine/index.ts';
+import { bytesPerElement, chooseVariant, elementCount } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 
@@ -73,6 +77,64 @@ export interface ExtendInput {
   everyPosition?: boolean;
 }
 
+/** Rows of `rows` starting at row `first` of a call's activations, as a tensor a kernel can bind. */
+interface RowSpan<D extends Tensor = Tensor> {
+  tensor: D;
+  /** Copies a scratch output back into place (nothing for a view). */
+  done(): void;
+}
+
+/** A decode group's part of a call: its rows held, the first of them in the call's activations, its positions. */
+interface GroupPart {
+  group: CacheGroup;
+  rows: number;
+  at: number;
+  positions: Tensor<'i32'> | null;
+}
+
+/**
+ * Rows per decode group: as many as keep each tensor a group binds whole within one binding of `bindingBytes` —
+ * its KV cache layer, and for calls of up to `maxTokens` tokens (a prefill; multi-turn observations) their widest
+ * activation, the LM head's logits and a half cache's float32 copy of one layer. Throws when one row is too many.
+ */
+export function decodeGroupRows(
+  c: DecoderConfig,
+  shape: { capacity: number; maxTokens: number; cacheDtype: FloatDType; loraRank?: number },
+  bindingBytes: number,
+): number {
+  const f32 = 4;
+  const kvWidth = c.numKvHeads * c.headDim;
+  const multiToken = shape.maxTokens > 1;
+  // Steps whose head size decode-attention does not take attend through the general kernel, unpacking a half cache.
+  const unpacks = shape.cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(c.headDim));
+  const widest = Math.max(
+    2 * c.intermediateSize,
+    qkvWidth(c),
+    c.hiddenSize,
+    c.numHeads * c.headDim,
+    shape.loraRank ?? 0,
+  );
+  const perRow: [string, number][] = [
+    ['a KV cache layer', shape.capacity * kvWidth * bytesPerElement(shape.cacheDtype)],
+    ...(multiToken
+      ? ([
+          [`the widest activation of ${shape.maxTokens} tokens`, shape.maxTokens * widest * f32],
+          ['the logits', c.vocabSize * f32],
+        ] as [string, number][])
+      : []),
+    ...(unpacks ? ([['a cache layer unpacked to float32', shape.capacity * kvWidth * f32]] as [string, number][]) : []),
+  ];
+  const [what, bytes] = perRow.reduce((x, y) => (y[1] > x[1] ? y : x));
+  if (bytes > bindingBytes) {
+    throw new Error(
+      `IncrementalDecoder: one sequence's ${what} (${shape.capacity} cache slots, calls of up to ${shape.maxTokens} ` +
+        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize): lower ` +
+        'data.max_prompt_length or data.max_response_length',
+    );
+  }
+  return Math.floor(bindingBytes / bytes);
+}
+
 /** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
  *  fewer a step); a 152k vocabulary's copy would cost 600 MB, and its decode steps take lmHeadLogits. */
 const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
@@ -89,6 +151,8 @@ export function decodeTransposedWeightNames(c: DecoderConfig): string[] {
 
 export class IncrementalDecoder {
   readonly cache: KvCache;
+  /** The most tokens one call may append: the decode groups are sized for such a call's activations. */
+  readonly maxTokens: number;
   /** Work buffers sized by the largest call so far: prefills of many shapes and the decode steps share them. */
   private readonly work: GrowingBuffers;
   /** LoRA adapters applied on top of each projection, as in the training forward (the base weights stay unmerged). */
@@ -102,11 +166,25 @@ export class IncrementalDecoder {
     readonly engine: Engine,
     readonly config: DecoderConfig,
     readonly params: Arena,
-    options: { maxRows: number; capacity: number; lora?: LoraAdapters | null; cacheDtype?: FloatDType },
+    options: {
+      maxRows: number;
+      capacity: number;
+      lora?: LoraAdapters | null;
+      cacheDtype?: FloatDType;
+      /** The most tokens one call appends (1: decode steps only, rows prefilled elsewhere); capacity when absent. */
+      maxTokens?: number;
+    },
   ) {
     this.lora = options.lora ?? null;
     if (config.head !== 'causal-lm') throw new Error(`IncrementalDecoder needs a causal-lm config, got ${config.head}`);
-    this.cache = new KvCache(engine, config, options.maxRows, options.capacity, options.cacheDtype ?? 'f32');
+    this.maxTokens = options.maxTokens ?? options.capacity;
+    const cacheDtype = options.cacheDtype ?? 'f32';
+    const groupRows = decodeGroupRows(
+      config,
+      { capacity: options.capacity, maxTokens: this.maxTokens, cacheDtype, loraRank: this.lora?.maxRank },
+      engine.maxBindingBytes,
+    );
+    this.cache = new KvCache(engine, config, options.maxRows, options.capacity, cacheDtype, groupRows);
     this.work = new GrowingBuffers(engine, 'incremental');
     this.transposed = TransposedWeights.acquire(engine, params);
     this.transposedNames = decodeTransposedWeightNames(config);
@@ -185,11 +263,49 @@ export class IncrementalDecoder {
     return { step, head };
   }
 
-  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot;
-   *  `ropePositions`: q and k are not rotated yet, and the decode kernel does it. */
-  private attend(l: number, s: StepBuffers, slotStart: number, T: number, ropePositions: Tensor<'i32'> | null): void {
+  /** Rows [first, first + rows) of `t` (rows of `rowElements`) as a tensor a kernel can bind: the tensor itself or
+   *  a view where it starts aligned, else the work buffer `name`, holding the rows' values (`in`), copied back into
+   *  place by `done` (`out`), both (`inOut`), or neither (`scratch`: an output nobody reads). */
+  private rowSpan<D extends Tensor>(
+    t: D,
+    first: number,
+    rows: number,
+    rowElements: number,
+    name: string,
+    use: 'in' | 'out' | 'inOut' | 'scratch',
+  ): RowSpan<D> {
+    const size = rows * rowElements;
+    const none = () => {};
+    if (first === 0 && size === t.size) return { tensor: t, done: none };
+    const bytes =
+      (t.byteOffset + first * rowElements * bytesPerElement(t.dtype)) %
+      this.engine.caps.minStorageBufferOffsetAlignment;
+    const rowsOf = t.view(`${t.name}[${first}:${first + rows}]`, first * rowElements, [size]) as D;
+    if (bytes === 0) return { tensor: rowsOf, done: none };
+    const scratch = this.work.get(name, [size], t.dtype) as D;
+    if (use === 'in' || use === 'inOut') this.engine.copy(rowsOf, scratch);
+    const copyBack = use === 'out' || use === 'inOut';
+    return { tensor: scratch, done: copyBack ? () => this.engine.copy(scratch, rowsOf) : none };
+  }
+
+  /** The decode groups holding the call's rows [first, first + rows) (one group's, or all of them for a decode step),
+   *  with RoPE positions of their rows where the decode kernel rotates. */
+  private groupParts(first: number, rows: number, T: number, ropePositions: Tensor<'i32'> | null): GroupPart[] {
+    return this.cache.held().flatMap(({ group, rows: held }, i) => {
+      if (group.first < first || group.first >= first + rows) return [];
+      const at = group.first - first;
+      const n = Math.min(held, first + rows - group.first);
+      const positions = ropePositions && this.rowSpan(ropePositions, at, n, T, `group${i}.positions`, 'in').tensor;
+      return [{ group, rows: n, at, positions }];
+    });
+  }
+
+  /** Stores layer l's new keys and values in the cache and attends the new queries to every cached slot, group by
+   *  group; `part.positions`: q and k are not rotated yet, and the decode kernel does it. */
+  private attend(l: number, s: StepBuffers, parts: readonly GroupPart[], slotStart: number, T: number): void {
     const c = this.config;
     const cache = this.cache;
+    const W = qkvWidth(c);
     const common = {
       NH: c.numHeads,
       NKV: c.numKvHeads,
@@ -197,61 +313,75 @@ export class IncrementalDecoder {
       maskBatchStride: cache.capacity,
       scale: 1 / Math.sqrt(c.headDim),
     };
-    if (T === 1 && decodeAttentionSupports(c.headDim)) {
-      decodeAttention(this.engine, {
+    for (const { group, rows, at, positions } of parts) {
+      const qkv = this.rowSpan(s.qkv, at, rows, T * W, 'group.qkv', 'in').tensor;
+      const out = this.rowSpan(s.attnOut, at, rows, T * c.numHeads * c.headDim, 'group.attnOut', 'out');
+      if (T === 1 && decodeAttentionSupports(c.headDim)) {
+        decodeAttention(this.engine, {
+          ...common,
+          qkv,
+          kCache: group.k[l],
+          vCache: group.v[l],
+          keyMask: group.keyMask,
+          out: out.tensor,
+          B: rows,
+          splitRows: cache.rows,
+          capacity: cache.capacity,
+          slot: slotStart,
+          rope: positions ? { positions, theta: c.ropeTheta } : undefined,
+        });
+        out.done();
+        continue;
+      }
+      cache.write(group, l, qkv, rows, slotStart, T);
+      const Tk = slotStart + T;
+      // A half cache is attended through a float32 copy of its filled slots (the new ones rounded too, as a decode
+      // step will read them).
+      const keys =
+        cache.dtype === 'f32'
+          ? { k: group.k[l], v: group.v[l], kvBatchStride: cache.capacity * cache.kvWidth }
+          : this.unpackedKeys(group, rows, l, Tk);
+      attentionForward(this.engine, {
         ...common,
-        qkv: s.qkv,
-        kCache: cache.k[l],
-        vCache: cache.v[l],
-        keyMask: cache.keyMask,
-        out: s.attnOut,
-        B: cache.rows,
-        capacity: cache.capacity,
-        slot: slotStart,
-        rope: ropePositions ? { positions: ropePositions, theta: c.ropeTheta } : undefined,
+        B: rows,
+        Tq: T,
+        Tk,
+        qRowStride: W,
+        qColOffset: 0,
+        kRowStride: cache.kvWidth,
+        kColOffset: 0,
+        vRowStride: cache.kvWidth,
+        vColOffset: 0,
+        queryStart: slotStart,
+        q: qkv,
+        ...keys,
+        keyMask: group.keyMask,
+        out: out.tensor,
+        // Inference never reads the log-sum-exp: a group's part needs no copy back.
+        lse: this.rowSpan(s.lse, at, rows, c.numHeads * T, 'group.lse', 'scratch').tensor,
       });
-      return;
+      out.done();
     }
-    cache.write(l, s.qkv, slotStart, T);
-    const Tk = slotStart + T;
-    // A half cache is attended through a float32 copy of its filled slots (the new ones rounded too, as a decode
-    // step will read them).
-    const keys =
-      cache.dtype === 'f32'
-        ? { k: cache.k[l], v: cache.v[l], kvBatchStride: cache.capacity * cache.kvWidth }
-        : this.unpackedKeys(l, Tk);
-    attentionForward(this.engine, {
-      ...common,
-      B: cache.rows,
-      Tq: T,
-      Tk,
-      qRowStride: qkvWidth(c),
-      qColOffset: 0,
-      kRowStride: cache.kvWidth,
-      kColOffset: 0,
-      vRowStride: cache.kvWidth,
-      vColOffset: 0,
-      queryStart: slotStart,
-      q: s.qkv,
-      ...keys,
-      keyMask: cache.keyMask,
-      out: s.attnOut,
-      lse: s.lse,
-    });
   }
 
-  /** Slots [0, Tk) of layer l of a half cache as float32 (rows, Tk, NKV·HS), for the general attention. */
-  private unpackedKeys(l: number, Tk: number): { k: Tensor; v: Tensor; kvBatchStride: number } {
+  /** Slots [0, Tk) of layer l of a group's first `rows` rows of a half cache as float32 (rows, Tk, NKV·HS), for the
+   *  general attention. */
+  private unpackedKeys(
+    group: CacheGroup,
+    rows: number,
+    l: number,
+    Tk: number,
+  ): { k: Tensor; v: Tensor; kvBatchStride: number } {
     const cache = this.cache;
-    const shape = [cache.rows, Tk, cache.kvWidth];
+    const shape = [rows, Tk, cache.kvWidth];
     const k = this.work.get('unpackedK', shape);
     const v = this.work.get('unpackedV', shape);
     kvCacheUnpack(this.engine, {
-      kCache: cache.k[l],
-      vCache: cache.v[l],
+      kCache: group.k[l],
+      vCache: group.v[l],
       k,
       v,
-      B: cache.rows,
+      B: rows,
       Tk,
       capacity: cache.capacity,
       kvWidth: cache.kvWidth,
@@ -282,12 +412,27 @@ export class IncrementalDecoder {
     return { a: s.normed };
   }
 
-  /** Layer l of a decode step in one dispatch: x (rows, C) in place, the new k and v cached at `slot`. */
+  /** Layer l of a decode step in one dispatch per decode group: x (rows, C) in place, the new k and v cached at
+   *  `slot`. */
   private decodeLayer(
     l: number,
-    x: Tensor,
+    s: StepBuffers,
+    parts: readonly GroupPart[],
     transposed: Map<string, Tensor>,
-    positions: Tensor<'i32'>,
+    slot: number,
+  ): void {
+    for (const part of parts) {
+      const x = this.rowSpan(s.x, part.at, part.rows, this.config.hiddenSize, 'group.x', 'inOut');
+      this.decodeGroupLayer(l, x.tensor, part, transposed, slot);
+      x.done();
+    }
+  }
+
+  private decodeGroupLayer(
+    l: number,
+    x: Tensor,
+    { group, rows, positions }: GroupPart,
+    transposed: Map<string, Tensor>,
     slot: number,
   ): void {
     const c = this.config;
@@ -295,7 +440,7 @@ export class IncrementalDecoder {
     const cache = this.cache;
     decodeLayer(this.engine, {
       x,
-      B: cache.rows,
+      B: rows,
       C: c.hiddenSize,
       NH: c.numHeads,
       NKV: c.numKvHeads,
@@ -312,11 +457,11 @@ export class IncrementalDecoder {
         : undefined,
       qkvBias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
       oBias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
-      positions,
+      positions: positions!,
       theta: c.ropeTheta,
-      kCache: cache.k[l],
-      vCache: cache.v[l],
-      keyMask: cache.keyMask,
+      kCache: group.k[l],
+      vCache: group.v[l],
+      keyMask: group.keyMask,
       capacity: cache.capacity,
       slot,
       maskBatchStride: cache.capacity,
@@ -332,23 +477,66 @@ export class IncrementalDecoder {
    */
   extend(input: ExtendInput): Tensor {
     const { ids, positions, T } = input;
-    const c = this.config;
-    const e = this.engine;
     const cache = this.cache;
     const rows = cache.rows;
-    const R = rows * T;
-    const C = c.hiddenSize;
-    const W = qkvWidth(c);
-    const I = c.intermediateSize;
-    const NHS = c.numHeads * c.headDim;
-    if (ids.size !== R || positions.size !== R) {
+    const V = this.config.vocabSize;
+    if (ids.size !== rows * T || positions.size !== rows * T) {
       throw new Error(
         `IncrementalDecoder.extend: ids (${ids.name}) and positions (${positions.name}) have ${ids.size} and ` +
           `${positions.size} elements, expected rows·T = ${rows}·${T}`,
       );
     }
+    if (T > this.maxTokens) {
+      throw new Error(
+        `IncrementalDecoder.extend: ${T} tokens a row, above the ${this.maxTokens} its decode groups were sized for`,
+      );
+    }
     const slotStart = cache.reserve(T, input.mask);
     const every = input.everyPosition === true && T > 1;
+    const held = cache.held();
+    if (T === 1 || held.length === 1) return this.forward(0, rows, ids, positions, T, slotStart, every);
+    // Several tokens a row in several groups: group by group, each one's logits gathered into the call's.
+    const perRow = (every ? T : 1) * V;
+    const logits = this.work.get('head.groupLogits', [rows * perRow]);
+    for (const { group, rows: n } of held) {
+      const part = (t: Tensor<'u32'> | Tensor<'i32'>, name: string) =>
+        this.rowSpan(t, group.first, n, T, name, 'in').tensor;
+      const out = this.forward(
+        group.first,
+        n,
+        part(ids, 'group.ids') as Tensor<'u32'>,
+        part(positions, 'group.positions') as Tensor<'i32'>,
+        T,
+        slotStart,
+        every,
+      );
+      this.engine.copy(
+        out.view(out.name, 0, [n * perRow]),
+        logits.view(`${logits.name}[${group.first}:${group.first + n}]`, group.first * perRow, [n * perRow]),
+      );
+    }
+    return logits.view(logits.name, 0, [every ? rows * T : rows, V]);
+  }
+
+  /** The forward of T new tokens of the call's rows [first, first + rows) (all of them, or one decode group's), its
+   *  `ids` and `positions` theirs; returns the logits of those rows. */
+  private forward(
+    first: number,
+    rows: number,
+    ids: Tensor<'u32'>,
+    positions: Tensor<'i32'>,
+    T: number,
+    slotStart: number,
+    every: boolean,
+  ): Tensor {
+    const c = this.config;
+    const e = this.engine;
+    const cache = this.cache;
+    const R = rows * T;
+    const C = c.hiddenSize;
+    const W = qkvWidth(c);
+    const I = c.intermediateSize;
+    const NHS = c.numHeads * c.headDim;
     const headRows = every ? R : rows;
     const { step: s, head } = this.buffersFor(rows, T, headRows);
 
@@ -380,9 +568,10 @@ export class IncrementalDecoder {
       !this.lora &&
       cache.dtype === 'f32' &&
       useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
+    const parts = this.groupParts(first, rows, T, fuseRope || fusedLayers ? positions : null);
     for (let l = 0; l < c.numLayers; l++) {
       if (fusedLayers) {
-        this.decodeLayer(l, s.x, transposed!, positions, slotStart);
+        this.decodeLayer(l, s, parts, transposed!, slotStart);
         continue;
       }
       const p = layerPrefix(l);
@@ -420,7 +609,7 @@ export class IncrementalDecoder {
           HS: c.headDim,
           theta: c.ropeTheta,
         });
-      this.attend(l, s, slotStart, T, fuseRope ? positions : null);
+      this.attend(l, s, parts, slotStart, T);
       linear(`${p}.self_attn.o_proj.weight`, {
         a: s.attnOut,
         out: s.x,

@@ -7,18 +7,31 @@
 // positions are in the keys already (RoPE before caching), so a slot's index carries no meaning.
 // Keys and values are stored in float32 or, for actor_rollout_ref.rollout.dtype=bfloat16|float16, two halves a
 // word (rounded to nearest even when written): half the bytes, so twice the sequences in the same memory.
+// The rows are kept in groups (decode groups) of tensors of their own, each small enough for one storage binding
+// (maxStorageBufferBindingSize, 128 MiB in browsers): a batch is never held to what one binding holds, only to
+// memory, and kernels attend group by group (models/incremental-decoder.ts).
 import type { Engine, FloatDType, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { kvCacheWrite } from '../kernels/decode/kv-cache-write.ts';
 
-export class KvCache {
-  /** Per layer, (maxRows, capacity, NKV·HS) in `dtype`: slot j of sequence b at (b·capacity + j)·NKV·HS. */
-  readonly k: Tensor[] = [];
-  readonly v: Tensor[] = [];
+/** Rows [first, first + maxRows) of the cache, in tensors of their own that each fit one storage binding. */
+export interface CacheGroup {
+  readonly first: number;
+  readonly maxRows: number;
+  /** Per layer, (maxRows, capacity, NKV·HS) in the cache's dtype: slot j of the group's row b at
+   *  (b·capacity + j)·NKV·HS. */
+  readonly k: Tensor[];
+  readonly v: Tensor[];
   /** (maxRows, capacity): 1 = real token. Slots not yet appended hold 1, so a decode step needs no upload. */
   readonly keyMask: Tensor<'u32'>;
+}
+
+export class KvCache {
+  /** The rows' groups, `groupRows` rows each (the last may hold fewer); one group when a layer fits a binding. */
+  readonly groups: CacheGroup[] = [];
+  /** (maxRows, capacity) as the host wrote it; each group's slice is uploaded to its keyMask. */
   private readonly hostMask: Uint32Array;
-  /** One layer's k or v, the staging area of compaction (a buffer cannot be copied onto itself). */
+  /** One group's layer k or v, the staging area of compaction (a buffer cannot be copied onto itself). */
   private readonly compactionScratch: Tensor;
   /** Sequences held, rows [0, rows) of every tensor. */
   rows = 0;
@@ -31,6 +44,8 @@ export class KvCache {
     readonly maxRows: number,
     readonly capacity: number,
     readonly dtype: FloatDType = 'f32',
+    /** Rows per group (models/incremental-decoder.ts decodeGroupRows); all rows in one group when absent. */
+    readonly groupRows: number = maxRows,
   ) {
     if (dtype !== 'f32' && this.kvWidth % 4 !== 0) {
       throw new Error(
@@ -38,18 +53,56 @@ export class KvCache {
           '(set actor_rollout_ref.rollout.dtype=float32)',
       );
     }
-    const rowElements = capacity * this.kvWidth;
-    for (let l = 0; l < config.numLayers; l++) {
-      this.k.push(engine.tensor(`kv-cache.layer${l}.k`, [maxRows, capacity, this.kvWidth], dtype));
-      this.v.push(engine.tensor(`kv-cache.layer${l}.v`, [maxRows, capacity, this.kvWidth], dtype));
+    if (!Number.isInteger(groupRows) || groupRows < 1)
+      throw new Error(`KvCache: ${groupRows} rows per group, expected a whole number of at least 1`);
+    for (let first = 0; first < maxRows; first += groupRows) {
+      const rows = Math.min(groupRows, maxRows - first);
+      const name = (what: string) =>
+        first === 0 && rows === maxRows ? `kv-cache.${what}` : `kv-cache.rows${first}.${what}`;
+      const group: CacheGroup = {
+        first,
+        maxRows: rows,
+        k: [],
+        v: [],
+        keyMask: engine.tensor(name('keyMask'), [rows, capacity], 'u32'),
+      };
+      for (let l = 0; l < config.numLayers; l++) {
+        group.k.push(engine.tensor(name(`layer${l}.k`), [rows, capacity, this.kvWidth], dtype));
+        group.v.push(engine.tensor(name(`layer${l}.v`), [rows, capacity, this.kvWidth], dtype));
+      }
+      this.groups.push(group);
     }
-    this.keyMask = engine.tensor('kv-cache.keyMask', [maxRows, capacity], 'u32');
     this.hostMask = new Uint32Array(maxRows * capacity);
-    this.compactionScratch = engine.tensor('kv-cache.compaction', [maxRows * rowElements], dtype);
+    this.compactionScratch = engine.tensor(
+      'kv-cache.compaction',
+      [Math.min(groupRows, maxRows) * capacity * this.kvWidth],
+      dtype,
+    );
   }
 
   get kvWidth(): number {
     return this.config.numKvHeads * this.config.headDim;
+  }
+
+  /** The groups holding rows, each with its rows held. */
+  held(): { group: CacheGroup; rows: number }[] {
+    return this.groups.flatMap((group) =>
+      group.first < this.rows ? [{ group, rows: Math.min(group.maxRows, this.rows - group.first) }] : [],
+    );
+  }
+
+  /** The group of row `row` and the row's index in it. */
+  private locate(row: number): { group: CacheGroup; local: number } {
+    const group = this.groups[Math.floor(row / this.groupRows)];
+    return { group, local: row - group.first };
+  }
+
+  /** Sends the host mask of every group holding rows (a group's slice, whole). */
+  private uploadMask(): void {
+    for (const { group } of this.held()) {
+      const at = group.first * this.capacity;
+      this.engine.upload(group.keyMask, this.hostMask.subarray(at, at + group.maxRows * this.capacity));
+    }
   }
 
   /** Empties the cache for a new batch of `rows` sequences; `length` slots start filled and masked out. */
@@ -65,7 +118,7 @@ export class KvCache {
     this.length = length;
     this.hostMask.fill(1);
     for (let b = 0; b < rows; b++) this.hostMask.fill(0, b * this.capacity, b * this.capacity + length);
-    this.engine.upload(this.keyMask, this.hostMask);
+    this.uploadMask();
   }
 
   /** Adds `count` empty rows after the held ones (their filled slots masked out), for `importRows` to fill. */
@@ -76,7 +129,7 @@ export class KvCache {
     for (let b = this.rows; b < this.rows + count; b++)
       this.hostMask.fill(0, b * this.capacity, b * this.capacity + this.length);
     this.rows += count;
-    if (count > 0) this.engine.upload(this.keyMask, this.hostMask);
+    if (count > 0) this.uploadMask();
   }
 
   /**
@@ -96,16 +149,24 @@ export class KvCache {
       if (!(from >= 0 && from < source.rows && to >= 0 && to < this.rows)) {
         throw new Error(`KvCache.importRows: row ${from} of ${source.rows} into row ${to} of ${this.rows}`);
       }
-      for (let l = 0; l < this.k.length; l++) {
-        this.engine.copy(slots(source.k[l], from, source.capacity, 0), slots(this.k[l], to, this.capacity, at));
-        this.engine.copy(slots(source.v[l], from, source.capacity, 0), slots(this.v[l], to, this.capacity, at));
+      const s = source.locate(from);
+      const d = this.locate(to);
+      for (let l = 0; l < this.config.numLayers; l++) {
+        this.engine.copy(
+          slots(s.group.k[l], s.local, source.capacity, 0),
+          slots(d.group.k[l], d.local, this.capacity, at),
+        );
+        this.engine.copy(
+          slots(s.group.v[l], s.local, source.capacity, 0),
+          slots(d.group.v[l], d.local, this.capacity, at),
+        );
       }
       const row = to * this.capacity;
       this.hostMask.fill(0, row, row + at);
       this.hostMask.set(source.hostMask.subarray(from * source.capacity, from * source.capacity + width), row + at);
       this.hostMask.fill(1, row + this.length, row + this.capacity);
     }
-    if (moves.length > 0) this.engine.upload(this.keyMask, this.hostMask);
+    if (moves.length > 0) this.uploadMask();
   }
 
   /** Moves slots [by, length) of every row to [0, length − by); the caller knows no row attends slots below `by`. */
@@ -115,18 +176,20 @@ export class KvCache {
     if (by === 0) return;
     // One copy per tensor: row b's slot j lands at slot j − by of the same row; slots that wrap into the
     // previous row's tail are past the shared index, overwritten before anything attends them.
-    const moved = this.rows * this.capacity * this.kvWidth - by * this.kvWidth;
-    const scratch = this.compactionScratch.view(`${this.compactionScratch.name}[shift]`, 0, [moved]);
-    for (const layer of [...this.k, ...this.v]) {
-      this.engine.copy(layer.view(`${layer.name}[shift]`, by * this.kvWidth, [moved]), scratch);
-      this.engine.copy(scratch, layer.view(layer.name, 0, [moved]));
+    for (const { group, rows } of this.held()) {
+      const moved = rows * this.capacity * this.kvWidth - by * this.kvWidth;
+      const scratch = this.compactionScratch.view(`${this.compactionScratch.name}[shift]`, 0, [moved]);
+      for (const layer of [...group.k, ...group.v]) {
+        this.engine.copy(layer.view(`${layer.name}[shift]`, by * this.kvWidth, [moved]), scratch);
+        this.engine.copy(scratch, layer.view(layer.name, 0, [moved]));
+      }
     }
     for (let b = 0; b < this.rows; b++) {
       const row = b * this.capacity;
       this.hostMask.copyWithin(row, row + by, row + this.length);
       this.hostMask.fill(1, row + this.length - by, row + this.capacity);
     }
-    this.engine.upload(this.keyMask, this.hostMask);
+    this.uploadMask();
     this.length -= by;
   }
 
@@ -148,7 +211,7 @@ export class KvCache {
       for (let b = 0; b < this.rows; b++) {
         for (let t = 0; t < T; t++) this.hostMask[b * this.capacity + start + t] = mask[b * T + t] ? 1 : 0;
       }
-      this.engine.upload(this.keyMask, this.hostMask);
+      this.uploadMask();
     }
     this.length = start + T;
     return start;
@@ -168,19 +231,20 @@ export class KvCache {
       }
       this.hostMask.fill(0, row * this.capacity + from, row * this.capacity + to);
     }
-    if (ranges.length > 0) this.engine.upload(this.keyMask, this.hostMask);
+    if (ranges.length > 0) this.uploadMask();
   }
 
   /**
-   * Records the write of layer `layer`'s new k, v (qkv (rows·T, W) after RoPE) into slots [slotStart, slotStart + T).
+   * Records the write of layer `layer`'s new k, v into slots [slotStart, slotStart + T) of the first `rows` rows
+   * of `group`: qkv (rows·T, W) after RoPE, the group's rows only.
    */
-  write(layer: number, qkv: Tensor, slotStart: number, T: number): void {
+  write(group: CacheGroup, layer: number, qkv: Tensor, rows: number, slotStart: number, T: number): void {
     const c = this.config;
     kvCacheWrite(this.engine, {
       qkv,
-      kCache: this.k[layer],
-      vCache: this.v[layer],
-      B: this.rows,
+      kCache: group.k[layer],
+      vCache: group.v[layer],
+      B: rows,
       Tnew: T,
       capacity: this.capacity,
       slotStart,
@@ -194,16 +258,36 @@ export class KvCache {
   keepRows(keep: readonly number[]): void {
     checkKeep(keep, this.rows);
     const rowElements = this.capacity * this.kvWidth;
-    for (const layer of [...this.k, ...this.v])
-      keepTensorRows(this.engine, layer, rowElements, keep, this.compactionScratch);
+    const row = (t: Tensor, local: number) => t.view(`${t.name}[${local}]`, local * rowElements, [rowElements]);
+    // Group by group from the first: row i takes row keep[i] ≥ i, from its own group (through the scratch, a prefix
+    // of the group's new rows) or a later one (copied across), so no row is overwritten before it has moved.
+    for (const group of this.groups) {
+      const news = Math.min(group.maxRows, keep.length - group.first);
+      if (news <= 0) break;
+      const mine = keep.slice(group.first, group.first + news).filter((r) => r < group.first + group.maxRows);
+      const local = mine.map((r) => r - group.first);
+      for (let l = 0; l < this.config.numLayers; l++) {
+        for (const [tensors, of] of [
+          [group.k, (g: CacheGroup) => g.k[l]],
+          [group.v, (g: CacheGroup) => g.v[l]],
+        ] as const) {
+          keepTensorRows(this.engine, tensors[l], rowElements, local, this.compactionScratch);
+          for (let i = group.first + mine.length; i < group.first + news; i++) {
+            const s = this.locate(keep[i]);
+            this.engine.copy(row(of(s.group), s.local), row(tensors[l], i - group.first));
+          }
+        }
+      }
+    }
     keep.forEach((r, i) => this.hostMask.copyWithin(i * this.capacity, r * this.capacity, (r + 1) * this.capacity));
     this.hostMask.fill(1, keep.length * this.capacity);
-    this.engine.upload(this.keyMask, this.hostMask);
     this.rows = keep.length;
+    this.uploadMask();
   }
 
   destroy(): void {
-    for (const t of [...this.k, ...this.v, this.keyMask, this.compactionScratch]) this.engine.destroyTensor(t);
+    for (const g of this.groups) for (const t of [...g.k, ...g.v, g.keyMask]) this.engine.destroyTensor(t);
+    this.engine.destroyTensor(this.compactionScratch);
   }
 }
 

@@ -205,6 +205,7 @@ export class PpoTrainer {
         weightDecay: actorCfg.optim.weight_decay,
         maxGradNorm: actorCfg.grad_clip,
         optimizer: actorCfg.optim.optimizer,
+        offload: actorCfg.fsdp_config.optimizer_offload,
       },
       lora && ((grads) => lora.clearOffBlockGradients(grads)),
     );
@@ -241,6 +242,7 @@ export class PpoTrainer {
               weightDecay: c.critic.optim.weight_decay,
               maxGradNorm: c.critic.grad_clip,
               optimizer: c.critic.optim.optimizer,
+              offload: c.critic.model.fsdp_config.optimizer_offload,
             },
             criticLora && ((grads) => criticLora.clearOffBlockGradients(grads)),
           )
@@ -472,6 +474,13 @@ export class PpoTrainer {
 
   private trainingRollout(seed: number): RolloutConfig {
     return { ...this.sampling.train, seed };
+  }
+
+  /** Gives the rollout the memory plan's budget (ppo/jobs/memory-plan.ts: gpu_memory_utilization of the device, less
+   *  what the rest of the run needs) instead of gpu_memory_utilization of the device. */
+  useRolloutBudget(bytes: number): void {
+    this.sampling.train.memoryBudgetBytes = bytes;
+    this.sampling.validation.memoryBudgetBytes = bytes;
   }
 
   /** mode=async (verl's one-step-off-policy) with rollout servers: the next step's batch starts generating during

@@ -157,6 +157,9 @@ export interface DecodeAttentionArgs {
   slot: number;
   maskBatchStride: number;
   scale: number;
+  /** The rows the split count is chosen for (B when absent): a decode group of a larger batch passes the batch's, so
+   *  that each row's splits, and so its sums, do not depend on the grouping (models/incremental-decoder.ts). */
+  splitRows?: number;
 }
 
 /** Whether decodeAttention handles this head size (vec4 head vectors; larger heads take the general attention). */
@@ -216,7 +219,7 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   let WG = layout.kind === 'dims' ? (HS <= DIMS_MAX_HS ? 0 : 8) : layout.WG;
   while (WG > 1 && WG * REP * (HS + 2) * 4 > engine.caps.maxComputeWorkgroupStorageSize) WG /= 2;
   const keys = slot + 1;
-  const splits = layout.kind === 'keys' && layout.split ? splitCount(keys, B, NKV) : 1;
+  const splits = layout.kind === 'keys' && layout.split ? splitCount(keys, Math.max(B, a.splitRows ?? B), NKV) : 1;
   const splitKeys = Math.ceil(keys / splits);
   const used = Math.ceil(keys / splitKeys);
   // Sized for the most splits this cache can take, so one scratch tensor serves a whole generation.

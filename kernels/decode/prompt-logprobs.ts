@@ -15,11 +15,15 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'ranks', access: 'read_write', type: 'u32' },
     { name: 'topIds', access: 'read_write', type: 'u32' },
     { name: 'topLogprobs', access: 'read_write' },
+    { name: 'gatherIds', access: 'read', type: 'u32' },
+    { name: 'gathered', access: 'read_write' },
   ],
   uniforms: [
     { name: 'V', type: 'u32' },
     { name: 'rowOffset', type: 'u32' },
     { name: 'K', type: 'u32' },
+    { name: 'M', type: 'u32' },
+    { name: 'invTemperature', type: 'f32' },
   ],
 });
 
@@ -44,11 +48,19 @@ export interface PromptLogprobsArgs {
   topIds: Tensor<'u32'>;
   topLogprobs: Tensor;
   K: number;
+  /** (M) tokens whose log-probs are gathered at every position, and (rows, M) where this chunk's go (M = 0: none;
+   *  the tensors still need one element). */
+  gatherIds: Tensor<'u32'>;
+  gathered: Tensor;
+  M: number;
+  /** log_softmax(logits · invTemperature); 1: the model's own distribution. */
+  invTemperature: number;
 }
 
 /** Records one chunk's prompt log-probs; see prompt-logprobs.wgsl. */
 export function promptLogprobs(engine: Engine, a: PromptLogprobsArgs): void {
   const { logits, V, rows, rowOffset, targets, tokenLogprobs, ranks, topIds, topLogprobs, K } = a;
+  const { gatherIds, gathered, M, invTemperature } = a;
   const launcher = 'promptLogprobs';
   if (!(K >= 0 && K <= V)) throw new Error(`${launcher}: K ${K} must be in [0, V=${V}]`);
   const N = rowOffset + rows;
@@ -58,9 +70,12 @@ export function promptLogprobs(engine: Engine, a: PromptLogprobsArgs): void {
   expectSize(launcher, 'ranks', ranks, N, `[rowOffset + rows = ${N}]`, 'at least');
   expectSize(launcher, 'topIds', topIds, Math.max(1, N * K), `[${N}, K=${K}]`, 'at least');
   expectSize(launcher, 'topLogprobs', topLogprobs, Math.max(1, N * K), `[${N}, K=${K}]`, 'at least');
+  expectSize(launcher, 'gatherIds', gatherIds, Math.max(1, M), `[M=${M}]`, 'at least');
+  expectSize(launcher, 'gathered', gathered, Math.max(1, rows * M), `[rows=${rows}, M=${M}]`, 'at least');
+  if (!(invTemperature > 0)) throw new Error(`${launcher}: invTemperature ${invTemperature} must be > 0`);
   engine.dispatch(chooseVariant('prompt-logprobs', promptLogprobsVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, targets, tokenLogprobs, ranks, topIds, topLogprobs },
-    uniforms: { V, rowOffset, K },
+    bindings: { logits, targets, tokenLogprobs, ranks, topIds, topLogprobs, gatherIds, gathered },
+    uniforms: { V, rowOffset, K, M, invTemperature },
     workgroups: [rows],
   });
 }

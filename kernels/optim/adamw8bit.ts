@@ -85,7 +85,9 @@ export function adamw8bitStep(
     stepSize: (-a.lr * correction2) / (1 - a.beta1 ** step),
     decay: a.weightDecay > 0 ? 1 - a.lr * a.weightDecay : 1,
   };
-  const maxWindow = Math.floor(engine.maxBindingBytes / 4 / WINDOW_QUANTUM) * WINDOW_QUANTUM;
+  // At least one quantum: under a binding limit below 64 KiB (WEBGPU_MAX_BINDING_BYTES; WebGPU's own minimum is 128
+  // MiB) a window of 0 would never advance; a tensor that needs more windows is then refused by the binding check.
+  const maxWindow = Math.max(WINDOW_QUANTUM, Math.floor(engine.maxBindingBytes / 4 / WINDOW_QUANTUM) * WINDOW_QUANTUM);
   for (let start = 0; start < count; start += maxWindow) {
     const n = Math.min(maxWindow, count - start);
     const window = (t: Tensor, from: number, size: number) =>

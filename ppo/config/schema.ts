@@ -130,6 +130,17 @@ const ACTOR_DTYPE_HELP =
   `instead); without ` +
   `LoRA, ${TRAINED_DTYPE_HELP}`;
 
+/** verl's fsdp_config.optimizer_offload for a trained model's AdamW state. */
+const optimizerOffload = (model: 'actor' | 'critic') =>
+  bool(
+    false,
+    `Keep the ${model}'s AdamW moments (float32, or optim.optimizer=AdamW8bit's codes and scales) in host memory; ` +
+      'each update streams them through one 32 MiB device staging buffer, the same kernels in the same order, so ' +
+      "the weights are the resident optimizer's bit for bit. Device memory drops by the moments (8 bytes a weight, " +
+      'AdamW8bit 2.03) for one upload and read-back of them per optimizer step. Checkpoints are the same files ' +
+      'either way (docs/models-and-memory.md)',
+  );
+
 /** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
 export const DISTILLATION_LOSS_MODES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3', 'forward_kl_topk'] as const;
 
@@ -379,6 +390,7 @@ const SCHEMA = {
       optim: optimizerKeys(1e-6),
       fsdp_config: {
         model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
+        optimizer_offload: optimizerOffload('actor'),
       },
     },
     rollout: {
@@ -455,7 +467,8 @@ const SCHEMA = {
       ),
       gpu_memory_utilization: float(
         0.5,
-        'Fraction of the device memory generation may take (KV caches, activations, logits). WebGPU reports no ' +
+        'Fraction of the device memory generation may take (KV caches, activations, logits), at most: the memory ' +
+          "plan gives it less where the run's peak would otherwise exceed the device. WebGPU reports no " +
           'memory size: ' +
           "the device's is looked up by adapter name (engine/device-memory.ts), is system RAM for a software adapter " +
           'and a share of it for unified memory, ' +
@@ -593,6 +606,7 @@ const SCHEMA = {
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
             `${FROZEN_DTYPE_HELP}; a fully trained critic: ${TRAINED_DTYPE_HELP}`,
         ),
+        optimizer_offload: optimizerOffload('critic'),
       },
     },
     optim: optimizerKeys(1e-5),

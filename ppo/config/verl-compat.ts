@@ -113,6 +113,11 @@ const ALIASES: Record<string, Alias> = {
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
     weak: true,
   },
+  'critic.fsdp.optimizer_offload': {
+    to: 'critic.model.fsdp_config.optimizer_offload',
+    source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
+    weak: true,
+  },
   [`${NESTED_LORA}.rank`]: nestedLora('lora_rank'),
   [`${NESTED_LORA}.alpha`]: nestedLora('lora_alpha'),
   [`${NESTED_LORA}.target_modules`]: nestedLora('target_modules', hfModules),
@@ -228,6 +233,12 @@ const IGNORED: [string, string][] = [
   ['global_profiler.**', SERVICE],
   ['**.profiler.**', SERVICE],
   ['**.checkpoint.**', 'checkpoint contents are fixed: complete Hugging Face directories with optimizer state'],
+  [
+    '**.param_offload',
+    'weights stay on the device: every phase of a step reads them (fsdp_config.optimizer_offload moves the AdamW ' +
+      'state of the actor and critic to host memory)',
+  ],
+  ['actor_rollout_ref.ref.fsdp_config.optimizer_offload', 'the reference trains nothing: it has no optimizer state'],
   ['**.fsdp_config.**', SHARDING],
   ['**.megatron.**', SHARDING],
   ['**.strategy', SHARDING],

@@ -155,8 +155,9 @@ export async function decodeContinuous(
   const readEvery = c.readEvery ?? DEFAULT_READ_EVERY;
   const compactBelow = c.compactBelow ?? DEFAULT_COMPACT_BELOW;
   const eager = c.eager;
-  const decoder = decoders.decoderFor('decode', slots, capacity);
-  const prefill = decoders.decoderFor('prefill', slots, P);
+  // Rows join the decode batch prefilled: its calls are decode steps, of one token.
+  const decoder = decoders.decoderFor('decode', slots, capacity, 1);
+  const prefill = decoders.decoderFor('prefill', slots, P, P);
   // Buffers for `slots` rows, and one output row per row, kept by the row through compactions: a finished row
   // goes on writing padding into its own output row (past its last token) until its next sample restarts it, so
   // no other row may use that output row; a dropped row's output row is free for a row added later. The host has

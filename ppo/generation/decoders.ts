@@ -13,15 +13,17 @@ export class RolloutDecoders {
     readonly policy: PolicyWeights,
   ) {}
 
-  decoderFor(role: 'decode' | 'prefill', rows: number, capacity: number): IncrementalDecoder {
+  /** `maxTokens`: the most tokens one call appends (1 for a cache whose rows are prefilled elsewhere). */
+  decoderFor(role: 'decode' | 'prefill', rows: number, capacity: number, maxTokens: number): IncrementalDecoder {
     const d = this.decoders.get(role);
-    if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity) return d;
+    if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity && d.maxTokens >= maxTokens) return d;
     d?.destroy();
     const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, {
       maxRows: rows,
       capacity,
       lora: this.policy.lora,
       cacheDtype: this.policy.cacheDtype,
+      maxTokens,
     });
     this.decoders.set(role, fresh);
     return fresh;

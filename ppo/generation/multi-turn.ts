@@ -54,7 +54,8 @@ async function decodeTurns(
   const R = c.maxResponseLength;
   const turnEndIds = environment.turnEndTokenIds;
   const stopStrings = [...(c.stopStrings ?? []), ...environment.turnEndStrings];
-  const decoder = decoders.decoderFor('decode', chunk.length, capacity);
+  // Its calls: the prompts (at most P tokens), then per turn a block of at most R (multiTurnCacheCapacity).
+  const decoder = decoders.decoderFor('decode', chunk.length, capacity, Math.max(prompts.P, R));
   const state = new SamplerState(e, chunk.length, prompts.groupIds.length, R, [...c.eosTokenIds, ...turnEndIds]);
   // rowSample[r]: the sample row r holds (the GPU's streams and output rows, mirrored).
   let rowSample = [...chunk];

@@ -3,10 +3,14 @@
 // incremental decoder in chunks with the logits of every position kept, and kernels/decode/prompt-logprobs turns
 // each chunk's logits into the log-prob and rank of the token that follows and its most likely alternatives, so
 // the host reads a few numbers per position, never (positions, V) logits. The decode batch's prefill keeps only
-// each row's last position; this pass is separate and runs only for requests that ask for it.
+// each row's last position; this pass is separate and runs only for requests that ask for it. Given tokens' log-probs
+// at every position (SGLang's token_ids_logprob) come out of the same kernel; more than the kernel's 20 alternatives
+// (vLLM's prompt_logprobs up to --max-logprobs, -1 the whole vocabulary) gather every token's log-prob and rank them
+// on the host.
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { promptLogprobs } from '../../kernels/decode/prompt-logprobs.ts';
+import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 import type { PolicyWeights } from './types.ts';
 
 /** Logits held per chunk at most: (chunk, V) floats, 32 MiB (a 152k vocabulary: 55 positions a chunk). */
@@ -19,6 +23,15 @@ export interface PromptScores {
   ranks: Uint32Array;
   /** (positions, K) the K most likely tokens at each position, most likely first, and their log-probs. */
   top: { ids: Uint32Array; logprobs: Float32Array; K: number };
+  /** (positions, M) the log-probs of the `gather` tokens asked for, at each position. */
+  gathered: Float32Array;
+}
+
+export interface ScoreOptions {
+  /** Tokens whose log-probs are wanted at every position. */
+  gather?: readonly number[];
+  /** Scores log_softmax(logits / temperature): a sampled response scored as its sampler saw it; 1 by default. */
+  temperature?: number;
 }
 
 export class PromptScorer {
@@ -36,6 +49,8 @@ export class PromptScorer {
       maxRows: 1,
       capacity: maxPromptTokens,
       lora: policy.lora,
+      // The decode batch's cache dtype: a prompt is scored with the numerics its prefill has.
+      cacheDtype: policy.cacheDtype,
     });
   }
 
@@ -43,21 +58,33 @@ export class PromptScorer {
    * Scores one prompt with K alternatives per position. Every dispatch is recorded before the first await, so the
    * weights that score it are those of the moment it is called.
    */
-  async score(prompt: readonly number[], K: number): Promise<PromptScores> {
+  async score(prompt: readonly number[], K: number, options: ScoreOptions = {}): Promise<PromptScores> {
     const e = this.engine;
     const N = prompt.length - 1;
-    if (N < 1) return { logprobs: new Float32Array(0), ranks: new Uint32Array(0), top: empty(K) };
+    const gather = options.gather ?? [];
+    const V = this.policy.config.vocabSize;
+    if (N < 1)
+      return { logprobs: new Float32Array(0), ranks: new Uint32Array(0), top: empty(K), gathered: empty(0).logprobs };
     if (prompt.length > this.maxPromptTokens)
       throw new Error(`PromptScorer.score: ${prompt.length} tokens, more than its ${this.maxPromptTokens}`);
-    const V = this.policy.config.vocabSize;
+    if (!(K >= 0 && K <= V)) throw new Error(`PromptScorer.score: K ${K} must be in [0, V=${V}]`);
+    // Above the kernel's alternatives, every token's log-prob is gathered and the host ranks them.
+    const all = K > MAX_TOP_LOGPROBS;
+    const gatherIds = all ? Array.from({ length: V }, (_, v) => v) : gather;
+    const M = gatherIds.length;
+    const kernelK = all ? 0 : K;
     const chunk = Math.max(1, Math.floor(this.chunkLogits / V));
     const out = {
       targets: e.tensorFrom('promptScores.targets', [N], prompt.slice(1), 'u32'),
       tokenLogprobs: e.tensor('promptScores.logprobs', [N]),
       ranks: e.tensor('promptScores.ranks', [N], 'u32'),
-      topIds: e.tensor('promptScores.topIds', [Math.max(1, N * K)], 'u32'),
-      topLogprobs: e.tensor('promptScores.topLogprobs', [Math.max(1, N * K)]),
+      topIds: e.tensor('promptScores.topIds', [Math.max(1, N * kernelK)], 'u32'),
+      topLogprobs: e.tensor('promptScores.topLogprobs', [Math.max(1, N * kernelK)]),
+      gatherIds: e.tensorFrom('promptScores.gatherIds', [Math.max(1, M)], M > 0 ? gatherIds : [0], 'u32'),
     };
+    const invTemperature = 1 / (options.temperature ?? 1);
+    // One (chunk, M) output per chunk: a whole prompt's every-token log-probs may exceed a binding.
+    const gathered: Tensor[] = [];
     this.decoder.reset(1);
     const inputs: Tensor[] = [];
     for (let from = 0; from < N; from += chunk) {
@@ -71,18 +98,35 @@ export class PromptScorer {
       );
       inputs.push(ids, positions);
       const logits = this.decoder.extend({ ids, positions, T, mask: null, everyPosition: true });
-      promptLogprobs(e, { ...out, logits, V, rows: T, rowOffset: from, K });
+      gathered.push(e.tensor('promptScores.gathered', [Math.max(1, T * M)]));
+      const gatherArgs = { gathered: gathered.at(-1)!, M, invTemperature };
+      promptLogprobs(e, { ...out, ...gatherArgs, logits, V, rows: T, rowOffset: from, K: kernelK });
     }
     e.flush();
     for (const t of inputs) e.destroyTensor(t);
-    const [logprobs, ranks, ids, topLogprobs] = await Promise.all([
+    const [logprobs, ranks, ids, topLogprobs, ...parts] = await Promise.all([
       e.read(out.tokenLogprobs),
       e.read(out.ranks),
       e.read(out.topIds),
       e.read(out.topLogprobs),
+      ...gathered.map((t) => e.read(t)),
     ]);
-    for (const t of Object.values(out)) e.destroyTensor(t);
-    return { logprobs, ranks, top: { ids: ids.subarray(0, N * K), logprobs: topLogprobs.subarray(0, N * K), K } };
+    for (const t of [...Object.values(out), ...gathered]) e.destroyTensor(t);
+    const rows = new Float32Array(N * M);
+    let at = 0;
+    for (const part of parts) {
+      const n = Math.min(part.length, N * M - at);
+      rows.set(part.subarray(0, n), at);
+      at += n;
+    }
+    if (!all)
+      return {
+        logprobs,
+        ranks,
+        top: { ids: ids.subarray(0, N * K), logprobs: topLogprobs.subarray(0, N * K), K },
+        gathered: rows,
+      };
+    return { logprobs, ranks, top: rankedRows(rows, N, V, K), gathered: pick(rows, N, V, gather) };
   }
 
   destroy(): void {
@@ -91,3 +135,27 @@ export class PromptScorer {
 }
 
 const empty = (K: number) => ({ ids: new Uint32Array(0), logprobs: new Float32Array(0), K });
+
+/** Each (V)-row's K most likely tokens, in row-top-k.wgsl's order (larger first, ties to the lower index). */
+function rankedRows(rows: Float32Array, N: number, V: number, K: number): PromptScores['top'] {
+  const ids = new Uint32Array(N * K);
+  const logprobs = new Float32Array(N * K);
+  const order = new Uint32Array(V);
+  for (let p = 0; p < N; p++) {
+    const row = rows.subarray(p * V, (p + 1) * V);
+    for (let v = 0; v < V; v++) order[v] = v;
+    order.sort((a, b) => row[b] - row[a] || a - b);
+    for (let k = 0; k < K; k++) {
+      ids[p * K + k] = order[k];
+      logprobs[p * K + k] = row[order[k]];
+    }
+  }
+  return { ids, logprobs, K };
+}
+
+/** The columns `ids` of (N, V) rows, as (N, ids.length). */
+function pick(rows: Float32Array, N: number, V: number, ids: readonly number[]): Float32Array {
+  const out = new Float32Array(N * ids.length);
+  for (let p = 0; p < N; p++) ids.forEach((id, j) => (out[p * ids.length + j] = rows[p * V + id]));
+  return out;
+}

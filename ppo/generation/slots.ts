@@ -1,81 +1,206 @@
-// How many samples decode at once (the rollout's slots): every tensor of the decode batch must fit one storage
-// binding, and the whole batch the memory budget (verl's rollout.gpu_memory_utilization of the device).
+// How many samples decode at once (the rollout's slots): as many as the memory budget holds (verl's
+// rollout.gpu_memory_utilization of the device), counted tensor by tensor as the rollout's IncrementalDecoders
+// allocate them. One storage binding no longer bounds them: the KV cache and the multi-token calls' activations come
+// in decode groups that each fit one (models/incremental-decoder.ts decodeGroupRows); only a decode step's tensors
+// over every row (its logits, its widest activation) still do, a few hundred rows of a 152k vocabulary at 128 MiB.
+// The memory plan (ppo/jobs/memory-plan.ts) lists the same items.
 import type { DeviceCapabilities } from '../../engine/device.ts';
 import { bytesPerElement, type FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
+import { decodeGroupRows } from '../../models/incremental-decoder.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
+import { decodeAttentionSupports } from '../../kernels/decode/decode-attention.ts';
 import type { RolloutConfig } from './types.ts';
 
-/** The decode batch's memory per slot and the largest single tensor per slot, for a prompt width P and a KV cache
- *  of `cacheDtype` (a half cache: half the bytes, and a float32 copy of one layer's `blockKeys` slots that
- *  multi-token calls attend through, models/incremental-decoder.ts). */
-function slotFootprint(m: DecoderConfig, P: number, capacity: number, cacheDtype: FloatDType, blockKeys: number) {
-  const f32 = 4;
-  const cacheBytes = bytesPerElement(cacheDtype);
-  const kvWidth = m.numKvHeads * m.headDim;
-  const W = qkvWidth(m);
-  const I = m.intermediateSize;
-  const C = m.hiddenSize;
-  const NHS = m.numHeads * m.headDim;
-  // The decode cache (k and v per layer, one layer's compaction scratch, the key mask) and the prefill cache.
-  const caches = (2 * m.numLayers + 1) * (capacity + P) * kvWidth * cacheBytes + (capacity + P) * f32;
-  const unpacked = cacheDtype === 'f32' ? 0 : 2 * blockKeys * kvWidth * f32;
-  // The prefill's activations (P tokens a slot, the largest call), and the LM head's rows.
-  const activations = P * (3 * C + 2 * W + NHS + 3 * I + m.numHeads * 2) * f32;
-  const head = (3 * C + m.vocabSize) * f32;
-  const largest: [string, number][] = [
-    ['a KV cache layer', capacity * kvWidth * cacheBytes],
-    ['a cache layer unpacked for a multi-token call', cacheDtype === 'f32' ? 0 : blockKeys * kvWidth * f32],
-    ['the prefill qkv', P * W * f32],
-    ['the prefill gate_up', P * 2 * I * f32],
-    ['the logits', m.vocabSize * f32],
-  ];
-  return { bytes: caches + unpacked + activations + head, largest };
+const F32 = 4;
+
+/** The rollout's decode batch: prompts of P tokens, a decode cache of `capacity` slots, `samples` to decode. */
+export interface RolloutShape {
+  promptLength: number;
+  capacity: number;
+  samples: number;
+  /** The KV cache's storage (rollout.dtype); float32 when absent. */
+  cacheDtype?: FloatDType;
+  /** Multi-turn: prompts and observations go into the decode cache itself, in calls of up to this many tokens
+   *  (max(P, R)). Absent: continuous batching, whose prompts are prefilled in a decoder of their own. */
+  blockTokens?: number;
+  /** The actor's LoRA rank (its adapters' hidden activation); 0 when absent. */
+  loraRank?: number;
+}
+
+/** One allocation of the rollout, as the memory plan lists it; `key` names its buffer across phases. */
+export interface RolloutMemoryItem {
+  what: string;
+  bytes: number;
+  key: string;
+}
+
+/** Float32 elements an IncrementalDecoder's work buffers take per token of a call and per row of its LM head. */
+export function incrementalWork(c: DecoderConfig, loraRank: number): { perToken: number; perRow: number } {
+  const W = qkvWidth(c);
+  const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
+  return {
+    perToken: 2 * c.hiddenSize + 1 + qkv + c.numHeads * c.headDim + c.numHeads + 3 * c.intermediateSize + 3 * loraRank,
+    perRow: 2 * c.hiddenSize + 1 + c.vocabSize,
+  };
 }
 
 /**
- * How many samples decode at once: every tensor of the decode batch must fit one binding
- * (maxStorageBufferBindingSize, maxBufferSize) and the whole batch the memory budget.
+ * Bytes of an IncrementalDecoder of `rows` rows and `capacity` cache slots whose calls append up to `maxTokens`
+ * tokens (`steps`: it also takes decode steps over every row): its KV cache (keys and values of every layer, the
+ * key mask, one group's layer of compaction scratch), its work buffers (a decode step's for every row, a
+ * multi-token call's for one group's rows, the logits gathered from several groups, the groups' copies), and a half
+ * cache's float32 copy of one group's layer (multi-token calls attend through it).
+ */
+function decoderBytes(
+  m: DecoderConfig,
+  d: { rows: number; capacity: number; maxTokens: number; steps: boolean },
+  cacheDtype: FloatDType,
+  loraRank: number,
+  bindingBytes: number,
+): { cache: number; work: number; unpacked: number; groupRows: number; groups: number } {
+  const kvWidth = m.numKvHeads * m.headDim;
+  const cacheBytes = bytesPerElement(cacheDtype);
+  const g = decodeGroupRows(m, { capacity: d.capacity, maxTokens: d.maxTokens, cacheDtype, loraRank }, bindingBytes);
+  const n = Math.min(g, d.rows);
+  const groups = Math.ceil(d.rows / g);
+  const multiToken = d.maxTokens > 1;
+  const { perToken, perRow } = incrementalWork(m, loraRank);
+  // Buffers of one name serve both kinds of call, at the larger size.
+  const tokenRows = Math.max(d.steps ? d.rows : 0, multiToken ? n * d.maxTokens : 0);
+  const headRows = Math.max(d.steps ? d.rows : 0, multiToken ? n : 0);
+  const gathered = multiToken && groups > 1 ? d.rows * m.vocabSize : 0;
+  // Where a group's rows start at an offset a binding cannot (models/incremental-decoder.ts rowSpan), they are copied
+  // to buffers of one group's rows: a multi-token call's ids and positions; a decode step's positions per group, its
+  // qkv, attention output and log-sum-exp, and the residual of a fused layer. Counted whenever there are groups.
+  const NHS = m.numHeads * m.headDim;
+  const copies =
+    groups > 1
+      ? (multiToken ? 2 * n * d.maxTokens : 0) +
+        (d.steps ? groups * n + n * (qkvWidth(m) + NHS + m.numHeads + m.hiddenSize) : 0)
+      : 0;
+  const unpacks = cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(m.headDim));
+  return {
+    cache: (2 * m.numLayers * d.rows + n) * d.capacity * kvWidth * cacheBytes + d.rows * d.capacity * F32,
+    work: (tokenRows * perToken + headRows * perRow + gathered + copies) * F32,
+    unpacked: unpacks ? 2 * n * d.capacity * kvWidth * F32 : 0,
+    groupRows: n,
+    groups,
+  };
+}
+
+/** The rollout's allocations for S slots, and the largest tensor among them. */
+export function rolloutMemory(
+  bindingBytes: number,
+  m: DecoderConfig,
+  shape: RolloutShape,
+  S: number,
+): { items: RolloutMemoryItem[]; largest: { what: string; bytes: number } } {
+  const P = shape.promptLength;
+  const cacheDtype = shape.cacheDtype ?? 'f32';
+  const loraRank = shape.loraRank ?? 0;
+  const note = cacheDtype === 'f32' ? '' : `, ${cacheDtype}`;
+  const kvWidth = m.numKvHeads * m.headDim;
+  const groupNote = (d: { groups: number; groupRows: number }) =>
+    d.groups > 1 ? `, ${d.groups} groups of ${d.groupRows}` : '';
+  const decode = decoderBytes(
+    m,
+    { rows: S, capacity: shape.capacity, maxTokens: shape.blockTokens ?? 1, steps: true },
+    cacheDtype,
+    loraRank,
+    bindingBytes,
+  );
+  const items: RolloutMemoryItem[] = [
+    {
+      what: `KV cache (${S} sequences × ${shape.capacity} slots × ${m.numLayers} layers × K,V${note}${groupNote(decode)})`,
+      bytes: decode.cache,
+      key: 'rollout decode cache',
+    },
+    {
+      what:
+        shape.blockTokens === undefined
+          ? `decode step buffers and sampling logits (${S} × ${m.vocabSize})`
+          : `decode step and observation buffers, logits (${S} × ${m.vocabSize})`,
+      bytes: decode.work + decode.unpacked,
+      key: 'rollout decode buffers',
+    },
+  ];
+  const largest = [
+    {
+      what: 'KV cache of one layer of one decode group',
+      bytes: decode.groupRows * shape.capacity * kvWidth * bytesPerElement(cacheDtype),
+    },
+    { what: 'sampling logits', bytes: S * m.vocabSize * F32 },
+  ];
+  if (shape.blockTokens === undefined) {
+    const prefill = decoderBytes(
+      m,
+      { rows: S, capacity: P, maxTokens: P, steps: false },
+      cacheDtype,
+      loraRank,
+      bindingBytes,
+    );
+    items.push({
+      what: `prefill KV cache (${S} × ${P} prompt tokens${note})`,
+      bytes: prefill.cache,
+      key: 'rollout prefill cache',
+    });
+    if (prefill.unpacked > 0) {
+      items.push({
+        what: `float32 copy of one ${cacheDtype} prefill cache layer (${prefill.groupRows} × ${P} slots × K,V)`,
+        bytes: prefill.unpacked,
+        key: 'rollout unpacked cache layer',
+      });
+    }
+    items.push({
+      what: `prefill activations and logits (${prefill.groupRows} of ${S} sequences at a time × ${P} prompt tokens)`,
+      bytes: prefill.work,
+      key: 'rollout prefill buffers',
+    });
+    const widest = Math.max(2 * m.intermediateSize, qkvWidth(m), m.hiddenSize, m.numHeads * m.headDim, loraRank);
+    largest.push({ what: 'widest prefill activation', bytes: prefill.groupRows * P * widest * F32 });
+  }
+  return { items, largest: largest.reduce((a, b) => (b.bytes > a.bytes ? b : a)) };
+}
+
+/**
+ * How many samples decode at once: as many as the memory budget holds, at most what a decode step's tensors over
+ * every row let one binding (maxStorageBufferBindingSize, maxBufferSize) hold, never more than asked or than there
+ * are samples.
  */
 export function rolloutSlots(
   caps: Pick<DeviceCapabilities, 'maxBufferSize' | 'maxStorageBufferBindingSize'>,
   m: DecoderConfig,
-  shape: {
-    promptLength: number;
-    capacity: number;
-    samples: number;
-    /** The KV cache's storage (rollout.dtype); float32 when absent. */
-    cacheDtype?: FloatDType;
-    /** The most cache slots a multi-token call attends: the prompt's where only prefills take several tokens
-     *  (continuous batching), the whole cache where observations are appended (multi-turn); capacity when absent. */
-    blockKeys?: number;
-  },
+  shape: RolloutShape,
   c: Pick<RolloutConfig, 'memoryBudgetBytes' | 'maxSlots'>,
 ): number {
-  const { bytes, largest } = slotFootprint(
-    m,
-    shape.promptLength,
-    shape.capacity,
-    shape.cacheDtype ?? 'f32',
-    shape.blockKeys ?? shape.capacity,
-  );
   const binding = Math.min(caps.maxStorageBufferBindingSize, caps.maxBufferSize);
-  const [what, perSlot] = largest.reduce((x, y) => (y[1] > x[1] ? y : x));
-  const budget = c.memoryBudgetBytes ?? Infinity;
-  const slots = Math.min(
-    shape.samples,
-    c.maxSlots ?? Infinity,
-    Math.floor(binding / perSlot),
-    Math.floor(budget / bytes),
+  const bytes = (S: number) => rolloutMemory(binding, m, shape, S).items.reduce((n, i) => n + i.bytes, 0);
+  // A decode step's logits and activations span every row: the only tensors the decode groups do not split.
+  const widest = Math.max(
+    2 * m.intermediateSize,
+    qkvWidth(m),
+    m.hiddenSize,
+    m.numHeads * m.headDim,
+    shape.loraRank ?? 0,
   );
-  if (slots < 1) {
+  const stepRows = Math.floor(binding / (Math.max(m.vocabSize, widest) * F32));
+  const budget = c.memoryBudgetBytes ?? Infinity;
+  const most = Math.min(shape.samples, c.maxSlots ?? Infinity, stepRows);
+  if (most < 1 || bytes(1) > budget) {
     throw new Error(
-      `rollout: one sample (prompt ${shape.promptLength} + cache ${shape.capacity} slots) needs ${bytes} bytes and ` +
-        `${perSlot} bytes for ${what}; ` +
-        `the budget is ${budget} bytes (actor_rollout_ref.rollout.gpu_memory_utilization) and one binding holds ` +
-        `${binding}: ` +
-        'lower data.max_prompt_length or data.max_response_length, or raise gpu_memory_utilization',
+      `rollout: one sample (prompt ${shape.promptLength} + cache ${shape.capacity} slots) needs ${bytes(1)} bytes ` +
+        `and ${Math.max(m.vocabSize, widest) * F32} bytes for a decode step's logits; the budget is ${budget} bytes ` +
+        `(actor_rollout_ref.rollout.gpu_memory_utilization) and one binding holds ${binding}: lower ` +
+        'data.max_prompt_length or data.max_response_length, or raise gpu_memory_utilization',
     );
   }
-  return slots;
+  // The largest S within the budget (bytes grow with S).
+  let [low, high] = [1, most];
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if (bytes(mid) <= budget) low = mid;
+    else high = mid - 1;
+  }
+  return low;
 }

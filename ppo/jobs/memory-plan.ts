@@ -25,7 +25,7 @@ import {
   elementCount,
   type DeviceMemorySize,
   type Engine,
-  type FloatDType,
+  type ArenaEntry,
 } from '../../engine/index.ts';
 import { transposedWeightVariants } from '../../kernels/util/transpose.ts';
 import { lmHeadDefaultChunkWidth } from '../../kernels/layers/lm-head.ts';
@@ -40,8 +40,8 @@ import {
   type PpoConfig,
 } from '../config.ts';
 import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
-import { momentBytes } from '../training/adamw-optimizer.ts';
-import { rolloutSlots } from '../generation/slots.ts';
+import { momentBytes, offloadStagingBytes, type OptimizerName } from '../training/adamw-optimizer.ts';
+import { rolloutMemory, rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
@@ -99,13 +99,18 @@ export interface PhasePlan {
 export interface MemoryPlan {
   resident: MemoryItem[];
   residentBytes: number;
+  /** What lives in host memory instead (fsdp_config.optimizer_offload: the moments); not part of the peak. */
+  host: MemoryItem[];
   phases: PhasePlan[];
   peakBytes: number;
   budgetBytes: number;
   /** What the budget is: the device's memory, of which GPU or system RAM, and where the size came from. */
   budgetLabel: string;
-  /** The rollout's share of it (rollout.gpu_memory_utilization × budgetBytes). */
+  /** The rollout's share of it: rollout.gpu_memory_utilization × budgetBytes, less what would push the run's peak
+   *  past the budget (the trainer gives its rollout this). */
   rolloutBudgetBytes: number;
+  /** The rollout's budget is less than gpu_memory_utilization of the device, so that the run's peak fits. */
+  rolloutBudgetShrunk: boolean;
   /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
   problems: string[];
 }
@@ -171,24 +176,6 @@ function trunkActivations(
   return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
 }
 
-/** Float32 elements of an IncrementalDecoder's work buffers (models/incremental-decoder.ts) per token of a call and
- *  per row (its LM head: the last token's hidden state and the logits). */
-function incrementalWork(c: DecoderConfig, loraRank: number): { perToken: number; perRow: number } {
-  const W = qkvWidth(c);
-  const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
-  return {
-    perToken: 2 * c.hiddenSize + 1 + qkv + c.numHeads * c.headDim + c.numHeads + 3 * c.intermediateSize + 3 * loraRank,
-    perRow: 2 * c.hiddenSize + 1 + c.vocabSize,
-  };
-}
-
-/** Bytes of a KV cache (models/kv-cache.ts) stored as `dtype`: keys and values of every layer, one layer's
- *  compaction scratch, the key mask (u32). */
-function kvCacheBytes(c: DecoderConfig, rows: number, capacity: number, dtype: FloatDType): number {
-  const kv = (2 * c.numLayers + 1) * c.numKvHeads * c.headDim * bytesPerElement(dtype);
-  return (kv + F32) * rows * capacity;
-}
-
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
 function layerWeightElements(c: DecoderConfig): number {
   return parameterCount(c, (name, shape) => name.startsWith('model.layers.') && shape.length === 2);
@@ -214,12 +201,40 @@ export function promptSetOf(examples: readonly { promptIds: readonly number[] }[
   return { count: examples.length, longest: Math.max(...examples.map((e) => e.promptIds.length)) };
 }
 
-/** The memory plan of `config` with these models on this device. */
+/**
+ * The memory plan of `config` with these models on this device. The rollout takes up to gpu_memory_utilization of
+ * the device, but no more than the rest of the run leaves: its decoders stay allocated through the forwards and
+ * updates, so a rollout that filled its share on top of a large resident model would push the run's peak past the
+ * device (one storage binding used to keep the rollout small; decode groups lift that). Where the peak is over, the
+ * rollout's budget shrinks by the excess, as long as that lowers the peak and leaves room for one sequence.
+ */
 export function planMemory(
   config: PpoConfig,
   models: PlanModels,
   device: DeviceMemory,
   prompts: PlanPrompts = {},
+): MemoryPlan {
+  let plan = planWithRolloutBudget(config, models, device, prompts, null);
+  for (let tries = 0; tries < 8 && plan.peakBytes > plan.budgetBytes; tries++) {
+    // What the rollout's decoders take (at most its budget), less the excess.
+    const rollout = plan.phases.find((p) => p.phase.startsWith('rollout ('));
+    const used = (rollout?.items ?? []).filter((i) => i.key?.startsWith('rollout ')).reduce((n, i) => n + i.bytes, 0);
+    const budget = Math.min(plan.rolloutBudgetBytes, used) - (plan.peakBytes - plan.budgetBytes);
+    if (budget <= 0) break;
+    const smaller = planWithRolloutBudget(config, models, device, prompts, budget);
+    if (smaller.peakBytes >= plan.peakBytes || smaller.problems.some((p) => p.startsWith('rollout: '))) break;
+    plan = { ...smaller, rolloutBudgetShrunk: true };
+  }
+  return plan;
+}
+
+function planWithRolloutBudget(
+  config: PpoConfig,
+  models: PlanModels,
+  device: DeviceMemory,
+  prompts: PlanPrompts,
+  /** The rollout's budget; null: gpu_memory_utilization of the device. */
+  rolloutBudget: number | null,
 ): MemoryPlan {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
@@ -228,7 +243,8 @@ export function planMemory(
   const longestTrainingPrompt = Math.min(config.data.max_prompt_length, prompts.training?.longest ?? Infinity);
   const sequenceLength = longestTrainingPrompt + config.data.max_response_length;
   const problems: string[] = [];
-  const rolloutBudgetBytes = config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
+  const rolloutBudgetBytes =
+    rolloutBudget ?? config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
   const resident: MemoryItem[] = [];
   // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
@@ -240,11 +256,27 @@ export function planMemory(
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
   resident.push({ what: lora ? 'actor adapter gradients' : 'actor gradients', bytes: trainedBytes });
-  const actorOptimizer = config.actor_rollout_ref.actor.optim.optimizer;
-  resident.push({
-    what: `${lora ? 'actor adapter' : 'actor'} ${actorOptimizer} moments`,
-    bytes: momentBytes(lora ? loraEntries(actor, lora) : parameterEntries(actor), actorOptimizer),
-  });
+  const host: MemoryItem[] = [];
+  /** A trained model's AdamW moments: resident, or with optimizer_offload in host memory, the device holding the
+   *  staging buffer each update streams them through (ppo/training/offloaded-moments.ts). */
+  const moments = (who: string, entries: readonly ArenaEntry[], optimizer: OptimizerName, offload: boolean) => {
+    const item = { what: `${who} ${optimizer} moments`, bytes: momentBytes(entries, optimizer) };
+    if (!offload) {
+      resident.push(item);
+      return;
+    }
+    host.push(item);
+    resident.push({
+      what: `${who} ${optimizer} offload staging`,
+      bytes: offloadStagingBytes(entries, optimizer, device.maxBindingBytes),
+    });
+  };
+  moments(
+    lora ? 'actor adapter' : 'actor',
+    lora ? loraEntries(actor, lora) : parameterEntries(actor),
+    config.actor_rollout_ref.actor.optim.optimizer,
+    config.actor_rollout_ref.actor.fsdp_config.optimizer_offload,
+  );
   // Transposed copies (CPU devices) stay allocated from their first use on: one set per arena, shared by the
   // actor's training forwards and its decode steps (models/transposed-weights.ts); the decode set holds every layer.
   // Only float32 weights are transposed (models/weight-operand.ts): a half or NF4 base is multiplied as stored.
@@ -288,11 +320,12 @@ export function planMemory(
       if (criticLora)
         resident.push({ what: `critic LoRA adapters (r=${criticLora.rank}) + score`, bytes: trainedBytes });
       resident.push({ what: criticLora ? 'critic adapter gradients' : 'critic gradients', bytes: trainedBytes });
-      const criticOptimizer = config.critic.optim.optimizer;
-      resident.push({
-        what: `${criticLora ? 'critic adapter' : 'critic'} ${criticOptimizer} moments`,
-        bytes: momentBytes(trained, criticOptimizer),
-      });
+      moments(
+        criticLora ? 'critic adapter' : 'critic',
+        trained,
+        config.critic.optim.optimizer,
+        config.critic.model.fsdp_config.optimizer_offload,
+      );
       // Only float32 weights are transposed (a half base is multiplied as stored).
       if (device.transposedWeights && dtype === 'f32')
         resident.push({
@@ -348,56 +381,26 @@ export function planMemory(
   const rollout = (name: string, sequences: number, set: PromptSet | undefined) => {
     const promptLength = Math.min(config.data.max_prompt_length, set?.longest ?? Infinity);
     const capacity = continuousCacheCapacity(promptLength, responseLength, DEFAULT_READ_EVERY);
+    const shape = { promptLength, capacity, samples: sequences, cacheDtype, loraRank };
     let S = 1;
     try {
-      S = rolloutSlots(
-        { maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes },
-        actor,
-        { promptLength, capacity, samples: sequences, cacheDtype, blockKeys: promptLength },
-        { memoryBudgetBytes: rolloutBudgetBytes },
-      );
+      S = rolloutSlots({ maxBufferSize: Infinity, maxStorageBufferBindingSize: device.maxBindingBytes }, actor, shape, {
+        memoryBudgetBytes: rolloutBudgetBytes,
+      });
     } catch (err) {
       problems.push((err as Error).message);
     }
-    const work = incrementalWork(actor, loraRank);
-    const kvWidth = actor.numKvHeads * actor.headDim;
-    const widestRow = activationsPerToken(actor, false, loraRank).widest * F32;
-    const cacheNote = cacheDtype === 'f32' ? '' : `, ${cacheDtype}`;
-    // A half cache's prefills attend a float32 copy of one layer's filled slots (the prompt's).
-    const unpacked: MemoryItem[] =
-      cacheDtype === 'f32'
-        ? []
-        : [
-            {
-              what: `float32 copy of one ${cacheDtype} prefill cache layer (${S} × ${promptLength} slots × K,V)`,
-              bytes: 2 * S * promptLength * kvWidth * F32,
-              key: 'rollout unpacked cache layer',
-            },
-          ];
+    let memory: ReturnType<typeof rolloutMemory> | null = null;
+    try {
+      memory = rolloutMemory(device.maxBindingBytes, actor, shape, S);
+    } catch {
+      // One sequence outgrows a binding: rolloutSlots said so above.
+      return;
+    }
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
-        {
-          what: `KV cache (${S} sequences × ${capacity} slots × ${actor.numLayers} layers × K,V${cacheNote})`,
-          bytes: kvCacheBytes(actor, S, capacity, cacheDtype),
-          key: 'rollout decode cache',
-        },
-        ...unpacked,
-        {
-          what: `decode step buffers and sampling logits (${S} × ${actor.vocabSize})`,
-          bytes: S * (work.perToken + work.perRow) * F32,
-          key: 'rollout decode buffers',
-        },
-        {
-          what: `prefill KV cache (${S} × ${promptLength} prompt tokens${cacheNote})`,
-          bytes: kvCacheBytes(actor, S, promptLength, cacheDtype),
-          key: 'rollout prefill cache',
-        },
-        {
-          what: `prefill activations and logits (${S} × ${promptLength} prompt tokens)`,
-          bytes: S * (promptLength * work.perToken + work.perRow) * F32,
-          key: 'rollout prefill buffers',
-        },
+        ...memory.items,
         {
           // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
           // (rows, S), 11 of (rows, R)): each a few KiB, counted together once as 16 floats a sequence token (a
@@ -407,11 +410,7 @@ export function planMemory(
           key: 'per-sequence buffers',
         },
       ],
-      largest([
-        { what: 'KV cache of one layer', bytes: S * capacity * kvWidth * bytesPerElement(cacheDtype) },
-        { what: 'sampling logits', bytes: S * actor.vocabSize * F32 },
-        { what: 'widest prefill activation', bytes: S * promptLength * widestRow },
-      ]),
+      memory.largest,
     );
   };
   rollout('rollout', sizes.sequences, prompts.training);
@@ -464,14 +463,19 @@ export function planMemory(
     ];
     if (head === 'lm') {
       const lm = lmHead(c, model, tokens);
-      items.push(...lm.items);
-      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits).
-      if (lm.chunk >= c.vocabSize)
-        items.push({
-          what: 'LM head logits kept for the backward',
-          bytes: tokens * c.vocabSize * F32,
-          key: `${model} saved logits`,
-        });
+      const [logitsChunk, statistics] = lm.items;
+      // A vocabulary of one chunk keeps the forward's logits for the backward (kernels/layers/lm-head.ts savedLogits),
+      // and both passes compute in them instead of the logits scratch, which this size then never allocates.
+      items.push(
+        lm.chunk >= c.vocabSize
+          ? {
+              what: 'LM head logits kept for the backward',
+              bytes: tokens * c.vocabSize * F32,
+              key: `${model} saved logits`,
+            }
+          : logitsChunk,
+        statistics,
+      );
     }
     phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
@@ -567,11 +571,13 @@ export function planMemory(
   return {
     resident,
     residentBytes,
+    host,
     phases,
     peakBytes,
     budgetBytes,
     budgetLabel: device.memory.label,
     rolloutBudgetBytes,
+    rolloutBudgetShrunk: false,
     problems,
   };
 }
@@ -586,10 +592,6 @@ const PHASE_KEYS: Record<string, string[]> = {
   'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
-
-function largest(items: MemoryItem[]): MemoryItem {
-  return items.reduce((a, b) => (b.bytes > a.bytes ? b : a));
-}
 
 /** A micro-batch whose widest activation (R, 2I) outgrows one binding fails at its first dispatch: say so now. */
 function checkMicroBatch(
@@ -638,10 +640,12 @@ export function formatMemoryPlan(plan: MemoryPlan, detail = true): string[] {
   const lines = [
     `memory plan: resident ${gib(plan.residentBytes)}, peak ${gib(plan.peakBytes)} of a ${gib(plan.budgetBytes)} ` +
       `budget, ` +
-      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization)`,
+      `the rollout's ${gib(plan.rolloutBudgetBytes)} of it (actor_rollout_ref.rollout.gpu_memory_utilization` +
+      (plan.rolloutBudgetShrunk ? ', less what the rest of the run needs)' : ')'),
     `  budget: ${plan.budgetLabel}`,
   ];
   for (const item of plan.resident) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)}`);
+  for (const item of plan.host) lines.push(`  ${item.what.padEnd(28)} ${gib(item.bytes).padStart(10)} in host memory`);
   for (const p of plan.phases) {
     lines.push(
       `  ${p.phase.padEnd(28)} +${gib(p.bytes).padStart(9)} on ${gib(p.keptBytes)} kept  peak ` +

@@ -78,6 +78,8 @@ export class PpoRun {
   private trainer!: PpoTrainer;
   /** actor_rollout_ref.rollout.server_urls' pool, connected before the run directory is claimed. */
   private servers: ServerRollout | null = null;
+  /** The memory plan's budget for the rollout, which the trainer gives it. */
+  private rolloutBudgetBytes: number | null = null;
   /** The data position now (past the batches drawn, a failed step's included). */
   private cursor!: () => DataCursor;
 
@@ -212,8 +214,9 @@ export class PpoRun {
       actorLora: setup.actor.lora?.settings ?? null,
     };
     const prompts = { training: promptSetOf(setup.train), validation: promptSetOf(setup.val) };
-    for (const line of formatMemoryPlan(planMemory(config, models, deviceMemory(this.engine), prompts), false))
-      this.log(line);
+    const plan = planMemory(config, models, deviceMemory(this.engine), prompts);
+    this.rolloutBudgetBytes = plan.rolloutBudgetBytes;
+    for (const line of formatMemoryPlan(plan, false)) this.log(line);
     const lora = setup.actor.lora;
     if (lora) {
       // As PEFT's print_trainable_parameters, which verl's LoRA runs print.
@@ -244,6 +247,7 @@ export class PpoRun {
     );
     this.trainer = ppo;
     ppo.generationDumps = generationDumps(config.trainer);
+    if (this.rolloutBudgetBytes !== null) ppo.useRolloutBudget(this.rolloutBudgetBytes);
     if (this.servers) ppo.useRolloutServers(this.servers);
     if (resumed) ppo.restore(resumed.snapshot);
   }

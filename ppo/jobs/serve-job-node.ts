@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { STOP_SIGNALS } from '../../engine/native-stderr-node.ts';
 import { ModelHost, type ServeOptions } from '../serving/model-host-node.ts';
 import { ServeHttp } from '../serving/http-server-node.ts';
+import { KV_CACHE_DTYPES, SERVE_DTYPES, TORCH_NAME } from '../serving/serve-dtype.ts';
 
 /** SGLang's default port. */
 const DEFAULT_PORT = 30000;
@@ -30,6 +31,12 @@ const fraction = (text: string, flag: string): number => {
   return x;
 };
 const word = (text: string): string => text;
+const oneOf =
+  (values: readonly string[], note = '') =>
+  (text: string, flag: string): string => {
+    if (!values.includes(text)) throw new UsageError(`${flag} ${text}: expected one of ${values.join(', ')}${note}`);
+    return text;
+  };
 
 const FLAGS: Record<string, Flag & { default: number | string | null }> = {
   '--model': {
@@ -79,6 +86,26 @@ const FLAGS: Record<string, Flag & { default: number | string | null }> = {
     help: 'prompts × n one request may ask for (default 4096)',
     parse: integer(1, 2 ** 24),
     default: 4096,
+  },
+  '--max-logprobs': {
+    value: 'N',
+    help: "most log-prob alternatives a request may ask for (vLLM's; default 20; -1: the whole vocabulary)",
+    parse: integer(-1, 2 ** 31),
+    default: 20,
+  },
+  '--dtype': {
+    value: 'DTYPE',
+    help:
+      `weights' dtype: ${SERVE_DTYPES.join(', ')} (vLLM's; default auto: the checkpoint's torch_dtype, a float32 ` +
+      'checkpoint stays float32); bfloat16/float16 hold the matrices in half precision',
+    parse: oneOf(SERVE_DTYPES),
+    default: 'auto',
+  },
+  '--kv-cache-dtype': {
+    value: 'DTYPE',
+    help: `KV cache dtype: ${KV_CACHE_DTYPES.join(', ')} (default auto: --dtype's); a half cache holds twice the sequences`,
+    parse: oneOf(KV_CACHE_DTYPES, ' (fp8 caches are not implemented here)'),
+    default: 'auto',
   },
   '--gpu-memory-utilization': {
     value: 'X',
@@ -132,6 +159,9 @@ export function parseServeArgs(argv: readonly string[]): ServeOptions & { port: 
     maxSlots: get('--max-slots') as number,
     maxRequestSamples: get('--max-request-samples') as number,
     gpuMemoryUtilization: get('--gpu-memory-utilization') as number,
+    maxLogprobs: get('--max-logprobs') as number,
+    dtype: get('--dtype') as ServeOptions['dtype'],
+    kvCacheDtype: get('--kv-cache-dtype') as ServeOptions['kvCacheDtype'],
   };
 }
 
@@ -165,7 +195,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     console.log(
       `serving ${options.servedModelName} (${c.architecture}, ${c.numLayers} layers, vocab ${c.vocabSize}) on ` +
         `http://${options.host}:${port} ` +
-        `with ${slots} decode slots of ${capacity} cache positions`,
+        `with ${slots} decode slots of ${capacity} cache positions (${TORCH_NAME[host.dtypes.weights]} weights, ` +
+        `${TORCH_NAME[host.dtypes.cache]} KV cache)`,
     );
     const signal = await new Promise<NodeJS.Signals>((resolve) => {
       for (const s of STOP_SIGNALS) process.once(s, () => resolve(s));

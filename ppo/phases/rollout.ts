@@ -62,7 +62,9 @@ export class RolloutGenerator {
         capacity,
         samples: prompts.groupIds.length,
         cacheDtype: this.weights.dtype,
-        blockKeys: environment ? capacity : prompts.P,
+        // Multi-turn calls: the prompts, then blocks of at most R tokens (ppo/generation/multi-turn.ts).
+        blockTokens: environment ? Math.max(prompts.P, R) : undefined,
+        loraRank: this.policy.lora?.maxRank,
       },
       c,
     );

@@ -105,7 +105,7 @@ export class RewardModelTrainer {
     const mean = meanMetrics(metrics);
     // A diverging step stops before the optimizer applies it: the weights stay the last good step's.
     checkFinite('train/loss', mean.loss);
-    this.optimizer.step(lr);
+    await this.optimizer.step(lr);
     return { ...mean, gradNorm: await this.optimizer.gradNorm() };
   }
 

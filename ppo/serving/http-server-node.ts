@@ -6,6 +6,7 @@ import { HfConfigError } from '../../models/hf-config.ts';
 import { CheckpointError } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsError } from '../../models/safetensors.ts';
 import { TokenizerError } from '../../models/tokenizer.ts';
+import { TORCH_NAME } from './serve-dtype.ts';
 import { ApiError } from './api-error.ts';
 import { alternativeTexts, completionText } from './completion-text.ts';
 import {
@@ -174,6 +175,7 @@ export class ServeHttp {
               min_p: host.sampling.defaults.minP,
             },
             weight_version: host.weightVersion,
+            dtype: TORCH_NAME[host.dtypes.weights],
             owned_by: ENGINE_SERVER_OWNER,
           },
         })),
@@ -262,6 +264,10 @@ export class ServeHttp {
       max_prompt_tokens: o.maxPromptTokens,
       max_new_tokens: o.maxNewTokens,
       max_running_requests: this.host.batch.slots,
+      // SGLang's: the tokens the KV cache holds, every slot's positions.
+      max_total_num_tokens: this.host.batch.slots * this.host.batch.capacity,
+      dtype: TORCH_NAME[this.host.dtypes.weights],
+      kv_cache_dtype: TORCH_NAME[this.host.dtypes.cache],
       max_request_samples: o.maxRequestSamples,
       gpu_memory_utilization: o.gpuMemoryUtilization,
       weight_version: this.host.weightVersion,
@@ -310,14 +316,43 @@ export class ServeHttp {
     request: GenerationRequest,
     promptIds: readonly number[][],
     given: readonly (string | null)[] | null,
+    gather: readonly number[][] | null = null,
   ): Promise<ReportedPrompt[]> {
     const K = request.promptLogprobs;
-    const scored = K === null ? null : await this.host.scorePrompts(promptIds, K, request.adapter);
+    const options = (i: number) => ({ gather: gather?.[i] });
+    const scored = K === null ? null : await this.host.scorePrompts(promptIds, K, request.adapter, options);
+    const skip = request.skipSpecialTokens;
     return Promise.all(
       promptIds.map((ids, i) =>
-        reportPrompt(this.host.tokenizer, ids, given?.[i] ?? null, scored?.[i] ?? null, request.skipSpecialTokens),
+        reportPrompt(this.host.tokenizer, ids, given?.[i] ?? null, scored?.[i] ?? null, skip, gather?.[i] ?? null),
       ),
     );
+  }
+
+  /**
+   * SGLang's output_token_ids_logprobs: the log-probs of each prompt's `gather` tokens at each generated token, as
+   * the sampler saw them (log_softmax(logits / temperature), 1 when greedy), from one scoring pass over the prompt
+   * and its response.
+   */
+  private async responseTokenIdLogprobs(
+    request: GenerationRequest,
+    samples: readonly SampleResult[],
+    promptIds: readonly number[][],
+    gather: readonly number[][],
+  ): Promise<({ ids: readonly number[]; logprobs: Float32Array } | null)[]> {
+    const temperature = request.temperature > 0 ? request.temperature : 1;
+    const scored = await this.host.scorePrompts(
+      samples.map((s) => [...promptIds[s.prompt], ...s.tokens]),
+      0,
+      request.adapter,
+      (i) => ({ gather: gather[samples[i].prompt], temperature }),
+    );
+    return samples.map((s, i) => {
+      const ids = gather[s.prompt];
+      // Entry q of the scores is token q + 1's position: the first generated token's is the prompt's length − 1.
+      const from = (promptIds[s.prompt].length - 1) * ids.length;
+      return { ids, logprobs: scored[i].gathered.slice(from, from + s.tokens.length * ids.length) };
+    });
   }
 
   /** A request's prompt ids: tokenized (texts) or as given, truncated as vLLM's truncate_prompt_tokens asks. */
@@ -461,7 +496,15 @@ export class ServeHttp {
         `logprob_start_len: ${g.logprobStartLen} is not below the prompt's length ${shortest}`,
         'logprob_start_len',
       );
-    const scoring = g.request.promptLogprobs !== null ? this.reportPrompts(g.request, promptIds, null) : null;
+    const outOfVocabulary = g.tokenIdsLogprob?.flat().find((id) => id >= this.host.limits.vocabSize);
+    if (outOfVocabulary !== undefined)
+      throw new ApiError(
+        400,
+        `token_ids_logprob: ${outOfVocabulary} is outside the vocabulary [0, ${this.host.limits.vocabSize})`,
+        'token_ids_logprob',
+      );
+    const gather = g.returnLogprob ? g.tokenIdsLogprob : null;
+    const scoring = g.request.promptLogprobs !== null ? this.reportPrompts(g.request, promptIds, null, gather) : null;
     const abort = new AbortController();
     x.signal.addEventListener('abort', () => abort.abort(), { once: true });
     const run = (observer?: SampleObserver) =>
@@ -499,11 +542,13 @@ export class ServeHttp {
         });
       }
       const [samples, prompts] = await Promise.all([run(), scoring]);
+      const idLogprobs = gather ? await this.responseTokenIdLogprobs(g.request, samples, promptIds, gather) : null;
       const reported = await this.report(g.request, samples, promptIds, prompts);
-      const generated = reported.map((s) => ({
+      const generated = reported.map((s, i) => ({
         ...s,
         promptTokens: s.promptIds.length,
         promptScores: s.prompt?.scores,
+        tokenIdLogprobs: idLogprobs?.[i],
         end: s,
       }));
       return { json: generateResponse(generated, { ...g, rid }, seconds(), this.host.weightVersion) };

@@ -12,11 +12,11 @@ import { loadLoraAdapter } from '../../models/lora-files-node.ts';
 import type { Tokenizer } from '../../models/tokenizer.ts';
 import { loadTokenizer, readTokenizerFiles } from '../../models/tokenizer-node.ts';
 import { ChatTemplate, applyChatTemplate, type ChatMessage } from '../../models/chat-template.ts';
-import type { Arena } from '../../engine/index.ts';
+import type { Arena, FloatDType } from '../../engine/index.ts';
 import { RolloutDecoders } from '../generation/decoders.ts';
 import { continuousCacheCapacity, decodeContinuous, type SampleQueue } from '../generation/continuous-batching.ts';
 import { rolloutSlots } from '../generation/slots.ts';
-import { PromptScorer, type PromptScores } from '../generation/prompt-scoring.ts';
+import { PromptScorer, type PromptScores, type ScoreOptions } from '../generation/prompt-scoring.ts';
 import { DEFAULT_READ_EVERY, endTokenIds } from '../generation/types.ts';
 import { ApiError } from './api-error.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
@@ -30,6 +30,8 @@ import {
 } from './generation-request.ts';
 import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
+import { servedDtypes, type KvCacheDtype, type ServeDtype } from './serve-dtype.ts';
+import type { PolicyWeights } from '../generation/types.ts';
 
 export interface ServeOptions {
   modelDir: string;
@@ -45,6 +47,12 @@ export interface ServeOptions {
    * Fraction of the device memory (engine.memory) the decode batch may take (verl's rollout.gpu_memory_utilization).
    */
   gpuMemoryUtilization: number;
+  /** vLLM's --max-logprobs: the most alternatives a request's log-probs may have (-1: the whole vocabulary). */
+  maxLogprobs: number;
+  /** vLLM's --dtype: the served weights' storage (serve-dtype.ts). */
+  dtype: ServeDtype;
+  /** vLLM's --kv-cache-dtype: the KV cache's storage. */
+  kvCacheDtype: KvCacheDtype;
 }
 
 /**
@@ -123,6 +131,8 @@ export class ModelHost {
     end: { eosTokenIds: number[]; padTokenId: number },
     /** generation_config.json's sampling defaults. */
     readonly sampling: { defaults: SamplingDefaults },
+    /** The weights' and the KV cache's storage (--dtype, --kv-cache-dtype). */
+    readonly dtypes: { weights: FloatDType; cache: FloatDType },
   ) {
     this.modelPath = options.modelDir;
     this.end = end;
@@ -131,7 +141,8 @@ export class ModelHost {
     this.slots = rolloutSlots(
       engine.caps,
       config,
-      { promptLength: P, capacity: this.capacity, samples: options.maxSlots },
+      // Continuous batching: prompts are prefilled in a decoder of their own (slots.ts).
+      { promptLength: P, capacity: this.capacity, samples: options.maxSlots, cacheDtype: dtypes.cache },
       { maxSlots: options.maxSlots, memoryBudgetBytes: options.gpuMemoryUtilization * this.engine.memory.bytes },
     );
     this.limits = {
@@ -154,15 +165,40 @@ export class ModelHost {
     const dir = options.modelDir;
     const tokenizerJson = (await readTokenizerFiles(dir)).tokenizerJson;
     const tokenizer = await loadTokenizer(dir, 'native');
-    const loaded = await loadModel(engine, dir, { label: 'served' });
+    let dtypes: { weights: FloatDType; cache: FloatDType } | null = null;
+    // Half-precision weights are stored half from the start: the server never holds a float32 copy.
+    const loaded = await loadModel(engine, dir, {
+      label: 'served',
+      weightDtype: (checkpointDtype) => {
+        dtypes = servedDtypes(options.dtype, options.kvCacheDtype, checkpointDtype);
+        return dtypes.weights;
+      },
+    });
     if (loaded.config.head !== 'causal-lm')
       throw new Error(`--model ${dir} holds a ${loaded.config.architecture}, expected a *ForCausalLM`);
+    const { cache } = dtypes!;
+    const kvWidth = loaded.config.numKvHeads * loaded.config.headDim;
+    if (cache !== 'f32' && kvWidth % 4 !== 0)
+      throw new Error(
+        `${dir}: a ${cache} KV cache needs num_key_value_heads·head_dim (${kvWidth}) to be a multiple of 4; ` +
+          'serve it with --dtype float32 and --kv-cache-dtype auto',
+      );
     const generationConfig = await readGenerationConfig(dir);
     const end = endTokenIds(loaded.config, generationConfig, tokenizer);
     const sampling = {
       defaults: generationConfigDefaults(generationConfig?.raw ?? null, join(dir, 'generation_config.json')),
     };
-    return new ModelHost(engine, options, loaded.config, loaded.params, tokenizer, tokenizerJson, end, sampling);
+    return new ModelHost(
+      engine,
+      options,
+      loaded.config,
+      loaded.params,
+      tokenizer,
+      tokenizerJson,
+      end,
+      sampling,
+      dtypes!,
+    );
   }
 
   /** Decode slots and the cache capacity each slot has. */
@@ -261,8 +297,34 @@ export class ModelHost {
         `logit_bias: token id ${biased} is outside the vocabulary [0, ${this.config.vocabSize})`,
         'logit_bias',
       );
+    this.checkLogprobCounts(request);
     this.adapterWeights(request.adapter);
     return budget;
+  }
+
+  /**
+   * vLLM's --max-logprobs check: -1 asks for the whole vocabulary, and a count above the flag (default 20) is refused
+   * in vLLM's words. Prompt log-probs take any count up to the vocabulary; a generated token's alternatives are at
+   * most the decode loop's 20 (MAX_TOP_LOGPROBS).
+   */
+  private checkLogprobCounts(request: GenerationRequest): void {
+    const V = this.config.vocabSize;
+    const max = this.options.maxLogprobs === -1 ? V : this.options.maxLogprobs;
+    const refuse = (what: 'prompt' | 'sample', count: number, param: string) => {
+      const n = count === -1 ? V : count;
+      if (n > max)
+        throw new ApiError(400, `Requested ${what} logprobs of ${n}, which is greater than max allowed: ${max}`, param);
+      return n;
+    };
+    if (request.promptLogprobs !== null) refuse('prompt', request.promptLogprobs, 'prompt_logprobs');
+    const sample = refuse('sample', request.topLogprobs, 'top_logprobs');
+    if (sample > MAX_TOP_LOGPROBS)
+      throw new ApiError(
+        400,
+        `top_logprobs: ${sample} alternatives per generated token; this server computes at most ${MAX_TOP_LOGPROBS} ` +
+          '(prompt_logprobs takes up to --max-logprobs)',
+        'top_logprobs',
+      );
   }
 
   /** A loaded adapter's weights (null: the base model's); an unknown name is a 400. */
@@ -319,16 +381,25 @@ export class ModelHost {
    * Each prompt's log-probs with K alternatives per position, on the device, with the weights a generation
    * queued now would run with: at once, or after the weight or adapter changes queued before it.
    */
-  scorePrompts(promptIds: readonly number[][], K: number, adapter: string | null): Promise<PromptScores[]> {
+  scorePrompts(
+    promptIds: readonly number[][],
+    K: number,
+    adapter: string | null,
+    options: (prompt: number) => ScoreOptions = () => ({}),
+  ): Promise<PromptScores[]> {
     const score = () => {
       const lora = this.adapterWeights(adapter);
       if (this.scorer?.adapter !== adapter) {
         this.dropScorer();
-        const policy = { config: this.config, params: this.params, lora };
-        this.scorer = { adapter, scorer: new PromptScorer(this.engine, policy, this.limits.maxPromptTokens) };
+        // Prompts, and a prompt with its response (token_ids_logprob's generated tokens).
+        const capacity = this.limits.maxPromptTokens + this.limits.maxNewTokens;
+        const scorer = new PromptScorer(this.engine, this.policy(lora), capacity);
+        this.scorer = { adapter, scorer };
       }
       const scorer = this.scorer!.scorer;
-      return Promise.all(promptIds.map((ids) => scorer.score(ids, K)));
+      // -1: the whole vocabulary (vLLM's prompt_logprobs: -1).
+      const count = K === -1 ? this.config.vocabSize : K;
+      return Promise.all(promptIds.map((ids, i) => scorer.score(ids, count, options(i))));
     };
     return this.scheduler.exclusiveQueued ? this.scheduler.exclusive(score) : score();
   }
@@ -391,6 +462,11 @@ export class ModelHost {
     });
   }
 
+  /** The served weights with an adapter's (or none), decoded with the served KV cache dtype. */
+  private policy(lora: LoraAdapters | null): PolicyWeights {
+    return { config: this.config, params: this.params, lora, cacheDtype: this.dtypes.cache };
+  }
+
   private dropDecoders(): void {
     this.decoders?.decoders.destroy();
     this.decoders = null;
@@ -414,10 +490,7 @@ export class ModelHost {
           `the LoRA adapter ${JSON.stringify(adapter)} was unloaded before this request ran`,
           'lora_path',
         );
-      this.decoders = {
-        adapter,
-        decoders: new RolloutDecoders(this.engine, { config: this.config, params: this.params, lora }),
-      };
+      this.decoders = { adapter, decoders: new RolloutDecoders(this.engine, this.policy(lora)) };
     }
     const { maxPromptTokens: P, maxNewTokens: R } = this.options;
     const loop = {

@@ -51,9 +51,8 @@ function commonFields(
   const s = samplingFields(f, defaults);
   f.unsupported('best_of', s.n, 'best_of other than n is not supported by this server');
   f.unsupported('use_beam_search', false, 'beam search is not supported by this server');
-  const promptLogprobs = f.has('prompt_logprobs')
-    ? f.number('prompt_logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS })
-    : null;
+  // vLLM's: -1 is the whole vocabulary; the count is checked against --max-logprobs with the served model.
+  const promptLogprobs = f.has('prompt_logprobs') ? f.number('prompt_logprobs', 0, { integer: true, min: -1 }) : null;
   // vLLM refuses them too: a stream has no place for them (echo's prompt log-probs do stream).
   if (stream && promptLogprobs !== null)
     throw new ApiError(400, 'prompt_logprobs: not available when stream is true (as vLLM)', 'prompt_logprobs');
@@ -114,7 +113,7 @@ export function parseCompletionRequest(
       prompts,
       ...rest,
       topLogprobs: logprobs ?? 0,
-      promptLogprobs: scored.length > 0 ? Math.max(...scored) : null,
+      promptLogprobs: scored.length === 0 ? null : scored.includes(-1) ? -1 : Math.max(...scored),
     },
     model,
     returnTokenIds,
@@ -168,9 +167,10 @@ export function parseChatRequest(body: unknown, defaults: SamplingDefaults = NEU
   const toolChoice = f.raw('tool_choice');
   if (toolChoice !== undefined && toolChoice !== null && toolChoice !== 'none' && toolChoice !== 'auto')
     throw badRequest('tool_choice', '"none" or "auto" (there are no tools)', toolChoice);
-  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS });
+  // vLLM's: -1 is the whole vocabulary, refused against --max-logprobs (ModelHost.check).
+  const topLogprobs = f.number('top_logprobs', 0, { integer: true, min: -1, max: MAX_TOP_LOGPROBS });
   const logprobs = f.boolean('logprobs', false);
-  if (topLogprobs > 0 && !logprobs)
+  if (topLogprobs !== 0 && !logprobs)
     throw new ApiError(400, 'top_logprobs: needs logprobs to be true (as OpenAI requires)', 'top_logprobs');
   const kwargs = f.raw('chat_template_kwargs');
   if (kwargs !== undefined && kwargs !== null && !isObject(kwargs))

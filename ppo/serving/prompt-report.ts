@@ -20,6 +20,8 @@ export interface ReportedScores {
   ranks: Uint32Array;
   /** Per scored token, its K alternatives (ids, log-probs, texts), most likely first. */
   top: { ids: number[][]; logprobs: number[][]; texts: string[][] };
+  /** SGLang's token_ids_logprob: the tokens asked for and their log-probs at each scored token, row-major. */
+  gathered: { ids: readonly number[]; logprobs: Float32Array } | null;
 }
 
 export async function reportPrompt(
@@ -28,6 +30,7 @@ export async function reportPrompt(
   given: string | null,
   scores: PromptScores | null,
   skipSpecialTokens: boolean,
+  gathered: readonly number[] | null = null,
 ): Promise<ReportedPrompt> {
   const incremental = new IncrementalText(tokenizer, [], skipSpecialTokens);
   const tokenTexts = await incremental.push(ids);
@@ -48,13 +51,14 @@ export async function reportPrompt(
       logprobs: scores.logprobs,
       ranks: scores.ranks,
       top: { ids: top.map((a) => a.ids), logprobs: top.map((a) => a.logprobs), texts },
+      gathered: gathered && { ids: gathered, logprobs: scores.gathered },
     },
   };
 }
 
 /**
  * vLLM's prompt_logprobs: null for the first token, then per token {token id: {logprob, rank, decoded_token}} of the
- * token itself and its N most likely alternatives (ranks 1 … N).
+ * token itself and its N most likely alternatives (ranks 1 … N); N = -1: every token of the vocabulary.
  */
 export function vllmPromptLogprobs(prompt: ReportedPrompt, N: number) {
   const s = prompt.scores;
@@ -65,7 +69,7 @@ export function vllmPromptLogprobs(prompt: ReportedPrompt, N: number) {
       const entry: Record<string, { logprob: number; rank: number; decoded_token: string }> = {
         [id]: { logprob: s.logprobs[p], rank: s.ranks[p], decoded_token: prompt.tokenTexts[p + 1] },
       };
-      s.top.ids[p].slice(0, N).forEach((alt, k) => {
+      s.top.ids[p].slice(0, N === -1 ? undefined : N).forEach((alt, k) => {
         entry[alt] = { logprob: s.top.logprobs[p][k], rank: k + 1, decoded_token: s.top.texts[p][k] };
       });
       return entry;

@@ -28,6 +28,11 @@ export interface GenerateRequest {
   logprobStartLen: number;
   /** rid: echoed as meta_info.id. */
   rid: string | null;
+  /**
+   * SGLang's token_ids_logprob: per prompt, the tokens whose log-probs are reported at each position (one list for
+   * every prompt, or a list per prompt); null: none.
+   */
+  tokenIdsLogprob: number[][] | null;
   /** A batch of prompts (text or input_ids a list of them): SGLang answers a list even for one sample. */
   batch: boolean;
   /** Server-Sent Events: each sample's text and output_ids so far at every read, then `data: [DONE]`. */
@@ -41,7 +46,6 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
   const input = f.has('text') ? f.raw('text') : f.raw('input_ids');
   const prompts = promptInputs(input, f.has('text') ? 'text' : 'input_ids');
   const batch = Array.isArray(input) && input.some((p) => typeof p !== 'number');
-  f.unsupported('token_ids_logprob', null, 'log-probs of chosen token ids are not computed by this server');
   if (f.has('input_embeds') || f.has('image_data'))
     throw new ApiError(400, 'input_embeds and image_data are not supported by this server', 'input_embeds');
   if (Array.isArray(f.raw('sampling_params'))) {
@@ -70,6 +74,11 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
   const returnLogprob = f.boolean('return_logprob', false);
   const logprobStartLen = f.number('logprob_start_len', -1, { integer: true, min: -1 });
   const topLogprobs = f.number('top_logprobs_num', 0, { integer: true, min: 0, max: MAX_TOP_LOGPROBS });
+  const tokenIdsLogprob = tokenIdLists(f.raw('token_ids_logprob'), prompts.length);
+  const stream = f.boolean('stream', false);
+  // They come from a scoring pass over each finished response, after the last chunk a stream would send.
+  if (stream && returnLogprob && tokenIdsLogprob !== null)
+    throw new ApiError(400, 'token_ids_logprob: not available when stream is true (this server)', 'token_ids_logprob');
   return {
     request: {
       prompts,
@@ -93,9 +102,23 @@ export function parseGenerateRequest(body: unknown, defaults: SamplingDefaults =
     returnLogprob,
     logprobStartLen,
     rid: typeof rid === 'string' ? rid : null,
+    tokenIdsLogprob,
     batch,
-    stream: f.boolean('stream', false),
+    stream,
   };
+}
+
+/** token_ids_logprob as one list per prompt: a list of ids (every prompt's) or a list of lists (one per prompt). */
+function tokenIdLists(value: unknown, prompts: number): number[][] | null {
+  if (value === undefined || value === null) return null;
+  const isIds = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x) && x >= 0);
+  if (isIds(value)) return Array.from({ length: prompts }, () => value);
+  if (Array.isArray(value) && value.length === prompts && value.every(isIds)) return value;
+  throw badRequest(
+    'token_ids_logprob',
+    `a list of token ids, or one list per prompt (${prompts} here), each id an integer ≥ 0`,
+    value,
+  );
 }
 
 /** A sample so far (`end` null while it generates) or finished. */
@@ -110,6 +133,8 @@ export interface GeneratedSample {
   promptIds: readonly number[];
   /** Its prompt's scores, when logprob_start_len ≥ 0. */
   promptScores?: ReportedScores | null;
+  /** token_ids_logprob's tokens and their log-probs at each generated token, (tokens, ids) row-major. */
+  tokenIdLogprobs?: { ids: readonly number[]; logprobs: Float32Array } | null;
 }
 
 /** A random request id, as SGLang makes one. */
@@ -153,13 +178,22 @@ export function generateOutput(
             output_top_logprobs: s.top.ids.map((ids, t) => ids.map((id, k) => [s.top!.logprobs[t][k], id, null])),
           }
         : {}),
+      ...(g.returnLogprob && s.tokenIdLogprobs
+        ? { output_token_ids_logprobs: s.tokens.map((_, t) => idLogprobs(s.tokenIdLogprobs!, t)) }
+        : {}),
     },
   };
 }
 
+/** Position t's [logprob, id, null] of each of token_ids_logprob's tokens, in the order asked. */
+function idLogprobs(g: { ids: readonly number[]; logprobs: Float32Array }, t: number) {
+  return g.ids.map((id, j) => [g.logprobs[t * g.ids.length + j], id, null]);
+}
+
 /**
  * SGLang's input_token_logprobs: [logprob, id, null] for each prompt token from logprob_start_len (-1: the last),
- * the first always null as SGLang leaves it; with top_logprobs_num, input_top_logprobs alike (the first null).
+ * the first always null as SGLang leaves it; with top_logprobs_num, input_top_logprobs alike (the first null), and
+ * with token_ids_logprob, input_token_ids_logprobs alike.
  */
 function inputLogprobs(s: GeneratedSample, logprobStartLen: number) {
   const { promptIds: ids, promptScores: scores } = s;
@@ -175,6 +209,11 @@ function inputLogprobs(s: GeneratedSample, logprobStartLen: number) {
         }
       : s.top
         ? { input_top_logprobs: [null] }
+        : {}),
+    ...(scores?.gathered
+      ? { input_token_ids_logprobs: positions.map(({ p, first }) => (first ? null : idLogprobs(scores.gathered!, p))) }
+      : s.tokenIdLogprobs
+        ? { input_token_ids_logprobs: [null] }
         : {}),
   };
 }

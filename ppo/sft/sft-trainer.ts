@@ -117,7 +117,7 @@ export class SftTrainer {
     }
     // A diverging step stops before the optimizer applies it: the weights stay the last good step's.
     checkFinite('train/loss', loss);
-    this.optimizer.step(lr);
+    await this.optimizer.step(lr);
     const ms = performance.now() - start;
     this.step++;
     return { step: this.step, loss, tokensPerSecond: realTokens / (ms / 1000), ms };

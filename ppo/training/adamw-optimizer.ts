@@ -3,10 +3,13 @@
 // AdamW8bit (bitsandbytes' blockwise 8-bit state, kernels/optim/adamw8bit.wgsl) keeps each tensor of at least
 // MIN_8BIT_SIZE values as one byte per moment plus a float32 scale per 256 values, in an arena of its own, and the
 // smaller tensors' moments in float32 arenas of just those tensors; it updates tensor by tensor, as bitsandbytes does.
+// With `offload` (verl's fsdp_config.optimizer_offload) either kind of moments lives in host memory instead and
+// each step streams it through one staging buffer (offloaded-moments.ts): the same kernels, the same update.
 import { Arena, type ArenaEntry, type Engine, type Tensor, elementCount } from '../../engine/index.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
 import { MIN_8BIT_SIZE, createDynamicMap } from '../../engine/dynamic-map.ts';
+import { OFFLOAD_STAGING_BYTES, OffloadedMoments, stagingBytes } from './offloaded-moments.ts';
 
 export interface AdamWConfig {
   lr: number;
@@ -17,6 +20,10 @@ export interface AdamWConfig {
   maxGradNorm: number;
   /** verl's `optim.optimizer`: torch.optim's AdamW (default) or bitsandbytes.optim's AdamW8bit. */
   optimizer?: OptimizerName;
+  /** verl's fsdp_config.optimizer_offload: the moments in host memory, streamed through the device per update. */
+  offload?: boolean;
+  /** Offload: the staging buffer's most bytes (OFFLOAD_STAGING_BYTES; tests ask for less, to update in many fills). */
+  offloadStagingBytes?: number;
 }
 
 export type OptimizerName = 'AdamW' | 'AdamW8bit';
@@ -59,6 +66,18 @@ export function momentBytes(entries: readonly ArenaEntry[], optimizer: Optimizer
   }, 0);
 }
 
+/** Device bytes of the staging buffer an offloaded optimizer of `entries` allocates: all their moments, or at most
+ *  `limitBytes` and one binding. */
+export function offloadStagingBytes(
+  entries: readonly ArenaEntry[],
+  optimizer: OptimizerName,
+  maxBindingBytes: number,
+  limitBytes = OFFLOAD_STAGING_BYTES,
+): number {
+  const eightBit = new Set(optimizer === 'AdamW8bit' ? eightBitTensors(entries).map((e) => e.name) : []);
+  return stagingBytes(entries, eightBit, Math.min(limitBytes, maxBindingBytes));
+}
+
 export class AdamWOptimizer {
   readonly grads: Arena;
   /** Float32 moments: of every tensor (AdamW), of the tensors below MIN_8BIT_SIZE (AdamW8bit; null if none). */
@@ -66,6 +85,8 @@ export class AdamWOptimizer {
   private readonly v: Arena | null;
   /** AdamW8bit: `${name}.state1` … `${name}.absmax2` per 8-bit tensor, and the two codes (signed, unsigned). */
   private readonly quantized: { arena: Arena; names: string[]; qmap: Tensor } | null = null;
+  /** Offload: every moment in host memory (m, v, quantized above stay null); the qmap stays on the device. */
+  private readonly offloaded: { moments: OffloadedMoments; qmap: Tensor | null } | null = null;
   /** ‖g‖² of the last step, on the GPU; read it only when a metric needs it. */
   readonly normSquared: Tensor;
   stepCount = 0;
@@ -84,14 +105,29 @@ export class AdamWOptimizer {
         `AdamW over ${params.label}: tensor ${half.name} is ${half.dtype}; a trained model's weights must be float32`,
       );
     this.grads = new Arena(engine, `${params.label}.grad`, params.layout);
-    if (config.optimizer === 'AdamW8bit') {
-      const eightBit = eightBitTensors(params.layout.slots);
-      const names = eightBit.map((e) => e.name);
+    this.normSquared = engine.tensor(`${params.label}.grad_norm_sq`, [1]);
+    const eightBit = config.optimizer === 'AdamW8bit';
+    const qmap = () =>
+      engine.tensorFrom(`${params.label}.qmap`, [512], [...createDynamicMap(true), ...createDynamicMap(false)]);
+    if (config.offload) {
+      this.m = this.v = null;
+      const names = new Set(eightBit ? eightBitTensors(params.layout.slots).map((e) => e.name) : []);
+      const bytes = offloadStagingBytes(
+        params.layout.slots,
+        config.optimizer ?? 'AdamW',
+        engine.maxBindingBytes,
+        config.offloadStagingBytes,
+      );
+      const moments = new OffloadedMoments(engine, params, this.grads, names, eightBit ? 'after' : 'before', bytes);
+      this.offloaded = { moments, qmap: eightBit ? qmap() : null };
+    } else if (eightBit) {
+      const quantizedEntries = eightBitTensors(params.layout.slots);
+      const names = quantizedEntries.map((e) => e.name);
       const small = params.layout.slots.filter((slot) => !names.includes(slot.name));
       const smallLayout = small.length > 0 ? Arena.plan(engine, small) : null;
       this.m = smallLayout && new Arena(engine, `${params.label}.adam_m`, smallLayout);
       this.v = smallLayout && new Arena(engine, `${params.label}.adam_v`, smallLayout);
-      const entries = eightBit.flatMap(({ name, shape }) => {
+      const entries = quantizedEntries.flatMap(({ name, shape }) => {
         const { words, blocks } = adamw8bitSizes(elementCount(shape));
         return [
           { name: `${name}.state1`, shape: [words], dtype: 'u32' as const },
@@ -101,21 +137,16 @@ export class AdamWOptimizer {
         ];
       });
       const arena = new Arena(engine, `${params.label}.adam_8bit`, Arena.plan(engine, entries));
-      const qmap = engine.tensorFrom(
-        `${params.label}.qmap`,
-        [512],
-        [...createDynamicMap(true), ...createDynamicMap(false)],
-      );
-      this.quantized = { arena, names, qmap };
+      this.quantized = { arena, names, qmap: qmap() };
     } else {
       this.m = new Arena(engine, `${params.label}.adam_m`, params.layout);
       this.v = new Arena(engine, `${params.label}.adam_v`, params.layout);
     }
-    this.normSquared = engine.tensor(`${params.label}.grad_norm_sq`, [1]);
   }
 
   /** Forgets both moments and the step count: the next step starts as a new optimizer's first. */
   reset(): void {
+    this.offloaded?.moments.reset();
     for (const arena of [this.m, this.v, this.quantized?.arena]) {
       for (const segment of arena?.segments ?? []) this.engine.clear(segment);
     }
@@ -126,8 +157,9 @@ export class AdamWOptimizer {
     for (const segment of this.grads.segments) this.engine.clear(segment);
   }
 
-  /** Clips by global norm and applies one AdamW update; `gradScale` first multiplies the gradients. */
-  step(lr = this.config.lr, gradScale = 1): void {
+  /** Clips by global norm and applies one AdamW update; `gradScale` first multiplies the gradients. Resident, it
+   *  only records dispatches; offloaded, it resolves when the moments are back in host memory. */
+  async step(lr = this.config.lr, gradScale = 1): Promise<void> {
     this.stepCount++;
     this.prepareGradients?.(this.grads);
     gradNormSquared(this.engine, { grads: this.grads.segments, normSquared: this.normSquared });
@@ -142,6 +174,7 @@ export class AdamWOptimizer {
       step: this.stepCount,
       gradScale,
     };
+    if (this.offloaded) return this.offloaded.moments.step(hyper, this.offloaded.qmap);
     if (!this.quantized) {
       this.params.segments.forEach((params, i) => {
         adamwStep(this.engine, {
@@ -186,6 +219,23 @@ export class AdamWOptimizer {
   }
 
   async saveState(): Promise<AdamWState> {
+    if (this.offloaded) {
+      const { m, v, quantized } = this.offloaded.moments;
+      const copy = <T>(map: ReadonlyMap<string, T>, f: (x: T) => T) => new Map([...map].map(([k, x]) => [k, f(x)]));
+      return {
+        step: this.stepCount,
+        m: copy(m, (x) => x.slice()),
+        v: copy(v, (x) => x.slice()),
+        ...(quantized.size > 0 && {
+          quantized: copy(quantized, (q) => ({
+            state1: q.state1.slice(),
+            state2: q.state2.slice(),
+            absmax1: q.absmax1.slice(),
+            absmax2: q.absmax2.slice(),
+          })),
+        }),
+      };
+    }
     const read = async (arena: Arena | null) =>
       new Map(
         await Promise.all(
@@ -209,7 +259,7 @@ export class AdamWOptimizer {
 
   /** Alignment padding between tensors holds zero moments; reset() first keeps it so. */
   loadState(state: AdamWState): void {
-    const mine = this.quantized?.names ?? [];
+    const mine = this.quantized?.names ?? [...(this.offloaded?.moments.quantized.keys() ?? [])];
     const theirs = [...(state.quantized?.keys() ?? [])];
     if (mine.length !== theirs.length || mine.some((name) => !state.quantized?.has(name)))
       throw new Error(
@@ -219,6 +269,21 @@ export class AdamWOptimizer {
       );
     this.reset();
     this.stepCount = state.step;
+    if (this.offloaded) {
+      const { m, v, quantized } = this.offloaded.moments;
+      for (const [saved, host] of [
+        [state.m, m],
+        [state.v, v],
+      ] as const) {
+        for (const [name, target] of host) target.set(checkedLength(saved.get(name), target.length, name));
+      }
+      for (const [name, target] of quantized) {
+        const saved = state.quantized!.get(name)!;
+        for (const part of QUANTIZED_PARTS)
+          (target[part] as Float32Array).set(checkedLength(saved[part], target[part].length, `${part} of ${name}`));
+      }
+      return;
+    }
     for (const [moments, arena] of [
       [state.m, this.m],
       [state.v, this.v],
@@ -242,4 +307,11 @@ export class AdamWOptimizer {
       }
     }
   }
+}
+
+/** A saved moment array of the expected length (a checkpoint of another model is refused in one line). */
+function checkedLength<T extends Float32Array | Uint32Array>(data: T | undefined, size: number, what: string): T {
+  if (!data) throw new Error(`optimizer state: no moments for ${what}`);
+  if (data.length !== size) throw new Error(`optimizer state: ${what} has ${data.length} values, expected ${size}`);
+  return data;
 }

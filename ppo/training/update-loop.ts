@@ -99,7 +99,7 @@ export async function runUpdate(
           metrics,
         );
       }
-      optimizer.step(config.lr);
+      await optimizer.step(config.lr);
       log.record(optimizer.normSquared, ([normSquared]) => {
         const gradNorm = Math.sqrt(normSquared);
         checkFinite(gradNormMetric, gradNorm);

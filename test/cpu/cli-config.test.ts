@@ -175,7 +175,7 @@ describe('verl keys beside the schema', () => {
         'actor_rollout_ref.rollout.tensor_model_parallel_size=2',
         'actor_rollout_ref.rollout.enforce_eager=True',
         'actor_rollout_ref.actor.fsdp_config.param_offload=False',
-        'critic.model.fsdp_config.optimizer_offload=True',
+        'critic.model.fsdp_config.param_offload=True',
         'actor_rollout_ref.model.use_remove_padding=True',
         'data.return_raw_chat=True',
         'trainer.default_hdfs_dir=null',
@@ -188,6 +188,26 @@ describe('verl keys beside the schema', () => {
       'actor_rollout_ref.rollout.tensor_model_parallel_size, actor_rollout_ref.actor.ulysses_sequence_parallel_size ' +
         '(GPU-cluster layout; one WebGPU adapter here)',
     );
+  });
+
+  it("fsdp_config.optimizer_offload is the actor's and critic's key (critic.fsdp.* as verl 1dda039b spells it)", () => {
+    const { config, notes } = composeConfig({
+      overrides: [
+        'actor_rollout_ref.actor.fsdp_config.optimizer_offload=True',
+        'critic.fsdp.optimizer_offload=True',
+        'actor_rollout_ref.ref.fsdp_config.optimizer_offload=True',
+        'actor_rollout_ref.actor.fsdp_config.param_offload=True',
+      ],
+    });
+    expect(config.actor_rollout_ref.actor.fsdp_config.optimizer_offload).toBe(true);
+    expect(config.critic.model.fsdp_config.optimizer_offload).toBe(true);
+    // The reference has no optimizer state; weights are not offloaded: both ignored, each with its reason.
+    const ignored = notes.find((n) => n.startsWith('ignored'));
+    expect(ignored).toContain('actor_rollout_ref.ref.fsdp_config.optimizer_offload (the reference trains nothing');
+    expect(ignored).toContain('actor_rollout_ref.actor.fsdp_config.param_offload (weights stay on the device');
+    const defaults = composeConfig({ overrides: [] }).config;
+    expect(defaults.actor_rollout_ref.actor.fsdp_config.optimizer_offload).toBe(false);
+    expect(defaults.critic.model.fsdp_config.optimizer_offload).toBe(false);
   });
 
   it('deprecated and Search-R1 spellings set the schema key and say so', () => {

@@ -11,6 +11,9 @@ import { deviceMemorySize } from '../../engine/device-memory.ts';
 import type { Engine } from '../../engine/index.ts';
 import { memoryPlanOfCheckpoint } from '../../tools/bench/memory.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
+import { rolloutMemory } from '../../ppo/generation/slots.ts';
+import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
+import { DEFAULT_READ_EVERY } from '../../ppo/generation/types.ts';
 
 const QWEN3_SMALL = {
   architectures: ['Qwen3ForCausalLM'],
@@ -79,6 +82,42 @@ describe('memory plan', () => {
     expect(actorMoments / plain).toBeCloseTo(0.25 * (1 + 4 / 256), 2);
     const lora = resident([...optimizer, 'actor_rollout_ref.model.lora_rank=8']);
     expect(lora.map((r) => r.what)).toContain('actor adapter AdamW8bit moments');
+  });
+
+  it('optimizer_offload: the moments in host memory, one staging buffer of at most 32 MiB on the device', () => {
+    const offload = [
+      'actor_rollout_ref.actor.fsdp_config.optimizer_offload=true',
+      'critic.model.fsdp_config.optimizer_offload=true',
+    ];
+    const plan = (overrides: string[], maxBindingBytes = 128 * MIB) =>
+      planMemory(config(overrides), { actor, critic, rewardModel: null }, { maxBindingBytes, memory: FOUR_GIB });
+    const resident = plan([]);
+    const offloaded = plan(offload);
+    const bytesOf = (items: { what: string; bytes: number }[], what: string) =>
+      items.find((i) => i.what === what)?.bytes;
+    for (const model of ['actor', 'critic']) {
+      const moments = bytesOf(resident.resident, `${model} AdamW moments`)!;
+      expect(bytesOf(offloaded.host, `${model} AdamW moments`)).toBe(moments);
+      expect(bytesOf(offloaded.resident, `${model} AdamW moments`)).toBeUndefined();
+      expect(bytesOf(offloaded.resident, `${model} AdamW offload staging`)).toBe(32 * MIB);
+    }
+    expect(resident.host).toEqual([]);
+    const saving = ['actor', 'critic'].reduce(
+      (sum, model) => sum + bytesOf(resident.resident, `${model} AdamW moments`)! - 32 * MIB,
+      0,
+    );
+    expect(resident.residentBytes - offloaded.residentBytes).toBe(saving);
+    expect(resident.peakBytes - offloaded.peakBytes).toBe(resident.residentBytes - offloaded.residentBytes);
+    expect(formatMemoryPlan(offloaded).join('\n')).toMatch(/actor AdamW moments +0\.\d\d GiB in host memory/);
+    // A device whose bindings are smaller binds the staging buffer whole: at most one binding.
+    expect(bytesOf(plan(offload, 8 * MIB).resident, 'actor AdamW offload staging')).toBe(8 * MIB);
+    // Moments smaller than the staging buffer (LoRA adapters): staging them all, each region 256-byte aligned.
+    const lora = plan([...offload, 'actor_rollout_ref.model.lora_rank=8']);
+    const adapterMoments = bytesOf(lora.host, 'actor adapter AdamW moments')!;
+    const staging = bytesOf(lora.resident, 'actor adapter AdamW offload staging')!;
+    expect(staging).toBeGreaterThanOrEqual(adapterMoments);
+    expect(staging).toBeLessThan(adapterMoments * 1.1);
+    expect(staging % 256).toBe(0);
   });
 
   it("optim.optimizer and optimizer_impl: verl's pairs, any other refused in one line naming the key", () => {
@@ -454,7 +493,7 @@ describe('memory plan', () => {
     ).toBe(true);
   });
 
-  it('the rollout decodes as many sequences at once as rollout.ts would: one binding bounds the prefill', () => {
+  it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {
     const plan = planMemory(
       config([
         'data.train_batch_size=512',
@@ -464,10 +503,66 @@ describe('memory plan', () => {
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 16 * MIB, memory: FOUR_GIB },
     );
-    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding.
-    expect(plan.phases[0].phase).toBe('rollout (21 of 512 sequences at once)');
-    expect(plan.phases[0].largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+    // 16 MiB / (256 prompt tokens × 768 gate_up floats × 4 bytes) = 21 sequences per prefill gate_up binding: the
+    // slots before decode groups. Now the prefill takes 21 at a time, and what binds is the one tensor a decode step
+    // still binds whole, its sampling logits: 16 MiB / (151,936 × 4 bytes) = 27 rows, in far less than 4 GiB.
+    const [rollout] = plan.phases;
+    expect(rollout.phase).toBe('rollout (27 of 512 sequences at once)');
+    expect(rollout.items.find((i) => i.key === 'rollout prefill buffers')!.what).toMatch(/\(21 of 27 sequences/);
+    expect(rollout.largestTensor.bytes).toBeLessThanOrEqual(16 * MIB);
+    const shape = { promptLength: 256, capacity: continuousCacheCapacity(256, 768, DEFAULT_READ_EVERY), samples: 512 };
+    const bytes = rolloutMemory(16 * MIB, actor, shape, 27).items.reduce((n, i) => n + i.bytes, 0);
+    expect(bytes).toBeLessThan(GIB);
   });
+
+  it(
+    "Unsloth's GRPO on 24 GB: the rollout decodes all 64 Qwen3-1.7B LoRA sequences at once (bf16 cache), and takes " +
+      "only what Qwen3-8B's resident base leaves, so the run's peak still fits",
+    () => {
+      const unsloth = [
+        'algorithm.adv_estimator=grpo',
+        'data.train_batch_size=8',
+        'actor_rollout_ref.rollout.n=8',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=8',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.model.lora_rank=64',
+        'actor_rollout_ref.rollout.dtype=bfloat16',
+      ];
+      const qwen3 = (hidden: number, layers: number, heads: number, intermediate: number, tied: boolean) =>
+        parseHfConfig({
+          ...QWEN3_SMALL,
+          hidden_size: hidden,
+          intermediate_size: intermediate,
+          num_hidden_layers: layers,
+          num_attention_heads: heads,
+          num_key_value_heads: 8,
+          head_dim: 128,
+          tie_word_embeddings: tied,
+          torch_dtype: 'bfloat16',
+        });
+      const device = { maxBindingBytes: 128 * MIB, memory: overrideMemory(24 * GIB) };
+      const small = planMemory(
+        config(unsloth),
+        { actor: qwen3(2048, 28, 16, 6144, true), critic: null, rewardModel: null },
+        device,
+      );
+      expect(small.phases[0].phase).toBe('rollout (64 of 64 sequences at once)');
+      expect(small.rolloutBudgetShrunk).toBe(false);
+      expect(small.problems).toEqual([]);
+      const large = planMemory(
+        config(unsloth),
+        { actor: qwen3(4096, 36, 32, 12288, false), critic: null, rewardModel: null },
+        device,
+      );
+      // Its half of 24 GiB would take 53 sequences and a 32.7 GiB peak; the budget shrinks to what fits.
+      expect(large.rolloutBudgetShrunk).toBe(true);
+      expect(large.rolloutBudgetBytes).toBeLessThan(12 * GIB);
+      expect(large.peakBytes).toBeLessThanOrEqual(24 * GIB);
+      expect(large.problems).toEqual([]);
+      expect(formatMemoryPlan(large, false)[0]).toMatch(/less what the rest of the run needs\)$/);
+    },
+  );
 
   it(
     'validation decodes the whole validation set through the rollout decoders, grown: a phase after the step, ' +

@@ -20,6 +20,7 @@ import {
 import { completionText } from '../../ppo/serving/completion-text.ts';
 import { Scheduler, type ScheduledRequest } from '../../ppo/serving/scheduler.ts';
 import { parseServeArgs, UsageError } from '../../ppo/jobs/serve-job-node.ts';
+import { servedDtypes } from '../../ppo/serving/serve-dtype.ts';
 import type { SampleQueue } from '../../ppo/generation/continuous-batching.ts';
 
 /** The ApiError `parse` throws: its status and body. */
@@ -112,7 +113,22 @@ describe('serve request parsing', () => {
     expect(parseGenerateRequest({ text: 'a', stream: true }).stream).toBe(true);
     expect(parseGenerateRequest({ text: 'a', top_logprobs_num: 2 }).request.topLogprobs).toBe(2);
     expect(refusal(() => parseGenerateRequest({ text: 'a', top_logprobs_num: 21 })).status).toBe(400);
-    expect(refusal(() => parseGenerateRequest({ text: 'a', token_ids_logprob: [1] })).status).toBe(400);
+    // token_ids_logprob: one list for every prompt, or one per prompt; not with a stream (scored after the response).
+    expect(parseGenerateRequest({ input_ids: [[1], [2]], token_ids_logprob: [3, 0] }).tokenIdsLogprob).toEqual([
+      [3, 0],
+      [3, 0],
+    ]);
+    expect(parseGenerateRequest({ input_ids: [[1], [2]], token_ids_logprob: [[3], [4, 5]] }).tokenIdsLogprob).toEqual([
+      [3],
+      [4, 5],
+    ]);
+    expect(parseGenerateRequest({ text: 'a' }).tokenIdsLogprob).toBeNull();
+    for (const bad of [[[1], [2]], [-1], 'x', [1.5]])
+      expect(refusal(() => parseGenerateRequest({ text: 'a', token_ids_logprob: bad })).body.error.param).toBe(
+        'token_ids_logprob',
+      );
+    const streamed = { text: 'a', token_ids_logprob: [1], return_logprob: true, stream: true };
+    expect(refusal(() => parseGenerateRequest(streamed)).body.error.param).toBe('token_ids_logprob');
     expect(refusal(() => parseGenerateRequest('x')).status).toBe(400);
     // lora_path: one name, or SGLang's list of one per input naming the same adapter (a batch runs one).
     expect(parseGenerateRequest({ input_ids: [[1], [2]], lora_path: ['a', 'a'] }).request.adapter).toBe('a');
@@ -149,7 +165,15 @@ describe('serve request parsing', () => {
     expect(scored({ echo: true, logprobs: 3 })).toBe(3);
     expect(scored({ prompt_logprobs: 0 })).toBe(0);
     expect(scored({ echo: true, logprobs: 1, prompt_logprobs: 5 })).toBe(5);
-    expect(refusal(() => scored({ prompt_logprobs: 21 })).body.error.param).toBe('prompt_logprobs');
+    // vLLM's: -1 (the whole vocabulary) and counts above 20 parse; the served model checks them (--max-logprobs).
+    expect(scored({ prompt_logprobs: 21 })).toBe(21);
+    expect(scored({ prompt_logprobs: -1, echo: true, logprobs: 2 })).toBe(-1);
+    expect(refusal(() => scored({ prompt_logprobs: -2 })).body.error.param).toBe('prompt_logprobs');
+    expect(refusal(() => scored({ prompt_logprobs: -1, stream: true })).body.error.param).toBe('prompt_logprobs');
+    expect(refusal(() => parseCompletionRequest({ prompt: 'a', logprobs: -1 })).body.error.param).toBe('logprobs');
+    const chatOf = (body: object) => parseChatRequest({ messages: [{ role: 'user', content: 'a' }], ...body });
+    expect(chatOf({ logprobs: true, top_logprobs: -1 }).request.topLogprobs).toBe(-1);
+    expect(refusal(() => chatOf({ top_logprobs: -1 })).body.error.param).toBe('top_logprobs');
     expect(refusal(() => scored({ prompt_logprobs: 1, stream: true })).body.error.param).toBe('prompt_logprobs');
     expect(parseGenerateRequest({ text: 'a', return_logprob: true, logprob_start_len: 0 }).request.promptLogprobs).toBe(
       0,
@@ -303,11 +327,34 @@ describe('serve request parsing', () => {
       port: 0,
       host: '127.0.0.1',
     });
+    expect(parseServeArgs(['--model', '/m'])).toMatchObject({ dtype: 'auto', kvCacheDtype: 'auto' });
+    expect(parseServeArgs(['--model', '/m', '--dtype', 'half', '--kv-cache-dtype=bf16'])).toMatchObject({
+      dtype: 'half',
+      kvCacheDtype: 'bf16',
+    });
+    expect(() => parseServeArgs(['--model', '/m', '--dtype', 'fp16'])).toThrow(
+      /--dtype fp16: expected one of auto, half, float16, bfloat16, float, float32/,
+    );
+    expect(() => parseServeArgs(['--model', '/m', '--kv-cache-dtype', 'fp8'])).toThrow(
+      /fp8 caches are not implemented/,
+    );
     expect(() => parseServeArgs(['--port', '1'])).toThrow(/--model DIR is required/);
     expect(() => parseServeArgs(['--model', '/m', '--prot', '1'])).toThrow(UsageError);
     expect(() => parseServeArgs(['--model', '/m', '--port', '70000'])).toThrow(
       /--port 70000: expected an integer in \[0, 65535\]/,
     );
+  });
+});
+
+describe('--dtype and --kv-cache-dtype', () => {
+  it("resolve as vLLM's, except that auto keeps a float32 checkpoint float32", () => {
+    expect(servedDtypes('auto', 'auto', 'bfloat16')).toEqual({ weights: 'bf16', cache: 'bf16' });
+    expect(servedDtypes('auto', 'auto', 'float16')).toEqual({ weights: 'f16', cache: 'f16' });
+    expect(servedDtypes('auto', 'auto', 'float32')).toEqual({ weights: 'f32', cache: 'f32' });
+    expect(servedDtypes('half', 'auto', 'bfloat16')).toEqual({ weights: 'f16', cache: 'f16' });
+    expect(servedDtypes('float', 'auto', 'bfloat16')).toEqual({ weights: 'f32', cache: 'f32' });
+    expect(servedDtypes('float32', 'bf16', 'float32')).toEqual({ weights: 'f32', cache: 'bf16' });
+    expect(servedDtypes('bfloat16', 'float16', 'float32')).toEqual({ weights: 'bf16', cache: 'f16' });
   });
 });
 

@@ -12,6 +12,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'device-class',
   'adamw',
   'adamw8bit',
+  'optimizer-offload',
   'attention',
   'binding-split',
   'buffer-split',
@@ -37,6 +38,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'value-head',
   // models: the decoder against the CPU reference model and Hugging Face, decode steps, generation
   'causal-lm',
+  'decode-groups',
   'decode-step',
   'decoder',
   'gradient-checkpointing',

@@ -126,7 +126,7 @@ export async function runSplitModel(
   for (const name of params.names()) grads.set(name, await engine.read(optimizer.grads.get(name)));
   // The step starts from the same gradients on both engines (the unsplit engine's), so it tests AdamW's split alone.
   for (const [name, grad] of stepGrads ?? grads) engine.upload(optimizer.grads.get(name), grad);
-  optimizer.step();
+  await optimizer.step();
   const updated = new Map<string, Float32Array>();
   for (const name of params.names()) updated.set(name, await engine.read(params.get(name)));
   return { logprobs, entropy, logits, grads, updated, params, optimizer };

@@ -111,7 +111,7 @@ describe('AdamW with global-norm clipping', () => {
     const start = randomArray(n, 7);
     const stepWith = async (optimizer: AdamWOptimizer, grads: Float32Array) => {
       engine.upload(optimizer.grads.segments[0], grads);
-      optimizer.step(1e-2);
+      await optimizer.step(1e-2);
       return engine.read(optimizer.params.segments[0]);
     };
     const config = { lr: 1e-2, betas: [0.9, 0.95] as [number, number], eps: 1e-8, weightDecay: 0.1, maxGradNorm: 1 };

@@ -173,7 +173,7 @@ describe('AdamW8bit (bitsandbytes blockwise 8-bit moments)', () => {
         const g = optimizer.grads.get(name);
         engine.upload(g, randomArray(g.size, seed + g.size, 0.1));
       }
-      optimizer.step();
+      await optimizer.step();
     };
     const first = await make('first', null);
     for (let step = 0; step < 3; step++) await stepWith(first, 10 * step);

@@ -1,7 +1,9 @@
 // A prompt's log-probs scored on the device (ppo/generation/prompt-scoring.ts: the incremental decoder with every
 // position's logits, chunk by chunk, and kernels/decode/prompt-logprobs) against the float64 reference decoder's
 // log_softmax at each position: the next token's log-prob and rank and the top alternatives, with the prompt in
-// one chunk, in chunks of 3 positions, and one position at a time (the decode-step path of the decoder).
+// one chunk, in chunks of 3 positions, and one position at a time (the decode-step path of the decoder); given tokens'
+// log-probs at every position (SGLang's token_ids_logprob), and the whole vocabulary ranked (vLLM's prompt_logprobs
+// -1), which the host ranks from every token's gathered log-prob.
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { seededRandom } from '../support/arrays.ts';
@@ -70,6 +72,25 @@ describe('prompt scoring on the device', () => {
         expect(got.ranks[p], where).toBe(w.rank);
         expect(Array.from(got.top.ids.subarray(p * K, p * K + K)), where).toEqual(w.ids);
         w.logprobs.forEach((lp, k) => expect(Math.abs(got.top.logprobs[p * K + k] - lp), where).toBeLessThan(1e-4));
+      });
+    }
+    const gather = [5, 0, 22, 5];
+    const whole = promptLogprobsRef(logits.slice(0, (T - 1) * V), V, prompt.slice(1), V, gather);
+    for (const chunkPositions of [T, 3]) {
+      const scorer = new PromptScorer(engine, { config, params, lora: null }, 16, chunkPositions * V);
+      const some = await scorer.score(prompt, K, { gather });
+      const every = await scorer.score(prompt, V, { gather });
+      scorer.destroy();
+      whole.forEach((w, p) => {
+        const where = `chunks of ${chunkPositions}, position ${p + 1}`;
+        w.gathered.forEach((lp, j) => {
+          expect(Math.abs(some.gathered[p * gather.length + j] - lp), where).toBeLessThan(1e-4);
+          expect(Math.abs(every.gathered[p * gather.length + j] - lp), where).toBeLessThan(1e-4);
+        });
+        expect(Math.abs(every.logprobs[p] - w.logprob), where).toBeLessThan(1e-4);
+        expect(every.ranks[p], where).toBe(w.rank);
+        expect(Array.from(every.top.ids.subarray(p * V, (p + 1) * V)), where).toEqual(w.ids);
+        w.logprobs.forEach((lp, k) => expect(Math.abs(every.top.logprobs[p * V + k] - lp), where).toBeLessThan(1e-4));
       });
     }
   });

@@ -59,6 +59,28 @@ async function rss(): Promise<number> {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
 }
 
+/** Hugging Face's logits of stories260K after each prefix of 24 tokens (fixtures.json's logits_check). */
+interface LogitsCheck {
+  input_ids: number[];
+  logits: number[];
+  next_token_logprobs: number[];
+}
+const logitsCheck = (): LogitsCheck => readFixtureJson('hf/stories260K/fixtures.json').logits_check;
+const VOCAB = 512;
+
+/** Hugging Face's log-probs after input_ids[0..t] (float64), in rank order, and the rank of input_ids[t + 1]. */
+function hfLogprobs(check: LogitsCheck, t: number) {
+  const row = check.logits.slice(t * VOCAB, (t + 1) * VOCAB);
+  const max = Math.max(...row);
+  const log = Math.log(row.reduce((a, x) => a + Math.exp(x - max), 0));
+  const lps = row.map((x) => x - max - log);
+  const order = lps.map((lp, id) => ({ id, lp })).sort((a, b) => b.lp - a.lp || a.id - b.id);
+  return { lps, order, rank: 1 + lps.filter((lp) => lp > lps[check.input_ids[t + 1]]).length };
+}
+
+const close = (got: number, want: number, what: string) =>
+  expect(Math.abs(got - want), `${what}: ${got} vs ${want}`).toBeLessThan(1e-4);
+
 describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stories260K/tokenizer.json'], () => {
   beforeAll(async () => {
     story = readFixtureJson('hf/stories260K/fixtures.json').greedy_from_bos.text;
@@ -77,6 +99,9 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       String(MAX_NEW_TOKENS),
       '--max-slots',
       '2',
+      // vLLM's flag: prompt_logprobs up to the whole vocabulary (-1).
+      '--max-logprobs',
+      '-1',
     ]));
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
   }, 180_000);
@@ -179,21 +204,9 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
   }, 60_000);
 
   it("prompt log-probs (echo with max_tokens 0, prompt_logprobs, SGLang's logprob_start_len) are Hugging Face's", async () => {
-    const check: { input_ids: number[]; logits: number[]; next_token_logprobs: number[] } =
-      readFixtureJson('hf/stories260K/fixtures.json').logits_check;
-    const V = 512;
+    const check = logitsCheck();
     const ids = check.input_ids;
-    /** Hugging Face's log-probs after input_ids[0..t], and the rank of input_ids[t + 1] among them. */
-    const hf = (t: number) => {
-      const row = check.logits.slice(t * V, (t + 1) * V);
-      const max = Math.max(...row);
-      const log = Math.log(row.reduce((a, x) => a + Math.exp(x - max), 0));
-      const lps = row.map((x) => x - max - log);
-      const order = lps.map((lp, id) => ({ id, lp })).sort((a, b) => b.lp - a.lp || a.id - b.id);
-      return { order, rank: 1 + lps.filter((lp) => lp > lps[ids[t + 1]]).length };
-    };
-    const close = (got: number, want: number, what: string) =>
-      expect(Math.abs(got - want), `${what}: ${got} vs ${want}`).toBeLessThan(1e-4);
+    const hf = (t: number) => hfLogprobs(check, t);
     // lm-evaluation-harness's log-likelihood request: echo, max_tokens 0, logprobs 1, through the openai client.
     const scored = await client.completions.create({
       model: 'stories',
@@ -312,6 +325,96 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(past.json.error.message).toContain('logprob_start_len');
     const streamed400 = await post('/v1/completions', { prompt: ids, prompt_logprobs: 1, stream: true });
     expect(streamed400.status).toBe(400);
+  }, 60_000);
+
+  it("vLLM's prompt_logprobs -1 (the whole vocabulary) and SGLang's token_ids_logprob are Hugging Face's", async () => {
+    const check = logitsCheck();
+    const ids = check.input_ids;
+    // -1: every token of the vocabulary at each position, with its log-prob and rank (this server: --max-logprobs -1).
+    const whole = await post('/v1/completions', { prompt: ids.slice(0, 8), max_tokens: 0, prompt_logprobs: -1 });
+    expect(whole.status).toBe(200);
+    const entries = whole.json.choices[0].prompt_logprobs as (Record<
+      string,
+      { logprob: number; rank: number }
+    > | null)[];
+    expect(entries).toHaveLength(8);
+    expect(entries[0]).toBeNull();
+    for (let p = 1; p < 8; p++) {
+      const { lps, order } = hfLogprobs(check, p - 1);
+      const entry = entries[p]!;
+      expect(Object.keys(entry)).toHaveLength(VOCAB);
+      lps.forEach((lp, id) => close(entry[id].logprob, lp, `prompt_logprobs[${p}][${id}]`));
+      // Ranks 1 … V in Hugging Face's order, up to near-ties of float32 logits (a token at rank r has the r-th
+      // largest log-prob). The prompt token's own entry, also an alternative, keeps its alternative's rank (vLLM
+      // writes the alternatives after it).
+      const ranks = Object.values(entry).map((e) => e.rank);
+      expect(new Set(ranks).size).toBe(VOCAB);
+      expect(Math.max(...ranks)).toBe(VOCAB);
+      lps.forEach((lp, id) => close(order[entry[id].rank - 1].lp, lp, `rank of ${id} at ${p}`));
+    }
+    // Above 20 alternatives the host ranks every token: 30 of them, Hugging Face's first 30.
+    const thirty = await post('/v1/completions', { prompt: ids.slice(0, 4), max_tokens: 0, prompt_logprobs: 30 });
+    const entry = thirty.json.choices[0].prompt_logprobs[3];
+    for (const { id, lp } of hfLogprobs(check, 2).order.slice(0, 30)) close(entry[id].logprob, lp, `alternative ${id}`);
+    // vLLM's refusals: more than --max-logprobs (here the vocabulary), and -1 for a generated token's alternatives.
+    const tooMany = await post('/v1/completions', { prompt: ids.slice(0, 4), max_tokens: 0, prompt_logprobs: 513 });
+    expect(tooMany.json.error.message).toBe('Requested prompt logprobs of 513, which is greater than max allowed: 512');
+    const chatAll = await post('/v1/chat/completions', {
+      messages: [{ role: 'user', content: PROMPT }],
+      max_tokens: 1,
+      logprobs: true,
+      top_logprobs: -1,
+    });
+    expect(chatAll.status).toBe(400);
+    expect(chatAll.json.error.param).toBe('top_logprobs');
+    // SGLang's token_ids_logprob: the log-probs of the given tokens at every prompt position from logprob_start_len
+    // (the first null, as SGLang) and at every generated token. Greedy, the first generated token's are Hugging
+    // Face's after the whole prompt.
+    const asked = [ids[5], 0, 401, 2];
+    const g = await post('/generate', {
+      input_ids: ids,
+      return_logprob: true,
+      logprob_start_len: 3,
+      token_ids_logprob: asked,
+      sampling_params: { temperature: 0, max_new_tokens: 5 },
+    });
+    expect(g.status).toBe(200);
+    const input = g.json.meta_info.input_token_ids_logprobs as ([number, number, null][] | null)[];
+    expect(input).toHaveLength(ids.length - 3);
+    expect(input[0]).toBeNull();
+    input.slice(1).forEach((row, i) => {
+      expect(row!.map(([, id]) => id)).toEqual(asked);
+      const { lps } = hfLogprobs(check, 3 + i);
+      row!.forEach(([lp, id]) => close(lp, lps[id], `input_token_ids_logprobs[${i + 1}][${id}]`));
+    });
+    const output = g.json.meta_info.output_token_ids_logprobs as [number, number, null][][];
+    expect(output).toHaveLength(5);
+    output[0].forEach(([lp, id]) => close(lp, hfLogprobs(check, ids.length - 1).lps[id], `output[0][${id}]`));
+    // At every generated token, asked for the sampled tokens themselves: their log-probs are the sampler's own, at
+    // temperature 1 (greedy) and at 0.7 (log_softmax(logits / 0.7)), for the same seed's samples.
+    for (const temperature of [0, 0.7]) {
+      const body = { input_ids: ids, return_logprob: true, sampling_params: { temperature, max_new_tokens: 6 } };
+      const sampled = await post('/generate', { ...body, sampling_params: { ...body.sampling_params, seed: 3 } });
+      const tokens = sampled.json.output_ids as number[];
+      const again = await post('/generate', {
+        ...body,
+        token_ids_logprob: tokens,
+        sampling_params: { ...body.sampling_params, seed: 3 },
+      });
+      expect(again.json.output_ids).toEqual(tokens);
+      const own = (again.json.meta_info.output_token_logprobs as [number][]).map(([lp]) => lp);
+      const gathered = again.json.meta_info.output_token_ids_logprobs as [number, number, null][][];
+      tokens.forEach((id, t) => {
+        expect(gathered[t].map(([, asked]) => asked)).toEqual(tokens);
+        expect(gathered[t][t][1]).toBe(id);
+        close(gathered[t][t][0], own[t], `temperature ${temperature}, token ${t}`);
+      });
+      // No prompt positions were asked for (logprob_start_len -1): SGLang's single null.
+      expect(again.json.meta_info.input_token_ids_logprobs).toEqual([null]);
+    }
+    // Token ids outside the vocabulary, and with a stream, are 400s.
+    const outside = await post('/generate', { input_ids: ids, return_logprob: true, token_ids_logprob: [512] });
+    expect(outside.json.error.param).toBe('token_ids_logprob');
   }, 60_000);
 
   it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, repetition, beside neutral rows', async () => {

@@ -143,7 +143,7 @@ describe('transposed weight copies follow the weight version', () => {
         engine.tensorFrom('dHidden', [B * T, CONFIG.hiddenSize], new Float32Array(B * T * CONFIG.hiddenSize).fill(0.1)),
         optimizer.grads,
       );
-      optimizer.step();
+      await optimizer.step();
       const stepped = await expectCurrentWeights(trunk, 'after an optimizer step');
       expect(stepped).not.toEqual(uploaded);
 

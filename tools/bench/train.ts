@@ -135,7 +135,7 @@ function accumulatedStep(
       model.tokenLogprobs(batches[m]!, targets[m], { saveForBackward: true });
       model.backward(dLogprobs[m], null, optimizer.grads);
     }
-    optimizer.step();
+    await optimizer.step();
     await engine.read(firstWeight);
     return performance.now() - start;
   };

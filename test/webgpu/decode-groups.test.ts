@@ -1,0 +1,210 @@
+// Decode groups: an engine that pretends to bind at most 16 KiB (WEBGPU_MAX_BINDING_BYTES) holds the rollout's KV
+// cache in groups of a few rows and prefills a few prompts at a time, and must give what the unsplit engine gives,
+// bit for bit — the same tokens and the same old log-probs from the same seed — for continuous batching (slots
+// refilled, the cache shifted and compacted across groups), a bfloat16 cache, and multi-turn rollouts.
+import { describe, it, expect, vi, afterAll } from 'vitest';
+import { gpuEngine } from '../support/gpu-engine.ts';
+import { Engine, readKnobs } from '../../engine/index.ts';
+import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
+import { initialParameters } from '../../models/init.ts';
+import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
+import { KvCache } from '../../models/kv-cache.ts';
+import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import { rolloutMemory } from '../../ppo/generation/slots.ts';
+import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
+import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
+import { randomArray } from '../support/arrays.ts';
+import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
+
+const SPLIT_BYTES = 16 * 1024;
+
+function config(): DecoderConfig {
+  return parseHfConfig({
+    architectures: ['Qwen3ForCausalLM'],
+    vocab_size: 61,
+    hidden_size: 32,
+    intermediate_size: 48,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    head_dim: 8,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000,
+    tie_word_embeddings: true,
+  });
+}
+
+async function randomPolicy(engine: Engine): Promise<PolicyWeights> {
+  const c = config();
+  const params = createParameterArena(engine, c, 'decode-groups');
+  uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
+  return { config: c, params };
+}
+
+// Left padding exercised: four prompt lengths, 4 samples each. Matmul's kernel depends on its rows (at most 32: the
+// register kernel, more: the tiled one; kernels/matmul/matmul.ts), and two kernels round differently: the shapes keep
+// every prefill of both rollouts on the same side (16 or 8 prompts of 5 tokens whole, 8 a group, 1-2 for refills).
+const PROMPTS = [[5, 9, 12, 3, 40], [7], [33, 2, 18], [8, 8, 51, 6]];
+
+const C: RolloutConfig = {
+  n: 4,
+  temperature: 0.9,
+  topK: -1,
+  topP: 0.95,
+  seed: 11,
+  maxResponseLength: 40,
+  eosTokenIds: [4, 17, 30],
+  padTokenId: 0,
+  readEvery: 2,
+};
+
+/** Ids 20–29 end a turn; every turn but the last gets an observation of 1–4 tokens that depend on sample and turn. */
+class ScriptedEnvironment implements TurnEnvironment {
+  readonly maxTurns = 3;
+  readonly turnEndTokenIds = Array.from({ length: 10 }, (_, i) => 20 + i);
+  readonly turnEndStrings: string[] = [];
+
+  async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
+    return ended.map((end) =>
+      turn + 1 < this.maxTurns && end.reason === 'stop'
+        ? Array.from(
+            { length: 1 + ((end.sample + 2 * turn) % 4) },
+            (_, j) => 40 + ((end.sample * 7 + turn * 3 + j) % 20),
+          )
+        : null,
+    );
+  }
+}
+
+/** Generates on `engine` and reports the most decode groups any cache held at once. */
+async function generate(
+  engine: Engine,
+  dtype: 'f32' | 'bf16',
+  c: RolloutConfig,
+  environment: TurnEnvironment | null = null,
+  prompts: number[][] = PROMPTS,
+): Promise<{ responses: number[][]; lengths: number[]; oldLogProbs: number[][]; groups: number }> {
+  const held = vi.spyOn(KvCache.prototype, 'held');
+  const generator = new RolloutGenerator(engine, await randomPolicy(engine), dtype);
+  const batch = await generator.generate(prompts, c, environment);
+  generator.destroy();
+  const groups = Math.max(...held.mock.results.map((r) => (r.value as unknown[]).length));
+  held.mockRestore();
+  return {
+    responses: batch.responses.map((r) => [...r]),
+    lengths: [...batch.responseLengths],
+    oldLogProbs: batch.oldLogProbs.map((r) => [...r]),
+    groups,
+  };
+}
+
+describe('decode groups', () => {
+  let split: Engine | null = null;
+  afterAll(() => split?.destroy());
+
+  for (const dtype of ['f32', 'bf16'] as const) {
+    for (const maxSlots of [16, 8]) {
+      it(`continuous batching, ${dtype} cache, ${maxSlots} slots for 16 samples: grouped under a 16 KiB binding, the tokens and old log-probs of the unsplit rollout, bit for bit`, async () => {
+        const whole = await gpuEngine();
+        split ??= await Engine.create({ ...readKnobs(), maxBindingBytes: SPLIT_BYTES });
+        const c = { ...C, maxSlots };
+        const expected = await generate(whole, dtype, c);
+        const actual = await generate(split, dtype, c);
+        expect(expected.groups).toBe(1);
+        // A cache layer row is 114 slots × 16 × 4 B (f32) or × 2 B (bf16): 2 or 4 rows a group.
+        expect(actual.groups).toBe(maxSlots / (dtype === 'f32' ? 2 : 4));
+        expect(new Set(expected.lengths).size).toBeGreaterThan(3);
+        expect(actual.responses).toEqual(expected.responses);
+        expect(actual.oldLogProbs).toEqual(expected.oldLogProbs);
+      });
+    }
+  }
+
+  it('multi-turn: grouped under a 16 KiB binding, the tokens and old log-probs of the unsplit rollout, bit for bit', async () => {
+    const whole = await gpuEngine();
+    split ??= await Engine.create({ ...readKnobs(), maxBindingBytes: SPLIT_BYTES });
+    // 6 samples: prompts and observation blocks of at most 8 tokens (max(P, R)) take groups of 5 rows, so every
+    // block stays within the register kernel's 32 rows in both rollouts.
+    const c = { ...C, n: 2, maxResponseLength: 8, eosTokenIds: [4], readEvery: 3 };
+    const prompts = PROMPTS.slice(0, 3);
+    const expected = await generate(whole, 'f32', c, new ScriptedEnvironment(), prompts);
+    const actual = await generate(split, 'f32', c, new ScriptedEnvironment(), prompts);
+    expect(expected.groups).toBe(1);
+    expect(actual.groups).toBe(2);
+    expect(new Set(expected.lengths).size).toBeGreaterThan(2);
+    expect(actual.responses).toEqual(expected.responses);
+    expect(actual.oldLogProbs).toEqual(expected.oldLogProbs);
+  });
+
+  // On lavapipe: planned 375,712 B, allocated 373,696 B (the groups' copies are counted whether or not a group's rows
+  // start aligned).
+  it("the plan's items are what a grouped rollout's decoders allocate (bf16 cache, 16 KiB binding)", async () => {
+    split ??= await Engine.create({ ...readKnobs(), maxBindingBytes: SPLIT_BYTES });
+    const engine = split;
+    // A bf16 copy of the weights (made before the count starts) is never transposed: the decoders are all that stays.
+    const generator = new RolloutGenerator(engine, await randomPolicy(engine), 'bf16');
+    const before = engine.allocatedBytes;
+    await generator.generate(PROMPTS, { ...C, maxSlots: 16 });
+    await engine.sync();
+    const allocated = engine.allocatedBytes - before;
+    generator.destroy();
+    const shape = {
+      promptLength: 5,
+      capacity: continuousCacheCapacity(5, C.maxResponseLength, C.readEvery!),
+      samples: 16,
+      cacheDtype: 'bf16' as const,
+    };
+    const planned = rolloutMemory(SPLIT_BYTES, config(), shape, 16);
+    expect(planned.items.find((i) => i.key === 'rollout decode cache')!.what).toMatch(/4 groups of 4/);
+    const plannedBytes = planned.items.reduce((n, i) => n + i.bytes, 0);
+    console.log(`grouped rollout: planned ${plannedBytes} B, allocated ${allocated} B`);
+    expect(plannedBytes).toBeGreaterThanOrEqual(allocated);
+    expect(plannedBytes).toBeLessThanOrEqual(1.02 * allocated);
+  });
+
+  // The GPUs' decode attention splits a long cache over workgroups, fewer splits the more rows there are (a quarter of
+  // the batch would take 3 splits of its 600 slots where the whole takes 2): a group passes its batch's rows.
+  it("a decode group's attention splits the cache as its whole batch's does (the GPUs' split variant)", async () => {
+    const engine = await gpuEngine();
+    const [B, NH, NKV, HS, capacity, slot] = [64, 16, 8, 16, 600, 599];
+    const W = (NH + 2 * NKV) * HS;
+    const kvWidth = NKV * HS;
+    const qkv = engine.tensorFrom('qkv', [B, W], randomArray(B * W, 1));
+    const k = randomArray(B * capacity * kvWidth, 2);
+    const v = randomArray(B * capacity * kvWidth, 3);
+    const keyMask = engine.tensorFrom('mask', [B * capacity], new Array<number>(B * capacity).fill(1), 'u32');
+    const run = async (groups: number, splitRows: boolean): Promise<Float32Array> => {
+      const rows = B / groups;
+      const out = engine.tensor('out', [B, NH * HS]);
+      for (let g = 0; g < groups; g++) {
+        const part = (t: Float32Array) =>
+          t.subarray(g * rows * capacity * kvWidth, (g + 1) * rows * capacity * kvWidth);
+        decodeAttention(engine, {
+          qkv: qkv.view('qkv[g]', g * rows * W, [rows, W]),
+          kCache: engine.tensorFrom('k', [rows * capacity * kvWidth], part(k)),
+          vCache: engine.tensorFrom('v', [rows * capacity * kvWidth], part(v)),
+          keyMask: keyMask.view('mask[g]', g * rows * capacity, [rows * capacity]),
+          out: out.view('out[g]', g * rows * NH * HS, [rows, NH * HS]),
+          B: rows,
+          NH,
+          NKV,
+          HS,
+          capacity,
+          slot,
+          maskBatchStride: capacity,
+          scale: 0.25,
+          ...(splitRows ? { splitRows: B } : {}),
+        });
+      }
+      return engine.read(out);
+    };
+    engine.knobs.kernelVariants['decode-attention'] = 'split';
+    try {
+      const whole = await run(1, false);
+      expect(await run(4, true)).toEqual(whole);
+      expect(await run(4, false)).not.toEqual(whole);
+    } finally {
+      delete engine.knobs.kernelVariants['decode-attention'];
+    }
+  });
+});
