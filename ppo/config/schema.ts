@@ -123,7 +123,21 @@ const FROZEN_DTYPE_HELP =
   "bf16 values). verl's generated config writes fp32";
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
-  'line: no mixed-precision training here)';
+  'line: set fsdp_config.dtype for half-precision compute)';
+/** fsdp_config.dtype: a trained model's compute dtype (verl's FSDP MixedPrecision param_dtype). */
+const computeDtype = (model: string) =>
+  oneOf(
+    'float32',
+    MODEL_DTYPES,
+    `Compute dtype of the ${model} while it trains (verl's fsdp_config.dtype; older configs' ` +
+      'fsdp_config.mixed_precision.param_dtype): bfloat16 or float16 run its forward and backward on a half-precision ' +
+      'copy of its weight matrices, remade from the float32 master weights after each optimizer step, with the ' +
+      'residual stream rounded to it between layers (gradient checkpointing keeps those inputs in it: half their ' +
+      'bytes); gradients accumulate and AdamW runs in float32 (reduce/buffer dtype fp32). The copy adds half the ' +
+      'parameter bytes. For weights that all train (a LoRA base computes in its stored dtype: model_dtype). ' +
+      "verl's default is bfloat16; float32 here: on lavapipe bf16 compute ended the built-in job where float32 does " +
+      'and made its step slower on both device classes (docs/models-and-memory.md)',
+  );
 const ACTOR_DTYPE_HELP =
   `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
   `bytes of fp32 for the largest resident tensor (model.load_in_4bit / load_in_8bit: NF4 or int8 layer projections ` +
@@ -390,6 +404,7 @@ const SCHEMA = {
       optim: optimizerKeys(1e-6),
       fsdp_config: {
         model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
+        dtype: computeDtype('actor'),
         optimizer_offload: optimizerOffload('actor'),
       },
     },
@@ -606,6 +621,7 @@ const SCHEMA = {
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
             `${FROZEN_DTYPE_HELP}; a fully trained critic: ${TRAINED_DTYPE_HELP}`,
         ),
+        dtype: computeDtype('critic'),
         optimizer_offload: optimizerOffload('critic'),
       },
     },

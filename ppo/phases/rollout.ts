@@ -7,6 +7,7 @@
 // so it equals a teacher-forced pass over the finished sequence.
 import type { Engine, FloatDType } from '../../engine/index.ts';
 import { RolloutWeights } from '../generation/rollout-weights.ts';
+import type { HalfParameterCopy } from '../../models/half-parameter-copy.ts';
 import {
   DEFAULT_READ_EVERY,
   checkRolloutConfig,
@@ -32,8 +33,10 @@ export class RolloutGenerator {
     readonly engine: Engine,
     actor: PolicyWeights,
     dtype: FloatDType = 'f32',
+    /** The actor's mixed-precision compute copy: decoded from when rollout.dtype is its dtype. */
+    computeCopy: HalfParameterCopy | null = null,
   ) {
-    this.weights = new RolloutWeights(engine, actor, dtype);
+    this.weights = new RolloutWeights(engine, actor, dtype, computeCopy);
     this.decoders = new RolloutDecoders(engine, this.weights.policy);
   }
 

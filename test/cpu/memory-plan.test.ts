@@ -420,6 +420,42 @@ describe('memory plan', () => {
     expect(checkpointed.what).toMatch(/every layer's input and one layer's activations .*gradient checkpointing/);
   });
 
+  it('fsdp_config.dtype=bfloat16: a bf16 compute copy of actor and critic, checkpointed layer inputs in bf16', () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, transposedWeights: true };
+    const models = { actor, critic, rewardModel: null };
+    const f32 = planMemory(config([]), models, device);
+    const bf16 = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'critic.model.fsdp_config.dtype=bfloat16']),
+      models,
+      device,
+    );
+    const resident = (plan: typeof f32, what: string) => plan.resident.find((r) => r.what === what)?.bytes;
+    expect(resident(bf16, 'actor compute copy (bf16 matrices)')).toBe(parameterBytes(actor, 'bf16'));
+    expect(resident(bf16, 'critic compute copy (bf16 matrices)')).toBe(parameterBytes(critic, 'bf16'));
+    // The half copies are multiplied as stored: no float32 transposed set for the training forwards.
+    expect(resident(f32, 'actor layer weights transposed (training forward)')).toBeGreaterThan(0);
+    expect(resident(bf16, 'actor layer weights transposed (training forward)')).toBeUndefined();
+    expect(resident(bf16, 'critic layer weights transposed (training forward)')).toBeUndefined();
+    const update = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'actor update')!.items[0];
+    // 8 × 1,024 tokens, C = 128, 2 layers: float32 keeps layer 1's input (C floats) beside the shared set; bf16 keeps
+    // both layers' inputs in bf16 (2·C halves), one float32 output before rounding (C) and a bf16 rounding scratch (C).
+    expect(update(bf16).bytes - update(f32).bytes).toBe(8 * 1024 * (3 * 128 * 2 + 128 * 4 - 128 * 4));
+    expect(update(bf16).what).toMatch(/every layer's input \(bf16\) and one layer's activations/);
+    // With rollout.dtype=bfloat16 too, the rollout decodes from the compute copy: no second copy.
+    const both = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'actor_rollout_ref.rollout.dtype=bfloat16']),
+      models,
+      device,
+    );
+    expect(resident(both, "actor compute copy (bf16 matrices), also the rollout's")).toBe(
+      parameterBytes(actor, 'bf16'),
+    );
+    expect(both.resident.map((r) => r.what)).not.toContain('rollout copy of the actor (bf16 matrices)');
+    // Log-prob forwards round their residual through one bf16 scratch.
+    const forward = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'old log-probs')!.items[0].bytes;
+    expect(forward(bf16) - forward(f32)).toBe(16 * 1024 * 128 * 2);
+  });
+
   it('load_in_4bit: the layer projections at 4.5 bits per weight, the embedding in the checkpoint dtype', () => {
     const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
     const plan = planMemory(

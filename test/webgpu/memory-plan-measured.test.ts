@@ -92,6 +92,55 @@ describe('memory plan against the measured peak', () => {
     }
   }, 600_000);
 
+  // Mixed precision: the same model fully fine-tuned with gradient checkpointing, with float32 compute and with
+  // fsdp_config.dtype=bfloat16, whose trunk multiplies by a bf16 compute copy of the float32 master weights (and then
+  // needs no transposed set on CPU devices) and keeps its layers' inputs in bf16; the plan's change between the two
+  // is the measured one, and each peak is within 10% and not below.
+  it('full fine-tune with float32 and bf16 compute: the plan counts the compute copy', async () => {
+    const root = await makeTempDir('plan-measured-mp-');
+    const model = join(root, 'qwen3');
+    const actor = await writeQwen3Model(model, { ...QWEN3_TINY_LAYER, layers: 2 });
+    const { overrides } = await makeTinyRun();
+    const knobs = readKnobs();
+    const engine = await Engine.create(knobs);
+    const device = deviceMemory(engine);
+    engine.destroy();
+    const peaks: { name: string; plan: number; measured: number }[] = [];
+    for (const dtype of ['float32', 'bfloat16']) {
+      const dir = join(root, dtype);
+      const argv = [
+        ...overrides,
+        `actor_rollout_ref.model.path=${model}`,
+        'algorithm.adv_estimator=grpo',
+        'actor_rollout_ref.rollout.n=2',
+        'actor_rollout_ref.actor.use_kl_loss=true',
+        'trainer.total_training_steps=1',
+        'actor_rollout_ref.model.enable_gradient_checkpointing=true',
+        `actor_rollout_ref.actor.fsdp_config.dtype=${dtype}`,
+        `trainer.default_local_dir=${dir}`,
+      ];
+      const printed = await runCli(argv, {}, { knobs });
+      expect(printed.code, printed.stderr).toBe(0);
+      const measured = (await runMetrics(dir))[0].data['perf/max_memory_allocated_gb'] * 2 ** 30;
+      const config = loadConfig({ overrides: argv });
+      const plan = planMemory(config, { actor, critic: null, rewardModel: null, actorLora: null }, device);
+      peaks.push({ name: dtype, plan: plan.peakBytes, measured });
+      console.log(
+        `${dtype}: plan ${plan.peakBytes} B, measured ${measured} B, ratio ${(plan.peakBytes / measured).toFixed(4)}`,
+      );
+    }
+    const [full, mixed] = peaks;
+    const measuredChange = mixed.measured - full.measured;
+    expect(measuredChange).not.toBe(0);
+    expect(Math.abs(mixed.plan - full.plan - measuredChange), "plan's change vs measured").toBeLessThanOrEqual(
+      0.1 * Math.abs(measuredChange),
+    );
+    for (const { name, plan, measured } of peaks) {
+      expect(plan, `${name}: plan's peak vs measured`).toBeGreaterThanOrEqual(measured);
+      expect(plan, `${name}: plan's peak vs measured`).toBeLessThanOrEqual(1.1 * measured);
+    }
+  }, 600_000);
+
   // Validation (24 prompts: before training, after step 1 and after step 2) decodes 24 sequences at once where a step
   // decodes 8: it grows the rollout's decoders and frees them when it ends, so the plan counts it as a phase after the
   // step's, holding what else the step left; step 2's measured peak (the run's so far) includes the validation after
