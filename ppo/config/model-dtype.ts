@@ -50,11 +50,14 @@ export function actorUsesLora(config: PpoConfig): boolean {
 }
 
 /** How the actor's weights are stored, given its checkpoint's torch_dtype: float32 when they all train; under
- *  LoRA the frozen base (which is also the reference) in NF4 with load_in_4bit, else as
+ *  LoRA the frozen base (which is also the reference) in NF4 with load_in_4bit (its scales double-quantized with
+ *  use_bnb_nested_quant), in int8 with load_in_8bit, else as
  *  actor.fsdp_config.model_dtype says, or when that is null in the checkpoint's own dtype. */
 export function actorBaseStorage(config: PpoConfig, checkpointDtype: TorchDtype): WeightStorage {
   if (!actorUsesLora(config)) return 'f32';
-  if (config.actor_rollout_ref.model.load_in_4bit) return 'nf4';
+  const model = config.actor_rollout_ref.model;
+  if (model.load_in_4bit) return model.use_bnb_nested_quant ? 'nf4-nested' : 'nf4';
+  if (model.load_in_8bit) return 'int8';
   const key = config.actor_rollout_ref.actor.fsdp_config.model_dtype;
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }

@@ -3,8 +3,8 @@
 // float16 keep a half-precision KV cache (half the bytes: twice the sequences decode at once, and a decode step
 // reads half the cache) and decode with a half-precision copy of the actor's float32 matrices, remade from the
 // actor before a rollout whenever the actor's weights were written since (each actor update, a checkpoint load):
-// the engine's write counts say so, as for the transposed copies. A LoRA base already stored in half precision or
-// NF4 is decoded as stored (it is frozen: there is nothing to refresh) and its adapters stay float32. The training
+// the engine's write counts say so, as for the transposed copies. A LoRA base already stored in half precision,
+// NF4 or int8 is decoded as stored (it is frozen: nothing to refresh) and its adapters stay float32. The training
 // forward stays float32, so the old log-probs it recomputes differ from the sampler's by the rounding: the run keeps
 // both and reports rollout_corr/* as for rollout servers (ppo/step-plan.ts). Under mixed precision in the same dtype
 // (fsdp_config.dtype) the actor's compute copy holds the same values: the rollout decodes from it, no second copy.

@@ -12,7 +12,13 @@
 // earlier phases left, and a buffer a later phase reuses once, at its larger size.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { headEntries, parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
+import {
+  headEntries,
+  isQuantized,
+  parameterEntries,
+  qkvWidth,
+  type WeightStorage,
+} from '../../models/parameter-layout.ts';
 import {
   bytesPerElement,
   chooseVariant,
@@ -129,9 +135,9 @@ export function parameterBytes(c: DecoderConfig, storage: WeightStorage = 'f32')
   );
 }
 
-/** " (bf16 matrices)" for a half dtype, the NF4 split for nf4, else nothing. */
+/** " (bf16 matrices)" for a half dtype, the split for a quantized base, else nothing. */
 function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
-  if (storage === 'nf4') return ` (nf4 layer matrices, ${parameterEntries(c, 'nf4')[0].dtype} embedding)`;
+  if (isQuantized(storage)) return ` (${storage} layer matrices, ${parameterEntries(c, storage)[0].dtype} embedding)`;
   return storage === 'f32' ? '' : ` (${storage} matrices)`;
 }
 

@@ -5,6 +5,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
+import { parameterEntries } from '../../models/parameter-layout.ts';
 import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/jobs/memory-plan.ts';
 import { deviceMemorySize } from '../../engine/device-memory.ts';
 import type { Engine } from '../../engine/index.ts';
@@ -473,6 +474,38 @@ describe('memory plan', () => {
       bytes: layerMatrices * 0.5625 + 2 * embedding + 4 * norms,
     });
     expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
+  });
+
+  it('use_bnb_nested_quant and load_in_8bit: the layer projections at their stored bytes, per tensor', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const matrices = parameterEntries(actor).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2);
+    const layerMatrices = parameterCount(
+      actor,
+      (name, shape) => name.startsWith('model.layers.') && shape.length === 2,
+    );
+    const embedding = 151936 * 128;
+    const rest = 2 * embedding + 4 * (parameterCount(actor) - layerMatrices - embedding);
+    // Double-quantized NF4: 4 bits a weight, 1 byte per 64 (the 8-bit scale), 8 bytes per 16,384 (absmax₂ and
+    // offset) and the 1 KiB map, rounded up per tensor; int8: 1 byte a weight and a float32 per row.
+    const nested = matrices.reduce((n, { shape: [rows, cols] }) => {
+      const count = rows * cols;
+      return n + count / 2 + 1024 + 4 * Math.ceil(count / 256) + 8 * Math.ceil(count / 16384);
+    }, 0);
+    const int8 = matrices.reduce((n, { shape: [rows, cols] }) => n + rows * cols + 4 * rows, 0);
+    for (const [keys, what, bytes] of [
+      [['load_in_4bit=true', 'use_bnb_nested_quant=true'], 'nf4-nested', nested],
+      [['load_in_8bit=true'], 'int8', int8],
+    ] as const) {
+      const plan = planMemory(
+        config(['actor_rollout_ref.model.lora_rank=8', ...keys.map((k) => `actor_rollout_ref.model.${k}`)]),
+        { actor: bf16Actor, critic: null, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+      );
+      expect(plan.resident[0]).toEqual({
+        what: `actor parameters (${what} layer matrices, bf16 embedding)`,
+        bytes: bytes + rest,
+      });
+    }
   });
 
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {

@@ -77,19 +77,26 @@ describe('fsdp_config.model_dtype', () => {
     expect(trainedModelDtypeNotes(config(lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'))).toEqual([]);
   });
 
-  it('load_in_4bit: an NF4 LoRA base; without LoRA, and load_in_8bit, refused in one line', () => {
-    expect(
-      actorBaseStorage(
-        config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_4bit=true'),
-        'bfloat16',
-      ),
-    ).toBe('nf4');
-    expect(() => config('actor_rollout_ref.model.load_in_4bit=true')).toThrow(
-      /actor_rollout_ref\.model\.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set actor_rollout_ref\.model\.lora_rank/,
+  it('load_in_4bit / use_bnb_nested_quant / load_in_8bit: a quantized LoRA base; without LoRA, both, refused', () => {
+    const lora = 'actor_rollout_ref.model.lora_rank=8';
+    const base = (...keys: string[]) => actorBaseStorage(config(lora, ...keys), 'bfloat16');
+    expect(base('actor_rollout_ref.model.load_in_4bit=true')).toBe('nf4');
+    expect(base('actor_rollout_ref.model.load_in_4bit=true', 'actor_rollout_ref.model.use_bnb_nested_quant=true')).toBe(
+      'nf4-nested',
     );
-    expect(() => config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_8bit=true')).toThrow(
-      /actor_rollout_ref\.model\.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true/,
-    );
+    expect(base('actor_rollout_ref.model.load_in_8bit=true')).toBe('int8');
+    for (const key of ['load_in_4bit', 'load_in_8bit'])
+      expect(() => config(`actor_rollout_ref.model.${key}=true`)).toThrow(
+        new RegExp(
+          `actor_rollout_ref\\.model\\.${key}=true quantizes a frozen LoRA base, but LoRA is off — set actor_rollout_ref\\.model\\.lora_rank`,
+        ),
+      );
+    expect(() =>
+      config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.load_in_4bit=true'),
+    ).toThrow(/actor_rollout_ref\.model\.load_in_8bit=true and load_in_4bit=true: the base is quantized one way/);
+    expect(() =>
+      config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.use_bnb_nested_quant=true'),
+    ).toThrow(/use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is false/);
   });
 });
 

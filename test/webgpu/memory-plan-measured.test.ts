@@ -1,15 +1,16 @@
 // The memory plan against what a run allocates: a Qwen3-shaped model (2 layers of hidden 128, Qwen3's 151,936-token
 // vocabulary and real tokenizer, bf16 checkpoint) runs one GRPO step with LoRA r=8 and the KL loss, its base stored
-// float32 (model_dtype=fp32), bf16 (the checkpoint's) and NF4 (load_in_4bit); the plan is computed as the trainer
+// float32 (model_dtype=fp32), bf16 (the checkpoint's), NF4 (load_in_4bit) and int8 (load_in_8bit); the plan is
+// computed as the trainer
 // computes it and compared with the engine's measured peak (perf/max_memory_allocated_gb: every buffer alive at
 // once). What the base's storage changes, the plan counts: its difference between two storages is within 10% of
-// the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16 and 41,820,160 B
-// fp32 → nf4). The plan's peak is at or above the measured one and within 10% of it (on lavapipe: 1.015 fp32,
-// 1.021 bf16 and nf4 — the plan takes every prompt at max_prompt_length; 0.82–0.88, below, while it counted phases
-// as disjoint: the measured peak, in the actor update, still holds the rollout's two decoders and both log-prob
-// forwards' workspaces). A fourth run keeps the float32 base and generates with rollout.dtype=bfloat16: a bf16
-// copy of the base and bf16 KV caches, counted by the plan too (on lavapipe: +39,156,736 B planned, +39,181,824 B
-// measured; peak ratio 1.011).
+// the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16, 41,820,160 B
+// fp32 → nf4, 41,637,888 B fp32 → int8). The plan's peak is at or above the measured one and within 10% of it (on
+// lavapipe: 1.015 fp32, 1.021 bf16, nf4 and int8 — the plan takes every prompt at max_prompt_length; 0.82–0.88,
+// below, while it counted phases as disjoint: the measured peak, in the actor update, still holds the rollout's two
+// decoders and both log-prob forwards' workspaces). A fifth run keeps the float32 base and generates with
+// rollout.dtype=bfloat16: a bf16 copy of the base and bf16 KV caches, counted by the plan too (on lavapipe:
+// +39,156,736 B planned, +39,181,824 B measured; peak ratio 1.011).
 import { describe, it, expect } from 'vitest';
 import { join } from 'node:path';
 import { Engine, readKnobs } from '../../engine/index.ts';
@@ -24,7 +25,7 @@ import { runCli } from '../support/run-cli.ts';
 import { makeTempDir } from '../support/temp-dir.ts';
 
 describe('memory plan against the measured peak', () => {
-  it("LoRA on a float32, bf16 and NF4 base, and a bf16 rollout: the plan counts each storage's bytes", async () => {
+  it("LoRA on a float32, bf16, NF4 and int8 base, and a bf16 rollout: the plan counts each storage's bytes", async () => {
     const root = await makeTempDir('plan-measured-');
     const model = join(root, 'qwen3');
     const actor = await writeQwen3Model(model, { ...QWEN3_TINY_LAYER, layers: 2 });
@@ -47,6 +48,7 @@ describe('memory plan against the measured peak', () => {
       ['fp32', ['actor_rollout_ref.actor.fsdp_config.model_dtype=fp32']],
       ['bf16', []],
       ['nf4', ['actor_rollout_ref.model.load_in_4bit=true']],
+      ['int8', ['actor_rollout_ref.model.load_in_8bit=true']],
       // The float32 base decoded from a bf16 copy with a bf16 KV cache (ppo/generation/rollout-weights.ts).
       [
         'fp32, rollout.dtype=bfloat16',
@@ -69,7 +71,7 @@ describe('memory plan against the measured peak', () => {
         `${name}: plan ${plan.peakBytes} B, measured ${measured} B, ratio ${(plan.peakBytes / measured).toFixed(4)}`,
       );
     }
-    const [full, bf16, nf4, halfRollout] = peaks;
+    const [full, bf16, nf4, int8, halfRollout] = peaks;
     // The half rollout adds its bf16 copy of the actor and halves its KV caches: the plan's change is the measured one.
     const measuredCost = halfRollout.measured - full.measured;
     expect(measuredCost, halfRollout.name).toBeGreaterThan(0);
@@ -77,7 +79,7 @@ describe('memory plan against the measured peak', () => {
       Math.abs(halfRollout.plan - full.plan - measuredCost),
       `${halfRollout.name}: plan's change vs measured`,
     ).toBeLessThanOrEqual(0.1 * measuredCost);
-    for (const { name, plan, measured } of [bf16, nf4]) {
+    for (const { name, plan, measured } of [bf16, nf4, int8]) {
       const measuredSaving = full.measured - measured;
       expect(measuredSaving, name).toBeGreaterThan(0);
       expect(Math.abs(full.plan - plan - measuredSaving), `${name}: plan's saving vs measured`).toBeLessThanOrEqual(
