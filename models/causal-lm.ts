@@ -81,7 +81,7 @@ export class CausalLm {
     const sumPiSquared = options.sumPiSquared ? this.buffers.get('sumPiSquared', [rows]) : undefined;
     lmHeadForward(this.engine, {
       hidden,
-      weight: this.params.get(lmHeadWeightName(c)),
+      weight: this.trunk.weights.get(lmHeadWeightName(c)),
       targets,
       N: rows,
       C: c.hiddenSize,
@@ -116,7 +116,7 @@ export class CausalLm {
     const weightName = lmHeadWeightName(c);
     lmHeadBackward(this.engine, {
       hidden,
-      weight: this.params.get(weightName),
+      weight: this.trunk.weights.get(weightName),
       targets,
       lse: ws.lse,
       dLogprobs,
@@ -142,7 +142,7 @@ export class CausalLm {
     const hidden = this.trunk.forward(batch, { saveForBackward: false });
     lmHeadLogits(this.engine, {
       hidden,
-      weight: this.params.get(lmHeadWeightName(c)),
+      weight: this.trunk.weights.get(lmHeadWeightName(c)),
       out,
       N: batch.B * batch.T,
       C: c.hiddenSize,
@@ -181,7 +181,7 @@ export class CausalLm {
       const view = logits.view(logits.name, 0, [n, c.vocabSize]);
       lmHeadLogits(this.engine, {
         hidden: hidden.view(`${hidden.name}[${r0}:]`, r0 * c.hiddenSize, [n, c.hiddenSize]),
-        weight: this.params.get(lmHeadWeightName(c)),
+        weight: this.trunk.weights.get(lmHeadWeightName(c)),
         out: view,
         N: n,
         C: c.hiddenSize,

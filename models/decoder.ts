@@ -4,7 +4,7 @@
 // (every activation, or with gradient checkpointing each layer's input, the rest recomputed in backward); the
 // backward walks the same schedule in reverse and accumulates parameter gradients into a gradient arena.
 // Heads (LM head, value head, reward score) sit on top of the final hidden state and live in their own files.
-import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import type { Engine, Tensor, Arena, FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, qkvWidth } from './parameter-layout.ts';
 import type { TokenBatch } from './token-batch.ts';
@@ -23,6 +23,9 @@ import { chooseVariant } from '../engine/index.ts';
 import type { LoraAdapters } from './lora-adapters.ts';
 import type { ProjectionKind } from './lora.ts';
 import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
+import { HalfParameterCopy } from './half-parameter-copy.ts';
+import { toHalf } from '../kernels/util/to-half.ts';
+import { fromHalf } from '../kernels/util/from-half.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -62,6 +65,13 @@ interface Workspace {
   // LoRA backward scratch: the low-rank activations' gradient, and the frozen norms' unused weight gradients
   dLora: Tensor; //        (R, max n·r)
   frozenNormGrads: { hidden: Tensor; q: Tensor; k: Tensor }; // (C), (HS), (HS)
+  /** Mixed precision: the residual stream rounded to the compute dtype between layers (roundResidual). */
+  half: {
+    scratch: Tensor; //    (R, C) in the compute dtype
+    /** With gradient checkpointing: each layer's input as kept for the backward, in the compute dtype (every layer
+     *  shares one float32 input buffer), and the float32 (R, C) output each layer writes before it is rounded. */
+    checkpoints: { inputs: Tensor[]; next: Tensor } | null;
+  } | null;
 }
 
 export interface DecoderForwardOptions {
@@ -96,6 +106,9 @@ export class DecoderTrunk {
     null;
   /** The layer weights' transposed copies that training forwards multiply by on CPU devices. */
   private readonly transposed: TransposedWeights;
+  /** Mixed precision (fsdp_config.dtype): the half-precision copy of the float32 master weights that forwards and
+   *  backward multiply by; null: they read the master weights. */
+  private compute: HalfParameterCopy | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -106,8 +119,35 @@ export class DecoderTrunk {
     this.transposed = TransposedWeights.acquire(engine, params);
   }
 
+  /** Mixed-precision training (verl's fsdp_config.dtype, FSDP's MixedPrecision param_dtype): with bf16/f16 the
+   *  forward and the backward's data products multiply by a half-precision copy of the float32 master weights,
+   *  remade from them before the first forward after each write (an optimizer step); weight gradients still land in
+   *  the float32 gradient arena and the optimizer updates the master. For a model whose weights all train: a LoRA
+   *  base is frozen and already computes in its stored dtype. */
+  setComputeDtype(dtype: FloatDType): void {
+    this.compute?.destroy();
+    this.compute = null;
+    if (dtype === 'f32') return;
+    if (this.lora || !layerWeightsAreF32(this.params))
+      throw new Error(
+        `${this.params.label}: a ${dtype} compute copy needs float32 master weights that all train (no LoRA adapters)`,
+      );
+    this.compute = new HalfParameterCopy(this.engine, this.config, this.params, `${this.params.label}.compute`, dtype);
+  }
+
+  /** The mixed-precision compute copy, if any (the rollout decodes from it when it asks for the same dtype). */
+  get computeCopy(): HalfParameterCopy | null {
+    return this.compute;
+  }
+
+  /** The weights forwards and backward read: the mixed-precision compute copy, or the parameters themselves. Current
+   *  from the start of each forward on. */
+  get weights(): Arena {
+    return this.compute?.params ?? this.params;
+  }
+
   private param(name: string): Tensor {
-    return this.params.get(name);
+    return this.weights.get(name);
   }
 
   /** Brings every layer weight's transposed copy up to date (models/transposed-weights.ts). */
@@ -126,7 +166,7 @@ export class DecoderTrunk {
     args: { a: Tensor; out: Tensor; M: number; N: number; K: number; accumulate?: boolean; bias?: Tensor },
   ): void {
     if (transposed) matmul(this.engine, { ...args, b: this.transposed.copy(name), layout: 'nn' });
-    else matmul(this.engine, { ...args, ...weightOperand(this.params, name), layout: 'nt' });
+    else matmul(this.engine, { ...args, ...weightOperand(this.weights, name), layout: 'nt' });
   }
 
   /** Frees the forwards' and backwards' activation buffers (between steps, so the rollout can use the memory:
@@ -154,6 +194,7 @@ export class DecoderTrunk {
     const I = c.intermediateSize;
     const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
     const lora = this.lora;
+    const computeDtype = this.compute?.dtype ?? null;
     const layer = (tag: string, l: number, input?: Tensor): LayerActivations => {
       const n = (what: string) => `${tag}.${what}`;
       const qkv = t(n('qkv'), [R, W]);
@@ -183,9 +224,11 @@ export class DecoderTrunk {
     if (mode === 'train') {
       for (let l = 0; l < c.numLayers; l++) layers.push(layer(`layer${l}`, l));
     } else if (mode === 'checkpointed') {
-      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts).
+      // Shared sets serve every layer: all layers adapt the same modules (models/lora.ts). Under mixed precision the
+      // layers' inputs are kept in half precision and unpacked into one shared float32 input.
       const shared = layer('shared', 0, t('layer0.input', [R, C]));
-      for (let l = 0; l < c.numLayers; l++) layers.push({ ...shared, input: t(`layer${l}.input`, [R, C]) });
+      for (let l = 0; l < c.numLayers; l++)
+        layers.push({ ...shared, input: computeDtype ? shared.input : t(`layer${l}.input`, [R, C]) });
     } else {
       // Inference: layer l's input is layer l−1's output; two sets of buffers alternate.
       const a = layer('a', 0);
@@ -213,6 +256,18 @@ export class DecoderTrunk {
         saved && lora
           ? { hidden: t('frozen.dNorm', [C]), q: t('frozen.dQNorm', [c.headDim]), k: t('frozen.dKNorm', [c.headDim]) }
           : undefined!,
+      half: computeDtype && {
+        scratch: this.buffers.get(`${mode}.roundScratch`, [R, C], computeDtype),
+        checkpoints:
+          mode === 'checkpointed'
+            ? {
+                inputs: Array.from({ length: c.numLayers }, (_, l) =>
+                  this.buffers.get(`${mode}.layer${l}.input.${computeDtype}`, [R, C], computeDtype),
+                ),
+                next: t('next', [R, C]),
+              }
+            : null,
+      },
     };
   }
 
@@ -331,6 +386,21 @@ export class DecoderTrunk {
     this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, next, R);
   }
 
+  /**
+   * Mixed precision: the residual stream `x` entering layer l (l = L: the final norm) rounded to the compute dtype,
+   * as a bf16 model's hidden states are between its layers — in every mode alike, so a log-prob forward, a training
+   * forward and the backward's recomputation see the same values. With gradient checkpointing the rounded input is
+   * what the backward keeps (half the bytes of float32), unpacked into the layers' shared float32 input. The
+   * backward passes the residual gradient through the rounding unchanged, as autograd does through a cast.
+   */
+  private roundResidual(ws: Workspace, l: number, x: Tensor): void {
+    if (!ws.half) return;
+    const kept = l < ws.layers.length ? ws.half.checkpoints?.inputs[l] : undefined;
+    const halves = kept ?? ws.half.scratch;
+    toHalf(this.engine, { values: x, halves });
+    fromHalf(this.engine, { halves, values: kept ? ws.layers[l].input : x });
+  }
+
   /** Runs the trunk; returns the final normed hidden state (R, C), valid until the next forward. */
   forward(batch: TokenBatch, options: DecoderForwardOptions): Tensor {
     const c = this.config;
@@ -341,10 +411,12 @@ export class DecoderTrunk {
     const mode = this.mode(options.saveForBackward);
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
-    // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base is multiplied as stored.
+    this.compute?.refresh();
+    // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base or compute copy is multiplied as
+    // stored.
     const transposed =
       options.saveForBackward &&
-      layerWeightsAreF32(this.params) &&
+      layerWeightsAreF32(this.weights) &&
       chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
     if (transposed) this.refreshTransposedWeights();
 
@@ -356,15 +428,12 @@ export class DecoderTrunk {
       V: c.vocabSize,
       C,
     });
+    this.roundResidual(ws, 0, ws.layers[0].input);
     for (let l = 0; l < c.numLayers; l++) {
-      this.layerForward(
-        l,
-        ws.layers[l],
-        l + 1 < c.numLayers ? ws.layers[l + 1].input : ws.output,
-        batch,
-        dims,
-        transposed,
-      );
+      const last = l + 1 === c.numLayers;
+      const next = last ? ws.output : (ws.half?.checkpoints?.next ?? ws.layers[l + 1].input);
+      this.layerForward(l, ws.layers[l], next, batch, dims, transposed);
+      this.roundResidual(ws, l + 1, next);
     }
     rmsnormForward(e, {
       x: ws.output,
@@ -429,11 +498,15 @@ export class DecoderTrunk {
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
-      if (mode === 'checkpointed') this.layerForward(l, a, null, batch, dims, transposed);
+      if (mode === 'checkpointed') {
+        const kept = ws.half?.checkpoints?.inputs[l];
+        if (kept) fromHalf(e, { halves: kept, values: a.input });
+        this.layerForward(l, a, null, batch, dims, transposed);
+      }
       // MLP: next = mid + act·W_downᵀ
       matmul(e, {
         a: ws.dResidual,
-        ...weightOperand(this.params, `${p}.mlp.down_proj.weight`),
+        ...weightOperand(this.weights, `${p}.mlp.down_proj.weight`),
         out: ws.dAct,
         M: R,
         N: I,
@@ -455,7 +528,7 @@ export class DecoderTrunk {
       swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
       matmul(e, {
         a: ws.dGateUp,
-        ...weightOperand(this.params, `${p}.mlp.gate_up_proj.weight`),
+        ...weightOperand(this.weights, `${p}.mlp.gate_up_proj.weight`),
         out: ws.dNormed,
         M: R,
         N: C,
@@ -489,7 +562,7 @@ export class DecoderTrunk {
       // Attention: mid = input + attnOut·W_oᵀ
       matmul(e, {
         a: ws.dResidual,
-        ...weightOperand(this.params, `${p}.self_attn.o_proj.weight`),
+        ...weightOperand(this.weights, `${p}.self_attn.o_proj.weight`),
         out: ws.dAttnOut,
         M: R,
         N: NHS,
@@ -575,7 +648,7 @@ export class DecoderTrunk {
       }
       matmul(e, {
         a: dProjection,
-        ...weightOperand(this.params, `${p}.self_attn.qkv_proj.weight`),
+        ...weightOperand(this.weights, `${p}.self_attn.qkv_proj.weight`),
         out: ws.dNormed,
         M: R,
         N: C,

@@ -3,17 +3,28 @@
 // in one [2·I, C] tensor so each needs a single matmul; loading and saving split them back into HF's names.
 import type { ArenaEntry, FloatDType } from '../engine/index.ts';
 import { nf4Sizes } from '../engine/nf4.ts';
+import { int8Sizes } from '../engine/int8.ts';
 import type { DecoderConfig, TorchDtype } from './hf-config.ts';
 
-/** How a model's matrices are stored: float32, bf16/f16 (frozen weights), or NF4 (a frozen LoRA base's layer
- *  projections, QLoRA; engine/nf4.ts). */
-export type WeightStorage = FloatDType | 'nf4';
+/** How a model's matrices are stored: float32, bf16/f16 (frozen weights), or a frozen LoRA base's layer
+ *  projections quantized: NF4 (QLoRA; engine/nf4.ts), NF4 with double-quantized block scales (nf4-nested), or
+ *  LLM.int8's row-wise int8 (engine/int8.ts). */
+export type WeightStorage = FloatDType | QuantizedStorage;
+export type QuantizedStorage = 'nf4' | 'nf4-nested' | 'int8';
+
+/** Whether `storage` quantizes the layer projections. */
+export function isQuantized(storage: WeightStorage): storage is QuantizedStorage {
+  return storage === 'nf4' || storage === 'nf4-nested' || storage === 'int8';
+}
 
 const CHECKPOINT_DTYPE: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
 
 /** The suffix of an NF4 weight's block-scale tensor: `${name}.absmax` holds the float32 absmax of each block of
- *  64, `${name}` itself the codes as u32 words. */
+ *  64 (u32 words of double-quantized ones under nf4-nested), `${name}` itself the codes as u32 words. */
 export const NF4_ABSMAX = '.absmax';
+
+/** The suffix of an int8 weight's row scales (bitsandbytes' Int8Params.SCB: each row's float32 absmax). */
+export const INT8_SCB = '.SCB';
 
 export interface HfSlice {
   /** Hugging Face tensor name. */
@@ -36,19 +47,29 @@ export function layerPrefix(layer: number): string {
  * Engine tensors of the trunk (embedding, layers, final norm), plus the head the config asks for. `storage` (a
  * frozen model's: bf16/f16) applies to the matrices of the trunk and the LM head — nearly all the bytes, and
  * every one read by a kernel with a half path (matmul's B, the embedding); norms, biases and the value/score
- * head stay float32. `nf4` quantizes the layer projections, as bitsandbytes quantizes nn.Linear and skips the
- * embedding and lm_head: each becomes its u32 codes and its `.absmax` scales, and the embedding and LM head keep
- * the checkpoint's dtype.
+ * head stay float32. The quantized storages quantize the layer projections, as bitsandbytes quantizes nn.Linear
+ * and skips the embedding and lm_head: each becomes its u32 codes and its scales (`.absmax`, or `.SCB` for int8),
+ * and the embedding and LM head keep the checkpoint's dtype.
  */
 export function parameterEntries(c: DecoderConfig, storage: WeightStorage = 'f32'): ArenaEntry[] {
-  const matrices = storage === 'nf4' ? CHECKPOINT_DTYPE[c.torchDtype] : storage;
+  const matrices = isQuantized(storage) ? CHECKPOINT_DTYPE[c.torchDtype] : storage;
   return trunkAndHeadEntries(c).flatMap((entry): ArenaEntry[] => {
     if (!storesWeightDtype(entry)) return [entry];
-    if (storage !== 'nf4' || !isLayerMatrix(entry.name)) return [{ ...entry, dtype: matrices }];
-    const { words, blocks } = nf4Sizes(entry.shape[0] * entry.shape[1]);
+    if (!isQuantized(storage) || !isLayerMatrix(entry.name)) return [{ ...entry, dtype: matrices }];
+    const [rows, cols] = entry.shape;
+    if (storage === 'int8')
+      return [
+        { name: entry.name, shape: [int8Sizes(rows, cols).words], dtype: 'u32' },
+        { name: `${entry.name}${INT8_SCB}`, shape: [rows] },
+      ];
+    const { words, statistics } = nf4Sizes(rows * cols, storage === 'nf4-nested');
     return [
       { name: entry.name, shape: [words], dtype: 'u32' },
-      { name: `${entry.name}${NF4_ABSMAX}`, shape: [blocks] },
+      {
+        name: `${entry.name}${NF4_ABSMAX}`,
+        shape: [statistics],
+        ...(storage === 'nf4-nested' ? { dtype: 'u32' } : {}),
+      },
     ];
   });
 }
@@ -57,7 +78,7 @@ function storesWeightDtype(entry: ArenaEntry): boolean {
   return entry.shape.length === 2 && !entry.name.startsWith('score.');
 }
 
-/** A layer projection (qkv, o, gate_up, down): the matrices NF4 quantizes. */
+/** A layer projection (qkv, o, gate_up, down): the matrices NF4 and int8 quantize. */
 function isLayerMatrix(name: string): boolean {
   return name.startsWith('model.layers.') && name.endsWith('_proj.weight');
 }

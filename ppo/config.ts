@@ -28,5 +28,6 @@ export {
   actorUsesLora,
   actorBaseStorage,
   rolloutDtype,
+  computeDtype,
   type FrozenModel,
 } from './config/model-dtype.ts';

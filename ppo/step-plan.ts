@@ -5,7 +5,7 @@ import { advEstimatorSpec } from './config/advantage-estimator-table.ts';
 import { BYPASS_LOSS_MODES, type BypassCorrectionPlan } from './algorithm/bypass-correction.ts';
 import { parseRolloutIsThreshold, parseRolloutRs } from './config/rollout-rs-spec.ts';
 import type { PpoConfig } from './config.ts';
-import { batchSizes, rolloutDtype, usesPfPpo, usesRolloutServers } from './config.ts';
+import { batchSizes, computeDtype, rolloutDtype, usesPfPpo, usesRolloutServers } from './config.ts';
 import type { ExperiencePlan } from './phases/experience.ts';
 import type { ActorUpdateConfig } from './phases/actor-update.ts';
 import type { CriticUpdateConfig } from './phases/critic-update.ts';
@@ -141,9 +141,15 @@ export function planStep(c: PpoConfig): StepPlan {
 /** The rollout's own log-probs stay beside recomputed old ones: asked for (calculate_log_probs), or always with
  *  rollout servers, whose kernels, dtype and (mode=async) weights differ from the trainer's — verl's default of
  *  recomputing old log-probs in the trainer — and with an in-process rollout in half precision
- *  (rollout.dtype=bfloat16|float16), whose weights and KV cache are rounded copies of the actor's. */
+ *  (rollout.dtype=bfloat16|float16), whose weights and KV cache are rounded copies of the actor's, or beside a
+ *  training forward in half precision (fsdp_config.dtype), whose log-probs are not the float32 sampler's. */
 function rolloutLogProbsKept(c: PpoConfig): boolean {
-  return c.actor_rollout_ref.rollout.calculate_log_probs || usesRolloutServers(c) || rolloutDtype(c) !== 'f32';
+  return (
+    c.actor_rollout_ref.rollout.calculate_log_probs ||
+    usesRolloutServers(c) ||
+    rolloutDtype(c) !== 'f32' ||
+    computeDtype(c, 'actor') !== 'f32'
+  );
 }
 
 /** algorithm.rollout_correction's settings, for either mode. */

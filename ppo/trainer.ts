@@ -15,7 +15,7 @@ import type { LoraAdapters } from '../models/lora-adapters.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { rolloutDtype, usesCritic, weightDtype } from './config.ts';
+import { computeDtype, rolloutDtype, usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './training/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
@@ -230,6 +230,8 @@ export class PpoTrainer {
     if (this.critic) this.critic.trunk.lora = criticLora;
     this.actor.trunk.gradientCheckpointing = config.actor_rollout_ref.model.enable_gradient_checkpointing;
     if (this.critic) this.critic.trunk.gradientCheckpointing = config.critic.model.enable_gradient_checkpointing;
+    this.actor.trunk.setComputeDtype(computeDtype(c, 'actor'));
+    if (this.critic) this.critic.trunk.setComputeDtype(computeDtype(c, 'critic'));
     this.criticOptimizer =
       plan.allocateOptimizerState && critic
         ? new AdamWOptimizer(
@@ -247,7 +249,7 @@ export class PpoTrainer {
             criticLora && ((grads) => criticLora.clearOffBlockGradients(grads)),
           )
         : null;
-    this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c));
+    this.rollout = new RolloutGenerator(engine, actor, rolloutDtype(c), this.actor.trunk.computeCopy);
     this.plan = planStep(c);
     const teacherCount = this.plan.distillation?.teachers.length ?? 0;
     if (teachers.length !== teacherCount)

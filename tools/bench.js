@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `node tools/bench.js kernels|train|rollout|lm-head|peers [--json]`: benchmarks on this machine's WebGPU device; `node
+// `node tools/bench.js kernels|train|rollout|storage|lm-head|peers [--json]`: benchmarks on this machine's WebGPU
+// device (storage: the LoRA base's storage and the rollout's dtype, tools/bench/storage.ts); `node
 // tools/bench.js memory --model DIR`: a PPO run's memory plan for a checkpoint, without running it; `node
 // tools/bench.js gpu-report [--tiny] [--allow-software]`: the whole first-run report of a GPU
 // (tools/bench/gpu-report.ts).

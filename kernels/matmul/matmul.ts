@@ -9,6 +9,8 @@ import bF32Source from './matmul-b-f32.wgsl';
 import bHalfSource from './matmul-b-half.wgsl';
 import bF16Source from './matmul-b-f16.wgsl';
 import bNf4Source from './matmul-b-nf4.wgsl';
+import nf4NestedSource from './matmul-nf4-nested.wgsl';
+import bInt8Source from './matmul-b-int8.wgsl';
 import {
   type Engine,
   type KernelSpec,
@@ -24,6 +26,7 @@ import type { ElementType } from '../../engine/kernel.ts';
 import type { Variant } from '../../engine/variants.ts';
 import { unpackPairSource } from '../util/half-weights.ts';
 import { NF4_CODE, nf4Sizes } from '../../engine/nf4.ts';
+import { int8Sizes } from '../../engine/int8.ts';
 
 export type MatmulLayout = 'nn' | 'nt' | 'tn';
 
@@ -35,9 +38,9 @@ export interface MatmulArgs {
    * read).
    */
   b: Tensor;
-  /** Present when `b` holds NF4 codes (u32 words, engine/nf4.ts) of the weight: its float32 block scales
-   *  [ceil(N·K / 64)]. Layouts nt and nn. */
-  bAbsmax?: Tensor;
+  /** Present when `b` holds a frozen weight's quantized codes (u32 words): their format and scales. Layouts nt
+   *  and nn. */
+  bQuant?: QuantizedB;
   /** [M, N]. */
   out: Tensor;
   M: number;
@@ -62,6 +65,11 @@ export interface MatmulArgs {
   epilogue?: 'swiglu';
 }
 
+/** A quantized B's statistics. nf4 (engine/nf4.ts): `absmax` float32 per block of 64 [ceil(N·K / 64)], or u32
+ *  words of double-quantized ones [nf4Sizes(N·K, true).statistics]. int8 (engine/int8.ts): `scb` float32 per row
+ *  of the weight W [out, in] (nt: N rows, nn: K). */
+export type QuantizedB = { format: 'nf4'; absmax: Tensor } | { format: 'int8'; scb: Tensor };
+
 export type MatmulPrologue = { kind: 'rmsnorm'; weight: Tensor; eps: number } | { kind: 'swiglu' };
 
 const PROLOGUE_CODES = { rmsnorm: 1, swiglu: 2 } as const;
@@ -73,8 +81,9 @@ interface MatmulKernel {
 }
 
 /** How B is stored and read: float32; bf16 or f16 unpacked from u32 words (core WGSL, any device); f16 read
- *  natively (shader-f16); or NF4 codes with float32 block scales. */
-type BStorage = FloatDType | 'f16-native' | 'nf4';
+ *  natively (shader-f16); NF4 codes with float32 block scales, or with double-quantized ones (nf4-nested); or
+ *  int8 codes with float32 row scales. */
+type BStorage = FloatDType | 'f16-native' | 'nf4' | 'nf4-nested' | 'int8';
 
 /** `M` lets a variant pick by shape (decode steps multiply only a few rows); so does `N` (the gpu variant's tile
  *  size follows the output's), last because only the gpu choice reads it. */
@@ -97,6 +106,15 @@ const B_TYPES: Record<BStorage, readonly [ElementType, ElementType]> = {
   f16: ['u32', 'vec2<u32>'],
   'f16-native': ['f16', 'vec4<f16>'],
   nf4: ['u32', 'u32'],
+  'nf4-nested': ['u32', 'u32'],
+  int8: ['u32', 'u32'],
+};
+
+/** The eighth binding of a quantized B: its statistics. */
+const STATISTICS_BINDING: Partial<Record<BStorage, BindingSpec>> = {
+  nf4: { name: 'bAbsmax', access: 'read' },
+  'nf4-nested': { name: 'bAbsmax', access: 'read', type: 'u32' },
+  int8: { name: 'bScale', access: 'read' },
 };
 
 function bindings(b: BStorage): BindingSpec[] {
@@ -109,7 +127,7 @@ function bindings(b: BStorage): BindingSpec[] {
     { name: 'out', access: 'read_write' },
     { name: 'prologueWeight', access: 'read', type: 'vec4<f32>' },
     // The eighth storage binding, WebGPU's default limit per stage.
-    ...(b === 'nf4' ? [{ name: 'bAbsmax', access: 'read' } as const] : []),
+    ...(STATISTICS_BINDING[b] ? [STATISTICS_BINDING[b]] : []),
   ];
 }
 
@@ -117,9 +135,13 @@ function bindings(b: BStorage): BindingSpec[] {
  *  WGSL compilers, and one table (engine/nf4.ts) stays the only copy of the values. */
 const NF4_TABLE_SOURCE = `var<private> NF4: array<f32, 16> = array<f32, 16>(${NF4_CODE.map((c) => `${c}f`).join(', ')});\n`;
 
+const NF4_BLOCK_ABSMAX_SOURCE = 'fn blockAbsmax(block: u32) -> f32 { return bAbsmax[block]; }\n';
+
 function bLoads(b: BStorage): string {
   if (b === 'f16-native') return bF16Source;
-  if (b === 'nf4') return NF4_TABLE_SOURCE + bNf4Source;
+  if (b === 'nf4') return NF4_TABLE_SOURCE + NF4_BLOCK_ABSMAX_SOURCE + bNf4Source;
+  if (b === 'nf4-nested') return NF4_TABLE_SOURCE + nf4NestedSource + bNf4Source;
+  if (b === 'int8') return bInt8Source;
   return isHalf(b) ? unpackPairSource(b) + bHalfSource : bF32Source;
 }
 
@@ -314,7 +336,7 @@ export function useMatmulPrologue(engine: Engine, layout: MatmulLayout, K: numbe
 
 /** out = alpha·op(A)·op(B) (+ bias) (+ out): one dispatch. `out` may alias neither input. */
 export function matmul(engine: Engine, args: MatmulArgs): void {
-  const { a, b, bAbsmax, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue, epilogue } = args;
+  const { a, b, bQuant, out, M, N, K, layout, bias, accumulate = false, alpha = 1, prologue, epilogue } = args;
   for (const [name, value] of [
     ['M', M],
     ['N', N],
@@ -347,10 +369,22 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   }
   if (epilogue)
     expectSize('matmul', 'b', b, 2 * K * N, `nn B [K=${K}, 2N=${2 * N}] (gate then up columns)`, 'at least');
-  else if (bAbsmax) {
-    const { words, blocks } = nf4Sizes(K * N);
+  else if (bQuant?.format === 'nf4') {
+    const nested = bQuant.absmax.dtype === 'u32';
+    const { words, statistics } = nf4Sizes(K * N, nested);
     expectSize('matmul', 'b', b, words, `NF4 codes of ${layout} B ${bShape} (8 per word)`, 'at least');
-    expectSize('matmul', 'bAbsmax', bAbsmax, blocks, `block scales of ${layout} B ${bShape} (1 per 64)`, 'at least');
+    expectSize(
+      'matmul',
+      'bQuant.absmax',
+      bQuant.absmax,
+      statistics,
+      `${nested ? 'double-quantized ' : ''}block scales of ${layout} B ${bShape}`,
+      'at least',
+    );
+  } else if (bQuant?.format === 'int8') {
+    expectSize('matmul', 'b', b, int8Sizes(K, N).words, `int8 codes of ${layout} B ${bShape} (4 per word)`, 'at least');
+    const rows = layout === 'nt' ? N : K;
+    expectSize('matmul', 'bQuant.scb', bQuant.scb, rows, `row scales of the weight (${rows} rows)`, 'at least');
   } else expectSize('matmul', 'b', b, K * N, `${layout} B ${bShape}`, 'at least');
   for (const [role, input] of [
     ['a', a],
@@ -360,21 +394,23 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
     if (input && input.dtype !== 'f32')
       throw new Error(`matmul: ${role} (tensor ${input.name}) is ${input.dtype}; only b may be half precision`);
   }
-  if (bAbsmax) {
-    if (b.dtype !== 'u32' || bAbsmax.dtype !== 'f32')
+  const scales = bQuant ? (bQuant.format === 'nf4' ? bQuant.absmax : bQuant.scb) : undefined;
+  if (bQuant && scales) {
+    const name = bQuant.format === 'nf4' ? 'NF4' : 'int8';
+    if (b.dtype !== 'u32' || (scales.dtype !== 'f32' && !(bQuant.format === 'nf4' && scales.dtype === 'u32')))
       throw new Error(
-        `matmul: an NF4 b needs u32 codes and f32 block scales; b (tensor ${b.name}) is ${b.dtype}, bAbsmax ` +
-          `(tensor ${bAbsmax.name}) ${bAbsmax.dtype}`,
+        `matmul: an ${name} b needs u32 codes and ${bQuant.format === 'nf4' ? 'f32 (or double-quantized u32) block' : 'f32 row'} ` +
+          `scales; b (tensor ${b.name}) is ${b.dtype}, its scales (tensor ${scales.name}) ${scales.dtype}`,
       );
     if (layout === 'tn' || prologue || epilogue)
       throw new Error(
-        `matmul: an NF4 b (tensor ${b.name}, a frozen LoRA base) is read in layouts nt and nn without prologue or ` +
+        `matmul: an ${name} b (tensor ${b.name}, a frozen LoRA base) is read in layouts nt and nn without prologue or ` +
           `epilogue; got ${layout}${prologue ? ` with a ${prologue.kind} prologue` : ''}${epilogue ? ` with a ${epilogue} epilogue` : ''}`,
       );
   }
-  const bDtype = (bAbsmax ? 'f32' : b.dtype) as FloatDType;
+  const bDtype = (bQuant ? 'f32' : b.dtype) as FloatDType;
   if (bDtype !== 'f32' && !isHalf(bDtype))
-    throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16 (or u32 with bAbsmax)`);
+    throw new Error(`matmul: b (tensor ${b.name}) is ${b.dtype}, expected f32, bf16 or f16 (or u32 with bQuant)`);
   // Only decode steps fold ops into a matmul, and only the trained actor decodes: its weights are float32.
   // A half B would compile two more register pipelines that nothing runs.
   if ((prologue || epilogue) && bDtype !== 'f32') {
@@ -391,8 +427,12 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
         `got tn`,
     );
   }
-  const bStorage: BStorage = bAbsmax
-    ? 'nf4'
+  const bStorage: BStorage = bQuant
+    ? bQuant.format === 'int8'
+      ? 'int8'
+      : bQuant.absmax.dtype === 'u32'
+        ? 'nf4-nested'
+        : 'nf4'
     : bDtype === 'f16' && chooseVariant('matmul-f16', matmulF16Variants, engine.caps, engine.knobs).value
       ? 'f16-native'
       : bDtype;
@@ -402,7 +442,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
   for (const [role, input] of [
     ['a', a],
     ['b', b],
-    ['bAbsmax', bAbsmax],
+    ['b scales', scales],
     ['bias', bias],
     ['prologue weight', prologueWeight],
   ] as const) {
@@ -461,7 +501,8 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
       bias: bias ?? a,
       out,
       prologueWeight: paddedToVec4(prologueWeight ?? a),
-      ...(bAbsmax ? { bAbsmax } : {}),
+      ...(bQuant?.format === 'nf4' ? { bAbsmax: bQuant.absmax } : {}),
+      ...(bQuant?.format === 'int8' ? { bScale: bQuant.scb } : {}),
     },
     uniforms: {
       M,

@@ -2,7 +2,7 @@
 // forms them): a port of bitsandbytes' kOptimizerStatic8bit2StateBlockwise for ADAM (csrc/kernels.cu, 95f9af30) and
 // its quantize_2D. Updates params, codes and absmax in place; codes are one byte per element (bitsandbytes' uint8
 // state1/state2), the kernel's words unpacked.
-import { OPTIMIZER_8BIT_BLOCK } from './dynamic-map.ts';
+import { OPTIMIZER_8BIT_BLOCK } from '../../engine/dynamic-map.ts';
 import type { AdamwHyperparameters } from './adamw.ts';
 
 /** bitsandbytes' quantize_2D over a sorted 256-value code: the index stored for x (a moment over its block's absmax).

@@ -1,6 +1,6 @@
 import adamw8bitSource from './adamw8bit.wgsl';
 import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups } from '../../engine/index.ts';
-import { OPTIMIZER_8BIT_BLOCK } from './dynamic-map.ts';
+import { OPTIMIZER_8BIT_BLOCK } from '../../engine/dynamic-map.ts';
 import type { AdamwHyperparameters } from './adamw.ts';
 
 export const adamw8bitSpec: KernelSpec = {

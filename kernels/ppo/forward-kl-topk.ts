@@ -102,7 +102,7 @@ export function forwardKlTopkGpu(
   if (t.weight.dtype !== 'f32')
     throw new Error(
       `${op}: the LM head weight (tensor ${t.weight.name}) is ${t.weight.dtype}; forward_kl_topk reads a float32 ` +
-        'head (a LoRA base stored in bf16/fp16/NF4 is not supported)',
+        'head (a LoRA base in bf16/fp16, as load_in_4bit and load_in_8bit keep the head, is not supported)',
     );
   expectSize(op, 'hidden', t.hidden, m * S * C, `[m·S=${m * S}, C=${C}]`);
   expectSize(op, 'lse', t.lse, m * S, `[m·S=${m * S}]`);

@@ -58,6 +58,23 @@ export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): v
     values.size,
     `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`,
   );
+  forEachHalfWindow(engine, values, halves, (valuesWindow, halvesWindow, n) =>
+    engine.dispatch(specs[halves.dtype as HalfDType], {
+      bindings: { values: valuesWindow, halves: halvesWindow },
+      uniforms: { n },
+      workgroups: foldWorkgroups(Math.ceil(n / 2 / 256)),
+    }),
+  );
+}
+
+/** Calls `body` with matching windows of a float32 tensor and its half-precision counterpart of the same shape, each
+ *  within one binding (one dispatch each): what to-half and from-half convert. */
+export function forEachHalfWindow(
+  engine: Engine,
+  values: Tensor,
+  halves: Tensor,
+  body: (values: Tensor, halves: Tensor, n: number) => void,
+): void {
   // Windows sized by the float32 side; an aligned half window start is then an aligned float32 start too. A tensor
   // above maxBufferSize and its half copy are split at the same rows (engine/arena.ts): pieces are whole parts.
   const align = engine.caps.minStorageBufferOffsetAlignment;
@@ -67,14 +84,11 @@ export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): v
       valuesPiece.byteLength <= engine.maxBindingBytes ? size : rowsPerWindow(1, engine.maxBindingBytes, 2 * align);
     for (let first = 0; first < size; first += step) {
       const n = Math.min(step, size - first);
-      engine.dispatch(specs[halves.dtype], {
-        bindings: {
-          values: valuesPiece.view(`${valuesPiece.name}[${first}:${first + n}]`, first, [n]),
-          halves: halvesPiece.view(`${halvesPiece.name}[${first}:${first + n}]`, first, [n]),
-        },
-        uniforms: { n },
-        workgroups: foldWorkgroups(Math.ceil(n / 2 / 256)),
-      });
+      body(
+        valuesPiece.view(`${valuesPiece.name}[${first}:${first + n}]`, first, [n]),
+        halvesPiece.view(`${halvesPiece.name}[${first}:${first + n}]`, first, [n]),
+        n,
+      );
     }
   }
 }

@@ -77,7 +77,14 @@ function attentionDims(c: DecoderConfig, B: number, T: number): AttentionDims {
   };
 }
 
-export function decoderForwardRef(c: DecoderConfig, params: ParameterValues, batch: ReferenceBatch): ReferenceForward {
+/** `residual`: what the residual stream entering each layer and the final norm becomes (mixed precision: rounded to the
+ *  compute dtype, models/decoder.ts roundResidual; the backward takes its gradient as the identity's). */
+export function decoderForwardRef(
+  c: DecoderConfig,
+  params: ParameterValues,
+  batch: ReferenceBatch,
+  residual: (x: Float64Array) => Float64Array = (x) => x,
+): ReferenceForward {
   const { B, T } = batch;
   const R = B * T;
   const C = c.hiddenSize;
@@ -85,13 +92,15 @@ export function decoderForwardRef(c: DecoderConfig, params: ParameterValues, bat
   const I = c.intermediateSize;
   const shape = { rows: R, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim };
   const dims = attentionDims(c, B, T);
-  let x = embeddingForwardRef({
-    ids: batch.ids,
-    table: get(params, 'model.embed_tokens.weight'),
-    N: R,
-    V: c.vocabSize,
-    C,
-  });
+  let x = residual(
+    embeddingForwardRef({
+      ids: batch.ids,
+      table: get(params, 'model.embed_tokens.weight'),
+      N: R,
+      V: c.vocabSize,
+      C,
+    }),
+  );
   const layers: LayerTape[] = [];
   for (let l = 0; l < c.numLayers; l++) {
     const p = layerPrefix(l);
@@ -174,7 +183,7 @@ export function decoderForwardRef(c: DecoderConfig, params: ParameterValues, bat
       gateUp,
       act,
     });
-    x = add(mid, down);
+    x = residual(add(mid, down));
   }
   const final = rmsnormForwardRef({ x, weight: get(params, 'model.norm.weight'), rows: R, cols: C, eps: c.rmsNormEps });
   return { hidden: final.out, tape: { layers, output: x, finalRstd: final.rstd } };

@@ -170,16 +170,22 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
           `${optim.optimizer_impl}.${optim.optimizer}) — set ${path}.optimizer_impl=${impl}`,
       );
   }
-  if (model.load_in_8bit)
+  if (model.load_in_8bit && model.load_in_4bit)
     problems.push(
-      'actor_rollout_ref.model.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true (NF4, ' +
-        'with lora_rank > 0)',
+      'actor_rollout_ref.model.load_in_8bit=true and load_in_4bit=true: the base is quantized one way — set one of ' +
+        'them to false',
     );
-  if (model.load_in_4bit && model.lora_rank === 0 && model.lora_adapter_path === null)
+  if (model.use_bnb_nested_quant && !model.load_in_4bit)
     problems.push(
-      'actor_rollout_ref.model.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set ' +
-        'actor_rollout_ref.model.lora_rank (e.g. 16) or lora_adapter_path; a fully trained actor keeps float32 weights',
+      'actor_rollout_ref.model.use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is ' +
+        'false — set actor_rollout_ref.model.load_in_4bit=true or remove use_bnb_nested_quant',
     );
+  for (const key of ['load_in_4bit', 'load_in_8bit'] as const)
+    if (model[key] && model.lora_rank === 0 && model.lora_adapter_path === null)
+      problems.push(
+        `actor_rollout_ref.model.${key}=true quantizes a frozen LoRA base, but LoRA is off — set ` +
+          'actor_rollout_ref.model.lora_rank (e.g. 16) or lora_adapter_path; a fully trained actor keeps float32 weights',
+      );
   if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
     problems.push(
       'actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. ' +

@@ -1,8 +1,9 @@
-// The stored dtype of each model's weights, from verl's fsdp_config.model_dtype keys. Frozen models (the
-// reference, the reward model, a frozen critic, the actor's LoRA base) may keep their matrices in bf16/f16 — half
-// the bytes, read by kernels that unpack them to float32; trained weights stay float32 master weights (the
-// optimizer updates those), and a half dtype asked for a fully trained model is reported in one line rather than
-// honoured. Browser-safe.
+// The stored dtype of each model's weights, from verl's fsdp_config.model_dtype keys, and the compute dtype of a
+// trained one, from fsdp_config.dtype. Frozen models (the reference, the reward model, a frozen critic, the actor's
+// LoRA base) may keep their matrices in bf16/f16 — half the bytes, read by kernels that unpack them to float32;
+// trained weights stay float32 master weights (the optimizer updates those; a half model_dtype asked for a fully
+// trained model is reported in one line rather than honoured), and with fsdp_config.dtype bf16/f16 the model
+// computes on a half-precision copy of them (mixed precision, models/decoder.ts setComputeDtype). Browser-safe.
 import type { FloatDType } from '../../engine/index.ts';
 import type { TorchDtype } from '../../models/hf-config.ts';
 import type { WeightStorage } from '../../models/parameter-layout.ts';
@@ -49,16 +50,36 @@ export function actorUsesLora(config: PpoConfig): boolean {
 }
 
 /** How the actor's weights are stored, given its checkpoint's torch_dtype: float32 when they all train; under
- *  LoRA the frozen base (which is also the reference) in NF4 with load_in_4bit, else as
+ *  LoRA the frozen base (which is also the reference) in NF4 with load_in_4bit (its scales double-quantized with
+ *  use_bnb_nested_quant), in int8 with load_in_8bit, else as
  *  actor.fsdp_config.model_dtype says, or when that is null in the checkpoint's own dtype. */
 export function actorBaseStorage(config: PpoConfig, checkpointDtype: TorchDtype): WeightStorage {
   if (!actorUsesLora(config)) return 'f32';
-  if (config.actor_rollout_ref.model.load_in_4bit) return 'nf4';
+  const model = config.actor_rollout_ref.model;
+  if (model.load_in_4bit) return model.use_bnb_nested_quant ? 'nf4-nested' : 'nf4';
+  if (model.load_in_8bit) return 'int8';
   const key = config.actor_rollout_ref.actor.fsdp_config.model_dtype;
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }
 
-/** One line per trained model whose model_dtype asks for half precision (kept float32 here), or none. */
+/** Whether the model's weights all train (no LoRA, not frozen): what mixed precision applies to. */
+function trainsAllWeights(config: PpoConfig, model: 'actor' | 'critic'): boolean {
+  return model === 'actor' ? !actorUsesLora(config) : !config.critic.freeze && config.critic.model.lora_rank === 0;
+}
+
+const COMPUTE_KEYS: Readonly<Record<'actor' | 'critic', [string, (c: PpoConfig) => ModelDtype]>> = {
+  actor: ['actor_rollout_ref.actor.fsdp_config.dtype', (c) => c.actor_rollout_ref.actor.fsdp_config.dtype],
+  critic: ['critic.model.fsdp_config.dtype', (c) => c.critic.model.fsdp_config.dtype],
+};
+
+/** The dtype a trained model computes in (fsdp_config.dtype): its weight matrices' half-precision copy, or float32.
+ *  float32 for a LoRA actor or critic and a frozen critic, whose frozen matrices compute as stored. */
+export function computeDtype(config: PpoConfig, model: 'actor' | 'critic'): FloatDType {
+  return trainsAllWeights(config, model) ? FROM_KEY[COMPUTE_KEYS[model][1](config)] : 'f32';
+}
+
+/** One line per trained model whose model_dtype asks for half precision (kept float32 here), and per model whose
+ *  fsdp_config.dtype asks for half-precision compute that does not apply (LoRA, frozen), or none. */
 export function trainedModelDtypeNotes(config: PpoConfig): string[] {
   const asked: [string, ModelDtype | null][] = [];
   // Under LoRA the actor's model_dtype is its frozen base's, honoured by actorBaseStorage.
@@ -69,11 +90,21 @@ export function trainedModelDtypeNotes(config: PpoConfig): string[] {
     ]);
   if (!config.critic.freeze && config.critic.model.lora_rank === 0)
     asked.push(['critic.model.fsdp_config.model_dtype', config.critic.model.fsdp_config.model_dtype]);
-  return asked
+  const masters = asked
     .filter(([, value]) => value !== null && FROM_KEY[value] !== 'f32')
     .map(
       ([key, value]) =>
-        `${key}=${value}: this model trains, so its weights stay float32 master copies (no mixed-precision training ` +
-        `here); only frozen weights (reference, reward model, critic.freeze, a LoRA base) are stored in half precision`,
+        `${key}=${value}: this model trains, so its weights stay float32 master copies (fsdp_config.dtype sets ` +
+        `half-precision compute); only frozen weights (reference, reward model, critic.freeze, a LoRA base) are ` +
+        `stored in half precision`,
     );
+  const computes = (['actor', 'critic'] as const)
+    .filter((model) => !trainsAllWeights(config, model) && FROM_KEY[COMPUTE_KEYS[model][1](config)] !== 'f32')
+    .map(
+      (model) =>
+        `${COMPUTE_KEYS[model][0]}=${COMPUTE_KEYS[model][1](config)}: mixed precision is for weights that all ` +
+        `train; this ${model}'s frozen matrices compute in their stored dtype (fsdp_config.model_dtype), its ` +
+        `adapters and heads in float32`,
+    );
+  return [...masters, ...computes];
 }

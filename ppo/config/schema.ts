@@ -123,10 +123,25 @@ const FROZEN_DTYPE_HELP =
   "bf16 values). verl's generated config writes fp32";
 const TRAINED_DTYPE_HELP =
   'accepted as verl spells it; a trained model keeps float32 master weights whatever this says (bf16/fp16 prints one ' +
-  'line: no mixed-precision training here)';
+  'line: set fsdp_config.dtype for half-precision compute)';
+/** fsdp_config.dtype: a trained model's compute dtype (verl's FSDP MixedPrecision param_dtype). */
+const computeDtype = (model: string) =>
+  oneOf(
+    'float32',
+    MODEL_DTYPES,
+    `Compute dtype of the ${model} while it trains (verl's fsdp_config.dtype; older configs' ` +
+      'fsdp_config.mixed_precision.param_dtype): bfloat16 or float16 run its forward and backward on a half-precision ' +
+      'copy of its weight matrices, remade from the float32 master weights after each optimizer step, with the ' +
+      'residual stream rounded to it between layers (gradient checkpointing keeps those inputs in it: half their ' +
+      'bytes); gradients accumulate and AdamW runs in float32 (reduce/buffer dtype fp32). The copy adds half the ' +
+      'parameter bytes. For weights that all train (a LoRA base computes in its stored dtype: model_dtype). ' +
+      "verl's default is bfloat16; float32 here: on lavapipe bf16 compute ended the built-in job where float32 does " +
+      'and made its step slower on both device classes (docs/models-and-memory.md)',
+  );
 const ACTOR_DTYPE_HELP =
   `with LoRA (lora_rank > 0), the frozen base's matrices (also the reference's): ${FROZEN_DTYPE_HELP} — half the ` +
-  `bytes of fp32 for the largest resident tensor (model.load_in_4bit=true: NF4 layer projections instead); without ` +
+  `bytes of fp32 for the largest resident tensor (model.load_in_4bit / load_in_8bit: NF4 or int8 layer projections ` +
+  `instead); without ` +
   `LoRA, ${TRAINED_DTYPE_HELP}`;
 
 /** verl's fsdp_config.optimizer_offload for a trained model's AdamW state. */
@@ -267,13 +282,26 @@ const SCHEMA = {
       load_in_4bit: bool(
         false,
         "QLoRA (TRL's and OpenRLHF's key): the frozen LoRA base's layer projections quantized at load to NF4 as " +
-          'bitsandbytes does (blocks of 64, a float32 absmax each, no double quantization: 4.5 bits per weight), ' +
-          "dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's dtype, adapters are " +
-          'float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 (or lora_adapter_path)',
+          'bitsandbytes does (blocks of 64, a float32 absmax each: 4.5 bits per weight; ~4.13 with ' +
+          "use_bnb_nested_quant), dequantized inside the matmuls; embedding, LM head and norms keep the checkpoint's " +
+          'dtype, adapters are float32, the reference is the quantized base with adapters off. Needs lora_rank > 0 ' +
+          '(or lora_adapter_path)',
+      ),
+      use_bnb_nested_quant: bool(
+        false,
+        "TRL's key for HF's bnb_4bit_use_double_quant (OpenRLHF's load_in_4bit always sets it): with load_in_4bit, " +
+          "the block scales are themselves quantized as bitsandbytes' compress_statistics does (minus their mean, " +
+          'blocks of 256 in the 8-bit dynamic map): 0.129 instead of 0.5 bits per weight for the scales, ~4.13 bits ' +
+          "in all; each scale moves by at most 0.7% of its 256-block's spread, far below NF4's own step. Needs every " +
+          'fused q/k/v, gate/up part but the last to be whole 16,384-weight blocks (all released Qwen/Llama shapes)',
       ),
       load_in_8bit: bool(
         false,
-        'Accepted for TRL/OpenRLHF configs; true is refused (not implemented: use load_in_4bit)',
+        "LLM.int8's weight format (TRL's key; HF's BitsAndBytesConfig(load_in_8bit=True)): the frozen LoRA base's " +
+          "layer projections rounded at load to int8 per row (each row scaled by 127 / its absmax, as bitsandbytes' " +
+          'Int8Params stores them: 8 bits plus 32 per row), dequantized inside the matmuls; activations stay float32 ' +
+          '(no int8 activations, no outlier threshold: llm_int8_threshold has nothing to split). Closer to the ' +
+          'checkpoint than NF4 at about twice its bytes. Needs lora_rank > 0 (or lora_adapter_path)',
       ),
       lora_save_merged: bool(
         false,
@@ -376,6 +404,7 @@ const SCHEMA = {
       optim: optimizerKeys(1e-6),
       fsdp_config: {
         model_dtype: modelDtype(`Stored dtype of the actor's weights: ${ACTOR_DTYPE_HELP}`),
+        dtype: computeDtype('actor'),
         optimizer_offload: optimizerOffload('actor'),
       },
     },
@@ -423,7 +452,7 @@ const SCHEMA = {
         'float32',
         ROLLOUT_DTYPES,
         'Precision of in-process generation (name=hf): bfloat16 or float16 decode with a half-precision copy of the ' +
-          "actor's weights (remade after each actor update; a LoRA base stored in bf16/NF4 is decoded as stored, " +
+          "actor's weights (remade after each actor update; a LoRA base stored in bf16/NF4/int8 is decoded as stored, " +
           'adapters stay float32) and a half-precision KV cache: half the cache bytes, so up to about twice the ' +
           'sequences decode at once. The training forward stays float32: old log-probs are recomputed and rollout_corr/* reports the ' +
           "drift, as with rollout servers. verl's default is bfloat16 (vLLM's serving dtype); float32 here keeps " +
@@ -599,6 +628,7 @@ const SCHEMA = {
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
             `${FROZEN_DTYPE_HELP}; a fully trained critic: ${TRAINED_DTYPE_HELP}`,
         ),
+        dtype: computeDtype('critic'),
         optimizer_offload: optimizerOffload('critic'),
       },
     },

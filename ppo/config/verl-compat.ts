@@ -113,6 +113,19 @@ const ALIASES: Record<string, Alias> = {
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
     weak: true,
   },
+  'critic.fsdp.dtype': {
+    to: 'critic.model.fsdp_config.dtype',
+    source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
+    weak: true,
+  },
+  'actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype': {
+    to: 'actor_rollout_ref.actor.fsdp_config.dtype',
+    source: "verl before fsdp_config.dtype: FSDP MixedPrecision's param_dtype",
+  },
+  'critic.model.fsdp_config.mixed_precision.param_dtype': {
+    to: 'critic.model.fsdp_config.dtype',
+    source: "verl before fsdp_config.dtype: FSDP MixedPrecision's param_dtype",
+  },
   'critic.fsdp.optimizer_offload': {
     to: 'critic.model.fsdp_config.optimizer_offload',
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",
@@ -233,6 +246,9 @@ const IGNORED: [string, string][] = [
   ['global_profiler.**', SERVICE],
   ['**.profiler.**', SERVICE],
   ['**.checkpoint.**', 'checkpoint contents are fixed: complete Hugging Face directories with optimizer state'],
+  // FSDP MixedPrecision's gradient-reduction and buffer dtypes: gradients, norms' buffers and AdamW are float32 here.
+  ['**.mixed_precision.reduce_dtype', 'gradients accumulate and AdamW runs in float32 here'],
+  ['**.mixed_precision.buffer_dtype', 'gradients accumulate and AdamW runs in float32 here'],
   [
     '**.param_offload',
     'weights stay on the device: every phase of a step reads them (fsdp_config.optimizer_offload moves the AdamW ' +

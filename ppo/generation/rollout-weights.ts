@@ -3,48 +3,46 @@
 // float16 keep a half-precision KV cache (half the bytes: twice the sequences decode at once, and a decode step
 // reads half the cache) and decode with a half-precision copy of the actor's float32 matrices, remade from the
 // actor before a rollout whenever the actor's weights were written since (each actor update, a checkpoint load):
-// the engine's write counts say so, as for the transposed copies. A LoRA base already stored in half precision or
-// NF4 is decoded as stored (it is frozen: there is nothing to refresh) and its adapters stay float32. The training
+// the engine's write counts say so, as for the transposed copies. A LoRA base already stored in half precision,
+// NF4 or int8 is decoded as stored (it is frozen: nothing to refresh) and its adapters stay float32. The training
 // forward stays float32, so the old log-probs it recomputes differ from the sampler's by the rounding: the run keeps
-// both and reports rollout_corr/* as for rollout servers (ppo/step-plan.ts).
-import type { Arena, Engine, FloatDType, HalfDType } from '../../engine/index.ts';
+// both and reports rollout_corr/* as for rollout servers (ppo/step-plan.ts). Under mixed precision in the same dtype
+// (fsdp_config.dtype) the actor's compute copy holds the same values: the rollout decodes from it, no second copy.
+import type { Engine, FloatDType, HalfDType } from '../../engine/index.ts';
 import { layerWeightsAreF32 } from '../../models/weight-operand.ts';
-import { copyParameter, frozenParameterCopy } from '../../models/parameter-store.ts';
+import { HalfParameterCopy } from '../../models/half-parameter-copy.ts';
 import type { PolicyWeights } from './types.ts';
 
 export class RolloutWeights {
-  /** The half-precision copy of the actor's matrices, when the rollout makes one. */
-  private readonly copy: Arena | null;
-  /** Per tensor of the copy: the engine's write count of its actor buffer when it was last converted. */
-  private readonly madeAt = new Map<string, number>();
+  /** The half-precision copy of the actor's matrices the rollout decodes from, when it needs one. */
+  private readonly copy: HalfParameterCopy | null;
+  /** Whether this made the copy (else it is the actor's compute copy, which the actor's trunk owns). */
+  private readonly ownsCopy: boolean;
   readonly policy: PolicyWeights;
 
   constructor(
-    private readonly engine: Engine,
-    private readonly actor: PolicyWeights,
+    engine: Engine,
+    actor: PolicyWeights,
     readonly dtype: FloatDType,
+    /** The actor's mixed-precision compute copy, if it has one. */
+    computeCopy: HalfParameterCopy | null = null,
   ) {
-    this.copy =
-      dtype !== 'f32' && layerWeightsAreF32(actor.params)
-        ? frozenParameterCopy(engine, actor.config, actor.params, 'rollout', dtype as HalfDType)
-        : null;
-    if (this.copy)
-      for (const name of this.copy.names()) this.madeAt.set(name, engine.writeCount(actor.params.get(name)));
-    this.policy = { ...actor, params: this.copy ?? actor.params, cacheDtype: dtype };
+    const needsCopy = dtype !== 'f32' && layerWeightsAreF32(actor.params);
+    this.ownsCopy = needsCopy && computeCopy?.dtype !== dtype;
+    this.copy = !needsCopy
+      ? null
+      : this.ownsCopy
+        ? new HalfParameterCopy(engine, actor.config, actor.params, 'rollout', dtype as HalfDType)
+        : computeCopy;
+    this.policy = { ...actor, params: this.copy?.params ?? actor.params, cacheDtype: dtype };
   }
 
   /** Brings the copy up to date with the actor's weights (before each rollout). */
   refresh(): void {
-    if (!this.copy) return;
-    for (const name of this.copy.names()) {
-      const written = this.engine.writeCount(this.actor.params.get(name));
-      if (this.madeAt.get(name) === written) continue;
-      copyParameter(this.engine, this.actor.params, this.copy, name);
-      this.madeAt.set(name, written);
-    }
+    this.copy?.refresh();
   }
 
   destroy(): void {
-    if (this.copy) for (const buffer of this.copy.buffers) this.engine.destroyTensor(buffer);
+    if (this.ownsCopy) this.copy?.destroy();
   }
 }

@@ -12,7 +12,13 @@
 // earlier phases left, and a buffer a later phase reuses once, at its larger size.
 // Browser-safe.
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { headEntries, parameterEntries, qkvWidth, type WeightStorage } from '../../models/parameter-layout.ts';
+import {
+  headEntries,
+  isQuantized,
+  parameterEntries,
+  qkvWidth,
+  type WeightStorage,
+} from '../../models/parameter-layout.ts';
 import {
   bytesPerElement,
   chooseVariant,
@@ -30,6 +36,7 @@ import {
   criticLoraSettings,
   actorBaseStorage,
   rolloutDtype,
+  computeDtype,
   weightDtype,
   type PpoConfig,
 } from '../config.ts';
@@ -41,6 +48,7 @@ import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 
 const F32 = 4;
+const HALF = 2;
 /** WebGPU's default minStorageBufferOffsetAlignment, where the device's is not given. */
 const DEFAULT_BINDING_ALIGNMENT = 256;
 
@@ -127,9 +135,9 @@ export function parameterBytes(c: DecoderConfig, storage: WeightStorage = 'f32')
   );
 }
 
-/** " (bf16 matrices)" for a half dtype, the NF4 split for nf4, else nothing. */
+/** " (bf16 matrices)" for a half dtype, the split for a quantized base, else nothing. */
 function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
-  if (storage === 'nf4') return ` (nf4 layer matrices, ${parameterEntries(c, 'nf4')[0].dtype} embedding)`;
+  if (isQuantized(storage)) return ` (${storage} layer matrices, ${parameterEntries(c, storage)[0].dtype} embedding)`;
   return storage === 'f32' ? '' : ` (${storage} matrices)`;
 }
 
@@ -153,21 +161,26 @@ function activationsPerToken(
 
 /** Trunk activations of `tokens` tokens (models/decoder.ts's workspaces): every layer's when training; with
  *  gradient checkpointing every layer's input and one layer's set, recomputed layer by layer in the backward;
- *  otherwise two layers' sets, each layer reading the other's output. */
+ *  otherwise two layers' sets, each layer reading the other's output. `halfCompute` (mixed precision): a half (R, C)
+ *  scratch that rounds the residual stream, and checkpointed inputs kept in half precision, unpacked into one shared
+ *  float32 input, with one float32 output before rounding. */
 function trunkActivations(
   c: DecoderConfig,
   tokens: number,
   training: boolean,
   checkpointed = false,
   loraRank = 0,
+  halfCompute = false,
 ): { bytes: number; widestRow: number } {
   const { perLayer, fixed, widest } = activationsPerToken(c, training, loraRank);
+  const C = c.hiddenSize;
   const layers = !training
     ? 2 * perLayer
     : checkpointed
-      ? perLayer + (c.numLayers - 1) * c.hiddenSize
+      ? perLayer + (halfCompute ? C : (c.numLayers - 1) * C)
       : perLayer * c.numLayers;
-  return { bytes: tokens * (layers + fixed) * F32, widestRow: widest * F32 };
+  const halves = !halfCompute ? 0 : training && checkpointed ? (c.numLayers + 1) * C : C;
+  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32 };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -281,11 +294,13 @@ function planWithRolloutBudget(
   // rollout.dtype=bfloat16|float16: decode steps read a half copy of a float32 actor, multiplied as stored
   // (ppo/generation/rollout-weights.ts), and a half KV cache.
   const cacheDtype = rolloutDtype(config);
+  const actorCompute = computeDtype(config, 'actor');
   // free_cache_engine: the rollout frees its decoders and its copy of the actor when it ends, and the trunks their
   // work buffers before it starts (ppo/trainer.ts generate), so the copy is a rollout phase's item, not resident.
+  // Under mixed precision in the same dtype the rollout decodes from the actor's compute copy (below), never freed.
   const freeCache = config.actor_rollout_ref.rollout.free_cache_engine;
   const rolloutCopy: MemoryItem | null =
-    cacheDtype !== 'f32' && actorStorage === 'f32'
+    cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute
       ? {
           what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
           bytes: parameterBytes(actor, cacheDtype),
@@ -293,13 +308,20 @@ function planWithRolloutBudget(
         }
       : null;
   if (rolloutCopy && !freeCache) resident.push({ what: rolloutCopy.what, bytes: rolloutCopy.bytes });
+  // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
+  // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
+  if (actorCompute !== 'f32')
+    resident.push({
+      what: `actor compute copy${dtypeNote(actorCompute, actor)}${cacheDtype === actorCompute ? ", also the rollout's" : ''}`,
+      bytes: parameterBytes(actor, actorCompute),
+    });
   if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
       bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
     });
-  } else if (transposes && device.transposedWeights) {
+  } else if (transposes && actorCompute === 'f32' && device.transposedWeights) {
     resident.push({
       what: 'actor layer weights transposed (training forward)',
       bytes: layerWeightElements(actor) * F32,
@@ -329,8 +351,14 @@ function planWithRolloutBudget(
         config.critic.optim.optimizer,
         config.critic.model.fsdp_config.optimizer_offload,
       );
-      // Only float32 weights are transposed (a half base is multiplied as stored).
-      if (device.transposedWeights && dtype === 'f32')
+      const criticCompute = computeDtype(config, 'critic');
+      if (criticCompute !== 'f32')
+        resident.push({
+          what: `critic compute copy${dtypeNote(criticCompute, critic)}`,
+          bytes: parameterBytes(critic, criticCompute),
+        });
+      // Only float32 weights are transposed (a half base or compute copy is multiplied as stored).
+      else if (device.transposedWeights && dtype === 'f32')
         resident.push({
           what: 'critic layer weights transposed (training forward)',
           bytes: layerWeightElements(critic) * F32,
@@ -431,6 +459,9 @@ function planWithRolloutBudget(
 
   // Each model (`model`: the actor, the reference — its own work buffers even when it reads the actor's base —,
   // the critic, the reward model) keeps its forward's and its update's workspaces apart (models/decoder.ts).
+  // Mixed precision (fsdp_config.dtype): the actor's and critic's trunks round their residual stream to it.
+  const halfCompute = (model: string) =>
+    (model === 'actor' || model === 'critic') && computeDtype(config, model) !== 'f32';
   const forward = (
     name: string,
     c: DecoderConfig,
@@ -441,7 +472,7 @@ function planWithRolloutBudget(
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, false, false, rank);
+    const trunk = trunkActivations(c, tokens, false, false, rank, halfCompute(model));
     const items: MemoryItem[] = [
       {
         what: `activations (${sequences} × ${sequenceLength} tokens, two layers' sets)`,
@@ -464,12 +495,12 @@ function planWithRolloutBudget(
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
-    const trunk = trunkActivations(c, tokens, true, checkpointed, rank);
+    const trunk = trunkActivations(c, tokens, true, checkpointed, rank, halfCompute(model));
     const items: MemoryItem[] = [
       {
         what: checkpointed
-          ? `every layer's input and one layer's activations (${sequences} × ${sequenceLength} tokens, gradient ` +
-            `checkpointing) and backward scratch`
+          ? `every layer's input${halfCompute(model) ? ` (${computeDtype(config, model as 'actor')})` : ''} and one ` +
+            `layer's activations (${sequences} × ${sequenceLength} tokens, gradient checkpointing) and backward scratch`
           : `activations of every layer (${sequences} × ${sequenceLength} tokens) and backward scratch`,
         bytes: trunk.bytes,
         key: `${model} update`,

@@ -270,6 +270,8 @@ export class ActorUpdater {
         this.engine,
         {
           hidden: forward.hidden,
+          // The float32 master head even under mixed precision (the kernel reads float32 only): its top-k logits
+          // then differ from the forward's bf16 ones by the head's rounding.
           weight: this.actor.params.get(lmHeadWeightName(this.actor.config)),
           lse: forward.lse,
           teacherIds: topk.ids,

@@ -7,6 +7,7 @@
 // so it equals a teacher-forced pass over the finished sequence.
 import type { Engine, FloatDType } from '../../engine/index.ts';
 import { RolloutWeights } from '../generation/rollout-weights.ts';
+import type { HalfParameterCopy } from '../../models/half-parameter-copy.ts';
 import {
   DEFAULT_READ_EVERY,
   checkRolloutConfig,
@@ -33,12 +34,14 @@ export class RolloutGenerator {
     readonly engine: Engine,
     private readonly actor: PolicyWeights,
     private readonly dtype: FloatDType = 'f32',
+    /** The actor's mixed-precision compute copy: decoded from when rollout.dtype is its dtype (never freed here). */
+    private readonly computeCopy: HalfParameterCopy | null = null,
   ) {}
 
   /** The weights decoding reads, allocated (a half copy made from the actor) on first use. */
   private allocated(): { weights: RolloutWeights; decoders: RolloutDecoders } {
     if (!this.held) {
-      const weights = new RolloutWeights(this.engine, this.actor, this.dtype);
+      const weights = new RolloutWeights(this.engine, this.actor, this.dtype, this.computeCopy);
       this.held = { weights, decoders: new RolloutDecoders(this.engine, weights.policy) };
     }
     return this.held;

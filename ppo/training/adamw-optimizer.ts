@@ -8,7 +8,7 @@
 import { Arena, type ArenaEntry, type Engine, type Tensor, elementCount } from '../../engine/index.ts';
 import { adamwStep, gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
-import { MIN_8BIT_SIZE, createDynamicMap } from '../../kernels/optim/dynamic-map.ts';
+import { MIN_8BIT_SIZE, createDynamicMap } from '../../engine/dynamic-map.ts';
 import { OFFLOAD_STAGING_BYTES, OffloadedMoments, stagingBytes } from './offloaded-moments.ts';
 
 export interface AdamWConfig {

@@ -10,7 +10,7 @@
 import { type Arena, type ArenaEntry, type Engine, Tensor, elementCount, partRanges } from '../../engine/index.ts';
 import { adamwStep, type AdamwHyperparameters } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
-import { OPTIMIZER_8BIT_BLOCK } from '../../kernels/optim/dynamic-map.ts';
+import { OPTIMIZER_8BIT_BLOCK } from '../../engine/dynamic-map.ts';
 import type { QuantizedMoments } from './adamw-optimizer.ts';
 
 /**

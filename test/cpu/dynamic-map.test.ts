@@ -2,10 +2,10 @@
 // to print the 256 values from, so: the structure the Python builds (per decade 10^(i-6), 2^i midpoints for the
 // signed map and their negatives, 2^(i+1) for the unsigned one, then 0 and 1.0, sorted), and each value against
 // the same formula evaluated in float64 — within one float32 rounding of the product and its factors (the map is
-// torch's float32 linspace, midpoint and product; which ulp each lands on is what kernels/optim/dynamic-map.ts
+// torch's float32 linspace, midpoint and product; which ulp each lands on is what engine/dynamic-map.ts
 // emulates).
 import { describe, it, expect } from 'vitest';
-import { createDynamicMap } from '../../kernels/optim/dynamic-map.ts';
+import { createDynamicMap } from '../../engine/dynamic-map.ts';
 
 /** The Python, with exact arithmetic: decade i, midpoint k of linspace(0.1, 1, n). */
 function exactMap(signed: boolean): number[] {

@@ -8,14 +8,15 @@ import { importsOf as importEdges, sourceFiles } from '../support/import-graph.t
 // (checked below).
 // engine/half-float.ts is the host conversion uploads use, which to-half's reference is by design; zero-tail.ts and
 // covariance-selection.ts are host-side decisions the kernels take as input, so their references take them too;
-// dynamic-map.ts is bitsandbytes' 8-bit code and block size, the format adamw8bit and its reference share.
+// dynamic-map.ts is bitsandbytes' 8-bit code and block size, the format adamw8bit and its reference share (and
+// engine/nf4.ts's double-quantized scales).
 const LEAVES = [
   'kernels/ppo/ppo-vocabulary.ts',
   'kernels/ppo/policy-loss-modes.ts',
   'engine/half-float.ts',
   'kernels/ppo/zero-tail.ts',
   'kernels/ppo/covariance-selection.ts',
-  'kernels/optim/dynamic-map.ts',
+  'engine/dynamic-map.ts',
 ];
 
 /** Every import of `path`, package imports included (a leaf module imports nothing at all). */

@@ -5,6 +5,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadConfig } from '../../ppo/config.ts';
 import { parseHfConfig, withHead } from '../../models/hf-config.ts';
+import { parameterEntries } from '../../models/parameter-layout.ts';
 import { planMemory, parameterCount, parameterBytes, formatMemoryPlan } from '../../ppo/jobs/memory-plan.ts';
 import { deviceMemorySize } from '../../engine/device-memory.ts';
 import type { Engine } from '../../engine/index.ts';
@@ -457,6 +458,42 @@ describe('memory plan', () => {
     expect(checkpointed.what).toMatch(/every layer's input and one layer's activations .*gradient checkpointing/);
   });
 
+  it('fsdp_config.dtype=bfloat16: a bf16 compute copy of actor and critic, checkpointed layer inputs in bf16', () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, transposedWeights: true };
+    const models = { actor, critic, rewardModel: null };
+    const f32 = planMemory(config([]), models, device);
+    const bf16 = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'critic.model.fsdp_config.dtype=bfloat16']),
+      models,
+      device,
+    );
+    const resident = (plan: typeof f32, what: string) => plan.resident.find((r) => r.what === what)?.bytes;
+    expect(resident(bf16, 'actor compute copy (bf16 matrices)')).toBe(parameterBytes(actor, 'bf16'));
+    expect(resident(bf16, 'critic compute copy (bf16 matrices)')).toBe(parameterBytes(critic, 'bf16'));
+    // The half copies are multiplied as stored: no float32 transposed set for the training forwards.
+    expect(resident(f32, 'actor layer weights transposed (training forward)')).toBeGreaterThan(0);
+    expect(resident(bf16, 'actor layer weights transposed (training forward)')).toBeUndefined();
+    expect(resident(bf16, 'critic layer weights transposed (training forward)')).toBeUndefined();
+    const update = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'actor update')!.items[0];
+    // 8 × 1,024 tokens, C = 128, 2 layers: float32 keeps layer 1's input (C floats) beside the shared set; bf16 keeps
+    // both layers' inputs in bf16 (2·C halves), one float32 output before rounding (C) and a bf16 rounding scratch (C).
+    expect(update(bf16).bytes - update(f32).bytes).toBe(8 * 1024 * (3 * 128 * 2 + 128 * 4 - 128 * 4));
+    expect(update(bf16).what).toMatch(/every layer's input \(bf16\) and one layer's activations/);
+    // With rollout.dtype=bfloat16 too, the rollout decodes from the compute copy: no second copy.
+    const both = planMemory(
+      config(['actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'actor_rollout_ref.rollout.dtype=bfloat16']),
+      models,
+      device,
+    );
+    expect(resident(both, "actor compute copy (bf16 matrices), also the rollout's")).toBe(
+      parameterBytes(actor, 'bf16'),
+    );
+    expect(both.resident.map((r) => r.what)).not.toContain('rollout copy of the actor (bf16 matrices)');
+    // Log-prob forwards round their residual through one bf16 scratch.
+    const forward = (plan: typeof f32) => plan.phases.find((p) => p.phase === 'old log-probs')!.items[0].bytes;
+    expect(forward(bf16) - forward(f32)).toBe(16 * 1024 * 128 * 2);
+  });
+
   it('load_in_4bit: the layer projections at 4.5 bits per weight, the embedding in the checkpoint dtype', () => {
     const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
     const plan = planMemory(
@@ -475,6 +512,38 @@ describe('memory plan', () => {
       bytes: layerMatrices * 0.5625 + 2 * embedding + 4 * norms,
     });
     expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
+  });
+
+  it('use_bnb_nested_quant and load_in_8bit: the layer projections at their stored bytes, per tensor', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const matrices = parameterEntries(actor).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2);
+    const layerMatrices = parameterCount(
+      actor,
+      (name, shape) => name.startsWith('model.layers.') && shape.length === 2,
+    );
+    const embedding = 151936 * 128;
+    const rest = 2 * embedding + 4 * (parameterCount(actor) - layerMatrices - embedding);
+    // Double-quantized NF4: 4 bits a weight, 1 byte per 64 (the 8-bit scale), 8 bytes per 16,384 (absmax₂ and
+    // offset) and the 1 KiB map, rounded up per tensor; int8: 1 byte a weight and a float32 per row.
+    const nested = matrices.reduce((n, { shape: [rows, cols] }) => {
+      const count = rows * cols;
+      return n + count / 2 + 1024 + 4 * Math.ceil(count / 256) + 8 * Math.ceil(count / 16384);
+    }, 0);
+    const int8 = matrices.reduce((n, { shape: [rows, cols] }) => n + rows * cols + 4 * rows, 0);
+    for (const [keys, what, bytes] of [
+      [['load_in_4bit=true', 'use_bnb_nested_quant=true'], 'nf4-nested', nested],
+      [['load_in_8bit=true'], 'int8', int8],
+    ] as const) {
+      const plan = planMemory(
+        config(['actor_rollout_ref.model.lora_rank=8', ...keys.map((k) => `actor_rollout_ref.model.${k}`)]),
+        { actor: bf16Actor, critic: null, rewardModel: null },
+        { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+      );
+      expect(plan.resident[0]).toEqual({
+        what: `actor parameters (${what} layer matrices, bf16 embedding)`,
+        bytes: bytes + rest,
+      });
+    }
   });
 
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {

@@ -1,8 +1,9 @@
 // Frozen models' stored dtype from verl's fsdp_config.model_dtype: null follows the checkpoint (a bf16
 // checkpoint's reference is bf16, exactly its own values), every verl spelling maps to one dtype, a trained
-// critic stays float32, and a half dtype asked for a trained model is one line, not a silent change.
+// critic stays float32, and a half dtype asked for a trained model is one line, not a silent change. A trained model's
+// compute dtype from fsdp_config.dtype (mixed precision), and verl's older mixed_precision.param_dtype spelling.
 import { describe, it, expect } from 'vitest';
-import { loadConfig, weightDtype, trainedModelDtypeNotes, actorBaseStorage } from '../../ppo/config.ts';
+import { loadConfig, weightDtype, trainedModelDtypeNotes, actorBaseStorage, computeDtype } from '../../ppo/config.ts';
 
 const config = (...overrides: string[]) => loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', ...overrides] });
 
@@ -76,18 +77,67 @@ describe('fsdp_config.model_dtype', () => {
     expect(trainedModelDtypeNotes(config(lora, 'actor_rollout_ref.actor.fsdp_config.model_dtype=bf16'))).toEqual([]);
   });
 
-  it('load_in_4bit: an NF4 LoRA base; without LoRA, and load_in_8bit, refused in one line', () => {
-    expect(
-      actorBaseStorage(
-        config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_4bit=true'),
-        'bfloat16',
-      ),
-    ).toBe('nf4');
-    expect(() => config('actor_rollout_ref.model.load_in_4bit=true')).toThrow(
-      /actor_rollout_ref\.model\.load_in_4bit=true quantizes a frozen LoRA base, but LoRA is off — set actor_rollout_ref\.model\.lora_rank/,
+  it('load_in_4bit / use_bnb_nested_quant / load_in_8bit: a quantized LoRA base; without LoRA, both, refused', () => {
+    const lora = 'actor_rollout_ref.model.lora_rank=8';
+    const base = (...keys: string[]) => actorBaseStorage(config(lora, ...keys), 'bfloat16');
+    expect(base('actor_rollout_ref.model.load_in_4bit=true')).toBe('nf4');
+    expect(base('actor_rollout_ref.model.load_in_4bit=true', 'actor_rollout_ref.model.use_bnb_nested_quant=true')).toBe(
+      'nf4-nested',
     );
-    expect(() => config('actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.model.load_in_8bit=true')).toThrow(
-      /actor_rollout_ref\.model\.load_in_8bit=true: an 8-bit base is not implemented — use load_in_4bit=true/,
+    expect(base('actor_rollout_ref.model.load_in_8bit=true')).toBe('int8');
+    for (const key of ['load_in_4bit', 'load_in_8bit'])
+      expect(() => config(`actor_rollout_ref.model.${key}=true`)).toThrow(
+        new RegExp(
+          `actor_rollout_ref\\.model\\.${key}=true quantizes a frozen LoRA base, but LoRA is off — set actor_rollout_ref\\.model\\.lora_rank`,
+        ),
+      );
+    expect(() =>
+      config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.load_in_4bit=true'),
+    ).toThrow(/actor_rollout_ref\.model\.load_in_8bit=true and load_in_4bit=true: the base is quantized one way/);
+    expect(() =>
+      config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.use_bnb_nested_quant=true'),
+    ).toThrow(/use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is false/);
+  });
+});
+
+describe('fsdp_config.dtype (mixed precision)', () => {
+  it('float32 by default; bf16/f16 for a model whose weights all train, in every spelling', () => {
+    expect([computeDtype(config(), 'actor'), computeDtype(config(), 'critic')]).toEqual(['f32', 'f32']);
+    const c = config('actor_rollout_ref.actor.fsdp_config.dtype=bfloat16', 'critic.model.fsdp_config.dtype=fp16');
+    expect([computeDtype(c, 'actor'), computeDtype(c, 'critic')]).toEqual(['bf16', 'f16']);
+    expect(trainedModelDtypeNotes(c)).toEqual([]);
+    expect(() => config('actor_rollout_ref.actor.fsdp_config.dtype=int8')).toThrow(
+      /fsdp_config\.dtype.*unknown value "?int8"?.*expected one of fp32, float32, bf16, bfloat16, fp16, float16/,
     );
+  });
+
+  it("verl's older mixed_precision.param_dtype and 1dda039b's critic.fsdp.dtype set it", () => {
+    const old = config(
+      'actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16',
+      'actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype=fp32',
+      'critic.model.fsdp_config.mixed_precision.param_dtype=bf16',
+    );
+    expect([computeDtype(old, 'actor'), computeDtype(old, 'critic')]).toEqual(['bf16', 'bf16']);
+    expect(computeDtype(config('critic.fsdp.dtype=bfloat16'), 'critic')).toBe('bf16');
+    // The nested key of the current spelling wins over the moved block's.
+    expect(computeDtype(config('critic.fsdp.dtype=bfloat16', 'critic.model.fsdp_config.dtype=float32'), 'critic')).toBe(
+      'f32',
+    );
+  });
+
+  it('a LoRA actor or a frozen critic computes as stored, with one line', () => {
+    const c = config(
+      'actor_rollout_ref.model.lora_rank=8',
+      'actor_rollout_ref.actor.fsdp_config.dtype=bfloat16',
+      'critic.freeze=true',
+      'critic.model.fsdp_config.dtype=bfloat16',
+    );
+    expect([computeDtype(c, 'actor'), computeDtype(c, 'critic')]).toEqual(['f32', 'f32']);
+    const notes = trainedModelDtypeNotes(c);
+    expect(notes).toHaveLength(2);
+    expect(notes[0]).toMatch(
+      /^actor_rollout_ref\.actor\.fsdp_config\.dtype=bfloat16: mixed precision is for weights that all train; this actor's frozen matrices compute in their stored dtype/,
+    );
+    expect(notes[1]).toMatch(/^critic\.model\.fsdp_config\.dtype=bfloat16: mixed precision is for weights/);
   });
 });

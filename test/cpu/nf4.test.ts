@@ -3,11 +3,29 @@
 // weights, odd counts (one padded nibble), a partial last block, all-zero blocks (whole and partial), values
 // exactly on the midpoints between codes (ties go to the lower code) and ±absmax; dequantization equal to
 // bitsandbytes'; and re-quantizing a dequantized tensor — in float32, or rounded to bf16 as a saved checkpoint
-// holds it — gives the same codes, so a checkpoint saved from a 4-bit run resumes on the same base.
+// holds it — gives the same codes, so a checkpoint saved from a 4-bit run resumes on the same base. Double
+// quantization (compressNf4Statistics) against the port of quantize_4bit(compress_statistics=True): the 8-bit codes
+// of the scales, their per-256 absmax and the offset bit for bit, per part of a fused tensor, and the scales
+// dequantized as bitsandbytes does.
 import { describe, it, expect } from 'vitest';
-import { NF4_BLOCK, NF4_CODE, dequantizeNf4, nf4Sizes, quantizeNf4 } from '../../engine/nf4.ts';
+import {
+  NF4_BLOCK,
+  NF4_CODE,
+  NF4_NESTED_BLOCK,
+  compressNf4Statistics,
+  dequantizeNf4,
+  nf4BlockScales,
+  nf4Sizes,
+  quantizeNf4,
+} from '../../engine/nf4.ts';
 import { roundToHalf } from '../../engine/index.ts';
-import { bnbDequantizeNf4, bnbQuantizeNf4 } from '../support/bitsandbytes-nf4.ts';
+import { createDynamicMap } from '../../engine/dynamic-map.ts';
+import {
+  bnbDequantizeNf4,
+  bnbNestedAbsmax,
+  bnbQuantizeNf4,
+  bnbQuantizeNf4Nested,
+} from '../support/bitsandbytes-nf4.ts';
 import { seededRandom } from '../support/arrays.ts';
 
 /** Normal values (Box–Muller) times `scale`, as a weight matrix's are. */
@@ -87,5 +105,74 @@ describe('NF4 quantization', () => {
 
   it('stores 4.5 bits per weight', () => {
     expect(nf4Sizes(64 * 1024).bytes * 8).toBe(4.5 * 64 * 1024);
+  });
+});
+
+describe('NF4 double quantization (compress_statistics)', () => {
+  const map = createDynamicMap(true);
+
+  /** The statistics words split into bitsandbytes' fields (engine/nf4.ts's layout). */
+  function fields(statistics: Uint32Array, blocks: number) {
+    const floats = new Float32Array(statistics.buffer);
+    const pairs = 256 + Math.ceil(blocks / 4);
+    const nested = Math.ceil(blocks / NF4_NESTED_BLOCK);
+    return {
+      map: floats.subarray(0, 256),
+      qabsmax: new Uint8Array(statistics.buffer, 256 * 4, blocks),
+      absmax2: Float32Array.from({ length: nested }, (_, j) => floats[pairs + 2 * j]),
+      offsets: Float32Array.from({ length: nested }, (_, j) => floats[pairs + 2 * j + 1]),
+    };
+  }
+
+  it("equals bitsandbytes' codes, absmax₂, offset and dequantized scales; one 256-block, several, a partial last", () => {
+    for (const [n, seed] of [
+      [64, 11],
+      [64 * 256, 12],
+      [64 * 700 + 5, 13],
+      [64 * 300, 14],
+    ]) {
+      // Weights whose scale drifts across the tensor, so the block absmaxes spread around their mean.
+      const values = normal(n, seed).map((x, i) => x * (1 + (3 * i) / n));
+      const { absmax } = quantizeNf4(values);
+      const statistics = compressNf4Statistics(absmax);
+      expect(statistics.length, `n=${n}`).toBe(nf4Sizes(n, true).statistics);
+      const ours = fields(statistics, absmax.length);
+      const theirs = bnbQuantizeNf4Nested(values, map);
+      expect(ours.map, `n=${n}: map`).toEqual(map);
+      expect(ours.qabsmax, `n=${n}: codes`).toEqual(theirs.qabsmax);
+      expect(ours.absmax2, `n=${n}: absmax2`).toEqual(theirs.absmax2);
+      expect([...new Set(ours.offsets)], `n=${n}: offset`).toEqual([theirs.offset]);
+      const scales = nf4BlockScales(statistics, absmax.length);
+      expect(scales, `n=${n}: dequantized scales`).toEqual(
+        bnbNestedAbsmax(theirs.qabsmax, theirs.absmax2, theirs.offset, map),
+      );
+      // The 8-bit code's largest step (near ±1) is 0.9/64: a scale is off by at most half of it times its absmax₂.
+      for (const [b, scale] of scales.entries())
+        expect(Math.abs(scale - absmax[b]), `n=${n} block ${b}`).toBeLessThanOrEqual(
+          (0.9 / 128) * ours.absmax2[Math.floor(b / NF4_NESTED_BLOCK)] * (1 + 1e-4),
+        );
+    }
+  });
+
+  it('a fused tensor: each part as bitsandbytes quantizes its own nn.Linear, with its own offset', () => {
+    const q = normal(64 * 512, 21);
+    const k = normal(64 * 256, 22, 0.05);
+    const v = normal(64 * 100, 23, 0.01);
+    const fused = Float32Array.from([...q, ...k, ...v]);
+    const { absmax } = quantizeNf4(fused);
+    const statistics = compressNf4Statistics(absmax, [512, 256, 100]);
+    const ours = fields(statistics, absmax.length);
+    const parts = [q, k, v].map((part) => bnbQuantizeNf4Nested(part, map));
+    expect(ours.qabsmax).toEqual(Uint8Array.from(parts.flatMap((p) => [...p.qabsmax])));
+    expect(ours.absmax2).toEqual(Float32Array.from(parts.flatMap((p) => [...p.absmax2])));
+    expect(ours.offsets).toEqual(Float32Array.from(parts.flatMap((p) => [...p.absmax2].map(() => p.offset))));
+    expect(() => compressNf4Statistics(absmax, [500, 268, 100])).toThrow(
+      /compressNf4Statistics: part 0 has 500 blocks, not whole 256-blocks/,
+    );
+  });
+
+  it('stores 4 + 8/64 + 64/16384 bits per weight, plus the 1 KiB map per tensor', () => {
+    const count = 64 * 256 * 8;
+    expect((nf4Sizes(count, true).bytes - 1024) * 8).toBe(count * (4 + 8 / 64 + 64 / 16384));
   });
 });

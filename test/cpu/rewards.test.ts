@@ -1,4 +1,4 @@
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -274,14 +274,31 @@ describe('custom reward function', () => {
         'export function compute_score(source) { if (source === "loop") while (true) {} return 1; }\n',
         1,
       );
-      const started = performance.now();
-      const batch = [fn('fine', 'a', '1', null), fn('loop', 'b', '1', { index: 3 }), fn('fine', 'c', '1', null)];
-      await expect(batch[0]).resolves.toBe(1);
-      await expect(batch[1]).rejects.toThrow(
-        /^custom_reward_function compute_score of \S+ \(data_source "loop", ground_truth "1", extra_info.index 3, response "b"\) did not return within custom_reward_function.timeout=1 s$/,
-      );
-      expect((performance.now() - started) / 1000).toBeLessThan(5);
-      await expect(batch[2]).rejects.toThrow(/data_source "loop".*did not return within/);
+      // The trainer's clock is faked: the loop's timeout passes when the test moves it, after the first call has
+      // answered however long a loaded machine took (on a real clock it would have to answer within 1 s).
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      try {
+        const [fine, looped, queued] = [
+          fn('fine', 'a', '1', null),
+          fn('loop', 'b', '1', { index: 3 }),
+          fn('fine', 'c', '1', null),
+        ];
+        await expect(fine).resolves.toBe(1);
+        const stopped = Promise.all([
+          expect(looped).rejects.toThrow(
+            /^custom_reward_function compute_score of \S+ \(data_source "loop", ground_truth "1", extra_info.index 3, response "b"\) did not return within custom_reward_function.timeout=1 s$/,
+          ),
+          expect(queued).rejects.toThrow(/data_source "loop".*did not return within/),
+        ]);
+        let timedOut = false;
+        Promise.resolve(looped).catch(() => (timedOut = true));
+        await vi.advanceTimersByTimeAsync(999);
+        expect(timedOut).toBe(false);
+        await vi.advanceTimersByTimeAsync(1);
+        await stopped;
+      } finally {
+        vi.useRealTimers();
+      }
       await expect(fn('fine', 'd', '1', null)).rejects.toThrow(/data_source "loop".*did not return within/);
     },
   );
@@ -301,17 +318,35 @@ describe('custom reward function', () => {
     expect(run.status).toBe(0);
   });
 
-  it('the timeout is per call: a batch of slow async calls, each within it, returns in order', async () => {
-    // 3.1 s in all against a 2 s timeout; each call keeps a 1 s margin for a loaded machine's scheduling.
+  it('the timeout is per call: a batch of calls, each within it and longer than it together, returns in order', async () => {
+    // The trainer's clock is faked and moved by the test, 1.5 s per call against a 2 s timeout (6 s in all); the
+    // worker answers a call only when the test lets it, after the move, so no real time decides anything.
     const { fn } = await rewardFrom(
-      'slow.mjs',
-      'export async function compute_score(s, text) { await new Promise((r) => setTimeout(r, 1000 - 300 * ' +
-        'Number(text))); return { score: Number(text) }; }\n',
+      'paced.mjs',
+      'const go = new BroadcastChannel("paced-reward"); go.unref();\n' +
+        'let permits = 0; let wake = () => {};\n' +
+        'go.onmessage = () => { permits++; wake(); };\n' +
+        'export async function compute_score(s, text) {\n' +
+        '  while (permits === 0) await new Promise((r) => (wake = r));\n' +
+        '  permits--;\n' +
+        '  return { score: Number(text) };\n' +
+        '}\n',
       2,
     );
-    expect(await Promise.all(['0', '1', '2', '0'].map((text) => fn('s', text, '', null)))).toEqual(
-      [0, 1, 2, 0].map((score) => ({ score })),
-    );
+    const go = new BroadcastChannel('paced-reward');
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const calls = ['0', '1', '2', '0'].map((text) => fn('s', text, '', null));
+      for (const call of calls) {
+        await vi.advanceTimersByTimeAsync(1500);
+        go.postMessage('answer');
+        await call;
+      }
+      expect(await Promise.all(calls)).toEqual([0, 1, 2, 0].map((score) => ({ score })));
+    } finally {
+      vi.useRealTimers();
+      go.close();
+    }
   });
 
   it(

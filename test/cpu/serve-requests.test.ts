@@ -537,8 +537,12 @@ describe('serve scheduler', () => {
     async () => {
       const state = { weights: 1, loops: [] as string[] };
       const scheduler = new Scheduler(fakeLoop(state, 4), [], async () => '');
-      const first = scheduler.generate(request({ n: 3 }));
-      await new Promise((resolve) => setTimeout(resolve, 2));
+      // The next requests arrive as the first sample ends, while the loop still decodes the other two: no timing.
+      let firstEnded!: () => void;
+      const ended = new Promise<void>((resolve) => (firstEnded = resolve));
+      const observer = { tokens: () => {}, finished: (j: number) => j === 0 && firstEnded() };
+      const first = scheduler.generate(request({ n: 3, observer }));
+      await ended;
       const joined = scheduler.generate(request());
       const adapted = scheduler.generate(request({ adapter: 'a' }));
       await Promise.all([first, joined, adapted]);

@@ -2,7 +2,7 @@
 // config file and JS tools, the GSM8K tool's answers, the tool messages rendered by the chat template (the default
 // system prompt removed), and every failure — a malformed call, a tool that throws, hangs or returns no text — turned
 // into an error observation and counted, never a crash.
-import { describe, it, expect } from 'vitest';
+import { describe, it, expect, vi } from 'vitest';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ChatTemplate } from '../../models/chat-template.ts';
@@ -148,8 +148,10 @@ describe('custom tools run in a worker thread', () => {
     const dir = await makeTempDir('tools-');
     await writeFile(
       join(dir, 'loop.mjs'),
-      'export class Loop { constructor(config) { this.config = config; } async create() { return "i"; } ' +
-        'async execute(id, p) { if (p.loop) for (;;) {} return [{ text: "fine" }, 0, {}]; } ' +
+      'const looping = new BroadcastChannel("tool-loop");\n' +
+        'export class Loop { constructor(config) { this.config = config; } async create() { return "i"; } ' +
+        'async execute(id, p) { if (p.loop) { looping.postMessage("looping"); for (;;) {} } ' +
+        'return [{ text: "fine" }, 0, {}]; } ' +
         'async calc_reward() { return 0; } async release() {} }\n' +
         'export class Boom { constructor() { throw new Error("ctor boom"); } }\n',
     );
@@ -159,13 +161,24 @@ describe('custom tools run in a worker thread', () => {
     await writeFile(join(dir, 'loop.yaml'), yaml('Loop'));
     const [loop] = await loadTools(join(dir, 'loop.yaml'));
     const session = new ToolAgentSession(agentWith([loop]), 7, () => ({}), 1000);
-    const started = performance.now();
-    const [looped] = (await session.observe(0, [end(0, call('loop', { loop: true }))])).map(read);
-    // The trainer's thread stayed free: the timer fired at the tool's timeout_s, not never.
-    expect(performance.now() - started).toBeLessThan(5000);
-    expect(looped).toContain('Error when executing tool: loop.execute did not answer within 1 s');
-    expect(session.metrics()['tool_call_failures/timeout']).toBe(1);
-    expect(await loop.tool.execute('i', {}, {})).toEqual([{ text: 'fine' }, 0, {}]);
+    // The trainer's clock is faked: timeout_s passes when the test moves it, once the tool says it loops, so no call
+    // that answers (create, the fresh worker's execute) can miss its second on a loaded machine.
+    const looping = new BroadcastChannel('tool-loop');
+    const inLoop = new Promise((resolve) => (looping.onmessage = resolve));
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const observed = session.observe(0, [end(0, call('loop', { loop: true }))]);
+      await inLoop;
+      // The trainer's thread stayed free: its timer ends the call at the tool's timeout_s.
+      await vi.advanceTimersByTimeAsync(1000);
+      const [looped] = (await observed).map(read);
+      expect(looped).toContain('Error when executing tool: loop.execute did not answer within 1 s');
+      expect(session.metrics()['tool_call_failures/timeout']).toBe(1);
+      expect(await loop.tool.execute('i', {}, {})).toEqual([{ text: 'fine' }, 0, {}]);
+    } finally {
+      vi.useRealTimers();
+      looping.close();
+    }
 
     await writeFile(join(dir, 'boom.yaml'), yaml('Boom'));
     await expect(loadTools(join(dir, 'boom.yaml'))).rejects.toThrow(

@@ -85,6 +85,9 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
       'data.val_files',
       // verl pins fp32 for FSDP's master copies; here null keeps a frozen model in its checkpoint's dtype.
       'actor_rollout_ref.actor.fsdp_config.model_dtype',
+      // verl computes in bfloat16 (FSDP mixed precision); float32 here, as bf16 compute made the built-in job slower on
+      // lavapipe's both device classes (docs/models-and-memory.md).
+      'actor_rollout_ref.actor.fsdp_config.dtype',
       // verl's server mode is async; here async is one-step-off generation and sync the default.
       'actor_rollout_ref.rollout.mode',
       // verl decodes in bfloat16 (vLLM's serving dtype); float32 here keeps rollout and training log-probs equal.
@@ -92,6 +95,7 @@ describe("verl 1dda039b's generated config (verl/trainer/config/_generated_ppo_t
       'actor_rollout_ref.ref.fsdp_config.model_dtype',
       'critic.model.path',
       'critic.model.fsdp_config.model_dtype',
+      'critic.model.fsdp_config.dtype',
       // wandb is skipped here; the file logger writes verl's JSONL.
       'trainer.logger',
       // One adapter.

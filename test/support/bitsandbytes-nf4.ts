@@ -63,3 +63,64 @@ export function bnbDequantizeNf4(packed: Uint8Array, absmax: Float32Array, n: nu
   for (let i = 0; i < n; i++) out[i] = dq[i] * absmax[Math.floor(i / blocksize)];
   return out;
 }
+
+// Double quantization (bitsandbytes/functional.py quantize_4bit with compress_statistics=True and
+// dequantize_4bit's `if quant_state.nested` branch; backends/default/ops.py `bitsandbytes::quantize_blockwise` and
+// `_dequantize_blockwise_compute`): offset = absmax.mean(); quantize_blockwise(absmax - offset, blocksize=256) in
+// the signed dynamic map (functional.py create_dynamic_map(), ported in engine/dynamic-map.ts and tested there).
+// torch's float32 mean is summed here in float64 and rounded once (see engine/nf4.ts).
+
+/** quantize_blockwise(A, code, blocksize): the uint8 codes and the absmax per block. */
+export function bnbQuantizeBlockwise(
+  A: ArrayLike<number>,
+  code: Float32Array,
+  blocksize: number,
+): { q: Uint8Array; absmax: Float32Array } {
+  const flat = Float32Array.from(A);
+  const n = flat.length;
+  const rem = n % blocksize;
+  const full = n - rem;
+  const absmax: number[] = [];
+  const scaled: number[] = [];
+  for (let r = 0; r < full / blocksize; r++) {
+    const row = flat.subarray(r * blocksize, (r + 1) * blocksize);
+    absmax.push(Math.max(...Array.from(row, Math.abs)));
+    const inv = Math.fround(1.0 / Math.fround(Math.max(absmax[r], Math.fround(1e-38))));
+    for (const x of row) scaled.push(clamp(Math.fround(x * inv)));
+  }
+  if (rem) {
+    const am = Math.fround(Math.max(Math.max(...Array.from(flat.subarray(full), Math.abs)), Math.fround(1e-38)));
+    absmax.push(am);
+    for (const x of flat.subarray(full)) scaled.push(clamp(Math.fround(x / am)));
+  }
+  const bounds = Float32Array.from({ length: code.length - 1 }, (_, i) =>
+    Math.fround(Math.fround(code[i] + code[i + 1]) / 2),
+  );
+  return { q: Uint8Array.from(scaled, (x) => bucketize(x, bounds)), absmax: Float32Array.from(absmax) };
+}
+
+/** quantize_4bit(A, blocksize=64, compress_statistics=True, quant_type="nf4"): packed codes, and the state's
+ *  nested fields (absmax as uint8, state2.absmax, offset). */
+export function bnbQuantizeNf4Nested(
+  A: ArrayLike<number>,
+  code: Float32Array,
+): { packed: Uint8Array; qabsmax: Uint8Array; absmax2: Float32Array; offset: number } {
+  const { packed, absmax } = bnbQuantizeNf4(A);
+  let sum = 0;
+  for (const a of absmax) sum += a;
+  const offset = Math.fround(sum / absmax.length);
+  const { q, absmax: absmax2 } = bnbQuantizeBlockwise(
+    absmax.map((a) => Math.fround(a - offset)),
+    code,
+    256,
+  );
+  return { packed, qabsmax: q, absmax2, offset };
+}
+
+/** dequantize_4bit's nested absmax: dequantize_blockwise(qabsmax, state2) (code[q] · absmax2[block] in float32),
+ *  then `absmax += offset`. */
+export function bnbNestedAbsmax(qabsmax: Uint8Array, absmax2: Float32Array, offset: number, code: Float32Array) {
+  return Float32Array.from(qabsmax, (q, i) =>
+    Math.fround(Math.fround(code[q] * absmax2[Math.floor(i / 256)]) + offset),
+  );
+}

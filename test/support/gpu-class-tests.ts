@@ -42,6 +42,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'decode-step',
   'decoder',
   'gradient-checkpointing',
+  'mixed-precision',
   'hf-parity',
   'lora',
   'micro-batching',

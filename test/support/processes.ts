@@ -13,6 +13,19 @@ export function childrenOf(pid: number): number[] {
   }
 }
 
+/**
+ * Whether `pid` runs Node (as this process does): an entry point's worker, a pipeline's stage. Not tsx's esbuild
+ * service, which a process runs or not depending on whether its modules' transforms were cached, and on when one looks.
+ */
+export function isNode(pid: number): boolean {
+  try {
+    const command = execFileSync('ps', ['-o', 'args=', '-p', String(pid)], { encoding: 'utf8' }).trim();
+    return command.split(' ')[0] === process.execPath;
+  } catch {
+    return false; // ps exits 1 when the process has ended
+  }
+}
+
 /** Whether `pid` is a live process: a zombie (ended, not yet reaped by whoever adopted it) is not. */
 export function alive(pid: number): boolean {
   try {

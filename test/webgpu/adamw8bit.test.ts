@@ -10,7 +10,7 @@ import { randomArray } from '../support/arrays.ts';
 import { gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
 import { adamw8bitStepRef } from '../../kernels/optim/adamw8bit.ref.ts';
-import { createDynamicMap } from '../../kernels/optim/dynamic-map.ts';
+import { createDynamicMap } from '../../engine/dynamic-map.ts';
 import { Arena } from '../../engine/index.ts';
 import { AdamWOptimizer } from '../../ppo/training/adamw-optimizer.ts';
 import { decodeOptimizerState, encodeOptimizerState } from '../../ppo/training/optimizer-state.ts';

@@ -15,6 +15,8 @@ import { expectClose, randomArray, seededRandom } from '../support/arrays.ts';
 import { Engine, Tensor, readKnobs, roundToHalf, type Arena, type FloatDType } from '../../engine/index.ts';
 import { toHalf } from '../../kernels/util/to-half.ts';
 import { toHalfRef } from '../../kernels/util/to-half.ref.ts';
+import { fromHalf } from '../../kernels/util/from-half.ts';
+import { fromHalfRef } from '../../kernels/util/from-half.ref.ts';
 import { embeddingForward } from '../../kernels/layers/embedding.ts';
 import { embeddingForwardRef } from '../../kernels/layers/embedding.ref.ts';
 import { createParameterArena, frozenParameterCopy, uploadArenaTensors } from '../../models/parameter-store.ts';
@@ -68,6 +70,27 @@ describe('to-half kernel', () => {
         const halves = engine.tensor('halves', [n], dtype);
         toHalf(engine, { values: engine.tensorFrom('values', [n], values), halves });
         expect(await halfBits(engine, halves), `${dtype} n=${n}`).toEqual([...toHalfRef(dtype, values).slice(0, n)]);
+      }
+    });
+  }
+});
+
+describe('from-half kernel', () => {
+  for (const dtype of DTYPES) {
+    it(`${dtype}: to-half's output unpacked bit for bit as the host decodes it, odd lengths included`, async () => {
+      const engine = await gpuEngine();
+      for (const n of [1, 2, 15, 1001]) {
+        const values = Float32Array.from({ length: n }, (_, i) =>
+          i < SPECIALS.length ? SPECIALS[i] : Math.sin(i) * 10 ** ((i % 9) - 4),
+        );
+        const halves = engine.tensor('halves', [n], dtype);
+        toHalf(engine, { values: engine.tensorFrom('values', [n], values), halves });
+        // Garbage first: every element must be written.
+        const out = engine.tensorFrom('out', [n], new Float32Array(n).fill(7));
+        fromHalf(engine, { halves, values: out });
+        const expected = fromHalfRef(dtype, toHalfRef(dtype, values), n);
+        const bits = (a: Float32Array) => [...new Uint32Array(a.buffer, a.byteOffset, a.length)];
+        expect(bits(await engine.read(out)), `${dtype} n=${n}`).toEqual(bits(expected));
       }
     });
   }

@@ -6,7 +6,8 @@ import { rmsnormForwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { swigluForwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
-import { dequantizeNf4, quantizeNf4 } from '../../engine/nf4.ts';
+import { NF4_BLOCK, compressNf4Statistics, dequantizeNf4, nf4BlockScales, quantizeNf4 } from '../../engine/nf4.ts';
+import { dequantizeInt8Rows, quantizeInt8Rows } from '../../engine/int8.ts';
 
 // [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32, gpu's 128x128x8 and 64x64x8),
 // a whole tile, N and K not multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A
@@ -274,79 +275,128 @@ describe('matmul swiglu epilogue (register kernel, nn)', () => {
   });
 });
 
-// A frozen LoRA base in NF4 (engine/nf4.ts) as B: codes and block scales dequantized in-kernel. Each dequantized
-// value is one float32 product code·absmax, the same rounding as the host's dequantizeNf4, so the kernel multiplies
-// exactly the values the float64 reference gets; what is left is float32 arithmetic: |out − ref| ≤ γ(K+3)·(|α|·Σ_k
-// |a_k·b_k| + |bias| + |out before|), γ(n) = n·u/(1 − n·u), u = 2⁻²⁴ (K products and sums, α, the bias and the
-// accumulated out). nt is the forward, nn the backward's dX = dY·W. K = 4·j takes the quad loads; odd N·K ends in
-// a padded nibble and a partial block. gpu-wide is gpu-narrow's source with another tile constant: not repeated.
-describe('matmul with an NF4 B', () => {
-  const NF4_SHAPES: [number, number, number][] = [
+// A frozen LoRA base quantized as B, dequantized in-kernel: NF4 (engine/nf4.ts), NF4 with double-quantized block
+// scales, int8 rows (engine/int8.ts). NF4's and int8's dequantized values are the same float32 products
+// (code·absmax; (code·SCB)·1/127) the host's dequantizers make, so the kernel multiplies exactly the values the float64
+// reference gets; what is left is float32 arithmetic: |out − ref| ≤ γ(K+3)·(|α|·Σ_k |a_k·b_k| + |bias| + |out
+// before|), γ(n) = n·u/(1 − n·u), u = 2⁻²⁴ (K products and sums, α, the bias and the accumulated out). A
+// double-quantized scale map[q]·absmax₂ + offset may be one fma in the kernel and two roundings on the host: up
+// to u·(|map[q]·absmax₂| + |scale|) ≤ u·(|scale| + 2·max scale) apart, so its Σ_k |a_k·b_k| takes |b_k| as
+// |code|·(|scale| + 2·max scale). nt is the forward, nn the backward's dX = dY·W. K = 4·j takes the quad loads;
+// odd N·K ends in a padded nibble and a partial block; [2, 264, 128] spans three 256-blocks of double-quantized
+// scales, the last partial. gpu-wide is gpu-narrow's source with another tile constant: not repeated.
+describe('matmul with a quantized B', () => {
+  const QUANTIZED_SHAPES: [number, number, number][] = [
     [1, 1, 1],
     [7, 13, 5],
     [3, 9, 12],
     [8, 65, 64],
     [33, 70, 96],
     [2, 131, 136],
+    [2, 264, 128],
   ];
   const u = 2 ** -24;
+
+  /** The weight W [rows, cols] stored as `format`: codes, matmul's bQuant, the values the kernel should read, and
+   *  the magnitude each stands for in the error bound. */
+  function quantized(
+    engine: Engine,
+    format: 'nf4' | 'nf4-nested' | 'int8',
+    w: Float32Array,
+    rows: number,
+    cols: number,
+  ) {
+    if (format === 'int8') {
+      const { codes, scb } = quantizeInt8Rows(w, rows, cols);
+      const values = dequantizeInt8Rows(codes, scb, rows, cols);
+      return {
+        b: engine.tensorFrom('codes', [codes.length], codes, 'u32'),
+        bQuant: { format: 'int8', scb: engine.tensorFrom('scb', [rows], scb) } as const,
+        values,
+        magnitudes: values.map(Math.abs),
+      };
+    }
+    const { codes, absmax } = quantizeNf4(w);
+    const b = engine.tensorFrom('codes', [codes.length], codes, 'u32');
+    if (format === 'nf4') {
+      const values = dequantizeNf4(codes, absmax, w.length);
+      return {
+        b,
+        bQuant: { format: 'nf4', absmax: engine.tensorFrom('absmax', [absmax.length], absmax) } as const,
+        values,
+        magnitudes: values.map(Math.abs),
+      };
+    }
+    const statistics = compressNf4Statistics(absmax);
+    const scales = nf4BlockScales(statistics, absmax.length);
+    const largest = Math.max(...scales.map(Math.abs));
+    const unit = dequantizeNf4(codes, new Float32Array(absmax.length).fill(1), w.length);
+    return {
+      b,
+      bQuant: {
+        format: 'nf4',
+        absmax: engine.tensorFrom('statistics', [statistics.length], statistics, 'u32'),
+      } as const,
+      values: dequantizeNf4(codes, scales, w.length),
+      magnitudes: unit.map((c, i) => Math.abs(c) * (Math.abs(scales[Math.floor(i / NF4_BLOCK)]) + 2 * largest)),
+    };
+  }
+
   for (const variant of matmulVariants.filter(
     (v) => !COMBINATIONS.includes(v.name) && v.name !== 'register-shuffle' && v.name !== 'gpu-wide',
   )) {
-    it(`${variant.name}: nt and nn within float32 summation error of the float64 product`, async () => {
+    it(`${variant.name}: nf4, double-quantized nf4 and int8, nt and nn, within float32 error of float64`, async () => {
       const engine = await gpuEngine();
       engine.knobs.kernelVariants.matmul = variant.name;
       try {
         let seed = 500;
-        for (const layout of ['nt', 'nn'] as const) {
-          for (const [M, N, K] of NF4_SHAPES) {
-            const option = OPTIONS[seed % OPTIONS.length];
-            const aData = randomArray(M * K, seed++);
-            const weights = randomArray(K * N, seed++, 0.05);
-            const biasData = randomArray(N, seed++);
-            const before = randomArray(M * N, seed++);
-            const { codes, absmax } = quantizeNf4(weights);
-            const b = dequantizeNf4(codes, absmax, K * N);
-            const out = engine.tensorFrom('out', [M, N], before);
-            matmul(engine, {
-              a: engine.tensorFrom('a', [M * K], aData),
-              b: engine.tensorFrom('codes', [codes.length], codes, 'u32'),
-              bAbsmax: engine.tensorFrom('absmax', [absmax.length], absmax),
-              out,
-              M,
-              N,
-              K,
-              layout,
-              bias: option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined,
-              accumulate: option.accumulate,
-              alpha: option.alpha,
-            });
-            const ref = { a: aData, M, N, K, layout, accumulate: option.accumulate, alpha: option.alpha };
-            const expected = matmulForwardRef({
-              ...ref,
-              b,
-              bias: option.bias ? biasData : undefined,
-              out: before,
-            });
-            // Σ|a·b| from the same reference over |a| and |b|, then the bias and the old out on top.
-            const magnitude = matmulForwardRef({
-              ...ref,
-              a: aData.map(Math.abs),
-              b: b.map(Math.abs),
-              accumulate: false,
-            });
-            const got = await engine.read(out);
-            const gamma = ((K + 3) * u) / (1 - (K + 3) * u);
-            for (let i = 0; i < M * N; i++) {
-              const bound =
-                gamma *
-                (Math.abs(option.alpha ?? 1) * magnitude[i] +
-                  (option.bias ? Math.abs(biasData[i % N]) : 0) +
-                  (option.accumulate ? Math.abs(before[i]) : 0));
-              expect(
-                Math.abs(got[i] - expected[i]),
-                `${variant.name} ${layout} M=${M} N=${N} K=${K} ${option.label} [${i}]`,
-              ).toBeLessThanOrEqual(bound);
+        for (const format of ['nf4', 'nf4-nested', 'int8'] as const) {
+          for (const layout of ['nt', 'nn'] as const) {
+            for (const [M, N, K] of QUANTIZED_SHAPES) {
+              const option = OPTIONS[seed % OPTIONS.length];
+              const aData = randomArray(M * K, seed++);
+              const weights = randomArray(K * N, seed++, 0.05);
+              const biasData = randomArray(N, seed++);
+              const before = randomArray(M * N, seed++);
+              // W [out, in]: B [N, K] in nt, B [K, N] in nn (dY·W).
+              const [rows, cols] = layout === 'nt' ? [N, K] : [K, N];
+              const { b, bQuant, values, magnitudes } = quantized(engine, format, weights, rows, cols);
+              const out = engine.tensorFrom('out', [M, N], before);
+              matmul(engine, {
+                a: engine.tensorFrom('a', [M * K], aData),
+                b,
+                bQuant,
+                out,
+                M,
+                N,
+                K,
+                layout,
+                bias: option.bias ? engine.tensorFrom('bias', [N], biasData) : undefined,
+                accumulate: option.accumulate,
+                alpha: option.alpha,
+              });
+              const ref = { a: aData, M, N, K, layout, accumulate: option.accumulate, alpha: option.alpha };
+              const expected = matmulForwardRef({
+                ...ref,
+                b: values,
+                bias: option.bias ? biasData : undefined,
+                out: before,
+              });
+              // Σ|a·b| from the same reference over |a| and the magnitudes, then the bias and the old out on top.
+              const magnitude = matmulForwardRef({ ...ref, a: aData.map(Math.abs), b: magnitudes, accumulate: false });
+              const got = await engine.read(out);
+              const gamma = ((K + 3) * u) / (1 - (K + 3) * u);
+              for (let i = 0; i < M * N; i++) {
+                const bound =
+                  gamma *
+                  (Math.abs(option.alpha ?? 1) * magnitude[i] +
+                    (option.bias ? Math.abs(biasData[i % N]) : 0) +
+                    (option.accumulate ? Math.abs(before[i]) : 0));
+                expect(
+                  Math.abs(got[i] - expected[i]),
+                  `${variant.name} ${format} ${layout} M=${M} N=${N} K=${K} ${option.label} [${i}]`,
+                ).toBeLessThanOrEqual(bound);
+              }
             }
           }
         }
@@ -356,24 +406,44 @@ describe('matmul with an NF4 B', () => {
     });
   }
 
-  it('refuses an NF4 b in layout tn, with a prologue, or without u32 codes', async () => {
+  it('refuses a quantized b in layout tn, with a prologue, without u32 codes, or too short', async () => {
     const engine = await gpuEngine();
     const [a, out] = [engine.tensor('x', [4, 4]), engine.tensor('y', [4, 4])];
     const codes = engine.tensor('w', [2], 'u32');
-    const bAbsmax = engine.tensor('w.absmax', [1]);
-    expect(() => matmul(engine, { a, b: codes, bAbsmax, out, M: 4, N: 4, K: 4, layout: 'tn' })).toThrow(
+    const bQuant = { format: 'nf4', absmax: engine.tensor('w.absmax', [1]) } as const;
+    expect(() => matmul(engine, { a, b: codes, bQuant, out, M: 4, N: 4, K: 4, layout: 'tn' })).toThrow(
       /an NF4 b \(tensor w, a frozen LoRA base\) is read in layouts nt and nn without prologue or epilogue; got tn/,
     );
     const norm = { kind: 'rmsnorm', weight: engine.tensor('norm', [4]), eps: 1e-6 } as const;
-    expect(() => matmul(engine, { a, b: codes, bAbsmax, out, M: 4, N: 4, K: 4, layout: 'nt', prologue: norm })).toThrow(
+    expect(() => matmul(engine, { a, b: codes, bQuant, out, M: 4, N: 4, K: 4, layout: 'nt', prologue: norm })).toThrow(
       /got nt with a rmsnorm prologue/,
     );
     expect(() =>
-      matmul(engine, { a, b: engine.tensor('w', [16]), bAbsmax, out, M: 4, N: 4, K: 4, layout: 'nt' }),
-    ).toThrow(/an NF4 b needs u32 codes and f32 block scales; b \(tensor w\) is f32/);
+      matmul(engine, { a, b: engine.tensor('w', [16]), bQuant, out, M: 4, N: 4, K: 4, layout: 'nt' }),
+    ).toThrow(/an NF4 b needs u32 codes and f32 \(or double-quantized u32\) block scales; b \(tensor w\) is f32/);
     expect(() =>
-      matmul(engine, { a, b: engine.tensor('w', [1], 'u32'), bAbsmax, out, M: 4, N: 4, K: 4, layout: 'nt' }),
+      matmul(engine, { a, b: engine.tensor('w', [1], 'u32'), bQuant, out, M: 4, N: 4, K: 4, layout: 'nt' }),
     ).toThrow(/b \(tensor w, shape \[1\]\) has 1 elements, expected at least 2 = NF4 codes of nt B/);
+    const nested = { format: 'nf4', absmax: engine.tensor('w.absmax', [256], 'u32') } as const;
+    expect(() => matmul(engine, { a, b: codes, bQuant: nested, out, M: 4, N: 4, K: 4, layout: 'nt' })).toThrow(
+      /bQuant.absmax \(tensor w.absmax, shape \[256\]\) has 256 elements, expected at least 259 = double-quantized/,
+    );
+    const int8 = { format: 'int8', scb: engine.tensor('w.SCB', [3]) } as const;
+    expect(() =>
+      matmul(engine, { a, b: engine.tensor('w', [4], 'u32'), bQuant: int8, out, M: 4, N: 4, K: 4, layout: 'nn' }),
+    ).toThrow(/bQuant.scb \(tensor w.SCB, shape \[3\]\) has 3 elements, expected at least 4 = row scales/);
+    expect(() =>
+      matmul(engine, {
+        a,
+        b: engine.tensor('w', [4], 'u32'),
+        bQuant: { format: 'int8', scb: engine.tensor('w.SCB', [4]) },
+        out,
+        M: 4,
+        N: 4,
+        K: 4,
+        layout: 'tn',
+      }),
+    ).toThrow(/an int8 b \(tensor w, a frozen LoRA base\) is read in layouts nt and nn/);
   });
 });
 

@@ -83,7 +83,8 @@ describe('signals beat a hung rollout server', () => {
     const signalled = performance.now();
     child.kill('SIGTERM');
     expect(await exit).toBe(143);
-    expect(performance.now() - signalled).toBeLessThan(20_000);
+    // Not after server_timeout_s=200 (no "no answer within" below); the bound leaves a loaded machine time to save.
+    expect(performance.now() - signalled).toBeLessThan(100_000);
     const steps = (await runMetrics(dir)).length;
     expect(steps).toBeGreaterThan(0);
     const checkpoint = join(dir, `global_step_${steps}`);

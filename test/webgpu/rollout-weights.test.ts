@@ -1,7 +1,7 @@
 // The rollout's weights in actor_rollout_ref.rollout.dtype (ppo/generation/rollout-weights.ts): a bfloat16 copy of
 // a float32 actor holds its values rounded to nearest even, is remade before a rollout exactly when the actor's
-// weights were written since (an optimizer step, an upload), and nothing is copied for float32 or for a LoRA base
-// already stored in half precision.
+// weights were written since (an optimizer step, an upload), and nothing is copied for float32, for a LoRA base
+// already stored in half precision, or beside the actor's mixed-precision compute copy of the same dtype.
 import { describe, it, expect, vi } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { roundToHalf, type KernelSpec } from '../../engine/index.ts';
@@ -9,6 +9,7 @@ import { parseHfConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { RolloutWeights } from '../../ppo/generation/rollout-weights.ts';
+import { DecoderTrunk } from '../../models/decoder.ts';
 
 const config = parseHfConfig({
   architectures: ['Qwen3ForCausalLM'],
@@ -70,5 +71,23 @@ describe('rollout weights (actor_rollout_ref.rollout.dtype)', () => {
     const weights = new RolloutWeights(engine, { config, params: base }, 'bf16');
     expect(weights.policy.params).toBe(base);
     expect(weights.policy.cacheDtype).toBe('bf16');
+  });
+
+  it("decodes from the actor's compute copy of the same dtype, and makes its own for another", async () => {
+    const engine = await gpuEngine();
+    const params = createParameterArena(engine, config, 'rollout-weights-mixed');
+    uploadArenaTensors(engine, params, initialParameters(config, 3, 0.35));
+    const trunk = new DecoderTrunk(engine, config, params);
+    trunk.setComputeDtype('bf16');
+    const shared = new RolloutWeights(engine, { config, params }, 'bf16', trunk.computeCopy);
+    expect(shared.policy.params).toBe(trunk.weights);
+    // The trunk owns it: the rollout's destroy leaves it alive.
+    shared.destroy();
+    const qkv = 'model.layers.1.self_attn.qkv_proj.weight';
+    expect(await engine.read(trunk.weights.get(qkv))).toEqual(roundToHalf('bf16', await engine.read(params.get(qkv))));
+    const own = new RolloutWeights(engine, { config, params }, 'f16', trunk.computeCopy);
+    expect(own.policy.params).not.toBe(trunk.weights);
+    expect(own.policy.params.dtypeOf(qkv)).toBe('f16');
+    own.destroy();
   });
 });

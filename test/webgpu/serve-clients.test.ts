@@ -2,8 +2,9 @@
 // client and by plain HTTP as curl would: completions and chat with and without streaming (include_usage, [DONE],
 // log-probs per chunk), the text Hugging Face decodes for the same greedy tokens (its leading space kept), SGLang's
 // streaming /generate, a client that aborts mid-stream and /abort_request (the sample leaves the batch, /metrics
-// counts it), the routes clients and RL frameworks call, and requests refused in milliseconds (a 20 MB prompt, deep
-// JSON, a body over the limit) with the server's memory back at its level.
+// counts it), the routes clients and RL frameworks call, and requests refused before the work they would cost (a
+// 20 MB prompt by its bytes before tokenizing, deep JSON before parsing, a body over the limit) with the server's
+// memory back at its level.
 import { it, expect, beforeAll, afterAll } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, readFile, writeFile } from 'node:fs/promises';
@@ -22,24 +23,25 @@ const LONG_STORY = 'Tom and Sue';
 /** The start of the story stories260K tells greedily from <s> (fixtures.json, Hugging Face's generate). */
 const PROMPT = 'Once upon a time, there was a little girl named Lily.';
 
+/** expect.poll's default 1 s is shorter than a loaded machine may starve the server: the count is what is checked. */
+const POLL = { timeout: 30_000 };
+
 let server: ChildProcess;
 let url = '';
 let client: OpenAI;
 let story = '';
 
-async function post(path: string, body: unknown): Promise<{ status: number; json: any; ms: number }> {
-  const started = performance.now();
+async function post(path: string, body: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(url + path, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
-  const ms = performance.now() - started;
   try {
-    return { status: res.status, json: JSON.parse(text), ms };
+    return { status: res.status, json: JSON.parse(text) };
   } catch {
-    return { status: res.status, json: text, ms };
+    return { status: res.status, json: text };
   }
 }
 
@@ -104,7 +106,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       '-1',
     ]));
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
-  }, 180_000);
+  });
 
   afterAll(async () => {
     if (!server || server.exitCode !== null) return;
@@ -129,7 +131,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(lp.text_offset).toEqual(lp.tokens!.map((_, i) => lp.tokens!.slice(0, i).join('').length));
     expect(lp.token_logprobs!.every((x) => x <= 0)).toBe(true);
     expect(c.usage).toMatchObject({ completion_tokens: 12 });
-  }, 60_000);
+  });
 
   it("top-N log-probs (completions logprobs: 5, chat top_logprobs, SGLang top_logprobs_num) are Hugging Face's", async () => {
     const check: { input_ids: number[]; logits: number[] } =
@@ -201,7 +203,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       choice.logprobs!.top_logprobs!.map((d) => Object.values(d).slice(0, 2)),
     );
     expect((await post('/v1/completions', { prompt, logprobs: 21 })).status).toBe(400);
-  }, 60_000);
+  });
 
   it("prompt log-probs (echo with max_tokens 0, prompt_logprobs, SGLang's logprob_start_len) are Hugging Face's", async () => {
     const check = logitsCheck();
@@ -325,7 +327,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(past.json.error.message).toContain('logprob_start_len');
     const streamed400 = await post('/v1/completions', { prompt: ids, prompt_logprobs: 1, stream: true });
     expect(streamed400.status).toBe(400);
-  }, 60_000);
+  });
 
   it("vLLM's prompt_logprobs -1 (the whole vocabulary) and SGLang's token_ids_logprob are Hugging Face's", async () => {
     const check = logitsCheck();
@@ -415,7 +417,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // Token ids outside the vocabulary, and with a stream, are 400s.
     const outside = await post('/generate', { input_ids: ids, return_logprob: true, token_ids_logprob: [512] });
     expect(outside.json.error.param).toBe('token_ids_logprob');
-  }, 60_000);
+  });
 
   it('logits processing per request: ignore_eos, min_tokens, logit_bias, penalties, repetition, beside neutral rows', async () => {
     const greedy = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 400 } };
@@ -476,7 +478,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(processed.indexOf(max)).toBe(399);
     const [[lp]] = repeated.json.meta_info.output_token_logprobs;
     expect(Math.abs(lp - (processed[399] - max - logNormalizer))).toBeLessThan(1e-4);
-  }, 60_000);
+  });
 
   it('completions stream: chunks that join to the same text, finish_reason last, usage, then [DONE]', async () => {
     const body = { model: 'stories', prompt: PROMPT, max_tokens: 20, temperature: 0 };
@@ -506,7 +508,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     });
     expect(raw.headers.get('content-type')).toContain('text/event-stream');
     expect((await events(raw)).done).toBe(true);
-  }, 60_000);
+  });
 
   it('chat: the stream joins to the answer, role first; response_format text and tools [] are accepted; echo', async () => {
     const messages = [{ role: 'user' as const, content: PROMPT }];
@@ -556,7 +558,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     // With a generation prompt the last message is the user's, not the reply's role: nothing is echoed.
     const asked = await post('/v1/chat/completions', { ...body, echo: true });
     expect(asked.json.choices[0].message.content).toBe(whole.choices[0].message.content);
-  }, 60_000);
+  });
 
   it("SGLang's streaming /generate: each sample's text and output_ids so far, the last with finish_reason", async () => {
     const body = { text: PROMPT, sampling_params: { temperature: 0, max_new_tokens: 20 } };
@@ -571,7 +573,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(got.slice(0, -1).every((e) => e.meta_info.finish_reason === null && last.text.startsWith(e.text))).toBe(
       true,
     );
-  }, 60_000);
+  });
 
   it('a client that goes away mid-stream leaves the batch at once: /metrics counts it, the next request is served', async () => {
     const aborted = await metric('aborted_requests_total');
@@ -584,12 +586,12 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     });
     await res.body!.getReader().read();
     controller.abort();
-    await expect.poll(() => metric('aborted_requests_total')).toBe(aborted + 1);
+    await expect.poll(() => metric('aborted_requests_total'), POLL).toBe(aborted + 1);
     const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
     expect(after.choices[0].text.length).toBeGreaterThan(0);
     // Its sample stopped decoding long before its story's end (975 tokens).
     expect((await metric('decode_steps_total')) - steps).toBeLessThan(600);
-  }, 60_000);
+  });
 
   it("the openai client's abort mid-stream: the server counts it and keeps serving", async () => {
     const aborted = await metric('aborted_requests_total');
@@ -604,10 +606,10 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       // The SDK ends the iteration, or throws its abort error, depending on where the abort finds it.
       expect((err as Error).name).toMatch(/Abort/);
     }
-    await expect.poll(() => metric('aborted_requests_total')).toBe(aborted + 1);
+    await expect.poll(() => metric('aborted_requests_total'), POLL).toBe(aborted + 1);
     const after = await client.completions.create({ model: 'stories', prompt: PROMPT, max_tokens: 4, temperature: 0 });
     expect(after.choices[0].text.length).toBeGreaterThan(0);
-  }, 60_000);
+  });
 
   it('/abort_request ends a /generate by rid: its stream ends with finish_reason abort', async () => {
     const aborted = await metric('aborted_requests_total');
@@ -636,7 +638,7 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(last.meta_info.finish_reason.type).toBe('abort');
     expect(last.output_ids.length).toBeLessThan(975);
     expect(await metric('aborted_requests_total')).toBe(aborted + 1);
-  }, 60_000);
+  });
 
   it('routes: tokenize and detokenize (both spellings), a model by id, flush_cache, version, ping, server info', async () => {
     const tokenized = await post('/tokenize', { prompt: PROMPT });
@@ -659,9 +661,9 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       context_length: 512,
       max_running_requests: 2,
     });
-  }, 60_000);
+  });
 
-  it('refuses a 20 MB prompt in milliseconds, five times, with memory back at its level; deep JSON 400, 65 MB 413', async () => {
+  it('refuses a 20 MB prompt by its bytes before tokenizing, five times, with memory back at its level; deep JSON 400, 65 MB 413', async () => {
     const before = await rss();
     const huge = 'Lily '.repeat(4_000_000);
     for (let i = 0; i < 5; i++) {
@@ -669,9 +671,10 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
       expect(r.status).toBe(400);
       expect(r.json.error.message).toContain('bytes of text');
     }
+    // Refused by its byte count, before any tokenizing (what makes the refusal fast; its speed is not timed here).
     const tokenize = await post('/tokenize', { prompt: huge });
     expect(tokenize.status).toBe(400);
-    expect(tokenize.ms).toBeLessThan(5_000);
+    expect(tokenize.json.error.message).toContain('bytes of text');
     // The body itself (20 MB) is read and parsed each time; nothing is tokenized or kept.
     expect(await rss()).toBeLessThan(before + 300 * 2 ** 20);
     const deep = await post('/v1/completions', `${'['.repeat(100_000)}${']'.repeat(100_000)}`);
@@ -679,5 +682,5 @@ describeWithFixtures('node serve.js with real clients (stories260K)', ['hf/stori
     expect(deep.json.error.message).toContain('nests');
     expect((await post('/generate', 'x'.repeat(65 * 2 ** 20))).status).toBe(413);
     expect((await post('/v1/completions', { prompt: PROMPT, max_tokens: 2 })).status).toBe(200);
-  }, 120_000);
+  });
 });

@@ -141,7 +141,7 @@ describe('node serve.js', () => {
       '--max-slots',
       '4',
     ]));
-  }, 120_000);
+  });
 
   afterAll(async () => {
     if (!server || server.exitCode !== null) return;
@@ -150,41 +150,44 @@ describe('node serve.js', () => {
     await exited;
   });
 
-  it("/generate gives the in-process rollout's tokens and old log-probs for the same seed, also split over two " +
-    'concurrent requests', async () => {
-    const prompts = [
-      [1, 5, 13, 6],
-      [9, 14, 7],
-    ];
-    const sampling = { n: 2, temperature: 0.9, topK: 12, topP: 0.95, seed: 11 };
-    const local = await localRollout(prompts, sampling);
-    const params = {
-      temperature: 0.9,
-      top_k: 12,
-      top_p: 0.95,
-      n: 2,
-      sampling_seed: 11,
-      max_new_tokens: MAX_NEW_TOKENS,
-    };
-    const whole = await post('/generate', { input_ids: prompts, sampling_params: params, return_logprob: true });
-    expect(whole.status).toBe(200);
-    expectSameSamples(samplesOf(whole.json), local);
-    const [first, second] = await Promise.all([
-      post('/generate', { input_ids: prompts[0], sampling_params: params, return_logprob: true }),
-      post('/generate', {
-        input_ids: prompts[1],
-        sampling_params: { ...params, sample_offset: 2 },
-        return_logprob: true,
-      }),
-    ]);
-    expectSameSamples(samplesOf(first.json), local, 0);
-    expectSameSamples(samplesOf(second.json), local, 2);
-    expect(first.json[0].meta_info).toMatchObject({
-      prompt_tokens: 4,
-      completion_tokens: first.json[0].output_ids.length,
-      weight_version: 'default',
-    });
-  }, 120_000);
+  it(
+    "/generate gives the in-process rollout's tokens and old log-probs for the same seed, also split over two " +
+      'concurrent requests',
+    async () => {
+      const prompts = [
+        [1, 5, 13, 6],
+        [9, 14, 7],
+      ];
+      const sampling = { n: 2, temperature: 0.9, topK: 12, topP: 0.95, seed: 11 };
+      const local = await localRollout(prompts, sampling);
+      const params = {
+        temperature: 0.9,
+        top_k: 12,
+        top_p: 0.95,
+        n: 2,
+        sampling_seed: 11,
+        max_new_tokens: MAX_NEW_TOKENS,
+      };
+      const whole = await post('/generate', { input_ids: prompts, sampling_params: params, return_logprob: true });
+      expect(whole.status).toBe(200);
+      expectSameSamples(samplesOf(whole.json), local);
+      const [first, second] = await Promise.all([
+        post('/generate', { input_ids: prompts[0], sampling_params: params, return_logprob: true }),
+        post('/generate', {
+          input_ids: prompts[1],
+          sampling_params: { ...params, sample_offset: 2 },
+          return_logprob: true,
+        }),
+      ]);
+      expectSameSamples(samplesOf(first.json), local, 0);
+      expectSameSamples(samplesOf(second.json), local, 2);
+      expect(first.json[0].meta_info).toMatchObject({
+        prompt_tokens: 4,
+        completion_tokens: first.json[0].output_ids.length,
+        weight_version: 'default',
+      });
+    },
+  );
 
   it('requests with different sampling decode together and each gets what it gets alone', async () => {
     const bodies = [
@@ -221,107 +224,113 @@ describe('node serve.js', () => {
     together.forEach((json, i) => expect(view(json)).toEqual(view(alone[i])));
     expect(together[1].choices).toHaveLength(3);
     for (const c of together[1].choices) expect(c.token_ids.length).toBeLessThanOrEqual(5);
-  }, 120_000);
+  });
 
-  it('decodes only the rows that hold samples: one sample on 4 slots costs one row per decode step ' +
-    '(/metrics)', async () => {
-    const decoded = async () => {
-      const text = await (await fetch(`${url}/metrics`)).text();
-      return {
-        steps: counterValue(text, 'decode_steps_total'),
-        rowSteps: counterValue(text, 'decode_row_steps_total'),
+  it(
+    'decodes only the rows that hold samples: one sample on 4 slots costs one row per decode step ' + '(/metrics)',
+    async () => {
+      const decoded = async () => {
+        const text = await (await fetch(`${url}/metrics`)).text();
+        return {
+          steps: counterValue(text, 'decode_steps_total'),
+          rowSteps: counterValue(text, 'decode_row_steps_total'),
+        };
       };
-    };
-    const before = await decoded();
-    const one = await post('/generate', {
-      input_ids: [1, 5, 13, 6],
-      sampling_params: { temperature: 0, max_new_tokens: MAX_NEW_TOKENS },
-    });
-    expect(one.status).toBe(200);
-    const after = await decoded();
-    // The prompt's logits give the first token, each decode step one more; the host reads every 8 steps, so the
-    // loop decodes to the budget even when the sample ended sooner.
-    expect(after.steps - before.steps).toBe(MAX_NEW_TOKENS - 1);
-    expect(after.rowSteps - before.rowSteps).toBe(after.steps - before.steps);
-  }, 120_000);
+      const before = await decoded();
+      const one = await post('/generate', {
+        input_ids: [1, 5, 13, 6],
+        sampling_params: { temperature: 0, max_new_tokens: MAX_NEW_TOKENS },
+      });
+      expect(one.status).toBe(200);
+      const after = await decoded();
+      // The prompt's logits give the first token, each decode step one more; the host reads every 8 steps, so the
+      // loop decodes to the budget even when the sample ended sooner.
+      expect(after.steps - before.steps).toBe(MAX_NEW_TOKENS - 1);
+      expect(after.rowSteps - before.rowSteps).toBe(after.steps - before.steps);
+    },
+  );
 
-  it("/v1/completions and /v1/chat/completions answer in OpenAI's shapes, text prompts tokenized as /generate " +
-    'does', async () => {
-    const completion = await post('/v1/completions', {
-      prompt: '1+2=',
-      max_tokens: 4,
-      n: 2,
-      seed: 7,
-      logprobs: 0,
-      return_token_ids: true,
-    });
-    expect(completion.status).toBe(200);
-    expect(completion.json).toMatchObject({
-      object: 'text_completion',
-      model: dirs.base,
-      usage: { prompt_tokens: completion.json.choices[0].prompt_token_ids.length },
-    });
-    const generated = await post('/generate', {
-      text: '1+2=',
-      sampling_params: { max_new_tokens: 4, n: 2, sampling_seed: 7 },
-    });
-    expect(completion.json.choices.map((c: any) => c.token_ids)).toEqual(generated.json.map((o: any) => o.output_ids));
-    for (const c of completion.json.choices) {
-      expect(c.logprobs.tokens).toHaveLength(c.token_ids.length);
-      expect(['stop', 'length']).toContain(c.finish_reason);
-    }
-    const chat = await post('/v1/chat/completions', {
-      messages: [{ role: 'user', content: '1+2=' }],
-      max_tokens: 4,
-      logprobs: true,
-      return_token_ids: true,
-    });
-    expect(chat.status).toBe(200);
-    expect(chat.json).toMatchObject({
-      object: 'chat.completion',
-      choices: [{ index: 0, message: { role: 'assistant' } }],
-    });
-    const rendered = await post('/generate', {
-      text: '<|user|>1+2=<|assistant|>',
-      sampling_params: { max_new_tokens: 1, temperature: 0 },
-    });
-    expect(chat.json.usage.prompt_tokens).toBe(rendered.json.meta_info.prompt_tokens);
-    expect(chat.json.choices[0].logprobs.content).toHaveLength(chat.json.choices[0].token_ids.length);
-    // Stops: a stop token ends the sample on it; a stop string ends the text before it (the seed fixes the tokens
-    // before).
-    const sampled = {
-      prompt: [1, 5, 13, 6],
-      max_tokens: MAX_NEW_TOKENS,
-      temperature: 1,
-      seed: 4,
-      return_token_ids: true,
-      logprobs: 0,
-    };
-    const full = (await post('/v1/completions', sampled)).json.choices[0];
-    const at = full.token_ids.findIndex(
-      (id: number, t: number) => t > 0 && full.token_ids.indexOf(id) === t && full.logprobs.tokens[t].trim() !== '',
-    );
-    expect(at).toBeGreaterThan(0);
-    const stopId = full.token_ids[at];
-    const byToken = (await post('/v1/completions', { ...sampled, stop_token_ids: [stopId] })).json.choices[0];
-    expect(byToken).toMatchObject({
-      token_ids: full.token_ids.slice(0, at + 1),
-      finish_reason: 'stop',
-      stop_reason: stopId,
-    });
-    const stopText = full.logprobs.tokens[at];
-    const byString = (await post('/v1/completions', { ...sampled, stop: [stopText] })).json.choices[0];
-    expect(byString).toMatchObject({
-      text: full.text.slice(0, full.text.indexOf(stopText)),
-      finish_reason: 'stop',
-      stop_reason: stopText,
-    });
-    const models = await (await fetch(`${url}/v1/models`)).json();
-    expect(models).toMatchObject({
-      object: 'list',
-      data: [{ id: dirs.base, object: 'model', max_model_len: 16 + MAX_NEW_TOKENS }],
-    });
-  }, 120_000);
+  it(
+    "/v1/completions and /v1/chat/completions answer in OpenAI's shapes, text prompts tokenized as /generate " + 'does',
+    async () => {
+      const completion = await post('/v1/completions', {
+        prompt: '1+2=',
+        max_tokens: 4,
+        n: 2,
+        seed: 7,
+        logprobs: 0,
+        return_token_ids: true,
+      });
+      expect(completion.status).toBe(200);
+      expect(completion.json).toMatchObject({
+        object: 'text_completion',
+        model: dirs.base,
+        usage: { prompt_tokens: completion.json.choices[0].prompt_token_ids.length },
+      });
+      const generated = await post('/generate', {
+        text: '1+2=',
+        sampling_params: { max_new_tokens: 4, n: 2, sampling_seed: 7 },
+      });
+      expect(completion.json.choices.map((c: any) => c.token_ids)).toEqual(
+        generated.json.map((o: any) => o.output_ids),
+      );
+      for (const c of completion.json.choices) {
+        expect(c.logprobs.tokens).toHaveLength(c.token_ids.length);
+        expect(['stop', 'length']).toContain(c.finish_reason);
+      }
+      const chat = await post('/v1/chat/completions', {
+        messages: [{ role: 'user', content: '1+2=' }],
+        max_tokens: 4,
+        logprobs: true,
+        return_token_ids: true,
+      });
+      expect(chat.status).toBe(200);
+      expect(chat.json).toMatchObject({
+        object: 'chat.completion',
+        choices: [{ index: 0, message: { role: 'assistant' } }],
+      });
+      const rendered = await post('/generate', {
+        text: '<|user|>1+2=<|assistant|>',
+        sampling_params: { max_new_tokens: 1, temperature: 0 },
+      });
+      expect(chat.json.usage.prompt_tokens).toBe(rendered.json.meta_info.prompt_tokens);
+      expect(chat.json.choices[0].logprobs.content).toHaveLength(chat.json.choices[0].token_ids.length);
+      // Stops: a stop token ends the sample on it; a stop string ends the text before it (the seed fixes the tokens
+      // before).
+      const sampled = {
+        prompt: [1, 5, 13, 6],
+        max_tokens: MAX_NEW_TOKENS,
+        temperature: 1,
+        seed: 4,
+        return_token_ids: true,
+        logprobs: 0,
+      };
+      const full = (await post('/v1/completions', sampled)).json.choices[0];
+      const at = full.token_ids.findIndex(
+        (id: number, t: number) => t > 0 && full.token_ids.indexOf(id) === t && full.logprobs.tokens[t].trim() !== '',
+      );
+      expect(at).toBeGreaterThan(0);
+      const stopId = full.token_ids[at];
+      const byToken = (await post('/v1/completions', { ...sampled, stop_token_ids: [stopId] })).json.choices[0];
+      expect(byToken).toMatchObject({
+        token_ids: full.token_ids.slice(0, at + 1),
+        finish_reason: 'stop',
+        stop_reason: stopId,
+      });
+      const stopText = full.logprobs.tokens[at];
+      const byString = (await post('/v1/completions', { ...sampled, stop: [stopText] })).json.choices[0];
+      expect(byString).toMatchObject({
+        text: full.text.slice(0, full.text.indexOf(stopText)),
+        finish_reason: 'stop',
+        stop_reason: stopText,
+      });
+      const models = await (await fetch(`${url}/v1/models`)).json();
+      expect(models).toMatchObject({
+        object: 'list',
+        data: [{ id: dirs.base, object: 'model', max_model_len: 16 + MAX_NEW_TOKENS }],
+      });
+    },
+  );
 
   it("refuses bad requests with OpenAI's error body and keeps serving", async () => {
     const cases: [string, unknown, number, string | null][] = [
@@ -348,41 +357,44 @@ describe('node serve.js', () => {
     }
     expect((await fetch(`${url}/generate`)).status).toBe(405);
     expect((await fetch(`${url}/health`)).status).toBe(200);
-  }, 120_000);
+  });
 
-  it('update_weights_from_disk serves the new weights; a mismatched or non-finite checkpoint is refused and the old ' +
-    'weights serve on', async () => {
-    const probe = {
-      input_ids: [1, 5, 13, 6],
-      sampling_params: { temperature: 0, max_new_tokens: 4 },
-      return_logprob: true,
-    };
-    const logprobsNow = async () => samplesOf((await post('/generate', probe)).json)[0].logprobs;
-    const before = await logprobsNow();
-    const updated = await post('/update_weights_from_disk', { model_path: dirs.other, weight_version: 'step-1' });
-    expect(updated).toEqual({
-      status: 200,
-      json: { success: true, message: expect.any(String), num_paused_requests: 0 },
-    });
-    const after = await logprobsNow();
-    expect(after).not.toEqual(before);
-    expect(await (await fetch(`${url}/get_model_info`)).json()).toMatchObject({
-      model_path: dirs.other,
-      weight_version: 'step-1',
-    });
-    for (const [dir, reason] of [
-      [dirs.wider, 'hiddenSize 32 vs 48'],
-      [dirs.nonFinite, 'non-finite'],
-      [join(dirs.base, 'missing'), 'config.json'],
-    ]) {
-      const refused = await post('/update_weights_from_disk', { model_path: dir });
-      expect(refused.status, dir).toBe(400);
-      expect(refused.json).toMatchObject({ success: false, message: expect.stringContaining(reason) });
-      expect(await logprobsNow()).toEqual(after);
-    }
-    expect((await post('/update_weights_from_disk', { model_path: dirs.base })).status).toBe(200);
-    expect(await logprobsNow()).toEqual(before);
-  }, 120_000);
+  it(
+    'update_weights_from_disk serves the new weights; a mismatched or non-finite checkpoint is refused and the old ' +
+      'weights serve on',
+    async () => {
+      const probe = {
+        input_ids: [1, 5, 13, 6],
+        sampling_params: { temperature: 0, max_new_tokens: 4 },
+        return_logprob: true,
+      };
+      const logprobsNow = async () => samplesOf((await post('/generate', probe)).json)[0].logprobs;
+      const before = await logprobsNow();
+      const updated = await post('/update_weights_from_disk', { model_path: dirs.other, weight_version: 'step-1' });
+      expect(updated).toEqual({
+        status: 200,
+        json: { success: true, message: expect.any(String), num_paused_requests: 0 },
+      });
+      const after = await logprobsNow();
+      expect(after).not.toEqual(before);
+      expect(await (await fetch(`${url}/get_model_info`)).json()).toMatchObject({
+        model_path: dirs.other,
+        weight_version: 'step-1',
+      });
+      for (const [dir, reason] of [
+        [dirs.wider, 'hiddenSize 32 vs 48'],
+        [dirs.nonFinite, 'non-finite'],
+        [join(dirs.base, 'missing'), 'config.json'],
+      ]) {
+        const refused = await post('/update_weights_from_disk', { model_path: dir });
+        expect(refused.status, dir).toBe(400);
+        expect(refused.json).toMatchObject({ success: false, message: expect.stringContaining(reason) });
+        expect(await logprobsNow()).toEqual(after);
+      }
+      expect((await post('/update_weights_from_disk', { model_path: dirs.base })).status).toBe(200);
+      expect(await logprobsNow()).toEqual(before);
+    },
+  );
 
   it('loads a LoRA adapter by name, serves it as a model, and unloads it', async () => {
     const loaded = await post('/load_lora_adapter', { lora_name: 'tuned', lora_path: dirs.adapter });
@@ -421,5 +433,5 @@ describe('node serve.js', () => {
       (await fetch(`${url}/v1/unload_lora_adapter`, { method: 'POST', body: JSON.stringify({ lora_name: 'v' }) }))
         .status,
     ).toBe(200);
-  }, 120_000);
+  });
 });

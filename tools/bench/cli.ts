@@ -21,6 +21,8 @@ const SUITES: Record<string, (engine: Engine, argv: string[]) => Promise<Row[]>>
   },
   train: async (engine) => (await import('./train.ts')).benchmarkTrainStep(engine) as unknown as Promise<Row[]>,
   rollout: async (engine) => (await import('./rollout.ts')).benchmarkRollout(engine) as unknown as Promise<Row[]>,
+  storage: async (engine, argv) =>
+    (await import('./storage.ts')).benchmarkStorage(engine, argv) as unknown as Promise<Row[]>,
   'lm-head': async (engine) => (await import('./lm-head.ts')).benchmarkLmHead(engine) as unknown as Promise<Row[]>,
   peers: async (engine) => (await import('./peers.ts')).benchmarkPeers(engine) as unknown as Promise<Row[]>,
   soak: async (_engine, argv) => (await import('./soak.ts')).benchmarkSoak(argv),
@@ -56,7 +58,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile' || suite === 'gpu-report')) {
     console.error(
       `usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: ` +
-        `--steps=N --warmup=N --every=N] [servers: --steps=N] [serve-soak: --requests=N --in-flight=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
+        `--steps=N --warmup=N --every=N] [servers: --steps=N] [storage: --rounds=N --layers=N --steps=N] [serve-soak: --requests=N --in-flight=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
         ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] ' +
         '[--json]',
     );

@@ -4,7 +4,7 @@ import { gradNormSquared } from '../../kernels/optim/adamw.ts';
 import { adamw8bitSizes, adamw8bitStep } from '../../kernels/optim/adamw8bit.ts';
 import { adamw8bitStepRef } from '../../kernels/optim/adamw8bit.ref.ts';
 import { gradNormSquaredRef } from '../../kernels/optim/adamw.ref.ts';
-import { createDynamicMap } from '../../kernels/optim/dynamic-map.ts';
+import { createDynamicMap } from '../../engine/dynamic-map.ts';
 import { F32_BYTES, checkOutputs, randomValues, upload, type KernelBenchCase } from './bench-inputs.ts';
 
 /** AdamW8bit's first step over one tensor of 2^20 parameters from zero state: params and grads read, params

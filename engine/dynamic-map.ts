@@ -1,7 +1,8 @@
 // bitsandbytes' 8-bit dynamic quantization map (Dettmers 2015, "8-Bit Approximations for Parallelism in Deep
 // Learning"), the code its blockwise 8-bit optimizers store moments in: bitsandbytes/functional.py
 // `create_dynamic_map(signed, max_exponent_bits=7, total_bits=8)` at 95f9af30, which AdamW8bit fills once
-// (optim/optimizer.py `fill_qmap`: signed for the first moment, unsigned for the second). Decade i = 0..6 holds the
+// (optim/optimizer.py `fill_qmap`: signed for the first moment, unsigned for the second), and the code the signed
+// map is for double-quantized NF4 block scales (engine/nf4.ts; quantize_blockwise's default). Decade i = 0..6 holds the
 // midpoints of torch.linspace(0.1, 1, n) scaled by 10^(i-6), n = 2^i + 1 (signed, mirrored by its negatives) or
 // 2^(i+1) + 1 (unsigned); then 0 and 1.0; sorted. 256 float32 values either way.
 
