@@ -39,7 +39,7 @@ describe.skipIf(!HAS_BASH)('a verl launch script on a tiny model', () => {
     // rollout.name=vllm is a key now (rollout servers); without server_urls it generates in-process, and one note says
     // so.
     expect(stderr).toContain(
-      'ignored 5 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding',
+      'ignored 4 key(s) with no meaning on one WebGPU adapter: actor_rollout_ref.model.use_remove_padding',
     );
     expect(stderr.split('\n').filter((line) => line.includes('actor_rollout_ref.rollout.name'))).toEqual([
       'actor_rollout_ref.rollout.name=vllm without rollout.server_urls: responses are generated in-process, on this ' +
