@@ -1,16 +1,7 @@
 import fromHalfSource from './from-half.wgsl';
-import {
-  type Engine,
-  type Tensor,
-  type KernelSpec,
-  type HalfDType,
-  expectSize,
-  foldWorkgroups,
-  isHalf,
-  shapeString,
-} from '../../engine/index.ts';
+import { type Engine, type Tensor, type KernelSpec, type HalfDType, foldWorkgroups } from '../../engine/index.ts';
 import { unpackPairSource } from './half-weights.ts';
-import { forEachHalfWindow } from './to-half.ts';
+import { expectHalfPair, forEachHalfWindow } from './to-half.ts';
 
 const spec = (dtype: HalfDType): KernelSpec => ({
   name: `from-half/${dtype}`,
@@ -27,17 +18,7 @@ const specs: Record<HalfDType, KernelSpec> = { bf16: spec('bf16'), f16: spec('f1
  *  windows (one dispatch each). */
 export function fromHalf(engine: Engine, a: { halves: Tensor; values: Tensor }): void {
   const { halves, values } = a;
-  if (values.dtype !== 'f32')
-    throw new Error(`fromHalf: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
-  if (!isHalf(halves.dtype))
-    throw new Error(`fromHalf: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
-  expectSize(
-    'fromHalf',
-    'values',
-    values,
-    halves.size,
-    `halves' shape (tensor ${halves.name}, ${shapeString(halves.shape)})`,
-  );
+  expectHalfPair('fromHalf', values, halves);
   forEachHalfWindow(engine, values, halves, (valuesWindow, halvesWindow, n) =>
     engine.dispatch(specs[halves.dtype as HalfDType], {
       bindings: { halves: halvesWindow, values: valuesWindow },

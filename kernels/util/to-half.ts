@@ -47,23 +47,28 @@ function spec(dtype: HalfDType): KernelSpec {
  *  converted in windows (one dispatch each). */
 export function toHalf(engine: Engine, a: { values: Tensor; halves: Tensor }): void {
   const { values, halves } = a;
-  if (values.dtype !== 'f32')
-    throw new Error(`toHalf: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
-  if (!isHalf(halves.dtype))
-    throw new Error(`toHalf: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
-  expectSize(
-    'toHalf',
-    'halves',
-    halves,
-    values.size,
-    `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`,
-  );
+  expectHalfPair('toHalf', values, halves);
   forEachHalfWindow(engine, values, halves, (valuesWindow, halvesWindow, n) =>
     engine.dispatch(specs[halves.dtype as HalfDType], {
       bindings: { values: valuesWindow, halves: halvesWindow },
       uniforms: { n },
       workgroups: foldWorkgroups(Math.ceil(n / 2 / 256)),
     }),
+  );
+}
+
+/** A float32 tensor and its half-precision counterpart of the same shape, or one line saying which is not. */
+export function expectHalfPair(kernel: string, values: Tensor, halves: Tensor): void {
+  if (values.dtype !== 'f32')
+    throw new Error(`${kernel}: values (tensor ${values.name}) is ${values.dtype}, expected f32`);
+  if (!isHalf(halves.dtype))
+    throw new Error(`${kernel}: halves (tensor ${halves.name}) is ${halves.dtype}, expected bf16 or f16`);
+  expectSize(
+    kernel,
+    'halves',
+    halves,
+    values.size,
+    `values' shape (tensor ${values.name}, ${shapeString(values.shape)})`,
   );
 }
 
