@@ -47,6 +47,12 @@ async function dequantizedCopy(engine: Engine, config: DecoderConfig, quantized:
   return params;
 }
 
+function withoutTimings(metrics: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(metrics).filter(([key]) => !key.startsWith('timing_s/') && !key.startsWith('perf/')),
+  );
+}
+
 describe('a frozen reference or reward model in NF4 or int8', () => {
   let engine: Engine | null = null;
   afterAll(() => engine?.destroy());
@@ -101,7 +107,7 @@ describe('a frozen reference or reward model in NF4 or int8', () => {
 
 describe('quantized frozen models from the command line', () => {
   for (const [storage, key] of STORAGES) {
-    it(`actor_rollout_ref.ref.${key} and reward.reward_model.${key} (verl HEAD's tree): a step runs`, async () => {
+    it(`actor_rollout_ref.ref.${key} and reward.reward_model.${key} (verl HEAD's tree): two steps run, and a resumed run repeats them`, async () => {
       const { root, overrides } = await makeTinyRun();
       // A reward model to load: the tiny model with a score head, saved as a user's checkpoint would be.
       const rmDir = join(root, 'reward-model');
@@ -114,29 +120,39 @@ describe('quantized frozen models from the command line', () => {
       } finally {
         engine.destroy();
       }
-      const dir = join(root, 'run');
-      const printed = await runCli([
-        ...overrides,
-        'trainer.logger=[console,file]',
-        'trainer.total_training_steps=1',
-        `trainer.default_local_dir=${dir}`,
-        'actor_rollout_ref.actor.use_kl_loss=true',
-        'actor_rollout_ref.actor.ppo_mini_batch_size=4',
-        `actor_rollout_ref.ref.${key}=true`,
-        'reward.reward_model.enable=true',
-        `reward.reward_model.model_path=${rmDir}`,
-        `reward.reward_model.${key}=true`,
-      ]);
-      expect(printed.code, printed.stderr).toBe(0);
-      expect(printed.stdout).toMatch(new RegExp(`reference parameters \\(${storage} layer matrices, f32 embedding\\)`));
-      expect(printed.stdout).toMatch(
-        new RegExp(`reward model parameters \\(${storage} layer matrices, f32 embedding\\)`),
-      );
-      const update = (await runMetrics(dir)).find((m) => m.data['actor/kl_loss'] !== undefined)!.data;
-      // One mini-batch: the KL is measured before any update, so it is the quantization's alone.
+      const run = async (name: string, extra: string[] = []) => {
+        const dir = join(root, name);
+        const printed = await runCli([
+          ...overrides,
+          'trainer.logger=[console,file]',
+          'trainer.total_training_steps=2',
+          'trainer.save_freq=1',
+          // float32 saves, so the trained critic resumes exactly.
+          'trainer.save_dtype=float32',
+          `trainer.default_local_dir=${dir}`,
+          'actor_rollout_ref.actor.use_kl_loss=true',
+          'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+          `actor_rollout_ref.ref.${key}=true`,
+          'reward.reward_model.enable=true',
+          `reward.reward_model.model_path=${rmDir}`,
+          `reward.reward_model.${key}=true`,
+          ...extra,
+        ]);
+        expect(printed.code, printed.stderr).toBe(0);
+        return { stdout: printed.stdout, metrics: (await runMetrics(dir)).map((m) => withoutTimings(m.data)) };
+      };
+      const { stdout, metrics } = await run('run');
+      expect(stdout).toMatch(new RegExp(`reference parameters \\(${storage} layer matrices, f32 embedding\\)`));
+      expect(stdout).toMatch(new RegExp(`reward model parameters \\(${storage} layer matrices, f32 embedding\\)`));
+      const update = metrics.find((m) => m['actor/kl_loss'] !== undefined)!;
+      // One mini-batch: the first KL is measured before any update, so it is the quantization's alone.
       expect(update['actor/kl_loss']).not.toBe(0);
       expect(Number.isFinite(update['actor/kl_loss'])).toBe(true);
       expect(Number.isFinite(update['critic/score/mean'])).toBe(true);
+      // Stopped after step 1 and resumed (reference and reward model quantized again from their checkpoints): step 2
+      // as in one run.
+      await run('resumed', ['trainer.total_training_steps=1']);
+      expect((await run('resumed')).metrics).toEqual(metrics);
     });
   }
 });
