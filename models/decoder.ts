@@ -169,6 +169,13 @@ export class DecoderTrunk {
     else matmul(this.engine, { ...args, ...weightOperand(this.weights, name), layout: 'nt' });
   }
 
+  /** Frees the forwards' and backwards' activation buffers (between steps, so the rollout can use the memory:
+   *  actor_rollout_ref.rollout.free_cache_engine); the next forward allocates them again. */
+  releaseWork(): void {
+    this.buffers.destroy();
+    this.lastForward = null;
+  }
+
   /** Bytes of the activation buffers a forward in this mode has allocated (the largest call so far). */
   activationBytes(saveForBackward: boolean): number {
     return this.buffers.bytes(`${this.mode(saveForBackward)}.`);

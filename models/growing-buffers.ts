@@ -47,8 +47,10 @@ export class GrowingBuffers {
     return total;
   }
 
+  /** Frees every buffer; a later `get` allocates again (a new generation: earlier views are gone). */
   destroy(): void {
     for (const t of this.tensors.values()) this.engine.destroyTensor(t);
     this.tensors.clear();
+    this.generation++;
   }
 }

@@ -600,9 +600,28 @@ export class PpoTrainer {
     records: readonly PromptRecord[],
     config: RolloutConfig,
   ): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
-    const prompts = records.map((r) => r.promptIds);
     if (this.prefetch.servers)
-      return { rollout: await this.prefetch.generate(this.globalStep, prompts, config), envMetrics: {} };
+      return {
+        rollout: await this.prefetch.generate(
+          this.globalStep,
+          records.map((r) => r.promptIds),
+          config,
+        ),
+        envMetrics: {},
+      };
+    if (!this.config.actor_rollout_ref.rollout.free_cache_engine) return this.generateInProcess(records, config);
+    // verl's free_cache_engine (vLLM's sleep, wake_up): the forwards' and updates' activations are freed before the
+    // rollout and the rollout's decoders and half copy of the actor after it, so the two never hold memory at once.
+    for (const model of [this.actor, this.reference, this.critic, this.rewardModel, ...this.teachers])
+      model?.trunk.releaseWork();
+    return this.generateInProcess(records, config).finally(() => this.rollout.release());
+  }
+
+  private async generateInProcess(
+    records: readonly PromptRecord[],
+    config: RolloutConfig,
+  ): Promise<{ rollout: RolloutBatch; envMetrics: Record<string, number> }> {
+    const prompts = records.map((r) => r.promptIds);
     if (this.io.toolAgent) {
       const session = new ToolAgentSession(
         this.io.toolAgent,
@@ -684,7 +703,7 @@ export class PpoTrainer {
     // sequences at once, and kept, those larger caches and logits would stay allocated through every later step (the
     // memory plan counts validation as a phase after the step's that no later phase carries).
     const { rollout, envMetrics } = await this.generate(records, { ...this.rolloutConfig(true), onProgress }).finally(
-      () => this.rollout.destroy(),
+      () => this.rollout.release(),
     );
     const { scores, rewardExtraInfo, texts } = await this.scoreRollout(records, rollout);
     const seconds = (performance.now() - started) / 1000;

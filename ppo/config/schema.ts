@@ -491,6 +491,13 @@ const SCHEMA = {
           "verl reads it from CUDA); the run's memory plan prints which",
         { what: 'in (0, 1]', test: (v) => v > 0 && v <= 1 },
       ),
+      free_cache_engine: bool(
+        true,
+        "verl's sleep mode: after each rollout (and validation's generation) free its decoders (KV caches, prefill " +
+          "activations) and a rollout.dtype half copy of the actor, and before it the forwards' and updates' work " +
+          "buffers, so the rollout's and the updates' memory do not add up and the rollout keeps its whole " +
+          'gpu_memory_utilization share where the rest fits; false: keep both allocated from step to step',
+      ),
       log_prob_use_dynamic_bsz: bool(
         '${actor_rollout_ref.actor.use_dynamic_bsz}',
         "Log-prob forwards by a token budget (old log-probs with calculate_log_probs; the reference's default)",

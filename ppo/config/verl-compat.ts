@@ -278,7 +278,6 @@ const IGNORED: [string, string][] = [
   ['actor_rollout_ref.rollout.max_num_seqs', INFERENCE],
   ['actor_rollout_ref.rollout.max_model_len', INFERENCE],
   ['actor_rollout_ref.rollout.enforce_eager', INFERENCE],
-  ['actor_rollout_ref.rollout.free_cache_engine', INFERENCE],
   ['actor_rollout_ref.rollout.load_format', INFERENCE],
   ['actor_rollout_ref.rollout.layered_summon', INFERENCE],
   ['actor_rollout_ref.rollout.enable_chunked_prefill', INFERENCE],

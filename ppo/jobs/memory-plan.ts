@@ -226,7 +226,10 @@ export function planMemory(
   for (let tries = 0; tries < 8 && plan.peakBytes > plan.budgetBytes; tries++) {
     // What the rollout's decoders take (at most its budget), less the excess.
     const rollout = plan.phases.find((p) => p.phase.startsWith('rollout ('));
-    const used = (rollout?.items ?? []).filter((i) => i.key?.startsWith('rollout ')).reduce((n, i) => n + i.bytes, 0);
+    // The decoders' items (the slot count's budget), not the half copy of the actor.
+    const used = (rollout?.items ?? [])
+      .filter((i) => i.key?.startsWith('rollout ') && i.key !== 'rollout copy')
+      .reduce((n, i) => n + i.bytes, 0);
     const budget = Math.min(plan.rolloutBudgetBytes, used) - (plan.peakBytes - plan.budgetBytes);
     if (budget <= 0) break;
     const smaller = planWithRolloutBudget(config, models, device, prompts, budget);
@@ -293,13 +296,19 @@ function planWithRolloutBudget(
   // (ppo/generation/rollout-weights.ts), and a half KV cache.
   const cacheDtype = rolloutDtype(config);
   const actorCompute = computeDtype(config, 'actor');
-  // Under mixed precision in the same dtype the rollout decodes from the actor's compute copy (below).
-  if (cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute) {
-    resident.push({
-      what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
-      bytes: parameterBytes(actor, cacheDtype),
-    });
-  }
+  // free_cache_engine: the rollout frees its decoders and its copy of the actor when it ends, and the trunks their
+  // work buffers before it starts (ppo/trainer.ts generate), so the copy is a rollout phase's item, not resident.
+  // Under mixed precision in the same dtype the rollout decodes from the actor's compute copy (below), never freed.
+  const freeCache = config.actor_rollout_ref.rollout.free_cache_engine;
+  const rolloutCopy: MemoryItem | null =
+    cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute
+      ? {
+          what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
+          bytes: parameterBytes(actor, cacheDtype),
+          key: 'rollout copy',
+        }
+      : null;
+  if (rolloutCopy && !freeCache) resident.push({ what: rolloutCopy.what, bytes: rolloutCopy.bytes });
   // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
   // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
   if (actorCompute !== 'f32')
@@ -369,11 +378,19 @@ function planWithRolloutBudget(
   const phases: PhasePlan[] = [];
   // Every buffer allocated so far, by key, at its largest.
   const allocated = new Map<string, number>();
+  /** The keys allocated at each phase's peak. */
+  const heldAt = new Map<PhasePlan, Set<string>>();
+  /** Frees the buffers whose key starts with one of `prefixes`. */
+  const free = (...prefixes: string[]) => {
+    for (const key of [...allocated.keys()]) if (prefixes.some((p) => key.startsWith(p))) allocated.delete(key);
+  };
   const phase = (name: string, items: MemoryItem[], largestTensor: MemoryItem) => {
     for (const { key, bytes } of items) allocated.set(key!, Math.max(allocated.get(key!) ?? 0, bytes));
     const bytes = items.reduce((s, i) => s + i.bytes, 0);
     const held = [...allocated.values()].reduce((s, b) => s + b, 0);
-    phases.push({ phase: name, items, bytes, keptBytes: held - bytes, peakBytes: residentBytes + held, largestTensor });
+    const plan = { phase: name, items, bytes, keptBytes: held - bytes, peakBytes: residentBytes + held, largestTensor };
+    phases.push(plan);
+    heldAt.set(plan, new Set(allocated.keys()));
   };
   const loraRank = lora ? lora.rank : 0;
   const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
@@ -423,6 +440,7 @@ function planWithRolloutBudget(
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
+        ...(freeCache && rolloutCopy ? [rolloutCopy] : []),
         ...memory.items,
         {
           // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
@@ -435,6 +453,8 @@ function planWithRolloutBudget(
       ],
       memory.largest,
     );
+    // Validation frees its decoders whatever free_cache_engine says (ppo/trainer.ts validate).
+    if (freeCache || name === 'validation rollout') free('rollout ');
   };
   rollout('rollout', sizes.sequences, prompts.training);
 
@@ -568,6 +588,12 @@ function planWithRolloutBudget(
     config.actor_rollout_ref.model.enable_gradient_checkpointing,
     loraRank,
   );
+  // With free_cache_engine the first rollout is not the largest: every later one runs on what the step's phases
+  // keep beyond their trunks' activations (LM-head scratch, the updates' kept logits and statistics).
+  if (freeCache) {
+    free(...[...allocated.keys()].filter((k) => k.endsWith(' forward') || k.endsWith(' update')));
+    rollout('rollout after an update', sizes.sequences, prompts.training);
+  }
   const validationSequences = (prompts.validation?.count ?? 0) * config.actor_rollout_ref.rollout.val_kwargs.n;
   if (validationSequences > 0) rollout('validation rollout', validationSequences, prompts.validation);
 
@@ -577,10 +603,22 @@ function planWithRolloutBudget(
     const worst = phases.reduce((a, b) => (b.peakBytes > a.peakBytes ? b : a));
     const keysOf = (p: PhasePlan) => PHASE_KEYS[p.phase.split(' (')[0]] ?? [];
     const keys = keysOf(worst);
-    // What earlier phases keep allocated counts at this one's peak too: their keys shrink it.
-    const earlier = [...new Set(phases.slice(0, phases.indexOf(worst)).flatMap(keysOf))].filter(
-      (k) => !keys.includes(k),
-    );
+    // What earlier phases keep allocated counts at this one's peak too: their keys shrink it (not those of a phase
+    // whose buffers were freed since, as free_cache_engine frees the rollout's).
+    const held = heldAt.get(worst)!;
+    const earlier = [
+      ...new Set(
+        phases
+          .slice(0, phases.indexOf(worst))
+          .filter((p) =>
+            p.items.some(
+              // The per-sequence buffers follow the batch, not these keys.
+              (i) => i.key !== 'per-sequence buffers' && held.has(i.key!) && !worst.items.some((w) => w.key === i.key),
+            ),
+          )
+          .flatMap(keysOf),
+      ),
+    ].filter((k) => !keys.includes(k));
     const kept =
       worst.keptBytes > 0 && earlier.length > 0
         ? `; of it, ${gib(worst.keptBytes)} stays allocated from earlier phases: lower ${earlier.join(', ')}`
@@ -610,6 +648,7 @@ function planWithRolloutBudget(
 
 const PHASE_KEYS: Record<string, string[]> = {
   rollout: ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
+  'rollout after an update': ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
   'validation rollout': ['actor_rollout_ref.rollout.gpu_memory_utilization', 'data.max_response_length'],
   'old log-probs': ['actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu'],
   'reference log-probs': ['actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu'],

@@ -23,25 +23,28 @@ import { continuousCacheCapacity, decodeContinuous } from '../generation/continu
 import { BatchQueue } from '../generation/batch-queue.ts';
 import { decodeMultiTurn, multiTurnCacheCapacity } from '../generation/multi-turn.ts';
 
-/** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size. */
+/** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size, until
+ *  `release`. */
 export class RolloutGenerator {
-  private readonly decoders: RolloutDecoders;
-  /** The actor's weights in actor_rollout_ref.rollout.dtype (a half-precision copy and KV cache, or its own). */
-  private readonly weights: RolloutWeights;
+  /** The actor's weights in actor_rollout_ref.rollout.dtype (a half-precision copy and KV cache, or its own) and the
+   *  decoders; null until a rollout needs them, and again after `release`. */
+  private held: { weights: RolloutWeights; decoders: RolloutDecoders } | null = null;
 
   constructor(
     readonly engine: Engine,
-    actor: PolicyWeights,
-    dtype: FloatDType = 'f32',
-    /** The actor's mixed-precision compute copy: decoded from when rollout.dtype is its dtype. */
-    computeCopy: HalfParameterCopy | null = null,
-  ) {
-    this.weights = new RolloutWeights(engine, actor, dtype, computeCopy);
-    this.decoders = new RolloutDecoders(engine, this.weights.policy);
-  }
+    private readonly actor: PolicyWeights,
+    private readonly dtype: FloatDType = 'f32',
+    /** The actor's mixed-precision compute copy: decoded from when rollout.dtype is its dtype (never freed here). */
+    private readonly computeCopy: HalfParameterCopy | null = null,
+  ) {}
 
-  get policy(): PolicyWeights {
-    return this.weights.policy;
+  /** The weights decoding reads, allocated (a half copy made from the actor) on first use. */
+  private allocated(): { weights: RolloutWeights; decoders: RolloutDecoders } {
+    if (!this.held) {
+      const weights = new RolloutWeights(this.engine, this.actor, this.dtype, this.computeCopy);
+      this.held = { weights, decoders: new RolloutDecoders(this.engine, weights.policy) };
+    }
+    return this.held;
   }
 
   /** n responses per prompt; with an environment, each a multi-turn conversation with it. */
@@ -50,8 +53,9 @@ export class RolloutGenerator {
     c: RolloutConfig,
     environment: TurnEnvironment | null = null,
   ): Promise<RolloutBatch> {
-    checkRolloutConfig(promptIds, c, this.policy.config.vocabSize, environment);
-    this.weights.refresh();
+    checkRolloutConfig(promptIds, c, this.actor.config.vocabSize, environment);
+    const { weights, decoders } = this.allocated();
+    weights.refresh();
     const prompts = promptBatch(promptIds, c);
     const R = c.maxResponseLength;
     const capacity = environment
@@ -59,23 +63,23 @@ export class RolloutGenerator {
       : continuousCacheCapacity(prompts.P, R, c.readEvery ?? DEFAULT_READ_EVERY);
     const slots = rolloutSlots(
       this.engine.caps,
-      this.policy.config,
+      this.actor.config,
       {
         promptLength: prompts.P,
         capacity,
         samples: prompts.groupIds.length,
-        cacheDtype: this.weights.dtype,
+        cacheDtype: weights.dtype,
         // Multi-turn calls: the prompts, then blocks of at most R tokens (ppo/generation/multi-turn.ts).
         blockTokens: environment ? Math.max(prompts.P, R) : undefined,
-        loraRank: this.policy.lora?.maxRank,
+        loraRank: this.actor.lora?.maxRank,
       },
       c,
     );
     if (environment)
-      return assemble(prompts, await decodeMultiTurn(this.decoders, prompts, c, environment, slots, capacity), c);
+      return assemble(prompts, await decodeMultiTurn(decoders, prompts, c, environment, slots, capacity), c);
     const queue = new BatchQueue(prompts, c);
     await decodeContinuous(
-      this.decoders,
+      decoders,
       queue,
       { ...c, P: prompts.P, R, processing: c.ignoreEos === true },
       slots,
@@ -84,9 +88,11 @@ export class RolloutGenerator {
     return assemble(prompts, queue.records(), c);
   }
 
-  /** Frees the caches and buffers; a later generate allocates them again. */
-  destroy(): void {
-    this.decoders.destroy();
-    this.weights.destroy();
+  /** Frees the decoders' caches and buffers and the half copy of the actor (verl's free_cache_engine: the rollout's
+   *  sleep); the next generate allocates them again, the copy remade from the actor's current weights. */
+  release(): void {
+    this.held?.decoders.destroy();
+    this.held?.weights.destroy();
+    this.held = null;
   }
 }

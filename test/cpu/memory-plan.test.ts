@@ -132,14 +132,17 @@ describe('memory plan', () => {
     );
   });
 
+  const STAGES = [
+    'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4',
+    'critic.forward_micro_batch_size_per_gpu=4',
+    'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
+    'critic.ppo_micro_batch_size_per_gpu=2',
+  ];
+
   it('counts parameters, gradients and both AdamW moments of actor and critic, and one phase per stage', () => {
     const plan = planMemory(
-      config([
-        'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4',
-        'critic.forward_micro_batch_size_per_gpu=4',
-        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2',
-        'critic.ppo_micro_batch_size_per_gpu=2',
-      ]),
+      // The rollout's decoders kept through the updates (free_cache_engine=false): every phase holds the earlier ones'.
+      config([...STAGES, 'actor_rollout_ref.rollout.free_cache_engine=false']),
       { actor, critic, rewardModel: null },
       { maxBindingBytes: 128 * MIB, memory: FOUR_GIB },
     );
@@ -188,6 +191,40 @@ describe('memory plan', () => {
     expect(formatMemoryPlan(plan).join('\n')).toMatch(
       /actor update .* peak .* GiB; largest tensor 6\.0 MiB \(widest activation\)/,
     );
+  });
+
+  it("free_cache_engine: the rollout's decoders and half copy out of the updates, a later rollout on what they keep", () => {
+    const device = { maxBindingBytes: 128 * MIB, memory: FOUR_GIB };
+    const models = { actor, critic, rewardModel: null };
+    const keys = [...STAGES, 'actor_rollout_ref.rollout.dtype=bfloat16'];
+    const kept = planMemory(config([...keys, 'actor_rollout_ref.rollout.free_cache_engine=false']), models, device);
+    const freed = planMemory(config(keys), models, device);
+    const copy = 'rollout copy of the actor (bf16 matrices)';
+    const copyBytes = parameterBytes(actor, 'bf16');
+    expect(kept.resident.map((r) => r.what)).toContain(copy);
+    expect(freed.resident.map((r) => r.what)).not.toContain(copy);
+    expect(freed.residentBytes).toBe(kept.residentBytes - copyBytes);
+    expect(freed.phases.map((p) => p.phase)).toEqual([
+      'rollout (16 of 16 sequences at once)',
+      'old log-probs',
+      'values',
+      'critic update',
+      'actor update',
+      'rollout after an update (16 of 16 sequences at once)',
+    ]);
+    const [rollout, old, values, criticUpdate, actorUpdate, later] = freed.phases;
+    expect(rollout.items[0]).toEqual({ what: copy, bytes: copyBytes, key: 'rollout copy' });
+    expect(later.items).toEqual(rollout.items);
+    // The old log-probs hold only the rollout's per-sequence buffers; the actor update no decoder.
+    const perSequence = rollout.items.find((i) => i.key === 'per-sequence buffers')!.bytes;
+    expect(old.keptBytes).toBe(perSequence);
+    const decoders = rollout.bytes - copyBytes - perSequence;
+    expect(actorUpdate.keptBytes).toBe(kept.phases[4].keptBytes - decoders);
+    // The later rollout holds what the phases keep beyond their trunks' activations (the LM head's scratch and
+    // statistics, the critic's head buffers), not the copy or decoders, which it allocates again.
+    const trunks = [old, values, criticUpdate, actorUpdate].map((p) => p.items[0].bytes).reduce((a, b) => a + b, 0);
+    expect(later.keptBytes).toBe(actorUpdate.keptBytes + actorUpdate.bytes - trunks - perSequence);
+    expect(freed.peakBytes).toBeLessThan(kept.peakBytes);
   });
 
   it(
@@ -378,8 +415,9 @@ describe('memory plan', () => {
     const models = { actor, critic, rewardModel: null };
     // A budget that bounds the slots: 128 sequences need more than the rollout's 128 MiB.
     const shape = ['data.train_batch_size=128', 'actor_rollout_ref.actor.ppo_mini_batch_size=64'];
-    const f32 = planMemory(config(shape), models, device);
-    const bf16 = planMemory(config([...shape, 'actor_rollout_ref.rollout.dtype=bfloat16']), models, device);
+    const kept = 'actor_rollout_ref.rollout.free_cache_engine=false';
+    const f32 = planMemory(config([...shape, kept]), models, device);
+    const bf16 = planMemory(config([...shape, kept, 'actor_rollout_ref.rollout.dtype=bfloat16']), models, device);
     expect(bf16.resident.find((r) => r.what === 'rollout copy of the actor (bf16 matrices)')?.bytes).toBe(
       parameterBytes(actor, 'bf16'),
     );
@@ -690,9 +728,22 @@ describe('memory plan', () => {
       { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) },
     );
     expect(plan.problems).toHaveLength(1);
-    // The update's own activations are 0.25 GiB: the buffers the rollout, the old log-probs, the values and the
-    // critic update leave allocated (0.89 GiB) are what lowering their keys frees.
+    // The update's own activations are 0.25 GiB: the buffers the old log-probs, the values and the critic update
+    // leave allocated (0.81 GiB) are what lowering their keys frees; the rollout's decoders are freed when it ends
+    // (free_cache_engine), so its keys are not named.
     expect(plan.problems[0]).toBe(
+      'peak 1.65 GiB (actor update) is above the memory budget of 0.70 GiB: lower ' +
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu; of it, 0.81 GiB stays allocated from earlier phases: ' +
+        'lower actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu, critic.forward_micro_batch_size_per_gpu, ' +
+        'critic.ppo_micro_batch_size_per_gpu',
+    );
+    // Kept through the updates, the rollout's decoders (0.08 GiB) are part of what stays, and its keys are named.
+    const kept = planMemory(
+      config([...EVERY_LAYER, 'actor_rollout_ref.rollout.free_cache_engine=false']),
+      { actor, critic, rewardModel: null },
+      { maxBindingBytes: 4096 * MIB, memory: overrideMemory(0.7 * 2 ** 30) },
+    );
+    expect(kept.problems[0]).toBe(
       'peak 1.73 GiB (actor update) is above the memory budget of 0.70 GiB: lower ' +
         'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu; of it, 0.89 GiB stays allocated from earlier phases: ' +
         'lower actor_rollout_ref.rollout.gpu_memory_utilization, data.max_response_length, ' +

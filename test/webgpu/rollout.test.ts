@@ -229,7 +229,7 @@ describe('rollout', () => {
       for (let t = 0; t < c.maxResponseLength; t++)
         expect(Math.abs(row[t] - reference[i * c.maxResponseLength + t]), `sample ${i} token ${t}`).toBeLessThan(1e-4);
     });
-    generator.destroy();
+    generator.release();
   });
 
   it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {
@@ -403,7 +403,7 @@ describe('continuous batching', () => {
       for (let t = 0; t < row.length; t++)
         expect(Math.abs(row[t] - one.oldLogProbs[i][t]), `sample ${i} token ${t}`).toBeLessThan(1e-5);
     });
-    generator.destroy();
+    generator.release();
   });
 
   it(

@@ -143,7 +143,7 @@ describe('tool agent run', () => {
       },
       recording,
     );
-    generator.destroy();
+    generator.release();
     let toolMessages = 0;
     for (let i = 0; i < samples; i++) {
       const length = batch.responseLengths[i];

@@ -98,7 +98,7 @@ export async function benchmarkRollout(
         tokens_per_s: (BATCH * NEW_TOKENS) / (ms / 1000),
       });
     }
-    generator.destroy();
+    generator.release();
     for (const buffer of params.buffers) engine.destroyTensor(buffer);
   }
   return rows;
