@@ -189,8 +189,22 @@ export function copyParameter(engine: Engine, params: Arena, copy: Arena, name: 
   else toHalf(engine, { values: source, halves: target });
 }
 
-/** `params` stored anew as `storage` (the built-in model's float32 weights as a LoRA base); the old arena is freed.
- *  Goes through the host, as a checkpoint load does: NF4 is quantized there. */
+/** A copy of `params` stored as `storage`, labelled `label` (a quantized reference of the initial actor). Goes
+ *  through the host, as a checkpoint load does: NF4 and int8 are quantized there. */
+export async function storedParameterCopy(
+  engine: Engine,
+  config: DecoderConfig,
+  params: Arena,
+  label: string,
+  storage: WeightStorage,
+): Promise<Arena> {
+  const values = await readHfTensors(engine, params, config);
+  const stored = createParameterArena(engine, config, label, storage);
+  uploadHfTensors(engine, stored, config, (name) => values.get(name), label);
+  return stored;
+}
+
+/** `params` stored anew as `storage` (the built-in model's float32 weights as a LoRA base); the old arena is freed. */
 export async function restoredParameters(
   engine: Engine,
   config: DecoderConfig,
@@ -198,9 +212,7 @@ export async function restoredParameters(
   storage: WeightStorage,
 ): Promise<Arena> {
   if (storage === 'f32') return params;
-  const values = await readHfTensors(engine, params, config);
-  const stored = createParameterArena(engine, config, params.label, storage);
-  uploadHfTensors(engine, stored, config, (name) => values.get(name), params.label);
+  const stored = await storedParameterCopy(engine, config, params, params.label, storage);
   for (const buffer of params.buffers) engine.destroyTensor(buffer);
   return stored;
 }

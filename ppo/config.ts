@@ -24,6 +24,7 @@ export {
 } from './config/checks.ts';
 export {
   weightDtype,
+  frozenStorage,
   trainedModelDtypeNotes,
   actorUsesLora,
   actorBaseStorage,

@@ -11,11 +11,12 @@ import { Rng, type RngState } from '../engine/rng.ts';
 import type { DecoderConfig } from '../models/hf-config.ts';
 import { CausalLm } from '../models/causal-lm.ts';
 import { frozenParameterCopy } from '../models/parameter-store.ts';
+import { isQuantized } from '../models/parameter-layout.ts';
 import type { LoraAdapters } from '../models/lora-adapters.ts';
 import { ValueModel } from '../models/value-model.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../models/token-batch.ts';
 import type { PpoConfig } from './config.ts';
-import { computeDtype, rolloutDtype, usesCritic, weightDtype } from './config.ts';
+import { computeDtype, frozenStorage, rolloutDtype, usesCritic, weightDtype } from './config.ts';
 import { planStep, type StepPlan } from './step-plan.ts';
 import { AdamWOptimizer, type AdamWState } from './training/adamw-optimizer.ts';
 import { RolloutGenerator } from './phases/rollout.ts';
@@ -212,17 +213,24 @@ export class PpoTrainer {
     const needsReference = c.algorithm.use_kl_in_reward || actorCfg.use_kl_loss;
     // With LoRA the base weights never change: the reference reads them (no adapters on its trunk), no copy. Without
     // a KL term there is no reference at all (as verl's RefPolicy role), and no copy of the actor's weights either.
-    const referenceWeights = () =>
-      lora
-        ? actor.params
-        : (referenceParams ??
-          frozenParameterCopy(
-            engine,
-            actor.config,
-            actor.params,
-            'reference',
-            weightDtype(c, 'reference', actor.config.torchDtype),
-          ));
+    // A quantized reference (ref.load_in_4bit / load_in_8bit) is quantized on the host, so it is made before (the
+    // run's setup: storedParameterCopy) and handed in as referenceParams.
+    const referenceWeights = () => {
+      if (lora) return actor.params;
+      if (referenceParams) return referenceParams;
+      if (isQuantized(frozenStorage(c, 'reference', actor.config.torchDtype)))
+        throw new Error(
+          'actor_rollout_ref.ref.load_in_4bit / load_in_8bit: the quantized reference must be passed in ' +
+            '(models/parameter-store.ts storedParameterCopy); the trainer copies only float and half references',
+        );
+      return frozenParameterCopy(
+        engine,
+        actor.config,
+        actor.params,
+        'reference',
+        weightDtype(c, 'reference', actor.config.torchDtype),
+      );
+    };
     this.reference = needsReference ? new CausalLm(engine, actor.config, referenceWeights()) : null;
     this.critic = plan.computeValues && critic ? new ValueModel(engine, critic.config, critic.params) : null;
     const criticLora = critic?.lora ?? null;

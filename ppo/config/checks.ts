@@ -147,6 +147,38 @@ export function deriveDefaults(config: PpoConfig): void {
     (data.train_files === null && data.builtin_task === 'search_qa');
 }
 
+/** ref.load_in_* and reward_model.model.load_in_*: one storage each, and only for a model the run has. */
+function checkFrozenQuantization(config: PpoConfig, problems: string[]): void {
+  const { ref, actor, model } = config.actor_rollout_ref;
+  const hasReference = config.algorithm.use_kl_in_reward || actor.use_kl_loss;
+  const lora = model.lora_rank > 0 || model.lora_adapter_path !== null;
+  const models: [string, { load_in_4bit: boolean; load_in_8bit: boolean }, string | null][] = [
+    [
+      'actor_rollout_ref.ref',
+      ref,
+      lora
+        ? "under LoRA the reference is the actor's frozen base — set actor_rollout_ref.model.load_in_4bit / " +
+          'load_in_8bit to quantize it'
+        : hasReference
+          ? null
+          : 'there is no reference without a KL term (algorithm.use_kl_in_reward and actor.use_kl_loss are false)',
+    ],
+    [
+      'reward_model.model',
+      config.reward_model.model,
+      config.reward_model.enable ? null : 'reward_model.enable is false, so there is no reward model',
+    ],
+  ];
+  for (const [path, keys, absent] of models) {
+    if (keys.load_in_4bit && keys.load_in_8bit)
+      problems.push(
+        `${path}.load_in_8bit=true and load_in_4bit=true: the model is quantized one way — set one of them to false`,
+      );
+    const key = keys.load_in_4bit ? 'load_in_4bit' : keys.load_in_8bit ? 'load_in_8bit' : null;
+    if (key && absent) problems.push(`${path}.${key}=true quantizes nothing: ${absent}, or remove ${path}.${key}`);
+  }
+}
+
 export function checkCombinations(config: PpoConfig, problems: string[]): void {
   const { actor, rollout, model } = config.actor_rollout_ref;
   const { algorithm, critic, trainer } = config;
@@ -186,6 +218,7 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
         `actor_rollout_ref.model.${key}=true quantizes a frozen LoRA base, but LoRA is off — set ` +
           'actor_rollout_ref.model.lora_rank (e.g. 16) or lora_adapter_path; a fully trained actor keeps float32 weights',
       );
+  checkFrozenQuantization(config, problems);
   if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
     problems.push(
       'actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. ' +

@@ -38,6 +38,29 @@ export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDty
   return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
 }
 
+const QUANTIZE_KEYS: Readonly<Record<'reference' | 'reward_model', (c: PpoConfig) => QuantizeKeys>> = {
+  reference: (c) => c.actor_rollout_ref.ref,
+  reward_model: (c) => c.reward_model.model,
+};
+interface QuantizeKeys {
+  load_in_4bit: boolean;
+  load_in_8bit: boolean;
+}
+
+/** How a frozen reference or reward model stores its matrices: NF4 or int8 layer projections with its
+ *  load_in_4bit / load_in_8bit key (embedding and LM head then in the checkpoint's dtype, norms and a score head
+ *  float32, as for a quantized LoRA base), else weightDtype. */
+export function frozenStorage(
+  config: PpoConfig,
+  model: 'reference' | 'reward_model',
+  checkpointDtype: TorchDtype,
+): WeightStorage {
+  const keys = QUANTIZE_KEYS[model](config);
+  if (keys.load_in_4bit) return 'nf4';
+  if (keys.load_in_8bit) return 'int8';
+  return weightDtype(config, model, checkpointDtype);
+}
+
 /** actor_rollout_ref.rollout.dtype as the dtype in-process generation stores its KV cache and decode weights in. */
 export function rolloutDtype(config: PpoConfig): FloatDType {
   return FROM_KEY[config.actor_rollout_ref.rollout.dtype];

@@ -582,6 +582,19 @@ const SCHEMA = {
         'log_prob_use_dynamic_bsz: tokens per reference forward, padding included',
         positive,
       ),
+      load_in_4bit: bool(
+        false,
+        'The separate reference (no LoRA, a KL term on) stored as actor_rollout_ref.model.load_in_4bit stores a LoRA ' +
+          "base: layer projections in NF4 (4.5 bits per weight), embedding and LM head in the checkpoint's dtype, " +
+          'norms float32 (model_dtype no longer applies). Its log-probs move by NF4 rounding (a few hundredths of a ' +
+          'nat on small models), so the KL is not 0 at the first step. Needs a KL term; under LoRA the reference is ' +
+          'the base: set actor_rollout_ref.model.load_in_4bit instead',
+      ),
+      load_in_8bit: bool(
+        false,
+        "The separate reference's layer projections in int8 per row, as actor_rollout_ref.model.load_in_8bit stores " +
+          'a LoRA base (8 bits plus 32 per row; activations float32); as load_in_4bit otherwise',
+      ),
       fsdp_config: {
         model_dtype: modelDtype(`Stored dtype of the reference model's matrices: ${FROZEN_DTYPE_HELP}`),
       },
@@ -683,6 +696,18 @@ const SCHEMA = {
     enable: bool(false, 'Score responses with a neural reward model instead of the rule reward'),
     model: {
       path: optStr(null, 'Hugging Face *ForSequenceClassification directory'),
+      load_in_4bit: bool(
+        false,
+        "The reward model's layer projections in NF4, as actor_rollout_ref.model.load_in_4bit stores a LoRA base " +
+          "(4.5 bits per weight; the embedding in the checkpoint's dtype, norms and the score head float32; " +
+          'model_dtype no longer applies); needs reward_model.enable. verl HEAD spelling: ' +
+          'reward.reward_model.load_in_4bit',
+      ),
+      load_in_8bit: bool(
+        false,
+        "The reward model's layer projections in int8 per row (8 bits plus 32 per row; the score head float32); " +
+          'verl HEAD spelling: reward.reward_model.load_in_8bit',
+      ),
       fsdp_config: {
         model_dtype: modelDtype(
           `Stored dtype of the reward model's matrices (verl loads reward models in bf16): ${FROZEN_DTYPE_HELP}`,

@@ -108,6 +108,9 @@ const ALIASES: Record<string, Alias> = {
   'reward.custom_reward_function.name': reward('custom_reward_function.name', unsetWhenNull),
   'reward.reward_model.enable': reward('reward_model.enable', unsetWhenNull),
   'reward.reward_model.model_path': reward('reward_model.model.path', unsetWhenNull),
+  // Not verl's keys (verl loads reward models unquantized): this engine's, spelled in verl HEAD's reward tree as well.
+  'reward.reward_model.load_in_4bit': { ...reward('reward_model.model.load_in_4bit'), source: 'reward.reward_model.*' },
+  'reward.reward_model.load_in_8bit': { ...reward('reward_model.model.load_in_8bit'), source: 'reward.reward_model.*' },
   'critic.fsdp.model_dtype': {
     to: 'critic.model.fsdp_config.model_dtype',
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",

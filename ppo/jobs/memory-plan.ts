@@ -38,6 +38,7 @@ import {
   rolloutDtype,
   computeDtype,
   weightDtype,
+  frozenStorage,
   type PpoConfig,
 } from '../config.ts';
 import { loraArenaElements, loraEntries, type LoraSettings } from '../../models/lora.ts';
@@ -329,7 +330,7 @@ function planWithRolloutBudget(
   }
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
-    const dtype = weightDtype(config, 'reference', actor.torchDtype);
+    const dtype = frozenStorage(config, 'reference', actor.torchDtype);
     resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: parameterBytes(actor, dtype) });
   }
   // Critic LoRA: the frozen base in its stored dtype; adapters and the score head (PEFT's modules_to_save) train.
@@ -366,7 +367,7 @@ function planWithRolloutBudget(
     }
   }
   if (rewardModel) {
-    const dtype = weightDtype(config, 'reward_model', rewardModel.torchDtype);
+    const dtype = frozenStorage(config, 'reward_model', rewardModel.torchDtype);
     resident.push({
       what: `reward model parameters${dtypeNote(dtype, rewardModel)}`,
       bytes: parameterBytes(rewardModel, dtype),

@@ -241,7 +241,7 @@ export class PpoRun {
       setup.critic,
       io,
       this.totalSteps,
-      resumed?.reference ?? null,
+      resumed?.reference ?? setup.reference,
       setup.rewardModel,
       setup.teachers,
     );

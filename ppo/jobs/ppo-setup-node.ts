@@ -4,12 +4,19 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { checkpointModelPath } from '../run-directory/checkpoint-node.ts';
-import type { Engine } from '../../engine/index.ts';
+import type { Arena, Engine } from '../../engine/index.ts';
 import type { PpoConfig } from '../config.ts';
-import { usesCritic, actorLoraSettings, criticLoraSettings, weightDtype, actorBaseStorage } from '../config.ts';
-import { headEntries } from '../../models/parameter-layout.ts';
+import {
+  usesCritic,
+  actorLoraSettings,
+  criticLoraSettings,
+  weightDtype,
+  actorBaseStorage,
+  frozenStorage,
+} from '../config.ts';
+import { headEntries, isQuantized } from '../../models/parameter-layout.ts';
 import { loadModel } from '../../models/model-files-node.ts';
-import { restoredParameters } from '../../models/parameter-store.ts';
+import { restoredParameters, storedParameterCopy } from '../../models/parameter-store.ts';
 import { CheckpointError, readGenerationConfig, type GenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { networkDifferences, parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { criticFromCausalLm } from '../../models/critic-init.ts';
@@ -48,6 +55,9 @@ export interface RunSetup {
   generationConfig: GenerationConfig | null;
   critic: ModelWeights | null;
   reward: RewardFunction;
+  /** actor_rollout_ref.ref.load_in_4bit / load_in_8bit: the reference, the initial actor quantized on the host (the
+   *  trainer copies a float or half reference on the device itself); null otherwise and on resume. */
+  reference: Arena | null;
   /** reward_model.enable: the *ForSequenceClassification that scores responses. */
   rewardModel: ModelWeights | null;
   /** distillation.enabled: the frozen teachers, in the order ppo/algorithm/distillation.ts resolves them. */
@@ -276,6 +286,12 @@ export async function setUpRun(
 
   checkModelFitsRun(config, actor.config, tokenizer);
   if (!resumed) actor.lora = await actorLoraAdapters(engine, config, actor.config);
+  const referenceStorage = frozenStorage(config, 'reference', actor.config.torchDtype);
+  // config checks refuse ref.load_in_* without a reference (no KL term, or LoRA, where the base is the reference).
+  const reference =
+    !resumed && isQuantized(referenceStorage)
+      ? await storedParameterCopy(engine, actor.config, actor.params, 'reference', referenceStorage)
+      : null;
 
   let critic: ModelWeights | null = null;
   if (resumed && usesCritic(config)) {
@@ -325,7 +341,7 @@ export async function setUpRun(
   if (config.reward_model.enable) {
     const loaded = await loadModel(engine, config.reward_model.model.path!, {
       label: 'reward_model',
-      weightDtype: (dtype) => weightDtype(config, 'reward_model', dtype),
+      weightDtype: (dtype) => frozenStorage(config, 'reward_model', dtype),
     });
     rewardModel = { config: loaded.config, params: loaded.params };
   }
@@ -344,6 +360,7 @@ export async function setUpRun(
     generationConfig,
     critic,
     reward,
+    reference,
     rewardModel,
     teachers,
     search,

@@ -26,6 +26,7 @@ import {
   actorLoraSettings,
   criticLoraSettings,
   weightDtype,
+  frozenStorage,
   actorBaseStorage,
   actorUsesLora,
   type PpoConfig,
@@ -403,7 +404,7 @@ export async function loadCheckpoint(engine: Engine, dir: string, config: PpoCon
     reference = (
       await loadModel(engine, referenceDir, {
         label: 'reference',
-        weightDtype: (dtype) => weightDtype(config, 'reference', dtype),
+        weightDtype: (dtype) => frozenStorage(config, 'reference', dtype),
       })
     ).params;
   }

@@ -546,6 +546,38 @@ describe('memory plan', () => {
     }
   });
 
+  it('ref.load_in_4bit and reward_model.model.load_in_8bit: the separate reference and the reward model quantized', () => {
+    const bf16Actor = { ...actor, torchDtype: 'bfloat16' as const };
+    const rewardModel = { ...withHead(bf16Actor, 'sequence-classification'), padTokenId: 0 };
+    const matrices = parameterEntries(actor).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2);
+    const layerMatrices = matrices.reduce((n, { shape: [rows, cols] }) => n + rows * cols, 0);
+    const embedding = 151936 * 128;
+    const norms = 4 * (parameterCount(actor) - layerMatrices - embedding);
+    const plan = planMemory(
+      config([
+        'actor_rollout_ref.actor.use_kl_loss=true',
+        'actor_rollout_ref.ref.load_in_4bit=true',
+        'reward_model.enable=true',
+        'reward_model.model.path=/rm',
+        'reward_model.model.load_in_8bit=true',
+      ]),
+      { actor: bf16Actor, critic, rewardModel },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+    );
+    const item = (what: string) => plan.resident.find((r) => r.what.startsWith(what));
+    // The reference as the LoRA base under load_in_4bit: 4.5 bits a layer weight, the embedding in bf16.
+    expect(item('reference parameters')).toEqual({
+      what: 'reference parameters (nf4 layer matrices, bf16 embedding)',
+      bytes: layerMatrices * 0.5625 + 2 * embedding + norms,
+    });
+    // int8: a byte a weight and a float32 per row; the score head (1 × 128) float32, the LM head absent.
+    const rows = matrices.reduce((n, { shape: [r] }) => n + r, 0);
+    expect(item('reward model parameters')).toEqual({
+      what: 'reward model parameters (int8 layer matrices, bf16 embedding)',
+      bytes: layerMatrices + 4 * rows + 2 * embedding + norms + 4 * 128,
+    });
+  });
+
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
     const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);

@@ -3,7 +3,14 @@
 // critic stays float32, and a half dtype asked for a trained model is one line, not a silent change. A trained model's
 // compute dtype from fsdp_config.dtype (mixed precision), and verl's older mixed_precision.param_dtype spelling.
 import { describe, it, expect } from 'vitest';
-import { loadConfig, weightDtype, trainedModelDtypeNotes, actorBaseStorage, computeDtype } from '../../ppo/config.ts';
+import {
+  loadConfig,
+  weightDtype,
+  frozenStorage,
+  trainedModelDtypeNotes,
+  actorBaseStorage,
+  computeDtype,
+} from '../../ppo/config.ts';
 
 const config = (...overrides: string[]) => loadConfig({ overrides: ['actor_rollout_ref.model.path=/m', ...overrides] });
 
@@ -97,6 +104,45 @@ describe('fsdp_config.model_dtype', () => {
     expect(() =>
       config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.use_bnb_nested_quant=true'),
     ).toThrow(/use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is false/);
+  });
+});
+
+describe('ref.load_in_4bit / load_in_8bit, reward_model.model.load_in_4bit / load_in_8bit', () => {
+  const kl = 'actor_rollout_ref.actor.use_kl_loss=true';
+  const rm = ['reward_model.enable=true', 'reward_model.model.path=/rm'];
+  it('quantize a separate reference and a reward model, in verl HEAD reward tree spelling too', () => {
+    const c = config(kl, 'actor_rollout_ref.ref.load_in_4bit=true', ...rm, 'reward_model.model.load_in_8bit=true');
+    expect(frozenStorage(c, 'reference', 'bfloat16')).toBe('nf4');
+    expect(frozenStorage(c, 'reward_model', 'bfloat16')).toBe('int8');
+    const head = config(
+      kl,
+      'actor_rollout_ref.ref.load_in_8bit=true',
+      'reward.reward_model.enable=true',
+      'reward.reward_model.model_path=/rm',
+      'reward.reward_model.load_in_4bit=true',
+    );
+    expect(frozenStorage(head, 'reference', 'float32')).toBe('int8');
+    expect(frozenStorage(head, 'reward_model', 'float32')).toBe('nf4');
+    // Off: model_dtype, or the checkpoint's dtype, as before.
+    expect(
+      frozenStorage(config(kl, 'actor_rollout_ref.ref.fsdp_config.model_dtype=bf16'), 'reference', 'float32'),
+    ).toBe('bf16');
+    expect(frozenStorage(config(...rm), 'reward_model', 'float16')).toBe('f16');
+  });
+
+  it('refuses a key that quantizes nothing, and both widths at once, in one line naming the key', () => {
+    expect(() => config('actor_rollout_ref.ref.load_in_4bit=true')).toThrow(
+      /actor_rollout_ref\.ref\.load_in_4bit=true quantizes nothing: there is no reference without a KL term/,
+    );
+    expect(() => config(kl, 'actor_rollout_ref.model.lora_rank=8', 'actor_rollout_ref.ref.load_in_8bit=true')).toThrow(
+      /actor_rollout_ref\.ref\.load_in_8bit=true quantizes nothing: under LoRA the reference is the actor's frozen base/,
+    );
+    expect(() => config('reward_model.model.load_in_8bit=true')).toThrow(
+      /reward_model\.model\.load_in_8bit=true quantizes nothing: reward_model\.enable is false/,
+    );
+    expect(() => config(...rm, 'reward_model.model.load_in_4bit=true', 'reward_model.model.load_in_8bit=true')).toThrow(
+      /reward_model\.model\.load_in_8bit=true and load_in_4bit=true: the model is quantized one way/,
+    );
   });
 });
 
