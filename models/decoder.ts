@@ -26,6 +26,7 @@ import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 import { HalfParameterCopy } from './half-parameter-copy.ts';
 import { toHalf } from '../kernels/util/to-half.ts';
 import { fromHalf } from '../kernels/util/from-half.ts';
+import { mlpRowChunks, type RowChunk } from './mlp-chunks.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -374,16 +375,40 @@ export class DecoderTrunk {
       cols: C,
       eps: c.rmsNormEps,
     });
-    this.linear(`${p}.mlp.gate_up_proj.weight`, transposed, { a: a.mlpNormed, out: a.gateUp, M: R, N: 2 * I, K: C });
-    this.lora?.forward(l, 'gateUp', { a: a.mlpNormed }, a.lora.gateUp!, a.gateUp, R);
-    swigluForward(e, { gateUp: a.gateUp, out: a.act, rows: R, I });
-    if (!next) {
-      this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, null, R);
-      return;
-    }
-    e.copy(a.mid, next);
-    this.linear(`${p}.mlp.down_proj.weight`, transposed, { a: a.act, out: next, M: R, N: C, K: I, accumulate: true });
-    this.lora?.forward(l, 'down', { a: a.act }, a.lora.down!, next, R);
+    // Over windows of rows when (R, 2I) is above one binding (models/mlp-chunks.ts); else one window, all R rows.
+    this.mlpChunks(l, R).forEach((chunk, i) => {
+      const rows = (t: Tensor | undefined, width: number) => t && rowWindow(t, width, chunk, R);
+      const n = chunk.rows;
+      const normed = rows(a.mlpNormed, C)!;
+      const gateUp = rows(a.gateUp, 2 * I)!;
+      const act = rows(a.act, I)!;
+      const loraGateUp = rows(a.lora.gateUp, this.lora?.rankOf(l, 'gateUp') ?? 0);
+      const loraDown = rows(a.lora.down, this.lora?.rankOf(l, 'down') ?? 0);
+      this.linear(`${p}.mlp.gate_up_proj.weight`, transposed, { a: normed, out: gateUp, M: n, N: 2 * I, K: C });
+      this.lora?.forward(l, 'gateUp', { a: normed }, loraGateUp!, gateUp, n);
+      swigluForward(e, { gateUp, out: act, rows: n, I });
+      if (!next) {
+        this.lora?.forward(l, 'down', { a: act }, loraDown!, null, n);
+        return;
+      }
+      if (i === 0) e.copy(a.mid, next);
+      const out = rows(next, C)!;
+      this.linear(`${p}.mlp.down_proj.weight`, transposed, { a: act, out, M: n, N: C, K: I, accumulate: true });
+      this.lora?.forward(l, 'down', { a: act }, loraDown!, out, n);
+    });
+  }
+
+  /** The row windows layer l's MLP runs over (models/mlp-chunks.ts): every tensor it binds by rows, forward and
+   *  backward, LoRA's low-rank activations and their gradient's scratch included. */
+  private mlpChunks(l: number, R: number): RowChunk[] {
+    const c = this.config;
+    const ranks = this.lora ? [this.lora.rankOf(l, 'gateUp'), this.lora.rankOf(l, 'down'), this.lora.maxRank] : [];
+    return mlpRowChunks(
+      R,
+      [c.hiddenSize, 2 * c.intermediateSize, c.intermediateSize, ...ranks.filter((r) => r > 0)],
+      this.engine.maxBindingBytes,
+      this.engine.caps.minStorageBufferOffsetAlignment,
+    );
   }
 
   /**
@@ -503,50 +528,64 @@ export class DecoderTrunk {
         if (kept) fromHalf(e, { halves: kept, values: a.input });
         this.layerForward(l, a, null, batch, dims, transposed);
       }
-      // MLP: next = mid + act·W_downᵀ
-      matmul(e, {
-        a: ws.dResidual,
-        ...weightOperand(this.weights, `${p}.mlp.down_proj.weight`),
-        out: ws.dAct,
-        M: R,
-        N: I,
-        K: C,
-        layout: 'nn',
-      });
-      if (!lora)
+      // MLP: next = mid + act·W_downᵀ, over the forward's row windows; the weight gradients sum window by window.
+      for (const chunk of this.mlpChunks(l, R)) {
+        const rows = (t: Tensor | undefined, width: number) => t && rowWindow(t, width, chunk, R);
+        const n = chunk.rows;
+        const dResidual = rows(ws.dResidual, C)!;
+        const dAct = rows(ws.dAct, I)!;
+        const dGateUp = rows(ws.dGateUp, 2 * I)!;
+        const dNormed = rows(ws.dNormed, C)!;
+        const act = rows(a.act, I)!;
+        const gateUp = rows(a.gateUp, 2 * I)!;
+        const normed = rows(a.mlpNormed, C)!;
+        const du = lora && n < R ? ws.dLora.view(`${ws.dLora.name}[:${n}]`, 0, [n, lora.maxRank]) : ws.dLora;
+        const adapter = (kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) =>
+          lora?.backward(l, kind, { x, u: rows(u, lora.rankOf(l, kind))!, dOut, dX, du, grads, M: n });
         matmul(e, {
-          a: ws.dResidual,
-          b: a.act,
-          out: g(`${p}.mlp.down_proj.weight`),
-          M: C,
+          a: dResidual,
+          ...weightOperand(this.weights, `${p}.mlp.down_proj.weight`),
+          out: dAct,
+          M: n,
           N: I,
-          K: R,
-          layout: 'tn',
-          accumulate: true,
+          K: C,
+          layout: 'nn',
         });
-      adapterBackward(l, 'down', a.act, a.lora.down, ws.dResidual, ws.dAct);
-      swigluBackward(e, { gateUp: a.gateUp, dOut: ws.dAct, dGateUp: ws.dGateUp, rows: R, I });
-      matmul(e, {
-        a: ws.dGateUp,
-        ...weightOperand(this.weights, `${p}.mlp.gate_up_proj.weight`),
-        out: ws.dNormed,
-        M: R,
-        N: C,
-        K: 2 * I,
-        layout: 'nn',
-      });
-      if (!lora)
+        if (!lora)
+          matmul(e, {
+            a: dResidual,
+            b: act,
+            out: g(`${p}.mlp.down_proj.weight`),
+            M: C,
+            N: I,
+            K: n,
+            layout: 'tn',
+            accumulate: true,
+          });
+        adapter('down', act, a.lora.down, dResidual, dAct);
+        swigluBackward(e, { gateUp, dOut: dAct, dGateUp, rows: n, I });
         matmul(e, {
-          a: ws.dGateUp,
-          b: a.mlpNormed,
-          out: g(`${p}.mlp.gate_up_proj.weight`),
-          M: 2 * I,
+          a: dGateUp,
+          ...weightOperand(this.weights, `${p}.mlp.gate_up_proj.weight`),
+          out: dNormed,
+          M: n,
           N: C,
-          K: R,
-          layout: 'tn',
-          accumulate: true,
+          K: 2 * I,
+          layout: 'nn',
         });
-      adapterBackward(l, 'gateUp', a.mlpNormed, a.lora.gateUp, ws.dGateUp, ws.dNormed);
+        if (!lora)
+          matmul(e, {
+            a: dGateUp,
+            b: normed,
+            out: g(`${p}.mlp.gate_up_proj.weight`),
+            M: 2 * I,
+            N: C,
+            K: n,
+            layout: 'tn',
+            accumulate: true,
+          });
+        adapter('gateUp', normed, a.lora.gateUp, dGateUp, dNormed);
+      }
       rmsnormBackward(e, {
         x: a.mid,
         weight: this.param(`${p}.post_attention_layernorm.weight`),
@@ -696,4 +735,10 @@ export class DecoderTrunk {
     e.destroyTensor(index.ids);
     e.destroyTensor(index.positions);
   }
+}
+
+/** Rows [first, first+rows) of `t` (rows of `width`), or `t` itself when the chunk is all R rows. */
+function rowWindow(t: Tensor, width: number, chunk: RowChunk, R: number): Tensor {
+  if (chunk.rows === R) return t;
+  return t.view(`${t.name}[${chunk.first}:${chunk.first + chunk.rows}]`, chunk.first * width, [chunk.rows, width]);
 }

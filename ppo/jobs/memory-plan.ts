@@ -47,6 +47,7 @@ import { rolloutMemory, rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
+import { mlpRowChunks } from '../../models/mlp-chunks.ts';
 
 const F32 = 4;
 const HALF = 2;
@@ -144,12 +145,13 @@ function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
 
 /** Float32 elements per token of a decoder trunk's activations; `loraRank`: the actor's adapters (r), whose
  *  low-rank activations are 3r (q, k, v) + r (o) + 2r (gate, up) + r (down) a layer, and whose backward keeps the
- *  widest (3r). */
+ *  widest (3r). `widest`: the widest row kernels bind over every token at once; the MLP's (gate/up, 2I) may run
+ *  over windows of rows instead (models/mlp-chunks.ts, `mlpWidths`). */
 function activationsPerToken(
   c: DecoderConfig,
   training: boolean,
   loraRank: number,
-): { perLayer: number; fixed: number; widest: number } {
+): { perLayer: number; fixed: number; widest: number; mlpWidths: number[] } {
   const C = c.hiddenSize;
   const W = qkvWidth(c);
   const I = c.intermediateSize;
@@ -157,7 +159,12 @@ function activationsPerToken(
   const qkv = c.qkNorm ? 2 * W + c.numHeads + c.numKvHeads : W;
   const perLayer = 4 * C + 2 + qkv + heads + c.numHeads + 3 * I + 7 * loraRank;
   const backward = 2 * C + 3 * I + heads + (c.qkNorm ? 2 * W : W) + 1 + 3 * loraRank;
-  return { perLayer, fixed: 2 * C + 1 + (training ? backward : 0), widest: Math.max(2 * I, W, C, heads) };
+  return {
+    perLayer,
+    fixed: 2 * C + 1 + (training ? backward : 0),
+    widest: Math.max(W, C, heads),
+    mlpWidths: [C, 2 * I, I, ...(loraRank > 0 ? [2 * loraRank, loraRank, 3 * loraRank] : [])],
+  };
 }
 
 /** Trunk activations of `tokens` tokens (models/decoder.ts's workspaces): every layer's when training; with
@@ -172,8 +179,8 @@ function trunkActivations(
   checkpointed = false,
   loraRank = 0,
   halfCompute = false,
-): { bytes: number; widestRow: number } {
-  const { perLayer, fixed, widest } = activationsPerToken(c, training, loraRank);
+): { bytes: number; widestRow: number; mlpWidths: number[] } {
+  const { perLayer, fixed, widest, mlpWidths } = activationsPerToken(c, training, loraRank);
   const C = c.hiddenSize;
   const layers = !training
     ? 2 * perLayer
@@ -181,7 +188,7 @@ function trunkActivations(
       ? perLayer + (halfCompute ? C : (c.numLayers - 1) * C)
       : perLayer * c.numLayers;
   const halves = !halfCompute ? 0 : training && checkpointed ? (c.numLayers + 1) * C : C;
-  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32 };
+  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32, mlpWidths };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -394,6 +401,23 @@ function planWithRolloutBudget(
   };
   const loraRank = lora ? lora.rank : 0;
   const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
+  /** The trunk's largest tensor a kernel binds whole: the widest activation over every token, or a window of the
+   *  MLP's rows where its gate/up activation (R, 2I) is above one binding (models/mlp-chunks.ts: windows are views of
+   *  the activations, so they add no memory). A window that cannot bind is a problem. */
+  const trunkBinding = (name: string, trunk: ReturnType<typeof trunkActivations>, tokens: number): MemoryItem => {
+    const gateUp = trunk.mlpWidths[1];
+    let rows = tokens;
+    try {
+      rows = mlpRowChunks(tokens, trunk.mlpWidths, device.maxBindingBytes, alignBytes)[0].rows;
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`);
+    }
+    if (rows === tokens) return { what: 'widest activation', bytes: tokens * Math.max(trunk.widestRow, gateUp * F32) };
+    const window = { what: `MLP gate/up window (${rows} of ${tokens} rows)`, bytes: rows * gateUp * F32 };
+    return tokens * trunk.widestRow > window.bytes
+      ? { what: 'widest activation', bytes: tokens * trunk.widestRow }
+      : window;
+  };
   /** The LM head over `tokens` tokens: its logits chunk (kernels/layers/lm-head.ts: one scratch per size, shared by
    *  every model) and the model's per-token outputs, row statistics and hidden-state gradient. */
   const lmHead = (c: DecoderConfig, model: string, tokens: number): { items: MemoryItem[]; chunk: number } => {
@@ -482,7 +506,7 @@ function planWithRolloutBudget(
       },
     ];
     if (head === 'lm') items.push(...lmHead(c, model, tokens).items);
-    phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
+    phase(name, items, trunkBinding(name, trunk, tokens));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
   const update = (
@@ -523,7 +547,7 @@ function planWithRolloutBudget(
         statistics,
       );
     }
-    phase(name, items, { what: 'widest activation', bytes: tokens * trunk.widestRow });
+    phase(name, items, trunkBinding(name, trunk, tokens));
     checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
   };
 
@@ -658,7 +682,8 @@ const PHASE_KEYS: Record<string, string[]> = {
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
 
-/** A micro-batch whose widest activation (R, 2I) outgrows one binding fails at its first dispatch: say so now. */
+/** A micro-batch whose widest activation bound over every token (R, max(W, C, NH·HS)): the MLP's runs over windows
+ *  of rows) outgrows one binding fails at its first dispatch: say so now. */
 function checkMicroBatch(
   problems: string[],
   phaseName: string,

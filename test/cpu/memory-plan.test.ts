@@ -579,11 +579,12 @@ describe('memory plan', () => {
   });
 
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
-    const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
+    // The widest activation bound over every token is qkv's (R, W = 256): 8 × 1,024 tokens × 1 KiB = 8 MiB.
+    const device = { maxBindingBytes: 4 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
     const advice = plan.problems.find((p) => p.startsWith('actor update'))!;
     expect(advice).toMatch(
-      /actor update: 8 sequences per micro-batch need a 24\.0 MiB activation, above the 16\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=5 or less/,
+      /actor update: 8 sequences per micro-batch need a 8\.0 MiB activation, above the 4\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=4 or less/,
     );
     const fixed = planMemory(
       config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']),
@@ -597,6 +598,26 @@ describe('memory plan', () => {
           p.startsWith('old log-probs') && p.includes('actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu='),
       ),
     ).toBe(true);
+  });
+
+  it("an MLP gate/up activation above one binding runs over windows of rows: no problem, its window the phase's largest tensor", () => {
+    // 8 × 1,024 tokens × 2I = 768 floats = 24 MiB of gate/up, above 16 MiB: windows of 16 MiB / 3 KiB = 5,461 rows
+    // (C = 128 floats: every row starts 256-byte aligned). qkv's (R, 256) is 8 MiB, bound whole.
+    const device = { maxBindingBytes: 16 * MIB, memory: FOUR_GIB };
+    const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
+    expect(plan.problems.filter((p) => /activation|binding/.test(p))).toEqual([]);
+    const update = plan.phases.find((p) => p.phase === 'actor update')!;
+    expect(update.largestTensor).toEqual({ what: 'MLP gate/up window (5461 of 8192 rows)', bytes: 5461 * 768 * 4 });
+    // Where the whole activation binds, the plan reads as before: one window, the widest activation.
+    const whole = planMemory(
+      config([]),
+      { actor, critic, rewardModel: null },
+      { ...device, maxBindingBytes: 32 * MIB },
+    );
+    expect(whole.phases.find((p) => p.phase === 'actor update')!.largestTensor).toEqual({
+      what: 'widest activation',
+      bytes: 8 * 1024 * 768 * 4,
+    });
   });
 
   it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {

@@ -1,0 +1,41 @@
+// Row chunks for a decoder layer's MLP. Its fused gate/up activation (R, 2I) and gradient are the trunk's widest
+// tensors (Qwen3-8B: 96 KiB a token, so one 1,536-token sequence is 144 MiB, above WebGPU's 128 MiB binding). Every
+// MLP op is row-wise (matmul rows, SwiGLU, the LoRA products) except the weight gradients, which sum over rows; so
+// the MLP runs over windows of whole rows that each bind, and the weight gradients accumulate window by window.
+import { rowsPerWindow } from '../engine/index.ts';
+
+export interface RowChunk {
+  first: number;
+  rows: number;
+}
+
+/**
+ * The row windows [first, first+rows) the MLP of R rows runs over, given the row widths (float32 elements) of every
+ * tensor it binds by rows: one window of all R rows when the widest fits one binding (the unchunked schedule), else
+ * windows of the same size (the last shorter) in which every tensor fits `maxBindingBytes` and starts
+ * `alignBytes`-aligned. Throws (one line) when one aligned window of rows cannot fit.
+ */
+export function mlpRowChunks(
+  R: number,
+  widths: readonly number[],
+  maxBindingBytes: number,
+  alignBytes: number,
+): RowChunk[] {
+  const widest = Math.max(...widths);
+  if (R * widest * 4 <= maxBindingBytes) return [{ first: 0, rows: R }];
+  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
+  // Every window starts at a multiple of `step` rows: a multiple of each width's alignment quantum.
+  const quantum = widths.reduce((q, w) => {
+    const rowsToAlign = alignBytes / gcd(alignBytes, w * 4);
+    return (q * rowsToAlign) / gcd(q, rowsToAlign);
+  }, 1);
+  const step = Math.floor(rowsPerWindow(widest, maxBindingBytes, 4) / quantum) * quantum;
+  if (step < 1)
+    throw new Error(
+      `a decoder MLP window of ${quantum} rows of ${widest} floats (${alignBytes}-byte aligned) is above the ` +
+        `${maxBindingBytes}-byte binding limit`,
+    );
+  const chunks: RowChunk[] = [];
+  for (let first = 0; first < R; first += step) chunks.push({ first, rows: Math.min(step, R - first) });
+  return chunks;
+}
