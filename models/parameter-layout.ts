@@ -79,7 +79,7 @@ function storesWeightDtype(entry: ArenaEntry): boolean {
 }
 
 /** A layer projection (qkv, o, gate_up, down): the matrices NF4 and int8 quantize. */
-function isLayerMatrix(name: string): boolean {
+export function isLayerMatrix(name: string): boolean {
   return name.startsWith('model.layers.') && name.endsWith('_proj.weight');
 }
 

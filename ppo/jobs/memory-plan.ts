@@ -14,6 +14,7 @@
 import type { DecoderConfig } from '../../models/hf-config.ts';
 import {
   headEntries,
+  isLayerMatrix,
   isQuantized,
   parameterEntries,
   qkvWidth,
@@ -380,6 +381,18 @@ function planWithRolloutBudget(
       bytes: parameterBytes(rewardModel, dtype),
     });
   }
+  // Each model's layer matrices as each kernel binds them: whole (the embedding is split over buffers and the LM head
+  // read in windows; a layer projection is not).
+  const weightsBound: [string, DecoderConfig, WeightStorage][] = [[lora ? 'actor base' : 'actor', actor, actorStorage]];
+  if (rolloutCopy) weightsBound.push(["the rollout's copy of the actor", actor, cacheDtype]);
+  if (actorCompute !== 'f32') weightsBound.push(["the actor's compute copy", actor, actorCompute]);
+  if (hasReference && !lora)
+    weightsBound.push(['reference', actor, frozenStorage(config, 'reference', actor.torchDtype)]);
+  if (critic) weightsBound.push(['critic', critic, weightDtype(config, 'critic', critic.torchDtype)]);
+  if (rewardModel)
+    weightsBound.push(['reward model', rewardModel, frozenStorage(config, 'reward_model', rewardModel.torchDtype)]);
+  for (const [who, model, storage] of weightsBound)
+    checkLayerMatrices(problems, who, model, storage, device.maxBindingBytes);
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
@@ -703,6 +716,28 @@ function checkMicroBatch(
           `${mib(bytesPerSequence)} activation, ` +
           `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or ` +
           `data.max_response_length`,
+  );
+}
+
+/** A layer matrix above one binding fails at its first matmul, which binds a weight whole: say so now, once a model. */
+function checkLayerMatrices(
+  problems: string[],
+  who: string,
+  model: DecoderConfig,
+  storage: WeightStorage,
+  maxBindingBytes: number,
+): void {
+  const over = parameterEntries(model, storage).filter(
+    (e) => isLayerMatrix(e.name) && elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32') > maxBindingBytes,
+  );
+  if (over.length === 0) return;
+  const [first] = over;
+  const bytes = elementCount(first.shape) * bytesPerElement(first.dtype ?? 'f32');
+  problems.push(
+    `${who}: ${first.name} takes ${mib(bytes)} (${storage})${over.length > 1 ? `, and ${over.length - 1} more matrices` : ''}, ` +
+      `above the ${mib(maxBindingBytes)} binding limit, and a matmul binds a layer weight whole — store it smaller ` +
+      '(actor_rollout_ref.model.load_in_4bit or load_in_8bit under LoRA) or use a device whose ' +
+      'maxStorageBufferBindingSize takes it',
   );
 }
 
