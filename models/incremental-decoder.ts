@@ -92,6 +92,12 @@ interface GroupPart {
   positions: Tensor<'i32'> | null;
 }
 
+/** The widest activation row of a decoder call, in floats per token: the MLP's gate/up, qkv, the residual stream,
+ *  attention's output or a LoRA low-rank activation. */
+export function widestActivation(c: DecoderConfig, loraRank: number): number {
+  return Math.max(2 * c.intermediateSize, qkvWidth(c), c.hiddenSize, c.numHeads * c.headDim, loraRank);
+}
+
 /**
  * Rows per decode group: as many as keep each tensor a group binds whole within one binding of `bindingBytes` —
  * its KV cache layer, and for calls of up to `maxTokens` tokens (a prefill; multi-turn observations) their widest
@@ -107,13 +113,7 @@ export function decodeGroupRows(
   const multiToken = shape.maxTokens > 1;
   // Steps whose head size decode-attention does not take attend through the general kernel, unpacking a half cache.
   const unpacks = shape.cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(c.headDim));
-  const widest = Math.max(
-    2 * c.intermediateSize,
-    qkvWidth(c),
-    c.hiddenSize,
-    c.numHeads * c.headDim,
-    shape.loraRank ?? 0,
-  );
+  const widest = widestActivation(c, shape.loraRank ?? 0);
   const perRow: [string, number][] = [
     ['a KV cache layer', shape.capacity * kvWidth * bytesPerElement(shape.cacheDtype)],
     ...(multiToken

@@ -7,7 +7,7 @@
 import type { DeviceCapabilities } from '../../engine/device.ts';
 import { bytesPerElement, type FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { decodeGroupRows } from '../../models/incremental-decoder.ts';
+import { decodeGroupRows, widestActivation } from '../../models/incremental-decoder.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { decodeAttentionSupports } from '../../kernels/decode/decode-attention.ts';
 import type { RolloutConfig } from './types.ts';
@@ -157,7 +157,7 @@ export function rolloutMemory(
       bytes: prefill.work,
       key: 'rollout prefill buffers',
     });
-    const widest = Math.max(2 * m.intermediateSize, qkvWidth(m), m.hiddenSize, m.numHeads * m.headDim, loraRank);
+    const widest = widestActivation(m, loraRank);
     largest.push({ what: 'widest prefill activation', bytes: prefill.groupRows * P * widest * F32 });
   }
   return { items, largest: largest.reduce((a, b) => (b.bytes > a.bytes ? b : a)) };
@@ -177,13 +177,7 @@ export function rolloutSlots(
   const binding = Math.min(caps.maxStorageBufferBindingSize, caps.maxBufferSize);
   const bytes = (S: number) => rolloutMemory(binding, m, shape, S).items.reduce((n, i) => n + i.bytes, 0);
   // A decode step's logits and activations span every row: the only tensors the decode groups do not split.
-  const widest = Math.max(
-    2 * m.intermediateSize,
-    qkvWidth(m),
-    m.hiddenSize,
-    m.numHeads * m.headDim,
-    shape.loraRank ?? 0,
-  );
+  const widest = widestActivation(m, shape.loraRank ?? 0);
   const stepRows = Math.floor(binding / (Math.max(m.vocabSize, widest) * F32));
   const budget = c.memoryBudgetBytes ?? Infinity;
   const most = Math.min(shape.samples, c.maxSlots ?? Infinity, stepRows);
