@@ -155,6 +155,35 @@ const optimizerOffload = (model: 'actor' | 'critic') =>
       'either way (docs/models-and-memory.md)',
   );
 
+/** PEFT's LoraConfig keys besides the rank, the same for the actor (actor_rollout_ref.model) and the critic. */
+function loraKeys(model: 'actor' | 'critic') {
+  const critic = model === 'critic';
+  return {
+    lora_alpha: float(
+      16,
+      `${critic ? 'Critic ' : ''}LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight` +
+        (critic ? '' : " (verl's tests pass 0 with rank 0)"),
+      nonNegative,
+    ),
+    target_modules: new Key<string[]>(
+      'strings',
+      [ALL_LINEAR],
+      `Linear modules${critic ? ' of the critic' : ''} that get adapters: all-linear, or a list of ` +
+        LORA_MODULES.join(', '),
+      false,
+      null,
+      [ALL_LINEAR, ...LORA_MODULES],
+    ),
+    // Names are checked when LoRA is on (resolveTargetModules): verl's tests pass DONT_EXCLUDE with rank 0.
+    exclude_modules: new Key<string[] | null>(
+      'strings',
+      null,
+      `Modules of ${critic ? "the critic's " : ''}target_modules left without adapters (${LORA_MODULES.join(', ')})`,
+      true,
+    ),
+  };
+}
+
 /** distillation.distillation_loss.loss_mode values (verl's register_distillation_loss names at 1dda039b). */
 export const DISTILLATION_LOSS_MODES = ['kl', 'k1', 'abs', 'mse', 'k2', 'low_var_kl', 'k3', 'forward_kl_topk'] as const;
 
@@ -253,27 +282,7 @@ const SCHEMA = {
           'base model with adapters off (no second copy)',
         nonNegative,
       ),
-      lora_alpha: float(
-        16,
-        "LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight (verl's tests pass 0 with rank 0)",
-        nonNegative,
-      ),
-      target_modules: new Key<string[]>(
-        'strings',
-        [ALL_LINEAR],
-        'Linear modules that get adapters: all-linear, or a list of q_proj, k_proj, v_proj, o_proj, gate_proj, ' +
-          'up_proj, down_proj',
-        false,
-        null,
-        [ALL_LINEAR, ...LORA_MODULES],
-      ),
-      // Names are checked when LoRA is on (resolveTargetModules): verl's tests pass DONT_EXCLUDE with rank 0.
-      exclude_modules: new Key<string[] | null>(
-        'strings',
-        null,
-        `Modules of target_modules left without adapters (${LORA_MODULES.join(', ')})`,
-        true,
-      ),
+      ...loraKeys('actor'),
       lora_adapter_path: optStr(
         null,
         'A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from; its r, lora_alpha ' +
@@ -616,26 +625,7 @@ const SCHEMA = {
           'modules_to_save), the base critic frozen in its checkpoint dtype (or fsdp_config.model_dtype)',
         nonNegative,
       ),
-      lora_alpha: float(
-        16,
-        'Critic LoRA α: adapters add (lora_alpha / lora_rank)·B·A to each targeted weight',
-        nonNegative,
-      ),
-      target_modules: new Key<string[]>(
-        'strings',
-        [ALL_LINEAR],
-        'Linear modules of the critic that get adapters: all-linear, or a list of q_proj, k_proj, v_proj, o_proj, ' +
-          'gate_proj, up_proj, down_proj',
-        false,
-        null,
-        [ALL_LINEAR, ...LORA_MODULES],
-      ),
-      exclude_modules: new Key<string[] | null>(
-        'strings',
-        null,
-        `Modules of the critic's target_modules left without adapters (${LORA_MODULES.join(', ')})`,
-        true,
-      ),
+      ...loraKeys('critic'),
       fsdp_config: {
         model_dtype: modelDtype(
           `Stored dtype of the critic's matrices when critic.freeze=true or under critic LoRA (the frozen base): ` +
