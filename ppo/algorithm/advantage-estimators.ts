@@ -90,6 +90,13 @@ export interface AdvantageArgs {
   rewardKeyScores?: { scores: readonly (readonly number[])[]; weights: readonly number[] | null } | null;
 }
 
+/** What a group-outcome computation reads of the batch besides the rewards: the mask, the groups, the outputs and
+ *  the normalisation. */
+function outcomeBatch(a: AdvantageArgs, groups: ReturnType<typeof groupTensors>) {
+  const { responseMask, rowStats, stats, advantages, epsilon, normAdvByStd, B, T } = a;
+  return { responseMask, ...groups, rowStats, stats, advantages, epsilon, normAdvByStd, B, T };
+}
+
 /** verl's GDPO: each reward key's scores normalised within their groups by GRPO, summed with their weights, then
  *  whitened over the batch's response tokens (masked_whiten · mask). GRPO reads only each row's score sum, so a key's
  *  scores go to the row's first column (verl places them at its last attended response token: the same sums). */
@@ -113,18 +120,10 @@ function computeGdpoAdvantageGpu(engine: Engine, a: AdvantageArgs, layout: Group
   const groups = groupTensors(engine, layout);
   scoreTensors.forEach((rewards, k) => {
     computeOutcomeAdvantageGpu(engine, 'grpo', {
+      ...outcomeBatch(a, groups),
       tokenLevelRewards: rewards,
-      responseMask: a.responseMask,
-      ...groups,
-      rowStats: a.rowStats,
-      stats: a.stats,
-      advantages: a.advantages,
-      epsilon: a.epsilon,
-      normAdvByStd: a.normAdvByStd,
       // verl's weights are float32.
       output: { weight: Math.fround(weights[k]), add: k > 0 },
-      B,
-      T,
     });
   });
   maskedWhitenGpu(engine, { values: a.advantages, mask: a.responseMask, stats: a.stats, multiplyByMask: true });
@@ -152,18 +151,10 @@ function outcomeAdvantage(estimator: OutcomeEstimator, engine: Engine, a: Advant
   if (estimator === 'reinforce_plus_plus_baseline') checkUnbiasedCount(a.responseMaskHost);
   const groups = groupTensors(engine, layout);
   computeOutcomeAdvantageGpu(engine, estimator, {
+    ...outcomeBatch(a, groups),
     tokenLevelRewards: a.tokenLevelRewards,
-    responseMask: a.responseMask,
-    ...groups,
-    rowStats: a.rowStats,
-    stats: a.stats,
-    advantages: a.advantages,
-    epsilon: a.epsilon,
-    normAdvByStd: a.normAdvByStd,
     fNorm: a.fNorm,
     varianceFloor: a.grpoVectorizedVarianceFloor,
-    B: a.B,
-    T: a.T,
   });
   engine.copy(a.advantages, a.returns);
   for (const g of Object.values(groups)) engine.destroyTensor(g);
