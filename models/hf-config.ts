@@ -3,12 +3,19 @@
 // (reward model: score at the rightmost non-pad token). Defaults mirror transformers' config classes;
 // anything the engine does not implement is an error naming the key, never silently ignored.
 // Browser-safe: takes parsed JSON or text.
+import type { FloatDType } from '../engine/index.ts';
 
 export type ModelFamily = 'llama' | 'qwen2' | 'qwen3';
 export type HeadKind = 'causal-lm' | 'token-classification' | 'sequence-classification';
 /** config.json's torch_dtype: the dtype the weights were published in, and are saved back in. */
 export type TorchDtype = 'float32' | 'bfloat16' | 'float16';
 const TORCH_DTYPES: readonly TorchDtype[] = ['float32', 'bfloat16', 'float16'];
+/** The engine's storage dtype of each torch_dtype. */
+export const TORCH_DTYPE_STORAGE: Readonly<Record<TorchDtype, FloatDType>> = {
+  float32: 'f32',
+  bfloat16: 'bf16',
+  float16: 'f16',
+};
 
 export interface DecoderConfig {
   /** The HF class, e.g. 'Qwen2ForCausalLM'. */

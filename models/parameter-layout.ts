@@ -4,7 +4,7 @@
 import type { ArenaEntry, FloatDType } from '../engine/index.ts';
 import { nf4Sizes } from '../engine/nf4.ts';
 import { int8Sizes } from '../engine/int8.ts';
-import type { DecoderConfig, TorchDtype } from './hf-config.ts';
+import { TORCH_DTYPE_STORAGE, type DecoderConfig } from './hf-config.ts';
 
 /** How a model's matrices are stored: float32, bf16/f16 (frozen weights), or a frozen LoRA base's layer
  *  projections quantized: NF4 (QLoRA; engine/nf4.ts), NF4 with double-quantized block scales (nf4-nested), or
@@ -16,8 +16,6 @@ export type QuantizedStorage = 'nf4' | 'nf4-nested' | 'int8';
 export function isQuantized(storage: WeightStorage): storage is QuantizedStorage {
   return storage === 'nf4' || storage === 'nf4-nested' || storage === 'int8';
 }
-
-const CHECKPOINT_DTYPE: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
 
 /** The suffix of an NF4 weight's block-scale tensor: `${name}.absmax` holds the float32 absmax of each block of
  *  64 (u32 words of double-quantized ones under nf4-nested), `${name}` itself the codes as u32 words. */
@@ -52,7 +50,7 @@ export function layerPrefix(layer: number): string {
  * and the embedding and LM head keep the checkpoint's dtype.
  */
 export function parameterEntries(c: DecoderConfig, storage: WeightStorage = 'f32'): ArenaEntry[] {
-  const matrices = isQuantized(storage) ? CHECKPOINT_DTYPE[c.torchDtype] : storage;
+  const matrices = isQuantized(storage) ? TORCH_DTYPE_STORAGE[c.torchDtype] : storage;
   return trunkAndHeadEntries(c).flatMap((entry): ArenaEntry[] => {
     if (!storesWeightDtype(entry)) return [entry];
     if (!isQuantized(storage) || !isLayerMatrix(entry.name)) return [{ ...entry, dtype: matrices }];

@@ -5,7 +5,7 @@
 // trained model is reported in one line rather than honoured), and with fsdp_config.dtype bf16/f16 the model
 // computes on a half-precision copy of them (mixed precision, models/decoder.ts setComputeDtype). Browser-safe.
 import type { FloatDType } from '../../engine/index.ts';
-import type { TorchDtype } from '../../models/hf-config.ts';
+import { TORCH_DTYPE_STORAGE, type TorchDtype } from '../../models/hf-config.ts';
 import type { WeightStorage } from '../../models/parameter-layout.ts';
 import type { PpoConfig, ModelDtype } from './schema.ts';
 
@@ -17,7 +17,6 @@ const FROM_KEY: Readonly<Record<ModelDtype, FloatDType>> = {
   fp16: 'f16',
   float16: 'f16',
 };
-const FROM_CHECKPOINT: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
 
 export type FrozenModel = 'reference' | 'reward_model' | 'critic' | 'teacher';
 
@@ -35,7 +34,7 @@ export function weightDtype(config: PpoConfig, model: FrozenModel, checkpointDty
   // A trained critic is float32, except under LoRA, where its frozen base is stored as a frozen model is.
   if (model === 'critic' && !config.critic.freeze && config.critic.model.lora_rank === 0) return 'f32';
   const key = KEYS[model](config);
-  return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
+  return key === null ? TORCH_DTYPE_STORAGE[checkpointDtype] : FROM_KEY[key];
 }
 
 const QUANTIZE_KEYS: Readonly<Record<'reference' | 'reward_model', (c: PpoConfig) => QuantizeKeys>> = {
@@ -82,7 +81,7 @@ export function actorBaseStorage(config: PpoConfig, checkpointDtype: TorchDtype)
   if (model.load_in_4bit) return model.use_bnb_nested_quant ? 'nf4-nested' : 'nf4';
   if (model.load_in_8bit) return 'int8';
   const key = config.actor_rollout_ref.actor.fsdp_config.model_dtype;
-  return key === null ? FROM_CHECKPOINT[checkpointDtype] : FROM_KEY[key];
+  return key === null ? TORCH_DTYPE_STORAGE[checkpointDtype] : FROM_KEY[key];
 }
 
 /** Whether the model's weights all train (no LoRA, not frozen): what mixed precision applies to. */

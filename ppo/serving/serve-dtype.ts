@@ -3,7 +3,7 @@
 // not train) and decodes with the half-precision KV cache of actor_rollout_ref.rollout.dtype (models/kv-cache.ts):
 // half the bytes a sequence, so about twice the sequences fit the memory budget. Arithmetic stays float32.
 import type { FloatDType } from '../../engine/index.ts';
-import type { TorchDtype } from '../../models/hf-config.ts';
+import { TORCH_DTYPE_STORAGE, type TorchDtype } from '../../models/hf-config.ts';
 
 /** --dtype's values, as vLLM and SGLang spell them ("half" is float16, "float" float32). */
 export const SERVE_DTYPES = ['auto', 'half', 'float16', 'bfloat16', 'float', 'float32'] as const;
@@ -20,7 +20,6 @@ const FROM_NAME: Readonly<Record<Exclude<ServeDtype | KvCacheDtype, 'auto'>, Flo
   float: 'f32',
   float32: 'f32',
 };
-const FROM_CHECKPOINT: Readonly<Record<TorchDtype, FloatDType>> = { float32: 'f32', bfloat16: 'bf16', float16: 'f16' };
 /** The name /get_model_info and /get_server_info report a dtype by (torch's, as SGLang reports them). */
 export const TORCH_NAME: Readonly<Record<FloatDType, TorchDtype>> = {
   f32: 'float32',
@@ -39,6 +38,6 @@ export function servedDtypes(
   kvCacheDtype: KvCacheDtype,
   checkpointDtype: TorchDtype,
 ): { weights: FloatDType; cache: FloatDType } {
-  const weights = dtype === 'auto' ? FROM_CHECKPOINT[checkpointDtype] : FROM_NAME[dtype];
+  const weights = dtype === 'auto' ? TORCH_DTYPE_STORAGE[checkpointDtype] : FROM_NAME[dtype];
   return { weights, cache: kvCacheDtype === 'auto' ? weights : FROM_NAME[kvCacheDtype] };
 }
