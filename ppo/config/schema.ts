@@ -599,6 +599,11 @@ const SCHEMA = {
           'nat on small models), so the KL is not 0 at the first step. Needs a KL term; under LoRA the reference is ' +
           'the base: set actor_rollout_ref.model.load_in_4bit instead',
       ),
+      use_bnb_nested_quant: bool(
+        false,
+        "With load_in_4bit, the reference's NF4 block scales double-quantized as actor_rollout_ref.model." +
+          'use_bnb_nested_quant does for a LoRA base (~4.13 bits per weight instead of 4.5; same block-shape need)',
+      ),
       load_in_8bit: bool(
         false,
         "The separate reference's layer projections in int8 per row, as actor_rollout_ref.model.load_in_8bit stores " +
@@ -692,6 +697,12 @@ const SCHEMA = {
           "(4.5 bits per weight; the embedding in the checkpoint's dtype, norms and the score head float32; " +
           'model_dtype no longer applies); needs reward_model.enable. verl HEAD spelling: ' +
           'reward.reward_model.load_in_4bit',
+      ),
+      use_bnb_nested_quant: bool(
+        false,
+        "With load_in_4bit, the reward model's NF4 block scales double-quantized as actor_rollout_ref.model." +
+          'use_bnb_nested_quant does for a LoRA base (~4.13 bits per weight instead of 4.5; same block-shape need); ' +
+          'verl HEAD spelling: reward.reward_model.use_bnb_nested_quant',
       ),
       load_in_8bit: bool(
         false,

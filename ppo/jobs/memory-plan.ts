@@ -130,10 +130,16 @@ export function parameterCount(
     .reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
-/** Bytes of a model's parameters with its matrices stored as `storage` (a frozen model's). */
-export function parameterBytes(c: DecoderConfig, storage: WeightStorage = 'f32'): number {
+/** Bytes of a model's parameters with its matrices stored as `storage` (a frozen model's), as its arena allocates
+ *  them: each tensor starts at a multiple of `alignBytes` (engine/arena.ts), which pads the scales of
+ *  double-quantized NF4 (1,288 B for a 128 × 128 projection, 1,536 B allocated). */
+export function parameterBytes(
+  c: DecoderConfig,
+  storage: WeightStorage = 'f32',
+  alignBytes = DEFAULT_BINDING_ALIGNMENT,
+): number {
   return parameterEntries(c, storage).reduce(
-    (n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'),
+    (n, e) => n + Math.ceil((elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32')) / alignBytes) * alignBytes,
     0,
   );
 }
@@ -265,12 +271,14 @@ function planWithRolloutBudget(
   const rolloutBudgetBytes =
     rolloutBudget ?? config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
+  const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
+  const storedBytes = (c: DecoderConfig, storage: WeightStorage) => parameterBytes(c, storage, alignBytes);
   const resident: MemoryItem[] = [];
   // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
   // the actor's base.
   const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
   const actorStorage = lora ? actorBaseStorage(config, actor.torchDtype) : 'f32';
-  const actorParams = parameterBytes(actor, actorStorage);
+  const actorParams = storedBytes(actor, actorStorage);
   resident.push({ what: `actor parameters${dtypeNote(actorStorage, actor)}`, bytes: actorParams });
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
@@ -312,7 +320,7 @@ function planWithRolloutBudget(
     cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute
       ? {
           what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
-          bytes: parameterBytes(actor, cacheDtype),
+          bytes: storedBytes(actor, cacheDtype),
           key: 'rollout copy',
         }
       : null;
@@ -322,7 +330,7 @@ function planWithRolloutBudget(
   if (actorCompute !== 'f32')
     resident.push({
       what: `actor compute copy${dtypeNote(actorCompute, actor)}${cacheDtype === actorCompute ? ", also the rollout's" : ''}`,
-      bytes: parameterBytes(actor, actorCompute),
+      bytes: storedBytes(actor, actorCompute),
     });
   if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
@@ -339,13 +347,13 @@ function planWithRolloutBudget(
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
     const dtype = frozenStorage(config, 'reference', actor.torchDtype);
-    resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: parameterBytes(actor, dtype) });
+    resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: storedBytes(actor, dtype) });
   }
   // Critic LoRA: the frozen base in its stored dtype; adapters and the score head (PEFT's modules_to_save) train.
   const criticLora = critic ? criticLoraSettings(config) : null;
   if (critic) {
     const dtype = weightDtype(config, 'critic', critic.torchDtype);
-    resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
+    resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: storedBytes(critic, dtype) });
     if (!config.critic.freeze) {
       const trained = criticLora
         ? [...loraEntries(critic, criticLora), ...headEntries(critic)]
@@ -364,7 +372,7 @@ function planWithRolloutBudget(
       if (criticCompute !== 'f32')
         resident.push({
           what: `critic compute copy${dtypeNote(criticCompute, critic)}`,
-          bytes: parameterBytes(critic, criticCompute),
+          bytes: storedBytes(critic, criticCompute),
         });
       // Only float32 weights are transposed (a half base or compute copy is multiplied as stored).
       else if (device.transposedWeights && dtype === 'f32')
@@ -378,7 +386,7 @@ function planWithRolloutBudget(
     const dtype = frozenStorage(config, 'reward_model', rewardModel.torchDtype);
     resident.push({
       what: `reward model parameters${dtypeNote(dtype, rewardModel)}`,
-      bytes: parameterBytes(rewardModel, dtype),
+      bytes: storedBytes(rewardModel, dtype),
     });
   }
   // Each model's layer matrices as each kernel binds them: whole (the embedding is split over buffers and the LM head
@@ -413,7 +421,6 @@ function planWithRolloutBudget(
     heldAt.set(plan, new Set(allocated.keys()));
   };
   const loraRank = lora ? lora.rank : 0;
-  const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
   /** The trunk's largest tensor a kernel binds whole: the widest activation over every token, or a window of the
    *  MLP's rows where its gate/up activation (R, 2I) is above one binding (models/mlp-chunks.ts: windows are views of
    *  the activations, so they add no memory). A window that cannot bind is a problem. */
