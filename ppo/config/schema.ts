@@ -505,7 +505,8 @@ const SCHEMA = {
         "verl's sleep mode: after each rollout (and validation's generation) free its decoders (KV caches, prefill " +
           "activations) and a rollout.dtype half copy of the actor, and before it the forwards' and updates' work " +
           "buffers, so the rollout's and the updates' memory do not add up and the rollout keeps its whole " +
-          'gpu_memory_utilization share where the rest fits; false: keep both allocated from step to step',
+          "gpu_memory_utilization share where the rest fits (a frozen LoRA base's half copy is kept where the memory " +
+          'plan says it fits); false: keep both allocated from step to step',
       ),
       log_prob_use_dynamic_bsz: bool(
         '${actor_rollout_ref.actor.use_dynamic_bsz}',

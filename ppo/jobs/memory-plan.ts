@@ -116,6 +116,10 @@ export interface MemoryPlan {
   rolloutBudgetBytes: number;
   /** The rollout's budget is less than gpu_memory_utilization of the device, so that the run's peak fits. */
   rolloutBudgetShrunk: boolean;
+  /** The rollout keeps its half copy of a frozen LoRA base between rollouts and validations (resident here): the copy
+   *  never changes. Always without free_cache_engine; with it where the peak still fits the device and the
+   *  rollout's budget does not shrink for it. */
+  keepsRolloutCopy: boolean;
   /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
   problems: string[];
 }
@@ -236,7 +240,25 @@ export function planMemory(
   device: DeviceMemory,
   prompts: PlanPrompts = {},
 ): MemoryPlan {
-  let plan = planWithRolloutBudget(config, models, device, prompts, null);
+  const { frozenRolloutCopy, ...freeing } = planFittingBudget(config, models, device, prompts, false);
+  if (!frozenRolloutCopy) return freeing;
+  // The rollout's half copy of a frozen LoRA base would be remade, unchanged, at every rollout: kept instead where
+  // memory allows — the run's peak still fits the device and the rollout's budget does not shrink for it (the
+  // rollout's phase holds the copy either way; keeping it adds to the phases between rollouts).
+  const { frozenRolloutCopy: _, ...keeping } = planFittingBudget(config, models, device, prompts, true);
+  return keeping.peakBytes <= keeping.budgetBytes && keeping.rolloutBudgetBytes >= freeing.rolloutBudgetBytes
+    ? keeping
+    : freeing;
+}
+
+function planFittingBudget(
+  config: PpoConfig,
+  models: PlanModels,
+  device: DeviceMemory,
+  prompts: PlanPrompts,
+  keepCopy: boolean,
+): MemoryPlan & { frozenRolloutCopy: boolean } {
+  let plan = planWithRolloutBudget(config, models, device, prompts, null, keepCopy);
   for (let tries = 0; tries < 8 && plan.peakBytes > plan.budgetBytes; tries++) {
     // What the rollout's decoders take (at most its budget), less the excess.
     const rollout = plan.phases.find((p) => p.phase.startsWith('rollout ('));
@@ -246,7 +268,7 @@ export function planMemory(
       .reduce((n, i) => n + i.bytes, 0);
     const budget = Math.min(plan.rolloutBudgetBytes, used) - (plan.peakBytes - plan.budgetBytes);
     if (budget <= 0) break;
-    const smaller = planWithRolloutBudget(config, models, device, prompts, budget);
+    const smaller = planWithRolloutBudget(config, models, device, prompts, budget, keepCopy);
     if (smaller.peakBytes >= plan.peakBytes || smaller.problems.some((p) => p.startsWith('rollout: '))) break;
     plan = { ...smaller, rolloutBudgetShrunk: true };
   }
@@ -260,7 +282,9 @@ function planWithRolloutBudget(
   prompts: PlanPrompts,
   /** The rollout's budget; null: gpu_memory_utilization of the device. */
   rolloutBudget: number | null,
-): MemoryPlan {
+  /** Keep the rollout's half copy of a frozen LoRA base resident under free_cache_engine. */
+  keepCopy: boolean,
+): MemoryPlan & { frozenRolloutCopy: boolean } {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
   const sizes = batchSizes(config);
@@ -324,7 +348,16 @@ function planWithRolloutBudget(
           key: 'rollout copy',
         }
       : null;
-  if (rolloutCopy && !freeCache) resident.push({ what: rolloutCopy.what, bytes: rolloutCopy.bytes });
+  // Under LoRA the copy is of the frozen base, the same at every rollout: resident without free_cache_engine (also
+  // through validation, which frees the rollout's decoders), else as planMemory decides.
+  const frozenCopy = rolloutCopy !== null && lora !== null;
+  const frozenRolloutCopy = frozenCopy && freeCache;
+  const keepsRolloutCopy = frozenCopy && (!freeCache || keepCopy);
+  if (rolloutCopy && (!freeCache || keepsRolloutCopy))
+    resident.push({
+      what: `${rolloutCopy.what}${freeCache ? ', kept: its base is frozen' : ''}`,
+      bytes: rolloutCopy.bytes,
+    });
   // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
   // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
   if (actorCompute !== 'f32')
@@ -484,7 +517,7 @@ function planWithRolloutBudget(
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
-        ...(freeCache && rolloutCopy ? [rolloutCopy] : []),
+        ...(freeCache && rolloutCopy && !keepsRolloutCopy ? [rolloutCopy] : []),
         ...memory.items,
         {
           // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
@@ -686,7 +719,9 @@ function planWithRolloutBudget(
     budgetLabel: device.memory.label,
     rolloutBudgetBytes,
     rolloutBudgetShrunk: false,
+    keepsRolloutCopy,
     problems,
+    frozenRolloutCopy,
   };
 }
 

@@ -240,6 +240,45 @@ describe('memory plan', () => {
     const trunks = [old, values, criticUpdate, actorUpdate].map((p) => p.items[0].bytes).reduce((a, b) => a + b, 0);
     expect(later.keptBytes).toBe(actorUpdate.keptBytes + actorUpdate.bytes - trunks - perSequence);
     expect(freed.peakBytes).toBeLessThan(kept.peakBytes);
+    // A full fine-tune's copy changes with every update: never kept.
+    expect(freed.keepsRolloutCopy).toBe(false);
+  });
+
+  it('free_cache_engine keeps the bf16 copy of a frozen LoRA base where memory allows, and frees it where not', () => {
+    const keys = [
+      'algorithm.adv_estimator=grpo',
+      'actor_rollout_ref.model.lora_rank=8',
+      'actor_rollout_ref.rollout.dtype=bfloat16',
+    ];
+    const device = (mib: number) => ({ maxBindingBytes: 128 * MIB, memory: overrideMemory(mib * MIB) });
+    const models = { actor, critic: null, rewardModel: null };
+    const copyBytes = parameterBytes(actor, 'bf16');
+    const roomy = planMemory(config(keys), models, device(4096));
+    expect(roomy.keepsRolloutCopy).toBe(true);
+    expect(roomy.resident).toContainEqual({
+      what: 'rollout copy of the actor (bf16 matrices), kept: its base is frozen',
+      bytes: copyBytes,
+    });
+    expect(roomy.phases[0].items.map((i) => i.key)).not.toContain('rollout copy');
+    // 600 MiB: the actor update is the peak (619 MiB with the copy kept, 581 without): freed with the decoders.
+    const tight = planMemory(config(keys), models, device(600));
+    expect(tight.keepsRolloutCopy).toBe(false);
+    expect(tight.phases[0].items[0]).toEqual({
+      what: 'rollout copy of the actor (bf16 matrices)',
+      bytes: copyBytes,
+      key: 'rollout copy',
+    });
+    expect(roomy.peakBytes - tight.peakBytes).toBe(copyBytes);
+    expect(tight.peakBytes).toBeLessThanOrEqual(600 * MIB);
+    expect(tight.problems).toEqual([]);
+    // Without free_cache_engine it is resident, as every copy is.
+    const never = planMemory(
+      config([...keys, 'actor_rollout_ref.rollout.free_cache_engine=false']),
+      models,
+      device(600),
+    );
+    expect(never.keepsRolloutCopy).toBe(true);
+    expect(never.resident).toContainEqual({ what: 'rollout copy of the actor (bf16 matrices)', bytes: copyBytes });
   });
 
   it(

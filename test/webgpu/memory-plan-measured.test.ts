@@ -3,8 +3,8 @@
 // float32 (model_dtype=fp32), bf16 (the checkpoint's), NF4 (load_in_4bit) and int8 (load_in_8bit); the plan is
 // computed as the trainer
 // computes it and compared with the engine's measured peak (perf/max_memory_allocated_gb: every buffer alive at
-// once). What the base's storage changes, the plan counts: its difference between two storages is within 10% of
-// the measured difference (measured on lavapipe: equal to the byte, 41,254,912 B fp32 → bf16, 41,820,160 B
+// once). What the base's storage changes, the plan counts: its difference between two storages is the measured
+// difference to the byte (on lavapipe: 41,254,912 B fp32 → bf16, 41,820,160 B
 // fp32 → nf4, 41,637,888 B fp32 → int8). The plan's peak is at or above the measured one and within 10% of it (on
 // lavapipe: 1.015 fp32, 1.021 bf16, nf4 and int8 — the plan takes every prompt at max_prompt_length; 0.82–0.88,
 // below, while it counted phases as disjoint: the measured peak, in the actor update, still holds the rollout's two
