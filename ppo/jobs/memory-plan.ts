@@ -48,7 +48,7 @@ import { rolloutMemory, rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
-import { mlpRowChunks } from '../../models/mlp-chunks.ts';
+import { rowChunks } from '../../models/row-chunks.ts';
 
 const F32 = 4;
 const HALF = 2;
@@ -156,13 +156,15 @@ function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
 
 /** Float32 elements per token of a decoder trunk's activations; `loraRank`: the actor's adapters (r), whose
  *  low-rank activations are 3r (q, k, v) + r (o) + 2r (gate, up) + r (down) a layer, and whose backward keeps the
- *  widest (3r). `widest`: the widest row kernels bind over every token at once; the MLP's (gate/up, 2I) may run
- *  over windows of rows instead (models/mlp-chunks.ts, `mlpWidths`). */
+ *  widest (3r). `attention`: the widest row attention binds over every token of a micro-batch at once (the fused
+ *  qkv and its gradient, its output and that gradient); every other op runs over windows of rows where a tensor it
+ *  binds by rows is above one binding (models/row-chunks.ts): the MLP over windows of `mlpWidths`, the rest of the
+ *  trunk and the heads over windows of `rowWidths` (the decoder's lists). */
 function activationsPerToken(
   c: DecoderConfig,
   training: boolean,
   loraRank: number,
-): { perLayer: number; fixed: number; widest: number; mlpWidths: number[] } {
+): { perLayer: number; fixed: number; attention: number; rowWidths: number[]; mlpWidths: number[] } {
   const C = c.hiddenSize;
   const W = qkvWidth(c);
   const I = c.intermediateSize;
@@ -173,7 +175,15 @@ function activationsPerToken(
   return {
     perLayer,
     fixed: 2 * C + 1 + (training ? backward : 0),
-    widest: Math.max(W, C, heads),
+    attention: Math.max(W, heads),
+    rowWidths: [
+      C,
+      W,
+      heads,
+      1,
+      ...(c.qkNorm ? [c.numHeads + c.numKvHeads] : []),
+      ...(loraRank > 0 ? [3 * loraRank, loraRank] : []),
+    ],
     mlpWidths: [C, 2 * I, I, ...(loraRank > 0 ? [2 * loraRank, loraRank, 3 * loraRank] : [])],
   };
 }
@@ -190,8 +200,8 @@ function trunkActivations(
   checkpointed = false,
   loraRank = 0,
   halfCompute = false,
-): { bytes: number; widestRow: number; mlpWidths: number[] } {
-  const { perLayer, fixed, widest, mlpWidths } = activationsPerToken(c, training, loraRank);
+): { bytes: number; attentionRow: number; rowWidths: number[]; mlpWidths: number[] } {
+  const { perLayer, fixed, attention, rowWidths, mlpWidths } = activationsPerToken(c, training, loraRank);
   const C = c.hiddenSize;
   const layers = !training
     ? 2 * perLayer
@@ -199,7 +209,8 @@ function trunkActivations(
       ? perLayer + (halfCompute ? C : (c.numLayers - 1) * C)
       : perLayer * c.numLayers;
   const halves = !halfCompute ? 0 : training && checkpointed ? (c.numLayers + 1) * C : C;
-  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32, mlpWidths };
+  const bytes = tokens * ((layers + fixed) * F32 + halves * HALF);
+  return { bytes, attentionRow: attention * F32, rowWidths, mlpWidths };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -454,22 +465,29 @@ function planWithRolloutBudget(
     heldAt.set(plan, new Set(allocated.keys()));
   };
   const loraRank = lora ? lora.rank : 0;
-  /** The trunk's largest tensor a kernel binds whole: the widest activation over every token, or a window of the
-   *  MLP's rows where its gate/up activation (R, 2I) is above one binding (models/mlp-chunks.ts: windows are views of
-   *  the activations, so they add no memory). A window that cannot bind is a problem. */
+  /** The trunk's largest tensor a kernel binds whole: attention's over every token of the micro-batch, or a window
+   *  of rows of the MLP's or of the other row-wise activations where those are above one binding
+   *  (models/row-chunks.ts: windows are views of the activations, so they add no memory). A window that cannot bind
+   *  is a problem. */
   const trunkBinding = (name: string, trunk: ReturnType<typeof trunkActivations>, tokens: number): MemoryItem => {
-    const gateUp = trunk.mlpWidths[1];
-    let rows = tokens;
-    try {
-      rows = mlpRowChunks(tokens, trunk.mlpWidths, device.maxBindingBytes, alignBytes)[0].rows;
-    } catch (err) {
-      problems.push(`${name}: ${(err as Error).message}`);
-    }
-    if (rows === tokens) return { what: 'widest activation', bytes: tokens * Math.max(trunk.widestRow, gateUp * F32) };
-    const window = { what: `MLP gate/up window (${rows} of ${tokens} rows)`, bytes: rows * gateUp * F32 };
-    return tokens * trunk.widestRow > window.bytes
-      ? { what: 'widest activation', bytes: tokens * trunk.widestRow }
-      : window;
+    const window = (what: string, widths: number[]): MemoryItem => {
+      let rows = tokens;
+      try {
+        rows = rowChunks(tokens, widths, device.maxBindingBytes, alignBytes)[0].rows;
+      } catch (err) {
+        problems.push(`${name}: ${(err as Error).message}`);
+      }
+      const bytes = rows * Math.max(...widths) * F32;
+      return { what: rows === tokens ? 'widest activation' : `${what} (${rows} of ${tokens} rows)`, bytes };
+    };
+    const tensors = [
+      window('MLP gate/up window', trunk.mlpWidths),
+      window('row window', trunk.rowWidths),
+      { what: 'attention q/k/v', bytes: tokens * trunk.attentionRow },
+    ];
+    if (tensors.every((t) => t.what === 'widest activation' || t.what === 'attention q/k/v'))
+      return { what: 'widest activation', bytes: Math.max(...tensors.map((t) => t.bytes)) };
+    return tensors.reduce((x, y) => (y.bytes > x.bytes ? y : x));
   };
   /** The LM head over `tokens` tokens: its logits chunk (kernels/layers/lm-head.ts: one scratch per size, shared by
    *  every model) and the model's per-token outputs, row statistics and hidden-state gradient. */
@@ -560,7 +578,7 @@ function planWithRolloutBudget(
     ];
     if (head === 'lm') items.push(...lmHead(c, model, tokens).items);
     phase(name, items, trunkBinding(name, trunk, tokens));
-    checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
+    checkMicroBatch(problems, name, key, sequences, sequenceLength, trunk.attentionRow, device.maxBindingBytes);
   };
   const update = (
     name: string,
@@ -601,7 +619,7 @@ function planWithRolloutBudget(
       );
     }
     phase(name, items, trunkBinding(name, trunk, tokens));
-    checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
+    checkMicroBatch(problems, name, key, sequences, sequenceLength, trunk.attentionRow, device.maxBindingBytes);
   };
 
   const logProbMicro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu ?? sizes.sequences;
@@ -737,27 +755,31 @@ const PHASE_KEYS: Record<string, string[]> = {
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
 
-/** A micro-batch whose widest activation bound over every token (R, max(W, C, NH·HS)): the MLP's runs over windows
- *  of rows) outgrows one binding fails at its first dispatch: say so now. */
+/** Attention binds a micro-batch's fused q/k/v (R, W), its gradient and its output (R, NH·HS) whole (every other op
+ *  of the trunk and heads runs over windows of rows): one that outgrows a binding fails at its first dispatch. Say so
+ *  now, with the exact limit in tokens. */
 function checkMicroBatch(
   problems: string[],
   phaseName: string,
   key: string,
   sequences: number,
-  bytesPerSequence: number,
+  sequenceLength: number,
+  attentionRowBytes: number,
   maxBindingBytes: number,
 ): void {
+  const bytesPerSequence = sequenceLength * attentionRowBytes;
   if (sequences * bytesPerSequence <= maxBindingBytes) return;
   const fits = Math.floor(maxBindingBytes / bytesPerSequence);
+  const tokens = Math.floor(maxBindingBytes / attentionRowBytes);
   problems.push(
     fits >= 1
-      ? `${phaseName}: ${sequences} sequences per micro-batch need a ${mib(sequences * bytesPerSequence)} ` +
-          `activation, above the ` +
-          `${mib(maxBindingBytes)} binding limit — set ${key}=${fits} or less`
-      : `${phaseName}: one sequence of data.max_prompt_length + data.max_response_length tokens needs a ` +
-          `${mib(bytesPerSequence)} activation, ` +
-          `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or ` +
-          `data.max_response_length`,
+      ? `${phaseName}: attention binds a micro-batch's q/k/v whole: ${sequences} sequences need ` +
+          `${mib(sequences * bytesPerSequence)}, above the ${mib(maxBindingBytes)} binding limit — set ${key}=${fits} ` +
+          'or less'
+      : `${phaseName}: attention binds a sequence's q/k/v whole (${attentionRowBytes} bytes a token): ` +
+          `data.max_prompt_length + data.max_response_length = ${sequenceLength} tokens need ` +
+          `${mib(bytesPerSequence)}, above the ${mib(maxBindingBytes)} binding limit, which holds ${tokens} tokens — ` +
+          'shorten data.max_prompt_length or data.max_response_length',
   );
 }
 

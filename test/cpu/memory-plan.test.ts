@@ -659,12 +659,12 @@ describe('memory plan', () => {
   });
 
   it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
-    // The widest activation bound over every token is qkv's (R, W = 256): 8 × 1,024 tokens × 1 KiB = 8 MiB.
+    // Attention binds qkv's (R, W = 256) over every token: 8 × 1,024 tokens × 1 KiB = 8 MiB.
     const device = { maxBindingBytes: 4 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
     const advice = plan.problems.find((p) => p.startsWith('actor update'))!;
     expect(advice).toMatch(
-      /actor update: 8 sequences per micro-batch need a 8\.0 MiB activation, above the 4\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=4 or less/,
+      /actor update: attention binds a micro-batch's q\/k\/v whole: 8 sequences need 8\.0 MiB, above the 4\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=4 or less/,
     );
     const fixed = planMemory(
       config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']),
@@ -698,6 +698,25 @@ describe('memory plan', () => {
       what: 'widest activation',
       bytes: 8 * 1024 * 768 * 4,
     });
+  });
+
+  it('a residual stream wider than q/k/v runs over windows too: only attention binds every token, and its limit is named in tokens', () => {
+    // Old log-probs of 16 × 1,024 tokens: hidden 512 floats (2 KiB a token, 32 MiB) above a 16 MiB binding, qkv's
+    // 256 (16 MiB) not; the gate/up windows hold 5,461 rows (16.0 MiB).
+    const wide = parseHfConfig({ ...QWEN3_SMALL, hidden_size: 512 });
+    const models = { actor: wide, critic: withHead(wide, 'token-classification'), rewardModel: null };
+    const plan = planMemory(config([]), models, { maxBindingBytes: 16 * MIB, memory: FOUR_GIB });
+    expect(plan.problems.filter((p) => /activation|binding|attention/.test(p))).toEqual([]);
+    // Before the residual stream ran over windows, the plan refused it: a 32.0 MiB activation, above the binding.
+    const oldLogprobs = plan.phases.find((p) => p.phase === 'old log-probs')!;
+    expect(oldLogprobs.largestTensor).toEqual({ what: 'row window (8192 of 16384 rows)', bytes: 16 * MIB });
+    // One sequence of 1,024 tokens × 1 KiB of q/k/v above a 512 KiB binding: no micro-batch size helps.
+    const long = planMemory(config([]), models, { maxBindingBytes: 512 * 1024, memory: FOUR_GIB });
+    expect(long.problems).toContain(
+      "actor update: attention binds a sequence's q/k/v whole (1024 bytes a token): data.max_prompt_length + " +
+        'data.max_response_length = 1024 tokens need 1.0 MiB, above the 0.5 MiB binding limit, which holds 512 ' +
+        'tokens — shorten data.max_prompt_length or data.max_response_length',
+    );
   });
 
   it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {

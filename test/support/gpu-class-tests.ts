@@ -46,7 +46,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'hf-parity',
   'lora',
   'micro-batching',
-  'mlp-chunks',
+  'row-chunks',
   'multi-turn-masks',
   'rollout',
   // the trainer: verl's PPO cases, whole runs that learn
