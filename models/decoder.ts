@@ -27,6 +27,7 @@ import { HalfParameterCopy } from './half-parameter-copy.ts';
 import { toHalf } from '../kernels/util/to-half.ts';
 import { fromHalf } from '../kernels/util/from-half.ts';
 import { rowChunks, rowWindow, type RowChunk } from './row-chunks.ts';
+import { AttentionWindows, attentionWindowRows, type AttentionWindowState } from './attention-windows.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -37,7 +38,7 @@ interface LayerActivations {
   qkvRstd: Tensor; //      (R, NH+NKV) Qwen3 only
   qkv: Tensor; //          (R, W) q, k after norm and RoPE; v
   attnOut: Tensor; //      (R, NH·HS)
-  lse: Tensor; //          (B, NH, T)
+  lse: Tensor; //          (B, NH, T); with attention windows (B, windows, NH, S) (models/attention-windows.ts)
   mid: Tensor; //          (R, C) residual after attention
   mlpNormed: Tensor; //    (R, C)
   mlpRstd: Tensor; //      (R)
@@ -66,6 +67,8 @@ interface Workspace {
   // LoRA backward scratch: the low-rank activations' gradient, and the frozen norms' unused weight gradients
   dLora: Tensor; //        (R, max n·r)
   frozenNormGrads: { hidden: Tensor; q: Tensor; k: Tensor }; // (C), (HS), (HS)
+  /** Attention over windows of each sequence's rows where its tensors over the micro-batch are above one binding. */
+  attention: AttentionWindowState | null;
   /** Mixed precision: the residual stream rounded to the compute dtype between layers (roundResidual). */
   half: {
     scratch: Tensor; //    (R, C) in the compute dtype
@@ -110,6 +113,9 @@ export class DecoderTrunk {
   /** Mixed precision (fsdp_config.dtype): the half-precision copy of the float32 master weights that forwards and
    *  backward multiply by; null: they read the master weights. */
   private compute: HalfParameterCopy | null = null;
+  private readonly attentionWindows: AttentionWindows;
+  /** Windowed attention's gather indices, by window rows (uploaded once). */
+  private readonly keyIndex = new Map<number, { keys: Tensor<'u32'>; values: Tensor<'u32'> }>();
 
   constructor(
     readonly engine: Engine,
@@ -118,6 +124,7 @@ export class DecoderTrunk {
   ) {
     this.buffers = new GrowingBuffers(engine, 'trunk');
     this.transposed = TransposedWeights.acquire(engine, params);
+    this.attentionWindows = new AttentionWindows(engine, config);
   }
 
   /** Mixed-precision training (verl's fsdp_config.dtype, FSDP's MixedPrecision param_dtype): with bf16/f16 the
@@ -174,6 +181,11 @@ export class DecoderTrunk {
    *  actor_rollout_ref.rollout.free_cache_engine); the next forward allocates them again. */
   releaseWork(): void {
     this.buffers.destroy();
+    for (const index of this.keyIndex.values()) {
+      this.engine.destroyTensor(index.keys);
+      this.engine.destroyTensor(index.values);
+    }
+    this.keyIndex.clear();
     this.lastForward = null;
   }
 
@@ -196,6 +208,14 @@ export class DecoderTrunk {
     const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
     const lora = this.lora;
     const computeDtype = this.compute?.dtype ?? null;
+    const S = attentionWindowRows(
+      c,
+      B,
+      T,
+      this.engine.maxBindingBytes,
+      this.engine.caps.minStorageBufferOffsetAlignment,
+    );
+    const lseShape = S ? [B * Math.ceil(T / S) * c.numHeads * S] : [B, c.numHeads, T];
     const layer = (tag: string, l: number, input?: Tensor): LayerActivations => {
       const n = (what: string) => `${tag}.${what}`;
       const qkv = t(n('qkv'), [R, W]);
@@ -212,7 +232,7 @@ export class DecoderTrunk {
         qkvRstd: t(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
         qkv,
         attnOut: t(n('attnOut'), [R, c.numHeads * c.headDim]),
-        lse: t(n('lse'), [B, c.numHeads, T]),
+        lse: t(n('lse'), lseShape),
         mid: t(n('mid'), [R, C]),
         mlpNormed: t(n('mlpNormed'), [R, C]),
         mlpRstd: t(n('mlpRstd'), [R]),
@@ -237,7 +257,21 @@ export class DecoderTrunk {
       for (let l = 0; l < c.numLayers; l++) layers.push(l % 2 === 0 ? a : b);
     }
     const saved = mode !== 'infer';
+    const kv = c.numKvHeads * c.headDim;
+    // Each sequence's key mask starts aligned, so a window's view of it (at a multiple of S rows) binds.
+    const maskAlign = this.engine.caps.minStorageBufferOffsetAlignment / 4;
+    const Tp = Math.ceil(T / maskAlign) * maskAlign;
     return {
+      attention: S
+        ? {
+            S,
+            keys: t('attention.keys', [R, kv]),
+            values: t('attention.values', [R, kv]),
+            mask: this.buffers.get(`${mode}.attention.mask`, [B * Tp], 'u32'),
+            Tp,
+            index: (rows) => this.gatherIndex(rows),
+          }
+        : null,
       B,
       T,
       layers,
@@ -272,6 +306,31 @@ export class DecoderTrunk {
     };
   }
 
+  /** Rows of the fused q/k/v, as rows of HS, that hold a window of `rows` tokens' keys and values. */
+  private gatherIndex(rows: number): { keys: Tensor<'u32'>; values: Tensor<'u32'> } {
+    let index = this.keyIndex.get(rows);
+    if (!index) {
+      const c = this.config;
+      const heads = c.numHeads + 2 * c.numKvHeads;
+      const at = (first: number) =>
+        Uint32Array.from({ length: rows * c.numKvHeads }, (_, i) => {
+          const r = Math.floor(i / c.numKvHeads);
+          return r * heads + first + (i - r * c.numKvHeads);
+        });
+      index = {
+        keys: this.engine.tensorFrom('trunk.attention.keyIndex', [rows * c.numKvHeads], at(c.numHeads), 'u32'),
+        values: this.engine.tensorFrom(
+          'trunk.attention.valueIndex',
+          [rows * c.numKvHeads],
+          at(c.numHeads + c.numKvHeads),
+          'u32',
+        ),
+      };
+      this.keyIndex.set(rows, index);
+    }
+    return index;
+  }
+
   private attentionDims(B: number, T: number): AttentionDims {
     const c = this.config;
     const W = qkvWidth(c);
@@ -304,6 +363,7 @@ export class DecoderTrunk {
     next: Tensor | null,
     batch: TokenBatch,
     dims: AttentionDims,
+    windows: AttentionWindowState | null,
     transposed: boolean,
   ): void {
     const c = this.config;
@@ -366,8 +426,21 @@ export class DecoderTrunk {
         theta: c.ropeTheta,
       });
     }
-    // Attention binds the micro-batch's q, k, v, output and log-sum-exp whole.
-    attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
+    // Attention binds the micro-batch's q, k, v, output and log-sum-exp whole, or runs over windows of each
+    // sequence's rows where they are above one binding (models/attention-windows.ts).
+    if (windows) {
+      this.attentionWindows.gatherKeys(windows, a.qkv, chunks, R);
+      this.attentionWindows.forward(windows, { qkv: a.qkv, out: a.attnOut, lse: a.lse }, batch.B, batch.T);
+    } else
+      attentionForward(e, {
+        ...dims,
+        q: a.qkv,
+        k: a.qkv,
+        v: a.qkv,
+        keyMask: batch.keyMask,
+        out: a.attnOut,
+        lse: a.lse,
+      });
     for (const chunk of chunks) {
       const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
       const n = chunk.rows;
@@ -480,6 +553,13 @@ export class DecoderTrunk {
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
     this.compute?.refresh();
+    // Windowed attention reads each sequence's key mask from an aligned start (views of the padded copy).
+    if (ws.attention)
+      for (let b = 0; b < B; b++)
+        e.copy(
+          batch.keyMask.view(`${batch.keyMask.name}[${b}]`, b * T, [T]),
+          ws.attention.mask.view(`${ws.attention.mask.name}[${b}]`, b * ws.attention.Tp, [T]),
+        );
     // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base or compute copy is multiplied as
     // stored.
     const transposed =
@@ -502,7 +582,7 @@ export class DecoderTrunk {
     for (let l = 0; l < c.numLayers; l++) {
       const last = l + 1 === c.numLayers;
       const next = last ? ws.output : (ws.half?.checkpoints?.next ?? ws.layers[l + 1].input);
-      this.layerForward(l, ws.layers[l], next, batch, dims, transposed);
+      this.layerForward(l, ws.layers[l], next, batch, dims, ws.attention, transposed);
       this.roundResidual(ws, l + 1, next);
     }
     for (const chunk of chunks)
@@ -584,7 +664,7 @@ export class DecoderTrunk {
       if (mode === 'checkpointed') {
         const kept = ws.half?.checkpoints?.inputs[l];
         if (kept) fromHalf(e, { halves: kept, values: a.input });
-        this.layerForward(l, a, null, batch, dims, transposed);
+        this.layerForward(l, a, null, batch, dims, ws.attention, transposed);
       }
       // MLP: next = mid + act·W_downᵀ, then mid = input + attnOut·W_oᵀ, each over the forward's row windows; the
       // weight gradients sum window by window.
@@ -691,19 +771,24 @@ export class DecoderTrunk {
         }
         adapter('o', attnOut, a.lora.o, dResidual, dAttnOut);
       });
-      attentionBackward(e, {
-        ...dims,
-        q: a.qkv,
-        k: a.qkv,
-        v: a.qkv,
-        keyMask: batch.keyMask,
-        out: a.attnOut,
-        lse: a.lse,
-        dOut: ws.dAttnOut,
-        dq: ws.dQkv,
-        dk: ws.dQkv,
-        dv: ws.dQkv,
-      });
+      if (ws.attention) {
+        this.attentionWindows.gatherKeys(ws.attention, a.qkv, chunks, R);
+        const tensors = { qkv: a.qkv, out: a.attnOut, lse: a.lse };
+        this.attentionWindows.backward(ws.attention, tensors, ws.dAttnOut, ws.dQkv, B, T);
+      } else
+        attentionBackward(e, {
+          ...dims,
+          q: a.qkv,
+          k: a.qkv,
+          v: a.qkv,
+          keyMask: batch.keyMask,
+          out: a.attnOut,
+          lse: a.lse,
+          dOut: ws.dAttnOut,
+          dq: ws.dQkv,
+          dk: ws.dQkv,
+          dv: ws.dQkv,
+        });
       overChunks(chunks, l, (rows, n, adapter) => {
         const dQkv = rows(ws.dQkv, W);
         const normed = rows(a.attnNormed, C);

@@ -49,6 +49,7 @@ import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 import { rowChunks } from '../../models/row-chunks.ts';
+import { attentionWindowRows } from '../../models/attention-windows.ts';
 
 const F32 = 4;
 const HALF = 2;
@@ -465,11 +466,15 @@ function planWithRolloutBudget(
     heldAt.set(plan, new Set(allocated.keys()));
   };
   const loraRank = lora ? lora.rank : 0;
-  /** The trunk's largest tensor a kernel binds whole: attention's over every token of the micro-batch, or a window
-   *  of rows of the MLP's or of the other row-wise activations where those are above one binding
-   *  (models/row-chunks.ts: windows are views of the activations, so they add no memory). A window that cannot bind
-   *  is a problem. */
-  const trunkBinding = (name: string, trunk: ReturnType<typeof trunkActivations>, tokens: number): MemoryItem => {
+  /** The trunk's largest tensor a kernel binds whole: attention's (`attention`), or a window of rows of the MLP's or
+   *  of the other row-wise activations where those are above one binding (models/row-chunks.ts: windows are views of
+   *  the activations, so they add no memory). A window that cannot bind is a problem. */
+  const trunkBinding = (
+    name: string,
+    trunk: ReturnType<typeof trunkActivations>,
+    tokens: number,
+    attention: MemoryItem,
+  ): MemoryItem => {
     const window = (what: string, widths: number[]): MemoryItem => {
       let rows = tokens;
       try {
@@ -480,14 +485,47 @@ function planWithRolloutBudget(
       const bytes = rows * Math.max(...widths) * F32;
       return { what: rows === tokens ? 'widest activation' : `${what} (${rows} of ${tokens} rows)`, bytes };
     };
-    const tensors = [
-      window('MLP gate/up window', trunk.mlpWidths),
-      window('row window', trunk.rowWidths),
-      { what: 'attention q/k/v', bytes: tokens * trunk.attentionRow },
-    ];
+    const tensors = [window('MLP gate/up window', trunk.mlpWidths), window('row window', trunk.rowWidths), attention];
     if (tensors.every((t) => t.what === 'widest activation' || t.what === 'attention q/k/v'))
       return { what: 'widest activation', bytes: Math.max(...tensors.map((t) => t.bytes)) };
     return tensors.reduce((x, y) => (y.bytes > x.bytes ? y : x));
+  };
+  /** Attention over a micro-batch of `sequences`: bound whole where its q/k/v fits one binding, else over windows of
+   *  each sequence's rows (models/attention-windows.ts), which bind a window's q/k/v and one sequence's keys, and
+   *  gather every token's keys and values into compact copies (`items`). What cannot bind is a problem: then one
+   *  sequence's keys, T × NKV·HS floats, are the remaining limit. */
+  const attention = (
+    name: string,
+    c: DecoderConfig,
+    sequences: number,
+    key: string,
+  ): { binding: MemoryItem; items: MemoryItem[] } => {
+    const tokens = sequences * sequenceLength;
+    const row = Math.max(qkvWidth(c), c.numHeads * c.headDim) * F32;
+    const whole = { binding: { what: 'attention q/k/v', bytes: tokens * row }, items: [] };
+    let S: number | null;
+    try {
+      S = attentionWindowRows(c, sequences, sequenceLength, device.maxBindingBytes, alignBytes);
+    } catch (err) {
+      const message = (err as Error).message;
+      const fix = /keys/.test(message) ? ' — shorten data.max_prompt_length or data.max_response_length' : '';
+      problems.push(`${name}: ${message}${fix}`);
+      return whole;
+    }
+    if (S === null) return whole;
+    const kv = c.numKvHeads * c.headDim * F32;
+    const window = { what: `attention window (${S} of ${sequenceLength} rows)`, bytes: S * row };
+    const keys = { what: "a sequence's attention keys", bytes: sequenceLength * kv };
+    return {
+      binding: keys.bytes > window.bytes ? keys : window,
+      items: [
+        {
+          what: `attention keys and values gathered for its windows (${sequences} × ${sequenceLength} tokens)`,
+          bytes: 2 * tokens * kv,
+          key,
+        },
+      ],
+    };
   };
   /** The LM head over `tokens` tokens: its logits chunk (kernels/layers/lm-head.ts: one scratch per size, shared by
    *  every model) and the model's per-token outputs, row statistics and hidden-state gradient. */
@@ -564,7 +602,6 @@ function planWithRolloutBudget(
     model: string,
     sequences: number,
     head: 'lm' | 'value',
-    key: string,
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
@@ -577,8 +614,8 @@ function planWithRolloutBudget(
       },
     ];
     if (head === 'lm') items.push(...lmHead(c, model, tokens).items);
-    phase(name, items, trunkBinding(name, trunk, tokens));
-    checkMicroBatch(problems, name, key, sequences, sequenceLength, trunk.attentionRow, device.maxBindingBytes);
+    const windows = attention(name, c, sequences, `${model} attention forward`);
+    phase(name, [...items, ...windows.items], trunkBinding(name, trunk, tokens, windows.binding));
   };
   const update = (
     name: string,
@@ -586,7 +623,6 @@ function planWithRolloutBudget(
     model: string,
     sequences: number,
     head: 'lm' | 'value',
-    key: string,
     checkpointed: boolean,
     rank = 0,
   ) => {
@@ -618,20 +654,12 @@ function planWithRolloutBudget(
         statistics,
       );
     }
-    phase(name, items, trunkBinding(name, trunk, tokens));
-    checkMicroBatch(problems, name, key, sequences, sequenceLength, trunk.attentionRow, device.maxBindingBytes);
+    const windows = attention(name, c, sequences, `${model} attention update`);
+    phase(name, [...items, ...windows.items], trunkBinding(name, trunk, tokens, windows.binding));
   };
 
   const logProbMicro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu ?? sizes.sequences;
-  forward(
-    'old log-probs',
-    actor,
-    'actor',
-    logProbMicro,
-    'lm',
-    'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu',
-    loraRank,
-  );
+  forward('old log-probs', actor, 'actor', logProbMicro, 'lm', loraRank);
   if (hasReference) {
     forward(
       'reference log-probs',
@@ -639,7 +667,6 @@ function planWithRolloutBudget(
       'reference',
       config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? sizes.sequences,
       'lm',
-      'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu',
     );
   }
   if (rewardModel)
@@ -649,7 +676,6 @@ function planWithRolloutBudget(
       'reward model',
       config.reward_model.micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
-      'reward_model.micro_batch_size_per_gpu',
     );
   if (critic) {
     forward(
@@ -658,7 +684,6 @@ function planWithRolloutBudget(
       'critic',
       config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
-      'critic.forward_micro_batch_size_per_gpu',
       criticLora?.rank ?? 0,
     );
     if (!config.critic.freeze)
@@ -668,7 +693,6 @@ function planWithRolloutBudget(
         'critic',
         sizes.criticMicroBatch,
         'value',
-        'critic.ppo_micro_batch_size_per_gpu',
         config.critic.model.enable_gradient_checkpointing,
         criticLora?.rank ?? 0,
       );
@@ -679,7 +703,6 @@ function planWithRolloutBudget(
     'actor',
     sizes.actorMicroBatch,
     'lm',
-    'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu',
     config.actor_rollout_ref.model.enable_gradient_checkpointing,
     loraRank,
   );
@@ -754,34 +777,6 @@ const PHASE_KEYS: Record<string, string[]> = {
   'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
-
-/** Attention binds a micro-batch's fused q/k/v (R, W), its gradient and its output (R, NH·HS) whole (every other op
- *  of the trunk and heads runs over windows of rows): one that outgrows a binding fails at its first dispatch. Say so
- *  now, with the exact limit in tokens. */
-function checkMicroBatch(
-  problems: string[],
-  phaseName: string,
-  key: string,
-  sequences: number,
-  sequenceLength: number,
-  attentionRowBytes: number,
-  maxBindingBytes: number,
-): void {
-  const bytesPerSequence = sequenceLength * attentionRowBytes;
-  if (sequences * bytesPerSequence <= maxBindingBytes) return;
-  const fits = Math.floor(maxBindingBytes / bytesPerSequence);
-  const tokens = Math.floor(maxBindingBytes / attentionRowBytes);
-  problems.push(
-    fits >= 1
-      ? `${phaseName}: attention binds a micro-batch's q/k/v whole: ${sequences} sequences need ` +
-          `${mib(sequences * bytesPerSequence)}, above the ${mib(maxBindingBytes)} binding limit — set ${key}=${fits} ` +
-          'or less'
-      : `${phaseName}: attention binds a sequence's q/k/v whole (${attentionRowBytes} bytes a token): ` +
-          `data.max_prompt_length + data.max_response_length = ${sequenceLength} tokens need ` +
-          `${mib(bytesPerSequence)}, above the ${mib(maxBindingBytes)} binding limit, which holds ${tokens} tokens — ` +
-          'shorten data.max_prompt_length or data.max_response_length',
-  );
-}
 
 /** A layer matrix above one binding fails at its first matmul, which binds a weight whole: say so now, once a model. */
 function checkLayerMatrices(

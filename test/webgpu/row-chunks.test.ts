@@ -22,6 +22,7 @@ import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { rowChunks } from '../../models/row-chunks.ts';
+import { attentionWindowRows } from '../../models/attention-windows.ts';
 
 const SPLIT_BYTES = 32 * 1024;
 const SHAPE = {
@@ -37,6 +38,19 @@ const SHAPE = {
 };
 const CONFIG = parseHfConfig({ architectures: ['Qwen3ForCausalLM'], tie_word_embeddings: true, ...SHAPE });
 const CRITIC = parseHfConfig({ architectures: ['Qwen3ForTokenClassification'], num_labels: 1, ...SHAPE });
+/** Layer weights within 16 KiB (gate/up 64 × 64 floats), so only activations are windowed under that binding. */
+const NARROW = parseHfConfig({
+  architectures: ['Qwen3ForCausalLM'],
+  tie_word_embeddings: true,
+  ...SHAPE,
+  intermediate_size: 32,
+});
+const NARROW_CRITIC = parseHfConfig({
+  architectures: ['Qwen3ForTokenClassification'],
+  num_labels: 1,
+  ...SHAPE,
+  intermediate_size: 32,
+});
 const B = 2;
 const T = 128;
 const R = B * T;
@@ -59,25 +73,25 @@ async function readGrads(engine: Engine, grads: Arena): Promise<Map<string, Floa
   return byName;
 }
 
-async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 = false) {
+async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 = false, config = CONFIG) {
   const adapterRandom = seededRandom(5);
-  const params = createParameterArena(engine, CONFIG, 'rows');
-  uploadArenaTensors(engine, params, initialParameters(CONFIG, 3, 0.3));
-  const trunk = new DecoderTrunk(engine, CONFIG, params);
+  const params = createParameterArena(engine, config, 'rows');
+  uploadArenaTensors(engine, params, initialParameters(config, 3, 0.3));
+  const trunk = new DecoderTrunk(engine, config, params);
   trunk.gradientCheckpointing = checkpointing;
   // Every entry random (B non-zero, as after training), so every adapter matrix gets a gradient.
   const values = new Map(
-    [...initialLoraValues(CONFIG, LORA, 5)].map(([k, v]) => [k, v.map(() => 0.6 * (adapterRandom() - 0.5))]),
+    [...initialLoraValues(config, LORA, 5)].map(([k, v]) => [k, v.map(() => 0.6 * (adapterRandom() - 0.5))]),
   );
-  const adapters = lora ? new LoraAdapters(engine, CONFIG, LORA, values, 'rows') : null;
+  const adapters = lora ? new LoraAdapters(engine, config, LORA, values, 'rows') : null;
   trunk.lora = adapters;
   if (bf16) trunk.setComputeDtype('bf16');
-  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, CONFIG.vocabSize, 'rows');
+  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize, 'rows');
   const hidden = await engine.read(trunk.forward(batch, { saveForBackward: true }));
   const grads = new Arena(engine, 'rows.grads', (adapters?.params ?? params).layout);
-  trunk.backward(engine.tensorFrom('rows.dFinal', [R, CONFIG.hiddenSize], dFinal), grads);
+  trunk.backward(engine.tensorFrom('rows.dFinal', [R, config.hiddenSize], dFinal), grads);
   // Old log-probs / reference: a forward that keeps nothing (two layers' buffers alternating) through the LM head.
-  const lm = new CausalLm(engine, CONFIG, params);
+  const lm = new CausalLm(engine, config, params);
   lm.trunk.lora = adapters;
   if (bf16) lm.trunk.setComputeDtype('bf16');
   const targets = engine.tensorFrom(
@@ -96,11 +110,11 @@ async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 =
 }
 
 /** A full critic's values, and its gradients of Σ dValues·values (the critic update). */
-async function critic(engine: Engine) {
-  const params = createParameterArena(engine, CRITIC, 'rows.critic');
-  uploadArenaTensors(engine, params, initialParameters(CRITIC, 4, 0.3));
-  const model = new ValueModel(engine, CRITIC, params);
-  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, CRITIC.vocabSize, 'rows.critic');
+async function critic(engine: Engine, config = CRITIC) {
+  const params = createParameterArena(engine, config, 'rows.critic');
+  uploadArenaTensors(engine, params, initialParameters(config, 4, 0.3));
+  const model = new ValueModel(engine, config, params);
+  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize, 'rows.critic');
   const values = await engine.read(model.tokenValues(batch, { saveForBackward: true }));
   const grads = new Arena(engine, 'rows.critic.grads', params.layout);
   model.backward(engine.tensorFrom('rows.dValues', [R], dValues), grads);
@@ -186,5 +200,49 @@ describe('trunk row windows', () => {
     expect(actual.dispatches).toBeGreaterThan(expected.dispatches);
     expect(actual.values).toEqual(expected.values);
     expectSameGradients(actual.grads, expected.grads);
+  });
+
+  describe('attention over windows of each sequence (models/attention-windows.ts)', () => {
+    // Under 16 KiB the micro-batch's q/k/v (R, W = 32) is 32 KiB: each sequence's queries run in two windows of 64
+    // rows against its keys and values gathered into (R, 8) copies (4 KiB a sequence); dk, dv of the first key window
+    // sum its two query windows. A query attends the same keys in the same kernel as unwindowed, so hidden states,
+    // log-probs, entropies and values are the unsplit engine's bit for bit where the kernel splits a query's keys
+    // the same way for a shorter block of queries (the register passes on lavapipe); gradients sum over rows and
+    // over query windows in another order, so they agree to float rounding.
+    let attention: Engine | null = null;
+    afterAll(() => attention?.destroy());
+    const BINDING = 16 * 1024;
+    const engine = async () => (attention ??= await Engine.create({ ...readKnobs(), maxBindingBytes: BINDING }));
+
+    it('the windows: none where q/k/v binds, else multiples of 64 rows; one sequence whose keys cannot bind is one line', () => {
+      expect(attentionWindowRows(NARROW, B, T, 32 * 1024, 256)).toBe(null);
+      expect(attentionWindowRows(NARROW, B, T, BINDING, 256)).toBe(64);
+      // 8 floats of keys a token: 1,024 tokens and the alignment slack are above 12 KiB.
+      expect(() => attentionWindowRows(NARROW, 1, 1024, 12 * 1024, 256)).toThrow(
+        /one sequence's keys \(1024 tokens × 8 floats\) are above the 12288-byte binding limit, which holds 376 tokens/,
+      );
+    });
+
+    for (const { checkpointing, lora, bf16 } of cases) {
+      it(`${lora ? 'LoRA' : 'full'}${bf16 ? ', bf16 compute' : ''}${checkpointing ? ', gradient checkpointing' : ''}: the unsplit trunk's hidden states, log-probs, entropies and gradients`, async () => {
+        const whole = await gpuEngine();
+        const expected = await count(whole, (e) => run(e, checkpointing, lora, bf16, NARROW));
+        const actual = await count(await engine(), (e) => run(e, checkpointing, lora, bf16, NARROW));
+        expect(actual.dispatches).toBeGreaterThan(expected.dispatches);
+        expect(actual.hidden).toEqual(expected.hidden);
+        expect(actual.logprobs).toEqual(expected.logprobs);
+        expect(actual.entropy).toEqual(expected.entropy);
+        expectSameGradients(actual.grads, expected.grads);
+        expect(actual.grads.size).toBe(lora ? 2 * 4 * 2 : 2 * 8 + 2);
+      });
+    }
+
+    it("a critic's values and gradients", async () => {
+      const whole = await gpuEngine();
+      const expected = await critic(whole, NARROW_CRITIC);
+      const actual = await critic(await engine(), NARROW_CRITIC);
+      expect(actual.values).toEqual(expected.values);
+      expectSameGradients(actual.grads, expected.grads);
+    });
   });
 });
