@@ -265,20 +265,26 @@ export async function decodeContinuous(
     s.harvested = to;
     s.queued.onTokens?.(p.tokens.slice(before), s.logprobs.slice(before, p.tokens.length), added);
   };
-  /** Reads the output rows (and the alternatives, when a sample of `samples` wants them) without waiting. */
-  const readOutputs = (samples: readonly SlotSample[]): Promise<HostRead> => {
-    const topRead = top && samples.some(wantsTop) ? Promise.all([e.read(top.ids), e.read(top.logprobs)]) : null;
-    return Promise.all([e.read(state.tokens), e.read(state.logprobs), topRead]).then(([tokens, logprobs, t]) => ({
-      tokens,
-      logprobs,
-      top: t && { ids: t[0], logprobs: t[1] },
-    }));
+  /**
+   * Reads the output rows (and the alternatives, when a sample of `samples` wants them) as one read-back, without
+   * waiting; `awaitedLater`: the loop records the next step before it awaits them.
+   */
+  const readOutputs = async (samples: readonly SlotSample[], awaitedLater: boolean): Promise<HostRead> => {
+    const alternatives = top && samples.some(wantsTop) ? [top.ids, top.logprobs] : [];
+    const [tokens, logprobs, ids, topLogprobs] = await e.readAll([state.tokens, state.logprobs, ...alternatives], {
+      awaitedLater,
+    });
+    return {
+      tokens: tokens as Uint32Array,
+      logprobs: logprobs as Float32Array,
+      top: ids ? { ids: ids as Uint32Array, logprobs: topLogprobs as Float32Array } : null,
+    };
   };
 
   // The read in flight (startRead assigns it from a closure: the annotation keeps TypeScript from narrowing to null).
   let pending = null as PendingRead | null;
   const startRead = (samples: SlotSample[]): void => {
-    const read: PendingRead = { dispatches, samples, read: readOutputs(samples), arrived: false };
+    const read: PendingRead = { dispatches, samples, read: readOutputs(samples, true), arrived: false };
     // A failed read fails at harvest, which awaits it.
     read.read.then(
       () => {
@@ -426,7 +432,10 @@ export async function decodeContinuous(
     if (eager) await eager.between();
   }
   await harvest();
-  const last = await readOutputs(rows.filter((s): s is SlotSample => s !== null));
+  const last = await readOutputs(
+    rows.filter((s): s is SlotSample => s !== null),
+    false,
+  );
   for (const [r, s] of rows.entries()) {
     if (!s) continue;
     await takeColumns(s, last, Math.min(R, dispatches - s.firstDispatch));
