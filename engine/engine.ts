@@ -24,9 +24,8 @@ import { awaitDawn } from './dawn-poll.ts';
 import { deviceMemorySize, type DeviceMemorySize } from './device-memory.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
-/** Read-back staging buffers up to this size are kept for reuse, at most STAGING_KEPT_PER_SIZE of each size. */
-const STAGING_KEPT_BYTES = 1 << 20;
-const STAGING_KEPT_PER_SIZE = 2;
+/** Bytes of unmapped read-back staging buffers kept for reuse, at most (releaseStaging). */
+const STAGING_KEPT_BYTES = 4 << 20;
 
 export interface DispatchArgs {
   bindings: Readonly<Record<string, Tensor>>;
@@ -81,6 +80,7 @@ export class Engine {
 
   /** Unmapped read-back staging buffers by size, for the next read of that size (releaseStaging). */
   private readonly freeStaging = new Map<number, GPUBuffer[]>();
+  private keptStagingBytes = 0;
   /** Called with each spec whose pipeline is created (WEBGPU_PIPELINE_LOG). */
   private pipelineLog: ((spec: KernelSpec) => void) | null = null;
 
@@ -492,29 +492,42 @@ export class Engine {
 
   /** A mappable buffer of `size` bytes for a read-back: a free one of that size, else a new one. */
   private stagingBuffer(size: number, tensors: readonly Tensor[]): GPUBuffer {
-    return (
-      this.freeStaging.get(size)?.pop() ??
-      this.device.createBuffer({
-        label: `read ${tensors.map((t) => t.name).join(', ')}`,
-        size,
-        usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-      })
-    );
+    const kept = this.freeStaging.get(size)?.pop();
+    if (kept) {
+      this.keptStagingBytes -= size;
+      return kept;
+    }
+    return this.device.createBuffer({
+      label: `read ${tensors.map((t) => t.name).join(', ')}`,
+      size,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
   }
 
   /**
-   * Keeps a small unmapped staging buffer for the next read of its size (a decode loop reads the same rows every
-   * step: on lavapipe each new mappable buffer maps memory and each destroyed one unmaps it, a TLB shootdown that
-   * interrupts the device's threads); destroys the others.
+   * Keeps an unmapped staging buffer for the next read of its size (a decode loop reads the same rows every step: on
+   * lavapipe each new mappable buffer maps memory and each destroyed one unmaps it, a TLB shootdown that interrupts
+   * the device's threads), the sizes read most recently first, within STAGING_KEPT_BYTES in all.
    */
   private releaseStaging(staging: GPUBuffer): void {
-    const free = this.freeStaging.get(staging.size) ?? [];
-    if (staging.size > STAGING_KEPT_BYTES || free.length >= STAGING_KEPT_PER_SIZE) {
+    const { size } = staging;
+    if (size > STAGING_KEPT_BYTES) {
       staging.destroy();
       return;
     }
-    free.push(staging);
-    this.freeStaging.set(staging.size, free);
+    const free = this.freeStaging.get(size) ?? [];
+    // Re-inserted: the map's order is the sizes' last use, oldest first.
+    this.freeStaging.delete(size);
+    this.freeStaging.set(size, [...free, staging]);
+    this.keptStagingBytes += size;
+    for (const [oldest, buffers] of this.freeStaging) {
+      while (buffers.length > 0 && this.keptStagingBytes > STAGING_KEPT_BYTES) {
+        buffers.shift()!.destroy();
+        this.keptStagingBytes -= oldest;
+      }
+      if (buffers.length === 0) this.freeStaging.delete(oldest);
+      if (this.keptStagingBytes <= STAGING_KEPT_BYTES) break;
+    }
   }
 
   destroy(): void {

@@ -56,4 +56,29 @@ describe('engine.readAll', () => {
     engine.upload(t, [9, 10, 11, 12]);
     expect(Array.from(await engine.read(t))).toEqual([9, 10, 11, 12]);
   });
+
+  it('keeps at most 4 MiB of staging buffers, the sizes read last, whatever the sizes read', async () => {
+    const engine = await gpuEngine();
+    const kept = () => (engine as unknown as { keptStagingBytes: number }).keptStagingBytes;
+    // 24 reads of 24 sizes from 256 KiB up, values checked at each.
+    for (let k = 0; k < 24; k++) {
+      const n = (1 << 16) + k;
+      const t = engine.tensorFrom(
+        `t${k}`,
+        [n],
+        Array.from({ length: n }, (_, i) => (i * 7 + k) % 1000),
+        'u32',
+      );
+      const [values] = await engine.readAll([t]);
+      expect(values[n - 1], `read ${k}`).toBe(((n - 1) * 7 + k) % 1000);
+      expect(kept()).toBeLessThanOrEqual(4 << 20);
+      engine.destroyTensor(t);
+    }
+    expect(kept()).toBeGreaterThan(3 << 20);
+    // Larger than the whole allowance: never kept.
+    const big = engine.tensor('big', [(4 << 20) / 4 + 1], 'u32');
+    const before = kept();
+    await engine.readAll([big]);
+    expect(kept()).toBe(before);
+  });
 });
