@@ -1,7 +1,7 @@
 // The rollout's incremental decoders (the decode batch's, and the one continuous batching prefills newcomers
 // in), kept between rollouts of the same or smaller size, and how a block of tokens goes into one of them.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
+import { IncrementalDecoder, callTokens } from '../../models/incremental-decoder.ts';
 import type { PolicyWeights } from './types.ts';
 
 export class RolloutDecoders {
@@ -13,33 +13,53 @@ export class RolloutDecoders {
     readonly policy: PolicyWeights,
   ) {}
 
-  /** `maxTokens`: the most tokens one call appends (1 for a cache whose rows are prefilled elsewhere). */
+  /** `maxTokens`: the most tokens a block fed to it holds (1 for a cache whose rows are prefilled elsewhere); a
+   *  block whose activations outgrow a binding goes in as several calls (models/incremental-decoder.ts callTokens). */
   decoderFor(role: 'decode' | 'prefill', rows: number, capacity: number, maxTokens: number): IncrementalDecoder {
+    const { config, params, lora } = this.policy;
+    const tokens = callTokens(config, maxTokens, lora?.maxRank ?? 0, this.engine.maxBindingBytes);
     const d = this.decoders.get(role);
-    if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity && d.maxTokens >= maxTokens) return d;
+    if (d && d.cache.maxRows >= rows && d.cache.capacity >= capacity && d.maxTokens >= tokens) return d;
     d?.destroy();
-    const fresh = new IncrementalDecoder(this.engine, this.policy.config, this.policy.params, {
+    const fresh = new IncrementalDecoder(this.engine, config, params, {
       maxRows: rows,
       capacity,
-      lora: this.policy.lora,
+      lora,
       cacheDtype: this.policy.cacheDtype,
-      maxTokens,
+      maxTokens: tokens,
     });
     this.decoders.set(role, fresh);
     return fresh;
   }
 
-  /** Appends a (rows, T) block of tokens to the cache; returns the logits of each row's last token. */
+  /**
+   * Appends a (rows, T) block of tokens to the cache; returns the logits of each row's last token. A block wider
+   * than the decoder's calls (chunked prefill) goes in as calls of nearly equal widths, each extending the cache the
+   * ones before it wrote, only the last computing logits: the keys, values and logits of the block in one call. Equal
+   * widths keep every call above half the widest one, so above 64 tokens each call's matmuls and attention take the
+   * kernels (and sum in the order) a single call would (more than 32 rows: kernels/matmul/matmul.ts,
+   * kernels/attention/attention.ts attentionForward).
+   */
   feedBlock(decoder: IncrementalDecoder, ids: number[][], mask: number[][], positions: number[][]): Tensor {
     const e = this.engine;
     const T = ids[0].length;
-    const idsTensor = e.tensorFrom('rollout.blockIds', [ids.length * T], ids.flat(), 'u32');
-    const positionsTensor = e.tensorFrom('rollout.blockPositions', [ids.length * T], positions.flat(), 'i32');
-    const logits = decoder.extend({ ids: idsTensor, positions: positionsTensor, T, mask: mask.flat() });
+    const calls = Math.ceil(T / decoder.maxTokens);
+    const inputs: Tensor[] = [];
+    let logits: Tensor | null = null;
+    for (let k = 0; k < calls; k++) {
+      const [from, to] = [Math.floor((k * T) / calls), Math.floor(((k + 1) * T) / calls)];
+      const block = (rows: number[][]) => rows.flatMap((row) => row.slice(from, to));
+      const width = to - from;
+      const idsTensor = e.tensorFrom('rollout.blockIds', [ids.length * width], block(ids), 'u32');
+      const positionsTensor = e.tensorFrom('rollout.blockPositions', [ids.length * width], block(positions), 'i32');
+      inputs.push(idsTensor, positionsTensor);
+      const input = { ids: idsTensor, positions: positionsTensor, T: width, mask: block(mask) };
+      if (k + 1 < calls) decoder.append(input);
+      else logits = decoder.extend(input);
+    }
     e.flush();
-    e.destroyTensor(idsTensor);
-    e.destroyTensor(positionsTensor);
-    return logits;
+    for (const t of inputs) e.destroyTensor(t);
+    return logits!;
   }
 
   destroy(): void {

@@ -8,7 +8,7 @@
 // (vLLM's prompt_logprobs up to --max-logprobs, -1 the whole vocabulary) gather every token's log-prob and rank them
 // on the host.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
+import { IncrementalDecoder, callTokens } from '../../models/incremental-decoder.ts';
 import { promptLogprobs } from '../../kernels/decode/prompt-logprobs.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 import type { PolicyWeights } from './types.ts';
@@ -36,6 +36,8 @@ export interface ScoreOptions {
 
 export class PromptScorer {
   private readonly decoder: IncrementalDecoder;
+  /** Positions per chunk: (chunk, V) logits within `chunkLogits` and one binding, its activations within one. */
+  private readonly chunk: number;
 
   constructor(
     private readonly engine: Engine,
@@ -43,14 +45,21 @@ export class PromptScorer {
     /** Longest prompt scored. */
     private readonly maxPromptTokens: number,
     /** Logits held per chunk at most (tests make chunks of a few positions). */
-    private readonly chunkLogits = CHUNK_LOGITS,
+    chunkLogits = CHUNK_LOGITS,
   ) {
-    this.decoder = new IncrementalDecoder(engine, policy.config, policy.params, {
+    const { config, lora } = policy;
+    const binding = engine.maxBindingBytes;
+    this.chunk = Math.min(
+      Math.max(1, Math.floor(Math.min(chunkLogits, binding / 4) / config.vocabSize)),
+      callTokens(config, maxPromptTokens, lora?.maxRank ?? 0, binding),
+    );
+    this.decoder = new IncrementalDecoder(engine, config, policy.params, {
       maxRows: 1,
       capacity: maxPromptTokens,
-      lora: policy.lora,
+      lora,
       // The decode batch's cache dtype: a prompt is scored with the numerics its prefill has.
       cacheDtype: policy.cacheDtype,
+      maxTokens: this.chunk,
     });
   }
 
@@ -73,7 +82,7 @@ export class PromptScorer {
     const gatherIds = all ? Array.from({ length: V }, (_, v) => v) : gather;
     const M = gatherIds.length;
     const kernelK = all ? 0 : K;
-    const chunk = Math.max(1, Math.floor(this.chunkLogits / V));
+    const chunk = this.chunk;
     const out = {
       targets: e.tensorFrom('promptScores.targets', [N], prompt.slice(1), 'u32'),
       tokenLogprobs: e.tensor('promptScores.logprobs', [N]),
