@@ -116,6 +116,17 @@ export function callTokens(c: DecoderConfig, tokens: number, loraRank: number, b
 }
 
 /**
+ * A block of T tokens as calls of at most `maxTokens` ([from, to) each): as few as that allows, of nearly equal widths.
+ * Equal widths keep every call above half of `maxTokens`, so where that is above 64 each call's matmuls and attention
+ * take the kernels, and sum in the order, that the whole block in one call would (more than 32 rows:
+ * kernels/matmul/matmul.ts, kernels/attention/attention.ts attentionForward): the same keys, values and logits.
+ */
+export function callSpans(T: number, maxTokens: number): [number, number][] {
+  const calls = Math.ceil(T / maxTokens);
+  return Array.from({ length: calls }, (_, k) => [Math.floor((k * T) / calls), Math.floor(((k + 1) * T) / calls)]);
+}
+
+/**
  * Rows per decode group: as many as keep each tensor a group binds whole within one binding of `bindingBytes` —
  * its KV cache layer, and for calls of up to `maxTokens` tokens (a prefill; multi-turn observations) their widest
  * activation, the LM head's logits and a half cache's float32 copy of one layer. Throws when one row is too many.

@@ -1,7 +1,7 @@
 // The rollout's incremental decoders (the decode batch's, and the one continuous batching prefills newcomers
 // in), kept between rollouts of the same or smaller size, and how a block of tokens goes into one of them.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { IncrementalDecoder, callTokens } from '../../models/incremental-decoder.ts';
+import { IncrementalDecoder, callSpans, callTokens } from '../../models/incremental-decoder.ts';
 import type { PolicyWeights } from './types.ts';
 
 export class RolloutDecoders {
@@ -34,27 +34,22 @@ export class RolloutDecoders {
 
   /**
    * Appends a (rows, T) block of tokens to the cache; returns the logits of each row's last token. A block wider
-   * than the decoder's calls (chunked prefill) goes in as calls of nearly equal widths, each extending the cache the
-   * ones before it wrote, only the last computing logits: the keys, values and logits of the block in one call. Equal
-   * widths keep every call above half the widest one, so above 64 tokens each call's matmuls and attention take the
-   * kernels (and sum in the order) a single call would (more than 32 rows: kernels/matmul/matmul.ts,
-   * kernels/attention/attention.ts attentionForward).
+   * than the decoder's calls (chunked prefill) goes in as calls of nearly equal widths (callSpans), each extending the
+   * cache the ones before it wrote, only the last computing logits.
    */
   feedBlock(decoder: IncrementalDecoder, ids: number[][], mask: number[][], positions: number[][]): Tensor {
     const e = this.engine;
-    const T = ids[0].length;
-    const calls = Math.ceil(T / decoder.maxTokens);
+    const spans = callSpans(ids[0].length, decoder.maxTokens);
     const inputs: Tensor[] = [];
     let logits: Tensor | null = null;
-    for (let k = 0; k < calls; k++) {
-      const [from, to] = [Math.floor((k * T) / calls), Math.floor(((k + 1) * T) / calls)];
+    for (const [k, [from, to]] of spans.entries()) {
       const block = (rows: number[][]) => rows.flatMap((row) => row.slice(from, to));
       const width = to - from;
       const idsTensor = e.tensorFrom('rollout.blockIds', [ids.length * width], block(ids), 'u32');
       const positionsTensor = e.tensorFrom('rollout.blockPositions', [ids.length * width], block(positions), 'i32');
       inputs.push(idsTensor, positionsTensor);
       const input = { ids: idsTensor, positions: positionsTensor, T: width, mask: block(mask) };
-      if (k + 1 < calls) decoder.append(input);
+      if (k + 1 < spans.length) decoder.append(input);
       else logits = decoder.extend(input);
     }
     e.flush();

@@ -8,7 +8,7 @@
 // (vLLM's prompt_logprobs up to --max-logprobs, -1 the whole vocabulary) gather every token's log-prob and rank them
 // on the host.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { IncrementalDecoder, callTokens } from '../../models/incremental-decoder.ts';
+import { IncrementalDecoder, callSpans, callTokens } from '../../models/incremental-decoder.ts';
 import { promptLogprobs } from '../../kernels/decode/prompt-logprobs.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 import type { PolicyWeights } from './types.ts';
@@ -82,7 +82,6 @@ export class PromptScorer {
     const gatherIds = all ? Array.from({ length: V }, (_, v) => v) : gather;
     const M = gatherIds.length;
     const kernelK = all ? 0 : K;
-    const chunk = this.chunk;
     const out = {
       targets: e.tensorFrom('promptScores.targets', [N], prompt.slice(1), 'u32'),
       tokenLogprobs: e.tensor('promptScores.logprobs', [N]),
@@ -96,8 +95,8 @@ export class PromptScorer {
     const gathered: Tensor[] = [];
     this.decoder.reset(1);
     const inputs: Tensor[] = [];
-    for (let from = 0; from < N; from += chunk) {
-      const T = Math.min(chunk, N - from);
+    for (const [from, to] of callSpans(N, this.chunk)) {
+      const T = to - from;
       const ids = e.tensorFrom('promptScores.ids', [T], prompt.slice(from, from + T), 'u32');
       const positions = e.tensorFrom(
         'promptScores.positions',
