@@ -3,10 +3,13 @@
 import type { Engine, Tensor } from '../../engine/index.ts';
 import { IncrementalDecoder, callSpans, callTokens } from '../../models/incremental-decoder.ts';
 import type { PolicyWeights } from './types.ts';
+import { scoredRowsPerCall, type PromptScoring } from './prompt-scoring.ts';
 
 export class RolloutDecoders {
   /** The decode batch's decoder, and the one continuous batching prefills newcomers in. */
   private readonly decoders = new Map<'decode' | 'prefill', IncrementalDecoder>();
+  /** The last prompt token's logits of a prefill that kept every position's (feedScored). */
+  private lastLogits: Tensor | null = null;
 
   constructor(
     readonly engine: Engine,
@@ -57,7 +60,42 @@ export class RolloutDecoders {
     return logits!;
   }
 
+  /**
+   * Prefills one prompt (a row of its own) as feedBlock does, keeping every position's logits for `scoring`: a server's
+   * prompt log-probs out of the prefill itself, with no pass of their own. Its calls hold at most as many positions as
+   * one binding of logits does (scoredRowsPerCall). Returns the logits of its last token, (1, V).
+   */
+  feedScored(decoder: IncrementalDecoder, prompt: readonly number[], scoring: PromptScoring): Tensor {
+    const e = this.engine;
+    const V = this.policy.config.vocabSize;
+    const rows = Math.min(decoder.maxTokens, scoredRowsPerCall(V, e.maxBindingBytes));
+    const inputs: Tensor[] = [];
+    let last: Tensor | null = null;
+    for (const [from, to] of callSpans(prompt.length, rows)) {
+      const T = to - from;
+      const ids = e.tensorFrom('rollout.blockIds', [T], prompt.slice(from, to), 'u32');
+      const positions = e.tensorFrom(
+        'rollout.blockPositions',
+        [T],
+        Array.from({ length: T }, (_, t) => from + t),
+        'i32',
+      );
+      inputs.push(ids, positions);
+      const logits = decoder.extend({ ids, positions, T, mask: null, everyPosition: true });
+      scoring.add(logits, from, T);
+      last = logits.view(`${logits.name}[${T - 1}]`, (T - 1) * V, [1, V]);
+    }
+    // The sampler binds its logits: a row past the first may start where a binding cannot.
+    this.lastLogits ??= e.tensor('rollout.scoredLastLogits', [1, V]);
+    e.copy(last!, this.lastLogits);
+    e.flush();
+    for (const t of inputs) e.destroyTensor(t);
+    return this.lastLogits;
+  }
+
   destroy(): void {
+    if (this.lastLogits) this.engine.destroyTensor(this.lastLogits);
+    this.lastLogits = null;
     for (const d of this.decoders.values()) d.destroy();
     this.decoders.clear();
   }
