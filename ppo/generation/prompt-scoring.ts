@@ -176,13 +176,14 @@ export class PromptScoring {
     const N = this.positions;
     if (!out)
       return { logprobs: new Float32Array(0), ranks: new Uint32Array(0), top: empty(K), gathered: empty(0).logprobs };
-    const [logprobs, ranks, ids, topLogprobs, ...parts] = await Promise.all([
-      e.read(out.tokenLogprobs),
-      e.read(out.ranks),
-      e.read(out.topIds),
-      e.read(out.topLogprobs),
-      ...this.gathered.map((t) => e.read(t)),
-    ]);
+    // One read-back for all of them (a read each would submit and map once per tensor).
+    const [logprobs, ranks, ids, topLogprobs, ...parts] = (await e.readAll([
+      out.tokenLogprobs,
+      out.ranks,
+      out.topIds,
+      out.topLogprobs,
+      ...this.gathered,
+    ])) as [Float32Array, Uint32Array, Uint32Array, Float32Array, ...Float32Array[]];
     for (const t of [...Object.values(out), ...this.gathered]) e.destroyTensor(t);
     const rows = new Float32Array(N * M);
     let at = 0;
