@@ -189,6 +189,34 @@ async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
   }
 }
 
+/** Writes one .safetensors file, fsynced, the bytes safetensorsChunks gives: the header, then each tensor, produced
+ *  when its turn comes. Holds one tensor's bytes at a time, none for float32 and int32 data (written from the arrays
+ *  themselves). */
+export async function writeSafetensorsFile(
+  path: string,
+  tensors: readonly TensorSource[],
+  metadata?: Record<string, string> | null,
+): Promise<void> {
+  const handle = await open(path, 'w');
+  try {
+    await writeAll(
+      handle,
+      encodeHeader(
+        tensors.map((t) => ({ name: t.name, shape: t.shape, dtype: t.dtype ?? 'F32' })),
+        metadata,
+      ),
+    );
+    for (const source of tensors) {
+      const data = typeof source.data === 'function' ? await source.data() : source.data;
+      const t: TensorToWrite = { name: source.name, shape: source.shape, dtype: source.dtype, data };
+      await writeAll(handle, encodeTensorData(t));
+    }
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /**
  * Writes model.safetensors, or shards plus model.safetensors.index.json, into dir (which must exist), each
  * file fsynced. Holds one tensor's bytes at a time. Returns the file names written.
@@ -209,19 +237,11 @@ export async function writeCheckpointTensors(
   );
   const written: string[] = [];
   for (const shard of plan.shards) {
-    const handle = await open(join(dir, shard.file), 'w');
-    try {
-      await writeAll(handle, encodeHeader(shard.tensors, options.metadata));
-      for (const layout of shard.tensors) {
-        const source = byName.get(layout.name)!;
-        const data = typeof source.data === 'function' ? await source.data() : source.data;
-        const t: TensorToWrite = { name: source.name, shape: source.shape, dtype: layout.dtype, data };
-        await writeAll(handle, encodeTensorData(t));
-      }
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await writeSafetensorsFile(
+      join(dir, shard.file),
+      shard.tensors.map((layout) => ({ ...byName.get(layout.name)!, dtype: layout.dtype })),
+      options.metadata,
+    );
     written.push(shard.file);
   }
   if (plan.indexJson !== null) {

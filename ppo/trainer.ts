@@ -493,6 +493,13 @@ export class PpoTrainer {
     this.sampling.validation.memoryBudgetBytes = bytes;
   }
 
+  /** Keeps the rollout's half copy of a frozen LoRA base between rollouts and validations, as the memory plan says
+   *  (its keepsRolloutCopy: without free_cache_engine, or with it where memory allows); else it is freed with the
+   *  decoders, as verl frees it. */
+  keepFrozenRolloutCopy(): void {
+    this.rollout.keepsFrozenCopy = true;
+  }
+
   /** mode=async (verl's one-step-off-policy) with rollout servers: the next step's batch starts generating during
    *  this step's updates, except in the last step, since no step would train on it. */
   private prefetchesNext(): boolean {

@@ -1,6 +1,15 @@
 import source from './forward-kl-topk.wgsl';
-import { type Engine, type Tensor, type KernelSpec, expectSize, foldWorkgroups } from '../../engine/index.ts';
+import {
+  type Engine,
+  type FloatDType,
+  type Tensor,
+  type KernelSpec,
+  expectSize,
+  foldWorkgroups,
+  isHalf,
+} from '../../engine/index.ts';
 import { wgslSections } from '../util/rowwise.ts';
+import { unpackPairSource } from '../util/half-weights.ts';
 
 const UNIFORMS: KernelSpec['uniforms'] = [
   { name: 'm', type: 'u32' },
@@ -12,18 +21,33 @@ const UNIFORMS: KernelSpec['uniforms'] = [
   { name: 'minClamp', type: 'f32' },
 ];
 
-export const forwardKlTopkLogitsSpec: KernelSpec = {
-  name: 'forward-kl-topk/logits',
-  source: wgslSections('forward-kl-topk', source, 'logits'),
+/** WGSL `weightAt(i) -> f32`: element i of the bound LM-head window, a half head's (mixed precision's compute copy)
+ *  unpacked from its word. */
+function weightLoads(dtype: FloatDType): string {
+  return isHalf(dtype)
+    ? `${unpackPairSource(dtype)}fn weightAt(i: u32) -> f32 { return unpackPair(weight[i / 2u])[i & 1u]; }\n`
+    : 'fn weightAt(i: u32) -> f32 { return weight[i]; }\n';
+}
+
+const logitsSpecOf = (dtype: FloatDType): KernelSpec => ({
+  name: `forward-kl-topk/logits${dtype === 'f32' ? '' : `-${dtype}`}`,
+  source: wgslSections('forward-kl-topk', source, 'logits') + weightLoads(dtype),
   entryPoint: 'logits',
   bindings: [
     { name: 'hidden', access: 'read' },
-    { name: 'weight', access: 'read' },
+    { name: 'weight', access: 'read', ...(isHalf(dtype) && { type: 'u32' }) },
     { name: 'teacherIds', access: 'read', type: 'u32' },
     { name: 'mask', access: 'read' },
     { name: 'coefs', access: 'read_write' },
   ],
   uniforms: [...UNIFORMS, { name: 'v0', type: 'u32' }, { name: 'width', type: 'u32' }],
+});
+
+/** The logits pass per LM-head dtype: float32, or the bf16/f16 compute copy mixed precision multiplies by. */
+export const forwardKlTopkLogitsSpecs: Readonly<Record<FloatDType, KernelSpec>> = {
+  f32: logitsSpecOf('f32'),
+  bf16: logitsSpecOf('bf16'),
+  f16: logitsSpecOf('f16'),
 };
 
 export const forwardKlTopkSpec: KernelSpec = {
@@ -81,8 +105,9 @@ const uniforms = (s: ForwardKlTopkShape) => ({
 });
 
 /** Per response token: the forward KL over the teacher's top-k, the two masses (out [3, m·R]) and the coefficients
- *  of its logits gradient (coefs (m, R, K)); see forward-kl-topk.wgsl. The weight is read one binding window at a
- *  time (engine.bindingWindows), so a head above one binding or split across buffers needs no copy. */
+ *  of its logits gradient (coefs (m, R, K)); see forward-kl-topk.wgsl. The weight is the head the forward multiplied
+ *  by (float32, or mixed precision's bf16/f16 compute copy, unpacked to float32), read one binding window at a time
+ *  (engine.bindingWindows), so a head above one binding or split across buffers needs no copy. */
 export function forwardKlTopkGpu(
   engine: Engine,
   t: {
@@ -99,11 +124,10 @@ export function forwardKlTopkGpu(
 ): void {
   const op = 'forward-kl-topk';
   const { m, S, R, C, K } = s;
-  if (t.weight.dtype !== 'f32')
-    throw new Error(
-      `${op}: the LM head weight (tensor ${t.weight.name}) is ${t.weight.dtype}; forward_kl_topk reads a float32 ` +
-        'head (a LoRA base in bf16/fp16, as load_in_4bit and load_in_8bit keep the head, is not supported)',
-    );
+  const dtype = t.weight.dtype;
+  if (dtype === 'u32' || dtype === 'i32')
+    throw new Error(`${op}: the LM head weight (tensor ${t.weight.name}) is ${dtype}; expected f32, bf16 or f16`);
+  const logitsSpec = forwardKlTopkLogitsSpecs[dtype];
   expectSize(op, 'hidden', t.hidden, m * S * C, `[m·S=${m * S}, C=${C}]`);
   expectSize(op, 'lse', t.lse, m * S, `[m·S=${m * S}]`);
   for (const [tensor, what] of [
@@ -116,7 +140,7 @@ export function forwardKlTopkGpu(
   expectSize(op, 'out', t.out, 3 * m * R, `[3, m·R=${m * R}]`);
   const workgroups = foldWorkgroups(Math.ceil((m * R) / 64));
   for (const { firstRow, rows, tensor } of engine.bindingWindows(t.weight, C))
-    engine.dispatch(forwardKlTopkLogitsSpec, {
+    engine.dispatch(logitsSpec, {
       bindings: {
         hidden: t.hidden,
         weight: tensor,

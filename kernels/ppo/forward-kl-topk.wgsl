@@ -4,7 +4,8 @@
 //   logits: per response token, z_k = hidden · weight[id_k] (hidden (m·S, C)) for the ids in one binding window of
 //     the weight (rows [v0, v0 + width) of (V, C)), written into coefs (m, R, K); one dispatch per window, so a head
 //     above one binding (Qwen3's 151,936 × 1,024 f32: 622 MB) or split across buffers is read in place.
-//     v1: one thread per token, each of its K dot products over C in turn.
+//     v1: one thread per token, each of its K dot products over C in turn. The weight is float32 or bf16/f16
+//     (mixed precision's compute copy): the launcher appends weightAt, which unpacks a half element to float32.
 //   kl: per response token, from those z_k and the forward's lse (m·S) of logits / T:
 //     s_k = z_k / T − lse, the student's log-prob of the teacher's k-th id; with t_k the
 //     teacher's, both clamped below at minClamp, KL = Σ_k e^{t_k}(t_k − s_k), clamped at 0 (top-k masses do not
@@ -33,7 +34,7 @@ fn logits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     if (id < params.v0 || id >= params.v0 + params.width) { continue; }
     let row = (id - params.v0) * params.C;
     var z = 0.0;
-    for (var c = 0u; c < params.C; c++) { z += hidden[pos * params.C + c] * weight[row + c]; }
+    for (var c = 0u; c < params.C; c++) { z += hidden[pos * params.C + c] * weightAt(row + c); }
     coefs[i * params.K + k] = z;
   }
 }

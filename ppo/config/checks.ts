@@ -5,6 +5,7 @@ import { SUM_PI_SQUARED_ESTIMATORS, type PpoConfig } from './schema.ts';
 import { estimatorUsesCritic } from './advantage-estimator-table.ts';
 import { betasProblem, emptyRunDirectoryProblem, show } from './errors.ts';
 import { parseRolloutRs } from './rollout-rs-spec.ts';
+import type { QuantizeKeys } from './model-dtype.ts';
 import { resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 
 interface MiniBatchKeys {
@@ -147,12 +148,15 @@ export function deriveDefaults(config: PpoConfig): void {
     (data.train_files === null && data.builtin_task === 'search_qa');
 }
 
-/** ref.load_in_* and reward_model.model.load_in_*: one storage each, and only for a model the run has. */
-function checkFrozenQuantization(config: PpoConfig, problems: string[]): void {
+/** The quantization keys of the LoRA base (actor_rollout_ref.model), the reference and the reward model: one width
+ *  each, use_bnb_nested_quant only with load_in_4bit, and the reference's and reward model's only for a model the
+ *  run has (the LoRA base's need LoRA: checked in checkCombinations). */
+function checkQuantization(config: PpoConfig, problems: string[]): void {
   const { ref, actor, model } = config.actor_rollout_ref;
   const hasReference = config.algorithm.use_kl_in_reward || actor.use_kl_loss;
   const lora = model.lora_rank > 0 || model.lora_adapter_path !== null;
-  const models: [string, { load_in_4bit: boolean; load_in_8bit: boolean }, string | null][] = [
+  const models: [string, QuantizeKeys, string | null][] = [
+    ['actor_rollout_ref.model', model, null],
     [
       'actor_rollout_ref.ref',
       ref,
@@ -173,6 +177,11 @@ function checkFrozenQuantization(config: PpoConfig, problems: string[]): void {
     if (keys.load_in_4bit && keys.load_in_8bit)
       problems.push(
         `${path}.load_in_8bit=true and load_in_4bit=true: the model is quantized one way — set one of them to false`,
+      );
+    if (keys.use_bnb_nested_quant && !keys.load_in_4bit)
+      problems.push(
+        `${path}.use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is false — set ` +
+          `${path}.load_in_4bit=true or remove use_bnb_nested_quant`,
       );
     const key = keys.load_in_4bit ? 'load_in_4bit' : keys.load_in_8bit ? 'load_in_8bit' : null;
     if (key && absent) problems.push(`${path}.${key}=true quantizes nothing: ${absent}, or remove ${path}.${key}`);
@@ -202,23 +211,13 @@ export function checkCombinations(config: PpoConfig, problems: string[]): void {
           `${optim.optimizer_impl}.${optim.optimizer}) — set ${path}.optimizer_impl=${impl}`,
       );
   }
-  if (model.load_in_8bit && model.load_in_4bit)
-    problems.push(
-      'actor_rollout_ref.model.load_in_8bit=true and load_in_4bit=true: the base is quantized one way — set one of ' +
-        'them to false',
-    );
-  if (model.use_bnb_nested_quant && !model.load_in_4bit)
-    problems.push(
-      'actor_rollout_ref.model.use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is ' +
-        'false — set actor_rollout_ref.model.load_in_4bit=true or remove use_bnb_nested_quant',
-    );
   for (const key of ['load_in_4bit', 'load_in_8bit'] as const)
     if (model[key] && model.lora_rank === 0 && model.lora_adapter_path === null)
       problems.push(
         `actor_rollout_ref.model.${key}=true quantizes a frozen LoRA base, but LoRA is off — set ` +
           'actor_rollout_ref.model.lora_rank (e.g. 16) or lora_adapter_path; a fully trained actor keeps float32 weights',
       );
-  checkFrozenQuantization(config, problems);
+  checkQuantization(config, problems);
   if (model.lora_save_merged && model.lora_rank === 0 && model.lora_adapter_path === null) {
     problems.push(
       'actor_rollout_ref.model.lora_save_merged=true but LoRA is off — set actor_rollout_ref.model.lora_rank (e.g. ' +

@@ -41,21 +41,24 @@ const QUANTIZE_KEYS: Readonly<Record<'reference' | 'reward_model', (c: PpoConfig
   reference: (c) => c.actor_rollout_ref.ref,
   reward_model: (c) => c.reward_model.model,
 };
-interface QuantizeKeys {
+/** The keys that quantize a frozen model (a LoRA base, the reference, the reward model). */
+export interface QuantizeKeys {
   load_in_4bit: boolean;
+  use_bnb_nested_quant: boolean;
   load_in_8bit: boolean;
 }
 
-/** How a frozen reference or reward model stores its matrices: NF4 or int8 layer projections with its
- *  load_in_4bit / load_in_8bit key (embedding and LM head then in the checkpoint's dtype, norms and a score head
- *  float32, as for a quantized LoRA base), else weightDtype. */
+/** How a frozen reference or reward model stores its matrices: NF4 (its block scales double-quantized with
+ *  use_bnb_nested_quant) or int8 layer projections with its load_in_4bit / load_in_8bit key (embedding and LM head
+ *  then in the checkpoint's dtype, norms and a score head float32, as for a quantized LoRA base), else
+ *  weightDtype. */
 export function frozenStorage(
   config: PpoConfig,
   model: 'reference' | 'reward_model',
   checkpointDtype: TorchDtype,
 ): WeightStorage {
   const keys = QUANTIZE_KEYS[model](config);
-  if (keys.load_in_4bit) return 'nf4';
+  if (keys.load_in_4bit) return keys.use_bnb_nested_quant ? 'nf4-nested' : 'nf4';
   if (keys.load_in_8bit) return 'int8';
   return weightDtype(config, model, checkpointDtype);
 }

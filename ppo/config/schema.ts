@@ -505,7 +505,8 @@ const SCHEMA = {
         "verl's sleep mode: after each rollout (and validation's generation) free its decoders (KV caches, prefill " +
           "activations) and a rollout.dtype half copy of the actor, and before it the forwards' and updates' work " +
           "buffers, so the rollout's and the updates' memory do not add up and the rollout keeps its whole " +
-          'gpu_memory_utilization share where the rest fits; false: keep both allocated from step to step',
+          "gpu_memory_utilization share where the rest fits (a frozen LoRA base's half copy is kept where the memory " +
+          'plan says it fits); false: keep both allocated from step to step',
       ),
       log_prob_use_dynamic_bsz: bool(
         '${actor_rollout_ref.actor.use_dynamic_bsz}',
@@ -598,6 +599,11 @@ const SCHEMA = {
           'norms float32 (model_dtype no longer applies). Its log-probs move by NF4 rounding (a few hundredths of a ' +
           'nat on small models), so the KL is not 0 at the first step. Needs a KL term; under LoRA the reference is ' +
           'the base: set actor_rollout_ref.model.load_in_4bit instead',
+      ),
+      use_bnb_nested_quant: bool(
+        false,
+        "With load_in_4bit, the reference's NF4 block scales double-quantized as actor_rollout_ref.model." +
+          'use_bnb_nested_quant does for a LoRA base (~4.13 bits per weight instead of 4.5; same block-shape need)',
       ),
       load_in_8bit: bool(
         false,
@@ -692,6 +698,12 @@ const SCHEMA = {
           "(4.5 bits per weight; the embedding in the checkpoint's dtype, norms and the score head float32; " +
           'model_dtype no longer applies); needs reward_model.enable. verl HEAD spelling: ' +
           'reward.reward_model.load_in_4bit',
+      ),
+      use_bnb_nested_quant: bool(
+        false,
+        "With load_in_4bit, the reward model's NF4 block scales double-quantized as actor_rollout_ref.model." +
+          'use_bnb_nested_quant does for a LoRA base (~4.13 bits per weight instead of 4.5; same block-shape need); ' +
+          'verl HEAD spelling: reward.reward_model.use_bnb_nested_quant',
       ),
       load_in_8bit: bool(
         false,

@@ -111,6 +111,10 @@ const ALIASES: Record<string, Alias> = {
   // Not verl's keys (verl loads reward models unquantized): this engine's, spelled in verl HEAD's reward tree as well.
   'reward.reward_model.load_in_4bit': { ...reward('reward_model.model.load_in_4bit'), source: 'reward.reward_model.*' },
   'reward.reward_model.load_in_8bit': { ...reward('reward_model.model.load_in_8bit'), source: 'reward.reward_model.*' },
+  'reward.reward_model.use_bnb_nested_quant': {
+    ...reward('reward_model.model.use_bnb_nested_quant'),
+    source: 'reward.reward_model.*',
+  },
   'critic.fsdp.model_dtype': {
     to: 'critic.model.fsdp_config.model_dtype',
     source: "verl 1dda039b moved the critic's FSDP block to critic.fsdp",

@@ -116,6 +116,10 @@ export interface MemoryPlan {
   rolloutBudgetBytes: number;
   /** The rollout's budget is less than gpu_memory_utilization of the device, so that the run's peak fits. */
   rolloutBudgetShrunk: boolean;
+  /** The rollout keeps its half copy of a frozen LoRA base between rollouts and validations (resident here): the copy
+   *  never changes. Always without free_cache_engine; with it where the peak still fits the device and the
+   *  rollout's budget does not shrink for it. */
+  keepsRolloutCopy: boolean;
   /** What does not fit, each naming the keys that would make it fit; empty when everything does. */
   problems: string[];
 }
@@ -130,10 +134,16 @@ export function parameterCount(
     .reduce((n, e) => n + elementCount(e.shape), 0);
 }
 
-/** Bytes of a model's parameters with its matrices stored as `storage` (a frozen model's). */
-export function parameterBytes(c: DecoderConfig, storage: WeightStorage = 'f32'): number {
+/** Bytes of a model's parameters with its matrices stored as `storage` (a frozen model's), as its arena allocates
+ *  them: each tensor starts at a multiple of `alignBytes` (engine/arena.ts), which pads the scales of
+ *  double-quantized NF4 (1,288 B for a 128 × 128 projection, 1,536 B allocated). */
+export function parameterBytes(
+  c: DecoderConfig,
+  storage: WeightStorage = 'f32',
+  alignBytes = DEFAULT_BINDING_ALIGNMENT,
+): number {
   return parameterEntries(c, storage).reduce(
-    (n, e) => n + elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32'),
+    (n, e) => n + Math.ceil((elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32')) / alignBytes) * alignBytes,
     0,
   );
 }
@@ -238,7 +248,25 @@ export function planMemory(
   device: DeviceMemory,
   prompts: PlanPrompts = {},
 ): MemoryPlan {
-  let plan = planWithRolloutBudget(config, models, device, prompts, null);
+  const { frozenRolloutCopy, ...freeing } = planFittingBudget(config, models, device, prompts, false);
+  if (!frozenRolloutCopy) return freeing;
+  // The rollout's half copy of a frozen LoRA base would be remade, unchanged, at every rollout: kept instead where
+  // memory allows — the run's peak still fits the device and the rollout's budget does not shrink for it (the
+  // rollout's phase holds the copy either way; keeping it adds to the phases between rollouts).
+  const { frozenRolloutCopy: _, ...keeping } = planFittingBudget(config, models, device, prompts, true);
+  return keeping.peakBytes <= keeping.budgetBytes && keeping.rolloutBudgetBytes >= freeing.rolloutBudgetBytes
+    ? keeping
+    : freeing;
+}
+
+function planFittingBudget(
+  config: PpoConfig,
+  models: PlanModels,
+  device: DeviceMemory,
+  prompts: PlanPrompts,
+  keepCopy: boolean,
+): MemoryPlan & { frozenRolloutCopy: boolean } {
+  let plan = planWithRolloutBudget(config, models, device, prompts, null, keepCopy);
   for (let tries = 0; tries < 8 && plan.peakBytes > plan.budgetBytes; tries++) {
     // What the rollout's decoders take (at most its budget), less the excess.
     const rollout = plan.phases.find((p) => p.phase.startsWith('rollout ('));
@@ -248,7 +276,7 @@ export function planMemory(
       .reduce((n, i) => n + i.bytes, 0);
     const budget = Math.min(plan.rolloutBudgetBytes, used) - (plan.peakBytes - plan.budgetBytes);
     if (budget <= 0) break;
-    const smaller = planWithRolloutBudget(config, models, device, prompts, budget);
+    const smaller = planWithRolloutBudget(config, models, device, prompts, budget, keepCopy);
     if (smaller.peakBytes >= plan.peakBytes || smaller.problems.some((p) => p.startsWith('rollout: '))) break;
     plan = { ...smaller, rolloutBudgetShrunk: true };
   }
@@ -262,7 +290,9 @@ function planWithRolloutBudget(
   prompts: PlanPrompts,
   /** The rollout's budget; null: gpu_memory_utilization of the device. */
   rolloutBudget: number | null,
-): MemoryPlan {
+  /** Keep the rollout's half copy of a frozen LoRA base resident under free_cache_engine. */
+  keepCopy: boolean,
+): MemoryPlan & { frozenRolloutCopy: boolean } {
   const { actor, rewardModel } = models;
   const critic = usesCritic(config) ? models.critic : null;
   const sizes = batchSizes(config);
@@ -273,12 +303,14 @@ function planWithRolloutBudget(
   const rolloutBudgetBytes =
     rolloutBudget ?? config.actor_rollout_ref.rollout.gpu_memory_utilization * device.memory.bytes;
 
+  const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
+  const storedBytes = (c: DecoderConfig, storage: WeightStorage) => parameterBytes(c, storage, alignBytes);
   const resident: MemoryItem[] = [];
   // LoRA: the frozen base in its stored dtype, gradients and moments of the adapters only, and the reference reads
   // the actor's base.
   const lora = models.actorLora !== undefined ? models.actorLora : actorLoraSettings(config);
   const actorStorage = lora ? actorBaseStorage(config, actor.torchDtype) : 'f32';
-  const actorParams = parameterBytes(actor, actorStorage);
+  const actorParams = storedBytes(actor, actorStorage);
   resident.push({ what: `actor parameters${dtypeNote(actorStorage, actor)}`, bytes: actorParams });
   const trainedBytes = lora ? loraArenaElements(actor, lora) * F32 : actorParams;
   if (lora) resident.push({ what: `actor LoRA adapters (r=${lora.rank})`, bytes: trainedBytes });
@@ -320,17 +352,26 @@ function planWithRolloutBudget(
     cacheDtype !== 'f32' && actorStorage === 'f32' && cacheDtype !== actorCompute
       ? {
           what: `rollout copy of the actor${dtypeNote(cacheDtype, actor)}`,
-          bytes: parameterBytes(actor, cacheDtype),
+          bytes: storedBytes(actor, cacheDtype),
           key: 'rollout copy',
         }
       : null;
-  if (rolloutCopy && !freeCache) resident.push({ what: rolloutCopy.what, bytes: rolloutCopy.bytes });
+  // Under LoRA the copy is of the frozen base, the same at every rollout: resident without free_cache_engine (also
+  // through validation, which frees the rollout's decoders), else as planMemory decides.
+  const frozenCopy = rolloutCopy !== null && lora !== null;
+  const frozenRolloutCopy = frozenCopy && freeCache;
+  const keepsRolloutCopy = frozenCopy && (!freeCache || keepCopy);
+  if (rolloutCopy && (!freeCache || keepsRolloutCopy))
+    resident.push({
+      what: `${rolloutCopy.what}${freeCache ? ', kept: its base is frozen' : ''}`,
+      bytes: rolloutCopy.bytes,
+    });
   // fsdp_config.dtype=bfloat16|float16 (mixed precision): the trunk's compute copy of the float32 master
   // (models/half-parameter-copy.ts), multiplied as stored, so no training-forward transposed set.
   if (actorCompute !== 'f32')
     resident.push({
       what: `actor compute copy${dtypeNote(actorCompute, actor)}${cacheDtype === actorCompute ? ", also the rollout's" : ''}`,
-      bytes: parameterBytes(actor, actorCompute),
+      bytes: storedBytes(actor, actorCompute),
     });
   const transposesActor = transposes && transposesLayerMatrices(actor, device.maxBindingBytes);
   if (transposesActor && cacheDtype === 'f32' && device.decodeTransposedWeights) {
@@ -348,13 +389,13 @@ function planWithRolloutBudget(
   const hasReference = config.algorithm.use_kl_in_reward || config.actor_rollout_ref.actor.use_kl_loss;
   if (hasReference && !lora) {
     const dtype = frozenStorage(config, 'reference', actor.torchDtype);
-    resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: parameterBytes(actor, dtype) });
+    resident.push({ what: `reference parameters${dtypeNote(dtype, actor)}`, bytes: storedBytes(actor, dtype) });
   }
   // Critic LoRA: the frozen base in its stored dtype; adapters and the score head (PEFT's modules_to_save) train.
   const criticLora = critic ? criticLoraSettings(config) : null;
   if (critic) {
     const dtype = weightDtype(config, 'critic', critic.torchDtype);
-    resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: parameterBytes(critic, dtype) });
+    resident.push({ what: `critic parameters${dtypeNote(dtype, critic)}`, bytes: storedBytes(critic, dtype) });
     if (!config.critic.freeze) {
       const trained = criticLora
         ? [...loraEntries(critic, criticLora), ...headEntries(critic)]
@@ -373,7 +414,7 @@ function planWithRolloutBudget(
       if (criticCompute !== 'f32')
         resident.push({
           what: `critic compute copy${dtypeNote(criticCompute, critic)}`,
-          bytes: parameterBytes(critic, criticCompute),
+          bytes: storedBytes(critic, criticCompute),
         });
       // Only float32 weights are transposed (a half base or compute copy is multiplied as stored).
       else if (device.transposedWeights && dtype === 'f32' && transposesLayerMatrices(critic, device.maxBindingBytes))
@@ -387,7 +428,7 @@ function planWithRolloutBudget(
     const dtype = frozenStorage(config, 'reward_model', rewardModel.torchDtype);
     resident.push({
       what: `reward model parameters${dtypeNote(dtype, rewardModel)}`,
-      bytes: parameterBytes(rewardModel, dtype),
+      bytes: storedBytes(rewardModel, dtype),
     });
   }
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
@@ -410,7 +451,6 @@ function planWithRolloutBudget(
     heldAt.set(plan, new Set(allocated.keys()));
   };
   const loraRank = lora ? lora.rank : 0;
-  const alignBytes = device.bindingAlignBytes ?? DEFAULT_BINDING_ALIGNMENT;
   /** The trunk's largest tensor a kernel binds whole: the widest activation over every token, or a window of the
    *  MLP's rows where its gate/up activation (R, 2I) is above one binding (models/mlp-chunks.ts: windows are views of
    *  the activations, so they add no memory). A window that cannot bind is a problem. */
@@ -474,7 +514,7 @@ function planWithRolloutBudget(
     phase(
       `${name} (${S} of ${sequences} sequences at once)`,
       [
-        ...(freeCache && rolloutCopy ? [rolloutCopy] : []),
+        ...(freeCache && rolloutCopy && !keepsRolloutCopy ? [rolloutCopy] : []),
         ...memory.items,
         {
           // The sampler's rows, the experience's (N, R) tensors (about 15) and the updates' sequence buffers (7 of
@@ -676,7 +716,9 @@ function planWithRolloutBudget(
     budgetLabel: device.memory.label,
     rolloutBudgetBytes,
     rolloutBudgetShrunk: false,
+    keepsRolloutCopy,
     problems,
+    frozenRolloutCopy,
   };
 }
 

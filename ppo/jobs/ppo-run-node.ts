@@ -80,6 +80,8 @@ export class PpoRun {
   private servers: ServerRollout | null = null;
   /** The memory plan's budget for the rollout, which the trainer gives it. */
   private rolloutBudgetBytes: number | null = null;
+  /** The plan keeps the rollout's half copy of a frozen LoRA base between rollouts. */
+  private keepsRolloutCopy = false;
   /** The data position now (past the batches drawn, a failed step's included). */
   private cursor!: () => DataCursor;
 
@@ -216,6 +218,7 @@ export class PpoRun {
     const prompts = { training: promptSetOf(setup.train), validation: promptSetOf(setup.val) };
     const plan = planMemory(config, models, deviceMemory(this.engine), prompts);
     this.rolloutBudgetBytes = plan.rolloutBudgetBytes;
+    this.keepsRolloutCopy = plan.keepsRolloutCopy;
     for (const line of formatMemoryPlan(plan, false)) this.log(line);
     const lora = setup.actor.lora;
     if (lora) {
@@ -248,6 +251,7 @@ export class PpoRun {
     this.trainer = ppo;
     ppo.generationDumps = generationDumps(config.trainer);
     if (this.rolloutBudgetBytes !== null) ppo.useRolloutBudget(this.rolloutBudgetBytes);
+    if (this.keepsRolloutCopy) ppo.keepFrozenRolloutCopy();
     if (this.servers) ppo.useRolloutServers(this.servers);
     if (resumed) ppo.restore(resumed.snapshot);
   }

@@ -25,7 +25,8 @@ import { exists } from '../../models/fs-node.ts';
 import { epochPermutation } from '../data/dataset.ts';
 import { learningRate, type LrSchedule } from '../algorithm/lr-schedule.ts';
 import type { AdamWOptimizer } from '../training/adamw-optimizer.ts';
-import { encodeOptimizerState, decodeOptimizerState } from '../training/optimizer-state.ts';
+import { decodeOptimizerState } from '../training/optimizer-state.ts';
+import { writeOptimizerState } from '../training/optimizer-state-node.ts';
 import { METRICS_FILE } from '../loggers/tracking-node.ts';
 import { checkRunLockFree } from '../run-directory/run-lock-node.ts';
 import {
@@ -328,7 +329,7 @@ export async function runTrainingJob<Item>(
         step,
         async (dir) => {
           await job.saveModel(dir);
-          await writeFile(join(dir, OPTIMIZER_FILE), encodeOptimizerState(await job.optimizer.saveState()));
+          await writeOptimizerState(join(dir, OPTIMIZER_FILE), await job.optimizer.saveState());
           await writeFile(
             join(dir, JOB_STATE_FILE),
             `${JSON.stringify({ global_step: step, total_training_steps: totalSteps, settings })}\n`,

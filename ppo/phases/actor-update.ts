@@ -270,9 +270,9 @@ export class ActorUpdater {
         this.engine,
         {
           hidden: forward.hidden,
-          // The float32 master head even under mixed precision (the kernel reads float32 only): its top-k logits
-          // then differ from the forward's bf16 ones by the head's rounding.
-          weight: this.actor.params.get(lmHeadWeightName(this.actor.config)),
+          // The head the forward multiplied by (mixed precision: the compute copy), so the top-k logits are the
+          // forward's own, consistent with its lse.
+          weight: this.actor.trunk.weights.get(lmHeadWeightName(this.actor.config)),
           lse: forward.lse,
           teacherIds: topk.ids,
           teacherLogProbs: topk.logProbs,

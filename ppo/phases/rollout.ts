@@ -26,9 +26,14 @@ import { decodeMultiTurn, multiTurnCacheCapacity } from '../generation/multi-tur
 /** Generates with a KV cache; keeps its caches and buffers between calls of the same or smaller size, until
  *  `release`. */
 export class RolloutGenerator {
-  /** The actor's weights in actor_rollout_ref.rollout.dtype (a half-precision copy and KV cache, or its own) and the
-   *  decoders; null until a rollout needs them, and again after `release`. */
-  private held: { weights: RolloutWeights; decoders: RolloutDecoders } | null = null;
+  /** The actor's weights in actor_rollout_ref.rollout.dtype (a half-precision copy and KV cache, or its own); null
+   *  until a rollout needs them, and again after `release` unless kept. */
+  private weights: RolloutWeights | null = null;
+  /** The decoders over them; null until a rollout needs them, and again after `release`. */
+  private decoders: RolloutDecoders | null = null;
+  /** `release` keeps the half copy of a frozen LoRA base (the memory plan's keepsRolloutCopy): it never changes, so
+   *  remaking it would convert the same values again at every rollout or validation. */
+  keepsFrozenCopy = false;
 
   constructor(
     readonly engine: Engine,
@@ -40,11 +45,9 @@ export class RolloutGenerator {
 
   /** The weights decoding reads, allocated (a half copy made from the actor) on first use. */
   private allocated(): { weights: RolloutWeights; decoders: RolloutDecoders } {
-    if (!this.held) {
-      const weights = new RolloutWeights(this.engine, this.actor, this.dtype, this.computeCopy);
-      this.held = { weights, decoders: new RolloutDecoders(this.engine, weights.policy) };
-    }
-    return this.held;
+    this.weights ??= new RolloutWeights(this.engine, this.actor, this.dtype, this.computeCopy);
+    this.decoders ??= new RolloutDecoders(this.engine, this.weights.policy);
+    return { weights: this.weights, decoders: this.decoders };
   }
 
   /** n responses per prompt; with an environment, each a multi-turn conversation with it. */
@@ -89,10 +92,13 @@ export class RolloutGenerator {
   }
 
   /** Frees the decoders' caches and buffers and the half copy of the actor (verl's free_cache_engine: the rollout's
-   *  sleep); the next generate allocates them again, the copy remade from the actor's current weights. */
+   *  sleep), except a frozen base's copy with keepsFrozenCopy; the next generate allocates them again, the copy
+   *  remade from the actor's current weights. */
   release(): void {
-    this.held?.decoders.destroy();
-    this.held?.weights.destroy();
-    this.held = null;
+    this.decoders?.destroy();
+    this.decoders = null;
+    if (this.keepsFrozenCopy && this.actor.lora) return;
+    this.weights?.destroy();
+    this.weights = null;
   }
 }

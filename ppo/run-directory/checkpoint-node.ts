@@ -34,7 +34,8 @@ import {
 import { headEntries } from '../../models/parameter-layout.ts';
 import { describeLoraSettings, sameLoraSettings } from '../../models/lora.ts';
 import type { LoraAdapters } from '../../models/lora-adapters.ts';
-import { decodeOptimizerState, encodeOptimizerState } from '../training/optimizer-state.ts';
+import { decodeOptimizerState } from '../training/optimizer-state.ts';
+import { writeOptimizerState } from '../training/optimizer-state-node.ts';
 import { withFileContext } from '../config/user-error.ts';
 import { CheckpointError, openHfCheckpoint } from '../../models/checkpoint-io-node.ts';
 import { SafetensorsFile } from '../../models/safetensors-node.ts';
@@ -114,7 +115,7 @@ async function writeCheckpoint(
     trainer.config.trainer.save_dtype,
     generationConfig,
   );
-  await writeFile(join(staging, 'actor', 'optimizer.safetensors'), encodeOptimizerState(snapshot.actorOptimizer));
+  await writeOptimizerState(join(staging, 'actor', 'optimizer.safetensors'), snapshot.actorOptimizer);
   const lora = trainer.actorLora;
   if (lora) {
     await saveLoraAdapter(join(staging, 'actor', LORA_ADAPTER_DIR), lora, trainer.config.actor_rollout_ref.model.path);
@@ -140,7 +141,7 @@ async function writeCheckpoint(
       trainer.config.trainer.save_dtype,
     );
     if (snapshot.criticOptimizer)
-      await writeFile(join(staging, 'critic', 'optimizer.safetensors'), encodeOptimizerState(snapshot.criticOptimizer));
+      await writeOptimizerState(join(staging, 'critic', 'optimizer.safetensors'), snapshot.criticOptimizer);
     // Critic LoRA: critic/ holds the frozen base (its score as loaded), critic/lora_adapter/ the adapters and the
     // trained score (PEFT's modules_to_save), as PeftModel.save_pretrained writes a LoRA token classifier.
     if (trainer.criticLora)

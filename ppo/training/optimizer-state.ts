@@ -11,7 +11,17 @@ import { describeNonFinite, firstNonFinite } from '../../models/non-finite.ts';
 import { adamw8bitSizes } from '../../kernels/optim/adamw8bit.ts';
 import type { AdamWState, QuantizedMoments } from './adamw-optimizer.ts';
 
+/** The file's bytes in one buffer (tests, the browser); optimizer-state-node.ts writes them without it. */
 export function encodeOptimizerState(state: AdamWState): Uint8Array {
+  return serializeSafetensors(optimizerStateTensors(state), optimizerStateMetadata(state));
+}
+
+export function optimizerStateMetadata(state: AdamWState): Record<string, string> {
+  return { format: 'pt', step: String(state.step) };
+}
+
+/** The file's tensors, in order, viewing the state's arrays (no copy). */
+export function optimizerStateTensors(state: AdamWState): TensorToWrite[] {
   const tensors: TensorToWrite[] = [...state.m].flatMap(([name, m]) => [
     { name: `exp_avg.${name}`, shape: [m.length], data: m },
     { name: `exp_avg_sq.${name}`, shape: [m.length], data: state.v.get(name)! },
@@ -25,7 +35,7 @@ export function encodeOptimizerState(state: AdamWState): Uint8Array {
       { name: `absmax2.${name}`, shape: [q.absmax2.length], data: q.absmax2 },
     );
   }
-  return serializeSafetensors(tensors, { format: 'pt', step: String(state.step) });
+  return tensors;
 }
 
 /** `parameters`: the model's tensors; each needs both moments in the file, at its element count. */

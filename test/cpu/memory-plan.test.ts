@@ -29,6 +29,10 @@ const QWEN3_SMALL = {
 const actor = parseHfConfig(QWEN3_SMALL);
 const critic = withHead(actor, 'token-classification');
 const MIB = 2 ** 20;
+/** The arena starts each tensor at a multiple of 256 B (engine/arena.ts), and the plan counts what it allocates: each
+ *  layer's q_norm and k_norm (32 floats, 128 B) take 256 B, the critic's score bias (1 float) 256 B. */
+const NORM_PADDING = actor.numLayers * 2 * 128;
+const BIAS_PADDING = 256 - 4;
 const GIB = 2 ** 30;
 /** A device of `bytes` as WEBGPU_DEVICE_MEMORY sets it. */
 const overrideMemory = (bytes: number) =>
@@ -54,6 +58,17 @@ function config(overrides: string[]) {
       ...overrides,
     ],
   });
+}
+
+/** Double-quantized NF4 bytes of these matrices as the arena allocates them: 4 bits a weight; then the scales, 1 byte
+ *  per 64 weights (the 8-bit scale) in whole u32 words, 8 bytes per 16,384 (absmax₂ and offset) and the 1 KiB map,
+ *  rounded up to 256 B per tensor. */
+function nestedNf4Bytes(matrices: { shape: readonly number[] }[]): number {
+  return matrices.reduce((n, { shape: [rows, cols] }) => {
+    const count = rows * cols;
+    const scales = 1024 + 4 * Math.ceil(count / 256) + 8 * Math.ceil(count / 16384);
+    return n + count / 2 + Math.ceil(scales / 256) * 256;
+  }, 0);
 }
 
 describe('memory plan', () => {
@@ -225,6 +240,45 @@ describe('memory plan', () => {
     const trunks = [old, values, criticUpdate, actorUpdate].map((p) => p.items[0].bytes).reduce((a, b) => a + b, 0);
     expect(later.keptBytes).toBe(actorUpdate.keptBytes + actorUpdate.bytes - trunks - perSequence);
     expect(freed.peakBytes).toBeLessThan(kept.peakBytes);
+    // A full fine-tune's copy changes with every update: never kept.
+    expect(freed.keepsRolloutCopy).toBe(false);
+  });
+
+  it('free_cache_engine keeps the bf16 copy of a frozen LoRA base where memory allows, and frees it where not', () => {
+    const keys = [
+      'algorithm.adv_estimator=grpo',
+      'actor_rollout_ref.model.lora_rank=8',
+      'actor_rollout_ref.rollout.dtype=bfloat16',
+    ];
+    const device = (mib: number) => ({ maxBindingBytes: 128 * MIB, memory: overrideMemory(mib * MIB) });
+    const models = { actor, critic: null, rewardModel: null };
+    const copyBytes = parameterBytes(actor, 'bf16');
+    const roomy = planMemory(config(keys), models, device(4096));
+    expect(roomy.keepsRolloutCopy).toBe(true);
+    expect(roomy.resident).toContainEqual({
+      what: 'rollout copy of the actor (bf16 matrices), kept: its base is frozen',
+      bytes: copyBytes,
+    });
+    expect(roomy.phases[0].items.map((i) => i.key)).not.toContain('rollout copy');
+    // 600 MiB: the actor update is the peak (619 MiB with the copy kept, 581 without): freed with the decoders.
+    const tight = planMemory(config(keys), models, device(600));
+    expect(tight.keepsRolloutCopy).toBe(false);
+    expect(tight.phases[0].items[0]).toEqual({
+      what: 'rollout copy of the actor (bf16 matrices)',
+      bytes: copyBytes,
+      key: 'rollout copy',
+    });
+    expect(roomy.peakBytes - tight.peakBytes).toBe(copyBytes);
+    expect(tight.peakBytes).toBeLessThanOrEqual(600 * MIB);
+    expect(tight.problems).toEqual([]);
+    // Without free_cache_engine it is resident, as every copy is.
+    const never = planMemory(
+      config([...keys, 'actor_rollout_ref.rollout.free_cache_engine=false']),
+      models,
+      device(600),
+    );
+    expect(never.keepsRolloutCopy).toBe(true);
+    expect(never.resident).toContainEqual({ what: 'rollout copy of the actor (bf16 matrices)', bytes: copyBytes });
   });
 
   it(
@@ -255,17 +309,17 @@ describe('memory plan', () => {
         );
       // Matrices in 2 bytes, the norms (2 layers × (2·128 + 2·32) + 128 floats) in 4.
       const norms = 2 * (2 * 128 + 2 * 32) + 128;
-      const halfBytes = (parameterCount(bf16Actor) - norms) * 2 + norms * 4;
+      const halfBytes = (parameterCount(bf16Actor) - norms) * 2 + norms * 4 + NORM_PADDING;
       expect(parameterBytes(bf16Actor, 'bf16')).toBe(halfBytes);
       const byDefault = resident([]);
-      expect(byDefault.get('actor parameters')).toBe(parameterCount(bf16Actor) * 4);
+      expect(byDefault.get('actor parameters')).toBe(parameterCount(bf16Actor) * 4 + NORM_PADDING);
       expect(byDefault.get('reference parameters (bf16 matrices)')).toBe(halfBytes);
       expect(byDefault.get('critic parameters (bf16 matrices)')).toBe(parameterBytes(models.critic, 'bf16'));
       const asked = resident([
         'actor_rollout_ref.ref.fsdp_config.model_dtype=fp32',
         'critic.model.fsdp_config.model_dtype=fp16',
       ]);
-      expect(asked.get('reference parameters')).toBe(parameterCount(bf16Actor) * 4);
+      expect(asked.get('reference parameters')).toBe(parameterCount(bf16Actor) * 4 + NORM_PADDING);
       expect(asked.get('critic parameters (f16 matrices)')).toBe(parameterBytes(models.critic, 'f16'));
       // A critic that trains keeps float32 whatever its model_dtype.
       const trained = new Map(
@@ -274,7 +328,7 @@ describe('memory plan', () => {
           r.bytes,
         ]),
       );
-      expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4);
+      expect(trained.get('critic parameters')).toBe(parameterCount(models.critic) * 4 + NORM_PADDING + BIAS_PADDING);
     },
   );
 
@@ -345,7 +399,7 @@ describe('memory plan', () => {
     // Per layer: stacked A [16, 128] and block Bᵀ [16, qkv 256] for q and v.
     const adapterBytes = 2 * (16 * 128 + 16 * 256) * 4;
     expect(plan.resident.slice(0, 4)).toEqual([
-      { what: 'actor parameters', bytes: parameterCount(actor) * 4 },
+      { what: 'actor parameters', bytes: parameterCount(actor) * 4 + NORM_PADDING },
       { what: 'actor LoRA adapters (r=8)', bytes: adapterBytes },
       { what: 'actor adapter gradients', bytes: adapterBytes },
       { what: 'actor adapter AdamW moments', bytes: 2 * adapterBytes },
@@ -356,7 +410,11 @@ describe('memory plan', () => {
       device,
     );
     expect(full.resident.map((r) => r.what)).toContain('reference parameters');
-    expect(full.residentBytes - plan.residentBytes).toBe(4 * parameterCount(actor) * 4 - 4 * adapterBytes);
+    // The reference, gradients and two moments of the whole actor (the reference's and gradients' arenas padded as
+    // the parameters').
+    expect(full.residentBytes - plan.residentBytes).toBe(
+      4 * parameterCount(actor) * 4 + 2 * NORM_PADDING - 4 * adapterBytes,
+    );
   });
 
   it("critic LoRA: the critic's adapters + score (modules_to_save) train, its base in the checkpoint's dtype", () => {
@@ -367,7 +425,7 @@ describe('memory plan', () => {
     const trainedBytes = (2 * (16 * 128 + 16 * 256) + critic.hiddenSize + 1) * 4;
     const criticItems = plan.resident.filter((r) => r.what.startsWith('critic'));
     expect(criticItems).toEqual([
-      { what: 'critic parameters', bytes: parameterCount(critic) * 4 },
+      { what: 'critic parameters', bytes: parameterCount(critic) * 4 + NORM_PADDING + BIAS_PADDING },
       { what: 'critic LoRA adapters (r=8) + score', bytes: trainedBytes },
       { what: 'critic adapter gradients', bytes: trainedBytes },
       { what: 'critic adapter AdamW moments', bytes: 2 * trainedBytes },
@@ -382,7 +440,9 @@ describe('memory plan', () => {
       what: 'critic parameters (bf16 matrices)',
       bytes: parameterBytes(critic, 'bf16'),
     });
-    expect(parameterBytes(critic, 'bf16')).toBe(2 * matrices + 4 * (parameterCount(critic) - matrices));
+    expect(parameterBytes(critic, 'bf16')).toBe(
+      2 * matrices + 4 * (parameterCount(critic) - matrices) + NORM_PADDING + BIAS_PADDING,
+    );
   });
 
   it('LoRA on a bf16 checkpoint: the base (also the reference) in bf16, and no float32 transposed copies', () => {
@@ -397,8 +457,9 @@ describe('memory plan', () => {
     const plan = planMemory(config(lora), { actor: bf16Actor, critic: null, rewardModel: null }, device);
     const matrices = parameterCount(actor, (_, shape) => shape.length === 2);
     const others = parameterCount(actor) - matrices;
-    expect(plan.resident[0]).toEqual({ what: 'actor parameters (bf16 matrices)', bytes: 2 * matrices + 4 * others });
-    expect(parameterBytes(actor, 'bf16')).toBe(2 * matrices + 4 * others);
+    const bf16Bytes = 2 * matrices + 4 * others + NORM_PADDING;
+    expect(plan.resident[0]).toEqual({ what: 'actor parameters (bf16 matrices)', bytes: bf16Bytes });
+    expect(parameterBytes(actor, 'bf16')).toBe(bf16Bytes);
     expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
     // model_dtype=fp32 widens it again, and the CPU device's copies come back.
     const widened = planMemory(
@@ -406,7 +467,7 @@ describe('memory plan', () => {
       { actor: bf16Actor, critic: null, rewardModel: null },
       device,
     );
-    expect(widened.resident[0]).toEqual({ what: 'actor parameters', bytes: 4 * parameterCount(actor) });
+    expect(widened.resident[0]).toEqual({ what: 'actor parameters', bytes: 4 * parameterCount(actor) + NORM_PADDING });
     expect(widened.resident.map((r) => r.what)).toContain('actor weights transposed for decode steps');
   });
 
@@ -509,7 +570,7 @@ describe('memory plan', () => {
     const norms = parameterCount(actor) - layerMatrices - embedding;
     expect(plan.resident[0]).toEqual({
       what: 'actor parameters (nf4 layer matrices, bf16 embedding)',
-      bytes: layerMatrices * 0.5625 + 2 * embedding + 4 * norms,
+      bytes: layerMatrices * 0.5625 + 2 * embedding + 4 * norms + NORM_PADDING,
     });
     expect(plan.resident.map((r) => r.what).filter((what) => what.includes('transposed'))).toEqual([]);
   });
@@ -522,13 +583,9 @@ describe('memory plan', () => {
       (name, shape) => name.startsWith('model.layers.') && shape.length === 2,
     );
     const embedding = 151936 * 128;
-    const rest = 2 * embedding + 4 * (parameterCount(actor) - layerMatrices - embedding);
-    // Double-quantized NF4: 4 bits a weight, 1 byte per 64 (the 8-bit scale), 8 bytes per 16,384 (absmax₂ and
-    // offset) and the 1 KiB map, rounded up per tensor; int8: 1 byte a weight and a float32 per row.
-    const nested = matrices.reduce((n, { shape: [rows, cols] }) => {
-      const count = rows * cols;
-      return n + count / 2 + 1024 + 4 * Math.ceil(count / 256) + 8 * Math.ceil(count / 16384);
-    }, 0);
+    const rest = 2 * embedding + 4 * (parameterCount(actor) - layerMatrices - embedding) + NORM_PADDING;
+    // int8: 1 byte a weight and a float32 per row.
+    const nested = nestedNf4Bytes(matrices);
     const int8 = matrices.reduce((n, { shape: [rows, cols] }) => n + rows * cols + 4 * rows, 0);
     for (const [keys, what, bytes] of [
       [['load_in_4bit=true', 'use_bnb_nested_quant=true'], 'nf4-nested', nested],
@@ -552,7 +609,7 @@ describe('memory plan', () => {
     const matrices = parameterEntries(actor).filter((e) => e.name.startsWith('model.layers.') && e.shape.length === 2);
     const layerMatrices = matrices.reduce((n, { shape: [rows, cols] }) => n + rows * cols, 0);
     const embedding = 151936 * 128;
-    const norms = 4 * (parameterCount(actor) - layerMatrices - embedding);
+    const norms = 4 * (parameterCount(actor) - layerMatrices - embedding) + NORM_PADDING;
     const plan = planMemory(
       config([
         'actor_rollout_ref.actor.use_kl_loss=true',
@@ -575,6 +632,29 @@ describe('memory plan', () => {
     expect(item('reward model parameters')).toEqual({
       what: 'reward model parameters (int8 layer matrices, bf16 embedding)',
       bytes: layerMatrices + 4 * rows + 2 * embedding + norms + 4 * 128,
+    });
+    // use_bnb_nested_quant on both: their layer projections as the double-quantized LoRA base's.
+    const nested = planMemory(
+      config([
+        'actor_rollout_ref.actor.use_kl_loss=true',
+        'actor_rollout_ref.ref.load_in_4bit=true',
+        'actor_rollout_ref.ref.use_bnb_nested_quant=true',
+        'reward_model.enable=true',
+        'reward_model.model.path=/rm',
+        'reward_model.model.load_in_4bit=true',
+        'reward_model.model.use_bnb_nested_quant=true',
+      ]),
+      { actor: bf16Actor, critic, rewardModel },
+      { maxBindingBytes: 128 * MIB, memory: FOUR_GIB, decodeTransposedWeights: true },
+    );
+    const nestedItem = (what: string) => nested.resident.find((r) => r.what.startsWith(what));
+    expect(nestedItem('reference parameters')).toEqual({
+      what: 'reference parameters (nf4-nested layer matrices, bf16 embedding)',
+      bytes: nestedNf4Bytes(matrices) + 2 * embedding + norms,
+    });
+    expect(nestedItem('reward model parameters')).toEqual({
+      what: 'reward model parameters (nf4-nested layer matrices, bf16 embedding)',
+      bytes: nestedNf4Bytes(matrices) + 2 * embedding + norms + 4 * 128,
     });
   });
 

@@ -100,7 +100,7 @@ describe('fsdp_config.model_dtype', () => {
       );
     expect(() =>
       config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.load_in_4bit=true'),
-    ).toThrow(/actor_rollout_ref\.model\.load_in_8bit=true and load_in_4bit=true: the base is quantized one way/);
+    ).toThrow(/actor_rollout_ref\.model\.load_in_8bit=true and load_in_4bit=true: the model is quantized one way/);
     expect(() =>
       config(lora, 'actor_rollout_ref.model.load_in_8bit=true', 'actor_rollout_ref.model.use_bnb_nested_quant=true'),
     ).toThrow(/use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is false/);
@@ -130,6 +130,33 @@ describe('ref.load_in_4bit / load_in_8bit, reward_model.model.load_in_4bit / loa
     expect(frozenStorage(config(...rm), 'reward_model', 'float16')).toBe('f16');
   });
 
+  it('use_bnb_nested_quant double-quantizes the NF4 scales of either, in verl HEAD reward tree spelling too', () => {
+    const nested = config(
+      kl,
+      'actor_rollout_ref.ref.load_in_4bit=true',
+      'actor_rollout_ref.ref.use_bnb_nested_quant=true',
+      'reward.reward_model.enable=true',
+      'reward.reward_model.model_path=/rm',
+      'reward.reward_model.load_in_4bit=true',
+      'reward.reward_model.use_bnb_nested_quant=true',
+    );
+    expect(frozenStorage(nested, 'reference', 'bfloat16')).toBe('nf4-nested');
+    expect(frozenStorage(nested, 'reward_model', 'bfloat16')).toBe('nf4-nested');
+    // One model's key leaves the other's scales float32.
+    const one = config(kl, 'actor_rollout_ref.ref.load_in_4bit=true', ...rm, 'reward_model.model.load_in_4bit=true');
+    expect(frozenStorage(one, 'reference', 'bfloat16')).toBe('nf4');
+    const refOnly = config(
+      kl,
+      'actor_rollout_ref.ref.load_in_4bit=true',
+      'actor_rollout_ref.ref.use_bnb_nested_quant=true',
+      ...rm,
+      'reward_model.model.load_in_4bit=true',
+    );
+    expect([frozenStorage(refOnly, 'reference', 'float32'), frozenStorage(refOnly, 'reward_model', 'float32')]).toEqual(
+      ['nf4-nested', 'nf4'],
+    );
+  });
+
   it('refuses a key that quantizes nothing, and both widths at once, in one line naming the key', () => {
     expect(() => config('actor_rollout_ref.ref.load_in_4bit=true')).toThrow(
       /actor_rollout_ref\.ref\.load_in_4bit=true quantizes nothing: there is no reference without a KL term/,
@@ -143,6 +170,12 @@ describe('ref.load_in_4bit / load_in_8bit, reward_model.model.load_in_4bit / loa
     expect(() => config(...rm, 'reward_model.model.load_in_4bit=true', 'reward_model.model.load_in_8bit=true')).toThrow(
       /reward_model\.model\.load_in_8bit=true and load_in_4bit=true: the model is quantized one way/,
     );
+    expect(() => config(kl, 'actor_rollout_ref.ref.use_bnb_nested_quant=true')).toThrow(
+      /actor_rollout_ref\.ref\.use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit is false — set actor_rollout_ref\.ref\.load_in_4bit=true/,
+    );
+    expect(() =>
+      config(...rm, 'reward_model.model.load_in_8bit=true', 'reward.reward_model.use_bnb_nested_quant=true'),
+    ).toThrow(/reward_model\.model\.use_bnb_nested_quant=true double-quantizes the NF4 block scales, but load_in_4bit/);
   });
 });
 

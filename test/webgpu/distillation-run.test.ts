@@ -7,8 +7,10 @@
 // tokenizer is refused in one line naming both directories; an unrouted sample stops the step naming the key; and
 // verl 1dda039b's own launch script (examples/on_policy_distillation_trainer/run_qwen3_8b_fsdp.sh) runs on the tiny
 // student and teacher with verl-schema Parquet; and k3 and forward_kl_topk run on Qwen3-shaped student and teacher
-// (different sizes) with Qwen3's real 151,936-token tokenizer on verl-schema Parquet (forward_kl_topk's loss falls).
+// (different sizes) with Qwen3's real 151,936-token tokenizer on verl-schema Parquet (forward_kl_topk's loss falls);
+// under bf16 mixed precision forward_kl_topk reads the compute copy's LM head, as the forward does.
 import { describe, it, expect, vi } from 'vitest';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { runJsonlToParquet } from '../../tools/parquet/jsonl-to-parquet.ts';
 import { HAS_BASH, scriptArgv, VERL_HEAD_ROOT, withPaths } from '../support/verl-script-argv.ts';
@@ -165,6 +167,27 @@ describe('on-policy distillation from the command line', () => {
       expect(steps[0]['distillation/pg_clipfrac']).toBeGreaterThanOrEqual(0);
     },
   );
+
+  // Under bf16 mixed precision the forward multiplies by the compute copy's LM head, and forward_kl_topk must read that
+  // head too: with the teacher's top-k the whole vocabulary, the student's mass Σ e^{z_k/T − lse} is then the
+  // softmax's total, 1 to float32 rounding (read from the float32 master, its logits are not the ones lse summed).
+  it('forward_kl_topk under bf16 mixed precision reads the compute copy: over the whole vocabulary its mass is 1', async () => {
+    const { root, sharp, run } = await setUp();
+    const { vocab_size: V } = JSON.parse(await readFile(join(sharp, 'config.json'), 'utf8'));
+    const { code, stderr } = await run('mixed', [
+      'trainer.total_training_steps=3',
+      'actor_rollout_ref.actor.fsdp_config.dtype=bfloat16',
+      `distillation.teacher_models.teacher_model.model_path=${sharp}`,
+      'distillation.distillation_loss.loss_mode=forward_kl_topk',
+      'distillation.distillation_loss.use_policy_gradient=false',
+      'distillation.distillation_loss.use_task_rewards=false',
+      `distillation.distillation_loss.topk=${V}`,
+    ]);
+    expect(code, stderr).toBe(0);
+    for (const step of (await runMetrics(join(root, 'mixed'))).map((l) => l.data))
+      for (const key of ['student_mass_min', 'student_mass_max', 'teacher_mass_min', 'teacher_mass_max'])
+        expect(Math.abs(step[`distillation/${key}`] - 1), key).toBeLessThan(1e-5);
+  });
 
   // The issue's done-criterion: Qwen3's own vocabulary (151,936) and tokenizer (tools/qwen3-model.ts), a bf16 student
   // of hidden 64 and a teacher of hidden 128, verl-schema Parquet, 6 steps. forward_kl_topk's teacher has its

@@ -2,9 +2,14 @@
 // the resident optimizer's update bit for bit — the weights (alignment padding included) and the moments — under
 // torch's AdamW and bitsandbytes' AdamW8bit, with clipping active. A staging buffer of 16 KiB makes each step many
 // fills, cuts tensors into runs (8-bit ones on block boundaries) and ends runs mid-vec4. A state saved by either
-// optimizer resumes in the other, bit for bit. (The run-level check, actor and critic through train.js, is in
-// resume.test.ts.)
+// optimizer resumes in the other, bit for bit. A save writes optimizer.safetensors tensor by tensor from the offloaded
+// optimizer's own host arrays (no copy of the moments, no file-sized buffer): the file is the bytes the one-buffer
+// encoding gives. (The run-level check, actor and critic through train.js, is in resume.test.ts.)
 import { describe, it, expect } from 'vitest';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { makeTempDir } from '../support/temp-dir.ts';
+import { writeOptimizerState } from '../../ppo/training/optimizer-state-node.ts';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { randomArray } from '../support/arrays.ts';
 import { Arena, Engine, readKnobs } from '../../engine/index.ts';
@@ -75,7 +80,15 @@ describe('optimizer offload', () => {
         await arenaWords(engine, resident.optimizer.params),
       );
       const residentState = encodeOptimizerState(await resident.optimizer.saveState());
-      expect(encodeOptimizerState(await offloaded.optimizer.saveState())).toEqual(residentState);
+      const saved = await offloaded.optimizer.saveState();
+      expect(encodeOptimizerState(saved)).toEqual(residentState);
+      // The offloaded state is the optimizer's host moments themselves, written to the file as they are.
+      expect((await offloaded.optimizer.saveState()).m.get('embed')).toBe(saved.m.get('embed'));
+      const file = join(await makeTempDir('offload-save-'), 'optimizer.safetensors');
+      for (const o of [offloaded.optimizer, resident.optimizer]) {
+        await writeOptimizerState(file, await o.saveState());
+        expect(new Uint8Array(await readFile(file))).toEqual(residentState);
+      }
 
       // Each saved state resumes in the other kind; two more steps stay identical to the uninterrupted runs.
       const offloadedResume = make('offloaded-resume', true).optimizer;

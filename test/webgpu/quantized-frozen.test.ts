@@ -1,5 +1,6 @@
 // A separate reference (actor_rollout_ref.ref.load_in_4bit / load_in_8bit) and a reward model
-// (reward_model.model.load_in_4bit / load_in_8bit) stored in NF4 or int8 as a LoRA base is. The quantized model
+// (reward_model.model.load_in_4bit / load_in_8bit) stored in NF4 (its block scales double-quantized with
+// use_bnb_nested_quant) or int8 as a LoRA base is. The quantized model
 // computes the float32 model holding the dequantized weights: the kernels unpack each weight to that float32 value
 // before any arithmetic, so with the same kernels on both sides (the float32-only paths — transposed copies, matmul
 // prologues — switched off) the log-probs and scores agree bit for bit. Through `node train.js` each key runs a step,
@@ -19,7 +20,7 @@ import {
   uploadHfTensors,
 } from '../../models/parameter-store.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
+import { makeTinyRun, runMetrics, saveTinyModel } from '../support/tiny-run.ts';
 import { runCli } from '../support/run-cli.ts';
 
 /** The float32-only paths off, so both models dispatch the same kernels in the same order. */
@@ -28,10 +29,23 @@ const SAME_KERNELS = readKnobs({
   WEBGPU_KERNEL_VARIANTS: 'transposed-weights:as-stored,decode-weights:as-stored,matmul-prologue:separate',
 });
 
+// Double-quantized scales need every fused q/k/v, gate/up part but the last to be whole 256-blocks of NF4 blocks: the
+// tiny run's q_proj [32, 32] is not, a hidden-128 model with four KV heads is.
+const WIDE = { hidden: 128, heads: 4, kvHeads: 4, headDim: 32, intermediate: 128 };
+
 const STORAGES = [
-  ['nf4', 'load_in_4bit'],
-  ['int8', 'load_in_8bit'],
+  { storage: 'nf4', keys: ['load_in_4bit'], wide: false },
+  { storage: 'int8', keys: ['load_in_8bit'], wide: false },
+  { storage: 'nf4-nested', keys: ['load_in_4bit', 'use_bnb_nested_quant'], wide: true },
 ] as const;
+
+/** The tiny run's model directory, or the wide one saved beside it. */
+async function modelFor(root: string, wide: boolean): Promise<string> {
+  if (!wide) return join(root, 'model');
+  const dir = join(root, 'model-wide');
+  await saveTinyModel(dir, 'arithmetic', 5, WIDE);
+  return dir;
+}
 
 const inputIds = [
   [1, 5, 7, 2, 9, 4, 3, 8],
@@ -57,11 +71,12 @@ describe('a frozen reference or reward model in NF4 or int8', () => {
   let engine: Engine | null = null;
   afterAll(() => engine?.destroy());
 
-  for (const [storage] of STORAGES) {
+  for (const { storage, wide } of STORAGES) {
     it(`${storage}: the reference's log-probs and the reward model's scores are the float32 model's over the dequantized weights, bit for bit`, async () => {
       engine ??= await Engine.create(SAME_KERNELS);
       const { root } = await makeTinyRun();
-      const actor = await loadModel(engine, join(root, 'model'));
+      const model = await modelFor(root, wide);
+      const actor = await loadModel(engine, model);
       const reference = await storedParameterCopy(engine, actor.config, actor.params, 'reference', storage);
       expect(reference.dtypeOf('model.layers.0.mlp.gate_up_proj.weight')).toBe('u32');
       const exact = await dequantizedCopy(engine, actor.config, reference);
@@ -85,7 +100,7 @@ describe('a frozen reference or reward model in NF4 or int8', () => {
       expect(quantized).not.toEqual(full);
 
       // The reward model: the tiny model with a score head (float32, never quantized).
-      const rm = await loadModel(engine, join(root, 'model'), { as: 'sequence-classification', seed: 3 });
+      const rm = await loadModel(engine, model, { as: 'sequence-classification', seed: 3 });
       const rmConfig = { ...rm.config, padTokenId: 0 };
       const rmQuantized = await storedParameterCopy(engine, rmConfig, rm.params, 'reward_model', storage);
       expect(rmQuantized.dtypeOf('score.weight')).toBe('f32');
@@ -106,17 +121,16 @@ describe('a frozen reference or reward model in NF4 or int8', () => {
 });
 
 describe('quantized frozen models from the command line', () => {
-  for (const [storage, key] of STORAGES) {
-    it(`actor_rollout_ref.ref.${key} and reward.reward_model.${key} (verl HEAD's tree): two steps run, and a resumed run repeats them`, async () => {
+  for (const { storage, keys, wide } of STORAGES) {
+    it(`actor_rollout_ref.ref.${keys.join(', ')} and reward.reward_model.* (verl HEAD's tree): two steps run, and a resumed run repeats them`, async () => {
       const { root, overrides } = await makeTinyRun();
+      const model = await modelFor(root, wide);
       // A reward model to load: the tiny model with a score head, saved as a user's checkpoint would be.
       const rmDir = join(root, 'reward-model');
       const engine = await Engine.create();
       try {
-        const rm = await loadModel(engine, join(root, 'model'), { as: 'sequence-classification', seed: 3 });
-        await saveModel(engine, rmDir, { ...rm.config, padTokenId: 0 }, rm.params, {
-          tokenizerFrom: join(root, 'model'),
-        });
+        const rm = await loadModel(engine, model, { as: 'sequence-classification', seed: 3 });
+        await saveModel(engine, rmDir, { ...rm.config, padTokenId: 0 }, rm.params, { tokenizerFrom: model });
       } finally {
         engine.destroy();
       }
@@ -124,6 +138,7 @@ describe('quantized frozen models from the command line', () => {
         const dir = join(root, name);
         const printed = await runCli([
           ...overrides,
+          `actor_rollout_ref.model.path=${model}`,
           'trainer.logger=[console,file]',
           'trainer.total_training_steps=2',
           'trainer.save_freq=1',
@@ -132,10 +147,10 @@ describe('quantized frozen models from the command line', () => {
           `trainer.default_local_dir=${dir}`,
           'actor_rollout_ref.actor.use_kl_loss=true',
           'actor_rollout_ref.actor.ppo_mini_batch_size=4',
-          `actor_rollout_ref.ref.${key}=true`,
+          ...keys.map((key) => `actor_rollout_ref.ref.${key}=true`),
           'reward.reward_model.enable=true',
           `reward.reward_model.model_path=${rmDir}`,
-          `reward.reward_model.${key}=true`,
+          ...keys.map((key) => `reward.reward_model.${key}=true`),
           ...extra,
         ]);
         expect(printed.code, printed.stderr).toBe(0);
