@@ -585,9 +585,28 @@ function leading(t: Tensor, size: number): Tensor {
   return t.size === size ? t : t.view(t.name, 0, [size]);
 }
 
-/** Windows [first, first + rows) of the `rows` rows (of `rowLength` elements stored as `storage`) of `t`: each fits
- *  one binding, starts binding-aligned (a whole NF4 block, a whole word of codes), lies in one of t's parts, and
- *  holds a multiple of 4 rows where the limit allows (vec4 loads of A at the window's first column). */
+/** Rows per window of a weight whose rows hold `rowLength` elements, `elementsPerWord` a 4-byte word (1 float32, 2
+ *  halves, 4 int8 codes, 8 NF4 codes): windows of at most `maxBytes` whose starts, at multiples of it, are
+ *  `alignBytes`-aligned (NF4: then also a whole block of 64, alignBytes being at least 32), a multiple of 4 rows
+ *  where the limit allows (vec4 loads of A at the window's first column). 0: not even the aligned minimum fits. */
+export function weightRowStep(
+  rowLength: number,
+  elementsPerWord: number,
+  maxBytes: number,
+  alignBytes: number,
+): number {
+  const rowBytes = (rowLength * 4) / elementsPerWord;
+  // Elements a window's first element must be a multiple of.
+  const quantum = (alignBytes * elementsPerWord) / 4;
+  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
+  const alignRows = quantum / gcd(quantum, rowLength);
+  const most = Math.floor(maxBytes / rowBytes);
+  const rows4 = (alignRows * 4) / gcd(alignRows, 4);
+  return most >= rows4 ? Math.floor(most / rows4) * rows4 : Math.floor(most / alignRows) * alignRows;
+}
+
+/** Windows [first, first + rows) of the `rows` rows (of `rowLength` elements stored as `storage`) of `t`, of
+ *  weightRowStep rows each, restarting at each of t's parts. */
 function rowSteps(
   engine: Engine,
   t: Tensor,
@@ -595,22 +614,13 @@ function rowSteps(
   rowLength: number,
   storage: BStorage,
 ): { first: number; rows: number }[] {
-  const align = engine.caps.minStorageBufferOffsetAlignment;
   const perWord = bElementsPerWord(storage);
-  // Bytes of a row, and elements a window's first element must be a multiple of to start at an aligned binding
-  // offset (NF4: 2·align elements, whole blocks of 64 too, minStorageBufferOffsetAlignment being at least 32).
-  const rowBytes = (rowLength * 4) / perWord;
-  const quantum = (align * perWord) / 4;
-  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
-  const alignRows = quantum / gcd(quantum, rowLength);
-  const most = Math.floor(engine.maxBindingBytes / rowBytes);
-  const rows4 = (alignRows * 4) / gcd(alignRows, 4);
-  const step = most >= rows4 ? Math.floor(most / rows4) * rows4 : Math.floor(most / alignRows) * alignRows;
+  const step = weightRowStep(rowLength, perWord, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment);
   if (step < 1)
     throw new Error(
-      `matmul: ${t.name} cannot be taken in windows of its rows: one row of ${rowLength} elements (${rowBytes} ` +
-        `bytes, windows starting at multiples of ${alignRows} rows) is above one binding of ` +
-        `${engine.maxBindingBytes} bytes`,
+      `matmul: ${t.name} cannot be taken in windows of its rows: rows of ${rowLength} elements ` +
+        `(${(rowLength * 4) / perWord} bytes) do not fit one binding of ${engine.maxBindingBytes} bytes in aligned ` +
+        'windows',
     );
   const windows: { first: number; rows: number }[] = [];
   // Part boundaries in rows (t's elements are words of codes when B is quantized).
