@@ -147,7 +147,8 @@ describe('matmul over windows of a weight above one binding', () => {
 // A two-layer Qwen3 on an engine that binds at most 8 KiB: its qkv_proj [128, 64] and gate_up_proj [128, 64] (32 KiB
 // in float32, 16 KiB in bf16), o_proj and down_proj [64, 64] (16 KiB in float32) are above it, so every product by
 // them runs over windows of their rows — the forward, the backward's dx = dy·W, a full fine-tune's weight gradients
-// (written a window of rows at a time), the prefill and the decode steps. The LoRA adapters (rank 4) and the
+// (written a window of rows at a time; under bf16 mixed precision the products read the compute copy's windows),
+// the prefill and the decode steps. The LoRA adapters (rank 4) and the
 // activations of 16 tokens bind whole (the MLP in one row window), and every matmul has M <= 32 rows, where each
 // variant's choice does not change with the rows (the register kernel on the CPU class, gpu-narrow on the GPU
 // class); the unsplit engine multiplies by the weights as stored (`transposed-weights`, `decode-weights`:
@@ -187,7 +188,12 @@ const dLogprobs = Array.from({ length: B * T }, () => random() - 0.5);
 let modelSplit: Engine | null = null;
 afterAll(() => modelSplit?.destroy());
 
-async function runModel(engine: Engine, lora: boolean) {
+/** `setting`: a float32 full fine-tune, the same under bf16 mixed precision (the compute copy, made window by window,
+ *  is what the products read), or LoRA on a bf16 base. */
+type Setting = 'full' | 'full, bf16 compute' | 'LoRA on a bf16 base';
+
+async function runModel(engine: Engine, setting: Setting) {
+  const lora = setting === 'LoRA on a bf16 base';
   const params = createParameterArena(engine, CONFIG, 'windows', lora ? 'bf16' : 'f32');
   uploadArenaTensors(engine, params, initialParameters(CONFIG, 3, 0.3));
   for (const name of ['self_attn.qkv_proj.weight', 'mlp.gate_up_proj.weight'])
@@ -200,6 +206,7 @@ async function runModel(engine: Engine, lora: boolean) {
   const adapters = lora ? new LoraAdapters(engine, CONFIG, LORA, values, 'windows') : null;
   const lm = new CausalLm(engine, CONFIG, params);
   lm.trunk.lora = adapters;
+  if (setting === 'full, bf16 compute') lm.trunk.setComputeDtype('bf16');
   const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, CONFIG.vocabSize, 'windows');
   const targets = engine.tensorFrom(
     'windows.targets',
@@ -257,16 +264,16 @@ async function runModel(engine: Engine, lora: boolean) {
 }
 
 describe('a model whose layer weights are above one binding', () => {
-  for (const lora of [false, true]) {
-    it(`${lora ? 'LoRA on a bf16 base' : 'full fine-tune, float32'}: log-probs and decode steps bit-identical to the unsplit engine, gradients within rounding`, async () => {
+  for (const setting of ['full', 'full, bf16 compute', 'LoRA on a bf16 base'] as const) {
+    it(`${setting}: log-probs and decode steps bit-identical to the unsplit engine, gradients within rounding`, async () => {
       const whole = await gpuEngine();
       modelSplit ??= await Engine.create({ ...readKnobs(), maxBindingBytes: MODEL_BINDING });
       const variants = whole.knobs.kernelVariants;
       variants['transposed-weights'] = 'as-stored';
       variants['decode-weights'] = 'as-stored';
       try {
-        const expected = await runModel(whole, lora);
-        const actual = await runModel(modelSplit, lora);
+        const expected = await runModel(whole, setting);
+        const actual = await runModel(modelSplit, setting);
         expectSameBits(actual.logprobs, expected.logprobs, 'log-probs (no backward kept)');
         expectSameBits(actual.trained, expected.trained, 'log-probs (training forward)');
         actual.steps.forEach((logits, step) => expectSameBits(logits, expected.steps[step], `decode step ${step}`));
@@ -279,7 +286,7 @@ describe('a model whose layer weights are above one binding', () => {
           expectClose(actual.gradients.get(name)!, g, 1e-6 * scale, 1e-5, name);
         }
         // LoRA: A and Bᵀ of 4 projections in 2 layers.
-        if (lora) expect(expected.gradients.size).toBe(16);
+        if (setting === 'LoRA on a bf16 base') expect(expected.gradients.size).toBe(16);
       } finally {
         delete variants['transposed-weights'];
         delete variants['decode-weights'];
