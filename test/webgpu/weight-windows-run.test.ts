@@ -3,9 +3,9 @@
 // weightWindows; 8 KiB still holds a rollout row's KV cache layer): the rollout's prefill and decode steps,
 // the old log-probs, the reference's forward and the actor update (forward, dx = dy·W, and the weight gradients
 // written a window of rows at a time; under LoRA dx = dy·W alone), then AdamW. Micro-batches of one sequence keep
-// the activations within the binding. Without the windows the step fails at the rollout's first gate/up product ("kernel matmul/register-nt:
-// binding b (tensor actor:model.layers.0.mlp.gate_up_proj.weight, [128, 32]) spans 16384 bytes but this device binds
-// at most 8192 bytes").
+// the activations within the binding. Without the windows the step fails at the rollout's first gate/up product
+// ("kernel matmul/register-nt: binding b (tensor actor:model.layers.0.mlp.gate_up_proj.weight, [128, 32]) spans
+// 16384 bytes but this device binds at most 8192 bytes").
 import { describe, it, expect, vi, afterEach } from 'vitest';
 import { main } from '../../ppo/jobs/ppo-job-node.ts';
 import { makeTinyRun, runMetrics } from '../support/tiny-run.ts';
