@@ -487,10 +487,11 @@ function planWithRolloutBudget(
   // Rollout (ppo/generation/continuous-batching.ts): as many slots as ppo/generation/slots.ts lets it decode at once,
   // from the same budget the trainer gives it, in two IncrementalDecoders kept between rollouts — the decode batch's
   // (its KV cache of continuousCacheCapacity slots, one token's buffers and the sampling logits of each row) and the
-  // one newcomers' prompts are prefilled in (a cache of the prompt's length, the prompt's activations, the logits of
-  // each row's last token). Validation generates the whole validation set through the same decoders, grown to its
-  // size, and frees them when it ends (ppo/trainer.ts validate): a phase after the step's (a validation between
-  // steps, and the final one, holds everything else the step left) whose decoders no later phase keeps.
+  // one newcomers' prompts are prefilled in (a cache of the prompt's length, one call's activations — the whole
+  // prompt's, or a chunk's where those outgrow a binding — and the logits of each row's last token). Validation
+  // generates the whole validation set through the same decoders, grown to its size, and frees them when it ends
+  // (ppo/trainer.ts validate): a phase after the step's (a validation between steps, and the final one, holds
+  // everything else the step left) whose decoders no later phase keeps.
   const responseLength = config.data.max_response_length;
   const rollout = (name: string, sequences: number, set: PromptSet | undefined) => {
     const promptLength = Math.min(config.data.max_prompt_length, set?.longest ?? Infinity);
@@ -752,7 +753,8 @@ function checkMicroBatch(
           `activation, above the ` +
           `${mib(maxBindingBytes)} binding limit — set ${key}=${fits} or less`
       : `${phaseName}: one sequence of data.max_prompt_length + data.max_response_length tokens needs a ` +
-          `${mib(bytesPerSequence)} activation, ` +
+          `${mib(bytesPerSequence)} activation (qkv, attention or residual over every token: the trainer splits ` +
+          'only the MLP by rows, the rollout prefills in chunks), ' +
           `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or ` +
           `data.max_response_length`,
   );

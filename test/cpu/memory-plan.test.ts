@@ -722,6 +722,32 @@ describe('memory plan', () => {
     expect(bytes).toBeLessThan(GIB);
   });
 
+  it('a prompt whose prefill activation is above one binding is prefilled in chunks: no problem, a chunk the largest tensor', () => {
+    // 1,024 prompt tokens × 2I = 768 floats × 4 bytes = 3 MiB of gate/up, above a 2 MiB binding: calls of 682 tokens.
+    // The trainer's passes fit too (one sequence a micro-batch, its MLP in row windows). Before chunked prefill this
+    // plan said "IncrementalDecoder: one sequence's the widest activation of 1024 tokens … needs 3145728 bytes".
+    const plan = planMemory(
+      config([
+        'algorithm.adv_estimator=grpo',
+        'data.train_batch_size=4',
+        'actor_rollout_ref.rollout.n=2',
+        'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+        'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1',
+        'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1',
+        'data.max_prompt_length=1024',
+        'data.max_response_length=16',
+      ]),
+      { actor, critic: null, rewardModel: null },
+      { maxBindingBytes: 2 * MIB, memory: FOUR_GIB },
+    );
+    expect(plan.problems).toEqual([]);
+    const [rollout] = plan.phases;
+    expect(rollout.items.find((i) => i.key === 'rollout prefill buffers')!.what).toMatch(
+      /× 1024 prompt tokens in chunks of 682\)$/,
+    );
+    expect(rollout.largestTensor).toEqual({ what: 'widest prefill activation', bytes: 682 * 768 * 4 });
+  });
+
   it(
     "Unsloth's GRPO on 24 GB: the rollout decodes all 64 Qwen3-1.7B LoRA sequences at once (bf16 cache), and takes " +
       "only what Qwen3-8B's resident base leaves, so the run's peak still fits",

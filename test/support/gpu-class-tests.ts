@@ -48,6 +48,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'lora',
   'micro-batching',
   'mlp-chunks',
+  'prefill-chunks',
   'multi-turn-masks',
   'rollout',
   // the trainer: verl's PPO cases, whole runs that learn
