@@ -243,11 +243,12 @@ export class IncrementalDecoder {
     return this.params.get(name);
   }
 
-  /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights. */
+  /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights that each bind whole. */
   private decodesTransposed(): boolean {
     return (
       layerWeightsAreF32(this.params) &&
-      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value
+      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value &&
+      this.transposed.bindsWhole(this.transposedNames)
     );
   }
 

@@ -789,17 +789,9 @@ describe('memory plan', () => {
       expect(large.rolloutBudgetShrunk).toBe(true);
       expect(large.rolloutBudgetBytes).toBeLessThan(12 * GIB);
       expect(large.peakBytes).toBeLessThanOrEqual(24 * GIB);
-      // Its bf16 gate_up_proj (2 · 12,288 × 4,096) is bound whole by the matmuls: above a 128 MiB binding, fine on a
-      // device that binds 256 MiB, and small enough in NF4.
-      expect(large.problems).toEqual([
-        expect.stringMatching(
-          /^actor base: model\.layers\.0\.mlp\.gate_up_proj\.weight takes 192\.0 MiB \(bf16\), and 35 more matrices, above the 128\.0 MiB binding limit/,
-        ),
-      ]);
-      const wideBinding = { ...device, maxBindingBytes: 256 * MIB };
-      expect(
-        planMemory(config(unsloth), { actor: large8b(), critic: null, rewardModel: null }, wideBinding).problems,
-      ).toEqual([]);
+      // Its bf16 gate_up_proj (2 · 12,288 × 4,096, 192 MiB) is above a 128 MiB binding: the matmuls take it in
+      // windows of rows (kernels/matmul/matmul.ts), so nothing about it stops the plan.
+      expect(large.problems).toEqual([]);
       const nf4 = config([...unsloth, 'actor_rollout_ref.model.load_in_4bit=true']);
       expect(planMemory(nf4, { actor: large8b(), critic: null, rewardModel: null }, device).problems).toEqual([]);
       expect(formatMemoryPlan(large, false)[0]).toMatch(/less what the rest of the run needs\)$/);

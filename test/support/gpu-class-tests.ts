@@ -26,6 +26,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'kv-cache-write',
   'lm-head',
   'matmul',
+  'weight-windows',
   'ppo-kernels',
   'reduce',
   'response-grads',
