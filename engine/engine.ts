@@ -24,6 +24,8 @@ import { awaitDawn } from './dawn-poll.ts';
 import { deviceMemorySize, type DeviceMemorySize } from './device-memory.ts';
 
 const UNIFORM_RING_BYTES = 1 << 18;
+/** Bytes of unmapped read-back staging buffers kept for reuse, at most (releaseStaging). */
+const STAGING_KEPT_BYTES = 4 << 20;
 
 export interface DispatchArgs {
   bindings: Readonly<Record<string, Tensor>>;
@@ -65,9 +67,9 @@ export class Engine {
   /** Dispatches recorded since the engine was created (for tests and benchmarks). */
   dispatchCount = 0;
   /** Host↔device traffic since the engine was created (a step's perf/readbacks and perf/upload_bytes are the
-   *  difference across it): each read() is one pipeline drain, whatever its size; each upload() adds its bytes.
-   *  The uniform ring's once-per-submit write is not counted: it carries dispatch parameters, not data, and grows
-   *  with the dispatches recorded (dispatchCount) rather than with what the host sends. */
+   *  difference across it): each read() or readAll() is one pipeline drain, whatever its size; each upload() adds
+   *  its bytes. The uniform ring's once-per-submit write is not counted: it carries dispatch parameters, not data,
+   *  and grows with the dispatches recorded (dispatchCount) rather than with what the host sends. */
   readonly transfers = { readbacks: 0, readbackBytes: 0, uploads: 0, uploadBytes: 0 };
   /** Bytes of the tensors' buffers alive now, and the most ever alive at once (the measured peak of a run). */
   allocatedBytes = 0;
@@ -76,6 +78,9 @@ export class Engine {
   /** Writes recorded into each buffer (see writeCount). */
   private readonly writeCounts = new WeakMap<GPUBuffer, number>();
 
+  /** Unmapped read-back staging buffers by size, for the next read of that size (releaseStaging). */
+  private readonly freeStaging = new Map<number, GPUBuffer[]>();
+  private keptStagingBytes = 0;
   /** Called with each spec whose pipeline is created (WEBGPU_PIPELINE_LOG). */
   private pipelineLog: ((spec: KernelSpec) => void) | null = null;
 
@@ -435,28 +440,94 @@ export class Engine {
 
   /** Copies a tensor back to the host. This is the only way numbers leave the GPU. */
   async read<D extends DType>(tensor: Tensor<D>): Promise<TypedArrayOf<D>> {
-    const staging = this.device.createBuffer({
-      label: `read ${tensor.name}`,
-      size: wordBytes(tensor.byteLength) || 4,
-      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-    });
-    this.endPass();
-    let at = 0;
-    for (const part of tensor.parts) {
-      if (part.byteLength > 0)
-        this.ensureEncoder().copyBufferToBuffer(part.buffer, part.byteOffset, staging, at, wordBytes(part.byteLength));
-      at += part.byteLength;
+    const [values] = await this.readAll([tensor]);
+    return values as TypedArrayOf<D>;
+  }
+
+  /**
+   * Copies tensors back to the host as one read-back: one staging buffer, one submit, one map (a read of each would
+   * submit and map once per tensor). `awaitedLater`: the caller records more work before it awaits the values (a
+   * decode loop reading each step's tokens), so waiting for them need not spin the host (dawn-poll.ts).
+   */
+  async readAll(
+    tensors: readonly Tensor[],
+    options: { awaitedLater?: boolean } = {},
+  ): Promise<(Float32Array | Uint32Array | Int32Array)[]> {
+    const starts: number[] = [];
+    let size = 0;
+    for (const tensor of tensors) {
+      starts.push(size);
+      size += wordBytes(tensor.byteLength);
     }
+    const staging = this.stagingBuffer(size || 4, tensors);
+    this.endPass();
+    tensors.forEach((tensor, k) => {
+      let at = starts[k];
+      for (const part of tensor.parts) {
+        if (part.byteLength > 0)
+          this.ensureEncoder().copyBufferToBuffer(
+            part.buffer,
+            part.byteOffset,
+            staging,
+            at,
+            wordBytes(part.byteLength),
+          );
+        at += part.byteLength;
+      }
+    });
     this.flush();
     this.transfers.readbacks++;
     this.transfers.readbackBytes += staging.size;
-    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.softwareAdapter);
-    const bytes = staging.getMappedRange().slice(0);
+    await awaitDawn(staging.mapAsync(GPUMapMode.READ), this.caps.softwareAdapter, !options.awaitedLater);
+    const mapped = staging.getMappedRange();
+    const values = tensors.map((tensor, k) =>
+      fromBytes(tensor.dtype, mapped.slice(starts[k], starts[k] + wordBytes(tensor.byteLength)), tensor.size),
+    );
     staging.unmap();
-    staging.destroy();
+    this.releaseStaging(staging);
     this.throwIfFailed();
     if (this.profiler) await this.profiler.collect();
-    return fromBytes(tensor.dtype, bytes, tensor.size) as TypedArrayOf<D>;
+    return values;
+  }
+
+  /** A mappable buffer of `size` bytes for a read-back: a free one of that size, else a new one. */
+  private stagingBuffer(size: number, tensors: readonly Tensor[]): GPUBuffer {
+    const kept = this.freeStaging.get(size)?.pop();
+    if (kept) {
+      this.keptStagingBytes -= size;
+      return kept;
+    }
+    return this.device.createBuffer({
+      label: `read ${tensors.map((t) => t.name).join(', ')}`,
+      size,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+  }
+
+  /**
+   * Keeps an unmapped staging buffer for the next read of its size (a decode loop reads the same rows every step: on
+   * lavapipe each new mappable buffer maps memory and each destroyed one unmaps it, a TLB shootdown that interrupts
+   * the device's threads), the sizes read most recently first, within STAGING_KEPT_BYTES in all.
+   */
+  private releaseStaging(staging: GPUBuffer): void {
+    const { size } = staging;
+    if (size > STAGING_KEPT_BYTES) {
+      staging.destroy();
+      return;
+    }
+    const free = this.freeStaging.get(size) ?? [];
+    // Re-inserted: the map's order is the sizes' last use, oldest first.
+    this.freeStaging.delete(size);
+    this.freeStaging.set(size, [...free, staging]);
+    this.keptStagingBytes += size;
+    for (const [oldest, buffers] of this.freeStaging) {
+      while (buffers.length > 0 && this.keptStagingBytes > STAGING_KEPT_BYTES) {
+        buffers.shift()!.destroy();
+        this.keptStagingBytes -= oldest;
+      }
+      if (buffers.length === 0) this.freeStaging.delete(oldest);
+      if (this.keptStagingBytes <= STAGING_KEPT_BYTES) break;
+    }
   }
 
   destroy(): void {

@@ -158,13 +158,11 @@ export class DecoderTrunk {
     return this.weights.get(name);
   }
 
-  /** Brings every layer weight's transposed copy up to date (models/transposed-weights.ts). */
-  private refreshTransposedWeights(): void {
-    this.transposed.refresh(
-      Array.from({ length: this.config.numLayers }, (_, l) =>
-        LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`),
-      ).flat(),
-    );
+  /** The layer weights a forward multiplies by. */
+  private linearWeightNames(): string[] {
+    return Array.from({ length: this.config.numLayers }, (_, l) =>
+      LINEAR_WEIGHTS.map((n) => `${layerPrefix(l)}.${n}`),
+    ).flat();
   }
 
   /** out (+)= a·Wᵀ (+ bias) for the layer weight `name` (N, K): nt against W, or with `transposed` nn against Wᵀ. */
@@ -565,8 +563,9 @@ export class DecoderTrunk {
     const transposed =
       options.saveForBackward &&
       layerWeightsAreF32(this.weights) &&
-      chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value;
-    if (transposed) this.refreshTransposedWeights();
+      chooseVariant('transposed-weights', transposedWeightVariants, e.caps, e.knobs).value &&
+      this.transposed.bindsWhole(this.linearWeightNames());
+    if (transposed) this.transposed.refresh(this.linearWeightNames());
 
     const chunks = this.rowChunks(R);
     for (const chunk of chunks)

@@ -11,7 +11,10 @@
 // The cache's rows come in decode groups that each fit one storage binding (models/kv-cache.ts): a decode step
 // runs its projections over every row at once and attends group by group; a call of several tokens runs group by
 // group, its activations sized for one group's rows, so no tensor of either outgrows a binding however many rows
-// decode together. One group is the plain batch, with no dispatch added.
+// decode together. One group is the plain batch, with no dispatch added. A block of tokens whose activations outgrow a
+// binding even for one row (a long prompt) goes in as several calls of fewer tokens, each extending the cache the
+// calls before it wrote (chunked prefill, callTokens; only the last computes logits): rows are split into groups and
+// tokens into calls, so only what neither splits — one row's cache layer, one row's logits — is bound by a binding.
 // On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
 // weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
 // and read along its rows that is one stream through memory instead of one per output column (the tiny model's
@@ -77,6 +80,10 @@ export interface ExtendInput {
   everyPosition?: boolean;
 }
 
+/** Which logits a call computes: each row's last new token's, every new token's, or none (a block's calls before
+ *  its last, chunked prefill). */
+type Head = 'last' | 'every' | 'none';
+
 /** Rows of `rows` starting at row `first` of a call's activations, as a tensor a kernel can bind. */
 interface RowSpan<D extends Tensor = Tensor> {
   tensor: D;
@@ -96,6 +103,27 @@ interface GroupPart {
  *  attention's output or a LoRA low-rank activation. */
 export function widestActivation(c: DecoderConfig, loraRank: number): number {
   return Math.max(2 * c.intermediateSize, qkvWidth(c), c.hiddenSize, c.numHeads * c.headDim, loraRank);
+}
+
+/**
+ * Tokens a row of one call appends at most, for blocks of up to `tokens`: all of them, or as many as keep the widest
+ * activation of one row within one binding of `bindingBytes` (at least 1). A longer block goes in as several calls,
+ * each extending the cache that the calls before it wrote (chunked prefill, ppo/generation/decoders.ts feedBlock), so a
+ * prompt is never too long for a binding, only for memory.
+ */
+export function callTokens(c: DecoderConfig, tokens: number, loraRank: number, bindingBytes: number): number {
+  return Math.max(1, Math.min(tokens, Math.floor(bindingBytes / (widestActivation(c, loraRank) * 4))));
+}
+
+/**
+ * A block of T tokens as calls of at most `maxTokens` ([from, to) each): as few as that allows, of nearly equal widths.
+ * Equal widths keep every call above half of `maxTokens`, so where that is above 64 each call's matmuls and attention
+ * take the kernels, and sum in the order, that the whole block in one call would (more than 32 rows:
+ * kernels/matmul/matmul.ts, kernels/attention/attention.ts attentionForward): the same keys, values and logits.
+ */
+export function callSpans(T: number, maxTokens: number): [number, number][] {
+  const calls = Math.ceil(T / maxTokens);
+  return Array.from({ length: calls }, (_, k) => [Math.floor((k * T) / calls), Math.floor(((k + 1) * T) / calls)]);
 }
 
 /**
@@ -128,8 +156,8 @@ export function decodeGroupRows(
   if (bytes > bindingBytes) {
     throw new Error(
       `IncrementalDecoder: one sequence's ${what} (${shape.capacity} cache slots, calls of up to ${shape.maxTokens} ` +
-        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize): lower ` +
-        'data.max_prompt_length or data.max_response_length',
+        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize), and a ` +
+        "sequence's cache slots are not split: lower data.max_prompt_length or data.max_response_length",
     );
   }
   return Math.floor(bindingBytes / bytes);
@@ -215,11 +243,12 @@ export class IncrementalDecoder {
     return this.params.get(name);
   }
 
-  /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights. */
+  /** Whether decode steps multiply by transposed weights: CPU devices, float32 weights that each bind whole. */
   private decodesTransposed(): boolean {
     return (
       layerWeightsAreF32(this.params) &&
-      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value
+      chooseVariant('decode-weights', transposedWeightVariants, this.engine.caps, this.engine.knobs).value &&
+      this.transposed.bindsWhole(this.transposedNames)
     );
   }
 
@@ -476,6 +505,16 @@ export class IncrementalDecoder {
    * next call.
    */
   extend(input: ExtendInput): Tensor {
+    return this.call(input, input.everyPosition === true && input.T > 1 ? 'every' : 'last')!;
+  }
+
+  /** Records the forward of T new tokens for every held sequence, appending them to the cache, without logits: a
+   *  block's calls before its last (chunked prefill). */
+  append(input: Omit<ExtendInput, 'everyPosition'>): void {
+    this.call(input, 'none');
+  }
+
+  private call(input: ExtendInput, head: Head): Tensor | null {
     const { ids, positions, T } = input;
     const cache = this.cache;
     const rows = cache.rows;
@@ -492,12 +531,11 @@ export class IncrementalDecoder {
       );
     }
     const slotStart = cache.reserve(T, input.mask);
-    const every = input.everyPosition === true && T > 1;
     const held = cache.held();
-    if (T === 1 || held.length === 1) return this.forward(0, rows, ids, positions, T, slotStart, every);
+    if (T === 1 || held.length === 1) return this.forward(0, rows, ids, positions, T, slotStart, head);
     // Several tokens a row in several groups: group by group, each one's logits gathered into the call's.
-    const perRow = (every ? T : 1) * V;
-    const logits = this.work.get('head.groupLogits', [rows * perRow]);
+    const perRow = (head === 'every' ? T : 1) * V;
+    const logits = head === 'none' ? null : this.work.get('head.groupLogits', [rows * perRow]);
     for (const { group, rows: n } of held) {
       const part = (t: Tensor<'u32'> | Tensor<'i32'>, name: string) =>
         this.rowSpan(t, group.first, n, T, name, 'in').tensor;
@@ -508,18 +546,19 @@ export class IncrementalDecoder {
         part(positions, 'group.positions') as Tensor<'i32'>,
         T,
         slotStart,
-        every,
+        head,
       );
+      if (!out || !logits) continue;
       this.engine.copy(
         out.view(out.name, 0, [n * perRow]),
         logits.view(`${logits.name}[${group.first}:${group.first + n}]`, group.first * perRow, [n * perRow]),
       );
     }
-    return logits.view(logits.name, 0, [every ? rows * T : rows, V]);
+    return logits ? logits.view(logits.name, 0, [head === 'every' ? rows * T : rows, V]) : null;
   }
 
   /** The forward of T new tokens of the call's rows [first, first + rows) (all of them, or one decode group's), its
-   *  `ids` and `positions` theirs; returns the logits of those rows. */
+   *  `ids` and `positions` theirs; returns the logits of those rows (`head`: which; none: null). */
   private forward(
     first: number,
     rows: number,
@@ -527,8 +566,8 @@ export class IncrementalDecoder {
     positions: Tensor<'i32'>,
     T: number,
     slotStart: number,
-    every: boolean,
-  ): Tensor {
+    head: Head,
+  ): Tensor | null {
     const c = this.config;
     const e = this.engine;
     const cache = this.cache;
@@ -537,8 +576,9 @@ export class IncrementalDecoder {
     const W = qkvWidth(c);
     const I = c.intermediateSize;
     const NHS = c.numHeads * c.headDim;
+    const every = head === 'every';
     const headRows = every ? R : rows;
-    const { step: s, head } = this.buffersFor(rows, T, headRows);
+    const { step: s, head: h } = this.buffersFor(rows, T, headRows);
 
     const transposed = T === 1 && this.decodesTransposed() ? this.transposedWeights() : null;
     // out (+)= a·Wᵀ for the layer weight `name` (N, K): nt against W, or nn against its transposed copy.
@@ -643,44 +683,45 @@ export class IncrementalDecoder {
       linear(`${p}.mlp.down_proj.weight`, { ...downInput, out: s.x, M: R, N: C, K: I, accumulate: true });
       this.lora?.forward(l, 'down', downInput, s.loraHidden, s.x, R);
     }
+    if (head === 'none') return null;
     // Unless every position's are asked for, only each row's last token needs logits: with T > 1, gather those rows.
     let last = s.x;
     if (T > 1 && !every) {
       for (let b = 0; b < rows; b++)
         e.copy(
           s.x.view(`${s.x.name}[${b}]`, (b * T + T - 1) * C, [C]),
-          head.last.view(`${head.last.name}[${b}]`, b * C, [C]),
+          h.last.view(`${h.last.name}[${b}]`, b * C, [C]),
         );
-      last = head.last;
+      last = h.last;
     }
     const headName = lmHeadWeightName(c);
     if (transposed?.has(headName)) {
       const finalNorm = this.normedInput(
-        { x: last, normed: head.lastNormed, rstd: head.lastRstd },
+        { x: last, normed: h.lastNormed, rstd: h.lastRstd },
         'model.norm.weight',
         headRows,
         fuseNorm,
       );
-      linear(headName, { ...finalNorm, out: head.logits, M: headRows, N: c.vocabSize, K: C });
-      return head.logits;
+      linear(headName, { ...finalNorm, out: h.logits, M: headRows, N: c.vocabSize, K: C });
+      return h.logits;
     }
     rmsnormForward(e, {
       x: last,
       weight: this.param('model.norm.weight'),
-      out: head.lastNormed,
-      rstd: head.lastRstd,
+      out: h.lastNormed,
+      rstd: h.lastRstd,
       rows: headRows,
       cols: C,
       eps: c.rmsNormEps,
     });
     lmHeadLogits(e, {
-      hidden: head.lastNormed,
+      hidden: h.lastNormed,
       weight: this.param(headName),
-      out: head.logits,
+      out: h.logits,
       N: headRows,
       C,
       V: c.vocabSize,
     });
-    return head.logits;
+    return h.logits;
   }
 }

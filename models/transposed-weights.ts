@@ -44,6 +44,17 @@ export class TransposedWeights {
     shared.delete(this.params);
   }
 
+  /** Whether every weight of `names` binds whole (one buffer, one binding). A larger one is multiplied by matmul in
+   *  windows of its rows (nt), which its copy's nn product could not take with a decode step's prologue or fused
+   *  layer (a window of Wᵀ's rows splits the reduction); the transpose binds both whole too. Then the caller
+   *  multiplies every weight as stored, not a mix (the decode step's layout choices are made once). */
+  bindsWhole(names: readonly string[]): boolean {
+    return names.every((name) => {
+      const weight = this.params.get(name);
+      return weight.parts.length === 1 && weight.byteLength <= this.engine.maxBindingBytes;
+    });
+  }
+
   /** The copy of the weight `name`; current once refresh() has listed it. */
   copy(name: string): Tensor {
     const [N, K] = this.params.get(name).shape;

@@ -9,11 +9,13 @@ override B_K_CONTIGUOUS: bool;
 override A_VEC4: bool;
 override B_VEC4: bool;
 
-// out[m, n] = alpha·sum (+ bias[n]) (+ out[m, n]); the caller has checked m < M and n < N.
+// out[m, n] = alpha·sum (+ bias[n]) (+ out[m, n]); the caller has checked m < M and n < N. Rows of out are
+// outStride apart and column n is element nOffset + n of a row and of bias: a window of a weight's rows (nt) writes
+// a window of out's columns (the launcher's weight windows; unsplit: outStride N, nOffset 0).
 fn storeOutput(m: u32, n: u32, sum: f32) {
-  let index = m * params.N + n;
+  let index = m * params.outStride + params.nOffset + n;
   var value = params.alpha * sum;
-  if (params.hasBias != 0u) { value += bias[n]; }
+  if (params.hasBias != 0u) { value += bias[params.nOffset + n]; }
   if (params.accumulate != 0u) { value += out[index]; }
   out[index] = value;
 }

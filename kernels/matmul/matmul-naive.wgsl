@@ -12,7 +12,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var k = 0u; k < params.K; k++) {
     var x: f32;
     var y: f32;
-    if (A_K_CONTIGUOUS) { x = a[m * params.K + k]; } else { x = a[k * params.M + m]; }
+    // A's rows are aStride apart from element aOffset on (a window of its columns: the launcher's weight windows).
+    if (A_K_CONTIGUOUS) { x = a[params.aOffset + m * params.aStride + k]; }
+    else { x = a[params.aOffset + k * params.aStride + m]; }
     if (B_K_CONTIGUOUS) { y = bElement(n * params.K + k); } else { y = bElement(k * params.N + n); }
     sum += x * y;
   }

@@ -4,8 +4,8 @@
 // offset, bitsandbytes' dequantize_blockwise and `absmax += offset` (which round after the product: a compiler
 // that fuses them into one fma differs by at most an ulp of the scale).
 fn blockAbsmax(block: u32) -> f32 {
-  // The codes fill ceil(blocks / 4) = ceil(N·K / 256) words after the map.
-  let pairs = 256u + (params.N * params.K + 255u) / 256u;
+  // The codes fill ceil(blocks / 4) words after the map (params.bScales: the whole weight's blocks).
+  let pairs = 256u + (params.bScales + 3u) / 4u;
   let code = (bAbsmax[256u + (block >> 2u)] >> (8u * (block & 3u))) & 0xffu;
   let pair = pairs + 2u * (block / 256u);
   return bitcast<f32>(bAbsmax[code]) * bitcast<f32>(bAbsmax[pair]) + bitcast<f32>(bAbsmax[pair + 1u]);

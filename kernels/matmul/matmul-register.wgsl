@@ -182,21 +182,22 @@ fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: 
   let K = params.K;
   let m0 = wid.y * ROWS;
   let n = wid.x * COLUMNS + lane * 8u;
-  // A[m, k] is a[m·rowStride + k·kStride] in either layout (gateUp rows are 2K wide).
-  let rowStride = select(1u, select(K, 2u * K, A_PROLOGUE == 2u), A_K_CONTIGUOUS);
-  let kStride = select(M, 1u, A_K_CONTIGUOUS);
-  rowOffset[0] = min(m0, M - 1u) * rowStride;
-  rowOffset[1] = min(m0 + 1u, M - 1u) * rowStride;
-  rowOffset[2] = min(m0 + 2u, M - 1u) * rowStride;
-  rowOffset[3] = min(m0 + 3u, M - 1u) * rowStride;
-  rowOffset[4] = min(m0 + 4u, M - 1u) * rowStride;
-  rowOffset[5] = min(m0 + 5u, M - 1u) * rowStride;
-  rowOffset[6] = min(m0 + 6u, M - 1u) * rowStride;
-  rowOffset[7] = min(m0 + 7u, M - 1u) * rowStride;
-  rowOffset[8] = min(m0 + 8u, M - 1u) * rowStride;
-  rowOffset[9] = min(m0 + 9u, M - 1u) * rowStride;
-  rowOffset[10] = min(m0 + 10u, M - 1u) * rowStride;
-  rowOffset[11] = min(m0 + 11u, M - 1u) * rowStride;
+  // A[m, k] is a[aOffset + m·rowStride + k·kStride] in either layout: A's rows are aStride apart (gateUp's are 2K;
+  // a window of A's columns under the launcher's weight windows starts at aOffset).
+  let rowStride = select(1u, params.aStride, A_K_CONTIGUOUS);
+  let kStride = select(params.aStride, 1u, A_K_CONTIGUOUS);
+  rowOffset[0] = params.aOffset + min(m0, M - 1u) * rowStride;
+  rowOffset[1] = params.aOffset + min(m0 + 1u, M - 1u) * rowStride;
+  rowOffset[2] = params.aOffset + min(m0 + 2u, M - 1u) * rowStride;
+  rowOffset[3] = params.aOffset + min(m0 + 3u, M - 1u) * rowStride;
+  rowOffset[4] = params.aOffset + min(m0 + 4u, M - 1u) * rowStride;
+  rowOffset[5] = params.aOffset + min(m0 + 5u, M - 1u) * rowStride;
+  rowOffset[6] = params.aOffset + min(m0 + 6u, M - 1u) * rowStride;
+  rowOffset[7] = params.aOffset + min(m0 + 7u, M - 1u) * rowStride;
+  rowOffset[8] = params.aOffset + min(m0 + 8u, M - 1u) * rowStride;
+  rowOffset[9] = params.aOffset + min(m0 + 9u, M - 1u) * rowStride;
+  rowOffset[10] = params.aOffset + min(m0 + 10u, M - 1u) * rowStride;
+  rowOffset[11] = params.aOffset + min(m0 + 11u, M - 1u) * rowStride;
 
   if (A_K_CONTIGUOUS && B_K_CONTIGUOUS && A_VEC4 && B_VEC4) {
     for (var j = 0u; j < 8u; j++) { columnOffset[j] = min(n + j, N - 1u) * K; }

@@ -19,6 +19,7 @@ import {
   type DeviceCapabilities,
   Tensor,
   chooseVariant,
+  partRanges,
   expectSize,
   isHalf,
 } from '../../engine/index.ts';
@@ -162,6 +163,15 @@ const UNIFORMS = [
   { name: 'hasBias', type: 'u32' },
   { name: 'accumulate', type: 'u32' },
   { name: 'eps', type: 'f32' },
+  // Where a window of a weight's rows reads and writes (matmul-common.wgsl, matmul-tile-loads.wgsl; weightWindows):
+  // A's row stride and first element, out's row stride and the window's first column of out and bias, and the
+  // window's first scale of a quantized B (NF4 block, int8 row) with the whole weight's count of them.
+  { name: 'aStride', type: 'u32' },
+  { name: 'aOffset', type: 'u32' },
+  { name: 'outStride', type: 'u32' },
+  { name: 'nOffset', type: 'u32' },
+  { name: 'bFirstScale', type: 'u32' },
+  { name: 'bScales', type: 'u32' },
 ] as const;
 
 /** One spec per combination of pipeline constants, made on first use so the engine's pipeline cache holds.
@@ -454,8 +464,184 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
     }
   }
 
-  // The contiguous dimension of each operand decides whether its rows split into whole vec4s.
+  const resolved: ResolvedMatmul = { layout, bStorage, bDtype, prologue, epilogue, scales, prologueWeight };
+  // Unsplit: A's rows are K apart (gateUp's 2K under a swiglu prologue), tn's M; out's N.
+  const whole: MatmulWindow = {
+    a,
+    b,
+    out,
+    bias,
+    M,
+    N,
+    K,
+    accumulate,
+    alpha,
+    aStride: layout === 'tn' ? M : prologue?.kind === 'swiglu' ? 2 * K : K,
+    aOffset: 0,
+    outStride: N,
+    nOffset: 0,
+    bFirstScale: 0,
+    bScales: bStorage === 'nf4' || bStorage === 'nf4-nested' ? Math.ceil((N * K) / 64) : 0,
+  };
+  for (const window of weightWindows(engine, resolved, whole)) recordMatmul(engine, resolved, window);
+}
+
+/** What one matmul call fixed for all its windows. */
+interface ResolvedMatmul {
+  layout: MatmulLayout;
+  bStorage: BStorage;
+  bDtype: FloatDType;
+  prologue?: MatmulPrologue;
+  epilogue?: 'swiglu';
+  scales?: Tensor;
+  prologueWeight?: Tensor;
+}
+
+/** One dispatch's operands, shape and placement (the uniforms weightWindows sets). */
+interface MatmulWindow {
+  a: Tensor;
+  b: Tensor;
+  out: Tensor;
+  bias?: Tensor;
+  M: number;
+  N: number;
+  K: number;
+  accumulate: boolean;
+  alpha: number;
+  aStride: number;
+  aOffset: number;
+  outStride: number;
+  nOffset: number;
+  bFirstScale: number;
+  bScales: number;
+}
+
+/** Elements of B per u32 word. */
+function bElementsPerWord(b: BStorage): number {
+  return b === 'int8' ? 4 : b === 'nf4' || b === 'nf4-nested' ? 8 : b === 'f32' ? 1 : 2;
+}
+
+/**
+ * The call as dispatches whose bindings each fit one binding (engine.maxBindingBytes) and lie in one buffer. A
+ * layer weight above that (Qwen3-8B's bf16 gate_up_proj is 192 MiB, WebGPU's default binding 128 MiB) is taken in
+ * windows of its rows, W [out, in] being B in both layouts that read it:
+ *   nt (y = x·Wᵀ): rows [n0, n0 + w) of W make columns [n0, n0 + w) of y: out and bias bound whole at column
+ *     nOffset = n0, rows outStride = N apart. Each output is the unsplit sum: bit-identical.
+ *   nn (dx = dy·W): rows [k0, k0 + w) of W are a window of the reduction: A read from column aOffset = k0, rows
+ *     aStride = K apart, every window after the first accumulating into out (the bias added once). A sum in
+ *     pieces: within float rounding of the unsplit one.
+ *   tn (dW = dyᵀ·x): a gradient above one binding is taken in windows of its rows [m0, m0 + w), contiguous, A
+ *     read from column m0 (rows M apart). Bit-identical.
+ * A quantized B's windows start at a whole NF4 block (int8: row) and index its whole statistics from bFirstScale.
+ * A prologue or epilogue in nn (the CPU decode path's transposed copies, which are made only for weights that fit
+ * a binding) would see part of the reduction: an error.
+ */
+function weightWindows(engine: Engine, r: ResolvedMatmul, whole: MatmulWindow): MatmulWindow[] {
+  const { layout, bStorage } = r;
+  const { b, out, M, N, K } = whole;
+  const fits = (t: Tensor) => t.parts.length === 1 && paddedToVec4(t).byteLength <= engine.maxBindingBytes;
+  if (layout === 'tn') {
+    if (fits(out)) return [whole];
+    return rowSteps(engine, leading(out, M * N), M, N, 'f32').map(({ first, rows }) => ({
+      ...whole,
+      out: out.view(`${out.name}[${first}:${first + rows}]`, first * N, [rows, N]),
+      M: rows,
+      aOffset: first,
+    }));
+  }
+  if (fits(b)) return [whole];
+  if (layout === 'nn' && (r.prologue || r.epilogue))
+    throw new Error(
+      `matmul: b (tensor ${b.name}, ${b.byteLength} bytes) is above one binding (${engine.maxBindingBytes} bytes) ` +
+        `and is taken in windows of its rows, which split an nn product's reduction: a ` +
+        `${r.prologue ? `${r.prologue.kind} prologue` : `${r.epilogue} epilogue`} cannot run over them`,
+    );
+  // W's rows and row length: B [N, K] in nt, [K, N] in nn.
+  const [rows, rowLength] = layout === 'nt' ? [N, K] : [K, N];
+  const perWord = bElementsPerWord(bStorage);
+  const quantized = bStorage === 'int8' || bStorage.startsWith('nf4');
+  return rowSteps(engine, b, rows, rowLength, bStorage).map(({ first, rows: w }, i) => {
+    const firstElement = first * rowLength;
+    const bWindow = quantized
+      ? b.view(`${b.name}[rows ${first}:${first + w}]`, firstElement / perWord, [Math.ceil((w * rowLength) / perWord)])
+      : b.view(`${b.name}[${first}:${first + w}]`, firstElement, [w, rowLength]);
+    const placement = quantized ? { bFirstScale: bStorage === 'int8' ? first : firstElement / 64 } : {};
+    return layout === 'nt'
+      ? { ...whole, ...placement, b: bWindow, N: w, outStride: N, nOffset: first }
+      : {
+          ...whole,
+          ...placement,
+          b: bWindow,
+          K: w,
+          aOffset: first,
+          accumulate: whole.accumulate || i > 0,
+          bias: i === 0 ? whole.bias : undefined,
+        };
+  });
+}
+
+/** The first `size` elements of `t` (an operand may be larger than the product reads). */
+function leading(t: Tensor, size: number): Tensor {
+  return t.size === size ? t : t.view(t.name, 0, [size]);
+}
+
+/** Rows per window of a weight whose rows hold `rowLength` elements, `elementsPerWord` a 4-byte word (1 float32, 2
+ *  halves, 4 int8 codes, 8 NF4 codes): windows of at most `maxBytes` whose starts, at multiples of it, are
+ *  `alignBytes`-aligned (NF4: then also a whole block of 64, alignBytes being at least 32), a multiple of 4 rows
+ *  where the limit allows (vec4 loads of A at the window's first column). 0: not even the aligned minimum fits. */
+export function weightRowStep(
+  rowLength: number,
+  elementsPerWord: number,
+  maxBytes: number,
+  alignBytes: number,
+): number {
+  const rowBytes = (rowLength * 4) / elementsPerWord;
+  // Elements a window's first element must be a multiple of.
+  const quantum = (alignBytes * elementsPerWord) / 4;
+  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
+  const alignRows = quantum / gcd(quantum, rowLength);
+  const most = Math.floor(maxBytes / rowBytes);
+  const rows4 = (alignRows * 4) / gcd(alignRows, 4);
+  return most >= rows4 ? Math.floor(most / rows4) * rows4 : Math.floor(most / alignRows) * alignRows;
+}
+
+/** Windows [first, first + rows) of the `rows` rows (of `rowLength` elements stored as `storage`) of `t`, of
+ *  weightRowStep rows each, restarting at each of t's parts. */
+function rowSteps(
+  engine: Engine,
+  t: Tensor,
+  rows: number,
+  rowLength: number,
+  storage: BStorage,
+): { first: number; rows: number }[] {
+  const perWord = bElementsPerWord(storage);
+  const step = weightRowStep(rowLength, perWord, engine.maxBindingBytes, engine.caps.minStorageBufferOffsetAlignment);
+  if (step < 1)
+    throw new Error(
+      `matmul: ${t.name} cannot be taken in windows of its rows: rows of ${rowLength} elements ` +
+        `(${(rowLength * 4) / perWord} bytes) do not fit one binding of ${engine.maxBindingBytes} bytes in aligned ` +
+        'windows',
+    );
+  const windows: { first: number; rows: number }[] = [];
+  // Part boundaries in rows (t's elements are words of codes when B is quantized).
+  const perElement = storage === 'int8' || storage.startsWith('nf4') ? perWord : 1;
+  const starts = t.parts.length === 1 ? [0] : partRanges(t).map((part) => (part.first * perElement) / rowLength);
+  starts.forEach((start, p) => {
+    if (!Number.isInteger(start))
+      throw new Error(`matmul: ${t.name} lies in buffers cut inside a row of ${rowLength} elements`);
+    const end = p + 1 < starts.length ? starts[p + 1] : rows;
+    for (let first = start; first < end; first += step) windows.push({ first, rows: Math.min(step, end - first) });
+  });
+  return windows;
+}
+
+function recordMatmul(engine: Engine, r: ResolvedMatmul, w: MatmulWindow): void {
+  const { layout, bStorage, bDtype, prologue, epilogue, scales, prologueWeight } = r;
+  const { a, b, out, bias, M, N, K } = w;
+  // The contiguous dimension of each operand decides whether its rows split into whole vec4s; A's must also start
+  // at a whole vec4 of every row it reads (a window of its columns).
   const aRow = layout === 'tn' ? M : K;
+  const aVec4 = aRow % 4 === 0 && w.aStride % 4 === 0 && w.aOffset % 4 === 0;
   const bRow = layout === 'nt' ? K : N;
   // Prologues and the epilogue exist in the register kernel only, whatever the variant choice.
   const {
@@ -465,7 +651,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
     prologue || epilogue
       ? register(
           layout,
-          aRow % 4 === 0,
+          aVec4,
           bRow % 4 === 0,
           M,
           prologue ? PROLOGUE_CODES[prologue.kind] : 0,
@@ -474,7 +660,7 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
         )
       : chooseVariant('matmul', matmulVariants, engine.caps, engine.knobs).value(
           layout,
-          aRow % 4 === 0,
+          aVec4,
           bRow % 4 === 0,
           M,
           0,
@@ -501,17 +687,23 @@ export function matmul(engine: Engine, args: MatmulArgs): void {
       bias: bias ?? a,
       out,
       prologueWeight: paddedToVec4(prologueWeight ?? a),
-      ...(bQuant?.format === 'nf4' ? { bAbsmax: bQuant.absmax } : {}),
-      ...(bQuant?.format === 'int8' ? { bScale: bQuant.scb } : {}),
+      ...(bStorage === 'nf4' || bStorage === 'nf4-nested' ? { bAbsmax: scales! } : {}),
+      ...(bStorage === 'int8' ? { bScale: scales! } : {}),
     },
     uniforms: {
       M,
       N,
       K,
-      alpha,
+      alpha: w.alpha,
       hasBias: bias ? 1 : 0,
-      accumulate: accumulate ? 1 : 0,
+      accumulate: w.accumulate ? 1 : 0,
       eps: prologue?.kind === 'rmsnorm' ? prologue.eps : 0,
+      aStride: w.aStride,
+      aOffset: w.aOffset,
+      outStride: w.outStride,
+      nOffset: w.nOffset,
+      bFirstScale: w.bFirstScale,
+      bScales: w.bScales,
     },
     workgroups,
   });

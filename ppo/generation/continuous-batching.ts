@@ -16,6 +16,7 @@ import { DEFAULT_READ_EVERY } from './types.ts';
 import type { TurnProgress } from './sample-records.ts';
 import { SamplerState } from './sampler-state.ts';
 import type { RolloutDecoders } from './decoders.ts';
+import { PromptScoring, type PromptScores, type ScoreOptions } from './prompt-scoring.ts';
 
 const DEFAULT_COMPACT_BELOW = 0.5;
 /** Decode steps between two slot shifts of the continuous cache, at least (a shift copies the whole cache). */
@@ -49,6 +50,12 @@ export interface QueuedSample {
   top?: TopAlternatives[];
   /** Told the tokens each read adds to its response and their log-probs (a server streams them). */
   onTokens?(tokens: readonly number[], logprobs: readonly number[], top: readonly TopAlternatives[]): void;
+  /**
+   * Its prompt's log-probs, wanted from its own prefill (a server's request that scores its prompt and generates):
+   * it is prefilled alone, keeping every position's logits for the prompt-logprobs kernel, and `scored` is told the
+   * scores once the prefill is recorded.
+   */
+  scorePrompt?: { K: number; options: ScoreOptions; scored(scores: Promise<PromptScores>): void };
 }
 
 /** One generated position's most likely tokens, most likely first, and their log-probs. */
@@ -195,19 +202,28 @@ export async function decodeContinuous(
     outRows = keep.map((r) => outRows[r]);
     emptySince = keep.map((r) => emptySince[r]);
   };
-  /** Prefills samples into the listed rows (ascending, at least as many); returns their (k, V) logits. */
-  const admit = (samples: readonly QueuedSample[], free: readonly number[]): { logits: Tensor; rows: number[] } => {
-    const taken = free.slice(0, samples.length);
+  /** The first admission's logits where its samples were prefilled in several groups (a server's scoring samples). */
+  let admitted: Tensor | null = null;
+  /** Prefills samples into the rows `taken`; returns their (k, V) logits. */
+  const prefillGroup = (samples: readonly QueuedSample[], taken: readonly number[]): Tensor => {
     const width = Math.max(...samples.map((s) => s.prompt.length));
     const masks = samples.map((s) => Array.from({ length: width }, (_, t) => (t >= width - s.prompt.length ? 1 : 0)));
     prefill.reset(taken.length);
     c.onPrefill?.(taken.length);
-    const logits = decoders.feedBlock(
-      prefill,
-      samples.map((s) => [...new Array<number>(width - s.prompt.length).fill(c.padTokenId), ...s.prompt]),
-      masks,
-      masks.map((m) => positionsFromMask(m)),
-    );
+    const score = samples.length === 1 ? samples[0].scorePrompt : undefined;
+    let logits: Tensor;
+    if (score) {
+      const scoring = new PromptScoring(e, V, samples[0].prompt, score.K, score.options);
+      logits = decoders.feedScored(prefill, samples[0].prompt, scoring);
+      score.scored(scoring.result());
+    } else {
+      logits = decoders.feedBlock(
+        prefill,
+        samples.map((s) => [...new Array<number>(width - s.prompt.length).fill(c.padTokenId), ...s.prompt]),
+        masks,
+        masks.map((m) => positionsFromMask(m)),
+      );
+    }
     decoder.cache.importRows(
       prefill.cache,
       taken.map((to, from) => ({ from, to })),
@@ -231,7 +247,33 @@ export async function decodeContinuous(
         },
       ]);
     });
-    return { logits, rows: taken };
+    return logits;
+  };
+  /**
+   * Prefills samples into the listed rows (ascending, at least as many): their first logits go to those rows of
+   * `into` (a decode step's logits), or without it are returned, row k for the k-th sample's row. Samples that score
+   * their prompt are prefilled one at a time, the others together.
+   */
+  const admit = (samples: readonly QueuedSample[], free: readonly number[], into: Tensor | null): Tensor => {
+    const taken = free.slice(0, samples.length);
+    const plain = samples.flatMap((s, k) => (s.scorePrompt ? [] : [k]));
+    const groups = [...(plain.length > 0 ? [plain] : []), ...samples.flatMap((s, k) => (s.scorePrompt ? [[k]] : []))];
+    if (groups.length === 1 && !into) return prefillGroup(samples, taken);
+    admitted ??= into ? null : e.tensor('rollout.admittedLogits', [slots, V]);
+    const target = into ?? admitted!;
+    for (const group of groups) {
+      const logits = prefillGroup(
+        group.map((k) => samples[k]),
+        group.map((k) => taken[k]),
+      );
+      group.forEach((k, j) =>
+        e.copy(
+          logits.view(`${logits.name}[${j}]`, j * V, [V]),
+          target.view(`${target.name}[${taken[k]}]`, taken[k] * V, [V]),
+        ),
+      );
+    }
+    return target.view(target.name, 0, [samples.length, V]);
   };
   const release = (r: number): void => {
     const s = rows[r]!;
@@ -265,20 +307,26 @@ export async function decodeContinuous(
     s.harvested = to;
     s.queued.onTokens?.(p.tokens.slice(before), s.logprobs.slice(before, p.tokens.length), added);
   };
-  /** Reads the output rows (and the alternatives, when a sample of `samples` wants them) without waiting. */
-  const readOutputs = (samples: readonly SlotSample[]): Promise<HostRead> => {
-    const topRead = top && samples.some(wantsTop) ? Promise.all([e.read(top.ids), e.read(top.logprobs)]) : null;
-    return Promise.all([e.read(state.tokens), e.read(state.logprobs), topRead]).then(([tokens, logprobs, t]) => ({
-      tokens,
-      logprobs,
-      top: t && { ids: t[0], logprobs: t[1] },
-    }));
+  /**
+   * Reads the output rows (and the alternatives, when a sample of `samples` wants them) as one read-back, without
+   * waiting; `awaitedLater`: the loop records the next step before it awaits them.
+   */
+  const readOutputs = async (samples: readonly SlotSample[], awaitedLater: boolean): Promise<HostRead> => {
+    const alternatives = top && samples.some(wantsTop) ? [top.ids, top.logprobs] : [];
+    const [tokens, logprobs, ids, topLogprobs] = await e.readAll([state.tokens, state.logprobs, ...alternatives], {
+      awaitedLater,
+    });
+    return {
+      tokens: tokens as Uint32Array,
+      logprobs: logprobs as Float32Array,
+      top: ids ? { ids: ids as Uint32Array, logprobs: topLogprobs as Float32Array } : null,
+    };
   };
 
   // The read in flight (startRead assigns it from a closure: the annotation keeps TypeScript from narrowing to null).
   let pending = null as PendingRead | null;
   const startRead = (samples: SlotSample[]): void => {
-    const read: PendingRead = { dispatches, samples, read: readOutputs(samples), arrived: false };
+    const read: PendingRead = { dispatches, samples, read: readOutputs(samples, true), arrived: false };
     // A failed read fails at harvest, which awaits it.
     read.read.then(
       () => {
@@ -302,10 +350,9 @@ export async function decodeContinuous(
   }
   // One row per sample; the shared index starts past the longest prompt, so any prompt can end there.
   decoder.cache.reset(firstSamples.length, P);
-  const first = admit(firstSamples, addRows(firstSamples.length));
   // Their prompts' logits are the first step's.
-  let logits = first.logits;
-  let logitRows = first.rows.length;
+  let logits = admit(firstSamples, addRows(firstSamples.length), null);
+  let logitRows = firstSamples.length;
   for (;;) {
     if (state.rowProcessing && rows.some(processes)) {
       // Before the alternatives and the sampler: both read the processed logits (vLLM's processed log-probs).
@@ -414,23 +461,21 @@ export async function decodeContinuous(
     logits = decoder.extend({ ids: next.ids, positions: next.positions, T: 1, mask: null });
     logitRows = rows.length;
     c.onDecodeStep?.(rows.length);
-    const newcomers = arrived.length > 0 ? admit(arrived, free) : null;
     // Newcomers sample their first token from their prompt's logits, the others from this step's.
-    newcomers?.rows.forEach((r, k) =>
-      e.copy(
-        newcomers.logits.view(`${newcomers.logits.name}[${k}]`, k * V, [V]),
-        logits.view(`${logits.name}[${r}]`, r * V, [V]),
-      ),
-    );
+    if (arrived.length > 0) admit(arrived, free, logits);
     e.flush();
     if (eager) await eager.between();
   }
   await harvest();
-  const last = await readOutputs(rows.filter((s): s is SlotSample => s !== null));
+  const last = await readOutputs(
+    rows.filter((s): s is SlotSample => s !== null),
+    false,
+  );
   for (const [r, s] of rows.entries()) {
     if (!s) continue;
     await takeColumns(s, last, Math.min(R, dispatches - s.firstDispatch));
     release(r);
   }
   state.destroy();
+  if (admitted) e.destroyTensor(admitted);
 }

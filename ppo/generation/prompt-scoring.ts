@@ -8,13 +8,18 @@
 // (vLLM's prompt_logprobs up to --max-logprobs, -1 the whole vocabulary) gather every token's log-prob and rank them
 // on the host.
 import type { Engine, Tensor } from '../../engine/index.ts';
-import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
+import { IncrementalDecoder, callSpans, callTokens } from '../../models/incremental-decoder.ts';
 import { promptLogprobs } from '../../kernels/decode/prompt-logprobs.ts';
 import { MAX_TOP_LOGPROBS } from '../../kernels/decode/top-logprobs.ts';
 import type { PolicyWeights } from './types.ts';
 
 /** Logits held per chunk at most: (chunk, V) floats, 32 MiB (a 152k vocabulary: 55 positions a chunk). */
 const CHUNK_LOGITS = 1 << 23;
+
+/** Positions a call may keep every logit of: (rows, V) floats within `chunkLogits` and one binding. */
+export function scoredRowsPerCall(V: number, bindingBytes: number, chunkLogits = CHUNK_LOGITS): number {
+  return Math.max(1, Math.floor(Math.min(chunkLogits, bindingBytes / 4) / V));
+}
 
 /** A prompt's scores: entry p − 1 is prompt token p's, given the tokens before it (the first token has none). */
 export interface PromptScores {
@@ -36,6 +41,8 @@ export interface ScoreOptions {
 
 export class PromptScorer {
   private readonly decoder: IncrementalDecoder;
+  /** Positions per chunk: (chunk, V) logits within `chunkLogits` and one binding, its activations within one. */
+  private readonly chunk: number;
 
   constructor(
     private readonly engine: Engine,
@@ -43,14 +50,21 @@ export class PromptScorer {
     /** Longest prompt scored. */
     private readonly maxPromptTokens: number,
     /** Logits held per chunk at most (tests make chunks of a few positions). */
-    private readonly chunkLogits = CHUNK_LOGITS,
+    chunkLogits = CHUNK_LOGITS,
   ) {
-    this.decoder = new IncrementalDecoder(engine, policy.config, policy.params, {
+    const { config, lora } = policy;
+    const binding = engine.maxBindingBytes;
+    this.chunk = Math.min(
+      scoredRowsPerCall(config.vocabSize, binding, chunkLogits),
+      callTokens(config, maxPromptTokens, lora?.maxRank ?? 0, binding),
+    );
+    this.decoder = new IncrementalDecoder(engine, config, policy.params, {
       maxRows: 1,
       capacity: maxPromptTokens,
-      lora: policy.lora,
+      lora,
       // The decode batch's cache dtype: a prompt is scored with the numerics its prefill has.
       cacheDtype: policy.cacheDtype,
+      maxTokens: this.chunk,
     });
   }
 
@@ -60,35 +74,14 @@ export class PromptScorer {
    */
   async score(prompt: readonly number[], K: number, options: ScoreOptions = {}): Promise<PromptScores> {
     const e = this.engine;
-    const N = prompt.length - 1;
-    const gather = options.gather ?? [];
-    const V = this.policy.config.vocabSize;
-    if (N < 1)
-      return { logprobs: new Float32Array(0), ranks: new Uint32Array(0), top: empty(K), gathered: empty(0).logprobs };
     if (prompt.length > this.maxPromptTokens)
       throw new Error(`PromptScorer.score: ${prompt.length} tokens, more than its ${this.maxPromptTokens}`);
-    if (!(K >= 0 && K <= V)) throw new Error(`PromptScorer.score: K ${K} must be in [0, V=${V}]`);
-    // Above the kernel's alternatives, every token's log-prob is gathered and the host ranks them.
-    const all = K > MAX_TOP_LOGPROBS;
-    const gatherIds = all ? Array.from({ length: V }, (_, v) => v) : gather;
-    const M = gatherIds.length;
-    const kernelK = all ? 0 : K;
-    const chunk = Math.max(1, Math.floor(this.chunkLogits / V));
-    const out = {
-      targets: e.tensorFrom('promptScores.targets', [N], prompt.slice(1), 'u32'),
-      tokenLogprobs: e.tensor('promptScores.logprobs', [N]),
-      ranks: e.tensor('promptScores.ranks', [N], 'u32'),
-      topIds: e.tensor('promptScores.topIds', [Math.max(1, N * kernelK)], 'u32'),
-      topLogprobs: e.tensor('promptScores.topLogprobs', [Math.max(1, N * kernelK)]),
-      gatherIds: e.tensorFrom('promptScores.gatherIds', [Math.max(1, M)], M > 0 ? gatherIds : [0], 'u32'),
-    };
-    const invTemperature = 1 / (options.temperature ?? 1);
-    // One (chunk, M) output per chunk: a whole prompt's every-token log-probs may exceed a binding.
-    const gathered: Tensor[] = [];
+    const scoring = new PromptScoring(e, this.policy.config.vocabSize, prompt, K, options);
+    const N = scoring.positions;
     this.decoder.reset(1);
     const inputs: Tensor[] = [];
-    for (let from = 0; from < N; from += chunk) {
-      const T = Math.min(chunk, N - from);
+    for (const [from, to] of N > 0 ? callSpans(N, this.chunk) : []) {
+      const T = to - from;
       const ids = e.tensorFrom('promptScores.ids', [T], prompt.slice(from, from + T), 'u32');
       const positions = e.tensorFrom(
         'promptScores.positions',
@@ -97,21 +90,101 @@ export class PromptScorer {
         'i32',
       );
       inputs.push(ids, positions);
-      const logits = this.decoder.extend({ ids, positions, T, mask: null, everyPosition: true });
-      gathered.push(e.tensor('promptScores.gathered', [Math.max(1, T * M)]));
-      const gatherArgs = { gathered: gathered.at(-1)!, M, invTemperature };
-      promptLogprobs(e, { ...out, ...gatherArgs, logits, V, rows: T, rowOffset: from, K: kernelK });
+      scoring.add(this.decoder.extend({ ids, positions, T, mask: null, everyPosition: true }), from, T);
     }
     e.flush();
     for (const t of inputs) e.destroyTensor(t);
-    const [logprobs, ranks, ids, topLogprobs, ...parts] = await Promise.all([
-      e.read(out.tokenLogprobs),
-      e.read(out.ranks),
-      e.read(out.topIds),
-      e.read(out.topLogprobs),
-      ...gathered.map((t) => e.read(t)),
-    ]);
-    for (const t of [...Object.values(out), ...gathered]) e.destroyTensor(t);
+    return scoring.result();
+  }
+
+  destroy(): void {
+    this.decoder.destroy();
+  }
+}
+
+/**
+ * One prompt's scores on the device, filled from the logits of its positions as calls produce them (the scorer's own
+ * calls, or a decode batch's prefill that keeps every position's logits), and read back once.
+ */
+export class PromptScoring {
+  /** Positions scored: every prompt token but the first has a log-prob, given the tokens before it. */
+  readonly positions: number;
+  private readonly out: {
+    targets: Tensor<'u32'>;
+    tokenLogprobs: Tensor<'f32'>;
+    ranks: Tensor<'u32'>;
+    topIds: Tensor<'u32'>;
+    topLogprobs: Tensor<'f32'>;
+    gatherIds: Tensor<'u32'>;
+  } | null = null;
+  /** One (call's rows, M) output per call: a whole prompt's every-token log-probs may exceed a binding. */
+  private readonly gathered: Tensor[] = [];
+  /** Above the kernel's alternatives, every token's log-prob is gathered and the host ranks them. */
+  private readonly all: boolean;
+  private readonly M: number;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly V: number,
+    prompt: readonly number[],
+    private readonly K: number,
+    private readonly options: ScoreOptions,
+  ) {
+    const e = engine;
+    const N = Math.max(0, prompt.length - 1);
+    this.positions = N;
+    this.all = K > MAX_TOP_LOGPROBS;
+    const gatherIds = this.all ? Array.from({ length: V }, (_, v) => v) : (options.gather ?? []);
+    this.M = gatherIds.length;
+    if (N < 1) return;
+    if (!(K >= 0 && K <= V)) throw new Error(`PromptScorer.score: K ${K} must be in [0, V=${V}]`);
+    const kernelK = this.all ? 0 : K;
+    const M = this.M;
+    this.out = {
+      targets: e.tensorFrom('promptScores.targets', [N], prompt.slice(1), 'u32'),
+      tokenLogprobs: e.tensor('promptScores.logprobs', [N]),
+      ranks: e.tensor('promptScores.ranks', [N], 'u32'),
+      topIds: e.tensor('promptScores.topIds', [Math.max(1, N * kernelK)], 'u32'),
+      topLogprobs: e.tensor('promptScores.topLogprobs', [Math.max(1, N * kernelK)]),
+      gatherIds: e.tensorFrom('promptScores.gatherIds', [Math.max(1, M)], M > 0 ? gatherIds : [0], 'u32'),
+    };
+  }
+
+  /** Records the scores of positions [from, from + rows) from their logits (rows, V); a position past the last scored
+   *  (the prompt's last token's, which no prompt token follows) is skipped. */
+  add(logits: Tensor, from: number, rows: number): void {
+    const n = Math.min(rows, this.positions - from);
+    if (!this.out || n <= 0) return;
+    const gathered = this.engine.tensor('promptScores.gathered', [Math.max(1, n * this.M)]);
+    this.gathered.push(gathered);
+    promptLogprobs(this.engine, {
+      ...this.out,
+      gathered,
+      M: this.M,
+      invTemperature: 1 / (this.options.temperature ?? 1),
+      logits,
+      V: this.V,
+      rows: n,
+      rowOffset: from,
+      K: this.all ? 0 : this.K,
+    });
+  }
+
+  /** The scores, read back once every position's were recorded (and flushed); frees the device tensors. */
+  async result(): Promise<PromptScores> {
+    const { engine: e, out, K, M, V } = this;
+    const N = this.positions;
+    if (!out)
+      return { logprobs: new Float32Array(0), ranks: new Uint32Array(0), top: empty(K), gathered: empty(0).logprobs };
+    // One read-back for all of them (a read each would submit and map once per tensor).
+    const [logprobs, ranks, ids, topLogprobs, ...parts] = (await e.readAll([
+      out.tokenLogprobs,
+      out.ranks,
+      out.topIds,
+      out.topLogprobs,
+      ...this.gathered,
+    ])) as [Float32Array, Uint32Array, Uint32Array, Float32Array, ...Float32Array[]];
+    for (const t of [...Object.values(out), ...this.gathered]) e.destroyTensor(t);
     const rows = new Float32Array(N * M);
     let at = 0;
     for (const part of parts) {
@@ -119,18 +192,14 @@ export class PromptScorer {
       rows.set(part.subarray(0, n), at);
       at += n;
     }
-    if (!all)
+    if (!this.all)
       return {
         logprobs,
         ranks,
         top: { ids: ids.subarray(0, N * K), logprobs: topLogprobs.subarray(0, N * K), K },
         gathered: rows,
       };
-    return { logprobs, ranks, top: rankedRows(rows, N, V, K), gathered: pick(rows, N, V, gather) };
-  }
-
-  destroy(): void {
-    this.decoder.destroy();
+    return { logprobs, ranks, top: rankedRows(rows, N, V, K), gathered: pick(rows, N, V, this.options.gather ?? []) };
   }
 }
 

@@ -1,13 +1,14 @@
 // How many samples decode at once (the rollout's slots): as many as the memory budget holds (verl's
 // rollout.gpu_memory_utilization of the device), counted tensor by tensor as the rollout's IncrementalDecoders
 // allocate them. One storage binding no longer bounds them: the KV cache and the multi-token calls' activations come
-// in decode groups that each fit one (models/incremental-decoder.ts decodeGroupRows); only a decode step's tensors
-// over every row (its logits, its widest activation) still do, a few hundred rows of a 152k vocabulary at 128 MiB.
+// in decode groups that each fit one (models/incremental-decoder.ts decodeGroupRows), and a prompt whose activations
+// outgrow one is prefilled in calls of fewer tokens (callTokens); only a decode step's tensors over every row (its
+// logits, its widest activation) still do, a few hundred rows of a 152k vocabulary at 128 MiB.
 // The memory plan (ppo/jobs/memory-plan.ts) lists the same items.
 import type { DeviceCapabilities } from '../../engine/device.ts';
 import { bytesPerElement, type FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { decodeGroupRows, widestActivation } from '../../models/incremental-decoder.ts';
+import { callTokens, decodeGroupRows, widestActivation } from '../../models/incremental-decoder.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { decodeAttentionSupports } from '../../kernels/decode/decode-attention.ts';
 import type { RolloutConfig } from './types.ts';
@@ -58,16 +59,18 @@ function decoderBytes(
   cacheDtype: FloatDType,
   loraRank: number,
   bindingBytes: number,
-): { cache: number; work: number; unpacked: number; groupRows: number; groups: number } {
+): { cache: number; work: number; unpacked: number; groupRows: number; groups: number; callTokens: number } {
   const kvWidth = m.numKvHeads * m.headDim;
   const cacheBytes = bytesPerElement(cacheDtype);
-  const g = decodeGroupRows(m, { capacity: d.capacity, maxTokens: d.maxTokens, cacheDtype, loraRank }, bindingBytes);
+  // A block wider than a binding's worth of activations goes in as several calls (chunked prefill).
+  const maxTokens = callTokens(m, d.maxTokens, loraRank, bindingBytes);
+  const g = decodeGroupRows(m, { capacity: d.capacity, maxTokens, cacheDtype, loraRank }, bindingBytes);
   const n = Math.min(g, d.rows);
   const groups = Math.ceil(d.rows / g);
-  const multiToken = d.maxTokens > 1;
+  const multiToken = maxTokens > 1;
   const { perToken, perRow } = incrementalWork(m, loraRank);
   // Buffers of one name serve both kinds of call, at the larger size.
-  const tokenRows = Math.max(d.steps ? d.rows : 0, multiToken ? n * d.maxTokens : 0);
+  const tokenRows = Math.max(d.steps ? d.rows : 0, multiToken ? n * maxTokens : 0);
   const headRows = Math.max(d.steps ? d.rows : 0, multiToken ? n : 0);
   const gathered = multiToken && groups > 1 ? d.rows * m.vocabSize : 0;
   // Where a group's rows start at an offset a binding cannot (models/incremental-decoder.ts rowSpan), they are copied
@@ -76,7 +79,7 @@ function decoderBytes(
   const NHS = m.numHeads * m.headDim;
   const copies =
     groups > 1
-      ? (multiToken ? 2 * n * d.maxTokens : 0) +
+      ? (multiToken ? 2 * n * maxTokens : 0) +
         (d.steps ? groups * n + n * (qkvWidth(m) + NHS + m.numHeads + m.hiddenSize) : 0)
       : 0;
   const unpacks = cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(m.headDim));
@@ -86,6 +89,7 @@ function decoderBytes(
     unpacked: unpacks ? 2 * n * d.capacity * kvWidth * F32 : 0,
     groupRows: n,
     groups,
+    callTokens: maxTokens,
   };
 }
 
@@ -152,13 +156,17 @@ export function rolloutMemory(
         key: 'rollout unpacked cache layer',
       });
     }
+    const chunked = prefill.callTokens < P ? ` in chunks of ${prefill.callTokens}` : '';
     items.push({
-      what: `prefill activations and logits (${prefill.groupRows} of ${S} sequences at a time × ${P} prompt tokens)`,
+      what: `prefill activations and logits (${prefill.groupRows} of ${S} sequences at a time × ${P} prompt tokens${chunked})`,
       bytes: prefill.work,
       key: 'rollout prefill buffers',
     });
     const widest = widestActivation(m, loraRank);
-    largest.push({ what: 'widest prefill activation', bytes: prefill.groupRows * P * widest * F32 });
+    largest.push({
+      what: 'widest prefill activation',
+      bytes: prefill.groupRows * prefill.callTokens * widest * F32,
+    });
   }
   return { items, largest: largest.reduce((a, b) => (b.bytes > a.bytes ? b : a)) };
 }

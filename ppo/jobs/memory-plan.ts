@@ -219,6 +219,14 @@ function layerWeightElements(c: DecoderConfig): number {
   return parameterCount(c, (name, shape) => name.startsWith('model.layers.') && shape.length === 2);
 }
 
+/** Whether every float32 layer matrix of `c` binds whole: only then are they transposed (models/transposed-weights.ts
+ *  bindsWhole; a larger one is multiplied in windows of its rows, as stored). */
+function transposesLayerMatrices(c: DecoderConfig, maxBindingBytes: number): boolean {
+  return parameterEntries(c, 'f32').every(
+    (e) => !isLayerMatrix(e.name) || elementCount(e.shape) * F32 <= maxBindingBytes,
+  );
+}
+
 /** A prompt set as the run loaded it: how many prompts, and the longest one's tokens. */
 export interface PromptSet {
   count: number;
@@ -377,13 +385,14 @@ function planWithRolloutBudget(
       what: `actor compute copy${dtypeNote(actorCompute, actor)}${cacheDtype === actorCompute ? ", also the rollout's" : ''}`,
       bytes: storedBytes(actor, actorCompute),
     });
-  if (transposes && cacheDtype === 'f32' && device.decodeTransposedWeights) {
+  const transposesActor = transposes && transposesLayerMatrices(actor, device.maxBindingBytes);
+  if (transposesActor && cacheDtype === 'f32' && device.decodeTransposedWeights) {
     const transposed = new Set(decodeTransposedWeightNames(actor));
     resident.push({
       what: 'actor weights transposed for decode steps',
       bytes: parameterCount(actor, (name) => transposed.has(name)) * F32,
     });
-  } else if (transposes && actorCompute === 'f32' && device.transposedWeights) {
+  } else if (transposesActor && actorCompute === 'f32' && device.transposedWeights) {
     resident.push({
       what: 'actor layer weights transposed (training forward)',
       bytes: layerWeightElements(actor) * F32,
@@ -420,7 +429,7 @@ function planWithRolloutBudget(
           bytes: storedBytes(critic, criticCompute),
         });
       // Only float32 weights are transposed (a half base or compute copy is multiplied as stored).
-      else if (device.transposedWeights && dtype === 'f32')
+      else if (device.transposedWeights && dtype === 'f32' && transposesLayerMatrices(critic, device.maxBindingBytes))
         resident.push({
           what: 'critic layer weights transposed (training forward)',
           bytes: layerWeightElements(critic) * F32,
@@ -434,18 +443,6 @@ function planWithRolloutBudget(
       bytes: storedBytes(rewardModel, dtype),
     });
   }
-  // Each model's layer matrices as each kernel binds them: whole (the embedding is split over buffers and the LM head
-  // read in windows; a layer projection is not).
-  const weightsBound: [string, DecoderConfig, WeightStorage][] = [[lora ? 'actor base' : 'actor', actor, actorStorage]];
-  if (rolloutCopy) weightsBound.push(["the rollout's copy of the actor", actor, cacheDtype]);
-  if (actorCompute !== 'f32') weightsBound.push(["the actor's compute copy", actor, actorCompute]);
-  if (hasReference && !lora)
-    weightsBound.push(['reference', actor, frozenStorage(config, 'reference', actor.torchDtype)]);
-  if (critic) weightsBound.push(['critic', critic, weightDtype(config, 'critic', critic.torchDtype)]);
-  if (rewardModel)
-    weightsBound.push(['reward model', rewardModel, frozenStorage(config, 'reward_model', rewardModel.torchDtype)]);
-  for (const [who, model, storage] of weightsBound)
-    checkLayerMatrices(problems, who, model, storage, device.maxBindingBytes);
   const residentBytes = resident.reduce((s, i) => s + i.bytes, 0);
 
   const phases: PhasePlan[] = [];
@@ -546,10 +543,11 @@ function planWithRolloutBudget(
   // Rollout (ppo/generation/continuous-batching.ts): as many slots as ppo/generation/slots.ts lets it decode at once,
   // from the same budget the trainer gives it, in two IncrementalDecoders kept between rollouts — the decode batch's
   // (its KV cache of continuousCacheCapacity slots, one token's buffers and the sampling logits of each row) and the
-  // one newcomers' prompts are prefilled in (a cache of the prompt's length, the prompt's activations, the logits of
-  // each row's last token). Validation generates the whole validation set through the same decoders, grown to its
-  // size, and frees them when it ends (ppo/trainer.ts validate): a phase after the step's (a validation between
-  // steps, and the final one, holds everything else the step left) whose decoders no later phase keeps.
+  // one newcomers' prompts are prefilled in (a cache of the prompt's length, one call's activations — the whole
+  // prompt's, or a chunk's where those outgrow a binding — and the logits of each row's last token). Validation
+  // generates the whole validation set through the same decoders, grown to its size, and frees them when it ends
+  // (ppo/trainer.ts validate): a phase after the step's (a validation between steps, and the final one, holds
+  // everything else the step left) whose decoders no later phase keeps.
   const responseLength = config.data.max_response_length;
   const rollout = (name: string, sequences: number, set: PromptSet | undefined) => {
     const promptLength = Math.min(config.data.max_prompt_length, set?.longest ?? Infinity);
@@ -777,28 +775,6 @@ const PHASE_KEYS: Record<string, string[]> = {
   'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
-
-/** A layer matrix above one binding fails at its first matmul, which binds a weight whole: say so now, once a model. */
-function checkLayerMatrices(
-  problems: string[],
-  who: string,
-  model: DecoderConfig,
-  storage: WeightStorage,
-  maxBindingBytes: number,
-): void {
-  const over = parameterEntries(model, storage).filter(
-    (e) => isLayerMatrix(e.name) && elementCount(e.shape) * bytesPerElement(e.dtype ?? 'f32') > maxBindingBytes,
-  );
-  if (over.length === 0) return;
-  const [first] = over;
-  const bytes = elementCount(first.shape) * bytesPerElement(first.dtype ?? 'f32');
-  problems.push(
-    `${who}: ${first.name} takes ${mib(bytes)} (${storage})${over.length > 1 ? `, and ${over.length - 1} more matrices` : ''}, ` +
-      `above the ${mib(maxBindingBytes)} binding limit, and a matmul binds a layer weight whole — store it smaller ` +
-      '(actor_rollout_ref.model.load_in_4bit or load_in_8bit under LoRA) or use a device whose ' +
-      'maxStorageBufferBindingSize takes it',
-  );
-}
 
 function mib(bytes: number): string {
   return `${(bytes / 2 ** 20).toFixed(1)} MiB`;

@@ -15,6 +15,14 @@ import type { TopAlternatives } from '../generation/continuous-batching.ts';
 /** vLLM's INITIAL_INCREMENTAL_DETOKENIZATION_OFFSET: prompt tokens decoded as context before the first new one. */
 const PROMPT_CONTEXT_TOKENS = 5;
 
+/**
+ * Tokens IncrementalText.push plans windows for in its first tokenizer call, and again after a token that added
+ * nothing; twice as many in each call after one whose tokens all added text. Planning every token left at once
+ * decoded O(n²) windows for a response whose tokens often add nothing (a character's byte-fallback pieces, skipped
+ * special tokens: a random model's 26-token answers took 232 windows each).
+ */
+const FIRST_PLANNED_TOKENS = 4;
+
 /** What a half-decoded UTF-8 sequence decodes to: the text waits for the next token. */
 const REPLACEMENT = '\uFFFD';
 
@@ -42,11 +50,12 @@ export class IncrementalText {
   /** Appends tokens; returns the text each added (empty while it leaves a character incomplete). */
   async push(tokens: readonly number[]): Promise<string[]> {
     const added: string[] = [];
+    let planned = FIRST_PLANNED_TOKENS;
     while (added.length < tokens.length) {
       // The windows each token decodes if every token before it adds text (the usual case), in one call of the
       // tokenizer instead of two per token; from the first token that adds nothing, the next round plans again.
       const first = this.ids.length;
-      this.ids.push(...tokens.slice(added.length));
+      this.ids.push(...tokens.slice(added.length, added.length + planned));
       const plan: { prefix: number; read: number; end: number }[] = [];
       for (let end = first + 1, prefix = this.prefixOffset, read = this.readOffset; end <= this.ids.length; end++) {
         plan.push({ prefix, read, end });
@@ -56,9 +65,11 @@ export class IncrementalText {
         plan.flatMap((w) => [this.ids.slice(w.prefix, w.read), this.ids.slice(w.prefix, w.end)]),
         { skipSpecialTokens: this.skipSpecialTokens },
       );
+      planned *= 2;
       for (const [k, w] of plan.entries()) {
         if (w.prefix !== this.prefixOffset || w.read !== this.readOffset) {
           this.ids.length = w.end - 1;
+          planned = FIRST_PLANNED_TOKENS;
           break;
         }
         added.push(this.advance(texts[2 * k], texts[2 * k + 1], w.end, false));

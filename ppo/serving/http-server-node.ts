@@ -39,7 +39,7 @@ import { truncatePrompts, type GenerationRequest } from './generation-request.ts
 import { reportPrompt, type ReportedPrompt } from './prompt-report.ts';
 import type { SampleObserver, SampleResult } from './scheduler.ts';
 import { SampleStream } from './streaming.ts';
-import type { ModelHost } from './model-host-node.ts';
+import type { ModelHost, PrefillScores } from './model-host-node.ts';
 import { ENGINE_SERVER_OWNER } from '../generation/remote/wire-format.ts';
 import { RequestFields } from './request-fields.ts';
 
@@ -317,10 +317,12 @@ export class ServeHttp {
     promptIds: readonly number[][],
     given: readonly (string | null)[] | null,
     gather: readonly number[][] | null = null,
+    inPrefill: PrefillScores | null = null,
   ): Promise<ReportedPrompt[]> {
     const K = request.promptLogprobs;
     const options = (i: number) => ({ gather: gather?.[i] });
-    const scored = K === null ? null : await this.host.scorePrompts(promptIds, K, request.adapter, options);
+    const scored =
+      K === null ? null : await (inPrefill?.scores ?? this.host.scorePrompts(promptIds, K, request.adapter, options));
     const skip = request.skipSpecialTokens;
     return Promise.all(
       promptIds.map((ids, i) =>
@@ -353,6 +355,18 @@ export class ServeHttp {
       const from = (promptIds[s.prompt].length - 1) * ids.length;
       return { ids, logprobs: scored[i].gathered.slice(from, from + s.tokens.length * ids.length) };
     });
+  }
+
+  /** Prompt scores out of the request's own prefills where it both scores its prompts and generates (null: none, or
+   *  scoring alone, a budget of 0: the separate pass). */
+  private prefillScores(
+    request: GenerationRequest,
+    promptIds: readonly number[][],
+    budget: number,
+    gather: readonly number[][] | null = null,
+  ): PrefillScores | null {
+    if (request.promptLogprobs === null || budget === 0) return null;
+    return this.host.prefillScores(request, promptIds, (i) => ({ gather: gather?.[i] }));
   }
 
   /** A request's prompt ids: tokenized (texts) or as given, truncated as vLLM's truncate_prompt_tokens asks. */
@@ -424,9 +438,11 @@ export class ServeHttp {
     const promptIds = await this.promptIds(c.request, 'prompt');
     const reportsPrompt = c.echo || c.request.promptLogprobs !== null;
     const budget = this.host.check(c.request, promptIds, COMPLETIONS_DEFAULT_MAX_TOKENS, 'prompt', reportsPrompt);
-    const prompts = reportsPrompt ? this.reportPrompts(c.request, promptIds, this.givenTexts(c.request)) : null;
+    const scores = this.prefillScores(c.request, promptIds, budget);
+    const given = this.givenTexts(c.request);
+    const prompts = reportsPrompt ? this.reportPrompts(c.request, promptIds, given, null, scores) : null;
     const run = (observer?: SampleObserver) =>
-      this.host.generate(c.request, promptIds, budget, { signal: x.signal, observer });
+      this.host.generate(c.request, promptIds, budget, { signal: x.signal, observer, scores: scores ?? undefined });
     const model = c.model ?? this.host.options.servedModelName;
     const promptTokens = promptIds.reduce((n, p) => n + p.length, 0);
     const n = c.request.n;
@@ -460,9 +476,11 @@ export class ServeHttp {
     const chatIds = [await this.host.chatPrompt(c.messages, c.addGenerationPrompt, c.templateKwargs)];
     const promptIds = truncatePrompts(chatIds, c.request.truncatePromptTokens, this.host.limits);
     const budget = this.host.check(c.request, promptIds, this.host.limits.maxNewTokens, 'messages');
-    const prompts = c.request.promptLogprobs !== null ? this.reportPrompts(c.request, promptIds, null) : null;
+    const scores = this.prefillScores(c.request, promptIds, budget);
+    const prompts =
+      c.request.promptLogprobs !== null ? this.reportPrompts(c.request, promptIds, null, null, scores) : null;
     const run = (observer?: SampleObserver) =>
-      this.host.generate(c.request, promptIds, budget, { signal: x.signal, observer });
+      this.host.generate(c.request, promptIds, budget, { signal: x.signal, observer, scores: scores ?? undefined });
     const model = c.model ?? this.host.options.servedModelName;
     if (c.stream) {
       const head = streamHead(model, 'chatcmpl');
@@ -504,11 +522,13 @@ export class ServeHttp {
         'token_ids_logprob',
       );
     const gather = g.returnLogprob ? g.tokenIdsLogprob : null;
-    const scoring = g.request.promptLogprobs !== null ? this.reportPrompts(g.request, promptIds, null, gather) : null;
+    const scores = this.prefillScores(g.request, promptIds, budget, gather);
+    const scoring =
+      g.request.promptLogprobs !== null ? this.reportPrompts(g.request, promptIds, null, gather, scores) : null;
     const abort = new AbortController();
     x.signal.addEventListener('abort', () => abort.abort(), { once: true });
     const run = (observer?: SampleObserver) =>
-      this.host.generate(g.request, promptIds, budget, { signal: abort.signal, observer });
+      this.host.generate(g.request, promptIds, budget, { signal: abort.signal, observer, scores: scores ?? undefined });
     this.running.set(rid, abort);
     try {
       const count = g.request.prompts.length * g.request.n;

@@ -28,7 +28,7 @@ import {
   type SamplingDefaults,
   type ServerLimits,
 } from './generation-request.ts';
-import { Scheduler, type SampleObserver, type SampleResult } from './scheduler.ts';
+import { Scheduler, type PromptScoreSink, type SampleObserver, type SampleResult } from './scheduler.ts';
 import { ServeCounters } from './counters.ts';
 import { servedDtypes, type KvCacheDtype, type ServeDtype } from './serve-dtype.ts';
 import type { PolicyWeights } from '../generation/types.ts';
@@ -99,6 +99,31 @@ export function promptByteLimit(tokenizerJson: string, maxPromptTokens: number):
   const unknownWord = 4 * (json.model?.max_input_chars_per_word ?? 0);
   const longest = pieces.reduce((m, p) => Math.max(m, Buffer.byteLength(p)), Math.max(1, unknownWord));
   return maxPromptTokens * longest * NORMALIZER_MARGIN;
+}
+
+/** A request's prompt scores as its prefills deliver them (Scheduler's PromptScoreSink), all prompts' at once. */
+export class PrefillScores implements PromptScoreSink {
+  readonly scores: Promise<PromptScores[]>;
+  private readonly resolvers: (((scores: Promise<PromptScores>) => void) | null)[] = [];
+
+  constructor(
+    readonly K: number,
+    readonly options: (prompt: number) => ScoreOptions,
+    prompts: number,
+    /** Scores one prompt by the separate pass. */
+    private readonly separately: (prompt: number) => Promise<PromptScores>,
+  ) {
+    this.scores = Promise.all(
+      Array.from({ length: prompts }, (_, p) => new Promise<PromptScores>((resolve) => (this.resolvers[p] = resolve))),
+    );
+  }
+
+  settle(prompt: number, scores: Promise<PromptScores> | null): void {
+    const resolve = this.resolvers[prompt];
+    if (!resolve) return;
+    this.resolvers[prompt] = null;
+    resolve(scores ?? this.separately(prompt));
+  }
 }
 
 export class ModelHost {
@@ -349,7 +374,7 @@ export class ModelHost {
     request: GenerationRequest,
     promptIds: number[][],
     budget: number,
-    watch: { signal?: AbortSignal; observer?: SampleObserver } = {},
+    watch: { signal?: AbortSignal; observer?: SampleObserver; scores?: PrefillScores } = {},
   ): Promise<SampleResult[]> {
     if (budget === 0) {
       const results = promptIds.flatMap((_, prompt) =>
@@ -373,8 +398,23 @@ export class ModelHost {
       adapter: request.adapter,
       topLogprobs: request.topLogprobs,
       processing: request.processing,
-      ...watch,
+      signal: watch.signal,
+      observer: watch.observer,
+      scorePrompts: watch.scores,
     });
+  }
+
+  /**
+   * The prompt scores of a request that also generates, out of its own prefills (one pass for score + generate; give
+   * the handle to generate()): each prompt's first sample is prefilled alone, its every position's logits scored by
+   * the prompt-logprobs kernel. A prompt whose sample ends before its prefill (the request aborted while it waited)
+   * is scored by the separate pass.
+   */
+  prefillScores(request: GenerationRequest, promptIds: readonly number[][], options: (prompt: number) => ScoreOptions) {
+    const K = request.promptLogprobs === -1 ? this.config.vocabSize : request.promptLogprobs!;
+    return new PrefillScores(K, options, promptIds.length, (p) =>
+      this.scorePrompts([promptIds[p]], K, request.adapter, () => options(p)).then(([scores]) => scores),
+    );
   }
 
   /**

@@ -9,6 +9,7 @@ import { TurnProgress } from '../generation/sample-records.ts';
 import type { QueuedSample, SampleQueue, TopAlternatives } from '../generation/continuous-batching.ts';
 import type { SamplingParams } from '../../kernels/decode/sample.ts';
 import type { RowProcessing } from '../../kernels/decode/logits-processors.ts';
+import type { PromptScores, ScoreOptions } from '../generation/prompt-scoring.ts';
 
 /** A request as the loop runs it: token ids, n samples per prompt, each with the stream (seed, sampleOffset + j). */
 export interface ScheduledRequest {
@@ -29,6 +30,17 @@ export interface ScheduledRequest {
   signal?: AbortSignal;
   /** Told each sample's tokens as the host reads them, and each sample's result as it ends (streaming). */
   observer?: SampleObserver;
+  /** Prompt log-probs wanted from the prefills: each prompt's first sample scores its prompt (QueuedSample). */
+  scorePrompts?: PromptScoreSink;
+}
+
+/** Where a request's prompt scores go, prompt by prompt: from its first sample's prefill, or null where that sample
+ *  ended without one (its request was aborted while it waited). The first word on a prompt counts. */
+export interface PromptScoreSink {
+  /** Alternatives per position (the whole vocabulary at most). */
+  K: number;
+  options(prompt: number): ScoreOptions;
+  settle(prompt: number, scores: Promise<PromptScores> | null): void;
 }
 
 export interface SampleObserver {
@@ -62,6 +74,7 @@ interface GenerateJob {
   remaining: number;
   aborted: boolean;
   observer: SampleObserver | undefined;
+  scorePrompts: PromptScoreSink | undefined;
   resolve: (results: SampleResult[]) => void;
   reject: (err: unknown) => void;
 }
@@ -115,6 +128,14 @@ export class Scheduler {
             topLogprobs: r.topLogprobs ?? 0,
             processing: r.processing,
             onTokens: r.observer ? (tokens, logprobs, top) => r.observer!.tokens(j, tokens, logprobs, top) : undefined,
+            scorePrompt:
+              r.scorePrompts && j % r.n === 0
+                ? {
+                    K: r.scorePrompts.K,
+                    options: r.scorePrompts.options(j / r.n),
+                    scored: (scores) => r.scorePrompts!.settle(j / r.n, scores),
+                  }
+                : undefined,
           }),
         );
       const job: GenerateJob = {
@@ -127,6 +148,7 @@ export class Scheduler {
         remaining: samples.length,
         aborted: false,
         observer: r.observer,
+        scorePrompts: r.scorePrompts,
         resolve,
         reject,
       };
@@ -212,6 +234,8 @@ export class Scheduler {
     if (!owner) return;
     const { job, index } = owner;
     this.owners.delete(sample);
+    // A prompt scorer whose sample never reached a prefill: the separate pass scores it.
+    if (sample.scorePrompt) job.scorePrompts?.settle(Math.floor(index / job.n), null);
     const result: SampleResult = {
       prompt: Math.floor(index / job.n),
       tokens: sample.progress.tokens,

@@ -1,6 +1,6 @@
 // engine/dawn-poll.ts: while the engine awaits a Dawn operation, only the binding's own polls (anonymous native
-// functions) move to a timer, after a grace period; everyone else's setImmediate runs as before, and the global comes
-// back afterwards.
+// functions) move to a timer, after a grace period (at once for a wait awaited later); everyone else's setImmediate
+// runs as before, and the global comes back afterwards.
 import { afterEach, describe, it, expect, vi } from 'vitest';
 import { awaitDawn } from '../../engine/dawn-poll.ts';
 
@@ -52,6 +52,29 @@ describe('awaitDawn', () => {
       expect(kind(globalThis.setImmediate(poll))).toBe(immediateKind);
     },
   );
+
+  it("sends the binding's polls to the timer at once for a wait that is not graceful (awaited later)", async () => {
+    // Past the grace period of any wait an earlier test began on its own mocked clock.
+    let now = 10_000;
+    vi.spyOn(performance, 'now').mockImplementation(() => now);
+    let release!: () => void;
+    const wait = awaitDawn(new Promise<void>((resolve) => (release = resolve)), true, false);
+    const kind = (handle: unknown) => (handle as object).constructor.name;
+    const immediateKind = kind(immediate(() => {}));
+    const timerKind = kind(setTimeout(() => {}, 0));
+    const poll = Function.prototype as () => void;
+    expect(kind(globalThis.setImmediate(poll))).toBe(timerKind);
+    expect(kind(globalThis.setImmediate(() => {}))).toBe(immediateKind);
+    // A graceful wait that starts meanwhile opens its own grace period.
+    const graceful = awaitDawn(Promise.resolve(), true);
+    expect(kind(globalThis.setImmediate(poll))).toBe(immediateKind);
+    await graceful;
+    now += 0.6;
+    expect(kind(globalThis.setImmediate(poll))).toBe(timerKind);
+    release();
+    await wait;
+    expect(globalThis.setImmediate).toBe(immediate);
+  });
 
   it('rethrows a failed operation and still restores setImmediate', async () => {
     await expect(awaitDawn(Promise.reject(new Error('mapAsync failed')), true)).rejects.toThrow('mapAsync failed');

@@ -22,6 +22,7 @@ import { Scheduler, type ScheduledRequest } from '../../ppo/serving/scheduler.ts
 import { parseServeArgs, UsageError } from '../../ppo/jobs/serve-job-node.ts';
 import { servedDtypes } from '../../ppo/serving/serve-dtype.ts';
 import type { SampleQueue } from '../../ppo/generation/continuous-batching.ts';
+import type { PromptScores } from '../../ppo/generation/prompt-scoring.ts';
 
 /** The ApiError `parse` throws: its status and body. */
 function refusal(parse: () => unknown): { status: number; body: ReturnType<ApiError['body']> } {
@@ -550,6 +551,50 @@ describe('serve scheduler', () => {
       expect(scheduler.pendingSamples).toBe(0);
     },
   );
+
+  it("asks each prompt's first sample to score its prompt in its prefill; a sample aborted while waiting leaves its prompt to the separate pass", async () => {
+    const settled: string[] = [];
+    const sink = (tag: string) => ({
+      K: 2,
+      options: (p: number) => ({ gather: [100 + p] }),
+      // The first word on a prompt counts (PromptScoreSink): the scheduler also settles it as its sample ends.
+      settle: (p: number, scores: Promise<PromptScores> | null) => {
+        if (!settled.some((line) => line.startsWith(`${tag} prompt ${p}:`)))
+          settled.push(`${tag} prompt ${p}: ${scores ? 'prefill' : 'separate pass'}`);
+      },
+    });
+    const asked: string[] = [];
+    const scheduler = new Scheduler(
+      async (queue) => {
+        for (;;) {
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          const [s] = queue.take(1);
+          if (!s) return;
+          // The decode loop's prefill scores a sample that asks (continuous-batching.ts admit).
+          if (s.scorePrompt) {
+            asked.push(`${s.prompt[0]}: K ${s.scorePrompt.K}, gather ${s.scorePrompt.options.gather}`);
+            s.scorePrompt.scored(Promise.resolve({} as PromptScores));
+          }
+          await s.progress.take([7, 7]);
+          queue.finished(s, Float32Array.of(0, 0));
+        }
+      },
+      [],
+      async () => '',
+    );
+    const aborted = new AbortController();
+    aborted.abort();
+    await Promise.all([
+      scheduler.generate(request({ prompts: [[1], [2]], scorePrompts: sink('first') })),
+      scheduler.generate(request({ prompts: [[3]], scorePrompts: sink('aborted'), signal: aborted.signal })),
+    ]);
+    expect(asked).toEqual(['1: K 2, gather 100', '2: K 2, gather 101']);
+    expect(settled.sort()).toEqual([
+      'aborted prompt 0: separate pass',
+      'first prompt 0: prefill',
+      'first prompt 1: prefill',
+    ]);
+  });
 
   it('fails the requests of a loop that throws, and keeps serving', async () => {
     let fail = true;

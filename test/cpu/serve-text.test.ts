@@ -133,6 +133,29 @@ describeWithFixtures('served text: stories260K SentencePiece', ['hf/stories260K/
     // The emoji's first 3 bytes add nothing: after each the next round plans its windows again.
     expect(calls).toBe(4);
   });
+
+  it('a long response whose tokens often add nothing decodes windows in proportion to its length', async () => {
+    const t = await load();
+    // 30 emojis of 4 byte-fallback tokens each: 3 of every 4 tokens add nothing.
+    const { promptIds, tokens } = await split(t, 'Lily saw', ` ${'😀'.repeat(30)} cat`);
+    const oneAtATime = new IncrementalText(t, promptIds, true);
+    const texts: string[] = [];
+    for (const token of tokens) texts.push(...(await oneAtATime.push([token])));
+    let windows = 0;
+    const counted: Pick<Tokenizer, 'decode' | 'decodeBatch'> = {
+      decode: (ids, options) => t.decode(ids, options),
+      decodeBatch: (ids, options) => {
+        windows += ids.length;
+        return t.decodeBatch(ids, options);
+      },
+    };
+    const atOnce = new IncrementalText(counted, promptIds, true);
+    expect(await atOnce.push(tokens)).toEqual(texts);
+    expect(atOnce.text).toBe(oneAtATime.text);
+    expect(tokens.length).toBeGreaterThan(120);
+    // Planning every token left after each that adds nothing took ~93 windows per token here.
+    expect(windows / tokens.length).toBeLessThan(10);
+  });
 });
 
 describe('served text: byte-level BPE and the built-in tokenizer', () => {

@@ -26,6 +26,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'kv-cache-write',
   'lm-head',
   'matmul',
+  'weight-windows',
   'ppo-kernels',
   'reduce',
   'response-grads',
@@ -47,6 +48,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'lora',
   'micro-batching',
   'row-chunks',
+  'prefill-chunks',
   'multi-turn-masks',
   'rollout',
   // the trainer: verl's PPO cases, whole runs that learn

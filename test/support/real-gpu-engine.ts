@@ -3,13 +3,13 @@
 // refused rather than skipped in silence. TEST_GPU_ALLOW_SOFTWARE=1 lets one file of the tier run on a software
 // adapter once, to check the tests themselves where no GPU is lent (its timings and passes say nothing of a GPU).
 import { afterAll } from 'vitest';
-import { Engine } from '../../engine/index.ts';
+import { Engine, readKnobs, type EngineKnobs } from '../../engine/index.ts';
 
 let enginePromise: Promise<Engine> | null = null;
 
 /** An engine on a hardware adapter, or an error naming the software adapter found instead. */
-export async function requireHardwareGpu(): Promise<Engine> {
-  const engine = await Engine.create();
+export async function requireHardwareGpu(knobs: EngineKnobs = readKnobs()): Promise<Engine> {
+  const engine = await Engine.create(knobs);
   if (engine.caps.softwareAdapter && process.env.TEST_GPU_ALLOW_SOFTWARE !== '1') {
     const description = engine.caps.description;
     engine.destroy();

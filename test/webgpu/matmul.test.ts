@@ -6,8 +6,7 @@ import { rmsnormForwardRef } from '../../kernels/layers/rmsnorm.ref.ts';
 import { swigluForwardRef } from '../../kernels/layers/swiglu.ref.ts';
 import { chooseVariant, readKnobs, roundToHalf, type Engine, type FloatDType } from '../../engine/index.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
-import { NF4_BLOCK, compressNf4Statistics, dequantizeNf4, nf4BlockScales, quantizeNf4 } from '../../engine/nf4.ts';
-import { dequantizeInt8Rows, quantizeInt8Rows } from '../../engine/int8.ts';
+import { quantizedB } from '../support/quantized-b.ts';
 
 // [M, N, K]: single elements, odd sizes below and across the tiles (8x64, 64x64x32, gpu's 128x128x8 and 64x64x8),
 // a whole tile, N and K not multiples of 4 (scalar loads), M not a multiple of 4 with the rest aligned (tn loads A
@@ -297,51 +296,6 @@ describe('matmul with a quantized B', () => {
   ];
   const u = 2 ** -24;
 
-  /** The weight W [rows, cols] stored as `format`: codes, matmul's bQuant, the values the kernel should read, and
-   *  the magnitude each stands for in the error bound. */
-  function quantized(
-    engine: Engine,
-    format: 'nf4' | 'nf4-nested' | 'int8',
-    w: Float32Array,
-    rows: number,
-    cols: number,
-  ) {
-    if (format === 'int8') {
-      const { codes, scb } = quantizeInt8Rows(w, rows, cols);
-      const values = dequantizeInt8Rows(codes, scb, rows, cols);
-      return {
-        b: engine.tensorFrom('codes', [codes.length], codes, 'u32'),
-        bQuant: { format: 'int8', scb: engine.tensorFrom('scb', [rows], scb) } as const,
-        values,
-        magnitudes: values.map(Math.abs),
-      };
-    }
-    const { codes, absmax } = quantizeNf4(w);
-    const b = engine.tensorFrom('codes', [codes.length], codes, 'u32');
-    if (format === 'nf4') {
-      const values = dequantizeNf4(codes, absmax, w.length);
-      return {
-        b,
-        bQuant: { format: 'nf4', absmax: engine.tensorFrom('absmax', [absmax.length], absmax) } as const,
-        values,
-        magnitudes: values.map(Math.abs),
-      };
-    }
-    const statistics = compressNf4Statistics(absmax);
-    const scales = nf4BlockScales(statistics, absmax.length);
-    const largest = Math.max(...scales.map(Math.abs));
-    const unit = dequantizeNf4(codes, new Float32Array(absmax.length).fill(1), w.length);
-    return {
-      b,
-      bQuant: {
-        format: 'nf4',
-        absmax: engine.tensorFrom('statistics', [statistics.length], statistics, 'u32'),
-      } as const,
-      values: dequantizeNf4(codes, scales, w.length),
-      magnitudes: unit.map((c, i) => Math.abs(c) * (Math.abs(scales[Math.floor(i / NF4_BLOCK)]) + 2 * largest)),
-    };
-  }
-
   for (const variant of matmulVariants.filter(
     (v) => !COMBINATIONS.includes(v.name) && v.name !== 'register-shuffle' && v.name !== 'gpu-wide',
   )) {
@@ -360,7 +314,7 @@ describe('matmul with a quantized B', () => {
               const before = randomArray(M * N, seed++);
               // W [out, in]: B [N, K] in nt, B [K, N] in nn (dY·W).
               const [rows, cols] = layout === 'nt' ? [N, K] : [K, N];
-              const { b, bQuant, values, magnitudes } = quantized(engine, format, weights, rows, cols);
+              const { b, bQuant, values, magnitudes } = quantizedB(engine, format, weights, rows, cols);
               const out = engine.tensorFrom('out', [M, N], before);
               matmul(engine, {
                 a: engine.tensorFrom('a', [M * K], aData),

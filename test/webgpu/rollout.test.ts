@@ -480,6 +480,7 @@ describe('continuous batching', () => {
       const slots = 3;
       const rowsPerStep: number[] = [];
       const decoders = new RolloutDecoders(engine, policy);
+      const readbacks = engine.transfers.readbacks;
       await decodeContinuous(
         decoders,
         queue,
@@ -497,6 +498,8 @@ describe('continuous batching', () => {
         continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!),
       );
       decoders.destroy();
+      // Tokens and log-probs leave in one read-back per decode step (and one at the end), not one per tensor.
+      expect(engine.transfers.readbacks - readbacks).toBeLessThanOrEqual(rowsPerStep.length + 2);
       const arrived = assemble(batch, queue.batch.records(), c);
       expect(arrived.responses).toEqual(one.responses);
       expect(arrived.finishReasons).toEqual(one.finishReasons);

@@ -34,17 +34,31 @@ export function startServeJs(modelDir: string, extraArgs: readonly string[] = []
 /** Linux's USER_HZ: /proc reports CPU time in these ticks. */
 const TICKS_PER_SECOND = 100;
 
+/** CPU time (user + system) in ms of the task whose /proc stat file this is: a process, or one of its threads. */
+function taskCpuMs(statPath: string): number {
+  // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+  const fields = readFileSync(statPath, 'utf8').split(') ')[1].split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+}
+
+/** A process and its living descendants (serve.js serves in a child of its own). */
+function processTree(pid: number): number[] {
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  return [pid, ...children.flatMap((child) => processTree(Number(child)))];
+}
+
 /**
- * CPU time (user + system, all threads) in ms that a process and its living descendants have used, from /proc (serve.js
- * serves in a child of its own); null where there is no /proc.
+ * CPU time in ms that a process and its living descendants have used: all their threads (`all`) and their main
+ * threads alone (`main`: the JavaScript thread; the others are the device's, Dawn's and V8's); null where there is
+ * no /proc. `descendants: false`: the process alone.
  */
-export function processTreeCpuMs(pid: number): number | null {
+export function processTreeCpuMs(pid: number, descendants = true): { all: number; main: number } | null {
   try {
-    // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    const own = ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    return children.reduce((sum, child) => sum + (processTreeCpuMs(Number(child)) ?? 0), own);
+    const pids = descendants ? processTree(pid) : [pid];
+    return {
+      all: pids.reduce((sum, p) => sum + taskCpuMs(`/proc/${p}/stat`), 0),
+      main: pids.reduce((sum, p) => sum + taskCpuMs(`/proc/${p}/task/${p}/stat`), 0),
+    };
   } catch {
     return null;
   }

@@ -9,7 +9,8 @@
 // generated in this process (the trainer's RolloutGenerator, one batch) and through one `node serve.js` with C
 // requests in flight (default 32, one sample each, --max-slots C), alternated, and the ratio of their tokens/s;
 // with each side's decode steps, rows per step, prefill groups and CPU time per 1,000 tokens (the server's process
-// and this one, the client: on a shared machine the CPU time varies less than the wall time).
+// and this one, the client: on a shared machine the CPU time varies less than the wall time), split into the main
+// (JavaScript) thread's and the other threads' (on lavapipe, the device's own work).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -102,20 +103,21 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     const end = endTokenIds(loaded.config, await readGenerationConfig(model), tokenizer);
     const ids = await Promise.all(prompts.map((p) => tokenizer.encode(p)));
     const generator = new RolloutGenerator(engine, { config: loaded.config, params: loaded.params });
-    // Per side: decode steps and their rows, prefill groups, CPU ms (this process; for the server, its process too)
-    // and tokens.
+    // Per side: decode steps and their rows, prefill groups, CPU ms (this process; for the server, its process too,
+    // and of each the main thread's: JavaScript's) and tokens.
     const used = {
-      in: { steps: 0, rowSteps: 0, prefills: 0, cpuMs: 0, tokens: 0 },
-      served: { serverCpuMs: 0, clientCpuMs: 0, tokens: 0 },
+      in: { steps: 0, rowSteps: 0, prefills: 0, cpuMs: 0, mainMs: 0, tokens: 0 },
+      served: { serverCpuMs: 0, serverMainMs: 0, clientCpuMs: 0, tokens: 0 },
     };
     const cpuMs = () => {
       const u = process.cpuUsage();
       return (u.user + u.system) / 1000;
     };
-    const serverCpuMs = () => processTreeCpuMs(server.child.pid!) ?? Number.NaN;
+    const mainMs = (pid: number, descendants: boolean) => processTreeCpuMs(pid, descendants)?.main ?? Number.NaN;
+    const serverCpuMs = () => processTreeCpuMs(server.child.pid!)?.all ?? Number.NaN;
     const inProcess = async (seed: number) => {
       const started = performance.now();
-      const cpu = cpuMs();
+      const [cpu, main] = [cpuMs(), mainMs(process.pid, false)];
       const batch = await generator.generate(ids, {
         n: 1,
         temperature: 1,
@@ -135,12 +137,13 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
       });
       const tokens = batch.responseLengths.reduce((a, b) => a + b, 0);
       used.in.cpuMs += cpuMs() - cpu;
+      used.in.mainMs += mainMs(process.pid, false) - main;
       used.in.tokens += tokens;
       return tokens / ((performance.now() - started) / 1000);
     };
     const served = async (seed: number) => {
       const started = performance.now();
-      const [client, serverCpu] = [cpuMs(), serverCpuMs()];
+      const [client, serverCpu, serverMain] = [cpuMs(), serverCpuMs(), mainMs(server.child.pid!, true)];
       let next = 0;
       let tokens = 0;
       const worker = async () => {
@@ -158,6 +161,7 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
       await Promise.all(Array.from({ length: concurrency }, worker));
       used.served.clientCpuMs += cpuMs() - client;
       used.served.serverCpuMs += serverCpuMs() - serverCpu;
+      used.served.serverMainMs += mainMs(server.child.pid!, true) - serverMain;
       used.served.tokens += tokens;
       return tokens / ((performance.now() - started) / 1000);
     };
@@ -167,8 +171,8 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     };
     await inProcess(1);
     await served(1);
-    used.in = { steps: 0, rowSteps: 0, prefills: 0, cpuMs: 0, tokens: 0 };
-    used.served = { serverCpuMs: 0, clientCpuMs: 0, tokens: 0 };
+    used.in = { steps: 0, rowSteps: 0, prefills: 0, cpuMs: 0, mainMs: 0, tokens: 0 };
+    used.served = { serverCpuMs: 0, serverMainMs: 0, clientCpuMs: 0, tokens: 0 };
     const rates = { in: [] as number[], served: [] as number[] };
     const [steps0, rowSteps0, prefills0] = await counters();
     for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
@@ -193,6 +197,8 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         rows_per_step: used.in.rowSteps / used.in.steps,
         prefills: used.in.prefills / THROUGHPUT_ROUNDS,
         cpu_ms_per_1k_tokens: inCpu,
+        main_thread_ms_per_1k: perThousand(used.in.mainMs, used.in.tokens),
+        other_threads_ms_per_1k: perThousand(used.in.cpuMs - used.in.mainMs, used.in.tokens),
         cpu_ratio: 1,
       },
       {
@@ -207,13 +213,17 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         cpu_ms_per_1k_tokens:
           `${perThousand(used.served.serverCpuMs, used.served.tokens).toFixed(0)} + ` +
           `${perThousand(used.served.clientCpuMs, used.served.tokens).toFixed(0)}`,
+        // The server's alone (the client's is in the line above).
+        main_thread_ms_per_1k: perThousand(used.served.serverMainMs, used.served.tokens),
+        other_threads_ms_per_1k: perThousand(used.served.serverCpuMs - used.served.serverMainMs, used.served.tokens),
         cpu_ratio: inCpu / servedCpu,
       },
       {
         generation:
           `${THROUGHPUT_REQUESTS} prompts × ${THROUGHPUT_NEW_TOKENS} new tokens (temperature 1), ${concurrency} slots ` +
           `each; medians of ${THROUGHPUT_ROUNDS} alternated rounds after a warm-up; serve.js: ${server.slots} slots; ` +
-          'CPU ms per 1,000 tokens over all rounds (served: server + client)',
+          'CPU ms per 1,000 tokens over all rounds (served: server + client), of which the main (JavaScript) ' +
+          "thread's and the other threads' (the device's, Dawn's, V8's; served: the server's)",
       },
     ];
   } finally {
