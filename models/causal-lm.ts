@@ -121,11 +121,6 @@ export class CausalLm {
     const ws = this.workspace(rows);
     const weightName = lmHeadWeightName(c);
     const chunks = this.trunk.rowChunks(rows);
-    if (extraLogitGrads && chunks.length > 1)
-      throw new Error(
-        `CausalLm.backward: ${rows} rows of hidden size ${c.hiddenSize} are above one binding, and the sparse ` +
-          'logit gradients (on-policy distillation) are not split by rows; use fewer tokens per micro-batch',
-      );
     // The head's weight gradient sums over rows: window by window when the rows are windowed (models/row-chunks.ts).
     for (const chunk of chunks) {
       const r = <T extends Tensor | undefined | null>(t: T, width = 1) =>
@@ -145,7 +140,12 @@ export class CausalLm {
         V: c.vocabSize,
         temperature,
         savedLogits: r(savedLogits, c.vocabSize),
-        extraLogitGrads,
+        // Sparse terms are P (id, coefficient) pairs a row: the window's rows of them.
+        extraLogitGrads: extraLogitGrads && {
+          ids: r(extraLogitGrads.ids, extraLogitGrads.P),
+          coefs: r(extraLogitGrads.coefs, extraLogitGrads.P),
+          P: extraLogitGrads.P,
+        },
       });
     }
     // The backward overwrote them with d(loss)/d(logits): another backward of this forward recomputes them.

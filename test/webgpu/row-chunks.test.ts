@@ -121,6 +121,35 @@ async function critic(engine: Engine, config = CRITIC) {
   return { values, grads: await readGrads(engine, grads) };
 }
 
+/** The actor update's gradients with sparse logit-gradient pairs (on-policy distillation's top-k terms, P = 2 a
+ *  row) added to the LM head's; `pairs: false` leaves them out. */
+async function distill(engine: Engine, pairs = true) {
+  const pairRandom = seededRandom(11);
+  const params = createParameterArena(engine, CONFIG, 'rows.distill');
+  uploadArenaTensors(engine, params, initialParameters(CONFIG, 3, 0.3));
+  const lm = new CausalLm(engine, CONFIG, params);
+  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, CONFIG.vocabSize, 'rows.distill');
+  const targets = engine.tensorFrom('rows.distill.targets', [R], inputIds.flat(), 'u32');
+  lm.tokenLogprobs(batch, targets, { saveForBackward: true });
+  const grads = new Arena(engine, 'rows.distill.grads', params.layout);
+  const extra = {
+    ids: engine.tensorFrom(
+      'rows.distill.ids',
+      [R, 2],
+      Array.from({ length: 2 * R }, () => Math.floor(pairRandom() * CONFIG.vocabSize)),
+      'u32',
+    ),
+    coefs: engine.tensorFrom(
+      'rows.distill.coefs',
+      [R, 2],
+      Array.from({ length: 2 * R }, () => pairRandom() - 0.5),
+    ),
+    P: 2,
+  };
+  lm.backward(engine.tensorFrom('rows.distill.dLogprobs', [R], dValues), null, grads, pairs ? extra : null);
+  return readGrads(engine, grads);
+}
+
 /** Every gradient non-zero on the unsplit engine, and the split engine's within float rounding of a re-ordered sum. */
 function expectSameGradients(actual: Map<string, Float32Array>, expected: Map<string, Float32Array>): void {
   for (const [name, g] of expected) {
@@ -192,6 +221,15 @@ describe('trunk row windows', () => {
       expect(actual.grads.size).toBe(lora ? 2 * 4 * 2 : 2 * 8 + 2);
     });
   }
+
+  it("the LM head's sparse logit gradients (on-policy distillation) over windows", async () => {
+    const whole = await gpuEngine();
+    const expected = await distill(whole);
+    expectSameGradients(await distill(await splitEngine()), expected);
+    // The pairs count: without them the tied embedding's gradient differs.
+    const without = await distill(whole, false);
+    expect(without.get('model.embed_tokens.weight')).not.toEqual(expected.get('model.embed_tokens.weight'));
+  });
 
   it("a critic's values and gradients over windows", async () => {
     const whole = await gpuEngine();
