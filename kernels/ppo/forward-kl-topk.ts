@@ -40,7 +40,13 @@ const logitsSpecOf = (dtype: FloatDType): KernelSpec => ({
     { name: 'mask', access: 'read' },
     { name: 'coefs', access: 'read_write' },
   ],
-  uniforms: [...UNIFORMS, { name: 'v0', type: 'u32' }, { name: 'width', type: 'u32' }],
+  uniforms: [
+    ...UNIFORMS,
+    { name: 'v0', type: 'u32' },
+    { name: 'width', type: 'u32' },
+    { name: 'h0', type: 'u32' },
+    { name: 'hiddenRows', type: 'u32' },
+  ],
 });
 
 /** The logits pass per LM-head dtype: float32, or the bf16/f16 compute copy mixed precision multiplies by. */
@@ -107,7 +113,8 @@ const uniforms = (s: ForwardKlTopkShape) => ({
 /** Per response token: the forward KL over the teacher's top-k, the two masses (out [3, m·R]) and the coefficients
  *  of its logits gradient (coefs (m, R, K)); see forward-kl-topk.wgsl. The weight is the head the forward multiplied
  *  by (float32, or mixed precision's bf16/f16 compute copy, unpacked to float32), read one binding window at a time
- *  (engine.bindingWindows), so a head above one binding or split across buffers needs no copy. */
+ *  (engine.bindingWindows), so a head above one binding or split across buffers needs no copy; the hidden states
+ *  likewise, one binding window of rows at a time (one dispatch per pair of windows: one in all where both bind). */
 export function forwardKlTopkGpu(
   engine: Engine,
   t: {
@@ -139,18 +146,25 @@ export function forwardKlTopkGpu(
   expectSize(op, 'responseMask', t.responseMask, m * R, `[m=${m}, R=${R}]`);
   expectSize(op, 'out', t.out, 3 * m * R, `[3, m·R=${m * R}]`);
   const workgroups = foldWorkgroups(Math.ceil((m * R) / 64));
-  for (const { firstRow, rows, tensor } of engine.bindingWindows(t.weight, C))
-    engine.dispatch(logitsSpec, {
-      bindings: {
-        hidden: t.hidden,
-        weight: tensor,
-        teacherIds: t.teacherIds,
-        mask: t.responseMask,
-        coefs: t.coefs,
-      },
-      uniforms: { ...uniforms(s), v0: firstRow, width: rows },
-      workgroups,
-    });
+  for (const hidden of engine.bindingWindows(t.hidden, C))
+    for (const weight of engine.bindingWindows(t.weight, C))
+      engine.dispatch(logitsSpec, {
+        bindings: {
+          hidden: hidden.tensor,
+          weight: weight.tensor,
+          teacherIds: t.teacherIds,
+          mask: t.responseMask,
+          coefs: t.coefs,
+        },
+        uniforms: {
+          ...uniforms(s),
+          v0: weight.firstRow,
+          width: weight.rows,
+          h0: hidden.firstRow,
+          hiddenRows: hidden.rows,
+        },
+        workgroups,
+      });
   engine.dispatch(forwardKlTopkSpec, {
     bindings: {
       lse: t.lse,

@@ -2,8 +2,10 @@
 //   compute_forward_kl_topk), for the response tokens of m sequences of S positions (R response columns, the last R
 //   of each window; response token t of row b is predicted at position b·S + S − R − 1 + t).
 //   logits: per response token, z_k = hidden · weight[id_k] (hidden (m·S, C)) for the ids in one binding window of
-//     the weight (rows [v0, v0 + width) of (V, C)), written into coefs (m, R, K); one dispatch per window, so a head
-//     above one binding (Qwen3's 151,936 × 1,024 f32: 622 MB) or split across buffers is read in place.
+//     the weight (rows [v0, v0 + width) of (V, C)) and the tokens whose position lies in one binding window of the
+//     hidden states (rows [h0, h0 + hiddenRows)), written into coefs (m, R, K); one dispatch per pair of windows, so a
+//     head above one binding (Qwen3's 151,936 × 1,024 f32: 622 MB) or split across buffers is read in place, and so
+//     are a micro-batch's hidden states above one binding (a thread outside the window returns at once).
 //     v1: one thread per token, each of its K dot products over C in turn. The weight is float32 or bf16/f16
 //     (mixed precision's compute copy): the launcher appends weightAt, which unpacks a half element to float32.
 //   kl: per response token, from those z_k and the forward's lse (m·S) of logits / T:
@@ -29,12 +31,14 @@ fn logits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   let i = (wid.x + wid.y * nwg.x) * 64u + lane;
   if (i >= params.m * params.R || mask[i] == 0.0) { return; }
   let pos = tokenPosition(i);
+  if (pos < params.h0 || pos >= params.h0 + params.hiddenRows) { return; }
+  let hiddenRow = (pos - params.h0) * params.C;
   for (var k = 0u; k < params.K; k++) {
     let id = teacherIds[i * params.K + k];
     if (id < params.v0 || id >= params.v0 + params.width) { continue; }
     let row = (id - params.v0) * params.C;
     var z = 0.0;
-    for (var c = 0u; c < params.C; c++) { z += hidden[pos * params.C + c] * weightAt(row + c); }
+    for (var c = 0u; c < params.C; c++) { z += hidden[hiddenRow + c] * weightAt(row + c); }
     coefs[i * params.K + k] = z;
   }
 }

@@ -23,6 +23,7 @@ import { initialLoraValues, resolveTargetModules, type LoraSettings } from '../.
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { rowChunks } from '../../models/row-chunks.ts';
 import { attentionWindowRows } from '../../models/attention-windows.ts';
+import { forwardKlTopkGpu } from '../../kernels/ppo/forward-kl-topk.ts';
 
 const SPLIT_BYTES = 32 * 1024;
 const SHAPE = {
@@ -150,6 +151,51 @@ async function distill(engine: Engine, pairs = true) {
   return readGrads(engine, grads);
 }
 
+/** On-policy distillation's top-k KL (forwardKlTopkGpu) from m = 3 sequences of 100 positions' hidden states
+ *  (300 rows of 256 bytes: 75 KiB), 40 response tokens each, the last 6 of sequence 1 masked; returns its outputs
+ *  (KL, student and teacher masses) and the gradient coefficients, and how many hidden windows it read. */
+async function topkKl(engine: Engine) {
+  const [m, S, Rr, C, K, V, temperature] = [3, 100, 40, CONFIG.hiddenSize, 5, CONFIG.vocabSize, 0.8];
+  const klRandom = seededRandom(13);
+  const hidden = Array.from({ length: m * S * C }, () => klRandom() - 0.5);
+  const weight = Array.from({ length: V * C }, () => klRandom() - 0.5);
+  // Each position's log-sum-exp of logits / T in float64, as the LM head's forward would give it.
+  const lse = Array.from({ length: m * S }, (_, p) => {
+    const z = Array.from({ length: V }, (_, v) => {
+      let dot = 0;
+      for (let c = 0; c < C; c++) dot += hidden[p * C + c] * weight[v * C + c];
+      return dot / temperature;
+    });
+    const max = Math.max(...z);
+    return max + Math.log(z.reduce((a, x) => a + Math.exp(x - max), 0));
+  });
+  const ids = Array.from({ length: m * Rr * K }, () => Math.floor(klRandom() * V));
+  const teacher = Array.from({ length: m * Rr * K }, () => -1 - 3 * klRandom());
+  const mask = Array.from({ length: m * Rr }, (_, i) => (i >= Rr && i < Rr + 6 ? 0 : 1));
+  const out = engine.tensor('rows.kl.out', [3 * m * Rr]);
+  const coefs = engine.tensor('rows.kl.coefs', [m * Rr * K]);
+  const gpuHidden = engine.tensorFrom('rows.kl.hidden', [m * S, C], hidden);
+  forwardKlTopkGpu(
+    engine,
+    {
+      hidden: gpuHidden,
+      weight: engine.tensorFrom('rows.kl.weight', [V, C], weight),
+      lse: engine.tensorFrom('rows.kl.lse', [m * S], lse),
+      teacherIds: engine.tensorFrom('rows.kl.ids', [m * Rr * K], ids, 'u32'),
+      teacherLogProbs: engine.tensorFrom('rows.kl.teacher', [m * Rr * K], teacher),
+      responseMask: engine.tensorFrom('rows.kl.mask', [m * Rr], mask),
+      out,
+      coefs,
+    },
+    { m, S, R: Rr, C, K, temperature, logProbMinClamp: -4 },
+  );
+  return {
+    out: await engine.read(out),
+    coefs: await engine.read(coefs),
+    hiddenWindows: engine.bindingWindows(gpuHidden, C).length,
+  };
+}
+
 /** Every gradient non-zero on the unsplit engine, and the split engine's within float rounding of a re-ordered sum. */
 function expectSameGradients(actual: Map<string, Float32Array>, expected: Map<string, Float32Array>): void {
   for (const [name, g] of expected) {
@@ -229,6 +275,17 @@ describe('trunk row windows', () => {
     // The pairs count: without them the tied embedding's gradient differs.
     const without = await distill(whole, false);
     expect(without.get('model.embed_tokens.weight')).not.toEqual(expected.get('model.embed_tokens.weight'));
+  });
+
+  it("on-policy distillation's top-k KL reads the hidden states in windows of rows: bit-identical", async () => {
+    const expected = await count(await gpuEngine(), topkKl);
+    const actual = await count(await splitEngine(), topkKl);
+    // Windows of 128 rows (32 KiB) end inside sequences 1 and 2: one logits dispatch per window, then the KL.
+    expect([expected.hiddenWindows, actual.hiddenWindows]).toEqual([1, 3]);
+    expect([expected.dispatches, actual.dispatches]).toEqual([2, 4]);
+    expect(expected.out.subarray(0, 120).some((kl) => kl > 0)).toBe(true);
+    expect(actual.out).toEqual(expected.out);
+    expect(actual.coefs).toEqual(expected.coefs);
   });
 
   it("a critic's values and gradients over windows", async () => {
