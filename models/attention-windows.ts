@@ -3,21 +3,30 @@
 // Each sequence's queries run in windows of S rows (a multiple of 64, so every view starts aligned):
 // - forward and dq: a query window against every key it sees, the keys (and values) read from compact (R, NKV·HS)
 //   copies gathered out of the fused q/k/v, so a sequence's keys need T·NKV·HS floats in one binding, not T·W;
+//   where even those are above one binding (Qwen3: 32,768 tokens at 128 MiB), in key windows of a multiple of S rows:
+//   the forward's partial results per key window merged by their log-sum-exp (kernels/attention/attention-merge.wgsl),
+//   dq summed over key windows (with the saved log-sum-exp and delta each key window's share is separable);
 // - dk, dv: a key window of the fused q/k/v against each query window at or after it, added window by window
 //   (attentionBackward's `accumulate`), with the saved log-sum-exp and each query window's delta: the backward is
 //   separable by query window.
 // A query's softmax is over the same keys in the same kernel as unwindowed: its output and log-sum-exp are the same
 // bits wherever the kernel splits the keys the same way for a window's block of queries (windows are whole 64-row
-// blocks; a last, shorter window may be split otherwise: then to float rounding). dq is a query's own sum; dk, dv
-// are summed over query windows, so they agree to float rounding.
-// What stays bound whole: one sequence's keys, and its values, T × NKV·HS floats each (Qwen3: 4 KiB a token, 32,768
-// tokens at 128 MiB), and one window's rows of q/k/v.
+// blocks; a last, shorter window may be split otherwise: then to float rounding), and the keys fit one binding. Over
+// key windows they are merged sums: to float rounding (a few ulps a merge), as dq is then; dk, dv are summed over
+// query windows, so they agree to float rounding.
+// What stays bound whole: one window's rows of q/k/v (64 rows at least) and one sequence's key mask (4 bytes a
+// token).
 import type { Engine, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { qkvWidth } from './parameter-layout.ts';
 import type { RowChunk } from './row-chunks.ts';
 import { rowWindow } from './row-chunks.ts';
-import { attentionForward, attentionBackward, type AttentionDims } from '../kernels/attention/attention.ts';
+import {
+  attentionForward,
+  attentionBackward,
+  attentionMerge,
+  type AttentionDims,
+} from '../kernels/attention/attention.ts';
 import { gatherRows } from '../kernels/util/gather-rows.ts';
 
 /** Rows a window of one sequence's queries (and keys) holds, or null when attention binds the micro-batch whole. */
@@ -30,7 +39,6 @@ export function attentionWindowRows(
 ): number | null {
   const W = qkvWidth(c);
   const NHS = c.numHeads * c.headDim;
-  const keys = c.numKvHeads * c.headDim;
   const f32 = 4;
   if (B * T * Math.max(W, NHS) * f32 <= maxBindingBytes) return null;
   // A view of q/k/v starts aligned up to alignBytes before its first row (the rest is the kernel's column offset).
@@ -40,17 +48,27 @@ export function attentionWindowRows(
     throw new Error(
       `attention: a window of ${step} rows of q/k/v (${W} floats) is above the ${maxBindingBytes}-byte binding limit`,
     );
-  if (T * keys * f32 + alignBytes > maxBindingBytes)
-    throw new Error(
-      `attention: one sequence's keys (${T} tokens × ${keys} floats) are above the ${maxBindingBytes}-byte binding ` +
-        `limit, which holds ${Math.floor((maxBindingBytes - alignBytes) / (keys * f32))} tokens`,
-    );
   if (B > 1 && (T * NHS * f32) % alignBytes !== 0)
     throw new Error(
       `attention: a sequence of ${T} tokens × ${NHS} floats of output does not end ${alignBytes}-byte aligned, so ` +
         'its windows cannot be bound; use one sequence per micro-batch',
     );
   return Math.min(S, Math.ceil(T / step) * step);
+}
+
+/** Rows of a window of one sequence's keys for the forward and dq (a multiple of the query windows' S), or null
+ *  when a sequence's compact keys (T × NKV·HS floats) fit one binding from an aligned start. At least S: a query
+ *  window's q/k/v rows, wider than its keys, bind. */
+export function keyWindowRows(
+  c: DecoderConfig,
+  T: number,
+  S: number,
+  maxBindingBytes: number,
+  alignBytes: number,
+): number | null {
+  const rowBytes = c.numKvHeads * c.headDim * 4;
+  if (T * rowBytes + alignBytes <= maxBindingBytes) return null;
+  return Math.floor((maxBindingBytes - alignBytes) / (rowBytes * S)) * S;
 }
 
 /** The activations of one layer's attention. */
@@ -64,6 +82,11 @@ export interface AttentionTensors {
  *  sequence, the gather indices. */
 export interface AttentionWindowState {
   S: number;
+  /** keyWindowRows: null where a sequence's keys bind whole. */
+  keyRows: number | null;
+  /** A key window's partial output (S, NH·HS) and log-sum-exp (NH, S), merged into the query window's; only with
+   *  keyRows. */
+  partial: { out: Tensor; lse: Tensor } | null;
   keys: Tensor; //    (R, NKV·HS)
   values: Tensor; //  (R, NKV·HS)
   mask: Tensor<'u32'>; // (B, Tp): each sequence's key mask from an aligned start (Tp a multiple of the alignment)
@@ -154,11 +177,17 @@ export class AttentionWindows {
     };
   }
 
-  /** The compact keys and values of sequence b's first `n` tokens. */
-  private compactKeys(state: AttentionWindowState, b: number, T: number, n: number) {
+  /** The key windows [first, first + rows) of a query window whose queries see keys [0, Tk): one, or windows of
+   *  keyRows (a multiple of S, so each starts at or before the query window). */
+  private keyWindows(state: AttentionWindowState, Tk: number): RowChunk[] {
+    return state.keyRows && Tk > state.keyRows ? this.windows(state.keyRows, Tk) : [{ first: 0, rows: Tk }];
+  }
+
+  /** The compact keys and values of sequence b's tokens [first, first + n). */
+  private compactKeys(state: AttentionWindowState, b: number, T: number, first: number, n: number) {
     const kv = this.c.numKvHeads * this.c.headDim;
-    const keys = alignedFrom(state.keys, b * T * kv, n * kv, this.alignElements);
-    const values = alignedFrom(state.values, b * T * kv, n * kv, this.alignElements);
+    const keys = alignedFrom(state.keys, (b * T + first) * kv, n * kv, this.alignElements);
+    const values = alignedFrom(state.values, (b * T + first) * kv, n * kv, this.alignElements);
     return {
       k: keys.view,
       v: values.view,
@@ -171,20 +200,42 @@ export class AttentionWindows {
   }
 
   forward(state: AttentionWindowState, a: AttentionTensors, B: number, T: number): void {
-    const W = qkvWidth(this.c);
+    const c = this.c;
+    const W = qkvWidth(c);
+    const NHS = c.numHeads * c.headDim;
     for (let b = 0; b < B; b++)
       this.windows(state.S, T).forEach((w, i) => {
-        const Tk = w.first + w.rows;
         const view = this.queryWindow(state, a, b, T, w, i);
-        attentionForward(this.engine, {
-          ...this.dims(w.rows, Tk, w.first),
-          ...this.compactKeys(state, b, T, Tk),
-          q: view.q.view,
-          qRowStride: W,
-          qColOffset: view.q.rest,
-          keyMask: view.mask(0, Tk),
-          out: view.out,
-          lse: view.lse,
+        this.keyWindows(state, w.first + w.rows).forEach((k, j) => {
+          // The first key window writes the query window's output; each later one a partial merged into it.
+          const partial = j > 0 && state.partial;
+          const out = partial ? partial.out.view(`${partial.out.name}[:${w.rows}]`, 0, [w.rows, NHS]) : view.out;
+          const lse = partial ? partial.lse.view(`${partial.lse.name}[:${w.rows}]`, 0, [c.numHeads, w.rows]) : view.lse;
+          attentionForward(this.engine, {
+            ...this.dims(w.rows, k.rows, w.first - k.first),
+            ...this.compactKeys(state, b, T, k.first, k.rows),
+            q: view.q.view,
+            qRowStride: W,
+            qColOffset: view.q.rest,
+            keyMask: view.mask(k.first, k.rows),
+            out,
+            lse,
+            keyWindow: true,
+          });
+          if (partial)
+            attentionMerge(this.engine, {
+              Tq: w.rows,
+              NH: c.numHeads,
+              HS: c.headDim,
+              queryStart: w.first,
+              keyStart: k.first,
+              keyEnd: k.first + k.rows,
+              out: view.out,
+              lse: view.lse,
+              partOut: out,
+              partLse: lse,
+              keyMask: view.mask(0, k.first + k.rows),
+            });
         });
       });
   }
@@ -208,23 +259,27 @@ export class AttentionWindows {
         };
       });
       windows.forEach((w, i) => {
-        const Tk = w.first + w.rows;
         const view = views[i];
-        const keys = this.compactKeys(state, b, T, Tk);
-        attentionBackward(this.engine, {
-          ...this.dims(w.rows, Tk, w.first),
-          ...keys,
-          q: view.q.view,
-          qRowStride: W,
-          qColOffset: view.q.rest,
-          keyMask: view.mask(0, Tk),
-          out: view.out,
-          lse: view.lse,
-          dOut: view.dOut,
-          dq: view.dq,
-          dk: keys.k,
-          dv: keys.v,
-          passes: 'dq',
+        // dq summed over the key windows: the saved log-sum-exp normalises each key window's probabilities.
+        this.keyWindows(state, w.first + w.rows).forEach((k, j) => {
+          const keys = this.compactKeys(state, b, T, k.first, k.rows);
+          attentionBackward(this.engine, {
+            ...this.dims(w.rows, k.rows, w.first - k.first),
+            ...keys,
+            q: view.q.view,
+            qRowStride: W,
+            qColOffset: view.q.rest,
+            keyMask: view.mask(k.first, k.rows),
+            out: view.out,
+            lse: view.lse,
+            dOut: view.dOut,
+            dq: view.dq,
+            dk: keys.k,
+            dv: keys.v,
+            passes: 'dq',
+            keyWindow: true,
+            accumulate: j > 0,
+          });
         });
       });
       windows.forEach((kw, k) => {
@@ -254,6 +309,7 @@ export class AttentionWindows {
             dk: dkv,
             dv: dkv,
             passes: 'dkdv',
+            keyWindow: true,
             accumulate: i > k,
           });
         }

@@ -27,7 +27,12 @@ import { HalfParameterCopy } from './half-parameter-copy.ts';
 import { toHalf } from '../kernels/util/to-half.ts';
 import { fromHalf } from '../kernels/util/from-half.ts';
 import { rowChunks, rowWindow, type RowChunk } from './row-chunks.ts';
-import { AttentionWindows, attentionWindowRows, type AttentionWindowState } from './attention-windows.ts';
+import {
+  AttentionWindows,
+  attentionWindowRows,
+  keyWindowRows,
+  type AttentionWindowState,
+} from './attention-windows.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -259,10 +264,19 @@ export class DecoderTrunk {
     // Each sequence's key mask starts aligned, so a window's view of it (at a multiple of S rows) binds.
     const maskAlign = this.engine.caps.minStorageBufferOffsetAlignment / 4;
     const Tp = Math.ceil(T / maskAlign) * maskAlign;
+    const keyRows =
+      S && keyWindowRows(c, T, S, this.engine.maxBindingBytes, this.engine.caps.minStorageBufferOffsetAlignment);
     return {
       attention: S
         ? {
             S,
+            keyRows,
+            partial: keyRows
+              ? {
+                  out: t('attention.partial.out', [S, c.numHeads * c.headDim]),
+                  lse: t('attention.partial.lse', [c.numHeads, S]),
+                }
+              : null,
             keys: t('attention.keys', [R, kv]),
             values: t('attention.values', [R, kv]),
             mask: this.buffers.get(`${mode}.attention.mask`, [B * Tp], 'u32'),

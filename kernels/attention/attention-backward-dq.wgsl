@@ -9,12 +9,14 @@
 
 override BLOCK: u32;
 
+// Overwritten, or added to under accumulate (one key window of several; select: an overwrite stores the same bits).
 fn storeDq(base: u32, d4: u32, x: vec4<f32>) {
   let d = base + 4u * d4;
-  dq[d] = x.x;
-  if (4u * d4 + 1u < HS) { dq[d + 1u] = x.y; }
-  if (4u * d4 + 2u < HS) { dq[d + 2u] = x.z; }
-  if (4u * d4 + 3u < HS) { dq[d + 3u] = x.w; }
+  let add = params.accumulate != 0u;
+  dq[d] = select(x.x, dq[d] + x.x, add);
+  if (4u * d4 + 1u < HS) { dq[d + 1u] = select(x.y, dq[d + 1u] + x.y, add); }
+  if (4u * d4 + 2u < HS) { dq[d + 2u] = select(x.z, dq[d + 2u] + x.z, add); }
+  if (4u * d4 + 3u < HS) { dq[d + 3u] = select(x.w, dq[d + 3u] + x.w, add); }
 }
 
 @compute @workgroup_size(BLOCK * L)

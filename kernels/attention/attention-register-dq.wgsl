@@ -46,7 +46,11 @@ fn storeRow(i: u32, b: u32, h: u32, t0: u32) {
   let t = t0 + i * LANES;
   if (t >= params.Tq) { return; }
   let base = qOffset(b, t, h);
-  for (var d4 = 0u; d4 < params.hs4; d4++) { dq[base + d4] = acc[i * MAX_HS4 + d4] * params.scale; }
+  // Overwritten, or added to under accumulate (one key window of several).
+  for (var d4 = 0u; d4 < params.hs4; d4++) {
+    let x = acc[i * MAX_HS4 + d4] * params.scale;
+    dq[base + d4] = select(x, dq[base + d4] + x, params.accumulate != 0u);
+  }
 }
 
 @compute @workgroup_size(8)

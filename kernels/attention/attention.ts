@@ -11,6 +11,7 @@ import registerPreludeSource from './attention-register.wgsl';
 import registerForwardSource from './attention-register-forward.wgsl';
 import registerDqSource from './attention-register-dq.wgsl';
 import registerDkdvSource from './attention-register-dkdv.wgsl';
+import mergeSource from './attention-merge.wgsl';
 import {
   type Engine,
   type Tensor,
@@ -45,6 +46,9 @@ export interface AttentionDims {
   scale: number;
   /** Elements between batches in keyMask; Tk when omitted (a cache's mask may use its capacity). */
   maskBatchStride?: number;
+  /** The Tk keys are a window of the sequence's (models/attention-windows.ts), so later queries may see past its
+   *  last key (queryStart + Tq > Tk); otherwise every query's keys are among the Tk. */
+  keyWindow?: boolean;
 }
 
 export interface AttentionForwardArgs extends AttentionDims {
@@ -71,7 +75,8 @@ export interface AttentionBackwardArgs extends AttentionDims {
   /** Which gradients to compute (both unless given): a windowed backward (models/attention-windows.ts) takes dq of
    *  a query window against all its keys, and dk, dv of a key window query window by query window. */
   passes?: 'dq' | 'dkdv';
-  /** dk+dv: add to dk and dv instead of overwriting them. */
+  /** Add to the gradients instead of overwriting them (dq of a query window summed over key windows, dk and dv of a
+   *  key window over query windows). */
   accumulate?: boolean;
 }
 
@@ -99,7 +104,7 @@ const ATTENTION_UNIFORMS: readonly UniformSpec[] = [
   /** Forward only: queries per workgroup and lanes splitting each query's keys (attention-forward.wgsl). */
   { name: 'blockRows', type: 'u32' },
   { name: 'keySplit', type: 'u32' },
-  /** dk+dv only: 1 adds the pass's gradients to dk and dv (one query window of several), 0 overwrites them. */
+  /** Backward: 1 adds the pass's gradients to dq, or to dk and dv (one window of several), 0 overwrites them. */
   { name: 'accumulate', type: 'u32' },
 ];
 
@@ -279,13 +284,7 @@ function nextPowerOfTwo(n: number): number {
   return 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 }
 
-/** `keysBeforeQueries`: dk+dv of a window of keys, whose later queries see past its last key (queryStart + Tq may
- *  exceed Tk); otherwise every query's keys are among the Tk. */
-function validate(
-  op: string,
-  a: AttentionDims & { q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'> },
-  keysBeforeQueries = false,
-): number {
+function validate(op: string, a: AttentionDims & { q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'> }): number {
   const { B, Tq, Tk, NH, NKV, HS, queryStart } = a;
   for (const [name, value] of Object.entries({ B, Tq, Tk, NH, NKV, HS, queryStart })) {
     if (!Number.isInteger(value) || value < (name === 'queryStart' ? 0 : 1))
@@ -293,7 +292,7 @@ function validate(
   }
   if (NH % NKV !== 0) throw new Error(`${op}: NH=${NH} is not a multiple of NKV=${NKV}`);
   if (HS > MAX_HS) throw new Error(`${op}: HS=${HS} exceeds the supported head size ${MAX_HS}`);
-  if (!keysBeforeQueries && queryStart + Tq > Tk)
+  if (!a.keyWindow && queryStart + Tq > Tk)
     throw new Error(`${op}: queryStart ${queryStart} + Tq ${Tq} exceeds Tk ${Tk}`);
   const maskStride = a.maskBatchStride ?? Tk;
   if (maskStride < Tk) throw new Error(`${op}: maskBatchStride ${maskStride} is less than Tk ${Tk}`);
@@ -485,7 +484,7 @@ function statsBuffer(engine: Engine, size: number): Tensor {
 /** dq, dk, dv of Σ dOut∘out, in three dispatches (delta, dq, dk+dv); deterministic, no atomics. */
 export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): void {
   const op = 'attentionBackward';
-  const maskStride = validate(op, args, args.passes === 'dkdv');
+  const maskStride = validate(op, args);
   const { B, Tq, Tk, NH, NKV, HS } = args;
   expectSize(op, 'out', args.out, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
   expectSize(op, 'dOut', args.dOut, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
@@ -522,7 +521,7 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
   if (dq)
     engine.dispatch(spec('dq'), {
       bindings: { ...shared, dq: args.dq },
-      uniforms: uniforms(args, maskStride),
+      uniforms: uniforms(args, maskStride, 0, 1, args.accumulate),
       workgroups: [Math.ceil(Tq / rowsPerWorkgroup), NH, B],
     });
   if (dkdv)
@@ -531,4 +530,65 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
       uniforms: uniforms(args, maskStride, 0, 1, args.accumulate),
       workgroups: [Math.ceil(Tk / rowsPerWorkgroup), NKV, B],
     });
+}
+
+const mergeSpec: KernelSpec = {
+  name: 'attention/merge',
+  source: mergeSource,
+  bindings: [
+    { name: 'partOut', access: 'read' },
+    { name: 'partLse', access: 'read' },
+    { name: 'keyMask', access: 'read', type: 'u32' },
+    { name: 'out', access: 'read_write' },
+    { name: 'lse', access: 'read_write' },
+  ],
+  uniforms: [
+    { name: 'Tq', type: 'u32' },
+    { name: 'NH', type: 'u32' },
+    { name: 'HS', type: 'u32' },
+    { name: 'queryStart', type: 'u32' },
+    { name: 'keyStart', type: 'u32' },
+    { name: 'keyEnd', type: 'u32' },
+  ],
+};
+
+export interface AttentionMergeArgs {
+  /** Tq queries (B = 1) at key positions queryStart.., attending keys [0, keyStart) in (out, lse) and the key window
+   *  [keyStart, keyEnd) in (partOut, partLse); keyStart <= queryStart. */
+  Tq: number;
+  NH: number;
+  HS: number;
+  queryStart: number;
+  keyStart: number;
+  keyEnd: number;
+  out: Tensor; //      [Tq, NH·HS], merged in place
+  lse: Tensor; //      [NH, Tq], merged in place
+  partOut: Tensor; //  [Tq, NH·HS]
+  partLse: Tensor; //  [NH, Tq]
+  keyMask: Tensor<'u32'>; // [keyEnd]: the sequence's mask from key 0
+}
+
+/** Attention over a sequence's keys in windows (models/attention-windows.ts): merges a key window's attention
+ *  forward into the one over the keys before it, by their log-sum-exp (attention-merge.wgsl), in one dispatch. */
+export function attentionMerge(engine: Engine, a: AttentionMergeArgs): void {
+  const op = 'attentionMerge';
+  const { Tq, NH, HS, queryStart, keyStart, keyEnd } = a;
+  if (!(keyStart <= queryStart && keyStart < keyEnd))
+    throw new Error(`${op}: key window [${keyStart}, ${keyEnd}) must start at or before query ${queryStart}`);
+  for (const [name, t] of [
+    ['out', a.out],
+    ['partOut', a.partOut],
+  ] as const)
+    expectSize(op, name, t, Tq * NH * HS, `[Tq=${Tq}, NH·HS=${NH}·${HS}]`);
+  for (const [name, t] of [
+    ['lse', a.lse],
+    ['partLse', a.partLse],
+  ] as const)
+    expectSize(op, name, t, NH * Tq, `[NH=${NH}, Tq=${Tq}]`);
+  expectSize(op, 'keyMask', a.keyMask, keyEnd, `[keyEnd=${keyEnd}]`, 'at least');
+  engine.dispatch(mergeSpec, {
+    bindings: { partOut: a.partOut, partLse: a.partLse, keyMask: a.keyMask, out: a.out, lse: a.lse },
+    uniforms: { Tq, NH, HS, queryStart, keyStart, keyEnd },
+    workgroups: foldWorkgroups(Math.ceil((Tq * NH) / 64)),
+  });
 }

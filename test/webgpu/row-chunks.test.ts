@@ -7,11 +7,11 @@
 // > 32 rows) matmul kernel: hidden states, log-probs, entropies and a critic's values must equal the unsplit engine's
 // bit for bit. Every weight gradient sums over rows, in two or four float32 partial sums instead of one pass, so they
 // agree to float rounding.
-import { describe, it, expect, afterAll } from 'vitest';
+import { describe, it, expect, afterAll, vi } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { expectClose, seededRandom } from '../support/arrays.ts';
 import { Arena, Engine, readKnobs } from '../../engine/index.ts';
-import { parseHfConfig } from '../../models/hf-config.ts';
+import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
@@ -22,7 +22,7 @@ import { LoraAdapters } from '../../models/lora-adapters.ts';
 import { initialLoraValues, resolveTargetModules, type LoraSettings } from '../../models/lora.ts';
 import { uploadTokenBatch } from '../../models/token-batch.ts';
 import { rowChunks } from '../../models/row-chunks.ts';
-import { attentionWindowRows } from '../../models/attention-windows.ts';
+import { attentionWindowRows, keyWindowRows } from '../../models/attention-windows.ts';
 import { forwardKlTopkGpu } from '../../kernels/ppo/forward-kl-topk.ts';
 
 const SPLIT_BYTES = 32 * 1024;
@@ -74,7 +74,22 @@ async function readGrads(engine: Engine, grads: Arena): Promise<Map<string, Floa
   return byName;
 }
 
-async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 = false, config = CONFIG) {
+/** A micro-batch: token ids and attention mask (B, T) and the gradient of the trunk's output (B·T, C). */
+interface Tokens {
+  inputIds: number[][];
+  attentionMask: number[][];
+  dFinal: number[];
+}
+
+async function run(
+  engine: Engine,
+  checkpointing: boolean,
+  lora: boolean,
+  bf16 = false,
+  config = CONFIG,
+  tokens: Tokens = { inputIds, attentionMask, dFinal },
+) {
+  const R = tokens.inputIds.length * tokens.inputIds[0].length;
   const adapterRandom = seededRandom(5);
   const params = createParameterArena(engine, config, 'rows');
   uploadArenaTensors(engine, params, initialParameters(config, 3, 0.3));
@@ -87,10 +102,10 @@ async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 =
   const adapters = lora ? new LoraAdapters(engine, config, LORA, values, 'rows') : null;
   trunk.lora = adapters;
   if (bf16) trunk.setComputeDtype('bf16');
-  const batch = uploadTokenBatch(engine, { inputIds, attentionMask }, config.vocabSize, 'rows');
+  const batch = uploadTokenBatch(engine, tokens, config.vocabSize, 'rows');
   const hidden = await engine.read(trunk.forward(batch, { saveForBackward: true }));
   const grads = new Arena(engine, 'rows.grads', (adapters?.params ?? params).layout);
-  trunk.backward(engine.tensorFrom('rows.dFinal', [R, config.hiddenSize], dFinal), grads);
+  trunk.backward(engine.tensorFrom('rows.dFinal', [R, config.hiddenSize], tokens.dFinal), grads);
   // Old log-probs / reference: a forward that keeps nothing (two layers' buffers alternating) through the LM head.
   const lm = new CausalLm(engine, config, params);
   lm.trunk.lora = adapters;
@@ -98,7 +113,7 @@ async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 =
   const targets = engine.tensorFrom(
     'rows.targets',
     [R],
-    inputIds.flatMap((row) => [...row.slice(1), 0]),
+    tokens.inputIds.flatMap((row) => [...row.slice(1), 0]),
     'u32',
   );
   const head = lm.tokenLogprobs(batch, targets, { saveForBackward: false });
@@ -108,6 +123,31 @@ async function run(engine: Engine, checkpointing: boolean, lora: boolean, bf16 =
     logprobs: await engine.read(head.logprobs),
     entropy: await engine.read(head.entropy),
   };
+}
+
+/** One training forward and backward of a full trunk: its dispatches, and how many of them merged key windows. */
+async function trunkDispatches(engine: Engine, config: DecoderConfig, tokens: Tokens, checkpointing: boolean) {
+  const params = createParameterArena(engine, config, 'rows.count');
+  uploadArenaTensors(engine, params, initialParameters(config, 3, 0.3));
+  const trunk = new DecoderTrunk(engine, config, params);
+  trunk.gradientCheckpointing = checkpointing;
+  const batch = uploadTokenBatch(engine, tokens, config.vocabSize, 'rows.count');
+  const spy = vi.spyOn(engine, 'dispatch');
+  try {
+    const before = engine.dispatchCount;
+    const hidden = trunk.forward(batch, { saveForBackward: true });
+    trunk.backward(
+      engine.tensor('rows.count.dFinal', [tokens.dFinal.length]),
+      new Arena(engine, 'rows.count.grads', params.layout),
+    );
+    await engine.read(hidden);
+    return {
+      dispatches: engine.dispatchCount - before,
+      merges: spy.mock.calls.filter(([spec]) => spec.name === 'attention/merge').length,
+    };
+  } finally {
+    spy.mockRestore();
+  }
 }
 
 /** A full critic's values, and its gradients of Σ dValues·values (the critic update). */
@@ -309,13 +349,23 @@ describe('trunk row windows', () => {
     const BINDING = 16 * 1024;
     const engine = async () => (attention ??= await Engine.create({ ...readKnobs(), maxBindingBytes: BINDING }));
 
-    it('the windows: none where q/k/v binds, else multiples of 64 rows; one sequence whose keys cannot bind is one line', () => {
+    it('the windows: none where q/k/v binds, else multiples of 64 rows', () => {
       expect(attentionWindowRows(NARROW, B, T, 32 * 1024, 256)).toBe(null);
       expect(attentionWindowRows(NARROW, B, T, BINDING, 256)).toBe(64);
-      // 8 floats of keys a token: 1,024 tokens and the alignment slack are above 12 KiB.
-      expect(() => attentionWindowRows(NARROW, 1, 1024, 12 * 1024, 256)).toThrow(
-        /one sequence's keys \(1024 tokens × 8 floats\) are above the 12288-byte binding limit, which holds 376 tokens/,
-      );
+      // 8 floats of keys a token: 1,024 tokens' keys are above 12 KiB, so they are read in windows (below).
+      expect(attentionWindowRows(NARROW, 1, 1024, 12 * 1024, 256)).toBe(64);
+    });
+
+    it('keys that bind whole: no key windows, the dispatches of before they existed', async () => {
+      // Counted on the commit before key windows (7e329b5) with the same forward and backward, per device class.
+      const before = (await engine()).caps.deviceClass === 'cpu' ? [280, 368] : [272, 360];
+      for (const [i, checkpointing] of [false, true].entries())
+        expect(
+          await trunkDispatches(await engine(), NARROW, { inputIds, attentionMask, dFinal }, checkpointing),
+        ).toEqual({
+          dispatches: before[i],
+          merges: 0,
+        });
     });
 
     for (const { checkpointing, lora, bf16 } of cases) {
@@ -338,6 +388,73 @@ describe('trunk row windows', () => {
       const actual = await critic(await engine(), NARROW_CRITIC);
       expect(actual.values).toEqual(expected.values);
       expectSameGradients(actual.grads, expected.grads);
+    });
+
+    describe('attention over key windows (a sequence whose keys are above one binding)', () => {
+      // Under 6.5 KiB a window of 64 rows of q/k/v (24 floats: 6 KiB) binds, but not one sequence's 448 keys (8 floats
+      // each: 14 KiB): the forward and dq read keys in windows of 192, so of each sequence's 7 query windows the 4th to
+      // 6th merge 2 key windows' partial results by their log-sum-exp and the 7th 3 (5 merges), and their dq sums 2 or
+      // 3 passes. Sequence 1 is left-padded by 200 tokens: its first key window holds no real key (the merge's "no key
+      // seen" path). A merged softmax is a few float32 roundings from the unsplit one (measured: outputs within
+      // 1.2e-6·max, gradients within 1.2e-6·max|g|).
+      const KEYS = parseHfConfig({
+        architectures: ['Qwen3ForCausalLM'],
+        tie_word_embeddings: true,
+        ...SHAPE,
+        vocab_size: 24,
+        hidden_size: 16,
+        intermediate_size: 8,
+        num_attention_heads: 2,
+        num_key_value_heads: 2,
+        head_dim: 4,
+      });
+      const LONG = 448;
+      const keyRandom = seededRandom(17);
+      const ids = Array.from({ length: B }, () => Array.from({ length: LONG }, () => Math.floor(keyRandom() * 24)));
+      const tokens: Tokens = {
+        inputIds: ids,
+        attentionMask: ids.map((row, b) => row.map((_, t) => (t >= 200 * b ? 1 : 0))),
+        dFinal: Array.from({ length: B * LONG * KEYS.hiddenSize }, () => keyRandom() - 0.5),
+      };
+      const BINDING = 6.5 * 1024;
+      let keyed: Engine | null = null;
+      afterAll(() => keyed?.destroy());
+      const engine = async () => (keyed ??= await Engine.create({ ...readKnobs(), maxBindingBytes: BINDING }));
+
+      it("the windows: key windows only where a sequence's keys are above a binding, a multiple of the query windows", () => {
+        expect(attentionWindowRows(KEYS, B, LONG, BINDING, 256)).toBe(64);
+        expect(keyWindowRows(KEYS, LONG, 64, BINDING, 256)).toBe(192);
+        expect(keyWindowRows(KEYS, 200, 64, BINDING, 256)).toBe(null);
+        // Qwen3 (NKV·HS = 1,024) at 128 MiB: the keys of 32,767 tokens bind whole, of more in windows of 32,704.
+        const qwen3 = { ...KEYS, numKvHeads: 8, headDim: 128 };
+        expect(keyWindowRows(qwen3, 32767, 64, 128 * 2 ** 20, 256)).toBe(null);
+        expect(keyWindowRows(qwen3, 40000, 64, 128 * 2 ** 20, 256)).toBe(32704);
+      });
+
+      it('5 merges a sequence and layer in each forward (the checkpointed backward recomputes one)', async () => {
+        for (const [checkpointing, forwards] of [
+          [false, 1],
+          [true, 2],
+        ] as const)
+          expect((await trunkDispatches(await engine(), KEYS, tokens, checkpointing)).merges).toBe(
+            5 * B * 2 * forwards,
+          );
+      });
+
+      for (const { checkpointing, lora } of [
+        { checkpointing: false, lora: false },
+        { checkpointing: true, lora: true },
+      ])
+        it(`${lora ? 'LoRA' : 'full'}${checkpointing ? ', gradient checkpointing' : ''}: the unsplit trunk's outputs and gradients to float rounding`, async () => {
+          const expected = await run(await gpuEngine(), checkpointing, lora, false, KEYS, tokens);
+          const actual = await run(await engine(), checkpointing, lora, false, KEYS, tokens);
+          // Merged partial softmaxes: each output a few float32 roundings from the unsplit one.
+          for (const what of ['hidden', 'logprobs', 'entropy'] as const) {
+            const scale = Math.max(...expected[what].map(Math.abs));
+            expectClose(actual[what], expected[what], 2e-6 * scale, 1e-5, what);
+          }
+          expectSameGradients(actual.grads, expected.grads);
+        });
     });
   });
 });
