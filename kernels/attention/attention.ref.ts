@@ -190,3 +190,26 @@ export function attentionBackwardAtRef(
   }
   return { dq, dk, dv };
 }
+
+/** One query's attention over a range of keys: its output row (HS), log-sum-exp, and whether any key was allowed. */
+export interface AttentionStateRef {
+  out: ArrayLike<number>;
+  lse: number;
+  seen: boolean;
+}
+
+/** Two states of one query over disjoint key ranges merged by their log-sum-exp into the state over both
+ *  (attention-merge.wgsl, the math of decode-attention-combine.wgsl for normalised states); a state that saw no key
+ *  (out 0, lse 0) leaves the other as it is. */
+export function mergeAttentionStatesRef(a: AttentionStateRef, c: AttentionStateRef): AttentionStateRef {
+  if (!c.seen) return a;
+  if (!a.seen) return c;
+  const max = Math.max(a.lse, c.lse);
+  const wa = Math.exp(a.lse - max);
+  const wc = Math.exp(c.lse - max);
+  return {
+    out: Float64Array.from(a.out, (x, d) => (x * wa + c.out[d] * wc) / (wa + wc)),
+    lse: max + Math.log(wa + wc),
+    seen: true,
+  };
+}

@@ -49,7 +49,7 @@ import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
 import { rowChunks } from '../../models/row-chunks.ts';
-import { attentionWindowRows } from '../../models/attention-windows.ts';
+import { attentionWindowRows, keyWindowRows } from '../../models/attention-windows.ts';
 
 const F32 = 4;
 const HALF = 2;
@@ -488,9 +488,10 @@ function planWithRolloutBudget(
     return tensors.reduce((x, y) => (y.bytes > x.bytes ? y : x));
   };
   /** Attention over a micro-batch of `sequences`: bound whole where its q/k/v fits one binding, else over windows of
-   *  each sequence's rows (models/attention-windows.ts), which bind a window's q/k/v and one sequence's keys, and
-   *  gather every token's keys and values into compact copies (`items`). What cannot bind is a problem: then one
-   *  sequence's keys, T × NKV·HS floats, are the remaining limit. */
+   *  each sequence's rows (models/attention-windows.ts), which bind a window's q/k/v and one sequence's keys (or, where
+   *  those are above a binding, a window of them, merging the partial results through one window's scratch), and
+   *  gather every token's keys and values into compact copies (`items`). What cannot bind is a problem: a window of
+   *  64 rows of q/k/v. */
   const attention = (
     name: string,
     c: DecoderConfig,
@@ -504,25 +505,28 @@ function planWithRolloutBudget(
     try {
       S = attentionWindowRows(c, sequences, sequenceLength, device.maxBindingBytes, alignBytes);
     } catch (err) {
-      const message = (err as Error).message;
-      const fix = /keys/.test(message) ? ' — shorten data.max_prompt_length or data.max_response_length' : '';
-      problems.push(`${name}: ${message}${fix}`);
+      problems.push(`${name}: ${(err as Error).message}`);
       return whole;
     }
     if (S === null) return whole;
     const kv = c.numKvHeads * c.headDim * F32;
+    const keyRows = keyWindowRows(c, sequenceLength, S, device.maxBindingBytes, alignBytes);
     const window = { what: `attention window (${S} of ${sequenceLength} rows)`, bytes: S * row };
-    const keys = { what: "a sequence's attention keys", bytes: sequenceLength * kv };
-    return {
-      binding: keys.bytes > window.bytes ? keys : window,
-      items: [
-        {
-          what: `attention keys and values gathered for its windows (${sequences} × ${sequenceLength} tokens)`,
-          bytes: 2 * tokens * kv,
-          key,
-        },
-      ],
+    const keys = keyRows
+      ? { what: `attention key window (${keyRows} of ${sequenceLength} keys)`, bytes: keyRows * kv }
+      : { what: "a sequence's attention keys", bytes: sequenceLength * kv };
+    const gathered = {
+      what: `attention keys and values gathered for its windows (${sequences} × ${sequenceLength} tokens)`,
+      bytes: 2 * tokens * kv,
+      key,
     };
+    const partial = {
+      what: `attention key windows' partial output and log-sum-exp (${S} rows)`,
+      bytes: S * c.numHeads * (c.headDim + 1) * F32,
+      // Its own key (items of one key take their largest), ending as the phase's keys do so it is freed with them.
+      key: key.replace('attention', 'attention partials'),
+    };
+    return { binding: keys.bytes > window.bytes ? keys : window, items: keyRows ? [gathered, partial] : [gathered] };
   };
   /** The LM head over `tokens` tokens: its logits chunk (kernels/layers/lm-head.ts: one scratch per size, shared by
    *  every model) and the model's per-token outputs, row statistics and hidden-state gradient. */

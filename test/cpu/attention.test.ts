@@ -3,7 +3,9 @@ import { describe, it, expect } from 'vitest';
 import {
   attentionForwardRef,
   attentionBackwardRef,
+  mergeAttentionStatesRef,
   type AttentionRefArgs,
+  type AttentionStateRef,
 } from '../../kernels/attention/attention.ref.ts';
 import type { AttentionDims } from '../../kernels/attention/attention.ts';
 import { seededRandom } from '../support/arrays.ts';
@@ -105,5 +107,73 @@ describe('attention reference backward', () => {
     expect(finiteDifferenceError(args, dOut, q, grads.dq)).toBeLessThan(1e-6);
     expect(finiteDifferenceError(args, dOut, k, grads.dk)).toBeLessThan(1e-6);
     expect(finiteDifferenceError(args, dOut, v, grads.dv)).toBeLessThan(1e-6);
+  });
+});
+
+describe('attention reference over key windows', () => {
+  // models/attention-windows.ts's forward: 4 queries at positions 12–15 against key windows [0, 4), [4, 9), [9, 16),
+  // row 1 left-padded by 5 (its first window sees no key), merged by log-sum-exp: attention over all 16 keys.
+  it('the merged states of key windows are attention over all keys', () => {
+    const [B, Tq, Tk, NH, NKV, HS] = [2, 4, 16, 4, 2, 3];
+    const rowStride = NKV * HS;
+    const dims: AttentionDims = {
+      B,
+      Tq,
+      Tk,
+      NH,
+      NKV,
+      HS,
+      qRowStride: NH * HS,
+      qColOffset: 0,
+      kRowStride: rowStride,
+      kColOffset: 0,
+      vRowStride: rowStride,
+      vColOffset: 0,
+      kvBatchStride: Tk * rowStride,
+      queryStart: 12,
+      scale: 1 / Math.sqrt(HS),
+    };
+    const args = {
+      ...dims,
+      q: random64(B * Tq * NH * HS, 31),
+      k: random64(B * Tk * rowStride, 32),
+      v: random64(B * Tk * rowStride, 33),
+      keyMask: leftPaddedMask(B, Tk, 5),
+    };
+    const whole = attentionForwardRef(args);
+    const parts = [
+      [0, 4],
+      [4, 5],
+      [9, 7],
+    ].map(([first, rows]) => ({
+      seen: (b: number) => Array.from(args.keyMask.subarray(b * Tk + first, b * Tk + first + rows)).includes(1),
+      state: attentionForwardRef({
+        ...args,
+        Tk: rows,
+        queryStart: dims.queryStart - first,
+        kColOffset: first * rowStride,
+        vColOffset: first * rowStride,
+        maskBatchStride: Tk,
+        keyMask: args.keyMask.subarray(first),
+      }),
+    }));
+    expect(parts[0].seen(1)).toBe(false);
+    for (let b = 0; b < B; b++)
+      for (let h = 0; h < NH; h++)
+        for (let t = 0; t < Tq; t++) {
+          const row = ((b * Tq + t) * NH + h) * HS;
+          const at = (b * NH + h) * Tq + t;
+          const merged = parts
+            .map(
+              ({ seen, state }): AttentionStateRef => ({
+                out: state.out.subarray(row, row + HS),
+                lse: state.lse[at],
+                seen: seen(b),
+              }),
+            )
+            .reduce(mergeAttentionStatesRef);
+          expect(merged.lse).toBeCloseTo(whole.lse[at], 12);
+          for (let d = 0; d < HS; d++) expect(merged.out[d]).toBeCloseTo(whole.out[row + d], 12);
+        }
   });
 });

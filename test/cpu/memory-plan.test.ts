@@ -700,7 +700,7 @@ describe('memory plan', () => {
     });
   });
 
-  it("a residual stream wider than q/k/v runs over windows too, and what stays whole, a sequence's keys, is named in tokens", () => {
+  it("a residual stream wider than q/k/v runs over windows too, and a sequence's keys above a binding over key windows", () => {
     // Old log-probs of 16 × 1,024 tokens: hidden 512 floats (2 KiB a token, 32 MiB) above a 16 MiB binding, qkv's
     // 256 (16 MiB) not; the gate/up windows hold 5,461 rows (16.0 MiB).
     const wide = parseHfConfig({ ...QWEN3_SMALL, hidden_size: 512 });
@@ -710,12 +710,17 @@ describe('memory plan', () => {
     // Before the residual stream ran over windows, the plan refused it: a 32.0 MiB activation, above the binding.
     const oldLogprobs = plan.phases.find((p) => p.phase === 'old log-probs')!;
     expect(oldLogprobs.largestTensor).toEqual({ what: 'row window (8192 of 16384 rows)', bytes: 16 * MIB });
-    // What remains bound whole is one sequence's keys: 1,024 tokens × 64 floats (256 KiB) above a 128 KiB binding.
+    // One sequence's keys, 1,024 tokens × 64 floats (256 KiB), above a 128 KiB binding: windows of 448 keys (a multiple
+    // of the 64-row query windows), whose partial results (64 rows × 4 heads × (32 + 1) floats) are merged. Before key
+    // windows the plan refused it ("one sequence's keys … which holds 511 tokens").
     const long = planMemory(config([]), models, { maxBindingBytes: 128 * 1024, memory: FOUR_GIB });
-    expect(long.problems).toContain(
-      "actor update: attention: one sequence's keys (1024 tokens × 64 floats) are above the 131072-byte binding " +
-        'limit, which holds 511 tokens — shorten data.max_prompt_length or data.max_response_length',
-    );
+    expect(long.problems.filter((p) => /attention/.test(p))).toEqual([]);
+    const update = long.phases.find((p) => p.phase === 'actor update')!;
+    expect(update.items).toContainEqual({
+      what: "attention key windows' partial output and log-sum-exp (64 rows)",
+      bytes: 64 * 4 * 33 * 4,
+      key: 'actor attention partials update',
+    });
   });
 
   it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {

@@ -1,6 +1,11 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import { attentionForward, attentionBackward, type AttentionDims } from '../../kernels/attention/attention.ts';
+import {
+  attentionForward,
+  attentionBackward,
+  attentionMerge,
+  type AttentionDims,
+} from '../../kernels/attention/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
 import { Engine, readKnobs } from '../../engine/index.ts';
@@ -191,6 +196,101 @@ describe('attention kernel', () => {
       });
     },
   );
+
+  // models/attention-windows.ts over key windows: 5 queries at positions 15–19 against 20 keys in windows [0, 6),
+  // [6, 12), [12, 20), the first 7 keys masked (window 0 sees no key: the merge's "no key seen" path). The forward of
+  // each window merged by attention/merge, and dq summed over the windows (accumulate), against float64 over all keys.
+  it('key windows: forwards merged by their log-sum-exp and dq summed over windows equal attention over all keys', async () => {
+    const engine = await gpuEngine();
+    const [Tq, Tk, NH, NKV, HS, first] = [5, 20, 4, 2, 8, 15];
+    const rowStride = NKV * HS;
+    const dims: AttentionDims = {
+      B: 1,
+      Tq,
+      Tk,
+      NH,
+      NKV,
+      HS,
+      qRowStride: NH * HS,
+      qColOffset: 0,
+      kRowStride: rowStride,
+      kColOffset: 0,
+      vRowStride: rowStride,
+      vColOffset: 0,
+      kvBatchStride: Tk * rowStride,
+      queryStart: first,
+      scale: 1 / Math.sqrt(HS),
+    };
+    const mask = Uint32Array.from({ length: Tk }, (_, j) => (j < 7 ? 0 : 1));
+    const qData = randomArray(Tq * NH * HS, 21, 2);
+    const kData = randomArray(Tk * rowStride, 22, 2);
+    const values = randomArray(Tk * rowStride, 23);
+    const dOutData = randomArray(Tq * NH * HS, 24);
+    const q = engine.tensorFrom('q', [qData.length], qData);
+    const k = engine.tensorFrom('k', [kData.length], kData);
+    const v = engine.tensorFrom('v', [values.length], values);
+    const keyMask = engine.tensorFrom('keyMask', [Tk], mask, 'u32');
+    const out = engine.tensor('out', [Tq, NH * HS]);
+    const lse = engine.tensor('lse', [NH, Tq]);
+    const partOut = engine.tensor('partOut', [Tq, NH * HS]);
+    const partLse = engine.tensor('partLse', [NH, Tq]);
+    const windows = [
+      [0, 6],
+      [6, 6],
+      [12, 8],
+    ];
+    const windowArgs = (keyStart: number, rows: number) => ({
+      ...dims,
+      Tk: rows,
+      queryStart: first - keyStart,
+      kColOffset: keyStart * rowStride,
+      vColOffset: keyStart * rowStride,
+      q,
+      k,
+      v,
+      keyMask: engine.tensorFrom(`keyMask[${keyStart}]`, [rows], mask.subarray(keyStart, keyStart + rows), 'u32'),
+      keyWindow: true,
+    });
+    for (const [i, [keyStart, rows]] of windows.entries()) {
+      const args = windowArgs(keyStart, rows);
+      attentionForward(engine, { ...args, out: i === 0 ? out : partOut, lse: i === 0 ? lse : partLse });
+      if (i > 0)
+        attentionMerge(engine, {
+          Tq,
+          NH,
+          HS,
+          queryStart: first,
+          keyStart,
+          keyEnd: keyStart + rows,
+          out,
+          lse,
+          partOut,
+          partLse,
+          keyMask,
+        });
+    }
+    const ref = attentionForwardRef({ ...dims, q: qData, k: kData, v: values, keyMask: mask });
+    expectClose(await engine.read(out), ref.out, 1e-5, 1e-4, 'out');
+    expectClose(await engine.read(lse), ref.lse, 1e-5, 1e-5, 'lse');
+    const dOut = engine.tensorFrom('dOut', [Tq, NH * HS], dOutData);
+    // Poisoned: the first window overwrites dq, the others add to it.
+    const dq = engine.tensorFrom('dq', [qData.length], new Float32Array(qData.length).fill(7));
+    const scratch = engine.tensor('dkv', [kData.length]);
+    for (const [i, [keyStart, rows]] of windows.entries())
+      attentionBackward(engine, {
+        ...windowArgs(keyStart, rows),
+        out,
+        lse,
+        dOut,
+        dq,
+        dk: scratch,
+        dv: scratch,
+        passes: 'dq',
+        accumulate: i > 0,
+      });
+    const grads = attentionBackwardRef({ ...dims, q: qData, k: kData, v: values, keyMask: mask, dOut: dOutData });
+    expectClose(await engine.read(dq), grads.dq, 1e-5, 1e-4, 'dq');
+  });
 
   it('reads q, k and v from separate tensors with their own strides', async () => {
     const engine = await gpuEngine();
