@@ -3,6 +3,7 @@
 // d(loss)/d(entropy) into parameter gradients.
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
+import { rowWindow } from './row-chunks.ts';
 import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import { lmHeadWeightName } from './parameter-layout.ts';
@@ -75,24 +76,29 @@ export class CausalLm {
     const ws = this.workspace(rows);
     // A small vocabulary's logits stay for the backward instead of being recomputed there.
     const savedLogits =
-      options.saveForBackward && lmHeadLogitsFitOneChunk(this.engine, rows, c.hiddenSize, c.vocabSize)
+      options.saveForBackward &&
+      lmHeadLogitsFitOneChunk(this.engine, this.trunk.rowChunks(rows)[0].rows, c.hiddenSize, c.vocabSize)
         ? this.buffers.get('savedLogits', [rows, c.vocabSize])
         : undefined;
     const sumPiSquared = options.sumPiSquared ? this.buffers.get('sumPiSquared', [rows]) : undefined;
-    lmHeadForward(this.engine, {
-      hidden,
-      weight: this.trunk.weights.get(lmHeadWeightName(c)),
-      targets,
-      N: rows,
-      C: c.hiddenSize,
-      V: c.vocabSize,
-      temperature,
-      logprobs: ws.logprobs,
-      entropy: ws.entropy,
-      lse: ws.lse,
-      savedLogits,
-      sumPiSquared,
-    });
+    // Over the trunk's row windows when (R, C) is above one binding: every output is per row (models/row-chunks.ts).
+    for (const chunk of this.trunk.rowChunks(rows)) {
+      const r = <T extends Tensor | undefined>(t: T, width = 1) => rowWindow(t, width, chunk, rows);
+      lmHeadForward(this.engine, {
+        hidden: r(hidden, c.hiddenSize),
+        weight: this.trunk.weights.get(lmHeadWeightName(c)),
+        targets: r(targets),
+        N: chunk.rows,
+        C: c.hiddenSize,
+        V: c.vocabSize,
+        temperature,
+        logprobs: r(ws.logprobs),
+        entropy: r(ws.entropy),
+        lse: r(ws.lse),
+        savedLogits: r(savedLogits, c.vocabSize),
+        sumPiSquared: r(sumPiSquared),
+      });
+    }
     this.last = { rows, hidden, targets, temperature, savedLogits };
     return { ...ws, sumPiSquared };
   }
@@ -114,23 +120,34 @@ export class CausalLm {
     const { rows, hidden, targets, temperature, savedLogits } = this.last;
     const ws = this.workspace(rows);
     const weightName = lmHeadWeightName(c);
-    lmHeadBackward(this.engine, {
-      hidden,
-      weight: this.trunk.weights.get(weightName),
-      targets,
-      lse: ws.lse,
-      dLogprobs,
-      dEntropy,
-      entropy: dEntropy ? ws.entropy : undefined,
-      dHidden: ws.dHidden,
-      dWeight: this.trunk.lora ? null : grads.get(weightName),
-      N: rows,
-      C: c.hiddenSize,
-      V: c.vocabSize,
-      temperature,
-      savedLogits,
-      extraLogitGrads,
-    });
+    const chunks = this.trunk.rowChunks(rows);
+    // The head's weight gradient sums over rows: window by window when the rows are windowed (models/row-chunks.ts).
+    for (const chunk of chunks) {
+      const r = <T extends Tensor | undefined | null>(t: T, width = 1) =>
+        (t ? rowWindow(t, width, chunk, rows) : t) as T;
+      lmHeadBackward(this.engine, {
+        hidden: r(hidden, c.hiddenSize),
+        weight: this.trunk.weights.get(weightName),
+        targets: r(targets),
+        lse: r(ws.lse),
+        dLogprobs: r(dLogprobs),
+        dEntropy: r(dEntropy),
+        entropy: dEntropy ? r(ws.entropy) : undefined,
+        dHidden: r(ws.dHidden, c.hiddenSize),
+        dWeight: this.trunk.lora ? null : grads.get(weightName),
+        N: chunk.rows,
+        C: c.hiddenSize,
+        V: c.vocabSize,
+        temperature,
+        savedLogits: r(savedLogits, c.vocabSize),
+        // Sparse terms are P (id, coefficient) pairs a row: the window's rows of them.
+        extraLogitGrads: extraLogitGrads && {
+          ids: r(extraLogitGrads.ids, extraLogitGrads.P),
+          coefs: r(extraLogitGrads.coefs, extraLogitGrads.P),
+          P: extraLogitGrads.P,
+        },
+      });
+    }
     // The backward overwrote them with d(loss)/d(logits): another backward of this forward recomputes them.
     this.last.savedLogits = undefined;
     this.trunk.backward(ws.dHidden, grads);

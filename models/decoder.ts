@@ -26,7 +26,8 @@ import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 import { HalfParameterCopy } from './half-parameter-copy.ts';
 import { toHalf } from '../kernels/util/to-half.ts';
 import { fromHalf } from '../kernels/util/from-half.ts';
-import { mlpRowChunks, type RowChunk } from './mlp-chunks.ts';
+import { rowChunks, rowWindow, type RowChunk } from './row-chunks.ts';
+import { AttentionWindows, attentionWindowRows, type AttentionWindowState } from './attention-windows.ts';
 
 /** Per-layer activations kept for the backward pass: shapes use R = B·T rows. */
 interface LayerActivations {
@@ -37,7 +38,7 @@ interface LayerActivations {
   qkvRstd: Tensor; //      (R, NH+NKV) Qwen3 only
   qkv: Tensor; //          (R, W) q, k after norm and RoPE; v
   attnOut: Tensor; //      (R, NH·HS)
-  lse: Tensor; //          (B, NH, T)
+  lse: Tensor; //          (B, NH, T); with attention windows (B, windows, NH, S) (models/attention-windows.ts)
   mid: Tensor; //          (R, C) residual after attention
   mlpNormed: Tensor; //    (R, C)
   mlpRstd: Tensor; //      (R)
@@ -66,6 +67,8 @@ interface Workspace {
   // LoRA backward scratch: the low-rank activations' gradient, and the frozen norms' unused weight gradients
   dLora: Tensor; //        (R, max n·r)
   frozenNormGrads: { hidden: Tensor; q: Tensor; k: Tensor }; // (C), (HS), (HS)
+  /** Attention over windows of each sequence's rows where its tensors over the micro-batch are above one binding. */
+  attention: AttentionWindowState | null;
   /** Mixed precision: the residual stream rounded to the compute dtype between layers (roundResidual). */
   half: {
     scratch: Tensor; //    (R, C) in the compute dtype
@@ -110,6 +113,9 @@ export class DecoderTrunk {
   /** Mixed precision (fsdp_config.dtype): the half-precision copy of the float32 master weights that forwards and
    *  backward multiply by; null: they read the master weights. */
   private compute: HalfParameterCopy | null = null;
+  private readonly attentionWindows: AttentionWindows;
+  /** Windowed attention's gather indices, by window rows (uploaded once). */
+  private readonly keyIndex = new Map<number, { keys: Tensor<'u32'>; values: Tensor<'u32'> }>();
 
   constructor(
     readonly engine: Engine,
@@ -118,6 +124,7 @@ export class DecoderTrunk {
   ) {
     this.buffers = new GrowingBuffers(engine, 'trunk');
     this.transposed = TransposedWeights.acquire(engine, params);
+    this.attentionWindows = new AttentionWindows(engine, config);
   }
 
   /** Mixed-precision training (verl's fsdp_config.dtype, FSDP's MixedPrecision param_dtype): with bf16/f16 the
@@ -172,6 +179,11 @@ export class DecoderTrunk {
    *  actor_rollout_ref.rollout.free_cache_engine); the next forward allocates them again. */
   releaseWork(): void {
     this.buffers.destroy();
+    for (const index of this.keyIndex.values()) {
+      this.engine.destroyTensor(index.keys);
+      this.engine.destroyTensor(index.values);
+    }
+    this.keyIndex.clear();
     this.lastForward = null;
   }
 
@@ -194,6 +206,14 @@ export class DecoderTrunk {
     const t = (name: string, shape: number[], fill?: number) => this.buffers.get(`${mode}.${name}`, shape, 'f32', fill);
     const lora = this.lora;
     const computeDtype = this.compute?.dtype ?? null;
+    const S = attentionWindowRows(
+      c,
+      B,
+      T,
+      this.engine.maxBindingBytes,
+      this.engine.caps.minStorageBufferOffsetAlignment,
+    );
+    const lseShape = S ? [B * Math.ceil(T / S) * c.numHeads * S] : [B, c.numHeads, T];
     const layer = (tag: string, l: number, input?: Tensor): LayerActivations => {
       const n = (what: string) => `${tag}.${what}`;
       const qkv = t(n('qkv'), [R, W]);
@@ -210,7 +230,7 @@ export class DecoderTrunk {
         qkvRstd: t(n('qkvRstd'), [c.qkNorm ? R * (c.numHeads + c.numKvHeads) : 1]),
         qkv,
         attnOut: t(n('attnOut'), [R, c.numHeads * c.headDim]),
-        lse: t(n('lse'), [B, c.numHeads, T]),
+        lse: t(n('lse'), lseShape),
         mid: t(n('mid'), [R, C]),
         mlpNormed: t(n('mlpNormed'), [R, C]),
         mlpRstd: t(n('mlpRstd'), [R]),
@@ -235,7 +255,21 @@ export class DecoderTrunk {
       for (let l = 0; l < c.numLayers; l++) layers.push(l % 2 === 0 ? a : b);
     }
     const saved = mode !== 'infer';
+    const kv = c.numKvHeads * c.headDim;
+    // Each sequence's key mask starts aligned, so a window's view of it (at a multiple of S rows) binds.
+    const maskAlign = this.engine.caps.minStorageBufferOffsetAlignment / 4;
+    const Tp = Math.ceil(T / maskAlign) * maskAlign;
     return {
+      attention: S
+        ? {
+            S,
+            keys: t('attention.keys', [R, kv]),
+            values: t('attention.values', [R, kv]),
+            mask: this.buffers.get(`${mode}.attention.mask`, [B * Tp], 'u32'),
+            Tp,
+            index: (rows) => this.gatherIndex(rows),
+          }
+        : null,
       B,
       T,
       layers,
@@ -270,6 +304,31 @@ export class DecoderTrunk {
     };
   }
 
+  /** Rows of the fused q/k/v, as rows of HS, that hold a window of `rows` tokens' keys and values. */
+  private gatherIndex(rows: number): { keys: Tensor<'u32'>; values: Tensor<'u32'> } {
+    let index = this.keyIndex.get(rows);
+    if (!index) {
+      const c = this.config;
+      const heads = c.numHeads + 2 * c.numKvHeads;
+      const at = (first: number) =>
+        Uint32Array.from({ length: rows * c.numKvHeads }, (_, i) => {
+          const r = Math.floor(i / c.numKvHeads);
+          return r * heads + first + (i - r * c.numKvHeads);
+        });
+      index = {
+        keys: this.engine.tensorFrom('trunk.attention.keyIndex', [rows * c.numKvHeads], at(c.numHeads), 'u32'),
+        values: this.engine.tensorFrom(
+          'trunk.attention.valueIndex',
+          [rows * c.numKvHeads],
+          at(c.numHeads + c.numKvHeads),
+          'u32',
+        ),
+      };
+      this.keyIndex.set(rows, index);
+    }
+    return index;
+  }
+
   private attentionDims(B: number, T: number): AttentionDims {
     const c = this.config;
     const W = qkvWidth(c);
@@ -302,6 +361,7 @@ export class DecoderTrunk {
     next: Tensor | null,
     batch: TokenBatch,
     dims: AttentionDims,
+    windows: AttentionWindowState | null,
     transposed: boolean,
   ): void {
     const c = this.config;
@@ -311,97 +371,153 @@ export class DecoderTrunk {
     const W = qkvWidth(c);
     const I = c.intermediateSize;
     const p = layerPrefix(l);
-    rmsnormForward(e, {
-      x: a.input,
-      weight: this.param(`${p}.input_layernorm.weight`),
-      out: a.attnNormed,
-      rstd: a.attnRstd,
-      rows: R,
-      cols: C,
-      eps: c.rmsNormEps,
-    });
-    this.linear(`${p}.self_attn.qkv_proj.weight`, transposed, {
-      a: a.attnNormed,
-      out: a.qkvRaw,
-      M: R,
-      N: W,
-      K: C,
-      bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
-    });
-    this.lora?.forward(l, 'qkv', { a: a.attnNormed }, a.lora.qkv!, a.qkvRaw, R);
-    if (c.qkNorm) {
-      headRmsnormForward(e, {
-        qkv: a.qkvRaw,
-        qWeight: this.param(`${p}.self_attn.q_norm.weight`),
-        kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-        out: a.qkv,
-        rstd: a.qkvRstd,
-        rows: R,
+    const NHS = c.numHeads * c.headDim;
+    const rank = (kind: ProjectionKind) => this.lora?.rankOf(l, kind) ?? 0;
+    // Every op but attention over windows of rows when a tensor it binds by rows is above one binding
+    // (models/row-chunks.ts), the MLP over its own; else one window, all R rows: the unchunked schedule.
+    const chunks = this.rowChunks(R);
+    for (const chunk of chunks) {
+      const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+      const n = chunk.rows;
+      const normed = rows(a.attnNormed, C);
+      const qkvRaw = rows(a.qkvRaw, W);
+      const qkv = rows(a.qkv, W);
+      rmsnormForward(e, {
+        x: rows(a.input, C),
+        weight: this.param(`${p}.input_layernorm.weight`),
+        out: normed,
+        rstd: rows(a.attnRstd, 1),
+        rows: n,
+        cols: C,
+        eps: c.rmsNormEps,
+      });
+      this.linear(`${p}.self_attn.qkv_proj.weight`, transposed, {
+        a: normed,
+        out: qkvRaw,
+        M: n,
+        N: W,
+        K: C,
+        bias: c.attentionBias ? this.param(`${p}.self_attn.qkv_proj.bias`) : undefined,
+      });
+      this.lora?.forward(l, 'qkv', { a: normed }, rows(a.lora.qkv, rank('qkv'))!, qkvRaw, n);
+      if (c.qkNorm) {
+        headRmsnormForward(e, {
+          qkv: qkvRaw,
+          qWeight: this.param(`${p}.self_attn.q_norm.weight`),
+          kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+          out: qkv,
+          rstd: rows(a.qkvRstd, c.numHeads + c.numKvHeads),
+          rows: n,
+          NH: c.numHeads,
+          NKV: c.numKvHeads,
+          HS: c.headDim,
+          eps: c.rmsNormEps,
+        });
+      }
+      ropeForward(e, {
+        qkv,
+        positions: rows(batch.positions, 1),
+        rows: n,
         NH: c.numHeads,
         NKV: c.numKvHeads,
         HS: c.headDim,
+        theta: c.ropeTheta,
+      });
+    }
+    // Attention binds the micro-batch's q, k, v, output and log-sum-exp whole, or runs over windows of each
+    // sequence's rows where they are above one binding (models/attention-windows.ts).
+    if (windows) {
+      this.attentionWindows.gatherKeys(windows, a.qkv, chunks, R);
+      this.attentionWindows.forward(windows, { qkv: a.qkv, out: a.attnOut, lse: a.lse }, batch.B, batch.T);
+    } else
+      attentionForward(e, {
+        ...dims,
+        q: a.qkv,
+        k: a.qkv,
+        v: a.qkv,
+        keyMask: batch.keyMask,
+        out: a.attnOut,
+        lse: a.lse,
+      });
+    for (const chunk of chunks) {
+      const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+      const n = chunk.rows;
+      const mid = rows(a.mid, C);
+      const attnOut = rows(a.attnOut, NHS);
+      e.copy(rows(a.input, C), mid);
+      this.linear(`${p}.self_attn.o_proj.weight`, transposed, {
+        a: attnOut,
+        out: mid,
+        M: n,
+        N: C,
+        K: NHS,
+        accumulate: true,
+        bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
+      });
+      this.lora?.forward(l, 'o', { a: attnOut }, rows(a.lora.o, rank('o'))!, mid, n);
+      rmsnormForward(e, {
+        x: mid,
+        weight: this.param(`${p}.post_attention_layernorm.weight`),
+        out: rows(a.mlpNormed, C),
+        rstd: rows(a.mlpRstd, 1),
+        rows: n,
+        cols: C,
         eps: c.rmsNormEps,
       });
     }
-    ropeForward(e, {
-      qkv: a.qkv,
-      positions: batch.positions,
-      rows: R,
-      NH: c.numHeads,
-      NKV: c.numKvHeads,
-      HS: c.headDim,
-      theta: c.ropeTheta,
-    });
-    attentionForward(e, { ...dims, q: a.qkv, k: a.qkv, v: a.qkv, keyMask: batch.keyMask, out: a.attnOut, lse: a.lse });
-    e.copy(a.input, a.mid);
-    this.linear(`${p}.self_attn.o_proj.weight`, transposed, {
-      a: a.attnOut,
-      out: a.mid,
-      M: R,
-      N: C,
-      K: c.numHeads * c.headDim,
-      accumulate: true,
-      bias: c.outputBias ? this.param(`${p}.self_attn.o_proj.bias`) : undefined,
-    });
-    this.lora?.forward(l, 'o', { a: a.attnOut }, a.lora.o!, a.mid, R);
-    rmsnormForward(e, {
-      x: a.mid,
-      weight: this.param(`${p}.post_attention_layernorm.weight`),
-      out: a.mlpNormed,
-      rstd: a.mlpRstd,
-      rows: R,
-      cols: C,
-      eps: c.rmsNormEps,
-    });
-    // Over windows of rows when (R, 2I) is above one binding (models/mlp-chunks.ts); else one window, all R rows.
-    this.mlpChunks(l, R).forEach((chunk, i) => {
-      const rows = (t: Tensor | undefined, width: number) => t && rowWindow(t, width, chunk, R);
+    // The MLP over its own windows: its (R, 2I) outgrows a binding first, and it binds no one-word rows.
+    for (const chunk of this.mlpChunks(l, R)) {
+      const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
       const n = chunk.rows;
-      const normed = rows(a.mlpNormed, C)!;
-      const gateUp = rows(a.gateUp, 2 * I)!;
-      const act = rows(a.act, I)!;
-      const loraGateUp = rows(a.lora.gateUp, this.lora?.rankOf(l, 'gateUp') ?? 0);
-      const loraDown = rows(a.lora.down, this.lora?.rankOf(l, 'down') ?? 0);
+      const normed = rows(a.mlpNormed, C);
+      const gateUp = rows(a.gateUp, 2 * I);
+      const act = rows(a.act, I);
+      const loraDown = rows(a.lora.down, rank('down'));
       this.linear(`${p}.mlp.gate_up_proj.weight`, transposed, { a: normed, out: gateUp, M: n, N: 2 * I, K: C });
-      this.lora?.forward(l, 'gateUp', { a: normed }, loraGateUp!, gateUp, n);
+      this.lora?.forward(l, 'gateUp', { a: normed }, rows(a.lora.gateUp, rank('gateUp'))!, gateUp, n);
       swigluForward(e, { gateUp, out: act, rows: n, I });
       if (!next) {
         this.lora?.forward(l, 'down', { a: act }, loraDown!, null, n);
-        return;
+        continue;
       }
-      if (i === 0) e.copy(a.mid, next);
-      const out = rows(next, C)!;
+      const out = rows(next, C);
+      e.copy(rows(a.mid, C), out);
       this.linear(`${p}.mlp.down_proj.weight`, transposed, { a: act, out, M: n, N: C, K: I, accumulate: true });
       this.lora?.forward(l, 'down', { a: act }, loraDown!, out, n);
-    });
+    }
   }
 
-  /** The row windows layer l's MLP runs over (models/mlp-chunks.ts): every tensor it binds by rows, forward and
+  /** The row windows the trunk's row-wise ops outside the MLP run over (models/row-chunks.ts), and the heads on it:
+   *  every tensor they bind by rows, forward and backward — the residual stream, qkv, attention's output, LoRA's
+   *  low-rank activations and their gradient's scratch, and the one-word rows of the norms' rstd, the token ids and
+   *  positions, the heads' per-token outputs (whose windows therefore start on multiples of 64 rows). */
+  rowChunks(R: number): RowChunk[] {
+    const c = this.config;
+    const lora = this.lora;
+    const ranks = lora
+      ? Array.from({ length: c.numLayers }, (_, l) => [lora.rankOf(l, 'qkv'), lora.rankOf(l, 'o')]).flat()
+      : [];
+    return rowChunks(
+      R,
+      [
+        c.hiddenSize,
+        qkvWidth(c),
+        c.numHeads * c.headDim,
+        1,
+        ...(c.qkNorm ? [c.numHeads + c.numKvHeads] : []),
+        ...new Set([...ranks, lora?.maxRank ?? 0].filter((r) => r > 0)),
+      ],
+      this.engine.maxBindingBytes,
+      this.engine.caps.minStorageBufferOffsetAlignment,
+    );
+  }
+
+  /** The row windows layer l's MLP runs over (models/row-chunks.ts): every tensor it binds by rows, forward and
    *  backward, LoRA's low-rank activations and their gradient's scratch included. */
   private mlpChunks(l: number, R: number): RowChunk[] {
     const c = this.config;
     const ranks = this.lora ? [this.lora.rankOf(l, 'gateUp'), this.lora.rankOf(l, 'down'), this.lora.maxRank] : [];
-    return mlpRowChunks(
+    return rowChunks(
       R,
       [c.hiddenSize, 2 * c.intermediateSize, c.intermediateSize, ...ranks.filter((r) => r > 0)],
       this.engine.maxBindingBytes,
@@ -435,6 +551,13 @@ export class DecoderTrunk {
     const ws = this.workspace(B, T, mode);
     const dims = this.attentionDims(B, T);
     this.compute?.refresh();
+    // Windowed attention reads each sequence's key mask from an aligned start (views of the padded copy).
+    if (ws.attention)
+      for (let b = 0; b < B; b++)
+        e.copy(
+          batch.keyMask.view(`${batch.keyMask.name}[${b}]`, b * T, [T]),
+          ws.attention.mask.view(`${ws.attention.mask.name}[${b}]`, b * ws.attention.Tp, [T]),
+        );
     // The copies are float32 (kernels/util/transpose.ts): a half-precision LoRA base or compute copy is multiplied as
     // stored.
     const transposed =
@@ -444,30 +567,33 @@ export class DecoderTrunk {
       this.transposed.bindsWhole(this.linearWeightNames());
     if (transposed) this.transposed.refresh(this.linearWeightNames());
 
-    embeddingForward(e, {
-      ids: batch.ids,
-      table: this.param('model.embed_tokens.weight'),
-      out: ws.layers[0].input,
-      N: R,
-      V: c.vocabSize,
-      C,
-    });
+    const chunks = this.rowChunks(R);
+    for (const chunk of chunks)
+      embeddingForward(e, {
+        ids: rowWindow(batch.ids, 1, chunk, R),
+        table: this.param('model.embed_tokens.weight'),
+        out: rowWindow(ws.layers[0].input, C, chunk, R),
+        N: chunk.rows,
+        V: c.vocabSize,
+        C,
+      });
     this.roundResidual(ws, 0, ws.layers[0].input);
     for (let l = 0; l < c.numLayers; l++) {
       const last = l + 1 === c.numLayers;
       const next = last ? ws.output : (ws.half?.checkpoints?.next ?? ws.layers[l + 1].input);
-      this.layerForward(l, ws.layers[l], next, batch, dims, transposed);
+      this.layerForward(l, ws.layers[l], next, batch, dims, ws.attention, transposed);
       this.roundResidual(ws, l + 1, next);
     }
-    rmsnormForward(e, {
-      x: ws.output,
-      weight: this.param('model.norm.weight'),
-      out: ws.finalNormed,
-      rstd: ws.finalRstd,
-      rows: R,
-      cols: C,
-      eps: c.rmsNormEps,
-    });
+    for (const chunk of chunks)
+      rmsnormForward(e, {
+        x: rowWindow(ws.output, C, chunk, R),
+        weight: this.param('model.norm.weight'),
+        out: rowWindow(ws.finalNormed, C, chunk, R),
+        rstd: rowWindow(ws.finalRstd, 1, chunk, R),
+        rows: chunk.rows,
+        cols: C,
+        eps: c.rmsNormEps,
+      });
     this.lastForward = { batch, workspace: ws, mode, transposed };
     return ws.finalNormed;
   }
@@ -496,51 +622,58 @@ export class DecoderTrunk {
     // gradients (computed in the same dispatch as dx) land in scratch.
     const g = (name: string) => grads.get(name);
     const frozen = ws.frozenNormGrads;
-    const adapterBackward = (
+    const chunks = this.rowChunks(R);
+    /** A row-wise piece of the backward over `windows`: `body` gets a window's rows of any (R, width) tensor and
+     *  its LoRA adapters' backward over those rows (the low-rank gradient's scratch a view of its first rows). */
+    const overChunks = (
+      windows: RowChunk[],
       l: number,
-      kind: ProjectionKind,
-      x: Tensor,
-      u: Tensor | undefined,
-      dOut: Tensor,
-      dX: Tensor,
+      body: (
+        rows: <T extends Tensor | undefined>(t: T, width: number) => T,
+        n: number,
+        adapter: (kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) => void,
+      ) => void,
     ) => {
-      lora?.backward(l, kind, { x, u: u!, dOut, dX, du: ws.dLora, grads, M: R });
+      for (const chunk of windows) {
+        const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+        const n = chunk.rows;
+        const du = lora && n < R ? ws.dLora.view(`${ws.dLora.name}[:${n}]`, 0, [n, lora.maxRank]) : ws.dLora;
+        body(rows, n, (kind, x, u, dOut, dX) =>
+          lora?.backward(l, kind, { x, u: rows(u, lora.rankOf(l, kind))!, dOut, dX, du, grads, M: n }),
+        );
+      }
     };
 
-    rmsnormBackward(e, {
-      x: ws.output,
-      weight: this.param('model.norm.weight'),
-      rstd: ws.finalRstd,
-      dOut: dFinal,
-      dx: ws.dResidual,
-      dWeight: lora ? frozen.hidden : g('model.norm.weight'),
-      rows: R,
-      cols: C,
-      accumulateDx: false,
-      accumulateDWeight: true,
-    });
+    for (const chunk of chunks)
+      rmsnormBackward(e, {
+        x: rowWindow(ws.output, C, chunk, R),
+        weight: this.param('model.norm.weight'),
+        rstd: rowWindow(ws.finalRstd, 1, chunk, R),
+        dOut: rowWindow(dFinal, C, chunk, R),
+        dx: rowWindow(ws.dResidual, C, chunk, R),
+        dWeight: lora ? frozen.hidden : g('model.norm.weight'),
+        rows: chunk.rows,
+        cols: C,
+        accumulateDx: false,
+        accumulateDWeight: true,
+      });
     for (let l = c.numLayers - 1; l >= 0; l--) {
       const p = layerPrefix(l);
       const a = ws.layers[l];
       if (mode === 'checkpointed') {
         const kept = ws.half?.checkpoints?.inputs[l];
         if (kept) fromHalf(e, { halves: kept, values: a.input });
-        this.layerForward(l, a, null, batch, dims, transposed);
+        this.layerForward(l, a, null, batch, dims, ws.attention, transposed);
       }
-      // MLP: next = mid + act·W_downᵀ, over the forward's row windows; the weight gradients sum window by window.
-      for (const chunk of this.mlpChunks(l, R)) {
-        const rows = (t: Tensor | undefined, width: number) => t && rowWindow(t, width, chunk, R);
-        const n = chunk.rows;
-        const dResidual = rows(ws.dResidual, C)!;
-        const dAct = rows(ws.dAct, I)!;
-        const dGateUp = rows(ws.dGateUp, 2 * I)!;
-        const dNormed = rows(ws.dNormed, C)!;
-        const act = rows(a.act, I)!;
-        const gateUp = rows(a.gateUp, 2 * I)!;
-        const normed = rows(a.mlpNormed, C)!;
-        const du = lora && n < R ? ws.dLora.view(`${ws.dLora.name}[:${n}]`, 0, [n, lora.maxRank]) : ws.dLora;
-        const adapter = (kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) =>
-          lora?.backward(l, kind, { x, u: rows(u, lora.rankOf(l, kind))!, dOut, dX, du, grads, M: n });
+      // MLP: next = mid + act·W_downᵀ, then mid = input + attnOut·W_oᵀ, each over the forward's row windows; the
+      // weight gradients sum window by window.
+      overChunks(this.mlpChunks(l, R), l, (rows, n, adapter) => {
+        const dResidual = rows(ws.dResidual, C);
+        const dAct = rows(ws.dAct, I);
+        const dGateUp = rows(ws.dGateUp, 2 * I);
+        const dNormed = rows(ws.dNormed, C);
+        const act = rows(a.act, I);
+        const normed = rows(a.mlpNormed, C);
         matmul(e, {
           a: dResidual,
           ...weightOperand(this.weights, `${p}.mlp.down_proj.weight`),
@@ -562,7 +695,7 @@ export class DecoderTrunk {
             accumulate: true,
           });
         adapter('down', act, a.lora.down, dResidual, dAct);
-        swigluBackward(e, { gateUp, dOut: dAct, dGateUp, rows: n, I });
+        swigluBackward(e, { gateUp: rows(a.gateUp, 2 * I), dOut: dAct, dGateUp, rows: n, I });
         matmul(e, {
           a: dGateUp,
           ...weightOperand(this.weights, `${p}.mlp.gate_up_proj.weight`),
@@ -584,160 +717,175 @@ export class DecoderTrunk {
             accumulate: true,
           });
         adapter('gateUp', normed, a.lora.gateUp, dGateUp, dNormed);
-      }
-      rmsnormBackward(e, {
-        x: a.mid,
-        weight: this.param(`${p}.post_attention_layernorm.weight`),
-        rstd: a.mlpRstd,
-        dOut: ws.dNormed,
-        dx: ws.dResidual,
-        dWeight: lora ? frozen.hidden : g(`${p}.post_attention_layernorm.weight`),
-        rows: R,
-        cols: C,
-        accumulateDx: true,
-        accumulateDWeight: true,
       });
-      // Attention: mid = input + attnOut·W_oᵀ
-      matmul(e, {
-        a: ws.dResidual,
-        ...weightOperand(this.weights, `${p}.self_attn.o_proj.weight`),
-        out: ws.dAttnOut,
-        M: R,
-        N: NHS,
-        K: C,
-        layout: 'nn',
-      });
-      if (!lora) {
-        matmul(e, {
-          a: ws.dResidual,
-          b: a.attnOut,
-          out: g(`${p}.self_attn.o_proj.weight`),
-          M: C,
-          N: NHS,
-          K: R,
-          layout: 'tn',
-          accumulate: true,
+      overChunks(chunks, l, (rows, n, adapter) => {
+        const dResidual = rows(ws.dResidual, C);
+        const dNormed = rows(ws.dNormed, C);
+        const dAttnOut = rows(ws.dAttnOut, NHS);
+        const attnOut = rows(a.attnOut, NHS);
+        rmsnormBackward(e, {
+          x: rows(a.mid, C),
+          weight: this.param(`${p}.post_attention_layernorm.weight`),
+          rstd: rows(a.mlpRstd, 1),
+          dOut: dNormed,
+          dx: dResidual,
+          dWeight: lora ? frozen.hidden : g(`${p}.post_attention_layernorm.weight`),
+          rows: n,
+          cols: C,
+          accumulateDx: true,
+          accumulateDWeight: true,
         });
-        if (c.outputBias) {
+        matmul(e, {
+          a: dResidual,
+          ...weightOperand(this.weights, `${p}.self_attn.o_proj.weight`),
+          out: dAttnOut,
+          M: n,
+          N: NHS,
+          K: C,
+          layout: 'nn',
+        });
+        if (!lora) {
           matmul(e, {
-            a: ws.dResidual,
-            b: ws.ones,
-            out: g(`${p}.self_attn.o_proj.bias`),
+            a: dResidual,
+            b: attnOut,
+            out: g(`${p}.self_attn.o_proj.weight`),
             M: C,
+            N: NHS,
+            K: n,
+            layout: 'tn',
+            accumulate: true,
+          });
+          if (c.outputBias) {
+            matmul(e, {
+              a: dResidual,
+              b: rows(ws.ones, 1),
+              out: g(`${p}.self_attn.o_proj.bias`),
+              M: C,
+              N: 1,
+              K: n,
+              layout: 'tn',
+              accumulate: true,
+            });
+          }
+        }
+        adapter('o', attnOut, a.lora.o, dResidual, dAttnOut);
+      });
+      if (ws.attention) {
+        this.attentionWindows.gatherKeys(ws.attention, a.qkv, chunks, R);
+        const tensors = { qkv: a.qkv, out: a.attnOut, lse: a.lse };
+        this.attentionWindows.backward(ws.attention, tensors, ws.dAttnOut, ws.dQkv, B, T);
+      } else
+        attentionBackward(e, {
+          ...dims,
+          q: a.qkv,
+          k: a.qkv,
+          v: a.qkv,
+          keyMask: batch.keyMask,
+          out: a.attnOut,
+          lse: a.lse,
+          dOut: ws.dAttnOut,
+          dq: ws.dQkv,
+          dk: ws.dQkv,
+          dv: ws.dQkv,
+        });
+      overChunks(chunks, l, (rows, n, adapter) => {
+        const dQkv = rows(ws.dQkv, W);
+        const normed = rows(a.attnNormed, C);
+        const dNormed = rows(ws.dNormed, C);
+        ropeBackward(e, {
+          dQkv,
+          positions: rows(batch.positions, 1),
+          rows: n,
+          NH: c.numHeads,
+          NKV: c.numKvHeads,
+          HS: c.headDim,
+          theta: c.ropeTheta,
+        });
+        let dProjection = dQkv;
+        if (c.qkNorm) {
+          dProjection = rows(ws.dQkvRaw, W);
+          headRmsnormBackward(e, {
+            qkv: rows(a.qkvRaw, W),
+            qWeight: this.param(`${p}.self_attn.q_norm.weight`),
+            kWeight: this.param(`${p}.self_attn.k_norm.weight`),
+            rstd: rows(a.qkvRstd, c.numHeads + c.numKvHeads),
+            dOut: dQkv,
+            dQkv: dProjection,
+            dQWeight: lora ? frozen.q : g(`${p}.self_attn.q_norm.weight`),
+            dKWeight: lora ? frozen.k : g(`${p}.self_attn.k_norm.weight`),
+            rows: n,
+            NH: c.numHeads,
+            NKV: c.numKvHeads,
+            HS: c.headDim,
+          });
+        }
+        if (c.attentionBias && !lora) {
+          matmul(e, {
+            a: dProjection,
+            b: rows(ws.ones, 1),
+            out: g(`${p}.self_attn.qkv_proj.bias`),
+            M: W,
             N: 1,
-            K: R,
+            K: n,
             layout: 'tn',
             accumulate: true,
           });
         }
-      }
-      adapterBackward(l, 'o', a.attnOut, a.lora.o, ws.dResidual, ws.dAttnOut);
-      attentionBackward(e, {
-        ...dims,
-        q: a.qkv,
-        k: a.qkv,
-        v: a.qkv,
-        keyMask: batch.keyMask,
-        out: a.attnOut,
-        lse: a.lse,
-        dOut: ws.dAttnOut,
-        dq: ws.dQkv,
-        dk: ws.dQkv,
-        dv: ws.dQkv,
-      });
-      ropeBackward(e, {
-        dQkv: ws.dQkv,
-        positions: batch.positions,
-        rows: R,
-        NH: c.numHeads,
-        NKV: c.numKvHeads,
-        HS: c.headDim,
-        theta: c.ropeTheta,
-      });
-      let dProjection = ws.dQkv;
-      if (c.qkNorm) {
-        headRmsnormBackward(e, {
-          qkv: a.qkvRaw,
-          qWeight: this.param(`${p}.self_attn.q_norm.weight`),
-          kWeight: this.param(`${p}.self_attn.k_norm.weight`),
-          rstd: a.qkvRstd,
-          dOut: ws.dQkv,
-          dQkv: ws.dQkvRaw,
-          dQWeight: lora ? frozen.q : g(`${p}.self_attn.q_norm.weight`),
-          dKWeight: lora ? frozen.k : g(`${p}.self_attn.k_norm.weight`),
-          rows: R,
-          NH: c.numHeads,
-          NKV: c.numKvHeads,
-          HS: c.headDim,
-        });
-        dProjection = ws.dQkvRaw;
-      }
-      if (c.attentionBias && !lora) {
         matmul(e, {
           a: dProjection,
-          b: ws.ones,
-          out: g(`${p}.self_attn.qkv_proj.bias`),
-          M: W,
-          N: 1,
-          K: R,
-          layout: 'tn',
-          accumulate: true,
-        });
-      }
-      matmul(e, {
-        a: dProjection,
-        ...weightOperand(this.weights, `${p}.self_attn.qkv_proj.weight`),
-        out: ws.dNormed,
-        M: R,
-        N: C,
-        K: W,
-        layout: 'nn',
-      });
-      if (!lora)
-        matmul(e, {
-          a: dProjection,
-          b: a.attnNormed,
-          out: g(`${p}.self_attn.qkv_proj.weight`),
-          M: W,
+          ...weightOperand(this.weights, `${p}.self_attn.qkv_proj.weight`),
+          out: dNormed,
+          M: n,
           N: C,
-          K: R,
-          layout: 'tn',
-          accumulate: true,
+          K: W,
+          layout: 'nn',
         });
-      adapterBackward(l, 'qkv', a.attnNormed, a.lora.qkv, dProjection, ws.dNormed);
-      rmsnormBackward(e, {
-        x: a.input,
-        weight: this.param(`${p}.input_layernorm.weight`),
-        rstd: a.attnRstd,
-        dOut: ws.dNormed,
-        dx: ws.dResidual,
-        dWeight: lora ? frozen.hidden : g(`${p}.input_layernorm.weight`),
-        rows: R,
-        cols: C,
-        accumulateDx: true,
-        accumulateDWeight: true,
+        if (!lora)
+          matmul(e, {
+            a: dProjection,
+            b: normed,
+            out: g(`${p}.self_attn.qkv_proj.weight`),
+            M: W,
+            N: C,
+            K: n,
+            layout: 'tn',
+            accumulate: true,
+          });
+        adapter('qkv', normed, a.lora.qkv, dProjection, dNormed);
+        rmsnormBackward(e, {
+          x: rows(a.input, C),
+          weight: this.param(`${p}.input_layernorm.weight`),
+          rstd: rows(a.attnRstd, 1),
+          dOut: dNormed,
+          dx: rows(ws.dResidual, C),
+          dWeight: lora ? frozen.hidden : g(`${p}.input_layernorm.weight`),
+          rows: n,
+          cols: C,
+          accumulateDx: true,
+          accumulateDWeight: true,
+        });
       });
     }
     if (lora) return;
-    const index = uploadTokenIndex(e, batch);
-    embeddingBackward(e, {
-      tokenIds: index.ids,
-      tokenPositions: index.positions,
-      dOut: ws.dResidual,
-      dTable: g('model.embed_tokens.weight'),
-      N: R,
-      V: c.vocabSize,
-      C,
-      accumulate: true,
+    // The embedding's backward reads a token index of each window's rows (built on the host from its ids).
+    const indexes = chunks.map((chunk) => {
+      const index = uploadTokenIndex(e, batch.hostIds.subarray(chunk.first, chunk.first + chunk.rows), c.vocabSize);
+      embeddingBackward(e, {
+        tokenIds: index.ids,
+        tokenPositions: index.positions,
+        dOut: rowWindow(ws.dResidual, C, chunk, R),
+        dTable: g('model.embed_tokens.weight'),
+        N: chunk.rows,
+        V: c.vocabSize,
+        C,
+        accumulate: true,
+      });
+      return index;
     });
     e.flush();
-    e.destroyTensor(index.ids);
-    e.destroyTensor(index.positions);
+    for (const index of indexes) {
+      e.destroyTensor(index.ids);
+      e.destroyTensor(index.positions);
+    }
   }
-}
-
-/** Rows [first, first+rows) of `t` (rows of `width`), or `t` itself when the chunk is all R rows. */
-function rowWindow(t: Tensor, width: number, chunk: RowChunk, R: number): Tensor {
-  if (chunk.rows === R) return t;
-  return t.view(`${t.name}[${chunk.first}:${chunk.first + chunk.rows}]`, chunk.first * width, [chunk.rows, width]);
 }

@@ -97,8 +97,12 @@ export function destroyTokenBatch(engine: Engine, batch: TokenBatch): void {
 }
 
 /** The embedding backward's token index (positions grouped by id, and each entry's id), uploaded: 2N u32. */
-export function uploadTokenIndex(engine: Engine, batch: TokenBatch): { ids: Tensor<'u32'>; positions: Tensor<'u32'> } {
-  const index = buildTokenIndex(batch.hostIds, batch.vocabSize);
+export function uploadTokenIndex(
+  engine: Engine,
+  hostIds: Uint32Array,
+  vocabSize: number,
+): { ids: Tensor<'u32'>; positions: Tensor<'u32'> } {
+  const index = buildTokenIndex(hostIds, vocabSize);
   return {
     ids: engine.tensorFrom('token-index.ids', [index.ids.length], index.ids, 'u32'),
     positions: engine.tensorFrom('token-index.positions', [index.positions.length], index.positions, 'u32'),

@@ -4,6 +4,7 @@
 // (the reward model on preference pairs, ppo/reward-model/).
 import type { Engine, Tensor, Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
+import { rowWindow } from './row-chunks.ts';
 import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import type { TokenBatch } from './token-batch.ts';
@@ -53,14 +54,16 @@ export class ValueModel {
     const rows = batch.B * batch.T;
     const hidden = this.trunk.forward(batch, options);
     const { values } = this.buffers(rows);
-    valueHeadForward(this.engine, {
-      hidden,
-      weight: this.head.get('score.weight'),
-      bias: this.bias,
-      values,
-      N: rows,
-      C: this.config.hiddenSize,
-    });
+    // Over the trunk's row windows when (R, C) is above one binding (models/row-chunks.ts).
+    for (const chunk of this.trunk.rowChunks(rows))
+      valueHeadForward(this.engine, {
+        hidden: rowWindow(hidden, this.config.hiddenSize, chunk, rows),
+        weight: this.head.get('score.weight'),
+        bias: this.bias,
+        values: rowWindow(values, 1, chunk, rows),
+        N: chunk.rows,
+        C: this.config.hiddenSize,
+      });
     this.last = { rows, hidden };
     return values;
   }
@@ -73,16 +76,17 @@ export class ValueModel {
     if (!this.last) throw new Error('ValueModel.backward: call tokenValues(..., {saveForBackward: true}) first');
     const { rows, hidden } = this.last;
     const { dHidden } = this.buffers(rows);
-    valueHeadBackward(this.engine, {
-      hidden,
-      weight: this.head.get('score.weight'),
-      dValues,
-      dHidden,
-      dWeight: grads.get('score.weight'),
-      dBias: this.config.head === 'token-classification' ? grads.get('score.bias') : this.unusedBiasGrad,
-      N: rows,
-      C: this.config.hiddenSize,
-    });
+    for (const chunk of this.trunk.rowChunks(rows))
+      valueHeadBackward(this.engine, {
+        hidden: rowWindow(hidden, this.config.hiddenSize, chunk, rows),
+        weight: this.head.get('score.weight'),
+        dValues: rowWindow(dValues, 1, chunk, rows),
+        dHidden: rowWindow(dHidden, this.config.hiddenSize, chunk, rows),
+        dWeight: grads.get('score.weight'),
+        dBias: this.config.head === 'token-classification' ? grads.get('score.bias') : this.unusedBiasGrad,
+        N: chunk.rows,
+        C: this.config.hiddenSize,
+      });
     this.trunk.backward(dHidden, grads);
   }
 

@@ -68,6 +68,11 @@ export interface AttentionBackwardArgs extends AttentionDims {
   dq: Tensor;
   dk: Tensor;
   dv: Tensor; // overwritten at q's, k's and v's strides/offsets (may be one fused dqkv tensor)
+  /** Which gradients to compute (both unless given): a windowed backward (models/attention-windows.ts) takes dq of
+   *  a query window against all its keys, and dk, dv of a key window query window by query window. */
+  passes?: 'dq' | 'dkdv';
+  /** dk+dv: add to dk and dv instead of overwriting them. */
+  accumulate?: boolean;
 }
 
 const MAX_HS = 128;
@@ -94,6 +99,8 @@ const ATTENTION_UNIFORMS: readonly UniformSpec[] = [
   /** Forward only: queries per workgroup and lanes splitting each query's keys (attention-forward.wgsl). */
   { name: 'blockRows', type: 'u32' },
   { name: 'keySplit', type: 'u32' },
+  /** dk+dv only: 1 adds the pass's gradients to dk and dv (one query window of several), 0 overwrites them. */
+  { name: 'accumulate', type: 'u32' },
 ];
 
 interface AttentionVariant {
@@ -272,7 +279,13 @@ function nextPowerOfTwo(n: number): number {
   return 2 ** Math.ceil(Math.log2(Math.max(1, n)));
 }
 
-function validate(op: string, a: AttentionDims & { q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'> }): number {
+/** `keysBeforeQueries`: dk+dv of a window of keys, whose later queries see past its last key (queryStart + Tq may
+ *  exceed Tk); otherwise every query's keys are among the Tk. */
+function validate(
+  op: string,
+  a: AttentionDims & { q: Tensor; k: Tensor; v: Tensor; keyMask: Tensor<'u32'> },
+  keysBeforeQueries = false,
+): number {
   const { B, Tq, Tk, NH, NKV, HS, queryStart } = a;
   for (const [name, value] of Object.entries({ B, Tq, Tk, NH, NKV, HS, queryStart })) {
     if (!Number.isInteger(value) || value < (name === 'queryStart' ? 0 : 1))
@@ -280,7 +293,8 @@ function validate(op: string, a: AttentionDims & { q: Tensor; k: Tensor; v: Tens
   }
   if (NH % NKV !== 0) throw new Error(`${op}: NH=${NH} is not a multiple of NKV=${NKV}`);
   if (HS > MAX_HS) throw new Error(`${op}: HS=${HS} exceeds the supported head size ${MAX_HS}`);
-  if (queryStart + Tq > Tk) throw new Error(`${op}: queryStart ${queryStart} + Tq ${Tq} exceeds Tk ${Tk}`);
+  if (!keysBeforeQueries && queryStart + Tq > Tk)
+    throw new Error(`${op}: queryStart ${queryStart} + Tq ${Tq} exceeds Tk ${Tk}`);
   const maskStride = a.maskBatchStride ?? Tk;
   if (maskStride < Tk) throw new Error(`${op}: maskBatchStride ${maskStride} is less than Tk ${Tk}`);
   if (a.keyMask.dtype !== 'u32')
@@ -327,10 +341,17 @@ function rangesOverlap(a: Tensor, b: Tensor): boolean {
   return a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength;
 }
 
-function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keySplit = 1): Record<string, number> {
+function uniforms(
+  a: AttentionDims,
+  maskBatchStride: number,
+  blockRows = 0,
+  keySplit = 1,
+  accumulate = false,
+): Record<string, number> {
   return {
     blockRows,
     keySplit,
+    accumulate: Number(accumulate),
     Tq: a.Tq,
     Tk: a.Tk,
     NH: a.NH,
@@ -349,6 +370,14 @@ function uniforms(a: AttentionDims, maskBatchStride: number, blockRows = 0, keyS
   };
 }
 
+/** The register dk+dv pass's stores into `dk` and `dv` (binding names): overwritten, or added to under `accumulate`
+ *  (select, so an overwrite stores the pass's value bit for bit). */
+function registerStores(dk: string, dv: string): string {
+  const store = (fn: string, target: string) =>
+    `fn ${fn}(at: u32, x: vec4<f32>) { ${target}[at] = select(x, ${target}[at] + x, params.accumulate != 0u); }\n`;
+  return store('storeDk', dk) + store('storeDv', dv);
+}
+
 /**
  * Own rows (queries, or keys for dk/dv) per workgroup of the register passes: 8 lanes x 2 rows
  * (attention-register.wgsl).
@@ -357,12 +386,8 @@ const REGISTER_BLOCK = 16;
 const REGISTER_SOURCES: Record<Pass, string> = {
   forward: registerForwardSource,
   dq: registerDqSource,
-  dkdv:
-    `fn storeDk(at: u32, x: vec4<f32>) { dk[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dv[at] = x; ` +
-    `}\n${registerDkdvSource}`,
-  'dkdv-fused':
-    `fn storeDk(at: u32, x: vec4<f32>) { dkv[at] = x; }\nfn storeDv(at: u32, x: vec4<f32>) { dkv[at] = ` +
-    `x; }\n${registerDkdvSource}`,
+  dkdv: `${registerStores('dk', 'dv')}${registerDkdvSource}`,
+  'dkdv-fused': `${registerStores('dkv', 'dkv')}${registerDkdvSource}`,
 };
 const VEC4_STATS_BINDINGS = [{ name: 'dOut', access: 'read', type: 'vec4<f32>' }, STATS_BINDING] as const;
 const REGISTER_OUTPUTS: Record<Pass, KernelSpec['bindings']> = {
@@ -460,14 +485,18 @@ function statsBuffer(engine: Engine, size: number): Tensor {
 /** dq, dk, dv of Σ dOut∘out, in three dispatches (delta, dq, dk+dv); deterministic, no atomics. */
 export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): void {
   const op = 'attentionBackward';
-  const maskStride = validate(op, args);
+  const maskStride = validate(op, args, args.passes === 'dkdv');
   const { B, Tq, Tk, NH, NKV, HS } = args;
   expectSize(op, 'out', args.out, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
   expectSize(op, 'dOut', args.dOut, B * Tq * NH * HS, `[B·Tq=${B}·${Tq}, NH·HS=${NH}·${HS}]`);
   expectSize(op, 'lse', args.lse, B * NH * Tq, `[B=${B}, NH=${NH}, Tq=${Tq}]`);
-  expectSize(op, 'dq', args.dq, args.q.size, `q's shape ${shapeString(args.q.shape)}`);
-  expectSize(op, 'dk', args.dk, args.k.size, `k's shape ${shapeString(args.k.shape)}`);
-  expectSize(op, 'dv', args.dv, args.v.size, `v's shape ${shapeString(args.v.shape)}`);
+  const dq = args.passes !== 'dkdv';
+  const dkdv = args.passes !== 'dq';
+  if (dq) expectSize(op, 'dq', args.dq, args.q.size, `q's shape ${shapeString(args.q.shape)}`);
+  if (dkdv) {
+    expectSize(op, 'dk', args.dk, args.k.size, `k's shape ${shapeString(args.k.shape)}`);
+    expectSize(op, 'dv', args.dv, args.v.size, `v's shape ${shapeString(args.v.shape)}`);
+  }
   const rows = B * NH * Tq;
   const stats = statsBuffer(engine, rows);
   engine.dispatch(deltaSpec, {
@@ -490,14 +519,16 @@ export function attentionBackward(engine: Engine, args: AttentionBackwardArgs): 
   const tile = register ? 0 : tileRows(engine, HS);
   const spec = (pass: Pass) => (register ? registerSpec(pass) : attentionSpec(engine, pass, HS, { TILE: tile, BLOCK }));
   const rowsPerWorkgroup = register ? REGISTER_BLOCK : BLOCK;
-  engine.dispatch(spec('dq'), {
-    bindings: { ...shared, dq: args.dq },
-    uniforms: uniforms(args, maskStride),
-    workgroups: [Math.ceil(Tq / rowsPerWorkgroup), NH, B],
-  });
-  engine.dispatch(spec(fused ? 'dkdv-fused' : 'dkdv'), {
-    bindings: fused ? { ...shared, dkv: args.dk } : { ...shared, dk: args.dk, dv: args.dv },
-    uniforms: uniforms(args, maskStride),
-    workgroups: [Math.ceil(Tk / rowsPerWorkgroup), NKV, B],
-  });
+  if (dq)
+    engine.dispatch(spec('dq'), {
+      bindings: { ...shared, dq: args.dq },
+      uniforms: uniforms(args, maskStride),
+      workgroups: [Math.ceil(Tq / rowsPerWorkgroup), NH, B],
+    });
+  if (dkdv)
+    engine.dispatch(spec(fused ? 'dkdv-fused' : 'dkdv'), {
+      bindings: fused ? { ...shared, dkv: args.dk } : { ...shared, dk: args.dk, dv: args.dv },
+      uniforms: uniforms(args, maskStride, 0, 1, args.accumulate),
+      workgroups: [Math.ceil(Tk / rowsPerWorkgroup), NKV, B],
+    });
 }

@@ -48,7 +48,8 @@ import { rolloutMemory, rolloutSlots } from '../generation/slots.ts';
 import { continuousCacheCapacity } from '../generation/continuous-batching.ts';
 import { DEFAULT_READ_EVERY } from '../generation/types.ts';
 import { decodeTransposedWeightNames } from '../../models/incremental-decoder.ts';
-import { mlpRowChunks } from '../../models/mlp-chunks.ts';
+import { rowChunks } from '../../models/row-chunks.ts';
+import { attentionWindowRows } from '../../models/attention-windows.ts';
 
 const F32 = 4;
 const HALF = 2;
@@ -156,13 +157,15 @@ function dtypeNote(storage: WeightStorage, c: DecoderConfig): string {
 
 /** Float32 elements per token of a decoder trunk's activations; `loraRank`: the actor's adapters (r), whose
  *  low-rank activations are 3r (q, k, v) + r (o) + 2r (gate, up) + r (down) a layer, and whose backward keeps the
- *  widest (3r). `widest`: the widest row kernels bind over every token at once; the MLP's (gate/up, 2I) may run
- *  over windows of rows instead (models/mlp-chunks.ts, `mlpWidths`). */
+ *  widest (3r). `attention`: the widest row attention binds over every token of a micro-batch at once (the fused
+ *  qkv and its gradient, its output and that gradient); every other op runs over windows of rows where a tensor it
+ *  binds by rows is above one binding (models/row-chunks.ts): the MLP over windows of `mlpWidths`, the rest of the
+ *  trunk and the heads over windows of `rowWidths` (the decoder's lists). */
 function activationsPerToken(
   c: DecoderConfig,
   training: boolean,
   loraRank: number,
-): { perLayer: number; fixed: number; widest: number; mlpWidths: number[] } {
+): { perLayer: number; fixed: number; attention: number; rowWidths: number[]; mlpWidths: number[] } {
   const C = c.hiddenSize;
   const W = qkvWidth(c);
   const I = c.intermediateSize;
@@ -173,7 +176,15 @@ function activationsPerToken(
   return {
     perLayer,
     fixed: 2 * C + 1 + (training ? backward : 0),
-    widest: Math.max(W, C, heads),
+    attention: Math.max(W, heads),
+    rowWidths: [
+      C,
+      W,
+      heads,
+      1,
+      ...(c.qkNorm ? [c.numHeads + c.numKvHeads] : []),
+      ...(loraRank > 0 ? [3 * loraRank, loraRank] : []),
+    ],
     mlpWidths: [C, 2 * I, I, ...(loraRank > 0 ? [2 * loraRank, loraRank, 3 * loraRank] : [])],
   };
 }
@@ -190,8 +201,8 @@ function trunkActivations(
   checkpointed = false,
   loraRank = 0,
   halfCompute = false,
-): { bytes: number; widestRow: number; mlpWidths: number[] } {
-  const { perLayer, fixed, widest, mlpWidths } = activationsPerToken(c, training, loraRank);
+): { bytes: number; attentionRow: number; rowWidths: number[]; mlpWidths: number[] } {
+  const { perLayer, fixed, attention, rowWidths, mlpWidths } = activationsPerToken(c, training, loraRank);
   const C = c.hiddenSize;
   const layers = !training
     ? 2 * perLayer
@@ -199,7 +210,8 @@ function trunkActivations(
       ? perLayer + (halfCompute ? C : (c.numLayers - 1) * C)
       : perLayer * c.numLayers;
   const halves = !halfCompute ? 0 : training && checkpointed ? (c.numLayers + 1) * C : C;
-  return { bytes: tokens * ((layers + fixed) * F32 + halves * HALF), widestRow: widest * F32, mlpWidths };
+  const bytes = tokens * ((layers + fixed) * F32 + halves * HALF);
+  return { bytes, attentionRow: attention * F32, rowWidths, mlpWidths };
 }
 
 /** Float32 elements of a trunk's layer weight matrices (the projections a training forward may transpose). */
@@ -451,22 +463,66 @@ function planWithRolloutBudget(
     heldAt.set(plan, new Set(allocated.keys()));
   };
   const loraRank = lora ? lora.rank : 0;
-  /** The trunk's largest tensor a kernel binds whole: the widest activation over every token, or a window of the
-   *  MLP's rows where its gate/up activation (R, 2I) is above one binding (models/mlp-chunks.ts: windows are views of
+  /** The trunk's largest tensor a kernel binds whole: attention's (`attention`), or a window of rows of the MLP's or
+   *  of the other row-wise activations where those are above one binding (models/row-chunks.ts: windows are views of
    *  the activations, so they add no memory). A window that cannot bind is a problem. */
-  const trunkBinding = (name: string, trunk: ReturnType<typeof trunkActivations>, tokens: number): MemoryItem => {
-    const gateUp = trunk.mlpWidths[1];
-    let rows = tokens;
+  const trunkBinding = (
+    name: string,
+    trunk: ReturnType<typeof trunkActivations>,
+    tokens: number,
+    attention: MemoryItem,
+  ): MemoryItem => {
+    const window = (what: string, widths: number[]): MemoryItem => {
+      let rows = tokens;
+      try {
+        rows = rowChunks(tokens, widths, device.maxBindingBytes, alignBytes)[0].rows;
+      } catch (err) {
+        problems.push(`${name}: ${(err as Error).message}`);
+      }
+      const bytes = rows * Math.max(...widths) * F32;
+      return { what: rows === tokens ? 'widest activation' : `${what} (${rows} of ${tokens} rows)`, bytes };
+    };
+    const tensors = [window('MLP gate/up window', trunk.mlpWidths), window('row window', trunk.rowWidths), attention];
+    if (tensors.every((t) => t.what === 'widest activation' || t.what === 'attention q/k/v'))
+      return { what: 'widest activation', bytes: Math.max(...tensors.map((t) => t.bytes)) };
+    return tensors.reduce((x, y) => (y.bytes > x.bytes ? y : x));
+  };
+  /** Attention over a micro-batch of `sequences`: bound whole where its q/k/v fits one binding, else over windows of
+   *  each sequence's rows (models/attention-windows.ts), which bind a window's q/k/v and one sequence's keys, and
+   *  gather every token's keys and values into compact copies (`items`). What cannot bind is a problem: then one
+   *  sequence's keys, T × NKV·HS floats, are the remaining limit. */
+  const attention = (
+    name: string,
+    c: DecoderConfig,
+    sequences: number,
+    key: string,
+  ): { binding: MemoryItem; items: MemoryItem[] } => {
+    const tokens = sequences * sequenceLength;
+    const row = Math.max(qkvWidth(c), c.numHeads * c.headDim) * F32;
+    const whole = { binding: { what: 'attention q/k/v', bytes: tokens * row }, items: [] };
+    let S: number | null;
     try {
-      rows = mlpRowChunks(tokens, trunk.mlpWidths, device.maxBindingBytes, alignBytes)[0].rows;
+      S = attentionWindowRows(c, sequences, sequenceLength, device.maxBindingBytes, alignBytes);
     } catch (err) {
-      problems.push(`${name}: ${(err as Error).message}`);
+      const message = (err as Error).message;
+      const fix = /keys/.test(message) ? ' — shorten data.max_prompt_length or data.max_response_length' : '';
+      problems.push(`${name}: ${message}${fix}`);
+      return whole;
     }
-    if (rows === tokens) return { what: 'widest activation', bytes: tokens * Math.max(trunk.widestRow, gateUp * F32) };
-    const window = { what: `MLP gate/up window (${rows} of ${tokens} rows)`, bytes: rows * gateUp * F32 };
-    return tokens * trunk.widestRow > window.bytes
-      ? { what: 'widest activation', bytes: tokens * trunk.widestRow }
-      : window;
+    if (S === null) return whole;
+    const kv = c.numKvHeads * c.headDim * F32;
+    const window = { what: `attention window (${S} of ${sequenceLength} rows)`, bytes: S * row };
+    const keys = { what: "a sequence's attention keys", bytes: sequenceLength * kv };
+    return {
+      binding: keys.bytes > window.bytes ? keys : window,
+      items: [
+        {
+          what: `attention keys and values gathered for its windows (${sequences} × ${sequenceLength} tokens)`,
+          bytes: 2 * tokens * kv,
+          key,
+        },
+      ],
+    };
   };
   /** The LM head over `tokens` tokens: its logits chunk (kernels/layers/lm-head.ts: one scratch per size, shared by
    *  every model) and the model's per-token outputs, row statistics and hidden-state gradient. */
@@ -544,7 +600,6 @@ function planWithRolloutBudget(
     model: string,
     sequences: number,
     head: 'lm' | 'value',
-    key: string,
     rank = 0,
   ) => {
     const tokens = sequences * sequenceLength;
@@ -557,8 +612,8 @@ function planWithRolloutBudget(
       },
     ];
     if (head === 'lm') items.push(...lmHead(c, model, tokens).items);
-    phase(name, items, trunkBinding(name, trunk, tokens));
-    checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
+    const windows = attention(name, c, sequences, `${model} attention forward`);
+    phase(name, [...items, ...windows.items], trunkBinding(name, trunk, tokens, windows.binding));
   };
   const update = (
     name: string,
@@ -566,7 +621,6 @@ function planWithRolloutBudget(
     model: string,
     sequences: number,
     head: 'lm' | 'value',
-    key: string,
     checkpointed: boolean,
     rank = 0,
   ) => {
@@ -598,20 +652,12 @@ function planWithRolloutBudget(
         statistics,
       );
     }
-    phase(name, items, trunkBinding(name, trunk, tokens));
-    checkMicroBatch(problems, name, key, sequences, sequenceLength * trunk.widestRow, device.maxBindingBytes);
+    const windows = attention(name, c, sequences, `${model} attention update`);
+    phase(name, [...items, ...windows.items], trunkBinding(name, trunk, tokens, windows.binding));
   };
 
   const logProbMicro = config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu ?? sizes.sequences;
-  forward(
-    'old log-probs',
-    actor,
-    'actor',
-    logProbMicro,
-    'lm',
-    'actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu',
-    loraRank,
-  );
+  forward('old log-probs', actor, 'actor', logProbMicro, 'lm', loraRank);
   if (hasReference) {
     forward(
       'reference log-probs',
@@ -619,7 +665,6 @@ function planWithRolloutBudget(
       'reference',
       config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu ?? sizes.sequences,
       'lm',
-      'actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu',
     );
   }
   if (rewardModel)
@@ -629,7 +674,6 @@ function planWithRolloutBudget(
       'reward model',
       config.reward_model.micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
-      'reward_model.micro_batch_size_per_gpu',
     );
   if (critic) {
     forward(
@@ -638,7 +682,6 @@ function planWithRolloutBudget(
       'critic',
       config.critic.forward_micro_batch_size_per_gpu ?? sizes.sequences,
       'value',
-      'critic.forward_micro_batch_size_per_gpu',
       criticLora?.rank ?? 0,
     );
     if (!config.critic.freeze)
@@ -648,7 +691,6 @@ function planWithRolloutBudget(
         'critic',
         sizes.criticMicroBatch,
         'value',
-        'critic.ppo_micro_batch_size_per_gpu',
         config.critic.model.enable_gradient_checkpointing,
         criticLora?.rank ?? 0,
       );
@@ -659,7 +701,6 @@ function planWithRolloutBudget(
     'actor',
     sizes.actorMicroBatch,
     'lm',
-    'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu',
     config.actor_rollout_ref.model.enable_gradient_checkpointing,
     loraRank,
   );
@@ -734,31 +775,6 @@ const PHASE_KEYS: Record<string, string[]> = {
   'critic update': ['critic.ppo_micro_batch_size_per_gpu'],
   'actor update': ['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'],
 };
-
-/** A micro-batch whose widest activation bound over every token (R, max(W, C, NH·HS)): the MLP's runs over windows
- *  of rows) outgrows one binding fails at its first dispatch: say so now. */
-function checkMicroBatch(
-  problems: string[],
-  phaseName: string,
-  key: string,
-  sequences: number,
-  bytesPerSequence: number,
-  maxBindingBytes: number,
-): void {
-  if (sequences * bytesPerSequence <= maxBindingBytes) return;
-  const fits = Math.floor(maxBindingBytes / bytesPerSequence);
-  problems.push(
-    fits >= 1
-      ? `${phaseName}: ${sequences} sequences per micro-batch need a ${mib(sequences * bytesPerSequence)} ` +
-          `activation, above the ` +
-          `${mib(maxBindingBytes)} binding limit — set ${key}=${fits} or less`
-      : `${phaseName}: one sequence of data.max_prompt_length + data.max_response_length tokens needs a ` +
-          `${mib(bytesPerSequence)} activation (qkv, attention or residual over every token: the trainer splits ` +
-          'only the MLP by rows, the rollout prefills in chunks), ' +
-          `above the ${mib(maxBindingBytes)} binding limit — shorten data.max_prompt_length or ` +
-          `data.max_response_length`,
-  );
-}
 
 function mib(bytes: number): string {
   return `${(bytes / 2 ** 20).toFixed(1)} MiB`;

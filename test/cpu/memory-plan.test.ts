@@ -658,26 +658,26 @@ describe('memory plan', () => {
     });
   });
 
-  it('names the key and value that make a micro-batch fit one binding, and taking it fixes that problem', () => {
-    // The widest activation bound over every token is qkv's (R, W = 256): 8 × 1,024 tokens × 1 KiB = 8 MiB.
+  it('a micro-batch whose q/k/v is above one binding attends over windows of each sequence: no problem, its keys and values gathered', () => {
+    // qkv's (R, W = 256) is 8 × 1,024 tokens × 1 KiB = 8 MiB, above 4 MiB: each sequence attends in one window of
+    // its 1,024 rows (1 MiB), against its keys gathered into 1,024 × 64 floats; keys and values of every token: 4 MiB.
     const device = { maxBindingBytes: 4 * MIB, memory: FOUR_GIB };
     const plan = planMemory(config([]), { actor, critic, rewardModel: null }, device);
-    const advice = plan.problems.find((p) => p.startsWith('actor update'))!;
-    expect(advice).toMatch(
-      /actor update: 8 sequences per micro-batch need a 8\.0 MiB activation, above the 4\.0 MiB binding limit — set actor_rollout_ref\.actor\.ppo_micro_batch_size_per_gpu=4 or less/,
-    );
-    const fixed = planMemory(
-      config(['actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4']),
-      { actor, critic, rewardModel: null },
-      device,
-    );
-    expect(fixed.problems.some((p) => p.startsWith('actor update'))).toBe(false);
-    expect(
-      plan.problems.some(
-        (p) =>
-          p.startsWith('old log-probs') && p.includes('actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu='),
-      ),
-    ).toBe(true);
+    expect(plan.problems).toEqual([]);
+    const update = plan.phases.find((p) => p.phase === 'actor update')!;
+    expect(update.items).toContainEqual({
+      what: 'attention keys and values gathered for its windows (8 × 1024 tokens)',
+      bytes: 4 * MIB,
+      key: 'actor attention update',
+    });
+    expect(update.largestTensor).toEqual({ what: 'row window (4096 of 8192 rows)', bytes: 4 * MIB });
+    // Where the micro-batch's q/k/v binds (the update's 8 sequences; old log-probs' 16 still do not), nothing is
+    // gathered.
+    const whole = planMemory(config([]), { actor, critic, rewardModel: null }, { ...device, maxBindingBytes: 8 * MIB });
+    const gathered = (phase: string) =>
+      whole.phases.find((p) => p.phase === phase)!.items.some((i) => i.what.startsWith('attention keys'));
+    expect(gathered('actor update')).toBe(false);
+    expect(gathered('old log-probs')).toBe(true);
   });
 
   it("an MLP gate/up activation above one binding runs over windows of rows: no problem, its window the phase's largest tensor", () => {
@@ -698,6 +698,24 @@ describe('memory plan', () => {
       what: 'widest activation',
       bytes: 8 * 1024 * 768 * 4,
     });
+  });
+
+  it("a residual stream wider than q/k/v runs over windows too, and what stays whole, a sequence's keys, is named in tokens", () => {
+    // Old log-probs of 16 × 1,024 tokens: hidden 512 floats (2 KiB a token, 32 MiB) above a 16 MiB binding, qkv's
+    // 256 (16 MiB) not; the gate/up windows hold 5,461 rows (16.0 MiB).
+    const wide = parseHfConfig({ ...QWEN3_SMALL, hidden_size: 512 });
+    const models = { actor: wide, critic: withHead(wide, 'token-classification'), rewardModel: null };
+    const plan = planMemory(config([]), models, { maxBindingBytes: 16 * MIB, memory: FOUR_GIB });
+    expect(plan.problems.filter((p) => /activation|binding|attention/.test(p))).toEqual([]);
+    // Before the residual stream ran over windows, the plan refused it: a 32.0 MiB activation, above the binding.
+    const oldLogprobs = plan.phases.find((p) => p.phase === 'old log-probs')!;
+    expect(oldLogprobs.largestTensor).toEqual({ what: 'row window (8192 of 16384 rows)', bytes: 16 * MIB });
+    // What remains bound whole is one sequence's keys: 1,024 tokens × 64 floats (256 KiB) above a 128 KiB binding.
+    const long = planMemory(config([]), models, { maxBindingBytes: 128 * 1024, memory: FOUR_GIB });
+    expect(long.problems).toContain(
+      "actor update: attention: one sequence's keys (1024 tokens × 64 floats) are above the 131072-byte binding " +
+        'limit, which holds 511 tokens — shorten data.max_prompt_length or data.max_response_length',
+    );
   });
 
   it('the rollout decodes as many sequences at once as its memory holds, not one binding: decode and prefill groups', () => {

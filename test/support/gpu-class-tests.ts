@@ -47,7 +47,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'hf-parity',
   'lora',
   'micro-batching',
-  'mlp-chunks',
+  'row-chunks',
   'prefill-chunks',
   'multi-turn-masks',
   'rollout',
