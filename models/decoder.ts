@@ -93,6 +93,8 @@ export interface DecoderForwardOptions {
  * `checkpointed` keeps each layer's input and one layer's activations, recomputed layer by layer in backward.
  */
 type WorkspaceMode = 'infer' | 'train' | 'checkpointed';
+/** A projection's LoRA adapter backward over a window's rows (no-op without adapters). */
+type AdapterBackward = (kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) => void;
 
 /** The layer weights a forward multiplies by (layerForward's projections), by name within a layer. */
 export const LINEAR_WEIGHTS = [
@@ -645,7 +647,7 @@ export class DecoderTrunk {
       body: (
         rows: <T extends Tensor | undefined>(t: T, width: number) => T,
         n: number,
-        adapter: (kind: ProjectionKind, x: Tensor, u: Tensor | undefined, dOut: Tensor, dX: Tensor) => void,
+        adapter: AdapterBackward,
       ) => void,
     ) => {
       for (const chunk of windows) {
@@ -656,6 +658,25 @@ export class DecoderTrunk {
           lora?.backward(l, kind, { x, u: rows(u, lora.rankOf(l, kind))!, dOut, dX, du, grads, M: n }),
         );
       }
+    };
+    /** A projection's backward over a window of n rows of x (n, inputs) and dY (n, outputs): dX = dY·W, then the
+     *  weight's gradient (and with `ones`, its bias's) where the weight trains, then its adapter's part. */
+    const projectionBackward = (
+      adapter: AdapterBackward,
+      kind: ProjectionKind,
+      weight: string,
+      t: { x: Tensor; u?: Tensor; dY: Tensor; dX: Tensor; n: number; inputs: number; outputs: number; ones?: Tensor },
+    ) => {
+      const { x, dY, dX, n, inputs, outputs, ones } = t;
+      matmul(e, { a: dY, ...weightOperand(this.weights, weight), out: dX, M: n, N: inputs, K: outputs, layout: 'nn' });
+      if (!lora) {
+        matmul(e, { a: dY, b: x, out: g(weight), M: outputs, N: inputs, K: n, layout: 'tn', accumulate: true });
+        if (ones) {
+          const bias = weight.replace(/\.weight$/, '.bias');
+          matmul(e, { a: dY, b: ones, out: g(bias), M: outputs, N: 1, K: n, layout: 'tn', accumulate: true });
+        }
+      }
+      adapter(kind, x, t.u, dY, dX);
     };
 
     for (const chunk of chunks)
@@ -688,49 +709,25 @@ export class DecoderTrunk {
         const dNormed = rows(ws.dNormed, C);
         const act = rows(a.act, I);
         const normed = rows(a.mlpNormed, C);
-        matmul(e, {
-          a: dResidual,
-          ...weightOperand(this.weights, `${p}.mlp.down_proj.weight`),
-          out: dAct,
-          M: n,
-          N: I,
-          K: C,
-          layout: 'nn',
+        projectionBackward(adapter, 'down', `${p}.mlp.down_proj.weight`, {
+          x: act,
+          u: a.lora.down,
+          dY: dResidual,
+          dX: dAct,
+          n,
+          inputs: I,
+          outputs: C,
         });
-        if (!lora)
-          matmul(e, {
-            a: dResidual,
-            b: act,
-            out: g(`${p}.mlp.down_proj.weight`),
-            M: C,
-            N: I,
-            K: n,
-            layout: 'tn',
-            accumulate: true,
-          });
-        adapter('down', act, a.lora.down, dResidual, dAct);
         swigluBackward(e, { gateUp: rows(a.gateUp, 2 * I), dOut: dAct, dGateUp, rows: n, I });
-        matmul(e, {
-          a: dGateUp,
-          ...weightOperand(this.weights, `${p}.mlp.gate_up_proj.weight`),
-          out: dNormed,
-          M: n,
-          N: C,
-          K: 2 * I,
-          layout: 'nn',
+        projectionBackward(adapter, 'gateUp', `${p}.mlp.gate_up_proj.weight`, {
+          x: normed,
+          u: a.lora.gateUp,
+          dY: dGateUp,
+          dX: dNormed,
+          n,
+          inputs: C,
+          outputs: 2 * I,
         });
-        if (!lora)
-          matmul(e, {
-            a: dGateUp,
-            b: normed,
-            out: g(`${p}.mlp.gate_up_proj.weight`),
-            M: 2 * I,
-            N: C,
-            K: n,
-            layout: 'tn',
-            accumulate: true,
-          });
-        adapter('gateUp', normed, a.lora.gateUp, dGateUp, dNormed);
       });
       overChunks(chunks, l, (rows, n, adapter) => {
         const dResidual = rows(ws.dResidual, C);
@@ -749,40 +746,16 @@ export class DecoderTrunk {
           accumulateDx: true,
           accumulateDWeight: true,
         });
-        matmul(e, {
-          a: dResidual,
-          ...weightOperand(this.weights, `${p}.self_attn.o_proj.weight`),
-          out: dAttnOut,
-          M: n,
-          N: NHS,
-          K: C,
-          layout: 'nn',
+        projectionBackward(adapter, 'o', `${p}.self_attn.o_proj.weight`, {
+          x: attnOut,
+          u: a.lora.o,
+          dY: dResidual,
+          dX: dAttnOut,
+          n,
+          inputs: NHS,
+          outputs: C,
+          ones: c.outputBias ? rows(ws.ones, 1) : undefined,
         });
-        if (!lora) {
-          matmul(e, {
-            a: dResidual,
-            b: attnOut,
-            out: g(`${p}.self_attn.o_proj.weight`),
-            M: C,
-            N: NHS,
-            K: n,
-            layout: 'tn',
-            accumulate: true,
-          });
-          if (c.outputBias) {
-            matmul(e, {
-              a: dResidual,
-              b: rows(ws.ones, 1),
-              out: g(`${p}.self_attn.o_proj.bias`),
-              M: C,
-              N: 1,
-              K: n,
-              layout: 'tn',
-              accumulate: true,
-            });
-          }
-        }
-        adapter('o', attnOut, a.lora.o, dResidual, dAttnOut);
       });
       if (ws.attention) {
         this.attentionWindows.gatherKeys(ws.attention, a.qkv, chunks, R);
@@ -833,39 +806,16 @@ export class DecoderTrunk {
             HS: c.headDim,
           });
         }
-        if (c.attentionBias && !lora) {
-          matmul(e, {
-            a: dProjection,
-            b: rows(ws.ones, 1),
-            out: g(`${p}.self_attn.qkv_proj.bias`),
-            M: W,
-            N: 1,
-            K: n,
-            layout: 'tn',
-            accumulate: true,
-          });
-        }
-        matmul(e, {
-          a: dProjection,
-          ...weightOperand(this.weights, `${p}.self_attn.qkv_proj.weight`),
-          out: dNormed,
-          M: n,
-          N: C,
-          K: W,
-          layout: 'nn',
+        projectionBackward(adapter, 'qkv', `${p}.self_attn.qkv_proj.weight`, {
+          x: normed,
+          u: a.lora.qkv,
+          dY: dProjection,
+          dX: dNormed,
+          n,
+          inputs: C,
+          outputs: W,
+          ones: c.attentionBias ? rows(ws.ones, 1) : undefined,
         });
-        if (!lora)
-          matmul(e, {
-            a: dProjection,
-            b: normed,
-            out: g(`${p}.self_attn.qkv_proj.weight`),
-            M: W,
-            N: C,
-            K: n,
-            layout: 'tn',
-            accumulate: true,
-          });
-        adapter('qkv', normed, a.lora.qkv, dProjection, dNormed);
         rmsnormBackward(e, {
           x: rows(a.input, C),
           weight: this.param(`${p}.input_layernorm.weight`),

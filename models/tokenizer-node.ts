@@ -14,6 +14,7 @@ import {
   TokenizerError,
   resolveSpecialTokens,
   cleanUpTokenizationSpaces,
+  specialAddedTokenIds,
 } from './tokenizer.ts';
 
 export type TokenizerBackend = 'native' | 'js';
@@ -28,6 +29,7 @@ export class NativeTokenizer implements Tokenizer {
     private readonly impl: NativeTokenizerImpl,
     config: TokenizerConfig,
     specialTokensMap: TokenizerConfig | null,
+    readonly skippedIds: ReadonlySet<number>,
   ) {
     this.vocabSize = impl.getVocabSize(true);
     this.special = resolveSpecialTokens(config, specialTokensMap, (t) => impl.tokenToId(t) ?? undefined);
@@ -39,7 +41,9 @@ export class NativeTokenizer implements Tokenizer {
     config: TokenizerConfig = {},
     specialTokensMap: TokenizerConfig | null = null,
   ): NativeTokenizer {
-    return new NativeTokenizer(NativeTokenizerImpl.fromString(tokenizerJson), config, specialTokensMap);
+    // The bindings do not list their added tokens: the file does.
+    const skipped = specialAddedTokenIds(JSON.parse(tokenizerJson) as object);
+    return new NativeTokenizer(NativeTokenizerImpl.fromString(tokenizerJson), config, specialTokensMap, skipped);
   }
 
   async encode(text: string, options: EncodeOptions = {}): Promise<number[]> {

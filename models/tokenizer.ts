@@ -36,6 +36,17 @@ export interface Tokenizer {
   /** len(tokenizer) in transformers: the vocabulary including added tokens (may be below config.vocab_size). */
   readonly vocabSize: number;
   readonly special: SpecialTokens;
+  /**
+   * The added tokens marked special in tokenizer.json: decoding with skipSpecialTokens drops them before the decoder
+   * runs (both backends), so such a token changes no decoded text around it.
+   */
+  readonly skippedIds: ReadonlySet<number>;
+}
+
+/** tokenizer.json's added tokens marked special: the ids decode() drops with skipSpecialTokens. */
+export function specialAddedTokenIds(tokenizerJson: object): ReadonlySet<number> {
+  const added = (tokenizerJson as { added_tokens?: { id?: unknown; special?: unknown }[] }).added_tokens ?? [];
+  return new Set(added.filter((t) => t.special === true && Number.isInteger(t.id)).map((t) => t.id as number));
 }
 
 /** The parts of tokenizer_config.json (and special_tokens_map.json) that shape tokenizing. */
@@ -108,6 +119,7 @@ export class JsTokenizer implements Tokenizer {
     private readonly impl: JsTokenizerImpl,
     config: TokenizerConfig,
     specialTokensMap: TokenizerConfig | null,
+    readonly skippedIds: ReadonlySet<number>,
   ) {
     this.vocabSize = impl.get_vocab(true).size;
     this.special = resolveSpecialTokens(config, specialTokensMap, (t) => impl.token_to_id(t));
@@ -128,7 +140,12 @@ export class JsTokenizer implements Tokenizer {
       model?.type === 'WordLevel' && typeof model.unk_token === 'string'
         ? { ...config, unk_token: model.unk_token }
         : config;
-    return new JsTokenizer(new JsTokenizerImpl(tokenizerJson, implConfig), config, specialTokensMap);
+    return new JsTokenizer(
+      new JsTokenizerImpl(tokenizerJson, implConfig),
+      config,
+      specialTokensMap,
+      specialAddedTokenIds(tokenizerJson),
+    );
   }
 
   async encode(text: string, options: EncodeOptions = {}): Promise<number[]> {

@@ -229,24 +229,29 @@ export async function decodeContinuous(
       taken.map((to, from) => ({ from, to })),
     );
     taken.forEach((r, k) => {
-      const outRow = outRows[r];
       rows[r] = {
         queued: samples[k],
-        outRow,
+        outRow: outRows[r],
         firstDispatch: dispatches,
         harvested: 0,
         logprobs: [],
         windowStart: decoder.cache.length - width,
       };
-      state.startRows(r, [
-        {
-          sampling: { ...samples[k].sampling, outRow },
-          position: samples[k].prompt.length - 1,
-          processing: samples[k].processing,
-          prompt: samples[k].prompt,
-        },
-      ]);
     });
+    // One startRows per run of consecutive rows (the usual case: rows free up and are taken in order): each call
+    // uploads 4-5 per-row tensors.
+    for (let k = 0, end = 1; k < taken.length; k = end, end = k + 1) {
+      while (end < taken.length && taken[end] === taken[end - 1] + 1) end++;
+      state.startRows(
+        taken[k],
+        samples.slice(k, end).map((s, j) => ({
+          sampling: { ...s.sampling, outRow: outRows[taken[k + j]] },
+          position: s.prompt.length - 1,
+          processing: s.processing,
+          prompt: s.prompt,
+        })),
+      );
+    }
     return logits;
   };
   /**

@@ -26,7 +26,7 @@ const FIRST_PLANNED_TOKENS = 4;
 /** What a half-decoded UTF-8 sequence decodes to: the text waits for the next token. */
 const REPLACEMENT = '\uFFFD';
 
-type Decoder = Pick<Tokenizer, 'decode' | 'decodeBatch'>;
+export type Decoder = Pick<Tokenizer, 'decode' | 'decodeBatch' | 'skippedIds'>;
 type TextRequest = Pick<GenerationRequest, 'stop' | 'stopTokenIds' | 'keepStopString' | 'skipSpecialTokens'>;
 
 /** One sample's text as tokens arrive: the prompt's last tokens are context, never part of the text. */
@@ -47,6 +47,14 @@ export class IncrementalText {
     this.readOffset = this.ids.length;
   }
 
+  /**
+   * A token decoding drops (a special token, with skipSpecialTokens): every window decodes as it would without it,
+   * so it adds nothing and moves no offset, as decoding its windows would find; no tokenizer call is made for it.
+   */
+  private dropped(id: number): boolean {
+    return this.skipSpecialTokens && this.tokenizer.skippedIds.has(id);
+  }
+
   /** Appends tokens; returns the text each added (empty while it leaves a character incomplete). */
   async push(tokens: readonly number[]): Promise<string[]> {
     const added: string[] = [];
@@ -58,21 +66,31 @@ export class IncrementalText {
       this.ids.push(...tokens.slice(added.length, added.length + planned));
       const plan: { prefix: number; read: number; end: number }[] = [];
       for (let end = first + 1, prefix = this.prefixOffset, read = this.readOffset; end <= this.ids.length; end++) {
+        if (this.dropped(this.ids[end - 1])) continue;
         plan.push({ prefix, read, end });
         [prefix, read] = [read, end];
       }
-      const texts = await this.tokenizer.decodeBatch(
-        plan.flatMap((w) => [this.ids.slice(w.prefix, w.read), this.ids.slice(w.prefix, w.end)]),
-        { skipSpecialTokens: this.skipSpecialTokens },
-      );
+      const texts =
+        plan.length === 0
+          ? []
+          : await this.tokenizer.decodeBatch(
+              plan.flatMap((w) => [this.ids.slice(w.prefix, w.read), this.ids.slice(w.prefix, w.end)]),
+              { skipSpecialTokens: this.skipSpecialTokens },
+            );
       planned *= 2;
-      for (const [k, w] of plan.entries()) {
+      for (let end = first + 1, k = 0; end <= this.ids.length; end++) {
+        if (this.dropped(this.ids[end - 1])) {
+          added.push('');
+          continue;
+        }
+        const w = plan[k];
         if (w.prefix !== this.prefixOffset || w.read !== this.readOffset) {
           this.ids.length = w.end - 1;
           planned = FIRST_PLANNED_TOKENS;
           break;
         }
         added.push(this.advance(texts[2 * k], texts[2 * k + 1], w.end, false));
+        k++;
       }
     }
     return added;
@@ -80,6 +98,8 @@ export class IncrementalText {
 
   /** At the end of the sample: an incomplete character's bytes as the tokenizer decodes them (U+FFFD). */
   async flush(): Promise<string> {
+    // Nothing after the read offset but dropped tokens: the whole window decodes as the prefix, which adds nothing.
+    if (this.ids.slice(this.readOffset).every((id) => this.dropped(id))) return '';
     const [prefix, whole] = await this.tokenizer.decodeBatch(
       [this.ids.slice(this.prefixOffset, this.readOffset), this.ids.slice(this.prefixOffset)],
       { skipSpecialTokens: this.skipSpecialTokens },

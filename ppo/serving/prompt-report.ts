@@ -2,9 +2,8 @@
 // text, each token's own text (decoded incrementally, as a sample's: they join to the decoded prompt), and, when it
 // was scored on the device (ppo/generation/prompt-scoring.ts), each token's log-prob, rank and alternatives, the
 // alternatives' texts being what each would have added where it stands.
-import type { Tokenizer } from '../../models/tokenizer.ts';
 import type { PromptScores } from '../generation/prompt-scoring.ts';
-import { IncrementalText, alternativeTexts } from './completion-text.ts';
+import { IncrementalText, alternativeTexts, type Decoder } from './completion-text.ts';
 
 export interface ReportedPrompt {
   ids: readonly number[];
@@ -25,7 +24,7 @@ export interface ReportedScores {
 }
 
 export async function reportPrompt(
-  tokenizer: Pick<Tokenizer, 'decode' | 'decodeBatch'>,
+  tokenizer: Decoder,
   ids: readonly number[],
   given: string | null,
   scores: PromptScores | null,

@@ -1,8 +1,7 @@
 // One sample's text as it streams: at each read of the decode batch, the text its new tokens add, held back where a
 // stop string could still begin (vLLM's stop_buffer_length: the longest stop string less one character), so a
 // stream never sends text that the stop string later cuts; the last chunk carries the rest and the finish reason.
-import type { Tokenizer } from '../../models/tokenizer.ts';
-import { IncrementalText, alternativeTexts, cutAtStop, finishedText } from './completion-text.ts';
+import { IncrementalText, alternativeTexts, cutAtStop, finishedText, type Decoder } from './completion-text.ts';
 import type { TopAlternatives } from '../generation/continuous-batching.ts';
 import type { GenerationRequest } from './generation-request.ts';
 import type { StreamDelta } from './openai.ts';
@@ -21,7 +20,7 @@ export class SampleStream {
   private readonly holdBack: number;
 
   constructor(
-    private readonly tokenizer: Pick<Tokenizer, 'decode' | 'decodeBatch'>,
+    private readonly tokenizer: Decoder,
     private readonly promptIds: readonly number[],
     private readonly request: TextRequest & Pick<GenerationRequest, 'topLogprobs'>,
     readonly index: number,

@@ -364,6 +364,7 @@ describe('serve responses', () => {
   const decodeChars = {
     decode: async (ids: readonly number[]) => chars(ids),
     decodeBatch: async (ids: readonly (readonly number[])[]) => ids.map(chars),
+    skippedIds: new Set<number>(),
   };
   const request = { stop: ['cd', 'b'], stopTokenIds: [9], keepStopString: false, skipSpecialTokens: true };
 

@@ -4,7 +4,7 @@
 // over byte tokens appears only whole, and a stream's chunks join to the same text, never sending what a stop string
 // later cuts. Also: the scheduler's abort and its observer, the JSON depth and prompt byte limits.
 import { describe, it, expect } from 'vitest';
-import { IncrementalText, completionText } from '../../ppo/serving/completion-text.ts';
+import { IncrementalText, completionText, type Decoder } from '../../ppo/serving/completion-text.ts';
 import { SampleStream } from '../../ppo/serving/streaming.ts';
 import { Scheduler, type SampleResult } from '../../ppo/serving/scheduler.ts';
 import { jsonDepth } from '../../ppo/serving/http-server-node.ts';
@@ -67,6 +67,56 @@ const sample = (tokens: number[], reason: SampleResult['reason'] = 'length'): Sa
   reason,
 });
 
+/** `t` as IncrementalText sees it, with these skippedIds, counting its decodeBatch calls and their windows. */
+function countingDecoder(t: Tokenizer, skippedIds: ReadonlySet<number>) {
+  const count = { calls: 0, windows: [] as (readonly number[])[] };
+  const decoder: Decoder = {
+    skippedIds,
+    decode: (ids, options) => t.decode(ids, options),
+    decodeBatch: (ids, options) => {
+      count.calls++;
+      count.windows.push(...ids);
+      return t.decodeBatch(ids, options);
+    },
+  };
+  return { count, decoder };
+}
+
+/**
+ * Special tokens among a response's tokens (`at`: where, in the tokens without them; a position twice: two in a row)
+ * give with the tokenizer's skippedIds the texts, token texts and final flush of decoding every window (skippedIds
+ * empty: the tokenizer drops them itself), with and without skip_special_tokens; with it no window ends on one, and a
+ * response whose last tokens add text or are dropped needs no call to flush.
+ */
+async function checkDroppedTokens(t: Tokenizer, prompt: string, completion: string, specials: number[], at: number[]) {
+  const { promptIds, tokens: plain } = await split(t, prompt, completion);
+  const tokens = [...plain];
+  for (const [k, position] of [...at.entries()].sort((a, b) => b[1] - a[1]))
+    tokens.splice(position, 0, specials[k % specials.length]);
+  expect(specials.every((id) => t.skippedIds.has(id))).toBe(true);
+  const endsOnSpecial = (windows: (readonly number[])[]) => windows.filter((w) => specials.includes(w.at(-1)!)).length;
+  for (const skip of [true, false]) {
+    const reference = countingDecoder(t, new Set());
+    const oneAtATime = new IncrementalText(reference.decoder, promptIds, skip);
+    const texts: string[] = [];
+    for (const token of tokens) texts.push(...(await oneAtATime.push([token])));
+    const referenceEnd = await oneAtATime.flush();
+    const dropping = countingDecoder(t, t.skippedIds);
+    const atOnce = new IncrementalText(dropping.decoder, promptIds, skip);
+    expect(await atOnce.push(tokens)).toEqual(texts);
+    expect(await atOnce.flush()).toBe(referenceEnd);
+    expect(atOnce.text).toBe(oneAtATime.text);
+    expect(endsOnSpecial(reference.count.windows)).toBeGreaterThan(0);
+    expect(endsOnSpecial(dropping.count.windows) === 0).toBe(skip);
+  }
+  const tokensThenEnd = [...tokens, ...specials];
+  const completed = countingDecoder(t, t.skippedIds);
+  await completionText(completed.decoder, sample(tokensThenEnd), promptIds, request);
+  const pushOnly = countingDecoder(t, t.skippedIds);
+  await new IncrementalText(pushOnly.decoder, promptIds, true).push(tokensThenEnd);
+  expect(completed.count.calls).toBe(pushOnly.count.calls);
+}
+
 function checkTokenizer(name: string, load: () => Promise<Tokenizer>, prompt: string, completion: string) {
   it(`${name}: the completion keeps its leading space, and its token texts join to it`, async () => {
     const t = await load();
@@ -120,7 +170,8 @@ describeWithFixtures('served text: stories260K SentencePiece', ['hf/stories260K/
     const texts: string[] = [];
     for (const token of tokens) texts.push(...(await oneAtATime.push([token])));
     let calls = 0;
-    const counted: Pick<Tokenizer, 'decode' | 'decodeBatch'> = {
+    const counted: Decoder = {
+      skippedIds: t.skippedIds,
       decode: (ids, options) => t.decode(ids, options),
       decodeBatch: (ids, options) => {
         calls++;
@@ -134,6 +185,22 @@ describeWithFixtures('served text: stories260K SentencePiece', ['hf/stories260K/
     expect(calls).toBe(4);
   });
 
+  it('special tokens add nothing and cost no window: the texts of decoding each window (<unk>, <s>, </s>)', async () => {
+    const t = await load();
+    // Among the emoji's byte tokens, two in a row, first and last.
+    await checkDroppedTokens(t, 'Lily saw a', ' 😀 cat. She ran', [0, 1, 2], [0, 2, 3, 3, 6, 9]);
+    // Last tokens: an incomplete character, then a special token: flush still decodes (U+FFFD).
+    const { promptIds, tokens } = await split(t, 'Lily saw a', ' 😀');
+    const cut = [...tokens.slice(0, -1), 2];
+    const oneAtATime = new IncrementalText(countingDecoder(t, new Set()).decoder, promptIds, true);
+    for (const token of cut) await oneAtATime.push([token]);
+    const dropping = new IncrementalText(t, promptIds, true);
+    await dropping.push(cut);
+    const end = await dropping.flush();
+    expect(end).toBe(await oneAtATime.flush());
+    expect(end).toContain('\uFFFD');
+  });
+
   it('a long response whose tokens often add nothing decodes windows in proportion to its length', async () => {
     const t = await load();
     // 30 emojis of 4 byte-fallback tokens each: 3 of every 4 tokens add nothing.
@@ -142,7 +209,8 @@ describeWithFixtures('served text: stories260K SentencePiece', ['hf/stories260K/
     const texts: string[] = [];
     for (const token of tokens) texts.push(...(await oneAtATime.push([token])));
     let windows = 0;
-    const counted: Pick<Tokenizer, 'decode' | 'decodeBatch'> = {
+    const counted: Decoder = {
+      skippedIds: t.skippedIds,
       decode: (ids, options) => t.decode(ids, options),
       decodeBatch: (ids, options) => {
         windows += ids.length;
@@ -166,6 +234,11 @@ describe('served text: byte-level BPE and the built-in tokenizer', () => {
   };
   checkTokenizer('built-in characters', builtin(arithmeticTokenizer), '1+2=', '3+45');
   checkTokenizer('built-in words', builtin(syntheticQaTokenizer), WORDS.prompt, WORDS.completion);
+
+  it('a special token adds nothing and costs no window: the texts of decoding each window', async () => {
+    const t = byteLevelTokenizer();
+    await checkDroppedTokens(t, 'a girl named Lily.', ' Lily: she is é', [t.special.eos!.id], [0, 3, 5, 5, 8]);
+  });
 
   it('a special token ends the text without adding to it (skip_special_tokens)', async () => {
     const t = byteLevelTokenizer();

@@ -1,4 +1,5 @@
 import { describe, it, expect } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +31,17 @@ describeWithFixtures('stories260K', STORIES_FILES, () => {
         pad: null,
         unk: { token: '<unk>', id: 0 },
       });
+      expect([...t.skippedIds].sort()).toEqual([0, 1, 2]);
+    });
+
+    it('skippedIds: the added tokens marked special, which decoding drops; an added token not marked special stays', async () => {
+      const json = JSON.parse(readFileSync(join(STORIES, 'tokenizer.json'), 'utf8'));
+      json.added_tokens.push({ ...json.added_tokens[0], id: 512, content: '<think>', special: false });
+      const t = backend === 'native' ? NativeTokenizer.fromJson(JSON.stringify(json)) : JsTokenizer.fromJson(json, {});
+      expect([...t.skippedIds].sort()).toEqual([0, 1, 2]);
+      // Dropped before decoding: the text around a special token is the text without it.
+      expect(await t.decode([261, 2, 1, 261], { skipSpecialTokens: true })).toBe(await t.decode([261, 261]));
+      expect(await t.decode([261, 512, 261], { skipSpecialTokens: true })).toContain('<think>');
     });
 
     it.each(cases.map((c) => [JSON.stringify(c.text).slice(0, 40), c] as const))(

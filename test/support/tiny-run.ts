@@ -1,6 +1,7 @@
 // A tiny real run for trainer tests: a fresh 1-layer Qwen3-style model saved as a Hugging Face directory with a
 // built-in task's tokenizer, and a JSONL training file in verl's schema (for the search task, also its corpus).
 import { readFile, writeFile } from 'node:fs/promises';
+import { vi } from 'vitest';
 import { join } from 'node:path';
 import { Engine } from '../../engine/index.ts';
 import { tinyQwen3Config } from '../../models/presets.ts';
@@ -16,6 +17,7 @@ import {
   syntheticQaTokenizerFiles,
 } from '../../ppo/tasks/synthetic-qa.ts';
 import { makeTempDir } from './temp-dir.ts';
+import { main } from '../../ppo/jobs/ppo-job-node.ts';
 
 export interface TinyRun {
   root: string;
@@ -113,6 +115,35 @@ export async function runMetrics(runDir: string): Promise<{ step: number; data: 
     .trim()
     .split('\n')
     .map((line) => JSON.parse(line));
+}
+
+/**
+ * One GRPO step of `run` through train.js's `main` on a device that binds at most `binding` bytes
+ * (WEBGPU_MAX_BINDING_BYTES, stubbed: the caller's afterEach unstubs it): rollout.n 2, a mini-batch of 4, `micro`
+ * sequences in every micro-batch, the KL loss on; `extra` keys last. Expects exit code 0 and finite losses; gives
+ * the step's metrics.
+ */
+export async function grpoStepUnderBinding(run: TinyRun, binding: number, micro: number, extra: string[] = []) {
+  vi.stubEnv('WEBGPU_MAX_BINDING_BYTES', String(binding));
+  const dir = join(run.root, 'run');
+  const code = await main([
+    ...run.overrides,
+    'algorithm.adv_estimator=grpo',
+    'actor_rollout_ref.rollout.n=2',
+    'actor_rollout_ref.actor.ppo_mini_batch_size=4',
+    `actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=${micro}`,
+    `actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=${micro}`,
+    `actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=${micro}`,
+    'actor_rollout_ref.actor.use_kl_loss=true',
+    `trainer.default_local_dir=${dir}`,
+    'trainer.total_training_steps=1',
+    ...extra,
+  ]);
+  if (code !== 0) throw new Error(`train.js under a ${binding}-byte binding exited with ${code}`);
+  const [step] = (await runMetrics(dir)).filter((m) => m.data['actor/pg_loss'] !== undefined);
+  for (const key of ['actor/pg_loss', 'actor/kl_loss', 'actor/grad_norm'])
+    if (!Number.isFinite(step.data[key])) throw new Error(`${key} is ${step.data[key]}`);
+  return step.data;
 }
 
 /**

@@ -459,6 +459,19 @@ describe('continuous batching', () => {
     },
   );
 
+  it('samples admitted together into consecutive rows start with one upload per per-row tensor, not per row', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const uploadsFor = async (n: number) => {
+      const before = engine.transfers.uploads;
+      await new RolloutGenerator(engine, policy).generate(PROMPTS, { ...BASE, n, maxResponseLength: 1 });
+      return engine.transfers.uploads - before;
+    };
+    // 6 and 24 samples, each batch admitted at once: 18 more samples, one upload more each as it ends (its finished
+    // flag); starting a row on its own took 4-5 more each (90 here).
+    expect((await uploadsFor(8)) - (await uploadsFor(2))).toBeLessThanOrEqual(18);
+  });
+
   it(
     "a server's loop admits a sample at the step after it arrives, and the host sees a sample end one step after " +
       'its last token, where a waiting one takes its row; tokens and old log-probs of one batch',

@@ -10,7 +10,10 @@
 // requests in flight (default 32, one sample each, --max-slots C), alternated, and the ratio of their tokens/s;
 // with each side's decode steps, rows per step, prefill groups and CPU time per 1,000 tokens (the server's process
 // and this one, the client: on a shared machine the CPU time varies less than the wall time), split into the main
-// (JavaScript) thread's and the other threads' (on lavapipe, the device's own work).
+// (JavaScript) thread's and the other threads' (on lavapipe, the device's own work). The client's CPU is reported
+// apart too: here it shares the cores with the server, where a trainer's would run on a machine of its own. The
+// bench's random model ends most answers on EOS after ~26 tokens; `--answer-tokens=N` makes every answer N tokens
+// long on both sides (ignore_eos, max N new tokens), as long as rollouts' and served answers usually are.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -75,7 +78,8 @@ async function serverTokens(servers: readonly ServeProcess[]): Promise<number[]>
   );
 }
 
-/** Requests per alternation of the throughput bench, and the new tokens each asks for. */
+/** Requests per alternation of the throughput bench, and the new tokens each asks for by default (most end earlier, on
+ * EOS). */
 const THROUGHPUT_REQUESTS = 64;
 const THROUGHPUT_NEW_TOKENS = 64;
 const THROUGHPUT_ROUNDS = 5;
@@ -83,8 +87,15 @@ const THROUGHPUT_ROUNDS = 5;
 /**
  * Generated tokens per second in this process (RolloutGenerator over every prompt, `concurrency` slots) and through
  * one serve.js with `concurrency` requests in flight, alternated `THROUGHPUT_ROUNDS` times after a warm-up of each.
+ * `answerTokens`: every answer that long (no EOS ends it); null: up to THROUGHPUT_NEW_TOKENS, ended by EOS.
  */
-async function benchmarkServeThroughput(model: string, concurrency: number): Promise<Row[]> {
+async function benchmarkServeThroughput(
+  model: string,
+  concurrency: number,
+  answerTokens: number | null,
+): Promise<Row[]> {
+  const newTokens = answerTokens ?? THROUGHPUT_NEW_TOKENS;
+  const ignoreEos = answerTokens !== null;
   const prompts = arithmeticDataset({ digits: 2, trainSize: THROUGHPUT_REQUESTS, valSize: 0, seed: 4 }).train.map(
     (r) => (r.row.prompt as { content: string }[])[0].content,
   );
@@ -95,7 +106,7 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
     '--max-prompt-tokens',
     String(PROMPT_TOKENS),
     '--max-new-tokens',
-    String(THROUGHPUT_NEW_TOKENS),
+    String(newTokens),
   ]);
   try {
     const loaded = await loadModel(engine, model);
@@ -125,8 +136,9 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         topP: 1,
         seed,
         maxSlots: concurrency,
-        maxResponseLength: THROUGHPUT_NEW_TOKENS,
+        maxResponseLength: newTokens,
         ...end,
+        ignoreEos,
         onDecodeStep: (rows) => {
           used.in.steps++;
           used.in.rowSteps += rows;
@@ -136,6 +148,10 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         },
       });
       const tokens = batch.responseLengths.reduce((a, b) => a + b, 0);
+      if (ignoreEos && tokens !== ids.length * newTokens)
+        throw new Error(
+          `servers bench: in-process answers of ${tokens / ids.length} tokens on average, not ${newTokens}`,
+        );
       used.in.cpuMs += cpuMs() - cpu;
       used.in.mainMs += mainMs(process.pid, false) - main;
       used.in.tokens += tokens;
@@ -152,10 +168,19 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
             method: 'POST',
             body: JSON.stringify({
               input_ids: ids[i],
-              sampling_params: { temperature: 1, seed, sample_offset: i, max_new_tokens: THROUGHPUT_NEW_TOKENS },
+              sampling_params: {
+                temperature: 1,
+                seed,
+                sample_offset: i,
+                max_new_tokens: newTokens,
+                ...(ignoreEos ? { ignore_eos: true } : {}),
+              },
             }),
           });
-          tokens += ((await res.json()) as { output_ids: number[] }).output_ids.length;
+          const answer = ((await res.json()) as { output_ids: number[] }).output_ids.length;
+          if (ignoreEos && answer !== newTokens)
+            throw new Error(`servers bench: serve.js answered ${answer} tokens with ignore_eos, not ${newTokens}`);
+          tokens += answer;
         }
       };
       await Promise.all(Array.from({ length: concurrency }, worker));
@@ -199,7 +224,9 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         cpu_ms_per_1k_tokens: inCpu,
         main_thread_ms_per_1k: perThousand(used.in.mainMs, used.in.tokens),
         other_threads_ms_per_1k: perThousand(used.in.cpuMs - used.in.mainMs, used.in.tokens),
+        client_ms_per_1k: '-',
         cpu_ratio: 1,
+        server_cpu_ratio: 1,
       },
       {
         generation: `1 serve.js, ${concurrency} requests in flight`,
@@ -213,17 +240,21 @@ async function benchmarkServeThroughput(model: string, concurrency: number): Pro
         cpu_ms_per_1k_tokens:
           `${perThousand(used.served.serverCpuMs, used.served.tokens).toFixed(0)} + ` +
           `${perThousand(used.served.clientCpuMs, used.served.tokens).toFixed(0)}`,
+        client_ms_per_1k: perThousand(used.served.clientCpuMs, used.served.tokens),
         // The server's alone (the client's is in the line above).
         main_thread_ms_per_1k: perThousand(used.served.serverMainMs, used.served.tokens),
         other_threads_ms_per_1k: perThousand(used.served.serverCpuMs - used.served.serverMainMs, used.served.tokens),
         cpu_ratio: inCpu / servedCpu,
+        // Without the client's CPU: what a server whose clients run elsewhere would show.
+        server_cpu_ratio: inCpu / perThousand(used.served.serverCpuMs, used.served.tokens),
       },
       {
         generation:
-          `${THROUGHPUT_REQUESTS} prompts × ${THROUGHPUT_NEW_TOKENS} new tokens (temperature 1), ${concurrency} slots ` +
+          `${THROUGHPUT_REQUESTS} prompts × ${answerTokens === null ? `≤ ${newTokens} new tokens (EOS ends most)` : `${newTokens} new tokens (ignore_eos)`} (temperature 1), ${concurrency} slots ` +
           `each; medians of ${THROUGHPUT_ROUNDS} alternated rounds after a warm-up; serve.js: ${server.slots} slots; ` +
           'CPU ms per 1,000 tokens over all rounds (served: server + client), of which the main (JavaScript) ' +
-          "thread's and the other threads' (the device's, Dawn's, V8's; served: the server's)",
+          "thread's and the other threads' (the device's, Dawn's, V8's; served: the server's); client_ms_per_1k: " +
+          "the client's (this process's fetch calls, on the same cores here); server_cpu_ratio: without it",
       },
     ];
   } finally {
@@ -238,9 +269,13 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
     const concurrency = throughput.includes('=') ? Number(throughput.split('=')[1]) : 32;
     if (!Number.isInteger(concurrency) || concurrency < 1)
       throw new Error(`${throughput}: expected --serve-throughput or --serve-throughput=C, C an integer ≥ 1`);
+    const answerArg = argv.find((a) => a.startsWith('--answer-tokens='))?.slice('--answer-tokens='.length);
+    const answerTokens = answerArg === undefined ? null : Number(answerArg);
+    if (answerTokens !== null && (!Number.isInteger(answerTokens) || answerTokens < 1))
+      throw new Error(`--answer-tokens=${answerArg}: expected an integer ≥ 1 (every answer's length)`);
     const dir = mkdtempSync(join(tmpdir(), 'bench-serve-throughput-'));
     try {
-      return await benchmarkServeThroughput((await writeModelAndData(dir)).model, concurrency);
+      return await benchmarkServeThroughput((await writeModelAndData(dir)).model, concurrency, answerTokens);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
