@@ -152,15 +152,52 @@ export function decodeGroupRows(
       : []),
     ...(unpacks ? ([['a cache layer unpacked to float32', shape.capacity * kvWidth * f32]] as [string, number][]) : []),
   ];
+  // Decode steps attend a layer above a binding in windows of slots (cacheWindowSlots), one row a group; that layer
+  // is then all a single-token call binds by the row.
+  if (perRow[0][1] > bindingBytes && decodesInWindows(c, shape.maxTokens)) return 1;
   const [what, bytes] = perRow.reduce((x, y) => (y[1] > x[1] ? y : x));
   if (bytes > bindingBytes) {
     throw new Error(
       `IncrementalDecoder: one sequence's ${what} (${shape.capacity} cache slots, calls of up to ${shape.maxTokens} ` +
-        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize), and a ` +
-        "sequence's cache slots are not split: lower data.max_prompt_length or data.max_response_length",
+        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize); a ` +
+        "sequence's cache slots are split into windows for decode steps only, not for calls of several tokens " +
+        '(multi-turn observations) nor head sizes decode attention does not take: lower data.max_prompt_length ' +
+        'or data.max_response_length',
     );
   }
   return Math.floor(bindingBytes / bytes);
+}
+
+/** Whether a cache layer above a binding can be bound in windows of slots: decode steps only (one token a call, a
+ *  head size decodeAttention takes), whose attention merges per-window partial states. */
+function decodesInWindows(c: DecoderConfig, maxTokens: number): boolean {
+  return maxTokens === 1 && decodeAttentionSupports(c.headDim);
+}
+
+/**
+ * Slots per cache window where one row's KV cache layer (capacity × NKV·HS in the cache's dtype) is above one binding
+ * of `bindingBytes`: the most that bind and start at a multiple of `alignBytes`. Null where the layer binds whole.
+ */
+export function cacheWindowSlots(
+  c: DecoderConfig,
+  shape: { capacity: number; cacheDtype: FloatDType },
+  bindingBytes: number,
+  alignBytes: number,
+): number | null {
+  const slotBytes = c.numKvHeads * c.headDim * bytesPerElement(shape.cacheDtype);
+  if (shape.capacity * slotBytes <= bindingBytes) return null;
+  const unit = alignBytes / gcd(slotBytes, alignBytes);
+  const slots = Math.floor(bindingBytes / slotBytes / unit) * unit;
+  if (slots < 1)
+    throw new Error(
+      `IncrementalDecoder: one cache slot (${slotBytes} bytes) aligned to ${alignBytes} bytes is above one binding ` +
+        `of ${bindingBytes}`,
+    );
+  return slots;
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
 }
 
 /** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
@@ -212,7 +249,13 @@ export class IncrementalDecoder {
       { capacity: options.capacity, maxTokens: this.maxTokens, cacheDtype, loraRank: this.lora?.maxRank },
       engine.maxBindingBytes,
     );
-    this.cache = new KvCache(engine, config, options.maxRows, options.capacity, cacheDtype, groupRows);
+    const windowSlots = cacheWindowSlots(
+      config,
+      { capacity: options.capacity, cacheDtype },
+      engine.maxBindingBytes,
+      engine.caps.minStorageBufferOffsetAlignment,
+    );
+    this.cache = new KvCache(engine, config, options.maxRows, options.capacity, cacheDtype, groupRows, windowSlots);
     this.work = new GrowingBuffers(engine, 'incremental');
     this.transposed = TransposedWeights.acquire(engine, params);
     this.transposedNames = decodeTransposedWeightNames(config);
@@ -358,6 +401,7 @@ export class IncrementalDecoder {
           capacity: cache.capacity,
           slot: slotStart,
           rope: positions ? { positions, theta: c.ropeTheta } : undefined,
+          windowSlots: cache.windowSlots ?? undefined,
         });
         out.done();
         continue;
@@ -607,6 +651,7 @@ export class IncrementalDecoder {
       transposed !== null &&
       !this.lora &&
       cache.dtype === 'f32' &&
+      cache.windowSlots === null &&
       useDecodeLayer(e, { C, NH: c.numHeads, NKV: c.numKvHeads, HS: c.headDim, I });
     const parts = this.groupParts(first, rows, T, fuseRope || fusedLayers ? positions : null);
     for (let l = 0; l < c.numLayers; l++) {

@@ -9,7 +9,10 @@
 // word (rounded to nearest even when written): half the bytes, so twice the sequences in the same memory.
 // The rows are kept in groups (decode groups) of tensors of their own, each small enough for one storage binding
 // (maxStorageBufferBindingSize, 128 MiB in browsers): a batch is never held to what one binding holds, only to
-// memory, and kernels attend group by group (models/incremental-decoder.ts).
+// memory, and kernels attend group by group (models/incremental-decoder.ts). Where even one row's layer is above a
+// binding (a long sequence), each row is a group whose layers are single buffers (up to maxBufferSize) that decode
+// attention binds in windows of `windowSlots` slots; compaction, imports and shifts are buffer copies, which no
+// binding limits.
 import type { Engine, FloatDType, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { kvCacheWrite } from '../kernels/decode/kv-cache-write.ts';
@@ -46,6 +49,9 @@ export class KvCache {
     readonly dtype: FloatDType = 'f32',
     /** Rows per group (models/incremental-decoder.ts decodeGroupRows); all rows in one group when absent. */
     readonly groupRows: number = maxRows,
+    /** Slots per cache window where one row's layer is above a binding (models/incremental-decoder.ts
+     *  cacheWindowSlots; groups of one row): decode steps bind its layers a window at a time. Null: they bind whole. */
+    readonly windowSlots: number | null = null,
   ) {
     if (dtype !== 'f32' && this.kvWidth % 4 !== 0) {
       throw new Error(

@@ -108,6 +108,12 @@ function specFor(HS: number, REP: number, WG: number, rope: boolean, split: bool
         /** Cache slots per split (workgroup z) and the number of splits. */
         { name: 'splitKeys', type: 'u32' },
         { name: 'splits', type: 'u32' },
+        /** The dispatch's cache window (decode-attention.wgsl): its first slot, the end of its keys, its first split,
+         *  and whether it holds the new slot. */
+        { name: 'keyBase', type: 'u32' },
+        { name: 'keyEnd', type: 'u32' },
+        { name: 'splitBase', type: 'u32' },
+        { name: 'storesNew', type: 'u32' },
       ],
     };
     specs.set(key, spec);
@@ -160,6 +166,29 @@ export interface DecodeAttentionArgs {
   /** The rows the split count is chosen for (B when absent): a decode group of a larger batch passes the batch's, so
    *  that each row's splits, and so its sums, do not depend on the grouping (models/incremental-decoder.ts). */
   splitRows?: number;
+  /** Slots per cache window (B = 1): the row's cache layer is above one binding, so it is bound one window of this
+   *  many slots at a time (models/kv-cache.ts), each window's keys in splits of their own that the combine pass
+   *  merges. Absent: the cache binds whole. */
+  windowSlots?: number;
+}
+
+/** The dispatches of one decode step: per cache window attended (one, from slot 0, where the cache binds whole) its
+ *  first slot, the end of its keys and its first split; all in splits of `splitKeys` slots, `splits` in all. */
+export function decodeSplits(
+  keys: number,
+  splits: number,
+  windowSlots: number | undefined,
+): { splitKeys: number; splits: number; windows: { keyBase: number; keyEnd: number; splitBase: number }[] } {
+  const window = windowSlots ?? keys;
+  const splitKeys = Math.min(Math.ceil(keys / splits), window);
+  const windows: { keyBase: number; keyEnd: number; splitBase: number }[] = [];
+  let total = 0;
+  for (let keyBase = 0; keyBase < keys; keyBase += window) {
+    const keyEnd = Math.min(keyBase + window, keys);
+    windows.push({ keyBase, keyEnd, splitBase: total });
+    total += Math.ceil((keyEnd - keyBase) / splitKeys);
+  }
+  return { splitKeys, splits: total, windows };
 }
 
 /** Whether decodeAttention handles this head size (vec4 head vectors; larger heads take the general attention). */
@@ -215,37 +244,66 @@ export function decodeAttention(engine: Engine, a: DecodeAttentionArgs): void {
   expectSize(launcher, 'qkv', qkv, B * W, `[B=${B}, (NH+2·NKV)·HS=${W}]`);
   expectSize(launcher, 'out', out, B * NH * HS, `[B=${B}, NH·HS=${NH * HS}]`);
   const REP = NH / NKV;
-  const layout = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
+  const windowSlots = a.windowSlots;
+  if (windowSlots !== undefined && B !== 1)
+    throw new Error(`${launcher}: a cache bound in windows of ${windowSlots} slots holds one row, got B=${B}`);
+  const chosen = chooseVariant('decode-attention', decodeAttentionVariants, engine.caps, engine.knobs).value;
+  // Windows need the partial states: on CPU devices each window is one split of eight lanes.
+  const layout: Layout =
+    windowSlots !== undefined && chosen.kind === 'dims' ? { kind: 'keys', WG: 8, split: false } : chosen;
   let WG = layout.kind === 'dims' ? (HS <= DIMS_MAX_HS ? 0 : 8) : layout.WG;
   while (WG > 1 && WG * REP * (HS + 2) * 4 > engine.caps.maxComputeWorkgroupStorageSize) WG /= 2;
-  const keys = slot + 1;
-  const splits = layout.kind === 'keys' && layout.split ? splitCount(keys, Math.max(B, a.splitRows ?? B), NKV) : 1;
-  const splitKeys = Math.ceil(keys / splits);
-  const used = Math.ceil(keys / splitKeys);
+  const splitsFor = (keys: number) =>
+    layout.kind === 'keys' && layout.split ? splitCount(keys, Math.max(B, a.splitRows ?? B), NKV) : 1;
+  const plan = decodeSplits(slot + 1, splitsFor(slot + 1), windowSlots);
   // Sized for the most splits this cache can take, so one scratch tensor serves a whole generation.
   const partials =
-    used > 1
-      ? scratchTensor(engine, 'decode-attention.partials', [B * NH * splitCount(capacity, B, NKV) * (HS / 4 + 1) * 4])
+    plan.splits > 1
+      ? scratchTensor(engine, 'decode-attention.partials', [
+          B * NH * decodeSplits(capacity, splitsFor(capacity), windowSlots).splits * (HS / 4 + 1) * 4,
+        ])
       : null;
   // Without RoPE, qkv fills the two rope slots (never read).
   const cache = cacheDtype(launcher, kCache, vCache, NKV * HS);
-  engine.dispatch(specFor(HS, REP, WG, rope !== undefined, partials !== null, cache), {
-    bindings: {
-      qkv,
-      kCache,
-      vCache,
-      keyMask,
-      ...(partials ? { partials } : { out }),
-      positions: rope?.positions ?? keyMask,
-      invFreq: rope ? inverseFrequencyTable(engine, HS, rope.theta) : qkv,
-    },
-    uniforms: { NKV, W, capacity, slot, maskBatchStride, scale, splitKeys, splits: used },
-    workgroups: [NKV, B, used],
-  });
+  const spec = specFor(HS, REP, WG, rope !== undefined, partials !== null, cache);
+  const kvWidth = NKV * HS;
+  for (const { keyBase, keyEnd, splitBase } of plan.windows) {
+    const slots = windowSlots === undefined ? capacity : Math.min(windowSlots, capacity - keyBase);
+    const window = (t: Tensor) =>
+      windowSlots === undefined
+        ? t
+        : t.view(`${t.name}[${keyBase}:${keyBase + slots}]`, keyBase * kvWidth, [slots * kvWidth]);
+    engine.dispatch(spec, {
+      bindings: {
+        qkv,
+        kCache: window(kCache),
+        vCache: window(vCache),
+        keyMask,
+        ...(partials ? { partials } : { out }),
+        positions: rope?.positions ?? keyMask,
+        invFreq: rope ? inverseFrequencyTable(engine, HS, rope.theta) : qkv,
+      },
+      uniforms: {
+        NKV,
+        W,
+        capacity: slots,
+        slot,
+        maskBatchStride,
+        scale,
+        splitKeys: plan.splitKeys,
+        splits: plan.splits,
+        keyBase,
+        keyEnd,
+        splitBase,
+        storesNew: keyEnd === slot + 1 ? 1 : 0,
+      },
+      workgroups: [NKV, B, Math.ceil((keyEnd - keyBase) / plan.splitKeys)],
+    });
+  }
   if (partials) {
     engine.dispatch(combineSpec(HS), {
       bindings: { partials, out },
-      uniforms: { NH, splits: used },
+      uniforms: { NH, splits: plan.splits },
       workgroups: [NH, B],
     });
   }

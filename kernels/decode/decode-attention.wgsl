@@ -18,6 +18,10 @@
 //     The WG partial states merge in workgroup memory in lane order (deterministic), and storeResult (prepended
 //     by the launcher) writes either out (one split: splitKeys = slot + 1) or the split's partial softmax state
 //     (flash-decoding: decode-attention-combine.wgsl merges the splits).
+// Cache windows: a row whose cache layer is above one binding is attended one window of slots at a time (one dispatch
+//     each, kCache/vCache bound from slot keyBase): this dispatch's splits are splitBase, splitBase + 1, ... over
+//     [keyBase, keyEnd), and storesNew says whether the new slot lies in its window. Whole: keyBase = 0, splitBase = 0,
+//     keyEnd = slot + 1, storesNew = 1.
 
 const HS4: u32 = HS / 4u;
 // A finite "minus infinity": exp of differences stays NaN-free for lanes that saw no key.
@@ -67,11 +71,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   // Scaled after the rotation, as when a rope dispatch ran before.
   for (var i = 0u; i < REP * HS4; i++) { q[i] = params.scale * q[i]; }
-  let split = wid.z;
-  if (split == 0u) {
+  let split = params.splitBase + wid.z;
+  if (wid.z == 0u && params.storesNew == 1u) {
     for (var d4 = lane; d4 < HS4; d4 += WG) {
-      storeK(cacheAt + params.slot * slotStride + d4, kNew[d4]);
-      storeV(cacheAt + params.slot * slotStride + d4, qkv[vNewAt + d4]);
+      storeK(cacheAt + (params.slot - params.keyBase) * slotStride + d4, kNew[d4]);
+      storeV(cacheAt + (params.slot - params.keyBase) * slotStride + d4, qkv[vNewAt + d4]);
     }
   }
 
@@ -80,15 +84,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc: array<vec4<f32>, REP * HS4>;
   for (var r = 0u; r < REP; r++) { runningMax[r] = NEG_BIG; }
   // Keys lane, lane + WG, ... of this split, up to the new one at `slot`, which comes from qkv.
-  let keyEnd = min(split * params.splitKeys + params.splitKeys, params.slot + 1u);
-  for (var j = split * params.splitKeys + lane; j < keyEnd; j += WG) {
+  let keyStart = params.keyBase + wid.z * params.splitKeys;
+  let keyEnd = min(keyStart + params.splitKeys, params.keyEnd);
+  for (var j = keyStart + lane; j < keyEnd; j += WG) {
     if (keyMask[b * params.maskBatchStride + j] == 0u) { continue; }
     var k: array<vec4<f32>, HS4>;
     var v: array<vec4<f32>, HS4>;
     if (j == params.slot) {
       for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = asStored(kNew[d4]); v[d4] = asStored(qkv[vNewAt + d4]); }
     } else {
-      let kAt = cacheAt + j * slotStride;
+      let kAt = cacheAt + (j - params.keyBase) * slotStride;
       for (var d4 = 0u; d4 < HS4; d4++) { k[d4] = loadK(kAt + d4); v[d4] = loadV(kAt + d4); }
     }
     for (var r = 0u; r < REP; r++) {

@@ -18,6 +18,7 @@ export const GPU_CLASS_TESTS: string[] = [
   'buffer-split',
   'clear-ranges',
   'decode-attention',
+  'cache-windows',
   'decode-layer',
   'embedding',
   'gather-rows',
