@@ -2,16 +2,21 @@
 // rollout.gpu_memory_utilization of the device), counted tensor by tensor as the rollout's IncrementalDecoders
 // allocate them. One storage binding no longer bounds them: the KV cache and the multi-token calls' activations come
 // in decode groups that each fit one (models/incremental-decoder.ts decodeGroupRows), and a prompt whose activations
-// outgrow one is prefilled in calls of fewer tokens (callTokens); only a decode step's tensors over every row (its
-// logits, its widest activation) still do, a few hundred rows of a 152k vocabulary at 128 MiB.
+// outgrow one is prefilled in calls of fewer tokens (callTokens), and one sequence's cache layer above one is attended
+// in windows of slots (cacheWindowSlots); only a decode step's tensors over every row (its logits, its widest
+// activation) still do, a few hundred rows of a 152k vocabulary at 128 MiB.
 // The memory plan (ppo/jobs/memory-plan.ts) lists the same items.
 import type { DeviceCapabilities } from '../../engine/device.ts';
 import { bytesPerElement, type FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { callTokens, decodeGroupRows, widestActivation } from '../../models/incremental-decoder.ts';
+import { cacheWindowSlots, callTokens, decodeGroupRows, widestActivation } from '../../models/incremental-decoder.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { decodeAttentionSupports } from '../../kernels/decode/decode-attention.ts';
 import type { RolloutConfig } from './types.ts';
+
+/** minStorageBufferOffsetAlignment at its largest (WebGPU allows no more): where cache windows may start on any
+ *  device. */
+const BINDING_ALIGN_BYTES = 256;
 
 const F32 = 4;
 
@@ -129,11 +134,18 @@ export function rolloutMemory(
       key: 'rollout decode buffers',
     },
   ];
+  // A row's layer above a binding is one buffer that decode steps bind a window of slots at a time.
+  const windowSlots = cacheWindowSlots(m, { capacity: shape.capacity, cacheDtype }, bindingBytes, BINDING_ALIGN_BYTES);
   const largest = [
-    {
-      what: 'KV cache of one layer of one decode group',
-      bytes: decode.groupRows * shape.capacity * kvWidth * bytesPerElement(cacheDtype),
-    },
+    windowSlots === null
+      ? {
+          what: 'KV cache of one layer of one decode group',
+          bytes: decode.groupRows * shape.capacity * kvWidth * bytesPerElement(cacheDtype),
+        }
+      : {
+          what: `window of one sequence's KV cache layer (${windowSlots} of ${shape.capacity} slots)`,
+          bytes: windowSlots * kvWidth * bytesPerElement(cacheDtype),
+        },
     { what: 'sampling logits', bytes: S * m.vocabSize * F32 },
   ];
   if (shape.blockTokens === undefined) {
