@@ -155,14 +155,18 @@ export function decodeGroupRows(
   // Decode steps attend a layer above a binding in windows of slots (cacheWindowSlots), one row a group; that layer
   // is then all a single-token call binds by the row.
   if (perRow[0][1] > bindingBytes && decodesInWindows(c, shape.maxTokens)) return 1;
-  const [what, bytes] = perRow.reduce((x, y) => (y[1] > x[1] ? y : x));
+  const worst = perRow.reduce((x, y) => (y[1] > x[1] ? y : x));
+  const [what, bytes] = worst;
   if (bytes > bindingBytes) {
+    const cacheNote =
+      worst === perRow[0] || what.startsWith('a cache layer')
+        ? "; a sequence's cache slots are split into windows for decode steps only, not for calls of several " +
+          'tokens (multi-turn observations) nor head sizes the decode kernel does not take'
+        : '';
     throw new Error(
       `IncrementalDecoder: one sequence's ${what} (${shape.capacity} cache slots, calls of up to ${shape.maxTokens} ` +
-        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize); a ` +
-        "sequence's cache slots are split into windows for decode steps only, not for calls of several tokens " +
-        '(multi-turn observations) nor head sizes decode attention does not take: lower data.max_prompt_length ' +
-        'or data.max_response_length',
+        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize)` +
+        `${cacheNote}: lower data.max_prompt_length or data.max_response_length`,
     );
   }
   return Math.floor(bindingBytes / bytes);

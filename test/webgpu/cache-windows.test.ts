@@ -12,6 +12,7 @@ import { createParameterArena, uploadArenaTensors } from '../../models/parameter
 import { KvCache } from '../../models/kv-cache.ts';
 import { cacheWindowSlots, decodeGroupRows } from '../../models/incremental-decoder.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
+import { rolloutMemory } from '../../ppo/generation/slots.ts';
 import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
 import { decodeAttention, decodeSplits } from '../../kernels/decode/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/decode/decode-attention.ref.ts';
@@ -103,6 +104,9 @@ describe('cache windows', () => {
     expect(decodeGroupRows(c, shape('f32', 1), WINDOW_BYTES)).toBe(1);
     // Calls of several tokens bind a row's layer whole still.
     expect(() => decodeGroupRows(c, shape('f32', 4), WINDOW_BYTES)).toThrow(/split into windows for decode steps only/);
+    // The rollout's plan: a window is the largest tensor bound, not the row's layer.
+    const plan = rolloutMemory(WINDOW_BYTES, c, { promptLength: 5, capacity, samples: 8, cacheDtype: 'f32' }, 2);
+    expect(plan.largest).toEqual({ what: "window of one sequence's KV cache layer (64 of 388 slots)", bytes: 4096 });
     // Qwen3 (NKV·HS = 1024) at 128 MiB, float32: windows of 32,768 slots.
     const qwen = { ...c, numKvHeads: 8, headDim: 128 };
     expect(cacheWindowSlots(qwen, { capacity: 50022, cacheDtype: 'f32' }, 2 ** 27, 256)).toBe(32768);
