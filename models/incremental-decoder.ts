@@ -31,7 +31,7 @@ import { embeddingForward } from '../kernels/layers/embedding.ts';
 import { rmsnormForward } from '../kernels/layers/rmsnorm.ts';
 import { headRmsnormForward } from '../kernels/layers/head-rmsnorm.ts';
 import { ropeForward } from '../kernels/layers/rope.ts';
-import { attentionForward } from '../kernels/attention/attention.ts';
+import { attentionForward, attentionMerge } from '../kernels/attention/attention.ts';
 import {
   decodeAttention,
   decodeAttentionFusesRope,
@@ -131,7 +131,9 @@ export function callSpans(T: number, maxTokens: number): [number, number][] {
 /**
  * Rows per decode group: as many as keep each tensor a group binds whole within one binding of `bindingBytes` —
  * its KV cache layer, and for calls of up to `maxTokens` tokens (a prefill; multi-turn observations) their widest
- * activation, the LM head's logits and a half cache's float32 copy of one layer. Throws when one row is too many.
+ * activation, the LM head's logits and a half cache's float32 copy of one layer. A row whose cache layer (or that
+ * copy) is above a binding is a group of its own, its layers bound in windows of slots (cacheWindowSlots). Throws
+ * when one row's activations or logits are above a binding.
  */
 export function decodeGroupRows(
   c: DecoderConfig,
@@ -141,63 +143,68 @@ export function decodeGroupRows(
   const f32 = 4;
   const kvWidth = c.numKvHeads * c.headDim;
   const multiToken = shape.maxTokens > 1;
-  // Steps whose head size decode-attention does not take attend through the general kernel, unpacking a half cache.
-  const unpacks = shape.cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(c.headDim));
   const widest = widestActivation(c, shape.loraRank ?? 0);
+  const windowed = shape.capacity * windowedSlotBytes(c, shape) > bindingBytes;
   const perRow: [string, number][] = [
-    ['a KV cache layer', shape.capacity * kvWidth * bytesPerElement(shape.cacheDtype)],
+    ...(windowed
+      ? []
+      : ([
+          ['a KV cache layer', shape.capacity * kvWidth * bytesPerElement(shape.cacheDtype)],
+          ...(unpacksCache(c, shape)
+            ? ([['a cache layer unpacked to float32', shape.capacity * kvWidth * f32]] as [string, number][])
+            : []),
+        ] as [string, number][])),
     ...(multiToken
       ? ([
           [`the widest activation of ${shape.maxTokens} tokens`, shape.maxTokens * widest * f32],
           ['the logits', c.vocabSize * f32],
         ] as [string, number][])
       : []),
-    ...(unpacks ? ([['a cache layer unpacked to float32', shape.capacity * kvWidth * f32]] as [string, number][]) : []),
   ];
-  // Decode steps attend a layer above a binding in windows of slots (cacheWindowSlots), one row a group; that layer
-  // is then all a single-token call binds by the row.
-  if (perRow[0][1] > bindingBytes && decodesInWindows(c, shape.maxTokens)) return 1;
-  const worst = perRow.reduce((x, y) => (y[1] > x[1] ? y : x));
-  const [what, bytes] = worst;
+  if (perRow.length === 0) return 1;
+  const [what, bytes] = perRow.reduce((x, y) => (y[1] > x[1] ? y : x));
   if (bytes > bindingBytes) {
-    const cacheNote =
-      worst === perRow[0] || what.startsWith('a cache layer')
-        ? "; a sequence's cache slots are split into windows for decode steps only, not for calls of several " +
-          'tokens (multi-turn observations) nor head sizes the decode kernel does not take'
-        : '';
     throw new Error(
       `IncrementalDecoder: one sequence's ${what} (${shape.capacity} cache slots, calls of up to ${shape.maxTokens} ` +
-        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize)` +
-        `${cacheNote}: lower data.max_prompt_length or data.max_response_length`,
+        `tokens) needs ${bytes} bytes, above one binding of ${bindingBytes} (maxStorageBufferBindingSize): lower ` +
+        'data.max_prompt_length or data.max_response_length',
     );
   }
-  return Math.floor(bindingBytes / bytes);
+  return windowed ? 1 : Math.floor(bindingBytes / bytes);
 }
 
-/** Whether a cache layer above a binding can be bound in windows of slots: decode steps only (one token a call, a
- *  head size decodeAttention takes), whose attention merges per-window partial states. */
-function decodesInWindows(c: DecoderConfig, maxTokens: number): boolean {
-  return maxTokens === 1 && decodeAttentionSupports(c.headDim);
+/** Whether calls attend a half cache through a float32 copy of its slots: calls of several tokens, and steps whose
+ *  head size decode-attention does not take (the general attention kernel's). */
+function unpacksCache(c: DecoderConfig, shape: { maxTokens: number; cacheDtype: FloatDType }): boolean {
+  return shape.cacheDtype !== 'f32' && (shape.maxTokens > 1 || !decodeAttentionSupports(c.headDim));
+}
+
+/** Bytes a slot of one row's cache layer takes in a binding: the cache's own, or float32 where it is unpacked. */
+function windowedSlotBytes(c: DecoderConfig, shape: { maxTokens: number; cacheDtype: FloatDType }): number {
+  return c.numKvHeads * c.headDim * (unpacksCache(c, shape) ? 4 : bytesPerElement(shape.cacheDtype));
 }
 
 /**
- * Slots per cache window where one row's KV cache layer (capacity × NKV·HS in the cache's dtype) is above one binding
- * of `bindingBytes`: the most that bind and start at a multiple of `alignBytes`. Null where the layer binds whole.
+ * Slots per cache window where one row's KV cache layer (capacity × NKV·HS in the cache's dtype, or its float32 copy
+ * where calls unpack it) is above one binding of `bindingBytes`: the most that bind and whose windows, and their key
+ * masks' (4 bytes a slot), start at multiples of `alignBytes`. Null where the layer binds whole.
  */
 export function cacheWindowSlots(
   c: DecoderConfig,
-  shape: { capacity: number; cacheDtype: FloatDType },
+  shape: { capacity: number; maxTokens: number; cacheDtype: FloatDType },
   bindingBytes: number,
   alignBytes: number,
 ): number | null {
-  const slotBytes = c.numKvHeads * c.headDim * bytesPerElement(shape.cacheDtype);
+  const slotBytes = windowedSlotBytes(c, shape);
   if (shape.capacity * slotBytes <= bindingBytes) return null;
-  const unit = alignBytes / gcd(slotBytes, alignBytes);
+  const cacheBytes = c.numKvHeads * c.headDim * bytesPerElement(shape.cacheDtype);
+  const units = [cacheBytes, slotBytes, 4].map((bytes) => alignBytes / gcd(bytes, alignBytes));
+  const unit = units.reduce((a, b) => (a * b) / gcd(a, b));
   const slots = Math.floor(bindingBytes / slotBytes / unit) * unit;
   if (slots < 1)
     throw new Error(
-      `IncrementalDecoder: one cache slot (${slotBytes} bytes) aligned to ${alignBytes} bytes is above one binding ` +
-        `of ${bindingBytes}`,
+      `IncrementalDecoder: ${unit} cache slots (${slotBytes} bytes each), where windows may start, are above one ` +
+        `binding of ${bindingBytes}`,
     );
   return slots;
 }
@@ -257,7 +264,7 @@ export class IncrementalDecoder {
     );
     const windowSlots = cacheWindowSlots(
       config,
-      { capacity: options.capacity, cacheDtype },
+      { capacity: options.capacity, maxTokens: this.maxTokens, cacheDtype },
       engine.maxBindingBytes,
       engine.caps.minStorageBufferOffsetAlignment,
     );
@@ -413,6 +420,11 @@ export class IncrementalDecoder {
         continue;
       }
       cache.write(group, l, qkv, rows, slotStart, T);
+      if (cache.windowSlots !== null) {
+        this.attendInWindows(l, group, qkv, out.tensor, slotStart, T, cache.windowSlots);
+        out.done();
+        continue;
+      }
       const Tk = slotStart + T;
       // A half cache is attended through a float32 copy of its filled slots (the new ones rounded too, as a decode
       // step will read them).
@@ -440,6 +452,97 @@ export class IncrementalDecoder {
         lse: this.rowSpan(s.lse, at, rows, c.numHeads * T, 'group.lse', 'scratch').tensor,
       });
       out.done();
+    }
+  }
+
+  /**
+   * Attention of a one-row group's T new queries (qkv (T, W), out (T, NH·HS)) against its layer l bound in windows of
+   * `windowSlots` slots: the queries in pieces that each lie in one window, each piece attending the window its
+   * slots are in and the ones before; a later window's partial output merges into the first's by their log-sum-exp
+   * (attentionMerge, as training's key windows do). A half cache's window is unpacked to float32 first.
+   */
+  private attendInWindows(
+    l: number,
+    group: CacheGroup,
+    qkv: Tensor,
+    out: Tensor,
+    slotStart: number,
+    T: number,
+    windowSlots: number,
+  ): void {
+    const c = this.config;
+    const e = this.engine;
+    const cache = this.cache;
+    const kvWidth = cache.kvWidth;
+    const W = qkvWidth(c);
+    const NH = c.numHeads;
+    const NHS = NH * c.headDim;
+    const slots = (t: Tensor, first: number, count: number, width: number) =>
+      t.view(`${t.name}[${first}:${first + count}]`, first * width, [count * width]);
+    const keys = (first: number, count: number): { k: Tensor; v: Tensor } => {
+      const k = slots(group.k[l], first, count, kvWidth);
+      const v = slots(group.v[l], first, count, kvWidth);
+      if (cache.dtype === 'f32') return { k, v };
+      const unpacked = {
+        k: this.work.get('unpackedK', [count, kvWidth]),
+        v: this.work.get('unpackedV', [count, kvWidth]),
+      };
+      kvCacheUnpack(e, { kCache: k, vCache: v, ...unpacked, B: 1, Tk: count, capacity: count, kvWidth });
+      return unpacked;
+    };
+    const end = slotStart + T;
+    for (let a = slotStart; a < end; ) {
+      const b = Math.min(end, (Math.floor(a / windowSlots) + 1) * windowSlots);
+      const Tq = b - a;
+      const q = this.rowSpan(qkv, a - slotStart, Tq, W, 'window.q', 'in').tensor;
+      const o = this.rowSpan(out, a - slotStart, Tq, NHS, 'window.out', 'out');
+      const lse = this.work.get('window.lse', [NH, Tq]);
+      for (let w0 = 0; w0 < b; w0 += windowSlots) {
+        const Tk = Math.min(w0 + windowSlots, b) - w0;
+        const first = w0 === 0;
+        const partOut = first ? o.tensor : this.work.get('window.partOut', [Tq, NHS]);
+        const partLse = first ? lse : this.work.get('window.partLse', [NH, Tq]);
+        attentionForward(e, {
+          NH,
+          NKV: c.numKvHeads,
+          HS: c.headDim,
+          scale: 1 / Math.sqrt(c.headDim),
+          B: 1,
+          Tq,
+          Tk,
+          qRowStride: W,
+          qColOffset: 0,
+          kRowStride: kvWidth,
+          kColOffset: 0,
+          vRowStride: kvWidth,
+          vColOffset: 0,
+          queryStart: a - w0,
+          q,
+          ...keys(w0, Tk),
+          kvBatchStride: Tk * kvWidth,
+          keyMask: slots(group.keyMask, w0, Tk, 1) as Tensor<'u32'>,
+          maskBatchStride: Tk,
+          out: partOut,
+          lse: partLse,
+          keyWindow: true,
+        });
+        if (!first)
+          attentionMerge(e, {
+            Tq,
+            NH,
+            HS: c.headDim,
+            queryStart: a,
+            keyStart: w0,
+            keyEnd: w0 + Tk,
+            out: o.tensor,
+            lse,
+            partOut,
+            partLse,
+            keyMask: slots(group.keyMask, 0, w0 + Tk, 1) as Tensor<'u32'>,
+          });
+      }
+      o.done();
+      a = b;
     }
   }
 

@@ -257,6 +257,7 @@ export class KvCache {
       NH: c.numHeads,
       NKV: c.numKvHeads,
       HS: c.headDim,
+      windowSlots: this.windowSlots ?? undefined,
     });
   }
 

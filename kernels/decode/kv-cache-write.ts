@@ -37,6 +37,7 @@ function buildSpec(width: VectorWidth, dtype: FloatDType): KernelSpec {
       { name: 'Tnew', type: 'u32' },
       { name: 'capacity', type: 'u32' },
       { name: 'slotStart', type: 'u32' },
+      { name: 'slotBase', type: 'u32' },
       { name: 'W', type: 'u32' },
       { name: 'kColumn', type: 'u32' },
       { name: 'kvWidth', type: 'u32' },
@@ -58,6 +59,9 @@ export interface KvCacheWriteArgs {
   NH: number;
   NKV: number;
   HS: number;
+  /** Slots per cache window (B = 1; models/kv-cache.ts): the layer is bound a window at a time, one dispatch for each
+   *  window the new slots reach. Absent: bound whole. */
+  windowSlots?: number;
 }
 
 /** Writes k and v of Tnew new tokens per sequence into the cache slots [slotStart, slotStart + Tnew). */
@@ -86,9 +90,19 @@ export function kvCacheWrite(engine: Engine, a: KvCacheWriteArgs): void {
   }
   const dtype = cacheDtype(launcher, kCache, vCache, kvWidth);
   const width = widestVector(kvWidth);
-  engine.dispatch(specFor(width, dtype), {
-    bindings: { qkv, kCache, vCache },
-    uniforms: { rows: B, Tnew, capacity, slotStart, W, kColumn: NH * HS, kvWidth },
-    workgroups: foldWorkgroups(Math.ceil((B * Tnew * kvWidth) / width / 256)),
-  });
+  const window = a.windowSlots ?? capacity;
+  if (window < capacity && B !== 1)
+    throw new Error(`${launcher}: a cache bound in windows of ${window} slots holds one row, got B=${B}`);
+  for (let slotBase = Math.floor(slotStart / window) * window; slotBase < slotStart + Tnew; slotBase += window) {
+    const slots = Math.min(window, capacity - slotBase);
+    const bind = (t: Tensor) =>
+      slots === capacity
+        ? t
+        : t.view(`${t.name}[${slotBase}:${slotBase + slots}]`, slotBase * kvWidth, [slots * kvWidth]);
+    engine.dispatch(specFor(width, dtype), {
+      bindings: { qkv, kCache: bind(kCache), vCache: bind(vCache) },
+      uniforms: { rows: B, Tnew, capacity: slots, slotStart, slotBase, W, kColumn: NH * HS, kvWidth },
+      workgroups: foldWorkgroups(Math.ceil((B * Tnew * kvWidth) / width / 256)),
+    });
+  }
 }

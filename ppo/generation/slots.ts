@@ -64,7 +64,15 @@ function decoderBytes(
   cacheDtype: FloatDType,
   loraRank: number,
   bindingBytes: number,
-): { cache: number; work: number; unpacked: number; groupRows: number; groups: number; callTokens: number } {
+): {
+  cache: number;
+  work: number;
+  unpacked: number;
+  groupRows: number;
+  groups: number;
+  callTokens: number;
+  windowSlots: number | null;
+} {
   const kvWidth = m.numKvHeads * m.headDim;
   const cacheBytes = bytesPerElement(cacheDtype);
   // A block wider than a binding's worth of activations goes in as several calls (chunked prefill).
@@ -88,10 +96,18 @@ function decoderBytes(
         (d.steps ? groups * n + n * (qkvWidth(m) + NHS + m.numHeads + m.hiddenSize) : 0)
       : 0;
   const unpacks = cacheDtype !== 'f32' && (multiToken || !decodeAttentionSupports(m.headDim));
+  // A row's layer above a binding is attended (and unpacked) a window of slots at a time.
+  const windowSlots = cacheWindowSlots(
+    m,
+    { capacity: d.capacity, maxTokens, cacheDtype },
+    bindingBytes,
+    BINDING_ALIGN_BYTES,
+  );
   return {
     cache: (2 * m.numLayers * d.rows + n) * d.capacity * kvWidth * cacheBytes + d.rows * d.capacity * F32,
     work: (tokenRows * perToken + headRows * perRow + gathered + copies) * F32,
-    unpacked: unpacks ? 2 * n * d.capacity * kvWidth * F32 : 0,
+    unpacked: unpacks ? 2 * n * (windowSlots ?? d.capacity) * kvWidth * F32 : 0,
+    windowSlots,
     groupRows: n,
     groups,
     callTokens: maxTokens,
@@ -134,8 +150,8 @@ export function rolloutMemory(
       key: 'rollout decode buffers',
     },
   ];
-  // A row's layer above a binding is one buffer that decode steps bind a window of slots at a time.
-  const windowSlots = cacheWindowSlots(m, { capacity: shape.capacity, cacheDtype }, bindingBytes, BINDING_ALIGN_BYTES);
+  // A row's layer above a binding is one buffer that its calls bind a window of slots at a time.
+  const windowSlots = decode.windowSlots;
   const largest = [
     windowSlots === null
       ? {
