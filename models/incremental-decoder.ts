@@ -14,9 +14,9 @@
 // decode together. One group is the plain batch, with no dispatch added. A block of tokens whose activations outgrow a
 // binding even for one row (a long prompt) goes in as several calls of fewer tokens, each extending the cache the
 // calls before it wrote (chunked prefill, callTokens; only the last computes logits): rows are split into groups and
-// tokens into calls, so only what neither splits — one row's logits, and for calls of several tokens one row's cache
-// layer — is bound by a binding. A row's layer above a binding is a group of its own whose decode steps attend it in
-// windows of slots (cacheWindowSlots; decodeAttention's windowSlots).
+// tokens into calls, and a row whose cache layer is above a binding is a group of its own whose layers are bound in
+// windows of slots (cacheWindowSlots: decode attention's windowSlots, attendInWindows), so only one row's logits is
+// bound by a binding.
 // On CPU devices decode steps multiply by transposed copies of the float32 layer weights (nn; remade when the
 // weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
 // and read along its rows that is one stream through memory instead of one per output column (the tiny model's
