@@ -586,7 +586,8 @@ export class IncrementalDecoder {
     if (T === 1 || held.length === 1) return this.forward(0, rows, ids, positions, T, slotStart, head);
     // Several tokens a row in several groups: group by group, each one's logits gathered into the call's.
     const perRow = (head === 'every' ? T : 1) * V;
-    const logits = head === 'none' ? null : this.logitsBuffer('head.groupLogits', rows * (perRow / V), rows * (perRow / V));
+    const logits =
+      head === 'none' ? null : this.logitsBuffer('head.groupLogits', rows * (perRow / V), rows * (perRow / V));
     for (const { group, rows: n } of held) {
       const part = (t: Tensor<'u32'> | Tensor<'i32'>, name: string) =>
         this.rowSpan(t, group.first, n, T, name, 'in').tensor;

@@ -115,7 +115,8 @@ export function createSamplingTable(
 /** The windows of whole rows of `rowElements` in which the first `rows` rows of `logits` are bound: the tensor itself
  *  when they fit one binding (one dispatch, as before windows), else engine.bindingWindows's. */
 export function logitsWindows(engine: Engine, logits: Tensor, rows: number, rowElements: number): RowWindow[] {
-  const used = logits.size === rows * rowElements ? logits : logits.slice(`${logits.name}[:${rows}]`, 0, rows * rowElements);
+  const used =
+    logits.size === rows * rowElements ? logits : logits.slice(`${logits.name}[:${rows}]`, 0, rows * rowElements);
   return engine.bindingWindows(used, rowElements);
 }
 
@@ -194,7 +195,16 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
   // The random stream is keyed by (seed, stream, step), never by the row or its window: windows draw what one would.
   for (const window of logitsWindows(engine, logits, rows, rowStride * V)) {
     engine.dispatch(spec, {
-      bindings: { logits: window.tensor, samplingTable: sampling.table, ids, positions, steps, finished, tokens, logprobs },
+      bindings: {
+        logits: window.tensor,
+        samplingTable: sampling.table,
+        ids,
+        positions,
+        steps,
+        finished,
+        tokens,
+        logprobs,
+      },
       uniforms: {
         V,
         rowStride,

@@ -9,12 +9,7 @@
 import type { DeviceCapabilities } from '../../engine/device.ts';
 import { bytesPerElement, type FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import {
-  callTokens,
-  decodeGroupRows,
-  logitsWindowSpans,
-  widestActivation,
-} from '../../models/incremental-decoder.ts';
+import { callTokens, decodeGroupRows, logitsWindowSpans, widestActivation } from '../../models/incremental-decoder.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { decodeAttentionSupports } from '../../kernels/decode/decode-attention.ts';
 import type { RolloutConfig } from './types.ts';
