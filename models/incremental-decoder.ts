@@ -329,15 +329,13 @@ export class IncrementalDecoder {
   }
 
   /** The LM head's matmul `head` (out (rows, V) = a (rows, K) · Wᵀ) window by window of the logits' rows: each window
-   *  multiplies its rows of `a` into its own binding. One window: the call itself. */
+   *  multiplies its rows of `a` into its own binding. One window: the call itself, on `a` and `out` as they are. */
   private headWindows(
     head: { a: Tensor; rowElements: number; out: Tensor },
     body: (a: Tensor, out: Tensor, rows: number) => void,
   ): void {
     const V = this.config.vocabSize;
-    const windows = this.engine.bindingWindows(head.out, V);
-    if (windows.length === 1) return body(head.a, head.out, head.out.size / V);
-    for (const { firstRow, rows, tensor } of windows) {
+    for (const { firstRow, rows, tensor } of this.engine.bindingWindows(head.out, V)) {
       const a = this.rowSpan(head.a, firstRow, rows, head.rowElements, 'head.window', 'in');
       body(a.tensor, tensor, rows);
     }
