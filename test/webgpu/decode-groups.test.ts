@@ -169,8 +169,8 @@ describe('decode groups', () => {
   // Logits windows: with a 200-token vocabulary, 80 rows of logits are 64,000 bytes, above a 32 KiB binding, so a
   // decode step's logits (and the prefill's, gathered from its groups) come in two windows of 40 rows (32,768 / 800),
   // each a buffer of its own; the LM head, the sampler and the log-prob of its token run window by window. Before
-  // windows the slots were capped at 40. 80 rows (the widest activation, 96 floats, allows 85) and compaction to at most
-  // 40 keep every LM head of both rollouts on the same side of the register kernel's 32 rows (kernels/matmul/matmul.ts).
+  // windows the slots were capped at 40. 80 rows (the widest activation, 96 floats, allows 85) and compaction to at
+  // most 40 keep every LM head of both rollouts on one side of the register kernel's 32 rows (kernels/matmul).
   it('logits windows: 80 rows decode at once under a 32 KiB binding (40 rows of logits a binding), the tokens and old log-probs of the unsplit rollout, bit for bit', async () => {
     const whole = await gpuEngine();
     const windowed = await Engine.create({ ...readKnobs(), maxBindingBytes: 32 * 1024 });
