@@ -27,7 +27,7 @@ interface Case extends SamplingParams {
   /** Per row; default 1 + r % 3 (rows at different steps, as after a continuous-batching refill). */
   steps?: number[];
   outStride?: number;
-  /** Sampled rows per buffer: the logits as a tensor split across buffers (logits windows), sampled window by window. */
+  /** Sampled rows per buffer: the logits split across buffers (logits windows), sampled window by window. */
   rowsPerPart?: number;
 }
 
