@@ -1,11 +1,11 @@
 // serve.js with logits windows: stories260K served from an engine that pretends to bind at most 128 KiB
 // (WEBGPU_MAX_BINDING_BYTES), where one binding holds 64 rows of its 512 logits (2 KiB a row), beside the unsplit
-// server in this process (ModelHost + ServeHttp, what serve.js runs). One request of n = 72 samples decodes 72 rows at once
-// (the widest activation, gate/up's 344 floats, allows 95), so every decode step's logits, and the prefill's gathered
-// from its groups, come in two windows (64 + 8 rows); the logits processors (penalties, logit_bias, min_p), the top
-// log-probs and the sampler run window by window. The completions' tokens, log-probs and top log-probs must equal the
-// unsplit server's, bit for bit. Prompts of 2 tokens keep the prefill's groups (47 rows) on the tiled LM head, as the
-// whole batch's 72 rows are (kernels/matmul/matmul.ts: 32 rows and fewer take the register kernel).
+// server in this process (ModelHost + ServeHttp, what serve.js runs). One request of n = 72 samples decodes 72 rows
+// at once (the widest activation, gate/up's 344 floats, allows 95), so every decode step's logits, and the prefill's
+// gathered from its groups, come in two windows (64 + 8 rows); the logits processors (penalties, logit_bias, min_p),
+// the top log-probs and the sampler run window by window. The completions' tokens, log-probs and top log-probs must
+// equal the unsplit server's, bit for bit. Prompts of 2 tokens keep the prefill's groups (47 rows) on the tiled LM
+// head, as the whole batch's 72 rows are (kernels/matmul/matmul.ts: 32 rows and fewer take the register kernel).
 import { it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
 import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
