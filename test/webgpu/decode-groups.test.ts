@@ -15,7 +15,7 @@ import { rolloutMemory } from '../../ppo/generation/slots.ts';
 import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
 import { parameterBytes } from '../../ppo/jobs/memory-plan.ts';
 import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
-import { randomArray } from '../support/arrays.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
 
 const SPLIT_BYTES = 16 * 1024;
@@ -203,6 +203,44 @@ describe('decode groups', () => {
       expect(new Set(expected.lengths).size).toBeGreaterThan(3);
       expect(actual.responses).toEqual(expected.responses);
       expect(actual.oldLogProbs).toEqual(expected.oldLogProbs);
+    } finally {
+      windowed.destroy();
+    }
+  });
+
+  // Multi-turn's decoder holds the prompts and observation blocks too (calls of up to max(P, R) tokens), in groups of
+  // 14 rows here (32,768 / (6 tokens × 96 floats × 4 bytes)), while its decode steps take the 80 rows at once, their
+  // logits in two windows. On CPU devices a group's call takes matmul's register kernel (32 rows and fewer) where the
+  // whole batch's takes the tiled one: the same tokens, log-probs equal to rounding. The GPU class's kernels do not
+  // switch: bit for bit.
+  it('logits windows, multi-turn: 80 rows under a 32 KiB binding, the tokens of the unsplit rollout (GPU class: and its log-probs, bit for bit)', async () => {
+    const whole = await gpuEngine();
+    const windowed = await Engine.create({ ...readKnobs(), maxBindingBytes: 32 * 1024 });
+    const V = 200;
+    const prompts = Array.from({ length: 40 }, (_, i) =>
+      [(11 + 13 * i) % V, (5 + 7 * i) % V].slice(i % 3 === 0 ? 1 : 0),
+    );
+    const c = { ...C, n: 2, maxResponseLength: 6, eosTokenIds: [4], readEvery: 3 };
+    const run = async (engine: Engine) => {
+      const dispatch = vi.spyOn(engine, 'dispatch');
+      const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
+      const result = await generate(engine, 'f32', c, new ScriptedEnvironment(), prompts, V);
+      const samplers = dispatch.mock.calls.filter(([spec]) => spec.name.startsWith('sample/')).length;
+      const rows = Math.max(...extend.mock.calls.filter(([input]) => input.T === 1).map(([input]) => input.ids.size));
+      dispatch.mockRestore();
+      extend.mockRestore();
+      return { ...result, samplers, rows };
+    };
+    try {
+      const expected = await run(whole);
+      const actual = await run(windowed);
+      expect([expected.rows, actual.rows]).toEqual([80, 80]);
+      expect(actual.samplers).toBeGreaterThan(expected.samplers);
+      expect([expected.groups, actual.groups]).toEqual([1, 6]);
+      expect(new Set(expected.lengths).size).toBeGreaterThan(2);
+      expect(actual.responses).toEqual(expected.responses);
+      if (windowed.caps.deviceClass === 'gpu') expect(actual.oldLogProbs).toEqual(expected.oldLogProbs);
+      else expectClose(actual.oldLogProbs.flat(), expected.oldLogProbs.flat(), 1e-5, 1e-5, 'old log-probs');
     } finally {
       windowed.destroy();
     }
