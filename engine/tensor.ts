@@ -101,6 +101,21 @@ export class Tensor<D extends DType = DType> {
     );
   }
 
+  /** Elements [elementOffset, elementOffset + size) as a tensor of `shape`: a view, or where they cross the buffers a
+   *  split tensor lies in, a split tensor of the pieces (bound window by window, engine.bindingWindows). */
+  slice(name: string, elementOffset: number, size: number, shape: readonly number[] = [size]): Tensor<D> {
+    if (elementCount(shape) !== size)
+      throw new Error(`tensor ${this.name}: slice ${name} of ${size} elements cannot take shape ${shapeString(shape)}`);
+    const end = elementOffset + size;
+    const pieces = partRanges(this).flatMap(({ first, tensor }) => {
+      const from = Math.max(first, elementOffset);
+      const to = Math.min(first + tensor.size, end);
+      return to > from ? [tensor.view(`${name}#${first}`, from - first, [to - from])] : [];
+    });
+    if (pieces.length === 1) return this.view(name, elementOffset, shape);
+    return Tensor.split(name, shape, pieces);
+  }
+
   /** The same memory with another shape of the same element count. */
   reshape(shape: readonly number[]): Tensor<D> {
     if (elementCount(shape) !== this.size) {
@@ -181,7 +196,11 @@ export function rowWindows<D extends DType>(
   if (!Number.isInteger(totalRows))
     throw new Error(`tensor ${tensor.name} ${shapeString(tensor.shape)}: not whole rows of ${rowElements} elements`);
   if (tensor.parts.length === 1 && tensor.byteLength <= maxBytes) return [{ firstRow: 0, rows: totalRows, tensor }];
-  const step = rowsPerWindow(rowElements, maxBytes, alignBytes, bytesPerElement(tensor.dtype));
+  // A part within one binding is one window, bound from its buffer's start: it needs no aligned row count.
+  const step = (partRows: number) =>
+    partRows * rowElements * bytesPerElement(tensor.dtype) <= maxBytes
+      ? partRows
+      : rowsPerWindow(rowElements, maxBytes, alignBytes, bytesPerElement(tensor.dtype));
   const windows: RowWindow<D>[] = [];
   for (const part of partRanges(tensor)) {
     if (part.first % rowElements !== 0)
@@ -190,9 +209,10 @@ export function rowWindows<D extends DType>(
           `of ${rowElements}`,
       );
     const partRows = part.tensor.size / rowElements;
-    for (let row = 0; row < partRows; row += step) {
+    const rowsPer = step(partRows);
+    for (let row = 0; row < partRows; row += rowsPer) {
       const firstRow = part.first / rowElements + row;
-      const rows = Math.min(step, partRows - row);
+      const rows = Math.min(rowsPer, partRows - row);
       windows.push({
         firstRow,
         rows,

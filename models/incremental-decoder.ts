@@ -21,7 +21,7 @@
 // weights were written since, models/transposed-weights.ts): a decode step's matmuls stream each weight once,
 // and read along its rows that is one stream through memory instead of one per output column (the tiny model's
 // 17 decode matmuls: 2.1-2.3 ms against 3.4-4.2 ms as stored, same run at load ~5).
-import type { Engine, Tensor, Arena, FloatDType } from '../engine/index.ts';
+import { Tensor, type Engine, type Arena, type FloatDType } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { layerPrefix, lmHeadWeightName, qkvWidth } from './parameter-layout.ts';
 import { KvCache, type CacheGroup } from './kv-cache.ts';
@@ -213,6 +213,29 @@ function gcd(a: number, b: number): number {
   return b === 0 ? a : gcd(b, a % b);
 }
 
+/** Logits windows of at least this many rows are a multiple of it: the GPU matmul's widest tile (kernels/matmul
+ *  gpuMatmulTiles), so an LM head run window by window multiplies no more tiles than one over every row. */
+const LOGITS_WINDOW_TILE = 128;
+
+/** Rows of V float32 logits per window: as many as one binding of `bindingBytes` holds (a multiple of
+ *  LOGITS_WINDOW_TILE when that is at least one tile). Each window is a buffer of its own, so no alignment applies. */
+export function logitsWindowRows(V: number, bindingBytes: number): number {
+  const rows = Math.floor(bindingBytes / (V * 4));
+  if (rows < 1)
+    throw new Error(
+      `IncrementalDecoder: one row of logits (${V} × 4 bytes) is above one binding of ${bindingBytes} bytes ` +
+        '(maxStorageBufferBindingSize)',
+    );
+  return rows >= LOGITS_WINDOW_TILE ? Math.floor(rows / LOGITS_WINDOW_TILE) * LOGITS_WINDOW_TILE : rows;
+}
+
+/** [first, rows] of each logits window of `rows` rows: one window when they fit one binding. */
+export function logitsWindowSpans(rows: number, V: number, bindingBytes: number): [number, number][] {
+  if (rows * V * 4 <= bindingBytes) return [[0, rows]];
+  const per = logitsWindowRows(V, bindingBytes);
+  return Array.from({ length: Math.ceil(rows / per) }, (_, k) => [k * per, Math.min(per, rows - k * per)]);
+}
+
 /** An LM head up to this many elements is transposed too (with the final norm folded into it, one dispatch
  *  fewer a step); a 152k vocabulary's copy would cost 600 MB, and its decode steps take lmHeadLogits. */
 const TRANSPOSED_HEAD_MAX_ELEMENTS = 1 << 22;
@@ -343,9 +366,35 @@ export class IncrementalDecoder {
       last: t('head.last', [headRows, c.hiddenSize]),
       lastNormed: t('head.lastNormed', [headRows, c.hiddenSize]),
       lastRstd: t('head.lastRstd', [headRows]),
-      logits: t('head.logits', [headRows, c.vocabSize]),
+      logits: this.logitsBuffer('head.logits', headRows, Math.ceil(headRows / rows) * allocatedRows),
     };
     return { step, head };
+  }
+
+  /** (rows, V) logits in the work buffer `name`, allocated for `allocatedRows`: one tensor, or where those are above
+   *  one binding, windows of logitsWindowRows rows, each a buffer of its own (`name`, `name`.rows<first>, ...). */
+  private logitsBuffer(name: string, rows: number, allocatedRows: number): Tensor {
+    const V = this.config.vocabSize;
+    const windows = logitsWindowSpans(allocatedRows, V, this.engine.maxBindingBytes);
+    const parts = windows.flatMap(([first, count]) => {
+      if (first >= rows) return [];
+      const buffer = this.work.get(first === 0 ? name : `${name}.rows${first}`, [count * V]);
+      return [buffer.view(buffer.name, 0, [Math.min(count, rows - first) * V])];
+    });
+    return Tensor.split(parts[0].name, [rows, V], parts);
+  }
+
+  /** The LM head's matmul `head` (out (rows, V) = a (rows, K) · Wᵀ) window by window of the logits' rows: each window
+   *  multiplies its rows of `a` into its own binding. One window: the call itself, on `a` and `out` as they are. */
+  private headWindows(
+    head: { a: Tensor; rowElements: number; out: Tensor },
+    body: (a: Tensor, out: Tensor, rows: number) => void,
+  ): void {
+    const V = this.config.vocabSize;
+    for (const { firstRow, rows, tensor } of this.engine.bindingWindows(head.out, V)) {
+      const a = this.rowSpan(head.a, firstRow, rows, head.rowElements, 'head.window', 'in');
+      body(a.tensor, tensor, rows);
+    }
   }
 
   /** Rows [first, first + rows) of `t` (rows of `rowElements`) as a tensor a kernel can bind: the tensor itself or
@@ -688,7 +737,8 @@ export class IncrementalDecoder {
     if (T === 1 || held.length === 1) return this.forward(0, rows, ids, positions, T, slotStart, head);
     // Several tokens a row in several groups: group by group, each one's logits gathered into the call's.
     const perRow = (head === 'every' ? T : 1) * V;
-    const logits = head === 'none' ? null : this.work.get('head.groupLogits', [rows * perRow]);
+    const logits =
+      head === 'none' ? null : this.logitsBuffer('head.groupLogits', rows * (perRow / V), rows * (perRow / V));
     for (const { group, rows: n } of held) {
       const part = (t: Tensor<'u32'> | Tensor<'i32'>, name: string) =>
         this.rowSpan(t, group.first, n, T, name, 'in').tensor;
@@ -703,11 +753,11 @@ export class IncrementalDecoder {
       );
       if (!out || !logits) continue;
       this.engine.copy(
-        out.view(out.name, 0, [n * perRow]),
-        logits.view(`${logits.name}[${group.first}:${group.first + n}]`, group.first * perRow, [n * perRow]),
+        out.slice(out.name, 0, n * perRow),
+        logits.slice(`${logits.name}[${group.first}:${group.first + n}]`, group.first * perRow, n * perRow),
       );
     }
-    return logits ? logits.view(logits.name, 0, [head === 'every' ? rows * T : rows, V]) : null;
+    return logits;
   }
 
   /** The forward of T new tokens of the call's rows [first, first + rows) (all of them, or one decode group's), its
@@ -856,7 +906,9 @@ export class IncrementalDecoder {
         headRows,
         fuseNorm,
       );
-      linear(headName, { ...finalNorm, out: h.logits, M: headRows, N: c.vocabSize, K: C });
+      this.headWindows({ a: finalNorm.a, rowElements: C, out: h.logits }, (a, out, M) =>
+        linear(headName, { ...finalNorm, a, out, M, N: c.vocabSize, K: C }),
+      );
       return h.logits;
     }
     rmsnormForward(e, {
@@ -868,14 +920,9 @@ export class IncrementalDecoder {
       cols: C,
       eps: c.rmsNormEps,
     });
-    lmHeadLogits(e, {
-      hidden: h.lastNormed,
-      weight: this.param(headName),
-      out: h.logits,
-      N: headRows,
-      C,
-      V: c.vocabSize,
-    });
+    this.headWindows({ a: h.lastNormed, rowElements: C, out: h.logits }, (hidden, out, N) =>
+      lmHeadLogits(e, { hidden, weight: this.param(headName), out, N, C, V: c.vocabSize }),
+    );
     return h.logits;
   }
 }

@@ -41,9 +41,11 @@ export class NativeTokenizer implements Tokenizer {
     config: TokenizerConfig = {},
     specialTokensMap: TokenizerConfig | null = null,
   ): NativeTokenizer {
+    // The library parses first, so a broken file gets its error (it names the position and what it expected).
+    const impl = NativeTokenizerImpl.fromString(tokenizerJson);
     // The bindings do not list their added tokens: the file does.
     const skipped = specialAddedTokenIds(JSON.parse(tokenizerJson) as object);
-    return new NativeTokenizer(NativeTokenizerImpl.fromString(tokenizerJson), config, specialTokensMap, skipped);
+    return new NativeTokenizer(impl, config, specialTokensMap, skipped);
   }
 
   async encode(text: string, options: EncodeOptions = {}): Promise<number[]> {

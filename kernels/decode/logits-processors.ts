@@ -2,7 +2,7 @@ import logitsProcessorsSource from './logits-processors.wgsl';
 import rowReduceSource from './row-reduce.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
-import { ROW_SAMPLING_WORDS } from './sample.ts';
+import { ROW_SAMPLING_WORDS, logitsWindows } from './sample.ts';
 
 /** The most logit_bias entries one request may give (OpenAI allows 300; this server keeps them per row). */
 export const MAX_LOGIT_BIAS = 64;
@@ -95,6 +95,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'numEos', type: 'u32' },
     { name: 'rowWords', type: 'u32' },
     { name: 'promptStride', type: 'u32' },
+    { name: 'firstRow', type: 'u32' },
   ],
 });
 
@@ -105,7 +106,7 @@ export const logitsProcessorsVariants: readonly Variant<KernelSpec>[] = [
 ];
 
 export interface LogitsProcessorsArgs {
-  /** (B, V) this step's logits, processed in place before `sample` reads them. */
+  /** (B, V) this step's logits, processed in place before `sample` reads them; window by window above a binding. */
   logits: Tensor;
   V: number;
   rows: number;
@@ -157,9 +158,12 @@ export function processLogits(engine: Engine, a: LogitsProcessorsArgs): void {
     throw new Error(
       `${launcher}: tokens (tensor ${tokens.name}) has ${tokens.size} elements, expected [outRows, ${outStride}]`,
     );
-  engine.dispatch(chooseVariant('logits-processors', logitsProcessorsVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, rowProcessing, rowSampling, tokens, steps, finished, eosIds, prompts },
-    uniforms: { V, outStride, numEos, rowWords: ROW_PROCESSING_WORDS, promptStride },
-    workgroups: [rows],
-  });
+  const spec = chooseVariant('logits-processors', logitsProcessorsVariants, engine.caps, engine.knobs).value;
+  for (const window of logitsWindows(engine, logits, rows, V)) {
+    engine.dispatch(spec, {
+      bindings: { logits: window.tensor, rowProcessing, rowSampling, tokens, steps, finished, eosIds, prompts },
+      uniforms: { V, outStride, numEos, rowWords: ROW_PROCESSING_WORDS, promptStride, firstRow: window.firstRow },
+      workgroups: [window.rows],
+    });
+  }
 }

@@ -3,7 +3,8 @@
 // penalties over the tokens the row's sample generated so far, logit_bias, EOS masked before min_tokens, then
 // min_p. ignore_eos (vLLM's and SGLang's: generation goes on after an EOS) reopens a row that the sampler finished
 // on an EOS id at the step before.
-//   logits (B, V) modified in place; rowProcessing (B, 8 + 2·MAX_BIAS) u32 per row: [minTokens, ignoreEos,
+//   logits (B, V) modified in place (a window of rows [firstRow, …) when B rows are above one binding: the per-row
+//     tensors are indexed from firstRow); rowProcessing (B, 8 + 2·MAX_BIAS) u32 per row: [minTokens, ignoreEos,
 //     biasCount, bits(presence), bits(frequency), bits(minP), promptLength, bits(repetition), then biasCount
 //     (token, bits(bias)) pairs]
 //   rowSampling (B, 6) as sample.wgsl reads it: outRow (word 1), temperature (word 3)
@@ -36,7 +37,7 @@ fn sequenceToken(row: u32, out: u32, promptLength: u32, j: u32) -> u32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wid.x;
+  let row = params.firstRow + wid.x;
   let step = steps[row];
   let p = row * params.rowWords;
   let ignoreEos = rowProcessing[p + 1u];
@@ -58,7 +59,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let promptLength = rowProcessing[p + 6u];
   let repetition = bitcast<f32>(rowProcessing[p + 7u]);
   let temperature = bitcast<f32>(rowSampling[row * 6u + 3u]);
-  let base = row * params.V;
+  let base = wid.x * params.V;
   let out = rowSampling[row * 6u + 1u] * params.outStride;
 
   if (presence != 0.0 || frequency != 0.0 || repetition != 1.0) {

@@ -1,6 +1,13 @@
 import sampleSource from './sample.wgsl';
 import rowReduceSource from './row-reduce.wgsl';
-import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
+import {
+  type Engine,
+  type Tensor,
+  type KernelSpec,
+  type RowWindow,
+  chooseVariant,
+  expectSize,
+} from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
 
 const specOfWidth = (WG: number): KernelSpec => ({
@@ -25,6 +32,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'numEos', type: 'u32' },
     { name: 'rowStart', type: 'u32' },
     { name: 'padId', type: 'u32' },
+    { name: 'firstRow', type: 'u32' },
   ],
 });
 
@@ -104,8 +112,17 @@ export function createSamplingTable(
   return { table, eosIds: [...eosIds], eosTensor, rowStart, rowSampling };
 }
 
+/** The windows of whole rows of `rowElements` in which the first `rows` rows of `logits` are bound: the tensor itself
+ *  when they fit one binding (one dispatch, as before windows), else engine.bindingWindows's. */
+export function logitsWindows(engine: Engine, logits: Tensor, rows: number, rowElements: number): RowWindow[] {
+  const used =
+    logits.size === rows * rowElements ? logits : logits.slice(`${logits.name}[:${rows}]`, 0, rows * rowElements);
+  return engine.bindingWindows(used, rowElements);
+}
+
 export interface SampleArgs {
-  /** (rows·rowStride, V); row b samples from logits row b·rowStride + rowOffset. */
+  /** (rows·rowStride, V); row b samples from logits row b·rowStride + rowOffset. Above one binding (or split across
+   *  buffers) it is sampled window by window of whole rows, one dispatch each. */
   logits: Tensor;
   V: number;
   /** B: rows sampled, one workgroup each. */
@@ -174,17 +191,31 @@ export function sampleTokens(engine: Engine, a: SampleArgs): void {
       );
     }
   }
-  engine.dispatch(chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, samplingTable: sampling.table, ids, positions, steps, finished, tokens, logprobs },
-    uniforms: {
-      V,
-      rowStride,
-      rowOffset,
-      outStride,
-      numEos: sampling.eosIds.length,
-      rowStart: sampling.rowStart,
-      padId: a.padId,
-    },
-    workgroups: [rows],
-  });
+  const spec = chooseVariant('sample', sampleVariants, engine.caps, engine.knobs).value;
+  // The random stream is keyed by (seed, stream, step), never by the row or its window: windows draw what one would.
+  for (const window of logitsWindows(engine, logits, rows, rowStride * V)) {
+    engine.dispatch(spec, {
+      bindings: {
+        logits: window.tensor,
+        samplingTable: sampling.table,
+        ids,
+        positions,
+        steps,
+        finished,
+        tokens,
+        logprobs,
+      },
+      uniforms: {
+        V,
+        rowStride,
+        rowOffset,
+        outStride,
+        numEos: sampling.eosIds.length,
+        rowStart: sampling.rowStart,
+        padId: a.padId,
+        firstRow: window.firstRow,
+      },
+      workgroups: [window.rows],
+    });
+  }
 }

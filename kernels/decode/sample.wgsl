@@ -1,5 +1,7 @@
 // sample: draws one next token per row from its logits, entirely on the GPU, and advances the decode state.
-//   logits (rows·rowStride, V): row r reads logits row r·rowStride + rowOffset (1, 0 for a decode step's (B, V))
+//   logits (rows·rowStride, V): row r reads logits row r·rowStride + rowOffset (1, 0 for a decode step's (B, V)); a
+//     window of the rows [firstRow, firstRow + rows) when all of them are above one binding: the per-row tensors
+//     below are bound whole and indexed from firstRow
 //   samplingTable u32: the numEos ids that finish a row from word 0, then from word rowStart (B, 6) per row (one
 //     binding, so the kernel binds 8 storage buffers, WebGPU's default limit):
 //     [stream, outRow, seed, bits of temperature, topK, bits of topP]: the sample
@@ -127,7 +129,7 @@ fn topPKey(lid: u32, base: u32, maxLogit: f32, invTemperature: f32, floorKey: u3
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wid.x;
+  let row = params.firstRow + wid.x;
   let rowSampling = params.rowStart + row * 6u;
   let stream = samplingTable[rowSampling];
   let seed = samplingTable[rowSampling + 2u];
@@ -150,7 +152,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     return;
   }
-  let base = (row * params.rowStride + params.rowOffset) * params.V;
+  let base = (wid.x * params.rowStride + params.rowOffset) * params.V;
 
   var best = LOWEST;
   var bestIndex = 0u;

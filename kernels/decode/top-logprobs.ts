@@ -3,7 +3,7 @@ import rowReduceSource from './row-reduce.wgsl';
 import rowTopKSource from './row-top-k.wgsl';
 import { type Engine, type Tensor, type KernelSpec, chooseVariant, expectSize } from '../../engine/index.ts';
 import type { Variant } from '../../engine/variants.ts';
-import { ROW_SAMPLING_WORDS } from './sample.ts';
+import { ROW_SAMPLING_WORDS, logitsWindows } from './sample.ts';
 
 /** The most alternatives a request may ask for (vLLM's default max_logprobs). */
 export const MAX_TOP_LOGPROBS = 20;
@@ -24,6 +24,7 @@ const specOfWidth = (WG: number): KernelSpec => ({
     { name: 'V', type: 'u32' },
     { name: 'outStride', type: 'u32' },
     { name: 'K', type: 'u32' },
+    { name: 'firstRow', type: 'u32' },
   ],
 });
 
@@ -34,7 +35,7 @@ export const topLogprobsVariants: readonly Variant<KernelSpec>[] = [
 ];
 
 export interface TopLogprobsArgs {
-  /** (B, V) this step's logits, the ones `sample` reads next. */
+  /** (B, V) this step's logits, the ones `sample` reads next; window by window above a binding. */
   logits: Tensor;
   V: number;
   /** B: rows, one workgroup each. */
@@ -69,9 +70,12 @@ export function topLogprobs(engine: Engine, a: TopLogprobsArgs): void {
         `${launcher}: ${what} (tensor ${t.name}) has ${t.size} elements, expected [outRows, ${outStride}, ${K}]`,
       );
   }
-  engine.dispatch(chooseVariant('top-logprobs', topLogprobsVariants, engine.caps, engine.knobs).value, {
-    bindings: { logits, rowSampling, steps, finished, topIds, topLogprobs },
-    uniforms: { V, outStride, K },
-    workgroups: [rows],
-  });
+  const spec = chooseVariant('top-logprobs', topLogprobsVariants, engine.caps, engine.knobs).value;
+  for (const window of logitsWindows(engine, logits, rows, V)) {
+    engine.dispatch(spec, {
+      bindings: { logits: window.tensor, rowSampling, steps, finished, topIds, topLogprobs },
+      uniforms: { V, outStride, K, firstRow: window.firstRow },
+      workgroups: [window.rows],
+    });
+  }
 }

@@ -7,7 +7,8 @@
 // and their log-probs (to end samples, apply stop strings and refill slots) every `readEvery` steps, one chunk
 // behind the GPU (a rollout: its samples all wait from the start), or, for a server, after every step, acting on
 // each read as soon as it has arrived, so that a client's next request finds its row within a few steps.
-import type { Tensor } from '../../engine/index.ts';
+import { Tensor } from '../../engine/index.ts';
+import { logitsWindowSpans } from '../../models/incremental-decoder.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
 import { sampleTokens, type RowSampling } from '../../kernels/decode/sample.ts';
 import { topLogprobs } from '../../kernels/decode/top-logprobs.ts';
@@ -264,7 +265,16 @@ export async function decodeContinuous(
     const plain = samples.flatMap((s, k) => (s.scorePrompt ? [] : [k]));
     const groups = [...(plain.length > 0 ? [plain] : []), ...samples.flatMap((s, k) => (s.scorePrompt ? [[k]] : []))];
     if (groups.length === 1 && !into) return prefillGroup(samples, taken);
-    admitted ??= into ? null : e.tensor('rollout.admittedLogits', [slots, V]);
+    // In windows of rows that each fit one binding, as a decode step's logits (models/incremental-decoder.ts).
+    admitted ??= into
+      ? null
+      : Tensor.split(
+          'rollout.admittedLogits',
+          [slots, V],
+          logitsWindowSpans(slots, V, e.maxBindingBytes).map(([first, n]) =>
+            e.tensor(`rollout.admittedLogits.rows${first}`, [n * V]),
+          ),
+        );
     const target = into ?? admitted!;
     for (const group of groups) {
       const logits = prefillGroup(
@@ -278,7 +288,7 @@ export async function decodeContinuous(
         ),
       );
     }
-    return target.view(target.name, 0, [samples.length, V]);
+    return target.slice(target.name, 0, samples.length * V, [samples.length, V]);
   };
   const release = (r: number): void => {
     const s = rows[r]!;

@@ -2,14 +2,21 @@
 // rollout.gpu_memory_utilization of the device), counted tensor by tensor as the rollout's IncrementalDecoders
 // allocate them. One storage binding no longer bounds them: the KV cache and the multi-token calls' activations come
 // in decode groups that each fit one (models/incremental-decoder.ts decodeGroupRows), and a prompt whose activations
-// outgrow one is prefilled in calls of fewer tokens (callTokens), and one sequence's cache layer above one is attended
-// in windows of slots (cacheWindowSlots); only a decode step's tensors over every row (its logits, its widest
-// activation) still do, a few hundred rows of a 152k vocabulary at 128 MiB.
+// outgrow one is prefilled in calls of fewer tokens (callTokens), logits over more rows than one binding holds come
+// in windows of rows, each a buffer of its own that the LM head and the sampler take in turn (logitsWindowSpans), and
+// one sequence's cache layer above one is bound in windows of slots (cacheWindowSlots); only a decode step's widest
+// activation over every row still does (2,730 rows of Qwen3-1.7B's MLP at 128 MiB).
 // The memory plan (ppo/jobs/memory-plan.ts) lists the same items.
 import type { DeviceCapabilities } from '../../engine/device.ts';
 import { bytesPerElement, type FloatDType } from '../../engine/index.ts';
 import type { DecoderConfig } from '../../models/hf-config.ts';
-import { cacheWindowSlots, callTokens, decodeGroupRows, widestActivation } from '../../models/incremental-decoder.ts';
+import {
+  cacheWindowSlots,
+  callTokens,
+  decodeGroupRows,
+  logitsWindowSpans,
+  widestActivation,
+} from '../../models/incremental-decoder.ts';
 import { qkvWidth } from '../../models/parameter-layout.ts';
 import { decodeAttentionSupports } from '../../kernels/decode/decode-attention.ts';
 import type { RolloutConfig } from './types.ts';
@@ -82,9 +89,12 @@ function decoderBytes(
   const groups = Math.ceil(d.rows / g);
   const multiToken = maxTokens > 1;
   const { perToken, perRow } = incrementalWork(m, loraRank);
-  // Buffers of one name serve both kinds of call, at the larger size.
+  // Buffers of one name serve both kinds of call, at the larger size; the logits's windows too, window by window.
   const tokenRows = Math.max(d.steps ? d.rows : 0, multiToken ? n * maxTokens : 0);
   const headRows = Math.max(d.steps ? d.rows : 0, multiToken ? n : 0);
+  const stepWindows = logitsWindowSpans(d.steps ? d.rows : 0, m.vocabSize, bindingBytes);
+  const logitRows = stepWindows.reduce((sum, [first, rows]) => sum + (first === 0 ? Math.max(rows, n) : rows), 0);
+  const logits = (multiToken ? logitRows : headRows) * m.vocabSize;
   const gathered = multiToken && groups > 1 ? d.rows * m.vocabSize : 0;
   // Where a group's rows start at an offset a binding cannot (models/incremental-decoder.ts rowSpan), they are copied
   // to buffers of one group's rows: a multi-token call's ids and positions; a decode step's positions per group, its
@@ -105,7 +115,7 @@ function decoderBytes(
   );
   return {
     cache: (2 * m.numLayers * d.rows + n) * d.capacity * kvWidth * cacheBytes + d.rows * d.capacity * F32,
-    work: (tokenRows * perToken + headRows * perRow + gathered + copies) * F32,
+    work: (tokenRows * perToken + headRows * (perRow - m.vocabSize) + logits + gathered + copies) * F32,
     unpacked: unpacks ? 2 * n * (windowSlots ?? d.capacity) * kvWidth * F32 : 0,
     windowSlots,
     groupRows: n,
@@ -162,7 +172,7 @@ export function rolloutMemory(
           what: `window of one sequence's KV cache layer (${windowSlots} of ${shape.capacity} slots)`,
           bytes: windowSlots * kvWidth * bytesPerElement(cacheDtype),
         },
-    { what: 'sampling logits', bytes: S * m.vocabSize * F32 },
+    { what: 'sampling logits', bytes: logitsWindowSpans(S, m.vocabSize, bindingBytes)[0][1] * m.vocabSize * F32 },
   ];
   if (shape.blockTokens === undefined) {
     const prefill = decoderBytes(
@@ -200,9 +210,9 @@ export function rolloutMemory(
 }
 
 /**
- * How many samples decode at once: as many as the memory budget holds, at most what a decode step's tensors over
- * every row let one binding (maxStorageBufferBindingSize, maxBufferSize) hold, never more than asked or than there
- * are samples.
+ * How many samples decode at once: as many as the memory budget holds, at most what a decode step's widest activation
+ * over every row lets one binding (maxStorageBufferBindingSize, maxBufferSize) hold, never more than asked or than
+ * there are samples. Its logits come in windows (logitsWindowSpans): they bound nothing but memory.
  */
 export function rolloutSlots(
   caps: Pick<DeviceCapabilities, 'maxBufferSize' | 'maxStorageBufferBindingSize'>,
@@ -212,15 +222,15 @@ export function rolloutSlots(
 ): number {
   const binding = Math.min(caps.maxStorageBufferBindingSize, caps.maxBufferSize);
   const bytes = (S: number) => rolloutMemory(binding, m, shape, S).items.reduce((n, i) => n + i.bytes, 0);
-  // A decode step's logits and activations span every row: the only tensors the decode groups do not split.
+  // A decode step's activations span every row: the only tensors neither decode groups nor logits windows split.
   const widest = widestActivation(m, shape.loraRank ?? 0);
-  const stepRows = Math.floor(binding / (Math.max(m.vocabSize, widest) * F32));
+  const stepRows = Math.floor(binding / (widest * F32));
   const budget = c.memoryBudgetBytes ?? Infinity;
   const most = Math.min(shape.samples, c.maxSlots ?? Infinity, stepRows);
   if (most < 1 || bytes(1) > budget) {
     throw new Error(
       `rollout: one sample (prompt ${shape.promptLength} + cache ${shape.capacity} slots) needs ${bytes(1)} bytes ` +
-        `and ${Math.max(m.vocabSize, widest) * F32} bytes for a decode step's logits; the budget is ${budget} bytes ` +
+        `and ${widest * F32} bytes for a decode step's widest activation; the budget is ${budget} bytes ` +
         `(actor_rollout_ref.rollout.gpu_memory_utilization) and one binding holds ${binding}: lower ` +
         'data.max_prompt_length or data.max_response_length, or raise gpu_memory_utilization',
     );

@@ -41,6 +41,7 @@ export const GPU_CLASS_TESTS: string[] = [
   // models: the decoder against the CPU reference model and Hugging Face, decode steps, generation
   'causal-lm',
   'decode-groups',
+  'logits-windows-serve',
   'decode-step',
   'decoder',
   'gradient-checkpointing',

@@ -9,20 +9,21 @@ import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
 import { initialParameters } from '../../models/init.ts';
 import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { KvCache } from '../../models/kv-cache.ts';
+import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { rolloutMemory } from '../../ppo/generation/slots.ts';
 import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
 import { parameterBytes } from '../../ppo/jobs/memory-plan.ts';
 import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
-import { randomArray } from '../support/arrays.ts';
+import { randomArray, expectClose } from '../support/arrays.ts';
 import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
 
 const SPLIT_BYTES = 16 * 1024;
 
-function config(): DecoderConfig {
+function config(vocabSize = 61): DecoderConfig {
   return parseHfConfig({
     architectures: ['Qwen3ForCausalLM'],
-    vocab_size: 61,
+    vocab_size: vocabSize,
     hidden_size: 32,
     intermediate_size: 48,
     num_hidden_layers: 2,
@@ -35,8 +36,8 @@ function config(): DecoderConfig {
   });
 }
 
-async function randomPolicy(engine: Engine): Promise<PolicyWeights> {
-  const c = config();
+async function randomPolicy(engine: Engine, vocabSize?: number): Promise<PolicyWeights> {
+  const c = config(vocabSize);
   const params = createParameterArena(engine, c, 'decode-groups');
   uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
   return { config: c, params };
@@ -84,9 +85,10 @@ async function generate(
   c: RolloutConfig,
   environment: TurnEnvironment | null = null,
   prompts: number[][] = PROMPTS,
+  vocabSize?: number,
 ): Promise<{ responses: number[][]; lengths: number[]; oldLogProbs: number[][]; groups: number }> {
   const held = vi.spyOn(KvCache.prototype, 'held');
-  const generator = new RolloutGenerator(engine, await randomPolicy(engine), dtype);
+  const generator = new RolloutGenerator(engine, await randomPolicy(engine, vocabSize), dtype);
   const batch = await generator.generate(prompts, c, environment);
   generator.release();
   const groups = Math.max(...held.mock.results.map((r) => (r.value as unknown[]).length));
@@ -162,6 +164,86 @@ describe('decode groups', () => {
     console.log(`grouped rollout: planned ${plannedBytes} B, allocated ${allocated} B`);
     expect(plannedBytes).toBeGreaterThanOrEqual(allocated);
     expect(plannedBytes).toBeLessThanOrEqual(1.02 * allocated);
+  });
+
+  // Logits windows: with a 200-token vocabulary, 80 rows of logits are 64,000 bytes, above a 32 KiB binding, so a
+  // decode step's logits (and the prefill's, gathered from its groups) come in two windows of 40 rows (32,768 / 800),
+  // each a buffer of its own; the LM head, the sampler and the log-prob of its token run window by window. Before
+  // windows the slots were capped at 40. 80 rows (the widest activation, 96 floats, allows 85) and compaction to at
+  // most 40 keep every LM head of both rollouts on one side of the register kernel's 32 rows (kernels/matmul).
+  it('logits windows: 80 rows decode at once under a 32 KiB binding (40 rows of logits a binding), the tokens and old log-probs of the unsplit rollout, bit for bit', async () => {
+    const whole = await gpuEngine();
+    const windowed = await Engine.create({ ...readKnobs(), maxBindingBytes: 32 * 1024 });
+    const V = 200;
+    // Prompts of 1-2 tokens: the prefill's groups (32,768 / (2 tokens × 96 floats × 4 bytes) = 40 rows) take the
+    // tiled LM head as the whole batch's 80 rows do.
+    const prompts = Array.from({ length: 20 }, (_, i) =>
+      [(11 + 13 * i) % V, (5 + 7 * i) % V].slice(i % 3 === 0 ? 1 : 0),
+    );
+    const c = { ...C, maxResponseLength: 12, eosTokenIds: [4, 17, 30, 101, 150] };
+    const run = async (engine: Engine) => {
+      const dispatch = vi.spyOn(engine, 'dispatch');
+      const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
+      const result = await generate(engine, 'f32', c, null, prompts, V);
+      const samplers = dispatch.mock.calls.filter(([spec]) => spec.name.startsWith('sample/')).length;
+      const steps = extend.mock.calls.filter(([input]) => input.T === 1);
+      dispatch.mockRestore();
+      extend.mockRestore();
+      const rows = Math.max(...steps.map(([input]) => input.ids.size));
+      return { ...result, samplers, decodeSteps: steps.length, rows };
+    };
+    try {
+      const expected = await run(whole);
+      const actual = await run(windowed);
+      expect([expected.rows, actual.rows]).toEqual([80, 80]);
+      // One sampler dispatch a step where the logits fit one binding; two while more than 40 rows decode.
+      expect(expected.samplers).toBe(expected.decodeSteps + 1);
+      expect(actual.decodeSteps).toBe(expected.decodeSteps);
+      expect(actual.samplers).toBeGreaterThan(actual.decodeSteps + 1);
+      expect(new Set(expected.lengths).size).toBeGreaterThan(3);
+      expect(actual.responses).toEqual(expected.responses);
+      expect(actual.oldLogProbs).toEqual(expected.oldLogProbs);
+    } finally {
+      windowed.destroy();
+    }
+  });
+
+  // Multi-turn's decoder holds the prompts and observation blocks too (calls of up to max(P, R) tokens), in groups of
+  // 14 rows here (32,768 / (6 tokens × 96 floats × 4 bytes)), while its decode steps take the 80 rows at once, their
+  // logits in two windows. On CPU devices a group's call takes matmul's register kernel (32 rows and fewer) where the
+  // whole batch's takes the tiled one: the same tokens, log-probs equal to rounding. The GPU class's kernels do not
+  // switch: bit for bit.
+  it('logits windows, multi-turn: 80 rows under a 32 KiB binding, the tokens of the unsplit rollout (GPU class: and its log-probs, bit for bit)', async () => {
+    const whole = await gpuEngine();
+    const windowed = await Engine.create({ ...readKnobs(), maxBindingBytes: 32 * 1024 });
+    const V = 200;
+    const prompts = Array.from({ length: 40 }, (_, i) =>
+      [(11 + 13 * i) % V, (5 + 7 * i) % V].slice(i % 3 === 0 ? 1 : 0),
+    );
+    const c = { ...C, n: 2, maxResponseLength: 6, eosTokenIds: [4], readEvery: 3 };
+    const run = async (engine: Engine) => {
+      const dispatch = vi.spyOn(engine, 'dispatch');
+      const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
+      const result = await generate(engine, 'f32', c, new ScriptedEnvironment(), prompts, V);
+      const samplers = dispatch.mock.calls.filter(([spec]) => spec.name.startsWith('sample/')).length;
+      const rows = Math.max(...extend.mock.calls.filter(([input]) => input.T === 1).map(([input]) => input.ids.size));
+      dispatch.mockRestore();
+      extend.mockRestore();
+      return { ...result, samplers, rows };
+    };
+    try {
+      const expected = await run(whole);
+      const actual = await run(windowed);
+      expect([expected.rows, actual.rows]).toEqual([80, 80]);
+      expect(actual.samplers).toBeGreaterThan(expected.samplers);
+      expect([expected.groups, actual.groups]).toEqual([1, 6]);
+      expect(new Set(expected.lengths).size).toBeGreaterThan(2);
+      expect(actual.responses).toEqual(expected.responses);
+      if (windowed.caps.deviceClass === 'gpu') expect(actual.oldLogProbs).toEqual(expected.oldLogProbs);
+      else expectClose(actual.oldLogProbs.flat(), expected.oldLogProbs.flat(), 1e-5, 1e-5, 'old log-probs');
+    } finally {
+      windowed.destroy();
+    }
   });
 
   // The GPUs' decode attention splits a long cache over workgroups, fewer splits the more rows there are (a quarter of

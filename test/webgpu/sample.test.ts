@@ -1,6 +1,6 @@
 import { describe, it, expect } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
-import type { Engine } from '../../engine/index.ts';
+import { Tensor, type Engine } from '../../engine/index.ts';
 import {
   createSamplingTable,
   packRowSampling,
@@ -27,6 +27,20 @@ interface Case extends SamplingParams {
   /** Per row; default 1 + r % 3 (rows at different steps, as after a continuous-batching refill). */
   steps?: number[];
   outStride?: number;
+  /** Sampled rows per buffer: the logits split across buffers (logits windows), sampled window by window. */
+  rowsPerPart?: number;
+}
+
+/** The case's logits in one buffer, or in buffers of `rowsPerPart` sampled rows (each rowStride·V floats) each. */
+function logitsTensor(engine: Engine, c: Case): Tensor {
+  if (!c.rowsPerPart) return engine.tensorFrom('logits', [c.logits.length], c.logits);
+  const perPart = c.rowsPerPart * (c.rowStride ?? 1) * c.V;
+  const parts = [];
+  for (let at = 0; at < c.logits.length; at += perPart) {
+    const values = c.logits.subarray(at, at + perPart);
+    parts.push(engine.tensorFrom(`logits.rows${at / perPart}`, [values.length], values));
+  }
+  return Tensor.split('logits', [c.logits.length], parts);
 }
 
 async function runGpu(engine: Engine, c: Case) {
@@ -35,7 +49,7 @@ async function runGpu(engine: Engine, c: Case) {
   const eos = c.eosIds ?? [];
   const finishedIn = c.finished ?? new Array<number>(rows).fill(0);
   const t = {
-    logits: engine.tensorFrom('logits', [c.logits.length], c.logits),
+    logits: logitsTensor(engine, c),
     sampling: createSamplingTable(engine, 'sampling', rows, eos),
     ids: engine.tensor('ids', [rows], 'u32'),
     positions: engine.tensorFrom(
@@ -185,6 +199,40 @@ describe('sample kernel', () => {
       delete engine.knobs.kernelVariants.sample;
     },
   );
+
+  it('logits split across buffers (windows of rows, one dispatch each) give the draws of one tensor, bit for bit', async () => {
+    const engine = await gpuEngine();
+    const perRow = [
+      { temperature: 0 },
+      { temperature: 0.7, topK: 9, seed: 40 },
+      { topP: 0.6, seed: 41 },
+      { temperature: 1.4, topK: 30, topP: 0.9 },
+      { temperature: 1, seed: 3 },
+      { temperature: 0.5, topP: 0.8 },
+      { temperature: 1.1, topK: 4 },
+    ];
+    const base = { V: 300, rows: 7, temperature: 1, topK: -1, topP: 1, seed: 8, perRow, eosIds: [2, 7] };
+    const cases: Case[] = [
+      {
+        ...base,
+        logits: randomArray(7 * 300, 32, 3),
+        sampleIds: [3, 0, 6, 1, 2, 5, 4],
+        finished: [0, 0, 1, 0, 0, 0, 0],
+      },
+      { ...base, rowStride: 2, rowOffset: 1, logits: randomArray(7 * 2 * 300, 33, 3) },
+    ];
+    for (const c of cases) {
+      const dispatches = engine.dispatchCount;
+      const one = await runGpu(engine, c);
+      expect(engine.dispatchCount - dispatches).toBe(1);
+      const windows = engine.dispatchCount;
+      const split = await runGpu(engine, { ...c, rowsPerPart: 3 });
+      // 3 + 3 + 1 rows.
+      expect(engine.dispatchCount - windows).toBe(3);
+      expect(split).toEqual(one);
+      expectSameDraw(split.ids, reference(c));
+    }
+  });
 
   it('draws at temperature 1 follow the softmax (χ² test) and are reproducible from the seed', async () => {
     const engine = await gpuEngine();
