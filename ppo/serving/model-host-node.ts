@@ -69,7 +69,10 @@ const SERVER_READ_LAG = 1;
  * prefilled as one group: one forward pass instead of several, and samples with equal budgets end together again.
  */
 const SERVER_GATHER_STEPS = 2;
-/** A row left empty with none waiting is dropped after this many steps (the decode cache's capacity allows for it). */
+/**
+ * A row left empty with none waiting is dropped after this many steps, with every other empty row (the decode cache's
+ * capacity allows for it).
+ */
 const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
 /** Lets the event loop turn between two decode steps: requests arrive, responses and streamed tokens leave. */
 const turnEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
