@@ -17,7 +17,8 @@ import { continuousCacheCapacity } from '../../ppo/generation/continuous-batchin
 import { decodeAttention, decodeSplits } from '../../kernels/decode/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/decode/decode-attention.ref.ts';
 import { randomArray } from '../support/arrays.ts';
-import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
+import type { RolloutConfig, PolicyWeights, TurnEnvironment } from '../../ppo/generation/types.ts';
+import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 
 const WINDOW_BYTES = 4 * 1024;
 
@@ -60,25 +61,6 @@ const C: RolloutConfig = {
   readEvery: 2,
   maxSlots: 2,
 };
-
-/** Id 20 ends a turn (turns long enough to pass a window); every turn but the last gets an observation of 1–4 tokens
- *  that depend on sample and turn (test/webgpu/decode-groups.test.ts's environment with one turn end). */
-class ScriptedEnvironment implements TurnEnvironment {
-  readonly maxTurns = 3;
-  readonly turnEndTokenIds = [20];
-  readonly turnEndStrings: string[] = [];
-
-  async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
-    return ended.map((end) =>
-      turn + 1 < this.maxTurns && end.reason === 'stop'
-        ? Array.from(
-            { length: 1 + ((end.sample + 2 * turn) % 4) },
-            (_, j) => 40 + ((end.sample * 7 + turn * 3 + j) % 20),
-          )
-        : null,
-    );
-  }
-}
 
 async function generate(
   engine: Engine,
@@ -193,8 +175,9 @@ describe('cache windows', () => {
       const c = { ...C, maxResponseLength: 120 };
       // A 90-token prompt: its chunks and the observations after it go into the second window and later.
       const prompts = [...PROMPTS.slice(0, 3), Array.from({ length: 90 }, (_, i) => 30 + ((i * 7) % 31))];
-      const expected = await generate(whole, dtype, c, new ScriptedEnvironment(), prompts);
-      const actual = await generate(split, dtype, c, new ScriptedEnvironment(), prompts);
+      // Id 20 alone ends a turn, so turns run long enough to pass a cache window.
+      const expected = await generate(whole, dtype, c, new ScriptedEnvironment([20]), prompts);
+      const actual = await generate(split, dtype, c, new ScriptedEnvironment([20]), prompts);
       expect(expected.windowSlots).toEqual([null]);
       expect(actual.windowSlots.filter((w) => w !== null).length).toBeGreaterThan(0);
       console.log(

@@ -16,7 +16,8 @@ import { continuousCacheCapacity } from '../../ppo/generation/continuous-batchin
 import { parameterBytes } from '../../ppo/jobs/memory-plan.ts';
 import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
-import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
+import type { RolloutConfig, PolicyWeights, TurnEnvironment } from '../../ppo/generation/types.ts';
+import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 
 const SPLIT_BYTES = 16 * 1024;
 
@@ -59,24 +60,6 @@ const C: RolloutConfig = {
   padTokenId: 0,
   readEvery: 2,
 };
-
-/** Ids 20–29 end a turn; every turn but the last gets an observation of 1–4 tokens that depend on sample and turn. */
-class ScriptedEnvironment implements TurnEnvironment {
-  readonly maxTurns = 3;
-  readonly turnEndTokenIds = Array.from({ length: 10 }, (_, i) => 20 + i);
-  readonly turnEndStrings: string[] = [];
-
-  async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
-    return ended.map((end) =>
-      turn + 1 < this.maxTurns && end.reason === 'stop'
-        ? Array.from(
-            { length: 1 + ((end.sample + 2 * turn) % 4) },
-            (_, j) => 40 + ((end.sample * 7 + turn * 3 + j) % 20),
-          )
-        : null,
-    );
-  }
-}
 
 /** Generates on `engine` and reports the most decode groups any cache held at once. */
 async function generate(

@@ -19,7 +19,8 @@ import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { RolloutDecoders } from '../../ppo/generation/decoders.ts';
 import { rolloutMemory } from '../../ppo/generation/slots.ts';
 import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
-import type { RolloutConfig, PolicyWeights, TurnEnvironment, TurnEnd } from '../../ppo/generation/types.ts';
+import type { RolloutConfig, PolicyWeights, TurnEnvironment } from '../../ppo/generation/types.ts';
+import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 
 const SPLIT_BYTES = 128 * 1024;
 
@@ -62,26 +63,6 @@ const C: RolloutConfig = {
   padTokenId: 0,
   readEvery: 2,
 };
-
-/** Ids 20–29 end a turn; every turn but the last gets an observation of 1–4 tokens that depend on sample and turn. */
-class ScriptedEnvironment implements TurnEnvironment {
-  readonly maxTurns = 3;
-  readonly turnEndTokenIds = Array.from({ length: 10 }, (_, i) => 20 + i);
-  readonly turnEndStrings: string[] = [];
-  /** Observations handed out. */
-  given = 0;
-
-  async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
-    return ended.map((end) => {
-      if (turn + 1 >= this.maxTurns || end.reason !== 'stop') return null;
-      this.given++;
-      return Array.from(
-        { length: 1 + ((end.sample + 2 * turn) % 4) },
-        (_, j) => 40 + ((end.sample * 7 + turn * 3 + j) % 20),
-      );
-    });
-  }
-}
 
 /** Generates on `engine`; reports the calls that appended tokens without logits (chunks before a block's last). */
 async function generate(

@@ -25,9 +25,8 @@ import {
   type RolloutConfig,
   type RolloutProgress,
   type PolicyWeights,
-  type TurnEnvironment,
-  type TurnEnd,
 } from '../../ppo/generation/types.ts';
+import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 import { generateWithoutCache } from '../../tools/bench/rollout-without-cache.ts';
 import { RolloutDecoders } from '../../ppo/generation/decoders.ts';
 import { BatchQueue } from '../../ppo/generation/batch-queue.ts';
@@ -687,28 +686,6 @@ class StepQueue implements SampleQueue {
   finished(sample: QueuedSample, logprobs: Float32Array): void {
     this.batch.finished(sample, logprobs);
     this.finishedAt[sample.sampling.stream] = this.steps;
-  }
-}
-
-/**
- * A scripted tool: ids 20–29 end a turn; every turn but the last gets an observation of 1–4 tokens whose length
- * and ids depend on the sample and the turn, so the rows' caches fall out of step.
- */
-class ScriptedEnvironment implements TurnEnvironment {
-  readonly maxTurns = 3;
-  readonly turnEndTokenIds = Array.from({ length: 10 }, (_, i) => 20 + i);
-  readonly turnEndStrings: string[] = [];
-  readonly calls: { turn: number; ended: TurnEnd[] }[] = [];
-
-  static observation(sample: number, turn: number): number[] {
-    return Array.from({ length: 1 + ((sample + 2 * turn) % 4) }, (_, j) => 40 + ((sample * 7 + turn * 3 + j) % 20));
-  }
-
-  async observe(turn: number, ended: readonly TurnEnd[]): Promise<(number[] | null)[]> {
-    this.calls.push({ turn, ended: [...ended] });
-    return ended.map((end) =>
-      turn + 1 < this.maxTurns && end.reason === 'stop' ? ScriptedEnvironment.observation(end.sample, turn) : null,
-    );
   }
 }
 
