@@ -69,11 +69,15 @@ const SERVER_READ_LAG = 1;
  * prefilled as one group: one forward pass instead of several, and samples with equal budgets end together again.
  */
 const SERVER_GATHER_STEPS = 2;
-/**
- * A row left empty with none waiting is dropped after this many steps, with every other empty row (the decode cache's
- * capacity allows for it).
- */
+/** The rollout's read interval, which the decode cache's capacity allows for (reads lag one interval). */
 const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
+/**
+ * A row left empty with none waiting is dropped after this many steps, with every other empty row (the loop's
+ * readEvery): a closed-loop client's next request comes within a step or two of its response, and an empty row
+ * decoded longer costs more than the compaction and the new row a later request takes (8 steps: 5% more server CPU
+ * per token at ~24-token answers, docs/benchmarks.md).
+ */
+const SERVER_EMPTY_ROW_STEPS = 3;
 /** Lets the event loop turn between two decode steps: requests arrive, responses and streamed tokens leave. */
 const turnEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -540,7 +544,7 @@ export class ModelHost {
       P,
       R,
       ...this.end,
-      readEvery: SERVER_READ_EVERY,
+      readEvery: SERVER_EMPTY_ROW_STEPS,
       eager: { lag: SERVER_READ_LAG, gather: SERVER_GATHER_STEPS, between: turnEventLoop },
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
       onPrefill: (rows: number) => this.counters.prefilled(rows),
