@@ -10,6 +10,8 @@ export {
   elementCount,
   shapeString,
   rowsPerWindow,
+  alignedRows,
+  lcm,
   partRanges,
   matchingPieces,
 } from './tensor.ts';

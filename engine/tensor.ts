@@ -163,6 +163,21 @@ export interface RowWindow<D extends DType = DType> {
   tensor: Tensor<D>;
 }
 
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
+
+/** Least common multiple of two positive integers. */
+export function lcm(a: number, b: number): number {
+  return (a * b) / gcd(a, b);
+}
+
+/** The fewest rows of `rowSize` (bytes, or any unit) whose total is a multiple of `align` (same unit): windows
+ *  whose first rows are multiples of it start aligned when row 0 does. */
+export function alignedRows(rowSize: number, align: number): number {
+  return align / gcd(align, rowSize);
+}
+
 /** Most rows of `rowElements` elements (of `elementBytes` each) one window may hold: at most `maxBytes`, and a
  *  multiple of the rows that keep every window's start `alignBytes`-aligned (given an aligned first row). */
 export function rowsPerWindow(
@@ -172,8 +187,7 @@ export function rowsPerWindow(
   elementBytes = BYTES_PER_ELEMENT,
 ): number {
   const rowBytes = rowElements * elementBytes;
-  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
-  const alignRows = alignBytes / gcd(alignBytes, rowBytes);
+  const alignRows = alignedRows(rowBytes, alignBytes);
   const rows = Math.floor(maxBytes / rowBytes / alignRows) * alignRows;
   if (rows < 1) {
     throw new Error(

@@ -1,7 +1,7 @@
 // A causal language model: the decoder trunk plus the fused LM head. Produces per-token log-probs of given
 // targets (and entropy) without materialising B×T×V probabilities, and back-propagates d(loss)/d(log-prob) and
 // d(loss)/d(entropy) into parameter gradients.
-import type { Engine, Tensor, Arena } from '../engine/index.ts';
+import { alignedRows, type Engine, type Tensor, type Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { rowWindow } from './row-chunks.ts';
 import { DecoderTrunk } from './decoder.ts';
@@ -177,8 +177,7 @@ export class CausalLm {
     const hidden = this.trunk.forward(batch, { saveForBackward: false });
     // Chunks start on the device's storage offset alignment: a whole number of `step` rows of C floats.
     const align = this.engine.caps.minStorageBufferOffsetAlignment / 4;
-    const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
-    const step = align / gcd(c.hiddenSize, align);
+    const step = alignedRows(c.hiddenSize, align);
     const chunk = Math.min(rows, Math.max(step, Math.floor(chunkRows / step) * step));
     const b = this.buffers;
     const logits = b.get('topLogits', [chunk, c.vocabSize]);

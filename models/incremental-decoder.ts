@@ -44,7 +44,7 @@ import { lmHeadLogits } from '../kernels/layers/lm-head.ts';
 import { transposedWeightVariants } from '../kernels/util/transpose.ts';
 import { LINEAR_WEIGHTS } from './decoder.ts';
 import { TransposedWeights } from './transposed-weights.ts';
-import { bytesPerElement, chooseVariant, elementCount } from '../engine/index.ts';
+import { alignedRows, bytesPerElement, chooseVariant, elementCount, lcm } from '../engine/index.ts';
 import type { LoraAdapters, ProjectionInput } from './lora-adapters.ts';
 import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 
@@ -198,8 +198,7 @@ export function cacheWindowSlots(
   const slotBytes = windowedSlotBytes(c, shape);
   if (shape.capacity * slotBytes <= bindingBytes) return null;
   const cacheBytes = c.numKvHeads * c.headDim * bytesPerElement(shape.cacheDtype);
-  const units = [cacheBytes, slotBytes, 4].map((bytes) => alignBytes / gcd(bytes, alignBytes));
-  const unit = units.reduce((a, b) => (a * b) / gcd(a, b));
+  const unit = [cacheBytes, slotBytes, 4].map((bytes) => alignedRows(bytes, alignBytes)).reduce(lcm);
   const slots = Math.floor(bindingBytes / slotBytes / unit) * unit;
   if (slots < 1)
     throw new Error(
@@ -207,10 +206,6 @@ export function cacheWindowSlots(
         `binding of ${bindingBytes}`,
     );
   return slots;
-}
-
-function gcd(a: number, b: number): number {
-  return b === 0 ? a : gcd(b, a % b);
 }
 
 /** Logits windows of at least this many rows are a multiple of it: the GPU matmul's widest tile (kernels/matmul

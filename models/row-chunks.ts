@@ -3,7 +3,7 @@
 // residual stream. Every trunk op but attention is row-wise (the embedding, norms, RoPE, matmul rows, SwiGLU, the
 // LoRA products, the LM and value heads) except the weight gradients, which sum over rows; so those ops run over
 // windows of whole rows that each bind, and the weight gradients accumulate window by window.
-import { rowsPerWindow, type Tensor } from '../engine/index.ts';
+import { alignedRows, lcm, rowsPerWindow, type Tensor } from '../engine/index.ts';
 
 export interface RowChunk {
   first: number;
@@ -24,12 +24,8 @@ export function rowChunks(
 ): RowChunk[] {
   const widest = Math.max(...widths);
   if (R * widest * 4 <= maxBindingBytes) return [{ first: 0, rows: R }];
-  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
   // Every window starts at a multiple of `step` rows: a multiple of each width's alignment quantum.
-  const quantum = widths.reduce((q, w) => {
-    const rowsToAlign = alignBytes / gcd(alignBytes, w * 4);
-    return (q * rowsToAlign) / gcd(q, rowsToAlign);
-  }, 1);
+  const quantum = widths.reduce((q, w) => lcm(q, alignedRows(w * 4, alignBytes)), 1);
   const step = Math.floor(rowsPerWindow(widest, maxBindingBytes, 4) / quantum) * quantum;
   if (step < 1)
     throw new Error(

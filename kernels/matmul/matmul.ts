@@ -22,6 +22,8 @@ import {
   partRanges,
   expectSize,
   isHalf,
+  alignedRows,
+  lcm,
 } from '../../engine/index.ts';
 import type { ElementType } from '../../engine/kernel.ts';
 import type { Variant } from '../../engine/variants.ts';
@@ -598,10 +600,9 @@ export function weightRowStep(
   const rowBytes = (rowLength * 4) / elementsPerWord;
   // Elements a window's first element must be a multiple of.
   const quantum = (alignBytes * elementsPerWord) / 4;
-  const gcd = (x: number, y: number): number => (y === 0 ? x : gcd(y, x % y));
-  const alignRows = quantum / gcd(quantum, rowLength);
+  const alignRows = alignedRows(rowLength, quantum);
   const most = Math.floor(maxBytes / rowBytes);
-  const rows4 = (alignRows * 4) / gcd(alignRows, 4);
+  const rows4 = lcm(alignRows, 4);
   return most >= rows4 ? Math.floor(most / rows4) * rows4 : Math.floor(most / alignRows) * alignRows;
 }
 
