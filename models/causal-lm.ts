@@ -3,7 +3,7 @@
 // d(loss)/d(entropy) into parameter gradients.
 import { alignedRows, type Engine, type Tensor, type Arena } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
-import { rowWindow } from './row-chunks.ts';
+import { chunkRows } from './row-chunks.ts';
 import { DecoderTrunk } from './decoder.ts';
 import { GrowingBuffers } from './growing-buffers.ts';
 import { lmHeadWeightName } from './parameter-layout.ts';
@@ -83,7 +83,7 @@ export class CausalLm {
     const sumPiSquared = options.sumPiSquared ? this.buffers.get('sumPiSquared', [rows]) : undefined;
     // Over the trunk's row windows when (R, C) is above one binding: every output is per row (models/row-chunks.ts).
     for (const chunk of this.trunk.rowChunks(rows)) {
-      const r = <T extends Tensor | undefined>(t: T, width = 1) => rowWindow(t, width, chunk, rows);
+      const r = chunkRows(chunk, rows);
       lmHeadForward(this.engine, {
         hidden: r(hidden, c.hiddenSize),
         weight: this.trunk.weights.get(lmHeadWeightName(c)),
@@ -123,8 +123,7 @@ export class CausalLm {
     const chunks = this.trunk.rowChunks(rows);
     // The head's weight gradient sums over rows: window by window when the rows are windowed (models/row-chunks.ts).
     for (const chunk of chunks) {
-      const r = <T extends Tensor | undefined | null>(t: T, width = 1) =>
-        (t ? rowWindow(t, width, chunk, rows) : t) as T;
+      const r = chunkRows(chunk, rows);
       lmHeadBackward(this.engine, {
         hidden: r(hidden, c.hiddenSize),
         weight: this.trunk.weights.get(weightName),

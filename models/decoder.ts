@@ -26,7 +26,7 @@ import { layerWeightsAreF32, weightOperand } from './weight-operand.ts';
 import { HalfParameterCopy } from './half-parameter-copy.ts';
 import { toHalf } from '../kernels/util/to-half.ts';
 import { fromHalf } from '../kernels/util/from-half.ts';
-import { rowChunks, rowWindow, type RowChunk } from './row-chunks.ts';
+import { chunkRows, rowChunks, rowWindow, type RowChunk } from './row-chunks.ts';
 import {
   AttentionWindows,
   attentionWindowRows,
@@ -393,7 +393,7 @@ export class DecoderTrunk {
     // (models/row-chunks.ts), the MLP over its own; else one window, all R rows: the unchunked schedule.
     const chunks = this.rowChunks(R);
     for (const chunk of chunks) {
-      const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+      const rows = chunkRows(chunk, R);
       const n = chunk.rows;
       const normed = rows(a.attnNormed, C);
       const qkvRaw = rows(a.qkvRaw, W);
@@ -456,7 +456,7 @@ export class DecoderTrunk {
         lse: a.lse,
       });
     for (const chunk of chunks) {
-      const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+      const rows = chunkRows(chunk, R);
       const n = chunk.rows;
       const mid = rows(a.mid, C);
       const attnOut = rows(a.attnOut, NHS);
@@ -483,7 +483,7 @@ export class DecoderTrunk {
     }
     // The MLP over its own windows: its (R, 2I) outgrows a binding first, and it binds no one-word rows.
     for (const chunk of this.mlpChunks(l, R)) {
-      const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+      const rows = chunkRows(chunk, R);
       const n = chunk.rows;
       const normed = rows(a.mlpNormed, C);
       const gateUp = rows(a.gateUp, 2 * I);
@@ -651,7 +651,7 @@ export class DecoderTrunk {
       ) => void,
     ) => {
       for (const chunk of windows) {
-        const rows = <T extends Tensor | undefined>(t: T, width: number) => rowWindow(t, width, chunk, R);
+        const rows = chunkRows(chunk, R);
         const n = chunk.rows;
         const du = lora && n < R ? ws.dLora.view(`${ws.dLora.name}[:${n}]`, 0, [n, lora.maxRank]) : ws.dLora;
         body(rows, n, (kind, x, u, dOut, dX) =>

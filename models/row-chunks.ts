@@ -38,7 +38,12 @@ export function rowChunks(
 }
 
 /** Rows [first, first+rows) of `t` (rows of `width`), or `t` itself when the chunk is all R rows (or `t` is absent). */
-export function rowWindow<T extends Tensor | undefined>(t: T, width: number, chunk: RowChunk, R: number): T {
+export function rowWindow<T extends Tensor | undefined | null>(t: T, width: number, chunk: RowChunk, R: number): T {
   if (!t || chunk.rows === R) return t;
   return t.view(`${t.name}[${chunk.first}:${chunk.first + chunk.rows}]`, chunk.first * width, [chunk.rows, width]) as T;
+}
+
+/** rowWindow bound to one chunk: the chunk's rows of any (R, width) tensor (width 1: per-token values). */
+export function chunkRows(chunk: RowChunk, R: number) {
+  return <T extends Tensor | undefined | null>(t: T, width = 1): T => rowWindow(t, width, chunk, R);
 }
