@@ -7,17 +7,14 @@
 // equal the unsplit server's, bit for bit. Prompts of 2 tokens keep the prefill's groups (47 rows) on the tiled LM
 // head, as the whole batch's 72 rows are (kernels/matmul/matmul.ts: 32 rows and fewer take the register kernel).
 import { it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { gpuEngine } from '../support/gpu-engine.ts';
-import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
-import { Engine, readKnobs } from '../../engine/index.ts';
+import { describeWithFixtures } from '../support/fixtures.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
-import { ModelHost, type ServeOptions } from '../../ppo/serving/model-host-node.ts';
-import { ServeHttp } from '../../ppo/serving/http-server-node.ts';
+import type { ServeOptions } from '../../ppo/serving/model-host-node.ts';
+import { type Served, postJson, splitServers } from '../support/split-servers.ts';
 
 const SAMPLES = 72;
 
-const OPTIONS: ServeOptions = {
-  modelDir: '',
+const OPTIONS: Omit<ServeOptions, 'modelDir'> = {
   servedModelName: 'stories',
   maxPromptTokens: 2,
   maxNewTokens: 12,
@@ -29,48 +26,18 @@ const OPTIONS: ServeOptions = {
   kvCacheDtype: 'auto',
 };
 
-interface Served {
-  engine: Engine;
-  host: ModelHost;
-  http: ServeHttp;
-  url: string;
-}
-const served: Served[] = [];
-
-async function serve(engine: Engine): Promise<Served> {
-  const host = await ModelHost.open(engine, { ...OPTIONS, modelDir: fixturePath('hf/stories260K') });
-  const http = new ServeHttp(host, () => {}, 'test');
-  const port = await http.listen(0, '127.0.0.1');
-  const s = { engine, host, http, url: `http://127.0.0.1:${port}` };
-  served.push(s);
-  return s;
-}
-
 async function complete(s: Served, body: Record<string, unknown>): Promise<any[]> {
-  const res = await fetch(`${s.url}/v1/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'stories', prompt: [1, 403], ...body }),
-  });
-  const json = await res.json();
-  expect(res.status, JSON.stringify(json)).toBe(200);
-  return json.choices;
+  return (await postJson(s, '/v1/completions', { model: 'stories', prompt: [1, 403], ...body })).choices;
 }
 
 describeWithFixtures('serve.js: logits windows (stories260K)', ['hf/stories260K/model.safetensors'], () => {
   let whole: Served;
   let split: Served;
+  let close: () => Promise<void>;
   beforeAll(async () => {
-    whole = await serve(await gpuEngine());
-    split = await serve(await Engine.create({ ...readKnobs(), maxBindingBytes: 128 * 1024 }));
+    ({ whole, split, close } = await splitServers(OPTIONS, 128 * 1024));
   });
-  afterAll(async () => {
-    for (const s of served) {
-      await s.http.close();
-      s.host.destroy();
-    }
-    split.engine.destroy();
-  });
+  afterAll(() => close());
 
   it('72 rows at once, above one binding of logits: per-row sampling with penalties and top log-probs, the unsplit server bit for bit', async () => {
     const request = {

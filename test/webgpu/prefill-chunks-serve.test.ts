@@ -6,16 +6,13 @@
 // completion's tokens and log-probs and the prompt's log-probs must equal the unsplit server's, bit for bit (every
 // call above 32 rows: the same kernels).
 import { it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { gpuEngine } from '../support/gpu-engine.ts';
 import { seededRandom } from '../support/arrays.ts';
-import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
-import { Engine, readKnobs } from '../../engine/index.ts';
+import { describeWithFixtures } from '../support/fixtures.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
-import { ModelHost, type ServeOptions } from '../../ppo/serving/model-host-node.ts';
-import { ServeHttp } from '../../ppo/serving/http-server-node.ts';
+import type { ServeOptions } from '../../ppo/serving/model-host-node.ts';
+import { type Served, postJson, splitServers } from '../support/split-servers.ts';
 
-const OPTIONS: ServeOptions = {
-  modelDir: '',
+const OPTIONS: Omit<ServeOptions, 'modelDir'> = {
   servedModelName: 'stories',
   maxPromptTokens: 128,
   maxNewTokens: 16,
@@ -30,48 +27,18 @@ const OPTIONS: ServeOptions = {
 const random = seededRandom(9);
 const PROMPT = Array.from({ length: 120 }, () => 3 + Math.floor(random() * 509));
 
-interface Served {
-  engine: Engine;
-  host: ModelHost;
-  http: ServeHttp;
-  url: string;
-}
-const served: Served[] = [];
-
-async function serve(engine: Engine): Promise<Served> {
-  const host = await ModelHost.open(engine, { ...OPTIONS, modelDir: fixturePath('hf/stories260K') });
-  const http = new ServeHttp(host, () => {}, 'test');
-  const port = await http.listen(0, '127.0.0.1');
-  const s = { engine, host, http, url: `http://127.0.0.1:${port}` };
-  served.push(s);
-  return s;
-}
-
 async function complete(s: Served, body: Record<string, unknown>): Promise<any> {
-  const res = await fetch(`${s.url}/v1/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'stories', prompt: PROMPT, ...body }),
-  });
-  const json = await res.json();
-  expect(res.status, JSON.stringify(json)).toBe(200);
-  return json.choices[0];
+  return (await postJson(s, '/v1/completions', { model: 'stories', prompt: PROMPT, ...body })).choices[0];
 }
 
 describeWithFixtures('serve.js: chunked prefill (stories260K)', ['hf/stories260K/model.safetensors'], () => {
   let whole: Served;
   let split: Served;
+  let close: () => Promise<void>;
   beforeAll(async () => {
-    whole = await serve(await gpuEngine());
-    split = await serve(await Engine.create({ ...readKnobs(), maxBindingBytes: 128 * 1024 }));
+    ({ whole, split, close } = await splitServers(OPTIONS, 128 * 1024));
   });
-  afterAll(async () => {
-    for (const s of served) {
-      await s.http.close();
-      s.host.destroy();
-    }
-    split.engine.destroy();
-  });
+  afterAll(() => close());
 
   it('a prompt above one binding: the tokens, their log-probs and the prompt log-probs of the unsplit server', async () => {
     const calls = (s: Served) => {

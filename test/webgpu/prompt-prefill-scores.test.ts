@@ -6,16 +6,13 @@
 // scoring, and the request records fewer dispatches than generating and scoring apart. Under a 128 KiB binding the
 // prefill keeps every position's logits in calls of 64 rows (chunked prefill), and the scores still agree.
 import { it, expect, beforeAll, afterAll } from 'vitest';
-import { gpuEngine } from '../support/gpu-engine.ts';
 import { seededRandom } from '../support/arrays.ts';
-import { describeWithFixtures, fixturePath } from '../support/fixtures.ts';
-import { Engine, readKnobs } from '../../engine/index.ts';
-import { ModelHost, type ServeOptions } from '../../ppo/serving/model-host-node.ts';
-import { ServeHttp } from '../../ppo/serving/http-server-node.ts';
+import { describeWithFixtures } from '../support/fixtures.ts';
+import type { ServeOptions } from '../../ppo/serving/model-host-node.ts';
+import { type Served, postJson, splitServers } from '../support/split-servers.ts';
 import { PromptScorer } from '../../ppo/generation/prompt-scoring.ts';
 
-const OPTIONS: ServeOptions = {
-  modelDir: '',
+const OPTIONS: Omit<ServeOptions, 'modelDir'> = {
   servedModelName: 'stories',
   maxPromptTokens: 128,
   maxNewTokens: 16,
@@ -31,37 +28,10 @@ const random = seededRandom(4);
 const prompt = (n: number) => Array.from({ length: n }, () => 3 + Math.floor(random() * 509));
 const PROMPTS = [prompt(40), prompt(100)];
 
-interface Served {
-  engine: Engine;
-  host: ModelHost;
-  http: ServeHttp;
-  url: string;
-}
-const served: Served[] = [];
-
-async function serve(engine: Engine): Promise<Served> {
-  const host = await ModelHost.open(engine, { ...OPTIONS, modelDir: fixturePath('hf/stories260K') });
-  const http = new ServeHttp(host, () => {}, 'test');
-  const port = await http.listen(0, '127.0.0.1');
-  const s = { engine, host, http, url: `http://127.0.0.1:${port}` };
-  served.push(s);
-  return s;
-}
-
 /** A request's response and the dispatches it recorded (requests run one at a time). */
-async function post(
-  s: Served,
-  path: string,
-  body: Record<string, unknown>,
-): Promise<{ json: any; dispatches: number }> {
+async function post(s: Served, path: string, body: unknown): Promise<{ json: any; dispatches: number }> {
   const before = s.engine.dispatchCount;
-  const res = await fetch(s.url + path, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const json = await res.json();
-  expect(res.status, JSON.stringify(json)).toBe(200);
+  const json = await postJson(s, path, body);
   return { json, dispatches: s.engine.dispatchCount - before };
 }
 
@@ -77,17 +47,11 @@ describeWithFixtures(
   () => {
     let whole: Served;
     let split: Served;
+    let close: () => Promise<void>;
     beforeAll(async () => {
-      whole = await serve(await gpuEngine());
-      split = await serve(await Engine.create({ ...readKnobs(), maxBindingBytes: 128 * 1024 }));
+      ({ whole, split, close } = await splitServers(OPTIONS, 128 * 1024));
     });
-    afterAll(async () => {
-      for (const s of served) {
-        await s.http.close();
-        s.host.destroy();
-      }
-      split.engine.destroy();
-    });
+    afterAll(() => close());
 
     for (const which of ['unsplit', '128 KiB binding'] as const) {
       it(`completions with echo: the separate pass's scores, the tokens of generating alone, fewer dispatches (${which})`, async () => {
