@@ -58,7 +58,7 @@ export async function runBenchmarks(argv: string[]): Promise<number> {
   if (!suite || !(SUITES[suite] || suite === 'memory' || suite === 'compile' || suite === 'gpu-report')) {
     console.error(
       `usage: node tools/bench.js <${Object.keys(SUITES).join('|')}> [--json] [kernels: --only=op,op] [soak: ` +
-        `--steps=N --warmup=N --every=N] [servers: --steps=N | --serve-throughput[=C] --answer-tokens=N] [storage: --rounds=N --layers=N --steps=N] [serve-soak: --requests=N --in-flight=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
+        `--steps=N --warmup=N --every=N] [servers: --steps=N | --serve-throughput[=C] --answer-tokens=N --rounds=N --client=http|fetch] [storage: --rounds=N --layers=N --steps=N] [serve-soak: --requests=N --in-flight=N] | memory --model DIR [--memory-gb N] [key=value ...]` +
         ' | compile PIPELINES.jsonl | gpu-report [--tiny] [--allow-software] [--skip=section,...] [--out=FILE] ' +
         '[--json]',
     );

@@ -13,8 +13,11 @@
 // (JavaScript) thread's and the other threads' (on lavapipe, the device's own work). The client's CPU is reported
 // apart too: here it shares the cores with the server, where a trainer's would run on a machine of its own. The
 // bench's random model ends most answers on EOS after ~26 tokens; `--answer-tokens=N` makes every answer N tokens
-// long on both sides (ignore_eos, max N new tokens), as long as rollouts' and served answers usually are.
+// long on both sides (ignore_eos, max N new tokens), as long as rollouts' and served answers usually are;
+// `--rounds=N` alternates N rounds (default 15: a round is ~0.3 s, and the median of 5 moved ±0.05 run to run);
+// `--client=fetch` sends the requests with fetch (undici) instead of node:http (twice the client's CPU).
 import { spawn } from 'node:child_process';
+import { Agent, request } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
@@ -71,6 +74,41 @@ export async function writeModelAndData(dir: string, seed = 5): Promise<{ model:
   return { model, data };
 }
 
+/** POSTs a JSON body and resolves with the JSON answer; an answer other than 200 rejects with its body. */
+type JsonPost = (url: string, body: object) => Promise<unknown>;
+
+/** The throughput bench's client with fetch (undici): ~2x the CPU per request of node:http's on loopback. */
+const fetchPost: JsonPost = async (url, body) => {
+  const res = await fetch(url, { method: 'POST', body: JSON.stringify(body) });
+  if (res.status !== 200) throw new Error(`servers bench: ${url} answered ${res.status}: ${await res.text()}`);
+  return res.json();
+};
+
+/**
+ * The throughput bench's default client: node:http with a keep-alive connection per request in flight, the
+ * lightest a load generator can be here (it shares the cores with the server it measures).
+ */
+function httpPost(connections: number): JsonPost {
+  const agent = new Agent({ keepAlive: true, maxSockets: connections });
+  return (url, body) =>
+    new Promise((resolve, reject) => {
+      const data = JSON.stringify(body);
+      const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) };
+      const req = request(url, { method: 'POST', agent, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          if (res.statusCode !== 200) reject(new Error(`servers bench: ${url} answered ${res.statusCode}: ${text}`));
+          else resolve(JSON.parse(text));
+        });
+      });
+      req.on('error', reject);
+      req.end(data);
+    });
+}
+
 /** Tokens each server has generated since it started (its /metrics). */
 async function serverTokens(servers: readonly ServeProcess[]): Promise<number[]> {
   return Promise.all(
@@ -82,7 +120,7 @@ async function serverTokens(servers: readonly ServeProcess[]): Promise<number[]>
  * EOS). */
 const THROUGHPUT_REQUESTS = 64;
 const THROUGHPUT_NEW_TOKENS = 64;
-const THROUGHPUT_ROUNDS = 5;
+const THROUGHPUT_ROUNDS = 15;
 
 /**
  * Generated tokens per second in this process (RolloutGenerator over every prompt, `concurrency` slots) and through
@@ -93,6 +131,8 @@ async function benchmarkServeThroughput(
   model: string,
   concurrency: number,
   answerTokens: number | null,
+  rounds: number,
+  client: 'http' | 'fetch',
 ): Promise<Row[]> {
   const newTokens = answerTokens ?? THROUGHPUT_NEW_TOKENS;
   const ignoreEos = answerTokens !== null;
@@ -157,6 +197,7 @@ async function benchmarkServeThroughput(
       used.in.tokens += tokens;
       return tokens / ((performance.now() - started) / 1000);
     };
+    const post = client === 'fetch' ? fetchPost : httpPost(concurrency);
     const served = async (seed: number) => {
       const started = performance.now();
       const [client, serverCpu, serverMain] = [cpuMs(), serverCpuMs(), mainMs(server.child.pid!, true)];
@@ -164,20 +205,17 @@ async function benchmarkServeThroughput(
       let tokens = 0;
       const worker = async () => {
         for (let i = next++; i < ids.length; i = next++) {
-          const res = await fetch(`${server.url}/generate`, {
-            method: 'POST',
-            body: JSON.stringify({
-              input_ids: ids[i],
-              sampling_params: {
-                temperature: 1,
-                seed,
-                sample_offset: i,
-                max_new_tokens: newTokens,
-                ...(ignoreEos ? { ignore_eos: true } : {}),
-              },
-            }),
+          const res = await post(`${server.url}/generate`, {
+            input_ids: ids[i],
+            sampling_params: {
+              temperature: 1,
+              seed,
+              sample_offset: i,
+              max_new_tokens: newTokens,
+              ...(ignoreEos ? { ignore_eos: true } : {}),
+            },
           });
-          const answer = ((await res.json()) as { output_ids: number[] }).output_ids.length;
+          const answer = (res as { output_ids: number[] }).output_ids.length;
           if (ignoreEos && answer !== newTokens)
             throw new Error(`servers bench: serve.js answered ${answer} tokens with ignore_eos, not ${newTokens}`);
           tokens += answer;
@@ -200,7 +238,7 @@ async function benchmarkServeThroughput(
     used.served = { serverCpuMs: 0, serverMainMs: 0, clientCpuMs: 0, tokens: 0 };
     const rates = { in: [] as number[], served: [] as number[] };
     const [steps0, rowSteps0, prefills0] = await counters();
-    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+    for (let round = 0; round < rounds; round++) {
       rates.in.push(await inProcess(10 + round));
       rates.served.push(await served(10 + round));
     }
@@ -218,9 +256,9 @@ async function benchmarkServeThroughput(
         ratio: 1,
         load1: load,
         // Decode steps per round and the rows they decoded on average (what the batch held); prefill groups per round.
-        decode_steps: used.in.steps / THROUGHPUT_ROUNDS,
+        decode_steps: used.in.steps / rounds,
         rows_per_step: used.in.rowSteps / used.in.steps,
-        prefills: used.in.prefills / THROUGHPUT_ROUNDS,
+        prefills: used.in.prefills / rounds,
         cpu_ms_per_1k_tokens: inCpu,
         main_thread_ms_per_1k: perThousand(used.in.mainMs, used.in.tokens),
         other_threads_ms_per_1k: perThousand(used.in.cpuMs - used.in.mainMs, used.in.tokens),
@@ -233,9 +271,9 @@ async function benchmarkServeThroughput(
         tokens_per_s: servedRate,
         ratio: servedRate / inRate,
         load1: load,
-        decode_steps: (steps1 - steps0) / THROUGHPUT_ROUNDS,
+        decode_steps: (steps1 - steps0) / rounds,
         rows_per_step: (rowSteps1 - rowSteps0) / (steps1 - steps0),
-        prefills: (prefills1 - prefills0) / THROUGHPUT_ROUNDS,
+        prefills: (prefills1 - prefills0) / rounds,
         // The server's process and the client's (this one): in-process CPU per token over this.
         cpu_ms_per_1k_tokens:
           `${perThousand(used.served.serverCpuMs, used.served.tokens).toFixed(0)} + ` +
@@ -251,10 +289,10 @@ async function benchmarkServeThroughput(
       {
         generation:
           `${THROUGHPUT_REQUESTS} prompts × ${answerTokens === null ? `≤ ${newTokens} new tokens (EOS ends most)` : `${newTokens} new tokens (ignore_eos)`} (temperature 1), ${concurrency} slots ` +
-          `each; medians of ${THROUGHPUT_ROUNDS} alternated rounds after a warm-up; serve.js: ${server.slots} slots; ` +
+          `each; medians of ${rounds} alternated rounds after a warm-up; serve.js: ${server.slots} slots; ` +
           'CPU ms per 1,000 tokens over all rounds (served: server + client), of which the main (JavaScript) ' +
           "thread's and the other threads' (the device's, Dawn's, V8's; served: the server's); client_ms_per_1k: " +
-          "the client's (this process's fetch calls, on the same cores here); server_cpu_ratio: without it",
+          "the client's (this process's HTTP requests, on the same cores here); server_cpu_ratio: without it",
       },
     ];
   } finally {
@@ -273,9 +311,15 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
     const answerTokens = answerArg === undefined ? null : Number(answerArg);
     if (answerTokens !== null && (!Number.isInteger(answerTokens) || answerTokens < 1))
       throw new Error(`--answer-tokens=${answerArg}: expected an integer ≥ 1 (every answer's length)`);
+    const roundsArg = argv.find((a) => a.startsWith('--rounds='))?.slice('--rounds='.length);
+    const rounds = roundsArg === undefined ? THROUGHPUT_ROUNDS : Number(roundsArg);
+    if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds=${roundsArg}: expected an integer ≥ 1`);
+    const client = argv.find((a) => a.startsWith('--client='))?.slice('--client='.length) ?? 'http';
+    if (client !== 'http' && client !== 'fetch') throw new Error(`--client=${client}: expected http or fetch`);
     const dir = mkdtempSync(join(tmpdir(), 'bench-serve-throughput-'));
     try {
-      return await benchmarkServeThroughput((await writeModelAndData(dir)).model, concurrency, answerTokens);
+      const { model } = await writeModelAndData(dir);
+      return await benchmarkServeThroughput(model, concurrency, answerTokens, rounds, client);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
