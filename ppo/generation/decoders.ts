@@ -4,17 +4,22 @@ import type { Engine, Tensor } from '../../engine/index.ts';
 import { IncrementalDecoder, callSpans, callTokens } from '../../models/incremental-decoder.ts';
 import type { PolicyWeights } from './types.ts';
 import { scoredRowsPerCall, type PromptScoring } from './prompt-scoring.ts';
+import { GrowingBuffers } from '../../models/growing-buffers.ts';
 
 export class RolloutDecoders {
   /** The decode batch's decoder, and the one continuous batching prefills newcomers in. */
   private readonly decoders = new Map<'decode' | 'prefill', IncrementalDecoder>();
   /** The last prompt token's logits of a prefill that kept every position's (feedScored). */
   private lastLogits: Tensor | null = null;
+  /** Each block call's ids and positions (blockInputs). */
+  private readonly inputs: GrowingBuffers;
 
   constructor(
     readonly engine: Engine,
     readonly policy: PolicyWeights,
-  ) {}
+  ) {
+    this.inputs = new GrowingBuffers(engine, 'rollout.block');
+  }
 
   /** `maxTokens`: the most tokens a block fed to it holds (1 for a cache whose rows are prefilled elsewhere); a
    *  block whose activations outgrow a binding goes in as several calls (models/incremental-decoder.ts callTokens). */
@@ -41,23 +46,30 @@ export class RolloutDecoders {
    * cache the ones before it wrote, only the last computing logits.
    */
   feedBlock(decoder: IncrementalDecoder, ids: number[][], mask: number[][], positions: number[][]): Tensor {
-    const e = this.engine;
     const spans = callSpans(ids[0].length, decoder.maxTokens);
-    const inputs: Tensor[] = [];
     let logits: Tensor | null = null;
     for (const [k, [from, to]] of spans.entries()) {
       const block = (rows: number[][]) => rows.flatMap((row) => row.slice(from, to));
       const width = to - from;
-      const idsTensor = e.tensorFrom('rollout.blockIds', [ids.length * width], block(ids), 'u32');
-      const positionsTensor = e.tensorFrom('rollout.blockPositions', [ids.length * width], block(positions), 'i32');
-      inputs.push(idsTensor, positionsTensor);
-      const input = { ids: idsTensor, positions: positionsTensor, T: width, mask: block(mask) };
+      const input = { ...this.blockInputs(block(ids), block(positions)), T: width, mask: block(mask) };
       if (k + 1 < spans.length) decoder.append(input);
       else logits = decoder.extend(input);
     }
-    e.flush();
-    for (const t of inputs) e.destroyTensor(t);
     return logits!;
+  }
+
+  /**
+   * A block call's ids and positions, uploaded into two buffers kept for every call (a prefill per admission would
+   * otherwise create and destroy two buffers, and bind them anew). An upload comes after the work recorded before it
+   * (Engine.upload submits that work first), so a call's upload never overwrites what an earlier call reads.
+   */
+  private blockInputs(ids: number[], positions: number[]): { ids: Tensor<'u32'>; positions: Tensor<'i32'> } {
+    const e = this.engine;
+    const idsTensor = this.inputs.get('ids', [ids.length], 'u32');
+    const positionsTensor = this.inputs.get('positions', [positions.length], 'i32');
+    e.upload(idsTensor, ids);
+    e.upload(positionsTensor, positions);
+    return { ids: idsTensor, positions: positionsTensor };
   }
 
   /**
@@ -69,33 +81,27 @@ export class RolloutDecoders {
     const e = this.engine;
     const V = this.policy.config.vocabSize;
     const rows = Math.min(decoder.maxTokens, scoredRowsPerCall(V, e.maxBindingBytes));
-    const inputs: Tensor[] = [];
     let last: Tensor | null = null;
     for (const [from, to] of callSpans(prompt.length, rows)) {
       const T = to - from;
-      const ids = e.tensorFrom('rollout.blockIds', [T], prompt.slice(from, to), 'u32');
-      const positions = e.tensorFrom(
-        'rollout.blockPositions',
-        [T],
+      const inputs = this.blockInputs(
+        prompt.slice(from, to),
         Array.from({ length: T }, (_, t) => from + t),
-        'i32',
       );
-      inputs.push(ids, positions);
-      const logits = decoder.extend({ ids, positions, T, mask: null, everyPosition: true });
+      const logits = decoder.extend({ ...inputs, T, mask: null, everyPosition: true });
       scoring.add(logits, from, T);
       last = logits.view(`${logits.name}[${T - 1}]`, (T - 1) * V, [1, V]);
     }
     // The sampler binds its logits: a row past the first may start where a binding cannot.
     this.lastLogits ??= e.tensor('rollout.scoredLastLogits', [1, V]);
     e.copy(last!, this.lastLogits);
-    e.flush();
-    for (const t of inputs) e.destroyTensor(t);
     return this.lastLogits;
   }
 
   destroy(): void {
     if (this.lastLogits) this.engine.destroyTensor(this.lastLogits);
     this.lastLogits = null;
+    this.inputs.destroy();
     for (const d of this.decoders.values()) d.destroy();
     this.decoders.clear();
   }

@@ -471,6 +471,36 @@ describe('continuous batching', () => {
     expect((await uploadsFor(8)) - (await uploadsFor(2))).toBeLessThanOrEqual(18);
   });
 
+  it('prefills upload into two input buffers kept between admissions, not two new buffers each', async () => {
+    const engine = await gpuEngine();
+    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const labels: string[] = [];
+    const device = engine.device;
+    const createBuffer = device.createBuffer;
+    device.createBuffer = (descriptor: GPUBufferDescriptor) => {
+      labels.push(descriptor.label ?? '');
+      return createBuffer.call(device, descriptor);
+    };
+    let prefills = 0;
+    try {
+      // 12 samples on 2 slots: rows refill one or two at a time.
+      await new RolloutGenerator(engine, policy).generate(PROMPTS, {
+        ...BASE,
+        n: 4,
+        maxSlots: 2,
+        onPrefill: () => prefills++,
+      });
+    } finally {
+      device.createBuffer = createBuffer;
+    }
+    expect(prefills).toBeGreaterThan(4);
+    // The ids and the positions, once each (a wider block would grow them: these prompts are at most 5 tokens).
+    expect(labels.filter((l) => l.startsWith('rollout.block')).sort()).toEqual([
+      'rollout.block.ids',
+      'rollout.block.positions',
+    ]);
+  });
+
   it(
     "a server's loop admits a sample at the step after it arrives, and the host sees a sample end one step after " +
       'its last token, where a waiting one takes its row; tokens and old log-probs of one batch',
