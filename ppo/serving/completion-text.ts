@@ -16,10 +16,11 @@ import type { TopAlternatives } from '../generation/continuous-batching.ts';
 const PROMPT_CONTEXT_TOKENS = 5;
 
 /**
- * Tokens IncrementalText.push plans windows for in its first tokenizer call, and again after a token that added
- * nothing; twice as many in each call after one whose tokens all added text. Planning every token left at once
- * decoded O(n²) windows for a response whose tokens often add nothing (a character's byte-fallback pieces, skipped
- * special tokens: a random model's 26-token answers took 232 windows each).
+ * Tokens IncrementalText.push plans windows for after a token that added nothing; twice as many in each call after
+ * one whose tokens all added text. Its first call plans every token pushed (a finished answer's text in one
+ * tokenizer call where every token adds text, the usual case); planning every token left after each that added
+ * nothing decoded O(n²) windows for a response whose tokens often add nothing (a character's byte-fallback pieces,
+ * skipped special tokens: a random model's 26-token answers took 232 windows each).
  */
 const FIRST_PLANNED_TOKENS = 4;
 
@@ -58,7 +59,7 @@ export class IncrementalText {
   /** Appends tokens; returns the text each added (empty while it leaves a character incomplete). */
   async push(tokens: readonly number[]): Promise<string[]> {
     const added: string[] = [];
-    let planned = FIRST_PLANNED_TOKENS;
+    let planned = tokens.length;
     while (added.length < tokens.length) {
       // The windows each token decodes if every token before it adds text (the usual case), in one call of the
       // tokenizer instead of two per token; from the first token that adds nothing, the next round plans again.

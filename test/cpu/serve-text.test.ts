@@ -185,6 +185,20 @@ describeWithFixtures('served text: stories260K SentencePiece', ['hf/stories260K/
     expect(calls).toBe(4);
   });
 
+  it('an answer whose tokens all add text is decoded in one tokenizer call, as one token at a time decodes it', async () => {
+    const t = await load();
+    const { promptIds, tokens } = await split(t, 'Lily saw a', ' big red cat. She ran to her mom and said hello.');
+    const oneAtATime = new IncrementalText(t, promptIds, true);
+    const texts: string[] = [];
+    for (const token of tokens) texts.push(...(await oneAtATime.push([token])));
+    const counted = countingDecoder(t, new Set());
+    const atOnce = new IncrementalText(counted.decoder, promptIds, true);
+    expect(await atOnce.push(tokens)).toEqual(texts);
+    expect(tokens.length).toBeGreaterThan(8);
+    // Windows planned 4 tokens at a time, doubling, took 3 calls here.
+    expect(counted.count.calls).toBe(1);
+  });
+
   it('special tokens add nothing and cost no window: the texts of decoding each window (<unk>, <s>, </s>)', async () => {
     const t = await load();
     // Among the emoji's byte tokens, two in a row, first and last.
