@@ -8,4 +8,6 @@ import './node-loader.js';
 
 const { runWithFilteredStderr } = await import('../engine/native-stderr-node.ts');
 const { runBenchmarks } = await import('./bench/cli.ts');
-process.exitCode = (await runWithFilteredStderr()) ?? (await runBenchmarks(process.argv.slice(2)));
+// A suite's bad flag (`--rounds=0`) or any error that stops it: one line, status 1 (TRAIN_DEBUG=1 adds the stack).
+const { runMain } = await import('../ppo/config/user-error.ts');
+process.exitCode = (await runWithFilteredStderr()) ?? (await runMain(() => runBenchmarks(process.argv.slice(2))));

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { makeTinyRun, type TinyRun } from '../support/tiny-run.ts';
 
 const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
+const BENCH_JS = fileURLToPath(new URL('../../tools/bench.js', import.meta.url));
 
 interface Outcome {
   code: number | null;
@@ -21,8 +22,17 @@ interface Outcome {
  * test.
  */
 function train(args: string[], env: Record<string, string> = {}, killAfterSeconds?: number): Promise<Outcome> {
+  return runScript(TRAIN_JS, args, env, killAfterSeconds);
+}
+
+function runScript(
+  script: string,
+  args: string[],
+  env: Record<string, string> = {},
+  killAfterSeconds?: number,
+): Promise<Outcome> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, [TRAIN_JS, ...args], {
+    const child = spawn(process.execPath, [script, ...args], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
       timeout: killAfterSeconds && killAfterSeconds * 1000,
@@ -327,5 +337,18 @@ describe('node train.js with bad input', () => {
         'over',
     ]);
     expect(await readdir(dir).catch(() => null)).toBeNull();
+  });
+});
+
+describe('node tools/bench.js with a bad flag', () => {
+  it('one line naming the flag and what it takes, status 1, no stack trace', async () => {
+    expectOneLine(
+      await runScript(BENCH_JS, ['servers', '--serve-throughput', '--client=curl'], {}, 60),
+      /^error: --client=curl: expected http or fetch$/,
+    );
+    expectOneLine(
+      await runScript(BENCH_JS, ['servers', '--serve-throughput', '--rounds=0'], {}, 60),
+      /^error: --rounds=0: expected an integer ≥ 1$/,
+    );
   });
 });

@@ -85,8 +85,8 @@ const fetchPost: JsonPost = async (url, body) => {
 };
 
 /**
- * The throughput bench's default client: node:http with a keep-alive connection per request in flight, the
- * lightest a load generator can be here (it shares the cores with the server it measures).
+ * The throughput bench's default client: node:http with a keep-alive connection per request in flight, half the
+ * CPU per request of fetch's (the client shares the cores with the server it measures).
  */
 function httpPost(connections: number): JsonPost {
   const agent = new Agent({ keepAlive: true, maxSockets: connections });
@@ -132,7 +132,7 @@ async function benchmarkServeThroughput(
   concurrency: number,
   answerTokens: number | null,
   rounds: number,
-  client: 'http' | 'fetch',
+  httpClient: 'http' | 'fetch',
 ): Promise<Row[]> {
   const newTokens = answerTokens ?? THROUGHPUT_NEW_TOKENS;
   const ignoreEos = answerTokens !== null;
@@ -197,7 +197,7 @@ async function benchmarkServeThroughput(
       used.in.tokens += tokens;
       return tokens / ((performance.now() - started) / 1000);
     };
-    const post = client === 'fetch' ? fetchPost : httpPost(concurrency);
+    const post = httpClient === 'fetch' ? fetchPost : httpPost(concurrency);
     const served = async (seed: number) => {
       const started = performance.now();
       const [client, serverCpu, serverMain] = [cpuMs(), serverCpuMs(), mainMs(server.child.pid!, true)];
