@@ -223,9 +223,9 @@ describe('cache windows', () => {
     for (const dtype of ['f32', 'bf16'] as const) {
       for (const slot of [40, 100, 149]) {
         // Values a half holds exactly (multiples of 1/64 in [-1, 1]), so both caches attend the reference's inputs.
-        const qkvData = Float32Array.from(randomArray(W, 10 + slot), (x) => Math.round(x * 64) / 64);
         const rounded = (n: number, seed: number) =>
           Float32Array.from(randomArray(n, seed), (x) => Math.round(x * 64) / 64);
+        const qkvData = rounded(W, 10 + slot);
         const k = rounded(capacity * kvWidth, 1);
         const v = rounded(capacity * kvWidth, 2);
         const mask = Uint32Array.from({ length: capacity }, (_, j) => (j % 7 === 3 || j < 5 ? 0 : 1));
@@ -255,22 +255,7 @@ describe('cache windows', () => {
         const wholeOut = engine.tensor('wholeOut', [1, NH * HS]);
         decodeAttention(engine, { ...args, kCache: cache('k2', k), vCache: cache('v2', v), out: wholeOut });
         const dispatch = vi.spyOn(engine, 'dispatch');
-        decodeAttention(engine, {
-          qkv,
-          kCache,
-          vCache,
-          keyMask,
-          out,
-          B: 1,
-          NH,
-          NKV,
-          HS,
-          capacity,
-          slot,
-          maskBatchStride: capacity,
-          scale: 0.35,
-          windowSlots: 32,
-        });
+        decodeAttention(engine, { ...args, kCache, vCache, out, windowSlots: 32 });
         // One dispatch per window reached, then the combine where more than one split.
         const windows = Math.ceil((slot + 1) / 32);
         expect(dispatch.mock.calls.filter(([spec]) => spec.name.startsWith('decode-attention/w')).length).toBe(windows);
