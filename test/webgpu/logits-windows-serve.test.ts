@@ -6,24 +6,18 @@
 // the top log-probs and the sampler run window by window. The completions' tokens, log-probs and top log-probs must
 // equal the unsplit server's, bit for bit. Prompts of 2 tokens keep the prefill's groups (47 rows) on the tiled LM
 // head, as the whole batch's 72 rows are (kernels/matmul/matmul.ts: 32 rows and fewer take the register kernel).
-import { it, expect, beforeAll, afterAll, vi } from 'vitest';
+import { it, expect, vi } from 'vitest';
 import { describeWithFixtures } from '../support/fixtures.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
-import type { ServeOptions } from '../../ppo/serving/model-host-node.ts';
-import { type Served, postJson, splitServers } from '../support/split-servers.ts';
+import { type Served, type SplitServeOptions, postJson, splitServersForSuite } from '../support/split-servers.ts';
 
 const SAMPLES = 72;
 
-const OPTIONS: Omit<ServeOptions, 'modelDir'> = {
-  servedModelName: 'stories',
+const OPTIONS: SplitServeOptions = {
   maxPromptTokens: 2,
   maxNewTokens: 12,
   maxSlots: SAMPLES,
   maxRequestSamples: SAMPLES,
-  gpuMemoryUtilization: 0.5,
-  maxLogprobs: 20,
-  dtype: 'auto',
-  kvCacheDtype: 'auto',
 };
 
 async function complete(s: Served, body: Record<string, unknown>): Promise<any[]> {
@@ -31,13 +25,7 @@ async function complete(s: Served, body: Record<string, unknown>): Promise<any[]
 }
 
 describeWithFixtures('serve.js: logits windows (stories260K)', ['hf/stories260K/model.safetensors'], () => {
-  let whole: Served;
-  let split: Served;
-  let close: () => Promise<void>;
-  beforeAll(async () => {
-    ({ whole, split, close } = await splitServers(OPTIONS, 128 * 1024));
-  });
-  afterAll(() => close());
+  const servers = splitServersForSuite(OPTIONS, 128 * 1024);
 
   it('72 rows at once, above one binding of logits: per-row sampling with penalties and top log-probs, the unsplit server bit for bit', async () => {
     const request = {
@@ -55,7 +43,7 @@ describeWithFixtures('serve.js: logits windows (stories260K)', ['hf/stories260K/
       logit_bias: { '13': 2, '100': -1.5 },
     };
     const results = [];
-    for (const s of [whole, split]) {
+    for (const s of [servers.whole, servers.split]) {
       const dispatch = vi.spyOn(s.engine, 'dispatch');
       const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
       const choices = await complete(s, request);

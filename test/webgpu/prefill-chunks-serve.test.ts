@@ -5,23 +5,17 @@
 // and its 119 scored positions into the prompt scorer in two of 59 and 60 (64 rows of logits a binding); the
 // completion's tokens and log-probs and the prompt's log-probs must equal the unsplit server's, bit for bit (every
 // call above 32 rows: the same kernels).
-import { it, expect, beforeAll, afterAll, vi } from 'vitest';
+import { it, expect, vi } from 'vitest';
 import { seededRandom } from '../support/arrays.ts';
 import { describeWithFixtures } from '../support/fixtures.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
-import type { ServeOptions } from '../../ppo/serving/model-host-node.ts';
-import { type Served, postJson, splitServers } from '../support/split-servers.ts';
+import { type Served, type SplitServeOptions, postJson, splitServersForSuite } from '../support/split-servers.ts';
 
-const OPTIONS: Omit<ServeOptions, 'modelDir'> = {
-  servedModelName: 'stories',
+const OPTIONS: SplitServeOptions = {
   maxPromptTokens: 128,
   maxNewTokens: 16,
   maxSlots: 4,
   maxRequestSamples: 8,
-  gpuMemoryUtilization: 0.5,
-  maxLogprobs: 20,
-  dtype: 'auto',
-  kvCacheDtype: 'auto',
 };
 
 const random = seededRandom(9);
@@ -32,13 +26,7 @@ async function complete(s: Served, body: Record<string, unknown>): Promise<any> 
 }
 
 describeWithFixtures('serve.js: chunked prefill (stories260K)', ['hf/stories260K/model.safetensors'], () => {
-  let whole: Served;
-  let split: Served;
-  let close: () => Promise<void>;
-  beforeAll(async () => {
-    ({ whole, split, close } = await splitServers(OPTIONS, 128 * 1024));
-  });
-  afterAll(() => close());
+  const servers = splitServersForSuite(OPTIONS, 128 * 1024);
 
   it('a prompt above one binding: the tokens, their log-probs and the prompt log-probs of the unsplit server', async () => {
     const calls = (s: Served) => {
@@ -55,7 +43,7 @@ describeWithFixtures('serve.js: chunked prefill (stories260K)', ['hf/stories260K
       };
     };
     const results = [];
-    for (const s of [whole, split]) {
+    for (const s of [servers.whole, servers.split]) {
       const spy = calls(s);
       const sampled = await complete(s, { max_tokens: 16, temperature: 0.8, seed: 5, logprobs: 1 });
       const prefills = spy.widths();

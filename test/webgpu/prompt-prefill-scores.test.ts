@@ -5,23 +5,18 @@
 // separate pass's (a request with max_tokens 0) within 1e-6, the generated tokens those of the same request without
 // scoring, and the request records fewer dispatches than generating and scoring apart. Under a 128 KiB binding the
 // prefill keeps every position's logits in calls of 64 rows (chunked prefill), and the scores still agree.
-import { it, expect, beforeAll, afterAll } from 'vitest';
+import { it, expect } from 'vitest';
 import { seededRandom } from '../support/arrays.ts';
 import { describeWithFixtures } from '../support/fixtures.ts';
-import type { ServeOptions } from '../../ppo/serving/model-host-node.ts';
-import { type Served, postJson, splitServers } from '../support/split-servers.ts';
+import { type Served, type SplitServeOptions, postJson, splitServersForSuite } from '../support/split-servers.ts';
 import { PromptScorer } from '../../ppo/generation/prompt-scoring.ts';
 
-const OPTIONS: Omit<ServeOptions, 'modelDir'> = {
-  servedModelName: 'stories',
+const OPTIONS: SplitServeOptions = {
   maxPromptTokens: 128,
   maxNewTokens: 16,
   maxSlots: 4,
   maxRequestSamples: 8,
-  gpuMemoryUtilization: 0.5,
   maxLogprobs: -1,
-  dtype: 'auto',
-  kvCacheDtype: 'auto',
 };
 
 const random = seededRandom(4);
@@ -45,17 +40,11 @@ describeWithFixtures(
   'serve.js: prompt log-probs from the prefill (stories260K)',
   ['hf/stories260K/model.safetensors'],
   () => {
-    let whole: Served;
-    let split: Served;
-    let close: () => Promise<void>;
-    beforeAll(async () => {
-      ({ whole, split, close } = await splitServers(OPTIONS, 128 * 1024));
-    });
-    afterAll(() => close());
+    const servers = splitServersForSuite(OPTIONS, 128 * 1024);
 
     for (const which of ['unsplit', '128 KiB binding'] as const) {
       it(`completions with echo: the separate pass's scores, the tokens of generating alone, fewer dispatches (${which})`, async () => {
-        const s = which === 'unsplit' ? whole : split;
+        const s = which === 'unsplit' ? servers.whole : servers.split;
         // Warm the separate scorer and the decode loop (its first decoder transposes the weights for decode steps on
         // CPU devices), so that neither's first use is in the counts below.
         await post(s, '/v1/completions', {
@@ -105,8 +94,8 @@ describeWithFixtures(
     it("vLLM's prompt_logprobs: -1 (every token, ranked on the host) and SGLang's token_ids_logprob, from the prefill", async () => {
       const ids = PROMPTS[1];
       const request = { model: 'stories', prompt: ids, temperature: 0, prompt_logprobs: -1 };
-      const both = (await post(whole, '/v1/completions', { ...request, max_tokens: 4 })).json.choices[0];
-      const alone = (await post(whole, '/v1/completions', { ...request, max_tokens: 0 })).json.choices[0];
+      const both = (await post(servers.whole, '/v1/completions', { ...request, max_tokens: 4 })).json.choices[0];
+      const alone = (await post(servers.whole, '/v1/completions', { ...request, max_tokens: 0 })).json.choices[0];
       expect(both.prompt_logprobs).toHaveLength(ids.length);
       for (const [p, entry] of (
         both.prompt_logprobs as (Record<string, { logprob: number; rank: number }> | null)[]
@@ -122,8 +111,12 @@ describeWithFixtures(
       }
       const sglang = { input_ids: ids, return_logprob: true, logprob_start_len: 0, token_ids_logprob: [5, 77, 300] };
       const params = { temperature: 0 };
-      const g = (await post(whole, '/generate', { ...sglang, sampling_params: { ...params, max_new_tokens: 4 } })).json;
-      const a = (await post(whole, '/generate', { ...sglang, sampling_params: { ...params, max_new_tokens: 0 } })).json;
+      const g = (
+        await post(servers.whole, '/generate', { ...sglang, sampling_params: { ...params, max_new_tokens: 4 } })
+      ).json;
+      const a = (
+        await post(servers.whole, '/generate', { ...sglang, sampling_params: { ...params, max_new_tokens: 0 } })
+      ).json;
       const flat = (rows: ([number, number, null] | null)[][]) =>
         rows.flatMap((r) => (r ?? []).map((x) => x?.[0] ?? 0));
       expect(g.meta_info.input_token_ids_logprobs).toHaveLength(ids.length);
@@ -143,7 +136,7 @@ describeWithFixtures(
         return score.apply(this, args);
       };
       try {
-        await post(whole, '/v1/completions', {
+        await post(servers.whole, '/v1/completions', {
           model: 'stories',
           prompt: PROMPTS,
           max_tokens: 4,
@@ -152,7 +145,7 @@ describeWithFixtures(
           n: 2,
         });
         expect(calls).toBe(0);
-        await post(whole, '/v1/completions', {
+        await post(servers.whole, '/v1/completions', {
           model: 'stories',
           prompt: PROMPTS,
           max_tokens: 0,
