@@ -9,6 +9,7 @@ import {
 } from '../../kernels/attention/attention.ref.ts';
 import type { AttentionDims } from '../../kernels/attention/attention.ts';
 import { seededRandom } from '../support/arrays.ts';
+import { separateQkvDims } from '../support/attention-dims.ts';
 import { numericGradientError } from '../support/numeric-gradient.ts';
 
 function random64(n: number, seed: number): Float64Array {
@@ -80,24 +81,18 @@ describe('attention reference backward', () => {
 
   it('matches finite differences for queries against a KV cache (queryStart > 0, capacity > Tk)', () => {
     const [B, Tq, Tk, NH, NKV, HS, capacity] = [2, 2, 5, 6, 1, 4, 7];
-    const dims: AttentionDims = {
+    const dims = separateQkvDims({
       B,
       Tq,
       Tk,
       NH,
       NKV,
       HS,
-      qRowStride: NH * HS,
-      qColOffset: 0,
-      kRowStride: NKV * HS,
-      kColOffset: 0,
-      vRowStride: NKV * HS,
-      vColOffset: 0,
-      kvBatchStride: capacity * NKV * HS,
+      kvRows: capacity,
       queryStart: Tk - Tq,
       scale: 0.5,
       maskBatchStride: capacity,
-    };
+    });
     const q = random64(B * Tq * NH * HS, 3);
     const k = random64(B * capacity * NKV * HS, 4);
     const v = random64(B * capacity * NKV * HS, 5);
@@ -116,23 +111,7 @@ describe('attention reference over key windows', () => {
   it('the merged states of key windows are attention over all keys', () => {
     const [B, Tq, Tk, NH, NKV, HS] = [2, 4, 16, 4, 2, 3];
     const rowStride = NKV * HS;
-    const dims: AttentionDims = {
-      B,
-      Tq,
-      Tk,
-      NH,
-      NKV,
-      HS,
-      qRowStride: NH * HS,
-      qColOffset: 0,
-      kRowStride: rowStride,
-      kColOffset: 0,
-      vRowStride: rowStride,
-      vColOffset: 0,
-      kvBatchStride: Tk * rowStride,
-      queryStart: 12,
-      scale: 1 / Math.sqrt(HS),
-    };
+    const dims = separateQkvDims({ B, Tq, Tk, NH, NKV, HS, kvRows: Tk, queryStart: 12, scale: 1 / Math.sqrt(HS) });
     const args = {
       ...dims,
       q: random64(B * Tq * NH * HS, 31),

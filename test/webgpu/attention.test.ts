@@ -8,6 +8,7 @@ import {
 } from '../../kernels/attention/attention.ts';
 import { attentionForwardRef, attentionBackwardRef } from '../../kernels/attention/attention.ref.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
+import { separateQkvDims } from '../support/attention-dims.ts';
 import { Engine, readKnobs } from '../../engine/index.ts';
 
 /** Row 1 left-padded by `pad` keys (a pad longer than the row pads all of it). */
@@ -80,24 +81,18 @@ async function checkFused(engine: Engine, dims: AttentionDims, mask: Uint32Array
 async function checkCacheDecode(engine: Engine, Tq: number, HS: number): Promise<void> {
   const [B, Tk, NH, NKV, capacity] = [2, 45, 4, 2, 52];
   const rowStride = NKV * HS;
-  const dims: AttentionDims = {
+  const dims = separateQkvDims({
     B,
     Tq,
     Tk,
     NH,
     NKV,
     HS,
-    qRowStride: NH * HS,
-    qColOffset: 0,
-    kRowStride: rowStride,
-    kColOffset: 0,
-    vRowStride: rowStride,
-    vColOffset: 0,
-    kvBatchStride: capacity * rowStride,
+    kvRows: capacity,
     queryStart: Tk - Tq,
     scale: 1 / Math.sqrt(HS),
     maskBatchStride: capacity,
-  };
+  });
   const mask = leftPaddedMask(B, Tk, 3, capacity);
   const qData = randomArray(B * Tq * NH * HS, 5, 2);
   const kData = randomArray(B * capacity * rowStride, 6, 2);
@@ -204,23 +199,17 @@ describe('attention kernel', () => {
     const engine = await gpuEngine();
     const [Tq, Tk, NH, NKV, HS, first] = [5, 20, 4, 2, 8, 15];
     const rowStride = NKV * HS;
-    const dims: AttentionDims = {
+    const dims = separateQkvDims({
       B: 1,
       Tq,
       Tk,
       NH,
       NKV,
       HS,
-      qRowStride: NH * HS,
-      qColOffset: 0,
-      kRowStride: rowStride,
-      kColOffset: 0,
-      vRowStride: rowStride,
-      vColOffset: 0,
-      kvBatchStride: Tk * rowStride,
+      kvRows: Tk,
       queryStart: first,
       scale: 1 / Math.sqrt(HS),
-    };
+    });
     const mask = Uint32Array.from({ length: Tk }, (_, j) => (j < 7 ? 0 : 1));
     const qData = randomArray(Tq * NH * HS, 21, 2);
     const kData = randomArray(Tk * rowStride, 22, 2);
