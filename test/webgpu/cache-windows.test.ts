@@ -5,10 +5,9 @@
 // reference with the new slot in a later window, and the unwindowed decode's dispatches unchanged.
 import { describe, it, expect, vi, afterAll } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { randomPolicy } from '../support/random-policy.ts';
 import { Engine, readKnobs } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
-import { initialParameters } from '../../models/init.ts';
-import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { KvCache } from '../../models/kv-cache.ts';
 import { cacheWindowSlots, decodeGroupRows } from '../../models/incremental-decoder.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
@@ -17,7 +16,7 @@ import { continuousCacheCapacity } from '../../ppo/generation/continuous-batchin
 import { decodeAttention, decodeSplits } from '../../kernels/decode/decode-attention.ts';
 import { decodeAttentionRef } from '../../kernels/decode/decode-attention.ref.ts';
 import { randomArray } from '../support/arrays.ts';
-import type { RolloutConfig, PolicyWeights, TurnEnvironment } from '../../ppo/generation/types.ts';
+import type { RolloutConfig, TurnEnvironment } from '../../ppo/generation/types.ts';
 import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 
 const WINDOW_BYTES = 4 * 1024;
@@ -37,13 +36,6 @@ function config(): DecoderConfig {
     rope_theta: 10000,
     tie_word_embeddings: true,
   });
-}
-
-async function randomPolicy(engine: Engine): Promise<PolicyWeights> {
-  const c = config();
-  const params = createParameterArena(engine, c, 'cache-windows');
-  uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
-  return { config: c, params };
 }
 
 const PROMPTS = [[5, 9, 12, 3, 40], [7], [33, 2, 18], [8, 8, 51, 6]];
@@ -79,7 +71,7 @@ async function generate(
 }> {
   const held = vi.spyOn(KvCache.prototype, 'held');
   const dispatch = vi.spyOn(engine, 'dispatch');
-  const generator = new RolloutGenerator(engine, await randomPolicy(engine), dtype);
+  const generator = new RolloutGenerator(engine, randomPolicy(engine, config()), dtype);
   const batch = await generator.generate(prompts, c, environment);
   generator.release();
   const windowSlots = [...new Set(held.mock.contexts.map((cache) => (cache as KvCache).windowSlots))];

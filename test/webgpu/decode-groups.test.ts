@@ -4,10 +4,9 @@
 // refilled, the cache shifted and compacted across groups), a bfloat16 cache, and multi-turn rollouts.
 import { describe, it, expect, vi, afterAll } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { randomPolicy } from '../support/random-policy.ts';
 import { Engine, readKnobs } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
-import { initialParameters } from '../../models/init.ts';
-import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { KvCache } from '../../models/kv-cache.ts';
 import { IncrementalDecoder } from '../../models/incremental-decoder.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
@@ -16,7 +15,7 @@ import { continuousCacheCapacity } from '../../ppo/generation/continuous-batchin
 import { parameterBytes } from '../../ppo/jobs/memory-plan.ts';
 import { decodeAttention } from '../../kernels/decode/decode-attention.ts';
 import { randomArray, expectClose } from '../support/arrays.ts';
-import type { RolloutConfig, PolicyWeights, TurnEnvironment } from '../../ppo/generation/types.ts';
+import type { RolloutConfig, TurnEnvironment } from '../../ppo/generation/types.ts';
 import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 
 const SPLIT_BYTES = 16 * 1024;
@@ -35,13 +34,6 @@ function config(vocabSize = 61): DecoderConfig {
     rope_theta: 10000,
     tie_word_embeddings: true,
   });
-}
-
-async function randomPolicy(engine: Engine, vocabSize?: number): Promise<PolicyWeights> {
-  const c = config(vocabSize);
-  const params = createParameterArena(engine, c, 'decode-groups');
-  uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
-  return { config: c, params };
 }
 
 // Left padding exercised: four prompt lengths, 4 samples each. Matmul's kernel depends on its rows (at most 32: the
@@ -71,7 +63,7 @@ async function generate(
   vocabSize?: number,
 ): Promise<{ responses: number[][]; lengths: number[]; oldLogProbs: number[][]; groups: number }> {
   const held = vi.spyOn(KvCache.prototype, 'held');
-  const generator = new RolloutGenerator(engine, await randomPolicy(engine, vocabSize), dtype);
+  const generator = new RolloutGenerator(engine, randomPolicy(engine, config(vocabSize)), dtype);
   const batch = await generator.generate(prompts, c, environment);
   generator.release();
   const groups = Math.max(...held.mock.results.map((r) => (r.value as unknown[]).length));
@@ -129,7 +121,7 @@ describe('decode groups', () => {
     const engine = split;
     // The rollout allocates its bf16 copy of the weights (never transposed) and its decoders, as the plan's rollout
     // phase counts them under free_cache_engine.
-    const generator = new RolloutGenerator(engine, await randomPolicy(engine), 'bf16');
+    const generator = new RolloutGenerator(engine, randomPolicy(engine, config()), 'bf16');
     const before = engine.allocatedBytes;
     await generator.generate(PROMPTS, { ...C, maxSlots: 16 });
     await engine.sync();

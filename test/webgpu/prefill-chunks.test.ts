@@ -8,18 +8,17 @@
 // nothing is above a binding, the rollout records exactly the dispatches it did before chunking existed.
 import { describe, it, expect, vi, afterAll, afterEach } from 'vitest';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { randomPolicy } from '../support/random-policy.ts';
 import { seededRandom } from '../support/arrays.ts';
-import { Engine, readKnobs, type FloatDType } from '../../engine/index.ts';
+import { Engine, readKnobs } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
-import { initialParameters } from '../../models/init.ts';
-import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { IncrementalDecoder, callTokens } from '../../models/incremental-decoder.ts';
 import { positionsFromMask } from '../../models/token-batch.ts';
 import { RolloutGenerator } from '../../ppo/phases/rollout.ts';
 import { RolloutDecoders } from '../../ppo/generation/decoders.ts';
 import { rolloutMemory } from '../../ppo/generation/slots.ts';
 import { continuousCacheCapacity } from '../../ppo/generation/continuous-batching.ts';
-import type { RolloutConfig, PolicyWeights, TurnEnvironment } from '../../ppo/generation/types.ts';
+import type { RolloutConfig, TurnEnvironment } from '../../ppo/generation/types.ts';
 import { ScriptedEnvironment } from '../support/scripted-environment.ts';
 
 const SPLIT_BYTES = 128 * 1024;
@@ -38,13 +37,6 @@ function config(): DecoderConfig {
     rope_theta: 10000,
     tie_word_embeddings: true,
   });
-}
-
-async function randomPolicy(engine: Engine, cacheDtype: FloatDType = 'f32'): Promise<PolicyWeights> {
-  const c = config();
-  const params = createParameterArena(engine, c, 'prefill-chunks');
-  uploadArenaTensors(engine, params, initialParameters(c, 5, 0.35));
-  return { config: c, params, cacheDtype };
 }
 
 // Four prompt lengths, all longer than one call of the split engine (85 tokens), so every prefill is chunked: left
@@ -73,7 +65,7 @@ async function generate(
   prompts: number[][] = PROMPTS,
 ): Promise<{ responses: number[][]; lengths: number[]; oldLogProbs: number[][]; appends: number; dispatches: number }> {
   const append = vi.spyOn(IncrementalDecoder.prototype, 'append');
-  const generator = new RolloutGenerator(engine, await randomPolicy(engine), dtype);
+  const generator = new RolloutGenerator(engine, randomPolicy(engine, config()), dtype);
   const before = engine.dispatchCount;
   const batch = await generator.generate(prompts, c, environment);
   const dispatches = engine.dispatchCount - before;
@@ -119,7 +111,7 @@ describe('chunked prefill', () => {
     const width = Math.max(...prompts.map((p) => p.length));
     it(`a prefill of ${prompts.length} × ${width} tokens in two calls leaves the KV cache and last-token logits of one call, bit for bit (${dtype} cache)`, async () => {
       const prefill = async (engine: Engine) => {
-        const decoders = new RolloutDecoders(engine, await randomPolicy(engine, dtype));
+        const decoders = new RolloutDecoders(engine, { ...randomPolicy(engine, config()), cacheDtype: dtype });
         const decoder = decoders.decoderFor('prefill', prompts.length, width, width);
         decoder.reset(prompts.length);
         const masks = prompts.map((p) => Array.from({ length: width }, (_, t) => (t >= width - p.length ? 1 : 0)));

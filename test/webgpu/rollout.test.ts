@@ -5,10 +5,9 @@ import { describe, it, expect, vi } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gpuEngine } from '../support/gpu-engine.ts';
+import { randomPolicy } from '../support/random-policy.ts';
 import type { Engine } from '../../engine/index.ts';
 import { parseHfConfig, type DecoderConfig } from '../../models/hf-config.ts';
-import { initialParameters } from '../../models/init.ts';
-import { createParameterArena, uploadArenaTensors } from '../../models/parameter-store.ts';
 import { CausalLm } from '../../models/causal-lm.ts';
 import { uploadTokenBatch, destroyTokenBatch } from '../../models/token-batch.ts';
 import { loadModel } from '../../models/model-files-node.ts';
@@ -54,13 +53,6 @@ function config(architecture: string): DecoderConfig {
     rope_theta: 10000,
     tie_word_embeddings: architecture.startsWith('Qwen3'),
   });
-}
-
-async function randomPolicy(engine: Engine, c: DecoderConfig, seed: number): Promise<PolicyWeights> {
-  const params = createParameterArena(engine, c, `rollout-test-${c.architecture}-${seed}`);
-  // A wide init gives peaked, input-dependent distributions: greedy paths without near-ties, real eos stops.
-  uploadArenaTensors(engine, params, initialParameters(c, seed, 0.35));
-  return { config: c, params };
 }
 
 // Left padding exercised: three prompt lengths.
@@ -141,7 +133,7 @@ describe('rollout', () => {
   for (const architecture of ['LlamaForCausalLM', 'Qwen3ForCausalLM']) {
     it(`${architecture}: greedy with the cache gives exactly the tokens of a full recompute`, async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config(architecture), 1);
+      const policy = randomPolicy(engine, config(architecture), 1);
       const c = { ...BASE, ...VALIDATION_SAMPLING, n: 1, eosTokenIds: [] };
       const cached = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
       const recomputed = await generateWithoutCache(new CausalLm(engine, policy.config, policy.params), PROMPTS, c);
@@ -156,7 +148,7 @@ describe('rollout', () => {
 
   it('old log-probs equal a teacher-forced pass within 1e-4 (sampled, top-k + top-p, eos stops, n = 2)', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+    const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
     const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9, readEvery: 3 };
     const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
     expectWellFormed(batch, c);
@@ -176,7 +168,7 @@ describe('rollout', () => {
     "with LoRA adapters: old log-probs equal the adapted training forward's, and differ from the base " + "model's",
     async () => {
       const engine = await gpuEngine();
-      const base = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+      const base = randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
       const settings = {
         rank: 4,
         alpha: 8,
@@ -207,7 +199,7 @@ describe('rollout', () => {
 
   it("ignoreEos (verl's rollout.ignore_eos): responses go on past an EOS to the budget, log-probs unprocessed", async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
+    const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 2);
     const c: RolloutConfig = { ...BASE, temperature: 0.7, topK: 20, topP: 0.9, readEvery: 3 };
     const generator = new RolloutGenerator(engine, policy);
     const stopped = await generator.generate(PROMPTS, c);
@@ -233,7 +225,7 @@ describe('rollout', () => {
 
   it('is reproducible from the seed, and dropping finished rows changes nothing', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 3);
+    const policy = randomPolicy(engine, config('LlamaForCausalLM'), 3);
     // Many eos ids: rows finish at different steps, so compaction happens several times.
     const c: RolloutConfig = { ...BASE, n: 3, eosTokenIds: [4, 17, 21, 30, 44, 50], readEvery: 2, compactBelow: 0 };
     const generator = new RolloutGenerator(engine, policy);
@@ -257,7 +249,7 @@ describe('rollout', () => {
       'readEvery',
     async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
       const generator = new RolloutGenerator(engine, policy);
       const extend = vi.spyOn(IncrementalDecoder.prototype, 'extend');
       try {
@@ -276,7 +268,7 @@ describe('rollout', () => {
 
   it('stops at a stop string, keeping the token that completes it', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 4);
+    const policy = randomPolicy(engine, config('LlamaForCausalLM'), 4);
     const decode = (ids: readonly number[]) => ids.map((id) => String.fromCharCode(48 + id)).join('');
     const c: RolloutConfig = { ...BASE, eosTokenIds: [], readEvery: 4, decode };
     const generator = new RolloutGenerator(engine, policy);
@@ -330,7 +322,7 @@ describe('continuous batching', () => {
         `shifts`,
       async () => {
         const engine = await gpuEngine();
-        const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+        const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
         const c: RolloutConfig = {
           ...BASE,
           ...sampling,
@@ -376,7 +368,7 @@ describe('continuous batching', () => {
   // any slot count still gives one batch's tokens and log-probs.
   it('a bfloat16 rollout: 3 slots for 12 samples give the tokens and old log-probs of one batch', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
     const c: RolloutConfig = {
       ...BASE,
       temperature: 0.9,
@@ -410,7 +402,7 @@ describe('continuous batching', () => {
       'log-probs of one batch',
     async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
       const c: RolloutConfig = {
         ...BASE,
         temperature: 0.9,
@@ -460,7 +452,7 @@ describe('continuous batching', () => {
 
   it('samples admitted together into consecutive rows start with one upload per per-row tensor, not per row', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
     const uploadsFor = async (n: number) => {
       const before = engine.transfers.uploads;
       await new RolloutGenerator(engine, policy).generate(PROMPTS, { ...BASE, n, maxResponseLength: 1 });
@@ -473,7 +465,7 @@ describe('continuous batching', () => {
 
   it('prefills upload into two input buffers kept between admissions, not two new buffers each', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+    const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
     const labels: string[] = [];
     const device = engine.device;
     const createBuffer = device.createBuffer;
@@ -506,7 +498,7 @@ describe('continuous batching', () => {
       'its last token, where a waiting one takes its row; tokens and old log-probs of one batch',
     async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
       const c: RolloutConfig = {
         ...BASE,
         temperature: 0.9,
@@ -589,7 +581,7 @@ describe('continuous batching', () => {
       'while rows run), admits at once when nothing runs; tokens and old log-probs of one batch',
     async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
       const c: RolloutConfig = { ...BASE, n: 3, maxResponseLength: 16, readEvery: 2 };
       const one = await new RolloutGenerator(engine, policy).generate(PROMPTS, c);
       const batch = promptBatch(PROMPTS, c);
@@ -737,7 +729,7 @@ describe('multi-turn rollout', () => {
     'continues from the KV cache after each observation: greedy turns equal a full recompute of their ' + 'prefix',
     async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
+      const policy = randomPolicy(engine, config('Qwen3ForCausalLM'), 5);
       const environment = new ScriptedEnvironment();
       const c: RolloutConfig = { ...C, ...VALIDATION_SAMPLING, n: 1 };
       const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, c, environment);
@@ -770,7 +762,7 @@ describe('multi-turn rollout', () => {
     'masks observations out of response_mask, keeps them attended, and old log-probs equal teacher ' + 'forcing',
     async () => {
       const engine = await gpuEngine();
-      const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 6);
+      const policy = randomPolicy(engine, config('LlamaForCausalLM'), 6);
       const environment = new ScriptedEnvironment();
       const batch = await new RolloutGenerator(engine, policy).generate(PROMPTS, C, environment);
       const P = batch.promptLength;
@@ -813,7 +805,7 @@ describe('multi-turn rollout', () => {
 
   it('samples in slot-sized chunks give the multi-turn rollout of one batch', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 6);
+    const policy = randomPolicy(engine, config('LlamaForCausalLM'), 6);
     const generator = new RolloutGenerator(engine, policy);
     const one = await generator.generate(PROMPTS, C, new ScriptedEnvironment());
     const chunked = new ScriptedEnvironment();
@@ -832,7 +824,7 @@ describe('multi-turn rollout', () => {
 
   it('an environment of one turn gives exactly the single-turn rollout', async () => {
     const engine = await gpuEngine();
-    const policy = await randomPolicy(engine, config('LlamaForCausalLM'), 7);
+    const policy = randomPolicy(engine, config('LlamaForCausalLM'), 7);
     const generator = new RolloutGenerator(engine, policy);
     const single = await generator.generate(PROMPTS, C);
     const oneTurn = new ScriptedEnvironment();
