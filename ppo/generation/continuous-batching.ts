@@ -106,14 +106,14 @@ export interface ContinuousOptions {
    * once it has arrived, at most `lag` steps later, awaiting `between()` at every step meanwhile (the event loop
    * turns: requests arrive, responses leave, the read completes). An ended sample's row then takes a waiting one
    * within 2·lag steps, a sample that arrives joins at the next step, and once a row has been empty for
-   * readEvery steps with none waiting, every empty row is dropped. Absent: the rollout's cadence, whose samples all
-   * wait from the start. `gather`: steps a waiting sample may wait for others while rows run, so that samples
+   * `emptyRowSteps` steps with none waiting, every empty row is dropped. Absent: the rollout's cadence, whose samples
+   * all wait from the start. `gather`: steps a waiting sample may wait for others while rows run, so that samples
    * arriving a few steps apart are prefilled as one group (each prefill is a forward pass of its own: many small
    * groups cost more host and device time than one) and, with equal budgets, end together and are refilled
    * together; a sample is admitted at once when nothing else runs or when the samples waiting fill every free row
    * (0 or absent: at once).
    */
-  eager?: { lag: number; gather?: number; between(): Promise<void> };
+  eager?: { lag: number; gather?: number; emptyRowSteps: number; between(): Promise<void> };
 }
 
 /** The output rows as the host read them. */
@@ -443,10 +443,10 @@ export async function decodeContinuous(
       if (!eager && queue.waiting === 0 && running.length < rows.length && running.length <= compactBelow * rows.length)
         keepRows(rows.flatMap((s, r) => (s ? [r] : [])));
     }
-    // A server keeps an empty row for readEvery steps (a client's next request usually comes sooner); once one has
-    // waited that long, every empty row goes in the same compaction (each moves every later row's cache: rows that
-    // end a step apart would otherwise cost one each), and a request that comes later joins as a new row.
-    if (eager && queue.waiting === 0 && rows.some((s, r) => !s && dispatches - emptySince[r] >= readEvery))
+    // A server keeps an empty row for emptyRowSteps steps (a client's next request usually comes sooner); once one
+    // has waited that long, every empty row goes in the same compaction (each moves every later row's cache: rows
+    // that end a step apart would otherwise cost one each), and a request that comes later joins as a new row.
+    if (eager && queue.waiting === 0 && rows.some((s, r) => !s && dispatches - emptySince[r] >= eager.emptyRowSteps))
       keepRows(rows.flatMap((s, r) => (s ? [r] : [])));
     if (readNow || eager) {
       free = rows.flatMap((s, r) => (s ? [] : [r]));

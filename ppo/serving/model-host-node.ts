@@ -73,7 +73,7 @@ const SERVER_GATHER_STEPS = 2;
 const SERVER_READ_EVERY = DEFAULT_READ_EVERY;
 /**
  * A row left empty with none waiting is dropped after this many steps, with every other empty row (the loop's
- * readEvery): a closed-loop client's next request comes within a step or two of its response, and an empty row
+ * emptyRowSteps): a closed-loop client's next request comes within a step or two of its response, and an empty row
  * decoded longer costs more than the compaction and the new row a later request takes (8 steps: 5% more server CPU
  * per token at ~24-token answers, docs/benchmarks.md).
  */
@@ -544,8 +544,12 @@ export class ModelHost {
       P,
       R,
       ...this.end,
-      readEvery: SERVER_EMPTY_ROW_STEPS,
-      eager: { lag: SERVER_READ_LAG, gather: SERVER_GATHER_STEPS, between: turnEventLoop },
+      eager: {
+        lag: SERVER_READ_LAG,
+        gather: SERVER_GATHER_STEPS,
+        emptyRowSteps: SERVER_EMPTY_ROW_STEPS,
+        between: turnEventLoop,
+      },
       onDecodeStep: (rows: number) => this.counters.decoded(rows),
       onPrefill: (rows: number) => this.counters.prefilled(rows),
       topLogprobs: MAX_TOP_LOGPROBS,

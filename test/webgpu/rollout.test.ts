@@ -526,7 +526,11 @@ describe('continuous batching', () => {
             rowsPerStep.push(rows);
             queue.step(rowsPerStep.length);
           },
-          eager: { lag: 1, between: () => new Promise((resolve) => setImmediate(resolve)) },
+          eager: {
+            lag: 1,
+            emptyRowSteps: c.readEvery!,
+            between: () => new Promise((resolve) => setImmediate(resolve)),
+          },
         },
         slots,
         continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!),
@@ -601,7 +605,12 @@ describe('continuous batching', () => {
             R: c.maxResponseLength,
             onDecodeStep: () => queue.step(),
             onPrefill: (rows) => prefills.push(rows),
-            eager: { lag: 1, gather, between: () => new Promise((resolve) => setImmediate(resolve)) },
+            eager: {
+              lag: 1,
+              gather,
+              emptyRowSteps: c.readEvery!,
+              between: () => new Promise((resolve) => setImmediate(resolve)),
+            },
           },
           9,
           continuousCacheCapacity(batch.P, c.maxResponseLength, c.readEvery!),
