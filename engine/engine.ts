@@ -52,7 +52,10 @@ export class Engine {
 
   private readonly kernels = new Map<KernelSpec, CompiledKernel>();
   private readonly modules = new Map<string, GPUShaderModule>();
-  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  /** Bind groups by kernel and bound ranges, with the buffers (bufferId) they bind. */
+  private readonly bindGroups = new Map<string, { group: GPUBindGroup; ids: Set<number> }>();
+  /** The keys of the cached bind groups that bind each buffer: dropped with the buffer. */
+  private readonly bindGroupKeys = new Map<number, Set<string>>();
   private readonly bufferIds = new WeakMap<GPUBuffer, number>();
   private nextId = 1;
 
@@ -216,7 +219,12 @@ export class Engine {
     for (const { buffer } of tensor.parts) {
       const id = this.bufferIds.get(buffer);
       if (id !== undefined) {
-        for (const key of [...this.bindGroups.keys()]) if (key.includes(`|${id}@`)) this.bindGroups.delete(key);
+        for (const key of this.bindGroupKeys.get(id) ?? []) {
+          for (const other of this.bindGroups.get(key)!.ids)
+            if (other !== id) this.bindGroupKeys.get(other)!.delete(key);
+          this.bindGroups.delete(key);
+        }
+        this.bindGroupKeys.delete(id);
       }
       if (this.liveBuffers.delete(buffer)) this.allocatedBytes -= buffer.size;
       buffer.destroy();
@@ -294,6 +302,7 @@ export class Engine {
     bindings: Readonly<Record<string, Tensor>>,
   ): GPUBindGroup {
     let key = `${kernel.id}`;
+    const ids = new Set<number>();
     const entries: GPUBindGroupEntry[] = [
       { binding: 0, resource: { buffer: this.uniformBuffer, size: kernel.uniformBytes } },
     ];
@@ -323,13 +332,19 @@ export class Engine {
             `bind it in windows (engine.bindingWindows)`,
         );
       }
-      key += `|${this.bufferId(t.buffer)}@${t.byteOffset}+${size}`;
+      const id = this.bufferId(t.buffer);
+      ids.add(id);
+      key += `|${id}@${t.byteOffset}+${size}`;
       entries.push({ binding: i + 1, resource: { buffer: t.buffer, offset: t.byteOffset, size } });
     });
-    let group = this.bindGroups.get(key);
-    if (!group) {
-      group = this.device.createBindGroup({ label: spec.name, layout: kernel.layout, entries });
-      this.bindGroups.set(key, group);
+    const cached = this.bindGroups.get(key);
+    if (cached) return cached.group;
+    const group = this.device.createBindGroup({ label: spec.name, layout: kernel.layout, entries });
+    this.bindGroups.set(key, { group, ids });
+    for (const id of ids) {
+      const keys = this.bindGroupKeys.get(id);
+      if (keys) keys.add(key);
+      else this.bindGroupKeys.set(id, new Set([key]));
     }
     return group;
   }
