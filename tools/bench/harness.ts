@@ -48,6 +48,25 @@ async function timeRuns(engine: Engine, run: () => void, reps: number): Promise<
   return { ms: (performance.now() - start) / reps, cpuMs: (cpu.user + cpu.system) / 1000 / reps };
 }
 
+/**
+ * The integer a `--name=N` flag gives (`fallback` where it is absent); one line naming the flag where N is not an
+ * integer ≥ `min` (`why`: what the bound is for).
+ */
+export function integerFlag<F extends number | null>(
+  argv: readonly string[],
+  name: string,
+  fallback: F,
+  min = 1,
+  why = '',
+): number | F {
+  const given = argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  if (given === undefined) return fallback;
+  const value = Number(given);
+  if (!Number.isInteger(value) || value < min)
+    throw new Error(`--${name}=${given}: expected an integer ≥ ${min}${why ? ` (${why})` : ''}`);
+  return value;
+}
+
 /** The middle value; of an even count, the mean of the two middle values. */
 export function median(values: readonly number[]): number {
   const sorted = [...values].sort((x, y) => x - y);

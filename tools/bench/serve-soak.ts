@@ -13,6 +13,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServeJs, type ServeProcess } from './serve-process.ts';
 import { writeModelAndData } from './servers.ts';
+import { integerFlag } from './harness.ts';
 
 type Row = Record<string, string | number>;
 
@@ -55,14 +56,8 @@ const prefixes = (a: readonly number[], b: readonly number[]) =>
   (a.length <= b.length ? a : b).every((t, i) => t === (a.length <= b.length ? b : a)[i]);
 
 export async function benchmarkServeSoak(argv: string[]): Promise<Row[]> {
-  const arg = (name: string, fallback: number) => {
-    const given = argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-    const value = given === undefined ? fallback : Number(given);
-    if (!Number.isInteger(value) || value < 1) throw new Error(`--${name}=${given}: expected a positive integer`);
-    return value;
-  };
-  const requests = arg('requests', 10_000);
-  const inFlight = arg('in-flight', 16);
+  const requests = integerFlag(argv, 'requests', 10_000);
+  const inFlight = integerFlag(argv, 'in-flight', 16);
   const dir = mkdtempSync(join(tmpdir(), 'bench-serve-soak-'));
   let server: ServeProcess | undefined;
   try {

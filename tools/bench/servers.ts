@@ -30,7 +30,7 @@ import { initialParameters } from '../../models/init.ts';
 import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from '../../ppo/tasks/arithmetic.ts';
 import { counterValue } from '../../ppo/serving/counters.ts';
-import { median } from './harness.ts';
+import { integerFlag, median } from './harness.ts';
 import { loadModel } from '../../models/model-files-node.ts';
 import { readGenerationConfig } from '../../models/checkpoint-io-node.ts';
 import { loadTokenizer } from '../../models/tokenizer-node.ts';
@@ -307,13 +307,8 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
     const concurrency = throughput.includes('=') ? Number(throughput.split('=')[1]) : 32;
     if (!Number.isInteger(concurrency) || concurrency < 1)
       throw new Error(`${throughput}: expected --serve-throughput or --serve-throughput=C, C an integer ≥ 1`);
-    const answerArg = argv.find((a) => a.startsWith('--answer-tokens='))?.slice('--answer-tokens='.length);
-    const answerTokens = answerArg === undefined ? null : Number(answerArg);
-    if (answerTokens !== null && (!Number.isInteger(answerTokens) || answerTokens < 1))
-      throw new Error(`--answer-tokens=${answerArg}: expected an integer ≥ 1 (every answer's length)`);
-    const roundsArg = argv.find((a) => a.startsWith('--rounds='))?.slice('--rounds='.length);
-    const rounds = roundsArg === undefined ? THROUGHPUT_ROUNDS : Number(roundsArg);
-    if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds=${roundsArg}: expected an integer ≥ 1`);
+    const answerTokens = integerFlag(argv, 'answer-tokens', null, 1, "every answer's length");
+    const rounds = integerFlag(argv, 'rounds', THROUGHPUT_ROUNDS);
     const client = argv.find((a) => a.startsWith('--client='))?.slice('--client='.length) ?? 'http';
     if (client !== 'http' && client !== 'fetch') throw new Error(`--client=${client}: expected http or fetch`);
     const dir = mkdtempSync(join(tmpdir(), 'bench-serve-throughput-'));
@@ -324,10 +319,7 @@ export async function benchmarkServers(argv: string[]): Promise<Row[]> {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  const stepsArg = argv.find((a) => a.startsWith('--steps='))?.slice('--steps='.length);
-  const steps = stepsArg === undefined ? 4 : Number(stepsArg);
-  if (!Number.isInteger(steps) || steps < 2)
-    throw new Error(`--steps=${stepsArg}: expected an integer ≥ 2 (step 1 is the warm-up)`);
+  const steps = integerFlag(argv, 'steps', 4, 2, 'step 1 is the warm-up');
   const dir = mkdtempSync(join(tmpdir(), 'bench-servers-'));
   const servers: ServeProcess[] = [];
   try {

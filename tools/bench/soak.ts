@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { integerFlag } from './harness.ts';
 
 const TRAIN_JS = fileURLToPath(new URL('../../train.js', import.meta.url));
 
@@ -21,13 +22,6 @@ const SAMPLED = {
 
 type Row = Record<string, string | number>;
 
-function option(argv: string[], name: string, fallback: number): number {
-  const value = argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  const n = value === undefined ? fallback : Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name}=${value}: expected a positive integer`);
-  return n;
-}
-
 /** Least-squares slope of y over x. */
 function slope(points: [number, number][]): number {
   const n = points.length;
@@ -38,9 +32,9 @@ function slope(points: [number, number][]): number {
 }
 
 export async function benchmarkSoak(argv: string[]): Promise<Row[]> {
-  const steps = option(argv, 'steps', 2000);
-  const warmup = option(argv, 'warmup', Math.min(200, Math.floor(steps / 4)));
-  const every = option(argv, 'every', Math.min(100, steps));
+  const steps = integerFlag(argv, 'steps', 2000);
+  const warmup = integerFlag(argv, 'warmup', Math.min(200, Math.floor(steps / 4)));
+  const every = integerFlag(argv, 'every', Math.min(100, steps));
   const dir = mkdtempSync(join(tmpdir(), 'soak-'));
   try {
     const args = [

@@ -21,7 +21,7 @@ import { saveModel } from '../../models/model-files-node.ts';
 import { arithmeticDataset, arithmeticTokenizer, arithmeticTokenizerFiles } from '../../ppo/tasks/arithmetic.ts';
 import { loadConfig } from '../../ppo/config.ts';
 import { PpoRun } from '../../ppo/jobs/ppo-run-node.ts';
-import { median } from './harness.ts';
+import { integerFlag, median } from './harness.ts';
 
 /** The kernel choices of a base that is not float32 (models/weight-operand.ts), forced on a float32 one: CPU devices
  *  otherwise multiply float32 weights through transposed copies and fused decode matmuls, which the other storages
@@ -65,15 +65,10 @@ export interface StorageBenchRow {
   cpu_vs_fp32: number;
 }
 
-function option(argv: string[], name: string, fallback: number): number {
-  const value = argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  return value === undefined ? fallback : Number(value);
-}
-
 export async function benchmarkStorage(engine: Engine, argv: string[]): Promise<StorageBenchRow[]> {
-  const rounds = option(argv, 'rounds', 3);
-  const layers = option(argv, 'layers', 1);
-  const steps = option(argv, 'steps', 2);
+  const rounds = integerFlag(argv, 'rounds', 3);
+  const layers = integerFlag(argv, 'layers', 1);
+  const steps = integerFlag(argv, 'steps', 2);
   const root = mkdtempSync(join(tmpdir(), 'bench-storage-'));
   try {
     const model = join(root, 'model');
