@@ -20,7 +20,7 @@ import type { Engine, Tensor } from '../engine/index.ts';
 import type { DecoderConfig } from './hf-config.ts';
 import { qkvWidth } from './parameter-layout.ts';
 import type { RowChunk } from './row-chunks.ts';
-import { rowWindow } from './row-chunks.ts';
+import { chunksOf, rowWindow } from './row-chunks.ts';
 import {
   attentionForward,
   attentionBackward,
@@ -135,13 +135,6 @@ export class AttentionWindows {
     }
   }
 
-  /** The windows [first, first + rows) of a sequence of T tokens. */
-  private windows(S: number, T: number): RowChunk[] {
-    const out: RowChunk[] = [];
-    for (let first = 0; first < T; first += S) out.push({ first, rows: Math.min(S, T - first) });
-    return out;
-  }
-
   /** Dims, q and the output views of sequence b's query window w. */
   private queryWindow(state: AttentionWindowState, a: AttentionTensors, b: number, T: number, w: RowChunk, i: number) {
     const c = this.c;
@@ -180,7 +173,7 @@ export class AttentionWindows {
   /** The key windows [first, first + rows) of a query window whose queries see keys [0, Tk): one, or windows of
    *  keyRows (a multiple of S, so each starts at or before the query window). */
   private keyWindows(state: AttentionWindowState, Tk: number): RowChunk[] {
-    return state.keyRows && Tk > state.keyRows ? this.windows(state.keyRows, Tk) : [{ first: 0, rows: Tk }];
+    return state.keyRows && Tk > state.keyRows ? chunksOf(Tk, state.keyRows) : [{ first: 0, rows: Tk }];
   }
 
   /** The compact keys and values of sequence b's tokens [first, first + n). */
@@ -204,7 +197,7 @@ export class AttentionWindows {
     const W = qkvWidth(c);
     const NHS = c.numHeads * c.headDim;
     for (let b = 0; b < B; b++)
-      this.windows(state.S, T).forEach((w, i) => {
+      chunksOf(T, state.S).forEach((w, i) => {
         const view = this.queryWindow(state, a, b, T, w, i);
         this.keyWindows(state, w.first + w.rows).forEach((k, j) => {
           // The first key window writes the query window's output; each later one a partial merged into it.
@@ -247,7 +240,7 @@ export class AttentionWindows {
     const W = qkvWidth(c);
     const NH = c.numHeads;
     const NHS = NH * c.headDim;
-    const windows = this.windows(state.S, T);
+    const windows = chunksOf(T, state.S);
     for (let b = 0; b < B; b++) {
       const views = windows.map((w, i) => {
         const view = this.queryWindow(state, a, b, T, w, i);

@@ -32,6 +32,11 @@ export function rowChunks(
       `a decoder row window of ${quantum} rows of ${widest} floats (${alignBytes}-byte aligned) is above the ` +
         `${maxBindingBytes}-byte binding limit`,
     );
+  return chunksOf(R, step);
+}
+
+/** R rows as windows of `step` rows, the last shorter. */
+export function chunksOf(R: number, step: number): RowChunk[] {
   const chunks: RowChunk[] = [];
   for (let first = 0; first < R; first += step) chunks.push({ first, rows: Math.min(step, R - first) });
   return chunks;
